@@ -1,0 +1,212 @@
+"""Every attention mask in the project is built and combined here.
+
+The convention is PyTorch's: a **bool mask marks what is hidden** (True = this query may
+NOT attend to this key; in a key padding mask True = padding), and a float mask is added
+to the attention scores (``-inf`` hides). ``scaled_dot_product_attention`` wants the
+opposite polarity for bool masks (True = may attend); the conversion happens only in
+:func:`to_sdpa_mask`.
+
+Shapes use the legend B batch, H heads, L query length, S key length.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "causal_mask",
+    "padding_mask",
+    "lengths_to_padding_mask",
+    "square_subsequent_mask",
+    "check_attn_mask",
+    "check_key_padding_mask",
+    "merge_masks",
+    "fully_hidden_rows",
+    "unhide_rows",
+    "to_sdpa_mask",
+]
+
+
+def causal_mask(
+    query_len: int,
+    key_len: int | None = None,
+    *,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """Bool mask that hides the future: query ``i`` may not see key ``j`` when ``j > i + offset``.
+
+    With ``key_len > query_len`` the queries are the *last* ``query_len`` positions of a
+    sequence of ``key_len`` (incremental decoding with a cache), so the offset is
+    ``key_len - query_len``.
+
+    Shape:
+        returns ``[L, S]`` bool, True above the (shifted) diagonal.
+    """
+    key_len = query_len if key_len is None else key_len
+    if query_len < 1 or key_len < query_len:
+        raise ValueError(
+            f"causal_mask: expected 1 <= query_len <= key_len, got query_len={query_len}, "
+            f"key_len={key_len}"
+        )
+    offset = key_len - query_len
+    query_positions = torch.arange(query_len, device=device).unsqueeze(1) + offset  # [L, 1]
+    key_positions = torch.arange(key_len, device=device).unsqueeze(0)  # [1, S]
+    return key_positions > query_positions  # [L, S]
+
+
+def square_subsequent_mask(
+    size: int, *, device: torch.device | str | None = None, dtype: torch.dtype | None = None
+) -> Tensor:
+    """Float causal mask, ``-inf`` above the diagonal and 0 elsewhere (torch's format).
+
+    Shape:
+        returns ``[size, size]`` float.
+    """
+    hidden = causal_mask(size, device=device)  # [L, L]
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    return torch.zeros(size, size, device=device, dtype=dtype).masked_fill(hidden, float("-inf"))
+
+
+def padding_mask(token_ids: Tensor, pad_id: int) -> Tensor:
+    """Key padding mask from token ids: True where the token is padding.
+
+    Shape:
+        token_ids ``[B, S]`` integer; returns ``[B, S]`` bool.
+    """
+    if token_ids.dim() != 2 or token_ids.is_floating_point():
+        raise ValueError(
+            "padding_mask: token_ids must be an integer tensor of shape [batch, seq_len], "
+            f"got dtype {token_ids.dtype} and shape {tuple(token_ids.shape)}"
+        )
+    return token_ids == pad_id
+
+
+def lengths_to_padding_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
+    """Key padding mask from sequence lengths: True at positions ``>= length``.
+
+    Shape:
+        lengths ``[B]`` integer; returns ``[B, max_len]`` bool.
+    """
+    if lengths.dim() != 1 or lengths.is_floating_point():
+        raise ValueError(
+            "lengths_to_padding_mask: lengths must be a 1-D integer tensor, "
+            f"got dtype {lengths.dtype} and shape {tuple(lengths.shape)}"
+        )
+    longest = int(lengths.max()) if lengths.numel() else 0
+    max_len = longest if max_len is None else max_len
+    if longest > max_len:
+        raise ValueError(
+            f"lengths_to_padding_mask: max_len must be >= the longest length {longest}, got {max_len}"
+        )
+    positions = torch.arange(max_len, device=lengths.device).unsqueeze(0)  # [1, S]
+    return positions >= lengths.unsqueeze(1)  # [B, S]
+
+
+def _check_mask_dtype(name: str, mask: Tensor) -> None:
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise ValueError(
+            f"{name} must be a bool (True = hidden) or floating (added to the scores) tensor, "
+            f"got dtype {mask.dtype}"
+        )
+
+
+def check_attn_mask(
+    attn_mask: Tensor, *, batch_size: int, num_heads: int, query_len: int, key_len: int
+) -> None:
+    """Raise ``ValueError`` unless ``attn_mask`` is ``[L, S]`` or ``[B*H, L, S]``, bool or float."""
+    _check_mask_dtype("attn_mask", attn_mask)
+    expected_2d = (query_len, key_len)
+    expected_3d = (batch_size * num_heads, query_len, key_len)
+    if tuple(attn_mask.shape) not in (expected_2d, expected_3d):
+        raise ValueError(
+            f"attn_mask must have shape {list(expected_2d)} or {list(expected_3d)} "
+            f"([tgt_len, src_len] or [batch*num_heads, tgt_len, src_len]), "
+            f"got {list(attn_mask.shape)}"
+        )
+
+
+def check_key_padding_mask(key_padding_mask: Tensor, *, batch_size: int, key_len: int) -> None:
+    """Raise ``ValueError`` unless ``key_padding_mask`` is ``[B, S]``, bool or float."""
+    _check_mask_dtype("key_padding_mask", key_padding_mask)
+    if tuple(key_padding_mask.shape) != (batch_size, key_len):
+        raise ValueError(
+            f"key_padding_mask must have shape [batch, src_len] = {[batch_size, key_len]}, "
+            f"got {list(key_padding_mask.shape)}"
+        )
+
+
+def merge_masks(
+    attn_mask: Tensor | None,
+    key_padding_mask: Tensor | None,
+    *,
+    batch_size: int,
+    num_heads: int,
+    dtype: torch.dtype,
+) -> Tensor | None:
+    """Combine an attention mask and a key padding mask into one mask over the scores.
+
+    Two bool masks stay bool (hidden where either hides); otherwise both become additive
+    float masks in ``dtype`` (bool True -> ``-inf``) and are summed, as torch does.
+
+    Shape:
+        attn_mask ``[L, S]`` or ``[B*H, L, S]``; key_padding_mask ``[B, S]``;
+        returns ``[1 or B, 1 or H, L or 1, S]``, broadcastable to the scores ``[B, H, L, S]``.
+    """
+    parts: list[Tensor] = []
+    if attn_mask is not None:
+        if attn_mask.dim() == 2:
+            parts.append(attn_mask.view(1, 1, *attn_mask.shape))  # [1, 1, L, S]
+        else:
+            parts.append(attn_mask.view(batch_size, num_heads, *attn_mask.shape[1:]))  # [B, H, L, S]
+    if key_padding_mask is not None:
+        parts.append(key_padding_mask.view(batch_size, 1, 1, key_padding_mask.shape[-1]))  # [B, 1, 1, S]
+    if not parts:
+        return None
+    if all(part.dtype == torch.bool for part in parts):
+        merged = parts[0]
+        for part in parts[1:]:
+            merged = merged | part
+        return merged
+    merged_float: Tensor | None = None
+    for part in parts:
+        additive = (
+            torch.zeros(part.shape, dtype=dtype, device=part.device).masked_fill(part, float("-inf"))
+            if part.dtype == torch.bool
+            else part.to(dtype)
+        )
+        merged_float = additive if merged_float is None else merged_float + additive
+    return merged_float
+
+
+def fully_hidden_rows(mask: Tensor) -> Tensor:
+    """Where a query row has every key hidden (softmax over nothing would give NaN).
+
+    Shape:
+        mask ``[..., L, S]`` bool (True = hidden) or float (``-inf`` = hidden);
+        returns ``[..., L, 1]`` bool.
+    """
+    hidden = mask if mask.dtype == torch.bool else torch.isneginf(mask)
+    return hidden.all(dim=-1, keepdim=True)
+
+
+def unhide_rows(mask: Tensor, rows: Tensor) -> Tensor:
+    """Clear the mask on ``rows`` so that softmax stays finite; the caller zeroes those rows after.
+
+    Shape:
+        mask ``[..., L, S]``; rows ``[..., L, 1]`` bool; returns the mask's shape
+        broadcast with ``rows``.
+    """
+    if mask.dtype == torch.bool:
+        return mask & ~rows
+    return mask.masked_fill(rows, 0.0)
+
+
+def to_sdpa_mask(mask: Tensor | None) -> Tensor | None:
+    """The one polarity conversion: our bool "hidden" mask to SDPA's bool "may attend" mask.
+
+    Float masks are additive in both conventions and pass through unchanged.
+    """
+    if mask is None or mask.dtype != torch.bool:
+        return mask
+    return ~mask

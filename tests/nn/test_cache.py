@@ -1,0 +1,89 @@
+"""Incremental decoding with the key/value cache equals the full causal decoder."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.nn.helpers import max_difference, random_key_padding_mask
+from transformer_lab import nn as ours
+
+D_MODEL, NHEAD, BATCH, SRC_LEN, TGT_LEN = 16, 2, 3, 6, 7
+
+
+def build_decoder(norm_first: bool, batch_first: bool = True) -> ours.TransformerDecoder:
+    layer = ours.TransformerDecoderLayer(D_MODEL, NHEAD, 32, dropout=0.0, batch_first=batch_first, norm_first=norm_first)
+    decoder = ours.TransformerDecoder(layer, num_layers=2, norm=torch.nn.LayerNorm(D_MODEL))
+    return decoder.eval()
+
+
+def full_decoder(decoder, tgt, memory, memory_padding):  # type: ignore[no-untyped-def]
+    return decoder(
+        tgt, memory, tgt_mask=ours.causal_mask(tgt.shape[1]), memory_key_padding_mask=memory_padding
+    )
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_step_by_step_with_cache_equals_full_decoder(norm_first: bool) -> None:
+    decoder = build_decoder(norm_first)
+    tgt, memory = torch.randn(BATCH, TGT_LEN, D_MODEL), torch.randn(BATCH, SRC_LEN, D_MODEL)
+    memory_padding = random_key_padding_mask(BATCH, SRC_LEN, "bool")
+    expected = full_decoder(decoder, tgt, memory, memory_padding)  # [B, T, D]
+    cache = decoder.new_cache()
+    steps = []
+    for position in range(TGT_LEN):
+        steps.append(decoder(tgt[:, position : position + 1], memory, memory_key_padding_mask=memory_padding, cache=cache))
+        assert cache.length == position + 1
+    assert max_difference(torch.cat(steps, dim=1), expected) <= 1e-5
+
+
+def test_prefill_several_positions_then_single_steps() -> None:
+    decoder = build_decoder(norm_first=False)
+    tgt, memory = torch.randn(BATCH, TGT_LEN, D_MODEL), torch.randn(BATCH, SRC_LEN, D_MODEL)
+    expected = full_decoder(decoder, tgt, memory, None)
+    cache = decoder.new_cache()
+    first = decoder(tgt[:, :4], memory, cache=cache)  # four positions at once: shifted causal mask
+    rest = [decoder(tgt[:, position : position + 1], memory, cache=cache) for position in range(4, TGT_LEN)]
+    assert max_difference(torch.cat([first, *rest], dim=1), expected) <= 1e-5
+
+
+def test_sequence_first_layout_with_cache() -> None:
+    decoder = build_decoder(norm_first=False, batch_first=False)
+    tgt, memory = torch.randn(TGT_LEN, BATCH, D_MODEL), torch.randn(SRC_LEN, BATCH, D_MODEL)
+    expected = decoder(tgt, memory, tgt_mask=ours.causal_mask(TGT_LEN))
+    cache = ours.DecoderCache(2)
+    steps = [decoder(tgt[position : position + 1], memory, cache=cache) for position in range(TGT_LEN)]
+    assert max_difference(torch.cat(steps, dim=0), expected) <= 1e-5
+
+
+def test_cross_attention_keys_are_projected_once() -> None:
+    decoder = build_decoder(norm_first=False)
+    tgt, memory = torch.randn(BATCH, 3, D_MODEL), torch.randn(BATCH, SRC_LEN, D_MODEL)
+    cache = decoder.new_cache()
+    decoder(tgt[:, :1], memory, cache=cache)
+    cross_keys = cache.layers[0].cross_attention.keys
+    decoder(tgt[:, 1:2], memory, cache=cache)
+    assert cache.layers[0].cross_attention.keys is cross_keys
+    assert cache.layers[0].self_attention.keys.shape == (BATCH, NHEAD, 2, D_MODEL // NHEAD)
+
+
+def test_reorder_along_the_batch_follows_the_chosen_rows() -> None:
+    decoder = build_decoder(norm_first=True)
+    tgt, memory = torch.randn(BATCH, TGT_LEN, D_MODEL), torch.randn(BATCH, SRC_LEN, D_MODEL)
+    index = torch.tensor([2, 0, 0, 1])  # reorder and expand, as beam search does
+    expected = full_decoder(decoder, tgt[index], memory[index], None)
+    cache = decoder.new_cache()
+    outputs = [decoder(tgt[:, position : position + 1], memory, cache=cache) for position in range(3)]
+    cache.reorder(index)
+    outputs = [output[index] for output in outputs]
+    outputs += [decoder(tgt[index, position : position + 1], memory[index], cache=cache) for position in range(3, TGT_LEN)]
+    assert max_difference(torch.cat(outputs, dim=1), expected) <= 1e-5
+
+
+def test_reorder_rejects_a_bad_index_and_cache_of_wrong_depth() -> None:
+    cache = ours.DecoderCache(2)
+    with pytest.raises(ValueError, match="index must be a 1-D long tensor"):
+        cache.reorder(torch.tensor([[0]]))
+    decoder = build_decoder(norm_first=False)
+    with pytest.raises(ValueError, match="one entry per decoder layer"):
+        decoder(torch.randn(1, 1, D_MODEL), torch.randn(1, 2, D_MODEL), cache=ours.DecoderCache(3))
