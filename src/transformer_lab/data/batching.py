@@ -1,0 +1,267 @@
+"""Which examples go together in a batch, as lists of example indices.
+
+`token_budget_batches` follows the paper's batching ("sentence pairs were batched together
+by approximate sequence length; each batch contained a set of sentence pairs containing
+approximately 25000 source tokens and 25000 target tokens"): examples of similar length
+share a batch, so little of the batch is padding, and each batch is sized by a token
+budget rather than a sentence count, so short sentences come in large batches and long
+ones in small batches.
+
+Every function here is deterministic in its arguments: the same (seed, epoch) gives the
+same batches on every machine and in every process, which is what lets the shards of a
+DistributedDataParallel run agree on the plan without talking to each other.
+
+Sharding. With num_shards = k > 1 every shard must run the same number of steps, or
+the collective calls of DistributedDataParallel wait forever. The full list of batches is
+first made a multiple of k long:
+
+1. by splitting batches in two: repeatedly the batch with the most examples (the first
+   such in order) is replaced by its two halves, which are both within any budget the
+   whole batch was within. Every example still appears exactly once, so the shards stay
+   disjoint. At most k - 1 splits are needed.
+2. only if every batch is down to a single example and the count is still not a
+   multiple of k (fewer examples than shards, or a budget so small that each batch holds
+   one example), the first r = (-count) % k batches are repeated at the end. Those r
+   batches are seen twice in the epoch; `balance_batches_for_shards` returns r, and
+   `token_budget_batches` logs a warning with it.
+
+Shard i then takes batches i, i + k, i + 2k, ... of the list.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from transformer_lab.data._checks import check_bool, check_integer
+
+logger = logging.getLogger(__name__)
+
+Lengths = Sequence[int] | Sequence[tuple[int, int]]
+
+
+def _epoch_generator(seed: int, epoch: int) -> torch.Generator:
+    """A generator for one (seed, epoch); distinct pairs give unrelated streams.
+
+    A plain seed + epoch would make (seed=1, epoch=0) repeat (seed=0, epoch=1);
+    NumPy's SeedSequence hashes the pair instead.
+    """
+    state = np.random.SeedSequence([seed, epoch]).generate_state(1, dtype=np.uint64)[0]
+    return torch.Generator().manual_seed(int(state))
+
+
+def _length_table(lengths: Lengths) -> np.ndarray:
+    """Check `lengths` and return it as an int64 array [N] or [N, 2]."""
+    if isinstance(lengths, (str, bytes)):
+        raise ValueError(f"lengths must be a list of ints or of (source, target) pairs, got {lengths!r:.80}")
+    try:
+        table = np.asarray(lengths)
+    except ValueError as error:
+        raise ValueError(
+            f"lengths must be a list of ints or of (source, target) pairs, got a ragged list ({error})"
+        ) from None
+    if table.size == 0 or len(table) == 0:
+        raise ValueError("lengths must be non-empty, got no examples")
+    if not (table.ndim == 1 or (table.ndim == 2 and table.shape[1] == 2)):
+        raise ValueError(
+            f"lengths must be a list of ints [N] or of (source, target) pairs [N, 2], got shape {table.shape}"
+        )
+    if table.dtype.kind not in "iu":
+        raise ValueError(f"lengths must hold integers, got dtype {table.dtype}")
+    table = table.astype(np.int64)
+    too_short = np.nonzero((table < 1) if table.ndim == 1 else (table < 1).any(axis=1))[0]
+    if too_short.size:
+        index = int(too_short[0])
+        raise ValueError(f"lengths[{index}] must be >= 1, got {table[index].tolist()}")
+    return table
+
+
+def _check_shards(num_shards: int, shard_index: int) -> tuple[int, int]:
+    num_shards = check_integer("num_shards", num_shards, minimum=1)
+    shard_index = check_integer("shard_index", shard_index, minimum=0)
+    if shard_index >= num_shards:
+        raise ValueError(f"shard_index must be in [0, {num_shards}), got {shard_index}")
+    return num_shards, shard_index
+
+
+def _take_shard(batches: list[list[int]], num_shards: int, shard_index: int) -> list[list[int]]:
+    """The batches of one shard, after making their count a multiple of num_shards."""
+    if num_shards == 1:
+        return batches
+    balanced, num_repeated = balance_batches_for_shards(batches, num_shards)
+    if num_repeated:
+        logger.warning(
+            "%d batch(es) repeated so that %d shards get %d batches each: every batch holds a "
+            "single example and %d examples do not divide evenly",
+            num_repeated,
+            num_shards,
+            len(balanced) // num_shards,
+            sum(len(batch) for batch in batches),
+        )
+    return balanced[shard_index::num_shards]
+
+
+def balance_batches_for_shards(
+    batches: Sequence[Sequence[int]], num_shards: int
+) -> tuple[list[list[int]], int]:
+    """Make the number of batches a multiple of num_shards (see the module docstring).
+
+    Batches are split in two (largest first) while possible; only when every batch holds
+    a single example are the first batches repeated at the end.
+
+    Returns:
+        (the new list of batches, the number of batches repeated; 0 when none were).
+    """
+    num_shards = check_integer("num_shards", num_shards, minimum=1)
+    balanced = [list(batch) for batch in batches]
+    if not balanced:
+        raise ValueError("batches must be non-empty, got no batches")
+    while len(balanced) % num_shards:
+        largest = max(range(len(balanced)), key=lambda position: len(balanced[position]))
+        batch = balanced[largest]
+        if len(batch) < 2:
+            break
+        middle = len(batch) // 2
+        balanced[largest : largest + 1] = [batch[:middle], batch[middle:]]
+    num_repeated = -len(balanced) % num_shards
+    count = len(balanced)
+    balanced.extend(list(balanced[position % count]) for position in range(num_repeated))
+    return balanced, num_repeated
+
+
+def token_budget_batches(
+    lengths: Lengths,
+    max_tokens: int,
+    shuffle: bool = True,
+    seed: int = 0,
+    epoch: int = 0,
+    num_shards: int = 1,
+    shard_index: int = 0,
+) -> list[list[int]]:
+    """Group example indices into length-sorted batches of at most max_tokens padded tokens.
+
+    The padded size of a batch is (its longest example) x (its number of examples); for
+    (source, target) pairs an example's length is the longer of the two, so neither
+    padded tensor exceeds the budget. Pass lengths as collated (see `collated_lengths`).
+
+    Examples are sorted by length, with ties in a random order drawn from (seed, epoch)
+    when `shuffle` (else in index order), and cut greedily into batches. With `shuffle`
+    the order of the batches is then shuffled with the same (seed, epoch): each epoch
+    differs, and the same epoch is reproduced exactly. Without sharding every index
+    appears exactly once. An example longer than max_tokens is a ValueError naming it;
+    nothing is dropped. For num_shards > 1 see the module docstring.
+
+    Args:
+        lengths: one length per example, or one (source length, target length) pair.
+        max_tokens: the padded-token budget of one batch.
+        shuffle: shuffle ties and the batch order (training) or not (evaluation).
+        seed, epoch: select the random order; both >= 0.
+        num_shards, shard_index: this process's share, for DistributedDataParallel.
+
+    Returns:
+        the batches of shard `shard_index`, each a list of example indices.
+    """
+    table = _length_table(lengths)
+    max_tokens = check_integer("max_tokens", max_tokens, minimum=1)
+    check_bool("shuffle", shuffle)
+    seed = check_integer("seed", seed, minimum=0)
+    epoch = check_integer("epoch", epoch, minimum=0)
+    num_shards, shard_index = _check_shards(num_shards, shard_index)
+
+    budget_lengths = table if table.ndim == 1 else table.max(axis=1)
+    too_long = np.nonzero(budget_lengths > max_tokens)[0]
+    if too_long.size:
+        index = int(too_long[0])
+        others = f" (and {too_long.size - 1} more)" if too_long.size > 1 else ""
+        raise ValueError(
+            f"lengths[{index}] is {table[index].tolist()}, longer than max_tokens={max_tokens}{others}; "
+            f"raise max_tokens or filter long examples explicitly before batching"
+        )
+
+    if shuffle:
+        generator = _epoch_generator(seed, epoch)
+        tie_break = torch.randperm(len(budget_lengths), generator=generator).numpy()
+        order = np.lexsort((tie_break, budget_lengths))
+    else:
+        order = np.argsort(budget_lengths, kind="stable")
+
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index, length in zip(order.tolist(), budget_lengths[order].tolist()):
+        # Lengths only grow along `order`, so this example is the batch's new longest.
+        if current and (len(current) + 1) * length > max_tokens:
+            batches.append(current)
+            current = []
+        current.append(index)
+    batches.append(current)
+
+    if shuffle:
+        permutation = torch.randperm(len(batches), generator=generator).tolist()
+        batches = [batches[position] for position in permutation]
+    return _take_shard(batches, num_shards, shard_index)
+
+
+def fixed_size_batches(
+    num_examples: int,
+    batch_size: int,
+    shuffle: bool = True,
+    seed: int = 0,
+    epoch: int = 0,
+    num_shards: int = 1,
+    shard_index: int = 0,
+) -> list[list[int]]:
+    """Cut the indices 0..num_examples-1 into batches of batch_size examples.
+
+    With `shuffle` the indices are permuted with (seed, epoch) first. The last batch
+    holds the remainder and may be smaller; it is kept, never dropped. For num_shards > 1
+    see the module docstring.
+
+    Returns:
+        the batches of shard `shard_index`, each a list of example indices.
+    """
+    num_examples = check_integer("num_examples", num_examples, minimum=1)
+    batch_size = check_integer("batch_size", batch_size, minimum=1)
+    check_bool("shuffle", shuffle)
+    seed = check_integer("seed", seed, minimum=0)
+    epoch = check_integer("epoch", epoch, minimum=0)
+    num_shards, shard_index = _check_shards(num_shards, shard_index)
+    if shuffle:
+        order = torch.randperm(num_examples, generator=_epoch_generator(seed, epoch)).tolist()
+    else:
+        order = list(range(num_examples))
+    batches = [order[start : start + batch_size] for start in range(0, num_examples, batch_size)]
+    return _take_shard(batches, num_shards, shard_index)
+
+
+def padding_fraction(batches: Sequence[Sequence[int]], lengths: Lengths) -> float:
+    """The share of padded slots over all batches, in [0, 1).
+
+    A batch of n examples whose longest is L holds n x L slots, of which the examples
+    fill the sum of their lengths. For (source, target) pairs the source and target
+    tensors are counted separately and added.
+    """
+    table = _length_table(lengths)
+    if table.ndim == 1:
+        table = table[:, None]
+    if isinstance(batches, (str, bytes)) or len(batches) == 0:
+        raise ValueError("batches must be a non-empty list of index lists, got no batches")
+    slots = 0
+    filled = 0
+    for position, batch in enumerate(batches):
+        indices = np.asarray(batch)
+        if indices.ndim != 1 or indices.size == 0 or indices.dtype.kind not in "iu":
+            raise ValueError(
+                f"batches[{position}] must be a non-empty list of example indices, got {batch!r:.80}"
+            )
+        if indices.min() < 0 or indices.max() >= len(table):
+            raise ValueError(
+                f"batches[{position}] must hold indices in [0, {len(table)}), got "
+                f"{int(indices.min())}..{int(indices.max())}"
+            )
+        rows = table[indices]
+        slots += int(rows.max(axis=0).sum()) * len(indices)
+        filled += int(rows.sum())
+    return 1.0 - filled / slots
