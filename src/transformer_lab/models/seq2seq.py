@@ -1,0 +1,183 @@
+"""The complete encoder-decoder model for sequence-to-sequence tasks (batch-first).
+
+Shape legend: B batch, S source length, T target length, D d_model, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from transformer_lab import nn as lab_nn
+from transformer_lab.models.config import ModelConfig
+from transformer_lab.models.embedding import SinusoidalPositionalEncoding, TokenEmbedding, check_token_ids
+from transformer_lab.nn import masks
+
+__all__ = ["Seq2SeqTransformer"]
+
+_TIE_CHOICES = ("none", "decoder", "all")
+
+
+class Seq2SeqTransformer(nn.Module):
+    """Embeddings x sqrt(d_model) + sinusoidal positions, the Transformer, a generator to logits.
+
+    Masks are derived from the token ids: the source padding mask from ``pad_id`` (used by
+    the encoder's self-attention and by every decoder layer's cross-attention), and the
+    causal mask for the target. No target key padding mask is needed: a padded target
+    position is only ever seen by later (also padded) positions, and the loss ignores them.
+
+    It implements the decoding protocol of ``transformer_lab.decoding``: ``encode``,
+    ``new_cache``, ``decode_step`` and ``bos_id`` / ``eos_id`` / ``pad_id``.
+    """
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d_model: int = 512,
+        nhead: int = 8,
+        num_encoder_layers: int = 6,
+        num_decoder_layers: int = 6,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        activation: str = "relu",
+        max_len: int = 512,
+        pad_id: int = 0,
+        tie_embeddings: str = "none",
+        bos_id: int = 2,
+        eos_id: int = 3,
+    ) -> None:
+        super().__init__()
+        if tie_embeddings not in _TIE_CHOICES:
+            raise ValueError(f"tie_embeddings must be one of {_TIE_CHOICES}, got {tie_embeddings!r}")
+        if tie_embeddings == "all" and src_vocab_size != tgt_vocab_size:
+            raise ValueError(
+                "tie_embeddings='all' needs one shared vocabulary, got src_vocab_size="
+                f"{src_vocab_size}, tgt_vocab_size={tgt_vocab_size}"
+            )
+        for name, token_id in (("pad_id", pad_id), ("bos_id", bos_id), ("eos_id", eos_id)):
+            if not 0 <= token_id < tgt_vocab_size:
+                raise ValueError(f"{name} must be in [0, tgt_vocab_size={tgt_vocab_size}), got {token_id}")
+        self.src_embedding = TokenEmbedding(src_vocab_size, d_model)
+        self.tgt_embedding = TokenEmbedding(tgt_vocab_size, d_model)
+        self.positional_encoding = SinusoidalPositionalEncoding(d_model, max_len, dropout)
+        self.transformer = lab_nn.Transformer(
+            d_model=d_model,
+            nhead=nhead,
+            num_encoder_layers=num_encoder_layers,
+            num_decoder_layers=num_decoder_layers,
+            dim_feedforward=dim_feedforward,
+            dropout=dropout,
+            activation=activation,
+            batch_first=True,
+            norm_first=norm_first,
+        )
+        self.generator = nn.Linear(d_model, tgt_vocab_size)
+        # Xavier-uniform on every matrix, embeddings included, as the paper's code does.
+        for parameter in self.parameters():
+            if parameter.dim() > 1:
+                nn.init.xavier_uniform_(parameter)
+        if tie_embeddings in ("decoder", "all"):
+            self.generator.weight = self.tgt_embedding.embedding.weight
+        if tie_embeddings == "all":
+            self.src_embedding.embedding.weight = self.tgt_embedding.embedding.weight
+        self.src_vocab_size = src_vocab_size
+        self.tgt_vocab_size = tgt_vocab_size
+        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+
+    @classmethod
+    def from_config(cls, config: ModelConfig) -> "Seq2SeqTransformer":
+        return cls(
+            src_vocab_size=config.src_vocab_size,
+            tgt_vocab_size=config.tgt_vocab_size,
+            d_model=config.d_model,
+            nhead=config.nhead,
+            num_encoder_layers=config.num_encoder_layers,
+            num_decoder_layers=config.num_decoder_layers,
+            dim_feedforward=config.dim_feedforward,
+            dropout=config.dropout,
+            norm_first=config.norm_first,
+            activation=config.activation,
+            max_len=config.max_len,
+            pad_id=config.pad_id,
+            tie_embeddings=config.tie_embeddings,
+            bos_id=config.bos_id,
+            eos_id=config.eos_id,
+        )
+
+    def encode(self, src_ids: Tensor) -> Tensor:
+        """Encode source ids into the memory every decoder layer reads.
+
+        Shape:
+            src_ids ``[B, S]`` -> memory ``[B, S, D]``.
+        """
+        check_token_ids(src_ids, self.src_vocab_size, "src_ids")
+        src_emb = self.positional_encoding(self.src_embedding(src_ids))  # [B, S, D]
+        src_padding_mask = masks.padding_mask(src_ids, self.pad_id)  # [B, S]
+        return self.transformer.encoder(src_emb, src_key_padding_mask=src_padding_mask)  # [B, S, D]
+
+    def decode(self, tgt_in_ids: Tensor, memory: Tensor, src_ids: Tensor) -> Tensor:
+        """Logits for every target position (teacher forcing).
+
+        Shape:
+            tgt_in_ids ``[B, T]``, memory ``[B, S, D]``, src_ids ``[B, S]`` -> ``[B, T, V]``.
+        """
+        check_token_ids(tgt_in_ids, self.tgt_vocab_size, "tgt_in_ids")
+        self._check_memory(memory, src_ids, tgt_in_ids.shape[0])
+        tgt_emb = self.positional_encoding(self.tgt_embedding(tgt_in_ids))  # [B, T, D]
+        hidden = self.transformer.decoder(
+            tgt_emb,
+            memory,
+            tgt_mask=masks.causal_mask(tgt_in_ids.shape[1], device=tgt_in_ids.device),  # [T, T]
+            tgt_is_causal=True,
+            memory_key_padding_mask=masks.padding_mask(src_ids, self.pad_id),  # [B, S]
+        )  # [B, T, D]
+        return self.generator(hidden)  # [B, T, V]
+
+    def forward(self, src_ids: Tensor, tgt_in_ids: Tensor) -> Tensor:
+        """Shape: src_ids ``[B, S]``, tgt_in_ids ``[B, T]`` -> logits ``[B, T, V]``."""
+        if src_ids.dim() == 2 and tgt_in_ids.dim() == 2 and src_ids.shape[0] != tgt_in_ids.shape[0]:
+            raise ValueError(
+                f"src_ids and tgt_in_ids must have the same batch size, got {src_ids.shape[0]} and {tgt_in_ids.shape[0]}"
+            )
+        return self.decode(tgt_in_ids, self.encode(src_ids), src_ids)
+
+    def new_cache(self) -> lab_nn.DecoderCache:
+        """An empty key/value cache for :meth:`decode_step`."""
+        return self.transformer.decoder.new_cache()
+
+    def decode_step(
+        self, tgt_prefix_ids: Tensor, memory: Tensor, src_ids: Tensor, cache: lab_nn.DecoderCache | None = None
+    ) -> Tensor:
+        """Logits of the token that follows ``tgt_prefix_ids``.
+
+        Without a cache the whole prefix runs through the decoder (the tutorials' method).
+        With a cache only the positions not yet cached run (one per step after the first)
+        and their keys/values are appended.
+
+        Shape:
+            tgt_prefix_ids ``[B, t]``, memory ``[B, S, D]``, src_ids ``[B, S]`` -> ``[B, V]``.
+        """
+        if cache is None:
+            return self.decode(tgt_prefix_ids, memory, src_ids)[:, -1]  # [B, V]
+        cached = cache.length
+        if tgt_prefix_ids.shape[1] <= cached:
+            raise ValueError(
+                f"tgt_prefix_ids must be longer than the {cached} cached positions, got length {tgt_prefix_ids.shape[1]}"
+            )
+        new_ids = tgt_prefix_ids[:, cached:]  # [B, t - cached]
+        check_token_ids(new_ids, self.tgt_vocab_size, "tgt_prefix_ids")
+        self._check_memory(memory, src_ids, new_ids.shape[0])
+        new_emb = self.positional_encoding(self.tgt_embedding(new_ids), offset=cached)  # [B, t_new, D]
+        hidden = self.transformer.decoder(
+            new_emb, memory, memory_key_padding_mask=masks.padding_mask(src_ids, self.pad_id), cache=cache
+        )  # [B, t_new, D]
+        return self.generator(hidden[:, -1])  # [B, V]
+
+    def _check_memory(self, memory: Tensor, src_ids: Tensor, batch_size: int) -> None:
+        if memory.dim() != 3 or tuple(memory.shape[:2]) != tuple(src_ids.shape) or memory.shape[0] != batch_size:
+            raise ValueError(
+                "memory must have shape [batch, src_len, d_model] matching src_ids "
+                f"{list(src_ids.shape)} and the target batch {batch_size}, got {list(memory.shape)}"
+            )

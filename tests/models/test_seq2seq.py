@@ -1,0 +1,77 @@
+"""Seq2SeqTransformer: shapes, masks derived from ids, cached decode steps, tying, errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from transformer_lab.models import ModelConfig, Seq2SeqTransformer
+
+VOCAB = 12
+
+
+def tiny_model(**overrides) -> Seq2SeqTransformer:  # type: ignore[no-untyped-def]
+    config = ModelConfig(
+        src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, d_model=16, nhead=2, num_encoder_layers=2,
+        num_decoder_layers=2, dim_feedforward=32, dropout=0.0, max_len=32,
+    )
+    for key, value in overrides.items():
+        setattr(config, key, value)
+    return Seq2SeqTransformer.from_config(config).eval()
+
+
+def test_forward_shape_and_padding_of_the_source_changes_nothing() -> None:
+    model = tiny_model()
+    src = torch.tensor([[5, 6, 7, 0], [8, 9, 0, 0]])
+    tgt = torch.tensor([[2, 5, 6], [2, 8, 9]])
+    logits = model(src, tgt)
+    assert logits.shape == (2, 3, VOCAB)
+    more_padding = torch.cat([src, torch.zeros(2, 3, dtype=torch.long)], dim=1)
+    assert torch.allclose(model(more_padding, tgt), logits, atol=1e-5)
+
+
+def test_future_target_tokens_do_not_change_earlier_logits() -> None:
+    model = tiny_model()
+    src = torch.tensor([[5, 6, 7]])
+    first = model(src, torch.tensor([[2, 5, 6, 7]]))
+    second = model(src, torch.tensor([[2, 5, 9, 11]]))
+    assert torch.allclose(first[:, :2], second[:, :2], atol=1e-6)
+    assert not torch.allclose(first[:, 2:], second[:, 2:])
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_decode_steps_equal_uncached(norm_first: bool) -> None:
+    model = tiny_model(norm_first=norm_first)
+    src = torch.tensor([[5, 6, 7, 0], [8, 9, 10, 11]])
+    tgt = torch.tensor([[2, 5, 6, 7, 3], [2, 11, 10, 9, 8]])
+    memory = model.encode(src)
+    cache = model.new_cache()
+    for length in range(1, tgt.shape[1] + 1):
+        cached = model.decode_step(tgt[:, :length], memory, src, cache=cache)
+        uncached = model.decode_step(tgt[:, :length], memory, src)
+        assert torch.allclose(cached, uncached, atol=1e-5)
+    assert cache.length == tgt.shape[1]
+
+
+@pytest.mark.parametrize("tie", ["none", "decoder", "all"])
+def test_tie_embeddings_shares_the_matrices(tie: str) -> None:
+    model = tiny_model(tie_embeddings=tie)
+    generator, target, source = model.generator.weight, model.tgt_embedding.weight, model.src_embedding.weight
+    assert (generator is target) == (tie in ("decoder", "all"))
+    assert (source is target) == (tie == "all")
+    distinct = {id(parameter) for parameter in model.parameters()}
+    assert len(distinct) == len(list(model.parameters()))
+
+
+def test_bad_inputs_are_named() -> None:
+    model = tiny_model()
+    with pytest.raises(ValueError, match=r"src_ids must hold token ids in \[0, 12\), got 12"):
+        model(torch.tensor([[1, 12]]), torch.tensor([[2]]))
+    with pytest.raises(ValueError, match=r"tgt_in_ids must be an integer tensor of shape \[batch, seq_len\]"):
+        model(torch.tensor([[1, 2]]), torch.tensor([2.0]))
+    with pytest.raises(ValueError, match=r"same batch size, got 1 and 2"):
+        model(torch.tensor([[1, 2]]), torch.tensor([[2], [2]]))
+    with pytest.raises(ValueError, match=r"sequence length must be <= max_len=32"):
+        model(torch.ones(1, 40, dtype=torch.long), torch.tensor([[2]]))
+    with pytest.raises(ValueError, match=r"tie_embeddings='all' needs one shared vocabulary"):
+        Seq2SeqTransformer(10, 12, d_model=16, nhead=2, tie_embeddings="all")
