@@ -1,0 +1,39 @@
+"""Training: the smoothed loss, the Noam schedule, configs, checkpoints and the Trainer.
+
+Model-agnostic: nothing here imports ``transformer_lab.models`` or ``transformer_lab.data``;
+the tasks hand the :class:`Trainer` a loss function and a batch source.
+"""
+
+from .checkpoint import (
+    copy_checkpoint,
+    load_checkpoint_config,
+    load_model_weights,
+    load_trainer_state,
+    read_extra_file,
+    save_checkpoint,
+)
+from .config import TrainConfig
+from .config_io import apply_overrides, config_from_dict, config_to_dict
+from .losses import LabelSmoothingLoss, label_smoothed_cross_entropy
+from .schedule import build_noam_scheduler, build_optimizer, noam_lr
+from .trainer import MAX_CONSECUTIVE_NONFINITE, Trainer
+
+__all__ = [
+    "MAX_CONSECUTIVE_NONFINITE",
+    "LabelSmoothingLoss",
+    "TrainConfig",
+    "Trainer",
+    "apply_overrides",
+    "build_noam_scheduler",
+    "build_optimizer",
+    "config_from_dict",
+    "config_to_dict",
+    "copy_checkpoint",
+    "label_smoothed_cross_entropy",
+    "load_checkpoint_config",
+    "load_model_weights",
+    "load_trainer_state",
+    "noam_lr",
+    "read_extra_file",
+    "save_checkpoint",
+]

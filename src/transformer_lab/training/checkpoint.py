@@ -1,0 +1,321 @@
+"""Checkpoint folders, written atomically and loaded without unpickling arbitrary objects.
+
+A checkpoint is a folder::
+
+    model.safetensors   the weights (safetensors' save_model: tied weights stored once)
+    config.json         the resolved configuration, a dict given by the caller
+    trainer_state.pt    optional; optimizer, schedule, RNG and position for resume
+    <extra files>       optional; e.g. the vocabulary or tokenizer files
+
+Atomicity: everything is written into a temporary sibling folder ``.<name>.tmp-XXXX``, each
+file and the folder fsync'd, and only then renamed to ``<name>``. If ``<name>`` already
+exists it is first renamed aside to ``.<name>.old-XXXX``, the new folder renamed in, and the
+old one deleted. A crash therefore never leaves a partial folder under the final name. In
+the short window between the two renames the final name is absent, but the previous
+checkpoint is complete under ``.<name>.old-XXXX``; the next :func:`save_checkpoint` to that
+name moves it back first, and the loaders' ``FileNotFoundError`` points at it.
+
+``trainer_state.pt`` holds only tensors, numbers, strings, bools, None, lists, tuples and
+dicts (checked when saving), and is read with ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_model, save_model
+from torch import nn
+
+__all__ = [
+    "CONFIG_FILE",
+    "MODEL_FILE",
+    "TRAINER_STATE_FILE",
+    "copy_checkpoint",
+    "load_checkpoint_config",
+    "load_model_weights",
+    "load_trainer_state",
+    "read_extra_file",
+    "save_checkpoint",
+]
+
+logger = logging.getLogger(__name__)
+
+MODEL_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+TRAINER_STATE_FILE = "trainer_state.pt"
+_RESERVED_NAMES = (MODEL_FILE, CONFIG_FILE, TRAINER_STATE_FILE)
+
+
+def _temporary_prefix(folder: Path) -> str:
+    return f".{folder.name}.tmp-"
+
+
+def _aside_prefix(folder: Path) -> str:
+    return f".{folder.name}.old-"
+
+
+def _fsync_path(path: Path) -> None:
+    # Opening a folder read-only to fsync it is how POSIX makes a rename or a new entry
+    # durable; Windows cannot open folders, and there rename durability is best effort.
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) if path.is_dir() else os.O_RDONLY
+    try:
+        descriptor = os.open(path, flags)
+    except OSError:
+        if path.is_dir():
+            return
+        raise
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _check_extra_name(name: str, argument: str) -> None:
+    if (
+        not isinstance(name, str)
+        or not name
+        or name in (".", "..")
+        or "/" in name
+        or "\\" in name
+        or name.startswith(".")
+    ):
+        raise ValueError(
+            f"{argument}: expected a plain file name (no folders, not starting with '.'), "
+            f"got {name!r}"
+        )
+    if name in _RESERVED_NAMES:
+        raise ValueError(f"{argument}: {name!r} is reserved for the checkpoint itself")
+
+
+def _check_plain_state(value: Any, where: str) -> None:
+    """Refuse what ``torch.load(weights_only=True)`` would refuse, at save time."""
+    if value is None or isinstance(value, (bool, int, float, str, torch.Tensor)):
+        return
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_plain_state(item, f"{where}[{index}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, (str, int)):
+                raise ValueError(
+                    f"trainer_state: expected str or int keys, got {type(key).__name__} "
+                    f"key {key!r} at {where}"
+                )
+            _check_plain_state(item, f"{where}[{key!r}]")
+        return
+    raise ValueError(
+        "trainer_state: expected only tensors, numbers, strings, bools, None, lists, "
+        f"tuples and dicts, got {type(value).__name__} at {where}"
+    )
+
+
+def _leftovers(folder: Path, prefix: str) -> list[Path]:
+    if not folder.parent.is_dir():
+        return []
+    return sorted(path for path in folder.parent.iterdir() if path.name.startswith(prefix))
+
+
+def _recover_interrupted_save(folder: Path) -> None:
+    """Tidy what a crashed save of ``folder`` left behind, before saving it again."""
+    for temporary in _leftovers(folder, _temporary_prefix(folder)):
+        # A temporary folder was never renamed in, so it may be incomplete: never use it.
+        shutil.rmtree(temporary, ignore_errors=True)
+    asides = _leftovers(folder, _aside_prefix(folder))
+    if asides and not folder.exists():
+        # The crash fell between "rename old aside" and "rename new in": the old one is
+        # complete, so it is the checkpoint of record again.
+        newest = max(asides, key=lambda path: path.stat().st_mtime)
+        os.rename(newest, folder)
+        logger.warning("restored checkpoint %s from an interrupted save (%s)", folder, newest)
+        asides.remove(newest)
+    for aside in asides:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _swap_into_place(temporary: Path, folder: Path) -> None:
+    """Rename the finished ``temporary`` folder to ``folder``, replacing any old one."""
+    aside: Path | None = None
+    if folder.exists():
+        aside = Path(tempfile.mkdtemp(prefix=_aside_prefix(folder), dir=folder.parent))
+        # mkdtemp only reserved a unique name; rename needs it absent (or an empty folder
+        # on POSIX, but not on Windows).
+        aside.rmdir()
+        os.rename(folder, aside)
+    try:
+        os.rename(temporary, folder)
+    except BaseException:
+        if aside is not None and not folder.exists():
+            os.rename(aside, folder)
+        raise
+    _fsync_path(folder.parent)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _write_atomically(folder: Path, fill: Any) -> Path:
+    """Create a temporary sibling of ``folder``, let ``fill(path)`` write it, swap it in."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    _recover_interrupted_save(folder)
+    temporary = Path(tempfile.mkdtemp(prefix=_temporary_prefix(folder), dir=folder.parent))
+    try:
+        fill(temporary)
+        for path in temporary.iterdir():
+            _fsync_path(path)
+        _fsync_path(temporary)
+        _swap_into_place(temporary, folder)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return folder
+
+
+def save_checkpoint(
+    folder: str | os.PathLike[str],
+    model: nn.Module,
+    config: Mapping[str, Any],
+    extra_files: Mapping[str, bytes | str] | None = None,
+    trainer_state: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write a checkpoint folder atomically (see the module docstring) and return its path.
+
+    Args:
+        folder: the checkpoint folder; its parent is created if needed.
+        model: whose ``state_dict`` goes to ``model.safetensors``; tied weights stored once.
+        config: JSON-serialisable dict written to ``config.json``.
+        extra_files: file name -> content; ``str`` is written as UTF-8, ``bytes`` as is.
+        trainer_state: plain data (tensors, numbers, strings, lists, tuples, dicts) for
+            ``trainer_state.pt``; anything else is a ``ValueError`` before anything is written.
+    """
+    if not isinstance(config, Mapping):
+        raise ValueError(f"config: expected a dict, got {type(config).__name__}")
+    try:
+        config_text = json.dumps(dict(config), indent=2, allow_nan=False) + "\n"
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"config: expected JSON-serialisable data, got an error: {error}") from error
+    extra_files = dict(extra_files or {})
+    for name, content in extra_files.items():
+        _check_extra_name(name, "extra_files")
+        if not isinstance(content, (bytes, str)):
+            raise ValueError(
+                f"extra_files[{name!r}]: expected bytes or str, got {type(content).__name__}"
+            )
+    if trainer_state is not None:
+        if not isinstance(trainer_state, Mapping):
+            raise ValueError(
+                f"trainer_state: expected a dict, got {type(trainer_state).__name__}"
+            )
+        _check_plain_state(dict(trainer_state), "trainer_state")
+
+    def fill(temporary: Path) -> None:
+        save_model(model, str(temporary / MODEL_FILE))
+        (temporary / CONFIG_FILE).write_text(config_text, encoding="utf-8")
+        for name, content in extra_files.items():
+            if isinstance(content, str):
+                (temporary / name).write_text(content, encoding="utf-8")
+            else:
+                (temporary / name).write_bytes(content)
+        if trainer_state is not None:
+            torch.save(dict(trainer_state), temporary / TRAINER_STATE_FILE)
+
+    return _write_atomically(Path(folder), fill)
+
+
+def copy_checkpoint(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> Path:
+    """Copy checkpoint folder ``source`` to ``target``, atomically like :func:`save_checkpoint`.
+
+    Files are hard-linked where the file system allows (no extra space, no copying time);
+    that is safe because checkpoint files are never modified in place, only replaced by
+    renaming whole folders. Otherwise they are copied.
+    """
+    source = _require_folder(Path(source))
+
+    def fill(temporary: Path) -> None:
+        for path in source.iterdir():
+            if not path.is_file():
+                continue
+            try:
+                os.link(path, temporary / path.name)
+            except OSError:
+                shutil.copy2(path, temporary / path.name)
+
+    return _write_atomically(Path(target), fill)
+
+
+def _require_folder(folder: Path) -> Path:
+    if folder.is_dir():
+        return folder
+    message = f"folder: expected a checkpoint folder at {str(folder)!r}, but it does not exist"
+    asides = _leftovers(folder, _aside_prefix(folder))
+    if asides:
+        message += (
+            f"; a save was interrupted and the previous checkpoint is complete at "
+            f"{str(asides[-1])!r}"
+        )
+    raise FileNotFoundError(message)
+
+
+def _require_file(folder: str | os.PathLike[str], name: str, what: str) -> Path:
+    path = _require_folder(Path(folder)) / name
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"folder: expected {what} {name!r} in checkpoint {str(folder)!r}, "
+            f"but {str(path)!r} does not exist"
+        )
+    return path
+
+
+def load_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read ``config.json`` of checkpoint ``folder``."""
+    path = _require_file(folder, CONFIG_FILE, "the configuration")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{str(path)!r}: expected a JSON object, got malformed JSON: {error}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{str(path)!r}: expected a JSON object, got {type(config).__name__}")
+    return config
+
+
+def load_model_weights(folder: str | os.PathLike[str], model: nn.Module) -> nn.Module:
+    """Load ``model.safetensors`` of ``folder`` into ``model`` (strict) and return ``model``.
+
+    The tensors are read straight onto the device of the model's first parameter or
+    buffer. Missing or unexpected names are a ``ValueError`` listing them.
+    """
+    path = _require_file(folder, MODEL_FILE, "the weights")
+    first = next(iter(model.state_dict().values()), None)
+    device = str(first.device) if first is not None else "cpu"
+    missing, unexpected = load_model(model, str(path), strict=False, device=device)
+    if missing or unexpected:
+        raise ValueError(
+            f"model: expected the parameter names stored in {str(path)!r}; "
+            f"missing from the file: {sorted(missing)}, unexpected in the file: {sorted(unexpected)}"
+        )
+    return model
+
+
+def load_trainer_state(
+    folder: str | os.PathLike[str], map_location: str | torch.device = "cpu"
+) -> dict[str, Any]:
+    """Read ``trainer_state.pt`` of ``folder`` with ``torch.load(weights_only=True)``."""
+    path = _require_file(folder, TRAINER_STATE_FILE, "the trainer state")
+    state = torch.load(path, map_location=map_location, weights_only=True)
+    if not isinstance(state, dict):
+        raise ValueError(f"{str(path)!r}: expected a dict, got {type(state).__name__}")
+    return state
+
+
+def read_extra_file(folder: str | os.PathLike[str], name: str) -> bytes:
+    """Return the bytes of extra file ``name`` of checkpoint ``folder`` (decode text yourself)."""
+    _check_extra_name(name, "name")
+    return _require_file(folder, name, "the extra file").read_bytes()

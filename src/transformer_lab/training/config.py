@@ -1,0 +1,82 @@
+"""The training configuration: how long, how fast, how often to evaluate and save.
+
+Batch sizes and token budgets are not here: the data package owns them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+__all__ = ["TrainConfig"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Hyperparameters of :class:`~transformer_lab.training.Trainer`.
+
+    Frozen so that a config written into a checkpoint is the one that ran; change it with
+    ``dataclasses.replace`` or :func:`~transformer_lab.training.apply_overrides`.
+    """
+
+    # Seeds torch's and Python's random generators at the start of a fresh run.
+    seed: int = 0
+    # Passes over the training data; 0 = no limit (then max_steps must be set).
+    epochs: int = 10
+    # Optimizer steps before stopping, whichever of epochs/max_steps comes first; 0 = no limit.
+    max_steps: int = 0
+    # Multiplies the Noam schedule (the paper uses 1.0 with d_model=512, warmup 4000).
+    lr_factor: float = 1.0
+    # Optimizer steps of linear warm-up before the inverse-square-root decay.
+    warmup_steps: int = 4000
+    # Probability mass spread over the wrong classes (paper: 0.1); read by the tasks' losses.
+    label_smoothing: float = 0.1
+    # Maximum global gradient norm; 0 = no clipping.
+    clip_grad_norm: float = 1.0
+    # Batches whose gradients are summed into one optimizer step (each loss divided by it).
+    grad_accum_steps: int = 1
+    # "bf16" runs forward and loss under torch.autocast(bfloat16); weights stay float32.
+    precision: Literal["fp32", "bf16"] = "fp32"
+    # Evaluate and save a checkpoint every this many optimizer steps; 0 = at each epoch end.
+    eval_every_steps: int = 0
+    # Step checkpoints (step-000123/) kept besides last/ and best/; 0 = none.
+    keep_last: int = 2
+    # The evaluation metric that decides best/ (a key of evaluate_fn's result).
+    best_metric: str = "val_loss"
+    # Whether a smaller ("min") or larger ("max") best_metric is better.
+    best_mode: Literal["min", "max"] = "min"
+    # Write a training row to metrics.jsonl every this many optimizer steps.
+    log_every_steps: int = 50
+    # Show a tqdm progress bar (turn off for logs redirected to files).
+    progress_bar: bool = True
+
+    def __post_init__(self) -> None:
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision: expected 'fp32' or 'bf16', got {self.precision!r}")
+        if self.best_mode not in ("min", "max"):
+            raise ValueError(f"best_mode: expected 'min' or 'max', got {self.best_mode!r}")
+        for name in ("epochs", "max_steps", "eval_every_steps", "keep_last"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name}: expected an int >= 0, got {value!r}")
+        for name in ("warmup_steps", "grad_accum_steps", "log_every_steps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+        if self.epochs == 0 and self.max_steps == 0:
+            raise ValueError(
+                "epochs, max_steps: expected at least one of them > 0 (0 means no limit), "
+                "got both 0"
+            )
+        if not self.lr_factor > 0.0:
+            raise ValueError(f"lr_factor: expected a float > 0, got {self.lr_factor!r}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(
+                f"label_smoothing: expected a float in [0, 1), got {self.label_smoothing!r}"
+            )
+        if not self.clip_grad_norm >= 0.0:
+            raise ValueError(
+                f"clip_grad_norm: expected a float >= 0 (0 = off), got {self.clip_grad_norm!r}"
+            )
+        if not self.best_metric:
+            raise ValueError(f"best_metric: expected a metric name, got {self.best_metric!r}")

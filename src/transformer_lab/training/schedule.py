@@ -1,0 +1,75 @@
+"""The optimizer and learning-rate schedule of the paper (section 5.3).
+
+The rate rises linearly for ``warmup_steps`` steps, then falls as the inverse square root
+of the step:
+
+    lr(step) = factor * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+
+Steps are counted from 1: the first optimizer step uses ``lr(1)``. The two branches meet at
+``step == warmup_steps``, where the rate peaks at ``factor * (d_model * warmup_steps) ** -0.5``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+__all__ = ["build_noam_scheduler", "build_optimizer", "noam_lr"]
+
+
+def _check_schedule_arguments(d_model: int, warmup_steps: int, factor: float) -> None:
+    if d_model < 1:
+        raise ValueError(f"d_model: expected a positive int, got {d_model!r}")
+    if warmup_steps < 1:
+        raise ValueError(f"warmup_steps: expected a positive int, got {warmup_steps!r}")
+    if not factor > 0.0:
+        raise ValueError(f"factor: expected a positive float, got {factor!r}")
+
+
+def noam_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:
+    """The learning rate of optimizer step ``step`` (counted from 1)."""
+    _check_schedule_arguments(d_model, warmup_steps, factor)
+    if step < 1:
+        raise ValueError(f"step: expected an int >= 1 (steps are counted from 1), got {step!r}")
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+
+
+def build_optimizer(
+    parameters: Iterable[torch.nn.Parameter] | Iterable[dict[str, Any]],
+    lr: float = 1.0,
+    betas: tuple[float, float] = (0.9, 0.98),
+    eps: float = 1e-9,
+    weight_decay: float = 0.0,
+) -> torch.optim.Adam:
+    """Adam with the paper's betas (0.9, 0.98) and eps 1e-9.
+
+    ``lr`` defaults to 1.0 because :func:`build_noam_scheduler` multiplies it by the
+    schedule, so that the schedule's value is the learning rate itself.
+    """
+    return torch.optim.Adam(parameters, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+
+
+def build_noam_scheduler(
+    optimizer: torch.optim.Optimizer,
+    d_model: int,
+    warmup_steps: int,
+    factor: float = 1.0,
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` whose learning rate at optimizer step ``k`` (from 1) is ``noam_lr(k)``.
+
+    Sets every parameter group's base learning rate to 1.0, since ``LambdaLR`` multiplies
+    the base rate by the lambda. Call ``scheduler.step()`` after each ``optimizer.step()``.
+    """
+    _check_schedule_arguments(d_model, warmup_steps, factor)
+    for group in optimizer.param_groups:
+        group["lr"] = 1.0
+        group["initial_lr"] = 1.0
+
+    def schedule(completed_steps: int) -> float:
+        # LambdaLR passes the number of scheduler.step() calls so far (0 at construction),
+        # which is the number of optimizer steps done; the next step is one more.
+        return noam_lr(completed_steps + 1, d_model, warmup_steps, factor)
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)

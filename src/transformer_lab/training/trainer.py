@@ -1,0 +1,666 @@
+"""A model-agnostic training loop with exact checkpoint-and-resume.
+
+The :class:`Trainer` knows nothing about the model or the data; the caller hands it
+
+- ``loss_fn(model, batch) -> Tensor``: the scalar training loss of one batch, the mean over
+  its tokens. It also moves the batch to the model's device, since only it knows the
+  batch's structure.
+- ``train_batches(epoch) -> Iterable``: the batches of epoch ``epoch``. It must be a
+  deterministic function of the epoch (shuffle with a generator seeded by ``seed + epoch``,
+  never the global RNG), because resume calls it again and skips the batches already done.
+- ``evaluate_fn(model) -> dict[str, float]`` (optional): called in eval mode under
+  ``torch.no_grad()``, with the random generators saved and restored around it, so that
+  evaluating (or not) never changes the training trajectory.
+- ``count_tokens(batch) -> int`` (optional): for the tokens/s figure.
+
+Each optimizer step sums the gradients of ``grad_accum_steps`` batches, each loss divided by
+``grad_accum_steps``: the step follows the mean of the per-batch mean losses, which equals
+the mean over all their tokens when the batches hold equally many tokens (token-budget
+batches are close to that). A group cut short by the end of an epoch, or by a skipped
+non-finite batch, has its gradient rescaled to the same mean over the batches it has.
+
+Files under ``out_dir``::
+
+    metrics.jsonl    one JSON object per event: {"event": "train", "step", "epoch",
+                     "train_loss", "lr", "grad_norm", "tokens_per_second"} every
+                     log_every_steps steps, {"event": "eval", "step", "epoch", <metrics>}
+                     at each evaluation. "epoch" is the number of epochs completed.
+    last/            the newest checkpoint, written at every evaluation and at the end
+    step-000123/     the keep_last newest step checkpoints (if keep_last > 0)
+    best/            the checkpoint with the best best_metric so far
+
+Evaluation (and checkpointing) happens every ``eval_every_steps`` optimizer steps, or at the
+end of each epoch when that is 0, and once more at the end of :meth:`Trainer.fit` if the
+last step was not evaluated yet.
+
+Resume: ``Trainer(..., resume=True)`` loads ``out_dir/last``: weights, optimizer, schedule,
+step, epoch, position in the epoch, best value, and the random states of torch (and CUDA)
+and Python's ``random`` (NumPy's is not saved: this package does not use it). :meth:`fit`
+then restores the random states, calls ``train_batches(epoch)`` and skips the batches
+already done. Since checkpoints are only written right after an optimizer step (no
+gradient pending), the resumed run takes exactly the steps the uninterrupted one would, and
+ends with bitwise-identical weights on the same machine. Rows of ``metrics.jsonl`` after
+the resumed step are dropped so the log does not repeat steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import math
+import os
+import random
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from .checkpoint import (
+    copy_checkpoint,
+    load_model_weights,
+    load_trainer_state,
+    save_checkpoint,
+)
+from .config import TrainConfig
+from .config_io import config_to_dict
+from .schedule import build_noam_scheduler, build_optimizer
+
+__all__ = ["MAX_CONSECUTIVE_NONFINITE", "Trainer"]
+
+logger = logging.getLogger(__name__)
+
+# After this many non-finite losses or gradient norms in a row, training has diverged.
+MAX_CONSECUTIVE_NONFINITE = 5
+METRICS_FILE = "metrics.jsonl"
+LAST_FOLDER = "last"
+BEST_FOLDER = "best"
+_STEP_FOLDER_PATTERN = re.compile(r"^step-(\d+)$")
+_STATE_FORMAT_VERSION = 1
+# Config fields whose change between a run and its resume changes the trajectory.
+_TRAJECTORY_FIELDS = (
+    "seed",
+    "lr_factor",
+    "warmup_steps",
+    "label_smoothing",
+    "clip_grad_norm",
+    "grad_accum_steps",
+    "precision",
+)
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    for tensor in itertools.chain(model.parameters(), model.buffers()):
+        return tensor.device
+    return torch.device("cpu")
+
+
+class Trainer:
+    """Train ``model`` with Adam, the Noam schedule, clipping, accumulation and checkpoints.
+
+    Args:
+        model: the model to train, already on its device.
+        config: the training hyperparameters.
+        out_dir: folder for ``metrics.jsonl`` and the checkpoints (created if needed).
+        loss_fn: ``loss_fn(model, batch)`` -> scalar tensor, mean over the batch's tokens.
+        train_batches: ``train_batches(epoch)`` -> the batches of that epoch, deterministic.
+        d_model: the model width, which scales the Noam schedule.
+        evaluate_fn: ``evaluate_fn(model)`` -> metrics; must contain
+            ``config.best_metric`` for ``best/`` to be kept. None: no evaluation.
+        count_tokens: ``count_tokens(batch)`` -> tokens in it, for tokens/s. None: 0.
+        checkpoint_config: the dict written as every checkpoint's ``config.json`` (the
+            caller's resolved config, model included). None: ``{"train": <config>}``.
+        extra_files: files written into every checkpoint (name -> bytes or str).
+        resume: load ``out_dir/last`` and continue from it (see the module docstring).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        config: TrainConfig,
+        out_dir: str | os.PathLike[str],
+        loss_fn: Callable[[nn.Module, Any], torch.Tensor],
+        train_batches: Callable[[int], Iterable[Any]],
+        *,
+        d_model: int,
+        evaluate_fn: Callable[[nn.Module], Mapping[str, float]] | None = None,
+        count_tokens: Callable[[Any], int] | None = None,
+        checkpoint_config: Mapping[str, Any] | None = None,
+        extra_files: Mapping[str, bytes | str] | None = None,
+        resume: bool = False,
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"model: expected an nn.Module, got {type(model).__name__}")
+        if not isinstance(config, TrainConfig):
+            raise ValueError(f"config: expected a TrainConfig, got {type(config).__name__}")
+        for name, function in (
+            ("loss_fn", loss_fn),
+            ("train_batches", train_batches),
+            ("evaluate_fn", evaluate_fn),
+            ("count_tokens", count_tokens),
+        ):
+            if function is not None and not callable(function):
+                raise ValueError(f"{name}: expected a callable, got {type(function).__name__}")
+        self.model = model
+        self.config = config
+        self.out_dir = Path(out_dir)
+        self.loss_fn = loss_fn
+        self.train_batches = train_batches
+        self.evaluate_fn = evaluate_fn
+        self.count_tokens = count_tokens
+        self.checkpoint_config = (
+            dict(checkpoint_config)
+            if checkpoint_config is not None
+            else {"train": config_to_dict(config)}
+        )
+        self.extra_files = dict(extra_files or {})
+        self.device = _model_device(model)
+
+        self._parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
+        if not self._parameters:
+            raise ValueError("model: expected at least one parameter with requires_grad=True, got none")
+        self.optimizer = build_optimizer(self._parameters)
+        self.scheduler = build_noam_scheduler(
+            self.optimizer, d_model, config.warmup_steps, config.lr_factor
+        )
+
+        # The position: optimizer steps done, epoch in progress, batches of it consumed.
+        self.global_step = 0
+        self.epoch = 0
+        self.batch_index = 0
+        self.best_value: float | None = None
+        self.last_metrics: dict[str, float] = {}
+        self._consecutive_nonfinite = 0
+        self._window_loss_sum = 0.0
+        self._window_loss_count = 0
+        self._window_tokens = 0
+        self._window_start = time.perf_counter()
+        self._last_train_loss: float | None = None
+        self._last_lr = self.optimizer.param_groups[0]["lr"]
+        self._last_grad_norm: float | None = None
+        self._last_checkpoint_step: int | None = None
+        # Random states to apply when fit() starts, not now, so that whatever the caller
+        # does between construction and fit() cannot shift them.
+        self._pending_rng_state: dict[str, Any] | None = None
+        self._started = False
+        self._resumed = False
+        if resume:
+            self._load_resume_state(self.out_dir / LAST_FOLDER)
+
+    # -- the seam for DistributedDataParallel ---------------------------------------------
+
+    @property
+    def _is_main_process(self) -> bool:
+        """Whether this process writes files, logs and shows the progress bar.
+
+        Always True for now. Under DDP (torchrun) this becomes ``rank == 0``; the model
+        would be wrapped in ``DistributedDataParallel`` in ``__init__``, gradient
+        accumulation would use ``no_sync()`` on all but the last batch of a group, and
+        ``_unwrapped_model`` would return ``model.module``.
+        """
+        return True
+
+    @property
+    def _unwrapped_model(self) -> nn.Module:
+        return self.model
+
+    # -- public ---------------------------------------------------------------------------
+
+    def fit(self) -> dict[str, Any]:
+        """Train until ``config.epochs`` or ``config.max_steps`` is reached; return a summary.
+
+        The summary holds ``steps``, ``epochs_completed``, ``stopped_by`` ("max_steps" or
+        "epochs"), ``final_train_loss``, ``final_metrics``, ``best_metric``,
+        ``best_value`` and ``wall_seconds``.
+        """
+        start_time = time.perf_counter()
+        if self._pending_rng_state is not None:
+            self._restore_rng_state(self._pending_rng_state)
+            self._pending_rng_state = None
+        elif not self._started:
+            random.seed(self.config.seed)
+            torch.manual_seed(self.config.seed)
+        self._started = True
+        if self._is_main_process:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            if self._resumed:
+                self._truncate_metrics_log(self.global_step)
+                self._resumed = False
+        self._window_start = time.perf_counter()
+        self._window_tokens = 0
+        self.model.train()
+
+        stopped_by = self._limit_reached()
+        while stopped_by is None:
+            self._run_epoch()
+            stopped_by = self._limit_reached()
+
+        if self._last_checkpoint_step != self.global_step:
+            self._evaluate_and_save()
+        wall_seconds = time.perf_counter() - start_time
+        final_train_loss = (
+            self._window_loss_sum / self._window_loss_count
+            if self._window_loss_count
+            else self._last_train_loss
+        )
+        logger.info(
+            "training stopped (%s) at step %d after %.1f s", stopped_by, self.global_step, wall_seconds
+        )
+        return {
+            "steps": self.global_step,
+            "epochs_completed": self.epoch,
+            "stopped_by": stopped_by,
+            "final_train_loss": final_train_loss,
+            "final_metrics": dict(self.last_metrics),
+            "best_metric": self.config.best_metric,
+            "best_value": self.best_value,
+            "wall_seconds": wall_seconds,
+        }
+
+    def evaluate(self) -> dict[str, float]:
+        """Run ``evaluate_fn`` in eval mode, without gradients, leaving the RNG untouched.
+
+        Runs under the same autocast as training. Returns {} without ``evaluate_fn``.
+        """
+        if self.evaluate_fn is None:
+            return {}
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with self._isolated_rng(), torch.no_grad(), self._autocast():
+                metrics = self.evaluate_fn(self.model)
+        finally:
+            self.model.train(was_training)
+        if not isinstance(metrics, Mapping):
+            raise ValueError(
+                f"evaluate_fn: expected a dict of metric name -> number, got {type(metrics).__name__}"
+            )
+        result = {}
+        for name, value in metrics.items():
+            if isinstance(value, torch.Tensor) and value.numel() == 1:
+                value = value.item()
+            if not isinstance(name, str) or not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise ValueError(
+                    f"evaluate_fn: expected a dict of metric name -> number, got {name!r}: {value!r}"
+                )
+            result[name] = float(value)
+        return result
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _limit_reached(self) -> str | None:
+        if self.config.max_steps and self.global_step >= self.config.max_steps:
+            return "max_steps"
+        if self.config.epochs and self.epoch >= self.config.epochs:
+            return "epochs"
+        return None
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.config.precision == "bf16":
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _run_epoch(self) -> None:
+        """Train from the current position to the end of the epoch or to max_steps."""
+        batches = self.train_batches(self.epoch)
+        try:
+            total: int | None = len(batches)  # type: ignore[arg-type]
+        except TypeError:
+            total = None
+        iterator: Iterator[Any] = iter(batches)
+        skipped = sum(1 for _ in itertools.islice(iterator, self.batch_index))
+        if skipped != self.batch_index:
+            raise ValueError(
+                f"train_batches: expected at least {self.batch_index} batches in epoch "
+                f"{self.epoch} (the resumed position), got {skipped}; it must give the same "
+                "batches for the same epoch every time"
+            )
+        accumulation = self.config.grad_accum_steps
+        group_size = 0
+        group_contributed = 0
+        bar = tqdm(
+            total=total,
+            initial=self.batch_index,
+            desc=f"epoch {self.epoch}",
+            unit="batch",
+            leave=False,
+            dynamic_ncols=True,
+            disable=not (self.config.progress_bar and self._is_main_process),
+        )
+        try:
+            for batch in iterator:
+                self.batch_index += 1
+                group_size += 1
+                if self.count_tokens is not None:
+                    self._window_tokens += int(self.count_tokens(batch))
+                if self._forward_backward(batch):
+                    group_contributed += 1
+                bar.update(1)
+                if group_size < accumulation:
+                    continue
+                stepped = self._optimizer_step(group_contributed)
+                group_size = group_contributed = 0
+                if stepped:
+                    self._after_step(bar)
+                    if self.config.max_steps and self.global_step >= self.config.max_steps:
+                        return
+            if group_size:
+                # The epoch ended inside a group: step on what it has.
+                if self._optimizer_step(group_contributed):
+                    self._after_step(bar)
+        finally:
+            bar.close()
+        self.epoch += 1
+        self.batch_index = 0
+        logger.info("epoch %d done at step %d", self.epoch, self.global_step)
+        if self.config.eval_every_steps == 0:
+            self._evaluate_and_save()
+
+    def _forward_backward(self, batch: Any) -> bool:
+        """Add one batch's gradient; False (and nothing added) if its loss is not finite."""
+        with self._autocast():
+            loss = self.loss_fn(self.model, batch)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+            raise ValueError(f"loss_fn: expected a scalar tensor, got {shape}")
+        loss_value = float(loss.detach().float())
+        if not math.isfinite(loss_value):
+            self._note_nonfinite(
+                f"loss {loss_value} at epoch {self.epoch}, batch {self.batch_index - 1}; "
+                "batch skipped"
+            )
+            return False
+        self._consecutive_nonfinite = 0
+        (loss.float().reshape(()) / self.config.grad_accum_steps).backward()
+        self._window_loss_sum += loss_value
+        self._window_loss_count += 1
+        return True
+
+    def _optimizer_step(self, contributed: int) -> bool:
+        """Clip and take one optimizer step on the accumulated gradient; False if skipped."""
+        if contributed == 0:
+            self.optimizer.zero_grad(set_to_none=True)
+            return False
+        if contributed < self.config.grad_accum_steps:
+            # Each loss was divided by grad_accum_steps; make it a mean over the batches
+            # actually summed.
+            scale = self.config.grad_accum_steps / contributed
+            for parameter in self._parameters:
+                if parameter.grad is not None:
+                    parameter.grad.mul_(scale)
+        # With clipping off, max_norm=inf still gives the norm (for the log and the
+        # finiteness check) and multiplies by exactly 1.
+        max_norm = self.config.clip_grad_norm if self.config.clip_grad_norm > 0 else math.inf
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self._parameters, max_norm))
+        if not math.isfinite(grad_norm):
+            self.optimizer.zero_grad(set_to_none=True)
+            self._note_nonfinite(f"gradient norm {grad_norm} at step {self.global_step + 1}; step skipped")
+            return False
+        self._last_lr = self.optimizer.param_groups[0]["lr"]
+        self._last_grad_norm = grad_norm
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.global_step += 1
+        return True
+
+    def _note_nonfinite(self, description: str) -> None:
+        self._consecutive_nonfinite += 1
+        logger.warning("non-finite %s (%d in a row)", description, self._consecutive_nonfinite)
+        if self._consecutive_nonfinite >= MAX_CONSECUTIVE_NONFINITE:
+            raise RuntimeError(
+                f"training diverged: {self._consecutive_nonfinite} non-finite losses or "
+                f"gradient norms in a row (the last: {description}). Lower lr_factor, raise "
+                "warmup_steps, turn on clip_grad_norm, try precision='fp32', or check the data."
+            )
+
+    def _after_step(self, bar: tqdm) -> None:
+        """Log, evaluate and save as due after optimizer step ``global_step``."""
+        step = self.global_step
+        tokens_per_second = self._tokens_per_second()
+        if step % self.config.log_every_steps == 0:
+            self._log_train_window()
+        postfix = {"step": step, "lr": f"{self._last_lr:.2e}"}
+        if self._window_loss_count:
+            postfix["loss"] = f"{self._window_loss_sum / self._window_loss_count:.4f}"
+        elif self._last_train_loss is not None:
+            postfix["loss"] = f"{self._last_train_loss:.4f}"
+        if self.count_tokens is not None:
+            postfix["tok/s"] = f"{tokens_per_second:.0f}"
+        bar.set_postfix(postfix, refresh=False)
+        if self.config.eval_every_steps and step % self.config.eval_every_steps == 0:
+            self._evaluate_and_save()
+
+    def _tokens_per_second(self) -> float:
+        elapsed = time.perf_counter() - self._window_start
+        return self._window_tokens / elapsed if elapsed > 0 else 0.0
+
+    def _log_train_window(self) -> None:
+        if self._window_loss_count == 0:
+            return
+        self._last_train_loss = self._window_loss_sum / self._window_loss_count
+        self._write_metrics_row(
+            {
+                "event": "train",
+                "step": self.global_step,
+                "epoch": self.epoch,
+                "train_loss": self._last_train_loss,
+                "lr": self._last_lr,
+                "grad_norm": self._last_grad_norm,
+                "tokens_per_second": self._tokens_per_second(),
+            }
+        )
+        self._window_loss_sum = 0.0
+        self._window_loss_count = 0
+        self._window_tokens = 0
+        self._window_start = time.perf_counter()
+
+    def _write_metrics_row(self, row: dict[str, Any]) -> None:
+        if not self._is_main_process:
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.out_dir / METRICS_FILE, "a", encoding="utf-8") as file:
+            file.write(json.dumps(row) + "\n")
+
+    def _truncate_metrics_log(self, step: int) -> None:
+        """Drop rows after ``step``: the resumed run writes them again."""
+        path = self.out_dir / METRICS_FILE
+        if not path.is_file():
+            return
+        kept = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by the crash
+            if isinstance(row, dict) and row.get("step", 0) <= step:
+                kept.append(line)
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        os.replace(temporary, path)
+
+    # -- evaluation and checkpoints -------------------------------------------------------
+
+    def _evaluate_and_save(self) -> None:
+        metrics = self.evaluate()
+        improved = False
+        if metrics:
+            name = self.config.best_metric
+            if name not in metrics:
+                raise ValueError(
+                    f"best_metric: expected one of evaluate_fn's metrics {sorted(metrics)}, "
+                    f"got {name!r}"
+                )
+            value = metrics[name]
+            better = (
+                self.best_value is None
+                or (self.config.best_mode == "min" and value < self.best_value)
+                or (self.config.best_mode == "max" and value > self.best_value)
+            )
+            if math.isfinite(value) and better:
+                self.best_value = value
+                improved = True
+            self.last_metrics = metrics
+            self._write_metrics_row(
+                {"event": "eval", "step": self.global_step, "epoch": self.epoch, **metrics}
+            )
+            logger.info(
+                "step %d: %s",
+                self.global_step,
+                ", ".join(f"{key}={value:.4g}" for key, value in metrics.items()),
+            )
+        self._save_checkpoints(improved)
+        self._last_checkpoint_step = self.global_step
+
+    def _save_checkpoints(self, improved: bool) -> None:
+        """Write best/ (if improved), step-N/ (if kept) and last/, in that order.
+
+        last/ goes last because resume reads it: a crash before it leaves the previous
+        last/, from which the resumed run repeats these steps and rewrites the others.
+        The first folder is serialised; the others are hard-linked copies of it.
+        """
+        if not self._is_main_process:
+            return
+        targets = []
+        if improved:
+            targets.append(self.out_dir / BEST_FOLDER)
+        if self.config.keep_last > 0:
+            targets.append(self.out_dir / f"step-{self.global_step:06d}")
+        targets.append(self.out_dir / LAST_FOLDER)
+        save_checkpoint(
+            targets[0],
+            self._unwrapped_model,
+            self.checkpoint_config,
+            extra_files=self.extra_files,
+            trainer_state=self._trainer_state(),
+        )
+        for target in targets[1:]:
+            copy_checkpoint(targets[0], target)
+        self._prune_step_checkpoints()
+
+    def _prune_step_checkpoints(self) -> None:
+        steps = []
+        for path in self.out_dir.iterdir():
+            match = _STEP_FOLDER_PATTERN.match(path.name)
+            if match and path.is_dir():
+                steps.append((int(match.group(1)), path))
+        steps.sort()
+        keep = self.config.keep_last
+        for _, path in steps[: max(len(steps) - keep, 0)]:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def _trainer_state(self) -> dict[str, Any]:
+        return {
+            "format_version": _STATE_FORMAT_VERSION,
+            "global_step": self.global_step,
+            "epoch": self.epoch,
+            "batch_index": self.batch_index,
+            "best_metric": self.config.best_metric,
+            "best_value": self.best_value,
+            "last_metrics": dict(self.last_metrics),
+            "consecutive_nonfinite": self._consecutive_nonfinite,
+            "window_loss_sum": self._window_loss_sum,
+            "window_loss_count": self._window_loss_count,
+            "last_train_loss": self._last_train_loss,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": self._rng_state(),
+            "train_config": config_to_dict(self.config),
+        }
+
+    def _load_resume_state(self, folder: Path) -> None:
+        state = load_trainer_state(folder, map_location="cpu")
+        required = ("global_step", "epoch", "batch_index", "optimizer", "scheduler", "rng")
+        missing = [key for key in required if key not in state]
+        if missing or state.get("format_version") != _STATE_FORMAT_VERSION:
+            raise ValueError(
+                f"resume: expected a trainer state of format {_STATE_FORMAT_VERSION} with keys "
+                f"{list(required)} in {str(folder)!r}, got format "
+                f"{state.get('format_version')!r} missing {missing}"
+            )
+        load_model_weights(folder, self._unwrapped_model)
+        # Optimizer.load_state_dict moves the moments onto each parameter's device.
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.global_step = int(state["global_step"])
+        self.epoch = int(state["epoch"])
+        self.batch_index = int(state["batch_index"])
+        self.last_metrics = dict(state.get("last_metrics", {}))
+        self._consecutive_nonfinite = int(state.get("consecutive_nonfinite", 0))
+        self._window_loss_sum = float(state.get("window_loss_sum", 0.0))
+        self._window_loss_count = int(state.get("window_loss_count", 0))
+        self._last_train_loss = state.get("last_train_loss")
+        self._last_lr = self.optimizer.param_groups[0]["lr"]
+        if state.get("best_metric") == self.config.best_metric:
+            self.best_value = state.get("best_value")
+        else:
+            logger.warning(
+                "best_metric changed from %r to %r since the checkpoint; best/ starts over",
+                state.get("best_metric"),
+                self.config.best_metric,
+            )
+        saved_config = state.get("train_config", {})
+        changed = [
+            f"{name}: {saved_config[name]!r} -> {getattr(self.config, name)!r}"
+            for name in _TRAJECTORY_FIELDS
+            if name in saved_config and saved_config[name] != getattr(self.config, name)
+        ]
+        if changed:
+            logger.warning(
+                "resuming with a changed config, so the run will differ from an "
+                "uninterrupted one: %s",
+                "; ".join(changed),
+            )
+        self._pending_rng_state = state["rng"]
+        self._last_checkpoint_step = self.global_step
+        self._started = True
+        self._resumed = True
+        logger.info(
+            "resumed from %s at step %d (epoch %d, batch %d)",
+            folder,
+            self.global_step,
+            self.epoch,
+            self.batch_index,
+        )
+
+    # -- random states --------------------------------------------------------------------
+
+    def _rng_state(self) -> dict[str, Any]:
+        version, internal_state, gauss_next = random.getstate()
+        state: dict[str, Any] = {
+            "torch": torch.get_rng_state(),
+            # Python's state as plain lists, so that weights_only loading accepts it.
+            "python": [version, list(internal_state), gauss_next],
+        }
+        if self.device.type == "cuda":
+            state["cuda"] = torch.cuda.get_rng_state(self.device)
+        return state
+
+    def _restore_rng_state(self, state: Mapping[str, Any]) -> None:
+        torch.set_rng_state(state["torch"].cpu())
+        version, internal_state, gauss_next = state["python"]
+        random.setstate((version, tuple(internal_state), gauss_next))
+        if self.device.type == "cuda" and "cuda" in state:
+            torch.cuda.set_rng_state(state["cuda"].cpu(), self.device)
+
+    @contextlib.contextmanager
+    def _isolated_rng(self) -> Iterator[None]:
+        """Run a block with torch's and Python's random states restored afterwards."""
+        python_state = random.getstate()
+        devices = []
+        if self.device.type == "cuda":
+            index = self.device.index
+            devices = [index if index is not None else torch.cuda.current_device()]
+        try:
+            with torch.random.fork_rng(devices=devices):
+                yield
+        finally:
+            random.setstate(python_state)
+

@@ -1,0 +1,106 @@
+"""TrainConfig validation and the generic dict / override helpers on nested dataclasses."""
+
+import dataclasses
+import json
+from typing import Literal, Optional
+
+import pytest
+
+from transformer_lab.training import TrainConfig, apply_overrides, config_from_dict, config_to_dict
+
+
+@dataclasses.dataclass
+class ModelSection:
+    d_model: int = 32
+    dropout: float = 0.1
+    tie_weights: bool = True
+    norm: Literal["pre", "post"] = "post"
+    max_len: Optional[int] = None
+    name: str = "tiny"
+    betas: tuple[float, float] = (0.9, 0.98)
+    layer_sizes: list[int] = dataclasses.field(default_factory=lambda: [1, 2])
+
+
+@dataclasses.dataclass
+class RunConfig:
+    model: ModelSection = dataclasses.field(default_factory=ModelSection)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+
+
+def test_round_trip_through_json():
+    config = RunConfig(model=ModelSection(max_len=64), train=TrainConfig(precision="bf16"))
+    data = json.loads(json.dumps(config_to_dict(config)))
+    assert data["model"]["betas"] == [0.9, 0.98]
+    assert config_from_dict(RunConfig, data) == config
+
+
+def test_from_dict_rejects_unknown_keys_and_wrong_types():
+    with pytest.raises(ValueError, match=r"model\.d_modle: unknown key"):
+        config_from_dict(RunConfig, {"model": {"d_modle": 3}})
+    with pytest.raises(ValueError, match=r"train\.warmup_steps: expected an int, got '10'"):
+        config_from_dict(RunConfig, {"train": {"warmup_steps": "10"}})
+    with pytest.raises(ValueError, match=r"model\.tie_weights: expected a bool, got 1"):
+        config_from_dict(RunConfig, {"model": {"tie_weights": 1}})
+    with pytest.raises(ValueError, match=r"train\.precision: expected one of \['fp32', 'bf16'\]"):
+        config_from_dict(RunConfig, {"train": {"precision": "fp16"}})
+    with pytest.raises(ValueError, match=r"model\.betas: expected 2 items"):
+        config_from_dict(RunConfig, {"model": {"betas": [0.9]}})
+    # Absent keys take defaults; an int is accepted for a float.
+    assert config_from_dict(RunConfig, {"train": {"lr_factor": 2}}).train.lr_factor == 2.0
+
+
+def test_overrides_parse_by_field_type():
+    config = RunConfig()
+    updated = apply_overrides(
+        config,
+        [
+            "train.lr_factor=2.0",
+            "model.d_model=64",
+            "model.tie_weights=false",
+            "model.norm=pre",
+            "model.max_len=128",
+            "model.name=big one",
+            "model.betas=0.8,0.99",
+            "model.layer_sizes=[3, 4, 5]",
+            "train.progress_bar=off",
+        ],
+    )
+    assert updated.train.lr_factor == 2.0 and updated.model.d_model == 64
+    assert updated.model.tie_weights is False and updated.model.norm == "pre"
+    assert updated.model.max_len == 128 and updated.model.name == "big one"
+    assert updated.model.betas == (0.8, 0.99) and updated.model.layer_sizes == [3, 4, 5]
+    assert updated.train.progress_bar is False
+    assert apply_overrides(updated, ["model.max_len=none"]).model.max_len is None
+    assert config == RunConfig()  # the original is untouched
+
+
+@pytest.mark.parametrize(
+    ("override", "match"),
+    [
+        ("train.lr_factr=2", r"train\.lr_factr: unknown key for TrainConfig"),
+        ("model.d_model=6.5", r"model\.d_model: expected an int, got '6\.5'"),
+        ("model.tie_weights=maybe", r"model\.tie_weights: expected a bool"),
+        ("train.precision=fp16", r"train\.precision: expected one of \['fp32', 'bf16'\]"),
+        ("model.max_len=lots", r"model\.max_len: expected Optional\[int\]|model\.max_len: expected"),
+        ("train=3", r"train: is a section \(TrainConfig\)"),
+        ("model.d_model.x=3", r"model\.d_model: is a value of type int, not a section"),
+        ("train.grad_accum_steps=0", r"train\.grad_accum_steps: the value '0' was rejected"),
+        ("lr_factor", r"overrides: expected 'key=value', got 'lr_factor'"),
+        ("=3", r"overrides: expected a dotted key"),
+    ],
+)
+def test_override_errors_name_the_key(override, match):
+    with pytest.raises(ValueError, match=match):
+        apply_overrides(RunConfig(), [override])
+
+
+def test_train_config_validation():
+    with pytest.raises(ValueError, match="precision"):
+        TrainConfig(precision="fp16")
+    with pytest.raises(ValueError, match="best_mode"):
+        TrainConfig(best_mode="lowest")
+    with pytest.raises(ValueError, match="epochs, max_steps"):
+        TrainConfig(epochs=0, max_steps=0)
+    with pytest.raises(ValueError, match="label_smoothing"):
+        TrainConfig(label_smoothing=1.5)
+    assert TrainConfig(epochs=0, max_steps=10).max_steps == 10

@@ -1,0 +1,47 @@
+"""The Noam schedule: values at known steps, peak at warm-up, and the LambdaLR wiring."""
+
+import math
+
+import pytest
+import torch
+
+from transformer_lab.training import build_noam_scheduler, build_optimizer, noam_lr
+
+
+def test_known_values():
+    # lr(step) = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+    assert noam_lr(1, d_model=512, warmup_steps=4000) == pytest.approx(512**-0.5 * 4000**-1.5)
+    assert noam_lr(4000, 512, 4000) == pytest.approx(1 / math.sqrt(512 * 4000))
+    assert noam_lr(16000, 512, 4000) == pytest.approx(512**-0.5 / 126.49110640673517)
+    assert noam_lr(100, 64, 10, factor=2.0) == pytest.approx(2.0 / 8.0 / 10.0)
+    # Linear during warm-up.
+    assert noam_lr(20, 512, 4000) == pytest.approx(2 * noam_lr(10, 512, 4000))
+
+
+def test_peak_is_at_warmup():
+    rates = [noam_lr(step, 32, 50) for step in range(1, 300)]
+    assert rates.index(max(rates)) + 1 == 50
+
+
+def test_scheduler_gives_noam_rate_to_each_step():
+    parameter = torch.nn.Parameter(torch.zeros(3))
+    optimizer = build_optimizer([parameter], lr=123.0)
+    assert optimizer.defaults["betas"] == (0.9, 0.98) and optimizer.defaults["eps"] == 1e-9
+    scheduler = build_noam_scheduler(optimizer, d_model=16, warmup_steps=4, factor=2.0)
+    for step in range(1, 10):
+        # The rate in effect at optimizer step `step` (counted from 1).
+        assert optimizer.param_groups[0]["lr"] == pytest.approx(noam_lr(step, 16, 4, 2.0))
+        parameter.grad = torch.ones(3)
+        optimizer.step()
+        scheduler.step()
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="step"):
+        noam_lr(0, 512, 4000)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        noam_lr(1, 512, 0)
+    with pytest.raises(ValueError, match="d_model"):
+        noam_lr(1, 0, 10)
+    with pytest.raises(ValueError, match="factor"):
+        noam_lr(1, 16, 10, factor=0.0)

@@ -1,0 +1,253 @@
+"""The Trainer: learning, accumulation, exact resume, checkpoint folders, bf16, divergence."""
+
+import json
+import logging
+import random
+
+import pytest
+import torch
+from torch import nn
+
+from transformer_lab.training import (
+    LabelSmoothingLoss,
+    TrainConfig,
+    Trainer,
+    load_checkpoint_config,
+    load_trainer_state,
+    read_extra_file,
+)
+
+VOCABULARY_SIZE = 10
+D_MODEL = 16
+
+
+class TinyModel(nn.Module):
+    """Embedding -> dropout -> linear: enough to learn "next id" and to need the RNG."""
+
+    def __init__(self, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(VOCABULARY_SIZE, D_MODEL)
+        self.dropout = nn.Dropout(dropout)
+        self.output = nn.Linear(D_MODEL, VOCABULARY_SIZE)
+
+    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+        return self.output(self.dropout(self.embedding(token_ids)))
+
+
+def make_batch(generator: torch.Generator, rows: int = 4) -> dict[str, torch.Tensor]:
+    token_ids = torch.randint(1, VOCABULARY_SIZE, (rows, 5), generator=generator)
+    return {"token_ids": token_ids, "target_ids": token_ids % (VOCABULARY_SIZE - 1) + 1}
+
+
+def epoch_batches(epoch: int, count: int = 5, seed: int = 0) -> list[dict[str, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(seed + epoch)
+    return [make_batch(generator) for _ in range(count)]
+
+
+smoothed_loss = LabelSmoothingLoss(smoothing=0.1, ignore_index=0)
+
+
+def loss_fn(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    return smoothed_loss(model(batch["token_ids"]), batch["target_ids"])
+
+
+def loss_with_python_random(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    # Python's RNG enters the trajectory too, so that its restore on resume is tested.
+    return loss_fn(model, batch) * (1.0 + 0.1 * random.random())
+
+
+def evaluate_with_randomness(model: nn.Module) -> dict[str, float]:
+    # Consumes both RNGs: the Trainer must shield training from them.
+    torch.rand(3)
+    random.random()
+    batch = epoch_batches(epoch=100, count=1)[0]
+    return {"val_loss": loss_fn(model, batch).item()}
+
+
+def config(**changes) -> TrainConfig:
+    defaults = dict(
+        epochs=3, warmup_steps=4, lr_factor=1.0, eval_every_steps=2, keep_last=2,
+        log_every_steps=1, progress_bar=False,
+    )
+    defaults.update(changes)
+    return TrainConfig(**defaults)
+
+
+def read_rows(path) -> list[dict]:
+    return [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_overfits_one_batch(tmp_path):
+    batch = make_batch(torch.Generator().manual_seed(1))
+    model = TinyModel()
+    plain_loss = LabelSmoothingLoss(smoothing=0.0, ignore_index=0)
+
+    def batch_loss(model, batch):
+        return plain_loss(model(batch["token_ids"]), batch["target_ids"])
+
+    initial_loss = batch_loss(model, batch).item()
+    # One evaluation at the end only: a checkpoint per epoch would be slow and beside the point.
+    trainer = Trainer(
+        model,
+        config(epochs=80, eval_every_steps=1000, keep_last=0, warmup_steps=10, log_every_steps=10,
+               progress_bar=True),
+        tmp_path, batch_loss, lambda epoch: [batch], d_model=D_MODEL,
+        count_tokens=lambda batch: batch["token_ids"].numel(),
+    )
+    summary = trainer.fit()
+    final_loss = batch_loss(model, batch).item()
+    assert summary["steps"] == 80 and summary["stopped_by"] == "epochs"
+    assert final_loss < 0.1 * initial_loss
+    rows = read_rows(tmp_path)
+    assert [row["step"] for row in rows if row["event"] == "train"] == list(range(10, 81, 10))
+    assert all(row["tokens_per_second"] > 0 for row in rows if row["event"] == "train")
+
+
+def test_accumulating_half_batches_equals_full_batches(tmp_path):
+    # loss_fn gives a mean over tokens; the halves hold equally many tokens, so the mean of
+    # the two half-batch means is the full-batch mean. The third batch closes the epoch
+    # alone: its group of 1 is rescaled to a full mean too.
+    generator = torch.Generator().manual_seed(3)
+    full, last = make_batch(generator, rows=8), make_batch(generator, rows=4)
+    halves = [{key: value[:4] for key, value in full.items()}, {key: value[4:] for key, value in full.items()}]
+    results = []
+    for name, accumulation, batches in (("whole", 1, [full, last]), ("halves", 2, halves + [last])):
+        torch.manual_seed(0)
+        model = TinyModel()
+        trainer = Trainer(
+            model, config(epochs=1, grad_accum_steps=accumulation, clip_grad_norm=0.0),
+            tmp_path / name, loss_fn, lambda epoch, batches=batches: batches, d_model=D_MODEL,
+        )
+        assert trainer.fit()["steps"] == 2
+        norms = [row["grad_norm"] for row in read_rows(tmp_path / name) if row["event"] == "train"]
+        results.append((model, norms))
+    (whole_model, whole_norms), (half_model, half_norms) = results
+    # Adam hides gradient scale in its update, so the logged gradient norms are compared too.
+    assert half_norms == pytest.approx(whole_norms, rel=1e-5)
+    for whole, half in zip(whole_model.parameters(), half_model.parameters()):
+        torch.testing.assert_close(half, whole, rtol=1e-5, atol=1e-6)
+
+
+def _train(out_dir, max_steps, resume=False, seed=0, train_batches=epoch_batches):
+    # A different initialisation for a resumed model, to show the weights come from disk.
+    torch.manual_seed(1000 if resume else 0)
+    model = TinyModel(dropout=0.3)
+    trainer = Trainer(
+        model, config(max_steps=max_steps, grad_accum_steps=2, seed=seed), out_dir,
+        loss_with_python_random, train_batches, d_model=D_MODEL,
+        evaluate_fn=evaluate_with_randomness, resume=resume,
+    )
+    return model, trainer.fit()
+
+
+def _train_rows(out_dir) -> list[tuple]:
+    return [
+        (row["step"], row["epoch"], row["train_loss"], row["lr"], row["grad_norm"])
+        for row in read_rows(out_dir) if row["event"] == "train"
+    ]
+
+
+def test_interrupted_and_resumed_equals_uninterrupted(tmp_path):
+    # 5 batches an epoch with 2 per step: 3 steps an epoch, the third on one batch.
+    reference, summary = _train(tmp_path / "reference", max_steps=8)
+    assert summary["steps"] == 8 and summary["stopped_by"] == "max_steps"
+    other_seed, _ = _train(tmp_path / "other_seed", max_steps=8, seed=1)
+    assert not torch.equal(other_seed.output.weight, reference.output.weight)
+
+    # Stopped by max_steps mid-epoch, then resumed with a larger max_steps.
+    _train(tmp_path / "stopped", max_steps=5)
+    assert load_trainer_state(tmp_path / "stopped" / "last")["global_step"] == 5
+    resumed, summary = _train(tmp_path / "stopped", max_steps=8, resume=True)
+    assert summary["steps"] == 8
+    for expected, actual in zip(reference.parameters(), resumed.parameters()):
+        assert torch.equal(expected, actual)
+    assert _train_rows(tmp_path / "stopped") == _train_rows(tmp_path / "reference")
+
+    # Killed by an exception from the data in epoch 2, after the step-6 checkpoint.
+    def crashing_batches(epoch):
+        for index, batch in enumerate(epoch_batches(epoch)):
+            if epoch == 2 and index == 3:
+                raise KeyboardInterrupt("simulated crash")
+            yield batch
+
+    with pytest.raises(KeyboardInterrupt):
+        _train(tmp_path / "crashed", max_steps=8, train_batches=crashing_batches)
+    state = load_trainer_state(tmp_path / "crashed" / "last")
+    assert (state["global_step"], state["epoch"], state["batch_index"]) == (6, 1, 5)
+    resumed, _ = _train(tmp_path / "crashed", max_steps=8, resume=True)
+    for expected, actual in zip(reference.parameters(), resumed.parameters()):
+        assert torch.equal(expected, actual)
+    assert _train_rows(tmp_path / "crashed") == _train_rows(tmp_path / "reference")
+
+
+def test_checkpoint_folders(tmp_path):
+    scores = iter([1.0, 3.0, 2.0, 2.5])
+    model = TinyModel()
+    trainer = Trainer(
+        model, config(max_steps=8, best_metric="score", best_mode="max"), tmp_path, loss_fn,
+        epoch_batches, d_model=D_MODEL, evaluate_fn=lambda model: {"score": next(scores)},
+        checkpoint_config={"model": {"d_model": D_MODEL}}, extra_files={"vocabulary.txt": "a\nb\n"},
+    )
+    summary = trainer.fit()
+    names = sorted(path.name for path in tmp_path.iterdir())
+    assert names == ["best", "last", "metrics.jsonl", "step-000006", "step-000008"]
+    assert load_trainer_state(tmp_path / "best")["global_step"] == 4
+    assert load_trainer_state(tmp_path / "last")["global_step"] == 8
+    assert load_trainer_state(tmp_path / "step-000006")["global_step"] == 6
+    assert summary["best_value"] == 3.0 and summary["final_metrics"] == {"score": 2.5}
+    assert load_checkpoint_config(tmp_path / "last") == {"model": {"d_model": D_MODEL}}
+    assert read_extra_file(tmp_path / "best", "vocabulary.txt") == b"a\nb\n"
+    evaluations = [(row["step"], row["score"]) for row in read_rows(tmp_path) if row["event"] == "eval"]
+    assert evaluations == [(2, 1.0), (4, 3.0), (6, 2.0), (8, 2.5)]
+
+
+def test_missing_best_metric_and_missing_resume_folder(tmp_path):
+    trainer = Trainer(TinyModel(), config(max_steps=2), tmp_path / "run", loss_fn, epoch_batches,
+                      d_model=D_MODEL, evaluate_fn=lambda model: {"bleu": 1.0})
+    with pytest.raises(ValueError, match=r"best_metric: expected one of evaluate_fn's metrics \['bleu'\]"):
+        trainer.fit()
+    with pytest.raises(FileNotFoundError, match="last"):
+        Trainer(TinyModel(), config(), tmp_path / "empty", loss_fn, epoch_batches, d_model=D_MODEL,
+                resume=True)
+
+
+def test_bf16_runs_under_autocast_with_finite_loss(tmp_path):
+    seen_dtypes = []
+
+    def recording_loss(model, batch):
+        logits = model(batch["token_ids"])
+        seen_dtypes.append(logits.dtype)
+        return smoothed_loss(logits, batch["target_ids"])
+
+    model = TinyModel(dropout=0.1)
+    summary = Trainer(model, config(max_steps=3, precision="bf16", keep_last=0), tmp_path, recording_loss,
+                      epoch_batches, d_model=D_MODEL).fit()
+    assert summary["steps"] == 3
+    assert seen_dtypes and all(dtype == torch.bfloat16 for dtype in seen_dtypes)
+    assert all(torch.isfinite(parameter).all() and parameter.dtype == torch.float32
+               for parameter in model.parameters())
+    assert torch.isfinite(torch.tensor(summary["final_train_loss"]))
+
+
+def test_non_finite_losses_are_skipped_then_stop_training(tmp_path, caplog):
+    calls = []
+
+    def sometimes_nan(model, batch):
+        calls.append(None)
+        loss = loss_fn(model, batch)
+        return loss * float("nan") if len(calls) == 2 else loss
+
+    model = TinyModel()
+    with caplog.at_level(logging.WARNING, logger="transformer_lab.training.trainer"):
+        summary = Trainer(model, config(max_steps=3, keep_last=0), tmp_path / "one", sometimes_nan,
+                          epoch_batches, d_model=D_MODEL).fit()
+    assert summary["steps"] == 3 and len(calls) == 4  # the NaN batch took no step
+    assert "non-finite loss nan" in caplog.text
+
+    model = TinyModel()
+    weights_before = [parameter.detach().clone() for parameter in model.parameters()]
+    always_nan = lambda model, batch: loss_fn(model, batch) * float("nan")  # noqa: E731
+    with pytest.raises(RuntimeError, match="5 non-finite losses or gradient norms in a row"):
+        Trainer(model, config(max_steps=3), tmp_path / "always", always_nan, epoch_batches,
+                d_model=D_MODEL).fit()
+    assert all(torch.equal(before, after) for before, after in zip(weights_before, model.parameters()))
