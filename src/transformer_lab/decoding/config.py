@@ -1,0 +1,138 @@
+"""The decoding configuration, and `decode`, which runs the search it names.
+
+Shape legend: B batch, S source length, L generated length.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from transformer_lab.decoding.beam import BeamOutput, beam_search
+from transformer_lab.decoding.greedy import GreedyOutput, greedy_search
+from transformer_lab.decoding.protocol import (
+    IncrementalDecoder,
+    LogitsProcessor,
+    check_positive,
+    check_source_ids,
+    resolve_special_ids,
+)
+
+STRATEGIES = ("greedy", "beam")
+
+
+@dataclass
+class DecodeConfig:
+    """How to decode: the search, its width, the length limit and the length penalty."""
+
+    # "greedy" or "beam".
+    strategy: str = "beam"
+    # Beams per sentence (beam search only); 4-6 is the usual range for translation.
+    beam_size: int = 5
+    # Most new tokens per sentence (eos included), the hard cap whatever max_len_a/b say;
+    # keep it within the model's positional table.
+    max_len: int = 128
+    # When either is set, the limit is min(max_len, int(max_len_a * src_len) + max_len_b),
+    # src_len being the longest non-pad source row of the batch (an unset one counts 0);
+    # translation often uses a=1.2, b=10 so that short inputs stop early.
+    max_len_a: float | None = None
+    max_len_b: int | None = None
+    # GNMT alpha in ((5 + length) / 6) ** alpha; 0 ranks by raw log-prob, 0.6 as in GNMT.
+    length_penalty: float = 0.6
+    # Hypotheses returned per sentence (n-best, beam search only); at most beam_size.
+    num_return: int = 1
+    # Decode incrementally with the key/value cache; False re-runs the whole prefix.
+    use_cache: bool = True
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy: expected one of {STRATEGIES}, given {self.strategy!r}")
+        check_positive("beam_size", self.beam_size)
+        check_positive("max_len", self.max_len)
+        check_positive("num_return", self.num_return)
+        if self.num_return > self.beam_size:
+            raise ValueError(
+                f"num_return: expected at most beam_size ({self.beam_size}), "
+                f"given {self.num_return}"
+            )
+        if self.max_len_a is not None and (
+            not isinstance(self.max_len_a, (int, float))
+            or not math.isfinite(self.max_len_a)
+            or self.max_len_a < 0
+        ):
+            raise ValueError(
+                f"max_len_a: expected a finite float >= 0 or None, given {self.max_len_a!r}"
+            )
+        if self.max_len_b is not None and (
+            isinstance(self.max_len_b, bool) or not isinstance(self.max_len_b, int)
+        ):
+            raise ValueError(f"max_len_b: expected an int or None, given {self.max_len_b!r}")
+        penalty = self.length_penalty
+        if not isinstance(penalty, (int, float)) or not math.isfinite(penalty):
+            raise ValueError(f"length_penalty: expected a finite float, given {penalty!r}")
+
+    def max_new_tokens(self, src_len: int) -> int:
+        """The most new tokens for a source of `src_len` tokens (see max_len_a/b)."""
+        if self.max_len_a is None and self.max_len_b is None:
+            return self.max_len
+        if isinstance(src_len, bool) or not isinstance(src_len, int) or src_len < 0:
+            raise ValueError(f"src_len: expected an int >= 0, given {src_len!r}")
+        scaled = int((self.max_len_a or 0.0) * src_len) + (self.max_len_b or 0)
+        limit = min(self.max_len, scaled)
+        if limit < 1:
+            raise ValueError(
+                f"max_len_a/max_len_b: expected a limit >= 1 for src_len {src_len}, "
+                f"given a={self.max_len_a}, b={self.max_len_b} (limit {limit})"
+            )
+        return limit
+
+
+def decode(
+    model: IncrementalDecoder,
+    src_ids: Tensor,
+    config: DecodeConfig,
+    *,
+    bos_id: int | None = None,
+    eos_id: int | None = None,
+    pad_id: int | None = None,
+    logits_processor: LogitsProcessor | None = None,
+) -> GreedyOutput | BeamOutput:
+    """Run the search `config.strategy` names, with the config's settings.
+
+    Shape:
+        src_ids: LongTensor[B, S] -> GreedyOutput (ids [B, L]) or BeamOutput
+        (best_ids [B, L]).
+    """
+    check_source_ids(src_ids)
+    bos_id, eos_id, pad_id = resolve_special_ids(model, bos_id, eos_id, pad_id)
+    if config.max_len_a is None and config.max_len_b is None:
+        max_len = config.max_len
+    else:
+        longest_source = int((src_ids != pad_id).sum(dim=1).max())
+        max_len = config.max_new_tokens(longest_source)
+    if config.strategy == "greedy":
+        return greedy_search(
+            model,
+            src_ids,
+            max_len,
+            bos_id=bos_id,
+            eos_id=eos_id,
+            pad_id=pad_id,
+            use_cache=config.use_cache,
+            logits_processor=logits_processor,
+        )
+    return beam_search(
+        model,
+        src_ids,
+        config.beam_size,
+        max_len,
+        length_penalty=config.length_penalty,
+        num_return=config.num_return,
+        bos_id=bos_id,
+        eos_id=eos_id,
+        pad_id=pad_id,
+        use_cache=config.use_cache,
+        logits_processor=logits_processor,
+    )

@@ -1,0 +1,97 @@
+"""Batched greedy search: at every step each sentence takes its most likely next token.
+
+Shape legend: B batch, S source length, L generated length (<= max_len), V vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from transformer_lab.decoding.protocol import (
+    IncrementalDecoder,
+    LogitsProcessor,
+    check_positive,
+    check_source_ids,
+    next_token_log_probs,
+    resolve_special_ids,
+)
+
+
+@dataclass
+class GreedyOutput:
+    """The result of `greedy_search`.
+
+    Shape:
+        ids: LongTensor[B, L], the generated tokens without bos; a row that finished holds
+            its eos and then pad_id. L is the number of steps run (<= max_len).
+        scores: FloatTensor[B], the sum of the log-probabilities of each row's generated
+            tokens, eos included, padding excluded.
+        lengths: LongTensor[B], the number of generated tokens per row, eos included.
+    """
+
+    ids: Tensor
+    scores: Tensor
+    lengths: Tensor
+
+
+def greedy_search(
+    model: IncrementalDecoder,
+    src_ids: Tensor,
+    max_len: int,
+    *,
+    bos_id: int | None = None,
+    eos_id: int | None = None,
+    pad_id: int | None = None,
+    use_cache: bool = True,
+    logits_processor: LogitsProcessor | None = None,
+) -> GreedyOutput:
+    """Decode a batch greedily for at most `max_len` new tokens.
+
+    All rows are decoded together; a row that has emitted eos keeps emitting pad_id
+    (which adds nothing to its score) and the loop stops as soon as every row has
+    finished. With `use_cache=False` the whole prefix is decoded again at every step
+    (slow; kept as the oracle for the cached path). The model should be in eval mode.
+
+    Shape:
+        src_ids: LongTensor[B, S] -> GreedyOutput(ids [B, L], scores [B], lengths [B]).
+    """
+    check_source_ids(src_ids)
+    check_positive("max_len", max_len)
+    bos_id, eos_id, pad_id = resolve_special_ids(model, bos_id, eos_id, pad_id)
+
+    # no_grad rather than inference_mode: inference tensors returned to the caller could
+    # not be modified in place later, a surprising trap for such small outputs.
+    with torch.no_grad():
+        batch_size = src_ids.size(0)
+        device = src_ids.device
+        memory = model.encode(src_ids)  # [B, S, D]
+        cache = model.new_cache() if use_cache else None
+
+        prefix_ids = torch.full((batch_size, 1), bos_id, dtype=torch.long, device=device)  # [B, 1]
+        scores = torch.zeros(batch_size, dtype=torch.float32, device=device)  # [B]
+        lengths = torch.zeros(batch_size, dtype=torch.long, device=device)  # [B]
+        finished = torch.zeros(batch_size, dtype=torch.bool, device=device)  # [B]
+
+        for step in range(max_len):
+            log_probs = next_token_log_probs(
+                model, prefix_ids, memory, src_ids, cache, step, logits_processor
+            )  # [B, V]
+            next_ids = log_probs.argmax(dim=-1)  # [B]
+            next_log_probs = log_probs.gather(1, next_ids.unsqueeze(1)).squeeze(1)  # [B]
+
+            # Finished rows still go through the model (keeping the batch rectangular is
+            # cheaper than compacting it) but their choice is overwritten by pad.
+            next_ids = next_ids.masked_fill(finished, pad_id)  # [B]
+            scores = scores + next_log_probs.masked_fill(finished, 0.0)  # [B]
+            lengths = lengths + (~finished).long()  # [B]
+            finished = finished | (next_ids == eos_id)  # [B]
+            prefix_ids = torch.cat([prefix_ids, next_ids.unsqueeze(1)], dim=1)  # [B, t+1]
+
+            # The one host synchronisation per step.
+            if bool(finished.all()):
+                break
+
+    return GreedyOutput(ids=prefix_ids[:, 1:], scores=scores, lengths=lengths)

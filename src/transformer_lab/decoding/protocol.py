@@ -1,0 +1,175 @@
+"""What a model must offer to be decoded, and the checks shared by the searches.
+
+The searches never import a model class: they talk to any object that follows
+`IncrementalDecoder` (structural typing), so the real `Seq2SeqTransformer` and the
+hand-built fakes of the tests are decoded by exactly the same code.
+
+Shape legend: B batch, S source length, D d_model, V vocabulary, N rows decoded together
+(B for greedy search, B*K for beam search with K beams), t prefix length (bos included).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+# step, prefix_ids [N, t], log_probs [N, V] -> log_probs [N, V]
+LogitsProcessor = Callable[[int, Tensor, Tensor], Tensor]
+"""A hook called on next-token log-probabilities before a search selects tokens.
+
+It receives `step` (tokens generated so far, so `prefix_ids.size(1) == step + 1`, the
+prefix starting with bos), `prefix_ids` LongTensor[N, t] and `log_probs`
+FloatTensor[N, V] (float32 log-softmax output, NOT raw logits) and returns a tensor of
+the same shape. Set an entry to `-inf` to forbid that token (e.g. eos before a minimum
+length). The returned values are what the search adds to the scores, so they enter
+`scores` / `log_prob`; the beam search's early stop assumes they stay <= 0 (only lower
+log-probs, never raise them above 0).
+"""
+
+
+@runtime_checkable
+class DecoderCache(Protocol):
+    """The incremental state a model keeps between `decode_step` calls.
+
+    A fresh cache (from `model.new_cache()`) is empty; its first use fills it with one
+    row per decoded sequence.
+    """
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep, in place, the rows named by `index` (index_select along the batch).
+
+        Beam search calls it after choosing beams: row `i` of the new cache is row
+        `index[i]` of the old one; rows may repeat (a beam that splits) or vanish (a
+        beam or sentence that is dropped).
+
+        Shape:
+            index: LongTensor[N'] of row numbers in [0, N).
+        """
+        ...
+
+
+@runtime_checkable
+class IncrementalDecoder(Protocol):
+    """An encoder-decoder that predicts the next target token, batch-first.
+
+    Attributes `bos_id`, `eos_id`, `pad_id` are the defaults the searches use when no
+    explicit id is passed.
+    """
+
+    bos_id: int
+    eos_id: int
+    pad_id: int
+
+    def encode(self, src_ids: Tensor) -> Tensor:
+        """Encode a padded batch of source sentences.
+
+        Shape:
+            src_ids: LongTensor[B, S] -> memory: Tensor[B, S, D].
+        """
+        ...
+
+    def new_cache(self) -> DecoderCache:
+        """Return an empty cache for one decoding run."""
+        ...
+
+    def decode_step(
+        self,
+        tgt_prefix_ids: Tensor,
+        memory: Tensor,
+        src_ids: Tensor,
+        cache: Any = None,
+    ) -> Tensor:
+        """Return the logits of the token that follows each prefix.
+
+        With `cache=None` the whole prefix is decoded again. With a cache only the last
+        prefix token is processed and its keys/values are appended to the cache; the
+        caller still passes the full prefix.
+
+        Shape:
+            tgt_prefix_ids: LongTensor[N, t], memory: Tensor[N, S, D],
+            src_ids: LongTensor[N, S] -> logits: Tensor[N, V].
+        """
+        ...
+
+
+def resolve_special_ids(
+    model: IncrementalDecoder,
+    bos_id: int | None,
+    eos_id: int | None,
+    pad_id: int | None,
+) -> tuple[int, int, int]:
+    """Return (bos_id, eos_id, pad_id): the explicit value, else the model's attribute."""
+    resolved = []
+    for name, explicit in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
+        value = explicit if explicit is not None else getattr(model, name, None)
+        if value is None:
+            raise ValueError(
+                f"{name}: expected an int, passed explicitly or as model.{name}; "
+                f"given None and the model has no attribute {name!r}"
+            )
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{name}: expected an int, given {value!r}")
+        resolved.append(value)
+    return resolved[0], resolved[1], resolved[2]
+
+
+def check_source_ids(src_ids: Tensor) -> None:
+    """Raise a ValueError unless `src_ids` is a non-empty LongTensor[B, S]."""
+    if not isinstance(src_ids, Tensor):
+        raise ValueError(f"src_ids: expected a LongTensor[B, S], given {type(src_ids).__name__}")
+    if src_ids.dim() != 2 or src_ids.dtype != torch.long:
+        raise ValueError(
+            "src_ids: expected a LongTensor[B, S] (2-D, torch.long), "
+            f"given {src_ids.dtype} of shape {tuple(src_ids.shape)}"
+        )
+    if src_ids.size(0) == 0 or src_ids.size(1) == 0:
+        raise ValueError(f"src_ids: expected B >= 1 and S >= 1, given shape {tuple(src_ids.shape)}")
+
+
+def check_positive(name: str, value: int) -> None:
+    """Raise a ValueError unless `value` is an int >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}: expected an int >= 1, given {value!r}")
+
+
+def next_token_log_probs(
+    model: IncrementalDecoder,
+    prefix_ids: Tensor,
+    memory: Tensor,
+    src_ids: Tensor,
+    cache: Any,
+    step: int,
+    logits_processor: LogitsProcessor | None,
+) -> Tensor:
+    """Run one decoder step and return float32 next-token log-probs (processor applied).
+
+    Shape:
+        prefix_ids: LongTensor[N, t], memory: Tensor[N, S, D], src_ids: LongTensor[N, S]
+        -> log_probs: FloatTensor[N, V].
+    """
+    rows = prefix_ids.size(0)
+    logits = model.decode_step(prefix_ids, memory, src_ids, cache=cache)  # [N, V]
+    if logits.dim() != 2 or logits.size(0) != rows:
+        raise ValueError(
+            f"model.decode_step: expected logits of shape [{rows}, V], "
+            f"given {tuple(logits.shape)}"
+        )
+    # float32 so that half-precision models do not lose the small differences that
+    # decide between beams, and so that scores accumulate without overflow.
+    log_probs = torch.log_softmax(logits.float(), dim=-1)  # [N, V]
+    if logits_processor is not None:
+        processed = logits_processor(step, prefix_ids, log_probs)  # [N, V]
+        if not isinstance(processed, Tensor) or processed.shape != log_probs.shape:
+            given = (
+                tuple(processed.shape)
+                if isinstance(processed, Tensor)
+                else type(processed).__name__
+            )
+            raise ValueError(
+                f"logits_processor: expected a tensor of shape {tuple(log_probs.shape)}, "
+                f"given {given}"
+            )
+        log_probs = processed.float()  # [N, V]
+    return log_probs

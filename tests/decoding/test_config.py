@@ -1,0 +1,50 @@
+"""DecodeConfig validation, its length limit, and `decode` dispatching to the searches."""
+
+import pytest
+import torch
+
+from transformer_lab.decoding import BeamOutput, DecodeConfig, GreedyOutput, IncrementalDecoder, decode
+
+PAD, EOS, A = 0, 2, 3
+
+
+def test_defaults_and_validation():
+    config = DecodeConfig()
+    assert (config.strategy, config.beam_size, config.max_len) == ("beam", 5, 128)
+    assert (config.length_penalty, config.num_return, config.use_cache) == (0.6, 1, True)
+    for field, value in [
+        ("strategy", "sampling"),
+        ("beam_size", 0),
+        ("max_len", 0),
+        ("num_return", 6),
+        ("max_len_a", -1.0),
+        ("max_len_b", 2.5),
+        ("length_penalty", float("inf")),
+    ]:
+        with pytest.raises(ValueError, match=field):
+            DecodeConfig(**{field: value})
+
+
+def test_max_new_tokens_follows_a_times_src_len_plus_b_capped_by_max_len():
+    assert DecodeConfig(max_len=50).max_new_tokens(20) == 50
+    assert DecodeConfig(max_len=50, max_len_a=1.5, max_len_b=4).max_new_tokens(10) == 19
+    assert DecodeConfig(max_len=50, max_len_b=7).max_new_tokens(10) == 7
+    assert DecodeConfig(max_len=50, max_len_a=2.0, max_len_b=10).max_new_tokens(100) == 50
+    with pytest.raises(ValueError, match="max_len_a"):
+        DecodeConfig(max_len_a=0.0, max_len_b=0).max_new_tokens(5)
+
+
+def test_the_fake_models_follow_the_protocol(table_model):
+    assert isinstance(table_model, IncrementalDecoder)
+
+
+def test_decode_dispatches_on_strategy_and_applies_the_length_limit(table_model, sources):
+    src_ids = sources([3, 0], [3, 2])  # longest non-pad source: 3 tokens
+    greedy = decode(table_model, src_ids, DecodeConfig(strategy="greedy", max_len_a=1.0, max_len_b=1))
+    assert isinstance(greedy, GreedyOutput)
+    assert greedy.ids.tolist() == [[A, A, A, A], [A, 5, EOS, PAD]]  # 1.0 * 3 + 1 = 4 tokens
+    beam = decode(table_model, src_ids, DecodeConfig(strategy="beam", beam_size=2, num_return=2, max_len=4))
+    assert isinstance(beam, BeamOutput)
+    assert [len(hypotheses) for hypotheses in beam.hypotheses] == [2, 2]
+    assert beam.best_ids.tolist() == [[A, A, A, A], [4, EOS, PAD, PAD]]
+    assert beam.best_ids.dtype == torch.long
