@@ -1,7 +1,8 @@
-"""transformer_lab.data: vocabulary, synthetic tasks, collation and batching.
+"""transformer_lab.data: vocabulary, subword tokenizer, corpus readers, collation and batching.
 
-Everything here is batch-first and depends only on torch, numpy and the standard
-library; no other part of transformer_lab is imported.
+Everything here is batch-first and depends only on torch, numpy, Hugging Face
+`tokenizers` (the subword tokenizer) and the standard library; no other part of
+transformer_lab is imported.
 """
 
 from transformer_lab.data.batching import (
@@ -18,6 +19,20 @@ from transformer_lab.data.collate import (
     collated_lengths,
     pad_sequences,
 )
+from transformer_lab.data.download import download_file, sha256_of_file
+from transformer_lab.data.multi30k import (
+    DATA_ENVIRONMENT_VARIABLE,
+    MULTI30K_LINE_COUNTS,
+    MULTI30K_SHA256,
+    MULTI30K_SPLITS,
+    MULTI30K_URL,
+    download_multi30k,
+    load_multi30k,
+    read_multi30k,
+    resolve_multi30k_dir,
+)
+from transformer_lab.data.parallel_text import ParallelText, read_lines, read_parallel_text
+from transformer_lab.data.subword import SubwordTokenizer, encode_pairs
 from transformer_lab.data.synthetic import SYNTHETIC_TASKS, SyntheticTask, make_synthetic_pairs
 from transformer_lab.data.vocabulary import (
     BOS_ID,
@@ -36,8 +51,13 @@ from transformer_lab.data.vocabulary import (
 __all__ = [
     "BOS_ID",
     "BOS_TOKEN",
+    "DATA_ENVIRONMENT_VARIABLE",
     "EOS_ID",
     "EOS_TOKEN",
+    "MULTI30K_LINE_COUNTS",
+    "MULTI30K_SHA256",
+    "MULTI30K_SPLITS",
+    "MULTI30K_URL",
     "NUM_SPECIAL_TOKENS",
     "PAD_ID",
     "PAD_TOKEN",
@@ -46,16 +66,27 @@ __all__ = [
     "UNK_ID",
     "UNK_TOKEN",
     "ClassificationBatch",
+    "ParallelText",
     "Seq2SeqBatch",
+    "SubwordTokenizer",
     "SyntheticTask",
     "Vocabulary",
     "balance_batches_for_shards",
     "collate_classification",
     "collate_pairs",
     "collated_lengths",
+    "download_file",
+    "download_multi30k",
+    "encode_pairs",
     "fixed_size_batches",
+    "load_multi30k",
     "make_synthetic_pairs",
     "pad_sequences",
     "padding_fraction",
+    "read_lines",
+    "read_multi30k",
+    "read_parallel_text",
+    "resolve_multi30k_dir",
+    "sha256_of_file",
     "token_budget_batches",
 ]

@@ -1,0 +1,152 @@
+"""Read two aligned line files (line i of one belongs with line i of the other).
+
+This is the format of Multi30k (`train.de` / `train.en`) and of the couplet data
+(`in.txt` / `out.txt`): UTF-8 text, one sentence per line. The reader is strict, because
+a single missing line shifts every later pair and silently ruins a translation corpus:
+
+- both files must exist and be valid UTF-8 (an error names the file and the line);
+- both files must have the same number of lines (an error names both files and both
+  counts);
+- a line that is empty or only whitespace on either side is an error naming the file
+  and its 1-based line number, unless `skip_empty=True`, which drops such pairs, counts
+  them and logs the count (the count and the line numbers are in the result).
+
+Lines are split on "\\n" only; a "\\r" right before it (Windows line endings) is removed,
+and so is a UTF-8 byte-order mark at the very start of a file. Nothing else is changed:
+inner and trailing spaces are kept as they are (the couplet files end every line with a
+space, and some Multi30k lines have a trailing or a double space), so a reader that wants
+normalised text must normalise it itself. A final newline at the end of a file is
+optional.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformer_lab.data._checks import check_bool
+
+logger = logging.getLogger(__name__)
+
+_BYTE_ORDER_MARK = "\ufeff"
+
+
+@dataclass
+class ParallelText:
+    """The aligned pairs read from two line files, with what was skipped.
+
+    Attributes:
+        pairs: (source line, target line) in file order, without line terminators.
+        source_path, target_path: the files read.
+        skipped_line_numbers: the 1-based line numbers of the pairs dropped because one
+            side was empty (only ever non-empty with `skip_empty=True`).
+    """
+
+    pairs: list[tuple[str, str]]
+    source_path: Path
+    target_path: Path
+    skipped_line_numbers: list[int] = field(default_factory=list)
+
+    @property
+    def num_skipped(self) -> int:
+        """How many pairs were dropped because one side was empty."""
+        return len(self.skipped_line_numbers)
+
+    def __len__(self) -> int:
+        """The number of pairs kept."""
+        return len(self.pairs)
+
+
+def read_lines(path: str | os.PathLike[str]) -> list[str]:
+    """Read a UTF-8 file as a list of lines, without their terminators.
+
+    Lines end at "\\n"; one "\\r" before it is removed (CRLF files are accepted); a
+    byte-order mark at the start of the file is removed; the final newline is optional.
+    Nothing else is stripped. A missing file is a FileNotFoundError; invalid UTF-8 is a
+    ValueError naming the file, the 1-based line and the byte column.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"expected an existing text file, got {str(path)!r}, which does not exist")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line_number = data.count(b"\n", 0, error.start) + 1
+        line_start = data.rfind(b"\n", 0, error.start) + 1
+        raise ValueError(
+            f"{path}: line {line_number}: expected UTF-8 text, got invalid byte(s) "
+            f"{data[error.start : error.end]!r} at byte column {error.start - line_start + 1} "
+            f"({error.reason})"
+        ) from None
+    if text.startswith(_BYTE_ORDER_MARK):
+        text = text[len(_BYTE_ORDER_MARK) :]
+    if text == "":
+        return []
+    lines = text.split("\n")
+    # A file that ends with a newline leaves one empty piece after it, which is no line.
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def read_parallel_text(
+    source_path: str | os.PathLike[str],
+    target_path: str | os.PathLike[str],
+    skip_empty: bool = False,
+) -> ParallelText:
+    """Read two aligned line files into (source, target) pairs; see the module docstring.
+
+    Args:
+        source_path: the file of source sentences, one per line.
+        target_path: the file of target sentences, aligned line by line with the source.
+        skip_empty: drop the pairs where either side is empty or only whitespace (their
+            number is logged as a warning and returned in the result) instead of raising.
+
+    Returns:
+        a `ParallelText` with the pairs and the line numbers of the pairs skipped.
+
+    Raises:
+        FileNotFoundError: a file does not exist.
+        ValueError: invalid UTF-8, an empty file, different line counts, or (without
+            `skip_empty`) an empty line; each message names the file and the line.
+    """
+    check_bool("skip_empty", skip_empty)
+    source_path, target_path = Path(source_path), Path(target_path)
+    source_lines = read_lines(source_path)
+    target_lines = read_lines(target_path)
+    if len(source_lines) != len(target_lines):
+        raise ValueError(
+            f"expected aligned files with the same number of lines, got {len(source_lines)} "
+            f"line(s) in {source_path} and {len(target_lines)} line(s) in {target_path}"
+        )
+    if not source_lines:
+        raise ValueError(
+            f"expected at least one line in {source_path} and {target_path}, got two empty files"
+        )
+
+    pairs: list[tuple[str, str]] = []
+    skipped: list[int] = []
+    for number, (source, target) in enumerate(zip(source_lines, target_lines, strict=True), start=1):
+        empty_path = source_path if not source.strip() else target_path if not target.strip() else None
+        if empty_path is None:
+            pairs.append((source, target))
+            continue
+        if not skip_empty:
+            line = source if empty_path == source_path else target
+            raise ValueError(
+                f"{empty_path}: line {number}: expected a non-empty sentence, got {line!r}; "
+                f"fix the file, or pass skip_empty=True to drop (and count) such pairs"
+            )
+        skipped.append(number)
+    if skipped:
+        logger.warning(
+            "skipped %d pair(s) with an empty side in %s / %s (first at line %d)",
+            len(skipped),
+            source_path,
+            target_path,
+            skipped[0],
+        )
+    return ParallelText(pairs, source_path, target_path, skipped)

@@ -1,0 +1,160 @@
+"""Tests for transformer_lab.data.download and download_multi30k, against a real HTTP server.
+
+The server runs on 127.0.0.1 (a free port, a thread) and serves gzip files the test
+writes; nothing is fetched from outside.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import http.server
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from transformer_lab.data.download import download_file
+from transformer_lab.data.multi30k import MULTI30K_SHA256, download_multi30k, load_multi30k
+
+FILES = {
+    "train.de": "Ein Mann fährt Fahrrad.\nZwei Hunde spielen.\n",
+    "train.en": "A man rides a bike.\nTwo dogs play.\n",
+    "val.de": "Eine Frau liest.\n",
+    "val.en": "A woman reads.\n",
+}
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Server:
+    root: Path
+    base_url: str
+    requests: list[str]
+
+
+class RecordingHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves files from `directory` and records each requested path; logs nothing."""
+
+    requests: list[str]
+
+    def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+        self.requests.append(self.path)
+        super().do_GET()
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (base signature)
+        pass
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    root = tmp_path / "served"
+    root.mkdir()
+    for name, text in FILES.items():
+        (root / f"{name}.gz").write_bytes(gzip.compress(text.encode("utf-8")))
+    requests: list[str] = []
+    handler = type("Handler", (RecordingHandler,), {"requests": requests})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield Server(root, f"http://127.0.0.1:{httpd.server_address[1]}/", requests)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Temporary files a download may have left behind."""
+    return sorted(path.name for path in folder.iterdir() if path.name.endswith(".part"))
+
+
+def test_download_multi30k_from_loopback_server(server: Server, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    hashes = {name: sha256(text) for name, text in FILES.items()}
+    folder = download_multi30k(
+        cache, base_url=server.base_url, splits=["train", "val"], expected_sha256=hashes
+    )
+    assert folder == cache / "multi30k"
+    for name, text in FILES.items():
+        assert (folder / name).read_text(encoding="utf-8") == text
+    assert sorted(server.requests) == sorted(f"/{name}.gz" for name in FILES)
+    assert leftovers(folder) == []
+    assert load_multi30k("train", data_dir=cache) == [
+        ("Ein Mann fährt Fahrrad.", "A man rides a bike."),
+        ("Zwei Hunde spielen.", "Two dogs play."),
+    ]
+    # A second call finds every file with its hash and asks the server for nothing.
+    download_multi30k(cache, base_url=server.base_url, splits=["train", "val"], expected_sha256=hashes)
+    assert len(server.requests) == len(FILES)
+
+
+def test_checksum_mismatch_names_file_and_hashes_and_leaves_nothing(server: Server, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    wrong = "0" * 64
+    hashes = {"val.de": sha256(FILES["val.de"]), "val.en": wrong}
+    with pytest.raises(ValueError) as error:
+        download_multi30k(cache, base_url=server.base_url, splits=["val"], expected_sha256=hashes)
+    message = str(error.value)
+    assert "val.en" in message and wrong in message and sha256(FILES["val.en"]) in message
+    folder = cache / "multi30k"
+    assert (folder / "val.de").is_file()  # the good file before it stays
+    assert not (folder / "val.en").exists()
+    assert leftovers(folder) == []
+
+
+def test_a_corrupted_cached_file_is_replaced(
+    server: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    destination = tmp_path / "cache" / "val.en"
+    destination.parent.mkdir()
+    destination.write_text("tampered\n", encoding="utf-8")
+    download_file(f"{server.base_url}val.en.gz", destination, sha256(FILES["val.en"]), gunzip=True)
+    assert destination.read_text(encoding="utf-8") == FILES["val.en"]
+    assert "deleting it and downloading again" in caplog.text
+
+
+def test_plain_download_without_gunzip(server: Server, tmp_path: Path) -> None:
+    body = (server.root / "val.de.gz").read_bytes()
+    destination = download_file(
+        f"{server.base_url}val.de.gz", tmp_path / "out" / "val.de.gz", hashlib.sha256(body).hexdigest()
+    )
+    assert destination.read_bytes() == body
+
+
+def test_missing_remote_file_and_bad_gzip(server: Server, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"missing\.gz.*404"):
+        download_file(f"{server.base_url}missing.gz", tmp_path / "missing", "a" * 64, gunzip=True)
+    (server.root / "plain.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(ValueError, match=r"plain\.gz: expected gzip-compressed data"):
+        download_file(f"{server.base_url}plain.gz", tmp_path / "plain", "a" * 64, gunzip=True)
+    assert not (tmp_path / "missing").exists() and not (tmp_path / "plain").exists()
+    assert leftovers(tmp_path) == []
+
+
+def test_bad_arguments_download_nothing(server: Server, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no sha256|sha256 for every file"):
+        download_multi30k(
+            tmp_path, base_url=server.base_url, splits=["val"], expected_sha256={"val.de": "a" * 64}
+        )
+    with pytest.raises(ValueError, match="split must be one of"):
+        download_multi30k(tmp_path, base_url=server.base_url, splits=["dev"])
+    with pytest.raises(ValueError, match="expected_sha256 must be a sha256"):
+        download_file(f"{server.base_url}val.de.gz", tmp_path / "x", "not-a-hash")
+    with pytest.raises(ValueError, match="url must start with"):
+        download_file("ftp://example.invalid/x.gz", tmp_path / "x", "a" * 64)
+    assert server.requests == []
+
+
+def test_official_table_covers_the_default_files() -> None:
+    assert sorted(MULTI30K_SHA256) == sorted(
+        f"{split}.{language}" for split in ("train", "val", "test_2016_flickr") for language in ("de", "en")
+    )
+    assert all(len(value) == 64 for value in MULTI30K_SHA256.values())

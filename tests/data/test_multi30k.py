@@ -1,0 +1,157 @@
+"""Tests for transformer_lab.data.multi30k and transformer_lab.data.parallel_text."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from transformer_lab.data.download import sha256_of_file
+from transformer_lab.data.multi30k import (
+    DATA_ENVIRONMENT_VARIABLE,
+    MULTI30K_LINE_COUNTS,
+    MULTI30K_SHA256,
+    MULTI30K_SPLITS,
+    load_multi30k,
+    read_multi30k,
+    resolve_multi30k_dir,
+)
+from transformer_lab.data.parallel_text import read_lines, read_parallel_text
+
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+SHARED_MULTI30K = SHARED_DATA / "multi30k"
+needs_shared_multi30k = pytest.mark.skipif(
+    not SHARED_MULTI30K.is_dir(), reason=f"real Multi30k data not found at {SHARED_MULTI30K}"
+)
+
+GERMAN = ["Ein Mann fährt Fahrrad.", "Zwei Hunde  spielen im Schnee. ", "Eine Frau liest."]
+ENGLISH = ["A man rides a bike.", "Two dogs play in the snow.", "A woman reads."]
+
+
+def write_split(folder: Path, split: str, german: list[str], english: list[str], ending: str = "\n") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for language, lines in (("de", german), ("en", english)):
+        (folder / f"{split}.{language}").write_bytes("".join(line + ending for line in lines).encode("utf-8"))
+
+
+@pytest.fixture
+def data_root(tmp_path: Path) -> Path:
+    """A data root holding multi30k/ with a tiny train split."""
+    write_split(tmp_path / "multi30k", "train", GERMAN, ENGLISH)
+    return tmp_path
+
+
+def test_reads_aligned_pairs_exactly(data_root: Path) -> None:
+    pairs = load_multi30k("train", data_dir=data_root)
+    assert pairs == list(zip(GERMAN, ENGLISH))
+    # Inner and trailing spaces are data, not noise: they are kept.
+    assert pairs[1][0] == "Zwei Hunde  spielen im Schnee. "
+
+
+def test_data_dir_may_be_the_root_or_the_multi30k_folder(data_root: Path) -> None:
+    assert resolve_multi30k_dir(data_root) == data_root / "multi30k"
+    assert resolve_multi30k_dir(data_root / "multi30k") == data_root / "multi30k"
+    assert load_multi30k("train", data_dir=data_root / "multi30k") == load_multi30k(
+        "train", data_dir=data_root
+    )
+
+
+def test_environment_variable_and_its_absence(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DATA_ENVIRONMENT_VARIABLE, str(data_root))
+    assert load_multi30k("train") == list(zip(GERMAN, ENGLISH))
+    monkeypatch.delenv(DATA_ENVIRONMENT_VARIABLE)
+    with pytest.raises(ValueError, match=DATA_ENVIRONMENT_VARIABLE):
+        load_multi30k("train")
+    with pytest.raises(FileNotFoundError, match="no_such_folder"):
+        load_multi30k("train", data_dir=data_root / "no_such_folder")
+
+
+def test_swapped_languages(data_root: Path) -> None:
+    assert load_multi30k("train", data_root, source_language="en", target_language="de") == list(
+        zip(ENGLISH, GERMAN)
+    )
+
+
+def test_crlf_bom_and_missing_final_newline(tmp_path: Path) -> None:
+    write_split(tmp_path, "val", GERMAN, ENGLISH, ending="\r\n")
+    assert load_multi30k("val", data_dir=tmp_path) == list(zip(GERMAN, ENGLISH))
+    path = tmp_path / "plain.txt"
+    path.write_bytes(b"\xef\xbb\xbfone\r\ntwo")
+    assert read_lines(path) == ["one", "two"]
+
+
+def test_misaligned_files_name_both_files_and_counts(tmp_path: Path) -> None:
+    write_split(tmp_path, "train", GERMAN, ENGLISH[:2])
+    with pytest.raises(ValueError) as error:
+        load_multi30k("train", data_dir=tmp_path)
+    message = str(error.value)
+    assert str(tmp_path / "train.de") in message and str(tmp_path / "train.en") in message
+    assert "3 line(s)" in message and "2 line(s)" in message
+
+
+@pytest.mark.parametrize("side", ["de", "en"])
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_empty_line_names_file_and_line(tmp_path: Path, side: str, blank: str) -> None:
+    german, english = list(GERMAN), list(ENGLISH)
+    (german if side == "de" else english)[1] = blank
+    write_split(tmp_path, "train", german, english)
+    with pytest.raises(ValueError, match=rf"train\.{side}: line 2: expected a non-empty sentence"):
+        load_multi30k("train", data_dir=tmp_path)
+
+
+def test_skip_empty_drops_counts_and_logs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    german, english = list(GERMAN), list(ENGLISH)
+    german[0] = ""
+    english[2] = " "
+    write_split(tmp_path, "train", german, english)
+    with caplog.at_level(logging.WARNING):
+        result = read_multi30k("train", data_dir=tmp_path, skip_empty=True)
+    assert result.pairs == [(GERMAN[1], ENGLISH[1])]
+    assert result.num_skipped == 2 and result.skipped_line_numbers == [1, 3]
+    assert "skipped 2 pair(s)" in caplog.text
+    assert load_multi30k("train", data_dir=tmp_path, skip_empty=True) == result.pairs
+
+
+def test_missing_file_is_named(tmp_path: Path) -> None:
+    write_split(tmp_path, "train", GERMAN, ENGLISH)
+    (tmp_path / "train.en").unlink()
+    with pytest.raises(FileNotFoundError, match=r"train\.en"):
+        load_multi30k("train", data_dir=tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"val\.de"):
+        load_multi30k("val", data_dir=tmp_path)
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path: Path) -> None:
+    write_split(tmp_path, "train", GERMAN, ENGLISH)
+    (tmp_path / "train.de").write_bytes(b"gut\nschl\xe4gt\n\xc3\xa4\n")
+    with pytest.raises(ValueError, match=r"train\.de: line 2: expected UTF-8 text.*byte column 5"):
+        load_multi30k("train", data_dir=tmp_path)
+
+
+def test_empty_files_are_an_error(tmp_path: Path) -> None:
+    write_split(tmp_path, "train", [], [])
+    with pytest.raises(ValueError, match="expected at least one line"):
+        read_parallel_text(tmp_path / "train.de", tmp_path / "train.en")
+
+
+def test_bad_arguments(data_root: Path) -> None:
+    with pytest.raises(ValueError, match="split must be one of"):
+        load_multi30k("test", data_dir=data_root)
+    with pytest.raises(ValueError, match="must differ"):
+        load_multi30k("train", data_dir=data_root, source_language="de", target_language="de")
+    with pytest.raises(ValueError, match="source_language"):
+        load_multi30k("train", data_dir=data_root, source_language="DE")
+    with pytest.raises(ValueError, match="skip_empty must be a bool"):
+        load_multi30k("train", data_dir=data_root, skip_empty=1)  # type: ignore[arg-type]
+
+
+@needs_shared_multi30k
+def test_real_data_counts_and_checksums() -> None:
+    for name, expected in MULTI30K_SHA256.items():
+        assert sha256_of_file(SHARED_MULTI30K / name) == expected, name
+    for split in MULTI30K_SPLITS:
+        pairs = load_multi30k(split, data_dir=SHARED_DATA)
+        assert len(pairs) == MULTI30K_LINE_COUNTS[split]
+        assert all(source.strip() and target.strip() for source, target in pairs)
+    assert load_multi30k("val", data_dir=SHARED_MULTI30K)[0][0].startswith("Eine Gruppe von Männern")
