@@ -6,6 +6,11 @@ import pytest
 import torch
 
 
+# Tests use tiny models: on a shared 2-core machine one thread is far faster than several
+# competing ones, and the numbers do not depend on it.
+torch.set_num_threads(1)
+
+
 @pytest.fixture(autouse=True)
 def fixed_seed() -> None:
     random.seed(0)

@@ -4,7 +4,8 @@ The convention is PyTorch's: a **bool mask marks what is hidden** (True = this q
 NOT attend to this key; in a key padding mask True = padding), and a float mask is added
 to the attention scores (``-inf`` hides). ``scaled_dot_product_attention`` wants the
 opposite polarity for bool masks (True = may attend); the conversion happens only in
-:func:`to_sdpa_mask`.
+:func:`to_sdpa_mask`. Masks in that opposite polarity written by other code (the Annotated
+Transformer's ``src != pad``) come in through :func:`keep_to_hidden` only.
 
 Shapes use the legend B batch, H heads, L query length, S key length.
 """
@@ -25,6 +26,8 @@ __all__ = [
     "fully_hidden_rows",
     "unhide_rows",
     "to_sdpa_mask",
+    "padded_query_rows_mask",
+    "keep_to_hidden",
 ]
 
 
@@ -210,3 +213,62 @@ def to_sdpa_mask(mask: Tensor | None) -> Tensor | None:
     if mask is None or mask.dtype != torch.bool:
         return mask
     return ~mask
+
+
+def padded_query_rows_mask(
+    query_padding_mask: Tensor,
+    num_heads: int,
+    key_len: int | None = None,
+    attn_mask: Tensor | None = None,
+) -> Tensor:
+    """3-D bool ``attn_mask`` that hides every key of each padded query *row*.
+
+    A key padding mask hides padded *columns* (keys); this hides padded *rows* (queries)
+    as well, which the tutorials discuss but the model never needs (the lab shows why).
+    A fully hidden row gives a zero mixture in this package's attention (not NaN). With
+    ``attn_mask`` (e.g. :func:`causal_mask`) the result hides what either hides.
+
+    Shape:
+        query_padding_mask ``[B, L]`` bool (True = padding); attn_mask ``[L, S]`` bool;
+        returns ``[B*H, L, S]`` bool, S = ``key_len`` (default L).
+    """
+    if query_padding_mask.dim() != 2 or query_padding_mask.dtype != torch.bool:
+        raise ValueError(
+            "padded_query_rows_mask: query_padding_mask must be a bool tensor of shape "
+            f"[batch, query_len], got dtype {query_padding_mask.dtype} and shape "
+            f"{list(query_padding_mask.shape)}"
+        )
+    if num_heads < 1:
+        raise ValueError(f"padded_query_rows_mask: num_heads must be >= 1, got {num_heads}")
+    batch_size, query_len = query_padding_mask.shape
+    key_len = query_len if key_len is None else key_len
+    if attn_mask is not None and (attn_mask.dtype != torch.bool or tuple(attn_mask.shape) != (query_len, key_len)):
+        raise ValueError(
+            f"padded_query_rows_mask: attn_mask must be a bool tensor of shape {[query_len, key_len]}, "
+            f"got dtype {attn_mask.dtype} and shape {list(attn_mask.shape)}"
+        )
+    rows = query_padding_mask.view(batch_size, 1, query_len, 1)  # [B, 1, L, 1]
+    hidden = rows.expand(batch_size, num_heads, query_len, key_len)  # [B, H, L, S]
+    if attn_mask is not None:
+        hidden = hidden | attn_mask.view(1, 1, query_len, key_len)  # [B, H, L, S]
+    return hidden.reshape(batch_size * num_heads, query_len, key_len)  # [B*H, L, S], batch-major as torch
+
+
+def keep_to_hidden(keep_mask: Tensor) -> Tensor:
+    """Convert a "True = may attend" bool mask (the Annotated Transformer's) to ours.
+
+    The Annotated Transformer builds ``(src != pad).unsqueeze(-2)`` (``[B, 1, S]``, True =
+    a real token) and a lower-triangular "subsequent" mask (True = may attend); this
+    package's masks say True = hidden. Only bool masks have a polarity: a 0/1 integer or
+    float mask is refused rather than guessed at (a float mask would be *added* to the
+    scores).
+
+    Shape:
+        keep_mask any shape, bool; returns the same shape, bool.
+    """
+    if keep_mask.dtype != torch.bool:
+        raise ValueError(
+            "keep_to_hidden: keep_mask must be a bool tensor (True = may attend), "
+            f"got dtype {keep_mask.dtype}"
+        )
+    return ~keep_mask

@@ -1,0 +1,40 @@
+"""``transformer-lab average-checkpoints --run runs/NAME --last 10 --out runs/NAME/averaged``."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.tasks import translation
+from transformer_lab.training import average_checkpoints
+
+_STEP_FOLDER = re.compile(r"^step-(\d+)$")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("average-checkpoints", help="average the weights of a run's last N step checkpoints")
+    parser.add_argument("--run", type=Path, required=True, help="run folder holding step-NNNNNN/ checkpoints")
+    parser.add_argument("--last", type=int, default=10, help="how many of the newest step checkpoints (default 10)")
+    parser.add_argument("--out", type=Path, required=True, help="folder for the averaged checkpoint (must not exist)")
+    parser.set_defaults(handler=run)
+
+
+def run(arguments: argparse.Namespace) -> int:
+    if arguments.last < 1:
+        raise ValueError(f"--last must be >= 1, got {arguments.last}")
+    if arguments.out.exists():
+        raise ValueError(f"--out: expected a new folder, got {arguments.out} which exists")
+    if not arguments.run.is_dir():
+        raise FileNotFoundError(f"--run: expected a run folder, got {arguments.run} which does not exist")
+    steps = sorted(
+        (int(match.group(1)), path) for path in arguments.run.iterdir() if (match := _STEP_FOLDER.match(path.name))
+    )
+    if len(steps) < arguments.last:
+        raise ValueError(f"--last: expected at most the {len(steps)} step checkpoints in {arguments.run}, got {arguments.last}")
+    sources = [path for _, path in steps[-arguments.last :]]
+    _, _, config = translation.load_translator(sources[-1])
+    average_checkpoints(sources, arguments.out, Seq2SeqTransformer.from_config(config.model))
+    print(f"averaged {len(sources)} checkpoints ({sources[0].name} .. {sources[-1].name}) into {arguments.out}")
+    return 0

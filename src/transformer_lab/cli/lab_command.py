@@ -1,0 +1,60 @@
+"""``transformer-lab lab EXPERIMENT``: run one of the mask experiments and print its table.
+
+Exit code 0 when the claim holds, 1 when it does not (2 for bad input, as every command).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from transformer_lab.lab.mask_experiments import DEFAULT_TOLERANCE, EXPERIMENTS, build_lab_setup, run_experiment
+
+_DESCRIPTIONS = {
+    "tgt-padding-mask": "the decoder needs no target key padding mask when the loss ignores padding",
+    "encoder-row-mask": "hiding the encoder's padded rows changes nothing that reaches the loss",
+    "decoder-rows": "in the decoder, the loss's ignore_index plays the part of hiding padded rows",
+    "key-padding-polarity": "'True = keep' vs 'True = padding' masks: converted, and mixed up",
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "lab",
+        help="check one of the tutorials' claims about masks on a real model and batch",
+        description="Run a mask experiment, print its table, and exit 1 if the claim does not hold.",
+    )
+    parser.add_argument(
+        "experiment",
+        choices=list(EXPERIMENTS),
+        help="; ".join(f"{name}: {words}" for name, words in _DESCRIPTIONS.items()),
+    )
+    parser.add_argument("--checkpoint", default=None, help="a Seq2Seq checkpoint folder (default: a random model)")
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="a folder with train.de / train.en (whitespace tokens); default: a synthetic batch",
+    )
+    parser.add_argument("--batch-size", type=int, default=6, help="sentences in the batch (default 6)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random model and the batch (default 0)")
+    parser.add_argument("--d-model", type=int, default=32, help="random model: d_model (default 32)")
+    parser.add_argument("--nhead", type=int, default=2, help="random model: heads (default 2)")
+    parser.add_argument("--num-layers", type=int, default=2, help="random model: layers per stack (default 2)")
+    parser.add_argument(
+        "--tolerance", type=float, default=DEFAULT_TOLERANCE, help=f"largest |difference| called equal (default {DEFAULT_TOLERANCE:g})"
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(arguments: argparse.Namespace) -> int:
+    setup = build_lab_setup(
+        checkpoint=arguments.checkpoint,
+        data_dir=arguments.data_dir,
+        batch_size=arguments.batch_size,
+        seed=arguments.seed,
+        d_model=arguments.d_model,
+        nhead=arguments.nhead,
+        num_layers=arguments.num_layers,
+    )
+    result = run_experiment(arguments.experiment, setup, tolerance=arguments.tolerance)
+    print(result.format_table())
+    return 0 if result.holds else 1

@@ -1,0 +1,176 @@
+"""``transformer-lab plot FIGURE --out FILE.png``: the tutorials' figures, drawn from the library.
+
+Figures: ``masks``, ``positions``, ``lr-schedule``, ``attention`` (needs ``--checkpoint``)
+and ``training-curve`` (needs ``--metrics``). Each is a function of
+:mod:`transformer_lab.lab.figures`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from transformer_lab.data import Vocabulary
+from transformer_lab.lab import figures
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "plot",
+        help="draw a figure (masks, positions, lr-schedule, attention, training-curve) as a PNG",
+        description="Draw one of the tutorials' figures from the library's own masks, tables and models.",
+    )
+    figures_parsers = parser.add_subparsers(dest="figure", required=True, metavar="FIGURE")
+
+    masks_parser = figures_parsers.add_parser("masks", help="causal mask, padding mask, both, rows and columns")
+    masks_parser.add_argument("--length", type=int, default=6, help="positions in the sequence (default 6)")
+    masks_parser.add_argument("--real-length", type=int, default=4, help="real (non-pad) positions (default 4)")
+    _add_output_arguments(masks_parser, (12.0, 3.6))
+    masks_parser.set_defaults(handler=_run_masks)
+
+    positions_parser = figures_parsers.add_parser("positions", help="the sinusoidal positional encoding table")
+    positions_parser.add_argument("--max-len", type=int, default=100, help="positions drawn (default 100)")
+    positions_parser.add_argument("--d-model", type=int, default=128, help="d_model (default 128)")
+    _add_output_arguments(positions_parser, (10.0, 4.0))
+    positions_parser.set_defaults(handler=_run_positions)
+
+    schedule_parser = figures_parsers.add_parser("lr-schedule", help="the warm-up / inverse-square-root learning rate")
+    schedule_parser.add_argument(
+        "--settings",
+        default="512:4000,512:8000,256:4000",
+        help="comma-separated d_model:warmup pairs, one curve each (default 512:4000,512:8000,256:4000)",
+    )
+    schedule_parser.add_argument("--steps", type=int, default=20000, help="steps drawn (default 20000)")
+    schedule_parser.add_argument("--factor", type=float, default=1.0, help="the schedule's factor (default 1.0)")
+    _add_output_arguments(schedule_parser, (7.0, 4.0))
+    schedule_parser.set_defaults(handler=_run_lr_schedule)
+
+    attention_parser = figures_parsers.add_parser(
+        "attention", help="every head of every layer for one sentence, from a checkpoint"
+    )
+    attention_parser.add_argument("--checkpoint", required=True, help="a Seq2Seq checkpoint folder")
+    attention_parser.add_argument(
+        "--source",
+        default=None,
+        help="the source sentence: token ids separated by spaces, or tokens with --source-vocab "
+        "(default: 6 synthetic symbols)",
+    )
+    attention_parser.add_argument(
+        "--target", default=None, help="the target sentence, as --source (default: the model's greedy output)"
+    )
+    attention_parser.add_argument("--source-vocab", default=None, help="source vocabulary file (one token per line)")
+    attention_parser.add_argument("--target-vocab", default=None, help="target vocabulary file (one token per line)")
+    _add_output_arguments(attention_parser, None)
+    attention_parser.set_defaults(handler=_run_attention)
+
+    curve_parser = figures_parsers.add_parser("training-curve", help="loss, learning rate and metrics from metrics.jsonl")
+    curve_parser.add_argument("--metrics", required=True, help="a Trainer's metrics.jsonl")
+    _add_output_arguments(curve_parser, (10.0, 4.0))
+    curve_parser.set_defaults(handler=_run_training_curve)
+
+
+def _add_output_arguments(parser: argparse.ArgumentParser, default_size: tuple[float, float] | None) -> None:
+    parser.add_argument("--out", required=True, help="the PNG file to write")
+    size_words = f"{default_size[0]:g} x {default_size[1]:g}" if default_size else "2.2 per panel"
+    parser.add_argument("--width", type=float, default=None, help=f"width in inches (default: {size_words})")
+    parser.add_argument("--height", type=float, default=None, help="height in inches (default: see --width)")
+    parser.add_argument("--dpi", type=int, default=100, help="pixels per inch (default 100)")
+    parser.set_defaults(default_size=default_size)
+
+
+def _figure_size(arguments: argparse.Namespace) -> tuple[float, float] | None:
+    if arguments.width is None and arguments.height is None:
+        return arguments.default_size
+    if arguments.width is None or arguments.height is None:
+        raise ValueError(
+            f"--width and --height: expected both or neither, got width={arguments.width}, height={arguments.height}"
+        )
+    return (arguments.width, arguments.height)
+
+
+def _report(path: Path) -> int:
+    print(f"wrote {path}")
+    return 0
+
+
+def _run_masks(arguments: argparse.Namespace) -> int:
+    size = _figure_size(arguments)
+    assert size is not None
+    path = figures.plot_masks(
+        arguments.out, length=arguments.length, real_length=arguments.real_length, figsize=size, dpi=arguments.dpi
+    )
+    return _report(path)
+
+
+def _run_positions(arguments: argparse.Namespace) -> int:
+    size = _figure_size(arguments)
+    assert size is not None
+    path = figures.plot_positions(
+        arguments.out, max_len=arguments.max_len, d_model=arguments.d_model, figsize=size, dpi=arguments.dpi
+    )
+    return _report(path)
+
+
+def _parse_settings(text: str) -> list[tuple[int, int]]:
+    settings = []
+    for piece in text.split(","):
+        parts = piece.strip().split(":")
+        try:
+            d_model, warmup_steps = (int(part) for part in parts)
+        except ValueError:
+            raise ValueError(f"--settings: expected d_model:warmup pairs such as 512:4000, got {piece.strip()!r}") from None
+        settings.append((d_model, warmup_steps))
+    return settings
+
+
+def _run_lr_schedule(arguments: argparse.Namespace) -> int:
+    size = _figure_size(arguments)
+    assert size is not None
+    path = figures.plot_lr_schedule(
+        arguments.out,
+        settings=_parse_settings(arguments.settings),
+        total_steps=arguments.steps,
+        factor=arguments.factor,
+        figsize=size,
+        dpi=arguments.dpi,
+    )
+    return _report(path)
+
+
+def _sentence_ids(text: str | None, vocabulary: Vocabulary | None, option: str) -> list[int] | None:
+    if text is None:
+        return None
+    tokens = text.split()
+    if not tokens:
+        raise ValueError(f"{option}: expected at least one token, got {text!r}")
+    if vocabulary is not None:
+        return vocabulary.encode(tokens)
+    try:
+        return [int(token) for token in tokens]
+    except ValueError:
+        raise ValueError(
+            f"{option}: expected token ids separated by spaces (or pass a vocabulary file), got {text!r}"
+        ) from None
+
+
+def _run_attention(arguments: argparse.Namespace) -> int:
+    source_vocabulary = Vocabulary.load(arguments.source_vocab) if arguments.source_vocab else None
+    target_vocabulary = Vocabulary.load(arguments.target_vocab) if arguments.target_vocab else None
+    path = figures.plot_checkpoint_attention(
+        arguments.out,
+        arguments.checkpoint,
+        source_ids=_sentence_ids(arguments.source, source_vocabulary, "--source"),
+        target_ids=_sentence_ids(arguments.target, target_vocabulary, "--target"),
+        source_vocabulary=source_vocabulary,
+        target_vocabulary=target_vocabulary,
+        figsize=_figure_size(arguments),
+        dpi=arguments.dpi,
+    )
+    return _report(path)
+
+
+def _run_training_curve(arguments: argparse.Namespace) -> int:
+    size = _figure_size(arguments)
+    assert size is not None
+    path = figures.plot_training_curve(arguments.out, arguments.metrics, figsize=size, dpi=arguments.dpi)
+    return _report(path)

@@ -1,0 +1,53 @@
+"""``transformer-lab train TASK --out DIR``: train a task with its preset, overridable with --set."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+from transformer_lab.cli.overrides import add_override_arguments, resolved_config
+from transformer_lab.tasks import synthetic, translation
+
+SYNTHETIC_TASKS = ("copy", "reverse", "sort")
+TASKS = (*SYNTHETIC_TASKS, "translation")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("train", help=f"train a task: {', '.join(TASKS)}")
+    parser.add_argument("task", choices=TASKS, help="which task to train")
+    parser.add_argument("--out", type=Path, required=True, help="run folder for checkpoints and metrics.jsonl")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    parser.add_argument(
+        "--data-dir", default=None, help="folder holding the dataset (default: $TRANSFORMER_LAB_DATA); real-data tasks only"
+    )
+    add_override_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(arguments: argparse.Namespace) -> int:
+    out_dir: Path = arguments.out
+    if not arguments.resume and out_dir.exists() and any(out_dir.iterdir()):
+        raise ValueError(f"--out: {out_dir} already holds a run; pass --resume to continue it or choose a new folder")
+    if arguments.resume and not (out_dir / "last").is_dir():
+        raise FileNotFoundError(f"--resume: expected a checkpoint folder {out_dir / 'last'}, found none")
+    if arguments.task == "translation":
+        return _train_translation(arguments, out_dir)
+    config = resolved_config(synthetic.default_config(arguments.task), arguments)
+    result = synthetic.train(config, out_dir, resume=arguments.resume)
+    greedy_config = dataclasses.replace(config.decode, strategy="greedy")
+    greedy = synthetic.exact_match(result.model.eval(), result.data.test, greedy_config)
+    print(json.dumps(result.summary, indent=2, default=str))
+    print(f"exact match on {len(result.data.test)} held-out sequences (greedy): {greedy:.1%}")
+    return 0
+
+
+def _train_translation(arguments: argparse.Namespace, out_dir: Path) -> int:
+    config = translation.default_config()
+    if arguments.data_dir is not None:
+        config = dataclasses.replace(config, data=dataclasses.replace(config.data, data_dir=str(arguments.data_dir)))
+    config = resolved_config(config, arguments)
+    result = translation.train(config, out_dir, resume=arguments.resume)
+    print(json.dumps(result.summary, indent=2, default=str))
+    return 0

@@ -1,0 +1,28 @@
+"""Attention weights of a trained model, read through the shape recorder (no model changes)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.nn.tracing import recording_shapes
+
+_WEIGHTS_NAME = "weights = softmax(scores)"
+
+
+def attention_maps(model: Seq2SeqTransformer, src_ids: Tensor, tgt_in_ids: Tensor) -> dict[str, Tensor]:
+    """Every attention module's weights for one teacher-forced pass, keyed by module path.
+
+    Shape:
+        src_ids ``[B, S]``, tgt_in_ids ``[B, T]``; values ``[B, H, L, S']`` where L/S' are
+        the query/key lengths of that attention (e.g. ``[B, H, T, S]`` for cross-attention).
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), recording_shapes(keep_tensors=True) as recorder:
+            model(src_ids, tgt_in_ids)
+    finally:
+        model.train(was_training)
+    return {record.scope: record.tensor for record in recorder.records if record.name == _WEIGHTS_NAME and record.tensor is not None}

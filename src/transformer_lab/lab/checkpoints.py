@@ -1,0 +1,92 @@
+"""Rebuilding a trained sequence-to-sequence model, and one sentence's attention, for the lab.
+
+Shape legend: S source length, T target length, H heads.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+from transformer_lab.data import Vocabulary
+from transformer_lab.decoding import greedy_search
+from transformer_lab.lab.attention_maps import attention_maps
+from transformer_lab.models import ModelConfig, Seq2SeqTransformer
+from transformer_lab.training import config_from_dict, load_checkpoint_config, load_model_weights
+
+__all__ = ["SentenceAttention", "load_seq2seq_checkpoint", "sentence_attention"]
+
+
+def load_seq2seq_checkpoint(folder: str | os.PathLike[str]) -> Seq2SeqTransformer:
+    """Rebuild a :class:`Seq2SeqTransformer` from a checkpoint folder, in eval mode.
+
+    ``config.json`` must hold a ``"model"`` section of :class:`ModelConfig` fields, as every
+    sequence-to-sequence task writes it (``{"task": ..., "model": {...}, ...}``).
+    """
+    raw = load_checkpoint_config(folder)
+    if not isinstance(raw.get("model"), dict):
+        raise ValueError(
+            f"checkpoint: expected config.json in {str(folder)!r} to hold a 'model' section of "
+            f"ModelConfig fields (a sequence-to-sequence checkpoint), got keys {sorted(raw)}"
+        )
+    model = Seq2SeqTransformer.from_config(config_from_dict(ModelConfig, raw["model"]))
+    load_model_weights(folder, model)
+    return model.eval()
+
+
+@dataclass
+class SentenceAttention:
+    """Every attention module's weights for one sentence, with the tokens of both sides.
+
+    Shape:
+        maps values ``[1, H, L, S']`` (encoder self ``S x S``, decoder self ``T x T``,
+        cross ``T x S``); ``source_labels`` S entries, ``target_labels`` T entries (the
+        decoder inputs, ``<bos>`` first).
+    """
+
+    maps: dict[str, Tensor]
+    source_labels: list[str]
+    target_labels: list[str]
+
+
+def sentence_attention(
+    model: Seq2SeqTransformer,
+    source_ids: Sequence[int],
+    target_ids: Sequence[int] | None = None,
+    source_vocabulary: Vocabulary | None = None,
+    target_vocabulary: Vocabulary | None = None,
+    max_new_tokens: int | None = None,
+) -> SentenceAttention:
+    """Attention weights of ``model`` reading ``source_ids`` and writing ``target_ids``.
+
+    Without ``target_ids`` the model writes its own greedy output (up to ``<eos>``, at most
+    ``max_new_tokens``, default 2 * S + 10 within the positional table). The labels are the
+    vocabularies' tokens, or the ids as text.
+    """
+    if len(source_ids) == 0:
+        raise ValueError("source_ids must hold at least one token id, got none")
+    src_ids = torch.tensor([list(source_ids)], dtype=torch.long)  # [1, S]
+    model.eval()
+    if target_ids is None:
+        positional_limit = model.positional_encoding.max_len - 1
+        limit = min(2 * src_ids.shape[1] + 10, positional_limit) if max_new_tokens is None else max_new_tokens
+        with torch.no_grad():
+            generated = greedy_search(model, src_ids, limit).ids[0].tolist()  # [L]
+        target_ids = generated[: generated.index(model.eos_id)] if model.eos_id in generated else generated
+    tgt_in_ids = torch.tensor([[model.bos_id, *target_ids]], dtype=torch.long)  # [1, T]
+    maps = attention_maps(model, src_ids, tgt_in_ids)
+
+    def labels(ids: Sequence[int], vocabulary: Vocabulary | None) -> list[str]:
+        if vocabulary is None:
+            return [str(token_id) for token_id in ids]
+        return [vocabulary.id_to_token(token_id) for token_id in ids]
+
+    return SentenceAttention(
+        maps=maps,
+        source_labels=labels(src_ids[0].tolist(), source_vocabulary),
+        target_labels=labels(tgt_in_ids[0].tolist(), target_vocabulary),
+    )

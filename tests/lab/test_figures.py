@@ -1,0 +1,126 @@
+"""Every figure is a non-empty PNG of exactly figsize * dpi pixels, from the CLI and from Python."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+import torch
+
+from transformer_lab.cli import main
+from transformer_lab.lab import figures
+from transformer_lab.lab.attention_maps import attention_maps
+from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint, sentence_attention
+
+DPI = 40  # small images keep the tests fast
+
+
+def _pixels(path: Path) -> tuple[int, int]:
+    """(height, width) of a PNG, read back with matplotlib."""
+    assert path.is_file() and path.stat().st_size > 0
+    image = matplotlib.image.imread(path)
+    assert image.std() > 0  # something was drawn
+    return image.shape[0], image.shape[1]
+
+
+def _write_metrics(path: Path) -> Path:
+    rows = [{"event": "train", "step": step, "epoch": 0, "train_loss": 3.0 / step, "lr": 1e-3 * step} for step in range(1, 11)]
+    rows.append({"event": "eval", "step": 5, "epoch": 0, "val_loss": 0.8, "val_exact_match": 0.2})
+    rows.append({"event": "eval", "step": 10, "epoch": 1, "val_loss": 0.5, "val_exact_match": 0.6})
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("arguments", "inches"),
+    [
+        (["masks", "--length", "5", "--real-length", "3"], (12.0, 3.6)),
+        (["positions", "--max-len", "20", "--d-model", "16"], (10.0, 4.0)),
+        (["lr-schedule", "--steps", "200", "--settings", "512:40,256:80"], (7.0, 4.0)),
+        (["masks", "--width", "6", "--height", "2"], (6.0, 2.0)),
+    ],
+)
+def test_plot_command_writes_a_png_of_the_expected_size(
+    tmp_path: Path, arguments: list[str], inches: tuple[float, float]
+) -> None:
+    out = tmp_path / "figure.png"
+    assert main(["plot", *arguments, "--out", str(out), "--dpi", str(DPI)]) == 0
+    assert _pixels(out) == (round(inches[1] * DPI), round(inches[0] * DPI))
+
+
+def test_plot_training_curve_reads_a_metrics_log(tmp_path: Path) -> None:
+    metrics = _write_metrics(tmp_path / "metrics.jsonl")
+    out = tmp_path / "curve.png"
+    assert main(["plot", "training-curve", "--metrics", str(metrics), "--out", str(out), "--dpi", str(DPI)]) == 0
+    assert _pixels(out) == (4 * DPI, 10 * DPI)
+
+
+def test_plot_attention_from_a_checkpoint(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    out = tmp_path / "attention.png"
+    code = main(
+        ["plot", "attention", "--checkpoint", str(tiny_checkpoint), "--source", "5 6 7 8", "--target", "8 7",
+         "--out", str(out), "--dpi", str(DPI)]
+    )
+    assert code == 0
+    # 1 encoder + 1 decoder layer: encoder self, decoder self, cross = 3 rows; 2 heads.
+    assert _pixels(out) == (round((2.2 * 3 + 0.6) * DPI), round((2.2 * 2 + 0.6) * DPI))
+
+
+def test_sentence_attention_decodes_greedily_without_a_target(tiny_checkpoint: Path) -> None:
+    model = load_seq2seq_checkpoint(tiny_checkpoint)
+    attention = sentence_attention(model, [5, 6, 7], max_new_tokens=4)
+    assert attention.target_labels[0] == str(model.bos_id)
+    assert 1 <= len(attention.target_labels) <= 5
+    cross = attention.maps["decoder.layers.0.multihead_attn"]
+    assert cross.shape == (1, 2, len(attention.target_labels), 3)
+    assert torch.allclose(cross.sum(dim=-1), torch.ones(1, 2, len(attention.target_labels)))
+
+
+def test_python_functions_write_pngs(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    path = figures.plot_masks(tmp_path / "masks.png", length=4, real_length=2, figsize=(4.0, 1.5), dpi=DPI)
+    assert _pixels(path) == (60, 160)
+    path = figures.plot_checkpoint_attention(tmp_path / "attention.png", tiny_checkpoint, figsize=(5.0, 5.0), dpi=DPI)
+    assert _pixels(path) == (200, 200)
+    model = load_seq2seq_checkpoint(tiny_checkpoint)
+    maps = attention_maps(model, torch.tensor([[5, 6, 7]]), torch.tensor([[2, 7]]))
+    path = figures.plot_attention(tmp_path / "maps.png", maps, ["5", "6", "7"], ["<bos>", "7"], dpi=DPI)
+    assert _pixels(path)[1] == round((2.2 * 2 + 0.6) * DPI)
+
+
+def test_bad_figure_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ValueError, match="path must name a .png file"):
+        figures.plot_lr_schedule(tmp_path / "schedule.jpg", total_steps=10)
+    with pytest.raises(ValueError, match="real_length must be in \\[1, length=4\\], got 5"):
+        figures.plot_masks(tmp_path / "masks.png", length=4, real_length=5)
+    with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
+        figures.plot_training_curve(tmp_path / "curve.png", tmp_path / "metrics.jsonl")
+    (tmp_path / "broken.jsonl").write_text('{"event": "train", "step": 1}\nnot json\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="line 2 of"):
+        figures.read_metrics(tmp_path / "broken.jsonl")
+    assert main(["plot", "lr-schedule", "--settings", "512-4000", "--out", str(tmp_path / "x.png")]) == 2
+    assert "--settings: expected d_model:warmup pairs" in capsys.readouterr().err
+    assert main(["plot", "masks", "--width", "3", "--out", str(tmp_path / "x.png")]) == 2
+    assert "expected both or neither" in capsys.readouterr().err
+    maps = {"encoder.layers.0.self_attn": torch.rand(1, 2, 3, 3)}
+    with pytest.raises(ValueError, match=r"must have shape \[B, H, 4, 4\] \(source x source\)"):
+        figures.plot_attention(tmp_path / "maps.png", maps, ["a"] * 4, ["b"], dpi=DPI)
+
+
+def test_plot_attention_reads_tokens_through_vocabulary_files(
+    tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from transformer_lab.data import Vocabulary
+
+    vocabulary_path = tmp_path / "vocab.txt"
+    Vocabulary.from_size(14).save(vocabulary_path)
+    out = tmp_path / "attention.png"
+    common = ["plot", "attention", "--checkpoint", str(tiny_checkpoint), "--out", str(out), "--dpi", str(DPI)]
+    vocabularies = ["--source-vocab", str(vocabulary_path), "--target-vocab", str(vocabulary_path)]
+    assert main([*common, *vocabularies, "--source", "5 6 7", "--target", "7 6 5"]) == 0
+    assert _pixels(out)[0] == round((2.2 * 3 + 0.6) * DPI)
+    assert main([*common, "--source", "five six"]) == 2
+    assert "--source: expected token ids separated by spaces" in capsys.readouterr().err
+    assert main([*common, "--source", "5 6 99"]) == 2  # out of the model's vocabulary
+    assert "src_ids must hold token ids in [0, 14), got 99" in capsys.readouterr().err
