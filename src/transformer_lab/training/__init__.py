@@ -4,6 +4,7 @@ Model-agnostic: nothing here imports ``transformer_lab.models`` or ``transformer
 the tasks hand the :class:`Trainer` a loss function and a batch source.
 """
 
+from .averaging import average_checkpoints
 from .checkpoint import (
     copy_checkpoint,
     load_checkpoint_config,
@@ -24,6 +25,7 @@ __all__ = [
     "TrainConfig",
     "Trainer",
     "apply_overrides",
+    "average_checkpoints",
     "build_noam_scheduler",
     "build_optimizer",
     "config_from_dict",

@@ -1,0 +1,31 @@
+"""Glue shared by the sequence-to-sequence tasks: the loss function and id clean-up."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+from transformer_lab.data import Seq2SeqBatch
+from transformer_lab.training import label_smoothed_cross_entropy
+
+
+def seq2seq_loss_fn(smoothing: float, pad_id: int) -> Callable[[nn.Module, Seq2SeqBatch], Tensor]:
+    """The Trainer's ``loss_fn``: label-smoothed cross-entropy over non-padding targets."""
+
+    def loss_fn(model: nn.Module, batch: Seq2SeqBatch) -> Tensor:
+        device = next(model.parameters()).device
+        batch = batch.to(device)
+        logits = model(batch.src_ids, batch.tgt_in_ids)  # [B, T, V]
+        return label_smoothed_cross_entropy(logits, batch.tgt_out_ids, smoothing=smoothing, ignore_index=pad_id)
+
+    return loss_fn
+
+
+def strip_generated(ids: Tensor | list[int], eos_id: int, pad_id: int) -> list[int]:
+    """Tokens of one generated row up to (not including) its first ``eos``, padding removed."""
+    tokens = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+    if eos_id in tokens:
+        tokens = tokens[: tokens.index(eos_id)]
+    return [token for token in tokens if token != pad_id]

@@ -1,0 +1,221 @@
+"""The Annotated Transformer's copy task, and its siblings reverse and sort.
+
+Random symbol sequences, made on the fly from a seed: no data files. Train a small
+Seq2SeqTransformer with label smoothing and the Noam schedule, then decode the 1,000
+held-out sequences (none of them seen in training) greedily and with beam search.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from transformer_lab.data import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    Seq2SeqBatch,
+    collate_pairs,
+    fixed_size_batches,
+    make_synthetic_pairs,
+)
+from transformer_lab.decoding import DecodeConfig, decode
+from transformer_lab.models import ModelConfig, Seq2SeqTransformer
+from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn, strip_generated
+from transformer_lab.training import TrainConfig, Trainer, config_to_dict
+
+logger = logging.getLogger(__name__)
+
+Pair = tuple[list[int], list[int]]
+
+
+@dataclass(frozen=True)
+class SyntheticDataConfig:
+    """What the random sequences look like and how many there are."""
+
+    task: str = "copy"  # "copy", "reverse" or "sort"
+    vocab_size: int = 14  # 4 specials + 10 symbols, as small as the Annotated Transformer's
+    min_length: int = 1
+    max_length: int = 10
+    num_train: int = 20_000  # distinct examples per epoch
+    num_validation: int = 200  # scored (exact match) at each evaluation
+    num_test: int = 1_000  # held out; none of their sources occurs in training
+    batch_size: int = 64
+    seed: int = 1234
+
+
+def _default_model() -> ModelConfig:
+    return ModelConfig(
+        src_vocab_size=14,
+        tgt_vocab_size=14,
+        d_model=64,
+        nhead=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        dim_feedforward=256,
+        dropout=0.0,
+        max_len=64,
+        tie_embeddings="all",
+    )
+
+
+def _default_train() -> TrainConfig:
+    return TrainConfig(
+        epochs=3,
+        lr_factor=1.0,
+        warmup_steps=200,
+        label_smoothing=0.1,
+        eval_every_steps=0,
+        keep_last=0,
+        best_metric="val_exact_match",
+        best_mode="max",
+        log_every_steps=20,
+    )
+
+
+@dataclass
+class SyntheticConfig:
+    """Everything a synthetic-task run needs; written into every checkpoint."""
+
+    data: SyntheticDataConfig = field(default_factory=SyntheticDataConfig)
+    model: ModelConfig = field(default_factory=_default_model)
+    train: TrainConfig = field(default_factory=_default_train)
+    decode: DecodeConfig = field(default_factory=lambda: DecodeConfig(strategy="greedy", beam_size=4, max_len=20))
+
+
+def default_config(task: str = "copy") -> SyntheticConfig:
+    """The preset for ``task``; the model's vocabulary follows the data's."""
+    config = SyntheticConfig(data=SyntheticDataConfig(task=task))
+    return resolve(config)
+
+
+def resolve(config: SyntheticConfig) -> SyntheticConfig:
+    """Fill the fields that follow from others (vocabulary sizes, max_len)."""
+    vocab_size = config.data.vocab_size
+    model = dataclasses.replace(
+        config.model,
+        src_vocab_size=vocab_size,
+        tgt_vocab_size=vocab_size,
+        pad_id=PAD_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        max_len=max(config.model.max_len, config.data.max_length + 2),
+    )
+    return dataclasses.replace(config, model=model)
+
+
+@dataclass
+class SyntheticData:
+    train: list[Pair]
+    validation: list[Pair]
+    test: list[Pair]
+
+
+def build_data(config: SyntheticDataConfig) -> SyntheticData:
+    """Training pairs, and validation/test pairs whose sources never occur in training."""
+
+    def pairs(count: int, seed: int) -> list[Pair]:
+        return make_synthetic_pairs(config.task, count, config.vocab_size, config.min_length, config.max_length, seed)
+
+    train = pairs(config.num_train, config.seed)
+    seen = {tuple(source) for source, _ in train}
+    # Draw extra held-out candidates, then keep only unseen ones: short sequences repeat often.
+    candidates = pairs(4 * (config.num_validation + config.num_test) + 100, config.seed + 1)
+    unseen: list[Pair] = []
+    for source, target in candidates:
+        if tuple(source) not in seen:
+            seen.add(tuple(source))
+            unseen.append((source, target))
+    needed = config.num_validation + config.num_test
+    if len(unseen) < needed:
+        raise ValueError(
+            f"data: only {len(unseen)} distinct unseen sequences exist for min_length={config.min_length}, "
+            f"max_length={config.max_length}, vocab_size={config.vocab_size}; need {needed}"
+        )
+    return SyntheticData(train=train, validation=unseen[: config.num_validation], test=unseen[config.num_validation : needed])
+
+
+def batches_of(pairs: list[Pair], batch_size: int, shuffle: bool, seed: int, epoch: int) -> list[Seq2SeqBatch]:
+    return [
+        collate_pairs([pairs[index] for index in indices], PAD_ID, BOS_ID, EOS_ID)
+        for indices in fixed_size_batches(len(pairs), batch_size, shuffle=shuffle, seed=seed, epoch=epoch)
+    ]
+
+
+def decode_pairs(
+    model: Seq2SeqTransformer, pairs: list[Pair], decode_config: DecodeConfig, batch_size: int = 256
+) -> list[list[int]]:
+    """Decode every source of ``pairs``; returns the generated symbols (no specials)."""
+    model.eval()
+    outputs: list[list[int]] = []
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        for batch in batches_of(pairs, batch_size, shuffle=False, seed=0, epoch=0):
+            result = decode(model, batch.src_ids.to(device), decode_config)
+            rows = result.ids if decode_config.strategy == "greedy" else result.best_ids
+            outputs.extend(strip_generated(row, EOS_ID, PAD_ID) for row in rows)
+    return outputs
+
+
+def exact_match(model: Seq2SeqTransformer, pairs: list[Pair], decode_config: DecodeConfig) -> float:
+    """Share of sources whose whole decoded output equals the target."""
+    predictions = decode_pairs(model, pairs, decode_config)
+    return sum(prediction == target for prediction, (_, target) in zip(predictions, pairs)) / len(pairs)
+
+
+@dataclass
+class TrainResult:
+    model: Seq2SeqTransformer
+    data: SyntheticData
+    summary: dict[str, Any]
+
+
+def train(
+    config: SyntheticConfig, out_dir: str | os.PathLike[str], *, resume: bool = False
+) -> TrainResult:
+    """Train on the synthetic task; checkpoints and ``metrics.jsonl`` go to ``out_dir``."""
+    config = resolve(config)
+    torch.manual_seed(config.train.seed)
+    data = build_data(config.data)
+    model = Seq2SeqTransformer.from_config(config.model)
+    greedy = dataclasses.replace(config.decode, strategy="greedy")
+
+    def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
+        loss_fn = seq2seq_loss_fn(0.0, PAD_ID)
+        batches = batches_of(data.validation, 256, shuffle=False, seed=0, epoch=0)
+        val_loss = sum(float(loss_fn(evaluated_model, batch)) * batch.num_target_tokens for batch in batches)
+        val_loss /= sum(batch.num_target_tokens for batch in batches)
+        return {"val_loss": val_loss, "val_exact_match": exact_match(evaluated_model, data.validation, greedy)}
+
+    trainer = Trainer(
+        model,
+        config.train,
+        out_dir,
+        loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID),
+        train_batches=lambda epoch: batches_of(data.train, config.data.batch_size, True, config.data.seed, epoch),
+        d_model=config.model.d_model,
+        evaluate_fn=evaluate,
+        count_tokens=lambda batch: batch.num_target_tokens,
+        checkpoint_config={"task": "synthetic", **config_to_dict(config)},
+        resume=resume,
+    )
+    summary = trainer.fit()
+    return TrainResult(model=model, data=data, summary=summary)
+
+
+def load_config(raw: dict[str, Any]) -> SyntheticConfig:
+    """The config stored in a checkpoint's ``config.json``."""
+    from transformer_lab.training import config_from_dict
+
+    fields = {key: value for key, value in raw.items() if key != "task"}
+    return config_from_dict(SyntheticConfig, fields)
+
+
+def output_folder(base: str | os.PathLike[str]) -> Path:
+    return Path(base)

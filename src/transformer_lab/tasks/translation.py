@@ -1,0 +1,279 @@
+"""German -> English translation on Multi30k (task 1): data, model, training, translation, BLEU.
+
+Thin glue over ``data`` (reader, byte-level BPE, token-budget batches), ``models``
+(Seq2SeqTransformer with one joint vocabulary and tied embeddings), ``training`` (Trainer)
+and ``decoding`` (beam search). The tokenizer is trained on the training split only and
+saved inside every checkpoint as ``tokenizer.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from transformer_lab.data import (
+    PAD_ID,
+    BOS_ID,
+    EOS_ID,
+    Seq2SeqBatch,
+    SubwordTokenizer,
+    collate_pairs,
+    collated_lengths,
+    encode_pairs,
+    load_multi30k,
+    padding_fraction,
+    token_budget_batches,
+)
+from transformer_lab.decoding import DecodeConfig, decode
+from transformer_lab.evaluation import BleuResult, corpus_bleu
+from transformer_lab.models import ModelConfig, Seq2SeqTransformer
+from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn, strip_generated
+from transformer_lab.training import (
+    TrainConfig,
+    Trainer,
+    config_from_dict,
+    config_to_dict,
+    load_checkpoint_config,
+    load_model_weights,
+    read_extra_file,
+)
+
+logger = logging.getLogger(__name__)
+
+TASK_NAME = "translation"
+TOKENIZER_FILE = "tokenizer.json"
+# Keys of config.json that describe the checkpoint rather than configure the run.
+METADATA_KEYS = ("task", "averaged_from")
+
+
+@dataclass(frozen=True)
+class TranslationDataConfig:
+    """Where the data is and how it becomes batches."""
+
+    data_dir: str | None = None  # folder holding multi30k/ (None: $TRANSFORMER_LAB_DATA)
+    source_language: str = "de"
+    target_language: str = "en"
+    vocab_size: int = 8000  # joint byte-level BPE over both languages, specials included
+    lowercase: bool = False  # keep case: BLEU is reported cased
+    min_frequency: int = 2  # fewest occurrences for a BPE merge
+    max_tokens: int = 4096  # padded tokens per batch (the longer of source/target)
+    num_train: int = 0  # use only the first N training pairs (0 = all): quick runs and tests
+    num_validation: int = 0  # use only the first N validation pairs (0 = all)
+    seed: int = 1234  # shuffling of the batches
+
+
+def _default_model() -> ModelConfig:
+    return ModelConfig(
+        d_model=256,
+        nhead=4,
+        num_encoder_layers=3,
+        num_decoder_layers=3,
+        dim_feedforward=1024,
+        dropout=0.2,
+        max_len=256,
+        tie_embeddings="all",
+    )
+
+
+def _default_train() -> TrainConfig:
+    return TrainConfig(
+        epochs=30,
+        lr_factor=1.0,
+        warmup_steps=2000,
+        label_smoothing=0.1,
+        precision="bf16",
+        eval_every_steps=0,  # evaluate (validation BLEU) and checkpoint at each epoch end
+        keep_last=10,  # the last 10 epoch checkpoints, for checkpoint averaging
+        best_metric="val_bleu",
+        best_mode="max",
+        log_every_steps=20,
+    )
+
+
+def _default_decode() -> DecodeConfig:
+    return DecodeConfig(strategy="beam", beam_size=5, max_len=200, max_len_a=1.5, max_len_b=10, length_penalty=0.6)
+
+
+@dataclass
+class TranslationConfig:
+    """Everything a translation run needs; written into every checkpoint."""
+
+    data: TranslationDataConfig = field(default_factory=TranslationDataConfig)
+    model: ModelConfig = field(default_factory=_default_model)
+    train: TrainConfig = field(default_factory=_default_train)
+    decode: DecodeConfig = field(default_factory=_default_decode)
+
+
+def default_config() -> TranslationConfig:
+    return TranslationConfig()
+
+
+def with_vocabulary(config: TranslationConfig, tokenizer: SubwordTokenizer) -> TranslationConfig:
+    """The model's vocabulary fields follow the tokenizer."""
+    model = dataclasses.replace(
+        config.model,
+        src_vocab_size=tokenizer.vocab_size,
+        tgt_vocab_size=tokenizer.vocab_size,
+        pad_id=PAD_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+    )
+    return dataclasses.replace(config, model=model)
+
+
+@dataclass
+class TranslationData:
+    tokenizer: SubwordTokenizer
+    train_pairs: list[tuple[str, str]]
+    validation_pairs: list[tuple[str, str]]
+    train_ids: list[tuple[list[int], list[int]]]
+
+
+def _first(pairs: list[tuple[str, str]], count: int) -> list[tuple[str, str]]:
+    return pairs if count == 0 else pairs[:count]
+
+
+def build_data(config: TranslationDataConfig, tokenizer: SubwordTokenizer | None = None) -> TranslationData:
+    """Read train/val, train the BPE on the training split (unless given), encode the training pairs."""
+    language = dict(source_language=config.source_language, target_language=config.target_language)
+    train_pairs = _first(load_multi30k("train", config.data_dir, **language), config.num_train)
+    validation_pairs = _first(load_multi30k("val", config.data_dir, **language), config.num_validation)
+    if tokenizer is None:
+        tokenizer = SubwordTokenizer.train_from_pairs(
+            train_pairs, vocab_size=config.vocab_size, lowercase=config.lowercase, min_frequency=config.min_frequency
+        )
+    return TranslationData(tokenizer, train_pairs, validation_pairs, encode_pairs(train_pairs, tokenizer))
+
+
+def epoch_batches(data: TranslationData, config: TranslationDataConfig, epoch: int) -> list[Seq2SeqBatch]:
+    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch)."""
+    lengths = collated_lengths(data.train_ids)
+    indices = token_budget_batches(lengths, config.max_tokens, shuffle=True, seed=config.seed, epoch=epoch)
+    return [collate_pairs([data.train_ids[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in indices]
+
+
+def translate_sentences(
+    model: Seq2SeqTransformer,
+    tokenizer: SubwordTokenizer,
+    sentences: Sequence[str],
+    decode_config: DecodeConfig,
+    batch_size: int = 64,
+) -> list[str]:
+    """Translate ``sentences`` (batched by length); an empty or blank sentence gives ``""``.
+
+    A sentence whose subword length exceeds the model's positional table raises
+    ``ValueError`` naming its index and length; nothing is truncated.
+    """
+    model.eval()
+    device = next(model.parameters()).device
+    max_source = model.positional_encoding.max_len
+    encoded = [tokenizer.encode(sentence) if sentence.strip() else [] for sentence in sentences]
+    for index, ids in enumerate(encoded):
+        if len(ids) > max_source:
+            raise ValueError(
+                f"sentences[{index}] must be at most {max_source} subword tokens (the model's max_len), got {len(ids)}"
+            )
+    translations = [""] * len(sentences)
+    order = sorted((index for index, ids in enumerate(encoded) if ids), key=lambda index: len(encoded[index]))
+    with torch.no_grad():
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            longest = max(len(encoded[index]) for index in chunk)
+            src_ids = torch.full((len(chunk), longest), PAD_ID, dtype=torch.long)
+            for row, index in enumerate(chunk):
+                src_ids[row, : len(encoded[index])] = torch.tensor(encoded[index])
+            # Keep decoding within the positional table whatever max_len_a/b allow.
+            limit = min(decode_config.max_len, model.positional_encoding.max_len - 1)
+            result = decode(model, src_ids.to(device), dataclasses.replace(decode_config, max_len=limit))
+            rows = result.ids if decode_config.strategy == "greedy" else result.best_ids
+            for row, index in zip(rows, chunk):
+                translations[index] = tokenizer.decode(strip_generated(row, EOS_ID, PAD_ID))
+    return translations
+
+
+@dataclass
+class BleuReport:
+    cased: BleuResult
+    lowercased: BleuResult
+    hypotheses: list[str]
+
+
+def evaluate_bleu(
+    model: Seq2SeqTransformer,
+    tokenizer: SubwordTokenizer,
+    pairs: Sequence[tuple[str, str]],
+    decode_config: DecodeConfig,
+) -> BleuReport:
+    """Translate the sources of ``pairs`` and score them against the targets (sacreBLEU 13a)."""
+    hypotheses = translate_sentences(model, tokenizer, [source for source, _ in pairs], decode_config)
+    references = [target for _, target in pairs]
+    return BleuReport(
+        cased=corpus_bleu(hypotheses, references),
+        lowercased=corpus_bleu(hypotheses, references, lowercase=True),
+        hypotheses=hypotheses,
+    )
+
+
+@dataclass
+class TrainResult:
+    model: Seq2SeqTransformer
+    tokenizer: SubwordTokenizer
+    config: TranslationConfig
+    summary: dict[str, Any]
+
+
+def train(config: TranslationConfig, out_dir: str | os.PathLike[str], *, resume: bool = False) -> TrainResult:
+    """Train a translation model; validation BLEU (greedy) every epoch decides ``best/``."""
+    out_dir = Path(out_dir)
+    tokenizer = None
+    if resume:
+        tokenizer = SubwordTokenizer.from_json(read_extra_file(out_dir / "last", TOKENIZER_FILE).decode("utf-8"))
+    data = build_data(config.data, tokenizer)
+    config = with_vocabulary(config, data.tokenizer)
+    lengths = collated_lengths(data.train_ids)
+    first_epoch = token_budget_batches(lengths, config.data.max_tokens, shuffle=True, seed=config.data.seed, epoch=0)
+    logger.info(
+        "%d training pairs, vocabulary %d, %d batches per epoch, padding %.1f%%",
+        len(data.train_pairs), data.tokenizer.vocab_size, len(first_epoch), 100 * padding_fraction(first_epoch, lengths),
+    )
+    torch.manual_seed(config.train.seed)
+    model = Seq2SeqTransformer.from_config(config.model)
+    greedy = dataclasses.replace(config.decode, strategy="greedy")
+
+    def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
+        report = evaluate_bleu(evaluated_model, data.tokenizer, data.validation_pairs, greedy)
+        return {"val_bleu": report.cased.score, "val_bleu_lowercased": report.lowercased.score}
+
+    trainer = Trainer(
+        model,
+        config.train,
+        out_dir,
+        loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID),
+        train_batches=lambda epoch: epoch_batches(data, config.data, epoch),
+        d_model=config.model.d_model,
+        evaluate_fn=evaluate,
+        count_tokens=lambda batch: batch.num_target_tokens,
+        checkpoint_config={"task": TASK_NAME, **config_to_dict(config)},
+        extra_files={TOKENIZER_FILE: data.tokenizer.to_json()},
+        resume=resume,
+    )
+    summary = trainer.fit()
+    return TrainResult(model=model, tokenizer=data.tokenizer, config=config, summary=summary)
+
+
+def load_translator(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, SubwordTokenizer, TranslationConfig]:
+    """Rebuild the model, tokenizer and config of a translation checkpoint folder."""
+    raw = load_checkpoint_config(checkpoint)
+    if raw.get("task") != TASK_NAME:
+        raise ValueError(f"checkpoint {checkpoint}: expected a {TASK_NAME} checkpoint, got task {raw.get('task')!r}")
+    config = config_from_dict(TranslationConfig, {key: value for key, value in raw.items() if key not in METADATA_KEYS})
+    tokenizer = SubwordTokenizer.from_json(read_extra_file(checkpoint, TOKENIZER_FILE).decode("utf-8"))
+    model = Seq2SeqTransformer.from_config(config.model)
+    load_model_weights(checkpoint, model)
+    return model.eval(), tokenizer, config

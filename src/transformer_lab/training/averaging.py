@@ -1,0 +1,45 @@
+"""Checkpoint averaging: the mean of the last N checkpoints' weights often beats any one of them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from .checkpoint import _RESERVED_NAMES, load_checkpoint_config, load_model_weights, save_checkpoint
+
+__all__ = ["average_checkpoints"]
+
+
+def average_checkpoints(
+    sources: Sequence[str | os.PathLike[str]], target: str | os.PathLike[str], model: nn.Module
+) -> Path:
+    """Write to ``target`` a checkpoint whose weights are the mean of ``sources``' weights.
+
+    ``model`` is a freshly built model of the same configuration (used as the container).
+    ``config.json`` and the extra files (e.g. the tokenizer) come from the last source;
+    no trainer state is written, so the result is for inference, not for resuming.
+    """
+    if len(sources) < 1:
+        raise ValueError("sources: expected at least one checkpoint folder, got none")
+    target = Path(target)
+    if any(Path(source).resolve() == target.resolve() for source in sources):
+        raise ValueError(f"target: expected a folder other than the sources, got {target}")
+    sums: dict[str, torch.Tensor] = {}
+    for source in sources:
+        load_model_weights(source, model)
+        for name, tensor in model.state_dict(keep_vars=False).items():
+            value = tensor.detach().double()
+            sums[name] = value.clone() if name not in sums else sums[name] + value
+    averaged = {name: (total / len(sources)).to(model.state_dict()[name].dtype) for name, total in sums.items()}
+    model.load_state_dict(averaged)
+    last = Path(sources[-1])
+    extra_files = {
+        path.name: path.read_bytes() for path in sorted(last.iterdir()) if path.is_file() and path.name not in _RESERVED_NAMES
+    }
+    config = dict(load_checkpoint_config(last))
+    config["averaged_from"] = [str(source) for source in sources]
+    return save_checkpoint(target, model, config, extra_files=extra_files)

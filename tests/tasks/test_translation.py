@@ -1,0 +1,94 @@
+"""The translation task end to end on 200 real Multi30k lines (skipped without the data folder)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer_lab.cli import main
+from transformer_lab.tasks import translation
+from transformer_lab.training import apply_overrides
+
+DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data"
+pytestmark = pytest.mark.skipif(
+    not (DATA_DIR / "multi30k" / "train.de").is_file(),
+    reason=f"the Multi30k files are not in {DATA_DIR} (the team's shared data folder)",
+)
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    config = apply_overrides(
+        translation.default_config(),
+        [
+            f"data.data_dir={DATA_DIR}",
+            "data.num_train=200",
+            "data.num_validation=20",
+            "data.vocab_size=400",
+            "data.max_tokens=1024",
+            "model.d_model=32",
+            "model.nhead=2",
+            "model.num_encoder_layers=1",
+            "model.num_decoder_layers=1",
+            "model.dim_feedforward=64",
+            "train.epochs=2",
+            "train.warmup_steps=10",
+            "train.keep_last=2",
+            "train.progress_bar=false",
+            "decode.max_len=20",
+        ],
+    )
+    out_dir = tmp_path_factory.mktemp("translation")
+    result = translation.train(config, out_dir)
+    assert result.summary["steps"] > 0
+    return out_dir
+
+
+def test_training_writes_checkpoints_that_reload_to_the_same_model(trained_run: Path) -> None:
+    for folder in ("last", "best"):
+        assert (trained_run / folder / "model.safetensors").is_file()
+        assert (trained_run / folder / translation.TOKENIZER_FILE).is_file()
+    model, tokenizer, config = translation.load_translator(trained_run / "last")
+    again, _, _ = translation.load_translator(trained_run / "last")
+    src = torch.tensor([tokenizer.encode("Ein Mann fährt Fahrrad.")])
+    tgt = torch.tensor([[config.model.bos_id]])
+    assert torch.equal(model(src, tgt), again(src, tgt))
+    # The tokenizer stored in the checkpoint detokenizes exactly.
+    assert tokenizer.decode(tokenizer.encode("Zwei Hunde spielen im Schnee.")) == "Zwei Hunde spielen im Schnee."
+
+
+def test_translate_handles_empty_unseen_and_too_long_input(trained_run: Path) -> None:
+    model, tokenizer, config = translation.load_translator(trained_run / "last")
+    greedy = dataclasses.replace(config.decode, strategy="greedy")
+    outputs = translation.translate_sentences(model, tokenizer, ["", "   ", "日本語と😀", "Ein Hund."], greedy)
+    assert outputs[0] == "" and outputs[1] == ""
+    assert all(isinstance(text, str) for text in outputs)
+    with pytest.raises(ValueError, match=r"sentences\[0\] must be at most 256 subword tokens"):
+        translation.translate_sentences(model, tokenizer, ["Hund " * 400], greedy)
+
+
+def test_cli_translate_evaluate_and_average(trained_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["translate", "--checkpoint", str(trained_run / "last"), "--beam", "2", "Ein Mann.", "Eine Frau."]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    assert main(["average-checkpoints", "--run", str(trained_run), "--last", "2", "--out", str(trained_run / "averaged")]) == 0
+    assert (trained_run / "averaged" / "model.safetensors").is_file()
+    hypotheses = trained_run / "hyp.txt"
+    code = main([
+        "evaluate", "translation", "--checkpoint", str(trained_run / "averaged"), "--split", "val",
+        "--data-dir", str(DATA_DIR), "--beam", "1", "--output", str(hypotheses),
+    ])
+    assert code == 0
+    output = capsys.readouterr().out
+    assert "BLEU (cased)" in output and "nrefs:1|case:mixed|eff:no|tok:13a" in output
+    assert len(hypotheses.read_text(encoding="utf-8").splitlines()) == 1014
+
+
+def test_cli_bad_input_is_one_line(trained_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["translate", "--checkpoint", str(trained_run / "missing"), "Hallo"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "missing" in error[0]
+    assert main(["translate", "--checkpoint", str(trained_run / "last"), "--beam", "0", "Hallo"]) == 2
+    assert "--beam must be >= 1, got 0" in capsys.readouterr().err
