@@ -25,12 +25,14 @@ class ShapeRecord:
     shape: tuple[int, ...]
     dims: str  # the dimension names, e.g. "[batch, heads, tgt_len, src_len]"
     note: str = ""
+    tensor: Tensor | None = None  # a detached copy, only when the recorder keeps tensors
 
 
 @dataclass
 class ShapeRecorder:
     """Collects :class:`ShapeRecord` entries while it is active."""
 
+    keep_tensors: bool = False  # also keep each tensor (e.g. attention weights for a heat map)
     records: list[ShapeRecord] = field(default_factory=list)
     scope_stack: list[str] = field(default_factory=list)
 
@@ -50,14 +52,15 @@ def active_recorder() -> ShapeRecorder | None:
 def record(name: str, tensor: Tensor, dims: str, note: str = "") -> None:
     """Note ``tensor``'s shape under ``name`` if a recorder is active."""
     if _active is not None:
-        _active.records.append(ShapeRecord(_active.scope, name, tuple(tensor.shape), dims, note))
+        kept = tensor.detach().clone() if _active.keep_tensors else None
+        _active.records.append(ShapeRecord(_active.scope, name, tuple(tensor.shape), dims, note, kept))
 
 
 @contextmanager
-def recording_shapes() -> Iterator[ShapeRecorder]:
+def recording_shapes(keep_tensors: bool = False) -> Iterator[ShapeRecorder]:
     """Activate a fresh recorder for the duration of the ``with`` block."""
     global _active
-    previous, _active = _active, ShapeRecorder()
+    previous, _active = _active, ShapeRecorder(keep_tensors=keep_tensors)
     try:
         yield _active
     finally:
