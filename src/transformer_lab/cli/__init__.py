@@ -11,8 +11,16 @@ import logging
 import sys
 from typing import Sequence
 
-from transformer_lab.cli import average_command, demo_command, evaluate_command, explain_command, train_command, translate_command
-from transformer_lab.cli import lab_command, plot_command
+from transformer_lab.cli import (
+    average_command,
+    demo_command,
+    evaluate_command,
+    explain_command,
+    lab_command,
+    plot_command,
+    train_command,
+    translate_command,
+)
 
 _COMMAND_MODULES = [
     demo_command,
@@ -20,7 +28,10 @@ _COMMAND_MODULES = [
     translate_command,
     evaluate_command,
     average_command,
-    explain_command, lab_command, plot_command]
+    explain_command,
+    lab_command,
+    plot_command,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,7 +12,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID, collate_pairs
 from transformer_lab.lab.attention_maps import attention_maps

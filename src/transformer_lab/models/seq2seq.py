@@ -5,7 +5,6 @@ Shape legend: B batch, S source length, T target length, D d_model, V vocabulary
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 from transformer_lab import nn as lab_nn
