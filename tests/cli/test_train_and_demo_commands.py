@@ -1,0 +1,55 @@
+"""The demo and train subcommands on a tiny budget: they run, write their files, and resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from transformer_lab.cli import main
+
+TINY = [
+    "--set", "data.num_train=256",
+    "--set", "data.num_validation=20",
+    "--set", "data.num_test=40",
+    "--set", "data.max_length=5",
+    "--set", "model.d_model=16",
+    "--set", "model.nhead=2",
+    "--set", "model.dim_feedforward=32",
+    "--set", "train.max_steps=8",
+    "--set", "train.epochs=0",
+    "--set", "train.progress_bar=false",
+]
+
+
+def test_demo_prints_outputs_accuracy_and_writes_the_heat_map(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--out", str(tmp_path / "demo"), *TINY]) == 0
+    output = capsys.readouterr().out
+    assert "Exact match on 40 sequences never seen in training" in output
+    assert (tmp_path / "demo" / "attention.png").stat().st_size > 0
+    assert (tmp_path / "demo" / "best" / "model.safetensors").is_file()
+
+
+def test_demo_refuses_a_folder_that_holds_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "keep.txt").write_text("precious", encoding="utf-8")
+    assert main(["demo", "--out", str(tmp_path), *TINY]) == 2
+    assert "already holds files" in capsys.readouterr().err
+    assert (tmp_path / "keep.txt").read_text(encoding="utf-8") == "precious"
+
+
+def test_train_then_resume_continues_from_the_last_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    assert main(["train", "reverse", "--out", str(out), *TINY]) == 0
+    assert main(["train", "reverse", "--out", str(out), *TINY]) == 2  # never silently overwritten
+    assert "pass --resume" in capsys.readouterr().err
+    longer = [argument.replace("train.max_steps=8", "train.max_steps=12") for argument in TINY]
+    assert main(["train", "reverse", "--out", str(out), "--resume", *longer]) == 0
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert max(steps) == 12
+
+
+def test_bad_override_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["train", "copy", "--out", str(tmp_path / "x"), "--set", "model.no_such_field=3"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "no_such_field" in error[0]
