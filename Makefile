@@ -20,7 +20,7 @@ test: setup
 	$(BIN)/python -m pytest
 
 demo: setup
-	$(BIN)/transformer-lab explain --full
+	$(BIN)/transformer-lab demo
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

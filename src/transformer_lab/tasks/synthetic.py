@@ -66,12 +66,15 @@ def _default_model() -> ModelConfig:
 
 
 def _default_train() -> TrainConfig:
+    # Measured: 2,500 steps reach 100 % exact match (greedy and beam) on the 1,000 held-out
+    # copy sequences in about two minutes on 2 CPU cores; see docs/results.md.
     return TrainConfig(
-        epochs=3,
-        lr_factor=1.0,
-        warmup_steps=200,
+        epochs=0,
+        max_steps=2500,
+        lr_factor=0.5,
+        warmup_steps=400,
         label_smoothing=0.1,
-        eval_every_steps=0,
+        eval_every_steps=500,
         keep_last=0,
         best_metric="val_exact_match",
         best_mode="max",
