@@ -1,0 +1,162 @@
+"""The searches on a real (tiny, random) Seq2SeqTransformer rather than the hand-built fakes.
+
+The fakes of conftest.py pin down the search logic; these tests check that the real
+model's key/value cache, its source padding masks and the searches fit together: the
+cached path equals re-running the whole prefix, beam size 1 equals greedy, and a padded
+batch decodes like each sentence alone. Scores are float32 sums computed along different
+kernels (one position at a time vs the whole prefix, padded vs unpadded), so they are
+compared with a tolerance; the tokens must be identical.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from transformer_lab.decoding import (
+    GreedyOutput,
+    Hypothesis,
+    beam_search,
+    greedy_search,
+)
+from transformer_lab.models import Seq2SeqTransformer
+
+VOCAB = 13  # 0 pad, 1 unk, 2 bos, 3 eos, then 9 ordinary tokens
+PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
+FIRST_TOKEN = 4
+MAX_LEN = 10
+TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
+# Added to the generator's eos bias so that a random model ends some sentences early and
+# runs others to max_len: both paths of the searches are then exercised.
+EOS_BIAS = 1.5
+SOURCE_LENGTHS = [6, 2, 5, 1]
+
+
+def tiny_model(norm_first: bool = False) -> Seq2SeqTransformer:
+    """A random 2+2-layer model, d_model 16, dropout 0, in eval mode."""
+    model = Seq2SeqTransformer(
+        src_vocab_size=VOCAB,
+        tgt_vocab_size=VOCAB,
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        dim_feedforward=32,
+        dropout=0.0,
+        norm_first=norm_first,
+        max_len=32,
+        pad_id=PAD_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+    )
+    with torch.no_grad():
+        model.generator.bias[EOS_ID] += EOS_BIAS
+    return model.eval()
+
+
+def padded_sources(lengths: list[int] = SOURCE_LENGTHS, seed: int = 7) -> torch.Tensor:
+    """Random sources of the given lengths, right-padded with pad_id.
+
+    Shape:
+        returns LongTensor[B, max(lengths)].
+    """
+    generator = torch.Generator().manual_seed(seed)
+    width = max(lengths)
+    src_ids = torch.full((len(lengths), width), PAD_ID, dtype=torch.long)
+    for row, length in enumerate(lengths):
+        src_ids[row, :length] = torch.randint(FIRST_TOKEN, VOCAB, (length,), generator=generator)
+    return src_ids
+
+
+def greedy_rows(output: GreedyOutput) -> list[list[int]]:
+    """Each row's generated tokens up to and including its eos (padding cut off)."""
+    return [output.ids[row, :length].tolist() for row, length in enumerate(output.lengths.tolist())]
+
+
+def assert_same_hypotheses(first: list[list[Hypothesis]], second: list[list[Hypothesis]]) -> None:
+    """Same n-best token lists per sentence; scores and raw log-probs equal within 1e-5."""
+    assert len(first) == len(second)
+    for sentence_first, sentence_second in zip(first, second):
+        assert [hypothesis.ids for hypothesis in sentence_first] == [
+            hypothesis.ids for hypothesis in sentence_second
+        ]
+        for hypothesis_first, hypothesis_second in zip(sentence_first, sentence_second):
+            assert hypothesis_first.score == pytest.approx(hypothesis_second.score, rel=1e-5, abs=1e-5)
+            assert hypothesis_first.log_prob == pytest.approx(
+                hypothesis_second.log_prob, rel=1e-5, abs=1e-5
+            )
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_the_random_model_ends_some_outputs_early_and_runs_others_to_max_len(norm_first: bool) -> None:
+    # A guard for the tests below: they mean little if every output stops at the same step.
+    model = tiny_model(norm_first)
+    src_ids = padded_sources()
+    lengths = greedy_search(model, src_ids, max_len=MAX_LEN).lengths.tolist()
+    beam = beam_search(model, src_ids, beam_size=3, max_len=MAX_LEN, length_penalty=0.6, num_return=2)
+    lengths += [len(hypothesis.ids) for hypotheses in beam.hypotheses for hypothesis in hypotheses]
+    assert min(lengths) < MAX_LEN and max(lengths) == MAX_LEN, lengths
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_greedy_with_the_cache_equals_greedy_without(norm_first: bool) -> None:
+    model = tiny_model(norm_first)
+    src_ids = padded_sources()
+    cached = greedy_search(model, src_ids, max_len=MAX_LEN, use_cache=True)
+    uncached = greedy_search(model, src_ids, max_len=MAX_LEN, use_cache=False)
+    assert torch.equal(cached.ids, uncached.ids)
+    assert torch.equal(cached.lengths, uncached.lengths)
+    torch.testing.assert_close(cached.scores, uncached.scores, **TOLERANCE)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("length_penalty", [0.0, 0.6])
+def test_beam_with_the_cache_equals_beam_without(norm_first: bool, length_penalty: float) -> None:
+    model = tiny_model(norm_first)
+    src_ids = padded_sources()
+    cached = beam_search(
+        model, src_ids, beam_size=3, max_len=MAX_LEN, length_penalty=length_penalty, num_return=2,
+        use_cache=True,
+    )
+    uncached = beam_search(
+        model, src_ids, beam_size=3, max_len=MAX_LEN, length_penalty=length_penalty, num_return=2,
+        use_cache=False,
+    )
+    assert torch.equal(cached.best_ids, uncached.best_ids)
+    assert_same_hypotheses(cached.hypotheses, uncached.hypotheses)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_beam_size_one_without_length_penalty_equals_greedy(use_cache: bool) -> None:
+    model = tiny_model()
+    src_ids = padded_sources()
+    greedy = greedy_search(model, src_ids, max_len=MAX_LEN, use_cache=use_cache)
+    beam = beam_search(
+        model, src_ids, beam_size=1, max_len=MAX_LEN, length_penalty=0.0, use_cache=use_cache
+    )
+    assert [hypotheses[0].ids for hypotheses in beam.hypotheses] == greedy_rows(greedy)
+    beam_log_probs = torch.tensor([hypotheses[0].log_prob for hypotheses in beam.hypotheses])
+    torch.testing.assert_close(beam_log_probs, greedy.scores, **TOLERANCE)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_a_padded_batch_decodes_like_each_sentence_alone(use_cache: bool) -> None:
+    model = tiny_model()
+    src_ids = padded_sources()
+    greedy = greedy_search(model, src_ids, max_len=MAX_LEN, use_cache=use_cache)
+    beam = beam_search(
+        model, src_ids, beam_size=3, max_len=MAX_LEN, length_penalty=0.6, num_return=2,
+        use_cache=use_cache,
+    )
+    batch_rows = greedy_rows(greedy)
+    for row, length in enumerate(SOURCE_LENGTHS):
+        alone_src_ids = src_ids[row : row + 1, :length]  # [1, length]: no padding at all
+        assert not bool((alone_src_ids == PAD_ID).any())
+        greedy_alone = greedy_search(model, alone_src_ids, max_len=MAX_LEN, use_cache=use_cache)
+        assert greedy_rows(greedy_alone) == [batch_rows[row]]
+        torch.testing.assert_close(greedy_alone.scores, greedy.scores[row : row + 1], **TOLERANCE)
+        beam_alone = beam_search(
+            model, alone_src_ids, beam_size=3, max_len=MAX_LEN, length_penalty=0.6, num_return=2,
+            use_cache=use_cache,
+        )
+        assert_same_hypotheses(beam_alone.hypotheses, [beam.hypotheses[row]])
