@@ -53,3 +53,10 @@ def test_bad_override_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert main(["train", "copy", "--out", str(tmp_path / "x"), "--set", "model.no_such_field=3"]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "no_such_field" in error[0]
+
+
+def test_precision_flag_sets_bf16_in_the_saved_config(tmp_path: Path) -> None:
+    out = tmp_path / "bf16"
+    assert main(["train", "copy", "--out", str(out), "--precision", "bf16", *TINY]) == 0
+    saved = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
+    assert saved["train"]["precision"] == "bf16"

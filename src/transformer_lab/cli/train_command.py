@@ -22,6 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--data-dir", default=None, help="folder holding the dataset (default: $TRANSFORMER_LAB_DATA); real-data tasks only"
     )
+    parser.add_argument(
+        "--precision", choices=("fp32", "bf16"), default=None, help="shorthand for --set train.precision=... (bf16 autocast)"
+    )
     add_override_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -32,6 +35,9 @@ def run(arguments: argparse.Namespace) -> int:
         raise ValueError(f"--out: {out_dir} already holds a run; pass --resume to continue it or choose a new folder")
     if arguments.resume and not (out_dir / "last").is_dir():
         raise FileNotFoundError(f"--resume: expected a checkpoint folder {out_dir / 'last'}, found none")
+    if arguments.precision is not None:
+        # Applied before the --set overrides, which therefore win if both are given.
+        arguments.overrides = [f"train.precision={arguments.precision}", *arguments.overrides]
     if arguments.task == "translation":
         return _train_translation(arguments, out_dir)
     config = resolved_config(synthetic.default_config(arguments.task), arguments)
