@@ -183,6 +183,10 @@ def translate_sentences(
             )
     translations = [""] * len(sentences)
     order = sorted((index for index, ids in enumerate(encoded) if ids), key=lambda index: len(encoded[index]))
+    # Keep decoding within the positional table whatever max_len_a/b allow.
+    bounded_config = dataclasses.replace(
+        decode_config, max_len=min(decode_config.max_len, model.positional_encoding.max_len - 1)
+    )
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
@@ -190,9 +194,7 @@ def translate_sentences(
             src_ids = torch.full((len(chunk), longest), PAD_ID, dtype=torch.long)
             for row, index in enumerate(chunk):
                 src_ids[row, : len(encoded[index])] = torch.tensor(encoded[index])
-            # Keep decoding within the positional table whatever max_len_a/b allow.
-            limit = min(decode_config.max_len, model.positional_encoding.max_len - 1)
-            result = decode(model, src_ids.to(device), dataclasses.replace(decode_config, max_len=limit))
+            result = decode(model, src_ids.to(device), bounded_config)
             rows = result.ids if decode_config.strategy == "greedy" else result.best_ids
             for row, index in zip(rows, chunk):
                 translations[index] = tokenizer.decode(strip_generated(row, EOS_ID, PAD_ID))
