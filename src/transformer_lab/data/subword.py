@@ -40,6 +40,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 from transformer_lab.data._checks import check_bool, check_integer, is_integer
 from transformer_lab.data.vocabulary import (
+    SpecialTokenIds,
     BOS_ID,
     EOS_ID,
     NUM_SPECIAL_TOKENS,
@@ -101,7 +102,7 @@ def _check_layout(data: dict, where: str) -> bool:
     return normalizer == "Lowercase"
 
 
-class SubwordTokenizer:
+class SubwordTokenizer(SpecialTokenIds):
     """Byte-level BPE: text <-> list of ids, exactly reversible (see the module docstring).
 
     Build one with `train` / `train_from_pairs`, or `load` a saved one. The wrapped
@@ -240,26 +241,6 @@ class SubwordTokenizer:
     def lowercase(self) -> bool:
         """Whether text is lowercased before encoding."""
         return self._lowercase
-
-    @property
-    def pad_id(self) -> int:
-        """The id of `<pad>` (PAD_ID)."""
-        return PAD_ID
-
-    @property
-    def unk_id(self) -> int:
-        """The id of `<unk>` (UNK_ID)."""
-        return UNK_ID
-
-    @property
-    def bos_id(self) -> int:
-        """The id of `<bos>` (BOS_ID)."""
-        return BOS_ID
-
-    @property
-    def eos_id(self) -> int:
-        """The id of `<eos>` (EOS_ID)."""
-        return EOS_ID
 
     @property
     def tokenizer(self) -> Tokenizer:

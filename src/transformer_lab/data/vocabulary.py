@@ -67,7 +67,31 @@ def _check_token_sequence(name: str, tokens: object) -> None:
         )
 
 
-class Vocabulary:
+class SpecialTokenIds:
+    """The fixed ids of the four specials, shared by every vocabulary of the project."""
+
+    @property
+    def pad_id(self) -> int:
+        """The id of `<pad>` (PAD_ID)."""
+        return PAD_ID
+
+    @property
+    def unk_id(self) -> int:
+        """The id of `<unk>` (UNK_ID)."""
+        return UNK_ID
+
+    @property
+    def bos_id(self) -> int:
+        """The id of `<bos>` (BOS_ID)."""
+        return BOS_ID
+
+    @property
+    def eos_id(self) -> int:
+        """The id of `<eos>` (EOS_ID)."""
+        return EOS_ID
+
+
+class Vocabulary(SpecialTokenIds):
     """A fixed mapping between tokens (str) and ids (int), specials at ids 0..3.
 
     Args:
@@ -172,26 +196,6 @@ class Vocabulary:
     def tokens(self) -> list[str]:
         """All tokens in id order, specials first (a copy)."""
         return list(self._id_to_token)
-
-    @property
-    def pad_id(self) -> int:
-        """The id of `<pad>` (PAD_ID)."""
-        return PAD_ID
-
-    @property
-    def unk_id(self) -> int:
-        """The id of `<unk>` (UNK_ID)."""
-        return UNK_ID
-
-    @property
-    def bos_id(self) -> int:
-        """The id of `<bos>` (BOS_ID)."""
-        return BOS_ID
-
-    @property
-    def eos_id(self) -> int:
-        """The id of `<eos>` (EOS_ID)."""
-        return EOS_ID
 
     def token_to_id(self, token: str) -> int:
         """The id of `token`, or `UNK_ID` if the vocabulary does not know it."""
