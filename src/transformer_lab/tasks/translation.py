@@ -83,9 +83,10 @@ def _default_model() -> ModelConfig:
 
 def _default_train() -> TrainConfig:
     return TrainConfig(
-        # About 116 batches of 4,096 tokens per epoch: 20 epochs are ~2,300 steps, so the
-        # warm-up is short and the peak rate 0.5 * 256^-0.5 * 800^-0.5 = 1.1e-3.
-        epochs=20,
+        # About 116 batches of 4,096 tokens per epoch: 34 epochs are ~3,900 steps, so the
+        # warm-up is short and the peak rate 0.5 * 256^-0.5 * 800^-0.5 = 1.1e-3. After 20
+        # epochs validation BLEU was still rising; 34 epochs fit in two hours on 2 threads.
+        epochs=34,
         lr_factor=0.5,
         warmup_steps=800,
         label_smoothing=0.1,
