@@ -1,0 +1,229 @@
+"""Training speed on real Multi30k batches: ours against ``torch.nn.Transformer``, side by side.
+
+Both models are the same ``Seq2SeqTransformer`` (same embeddings, positional encoding,
+generator, loss and weights); the baseline has its ``transformer`` submodule replaced by
+``torch.nn.Transformer`` loaded with our state dict (the keys are the same). Four runners
+train on the same batches in alternation: torch fp32, torch under bf16 autocast, ours fp32,
+ours under bf16 autocast. A step is what the Trainer does: forward, label-smoothed loss,
+backward, gradient clipping, Adam.
+
+Batches are the translation task's own: joint BPE trained on the training split, length-
+bucketed token-budget batches (``--max-tokens`` padded tokens). Reported per runner: target
+tokens/s (padding excluded, as the Trainer counts) and model FLOP utilisation (MFU): the
+matrix-multiply FLOPs the model needs for the real (non-padding) tokens of the timed steps,
+forward and backward (3x forward), divided by time and by the *measured* peak of a
+2048x2048 bf16 matrix multiply on this machine (also printed, with the fp32 one).
+
+    .venv/bin/python benchmarks/bench_train.py [--configs base-default base-paper]
+        [--steps 4] [--repeats 3] [--threads N] [--data-dir ../shared/data]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import dataclasses
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from transformer_lab.data import PAD_ID, Seq2SeqBatch
+from transformer_lab.models import ModelConfig, Seq2SeqTransformer
+from transformer_lab.tasks import translation
+from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn
+from transformer_lab.training import build_optimizer
+
+RUNNERS = ("torch fp32", "torch bf16", "ours fp32", "ours bf16")
+
+
+def matmul_peak(dtype: torch.dtype, size: int = 2048, repeats: int = 10) -> float:
+    """Measured FLOP/s of a ``size`` x ``size`` matrix multiply in ``dtype`` (median of ``repeats``)."""
+    left = torch.randn(size, size).to(dtype)
+    right = torch.randn(size, size).to(dtype)
+    for _ in range(2):
+        torch.mm(left, right)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(left, right)
+        times.append(time.perf_counter() - start)
+    return 2 * size**3 / statistics.median(times)
+
+
+def model_configs(vocab_size: int) -> dict[str, ModelConfig]:
+    """The translation default (d_model 256, 3+3) and the paper's base size (d_model 512, 6+6)."""
+    default = dataclasses.replace(
+        translation.default_config().model,
+        src_vocab_size=vocab_size,
+        tgt_vocab_size=vocab_size,
+    )
+    base = dataclasses.replace(
+        default, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048, dropout=0.1
+    )
+    return {"translation-default": default, "base": base}
+
+
+def step_flops(config: ModelConfig, batch: Seq2SeqBatch) -> float:
+    """Forward+backward matmul FLOPs for the real tokens of ``batch`` (3 x forward, 2 FLOPs per MAC).
+
+    Projections count per real token; attention scores and mixtures count per real
+    (query, key) pair. Embedding lookups, norms and element-wise work are not counted.
+    """
+    d_model, feedforward = config.d_model, config.dim_feedforward
+    src_lengths = (batch.src_ids != PAD_ID).sum(dim=1).double()  # [B]
+    tgt_lengths = (batch.tgt_out_ids != PAD_ID).sum(dim=1).double()  # [B], eos included
+    source_tokens, target_tokens = float(src_lengths.sum()), float(tgt_lengths.sum())
+    projection = 4 * d_model * d_model + 2 * d_model * feedforward  # q, k, v, out + FFN, per token
+    encoder = config.num_encoder_layers * (
+        source_tokens * projection + 2 * 2 * d_model * float((src_lengths * src_lengths).sum())
+    )
+    decoder = config.num_decoder_layers * (
+        target_tokens * (projection + 2 * d_model * d_model)  # + cross-attention q and out
+        + source_tokens * 2 * d_model * d_model  # cross-attention k and v over the memory
+        + 2 * 2 * d_model * float((tgt_lengths * (tgt_lengths + 1) / 2).sum())  # causal self-attention
+        + 2 * 2 * d_model * float((tgt_lengths * src_lengths).sum())  # cross-attention
+    )
+    generator = target_tokens * d_model * config.tgt_vocab_size
+    return 3 * 2 * (encoder + decoder + generator)
+
+
+def torch_baseline(model: Seq2SeqTransformer, config: ModelConfig) -> Seq2SeqTransformer:
+    """``model`` with its ``transformer`` replaced by ``torch.nn.Transformer`` holding the same weights."""
+    baseline = copy.deepcopy(model)
+    reference = nn.Transformer(
+        d_model=config.d_model,
+        nhead=config.nhead,
+        num_encoder_layers=config.num_encoder_layers,
+        num_decoder_layers=config.num_decoder_layers,
+        dim_feedforward=config.dim_feedforward,
+        dropout=config.dropout,
+        activation=config.activation,
+        batch_first=True,
+        norm_first=config.norm_first,
+    )
+    reference.load_state_dict(model.transformer.state_dict(), strict=True)
+    baseline.transformer = reference
+    return baseline
+
+
+class Runner:
+    """One model in one precision; ``train(batches)`` runs one optimizer step per batch."""
+
+    def __init__(self, model: Seq2SeqTransformer, precision: str) -> None:
+        self.model = model.train()
+        self.precision = precision
+        self.parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
+        # A small constant rate: the schedule costs nothing and does not change the timing.
+        self.optimizer = build_optimizer(self.parameters, lr=1e-4)
+        self.loss_fn = seq2seq_loss_fn(0.1, PAD_ID)
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        if self.precision == "bf16":
+            return torch.autocast(device_type="cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def train(self, batches: list[Seq2SeqBatch]) -> float:
+        loss_value = float("nan")
+        for batch in batches:
+            with self.autocast():
+                loss = self.loss_fn(self.model, batch)
+            loss.float().backward()
+            torch.nn.utils.clip_grad_norm_(self.parameters, 1.0)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            loss_value = float(loss.detach().float())
+        return loss_value
+
+
+def measure(
+    config: ModelConfig, batches: list[Seq2SeqBatch], repeats: int, peak: float
+) -> dict[str, tuple[float, float, float]]:
+    """Per runner: median target tokens/s, MFU against ``peak``, last loss."""
+    torch.manual_seed(0)
+    ours = Seq2SeqTransformer.from_config(config)
+    baseline = torch_baseline(ours, config)
+    runners = {
+        "torch fp32": Runner(copy.deepcopy(baseline), "fp32"),
+        "torch bf16": Runner(copy.deepcopy(baseline), "bf16"),
+        "ours fp32": Runner(copy.deepcopy(ours), "fp32"),
+        "ours bf16": Runner(copy.deepcopy(ours), "bf16"),
+    }
+    tokens = sum(batch.num_target_tokens for batch in batches)
+    flops = sum(step_flops(config, batch) for batch in batches)
+    for runner in runners.values():  # warm-up: allocator, oneDNN kernels, Adam's state
+        runner.train(batches[:1])
+    seconds: dict[str, list[float]] = {name: [] for name in RUNNERS}
+    losses: dict[str, float] = {}
+    for repeat in range(repeats):
+        order = RUNNERS if repeat % 2 == 0 else RUNNERS[::-1]
+        for name in order:
+            start = time.perf_counter()
+            losses[name] = runners[name].train(batches)
+            seconds[name].append(time.perf_counter() - start)
+    result = {}
+    for name in RUNNERS:
+        median = statistics.median(seconds[name])
+        result[name] = (tokens / median, flops / median / peak, losses[name])
+    return result
+
+
+def parse_arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", nargs="+", choices=("translation-default", "base"), default=["translation-default", "base"])
+    parser.add_argument("--steps", type=int, default=4, help="training steps (batches) per timed block")
+    parser.add_argument("--repeats", type=int, default=3, help="timed blocks per runner")
+    parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per batch (the translation default)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 keeps torch's default")
+    parser.add_argument("--data-dir", default=None, help="folder holding multi30k/ (default: $TRANSFORMER_LAB_DATA)")
+    return parser.parse_args()
+
+
+def main() -> None:
+    arguments = parse_arguments()
+    if arguments.threads:
+        torch.set_num_threads(arguments.threads)
+    data_config = dataclasses.replace(
+        translation.default_config().data, data_dir=arguments.data_dir, max_tokens=arguments.max_tokens
+    )
+    data = translation.build_data(data_config)
+    # The middle of an epoch: typical lengths, not only the shortest or longest bucket.
+    epoch = translation.epoch_batches(data, data_config, epoch=0)
+    middle = len(epoch) // 2
+    batches = epoch[middle : middle + arguments.steps]
+    peak_bf16 = matmul_peak(torch.bfloat16)
+    peak_fp32 = matmul_peak(torch.float32)
+    threads = torch.get_num_threads()
+    print(
+        f"machine: {platform.machine()} ({torch.backends.cpu.get_cpu_capability()}), {threads} thread(s), "
+        f"torch {torch.__version__}"
+    )
+    print(
+        f"2048x2048 matmul peak: bf16 {peak_bf16 / 1e9:.1f} GFLOP/s, fp32 {peak_fp32 / 1e9:.1f} GFLOP/s "
+        f"(ratio {peak_bf16 / peak_fp32:.2f})"
+    )
+    print(
+        f"{len(batches)} Multi30k batches of <= {arguments.max_tokens} padded tokens per timed block, "
+        f"{sum(batch.num_target_tokens for batch in batches)} target tokens; median of {arguments.repeats} blocks\n"
+    )
+    print("| config | runner | tokens/s | vs torch fp32 | vs torch same precision | MFU (bf16 peak) | last loss |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for name in arguments.configs:
+        config = model_configs(data.tokenizer.vocab_size)[name]
+        result = measure(config, batches, arguments.repeats, peak_bf16)
+        torch_fp32 = result["torch fp32"][0]
+        for runner in RUNNERS:
+            rate, mfu, loss = result[runner]
+            same = result["torch " + runner.split()[1]][0]
+            print(
+                f"| {name} | {runner} | {rate:,.0f} | {rate / torch_fp32:.2f}x | {rate / same:.2f}x "
+                f"| {mfu:.1%} | {loss:.3f} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
