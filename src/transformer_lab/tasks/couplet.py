@@ -105,8 +105,10 @@ def _default_model() -> ModelConfig:
 
 def _default_train() -> TrainConfig:
     return TrainConfig(
-        # About 230 batches of 4,096 tokens per epoch (89,830 training pairs of ~10
-        # characters): 12 epochs are ~2,800 steps, sized to 90 minutes on 2 CPU threads.
+        # 200 batches of ~4,000 target tokens per epoch (90,545 training pairs of ~9
+        # characters), 2,400 steps in 12 epochs. At the translation run's one-thread speed
+        # (~1,650 target tokens/s) an epoch takes ~8 minutes, less on two threads: sized to
+        # the 90-minute CPU budget on 2 threads (on one thread, use train.epochs=11).
         epochs=12,
         lr_factor=0.5,
         warmup_steps=800,
