@@ -6,12 +6,14 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
+from types import ModuleType
 
 from transformer_lab.cli.overrides import add_override_arguments, resolved_config
-from transformer_lab.tasks import synthetic, translation
+from transformer_lab.tasks import couplet, synthetic, translation
 
 SYNTHETIC_TASKS = ("copy", "reverse", "sort")
-TASKS = (*SYNTHETIC_TASKS, "translation")
+REAL_DATA_TASKS = {"translation": translation, "couplet": couplet}
+TASKS = (*SYNTHETIC_TASKS, *REAL_DATA_TASKS)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,8 +40,8 @@ def run(arguments: argparse.Namespace) -> int:
     if arguments.precision is not None:
         # Applied before the --set overrides, which therefore win if both are given.
         arguments.overrides = [f"train.precision={arguments.precision}", *arguments.overrides]
-    if arguments.task == "translation":
-        return _train_translation(arguments, out_dir)
+    if arguments.task in REAL_DATA_TASKS:
+        return _train_real_data(REAL_DATA_TASKS[arguments.task], arguments, out_dir)
     config = resolved_config(synthetic.default_config(arguments.task), arguments)
     result = synthetic.train(config, out_dir, resume=arguments.resume)
     greedy_config = dataclasses.replace(config.decode, strategy="greedy")
@@ -49,11 +51,12 @@ def run(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _train_translation(arguments: argparse.Namespace, out_dir: Path) -> int:
-    config = translation.default_config()
+def _train_real_data(task: ModuleType, arguments: argparse.Namespace, out_dir: Path) -> int:
+    """Train a task that reads a dataset folder (translation, couplet): its preset, --data-dir, --set."""
+    config = task.default_config()
     if arguments.data_dir is not None:
         config = dataclasses.replace(config, data=dataclasses.replace(config.data, data_dir=str(arguments.data_dir)))
     config = resolved_config(config, arguments)
-    result = translation.train(config, out_dir, resume=arguments.resume)
+    result = task.train(config, out_dir, resume=arguments.resume)
     print(json.dumps(result.summary, indent=2, default=str))
     return 0

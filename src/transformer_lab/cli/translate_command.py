@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
-from transformer_lab.data import read_lines
+from transformer_lab.cli.decode_options import add_beam_argument, input_lines, with_beam
 from transformer_lab.tasks import translation
 
 
@@ -16,29 +15,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("sentences", nargs="*", help="sentences to translate (none: read stdin, one per line)")
     parser.add_argument("--checkpoint", type=Path, required=True, help="checkpoint folder (e.g. runs/NAME/best)")
     parser.add_argument("--input", type=Path, default=None, help="translate every line of this UTF-8 file")
-    parser.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy; default: the checkpoint's)")
+    add_beam_argument(parser)
     parser.add_argument("--plot-attention", type=Path, default=None, help="write a cross-attention heat map of the first sentence")
     parser.set_defaults(handler=run)
 
 
 def run(arguments: argparse.Namespace) -> int:
-    if arguments.input is not None and arguments.sentences:
-        raise ValueError("sentences: expected either sentences or --input, got both")
-    if arguments.input is not None:
-        sentences = read_lines(arguments.input)
-    elif arguments.sentences:
-        sentences = list(arguments.sentences)
-    else:
-        sentences = [line.rstrip("\n") for line in sys.stdin]
+    sentences = input_lines(arguments.sentences, arguments.input)
     model, tokenizer, config = translation.load_translator(arguments.checkpoint)
-    decode_config = config.decode
-    if arguments.beam is not None:
-        if arguments.beam < 1:
-            raise ValueError(f"--beam must be >= 1, got {arguments.beam}")
-        decode_config = dataclasses.replace(
-            decode_config, strategy="greedy" if arguments.beam == 1 else "beam", beam_size=max(arguments.beam, 1),
-            num_return=1,
-        )
+    decode_config = with_beam(config.decode, arguments.beam)
     for translated in translation.translate_sentences(model, tokenizer, sentences, decode_config):
         print(translated)
     if arguments.plot_attention is not None and sentences:

@@ -26,6 +26,15 @@ the same shape. Set an entry to `-inf` to forbid that token (e.g. eos before a m
 length). The returned values are what the search adds to the scores, so they enter
 `scores` / `log_prob`; the beam search's early stop assumes they stay <= 0 (only lower
 log-probs, never raise them above 0).
+
+A processor that needs each row's source (for example to make the output as long as
+the input) sets the attribute `reads_source_ids = True`; it is then called as
+`processor(step, prefix_ids, log_probs, src_ids=src_ids)` with `src_ids`
+LongTensor[N, S], the source row of each decoded row. That is the way to keep per-row
+information in step with the rows: beam search reorders rows to their parents and drops
+finished sentences from the batch, and it reorders `prefix_ids` and `src_ids` with them,
+but it cannot reorder state a processor keeps on the side, so a processor should derive
+everything it needs from `prefix_ids` and `src_ids` at every call.
 """
 
 
@@ -160,7 +169,10 @@ def next_token_log_probs(
     # decide between beams, and so that scores accumulate without overflow.
     log_probs = torch.log_softmax(logits.float(), dim=-1)  # [N, V]
     if logits_processor is not None:
-        processed = logits_processor(step, prefix_ids, log_probs)  # [N, V]
+        if getattr(logits_processor, "reads_source_ids", False):
+            processed = logits_processor(step, prefix_ids, log_probs, src_ids=src_ids)  # [N, V]
+        else:
+            processed = logits_processor(step, prefix_ids, log_probs)  # [N, V]
         if not isinstance(processed, Tensor) or processed.shape != log_probs.shape:
             given = (
                 tuple(processed.shape)

@@ -1,0 +1,257 @@
+"""Chinese couplets (对联) in the wb14123 format: read, check, split, download the test set.
+
+A split is a folder with two aligned files: `in.txt` holds the upper lines (上联) and
+`out.txt` the lower lines (下联), one couplet per line, characters separated by single
+spaces, every line ending with a space. A couplet's two lines have the same number of
+characters. Lines are returned without the spaces, as plain strings whose characters are
+the tokens (`"晚风摇树树还挺"`).
+
+Checks (via `read_parallel_text`, then per pair):
+- misaligned files (different line counts), invalid UTF-8, a missing file: always an error
+  naming the file(s);
+- a pair with an empty side, or whose two lines differ in length: an error naming the file
+  and the 1-based line, unless `skip_invalid=True`, which skips such pairs and counts them
+  (by kind, with their line numbers) in the result and in a logged warning;
+- `max_length`: pairs whose upper line is longer are skipped and counted (an explicit
+  limit, reported; the training set has 58 pairs over 64 characters, up to 533).
+
+Where a split is looked for (`resolve_couplet_split_dir`): `data_dir` (or the environment
+variable TRANSFORMER_LAB_DATA) may be the data root holding `couplet/<split>/`, the
+`couplet/` folder holding `<split>/`, or the split folder itself.
+
+Known splits: `test` (wb14123's 4,000 test pairs), `train` (wb14123's 770,491 training
+pairs, for users who have them) and `train_couplet_machine` (90,889 pairs from
+ZiJianZhao/Couplet-Machine, a different collection; see the data README).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformer_lab.data._checks import check_bool, check_integer
+from transformer_lab.data.chinese import is_punctuation
+from transformer_lab.data.download import download_file
+from transformer_lab.data.multi30k import DATA_ENVIRONMENT_VARIABLE
+from transformer_lab.data.parallel_text import read_parallel_text
+
+logger = logging.getLogger(__name__)
+
+COUPLET_FOLDER = "couplet"
+UPPER_FILE = "in.txt"
+LOWER_FILE = "out.txt"
+COUPLET_SPLITS: tuple[str, ...] = ("train", "test", "train_couplet_machine")
+COUPLET_LINE_COUNTS: dict[str, int] = {"train": 770491, "test": 4000, "train_couplet_machine": 90889}
+
+# The wb14123 test files, verbatim copies of the release tarball's, at a pinned commit of a
+# repository that keeps them as plain files (the release itself is one 27 MB archive).
+COUPLET_TEST_URL = (
+    "https://raw.githubusercontent.com/moon-hotel/TransformerCouplet/"
+    "4c706831565ceadce11adfc9f82c0867dae71e8a/data/couplet/test"
+)
+COUPLET_TEST_SHA256: dict[str, str] = {
+    UPPER_FILE: "93eaba3ec04c17b62fdc9b81207ad65fd1666fc3ff39527d7e2fe9e63cd9699c",
+    LOWER_FILE: "d8223fdbbd7c19357b680ee0d24557fb66264c797afe287cbf1b4f53e1467e04",
+}
+
+
+def split_characters(line: str) -> str:
+    """A couplet line as its characters, without the separating spaces.
+
+    Works for the files' form (`"晚 风 摇 "`) and for typed input (`"晚风摇"`) alike.
+    """
+    return "".join(line.split())
+
+
+@dataclass
+class CoupletCorpus:
+    """The couplets of one split, with what was skipped and why.
+
+    Attributes:
+        pairs: (upper line, lower line) in file order, characters without spaces.
+        upper_path, lower_path: the files read.
+        skipped_empty, skipped_unequal, skipped_too_long: the 1-based line numbers of the
+            pairs skipped because a side was empty, because the two lines differ in
+            length (both only with `skip_invalid`), or because the upper line exceeded
+            `max_length`.
+    """
+
+    pairs: list[tuple[str, str]]
+    upper_path: Path
+    lower_path: Path
+    skipped_empty: list[int] = field(default_factory=list)
+    skipped_unequal: list[int] = field(default_factory=list)
+    skipped_too_long: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    @property
+    def num_skipped(self) -> int:
+        return len(self.skipped_empty) + len(self.skipped_unequal) + len(self.skipped_too_long)
+
+    def summary(self) -> dict[str, int]:
+        """Counts for logs and run summaries."""
+        return {
+            "pairs": len(self.pairs),
+            "skipped_empty": len(self.skipped_empty),
+            "skipped_unequal_length": len(self.skipped_unequal),
+            "skipped_too_long": len(self.skipped_too_long),
+        }
+
+
+def read_couplets(
+    folder: str | os.PathLike[str],
+    *,
+    skip_invalid: bool = False,
+    max_length: int | None = None,
+) -> CoupletCorpus:
+    """Read `folder/in.txt` and `folder/out.txt` into (upper, lower) pairs; see the module docstring.
+
+    Args:
+        folder: a split folder holding in.txt and out.txt.
+        skip_invalid: skip (and count) pairs with an empty side or unequal lengths instead
+            of raising.
+        max_length: skip (and count) pairs whose upper line has more characters; None
+            keeps every length.
+
+    Raises:
+        FileNotFoundError: the folder or a file is missing.
+        ValueError: misaligned files, invalid UTF-8, or (without `skip_invalid`) an empty
+            side or unequal lengths; the message names the file and the line.
+    """
+    check_bool("skip_invalid", skip_invalid)
+    if max_length is not None:
+        max_length = check_integer("max_length", max_length, minimum=1)
+    folder = Path(folder)
+    upper_path, lower_path = folder / UPPER_FILE, folder / LOWER_FILE
+    for path in (upper_path, lower_path):
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"expected the couplet file {str(path)!r}, which does not exist; a couplet split "
+                f"folder holds {UPPER_FILE} (upper lines) and {LOWER_FILE} (lower lines)"
+            )
+    text = read_parallel_text(upper_path, lower_path, skip_empty=skip_invalid)
+    skipped_empty = list(text.skipped_line_numbers)
+    empty = set(skipped_empty)
+    line_numbers = (number for number in range(1, len(text) + len(empty) + 1) if number not in empty)
+    corpus = CoupletCorpus([], upper_path, lower_path, skipped_empty=skipped_empty)
+    for number, (upper_line, lower_line) in zip(line_numbers, text.pairs):
+        upper, lower = split_characters(upper_line), split_characters(lower_line)
+        if len(upper) != len(lower):
+            if not skip_invalid:
+                raise ValueError(
+                    f"{lower_path}: line {number}: expected a lower line of {len(upper)} characters, "
+                    f"as long as line {number} of {upper_path} ({upper!r}), got {len(lower)} ({lower!r}); "
+                    f"fix the file, or pass skip_invalid=True to skip (and count) such pairs"
+                )
+            corpus.skipped_unequal.append(number)
+        elif max_length is not None and len(upper) > max_length:
+            corpus.skipped_too_long.append(number)
+        else:
+            corpus.pairs.append((upper, lower))
+    for kind, numbers in (
+        ("lines of unequal length", corpus.skipped_unequal),
+        (f"upper lines over max_length={max_length} characters", corpus.skipped_too_long),
+    ):
+        if numbers:
+            logger.warning(
+                "skipped %d pair(s) with %s in %s (first at line %d)", len(numbers), kind, folder, numbers[0]
+            )
+    return corpus
+
+
+def resolve_couplet_split_dir(split: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The folder of couplet split `split` (see the module docstring for where it looks).
+
+    Raises:
+        ValueError: data_dir is None and TRANSFORMER_LAB_DATA is not set.
+        FileNotFoundError: no candidate folder holds the split; the message lists them.
+    """
+    if not isinstance(split, str) or not split or "/" in split or split in (".", ".."):
+        raise ValueError(f"split must be a folder name such as {', '.join(COUPLET_SPLITS)}, got {split!r}")
+    if data_dir is None:
+        value = os.environ.get(DATA_ENVIRONMENT_VARIABLE, "")
+        if not value:
+            raise ValueError(
+                f"data_dir must be a folder, got None and the environment variable {DATA_ENVIRONMENT_VARIABLE} "
+                f"is not set; pass data_dir (or --data-dir) or set {DATA_ENVIRONMENT_VARIABLE} to a folder "
+                f"that holds {COUPLET_FOLDER}/"
+            )
+        folder = Path(value)
+    else:
+        folder = Path(data_dir)
+    candidates = [folder / COUPLET_FOLDER / split, folder / split, folder]
+    for candidate in candidates:
+        if (candidate / UPPER_FILE).is_file():
+            return candidate
+    tried = ", ".join(repr(str(candidate)) for candidate in candidates)
+    raise FileNotFoundError(
+        f"expected the couplet split {split!r} ({UPPER_FILE} and {LOWER_FILE}) in one of {tried}; found none"
+    )
+
+
+def load_couplets(
+    split: str,
+    data_dir: str | os.PathLike[str] | None = None,
+    *,
+    skip_invalid: bool = False,
+    max_length: int | None = None,
+) -> CoupletCorpus:
+    """Read couplet split `split` from `data_dir` (see `read_couplets` and `resolve_couplet_split_dir`)."""
+    return read_couplets(resolve_couplet_split_dir(split, data_dir), skip_invalid=skip_invalid, max_length=max_length)
+
+
+def _punctuation_free(line: str) -> str:
+    return "".join(character for character in line if not is_punctuation(character))
+
+
+def split_validation(
+    pairs: list[tuple[str, str]], num_validation: int, seed: int
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]], int]:
+    """Carve a seeded random validation set out of training pairs.
+
+    The couplet collections hold the same couplet more than once, with and without
+    punctuation; so that validation measures unseen couplets, training pairs whose upper
+    line equals a validation upper line once punctuation is removed are dropped from
+    training (and counted).
+
+    Returns:
+        (training pairs, validation pairs, training pairs dropped as validation
+        duplicates); both lists keep the file order.
+    """
+    num_validation = check_integer("num_validation", num_validation, minimum=0)
+    if num_validation >= len(pairs):
+        raise ValueError(
+            f"num_validation must be smaller than the {len(pairs)} training pairs, got {num_validation}"
+        )
+    chosen = set(random.Random(seed).sample(range(len(pairs)), num_validation))
+    validation = [pair for index, pair in enumerate(pairs) if index in chosen]
+    held_out = {_punctuation_free(upper) for upper, _ in validation}
+    train = []
+    dropped = 0
+    for index, pair in enumerate(pairs):
+        if index in chosen:
+            continue
+        if _punctuation_free(pair[0]) in held_out:
+            dropped += 1
+            continue
+        train.append(pair)
+    return train, validation, dropped
+
+
+def download_couplet_test(cache_dir: str | os.PathLike[str], base_url: str = COUPLET_TEST_URL, timeout: float = 60.0) -> Path:
+    """Download wb14123's test split into `<cache_dir>/couplet/test/`, checked by sha256.
+
+    Files already present with the right hash are not fetched again; a mismatch deletes
+    the download and raises a ValueError naming the file and both hashes. Afterwards
+    `load_couplets("test", cache_dir)` reads it.
+    """
+    folder = Path(cache_dir) / COUPLET_FOLDER / "test"
+    base_url = base_url.rstrip("/")
+    for name, sha256 in COUPLET_TEST_SHA256.items():
+        download_file(f"{base_url}/{name}", folder / name, sha256, timeout=timeout)
+    return folder

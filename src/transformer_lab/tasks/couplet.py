@@ -1,0 +1,448 @@
+"""Chinese couplets (对联): given the upper line, write the lower line.
+
+Thin glue over ``data`` (the wb14123-format reader, a character vocabulary, token-budget
+batches), ``models`` (Seq2SeqTransformer with one vocabulary and all embeddings tied),
+``training`` (Trainer) and ``decoding`` (greedy or beam search with `CoupletConstraints`,
+which fixes the length and punctuation and, as configured, repetition and the final tone).
+The vocabulary is built from the training split only and saved in every checkpoint as
+``vocabulary.txt``; characters it does not know read as ``<unk>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from transformer_lab.data import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    UNK_ID,
+    Seq2SeqBatch,
+    Vocabulary,
+    collate_pairs,
+    collated_lengths,
+    padding_fraction,
+    token_budget_batches,
+)
+from transformer_lab.data.chinese import is_level_tone, is_punctuation
+from transformer_lab.data.couplet import load_couplets, split_characters, split_validation
+from transformer_lab.decoding import DecodeConfig, decode
+from transformer_lab.decoding.couplet_constraints import CoupletConstraints
+from transformer_lab.evaluation.couplet_metrics import CoupletReport, couplet_report
+from transformer_lab.models import ModelConfig, Seq2SeqTransformer
+from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn, strip_generated
+from transformer_lab.training import (
+    TrainConfig,
+    Trainer,
+    config_from_dict,
+    config_to_dict,
+    load_checkpoint_config,
+    load_model_weights,
+)
+
+logger = logging.getLogger(__name__)
+
+TASK_NAME = "couplet"
+VOCABULARY_FILE = "vocabulary.txt"
+METADATA_KEYS = ("task", "averaged_from", "data_report")
+_LATIN_LETTERS = re.compile(r"[A-Za-zＡ-Ｚａ-ｚ]")
+
+
+@dataclass(frozen=True)
+class CoupletDataConfig:
+    """Where the couplets are, how they are filtered, split and batched."""
+
+    data_dir: str | None = None  # folder holding couplet/ (None: $TRANSFORMER_LAB_DATA)
+    train_split: str = "train_couplet_machine"  # or "train" (wb14123's 770k pairs) where present
+    test_split: str = "test"  # wb14123's 4,000 test pairs
+    # Training pairs whose upper line is longer are skipped and counted (58 of the 90,889
+    # train_couplet_machine pairs, up to 533 characters); the test lines are at most 31.
+    max_length: int = 64
+    # Skip (and count) training pairs with an empty side or lines of unequal length
+    # instead of stopping: train_couplet_machine has one (line 6564, an ideographic space).
+    skip_invalid: bool = True
+    num_validation: int = 1000  # carved at random (seeded) from the training split
+    num_train: int = 0  # use only the first N training pairs after the split (0 = all)
+    min_frequency: int = 1  # characters seen fewer times in training read as <unk>
+    max_tokens: int = 4096  # padded tokens per batch (the longer of source/target)
+    seed: int = 1234  # validation split and batch shuffling
+
+
+@dataclass(frozen=True)
+class CoupletConstraintConfig:
+    """The couplet rules decoding enforces (see decoding/couplet_constraints.py)."""
+
+    punctuation_mode: str = "copy"  # "copy" the upper line's marks, or "any" punctuation there
+    # Repeat where the upper line repeats and only there: all 4,000 test references do.
+    mirror_repetition: bool = True
+    # No character of the upper line in the lower line: none of the 4,000 test references has one.
+    avoid_source_characters: bool = True
+    # Nats taken from oblique-tone characters at the last position: 97.9 % of the test
+    # references end on a level tone, 93.9 % of train_couplet_machine's lower lines.
+    oblique_final_penalty: float = 4.0
+
+
+def _default_model() -> ModelConfig:
+    return ModelConfig(
+        d_model=256,
+        nhead=4,
+        num_encoder_layers=3,
+        num_decoder_layers=3,
+        dim_feedforward=1024,
+        dropout=0.1,
+        max_len=128,  # inputs up to 127 characters (+ eos); longer ones are refused, never cut
+        tie_embeddings="all",
+    )
+
+
+def _default_train() -> TrainConfig:
+    return TrainConfig(
+        # 200 batches of ~4,000 target tokens per epoch (90,545 training pairs of ~9
+        # characters), 2,400 steps in 12 epochs. At the translation run's one-thread speed
+        # (~1,650 target tokens/s) an epoch takes ~8 minutes, less on two threads: sized to
+        # the 90-minute CPU budget on 2 threads (on one thread, use train.epochs=11).
+        epochs=12,
+        lr_factor=0.5,
+        warmup_steps=800,
+        label_smoothing=0.1,
+        precision="bf16",
+        eval_every_steps=0,  # validation BLEU (greedy, constrained) and a checkpoint each epoch
+        keep_last=2,
+        best_metric="val_bleu",
+        best_mode="max",
+        log_every_steps=20,
+    )
+
+
+def _default_decode() -> DecodeConfig:
+    # The constraints fix the length, so the length penalty has nothing to rank.
+    return DecodeConfig(strategy="beam", beam_size=5, max_len=128, max_len_a=1.0, max_len_b=1, length_penalty=0.0)
+
+
+@dataclass
+class CoupletConfig:
+    """Everything a couplet run needs; written into every checkpoint."""
+
+    data: CoupletDataConfig = field(default_factory=CoupletDataConfig)
+    model: ModelConfig = field(default_factory=_default_model)
+    train: TrainConfig = field(default_factory=_default_train)
+    decode: DecodeConfig = field(default_factory=_default_decode)
+    constraints: CoupletConstraintConfig = field(default_factory=CoupletConstraintConfig)
+
+
+def default_config() -> CoupletConfig:
+    return CoupletConfig()
+
+
+def with_vocabulary(config: CoupletConfig, vocabulary: Vocabulary) -> CoupletConfig:
+    """The model's vocabulary fields follow the character vocabulary."""
+    model = dataclasses.replace(
+        config.model,
+        src_vocab_size=len(vocabulary),
+        tgt_vocab_size=len(vocabulary),
+        pad_id=PAD_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+    )
+    return dataclasses.replace(config, model=model)
+
+
+# ---------------------------------------------------------------------------- data
+
+
+@dataclass
+class CoupletData:
+    vocabulary: Vocabulary
+    train_pairs: list[tuple[str, str]]
+    validation_pairs: list[tuple[str, str]]
+    train_ids: list[tuple[list[int], list[int]]]
+    report: dict[str, int]  # what was read and skipped, for the run summary
+
+
+def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) -> CoupletData:
+    """Read the training split, carve validation, build the vocabulary (unless given), encode."""
+    corpus = load_couplets(
+        config.train_split, config.data_dir, skip_invalid=config.skip_invalid, max_length=config.max_length
+    )
+    train_pairs, validation_pairs, dropped = split_validation(corpus.pairs, config.num_validation, config.seed)
+    if config.num_train:
+        train_pairs = train_pairs[: config.num_train]
+    if vocabulary is None:
+        vocabulary = Vocabulary.build(
+            (list(line) for pair in train_pairs for line in pair), min_frequency=config.min_frequency
+        )
+    train_ids = [(vocabulary.encode(list(upper)), vocabulary.encode(list(lower))) for upper, lower in train_pairs]
+    report = {
+        **corpus.summary(),
+        "validation_pairs": len(validation_pairs),
+        "train_dropped_as_validation_duplicates": dropped,
+        "train_pairs": len(train_pairs),
+    }
+    logger.info("couplet data: %s", ", ".join(f"{key} {value}" for key, value in report.items()))
+    return CoupletData(vocabulary, train_pairs, validation_pairs, train_ids, report)
+
+
+def epoch_batches(data: CoupletData, config: CoupletDataConfig, epoch: int) -> list[Seq2SeqBatch]:
+    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch)."""
+    lengths = collated_lengths(data.train_ids)
+    indices = token_budget_batches(lengths, config.max_tokens, shuffle=True, seed=config.seed, epoch=epoch)
+    return [collate_pairs([data.train_ids[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in indices]
+
+
+# ---------------------------------------------------------------------------- generation
+
+
+def build_constraints(vocabulary: Vocabulary, config: CoupletConstraintConfig) -> CoupletConstraints:
+    """The decoding constraints over this vocabulary's punctuation and level-tone characters."""
+    tokens = vocabulary.tokens
+    special = set(range(4))
+    punctuation = torch.tensor([index not in special and is_punctuation(token) for index, token in enumerate(tokens)])
+    level = torch.tensor([index not in special and is_level_tone(token) for index, token in enumerate(tokens)])
+    return CoupletConstraints(
+        punctuation,
+        eos_id=EOS_ID,
+        pad_id=PAD_ID,
+        forbidden_ids=(PAD_ID, BOS_ID, UNK_ID),
+        punctuation_mode=config.punctuation_mode,
+        mirror_repetition=config.mirror_repetition,
+        avoid_source_characters=config.avoid_source_characters,
+        level_tone_mask=level,
+        oblique_final_penalty=config.oblique_final_penalty,
+    )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One lower line and its score: the sum of its characters' log-probabilities (eos included)
+    as decoding ranked them, so with the final-tone penalty of an oblique ending included."""
+
+    text: str
+    score: float
+
+
+@dataclass(frozen=True)
+class CoupletResult:
+    """The answer to one upper line: candidates best first, or `error` saying why there are none.
+
+    `note` names characters the vocabulary does not know (they were read as <unk>).
+    """
+
+    upper: str
+    candidates: list[Candidate]
+    error: str | None = None
+    note: str | None = None
+
+
+def check_upper_line(upper: str, vocabulary: Vocabulary, max_len: int) -> tuple[str | None, str | None]:
+    """(error, note) for one upper line (already without spaces); both None when it is fine."""
+    if not upper:
+        return "empty upper line: expected Chinese characters, got nothing", None
+    latin = sorted(set(_LATIN_LETTERS.findall(upper)))
+    if latin:
+        return (
+            f"upper line {upper!r} contains Latin letters {''.join(latin)!r}: expected a line of Chinese characters",
+            None,
+        )
+    if len(upper) >= max_len:
+        return f"upper line of {len(upper)} characters: expected at most {max_len - 1} (the model's max_len - 1)", None
+    if all(is_punctuation(character) for character in upper):
+        return f"upper line {upper!r} is only punctuation: expected Chinese characters", None
+    unseen = sorted({character for character in upper if character not in vocabulary})
+    if unseen:
+        return None, f"characters never seen in training, read as <unk>: {''.join(unseen)}"
+    return None, None
+
+
+def _punctuation_stand_in(vocabulary: Vocabulary) -> int | None:
+    """The id that an unseen punctuation mark of an upper line is read as: '，' if known, else any known mark.
+
+    Read as <unk> the mark would count as a character position, and the lower line would
+    get a character under it.
+    """
+    if "，" in vocabulary:
+        return vocabulary.token_to_id("，")
+    marks = [index for index, token in enumerate(vocabulary.tokens) if index >= 4 and is_punctuation(token)]
+    return marks[0] if marks else None
+
+
+def _encode_upper(upper: str, vocabulary: Vocabulary, punctuation_stand_in: int | None) -> list[int]:
+    ids = vocabulary.encode(list(upper))
+    if punctuation_stand_in is None:
+        return ids
+    return [
+        punctuation_stand_in if token_id == UNK_ID and is_punctuation(character) else token_id
+        for character, token_id in zip(upper, ids)
+    ]
+
+
+def _restore_marks(upper: str, lower: list[str], config: CoupletConstraintConfig) -> str:
+    """In "copy" mode, the upper line's own marks under its marks (an unseen mark was decoded as a stand-in)."""
+    if config.punctuation_mode != "copy" or len(lower) != len(upper):
+        return "".join(lower)
+    return "".join(mark if is_punctuation(mark) else character for mark, character in zip(upper, lower))
+
+
+def generate(
+    model: Seq2SeqTransformer,
+    vocabulary: Vocabulary,
+    uppers: Sequence[str],
+    decode_config: DecodeConfig,
+    constraint_config: CoupletConstraintConfig,
+    *,
+    num_candidates: int = 1,
+    batch_size: int = 64,
+) -> list[CoupletResult]:
+    """Write lower lines for `uppers` (batched by length); spaces in the input are ignored.
+
+    A line that cannot be answered (empty, Latin letters, longer than the model's
+    positional table) gets a result with `error` set and no candidates; the others are
+    decoded. `num_candidates` > 1 needs beam search with at least that many beams.
+    """
+    if num_candidates < 1:
+        raise ValueError(f"num_candidates must be >= 1, got {num_candidates}")
+    if num_candidates > 1:
+        if decode_config.strategy != "beam" or decode_config.beam_size < num_candidates:
+            raise ValueError(
+                f"num_candidates={num_candidates} needs beam search with at least as many beams, got "
+                f"strategy {decode_config.strategy!r} with beam_size {decode_config.beam_size}"
+            )
+    decode_config = dataclasses.replace(decode_config, num_return=num_candidates if decode_config.strategy == "beam" else 1)
+    model.eval()
+    device = next(model.parameters()).device
+    max_len = model.positional_encoding.max_len
+    lines = [split_characters(upper) for upper in uppers]
+    checks = [check_upper_line(line, vocabulary, max_len) for line in lines]
+    results: list[CoupletResult | None] = [
+        CoupletResult(line, [], error=error) if error else None for line, (error, _) in zip(lines, checks)
+    ]
+    order = sorted((index for index, result in enumerate(results) if result is None), key=lambda index: len(lines[index]))
+    constraints = build_constraints(vocabulary, constraint_config)
+    punctuation_stand_in = _punctuation_stand_in(vocabulary)
+    bounded = dataclasses.replace(decode_config, max_len=min(decode_config.max_len, max_len))
+    with torch.no_grad():
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            longest = max(len(lines[index]) for index in chunk)
+            src_ids = torch.full((len(chunk), longest), PAD_ID, dtype=torch.long)
+            for row, index in enumerate(chunk):
+                src_ids[row, : len(lines[index])] = torch.tensor(
+                    _encode_upper(lines[index], vocabulary, punctuation_stand_in)
+                )
+            output = decode(model, src_ids.to(device), bounded, logits_processor=constraints)
+            for row, index in enumerate(chunk):
+                if decode_config.strategy == "greedy":
+                    rows = [(output.ids[row], float(output.scores[row]))]
+                else:
+                    rows = [(hypothesis.ids, hypothesis.log_prob) for hypothesis in output.hypotheses[row]]
+                candidates = [
+                    Candidate(_restore_marks(lines[index], vocabulary.decode(strip_generated(ids, EOS_ID, PAD_ID)), constraint_config), score)
+                    for ids, score in rows
+                ]
+                results[index] = CoupletResult(lines[index], candidates, note=checks[index][1])
+    return [result for result in results if result is not None]
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+
+@dataclass
+class CoupletEvaluation:
+    report: CoupletReport
+    uppers: list[str]
+    hypotheses: list[str]
+    references: list[str]
+
+
+def evaluate_pairs(
+    model: Seq2SeqTransformer,
+    vocabulary: Vocabulary,
+    pairs: Sequence[tuple[str, str]],
+    decode_config: DecodeConfig,
+    constraint_config: CoupletConstraintConfig,
+) -> CoupletEvaluation:
+    """Answer the upper lines of `pairs` and score against their lower lines (BLEU and form)."""
+    uppers = [upper for upper, _ in pairs]
+    references = [lower for _, lower in pairs]
+    results = generate(model, vocabulary, uppers, decode_config, constraint_config)
+    refused = [(index, result.error) for index, result in enumerate(results) if result.error]
+    if refused:
+        index, error = refused[0]
+        raise ValueError(f"pairs[{index}]: {error} ({len(refused)} upper line(s) refused)")
+    hypotheses = [result.candidates[0].text for result in results]
+    return CoupletEvaluation(couplet_report(uppers, hypotheses, references), uppers, hypotheses, references)
+
+
+# ---------------------------------------------------------------------------- training
+
+
+@dataclass
+class TrainResult:
+    model: Seq2SeqTransformer
+    vocabulary: Vocabulary
+    config: CoupletConfig
+    summary: dict[str, Any]
+
+
+def _vocabulary_text(vocabulary: Vocabulary) -> str:
+    """The file `Vocabulary.save` writes: one token per line in id order."""
+    return "".join(token + "\n" for token in vocabulary.tokens)
+
+
+def train(config: CoupletConfig, out_dir: str | os.PathLike[str], *, resume: bool = False) -> TrainResult:
+    """Train a couplet model; validation character BLEU (greedy, constrained) each epoch decides ``best/``."""
+    out_dir = Path(out_dir)
+    vocabulary = Vocabulary.load(out_dir / "last" / VOCABULARY_FILE) if resume else None
+    data = build_data(config.data, vocabulary)
+    config = with_vocabulary(config, data.vocabulary)
+    lengths = collated_lengths(data.train_ids)
+    first_epoch = token_budget_batches(lengths, config.data.max_tokens, shuffle=True, seed=config.data.seed, epoch=0)
+    logger.info(
+        "%d training pairs, vocabulary %d, %d batches per epoch, padding %.1f%%",
+        len(data.train_pairs), len(data.vocabulary), len(first_epoch), 100 * padding_fraction(first_epoch, lengths),
+    )
+    torch.manual_seed(config.train.seed)
+    model = Seq2SeqTransformer.from_config(config.model)
+    greedy = dataclasses.replace(config.decode, strategy="greedy", num_return=1)
+
+    def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
+        evaluation = evaluate_pairs(evaluated_model, data.vocabulary, data.validation_pairs, greedy, config.constraints)
+        return {
+            "val_bleu": evaluation.report.bleu.score,
+            "val_level_tone_ending": evaluation.report.hypotheses.level_tone_ending.value,
+        }
+
+    trainer = Trainer(
+        model,
+        config.train,
+        out_dir,
+        loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID),
+        train_batches=lambda epoch: epoch_batches(data, config.data, epoch),
+        d_model=config.model.d_model,
+        evaluate_fn=evaluate if data.validation_pairs else None,
+        count_tokens=lambda batch: batch.num_target_tokens,
+        checkpoint_config={"task": TASK_NAME, "data_report": data.report, **config_to_dict(config)},
+        extra_files={VOCABULARY_FILE: _vocabulary_text(data.vocabulary)},
+        resume=resume,
+    )
+    summary = {**trainer.fit(), "data": data.report}
+    return TrainResult(model=model, vocabulary=data.vocabulary, config=config, summary=summary)
+
+
+def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, Vocabulary, CoupletConfig]:
+    """Rebuild the model, vocabulary and config of a couplet checkpoint folder."""
+    raw = load_checkpoint_config(checkpoint)
+    if raw.get("task") != TASK_NAME:
+        raise ValueError(f"checkpoint {checkpoint}: expected a {TASK_NAME} checkpoint, got task {raw.get('task')!r}")
+    config = config_from_dict(CoupletConfig, {key: value for key, value in raw.items() if key not in METADATA_KEYS})
+    vocabulary = Vocabulary.load(Path(checkpoint) / VOCABULARY_FILE)
+    model = Seq2SeqTransformer.from_config(config.model)
+    load_model_weights(checkpoint, model)
+    return model.eval(), vocabulary, config

@@ -1,0 +1,143 @@
+"""The couplet task end to end on a small made-up corpus: train (through the CLI), reload,
+generate, evaluate, and the commands on bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from transformer_lab.cli import main
+from transformer_lab.tasks import couplet
+
+UPPER_CHARACTERS = "春风花月山水云天江河"
+# Each upper character has its own answer, disjoint from the upper characters.
+ANSWER = dict(zip(UPPER_CHARACTERS, "秋雨草星海林雾地湖溪"))
+
+TINY = [
+    "--set", "data.num_validation=10",
+    "--set", "data.max_tokens=256",
+    "--set", "model.d_model=32",
+    "--set", "model.nhead=2",
+    "--set", "model.num_encoder_layers=1",
+    "--set", "model.num_decoder_layers=1",
+    "--set", "model.dim_feedforward=64",
+    "--set", "train.max_steps=150",
+    "--set", "train.epochs=0",
+    "--set", "train.warmup_steps=30",
+    "--set", "train.lr_factor=0.3",
+    "--set", "train.log_every_steps=5",
+    "--set", "train.progress_bar=false",
+    "--set", "decode.beam_size=3",
+]
+
+
+def made_up_couplets(count: int, seed: int) -> list[tuple[str, str]]:
+    generator = random.Random(seed)
+    pairs = []
+    for _ in range(count):
+        upper = "".join(generator.choice(UPPER_CHARACTERS) for _ in range(generator.randint(3, 7)))
+        if generator.random() < 0.3:
+            upper = upper[:2] + "，" + upper[2:]
+        pairs.append((upper, "".join(ANSWER.get(character, character) for character in upper)))
+    return pairs
+
+
+def write_split(folder: Path, pairs: list[tuple[str, str]]) -> None:
+    folder.mkdir(parents=True)
+    for name, side in (("in.txt", 0), ("out.txt", 1)):
+        (folder / name).write_text("".join(" ".join(pair[side]) + " \n" for pair in pairs), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("couplet-data")
+    write_split(root / "couplet" / "train_couplet_machine", made_up_couplets(400, seed=1))
+    write_split(root / "couplet" / "test", made_up_couplets(30, seed=2))
+    return root
+
+
+@pytest.fixture(scope="module")
+def run_dir(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("couplet-run") / "run"
+    assert main(["train", "couplet", "--data-dir", str(data_dir), "--out", str(out), *TINY]) == 0
+    return out
+
+
+def test_training_lowers_the_loss(run_dir: Path) -> None:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    losses = [row["train_loss"] for row in rows if row["event"] == "train"]
+    assert len(losses) >= 4
+    assert losses[-1] < 0.8 * losses[0], losses
+    evaluations = [row for row in rows if row["event"] == "eval"]
+    assert evaluations and "val_bleu" in evaluations[-1]
+
+
+def test_checkpoint_reloads_and_gives_scored_candidates_of_the_right_form(run_dir: Path) -> None:
+    model, vocabulary, config = couplet.load(run_dir / "last")
+    assert config.model.tie_embeddings == "all"
+    assert model.src_embedding.embedding.weight is model.generator.weight
+    results = couplet.generate(model, vocabulary, ["春风，花月", "山 水"], config.decode, config.constraints, num_candidates=3)
+    assert [result.upper for result in results] == ["春风，花月", "山水"]
+    for result in results:
+        assert result.error is None and len(result.candidates) == 3
+        scores = [candidate.score for candidate in result.candidates]
+        assert scores == sorted(scores, reverse=True)
+        for candidate in result.candidates:
+            assert len(candidate.text) == len(result.upper)
+            assert [mark == "，" for mark in result.upper] == [character == "，" for character in candidate.text]
+            assert not set(candidate.text) & set(result.upper.replace("，", ""))
+
+
+def test_couplet_command_answers_good_lines_and_explains_bad_ones(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["couplet", "--checkpoint", str(run_dir / "best"), "春风花", "", "abc春", "龘春", "   "])
+    captured = capsys.readouterr()
+    assert code == 2
+    lines = captured.out.splitlines()
+    assert len(lines) == 5  # aligned with the input: refused lines are empty
+    assert len(lines[0]) == 3 and lines[1] == lines[2] == lines[4] == "" and len(lines[3]) == 2
+    assert "line 2: empty upper line" in captured.err
+    assert "line 3: upper line 'abc春' contains Latin letters 'abc'" in captured.err
+    assert "line 4: characters never seen in training, read as <unk>: 龘" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_couplet_command_reads_stdin_and_files_and_shows_candidates(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("春风\n花月山\n"))
+    assert main(["couplet", "--checkpoint", str(run_dir / "best"), "--beam", "1"]) == 0
+    assert [len(line) for line in capsys.readouterr().out.splitlines()] == [2, 3]
+    source, target = tmp_path / "uppers.txt", tmp_path / "lowers.txt"
+    source.write_text("春风\n江河水\n", encoding="utf-8")
+    assert main(["couplet", "--checkpoint", str(run_dir / "best"), "--input", str(source), "--output", str(target)]) == 0
+    assert [len(line) for line in target.read_text(encoding="utf-8").splitlines()] == [2, 3]
+    assert main(["couplet", "--checkpoint", str(run_dir / "best"), "--num-candidates", "3", "江河"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[0] == "江河" and len(shown) == 4 and all(line.startswith(f"  {rank}. ") for rank, line in zip((1, 2, 3), shown[1:]))
+    assert main(["couplet", "--checkpoint", str(run_dir / "best"), "--beam", "1", "--num-candidates", "2", "江河"]) == 2
+    assert "needs beam search" in capsys.readouterr().err
+
+
+def test_evaluate_couplet_prints_every_metric_and_writes_samples(
+    run_dir: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["evaluate", "couplet", "--checkpoint", str(run_dir / "best"), "--data-dir", str(data_dir), "--beam", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "character BLEU-4" in out and "tok:zh" in out
+    for name in ("length match", "punctuation match", "level tone ending", "repetition mirrored",
+                 "no repetition where none", "distinct-1", "distinct-2"):
+        assert name in out
+    assert "100.0 % (30/30)" in out.split("length match")[1].splitlines()[0]
+    samples = (run_dir / "best" / "samples.test.greedy.md").read_text(encoding="utf-8").splitlines()
+    assert len(samples) == 2 + 20
+
+
+def test_train_couplet_reports_a_missing_data_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "couplet", "--data-dir", str(tmp_path), "--out", str(tmp_path / "run"), *TINY]) == 2
+    assert "couplet split 'train_couplet_machine'" in capsys.readouterr().err
