@@ -13,6 +13,7 @@ from typing import Sequence
 
 from transformer_lab.cli import (
     average_command,
+    classify_command,
     demo_command,
     evaluate_command,
     explain_command,
@@ -26,6 +27,7 @@ _COMMAND_MODULES = [
     demo_command,
     train_command,
     translate_command,
+    classify_command,
     evaluate_command,
     average_command,
     explain_command,

@@ -7,11 +7,11 @@ import dataclasses
 import json
 from pathlib import Path
 
-from transformer_lab.cli.overrides import add_override_arguments, resolved_config
-from transformer_lab.tasks import synthetic, translation
+from transformer_lab.cli.overrides import ConfigType, add_override_arguments, resolved_config
+from transformer_lab.tasks import classification, synthetic, translation
 
 SYNTHETIC_TASKS = ("copy", "reverse", "sort")
-TASKS = (*SYNTHETIC_TASKS, "translation")
+TASKS = (*SYNTHETIC_TASKS, "translation", "classification")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,6 +40,8 @@ def run(arguments: argparse.Namespace) -> int:
         arguments.overrides = [f"train.precision={arguments.precision}", *arguments.overrides]
     if arguments.task == "translation":
         return _train_translation(arguments, out_dir)
+    if arguments.task == "classification":
+        return _train_classification(arguments, out_dir)
     config = resolved_config(synthetic.default_config(arguments.task), arguments)
     result = synthetic.train(config, out_dir, resume=arguments.resume)
     greedy_config = dataclasses.replace(config.decode, strategy="greedy")
@@ -49,11 +51,26 @@ def run(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _train_translation(arguments: argparse.Namespace, out_dir: Path) -> int:
-    config = translation.default_config()
+def _with_data_dir(config: ConfigType, arguments: argparse.Namespace) -> ConfigType:
+    """The task's preset with --data-dir applied, then the --set overrides (which win)."""
     if arguments.data_dir is not None:
         config = dataclasses.replace(config, data=dataclasses.replace(config.data, data_dir=str(arguments.data_dir)))
-    config = resolved_config(config, arguments)
+    return resolved_config(config, arguments)
+
+
+def _train_translation(arguments: argparse.Namespace, out_dir: Path) -> int:
+    config = _with_data_dir(translation.default_config(), arguments)
     result = translation.train(config, out_dir, resume=arguments.resume)
     print(json.dumps(result.summary, indent=2, default=str))
+    return 0
+
+
+def _train_classification(arguments: argparse.Namespace, out_dir: Path) -> int:
+    config = _with_data_dir(classification.default_config(), arguments)
+    result = classification.train(config, out_dir, resume=arguments.resume)
+    print(json.dumps(result.summary, indent=2, default=str))
+    print(
+        f"best validation accuracy {result.summary['best_value']:.4f} on {len(result.data.validation_articles)} "
+        f"articles held out of {result.data.train_file}; checkpoint {out_dir / 'best'}"
+    )
     return 0

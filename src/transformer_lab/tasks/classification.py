@@ -217,28 +217,9 @@ def text_problem(text: str, token_count: int, max_len: int) -> str | None:
     if token_count > max_len:
         return (
             f"the text is {token_count} subword tokens, more than the model reads ({max_len}, its max_len); "
-            "shorten it, or truncate it explicitly"
+            "shorten it, or truncate it explicitly (--truncate)"
         )
     return None
-
-
-def encode_texts(
-    tokenizer: SubwordTokenizer, texts: Sequence[str], max_len: int, truncate: bool = False
-) -> list[list[int]]:
-    """Token ids of each text; nothing is dropped or cut silently.
-
-    An empty or whitespace-only text, or one longer than ``max_len`` tokens (unless
-    ``truncate``, which keeps its first ``max_len`` tokens), is a ValueError naming its
-    index.
-    """
-    if isinstance(texts, str):
-        raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
-    encoded = tokenizer.encode_batch(list(texts))
-    for index, (text, ids) in enumerate(zip(texts, encoded)):
-        problem = text_problem(text, 0 if truncate else len(ids), max_len)
-        if problem is not None:
-            raise ValueError(f"texts[{index}]: {problem}")
-    return [ids[:max_len] for ids in encoded]
 
 
 def predict_probabilities(
@@ -262,11 +243,55 @@ def predict_probabilities(
 
 @dataclass(frozen=True)
 class Prediction:
-    """The predicted class of one text and the probability of every class."""
+    """The predicted class of one text and the probability of every class.
+
+    ``num_tokens`` is the text's subword length; ``truncated`` says whether only its
+    first ``max_len`` tokens were read (only ever with ``truncate=True``).
+    """
 
     label: int
     label_name: str
     probabilities: dict[str, float]
+    num_tokens: int
+    truncated: bool = False
+
+
+def predict_each(
+    model: TransformerClassifier,
+    tokenizer: SubwordTokenizer,
+    class_names: Sequence[str],
+    texts: Sequence[str],
+    truncate: bool = False,
+) -> list[Prediction | str]:
+    """Classify each text; a text that cannot be classified gets the reason (a str) instead.
+
+    Refused: an empty or whitespace-only text, and one longer than the model's
+    ``max_len`` subword tokens unless ``truncate`` (then its first ``max_len`` tokens are
+    read and the prediction says ``truncated``). Nothing is cut silently.
+    """
+    if isinstance(texts, str):
+        raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
+    if len(class_names) != model.num_classes:
+        raise ValueError(f"class_names must name the model's {model.num_classes} classes, got {list(class_names)!r}")
+    model.eval()
+    max_len = model.positional_encoding.max_len
+    encoded = tokenizer.encode_batch(list(texts))
+    results: list[Prediction | str] = []
+    usable = []
+    for index, (text, ids) in enumerate(zip(texts, encoded)):
+        problem = text_problem(text, 0 if truncate else len(ids), max_len)
+        results.append(problem if problem is not None else "")
+        if problem is None:
+            usable.append(index)
+    if usable:
+        with torch.no_grad():
+            probabilities = predict_probabilities(model, [encoded[index][:max_len] for index in usable])
+        for index, row in zip(usable, probabilities.tolist()):
+            label = max(range(len(row)), key=row.__getitem__)
+            results[index] = Prediction(
+                label, class_names[label], dict(zip(class_names, row)), len(encoded[index]), len(encoded[index]) > max_len
+            )
+    return results
 
 
 def predict(
@@ -276,18 +301,12 @@ def predict(
     texts: Sequence[str],
     truncate: bool = False,
 ) -> list[Prediction]:
-    """Classify ``texts``; see :func:`encode_texts` for what is refused."""
-    model.eval()
-    token_ids = encode_texts(tokenizer, texts, model.positional_encoding.max_len, truncate=truncate)
-    if not token_ids:
-        return []
-    with torch.no_grad():
-        probabilities = predict_probabilities(model, token_ids)
-    results = []
-    for row in probabilities.tolist():
-        label = max(range(len(row)), key=row.__getitem__)
-        results.append(Prediction(label, class_names[label], dict(zip(class_names, row))))
-    return results
+    """Classify ``texts``; a text :func:`predict_each` refuses is a ValueError naming its index."""
+    results = predict_each(model, tokenizer, class_names, texts, truncate=truncate)
+    for index, result in enumerate(results):
+        if isinstance(result, str):
+            raise ValueError(f"texts[{index}]: {result}")
+    return results  # type: ignore[return-value]
 
 
 def evaluate_classifier(
@@ -295,18 +314,21 @@ def evaluate_classifier(
     tokenizer: SubwordTokenizer,
     articles: Sequence[NewsArticle],
     class_names: Sequence[str],
-) -> tuple[ClassificationReport, Tensor]:
+) -> tuple[ClassificationReport, list[Prediction]]:
     """Accuracy, per-class precision/recall/F1 and the confusion matrix on ``articles``.
 
-    Returns the report and the probabilities ``[N, C]``.
+    An article the model cannot read whole is a ValueError naming its line. Returns the
+    report and the prediction of every article.
     """
-    model.eval()
-    token_ids = encode_texts(tokenizer, [article.text for article in articles], model.positional_encoding.max_len)
-    with torch.no_grad():
-        probabilities = predict_probabilities(model, token_ids)
-    predictions = probabilities.argmax(dim=-1).tolist()
-    report = classification_report(predictions, [article.label for article in articles], class_names)
-    return report, probabilities
+    results = predict_each(model, tokenizer, class_names, [article.text for article in articles])
+    for article, result in zip(articles, results):
+        if isinstance(result, str):
+            raise ValueError(f"article of line {article.line_number}: {result}")
+    predictions: list[Prediction] = results  # type: ignore[assignment]
+    report = classification_report(
+        [prediction.label for prediction in predictions], [article.label for article in articles], class_names
+    )
+    return report, predictions
 
 
 # -- training and loading -----------------------------------------------------------------
