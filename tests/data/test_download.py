@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from transformer_lab.data.ag_news import AG_NEWS_TRAIN_MD5, download_ag_news
 from transformer_lab.data.download import download_file
 from transformer_lab.data.multi30k import MULTI30K_SHA256, download_multi30k, load_multi30k
 
@@ -158,3 +159,28 @@ def test_official_table_covers_the_default_files() -> None:
         f"{split}.{language}" for split in ("train", "val", "test_2016_flickr") for language in ("de", "en")
     )
     assert all(len(value) == 64 for value in MULTI30K_SHA256.values())
+
+
+def test_md5_checked_download_for_sources_without_a_sha256(server: Server, tmp_path: Path) -> None:
+    body = '"1","a","b"\n'
+    (server.root / "train.csv").write_text(body, encoding="utf-8")
+    md5 = hashlib.md5(body.encode("utf-8")).hexdigest()
+    destination = download_file(server.base_url + "train.csv", tmp_path / "cache" / "train.csv", expected_md5=md5)
+    assert destination.read_text(encoding="utf-8") == body
+    with pytest.raises(ValueError, match="md5 mismatch: expected 0{32}"):
+        download_file(server.base_url + "train.csv", tmp_path / "other" / "train.csv", expected_md5="0" * 32)
+    assert not (tmp_path / "other" / "train.csv").exists() and leftovers(tmp_path / "other") == []
+    with pytest.raises(ValueError, match="expected exactly one checksum"):
+        download_file(server.base_url + "train.csv", tmp_path / "x.csv", expected_sha256="0" * 64, expected_md5=md5)
+    with pytest.raises(ValueError, match="expected_md5 must be a md5 of 32 hex digits"):
+        download_file(server.base_url + "train.csv", tmp_path / "x.csv", expected_md5="abc")
+
+
+def test_download_ag_news_checks_the_training_file_against_the_published_md5(server: Server, tmp_path: Path) -> None:
+    (server.root / "train.csv").write_text('"1","not","the release"\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=f"train.csv .*md5 mismatch: expected {AG_NEWS_TRAIN_MD5}"):
+        download_ag_news(tmp_path / "cache", base_url=server.base_url, splits=("train",))
+    assert server.requests == ["/train.csv"]
+    assert not (tmp_path / "cache" / "ag_news" / "train.csv").exists()
+    with pytest.raises(ValueError, match="splits must hold only train, test"):
+        download_ag_news(tmp_path / "cache", base_url=server.base_url, splits=("validation",))

@@ -124,3 +124,16 @@ def test_plot_attention_reads_tokens_through_vocabulary_files(
     assert "--source: expected token ids separated by spaces" in capsys.readouterr().err
     assert main([*common, "--source", "5 6 99"]) == 2  # out of the model's vocabulary
     assert "src_ids must hold token ids in [0, 14), got 99" in capsys.readouterr().err
+
+
+def test_confusion_matrix_png_and_its_bad_input(tmp_path: Path) -> None:
+    names = ["World", "Sports", "Business", "Sci/Tech"]
+    confusion = [[50, 1, 2, 3], [0, 55, 1, 0], [4, 0, 40, 9], [2, 1, 6, 47]]
+    path = figures.plot_confusion_matrix(tmp_path / "confusion.png", confusion, names, figsize=(5.0, 4.0), dpi=DPI)
+    assert _pixels(path) == (4.0 * DPI, 5.0 * DPI)
+    with pytest.raises(ValueError, match=r"confusion must be 4 rows of 4 counts .* got shape \[2, 2\]"):
+        figures.plot_confusion_matrix(tmp_path / "x.png", [[1, 0], [0, 1]], names)
+    with pytest.raises(ValueError, match="non-negative counts"):
+        figures.plot_confusion_matrix(tmp_path / "x.png", [[1, -1], [0, 1]], names[:2])
+    with pytest.raises(ValueError, match="path must name a .png file"):
+        figures.plot_confusion_matrix(tmp_path / "x.svg", [[1, 0], [0, 1]], names[:2])

@@ -13,6 +13,7 @@ from typing import Sequence
 
 from transformer_lab.cli import (
     average_command,
+    classify_command,
     couplet_command,
     demo_command,
     evaluate_command,
@@ -28,6 +29,7 @@ _COMMAND_MODULES = [
     train_command,
     translate_command,
     couplet_command,
+    classify_command,
     evaluate_command,
     average_command,
     explain_command,

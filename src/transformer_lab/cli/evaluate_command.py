@@ -1,17 +1,24 @@
-"""``transformer-lab evaluate TASK --checkpoint DIR``: sacreBLEU on a test split (and, for couplets, the form)."""
+"""``transformer-lab evaluate TASK --checkpoint DIR``: score a checkpoint on a held-out split.
+
+- translation: sacreBLEU on a Multi30k split (default test_2016_flickr).
+- couplet: character BLEU-4 and the couplet's form (length, punctuation, tone, repetition).
+- classification: accuracy, per-class precision/recall/F1, the confusion matrix (printed
+  and drawn as a PNG) on the AG News test set (default) or the validation rows.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from transformer_lab.cli.decode_options import add_beam_argument, search_name, with_beam
 from transformer_lab.data import load_multi30k
 from transformer_lab.data.couplet import load_couplets
 from transformer_lab.evaluation.couplet_metrics import CoupletReport
-from transformer_lab.tasks import couplet, translation
+from transformer_lab.tasks import classification, couplet, translation
 
-DEFAULT_SPLITS = {"translation": "test_2016_flickr", "couplet": "test"}
+DEFAULT_SPLITS = {"translation": "test_2016_flickr", "couplet": "test", "classification": "test"}
 NUM_SAMPLES = 20
 
 
@@ -24,7 +31,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--data-dir", default=None, help="folder holding the dataset (default: $TRANSFORMER_LAB_DATA)")
     add_beam_argument(parser)
-    parser.add_argument("--output", type=Path, default=None, help="where to write the hypotheses (default: beside the checkpoint)")
+    parser.add_argument(
+        "--output", type=Path, default=None,
+        help="the hypotheses file (classification: the JSON report); default: beside the checkpoint",
+    )
+    parser.add_argument(
+        "--confusion-png", type=Path, default=None,
+        help="classification: where to draw the confusion matrix (default: beside the checkpoint)",
+    )
+    parser.add_argument(
+        "--skip-malformed", action="store_true", help="classification: skip malformed CSV lines (counted) instead of failing"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -32,6 +49,8 @@ def run(arguments: argparse.Namespace) -> int:
     split = arguments.split or DEFAULT_SPLITS[arguments.task]
     if arguments.task == "couplet":
         return _evaluate_couplet(arguments, split)
+    if arguments.task == "classification":
+        return _evaluate_classification(arguments, split)
     model, tokenizer, config = translation.load_translator(arguments.checkpoint)
     decode_config = with_beam(config.decode, arguments.beam)
     data_dir = arguments.data_dir if arguments.data_dir is not None else config.data.data_dir
@@ -90,3 +109,38 @@ def couplet_samples_table(evaluation: couplet.CoupletEvaluation, count: int) -> 
     for upper, ours, reference in list(zip(evaluation.uppers, evaluation.hypotheses, evaluation.references))[:count]:
         rows.append(f"| {upper} | {ours} | {reference} |")
     return "\n".join(rows) + "\n"
+
+
+def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
+    from transformer_lab.lab.figures import plot_confusion_matrix
+
+    if arguments.beam is not None:
+        raise ValueError("--beam: expected only with the translation and couplet tasks, got it with classification")
+    checkpoint = classification.resolve_checkpoint(arguments.checkpoint)
+    model, tokenizer, config = classification.load_classifier(checkpoint)
+    articles = classification.load_split(config, split, arguments.data_dir, skip_malformed=arguments.skip_malformed)
+    report, _ = classification.evaluate_classifier(model, tokenizer, articles, config.class_names)
+    width = max(len(name) for name in report.class_names)
+    print(f"{checkpoint}, {split}: {len(articles)} articles")
+    print(f"accuracy {report.accuracy:.4f}")
+    print(f"{'class':<{width}}  precision  recall  f1      support")
+    for name, precision, recall, f1, support in zip(
+        report.class_names, report.precision, report.recall, report.f1, report.support
+    ):
+        print(f"{name:<{width}}  {precision:.4f}     {recall:.4f}  {f1:.4f}  {support}")
+    print(f"{'macro':<{width}}  {report.macro_precision:.4f}     {report.macro_recall:.4f}  {report.macro_f1:.4f}  {len(articles)}")
+    print("confusion matrix (rows: true class, columns: predicted class, in the order above):")
+    for name, row in zip(report.class_names, report.confusion):
+        print(f"{name:<{width}}  " + " ".join(f"{count:6d}" for count in row))
+    output = arguments.output or checkpoint / f"report.{split}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps({"split": split, "num_articles": len(articles), **report.to_dict()}, indent=2) + "\n", encoding="utf-8")
+    picture = plot_confusion_matrix(
+        arguments.confusion_png or checkpoint / f"confusion.{split}.png",
+        report.confusion,
+        report.class_names,
+        title=f"{split}: accuracy {report.accuracy:.2%}",
+    )
+    print(f"report: {output}")
+    print(f"confusion matrix: {picture}")
+    return 0

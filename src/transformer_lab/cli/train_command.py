@@ -9,10 +9,10 @@ from pathlib import Path
 from types import ModuleType
 
 from transformer_lab.cli.overrides import add_override_arguments, resolved_config
-from transformer_lab.tasks import couplet, synthetic, translation
+from transformer_lab.tasks import classification, couplet, synthetic, translation
 
 SYNTHETIC_TASKS = ("copy", "reverse", "sort")
-REAL_DATA_TASKS = {"translation": translation, "couplet": couplet}
+REAL_DATA_TASKS = {"translation": translation, "couplet": couplet, "classification": classification}
 TASKS = (*SYNTHETIC_TASKS, *REAL_DATA_TASKS)
 
 
@@ -52,7 +52,7 @@ def run(arguments: argparse.Namespace) -> int:
 
 
 def _train_real_data(task: ModuleType, arguments: argparse.Namespace, out_dir: Path) -> int:
-    """Train a task that reads a dataset folder (translation, couplet): its preset, --data-dir, --set."""
+    """Train a task that reads a dataset folder (translation, couplet, classification): its preset, --data-dir, --set."""
     config = task.default_config()
     if arguments.data_dir is not None:
         config = dataclasses.replace(config, data=dataclasses.replace(config.data, data_dir=str(arguments.data_dir)))
@@ -60,3 +60,4 @@ def _train_real_data(task: ModuleType, arguments: argparse.Namespace, out_dir: P
     result = task.train(config, out_dir, resume=arguments.resume)
     print(json.dumps(result.summary, indent=2, default=str))
     return 0
+

@@ -5,6 +5,18 @@ Everything here is batch-first and depends only on torch, numpy, Hugging Face
 transformer_lab is imported.
 """
 
+from transformer_lab.data.ag_news import (
+    AG_NEWS_CLASSES,
+    AG_NEWS_SPLITS,
+    AgNewsFile,
+    NewsArticle,
+    ag_news_path,
+    download_ag_news,
+    join_title_and_description,
+    read_ag_news_csv,
+    read_class_names,
+    resolve_ag_news_dir,
+)
 from transformer_lab.data.batching import (
     balance_batches_for_shards,
     fixed_size_batches,
@@ -32,6 +44,7 @@ from transformer_lab.data.multi30k import (
     resolve_multi30k_dir,
 )
 from transformer_lab.data.parallel_text import ParallelText, read_lines, read_parallel_text
+from transformer_lab.data.splits import stratified_split
 from transformer_lab.data.subword import SubwordTokenizer, encode_pairs
 from transformer_lab.data.synthetic import SYNTHETIC_TASKS, SyntheticTask, make_synthetic_pairs
 from transformer_lab.data.vocabulary import (
@@ -49,6 +62,17 @@ from transformer_lab.data.vocabulary import (
 )
 
 __all__ = [
+    "AG_NEWS_CLASSES",
+    "AG_NEWS_SPLITS",
+    "AgNewsFile",
+    "NewsArticle",
+    "ag_news_path",
+    "download_ag_news",
+    "join_title_and_description",
+    "read_ag_news_csv",
+    "read_class_names",
+    "resolve_ag_news_dir",
+    "stratified_split",
     "BOS_ID",
     "BOS_TOKEN",
     "DATA_ENVIRONMENT_VARIABLE",

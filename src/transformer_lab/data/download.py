@@ -10,6 +10,9 @@ file whose sha256 matches is renamed into place (`os.replace`, atomic on one fil
 system). On a mismatch the temporary file is deleted and a ValueError names the URL, the
 file, the expected and the actual hash. An existing file whose hash already matches is
 kept without any network access.
+
+Where a source publishes only an MD5 (the AG News training file), `expected_md5` checks
+that instead; MD5 guards against a truncated or wrong file, not against tampering.
 """
 
 from __future__ import annotations
@@ -33,24 +36,40 @@ _CHUNK_BYTES = 1 << 20
 _SCHEMES = ("http", "https", "file")
 
 
-def sha256_of_file(path: str | os.PathLike[str]) -> str:
-    """The sha256 of a file's bytes, as 64 lowercase hex digits."""
-    digest = hashlib.sha256()
+def _digest_of_file(path: str | os.PathLike[str], algorithm: str) -> str:
+    digest = hashlib.new(algorithm)
     with open(path, "rb") as file:
         for chunk in iter(lambda: file.read(_CHUNK_BYTES), b""):
             digest.update(chunk)
     return digest.hexdigest()
 
 
-def _check_sha256(name: str, value: object) -> str:
-    """Return `value` lowercased if it is 64 hex digits, else raise a ValueError naming `name`."""
+def sha256_of_file(path: str | os.PathLike[str]) -> str:
+    """The sha256 of a file's bytes, as 64 lowercase hex digits."""
+    return _digest_of_file(path, "sha256")
+
+
+def _check_hex_digest(name: str, value: object, algorithm: str, digits: int) -> str:
+    """Return `value` lowercased if it is `digits` hex digits, else raise a ValueError naming `name`."""
     if (
         not isinstance(value, str)
-        or len(value) != 64
+        or len(value) != digits
         or any(c not in "0123456789abcdefABCDEF" for c in value)
     ):
-        raise ValueError(f"{name} must be a sha256 of 64 hex digits, got {value!r}")
+        raise ValueError(f"{name} must be a {algorithm} of {digits} hex digits, got {value!r}")
     return value.lower()
+
+
+def _expected_digest(expected_sha256: object, expected_md5: object) -> tuple[str, str]:
+    """(algorithm, expected hex digest) from the two arguments, exactly one of which is given."""
+    if (expected_sha256 is None) == (expected_md5 is None):
+        raise ValueError(
+            f"expected_sha256 or expected_md5: expected exactly one checksum, got "
+            f"expected_sha256={expected_sha256!r} and expected_md5={expected_md5!r}"
+        )
+    if expected_sha256 is not None:
+        return "sha256", _check_hex_digest("expected_sha256", expected_sha256, "sha256", 64)
+    return "md5", _check_hex_digest("expected_md5", expected_md5, "md5", 32)
 
 
 def _check_url(url: object) -> str:
@@ -93,11 +112,12 @@ def _gunzip(url: str, compressed: BinaryIO, destination: BinaryIO) -> None:
 def download_file(
     url: str,
     destination: str | os.PathLike[str],
-    expected_sha256: str,
+    expected_sha256: str | None = None,
     gunzip: bool = False,
     timeout: float = 60.0,
+    expected_md5: str | None = None,
 ) -> Path:
-    """Download `url` to `destination` atomically and check its sha256.
+    """Download `url` to `destination` atomically and check its sha256 (or MD5).
 
     If `destination` already exists with the expected hash, nothing is fetched. If it
     exists with another hash it is deleted (a warning says so) and downloaded again.
@@ -107,6 +127,8 @@ def download_file(
         destination: the final path of the (decompressed) file; its folder is created.
         expected_sha256: the sha256 of the final file, that is of the decompressed bytes
             when `gunzip` is set.
+        expected_md5: instead of `expected_sha256`, for sources that publish only an MD5;
+            exactly one of the two must be given.
         gunzip: the body is gzip data; store it decompressed.
         timeout: seconds to wait on the connection before giving up.
 
@@ -121,21 +143,22 @@ def download_file(
         ConnectionError: any other network failure.
     """
     url = _check_url(url)
-    expected_sha256 = _check_sha256("expected_sha256", expected_sha256)
+    algorithm, expected = _expected_digest(expected_sha256, expected_md5)
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     destination = Path(destination)
     if destination.exists():
-        actual = sha256_of_file(destination)
-        if actual == expected_sha256:
-            logger.info("%s is already present with the expected sha256; not downloading", destination)
+        actual = _digest_of_file(destination, algorithm)
+        if actual == expected:
+            logger.info("%s is already present with the expected %s; not downloading", destination, algorithm)
             return destination
         # A cache must never keep bytes it cannot vouch for, so the bad file goes first.
         logger.warning(
-            "%s exists but its sha256 is %s, expected %s; deleting it and downloading again",
+            "%s exists but its %s is %s, expected %s; deleting it and downloading again",
             destination,
+            algorithm,
             actual,
-            expected_sha256,
+            expected,
         )
         destination.unlink()
     destination.parent.mkdir(parents=True, exist_ok=True)
@@ -161,10 +184,10 @@ def download_file(
             with open(result, "rb") as compressed, temporary_file() as plain:
                 _gunzip(url, compressed, plain)
             result = temporaries[-1]
-        actual = sha256_of_file(result)
-        if actual != expected_sha256:
+        actual = _digest_of_file(result, algorithm)
+        if actual != expected:
             raise ValueError(
-                f"{destination.name} (from {url}): sha256 mismatch: expected {expected_sha256}, "
+                f"{destination.name} (from {url}): {algorithm} mismatch: expected {expected}, "
                 f"got {actual}; the downloaded file was deleted, {destination} was not written"
             )
         with open(result, "rb+") as file:

@@ -35,12 +35,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from transformer_lab.data._checks import check_bool
+# DATA_ENVIRONMENT_VARIABLE is re-exported here, where callers found it before AG News shared it.
+from transformer_lab.data.dataset_folder import DATA_ENVIRONMENT_VARIABLE, resolve_dataset_dir  # noqa: F401
 from transformer_lab.data.download import download_file
 from transformer_lab.data.parallel_text import ParallelText, read_parallel_text
 
 logger = logging.getLogger(__name__)
 
-DATA_ENVIRONMENT_VARIABLE = "TRANSFORMER_LAB_DATA"
 MULTI30K_FOLDER = "multi30k"
 MULTI30K_SPLITS: tuple[str, ...] = ("train", "val", "test_2016_flickr")
 MULTI30K_LANGUAGES: tuple[str, ...] = ("de", "en")
@@ -89,23 +90,7 @@ def resolve_multi30k_dir(data_dir: str | os.PathLike[str] | None = None) -> Path
         ValueError: data_dir is None and TRANSFORMER_LAB_DATA is not set.
         FileNotFoundError: the folder does not exist.
     """
-    if data_dir is None:
-        value = os.environ.get(DATA_ENVIRONMENT_VARIABLE, "")
-        if not value:
-            raise ValueError(
-                f"data_dir must be a folder, got None and the environment variable "
-                f"{DATA_ENVIRONMENT_VARIABLE} is not set; pass data_dir (or --data-dir) or set "
-                f"{DATA_ENVIRONMENT_VARIABLE} to a folder that holds {MULTI30K_FOLDER}/"
-            )
-        folder, origin = Path(value), f"{DATA_ENVIRONMENT_VARIABLE}={value!r}"
-    else:
-        folder, origin = Path(data_dir), f"data_dir={str(data_dir)!r}"
-    if not folder.is_dir():
-        raise FileNotFoundError(
-            f"{origin}: expected an existing folder, got {str(folder)!r}, which is not one"
-        )
-    nested = folder / MULTI30K_FOLDER
-    return nested if nested.is_dir() else folder
+    return resolve_dataset_dir(data_dir, MULTI30K_FOLDER)
 
 
 def read_multi30k(

@@ -1,6 +1,18 @@
-"""Scores: BLEU through sacreBLEU, and accuracy."""
+"""Scores: BLEU through sacreBLEU, accuracy, and per-class classification metrics."""
 
 from transformer_lab.evaluation.bleu import BleuResult, corpus_bleu
 from transformer_lab.evaluation.accuracy import accuracy
+from transformer_lab.evaluation.classification_metrics import (
+    ClassificationReport,
+    classification_report,
+    confusion_matrix,
+)
 
-__all__ = ["BleuResult", "corpus_bleu", "accuracy"]
+__all__ = [
+    "BleuResult",
+    "corpus_bleu",
+    "accuracy",
+    "ClassificationReport",
+    "classification_report",
+    "confusion_matrix",
+]

@@ -5,7 +5,8 @@ masks of :mod:`transformer_lab.nn.masks`), :func:`plot_positions` (the positiona
 :func:`plot_lr_schedule` (:func:`~transformer_lab.training.noam_lr`),
 :func:`plot_attention` / :func:`plot_checkpoint_attention` (every head of every layer of a
 trained model), :func:`plot_training_curve` (a Trainer's ``metrics.jsonl``) and
-:func:`plot_attention_heatmap` (one matrix). ``transformer-lab plot`` calls them.
+:func:`plot_attention_heatmap` (one matrix) and :func:`plot_confusion_matrix` (a
+classifier's errors). ``transformer-lab plot`` calls them.
 """
 
 from __future__ import annotations
@@ -356,6 +357,50 @@ def plot_training_curve(
     right.set_title("evaluation", fontsize=10)
     if metric_names:
         right.legend(fontsize=8)
+    figure.tight_layout()
+    return _save(figure, path, dpi)
+
+
+def plot_confusion_matrix(
+    path: str | os.PathLike[str],
+    confusion: Sequence[Sequence[int]],
+    class_names: Sequence[str],
+    title: str = "confusion matrix",
+    figsize: tuple[float, float] = (6.0, 5.0),
+    dpi: int = 100,
+) -> Path:
+    """A confusion matrix: rows true classes, columns predicted, each cell its count.
+
+    Cells are coloured by their share of the row (the recall of the diagonal, the
+    confusions off it), so that classes of different sizes read alike.
+
+    Shape:
+        confusion: C rows of C counts, ``C == len(class_names)``.
+    """
+    _check_figure_size(figsize, dpi)
+    counts = torch.tensor([list(row) for row in confusion], dtype=torch.float64)
+    size = len(class_names)
+    if counts.dim() != 2 or tuple(counts.shape) != (size, size):
+        raise ValueError(
+            f"confusion must be {size} rows of {size} counts (one per class name), got shape {list(counts.shape)}"
+        )
+    if bool((counts < 0).any()):
+        raise ValueError(f"confusion must hold non-negative counts, got {counts.min().item()}")
+    shares = counts / counts.sum(dim=1, keepdim=True).clamp_min(1.0)  # [C, C], rows sum to 1 (or 0)
+    figure, axes = plt.subplots(figsize=figsize)
+    image = axes.imshow(shares.numpy(), cmap="Blues", vmin=0.0, vmax=1.0)
+    for row in range(size):
+        for column in range(size):
+            axes.text(
+                column, row, f"{int(counts[row, column])}", ha="center", va="center",
+                color="white" if shares[row, column] > 0.5 else "black", fontsize=9,
+            )
+    axes.set_xticks(range(size), labels=list(class_names), rotation=30, ha="right")
+    axes.set_yticks(range(size), labels=list(class_names))
+    axes.set_xlabel("predicted class")
+    axes.set_ylabel("true class")
+    axes.set_title(title, fontsize=10)
+    figure.colorbar(image, ax=axes, fraction=0.046, label="share of the true class")
     figure.tight_layout()
     return _save(figure, path, dpi)
 

@@ -1,0 +1,82 @@
+"""``transformer-lab classify --checkpoint runs/NAME "Stocks rallied after the Fed..."``.
+
+Texts come from the arguments, from ``--input`` (one a line) or from stdin (one a line).
+Each gives one stdout line, in input order: the predicted class, then every class's
+probability, tab-separated (``Business<TAB>World=0.0123 Sports=0.0031 ...``). A text that
+cannot be classified (empty, or longer than the model reads without ``--truncate``) gives
+``-`` and the reason on its stdout line and one line on stderr, and the exit code is 2;
+the other texts are still classified. ``--output`` also writes one JSON object a line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from transformer_lab.data import read_lines
+from transformer_lab.tasks import classification
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("classify", help="classify texts with a classification checkpoint")
+    parser.add_argument("texts", nargs="*", help="texts to classify (none: read stdin, one per line)")
+    parser.add_argument("--checkpoint", type=Path, required=True, help="run folder (its best/) or checkpoint folder")
+    parser.add_argument("--input", type=Path, default=None, help="classify every line of this UTF-8 file")
+    parser.add_argument("--output", type=Path, default=None, help="also write the results here, one JSON object a line")
+    parser.add_argument(
+        "--truncate", action="store_true", help="read only the first max_len subword tokens of a longer text (reported)"
+    )
+    parser.set_defaults(handler=run)
+
+
+def _stdin_lines() -> list[str]:
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(f"stdin: line {line}: expected UTF-8 text, got invalid byte(s) {data[error.start : error.end]!r}") from None
+    return [line.removesuffix("\r") for line in text.split("\n")[: -1 if text.endswith("\n") else None]]
+
+
+def run(arguments: argparse.Namespace) -> int:
+    if arguments.input is not None and arguments.texts:
+        raise ValueError("texts: expected either texts or --input, got both")
+    if arguments.input is not None:
+        texts = read_lines(arguments.input)
+    elif arguments.texts:
+        texts = list(arguments.texts)
+    else:
+        texts = _stdin_lines()
+    if not texts:
+        raise ValueError("texts: expected at least one text (arguments, --input or stdin), got none")
+    model, tokenizer, config = classification.load_classifier(arguments.checkpoint)
+    results = classification.predict_each(model, tokenizer, config.class_names, texts, truncate=arguments.truncate)
+    records = []
+    refused = 0
+    for number, (text, result) in enumerate(zip(texts, results), start=1):
+        if isinstance(result, str):
+            refused += 1
+            print(f"-\t{result}")
+            print(f"transformer-lab classify: input {number}: {result}", file=sys.stderr)
+            records.append({"text": text, "error": result})
+            continue
+        if result.truncated:
+            print(
+                f"transformer-lab classify: input {number}: read only the first "
+                f"{model.positional_encoding.max_len} of its {result.num_tokens} subword tokens (--truncate)",
+                file=sys.stderr,
+            )
+        shares = " ".join(f"{name}={probability:.4f}" for name, probability in result.probabilities.items())
+        print(f"{result.label_name}\t{shares}")
+        records.append(
+            {"text": text, "label": result.label_name, "probabilities": result.probabilities, "truncated": result.truncated}
+        )
+    if arguments.output is not None:
+        arguments.output.parent.mkdir(parents=True, exist_ok=True)
+        arguments.output.write_text(
+            "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records), encoding="utf-8"
+        )
+    return 2 if refused else 0

@@ -1,0 +1,461 @@
+"""News topic classification on AG News: data, model, training, prediction, evaluation.
+
+Thin glue over ``data`` (the AG News reader, a seeded stratified validation split carved
+from the training file, byte-level BPE, token-budget batches), ``models``
+(TransformerClassifier, mean pooling over real tokens only), ``training`` (the Trainer,
+label smoothing, the Noam schedule, bf16 autocast) and ``evaluation`` (accuracy,
+per-class precision/recall/F1, the confusion matrix). The tokenizer is trained on the
+training split only (never on the validation rows or the test set) and saved inside
+every checkpoint as ``tokenizer.json``; ``best/`` is the checkpoint with the highest
+validation accuracy. The test set is read only by :func:`evaluate_classifier` callers.
+
+A text is the title and the description joined by a line break
+(:func:`~transformer_lab.data.join_title_and_description`); a text given to
+:func:`predict` is read as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer_lab.data import (
+    AG_NEWS_CLASSES,
+    PAD_ID,
+    ClassificationBatch,
+    NewsArticle,
+    SubwordTokenizer,
+    ag_news_path,
+    collate_classification,
+    padding_fraction,
+    read_ag_news_csv,
+    read_class_names,
+    resolve_ag_news_dir,
+    stratified_split,
+    token_budget_batches,
+)
+from transformer_lab.evaluation import ClassificationReport, classification_report
+from transformer_lab.models import ClassifierConfig, TransformerClassifier
+from transformer_lab.training import (
+    TrainConfig,
+    Trainer,
+    config_from_dict,
+    config_to_dict,
+    label_smoothed_cross_entropy,
+    load_checkpoint_config,
+    load_model_weights,
+    read_extra_file,
+)
+from transformer_lab.training.checkpoint import CONFIG_FILE
+
+logger = logging.getLogger(__name__)
+
+TASK_NAME = "classification"
+TOKENIZER_FILE = "tokenizer.json"
+METADATA_KEYS = ("task",)
+# Labels are never padding; the loss needs an ignore_index no label can take.
+_NO_IGNORED_LABEL = -1
+
+
+@dataclass(frozen=True)
+class ClassificationDataConfig:
+    """Where the data is, how the validation split is carved, how text becomes batches."""
+
+    data_dir: str | None = None  # folder holding ag_news/ (None: $TRANSFORMER_LAB_DATA)
+    # Training CSV, relative to the ag_news/ folder or absolute; "" = train.csv when
+    # present, else train_subset/train_subset_12k.csv. Training records the file it used.
+    train_file: str = ""
+    validation_fraction: float = 0.1  # share of each class held out of the training file
+    split_seed: int = 1234  # which rows are held out
+    skip_malformed: bool = False  # skip (count, report) malformed CSV lines instead of failing
+    num_train: int = 0  # use only the first N rows of the training file (0 = all): quick runs
+    vocab_size: int = 8000  # byte-level BPE entries, specials included
+    # News topics hardly depend on case; lowercasing halves the sparse word forms that
+    # 12k rows must teach.
+    lowercase: bool = True
+    min_frequency: int = 2  # fewest occurrences for a BPE merge
+    max_tokens: int = 2048  # padded tokens per training batch (~35 articles)
+    seed: int = 1234  # shuffling of the batches
+
+
+def _default_model() -> ClassifierConfig:
+    # Small and strongly regularised: 12k rows cannot feed a large encoder.
+    return ClassifierConfig(
+        d_model=256,
+        nhead=4,
+        num_layers=2,
+        dim_feedforward=512,
+        dropout=0.3,
+        norm_first=True,
+        activation="gelu",
+        max_len=512,  # the longest AG News article is ~300 subword tokens
+        pooling="mean",
+    )
+
+
+def _default_train() -> TrainConfig:
+    return TrainConfig(
+        # ~310 batches of 2,048 tokens per epoch on the 10,800 training rows of the 12k
+        # subset (~630k tokens); peak rate 0.5 * 256^-0.5 * 400^-0.5 = 1.6e-3 after a short
+        # warm-up. 12 epochs (~3,700 steps) were estimated at ~10 minutes on 2 threads
+        # (bf16 is 1.5x fp32 at d_model 256 on this AVX512-BF16 CPU, docs/results.md);
+        # best/ keeps the epoch of the highest validation accuracy, so extra epochs cost
+        # time, not accuracy.
+        epochs=12,
+        lr_factor=0.5,
+        warmup_steps=400,
+        label_smoothing=0.1,
+        precision="bf16",
+        eval_every_steps=0,  # validation accuracy and a checkpoint at each epoch end
+        keep_last=0,
+        best_metric="val_accuracy",
+        best_mode="max",
+        log_every_steps=50,
+    )
+
+
+@dataclass
+class ClassificationConfig:
+    """Everything a classification run needs; written into every checkpoint."""
+
+    data: ClassificationDataConfig = field(default_factory=ClassificationDataConfig)
+    model: ClassifierConfig = field(default_factory=_default_model)
+    train: TrainConfig = field(default_factory=_default_train)
+    class_names: tuple[str, ...] = AG_NEWS_CLASSES  # set from classes.txt when training
+
+
+def default_config() -> ClassificationConfig:
+    return ClassificationConfig()
+
+
+@dataclass
+class ClassificationData:
+    """The two parts of the training file, encoded, and the tokenizer trained on the first."""
+
+    tokenizer: SubwordTokenizer
+    class_names: tuple[str, ...]
+    train_file: Path
+    train_articles: list[NewsArticle]
+    validation_articles: list[NewsArticle]
+    train_ids: list[list[int]]
+    num_skipped: int
+
+
+def _recorded_train_file(path: Path, folder: Path) -> str:
+    """The train_file to write into the config: relative to ag_news/ where possible."""
+    try:
+        return str(path.resolve().relative_to(folder.resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+def build_data(config: ClassificationDataConfig, tokenizer: SubwordTokenizer | None = None) -> ClassificationData:
+    """Read the training file, split off validation, train the BPE on the rest, encode it."""
+    if config.num_train < 0:
+        raise ValueError(f"data.num_train must be >= 0 (0 = all rows), got {config.num_train}")
+    path = ag_news_path("train", config.data_dir, config.train_file)
+    read = read_ag_news_csv(path, skip_malformed=config.skip_malformed)
+    articles = read.articles if config.num_train == 0 else read.articles[: config.num_train]
+    train_indices, validation_indices = stratified_split(
+        [article.label for article in articles], config.validation_fraction, config.split_seed
+    )
+    if not train_indices or not validation_indices:
+        raise ValueError(
+            f"data.validation_fraction={config.validation_fraction} of {len(articles)} rows leaves "
+            f"{len(train_indices)} training and {len(validation_indices)} validation rows; both must be non-empty"
+        )
+    train_articles = [articles[index] for index in train_indices]
+    validation_articles = [articles[index] for index in validation_indices]
+    texts = [article.text for article in train_articles]
+    if tokenizer is None:
+        tokenizer = SubwordTokenizer.train(
+            texts, vocab_size=config.vocab_size, lowercase=config.lowercase, min_frequency=config.min_frequency
+        )
+    return ClassificationData(
+        tokenizer=tokenizer,
+        class_names=read_class_names(config.data_dir),
+        train_file=path,
+        train_articles=train_articles,
+        validation_articles=validation_articles,
+        train_ids=tokenizer.encode_batch(texts),
+        num_skipped=read.num_skipped,
+    )
+
+
+def epoch_batches(data: ClassificationData, config: ClassificationDataConfig, epoch: int) -> list[ClassificationBatch]:
+    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch)."""
+    lengths = [len(ids) for ids in data.train_ids]
+    indices = token_budget_batches(lengths, config.max_tokens, shuffle=True, seed=config.seed, epoch=epoch)
+    return [
+        collate_classification([(data.train_ids[index], data.train_articles[index].label) for index in batch], PAD_ID)
+        for batch in indices
+    ]
+
+
+def classification_loss_fn(smoothing: float) -> Callable[[nn.Module, ClassificationBatch], Tensor]:
+    """The Trainer's ``loss_fn``: label-smoothed cross-entropy over the batch's articles."""
+
+    def loss_fn(model: nn.Module, batch: ClassificationBatch) -> Tensor:
+        batch = batch.to(next(model.parameters()).device)
+        logits = model(batch.token_ids)  # [B, C]
+        return label_smoothed_cross_entropy(logits, batch.labels, smoothing=smoothing, ignore_index=_NO_IGNORED_LABEL)
+
+    return loss_fn
+
+
+# -- prediction ---------------------------------------------------------------------------
+
+
+def text_problem(text: str, token_count: int, max_len: int) -> str | None:
+    """Why ``text`` (of ``token_count`` subword tokens) cannot be classified, or None."""
+    if not text.strip():
+        return "the text is empty or only whitespace, so there is nothing to classify"
+    if token_count > max_len:
+        return (
+            f"the text is {token_count} subword tokens, more than the model reads ({max_len}, its max_len); "
+            "shorten it, or truncate it explicitly (--truncate)"
+        )
+    return None
+
+
+def predict_probabilities(
+    model: TransformerClassifier, token_ids: Sequence[Sequence[int]], max_tokens: int = 8192
+) -> Tensor:
+    """Class probabilities of already encoded texts, batched by length, in input order.
+
+    Shape:
+        returns ``[N, C]`` float32, each row summing to 1.
+    """
+    device = next(model.parameters()).device
+    lengths = [len(ids) for ids in token_ids]
+    budget = max(max_tokens, max(lengths))
+    probabilities = torch.empty(len(token_ids), model.num_classes)
+    for batch in token_budget_batches(lengths, budget, shuffle=False):
+        collated = collate_classification([(token_ids[index], 0) for index in batch], PAD_ID)
+        logits = model(collated.token_ids.to(device))  # [B, C]
+        probabilities[batch] = logits.float().softmax(dim=-1).cpu()
+    return probabilities
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The predicted class of one text and the probability of every class.
+
+    ``num_tokens`` is the text's subword length; ``truncated`` says whether only its
+    first ``max_len`` tokens were read (only ever with ``truncate=True``).
+    """
+
+    label: int
+    label_name: str
+    probabilities: dict[str, float]
+    num_tokens: int
+    truncated: bool = False
+
+
+def predict_each(
+    model: TransformerClassifier,
+    tokenizer: SubwordTokenizer,
+    class_names: Sequence[str],
+    texts: Sequence[str],
+    truncate: bool = False,
+) -> list[Prediction | str]:
+    """Classify each text; a text that cannot be classified gets the reason (a str) instead.
+
+    Refused: an empty or whitespace-only text, and one longer than the model's
+    ``max_len`` subword tokens unless ``truncate`` (then its first ``max_len`` tokens are
+    read and the prediction says ``truncated``). Nothing is cut silently.
+    """
+    if isinstance(texts, str):
+        raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
+    if len(class_names) != model.num_classes:
+        raise ValueError(f"class_names must name the model's {model.num_classes} classes, got {list(class_names)!r}")
+    model.eval()
+    max_len = model.positional_encoding.max_len
+    encoded = tokenizer.encode_batch(list(texts))
+    results: list[Prediction | str] = []
+    usable = []
+    for index, (text, ids) in enumerate(zip(texts, encoded)):
+        problem = text_problem(text, 0 if truncate else len(ids), max_len)
+        results.append(problem if problem is not None else "")
+        if problem is None:
+            usable.append(index)
+    if usable:
+        with torch.no_grad():
+            probabilities = predict_probabilities(model, [encoded[index][:max_len] for index in usable])
+        for index, row in zip(usable, probabilities.tolist()):
+            label = max(range(len(row)), key=row.__getitem__)
+            results[index] = Prediction(
+                label, class_names[label], dict(zip(class_names, row)), len(encoded[index]), len(encoded[index]) > max_len
+            )
+    return results
+
+
+def predict(
+    model: TransformerClassifier,
+    tokenizer: SubwordTokenizer,
+    class_names: Sequence[str],
+    texts: Sequence[str],
+    truncate: bool = False,
+) -> list[Prediction]:
+    """Classify ``texts``; a text :func:`predict_each` refuses is a ValueError naming its index."""
+    results = predict_each(model, tokenizer, class_names, texts, truncate=truncate)
+    for index, result in enumerate(results):
+        if isinstance(result, str):
+            raise ValueError(f"texts[{index}]: {result}")
+    return results  # type: ignore[return-value]
+
+
+def evaluate_classifier(
+    model: TransformerClassifier,
+    tokenizer: SubwordTokenizer,
+    articles: Sequence[NewsArticle],
+    class_names: Sequence[str],
+) -> tuple[ClassificationReport, list[Prediction]]:
+    """Accuracy, per-class precision/recall/F1 and the confusion matrix on ``articles``.
+
+    An article the model cannot read whole is a ValueError naming its line. Returns the
+    report and the prediction of every article.
+    """
+    results = predict_each(model, tokenizer, class_names, [article.text for article in articles])
+    for article, result in zip(articles, results):
+        if isinstance(result, str):
+            raise ValueError(f"article of line {article.line_number}: {result}")
+    predictions: list[Prediction] = results  # type: ignore[assignment]
+    report = classification_report(
+        [prediction.label for prediction in predictions], [article.label for article in articles], class_names
+    )
+    return report, predictions
+
+
+# -- training and loading -----------------------------------------------------------------
+
+
+@dataclass
+class TrainResult:
+    model: TransformerClassifier
+    tokenizer: SubwordTokenizer
+    config: ClassificationConfig
+    data: ClassificationData
+    summary: dict[str, Any]
+
+
+def _check_lengths(data: ClassificationData, max_len: int) -> None:
+    for article, ids in zip(data.train_articles, data.train_ids):
+        if len(ids) > max_len:
+            raise ValueError(
+                f"{data.train_file}: line {article.line_number}: expected at most {max_len} subword tokens "
+                f"(model.max_len), got {len(ids)}; raise model.max_len"
+            )
+
+
+def train(config: ClassificationConfig, out_dir: str | os.PathLike[str], *, resume: bool = False) -> TrainResult:
+    """Train a classifier; validation accuracy at every epoch end decides ``best/``."""
+    out_dir = Path(out_dir)
+    tokenizer = None
+    if resume:
+        tokenizer = SubwordTokenizer.from_json(read_extra_file(out_dir / "last", TOKENIZER_FILE).decode("utf-8"))
+    data = build_data(config.data, tokenizer)
+    _check_lengths(data, config.model.max_len)
+    config = dataclasses.replace(
+        config,
+        data=dataclasses.replace(
+            config.data, train_file=_recorded_train_file(data.train_file, resolve_ag_news_dir(config.data.data_dir))
+        ),
+        model=dataclasses.replace(
+            config.model, vocab_size=data.tokenizer.vocab_size, num_classes=len(data.class_names), pad_id=PAD_ID
+        ),
+        class_names=tuple(data.class_names),
+    )
+    lengths = [len(ids) for ids in data.train_ids]
+    first_epoch = token_budget_batches(lengths, config.data.max_tokens, shuffle=True, seed=config.data.seed, epoch=0)
+    logger.info(
+        "%s: %d training and %d validation articles (%d malformed lines skipped), vocabulary %d, "
+        "%d batches per epoch, padding %.1f%%",
+        data.train_file, len(data.train_articles), len(data.validation_articles), data.num_skipped,
+        data.tokenizer.vocab_size, len(first_epoch), 100 * padding_fraction(first_epoch, lengths),
+    )
+    validation_ids = data.tokenizer.encode_batch([article.text for article in data.validation_articles])
+    validation_labels = torch.tensor([article.label for article in data.validation_articles])
+    torch.manual_seed(config.train.seed)
+    model = TransformerClassifier.from_config(config.model)
+
+    def evaluate(evaluated_model: nn.Module) -> dict[str, float]:
+        probabilities = predict_probabilities(evaluated_model, validation_ids)  # [N, C]
+        log_probabilities = probabilities.clamp_min(1e-12).log()
+        return {
+            "val_accuracy": float((probabilities.argmax(dim=-1) == validation_labels).float().mean()),
+            "val_loss": float(F.nll_loss(log_probabilities, validation_labels)),
+        }
+
+    trainer = Trainer(
+        model,
+        config.train,
+        out_dir,
+        loss_fn=classification_loss_fn(config.train.label_smoothing),
+        train_batches=lambda epoch: epoch_batches(data, config.data, epoch),
+        d_model=config.model.d_model,
+        evaluate_fn=evaluate,
+        count_tokens=lambda batch: int((batch.token_ids != PAD_ID).sum()),
+        checkpoint_config={"task": TASK_NAME, **config_to_dict(config)},
+        extra_files={TOKENIZER_FILE: data.tokenizer.to_json()},
+        resume=resume,
+    )
+    summary = trainer.fit()
+    return TrainResult(model=model, tokenizer=data.tokenizer, config=config, data=data, summary=summary)
+
+
+def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
+    """A checkpoint folder itself, or a run folder's ``best/`` (else its ``last/``)."""
+    path = Path(path)
+    if (path / CONFIG_FILE).is_file():
+        return path
+    for name in ("best", "last"):
+        if (path / name / CONFIG_FILE).is_file():
+            return path / name
+    raise FileNotFoundError(
+        f"checkpoint: expected a checkpoint folder (with {CONFIG_FILE}) or a run folder holding best/ or last/, "
+        f"got {str(path)!r}"
+    )
+
+
+def load_classifier(
+    checkpoint: str | os.PathLike[str],
+) -> tuple[TransformerClassifier, SubwordTokenizer, ClassificationConfig]:
+    """Rebuild the model (in eval mode), tokenizer and config of a classification checkpoint.
+
+    ``checkpoint`` is a checkpoint folder or a run folder (its ``best/`` is used).
+    """
+    folder = resolve_checkpoint(checkpoint)
+    raw = load_checkpoint_config(folder)
+    if raw.get("task") != TASK_NAME:
+        raise ValueError(f"checkpoint {folder}: expected a {TASK_NAME} checkpoint, got task {raw.get('task')!r}")
+    config = config_from_dict(ClassificationConfig, {key: value for key, value in raw.items() if key not in METADATA_KEYS})
+    tokenizer = SubwordTokenizer.from_json(read_extra_file(folder, TOKENIZER_FILE).decode("utf-8"))
+    model = TransformerClassifier.from_config(config.model)
+    load_model_weights(folder, model)
+    return model.eval(), tokenizer, config
+
+
+def load_split(config: ClassificationConfig, split: str, data_dir: str | None = None, skip_malformed: bool = False) -> list[NewsArticle]:
+    """The articles of ``split`` ("test", or "validation": the rows held out at training)."""
+    data_dir = data_dir if data_dir is not None else config.data.data_dir
+    if split == "test":
+        return read_ag_news_csv(ag_news_path("test", data_dir), skip_malformed=skip_malformed).articles
+    if split == "validation":
+        path = ag_news_path("train", data_dir, config.data.train_file)
+        articles = read_ag_news_csv(path, skip_malformed=config.data.skip_malformed).articles
+        if config.data.num_train:
+            articles = articles[: config.data.num_train]
+        _, validation_indices = stratified_split(
+            [article.label for article in articles], config.data.validation_fraction, config.data.split_seed
+        )
+        return [articles[index] for index in validation_indices]
+    raise ValueError(f"split must be 'test' or 'validation', got {split!r}")

@@ -1,0 +1,100 @@
+"""`transformer-lab train/classify/evaluate classification` on made-up news; bad input never a traceback."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.tasks.news_fixture import tiny_overrides, write_news_folder
+from transformer_lab.cli import main
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data_dir = write_news_folder(tmp_path_factory.mktemp("news"), train_per_class=30, test_per_class=5)
+    out = tmp_path_factory.mktemp("runs") / "news"
+    overrides = [argument for item in tiny_overrides(data_dir, epochs=2) for argument in ("--set", item)]
+    assert main(["train", "classification", "--data-dir", str(data_dir), "--out", str(out), *overrides]) == 0
+    return out
+
+
+def test_classify_prints_a_label_and_every_probability(run_folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["classify", "--checkpoint", str(run_folder), "shares profit merger", "goal 🚀⚽ league"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    for line in lines:
+        label, shares = line.split("\t")
+        probabilities = dict(item.split("=") for item in shares.split(" "))
+        assert list(probabilities) == ["World", "Sports", "Business", "Sci/Tech"] and label in probabilities
+        assert sum(float(value) for value in probabilities.values()) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_bad_inputs_get_one_message_each_and_the_rest_is_classified(
+    run_folder: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    output = tmp_path / "out.jsonl"
+    texts = ["", "   \t ", "goal " * 500, "profit shares"]
+    assert main(["classify", "--checkpoint", str(run_folder), "--output", str(output), *texts]) == 2
+    captured = capsys.readouterr()
+    stdout, stderr = captured.out.splitlines(), captured.err.splitlines()
+    assert [line.split("\t")[0] for line in stdout][:3] == ["-", "-", "-"] and stdout[3].split("\t")[0] != "-"
+    assert len(stderr) == 3 and "Traceback" not in captured.err
+    assert "input 1: the text is empty" in stderr[0] and "input 2: the text is empty" in stderr[1]
+    assert re.search(r"input 3: the text is \d+ subword tokens, more than the model reads \(128", stderr[2])
+    records = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+    assert [("error" in record) for record in records] == [True, True, True, False]
+    assert main(["classify", "--checkpoint", str(run_folder), "--truncate", "goal " * 500]) == 0
+    assert re.search(r"input 1: read only the first 128 of its \d+ subword tokens", capsys.readouterr().err)
+
+
+def test_stdin_and_input_file_modes(
+    run_folder: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("goal match\r\n\nprofit\n".encode("utf-8"))))
+    assert main(["classify", "--checkpoint", str(run_folder)]) == 2  # the blank middle line is refused
+    assert [line.split("\t")[0] == "-" for line in capsys.readouterr().out.splitlines()] == [False, True, False]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ok\n\xff\xfe\n")))
+    assert main(["classify", "--checkpoint", str(run_folder)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "transformer-lab classify: error: stdin: line 2: expected UTF-8 text, got invalid byte(s) b'\\xff'"
+    )
+    lines = tmp_path / "lines.txt"
+    lines.write_text("goal match\nprofit shares\n", encoding="utf-8")
+    assert main(["classify", "--checkpoint", str(run_folder), "--input", str(lines)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--checkpoint", "{missing}", "text"], "expected a checkpoint folder"),
+        (["--checkpoint", "{run}", "--input", "{missing}"], "does not exist"),
+        (["--checkpoint", "{run}", "--input", "{run}/metrics.jsonl", "text"], "either texts or --input, got both"),
+    ],
+)
+def test_unusable_arguments_are_one_stderr_line_and_exit_2(
+    run_folder: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path, arguments: list[str], message: str
+) -> None:
+    filled = [item.format(run=run_folder, missing=tmp_path / "missing") for item in arguments]
+    assert main(["classify", *filled]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and message in error[0]
+
+
+def test_evaluate_prints_the_scores_and_draws_the_confusion_matrix(
+    run_folder: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    picture = tmp_path / "confusion.png"
+    assert main(["evaluate", "classification", "--checkpoint", str(run_folder), "--confusion-png", str(picture)]) == 0
+    output = capsys.readouterr().out
+    assert "test: 20 articles" in output and "accuracy" in output and "Sci/Tech" in output
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = json.loads((run_folder / "best" / "report.test.json").read_text(encoding="utf-8"))
+    assert sum(sum(row) for row in report["confusion"]) == 20
+    assert main(["evaluate", "classification", "--checkpoint", str(run_folder), "--split", "nope"]) == 2
+    assert "split must be 'test' or 'validation'" in capsys.readouterr().err
