@@ -7,7 +7,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from transformer_lab.data import read_lines
+from transformer_lab.data import decode_lines, read_lines
 from transformer_lab.tasks import translation
 
 
@@ -26,10 +26,16 @@ def run(arguments: argparse.Namespace) -> int:
         raise ValueError("sentences: expected either sentences or --input, got both")
     if arguments.input is not None:
         sentences = read_lines(arguments.input)
+        if not sentences:
+            raise ValueError(f"--input: expected at least one line to translate, got the empty file {arguments.input}")
     elif arguments.sentences:
         sentences = list(arguments.sentences)
     else:
-        sentences = [line.rstrip("\n") for line in sys.stdin]
+        # Bytes, decoded like a file, so that bad UTF-8 is reported with its line number
+        # whatever the locale, and CRLF input gives the same sentences as LF.
+        sentences = decode_lines(sys.stdin.buffer.read(), "stdin")
+        if not sentences:
+            raise ValueError("stdin: expected at least one line to translate, got none")
     model, tokenizer, config = translation.load_translator(arguments.checkpoint)
     decode_config = config.decode
     if arguments.beam is not None:

@@ -61,6 +61,15 @@ PAIR_SIDES: tuple[str, ...] = ("both", "source", "target")
 def _check_text(name: str, text: object) -> str:
     if not isinstance(text, str):
         raise ValueError(f"{name} must be a str, got {text!r:.80} ({type(text).__name__})")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        # A lone surrogate (e.g. undecodable bytes smuggled in by surrogateescape) has no
+        # UTF-8 form, so it has no bytes for the byte-level BPE; tokenizers would raise TypeError.
+        raise ValueError(
+            f"{name} must be valid Unicode text, got the lone surrogate U+{ord(text[error.start]):04X} "
+            f"at character {error.start} (undecodable input bytes?)"
+        ) from None
     return text
 
 

@@ -6,6 +6,9 @@ the tasks hand the :class:`Trainer` a loss function and a batch source.
 
 from .averaging import average_checkpoints
 from .checkpoint import (
+    CONFIG_FILE,
+    MODEL_FILE,
+    TRAINER_STATE_FILE,
     copy_checkpoint,
     load_checkpoint_config,
     load_model_weights,
@@ -17,13 +20,16 @@ from .config import TrainConfig
 from .config_io import apply_overrides, config_from_dict, config_to_dict
 from .losses import LabelSmoothingLoss, label_smoothed_cross_entropy
 from .schedule import build_noam_scheduler, build_optimizer, noam_lr
-from .trainer import MAX_CONSECUTIVE_NONFINITE, Trainer
+from .trainer import Trainer, TrainingDivergedError
 
 __all__ = [
-    "MAX_CONSECUTIVE_NONFINITE",
+    "CONFIG_FILE",
+    "MODEL_FILE",
+    "TRAINER_STATE_FILE",
     "LabelSmoothingLoss",
     "TrainConfig",
     "Trainer",
+    "TrainingDivergedError",
     "apply_overrides",
     "average_checkpoints",
     "build_noam_scheduler",
