@@ -14,6 +14,7 @@ from .checkpoint import (
     load_model_weights,
     load_trainer_state,
     read_extra_file,
+    recover_interrupted_save,
     save_checkpoint,
 )
 from .config import TrainConfig
@@ -43,5 +44,6 @@ __all__ = [
     "load_trainer_state",
     "noam_lr",
     "read_extra_file",
+    "recover_interrupted_save",
     "save_checkpoint",
 ]

@@ -51,6 +51,7 @@ __all__ = [
     "load_model_weights",
     "load_trainer_state",
     "read_extra_file",
+    "recover_interrupted_save",
     "save_checkpoint",
 ]
 
@@ -132,8 +133,14 @@ def _leftovers(folder: Path, prefix: str) -> list[Path]:
     return sorted(path for path in folder.parent.iterdir() if path.name.startswith(prefix))
 
 
-def _recover_interrupted_save(folder: Path) -> None:
-    """Tidy what a crashed save of ``folder`` left behind, before saving it again."""
+def recover_interrupted_save(folder: str | os.PathLike[str]) -> None:
+    """Tidy what a crashed save of ``folder`` left behind; call it only as the folder's writer.
+
+    Temporary folders are deleted; if ``folder`` is absent because the crash fell between
+    the two renames, the complete previous checkpoint is renamed back. Every save does this
+    first; a training run resuming from ``folder`` does it too, before reading.
+    """
+    folder = Path(folder)
     for temporary in _leftovers(folder, _temporary_prefix(folder)):
         # A temporary folder was never renamed in, so it may be incomplete: never use it.
         shutil.rmtree(temporary, ignore_errors=True)
@@ -173,7 +180,7 @@ def _write_atomically(folder: Path, fill: Any) -> Path:
     """Create a temporary sibling of ``folder``, let ``fill(path)`` write it, swap it in."""
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    _recover_interrupted_save(folder)
+    recover_interrupted_save(folder)
     temporary = Path(tempfile.mkdtemp(prefix=_temporary_prefix(folder), dir=folder.parent))
     try:
         fill(temporary)
@@ -296,6 +303,8 @@ def load_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
     path = _require_file(folder, CONFIG_FILE, "the configuration")
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{str(path)!r}: expected UTF-8 JSON, got invalid bytes at byte {error.start}") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"{str(path)!r}: expected a JSON object, got malformed JSON: {error}") from None
     if not isinstance(config, dict):

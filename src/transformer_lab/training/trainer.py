@@ -67,6 +67,7 @@ from .checkpoint import (
     copy_checkpoint,
     load_model_weights,
     load_trainer_state,
+    recover_interrupted_save,
     save_checkpoint,
 )
 from .config import TrainConfig
@@ -579,6 +580,9 @@ class Trainer:
         }
 
     def _load_resume_state(self, folder: Path) -> None:
+        if self._is_main_process:
+            # A crash between a save's two renames leaves the complete old folder aside.
+            recover_interrupted_save(folder)
         state = load_trainer_state(folder, map_location="cpu")
         required = ("global_step", "epoch", "batch_index", "optimizer", "scheduler", "rng")
         missing = [key for key in required if key not in state]
