@@ -8,6 +8,12 @@ script, with emoji, tabs, double or trailing spaces, is therefore encodable with
     tokenizer.decode(tokenizer.encode(text)) == text          (lowercase=False)
     tokenizer.decode(tokenizer.encode(text)) == tokenizer.normalize(text)   (always)
 
+This holds for every str that is valid Unicode, with no whitespace normalisation at all
+(leading, trailing and repeated spaces, tabs, "\\r", NUL and byte-order marks come back as
+they were; tests/data/test_subword_properties.py checks it on arbitrary text). A str with a
+lone surrogate (undecodable bytes smuggled in by surrogateescape) has no UTF-8 form and is
+refused with a ValueError naming its position.
+
 With `lowercase=True` the text is lowercased before encoding, so the round trip holds up
 to that lowercasing. `normalize` shows exactly what the tokenizer sees: it lowercases
 character by character, which equals Python's `str.lower()` except for the Greek final
