@@ -110,7 +110,7 @@ def test_couplet_command_answers_good_lines_and_explains_bad_ones(
 def test_couplet_command_reads_stdin_and_files_and_shows_candidates(
     run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("sys.stdin", io.StringIO("春风\n花月山\n"))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO("春风\n花月山\n".encode("utf-8")), encoding="utf-8"))
     assert main(["couplet", "--checkpoint", str(run_dir / "best"), "--beam", "1"]) == 0
     assert [len(line) for line in capsys.readouterr().out.splitlines()] == [2, 3]
     source, target = tmp_path / "uppers.txt", tmp_path / "lowers.txt"

@@ -1,7 +1,14 @@
 """The ``transformer-lab`` console script: parses arguments, calls library functions, prints.
 
 Each subcommand lives in its own module with ``register(subparsers)`` that adds its parser
-and sets ``handler``. Bad input reaches the user as one line on stderr and exit code 2.
+and sets ``handler``. No traceback reaches the user for anything but a bug; each failure is
+one line on stderr and an exit code:
+
+- 2: bad input: a ValueError (wrong value, malformed or truncated file, refused checkpoint),
+  a missing or unreadable file or folder, or a command line argparse rejects;
+- 1: the run failed: training diverged (non-finite losses), or the system refused a write
+  (a full disk); the message names the file and says what was kept;
+- 130: interrupted with Ctrl-C.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import logging
 import sys
 from typing import Sequence
 
+from transformer_lab.training import TrainingDivergedError
 from transformer_lab.cli import (
     average_command,
     classify_command,
@@ -38,8 +46,19 @@ _COMMAND_MODULES = [
 ]
 
 
+# Errors about the input itself, as opposed to the system failing under a correct command.
+_BAD_INPUT_ERRORS = (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, with its usage errors as one line (the usage is one --help away)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="transformer-lab",
         description="The Transformer of 'Attention Is All You Need', from scratch: learn, train, use.",
     )
@@ -54,11 +73,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     arguments = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if arguments.verbose else logging.INFO, format="%(message)s")
+    prefix = f"transformer-lab {arguments.command}"
     try:
         return int(arguments.handler(arguments) or 0)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"transformer-lab {arguments.command}: error: {error}", file=sys.stderr)
+    except _BAD_INPUT_ERRORS as error:
+        print(f"{prefix}: error: {_one_line(error)}", file=sys.stderr)
         return 2
+    except (TrainingDivergedError, OSError) as error:
+        print(f"{prefix}: failed: {_one_line(error)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prefix}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(error: BaseException) -> str:
+    # Some messages (torch's, safetensors') span lines; the user gets one.
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def constraint_overrides(
 
 
 def run(arguments: argparse.Namespace) -> int:
-    lines = input_lines(arguments.lines, arguments.input)
+    lines = input_lines(arguments.lines, arguments.input, purpose="answer")
     model, vocabulary, config = couplet.load(arguments.checkpoint)
     decode_config = with_beam(config.decode, arguments.beam)
     count = arguments.num_candidates

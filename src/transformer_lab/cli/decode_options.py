@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from transformer_lab.data import read_lines
+from transformer_lab.data import decode_lines, read_lines
 from transformer_lab.decoding import DecodeConfig
 
 
@@ -32,12 +32,23 @@ def search_name(decode_config: DecodeConfig) -> str:
     return "greedy" if decode_config.strategy == "greedy" else f"beam {decode_config.beam_size}"
 
 
-def input_lines(texts: Sequence[str], input_path: Path | None) -> list[str]:
-    """The lines to decode: the positional texts, or every line of --input, or stdin."""
+def input_lines(texts: Sequence[str], input_path: Path | None, purpose: str = "decode") -> list[str]:
+    """The lines to ``purpose`` (a verb for messages): the positional texts, every line of --input, or stdin.
+
+    An empty --input file or empty stdin is an error, not a silent no-op.
+    """
     if input_path is not None and texts:
         raise ValueError("expected either text arguments or --input, got both")
     if input_path is not None:
-        return read_lines(input_path)
+        lines = read_lines(input_path)
+        if not lines:
+            raise ValueError(f"--input: expected at least one line to {purpose}, got the empty file {input_path}")
+        return lines
     if texts:
         return list(texts)
-    return [line.rstrip("\n") for line in sys.stdin]
+    # Bytes, decoded like a file, so that bad UTF-8 is reported with its line number
+    # whatever the locale, and CRLF input gives the same lines as LF.
+    lines = decode_lines(sys.stdin.buffer.read(), "stdin")
+    if not lines:
+        raise ValueError(f"stdin: expected at least one line to {purpose}, got none")
+    return lines

@@ -10,6 +10,7 @@ from types import ModuleType
 
 from transformer_lab.cli.overrides import add_override_arguments, resolved_config
 from transformer_lab.tasks import classification, couplet, synthetic, translation
+from transformer_lab.training import recover_interrupted_save
 
 SYNTHETIC_TASKS = ("copy", "reverse", "sort")
 REAL_DATA_TASKS = {"translation": translation, "couplet": couplet, "classification": classification}
@@ -35,6 +36,9 @@ def run(arguments: argparse.Namespace) -> int:
     out_dir: Path = arguments.out
     if not arguments.resume and out_dir.exists() and any(out_dir.iterdir()):
         raise ValueError(f"--out: {out_dir} already holds a run; pass --resume to continue it or choose a new folder")
+    if arguments.resume:
+        # A crash between a save's two renames leaves the complete old last/ aside.
+        recover_interrupted_save(out_dir / "last")
     if arguments.resume and not (out_dir / "last").is_dir():
         raise FileNotFoundError(f"--resume: expected a checkpoint folder {out_dir / 'last'}, found none")
     if arguments.precision is not None:

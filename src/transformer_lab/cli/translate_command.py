@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
-    sentences = input_lines(arguments.sentences, arguments.input)
+    sentences = input_lines(arguments.sentences, arguments.input, purpose="translate")
     model, tokenizer, config = translation.load_translator(arguments.checkpoint)
     decode_config = with_beam(config.decode, arguments.beam)
     for translated in translation.translate_sentences(model, tokenizer, sentences, decode_config):

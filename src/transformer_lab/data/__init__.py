@@ -43,7 +43,7 @@ from transformer_lab.data.multi30k import (
     read_multi30k,
     resolve_multi30k_dir,
 )
-from transformer_lab.data.parallel_text import ParallelText, read_lines, read_parallel_text
+from transformer_lab.data.parallel_text import ParallelText, decode_lines, read_lines, read_parallel_text
 from transformer_lab.data.splits import stratified_split
 from transformer_lab.data.subword import SubwordTokenizer, encode_pairs
 from transformer_lab.data.synthetic import SYNTHETIC_TASKS, SyntheticTask, make_synthetic_pairs
@@ -99,6 +99,7 @@ __all__ = [
     "collate_classification",
     "collate_pairs",
     "collated_lengths",
+    "decode_lines",
     "download_file",
     "download_multi30k",
     "encode_pairs",

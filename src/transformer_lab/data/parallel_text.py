@@ -64,20 +64,31 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
 
     Lines end at "\\n"; one "\\r" before it is removed (CRLF files are accepted); a
     byte-order mark at the start of the file is removed; the final newline is optional.
-    Nothing else is stripped. A missing file is a FileNotFoundError; invalid UTF-8 is a
-    ValueError naming the file, the 1-based line and the byte column.
+    Nothing else is stripped. A missing file is a FileNotFoundError; a folder, or a file
+    that cannot be read (no permission), and invalid UTF-8 are ValueErrors naming the file
+    (and, for bad bytes, the 1-based line and the byte column).
     """
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"expected a text file, got {str(path)!r}, which is a folder")
     if not path.is_file():
         raise FileNotFoundError(f"expected an existing text file, got {str(path)!r}, which does not exist")
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise ValueError(f"{path}: expected a readable text file, got an error: {error.strerror or error}") from None
+    return decode_lines(data, str(path))
+
+
+def decode_lines(data: bytes, name: str) -> list[str]:
+    """Split UTF-8 bytes into lines as `read_lines` does; `name` (a file, "stdin") goes into errors."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line_number = data.count(b"\n", 0, error.start) + 1
         line_start = data.rfind(b"\n", 0, error.start) + 1
         raise ValueError(
-            f"{path}: line {line_number}: expected UTF-8 text, got invalid byte(s) "
+            f"{name}: line {line_number}: expected UTF-8 text, got invalid byte(s) "
             f"{data[error.start : error.end]!r} at byte column {error.start - line_start + 1} "
             f"({error.reason})"
         ) from None

@@ -8,6 +8,12 @@ script, with emoji, tabs, double or trailing spaces, is therefore encodable with
     tokenizer.decode(tokenizer.encode(text)) == text          (lowercase=False)
     tokenizer.decode(tokenizer.encode(text)) == tokenizer.normalize(text)   (always)
 
+This holds for every str that is valid Unicode, with no whitespace normalisation at all
+(leading, trailing and repeated spaces, tabs, "\\r", NUL and byte-order marks come back as
+they were; tests/data/test_subword_properties.py checks it on arbitrary text). A str with a
+lone surrogate (undecodable bytes smuggled in by surrogateescape) has no UTF-8 form and is
+refused with a ValueError naming its position.
+
 With `lowercase=True` the text is lowercased before encoding, so the round trip holds up
 to that lowercasing. `normalize` shows exactly what the tokenizer sees: it lowercases
 character by character, which equals Python's `str.lower()` except for the Greek final
@@ -61,6 +67,15 @@ PAIR_SIDES: tuple[str, ...] = ("both", "source", "target")
 def _check_text(name: str, text: object) -> str:
     if not isinstance(text, str):
         raise ValueError(f"{name} must be a str, got {text!r:.80} ({type(text).__name__})")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        # A lone surrogate (e.g. undecodable bytes smuggled in by surrogateescape) has no
+        # UTF-8 form, so it has no bytes for the byte-level BPE; tokenizers would raise TypeError.
+        raise ValueError(
+            f"{name} must be valid Unicode text, got the lone surrogate U+{ord(text[error.start]):04X} "
+            f"at character {error.start} (undecodable input bytes?)"
+        ) from None
     return text
 
 

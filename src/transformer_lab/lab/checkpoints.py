@@ -16,7 +16,7 @@ from transformer_lab.data import Vocabulary
 from transformer_lab.decoding import greedy_search
 from transformer_lab.lab.attention_maps import attention_maps
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.training import config_from_dict, load_checkpoint_config, load_model_weights
+from transformer_lab.training import CONFIG_FILE, config_from_dict, load_checkpoint_config, load_model_weights
 
 __all__ = ["SentenceAttention", "load_seq2seq_checkpoint", "sentence_attention"]
 
@@ -33,7 +33,11 @@ def load_seq2seq_checkpoint(folder: str | os.PathLike[str]) -> Seq2SeqTransforme
             f"checkpoint: expected config.json in {str(folder)!r} to hold a 'model' section of "
             f"ModelConfig fields (a sequence-to-sequence checkpoint), got keys {sorted(raw)}"
         )
-    model = Seq2SeqTransformer.from_config(config_from_dict(ModelConfig, raw["model"]))
+    try:
+        model = Seq2SeqTransformer.from_config(config_from_dict(ModelConfig, raw["model"]))
+    except ValueError as error:
+        # The message names the key (nhead); the user also needs to know which file.
+        raise ValueError(f"{os.path.join(folder, CONFIG_FILE)}, section model: {error}") from None
     load_model_weights(folder, model)
     return model.eval()
 

@@ -26,7 +26,7 @@ from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-from transformer_lab.data import Vocabulary, make_synthetic_pairs  # noqa: E402
+from transformer_lab.data import Vocabulary, make_synthetic_pairs, read_lines  # noqa: E402
 from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint, sentence_attention  # noqa: E402
 from transformer_lab.models.embedding import SinusoidalPositionalEncoding  # noqa: E402
 from transformer_lab.nn import masks  # noqa: E402
@@ -304,19 +304,18 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, object]]:
     if not path.is_file():
         raise FileNotFoundError(f"metrics: expected a metrics.jsonl file at {str(path)!r}, which does not exist")
     rows: list[dict[str, object]] = []
-    with open(path, encoding="utf-8") as file:
-        for number, line in enumerate(file, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"metrics: line {number} of {str(path)!r} is not JSON: {error}") from None
-            if not isinstance(row, dict) or "event" not in row or "step" not in row:
-                raise ValueError(
-                    f"metrics: line {number} of {str(path)!r} must be an object with 'event' and 'step', got {line.strip()[:80]!r}"
-                )
-            rows.append(row)
+    for number, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"metrics: line {number} of {str(path)!r} is not JSON: {error}") from None
+        if not isinstance(row, dict) or "event" not in row or "step" not in row:
+            raise ValueError(
+                f"metrics: line {number} of {str(path)!r} must be an object with 'event' and 'step', got {line.strip()[:80]!r}"
+            )
+        rows.append(row)
     return rows
 
 
@@ -337,6 +336,12 @@ def plot_training_curve(
     eval_rows = [row for row in rows if row["event"] == "eval"]
     if not train_rows and not eval_rows:
         raise ValueError(f"metrics: expected 'train' or 'eval' rows in {str(metrics_path)!r}, got none")
+    unplottable = [row for row in train_rows if not isinstance(row.get("train_loss"), (int, float))]
+    if unplottable:
+        raise ValueError(
+            f"metrics: expected every train row of {str(metrics_path)!r} to have a numeric 'train_loss', "
+            f"got {json.dumps(unplottable[0])[:80]}"
+        )
     figure, (left, right) = plt.subplots(1, 2, figsize=figsize)
     if train_rows:
         steps = [row["step"] for row in train_rows]

@@ -33,8 +33,9 @@ from transformer_lab.data import (
 from transformer_lab.decoding import DecodeConfig, decode
 from transformer_lab.evaluation import BleuResult, corpus_bleu
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn, strip_generated
+from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn, strip_generated, within_positional_table
 from transformer_lab.training import (
+    CONFIG_FILE,
     TrainConfig,
     Trainer,
     config_from_dict,
@@ -176,7 +177,12 @@ def translate_sentences(
     model.eval()
     device = next(model.parameters()).device
     max_source = model.positional_encoding.max_len
-    encoded = [tokenizer.encode(sentence) if sentence.strip() else [] for sentence in sentences]
+    encoded = []
+    for index, sentence in enumerate(sentences):
+        try:
+            encoded.append(tokenizer.encode(sentence) if sentence.strip() else [])
+        except ValueError as error:
+            raise ValueError(f"sentences[{index}]: {error}") from None
     for index, ids in enumerate(encoded):
         if len(ids) > max_source:
             raise ValueError(
@@ -184,10 +190,7 @@ def translate_sentences(
             )
     translations = [""] * len(sentences)
     order = sorted((index for index, ids in enumerate(encoded) if ids), key=lambda index: len(encoded[index]))
-    # Keep decoding within the positional table whatever max_len_a/b allow.
-    bounded_config = dataclasses.replace(
-        decode_config, max_len=min(decode_config.max_len, model.positional_encoding.max_len - 1)
-    )
+    bounded_config = within_positional_table(model, decode_config)
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
@@ -277,8 +280,24 @@ def load_translator(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransfor
     raw = load_checkpoint_config(checkpoint)
     if raw.get("task") != TASK_NAME:
         raise ValueError(f"checkpoint {checkpoint}: expected a {TASK_NAME} checkpoint, got task {raw.get('task')!r}")
-    config = config_from_dict(TranslationConfig, {key: value for key, value in raw.items() if key not in METADATA_KEYS})
-    tokenizer = SubwordTokenizer.from_json(read_extra_file(checkpoint, TOKENIZER_FILE).decode("utf-8"))
-    model = Seq2SeqTransformer.from_config(config.model)
+    config_path = Path(checkpoint) / CONFIG_FILE
+    try:
+        config = config_from_dict(TranslationConfig, {key: value for key, value in raw.items() if key not in METADATA_KEYS})
+        model = Seq2SeqTransformer.from_config(config.model)
+    except ValueError as error:
+        # The messages name the key (model.nhead); the user also needs to know which file.
+        raise ValueError(f"{config_path}: {error}") from None
+    tokenizer_path = Path(checkpoint) / TOKENIZER_FILE
+    try:
+        tokenizer = SubwordTokenizer.from_json(read_extra_file(checkpoint, TOKENIZER_FILE).decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{tokenizer_path}: expected UTF-8 JSON, got invalid bytes at byte {error.start}") from None
+    except ValueError as error:
+        raise ValueError(f"{tokenizer_path}: {error}") from None
+    if tokenizer.vocab_size != config.model.src_vocab_size:
+        raise ValueError(
+            f"{config_path}: model.src_vocab_size must equal the {tokenizer.vocab_size} entries of "
+            f"{tokenizer_path}, got {config.model.src_vocab_size}"
+        )
     load_model_weights(checkpoint, model)
     return model.eval(), tokenizer, config

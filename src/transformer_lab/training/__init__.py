@@ -6,24 +6,31 @@ the tasks hand the :class:`Trainer` a loss function and a batch source.
 
 from .averaging import average_checkpoints
 from .checkpoint import (
+    CONFIG_FILE,
+    MODEL_FILE,
+    TRAINER_STATE_FILE,
     copy_checkpoint,
     load_checkpoint_config,
     load_model_weights,
     load_trainer_state,
     read_extra_file,
+    recover_interrupted_save,
     save_checkpoint,
 )
 from .config import TrainConfig
 from .config_io import apply_overrides, config_from_dict, config_to_dict
 from .losses import LabelSmoothingLoss, label_smoothed_cross_entropy
 from .schedule import build_noam_scheduler, build_optimizer, noam_lr
-from .trainer import MAX_CONSECUTIVE_NONFINITE, Trainer
+from .trainer import Trainer, TrainingDivergedError
 
 __all__ = [
-    "MAX_CONSECUTIVE_NONFINITE",
+    "CONFIG_FILE",
+    "MODEL_FILE",
+    "TRAINER_STATE_FILE",
     "LabelSmoothingLoss",
     "TrainConfig",
     "Trainer",
+    "TrainingDivergedError",
     "apply_overrides",
     "average_checkpoints",
     "build_noam_scheduler",
@@ -37,5 +44,6 @@ __all__ = [
     "load_trainer_state",
     "noam_lr",
     "read_extra_file",
+    "recover_interrupted_save",
     "save_checkpoint",
 ]

@@ -17,6 +17,12 @@ name moves it back first, and the loaders' ``FileNotFoundError`` points at it.
 
 ``trainer_state.pt`` holds only tensors, numbers, strings, bools, None, lists, tuples and
 dicts (checked when saving), and is read with ``torch.load(weights_only=True)``.
+
+Failures: a write that fails (a full disk: ``OSError`` ENOSPC) raises an ``OSError`` naming the
+folder, after removing the temporary folder, with any previous checkpoint under the name
+untouched. A file that cannot be read back (truncated, not a checkpoint, weights of another
+configuration, a trainer state holding objects other than plain data) is a ``ValueError``
+naming the file; nothing in it is ever executed.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -31,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_model, save_model
 from torch import nn
 
@@ -43,6 +51,7 @@ __all__ = [
     "load_model_weights",
     "load_trainer_state",
     "read_extra_file",
+    "recover_interrupted_save",
     "save_checkpoint",
 ]
 
@@ -124,8 +133,14 @@ def _leftovers(folder: Path, prefix: str) -> list[Path]:
     return sorted(path for path in folder.parent.iterdir() if path.name.startswith(prefix))
 
 
-def _recover_interrupted_save(folder: Path) -> None:
-    """Tidy what a crashed save of ``folder`` left behind, before saving it again."""
+def recover_interrupted_save(folder: str | os.PathLike[str]) -> None:
+    """Tidy what a crashed save of ``folder`` left behind; call it only as the folder's writer.
+
+    Temporary folders are deleted; if ``folder`` is absent because the crash fell between
+    the two renames, the complete previous checkpoint is renamed back. Every save does this
+    first; a training run resuming from ``folder`` does it too, before reading.
+    """
+    folder = Path(folder)
     for temporary in _leftovers(folder, _temporary_prefix(folder)):
         # A temporary folder was never renamed in, so it may be incomplete: never use it.
         shutil.rmtree(temporary, ignore_errors=True)
@@ -165,7 +180,7 @@ def _write_atomically(folder: Path, fill: Any) -> Path:
     """Create a temporary sibling of ``folder``, let ``fill(path)`` write it, swap it in."""
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    _recover_interrupted_save(folder)
+    recover_interrupted_save(folder)
     temporary = Path(tempfile.mkdtemp(prefix=_temporary_prefix(folder), dir=folder.parent))
     try:
         fill(temporary)
@@ -173,6 +188,15 @@ def _write_atomically(folder: Path, fill: Any) -> Path:
             _fsync_path(path)
         _fsync_path(temporary)
         _swap_into_place(temporary, folder)
+    except OSError as error:
+        shutil.rmtree(temporary, ignore_errors=True)
+        # A full disk or a vanished mount: say which checkpoint failed and that the old one
+        # (if any) still stands, since the raw "[Errno 28] No space left on device" says neither.
+        raise OSError(
+            error.errno,
+            f"could not write checkpoint {str(folder)!r} ({error.strerror or error}); "
+            "nothing was replaced, the previous checkpoint under that name (if any) is intact",
+        ) from error
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
@@ -279,6 +303,8 @@ def load_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
     path = _require_file(folder, CONFIG_FILE, "the configuration")
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{str(path)!r}: expected UTF-8 JSON, got invalid bytes at byte {error.start}") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"{str(path)!r}: expected a JSON object, got malformed JSON: {error}") from None
     if not isinstance(config, dict):
@@ -293,9 +319,25 @@ def load_model_weights(folder: str | os.PathLike[str], model: nn.Module) -> nn.M
     buffer. Missing or unexpected names are a ``ValueError`` listing them.
     """
     path = _require_file(folder, MODEL_FILE, "the weights")
-    first = next(iter(model.state_dict().values()), None)
+    state = model.state_dict()
+    stored_shapes = _stored_shapes(path)
+    mismatched = [
+        f"{name}: stored {stored_shapes[name]}, model {list(tensor.shape)}"
+        for name, tensor in state.items()
+        if name in stored_shapes and stored_shapes[name] != list(tensor.shape)
+    ]
+    if mismatched:
+        raise ValueError(
+            f"{str(path)!r}: expected weights of the shapes the checkpoint's config.json gives "
+            f"the model, got {len(mismatched)} tensor(s) of other shapes (the weights and the "
+            f"config come from different runs), first {mismatched[0]}"
+        )
+    first = next(iter(state.values()), None)
     device = str(first.device) if first is not None else "cpu"
-    missing, unexpected = load_model(model, str(path), strict=False, device=device)
+    try:
+        missing, unexpected = load_model(model, str(path), strict=False, device=device)
+    except SafetensorError as error:
+        raise ValueError(f"{str(path)!r}: expected a complete safetensors file, got one that cannot be read ({error})") from None
     if missing or unexpected:
         raise ValueError(
             f"model: expected the parameter names stored in {str(path)!r}; "
@@ -304,12 +346,39 @@ def load_model_weights(folder: str | os.PathLike[str], model: nn.Module) -> nn.M
     return model
 
 
+def _stored_shapes(path: Path) -> dict[str, list[int]]:
+    """The name -> shape table of a safetensors file, read from its header only."""
+    try:
+        with safe_open(str(path), framework="pt") as file:
+            return {name: list(file.get_slice(name).get_shape()) for name in file.keys()}
+    except SafetensorError as error:
+        # The header records every tensor's byte range, so a cut file fails here.
+        raise ValueError(
+            f"{str(path)!r}: expected a complete safetensors file, got one that cannot be read "
+            f"({error}); it is truncated or not a weights file"
+        ) from None
+
+
 def load_trainer_state(
     folder: str | os.PathLike[str], map_location: str | torch.device = "cpu"
 ) -> dict[str, Any]:
     """Read ``trainer_state.pt`` of ``folder`` with ``torch.load(weights_only=True)``."""
     path = _require_file(folder, TRAINER_STATE_FILE, "the trainer state")
-    state = torch.load(path, map_location=map_location, weights_only=True)
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        # torch's message suggests weights_only=False; keep only the line naming the object.
+        lines = [line.strip() for line in str(error).splitlines() if "Unsupported" in line]
+        detail = f" ({lines[0][:200]})" if lines else ""
+        raise ValueError(
+            f"{str(path)!r}: refused: expected only tensors, numbers, strings, lists and dicts, "
+            f"got a pickle that asks for other objects, which are never unpickled{detail}"
+        ) from None
+    except Exception as error:  # noqa: BLE001 - a cut zip is OSError, an empty file EOFError, ...
+        raise ValueError(
+            f"{str(path)!r}: expected a complete trainer state written by save_checkpoint, got a "
+            f"file torch cannot read ({type(error).__name__}: {error}); it is truncated or not a trainer state"
+        ) from None
     if not isinstance(state, dict):
         raise ValueError(f"{str(path)!r}: expected a dict, got {type(state).__name__}")
     return state

@@ -6,6 +6,7 @@ Batch sizes and token budgets are not here: the data package owns them.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Literal
 
 __all__ = ["TrainConfig"]
@@ -49,6 +50,9 @@ class TrainConfig:
     log_every_steps: int = 50
     # Show a tqdm progress bar (turn off for logs redirected to files).
     progress_bar: bool = True
+    # A batch with a non-finite loss, or a step with a non-finite gradient norm, is skipped
+    # (no optimizer or schedule step) with a warning; this many in a row stop training.
+    max_nonfinite_steps: int = 5
 
     def __post_init__(self) -> None:
         if self.precision not in ("fp32", "bf16"):
@@ -59,7 +63,7 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name}: expected an int >= 0, got {value!r}")
-        for name in ("warmup_steps", "grad_accum_steps", "log_every_steps"):
+        for name in ("warmup_steps", "grad_accum_steps", "log_every_steps", "max_nonfinite_steps"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
@@ -68,15 +72,15 @@ class TrainConfig:
                 "epochs, max_steps: expected at least one of them > 0 (0 means no limit), "
                 "got both 0"
             )
-        if not self.lr_factor > 0.0:
-            raise ValueError(f"lr_factor: expected a float > 0, got {self.lr_factor!r}")
+        if not 0.0 < self.lr_factor < math.inf:
+            raise ValueError(f"lr_factor: expected a finite float > 0, got {self.lr_factor!r}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(
                 f"label_smoothing: expected a float in [0, 1), got {self.label_smoothing!r}"
             )
-        if not self.clip_grad_norm >= 0.0:
+        if not 0.0 <= self.clip_grad_norm < math.inf:
             raise ValueError(
-                f"clip_grad_norm: expected a float >= 0 (0 = off), got {self.clip_grad_norm!r}"
+                f"clip_grad_norm: expected a finite float >= 0 (0 = off), got {self.clip_grad_norm!r}"
             )
         if not self.best_metric:
             raise ValueError(f"best_metric: expected a metric name, got {self.best_metric!r}")

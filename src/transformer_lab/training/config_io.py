@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import pathlib
 import types
 import typing
@@ -156,7 +157,7 @@ def _convert_data(value: Any, annotation: Any, key: str) -> Any:
     if annotation is float:
         # JSON writes 1.0 as 1.0, but a hand-written config may say 1; both mean a float.
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            return _finite(float(value), key, repr(value))
         raise ValueError(f"{key}: expected a float, got {value!r}")
     if annotation is str:
         if isinstance(value, str):
@@ -186,6 +187,14 @@ def _convert_data(value: Any, annotation: Any, key: str) -> Any:
             for item_key, item in value.items()
         }
     raise ValueError(f"{key}: unsupported field type {_describe(annotation)} in a config")
+
+
+def _finite(number: float, key: str, given: str) -> float:
+    # A config is saved as strict JSON, which has no NaN or infinity; refuse them up front
+    # rather than after hours of training, when the first checkpoint is written.
+    if not math.isfinite(number):
+        raise ValueError(f"{key}: expected a finite float, got {given}")
+    return number
 
 
 def _sequence_item_types(annotation: Any, length: int, key: str) -> list[Any]:
@@ -249,9 +258,10 @@ def _parse_text(text: str, annotation: Any, key: str) -> Any:
             raise ValueError(f"{key}: expected an int, got {text!r}") from None
     if annotation is float:
         try:
-            return float(stripped)
+            number = float(stripped)
         except ValueError:
             raise ValueError(f"{key}: expected a float, got {text!r}") from None
+        return _finite(number, key, repr(text))
     if isinstance(annotation, type) and issubclass(annotation, pathlib.PurePath):
         return annotation(text)
     if origin in (tuple, list):

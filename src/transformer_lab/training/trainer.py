@@ -67,18 +67,17 @@ from .checkpoint import (
     copy_checkpoint,
     load_model_weights,
     load_trainer_state,
+    recover_interrupted_save,
     save_checkpoint,
 )
 from .config import TrainConfig
 from .config_io import config_to_dict
 from .schedule import build_noam_scheduler, build_optimizer
 
-__all__ = ["MAX_CONSECUTIVE_NONFINITE", "Trainer"]
+__all__ = ["Trainer", "TrainingDivergedError"]
 
 logger = logging.getLogger(__name__)
 
-# After this many non-finite losses or gradient norms in a row, training has diverged.
-MAX_CONSECUTIVE_NONFINITE = 5
 METRICS_FILE = "metrics.jsonl"
 LAST_FOLDER = "last"
 BEST_FOLDER = "best"
@@ -94,6 +93,10 @@ _TRAJECTORY_FIELDS = (
     "grad_accum_steps",
     "precision",
 )
+
+
+class TrainingDivergedError(RuntimeError):
+    """``max_nonfinite_steps`` non-finite losses or gradient norms came in a row."""
 
 
 def _model_device(model: nn.Module) -> torch.device:
@@ -377,7 +380,6 @@ class Trainer:
                 "batch skipped"
             )
             return False
-        self._consecutive_nonfinite = 0
         (loss.float().reshape(()) / self.config.grad_accum_steps).backward()
         self._window_loss_sum += loss_value
         self._window_loss_count += 1
@@ -409,13 +411,15 @@ class Trainer:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.global_step += 1
+        # Reset only here: a finite loss whose gradient is not finite must still count.
+        self._consecutive_nonfinite = 0
         return True
 
     def _note_nonfinite(self, description: str) -> None:
         self._consecutive_nonfinite += 1
         logger.warning("non-finite %s (%d in a row)", description, self._consecutive_nonfinite)
-        if self._consecutive_nonfinite >= MAX_CONSECUTIVE_NONFINITE:
-            raise RuntimeError(
+        if self._consecutive_nonfinite >= self.config.max_nonfinite_steps:
+            raise TrainingDivergedError(
                 f"training diverged: {self._consecutive_nonfinite} non-finite losses or "
                 f"gradient norms in a row (the last: {description}). Lower lr_factor, raise "
                 "warmup_steps, turn on clip_grad_norm, try precision='fp32', or check the data."
@@ -576,6 +580,9 @@ class Trainer:
         }
 
     def _load_resume_state(self, folder: Path) -> None:
+        if self._is_main_process:
+            # A crash between a save's two renames leaves the complete old folder aside.
+            recover_interrupted_save(folder)
         state = load_trainer_state(folder, map_location="cpu")
         required = ("global_step", "epoch", "batch_index", "optimizer", "scheduler", "rng")
         missing = [key for key in required if key not in state]

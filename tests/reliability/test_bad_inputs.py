@@ -1,0 +1,434 @@
+"""The bad-input matrix: every row is one bad input, the exact error, and the words it must say.
+
+Two tables, easy to extend (a new command adds rows, not code):
+
+- ``LIBRARY_CASES``: a library call, the exact exception class, a regex the message must
+  match (the argument or file, and the line where there is one);
+- ``CLI_CASES``: a command line, the exit code, and a regex for the one stderr line; the
+  test also checks that the line is the only one (no traceback, no usage block).
+
+Every row builds its own broken input from real artefacts (``builders.py``) in tmp_path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.reliability.builders import SENTENCES, write_multi30k_split, write_translation_checkpoint
+from transformer_lab import nn as lab_nn
+from transformer_lab.cli import main
+from transformer_lab.data import SubwordTokenizer, Vocabulary, read_lines, read_parallel_text
+from transformer_lab.models import ModelConfig, Seq2SeqTransformer
+from transformer_lab.tasks import synthetic, translation
+from transformer_lab.training import (
+    CONFIG_FILE,
+    MODEL_FILE,
+    TRAINER_STATE_FILE,
+    apply_overrides,
+    config_from_dict,
+    config_to_dict,
+    load_checkpoint_config,
+    load_trainer_state,
+    save_checkpoint,
+)
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+GERMAN = [source for source, _ in SENTENCES]
+ENGLISH = [target for _, target in SENTENCES]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A translation checkpoint; rows that break it work on copies."""
+    return write_translation_checkpoint(tmp_path_factory.mktemp("translation") / "last")
+
+
+def broken_copy(checkpoint: Path, tmp_path: Path, name: str, change: Callable[[Path], None]) -> Path:
+    folder = Path(shutil.copytree(checkpoint, tmp_path / f"broken-{name.replace('.', '-')}"))
+    change(folder / name)
+    return folder
+
+
+def cut_in_half(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def edit_config(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def edit(path: Path) -> None:
+        config = json.loads(path.read_text(encoding="utf-8"))
+        change(config)
+        path.write_text(json.dumps(config), encoding="utf-8")
+
+    return edit
+
+
+def write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+# ---------------------------------------------------------------------------- the library
+
+
+@dataclasses.dataclass(frozen=True)
+class LibraryCase:
+    name: str
+    call: Callable[[Path, Path], object]  # (tmp_path, checkpoint) -> calls the library
+    error: type[Exception]
+    message: str  # a regex; {tmp} is replaced by the escaped tmp_path
+
+
+def tiny_model() -> Seq2SeqTransformer:
+    torch.manual_seed(0)
+    return Seq2SeqTransformer(20, 20, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
+                              dim_feedforward=32, dropout=0.0, max_len=8)
+
+
+def attention_call(**masks: torch.Tensor) -> object:
+    attention = lab_nn.MultiheadAttention(8, 2, batch_first=True)
+    query = torch.zeros(2, 3, 8)  # [B, L, E]
+    return attention(query, query, query, **masks)
+
+
+LIBRARY_CASES = [
+    LibraryCase("missing text file", lambda tmp, ck: read_lines(tmp / "absent.txt"),
+                FileNotFoundError, r"absent\.txt.*does not exist"),
+    LibraryCase("folder given as a text file", lambda tmp, ck: read_lines(tmp),
+                ValueError, r"expected a text file, got '{tmp}', which is a folder"),
+    LibraryCase("non-UTF-8 bytes", lambda tmp, ck: read_lines(write(tmp / "bad.de", b"gut\nschl\xe9cht\n")),
+                ValueError, r"bad\.de: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe9' at byte column 5"),
+    LibraryCase("misaligned parallel files",
+                lambda tmp, ck: read_parallel_text(*write_parallel(tmp, GERMAN, ENGLISH[:-1])),
+                ValueError, r"same number of lines, got 4 line\(s\) in .*val\.de and 3 line\(s\) in .*val\.en"),
+    LibraryCase("empty parallel files", lambda tmp, ck: read_parallel_text(*write_parallel(tmp, [], [])),
+                ValueError, r"expected at least one line in .*val\.de and .*val\.en, got two empty files"),
+    LibraryCase("an empty line in a parallel file",
+                lambda tmp, ck: read_parallel_text(*write_parallel(tmp, GERMAN, [*ENGLISH[:2], " ", ENGLISH[3]])),
+                ValueError, r"val\.en: line 3: expected a non-empty sentence, got ' '"),
+    LibraryCase("vocabulary with bad bytes",
+                lambda tmp, ck: Vocabulary.load(write(tmp / "vocab.txt", b"<pad>\n<unk>\n<bos>\n<eos>\nwo\xffrd\n")),
+                ValueError, r"vocab\.txt: line 5: expected UTF-8 text"),
+    LibraryCase("tokenizer file cut in half",
+                lambda tmp, ck: SubwordTokenizer.load(write(tmp / "tok.json", (ck / "tokenizer.json").read_bytes()[:500])),
+                ValueError, r"tok\.json: expected a tokenizer JSON file"),
+    LibraryCase("config with an unknown key",
+                lambda tmp, ck: config_from_dict(ModelConfig, {"d_model": 16, "heads": 2}),
+                ValueError, r"^heads: unknown key for ModelConfig"),
+    LibraryCase("config with a wrong type",
+                lambda tmp, ck: config_from_dict(ModelConfig, {"d_model": "16"}),
+                ValueError, r"^d_model: expected an int, got '16'"),
+    LibraryCase("config with a non-finite float (strict JSON cannot hold it)",
+                lambda tmp, ck: config_from_dict(ModelConfig, {"dropout": float("nan")}),
+                ValueError, r"^dropout: expected a finite float, got nan"),
+    LibraryCase("--set with an unknown key",
+                lambda tmp, ck: apply_overrides(synthetic.default_config(), ["train.learning_rate=1"]),
+                ValueError, r"^train\.learning_rate: unknown key for TrainConfig"),
+    LibraryCase("--set with a bad value",
+                lambda tmp, ck: apply_overrides(synthetic.default_config(), ["train.max_steps=many"]),
+                ValueError, r"^train\.max_steps: expected an int, got 'many'"),
+    LibraryCase("--set with an infinite float",
+                lambda tmp, ck: apply_overrides(synthetic.default_config(), ["train.lr_factor=inf"]),
+                ValueError, r"^train\.lr_factor: expected a finite float, got 'inf'"),
+    LibraryCase("checkpoint folder missing",
+                lambda tmp, ck: load_checkpoint_config(tmp / "nowhere"),
+                FileNotFoundError, r"expected a checkpoint folder at '{tmp}/nowhere'"),
+    LibraryCase("checkpoint missing its weights",
+                lambda tmp, ck: translation.load_translator(broken_copy(ck, tmp, MODEL_FILE, Path.unlink)),
+                FileNotFoundError, r"expected the weights 'model\.safetensors' in checkpoint"),
+    LibraryCase("checkpoint missing its tokenizer",
+                lambda tmp, ck: translation.load_translator(broken_copy(ck, tmp, "tokenizer.json", Path.unlink)),
+                FileNotFoundError, r"expected the extra file 'tokenizer\.json'"),
+    LibraryCase("weights cut in half",
+                lambda tmp, ck: translation.load_translator(broken_copy(ck, tmp, MODEL_FILE, cut_in_half)),
+                ValueError, r"model\.safetensors': expected a complete safetensors file"),
+    LibraryCase("config.json cut in half",
+                lambda tmp, ck: translation.load_translator(broken_copy(ck, tmp, CONFIG_FILE, cut_in_half)),
+                ValueError, r"config\.json': expected a JSON object, got malformed JSON"),
+    LibraryCase("config.json of another model size",
+                lambda tmp, ck: translation.load_translator(
+                    broken_copy(ck, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(dim_feedforward=64)))),
+                ValueError, r"model\.safetensors': expected weights of the shapes .* first transformer\.\S+: stored \[32"),
+    LibraryCase("config.json with an unknown key",
+                lambda tmp, ck: translation.load_translator(
+                    broken_copy(ck, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(layers=2)))),
+                ValueError, r"config\.json: model\.layers: unknown key for ModelConfig"),
+    LibraryCase("config.json with a wrong type",
+                lambda tmp, ck: translation.load_translator(
+                    broken_copy(ck, tmp, CONFIG_FILE, edit_config(lambda c: c["train"].update(epochs="ten")))),
+                ValueError, r"config\.json: train\.epochs: expected an int, got 'ten'"),
+    LibraryCase("trainer state cut in half",
+                lambda tmp, ck: load_trainer_state(cut_state(tmp)),
+                ValueError, r"trainer_state\.pt': expected a complete trainer state .* truncated"),
+    LibraryCase("token id out of range",
+                lambda tmp, ck: tiny_model()(torch.tensor([[1, 20]]), torch.tensor([[2]])),
+                ValueError, r"src_ids must hold token ids in \[0, 20\), got 20"),
+    LibraryCase("negative token id",
+                lambda tmp, ck: tiny_model()(torch.tensor([[1, 2]]), torch.tensor([[-1]])),
+                ValueError, r"tgt_in_ids must hold token ids in \[0, 20\), got -1"),
+    LibraryCase("float token ids",
+                lambda tmp, ck: tiny_model()(torch.tensor([[1.0, 2.0]]), torch.tensor([[2]])),
+                ValueError, r"src_ids must be an integer tensor of shape \[batch, seq_len\], got dtype torch\.float32"),
+    LibraryCase("sequence longer than the positional table",
+                lambda tmp, ck: tiny_model()(torch.ones(1, 9, dtype=torch.long), torch.tensor([[2]])),
+                ValueError, r"sequence length must be <= max_len=8 \(the positional table\), got positions up to 9"),
+    LibraryCase("attention mask of the wrong shape",
+                lambda tmp, ck: attention_call(attn_mask=torch.zeros(3, 4, dtype=torch.bool)),
+                ValueError, r"attn_mask must have shape \[3, 3\] or \[4, 3, 3\] .* got \[3, 4\]"),
+    LibraryCase("attention mask of the wrong dtype",
+                lambda tmp, ck: attention_call(attn_mask=torch.zeros(3, 3, dtype=torch.long)),
+                ValueError, r"attn_mask must be a bool \(True = hidden\) or floating .* got dtype torch\.int64"),
+    LibraryCase("key padding mask of the wrong shape",
+                lambda tmp, ck: attention_call(key_padding_mask=torch.zeros(3, 2, dtype=torch.bool)),
+                ValueError, r"key_padding_mask must have shape \[batch, src_len\] = \[2, 3\], got \[3, 2\]"),
+    LibraryCase("10,000 characters to translate",
+                lambda tmp, ck: translate(ck, ["kurz", "x" * 10_000]),
+                ValueError, r"sentences\[1\] must be at most 256 subword tokens \(the model's max_len\), got \d{4,}"),
+    LibraryCase("a lone surrogate to translate",
+                lambda tmp, ck: translate(ck, ["gut", "schl\udce9cht"]),
+                ValueError, r"sentences\[1\]: text must be valid Unicode text, got the lone surrogate U\+DCE9 at character 4"),
+]
+
+
+def write_parallel(folder: Path, german: list[str], english: list[str]) -> tuple[Path, Path]:
+    write_multi30k_split(folder, "val", german, english)
+    return folder / "val.de", folder / "val.en"
+
+
+def cut_state(folder: Path) -> Path:
+    saved = save_checkpoint(folder / "state", torch.nn.Linear(3, 3), {}, trainer_state={"step": torch.zeros(1000)})
+    cut_in_half(saved / TRAINER_STATE_FILE)
+    return saved
+
+
+def translate(checkpoint: Path, sentences: list[str]) -> list[str]:
+    model, tokenizer, config = translation.load_translator(checkpoint)
+    return translation.translate_sentences(model, tokenizer, sentences, dataclasses.replace(config.decode, strategy="greedy"))
+
+
+@pytest.mark.parametrize("case", LIBRARY_CASES, ids=lambda case: case.name)
+def test_library_refuses_bad_input(case: LibraryCase, tmp_path: Path, checkpoint: Path) -> None:
+    with pytest.raises(Exception) as caught:
+        case.call(tmp_path, checkpoint)
+    assert type(caught.value) is case.error, f"{case.name}: {type(caught.value).__name__}: {caught.value}"
+    pattern = case.message.replace("{tmp}", str(tmp_path).replace(".", r"\."))
+    assert caught.match(pattern)
+
+
+# ---------------------------------------------------------------------------- the CLI
+
+
+@dataclasses.dataclass(frozen=True)
+class CliCase:
+    name: str
+    argv: Callable[[Path, Path], list[str]]  # (tmp_path, checkpoint) -> the command line
+    message: str  # a regex for the one stderr line
+    exit_code: int = 2
+    stdin: bytes = b""
+
+
+def translate_argv(checkpoint: Path, *rest: str) -> list[str]:
+    return ["translate", "--checkpoint", str(checkpoint), *rest]
+
+
+def evaluate_argv(checkpoint: Path, data: Path, *rest: str) -> list[str]:
+    return ["evaluate", "translation", "--checkpoint", str(checkpoint), "--split", "val", "--data-dir", str(data),
+            "--output", str(data / "hypotheses.txt"), *rest]
+
+
+CLI_CASES = [
+    CliCase("translate: missing --input", lambda tmp, ck: translate_argv(ck, "--input", str(tmp / "absent.txt")),
+            r"^transformer-lab translate: error: .*absent\.txt', which does not exist$"),
+    CliCase("translate: empty --input", lambda tmp, ck: translate_argv(ck, "--input", str(write(tmp / "e.txt", b""))),
+            r"--input: expected at least one line to translate, got the empty file .*e\.txt$"),
+    CliCase("translate: --input is a folder", lambda tmp, ck: translate_argv(ck, "--input", str(tmp)),
+            r"expected a text file, got .*, which is a folder$"),
+    CliCase("translate: non-UTF-8 --input",
+            lambda tmp, ck: translate_argv(ck, "--input", str(write(tmp / "b.txt", b"ok\r\nbad \xff\r\n"))),
+            r"b\.txt: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xff' at byte column 5"),
+    CliCase("translate: non-UTF-8 stdin", lambda tmp, ck: translate_argv(ck),
+            r"stdin: line 3: expected UTF-8 text", stdin=b"eins\nzwei\ndrei \xc3\n"),
+    CliCase("translate: empty stdin", lambda tmp, ck: translate_argv(ck),
+            r"stdin: expected at least one line to translate, got none"),
+    CliCase("translate: undecodable argument bytes", lambda tmp, ck: translate_argv(ck, "gr\udcfc\udcdfe"),
+            r"sentences\[0\]: text must be valid Unicode text, got the lone surrogate U\+DCFC"),
+    CliCase("translate: 10,000 characters", lambda tmp, ck: translate_argv(ck, "Haus " * 2_000),
+            r"sentences\[0\] must be at most 256 subword tokens"),
+    CliCase("translate: --beam 0", lambda tmp, ck: translate_argv(ck, "--beam", "0", "Hallo"),
+            r"--beam must be >= 1, got 0$"),
+    CliCase("translate: --beam not a number (argparse)", lambda tmp, ck: translate_argv(ck, "--beam", "five", "Hallo"),
+            r"^transformer-lab translate: error: argument --beam: invalid int value: 'five' \(see .* --help\)$"),
+    CliCase("translate: missing checkpoint", lambda tmp, ck: translate_argv(tmp / "nowhere", "Hallo"),
+            r"expected a checkpoint folder at '.*nowhere'"),
+    CliCase("translate: weights cut in half",
+            lambda tmp, ck: translate_argv(broken_copy(ck, tmp, MODEL_FILE, cut_in_half), "Hallo"),
+            r"model\.safetensors': expected a complete safetensors file"),
+    CliCase("translate: empty weights file",
+            lambda tmp, ck: translate_argv(broken_copy(ck, tmp, MODEL_FILE, lambda p: p.write_bytes(b"")), "Hallo"),
+            r"model\.safetensors': expected a complete safetensors file"),
+    CliCase("translate: config.json cut in half",
+            lambda tmp, ck: translate_argv(broken_copy(ck, tmp, CONFIG_FILE, cut_in_half), "Hallo"),
+            r"config\.json': expected a JSON object, got malformed JSON"),
+    CliCase("translate: tokenizer.json cut in half",
+            lambda tmp, ck: translate_argv(broken_copy(ck, tmp, "tokenizer.json", cut_in_half), "Hallo"),
+            r"tokenizer\.json: text: expected a tokenizer JSON document"),
+    CliCase("translate: config.json of another model size",
+            lambda tmp, ck: translate_argv(
+                broken_copy(ck, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(d_model=32))), "Hallo"),
+            r"model\.safetensors': expected weights of the shapes the checkpoint's config\.json gives"),
+    CliCase("translate: config.json with heads that do not divide d_model",
+            lambda tmp, ck: translate_argv(
+                broken_copy(ck, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(nhead=3))), "Hallo"),
+            r"config\.json: embed_dim must be divisible by num_heads, got embed_dim=16, num_heads=3"),
+    CliCase("translate: config.json vocabulary differs from the tokenizer",
+            lambda tmp, ck: translate_argv(
+                broken_copy(ck, tmp, CONFIG_FILE, edit_config(
+                    lambda c: c["model"].update(src_vocab_size=100, tgt_vocab_size=100))), "Hallo"),
+            r"config\.json: model\.src_vocab_size must equal the \d+ entries of .*tokenizer\.json, got 100"),
+    CliCase("translate: a copy-task checkpoint", lambda tmp, ck: translate_argv(copy_checkpoint(tmp), "Hallo"),
+            r"expected a translation checkpoint, got task 'synthetic'"),
+    CliCase("evaluate: misaligned data files",
+            lambda tmp, ck: evaluate_argv(ck, write_parallel(tmp / "data", GERMAN, ENGLISH[:3])[0].parent),
+            r"same number of lines, got 4 line\(s\) in .*val\.de and 3 line\(s\) in .*val\.en$"),
+    CliCase("evaluate: non-UTF-8 reference",
+            lambda tmp, ck: evaluate_argv(ck, bad_reference(tmp / "data")),
+            r"val\.en: line 2: expected UTF-8 text"),
+    CliCase("evaluate: missing data folder", lambda tmp, ck: evaluate_argv(ck, tmp / "nodata"),
+            r"data_dir='.*nodata': expected an existing folder"),
+    CliCase("train: --set unknown key", lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "model.width=3"],
+            r"^transformer-lab train: error: model\.width: unknown key for ModelConfig"),
+    CliCase("train: --set bad value", lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "train.epochs=ten"],
+            r"train\.epochs: expected an int, got 'ten'$"),
+    CliCase("train: --set rejected by validation",
+            lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "train.label_smoothing=1.5"],
+            r"train\.label_smoothing: the value '1\.5' was rejected: label_smoothing: expected a float in \[0, 1\)"),
+    CliCase("train: --set without '='", lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "model.d_model"],
+            r"overrides: expected 'key=value', got 'model\.d_model'$"),
+    CliCase("train: --resume without a run", lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--resume"],
+            r"--resume: expected a checkpoint folder .*last, found none$"),
+    CliCase("average-checkpoints: --last 0", lambda tmp, ck: ["average-checkpoints", "--run", str(tmp), "--last", "0",
+                                                              "--out", str(tmp / "avg")],
+            r"--last must be >= 1, got 0$"),
+    CliCase("plot training-curve: non-UTF-8 metrics",
+            lambda tmp, ck: ["plot", "training-curve", "--out", str(tmp / "c.png"), "--metrics",
+                             str(write(tmp / "metrics.jsonl", b'{"event": "eval", "step": 1}\n\xff\n'))],
+            r"metrics\.jsonl: line 2: expected UTF-8 text"),
+    CliCase("plot training-curve: a train row without its loss",
+            lambda tmp, ck: ["plot", "training-curve", "--out", str(tmp / "c.png"), "--metrics",
+                             str(write(tmp / "metrics.jsonl", b'{"event": "train", "step": 1}\n'))],
+            r"expected every train row of .*metrics\.jsonl' to have a numeric 'train_loss'"),
+    CliCase("plot attention: token id out of range",
+            lambda tmp, ck: ["plot", "attention", "--out", str(tmp / "a.png"), "--checkpoint", str(ck), "--source", "5 9999"],
+            r"src_ids must hold token ids in \[0, \d+\), got 9999$"),
+    CliCase("lab: weights cut in half",
+            lambda tmp, ck: ["lab", "decoder-rows", "--checkpoint", str(broken_copy(ck, tmp, MODEL_FILE, cut_in_half))],
+            r"model\.safetensors': expected a complete safetensors file"),
+    CliCase("explain: heads that do not divide d_model", lambda tmp, ck: ["explain", "--d-model", "32", "--nhead", "3"],
+            r"d_model must be divisible by nhead, got d_model=32, nhead=3$"),
+]
+
+
+def copy_checkpoint(tmp_path: Path) -> Path:
+    config = synthetic.default_config("copy")
+    return save_checkpoint(tmp_path / "copy", Seq2SeqTransformer.from_config(config.model),
+                           {"task": "synthetic", **config_to_dict(config)})
+
+
+def bad_reference(folder: Path) -> Path:
+    write_multi30k_split(folder, "val", GERMAN, ENGLISH)
+    (folder / "val.en").write_bytes(b"A man.\nA \xe9 dog.\nOne.\nTwo.\n")
+    return folder
+
+
+def run_cli(argv: list[str], stdin: bytes, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse
+        code = int(exit_.code)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("case", CLI_CASES, ids=lambda case: case.name)
+def test_cli_bad_input_is_one_line_and_an_exit_code(
+    case: CliCase, tmp_path: Path, checkpoint: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, error = run_cli(case.argv(tmp_path, checkpoint), case.stdin, monkeypatch, capsys)
+    lines = error.strip().splitlines()
+    assert code == case.exit_code, f"{case.name}: exit {code}, stderr {error!r}"
+    assert len(lines) == 1, f"{case.name}: expected one stderr line, got {lines}"
+    assert "Traceback" not in error
+    assert re.search(case.message, lines[0]), f"{case.name}: {lines[0]!r} does not match {case.message!r}"
+
+
+# ---------------------------------------------------------------------------- accepted inputs
+
+
+def test_crlf_input_translates_like_lf(tmp_path: Path, checkpoint: Path, monkeypatch, capsys) -> None:
+    outputs = []
+    for name, newline in (("lf", "\n"), ("crlf", "\r\n")):
+        path = write(tmp_path / f"{name}.txt", "".join(line + newline for line in GERMAN).encode("utf-8"))
+        code, out, _ = run_cli(translate_argv(checkpoint, "--input", str(path)), b"", monkeypatch, capsys)
+        assert code == 0
+        outputs.append(out)
+        code, piped, _ = run_cli(translate_argv(checkpoint), path.read_bytes(), monkeypatch, capsys)
+        assert code == 0 and piped == out
+    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == len(GERMAN)
+
+
+def test_crlf_data_files_evaluate_like_lf(tmp_path: Path, checkpoint: Path, monkeypatch, capsys) -> None:
+    reports = []
+    for name, newline in (("lf", "\n"), ("crlf", "\r\n")):
+        data = write_multi30k_split(tmp_path / name, "val", GERMAN, ENGLISH, newline=newline)
+        code, out, _ = run_cli(evaluate_argv(checkpoint, data), b"", monkeypatch, capsys)
+        assert code == 0
+        reports.append((out.replace(str(data), "DATA"), (data / "hypotheses.txt").read_text(encoding="utf-8")))
+    assert reports[0] == reports[1]
+    assert read_parallel_text(tmp_path / "crlf" / "val.de", tmp_path / "crlf" / "val.en").pairs == list(SENTENCES)
+
+
+def test_awkward_but_valid_text_translates_to_one_line_each(checkpoint: Path) -> None:
+    sentences = ["", "   ", "\t", "😀🎉👍🏽", "Ein Mann 🚲 fährt.", "日本語とΕλληνικά und русский", "عربى",
+                 "a\u0301 combining", "<eos> <pad> <unk>", "x" * 200]
+    outputs = translate(checkpoint, sentences)
+    assert len(outputs) == len(sentences)
+    assert outputs[:3] == ["", "", ""]  # blank in, blank out: nothing decoded
+    assert all(isinstance(text, str) and "\n" not in text for text in outputs)
+
+
+def test_no_traceback_through_the_real_entry_point(tmp_path: Path, checkpoint: Path) -> None:
+    """The console script itself (a fresh interpreter): a cut weights file is one line, exit 2."""
+    broken = broken_copy(checkpoint, tmp_path, MODEL_FILE, cut_in_half)
+    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY / "src"), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "transformer_lab", "translate", "--checkpoint", str(broken), "Hallo"],
+                            env=environment, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "expected a complete safetensors file" in result.stderr
+
+
+def test_unreadable_file_is_a_value_error_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path / "secret.txt", b"Hallo\n")
+    if hasattr(os, "geteuid") and os.geteuid() != 0:
+        path.chmod(0)  # a real permission error where the user can be refused
+    else:
+        # root reads everything; make the read fail the way the kernel would.
+        def refuse(self: Path) -> bytes:
+            raise PermissionError(13, "Permission denied", str(self))
+
+        monkeypatch.setattr(Path, "read_bytes", refuse)
+    with pytest.raises(ValueError, match=r"secret\.txt: expected a readable text file, got an error: Permission denied"):
+        read_lines(path)
