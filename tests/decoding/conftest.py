@@ -39,7 +39,7 @@ class RecordingCache:
         self.rows: list[tuple[int, ...]] | None = None
         self.reorder_sizes: list[int] = []
 
-    def reorder(self, index: Tensor) -> None:
+    def reorder(self, index: Tensor, include_static: bool = True) -> None:
         assert index.dtype == torch.long and index.dim() == 1, index
         assert self.rows is not None, "reorder called on a cache that was never filled"
         positions = index.tolist()

@@ -26,7 +26,7 @@ LEVEL = torch.tensor([index >= 4 and TOKENS[index - 4] in "风天花山" for ind
 
 
 class NoCache:
-    def reorder(self, index: Tensor) -> None:
+    def reorder(self, index: Tensor, include_static: bool = True) -> None:
         pass
 
 

@@ -87,3 +87,22 @@ def test_reorder_rejects_a_bad_index_and_cache_of_wrong_depth() -> None:
     decoder = build_decoder(norm_first=False)
     with pytest.raises(ValueError, match="one entry per decoder layer"):
         decoder(torch.randn(1, 1, D_MODEL), torch.randn(1, 2, D_MODEL), cache=ours.DecoderCache(3))
+
+
+def test_reorder_without_static_state_between_rows_of_one_memory() -> None:
+    # Beam search: rows 0-1 and 2-3 are beams of two sentences, each pair sharing a memory.
+    decoder = build_decoder(norm_first=False)
+    memory = torch.randn(2, SRC_LEN, D_MODEL).repeat_interleave(2, dim=0)  # [4, S, D]
+    tgt = torch.randn(4, TGT_LEN, D_MODEL)
+    index = torch.tensor([1, 1, 3, 2])  # each new beam's parent is a beam of its own sentence
+    expected = full_decoder(decoder, tgt[index], memory[index], None)
+    cache = decoder.new_cache()
+    outputs = [decoder(tgt[:, position : position + 1], memory, cache=cache) for position in range(3)]
+    cross_keys = cache.layers[0].cross_attention.keys
+    cache.reorder(index, include_static=False)
+    assert cache.layers[0].cross_attention.keys is cross_keys  # not copied
+    outputs = [output[index] for output in outputs]
+    outputs += [decoder(tgt[index, position : position + 1], memory, cache=cache) for position in range(3, TGT_LEN)]
+    assert max_difference(torch.cat(outputs, dim=1), expected) <= 1e-5
+    with pytest.raises(ValueError, match="include_static=False needs an index that keeps the batch size 4, got 2"):
+        cache.reorder(torch.tensor([0, 2]), include_static=False)

@@ -288,7 +288,9 @@ def beam_search(
 
             if cache is not None:
                 # The cache holds one row per old beam; each new beam continues its parent.
-                cache.reorder(flat_parents)
+                # A parent is a beam of the same sentence, whose cross-attention keys and
+                # values are the same: they need moving only when sentences were dropped.
+                cache.reorder(flat_parents, include_static=len(keep) < active_count)
             prefix_ids = next_prefix_ids
             beam_scores = next_scores
 

@@ -46,12 +46,14 @@ class DecoderCache(Protocol):
     row per decoded sequence.
     """
 
-    def reorder(self, index: Tensor) -> None:
+    def reorder(self, index: Tensor, include_static: bool = True) -> None:
         """Keep, in place, the rows named by `index` (index_select along the batch).
 
         Beam search calls it after choosing beams: row `i` of the new cache is row
         `index[i]` of the old one; rows may repeat (a beam that splits) or vanish (a
-        beam or sentence that is dropped).
+        beam or sentence that is dropped). With `include_static=False` (only when no
+        sentence was dropped, so `index` maps each row to a beam of the same sentence)
+        state that depends only on the source may stay as it is.
 
         Shape:
             index: LongTensor[N'] of row numbers in [0, N).

@@ -63,9 +63,10 @@ class DecoderLayerCache:
         self.self_attention = AttentionCache(static=False)
         self.cross_attention = AttentionCache(static=True)
 
-    def reorder(self, index: Tensor) -> None:
+    def reorder(self, index: Tensor, include_static: bool = True) -> None:
         self.self_attention.reorder(index)
-        self.cross_attention.reorder(index)
+        if include_static:
+            self.cross_attention.reorder(index)
 
 
 class DecoderCache:
@@ -85,8 +86,13 @@ class DecoderCache:
         """Number of target positions already decoded (and cached)."""
         return self.layers[0].self_attention.length
 
-    def reorder(self, index: Tensor) -> None:
+    def reorder(self, index: Tensor, include_static: bool = True) -> None:
         """Reorder or expand every cached tensor along the batch dimension.
+
+        ``include_static=False`` leaves the cross-attention keys/values as they are. That
+        is correct only when ``index`` keeps the batch size and maps every row to a row
+        with the same memory, as beam search does between the beams of one sentence; it
+        saves copying ``[B, H, S, Dh]`` twice per layer at every step.
 
         Shape:
             index ``[B']`` long, values in ``[0, B)``.
@@ -96,5 +102,11 @@ class DecoderCache:
                 "DecoderCache.reorder: index must be a 1-D long tensor, "
                 f"got dtype {index.dtype} and shape {list(index.shape)}"
             )
+        static_keys = self.layers[0].cross_attention.keys  # [B, H, S, Dh] or None
+        if not include_static and static_keys is not None and index.shape[0] != static_keys.shape[0]:
+            raise ValueError(
+                "DecoderCache.reorder: include_static=False needs an index that keeps the batch size "
+                f"{static_keys.shape[0]}, got {index.shape[0]} rows"
+            )
         for layer in self.layers:
-            layer.reorder(index)
+            layer.reorder(index, include_static)
