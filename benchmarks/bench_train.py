@@ -21,22 +21,21 @@ forward and backward (3x forward), divided by time and by the *measured* peak of
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import dataclasses
 import platform
 import statistics
 import time
-from dataclasses import dataclass
 
 import torch
+
+# The training step of the precision benchmark (forward, loss, backward, clip, Adam), reused.
+from bench_train_precision import Runner
 from torch import nn
 
 from transformer_lab.data import PAD_ID, Seq2SeqBatch
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import translation
-from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn
-from transformer_lab.training import build_optimizer
 
 RUNNERS = ("torch fp32", "torch bf16", "ours fp32", "ours bf16")
 
@@ -111,35 +110,6 @@ def torch_baseline(model: Seq2SeqTransformer, config: ModelConfig) -> Seq2SeqTra
     return baseline
 
 
-class Runner:
-    """One model in one precision; ``train(batches)`` runs one optimizer step per batch."""
-
-    def __init__(self, model: Seq2SeqTransformer, precision: str) -> None:
-        self.model = model.train()
-        self.precision = precision
-        self.parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
-        # A small constant rate: the schedule costs nothing and does not change the timing.
-        self.optimizer = build_optimizer(self.parameters, lr=1e-4)
-        self.loss_fn = seq2seq_loss_fn(0.1, PAD_ID)
-
-    def autocast(self) -> contextlib.AbstractContextManager:
-        if self.precision == "bf16":
-            return torch.autocast(device_type="cpu", dtype=torch.bfloat16)
-        return contextlib.nullcontext()
-
-    def train(self, batches: list[Seq2SeqBatch]) -> float:
-        loss_value = float("nan")
-        for batch in batches:
-            with self.autocast():
-                loss = self.loss_fn(self.model, batch)
-            loss.float().backward()
-            torch.nn.utils.clip_grad_norm_(self.parameters, 1.0)
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            loss_value = float(loss.detach().float())
-        return loss_value
-
-
 def measure(
     config: ModelConfig, batches: list[Seq2SeqBatch], repeats: int, peak: float
 ) -> dict[str, tuple[float, float, float]]:
@@ -148,10 +118,10 @@ def measure(
     ours = Seq2SeqTransformer.from_config(config)
     baseline = torch_baseline(ours, config)
     runners = {
-        "torch fp32": Runner(copy.deepcopy(baseline), "fp32"),
-        "torch bf16": Runner(copy.deepcopy(baseline), "bf16"),
-        "ours fp32": Runner(copy.deepcopy(ours), "fp32"),
-        "ours bf16": Runner(copy.deepcopy(ours), "bf16"),
+        "torch fp32": Runner(copy.deepcopy(baseline), "fp32", smoothing=0.1),
+        "torch bf16": Runner(copy.deepcopy(baseline), "bf16", smoothing=0.1),
+        "ours fp32": Runner(copy.deepcopy(ours), "fp32", smoothing=0.1),
+        "ours bf16": Runner(copy.deepcopy(ours), "bf16", smoothing=0.1),
     }
     tokens = sum(batch.num_target_tokens for batch in batches)
     flops = sum(step_flops(config, batch) for batch in batches)

@@ -28,7 +28,6 @@ import time
 import torch
 
 from transformer_lab.data.multi30k import load_multi30k
-from transformer_lab.decoding import DecodeConfig
 from transformer_lab.tasks.translation import load_translator, translate_sentences
 
 METHODS = {
