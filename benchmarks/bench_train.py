@@ -111,9 +111,14 @@ def torch_baseline(model: Seq2SeqTransformer, config: ModelConfig) -> Seq2SeqTra
 
 
 def measure(
-    config: ModelConfig, batches: list[Seq2SeqBatch], repeats: int, peak: float
-) -> dict[str, tuple[float, float, float]]:
-    """Per runner: median target tokens/s, MFU against ``peak``, last loss."""
+    config: ModelConfig, batches: list[Seq2SeqBatch], repeats: int
+) -> tuple[dict[str, tuple[float, float, float]], float]:
+    """Per runner: median target tokens/s, MFU, last loss; and the bf16 matmul peak used.
+
+    The peak is measured again in every repeat, between the runners, and its median is
+    the MFU's denominator: a peak taken once could catch a moment when the machine was
+    busier or quieter than during the runs.
+    """
     torch.manual_seed(0)
     ours = Seq2SeqTransformer.from_config(config)
     baseline = torch_baseline(ours, config)
@@ -129,17 +134,20 @@ def measure(
         runner.train(batches[:1])
     seconds: dict[str, list[float]] = {name: [] for name in RUNNERS}
     losses: dict[str, float] = {}
+    peaks: list[float] = []
     for repeat in range(repeats):
+        peaks.append(matmul_peak(torch.bfloat16, repeats=5))
         order = RUNNERS if repeat % 2 == 0 else RUNNERS[::-1]
         for name in order:
             start = time.perf_counter()
             losses[name] = runners[name].train(batches)
             seconds[name].append(time.perf_counter() - start)
+    peak = statistics.median(peaks)
     result = {}
     for name in RUNNERS:
         median = statistics.median(seconds[name])
         result[name] = (tokens / median, flops / median / peak, losses[name])
-    return result
+    return result, peak
 
 
 def parse_arguments() -> argparse.Namespace:
@@ -184,7 +192,8 @@ def main() -> None:
     print("|---|---|---:|---:|---:|---:|---:|")
     for name in arguments.configs:
         config = model_configs(data.tokenizer.vocab_size)[name]
-        result = measure(config, batches, arguments.repeats, peak_bf16)
+        result, peak = measure(config, batches, arguments.repeats)
+        print(f"| {name} | bf16 matmul peak during the runs | {peak / 1e9:.1f} GFLOP/s | | | | |")
         torch_fp32 = result["torch fp32"][0]
         for runner in RUNNERS:
             rate, mfu, loss = result[runner]
