@@ -13,6 +13,7 @@ Every row builds its own broken input from real artefacts (``builders.py``) in t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import json
 import os
@@ -26,7 +27,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.reliability.builders import SENTENCES, write_multi30k_split, write_translation_checkpoint
+from tests.reliability.builders import (
+    SENTENCES,
+    train_classification_checkpoint,
+    train_couplet_checkpoint,
+    write_multi30k_split,
+    write_translation_checkpoint,
+)
 from transformer_lab import nn as lab_nn
 from transformer_lab.cli import main
 from transformer_lab.data import SubwordTokenizer, Vocabulary, read_lines, read_parallel_text
@@ -49,10 +56,34 @@ GERMAN = [source for source, _ in SENTENCES]
 ENGLISH = [target for _, target in SENTENCES]
 
 
+class Checkpoints:
+    """One small checkpoint per task, each built on first use; rows that break one work on copies."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._factory = tmp_path_factory
+
+    @functools.cached_property
+    def translation(self) -> Path:
+        return write_translation_checkpoint(self._factory.mktemp("translation") / "last")
+
+    @functools.cached_property
+    def classification(self) -> Path:
+        return train_classification_checkpoint(self._factory.mktemp("classification"))
+
+    @functools.cached_property
+    def couplet(self) -> Path:
+        return train_couplet_checkpoint(self._factory.mktemp("couplet"))
+
+
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A translation checkpoint; rows that break it work on copies."""
-    return write_translation_checkpoint(tmp_path_factory.mktemp("translation") / "last")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Checkpoints:
+    return Checkpoints(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(checkpoints: Checkpoints) -> Path:
+    """The translation checkpoint."""
+    return checkpoints.translation
 
 
 def broken_copy(checkpoint: Path, tmp_path: Path, name: str, change: Callable[[Path], None]) -> Path:
@@ -86,7 +117,7 @@ def write(path: Path, data: bytes) -> Path:
 @dataclasses.dataclass(frozen=True)
 class LibraryCase:
     name: str
-    call: Callable[[Path, Path], object]  # (tmp_path, checkpoint) -> calls the library
+    call: Callable[[Path, Checkpoints], object]  # (tmp_path, checkpoints) -> calls the library
     error: type[Exception]
     message: str  # a regex; {tmp} is replaced by the escaped tmp_path
 
@@ -122,7 +153,7 @@ LIBRARY_CASES = [
                 lambda tmp, ck: Vocabulary.load(write(tmp / "vocab.txt", b"<pad>\n<unk>\n<bos>\n<eos>\nwo\xffrd\n")),
                 ValueError, r"vocab\.txt: line 5: expected UTF-8 text"),
     LibraryCase("tokenizer file cut in half",
-                lambda tmp, ck: SubwordTokenizer.load(write(tmp / "tok.json", (ck / "tokenizer.json").read_bytes()[:500])),
+                lambda tmp, ck: SubwordTokenizer.load(write(tmp / "tok.json", (ck.translation / "tokenizer.json").read_bytes()[:500])),
                 ValueError, r"tok\.json: expected a tokenizer JSON file"),
     LibraryCase("config with an unknown key",
                 lambda tmp, ck: config_from_dict(ModelConfig, {"d_model": 16, "heads": 2}),
@@ -146,28 +177,28 @@ LIBRARY_CASES = [
                 lambda tmp, ck: load_checkpoint_config(tmp / "nowhere"),
                 FileNotFoundError, r"expected a checkpoint folder at '{tmp}/nowhere'"),
     LibraryCase("checkpoint missing its weights",
-                lambda tmp, ck: translation.load_translator(broken_copy(ck, tmp, MODEL_FILE, Path.unlink)),
+                lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, MODEL_FILE, Path.unlink)),
                 FileNotFoundError, r"expected the weights 'model\.safetensors' in checkpoint"),
     LibraryCase("checkpoint missing its tokenizer",
-                lambda tmp, ck: translation.load_translator(broken_copy(ck, tmp, "tokenizer.json", Path.unlink)),
+                lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, "tokenizer.json", Path.unlink)),
                 FileNotFoundError, r"expected the extra file 'tokenizer\.json'"),
     LibraryCase("weights cut in half",
-                lambda tmp, ck: translation.load_translator(broken_copy(ck, tmp, MODEL_FILE, cut_in_half)),
+                lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half)),
                 ValueError, r"model\.safetensors': expected a complete safetensors file"),
     LibraryCase("config.json cut in half",
-                lambda tmp, ck: translation.load_translator(broken_copy(ck, tmp, CONFIG_FILE, cut_in_half)),
+                lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, CONFIG_FILE, cut_in_half)),
                 ValueError, r"config\.json': expected a JSON object, got malformed JSON"),
     LibraryCase("config.json of another model size",
                 lambda tmp, ck: translation.load_translator(
-                    broken_copy(ck, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(dim_feedforward=64)))),
+                    broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(dim_feedforward=64)))),
                 ValueError, r"model\.safetensors': expected weights of the shapes .* first transformer\.\S+: stored \[32"),
     LibraryCase("config.json with an unknown key",
                 lambda tmp, ck: translation.load_translator(
-                    broken_copy(ck, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(layers=2)))),
+                    broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(layers=2)))),
                 ValueError, r"config\.json: model\.layers: unknown key for ModelConfig"),
     LibraryCase("config.json with a wrong type",
                 lambda tmp, ck: translation.load_translator(
-                    broken_copy(ck, tmp, CONFIG_FILE, edit_config(lambda c: c["train"].update(epochs="ten")))),
+                    broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["train"].update(epochs="ten")))),
                 ValueError, r"config\.json: train\.epochs: expected an int, got 'ten'"),
     LibraryCase("trainer state cut in half",
                 lambda tmp, ck: load_trainer_state(cut_state(tmp)),
@@ -194,10 +225,10 @@ LIBRARY_CASES = [
                 lambda tmp, ck: attention_call(key_padding_mask=torch.zeros(3, 2, dtype=torch.bool)),
                 ValueError, r"key_padding_mask must have shape \[batch, src_len\] = \[2, 3\], got \[3, 2\]"),
     LibraryCase("10,000 characters to translate",
-                lambda tmp, ck: translate(ck, ["kurz", "x" * 10_000]),
+                lambda tmp, ck: translate(ck.translation, ["kurz", "x" * 10_000]),
                 ValueError, r"sentences\[1\] must be at most 256 subword tokens \(the model's max_len\), got \d{4,}"),
     LibraryCase("a lone surrogate to translate",
-                lambda tmp, ck: translate(ck, ["gut", "schl\udce9cht"]),
+                lambda tmp, ck: translate(ck.translation, ["gut", "schl\udce9cht"]),
                 ValueError, r"sentences\[1\]: text must be valid Unicode text, got the lone surrogate U\+DCE9 at character 4"),
 ]
 
@@ -219,9 +250,9 @@ def translate(checkpoint: Path, sentences: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("case", LIBRARY_CASES, ids=lambda case: case.name)
-def test_library_refuses_bad_input(case: LibraryCase, tmp_path: Path, checkpoint: Path) -> None:
+def test_library_refuses_bad_input(case: LibraryCase, tmp_path: Path, checkpoints: Checkpoints) -> None:
     with pytest.raises(Exception) as caught:
-        case.call(tmp_path, checkpoint)
+        case.call(tmp_path, checkpoints)
     assert type(caught.value) is case.error, f"{case.name}: {type(caught.value).__name__}: {caught.value}"
     pattern = case.message.replace("{tmp}", str(tmp_path).replace(".", r"\."))
     assert caught.match(pattern)
@@ -233,7 +264,7 @@ def test_library_refuses_bad_input(case: LibraryCase, tmp_path: Path, checkpoint
 @dataclasses.dataclass(frozen=True)
 class CliCase:
     name: str
-    argv: Callable[[Path, Path], list[str]]  # (tmp_path, checkpoint) -> the command line
+    argv: Callable[[Path, Checkpoints], list[str]]  # (tmp_path, checkpoints) -> the command line
     message: str  # a regex for the one stderr line
     exit_code: int = 2
     stdin: bytes = b""
@@ -249,63 +280,63 @@ def evaluate_argv(checkpoint: Path, data: Path, *rest: str) -> list[str]:
 
 
 CLI_CASES = [
-    CliCase("translate: missing --input", lambda tmp, ck: translate_argv(ck, "--input", str(tmp / "absent.txt")),
+    CliCase("translate: missing --input", lambda tmp, ck: translate_argv(ck.translation, "--input", str(tmp / "absent.txt")),
             r"^transformer-lab translate: error: .*absent\.txt', which does not exist$"),
-    CliCase("translate: empty --input", lambda tmp, ck: translate_argv(ck, "--input", str(write(tmp / "e.txt", b""))),
+    CliCase("translate: empty --input", lambda tmp, ck: translate_argv(ck.translation, "--input", str(write(tmp / "e.txt", b""))),
             r"--input: expected at least one line to translate, got the empty file .*e\.txt$"),
-    CliCase("translate: --input is a folder", lambda tmp, ck: translate_argv(ck, "--input", str(tmp)),
+    CliCase("translate: --input is a folder", lambda tmp, ck: translate_argv(ck.translation, "--input", str(tmp)),
             r"expected a text file, got .*, which is a folder$"),
     CliCase("translate: non-UTF-8 --input",
-            lambda tmp, ck: translate_argv(ck, "--input", str(write(tmp / "b.txt", b"ok\r\nbad \xff\r\n"))),
+            lambda tmp, ck: translate_argv(ck.translation, "--input", str(write(tmp / "b.txt", b"ok\r\nbad \xff\r\n"))),
             r"b\.txt: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xff' at byte column 5"),
-    CliCase("translate: non-UTF-8 stdin", lambda tmp, ck: translate_argv(ck),
+    CliCase("translate: non-UTF-8 stdin", lambda tmp, ck: translate_argv(ck.translation),
             r"stdin: line 3: expected UTF-8 text", stdin=b"eins\nzwei\ndrei \xc3\n"),
-    CliCase("translate: empty stdin", lambda tmp, ck: translate_argv(ck),
+    CliCase("translate: empty stdin", lambda tmp, ck: translate_argv(ck.translation),
             r"stdin: expected at least one line to translate, got none"),
-    CliCase("translate: undecodable argument bytes", lambda tmp, ck: translate_argv(ck, "gr\udcfc\udcdfe"),
+    CliCase("translate: undecodable argument bytes", lambda tmp, ck: translate_argv(ck.translation, "gr\udcfc\udcdfe"),
             r"sentences\[0\]: text must be valid Unicode text, got the lone surrogate U\+DCFC"),
-    CliCase("translate: 10,000 characters", lambda tmp, ck: translate_argv(ck, "Haus " * 2_000),
+    CliCase("translate: 10,000 characters", lambda tmp, ck: translate_argv(ck.translation, "Haus " * 2_000),
             r"sentences\[0\] must be at most 256 subword tokens"),
-    CliCase("translate: --beam 0", lambda tmp, ck: translate_argv(ck, "--beam", "0", "Hallo"),
+    CliCase("translate: --beam 0", lambda tmp, ck: translate_argv(ck.translation, "--beam", "0", "Hallo"),
             r"--beam must be >= 1, got 0$"),
-    CliCase("translate: --beam not a number (argparse)", lambda tmp, ck: translate_argv(ck, "--beam", "five", "Hallo"),
+    CliCase("translate: --beam not a number (argparse)", lambda tmp, ck: translate_argv(ck.translation, "--beam", "five", "Hallo"),
             r"^transformer-lab translate: error: argument --beam: invalid int value: 'five' \(see .* --help\)$"),
     CliCase("translate: missing checkpoint", lambda tmp, ck: translate_argv(tmp / "nowhere", "Hallo"),
             r"expected a checkpoint folder at '.*nowhere'"),
     CliCase("translate: weights cut in half",
-            lambda tmp, ck: translate_argv(broken_copy(ck, tmp, MODEL_FILE, cut_in_half), "Hallo"),
+            lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half), "Hallo"),
             r"model\.safetensors': expected a complete safetensors file"),
     CliCase("translate: empty weights file",
-            lambda tmp, ck: translate_argv(broken_copy(ck, tmp, MODEL_FILE, lambda p: p.write_bytes(b"")), "Hallo"),
+            lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, MODEL_FILE, lambda p: p.write_bytes(b"")), "Hallo"),
             r"model\.safetensors': expected a complete safetensors file"),
     CliCase("translate: config.json cut in half",
-            lambda tmp, ck: translate_argv(broken_copy(ck, tmp, CONFIG_FILE, cut_in_half), "Hallo"),
+            lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, CONFIG_FILE, cut_in_half), "Hallo"),
             r"config\.json': expected a JSON object, got malformed JSON"),
     CliCase("translate: tokenizer.json cut in half",
-            lambda tmp, ck: translate_argv(broken_copy(ck, tmp, "tokenizer.json", cut_in_half), "Hallo"),
+            lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, "tokenizer.json", cut_in_half), "Hallo"),
             r"tokenizer\.json: text: expected a tokenizer JSON document"),
     CliCase("translate: config.json of another model size",
             lambda tmp, ck: translate_argv(
-                broken_copy(ck, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(d_model=32))), "Hallo"),
+                broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(d_model=32))), "Hallo"),
             r"model\.safetensors': expected weights of the shapes the checkpoint's config\.json gives"),
     CliCase("translate: config.json with heads that do not divide d_model",
             lambda tmp, ck: translate_argv(
-                broken_copy(ck, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(nhead=3))), "Hallo"),
+                broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(nhead=3))), "Hallo"),
             r"config\.json: embed_dim must be divisible by num_heads, got embed_dim=16, num_heads=3"),
     CliCase("translate: config.json vocabulary differs from the tokenizer",
             lambda tmp, ck: translate_argv(
-                broken_copy(ck, tmp, CONFIG_FILE, edit_config(
+                broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(
                     lambda c: c["model"].update(src_vocab_size=100, tgt_vocab_size=100))), "Hallo"),
             r"config\.json: model\.src_vocab_size must equal the \d+ entries of .*tokenizer\.json, got 100"),
     CliCase("translate: a copy-task checkpoint", lambda tmp, ck: translate_argv(copy_checkpoint(tmp), "Hallo"),
             r"expected a translation checkpoint, got task 'synthetic'"),
     CliCase("evaluate: misaligned data files",
-            lambda tmp, ck: evaluate_argv(ck, write_parallel(tmp / "data", GERMAN, ENGLISH[:3])[0].parent),
+            lambda tmp, ck: evaluate_argv(ck.translation, write_parallel(tmp / "data", GERMAN, ENGLISH[:3])[0].parent),
             r"same number of lines, got 4 line\(s\) in .*val\.de and 3 line\(s\) in .*val\.en$"),
     CliCase("evaluate: non-UTF-8 reference",
-            lambda tmp, ck: evaluate_argv(ck, bad_reference(tmp / "data")),
+            lambda tmp, ck: evaluate_argv(ck.translation, bad_reference(tmp / "data")),
             r"val\.en: line 2: expected UTF-8 text"),
-    CliCase("evaluate: missing data folder", lambda tmp, ck: evaluate_argv(ck, tmp / "nodata"),
+    CliCase("evaluate: missing data folder", lambda tmp, ck: evaluate_argv(ck.translation, tmp / "nodata"),
             r"data_dir='.*nodata': expected an existing folder"),
     CliCase("train: --set unknown key", lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "model.width=3"],
             r"^transformer-lab train: error: model\.width: unknown key for ModelConfig"),
@@ -330,10 +361,10 @@ CLI_CASES = [
                              str(write(tmp / "metrics.jsonl", b'{"event": "train", "step": 1}\n'))],
             r"expected every train row of .*metrics\.jsonl' to have a numeric 'train_loss'"),
     CliCase("plot attention: token id out of range",
-            lambda tmp, ck: ["plot", "attention", "--out", str(tmp / "a.png"), "--checkpoint", str(ck), "--source", "5 9999"],
+            lambda tmp, ck: ["plot", "attention", "--out", str(tmp / "a.png"), "--checkpoint", str(ck.translation), "--source", "5 9999"],
             r"src_ids must hold token ids in \[0, \d+\), got 9999$"),
     CliCase("lab: weights cut in half",
-            lambda tmp, ck: ["lab", "decoder-rows", "--checkpoint", str(broken_copy(ck, tmp, MODEL_FILE, cut_in_half))],
+            lambda tmp, ck: ["lab", "decoder-rows", "--checkpoint", str(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half))],
             r"model\.safetensors': expected a complete safetensors file"),
     CliCase("explain: heads that do not divide d_model", lambda tmp, ck: ["explain", "--d-model", "32", "--nhead", "3"],
             r"d_model must be divisible by nhead, got d_model=32, nhead=3$"),
@@ -364,9 +395,10 @@ def run_cli(argv: list[str], stdin: bytes, monkeypatch: pytest.MonkeyPatch, caps
 
 @pytest.mark.parametrize("case", CLI_CASES, ids=lambda case: case.name)
 def test_cli_bad_input_is_one_line_and_an_exit_code(
-    case: CliCase, tmp_path: Path, checkpoint: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    case: CliCase, tmp_path: Path, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, _, error = run_cli(case.argv(tmp_path, checkpoint), case.stdin, monkeypatch, capsys)
+    code, _, error = run_cli(case.argv(tmp_path, checkpoints), case.stdin, monkeypatch, capsys)
     lines = error.strip().splitlines()
     assert code == case.exit_code, f"{case.name}: exit {code}, stderr {error!r}"
     assert len(lines) == 1, f"{case.name}: expected one stderr line, got {lines}"
