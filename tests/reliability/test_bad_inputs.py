@@ -36,7 +36,8 @@ from tests.reliability.builders import (
 )
 from transformer_lab import nn as lab_nn
 from transformer_lab.cli import main
-from transformer_lab.data import SubwordTokenizer, Vocabulary, read_lines, read_parallel_text
+from transformer_lab.data import SubwordTokenizer, Vocabulary, read_ag_news_csv, read_lines, read_parallel_text
+from transformer_lab.data.couplet import LOWER_FILE, UPPER_FILE, load_couplets, read_couplets
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import synthetic, translation
 from transformer_lab.training import (
@@ -230,12 +231,69 @@ LIBRARY_CASES = [
     LibraryCase("a lone surrogate to translate",
                 lambda tmp, ck: translate(ck.translation, ["gut", "schl\udce9cht"]),
                 ValueError, r"sentences\[1\]: text must be valid Unicode text, got the lone surrogate U\+DCE9 at character 4"),
+    # AG News CSV (data/ag_news.py): the row's line is named, with what is wrong in it.
+    LibraryCase("AG News: a row with two fields", lambda tmp, ck: read_news(tmp, b'"1","only a title"\n'),
+                ValueError, r"news\.csv: line 2: expected 3 fields \(class, title, description\), got 2"),
+    LibraryCase("AG News: a row with four fields", lambda tmp, ck: read_news(tmp, b'"1","a","b","c"\n'),
+                ValueError, r"news\.csv: line 2: expected 3 fields \(class, title, description\), got 4"),
+    LibraryCase("AG News: class 5", lambda tmp, ck: read_news(tmp, b'"5","a","b"\n'),
+                ValueError, r"news\.csv: line 2: expected a class id in 1, 2, 3, 4, got '5'"),
+    LibraryCase("AG News: class 0", lambda tmp, ck: read_news(tmp, b'"0","a","b"\n'),
+                ValueError, r"news\.csv: line 2: expected a class id in 1, 2, 3, 4, got '0'"),
+    LibraryCase("AG News: a quote never closed", lambda tmp, ck: read_news(tmp, b'"3","a","unterminated\n'),
+                ValueError, r"news\.csv: line 2: bad quoting at column 9: a quoted field that is never closed"),
+    LibraryCase("AG News: text after a closing quote", lambda tmp, ck: read_news(tmp, b'"3","never closed,"b"\n'),
+                ValueError, r"news\.csv: line 2: bad quoting at column 20: expected ',' or the end of the line"),
+    LibraryCase("AG News: non-UTF-8 bytes", lambda tmp, ck: read_news(tmp, b'"2","caf\xe9","b"\n'),
+                ValueError, r"news\.csv: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe9' at byte column 9"),
+    LibraryCase("AG News: empty file", lambda tmp, ck: read_ag_news_csv(write(tmp / "news.csv", b"")),
+                ValueError, r"news\.csv: expected at least one article, got none"),
+    LibraryCase("AG News: missing file", lambda tmp, ck: read_ag_news_csv(tmp / "absent.csv"),
+                FileNotFoundError, r"expected an AG News CSV file, got '{tmp}/absent\.csv', which does not exist"),
+    LibraryCase("AG News: a folder as the CSV file", lambda tmp, ck: read_ag_news_csv(tmp),
+                ValueError, r"expected a text file, got '{tmp}', which is a folder"),
+    # Couplets (data/couplet.py): in.txt and out.txt, aligned, a pair's lines equally long.
+    LibraryCase("couplet: misaligned files", lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n春 水 \n", "晨 露 \n"),
+                ValueError, r"same number of lines, got 2 line\(s\) in .*in\.txt and 1 line\(s\) in .*out\.txt"),
+    LibraryCase("couplet: a pair of unequal lengths",
+                lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n春 水 长 \n", "晨 露 \n秋 月 \n"),
+                ValueError, r"out\.txt: line 2: expected a lower line of 3 characters, as long as line 2 of .*in\.txt "
+                            r"\('春水长'\), got 2 \('秋月'\)"),
+    LibraryCase("couplet: an empty line", lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n \n", "晨 露 \n雨 \n"),
+                ValueError, r"in\.txt: line 2: expected a non-empty sentence, got ' '; .* skip_invalid=True"),
+    LibraryCase("couplet: non-UTF-8 bytes",
+                lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n春 水 \n", "晨 露 \n".encode() + b"\xe7\xa7\n"),
+                ValueError, r"out\.txt: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe7\\xa7' at byte column 1"),
+    LibraryCase("couplet: empty files", lambda tmp, ck: read_couplet_files(tmp, "", ""),
+                ValueError, r"expected at least one line in .*in\.txt and .*out\.txt, got two empty files"),
+    LibraryCase("couplet: out.txt missing", lambda tmp, ck: read_couplets(write_folder(tmp, {"in.txt": b"a \n"})),
+                FileNotFoundError, r"expected the couplet file '{tmp}/out\.txt', which does not exist"),
+    LibraryCase("couplet: split missing", lambda tmp, ck: load_couplets("test", tmp),
+                FileNotFoundError, r"expected the couplet split 'test' \(in\.txt and out\.txt\) in one of '{tmp}/couplet/test'"),
 ]
 
 
 def write_parallel(folder: Path, german: list[str], english: list[str]) -> tuple[Path, Path]:
     write_multi30k_split(folder, "val", german, english)
     return folder / "val.de", folder / "val.en"
+
+
+def read_news(folder: Path, bad_row: bytes) -> object:
+    """Read a news.csv whose line 2, between two good rows, is ``bad_row``."""
+    return read_ag_news_csv(write(folder / "news.csv", b'"1","good","row"\n' + bad_row + b'"2","good","row"\n'))
+
+
+def write_folder(folder: Path, files: dict[str, bytes]) -> Path:
+    for name, data in files.items():
+        write(folder / name, data)
+    return folder
+
+
+def read_couplet_files(folder: Path, upper: str | bytes, lower: str | bytes) -> object:
+    """Read a couplet split folder holding these in.txt and out.txt (str is written as UTF-8)."""
+    files = {name: text.encode("utf-8") if isinstance(text, str) else text
+             for name, text in ((UPPER_FILE, upper), (LOWER_FILE, lower))}
+    return read_couplets(write_folder(folder, files))
 
 
 def cut_state(folder: Path) -> Path:
