@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import io
 import json
+import logging
 import os
 import re
 import shutil
@@ -27,6 +28,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.tasks.couplet_fixture import made_up_couplets, write_split
 from tests.reliability.builders import (
     SENTENCES,
     train_classification_checkpoint,
@@ -426,7 +428,123 @@ CLI_CASES = [
             r"model\.safetensors': expected a complete safetensors file"),
     CliCase("explain: heads that do not divide d_model", lambda tmp, ck: ["explain", "--d-model", "32", "--nhead", "3"],
             r"d_model must be divisible by nhead, got d_model=32, nhead=3$"),
+    # classify: a text it cannot read is refused on its own line ("-" on stdout, the reason on stderr), exit 2.
+    CliCase("classify: empty string", lambda tmp, ck: classify_argv(ck, ""),
+            r"^transformer-lab classify: input 1: the text is empty or only whitespace, so there is nothing to classify$"),
+    CliCase("classify: whitespace only", lambda tmp, ck: classify_argv(ck, " \t  "),
+            r"^transformer-lab classify: input 1: the text is empty or only whitespace"),
+    CliCase("classify: 10,000 characters", lambda tmp, ck: classify_argv(ck, "goal " * 2_000),
+            r"^transformer-lab classify: input 1: the text is \d{4,} subword tokens, more than the model reads "
+            r"\(128, its max_len\); shorten it, or truncate it explicitly \(--truncate\)$"),
+    CliCase("classify: undecodable argument bytes", lambda tmp, ck: classify_argv(ck, "gr\udcfc\udcdfe"),
+            r"texts\[0\] must be valid Unicode text, got the lone surrogate U\+DCFC at character 2"),
+    CliCase("classify: non-UTF-8 stdin", lambda tmp, ck: classify_argv(ck),
+            r"stdin: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xff' at byte column 6",
+            stdin=b"profit\r\ngoal \xff\r\n"),
+    CliCase("classify: empty stdin", lambda tmp, ck: classify_argv(ck),
+            r"stdin: expected at least one line to classify, got none$"),
+    CliCase("classify: empty --input", lambda tmp, ck: classify_argv(ck, "--input", str(write(tmp / "e.txt", b""))),
+            r"--input: expected at least one line to classify, got the empty file .*e\.txt$"),
+    CliCase("classify: --input is a folder", lambda tmp, ck: classify_argv(ck, "--input", str(tmp)),
+            r"expected a text file, got .*, which is a folder$"),
+    CliCase("classify: missing checkpoint", lambda tmp, ck: ["classify", "--checkpoint", str(tmp / "nowhere"), "goal"],
+            r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder .*nowhere'$"),
+    CliCase("classify: a translation checkpoint",
+            lambda tmp, ck: ["classify", "--checkpoint", str(ck.translation), "goal"],
+            r"expected a classification checkpoint, got task 'translation'$"),
+    CliCase("classify: a couplet checkpoint", lambda tmp, ck: ["classify", "--checkpoint", str(ck.couplet), "goal"],
+            r"expected a classification checkpoint, got task 'couplet'$"),
+    CliCase("classify: weights cut in half",
+            lambda tmp, ck: ["classify", "--checkpoint", str(broken_copy(ck.classification, tmp, MODEL_FILE, cut_in_half)),
+                             "goal"],
+            r"model\.safetensors': expected a complete safetensors file"),
+    # couplet: the same per-line refusal (an empty output line, the reason on stderr), exit 2.
+    CliCase("couplet: empty string", lambda tmp, ck: couplet_argv(ck, ""),
+            r"^transformer-lab couplet: line 1: empty upper line: expected Chinese characters, got nothing$"),
+    CliCase("couplet: whitespace only", lambda tmp, ck: couplet_argv(ck, " \u3000 "),
+            r"^transformer-lab couplet: line 1: empty upper line"),
+    CliCase("couplet: 10,000 characters", lambda tmp, ck: couplet_argv(ck, "春" * 10_000),
+            r"^transformer-lab couplet: line 1: upper line of 10000 characters: expected at most 127 "
+            r"\(the model's max_len - 1\)$"),
+    CliCase("couplet: Latin letters", lambda tmp, ck: couplet_argv(ck, "春风 spring 花"),
+            r"^transformer-lab couplet: line 1: upper line '春风spring花' contains Latin letters 'ginprs': "
+            r"expected a line of Chinese characters$"),
+    CliCase("couplet: full-width Latin letters", lambda tmp, ck: couplet_argv(ck, "春ＡＢ风"),
+            r"line 1: upper line '春ＡＢ风' contains Latin letters 'ＡＢ'"),
+    CliCase("couplet: undecodable argument bytes", lambda tmp, ck: couplet_argv(ck, "春\udcfc风"),
+            r"^transformer-lab couplet: line 1: upper line has the lone surrogate U\+DCFC at character 1: "
+            r"expected valid Unicode text"),
+    CliCase("couplet: non-UTF-8 stdin", lambda tmp, ck: couplet_argv(ck),
+            r"stdin: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe6\\x98' at byte column 1",
+            stdin="春风\n".encode() + b"\xe6\x98\n"),
+    CliCase("couplet: empty stdin", lambda tmp, ck: couplet_argv(ck),
+            r"stdin: expected at least one line to answer, got none$"),
+    CliCase("couplet: empty --input", lambda tmp, ck: couplet_argv(ck, "--input", str(write(tmp / "e.txt", b""))),
+            r"--input: expected at least one line to answer, got the empty file .*e\.txt$"),
+    CliCase("couplet: --input is a folder", lambda tmp, ck: couplet_argv(ck, "--input", str(tmp)),
+            r"expected a text file, got .*, which is a folder$"),
+    CliCase("couplet: missing checkpoint", lambda tmp, ck: ["couplet", "--checkpoint", str(tmp / "nowhere"), "春风"],
+            r"expected a checkpoint folder at '.*nowhere'"),
+    CliCase("couplet: a translation checkpoint",
+            lambda tmp, ck: ["couplet", "--checkpoint", str(ck.translation), "春风"],
+            r"expected a couplet checkpoint, got task 'translation'$"),
+    CliCase("couplet: a classification checkpoint",
+            lambda tmp, ck: ["couplet", "--checkpoint", str(ck.classification), "春风"],
+            r"expected a couplet checkpoint, got task 'classification'$"),
+    CliCase("couplet: weights cut in half",
+            lambda tmp, ck: ["couplet", "--checkpoint", str(broken_copy(ck.couplet, tmp, MODEL_FILE, cut_in_half)), "春风"],
+            r"model\.safetensors': expected a complete safetensors file"),
+    CliCase("couplet: vocabulary.txt missing",
+            lambda tmp, ck: ["couplet", "--checkpoint", str(broken_copy(ck.couplet, tmp, "vocabulary.txt", Path.unlink)),
+                             "春风"],
+            r"path must be an existing vocabulary file, got '.*broken-vocabulary-txt/vocabulary\.txt'$"),
+    CliCase("translate: a classification checkpoint", lambda tmp, ck: translate_argv(ck.classification, "Hallo"),
+            r"expected a translation checkpoint, got task 'classification'$"),
+    CliCase("translate: a couplet checkpoint", lambda tmp, ck: translate_argv(ck.couplet, "Hallo"),
+            r"expected a translation checkpoint, got task 'couplet'$"),
+    # train / evaluate of the two tasks: the key, the value or the folder is named before any work.
+    CliCase("train classification: --set unknown key",
+            lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--set", "model.num_encoder_layers=1"],
+            r"^transformer-lab train: error: model\.num_encoder_layers: unknown key for ClassifierConfig"),
+    CliCase("train classification: --set bad value",
+            lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--set", "data.vocab_size=big"],
+            r"data\.vocab_size: expected an int, got 'big'$"),
+    CliCase("train classification: missing data folder",
+            lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--data-dir", str(tmp / "nodata")],
+            r"data_dir='.*nodata': expected an existing folder"),
+    CliCase("train classification: a data folder without the CSV",
+            lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--data-dir", str(tmp)],
+            r"expected the AG News train file at '.*train\.csv' or '.*train_subset_12k\.csv', found none"),
+    CliCase("train couplet: --set unknown key",
+            lambda tmp, ck: ["train", "couplet", "--out", str(tmp / "r"), "--set", "constraints.rhyme=true"],
+            r"^transformer-lab train: error: constraints\.rhyme: unknown key for CoupletConstraintConfig"),
+    CliCase("train couplet: --set bad value",
+            lambda tmp, ck: ["train", "couplet", "--out", str(tmp / "r"), "--set", "data.skip_invalid=perhaps"],
+            r"data\.skip_invalid: expected a bool .*got 'perhaps'$"),
+    CliCase("train couplet: missing data folder",
+            lambda tmp, ck: ["train", "couplet", "--out", str(tmp / "r"), "--data-dir", str(tmp / "nodata")],
+            r"expected the couplet split 'train_couplet_machine' \(in\.txt and out\.txt\) in one of '.*nodata/couplet/"),
+    CliCase("evaluate classification: unknown split",
+            lambda tmp, ck: ["evaluate", "classification", "--checkpoint", str(ck.classification), "--split", "dev"],
+            r"split must be 'test' or 'validation', got 'dev'$"),
+    CliCase("evaluate classification: the split's file missing",
+            lambda tmp, ck: ["evaluate", "classification", "--checkpoint", str(ck.classification), "--data-dir", str(tmp)],
+            r"expected the AG News test file at '.*test\.csv', found none"),
+    CliCase("evaluate couplet: unknown split",
+            lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--split", "dev"],
+            r"expected the couplet split 'dev' \(in\.txt and out\.txt\) in one of .*; found none$"),
+    CliCase("evaluate couplet: the split's folder missing",
+            lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--data-dir", str(tmp / "nodata")],
+            r"expected the couplet split 'test' \(in\.txt and out\.txt\) in one of '.*nodata/couplet/test'"),
 ]
+
+
+def classify_argv(checkpoints: Checkpoints, *rest: str) -> list[str]:
+    return ["classify", "--checkpoint", str(checkpoints.classification), *rest]
+
+
+def couplet_argv(checkpoints: Checkpoints, *rest: str) -> list[str]:
+    return ["couplet", "--checkpoint", str(checkpoints.couplet), *rest]
 
 
 def copy_checkpoint(tmp_path: Path) -> Path:
@@ -443,10 +561,21 @@ def bad_reference(folder: Path) -> Path:
 
 def run_cli(argv: list[str], stdin: bytes, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+    # main's logging.basicConfig is a no-op under pytest (its handlers are installed), so the
+    # log lines a user would see on stderr are routed there as the console script does.
+    root = logging.getLogger()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
     try:
         code = main(argv)
     except SystemExit as exit_:  # argparse
         code = int(exit_.code)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -467,16 +596,38 @@ def test_cli_bad_input_is_one_line_and_an_exit_code(
 # ---------------------------------------------------------------------------- accepted inputs
 
 
-def test_crlf_input_translates_like_lf(tmp_path: Path, checkpoint: Path, monkeypatch, capsys) -> None:
+# Lines each command accepts, and the checkpoint (Checkpoints attribute) it reads.
+ACCEPTED_LINES = {
+    "translate": ("translation", GERMAN),
+    "classify": ("classification", ["Shares and profit rose", "The striker scored a goal", "市场 📈 rally"]),
+    "couplet": ("couplet", ["春风花", "山水，云天", "江河"]),
+}
+
+
+@pytest.mark.parametrize("command", list(ACCEPTED_LINES))
+def test_crlf_input_gives_what_lf_gives(command: str, tmp_path: Path, checkpoints: Checkpoints, monkeypatch, capsys) -> None:
+    task, lines = ACCEPTED_LINES[command]
+    argv = [command, "--checkpoint", str(getattr(checkpoints, task))]
     outputs = []
     for name, newline in (("lf", "\n"), ("crlf", "\r\n")):
-        path = write(tmp_path / f"{name}.txt", "".join(line + newline for line in GERMAN).encode("utf-8"))
-        code, out, _ = run_cli(translate_argv(checkpoint, "--input", str(path)), b"", monkeypatch, capsys)
+        path = write(tmp_path / f"{name}.txt", "".join(line + newline for line in lines).encode("utf-8"))
+        code, out, _ = run_cli([*argv, "--input", str(path)], b"", monkeypatch, capsys)
         assert code == 0
         outputs.append(out)
-        code, piped, _ = run_cli(translate_argv(checkpoint), path.read_bytes(), monkeypatch, capsys)
+        code, piped, _ = run_cli(argv, path.read_bytes(), monkeypatch, capsys)
         assert code == 0 and piped == out
-    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == len(GERMAN)
+    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == len(lines)
+
+
+def test_crlf_news_and_couplet_files_read_like_lf(tmp_path: Path) -> None:
+    rows = ['"3","Fed holds","Rates \\$1 unchanged\\said ""analysts"""', '"2","Cup final","A late, late goal"']
+    lf = read_ag_news_csv(write(tmp_path / "lf.csv", ("\n".join(rows) + "\n").encode("utf-8")))
+    assert len(lf.articles) == 2 and lf.articles[0].description == 'Rates $1 unchanged\nsaid "analysts"'
+    for name, final in (("crlf.csv", "\r\n"), ("crlf-unterminated.csv", "")):
+        assert read_ag_news_csv(write(tmp_path / name, ("\r\n".join(rows) + final).encode("utf-8"))).articles == lf.articles
+    pairs = made_up_couplets(6, seed=3)
+    lf_pairs = read_couplets(write_split(tmp_path / "lf", pairs)).pairs
+    assert read_couplets(write_split(tmp_path / "crlf", pairs, newline="\r\n")).pairs == lf_pairs == pairs
 
 
 def test_crlf_data_files_evaluate_like_lf(tmp_path: Path, checkpoint: Path, monkeypatch, capsys) -> None:
@@ -499,6 +650,34 @@ def test_awkward_but_valid_text_translates_to_one_line_each(checkpoint: Path) ->
     assert all(isinstance(text, str) and "\n" not in text for text in outputs)
 
 
+def test_awkward_but_valid_text_is_classified_one_line_each(checkpoints: Checkpoints, monkeypatch, capsys) -> None:
+    texts = ["😀🎉👍🏽", "Stocks 📈 rally in 東京 and Frankfurt", "股市大涨，央行维持利率", "日本語とΕλληνικά und русский", "عربى",
+             "a\u0301 combining", "<eos> <pad> <unk>", "goal " * 20, "line\u2028separator"]
+    code, out, error = run_cli(classify_argv(checkpoints, *texts), b"", monkeypatch, capsys)
+    assert code == 0 and error == ""
+    lines = out.splitlines()
+    assert len(lines) == len(texts)
+    for line in lines:
+        label, shares = line.split("\t")
+        probabilities = {name: float(value) for name, value in (item.split("=") for item in shares.split(" "))}
+        assert list(probabilities) == ["World", "Sports", "Business", "Sci/Tech"] and label in probabilities
+        assert sum(probabilities.values()) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_awkward_but_valid_upper_lines_are_answered_with_a_note(checkpoints: Checkpoints, monkeypatch, capsys) -> None:
+    """Emoji and non-Latin scripts read as <unk> (said on stderr) and still get a lower line of the same length."""
+    uppers = ["春风😀花", "山水，云天🎉", "春ひらがな风", "한국어春", "Привет春", "春 风 花 ", "江河。"]
+    code, out, error = run_cli(couplet_argv(checkpoints, *uppers), b"", monkeypatch, capsys)
+    assert code == 0 and "Traceback" not in error
+    lowers = out.splitlines()
+    assert [len(lower) for lower in lowers] == [len("".join(upper.split())) for upper in uppers]
+    assert "，" == lowers[1][2] and lowers[6].endswith("。")  # the upper line's marks are kept in place
+    notes = error.splitlines()
+    assert notes[0] == "transformer-lab couplet: line 1: characters never seen in training, read as <unk>: 😀"
+    assert [note.split(":")[0] for note in notes] == ["transformer-lab couplet"] * 6
+    assert [note.split(": ")[1] for note in notes] == ["line 1", "line 2", "line 3", "line 4", "line 5", "line 7"]
+
+
 def test_no_traceback_through_the_real_entry_point(tmp_path: Path, checkpoint: Path) -> None:
     """The console script itself (a fresh interpreter): a cut weights file is one line, exit 2."""
     broken = broken_copy(checkpoint, tmp_path, MODEL_FILE, cut_in_half)
@@ -508,6 +687,20 @@ def test_no_traceback_through_the_real_entry_point(tmp_path: Path, checkpoint: P
     assert result.returncode == 2
     assert result.stdout == "" and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "expected a complete safetensors file" in result.stderr
+
+
+def test_undecodable_argument_bytes_through_the_real_entry_point(checkpoints: Checkpoints) -> None:
+    """Bytes that are not UTF-8 in argv arrive as lone surrogates; the line is refused, not a UnicodeEncodeError."""
+    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY / "src"), "OMP_NUM_THREADS": "1",
+                   "LC_ALL": "C.UTF-8", "PYTHONIOENCODING": ""}
+    argv = [sys.executable, "-m", "transformer_lab", "couplet", "--checkpoint", str(checkpoints.couplet)]
+    result = subprocess.run([*argv, "春风".encode() + b"\xff", "江河"], env=environment, capture_output=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stdout.decode("utf-8").split("\n")[0] == "" and len(result.stdout.decode("utf-8").split("\n")[1]) == 2
+    assert result.stderr.decode("utf-8").splitlines() == [
+        "transformer-lab couplet: line 1: upper line has the lone surrogate U+DCFF at character 2: "
+        "expected valid Unicode text (undecodable input bytes?)"
+    ]
 
 
 def test_unreadable_file_is_a_value_error_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
