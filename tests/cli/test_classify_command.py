@@ -61,7 +61,8 @@ def test_stdin_and_input_file_modes(
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ok\n\xff\xfe\n")))
     assert main(["classify", "--checkpoint", str(run_folder)]) == 2
     assert capsys.readouterr().err.strip() == (
-        "transformer-lab classify: error: stdin: line 2: expected UTF-8 text, got invalid byte(s) b'\\xff'"
+        "transformer-lab classify: error: stdin: line 2: expected UTF-8 text, got invalid byte(s) b'\\xff' "
+        "at byte column 1 (invalid start byte)"
     )
     lines = tmp_path / "lines.txt"
     lines.write_text("goal match\nprofit shares\n", encoding="utf-8")
@@ -74,7 +75,7 @@ def test_stdin_and_input_file_modes(
     [
         (["--checkpoint", "{missing}", "text"], "expected a checkpoint folder"),
         (["--checkpoint", "{run}", "--input", "{missing}"], "does not exist"),
-        (["--checkpoint", "{run}", "--input", "{run}/metrics.jsonl", "text"], "either texts or --input, got both"),
+        (["--checkpoint", "{run}", "--input", "{run}/metrics.jsonl", "text"], "either text arguments or --input, got both"),
     ],
 )
 def test_unusable_arguments_are_one_stderr_line_and_exit_2(

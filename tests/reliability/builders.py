@@ -1,8 +1,11 @@
-"""Small real artefacts the reliability tests break on purpose: a translation checkpoint, data files.
+"""Small real artefacts the reliability tests break on purpose: checkpoints of each task, data files.
 
-Nothing here is a stub: the checkpoint is what ``translation.train`` writes (config.json
-with the task, model.safetensors, tokenizer.json), only with random weights and a
-tokenizer trained on a few sentences, so that building it takes well under a second.
+Nothing here is a stub: the translation checkpoint is what ``translation.train`` writes
+(config.json with the task, model.safetensors, tokenizer.json), only with random weights
+and a tokenizer trained on a few sentences, so that building it takes well under a second.
+The classification and couplet checkpoints are trained by their task's ``train`` on the
+made-up corpora of ``tests/tasks`` (news_fixture.py, couplet_fixture.py) for a moment
+(about 2 s together on one thread).
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ import torch
 
 from transformer_lab.data import SubwordTokenizer
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks import translation
+from tests.tasks.couplet_fixture import TINY_OVERRIDES as COUPLET_OVERRIDES
+from tests.tasks.couplet_fixture import write_couplet_folder
+from tests.tasks.news_fixture import tiny_overrides, write_news_folder
+from transformer_lab.tasks import classification, couplet, translation
 from transformer_lab.training import apply_overrides, config_to_dict, save_checkpoint
 
 SENTENCES = [
@@ -60,3 +66,25 @@ def write_multi30k_split(folder: Path, split: str, german: list[str], english: l
     for language, lines in (("de", german), ("en", english)):
         (folder / f"{split}.{language}").write_bytes("".join(line + newline for line in lines).encode("utf-8"))
     return folder
+
+
+def train_classification_checkpoint(root: Path) -> Path:
+    """One epoch of ``classification.train`` on 40 made-up articles; returns the run's ``last/``.
+
+    The run's data folder is ``root/data`` (``ag_news/train.csv``, ``test.csv``, ``classes.txt``).
+    """
+    data_dir = write_news_folder(root / "data", train_per_class=10, test_per_class=2)
+    overrides = [*tiny_overrides(data_dir, epochs=1), "data.validation_fraction=0.25"]
+    classification.train(apply_overrides(classification.default_config(), overrides), root / "run")
+    return root / "run" / "last"
+
+
+def train_couplet_checkpoint(root: Path) -> Path:
+    """Two steps of ``couplet.train`` on 60 made-up couplets; returns the run's ``last/``.
+
+    The run's data folder, recorded in its config, is ``root/data`` (``couplet/train_couplet_machine/``, ``couplet/test/``).
+    """
+    data_dir = write_couplet_folder(root / "data", num_train=60, num_test=5)
+    overrides = [f"data.data_dir={data_dir}", *COUPLET_OVERRIDES, "train.max_steps=2", "data.num_validation=4"]
+    couplet.train(apply_overrides(couplet.default_config(), overrides), root / "run")
+    return root / "run" / "last"

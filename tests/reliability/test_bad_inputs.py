@@ -13,8 +13,10 @@ Every row builds its own broken input from real artefacts (``builders.py``) in t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import json
+import logging
 import os
 import re
 import shutil
@@ -26,10 +28,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.reliability.builders import SENTENCES, write_multi30k_split, write_translation_checkpoint
+from tests.tasks.couplet_fixture import made_up_couplets, write_split
+from tests.reliability.builders import (
+    SENTENCES,
+    train_classification_checkpoint,
+    train_couplet_checkpoint,
+    write_multi30k_split,
+    write_translation_checkpoint,
+)
 from transformer_lab import nn as lab_nn
 from transformer_lab.cli import main
-from transformer_lab.data import SubwordTokenizer, Vocabulary, read_lines, read_parallel_text
+from transformer_lab.data import SubwordTokenizer, Vocabulary, read_ag_news_csv, read_lines, read_parallel_text
+from transformer_lab.data.couplet import LOWER_FILE, UPPER_FILE, load_couplets, read_couplets
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import synthetic, translation
 from transformer_lab.training import (
@@ -49,10 +59,34 @@ GERMAN = [source for source, _ in SENTENCES]
 ENGLISH = [target for _, target in SENTENCES]
 
 
+class Checkpoints:
+    """One small checkpoint per task, each built on first use; rows that break one work on copies."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._factory = tmp_path_factory
+
+    @functools.cached_property
+    def translation(self) -> Path:
+        return write_translation_checkpoint(self._factory.mktemp("translation") / "last")
+
+    @functools.cached_property
+    def classification(self) -> Path:
+        return train_classification_checkpoint(self._factory.mktemp("classification"))
+
+    @functools.cached_property
+    def couplet(self) -> Path:
+        return train_couplet_checkpoint(self._factory.mktemp("couplet"))
+
+
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A translation checkpoint; rows that break it work on copies."""
-    return write_translation_checkpoint(tmp_path_factory.mktemp("translation") / "last")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Checkpoints:
+    return Checkpoints(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(checkpoints: Checkpoints) -> Path:
+    """The translation checkpoint."""
+    return checkpoints.translation
 
 
 def broken_copy(checkpoint: Path, tmp_path: Path, name: str, change: Callable[[Path], None]) -> Path:
@@ -86,7 +120,7 @@ def write(path: Path, data: bytes) -> Path:
 @dataclasses.dataclass(frozen=True)
 class LibraryCase:
     name: str
-    call: Callable[[Path, Path], object]  # (tmp_path, checkpoint) -> calls the library
+    call: Callable[[Path, Checkpoints], object]  # (tmp_path, checkpoints) -> calls the library
     error: type[Exception]
     message: str  # a regex; {tmp} is replaced by the escaped tmp_path
 
@@ -122,7 +156,7 @@ LIBRARY_CASES = [
                 lambda tmp, ck: Vocabulary.load(write(tmp / "vocab.txt", b"<pad>\n<unk>\n<bos>\n<eos>\nwo\xffrd\n")),
                 ValueError, r"vocab\.txt: line 5: expected UTF-8 text"),
     LibraryCase("tokenizer file cut in half",
-                lambda tmp, ck: SubwordTokenizer.load(write(tmp / "tok.json", (ck / "tokenizer.json").read_bytes()[:500])),
+                lambda tmp, ck: SubwordTokenizer.load(write(tmp / "tok.json", (ck.translation / "tokenizer.json").read_bytes()[:500])),
                 ValueError, r"tok\.json: expected a tokenizer JSON file"),
     LibraryCase("config with an unknown key",
                 lambda tmp, ck: config_from_dict(ModelConfig, {"d_model": 16, "heads": 2}),
@@ -146,28 +180,28 @@ LIBRARY_CASES = [
                 lambda tmp, ck: load_checkpoint_config(tmp / "nowhere"),
                 FileNotFoundError, r"expected a checkpoint folder at '{tmp}/nowhere'"),
     LibraryCase("checkpoint missing its weights",
-                lambda tmp, ck: translation.load_translator(broken_copy(ck, tmp, MODEL_FILE, Path.unlink)),
+                lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, MODEL_FILE, Path.unlink)),
                 FileNotFoundError, r"expected the weights 'model\.safetensors' in checkpoint"),
     LibraryCase("checkpoint missing its tokenizer",
-                lambda tmp, ck: translation.load_translator(broken_copy(ck, tmp, "tokenizer.json", Path.unlink)),
+                lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, "tokenizer.json", Path.unlink)),
                 FileNotFoundError, r"expected the extra file 'tokenizer\.json'"),
     LibraryCase("weights cut in half",
-                lambda tmp, ck: translation.load_translator(broken_copy(ck, tmp, MODEL_FILE, cut_in_half)),
+                lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half)),
                 ValueError, r"model\.safetensors': expected a complete safetensors file"),
     LibraryCase("config.json cut in half",
-                lambda tmp, ck: translation.load_translator(broken_copy(ck, tmp, CONFIG_FILE, cut_in_half)),
+                lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, CONFIG_FILE, cut_in_half)),
                 ValueError, r"config\.json': expected a JSON object, got malformed JSON"),
     LibraryCase("config.json of another model size",
                 lambda tmp, ck: translation.load_translator(
-                    broken_copy(ck, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(dim_feedforward=64)))),
+                    broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(dim_feedforward=64)))),
                 ValueError, r"model\.safetensors': expected weights of the shapes .* first transformer\.\S+: stored \[32"),
     LibraryCase("config.json with an unknown key",
                 lambda tmp, ck: translation.load_translator(
-                    broken_copy(ck, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(layers=2)))),
+                    broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(layers=2)))),
                 ValueError, r"config\.json: model\.layers: unknown key for ModelConfig"),
     LibraryCase("config.json with a wrong type",
                 lambda tmp, ck: translation.load_translator(
-                    broken_copy(ck, tmp, CONFIG_FILE, edit_config(lambda c: c["train"].update(epochs="ten")))),
+                    broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["train"].update(epochs="ten")))),
                 ValueError, r"config\.json: train\.epochs: expected an int, got 'ten'"),
     LibraryCase("trainer state cut in half",
                 lambda tmp, ck: load_trainer_state(cut_state(tmp)),
@@ -194,17 +228,74 @@ LIBRARY_CASES = [
                 lambda tmp, ck: attention_call(key_padding_mask=torch.zeros(3, 2, dtype=torch.bool)),
                 ValueError, r"key_padding_mask must have shape \[batch, src_len\] = \[2, 3\], got \[3, 2\]"),
     LibraryCase("10,000 characters to translate",
-                lambda tmp, ck: translate(ck, ["kurz", "x" * 10_000]),
+                lambda tmp, ck: translate(ck.translation, ["kurz", "x" * 10_000]),
                 ValueError, r"sentences\[1\] must be at most 256 subword tokens \(the model's max_len\), got \d{4,}"),
     LibraryCase("a lone surrogate to translate",
-                lambda tmp, ck: translate(ck, ["gut", "schl\udce9cht"]),
+                lambda tmp, ck: translate(ck.translation, ["gut", "schl\udce9cht"]),
                 ValueError, r"sentences\[1\]: text must be valid Unicode text, got the lone surrogate U\+DCE9 at character 4"),
+    # AG News CSV (data/ag_news.py): the row's line is named, with what is wrong in it.
+    LibraryCase("AG News: a row with two fields", lambda tmp, ck: read_news(tmp, b'"1","only a title"\n'),
+                ValueError, r"news\.csv: line 2: expected 3 fields \(class, title, description\), got 2"),
+    LibraryCase("AG News: a row with four fields", lambda tmp, ck: read_news(tmp, b'"1","a","b","c"\n'),
+                ValueError, r"news\.csv: line 2: expected 3 fields \(class, title, description\), got 4"),
+    LibraryCase("AG News: class 5", lambda tmp, ck: read_news(tmp, b'"5","a","b"\n'),
+                ValueError, r"news\.csv: line 2: expected a class id in 1, 2, 3, 4, got '5'"),
+    LibraryCase("AG News: class 0", lambda tmp, ck: read_news(tmp, b'"0","a","b"\n'),
+                ValueError, r"news\.csv: line 2: expected a class id in 1, 2, 3, 4, got '0'"),
+    LibraryCase("AG News: a quote never closed", lambda tmp, ck: read_news(tmp, b'"3","a","unterminated\n'),
+                ValueError, r"news\.csv: line 2: bad quoting at column 9: a quoted field that is never closed"),
+    LibraryCase("AG News: text after a closing quote", lambda tmp, ck: read_news(tmp, b'"3","never closed,"b"\n'),
+                ValueError, r"news\.csv: line 2: bad quoting at column 20: expected ',' or the end of the line"),
+    LibraryCase("AG News: non-UTF-8 bytes", lambda tmp, ck: read_news(tmp, b'"2","caf\xe9","b"\n'),
+                ValueError, r"news\.csv: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe9' at byte column 9"),
+    LibraryCase("AG News: empty file", lambda tmp, ck: read_ag_news_csv(write(tmp / "news.csv", b"")),
+                ValueError, r"news\.csv: expected at least one article, got none"),
+    LibraryCase("AG News: missing file", lambda tmp, ck: read_ag_news_csv(tmp / "absent.csv"),
+                FileNotFoundError, r"expected an AG News CSV file, got '{tmp}/absent\.csv', which does not exist"),
+    LibraryCase("AG News: a folder as the CSV file", lambda tmp, ck: read_ag_news_csv(tmp),
+                ValueError, r"expected a text file, got '{tmp}', which is a folder"),
+    # Couplets (data/couplet.py): in.txt and out.txt, aligned, a pair's lines equally long.
+    LibraryCase("couplet: misaligned files", lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n春 水 \n", "晨 露 \n"),
+                ValueError, r"same number of lines, got 2 line\(s\) in .*in\.txt and 1 line\(s\) in .*out\.txt"),
+    LibraryCase("couplet: a pair of unequal lengths",
+                lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n春 水 长 \n", "晨 露 \n秋 月 \n"),
+                ValueError, r"out\.txt: line 2: expected a lower line of 3 characters, as long as line 2 of .*in\.txt "
+                            r"\('春水长'\), got 2 \('秋月'\)"),
+    LibraryCase("couplet: an empty line", lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n \n", "晨 露 \n雨 \n"),
+                ValueError, r"in\.txt: line 2: expected a non-empty sentence, got ' '; .* skip_invalid=True"),
+    LibraryCase("couplet: non-UTF-8 bytes",
+                lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n春 水 \n", "晨 露 \n".encode() + b"\xe7\xa7\n"),
+                ValueError, r"out\.txt: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe7\\xa7' at byte column 1"),
+    LibraryCase("couplet: empty files", lambda tmp, ck: read_couplet_files(tmp, "", ""),
+                ValueError, r"expected at least one line in .*in\.txt and .*out\.txt, got two empty files"),
+    LibraryCase("couplet: out.txt missing", lambda tmp, ck: read_couplets(write_folder(tmp, {"in.txt": b"a \n"})),
+                FileNotFoundError, r"expected the couplet file '{tmp}/out\.txt', which does not exist"),
+    LibraryCase("couplet: split missing", lambda tmp, ck: load_couplets("test", tmp),
+                FileNotFoundError, r"expected the couplet split 'test' \(in\.txt and out\.txt\) in one of '{tmp}/couplet/test'"),
 ]
 
 
 def write_parallel(folder: Path, german: list[str], english: list[str]) -> tuple[Path, Path]:
     write_multi30k_split(folder, "val", german, english)
     return folder / "val.de", folder / "val.en"
+
+
+def read_news(folder: Path, bad_row: bytes) -> object:
+    """Read a news.csv whose line 2, between two good rows, is ``bad_row``."""
+    return read_ag_news_csv(write(folder / "news.csv", b'"1","good","row"\n' + bad_row + b'"2","good","row"\n'))
+
+
+def write_folder(folder: Path, files: dict[str, bytes]) -> Path:
+    for name, data in files.items():
+        write(folder / name, data)
+    return folder
+
+
+def read_couplet_files(folder: Path, upper: str | bytes, lower: str | bytes) -> object:
+    """Read a couplet split folder holding these in.txt and out.txt (str is written as UTF-8)."""
+    files = {name: text.encode("utf-8") if isinstance(text, str) else text
+             for name, text in ((UPPER_FILE, upper), (LOWER_FILE, lower))}
+    return read_couplets(write_folder(folder, files))
 
 
 def cut_state(folder: Path) -> Path:
@@ -219,9 +310,9 @@ def translate(checkpoint: Path, sentences: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("case", LIBRARY_CASES, ids=lambda case: case.name)
-def test_library_refuses_bad_input(case: LibraryCase, tmp_path: Path, checkpoint: Path) -> None:
+def test_library_refuses_bad_input(case: LibraryCase, tmp_path: Path, checkpoints: Checkpoints) -> None:
     with pytest.raises(Exception) as caught:
-        case.call(tmp_path, checkpoint)
+        case.call(tmp_path, checkpoints)
     assert type(caught.value) is case.error, f"{case.name}: {type(caught.value).__name__}: {caught.value}"
     pattern = case.message.replace("{tmp}", str(tmp_path).replace(".", r"\."))
     assert caught.match(pattern)
@@ -233,7 +324,7 @@ def test_library_refuses_bad_input(case: LibraryCase, tmp_path: Path, checkpoint
 @dataclasses.dataclass(frozen=True)
 class CliCase:
     name: str
-    argv: Callable[[Path, Path], list[str]]  # (tmp_path, checkpoint) -> the command line
+    argv: Callable[[Path, Checkpoints], list[str]]  # (tmp_path, checkpoints) -> the command line
     message: str  # a regex for the one stderr line
     exit_code: int = 2
     stdin: bytes = b""
@@ -249,63 +340,63 @@ def evaluate_argv(checkpoint: Path, data: Path, *rest: str) -> list[str]:
 
 
 CLI_CASES = [
-    CliCase("translate: missing --input", lambda tmp, ck: translate_argv(ck, "--input", str(tmp / "absent.txt")),
+    CliCase("translate: missing --input", lambda tmp, ck: translate_argv(ck.translation, "--input", str(tmp / "absent.txt")),
             r"^transformer-lab translate: error: .*absent\.txt', which does not exist$"),
-    CliCase("translate: empty --input", lambda tmp, ck: translate_argv(ck, "--input", str(write(tmp / "e.txt", b""))),
+    CliCase("translate: empty --input", lambda tmp, ck: translate_argv(ck.translation, "--input", str(write(tmp / "e.txt", b""))),
             r"--input: expected at least one line to translate, got the empty file .*e\.txt$"),
-    CliCase("translate: --input is a folder", lambda tmp, ck: translate_argv(ck, "--input", str(tmp)),
+    CliCase("translate: --input is a folder", lambda tmp, ck: translate_argv(ck.translation, "--input", str(tmp)),
             r"expected a text file, got .*, which is a folder$"),
     CliCase("translate: non-UTF-8 --input",
-            lambda tmp, ck: translate_argv(ck, "--input", str(write(tmp / "b.txt", b"ok\r\nbad \xff\r\n"))),
+            lambda tmp, ck: translate_argv(ck.translation, "--input", str(write(tmp / "b.txt", b"ok\r\nbad \xff\r\n"))),
             r"b\.txt: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xff' at byte column 5"),
-    CliCase("translate: non-UTF-8 stdin", lambda tmp, ck: translate_argv(ck),
+    CliCase("translate: non-UTF-8 stdin", lambda tmp, ck: translate_argv(ck.translation),
             r"stdin: line 3: expected UTF-8 text", stdin=b"eins\nzwei\ndrei \xc3\n"),
-    CliCase("translate: empty stdin", lambda tmp, ck: translate_argv(ck),
+    CliCase("translate: empty stdin", lambda tmp, ck: translate_argv(ck.translation),
             r"stdin: expected at least one line to translate, got none"),
-    CliCase("translate: undecodable argument bytes", lambda tmp, ck: translate_argv(ck, "gr\udcfc\udcdfe"),
+    CliCase("translate: undecodable argument bytes", lambda tmp, ck: translate_argv(ck.translation, "gr\udcfc\udcdfe"),
             r"sentences\[0\]: text must be valid Unicode text, got the lone surrogate U\+DCFC"),
-    CliCase("translate: 10,000 characters", lambda tmp, ck: translate_argv(ck, "Haus " * 2_000),
+    CliCase("translate: 10,000 characters", lambda tmp, ck: translate_argv(ck.translation, "Haus " * 2_000),
             r"sentences\[0\] must be at most 256 subword tokens"),
-    CliCase("translate: --beam 0", lambda tmp, ck: translate_argv(ck, "--beam", "0", "Hallo"),
+    CliCase("translate: --beam 0", lambda tmp, ck: translate_argv(ck.translation, "--beam", "0", "Hallo"),
             r"--beam must be >= 1, got 0$"),
-    CliCase("translate: --beam not a number (argparse)", lambda tmp, ck: translate_argv(ck, "--beam", "five", "Hallo"),
+    CliCase("translate: --beam not a number (argparse)", lambda tmp, ck: translate_argv(ck.translation, "--beam", "five", "Hallo"),
             r"^transformer-lab translate: error: argument --beam: invalid int value: 'five' \(see .* --help\)$"),
     CliCase("translate: missing checkpoint", lambda tmp, ck: translate_argv(tmp / "nowhere", "Hallo"),
             r"expected a checkpoint folder at '.*nowhere'"),
     CliCase("translate: weights cut in half",
-            lambda tmp, ck: translate_argv(broken_copy(ck, tmp, MODEL_FILE, cut_in_half), "Hallo"),
+            lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half), "Hallo"),
             r"model\.safetensors': expected a complete safetensors file"),
     CliCase("translate: empty weights file",
-            lambda tmp, ck: translate_argv(broken_copy(ck, tmp, MODEL_FILE, lambda p: p.write_bytes(b"")), "Hallo"),
+            lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, MODEL_FILE, lambda p: p.write_bytes(b"")), "Hallo"),
             r"model\.safetensors': expected a complete safetensors file"),
     CliCase("translate: config.json cut in half",
-            lambda tmp, ck: translate_argv(broken_copy(ck, tmp, CONFIG_FILE, cut_in_half), "Hallo"),
+            lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, CONFIG_FILE, cut_in_half), "Hallo"),
             r"config\.json': expected a JSON object, got malformed JSON"),
     CliCase("translate: tokenizer.json cut in half",
-            lambda tmp, ck: translate_argv(broken_copy(ck, tmp, "tokenizer.json", cut_in_half), "Hallo"),
+            lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, "tokenizer.json", cut_in_half), "Hallo"),
             r"tokenizer\.json: text: expected a tokenizer JSON document"),
     CliCase("translate: config.json of another model size",
             lambda tmp, ck: translate_argv(
-                broken_copy(ck, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(d_model=32))), "Hallo"),
+                broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(d_model=32))), "Hallo"),
             r"model\.safetensors': expected weights of the shapes the checkpoint's config\.json gives"),
     CliCase("translate: config.json with heads that do not divide d_model",
             lambda tmp, ck: translate_argv(
-                broken_copy(ck, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(nhead=3))), "Hallo"),
+                broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(nhead=3))), "Hallo"),
             r"config\.json: embed_dim must be divisible by num_heads, got embed_dim=16, num_heads=3"),
     CliCase("translate: config.json vocabulary differs from the tokenizer",
             lambda tmp, ck: translate_argv(
-                broken_copy(ck, tmp, CONFIG_FILE, edit_config(
+                broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(
                     lambda c: c["model"].update(src_vocab_size=100, tgt_vocab_size=100))), "Hallo"),
             r"config\.json: model\.src_vocab_size must equal the \d+ entries of .*tokenizer\.json, got 100"),
     CliCase("translate: a copy-task checkpoint", lambda tmp, ck: translate_argv(copy_checkpoint(tmp), "Hallo"),
             r"expected a translation checkpoint, got task 'synthetic'"),
     CliCase("evaluate: misaligned data files",
-            lambda tmp, ck: evaluate_argv(ck, write_parallel(tmp / "data", GERMAN, ENGLISH[:3])[0].parent),
+            lambda tmp, ck: evaluate_argv(ck.translation, write_parallel(tmp / "data", GERMAN, ENGLISH[:3])[0].parent),
             r"same number of lines, got 4 line\(s\) in .*val\.de and 3 line\(s\) in .*val\.en$"),
     CliCase("evaluate: non-UTF-8 reference",
-            lambda tmp, ck: evaluate_argv(ck, bad_reference(tmp / "data")),
+            lambda tmp, ck: evaluate_argv(ck.translation, bad_reference(tmp / "data")),
             r"val\.en: line 2: expected UTF-8 text"),
-    CliCase("evaluate: missing data folder", lambda tmp, ck: evaluate_argv(ck, tmp / "nodata"),
+    CliCase("evaluate: missing data folder", lambda tmp, ck: evaluate_argv(ck.translation, tmp / "nodata"),
             r"data_dir='.*nodata': expected an existing folder"),
     CliCase("train: --set unknown key", lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "model.width=3"],
             r"^transformer-lab train: error: model\.width: unknown key for ModelConfig"),
@@ -330,14 +421,130 @@ CLI_CASES = [
                              str(write(tmp / "metrics.jsonl", b'{"event": "train", "step": 1}\n'))],
             r"expected every train row of .*metrics\.jsonl' to have a numeric 'train_loss'"),
     CliCase("plot attention: token id out of range",
-            lambda tmp, ck: ["plot", "attention", "--out", str(tmp / "a.png"), "--checkpoint", str(ck), "--source", "5 9999"],
+            lambda tmp, ck: ["plot", "attention", "--out", str(tmp / "a.png"), "--checkpoint", str(ck.translation), "--source", "5 9999"],
             r"src_ids must hold token ids in \[0, \d+\), got 9999$"),
     CliCase("lab: weights cut in half",
-            lambda tmp, ck: ["lab", "decoder-rows", "--checkpoint", str(broken_copy(ck, tmp, MODEL_FILE, cut_in_half))],
+            lambda tmp, ck: ["lab", "decoder-rows", "--checkpoint", str(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half))],
             r"model\.safetensors': expected a complete safetensors file"),
     CliCase("explain: heads that do not divide d_model", lambda tmp, ck: ["explain", "--d-model", "32", "--nhead", "3"],
             r"d_model must be divisible by nhead, got d_model=32, nhead=3$"),
+    # classify: a text it cannot read is refused on its own line ("-" on stdout, the reason on stderr), exit 2.
+    CliCase("classify: empty string", lambda tmp, ck: classify_argv(ck, ""),
+            r"^transformer-lab classify: input 1: the text is empty or only whitespace, so there is nothing to classify$"),
+    CliCase("classify: whitespace only", lambda tmp, ck: classify_argv(ck, " \t  "),
+            r"^transformer-lab classify: input 1: the text is empty or only whitespace"),
+    CliCase("classify: 10,000 characters", lambda tmp, ck: classify_argv(ck, "goal " * 2_000),
+            r"^transformer-lab classify: input 1: the text is \d{4,} subword tokens, more than the model reads "
+            r"\(128, its max_len\); shorten it, or truncate it explicitly \(--truncate\)$"),
+    CliCase("classify: undecodable argument bytes", lambda tmp, ck: classify_argv(ck, "gr\udcfc\udcdfe"),
+            r"texts\[0\] must be valid Unicode text, got the lone surrogate U\+DCFC at character 2"),
+    CliCase("classify: non-UTF-8 stdin", lambda tmp, ck: classify_argv(ck),
+            r"stdin: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xff' at byte column 6",
+            stdin=b"profit\r\ngoal \xff\r\n"),
+    CliCase("classify: empty stdin", lambda tmp, ck: classify_argv(ck),
+            r"stdin: expected at least one line to classify, got none$"),
+    CliCase("classify: empty --input", lambda tmp, ck: classify_argv(ck, "--input", str(write(tmp / "e.txt", b""))),
+            r"--input: expected at least one line to classify, got the empty file .*e\.txt$"),
+    CliCase("classify: --input is a folder", lambda tmp, ck: classify_argv(ck, "--input", str(tmp)),
+            r"expected a text file, got .*, which is a folder$"),
+    CliCase("classify: missing checkpoint", lambda tmp, ck: ["classify", "--checkpoint", str(tmp / "nowhere"), "goal"],
+            r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder .*nowhere'$"),
+    CliCase("classify: a translation checkpoint",
+            lambda tmp, ck: ["classify", "--checkpoint", str(ck.translation), "goal"],
+            r"expected a classification checkpoint, got task 'translation'$"),
+    CliCase("classify: a couplet checkpoint", lambda tmp, ck: ["classify", "--checkpoint", str(ck.couplet), "goal"],
+            r"expected a classification checkpoint, got task 'couplet'$"),
+    CliCase("classify: weights cut in half",
+            lambda tmp, ck: ["classify", "--checkpoint", str(broken_copy(ck.classification, tmp, MODEL_FILE, cut_in_half)),
+                             "goal"],
+            r"model\.safetensors': expected a complete safetensors file"),
+    # couplet: the same per-line refusal (an empty output line, the reason on stderr), exit 2.
+    CliCase("couplet: empty string", lambda tmp, ck: couplet_argv(ck, ""),
+            r"^transformer-lab couplet: line 1: empty upper line: expected Chinese characters, got nothing$"),
+    CliCase("couplet: whitespace only", lambda tmp, ck: couplet_argv(ck, " \u3000 "),
+            r"^transformer-lab couplet: line 1: empty upper line"),
+    CliCase("couplet: 10,000 characters", lambda tmp, ck: couplet_argv(ck, "春" * 10_000),
+            r"^transformer-lab couplet: line 1: upper line of 10000 characters: expected at most 127 "
+            r"\(the model's max_len - 1\)$"),
+    CliCase("couplet: Latin letters", lambda tmp, ck: couplet_argv(ck, "春风 spring 花"),
+            r"^transformer-lab couplet: line 1: upper line '春风spring花' contains Latin letters 'ginprs': "
+            r"expected a line of Chinese characters$"),
+    CliCase("couplet: full-width Latin letters", lambda tmp, ck: couplet_argv(ck, "春ＡＢ风"),
+            r"line 1: upper line '春ＡＢ风' contains Latin letters 'ＡＢ'"),
+    CliCase("couplet: undecodable argument bytes", lambda tmp, ck: couplet_argv(ck, "春\udcfc风"),
+            r"^transformer-lab couplet: line 1: upper line has the lone surrogate U\+DCFC at character 1: "
+            r"expected valid Unicode text"),
+    CliCase("couplet: non-UTF-8 stdin", lambda tmp, ck: couplet_argv(ck),
+            r"stdin: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe6\\x98' at byte column 1",
+            stdin="春风\n".encode() + b"\xe6\x98\n"),
+    CliCase("couplet: empty stdin", lambda tmp, ck: couplet_argv(ck),
+            r"stdin: expected at least one line to answer, got none$"),
+    CliCase("couplet: empty --input", lambda tmp, ck: couplet_argv(ck, "--input", str(write(tmp / "e.txt", b""))),
+            r"--input: expected at least one line to answer, got the empty file .*e\.txt$"),
+    CliCase("couplet: --input is a folder", lambda tmp, ck: couplet_argv(ck, "--input", str(tmp)),
+            r"expected a text file, got .*, which is a folder$"),
+    CliCase("couplet: missing checkpoint", lambda tmp, ck: ["couplet", "--checkpoint", str(tmp / "nowhere"), "春风"],
+            r"expected a checkpoint folder at '.*nowhere'"),
+    CliCase("couplet: a translation checkpoint",
+            lambda tmp, ck: ["couplet", "--checkpoint", str(ck.translation), "春风"],
+            r"expected a couplet checkpoint, got task 'translation'$"),
+    CliCase("couplet: a classification checkpoint",
+            lambda tmp, ck: ["couplet", "--checkpoint", str(ck.classification), "春风"],
+            r"expected a couplet checkpoint, got task 'classification'$"),
+    CliCase("couplet: weights cut in half",
+            lambda tmp, ck: ["couplet", "--checkpoint", str(broken_copy(ck.couplet, tmp, MODEL_FILE, cut_in_half)), "春风"],
+            r"model\.safetensors': expected a complete safetensors file"),
+    CliCase("couplet: vocabulary.txt missing",
+            lambda tmp, ck: ["couplet", "--checkpoint", str(broken_copy(ck.couplet, tmp, "vocabulary.txt", Path.unlink)),
+                             "春风"],
+            r"path must be an existing vocabulary file, got '.*broken-vocabulary-txt/vocabulary\.txt'$"),
+    CliCase("translate: a classification checkpoint", lambda tmp, ck: translate_argv(ck.classification, "Hallo"),
+            r"expected a translation checkpoint, got task 'classification'$"),
+    CliCase("translate: a couplet checkpoint", lambda tmp, ck: translate_argv(ck.couplet, "Hallo"),
+            r"expected a translation checkpoint, got task 'couplet'$"),
+    # train / evaluate of the two tasks: the key, the value or the folder is named before any work.
+    CliCase("train classification: --set unknown key",
+            lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--set", "model.num_encoder_layers=1"],
+            r"^transformer-lab train: error: model\.num_encoder_layers: unknown key for ClassifierConfig"),
+    CliCase("train classification: --set bad value",
+            lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--set", "data.vocab_size=big"],
+            r"data\.vocab_size: expected an int, got 'big'$"),
+    CliCase("train classification: missing data folder",
+            lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--data-dir", str(tmp / "nodata")],
+            r"data_dir='.*nodata': expected an existing folder"),
+    CliCase("train classification: a data folder without the CSV",
+            lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--data-dir", str(tmp)],
+            r"expected the AG News train file at '.*train\.csv' or '.*train_subset_12k\.csv', found none"),
+    CliCase("train couplet: --set unknown key",
+            lambda tmp, ck: ["train", "couplet", "--out", str(tmp / "r"), "--set", "constraints.rhyme=true"],
+            r"^transformer-lab train: error: constraints\.rhyme: unknown key for CoupletConstraintConfig"),
+    CliCase("train couplet: --set bad value",
+            lambda tmp, ck: ["train", "couplet", "--out", str(tmp / "r"), "--set", "data.skip_invalid=perhaps"],
+            r"data\.skip_invalid: expected a bool .*got 'perhaps'$"),
+    CliCase("train couplet: missing data folder",
+            lambda tmp, ck: ["train", "couplet", "--out", str(tmp / "r"), "--data-dir", str(tmp / "nodata")],
+            r"expected the couplet split 'train_couplet_machine' \(in\.txt and out\.txt\) in one of '.*nodata/couplet/"),
+    CliCase("evaluate classification: unknown split",
+            lambda tmp, ck: ["evaluate", "classification", "--checkpoint", str(ck.classification), "--split", "dev"],
+            r"split must be 'test' or 'validation', got 'dev'$"),
+    CliCase("evaluate classification: the split's file missing",
+            lambda tmp, ck: ["evaluate", "classification", "--checkpoint", str(ck.classification), "--data-dir", str(tmp)],
+            r"expected the AG News test file at '.*test\.csv', found none"),
+    CliCase("evaluate couplet: unknown split",
+            lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--split", "dev"],
+            r"expected the couplet split 'dev' \(in\.txt and out\.txt\) in one of .*; found none$"),
+    CliCase("evaluate couplet: the split's folder missing",
+            lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--data-dir", str(tmp / "nodata")],
+            r"expected the couplet split 'test' \(in\.txt and out\.txt\) in one of '.*nodata/couplet/test'"),
 ]
+
+
+def classify_argv(checkpoints: Checkpoints, *rest: str) -> list[str]:
+    return ["classify", "--checkpoint", str(checkpoints.classification), *rest]
+
+
+def couplet_argv(checkpoints: Checkpoints, *rest: str) -> list[str]:
+    return ["couplet", "--checkpoint", str(checkpoints.couplet), *rest]
 
 
 def copy_checkpoint(tmp_path: Path) -> Path:
@@ -354,19 +561,31 @@ def bad_reference(folder: Path) -> Path:
 
 def run_cli(argv: list[str], stdin: bytes, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+    # main's logging.basicConfig is a no-op under pytest (its handlers are installed), so the
+    # log lines a user would see on stderr are routed there as the console script does.
+    root = logging.getLogger()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
     try:
         code = main(argv)
     except SystemExit as exit_:  # argparse
         code = int(exit_.code)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
 
 @pytest.mark.parametrize("case", CLI_CASES, ids=lambda case: case.name)
 def test_cli_bad_input_is_one_line_and_an_exit_code(
-    case: CliCase, tmp_path: Path, checkpoint: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    case: CliCase, tmp_path: Path, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, _, error = run_cli(case.argv(tmp_path, checkpoint), case.stdin, monkeypatch, capsys)
+    code, _, error = run_cli(case.argv(tmp_path, checkpoints), case.stdin, monkeypatch, capsys)
     lines = error.strip().splitlines()
     assert code == case.exit_code, f"{case.name}: exit {code}, stderr {error!r}"
     assert len(lines) == 1, f"{case.name}: expected one stderr line, got {lines}"
@@ -377,16 +596,38 @@ def test_cli_bad_input_is_one_line_and_an_exit_code(
 # ---------------------------------------------------------------------------- accepted inputs
 
 
-def test_crlf_input_translates_like_lf(tmp_path: Path, checkpoint: Path, monkeypatch, capsys) -> None:
+# Lines each command accepts, and the checkpoint (Checkpoints attribute) it reads.
+ACCEPTED_LINES = {
+    "translate": ("translation", GERMAN),
+    "classify": ("classification", ["Shares and profit rose", "The striker scored a goal", "市场 📈 rally"]),
+    "couplet": ("couplet", ["春风花", "山水，云天", "江河"]),
+}
+
+
+@pytest.mark.parametrize("command", list(ACCEPTED_LINES))
+def test_crlf_input_gives_what_lf_gives(command: str, tmp_path: Path, checkpoints: Checkpoints, monkeypatch, capsys) -> None:
+    task, lines = ACCEPTED_LINES[command]
+    argv = [command, "--checkpoint", str(getattr(checkpoints, task))]
     outputs = []
     for name, newline in (("lf", "\n"), ("crlf", "\r\n")):
-        path = write(tmp_path / f"{name}.txt", "".join(line + newline for line in GERMAN).encode("utf-8"))
-        code, out, _ = run_cli(translate_argv(checkpoint, "--input", str(path)), b"", monkeypatch, capsys)
+        path = write(tmp_path / f"{name}.txt", "".join(line + newline for line in lines).encode("utf-8"))
+        code, out, _ = run_cli([*argv, "--input", str(path)], b"", monkeypatch, capsys)
         assert code == 0
         outputs.append(out)
-        code, piped, _ = run_cli(translate_argv(checkpoint), path.read_bytes(), monkeypatch, capsys)
+        code, piped, _ = run_cli(argv, path.read_bytes(), monkeypatch, capsys)
         assert code == 0 and piped == out
-    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == len(GERMAN)
+    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == len(lines)
+
+
+def test_crlf_news_and_couplet_files_read_like_lf(tmp_path: Path) -> None:
+    rows = ['"3","Fed holds","Rates \\$1 unchanged\\said ""analysts"""', '"2","Cup final","A late, late goal"']
+    lf = read_ag_news_csv(write(tmp_path / "lf.csv", ("\n".join(rows) + "\n").encode("utf-8")))
+    assert len(lf.articles) == 2 and lf.articles[0].description == 'Rates $1 unchanged\nsaid "analysts"'
+    for name, final in (("crlf.csv", "\r\n"), ("crlf-unterminated.csv", "")):
+        assert read_ag_news_csv(write(tmp_path / name, ("\r\n".join(rows) + final).encode("utf-8"))).articles == lf.articles
+    pairs = made_up_couplets(6, seed=3)
+    lf_pairs = read_couplets(write_split(tmp_path / "lf", pairs)).pairs
+    assert read_couplets(write_split(tmp_path / "crlf", pairs, newline="\r\n")).pairs == lf_pairs == pairs
 
 
 def test_crlf_data_files_evaluate_like_lf(tmp_path: Path, checkpoint: Path, monkeypatch, capsys) -> None:
@@ -409,6 +650,34 @@ def test_awkward_but_valid_text_translates_to_one_line_each(checkpoint: Path) ->
     assert all(isinstance(text, str) and "\n" not in text for text in outputs)
 
 
+def test_awkward_but_valid_text_is_classified_one_line_each(checkpoints: Checkpoints, monkeypatch, capsys) -> None:
+    texts = ["😀🎉👍🏽", "Stocks 📈 rally in 東京 and Frankfurt", "股市大涨，央行维持利率", "日本語とΕλληνικά und русский", "عربى",
+             "a\u0301 combining", "<eos> <pad> <unk>", "goal " * 20, "line\u2028separator"]
+    code, out, error = run_cli(classify_argv(checkpoints, *texts), b"", monkeypatch, capsys)
+    assert code == 0 and error == ""
+    lines = out.splitlines()
+    assert len(lines) == len(texts)
+    for line in lines:
+        label, shares = line.split("\t")
+        probabilities = {name: float(value) for name, value in (item.split("=") for item in shares.split(" "))}
+        assert list(probabilities) == ["World", "Sports", "Business", "Sci/Tech"] and label in probabilities
+        assert sum(probabilities.values()) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_awkward_but_valid_upper_lines_are_answered_with_a_note(checkpoints: Checkpoints, monkeypatch, capsys) -> None:
+    """Emoji and non-Latin scripts read as <unk> (said on stderr) and still get a lower line of the same length."""
+    uppers = ["春风😀花", "山水，云天🎉", "春ひらがな风", "한국어春", "Привет春", "春 风 花 ", "江河。"]
+    code, out, error = run_cli(couplet_argv(checkpoints, *uppers), b"", monkeypatch, capsys)
+    assert code == 0 and "Traceback" not in error
+    lowers = out.splitlines()
+    assert [len(lower) for lower in lowers] == [len("".join(upper.split())) for upper in uppers]
+    assert "，" == lowers[1][2] and lowers[6].endswith("。")  # the upper line's marks are kept in place
+    notes = error.splitlines()
+    assert notes[0] == "transformer-lab couplet: line 1: characters never seen in training, read as <unk>: 😀"
+    assert [note.split(":")[0] for note in notes] == ["transformer-lab couplet"] * 6
+    assert [note.split(": ")[1] for note in notes] == ["line 1", "line 2", "line 3", "line 4", "line 5", "line 7"]
+
+
 def test_no_traceback_through_the_real_entry_point(tmp_path: Path, checkpoint: Path) -> None:
     """The console script itself (a fresh interpreter): a cut weights file is one line, exit 2."""
     broken = broken_copy(checkpoint, tmp_path, MODEL_FILE, cut_in_half)
@@ -418,6 +687,20 @@ def test_no_traceback_through_the_real_entry_point(tmp_path: Path, checkpoint: P
     assert result.returncode == 2
     assert result.stdout == "" and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "expected a complete safetensors file" in result.stderr
+
+
+def test_undecodable_argument_bytes_through_the_real_entry_point(checkpoints: Checkpoints) -> None:
+    """Bytes that are not UTF-8 in argv arrive as lone surrogates; the line is refused, not a UnicodeEncodeError."""
+    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY / "src"), "OMP_NUM_THREADS": "1",
+                   "LC_ALL": "C.UTF-8", "PYTHONIOENCODING": ""}
+    argv = [sys.executable, "-m", "transformer_lab", "couplet", "--checkpoint", str(checkpoints.couplet)]
+    result = subprocess.run([*argv, "春风".encode() + b"\xff", "江河"], env=environment, capture_output=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stdout.decode("utf-8").split("\n")[0] == "" and len(result.stdout.decode("utf-8").split("\n")[1]) == 2
+    assert result.stderr.decode("utf-8").splitlines() == [
+        "transformer-lab couplet: line 1: upper line has the lone surrogate U+DCFF at character 2: "
+        "expected valid Unicode text (undecodable input bytes?)"
+    ]
 
 
 def test_unreadable_file_is_a_value_error_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

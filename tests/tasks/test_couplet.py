@@ -5,59 +5,18 @@ from __future__ import annotations
 
 import io
 import json
-import random
 from pathlib import Path
 
 import pytest
 
+from tests.tasks.couplet_fixture import TINY, write_couplet_folder
 from transformer_lab.cli import main
 from transformer_lab.tasks import couplet
-
-UPPER_CHARACTERS = "春风花月山水云天江河"
-# Each upper character has its own answer, disjoint from the upper characters.
-ANSWER = dict(zip(UPPER_CHARACTERS, "秋雨草星海林雾地湖溪"))
-
-TINY = [
-    "--set", "data.num_validation=10",
-    "--set", "data.max_tokens=256",
-    "--set", "model.d_model=32",
-    "--set", "model.nhead=2",
-    "--set", "model.num_encoder_layers=1",
-    "--set", "model.num_decoder_layers=1",
-    "--set", "model.dim_feedforward=64",
-    "--set", "train.max_steps=150",
-    "--set", "train.epochs=0",
-    "--set", "train.warmup_steps=30",
-    "--set", "train.lr_factor=0.3",
-    "--set", "train.log_every_steps=5",
-    "--set", "train.progress_bar=false",
-    "--set", "decode.beam_size=3",
-]
-
-
-def made_up_couplets(count: int, seed: int) -> list[tuple[str, str]]:
-    generator = random.Random(seed)
-    pairs = []
-    for _ in range(count):
-        upper = "".join(generator.choice(UPPER_CHARACTERS) for _ in range(generator.randint(3, 7)))
-        if generator.random() < 0.3:
-            upper = upper[:2] + "，" + upper[2:]
-        pairs.append((upper, "".join(ANSWER.get(character, character) for character in upper)))
-    return pairs
-
-
-def write_split(folder: Path, pairs: list[tuple[str, str]]) -> None:
-    folder.mkdir(parents=True)
-    for name, side in (("in.txt", 0), ("out.txt", 1)):
-        (folder / name).write_text("".join(" ".join(pair[side]) + " \n" for pair in pairs), encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("couplet-data")
-    write_split(root / "couplet" / "train_couplet_machine", made_up_couplets(400, seed=1))
-    write_split(root / "couplet" / "test", made_up_couplets(30, seed=2))
-    return root
+    return write_couplet_folder(tmp_path_factory.mktemp("couplet-data"))
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from transformer_lab.data import read_lines
+from transformer_lab.cli.decode_options import input_lines
 from transformer_lab.tasks import classification
 
 
@@ -31,27 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def _stdin_lines() -> list[str]:
-    data = sys.stdin.buffer.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise ValueError(f"stdin: line {line}: expected UTF-8 text, got invalid byte(s) {data[error.start : error.end]!r}") from None
-    return [line.removesuffix("\r") for line in text.split("\n")[: -1 if text.endswith("\n") else None]]
-
-
 def run(arguments: argparse.Namespace) -> int:
-    if arguments.input is not None and arguments.texts:
-        raise ValueError("texts: expected either texts or --input, got both")
-    if arguments.input is not None:
-        texts = read_lines(arguments.input)
-    elif arguments.texts:
-        texts = list(arguments.texts)
-    else:
-        texts = _stdin_lines()
-    if not texts:
-        raise ValueError("texts: expected at least one text (arguments, --input or stdin), got none")
+    # Shared with translate and couplet: an empty --input or stdin is an error, bad UTF-8 names
+    # its line and byte column, CRLF reads like LF.
+    texts = input_lines(arguments.texts, arguments.input, purpose="classify")
     model, tokenizer, config = classification.load_classifier(arguments.checkpoint)
     results = classification.predict_each(model, tokenizer, config.class_names, texts, truncate=arguments.truncate)
     records = []

@@ -3,7 +3,7 @@
 Upper lines come as arguments, from --input (one per line) or from stdin. With one
 candidate each answer is one line (to stdout or --output, aligned with the input); with
 --num-candidates K each upper line is followed by its K lower lines and their scores. A
-line that cannot be answered (empty, Latin letters, too long) gets an empty output line
+line that cannot be answered (empty, Latin letters, undecodable bytes, too long) gets an empty output line
 and a message on stderr, and the command ends with exit code 2 after answering the rest.
 """
 

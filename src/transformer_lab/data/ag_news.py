@@ -214,13 +214,14 @@ def read_ag_news_csv(
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: a malformed line (without `skip_malformed`), invalid UTF-8, or a file
-            without any article; the message names the file and the line.
+        ValueError: a folder instead of a file, a malformed line (without
+            `skip_malformed`), invalid UTF-8, or a file without any article; the message
+            names the file and the line.
     """
     check_bool("skip_malformed", skip_malformed)
     check_bool("unescape", unescape)
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():  # a folder is read_lines' ValueError ("which is a folder"), not "does not exist"
         raise FileNotFoundError(f"path: expected an AG News CSV file, got {str(path)!r}, which does not exist")
     articles: list[NewsArticle] = []
     malformed: list[tuple[int, str]] = []

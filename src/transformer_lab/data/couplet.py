@@ -134,7 +134,7 @@ def read_couplets(
                 f"expected the couplet file {str(path)!r}, which does not exist; a couplet split "
                 f"folder holds {UPPER_FILE} (upper lines) and {LOWER_FILE} (lower lines)"
             )
-    text = read_parallel_text(upper_path, lower_path, skip_empty=skip_invalid)
+    text = read_parallel_text(upper_path, lower_path, skip_empty=skip_invalid, skip_option="skip_invalid")
     skipped_empty = list(text.skipped_line_numbers)
     empty = set(skipped_empty)
     line_numbers = (number for number in range(1, len(text) + len(empty) + 1) if number not in empty)

@@ -107,6 +107,8 @@ def read_parallel_text(
     source_path: str | os.PathLike[str],
     target_path: str | os.PathLike[str],
     skip_empty: bool = False,
+    *,
+    skip_option: str = "skip_empty",
 ) -> ParallelText:
     """Read two aligned line files into (source, target) pairs; see the module docstring.
 
@@ -115,6 +117,8 @@ def read_parallel_text(
         target_path: the file of target sentences, aligned line by line with the source.
         skip_empty: drop the pairs where either side is empty or only whitespace (their
             number is logged as a warning and returned in the result) instead of raising.
+        skip_option: the name the caller gives `skip_empty` (e.g. the couplet reader's
+            `skip_invalid`), so that the error's advice names an option the user has.
 
     Returns:
         a `ParallelText` with the pairs and the line numbers of the pairs skipped.
@@ -149,7 +153,7 @@ def read_parallel_text(
             line = source if empty_path == source_path else target
             raise ValueError(
                 f"{empty_path}: line {number}: expected a non-empty sentence, got {line!r}; "
-                f"fix the file, or pass skip_empty=True to drop (and count) such pairs"
+                f"fix the file, or pass {skip_option}=True to drop (and count) such pairs"
             )
         skipped.append(number)
     if skipped:

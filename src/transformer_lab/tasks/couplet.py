@@ -245,6 +245,15 @@ def check_upper_line(upper: str, vocabulary: Vocabulary, max_len: int) -> tuple[
     """(error, note) for one upper line (already without spaces); both None when it is fine."""
     if not upper:
         return "empty upper line: expected Chinese characters, got nothing", None
+    surrogate = next((index for index, character in enumerate(upper) if "\ud800" <= character <= "\udfff"), None)
+    if surrogate is not None:
+        # Undecodable input bytes smuggled in by surrogateescape: no character to answer, and
+        # no UTF-8 form to print.
+        return (
+            f"upper line has the lone surrogate U+{ord(upper[surrogate]):04X} at character {surrogate}: "
+            "expected valid Unicode text (undecodable input bytes?)",
+            None,
+        )
     latin = sorted(set(_LATIN_LETTERS.findall(upper)))
     if latin:
         return (
@@ -302,8 +311,8 @@ def generate(
 ) -> list[CoupletResult]:
     """Write lower lines for `uppers` (batched by length); spaces in the input are ignored.
 
-    A line that cannot be answered (empty, Latin letters, longer than the model's
-    positional table) gets a result with `error` set and no candidates; the others are
+    A line that cannot be answered (empty, Latin letters, a lone surrogate, longer than
+    the model's positional table) gets a result with `error` set and no candidates; the others are
     decoded. `num_candidates` > 1 needs beam search with at least that many beams.
     """
     if num_candidates < 1:
