@@ -160,3 +160,30 @@ def test_a_padded_batch_decodes_like_each_sentence_alone(use_cache: bool) -> Non
             use_cache=use_cache,
         )
         assert_same_hypotheses(beam_alone.hypotheses, [beam.hypotheses[row]])
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_bf16_precision_runs_the_model_under_autocast_and_keeps_scores_float32(strategy: str) -> None:
+    from transformer_lab.decoding import DecodeConfig, decode
+
+    model = tiny_model()
+    src_ids = padded_sources()
+    generator_dtypes: list[torch.dtype] = []
+    handle = model.generator.register_forward_hook(lambda module, inputs, output: generator_dtypes.append(output.dtype))
+    try:
+        for precision in ("fp32", "bf16"):
+            generator_dtypes.clear()
+            config = DecodeConfig(strategy=strategy, beam_size=3, max_len=MAX_LEN, precision=precision)
+            output = decode(model, src_ids, config)
+            expected = torch.float32 if precision == "fp32" else torch.bfloat16
+            assert generator_dtypes and set(generator_dtypes) == {expected}
+            if strategy == "greedy":
+                assert output.scores.dtype == torch.float32
+            else:
+                assert all(isinstance(hypotheses[0].score, float) for hypotheses in output.hypotheses)
+    finally:
+        handle.remove()
+    # Autocast is left as it was found.
+    assert not torch.is_autocast_enabled("cpu")
+    with pytest.raises(ValueError, match=r"precision: expected one of \('fp32', 'bf16'\), given 'fp16'"):
+        DecodeConfig(precision="fp16")

@@ -14,7 +14,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from transformer_lab.cli.decode_options import add_beam_argument, input_lines, with_beam
+from transformer_lab.cli.decode_options import add_decode_arguments, input_lines, with_decode_arguments
 from transformer_lab.tasks import couplet
 
 
@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--checkpoint", type=Path, required=True, help="checkpoint folder (e.g. runs/NAME/best)")
     parser.add_argument("--input", type=Path, default=None, help="answer every line of this UTF-8 file")
     parser.add_argument("--output", type=Path, default=None, help="write the answers to this file instead of stdout")
-    add_beam_argument(parser)
+    add_decode_arguments(parser)
     parser.add_argument(
         "--num-candidates", type=int, default=1, help="lower lines per upper line, with scores (needs --beam >= it)"
     )
@@ -57,7 +57,7 @@ def constraint_overrides(
 def run(arguments: argparse.Namespace) -> int:
     lines = input_lines(arguments.lines, arguments.input, purpose="answer")
     model, vocabulary, config = couplet.load(arguments.checkpoint)
-    decode_config = with_beam(config.decode, arguments.beam)
+    decode_config = with_decode_arguments(config.decode, arguments)
     count = arguments.num_candidates
     if count > 1 and arguments.beam is None and decode_config.strategy == "beam":
         # Enough beams for the candidates asked for, when --beam leaves the choice to us.

@@ -1,4 +1,4 @@
-"""Options shared by the commands that decode text (translate, couplet, evaluate): --beam, the input lines."""
+"""Options shared by the commands that decode text (translate, couplet, evaluate): --beam, --precision, the input lines."""
 
 from __future__ import annotations
 
@@ -10,10 +10,23 @@ from pathlib import Path
 
 from transformer_lab.data import decode_lines, read_lines
 from transformer_lab.decoding import DecodeConfig
+from transformer_lab.decoding.config import PRECISIONS
 
 
-def add_beam_argument(parser: argparse.ArgumentParser) -> None:
+def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy; default: the checkpoint's)")
+    parser.add_argument(
+        "--precision", choices=PRECISIONS, default=None,
+        help="bf16: decode under bf16 autocast, faster on CPUs with bf16 instructions (default: the checkpoint's, fp32)",
+    )
+
+
+def with_decode_arguments(decode_config: DecodeConfig, arguments: argparse.Namespace) -> DecodeConfig:
+    """The checkpoint's decoding with --beam and --precision applied (None keeps the checkpoint's)."""
+    decode_config = with_beam(decode_config, arguments.beam)
+    if arguments.precision is None:
+        return decode_config
+    return dataclasses.replace(decode_config, precision=arguments.precision)
 
 
 def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:
@@ -28,8 +41,9 @@ def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:
 
 
 def search_name(decode_config: DecodeConfig) -> str:
-    """"greedy" or "beam K", for reports and file names."""
-    return "greedy" if decode_config.strategy == "greedy" else f"beam {decode_config.beam_size}"
+    """"greedy" or "beam K" (and " bf16" under bf16 autocast), for reports and file names."""
+    name = "greedy" if decode_config.strategy == "greedy" else f"beam {decode_config.beam_size}"
+    return name if decode_config.precision == "fp32" else f"{name} {decode_config.precision}"
 
 
 def input_lines(texts: Sequence[str], input_path: Path | None, purpose: str = "decode") -> list[str]:

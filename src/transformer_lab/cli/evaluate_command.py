@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from transformer_lab.cli.decode_options import add_beam_argument, search_name, with_beam
+from transformer_lab.cli.decode_options import add_decode_arguments, search_name, with_decode_arguments
 from transformer_lab.data import load_multi30k
 from transformer_lab.data.couplet import load_couplets
 from transformer_lab.evaluation.couplet_metrics import CoupletReport
@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--split", default=None, help=f"split to score (default: {', '.join(f'{k} {v}' for k, v in DEFAULT_SPLITS.items())})"
     )
     parser.add_argument("--data-dir", default=None, help="folder holding the dataset (default: $TRANSFORMER_LAB_DATA)")
-    add_beam_argument(parser)
+    add_decode_arguments(parser)
     parser.add_argument(
         "--output", type=Path, default=None,
         help="the hypotheses file (classification: the JSON report); default: beside the checkpoint",
@@ -52,7 +52,7 @@ def run(arguments: argparse.Namespace) -> int:
     if arguments.task == "classification":
         return _evaluate_classification(arguments, split)
     model, tokenizer, config = translation.load_translator(arguments.checkpoint)
-    decode_config = with_beam(config.decode, arguments.beam)
+    decode_config = with_decode_arguments(config.decode, arguments)
     data_dir = arguments.data_dir if arguments.data_dir is not None else config.data.data_dir
     pairs = load_multi30k(
         split, data_dir, source_language=config.data.source_language, target_language=config.data.target_language
@@ -70,7 +70,7 @@ def run(arguments: argparse.Namespace) -> int:
 
 def _evaluate_couplet(arguments: argparse.Namespace, split: str) -> int:
     model, vocabulary, config = couplet.load(arguments.checkpoint)
-    decode_config = with_beam(config.decode, arguments.beam)
+    decode_config = with_decode_arguments(config.decode, arguments)
     data_dir = arguments.data_dir if arguments.data_dir is not None else config.data.data_dir
     # The test files are clean; an error here means a damaged file, which should be seen.
     pairs = load_couplets(split, data_dir).pairs
@@ -114,8 +114,9 @@ def couplet_samples_table(evaluation: couplet.CoupletEvaluation, count: int) -> 
 def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
     from transformer_lab.lab.figures import plot_confusion_matrix
 
-    if arguments.beam is not None:
-        raise ValueError("--beam: expected only with the translation and couplet tasks, got it with classification")
+    for option in ("beam", "precision"):
+        if getattr(arguments, option) is not None:
+            raise ValueError(f"--{option}: expected only with the translation and couplet tasks, got it with classification")
     checkpoint = classification.resolve_checkpoint(arguments.checkpoint)
     model, tokenizer, config = classification.load_classifier(checkpoint)
     articles = classification.load_split(config, split, arguments.data_dir, skip_malformed=arguments.skip_malformed)

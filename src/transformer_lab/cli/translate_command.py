@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from transformer_lab.cli.decode_options import add_beam_argument, input_lines, with_beam
+from transformer_lab.cli.decode_options import add_decode_arguments, input_lines, with_decode_arguments
 from transformer_lab.tasks import translation
 
 
@@ -15,7 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("sentences", nargs="*", help="sentences to translate (none: read stdin, one per line)")
     parser.add_argument("--checkpoint", type=Path, required=True, help="checkpoint folder (e.g. runs/NAME/best)")
     parser.add_argument("--input", type=Path, default=None, help="translate every line of this UTF-8 file")
-    add_beam_argument(parser)
+    add_decode_arguments(parser)
     parser.add_argument("--plot-attention", type=Path, default=None, help="write a cross-attention heat map of the first sentence")
     parser.set_defaults(handler=run)
 
@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(arguments: argparse.Namespace) -> int:
     sentences = input_lines(arguments.sentences, arguments.input, purpose="translate")
     model, tokenizer, config = translation.load_translator(arguments.checkpoint)
-    decode_config = with_beam(config.decode, arguments.beam)
+    decode_config = with_decode_arguments(config.decode, arguments)
     for translated in translation.translate_sentences(model, tokenizer, sentences, decode_config):
         print(translated)
     if arguments.plot_attention is not None and sentences:

