@@ -27,7 +27,6 @@ from transformer_lab.data import (
     UNK_ID,
     Seq2SeqBatch,
     Vocabulary,
-    collate_pairs,
     collated_lengths,
     padding_fraction,
     token_budget_batches,
@@ -38,7 +37,7 @@ from transformer_lab.decoding import DecodeConfig, decode
 from transformer_lab.decoding.couplet_constraints import CoupletConstraints
 from transformer_lab.evaluation.couplet_metrics import CoupletReport, couplet_report
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn, strip_generated
+from transformer_lab.tasks.seq2seq_glue import bucketed_epoch_batches, seq2seq_loss_fn, strip_generated
 from transformer_lab.training import (
     TrainConfig,
     Trainer,
@@ -192,9 +191,7 @@ def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) 
 
 def epoch_batches(data: CoupletData, config: CoupletDataConfig, epoch: int) -> list[Seq2SeqBatch]:
     """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch)."""
-    lengths = collated_lengths(data.train_ids)
-    indices = token_budget_batches(lengths, config.max_tokens, shuffle=True, seed=config.seed, epoch=epoch)
-    return [collate_pairs([data.train_ids[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in indices]
+    return bucketed_epoch_batches(data.train_ids, config.max_tokens, config.seed, epoch)
 
 
 # ---------------------------------------------------------------------------- generation

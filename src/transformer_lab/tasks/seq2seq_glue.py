@@ -1,14 +1,22 @@
-"""Glue shared by the sequence-to-sequence tasks: the loss function and id clean-up."""
+"""Glue shared by the sequence-to-sequence tasks: epoch batches, the loss function and id clean-up."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from transformer_lab.data import Seq2SeqBatch
+from transformer_lab.data import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    Seq2SeqBatch,
+    collate_pairs,
+    collated_lengths,
+    token_budget_batches,
+)
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.training import label_smoothed_cross_entropy
@@ -41,3 +49,12 @@ def within_positional_table(model: Seq2SeqTransformer, decode_config: DecodeConf
     ``max_len - 1`` new tokens fit; a larger ``decode.max_len`` would fail mid-decoding.
     """
     return dataclasses.replace(decode_config, max_len=min(decode_config.max_len, model.positional_encoding.max_len - 1))
+
+
+def bucketed_epoch_batches(
+    train_ids: Sequence[tuple[list[int], list[int]]], max_tokens: int, seed: int, epoch: int
+) -> list[Seq2SeqBatch]:
+    """One epoch of length-bucketed token-budget batches of encoded pairs, shuffled by (seed, epoch)."""
+    lengths = collated_lengths(train_ids)
+    indices = token_budget_batches(lengths, max_tokens, shuffle=True, seed=seed, epoch=epoch)
+    return [collate_pairs([train_ids[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in indices]

@@ -23,7 +23,6 @@ from transformer_lab.data import (
     EOS_ID,
     Seq2SeqBatch,
     SubwordTokenizer,
-    collate_pairs,
     collated_lengths,
     encode_pairs,
     load_multi30k,
@@ -33,7 +32,7 @@ from transformer_lab.data import (
 from transformer_lab.decoding import DecodeConfig, decode
 from transformer_lab.evaluation import BleuResult, corpus_bleu
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn, strip_generated, within_positional_table
+from transformer_lab.tasks.seq2seq_glue import bucketed_epoch_batches, seq2seq_loss_fn, strip_generated, within_positional_table
 from transformer_lab.training import (
     CONFIG_FILE,
     TrainConfig,
@@ -157,9 +156,7 @@ def build_data(config: TranslationDataConfig, tokenizer: SubwordTokenizer | None
 
 def epoch_batches(data: TranslationData, config: TranslationDataConfig, epoch: int) -> list[Seq2SeqBatch]:
     """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch)."""
-    lengths = collated_lengths(data.train_ids)
-    indices = token_budget_batches(lengths, config.max_tokens, shuffle=True, seed=config.seed, epoch=epoch)
-    return [collate_pairs([data.train_ids[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in indices]
+    return bucketed_epoch_batches(data.train_ids, config.max_tokens, config.seed, epoch)
 
 
 def translate_sentences(
