@@ -28,6 +28,7 @@ from transformer_lab.cli import (
     explain_command,
     lab_command,
     plot_command,
+    serve_command,
     train_command,
     translate_command,
 )
@@ -43,6 +44,7 @@ _COMMAND_MODULES = [
     explain_command,
     lab_command,
     plot_command,
+    serve_command,
 ]
 
 

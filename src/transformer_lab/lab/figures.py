@@ -28,8 +28,8 @@ from torch import Tensor  # noqa: E402
 
 from transformer_lab.data import Vocabulary, make_synthetic_pairs, read_lines  # noqa: E402
 from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint, sentence_attention  # noqa: E402
+from transformer_lab.lab.mask_panels import mask_panels  # noqa: E402
 from transformer_lab.models.embedding import SinusoidalPositionalEncoding  # noqa: E402
-from transformer_lab.nn import masks  # noqa: E402
 from transformer_lab.training import noam_lr  # noqa: E402
 
 
@@ -133,20 +133,7 @@ def plot_masks(
         labels = [f"w{index}" for index in range(real_length)] + ["<pad>"] * (length - real_length)
     if len(labels) != length:
         raise ValueError(f"labels must have length {length}, got {len(labels)}")
-    key_padding = masks.lengths_to_padding_mask(torch.tensor([real_length]), length)  # [1, L]
-    causal = masks.causal_mask(length)  # [L, L]
-    columns = masks.merge_masks(None, key_padding, batch_size=1, num_heads=1, dtype=torch.float32)  # [1, 1, 1, L]
-    assert columns is not None
-    columns = columns.expand(1, 1, length, length)[0, 0]  # [L, L]
-    combined = masks.merge_masks(causal, key_padding, batch_size=1, num_heads=1, dtype=torch.float32)  # [1, 1, L, L]
-    assert combined is not None
-    rows_and_columns = masks.padded_query_rows_mask(key_padding, 1) | columns  # [1, L, L]
-    panels = [
-        (causal, "causal_mask: the future"),
-        (columns, "key padding: padded columns"),
-        (combined[0, 0], "causal | key padding (decoder)"),
-        (rows_and_columns[0], "padded rows and columns"),
-    ]
+    panels = [(panel.hidden, panel.title) for panel in mask_panels([real_length], length)[0]]
     figure, axes_row = plt.subplots(1, len(panels), figsize=figsize)
     for axes, (hidden, title) in zip(axes_row, panels):
         _draw_mask(axes, hidden, labels, title)

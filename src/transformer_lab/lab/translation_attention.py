@@ -1,12 +1,17 @@
-"""A cross-attention heat map of one translated sentence."""
+"""The cross-attention of one translated sentence: every layer and head, and a heat map of it.
+
+Shape legend: N decoder layers, H heads, T target length (``<bos>`` first), S source length.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 from pathlib import Path
+from typing import Sequence
 
 import torch
+from torch import Tensor
 
 from transformer_lab.data import BOS_ID, SubwordTokenizer
 from transformer_lab.decoding import DecodeConfig
@@ -14,6 +19,27 @@ from transformer_lab.lab.attention_maps import attention_maps
 from transformer_lab.lab.figures import plot_attention_heatmap
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.translation import translate_sentences
+
+
+def token_labels(tokenizer: SubwordTokenizer, ids: Sequence[int]) -> list[str]:
+    """One readable label per subword id: its text, or its token string where that is blank."""
+    return [tokenizer.decode([token_id]).strip() or tokenizer.id_to_token(token_id) for token_id in ids]
+
+
+def cross_attention(model: Seq2SeqTransformer, source_ids: Sequence[int], target_ids: Sequence[int]) -> Tensor:
+    """The decoder's cross-attention weights while it reads ``source_ids`` and writes ``target_ids``.
+
+    The decoder is teacher-forced with ``<bos>`` followed by ``target_ids``, so row ``t``
+    is what the model looked at when it chose target token ``t`` (row 0: the first token).
+
+    Shape:
+        returns ``[N, H, T, S]`` with T = ``len(target_ids) + 1`` and S = ``len(source_ids)``.
+    """
+    if len(source_ids) == 0:
+        raise ValueError("source_ids: expected at least one token id, got none")
+    maps = attention_maps(model, torch.tensor([list(source_ids)]), torch.tensor([[BOS_ID, *target_ids]]))
+    layers = len(model.transformer.decoder.layers)
+    return torch.stack([maps[f"decoder.layers.{layer}.multihead_attn"][0] for layer in range(layers)])  # [N, H, T, S]
 
 
 def plot_translation_attention(
@@ -29,14 +55,9 @@ def plot_translation_attention(
     translated = translate_sentences(model, tokenizer, [sentence], dataclasses.replace(decode_config, num_return=1))[0]
     source_ids = tokenizer.encode(sentence)
     target_ids = tokenizer.encode(translated)
-    maps = attention_maps(model, torch.tensor([source_ids]), torch.tensor([[BOS_ID, *target_ids]]))
+    weights = cross_attention(model, source_ids, target_ids)[-1].mean(dim=0)  # [T, S]
     last_layer = len(model.transformer.decoder.layers) - 1
-    weights = maps[f"decoder.layers.{last_layer}.multihead_attn"][0].mean(dim=0)  # [T, S]
-
-    def labels(ids: list[int]) -> list[str]:
-        return [tokenizer.decode([token_id]).strip() or tokenizer.id_to_token(token_id) for token_id in ids]
-
     return plot_attention_heatmap(
-        weights, labels(source_ids), ["<bos>", *labels(target_ids)], path,
+        weights, token_labels(tokenizer, source_ids), ["<bos>", *token_labels(tokenizer, target_ids)], path,
         title=f"cross-attention, decoder layer {last_layer} (mean of heads)",
     )

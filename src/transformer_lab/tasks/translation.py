@@ -29,7 +29,7 @@ from transformer_lab.data import (
     padding_fraction,
     token_budget_batches,
 )
-from transformer_lab.decoding import DecodeConfig, decode
+from transformer_lab.decoding import BeamOutput, DecodeConfig, decode, gnmt_length_penalty
 from transformer_lab.evaluation import BleuResult, corpus_bleu
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks.seq2seq_glue import bucketed_epoch_batches, seq2seq_loss_fn, strip_generated, within_positional_table
@@ -159,6 +159,13 @@ def epoch_batches(data: TranslationData, config: TranslationDataConfig, epoch: i
     return bucketed_epoch_batches(data.train_ids, config.max_tokens, config.seed, epoch)
 
 
+def _check_source_length(model: Seq2SeqTransformer, name: str, ids: Sequence[int]) -> None:
+    """Refuse a source longer than the positional table (nothing is truncated)."""
+    max_source = model.positional_encoding.max_len
+    if len(ids) > max_source:
+        raise ValueError(f"{name} must be at most {max_source} subword tokens (the model's max_len), got {len(ids)}")
+
+
 def translate_sentences(
     model: Seq2SeqTransformer,
     tokenizer: SubwordTokenizer,
@@ -173,7 +180,6 @@ def translate_sentences(
     """
     model.eval()
     device = next(model.parameters()).device
-    max_source = model.positional_encoding.max_len
     encoded = []
     for index, sentence in enumerate(sentences):
         try:
@@ -181,10 +187,7 @@ def translate_sentences(
         except ValueError as error:
             raise ValueError(f"sentences[{index}]: {error}") from None
     for index, ids in enumerate(encoded):
-        if len(ids) > max_source:
-            raise ValueError(
-                f"sentences[{index}] must be at most {max_source} subword tokens (the model's max_len), got {len(ids)}"
-            )
+        _check_source_length(model, f"sentences[{index}]", ids)
     translations = [""] * len(sentences)
     order = sorted((index for index, ids in enumerate(encoded) if ids), key=lambda index: len(encoded[index]))
     bounded_config = within_positional_table(model, decode_config)
@@ -200,6 +203,56 @@ def translate_sentences(
             for row, index in zip(rows, chunk):
                 translations[index] = tokenizer.decode(strip_generated(row, EOS_ID, PAD_ID))
     return translations
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One translation of an n-best list.
+
+    ``ids`` are the generated subword ids without ``<bos>``/``<eos>``; ``log_prob`` is the
+    sum of the token log-probabilities (``<eos>`` included) and ``score`` that sum divided
+    by the GNMT length penalty, the number beam search ranks by (greedy reports it too).
+    """
+
+    text: str
+    ids: list[int]
+    score: float
+    log_prob: float
+
+
+def translate_nbest(
+    model: Seq2SeqTransformer,
+    tokenizer: SubwordTokenizer,
+    sentence: str,
+    decode_config: DecodeConfig,
+) -> list[Candidate]:
+    """The n-best translations of one sentence, best first.
+
+    Beam search returns ``decode_config.num_return`` candidates (at most ``beam_size``);
+    greedy search returns one. A blank sentence or one longer than the positional table
+    is a ``ValueError``.
+    """
+    if not sentence.strip():
+        raise ValueError("sentence: expected a non-empty sentence to translate, got a blank one")
+    model.eval()
+    device = next(model.parameters()).device
+    source_ids = tokenizer.encode(sentence)
+    _check_source_length(model, "sentence", source_ids)
+    src_ids = torch.tensor([source_ids], dtype=torch.long, device=device)  # [1, S]
+    config = within_positional_table(model, decode_config)
+    with torch.no_grad():
+        result = decode(model, src_ids, config)
+    if isinstance(result, BeamOutput):
+        found = [(hypothesis.ids, hypothesis.score, hypothesis.log_prob) for hypothesis in result.hypotheses[0]]
+    else:
+        generated = int(result.lengths[0])
+        log_prob = float(result.scores[0])
+        found = [(result.ids[0, :generated].tolist(), log_prob / gnmt_length_penalty(generated, config.length_penalty), log_prob)]
+    candidates = []
+    for ids, score, log_prob in found:
+        kept = strip_generated(ids, EOS_ID, PAD_ID)
+        candidates.append(Candidate(text=tokenizer.decode(kept), ids=kept, score=score, log_prob=log_prob))
+    return candidates
 
 
 @dataclass

@@ -1,0 +1,103 @@
+"""Which checkpoints are served, under which names, by which task handler.
+
+A handler module names its ``TASK`` (the ``task`` field that the task writes into every
+checkpoint's ``config.json``) and offers ``load(checkpoint) -> handler``; a handler has
+``task``, ``describe()`` for the page, and the methods its endpoints call. Adding a task
+to the server is one module and one line in :data:`HANDLER_MODULES`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol, Sequence
+
+from transformer_lab.serve import translation_handler
+from transformer_lab.training import load_checkpoint_config
+from transformer_lab.training.checkpoint import CONFIG_FILE
+
+HANDLER_MODULES: dict[str, ModuleType] = {module.TASK: module for module in (translation_handler,)}
+# A run folder (what `train --out` writes) is served from its best checkpoint, else its last.
+RUN_SUBFOLDERS = ("best", "last")
+
+
+class TaskHandler(Protocol):
+    """What the app needs of every loaded model."""
+
+    task: str
+
+    def describe(self) -> dict[str, Any]:
+        """Facts the page shows or needs (layers, heads, labels, decoding defaults)."""
+        ...
+
+
+@dataclass
+class ServedModel:
+    name: str
+    checkpoint: Path
+    handler: Any  # a TaskHandler of the module HANDLER_MODULES[handler.task]
+
+    @property
+    def task(self) -> str:
+        return self.handler.task
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "task": self.task, "checkpoint": str(self.checkpoint), **self.handler.describe()}
+
+
+def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
+    """The checkpoint folder for ``path``: the folder itself, or a run folder's ``best/`` (else ``last/``)."""
+    path = Path(path)
+    if (path / CONFIG_FILE).is_file():
+        return path
+    for name in RUN_SUBFOLDERS:
+        if (path / name / CONFIG_FILE).is_file():
+            return path / name
+    raise FileNotFoundError(
+        f"--checkpoint: expected a checkpoint folder (holding {CONFIG_FILE}) or a run folder with "
+        f"{' or '.join(RUN_SUBFOLDERS)}/ inside, got {str(path)!r}"
+    )
+
+
+def _split_name(argument: str) -> tuple[str | None, str]:
+    """``NAME=PATH`` -> (NAME, PATH); a plain PATH -> (None, PATH)."""
+    name, separator, path = argument.partition("=")
+    if separator and name and "/" not in name and os.sep not in name:
+        return name, path
+    return None, argument
+
+
+def _default_name(given: Path, checkpoint: Path) -> str:
+    """A run folder is named after itself; a checkpoint inside a run as ``run/checkpoint``."""
+    if checkpoint == given and (checkpoint.parent / "metrics.jsonl").is_file():
+        return f"{checkpoint.parent.name}/{checkpoint.name}"
+    return given.resolve().name
+
+
+def load_served_models(arguments: Sequence[str | os.PathLike[str]]) -> dict[str, ServedModel]:
+    """Load every ``[NAME=]PATH`` once, each with the handler of its checkpoint's task.
+
+    Unknown tasks, missing folders and two models under one name are errors naming the argument.
+    """
+    if not arguments:
+        raise ValueError("--checkpoint: expected at least one checkpoint to serve, got none")
+    served: dict[str, ServedModel] = {}
+    for argument in arguments:
+        name, path_text = _split_name(str(argument))
+        checkpoint = resolve_checkpoint(path_text)
+        name = name or _default_name(Path(path_text), checkpoint)
+        if name in served:
+            raise ValueError(
+                f"--checkpoint {argument}: expected a unique name, but {name!r} is already served from "
+                f"{served[name].checkpoint}; name it with NAME=PATH"
+            )
+        task = load_checkpoint_config(checkpoint).get("task")
+        if task not in HANDLER_MODULES:
+            raise ValueError(
+                f"--checkpoint {argument}: expected a checkpoint of a served task "
+                f"({', '.join(sorted(HANDLER_MODULES))}), got task {task!r}"
+            )
+        served[name] = ServedModel(name=name, checkpoint=checkpoint, handler=HANDLER_MODULES[task].load(checkpoint))
+    return served
