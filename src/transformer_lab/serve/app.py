@@ -64,14 +64,17 @@ def _find_model(served: Mapping[str, ServedModel], name: str, task: str | None) 
     return model
 
 
-def create_app(served: Mapping[str, ServedModel]) -> FastAPI:
-    """The app serving ``served`` (name -> loaded model): page, static files and JSON API."""
+def create_app(served: Mapping[str, ServedModel], lock_timeout: float = LOCK_TIMEOUT_SECONDS) -> FastAPI:
+    """The app serving ``served`` (name -> loaded model): page, static files and JSON API.
+
+    ``lock_timeout``: the longest a request waits for the model before a 503.
+    """
     app = FastAPI(title="transformer-lab", docs_url=None, redoc_url=None)
     lock = threading.Lock()
 
     def run_locked(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        if not lock.acquire(timeout=LOCK_TIMEOUT_SECONDS):
-            raise RequestError(503, f"the server is busy: no model was free within {LOCK_TIMEOUT_SECONDS:.0f} s, try again")
+        if not lock.acquire(timeout=lock_timeout):
+            raise RequestError(503, f"the server is busy: the model was not free within {lock_timeout:g} s, try again")
         started = time.perf_counter()
         try:
             with torch.inference_mode():

@@ -281,6 +281,14 @@ async function writeCouplet() {
 
 // ---------------------------------------------------------------- masks
 
+// Where each mask is used, as the lab explains it.
+const MASK_USES = {
+  causal: "the decoder may not look ahead",
+  key_padding: "encoder self-attention and cross-attention",
+  decoder: "decoder self-attention",
+  rows_and_columns: "never needed: the loss ignores padded rows",
+};
+
 function maskPanel(panel, tokens) {
   const cell = Math.max(10, Math.min(22, Math.floor(260 / tokens.length)));
   const labelWidth = 70, size = tokens.length * cell;
@@ -297,7 +305,9 @@ function maskPanel(panel, tokens) {
     svg.append(svgElement("text", { x, y: labelWidth - 4, transform: `rotate(-90 ${x} ${labelWidth - 4})` }, short));
   });
   const figure = element("figure", { class: "mask-panel" });
-  figure.append(svg, element("figcaption", {}, panel.title));
+  const caption = element("figcaption", {}, panel.title);
+  caption.append(element("br"), element("i", {}, MASK_USES[panel.name] || ""));
+  figure.append(svg, caption);
   return figure;
 }
 

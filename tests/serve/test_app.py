@@ -1,0 +1,227 @@
+"""The JSON API through FastAPI's TestClient, against a tiny translation run trained here.
+
+Oracles: the translation functions of the library (greedy output), the model's own
+teacher-forced log-probabilities (beam scores), softmax rows summing to one (attention),
+and the mask definitions written out by hand (masks view).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from transformer_lab.cli import main
+from transformer_lab.data import BOS_ID, EOS_ID
+from transformer_lab.decoding import gnmt_length_penalty
+from transformer_lab.lab.translation_attention import token_labels
+from transformer_lab.serve import create_app, load_served_models, masks_view, resolve_checkpoint
+from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS
+from transformer_lab.tasks import translation
+
+NAME = "tiny"
+SENTENCE = "Ein Hund spielt am Strand."
+
+
+@pytest.fixture(scope="module")
+def served(translation_run: Path) -> dict[str, Any]:
+    return load_served_models([f"{NAME}={translation_run}"])
+
+
+@pytest.fixture(scope="module")
+def client(served: dict[str, Any]) -> TestClient:
+    return TestClient(create_app(served))
+
+
+def post(client: TestClient, path: str, **body: Any) -> dict[str, Any]:
+    response = client.post(path, json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def teacher_forced_log_prob(model: torch.nn.Module, source_ids: list[int], output_ids: list[int]) -> float:
+    """Sum of log p(token) for ``output_ids`` then ``<eos>``, read from one full forward pass."""
+    with torch.no_grad():
+        logits = model(torch.tensor([source_ids]), torch.tensor([[BOS_ID, *output_ids]]))  # [1, T, V]
+    log_probs = logits.log_softmax(dim=-1)[0]  # [T, V]
+    targets = [*output_ids, EOS_ID]
+    return float(sum(log_probs[position, token] for position, token in enumerate(targets)))
+
+
+def test_models_lists_the_checkpoint_with_its_task_and_shape(client: TestClient, translation_run: Path) -> None:
+    listed = client.get("/api/models").json()["models"]
+    assert [(model["name"], model["task"]) for model in listed] == [(NAME, "translation")]
+    assert listed[0]["layers"] == 2 and listed[0]["heads"] == 2
+    assert listed[0]["checkpoint"] == str(translation_run / "best")
+
+
+def test_page_and_its_files_are_served(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    for name in ("app.js", "style.css"):
+        assert f"/static/{name}" in page.text
+        assert client.get(f"/static/{name}").status_code == 200
+    assert "http" not in page.text.replace("http-equiv", ""), "the page must load nothing from elsewhere"
+
+
+def test_greedy_answer_is_the_library_translation(client: TestClient, served: dict[str, Any]) -> None:
+    handler = served[NAME].handler
+    answer = post(client, "/api/translate", model=NAME, text=SENTENCE, strategy="greedy")
+    greedy = dataclasses.replace(handler.config.decode, strategy="greedy")
+    expected = translation.translate_sentences(handler.model, handler.tokenizer, [SENTENCE], greedy)[0]
+    assert [candidate["text"] for candidate in answer["candidates"]] == [expected]
+    assert answer["model"] == NAME and answer["elapsed_ms"] > 0
+
+
+def test_beam_nbest_scores_are_the_models_log_probabilities(client: TestClient, served: dict[str, Any]) -> None:
+    handler = served[NAME].handler
+    answer = post(client, "/api/translate", model=NAME, text=SENTENCE, strategy="beam", beam_size=4)
+    candidates = answer["candidates"]
+    assert len(candidates) == 4
+    assert len({tuple(candidate["ids"]) for candidate in candidates}) == 4, "the n-best lines differ"
+    scores = [candidate["score"] for candidate in candidates]
+    assert scores == sorted(scores, reverse=True)
+    source_ids = handler.tokenizer.encode(SENTENCE)
+    alpha = handler.config.decode.length_penalty
+    for candidate in candidates:
+        assert candidate["text"] == handler.tokenizer.decode(candidate["ids"])
+        assert candidate["tokens"] == token_labels(handler.tokenizer, candidate["ids"])
+        expected = teacher_forced_log_prob(handler.model, source_ids, candidate["ids"])
+        assert math.isclose(candidate["log_prob"], expected, abs_tol=1e-4)
+        penalty = gnmt_length_penalty(len(candidate["ids"]) + 1, alpha)  # + 1: the <eos>
+        assert math.isclose(candidate["score"], candidate["log_prob"] / penalty, rel_tol=1e-5)
+
+
+def test_attention_has_every_layer_and_head_and_rows_sum_to_one(client: TestClient, served: dict[str, Any]) -> None:
+    handler = served[NAME].handler
+    answer = post(client, "/api/translate", model=NAME, text=SENTENCE, strategy="beam", beam_size=3)
+    attention = answer["attention"]
+    best = answer["candidates"][0]
+    assert attention["source_tokens"] == token_labels(handler.tokenizer, handler.tokenizer.encode(SENTENCE))
+    assert attention["target_tokens"] == [*best["tokens"], "<eos>"]
+    weights = torch.tensor(attention["weights"])  # [N, H, T, S]
+    assert tuple(weights.shape) == (2, 2, len(best["ids"]) + 1, len(attention["source_tokens"]))
+    assert torch.allclose(weights.sum(dim=-1), torch.ones(weights.shape[:-1]), atol=1e-3)
+    # The attention of another n-best line, asked for separately, is that line's own.
+    other = answer["candidates"][-1]
+    again = post(client, "/api/translation/attention", model=NAME, text=SENTENCE, target_ids=best["ids"])
+    assert again["weights"] == attention["weights"]
+    second = post(client, "/api/translation/attention", model=NAME, text=SENTENCE, target_ids=other["ids"])
+    assert len(second["weights"][0][0]) == len(other["ids"]) + 1
+
+
+def test_masks_follow_their_definitions(client: TestClient, served: dict[str, Any]) -> None:
+    answer = post(client, "/api/masks", sentences=["one two three four five", "six seven"])
+    assert answer["length"] == 5 and answer["tokenizer"] == "words"
+    short = answer["sentences"][1]
+    assert short["tokens"] == ["six", "seven", "<pad>", "<pad>", "<pad>"] and short["real_length"] == 2
+    for sentence in answer["sentences"]:
+        real = sentence["real_length"]
+        expected = {
+            "causal": lambda query, key: key > query,
+            "key_padding": lambda query, key: key >= real,
+            "decoder": lambda query, key: key > query or key >= real,
+            "rows_and_columns": lambda query, key: query >= real or key >= real,
+        }
+        assert [panel["name"] for panel in sentence["panels"]] == list(expected)
+        for panel in sentence["panels"]:
+            rule = expected[panel["name"]]
+            assert panel["hidden"] == [[int(rule(query, key)) for key in range(5)] for query in range(5)], panel["name"]
+    with_model = post(client, "/api/masks", sentences=[SENTENCE], model=NAME)
+    tokenizer = served[NAME].handler.tokenizer
+    assert with_model["sentences"][0]["tokens"] == token_labels(tokenizer, tokenizer.encode(SENTENCE))
+    assert with_model["tokenizer"] == "subwords"
+
+
+BAD_REQUESTS = [
+    ("/api/translate", {"model": NAME, "text": ""}, 422, "text"),
+    ("/api/translate", {"model": NAME, "text": "   \n "}, 422, "whitespace"),
+    ("/api/translate", {"model": NAME, "text": "Hund " * 2000}, 422, f"at most {MAX_TEXT_CHARACTERS} characters"),
+    ("/api/translate", {"model": "nobody", "text": SENTENCE}, 404, "'nobody'"),
+    ("/api/translate", {"model": NAME, "text": SENTENCE, "beam_size": 0}, 422, "beam_size"),
+    ("/api/translate", {"model": NAME, "text": SENTENCE, "beam_size": 99}, 422, "beam_size"),
+    ("/api/translate", {"model": NAME, "text": SENTENCE, "strategy": "sampling"}, 422, "strategy"),
+    ("/api/translate", {"model": NAME, "text": SENTENCE, "colour": "red"}, 422, "colour"),
+    ("/api/translate", {"text": SENTENCE}, 422, "model"),
+    ("/api/translate", ["not", "an", "object"], 422, "body"),
+    # 300 words: under the character limit, over the tiny model's 64 positions.
+    ("/api/translate", {"model": NAME, "text": "Hund " * 150}, 400, "at most 64 subword tokens"),
+    ("/api/translation/attention", {"model": NAME, "text": SENTENCE, "target_ids": [10**6]}, 400, "target_ids"),
+    ("/api/masks", {"sentences": []}, 422, "sentences"),
+    ("/api/masks", {"sentences": ["a"] * 5}, 422, "sentences"),
+    ("/api/masks", {"sentences": ["word " * 49]}, 400, "1 to 48 tokens"),
+    ("/api/masks", {"sentences": ["a b"], "model": "nobody"}, 404, "'nobody'"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "status", "words"), BAD_REQUESTS)
+def test_bad_requests_get_a_4xx_json_error(client: TestClient, path: str, body: Any, status: int, words: str) -> None:
+    response = client.post(path, json=body)
+    assert response.status_code == status, response.text
+    assert words in response.json()["error"]
+
+
+def test_malformed_json_and_unknown_paths_get_json_errors(client: TestClient) -> None:
+    response = client.post("/api/translate", content=b'{"model": "tiny", "text": ', headers={"Content-Type": "application/json"})
+    assert response.status_code == 422 and "malformed JSON" in response.json()["error"]
+    assert client.get("/api/nothing").json()["error"] == "Not Found"
+    assert client.get("/api/translate").status_code == 405
+
+
+def test_a_request_waits_a_bounded_time_for_the_model_then_gets_503(
+    served: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+    original = masks_view.masks_for
+
+    def slow_masks(*arguments: Any) -> dict[str, Any]:
+        entered.set()
+        release.wait(timeout=30)
+        return original(*arguments)
+
+    monkeypatch.setattr(masks_view, "masks_for", slow_masks)
+    client = TestClient(create_app(served, lock_timeout=0.2))
+    translate = {"model": NAME, "text": SENTENCE, "strategy": "greedy"}
+    outcome: dict[str, Any] = {}
+    holder = threading.Thread(target=lambda: outcome.update(first=client.post("/api/masks", json={"sentences": ["a b"]})))
+    holder.start()
+    try:
+        assert entered.wait(timeout=30)
+        started = time.perf_counter()
+        waiting = client.post("/api/translate", json=translate)
+        assert waiting.status_code == 503 and "busy" in waiting.json()["error"]
+        assert time.perf_counter() - started < 10
+    finally:
+        release.set()
+        holder.join(timeout=30)
+    assert outcome["first"].status_code == 200
+    assert client.post("/api/translate", json=translate).status_code == 200, "the model is free again"
+
+
+def test_run_folders_names_and_errors(translation_run: Path, tmp_path: Path) -> None:
+    assert resolve_checkpoint(translation_run) == translation_run / "best"
+    assert resolve_checkpoint(translation_run / "last") == translation_run / "last"
+    assert list(load_served_models([translation_run])) == ["tiny-translation"]
+    assert list(load_served_models([translation_run / "last"])) == ["tiny-translation/last"]
+    with pytest.raises(ValueError, match="expected a unique name"):
+        load_served_models([translation_run, translation_run])
+    with pytest.raises(FileNotFoundError, match="expected a checkpoint folder"):
+        resolve_checkpoint(tmp_path)
+    (tmp_path / "config.json").write_text('{"task": "copy"}', encoding="utf-8")
+    with pytest.raises(ValueError, match="got task 'copy'"):
+        load_served_models([tmp_path])
+
+
+def test_cli_reports_bad_checkpoints_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--checkpoint", str(tmp_path / "missing")]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "missing" in error[0]
+    assert main(["serve", "--checkpoint", str(tmp_path), "--port", "70000"]) == 2
+    assert "--port must be in [1, 65535], got 70000" in capsys.readouterr().err

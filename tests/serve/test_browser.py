@@ -1,0 +1,212 @@
+"""End to end in a real browser: start ``transformer-lab serve``, translate on the page,
+see the n-best list and the attention heat-map, draw the masks.
+
+Chromium and chromedriver come from Debian (``apt-get install -y chromium chromium-driver``),
+installed here when missing; where that cannot be done the test is skipped and says why.
+Screenshots go to ``tests/artifacts/`` (ignored by git). With
+``TRANSFORMER_LAB_SERVE_CHECKPOINT=runs/NAME`` the page serves that checkpoint instead of
+the tiny one trained for the tests, and the screenshot is also written to
+``docs/figures/serve.png`` (the README's picture).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+import transformer_lab
+
+pytest.importorskip("selenium", reason="selenium is a dev dependency: pip install -e '.[dev]'")
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.options import Options  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPOSITORY / "tests" / "artifacts"
+README_FIGURE = REPOSITORY / "docs" / "figures" / "serve.png"
+CHECKPOINT_VARIABLE = "TRANSFORMER_LAB_SERVE_CHECKPOINT"
+NAME = "translation"
+SENTENCE = "Ein Hund spielt mit einem roten Ball im Park."
+APT_PACKAGES = ["chromium", "chromium-driver"]
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--window-size=1200,1100",
+]
+# Matplotlib's viridis at the five stops app.js interpolates between.
+VIRIDIS = [(68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37)]
+
+
+def find_chromium() -> tuple[str, str] | None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+def install_chromium() -> str:
+    """Install Debian's packages; returns why not, or "" when apt-get succeeded."""
+    if shutil.which("apt-get") is None:
+        return "there is no apt-get on this machine"
+    if os.geteuid() != 0:
+        return "apt-get needs root and this test is not running as root"
+    environment = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    nice = ["nice", "-n", "19"] if shutil.which("nice") else []
+    for command in (["apt-get", "update"], ["apt-get", "install", "-y", *APT_PACKAGES]):
+        try:
+            done = subprocess.run([*nice, *command], env=environment, capture_output=True, text=True, timeout=1800)
+        except subprocess.TimeoutExpired:
+            return f"'{' '.join(command)}' took over 30 minutes"
+        if done.returncode != 0:
+            return f"'{' '.join(command)}' failed: {(done.stderr or done.stdout).strip()[-300:]}"
+    return ""
+
+
+@pytest.fixture(scope="module")
+def chromium() -> tuple[str, str]:
+    found = find_chromium()
+    if found is None:
+        reason = install_chromium()
+        found = find_chromium()
+        if found is None:
+            pytest.skip(f"Chromium and chromedriver are missing and could not be installed ({reason or 'not found after apt-get'})")
+    return found
+
+
+@pytest.fixture(scope="module")
+def server_url(request: pytest.FixtureRequest, find_unused_port: Callable[[], int], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``transformer-lab serve`` in a subprocess on a free loopback port."""
+    checkpoint = os.environ.get(CHECKPOINT_VARIABLE) or str(request.getfixturevalue("translation_run"))
+    port = find_unused_port()
+    source_root = str(Path(transformer_lab.__file__).resolve().parents[1])  # this checkout's src/
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")])))
+    log_path = tmp_path_factory.mktemp("server") / "serve.log"
+    with open(log_path, "w", encoding="utf-8") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "transformer_lab", "serve", "--checkpoint", f"{NAME}={checkpoint}", "--port", str(port)],
+            stdout=log, stderr=subprocess.STDOUT, env=environment,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, f"the server exited early:\n{log_path.read_text(encoding='utf-8')}"
+            assert time.monotonic() < deadline, f"the server did not answer within 120 s:\n{log_path.read_text(encoding='utf-8')}"
+            try:
+                with urllib.request.urlopen(f"{url}/api/models", timeout=5) as response:
+                    if response.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.fixture
+def browser(chromium: tuple[str, str], tmp_path: Path) -> Iterator[WebDriver]:
+    browser_path, driver_path = chromium
+    options = Options()
+    options.binary_location = browser_path
+    for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def post(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    message = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(message, timeout=60) as response:
+        return json.loads(response.read())
+
+
+def viridis(value: float) -> tuple[int, int, int]:
+    scaled = min(1.0, max(0.0, value)) * (len(VIRIDIS) - 1)
+    low = min(int(scaled), len(VIRIDIS) - 2)
+    fraction = scaled - low
+    return tuple(round(VIRIDIS[low][channel] + fraction * (VIRIDIS[low + 1][channel] - VIRIDIS[low][channel])) for channel in range(3))  # type: ignore[return-value]
+
+
+# The colour at the centre of every heat-map cell, read back from the canvas.
+CELL_COLOURS = """
+const canvas = document.getElementById('attention-canvas'), map = canvas.heatmap;
+const ratio = canvas.width / parseFloat(canvas.style.width);
+const context = canvas.getContext('2d');
+return map.weights.map((row, r) => row.map((_, c) => Array.from(context.getImageData(
+  Math.floor((map.left + (c + 0.5) * map.cell) * ratio), Math.floor((map.top + (r + 0.5) * map.cell) * ratio), 1, 1).data.slice(0, 3))));
+"""
+
+
+def test_translate_on_the_page_shows_the_nbest_and_the_heatmap(browser: WebDriver, server_url: str) -> None:
+    wait = WebDriverWait(browser, 60)
+    browser.get(server_url)
+    wait.until(lambda driver: driver.find_element(By.ID, "pane-translation").is_displayed())
+    box = browser.find_element(By.ID, "translation-input")
+    box.clear()
+    box.send_keys(SENTENCE)
+    beam_size = int(browser.find_element(By.ID, "beam-size").get_attribute("value"))
+    browser.find_element(By.ID, "translate-button").click()
+    wait.until(lambda driver: driver.find_element(By.ID, "attention-canvas").get_attribute("data-drawn") == "true")
+
+    expected = post(f"{server_url}/api/translate", {"model": NAME, "text": SENTENCE, "strategy": "beam", "beam_size": beam_size})
+    shown = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#translation-nbest td.translation")]
+    assert shown == [candidate["text"] or "(empty)" for candidate in expected["candidates"]]
+    assert shown[0].strip(), "the best translation is on the page"
+
+    # The heat-map: last layer, mean of heads, one cell per (output token, source token).
+    attention = expected["attention"]
+    canvas = browser.find_element(By.ID, "attention-canvas")
+    assert int(canvas.get_attribute("data-rows")) == len(attention["target_tokens"])
+    assert int(canvas.get_attribute("data-columns")) == len(attention["source_tokens"])
+    heads = attention["weights"][-1]
+    mean = [[sum(head[row][column] for head in heads) / len(heads) for column in range(len(heads[0][0]))] for row in range(len(heads[0]))]
+    colours = browser.execute_script(CELL_COLOURS)
+    for row, (weights, drawn) in enumerate(zip(mean, colours)):
+        for column, (weight, colour) in enumerate(zip(weights, drawn)):
+            assert all(abs(a - b) <= 2 for a, b in zip(colour, viridis(weight))), (row, column, weight, colour)
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(ARTIFACTS / "serve-translation.png"))
+    if os.environ.get(CHECKPOINT_VARIABLE):
+        README_FIGURE.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ARTIFACTS / "serve-translation.png", README_FIGURE)
+
+
+def test_masks_tab_draws_the_four_masks_of_each_sentence(browser: WebDriver, server_url: str) -> None:
+    wait = WebDriverWait(browser, 60)
+    browser.get(server_url)
+    wait.until(lambda driver: driver.find_element(By.ID, "pane-translation").is_displayed())
+    browser.find_element(By.ID, "tab-masks").click()
+    box = browser.find_element(By.ID, "masks-input")
+    box.clear()
+    box.send_keys("eins zwei drei vier\nfünf sechs")
+    browser.find_element(By.ID, "masks-subwords").click()  # whitespace words: lengths 4 and 2
+    browser.find_element(By.ID, "masks-button").click()
+    wait.until(lambda driver: len(driver.find_elements(By.CSS_SELECTOR, "#masks-output svg")) == 8)
+    # Sentence 2 ("fünf sechs", padded to 4): causal hides the 6 cells above the diagonal, key
+    # padding the 2 padded columns (8), the decoder both (8 + the one causal cell left of them).
+    panels = browser.find_elements(By.CSS_SELECTOR, "#masks-output .mask-sentence")[1].find_elements(By.TAG_NAME, "svg")
+    hidden = {panel.get_attribute("data-name"): len(panel.find_elements(By.CSS_SELECTOR, "rect.hidden")) for panel in panels}
+    assert hidden == {"causal": 6, "key_padding": 8, "decoder": 9, "rows_and_columns": 12}
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(ARTIFACTS / "serve-masks.png"))
