@@ -37,7 +37,7 @@ class TaskHandler(Protocol):
 class ServedModel:
     name: str
     checkpoint: Path
-    handler: Any  # a TaskHandler of the module HANDLER_MODULES[handler.task]
+    handler: TaskHandler  # made by HANDLER_MODULES[task].load
 
     @property
     def task(self) -> str:
