@@ -14,11 +14,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, Sequence
 
-from transformer_lab.serve import translation_handler
+from transformer_lab.serve import couplet_handler, translation_handler
 from transformer_lab.training import load_checkpoint_config
 from transformer_lab.training.checkpoint import CONFIG_FILE
 
-HANDLER_MODULES: dict[str, ModuleType] = {module.TASK: module for module in (translation_handler,)}
+HANDLER_MODULES: dict[str, ModuleType] = {module.TASK: module for module in (translation_handler, couplet_handler)}
 # A run folder (what `train --out` writes) is served from its best checkpoint, else its last.
 RUN_SUBFOLDERS = ("best", "last")
 
