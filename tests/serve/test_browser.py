@@ -42,6 +42,9 @@ CHECKPOINT_VARIABLE = "TRANSFORMER_LAB_SERVE_CHECKPOINT"
 NAME = "translation"
 SENTENCE = "Ein Hund spielt mit einem roten Ball im Park."
 APT_PACKAGES = ["chromium", "chromium-driver"]
+# Generous: on a loaded 2-core machine starting Python, torch and uvicorn can take minutes.
+SERVER_START_SECONDS = 300
+PAGE_WAIT_SECONDS = 120
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -101,10 +104,10 @@ def server_url(request: pytest.FixtureRequest, find_unused_port: Callable[[], in
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + SERVER_START_SECONDS
         while True:
             assert process.poll() is None, f"the server exited early:\n{log_path.read_text(encoding='utf-8')}"
-            assert time.monotonic() < deadline, f"the server did not answer within 120 s:\n{log_path.read_text(encoding='utf-8')}"
+            assert time.monotonic() < deadline, f"the server did not answer within {SERVER_START_SECONDS} s:\n{log_path.read_text(encoding='utf-8')}"
             try:
                 with urllib.request.urlopen(f"{url}/api/models", timeout=5) as response:
                     if response.status == 200:
@@ -158,7 +161,7 @@ return map.weights.map((row, r) => row.map((_, c) => Array.from(context.getImage
 
 
 def test_translate_on_the_page_shows_the_nbest_and_the_heatmap(browser: WebDriver, server_url: str) -> None:
-    wait = WebDriverWait(browser, 60)
+    wait = WebDriverWait(browser, PAGE_WAIT_SECONDS)
     browser.get(server_url)
     wait.until(lambda driver: driver.find_element(By.ID, "pane-translation").is_displayed())
     box = browser.find_element(By.ID, "translation-input")
@@ -193,7 +196,7 @@ def test_translate_on_the_page_shows_the_nbest_and_the_heatmap(browser: WebDrive
 
 
 def test_masks_tab_draws_the_four_masks_of_each_sentence(browser: WebDriver, server_url: str) -> None:
-    wait = WebDriverWait(browser, 60)
+    wait = WebDriverWait(browser, PAGE_WAIT_SECONDS)
     browser.get(server_url)
     wait.until(lambda driver: driver.find_element(By.ID, "pane-translation").is_displayed())
     browser.find_element(By.ID, "tab-masks").click()

@@ -8,6 +8,6 @@ and picks the handler. The masks view (``masks_view``) needs no model.
 """
 
 from transformer_lab.serve.app import create_app
-from transformer_lab.serve.registry import ServedModel, load_served_models, resolve_checkpoint
+from transformer_lab.serve.registry import ServedModel, load_served_models
 
-__all__ = ["ServedModel", "create_app", "load_served_models", "resolve_checkpoint"]
+__all__ = ["ServedModel", "create_app", "load_served_models"]

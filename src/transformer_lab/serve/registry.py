@@ -14,13 +14,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, Sequence
 
-from transformer_lab.serve import couplet_handler, translation_handler
-from transformer_lab.training import load_checkpoint_config
-from transformer_lab.training.checkpoint import CONFIG_FILE
+from transformer_lab.serve import classification_handler, couplet_handler, translation_handler
+from transformer_lab.training import load_checkpoint_config, resolve_checkpoint
 
-HANDLER_MODULES: dict[str, ModuleType] = {module.TASK: module for module in (translation_handler, couplet_handler)}
-# A run folder (what `train --out` writes) is served from its best checkpoint, else its last.
-RUN_SUBFOLDERS = ("best", "last")
+HANDLER_MODULES: dict[str, ModuleType] = {
+    module.TASK: module for module in (translation_handler, classification_handler, couplet_handler)
+}
 
 
 class TaskHandler(Protocol):
@@ -45,20 +44,6 @@ class ServedModel:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "task": self.task, "checkpoint": str(self.checkpoint), **self.handler.describe()}
-
-
-def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
-    """The checkpoint folder for ``path``: the folder itself, or a run folder's ``best/`` (else ``last/``)."""
-    path = Path(path)
-    if (path / CONFIG_FILE).is_file():
-        return path
-    for name in RUN_SUBFOLDERS:
-        if (path / name / CONFIG_FILE).is_file():
-            return path / name
-    raise FileNotFoundError(
-        f"--checkpoint: expected a checkpoint folder (holding {CONFIG_FILE}) or a run folder with "
-        f"{' or '.join(RUN_SUBFOLDERS)}/ inside, got {str(path)!r}"
-    )
 
 
 def _split_name(argument: str) -> tuple[str | None, str]:

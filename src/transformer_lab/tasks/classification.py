@@ -54,7 +54,7 @@ from transformer_lab.training import (
     load_model_weights,
     read_extra_file,
 )
-from transformer_lab.training.checkpoint import CONFIG_FILE
+from transformer_lab.training.checkpoint import resolve_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -410,20 +410,6 @@ def train(config: ClassificationConfig, out_dir: str | os.PathLike[str], *, resu
     )
     summary = trainer.fit()
     return TrainResult(model=model, tokenizer=data.tokenizer, config=config, data=data, summary=summary)
-
-
-def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
-    """A checkpoint folder itself, or a run folder's ``best/`` (else its ``last/``)."""
-    path = Path(path)
-    if (path / CONFIG_FILE).is_file():
-        return path
-    for name in ("best", "last"):
-        if (path / name / CONFIG_FILE).is_file():
-            return path / name
-    raise FileNotFoundError(
-        f"checkpoint: expected a checkpoint folder (with {CONFIG_FILE}) or a run folder holding best/ or last/, "
-        f"got {str(path)!r}"
-    )
 
 
 def load_classifier(

@@ -15,6 +15,7 @@ from .checkpoint import (
     load_trainer_state,
     read_extra_file,
     recover_interrupted_save,
+    resolve_checkpoint,
     save_checkpoint,
 )
 from .config import TrainConfig
@@ -45,5 +46,6 @@ __all__ = [
     "noam_lr",
     "read_extra_file",
     "recover_interrupted_save",
+    "resolve_checkpoint",
     "save_checkpoint",
 ]

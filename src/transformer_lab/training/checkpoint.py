@@ -52,6 +52,7 @@ __all__ = [
     "load_trainer_state",
     "read_extra_file",
     "recover_interrupted_save",
+    "resolve_checkpoint",
     "save_checkpoint",
 ]
 
@@ -388,3 +389,17 @@ def read_extra_file(folder: str | os.PathLike[str], name: str) -> bytes:
     """Return the bytes of extra file ``name`` of checkpoint ``folder`` (decode text yourself)."""
     _check_extra_name(name, "name")
     return _require_file(folder, name, "the extra file").read_bytes()
+
+
+def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
+    """A checkpoint folder itself, or a run folder's ``best/`` (else its ``last/``)."""
+    path = Path(path)
+    if (path / CONFIG_FILE).is_file():
+        return path
+    for name in ("best", "last"):
+        if (path / name / CONFIG_FILE).is_file():
+            return path / name
+    raise FileNotFoundError(
+        f"checkpoint: expected a checkpoint folder (with {CONFIG_FILE}) or a run folder holding best/ or last/, "
+        f"got {str(path)!r}"
+    )
