@@ -1,4 +1,8 @@
-"""``transformer-lab train TASK --out DIR``: train a task with its preset, overridable with --set."""
+"""``transformer-lab train TASK --out DIR``: train a task with its preset, overridable with --set.
+
+Also runs under ``torchrun`` (``torchrun --nproc-per-node 2 -m transformer_lab train ...``):
+the Trainer trains with DistributedDataParallel and rank 0 alone prints.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pathlib import Path
 
 from transformer_lab.cli.overrides import add_override_arguments, resolved_config
 from transformer_lab.tasks import synthetic, translation
+from transformer_lab.training import is_main_process
 
 SYNTHETIC_TASKS = ("copy", "reverse", "sort")
 TASKS = (*SYNTHETIC_TASKS, "translation")
@@ -42,6 +47,8 @@ def run(arguments: argparse.Namespace) -> int:
         return _train_translation(arguments, out_dir)
     config = resolved_config(synthetic.default_config(arguments.task), arguments)
     result = synthetic.train(config, out_dir, resume=arguments.resume)
+    if not is_main_process():
+        return 0  # under torchrun rank 0 reports (the weights are the same on every rank)
     greedy_config = dataclasses.replace(config.decode, strategy="greedy")
     greedy = synthetic.exact_match(result.model.eval(), result.data.test, greedy_config)
     print(json.dumps(result.summary, indent=2, default=str))
@@ -55,5 +62,7 @@ def _train_translation(arguments: argparse.Namespace, out_dir: Path) -> int:
         config = dataclasses.replace(config, data=dataclasses.replace(config.data, data_dir=str(arguments.data_dir)))
     config = resolved_config(config, arguments)
     result = translation.train(config, out_dir, resume=arguments.resume)
+    if not is_main_process():
+        return 0
     print(json.dumps(result.summary, indent=2, default=str))
     return 0

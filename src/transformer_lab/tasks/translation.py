@@ -39,6 +39,7 @@ from transformer_lab.training import (
     Trainer,
     config_from_dict,
     config_to_dict,
+    data_shard,
     load_checkpoint_config,
     load_model_weights,
     read_extra_file,
@@ -154,10 +155,18 @@ def build_data(config: TranslationDataConfig, tokenizer: SubwordTokenizer | None
     return TranslationData(tokenizer, train_pairs, validation_pairs, encode_pairs(train_pairs, tokenizer))
 
 
-def epoch_batches(data: TranslationData, config: TranslationDataConfig, epoch: int) -> list[Seq2SeqBatch]:
-    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch)."""
+def epoch_batches(
+    data: TranslationData, config: TranslationDataConfig, epoch: int, num_shards: int = 1, shard_index: int = 0
+) -> list[Seq2SeqBatch]:
+    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch).
+
+    With ``num_shards`` > 1, the share of process ``shard_index`` (see ``token_budget_batches``).
+    """
     lengths = collated_lengths(data.train_ids)
-    indices = token_budget_batches(lengths, config.max_tokens, shuffle=True, seed=config.seed, epoch=epoch)
+    indices = token_budget_batches(
+        lengths, config.max_tokens, shuffle=True, seed=config.seed, epoch=epoch,
+        num_shards=num_shards, shard_index=shard_index,
+    )
     return [collate_pairs([data.train_ids[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in indices]
 
 
@@ -260,7 +269,8 @@ def train(config: TranslationConfig, out_dir: str | os.PathLike[str], *, resume:
         config.train,
         out_dir,
         loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID),
-        train_batches=lambda epoch: epoch_batches(data, config.data, epoch),
+        # Under torchrun each rank trains on its own shard of the epoch.
+        train_batches=lambda epoch: epoch_batches(data, config.data, epoch, *data_shard()),
         d_model=config.model.d_model,
         evaluate_fn=evaluate,
         count_tokens=lambda batch: batch.num_target_tokens,
