@@ -35,6 +35,7 @@ and an epoch has about 1/W of the steps.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import logging
@@ -144,11 +145,10 @@ class DataParallel:
     every method does nothing collective.
     """
 
-    def __init__(self, rank: int = 0, world_size: int = 1, device: torch.device | None = None, owns_group: bool = False) -> None:
+    def __init__(self, rank: int = 0, world_size: int = 1, device: torch.device | None = None) -> None:
         self.rank = rank
         self.world_size = world_size
         self.device = device if device is not None else torch.device("cpu")
-        self._owns_group = owns_group
         # True while some rank-local gradient has not been all-reduced yet (no_sync).
         self._gradients_pending = False
 
@@ -156,9 +156,11 @@ class DataParallel:
     def from_environment(cls, model: nn.Module, device: torch.device) -> DataParallel:
         """Join the launch ``torchrun`` describes, or return the inactive single-process one.
 
-        Initialises the default process group unless the caller already has: ``nccl`` for a
-        model on CUDA (moved to ``cuda:LOCAL_RANK`` first), ``gloo`` on the CPU. Returns
-        after all ranks have joined.
+        Initialises the default process group unless it exists (the caller's, or a previous
+        Trainer's): ``nccl`` for a model on CUDA (moved to ``cuda:LOCAL_RANK`` first), ``gloo``
+        on the CPU. A group created here lives until the process exits, when it is
+        destroyed: later Trainers of the same process reuse it, since destroying and
+        creating it again under torchrun can hang. Returns after all ranks have joined.
         """
         launch = launch_from_environment()
         if launch is None or launch.world_size == 1:
@@ -169,15 +171,15 @@ class DataParallel:
             device = torch.device("cuda", launch.local_rank)
             torch.cuda.set_device(device)
             model.to(device)
-        owns_group = not dist.is_initialized()
-        if owns_group:
+        if not dist.is_initialized():
             dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+            atexit.register(_destroy_process_group)
         if dist.get_world_size() != launch.world_size or dist.get_rank() != launch.rank:
             raise ValueError(
                 f"process group: expected rank {launch.rank} of {launch.world_size} (from RANK and "
                 f"WORLD_SIZE), got rank {dist.get_rank()} of {dist.get_world_size()}"
             )
-        parallel = cls(launch.rank, launch.world_size, device, owns_group)
+        parallel = cls(launch.rank, launch.world_size, device)
         # Nobody starts (or writes into the run folder) before every rank has joined.
         parallel.barrier()
         logger.info(
@@ -326,9 +328,7 @@ class DataParallel:
             else:
                 dist.barrier()
 
-    def close(self) -> None:
-        """Destroy the process group if :meth:`from_environment` created it."""
-        if self._owns_group and dist.is_initialized():
-            dist.destroy_process_group()
-        self._owns_group = False
-        self.world_size = 1
+
+def _destroy_process_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()

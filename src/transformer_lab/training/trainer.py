@@ -51,8 +51,8 @@ tokens/s are those of the global batch, identical on every rank. Rank 0 alone ev
 others receive its metrics), writes ``metrics.jsonl``, checkpoints (the unwrapped model's
 weights, with every rank's random state) and shows the progress bar; the others wait at a
 barrier after each checkpoint. Resume loads the same ``last/`` on every rank. A fresh run
-seeds rank r with ``seed + r``, so ranks draw different dropout masks. The process group,
-if the Trainer created it, is destroyed at the end of :meth:`Trainer.fit`.
+seeds rank r with ``seed + r``, so ranks draw different dropout masks. A process group the
+Trainer creates is destroyed when the process exits.
 """
 
 from __future__ import annotations
@@ -272,7 +272,6 @@ class Trainer:
         logger.info(
             "training stopped (%s) at step %d after %.1f s", stopped_by, self.global_step, wall_seconds
         )
-        self._distributed.close()
         return {
             "steps": self.global_step,
             "epochs_completed": self.epoch,
