@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from transformer_lab.data import (
 from transformer_lab import cli
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn
-from transformer_lab.training import TrainConfig, Trainer, data_shard
+from transformer_lab.training import DataParallel, TrainConfig, Trainer, data_shard
 
 WORLD_SIZE = 2
 VOCABULARY_SIZE = 12
@@ -49,7 +50,11 @@ SCENARIOS: dict[str, tuple[int, int, int | None]] = {
     "accumulate-1": (1, 5, None),
     "accumulate-2": (2, 4, None),
     "resumed": (1, 5, 2),
+    "non-finite": (2, 3, None),
 }
+# In "non-finite" the loss of any batch holding this pair is NaN: at epoch 0 it is in rank
+# 1's second batch, the one of an accumulation group that would all-reduce.
+POISONED_PAIR = 17
 
 
 def collate(pairs: list[tuple[list[int], list[int]]]) -> Seq2SeqBatch:
@@ -90,14 +95,23 @@ def evaluate(model: torch.nn.Module) -> dict[str, float]:
     return {"val_loss": float(seq2seq_loss_fn(0.0, PAD_ID)(model, collate(VALIDATION)))}
 
 
-def train(out_dir: Path, grad_accum_steps: int, max_steps: int, train_batches: Any, resume: bool = False) -> tuple[torch.nn.Module, Trainer]:
+def poisoned_loss_fn(model: torch.nn.Module, batch: Seq2SeqBatch) -> torch.Tensor:
+    """The smoothed loss, NaN for a batch that holds ``PAIRS[POISONED_PAIR]``."""
+    loss = seq2seq_loss_fn(0.1, PAD_ID)(model, batch)
+    sources = [row[row != PAD_ID].tolist() for row in batch.src_ids]
+    return loss * math.nan if PAIRS[POISONED_PAIR][0] in sources else loss
+
+
+def train(
+    out_dir: Path, grad_accum_steps: int, max_steps: int, train_batches: Any, resume: bool = False, loss_fn: Any = None
+) -> tuple[torch.nn.Module, Trainer]:
     model = make_model()
     config = TrainConfig(
         seed=0, epochs=0, max_steps=max_steps, lr_factor=0.5, warmup_steps=3, grad_accum_steps=grad_accum_steps,
         eval_every_steps=2, keep_last=1, log_every_steps=1, progress_bar=False,
     )
     trainer = Trainer(
-        model, config, out_dir, loss_fn=seq2seq_loss_fn(0.1, PAD_ID), train_batches=train_batches, d_model=16,
+        model, config, out_dir, loss_fn=loss_fn or seq2seq_loss_fn(0.1, PAD_ID), train_batches=train_batches, d_model=16,
         evaluate_fn=evaluate, count_tokens=lambda batch: batch.num_target_tokens, resume=resume,
     )
     trainer.fit()
@@ -107,9 +121,10 @@ def train(out_dir: Path, grad_accum_steps: int, max_steps: int, train_batches: A
 def run_scenario(root: Path, name: str, train_batches: Any) -> tuple[torch.nn.Module, Trainer]:
     """Train scenario ``name`` into ``root/name`` (stopping and resuming if it says so)."""
     grad_accum_steps, max_steps, stop_at = SCENARIOS[name]
+    loss_fn = poisoned_loss_fn if name == "non-finite" else None
     if stop_at is not None:
-        train(root / name, grad_accum_steps, stop_at, train_batches)
-    return train(root / name, grad_accum_steps, max_steps, train_batches, resume=stop_at is not None)
+        train(root / name, grad_accum_steps, stop_at, train_batches, loss_fn=loss_fn)
+    return train(root / name, grad_accum_steps, max_steps, train_batches, resume=stop_at is not None, loss_fn=loss_fn)
 
 
 # `transformer-lab train copy` on a tiny budget: 256 pairs in batches of 64 are 2 batches
@@ -130,6 +145,19 @@ def main(root: Path) -> None:
     with contextlib.redirect_stdout(output):
         exit_code = cli.main([*CLI_ARGUMENTS, "--out", str(root / "cli")])
     (root / f"cli-rank{rank}.txt").write_text(f"exit code {exit_code}\n{output.getvalue()}", encoding="utf-8")
+    # Disagreements between ranks raise on every rank, instead of hanging one of them.
+    parallel = DataParallel.from_environment(make_model(), torch.device("cpu"))
+    messages = []
+    for check in (
+        lambda: parallel.check_same_count("train_batches", 5 + rank),
+        lambda: parallel.check_identical("extra_files", b"vocabulary of rank %d" % rank),
+    ):
+        try:
+            check()
+            messages.append("no error")
+        except ValueError as error:
+            messages.append(str(error))
+    (root / f"checks-rank{rank}.txt").write_text("\n".join(messages), encoding="utf-8")
     for name in SCENARIOS:
         model, trainer = run_scenario(root, name, shard_batches)
         torch.save(

@@ -2,9 +2,10 @@
 
 The oracle of the two-process runs is the plain single-process Trainer trained on the
 global batches: at each micro-step the two ranks' token-budget batches merged into one.
-Equal weights after a few steps (with accumulation, clipping and a group cut short by the
-end of an epoch) check the sharding, DDP's gradient averaging and the per-token loss
-normalisation across ranks; equal metrics rows check the reduced losses; one run folder
+Equal weights after a few steps (with accumulation, clipping, a group cut short by the end
+of an epoch, and a batch whose loss is NaN on one rank only) check the sharding, DDP's
+gradient averaging, the per-token loss normalisation across ranks and their agreement on
+skipping; equal metrics rows check the reduced losses; one run folder
 with the single run's files checks that rank 0 alone writes.
 """
 
@@ -35,7 +36,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def torchrun(arguments: list[str], cwd: Path, timeout: float = 480) -> subprocess.CompletedProcess[str]:
+def torchrun(arguments: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     """``python -m torch.distributed.run`` on 2 local CPU processes, on 127.0.0.1 and a free port."""
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(
@@ -48,7 +49,9 @@ def torchrun(arguments: list[str], cwd: Path, timeout: float = 480) -> subproces
         sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(ddp_worker.WORLD_SIZE),
         "--master-addr", "127.0.0.1", "--master-port", str(free_port()), *arguments,
     ]
-    # A session of its own, so that a hang ends with the workers killed too, not orphaned.
+    # The generous timeout is for a niced run on cores busy with other jobs (measured: 7
+    # minutes there, 20 s of CPU). A session of its own, so that a hang ends with the
+    # workers killed too, not orphaned.
     process = subprocess.Popen(
         command, cwd=cwd, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
@@ -135,14 +138,19 @@ def test_two_ranks_equal_one_process_on_the_global_batch(two_process_runs: Path,
                 assert ddp_row[key] == pytest.approx(reference_row[key], rel=1e-4), (ddp_row, reference_row)
 
 
-def test_the_scenarios_cover_uneven_ranks_and_a_group_cut_by_the_epoch_end(two_process_runs: Path) -> None:
+def test_the_scenarios_cover_uneven_ranks_a_skipped_batch_and_a_group_cut_by_the_epoch_end(two_process_runs: Path) -> None:
     # Guards the test above: it only checks the per-token weighting if the ranks' batches
-    # at a micro-step hold different token counts, and the no_sync catch-up if an epoch
-    # ends inside an accumulation group.
+    # at a micro-step hold different token counts, the agreement on a non-finite loss if
+    # one rank alone has it, and the no_sync catch-up if a group ends on a batch that did
+    # not all-reduce (cut by the epoch end, or skipped).
     balanced, _ = balance_batches_for_shards(ddp_worker.epoch_index_batches(0), ddp_worker.WORLD_SIZE)
     lengths = ddp_worker.collated_lengths(ddp_worker.PAIRS)
     tokens = [sum(lengths[index][1] for index in batch) for batch in balanced]
     assert tokens[0::2] != tokens[1::2]
+    poisoned = [ddp_worker.PAIRS[index][0] for batch in balanced for index in batch].count(
+        ddp_worker.PAIRS[ddp_worker.POISONED_PAIR][0]
+    )
+    assert poisoned == 1 and ddp_worker.POISONED_PAIR in balanced[3]  # rank 1, a group's last batch
     batches_per_epoch = torch.load(two_process_runs / "accumulate-2-rank0.pt")["batches_per_epoch"]
     steps = ddp_worker.SCENARIOS["accumulate-2"][1]
     assert batches_per_epoch % 2 == 1 and steps * 2 > batches_per_epoch
@@ -164,6 +172,13 @@ def test_the_train_command_runs_under_torchrun_and_rank_0_alone_reports(two_proc
     # 4 batches per epoch shared by 2 ranks: 2 steps per epoch, not 4.
     assert [row["epoch"] for row in rows(out) if row["event"] == "train"] == [0, 0, 1, 1]
     assert {path.name for path in out.iterdir()} == {"metrics.jsonl", "last", "best"}
+
+
+def test_ranks_that_disagree_all_raise_instead_of_hanging(two_process_runs: Path) -> None:
+    for rank in range(ddp_worker.WORLD_SIZE):
+        batches, files = (two_process_runs / f"checks-rank{rank}.txt").read_text().splitlines()
+        assert "got between 5 and 6; this rank (%d) has %d" % (rank, 5 + rank) in batches
+        assert "extra_files: expected the same on every rank" in files and "rank(s) [1]" in files
 
 
 def test_launch_is_read_from_the_torchrun_variables() -> None:

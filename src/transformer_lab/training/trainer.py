@@ -127,7 +127,8 @@ class Trainer:
         d_model: the model width, which scales the Noam schedule.
         evaluate_fn: ``evaluate_fn(model)`` -> metrics; must contain
             ``config.best_metric`` for ``best/`` to be kept. None: no evaluation.
-        count_tokens: ``count_tokens(batch)`` -> tokens in it, for tokens/s. None: 0.
+        count_tokens: ``count_tokens(batch)`` -> the tokens ``loss_fn`` averages over, for
+            tokens/s and (under torchrun) the per-token loss over all ranks. None: 0.
         checkpoint_config: the dict written as every checkpoint's ``config.json`` (the
             caller's resolved config, model included). None: ``{"train": <config>}``.
         extra_files: files written into every checkpoint (name -> bytes or str).
