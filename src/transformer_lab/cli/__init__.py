@@ -32,6 +32,7 @@ from transformer_lab.cli import (
     train_command,
     translate_command,
 )
+from transformer_lab.training import is_main_process
 
 _COMMAND_MODULES = [
     demo_command,
@@ -74,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     arguments = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if arguments.verbose else logging.INFO, format="%(message)s")
+    level = logging.DEBUG if arguments.verbose else logging.INFO
+    # Under torchrun only rank 0 reports; the other ranks still show warnings and errors.
+    logging.basicConfig(level=level if is_main_process() else logging.WARNING, format="%(message)s")
     prefix = f"transformer-lab {arguments.command}"
     try:
         return int(arguments.handler(arguments) or 0)

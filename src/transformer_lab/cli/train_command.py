@@ -1,4 +1,8 @@
-"""``transformer-lab train TASK --out DIR``: train a task with its preset, overridable with --set."""
+"""``transformer-lab train TASK --out DIR``: train a task with its preset, overridable with --set.
+
+Also runs under ``torchrun`` (``torchrun --nproc-per-node 2 -m transformer_lab train ...``):
+the Trainer trains with DistributedDataParallel and rank 0 alone prints.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from types import ModuleType
 
 from transformer_lab.cli.overrides import add_override_arguments, resolved_config
 from transformer_lab.tasks import classification, couplet, synthetic, translation
-from transformer_lab.training import recover_interrupted_save
+from transformer_lab.training import is_main_process, recover_interrupted_save
 
 SYNTHETIC_TASKS = ("copy", "reverse", "sort")
 REAL_DATA_TASKS = {"translation": translation, "couplet": couplet, "classification": classification}
@@ -48,6 +52,8 @@ def run(arguments: argparse.Namespace) -> int:
         return _train_real_data(REAL_DATA_TASKS[arguments.task], arguments, out_dir)
     config = resolved_config(synthetic.default_config(arguments.task), arguments)
     result = synthetic.train(config, out_dir, resume=arguments.resume)
+    if not is_main_process():
+        return 0  # under torchrun rank 0 reports (the weights are the same on every rank)
     greedy_config = dataclasses.replace(config.decode, strategy="greedy")
     greedy = synthetic.exact_match(result.model.eval(), result.data.test, greedy_config)
     print(json.dumps(result.summary, indent=2, default=str))
@@ -62,6 +68,8 @@ def _train_real_data(task: ModuleType, arguments: argparse.Namespace, out_dir: P
         config = dataclasses.replace(config, data=dataclasses.replace(config.data, data_dir=str(arguments.data_dir)))
     config = resolved_config(config, arguments)
     result = task.train(config, out_dir, resume=arguments.resume)
+    if not is_main_process():
+        return 0
     print(json.dumps(result.summary, indent=2, default=str))
     return 0
 

@@ -49,6 +49,7 @@ from transformer_lab.training import (
     Trainer,
     config_from_dict,
     config_to_dict,
+    data_shard,
     label_smoothed_cross_entropy,
     load_checkpoint_config,
     load_model_weights,
@@ -190,10 +191,15 @@ def build_data(config: ClassificationDataConfig, tokenizer: SubwordTokenizer | N
     )
 
 
-def epoch_batches(data: ClassificationData, config: ClassificationDataConfig, epoch: int) -> list[ClassificationBatch]:
-    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch)."""
+def epoch_batches(
+    data: ClassificationData, config: ClassificationDataConfig, epoch: int, num_shards: int = 1, shard_index: int = 0
+) -> list[ClassificationBatch]:
+    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch); a process's share under DDP."""
     lengths = [len(ids) for ids in data.train_ids]
-    indices = token_budget_batches(lengths, config.max_tokens, shuffle=True, seed=config.seed, epoch=epoch)
+    indices = token_budget_batches(
+        lengths, config.max_tokens, shuffle=True, seed=config.seed, epoch=epoch,
+        num_shards=num_shards, shard_index=shard_index,
+    )
     return [
         collate_classification([(data.train_ids[index], data.train_articles[index].label) for index in batch], PAD_ID)
         for batch in indices
@@ -400,7 +406,7 @@ def train(config: ClassificationConfig, out_dir: str | os.PathLike[str], *, resu
         config.train,
         out_dir,
         loss_fn=classification_loss_fn(config.train.label_smoothing),
-        train_batches=lambda epoch: epoch_batches(data, config.data, epoch),
+        train_batches=lambda epoch: epoch_batches(data, config.data, epoch, *data_shard()),
         d_model=config.model.d_model,
         evaluate_fn=evaluate,
         count_tokens=lambda batch: int((batch.token_ids != PAD_ID).sum()),

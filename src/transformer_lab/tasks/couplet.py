@@ -43,6 +43,7 @@ from transformer_lab.training import (
     Trainer,
     config_from_dict,
     config_to_dict,
+    data_shard,
     load_checkpoint_config,
     load_model_weights,
 )
@@ -189,9 +190,11 @@ def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) 
     return CoupletData(vocabulary, train_pairs, validation_pairs, train_ids, report)
 
 
-def epoch_batches(data: CoupletData, config: CoupletDataConfig, epoch: int) -> list[Seq2SeqBatch]:
-    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch)."""
-    return bucketed_epoch_batches(data.train_ids, config.max_tokens, config.seed, epoch)
+def epoch_batches(
+    data: CoupletData, config: CoupletDataConfig, epoch: int, num_shards: int = 1, shard_index: int = 0
+) -> list[Seq2SeqBatch]:
+    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch); a process's share under DDP."""
+    return bucketed_epoch_batches(data.train_ids, config.max_tokens, config.seed, epoch, num_shards, shard_index)
 
 
 # ---------------------------------------------------------------------------- generation
@@ -430,7 +433,7 @@ def train(config: CoupletConfig, out_dir: str | os.PathLike[str], *, resume: boo
         config.train,
         out_dir,
         loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID),
-        train_batches=lambda epoch: epoch_batches(data, config.data, epoch),
+        train_batches=lambda epoch: epoch_batches(data, config.data, epoch, *data_shard()),
         d_model=config.model.d_model,
         evaluate_fn=evaluate if data.validation_pairs else None,
         count_tokens=lambda batch: batch.num_target_tokens,

@@ -52,9 +52,19 @@ def within_positional_table(model: Seq2SeqTransformer, decode_config: DecodeConf
 
 
 def bucketed_epoch_batches(
-    train_ids: Sequence[tuple[list[int], list[int]]], max_tokens: int, seed: int, epoch: int
+    train_ids: Sequence[tuple[list[int], list[int]]],
+    max_tokens: int,
+    seed: int,
+    epoch: int,
+    num_shards: int = 1,
+    shard_index: int = 0,
 ) -> list[Seq2SeqBatch]:
-    """One epoch of length-bucketed token-budget batches of encoded pairs, shuffled by (seed, epoch)."""
+    """One epoch of length-bucketed token-budget batches of encoded pairs, shuffled by (seed, epoch).
+
+    With ``num_shards`` > 1, the share of process ``shard_index`` (see ``token_budget_batches``).
+    """
     lengths = collated_lengths(train_ids)
-    indices = token_budget_batches(lengths, max_tokens, shuffle=True, seed=seed, epoch=epoch)
+    indices = token_budget_batches(
+        lengths, max_tokens, shuffle=True, seed=seed, epoch=epoch, num_shards=num_shards, shard_index=shard_index
+    )
     return [collate_pairs([train_ids[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in indices]

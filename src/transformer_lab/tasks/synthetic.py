@@ -28,7 +28,7 @@ from transformer_lab.data import (
 from transformer_lab.decoding import DecodeConfig, decode
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn, strip_generated, within_positional_table
-from transformer_lab.training import TrainConfig, Trainer, config_to_dict
+from transformer_lab.training import TrainConfig, Trainer, config_to_dict, data_shard
 
 logger = logging.getLogger(__name__)
 
@@ -144,11 +144,14 @@ def build_data(config: SyntheticDataConfig) -> SyntheticData:
     return SyntheticData(train=train, validation=unseen[: config.num_validation], test=unseen[config.num_validation : needed])
 
 
-def batches_of(pairs: list[Pair], batch_size: int, shuffle: bool, seed: int, epoch: int) -> list[Seq2SeqBatch]:
-    return [
-        collate_pairs([pairs[index] for index in indices], PAD_ID, BOS_ID, EOS_ID)
-        for indices in fixed_size_batches(len(pairs), batch_size, shuffle=shuffle, seed=seed, epoch=epoch)
-    ]
+def batches_of(
+    pairs: list[Pair], batch_size: int, shuffle: bool, seed: int, epoch: int, num_shards: int = 1, shard_index: int = 0
+) -> list[Seq2SeqBatch]:
+    """Collated batches of ``batch_size`` pairs; with shards, this process's share of them."""
+    indices = fixed_size_batches(
+        len(pairs), batch_size, shuffle=shuffle, seed=seed, epoch=epoch, num_shards=num_shards, shard_index=shard_index
+    )
+    return [collate_pairs([pairs[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in indices]
 
 
 def decode_pairs(
@@ -202,7 +205,10 @@ def train(
         config.train,
         out_dir,
         loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID),
-        train_batches=lambda epoch: batches_of(data.train, config.data.batch_size, True, config.data.seed, epoch),
+        # Under torchrun each rank trains on its own shard of the epoch.
+        train_batches=lambda epoch: batches_of(
+            data.train, config.data.batch_size, True, config.data.seed, epoch, *data_shard()
+        ),
         d_model=config.model.d_model,
         evaluate_fn=evaluate,
         count_tokens=lambda batch: batch.num_target_tokens,

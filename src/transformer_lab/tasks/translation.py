@@ -39,6 +39,7 @@ from transformer_lab.training import (
     Trainer,
     config_from_dict,
     config_to_dict,
+    data_shard,
     load_checkpoint_config,
     load_model_weights,
     read_extra_file,
@@ -154,9 +155,14 @@ def build_data(config: TranslationDataConfig, tokenizer: SubwordTokenizer | None
     return TranslationData(tokenizer, train_pairs, validation_pairs, encode_pairs(train_pairs, tokenizer))
 
 
-def epoch_batches(data: TranslationData, config: TranslationDataConfig, epoch: int) -> list[Seq2SeqBatch]:
-    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch)."""
-    return bucketed_epoch_batches(data.train_ids, config.max_tokens, config.seed, epoch)
+def epoch_batches(
+    data: TranslationData, config: TranslationDataConfig, epoch: int, num_shards: int = 1, shard_index: int = 0
+) -> list[Seq2SeqBatch]:
+    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch).
+
+    With ``num_shards`` > 1, the share of process ``shard_index`` (see ``token_budget_batches``).
+    """
+    return bucketed_epoch_batches(data.train_ids, config.max_tokens, config.seed, epoch, num_shards, shard_index)
 
 
 def _check_source_length(model: Seq2SeqTransformer, name: str, ids: Sequence[int]) -> None:
@@ -313,7 +319,8 @@ def train(config: TranslationConfig, out_dir: str | os.PathLike[str], *, resume:
         config.train,
         out_dir,
         loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID),
-        train_batches=lambda epoch: epoch_batches(data, config.data, epoch),
+        # Under torchrun each rank trains on its own shard of the epoch.
+        train_batches=lambda epoch: epoch_batches(data, config.data, epoch, *data_shard()),
         d_model=config.model.d_model,
         evaluate_fn=evaluate,
         count_tokens=lambda batch: batch.num_target_tokens,

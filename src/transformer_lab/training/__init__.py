@@ -1,7 +1,8 @@
 """Training: the smoothed loss, the Noam schedule, configs, checkpoints and the Trainer.
 
 Model-agnostic: nothing here imports ``transformer_lab.models`` or ``transformer_lab.data``;
-the tasks hand the :class:`Trainer` a loss function and a batch source.
+the tasks hand the :class:`Trainer` a loss function and a batch source. Under ``torchrun`` the
+Trainer trains with DistributedDataParallel (``distributed.py``).
 """
 
 from .averaging import average_checkpoints
@@ -20,6 +21,7 @@ from .checkpoint import (
 )
 from .config import TrainConfig
 from .config_io import apply_overrides, config_from_dict, config_to_dict
+from .distributed import DataParallel, data_shard, is_main_process, launch_from_environment
 from .losses import LabelSmoothingLoss, label_smoothed_cross_entropy
 from .schedule import build_noam_scheduler, build_optimizer, noam_lr
 from .trainer import Trainer, TrainingDivergedError
@@ -28,6 +30,7 @@ __all__ = [
     "CONFIG_FILE",
     "MODEL_FILE",
     "TRAINER_STATE_FILE",
+    "DataParallel",
     "LabelSmoothingLoss",
     "TrainConfig",
     "Trainer",
@@ -39,7 +42,10 @@ __all__ = [
     "config_from_dict",
     "config_to_dict",
     "copy_checkpoint",
+    "data_shard",
+    "is_main_process",
     "label_smoothed_cross_entropy",
+    "launch_from_environment",
     "load_checkpoint_config",
     "load_model_weights",
     "load_trainer_state",

@@ -11,7 +11,8 @@ The :class:`Trainer` knows nothing about the model or the data; the caller hands
 - ``evaluate_fn(model) -> dict[str, float]`` (optional): called in eval mode under
   ``torch.no_grad()``, with the random generators saved and restored around it, so that
   evaluating (or not) never changes the training trajectory.
-- ``count_tokens(batch) -> int`` (optional): for the tokens/s figure.
+- ``count_tokens(batch) -> int`` (optional): the tokens ``loss_fn`` averages over, for the
+  tokens/s figure and, under ``torchrun``, to weigh each rank's loss by its share of tokens.
 
 Each optimizer step sums the gradients of ``grad_accum_steps`` batches, each loss divided by
 ``grad_accum_steps``: the step follows the mean of the per-batch mean losses, which equals
@@ -41,6 +42,17 @@ already done. Since checkpoints are only written right after an optimizer step (
 gradient pending), the resumed run takes exactly the steps the uninterrupted one would, and
 ends with bitwise-identical weights on the same machine. Rows of ``metrics.jsonl`` after
 the resumed step are dropped so the log does not repeat steps.
+
+Under ``torchrun`` (see :mod:`transformer_lab.training.distributed`) the model is wrapped in
+``DistributedDataParallel`` and ``train_batches(epoch)`` must give this rank's shard (the same
+number of batches on every rank). Each micro-step then trains on the global batch made of
+the ranks' batches, with the loss normalised per token over all of it; the logged loss and
+tokens/s are those of the global batch, identical on every rank. Rank 0 alone evaluates (the
+others receive its metrics), writes ``metrics.jsonl``, checkpoints (the unwrapped model's
+weights, with every rank's random state) and shows the progress bar; the others wait at a
+barrier after each checkpoint. Resume loads the same ``last/`` on every rank. A fresh run
+seeds rank r with ``seed + r``, so ranks draw different dropout masks. A process group the
+Trainer creates is destroyed when the process exits.
 """
 
 from __future__ import annotations
@@ -72,6 +84,7 @@ from .checkpoint import (
 )
 from .config import TrainConfig
 from .config_io import config_to_dict
+from .distributed import DataParallel
 from .schedule import build_noam_scheduler, build_optimizer
 
 __all__ = ["Trainer", "TrainingDivergedError"]
@@ -117,7 +130,8 @@ class Trainer:
         d_model: the model width, which scales the Noam schedule.
         evaluate_fn: ``evaluate_fn(model)`` -> metrics; must contain
             ``config.best_metric`` for ``best/`` to be kept. None: no evaluation.
-        count_tokens: ``count_tokens(batch)`` -> tokens in it, for tokens/s. None: 0.
+        count_tokens: ``count_tokens(batch)`` -> the tokens ``loss_fn`` averages over, for
+            tokens/s and (under torchrun) the per-token loss over all ranks. None: 0.
         checkpoint_config: the dict written as every checkpoint's ``config.json`` (the
             caller's resolved config, model included). None: ``{"train": <config>}``.
         extra_files: files written into every checkpoint (name -> bytes or str).
@@ -164,7 +178,9 @@ class Trainer:
             else {"train": config_to_dict(config)}
         )
         self.extra_files = dict(extra_files or {})
+        self._distributed = DataParallel.from_environment(model, _model_device(model))
         self.device = _model_device(model)
+        self._distributed.check_identical("checkpoint_config and extra_files", self._run_fingerprint())
 
         self._parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
         if not self._parameters:
@@ -173,6 +189,8 @@ class Trainer:
         self.scheduler = build_noam_scheduler(
             self.optimizer, d_model, config.warmup_steps, config.lr_factor
         )
+        # DDP shares the parameters above (after copying rank 0's values into them).
+        self.model = self._distributed.wrap(model)
 
         # The position: optimizer steps done, epoch in progress, batches of it consumed.
         self.global_step = 0
@@ -201,18 +219,20 @@ class Trainer:
 
     @property
     def _is_main_process(self) -> bool:
-        """Whether this process writes files, logs and shows the progress bar.
-
-        Always True for now. Under DDP (torchrun) this becomes ``rank == 0``; the model
-        would be wrapped in ``DistributedDataParallel`` in ``__init__``, gradient
-        accumulation would use ``no_sync()`` on all but the last batch of a group, and
-        ``_unwrapped_model`` would return ``model.module``.
-        """
-        return True
+        """Whether this process writes files, logs and shows the progress bar: rank 0."""
+        return self._distributed.is_main
 
     @property
     def _unwrapped_model(self) -> nn.Module:
-        return self.model
+        return self._distributed.unwrap(self.model)
+
+    def _run_fingerprint(self) -> bytes:
+        """What must be identical on every rank: the config and the checkpoint's files."""
+        extra = {
+            name: content if isinstance(content, str) else content.hex()
+            for name, content in self.extra_files.items()
+        }
+        return json.dumps([self.checkpoint_config, extra], sort_keys=True, default=str).encode("utf-8")
 
     # -- public ---------------------------------------------------------------------------
 
@@ -228,8 +248,8 @@ class Trainer:
             self._restore_rng_state(self._pending_rng_state)
             self._pending_rng_state = None
         elif not self._started:
-            random.seed(self.config.seed)
-            torch.manual_seed(self.config.seed)
+            random.seed(self.config.seed + self._distributed.rank)
+            torch.manual_seed(self.config.seed + self._distributed.rank)
         self._started = True
         if self._is_main_process:
             self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -278,7 +298,7 @@ class Trainer:
         self.model.eval()
         try:
             with self._isolated_rng(), torch.no_grad(), self._autocast():
-                metrics = self.evaluate_fn(self.model)
+                metrics = self.evaluate_fn(self._unwrapped_model)
         finally:
             self.model.train(was_training)
         if not isinstance(metrics, Mapping):
@@ -317,6 +337,8 @@ class Trainer:
             total: int | None = len(batches)  # type: ignore[arg-type]
         except TypeError:
             total = None
+        if total is not None:
+            self._distributed.check_same_count("train_batches", total)
         iterator: Iterator[Any] = iter(batches)
         skipped = sum(1 for _ in itertools.islice(iterator, self.batch_index))
         if skipped != self.batch_index:
@@ -341,9 +363,10 @@ class Trainer:
             for batch in iterator:
                 self.batch_index += 1
                 group_size += 1
-                if self.count_tokens is not None:
-                    self._window_tokens += int(self.count_tokens(batch))
-                if self._forward_backward(batch):
+                # Under DDP only a group's last batch all-reduces the gradients.
+                if self._distributed.micro_batch(
+                    self.model, group_size == accumulation, lambda: self._forward_backward(batch)
+                ):
                     group_contributed += 1
                 bar.update(1)
                 if group_size < accumulation:
@@ -373,13 +396,19 @@ class Trainer:
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
             raise ValueError(f"loss_fn: expected a scalar tensor, got {shape}")
-        loss_value = float(loss.detach().float())
+        # The loss of the global batch under DDP (the same on all ranks), else this one's.
+        tokens = int(self.count_tokens(batch)) if self.count_tokens is not None else None
+        batch_loss = self._distributed.reduce_batch_loss(loss, tokens)
+        self._window_tokens += batch_loss.tokens
+        loss_value = batch_loss.value
         if not math.isfinite(loss_value):
             self._note_nonfinite(
                 f"loss {loss_value} at epoch {self.epoch}, batch {self.batch_index - 1}; "
                 "batch skipped"
             )
             return False
+        if batch_loss.weight != 1.0:
+            loss = loss * batch_loss.weight  # this rank's share of the global per-token mean
         (loss.float().reshape(()) / self.config.grad_accum_steps).backward()
         self._window_loss_sum += loss_value
         self._window_loss_count += 1
@@ -390,6 +419,7 @@ class Trainer:
         if contributed == 0:
             self.optimizer.zero_grad(set_to_none=True)
             return False
+        self._distributed.finish_gradient_sync(self._parameters)
         if contributed < self.config.grad_accum_steps:
             # Each loss was divided by grad_accum_steps; make it a mean over the batches
             # actually summed.
@@ -493,7 +523,7 @@ class Trainer:
     # -- evaluation and checkpoints -------------------------------------------------------
 
     def _evaluate_and_save(self) -> None:
-        metrics = self.evaluate()
+        metrics = self._distributed.run_on_main(self.evaluate)
         improved = False
         if metrics:
             name = self.config.best_metric
@@ -528,10 +558,15 @@ class Trainer:
 
         last/ goes last because resume reads it: a crash before it leaves the previous
         last/, from which the resumed run repeats these steps and rewrites the others.
-        The first folder is serialised; the others are hard-linked copies of it.
+        The first folder is serialised; the others are hard-linked copies of it. Under DDP
+        rank 0 writes, with every rank's random state, while the others wait.
         """
-        if not self._is_main_process:
-            return
+        rng_by_rank = self._distributed.gather_on_main(self._rng_state())
+        if self._is_main_process:
+            self._write_checkpoints(improved, rng_by_rank)
+        self._distributed.barrier()
+
+    def _write_checkpoints(self, improved: bool, rng_by_rank: list[dict[str, Any]] | None) -> None:
         targets = []
         if improved:
             targets.append(self.out_dir / BEST_FOLDER)
@@ -543,7 +578,7 @@ class Trainer:
             self._unwrapped_model,
             self.checkpoint_config,
             extra_files=self.extra_files,
-            trainer_state=self._trainer_state(),
+            trainer_state=self._trainer_state(rng_by_rank),
         )
         for target in targets[1:]:
             copy_checkpoint(targets[0], target)
@@ -560,8 +595,8 @@ class Trainer:
         for _, path in steps[: max(len(steps) - keep, 0)]:
             shutil.rmtree(path, ignore_errors=True)
 
-    def _trainer_state(self) -> dict[str, Any]:
-        return {
+    def _trainer_state(self, rng_by_rank: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        state = {
             "format_version": _STATE_FORMAT_VERSION,
             "global_step": self.global_step,
             "epoch": self.epoch,
@@ -578,6 +613,9 @@ class Trainer:
             "rng": self._rng_state(),
             "train_config": config_to_dict(self.config),
         }
+        if rng_by_rank is not None:
+            state["rng_by_rank"] = rng_by_rank
+        return state
 
     def _load_resume_state(self, folder: Path) -> None:
         if self._is_main_process:
@@ -625,7 +663,7 @@ class Trainer:
                 "uninterrupted one: %s",
                 "; ".join(changed),
             )
-        self._pending_rng_state = state["rng"]
+        self._pending_rng_state = self._distributed.rank_state(state["rng"], state.get("rng_by_rank"))
         self._last_checkpoint_step = self.global_step
         self._started = True
         self._resumed = True

@@ -1,0 +1,203 @@
+"""DistributedDataParallel under torchrun: 2 CPU processes (gloo) equal 1 on the global batch.
+
+The oracle of the two-process runs is the plain single-process Trainer trained on the
+global batches: at each micro-step the two ranks' token-budget batches merged into one.
+Equal weights after a few steps (with accumulation, clipping, a group cut short by the end
+of an epoch, and a batch whose loss is NaN on one rank only) check the sharding, DDP's
+gradient averaging, the per-token loss normalisation across ranks and their agreement on
+skipping; equal metrics rows check the reduced losses; one run folder
+with the single run's files checks that rank 0 alone writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.training import ddp_worker
+from transformer_lab.data import balance_batches_for_shards
+from transformer_lab.training import DataParallel, launch_from_environment, load_model_weights
+from transformer_lab.training.distributed import Launch
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def torchrun(arguments: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """``python -m torch.distributed.run`` on 2 local CPU processes, on 127.0.0.1 and a free port."""
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(REPOSITORY / "src"), str(REPOSITORY), *filter(None, [environment.get("PYTHONPATH")])]
+    )
+    environment["OMP_NUM_THREADS"] = "1"
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        environment.pop(name, None)
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(ddp_worker.WORLD_SIZE),
+        "--master-addr", "127.0.0.1", "--master-port", str(free_port()), *arguments,
+    ]
+    # The generous timeout is for a niced run on cores busy with other jobs (measured: 7
+    # minutes there, 20 s of CPU). A session of its own, so that a hang ends with the
+    # workers killed too, not orphaned.
+    process = subprocess.Popen(
+        command, cwd=cwd, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"torchrun timed out after {timeout} s:\n{stdout}\n{stderr}")
+    assert process.returncode == 0, f"torchrun failed ({process.returncode}):\n{stdout}\n{stderr}"
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def without_key_biases(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` with the key part of every attention's in_proj_bias zeroed.
+
+    The key bias adds the same q . b_k to all scores of a query row, which the softmax
+    ignores: its true gradient is zero, and the float noise it gets instead (about 1e-9)
+    Adam turns into steps of +-lr whose sign differs between any two summation orders.
+    It does not change the model's outputs (compared in full below).
+    """
+    cleaned = {}
+    for name, tensor in state.items():
+        if name.endswith("in_proj_bias"):
+            tensor = tensor.clone()
+            third = tensor.shape[0] // 3
+            tensor[third : 2 * third] = 0.0
+        cleaned[name] = tensor
+    return cleaned
+
+
+@pytest.fixture(scope="module")
+def two_process_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ddp")
+    torchrun(["-m", "tests.training.ddp_worker", str(root)], cwd=REPOSITORY)
+    return root
+
+
+def rows(run_folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_folder / "metrics.jsonl").read_text().splitlines()]
+
+
+def files_of(run_folder: Path) -> set[str]:
+    return {str(path.relative_to(run_folder)) for path in run_folder.rglob("*")}
+
+
+@pytest.mark.parametrize("scenario", list(ddp_worker.SCENARIOS))
+def test_two_ranks_equal_one_process_on_the_global_batch(two_process_runs: Path, tmp_path: Path, scenario: str) -> None:
+    reference_model, reference_trainer = ddp_worker.run_scenario(tmp_path, scenario, ddp_worker.merged_batches)
+    reference = without_key_biases(reference_model.state_dict())
+    ranks = [torch.load(two_process_runs / f"{scenario}-rank{rank}.pt") for rank in range(ddp_worker.WORLD_SIZE)]
+
+    validation = ddp_worker.collate(ddp_worker.VALIDATION)
+    reference_logits = reference_model(validation.src_ids, validation.tgt_in_ids)
+    for result in ranks:
+        state = without_key_biases(result["state"])
+        assert state.keys() == reference.keys()
+        for name, tensor in reference.items():
+            torch.testing.assert_close(state[name], tensor, rtol=1e-4, atol=1e-5, msg=name)
+        model = ddp_worker.make_model()
+        model.load_state_dict(result["state"])
+        torch.testing.assert_close(model(validation.src_ids, validation.tgt_in_ids), reference_logits, rtol=1e-4, atol=1e-5)
+        # Rank 0 evaluates; every rank holds its metrics.
+        assert result["last_metrics"] == pytest.approx(reference_trainer.last_metrics, rel=1e-4)
+    # DDP keeps the ranks' weights identical, not merely close.
+    for name, tensor in ranks[0]["state"].items():
+        assert torch.equal(tensor, ranks[1]["state"][name]), name
+
+    run_folder = two_process_runs / scenario
+    # One run folder, written by rank 0 alone: the same files as the single run, no leftovers.
+    assert files_of(run_folder) == files_of(tmp_path / scenario)
+    # The checkpoint holds the unwrapped model (no "module." prefix) with the trained weights.
+    loaded = ddp_worker.make_model()
+    load_model_weights(run_folder / "last", loaded)
+    for name, tensor in loaded.state_dict().items():
+        assert torch.equal(tensor, ranks[0]["state"][name]), name
+    # Each step logged once, with the loss of the whole global batch.
+    ddp_rows, reference_rows = rows(run_folder), rows(tmp_path / scenario)
+    assert [(row["event"], row["step"]) for row in ddp_rows] == [(row["event"], row["step"]) for row in reference_rows]
+    for ddp_row, reference_row in zip(ddp_rows, reference_rows):
+        for key in ("train_loss", "grad_norm", "val_loss"):
+            if key in reference_row:
+                assert ddp_row[key] == pytest.approx(reference_row[key], rel=1e-4), (ddp_row, reference_row)
+
+
+def test_the_scenarios_cover_uneven_ranks_a_skipped_batch_and_a_group_cut_by_the_epoch_end(two_process_runs: Path) -> None:
+    # Guards the test above: it only checks the per-token weighting if the ranks' batches
+    # at a micro-step hold different token counts, the agreement on a non-finite loss if
+    # one rank alone has it, and the no_sync catch-up if a group ends on a batch that did
+    # not all-reduce (cut by the epoch end, or skipped).
+    balanced, _ = balance_batches_for_shards(ddp_worker.epoch_index_batches(0), ddp_worker.WORLD_SIZE)
+    lengths = ddp_worker.collated_lengths(ddp_worker.PAIRS)
+    tokens = [sum(lengths[index][1] for index in batch) for batch in balanced]
+    assert tokens[0::2] != tokens[1::2]
+    poisoned = [ddp_worker.PAIRS[index][0] for batch in balanced for index in batch].count(
+        ddp_worker.PAIRS[ddp_worker.POISONED_PAIR][0]
+    )
+    assert poisoned == 1 and ddp_worker.POISONED_PAIR in balanced[3]  # rank 1, a group's last batch
+    batches_per_epoch = torch.load(two_process_runs / "accumulate-2-rank0.pt")["batches_per_epoch"]
+    steps = ddp_worker.SCENARIOS["accumulate-2"][1]
+    assert batches_per_epoch % 2 == 1 and steps * 2 > batches_per_epoch
+
+
+def test_a_resumed_two_process_run_equals_the_uninterrupted_one(two_process_runs: Path) -> None:
+    uninterrupted = torch.load(two_process_runs / "accumulate-1-rank0.pt")["state"]
+    resumed = torch.load(two_process_runs / "resumed-rank1.pt")["state"]
+    for name, tensor in uninterrupted.items():
+        assert torch.equal(resumed[name], tensor), name
+
+
+def test_the_train_command_runs_under_torchrun_and_rank_0_alone_reports(two_process_runs: Path) -> None:
+    outputs = [(two_process_runs / f"cli-rank{rank}.txt").read_text() for rank in range(ddp_worker.WORLD_SIZE)]
+    assert outputs[0].startswith("exit code 0\n") and '"stopped_by": "max_steps"' in outputs[0]
+    assert "exact match on 40 held-out sequences" in outputs[0]
+    assert outputs[1] == "exit code 0\n"
+    out = two_process_runs / "cli"
+    # 4 batches per epoch shared by 2 ranks: 2 steps per epoch, not 4.
+    assert [row["epoch"] for row in rows(out) if row["event"] == "train"] == [0, 0, 1, 1]
+    assert {path.name for path in out.iterdir()} == {"metrics.jsonl", "last", "best"}
+
+
+def test_ranks_that_disagree_all_raise_instead_of_hanging(two_process_runs: Path) -> None:
+    for rank in range(ddp_worker.WORLD_SIZE):
+        batches, files = (two_process_runs / f"checks-rank{rank}.txt").read_text().splitlines()
+        assert "got between 5 and 6; this rank (%d) has %d" % (rank, 5 + rank) in batches
+        assert "extra_files: expected the same on every rank" in files and "rank(s) [1]" in files
+
+
+def test_launch_is_read_from_the_torchrun_variables() -> None:
+    assert launch_from_environment({}) is None
+    assert launch_from_environment({"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4"}) == Launch(3, 1, 4)
+    with pytest.raises(ValueError, match="LOCAL_RANK, WORLD_SIZE.*got only RANK"):
+        launch_from_environment({"RANK": "0"})
+    with pytest.raises(ValueError, match="integer in WORLD_SIZE, got 'two'"):
+        launch_from_environment({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "two"})
+    with pytest.raises(ValueError, match="RANK=2, LOCAL_RANK=0, WORLD_SIZE=2"):
+        launch_from_environment({"RANK": "2", "LOCAL_RANK": "0", "WORLD_SIZE": "2"})
+
+
+def test_a_single_process_leaves_the_loss_and_model_alone() -> None:
+    parallel = DataParallel()
+    model = torch.nn.Linear(2, 2)
+    assert not parallel.active and parallel.is_main
+    assert parallel.wrap(model) is model and parallel.unwrap(model) is model
+    batch_loss = parallel.reduce_batch_loss(torch.tensor(2.5), 7)
+    assert (batch_loss.value, batch_loss.tokens, batch_loss.weight) == (2.5, 7, 1.0)
+    assert parallel.run_on_main(lambda: {"val_loss": 1.0}) == {"val_loss": 1.0}
+    assert parallel.gather_on_main(3) is None
