@@ -35,7 +35,7 @@ from pathlib import Path
 from transformer_lab.data._checks import check_bool, check_integer
 from transformer_lab.data.chinese import is_punctuation
 from transformer_lab.data.download import download_file
-from transformer_lab.data.multi30k import DATA_ENVIRONMENT_VARIABLE
+from transformer_lab.data.dataset_folder import data_root
 from transformer_lab.data.parallel_text import read_parallel_text
 
 logger = logging.getLogger(__name__)
@@ -173,17 +173,7 @@ def resolve_couplet_split_dir(split: str, data_dir: str | os.PathLike[str] | Non
     """
     if not isinstance(split, str) or not split or "/" in split or split in (".", ".."):
         raise ValueError(f"split must be a folder name such as {', '.join(COUPLET_SPLITS)}, got {split!r}")
-    if data_dir is None:
-        value = os.environ.get(DATA_ENVIRONMENT_VARIABLE, "")
-        if not value:
-            raise ValueError(
-                f"data_dir must be a folder, got None and the environment variable {DATA_ENVIRONMENT_VARIABLE} "
-                f"is not set; pass data_dir (or --data-dir) or set {DATA_ENVIRONMENT_VARIABLE} to a folder "
-                f"that holds {COUPLET_FOLDER}/"
-            )
-        folder = Path(value)
-    else:
-        folder = Path(data_dir)
+    folder, _ = data_root(data_dir, COUPLET_FOLDER)
     candidates = [folder / COUPLET_FOLDER / split, folder / split, folder]
     for candidate in candidates:
         if (candidate / UPPER_FILE).is_file():

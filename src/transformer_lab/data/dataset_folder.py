@@ -15,6 +15,27 @@ from pathlib import Path
 DATA_ENVIRONMENT_VARIABLE = "TRANSFORMER_LAB_DATA"
 
 
+def data_root(data_dir: str | os.PathLike[str] | None, folder_name: str) -> tuple[Path, str]:
+    """`data_dir`, or the folder TRANSFORMER_LAB_DATA names when it is None, with where it came from.
+
+    The second value ("data_dir='...'" or "TRANSFORMER_LAB_DATA='...'") is for error messages.
+
+    Raises:
+        ValueError: data_dir is None and TRANSFORMER_LAB_DATA is not set (the message
+            names `folder_name/` as what the folder should hold).
+    """
+    if data_dir is not None:
+        return Path(data_dir), f"data_dir={str(data_dir)!r}"
+    value = os.environ.get(DATA_ENVIRONMENT_VARIABLE, "")
+    if not value:
+        raise ValueError(
+            f"data_dir must be a folder, got None and the environment variable "
+            f"{DATA_ENVIRONMENT_VARIABLE} is not set; pass data_dir (or --data-dir) or set "
+            f"{DATA_ENVIRONMENT_VARIABLE} to a folder that holds {folder_name}/"
+        )
+    return Path(value), f"{DATA_ENVIRONMENT_VARIABLE}={value!r}"
+
+
 def resolve_dataset_dir(data_dir: str | os.PathLike[str] | None, folder_name: str) -> Path:
     """The folder that holds one dataset's files (see the module docstring for the rule).
 
@@ -27,17 +48,7 @@ def resolve_dataset_dir(data_dir: str | os.PathLike[str] | None, folder_name: st
         ValueError: data_dir is None and TRANSFORMER_LAB_DATA is not set.
         FileNotFoundError: the folder does not exist.
     """
-    if data_dir is None:
-        value = os.environ.get(DATA_ENVIRONMENT_VARIABLE, "")
-        if not value:
-            raise ValueError(
-                f"data_dir must be a folder, got None and the environment variable "
-                f"{DATA_ENVIRONMENT_VARIABLE} is not set; pass data_dir (or --data-dir) or set "
-                f"{DATA_ENVIRONMENT_VARIABLE} to a folder that holds {folder_name}/"
-            )
-        folder, origin = Path(value), f"{DATA_ENVIRONMENT_VARIABLE}={value!r}"
-    else:
-        folder, origin = Path(data_dir), f"data_dir={str(data_dir)!r}"
+    folder, origin = data_root(data_dir, folder_name)
     if not folder.is_dir():
         raise FileNotFoundError(
             f"{origin}: expected an existing folder, got {str(folder)!r}, which is not one"
