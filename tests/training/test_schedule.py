@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from transformer_lab.training import build_noam_scheduler, build_optimizer, noam_lr
+from transformer_lab.training import build_noam_scheduler, build_optimizer, cooldown_multiplier, noam_lr
 
 
 def test_known_values():
@@ -45,3 +45,28 @@ def test_errors():
         noam_lr(1, 0, 10)
     with pytest.raises(ValueError, match="factor"):
         noam_lr(1, 16, 10, factor=0.0)
+
+
+def test_cooldown_falls_linearly_and_never_reaches_zero():
+    assert cooldown_multiplier(5, total_steps=10, cooldown_steps=0) == 1.0
+    # Steps 1..6 untouched, then 4/5, 3/5, 2/5, 1/5 on steps 7..10, and 1/5 past the end.
+    factors = [cooldown_multiplier(step, 10, 4) for step in range(1, 12)]
+    assert factors == pytest.approx([1, 1, 1, 1, 1, 1, 0.8, 0.6, 0.4, 0.2, 0.2])
+    with pytest.raises(ValueError, match="cooldown_steps"):
+        cooldown_multiplier(1, 10, 11)
+    with pytest.raises(ValueError, match="cooldown_steps"):
+        cooldown_multiplier(1, 10, -1)
+
+
+def test_scheduler_applies_the_cooldown():
+    parameter = torch.nn.Parameter(torch.zeros(3))
+    optimizer = build_optimizer([parameter])
+    scheduler = build_noam_scheduler(optimizer, 16, 4, 2.0, total_steps=12, cooldown_steps=5)
+    for step in range(1, 13):
+        expected = noam_lr(step, 16, 4, 2.0) * cooldown_multiplier(step, 12, 5)
+        assert optimizer.param_groups[0]["lr"] == pytest.approx(expected)
+        parameter.grad = torch.ones(3)
+        optimizer.step()
+        scheduler.step()
+    with pytest.raises(ValueError, match="cooldown_steps"):
+        build_noam_scheduler(build_optimizer([parameter]), 16, 4, total_steps=3, cooldown_steps=5)

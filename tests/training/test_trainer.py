@@ -12,8 +12,10 @@ from transformer_lab.training import (
     LabelSmoothingLoss,
     TrainConfig,
     Trainer,
+    cooldown_multiplier,
     load_checkpoint_config,
     load_trainer_state,
+    noam_lr,
     read_extra_file,
 )
 
@@ -251,3 +253,33 @@ def test_non_finite_losses_are_skipped_then_stop_training(tmp_path, caplog):
         Trainer(model, config(max_steps=3), tmp_path / "always", always_nan, epoch_batches,
                 d_model=D_MODEL).fit()
     assert all(torch.equal(before, after) for before, after in zip(weights_before, model.parameters()))
+
+
+def test_cooldown_ends_the_run_with_small_steps(tmp_path):
+    # 3 epochs of 5 batches, accumulated in pairs: 3 steps an epoch (the last on one batch), 9 in all.
+    trainer = Trainer(
+        TinyModel(), config(grad_accum_steps=2, cooldown_steps=4, eval_every_steps=0), tmp_path,
+        loss_fn, epoch_batches, d_model=D_MODEL,
+    )
+    rates = []
+    trainer.optimizer.register_step_pre_hook(lambda optimizer, args, kwargs: rates.append(optimizer.param_groups[0]["lr"]))
+    trainer.fit()
+    expected = [noam_lr(step, D_MODEL, 4) * cooldown_multiplier(step, 9, 4) for step in range(1, 10)]
+    assert rates == pytest.approx(expected)
+    assert rates[-1] == pytest.approx(noam_lr(9, D_MODEL, 4) / 5)
+
+
+def test_cooldown_longer_than_the_run_and_bad_device_are_errors(tmp_path):
+    with pytest.raises(ValueError, match="cooldown_steps.*15"):
+        Trainer(TinyModel(), config(cooldown_steps=16), tmp_path, loss_fn, epoch_batches, d_model=D_MODEL)
+    with pytest.raises(ValueError, match="cooldown_steps: expected at most the run's 3 optimizer steps, got 4"):
+        Trainer(TinyModel(), config(max_steps=3, cooldown_steps=4), tmp_path, loss_fn, epoch_batches, d_model=D_MODEL)
+    with pytest.raises(ValueError, match="device.*'gpu0'"):
+        config(device="gpu0")
+
+
+def test_the_model_is_moved_to_the_configured_device(tmp_path):
+    model = TinyModel().to(torch.float32)
+    trainer = Trainer(model, config(device="cpu", epochs=1), tmp_path, loss_fn, epoch_batches, d_model=D_MODEL)
+    assert trainer.device == torch.device("cpu")
+    assert all(parameter.device.type == "cpu" for parameter in model.parameters())

@@ -13,6 +13,7 @@ from .checkpoint import (
     copy_checkpoint,
     load_checkpoint_config,
     load_model_weights,
+    load_task_config,
     load_trainer_state,
     read_extra_file,
     recover_interrupted_save,
@@ -23,7 +24,7 @@ from .config import TrainConfig
 from .config_io import apply_overrides, config_from_dict, config_to_dict
 from .distributed import DataParallel, data_shard, is_main_process, launch_from_environment
 from .losses import LabelSmoothingLoss, label_smoothed_cross_entropy
-from .schedule import build_noam_scheduler, build_optimizer, noam_lr
+from .schedule import build_noam_scheduler, build_optimizer, cooldown_multiplier, noam_lr
 from .trainer import Trainer, TrainingDivergedError
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "average_checkpoints",
     "build_noam_scheduler",
     "build_optimizer",
+    "cooldown_multiplier",
     "config_from_dict",
     "config_to_dict",
     "copy_checkpoint",
@@ -48,6 +50,7 @@ __all__ = [
     "launch_from_environment",
     "load_checkpoint_config",
     "load_model_weights",
+    "load_task_config",
     "load_trainer_state",
     "noam_lr",
     "read_extra_file",

@@ -33,7 +33,7 @@ import os
 import pickle
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_model, save_model
 from torch import nn
 
+from .config_io import ConfigType, config_from_dict
+
 __all__ = [
     "CONFIG_FILE",
     "MODEL_FILE",
@@ -49,6 +51,7 @@ __all__ = [
     "copy_checkpoint",
     "load_checkpoint_config",
     "load_model_weights",
+    "load_task_config",
     "load_trainer_state",
     "read_extra_file",
     "recover_interrupted_save",
@@ -62,6 +65,9 @@ MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 TRAINER_STATE_FILE = "trainer_state.pt"
 _RESERVED_NAMES = (MODEL_FILE, CONFIG_FILE, TRAINER_STATE_FILE)
+# Keys of config.json that describe the checkpoint rather than configure its run: the
+# task's name (written by the tasks) and the averaged folders (written by averaging).
+CHECKPOINT_METADATA_KEYS = ("task", "averaged_from")
 
 
 def _temporary_prefix(folder: Path) -> str:
@@ -311,6 +317,29 @@ def load_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise ValueError(f"{str(path)!r}: expected a JSON object, got {type(config).__name__}")
     return config
+
+
+def load_task_config(
+    folder: str | os.PathLike[str],
+    task: str,
+    config_type: type[ConfigType],
+    extra_metadata_keys: Sequence[str] = (),
+) -> ConfigType:
+    """The ``config_type`` of a checkpoint written by task ``task``, from its ``config.json``.
+
+    A checkpoint of another task is an error naming both; the metadata keys
+    (``CHECKPOINT_METADATA_KEYS`` and the task's ``extra_metadata_keys``, such as a data
+    report) are not part of the config and are left out. A bad value is an error naming
+    the file and the key.
+    """
+    raw = load_checkpoint_config(folder)
+    if raw.get("task") != task:
+        raise ValueError(f"checkpoint {folder}: expected a {task} checkpoint, got task {raw.get('task')!r}")
+    ignored = set(CHECKPOINT_METADATA_KEYS) | set(extra_metadata_keys)
+    try:
+        return config_from_dict(config_type, {key: value for key, value in raw.items() if key not in ignored})
+    except ValueError as error:
+        raise ValueError(f"{Path(folder) / CONFIG_FILE}: {error}") from None
 
 
 def load_model_weights(folder: str | os.PathLike[str], model: nn.Module) -> nn.Module:

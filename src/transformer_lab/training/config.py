@@ -9,6 +9,8 @@ import dataclasses
 import math
 from typing import Literal
 
+import torch
+
 __all__ = ["TrainConfig"]
 
 
@@ -30,6 +32,9 @@ class TrainConfig:
     lr_factor: float = 1.0
     # Optimizer steps of linear warm-up before the inverse-square-root decay.
     warmup_steps: int = 4000
+    # The run's last this many optimizer steps scale the rate linearly down towards 0
+    # (0 = none). The run's length is max_steps, else epochs x the batches of epoch 0.
+    cooldown_steps: int = 0
     # Probability mass spread over the wrong classes (paper: 0.1); read by the tasks' losses.
     label_smoothing: float = 0.1
     # Maximum global gradient norm; 0 = no clipping.
@@ -50,6 +55,8 @@ class TrainConfig:
     log_every_steps: int = 50
     # Show a tqdm progress bar (turn off for logs redirected to files).
     progress_bar: bool = True
+    # Where the model trains: "cpu", "cuda", "cuda:1", ... (the Trainer moves it there).
+    device: str = "cpu"
     # A batch with a non-finite loss, or a step with a non-finite gradient norm, is skipped
     # (no optimizer or schedule step) with a warning; this many in a row stop training.
     max_nonfinite_steps: int = 5
@@ -59,7 +66,7 @@ class TrainConfig:
             raise ValueError(f"precision: expected 'fp32' or 'bf16', got {self.precision!r}")
         if self.best_mode not in ("min", "max"):
             raise ValueError(f"best_mode: expected 'min' or 'max', got {self.best_mode!r}")
-        for name in ("epochs", "max_steps", "eval_every_steps", "keep_last"):
+        for name in ("epochs", "max_steps", "eval_every_steps", "keep_last", "cooldown_steps"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name}: expected an int >= 0, got {value!r}")
@@ -82,5 +89,9 @@ class TrainConfig:
             raise ValueError(
                 f"clip_grad_norm: expected a finite float >= 0 (0 = off), got {self.clip_grad_norm!r}"
             )
+        try:
+            torch.device(self.device)
+        except (RuntimeError, TypeError) as error:
+            raise ValueError(f"device: expected a torch device such as 'cpu' or 'cuda:0', got {self.device!r}") from error
         if not self.best_metric:
             raise ValueError(f"best_metric: expected a metric name, got {self.best_metric!r}")

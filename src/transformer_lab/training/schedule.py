@@ -7,6 +7,11 @@ of the step:
 
 Steps are counted from 1: the first optimizer step uses ``lr(1)``. The two branches meet at
 ``step == warmup_steps``, where the rate peaks at ``factor * (d_model * warmup_steps) ** -0.5``.
+
+An optional cool-down multiplies the last ``cooldown_steps`` steps of a run of
+``total_steps`` by a factor that falls linearly towards 0, so that the run ends with small
+steps instead of the inverse square root's still sizeable rate: the final weights settle
+instead of wandering, which is what a short budget's last checkpoint needs.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["build_noam_scheduler", "build_optimizer", "noam_lr"]
+__all__ = ["build_noam_scheduler", "build_optimizer", "cooldown_multiplier", "noam_lr"]
 
 
 def _check_schedule_arguments(d_model: int, warmup_steps: int, factor: float) -> None:
@@ -34,6 +39,27 @@ def noam_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> 
     if step < 1:
         raise ValueError(f"step: expected an int >= 1 (steps are counted from 1), got {step!r}")
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+
+
+def cooldown_multiplier(step: int, total_steps: int, cooldown_steps: int) -> float:
+    """The factor on step ``step``'s rate (from 1): 1 before the cool-down, then linear towards 0.
+
+    Step ``total_steps - cooldown_steps + k`` gets ``1 - k / (cooldown_steps + 1)``, so the
+    last step still moves (by ``1 / (cooldown_steps + 1)``); steps past ``total_steps`` keep
+    that last factor. ``cooldown_steps == 0`` is no cool-down.
+    """
+    if cooldown_steps < 0:
+        raise ValueError(f"cooldown_steps: expected an int >= 0, got {cooldown_steps!r}")
+    if cooldown_steps == 0:
+        return 1.0
+    if not 0 < cooldown_steps <= total_steps:
+        raise ValueError(
+            f"cooldown_steps: expected at most total_steps={total_steps}, got {cooldown_steps!r}"
+        )
+    into_cooldown = min(step, total_steps) - (total_steps - cooldown_steps)
+    if into_cooldown <= 0:
+        return 1.0
+    return 1.0 - into_cooldown / (cooldown_steps + 1)
 
 
 def build_optimizer(
@@ -56,13 +82,18 @@ def build_noam_scheduler(
     d_model: int,
     warmup_steps: int,
     factor: float = 1.0,
+    *,
+    total_steps: int = 0,
+    cooldown_steps: int = 0,
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    """A ``LambdaLR`` whose learning rate at optimizer step ``k`` (from 1) is ``noam_lr(k)``.
+    """A ``LambdaLR`` whose learning rate at optimizer step ``k`` (from 1) is ``noam_lr(k)``,
+    times ``cooldown_multiplier(k, total_steps, cooldown_steps)``.
 
     Sets every parameter group's base learning rate to 1.0, since ``LambdaLR`` multiplies
     the base rate by the lambda. Call ``scheduler.step()`` after each ``optimizer.step()``.
     """
     _check_schedule_arguments(d_model, warmup_steps, factor)
+    cooldown_multiplier(1, total_steps, cooldown_steps)  # checks the arguments now, not mid-run
     for group in optimizer.param_groups:
         group["lr"] = 1.0
         group["initial_lr"] = 1.0
@@ -70,6 +101,7 @@ def build_noam_scheduler(
     def schedule(completed_steps: int) -> float:
         # LambdaLR passes the number of scheduler.step() calls so far (0 at construction),
         # which is the number of optimizer steps done; the next step is one more.
-        return noam_lr(completed_steps + 1, d_model, warmup_steps, factor)
+        step = completed_steps + 1
+        return noam_lr(step, d_model, warmup_steps, factor) * cooldown_multiplier(step, total_steps, cooldown_steps)
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)

@@ -101,6 +101,7 @@ _TRAJECTORY_FIELDS = (
     "seed",
     "lr_factor",
     "warmup_steps",
+    "cooldown_steps",
     "label_smoothing",
     "clip_grad_norm",
     "grad_accum_steps",
@@ -122,7 +123,7 @@ class Trainer:
     """Train ``model`` with Adam, the Noam schedule, clipping, accumulation and checkpoints.
 
     Args:
-        model: the model to train, already on its device.
+        model: the model to train; moved to ``config.device``.
         config: the training hyperparameters.
         out_dir: folder for ``metrics.jsonl`` and the checkpoints (created if needed).
         loss_fn: ``loss_fn(model, batch)`` -> scalar tensor, mean over the batch's tokens.
@@ -178,6 +179,7 @@ class Trainer:
             else {"train": config_to_dict(config)}
         )
         self.extra_files = dict(extra_files or {})
+        model.to(torch.device(config.device))
         self._distributed = DataParallel.from_environment(model, _model_device(model))
         self.device = _model_device(model)
         self._distributed.check_identical("checkpoint_config and extra_files", self._run_fingerprint())
@@ -187,7 +189,12 @@ class Trainer:
             raise ValueError("model: expected at least one parameter with requires_grad=True, got none")
         self.optimizer = build_optimizer(self._parameters)
         self.scheduler = build_noam_scheduler(
-            self.optimizer, d_model, config.warmup_steps, config.lr_factor
+            self.optimizer,
+            d_model,
+            config.warmup_steps,
+            config.lr_factor,
+            total_steps=self._planned_steps() if config.cooldown_steps else 0,
+            cooldown_steps=config.cooldown_steps,
         )
         # DDP shares the parameters above (after copying rank 0's values into them).
         self.model = self._distributed.wrap(model)
@@ -214,6 +221,34 @@ class Trainer:
         self._resumed = False
         if resume:
             self._load_resume_state(self.out_dir / LAST_FOLDER)
+
+    def _planned_steps(self) -> int:
+        """The run's optimizer steps: max_steps, or fewer if the epochs end first.
+
+        An epoch's steps are counted on epoch 0's batches (token-budget batches of a
+        reshuffled epoch differ by a batch or two at most, and the cool-down's end only
+        needs to be close).
+        """
+        steps_by_epochs = 0
+        if self.config.epochs:
+            try:
+                batches = len(self.train_batches(0))  # type: ignore[arg-type]
+            except TypeError:
+                if not self.config.max_steps:
+                    raise ValueError(
+                        "cooldown_steps: needs the run's length, from max_steps or from "
+                        "train_batches(epoch) with a len(); got neither"
+                    ) from None
+            else:
+                steps_by_epochs = self.config.epochs * math.ceil(batches / self.config.grad_accum_steps)
+        limits = [limit for limit in (self.config.max_steps, steps_by_epochs) if limit > 0]
+        planned = min(limits) if limits else 0
+        if planned < self.config.cooldown_steps:
+            raise ValueError(
+                f"cooldown_steps: expected at most the run's {planned} optimizer steps, got "
+                f"{self.config.cooldown_steps} (lower it, or 0 for no cool-down)"
+            )
+        return planned
 
     # -- the seam for DistributedDataParallel ---------------------------------------------
 
