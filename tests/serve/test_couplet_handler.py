@@ -6,7 +6,6 @@ under punctuation), and the answer's own flags must agree with a check written h
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest

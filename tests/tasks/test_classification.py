@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tests.tasks.news_fixture import tiny_overrides, write_news_folder
+from transformer_lab.cli import main
 from transformer_lab.tasks import classification
 from transformer_lab.training import apply_overrides
 
@@ -19,7 +20,8 @@ DATA_DIR = Path(os.environ.get("TRANSFORMER_LAB_DATA") or Path(__file__).resolve
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, classification.TrainResult]:
     data_dir = write_news_folder(tmp_path_factory.mktemp("news"))
-    config = apply_overrides(classification.default_config(), tiny_overrides(data_dir, epochs=6))
+    # Two step checkpoints kept (the preset keeps none), for the averaging test.
+    config = apply_overrides(classification.default_config(), [*tiny_overrides(data_dir, epochs=6), "train.keep_last=2"])
     out_dir = tmp_path_factory.mktemp("run")
     return data_dir, out_dir, classification.train(config, out_dir)
 
@@ -106,3 +108,18 @@ def test_a_few_hundred_real_rows_beat_chance(tmp_path: Path) -> None:
     result = classification.train(apply_overrides(classification.default_config(), overrides), tmp_path / "run")
     assert len(result.data.train_articles) == 540 and len(result.data.validation_articles) == 60
     assert result.summary["best_value"] >= 0.45  # chance is about 25 % (measured: 0.60)
+
+
+def test_averaged_checkpoints_load_and_hold_the_mean_weights(
+    trained_run: tuple[Path, Path, classification.TrainResult], tmp_path: Path
+) -> None:
+    _, out_dir, _ = trained_run
+    steps = sorted(path for path in out_dir.iterdir() if path.name.startswith("step-"))
+    assert len(steps) >= 2
+    averaged_dir = tmp_path / "averaged"
+    assert main(["average-checkpoints", "--run", str(out_dir), "--last", "2", "--out", str(averaged_dir)]) == 0
+    model, _, config = classification.load_classifier(averaged_dir)  # "averaged_from" is metadata, not config
+    first, second = (classification.load_classifier(step)[0].state_dict() for step in steps[-2:])
+    for name, tensor in model.state_dict().items():
+        assert torch.allclose(tensor, (first[name] + second[name]) / 2, atol=1e-6), name
+    assert config.class_names == ("World", "Sports", "Business", "Sci/Tech")

@@ -6,11 +6,20 @@ import argparse
 import re
 from pathlib import Path
 
-from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks import translation
-from transformer_lab.training import average_checkpoints
+from torch import nn
+
+from transformer_lab.tasks import classification, couplet, translation
+from transformer_lab.training import average_checkpoints, load_checkpoint_config
 
 _STEP_FOLDER = re.compile(r"^step-(\d+)$")
+
+# Each task's loader rebuilds its model from a checkpoint; the first item is the model,
+# used here as the container the averaged weights are loaded into.
+_LOADERS = {
+    translation.TASK_NAME: translation.load_translator,
+    couplet.TASK_NAME: couplet.load,
+    classification.TASK_NAME: classification.load_classifier,
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,7 +43,13 @@ def run(arguments: argparse.Namespace) -> int:
     if len(steps) < arguments.last:
         raise ValueError(f"--last: expected at most the {len(steps)} step checkpoints in {arguments.run}, got {arguments.last}")
     sources = [path for _, path in steps[-arguments.last :]]
-    _, _, config = translation.load_translator(sources[-1])
-    average_checkpoints(sources, arguments.out, Seq2SeqTransformer.from_config(config.model))
+    average_checkpoints(sources, arguments.out, _container_model(sources[-1]))
     print(f"averaged {len(sources)} checkpoints ({sources[0].name} .. {sources[-1].name}) into {arguments.out}")
     return 0
+
+
+def _container_model(checkpoint: Path) -> nn.Module:
+    task = load_checkpoint_config(checkpoint).get("task")
+    if task not in _LOADERS:
+        raise ValueError(f"--run: expected checkpoints of one of the tasks {sorted(_LOADERS)}, got task {task!r} in {checkpoint}")
+    return _LOADERS[task](checkpoint)[0]

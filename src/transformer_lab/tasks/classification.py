@@ -47,11 +47,10 @@ from transformer_lab.models import ClassifierConfig, TransformerClassifier
 from transformer_lab.training import (
     TrainConfig,
     Trainer,
-    config_from_dict,
     config_to_dict,
     data_shard,
     label_smoothed_cross_entropy,
-    load_checkpoint_config,
+    load_task_config,
     load_model_weights,
     read_extra_file,
 )
@@ -61,7 +60,6 @@ logger = logging.getLogger(__name__)
 
 TASK_NAME = "classification"
 TOKENIZER_FILE = "tokenizer.json"
-METADATA_KEYS = ("task",)
 # Labels are never padding; the loss needs an ignore_index no label can take.
 _NO_IGNORED_LABEL = -1
 
@@ -426,10 +424,7 @@ def load_classifier(
     ``checkpoint`` is a checkpoint folder or a run folder (its ``best/`` is used).
     """
     folder = resolve_checkpoint(checkpoint)
-    raw = load_checkpoint_config(folder)
-    if raw.get("task") != TASK_NAME:
-        raise ValueError(f"checkpoint {folder}: expected a {TASK_NAME} checkpoint, got task {raw.get('task')!r}")
-    config = config_from_dict(ClassificationConfig, {key: value for key, value in raw.items() if key not in METADATA_KEYS})
+    config = load_task_config(folder, TASK_NAME, ClassificationConfig)
     tokenizer = SubwordTokenizer.from_json(read_extra_file(folder, TOKENIZER_FILE).decode("utf-8"))
     model = TransformerClassifier.from_config(config.model)
     load_model_weights(folder, model)

@@ -37,10 +37,9 @@ from transformer_lab.training import (
     CONFIG_FILE,
     TrainConfig,
     Trainer,
-    config_from_dict,
     config_to_dict,
     data_shard,
-    load_checkpoint_config,
+    load_task_config,
     load_model_weights,
     read_extra_file,
 )
@@ -49,8 +48,6 @@ logger = logging.getLogger(__name__)
 
 TASK_NAME = "translation"
 TOKENIZER_FILE = "tokenizer.json"
-# Keys of config.json that describe the checkpoint rather than configure the run.
-METADATA_KEYS = ("task", "averaged_from")
 
 
 @dataclass(frozen=True)
@@ -334,12 +331,9 @@ def train(config: TranslationConfig, out_dir: str | os.PathLike[str], *, resume:
 
 def load_translator(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, SubwordTokenizer, TranslationConfig]:
     """Rebuild the model, tokenizer and config of a translation checkpoint folder."""
-    raw = load_checkpoint_config(checkpoint)
-    if raw.get("task") != TASK_NAME:
-        raise ValueError(f"checkpoint {checkpoint}: expected a {TASK_NAME} checkpoint, got task {raw.get('task')!r}")
+    config = load_task_config(checkpoint, TASK_NAME, TranslationConfig)
     config_path = Path(checkpoint) / CONFIG_FILE
     try:
-        config = config_from_dict(TranslationConfig, {key: value for key, value in raw.items() if key not in METADATA_KEYS})
         model = Seq2SeqTransformer.from_config(config.model)
     except ValueError as error:
         # The messages name the key (model.nhead); the user also needs to know which file.
