@@ -39,9 +39,10 @@ def test_future_target_tokens_do_not_change_earlier_logits() -> None:
     assert not torch.allclose(first[:, 2:], second[:, 2:])
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_cached_decode_steps_equal_uncached(norm_first: bool) -> None:
-    model = tiny_model(norm_first=norm_first)
+@pytest.mark.parametrize("norm_first,aligned", [(False, False), (True, False), (False, True)])
+def test_cached_decode_steps_equal_uncached(norm_first: bool, aligned: bool) -> None:
+    # tgt is longer than src: the aligned input must also cover positions past the source.
+    model = tiny_model(norm_first=norm_first, aligned_decoder_input=aligned)
     src = torch.tensor([[5, 6, 7, 0], [8, 9, 10, 11]])
     tgt = torch.tensor([[2, 5, 6, 7, 3], [2, 11, 10, 9, 8]])
     memory = model.encode(src)
@@ -51,6 +52,28 @@ def test_cached_decode_steps_equal_uncached(norm_first: bool) -> None:
         uncached = model.decode_step(tgt[:, :length], memory, src)
         assert torch.allclose(cached, uncached, atol=1e-5)
     assert cache.length == tgt.shape[1]
+
+
+def test_aligned_decoder_input_adds_the_memory_at_the_same_position() -> None:
+    plain = tiny_model()
+    aligned = tiny_model(aligned_decoder_input=True)
+    aligned.load_state_dict(plain.state_dict())
+    src = torch.tensor([[5, 6, 7, 0], [8, 9, 10, 11]])
+    tgt = torch.tensor([[2, 5, 6, 7, 3], [2, 11, 10, 9, 8]])
+    memory = plain.encode(src)  # [2, 4, 16]
+    # The explicit path: the plain model's decoder on embeddings that hold the memory.
+    real = (src != 0).unsqueeze(-1).float()  # [2, 4, 1]
+    expected_input = plain.positional_encoding(plain.tgt_embedding(tgt))  # [2, 5, 16]
+    expected_input[:, :4] += memory * real
+    hidden = plain.transformer.decoder(
+        expected_input, memory, tgt_mask=torch.triu(torch.ones(5, 5, dtype=torch.bool), 1),
+        memory_key_padding_mask=src == 0,
+    )
+    assert torch.allclose(aligned(src, tgt), plain.generator(hidden), atol=1e-5)
+    assert not torch.allclose(aligned(src, tgt), plain(src, tgt), atol=1e-3)
+    # Source padding adds nothing: more padding columns change no logit.
+    more_padding = torch.cat([src, torch.zeros(2, 3, dtype=torch.long)], dim=1)
+    assert torch.allclose(aligned(more_padding, tgt), aligned(src, tgt), atol=1e-5)
 
 
 @pytest.mark.parametrize("tie", ["none", "decoder", "all"])

@@ -34,6 +34,11 @@ class ModelConfig:
     # generator; "all": source and target embeddings and the generator shared (needs one
     # joint vocabulary).
     tie_embeddings: TieEmbeddings = "none"
+    # Add the encoder's output at source position t to the decoder's input at target
+    # position t: for tasks whose output follows the input position by position (a
+    # couplet's lower line, character under character), so that the decoder need not
+    # first learn to find "its" source position through cross-attention.
+    aligned_decoder_input: bool = False
 
 
 @dataclass

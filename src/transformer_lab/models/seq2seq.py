@@ -46,6 +46,7 @@ class Seq2SeqTransformer(nn.Module):
         tie_embeddings: str = "none",
         bos_id: int = 2,
         eos_id: int = 3,
+        aligned_decoder_input: bool = False,
     ) -> None:
         super().__init__()
         if tie_embeddings not in _TIE_CHOICES:
@@ -84,6 +85,7 @@ class Seq2SeqTransformer(nn.Module):
         self.src_vocab_size = src_vocab_size
         self.tgt_vocab_size = tgt_vocab_size
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+        self.aligned_decoder_input = aligned_decoder_input
 
     @classmethod
     def from_config(cls, config: ModelConfig) -> "Seq2SeqTransformer":
@@ -103,6 +105,7 @@ class Seq2SeqTransformer(nn.Module):
             tie_embeddings=config.tie_embeddings,
             bos_id=config.bos_id,
             eos_id=config.eos_id,
+            aligned_decoder_input=config.aligned_decoder_input,
         )
 
     def encode(self, src_ids: Tensor) -> Tensor:
@@ -125,6 +128,7 @@ class Seq2SeqTransformer(nn.Module):
         check_token_ids(tgt_in_ids, self.tgt_vocab_size, "tgt_in_ids")
         self._check_memory(memory, src_ids, tgt_in_ids.shape[0])
         tgt_emb = self.positional_encoding(self.tgt_embedding(tgt_in_ids))  # [B, T, D]
+        tgt_emb = self._add_aligned_memory(tgt_emb, memory, src_ids, offset=0)
         hidden = self.transformer.decoder(
             tgt_emb,
             memory,
@@ -169,10 +173,28 @@ class Seq2SeqTransformer(nn.Module):
         check_token_ids(new_ids, self.tgt_vocab_size, "tgt_prefix_ids")
         self._check_memory(memory, src_ids, new_ids.shape[0])
         new_emb = self.positional_encoding(self.tgt_embedding(new_ids), offset=cached)  # [B, t_new, D]
+        new_emb = self._add_aligned_memory(new_emb, memory, src_ids, offset=cached)
         hidden = self.transformer.decoder(
             new_emb, memory, memory_key_padding_mask=masks.padding_mask(src_ids, self.pad_id), cache=cache
         )  # [B, t_new, D]
         return self.generator(hidden[:, -1])  # [B, V]
+
+    def _add_aligned_memory(self, tgt_emb: Tensor, memory: Tensor, src_ids: Tensor, offset: int) -> Tensor:
+        """With ``aligned_decoder_input``: target position ``offset + t`` gets memory position ``offset + t``.
+
+        Target positions past the source, or facing source padding, get nothing (the memory
+        there is not a real token's). Shape: tgt_emb ``[B, t, D]``, memory ``[B, S, D]`` ->
+        ``[B, t, D]``.
+        """
+        if not self.aligned_decoder_input:
+            return tgt_emb
+        length = tgt_emb.shape[1]
+        aligned = memory[:, offset : offset + length]  # [B, <=t, D]
+        real = ~masks.padding_mask(src_ids[:, offset : offset + length], self.pad_id)  # [B, <=t]
+        aligned = aligned * real.unsqueeze(-1).to(aligned.dtype)  # [B, <=t, D]
+        if aligned.shape[1] < length:
+            aligned = nn.functional.pad(aligned, (0, 0, 0, length - aligned.shape[1]))  # [B, t, D]
+        return tgt_emb + aligned.to(tgt_emb.dtype)
 
     def _check_memory(self, memory: Tensor, src_ids: Tensor, batch_size: int) -> None:
         if memory.dim() != 3 or tuple(memory.shape[:2]) != tuple(src_ids.shape) or memory.shape[0] != batch_size:
