@@ -1,4 +1,4 @@
-"""Options shared by the commands that decode text (translate, couplet, evaluate): --beam, --precision, the input lines."""
+"""Options shared by the commands that decode text (translate, couplet, evaluate): --beam, --precision, --length-penalty, the input lines."""
 
 from __future__ import annotations
 
@@ -19,14 +19,21 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
         "--precision", choices=PRECISIONS, default=None,
         help="bf16: decode under bf16 autocast, faster on CPUs with bf16 instructions (default: the checkpoint's, fp32)",
     )
+    parser.add_argument(
+        "--length-penalty", type=float, default=None,
+        help="beam search's GNMT length penalty alpha (0 = none; default: the checkpoint's)",
+    )
 
 
 def with_decode_arguments(decode_config: DecodeConfig, arguments: argparse.Namespace) -> DecodeConfig:
-    """The checkpoint's decoding with --beam and --precision applied (None keeps the checkpoint's)."""
+    """The checkpoint's decoding with --beam, --precision and --length-penalty applied (None keeps the checkpoint's)."""
     decode_config = with_beam(decode_config, arguments.beam)
-    if arguments.precision is None:
-        return decode_config
-    return dataclasses.replace(decode_config, precision=arguments.precision)
+    if arguments.precision is not None:
+        decode_config = dataclasses.replace(decode_config, precision=arguments.precision)
+    if arguments.length_penalty is not None:
+        # DecodeConfig checks the value and names the field.
+        decode_config = dataclasses.replace(decode_config, length_penalty=arguments.length_penalty)
+    return decode_config
 
 
 def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:

@@ -1,0 +1,33 @@
+"""The decoding options shared by translate, couplet and evaluate."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from transformer_lab.cli.decode_options import add_decode_arguments, with_decode_arguments
+from transformer_lab.decoding import DecodeConfig
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_decode_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_absent_options_keep_the_checkpoints_decoding() -> None:
+    saved = DecodeConfig(strategy="beam", beam_size=4, length_penalty=0.6)
+    assert with_decode_arguments(saved, parse()) == saved
+
+
+def test_beam_precision_and_length_penalty_replace_the_checkpoints() -> None:
+    saved = DecodeConfig(strategy="greedy", length_penalty=0.6)
+    chosen = with_decode_arguments(saved, parse("--beam", "5", "--precision", "bf16", "--length-penalty", "1.0"))
+    assert (chosen.strategy, chosen.beam_size, chosen.precision, chosen.length_penalty) == ("beam", 5, "bf16", 1.0)
+    assert with_decode_arguments(saved, parse("--length-penalty", "0")).length_penalty == 0.0
+
+
+def test_a_non_finite_length_penalty_is_named() -> None:
+    with pytest.raises(ValueError, match="length_penalty: expected a finite float"):
+        with_decode_arguments(DecodeConfig(), parse("--length-penalty", "nan"))
