@@ -13,6 +13,7 @@ UPPER_CHARACTERS = "春风花月山水云天江河"
 ANSWER = dict(zip(UPPER_CHARACTERS, "秋雨草星海林雾地湖溪"))
 
 TINY_OVERRIDES = [
+    "train.cooldown_steps=0",  # the preset's cool-down is longer than these 150-step runs
     "data.num_validation=10",
     "data.max_tokens=256",
     "model.d_model=32",
