@@ -99,3 +99,6 @@ def test_evaluate_prints_the_scores_and_draws_the_confusion_matrix(
     assert sum(sum(row) for row in report["confusion"]) == 20
     assert main(["evaluate", "classification", "--checkpoint", str(run_folder), "--split", "nope"]) == 2
     assert "split must be 'test' or 'validation'" in capsys.readouterr().err
+    for option, value in (("--beam", "2"), ("--length-penalty", "1.0")):
+        assert main(["evaluate", "classification", "--checkpoint", str(run_folder), option, value]) == 2
+        assert f"{option}: expected only with the translation and couplet tasks" in capsys.readouterr().err

@@ -3,6 +3,7 @@ generate, evaluate, and the commands on bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -95,6 +96,23 @@ def test_evaluate_couplet_prints_every_metric_and_writes_samples(
     assert "100.0 % (30/30)" in out.split("length match")[1].splitlines()[0]
     samples = (run_dir / "best" / "samples.test.greedy.md").read_text(encoding="utf-8").splitlines()
     assert len(samples) == 2 + 20
+
+
+def test_evaluate_on_validation_scores_the_pairs_the_run_held_out(
+    run_dir: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, _, config = couplet.load(run_dir / "best")
+    held_out = couplet.build_data(dataclasses.replace(config.data, data_dir=str(data_dir))).validation_pairs
+    assert couplet.load_validation_pairs(config.data, str(data_dir)) == held_out
+    hypotheses = run_dir / "validation-hypotheses.txt"
+    assert main([
+        "evaluate", "couplet", "--checkpoint", str(run_dir / "best"), "--data-dir", str(data_dir), "--split", "validation",
+        "--beam", "2", "--length-penalty", "0.5", "--output", str(hypotheses),
+    ]) == 0
+    out = capsys.readouterr().out
+    assert f"couplet validation, {len(held_out)} pairs, beam 2" in out
+    lines = hypotheses.read_text(encoding="utf-8").splitlines()
+    assert [len(line) for line in lines] == [len(upper) for upper, _ in held_out]
 
 
 def test_train_couplet_reports_a_missing_data_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

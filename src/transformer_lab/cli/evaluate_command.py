@@ -72,8 +72,12 @@ def _evaluate_couplet(arguments: argparse.Namespace, split: str) -> int:
     model, vocabulary, config = couplet.load(arguments.checkpoint)
     decode_config = with_decode_arguments(config.decode, arguments)
     data_dir = arguments.data_dir if arguments.data_dir is not None else config.data.data_dir
-    # The test files are clean; an error here means a damaged file, which should be seen.
-    pairs = load_couplets(split, data_dir).pairs
+    if split == "validation":
+        # The pairs this run held out of its training split, carved again the same way.
+        pairs = couplet.load_validation_pairs(config.data, data_dir)
+    else:
+        # The test files are clean; an error here means a damaged file, which should be seen.
+        pairs = load_couplets(split, data_dir).pairs
     evaluation = couplet.evaluate_pairs(model, vocabulary, pairs, decode_config, config.constraints)
     search = search_name(decode_config)
     stem = f"{split}.{search.replace(' ', '')}"
@@ -114,9 +118,10 @@ def couplet_samples_table(evaluation: couplet.CoupletEvaluation, count: int) -> 
 def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
     from transformer_lab.lab.figures import plot_confusion_matrix
 
-    for option in ("beam", "precision"):
+    for option in ("beam", "precision", "length_penalty"):
         if getattr(arguments, option) is not None:
-            raise ValueError(f"--{option}: expected only with the translation and couplet tasks, got it with classification")
+            flag = option.replace("_", "-")
+            raise ValueError(f"--{flag}: expected only with the translation and couplet tasks, got it with classification")
     checkpoint = classification.resolve_checkpoint(arguments.checkpoint)
     model, tokenizer, config = classification.load_classifier(checkpoint)
     articles = classification.load_split(config, split, arguments.data_dir, skip_malformed=arguments.skip_malformed)

@@ -195,6 +195,21 @@ def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) 
     return CoupletData(vocabulary, train_pairs, validation_pairs, train_ids, report)
 
 
+def load_validation_pairs(config: CoupletDataConfig, data_dir: str | None = None) -> list[tuple[str, str]]:
+    """The validation pairs a run with this data config held out (the same seeded split it carved).
+
+    ``data_dir`` replaces ``config.data_dir`` when given.
+    """
+    corpus = load_couplets(
+        config.train_split,
+        data_dir if data_dir is not None else config.data_dir,
+        skip_invalid=config.skip_invalid,
+        max_length=config.max_length,
+    )
+    _, validation_pairs, _ = split_validation(corpus.pairs, config.num_validation, config.seed)
+    return validation_pairs
+
+
 def epoch_batches(
     data: CoupletData, config: CoupletDataConfig, epoch: int, num_shards: int = 1, shard_index: int = 0
 ) -> list[Seq2SeqBatch]:
