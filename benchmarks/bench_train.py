@@ -14,8 +14,8 @@ matrix-multiply FLOPs the model needs for the real (non-padding) tokens of the t
 forward and backward (3x forward), divided by time and by the *measured* peak of a
 2048x2048 bf16 matrix multiply on this machine (also printed, with the fp32 one).
 
-    .venv/bin/python benchmarks/bench_train.py [--configs base-default base-paper]
-        [--steps 4] [--repeats 3] [--threads N] [--data-dir ../shared/data]
+    .venv/bin/python benchmarks/bench_train.py [--configs translation-default base]
+        [--steps 4] [--repeats 3] [--threads N] [--data-dir ../shared/data] [--compile]
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import translation
 
 RUNNERS = ("torch fp32", "torch bf16", "ours fp32", "ours bf16")
+COMPILED = "ours bf16 compiled"
 
 
 def matmul_peak(dtype: torch.dtype, size: int = 2048, repeats: int = 10) -> float:
@@ -111,7 +112,7 @@ def torch_baseline(model: Seq2SeqTransformer, config: ModelConfig) -> Seq2SeqTra
 
 
 def measure(
-    config: ModelConfig, batches: list[Seq2SeqBatch], repeats: int
+    config: ModelConfig, batches: list[Seq2SeqBatch], repeats: int, compile_model: bool = False
 ) -> tuple[dict[str, tuple[float, float, float]], float]:
     """Per runner: median target tokens/s, MFU, last loss; and the bf16 matmul peak used.
 
@@ -128,23 +129,30 @@ def measure(
         "ours fp32": Runner(copy.deepcopy(ours), "fp32", smoothing=0.1),
         "ours bf16": Runner(copy.deepcopy(ours), "bf16", smoothing=0.1),
     }
+    if compile_model:
+        # torch.compile (inductor, dynamic shapes: token-budget batches vary in shape);
+        # the first steps compile and are not timed.
+        compiled = Runner(copy.deepcopy(ours), "bf16", smoothing=0.1)
+        compiled.model = torch.compile(compiled.model, dynamic=True)
+        runners[COMPILED] = compiled
+    names = list(runners)
     tokens = sum(batch.num_target_tokens for batch in batches)
     flops = sum(step_flops(config, batch) for batch in batches)
-    for runner in runners.values():  # warm-up: allocator, oneDNN kernels, Adam's state
-        runner.train(batches[:1])
-    seconds: dict[str, list[float]] = {name: [] for name in RUNNERS}
+    for runner in runners.values():  # warm-up: allocator, oneDNN kernels, Adam's state (and compiling)
+        runner.train(batches if runner is runners.get(COMPILED) else batches[:1])
+    seconds: dict[str, list[float]] = {name: [] for name in names}
     losses: dict[str, float] = {}
     peaks: list[float] = []
     for repeat in range(repeats):
         peaks.append(matmul_peak(torch.bfloat16, repeats=5))
-        order = RUNNERS if repeat % 2 == 0 else RUNNERS[::-1]
+        order = names if repeat % 2 == 0 else names[::-1]
         for name in order:
             start = time.perf_counter()
             losses[name] = runners[name].train(batches)
             seconds[name].append(time.perf_counter() - start)
     peak = statistics.median(peaks)
     result = {}
-    for name in RUNNERS:
+    for name in names:
         median = statistics.median(seconds[name])
         result[name] = (tokens / median, flops / median / peak, losses[name])
     return result, peak
@@ -158,6 +166,7 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per batch (the translation default)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 keeps torch's default")
     parser.add_argument("--data-dir", default=None, help="folder holding multi30k/ (default: $TRANSFORMER_LAB_DATA)")
+    parser.add_argument("--compile", action="store_true", help="also time ours bf16 under torch.compile (slow to compile)")
     return parser.parse_args()
 
 
@@ -192,10 +201,10 @@ def main() -> None:
     print("|---|---|---:|---:|---:|---:|---:|")
     for name in arguments.configs:
         config = model_configs(data.tokenizer.vocab_size)[name]
-        result, peak = measure(config, batches, arguments.repeats)
+        result, peak = measure(config, batches, arguments.repeats, compile_model=arguments.compile)
         print(f"| {name} | bf16 matmul peak during the runs | {peak / 1e9:.1f} GFLOP/s | | | | |")
         torch_fp32 = result["torch fp32"][0]
-        for runner in RUNNERS:
+        for runner in result:
             rate, mfu, loss = result[runner]
             same = result["torch " + runner.split()[1]][0]
             print(
