@@ -101,7 +101,10 @@ def _default_train() -> TrainConfig:
 
 
 def _default_decode() -> DecodeConfig:
-    return DecodeConfig(strategy="beam", beam_size=5, max_len=200, max_len_a=1.5, max_len_b=10, length_penalty=0.6)
+    # Length penalty chosen on validation (beam 5, the cool-down run's best checkpoint):
+    # alpha 0.3 / 0.6 / 1.0 / 1.2 / 1.4 / 1.6 / 1.8 gave 42.66 / 42.86 / 43.17 / 43.31 /
+    # 43.43 / 43.21 / 42.37 cased BLEU.
+    return DecodeConfig(strategy="beam", beam_size=5, max_len=200, max_len_a=1.5, max_len_b=10, length_penalty=1.4)
 
 
 @dataclass
