@@ -20,6 +20,11 @@ the mean over all their tokens when the batches hold equally many tokens (token-
 batches are close to that). A group cut short by the end of an epoch, or by a skipped
 non-finite batch, has its gradient rescaled to the same mean over the batches it has.
 
+The learning rate follows the Noam schedule (``schedule.py``); with ``cooldown_steps`` its
+last steps fall linearly towards 0. The run's length for that is ``max_steps``, or
+``epochs`` times the batches of ``train_batches(0)`` (divided by ``grad_accum_steps``),
+whichever ends first.
+
 Files under ``out_dir``::
 
     metrics.jsonl    one JSON object per event: {"event": "train", "step", "epoch",
