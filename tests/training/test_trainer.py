@@ -283,3 +283,14 @@ def test_the_model_is_moved_to_the_configured_device(tmp_path):
     trainer = Trainer(model, config(device="cpu", epochs=1), tmp_path, loss_fn, epoch_batches, d_model=D_MODEL)
     assert trainer.device == torch.device("cpu")
     assert all(parameter.device.type == "cpu" for parameter in model.parameters())
+
+
+def test_cooldown_needs_a_known_run_length(tmp_path):
+    def batch_stream(epoch):  # a generator: no len()
+        yield from epoch_batches(epoch)
+
+    with pytest.raises(ValueError, match="cooldown_steps: needs the run's length"):
+        Trainer(TinyModel(), config(cooldown_steps=2), tmp_path, loss_fn, batch_stream, d_model=D_MODEL)
+    # With max_steps the length is known without len().
+    trainer = Trainer(TinyModel(), config(cooldown_steps=2, max_steps=4), tmp_path, loss_fn, batch_stream, d_model=D_MODEL)
+    assert trainer.fit()["steps"] == 4
