@@ -55,7 +55,8 @@ class TrainConfig:
     log_every_steps: int = 50
     # Show a tqdm progress bar (turn off for logs redirected to files).
     progress_bar: bool = True
-    # Where the model trains: "cpu", "cuda", "cuda:1", ... (the Trainer moves it there).
+    # Where the model trains: "cpu", "cuda", "cuda:1", ... (the Trainer moves it there;
+    # under torchrun "cuda" becomes each process's cuda:LOCAL_RANK).
     device: str = "cpu"
     # A batch with a non-finite loss, or a step with a non-finite gradient norm, is skipped
     # (no optimizer or schedule step) with a warning; this many in a row stop training.
