@@ -32,7 +32,7 @@ from transformer_lab.data import (
     token_budget_batches,
 )
 from transformer_lab.data.chinese import is_level_tone, is_punctuation
-from transformer_lab.data.couplet import load_couplets, split_characters, split_validation
+from transformer_lab.data.couplet import CoupletCorpus, load_couplets, split_characters, split_validation
 from transformer_lab.decoding import DecodeConfig, decode
 from transformer_lab.decoding.couplet_constraints import CoupletConstraints
 from transformer_lab.evaluation.couplet_metrics import CoupletReport, couplet_report
@@ -174,10 +174,7 @@ class CoupletData:
 
 def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) -> CoupletData:
     """Read the training split, carve validation, build the vocabulary (unless given), encode."""
-    corpus = load_couplets(
-        config.train_split, config.data_dir, skip_invalid=config.skip_invalid, max_length=config.max_length
-    )
-    train_pairs, validation_pairs, dropped = split_validation(corpus.pairs, config.num_validation, config.seed)
+    corpus, (train_pairs, validation_pairs, dropped) = _read_and_split(config, config.data_dir)
     if config.num_train:
         train_pairs = train_pairs[: config.num_train]
     if vocabulary is None:
@@ -200,14 +197,16 @@ def load_validation_pairs(config: CoupletDataConfig, data_dir: str | None = None
 
     ``data_dir`` replaces ``config.data_dir`` when given.
     """
-    corpus = load_couplets(
-        config.train_split,
-        data_dir if data_dir is not None else config.data_dir,
-        skip_invalid=config.skip_invalid,
-        max_length=config.max_length,
-    )
-    _, validation_pairs, _ = split_validation(corpus.pairs, config.num_validation, config.seed)
+    _, (_, validation_pairs, _) = _read_and_split(config, data_dir if data_dir is not None else config.data_dir)
     return validation_pairs
+
+
+def _read_and_split(
+    config: CoupletDataConfig, data_dir: str | None
+) -> tuple[CoupletCorpus, tuple[list[tuple[str, str]], list[tuple[str, str]], int]]:
+    """The training split as read, and its seeded (train pairs, validation pairs, dropped count) split."""
+    corpus = load_couplets(config.train_split, data_dir, skip_invalid=config.skip_invalid, max_length=config.max_length)
+    return corpus, split_validation(corpus.pairs, config.num_validation, config.seed)
 
 
 def epoch_batches(

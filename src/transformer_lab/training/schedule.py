@@ -52,7 +52,7 @@ def cooldown_multiplier(step: int, total_steps: int, cooldown_steps: int) -> flo
         raise ValueError(f"cooldown_steps: expected an int >= 0, got {cooldown_steps!r}")
     if cooldown_steps == 0:
         return 1.0
-    if not 0 < cooldown_steps <= total_steps:
+    if cooldown_steps > total_steps:
         raise ValueError(
             f"cooldown_steps: expected at most total_steps={total_steps}, got {cooldown_steps!r}"
         )
