@@ -10,6 +10,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from transformer_lab.nn.dropout import Dropout
+
 __all__ = ["TokenEmbedding", "SinusoidalPositionalEncoding", "check_token_ids"]
 
 
@@ -74,7 +76,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         table[:, 1::2] = torch.cos(positions * frequencies)
         # Not a parameter and not saved: it is a fixed function of (max_len, d_model).
         self.register_buffer("table", table, persistent=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.max_len = max_len
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:

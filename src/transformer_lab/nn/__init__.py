@@ -9,6 +9,7 @@ traceable attention path.
 from transformer_lab.nn.attention import MultiheadAttention, set_attention_path
 from transformer_lab.nn.cache import AttentionCache, DecoderCache, DecoderLayerCache
 from transformer_lab.nn.decoder import TransformerDecoder, TransformerDecoderLayer
+from transformer_lab.nn.dropout import Dropout, dropout
 from transformer_lab.nn.encoder import TransformerEncoder, TransformerEncoderLayer
 from transformer_lab.nn.masks import causal_mask, lengths_to_padding_mask, padding_mask
 from transformer_lab.nn.transformer import Transformer
@@ -20,6 +21,8 @@ __all__ = [
     "TransformerEncoder",
     "TransformerDecoder",
     "Transformer",
+    "Dropout",
+    "dropout",
     "AttentionCache",
     "DecoderLayerCache",
     "DecoderCache",

@@ -311,7 +311,13 @@ class MultiheadAttention(nn.Module):
         hidden_rows = None
         if merged_mask is not None:
             hidden_rows = masks.fully_hidden_rows(merged_mask)  # [N or 1, H or 1, L or 1, 1]
-            merged_mask = masks.unhide_rows(merged_mask, hidden_rows)
+            if hidden_rows.device.type == "cpu" and not bool(hidden_rows.any()):
+                # The usual case: no row to unhide or zero. Asking costs no device sync on
+                # the CPU, and skipping the two masked fills saves a copy of the context
+                # forward and backward (about 4 % of an attention call).
+                hidden_rows = None
+            else:
+                merged_mask = masks.unhide_rows(merged_mask, hidden_rows)
 
         dropout_p = self.dropout if self.training else 0.0
         explicit = need_weights or self.explicit or active_recorder() is not None

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from transformer_lab.nn.activation import Activation, resolve_activation
 from transformer_lab.nn.attention import MultiheadAttention
+from transformer_lab.nn.dropout import Dropout
 from transformer_lab.nn.cache import AttentionCache, DecoderCache, DecoderLayerCache
 from transformer_lab.nn.tracing import scope
 
@@ -49,15 +50,15 @@ class TransformerDecoderLayer(nn.Module):
             d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory
         )
         self.linear1 = nn.Linear(d_model, dim_feedforward, bias=bias, **factory)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.linear2 = nn.Linear(dim_feedforward, d_model, bias=bias, **factory)
         self.norm_first = norm_first
         self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
         self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
         self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-        self.dropout3 = nn.Dropout(dropout)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
         self.activation = resolve_activation(activation)
         self.batch_first = batch_first
 

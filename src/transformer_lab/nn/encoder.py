@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from transformer_lab.nn.activation import Activation, resolve_activation
 from transformer_lab.nn.attention import MultiheadAttention
+from transformer_lab.nn.dropout import Dropout
 from transformer_lab.nn.tracing import scope
 
 __all__ = ["TransformerEncoderLayer", "TransformerEncoder"]
@@ -45,13 +46,13 @@ class TransformerEncoderLayer(nn.Module):
         factory = {"device": device, "dtype": dtype}
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory)
         self.linear1 = nn.Linear(d_model, dim_feedforward, bias=bias, **factory)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.linear2 = nn.Linear(dim_feedforward, d_model, bias=bias, **factory)
         self.norm_first = norm_first
         self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
         self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
         self.activation = resolve_activation(activation)
         self.batch_first = batch_first
 
