@@ -121,3 +121,30 @@ def test_argument_errors():
         LabelSmoothingLoss(smoothing=1.0, ignore_index=PAD_ID)
     with pytest.raises(ValueError, match="reduction"):
         LabelSmoothingLoss(smoothing=0.1, ignore_index=PAD_ID, reduction="none")
+
+
+def test_gradient_matches_the_composed_oracle_and_gradcheck():
+    """The hand-written backward against autograd through torch's cross-entropy, and gradcheck."""
+    logits, target_ids = _batch(vocabulary_size=13)
+    smoothing = 0.1
+    ours_input = logits.clone().requires_grad_(True)
+    oracle_input = logits.clone().requires_grad_(True)
+    label_smoothed_cross_entropy(ours_input, target_ids, smoothing, PAD_ID).backward()
+    _torch_oracle(oracle_input, target_ids, "mean", label_smoothing=smoothing * 13 / 12).backward()
+    torch.testing.assert_close(ours_input.grad, oracle_input.grad, rtol=1e-5, atol=1e-7)
+
+    double = logits.double().requires_grad_(True)
+    for reduction in ("mean", "sum"):
+        assert torch.autograd.gradcheck(
+            lambda values: label_smoothed_cross_entropy(values, target_ids, 0.2, PAD_ID, reduction), (double,)
+        )
+
+
+def test_bf16_logits_get_a_bf16_gradient_close_to_float32():
+    logits, target_ids = _batch(vocabulary_size=13)
+    low = logits.bfloat16().requires_grad_(True)
+    high = low.detach().float().requires_grad_(True)
+    label_smoothed_cross_entropy(low, target_ids, 0.1, PAD_ID).backward()
+    label_smoothed_cross_entropy(high, target_ids, 0.1, PAD_ID).backward()
+    assert low.grad.dtype == torch.bfloat16
+    torch.testing.assert_close(low.grad.float(), high.grad, rtol=1e-2, atol=1e-3)

@@ -52,10 +52,12 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     # Four 16-bit uniforms per 64-bit word over the full int64 range ([-2^63, 2^63)).
     words = torch.empty((count + 3) // 4, dtype=torch.int64).random_(-(1 << 63), None)  # [ceil(count / 4)]
     uniforms = words.view(torch.int16)[:count].view(input.shape)  # same shape as input
-    dropped = uniforms < _LOWEST + dropped_levels  # True with probability dropped_levels / 65536
+    # 1 keeps, 0 drops (probability dropped_levels / 65536). As uint8 rather than bool: a
+    # float-by-uint8 multiply is vectorised, several times faster than masked_fill here.
+    kept = (uniforms >= _LOWEST + dropped_levels).view(torch.uint8)  # same shape as input
     if inplace:
-        return input.masked_fill_(dropped, 0.0).mul_(scale)
-    return input.masked_fill(dropped, 0.0).mul_(scale)
+        return input.mul_(kept).mul_(scale)
+    return input.mul(kept).mul_(scale)
 
 
 class Dropout(nn.Module):
