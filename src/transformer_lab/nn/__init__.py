@@ -1,7 +1,8 @@
 """``transformer_lab.nn``: the Transformer's modules, a from-scratch twin of ``torch.nn``'s.
 
 A ``state_dict`` saved from ``torch.nn.Transformer`` (or any of its parts) loads into the
-class of the same name here and gives the same outputs. On top of the twin:
+class of the same name here and gives the same outputs (in training, up to the dropout
+masks, which :mod:`transformer_lab.nn.dropout` draws more cheaply). On top of the twin:
 incremental decoding with a key/value cache (:class:`DecoderCache`) and the explicit,
 traceable attention path.
 """
