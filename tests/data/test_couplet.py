@@ -13,6 +13,7 @@ from transformer_lab.data.couplet import (
     resolve_couplet_split_dir,
     split_characters,
     split_validation,
+    with_reversed_pairs,
 )
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -95,6 +96,16 @@ def test_validation_split_is_seeded_disjoint_and_drops_punctuation_variants_from
     assert split_validation(pairs, 10, seed=8)[1] != validation
     with pytest.raises(ValueError, match="num_validation"):
         split_validation(pairs, len(pairs), seed=0)
+
+
+def test_reversed_pairs_follow_the_forward_ones_and_leave_validation_unseen() -> None:
+    train = [("风起", "云飞"), ("山高", "水长"), ("花开", "月落，")]
+    validation = [("月落", "星沉")]  # the third pair's lower line, read backwards, is this upper line
+    pairs, dropped = with_reversed_pairs(train, validation)
+    assert pairs == train + [("云飞", "风起"), ("水长", "山高")]
+    assert dropped == 1
+    assert with_reversed_pairs(train, []) == (train + [(lower, upper) for upper, lower in train], 0)
+    assert with_reversed_pairs([], validation) == ([], 0)
 
 
 def test_character_classes_and_tones() -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from tests.tasks.couplet_fixture import TINY, write_couplet_folder
 from transformer_lab.cli import main
+from transformer_lab.data.chinese import is_punctuation
 from transformer_lab.tasks import couplet
 
 
@@ -113,6 +114,22 @@ def test_evaluate_on_validation_scores_the_pairs_the_run_held_out(
     assert f"couplet validation, {len(held_out)} pairs, beam 2" in out
     lines = hypotheses.read_text(encoding="utf-8").splitlines()
     assert [len(line) for line in lines] == [len(upper) for upper, _ in held_out]
+
+
+def test_reversed_pairs_double_the_training_pairs_but_not_validation(data_dir: Path) -> None:
+    forward_config = couplet.CoupletDataConfig(data_dir=str(data_dir), num_validation=4)
+    forward = couplet.build_data(forward_config)
+    both = couplet.build_data(dataclasses.replace(forward_config, add_reversed_pairs=True))
+    assert both.validation_pairs == forward.validation_pairs
+    def without_marks(line: str) -> str:
+        return "".join(character for character in line if not is_punctuation(character))
+
+    held_out = {without_marks(upper) for upper, _ in forward.validation_pairs}
+    backward = [(lower, upper) for upper, lower in forward.train_pairs if without_marks(lower) not in held_out]
+    assert both.train_pairs == forward.train_pairs + backward
+    assert both.report["reversed_dropped_as_validation_duplicates"] == len(forward.train_pairs) - len(backward)
+    assert len(both.train_ids) == len(both.train_pairs)
+    assert "reversed_dropped_as_validation_duplicates" not in forward.report
 
 
 def test_train_couplet_reports_a_missing_data_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -233,6 +233,24 @@ def split_validation(
     return train, validation, dropped
 
 
+def with_reversed_pairs(
+    train: list[tuple[str, str]], validation: list[tuple[str, str]]
+) -> tuple[list[tuple[str, str]], int]:
+    """The training pairs followed by each of them read backwards (lower line -> upper line).
+
+    The pairing of characters (风 and 雨, 山 and 水) holds both ways, so the backwards pairs
+    show the model each correspondence twice. A backwards pair whose new upper line equals
+    a validation upper line (punctuation removed) is left out, as `split_validation` does
+    for the forward pairs, so that validation stays unseen.
+
+    Returns:
+        (forward then backward pairs, backward pairs left out as validation duplicates).
+    """
+    held_out = {_punctuation_free(upper) for upper, _ in validation}
+    backward = [(lower, upper) for upper, lower in train if _punctuation_free(lower) not in held_out]
+    return train + backward, len(train) - len(backward)
+
+
 def download_couplet_test(cache_dir: str | os.PathLike[str], base_url: str = COUPLET_TEST_URL, timeout: float = 60.0) -> Path:
     """Download wb14123's test split into `<cache_dir>/couplet/test/`, checked by sha256.
 
