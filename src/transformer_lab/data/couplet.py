@@ -199,6 +199,11 @@ def _punctuation_free(line: str) -> str:
     return "".join(character for character in line if not is_punctuation(character))
 
 
+def _validation_upper_lines(validation: list[tuple[str, str]]) -> set[str]:
+    """The validation upper lines as a training upper line must not repeat them: without punctuation."""
+    return {_punctuation_free(upper) for upper, _ in validation}
+
+
 def split_validation(
     pairs: list[tuple[str, str]], num_validation: int, seed: int
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]], int]:
@@ -220,7 +225,7 @@ def split_validation(
         )
     chosen = set(random.Random(seed).sample(range(len(pairs)), num_validation))
     validation = [pair for index, pair in enumerate(pairs) if index in chosen]
-    held_out = {_punctuation_free(upper) for upper, _ in validation}
+    held_out = _validation_upper_lines(validation)
     train = []
     dropped = 0
     for index, pair in enumerate(pairs):
@@ -246,7 +251,7 @@ def with_reversed_pairs(
     Returns:
         (forward then backward pairs, backward pairs left out as validation duplicates).
     """
-    held_out = {_punctuation_free(upper) for upper, _ in validation}
+    held_out = _validation_upper_lines(validation)
     backward = [(lower, upper) for upper, lower in train if _punctuation_free(lower) not in held_out]
     return train + backward, len(train) - len(backward)
 
