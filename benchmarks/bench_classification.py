@@ -43,6 +43,7 @@ from typing import Any, Sequence
 
 import torch
 
+from transformer_lab.hardware import machine_summary
 from transformer_lab.data import NewsArticle, ag_news_path, read_ag_news_csv
 from transformer_lab.evaluation import ClassificationReport, classification_report
 from transformer_lab.tasks import classification
@@ -166,7 +167,7 @@ def main() -> None:
             peers.append(run_fasttext(everything, test_articles, data.class_names, Path(folder), "fasttext-all-rows"))
 
     results = {
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "torch": torch.__version__,
+        "machine": {"platform": platform.platform(), "summary": machine_summary(), "torch": torch.__version__,
                     "threads": arguments.threads},
         "train_file": str(data.train_file),
         "train_rows": len(data.train_articles),

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -37,6 +36,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from transformer_lab.hardware import machine_summary
 
 CONFIGURATIONS = ("1x1", "1x2", "2x1")
 
@@ -82,8 +83,8 @@ def main() -> int:
         parser.error(f"--steps must be at least 2 x --log-every, got {arguments.steps} and {arguments.log_every}")
 
     root = arguments.out or Path(tempfile.mkdtemp(prefix="bench-ddp-"))
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; task {arguments.task}, "
-          f"{arguments.steps} steps, windows of {arguments.log_every} steps")
+    print("\n".join(machine_summary()))
+    print(f"task {arguments.task}, {arguments.steps} steps, windows of {arguments.log_every} steps")
     results: dict[str, float] = {}
     for configuration in arguments.configs:
         out = root / configuration

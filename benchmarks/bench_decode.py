@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from transformer_lab.hardware import machine_summary
 from transformer_lab.decoding import greedy_search
 from transformer_lab.models import Seq2SeqTransformer
 
@@ -206,10 +206,8 @@ def main() -> None:
     model = build_model(arguments, device)
     parameters = sum(parameter.numel() for parameter in model.parameters())
     layers = f"{arguments.layers}+{arguments.layers}"
-    print(
-        f"machine: {platform.machine()} {platform.processor() or ''}".rstrip()
-        + f", device {device}, {thread_count()}, torch {torch.__version__}"
-    )
+    print("\n".join(machine_summary(device)))
+    print(f"device {device}, {thread_count()}")
     print(
         f"model: d_model {arguments.d_model}, {arguments.nhead} heads, {layers} layers, "
         f"feed-forward {arguments.dim_feedforward}, vocabulary {arguments.vocab_size}, "

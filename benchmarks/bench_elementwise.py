@@ -19,7 +19,6 @@ docs/results.md, issue #8). This times, forward + backward, in alternation in on
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 from typing import Callable
@@ -27,6 +26,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from transformer_lab.hardware import machine_summary
 from transformer_lab.nn import dropout
 from transformer_lab.training import label_smoothed_cross_entropy
 
@@ -80,10 +80,8 @@ def main() -> None:
     arguments = parser.parse_args()
     if arguments.threads:
         torch.set_num_threads(arguments.threads)
-    print(
-        f"machine: {platform.machine()} ({torch.backends.cpu.get_cpu_capability()}), "
-        f"{torch.get_num_threads()} thread(s), torch {torch.__version__}; median of {arguments.repeats}"
-    )
+    print("\n".join(machine_summary()))
+    print(f"median of {arguments.repeats}")
     torch.manual_seed(0)
     activation = torch.randn(4096, 1024).to(torch.bfloat16).requires_grad_(True)
     dropout_medians = time_side_by_side(

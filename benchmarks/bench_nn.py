@@ -10,12 +10,12 @@ torch_time / our_time (>= 1.0 means ours is not slower).
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 
 import torch
 
+from transformer_lab.hardware import machine_summary
 from transformer_lab import nn as lab_nn
 
 BATCH, LENGTH = 64, 24
@@ -74,7 +74,7 @@ def main() -> None:
     )
     arguments = parser.parse_args()
     configs = [(256, 3)] if arguments.quick else [tuple(map(int, item.split("x"))) for item in arguments.configs.split(",")]
-    print(f"machine: {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    print("\n".join(machine_summary()))
     print(f"batch {BATCH}, length {LENGTH}, padding masks, forward+backward, median of {arguments.repeats}\n")
     print("| d_model | layers | precision | torch ms | ours ms | ratio torch/ours |")
     print("|---:|---:|---|---:|---:|---:|")

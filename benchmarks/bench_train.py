@@ -12,10 +12,15 @@ bucketed token-budget batches (``--max-tokens`` padded tokens). Reported per run
 tokens/s (padding excluded, as the Trainer counts) and model FLOP utilisation (MFU): the
 matrix-multiply FLOPs the model needs for the real (non-padding) tokens of the timed steps,
 forward and backward (3x forward), divided by time and by the *measured* peak of a
-2048x2048 bf16 matrix multiply on this machine (also printed, with the fp32 one).
+2048x2048 matrix multiply on this machine in the precision ``auto`` picks here (bf16 where
+the CPU has bf16 matrix instructions, else fp32; both peaks are printed where bf16 is fast).
+
+bf16 runners are left out where bf16 is slow (an AVX2-only CPU runs bf16 matrix products in
+a reference kernel, ~100x slower than fp32); ``--precisions fp32 bf16`` times them anyway.
 
     .venv/bin/python benchmarks/bench_train.py [--configs translation-default base]
         [--steps 4] [--repeats 3] [--threads N] [--data-dir ../shared/data] [--compile]
+        [--precisions auto | fp32 bf16]
 """
 
 from __future__ import annotations
@@ -23,7 +28,6 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import platform
 import statistics
 import time
 
@@ -33,11 +37,11 @@ import torch
 from bench_train_precision import Runner
 from torch import nn
 
+from transformer_lab.hardware import bf16_support, machine_summary
 from transformer_lab.data import PAD_ID, Seq2SeqBatch
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import translation
 
-RUNNERS = ("torch fp32", "torch bf16", "ours fp32", "ours bf16")
 COMPILED = "ours bf16 compiled"
 
 
@@ -112,9 +116,14 @@ def torch_baseline(model: Seq2SeqTransformer, config: ModelConfig) -> Seq2SeqTra
 
 
 def measure(
-    config: ModelConfig, batches: list[Seq2SeqBatch], repeats: int, compile_model: bool = False
+    config: ModelConfig,
+    batches: list[Seq2SeqBatch],
+    repeats: int,
+    precisions: list[str],
+    peak_dtype: torch.dtype,
+    compile_model: bool = False,
 ) -> tuple[dict[str, tuple[float, float, float]], float]:
-    """Per runner: median target tokens/s, MFU, last loss; and the bf16 matmul peak used.
+    """Per runner: median target tokens/s, MFU, last loss; and the matmul peak used.
 
     The peak is measured again in every repeat, between the runners, and its median is
     the MFU's denominator: a peak taken once could catch a moment when the machine was
@@ -123,12 +132,10 @@ def measure(
     torch.manual_seed(0)
     ours = Seq2SeqTransformer.from_config(config)
     baseline = torch_baseline(ours, config)
-    runners = {
-        "torch fp32": Runner(copy.deepcopy(baseline), "fp32", smoothing=0.1),
-        "torch bf16": Runner(copy.deepcopy(baseline), "bf16", smoothing=0.1),
-        "ours fp32": Runner(copy.deepcopy(ours), "fp32", smoothing=0.1),
-        "ours bf16": Runner(copy.deepcopy(ours), "bf16", smoothing=0.1),
-    }
+    runners = {}
+    for implementation, model in (("torch", baseline), ("ours", ours)):
+        for precision in precisions:
+            runners[f"{implementation} {precision}"] = Runner(copy.deepcopy(model), precision, smoothing=0.1)
     if compile_model:
         # torch.compile (inductor, dynamic shapes: token-budget batches vary in shape);
         # the first steps compile and are not timed.
@@ -144,7 +151,7 @@ def measure(
     losses: dict[str, float] = {}
     peaks: list[float] = []
     for repeat in range(repeats):
-        peaks.append(matmul_peak(torch.bfloat16, repeats=5))
+        peaks.append(matmul_peak(peak_dtype, repeats=5))
         order = names if repeat % 2 == 0 else names[::-1]
         for name in order:
             start = time.perf_counter()
@@ -167,6 +174,10 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 keeps torch's default")
     parser.add_argument("--data-dir", default=None, help="folder holding multi30k/ (default: $TRANSFORMER_LAB_DATA)")
     parser.add_argument("--compile", action="store_true", help="also time ours bf16 under torch.compile (slow to compile)")
+    parser.add_argument(
+        "--precisions", nargs="+", choices=("auto", "fp32", "bf16"), default=["auto"],
+        help="runners' precisions; auto = fp32, and bf16 too where this CPU runs it fast (default)",
+    )
     return parser.parse_args()
 
 
@@ -182,27 +193,39 @@ def main() -> None:
     epoch = translation.epoch_batches(data, data_config, epoch=0)
     middle = len(epoch) // 2
     batches = epoch[middle : middle + arguments.steps]
-    peak_bf16 = matmul_peak(torch.bfloat16)
+    fast_bf16 = bf16_support("cpu").fast
+    if arguments.precisions == ["auto"]:
+        precisions = ["fp32", "bf16"] if fast_bf16 else ["fp32"]
+    else:
+        precisions = [precision for precision in ("fp32", "bf16") if precision in arguments.precisions]
+    peak_dtype = torch.bfloat16 if fast_bf16 else torch.float32
+    peak_name = "bf16" if fast_bf16 else "fp32"
+    print("\n".join(machine_summary()))
     peak_fp32 = matmul_peak(torch.float32)
-    threads = torch.get_num_threads()
-    print(
-        f"machine: {platform.machine()} ({torch.backends.cpu.get_cpu_capability()}), {threads} thread(s), "
-        f"torch {torch.__version__}"
-    )
-    print(
-        f"2048x2048 matmul peak: bf16 {peak_bf16 / 1e9:.1f} GFLOP/s, fp32 {peak_fp32 / 1e9:.1f} GFLOP/s "
-        f"(ratio {peak_bf16 / peak_fp32:.2f})"
-    )
+    if fast_bf16:
+        peak_bf16 = matmul_peak(torch.bfloat16)
+        print(
+            f"2048x2048 matmul peak: bf16 {peak_bf16 / 1e9:.1f} GFLOP/s, fp32 {peak_fp32 / 1e9:.1f} GFLOP/s "
+            f"(ratio {peak_bf16 / peak_fp32:.2f})"
+        )
+    else:
+        print(f"2048x2048 matmul peak: fp32 {peak_fp32 / 1e9:.1f} GFLOP/s (bf16 not measured: slow on this CPU)")
+    if "fp32" not in precisions:
+        raise SystemExit("--precisions: expected fp32 among them (the baseline of every ratio)")
+    if arguments.compile and "bf16" not in precisions:
+        raise SystemExit("--compile: times ours under bf16, so --precisions must include bf16")
     print(
         f"{len(batches)} Multi30k batches of <= {arguments.max_tokens} padded tokens per timed block, "
         f"{sum(batch.num_target_tokens for batch in batches)} target tokens; median of {arguments.repeats} blocks\n"
     )
-    print("| config | runner | tokens/s | vs torch fp32 | vs torch same precision | MFU (bf16 peak) | last loss |")
+    print(f"| config | runner | tokens/s | vs torch fp32 | vs torch same precision | MFU ({peak_name} peak) | last loss |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for name in arguments.configs:
         config = model_configs(data.tokenizer.vocab_size)[name]
-        result, peak = measure(config, batches, arguments.repeats, compile_model=arguments.compile)
-        print(f"| {name} | bf16 matmul peak during the runs | {peak / 1e9:.1f} GFLOP/s | | | | |")
+        result, peak = measure(
+            config, batches, arguments.repeats, precisions, peak_dtype, compile_model=arguments.compile
+        )
+        print(f"| {name} | {peak_name} matmul peak during the runs | {peak / 1e9:.1f} GFLOP/s | | | | |")
         torch_fp32 = result["torch fp32"][0]
         for runner in result:
             rate, mfu, loss = result[runner]

@@ -30,13 +30,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import platform
 import statistics
 import time
 from dataclasses import dataclass
 
 import torch
 
+from transformer_lab.hardware import machine_summary
 from transformer_lab.data import (
     BOS_ID,
     EOS_ID,
@@ -182,11 +182,8 @@ def main() -> None:
     if arguments.threads:
         torch.set_num_threads(arguments.threads)
     device = torch.device(arguments.device)
-    capability = torch.backends.cpu.get_cpu_capability() if device.type == "cpu" else torch.cuda.get_device_name(device)
-    print(
-        f"machine: {platform.machine()}, device {device} ({capability}), {thread_count()}, "
-        f"torch {torch.__version__}"
-    )
+    print("\n".join(machine_summary(device)))
+    print(f"device {device}, {thread_count()}")
     print(
         f"one timed block = {arguments.steps} training steps (forward, loss, backward, clip, Adam); "
         f"median of {arguments.repeats} blocks per precision, fp32 and bf16 alternated\n"

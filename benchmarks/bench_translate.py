@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import platform
 import time
 
 import torch
 
+from transformer_lab.hardware import machine_summary
 from transformer_lab.data.multi30k import load_multi30k
 from transformer_lab.tasks.translation import load_translator, translate_sentences
 
@@ -60,10 +60,7 @@ def main() -> None:
     model, tokenizer, config = load_translator(arguments.checkpoint)
     pairs = load_multi30k(arguments.split, arguments.data_dir)[: arguments.sentences]
     sources = [source for source, _ in pairs]
-    print(
-        f"machine: {platform.machine()} ({torch.backends.cpu.get_cpu_capability()}), "
-        f"{torch.get_num_threads()} thread(s), torch {torch.__version__}"
-    )
+    print("\n".join(machine_summary()))
     print(f"{len(sources)} sentences of {arguments.split}, checkpoint {arguments.checkpoint}\n")
     print("| search | method | seconds | sentences/s | tokens/s | ours / this | outputs differing from ours |")
     print("|---|---|---:|---:|---:|---:|---:|")

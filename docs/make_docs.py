@@ -316,11 +316,16 @@ def main() -> int:
     parser.add_argument(
         "--check", action="store_true", help="only compare the text blocks (no figures, no training); exit 1 if stale"
     )
+    parser.add_argument(
+        "--text-only", action="store_true", help="rewrite only the text blocks (no figures, no training)"
+    )
     arguments = parser.parse_args()
-    if arguments.check:
-        fresh = write_page(DOCS / "architecture.md", architecture_blocks(None, draw_figures=False), True)
-        fresh = write_page(DOCS / "masks.md", masks_blocks(draw_figures=False), True) and fresh
-        print("docs are up to date" if fresh else "docs are out of date: run python docs/make_docs.py")
+    if arguments.check or arguments.text_only:
+        check = not arguments.text_only
+        fresh = write_page(DOCS / "architecture.md", architecture_blocks(None, draw_figures=False), check)
+        fresh = write_page(DOCS / "masks.md", masks_blocks(draw_figures=False), check) and fresh
+        if check:
+            print("docs are up to date" if fresh else "docs are out of date: run python docs/make_docs.py")
         return 0 if fresh else 1
     FIGURES.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as temporary:

@@ -1,5 +1,6 @@
 """Shared fixtures: every test starts from the same random state."""
 
+import os
 import random
 
 import pytest
@@ -7,7 +8,9 @@ import torch
 
 
 # Tests use tiny models: on a shared 2-core machine one thread is far faster than several
-# competing ones, and the numbers do not depend on it.
+# competing ones, and the numbers do not depend on it. The CLI's main() keeps what
+# OMP_NUM_THREADS says, so the commands the tests run stay on one thread too.
+os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
 
 

@@ -185,5 +185,5 @@ def test_bf16_precision_runs_the_model_under_autocast_and_keeps_scores_float32(s
         handle.remove()
     # Autocast is left as it was found.
     assert not torch.is_autocast_enabled("cpu")
-    with pytest.raises(ValueError, match=r"precision: expected one of \('fp32', 'bf16'\), given 'fp16'"):
+    with pytest.raises(ValueError, match=r"precision: expected one of \('auto', 'fp32', 'bf16'\), given 'fp16'"):
         DecodeConfig(precision="fp16")

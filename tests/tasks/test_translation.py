@@ -93,3 +93,26 @@ def test_cli_bad_input_is_one_line(trained_run: Path, capsys: pytest.CaptureFixt
     assert len(error) == 1 and "missing" in error[0]
     assert main(["translate", "--checkpoint", str(trained_run / "last"), "--beam", "0", "Hallo"]) == 2
     assert "--beam must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_the_checkpoint_records_the_resolved_precision_and_an_old_bf16_one_still_decodes(
+    trained_run: Path, tmp_path: Path
+) -> None:
+    import json
+    import shutil
+
+    from transformer_lab.hardware import resolve_precision
+
+    saved = json.loads((trained_run / "last" / "config.json").read_text(encoding="utf-8"))
+    # The preset says "auto"; the run wrote what it ran with.
+    assert saved["train"]["precision"] == resolve_precision("auto", "cpu")
+    # A checkpoint of the days when the presets said bf16 loads and decodes as it did.
+    old = tmp_path / "old"
+    shutil.copytree(trained_run / "last", old)
+    saved["train"]["precision"] = saved["decode"]["precision"] = "bf16"
+    (old / "config.json").write_text(json.dumps(saved), encoding="utf-8")
+    model, tokenizer, config = translation.load_translator(old)
+    assert config.decode.precision == "bf16"
+    greedy = dataclasses.replace(config.decode, strategy="greedy", max_len=5)
+    [output] = translation.translate_sentences(model, tokenizer, ["Ein Hund."], greedy)
+    assert isinstance(output, str) and output

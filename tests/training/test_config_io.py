@@ -41,7 +41,7 @@ def test_from_dict_rejects_unknown_keys_and_wrong_types():
         config_from_dict(RunConfig, {"train": {"warmup_steps": "10"}})
     with pytest.raises(ValueError, match=r"model\.tie_weights: expected a bool, got 1"):
         config_from_dict(RunConfig, {"model": {"tie_weights": 1}})
-    with pytest.raises(ValueError, match=r"train\.precision: expected one of \['fp32', 'bf16'\]"):
+    with pytest.raises(ValueError, match=r"train\.precision: expected one of \['auto', 'fp32', 'bf16'\]"):
         config_from_dict(RunConfig, {"train": {"precision": "fp16"}})
     with pytest.raises(ValueError, match=r"model\.betas: expected 2 items"):
         config_from_dict(RunConfig, {"model": {"betas": [0.9]}})
@@ -80,7 +80,7 @@ def test_overrides_parse_by_field_type():
         ("train.lr_factr=2", r"train\.lr_factr: unknown key for TrainConfig"),
         ("model.d_model=6.5", r"model\.d_model: expected an int, got '6\.5'"),
         ("model.tie_weights=maybe", r"model\.tie_weights: expected a bool"),
-        ("train.precision=fp16", r"train\.precision: expected one of \['fp32', 'bf16'\]"),
+        ("train.precision=fp16", r"train\.precision: expected one of \['auto', 'fp32', 'bf16'\]"),
         ("model.max_len=lots", r"model\.max_len: expected Optional\[int\]|model\.max_len: expected"),
         ("train=3", r"train: is a section \(TrainConfig\)"),
         ("model.d_model.x=3", r"model\.d_model: is a value of type int, not a section"),

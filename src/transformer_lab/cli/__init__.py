@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Sequence
 
+import torch
+
+from transformer_lab.hardware import physical_cores
 from transformer_lab.training import TrainingDivergedError
 from transformer_lab.cli import (
     average_command,
@@ -66,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="The Transformer of 'Attention Is All You Need', from scratch: learn, train, use.",
     )
     parser.add_argument("--verbose", action="store_true", help="show debug logging")
+    parser.add_argument(
+        "--threads", type=int, default=None,
+        help="torch's intra-op threads (default: $OMP_NUM_THREADS if set, else the machine's physical cores)",
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _COMMAND_MODULES:
         module.register(subparsers)
@@ -80,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level if is_main_process() else logging.WARNING, format="%(message)s")
     prefix = f"transformer-lab {arguments.command}"
     try:
+        set_threads(arguments.threads)
         return int(arguments.handler(arguments) or 0)
     except _BAD_INPUT_ERRORS as error:
         print(f"{prefix}: error: {_one_line(error)}", file=sys.stderr)
@@ -90,6 +99,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted", file=sys.stderr)
         return 130
+
+
+def set_threads(threads: int | None) -> int:
+    """Set torch's intra-op threads: ``threads``, else $OMP_NUM_THREADS, else the physical cores; say which.
+
+    torchrun sets OMP_NUM_THREADS=1 for each process it starts (unless it is set already),
+    so under torchrun the default is one thread per process, not the cores.
+    """
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"--threads: expected an int >= 1, got {threads}")
+        source = "--threads"
+    elif os.environ.get("OMP_NUM_THREADS", "").strip():
+        # torch has read it already; an invalid value is torch's to report.
+        threads, source = torch.get_num_threads(), "OMP_NUM_THREADS"
+    else:
+        threads, source = physical_cores(), "the machine's physical cores; --threads or OMP_NUM_THREADS to change"
+    torch.set_num_threads(threads)
+    # Debug only: a bad command line must stay one line on stderr. The Trainer says the
+    # thread count when training starts.
+    logging.getLogger("transformer_lab.cli").debug("using %d thread(s) (%s)", threads, source)
+    return threads
 
 
 def _one_line(error: BaseException) -> str:

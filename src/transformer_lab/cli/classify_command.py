@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from transformer_lab.cli.decode_options import input_lines
+from transformer_lab.hardware import PRECISIONS
 from transformer_lab.tasks import classification
 
 
@@ -28,6 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--truncate", action="store_true", help="read only the first max_len subword tokens of a longer text (reported)"
     )
+    parser.add_argument(
+        "--precision", choices=PRECISIONS, default="auto",
+        help="auto: bf16 autocast where this machine runs bf16 fast, else fp32 (default auto)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -36,7 +41,9 @@ def run(arguments: argparse.Namespace) -> int:
     # its line and byte column, CRLF reads like LF.
     texts = input_lines(arguments.texts, arguments.input, purpose="classify")
     model, tokenizer, config = classification.load_classifier(arguments.checkpoint)
-    results = classification.predict_each(model, tokenizer, config.class_names, texts, truncate=arguments.truncate)
+    results = classification.predict_each(
+        model, tokenizer, config.class_names, texts, truncate=arguments.truncate, precision=arguments.precision
+    )
     records = []
     refused = 0
     for number, (text, result) in enumerate(zip(texts, results), start=1):

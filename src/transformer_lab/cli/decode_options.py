@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import dataclasses
 import sys
 from collections.abc import Sequence
@@ -10,14 +11,15 @@ from pathlib import Path
 
 from transformer_lab.data import decode_lines, read_lines
 from transformer_lab.decoding import DecodeConfig
-from transformer_lab.decoding.config import PRECISIONS
+from transformer_lab.hardware import PRECISIONS, resolve_precision
 
 
 def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy; default: the checkpoint's)")
     parser.add_argument(
         "--precision", choices=PRECISIONS, default=None,
-        help="bf16: decode under bf16 autocast, faster on CPUs with bf16 instructions (default: the checkpoint's, fp32)",
+        help="bf16: decode under bf16 autocast, faster on CPUs with bf16 instructions; auto: bf16 where this "
+        "machine runs it fast, else fp32 (default: the checkpoint's; the presets say auto)",
     )
     parser.add_argument(
         "--length-penalty", type=float, default=None,
@@ -47,10 +49,11 @@ def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:
     )
 
 
-def search_name(decode_config: DecodeConfig) -> str:
-    """"greedy" or "beam K" (and " bf16" under bf16 autocast), for reports and file names."""
+def search_name(decode_config: DecodeConfig, device: str = "cpu") -> str:
+    """"greedy" or "beam K" (and " bf16" under bf16 autocast, "auto" resolved on ``device``), for reports and file names."""
     name = "greedy" if decode_config.strategy == "greedy" else f"beam {decode_config.beam_size}"
-    return name if decode_config.precision == "fp32" else f"{name} {decode_config.precision}"
+    precision = resolve_precision(decode_config.precision, device, log_level=logging.DEBUG)
+    return name if precision == "fp32" else f"{name} {precision}"
 
 
 def input_lines(texts: Sequence[str], input_path: Path | None, purpose: str = "decode") -> list[str]:

@@ -118,14 +118,16 @@ def couplet_samples_table(evaluation: couplet.CoupletEvaluation, count: int) -> 
 def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
     from transformer_lab.lab.figures import plot_confusion_matrix
 
-    for option in ("beam", "precision", "length_penalty"):
+    for option in ("beam", "length_penalty"):
         if getattr(arguments, option) is not None:
             flag = option.replace("_", "-")
             raise ValueError(f"--{flag}: expected only with the translation and couplet tasks, got it with classification")
     checkpoint = classification.resolve_checkpoint(arguments.checkpoint)
     model, tokenizer, config = classification.load_classifier(checkpoint)
     articles = classification.load_split(config, split, arguments.data_dir, skip_malformed=arguments.skip_malformed)
-    report, _ = classification.evaluate_classifier(model, tokenizer, articles, config.class_names)
+    report, _ = classification.evaluate_classifier(
+        model, tokenizer, articles, config.class_names, precision=arguments.precision or "auto"
+    )
     width = max(len(name) for name in report.class_names)
     print(f"{checkpoint}, {split}: {len(articles)} articles")
     print(f"accuracy {report.accuracy:.4f}")

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from types import ModuleType
 
+from transformer_lab.hardware import PRECISIONS
 from transformer_lab.cli.overrides import add_override_arguments, resolved_config
 from transformer_lab.tasks import classification, couplet, synthetic, translation
 from transformer_lab.training import is_main_process, recover_interrupted_save
@@ -30,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--data-dir", default=None, help="folder holding the dataset (default: $TRANSFORMER_LAB_DATA); real-data tasks only"
     )
     parser.add_argument(
-        "--precision", choices=("fp32", "bf16"), default=None, help="shorthand for --set train.precision=... (bf16 autocast)"
+        "--precision", choices=PRECISIONS, default=None,
+        help="shorthand for --set train.precision=...: fp32, bf16 (autocast) or auto (bf16 where this machine runs it fast)",
     )
     add_override_arguments(parser)
     parser.set_defaults(handler=run)

@@ -5,12 +5,13 @@ Shape legend: B batch, S source length, L generated length.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
 
+from transformer_lab.hardware import PRECISIONS, autocast, resolve_precision
 from transformer_lab.decoding.beam import BeamOutput, beam_search
 from transformer_lab.decoding.greedy import GreedyOutput, greedy_search
 from transformer_lab.decoding.protocol import (
@@ -22,7 +23,6 @@ from transformer_lab.decoding.protocol import (
 )
 
 STRATEGIES = ("greedy", "beam")
-PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass
@@ -48,8 +48,10 @@ class DecodeConfig:
     # Decode incrementally with the key/value cache; False re-runs the whole prefix.
     use_cache: bool = True
     # "bf16" runs the search under bf16 autocast (matrix multiplies in bfloat16, about
-    # 1.2x faster beam search on an AVX512-BF16 CPU); log-probabilities and scores stay
-    # float32. "fp32" is exact. The outputs can differ where two candidates nearly tie.
+    # 1.2x faster beam search on an AVX512-BF16 CPU, ~100x slower on an AVX2-only one);
+    # log-probabilities and scores stay float32. "fp32" is exact. The outputs can differ
+    # where two candidates nearly tie. "auto" (the presets' choice) is bf16 where the
+    # device has fast bf16 matrix products, else fp32 (transformer_lab.hardware).
     precision: str = "fp32"
 
     def __post_init__(self) -> None:
@@ -121,7 +123,7 @@ def decode(
         longest_source = int((src_ids != pad_id).sum(dim=1).max())
         max_len = config.max_new_tokens(longest_source)
     # Autocast's own rules keep log_softmax (and so every score) in float32.
-    with torch.autocast(src_ids.device.type, dtype=torch.bfloat16, enabled=config.precision == "bf16"):
+    with autocast(resolve_precision(config.precision, src_ids.device, log_level=logging.DEBUG), src_ids.device):
         return _search(model, src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor)
 
 

@@ -42,6 +42,7 @@ from transformer_lab.data import (
     stratified_split,
     token_budget_batches,
 )
+from transformer_lab.hardware import autocast, resolve_precision
 from transformer_lab.evaluation import ClassificationReport, classification_report
 from transformer_lab.models import ClassifierConfig, TransformerClassifier
 from transformer_lab.training import (
@@ -112,7 +113,8 @@ def _default_train() -> TrainConfig:
         lr_factor=0.5,
         warmup_steps=400,
         label_smoothing=0.1,
-        precision="bf16",
+        # bf16 autocast where the CPU (or GPU) runs it fast, else fp32 (transformer_lab.hardware).
+        precision="auto",
         eval_every_steps=0,  # validation accuracy and a checkpoint at each epoch end
         keep_last=0,
         best_metric="val_accuracy",
@@ -231,9 +233,11 @@ def text_problem(text: str, token_count: int, max_len: int) -> str | None:
 
 
 def predict_probabilities(
-    model: TransformerClassifier, token_ids: Sequence[Sequence[int]], max_tokens: int = 8192
+    model: TransformerClassifier, token_ids: Sequence[Sequence[int]], max_tokens: int = 8192, precision: str = "fp32"
 ) -> Tensor:
     """Class probabilities of already encoded texts, batched by length, in input order.
+
+    ``precision`` is "fp32", "bf16" (autocast) or "auto" (bf16 where the device runs it fast).
 
     Shape:
         returns ``[N, C]`` float32, each row summing to 1.
@@ -242,10 +246,11 @@ def predict_probabilities(
     lengths = [len(ids) for ids in token_ids]
     budget = max(max_tokens, max(lengths))
     probabilities = torch.empty(len(token_ids), model.num_classes)
-    for batch in token_budget_batches(lengths, budget, shuffle=False):
-        collated = collate_classification([(token_ids[index], 0) for index in batch], PAD_ID)
-        logits = model(collated.token_ids.to(device))  # [B, C]
-        probabilities[batch] = logits.float().softmax(dim=-1).cpu()
+    with autocast(resolve_precision(precision, device, log_level=logging.DEBUG), device):
+        for batch in token_budget_batches(lengths, budget, shuffle=False):
+            collated = collate_classification([(token_ids[index], 0) for index in batch], PAD_ID)
+            logits = model(collated.token_ids.to(device))  # [B, C]
+            probabilities[batch] = logits.float().softmax(dim=-1).cpu()
     return probabilities
 
 
@@ -270,12 +275,14 @@ def predict_each(
     class_names: Sequence[str],
     texts: Sequence[str],
     truncate: bool = False,
+    precision: str = "fp32",
 ) -> list[Prediction | str]:
     """Classify each text; a text that cannot be classified gets the reason (a str) instead.
 
     Refused: an empty or whitespace-only text, and one longer than the model's
     ``max_len`` subword tokens unless ``truncate`` (then its first ``max_len`` tokens are
-    read and the prediction says ``truncated``). Nothing is cut silently.
+    read and the prediction says ``truncated``). Nothing is cut silently. ``precision``:
+    see :func:`predict_probabilities`.
     """
     if isinstance(texts, str):
         raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
@@ -293,7 +300,9 @@ def predict_each(
             usable.append(index)
     if usable:
         with torch.no_grad():
-            probabilities = predict_probabilities(model, [encoded[index][:max_len] for index in usable])
+            probabilities = predict_probabilities(
+                model, [encoded[index][:max_len] for index in usable], precision=precision
+            )
         for index, row in zip(usable, probabilities.tolist()):
             label = max(range(len(row)), key=row.__getitem__)
             results[index] = Prediction(
@@ -322,13 +331,14 @@ def evaluate_classifier(
     tokenizer: SubwordTokenizer,
     articles: Sequence[NewsArticle],
     class_names: Sequence[str],
+    precision: str = "fp32",
 ) -> tuple[ClassificationReport, list[Prediction]]:
     """Accuracy, per-class precision/recall/F1 and the confusion matrix on ``articles``.
 
     An article the model cannot read whole is a ValueError naming its line. Returns the
     report and the prediction of every article.
     """
-    results = predict_each(model, tokenizer, class_names, [article.text for article in articles])
+    results = predict_each(model, tokenizer, class_names, [article.text for article in articles], precision=precision)
     for article, result in zip(articles, results):
         if isinstance(result, str):
             raise ValueError(f"article of line {article.line_number}: {result}")

@@ -133,7 +133,8 @@ def _default_train() -> TrainConfig:
         warmup_steps=800,
         cooldown_steps=2400,  # the last ~6 epochs (a fifth of the steps) settle the weights
         label_smoothing=0.1,
-        precision="bf16",
+        # bf16 autocast where the CPU (or GPU) runs it fast, else fp32 (transformer_lab.hardware).
+        precision="auto",
         eval_every_steps=0,  # validation BLEU (greedy, constrained) and a checkpoint each epoch
         keep_last=2,
         best_metric="val_bleu",
@@ -144,7 +145,9 @@ def _default_train() -> TrainConfig:
 
 def _default_decode() -> DecodeConfig:
     # The constraints fix the length, so the length penalty has nothing to rank.
-    return DecodeConfig(strategy="beam", beam_size=5, max_len=128, max_len_a=1.0, max_len_b=1, length_penalty=0.0)
+    return DecodeConfig(
+        strategy="beam", beam_size=5, max_len=128, max_len_a=1.0, max_len_b=1, length_penalty=0.0, precision="auto"
+    )
 
 
 @dataclass

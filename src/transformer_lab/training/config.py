@@ -11,6 +11,8 @@ from typing import Literal
 
 import torch
 
+from transformer_lab.hardware import PRECISIONS
+
 __all__ = ["TrainConfig"]
 
 
@@ -42,7 +44,9 @@ class TrainConfig:
     # Batches whose gradients are summed into one optimizer step (each loss divided by it).
     grad_accum_steps: int = 1
     # "bf16" runs forward and loss under torch.autocast(bfloat16); weights stay float32.
-    precision: Literal["fp32", "bf16"] = "fp32"
+    # "auto" is bf16 where the device has fast bf16 matrix products, else fp32 (see
+    # transformer_lab.hardware); the Trainer resolves it and checkpoints record the result.
+    precision: Literal["auto", "fp32", "bf16"] = "fp32"
     # Evaluate and save a checkpoint every this many optimizer steps; 0 = at each epoch end.
     eval_every_steps: int = 0
     # Step checkpoints (step-000123/) kept besides last/ and best/; 0 = none.
@@ -63,8 +67,8 @@ class TrainConfig:
     max_nonfinite_steps: int = 5
 
     def __post_init__(self) -> None:
-        if self.precision not in ("fp32", "bf16"):
-            raise ValueError(f"precision: expected 'fp32' or 'bf16', got {self.precision!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision: expected one of {PRECISIONS}, got {self.precision!r}")
         if self.best_mode not in ("min", "max"):
             raise ValueError(f"best_mode: expected 'min' or 'max', got {self.best_mode!r}")
         for name in ("epochs", "max_steps", "eval_every_steps", "keep_last", "cooldown_steps"):

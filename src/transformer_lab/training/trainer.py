@@ -63,6 +63,7 @@ Trainer creates is destroyed when the process exits.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import logging
@@ -79,6 +80,8 @@ from typing import Any
 import torch
 from torch import nn
 from tqdm.auto import tqdm
+
+from transformer_lab.hardware import autocast, resolve_precision
 
 from .checkpoint import (
     copy_checkpoint,
@@ -187,6 +190,13 @@ class Trainer:
         model.to(torch.device(config.device))
         self._distributed = DataParallel.from_environment(model, _model_device(model))
         self.device = _model_device(model)
+        # "auto" becomes what this device runs fast, and the checkpoints say which it was.
+        precision = resolve_precision(config.precision, self.device)
+        if precision != config.precision:
+            self.config = config = dataclasses.replace(config, precision=precision)
+            train_section = self.checkpoint_config.get("train")
+            if isinstance(train_section, Mapping) and train_section.get("precision") == "auto":
+                self.checkpoint_config["train"] = {**train_section, "precision": precision}
         self._distributed.check_identical("checkpoint_config and extra_files", self._run_fingerprint())
 
         self._parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
@@ -299,6 +309,10 @@ class Trainer:
         self._window_start = time.perf_counter()
         self._window_tokens = 0
         self.model.train()
+        if self.device.type == "cpu":
+            logger.info("training on the CPU, %d thread(s), precision %s", torch.get_num_threads(), self.config.precision)
+        else:
+            logger.info("training on %s, precision %s", self.device, self.config.precision)
 
         stopped_by = self._limit_reached()
         while stopped_by is None:
@@ -366,9 +380,7 @@ class Trainer:
         return None
 
     def _autocast(self) -> contextlib.AbstractContextManager:
-        if self.config.precision == "bf16":
-            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        return autocast(self.config.precision, self.device)
 
     def _run_epoch(self) -> None:
         """Train from the current position to the end of the epoch or to max_steps."""

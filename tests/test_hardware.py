@@ -1,0 +1,166 @@
+"""precision="auto": bf16 where the device runs it fast, fp32 elsewhere, said once; the machine summary."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from transformer_lab import hardware
+from transformer_lab.training import TrainConfig, Trainer, config_to_dict
+
+
+@pytest.fixture(autouse=True)
+def fresh_detection():
+    """Each test sees its own (patched) hardware: no cached answer, no message said yet."""
+    hardware._bf16_support.cache_clear()
+    hardware._said.clear()
+    yield
+    hardware._bf16_support.cache_clear()
+    hardware._said.clear()
+
+
+def fake_x86(monkeypatch: pytest.MonkeyPatch, avx512_bf16: bool, amx: bool = False) -> None:
+    monkeypatch.setattr(hardware, "_is_x86", lambda: True)
+    monkeypatch.setattr(hardware, "_x86_bf16_features", lambda: (avx512_bf16, amx))
+
+
+@pytest.mark.parametrize(
+    ("avx512_bf16", "amx", "expected", "reason"),
+    [
+        (True, False, "bf16", "AVX512-BF16"),
+        (False, True, "bf16", "AMX"),
+        (False, False, "fp32", "no bf16 matrix instructions"),
+    ],
+)
+def test_auto_on_the_cpu_follows_its_bf16_instructions(monkeypatch, caplog, avx512_bf16, amx, expected, reason) -> None:
+    fake_x86(monkeypatch, avx512_bf16, amx)
+    with caplog.at_level(logging.INFO, logger="transformer_lab.hardware"):
+        assert hardware.resolve_precision("auto", "cpu") == expected
+        assert hardware.resolve_precision("auto", torch.device("cpu")) == expected
+    said = [record.getMessage() for record in caplog.records]
+    # The choice and its reason, once however often it is asked.
+    assert len(said) == 1
+    assert said[0].startswith(f"precision auto -> {expected}: ") and reason in said[0]
+    assert torch.backends.cpu.get_cpu_capability() in said[0]
+
+
+@pytest.mark.parametrize(("speed", "expected"), [(2.2, "bf16"), (0.01, "fp32")])
+def test_auto_on_a_cpu_without_x86_flags_measures(monkeypatch, speed, expected) -> None:
+    monkeypatch.setattr(hardware, "_is_x86", lambda: False)
+    monkeypatch.setattr(hardware, "measure_bf16_speed", lambda: speed)
+    assert hardware.resolve_precision("auto", "cpu") == expected
+    assert f"{speed:.2f}x the fp32 speed" in hardware.bf16_support("cpu").reason
+
+
+@pytest.mark.parametrize(("supported", "expected"), [(True, "bf16"), (False, "fp32")])
+def test_auto_on_a_faked_cuda_device_asks_cuda(monkeypatch, supported, expected) -> None:
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: supported)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args, **kwargs: "Fake GPU")
+    assert hardware.resolve_precision("auto", "cuda") == expected
+    assert hardware.resolve_precision("auto", "cuda:1") == expected
+    assert hardware.bf16_support("cuda").reason.startswith("Fake GPU ")
+
+
+def test_fp32_is_never_changed_and_a_bad_name_is_refused(monkeypatch) -> None:
+    fake_x86(monkeypatch, avx512_bf16=True)
+    assert hardware.resolve_precision("fp32", "cpu") == "fp32"
+    with pytest.raises(ValueError, match=r"precision: expected one of \('auto', 'fp32', 'bf16'\), got 'fp16'"):
+        hardware.resolve_precision("fp16", "cpu")
+
+
+def test_explicit_bf16_on_a_cpu_without_it_runs_and_warns_once(monkeypatch, caplog) -> None:
+    fake_x86(monkeypatch, avx512_bf16=False)
+    monkeypatch.setattr(hardware, "measure_bf16_speed", lambda: 0.01)
+    with caplog.at_level(logging.INFO, logger="transformer_lab.hardware"):
+        for _ in range(3):
+            assert hardware.resolve_precision("bf16", "cpu") == "bf16"
+    warnings = [record for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    message = warnings[0].getMessage()
+    assert torch.backends.cpu.get_cpu_capability() in message
+    assert "100.0x slower than fp32" in message
+    assert hardware.cpu_model_name() in message
+
+
+def test_explicit_bf16_where_it_is_fast_says_nothing(monkeypatch, caplog) -> None:
+    fake_x86(monkeypatch, avx512_bf16=True)
+    with caplog.at_level(logging.INFO, logger="transformer_lab.hardware"):
+        assert hardware.resolve_precision("bf16", "cpu") == "bf16"
+    assert caplog.records == []
+
+
+class Linear(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(4, 4)
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return self.layer(inputs)
+
+
+@pytest.mark.parametrize(("avx512_bf16", "expected"), [(True, "bf16"), (False, "fp32")])
+def test_the_trainer_resolves_auto_and_the_checkpoint_records_the_result(
+    monkeypatch, tmp_path: Path, avx512_bf16: bool, expected: str
+) -> None:
+    fake_x86(monkeypatch, avx512_bf16)
+    seen = []
+
+    def loss_fn(model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
+        output = model(batch)
+        seen.append(output.dtype)
+        return output.float().pow(2).mean()
+
+    config = TrainConfig(max_steps=2, epochs=0, warmup_steps=1, precision="auto", keep_last=0, progress_bar=False)
+    trainer = Trainer(
+        Linear(), config, tmp_path, loss_fn, lambda epoch: [torch.ones(2, 4)] * 3, d_model=4,
+        checkpoint_config={"task": "test", "train": config_to_dict(config)},
+    )
+    assert trainer.config.precision == expected
+    trainer.fit()
+    saved = json.loads((tmp_path / "last" / "config.json").read_text(encoding="utf-8"))
+    assert saved["train"]["precision"] == expected
+    assert set(seen) == {torch.bfloat16 if expected == "bf16" else torch.float32}
+
+
+def test_the_presets_default_to_auto() -> None:
+    from transformer_lab.tasks import classification, couplet, translation
+
+    assert translation.default_config().train.precision == "auto"
+    assert translation.default_config().decode.precision == "auto"
+    assert couplet.default_config().train.precision == "auto"
+    assert couplet.default_config().decode.precision == "auto"
+    assert classification.default_config().train.precision == "auto"
+
+
+def test_the_machine_summary_names_cpu_capability_bf16_threads_and_torch() -> None:
+    lines = hardware.machine_summary()
+    text = "\n".join(lines)
+    assert hardware.cpu_model_name() in lines[0]
+    assert torch.backends.cpu.get_cpu_capability() in lines[0]
+    assert "AVX512-BF16" in lines[0] or "probe" in lines[0]
+    assert f"{torch.get_num_threads()} of {hardware.physical_cores()} physical cores" in text
+    assert torch.__version__ in text
+    assert 1 <= hardware.physical_cores() <= (torch.multiprocessing.cpu_count() or 1)
+
+
+def test_cpu_model_name_carries_the_x86_family_and_model(monkeypatch, tmp_path: Path) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+        "model name\t: AMD EPYC\nflags\t\t: fpu avx2\ncore id\t\t: 0\n\n"
+        "processor\t: 1\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\ncore id\t\t: 1\n\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(hardware, "_CPUINFO", cpuinfo)
+    assert hardware.cpu_model_name() == "AMD EPYC (family 25, model 1)"
+    assert hardware._cpu_flags() == {"fpu", "avx2"}
+
+
+def test_the_bf16_probe_measures_a_ratio() -> None:
+    speed = hardware.measure_bf16_speed(size=32, repeats=1)
+    assert 0.0 < speed < 1000.0
