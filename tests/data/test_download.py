@@ -10,6 +10,7 @@ import functools
 import gzip
 import hashlib
 import http.server
+import inspect
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,13 +20,40 @@ import pytest
 
 from transformer_lab.data.ag_news import AG_NEWS_TRAIN_MD5, download_ag_news
 from transformer_lab.data.download import download_file
-from transformer_lab.data.multi30k import MULTI30K_SHA256, download_multi30k, load_multi30k
+from transformer_lab.data.multi30k import (
+    MULTI30K_DEFAULT_SPLITS,
+    MULTI30K_EXTRA_TEST_SPLITS,
+    MULTI30K_SHA256,
+    MULTI30K_SPLITS,
+    download_multi30k,
+    load_multi30k,
+)
 
 FILES = {
     "train.de": "Ein Mann fährt Fahrrad.\nZwei Hunde spielen.\n",
     "train.en": "A man rides a bike.\nTwo dogs play.\n",
     "val.de": "Eine Frau liest.\n",
     "val.en": "A woman reads.\n",
+}
+
+# Stand-ins for the later official test sets (the real files are not on this team's machines).
+EXTRA_FILES = {
+    "test_2017_flickr.de": "Ein Hund rennt.\nZwei Kinder lachen.\n",
+    "test_2017_flickr.en": "A dog runs.\nTwo children laugh.\n",
+    "test_2017_mscoco.de": "Ein Zug fährt.\n",
+    "test_2017_mscoco.en": "A train moves.\n",
+    "test_2018_flickr.de": "Eine Katze schläft.\nEin Mann kocht.\nDrei Vögel fliegen.\n",
+    "test_2018_flickr.en": "A cat sleeps.\nA man cooks.\nThree birds fly.\n",
+}
+
+# The sha256 of the decompressed official files, copied from issue 20.
+ISSUE_20_SHA256 = {
+    "test_2017_flickr.de": "c3078bc3b36808bf9d20eb2347ed6137016179ef59ec0d2b9b8ecc3fb2880081",
+    "test_2017_flickr.en": "ce1450ddc5ab0834502579d77a170849952e15a2938b34cc503bdc25ebb4fb98",
+    "test_2017_mscoco.de": "58277df3c75f92f7145a11b910b553d1cf82c439249d4dc237c899609eafac22",
+    "test_2017_mscoco.en": "43051fdfa86fd5395182e718a94ca67b1b227b9f7c79596ff0f6b813216981d2",
+    "test_2018_flickr.de": "39fcc8b3331d76fb42d648d019c6898b0d5e58baac87bc2a0bb93f44ec8db207",
+    "test_2018_flickr.en": "4e585c2dd525911a6ea7730e9d0b516239af3f1b1ffae6a2130223cfb639f25e",
 }
 
 
@@ -154,11 +182,80 @@ def test_bad_arguments_download_nothing(server: Server, tmp_path: Path) -> None:
     assert server.requests == []
 
 
-def test_official_table_covers_the_default_files() -> None:
+def test_official_table_covers_every_split() -> None:
     assert sorted(MULTI30K_SHA256) == sorted(
-        f"{split}.{language}" for split in ("train", "val", "test_2016_flickr") for language in ("de", "en")
+        f"{split}.{language}" for split in MULTI30K_SPLITS for language in ("de", "en")
     )
-    assert all(len(value) == 64 for value in MULTI30K_SHA256.values())
+    assert all(len(value) == 64 and value == value.lower() for value in MULTI30K_SHA256.values())
+    assert len(set(MULTI30K_SHA256.values())) == len(MULTI30K_SHA256)
+
+
+def test_shipped_hashes_of_the_later_test_sets_are_the_ones_issue_20_lists() -> None:
+    assert {name: MULTI30K_SHA256[name] for name in ISSUE_20_SHA256} == ISSUE_20_SHA256
+    assert sorted(ISSUE_20_SHA256) == sorted(
+        f"{split}.{language}" for split in MULTI30K_EXTRA_TEST_SPLITS for language in ("de", "en")
+    )
+
+
+def serve_extra_files(server: Server) -> dict[str, str]:
+    """Put the stand-in later test sets on the server; their decompressed sha256 by file name."""
+    for name, text in EXTRA_FILES.items():
+        (server.root / f"{name}.gz").write_bytes(gzip.compress(text.encode("utf-8")))
+    return {name: sha256(text) for name, text in EXTRA_FILES.items()}
+
+
+def test_download_the_later_test_sets_when_asked(server: Server, tmp_path: Path) -> None:
+    hashes = serve_extra_files(server)
+    cache = tmp_path / "cache"
+    folder = download_multi30k(
+        cache, base_url=server.base_url, splits=list(MULTI30K_EXTRA_TEST_SPLITS), expected_sha256=hashes
+    )
+    assert sorted(server.requests) == sorted(f"/{name}.gz" for name in EXTRA_FILES)
+    for name, text in EXTRA_FILES.items():
+        assert (folder / name).read_text(encoding="utf-8") == text
+    assert leftovers(folder) == []
+    assert load_multi30k("test_2017_mscoco", data_dir=cache) == [("Ein Zug fährt.", "A train moves.")]
+    assert load_multi30k("test_2018_flickr", cache, source_language="en", target_language="de")[2] == (
+        "Three birds fly.",
+        "Drei Vögel fliegen.",
+    )
+    assert len(load_multi30k("test_2017_flickr", data_dir=cache)) == 2
+    # One split alone, asked again: everything is cached, nothing is fetched.
+    download_multi30k(cache, base_url=server.base_url, splits=["test_2018_flickr"], expected_sha256=hashes)
+    assert len(server.requests) == len(EXTRA_FILES)
+
+
+def test_the_default_download_is_unchanged_and_skips_the_later_test_sets(server: Server, tmp_path: Path) -> None:
+    assert inspect.signature(download_multi30k).parameters["splits"].default == MULTI30K_DEFAULT_SPLITS
+    assert MULTI30K_DEFAULT_SPLITS == ("train", "val", "test_2016_flickr")
+    defaults = {
+        **FILES,
+        "test_2016_flickr.de": "Ein Boot.\n",
+        "test_2016_flickr.en": "A boat.\n",
+    }
+    for name, text in defaults.items():
+        (server.root / f"{name}.gz").write_bytes(gzip.compress(text.encode("utf-8")))
+    hashes = {**{name: sha256(text) for name, text in defaults.items()}, **serve_extra_files(server)}
+    folder = download_multi30k(tmp_path / "cache", base_url=server.base_url, expected_sha256=hashes)
+    assert sorted(server.requests) == sorted(f"/{name}.gz" for name in defaults)
+    assert sorted(path.name for path in folder.iterdir()) == sorted(defaults)
+
+
+def test_a_file_that_disagrees_with_the_shipped_hash_is_deleted_and_named(server: Server, tmp_path: Path) -> None:
+    serve_extra_files(server)  # stand-ins, so their hashes are not the official ones
+    cache = tmp_path / "cache"
+    with pytest.raises(ValueError) as error:
+        download_multi30k(cache, base_url=server.base_url, splits=["test_2018_flickr"])
+    message = str(error.value)
+    assert "test_2018_flickr.de" in message
+    assert ISSUE_20_SHA256["test_2018_flickr.de"] in message and sha256(EXTRA_FILES["test_2018_flickr.de"]) in message
+    assert "deleted" in message
+    folder = cache / "multi30k"
+    assert not (folder / "test_2018_flickr.de").exists() and not (folder / "test_2018_flickr.en").exists()
+    assert leftovers(folder) == []
+    assert server.requests == ["/test_2018_flickr.de.gz"]  # it stops at the first bad file
+    with pytest.raises(FileNotFoundError, match=r"splits=\['test_2018_flickr'\]"):
+        load_multi30k("test_2018_flickr", data_dir=cache)
 
 
 def test_md5_checked_download_for_sources_without_a_sha256(server: Server, tmp_path: Path) -> None:

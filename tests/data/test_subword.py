@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,193 @@ def test_token_budget_bucketing_on_real_lines(
     average_size = round(500 / len(batches))
     unbucketed = padding_fraction(fixed_size_batches(500, average_size, seed=0), lengths)
     assert bucketed < 0.2 < unbucketed
+
+
+# ---------------------------------------------------------------- a user's own tokenizer.json
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
+
+from transformer_lab.data.vocabulary import UNK_TOKEN  # noqa: E402
+
+USER_LINES = [text for pair in PAIRS for text in pair]
+
+
+def train_wordpiece(special_tokens: list[str] = list(SPECIAL_TOKENS), unk_token: str = UNK_TOKEN) -> Tokenizer:
+    tokenizer = Tokenizer(models.WordPiece(unk_token=unk_token))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(vocab_size=300, special_tokens=special_tokens, show_progress=False)
+    tokenizer.train_from_iterator(USER_LINES, trainer=trainer)
+    return tokenizer
+
+
+def train_unigram() -> Tokenizer:
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
+    trainer = trainers.UnigramTrainer(
+        vocab_size=150, special_tokens=list(SPECIAL_TOKENS), unk_token=UNK_TOKEN, show_progress=False
+    )
+    tokenizer.train_from_iterator(USER_LINES, trainer=trainer)
+    return tokenizer
+
+
+def write_tokenizer(path: Path, tokenizer: Tokenizer) -> Path:
+    tokenizer.save(str(path))
+    return path
+
+
+def reloaded_four_ways(path: Path) -> list[SubwordTokenizer]:
+    """load, save + load, to_json + from_json (as a checkpoint stores it), both after saving."""
+    loaded = SubwordTokenizer.load(path)
+    saved = path.with_name("saved-" + path.name)
+    loaded.save(saved)
+    again = SubwordTokenizer.load(saved)
+    return [loaded, again, SubwordTokenizer.from_json(loaded.to_json()), SubwordTokenizer.from_json(again.to_json())]
+
+
+@pytest.mark.parametrize(
+    ("trainer", "model_type", "text", "decoded"),
+    [
+        (train_wordpiece, "WordPiece", "Ein Mann liest ein Buch.", "ein mann liest ein buch."),
+        (train_unigram, "Unigram", "Ein Mann liest ein Buch.", "Ein Mann liest ein Buch."),
+    ],
+)
+def test_a_users_tokenizer_round_trips_through_every_file_form(
+    tmp_path: Path, trainer, model_type: str, text: str, decoded: str
+) -> None:
+    path = write_tokenizer(tmp_path / "tokenizer.json", trainer())
+    original = Tokenizer.from_file(str(path))
+    expected_ids = original.encode(text, add_special_tokens=False).ids
+    copies = reloaded_four_ways(path)
+    for tokenizer in copies:
+        assert tokenizer.model_type == model_type and tokenizer.exact_round_trip is False
+        assert tokenizer.vocab_size == original.get_vocab_size()
+        assert tokenizer.encode(text) == expected_ids
+        assert tokenizer.decode(tokenizer.encode(text)) == decoded
+        assert tokenizer.encode_batch(USER_LINES) == [tokenizer.encode(line) for line in USER_LINES]
+        assert tokenizer.decode([BOS_ID, *expected_ids, EOS_ID, PAD_ID]) == decoded
+    assert len({tokenizer.to_json() for tokenizer in copies}) == 1
+    assert copies[0].lowercase is (model_type == "WordPiece")
+    encoded = encode_pairs(PAIRS[:3], copies[0])
+    assert collate_pairs(encoded, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID).src_ids.shape[0] == 3
+
+
+@pytest.mark.parametrize("trainer", [train_wordpiece, train_unigram])
+def test_a_users_tokenizer_never_drops_text(tmp_path: Path, trainer) -> None:
+    tokenizer = SubwordTokenizer.load(write_tokenizer(tmp_path / "tokenizer.json", trainer()))
+    # Characters the training lines never had are the unk id, one or more, never nothing.
+    for unknown in ("中文", "😀", "Ωμέγα"):
+        ids = tokenizer.encode(f"Ein Mann {unknown} liest.")
+        assert UNK_ID in ids
+        assert tokenizer.decode(ids).count(UNK_TOKEN) == ids.count(UNK_ID)
+    # Literal specials in raw text never become a structural id that decoding would skip
+    # (the Unigram model holds "<eos>" as a piece and would segment the text into it).
+    for literal in ("<pad>", "<bos>", "<eos>", "x<pad>y"):
+        ids = tokenizer.encode(f"Ein Mann {literal} liest.")
+        assert not {PAD_ID, BOS_ID, EOS_ID} & set(ids)
+        assert tokenizer.decode(ids).startswith(("ein mann", "Ein Mann"))
+        assert len(tokenizer.decode(ids)) > len("Ein Mann liest.")
+
+
+def test_a_users_byte_level_tokenizer_is_accepted_without_unk(tmp_path: Path) -> None:
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(USER_LINES, trainer=trainer)
+    loaded = SubwordTokenizer.load(write_tokenizer(tmp_path / "gpt2-style.json", tokenizer))
+    assert loaded.model_type == "BPE" and loaded.exact_round_trip is False  # add_prefix_space
+    for text in HARD_STRINGS[2:]:
+        ids = loaded.encode(text)
+        assert ids and min(ids) >= len(SPECIAL_TOKENS)
+        assert loaded.decode(ids) in (text, " " + text)  # the prefix space it may add
+    own = SubwordTokenizer.from_json(SubwordTokenizer.train_from_pairs(PAIRS, vocab_size=400).to_json())
+    assert own.exact_round_trip is True and own.model_type == "BPE"
+
+
+def test_truncation_and_padding_in_a_users_file_are_switched_off(tmp_path: Path) -> None:
+    tokenizer = train_wordpiece()
+    tokenizer.enable_truncation(max_length=3)
+    tokenizer.enable_padding(length=40, pad_id=PAD_ID, pad_token="<pad>")
+    loaded = SubwordTokenizer.load(write_tokenizer(tmp_path / "tokenizer.json", tokenizer))
+    ids = loaded.encode("Ein Mann fährt Fahrrad auf der Straße.")
+    assert 3 < len(ids) < 40 and PAD_ID not in ids
+    assert json.loads(loaded.to_json())["truncation"] is None
+
+
+def test_a_wrong_users_file_is_a_clear_error(tmp_path: Path) -> None:
+    def refused(name: str, content: str | Tokenizer, pattern: str) -> None:
+        path = tmp_path / name
+        if isinstance(content, Tokenizer):
+            write_tokenizer(path, content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        with pytest.raises(ValueError, match=rf"{re.escape(str(path))}: expected .*{pattern}"):
+            SubwordTokenizer.load(path)
+        with pytest.raises(ValueError, match=rf"^stored\.json: expected .*{pattern}"):
+            SubwordTokenizer.from_json(path.read_text(encoding="utf-8"), where="stored.json")
+
+    refused("not-json.json", "vocab: [a, b]", "got content that is not JSON")
+    refused("list.json", '["<pad>", "<unk>"]', r"tokenizer JSON (file|document), got a JSON list; .*Tokenizer\.save writes")
+    refused("vocab.json", '{"<pad>": 0, "<unk>": 1}', r"without a typed 'model' entry \(its keys: '<pad>', '<unk>'\)")
+    refused("foreign.json", '{"model": {"type": "Sentencepiece"}}', "got one tokenizers cannot read")
+    hint = r"train it with special_tokens=\['<pad>', '<unk>', '<bos>', '<eos>'\] in the trainer"
+    refused(
+        "bert-specials.json",
+        train_wordpiece(["[PAD]", "[UNK]", "[CLS]", "[SEP]"], unk_token="[UNK]"),
+        rf"the special token '<pad>' at id 0, got '\[PAD\]'; {hint}",
+    )
+    refused(
+        "reordered.json",
+        train_wordpiece(["<unk>", "<pad>", "<bos>", "<eos>"]),
+        rf"the special token '<pad>' at id 0, got '<unk>'; {hint}",
+    )
+    refused("no-specials.json", train_wordpiece([]), rf"the special token '<pad>' at id 0, got '.+'; {hint}")
+    refused(
+        "other-unk.json",
+        train_wordpiece(unk_token="[UNK]"),
+        r"the WordPiece model's unk token to be '<unk>' \(id 1\).*got '\[UNK\]'; train the model with the unk token",
+    )
+    no_unk = Tokenizer(models.BPE())
+    no_unk.pre_tokenizer = pre_tokenizers.Whitespace()
+    no_unk.train_from_iterator(
+        USER_LINES, trainer=trainers.BpeTrainer(vocab_size=200, special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+    )
+    refused("bpe-without-unk.json", no_unk, r"the BPE model's unk token to be '<unk>'.* instead of vanishing.*got None")
+    empty = '{"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}}'
+    refused("empty.json", empty, r"'<pad>' at id 0, got missing \(the vocabulary has 0 entries\)")
+    with pytest.raises(ValueError, match=r"bad-bytes\.json: expected a tokenizer JSON file, got bytes that are not UTF-8"):
+        SubwordTokenizer.load(write(tmp_path / "bad-bytes.json", b'{"model": "\xff"}'))
+
+
+def write(path: Path, content: bytes) -> Path:
+    path.write_bytes(content)
+    return path
+
+
+@pytest.mark.parametrize("trainer", [train_wordpiece, train_unigram])
+def test_a_model_trained_with_a_users_tokenizer_reloads_from_its_checkpoint(tmp_path: Path, trainer) -> None:
+    from transformer_lab.models import Seq2SeqTransformer
+    from transformer_lab.models.config import ModelConfig
+    from transformer_lab.training.checkpoint import load_model_weights, read_extra_file, save_checkpoint
+
+    tokenizer = SubwordTokenizer.load(write_tokenizer(tmp_path / "tokenizer.json", trainer()))
+    config = ModelConfig(
+        src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size, d_model=16, nhead=2,
+        num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32, dropout=0.0, max_len=64,
+    )
+    model = Seq2SeqTransformer.from_config(config).eval()
+    folder = save_checkpoint(tmp_path / "checkpoint", model, {"model": {}}, extra_files={"tokenizer.json": tokenizer.to_json()})
+    reloaded = SubwordTokenizer.from_json(read_extra_file(folder, "tokenizer.json").decode("utf-8"))
+    again = load_model_weights(folder, Seq2SeqTransformer.from_config(config)).eval()
+    batch = collate_pairs(encode_pairs(PAIRS[:2], reloaded), pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID)
+    assert encode_pairs(PAIRS[:2], reloaded) == encode_pairs(PAIRS[:2], tokenizer)
+    with torch.no_grad():
+        assert torch.equal(model(batch.src_ids, batch.tgt_in_ids), again(batch.src_ids, batch.tgt_in_ids))

@@ -1,9 +1,10 @@
-"""Byte-level byte-pair-encoding (BPE) subword tokenizer, built on Hugging Face `tokenizers`.
+"""Subword tokenizers on Hugging Face `tokenizers`: the project's byte-level BPE, or yours.
 
-Why byte-level: the text is first turned into its UTF-8 bytes (each shown as one printable
-character, as in GPT-2), and BPE merges are learned over those. Every string, in any
-script, with emoji, tabs, double or trailing spaces, is therefore encodable without an
-`<unk>`, and decoding the ids gives back the *exact* original text:
+The project trains a byte-level byte-pair-encoding (BPE) tokenizer (`train`,
+`train_from_pairs`). Why byte-level: the text is first turned into its UTF-8 bytes (each
+shown as one printable character, as in GPT-2), and BPE merges are learned over those.
+Every string, in any script, with emoji, tabs, double or trailing spaces, is therefore
+encodable without an `<unk>`, and decoding the ids gives back the *exact* original text:
 
     tokenizer.decode(tokenizer.encode(text)) == text          (lowercase=False)
     tokenizer.decode(tokenizer.encode(text)) == tokenizer.normalize(text)   (always)
@@ -29,12 +30,37 @@ is in the vocabulary); a model may still emit its id, and `decode` then writes "
 Decoding ids that cut a multi-byte character in two (a model's output can) gives the
 replacement character U+FFFD for the broken bytes rather than an error.
 
+Your own tokenizer.json: `SubwordTokenizer.load(path)` also reads a tokenizer trained
+with Hugging Face `tokenizers` of any model type (BPE, WordPiece, Unigram, WordLevel;
+byte-level or not). Its one requirement is the four specials at ids 0..3, because
+collation and the model use those ids as constants; train it with
+
+    trainer = trainers.WordPieceTrainer(special_tokens=["<pad>", "<unk>", "<bos>", "<eos>"], ...)
+
+(the specials first, in this order) and give the model the unk token "<unk>"
+(`models.WordPiece(unk_token="<unk>")`, `models.BPE(unk_token="<unk>")`,
+`UnigramTrainer(unk_token="<unk>", ...)`). A file that breaks this is a ValueError naming
+the file, what was expected and what was found. The exact round trip above is a property
+of the project's layout only (`exact_round_trip` says whether a tokenizer has it): a
+non-byte-level tokenizer of yours may normalise text (lowercase, strip accents, drop
+control characters, respace words on decoding) and produce `<unk>` for characters it
+does not know. It never drops text silently: an unknown character (or word, for
+WordPiece) becomes the unk id 1, which counts as unknown, and a piece of raw text that
+your model segments into a structural special (a Unigram model turns a literal "<eos>"
+into its piece `<eos>`) also becomes id 1 rather than an id that decoding would skip.
+A file whose model has no unk token and could therefore lose characters (a BPE without
+`unk_token`, byte fallback or a full byte alphabet) is refused. Truncation and padding
+settings stored in the file are switched off: collation pads, and nothing is truncated.
+
 Files: `save` writes the tokenizer's own JSON (vocabulary, merges, pre-tokenizer,
-decoder); `load` reads it back and checks it is a tokenizer of this kind. No pickle.
+decoder); `load` reads it back (or a file of yours) and checks the requirements above;
+`to_json` / `from_json` do the same through a str (the copy stored in a checkpoint), so a
+model trained with your tokenizer reloads with it. No pickle.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -63,6 +89,24 @@ BYTE_ALPHABET_SIZE = 256
 MIN_VOCAB_SIZE = NUM_SPECIAL_TOKENS + BYTE_ALPHABET_SIZE
 PAIR_SIDES: tuple[str, ...] = ("both", "source", "target")
 
+# The structural specials: a decoder skips them, so encoding must never produce them.
+_STRUCTURAL_IDS = frozenset((PAD_ID, BOS_ID, EOS_ID))
+# The tokens a byte-fallback model (BPE or Unigram) spells bytes with.
+_BYTE_FALLBACK_TOKENS = tuple(f"<0x{byte:02X}>" for byte in range(BYTE_ALPHABET_SIZE))
+_SPECIALS_HINT = (
+    "train it with special_tokens=['<pad>', '<unk>', '<bos>', '<eos>'] in the trainer (the first "
+    "entries, in this order, e.g. trainers.WordPieceTrainer(special_tokens=[...])), because "
+    "collation and the model use ids 0..3 as constants"
+)
+_UNK_HINT = (
+    "train the model with the unk token '<unk>' (models.BPE(unk_token='<unk>'), "
+    "models.WordPiece(unk_token='<unk>'), trainers.UnigramTrainer(unk_token='<unk>', ...))"
+)
+_TOKENIZER_FILE_HINT = (
+    "a tokenizer JSON file is what Hugging Face tokenizers' Tokenizer.save writes (tokenizer.json), "
+    "a JSON object with a 'model' entry; a vocab.json, merges.txt or tokenizer_config.json alone is not one"
+)
+
 
 def _check_text(name: str, text: object) -> str:
     if not isinstance(text, str):
@@ -79,65 +123,202 @@ def _check_text(name: str, text: object) -> str:
     return text
 
 
-def _check_layout(data: dict, where: str) -> bool:
-    """Check that a tokenizer's JSON is a byte-level BPE with our specials; return `lowercase`."""
+def _component_types(component: object) -> list[str]:
+    """The `type` of a normalizer / pre-tokenizer / decoder entry and of its Sequence members."""
+    if not isinstance(component, dict):
+        return []
+    types = [component.get("type")] if isinstance(component.get("type"), str) else []
+    for key in ("normalizers", "pretokenizers", "decoders", "processors"):
+        for member in component.get(key) or []:
+            types += _component_types(member)
+    return types
+
+
+def _parse_tokenizer_json(text: str, where: str, noun: str) -> dict:
+    """The JSON object of a tokenizers file; a ValueError naming `where` for anything else."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{where}: expected a tokenizer JSON {noun}, got content that is not JSON ({error}); "
+            f"{_TOKENIZER_FILE_HINT}"
+        ) from None
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"{where}: expected a tokenizer JSON {noun}, got a JSON {type(data).__name__}; {_TOKENIZER_FILE_HINT}"
+        )
+    model = data.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("type"), str):
+        keys = ", ".join(repr(key) for key in list(data)[:6]) or "none"
+        raise ValueError(
+            f"{where}: expected a tokenizer JSON {noun}, got a JSON object without a typed 'model' "
+            f"entry (its keys: {keys}); {_TOKENIZER_FILE_HINT}"
+        )
+    return data
+
+
+def _check_declared_specials(data: dict, where: str) -> None:
+    """Refuse added tokens that the file itself places at ids 0..3 with other contents.
+
+    tokenizers quietly moves such an entry to a new id on reading (keeping the model's
+    own token at the id), so the file's intent is visible only here.
+    """
+    entries = data.get("added_tokens")
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or not is_integer(entry.get("id")):
+            continue
+        token_id = int(entry["id"])
+        if 0 <= token_id < NUM_SPECIAL_TOKENS and entry.get("content") != SPECIAL_TOKENS[token_id]:
+            raise ValueError(
+                f"{where}: expected the special token {SPECIAL_TOKENS[token_id]!r} at id {token_id}, "
+                f"got {entry.get('content')!r}; {_SPECIALS_HINT}"
+            )
+
+
+def _tokenizer_from_json(text: str, where: str, noun: str) -> Tokenizer:
+    _check_declared_specials(_parse_tokenizer_json(text, where, noun), where)
+    try:
+        return Tokenizer.from_str(text)
+    except Exception as error:  # tokenizers raises a bare Exception on bad content
+        raise ValueError(
+            f"{where}: expected a tokenizer JSON {noun}, got one tokenizers cannot read ({error}); "
+            f"{_TOKENIZER_FILE_HINT}"
+        ) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """What `_inspect` found: the model type, and whether the exact round trip holds."""
+
+    model_type: str
+    exact: bool
+
+
+def _inspect(tokenizer: Tokenizer, where: str) -> _Layout:
+    """Check that `tokenizer` can serve the project; say whether it is of the exact layout.
+
+    Required of every tokenizer: the four specials at ids 0..3 (in the tokenizer and in
+    its model's own vocabulary), an unknown-token path that ends at id 1 (so nothing is
+    dropped), and a byte-level decoder only together with byte-level input (else decoding
+    garbles every non-ASCII character). Exact: the project's own byte-level BPE layout.
+    """
+    data = json.loads(tokenizer.to_str())
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    model_vocab = tokenizer.get_vocab(with_added_tokens=False)
+    for token_id, token in enumerate(SPECIAL_TOKENS):
+        found = tokenizer.id_to_token(token_id)
+        if found != token:
+            shown = repr(found) if found is not None else f"missing (the vocabulary has {size} entries)"
+            raise ValueError(
+                f"{where}: expected the special token {token!r} at id {token_id}, got {shown}; {_SPECIALS_HINT}"
+            )
+        if model_vocab.get(token) != token_id:
+            raise ValueError(
+                f"{where}: expected the special token {token!r} at id {token_id} of the model's own "
+                f"vocabulary too, got {model_vocab.get(token)!r} (added to the tokenizer, not trained into "
+                f"the model); {_SPECIALS_HINT}"
+            )
+
+    model = data["model"]
+    model_type = model.get("type")
+    input_types = _component_types(data.get("normalizer")) + _component_types(data.get("pre_tokenizer"))
+    byte_level_input = "ByteLevel" in input_types
+    byte_level_output = "ByteLevel" in _component_types(data.get("decoder"))
+    full_alphabet = byte_level_input and set(pre_tokenizers.ByteLevel.alphabet()) <= model_vocab.keys()
+    byte_fallback = bool(model.get("byte_fallback")) and all(token in model_vocab for token in _BYTE_FALLBACK_TOKENS)
+    if model_type in ("BPE", "WordPiece", "WordLevel"):
+        unk = model.get("unk_token")
+        # A BPE without an unk token silently drops what it cannot spell; that is safe
+        # only when every byte (or byte fallback token) is in the vocabulary.
+        safe = unk == UNK_TOKEN or (model_type == "BPE" and unk is None and (full_alphabet or byte_fallback))
+        found_unk = repr(unk)
+    elif model_type == "Unigram":
+        unk_id = model.get("unk_id")
+        safe = unk_id == UNK_ID or (unk_id is None and byte_fallback)
+        found_unk = f"unk_id {unk_id!r}"
+    else:
+        raise ValueError(
+            f"{where}: expected a BPE, WordPiece, WordLevel or Unigram model, got {model_type!r}"
+        )
+    if not safe:
+        raise ValueError(
+            f"{where}: expected the {model_type} model's unk token to be {UNK_TOKEN!r} (id {UNK_ID}), so "
+            f"that a character it does not know becomes id {UNK_ID} instead of vanishing or failing, "
+            f"got {found_unk}; {_UNK_HINT}"
+        )
+    pre_tokenizer_types = _component_types(data.get("pre_tokenizer"))
+    if byte_level_output and not byte_level_input:
+        raise ValueError(
+            f"{where}: expected a ByteLevel pre_tokenizer (or normalizer) to go with the ByteLevel "
+            f"decoder (else decoding garbles every non-ASCII character), got "
+            f"{pre_tokenizer_types[0] if pre_tokenizer_types else None!r}"
+        )
+    if byte_level_input and not byte_level_output:
+        decoder_types = _component_types(data.get("decoder"))
+        raise ValueError(
+            f"{where}: expected a ByteLevel decoder to go with the ByteLevel pre_tokenizer (else decoding "
+            f"writes byte symbols such as 'Ġ'), got {decoder_types[0] if decoder_types else None!r}"
+        )
 
     def part(key: str) -> str | None:
         value = data.get(key)
         return value.get("type") if isinstance(value, dict) else None
 
-    expected = {"model": "BPE", "pre_tokenizer": "ByteLevel", "decoder": "ByteLevel"}
-    for key, kind in expected.items():
-        if part(key) != kind:
-            raise ValueError(
-                f"{where}: expected a {kind} {key} (a byte-level BPE tokenizer), got {part(key)!r}"
-            )
-    if data.get("post_processor") is not None:
-        raise ValueError(
-            f"{where}: expected no post_processor (bos/eos are added by collation), "
-            f"got {part('post_processor')!r}"
-        )
-    normalizer = part("normalizer")
-    if normalizer not in (None, "Lowercase"):
-        raise ValueError(f"{where}: expected no normalizer or 'Lowercase', got {normalizer!r}")
-    pre_tokenizer = data["pre_tokenizer"]
-    if pre_tokenizer.get("add_prefix_space", False):
-        raise ValueError(
-            f"{where}: expected a ByteLevel pre_tokenizer with add_prefix_space=false (exact "
-            f"detokenization), got add_prefix_space=true"
-        )
-    entries = data.get("added_tokens")
-    entries = entries if isinstance(entries, list) else []
-    added = {entry.get("id"): entry.get("content") for entry in entries if isinstance(entry, dict)}
-    for token_id, token in enumerate(SPECIAL_TOKENS):
-        if added.get(token_id) != token:
-            raise ValueError(
-                f"{where}: expected the special token {token!r} at id {token_id}, got {added.get(token_id)!r}"
-            )
-    return normalizer == "Lowercase"
+    exact = (
+        model_type == "BPE"
+        and model.get("unk_token") == UNK_TOKEN
+        and full_alphabet
+        and part("pre_tokenizer") == "ByteLevel"
+        and not data["pre_tokenizer"].get("add_prefix_space", False)
+        and part("decoder") == "ByteLevel"
+        and part("normalizer") in (None, "Lowercase")
+        and data.get("post_processor") is None
+    )
+    return _Layout(model_type=model_type, exact=exact)
 
 
 class SubwordTokenizer(SpecialTokenIds):
-    """Byte-level BPE: text <-> list of ids, exactly reversible (see the module docstring).
+    """Subword tokenizer: text <-> list of ids (see the module docstring).
 
-    Build one with `train` / `train_from_pairs`, or `load` a saved one. The wrapped
-    `tokenizers.Tokenizer` must be byte-level BPE with the four specials at ids 0..3,
-    no post-processor and no normalizer other than Lowercase.
+    Build one with `train` / `train_from_pairs` (the project's byte-level BPE, exactly
+    reversible), or `load` a saved one or a tokenizer.json of your own (any model type,
+    with the four specials at ids 0..3 and the unk token `<unk>`).
 
     Args:
-        tokenizer: a `tokenizers.Tokenizer` of that layout.
+        tokenizer: a `tokenizers.Tokenizer` meeting those requirements. Its truncation
+            and padding are switched off, in place.
     """
 
     def __init__(self, tokenizer: Tokenizer) -> None:
+        self._adopt(tokenizer, "tokenizer")
+
+    def _adopt(self, tokenizer: Tokenizer, where: str) -> None:
         if not isinstance(tokenizer, Tokenizer):
             raise ValueError(f"tokenizer must be a tokenizers.Tokenizer, got {type(tokenizer).__name__}")
-        self._lowercase = _check_layout(json.loads(tokenizer.to_str()), "tokenizer")
+        layout = _inspect(tokenizer, where)
         # Specials are matched in raw text by default, so a sentence containing "<eos>"
         # would become id 3 and vanish on decoding; treat them as plain text instead.
         # (This switch is not part of the saved JSON, hence set here on every build.)
         tokenizer.encode_special_tokens = True
+        # A user's file may carry truncation (it would cut sentences silently) or padding
+        # (pad ids inside the ids of one sentence); collation pads, nothing truncates.
+        if tokenizer.truncation is not None or tokenizer.padding is not None:
+            logger.info("%s: switched off the truncation/padding stored in the tokenizer file", where)
+            tokenizer.no_truncation()
+            tokenizer.no_padding()
         self._tokenizer = tokenizer
+        self._layout = layout
+        normalizer = tokenizer.normalizer
+        # Probed rather than read from the JSON, so that BERT's normalizer or a Sequence
+        # holding Lowercase count too.
+        self._lowercase = normalizer is not None and normalizer.normalize_str("AZ") == "az"
         self._vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+
+    @classmethod
+    def _from_tokenizer(cls, tokenizer: Tokenizer, where: str) -> SubwordTokenizer:
+        instance = cls.__new__(cls)
+        instance._adopt(tokenizer, where)
+        return instance
 
     # ------------------------------------------------------------------ construction
 
@@ -258,21 +439,36 @@ class SubwordTokenizer(SpecialTokenIds):
         return self._lowercase
 
     @property
+    def model_type(self) -> str:
+        """The subword model: "BPE" (the project's), "WordPiece", "Unigram" or "WordLevel"."""
+        return self._layout.model_type
+
+    @property
+    def exact_round_trip(self) -> bool:
+        """Whether `decode(encode(text)) == normalize(text)` holds for every str.
+
+        True for the project's byte-level BPE layout (what `train` builds); a tokenizer of
+        yours of another kind may normalise text or produce `<unk>`.
+        """
+        return self._layout.exact
+
+    @property
     def tokenizer(self) -> Tokenizer:
         """The wrapped `tokenizers.Tokenizer` (for inspection; do not change its layout)."""
         return self._tokenizer
 
     def __repr__(self) -> str:
-        return f"SubwordTokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
+        kind = "" if self.exact_round_trip else f", model_type={self.model_type!r}, exact_round_trip=False"
+        return f"SubwordTokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase}{kind})"
 
     def token_to_id(self, token: str) -> int:
-        """The id of a vocabulary entry (a byte-level symbol string), or UNK_ID if unknown."""
+        """The id of a vocabulary entry (for byte-level BPE a byte-symbol string), or UNK_ID if unknown."""
         _check_text("token", token)
         token_id = self._tokenizer.token_to_id(token)
         return UNK_ID if token_id is None else token_id
 
     def id_to_token(self, token_id: int) -> str:
-        """The vocabulary entry of `token_id` (byte-level symbols, e.g. "Ġman" for " man")."""
+        """The vocabulary entry of `token_id` (for byte-level BPE byte symbols, e.g. "Ġman" for " man")."""
         self._check_id("token_id", token_id)
         return self._tokenizer.id_to_token(int(token_id))
 
@@ -286,26 +482,40 @@ class SubwordTokenizer(SpecialTokenIds):
     def normalize(self, text: str) -> str:
         """The text as the tokenizer sees it: itself, or lowercased with `lowercase`.
 
-        `decode(encode(text)) == normalize(text)` for every str.
+        `decode(encode(text)) == normalize(text)` for every str where `exact_round_trip`;
+        for a tokenizer of yours this is its normalizer's output, and decoding may differ
+        further (spacing, `<unk>`).
         """
         _check_text("text", text)
         normalizer = self._tokenizer.normalizer
         return text if normalizer is None else normalizer.normalize_str(text)
 
     def encode(self, text: str) -> list[int]:
-        """The ids of `text`; no `<bos>`/`<eos>` is added. The empty string gives []."""
+        """The ids of `text`; no `<bos>`/`<eos>` is added. The empty string gives [].
+
+        What the tokenizer does not know is UNK_ID (1), never left out.
+        """
         _check_text("text", text)
-        return self._tokenizer.encode(text, add_special_tokens=False).ids
+        return self._guard(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def _guard(self, ids: list[int]) -> list[int]:
+        # A user's model can hold the specials as pieces and segment raw text into them
+        # (a Unigram model turns "<eos>" into the piece <eos>); decoding would then skip
+        # the text, so such a piece counts as unknown instead. The exact layout never does.
+        if self._layout.exact:
+            return ids
+        return [UNK_ID if token_id in _STRUCTURAL_IDS else token_id for token_id in ids]
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """`encode` for many texts at once (in parallel, same results)."""
         if isinstance(texts, str):
             raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
         texts = [_check_text(f"texts[{index}]", text) for index, text in enumerate(texts)]
-        return [encoding.ids for encoding in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
+        return [self._guard(encoding.ids) for encoding in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
 
     def decode(self, ids: Sequence[int] | torch.Tensor, skip_special: bool = True) -> str:
-        """The text of `ids`; the exact inverse of `encode` (up to `normalize`).
+        """The text of `ids`; the exact inverse of `encode` (up to `normalize`) where
+        `exact_round_trip`.
 
         With `skip_special` the structural specials `<pad>`, `<bos>` and `<eos>` are left
         out wherever they appear; `<unk>` is kept and written "<unk>", because it stands
@@ -336,15 +546,14 @@ class SubwordTokenizer(SpecialTokenIds):
         return self._tokenizer.to_str()
 
     @classmethod
-    def from_json(cls, text: str) -> SubwordTokenizer:
-        """Rebuild a tokenizer from `to_json`'s text (e.g. the copy stored in a checkpoint)."""
+    def from_json(cls, text: str, where: str = "text") -> SubwordTokenizer:
+        """Rebuild a tokenizer from `to_json`'s text (e.g. the copy stored in a checkpoint).
+
+        Accepts what `load` accepts; errors start with `where` (the name of the text's source).
+        """
         if not isinstance(text, str):
             raise ValueError(f"text must be the tokenizer's JSON as a str, got {type(text).__name__}")
-        try:
-            tokenizer = Tokenizer.from_str(text)
-        except Exception as error:  # tokenizers raises a bare Exception on bad content
-            raise ValueError(f"text: expected a tokenizer JSON document, got one tokenizers cannot read ({error})") from None
-        return cls(tokenizer)
+        return cls._from_tokenizer(_tokenizer_from_json(text, where, "document"), where)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the tokenizer's JSON (UTF-8) to `path`, atomically (temporary name, rename)."""
@@ -355,32 +564,24 @@ class SubwordTokenizer(SpecialTokenIds):
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> SubwordTokenizer:
-        """Read a file written by `save`.
+        """Read a file written by `save`, or a tokenizer.json of your own.
 
-        A missing file is a FileNotFoundError; a file that is not a tokenizer JSON, or
-        one of another layout (not byte-level BPE, specials not at ids 0..3), is a
-        ValueError naming the file.
+        Yours may be of any `tokenizers` model type (BPE, WordPiece, Unigram, WordLevel;
+        byte-level or not) trained with special_tokens=["<pad>", "<unk>", "<bos>",
+        "<eos>"] first in the trainer and the unk token "<unk>" (see the module
+        docstring). A missing file is a FileNotFoundError; a file that is not JSON, not a
+        tokenizers file, or breaks those requirements is a ValueError naming the file.
         """
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"path must be an existing tokenizer JSON file, got {str(path)!r}")
         try:
             text = path.read_text(encoding="utf-8")
-            data = json.loads(text)
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        except UnicodeDecodeError as error:
             raise ValueError(
-                f"{path}: expected a tokenizer JSON file, got unreadable content ({error})"
+                f"{path}: expected a tokenizer JSON file, got bytes that are not UTF-8 ({error})"
             ) from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a tokenizer JSON object, got a {type(data).__name__}")
-        _check_layout(data, str(path))
-        try:
-            tokenizer = Tokenizer.from_str(text)
-        except Exception as error:  # tokenizers raises a bare Exception on bad content
-            raise ValueError(
-                f"{path}: expected a tokenizer JSON file, got one tokenizers cannot read ({error})"
-            ) from None
-        return cls(tokenizer)
+        return cls._from_tokenizer(_tokenizer_from_json(text, str(path), "file"), str(path))
 
 
 def encode_pairs(
