@@ -32,6 +32,14 @@ from transformer_lab.data.collate import (
     pad_sequences,
 )
 from transformer_lab.data.download import download_file, sha256_of_file
+from transformer_lab.data.labelled_text import (
+    LABELLED_TEXT_FORMATS,
+    LabelledText,
+    LabelledTextFile,
+    labelled_text_format,
+    read_labelled_text,
+    sorted_class_names,
+)
 from transformer_lab.data.multi30k import (
     DATA_ENVIRONMENT_VARIABLE,
     MULTI30K_LINE_COUNTS,
@@ -114,4 +122,10 @@ __all__ = [
     "resolve_multi30k_dir",
     "sha256_of_file",
     "token_budget_batches",
+    "LABELLED_TEXT_FORMATS",
+    "LabelledText",
+    "LabelledTextFile",
+    "labelled_text_format",
+    "read_labelled_text",
+    "sorted_class_names",
 ]

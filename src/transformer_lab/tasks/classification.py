@@ -1,4 +1,6 @@
-"""News topic classification on AG News: data, model, training, prediction, evaluation.
+"""Text classification: AG News by default, or any labelled CSV / TSV / JSON Lines file.
+
+Data, model, training, prediction, evaluation.
 
 Thin glue over ``data`` (the AG News reader, a seeded stratified validation split carved
 from the training file, byte-level BPE, token-budget batches), ``models``
@@ -12,6 +14,15 @@ validation accuracy. The test set is read only by :func:`evaluate_classifier` ca
 A text is the title and the description joined by a line break
 (:func:`~transformer_lab.data.join_title_and_description`); a text given to
 :func:`predict` is read as it is.
+
+Your own data: ``data.train_files`` names one labelled file (read by
+:func:`~transformer_lab.data.read_labelled_text`: ``data.text_fields`` joined by "\\n",
+``data.label_field``, ``data.file_format`` or the suffix), ``data.valid_files`` optionally
+one more; without it the validation rows are carved from the training file with the same
+seeded stratified split. The classes are the training file's labels in the order of
+:func:`~transformer_lab.data.sorted_class_names` (integer-looking labels numerically, then
+the rest sorted), stored in the checkpoint as ``class_names``; a validation or test label
+outside them is a ValueError naming the file, the line and the label.
 """
 
 from __future__ import annotations
@@ -29,8 +40,10 @@ from torch import Tensor, nn
 
 from transformer_lab.data import (
     AG_NEWS_CLASSES,
+    LABELLED_TEXT_FORMATS,
     PAD_ID,
     ClassificationBatch,
+    LabelledTextFile,
     NewsArticle,
     SubwordTokenizer,
     ag_news_path,
@@ -38,7 +51,9 @@ from transformer_lab.data import (
     padding_fraction,
     read_ag_news_csv,
     read_class_names,
+    read_labelled_text,
     resolve_ag_news_dir,
+    sorted_class_names,
     stratified_split,
     token_budget_batches,
 )
@@ -84,6 +99,32 @@ class ClassificationDataConfig:
     min_frequency: int = 2  # fewest occurrences for a BPE merge
     max_tokens: int = 2048  # padded tokens per training batch (~35 articles)
     seed: int = 1234  # shuffling of the batches
+    # Your own data instead of AG News (then data_dir, train_file and skip_malformed are
+    # not used): exactly one labelled CSV / TSV / JSON Lines file; training records it as
+    # an absolute path.
+    train_files: tuple[str, ...] = ()
+    valid_files: tuple[str, ...] = ()  # zero or one file; none: carve validation_fraction out of train_files
+    file_format: str = ""  # "csv", "tsv" or "jsonl"; "" = from each file's suffix
+    text_fields: tuple[str, ...] = ("text",)  # several are joined with "\n" (as title + description)
+    label_field: str = "label"  # string or integer labels; the classes are those of train_files
+
+    def __post_init__(self) -> None:
+        if len(self.train_files) > 1:
+            raise ValueError(f"data.train_files: expected at most one training file, got {list(self.train_files)!r}")
+        if len(self.valid_files) > 1:
+            raise ValueError(f"data.valid_files: expected at most one validation file, got {list(self.valid_files)!r}")
+        if self.valid_files and not self.train_files:
+            raise ValueError(
+                f"data.valid_files: expected only together with data.train_files (AG News carves its own), "
+                f"got {list(self.valid_files)!r} without a training file"
+            )
+        if self.file_format not in ("", *LABELLED_TEXT_FORMATS):
+            raise ValueError(
+                f"data.file_format: expected one of {', '.join(LABELLED_TEXT_FORMATS)} or '' (from the suffix), "
+                f"got {self.file_format!r}"
+            )
+        if not self.text_fields:
+            raise ValueError("data.text_fields: expected at least one field name, got none")
 
 
 def _default_model() -> ClassifierConfig:
@@ -137,17 +178,32 @@ def default_config() -> ClassificationConfig:
     return ClassificationConfig()
 
 
+@dataclass(frozen=True)
+class LabelledExample:
+    """One record of a user's labelled file: its text, its class index, its 1-based line."""
+
+    text: str
+    label: int
+    line_number: int
+
+
+# What the task trains and scores on: an AG News article or a record of a user's file
+# (both have .text, .label as a class index, and .line_number).
+Example = NewsArticle | LabelledExample
+
+
 @dataclass
 class ClassificationData:
-    """The two parts of the training file, encoded, and the tokenizer trained on the first."""
+    """The training and validation rows, the training part encoded, and the tokenizer trained on it."""
 
     tokenizer: SubwordTokenizer
     class_names: tuple[str, ...]
     train_file: Path
-    train_articles: list[NewsArticle]
-    validation_articles: list[NewsArticle]
+    train_articles: list[Example]
+    validation_articles: list[Example]
     train_ids: list[list[int]]
     num_skipped: int
+    validation_file: Path | None = None  # a separate validation file (None: carved from train_file)
 
 
 def _recorded_train_file(path: Path, folder: Path) -> str:
@@ -158,23 +214,100 @@ def _recorded_train_file(path: Path, folder: Path) -> str:
         return str(path.resolve())
 
 
-def build_data(config: ClassificationDataConfig, tokenizer: SubwordTokenizer | None = None) -> ClassificationData:
-    """Read the training file, split off validation, train the BPE on the rest, encode it."""
+def read_labelled_file(
+    config: ClassificationDataConfig,
+    path: str | os.PathLike[str],
+    *,
+    max_records: int = 0,
+    text_fields: Sequence[str] | None = None,
+    label_field: str | None = None,
+    file_format: str | None = None,
+) -> LabelledTextFile:
+    """Read a labelled file with the config's fields and format (each overridable; None keeps the config's)."""
+    return read_labelled_text(
+        path,
+        config.text_fields if text_fields is None else tuple(text_fields),
+        config.label_field if label_field is None else label_field,
+        config.file_format if file_format is None else file_format,
+        max_records=max_records,
+    )
+
+
+def labelled_examples(read: LabelledTextFile, class_names: Sequence[str]) -> list[LabelledExample]:
+    """The records of ``read`` with their labels as indices into ``class_names``; an unseen label is a ValueError."""
+    ids = read.label_ids(class_names)
+    return [LabelledExample(record.text, label, record.line_number) for record, label in zip(read.records, ids)]
+
+
+def _training_rows(
+    config: ClassificationDataConfig, class_names: Sequence[str] | None = None
+) -> tuple[Path, list[Example], tuple[str, ...], int]:
+    """(training file, its rows (the first num_train), the class names, malformed lines skipped).
+
+    ``class_names`` fixes the classes (a resumed or fine-tuned run keeps its checkpoint's
+    order); None reads them from the data.
+    """
     if config.num_train < 0:
         raise ValueError(f"data.num_train must be >= 0 (0 = all rows), got {config.num_train}")
-    path = ag_news_path("train", config.data_dir, config.train_file)
-    read = read_ag_news_csv(path, skip_malformed=config.skip_malformed)
-    articles = read.articles if config.num_train == 0 else read.articles[: config.num_train]
+    if not config.train_files:
+        path = ag_news_path("train", config.data_dir, config.train_file)
+        read = read_ag_news_csv(path, skip_malformed=config.skip_malformed)
+        articles = read.articles if config.num_train == 0 else read.articles[: config.num_train]
+        names = read_class_names(config.data_dir)
+        if class_names is not None and tuple(class_names) != names:
+            raise ValueError(
+                f"{path}: expected the checkpoint's classes {list(class_names)!r}, got the AG News classes {list(names)!r}"
+            )
+        return path, list(articles), names, read.num_skipped
+    if config.skip_malformed:
+        raise ValueError(
+            "data.skip_malformed: expected False with data.train_files (a labelled file is read strictly, "
+            "nothing is skipped), got True"
+        )
+    path = Path(config.train_files[0])
+    read = read_labelled_file(config, path, max_records=config.num_train)
+    if class_names is not None:
+        return path, labelled_examples(read, class_names), tuple(class_names), 0
+    class_names = sorted_class_names(read.labels)
+    if len(class_names) < 2:
+        raise ValueError(
+            f"{path}: field {config.label_field!r}: expected at least 2 distinct labels to classify, "
+            f"got {list(class_names)!r}"
+        )
+    return path, labelled_examples(read, class_names), class_names, 0
+
+
+def _carve_validation(config: ClassificationDataConfig, rows: list[Example]) -> tuple[list[Example], list[Example]]:
+    """(training rows, validation rows) by the seeded stratified split of ``rows``."""
     train_indices, validation_indices = stratified_split(
-        [article.label for article in articles], config.validation_fraction, config.split_seed
+        [row.label for row in rows], config.validation_fraction, config.split_seed
     )
     if not train_indices or not validation_indices:
         raise ValueError(
-            f"data.validation_fraction={config.validation_fraction} of {len(articles)} rows leaves "
+            f"data.validation_fraction={config.validation_fraction} of {len(rows)} rows leaves "
             f"{len(train_indices)} training and {len(validation_indices)} validation rows; both must be non-empty"
         )
-    train_articles = [articles[index] for index in train_indices]
-    validation_articles = [articles[index] for index in validation_indices]
+    return [rows[index] for index in train_indices], [rows[index] for index in validation_indices]
+
+
+def build_data(
+    config: ClassificationDataConfig,
+    tokenizer: SubwordTokenizer | None = None,
+    class_names: Sequence[str] | None = None,
+) -> ClassificationData:
+    """Read the training file, take validation (its own file, or carved), train the BPE on the rest, encode it.
+
+    ``tokenizer`` and ``class_names``, when given (resume, fine-tuning), are kept instead
+    of being learned from the data; a training label outside ``class_names`` is then a
+    ValueError naming the file, the line and the label.
+    """
+    path, rows, class_names, num_skipped = _training_rows(config, class_names)
+    validation_file = Path(config.valid_files[0]) if config.valid_files else None
+    if validation_file is not None:
+        train_articles = rows
+        validation_articles: list[Example] = list(labelled_examples(read_labelled_file(config, validation_file), class_names))
+    else:
+        train_articles, validation_articles = _carve_validation(config, rows)
     texts = [article.text for article in train_articles]
     if tokenizer is None:
         tokenizer = SubwordTokenizer.train(
@@ -182,12 +315,13 @@ def build_data(config: ClassificationDataConfig, tokenizer: SubwordTokenizer | N
         )
     return ClassificationData(
         tokenizer=tokenizer,
-        class_names=read_class_names(config.data_dir),
+        class_names=tuple(class_names),
         train_file=path,
         train_articles=train_articles,
         validation_articles=validation_articles,
         train_ids=tokenizer.encode_batch(texts),
-        num_skipped=read.num_skipped,
+        num_skipped=num_skipped,
+        validation_file=validation_file,
     )
 
 
@@ -329,19 +463,22 @@ def predict(
 def evaluate_classifier(
     model: TransformerClassifier,
     tokenizer: SubwordTokenizer,
-    articles: Sequence[NewsArticle],
+    articles: Sequence[Example],
     class_names: Sequence[str],
     precision: str = "fp32",
+    source: str | os.PathLike[str] | None = None,
 ) -> tuple[ClassificationReport, list[Prediction]]:
     """Accuracy, per-class precision/recall/F1 and the confusion matrix on ``articles``.
 
-    An article the model cannot read whole is a ValueError naming its line. Returns the
-    report and the prediction of every article.
+    An article the model cannot read whole is a ValueError naming its line (and
+    ``source``, the file it came from, when given). Returns the report and the prediction
+    of every article.
     """
     results = predict_each(model, tokenizer, class_names, [article.text for article in articles], precision=precision)
     for article, result in zip(articles, results):
         if isinstance(result, str):
-            raise ValueError(f"article of line {article.line_number}: {result}")
+            where = f"{source}: line {article.line_number}" if source is not None else f"article of line {article.line_number}"
+            raise ValueError(f"{where}: {result}")
     predictions: list[Prediction] = results  # type: ignore[assignment]
     report = classification_report(
         [prediction.label for prediction in predictions], [article.label for article in articles], class_names
@@ -370,19 +507,41 @@ def _check_lengths(data: ClassificationData, max_len: int) -> None:
             )
 
 
-def train(config: ClassificationConfig, out_dir: str | os.PathLike[str], *, resume: bool = False) -> TrainResult:
-    """Train a classifier; validation accuracy at every epoch end decides ``best/``."""
+def _recorded_data_config(config: ClassificationDataConfig, data: ClassificationData) -> ClassificationDataConfig:
+    """The data config to write into checkpoints: the files used, findable from any folder."""
+    if not config.train_files:
+        return dataclasses.replace(config, train_file=_recorded_train_file(data.train_file, resolve_ag_news_dir(config.data_dir)))
+    return dataclasses.replace(
+        config,
+        train_files=(str(data.train_file.resolve()),),
+        valid_files=() if data.validation_file is None else (str(data.validation_file.resolve()),),
+    )
+
+
+def train(
+    config: ClassificationConfig,
+    out_dir: str | os.PathLike[str],
+    *,
+    resume: bool = False,
+    init_from: str | os.PathLike[str] | None = None,
+) -> TrainResult:
+    """Train a classifier; validation accuracy at every epoch end decides ``best/``.
+
+    ``resume`` continues ``out_dir/last``; ``init_from`` fine-tunes a checkpoint (its model
+    config must already be ``config.model``, see ``tasks.finetune``). Both keep the
+    checkpoint's tokenizer and class names, so the class indices mean what they meant.
+    """
     out_dir = Path(out_dir)
-    tokenizer = None
-    if resume:
-        tokenizer = SubwordTokenizer.from_json(read_extra_file(out_dir / "last", TOKENIZER_FILE).decode("utf-8"))
-    data = build_data(config.data, tokenizer)
+    tokenizer, class_names = None, None
+    start = out_dir / "last" if resume else None if init_from is None else resolve_checkpoint(init_from)
+    if start is not None:
+        tokenizer = SubwordTokenizer.from_json(read_extra_file(start, TOKENIZER_FILE).decode("utf-8"))
+        class_names = load_task_config(start, TASK_NAME, ClassificationConfig).class_names
+    data = build_data(config.data, tokenizer, class_names)
     _check_lengths(data, config.model.max_len)
     config = dataclasses.replace(
         config,
-        data=dataclasses.replace(
-            config.data, train_file=_recorded_train_file(data.train_file, resolve_ag_news_dir(config.data.data_dir))
-        ),
+        data=_recorded_data_config(config.data, data),
         model=dataclasses.replace(
             config.model, vocab_size=data.tokenizer.vocab_size, num_classes=len(data.class_names), pad_id=PAD_ID
         ),
@@ -400,6 +559,11 @@ def train(config: ClassificationConfig, out_dir: str | os.PathLike[str], *, resu
     validation_labels = torch.tensor([article.label for article in data.validation_articles])
     torch.manual_seed(config.train.seed)
     model = TransformerClassifier.from_config(config.model)
+    metadata = {}
+    if init_from is not None and not resume:
+        load_model_weights(start, model)
+        metadata = {"initialized_from": str(start)}
+        logger.info("fine-tuning from %s", start)
 
     def evaluate(evaluated_model: nn.Module) -> dict[str, float]:
         probabilities = predict_probabilities(evaluated_model, validation_ids)  # [N, C]
@@ -418,7 +582,7 @@ def train(config: ClassificationConfig, out_dir: str | os.PathLike[str], *, resu
         d_model=config.model.d_model,
         evaluate_fn=evaluate,
         count_tokens=lambda batch: int((batch.token_ids != PAD_ID).sum()),
-        checkpoint_config={"task": TASK_NAME, **config_to_dict(config)},
+        checkpoint_config={"task": TASK_NAME, **metadata, **config_to_dict(config)},
         extra_files={TOKENIZER_FILE: data.tokenizer.to_json()},
         resume=resume,
     )
@@ -441,8 +605,46 @@ def load_classifier(
     return model.eval(), tokenizer, config
 
 
-def load_split(config: ClassificationConfig, split: str, data_dir: str | None = None, skip_malformed: bool = False) -> list[NewsArticle]:
+def load_labelled_split(config: ClassificationConfig, split: str) -> list[Example]:
+    """The validation rows of a checkpoint trained on ``data.train_files``: its valid file, or carved again.
+
+    There is no named test split of a user's data: score a file with :func:`load_labelled_test`.
+    """
+    data = config.data
+    if split == "validation":
+        if data.valid_files:
+            return list(labelled_examples(read_labelled_file(data, data.valid_files[0]), config.class_names))
+        read = read_labelled_file(data, data.train_files[0], max_records=data.num_train)
+        return _carve_validation(data, list(labelled_examples(read, config.class_names)))[1]
+    if split == "test":
+        raise ValueError(
+            f"split 'test': expected a checkpoint trained on AG News, got one trained on {data.train_files[0]}, "
+            "which has no named test split; score a labelled file instead (evaluate --test FILE)"
+        )
+    raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
+
+
+def load_labelled_test(
+    config: ClassificationConfig,
+    path: str | os.PathLike[str],
+    *,
+    text_fields: Sequence[str] | None = None,
+    label_field: str | None = None,
+    file_format: str | None = None,
+) -> list[LabelledExample]:
+    """The rows of any labelled file, read with the checkpoint's fields and format unless overridden.
+
+    A label outside the checkpoint's ``class_names`` is a ValueError naming the file, the
+    line and the label.
+    """
+    read = read_labelled_file(config.data, path, text_fields=text_fields, label_field=label_field, file_format=file_format)
+    return labelled_examples(read, config.class_names)
+
+
+def load_split(config: ClassificationConfig, split: str, data_dir: str | None = None, skip_malformed: bool = False) -> list[Example]:
     """The articles of ``split`` ("test", or "validation": the rows held out at training)."""
+    if config.data.train_files:
+        return load_labelled_split(config, split)
     data_dir = data_dir if data_dir is not None else config.data.data_dir
     if split == "test":
         return read_ag_news_csv(ag_news_path("test", data_dir), skip_malformed=skip_malformed).articles

@@ -1,0 +1,328 @@
+"""Read labelled text files: CSV, TSV or JSON Lines, one example (text and label) a record.
+
+The formats, chosen from the file's suffix (`.csv`, `.tsv`, `.jsonl`) or given explicitly:
+
+- **CSV** (`.csv`): a header row naming the columns, then one record per row, RFC 4180
+  quoting (a field with a comma, a quote or a line break is written `"..."`, an inner
+  quote `""`), as pandas' `to_csv(index=False)` and spreadsheets write it. A quoted field
+  may span lines; the record is then named by the line it starts on.
+- **TSV** (`.tsv`): a header row, then one record per line, fields split on the tab and
+  nothing else (the IANA `text/tab-separated-values` rule: no quoting, so a `"` is an
+  ordinary character; a text with a tab or a line break needs CSV or JSON Lines).
+- **JSON Lines** (`.jsonl`): one JSON object per line, no header.
+
+The caller names one or several text fields (several are joined with "\\n", as AG News
+joins title and description, so where one field ends stays visible to the tokenizer) and
+one label field. A text field holds a string; a label a string or an integer, kept as its
+string form (`3` and `"3"` are the same class "3").
+
+The reader is strict, like `parallel_text.py`: the file must be UTF-8 (a BOM at its start
+and CRLF line ends are accepted), and each of these is a ValueError naming the file, the
+1-based line and, where one is at fault, the field: a wrong column count, a header that
+lacks a named column (or names it twice), a blank line, bad CSV quoting, bad JSON, a line
+that is not a JSON object, a missing key, a value of another type (a float, a bool, a
+list, null), an empty or whitespace-only text, an empty label, a label with leading or
+trailing whitespace (which would silently make a second class). Nothing is dropped,
+stripped or skipped.
+
+`sorted_class_names` gives the classes of a training file in a stable order, and
+`LabelledTextFile.label_ids` maps labels to class indices, with an error naming the file,
+the line and the label for a label the classes lack.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from transformer_lab.data._checks import check_integer, is_integer
+from transformer_lab.data.parallel_text import read_lines
+
+LABELLED_TEXT_FORMATS: tuple[str, ...] = ("csv", "tsv", "jsonl")
+TEXT_FIELD_SEPARATOR = "\n"
+_SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl"}
+_INTEGER_LABEL = re.compile(r"-?[0-9]+")
+
+
+@dataclass(frozen=True)
+class LabelledText:
+    """One example of a labelled text file.
+
+    Attributes:
+        text: the text field(s), joined with "\\n" when several were named.
+        label: the label as a string (an integer label in JSON becomes its decimal form).
+        line_number: the 1-based line of the file the record starts on.
+    """
+
+    text: str
+    label: str
+    line_number: int
+
+
+@dataclass
+class LabelledTextFile:
+    """The examples read from one labelled text file, in file order.
+
+    Attributes:
+        records: every record of the file (none is ever dropped).
+        path: the file read.
+        file_format: "csv", "tsv" or "jsonl", the format it was read as.
+        text_fields, label_field: the fields the texts and labels came from.
+    """
+
+    records: list[LabelledText]
+    path: Path
+    file_format: str
+    text_fields: tuple[str, ...]
+    label_field: str
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @property
+    def labels(self) -> list[str]:
+        """The label of every record, in file order."""
+        return [record.label for record in self.records]
+
+    def label_ids(self, class_names: Sequence[str]) -> list[int]:
+        """The index in `class_names` of every record's label, in file order.
+
+        Raises:
+            ValueError: a label is not in `class_names` (e.g. a validation or test label
+                that training never saw); the message names the file, the line, the label
+                and the known classes.
+        """
+        index_of = {name: index for index, name in enumerate(class_names)}
+        ids = []
+        for record in self.records:
+            if record.label not in index_of:
+                known = ", ".join(repr(name) for name in class_names)
+                raise ValueError(
+                    f"{self.path}: line {record.line_number}: field {self.label_field!r}: expected one of the "
+                    f"classes seen in training ({known}), got the unseen label {record.label!r}"
+                )
+            ids.append(index_of[record.label])
+        return ids
+
+
+def sorted_class_names(labels: Iterable[str]) -> tuple[str, ...]:
+    """The distinct labels in a stable order: integer-looking ones numerically first, then the rest sorted.
+
+    So "2" comes before "10", and the order never depends on which label the file shows
+    first. Labels that are the same number in another spelling ("7", "07") stay distinct
+    classes, ordered by their text.
+    """
+
+    def key(label: str) -> tuple[int, int, str]:
+        if _INTEGER_LABEL.fullmatch(label):
+            return (0, int(label), label)
+        return (1, 0, label)
+
+    return tuple(sorted(set(labels), key=key))
+
+
+def labelled_text_format(path: str | os.PathLike[str], file_format: str = "") -> str:
+    """The format to read `path` as: `file_format` if given, else the one its suffix names.
+
+    Raises ValueError for an unknown `file_format`, or (with none given) a suffix that is
+    not .csv, .tsv or .jsonl.
+    """
+    if not isinstance(file_format, str):
+        raise ValueError(f"file_format must be a str, got {file_format!r} ({type(file_format).__name__})")
+    if file_format:
+        if file_format not in LABELLED_TEXT_FORMATS:
+            raise ValueError(
+                f"file_format must be one of {', '.join(LABELLED_TEXT_FORMATS)} (or '' for the file's suffix), "
+                f"got {file_format!r}"
+            )
+        return file_format
+    suffix = Path(path).suffix.lower()
+    if suffix not in _SUFFIX_FORMATS:
+        raise ValueError(
+            f"{path}: expected a suffix {', '.join(_SUFFIX_FORMATS)} to choose the format, got "
+            f"{suffix or 'no suffix'!r}; name the format explicitly (file_format, e.g. 'csv')"
+        )
+    return _SUFFIX_FORMATS[suffix]
+
+
+def _check_fields(text_fields: Sequence[str], label_field: str) -> tuple[str, ...]:
+    if isinstance(text_fields, str) or not isinstance(text_fields, Sequence) or not text_fields:
+        raise ValueError(f"text_fields must be a non-empty sequence of field names, got {text_fields!r}")
+    fields = tuple(text_fields)
+    for name, value in [*(("text_fields", field) for field in fields), ("label_field", label_field)]:
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{name} must hold non-empty field names (str), got {value!r}")
+    if len(set(fields)) != len(fields):
+        raise ValueError(f"text_fields must name each field once, got {list(fields)!r}")
+    if label_field in fields:
+        raise ValueError(f"label_field must differ from the text fields, got {label_field!r} in both")
+    return fields
+
+
+class _RecordError(ValueError):
+    """What is wrong with one record (private; the reader adds the file and the line)."""
+
+
+class _LineError(ValueError):
+    """A record error found while splitting rows, with the line it belongs to (private)."""
+
+    def __init__(self, line_number: int, message: str) -> None:
+        super().__init__(message)
+        self.line_number = line_number
+
+
+def _text_of(values: Sequence[Any], fields: Sequence[str]) -> str:
+    for value, name in zip(values, fields):
+        if not isinstance(value, str):
+            raise _RecordError(f"field {name!r}: expected a string, got {value!r:.60} ({type(value).__name__})")
+    text = TEXT_FIELD_SEPARATOR.join(values)
+    if not text.strip():
+        named = "field " + repr(fields[0]) if len(fields) == 1 else "fields " + ", ".join(map(repr, fields))
+        raise _RecordError(f"{named}: expected a non-empty text, got {text!r}")
+    return text
+
+
+def _label_of(value: Any, field: str) -> str:
+    if is_integer(value):
+        return str(int(value))
+    if not isinstance(value, str):
+        raise _RecordError(
+            f"field {field!r}: expected a label that is a string or an integer, got {value!r:.60} ({type(value).__name__})"
+        )
+    if not value.strip():
+        raise _RecordError(f"field {field!r}: expected a non-empty label, got {value!r}")
+    if value != value.strip():
+        raise _RecordError(
+            f"field {field!r}: expected a label without leading or trailing whitespace, got {value!r} "
+            f"(it would be a class of its own beside {value.strip()!r})"
+        )
+    return value
+
+
+def _columns(header: list[str], text_fields: tuple[str, ...], label_field: str) -> list[int]:
+    """The column index of each text field, then of the label field; errors name what is missing."""
+    indices = []
+    for name in (*text_fields, label_field):
+        count = header.count(name)
+        if count != 1:
+            problem = "lacks" if count == 0 else f"has {count} columns named"
+            raise _RecordError(f"expected a header with a column {name!r}, got one that {problem} it: {header!r:.200}")
+        indices.append(header.index(name))
+    return indices
+
+
+def _delimited_rows(lines: list[str], file_format: str) -> Iterable[tuple[int, list[str]]]:
+    """(first line number, fields) of every row; TSV splits on tabs, CSV follows RFC 4180."""
+    if file_format == "tsv":
+        for number, line in enumerate(lines, start=1):
+            yield number, ([] if line == "" else line.split("\t"))
+        return
+    reader = csv.reader((line + "\n" for line in lines), strict=True)
+    start = 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            raise _LineError(start, f"bad CSV quoting: {error}") from None
+        yield start, row
+        start = reader.line_num + 1
+
+
+def _read_delimited(
+    lines: list[str], file_format: str, text_fields: tuple[str, ...], label_field: str
+) -> Iterable[LabelledText]:
+    rows = _delimited_rows(lines, file_format)
+    header_row = next(rows, None)
+    if header_row is None:
+        raise _LineError(1, "expected a header row naming the columns, got an empty file")
+    columns = _columns(header_row[1], text_fields, label_field)
+    width = len(header_row[1])
+    for number, row in rows:
+        if len(row) != width:
+            shown = "an empty line" if not row else f"{len(row)}"
+            raise _LineError(number, f"expected {width} {file_format.upper()} fields as in the header, got {shown}")
+        try:
+            text = _text_of([row[index] for index in columns[:-1]], text_fields)
+            label = _label_of(row[columns[-1]], label_field)
+        except _RecordError as error:
+            raise _LineError(number, str(error)) from None
+        yield LabelledText(text, label, number)
+
+
+def _read_json_lines(lines: list[str], text_fields: tuple[str, ...], label_field: str) -> Iterable[LabelledText]:
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            raise _LineError(number, "expected a JSON object, got an empty line")
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise _LineError(number, f"expected a JSON object, got bad JSON ({error.msg} at column {error.colno})") from None
+        if not isinstance(value, dict):
+            raise _LineError(number, f"expected a JSON object, got {type(value).__name__} {line[:60]!r}")
+        missing = [name for name in (*text_fields, label_field) if name not in value]
+        if missing:
+            raise _LineError(number, f"expected the key {missing[0]!r}, got only the keys {sorted(value)!r:.200}")
+        try:
+            text = _text_of([value[name] for name in text_fields], text_fields)
+            label = _label_of(value[label_field], label_field)
+        except _RecordError as error:
+            raise _LineError(number, str(error)) from None
+        yield LabelledText(text, label, number)
+
+
+def read_labelled_text(
+    path: str | os.PathLike[str],
+    text_fields: Sequence[str] = ("text",),
+    label_field: str = "label",
+    file_format: str = "",
+    *,
+    max_records: int = 0,
+) -> LabelledTextFile:
+    """Read a CSV, TSV or JSON Lines file of labelled texts (see the module docstring).
+
+    Args:
+        path: the file.
+        text_fields: the field(s) holding the text; several are joined with "\\n".
+        label_field: the field holding the label.
+        file_format: "csv", "tsv" or "jsonl"; "" chooses from the suffix.
+        max_records: read only the first N records (0 = all): quick runs on a big file.
+
+    Returns:
+        a `LabelledTextFile` with every record and its line number.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a malformed file (see the module docstring) or a file without any
+            record; the message names the file, the line and the field.
+    """
+    fields = _check_fields(text_fields, label_field)
+    max_records = check_integer("max_records", max_records, minimum=0)
+    path = Path(path)
+    file_format = labelled_text_format(path, file_format)
+    lines = read_lines(path)
+    records: list[LabelledText] = []
+    reader = (
+        _read_json_lines(lines, fields, label_field)
+        if file_format == "jsonl"
+        else _read_delimited(lines, file_format, fields, label_field)
+    )
+    try:
+        for record in reader:
+            records.append(record)
+            if len(records) == max_records:
+                break
+    except _LineError as error:
+        raise ValueError(f"{path}: line {error.line_number}: {error}") from None
+    except _RecordError as error:  # the header's problems
+        raise ValueError(f"{path}: line 1: {error}") from None
+    if not records:
+        raise ValueError(f"{path}: expected at least one labelled record, got none")
+    return LabelledTextFile(records, path, file_format, fields, label_field)

@@ -1,0 +1,232 @@
+"""Classification on the user's own labelled files: a tiny Chinese CSV with string labels, end to end.
+
+Three made-up topics written in Chinese, each with its own characters, so that a working
+model must beat chance (1/3) clearly; the labels are Chinese strings, so the class order,
+the checkpoint's class names and what `classify` / `evaluate` print are all checked on
+text that is not ASCII.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from transformer_lab.cli import main
+from transformer_lab.data import read_labelled_text
+from transformer_lab.tasks import classification
+from transformer_lab.training import apply_overrides
+
+TOPICS = {
+    "体育": "球赛队跑冠军射门教练联赛",
+    "财经": "股票市场银行利润投资收益",
+    "科技": "电脑网络芯片软件手机数据",
+}
+FILLER = "的了在是有和今天我们"
+CLASS_ORDER = ("体育", "科技", "财经")  # sorted: the order of their code points
+
+
+def _sentence(label: str, generator: random.Random, topic: int, filler: int) -> str:
+    chosen = generator.sample(TOPICS[label], topic) + generator.sample(FILLER, filler)
+    generator.shuffle(chosen)
+    return "".join(chosen)
+
+
+def write_topic_csv(path: Path, per_class: int, seed: int, labels: tuple[str, ...] = tuple(TOPICS)) -> Path:
+    """A CSV with columns title,body,label: a short title, a longer body, a Chinese topic label."""
+    generator = random.Random(seed)
+    rows = [
+        f"{_sentence(label, generator, 2, 1)},{_sentence(label, generator, 4, 3)},{label}"
+        for label in labels
+        for _ in range(per_class)
+    ]
+    generator.shuffle(rows)
+    path.write_text("title,body,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+TINY = [
+    "data.text_fields=title,body",
+    "data.vocab_size=300",
+    "data.max_tokens=256",
+    "data.validation_fraction=0.2",
+    "model.d_model=32",
+    "model.nhead=2",
+    "model.num_layers=1",
+    "model.dim_feedforward=64",
+    "model.dropout=0.1",
+    "model.max_len=64",
+    "train.epochs=20",
+    "train.warmup_steps=10",
+    "train.lr_factor=2.0",
+    "train.progress_bar=false",
+]
+
+
+@pytest.fixture(scope="module")
+def chinese_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(data folder with train.csv and test.csv, run folder) of a CLI run on the Chinese topics."""
+    data = tmp_path_factory.mktemp("topics")
+    train_file = write_topic_csv(data / "train.csv", per_class=20, seed=0)
+    write_topic_csv(data / "test.csv", per_class=8, seed=1)
+    out = tmp_path_factory.mktemp("runs") / "topics"
+    overrides = [argument for item in [f"data.train_files={train_file}", *TINY] for argument in ("--set", item)]
+    assert main(["train", "classification", "--out", str(out), *overrides]) == 0
+    return data, out
+
+
+def test_the_classes_are_the_training_labels_in_sorted_order_and_stored(chinese_run: tuple[Path, Path]) -> None:
+    data, out = chinese_run
+    config = json.loads((out / "best" / "config.json").read_text(encoding="utf-8"))
+    assert config["class_names"] == list(CLASS_ORDER)
+    assert config["model"]["num_classes"] == 3
+    # The files used are recorded as absolute paths, so evaluate works from any folder.
+    assert config["data"]["train_files"] == [str((data / "train.csv").resolve())]
+    assert config["data"]["text_fields"] == ["title", "body"] and config["data"]["label_field"] == "label"
+
+
+def test_the_tokenizer_reads_chinese_exactly_and_the_validation_rows_are_carved(chinese_run: tuple[Path, Path]) -> None:
+    _, out = chinese_run
+    model, tokenizer, config = classification.load_classifier(out)
+    text = "球赛队跑\n今天我们的股票"
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+    # Byte-level BPE merges the three bytes of a frequent character into one token.
+    assert len(tokenizer.encode("球赛队跑")) < len("球赛队跑".encode("utf-8"))
+    validation = classification.load_split(config, "validation")
+    assert len(validation) == 12  # 20 % of each class's 20 rows
+    assert sorted(example.label for example in validation) == [0] * 4 + [1] * 4 + [2] * 4
+
+
+def test_classify_prints_the_chinese_class_names(chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    _, out = chinese_run
+    assert main(["classify", "--checkpoint", str(out), "射门教练联赛的冠军", "芯片软件和手机数据"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    predicted = []
+    for line in lines:
+        label, shares = line.split("\t")
+        probabilities = dict(item.split("=") for item in shares.split(" "))
+        assert tuple(probabilities) == CLASS_ORDER and label in CLASS_ORDER
+        predicted.append(label)
+    assert predicted == ["体育", "科技"]
+
+
+def test_evaluate_scores_a_labelled_file_and_beats_chance(
+    chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    data, out = chinese_run
+    report_path = tmp_path / "report.json"
+    assert main(["evaluate", "classification", "--checkpoint", str(out), "--test", str(data / "test.csv"),
+                 "--output", str(report_path), "--confusion-png", str(tmp_path / "c.png")]) == 0
+    printed = capsys.readouterr().out
+    assert "test.csv: 24 rows" in printed and all(name in printed for name in CLASS_ORDER)
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    assert list(report["per_class"]) == list(CLASS_ORDER)
+    assert [row["support"] for row in report["per_class"].values()] == [8, 8, 8]
+    assert report["accuracy"] >= 0.8 > 1 / 3
+    # The same rows as JSON Lines with one field named differently, read by the overrides.
+    rows = read_labelled_text(data / "test.csv", ("title", "body")).records
+    jsonl = tmp_path / "test.jsonl"
+    jsonl.write_text("".join(json.dumps({"words": r.text, "topic": r.label}, ensure_ascii=False) + "\n" for r in rows),
+                     encoding="utf-8")
+    assert main(["evaluate", "classification", "--checkpoint", str(out), "--test", str(jsonl), "--text-field", "words",
+                 "--label-field", "topic", "--output", str(tmp_path / "r2.json"),
+                 "--confusion-png", str(tmp_path / "c2.png")]) == 0
+    assert json.loads((tmp_path / "r2.json").read_text(encoding="utf-8"))["accuracy"] == report["accuracy"]
+
+
+def test_an_unseen_label_is_an_error_naming_file_line_and_label(
+    chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    data, out = chinese_run
+    test = tmp_path / "unseen.csv"
+    test.write_text("title,body,label\n球赛,射门,体育\n天气,晴朗的今天,天气\n", encoding="utf-8")
+    assert main(["evaluate", "classification", "--checkpoint", str(out), "--test", str(test)]) == 2
+    error = capsys.readouterr().err
+    assert f"{test}: line 3: field 'label':" in error and "got the unseen label '天气'" in error
+    assert "Traceback" not in error
+    # At training time too: a validation file whose label the training file lacks.
+    train_config = apply_overrides(
+        classification.default_config(), [f"data.train_files={data / 'train.csv'}", f"data.valid_files={test}", *TINY]
+    )
+    with pytest.raises(ValueError, match=r"unseen\.csv: line 3: field 'label': .*got the unseen label '天气'"):
+        classification.train(train_config, tmp_path / "never")
+    assert not (tmp_path / "never").exists()
+
+
+def test_the_split_options_and_the_file_options_do_not_mix(
+    chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, out = chinese_run
+    assert main(["evaluate", "classification", "--checkpoint", str(out)]) == 2  # no AG News test split here
+    assert "has no named test split; score a labelled file instead (evaluate --test FILE)" in capsys.readouterr().err
+    assert main(["evaluate", "classification", "--checkpoint", str(out), "--split", "test",
+                 "--test", str(data / "test.csv")]) == 2
+    assert "--split: expected either it or --test FILE, got both" in capsys.readouterr().err
+    assert main(["evaluate", "classification", "--checkpoint", str(out), "--split", "validation",
+                 "--label-field", "x"]) == 2
+    assert "--label-field: expected only with --test FILE" in capsys.readouterr().err
+    assert main(["evaluate", "classification", "--checkpoint", str(out), "--split", "validation"]) == 0
+    assert ": 12 articles" in capsys.readouterr().out
+
+
+def test_a_separate_validation_file_and_integer_labels(tmp_path: Path) -> None:
+    lines = []
+    generator = random.Random(3)
+    for number in range(30):
+        label = number % 3
+        lines.append(json.dumps({"text": _sentence(list(TOPICS)[label], generator, 4, 2), "label": [7, 10, 9][label]}))
+    train_file = tmp_path / "train.jsonl"
+    train_file.write_text("\n".join(lines[:24]) + "\n", encoding="utf-8")
+    valid_file = tmp_path / "valid.jsonl"
+    valid_file.write_text("\n".join(lines[24:]) + "\n", encoding="utf-8")
+    overrides = [f"data.train_files={train_file}", f"data.valid_files={valid_file}", *TINY[1:], "train.epochs=1"]
+    result = classification.train(apply_overrides(classification.default_config(), overrides), tmp_path / "run")
+    assert result.config.class_names == ("7", "9", "10")  # integer labels, numerically sorted
+    assert len(result.data.train_articles) == 24 and len(result.data.validation_articles) == 6
+    assert [example.line_number for example in result.data.validation_articles] == [1, 2, 3, 4, 5, 6]
+    assert result.config.data.valid_files == (str(valid_file.resolve()),)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["data.train_files=a.csv,b.csv"], "data.train_files: expected at most one training file"),
+        (["data.valid_files=v.csv"], "data.valid_files: expected only together with data.train_files"),
+        (["data.file_format=xlsx"], "data.file_format: expected one of csv, tsv, jsonl or ''"),
+    ],
+)
+def test_bad_data_options_are_refused_when_set(overrides: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        apply_overrides(classification.default_config(), overrides)
+
+
+def test_a_single_class_training_file_is_refused(tmp_path: Path) -> None:
+    train_file = write_topic_csv(tmp_path / "one.csv", per_class=5, seed=0, labels=("体育",))
+    config = apply_overrides(classification.default_config(), [f"data.train_files={train_file}", *TINY])
+    with pytest.raises(ValueError, match=r"one\.csv: field 'label': expected at least 2 distinct labels to classify, got \['体育'\]"):
+        classification.build_data(config.data)
+
+
+def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(
+    chinese_run: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out = chinese_run
+    # Only two of the three classes in the new data: the indices must still mean the checkpoint's classes.
+    subset = write_topic_csv(tmp_path / "two.csv", per_class=10, seed=5, labels=("财经", "体育"))
+    overrides = [argument for item in [*TINY[:3], "train.epochs=1", "train.progress_bar=false"] for argument in ("--set", item)]
+    assert main(["train", "classification", "--init-from", str(out), "--train", str(subset),
+                 "--out", str(tmp_path / "tuned"), *overrides]) == 0
+    config = json.loads((tmp_path / "tuned" / "last" / "config.json").read_text(encoding="utf-8"))
+    assert config["class_names"] == list(CLASS_ORDER) and config["initialized_from"] == str(out / "best")
+    tokenizer_file = classification.TOKENIZER_FILE
+    assert (tmp_path / "tuned" / "last" / tokenizer_file).read_text(encoding="utf-8") == (
+        out / "best" / tokenizer_file
+    ).read_text(encoding="utf-8")
+    unseen = write_topic_csv(tmp_path / "unseen.csv", per_class=5, seed=6)
+    unseen.write_text(unseen.read_text(encoding="utf-8") + "球赛,射门,天气\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["train", "classification", "--init-from", str(out), "--train", str(unseen),
+                 "--out", str(tmp_path / "no"), *overrides]) == 2
+    assert f"{unseen}: line 17: field 'label':" in capsys.readouterr().err
