@@ -116,3 +116,41 @@ def test_the_checkpoint_records_the_resolved_precision_and_an_old_bf16_one_still
     greedy = dataclasses.replace(config.decode, strategy="greedy", max_len=5)
     [output] = translation.translate_sentences(model, tokenizer, ["Ein Hund."], greedy)
     assert isinstance(output, str) and output
+
+
+def test_the_multi30k_files_given_by_path_as_tsv_and_as_json_lines_give_the_same_batches(tmp_path: Path) -> None:
+    import json
+
+    from transformer_lab.data import load_multi30k
+
+    folder = DATA_DIR / "multi30k"
+    # The first 300 training pairs (what num_train reads): a TSV cannot hold a sentence
+    # with a tab in it, and train.de line 7366 has one (the reader refuses that line).
+    train, valid = load_multi30k("train", DATA_DIR)[:300], load_multi30k("val", DATA_DIR)
+    (tmp_path / "train.tsv").write_text("".join(f"{de}\t{en}\n" for de, en in train), encoding="utf-8")
+    (tmp_path / "valid.jsonl").write_text(
+        "".join(json.dumps({"translation": {"de": de, "en": en}}, ensure_ascii=False) + "\n" for de, en in valid),
+        encoding="utf-8",
+    )
+    (tmp_path / "train.jsonl").write_text(
+        "".join(json.dumps({"de": de, "en": en}, ensure_ascii=False) + "\n" for de, en in train), encoding="utf-8"
+    )
+    small = dict(num_train=300, num_validation=50, vocab_size=400, max_tokens=1024)
+    default = translation.TranslationDataConfig(data_dir=str(DATA_DIR), **small)
+    forms = {
+        "line files": dict(train_files=(str(folder / "train.de"), str(folder / "train.en")),
+                           valid_files=(str(folder / "val.de"), str(folder / "val.en"))),
+        "tsv": dict(train_files=(str(tmp_path / "train.tsv"),), valid_files=(str(tmp_path / "valid.jsonl"),)),
+        "json lines": dict(train_files=(str(tmp_path / "train.jsonl"),), valid_files=(str(tmp_path / "valid.jsonl"),)),
+    }
+    expected = translation.build_data(default)
+    expected_batches = translation.epoch_batches(expected, default, epoch=1)
+    for name, files in forms.items():
+        config = dataclasses.replace(default, data_dir=None, **files)
+        data = translation.build_data(config)
+        assert data.train_pairs == expected.train_pairs and data.validation_pairs == expected.validation_pairs, name
+        assert data.tokenizer.to_json() == expected.tokenizer.to_json(), name
+        batches = translation.epoch_batches(data, config, epoch=1)
+        assert len(batches) == len(expected_batches), name
+        for ours, theirs in zip(batches, expected_batches):
+            assert torch.equal(ours.src_ids, theirs.src_ids) and torch.equal(ours.tgt_in_ids, theirs.tgt_in_ids), name

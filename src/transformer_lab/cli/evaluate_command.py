@@ -1,25 +1,35 @@
 """``transformer-lab evaluate TASK --checkpoint DIR``: score a checkpoint on a held-out split.
 
-- translation: sacreBLEU on a Multi30k split (default test_2016_flickr).
+- translation: sacreBLEU (BLEU with the target language's tokenizer) and chrF++ on a
+  Multi30k split (default test_2016_flickr) or on any ``--source`` / ``--reference`` pair of files.
 - couplet: character BLEU-4 and the couplet's form (length, punctuation, tone, repetition).
 - classification: accuracy, per-class precision/recall/F1, the confusion matrix (printed
-  and drawn as a PNG) on the AG News test set (default) or the validation rows.
+  and drawn as a PNG) on the AG News test set (default), the validation rows, or any
+  labelled CSV / TSV / JSON Lines file (``--test FILE``, read with the checkpoint's text
+  and label fields and format unless ``--text-field`` / ``--label-field`` / ``--file-format``
+  say otherwise).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import unicodedata
 from pathlib import Path
 
 from transformer_lab.cli.decode_options import add_decode_arguments, search_name, with_decode_arguments
-from transformer_lab.data import load_multi30k
+from transformer_lab.data import LABELLED_TEXT_FORMATS, load_multi30k
 from transformer_lab.data.couplet import load_couplets
+from transformer_lab.data.parallel_text import read_parallel_text
+from transformer_lab.evaluation import bleu_tokenizer_for
 from transformer_lab.evaluation.couplet_metrics import CoupletReport
 from transformer_lab.tasks import classification, couplet, translation
+from transformer_lab.training.checkpoint import resolve_checkpoint
 
 DEFAULT_SPLITS = {"translation": "test_2016_flickr", "couplet": "test", "classification": "test"}
 NUM_SAMPLES = 20
+# sacreBLEU's tokenizers (ja-mecab and ko-mecab need sacrebleu's extras).
+BLEU_TOKENIZERS = ("13a", "intl", "zh", "char", "ja-mecab", "ko-mecab", "flores101", "flores200", "none")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,6 +41,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--data-dir", default=None, help="folder holding the dataset (default: $TRANSFORMER_LAB_DATA)")
     add_decode_arguments(parser)
+    # translation: score any test set (issue 20)
+    parser.add_argument(
+        "--source", type=Path, default=None, metavar="FILE",
+        help="translation: score the translations of this file's lines (with --reference) instead of a --split",
+    )
+    parser.add_argument("--reference", type=Path, default=None, metavar="FILE", help="translation: the reference of each --source line")
+    parser.add_argument(
+        "--bleu-tokenize", choices=BLEU_TOKENIZERS, default=None,
+        help="translation: sacreBLEU's tokenizer (default: zh for a Chinese target, ja-mecab (else char) for "
+        "Japanese, 13a otherwise)",
+    )
     parser.add_argument(
         "--output", type=Path, default=None,
         help="the hypotheses file (classification: the JSON report); default: beside the checkpoint",
@@ -42,6 +63,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--skip-malformed", action="store_true", help="classification: skip malformed CSV lines (counted) instead of failing"
     )
+    # classification: score any labelled file (issue 20)
+    parser.add_argument(
+        "--test", type=Path, default=None, metavar="FILE",
+        help="classification: score this labelled CSV / TSV / JSON Lines file instead of a --split",
+    )
+    parser.add_argument(
+        "--text-field", dest="text_fields", action="append", default=None, metavar="NAME",
+        help="classification with --test: a text field (repeatable, joined by a line break; default: the checkpoint's)",
+    )
+    parser.add_argument(
+        "--label-field", default=None, metavar="NAME",
+        help="classification with --test: the label field (default: the checkpoint's)",
+    )
+    parser.add_argument(
+        "--file-format", choices=LABELLED_TEXT_FORMATS, default=None,
+        help="classification with --test: the file's format (default: the checkpoint's, else from the suffix)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -51,19 +89,36 @@ def run(arguments: argparse.Namespace) -> int:
         return _evaluate_couplet(arguments, split)
     if arguments.task == "classification":
         return _evaluate_classification(arguments, split)
-    model, tokenizer, config = translation.load_translator(arguments.checkpoint)
+    return _evaluate_translation(arguments, split)
+
+
+def _evaluate_translation(arguments: argparse.Namespace, split: str) -> int:
+    if (arguments.source is None) != (arguments.reference is None):
+        raise ValueError("--source and --reference: expected both (the sentences and their references), got one")
+    if arguments.source is not None and arguments.split is not None:
+        raise ValueError("--split and --source: expected one test set, got both")
+    checkpoint = resolve_checkpoint(arguments.checkpoint)
+    model, tokenizer, config = translation.load_translator(checkpoint)
     decode_config = with_decode_arguments(config.decode, arguments)
-    data_dir = arguments.data_dir if arguments.data_dir is not None else config.data.data_dir
-    pairs = load_multi30k(
-        split, data_dir, source_language=config.data.source_language, target_language=config.data.target_language
-    )
-    report = translation.evaluate_bleu(model, tokenizer, pairs, decode_config)
+    if arguments.source is not None:
+        # Strict, as every reader: misaligned files, empty lines and bad UTF-8 name file and line.
+        pairs = read_parallel_text(arguments.source, arguments.reference).pairs
+        name = arguments.source.name
+    else:
+        data_dir = arguments.data_dir if arguments.data_dir is not None else config.data.data_dir
+        pairs = load_multi30k(
+            split, data_dir, source_language=config.data.source_language, target_language=config.data.target_language
+        )
+        name = split
+    tokenize = arguments.bleu_tokenize or bleu_tokenizer_for(config.data.target_language)
+    report = translation.evaluate_bleu(model, tokenizer, pairs, decode_config, tokenize)
     search = search_name(decode_config)
-    output = arguments.output or arguments.checkpoint / f"hypotheses.{split}.{search.replace(' ', '')}.txt"
+    output = arguments.output or checkpoint / f"hypotheses.{name}.{search.replace(' ', '')}.txt"
     output.write_text("".join(line + "\n" for line in report.hypotheses), encoding="utf-8")
-    print(f"{split}, {len(pairs)} sentences, {search}")
+    print(f"{name}, {len(pairs)} sentences, {search}")
     print(f"BLEU (cased)      {report.cased.score:.2f}  {report.cased.signature}")
     print(f"BLEU (lowercased) {report.lowercased.score:.2f}  {report.lowercased.signature}")
+    print(f"chrF++            {report.chrf.score:.2f}  {report.chrf.signature}")
     print(f"hypotheses: {output}")
     return 0
 
@@ -122,27 +177,55 @@ def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
         if getattr(arguments, option) is not None:
             flag = option.replace("_", "-")
             raise ValueError(f"--{flag}: expected only with the translation and couplet tasks, got it with classification")
+    for option in ("source", "reference", "bleu_tokenize"):
+        if getattr(arguments, option, None) is not None:
+            flag = option.replace("_", "-")
+            raise ValueError(f"--{flag}: expected only with the translation task, got it with classification")
     checkpoint = classification.resolve_checkpoint(arguments.checkpoint)
     model, tokenizer, config = classification.load_classifier(checkpoint)
-    articles = classification.load_split(config, split, arguments.data_dir, skip_malformed=arguments.skip_malformed)
+    if arguments.test is not None:
+        for option, value in (("--split", arguments.split), ("--skip-malformed", arguments.skip_malformed or None)):
+            if value is not None:
+                raise ValueError(f"{option}: expected either it or --test FILE, got both")
+        articles = classification.load_labelled_test(
+            config, arguments.test, text_fields=arguments.text_fields,
+            label_field=arguments.label_field, file_format=arguments.file_format,
+        )
+        source, split, rows = arguments.test, arguments.test.stem, "rows"
+    else:
+        for option, value in (("--text-field", arguments.text_fields), ("--label-field", arguments.label_field),
+                              ("--file-format", arguments.file_format)):
+            if value is not None:
+                raise ValueError(f"{option}: expected only with --test FILE, got it with --split {split}")
+        articles = classification.load_split(config, split, arguments.data_dir, skip_malformed=arguments.skip_malformed)
+        source, rows = None, "articles"
     report, _ = classification.evaluate_classifier(
-        model, tokenizer, articles, config.class_names, precision=arguments.precision or "auto"
+        model, tokenizer, articles, config.class_names, precision=arguments.precision or "auto", source=source
     )
-    width = max(len(name) for name in report.class_names)
-    print(f"{checkpoint}, {split}: {len(articles)} articles")
+    def columns(name: str) -> int:
+        # A Chinese or Japanese character takes two terminal columns; pad by columns, not characters.
+        return sum(2 if unicodedata.east_asian_width(character) in "WF" else 1 for character in name)
+
+    width = max(columns(name) for name in (*report.class_names, "class", "macro"))
+
+    def padded(name: str) -> str:
+        return name + " " * (width - columns(name))
+
+    print(f"{checkpoint}, {source if source is not None else split}: {len(articles)} {rows}")
     print(f"accuracy {report.accuracy:.4f}")
-    print(f"{'class':<{width}}  precision  recall  f1      support")
+    print(f"{padded('class')}  precision  recall  f1      support")
     for name, precision, recall, f1, support in zip(
         report.class_names, report.precision, report.recall, report.f1, report.support
     ):
-        print(f"{name:<{width}}  {precision:.4f}     {recall:.4f}  {f1:.4f}  {support}")
-    print(f"{'macro':<{width}}  {report.macro_precision:.4f}     {report.macro_recall:.4f}  {report.macro_f1:.4f}  {len(articles)}")
+        print(f"{padded(name)}  {precision:.4f}     {recall:.4f}  {f1:.4f}  {support}")
+    print(f"{padded('macro')}  {report.macro_precision:.4f}     {report.macro_recall:.4f}  {report.macro_f1:.4f}  {len(articles)}")
     print("confusion matrix (rows: true class, columns: predicted class, in the order above):")
     for name, row in zip(report.class_names, report.confusion):
-        print(f"{name:<{width}}  " + " ".join(f"{count:6d}" for count in row))
+        print(f"{padded(name)}  " + " ".join(f"{count:6d}" for count in row))
     output = arguments.output or checkpoint / f"report.{split}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps({"split": split, "num_articles": len(articles), **report.to_dict()}, indent=2) + "\n", encoding="utf-8")
+    scored = {"split": split} if source is None else {"file": str(source.resolve())}
+    output.write_text(json.dumps({**scored, "num_articles": len(articles), **report.to_dict()}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     picture = plot_confusion_matrix(
         arguments.confusion_png or checkpoint / f"confusion.{split}.png",
         report.confusion,

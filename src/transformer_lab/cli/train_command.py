@@ -11,11 +11,14 @@ import dataclasses
 import json
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from transformer_lab.hardware import PRECISIONS
 from transformer_lab.cli.overrides import add_override_arguments, resolved_config
 from transformer_lab.tasks import classification, couplet, synthetic, translation
+from transformer_lab.tasks.finetune import with_checkpoint_model, with_finetune_schedule
 from transformer_lab.training import is_main_process, recover_interrupted_save
+from transformer_lab.training.checkpoint import resolve_checkpoint
 
 SYNTHETIC_TASKS = ("copy", "reverse", "sort")
 REAL_DATA_TASKS = {"translation": translation, "couplet": couplet, "classification": classification}
@@ -34,12 +37,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--precision", choices=PRECISIONS, default=None,
         help="shorthand for --set train.precision=...: fp32, bf16 (autocast) or auto (bf16 where this machine runs it fast)",
     )
+    parser.add_argument(
+        "--train", nargs="+", default=None, metavar="FILE",
+        help="your own training data: SOURCE TARGET line files or one .tsv/.jsonl file (translation, couplet), "
+        "or one .csv/.tsv/.jsonl file (classification); = --set data.train_files=...",
+    )
+    parser.add_argument(
+        "--valid", nargs="+", default=None, metavar="FILE",
+        help="your own validation data, in the forms of --train (default: carved from --train)",
+    )
+    parser.add_argument("--source-language", default=None, help="translation: the source language code (JSON key, BLEU)")
+    parser.add_argument("--target-language", default=None, help="translation: the target language code (JSON key, BLEU)")
+    parser.add_argument(
+        "--init-from", type=Path, default=None, metavar="CHECKPOINT",
+        help="fine-tune: start from this checkpoint's weights, tokenizer and model config, with a fresh optimizer "
+        "and the fine-tuning schedule (docs: README 'Your own data')",
+    )
     add_override_arguments(parser)
     parser.set_defaults(handler=run)
 
 
 def run(arguments: argparse.Namespace) -> int:
     out_dir: Path = arguments.out
+    if arguments.init_from is not None and arguments.resume:
+        raise ValueError(
+            "--init-from and --resume: expected one of them (a new run from a checkpoint, or the same run "
+            "continued), got both"
+        )
     if not arguments.resume and out_dir.exists() and any(out_dir.iterdir()):
         raise ValueError(f"--out: {out_dir} already holds a run; pass --resume to continue it or choose a new folder")
     if arguments.resume:
@@ -52,6 +76,9 @@ def run(arguments: argparse.Namespace) -> int:
         arguments.overrides = [f"train.precision={arguments.precision}", *arguments.overrides]
     if arguments.task in REAL_DATA_TASKS:
         return _train_real_data(REAL_DATA_TASKS[arguments.task], arguments, out_dir)
+    for option in ("train", "valid", "source_language", "target_language", "init_from"):
+        if getattr(arguments, option) is not None:
+            raise ValueError(f"--{option.replace('_', '-')}: expected only with translation, couplet or classification, got it with {arguments.task}")
     config = resolved_config(synthetic.default_config(arguments.task), arguments)
     result = synthetic.train(config, out_dir, resume=arguments.resume)
     if not is_main_process():
@@ -64,14 +91,40 @@ def run(arguments: argparse.Namespace) -> int:
 
 
 def _train_real_data(task: ModuleType, arguments: argparse.Namespace, out_dir: Path) -> int:
-    """Train a task that reads a dataset folder (translation, couplet, classification): its preset, --data-dir, --set."""
+    """Train a task that reads data (translation, couplet, classification): its preset, the data options, --set."""
     config = task.default_config()
-    if arguments.data_dir is not None:
-        config = dataclasses.replace(config, data=dataclasses.replace(config.data, data_dir=str(arguments.data_dir)))
+    init_from = None
+    if arguments.init_from is not None:
+        init_from = resolve_checkpoint(arguments.init_from)
+        config = with_finetune_schedule(config)
+    config = dataclasses.replace(config, data=_with_data_options(config.data, arguments))
     config = resolved_config(config, arguments)
-    result = task.train(config, out_dir, resume=arguments.resume)
+    if init_from is not None:
+        config = with_checkpoint_model(config, init_from, task.TASK_NAME, arguments.overrides)
+    result = task.train(config, out_dir, resume=arguments.resume, init_from=init_from)
     if not is_main_process():
         return 0
     print(json.dumps(result.summary, indent=2, default=str))
     return 0
 
+
+
+def _with_data_options(data: Any, arguments: argparse.Namespace) -> Any:
+    """The data config with --data-dir, --train, --valid and the languages applied (before --set)."""
+    options = {
+        "data_dir": None if arguments.data_dir is None else str(arguments.data_dir),
+        "train_files": None if arguments.train is None else tuple(arguments.train),
+        "valid_files": None if arguments.valid is None else tuple(arguments.valid),
+        "source_language": arguments.source_language,
+        "target_language": arguments.target_language,
+    }
+    fields = {field.name for field in dataclasses.fields(data)}
+    changes = {}
+    for name, value in options.items():
+        if value is None:
+            continue
+        if name not in fields:
+            flag = {"train_files": "train", "valid_files": "valid"}.get(name, name).replace("_", "-")
+            raise ValueError(f"--{flag}: expected only with a task whose data has {name}, got it with {arguments.task}")
+        changes[name] = value
+    return dataclasses.replace(data, **changes)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,7 +37,8 @@ from transformer_lab.data._checks import check_bool, check_integer
 from transformer_lab.data.chinese import is_punctuation
 from transformer_lab.data.download import download_file
 from transformer_lab.data.dataset_folder import data_root
-from transformer_lab.data.parallel_text import read_parallel_text
+from transformer_lab.data.pair_files import pair_file_format, read_pair_files
+from transformer_lab.data.parallel_text import ParallelText, read_parallel_text
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +46,8 @@ COUPLET_FOLDER = "couplet"
 UPPER_FILE = "in.txt"
 LOWER_FILE = "out.txt"
 COUPLET_SPLITS: tuple[str, ...] = ("train", "test", "train_couplet_machine")
+# The JSON keys (and TSV header) of the user's own couplet files.
+COUPLET_KEYS = ("upper", "lower")
 COUPLET_LINE_COUNTS: dict[str, int] = {"train": 770491, "test": 4000, "train_couplet_machine": 90889}
 
 # The wb14123 test files, verbatim copies of the release tarball's, at a pinned commit of a
@@ -135,9 +139,40 @@ def read_couplets(
                 f"folder holds {UPPER_FILE} (upper lines) and {LOWER_FILE} (lower lines)"
             )
     text = read_parallel_text(upper_path, lower_path, skip_empty=skip_invalid, skip_option="skip_invalid")
+    return _checked_corpus(text, folder, skip_invalid, max_length)
+
+
+def read_couplet_files(
+    paths: Sequence[str | os.PathLike[str]],
+    file_format: str = "",
+    *,
+    skip_invalid: bool = False,
+    max_length: int | None = None,
+) -> CoupletCorpus:
+    """Couplets from the user's files, in the forms of `transformer_lab.data.pair_files`.
+
+    Two line files (upper lines, lower lines; characters with or without spaces), one TSV
+    file (`upper<TAB>lower`, an optional header line `upper<TAB>lower`), or JSON Lines with
+    the keys "upper" and "lower". The checks of `read_couplets` apply (equal lengths,
+    `skip_invalid`, `max_length`); in the one-file forms an empty side is always an error.
+    """
+    check_bool("skip_invalid", skip_invalid)
+    if max_length is not None:
+        max_length = check_integer("max_length", max_length, minimum=1)
+    if pair_file_format(paths, file_format, "couplet files") == "lines":
+        text = read_parallel_text(paths[0], paths[1], skip_empty=skip_invalid, skip_option="skip_invalid")
+    else:
+        text = read_pair_files(paths, *COUPLET_KEYS, file_format, name="couplet files")
+    return _checked_corpus(text, Path(paths[0]), skip_invalid, max_length)
+
+
+def _checked_corpus(text: ParallelText, where: Path, skip_invalid: bool, max_length: int | None) -> CoupletCorpus:
+    """The couplets of `text` whose two lines have equal lengths within `max_length` (see `read_couplets`)."""
+    upper_path, lower_path = text.source_path, text.target_path
     skipped_empty = list(text.skipped_line_numbers)
     empty = set(skipped_empty)
-    line_numbers = (number for number in range(1, len(text) + len(empty) + 1) if number not in empty)
+    first = text.header_lines + 1
+    line_numbers = (number for number in range(first, first + len(text) + len(empty)) if number not in empty)
     corpus = CoupletCorpus([], upper_path, lower_path, skipped_empty=skipped_empty)
     for number, (upper_line, lower_line) in zip(line_numbers, text.pairs):
         upper, lower = split_characters(upper_line), split_characters(lower_line)
@@ -159,7 +194,7 @@ def read_couplets(
     ):
         if numbers:
             logger.warning(
-                "skipped %d pair(s) with %s in %s (first at line %d)", len(numbers), kind, folder, numbers[0]
+                "skipped %d pair(s) with %s in %s (first at line %d)", len(numbers), kind, where, numbers[0]
             )
     return corpus
 

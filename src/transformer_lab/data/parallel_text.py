@@ -42,12 +42,15 @@ class ParallelText:
         source_path, target_path: the files read.
         skipped_line_numbers: the 1-based line numbers of the pairs dropped because one
             side was empty (only ever non-empty with `skip_empty=True`).
+        header_lines: lines before the first pair that are no pair (a TSV header), so that
+            pair k (0-based) of a file without skips is on line `header_lines + k + 1`.
     """
 
     pairs: list[tuple[str, str]]
     source_path: Path
     target_path: Path
     skipped_line_numbers: list[int] = field(default_factory=list)
+    header_lines: int = 0
 
     @property
     def num_skipped(self) -> int:

@@ -1,6 +1,6 @@
 """Scores: BLEU through sacreBLEU, accuracy, and per-class classification metrics."""
 
-from transformer_lab.evaluation.bleu import BleuResult, corpus_bleu
+from transformer_lab.evaluation.bleu import BleuResult, bleu_tokenizer_for, corpus_bleu, corpus_chrf
 from transformer_lab.evaluation.accuracy import accuracy
 from transformer_lab.evaluation.classification_metrics import (
     ClassificationReport,
@@ -10,7 +10,9 @@ from transformer_lab.evaluation.classification_metrics import (
 
 __all__ = [
     "BleuResult",
+    "bleu_tokenizer_for",
     "corpus_bleu",
+    "corpus_chrf",
     "accuracy",
     "ClassificationReport",
     "classification_report",

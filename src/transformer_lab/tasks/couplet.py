@@ -35,6 +35,7 @@ from transformer_lab.data.chinese import is_level_tone, is_punctuation
 from transformer_lab.data.couplet import (
     CoupletCorpus,
     load_couplets,
+    read_couplet_files,
     split_characters,
     split_validation,
     with_reversed_pairs,
@@ -43,6 +44,7 @@ from transformer_lab.decoding import DecodeConfig, decode
 from transformer_lab.decoding.couplet_constraints import CoupletConstraints
 from transformer_lab.evaluation.couplet_metrics import CoupletReport, couplet_report
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
+from transformer_lab.tasks.finetune import load_initial_weights
 from transformer_lab.tasks.seq2seq_glue import bucketed_epoch_batches, seq2seq_loss_fn, strip_generated
 from transformer_lab.training import (
     TrainConfig,
@@ -52,6 +54,7 @@ from transformer_lab.training import (
     load_task_config,
     load_model_weights,
 )
+from transformer_lab.training.checkpoint import resolve_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +71,12 @@ class CoupletDataConfig:
 
     data_dir: str | None = None  # folder holding couplet/ (None: $TRANSFORMER_LAB_DATA)
     train_split: str = "train_couplet_machine"  # or "train" (wb14123's 770k pairs) where present
+    # The user's own couplets instead of train_split: two line files (upper, lower), or one
+    # .tsv (upper<TAB>lower) or .jsonl ({"upper": ..., "lower": ...}) file.
+    train_files: tuple[str, ...] = ()
+    # Validation couplets in the same forms; () = carve num_validation pairs from training.
+    valid_files: tuple[str, ...] = ()
+    file_format: str = ""  # "lines", "tsv" or "jsonl"; "" = from the number of files and the suffix
     test_split: str = "test"  # wb14123's 4,000 test pairs
     # Training pairs whose upper line is longer are skipped and counted (58 of the 90,889
     # train_couplet_machine pairs, up to 533 characters); the test lines are at most 31.
@@ -124,8 +133,9 @@ def _default_model() -> ModelConfig:
 def _default_train() -> TrainConfig:
     return TrainConfig(
         # 393 batches of ~2,000 target tokens per epoch (89,410 training pairs of ~9
-        # characters), 11,790 steps in 30 epochs: 80 minutes on two quiet threads, within
-        # the 90-minute CPU budget. Validation BLEU kept rising into the cool-down
+        # characters), 11,790 steps in 30 epochs: 80 minutes on two quiet threads of a Zen 4
+        # EPYC in bf16, within the 90-minute CPU budget (not on an AVX2-only CPU in fp32:
+        # docs/results.md). Validation BLEU kept rising into the cool-down
         # (docs/results.md); test beam-5 BLEU 2.06 (15 epochs) -> 2.61 (30) -> 2.82 (30
         # epochs of 2,048-token batches).
         epochs=30,
@@ -226,8 +236,21 @@ def load_validation_pairs(config: CoupletDataConfig, data_dir: str | None = None
 def _read_and_split(
     config: CoupletDataConfig, data_dir: str | None
 ) -> tuple[CoupletCorpus, tuple[list[tuple[str, str]], list[tuple[str, str]], int]]:
-    """The training split as read, and its seeded (train pairs, validation pairs, dropped count) split."""
-    corpus = load_couplets(config.train_split, data_dir, skip_invalid=config.skip_invalid, max_length=config.max_length)
+    """The training couplets as read, and their (train pairs, validation pairs, dropped count) split.
+
+    Validation is the user's ``valid_files`` when given (nothing dropped), else a seeded
+    carve of ``num_validation`` pairs.
+    """
+    checks = dict(skip_invalid=config.skip_invalid, max_length=config.max_length)
+    if config.train_files:
+        corpus = read_couplet_files(config.train_files, config.file_format, **checks)
+    elif config.valid_files:
+        raise ValueError("data.valid_files: expected only with data.train_files (--train), got it without")
+    else:
+        corpus = load_couplets(config.train_split, data_dir, **checks)
+    if config.valid_files:
+        validation = read_couplet_files(config.valid_files, config.file_format, **checks).pairs
+        return corpus, (corpus.pairs, validation, 0)
     return corpus, split_validation(corpus.pairs, config.num_validation, config.seed)
 
 
@@ -446,10 +469,24 @@ def _vocabulary_text(vocabulary: Vocabulary) -> str:
     return "".join(token + "\n" for token in vocabulary.tokens)
 
 
-def train(config: CoupletConfig, out_dir: str | os.PathLike[str], *, resume: bool = False) -> TrainResult:
-    """Train a couplet model; validation character BLEU (greedy, constrained) each epoch decides ``best/``."""
+def train(
+    config: CoupletConfig,
+    out_dir: str | os.PathLike[str],
+    *,
+    resume: bool = False,
+    init_from: str | os.PathLike[str] | None = None,
+) -> TrainResult:
+    """Train a couplet model; validation character BLEU (greedy, constrained) each epoch decides ``best/``.
+
+    ``init_from`` fine-tunes: the checkpoint's vocabulary and weights are the start (its
+    model config must already be ``config.model``, see ``tasks.finetune``).
+    """
     out_dir = Path(out_dir)
-    vocabulary = Vocabulary.load(out_dir / "last" / VOCABULARY_FILE) if resume else None
+    vocabulary = None
+    if resume:
+        vocabulary = Vocabulary.load(out_dir / "last" / VOCABULARY_FILE)
+    elif init_from is not None:
+        vocabulary = Vocabulary.load(Path(init_from) / VOCABULARY_FILE)
     data = build_data(config.data, vocabulary)
     config = with_vocabulary(config, data.vocabulary)
     lengths = collated_lengths(data.train_ids)
@@ -460,6 +497,7 @@ def train(config: CoupletConfig, out_dir: str | os.PathLike[str], *, resume: boo
     )
     torch.manual_seed(config.train.seed)
     model = Seq2SeqTransformer.from_config(config.model)
+    metadata = load_initial_weights(model, init_from, resume)
     greedy = dataclasses.replace(config.decode, strategy="greedy", num_return=1)
 
     def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
@@ -478,7 +516,7 @@ def train(config: CoupletConfig, out_dir: str | os.PathLike[str], *, resume: boo
         d_model=config.model.d_model,
         evaluate_fn=evaluate if data.validation_pairs else None,
         count_tokens=lambda batch: batch.num_target_tokens,
-        checkpoint_config={"task": TASK_NAME, "data_report": data.report, **config_to_dict(config)},
+        checkpoint_config={"task": TASK_NAME, "data_report": data.report, **metadata, **config_to_dict(config)},
         extra_files={VOCABULARY_FILE: _vocabulary_text(data.vocabulary)},
         resume=resume,
     )
@@ -487,7 +525,8 @@ def train(config: CoupletConfig, out_dir: str | os.PathLike[str], *, resume: boo
 
 
 def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, Vocabulary, CoupletConfig]:
-    """Rebuild the model, vocabulary and config of a couplet checkpoint folder."""
+    """Rebuild the model, vocabulary and config of a couplet checkpoint folder (or a run folder's best/)."""
+    checkpoint = resolve_checkpoint(checkpoint)
     config = load_task_config(checkpoint, TASK_NAME, CoupletConfig, extra_metadata_keys=METADATA_KEYS)
     vocabulary = Vocabulary.load(Path(checkpoint) / VOCABULARY_FILE)
     model = Seq2SeqTransformer.from_config(config.model)

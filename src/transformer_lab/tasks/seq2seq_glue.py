@@ -68,3 +68,23 @@ def bucketed_epoch_batches(
         lengths, max_tokens, shuffle=True, seed=seed, epoch=epoch, num_shards=num_shards, shard_index=shard_index
     )
     return [collate_pairs([train_ids[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in indices]
+
+
+def validation_loss(model: nn.Module, encoded_pairs: Sequence[tuple[list[int], list[int]]], max_tokens: int) -> float:
+    """The mean cross-entropy per target token (no smoothing, eos included) of ``encoded_pairs``, teacher-forced.
+
+    The number fine-tuning is judged by: it needs no decoding and, with the same tokenizer,
+    compares models token for token. Batches of at most ``max_tokens`` padded tokens, in
+    length order; every pair counts.
+    """
+    if not encoded_pairs:
+        raise ValueError("encoded_pairs: expected at least one validation pair, got none")
+    device = next(model.parameters()).device
+    lengths = collated_lengths(encoded_pairs)
+    total, count = 0.0, 0
+    for indices in token_budget_batches(lengths, max(max_tokens, max(max(pair) for pair in lengths)), shuffle=False):
+        batch = collate_pairs([encoded_pairs[index] for index in indices], PAD_ID, BOS_ID, EOS_ID).to(device)
+        logits = model(batch.src_ids, batch.tgt_in_ids)  # [B, T, V]
+        total += float(label_smoothed_cross_entropy(logits.float(), batch.tgt_out_ids, 0.0, PAD_ID, reduction="sum"))
+        count += batch.num_target_tokens
+    return total / count

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -29,10 +30,18 @@ from transformer_lab.data import (
     padding_fraction,
     token_budget_batches,
 )
+from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.decoding import BeamOutput, DecodeConfig, decode, gnmt_length_penalty
-from transformer_lab.evaluation import BleuResult, corpus_bleu
+from transformer_lab.evaluation import BleuResult, bleu_tokenizer_for, corpus_bleu, corpus_chrf
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks.seq2seq_glue import bucketed_epoch_batches, seq2seq_loss_fn, strip_generated, within_positional_table
+from transformer_lab.tasks.finetune import load_initial_weights
+from transformer_lab.tasks.seq2seq_glue import (
+    bucketed_epoch_batches,
+    seq2seq_loss_fn,
+    strip_generated,
+    validation_loss,
+    within_positional_table,
+)
 from transformer_lab.training import (
     CONFIG_FILE,
     TrainConfig,
@@ -43,6 +52,7 @@ from transformer_lab.training import (
     load_model_weights,
     read_extra_file,
 )
+from transformer_lab.training.checkpoint import resolve_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -55,9 +65,22 @@ class TranslationDataConfig:
     """Where the data is and how it becomes batches."""
 
     data_dir: str | None = None  # folder holding multi30k/ (None: $TRANSFORMER_LAB_DATA)
+    # The user's own corpus instead of Multi30k: two aligned line files (SOURCE TARGET), or
+    # one .tsv or .jsonl file (transformer_lab.data.pair_files); () = Multi30k from data_dir.
+    train_files: tuple[str, ...] = ()
+    # Validation pairs in the same forms; () with train_files = carve num_carved_validation
+    # pairs (seeded) out of the training pairs.
+    valid_files: tuple[str, ...] = ()
+    file_format: str = ""  # "lines", "tsv" or "jsonl"; "" = from the number of files and the suffix
+    num_carved_validation: int = 1000  # at most a tenth of the training pairs
+    # The pair's languages: Multi30k's file suffixes, the user's JSON keys and TSV header,
+    # and what the BLEU tokenizer follows (zh, ja: their own; else 13a).
     source_language: str = "de"
     target_language: str = "en"
     vocab_size: int = 8000  # joint byte-level BPE over both languages, specials included
+    # A tokenizer.json trained with Hugging Face tokenizers to use instead of training the
+    # BPE (its first ids must be <pad> <unk> <bos> <eos>; see data.subword); "" = train one.
+    tokenizer_file: str = ""
     lowercase: bool = False  # keep case: BLEU is reported cased
     min_frequency: int = 2  # fewest occurrences for a BPE merge
     max_tokens: int = 4096  # padded tokens per batch (the longer of source/target)
@@ -83,7 +106,9 @@ def _default_train() -> TrainConfig:
     return TrainConfig(
         # About 116 batches of 4,096 tokens per epoch: 34 epochs are ~3,900 steps, so the
         # warm-up is short and the peak rate 0.5 * 256^-0.5 * 800^-0.5 = 1.1e-3. After 20
-        # epochs validation BLEU was still rising; 34 epochs fit in two hours on 2 threads.
+        # epochs validation BLEU was still rising; 34 epochs took 76 minutes on 2 threads of a
+        # Zen 4 EPYC in bf16. On an AVX2-only CPU (Zen 3 EPYC, fp32) they take longer than two
+        # hours: README "Precision and threads" and docs/results.md give the shorter schedule.
         epochs=34,
         lr_factor=0.5,
         warmup_steps=800,
@@ -149,11 +174,45 @@ def _first(pairs: list[tuple[str, str]], count: int) -> list[tuple[str, str]]:
     return pairs if count == 0 else pairs[:count]
 
 
+def read_pairs(config: TranslationDataConfig) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(training pairs, validation pairs): the user's files when ``train_files`` is set, else Multi30k's."""
+    languages = (config.source_language, config.target_language)
+    if not config.train_files:
+        if config.valid_files:
+            raise ValueError("data.valid_files: expected only with data.train_files (--train), got it without")
+        keywords = dict(source_language=languages[0], target_language=languages[1])
+        return load_multi30k("train", config.data_dir, **keywords), load_multi30k("val", config.data_dir, **keywords)
+    train_pairs = read_pair_files(config.train_files, *languages, config.file_format, name="--train").pairs
+    if config.valid_files:
+        return train_pairs, read_pair_files(config.valid_files, *languages, config.file_format, name="--valid").pairs
+    return carve_validation(train_pairs, config.num_carved_validation, config.seed)
+
+
+def carve_validation(
+    pairs: list[tuple[str, str]], count: int, seed: int
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(training, validation): ``min(count, len // 10)`` pairs drawn with ``seed``, both in file order."""
+    held = min(count, len(pairs) // 10)
+    if held < 1:
+        raise ValueError(
+            f"--valid: expected validation files, or at least 10 training pairs to carve validation from, "
+            f"got {len(pairs)} training pair(s) and no --valid"
+        )
+    chosen = set(random.Random(seed).sample(range(len(pairs)), held))
+    logger.info("no --valid given: %d of the %d training pairs are held out for validation (seed %d)", held, len(pairs), seed)
+    return (
+        [pair for index, pair in enumerate(pairs) if index not in chosen],
+        [pair for index, pair in enumerate(pairs) if index in chosen],
+    )
+
+
 def build_data(config: TranslationDataConfig, tokenizer: SubwordTokenizer | None = None) -> TranslationData:
     """Read train/val, train the BPE on the training split (unless given), encode the training pairs."""
-    language = dict(source_language=config.source_language, target_language=config.target_language)
-    train_pairs = _first(load_multi30k("train", config.data_dir, **language), config.num_train)
-    validation_pairs = _first(load_multi30k("val", config.data_dir, **language), config.num_validation)
+    train_pairs, validation_pairs = read_pairs(config)
+    train_pairs = _first(train_pairs, config.num_train)
+    validation_pairs = _first(validation_pairs, config.num_validation)
+    if tokenizer is None and config.tokenizer_file:
+        tokenizer = SubwordTokenizer.load(config.tokenizer_file)
     if tokenizer is None:
         tokenizer = SubwordTokenizer.train_from_pairs(
             train_pairs, vocab_size=config.vocab_size, lowercase=config.lowercase, min_frequency=config.min_frequency
@@ -271,6 +330,7 @@ def translate_nbest(
 class BleuReport:
     cased: BleuResult
     lowercased: BleuResult
+    chrf: BleuResult  # chrF++
     hypotheses: list[str]
 
 
@@ -279,13 +339,19 @@ def evaluate_bleu(
     tokenizer: SubwordTokenizer,
     pairs: Sequence[tuple[str, str]],
     decode_config: DecodeConfig,
+    bleu_tokenize: str = "13a",
 ) -> BleuReport:
-    """Translate the sources of ``pairs`` and score them against the targets (sacreBLEU 13a)."""
+    """Translate the sources of ``pairs`` and score them against the targets: BLEU (cased, lowercased), chrF++.
+
+    ``bleu_tokenize`` is sacreBLEU's tokenizer; ``bleu_tokenizer_for(target_language)`` picks
+    the one for the target language.
+    """
     hypotheses = translate_sentences(model, tokenizer, [source for source, _ in pairs], decode_config)
     references = [target for _, target in pairs]
     return BleuReport(
-        cased=corpus_bleu(hypotheses, references),
-        lowercased=corpus_bleu(hypotheses, references, lowercase=True),
+        cased=corpus_bleu(hypotheses, references, tokenize=bleu_tokenize),
+        lowercased=corpus_bleu(hypotheses, references, lowercase=True, tokenize=bleu_tokenize),
+        chrf=corpus_chrf(hypotheses, references),
         hypotheses=hypotheses,
     )
 
@@ -298,12 +364,24 @@ class TrainResult:
     summary: dict[str, Any]
 
 
-def train(config: TranslationConfig, out_dir: str | os.PathLike[str], *, resume: bool = False) -> TrainResult:
-    """Train a translation model; validation BLEU (greedy) every epoch decides ``best/``."""
+def train(
+    config: TranslationConfig,
+    out_dir: str | os.PathLike[str],
+    *,
+    resume: bool = False,
+    init_from: str | os.PathLike[str] | None = None,
+) -> TrainResult:
+    """Train a translation model; validation BLEU (greedy) every epoch decides ``best/``.
+
+    ``init_from`` fine-tunes: the checkpoint's tokenizer and weights are the start (its
+    model config must already be ``config.model``, see ``tasks.finetune``).
+    """
     out_dir = Path(out_dir)
     tokenizer = None
     if resume:
         tokenizer = SubwordTokenizer.from_json(read_extra_file(out_dir / "last", TOKENIZER_FILE).decode("utf-8"))
+    elif init_from is not None:
+        tokenizer = _load_tokenizer(init_from)
     data = build_data(config.data, tokenizer)
     config = with_vocabulary(config, data.tokenizer)
     lengths = collated_lengths(data.train_ids)
@@ -314,11 +392,19 @@ def train(config: TranslationConfig, out_dir: str | os.PathLike[str], *, resume:
     )
     torch.manual_seed(config.train.seed)
     model = Seq2SeqTransformer.from_config(config.model)
+    metadata = load_initial_weights(model, init_from, resume)
     greedy = dataclasses.replace(config.decode, strategy="greedy")
+    bleu_tokenize = bleu_tokenizer_for(config.data.target_language)
+    validation_ids = encode_pairs(data.validation_pairs, data.tokenizer)
 
     def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
-        report = evaluate_bleu(evaluated_model, data.tokenizer, data.validation_pairs, greedy)
-        return {"val_bleu": report.cased.score, "val_bleu_lowercased": report.lowercased.score}
+        report = evaluate_bleu(evaluated_model, data.tokenizer, data.validation_pairs, greedy, bleu_tokenize)
+        return {
+            "val_bleu": report.cased.score,
+            "val_bleu_lowercased": report.lowercased.score,
+            "val_chrf": report.chrf.score,
+            "val_loss": validation_loss(evaluated_model, validation_ids, config.data.max_tokens),
+        }
 
     trainer = Trainer(
         model,
@@ -330,7 +416,7 @@ def train(config: TranslationConfig, out_dir: str | os.PathLike[str], *, resume:
         d_model=config.model.d_model,
         evaluate_fn=evaluate,
         count_tokens=lambda batch: batch.num_target_tokens,
-        checkpoint_config={"task": TASK_NAME, **config_to_dict(config)},
+        checkpoint_config={"task": TASK_NAME, **metadata, **config_to_dict(config)},
         extra_files={TOKENIZER_FILE: data.tokenizer.to_json()},
         resume=resume,
     )
@@ -338,8 +424,20 @@ def train(config: TranslationConfig, out_dir: str | os.PathLike[str], *, resume:
     return TrainResult(model=model, tokenizer=data.tokenizer, config=config, summary=summary)
 
 
+def _load_tokenizer(checkpoint: str | os.PathLike[str]) -> SubwordTokenizer:
+    """The tokenizer stored in a checkpoint; a damaged file is an error naming it."""
+    tokenizer_path = Path(checkpoint) / TOKENIZER_FILE
+    try:
+        return SubwordTokenizer.from_json(read_extra_file(checkpoint, TOKENIZER_FILE).decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{tokenizer_path}: expected UTF-8 JSON, got invalid bytes at byte {error.start}") from None
+    except ValueError as error:
+        raise ValueError(f"{tokenizer_path}: {error}") from None
+
+
 def load_translator(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, SubwordTokenizer, TranslationConfig]:
-    """Rebuild the model, tokenizer and config of a translation checkpoint folder."""
+    """Rebuild the model, tokenizer and config of a translation checkpoint folder (or a run folder's best/)."""
+    checkpoint = resolve_checkpoint(checkpoint)
     config = load_task_config(checkpoint, TASK_NAME, TranslationConfig)
     config_path = Path(checkpoint) / CONFIG_FILE
     try:
@@ -348,12 +446,7 @@ def load_translator(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransfor
         # The messages name the key (model.nhead); the user also needs to know which file.
         raise ValueError(f"{config_path}: {error}") from None
     tokenizer_path = Path(checkpoint) / TOKENIZER_FILE
-    try:
-        tokenizer = SubwordTokenizer.from_json(read_extra_file(checkpoint, TOKENIZER_FILE).decode("utf-8"))
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{tokenizer_path}: expected UTF-8 JSON, got invalid bytes at byte {error.start}") from None
-    except ValueError as error:
-        raise ValueError(f"{tokenizer_path}: {error}") from None
+    tokenizer = _load_tokenizer(checkpoint)
     if tokenizer.vocab_size != config.model.src_vocab_size:
         raise ValueError(
             f"{config_path}: model.src_vocab_size must equal the {tokenizer.vocab_size} entries of "

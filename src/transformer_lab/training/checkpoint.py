@@ -67,7 +67,8 @@ TRAINER_STATE_FILE = "trainer_state.pt"
 _RESERVED_NAMES = (MODEL_FILE, CONFIG_FILE, TRAINER_STATE_FILE)
 # Keys of config.json that describe the checkpoint rather than configure its run: the
 # task's name (written by the tasks) and the averaged folders (written by averaging).
-CHECKPOINT_METADATA_KEYS = ("task", "averaged_from")
+# "initialized_from": the checkpoint a fine-tuning run started from (its weights and tokenizer).
+CHECKPOINT_METADATA_KEYS = ("task", "averaged_from", "initialized_from")
 
 
 def _temporary_prefix(folder: Path) -> str:

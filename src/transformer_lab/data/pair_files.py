@@ -1,0 +1,130 @@
+"""Sentence pairs from the user's own files: two aligned line files, one TSV file, or JSON Lines.
+
+The three forms people bring, each read as strictly as `parallel_text` reads two line files
+(UTF-8 checked, CRLF and a byte-order mark accepted, every error naming the file and the
+1-based line, nothing dropped or cut):
+
+- **two line files**, `corpus.de` and `corpus.en`: line i of one belongs with line i of
+  the other (fairseq's and OpenNMT-py's raw input, Moses/OPUS downloads);
+- **one TSV file**, `pairs.tsv`: each line `source<TAB>target` (Tatoeba/Anki exports,
+  OPUS-MT's test sets). A first line that is exactly `<source_language><TAB><target_language>`
+  is a header and is skipped (logged); any other line must have exactly two fields, so a
+  sentence that holds a tab needs another form (Multi30k's train.de line 7366 has one);
+- **JSON Lines**, `pairs.jsonl`: each line an object with the two languages as keys, either
+  at the top (`{"de": "...", "en": "..."}`) or under `"translation"`, the form of Hugging
+  Face datasets (`{"translation": {"de": "...", "en": "..."}}`); other keys are ignored.
+
+The form comes from the number of files and the suffix (`.tsv`; `.jsonl` or `.json`), or
+from ``file_format`` ("lines", "tsv", "jsonl").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from transformer_lab.data.parallel_text import ParallelText, read_lines, read_parallel_text
+
+logger = logging.getLogger(__name__)
+
+PAIR_FORMATS = ("lines", "tsv", "jsonl")
+_SUFFIX_FORMATS = {".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
+
+
+def pair_file_format(paths: Sequence[str | os.PathLike[str]], file_format: str = "", name: str = "files") -> str:
+    """The form of ``paths``: ``file_format`` if given, else "lines" for two files or the one file's suffix."""
+    if isinstance(paths, (str, os.PathLike)):
+        raise ValueError(f"{name}: expected a list of one or two paths, got the single path {str(paths)!r}")
+    if len(paths) not in (1, 2):
+        raise ValueError(
+            f"{name}: expected two aligned line files (SOURCE TARGET) or one .tsv/.jsonl file, got {len(paths)} paths"
+        )
+    if file_format and file_format not in PAIR_FORMATS:
+        raise ValueError(f"file_format: expected one of {PAIR_FORMATS} or '' (from the files), got {file_format!r}")
+    expected = "lines" if len(paths) == 2 else file_format or _SUFFIX_FORMATS.get(Path(paths[0]).suffix.lower(), "")
+    if not expected:
+        raise ValueError(
+            f"{name}: cannot tell the form of {str(paths[0])!r} from its suffix: expected .tsv, .jsonl or .json "
+            "(or two aligned line files, or file_format='tsv'/'jsonl')"
+        )
+    if file_format and file_format != expected:
+        count = "two files" if file_format == "lines" else "one file"
+        raise ValueError(f"{name}: file_format {file_format!r} reads {count}, got {len(paths)} path(s)")
+    return expected
+
+
+def read_pair_files(
+    paths: Sequence[str | os.PathLike[str]],
+    source_language: str,
+    target_language: str,
+    file_format: str = "",
+    *,
+    name: str = "files",
+) -> ParallelText:
+    """Read (source, target) pairs from ``paths`` in any of the three forms (see the module docstring).
+
+    ``source_language`` / ``target_language`` are the JSON keys (and the TSV header); ``name``
+    is what the caller calls ``paths`` (``--train``), for errors about the list itself.
+    """
+    form = pair_file_format(paths, file_format, name)
+    if form == "lines":
+        return read_parallel_text(paths[0], paths[1])
+    path = Path(paths[0])
+    lines = read_lines(path)
+    if not lines:
+        raise ValueError(f"{path}: expected at least one pair, got an empty file")
+    if form == "jsonl":
+        pairs = [_json_pair(path, number, line, source_language, target_language) for number, line in enumerate(lines, 1)]
+        return ParallelText(pairs, path, path)
+    header = lines[0] == f"{source_language}\t{target_language}"
+    if header:
+        logger.info("%s: line 1 is the header %r, not a pair", path, lines[0])
+    return ParallelText(_tsv_pairs(path, lines, int(header)), path, path, header_lines=int(header))
+
+
+def _check_sentence(path: Path, number: int, side: str, text: str) -> str:
+    if not text.strip():
+        raise ValueError(f"{path}: line {number}: expected a non-empty {side} sentence, got {text!r}")
+    return text
+
+
+def _tsv_pairs(path: Path, lines: list[str], header_lines: int) -> list[tuple[str, str]]:
+    pairs = []
+    for number, line in enumerate(lines[header_lines:], header_lines + 1):
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise ValueError(
+                f"{path}: line {number}: expected 2 tab-separated fields (source<TAB>target), "
+                f"got {len(fields)}: {line[:80]!r}"
+            )
+        pairs.append(
+            (_check_sentence(path, number, "source", fields[0]), _check_sentence(path, number, "target", fields[1]))
+        )
+    if not pairs:
+        raise ValueError(f"{path}: expected at least one pair after the header, got none")
+    return pairs
+
+
+def _json_pair(path: Path, number: int, line: str, source_language: str, target_language: str) -> tuple[str, str]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: line {number}: expected one JSON object, got invalid JSON ({error.msg} at column {error.colno})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: line {number}: expected a JSON object, got {type(record).__name__}")
+    holder = record.get("translation", record) if isinstance(record.get("translation"), dict) else record
+    sides = []
+    for side, language in (("source", source_language), ("target", target_language)):
+        if language not in holder:
+            raise ValueError(
+                f"{path}: line {number}: expected the key {language!r} (the {side} language), "
+                f"got the keys {sorted(holder)}"
+            )
+        text = holder[language]
+        if not isinstance(text, str):
+            raise ValueError(f"{path}: line {number}: expected a string under {language!r}, got {type(text).__name__}")
+        sides.append(_check_sentence(path, number, side, text))
+    return sides[0], sides[1]

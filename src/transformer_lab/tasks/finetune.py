@@ -1,0 +1,91 @@
+"""Fine-tuning: a new run that starts from a trained checkpoint's weights, tokenizer and model.
+
+``transformer-lab train TASK --init-from CHECKPOINT`` keeps what the checkpoint learned
+(weights, tokenizer or vocabulary, model config) and trains it further on new data with a
+fresh optimizer and schedule, the way OpenNMT-py's ``train_from`` with ``reset_optim`` and
+fairseq's ``--finetune-from-model`` do. A different architecture cannot reuse the weights,
+so a ``--set model.X=...`` that disagrees with the checkpoint is an error (``model.dropout``
+excepted: it shapes no weight); a checkpoint of another task is an error too.
+
+The schedule: the presets' rates are for a model that starts from random weights (a peak
+of ~1e-3 after ~800 warm-up steps); a trained model on a few hundred new pairs wants a
+rate about ten times lower and a short warm-up, or it forgets what it knew before it
+learns the new domain. :data:`FINETUNE_TRAIN` is applied before ``--set``, so the user's
+``--set train.*`` still wins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from torch import nn
+
+from transformer_lab.training import config_from_dict, load_model_weights
+from transformer_lab.training.checkpoint import load_checkpoint_config
+
+logger = logging.getLogger(__name__)
+
+ConfigType = TypeVar("ConfigType")
+
+# Peak rate lr_factor / sqrt(d_model * warmup_steps): 0.02 / sqrt(256 * 100) = 1.25e-4 for
+# the translation model, then the inverse-square-root decay; no cool-down (the run's
+# length is the user's).
+FINETUNE_TRAIN: dict[str, Any] = {"lr_factor": 0.02, "warmup_steps": 100, "cooldown_steps": 0}
+# Fields of the model config that a fine-tune may change: they shape no weight.
+_CHANGEABLE_MODEL_FIELDS = ("dropout",)
+
+
+def with_finetune_schedule(config: ConfigType) -> ConfigType:
+    """``config`` with the fine-tuning rate and warm-up (:data:`FINETUNE_TRAIN`) in its ``train`` section."""
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, **FINETUNE_TRAIN))  # type: ignore[type-var]
+
+
+def with_checkpoint_model(
+    config: ConfigType, checkpoint: str | Path, task_name: str, overrides: Sequence[str] = ()
+) -> ConfigType:
+    """``config`` with the model section of ``checkpoint``; refuses another task or a differing ``--set model.X``.
+
+    ``overrides`` are the run's ``--set KEY=VALUE`` texts: a ``model.X`` among them must
+    agree with the checkpoint (except the fields that shape no weight, which it changes).
+    """
+    saved = load_checkpoint_config(checkpoint)
+    if saved.get("task") != task_name:
+        raise ValueError(
+            f"--init-from: expected a {task_name} checkpoint, got {str(checkpoint)!r}, "
+            f"a checkpoint of the task {saved.get('task')!r}"
+        )
+    model_type = type(config.model)  # type: ignore[attr-defined]
+    try:
+        saved_model = config_from_dict(model_type, saved.get("model", {}))
+    except ValueError as error:
+        raise ValueError(f"--init-from: {Path(checkpoint) / 'config.json'}: {error}") from None
+    asked = {override.split("=", 1)[0][len("model.") :] for override in overrides if override.startswith("model.")}
+    for name in sorted(asked):
+        if name in _CHANGEABLE_MODEL_FIELDS:
+            saved_model = dataclasses.replace(saved_model, **{name: getattr(config.model, name)})  # type: ignore[attr-defined]
+            continue
+        wanted, stored = getattr(config.model, name), getattr(saved_model, name)  # type: ignore[attr-defined]
+        if wanted != stored:
+            raise ValueError(
+                f"--set model.{name}={wanted}: expected the value of the checkpoint it fine-tunes, "
+                f"{stored} ({checkpoint}); fine-tuning keeps the architecture (only model.dropout may change)"
+            )
+    return dataclasses.replace(config, model=saved_model)  # type: ignore[type-var]
+
+
+def load_initial_weights(model: nn.Module, init_from: str | os.PathLike[str] | None, resume: bool) -> dict[str, str]:
+    """Load ``init_from``'s weights into ``model`` for a fine-tune; returns the metadata its checkpoints record.
+
+    Nothing happens without ``init_from`` or on ``resume`` (the run's own ``last/`` then
+    holds newer weights).
+    """
+    if init_from is None or resume:
+        return {}
+    load_model_weights(init_from, model)
+    logger.info("fine-tuning from %s", init_from)
+    return {"initialized_from": str(init_from)}

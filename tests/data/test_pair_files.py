@@ -1,0 +1,96 @@
+"""Sentence pairs from the user's files: two line files, TSV and JSON Lines, each strict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from transformer_lab.data.pair_files import pair_file_format, read_pair_files
+
+PAIRS = [("Ein Hund.", "A dog."), ("Zwei  Katzen ", "Two cats"), ("Straße", "street")]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def test_the_three_forms_give_the_same_pairs(tmp_path: Path) -> None:
+    source = write(tmp_path / "corpus.de", "".join(f"{de}\n" for de, _ in PAIRS))
+    target = write(tmp_path / "corpus.en", "".join(f"{en}\n" for _, en in PAIRS))
+    tsv = write(tmp_path / "pairs.tsv", "".join(f"{de}\t{en}\n" for de, en in PAIRS))
+    flat = write(tmp_path / "flat.jsonl", "".join(json.dumps({"de": de, "en": en, "id": 1}) + "\n" for de, en in PAIRS))
+    nested = write(
+        tmp_path / "hf.json",
+        "".join(json.dumps({"translation": {"de": de, "en": en}}, ensure_ascii=False) + "\n" for de, en in PAIRS),
+    )
+    for paths in ([source, target], [tsv], [flat], [nested]):
+        assert read_pair_files(paths, "de", "en").pairs == PAIRS, paths
+    # The languages pick the JSON keys, so the reverse direction is the same file.
+    assert read_pair_files([flat], "en", "de").pairs == [(en, de) for de, en in PAIRS]
+
+
+def test_a_tsv_header_naming_the_languages_is_skipped_and_counted(tmp_path: Path) -> None:
+    tsv = write(tmp_path / "pairs.tsv", "de\ten\r\n" + "".join(f"{de}\t{en}\r\n" for de, en in PAIRS))
+    text = read_pair_files([tsv], "de", "en")
+    assert text.pairs == PAIRS and text.header_lines == 1
+    # Without a matching header the first line is a pair like any other.
+    assert read_pair_files([tsv], "fr", "en").pairs[0] == ("de", "en")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("p.tsv", "a\tb\nc\td\te\n", r"p\.tsv: line 2: expected 2 tab-separated fields \(source<TAB>target\), got 3"),
+        ("p.tsv", "a\tb\nno tab here\n", r"p\.tsv: line 2: expected 2 tab-separated fields .*got 1"),
+        ("p.tsv", "a\tb\n \tb\n", r"p\.tsv: line 2: expected a non-empty source sentence, got ' '"),
+        ("p.tsv", "a\t\n", r"p\.tsv: line 1: expected a non-empty target sentence"),
+        ("p.tsv", "", r"p\.tsv: expected at least one pair, got an empty file"),
+        ("p.tsv", "de\ten\n", r"p\.tsv: expected at least one pair after the header, got none"),
+        ("p.jsonl", '{"de": "a", "en": "b"}\n{"de": "a", "en": \n', r"p\.jsonl: line 2: expected one JSON object, got invalid JSON"),
+        ("p.jsonl", '["a", "b"]\n', r"p\.jsonl: line 1: expected a JSON object, got list"),
+        ("p.jsonl", '{"de": "a", "fr": "b"}\n', r"p\.jsonl: line 1: expected the key 'en' \(the target language\), got the keys \['de', 'fr'\]"),
+        ("p.jsonl", '{"de": "a", "en": 3}\n', r"p\.jsonl: line 1: expected a string under 'en', got int"),
+        ("p.jsonl", '{"de": "a", "en": "b"}\n\n', r"p\.jsonl: line 2: expected one JSON object, got invalid JSON"),
+        ("p.jsonl", '{"translation": {"de": "", "en": "b"}}\n', r"p\.jsonl: line 1: expected a non-empty source sentence"),
+    ],
+)
+def test_a_malformed_line_is_one_error_naming_file_and_line(tmp_path: Path, name: str, content: str, message: str) -> None:
+    path = write(tmp_path / name, content)
+    with pytest.raises(ValueError, match=message):
+        read_pair_files([path], "de", "en")
+
+
+def test_invalid_utf8_names_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "p.tsv"
+    path.write_bytes(b"a\tb\nc\t\xff\n")
+    with pytest.raises(ValueError, match=r"p\.tsv: line 2: expected UTF-8 text"):
+        read_pair_files([path], "de", "en")
+
+
+def test_misaligned_line_files_are_an_error(tmp_path: Path) -> None:
+    source = write(tmp_path / "a.de", "a\nb\n")
+    target = write(tmp_path / "a.en", "a\n")
+    with pytest.raises(ValueError, match=r"expected aligned files with the same number of lines, got 2 line\(s\) in .*a\.de and 1"):
+        read_pair_files([source, target], "de", "en")
+
+
+def test_the_form_comes_from_the_files_or_is_refused_clearly(tmp_path: Path) -> None:
+    assert pair_file_format(["a.de", "a.en"]) == "lines"
+    assert pair_file_format(["a.TSV"]) == "tsv"
+    assert pair_file_format(["a.json"]) == "jsonl"
+    assert pair_file_format(["a.txt"], "tsv") == "tsv"
+    with pytest.raises(ValueError, match=r"--train: cannot tell the form of 'a\.txt' from its suffix"):
+        pair_file_format(["a.txt"], name="--train")
+    with pytest.raises(ValueError, match=r"--train: expected two aligned line files .* got 3 paths"):
+        pair_file_format(["a", "b", "c"], name="--train")
+    with pytest.raises(ValueError, match=r"--valid: file_format 'tsv' reads one file, got 2 path\(s\)"):
+        pair_file_format(["a", "b"], "tsv", name="--valid")
+    with pytest.raises(ValueError, match=r"file_format: expected one of \('lines', 'tsv', 'jsonl'\)"):
+        pair_file_format(["a.tsv"], "csv")
+    with pytest.raises(ValueError, match=r"expected a list of one or two paths, got the single path 'a\.tsv'"):
+        pair_file_format("a.tsv")
+    with pytest.raises(FileNotFoundError, match=r"absent\.tsv"):
+        read_pair_files([tmp_path / "absent.tsv"], "de", "en")

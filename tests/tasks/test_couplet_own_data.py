@@ -1,0 +1,58 @@
+"""Couplets from the user's own files (TSV, JSON Lines, two line files): read strictly, trained, fine-tuned."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.tasks.couplet_fixture import TINY, made_up_couplets
+from transformer_lab.cli import main
+from transformer_lab.data.couplet import read_couplet_files
+from transformer_lab.tasks import couplet
+
+
+def write_forms(folder: Path, pairs: list[tuple[str, str]]) -> dict[str, list[Path]]:
+    upper, lower, tsv, jsonl = folder / "upper.txt", folder / "lower.txt", folder / "pairs.tsv", folder / "pairs.jsonl"
+    upper.write_text("".join(f"{u}\n" for u, _ in pairs), encoding="utf-8")
+    lower.write_text("".join(f"{w}\n" for _, w in pairs), encoding="utf-8")
+    tsv.write_text("upper\tlower\n" + "".join(f"{u}\t{w}\n" for u, w in pairs), encoding="utf-8")
+    jsonl.write_text("".join(json.dumps({"upper": u, "lower": w}, ensure_ascii=False) + "\n" for u, w in pairs), encoding="utf-8")
+    return {"lines": [upper, lower], "tsv": [tsv], "jsonl": [jsonl]}
+
+
+def test_the_three_forms_read_the_same_couplets(tmp_path: Path) -> None:
+    pairs = made_up_couplets(20, seed=5)
+    for name, paths in write_forms(tmp_path, pairs).items():
+        assert read_couplet_files(paths).pairs == pairs, name
+
+
+def test_unequal_lines_name_the_right_line_after_a_tsv_header(tmp_path: Path) -> None:
+    path = tmp_path / "pairs.tsv"
+    path.write_text("upper\tlower\n春风\t秋雨\n花月\t草\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"pairs\.tsv: line 3: expected a lower line of 2 characters"):
+        read_couplet_files([path])
+    corpus = read_couplet_files([path], skip_invalid=True)
+    assert corpus.pairs == [("春风", "秋雨")] and corpus.skipped_unequal == [3]
+
+
+def test_a_couplet_run_on_the_users_tsv_with_its_own_validation(tmp_path: Path) -> None:
+    forms = write_forms(tmp_path, made_up_couplets(200, seed=6))
+    valid = tmp_path / "valid.jsonl"
+    valid.write_text(
+        "".join(json.dumps({"upper": u, "lower": w}, ensure_ascii=False) + "\n" for u, w in made_up_couplets(12, seed=7)),
+        encoding="utf-8",
+    )
+    out = tmp_path / "run"
+    # The last --set wins: 20 steps instead of the fixture's 150.
+    arguments = ["train", "couplet", "--train", str(forms["tsv"][0]), "--valid", str(valid), "--out", str(out), *TINY]
+    assert main([*arguments, "--set", "train.max_steps=20"]) == 0
+    _, _, config = couplet.load(out)
+    assert config.data.train_files == (str(forms["tsv"][0]),) and config.data.valid_files == (str(valid),)
+    assert couplet.load_validation_pairs(config.data) == made_up_couplets(12, seed=7)
+    # Fine-tuning keeps the vocabulary of the checkpoint it starts from.
+    tuned = tmp_path / "tuned"
+    assert main(["train", "couplet", "--init-from", str(out), "--train", *map(str, forms["lines"]), "--out", str(tuned),
+                 "--set", "train.max_steps=2", "--set", "train.progress_bar=false", "--set", "data.num_validation=10"]) == 0
+    assert (tuned / "last" / couplet.VOCABULARY_FILE).read_bytes() == (out / "best" / couplet.VOCABULARY_FILE).read_bytes()

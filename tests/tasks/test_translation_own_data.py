@@ -1,0 +1,243 @@
+"""Translation on the user's own files (no shared data needed): train, evaluate, n-best, fine-tune."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer_lab.cli import main
+from transformer_lab.tasks import translation
+
+NUMBERS = {"eins": "one", "zwei": "two", "drei": "three", "vier": "four", "fünf": "five", "sechs": "six"}
+TINY = [
+    "--set", "data.vocab_size=300",
+    "--set", "data.min_frequency=1",
+    "--set", "data.max_tokens=512",
+    "--set", "model.d_model=32",
+    "--set", "model.nhead=2",
+    "--set", "model.num_encoder_layers=1",
+    "--set", "model.num_decoder_layers=1",
+    "--set", "model.dim_feedforward=64",
+    "--set", "model.max_len=32",
+    "--set", "train.max_steps=4",
+    "--set", "train.warmup_steps=2",
+    "--set", "train.cooldown_steps=0",
+    "--set", "train.progress_bar=false",
+    "--set", "decode.max_len=12",
+]
+
+
+def number_pairs(count: int, seed: int) -> list[tuple[str, str]]:
+    generator = random.Random(seed)
+    pairs = []
+    for _ in range(count):
+        words = [generator.choice(list(NUMBERS)) for _ in range(generator.randint(1, 4))]
+        pairs.append((" ".join(words), " ".join(NUMBERS[word] for word in words)))
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("corpus")
+    train, valid, test = number_pairs(120, 1), number_pairs(12, 2), number_pairs(8, 3)
+    files = {
+        "train_tsv": folder / "train.tsv",
+        "valid_jsonl": folder / "valid.jsonl",
+        "test_src": folder / "test.xde",
+        "test_ref": folder / "test.xen",
+        "domain_tsv": folder / "domain.tsv",
+    }
+    files["train_tsv"].write_text("xde\txen\n" + "".join(f"{de}\t{en}\n" for de, en in train), encoding="utf-8")
+    files["valid_jsonl"].write_text(
+        "".join(json.dumps({"translation": {"xde": de, "xen": en}}) + "\n" for de, en in valid), encoding="utf-8"
+    )
+    files["test_src"].write_text("".join(de + "\n" for de, _ in test), encoding="utf-8")
+    files["test_ref"].write_text("".join(en + "\n" for _, en in test), encoding="utf-8")
+    files["domain_tsv"].write_text("".join(f"{de}\t{en}\n" for de, en in number_pairs(30, 4)), encoding="utf-8")
+    return files
+
+
+@pytest.fixture(scope="module")
+def run(corpus: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("own") / "run"
+    code = main([
+        "train", "translation", "--out", str(out),
+        "--train", str(corpus["train_tsv"]), "--valid", str(corpus["valid_jsonl"]),
+        "--source-language", "xde", "--target-language", "xen", *TINY,
+    ])
+    assert code == 0
+    return out
+
+
+def test_the_run_records_its_files_and_languages(run: Path, corpus: dict[str, Path]) -> None:
+    saved = json.loads((run / "last" / "config.json").read_text(encoding="utf-8"))
+    assert saved["data"]["train_files"] == [str(corpus["train_tsv"])]
+    assert saved["data"]["valid_files"] == [str(corpus["valid_jsonl"])]
+    assert (saved["data"]["source_language"], saved["data"]["target_language"]) == ("xde", "xen")
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    evaluation = [row for row in rows if row["event"] == "eval"][-1]
+    assert {"val_bleu", "val_chrf", "val_loss"} <= set(evaluation)
+
+
+def test_the_reader_carves_validation_when_none_is_given(corpus: dict[str, Path]) -> None:
+    config = translation.TranslationDataConfig(
+        train_files=(str(corpus["train_tsv"]),), source_language="xde", target_language="xen", num_carved_validation=5
+    )
+    train, validation = translation.read_pairs(config)
+    assert (len(train), len(validation)) == (115, 5)
+    everything = translation.read_pairs(
+        translation.TranslationDataConfig(
+            train_files=(str(corpus["train_tsv"]),), valid_files=(str(corpus["valid_jsonl"]),),
+            source_language="xde", target_language="xen",
+        )
+    )[0]
+    # Nothing lost, nothing doubled, file order kept.
+    assert sorted(train + validation) == sorted(everything)
+    remaining = iter(everything)
+    assert all(any(pair == candidate for candidate in remaining) for pair in train)  # a subsequence
+
+
+def test_evaluate_scores_any_source_and_reference_file(run: Path, corpus: dict[str, Path], capsys) -> None:
+    hypotheses = run / "hyp.txt"
+    code = main([
+        "evaluate", "translation", "--checkpoint", str(run), "--beam", "1",
+        "--source", str(corpus["test_src"]), "--reference", str(corpus["test_ref"]), "--output", str(hypotheses),
+    ])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert f"{corpus['test_src'].name}, 8 sentences, greedy" in out
+    assert "tok:13a" in out and "chrF++" in out and "nc:6|nw:2" in out
+    assert len(hypotheses.read_text(encoding="utf-8").splitlines()) == 8
+    # The tokenizer follows the target language, and can be overridden.
+    assert main([
+        "evaluate", "translation", "--checkpoint", str(run), "--beam", "1", "--bleu-tokenize", "char",
+        "--source", str(corpus["test_src"]), "--reference", str(corpus["test_ref"]), "--output", str(hypotheses),
+    ]) == 0
+    assert "tok:char" in capsys.readouterr().out
+
+
+def test_evaluate_refuses_a_reference_of_another_length(run: Path, corpus: dict[str, Path], tmp_path: Path, capsys) -> None:
+    short = tmp_path / "short.xen"
+    short.write_text("one\n", encoding="utf-8")
+    code = main(["evaluate", "translation", "--checkpoint", str(run), "--source", str(corpus["test_src"]), "--reference", str(short)])
+    assert code == 2
+    assert "expected aligned files with the same number of lines, got 8 line(s)" in capsys.readouterr().err
+    code = main(["evaluate", "translation", "--checkpoint", str(run), "--source", str(corpus["test_src"])])
+    assert code == 2
+    assert "--source and --reference: expected both" in capsys.readouterr().err
+
+
+def test_nbest_prints_k_scored_candidates_per_sentence_best_first(run: Path, capsys) -> None:
+    assert main(["translate", "--checkpoint", str(run), "--nbest", "3", "eins zwei", "", "drei"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [(row[0], row[1]) for row in rows] == [("1", "1"), ("1", "2"), ("1", "3"), ("3", "1"), ("3", "2"), ("3", "3")]
+    for number in ("1", "3"):
+        scores = [float(row[2]) for row in rows if row[0] == number]
+        assert scores == sorted(scores, reverse=True)
+    model, tokenizer, config = translation.load_translator(run / "best")
+    beam = dataclasses.replace(config.decode, strategy="beam", beam_size=max(3, config.decode.beam_size), num_return=3)
+    best = translation.translate_nbest(model, tokenizer, "eins zwei", beam)
+    assert [candidate.text for candidate in best] == [row[3] for row in rows if row[0] == "1"]
+    code = main(["translate", "--checkpoint", str(run), "--nbest", "4", "--beam", "2", "eins"])
+    assert code == 2
+    assert "--nbest 4: expected --beam of at least 4, got --beam 2" in capsys.readouterr().err
+
+
+def test_finetuning_starts_from_the_checkpoint_with_its_tokenizer(run: Path, corpus: dict[str, Path], tmp_path: Path) -> None:
+    tuned = tmp_path / "tuned"
+    code = main([
+        "train", "translation", "--init-from", str(run), "--out", str(tuned),
+        "--train", str(corpus["domain_tsv"]), "--source-language", "xde", "--target-language", "xen",
+        "--set", "train.max_steps=1", "--set", "train.progress_bar=false", "--set", "model.dropout=0.0",
+        "--set", "data.max_tokens=512",
+    ])
+    assert code == 0
+    saved = json.loads((tuned / "last" / "config.json").read_text(encoding="utf-8"))
+    original = json.loads((run / "best" / "config.json").read_text(encoding="utf-8"))
+    assert saved["initialized_from"] == str(run / "best")
+    assert (tuned / "last" / "tokenizer.json").read_bytes() == (run / "best" / "tokenizer.json").read_bytes()
+    assert {key: value for key, value in saved["model"].items() if key != "dropout"} == {
+        key: value for key, value in original["model"].items() if key != "dropout"
+    }
+    assert saved["model"]["dropout"] == 0.0
+    # The fine-tuning schedule, not the preset's.
+    assert (saved["train"]["lr_factor"], saved["train"]["warmup_steps"], saved["train"]["cooldown_steps"]) == (0.02, 100, 0)
+    # One step from the checkpoint's weights: close to them, not to a fresh initialisation.
+    model, _, _ = translation.load_translator(tuned / "last")
+    start, _, start_config = translation.load_translator(run / "best")
+    torch.manual_seed(123)
+    fresh = translation.Seq2SeqTransformer.from_config(start_config.model)
+    moved = max((a - b).abs().max().item() for a, b in zip(model.parameters(), start.parameters()))
+    apart = max((a - b).abs().max().item() for a, b in zip(fresh.parameters(), start.parameters()))
+    assert moved < 0.01 < apart
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--resume"], "--init-from and --resume: expected one of them"),
+        (["--set", "model.d_model=48"], "--set model.d_model=48: expected the value of the checkpoint it fine-tunes, 32"),
+    ],
+)
+def test_finetuning_refuses_what_cannot_reuse_the_weights(run: Path, corpus: dict[str, Path], tmp_path: Path, capsys, extra, message) -> None:
+    code = main([
+        "train", "translation", "--init-from", str(run), "--out", str(tmp_path / "bad"),
+        "--train", str(corpus["domain_tsv"]), "--source-language", "xde", "--target-language", "xen", *extra,
+    ])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_finetuning_refuses_a_checkpoint_of_another_task(run: Path, corpus: dict[str, Path], tmp_path: Path, capsys) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    saved = json.loads((run / "best" / "config.json").read_text(encoding="utf-8"))
+    (other / "config.json").write_text(json.dumps({**saved, "task": "couplet"}), encoding="utf-8")
+    code = main(["train", "translation", "--init-from", str(other), "--out", str(tmp_path / "bad"), "--train", str(corpus["domain_tsv"])])
+    assert code == 2
+    assert "--init-from: expected a translation checkpoint, got" in capsys.readouterr().err
+
+
+def test_a_given_tokenizer_file_is_used_instead_of_training_one(run: Path, corpus: dict[str, Path], tmp_path: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    # A WordPiece tokenizer of the user's own, with the project's four specials first.
+    tokenizer = Tokenizer(models.WordPiece(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    trainer = trainers.WordPieceTrainer(vocab_size=80, special_tokens=["<pad>", "<unk>", "<bos>", "<eos>"])
+    lines = corpus["train_tsv"].read_text(encoding="utf-8").replace("\t", "\n").splitlines()
+    tokenizer.train_from_iterator(lines, trainer)
+    path = tmp_path / "mine.json"
+    tokenizer.save(str(path))
+    out = tmp_path / "with-mine"
+    code = main([
+        "train", "translation", "--out", str(out), "--train", str(corpus["train_tsv"]),
+        "--source-language", "xde", "--target-language", "xen", "--set", f"data.tokenizer_file={path}", *TINY,
+    ])
+    assert code == 0
+    model, stored, config = translation.load_translator(out)
+    assert stored.vocab_size == tokenizer.get_vocab_size() == config.model.src_vocab_size
+    assert stored.encode("eins zwei") == tokenizer.encode("eins zwei").ids
+
+
+def test_validation_loss_is_the_mean_token_cross_entropy_of_unbatched_pairs(run: Path) -> None:
+    import torch.nn.functional as F
+
+    from transformer_lab.data import BOS_ID, EOS_ID, encode_pairs
+    from transformer_lab.tasks.seq2seq_glue import validation_loss
+
+    model, tokenizer, _ = translation.load_translator(run)
+    encoded = encode_pairs(number_pairs(9, seed=8), tokenizer)
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for source, target in encoded:  # one pair at a time: no padding anywhere
+            logits = model(torch.tensor([source]), torch.tensor([[BOS_ID, *target]]))[0]  # [T, V]
+            total += float(F.cross_entropy(logits, torch.tensor([*target, EOS_ID]), reduction="sum"))
+            count += len(target) + 1
+        batched = validation_loss(model, encoded, max_tokens=64)
+    assert batched == pytest.approx(total / count, rel=1e-5)
