@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -241,3 +242,16 @@ def test_validation_loss_is_the_mean_token_cross_entropy_of_unbatched_pairs(run:
             count += len(target) + 1
         batched = validation_loss(model, encoded, max_tokens=64)
     assert batched == pytest.approx(total / count, rel=1e-5)
+
+
+def test_a_pair_longer_than_the_positional_table_is_refused_before_training(corpus: dict[str, Path], tmp_path: Path, capsys) -> None:
+    long = tmp_path / "long.tsv"
+    long.write_text(corpus["train_tsv"].read_text(encoding="utf-8") + ("eins " * 40).strip() + "\tone\n", encoding="utf-8")
+    code = main(["train", "translation", "--out", str(tmp_path / "run"), "--train", str(long),
+                 "--source-language", "xde", "--target-language", "xen", *TINY])
+    assert code == 2
+    error = capsys.readouterr().err
+    # Carving may put it among the validation pairs: those are checked too.
+    assert re.search(r"(training|validation) data: pair \d+ \('eins eins", error)
+    assert "has 40 subword tokens on one side (with bos/eos), expected at most model.max_len=32" in error
+    assert not (tmp_path / "run" / "last").exists()

@@ -88,3 +88,21 @@ def validation_loss(model: nn.Module, encoded_pairs: Sequence[tuple[list[int], l
         total += float(label_smoothed_cross_entropy(logits.float(), batch.tgt_out_ids, 0.0, PAD_ID, reduction="sum"))
         count += batch.num_target_tokens
     return total / count
+
+
+def check_fits_positional_table(
+    encoded_pairs: Sequence[tuple[list[int], list[int]]], pairs: Sequence[tuple[str, str]], max_len: int, name: str
+) -> None:
+    """Refuse, before training starts, a pair whose source or target (with bos) exceeds ``max_len`` tokens.
+
+    Otherwise the first batch that holds it fails deep in the model, maybe hours in;
+    nothing is cut or dropped here either: the user raises model.max_len or removes it.
+    """
+    for index, (source_ids, target_ids) in enumerate(encoded_pairs):
+        longest = max(len(source_ids), len(target_ids) + 1)
+        if longest > max_len:
+            source, target = pairs[index]
+            raise ValueError(
+                f"{name}: pair {index + 1} ({source[:40]!r} -> {target[:40]!r}) has {longest} subword tokens on one "
+                f"side (with bos/eos), expected at most model.max_len={max_len}; raise model.max_len or leave it out"
+            )

@@ -37,6 +37,7 @@ from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks.finetune import load_initial_weights
 from transformer_lab.tasks.seq2seq_glue import (
     bucketed_epoch_batches,
+    check_fits_positional_table,
     seq2seq_loss_fn,
     strip_generated,
     validation_loss,
@@ -384,6 +385,7 @@ def train(
         tokenizer = _load_tokenizer(init_from)
     data = build_data(config.data, tokenizer)
     config = with_vocabulary(config, data.tokenizer)
+    check_fits_positional_table(data.train_ids, data.train_pairs, config.model.max_len, "training data")
     lengths = collated_lengths(data.train_ids)
     first_epoch = token_budget_batches(lengths, config.data.max_tokens, shuffle=True, seed=config.data.seed, epoch=0)
     logger.info(
@@ -396,6 +398,7 @@ def train(
     greedy = dataclasses.replace(config.decode, strategy="greedy")
     bleu_tokenize = bleu_tokenizer_for(config.data.target_language)
     validation_ids = encode_pairs(data.validation_pairs, data.tokenizer)
+    check_fits_positional_table(validation_ids, data.validation_pairs, config.model.max_len, "validation data")
 
     def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
         report = evaluate_bleu(evaluated_model, data.tokenizer, data.validation_pairs, greedy, bleu_tokenize)
