@@ -62,21 +62,31 @@ class Bf16Support:
     reason: str
 
 
+def _cpuinfo_blocks() -> list[dict[str, str]]:
+    """/proc/cpuinfo as one {key: value} dict per logical CPU; [] where there is no such file."""
+    try:
+        text = _CPUINFO.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    blocks: list[dict[str, str]] = []
+    for block in text.split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+        if fields:
+            blocks.append(fields)
+    return blocks
+
+
 def cpu_model_name() -> str:
     """The CPU's name with its x86 family and model ("AMD EPYC (family 25, model 1)").
 
     A virtual machine often shows a bare "AMD EPYC" for CPUs two generations apart (Zen 3
     is family 25 model 1, Zen 4 family 25 model 17), so the numbers are part of the name.
     """
-    fields: dict[str, str] = {}
-    try:
-        for line in _CPUINFO.read_text(encoding="utf-8", errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            if not key.strip():
-                break  # the first processor's block is enough
-            fields.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
+    blocks = _cpuinfo_blocks()
+    fields = blocks[0] if blocks else {}  # the first processor's block is enough
     name = fields.get("model name") or fields.get("Model") or fields.get("Hardware")
     if not name:
         return platform.processor() or platform.machine() or "unknown CPU"
@@ -86,13 +96,8 @@ def cpu_model_name() -> str:
 
 
 def _cpu_flags() -> set[str]:
-    try:
-        for line in _CPUINFO.read_text(encoding="utf-8", errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("flags", "Features"):
-                return set(value.split())
-    except OSError:
-        pass
+    for fields in _cpuinfo_blocks()[:1]:
+        return set((fields.get("flags") or fields.get("Features") or "").split())
     return set()
 
 
@@ -229,21 +234,9 @@ def physical_cores() -> int:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         usable = os.cpu_count() or 1
-    cores: set[tuple[str, str]] = set()
-    physical_id = core_id = ""
-    try:
-        for line in _CPUINFO.read_text(encoding="utf-8", errors="replace").splitlines() + [""]:
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if key == "physical id":
-                physical_id = value.strip()
-            elif key == "core id":
-                core_id = value.strip()
-            elif not key and core_id:
-                cores.add((physical_id, core_id))
-                physical_id = core_id = ""
-    except OSError:
-        pass
+    cores = {
+        (fields.get("physical id", ""), fields["core id"]) for fields in _cpuinfo_blocks() if "core id" in fields
+    }
     logical = os.cpu_count() or usable
     if cores and logical:
         # The affinity set is in logical CPUs; scale it by the machine's threads per core.
