@@ -221,7 +221,7 @@ def main() -> None:
     print(f"| config | runner | tokens/s | vs torch fp32 | vs torch same precision | MFU ({peak_name} peak) | last loss |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for name in arguments.configs:
-        config = model_configs(data.tokenizer.vocab_size)[name]
+        config = model_configs(data.vocabulary.vocab_size)[name]
         result, peak = measure(
             config, batches, arguments.repeats, precisions, peak_dtype, compile_model=arguments.compile
         )

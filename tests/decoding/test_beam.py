@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from transformer_lab.decoding import BeamOutput, Hypothesis, beam_search, gnmt_length_penalty, greedy_search
+from transformer_lab.decoding import DecodeOutput, Hypothesis, beam_search, gnmt_length_penalty, greedy_search
 
 PAD, EOS, A, B, C, D = 0, 2, 3, 4, 5, 6
 
@@ -13,9 +13,9 @@ PAD, EOS, A, B, C, D = 0, 2, 3, 4, 5, 6
 def test_beam_finds_the_best_sequence_that_greedy_misses(table_model, sources):
     src_ids = sources([0])
     greedy = greedy_search(table_model, src_ids, max_len=6)
-    assert greedy.ids.tolist() == [[A, C, EOS]]
+    assert greedy.best_ids.tolist() == [[A, C, EOS]]
     output = beam_search(table_model, src_ids, beam_size=2, max_len=6, length_penalty=0.6)
-    assert isinstance(output, BeamOutput)
+    assert isinstance(output, DecodeOutput)
     best = output.hypotheses[0][0]
     assert isinstance(best, Hypothesis)
     assert best.ids == [B, EOS]
@@ -112,17 +112,17 @@ def test_beam_size_one_equals_greedy_without_length_penalty(make_random_model, s
     beam = beam_search(model, src_ids, beam_size=1, max_len=7, length_penalty=0.0)
     for row, hypotheses in enumerate(beam.hypotheses):
         length = int(greedy.lengths[row])
-        assert hypotheses[0].ids == greedy.ids[row, :length].tolist()
+        assert hypotheses[0].ids == greedy.best_ids[row, :length].tolist()
         assert hypotheses[0].log_prob == greedy.scores[row].item()  # same float32 sums
     width = beam.best_ids.size(1)
-    assert torch.equal(beam.best_ids, greedy.ids[:, :width])
+    assert torch.equal(beam.best_ids, greedy.best_ids[:, :width])
 
 
 def test_beam_size_one_may_outrun_greedy_with_a_length_penalty(table_model, sources):
     # Documented behaviour: the early stop is exact, so with alpha > 0 one beam goes on
     # past greedy's eos and finds the longer output whose normalised score is higher.
     src_ids = sources([2])
-    assert greedy_search(table_model, src_ids, max_len=6).ids.tolist() == [[A, EOS]]
+    assert greedy_search(table_model, src_ids, max_len=6).best_ids.tolist() == [[A, EOS]]
     flat = beam_search(table_model, src_ids, beam_size=1, max_len=6, length_penalty=0.0)
     assert flat.hypotheses[0][0].ids == [A, EOS]
     penalised = beam_search(table_model, src_ids, beam_size=1, max_len=6, length_penalty=1.0)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from transformer_lab.decoding import BeamOutput, DecodeConfig, GreedyOutput, IncrementalDecoder, decode
+from transformer_lab.decoding import DecodeConfig, DecodeOutput, IncrementalDecoder, decode
 
 PAD, EOS, A = 0, 2, 3
 
@@ -41,10 +41,10 @@ def test_the_fake_models_follow_the_protocol(table_model):
 def test_decode_dispatches_on_strategy_and_applies_the_length_limit(table_model, sources):
     src_ids = sources([3, 0], [3, 2])  # longest non-pad source: 3 tokens
     greedy = decode(table_model, src_ids, DecodeConfig(strategy="greedy", max_len_a=1.0, max_len_b=1))
-    assert isinstance(greedy, GreedyOutput)
-    assert greedy.ids.tolist() == [[A, A, A, A], [A, 5, EOS, PAD]]  # 1.0 * 3 + 1 = 4 tokens
+    assert isinstance(greedy, DecodeOutput)
+    assert greedy.best_ids.tolist() == [[A, A, A, A], [A, 5, EOS, PAD]]  # 1.0 * 3 + 1 = 4 tokens
     beam = decode(table_model, src_ids, DecodeConfig(strategy="beam", beam_size=2, num_return=2, max_len=4))
-    assert isinstance(beam, BeamOutput)
+    assert isinstance(beam, DecodeOutput)
     assert [len(hypotheses) for hypotheses in beam.hypotheses] == [2, 2]
     assert beam.best_ids.tolist() == [[A, A, A, A], [4, EOS, PAD, PAD]]
     assert beam.best_ids.dtype == torch.long

@@ -79,7 +79,7 @@ def constraints(**options: object) -> CoupletConstraints:
 def greedy_lines(model: PreferenceModel, uppers: list[str], processor: CoupletConstraints) -> list[str]:
     longest = max(len(upper) for upper in uppers)
     output = greedy_search(model, encode(uppers), longest + 1, logits_processor=processor)
-    return [decode_text(row) for row in output.ids.tolist()]
+    return [decode_text(row) for row in output.best_ids.tolist()]
 
 
 def beam_lines(model: PreferenceModel, uppers: list[str], processor: CoupletConstraints, beams: int = 3) -> list[list[str]]:
@@ -120,7 +120,7 @@ def test_every_beam_hypothesis_has_the_upper_lines_length_and_punctuation(model_
 def test_without_the_constraints_the_eos_lover_stops_at_once() -> None:
     # The oracle for the tests above: the fake really does break the form on its own.
     output = greedy_search(eos_lover(), encode(UPPERS), 8)
-    assert output.ids[:, 0].tolist() == [EOS] * len(UPPERS)
+    assert output.best_ids[:, 0].tolist() == [EOS] * len(UPPERS)
 
 
 def test_any_punctuation_mode_lets_the_model_choose_the_mark() -> None:

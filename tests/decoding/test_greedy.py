@@ -5,16 +5,16 @@ import math
 import pytest
 import torch
 
-from transformer_lab.decoding import GreedyOutput, greedy_search
+from transformer_lab.decoding import DecodeOutput, greedy_search
 
 PAD, EOS, A, B, C = 0, 2, 3, 4, 5
 
 
 def test_greedy_takes_the_locally_best_token(table_model, sources):
     output = greedy_search(table_model, sources([0]), max_len=6)
-    assert isinstance(output, GreedyOutput)
+    assert isinstance(output, DecodeOutput)
     # Table 0: a (0.5) then c (0.32) then eos (0.9); beam search beats this (test_beam).
-    assert output.ids.tolist() == [[A, C, EOS]]
+    assert output.best_ids.tolist() == [[A, C, EOS]]
     assert output.scores.dtype == torch.float32
     assert output.scores.item() == pytest.approx(math.log(0.5) + math.log(0.32) + math.log(0.9), abs=1e-5)
     assert output.lengths.tolist() == [3]
@@ -24,10 +24,10 @@ def test_rows_are_padded_after_eos_and_padding_adds_no_score(table_model, source
     keys = [0, 1, 4]
     output = greedy_search(table_model, sources(keys, lengths=[4, 2, 3]), max_len=6)
     expected = [[A, C, EOS], [A, EOS, PAD], [EOS, PAD, PAD]]
-    assert output.ids.tolist() == expected
+    assert output.best_ids.tolist() == expected
     assert output.lengths.tolist() == [3, 2, 1]
     for row, key in enumerate(keys):
-        generated = output.ids[row, : output.lengths[row]].tolist()
+        generated = output.best_ids[row, : output.lengths[row]].tolist()
         assert generated[-1] == EOS and EOS not in generated[:-1]
         assert output.scores[row].item() == pytest.approx(
             table_model.sequence_log_prob(key, generated), abs=1e-6
@@ -36,13 +36,13 @@ def test_rows_are_padded_after_eos_and_padding_adds_no_score(table_model, source
 
 def test_stops_as_soon_as_every_row_has_finished(table_model, sources):
     output = greedy_search(table_model, sources([0, 1]), max_len=50)
-    assert output.ids.size(1) == 3
+    assert output.best_ids.size(1) == 3
     assert len(table_model.step_rows) == 3  # one decode_step per generated column
 
 
 def test_max_len_is_honoured_without_eos(table_model, sources):
     output = greedy_search(table_model, sources([3, 0]), max_len=4)
-    assert output.ids.tolist() == [[A, A, A, A], [A, C, EOS, PAD]]
+    assert output.best_ids.tolist() == [[A, A, A, A], [A, C, EOS, PAD]]
     assert output.lengths.tolist() == [4, 3]
     assert output.scores[0].item() == pytest.approx(4 * math.log(0.9), abs=1e-5)
 
@@ -61,20 +61,20 @@ def test_logits_processor_forbidding_early_eos_is_respected(table_model, sources
         return log_probs
 
     plain = greedy_search(table_model, sources([4]), max_len=6)
-    assert plain.ids.tolist() == [[EOS]]
+    assert plain.best_ids.tolist() == [[EOS]]
     forced = greedy_search(
         table_model, sources([4]), max_len=6, logits_processor=forbid_eos_before_length_three
     )
-    assert forced.ids.tolist() == [[A, B, EOS]]
+    assert forced.best_ids.tolist() == [[A, B, EOS]]
     assert forced.lengths.tolist() == [3]
     assert seen == [0, 1, 2]
 
 
 def test_explicit_ids_override_the_models(table_model, sources):
     output = greedy_search(table_model, sources([0]), max_len=6, eos_id=A)
-    assert output.ids.tolist() == [[A]]  # a now ends the output
+    assert output.best_ids.tolist() == [[A]]  # a now ends the output
     output = greedy_search(table_model, sources([0, 4]), max_len=6, pad_id=9)
-    assert output.ids.tolist() == [[A, C, EOS], [EOS, 9, 9]]
+    assert output.best_ids.tolist() == [[A, C, EOS], [EOS, 9, 9]]
 
 
 def test_bad_arguments_raise_value_errors_naming_them(table_model, sources):

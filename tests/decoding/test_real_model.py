@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from transformer_lab.decoding import (
-    GreedyOutput,
+    DecodeOutput,
     Hypothesis,
     beam_search,
     greedy_search,
@@ -68,9 +68,9 @@ def padded_sources(lengths: list[int] = SOURCE_LENGTHS, seed: int = 7) -> torch.
     return src_ids
 
 
-def greedy_rows(output: GreedyOutput) -> list[list[int]]:
+def greedy_rows(output: DecodeOutput) -> list[list[int]]:
     """Each row's generated tokens up to and including its eos (padding cut off)."""
-    return [output.ids[row, :length].tolist() for row, length in enumerate(output.lengths.tolist())]
+    return [output.best_ids[row, :length].tolist() for row, length in enumerate(output.lengths.tolist())]
 
 
 def assert_same_hypotheses(first: list[list[Hypothesis]], second: list[list[Hypothesis]]) -> None:
@@ -104,7 +104,7 @@ def test_greedy_with_the_cache_equals_greedy_without(norm_first: bool) -> None:
     src_ids = padded_sources()
     cached = greedy_search(model, src_ids, max_len=MAX_LEN, use_cache=True)
     uncached = greedy_search(model, src_ids, max_len=MAX_LEN, use_cache=False)
-    assert torch.equal(cached.ids, uncached.ids)
+    assert torch.equal(cached.best_ids, uncached.best_ids)
     assert torch.equal(cached.lengths, uncached.lengths)
     torch.testing.assert_close(cached.scores, uncached.scores, **TOLERANCE)
 

@@ -19,7 +19,7 @@ from transformer_lab.models import Seq2SeqTransformer
 from tests.tasks.couplet_fixture import TINY_OVERRIDES as COUPLET_OVERRIDES
 from tests.tasks.couplet_fixture import write_couplet_folder
 from tests.tasks.news_fixture import tiny_overrides, write_news_folder
-from transformer_lab.tasks import classification, couplet, translation
+from transformer_lab.tasks import classification, couplet, seq2seq, translation
 from transformer_lab.training import apply_overrides, config_to_dict, save_checkpoint
 
 SENTENCES = [
@@ -49,7 +49,7 @@ def write_translation_checkpoint(folder: Path, overrides: list[str] | None = Non
     """A translation checkpoint folder as ``translation.train`` writes it, with random weights."""
     tokenizer = tiny_tokenizer()
     config = apply_overrides(translation.default_config(), [*TINY_MODEL, *(overrides or [])])
-    config = translation.with_vocabulary(config, tokenizer)
+    config = seq2seq.with_vocabulary(config, tokenizer.vocab_size)
     torch.manual_seed(seed)
     model = Seq2SeqTransformer.from_config(config.model)
     return save_checkpoint(

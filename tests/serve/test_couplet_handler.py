@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from transformer_lab.data import Vocabulary
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.serve import create_app, load_served_models
-from transformer_lab.tasks import couplet
+from transformer_lab.tasks import couplet, seq2seq
 from transformer_lab.training import apply_overrides, config_to_dict, save_checkpoint
 
 CHARACTERS = "春风花月山水云天江河秋雨草星海林雾地湖溪"
@@ -31,7 +31,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> TestClient:
         couplet.default_config(),
         ["model.d_model=32", "model.nhead=2", "model.num_encoder_layers=1", "model.num_decoder_layers=1", "model.dim_feedforward=64", "model.max_len=32"],
     )
-    config = couplet.with_vocabulary(config, vocabulary)
+    config = seq2seq.with_vocabulary(config, len(vocabulary))
     torch.manual_seed(0)
     model = Seq2SeqTransformer.from_config(config.model)
     save_checkpoint(

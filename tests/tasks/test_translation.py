@@ -149,7 +149,7 @@ def test_the_multi30k_files_given_by_path_as_tsv_and_as_json_lines_give_the_same
         config = dataclasses.replace(default, data_dir=None, **files)
         data = translation.build_data(config)
         assert data.train_pairs == expected.train_pairs and data.validation_pairs == expected.validation_pairs, name
-        assert data.tokenizer.to_json() == expected.tokenizer.to_json(), name
+        assert data.vocabulary.to_json() == expected.vocabulary.to_json(), name
         batches = translation.epoch_batches(data, config, epoch=1)
         assert len(batches) == len(expected_batches), name
         for ours, theirs in zip(batches, expected_batches):

@@ -119,7 +119,7 @@ def test_a_tiny_seq2seq_transformer_overfits_one_batch(overfit_run: OverfitRun) 
         final_loss = float(seq2seq_loss_fn(0.0, PAD_ID)(run.model, run.batch))
     assert final_loss < 0.01 * run.initial_loss, (run.initial_loss, final_loss)
     output = greedy_search(run.model, run.batch.src_ids, max_len=8)
-    generated = [strip_generated(row, EOS_ID, PAD_ID) for row in output.ids]
+    generated = [strip_generated(row, EOS_ID, PAD_ID) for row in output.best_ids]
     assert generated == run.targets
     # Every row ends with eos: the model also learnt where to stop.
     assert output.lengths.tolist() == [len(target) + 1 for target in run.targets]

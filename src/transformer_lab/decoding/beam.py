@@ -36,57 +36,20 @@ Shape legend: B batch, S source length, K beam, V vocabulary, L longest best hyp
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from transformer_lab.decoding.output import DecodeOutput, Hypothesis, gnmt_length_penalty
 from transformer_lab.decoding.protocol import (
     IncrementalDecoder,
+    clamp_to_positional_table,
     LogitsProcessor,
     check_positive,
     check_source_ids,
     next_token_log_probs,
     resolve_special_ids,
 )
-
-
-def gnmt_length_penalty(length: int, alpha: float) -> float:
-    """The GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al., 2016).
-
-    alpha = 0 gives 1 (rank by raw log-prob); larger alpha favours longer hypotheses.
-    """
-    return ((5.0 + length) / 6.0) ** alpha
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    """One finished (or max_len-truncated) output of the beam search.
-
-    `ids` are the generated tokens without bos, ending with eos if the hypothesis
-    finished; `score` is `log_prob` divided by the GNMT length penalty of `len(ids)`;
-    `log_prob` is the raw sum of the token log-probabilities.
-    """
-
-    ids: list[int]
-    score: float
-    log_prob: float
-
-
-@dataclass
-class BeamOutput:
-    """The result of `beam_search`.
-
-    `hypotheses[b]` holds sentence b's best hypotheses, best first, `num_return` of
-    them (fewer only if a logits processor left fewer possible sequences).
-
-    Shape:
-        best_ids: LongTensor[B, L], each sentence's best hypothesis padded with pad_id
-            (L is the longest of them).
-    """
-
-    hypotheses: list[list[Hypothesis]]
-    best_ids: Tensor
 
 
 def _add_hypothesis(
@@ -137,7 +100,7 @@ def beam_search(
     pad_id: int | None = None,
     use_cache: bool = True,
     logits_processor: LogitsProcessor | None = None,
-) -> BeamOutput:
+) -> DecodeOutput:
     """Beam search over a batch of sentences for at most `max_len` new tokens.
 
     Each step scores the K*V continuations of every sentence's K beams, takes the best
@@ -148,7 +111,7 @@ def beam_search(
     eval mode.
 
     Shape:
-        src_ids: LongTensor[B, S] -> BeamOutput(hypotheses: B lists, best_ids [B, L]).
+        src_ids: LongTensor[B, S] -> DecodeOutput(hypotheses: B lists of <= num_return, best_ids [B, L]).
     """
     check_source_ids(src_ids)
     check_positive("beam_size", beam_size)
@@ -161,6 +124,7 @@ def beam_search(
     if not isinstance(length_penalty, (int, float)) or not math.isfinite(length_penalty):
         raise ValueError(f"length_penalty: expected a finite float, given {length_penalty!r}")
     bos_id, eos_id, pad_id = resolve_special_ids(model, bos_id, eos_id, pad_id)
+    max_len = clamp_to_positional_table(model, max_len)
 
     # no_grad rather than inference_mode: see greedy_search.
     with torch.no_grad():
@@ -294,10 +258,4 @@ def beam_search(
             prefix_ids = next_prefix_ids
             beam_scores = next_scores
 
-    best_length = max((len(sentence[0].ids) for sentence in finished if sentence), default=0)
-    padded_rows = [
-        (hypotheses[0].ids if hypotheses else []) for hypotheses in finished
-    ]
-    padded_rows = [row + [pad_id] * (best_length - len(row)) for row in padded_rows]
-    best_ids = torch.tensor(padded_rows, dtype=torch.long, device=src_ids.device)  # [B, L]
-    return BeamOutput(hypotheses=finished, best_ids=best_ids)
+    return DecodeOutput.from_hypotheses(finished, pad_id, src_ids.device)

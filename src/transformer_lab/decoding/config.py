@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from transformer_lab.hardware import PRECISIONS, autocast, resolve_precision
-from transformer_lab.decoding.beam import BeamOutput, beam_search
-from transformer_lab.decoding.greedy import GreedyOutput, greedy_search
+from transformer_lab.decoding.beam import beam_search
+from transformer_lab.decoding.greedy import greedy_search
+from transformer_lab.decoding.output import DecodeOutput
 from transformer_lab.decoding.protocol import (
     IncrementalDecoder,
     LogitsProcessor,
@@ -34,7 +35,7 @@ class DecodeConfig:
     # Beams per sentence (beam search only); 4-6 is the usual range for translation.
     beam_size: int = 5
     # Most new tokens per sentence (eos included), the hard cap whatever max_len_a/b say;
-    # keep it within the model's positional table.
+    # the searches also stop at the model's positional table (model.max_len).
     max_len: int = 128
     # When either is set, the limit is min(max_len, int(max_len_a * src_len) + max_len_b),
     # src_len being the longest non-pad source row of the batch (an unset one counts 0);
@@ -108,12 +109,12 @@ def decode(
     eos_id: int | None = None,
     pad_id: int | None = None,
     logits_processor: LogitsProcessor | None = None,
-) -> GreedyOutput | BeamOutput:
+) -> DecodeOutput:
     """Run the search `config.strategy` names, with the config's settings.
 
     Shape:
-        src_ids: LongTensor[B, S] -> GreedyOutput (ids [B, L]) or BeamOutput
-        (best_ids [B, L]).
+        src_ids: LongTensor[B, S] -> DecodeOutput (best_ids [B, L], one hypothesis list
+        per sentence) whatever the strategy.
     """
     check_source_ids(src_ids)
     bos_id, eos_id, pad_id = resolve_special_ids(model, bos_id, eos_id, pad_id)
@@ -136,7 +137,7 @@ def _search(
     eos_id: int,
     pad_id: int,
     logits_processor: LogitsProcessor | None,
-) -> GreedyOutput | BeamOutput:
+) -> DecodeOutput:
     if config.strategy == "greedy":
         return greedy_search(
             model,
@@ -147,6 +148,7 @@ def _search(
             pad_id=pad_id,
             use_cache=config.use_cache,
             logits_processor=logits_processor,
+            length_penalty=config.length_penalty,
         )
     return beam_search(
         model,

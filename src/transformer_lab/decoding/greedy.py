@@ -5,36 +5,19 @@ Shape legend: B batch, S source length, L generated length (<= max_len), V vocab
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
 
+from transformer_lab.decoding.output import DecodeOutput, Hypothesis, gnmt_length_penalty
 from transformer_lab.decoding.protocol import (
     IncrementalDecoder,
+    clamp_to_positional_table,
     LogitsProcessor,
     check_positive,
     check_source_ids,
     next_token_log_probs,
     resolve_special_ids,
 )
-
-
-@dataclass
-class GreedyOutput:
-    """The result of `greedy_search`.
-
-    Shape:
-        ids: LongTensor[B, L], the generated tokens without bos; a row that finished holds
-            its eos and then pad_id. L is the number of steps run (<= max_len).
-        scores: FloatTensor[B], the sum of the log-probabilities of each row's generated
-            tokens, eos included, padding excluded.
-        lengths: LongTensor[B], the number of generated tokens per row, eos included.
-    """
-
-    ids: Tensor
-    scores: Tensor
-    lengths: Tensor
 
 
 def greedy_search(
@@ -47,20 +30,25 @@ def greedy_search(
     pad_id: int | None = None,
     use_cache: bool = True,
     logits_processor: LogitsProcessor | None = None,
-) -> GreedyOutput:
+    length_penalty: float = 0.0,
+) -> DecodeOutput:
     """Decode a batch greedily for at most `max_len` new tokens.
 
     All rows are decoded together; a row that has emitted eos keeps emitting pad_id
     (which adds nothing to its score) and the loop stops as soon as every row has
     finished. With `use_cache=False` the whole prefix is decoded again at every step
     (slow; kept as the oracle for the cached path). The model should be in eval mode.
+    Each sentence gets one hypothesis; `length_penalty` only sets its reported `score`
+    (its `log_prob` over the GNMT penalty, as beam search reports it), never the choice.
 
     Shape:
-        src_ids: LongTensor[B, S] -> GreedyOutput(ids [B, L], scores [B], lengths [B]).
+        src_ids: LongTensor[B, S] -> DecodeOutput(best_ids [B, L], scores [B], lengths [B]);
+        a row of best_ids that finished holds its eos and then pad_id.
     """
     check_source_ids(src_ids)
     check_positive("max_len", max_len)
     bos_id, eos_id, pad_id = resolve_special_ids(model, bos_id, eos_id, pad_id)
+    max_len = clamp_to_positional_table(model, max_len)
 
     # no_grad rather than inference_mode: inference tensors returned to the caller could
     # not be modified in place later, a surprising trap for such small outputs.
@@ -94,4 +82,9 @@ def greedy_search(
             if bool(finished.all()):
                 break
 
-    return GreedyOutput(ids=prefix_ids[:, 1:], scores=scores, lengths=lengths)
+    generated_ids = prefix_ids[:, 1:]  # [B, L]
+    hypotheses = [
+        [Hypothesis(ids=row[:length], score=log_prob / gnmt_length_penalty(length, length_penalty), log_prob=log_prob)]
+        for row, length, log_prob in zip(generated_ids.tolist(), lengths.tolist(), scores.tolist())
+    ]
+    return DecodeOutput(hypotheses=hypotheses, best_ids=generated_ids, scores=scores, lengths=lengths)

@@ -66,7 +66,8 @@ class IncrementalDecoder(Protocol):
     """An encoder-decoder that predicts the next target token, batch-first.
 
     Attributes `bos_id`, `eos_id`, `pad_id` are the defaults the searches use when no
-    explicit id is passed.
+    explicit id is passed. An optional attribute `max_len` (the positions the model can
+    read) caps the number of new tokens: see `clamp_to_positional_table`.
     """
 
     bos_id: int
@@ -124,6 +125,20 @@ def resolve_special_ids(
             raise ValueError(f"{name}: expected an int, given {value!r}")
         resolved.append(value)
     return resolved[0], resolved[1], resolved[2]
+
+
+def clamp_to_positional_table(model: IncrementalDecoder, max_len: int) -> int:
+    """`max_len` new tokens, or fewer if the model's positional table (`model.max_len`) ends first.
+
+    The one place that owns the limit. At step t the decoder reads bos plus t tokens,
+    positions 0..t, so `model.max_len` new tokens fit exactly: the last one is chosen
+    from position `model.max_len - 1` and never fed back. A model without the attribute
+    (the tests' fakes) is not capped.
+    """
+    positions = getattr(model, "max_len", None)
+    if isinstance(positions, int) and not isinstance(positions, bool) and positions >= 1:
+        return min(max_len, positions)
+    return max_len
 
 
 def check_source_ids(src_ids: Tensor) -> None:

@@ -76,10 +76,11 @@ def sentence_attention(
     src_ids = torch.tensor([list(source_ids)], dtype=torch.long)  # [1, S]
     model.eval()
     if target_ids is None:
-        positional_limit = model.positional_encoding.max_len - 1
+        # The output is fed back whole below, after bos: it must leave that one position.
+        positional_limit = model.max_len - 1
         limit = min(2 * src_ids.shape[1] + 10, positional_limit) if max_new_tokens is None else max_new_tokens
         with torch.no_grad():
-            generated = greedy_search(model, src_ids, limit).ids[0].tolist()  # [L]
+            generated = greedy_search(model, src_ids, limit).best_ids[0].tolist()  # [L]
         target_ids = generated[: generated.index(model.eos_id)] if model.eos_id in generated else generated
     tgt_in_ids = torch.tensor([[model.bos_id, *target_ids]], dtype=torch.long)  # [1, T]
     maps = attention_maps(model, src_ids, tgt_in_ids)

@@ -26,7 +26,7 @@ class Seq2SeqTransformer(nn.Module):
     position is only ever seen by later (also padded) positions, and the loss ignores them.
 
     It implements the decoding protocol of ``transformer_lab.decoding``: ``encode``,
-    ``new_cache``, ``decode_step`` and ``bos_id`` / ``eos_id`` / ``pad_id``.
+    ``new_cache``, ``decode_step``, ``bos_id`` / ``eos_id`` / ``pad_id`` and ``max_len``.
     """
 
     def __init__(
@@ -86,6 +86,8 @@ class Seq2SeqTransformer(nn.Module):
         self.tgt_vocab_size = tgt_vocab_size
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         self.aligned_decoder_input = aligned_decoder_input
+        # The positions either side can read: the searches stop there (decoding protocol).
+        self.max_len = max_len
 
     @classmethod
     def from_config(cls, config: ModelConfig) -> "Seq2SeqTransformer":

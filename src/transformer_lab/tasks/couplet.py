@@ -16,21 +16,11 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 
-from transformer_lab.data import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    UNK_ID,
-    Seq2SeqBatch,
-    Vocabulary,
-    collated_lengths,
-    padding_fraction,
-    token_budget_batches,
-)
+from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Seq2SeqBatch, Vocabulary
 from transformer_lab.data.chinese import is_level_tone, is_punctuation
 from transformer_lab.data.couplet import (
     CoupletCorpus,
@@ -40,21 +30,14 @@ from transformer_lab.data.couplet import (
     split_validation,
     with_reversed_pairs,
 )
-from transformer_lab.decoding import DecodeConfig, decode
+from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.couplet_constraints import CoupletConstraints
 from transformer_lab.evaluation.couplet_metrics import CoupletReport, couplet_report
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks.finetune import load_initial_weights
-from transformer_lab.tasks.seq2seq_glue import bucketed_epoch_batches, seq2seq_loss_fn, strip_generated
-from transformer_lab.training import (
-    TrainConfig,
-    Trainer,
-    config_to_dict,
-    data_shard,
-    load_task_config,
-    load_model_weights,
-)
-from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.tasks import seq2seq
+from transformer_lab.tasks.seq2seq import Candidate, Seq2SeqData, Seq2SeqTask
+from transformer_lab.tasks.seq2seq_glue import bucketed_epoch_batches
+from transformer_lab.training import TrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -175,29 +158,10 @@ def default_config() -> CoupletConfig:
     return CoupletConfig()
 
 
-def with_vocabulary(config: CoupletConfig, vocabulary: Vocabulary) -> CoupletConfig:
-    """The model's vocabulary fields follow the character vocabulary."""
-    model = dataclasses.replace(
-        config.model,
-        src_vocab_size=len(vocabulary),
-        tgt_vocab_size=len(vocabulary),
-        pad_id=PAD_ID,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
-    )
-    return dataclasses.replace(config, model=model)
-
-
 # ---------------------------------------------------------------------------- data
 
 
-@dataclass
-class CoupletData:
-    vocabulary: Vocabulary
-    train_pairs: list[tuple[str, str]]
-    validation_pairs: list[tuple[str, str]]
-    train_ids: list[tuple[list[int], list[int]]]
-    report: dict[str, int]  # what was read and skipped, for the run summary
+CoupletData = Seq2SeqData[Vocabulary]
 
 
 def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) -> CoupletData:
@@ -281,15 +245,6 @@ def build_constraints(vocabulary: Vocabulary, config: CoupletConstraintConfig) -
         level_tone_mask=level,
         oblique_final_penalty=config.oblique_final_penalty,
     )
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One lower line and its score: the sum of its characters' log-probabilities (eos included)
-    as decoding ranked them, so with the final-tone penalty of an oblique ending included."""
-
-    text: str
-    score: float
 
 
 @dataclass(frozen=True)
@@ -388,38 +343,30 @@ def generate(
                 f"strategy {decode_config.strategy!r} with beam_size {decode_config.beam_size}"
             )
     decode_config = dataclasses.replace(decode_config, num_return=num_candidates if decode_config.strategy == "beam" else 1)
-    model.eval()
-    device = next(model.parameters()).device
-    max_len = model.positional_encoding.max_len
     lines = [split_characters(upper) for upper in uppers]
-    checks = [check_upper_line(line, vocabulary, max_len) for line in lines]
+    checks = [check_upper_line(line, vocabulary, model.max_len) for line in lines]
     results: list[CoupletResult | None] = [
         CoupletResult(line, [], error=error) if error else None for line, (error, _) in zip(lines, checks)
     ]
-    order = sorted((index for index, result in enumerate(results) if result is None), key=lambda index: len(lines[index]))
-    constraints = build_constraints(vocabulary, constraint_config)
     punctuation_stand_in = _punctuation_stand_in(vocabulary)
-    bounded = dataclasses.replace(decode_config, max_len=min(decode_config.max_len, max_len))
-    with torch.no_grad():
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            longest = max(len(lines[index]) for index in chunk)
-            src_ids = torch.full((len(chunk), longest), PAD_ID, dtype=torch.long)
-            for row, index in enumerate(chunk):
-                src_ids[row, : len(lines[index])] = torch.tensor(
-                    _encode_upper(lines[index], vocabulary, punctuation_stand_in)
-                )
-            output = decode(model, src_ids.to(device), bounded, logits_processor=constraints)
-            for row, index in enumerate(chunk):
-                if decode_config.strategy == "greedy":
-                    rows = [(output.ids[row], float(output.scores[row]))]
-                else:
-                    rows = [(hypothesis.ids, hypothesis.log_prob) for hypothesis in output.hypotheses[row]]
-                candidates = [
-                    Candidate(_restore_marks(lines[index], vocabulary.decode(strip_generated(ids, EOS_ID, PAD_ID)), constraint_config), score)
-                    for ids, score in rows
-                ]
-                results[index] = CoupletResult(lines[index], candidates, note=checks[index][1])
+    encoded = [
+        _encode_upper(line, vocabulary, punctuation_stand_in) if result is None else []
+        for line, result in zip(lines, results)
+    ]
+    found = seq2seq.decode_sources(
+        model,
+        encoded,
+        decode_config,
+        logits_processor=build_constraints(vocabulary, constraint_config),
+        batch_size=batch_size,
+    )
+    for index, hypotheses in enumerate(found):
+        if results[index] is None:
+
+            def to_text(ids: list[int], upper: str = lines[index]) -> str:
+                return _restore_marks(upper, vocabulary.decode(ids), constraint_config)
+
+            results[index] = CoupletResult(lines[index], seq2seq.candidates_of(hypotheses, to_text), note=checks[index][1])
     return [result for result in results if result is not None]
 
 
@@ -456,17 +403,21 @@ def evaluate_pairs(
 # ---------------------------------------------------------------------------- training
 
 
-@dataclass
-class TrainResult:
-    model: Seq2SeqTransformer
-    vocabulary: Vocabulary
-    config: CoupletConfig
-    summary: dict[str, Any]
+def _read_vocabulary(folder: Path) -> Vocabulary:
+    return Vocabulary.load(folder / VOCABULARY_FILE)
 
 
-def _vocabulary_text(vocabulary: Vocabulary) -> str:
-    """The file `Vocabulary.save` writes: one token per line in id order."""
-    return "".join(token + "\n" for token in vocabulary.tokens)
+TASK: Seq2SeqTask[Vocabulary, CoupletConfig] = Seq2SeqTask(
+    name=TASK_NAME,
+    config_type=CoupletConfig,
+    vocabulary_file=VOCABULARY_FILE,
+    read_vocabulary=_read_vocabulary,
+    # The file Vocabulary.save writes: one token per line in id order.
+    vocabulary_text=lambda vocabulary: "".join(token + "\n" for token in vocabulary.tokens),
+    vocabulary_size=len,
+    metadata_keys=METADATA_KEYS,
+)
+TrainResult = seq2seq.TrainResult
 
 
 def train(
@@ -475,29 +426,14 @@ def train(
     *,
     resume: bool = False,
     init_from: str | os.PathLike[str] | None = None,
-) -> TrainResult:
+) -> seq2seq.TrainResult[Vocabulary, CoupletConfig]:
     """Train a couplet model; validation character BLEU (greedy, constrained) each epoch decides ``best/``.
 
     ``init_from`` fine-tunes: the checkpoint's vocabulary and weights are the start (its
     model config must already be ``config.model``, see ``tasks.finetune``).
     """
-    out_dir = Path(out_dir)
-    vocabulary = None
-    if resume:
-        vocabulary = Vocabulary.load(out_dir / "last" / VOCABULARY_FILE)
-    elif init_from is not None:
-        vocabulary = Vocabulary.load(Path(init_from) / VOCABULARY_FILE)
-    data = build_data(config.data, vocabulary)
-    config = with_vocabulary(config, data.vocabulary)
-    lengths = collated_lengths(data.train_ids)
-    first_epoch = token_budget_batches(lengths, config.data.max_tokens, shuffle=True, seed=config.data.seed, epoch=0)
-    logger.info(
-        "%d training pairs, vocabulary %d, %d batches per epoch, padding %.1f%%",
-        len(data.train_pairs), len(data.vocabulary), len(first_epoch), 100 * padding_fraction(first_epoch, lengths),
-    )
-    torch.manual_seed(config.train.seed)
-    model = Seq2SeqTransformer.from_config(config.model)
-    metadata = load_initial_weights(model, init_from, resume)
+    data = build_data(config.data, seq2seq.starting_vocabulary(TASK, Path(out_dir), resume, init_from))
+    config = seq2seq.with_vocabulary(config, len(data.vocabulary))
     greedy = dataclasses.replace(config.decode, strategy="greedy", num_return=1)
 
     def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
@@ -507,28 +443,10 @@ def train(
             "val_level_tone_ending": evaluation.report.hypotheses.level_tone_ending.value,
         }
 
-    trainer = Trainer(
-        model,
-        config.train,
-        out_dir,
-        loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID),
-        train_batches=lambda epoch: epoch_batches(data, config.data, epoch, *data_shard()),
-        d_model=config.model.d_model,
-        evaluate_fn=evaluate if data.validation_pairs else None,
-        count_tokens=lambda batch: batch.num_target_tokens,
-        checkpoint_config={"task": TASK_NAME, "data_report": data.report, **metadata, **config_to_dict(config)},
-        extra_files={VOCABULARY_FILE: _vocabulary_text(data.vocabulary)},
-        resume=resume,
-    )
-    summary = {**trainer.fit(), "data": data.report}
-    return TrainResult(model=model, vocabulary=data.vocabulary, config=config, summary=summary)
+    evaluate_fn = evaluate if data.validation_pairs else None
+    return seq2seq.train(TASK, config, data, out_dir, evaluate_fn, resume=resume, init_from=init_from)
 
 
 def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, Vocabulary, CoupletConfig]:
     """Rebuild the model, vocabulary and config of a couplet checkpoint folder (or a run folder's best/)."""
-    checkpoint = resolve_checkpoint(checkpoint)
-    config = load_task_config(checkpoint, TASK_NAME, CoupletConfig, extra_metadata_keys=METADATA_KEYS)
-    vocabulary = Vocabulary.load(Path(checkpoint) / VOCABULARY_FILE)
-    model = Seq2SeqTransformer.from_config(config.model)
-    load_model_weights(checkpoint, model)
-    return model.eval(), vocabulary, config
+    return seq2seq.load(TASK, checkpoint)

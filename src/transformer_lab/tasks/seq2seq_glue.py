@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Callable, Sequence
 
 import torch
@@ -17,8 +16,6 @@ from transformer_lab.data import (
     collated_lengths,
     token_budget_batches,
 )
-from transformer_lab.decoding import DecodeConfig
-from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.training import label_smoothed_cross_entropy
 
 
@@ -40,15 +37,6 @@ def strip_generated(ids: Tensor | list[int], eos_id: int, pad_id: int) -> list[i
     if eos_id in tokens:
         tokens = tokens[: tokens.index(eos_id)]
     return [token for token in tokens if token != pad_id]
-
-
-def within_positional_table(model: Seq2SeqTransformer, decode_config: DecodeConfig) -> DecodeConfig:
-    """``decode_config`` with ``max_len`` cut so that decoding never passes the model's positional table.
-
-    The decoder input is ``<bos>`` plus the tokens generated so far, so at most
-    ``max_len - 1`` new tokens fit; a larger ``decode.max_len`` would fail mid-decoding.
-    """
-    return dataclasses.replace(decode_config, max_len=min(decode_config.max_len, model.positional_encoding.max_len - 1))
 
 
 def bucketed_epoch_batches(

@@ -27,7 +27,7 @@ from transformer_lab.data import (
 )
 from transformer_lab.decoding import DecodeConfig, decode
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn, strip_generated, within_positional_table
+from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn, strip_generated
 from transformer_lab.training import TrainConfig, Trainer, config_to_dict, data_shard
 
 logger = logging.getLogger(__name__)
@@ -161,12 +161,10 @@ def decode_pairs(
     model.eval()
     outputs: list[list[int]] = []
     device = next(model.parameters()).device
-    bounded_config = within_positional_table(model, decode_config)
     with torch.inference_mode():
         for batch in batches_of(pairs, batch_size, shuffle=False, seed=0, epoch=0):
-            result = decode(model, batch.src_ids.to(device), bounded_config)
-            rows = result.ids if decode_config.strategy == "greedy" else result.best_ids
-            outputs.extend(strip_generated(row, EOS_ID, PAD_ID) for row in rows)
+            result = decode(model, batch.src_ids.to(device), decode_config)
+            outputs.extend(strip_generated(row, EOS_ID, PAD_ID) for row in result.best_ids)
     return outputs
 
 

@@ -14,46 +14,19 @@ import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 
-from transformer_lab.data import (
-    PAD_ID,
-    BOS_ID,
-    EOS_ID,
-    Seq2SeqBatch,
-    SubwordTokenizer,
-    collated_lengths,
-    encode_pairs,
-    load_multi30k,
-    padding_fraction,
-    token_budget_batches,
-)
+from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, encode_pairs, load_multi30k
 from transformer_lab.data.pair_files import read_pair_files
-from transformer_lab.decoding import BeamOutput, DecodeConfig, decode, gnmt_length_penalty
+from transformer_lab.decoding import DecodeConfig
 from transformer_lab.evaluation import BleuResult, bleu_tokenizer_for, corpus_bleu, corpus_chrf
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks.finetune import load_initial_weights
-from transformer_lab.tasks.seq2seq_glue import (
-    bucketed_epoch_batches,
-    check_fits_positional_table,
-    seq2seq_loss_fn,
-    strip_generated,
-    validation_loss,
-    within_positional_table,
-)
-from transformer_lab.training import (
-    CONFIG_FILE,
-    TrainConfig,
-    Trainer,
-    config_to_dict,
-    data_shard,
-    load_task_config,
-    load_model_weights,
-    read_extra_file,
-)
-from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.tasks import seq2seq
+from transformer_lab.tasks.seq2seq import Candidate, Seq2SeqData, Seq2SeqTask
+from transformer_lab.tasks.seq2seq_glue import bucketed_epoch_batches, check_fits_positional_table, validation_loss
+from transformer_lab.training import TrainConfig, read_extra_file
 
 logger = logging.getLogger(__name__)
 
@@ -150,25 +123,7 @@ def default_config() -> TranslationConfig:
     return TranslationConfig()
 
 
-def with_vocabulary(config: TranslationConfig, tokenizer: SubwordTokenizer) -> TranslationConfig:
-    """The model's vocabulary fields follow the tokenizer."""
-    model = dataclasses.replace(
-        config.model,
-        src_vocab_size=tokenizer.vocab_size,
-        tgt_vocab_size=tokenizer.vocab_size,
-        pad_id=PAD_ID,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
-    )
-    return dataclasses.replace(config, model=model)
-
-
-@dataclass
-class TranslationData:
-    tokenizer: SubwordTokenizer
-    train_pairs: list[tuple[str, str]]
-    validation_pairs: list[tuple[str, str]]
-    train_ids: list[tuple[list[int], list[int]]]
+TranslationData = Seq2SeqData[SubwordTokenizer]
 
 
 def _first(pairs: list[tuple[str, str]], count: int) -> list[tuple[str, str]]:
@@ -231,11 +186,15 @@ def epoch_batches(
     return bucketed_epoch_batches(data.train_ids, config.max_tokens, config.seed, epoch, num_shards, shard_index)
 
 
-def _check_source_length(model: Seq2SeqTransformer, name: str, ids: Sequence[int]) -> None:
-    """Refuse a source longer than the positional table (nothing is truncated)."""
-    max_source = model.positional_encoding.max_len
-    if len(ids) > max_source:
-        raise ValueError(f"{name} must be at most {max_source} subword tokens (the model's max_len), got {len(ids)}")
+def _encode_sources(tokenizer: SubwordTokenizer, sentences: Sequence[str], name: str) -> list[list[int]]:
+    """The subword ids of each sentence ([] for a blank one); a failure names the sentence's index."""
+    encoded = []
+    for index, sentence in enumerate(sentences):
+        try:
+            encoded.append(tokenizer.encode(sentence) if sentence.strip() else [])
+        except ValueError as error:
+            raise ValueError(f"{name}[{index}]: {error}") from None
+    return encoded
 
 
 def translate_sentences(
@@ -250,46 +209,10 @@ def translate_sentences(
     A sentence whose subword length exceeds the model's positional table raises
     ``ValueError`` naming its index and length; nothing is truncated.
     """
-    model.eval()
-    device = next(model.parameters()).device
-    encoded = []
-    for index, sentence in enumerate(sentences):
-        try:
-            encoded.append(tokenizer.encode(sentence) if sentence.strip() else [])
-        except ValueError as error:
-            raise ValueError(f"sentences[{index}]: {error}") from None
-    for index, ids in enumerate(encoded):
-        _check_source_length(model, f"sentences[{index}]", ids)
-    translations = [""] * len(sentences)
-    order = sorted((index for index, ids in enumerate(encoded) if ids), key=lambda index: len(encoded[index]))
-    bounded_config = within_positional_table(model, decode_config)
-    with torch.no_grad():
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            longest = max(len(encoded[index]) for index in chunk)
-            src_ids = torch.full((len(chunk), longest), PAD_ID, dtype=torch.long)
-            for row, index in enumerate(chunk):
-                src_ids[row, : len(encoded[index])] = torch.tensor(encoded[index])
-            result = decode(model, src_ids.to(device), bounded_config)
-            rows = result.ids if decode_config.strategy == "greedy" else result.best_ids
-            for row, index in zip(rows, chunk):
-                translations[index] = tokenizer.decode(strip_generated(row, EOS_ID, PAD_ID))
-    return translations
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One translation of an n-best list.
-
-    ``ids`` are the generated subword ids without ``<bos>``/``<eos>``; ``log_prob`` is the
-    sum of the token log-probabilities (``<eos>`` included) and ``score`` that sum divided
-    by the GNMT length penalty, the number beam search ranks by (greedy reports it too).
-    """
-
-    text: str
-    ids: list[int]
-    score: float
-    log_prob: float
+    encoded = _encode_sources(tokenizer, sentences, "sentences")
+    seq2seq.check_source_lengths(model, encoded, "sentences", "subword tokens")
+    found = seq2seq.decode_sources(model, encoded, decode_config, batch_size=batch_size)
+    return [seq2seq.candidates_of(hypotheses[:1], tokenizer.decode)[0].text if hypotheses else "" for hypotheses in found]
 
 
 def translate_nbest(
@@ -306,25 +229,11 @@ def translate_nbest(
     """
     if not sentence.strip():
         raise ValueError("sentence: expected a non-empty sentence to translate, got a blank one")
-    model.eval()
-    device = next(model.parameters()).device
     source_ids = tokenizer.encode(sentence)
-    _check_source_length(model, "sentence", source_ids)
-    src_ids = torch.tensor([source_ids], dtype=torch.long, device=device)  # [1, S]
-    config = within_positional_table(model, decode_config)
-    with torch.no_grad():
-        result = decode(model, src_ids, config)
-    if isinstance(result, BeamOutput):
-        found = [(hypothesis.ids, hypothesis.score, hypothesis.log_prob) for hypothesis in result.hypotheses[0]]
-    else:
-        generated = int(result.lengths[0])
-        log_prob = float(result.scores[0])
-        found = [(result.ids[0, :generated].tolist(), log_prob / gnmt_length_penalty(generated, config.length_penalty), log_prob)]
-    candidates = []
-    for ids, score, log_prob in found:
-        kept = strip_generated(ids, EOS_ID, PAD_ID)
-        candidates.append(Candidate(text=tokenizer.decode(kept), ids=kept, score=score, log_prob=log_prob))
-    return candidates
+    if len(source_ids) > model.max_len:
+        raise ValueError(f"sentence must be at most {model.max_len} subword tokens (the model's max_len), got {len(source_ids)}")
+    (hypotheses,) = seq2seq.decode_sources(model, [source_ids], decode_config)
+    return seq2seq.candidates_of(hypotheses, tokenizer.decode)
 
 
 @dataclass
@@ -357,12 +266,26 @@ def evaluate_bleu(
     )
 
 
-@dataclass
-class TrainResult:
-    model: Seq2SeqTransformer
-    tokenizer: SubwordTokenizer
-    config: TranslationConfig
-    summary: dict[str, Any]
+def _read_tokenizer(folder: Path) -> SubwordTokenizer:
+    """The tokenizer stored in a checkpoint folder; a damaged file is an error naming it."""
+    tokenizer_path = folder / TOKENIZER_FILE
+    try:
+        return SubwordTokenizer.from_json(read_extra_file(folder, TOKENIZER_FILE).decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{tokenizer_path}: expected UTF-8 JSON, got invalid bytes at byte {error.start}") from None
+    except ValueError as error:
+        raise ValueError(f"{tokenizer_path}: {error}") from None
+
+
+TASK: Seq2SeqTask[SubwordTokenizer, TranslationConfig] = Seq2SeqTask(
+    name=TASK_NAME,
+    config_type=TranslationConfig,
+    vocabulary_file=TOKENIZER_FILE,
+    read_vocabulary=_read_tokenizer,
+    vocabulary_text=lambda tokenizer: tokenizer.to_json(),
+    vocabulary_size=lambda tokenizer: tokenizer.vocab_size,
+)
+TrainResult = seq2seq.TrainResult
 
 
 def train(
@@ -371,37 +294,21 @@ def train(
     *,
     resume: bool = False,
     init_from: str | os.PathLike[str] | None = None,
-) -> TrainResult:
+) -> seq2seq.TrainResult[SubwordTokenizer, TranslationConfig]:
     """Train a translation model; validation BLEU (greedy) every epoch decides ``best/``.
 
     ``init_from`` fine-tunes: the checkpoint's tokenizer and weights are the start (its
     model config must already be ``config.model``, see ``tasks.finetune``).
     """
-    out_dir = Path(out_dir)
-    tokenizer = None
-    if resume:
-        tokenizer = SubwordTokenizer.from_json(read_extra_file(out_dir / "last", TOKENIZER_FILE).decode("utf-8"))
-    elif init_from is not None:
-        tokenizer = _load_tokenizer(init_from)
-    data = build_data(config.data, tokenizer)
-    config = with_vocabulary(config, data.tokenizer)
-    check_fits_positional_table(data.train_ids, data.train_pairs, config.model.max_len, "training data")
-    lengths = collated_lengths(data.train_ids)
-    first_epoch = token_budget_batches(lengths, config.data.max_tokens, shuffle=True, seed=config.data.seed, epoch=0)
-    logger.info(
-        "%d training pairs, vocabulary %d, %d batches per epoch, padding %.1f%%",
-        len(data.train_pairs), data.tokenizer.vocab_size, len(first_epoch), 100 * padding_fraction(first_epoch, lengths),
-    )
-    torch.manual_seed(config.train.seed)
-    model = Seq2SeqTransformer.from_config(config.model)
-    metadata = load_initial_weights(model, init_from, resume)
+    data = build_data(config.data, seq2seq.starting_vocabulary(TASK, Path(out_dir), resume, init_from))
+    config = seq2seq.with_vocabulary(config, data.vocabulary.vocab_size)
     greedy = dataclasses.replace(config.decode, strategy="greedy")
     bleu_tokenize = bleu_tokenizer_for(config.data.target_language)
-    validation_ids = encode_pairs(data.validation_pairs, data.tokenizer)
+    validation_ids = encode_pairs(data.validation_pairs, data.vocabulary)
     check_fits_positional_table(validation_ids, data.validation_pairs, config.model.max_len, "validation data")
 
     def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
-        report = evaluate_bleu(evaluated_model, data.tokenizer, data.validation_pairs, greedy, bleu_tokenize)
+        report = evaluate_bleu(evaluated_model, data.vocabulary, data.validation_pairs, greedy, bleu_tokenize)
         return {
             "val_bleu": report.cased.score,
             "val_bleu_lowercased": report.lowercased.score,
@@ -409,51 +316,9 @@ def train(
             "val_loss": validation_loss(evaluated_model, validation_ids, config.data.max_tokens),
         }
 
-    trainer = Trainer(
-        model,
-        config.train,
-        out_dir,
-        loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID),
-        # Under torchrun each rank trains on its own shard of the epoch.
-        train_batches=lambda epoch: epoch_batches(data, config.data, epoch, *data_shard()),
-        d_model=config.model.d_model,
-        evaluate_fn=evaluate,
-        count_tokens=lambda batch: batch.num_target_tokens,
-        checkpoint_config={"task": TASK_NAME, **metadata, **config_to_dict(config)},
-        extra_files={TOKENIZER_FILE: data.tokenizer.to_json()},
-        resume=resume,
-    )
-    summary = trainer.fit()
-    return TrainResult(model=model, tokenizer=data.tokenizer, config=config, summary=summary)
-
-
-def _load_tokenizer(checkpoint: str | os.PathLike[str]) -> SubwordTokenizer:
-    """The tokenizer stored in a checkpoint; a damaged file is an error naming it."""
-    tokenizer_path = Path(checkpoint) / TOKENIZER_FILE
-    try:
-        return SubwordTokenizer.from_json(read_extra_file(checkpoint, TOKENIZER_FILE).decode("utf-8"))
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{tokenizer_path}: expected UTF-8 JSON, got invalid bytes at byte {error.start}") from None
-    except ValueError as error:
-        raise ValueError(f"{tokenizer_path}: {error}") from None
+    return seq2seq.train(TASK, config, data, out_dir, evaluate, resume=resume, init_from=init_from)
 
 
 def load_translator(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, SubwordTokenizer, TranslationConfig]:
     """Rebuild the model, tokenizer and config of a translation checkpoint folder (or a run folder's best/)."""
-    checkpoint = resolve_checkpoint(checkpoint)
-    config = load_task_config(checkpoint, TASK_NAME, TranslationConfig)
-    config_path = Path(checkpoint) / CONFIG_FILE
-    try:
-        model = Seq2SeqTransformer.from_config(config.model)
-    except ValueError as error:
-        # The messages name the key (model.nhead); the user also needs to know which file.
-        raise ValueError(f"{config_path}: {error}") from None
-    tokenizer_path = Path(checkpoint) / TOKENIZER_FILE
-    tokenizer = _load_tokenizer(checkpoint)
-    if tokenizer.vocab_size != config.model.src_vocab_size:
-        raise ValueError(
-            f"{config_path}: model.src_vocab_size must equal the {tokenizer.vocab_size} entries of "
-            f"{tokenizer_path}, got {config.model.src_vocab_size}"
-        )
-    load_model_weights(checkpoint, model)
-    return model.eval(), tokenizer, config
+    return seq2seq.load(TASK, checkpoint)

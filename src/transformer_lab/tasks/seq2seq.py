@@ -1,0 +1,255 @@
+"""The one sequence-to-sequence task machinery: translation and couplets differ only in what they plug in.
+
+A task is a :class:`Seq2SeqTask`: its name, its config type and how its vocabulary (a
+byte-level BPE tokenizer, a character vocabulary) is read from and written to a
+checkpoint. Everything else is here, once: starting a run (fresh, resumed or fine-tuned),
+the Trainer wiring, loading a checkpoint with errors that name the file, and decoding
+encoded sources in length-sorted batches into :class:`Candidate` lists. Readers,
+evaluation and decoding constraints stay in the task modules.
+
+Shape legend: B batch, S source length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Generic, Sequence, TypeVar
+
+import torch
+
+from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID, collated_lengths, padding_fraction, token_budget_batches
+from transformer_lab.decoding import DecodeConfig, Hypothesis, LogitsProcessor, decode
+from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.tasks.finetune import load_initial_weights
+from transformer_lab.tasks.seq2seq_glue import (
+    bucketed_epoch_batches,
+    check_fits_positional_table,
+    seq2seq_loss_fn,
+    strip_generated,
+)
+from transformer_lab.training import CONFIG_FILE, Trainer, config_to_dict, data_shard, load_model_weights, load_task_config
+from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.trainer import LAST_FOLDER
+
+logger = logging.getLogger(__name__)
+
+VocabularyType = TypeVar("VocabularyType")
+ConfigType = TypeVar("ConfigType")
+Pair = tuple[str, str]
+EncodedPair = tuple[list[int], list[int]]
+
+
+@dataclass(frozen=True)
+class Seq2SeqTask(Generic[VocabularyType, ConfigType]):
+    """What a sequence-to-sequence task plugs into the machinery.
+
+    ``read_vocabulary(folder)`` reads the file ``vocabulary_file`` of a checkpoint folder
+    (an error names the file), ``vocabulary_text`` gives the text that file holds and
+    ``vocabulary_size`` the number of ids. ``metadata_keys`` are the task's entries of
+    ``config.json`` beside its config (a data report).
+    """
+
+    name: str
+    config_type: type[ConfigType]
+    vocabulary_file: str
+    read_vocabulary: Callable[[Path], VocabularyType]
+    vocabulary_text: Callable[[VocabularyType], str]
+    vocabulary_size: Callable[[VocabularyType], int]
+    metadata_keys: tuple[str, ...] = ()
+
+
+@dataclass
+class Seq2SeqData(Generic[VocabularyType]):
+    """A run's data: the vocabulary, the text pairs, the encoded training pairs and what was read."""
+
+    vocabulary: VocabularyType
+    train_pairs: list[Pair]
+    validation_pairs: list[Pair]
+    train_ids: list[EncodedPair]
+    report: dict[str, int] = field(default_factory=dict)  # counts a task's reader records; {} = none
+
+
+@dataclass
+class TrainResult(Generic[VocabularyType, ConfigType]):
+    model: Seq2SeqTransformer
+    vocabulary: VocabularyType
+    config: ConfigType
+    summary: dict[str, Any]
+
+
+def starting_vocabulary(
+    task: Seq2SeqTask[VocabularyType, Any],
+    out_dir: Path,
+    resume: bool,
+    init_from: str | os.PathLike[str] | None,
+) -> VocabularyType | None:
+    """The vocabulary a run must keep: its own ``last/``'s on resume, the checkpoint's on a fine-tune, else None."""
+    if resume:
+        return task.read_vocabulary(out_dir / LAST_FOLDER)
+    if init_from is not None:
+        return task.read_vocabulary(Path(init_from))
+    return None
+
+
+def with_vocabulary(config: ConfigType, vocabulary_size: int) -> ConfigType:
+    """``config`` whose model's vocabulary sizes and special ids follow the vocabulary (one, shared)."""
+    model = dataclasses.replace(
+        config.model,  # type: ignore[attr-defined]
+        src_vocab_size=vocabulary_size,
+        tgt_vocab_size=vocabulary_size,
+        pad_id=PAD_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+    )
+    return dataclasses.replace(config, model=model)  # type: ignore[type-var]
+
+
+def train(
+    task: Seq2SeqTask[VocabularyType, ConfigType],
+    config: ConfigType,
+    data: Seq2SeqData[VocabularyType],
+    out_dir: str | os.PathLike[str],
+    evaluate: Callable[[torch.nn.Module], dict[str, float]] | None,
+    *,
+    resume: bool = False,
+    init_from: str | os.PathLike[str] | None = None,
+) -> TrainResult[VocabularyType, ConfigType]:
+    """Train ``config.model`` on ``data`` with the Trainer; ``evaluate`` (None: no validation) decides ``best/``.
+
+    ``config`` must already follow the vocabulary (:func:`with_vocabulary`); ``init_from``
+    loads a checkpoint's weights first (a fine-tune, see ``tasks.finetune``). A pair longer
+    than the positional table is refused before the first step.
+    """
+    model_config = config.model  # type: ignore[attr-defined]
+    data_config = config.data  # type: ignore[attr-defined]
+    train_config = config.train  # type: ignore[attr-defined]
+    check_fits_positional_table(data.train_ids, data.train_pairs, model_config.max_len, "training data")
+    lengths = collated_lengths(data.train_ids)
+    first_epoch = token_budget_batches(lengths, data_config.max_tokens, shuffle=True, seed=data_config.seed, epoch=0)
+    logger.info(
+        "%d training pairs, vocabulary %d, %d batches per epoch, padding %.1f%%",
+        len(data.train_pairs),
+        task.vocabulary_size(data.vocabulary),
+        len(first_epoch),
+        100 * padding_fraction(first_epoch, lengths),
+    )
+    torch.manual_seed(train_config.seed)
+    model = Seq2SeqTransformer.from_config(model_config)
+    metadata = load_initial_weights(model, init_from, resume)
+    report = {"data_report": data.report} if data.report else {}
+    trainer = Trainer(
+        model,
+        train_config,
+        out_dir,
+        loss_fn=seq2seq_loss_fn(train_config.label_smoothing, PAD_ID),
+        # Under torchrun each rank trains on its own shard of the epoch.
+        train_batches=lambda epoch: bucketed_epoch_batches(
+            data.train_ids, data_config.max_tokens, data_config.seed, epoch, *data_shard()
+        ),
+        d_model=model_config.d_model,
+        evaluate_fn=evaluate,
+        count_tokens=lambda batch: batch.num_target_tokens,
+        checkpoint_config={"task": task.name, **report, **metadata, **config_to_dict(config)},
+        extra_files={task.vocabulary_file: task.vocabulary_text(data.vocabulary)},
+        resume=resume,
+    )
+    summary = {**trainer.fit(), **({"data": data.report} if data.report else {})}
+    return TrainResult(model=model, vocabulary=data.vocabulary, config=config, summary=summary)
+
+
+def load(
+    task: Seq2SeqTask[VocabularyType, ConfigType], checkpoint: str | os.PathLike[str]
+) -> tuple[Seq2SeqTransformer, VocabularyType, ConfigType]:
+    """The model (in eval mode), vocabulary and config of a checkpoint folder, or of a run folder's ``best/``.
+
+    A bad config value, a vocabulary whose size is not the model's, or weights that do
+    not fit are errors that name the file.
+    """
+    folder = resolve_checkpoint(checkpoint)
+    config = load_task_config(folder, task.name, task.config_type, extra_metadata_keys=task.metadata_keys)
+    config_path = folder / CONFIG_FILE
+    model_config = config.model  # type: ignore[attr-defined]
+    try:
+        model = Seq2SeqTransformer.from_config(model_config)
+    except ValueError as error:
+        # The messages name the key (model.nhead); the user also needs to know which file.
+        raise ValueError(f"{config_path}: {error}") from None
+    vocabulary = task.read_vocabulary(folder)
+    size = task.vocabulary_size(vocabulary)
+    if size != model_config.src_vocab_size:
+        raise ValueError(
+            f"{config_path}: model.src_vocab_size must equal the {size} entries of "
+            f"{folder / task.vocabulary_file}, got {model_config.src_vocab_size}"
+        )
+    load_model_weights(folder, model)
+    return model.eval(), vocabulary, config
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One output of an n-best list.
+
+    ``ids`` are the generated ids without ``<bos>``/``<eos>``; ``log_prob`` is the sum of
+    the token log-probabilities (``<eos>`` and any constraint's penalty included) and
+    ``score`` that sum divided by the GNMT length penalty, the number beam search ranks
+    by (greedy reports it too).
+    """
+
+    text: str
+    ids: list[int]
+    score: float
+    log_prob: float
+
+
+def check_source_lengths(
+    model: Seq2SeqTransformer, encoded: Sequence[Sequence[int]], name: str, unit: str = "tokens"
+) -> None:
+    """Refuse a source longer than the positional table, naming its index (nothing is truncated)."""
+    for index, ids in enumerate(encoded):
+        if len(ids) > model.max_len:
+            raise ValueError(
+                f"{name}[{index}] must be at most {model.max_len} {unit} (the model's max_len), got {len(ids)}"
+            )
+
+
+def decode_sources(
+    model: Seq2SeqTransformer,
+    encoded: Sequence[Sequence[int]],
+    decode_config: DecodeConfig,
+    *,
+    logits_processor: LogitsProcessor | None = None,
+    batch_size: int = 64,
+) -> list[list[Hypothesis]]:
+    """The hypotheses (best first) of every encoded source, in input order; an empty source gets none.
+
+    Sources are decoded in batches of ``batch_size`` sorted by length, so that little of
+    a batch is padding; the searches stop at the positional table themselves.
+    """
+    model.eval()
+    device = next(model.parameters()).device
+    found: list[list[Hypothesis]] = [[] for _ in encoded]
+    order = sorted((index for index, ids in enumerate(encoded) if ids), key=lambda index: len(encoded[index]))
+    with torch.no_grad():
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            longest = max(len(encoded[index]) for index in chunk)
+            src_ids = torch.full((len(chunk), longest), PAD_ID, dtype=torch.long)  # [B, S]
+            for row, index in enumerate(chunk):
+                src_ids[row, : len(encoded[index])] = torch.tensor(list(encoded[index]), dtype=torch.long)
+            output = decode(model, src_ids.to(device), decode_config, logits_processor=logits_processor)
+            for row, index in enumerate(chunk):
+                found[index] = output.hypotheses[row]
+    return found
+
+
+def candidates_of(hypotheses: Sequence[Hypothesis], to_text: Callable[[list[int]], str]) -> list[Candidate]:
+    """The :class:`Candidate` of each hypothesis, its ids without eos or padding, its text from ``to_text``."""
+    candidates = []
+    for hypothesis in hypotheses:
+        kept = strip_generated(hypothesis.ids, EOS_ID, PAD_ID)
+        candidates.append(Candidate(text=to_text(kept), ids=kept, score=hypothesis.score, log_prob=hypothesis.log_prob))
+    return candidates
