@@ -25,12 +25,10 @@ from safetensors.torch import load_file
 
 from tests.reliability.crash_driver import TINY, tiny_config
 from transformer_lab.cli import main
-from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks import synthetic
 from transformer_lab.training import (
     MODEL_FILE,
     load_checkpoint_config,
-    load_model_weights,
     load_trainer_state,
     save_checkpoint,
 )
@@ -62,8 +60,7 @@ def assert_every_checkpoint_is_whole(out_dir: Path) -> list[str]:
     names = sorted(path.name for path in out_dir.iterdir() if CHECKPOINT_NAME.match(path.name))
     for name in names:
         folder = out_dir / name
-        config = synthetic.load_config(load_checkpoint_config(folder))
-        load_model_weights(folder, Seq2SeqTransformer.from_config(config.model))
+        synthetic.load(folder)  # config and every weight
         state = load_trainer_state(folder)
         assert state["global_step"] > 0
     return names

@@ -8,19 +8,10 @@ from pathlib import Path
 
 from torch import nn
 
-from transformer_lab.tasks import classification, couplet, translation
-from transformer_lab.training import average_checkpoints, load_checkpoint_config
+from transformer_lab.tasks.registry import load_trained
+from transformer_lab.training import average_checkpoints
 
 _STEP_FOLDER = re.compile(r"^step-(\d+)$")
-
-# Each task's loader rebuilds its model from a checkpoint; the first item is the model,
-# used here as the container the averaged weights are loaded into.
-_LOADERS = {
-    translation.TASK_NAME: translation.load_translator,
-    couplet.TASK_NAME: couplet.load,
-    classification.TASK_NAME: classification.load_classifier,
-}
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("average-checkpoints", help="average the weights of a run's last N step checkpoints")
@@ -49,7 +40,8 @@ def run(arguments: argparse.Namespace) -> int:
 
 
 def _container_model(checkpoint: Path) -> nn.Module:
-    task = load_checkpoint_config(checkpoint).get("task")
-    if task not in _LOADERS:
-        raise ValueError(f"--run: expected checkpoints of one of the tasks {sorted(_LOADERS)}, got task {task!r} in {checkpoint}")
-    return _LOADERS[task](checkpoint)[0]
+    """The model the averaged weights are loaded into: the newest checkpoint's, rebuilt by its task."""
+    try:
+        return load_trained(checkpoint).model
+    except ValueError as error:
+        raise ValueError(f"--run: {error}") from None

@@ -15,31 +15,22 @@ from torch import Tensor
 from transformer_lab.data import Vocabulary
 from transformer_lab.decoding import greedy_search
 from transformer_lab.lab.attention_maps import attention_maps
-from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.training import CONFIG_FILE, config_from_dict, load_checkpoint_config, load_model_weights
+from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.tasks import couplet, synthetic, translation
+from transformer_lab.tasks.registry import load_trained
+
+SEQ2SEQ_TASKS = (translation.TASK_NAME, couplet.TASK_NAME, synthetic.TASK_NAME)
 
 __all__ = ["SentenceAttention", "load_seq2seq_checkpoint", "sentence_attention"]
 
 
 def load_seq2seq_checkpoint(folder: str | os.PathLike[str]) -> Seq2SeqTransformer:
-    """Rebuild a :class:`Seq2SeqTransformer` from a checkpoint folder, in eval mode.
+    """The :class:`Seq2SeqTransformer` of a checkpoint (or run) folder of any sequence-to-sequence task, in eval mode.
 
-    ``config.json`` must hold a ``"model"`` section of :class:`ModelConfig` fields, as every
-    sequence-to-sequence task writes it (``{"task": ..., "model": {...}, ...}``).
+    Rebuilt by the task that wrote it (``tasks.registry``), so the lab studies exactly the
+    model that was trained; a classifier checkpoint is an error naming it.
     """
-    raw = load_checkpoint_config(folder)
-    if not isinstance(raw.get("model"), dict):
-        raise ValueError(
-            f"checkpoint: expected config.json in {str(folder)!r} to hold a 'model' section of "
-            f"ModelConfig fields (a sequence-to-sequence checkpoint), got keys {sorted(raw)}"
-        )
-    try:
-        model = Seq2SeqTransformer.from_config(config_from_dict(ModelConfig, raw["model"]))
-    except ValueError as error:
-        # The message names the key (nhead); the user also needs to know which file.
-        raise ValueError(f"{os.path.join(folder, CONFIG_FILE)}, section model: {error}") from None
-    load_model_weights(folder, model)
-    return model.eval()
+    return load_trained(folder, tasks=SEQ2SEQ_TASKS).model
 
 
 @dataclass

@@ -67,10 +67,11 @@ from transformer_lab.training import (
     data_shard,
     label_smoothed_cross_entropy,
     load_task_config,
-    load_model_weights,
-    read_extra_file,
 )
+from transformer_lab.tasks.finetune import load_initial_weights
+from transformer_lab.tasks.loading import load_checkpoint_parts, read_tokenizer
 from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.trainer import LAST_FOLDER
 
 logger = logging.getLogger(__name__)
 
@@ -533,9 +534,9 @@ def train(
     """
     out_dir = Path(out_dir)
     tokenizer, class_names = None, None
-    start = out_dir / "last" if resume else None if init_from is None else resolve_checkpoint(init_from)
+    start = out_dir / LAST_FOLDER if resume else None if init_from is None else resolve_checkpoint(init_from)
     if start is not None:
-        tokenizer = SubwordTokenizer.from_json(read_extra_file(start, TOKENIZER_FILE).decode("utf-8"))
+        tokenizer = read_tokenizer(start, TOKENIZER_FILE)
         class_names = load_task_config(start, TASK_NAME, ClassificationConfig).class_names
     data = build_data(config.data, tokenizer, class_names)
     _check_lengths(data, config.model.max_len)
@@ -559,11 +560,7 @@ def train(
     validation_labels = torch.tensor([article.label for article in data.validation_articles])
     torch.manual_seed(config.train.seed)
     model = TransformerClassifier.from_config(config.model)
-    metadata = {}
-    if init_from is not None and not resume:
-        load_model_weights(start, model)
-        metadata = {"initialized_from": str(start)}
-        logger.info("fine-tuning from %s", start)
+    metadata = load_initial_weights(model, start if init_from is not None else None, resume)
 
     def evaluate(evaluated_model: nn.Module) -> dict[str, float]:
         probabilities = predict_probabilities(evaluated_model, validation_ids)  # [N, C]
@@ -597,12 +594,16 @@ def load_classifier(
 
     ``checkpoint`` is a checkpoint folder or a run folder (its ``best/`` is used).
     """
-    folder = resolve_checkpoint(checkpoint)
-    config = load_task_config(folder, TASK_NAME, ClassificationConfig)
-    tokenizer = SubwordTokenizer.from_json(read_extra_file(folder, TOKENIZER_FILE).decode("utf-8"))
-    model = TransformerClassifier.from_config(config.model)
-    load_model_weights(folder, model)
-    return model.eval(), tokenizer, config
+    return load_checkpoint_parts(
+        checkpoint,
+        TASK_NAME,
+        ClassificationConfig,
+        lambda config: TransformerClassifier.from_config(config.model),
+        TOKENIZER_FILE,
+        lambda folder: read_tokenizer(folder, TOKENIZER_FILE),
+        lambda tokenizer: tokenizer.vocab_size,
+        "vocab_size",
+    )
 
 
 def load_labelled_split(config: ClassificationConfig, split: str) -> list[Example]:

@@ -31,8 +31,8 @@ from transformer_lab.tasks.seq2seq_glue import (
     seq2seq_loss_fn,
     strip_generated,
 )
-from transformer_lab.training import CONFIG_FILE, Trainer, config_to_dict, data_shard, load_model_weights, load_task_config
-from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.tasks.loading import load_checkpoint_parts
+from transformer_lab.training import Trainer, config_to_dict, data_shard
 from transformer_lab.training.trainer import LAST_FOLDER
 
 logger = logging.getLogger(__name__)
@@ -167,26 +167,19 @@ def load(
     """The model (in eval mode), vocabulary and config of a checkpoint folder, or of a run folder's ``best/``.
 
     A bad config value, a vocabulary whose size is not the model's, or weights that do
-    not fit are errors that name the file.
+    not fit are errors that name the file (``tasks.loading``).
     """
-    folder = resolve_checkpoint(checkpoint)
-    config = load_task_config(folder, task.name, task.config_type, extra_metadata_keys=task.metadata_keys)
-    config_path = folder / CONFIG_FILE
-    model_config = config.model  # type: ignore[attr-defined]
-    try:
-        model = Seq2SeqTransformer.from_config(model_config)
-    except ValueError as error:
-        # The messages name the key (model.nhead); the user also needs to know which file.
-        raise ValueError(f"{config_path}: {error}") from None
-    vocabulary = task.read_vocabulary(folder)
-    size = task.vocabulary_size(vocabulary)
-    if size != model_config.src_vocab_size:
-        raise ValueError(
-            f"{config_path}: model.src_vocab_size must equal the {size} entries of "
-            f"{folder / task.vocabulary_file}, got {model_config.src_vocab_size}"
-        )
-    load_model_weights(folder, model)
-    return model.eval(), vocabulary, config
+    return load_checkpoint_parts(
+        checkpoint,
+        task.name,
+        task.config_type,
+        lambda config: Seq2SeqTransformer.from_config(config.model),  # type: ignore[attr-defined]
+        task.vocabulary_file,
+        task.read_vocabulary,
+        task.vocabulary_size,
+        "src_vocab_size",
+        task.metadata_keys,
+    )
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,20 @@ from transformer_lab.data import (
 from transformer_lab.decoding import DecodeConfig, decode
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn, strip_generated
-from transformer_lab.training import TrainConfig, Trainer, config_to_dict, data_shard
+from transformer_lab.training import (
+    CONFIG_FILE,
+    TrainConfig,
+    Trainer,
+    config_to_dict,
+    data_shard,
+    load_model_weights,
+    load_task_config,
+)
+from transformer_lab.training.checkpoint import resolve_checkpoint
 
 logger = logging.getLogger(__name__)
+
+TASK_NAME = "synthetic"
 
 Pair = tuple[list[int], list[int]]
 
@@ -210,19 +221,23 @@ def train(
         d_model=config.model.d_model,
         evaluate_fn=evaluate,
         count_tokens=lambda batch: batch.num_target_tokens,
-        checkpoint_config={"task": "synthetic", **config_to_dict(config)},
+        checkpoint_config={"task": TASK_NAME, **config_to_dict(config)},
         resume=resume,
     )
     summary = trainer.fit()
     return TrainResult(model=model, data=data, summary=summary)
 
 
-def load_config(raw: dict[str, Any]) -> SyntheticConfig:
-    """The config stored in a checkpoint's ``config.json``."""
-    from transformer_lab.training import config_from_dict
-
-    fields = {key: value for key, value in raw.items() if key != "task"}
-    return config_from_dict(SyntheticConfig, fields)
+def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, None, SyntheticConfig]:
+    """The model (in eval mode) and config of a synthetic-task checkpoint; the task has no vocabulary file (None)."""
+    folder = resolve_checkpoint(checkpoint)
+    config = load_task_config(folder, TASK_NAME, SyntheticConfig)
+    try:
+        model = Seq2SeqTransformer.from_config(config.model)
+    except ValueError as error:
+        raise ValueError(f"{folder / CONFIG_FILE}: {error}") from None
+    load_model_weights(folder, model)
+    return model.eval(), None, config
 
 
 def output_folder(base: str | os.PathLike[str]) -> Path:

@@ -24,9 +24,10 @@ from transformer_lab.decoding import DecodeConfig
 from transformer_lab.evaluation import BleuResult, bleu_tokenizer_for, corpus_bleu, corpus_chrf
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import seq2seq
+from transformer_lab.tasks.loading import read_tokenizer
 from transformer_lab.tasks.seq2seq import Candidate, Seq2SeqData, Seq2SeqTask
 from transformer_lab.tasks.seq2seq_glue import bucketed_epoch_batches, check_fits_positional_table, validation_loss
-from transformer_lab.training import TrainConfig, read_extra_file
+from transformer_lab.training import TrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -266,22 +267,11 @@ def evaluate_bleu(
     )
 
 
-def _read_tokenizer(folder: Path) -> SubwordTokenizer:
-    """The tokenizer stored in a checkpoint folder; a damaged file is an error naming it."""
-    tokenizer_path = folder / TOKENIZER_FILE
-    try:
-        return SubwordTokenizer.from_json(read_extra_file(folder, TOKENIZER_FILE).decode("utf-8"))
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{tokenizer_path}: expected UTF-8 JSON, got invalid bytes at byte {error.start}") from None
-    except ValueError as error:
-        raise ValueError(f"{tokenizer_path}: {error}") from None
-
-
 TASK: Seq2SeqTask[SubwordTokenizer, TranslationConfig] = Seq2SeqTask(
     name=TASK_NAME,
     config_type=TranslationConfig,
     vocabulary_file=TOKENIZER_FILE,
-    read_vocabulary=_read_tokenizer,
+    read_vocabulary=lambda folder: read_tokenizer(folder, TOKENIZER_FILE),
     vocabulary_text=lambda tokenizer: tokenizer.to_json(),
     vocabulary_size=lambda tokenizer: tokenizer.vocab_size,
 )

@@ -1,0 +1,70 @@
+"""Loading a trained checkpoint, the same way for every task: config, model, vocabulary, weights.
+
+Each task names its pieces (config type, model builder, vocabulary file and reader);
+:func:`load_checkpoint_parts` does the rest with errors that name the file. The tasks'
+``load`` functions are this one call, and ``tasks.registry.load_trained`` picks the
+task from the checkpoint itself.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Sequence, TypeVar
+
+from torch import nn
+
+from transformer_lab.data import SubwordTokenizer
+from transformer_lab.training import CONFIG_FILE, load_model_weights, load_task_config, read_extra_file
+from transformer_lab.training.checkpoint import resolve_checkpoint
+
+ConfigType = TypeVar("ConfigType")
+VocabularyType = TypeVar("VocabularyType")
+ModelType = TypeVar("ModelType", bound=nn.Module)
+
+
+def read_tokenizer(folder: Path, file_name: str) -> SubwordTokenizer:
+    """The subword tokenizer stored as ``file_name`` in a checkpoint folder; a damaged file is an error naming it."""
+    path = folder / file_name
+    try:
+        return SubwordTokenizer.from_json(read_extra_file(folder, file_name).decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: expected UTF-8 JSON, got invalid bytes at byte {error.start}") from None
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+
+
+def load_checkpoint_parts(
+    checkpoint: str | os.PathLike[str],
+    task_name: str,
+    config_type: type[ConfigType],
+    build_model: Callable[[ConfigType], ModelType],
+    vocabulary_file: str,
+    read_vocabulary: Callable[[Path], VocabularyType],
+    vocabulary_size: Callable[[VocabularyType], int],
+    model_vocabulary_field: str,
+    metadata_keys: Sequence[str] = (),
+) -> tuple[ModelType, VocabularyType, ConfigType]:
+    """The model (in eval mode), vocabulary and config of a checkpoint folder, or of a run folder's ``best/``.
+
+    ``model_vocabulary_field`` names the field of ``config.model`` that the vocabulary's
+    size must equal. A checkpoint of another task, a bad config value, a vocabulary of
+    another size, or weights that do not fit are errors that name the file.
+    """
+    folder = resolve_checkpoint(checkpoint)
+    config = load_task_config(folder, task_name, config_type, extra_metadata_keys=metadata_keys)
+    config_path = folder / CONFIG_FILE
+    try:
+        model = build_model(config)
+    except ValueError as error:
+        # The messages name the key (model.nhead); the user also needs to know which file.
+        raise ValueError(f"{config_path}: {error}") from None
+    vocabulary = read_vocabulary(folder)
+    size, expected = vocabulary_size(vocabulary), getattr(config.model, model_vocabulary_field)  # type: ignore[attr-defined]
+    if size != expected:
+        raise ValueError(
+            f"{config_path}: model.{model_vocabulary_field} must equal the {size} entries of "
+            f"{folder / vocabulary_file}, got {expected}"
+        )
+    load_model_weights(folder, model)
+    return model.eval(), vocabulary, config

@@ -1,0 +1,67 @@
+"""The searches own the positional-table limit: they stop at model.max_len, whatever max_len they are asked for."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from transformer_lab.decoding import DecodeConfig, DecodeOutput, beam_search, decode, greedy_search
+from transformer_lab.models import Seq2SeqTransformer
+
+VOCAB, PAD_ID, BOS_ID, EOS_ID = 11, 0, 2, 3
+POSITIONS = 6
+
+
+def never_ending_model() -> Seq2SeqTransformer:
+    """A random model whose eos can never win, so every search runs to its length limit."""
+    model = Seq2SeqTransformer(
+        VOCAB, VOCAB, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
+        dim_feedforward=32, dropout=0.0, max_len=POSITIONS, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+    )
+    with torch.no_grad():
+        model.generator.bias[EOS_ID] = -1e4
+    return model.eval()
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_a_search_asked_for_more_than_the_table_stops_exactly_at_it(strategy: str) -> None:
+    model = never_ending_model()
+    src_ids = torch.tensor([[4, 5, 6], [7, 8, PAD_ID]])
+    output = decode(model, src_ids, DecodeConfig(strategy=strategy, beam_size=3, max_len=100, length_penalty=0.0))
+    assert isinstance(output, DecodeOutput)
+    # All POSITIONS new tokens fit: the last one is chosen at position POSITIONS - 1 and never fed back.
+    assert output.best_ids.shape == (2, POSITIONS)
+    assert output.lengths.tolist() == [POSITIONS, POSITIONS]
+    assert all(len(sentence[0].ids) == POSITIONS for sentence in output.hypotheses)
+
+
+def test_the_cap_does_not_change_what_fits() -> None:
+    model = never_ending_model()
+    src_ids = torch.tensor([[4, 5, 6]])
+    capped = greedy_search(model, src_ids, max_len=100)
+    exact = greedy_search(model, src_ids, max_len=POSITIONS)
+    shorter = greedy_search(model, src_ids, max_len=POSITIONS - 2)
+    assert torch.equal(capped.best_ids, exact.best_ids)
+    assert torch.equal(shorter.best_ids, exact.best_ids[:, : POSITIONS - 2])
+    beam = beam_search(model, src_ids, 2, max_len=100, length_penalty=0.0)
+    assert beam.best_ids.shape == (1, POSITIONS)
+
+
+def test_greedy_and_beam_fill_the_same_fields() -> None:
+    model = never_ending_model()
+    with torch.no_grad():
+        model.generator.bias[EOS_ID] = 2.0  # now some rows end early
+    src_ids = torch.tensor([[4, 5, 6], [7, PAD_ID, PAD_ID]])
+    greedy = greedy_search(model, src_ids, max_len=5, length_penalty=1.0)
+    beam = beam_search(model, src_ids, 1, max_len=5, length_penalty=0.0)
+    for output in (greedy, beam):
+        for row, sentence in enumerate(output.hypotheses):
+            best = sentence[0]
+            assert output.best_ids[row, : len(best.ids)].tolist() == best.ids
+            assert int(output.lengths[row]) == len(best.ids)
+            assert float(output.scores[row]) == pytest.approx(best.log_prob)
+    # Beam search with one beam and no length penalty follows greedy token for token.
+    assert torch.equal(greedy.best_ids, beam.best_ids)
+    # Greedy reports the penalised score as beam search would rank it.
+    best = greedy.hypotheses[0][0]
+    assert best.score == pytest.approx(best.log_prob / ((5 + len(best.ids)) / 6))

@@ -1,0 +1,63 @@
+"""One checkpoint loader for every task: tasks.registry picks the task from config.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.reliability.builders import (
+    train_classification_checkpoint,
+    train_couplet_checkpoint,
+    write_translation_checkpoint,
+)
+from transformer_lab.data import SubwordTokenizer, Vocabulary
+from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint
+from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier
+from transformer_lab.tasks import couplet, translation
+from transformer_lab.tasks.registry import checkpoint_task, load_trained
+from transformer_lab.training import CONFIG_FILE
+
+
+def same_weights(first: torch.nn.Module, second: torch.nn.Module) -> bool:
+    left, right = first.state_dict(), second.state_dict()
+    return left.keys() == right.keys() and all(torch.equal(left[key], right[key]) for key in left)
+
+
+def test_each_task_is_rebuilt_by_its_own_loader(tmp_path: Path) -> None:
+    translation_folder = write_translation_checkpoint(tmp_path / "translation")
+    couplet_folder = train_couplet_checkpoint(tmp_path / "couplet")
+    classification_folder = train_classification_checkpoint(tmp_path / "classification")
+
+    trained = load_trained(translation_folder)
+    assert trained.task == translation.TASK_NAME and isinstance(trained.vocabulary, SubwordTokenizer)
+    assert same_weights(trained.model, translation.load_translator(translation_folder)[0])
+
+    trained = load_trained(couplet_folder.parent)  # a run folder: its best/
+    assert trained.task == couplet.TASK_NAME and trained.folder.name == "best"
+    assert isinstance(trained.vocabulary, Vocabulary) and isinstance(trained.model, Seq2SeqTransformer)
+
+    trained = load_trained(classification_folder)
+    assert isinstance(trained.model, TransformerClassifier) and not trained.model.training
+
+    # The lab takes any sequence-to-sequence checkpoint, and refuses a classifier by its task.
+    assert same_weights(load_seq2seq_checkpoint(couplet_folder), couplet.load(couplet_folder)[0])
+    with pytest.raises(ValueError, match="expected a checkpoint of translation or couplet or synthetic, got task 'classification'"):
+        load_seq2seq_checkpoint(classification_folder)
+
+
+def test_an_unknown_task_is_named(tmp_path: Path) -> None:
+    folder = write_translation_checkpoint(tmp_path / "translation")
+    config = (folder / CONFIG_FILE).read_text(encoding="utf-8").replace('"task": "translation"', '"task": "summaries"')
+    (folder / CONFIG_FILE).write_text(config, encoding="utf-8")
+    with pytest.raises(ValueError, match="got task 'summaries'"):
+        checkpoint_task(folder)
+
+
+def test_a_vocabulary_of_another_size_is_refused_naming_both_files(tmp_path: Path) -> None:
+    folder = train_couplet_checkpoint(tmp_path / "couplet")
+    vocabulary = Vocabulary.load(folder / couplet.VOCABULARY_FILE)
+    Vocabulary(vocabulary.tokens[4:-1]).save(folder / couplet.VOCABULARY_FILE)
+    with pytest.raises(ValueError, match=r"config.json: model.src_vocab_size must equal the \d+ entries of .*vocabulary.txt"):
+        couplet.load(folder)
