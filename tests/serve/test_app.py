@@ -89,11 +89,11 @@ def test_beam_nbest_scores_are_the_models_log_probabilities(client: TestClient, 
     assert len({tuple(candidate["ids"]) for candidate in candidates}) == 4, "the n-best lines differ"
     scores = [candidate["score"] for candidate in candidates]
     assert scores == sorted(scores, reverse=True)
-    source_ids = handler.tokenizer.encode(SENTENCE)
+    source_ids = handler.tokenizer.source.encode(SENTENCE)
     alpha = handler.config.decode.length_penalty
     for candidate in candidates:
-        assert candidate["text"] == handler.tokenizer.decode(candidate["ids"])
-        assert candidate["tokens"] == token_labels(handler.tokenizer, candidate["ids"])
+        assert candidate["text"] == handler.tokenizer.target.decode(candidate["ids"])
+        assert candidate["tokens"] == token_labels(handler.tokenizer.target, candidate["ids"])
         expected = teacher_forced_log_prob(handler.model, source_ids, candidate["ids"])
         assert math.isclose(candidate["log_prob"], expected, abs_tol=1e-4)
         penalty = gnmt_length_penalty(len(candidate["ids"]) + 1, alpha)  # + 1: the <eos>
@@ -105,7 +105,7 @@ def test_attention_has_every_layer_and_head_and_rows_sum_to_one(client: TestClie
     answer = post(client, "/api/translate", model=NAME, text=SENTENCE, strategy="beam", beam_size=3)
     attention = answer["attention"]
     best = answer["candidates"][0]
-    assert attention["source_tokens"] == token_labels(handler.tokenizer, handler.tokenizer.encode(SENTENCE))
+    assert attention["source_tokens"] == token_labels(handler.tokenizer.source, handler.tokenizer.source.encode(SENTENCE))
     assert attention["target_tokens"] == [*best["tokens"], "<eos>"]
     weights = torch.tensor(attention["weights"])  # [N, H, T, S]
     assert tuple(weights.shape) == (2, 2, len(best["ids"]) + 1, len(attention["source_tokens"]))
@@ -137,7 +137,7 @@ def test_masks_follow_their_definitions(client: TestClient, served: dict[str, An
             assert panel["hidden"] == [[int(rule(query, key)) for key in range(5)] for query in range(5)], panel["name"]
     with_model = post(client, "/api/masks", sentences=[SENTENCE], model=NAME)
     tokenizer = served[NAME].handler.tokenizer
-    assert with_model["sentences"][0]["tokens"] == token_labels(tokenizer, tokenizer.encode(SENTENCE))
+    assert with_model["sentences"][0]["tokens"] == token_labels(tokenizer.source, tokenizer.source.encode(SENTENCE))
     assert with_model["tokenizer"] == "subwords"
 
 

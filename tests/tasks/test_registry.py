@@ -12,7 +12,7 @@ from tests.reliability.builders import (
     train_couplet_checkpoint,
     write_translation_checkpoint,
 )
-from transformer_lab.data import SubwordTokenizer, Vocabulary
+from transformer_lab.data import TokenizerPair, Vocabulary
 from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint
 from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier
 from transformer_lab.tasks import couplet, translation
@@ -31,7 +31,7 @@ def test_each_task_is_rebuilt_by_its_own_loader(tmp_path: Path) -> None:
     classification_folder = train_classification_checkpoint(tmp_path / "classification")
 
     trained = load_trained(translation_folder)
-    assert trained.task == translation.TASK_NAME and isinstance(trained.vocabulary, SubwordTokenizer)
+    assert trained.task == translation.TASK_NAME and isinstance(trained.vocabulary, TokenizerPair) and trained.vocabulary.is_joint
     assert same_weights(trained.model, translation.load_translator(translation_folder)[0])
 
     trained = load_trained(couplet_folder.parent)  # a run folder: its best/

@@ -222,18 +222,18 @@ def test_a_given_tokenizer_file_is_used_instead_of_training_one(run: Path, corpu
     ])
     assert code == 0
     model, stored, config = translation.load_translator(out)
-    assert stored.vocab_size == tokenizer.get_vocab_size() == config.model.src_vocab_size
-    assert stored.encode("eins zwei") == tokenizer.encode("eins zwei").ids
+    assert stored.is_joint and stored.source.vocab_size == tokenizer.get_vocab_size() == config.model.src_vocab_size
+    assert stored.source.encode("eins zwei") == tokenizer.encode("eins zwei").ids
 
 
 def test_validation_loss_is_the_mean_token_cross_entropy_of_unbatched_pairs(run: Path) -> None:
     import torch.nn.functional as F
 
-    from transformer_lab.data import BOS_ID, EOS_ID, encode_pairs
+    from transformer_lab.data import BOS_ID, EOS_ID
     from transformer_lab.tasks.seq2seq_glue import validation_loss
 
     model, tokenizer, _ = translation.load_translator(run)
-    encoded = encode_pairs(number_pairs(9, seed=8), tokenizer)
+    encoded = tokenizer.encode_pairs(number_pairs(9, seed=8))
     total, count = 0.0, 0
     with torch.no_grad():
         for source, target in encoded:  # one pair at a time: no padding anywhere
@@ -255,3 +255,50 @@ def test_a_pair_longer_than_the_positional_table_is_refused_before_training(corp
     assert re.search(r"(training|validation) data: pair \d+ \('eins eins", error)
     assert "has 40 subword tokens on one side (with bos/eos), expected at most model.max_len=32" in error
     assert not (tmp_path / "run" / "last").exists()
+
+
+def test_separate_vocabularies_train_one_bpe_per_side_and_survive_resume_and_fine_tuning(
+    corpus: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "separate"
+    arguments = [
+        "--train", str(corpus["train_tsv"]), "--valid", str(corpus["valid_jsonl"]),
+        "--source-language", "xde", "--target-language", "xen", *TINY,
+        "--set", "data.separate_vocabularies=true", "--set", "data.target_vocab_size=280",
+    ]
+    assert main(["train", "translation", "--out", str(out), *arguments]) == 0
+    files = {path.name for path in (out / "last").iterdir()}
+    assert {"source_tokenizer.json", "target_tokenizer.json"} <= files and "tokenizer.json" not in files
+    model, tokenizers, config = translation.load_translator(out / "last")
+    assert not tokenizers.is_joint
+    # Each side learned from its own language only: no German word is a target token and no English one a source token.
+    source_tokens = {tokenizers.source.id_to_token(index) for index in range(tokenizers.source.vocab_size)}
+    target_tokens = {tokenizers.target.id_to_token(index) for index in range(tokenizers.target.vocab_size)}
+    assert "eins" in source_tokens and "eins" not in target_tokens
+    assert "three" in target_tokens and "three" not in source_tokens
+    assert (config.model.src_vocab_size, config.model.tgt_vocab_size) == (
+        tokenizers.source.vocab_size, tokenizers.target.vocab_size
+    )
+    # One matrix cannot embed two vocabularies: the preset's "all" became "decoder".
+    assert config.model.tie_embeddings == "decoder"
+    assert model.src_embedding.embedding.weight.data_ptr() != model.tgt_embedding.embedding.weight.data_ptr()
+    assert model.generator.weight.data_ptr() == model.tgt_embedding.embedding.weight.data_ptr()
+    greedy = dataclasses.replace(config.decode, strategy="greedy")
+    (candidate,) = translation.translate_nbest(model, tokenizers, "eins zwei", greedy)
+    assert candidate.text == tokenizers.target.decode(candidate.ids)
+
+    # Resume and fine-tune keep both tokenizers byte for byte.
+    names = ("source_tokenizer.json", "target_tokenizer.json")
+    first = {name: (out / "last" / name).read_bytes() for name in names}
+    assert main(["train", "translation", "--out", str(out), "--resume", *arguments, "--set", "train.max_steps=6"]) == 0
+    tuned = tmp_path / "tuned"
+    assert main([
+        "train", "translation", "--out", str(tuned), "--init-from", str(out / "last"), "--train", str(corpus["domain_tsv"]),
+        "--source-language", "xde", "--target-language", "xen", "--set", "train.max_steps=2",
+        "--set", "train.progress_bar=false",
+    ]) == 0
+    from transformer_lab.training import load_trainer_state
+
+    assert load_trainer_state(out / "last")["global_step"] == 6  # the resume did run
+    for folder in (out / "last", tuned / "last"):
+        assert {name: (folder / name).read_bytes() for name in names} == first, folder

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from transformer_lab.cli.decode_options import add_decode_arguments, input_lines, with_decode_arguments
-from transformer_lab.data import SubwordTokenizer
+from transformer_lab.data import TokenizerPair
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks import translation
@@ -49,7 +49,7 @@ def run(arguments: argparse.Namespace) -> int:
 
 def _print_nbest(
     model: Seq2SeqTransformer,
-    tokenizer: SubwordTokenizer,
+    tokenizer: TokenizerPair,
     sentences: list[str],
     decode_config: DecodeConfig,
     nbest: int,

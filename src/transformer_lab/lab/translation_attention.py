@@ -13,12 +13,12 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from transformer_lab.data import BOS_ID, SubwordTokenizer
+from transformer_lab.data import BOS_ID, SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.lab.attention_maps import attention_maps
 from transformer_lab.lab.figures import plot_attention_heatmap
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks.translation import translate_sentences
+from transformer_lab.tasks.translation import translate_nbest
 
 
 def token_labels(tokenizer: SubwordTokenizer, ids: Sequence[int]) -> list[str]:
@@ -44,20 +44,28 @@ def cross_attention(model: Seq2SeqTransformer, source_ids: Sequence[int], target
 
 def plot_translation_attention(
     model: Seq2SeqTransformer,
-    tokenizer: SubwordTokenizer,
+    tokenizer: SubwordTokenizer | TokenizerPair,
     sentence: str,
     decode_config: DecodeConfig,
     path: str | os.PathLike[str],
 ) -> Path:
-    """Translate ``sentence``, then draw the last decoder layer's cross-attention (mean of heads)."""
+    """Translate ``sentence``, then draw the last decoder layer's cross-attention (mean of heads).
+
+    The rows are the ids the model generated (not the translation encoded again, which
+    can split differently).
+    """
     if not sentence.strip():
         raise ValueError("sentence: expected a non-empty sentence to plot, got an empty one")
-    translated = translate_sentences(model, tokenizer, [sentence], dataclasses.replace(decode_config, num_return=1))[0]
-    source_ids = tokenizer.encode(sentence)
-    target_ids = tokenizer.encode(translated)
+    tokenizers = TokenizerPair.of(tokenizer)
+    best = translate_nbest(model, tokenizers, sentence, dataclasses.replace(decode_config, num_return=1))[0]
+    source_ids = tokenizers.source.encode(sentence)
+    target_ids = best.ids
     weights = cross_attention(model, source_ids, target_ids)[-1].mean(dim=0)  # [T, S]
     last_layer = len(model.transformer.decoder.layers) - 1
     return plot_attention_heatmap(
-        weights, token_labels(tokenizer, source_ids), ["<bos>", *token_labels(tokenizer, target_ids)], path,
+        weights,
+        token_labels(tokenizers.source, source_ids),
+        ["<bos>", *token_labels(tokenizers.target, target_ids)],
+        path,
         title=f"cross-attention, decoder layer {last_layer} (mean of heads)",
     )

@@ -38,7 +38,7 @@ class AttentionRequest(BaseModel):
 
 
 class TranslationHandler:
-    """A translation checkpoint loaded once: its model, tokenizer and decoding defaults."""
+    """A translation checkpoint loaded once: its model, tokenizers (source and target) and decoding defaults."""
 
     task = TASK
 
@@ -56,7 +56,7 @@ class TranslationHandler:
 
     def tokenize(self, text: str) -> list[str]:
         """The subword tokens the model reads for ``text`` (for the masks view)."""
-        return token_labels(self.tokenizer, self.tokenizer.encode(text))
+        return token_labels(self.tokenizer.source, self.tokenizer.source.encode(text))
 
     def translate(self, request: TranslateRequest) -> dict[str, Any]:
         """The n-best list (one line for greedy) and the best candidate's cross-attention."""
@@ -73,7 +73,7 @@ class TranslationHandler:
                 {
                     "text": candidate.text,
                     "ids": candidate.ids,
-                    "tokens": token_labels(self.tokenizer, candidate.ids),
+                    "tokens": token_labels(self.tokenizer.target, candidate.ids),
                     "score": candidate.score,
                     "log_prob": candidate.log_prob,
                 }
@@ -84,23 +84,23 @@ class TranslationHandler:
 
     def attention(self, request: AttentionRequest) -> dict[str, Any]:
         """The cross-attention of any output (e.g. the n-best line the user picked)."""
-        vocab_size = self.tokenizer.vocab_size
+        vocab_size = self.tokenizer.target.vocab_size
         outside = [token_id for token_id in request.target_ids if not 0 <= token_id < vocab_size]
         if outside:
             raise ValueError(f"target_ids: expected ids in [0, {vocab_size}), got {outside[:5]}")
         return self._attention(request.text, request.target_ids)
 
     def _attention(self, text: str, target_ids: Sequence[int]) -> dict[str, Any]:
-        source_ids = self.tokenizer.encode(text)
-        limit = self.model.positional_encoding.max_len
+        source_ids = self.tokenizer.source.encode(text)
+        limit = self.model.max_len
         for name, length in (("text", len(source_ids)), ("target_ids", len(target_ids) + 1)):
             if length > limit:
                 raise ValueError(f"{name}: expected at most {limit} tokens (the model's max_len), got {length}")
         weights = cross_attention(self.model, source_ids, target_ids)  # [N, H, T, S]
         return {
-            "source_tokens": token_labels(self.tokenizer, source_ids),
+            "source_tokens": token_labels(self.tokenizer.source, source_ids),
             # Row t is the query that chose output token t; the last row chose <eos>.
-            "target_tokens": [*token_labels(self.tokenizer, target_ids), "<eos>"],
+            "target_tokens": [*token_labels(self.tokenizer.target, target_ids), "<eos>"],
             "weights": weights.float().round(decimals=WEIGHT_DECIMALS).tolist(),
         }
 

@@ -599,10 +599,8 @@ def load_classifier(
         TASK_NAME,
         ClassificationConfig,
         lambda config: TransformerClassifier.from_config(config.model),
-        TOKENIZER_FILE,
         lambda folder: read_tokenizer(folder, TOKENIZER_FILE),
-        lambda tokenizer: tokenizer.vocab_size,
-        "vocab_size",
+        lambda tokenizer: {"vocab_size": (tokenizer.vocab_size, TOKENIZER_FILE)},
     )
 
 

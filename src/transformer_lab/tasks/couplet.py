@@ -115,6 +115,7 @@ def _default_model() -> ModelConfig:
 
 def _default_train() -> TrainConfig:
     return TrainConfig(
+        **seq2seq.SEQ2SEQ_TRAIN_PRESET,  # validation BLEU here is greedy and constrained
         # 393 batches of ~2,000 target tokens per epoch (89,410 training pairs of ~9
         # characters), 11,790 steps in 30 epochs: 80 minutes on two quiet threads of a Zen 4
         # EPYC in bf16, within the 90-minute CPU budget (not on an AVX2-only CPU in fp32:
@@ -122,17 +123,8 @@ def _default_train() -> TrainConfig:
         # (docs/results.md); test beam-5 BLEU 2.06 (15 epochs) -> 2.61 (30) -> 2.82 (30
         # epochs of 2,048-token batches).
         epochs=30,
-        lr_factor=0.5,
-        warmup_steps=800,
         cooldown_steps=2400,  # the last ~6 epochs (a fifth of the steps) settle the weights
-        label_smoothing=0.1,
-        # bf16 autocast where the CPU (or GPU) runs it fast, else fp32 (transformer_lab.hardware).
-        precision="auto",
-        eval_every_steps=0,  # validation BLEU (greedy, constrained) and a checkpoint each epoch
         keep_last=2,
-        best_metric="val_bleu",
-        best_mode="max",
-        log_every_steps=20,
     )
 
 
@@ -410,11 +402,10 @@ def _read_vocabulary(folder: Path) -> Vocabulary:
 TASK: Seq2SeqTask[Vocabulary, CoupletConfig] = Seq2SeqTask(
     name=TASK_NAME,
     config_type=CoupletConfig,
-    vocabulary_file=VOCABULARY_FILE,
     read_vocabulary=_read_vocabulary,
     # The file Vocabulary.save writes: one token per line in id order.
-    vocabulary_text=lambda vocabulary: "".join(token + "\n" for token in vocabulary.tokens),
-    vocabulary_size=len,
+    vocabulary_files=lambda vocabulary: {VOCABULARY_FILE: "".join(token + "\n" for token in vocabulary.tokens)},
+    vocabulary_sizes=lambda vocabulary: (len(vocabulary), len(vocabulary)),
     metadata_keys=METADATA_KEYS,
 )
 TrainResult = seq2seq.TrainResult

@@ -39,17 +39,15 @@ def load_checkpoint_parts(
     task_name: str,
     config_type: type[ConfigType],
     build_model: Callable[[ConfigType], ModelType],
-    vocabulary_file: str,
     read_vocabulary: Callable[[Path], VocabularyType],
-    vocabulary_size: Callable[[VocabularyType], int],
-    model_vocabulary_field: str,
+    vocabulary_sizes: Callable[[VocabularyType], dict[str, tuple[int, str]]],
     metadata_keys: Sequence[str] = (),
 ) -> tuple[ModelType, VocabularyType, ConfigType]:
     """The model (in eval mode), vocabulary and config of a checkpoint folder, or of a run folder's ``best/``.
 
-    ``model_vocabulary_field`` names the field of ``config.model`` that the vocabulary's
-    size must equal. A checkpoint of another task, a bad config value, a vocabulary of
-    another size, or weights that do not fit are errors that name the file.
+    ``vocabulary_sizes(vocabulary)`` maps each field of ``config.model`` that a vocabulary
+    sizes (``src_vocab_size``) to that size and the file it came from. A checkpoint of
+    another task, a bad config value, a vocabulary of another size, or weights that do not fit are errors that name the file.
     """
     folder = resolve_checkpoint(checkpoint)
     config = load_task_config(folder, task_name, config_type, extra_metadata_keys=metadata_keys)
@@ -60,11 +58,11 @@ def load_checkpoint_parts(
         # The messages name the key (model.nhead); the user also needs to know which file.
         raise ValueError(f"{config_path}: {error}") from None
     vocabulary = read_vocabulary(folder)
-    size, expected = vocabulary_size(vocabulary), getattr(config.model, model_vocabulary_field)  # type: ignore[attr-defined]
-    if size != expected:
-        raise ValueError(
-            f"{config_path}: model.{model_vocabulary_field} must equal the {size} entries of "
-            f"{folder / vocabulary_file}, got {expected}"
-        )
+    for field, (size, file_name) in vocabulary_sizes(vocabulary).items():
+        expected = getattr(config.model, field)  # type: ignore[attr-defined]
+        if size != expected:
+            raise ValueError(
+                f"{config_path}: model.{field} must equal the {size} entries of {folder / file_name}, got {expected}"
+            )
     load_model_weights(folder, model)
     return model.eval(), vocabulary, config

@@ -43,22 +43,38 @@ Pair = tuple[str, str]
 EncodedPair = tuple[list[int], list[int]]
 
 
+# What the translation and couplet presets share: the paper's smoothing, a peak rate of
+# 0.5 / sqrt(256 * 800) = 1.1e-3 after 800 warm-up steps, validation BLEU (greedy) at every
+# epoch end deciding best/, and bf16 autocast only where the device runs it fast
+# (transformer_lab.hardware). Each preset adds its length, cool-down and rotation.
+SEQ2SEQ_TRAIN_PRESET: dict[str, Any] = {
+    "lr_factor": 0.5,
+    "warmup_steps": 800,
+    "label_smoothing": 0.1,
+    "precision": "auto",
+    "eval_every_steps": 0,
+    "best_metric": "val_bleu",
+    "best_mode": "max",
+    "log_every_steps": 20,
+}
+
+
 @dataclass(frozen=True)
 class Seq2SeqTask(Generic[VocabularyType, ConfigType]):
     """What a sequence-to-sequence task plugs into the machinery.
 
-    ``read_vocabulary(folder)`` reads the file ``vocabulary_file`` of a checkpoint folder
-    (an error names the file), ``vocabulary_text`` gives the text that file holds and
-    ``vocabulary_size`` the number of ids. ``metadata_keys`` are the task's entries of
-    ``config.json`` beside its config (a data report).
+    ``read_vocabulary(folder)`` reads a checkpoint folder's vocabulary (an error names the
+    file); ``vocabulary_files`` gives the files that hold it (name -> text) and
+    ``vocabulary_sizes`` the number of ids of each side, source then target (equal, one
+    vocabulary, unless the task keeps one per side). ``metadata_keys`` are the task's
+    entries of ``config.json`` beside its config (a data report).
     """
 
     name: str
     config_type: type[ConfigType]
-    vocabulary_file: str
     read_vocabulary: Callable[[Path], VocabularyType]
-    vocabulary_text: Callable[[VocabularyType], str]
-    vocabulary_size: Callable[[VocabularyType], int]
+    vocabulary_files: Callable[[VocabularyType], dict[str, str]]
+    vocabulary_sizes: Callable[[VocabularyType], tuple[int, int]]
     metadata_keys: tuple[str, ...] = ()
 
 
@@ -95,12 +111,24 @@ def starting_vocabulary(
     return None
 
 
-def with_vocabulary(config: ConfigType, vocabulary_size: int) -> ConfigType:
-    """``config`` whose model's vocabulary sizes and special ids follow the vocabulary (one, shared)."""
+def with_vocabulary(config: ConfigType, source_size: int, target_size: int | None = None) -> ConfigType:
+    """``config`` whose model's vocabulary sizes and special ids follow the vocabulary.
+
+    ``target_size`` None: one vocabulary for both sides. With one vocabulary per side the
+    source and target ids mean different tokens, so ``tie_embeddings="all"`` (one matrix
+    for both) becomes ``"decoder"`` (target embedding and generator still shared); the
+    change is logged and recorded in the checkpoint's config.
+    """
+    model = config.model  # type: ignore[attr-defined]
+    tie_embeddings = model.tie_embeddings
+    if target_size is not None and tie_embeddings == "all":
+        logger.info("one vocabulary per side: model.tie_embeddings 'all' -> 'decoder' (source and target share no ids)")
+        tie_embeddings = "decoder"
     model = dataclasses.replace(
-        config.model,  # type: ignore[attr-defined]
-        src_vocab_size=vocabulary_size,
-        tgt_vocab_size=vocabulary_size,
+        model,
+        src_vocab_size=source_size,
+        tgt_vocab_size=source_size if target_size is None else target_size,
+        tie_embeddings=tie_embeddings,
         pad_id=PAD_ID,
         bos_id=BOS_ID,
         eos_id=EOS_ID,
@@ -130,10 +158,11 @@ def train(
     check_fits_positional_table(data.train_ids, data.train_pairs, model_config.max_len, "training data")
     lengths = collated_lengths(data.train_ids)
     first_epoch = token_budget_batches(lengths, data_config.max_tokens, shuffle=True, seed=data_config.seed, epoch=0)
+    source_size, target_size = task.vocabulary_sizes(data.vocabulary)
     logger.info(
-        "%d training pairs, vocabulary %d, %d batches per epoch, padding %.1f%%",
+        "%d training pairs, vocabulary %s, %d batches per epoch, padding %.1f%%",
         len(data.train_pairs),
-        task.vocabulary_size(data.vocabulary),
+        source_size if source_size == target_size else f"{source_size} source / {target_size} target",
         len(first_epoch),
         100 * padding_fraction(first_epoch, lengths),
     )
@@ -154,7 +183,7 @@ def train(
         evaluate_fn=evaluate,
         count_tokens=lambda batch: batch.num_target_tokens,
         checkpoint_config={"task": task.name, **report, **metadata, **config_to_dict(config)},
-        extra_files={task.vocabulary_file: task.vocabulary_text(data.vocabulary)},
+        extra_files=task.vocabulary_files(data.vocabulary),
         resume=resume,
     )
     summary = {**trainer.fit(), **({"data": data.report} if data.report else {})}
@@ -174,12 +203,17 @@ def load(
         task.name,
         task.config_type,
         lambda config: Seq2SeqTransformer.from_config(config.model),  # type: ignore[attr-defined]
-        task.vocabulary_file,
         task.read_vocabulary,
-        task.vocabulary_size,
-        "src_vocab_size",
+        lambda vocabulary: _sizes_and_files(task, vocabulary),
         task.metadata_keys,
     )
+
+
+def _sizes_and_files(task: Seq2SeqTask[VocabularyType, Any], vocabulary: VocabularyType) -> dict[str, tuple[int, str]]:
+    """The model fields a vocabulary sizes, each with its size and the file that holds that side."""
+    files = list(task.vocabulary_files(vocabulary))
+    source_size, target_size = task.vocabulary_sizes(vocabulary)
+    return {"src_vocab_size": (source_size, files[0]), "tgt_vocab_size": (target_size, files[-1])}
 
 
 @dataclass(frozen=True)

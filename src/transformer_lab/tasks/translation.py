@@ -18,7 +18,8 @@ from typing import Sequence
 
 import torch
 
-from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, encode_pairs, load_multi30k
+from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, load_multi30k
+from transformer_lab.data.tokenizer_pair import JOINT_TOKENIZER_FILE, SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.evaluation import BleuResult, bleu_tokenizer_for, corpus_bleu, corpus_chrf
@@ -32,7 +33,7 @@ from transformer_lab.training import TrainConfig
 logger = logging.getLogger(__name__)
 
 TASK_NAME = "translation"
-TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_FILE = JOINT_TOKENIZER_FILE
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,17 @@ class TranslationDataConfig:
     source_language: str = "de"
     target_language: str = "en"
     vocab_size: int = 8000  # joint byte-level BPE over both languages, specials included
+    # One byte-level BPE per side instead of the joint one: for scripts that share nothing
+    # (zh-en, ru-ja), where a joint vocabulary spends half its entries on the other side.
+    # The source and target embeddings can then not be one matrix: tie_embeddings "all"
+    # becomes "decoder". vocab_size is then the source side's size.
+    separate_vocabularies: bool = False
+    target_vocab_size: int = 0  # the target side's BPE size with separate_vocabularies (0 = vocab_size)
     # A tokenizer.json trained with Hugging Face tokenizers to use instead of training the
     # BPE (its first ids must be <pad> <unk> <bos> <eos>; see data.subword); "" = train one.
+    # With target_tokenizer_file too, the two are the source and target sides' tokenizers.
     tokenizer_file: str = ""
+    target_tokenizer_file: str = ""
     lowercase: bool = False  # keep case: BLEU is reported cased
     min_frequency: int = 2  # fewest occurrences for a BPE merge
     max_tokens: int = 4096  # padded tokens per batch (the longer of source/target)
@@ -79,25 +88,17 @@ def _default_model() -> ModelConfig:
 
 def _default_train() -> TrainConfig:
     return TrainConfig(
+        **seq2seq.SEQ2SEQ_TRAIN_PRESET,
         # About 116 batches of 4,096 tokens per epoch: 34 epochs are ~3,900 steps, so the
-        # warm-up is short and the peak rate 0.5 * 256^-0.5 * 800^-0.5 = 1.1e-3. After 20
-        # epochs validation BLEU was still rising; 34 epochs took 76 minutes on 2 threads of a
-        # Zen 4 EPYC in bf16. On an AVX2-only CPU (Zen 3 EPYC, fp32) they take longer than two
-        # hours: README "Precision and threads" and docs/results.md give the shorter schedule.
+        # 800-step warm-up is short. After 20 epochs validation BLEU was still rising; 34
+        # epochs took 76 minutes on 2 threads of a Zen 4 EPYC in bf16. On an AVX2-only CPU
+        # (Zen 3 EPYC, fp32) they take longer than two hours: README "Precision and threads"
+        # and docs/results.md give the shorter schedule.
         epochs=34,
-        lr_factor=0.5,
-        warmup_steps=800,
         # The last ~7 epochs decay the rate linearly: validation BLEU (greedy) after epochs
         # 28-31 went 41.1 41.6 41.6 41.8 with it, 41.2 41.4 40.9 40.7 without (docs/results.md).
         cooldown_steps=800,
-        label_smoothing=0.1,
-        # bf16 autocast where the CPU (or GPU) runs it fast, else fp32 (transformer_lab.hardware).
-        precision="auto",
-        eval_every_steps=0,  # evaluate (validation BLEU) and checkpoint at each epoch end
         keep_last=10,  # the last 10 epoch checkpoints, for checkpoint averaging
-        best_metric="val_bleu",
-        best_mode="max",
-        log_every_steps=20,
     )
 
 
@@ -124,7 +125,7 @@ def default_config() -> TranslationConfig:
     return TranslationConfig()
 
 
-TranslationData = Seq2SeqData[SubwordTokenizer]
+TranslationData = Seq2SeqData[TokenizerPair]
 
 
 def _first(pairs: list[tuple[str, str]], count: int) -> list[tuple[str, str]]:
@@ -163,18 +164,42 @@ def carve_validation(
     )
 
 
-def build_data(config: TranslationDataConfig, tokenizer: SubwordTokenizer | None = None) -> TranslationData:
+def build_tokenizers(config: TranslationDataConfig, train_pairs: Sequence[tuple[str, str]]) -> TokenizerPair:
+    """The data config's tokenizers: the given tokenizer file(s), else BPE trained on the training pairs.
+
+    One joint BPE over both sides by default; one per side with ``separate_vocabularies``
+    (or two given files).
+    """
+    if config.target_tokenizer_file and not config.tokenizer_file:
+        raise ValueError(
+            "data.target_tokenizer_file: expected with data.tokenizer_file (the source side's), "
+            f"got it alone ({config.target_tokenizer_file!r})"
+        )
+    if config.tokenizer_file:
+        source = SubwordTokenizer.load(config.tokenizer_file)
+        if not config.target_tokenizer_file:
+            return TokenizerPair.joint(source)
+        return TokenizerPair(source, SubwordTokenizer.load(config.target_tokenizer_file))
+    options = dict(lowercase=config.lowercase, min_frequency=config.min_frequency)
+    if not config.separate_vocabularies:
+        return TokenizerPair.joint(SubwordTokenizer.train_from_pairs(train_pairs, vocab_size=config.vocab_size, **options))
+    return TokenizerPair(
+        SubwordTokenizer.train_from_pairs(train_pairs, vocab_size=config.vocab_size, sides="source", **options),
+        SubwordTokenizer.train_from_pairs(
+            train_pairs, vocab_size=config.target_vocab_size or config.vocab_size, sides="target", **options
+        ),
+    )
+
+
+def build_data(
+    config: TranslationDataConfig, tokenizers: SubwordTokenizer | TokenizerPair | None = None
+) -> TranslationData:
     """Read train/val, train the BPE on the training split (unless given), encode the training pairs."""
     train_pairs, validation_pairs = read_pairs(config)
     train_pairs = _first(train_pairs, config.num_train)
     validation_pairs = _first(validation_pairs, config.num_validation)
-    if tokenizer is None and config.tokenizer_file:
-        tokenizer = SubwordTokenizer.load(config.tokenizer_file)
-    if tokenizer is None:
-        tokenizer = SubwordTokenizer.train_from_pairs(
-            train_pairs, vocab_size=config.vocab_size, lowercase=config.lowercase, min_frequency=config.min_frequency
-        )
-    return TranslationData(tokenizer, train_pairs, validation_pairs, encode_pairs(train_pairs, tokenizer))
+    pair = build_tokenizers(config, train_pairs) if tokenizers is None else TokenizerPair.of(tokenizers)
+    return TranslationData(pair, train_pairs, validation_pairs, pair.encode_pairs(train_pairs))
 
 
 def epoch_batches(
@@ -200,25 +225,30 @@ def _encode_sources(tokenizer: SubwordTokenizer, sentences: Sequence[str], name:
 
 def translate_sentences(
     model: Seq2SeqTransformer,
-    tokenizer: SubwordTokenizer,
+    tokenizer: SubwordTokenizer | TokenizerPair,
     sentences: Sequence[str],
     decode_config: DecodeConfig,
     batch_size: int = 64,
 ) -> list[str]:
     """Translate ``sentences`` (batched by length); an empty or blank sentence gives ``""``.
 
-    A sentence whose subword length exceeds the model's positional table raises
-    ``ValueError`` naming its index and length; nothing is truncated.
+    ``tokenizer`` is the checkpoint's pair, or one joint tokenizer. A sentence whose
+    subword length exceeds the model's positional table raises ``ValueError`` naming its
+    index and length; nothing is truncated.
     """
-    encoded = _encode_sources(tokenizer, sentences, "sentences")
+    tokenizers = TokenizerPair.of(tokenizer)
+    encoded = _encode_sources(tokenizers.source, sentences, "sentences")
     seq2seq.check_source_lengths(model, encoded, "sentences", "subword tokens")
     found = seq2seq.decode_sources(model, encoded, decode_config, batch_size=batch_size)
-    return [seq2seq.candidates_of(hypotheses[:1], tokenizer.decode)[0].text if hypotheses else "" for hypotheses in found]
+    return [
+        seq2seq.candidates_of(hypotheses[:1], tokenizers.target.decode)[0].text if hypotheses else ""
+        for hypotheses in found
+    ]
 
 
 def translate_nbest(
     model: Seq2SeqTransformer,
-    tokenizer: SubwordTokenizer,
+    tokenizer: SubwordTokenizer | TokenizerPair,
     sentence: str,
     decode_config: DecodeConfig,
 ) -> list[Candidate]:
@@ -230,11 +260,12 @@ def translate_nbest(
     """
     if not sentence.strip():
         raise ValueError("sentence: expected a non-empty sentence to translate, got a blank one")
-    source_ids = tokenizer.encode(sentence)
+    tokenizers = TokenizerPair.of(tokenizer)
+    source_ids = tokenizers.source.encode(sentence)
     if len(source_ids) > model.max_len:
         raise ValueError(f"sentence must be at most {model.max_len} subword tokens (the model's max_len), got {len(source_ids)}")
     (hypotheses,) = seq2seq.decode_sources(model, [source_ids], decode_config)
-    return seq2seq.candidates_of(hypotheses, tokenizer.decode)
+    return seq2seq.candidates_of(hypotheses, tokenizers.target.decode)
 
 
 @dataclass
@@ -247,7 +278,7 @@ class BleuReport:
 
 def evaluate_bleu(
     model: Seq2SeqTransformer,
-    tokenizer: SubwordTokenizer,
+    tokenizer: SubwordTokenizer | TokenizerPair,
     pairs: Sequence[tuple[str, str]],
     decode_config: DecodeConfig,
     bleu_tokenize: str = "13a",
@@ -267,13 +298,19 @@ def evaluate_bleu(
     )
 
 
-TASK: Seq2SeqTask[SubwordTokenizer, TranslationConfig] = Seq2SeqTask(
+def _read_tokenizers(folder: Path) -> TokenizerPair:
+    """A checkpoint's tokenizers: its tokenizer.json (joint), or its source_ and target_tokenizer.json."""
+    if (folder / SOURCE_TOKENIZER_FILE).is_file() or (folder / TARGET_TOKENIZER_FILE).is_file():
+        return TokenizerPair(read_tokenizer(folder, SOURCE_TOKENIZER_FILE), read_tokenizer(folder, TARGET_TOKENIZER_FILE))
+    return TokenizerPair.joint(read_tokenizer(folder, JOINT_TOKENIZER_FILE))
+
+
+TASK: Seq2SeqTask[TokenizerPair, TranslationConfig] = Seq2SeqTask(
     name=TASK_NAME,
     config_type=TranslationConfig,
-    vocabulary_file=TOKENIZER_FILE,
-    read_vocabulary=lambda folder: read_tokenizer(folder, TOKENIZER_FILE),
-    vocabulary_text=lambda tokenizer: tokenizer.to_json(),
-    vocabulary_size=lambda tokenizer: tokenizer.vocab_size,
+    read_vocabulary=_read_tokenizers,
+    vocabulary_files=TokenizerPair.files,
+    vocabulary_sizes=lambda pair: (pair.source.vocab_size, pair.target.vocab_size),
 )
 TrainResult = seq2seq.TrainResult
 
@@ -284,17 +321,21 @@ def train(
     *,
     resume: bool = False,
     init_from: str | os.PathLike[str] | None = None,
-) -> seq2seq.TrainResult[SubwordTokenizer, TranslationConfig]:
+) -> seq2seq.TrainResult[TokenizerPair, TranslationConfig]:
     """Train a translation model; validation BLEU (greedy) every epoch decides ``best/``.
 
     ``init_from`` fine-tunes: the checkpoint's tokenizer and weights are the start (its
     model config must already be ``config.model``, see ``tasks.finetune``).
     """
     data = build_data(config.data, seq2seq.starting_vocabulary(TASK, Path(out_dir), resume, init_from))
-    config = seq2seq.with_vocabulary(config, data.vocabulary.vocab_size)
+    tokenizers = data.vocabulary
+    if tokenizers.is_joint:
+        config = seq2seq.with_vocabulary(config, tokenizers.source.vocab_size)
+    else:
+        config = seq2seq.with_vocabulary(config, tokenizers.source.vocab_size, tokenizers.target.vocab_size)
     greedy = dataclasses.replace(config.decode, strategy="greedy")
     bleu_tokenize = bleu_tokenizer_for(config.data.target_language)
-    validation_ids = encode_pairs(data.validation_pairs, data.vocabulary)
+    validation_ids = tokenizers.encode_pairs(data.validation_pairs)
     check_fits_positional_table(validation_ids, data.validation_pairs, config.model.max_len, "validation data")
 
     def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
@@ -309,6 +350,6 @@ def train(
     return seq2seq.train(TASK, config, data, out_dir, evaluate, resume=resume, init_from=init_from)
 
 
-def load_translator(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, SubwordTokenizer, TranslationConfig]:
-    """Rebuild the model, tokenizer and config of a translation checkpoint folder (or a run folder's best/)."""
+def load_translator(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, TokenizerPair, TranslationConfig]:
+    """Rebuild the model, tokenizers and config of a translation checkpoint folder (or a run folder's best/)."""
     return seq2seq.load(TASK, checkpoint)
