@@ -47,7 +47,7 @@ from transformer_lab.data import (
 )
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import synthetic
-from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn
+from transformer_lab.tasks.seq2seq import seq2seq_loss_fn
 from transformer_lab.training import build_optimizer
 
 PRECISIONS = ("fp32", "bf16")

@@ -33,7 +33,7 @@ from transformer_lab.data import (
 )
 from transformer_lab import cli
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn
+from transformer_lab.tasks.seq2seq import seq2seq_loss_fn
 from transformer_lab.training import DataParallel, TrainConfig, Trainer, data_shard
 
 WORLD_SIZE = 2

@@ -27,7 +27,7 @@ from transformer_lab.data import (
 from transformer_lab.decoding import greedy_search
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import synthetic
-from transformer_lab.tasks.seq2seq_glue import seq2seq_loss_fn, strip_generated
+from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, strip_generated
 from transformer_lab.training import (
     TrainConfig,
     Trainer,

@@ -35,8 +35,7 @@ from transformer_lab.decoding.couplet_constraints import CoupletConstraints
 from transformer_lab.evaluation.couplet_metrics import CoupletReport, couplet_report
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import seq2seq
-from transformer_lab.tasks.seq2seq import Candidate, Seq2SeqData, Seq2SeqTask
-from transformer_lab.tasks.seq2seq_glue import bucketed_epoch_batches
+from transformer_lab.tasks.seq2seq import Candidate, Seq2SeqData, Seq2SeqTask, bucketed_epoch_batches
 from transformer_lab.training import TrainConfig
 
 logger = logging.getLogger(__name__)

@@ -26,8 +26,14 @@ from transformer_lab.evaluation import BleuResult, bleu_tokenizer_for, corpus_bl
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import seq2seq
 from transformer_lab.tasks.loading import read_tokenizer
-from transformer_lab.tasks.seq2seq import Candidate, Seq2SeqData, Seq2SeqTask
-from transformer_lab.tasks.seq2seq_glue import bucketed_epoch_batches, check_fits_positional_table, validation_loss
+from transformer_lab.tasks.seq2seq import (
+    Candidate,
+    Seq2SeqData,
+    Seq2SeqTask,
+    bucketed_epoch_batches,
+    check_fits_positional_table,
+    validation_loss,
+)
 from transformer_lab.training import TrainConfig
 
 logger = logging.getLogger(__name__)
