@@ -408,7 +408,7 @@ CLI_CASES = [
     CliCase("train: --set without '='", lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "model.d_model"],
             r"overrides: expected 'key=value', got 'model\.d_model'$"),
     CliCase("train: --resume without a run", lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--resume"],
-            r"--resume: expected a checkpoint folder .*last, found none$"),
+            r"--resume: expected a run folder .*r, found none; drop --resume to start the run$"),
     CliCase("average-checkpoints: --last 0", lambda tmp, ck: ["average-checkpoints", "--run", str(tmp), "--last", "0",
                                                               "--out", str(tmp / "avg")],
             r"--last must be >= 1, got 0$"),

@@ -18,6 +18,8 @@ from transformer_lab.cli.overrides import add_override_arguments, resolved_confi
 from transformer_lab.tasks import classification, couplet, synthetic, translation
 from transformer_lab.tasks.finetune import with_checkpoint_model, with_finetune_schedule
 from transformer_lab.training import is_main_process, recover_interrupted_save
+from transformer_lab.training.run_folder import check_writable, explain_missing_last, prepare_new_run
+from transformer_lab.training.trainer import LAST_FOLDER
 from transformer_lab.training.checkpoint import resolve_checkpoint
 
 SYNTHETIC_TASKS = ("copy", "reverse", "sort")
@@ -64,13 +66,15 @@ def run(arguments: argparse.Namespace) -> int:
             "--init-from and --resume: expected one of them (a new run from a checkpoint, or the same run "
             "continued), got both"
         )
-    if not arguments.resume and out_dir.exists() and any(out_dir.iterdir()):
-        raise ValueError(f"--out: {out_dir} already holds a run; pass --resume to continue it or choose a new folder")
     if arguments.resume:
         # A crash between a save's two renames leaves the complete old last/ aside.
-        recover_interrupted_save(out_dir / "last")
-    if arguments.resume and not (out_dir / "last").is_dir():
-        raise FileNotFoundError(f"--resume: expected a checkpoint folder {out_dir / 'last'}, found none")
+        recover_interrupted_save(out_dir / LAST_FOLDER)
+        if not (out_dir / LAST_FOLDER).is_dir():
+            raise FileNotFoundError(explain_missing_last(out_dir))
+        check_writable(out_dir)
+    elif is_main_process():
+        # Refuses a folder holding a run; keeps aside the log of one killed before its first save.
+        prepare_new_run(out_dir)
     if arguments.precision is not None:
         # Applied before the --set overrides, which therefore win if both are given.
         arguments.overrides = [f"train.precision={arguments.precision}", *arguments.overrides]

@@ -71,7 +71,6 @@ import math
 import os
 import random
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -84,6 +83,7 @@ from tqdm.auto import tqdm
 from transformer_lab.hardware import autocast, resolve_precision
 
 from .checkpoint import (
+    TRAINER_STATE_FILE,
     copy_checkpoint,
     load_model_weights,
     load_trainer_state,
@@ -93,13 +93,14 @@ from .checkpoint import (
 from .config import TrainConfig
 from .config_io import config_to_dict
 from .distributed import DataParallel
+from .resume_state import check_trainer_state
+from .run_folder import METRICS_FILE, prune_folder, remove_pruned_leftovers
 from .schedule import build_noam_scheduler, build_optimizer
 
 __all__ = ["Trainer", "TrainingDivergedError"]
 
 logger = logging.getLogger(__name__)
 
-METRICS_FILE = "metrics.jsonl"
 LAST_FOLDER = "last"
 BEST_FOLDER = "best"
 _STEP_FOLDER_PATTERN = re.compile(r"^step-(\d+)$")
@@ -234,6 +235,8 @@ class Trainer:
         self._pending_rng_state: dict[str, Any] | None = None
         self._started = False
         self._resumed = False
+        if self._is_main_process:
+            remove_pruned_leftovers(self.out_dir)
         if resume:
             self._load_resume_state(self.out_dir / LAST_FOLDER)
 
@@ -645,7 +648,7 @@ class Trainer:
         steps.sort()
         keep = self.config.keep_last
         for _, path in steps[: max(len(steps) - keep, 0)]:
-            shutil.rmtree(path, ignore_errors=True)
+            prune_folder(path)
 
     def _trainer_state(self, rng_by_rank: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         state = {
@@ -682,6 +685,8 @@ class Trainer:
                 f"{list(required)} in {str(folder)!r}, got format "
                 f"{state.get('format_version')!r} missing {missing}"
             )
+        # Everything is checked before anything (weights, optimizer, the metrics log) changes.
+        check_trainer_state(state, folder / TRAINER_STATE_FILE, self.optimizer, self.scheduler)
         load_model_weights(folder, self._unwrapped_model)
         # Optimizer.load_state_dict moves the moments onto each parameter's device.
         self.optimizer.load_state_dict(state["optimizer"])

@@ -1,0 +1,140 @@
+"""The run folder before and around training: may a run start here, and what did a crash leave.
+
+A run folder holds ``metrics.jsonl``, ``last/``, ``best/`` and ``step-NNNNNN/`` (see
+``trainer``). Three moments need rules of their own:
+
+- **Starting.** A folder that holds a checkpoint holds a run: a new run there is refused
+  (``--resume`` continues it). A folder that a run left before its first save holds only
+  its log; a new run starts there and keeps that log aside, named, so that neither
+  ``train`` nor ``train --resume`` is stuck. The folder must be writable before the first
+  step, not at the first save, minutes or hours in.
+- **Pruning.** An old ``step-N/`` is renamed to ``.step-N.pruned`` first and deleted
+  after: a kill during the deletion leaves a hidden leftover, never a partial folder under
+  a checkpoint's name.
+- **After a crash.** :func:`remove_pruned_leftovers` deletes such leftovers, naming them;
+  the trainer calls it when it starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.jsonl"
+CHECKPOINT_FOLDERS = re.compile(r"^(last|best|step-\d+)$")
+# What save_checkpoint and pruning leave while they work (.last.tmp-XXXX, .best.old-XXXX, .step-000010.pruned).
+_WORK_LEFTOVERS = re.compile(r"^\.(last|best|step-\d+)\.(tmp-.+|old-.+|pruned)$")
+_PRUNED_SUFFIX = ".pruned"
+
+
+def checkpoint_folders(out_dir: Path) -> list[Path]:
+    """The checkpoint folders of a run folder (last/, best/, step-N/, and a save's renamed-aside old copy)."""
+    if not out_dir.is_dir():
+        return []
+    return sorted(
+        path
+        for path in out_dir.iterdir()
+        if path.is_dir() and (CHECKPOINT_FOLDERS.match(path.name) or re.match(r"^\.(last|best|step-\d+)\.old-", path.name))
+    )
+
+
+def prepare_new_run(out_dir: Path) -> Path | None:
+    """Make ``out_dir`` ready for a new run; return where an interrupted run's log was kept aside, if any.
+
+    Refuses a folder that holds a checkpoint (a run to ``--resume``) or files that no run
+    writes (someone else's folder); checks that the folder is writable.
+    """
+    kept_aside = None
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out: expected a folder, got {out_dir}, which is a file")
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        if checkpoint_folders(out_dir):
+            raise ValueError(
+                f"--out: {out_dir} already holds a run; pass --resume to continue it or choose a new folder"
+            )
+        foreign = sorted(
+            path.name for path in out_dir.iterdir() if path.name != METRICS_FILE and not _WORK_LEFTOVERS.match(path.name)
+        )
+        if foreign:
+            raise ValueError(
+                f"--out: expected a new folder or one a run left before its first checkpoint, got {out_dir} "
+                f"holding {', '.join(foreign[:5])}; choose a new folder"
+            )
+        kept_aside = _keep_metrics_aside(out_dir)
+        for path in out_dir.iterdir():
+            if _WORK_LEFTOVERS.match(path.name):
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
+    check_writable(out_dir)
+    return kept_aside
+
+
+def _keep_metrics_aside(out_dir: Path) -> Path | None:
+    log = out_dir / METRICS_FILE
+    if not log.exists():
+        return None
+    number = 1
+    while (out_dir / f"{METRICS_FILE}.interrupted-{number}").exists():
+        number += 1
+    aside = out_dir / f"{METRICS_FILE}.interrupted-{number}"
+    os.rename(log, aside)
+    logger.warning(
+        "%s holds no checkpoint (the last run there stopped before its first save): starting afresh, "
+        "its log kept as %s",
+        out_dir,
+        aside.name,
+    )
+    return aside
+
+
+def check_writable(out_dir: Path) -> None:
+    """Create ``out_dir`` if needed and prove a file can be written there, or raise naming it."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".write-check-"):
+            pass
+    except OSError as error:
+        raise ValueError(f"--out: expected a folder this user can write, got {out_dir} ({error.strerror})") from None
+
+
+def explain_missing_last(out_dir: Path) -> str:
+    """Why ``--resume`` cannot continue ``out_dir``, and what to do instead."""
+    if not out_dir.is_dir():
+        return f"--resume: expected a run folder {out_dir}, found none; drop --resume to start the run"
+    if not checkpoint_folders(out_dir):
+        return (
+            f"--resume: {out_dir} holds no checkpoint (the run stopped before its first save), so there is "
+            "nothing to continue; run the same command without --resume to start again (its metrics.jsonl is kept aside)"
+        )
+    return f"--resume: expected a checkpoint folder {out_dir / 'last'}, found only {', '.join(path.name for path in checkpoint_folders(out_dir))}"
+
+
+def _delete_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def prune_folder(path: Path) -> None:
+    """Delete a checkpoint folder so that no kill can leave part of it under its name: rename, then delete."""
+    doomed = path.with_name(f".{path.name}{_PRUNED_SUFFIX}")
+    if doomed.exists():
+        _delete_tree(doomed)
+    os.rename(path, doomed)
+    _delete_tree(doomed)
+
+
+def remove_pruned_leftovers(out_dir: Path) -> list[str]:
+    """Delete what a kill during pruning left (``.step-N.pruned``), logging each name; return the names."""
+    if not out_dir.is_dir():
+        return []
+    removed = []
+    for path in sorted(out_dir.iterdir()):
+        if path.name.startswith(".") and path.name.endswith(_PRUNED_SUFFIX) and path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path.name)
+            logger.warning("removed %s, a step checkpoint whose deletion a crash interrupted", path / "")
+    return removed

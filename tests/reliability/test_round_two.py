@@ -1,0 +1,141 @@
+"""Reliability, round two (issue #21): crash safety at every moment of a save, and state that is checked before use."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.reliability.crash_driver import tiny_config
+from transformer_lab.cli import main
+from transformer_lab.tasks import synthetic
+from transformer_lab.training import load_trainer_state
+from transformer_lab.training import run_folder as run_folder_module
+from transformer_lab.training.checkpoint import TRAINER_STATE_FILE
+
+
+def short_config(max_steps: int) -> synthetic.SyntheticConfig:
+    config = tiny_config()
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=max_steps))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("round-two") / "run"
+    synthetic.train(short_config(6), out)
+    return out
+
+
+def test_a_kill_while_pruning_leaves_no_partial_step_folder_and_resume_cleans_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "run"
+    real_delete = run_folder_module._delete_tree
+
+    class Killed(BaseException):
+        pass
+
+    def die_after_the_first_file(path: Path) -> None:
+        first = next(entry for entry in sorted(path.iterdir()) if entry.is_file())
+        first.unlink()
+        raise Killed  # as a SIGKILL would, mid-deletion
+
+    monkeypatch.setattr(run_folder_module, "_delete_tree", die_after_the_first_file)
+    with pytest.raises(Killed):
+        synthetic.train(short_config(16), out)  # keep_last=2: the third save prunes
+    monkeypatch.setattr(run_folder_module, "_delete_tree", real_delete)
+    leftovers = [path.name for path in out.iterdir() if path.name.endswith(".pruned")]
+    assert leftovers, "the kill should have left the folder being pruned"
+    for folder in out.iterdir():
+        if folder.name.startswith("step-"):  # every folder under a checkpoint's name is whole
+            synthetic.load(folder)
+            assert load_trainer_state(folder)["global_step"] > 0
+    synthetic.train(short_config(16), out, resume=True)
+    assert not [path for path in out.iterdir() if path.name.endswith(".pruned")]
+    assert load_trainer_state(out / "last")["global_step"] == 16
+
+
+def test_a_folder_killed_before_its_first_checkpoint_starts_afresh_keeping_its_log(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "metrics.jsonl").write_text('{"event": "train", "step": 1}\n', encoding="utf-8")
+    (out / ".last.tmp-abc123").mkdir()  # a save that never finished
+    assert main(["train", "copy", "--out", str(out), "--resume"]) == 2  # nothing to resume: said plainly
+    arguments = ["train", "copy", "--out", str(out), "--set", "train.max_steps=2", "--set", "train.epochs=0",
+                 "--set", "data.num_train=64", "--set", "model.d_model=16", "--set", "model.nhead=2",
+                 "--set", "model.num_encoder_layers=1", "--set", "model.num_decoder_layers=1",
+                 "--set", "model.dim_feedforward=32", "--set", "train.progress_bar=false"]
+    assert main(arguments) == 0
+    assert (out / "metrics.jsonl.interrupted-1").read_text(encoding="utf-8") == '{"event": "train", "step": 1}\n'
+    assert (out / "last").is_dir() and not (out / ".last.tmp-abc123").exists()
+    with pytest.raises(ValueError, match="already holds a run; pass --resume"):
+        run_folder_module.prepare_new_run(out)
+    other = tmp_path / "someone-elses"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(ValueError, match="holding notes.txt; choose a new folder"):
+        run_folder_module.prepare_new_run(other)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_out_is_refused_before_training(tmp_path: Path) -> None:
+    out = tmp_path / "locked"
+    out.mkdir()
+    out.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        with pytest.raises(ValueError, match="expected a folder this user can write"):
+            run_folder_module.check_writable(out)
+    finally:
+        out.chmod(stat.S_IRWXU)
+
+
+def test_a_read_only_out_is_refused_before_training_even_for_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "run"
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(run_folder_module.tempfile, "NamedTemporaryFile", refuse)
+    with pytest.raises(ValueError, match=r"--out: expected a folder this user can write, got .*run \(Permission denied\)"):
+        run_folder_module.check_writable(out)
+
+
+CORRUPTIONS = {
+    "empty optimizer state": (lambda state: state.update(optimizer={}), r"optimizer: expected an optimizer state_dict"),
+    "string for the random state": (lambda state: state.update(rng="seed"), r"rng: expected a mapping"),
+    "string for torch's random state": (lambda state: state["rng"].update(torch="x"), r"rng\.torch: expected a 1-D uint8"),
+    "empty schedule": (lambda state: state.update(scheduler={}), r"scheduler: expected a schedule state_dict"),
+    "negative step": (lambda state: state.update(global_step=-50), r"global_step: expected an int >= 0, got int -50"),
+    "moments of the wrong shape": (
+        lambda state: next(iter(state["optimizer"]["state"].values())).update(exp_avg=torch.zeros(3, 3)),
+        r"optimizer\.state\[0\]\.exp_avg: expected a tensor of the parameter's shape",
+    ),
+    "one parameter group too many": (
+        lambda state: state["optimizer"]["param_groups"].append(dict(state["optimizer"]["param_groups"][0])),
+        r"optimizer\.param_groups: expected a list of 1 parameter group",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORRUPTIONS))
+def test_a_trainer_state_of_the_wrong_structure_is_refused_before_anything_changes(
+    trained: Path, tmp_path: Path, name: str
+) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(trained, out)
+    corrupt, message = CORRUPTIONS[name]
+    state = load_trainer_state(out / "last")
+    corrupt(state)
+    torch.save(state, out / "last" / TRAINER_STATE_FILE)
+    log_before = (out / "metrics.jsonl").read_bytes()
+    weights_before = (out / "last" / "model.safetensors").read_bytes()
+    with pytest.raises(ValueError, match=message) as error:
+        synthetic.train(short_config(8), out, resume=True)
+    assert str(out / "last" / TRAINER_STATE_FILE) in str(error.value)
+    assert (out / "metrics.jsonl").read_bytes() == log_before  # the log is never cut on a bad state
+    assert (out / "last" / "model.safetensors").read_bytes() == weights_before
