@@ -139,3 +139,109 @@ def test_a_trainer_state_of_the_wrong_structure_is_refused_before_anything_chang
     assert str(out / "last" / TRAINER_STATE_FILE) in str(error.value)
     assert (out / "metrics.jsonl").read_bytes() == log_before  # the log is never cut on a bad state
     assert (out / "last" / "model.safetensors").read_bytes() == weights_before
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("dim_feedforward", 10**12, r"expected weights of the shapes .*linear1\.weight: stored \[32, 16\], model \[1000000000000, 16\]"),
+        ("dim_feedforward", 10**7, r"linear1\.weight: stored \[32, 16\], model \[10000000, 16\]"),
+        ("max_len", 10**10, r"max_len must be in \[1, 65536\], got 10000000000"),
+        ("d_model", 4096, r"stored \[\d+, 16\], model \[\d+, 4096\]"),
+    ],
+)
+def test_sizes_in_config_json_are_checked_against_the_weights_before_anything_is_allocated(
+    trained: Path, tmp_path: Path, field: str, value: int, message: str
+) -> None:
+    import json
+    import resource
+    import time
+
+    folder = tmp_path / "last"
+    shutil.copytree(trained / "last", folder)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config["model"][field] = value
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match=message) as error:
+        synthetic.load(folder)
+    assert "config.json" in str(error.value)
+    assert time.perf_counter() - started < 5.0
+    # Nothing of the asked size was built: 1e7 x 16 floats alone would be 640 MB.
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before < 200_000
+
+
+@pytest.mark.parametrize("penalty", [1e308, -1000.0, 10.5, float("inf")])
+def test_an_extreme_length_penalty_is_refused_with_its_range(penalty: float) -> None:
+    from transformer_lab.decoding import DecodeConfig, beam_search
+
+    with pytest.raises(ValueError, match=r"length_penalty: expected a float in \[0, 10\]"):
+        DecodeConfig(length_penalty=penalty)
+    with pytest.raises(ValueError, match=r"length_penalty: expected a float in \[0, 10\]"):
+        beam_search(object(), torch.tensor([[4, 5]]), 2, 5, length_penalty=penalty)  # type: ignore[arg-type]
+
+
+def test_the_beam_has_a_stated_cap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.reliability.builders import write_translation_checkpoint
+    from transformer_lab.decoding import DecodeConfig
+
+    assert DecodeConfig(beam_size=64).beam_size == 64
+    with pytest.raises(ValueError, match=r"beam_size: expected at most 64 .*given 10000"):
+        DecodeConfig(beam_size=10_000)
+    checkpoint = write_translation_checkpoint(tmp_path / "translation")
+    assert main(["translate", "--checkpoint", str(checkpoint), "--beam", "10000", "Ein Mann."]) == 2
+    assert "beam_size: expected at most 64" in capsys.readouterr().err
+
+
+def test_duplicate_class_names_are_refused_naming_the_file_and_the_name(tmp_path: Path) -> None:
+    from transformer_lab.data.ag_news import read_class_names
+
+    folder = tmp_path / "ag_news"
+    folder.mkdir()
+    (folder / "classes.txt").write_text("World\nSports\nWorld\nSci/Tech\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"classes\.txt: line 3: expected distinct class names, got 'World' again \(line 1\)"):
+        read_class_names(tmp_path)
+
+
+def test_the_unseen_characters_note_escapes_what_a_terminal_would_act_on() -> None:
+    from transformer_lab.data import Vocabulary
+    from transformer_lab.tasks.couplet import check_upper_line
+
+    vocabulary = Vocabulary.build([list("春风")])
+    error, note = check_upper_line("春\x00风\x07\u200b雨", vocabulary, max_len=32)
+    assert error is None and note is not None
+    assert not any(character in note for character in "\x00\x07\u200b")
+    assert "\\u0000" in note and "\\u0007" in note and "\\u200b" in note and "雨" in note
+
+
+def test_weights_with_nan_load_with_a_warning_naming_them(
+    trained: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "last"
+    shutil.copytree(trained / "last", folder)
+    weights = load_file(str(folder / "model.safetensors"))
+    name = sorted(weights)[0]
+    weights[name] = torch.full_like(weights[name], float("nan"))
+    save_file(weights, str(folder / "model.safetensors"))
+    with caplog.at_level("WARNING"):
+        synthetic.load(folder)
+    assert any("NaN or inf" in record.getMessage() and name in record.getMessage() for record in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        synthetic.load(trained / "last")
+    assert not any("NaN or inf" in record.getMessage() for record in caplog.records)
+
+
+def test_average_checkpoints_skips_an_incomplete_step_folder_by_name(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    steps = sorted(path for path in run.iterdir() if path.name.startswith("step-"))
+    (steps[-1] / "model.safetensors").unlink()  # what an old, non-atomic prune could leave
+    assert main(["average-checkpoints", "--run", str(run), "--last", "1", "--out", str(tmp_path / "avg")]) == 0
+    assert f"skipping {steps[-1]}" in capsys.readouterr().err
+    synthetic.load(tmp_path / "avg")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import re
 from pathlib import Path
 
 from torch import nn
 
 from transformer_lab.tasks.registry import load_trained
-from transformer_lab.training import average_checkpoints
+from transformer_lab.training import CONFIG_FILE, MODEL_FILE, average_checkpoints
 
 _STEP_FOLDER = re.compile(r"^step-(\d+)$")
 
@@ -31,6 +32,12 @@ def run(arguments: argparse.Namespace) -> int:
     steps = sorted(
         (int(match.group(1)), path) for path in arguments.run.iterdir() if (match := _STEP_FOLDER.match(path.name))
     )
+    # A step folder that a crash left incomplete (before saves and pruning were atomic) is
+    # skipped, by name, rather than failing the whole average.
+    incomplete = [path for _, path in steps if not all((path / name).is_file() for name in (MODEL_FILE, CONFIG_FILE))]
+    for path in incomplete:
+        print(f"skipping {path}: not a complete checkpoint (no {MODEL_FILE} or {CONFIG_FILE})", file=sys.stderr)
+    steps = [(step, path) for step, path in steps if path not in incomplete]
     if len(steps) < arguments.last:
         raise ValueError(f"--last: expected at most the {len(steps)} step checkpoints in {arguments.run}, got {arguments.last}")
     sources = [path for _, path in steps[-arguments.last :]]

@@ -296,6 +296,13 @@ def read_class_names(data_dir: str | os.PathLike[str] | None = None) -> tuple[st
     names = tuple(read_lines(path))
     if len(names) != len(AG_NEWS_CLASSES) or any(not name.strip() for name in names):
         raise ValueError(f"{path}: expected {len(AG_NEWS_CLASSES)} non-empty class names, one a line, got {list(names)!r}")
+    for line, name in enumerate(names, start=1):
+        if name in names[: line - 1]:
+            # Two classes under one name would merge in every output that goes by name.
+            raise ValueError(
+                f"{path}: line {line}: expected distinct class names, got {name!r} again "
+                f"(line {names.index(name) + 1})"
+            )
     return names
 
 

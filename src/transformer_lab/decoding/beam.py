@@ -40,7 +40,7 @@ import math
 import torch
 from torch import Tensor
 
-from transformer_lab.decoding.output import DecodeOutput, Hypothesis, gnmt_length_penalty
+from transformer_lab.decoding.output import DecodeOutput, Hypothesis, check_length_penalty, gnmt_length_penalty
 from transformer_lab.decoding.protocol import (
     IncrementalDecoder,
     clamp_to_positional_table,
@@ -121,8 +121,7 @@ def beam_search(
         raise ValueError(
             f"num_return: expected at most beam_size ({beam_size}), given {num_return}"
         )
-    if not isinstance(length_penalty, (int, float)) or not math.isfinite(length_penalty):
-        raise ValueError(f"length_penalty: expected a finite float, given {length_penalty!r}")
+    check_length_penalty(length_penalty)
     bos_id, eos_id, pad_id = resolve_special_ids(model, bos_id, eos_id, pad_id)
     max_len = clamp_to_positional_table(model, max_len)
 

@@ -14,7 +14,7 @@ from torch import Tensor
 from transformer_lab.hardware import PRECISIONS, autocast, resolve_precision
 from transformer_lab.decoding.beam import beam_search
 from transformer_lab.decoding.greedy import greedy_search
-from transformer_lab.decoding.output import DecodeOutput
+from transformer_lab.decoding.output import DecodeOutput, check_length_penalty
 from transformer_lab.decoding.protocol import (
     IncrementalDecoder,
     LogitsProcessor,
@@ -24,6 +24,7 @@ from transformer_lab.decoding.protocol import (
 )
 
 STRATEGIES = ("greedy", "beam")
+MAX_BEAM_SIZE = 64
 
 
 @dataclass
@@ -32,7 +33,7 @@ class DecodeConfig:
 
     # "greedy" or "beam".
     strategy: str = "beam"
-    # Beams per sentence (beam search only); 4-6 is the usual range for translation.
+    # Beams per sentence (beam search only, at most 64); 4-6 is the usual range for translation.
     beam_size: int = 5
     # Most new tokens per sentence (eos included), the hard cap whatever max_len_a/b say;
     # the searches also stop at the model's positional table (model.max_len).
@@ -42,7 +43,7 @@ class DecodeConfig:
     # translation often uses a=1.2, b=10 so that short inputs stop early.
     max_len_a: float | None = None
     max_len_b: int | None = None
-    # GNMT alpha in ((5 + length) / 6) ** alpha; 0 ranks by raw log-prob, 0.6 as in GNMT.
+    # GNMT alpha in ((5 + length) / 6) ** alpha, in [0, 10]; 0 ranks by raw log-prob, 0.6 as in GNMT.
     length_penalty: float = 0.6
     # Hypotheses returned per sentence (n-best, beam search only); at most beam_size.
     num_return: int = 1
@@ -59,6 +60,11 @@ class DecodeConfig:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy: expected one of {STRATEGIES}, given {self.strategy!r}")
         check_positive("beam_size", self.beam_size)
+        if self.beam_size > MAX_BEAM_SIZE:
+            # Each beam is a decoded row: 10,000 beams took 1 GB and 28 s on a tiny model.
+            raise ValueError(
+                f"beam_size: expected at most {MAX_BEAM_SIZE} (the field uses 4-10), given {self.beam_size}"
+            )
         check_positive("max_len", self.max_len)
         check_positive("num_return", self.num_return)
         if self.num_return > self.beam_size:
@@ -78,9 +84,7 @@ class DecodeConfig:
             isinstance(self.max_len_b, bool) or not isinstance(self.max_len_b, int)
         ):
             raise ValueError(f"max_len_b: expected an int or None, given {self.max_len_b!r}")
-        penalty = self.length_penalty
-        if not isinstance(penalty, (int, float)) or not math.isfinite(penalty):
-            raise ValueError(f"length_penalty: expected a finite float, given {penalty!r}")
+        check_length_penalty(self.length_penalty)
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision: expected one of {PRECISIONS}, given {self.precision!r}")
 

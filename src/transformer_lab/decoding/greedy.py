@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from transformer_lab.decoding.output import DecodeOutput, Hypothesis, gnmt_length_penalty
+from transformer_lab.decoding.output import DecodeOutput, Hypothesis, check_length_penalty, gnmt_length_penalty
 from transformer_lab.decoding.protocol import (
     IncrementalDecoder,
     clamp_to_positional_table,
@@ -47,6 +47,7 @@ def greedy_search(
     """
     check_source_ids(src_ids)
     check_positive("max_len", max_len)
+    check_length_penalty(length_penalty)
     bos_id, eos_id, pad_id = resolve_special_ids(model, bos_id, eos_id, pad_id)
     max_len = clamp_to_positional_table(model, max_len)
 

@@ -13,6 +13,21 @@ import torch
 from torch import Tensor
 
 
+# The GNMT alpha the searches accept: the field uses 0-2 (GNMT 0.6, fairseq 1.0); beyond 10
+# the penalty overflows for long outputs and says nothing a smaller alpha would not.
+MAX_LENGTH_PENALTY = 10.0
+
+
+def check_length_penalty(value: object) -> float:
+    """``value`` if it is a float in [0, MAX_LENGTH_PENALTY], else a ValueError saying the range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= MAX_LENGTH_PENALTY:
+        raise ValueError(
+            f"length_penalty: expected a float in [0, {MAX_LENGTH_PENALTY:g}] (GNMT alpha; 0 ranks by raw "
+            f"log-prob), given {value!r}"
+        )
+    return float(value)
+
+
 def gnmt_length_penalty(length: int, alpha: float) -> float:
     """The GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al., 2016).
 

@@ -54,6 +54,10 @@ class TokenEmbedding(nn.Module):
         return self.embedding(token_ids) * self.scale
 
 
+# The most positions a table may have: 65,536 x 1,024 floats is 256 MiB.
+MAX_POSITIONS = 65_536
+
+
 class SinusoidalPositionalEncoding(nn.Module):
     """Adds PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(...), then dropout.
 
@@ -66,8 +70,10 @@ class SinusoidalPositionalEncoding(nn.Module):
         super().__init__()
         if d_model < 2 or d_model % 2 != 0:
             raise ValueError(f"d_model must be an even number >= 2 for sin/cos pairs, got {d_model}")
-        if max_len < 1:
-            raise ValueError(f"max_len must be >= 1, got {max_len}")
+        if not 1 <= max_len <= MAX_POSITIONS:
+            # The table is max_len x d_model floats, built at once: a config that asks for
+            # 1e10 positions must be an error, not an allocation of terabytes.
+            raise ValueError(f"max_len must be in [1, {MAX_POSITIONS}], got {max_len}")
         positions = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)  # [max_len, 1]
         # 1 / 10000^(2i/D), computed in log space for accuracy.
         frequencies = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))  # [D/2]

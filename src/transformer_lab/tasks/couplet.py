@@ -251,6 +251,11 @@ class CoupletResult:
     note: str | None = None
 
 
+def _printable(characters: Sequence[str]) -> str:
+    """The characters as text a terminal shows as they are: control, format and zero-width ones escaped (\\u200b)."""
+    return "".join(character if character.isprintable() else f"\\u{ord(character):04x}" for character in characters)
+
+
 def check_upper_line(upper: str, vocabulary: Vocabulary, max_len: int) -> tuple[str | None, str | None]:
     """(error, note) for one upper line (already without spaces); both None when it is fine."""
     if not upper:
@@ -276,7 +281,7 @@ def check_upper_line(upper: str, vocabulary: Vocabulary, max_len: int) -> tuple[
         return f"upper line {upper!r} is only punctuation: expected Chinese characters", None
     unseen = sorted({character for character in upper if character not in vocabulary})
     if unseen:
-        return None, f"characters never seen in training, read as <unk>: {''.join(unseen)}"
+        return None, f"characters never seen in training, read as <unk>: {_printable(unseen)}"
     return None, None
 
 

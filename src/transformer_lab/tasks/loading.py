@@ -16,7 +16,7 @@ from torch import nn
 
 from transformer_lab.data import SubwordTokenizer
 from transformer_lab.training import CONFIG_FILE, load_model_weights, load_task_config, read_extra_file
-from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.checkpoint import build_model_for_weights, resolve_checkpoint
 
 ConfigType = TypeVar("ConfigType")
 VocabularyType = TypeVar("VocabularyType")
@@ -52,11 +52,6 @@ def load_checkpoint_parts(
     folder = resolve_checkpoint(checkpoint)
     config = load_task_config(folder, task_name, config_type, extra_metadata_keys=metadata_keys)
     config_path = folder / CONFIG_FILE
-    try:
-        model = build_model(config)
-    except ValueError as error:
-        # The messages name the key (model.nhead); the user also needs to know which file.
-        raise ValueError(f"{config_path}: {error}") from None
     vocabulary = read_vocabulary(folder)
     for field, (size, file_name) in vocabulary_sizes(vocabulary).items():
         expected = getattr(config.model, field)  # type: ignore[attr-defined]
@@ -64,5 +59,12 @@ def load_checkpoint_parts(
             raise ValueError(
                 f"{config_path}: model.{field} must equal the {size} entries of {folder / file_name}, got {expected}"
             )
+    try:
+        # Built on the meta device and checked against the weights' header first: the
+        # config's sizes are not trusted before the weights confirm them.
+        model = build_model_for_weights(folder, lambda: build_model(config))
+    except ValueError as error:
+        # The messages name the key (model.nhead); the user also needs to know which file.
+        raise ValueError(f"{config_path}: {error}") from None
     load_model_weights(folder, model)
     return model.eval(), vocabulary, config

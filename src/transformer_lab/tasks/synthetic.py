@@ -37,7 +37,7 @@ from transformer_lab.training import (
     load_model_weights,
     load_task_config,
 )
-from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.checkpoint import build_model_for_weights, resolve_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -233,7 +233,7 @@ def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, None, 
     folder = resolve_checkpoint(checkpoint)
     config = load_task_config(folder, TASK_NAME, SyntheticConfig)
     try:
-        model = Seq2SeqTransformer.from_config(config.model)
+        model = build_model_for_weights(folder, lambda: Seq2SeqTransformer.from_config(config.model))
     except ValueError as error:
         raise ValueError(f"{folder / CONFIG_FILE}: {error}") from None
     load_model_weights(folder, model)

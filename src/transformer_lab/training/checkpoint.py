@@ -33,9 +33,9 @@ import os
 import pickle
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -60,6 +60,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+ModelType = TypeVar("ModelType", bound=nn.Module)
 
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -351,18 +353,7 @@ def load_model_weights(folder: str | os.PathLike[str], model: nn.Module) -> nn.M
     """
     path = _require_file(folder, MODEL_FILE, "the weights")
     state = model.state_dict()
-    stored_shapes = _stored_shapes(path)
-    mismatched = [
-        f"{name}: stored {stored_shapes[name]}, model {list(tensor.shape)}"
-        for name, tensor in state.items()
-        if name in stored_shapes and stored_shapes[name] != list(tensor.shape)
-    ]
-    if mismatched:
-        raise ValueError(
-            f"{str(path)!r}: expected weights of the shapes the checkpoint's config.json gives "
-            f"the model, got {len(mismatched)} tensor(s) of other shapes (the weights and the "
-            f"config come from different runs), first {mismatched[0]}"
-        )
+    _check_shapes(path, state)
     first = next(iter(state.values()), None)
     device = str(first.device) if first is not None else "cpu"
     try:
@@ -374,7 +365,58 @@ def load_model_weights(folder: str | os.PathLike[str], model: nn.Module) -> nn.M
             f"model: expected the parameter names stored in {str(path)!r}; "
             f"missing from the file: {sorted(missing)}, unexpected in the file: {sorted(unexpected)}"
         )
+    _warn_if_not_finite(path, model)
     return model
+
+
+def _warn_if_not_finite(path: Path, model: nn.Module) -> None:
+    """Say so when loaded weights hold NaN or inf: every output of such a model is garbage, silently."""
+    with torch.no_grad():
+        bad = [
+            name
+            for name, tensor in model.state_dict().items()
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
+        ]
+    if bad:
+        logger.warning(
+            "%s: %d tensor(s) hold NaN or inf (%s%s): the model's outputs will be meaningless; "
+            "was the run diverging when it saved?",
+            path,
+            len(bad),
+            ", ".join(bad[:3]),
+            ", ..." if len(bad) > 3 else "",
+        )
+
+
+def _check_shapes(path: Path, state: Mapping[str, torch.Tensor]) -> None:
+    """Refuse, from the file's header alone, weights whose shapes are not the model's."""
+    stored_shapes = _stored_shapes(path)
+    mismatched = [
+        f"{name}: stored {stored_shapes[name]}, model {list(tensor.shape)}"
+        for name, tensor in state.items()
+        if name in stored_shapes and stored_shapes[name] != list(tensor.shape)
+    ]
+    if mismatched:
+        raise ValueError(
+            f"{str(path)!r}: expected weights of the shapes the checkpoint's config.json gives "
+            f"the model, got {len(mismatched)} tensor(s) of other shapes (the weights and the "
+            f"config come from different runs, or the config was edited), first {mismatched[0]}"
+        )
+
+
+def build_model_for_weights(folder: str | os.PathLike[str], build: Callable[[], ModelType]) -> ModelType:
+    """``build()``, once the model it makes is known to fit the weights of ``folder``.
+
+    The sizes in ``config.json`` are not trusted: the model is first built on the meta
+    device (shapes, no memory) and its shapes compared with the safetensors header, so a
+    ``dim_feedforward`` of 1e12 is an error naming the tensor, not an allocation of
+    terabytes. Load the weights into the result with :func:`load_model_weights`.
+    """
+    path = _require_file(folder, MODEL_FILE, "the weights")
+    with torch.device("meta"):
+        skeleton = build()
+    _check_shapes(path, skeleton.state_dict())
+    return build()
 
 
 def _stored_shapes(path: Path) -> dict[str, list[int]]:
