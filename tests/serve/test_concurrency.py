@@ -30,8 +30,11 @@ LOCK_TIMEOUT_SECONDS = 600.0
 @pytest.fixture(scope="module")
 def app_and_server(translation_run: Path, find_unused_port: Callable[[], int]) -> Iterator[tuple[TestClient, str]]:
     # The requests queue for the one model; on a loaded machine 50 of them can take longer
-    # than the default wait, and a 503 is not what this test is about (test_app tests it).
-    app = create_app(load_served_models([f"{NAME}={translation_run}"]), lock_timeout=LOCK_TIMEOUT_SECONDS)
+    # than the default wait, and more than the default queue holds: a 503 is not what this
+    # test is about (test_app and test_load_shedding test it).
+    app = create_app(
+        load_served_models([f"{NAME}={translation_run}"]), lock_timeout=LOCK_TIMEOUT_SECONDS, max_queue=PARALLEL_REQUESTS
+    )
     port = find_unused_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

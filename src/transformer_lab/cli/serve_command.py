@@ -20,6 +20,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
+    # The defaults are serve.app's (MAX_QUEUE, LOCK_TIMEOUT_SECONDS, MAX_BODY_BYTES), written
+    # out here because the web packages are imported only when the command runs.
+    parser.add_argument(
+        "--max-queue", type=int, default=None, metavar="N",
+        help="requests that may wait behind the running one; more get 503 at once (default 16)",
+    )
+    parser.add_argument(
+        "--wait-limit", type=float, default=None, metavar="SECONDS",
+        help="the longest a request waits, from its arrival, for the model before a 503 (default 30)",
+    )
+    parser.add_argument(
+        "--max-body-bytes", type=int, default=None, metavar="BYTES",
+        help="larger request bodies get 413 before they are read (default 1048576 = 1 MiB)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -30,9 +44,18 @@ def run(arguments: argparse.Namespace) -> int:
 
     from transformer_lab.serve import create_app, load_served_models
 
+    if arguments.max_queue is not None and arguments.max_queue < 0:
+        raise ValueError(f"--max-queue must be >= 0, got {arguments.max_queue}")
+    if arguments.wait_limit is not None and not arguments.wait_limit > 0:
+        raise ValueError(f"--wait-limit must be a number of seconds > 0, got {arguments.wait_limit}")
+    if arguments.max_body_bytes is not None and arguments.max_body_bytes < 1:
+        raise ValueError(f"--max-body-bytes must be >= 1, got {arguments.max_body_bytes}")
+    # Only the options given: the others keep create_app's defaults.
+    given = {"max_queue": arguments.max_queue, "lock_timeout": arguments.wait_limit, "max_body_bytes": arguments.max_body_bytes}
+    limits = {keyword: value for keyword, value in given.items() if value is not None}
     served = load_served_models(arguments.checkpoint)
     for model in served.values():
         print(f"{model.name}: {model.task}, {model.checkpoint}")
     print(f"open http://{arguments.host}:{arguments.port}/  (Ctrl-C stops)", flush=True)
-    uvicorn.run(create_app(served), host=arguments.host, port=arguments.port, log_level="warning")
+    uvicorn.run(create_app(served, **limits), host=arguments.host, port=arguments.port, log_level="warning")
     return 0
