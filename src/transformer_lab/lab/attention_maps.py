@@ -6,9 +6,9 @@ import torch
 from torch import Tensor
 
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.nn.tracing import recording_shapes
+from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, recording_shapes
 
-_WEIGHTS_NAME = "weights = softmax(scores)"
+_WEIGHTS_NAME = ATTENTION_WEIGHTS
 
 
 def attention_maps(model: Seq2SeqTransformer, src_ids: Tensor, tgt_in_ids: Tensor) -> dict[str, Tensor]:

@@ -47,7 +47,7 @@ from transformer_lab.data import (
 from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.nn import masks
-from transformer_lab.nn.tracing import recording_shapes
+from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, recording_shapes
 from transformer_lab.training import label_smoothed_cross_entropy
 
 __all__ = [
@@ -429,7 +429,7 @@ def tgt_padding_mask_experiment(
     self_attention_weights = [
         record.tensor  # [B, H, T, T]
         for record in recorder.records
-        if record.name == "weights = softmax(scores)"
+        if record.name == ATTENTION_WEIGHTS
         and record.scope.startswith("decoder")
         and record.scope.endswith("self_attn")
         and record.tensor is not None

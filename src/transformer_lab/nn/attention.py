@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from transformer_lab.nn import masks
 from transformer_lab.nn.cache import AttentionCache
-from transformer_lab.nn.tracing import active_recorder, record
+from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, active_recorder, record
 
 __all__ = ["MultiheadAttention", "set_attention_path"]
 
@@ -385,7 +385,7 @@ class MultiheadAttention(nn.Module):
             weights = weights.masked_fill(hidden_rows, 0.0)  # rows with no visible key: all zero
         if dropout_p > 0.0:
             weights = F.dropout(weights, p=dropout_p)  # [N, H, L, S]
-        record("weights = softmax(scores)", weights, "[batch, heads, tgt_len, src_len]")
+        record(ATTENTION_WEIGHTS, weights, "[batch, heads, tgt_len, src_len]")
         context = torch.matmul(weights, v)  # [N, H, L, Dh]
         record("weights @ V", context, "[batch, heads, tgt_len, head_dim]")
         return context, weights

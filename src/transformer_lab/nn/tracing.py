@@ -1,19 +1,28 @@
 """Record the shape of every named tensor that attention computes, without printing.
 
-The explicit attention path calls :func:`record` at each step. It costs one global
-lookup when no recorder is active. ``transformer_lab.lab`` opens a :class:`ShapeRecorder`
-and turns the records into the printed walk of shapes.
+The explicit attention path calls :func:`record` at each step. It costs one context
+variable lookup when no recorder is active. ``transformer_lab.lab`` opens a
+:class:`ShapeRecorder` and turns the records into the printed walk of shapes.
+
+The active recorder lives in a :class:`contextvars.ContextVar`, not a module global: a
+recorder opened in one thread (or asyncio task) is invisible to every other, so two
+requests of the web server, or two tests, never record into each other's lists.
 """
 
 from __future__ import annotations
 
+import contextvars
 from dataclasses import dataclass, field
 from typing import Iterator
 from contextlib import contextmanager
 
 from torch import Tensor
 
-__all__ = ["ShapeRecord", "ShapeRecorder", "record", "recording_shapes", "active_recorder"]
+__all__ = ["ATTENTION_WEIGHTS", "ShapeRecord", "ShapeRecorder", "record", "recording_shapes", "active_recorder"]
+
+# The name under which attention records its weights (after softmax, before dropout): what
+# the lab's attention maps look up, so that the label and the lookup cannot drift apart.
+ATTENTION_WEIGHTS = "weights = softmax(scores)"
 
 
 @dataclass(frozen=True)
@@ -41,41 +50,43 @@ class ShapeRecorder:
         return self.scope_stack[-1] if self.scope_stack else ""
 
 
-_active: ShapeRecorder | None = None
+_active: contextvars.ContextVar[ShapeRecorder | None] = contextvars.ContextVar("shape_recorder", default=None)
 
 
 def active_recorder() -> ShapeRecorder | None:
-    """The recorder in force, or None (then attention skips tracing entirely)."""
-    return _active
+    """The recorder in force in this thread or task, or None (then attention skips tracing entirely)."""
+    return _active.get()
 
 
 def record(name: str, tensor: Tensor, dims: str, note: str = "") -> None:
     """Note ``tensor``'s shape under ``name`` if a recorder is active."""
-    if _active is not None:
-        kept = tensor.detach().clone() if _active.keep_tensors else None
-        _active.records.append(ShapeRecord(_active.scope, name, tuple(tensor.shape), dims, note, kept))
+    recorder = _active.get()
+    if recorder is not None:
+        kept = tensor.detach().clone() if recorder.keep_tensors else None
+        recorder.records.append(ShapeRecord(recorder.scope, name, tuple(tensor.shape), dims, note, kept))
 
 
 @contextmanager
 def recording_shapes(keep_tensors: bool = False) -> Iterator[ShapeRecorder]:
-    """Activate a fresh recorder for the duration of the ``with`` block."""
-    global _active
-    previous, _active = _active, ShapeRecorder(keep_tensors=keep_tensors)
+    """Activate a fresh recorder for the duration of the ``with`` block (in this thread or task only)."""
+    recorder = ShapeRecorder(keep_tensors=keep_tensors)
+    token = _active.set(recorder)
     try:
-        yield _active
+        yield recorder
     finally:
-        _active = previous
+        _active.reset(token)
 
 
 @contextmanager
 def scope(name: str) -> Iterator[None]:
     """Name the module whose tensors are recorded inside the block (no-op when inactive)."""
-    if _active is None:
+    recorder = _active.get()
+    if recorder is None:
         yield
         return
     # Nested scopes join into a dotted path, like state_dict keys.
-    _active.scope_stack.append(f"{_active.scope}.{name}" if _active.scope else name)
+    recorder.scope_stack.append(f"{recorder.scope}.{name}" if recorder.scope else name)
     try:
         yield
     finally:
-        _active.scope_stack.pop()
+        recorder.scope_stack.pop()

@@ -1,8 +1,8 @@
 """The FastAPI app: the static page, ``GET /api/models`` and one POST endpoint per pane.
 
 Admission (issue #21). Model work runs one request at a time (the attention recorder of
-``nn.tracing`` is process-wide, and two models sharing 2 CPU cores gain nothing from
-running at once), under ``torch.inference_mode``, in a worker thread. The model endpoints
+``nn.tracing`` is per thread now, but requests sharing a few CPU cores gain nothing from
+running at once: each already uses every core torch is given), under ``torch.inference_mode``, in a worker thread. The model endpoints
 are ``async``: a request waits for its turn on the event loop, in arrival order, not in
 Starlette's thread pool, and only the admitted one takes a thread. So:
 
