@@ -14,7 +14,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from transformer_lab.cli.decode_options import add_decode_arguments, input_lines, with_decode_arguments
+from transformer_lab.cli.decode_options import add_decode_arguments, input_lines, model_for_precision, with_decode_arguments
 from transformer_lab.tasks import couplet
 
 
@@ -57,6 +57,7 @@ def constraint_overrides(
 def run(arguments: argparse.Namespace) -> int:
     lines = input_lines(arguments.lines, arguments.input, purpose="answer")
     model, vocabulary, config = couplet.load(arguments.checkpoint)
+    model = model_for_precision(model, arguments)
     decode_config = with_decode_arguments(config.decode, arguments)
     count = arguments.num_candidates
     if count > 1 and arguments.beam is None and decode_config.strategy == "beam":

@@ -11,15 +11,19 @@ from pathlib import Path
 
 from transformer_lab.data import decode_lines, read_lines
 from transformer_lab.decoding import DecodeConfig
+from torch import nn
+
 from transformer_lab.hardware import PRECISIONS, resolve_precision
+from transformer_lab.models.quantization import int8_for_inference
 
 
 def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy; default: the checkpoint's)")
     parser.add_argument(
-        "--precision", choices=PRECISIONS, default=None,
+        "--precision", choices=DECODE_PRECISIONS, default=None,
         help="bf16: decode under bf16 autocast, faster on CPUs with bf16 instructions; auto: bf16 where this "
-        "machine runs it fast, else fp32 (default: the checkpoint's; the presets say auto)",
+        "machine runs it fast, else fp32; int8: the feed-forward and output layers in int8 (PyTorch dynamic "
+        "quantization, CPU) (default: the checkpoint's; the presets say auto)",
     )
     parser.add_argument(
         "--length-penalty", type=float, default=None,
@@ -27,15 +31,34 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# int8 is not an autocast precision but a converted copy of the model (models.quantization).
+DECODE_PRECISIONS = (*PRECISIONS, "int8")
+
+
 def with_decode_arguments(decode_config: DecodeConfig, arguments: argparse.Namespace) -> DecodeConfig:
-    """The checkpoint's decoding with --beam, --precision and --length-penalty applied (None keeps the checkpoint's)."""
+    """The checkpoint's decoding with --beam, --precision and --length-penalty applied (None keeps the checkpoint's).
+
+    ``--precision int8`` decodes in fp32 arithmetic around the int8 layers of the model
+    that :func:`model_for_precision` returns.
+    """
     decode_config = with_beam(decode_config, arguments.beam)
     if arguments.precision is not None:
-        decode_config = dataclasses.replace(decode_config, precision=arguments.precision)
+        precision = "fp32" if arguments.precision == "int8" else arguments.precision
+        decode_config = dataclasses.replace(decode_config, precision=precision)
     if arguments.length_penalty is not None:
         # DecodeConfig checks the value and names the field.
         decode_config = dataclasses.replace(decode_config, length_penalty=arguments.length_penalty)
     return decode_config
+
+
+def model_for_precision(model: nn.Module, arguments: argparse.Namespace) -> nn.Module:
+    """The model to decode with: its int8 copy under ``--precision int8`` (CPU only), else the model itself."""
+    if arguments.precision != "int8":
+        return model
+    device = next(model.parameters()).device
+    if device.type != "cpu":
+        raise ValueError(f"--precision int8: expected a model on the CPU (PyTorch's int8 kernels), got {device}")
+    return int8_for_inference(model)
 
 
 def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:

@@ -17,7 +17,7 @@ import json
 import unicodedata
 from pathlib import Path
 
-from transformer_lab.cli.decode_options import add_decode_arguments, search_name, with_decode_arguments
+from transformer_lab.cli.decode_options import add_decode_arguments, search_name, model_for_precision, with_decode_arguments
 from transformer_lab.data import LABELLED_TEXT_FORMATS, load_multi30k
 from transformer_lab.data.couplet import load_couplets
 from transformer_lab.data.parallel_text import read_parallel_text
@@ -99,6 +99,7 @@ def _evaluate_translation(arguments: argparse.Namespace, split: str) -> int:
         raise ValueError("--split and --source: expected one test set, got both")
     checkpoint = resolve_checkpoint(arguments.checkpoint)
     model, tokenizer, config = translation.load_translator(checkpoint)
+    model = model_for_precision(model, arguments)
     decode_config = with_decode_arguments(config.decode, arguments)
     if arguments.source is not None:
         # Strict, as every reader: misaligned files, empty lines and bad UTF-8 name file and line.
@@ -112,7 +113,7 @@ def _evaluate_translation(arguments: argparse.Namespace, split: str) -> int:
         name = split
     tokenize = arguments.bleu_tokenize or bleu_tokenizer_for(config.data.target_language)
     report = translation.evaluate_bleu(model, tokenizer, pairs, decode_config, tokenize)
-    search = search_name(decode_config)
+    search = search_name(decode_config) + (" int8" if arguments.precision == "int8" else "")
     output = arguments.output or checkpoint / f"hypotheses.{name}.{search.replace(' ', '')}.txt"
     output.write_text("".join(line + "\n" for line in report.hypotheses), encoding="utf-8")
     print(f"{name}, {len(pairs)} sentences, {search}")
@@ -125,6 +126,7 @@ def _evaluate_translation(arguments: argparse.Namespace, split: str) -> int:
 
 def _evaluate_couplet(arguments: argparse.Namespace, split: str) -> int:
     model, vocabulary, config = couplet.load(arguments.checkpoint)
+    model = model_for_precision(model, arguments)
     decode_config = with_decode_arguments(config.decode, arguments)
     data_dir = arguments.data_dir if arguments.data_dir is not None else config.data.data_dir
     if split == "validation":
@@ -134,7 +136,7 @@ def _evaluate_couplet(arguments: argparse.Namespace, split: str) -> int:
         # The test files are clean; an error here means a damaged file, which should be seen.
         pairs = load_couplets(split, data_dir).pairs
     evaluation = couplet.evaluate_pairs(model, vocabulary, pairs, decode_config, config.constraints)
-    search = search_name(decode_config)
+    search = search_name(decode_config) + (" int8" if arguments.precision == "int8" else "")
     stem = f"{split}.{search.replace(' ', '')}"
     output = arguments.output or arguments.checkpoint / f"hypotheses.{stem}.txt"
     output.write_text("".join(line + "\n" for line in evaluation.hypotheses), encoding="utf-8")

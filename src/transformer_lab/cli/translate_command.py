@@ -7,7 +7,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from transformer_lab.cli.decode_options import add_decode_arguments, input_lines, with_decode_arguments
+from transformer_lab.cli.decode_options import add_decode_arguments, input_lines, model_for_precision, with_decode_arguments
 from transformer_lab.data import TokenizerPair
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.models import Seq2SeqTransformer
@@ -33,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(arguments: argparse.Namespace) -> int:
     sentences = input_lines(arguments.sentences, arguments.input, purpose="translate")
     model, tokenizer, config = translation.load_translator(arguments.checkpoint)
+    model = model_for_precision(model, arguments)
     decode_config = with_decode_arguments(config.decode, arguments)
     if arguments.nbest is not None:
         _print_nbest(model, tokenizer, sentences, decode_config, arguments.nbest, beam_given=arguments.beam is not None)

@@ -1,0 +1,46 @@
+"""int8 inference: PyTorch's dynamic quantization of the model's feed-forward and output layers.
+
+``torch.ao.quantization.quantize_dynamic`` stores a Linear layer's weight in int8 and
+quantizes its input on the fly, per call; on an x86 CPU (fbgemm) the matrix product then
+runs in int8. Only the position-wise feed-forward layers (``linear1``, ``linear2``) and the
+generator are converted: they hold most of the multiply-adds of a decoder step, while the
+attention projections are parameters read by the explicit attention path (not Linear
+calls) and stay float32. The result is a copy for decoding only (no gradients, no saving):
+the checkpoint keeps its float32 weights.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import torch
+from torch import nn
+
+# The layers converted: the feed-forward's two Linear layers and the generator.
+QUANTIZED_LAYER_NAMES = ("linear1", "linear2", "generator")
+
+
+def int8_for_inference(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` (in eval mode) whose feed-forward and generator Linear layers compute in int8.
+
+    The original model is left as it is. Raises ``ValueError`` if the model has none of
+    those layers (nothing would be quantized).
+    """
+    names = {
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear) and name.rsplit(".", 1)[-1] in QUANTIZED_LAYER_NAMES
+    }
+    if not names:
+        raise ValueError(
+            f"model: expected Linear layers named {', '.join(QUANTIZED_LAYER_NAMES)} to quantize, "
+            f"got a {type(model).__name__} with none"
+        )
+    quantizable = copy.deepcopy(model).eval()
+    with warnings.catch_warnings():
+        # torch announces the quantized tensor types' move to torchao; the kernels are
+        # today's and tested here.
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.ao.quantization.quantize_dynamic(quantizable, {name: torch.ao.quantization.default_dynamic_qconfig for name in names}, dtype=torch.qint8)
