@@ -22,6 +22,7 @@ from typing import Sequence
 import torch
 
 from transformer_lab.hardware import physical_cores
+from transformer_lab.extras import MissingExtraError
 from transformer_lab.training import TrainingDivergedError
 from transformer_lab.cli import (
     average_command,
@@ -95,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _BAD_INPUT_ERRORS as error:
         print(f"{prefix}: error: {_one_line(error)}", file=sys.stderr)
         return 2
-    except (TrainingDivergedError, OSError) as error:
+    except (TrainingDivergedError, OSError, MissingExtraError) as error:
         print(f"{prefix}: failed: {_one_line(error)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -34,5 +34,6 @@ def run(arguments: argparse.Namespace) -> int:
         print(f"{' '.join(map(str, example.source)):<32} {' '.join(map(str, example.greedy)):<32} {' '.join(map(str, example.beam))}")
     print(f"\nExact match on {report.num_test} sequences never seen in training: "
           f"greedy {report.greedy_exact_match:.1%}, beam {report.beam_exact_match:.1%}")
-    print(f"Cross-attention heat map: {report.attention_png}")
+    if report.attention_png is not None:
+        print(f"Cross-attention heat map: {report.attention_png}")
     return 0

@@ -11,7 +11,13 @@ import argparse
 from pathlib import Path
 
 from transformer_lab.data import Vocabulary
-from transformer_lab.lab import figures
+
+
+def _figures():  # type: ignore[no-untyped-def]
+    # Imported when a figure is drawn: matplotlib is the plots extra, not needed to list the commands.
+    from transformer_lab.lab import figures
+
+    return figures
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -96,7 +102,7 @@ def _report(path: Path) -> int:
 def _run_masks(arguments: argparse.Namespace) -> int:
     size = _figure_size(arguments)
     assert size is not None
-    path = figures.plot_masks(
+    path = _figures().plot_masks(
         arguments.out, length=arguments.length, real_length=arguments.real_length, figsize=size, dpi=arguments.dpi
     )
     return _report(path)
@@ -105,7 +111,7 @@ def _run_masks(arguments: argparse.Namespace) -> int:
 def _run_positions(arguments: argparse.Namespace) -> int:
     size = _figure_size(arguments)
     assert size is not None
-    path = figures.plot_positions(
+    path = _figures().plot_positions(
         arguments.out, max_len=arguments.max_len, d_model=arguments.d_model, figsize=size, dpi=arguments.dpi
     )
     return _report(path)
@@ -126,7 +132,7 @@ def _parse_settings(text: str) -> list[tuple[int, int]]:
 def _run_lr_schedule(arguments: argparse.Namespace) -> int:
     size = _figure_size(arguments)
     assert size is not None
-    path = figures.plot_lr_schedule(
+    path = _figures().plot_lr_schedule(
         arguments.out,
         settings=_parse_settings(arguments.settings),
         total_steps=arguments.steps,
@@ -156,7 +162,7 @@ def _sentence_ids(text: str | None, vocabulary: Vocabulary | None, option: str) 
 def _run_attention(arguments: argparse.Namespace) -> int:
     source_vocabulary = Vocabulary.load(arguments.source_vocab) if arguments.source_vocab else None
     target_vocabulary = Vocabulary.load(arguments.target_vocab) if arguments.target_vocab else None
-    path = figures.plot_checkpoint_attention(
+    path = _figures().plot_checkpoint_attention(
         arguments.out,
         arguments.checkpoint,
         source_ids=_sentence_ids(arguments.source, source_vocabulary, "--source"),
@@ -172,5 +178,5 @@ def _run_attention(arguments: argparse.Namespace) -> int:
 def _run_training_curve(arguments: argparse.Namespace) -> int:
     size = _figure_size(arguments)
     assert size is not None
-    path = figures.plot_training_curve(arguments.out, arguments.metrics, figsize=size, dpi=arguments.dpi)
+    path = _figures().plot_training_curve(arguments.out, arguments.metrics, figsize=size, dpi=arguments.dpi)
     return _report(path)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from transformer_lab.extras import require_extra
+
 DEFAULT_HOST = "127.0.0.1"  # this machine only: the page runs models for whoever reaches it
 DEFAULT_PORT = 8000
 
@@ -40,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(arguments: argparse.Namespace) -> int:
     if not 1 <= arguments.port <= 65535:
         raise ValueError(f"--port must be in [1, 65535], got {arguments.port}")
-    import uvicorn
+    uvicorn = require_extra("uvicorn", "the web server")
+    require_extra("fastapi", "the web server")
 
     from transformer_lab.serve import create_app, load_served_models
 

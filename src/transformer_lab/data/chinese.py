@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import unicodedata
 
-from pypinyin import Style, pinyin
+from transformer_lab.extras import require_extra
 
 LEVEL_TONES = (1, 2)
 
@@ -39,7 +39,8 @@ def mandarin_tone(character: str) -> int | None:
     """
     if not is_han(character):
         return None
-    readings = pinyin(character, style=Style.TONE3, heteronym=False, errors="ignore", neutral_tone_with_five=True)
+    pypinyin = require_extra("pypinyin", "the couplet tone rules")
+    readings = pypinyin.pinyin(character, style=pypinyin.Style.TONE3, heteronym=False, errors="ignore", neutral_tone_with_five=True)
     if not readings or not readings[0]:
         return None
     last = readings[0][0][-1:]

@@ -8,6 +8,7 @@ No data files are needed.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,10 @@ from pathlib import Path
 
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID, collate_pairs
 from transformer_lab.lab.attention_maps import attention_maps
-from transformer_lab.lab.figures import plot_attention_heatmap
+from transformer_lab.extras import MissingExtraError
 from transformer_lab.tasks import synthetic
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -34,7 +37,7 @@ class DemoReport:
     greedy_exact_match: float
     beam_exact_match: float
     num_test: int
-    attention_png: Path
+    attention_png: Path | None  # None without the plots extra (matplotlib)
 
 
 def run_demo(out_dir: str | os.PathLike[str], config: synthetic.SyntheticConfig | None = None, num_examples: int = 5) -> DemoReport:
@@ -59,10 +62,16 @@ def run_demo(out_dir: str | os.PathLike[str], config: synthetic.SyntheticConfig 
     weights = maps[f"decoder.layers.{last_layer}.multihead_attn"][0].mean(dim=0)  # [T, S]
     source_labels = [str(token) for token in longest[0]]
     target_labels = ["<bos>"] + [str(token) for token in longest[1]]
-    attention_png = plot_attention_heatmap(
-        weights, source_labels, target_labels, out_dir / "attention.png",
-        title=f"copy task: cross-attention, decoder layer {last_layer} (mean of heads)",
-    )
+    try:
+        from transformer_lab.lab.figures import plot_attention_heatmap
+    except MissingExtraError as error:
+        logger.warning("no heat map: %s", error)
+        attention_png = None
+    else:
+        attention_png = plot_attention_heatmap(
+            weights, source_labels, target_labels, out_dir / "attention.png",
+            title=f"copy task: cross-attention, decoder layer {last_layer} (mean of heads)",
+        )
     return DemoReport(
         out_dir=out_dir,
         train_summary=result.summary,

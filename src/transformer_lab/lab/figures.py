@@ -16,8 +16,9 @@ import os
 from pathlib import Path
 from typing import Mapping, Sequence
 
-import matplotlib
+from transformer_lab.extras import require_extra
 
+matplotlib = require_extra("matplotlib", "drawing figures")
 matplotlib.use("Agg")  # files only: works on machines without a display
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402

@@ -1,0 +1,38 @@
+"""Optional dependencies: which extra brings which package, and one clear error when one is missing.
+
+The core (``pip install transformer-lab``) trains, translates and evaluates. The web page,
+the figures, the couplet tone rules and the CTranslate2 export need packages that not
+every user wants; they come with extras (``pip install 'transformer-lab[serve]'``, or
+``[dev]`` for all of them). A feature imports its package through :func:`require_extra`,
+so that a missing one is a :class:`MissingExtraError` naming the ``pip install`` to run,
+not a ``ModuleNotFoundError`` from deep inside.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+# package -> the extra that installs it (pyproject.toml's [project.optional-dependencies]).
+EXTRA_OF_PACKAGE = {
+    "fastapi": "serve",
+    "uvicorn": "serve",
+    "matplotlib": "plots",
+    "pypinyin": "couplet",
+    "ctranslate2": "deploy",
+}
+
+
+class MissingExtraError(ImportError):
+    """An optional package is not installed; the message says which extra installs it."""
+
+
+def require_extra(package: str, purpose: str) -> ModuleType:
+    """Import ``package`` (a key of :data:`EXTRA_OF_PACKAGE`), or raise a :class:`MissingExtraError` for ``purpose``."""
+    extra = EXTRA_OF_PACKAGE[package]
+    try:
+        return importlib.import_module(package)
+    except ImportError as error:
+        raise MissingExtraError(
+            f"{purpose} needs the {package} package, which is not installed: pip install 'transformer-lab[{extra}]'"
+        ) from error

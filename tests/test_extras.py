@@ -1,0 +1,48 @@
+"""The optional packages: the core works without them, and a feature that needs one names the pip install."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from transformer_lab.cli import main
+from transformer_lab.data import chinese
+from transformer_lab.extras import EXTRA_OF_PACKAGE, MissingExtraError
+
+BLOCK_EXTRAS = "import sys\n" + "".join(f"sys.modules[{package!r}] = None\n" for package in EXTRA_OF_PACKAGE)
+
+
+def test_the_command_line_and_the_core_load_without_any_extra() -> None:
+    script = BLOCK_EXTRAS + (
+        "from transformer_lab.cli import main\n"
+        "from transformer_lab.tasks import classification, couplet, translation, synthetic\n"
+        "assert main(['plot', 'masks', '--out', '/nonexistent/x.png']) == 1\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    # The figure needs matplotlib: one line naming the extra, not a traceback.
+    assert "drawing figures needs the matplotlib package, which is not installed: pip install 'transformer-lab[plots]'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_couplet_tones_name_their_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pypinyin", None)
+    chinese.mandarin_tone.cache_clear()
+    try:
+        with pytest.raises(MissingExtraError, match=r"pip install 'transformer-lab\[couplet\]'"):
+            chinese.mandarin_tone("春")
+    finally:
+        chinese.mandarin_tone.cache_clear()
+    monkeypatch.undo()
+    assert chinese.mandarin_tone("春") == 1  # with pypinyin back, the tone is read
+
+
+def test_serve_without_its_extra_is_one_line_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    assert main(["serve", "--checkpoint", "anything"]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "pip install 'transformer-lab[serve]'" in error
