@@ -281,3 +281,23 @@ def test_download_ag_news_checks_the_training_file_against_the_published_md5(ser
     assert not (tmp_path / "cache" / "ag_news" / "train.csv").exists()
     with pytest.raises(ValueError, match="splits must hold only train, test"):
         download_ag_news(tmp_path / "cache", base_url=server.base_url, splits=("validation",))
+
+
+SHARED_COUPLET_TEST = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "couplet" / "test"
+
+
+@pytest.mark.skipif(not SHARED_COUPLET_TEST.is_dir(), reason="the wb14123 test files are not in ../shared/data")
+def test_download_couplet_test_checks_the_pinned_hashes(server: Server, tmp_path: Path) -> None:
+    from transformer_lab.data.couplet import download_couplet_test, load_couplets
+
+    for name in ("in.txt", "out.txt"):  # the real files, served from the loopback server
+        (server.root / name).write_bytes((SHARED_COUPLET_TEST / name).read_bytes())
+    cache = tmp_path / "cache"
+    folder = download_couplet_test(cache, base_url=server.base_url)
+    assert folder == cache / "couplet" / "test"
+    assert len(load_couplets("test", cache).pairs) == 4000
+    # A changed file is refused by its sha256 and leaves nothing behind.
+    (server.root / "in.txt").write_bytes(b"tampered\n")
+    with pytest.raises(ValueError, match="sha256"):
+        download_couplet_test(tmp_path / "other", base_url=server.base_url)
+    assert not (tmp_path / "other" / "couplet" / "test" / "in.txt").exists()

@@ -34,15 +34,29 @@ def test_max_new_tokens_follows_a_times_src_len_plus_b_capped_by_max_len():
         DecodeConfig(max_len_a=0.0, max_len_b=0).max_new_tokens(5)
 
 
-def test_the_fake_models_follow_the_protocol(table_model):
+def test_the_fake_models_follow_the_protocol(table_model, sources):
+    # isinstance against a runtime-checkable Protocol checks method names only: call them.
     assert isinstance(table_model, IncrementalDecoder)
+    src_ids = sources([3, 0], [3, 2])  # [2, S]
+    memory = table_model.encode(src_ids)
+    assert memory.shape[0] == 2
+    cache = table_model.new_cache()
+    prefix_ids = torch.full((2, 1), table_model.bos_id, dtype=torch.long)  # [2, 1]
+    logits = table_model.decode_step(prefix_ids, memory, src_ids, cache=cache)
+    assert logits.shape == (2, 7) and logits.dtype.is_floating_point
+    # The cache follows the protocol too: reorder keeps the rows asked for.
+    cache.reorder(torch.tensor([1, 1, 0]))
 
 
 def test_decode_dispatches_on_strategy_and_applies_the_length_limit(table_model, sources):
     src_ids = sources([3, 0], [3, 2])  # longest non-pad source: 3 tokens
     greedy = decode(table_model, src_ids, DecodeConfig(strategy="greedy", max_len_a=1.0, max_len_b=1))
     assert isinstance(greedy, DecodeOutput)
-    assert greedy.best_ids.tolist() == [[A, A, A, A], [A, 5, EOS, PAD]]  # 1.0 * 3 + 1 = 4 tokens
+    # Row 0 may hold 1.0 * 3 + 1 = 4 tokens, row 1 3: each row stops at its own limit (an
+    # eos is forced after row 0's fourth token; row 1 ends by itself before its limit).
+    assert greedy.best_ids.tolist() == [[A, A, A, A, EOS], [A, 5, EOS, PAD, PAD]]
+    alone = decode(table_model, src_ids[:1, :3], DecodeConfig(strategy="greedy", max_len_a=1.0, max_len_b=1))
+    assert alone.best_ids.tolist() == [[A, A, A, A]]  # alone: cut at the same 4 tokens
     beam = decode(table_model, src_ids, DecodeConfig(strategy="beam", beam_size=2, num_return=2, max_len=4))
     assert isinstance(beam, DecodeOutput)
     assert [len(hypotheses) for hypotheses in beam.hypotheses] == [2, 2]

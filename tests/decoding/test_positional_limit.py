@@ -65,3 +65,28 @@ def test_greedy_and_beam_fill_the_same_fields() -> None:
     # Greedy reports the penalised score as beam search would rank it.
     best = greedy.hypotheses[0][0]
     assert best.score == pytest.approx(best.log_prob / ((5 + len(best.ids)) / 6))
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_each_sentence_stops_at_its_own_length_limit_whatever_it_is_batched_with(strategy: str) -> None:
+    from transformer_lab.decoding import DecodeConfig
+
+    model = Seq2SeqTransformer(
+        VOCAB, VOCAB, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
+        dim_feedforward=32, dropout=0.0, max_len=64, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+    ).eval()
+    with torch.no_grad():
+        model.generator.bias[EOS_ID] = -1e4  # never ends by itself: every row runs to its limit
+    config = DecodeConfig(strategy=strategy, beam_size=2, max_len=60, max_len_a=1.5, max_len_b=2, length_penalty=0.0)
+    short = [4, 5]  # limit int(1.5 * 2) + 2 = 5 tokens
+    long = [4, 5, 6, 7, 8, 9, 10, 4, 5, 6]  # limit 17 tokens
+    batch = torch.tensor([short + [PAD_ID] * 8, long])
+    together = decode(model, batch, config)
+    alone = decode(model, torch.tensor([short]), config)
+    tokens = [[token for token in sentence[0].ids if token != EOS_ID] for sentence in together.hypotheses]
+    # Each row holds its own limit of tokens (the short one was cut at 17 before).
+    assert [len(row) for row in tokens] == [5, 17] and len(alone.hypotheses[0][0].ids) == 5
+    if strategy == "greedy":
+        # The same tokens as alone. (Beam search on random weights meets near-ties that
+        # the batch's padding can flip by rounding, so only its lengths are compared.)
+        assert tokens[0] == alone.hypotheses[0][0].ids

@@ -45,7 +45,12 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out_dir = tmp_path_factory.mktemp("translation")
     result = translation.train(config, out_dir)
     assert result.summary["steps"] > 0
+    # The weights as training left them in memory: the oracle the saved checkpoint must equal.
+    TRAINED_STATES[out_dir] = {name: tensor.detach().clone() for name, tensor in result.model.state_dict().items()}
     return out_dir
+
+
+TRAINED_STATES: dict[Path, dict[str, torch.Tensor]] = {}
 
 
 def test_training_writes_checkpoints_that_reload_to_the_same_model(trained_run: Path) -> None:
@@ -53,10 +58,15 @@ def test_training_writes_checkpoints_that_reload_to_the_same_model(trained_run: 
         assert (trained_run / folder / "model.safetensors").is_file()
         assert (trained_run / folder / translation.TOKENIZER_FILE).is_file()
     model, tokenizer, config = translation.load_translator(trained_run / "last")
-    again, _, _ = translation.load_translator(trained_run / "last")
+    trained = TRAINED_STATES[trained_run]
+    loaded = model.state_dict()
+    assert loaded.keys() == trained.keys()
+    assert all(torch.equal(loaded[name], trained[name]) for name in trained), "last/ differs from the trained weights"
+    # And the reloaded model computes with them (not, say, a fresh initialisation).
     src = torch.tensor([tokenizer.source.encode("Ein Mann fährt Fahrrad.")])
     tgt = torch.tensor([[config.model.bos_id]])
-    assert torch.equal(model(src, tgt), again(src, tgt))
+    fresh = type(model).from_config(config.model).eval()
+    assert not torch.allclose(model(src, tgt), fresh(src, tgt))
     # The tokenizer stored in the checkpoint detokenizes exactly.
     assert tokenizer.target.decode(tokenizer.source.encode("Zwei Hunde spielen im Schnee.")) == "Zwei Hunde spielen im Schnee."
 
@@ -66,7 +76,10 @@ def test_translate_handles_empty_unseen_and_too_long_input(trained_run: Path) ->
     greedy = dataclasses.replace(config.decode, strategy="greedy")
     outputs = translation.translate_sentences(model, tokenizer, ["", "   ", "日本語と😀", "Ein Hund."], greedy)
     assert outputs[0] == "" and outputs[1] == ""
-    assert all(isinstance(text, str) for text in outputs)
+    # Blank neighbours and batching change nothing: each sentence alone gets the same output.
+    for sentence, output in zip(["日本語と😀", "Ein Hund."], outputs[2:]):
+        assert translation.translate_sentences(model, tokenizer, [sentence], greedy) == [output]
+        assert translation.translate_nbest(model, tokenizer, sentence, greedy)[0].text == output
     with pytest.raises(ValueError, match=r"sentences\[0\] must be at most 256 subword tokens"):
         translation.translate_sentences(model, tokenizer, ["Hund " * 400], greedy)
 

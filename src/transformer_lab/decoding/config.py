@@ -14,6 +14,7 @@ from torch import Tensor
 from transformer_lab.hardware import PRECISIONS, autocast, resolve_precision
 from transformer_lab.decoding.beam import beam_search
 from transformer_lab.decoding.greedy import greedy_search
+from transformer_lab.decoding.length_limits import RowLengthLimit
 from transformer_lab.decoding.output import DecodeOutput, check_length_penalty
 from transformer_lab.decoding.protocol import (
     IncrementalDecoder,
@@ -39,7 +40,7 @@ class DecodeConfig:
     # the searches also stop at the model's positional table (model.max_len).
     max_len: int = 128
     # When either is set, the limit is min(max_len, int(max_len_a * src_len) + max_len_b),
-    # src_len being the longest non-pad source row of the batch (an unset one counts 0);
+    # src_len being each sentence's own non-pad length (an unset one counts 0);
     # translation often uses a=1.2, b=10 so that short inputs stop early.
     max_len_a: float | None = None
     max_len_b: int | None = None
@@ -125,8 +126,16 @@ def decode(
     if config.max_len_a is None and config.max_len_b is None:
         max_len = config.max_len
     else:
-        longest_source = int((src_ids != pad_id).sum(dim=1).max())
-        max_len = config.max_new_tokens(longest_source)
+        lengths = (src_ids != pad_id).sum(dim=1).tolist()  # [B]
+        limits = [config.max_new_tokens(int(length)) for length in lengths]
+        max_len = max(limits)
+        if min(limits) < max_len:
+            # Each row stops at its own limit, so that its output does not depend on the
+            # other sentences of the batch (length_limits.py); the longest runs one longer.
+            logits_processor = RowLengthLimit(
+                config.max_len_a, config.max_len_b, config.max_len, eos_id, pad_id, logits_processor
+            )
+            max_len = min(max_len + 1, config.max_len) if max_len < config.max_len else max_len
     # Autocast's own rules keep log_softmax (and so every score) in float32.
     with autocast(resolve_precision(config.precision, src_ids.device, log_level=logging.DEBUG), src_ids.device):
         return _search(model, src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor)

@@ -5,6 +5,8 @@ Shape legend: B batch, S sequence length, D d_model, C classes.
 
 from __future__ import annotations
 
+import dataclasses
+
 from torch import Tensor, nn
 
 from transformer_lab import nn as lab_nn
@@ -58,20 +60,8 @@ class TransformerClassifier(nn.Module):
 
     @classmethod
     def from_config(cls, config: ClassifierConfig) -> "TransformerClassifier":
-        return cls(
-            vocab_size=config.vocab_size,
-            num_classes=config.num_classes,
-            d_model=config.d_model,
-            nhead=config.nhead,
-            num_layers=config.num_layers,
-            dim_feedforward=config.dim_feedforward,
-            dropout=config.dropout,
-            norm_first=config.norm_first,
-            activation=config.activation,
-            max_len=config.max_len,
-            pad_id=config.pad_id,
-            pooling=config.pooling,
-        )
+        # The config's fields are the constructor's arguments, name for name.
+        return cls(**{field.name: getattr(config, field.name) for field in dataclasses.fields(config)})
 
     def forward(self, token_ids: Tensor) -> Tensor:
         """Class logits.

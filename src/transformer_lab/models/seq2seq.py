@@ -5,6 +5,8 @@ Shape legend: B batch, S source length, T target length, D d_model, V vocabulary
 
 from __future__ import annotations
 
+import dataclasses
+
 from torch import Tensor, nn
 
 from transformer_lab import nn as lab_nn
@@ -91,24 +93,8 @@ class Seq2SeqTransformer(nn.Module):
 
     @classmethod
     def from_config(cls, config: ModelConfig) -> "Seq2SeqTransformer":
-        return cls(
-            src_vocab_size=config.src_vocab_size,
-            tgt_vocab_size=config.tgt_vocab_size,
-            d_model=config.d_model,
-            nhead=config.nhead,
-            num_encoder_layers=config.num_encoder_layers,
-            num_decoder_layers=config.num_decoder_layers,
-            dim_feedforward=config.dim_feedforward,
-            dropout=config.dropout,
-            norm_first=config.norm_first,
-            activation=config.activation,
-            max_len=config.max_len,
-            pad_id=config.pad_id,
-            tie_embeddings=config.tie_embeddings,
-            bos_id=config.bos_id,
-            eos_id=config.eos_id,
-            aligned_decoder_input=config.aligned_decoder_input,
-        )
+        # The config's fields are the constructor's arguments, name for name.
+        return cls(**{field.name: getattr(config, field.name) for field in dataclasses.fields(config)})
 
     def encode(self, src_ids: Tensor) -> Tensor:
         """Encode source ids into the memory every decoder layer reads.

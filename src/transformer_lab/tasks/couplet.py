@@ -20,7 +20,7 @@ from typing import Sequence
 
 import torch
 
-from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Seq2SeqBatch, Vocabulary
+from transformer_lab.data import BOS_ID, EOS_ID, NUM_SPECIAL_TOKENS, PAD_ID, UNK_ID, Seq2SeqBatch, Vocabulary
 from transformer_lab.data.chinese import is_level_tone, is_punctuation
 from transformer_lab.data.couplet import (
     CoupletCorpus,
@@ -222,7 +222,7 @@ def epoch_batches(
 def build_constraints(vocabulary: Vocabulary, config: CoupletConstraintConfig) -> CoupletConstraints:
     """The decoding constraints over this vocabulary's punctuation and level-tone characters."""
     tokens = vocabulary.tokens
-    special = set(range(4))
+    special = set(range(NUM_SPECIAL_TOKENS))
     punctuation = torch.tensor([index not in special and is_punctuation(token) for index, token in enumerate(tokens)])
     level = torch.tensor([index not in special and is_level_tone(token) for index, token in enumerate(tokens)])
     return CoupletConstraints(
@@ -293,7 +293,7 @@ def _punctuation_stand_in(vocabulary: Vocabulary) -> int | None:
     """
     if "，" in vocabulary:
         return vocabulary.token_to_id("，")
-    marks = [index for index, token in enumerate(vocabulary.tokens) if index >= 4 and is_punctuation(token)]
+    marks = [index for index, token in enumerate(vocabulary.tokens) if index >= NUM_SPECIAL_TOKENS and is_punctuation(token)]
     return marks[0] if marks else None
 
 

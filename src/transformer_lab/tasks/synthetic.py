@@ -11,7 +11,6 @@ import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -238,7 +237,3 @@ def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, None, 
         raise ValueError(f"{folder / CONFIG_FILE}: {error}") from None
     load_model_weights(folder, model)
     return model.eval(), None, config
-
-
-def output_folder(base: str | os.PathLike[str]) -> Path:
-    return Path(base)

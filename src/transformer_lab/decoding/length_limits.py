@@ -1,0 +1,55 @@
+"""Per-sentence length limits (``max_len_a * src_len + max_len_b``) inside one batched search.
+
+A search runs every row of a batch for at most one ``max_len``. With a limit that grows
+with the source, the longest source of the batch used to set it for all rows, so a short
+sentence's output depended on which sentences it was batched with. :class:`RowLengthLimit`
+is a logits processor that ends each row at its own limit: once a row holds its ``limit``
+tokens, eos is the only token left. The row then has exactly the tokens it would have had
+decoded alone (where the search cuts it at ``limit``), plus that eos, which
+``strip_generated`` removes; the batch runs to the largest limit plus one.
+
+Shape legend: N rows decoded together, S source length, V vocabulary, t prefix length.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from transformer_lab.decoding.protocol import LogitsProcessor
+
+
+class RowLengthLimit:
+    """End every row at ``min(max_len, int(a * its source length) + b)`` tokens, then chain ``inner``."""
+
+    reads_source_ids = True
+
+    def __init__(
+        self, a: float | None, b: int | None, max_len: int, eos_id: int, pad_id: int, inner: LogitsProcessor | None
+    ) -> None:
+        self.a, self.b, self.max_len = a or 0.0, b or 0, max_len
+        self.eos_id, self.pad_id, self.inner = eos_id, pad_id, inner
+
+    def limits(self, src_ids: Tensor) -> Tensor:
+        """Each row's most new tokens. Shape: src_ids [N, S] -> [N]."""
+        lengths = (src_ids != self.pad_id).sum(dim=1).double()  # [N]
+        # The same int(a * n) + b as DecodeConfig.max_new_tokens, in float64 like Python's.
+        return torch.clamp((self.a * lengths).floor().long() + self.b, max=self.max_len)  # [N]
+
+    def __call__(self, step: int, prefix_ids: Tensor, log_probs: Tensor, src_ids: Tensor) -> Tensor:
+        if self.inner is not None:
+            if getattr(self.inner, "reads_source_ids", False):
+                log_probs = self.inner(step, prefix_ids, log_probs, src_ids=src_ids)  # [N, V]
+            else:
+                log_probs = self.inner(step, prefix_ids, log_probs)  # [N, V]
+        done = self.limits(src_ids) <= step  # [N]: the row already holds its limit of tokens
+        if not bool(done.any()):
+            return log_probs
+        eos = log_probs[:, self.eos_id]  # [N]
+        # A processor may have forbidden eos; at the limit it is the only way out.
+        eos = torch.where(torch.isfinite(eos), eos, torch.zeros_like(eos))  # [N]
+        forced = torch.full_like(log_probs, -math.inf)  # [N, V]
+        forced[:, self.eos_id] = eos
+        return torch.where(done.unsqueeze(1), forced, log_probs)  # [N, V]
