@@ -13,6 +13,11 @@ from transformer_lab.export.ctranslate2 import (
     vocabulary_tokens,
 )
 
-from transformer_lab.export import ctranslate2 as _ctranslate2
-
-__all__ = list(_ctranslate2.__all__)
+__all__ = [
+    "EXPORTABLE_TASKS",
+    "QUANTIZATIONS",
+    "build_spec",
+    "export_checkpoint",
+    "export_model",
+    "vocabulary_tokens",
+]
