@@ -284,27 +284,13 @@ def _model_words(model: Seq2SeqTransformer, origin: str) -> str:
 # ----------------------------------------------------------------------------------------
 # Running the pieces of the model with chosen masks
 # ----------------------------------------------------------------------------------------
-def _source_embeddings(model: Seq2SeqTransformer, src_ids: Tensor) -> Tensor:
-    """Shape: src_ids ``[B, S]`` -> ``[B, S, D]``."""
-    return model.positional_encoding(model.src_embedding(src_ids))
-
-
-def _target_embeddings(model: Seq2SeqTransformer, tgt_in_ids: Tensor) -> Tensor:
-    """Shape: tgt_in_ids ``[B, T]`` -> ``[B, T, D]``."""
-    return model.positional_encoding(model.tgt_embedding(tgt_in_ids))
-
-
 def _encode(model: Seq2SeqTransformer, src_ids: Tensor, row_mask: Tensor | None = None) -> Tensor:
-    """The encoder with the source key padding mask, and optionally a row mask ``[B*H, S, S]``.
+    """The model's own encoder, optionally with a row mask ``[B*H, S, S]`` (through ``encode``'s seam).
 
     Shape:
         src_ids ``[B, S]`` -> memory ``[B, S, D]``.
     """
-    return model.transformer.encoder(
-        _source_embeddings(model, src_ids),
-        mask=row_mask,
-        src_key_padding_mask=masks.padding_mask(src_ids, model.pad_id),  # [B, S]
-    )
+    return model.encode(src_ids, src_mask=row_mask)
 
 
 def _decode(
@@ -316,22 +302,19 @@ def _decode(
     tgt_key_padding_mask: Tensor | None = None,
     hide_padded_memory: bool = True,
 ) -> Tensor:
-    """Decoder logits; ``tgt_mask`` defaults to the causal mask.
+    """The model's own decoder logits (aligned decoder input included); ``tgt_mask`` defaults to the causal mask.
 
     Shape:
         memory ``[B, S, D]``, src_ids ``[B, S]``, tgt_in_ids ``[B, T]`` -> logits ``[B, T, V]``.
     """
-    if tgt_mask is None:
-        tgt_mask = masks.causal_mask(tgt_in_ids.shape[1], device=tgt_in_ids.device)  # [T, T]
-    memory_key_padding_mask = masks.padding_mask(src_ids, model.pad_id) if hide_padded_memory else None  # [B, S]
-    hidden = model.transformer.decoder(
-        _target_embeddings(model, tgt_in_ids),
+    return model.decode(
+        tgt_in_ids,
         memory,
+        src_ids,
         tgt_mask=tgt_mask,
         tgt_key_padding_mask=tgt_key_padding_mask,
-        memory_key_padding_mask=memory_key_padding_mask,
-    )  # [B, T, D]
-    return model.generator(hidden)  # [B, T, V]
+        hide_source_padding=hide_padded_memory,
+    )
 
 
 @dataclass
@@ -649,7 +632,7 @@ def key_padding_polarity_experiment(setup: LabSetup, tolerance: float = DEFAULT_
     annotated_subsequent_mask = torch.tril(torch.ones(target_len, target_len, dtype=torch.bool))  # [T, T], True = keep
     converted = masks.keep_to_hidden(annotated_source_mask).squeeze(1)  # [B, S], True = padding
 
-    encoder_input = _source_embeddings(model, src_ids).detach()  # [B, S, D]
+    encoder_input = model.embed_source(src_ids).detach()  # [B, S, D]
     first_attention = model.transformer.encoder.layers[0].self_attn
 
     def attend(key_padding_mask: Tensor) -> tuple[Tensor, Tensor]:

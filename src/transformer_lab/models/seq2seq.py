@@ -96,19 +96,44 @@ class Seq2SeqTransformer(nn.Module):
         # The config's fields are the constructor's arguments, name for name.
         return cls(**{field.name: getattr(config, field.name) for field in dataclasses.fields(config)})
 
-    def encode(self, src_ids: Tensor) -> Tensor:
+    def embed_source(self, src_ids: Tensor) -> Tensor:
+        """What the encoder's first layer reads: token embeddings x sqrt(d_model) plus positions.
+
+        Shape:
+            src_ids ``[B, S]`` -> ``[B, S, D]``.
+        """
+        check_token_ids(src_ids, self.src_vocab_size, "src_ids")
+        return self.positional_encoding(self.src_embedding(src_ids))  # [B, S, D]
+
+    def encode(self, src_ids: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """Encode source ids into the memory every decoder layer reads.
+
+        ``src_mask`` (torch's name) is an extra attention mask for the encoder's
+        self-attention, ``[S, S]`` or ``[B*H, S, S]``, beside the key padding mask that
+        ``src_ids`` give; the lab uses it to hide padded rows.
 
         Shape:
             src_ids ``[B, S]`` -> memory ``[B, S, D]``.
         """
-        check_token_ids(src_ids, self.src_vocab_size, "src_ids")
-        src_emb = self.positional_encoding(self.src_embedding(src_ids))  # [B, S, D]
+        src_emb = self.embed_source(src_ids)  # [B, S, D]
         src_padding_mask = masks.padding_mask(src_ids, self.pad_id)  # [B, S]
-        return self.transformer.encoder(src_emb, src_key_padding_mask=src_padding_mask)  # [B, S, D]
+        return self.transformer.encoder(src_emb, mask=src_mask, src_key_padding_mask=src_padding_mask)  # [B, S, D]
 
-    def decode(self, tgt_in_ids: Tensor, memory: Tensor, src_ids: Tensor) -> Tensor:
+    def decode(
+        self,
+        tgt_in_ids: Tensor,
+        memory: Tensor,
+        src_ids: Tensor,
+        tgt_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
+        hide_source_padding: bool = True,
+    ) -> Tensor:
         """Logits for every target position (teacher forcing).
+
+        The masks are the model's own unless given (the seam the lab studies them through):
+        ``tgt_mask`` defaults to the causal mask, no target key padding mask (the loss
+        ignores padding), and the memory's padded positions hidden from cross-attention
+        (``hide_source_padding=False`` shows them).
 
         Shape:
             tgt_in_ids ``[B, T]``, memory ``[B, S, D]``, src_ids ``[B, S]`` -> ``[B, T, V]``.
@@ -117,12 +142,16 @@ class Seq2SeqTransformer(nn.Module):
         self._check_memory(memory, src_ids, tgt_in_ids.shape[0])
         tgt_emb = self.positional_encoding(self.tgt_embedding(tgt_in_ids))  # [B, T, D]
         tgt_emb = self._add_aligned_memory(tgt_emb, memory, src_ids, offset=0)
+        causal = tgt_mask is None
+        if causal:
+            tgt_mask = masks.causal_mask(tgt_in_ids.shape[1], device=tgt_in_ids.device)  # [T, T]
         hidden = self.transformer.decoder(
             tgt_emb,
             memory,
-            tgt_mask=masks.causal_mask(tgt_in_ids.shape[1], device=tgt_in_ids.device),  # [T, T]
-            tgt_is_causal=True,
-            memory_key_padding_mask=masks.padding_mask(src_ids, self.pad_id),  # [B, S]
+            tgt_mask=tgt_mask,
+            tgt_is_causal=causal,
+            tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=masks.padding_mask(src_ids, self.pad_id) if hide_source_padding else None,  # [B, S]
         )  # [B, T, D]
         return self.generator(hidden)  # [B, T, V]
 
