@@ -1,0 +1,138 @@
+"""What a request must be before the app reads it: a body within the size limit, texts within their caps.
+
+:class:`RequestIntake` is pure ASGI middleware that notes each request's arrival (the
+admission's deadline counts from it) and refuses a body over ``max_body_bytes`` with 413
+before it is read whole; :func:`check_text_limits` caps the characters of every text field
+and the lines of a request. Every refusal is a JSON ``{"error": message}``.
+"""
+
+import time
+from typing import Any, Iterator, Mapping
+
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+# The largest request body read: the biggest valid request (4 masks sentences of 1000
+# characters, 1024 target ids) is ~20 KB of JSON; 1 MiB leaves room and bounds memory.
+MAX_BODY_BYTES = 1024 * 1024
+# All the texts of one request together (a text's lines are what splitlines() gives).
+MAX_LINES = 256
+# Where the intake middleware notes a request's arrival (time.monotonic()) in the ASGI scope.
+ARRIVED_SCOPE_KEY = "transformer_lab.arrived"
+
+
+class RequestError(Exception):
+    """A request that is well-formed JSON but cannot be served; becomes ``{"error": message}``."""
+
+    def __init__(self, status_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+
+
+class BodyTooLarge(HTTPException):
+    """Raised from ``receive`` when a streamed body passes the limit.
+
+    An ``HTTPException`` because FastAPI re-raises those from body reading (any other
+    exception there becomes a 400 "error parsing the body"); the app's handler makes it a 413.
+    """
+
+    def __init__(self, limit: int, received: int) -> None:
+        super().__init__(413, f"body: expected at most {limit} bytes, got at least {received} (the rest was not read)")
+
+
+def json_error(status_code: int, message: str, headers: Mapping[str, str] | None = None, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": message, **extra}, status_code=status_code, headers=headers)
+
+
+def _texts(body: BaseModel) -> Iterator[tuple[str, str]]:
+    """(location, text) for every str field and every str in a list field, but the model name.
+
+    The model name is a key into ``GET /api/models`` (its own type caps it), not text to work on.
+    Locations are spelled as in validation errors: ``text``, ``sentences.0``.
+    """
+    for name, value in body:
+        if name == "model":
+            continue
+        if isinstance(value, str):
+            yield name, value
+        elif isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                if isinstance(item, str):
+                    yield f"{name}.{index}", item
+
+
+def check_text_limits(body: BaseModel, max_characters: int, max_lines: int) -> None:
+    """422 naming the field if a text is over ``max_characters`` or the texts over ``max_lines`` lines.
+
+    Applied to every parsed request, so a new pane's request model gets the same caps
+    without repeating them (the shared ``Text`` type caps characters too; this also bounds lines).
+    """
+    lines_by_field: dict[str, int] = {}
+    for location, text in _texts(body):
+        if len(text) > max_characters:
+            raise RequestError(422, f"{location}: expected at most {max_characters} characters, got {len(text)}")
+        field = location.split(".")[0]
+        lines_by_field[field] = lines_by_field.get(field, 0) + max(1, len(text.splitlines()))
+    total = sum(lines_by_field.values())
+    if total > max_lines:
+        fields = ", ".join(sorted(lines_by_field))
+        raise RequestError(422, f"{fields}: expected at most {max_lines} lines in one request, got {total}")
+
+
+class RequestIntake:
+    """Pure ASGI middleware: notes each request's arrival and refuses a body over ``max_body_bytes``.
+
+    Pure ASGI (not ``BaseHTTPMiddleware``) so that it can wrap ``receive``: a declared
+    ``Content-Length`` over the limit gets 413 before a byte of the body is read, and a
+    chunked body is counted as it streams, so at most the limit plus one chunk is ever held.
+    """
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        scope[ARRIVED_SCOPE_KEY] = time.monotonic()
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None:
+            try:
+                length = int(declared)
+            except ValueError:
+                length = -1
+            if length < 0:
+                text = declared.decode("latin-1")
+                await json_error(400, f"Content-Length: expected a byte count, got {text!r}")(scope, receive, send)
+                return
+            if length > self.max_body_bytes:
+                message = f"body: expected at most {self.max_body_bytes} bytes, got a Content-Length of {length}"
+                await json_error(413, message)(scope, receive, send)
+                return
+        received = 0
+        response_started = False
+
+        async def counted_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body_bytes:
+                    raise BodyTooLarge(self.max_body_bytes, received)
+            return message
+
+        async def watched_send(message: Message) -> None:
+            nonlocal response_started
+            response_started = response_started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, watched_send)
+        except BodyTooLarge as error:  # a route that let it through: answer here if still possible
+            if response_started:
+                raise
+            await json_error(413, str(error.detail))(scope, receive, send)
