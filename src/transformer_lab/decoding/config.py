@@ -135,7 +135,7 @@ def decode(
             logits_processor = RowLengthLimit(
                 config.max_len_a, config.max_len_b, config.max_len, eos_id, pad_id, logits_processor
             )
-            max_len = min(max_len + 1, config.max_len) if max_len < config.max_len else max_len
+            max_len = min(max_len + 1, config.max_len)
     # Autocast's own rules keep log_softmax (and so every score) in float32.
     with autocast(resolve_precision(config.precision, src_ids.device, log_level=logging.DEBUG), src_ids.device):
         return _search(model, src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor)

@@ -335,10 +335,8 @@ def train(
     """
     data = build_data(config.data, seq2seq.starting_vocabulary(TASK, Path(out_dir), resume, init_from))
     tokenizers = data.vocabulary
-    if tokenizers.is_joint:
-        config = seq2seq.with_vocabulary(config, tokenizers.source.vocab_size)
-    else:
-        config = seq2seq.with_vocabulary(config, tokenizers.source.vocab_size, tokenizers.target.vocab_size)
+    target_size = None if tokenizers.is_joint else tokenizers.target.vocab_size
+    config = seq2seq.with_vocabulary(config, tokenizers.source.vocab_size, target_size)
     greedy = dataclasses.replace(config.decode, strategy="greedy")
     bleu_tokenize = bleu_tokenizer_for(config.data.target_language)
     validation_ids = tokenizers.encode_pairs(data.validation_pairs)

@@ -73,12 +73,18 @@ _RESERVED_NAMES = (MODEL_FILE, CONFIG_FILE, TRAINER_STATE_FILE)
 CHECKPOINT_METADATA_KEYS = ("task", "averaged_from", "initialized_from")
 
 
+# A save writes ``.<name>.tmp-XXXX`` and renames the old folder aside to ``.<name>.old-XXXX``
+# (module docstring); ``training.run_folder`` recognises what a crash left by these marks.
+TEMPORARY_MARK = ".tmp-"
+ASIDE_MARK = ".old-"
+
+
 def _temporary_prefix(folder: Path) -> str:
-    return f".{folder.name}.tmp-"
+    return f".{folder.name}{TEMPORARY_MARK}"
 
 
 def _aside_prefix(folder: Path) -> str:
-    return f".{folder.name}.old-"
+    return f".{folder.name}{ASIDE_MARK}"
 
 
 def _fsync_path(path: Path) -> None:

@@ -24,13 +24,20 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from transformer_lab.training.checkpoint import ASIDE_MARK, TEMPORARY_MARK
+
 logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
-CHECKPOINT_FOLDERS = re.compile(r"^(last|best|step-\d+)$")
-# What save_checkpoint and pruning leave while they work (.last.tmp-XXXX, .best.old-XXXX, .step-000010.pruned).
-_WORK_LEFTOVERS = re.compile(r"^\.(last|best|step-\d+)\.(tmp-.+|old-.+|pruned)$")
 _PRUNED_SUFFIX = ".pruned"
+_CHECKPOINT_NAME = r"(last|best|step-\d+)"
+CHECKPOINT_FOLDERS = re.compile(rf"^{_CHECKPOINT_NAME}$")
+# A save's old folder renamed aside: a complete checkpoint (recover_interrupted_save).
+_ASIDE_FOLDERS = re.compile(rf"^\.{_CHECKPOINT_NAME}{re.escape(ASIDE_MARK)}")
+# What save_checkpoint and pruning leave while they work (.last.tmp-XXXX, .best.old-XXXX, .step-000010.pruned).
+_WORK_LEFTOVERS = re.compile(
+    rf"^\.{_CHECKPOINT_NAME}({re.escape(TEMPORARY_MARK)}.+|{re.escape(ASIDE_MARK)}.+|{re.escape(_PRUNED_SUFFIX)})$"
+)
 
 
 def checkpoint_folders(out_dir: Path) -> list[Path]:
@@ -40,7 +47,7 @@ def checkpoint_folders(out_dir: Path) -> list[Path]:
     return sorted(
         path
         for path in out_dir.iterdir()
-        if path.is_dir() and (CHECKPOINT_FOLDERS.match(path.name) or re.match(r"^\.(last|best|step-\d+)\.old-", path.name))
+        if path.is_dir() and (CHECKPOINT_FOLDERS.match(path.name) or _ASIDE_FOLDERS.match(path.name))
     )
 
 
@@ -68,8 +75,12 @@ def prepare_new_run(out_dir: Path) -> Path | None:
             )
         kept_aside = _keep_metrics_aside(out_dir)
         for path in out_dir.iterdir():
-            if _WORK_LEFTOVERS.match(path.name):
-                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
+            if not _WORK_LEFTOVERS.match(path.name):
+                continue
+            if path.is_dir():
+                _delete_tree(path)
+            else:
+                path.unlink()
     check_writable(out_dir)
     return kept_aside
 
