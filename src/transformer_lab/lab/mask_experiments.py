@@ -1,7 +1,9 @@
 """The tutorials' claims about masks, each checked by running a real model on a real batch.
 
-Four experiments, each a function that returns a :class:`LabResult` (a table of measured
-differences, each with its tolerance and whether it came out as the claim says):
+Four experiments, each a function that returns a :class:`~transformer_lab.lab.mask_results.LabResult`
+(measured differences, each with its tolerance and whether it came out as the claim says);
+:func:`~transformer_lab.lab.mask_report.format_lab_result` turns one into the table the CLI
+prints. This module only measures:
 
 - :func:`tgt_padding_mask_experiment`: the decoder needs no target key padding mask when
   the loss ignores padded positions.
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -45,6 +47,8 @@ from transformer_lab.data import (
     make_synthetic_pairs,
 )
 from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint
+# Also in __all__: callers imported the result types from this module before they moved out.
+from transformer_lab.lab.mask_results import Comparison, GuardCheck, LabResult
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.nn import masks
 from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, recording_shapes
@@ -67,81 +71,6 @@ __all__ = [
 
 DEFAULT_TOLERANCE = 1e-5  # float32 sums in a different order differ by ~1e-7; this leaves room
 _NO_IGNORE_INDEX = -100  # an id no token has: with it, padded positions count in the loss
-
-
-# ----------------------------------------------------------------------------------------
-# Results
-# ----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Comparison:
-    """One measured quantity: the largest absolute difference between two runs.
-
-    ``expect_equal=True`` means the claim says the two runs agree (holds when
-    ``difference <= tolerance``); ``False`` means the claim says they differ (holds when
-    ``difference > tolerance``).
-    """
-
-    quantity: str
-    difference: float
-    tolerance: float
-    expect_equal: bool
-
-    @property
-    def holds(self) -> bool:
-        if self.expect_equal:
-            return self.difference <= self.tolerance
-        return self.difference > self.tolerance
-
-
-@dataclass(frozen=True)
-class GuardCheck:
-    """A mistake that a check of this package must refuse; ``error`` is its message, or None."""
-
-    description: str
-    error: str | None
-
-    @property
-    def holds(self) -> bool:
-        return self.error is not None
-
-
-@dataclass
-class LabResult:
-    """What one experiment measured; :meth:`format_table` is what the CLI prints."""
-
-    name: str
-    claim: str
-    setup: str  # the model and the batch, in words
-    comparisons: list[Comparison]
-    guards: list[GuardCheck] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def holds(self) -> bool:
-        """Whether every comparison and every guard came out as the claim says."""
-        return all(row.holds for row in self.comparisons) and all(guard.holds for guard in self.guards)
-
-    def format_table(self) -> str:
-        """The claim, the setup, one line per comparison and guard, then the verdict."""
-        width = max([len(row.quantity) for row in self.comparisons] + [len("quantity")])
-        lines = [f"lab {self.name}: {self.claim}", f"setup: {self.setup}", ""]
-        lines.append(f"{'quantity':<{width}}  {'expect':<6}  {'max |diff|':>10}  {'tolerance':>9}  holds")
-        lines.append(f"{'-' * width}  {'-' * 6}  {'-' * 10}  {'-' * 9}  -----")
-        for row in self.comparisons:
-            expect = "equal" if row.expect_equal else "differ"
-            lines.append(
-                f"{row.quantity:<{width}}  {expect:<6}  {row.difference:>10.3g}  {row.tolerance:>9.0e}  "
-                f"{'yes' if row.holds else 'NO'}"
-            )
-        for guard in self.guards:
-            outcome = f"refused: {guard.error}" if guard.error is not None else "NOT refused"
-            lines.append(f"guard: {guard.description}: {outcome}")
-        if self.notes:
-            lines.append("")
-            lines.extend(f"note: {note}" for note in self.notes)
-        lines.append("")
-        lines.append("claim holds" if self.holds else "claim does NOT hold")
-        return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------------------
