@@ -19,6 +19,7 @@ EXTRA_OF_PACKAGE = {
     "uvicorn": "serve",
     "matplotlib": "plots",
     "pypinyin": "couplet",
+    "jieba": "couplet",
     "ctranslate2": "deploy",
 }
 

@@ -23,6 +23,7 @@ VOCAB = 4 + len(TOKENS)
 PUNCTUATION = torch.tensor([index >= 4 and TOKENS[index - 4] in "，？" for index in range(VOCAB)])
 # 风 天 (tone 1) and 花 山 (tone 1) are level; 月 水 地 春 are treated as oblique here.
 LEVEL = torch.tensor([index >= 4 and TOKENS[index - 4] in "风天花山" for index in range(VOCAB)])
+OBLIQUE = torch.tensor([index >= 4 and TOKENS[index - 4] in "月水地春" for index in range(VOCAB)])
 
 
 class NoCache:
@@ -178,7 +179,40 @@ def test_oblique_final_penalty_prefers_a_level_ending_unless_the_model_is_sure()
     assert beam[0][0] == "月花"
 
 
+def test_tone_opposition_penalty_leans_each_position_to_the_other_tone() -> None:
+    model = PreferenceModel({ID["月"]: 5.0, ID["花"]: 4.0})  # 月 oblique, 花 level
+    options = {"level_tone_mask": LEVEL, "oblique_tone_mask": OBLIQUE}
+    penalised = constraints(**options, tone_opposition_penalty=2.0)
+    # 风 is level: 月 (oblique) keeps its lead. 春 is oblique: 月 loses 2 nats, 花 wins.
+    # The mark is copied and no tone rule touches it.
+    assert greedy_lines(model, ["风春", "风，春"], penalised) == ["月花", "月，花"]
+    assert greedy_lines(model, ["风春"], constraints(**options, tone_opposition_penalty=0.5)) == ["月月"]
+    assert beam_lines(model, ["风春"], penalised, beams=2)[0][0] == "月花"
+
+
+def test_tone_opposition_penalty_only_lowers_and_only_same_class_tokens() -> None:
+    processor = constraints(level_tone_mask=LEVEL, oblique_tone_mask=OBLIQUE, tone_opposition_penalty=1.5)
+    plain = constraints()
+    src_ids = encode(["风春"])  # [1, S]
+    log_probs = torch.log_softmax(torch.randn(1, VOCAB, generator=torch.Generator().manual_seed(0)), dim=-1)
+    for step, upper_class in ((0, LEVEL), (1, OBLIQUE)):
+        prefix = torch.full((1, step + 1), BOS)
+        with_penalty = processor(step, prefix, log_probs, src_ids=src_ids)
+        without = plain(step, prefix, log_probs, src_ids=src_ids)
+        finite = torch.isfinite(without)
+        assert torch.equal(torch.isfinite(with_penalty), finite)
+        difference = (without - with_penalty)[finite]  # what each allowed token lost
+        expected = (upper_class.float() * 1.5)[finite[0]]
+        assert torch.allclose(difference, expected, atol=1e-6, rtol=0)
+
+
 def test_bad_arguments_are_refused_with_their_names() -> None:
+    with pytest.raises(ValueError, match="oblique_tone_mask"):
+        constraints(level_tone_mask=LEVEL, tone_opposition_penalty=1.0)
+    with pytest.raises(ValueError, match="oblique_tone_mask: expected no token"):
+        constraints(level_tone_mask=LEVEL, oblique_tone_mask=LEVEL, tone_opposition_penalty=1.0)
+    with pytest.raises(ValueError, match="tone_opposition_penalty"):
+        constraints(level_tone_mask=LEVEL, oblique_tone_mask=OBLIQUE, tone_opposition_penalty=-1.0)
     with pytest.raises(ValueError, match="punctuation_mode"):
         constraints(punctuation_mode="mirror")
     with pytest.raises(ValueError, match="level_tone_mask"):

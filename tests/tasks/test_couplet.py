@@ -95,8 +95,14 @@ def test_evaluate_couplet_prints_every_metric_and_writes_samples(
                  "no repetition where none", "distinct-1", "distinct-2"):
         assert name in out
     assert "100.0 % (30/30)" in out.split("length match")[1].splitlines()[0]
+    for name in ("tone opposition", "part of speech agreement", "rhythm agreement", "unreused characters"):
+        row = out.split(f"\n{name}")[1].splitlines()[0]
+        assert row.count("(mean of 30)") == 2, row  # ours and the references
     samples = (run_dir / "best" / "samples.test.greedy.md").read_text(encoding="utf-8").splitlines()
     assert len(samples) == 2 + 20
+    assert samples[0].count("tone / POS / rhythm") == 2
+    first_scores = samples[2].split(" | ")[2].split(" / ")
+    assert len(first_scores) == 3 and all(value == "-" or 0 <= float(value) <= 1 for value in first_scores)
 
 
 def test_evaluate_on_validation_scores_the_pairs_the_run_held_out(
@@ -133,3 +139,14 @@ def test_reversed_pairs_double_the_training_pairs_but_not_validation(data_dir: P
 def test_train_couplet_reports_a_missing_data_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", "couplet", "--data-dir", str(tmp_path), "--out", str(tmp_path / "run"), *TINY]) == 2
     assert "couplet split 'train_couplet_machine'" in capsys.readouterr().err
+
+
+def test_evaluate_takes_the_rule_options_for_couplets_only(
+    run_dir: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    arguments = ["evaluate", "couplet", "--checkpoint", str(run_dir / "best"), "--data-dir", str(data_dir), "--beam", "1"]
+    assert main([*arguments, "--tone-opposition-penalty", "1.5", "--allow-upper-characters"]) == 0
+    out = capsys.readouterr().out
+    assert "tone_opposition_penalty=1.5" in out and "avoid_source_characters=False" in out
+    assert main(["evaluate", "translation", "--checkpoint", str(run_dir / "best"), "--tone-opposition-penalty", "1"]) == 2
+    assert "--tone-opposition-penalty: expected only with the couplet task, got it with translation" in capsys.readouterr().err

@@ -14,6 +14,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from transformer_lab.cli.couplet_options import add_constraint_arguments, constraint_overrides
 from transformer_lab.cli.decode_options import add_decode_arguments, input_lines, model_for_precision, with_decode_arguments
 from transformer_lab.tasks import couplet
 
@@ -28,30 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--num-candidates", type=int, default=1, help="lower lines per upper line, with scores (needs --beam >= it)"
     )
-    parser.add_argument(
-        "--no-mirror-repetition", action="store_true", help="do not force the upper line's repetition pattern"
-    )
-    parser.add_argument(
-        "--allow-upper-characters", action="store_true", help="let the lower line reuse the upper line's characters"
-    )
-    parser.add_argument(
-        "--oblique-final-penalty", type=float, default=None, help="nats taken from oblique-tone final characters (0 = off)"
-    )
+    add_constraint_arguments(parser)
     parser.set_defaults(handler=run)
-
-
-def constraint_overrides(
-    config: couplet.CoupletConstraintConfig, arguments: argparse.Namespace
-) -> couplet.CoupletConstraintConfig:
-    """The checkpoint's constraints with the command line's changes."""
-    changes: dict[str, object] = {}
-    if arguments.no_mirror_repetition:
-        changes["mirror_repetition"] = False
-    if arguments.allow_upper_characters:
-        changes["avoid_source_characters"] = False
-    if arguments.oblique_final_penalty is not None:
-        changes["oblique_final_penalty"] = arguments.oblique_final_penalty
-    return dataclasses.replace(config, **changes)
 
 
 def run(arguments: argparse.Namespace) -> int:

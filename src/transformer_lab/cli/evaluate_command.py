@@ -17,11 +17,13 @@ import json
 import unicodedata
 from pathlib import Path
 
+from transformer_lab.cli.couplet_options import add_constraint_arguments, constraint_overrides, given_constraint_options
 from transformer_lab.cli.decode_options import add_decode_arguments, search_name, model_for_precision, with_decode_arguments
 from transformer_lab.data import LABELLED_TEXT_FORMATS, load_multi30k
 from transformer_lab.data.couplet import load_couplets
 from transformer_lab.data.parallel_text import read_parallel_text
 from transformer_lab.evaluation import bleu_tokenizer_for
+from transformer_lab.evaluation.couplet_antithesis import RULES as ANTITHESIS_RULES, pair_scores
 from transformer_lab.evaluation.couplet_metrics import CoupletReport
 from transformer_lab.tasks import classification, couplet, translation
 from transformer_lab.training.checkpoint import resolve_checkpoint
@@ -41,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--data-dir", default=None, help="folder holding the dataset (default: $TRANSFORMER_LAB_DATA)")
     add_decode_arguments(parser)
+    add_constraint_arguments(parser, prefix="couplet: ")
     # translation: score any test set (issue 20)
     parser.add_argument(
         "--source", type=Path, default=None, metavar="FILE",
@@ -87,6 +90,9 @@ def run(arguments: argparse.Namespace) -> int:
     split = arguments.split or DEFAULT_SPLITS[arguments.task]
     if arguments.task == "couplet":
         return _evaluate_couplet(arguments, split)
+    given = given_constraint_options(arguments)
+    if given:
+        raise ValueError(f"{given[0]}: expected only with the couplet task, got it with {arguments.task}")
     if arguments.task == "classification":
         return _evaluate_classification(arguments, split)
     return _evaluate_translation(arguments, split)
@@ -135,14 +141,15 @@ def _evaluate_couplet(arguments: argparse.Namespace, split: str) -> int:
     else:
         # The test files are clean; an error here means a damaged file, which should be seen.
         pairs = load_couplets(split, data_dir).pairs
-    evaluation = couplet.evaluate_pairs(model, vocabulary, pairs, decode_config, config.constraints)
+    constraints = constraint_overrides(config.constraints, arguments)
+    evaluation = couplet.evaluate_pairs(model, vocabulary, pairs, decode_config, constraints)
     search = search_name(decode_config) + (" int8" if arguments.precision == "int8" else "")
     stem = f"{split}.{search.replace(' ', '')}"
     output = arguments.output or arguments.checkpoint / f"hypotheses.{stem}.txt"
     output.write_text("".join(line + "\n" for line in evaluation.hypotheses), encoding="utf-8")
     samples = output.with_name(f"samples.{stem}.md")
     samples.write_text(couplet_samples_table(evaluation, NUM_SAMPLES), encoding="utf-8")
-    print(f"couplet {split}, {len(pairs)} pairs, {search}, constraints {config.constraints}")
+    print(f"couplet {split}, {len(pairs)} pairs, {search}, constraints {constraints}")
     for line in couplet_report_lines(evaluation.report):
         print(line)
     print(f"\n{NUM_SAMPLES} samples (upper | ours | reference):")
@@ -161,14 +168,27 @@ def couplet_report_lines(report: CoupletReport) -> list[str]:
         lines.append(f"{name.replace('_', ' '):28}{str(getattr(ours, name)):>24}{str(getattr(references, name)):>24}")
     for name in ("distinct_1", "distinct_2"):
         lines.append(f"{name.replace('_', '-'):28}{getattr(ours, name):>24.4f}{getattr(references, name):>24.4f}")
+    for name in ANTITHESIS_RULES:
+        ours_score = getattr(report.hypothesis_antithesis, name)
+        reference_score = getattr(report.reference_antithesis, name)
+        lines.append(f"{name.replace('_', ' '):28}{str(ours_score):>24}{str(reference_score):>24}")
     return lines
 
 
 def couplet_samples_table(evaluation: couplet.CoupletEvaluation, count: int) -> str:
     """A Markdown table of the first `count` upper lines with our lower line and the reference."""
-    rows = ["| upper line (上联) | ours (下联) | reference |", "|---|---|---|"]
+    def scores(upper: str, lower: str) -> str:
+        # Tone opposition / parts of speech / rhythm of one line, as in the report.
+        values = pair_scores(upper, lower)
+        shown = [values[name] for name in ("tone_opposition", "part_of_speech_agreement", "rhythm_agreement")]
+        return " / ".join("-" if value is None else f"{value:.2f}" for value in shown)
+
+    rows = [
+        "| upper line (上联) | ours (下联) | tone / POS / rhythm | reference | tone / POS / rhythm |",
+        "|---|---|---|---|---|",
+    ]
     for upper, ours, reference in list(zip(evaluation.uppers, evaluation.hypotheses, evaluation.references))[:count]:
-        rows.append(f"| {upper} | {ours} | {reference} |")
+        rows.append(f"| {upper} | {ours} | {scores(upper, ours)} | {reference} | {scores(upper, reference)} |")
     return "\n".join(rows) + "\n"
 
 

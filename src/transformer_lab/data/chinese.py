@@ -6,12 +6,17 @@ work: a Han character is level when its standard Mandarin reading has tone 1 or 
 oblique (仄) with tone 3 or 4; the neutral tone (5) counts as oblique. Tones come from
 `pypinyin` with its default (most frequent) reading of the single character, so a
 character with several readings (行 xíng/háng, 重 zhòng/chóng) gets one of them.
+
+Words and their parts of speech come from `jieba` (its default dictionary and HMM for
+unknown words), the segmenter couplet evaluation tools use.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import unicodedata
+from types import ModuleType
 
 from transformer_lab.extras import require_extra
 
@@ -58,3 +63,37 @@ def last_han_character(characters: str) -> str | None:
         if is_han(character):
             return character
     return None
+
+
+def tone_class(character: str) -> str | None:
+    """"level" (平, tone 1 or 2) or "oblique" (仄, tone 3, 4 or neutral) for a Han character, else None."""
+    tone = mandarin_tone(character)
+    if tone is None:
+        return None
+    return "level" if tone in LEVEL_TONES else "oblique"
+
+
+@functools.lru_cache(maxsize=1)
+def _jieba() -> ModuleType:
+    jieba = require_extra("jieba", "the couplet word rules")
+    # jieba logs its dictionary loading at DEBUG to stderr; a library keeps that quiet.
+    jieba.setLogLevel(logging.WARNING)
+    return jieba
+
+
+@functools.lru_cache(maxsize=65536)
+def segment_words(line: str) -> tuple[str, ...]:
+    """The words `jieba.cut` splits a line into (punctuation marks are words of their own)."""
+    return tuple(_jieba().cut(line))
+
+
+@functools.lru_cache(maxsize=65536)
+def tagged_words(line: str) -> tuple[tuple[str, str], ...]:
+    """(word, part-of-speech tag) pairs from `jieba.posseg` (ICTCLAS tags: n noun, v verb, a adjective, x other, ...).
+
+    Its segmentation can differ from :func:`segment_words`: the tagger runs its own pass.
+    """
+    _jieba()
+    import jieba.posseg as posseg  # a submodule: importable once require_extra found jieba
+
+    return tuple((pair.word, pair.flag) for pair in posseg.cut(line))

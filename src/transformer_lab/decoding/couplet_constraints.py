@@ -16,6 +16,10 @@ fixed by the upper line, which is the source row of each decoded row:
 - `oblique_final_penalty`: at the last non-punctuation position, tokens that are not of a
   level tone (平) lose that many nats; oblique endings stay possible when the model is
   very sure, unlike a hard ban. It lowers scores only, as beam search's early stop needs.
+- `tone_opposition_penalty`: at each position where the upper line has a Han character,
+  tokens of the same tone class (level against level, oblique against oblique) lose that
+  many nats, so that the lower line leans to the opposite tone (平仄相对) without being
+  forced into it; characters of no known tone are left alone. Also a lowering only.
 
 The length and punctuation rules are hard. The repetition and avoidance rules are
 relaxed for a row where, with them, no token would be left (a tiny vocabulary, or an upper
@@ -45,6 +49,19 @@ def _token_table(name: str, table: Tensor) -> Tensor:
     return table
 
 
+def _check_penalty(name: str, value: object) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value)) or value < 0:
+        raise ValueError(f"{name}: expected a finite float >= 0, got {value!r}")
+
+
+def _check_tone_mask(name: str, table: Tensor | None, needed_by: str, vocab_size: int) -> None:
+    if table is None:
+        raise ValueError(f"{name}: expected a BoolTensor[V] when {needed_by} > 0, got None")
+    _token_table(name, table)
+    if table.numel() != vocab_size:
+        raise ValueError(f"{name}: expected {vocab_size} entries like punctuation_mask, got {table.numel()}")
+
+
 class CoupletConstraints:
     """A `LogitsProcessor` (reading source ids) that enforces the couplet form; see the module docstring.
 
@@ -59,6 +76,10 @@ class CoupletConstraints:
             `oblique_final_penalty` > 0.
         oblique_final_penalty: nats taken from non-level tokens at the last
             non-punctuation position (0 = off; must be finite and >= 0).
+        oblique_tone_mask: BoolTensor[V], True for characters of an oblique tone; needed
+            with `level_tone_mask` when `tone_opposition_penalty` > 0.
+        tone_opposition_penalty: nats taken from tokens of the upper character's tone
+            class at each position (0 = off; must be finite and >= 0).
     """
 
     reads_source_ids = True
@@ -75,23 +96,22 @@ class CoupletConstraints:
         avoid_source_characters: bool = False,
         level_tone_mask: Tensor | None = None,
         oblique_final_penalty: float = 0.0,
+        oblique_tone_mask: Tensor | None = None,
+        tone_opposition_penalty: float = 0.0,
     ) -> None:
         self.punctuation_mask = _token_table("punctuation_mask", punctuation_mask)
         vocab_size = punctuation_mask.numel()
         if punctuation_mode not in PUNCTUATION_MODES:
             raise ValueError(f"punctuation_mode: expected one of {PUNCTUATION_MODES}, got {punctuation_mode!r}")
-        if not (isinstance(oblique_final_penalty, (int, float)) and math.isfinite(oblique_final_penalty)) or (
-            oblique_final_penalty < 0
-        ):
-            raise ValueError(f"oblique_final_penalty: expected a finite float >= 0, got {oblique_final_penalty!r}")
+        _check_penalty("oblique_final_penalty", oblique_final_penalty)
+        _check_penalty("tone_opposition_penalty", tone_opposition_penalty)
         if oblique_final_penalty > 0:
-            if level_tone_mask is None:
-                raise ValueError("level_tone_mask: expected a BoolTensor[V] when oblique_final_penalty > 0, got None")
-            _token_table("level_tone_mask", level_tone_mask)
-            if level_tone_mask.numel() != vocab_size:
-                raise ValueError(
-                    f"level_tone_mask: expected {vocab_size} entries like punctuation_mask, got {level_tone_mask.numel()}"
-                )
+            _check_tone_mask("level_tone_mask", level_tone_mask, "oblique_final_penalty", vocab_size)
+        if tone_opposition_penalty > 0:
+            _check_tone_mask("level_tone_mask", level_tone_mask, "tone_opposition_penalty", vocab_size)
+            _check_tone_mask("oblique_tone_mask", oblique_tone_mask, "tone_opposition_penalty", vocab_size)
+            if bool((level_tone_mask & oblique_tone_mask).any()):
+                raise ValueError("oblique_tone_mask: expected no token that level_tone_mask also marks, got some")
         forbidden = torch.zeros(vocab_size, dtype=torch.bool)
         for token_id in [*forbidden_ids, eos_id, pad_id]:
             if not 0 <= int(token_id) < vocab_size:
@@ -105,6 +125,8 @@ class CoupletConstraints:
         self.avoid_source_characters = bool(avoid_source_characters)
         self.level_tone_mask = level_tone_mask
         self.oblique_final_penalty = float(oblique_final_penalty)
+        self.oblique_tone_mask = oblique_tone_mask
+        self.tone_opposition_penalty = float(tone_opposition_penalty)
 
     def __call__(self, step: int, prefix_ids: Tensor, log_probs: Tensor, *, src_ids: Tensor) -> Tensor:
         """Shape: prefix_ids [N, t = step + 1], log_probs [N, V], src_ids [N, S] -> [N, V]."""
@@ -147,6 +169,8 @@ class CoupletConstraints:
         processed = log_probs.masked_fill(~allowed, -math.inf)  # [N, V]
         if self.oblique_final_penalty > 0 and self.level_tone_mask is not None:
             processed = self._penalise_oblique_ending(step, processed, src_ids, lengths, punctuation)
+        if self.tone_opposition_penalty > 0 and step < source_length:
+            processed = self._penalise_same_tone(processed, current, is_character)
         return processed
 
     def _repetition_rules(
@@ -186,6 +210,16 @@ class CoupletConstraints:
             in_source &= ~punctuation.unsqueeze(0)
             preferred &= ~(in_source & is_character.unsqueeze(1))
         return preferred
+
+    def _penalise_same_tone(self, log_probs: Tensor, current: Tensor, is_character: Tensor) -> Tensor:
+        """Subtract the penalty from tokens of the upper character's tone class (current [N], is_character [N])."""
+        assert self.level_tone_mask is not None and self.oblique_tone_mask is not None  # checked in __init__
+        level = self.level_tone_mask.to(log_probs.device)  # [V]
+        oblique = self.oblique_tone_mask.to(log_probs.device)  # [V]
+        upper_level = (level[current] & is_character).unsqueeze(1)  # [N, 1]
+        upper_oblique = (oblique[current] & is_character).unsqueeze(1)  # [N, 1]
+        same_class = (upper_level & level.unsqueeze(0)) | (upper_oblique & oblique.unsqueeze(0))  # [N, V]
+        return log_probs - same_class.float() * self.tone_opposition_penalty
 
     def _penalise_oblique_ending(
         self, step: int, log_probs: Tensor, src_ids: Tensor, lengths: Tensor, punctuation: Tensor

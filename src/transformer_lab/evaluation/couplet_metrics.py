@@ -15,7 +15,9 @@ share; the form is measured too, each rule as a rate over the lines it applies t
 - distinct-1/2: distinct character unigrams (bigrams within a line) over all of them, a
   measure of variety across the corpus.
 
-A lower line of the wrong length fails the position-wise rules.
+A lower line of the wrong length fails the position-wise rules. The antithesis rules
+(tone opposition, parts of speech, rhythm) are in couplet_antithesis.py; the report holds
+both.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 
 from transformer_lab.data.chinese import is_level_tone, is_punctuation, last_han_character
 from transformer_lab.evaluation.bleu import BleuResult, corpus_bleu
+from transformer_lab.evaluation.couplet_antithesis import AntithesisReport, antithesis_report
 
 
 @dataclass(frozen=True)
@@ -146,19 +149,24 @@ def form_report(uppers: Sequence[str], lowers: Sequence[str]) -> FormReport:
 
 @dataclass(frozen=True)
 class CoupletReport:
-    """Character BLEU of the hypotheses, and the form rates of hypotheses and references."""
+    """Character BLEU of the hypotheses, and the form and antithesis rates of hypotheses and references."""
 
     bleu: BleuResult
     hypotheses: FormReport
     references: FormReport
+    hypothesis_antithesis: AntithesisReport
+    reference_antithesis: AntithesisReport
 
 
 def couplet_report(uppers: Sequence[str], hypotheses: Sequence[str], references: Sequence[str]) -> CoupletReport:
-    """Score lower lines against references: sacreBLEU with tokenize="zh" (each Han character a token) and the form."""
+    """Score lower lines against references: sacreBLEU with tokenize="zh" (each Han character a token), the form
+    and the antithesis rules."""
     _check_parallel(uppers, hypotheses)
     _check_parallel(uppers, references)
     return CoupletReport(
         bleu=corpus_bleu(hypotheses, references, tokenize="zh"),
         hypotheses=form_report(uppers, hypotheses),
         references=form_report(uppers, references),
+        hypothesis_antithesis=antithesis_report(uppers, hypotheses),
+        reference_antithesis=antithesis_report(uppers, references),
     )

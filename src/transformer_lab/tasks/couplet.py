@@ -21,7 +21,7 @@ from typing import Sequence
 import torch
 
 from transformer_lab.data import BOS_ID, EOS_ID, NUM_SPECIAL_TOKENS, PAD_ID, UNK_ID, Seq2SeqBatch, Vocabulary
-from transformer_lab.data.chinese import is_level_tone, is_punctuation
+from transformer_lab.data.chinese import is_punctuation, tone_class
 from transformer_lab.data.couplet import (
     CoupletCorpus,
     load_couplets,
@@ -92,6 +92,9 @@ class CoupletConstraintConfig:
     # Nats taken from oblique-tone characters at the last position: 97.9 % of the test
     # references end on a level tone, 93.9 % of train_couplet_machine's lower lines.
     oblique_final_penalty: float = 4.0
+    # Nats taken at each position from characters of the upper character's tone class
+    # (tone opposition, 平仄相对); 0 = off.
+    tone_opposition_penalty: float = 0.0
 
 
 def _default_model() -> ModelConfig:
@@ -224,7 +227,9 @@ def build_constraints(vocabulary: Vocabulary, config: CoupletConstraintConfig) -
     tokens = vocabulary.tokens
     special = set(range(NUM_SPECIAL_TOKENS))
     punctuation = torch.tensor([index not in special and is_punctuation(token) for index, token in enumerate(tokens)])
-    level = torch.tensor([index not in special and is_level_tone(token) for index, token in enumerate(tokens)])
+    tone_classes = [None if index in special else tone_class(token) for index, token in enumerate(tokens)]
+    level = torch.tensor([tone == "level" for tone in tone_classes])  # [V]
+    oblique = torch.tensor([tone == "oblique" for tone in tone_classes])  # [V]
     return CoupletConstraints(
         punctuation,
         eos_id=EOS_ID,
@@ -235,6 +240,8 @@ def build_constraints(vocabulary: Vocabulary, config: CoupletConstraintConfig) -
         avoid_source_characters=config.avoid_source_characters,
         level_tone_mask=level,
         oblique_final_penalty=config.oblique_final_penalty,
+        oblique_tone_mask=oblique,
+        tone_opposition_penalty=config.tone_opposition_penalty,
     )
 
 

@@ -1,0 +1,62 @@
+"""The couplet rules' command-line options, shared by ``couplet`` and ``evaluate couplet``.
+
+Each option changes one field of the checkpoint's `CoupletConstraintConfig` for this
+call only; an option left out keeps the checkpoint's choice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from transformer_lab.tasks import couplet
+
+# option destination -> (the constraint field, the value it sets, or None to take the option's value)
+_CHANGES: dict[str, tuple[str, object]] = {
+    "no_mirror_repetition": ("mirror_repetition", False),
+    "allow_upper_characters": ("avoid_source_characters", False),
+    "oblique_final_penalty": ("oblique_final_penalty", None),
+    "tone_opposition_penalty": ("tone_opposition_penalty", None),
+}
+
+
+def add_constraint_arguments(parser: argparse.ArgumentParser, *, prefix: str = "") -> None:
+    """Add the rule options; `prefix` starts their help (e.g. "couplet: " on a command of several tasks)."""
+    parser.add_argument(
+        "--no-mirror-repetition", action="store_true", help=f"{prefix}do not force the upper line's repetition pattern"
+    )
+    parser.add_argument(
+        "--allow-upper-characters", action="store_true", help=f"{prefix}let the lower line reuse the upper line's characters"
+    )
+    parser.add_argument(
+        "--oblique-final-penalty", type=float, default=None,
+        help=f"{prefix}nats taken from oblique-tone final characters (0 = off)",
+    )
+    parser.add_argument(
+        "--tone-opposition-penalty", type=float, default=None,
+        help=f"{prefix}nats taken, at each position, from characters of the upper character's tone class (0 = off)",
+    )
+
+
+def given_constraint_options(arguments: argparse.Namespace) -> list[str]:
+    """The rule options this command line sets, as flags (to refuse them where they do not apply)."""
+    given = []
+    for destination, (_, fixed) in _CHANGES.items():
+        value = getattr(arguments, destination)
+        if (value is True) if fixed is not None else (value is not None):
+            given.append("--" + destination.replace("_", "-"))
+    return given
+
+
+def constraint_overrides(
+    config: couplet.CoupletConstraintConfig, arguments: argparse.Namespace
+) -> couplet.CoupletConstraintConfig:
+    """The checkpoint's constraints with the command line's changes."""
+    changes: dict[str, object] = {}
+    for destination, (field, fixed) in _CHANGES.items():
+        value = getattr(arguments, destination)
+        if fixed is not None and value is True:
+            changes[field] = fixed
+        elif fixed is None and value is not None:
+            changes[field] = value
+    return dataclasses.replace(config, **changes)
