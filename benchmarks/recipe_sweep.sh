@@ -4,7 +4,7 @@
 #
 #   benchmarks/recipe_sweep.sh DATA_DIR OUT_DIR [DEVICE] [SECONDS_PER_RUN]
 #
-# DATA_DIR holds multi30k/ and couplet/; DEVICE is "cuda" (the sweep in docs/results.md
+# DATA_DIR holds multi30k/ and couplet/; DEVICE is "cuda" (the sweep in docs/results.md#recipe-sweep
 # ran on one GPU, twelve runs at a time, each cut after SECONDS_PER_RUN) or "cpu" (then run
 # fewer at a time). Every run writes OUT_DIR/NAME/metrics.jsonl and OUT_DIR/NAME.log;
 # the summary at the end prints each run's validation BLEU per epoch.

@@ -4,8 +4,8 @@
 ``"bf16"`` where bfloat16 matrix products are fast and to ``"fp32"`` elsewhere, because the
 difference is not a few percent: on a CPU with AVX512-BF16 (AMD Zen 4, Intel Cooper Lake and
 later) a bf16 matrix product ran 2.2x the fp32 speed, while on an AVX2-only CPU (AMD Zen 3)
-torch falls back to a reference kernel about 100x slower than fp32 (docs/results.md, the
-section on precision by CPU).
+torch falls back to a reference kernel some 20x slower than fp32 (19-23x in our probe;
+docs/results.md#precision).
 
 The rule, by device:
 

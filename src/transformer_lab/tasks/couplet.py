@@ -70,12 +70,13 @@ class CoupletDataConfig:
     num_train: int = 0  # use only the first N training pairs after the split (0 = all)
     # Also train on every pair read backwards (lower -> upper), left out where its upper
     # line is a validation upper line; doubles the steps of an epoch. Off: at equal steps
-    # it scored 0.4 validation BLEU below the forward pairs alone (docs/results.md).
+    # it scored 0.4 validation BLEU below the forward pairs alone
+    # (docs/experiments/2026-11-couplets.md).
     add_reversed_pairs: bool = False
     min_frequency: int = 1  # characters seen fewer times in training read as <unk>
     # Padded tokens per batch (the longer of source/target). 2,048 rather than 4,096: twice
     # the optimizer steps at the same tokens/s, validation greedy BLEU 2.88 -> 3.41 in the
-    # same 30 epochs (docs/results.md).
+    # same 30 epochs (docs/results.md#couplets).
     max_tokens: int = 2048
     seed: int = 1234  # validation split and batch shuffling
 
@@ -98,7 +99,7 @@ class CoupletConstraintConfig:
 
 
 def _default_model() -> ModelConfig:
-    # Chosen by validation BLEU in a side-by-side sweep (docs/results.md): the aligned
+    # Chosen by validation BLEU in a side-by-side sweep (docs/results.md#recipe-sweep): the aligned
     # decoder input (the encoder's vector of the upper line's character t added to the
     # decoder's input at t) lifted validation BLEU at 2,178 steps from 0.61 to 1.60, and
     # 2+2 layers scored as 3+3 did (1.69 vs 1.60 at epoch 10) for 3/4 of the step time.
@@ -120,10 +121,11 @@ def _default_train() -> TrainConfig:
         **seq2seq.SEQ2SEQ_TRAIN_PRESET,  # validation BLEU here is greedy and constrained
         # 393 batches of ~2,000 target tokens per epoch (89,410 training pairs of ~9
         # characters), 11,790 steps in 30 epochs: 80 minutes on two quiet threads of a Zen 4
-        # EPYC in bf16, within the 90-minute CPU budget (not on an AVX2-only CPU in fp32:
-        # docs/results.md). Validation BLEU kept rising into the cool-down
-        # (docs/results.md); test beam-5 BLEU 2.06 (15 epochs) -> 2.61 (30) -> 2.82 (30
-        # epochs of 2,048-token batches).
+        # EPYC in bf16, within the 90-minute CPU budget; on one Zen 3 thread in fp32 (no
+        # bf16 instructions) about 31 steps a minute, so some six hours
+        # (docs/results.md#precision). Validation BLEU kept rising into the cool-down
+        # (docs/results.md#couplets); test beam-5 BLEU 2.06 (15 epochs) -> 2.61 (30) ->
+        # 2.82 (30 epochs of 2,048-token batches).
         epochs=30,
         cooldown_steps=2400,  # the last ~6 epochs (a fifth of the steps) settle the weights
         keep_last=2,

@@ -99,10 +99,11 @@ def _default_train() -> TrainConfig:
         # 800-step warm-up is short. After 20 epochs validation BLEU was still rising; 34
         # epochs took 76 minutes on 2 threads of a Zen 4 EPYC in bf16. On an AVX2-only CPU
         # (Zen 3 EPYC, fp32) they take longer than two hours: README "Precision and threads"
-        # and docs/results.md give the shorter schedule.
+        # and docs/results.md#translation-avx2 give the shorter schedule.
         epochs=34,
         # The last ~7 epochs decay the rate linearly: validation BLEU (greedy) after epochs
-        # 28-31 went 41.1 41.6 41.6 41.8 with it, 41.2 41.4 40.9 40.7 without (docs/results.md).
+        # 28-31 went 41.1 41.6 41.6 41.8 with it, 41.2 41.4 40.9 40.7 without
+        # (docs/experiments/2026-11-translation.md).
         cooldown_steps=800,
         keep_last=10,  # the last 10 epoch checkpoints, for checkpoint averaging
     )
