@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU build of PyTorch; see README "Installing PyTorch" for GPU machines.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup test demo bench clean
+.PHONY: setup test demo browser bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,20 @@ test: setup
 
 demo: setup
 	$(BIN)/transformer-lab demo
+
+# The browser test's Chromium and chromedriver (Debian's packages), installed when missing
+# and where we may (root and apt-get); .ci/run calls it before the tests. Without them
+# tests/serve/test_browser.py skips and says why; a failed install does not stop the tests.
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
+		echo "browser: chromium and chromedriver are installed"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "browser: installing chromium and chromium-driver from Debian"; \
+		( export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq chromium chromium-driver ) \
+			|| echo "browser: apt-get failed; the browser test will skip"; \
+	else \
+		echo "browser: chromium or chromedriver missing and not installable here (needs root and apt-get); the browser test will skip"; \
+	fi
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

@@ -1,12 +1,12 @@
 """End to end in a real browser: start ``transformer-lab serve``, translate on the page,
 see the n-best list and the attention heat-map, draw the masks.
 
-Chromium and chromedriver come from Debian (``apt-get install -y chromium chromium-driver``),
-installed here when missing; where that cannot be done the test is skipped and says why.
-Screenshots go to ``tests/artifacts/`` (ignored by git). With
+Chromium and chromedriver come from Debian; ``make browser`` installs them (``.ci/run``
+calls it). Without them the test is skipped and says why: a test installs nothing.
+Screenshots go to ``tests/artifacts/`` (ignored by git) and nowhere else. With
 ``TRANSFORMER_LAB_SERVE_CHECKPOINT=runs/NAME`` the page serves that checkpoint instead of
-the tiny one trained for the tests, and the screenshot is also written to
-``docs/figures/serve.png`` (the README's picture).
+the tiny one trained for the tests; the README's picture is that screenshot, copied by
+hand: ``cp tests/artifacts/serve-translation.png docs/figures/serve.png``.
 """
 
 from __future__ import annotations
@@ -37,11 +37,9 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPOSITORY / "tests" / "artifacts"
-README_FIGURE = REPOSITORY / "docs" / "figures" / "serve.png"
 CHECKPOINT_VARIABLE = "TRANSFORMER_LAB_SERVE_CHECKPOINT"
 NAME = "translation"
 SENTENCE = "Ein Hund spielt mit einem roten Ball im Park."
-APT_PACKAGES = ["chromium", "chromium-driver"]
 # Generous: on a loaded 2-core machine starting Python, torch and uvicorn can take minutes.
 SERVER_START_SECONDS = 300
 PAGE_WAIT_SECONDS = 120
@@ -60,32 +58,11 @@ def find_chromium() -> tuple[str, str] | None:
     return (browser, driver) if browser and driver else None
 
 
-def install_chromium() -> str:
-    """Install Debian's packages; returns why not, or "" when apt-get succeeded."""
-    if shutil.which("apt-get") is None:
-        return "there is no apt-get on this machine"
-    if os.geteuid() != 0:
-        return "apt-get needs root and this test is not running as root"
-    environment = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    nice = ["nice", "-n", "19"] if shutil.which("nice") else []
-    for command in (["apt-get", "update"], ["apt-get", "install", "-y", *APT_PACKAGES]):
-        try:
-            done = subprocess.run([*nice, *command], env=environment, capture_output=True, text=True, timeout=1800)
-        except subprocess.TimeoutExpired:
-            return f"'{' '.join(command)}' took over 30 minutes"
-        if done.returncode != 0:
-            return f"'{' '.join(command)}' failed: {(done.stderr or done.stdout).strip()[-300:]}"
-    return ""
-
-
 @pytest.fixture(scope="module")
 def chromium() -> tuple[str, str]:
     found = find_chromium()
     if found is None:
-        reason = install_chromium()
-        found = find_chromium()
-        if found is None:
-            pytest.skip(f"Chromium and chromedriver are missing and could not be installed ({reason or 'not found after apt-get'})")
+        pytest.skip("Chromium or chromedriver is missing: run `make browser` (Debian's chromium and chromium-driver)")
     return found
 
 
@@ -190,9 +167,6 @@ def test_translate_on_the_page_shows_the_nbest_and_the_heatmap(browser: WebDrive
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(ARTIFACTS / "serve-translation.png"))
-    if os.environ.get(CHECKPOINT_VARIABLE):
-        README_FIGURE.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ARTIFACTS / "serve-translation.png", README_FIGURE)
 
 
 def test_masks_tab_draws_the_four_masks_of_each_sentence(browser: WebDriver, server_url: str) -> None:
