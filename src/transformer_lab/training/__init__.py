@@ -24,6 +24,7 @@ from .config import TrainConfig
 from .config_io import apply_overrides, config_from_dict, config_to_dict
 from .distributed import DataParallel, data_shard, is_main_process, launch_from_environment
 from .losses import LabelSmoothingLoss, label_smoothed_cross_entropy
+from .optimization import OptimizerFactory, ScheduleFactory
 from .schedule import build_noam_scheduler, build_optimizer, cooldown_multiplier, noam_lr
 from .trainer import Trainer, TrainingDivergedError
 
@@ -33,6 +34,8 @@ __all__ = [
     "TRAINER_STATE_FILE",
     "DataParallel",
     "LabelSmoothingLoss",
+    "OptimizerFactory",
+    "ScheduleFactory",
     "TrainConfig",
     "Trainer",
     "TrainingDivergedError",

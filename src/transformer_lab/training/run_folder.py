@@ -8,9 +8,10 @@ A run folder holds ``metrics.jsonl``, ``last/``, ``best/`` and ``step-NNNNNN/`` 
   its log; a new run starts there and keeps that log aside, named, so that neither
   ``train`` nor ``train --resume`` is stuck. The folder must be writable before the first
   step, not at the first save, minutes or hours in.
-- **Pruning.** An old ``step-N/`` is renamed to ``.step-N.pruned`` first and deleted
-  after: a kill during the deletion leaves a hidden leftover, never a partial folder under
-  a checkpoint's name.
+- **Pruning.** Only the ``keep_last`` newest ``step-N/`` stay
+  (:func:`prune_step_checkpoints`). An old one is renamed to ``.step-N.pruned`` first and
+  deleted after: a kill during the deletion leaves a hidden leftover, never a partial
+  folder under a checkpoint's name.
 - **After a crash.** :func:`remove_pruned_leftovers` deletes such leftovers, naming them;
   the trainer calls it when it starts.
 """
@@ -32,6 +33,7 @@ METRICS_FILE = "metrics.jsonl"
 _PRUNED_SUFFIX = ".pruned"
 _CHECKPOINT_NAME = r"(last|best|step-\d+)"
 CHECKPOINT_FOLDERS = re.compile(rf"^{_CHECKPOINT_NAME}$")
+_STEP_FOLDER = re.compile(r"^step-(\d+)$")
 # A save's old folder renamed aside: a complete checkpoint (recover_interrupted_save).
 _ASIDE_FOLDERS = re.compile(rf"^\.{_CHECKPOINT_NAME}{re.escape(ASIDE_MARK)}")
 # What save_checkpoint and pruning leave while they work (.last.tmp-XXXX, .best.old-XXXX, .step-000010.pruned).
@@ -136,6 +138,25 @@ def prune_folder(path: Path) -> None:
         _delete_tree(doomed)
     os.rename(path, doomed)
     _delete_tree(doomed)
+
+
+def step_folder_name(step: int) -> str:
+    """The name of the checkpoint folder of optimizer step ``step``: ``step-000123``."""
+    return f"step-{step:06d}"
+
+
+def prune_step_checkpoints(out_dir: Path, keep_last: int) -> list[str]:
+    """Delete all but the ``keep_last`` newest ``step-N/`` folders of ``out_dir`` (newest by N); return the deleted names."""
+    steps = []
+    for path in out_dir.iterdir():
+        match = _STEP_FOLDER.match(path.name)
+        if match and path.is_dir():
+            steps.append((int(match.group(1)), path))
+    steps.sort()
+    doomed = [path for _, path in steps[: max(len(steps) - keep_last, 0)]]
+    for path in doomed:
+        prune_folder(path)
+    return [path.name for path in doomed]
 
 
 def remove_pruned_leftovers(out_dir: Path) -> list[str]:

@@ -20,10 +20,11 @@ the mean over all their tokens when the batches hold equally many tokens (token-
 batches are close to that). A group cut short by the end of an epoch, or by a skipped
 non-finite batch, has its gradient rescaled to the same mean over the batches it has.
 
-The learning rate follows the Noam schedule (``schedule.py``); with ``cooldown_steps`` its
-last steps fall linearly towards 0. The run's length for that is ``max_steps``, or
-``epochs`` times the batches of ``train_batches(0)`` (divided by ``grad_accum_steps``),
-whichever ends first.
+The optimizer and schedule come from ``optimizer_factory`` and ``schedule_factory``
+(``optimization.py``); by default Adam and the Noam schedule (``schedule.py``), whose last
+``cooldown_steps`` steps fall linearly towards 0. The run's length for that is
+``max_steps``, or ``epochs`` times the batches of ``train_batches(0)`` (divided by
+``grad_accum_steps``), whichever ends first.
 
 Files under ``out_dir``::
 
@@ -35,13 +36,15 @@ Files under ``out_dir``::
     step-000123/     the keep_last newest step checkpoints (if keep_last > 0)
     best/            the checkpoint with the best best_metric so far
 
+(the log is written by ``metrics_log.py``, the step folders rotated by ``run_folder.py``).
+
 Evaluation (and checkpointing) happens every ``eval_every_steps`` optimizer steps, or at the
 end of each epoch when that is 0, and once more at the end of :meth:`Trainer.fit` if the
 last step was not evaluated yet.
 
 Resume: ``Trainer(..., resume=True)`` loads ``out_dir/last``: weights, optimizer, schedule,
-step, epoch, position in the epoch, best value, and the random states of torch (and CUDA)
-and Python's ``random`` (NumPy's is not saved: this package does not use it). :meth:`fit`
+step, epoch, position in the epoch, best value, the loss window of the next log row
+(``loss_window.py``) and the random states (``rng_state.py``). :meth:`fit`
 then restores the random states, calls ``train_batches(epoch)`` and skips the batches
 already done. Since checkpoints are only written right after an optimizer step (no
 gradient pending), the resumed run takes exactly the steps the uninterrupted one would, and
@@ -69,8 +72,6 @@ import json
 import logging
 import math
 import os
-import random
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -93,9 +94,17 @@ from .checkpoint import (
 from .config import TrainConfig
 from .config_io import config_to_dict
 from .distributed import DataParallel
+from .loss_window import LossWindow
+from .metrics_log import MetricsLog
+from .optimization import (
+    OptimizerFactory,
+    ScheduleFactory,
+    build_optimization,
+    check_same_optimizer,
+)
 from .resume_state import check_trainer_state
-from .run_folder import METRICS_FILE, prune_folder, remove_pruned_leftovers
-from .schedule import build_noam_scheduler, build_optimizer
+from .rng_state import RandomState, isolated_rng, seed_all
+from .run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_folder_name
 
 __all__ = ["Trainer", "TrainingDivergedError"]
 
@@ -103,7 +112,6 @@ logger = logging.getLogger(__name__)
 
 LAST_FOLDER = "last"
 BEST_FOLDER = "best"
-_STEP_FOLDER_PATTERN = re.compile(r"^step-(\d+)$")
 _STATE_FORMAT_VERSION = 1
 # Config fields whose change between a run and its resume changes the trajectory.
 _TRAJECTORY_FIELDS = (
@@ -129,7 +137,7 @@ def _model_device(model: nn.Module) -> torch.device:
 
 
 class Trainer:
-    """Train ``model`` with Adam, the Noam schedule, clipping, accumulation and checkpoints.
+    """Train ``model`` with an optimizer and schedule (Adam and Noam by default), clipping, accumulation and checkpoints.
 
     Args:
         model: the model to train; moved to ``config.device``.
@@ -137,7 +145,8 @@ class Trainer:
         out_dir: folder for ``metrics.jsonl`` and the checkpoints (created if needed).
         loss_fn: ``loss_fn(model, batch)`` -> scalar tensor, mean over the batch's tokens.
         train_batches: ``train_batches(epoch)`` -> the batches of that epoch, deterministic.
-        d_model: the model width, which scales the Noam schedule.
+        d_model: the model width, which scales the default Noam schedule; needed only
+            without ``schedule_factory``.
         evaluate_fn: ``evaluate_fn(model)`` -> metrics; must contain
             ``config.best_metric`` for ``best/`` to be kept. None: no evaluation.
         count_tokens: ``count_tokens(batch)`` -> the tokens ``loss_fn`` averages over, for
@@ -146,6 +155,11 @@ class Trainer:
             caller's resolved config, model included). None: ``{"train": <config>}``.
         extra_files: files written into every checkpoint (name -> bytes or str).
         resume: load ``out_dir/last`` and continue from it (see the module docstring).
+        optimizer_factory: ``optimizer_factory(parameters)`` -> the optimizer of the
+            parameters to train. None: Adam with the paper's betas and eps.
+        schedule_factory: ``schedule_factory(optimizer)`` -> the schedule, stepped after
+            each optimizer step. None: the Noam schedule of ``config`` and ``d_model``.
+            With one, ``config.cooldown_steps`` must be 0 (build the cool-down into it).
     """
 
     def __init__(
@@ -156,12 +170,14 @@ class Trainer:
         loss_fn: Callable[[nn.Module, Any], torch.Tensor],
         train_batches: Callable[[int], Iterable[Any]],
         *,
-        d_model: int,
+        d_model: int | None = None,
         evaluate_fn: Callable[[nn.Module], Mapping[str, float]] | None = None,
         count_tokens: Callable[[Any], int] | None = None,
         checkpoint_config: Mapping[str, Any] | None = None,
         extra_files: Mapping[str, bytes | str] | None = None,
         resume: bool = False,
+        optimizer_factory: OptimizerFactory | None = None,
+        schedule_factory: ScheduleFactory | None = None,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise ValueError(f"model: expected an nn.Module, got {type(model).__name__}")
@@ -172,6 +188,8 @@ class Trainer:
             ("train_batches", train_batches),
             ("evaluate_fn", evaluate_fn),
             ("count_tokens", count_tokens),
+            ("optimizer_factory", optimizer_factory),
+            ("schedule_factory", schedule_factory),
         ):
             if function is not None and not callable(function):
                 raise ValueError(f"{name}: expected a callable, got {type(function).__name__}")
@@ -203,14 +221,13 @@ class Trainer:
         self._parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
         if not self._parameters:
             raise ValueError("model: expected at least one parameter with requires_grad=True, got none")
-        self.optimizer = build_optimizer(self._parameters)
-        self.scheduler = build_noam_scheduler(
-            self.optimizer,
-            d_model,
-            config.warmup_steps,
-            config.lr_factor,
-            total_steps=self._planned_steps() if config.cooldown_steps else 0,
-            cooldown_steps=config.cooldown_steps,
+        self.optimizer, self.scheduler = build_optimization(
+            self._parameters,
+            config,
+            train_batches,
+            d_model=d_model,
+            optimizer_factory=optimizer_factory,
+            schedule_factory=schedule_factory,
         )
         # DDP shares the parameters above (after copying rank 0's values into them).
         self.model = self._distributed.wrap(model)
@@ -222,51 +239,18 @@ class Trainer:
         self.best_value: float | None = None
         self.last_metrics: dict[str, float] = {}
         self._consecutive_nonfinite = 0
-        self._window_loss_sum = 0.0
-        self._window_loss_count = 0
-        self._window_tokens = 0
-        self._window_start = time.perf_counter()
-        self._last_train_loss: float | None = None
-        self._last_lr = self.optimizer.param_groups[0]["lr"]
-        self._last_grad_norm: float | None = None
+        self._window = LossWindow(lr=self.optimizer.param_groups[0]["lr"])
+        self._metrics_log = MetricsLog(self.out_dir)
         self._last_checkpoint_step: int | None = None
         # Random states to apply when fit() starts, not now, so that whatever the caller
         # does between construction and fit() cannot shift them.
-        self._pending_rng_state: dict[str, Any] | None = None
+        self._pending_rng_state: RandomState | None = None
         self._started = False
         self._resumed = False
         if self._is_main_process:
             remove_pruned_leftovers(self.out_dir)
         if resume:
             self._load_resume_state(self.out_dir / LAST_FOLDER)
-
-    def _planned_steps(self) -> int:
-        """The run's optimizer steps: max_steps, or fewer if the epochs end first.
-
-        An epoch's steps are counted on epoch 0's batches (token-budget batches of a
-        reshuffled epoch differ by a batch or two at most, and the cool-down's end only
-        needs to be close).
-        """
-        steps_by_epochs = 0
-        if self.config.epochs:
-            try:
-                batches = len(self.train_batches(0))  # type: ignore[arg-type]
-            except TypeError:
-                if not self.config.max_steps:
-                    raise ValueError(
-                        "cooldown_steps: needs the run's length, from max_steps or from "
-                        "train_batches(epoch) with a len(); got neither"
-                    ) from None
-            else:
-                steps_by_epochs = self.config.epochs * math.ceil(batches / self.config.grad_accum_steps)
-        limits = [limit for limit in (self.config.max_steps, steps_by_epochs) if limit > 0]
-        planned = min(limits) if limits else 0
-        if planned < self.config.cooldown_steps:
-            raise ValueError(
-                f"cooldown_steps: expected at most the run's {planned} optimizer steps, got "
-                f"{self.config.cooldown_steps} (lower it, or 0 for no cool-down)"
-            )
-        return planned
 
     # -- the seam for DistributedDataParallel ---------------------------------------------
 
@@ -298,19 +282,17 @@ class Trainer:
         """
         start_time = time.perf_counter()
         if self._pending_rng_state is not None:
-            self._restore_rng_state(self._pending_rng_state)
+            self._pending_rng_state.restore(self.device)
             self._pending_rng_state = None
         elif not self._started:
-            random.seed(self.config.seed + self._distributed.rank)
-            torch.manual_seed(self.config.seed + self._distributed.rank)
+            seed_all(self.config.seed + self._distributed.rank)
         self._started = True
         if self._is_main_process:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             if self._resumed:
-                self._truncate_metrics_log(self.global_step)
+                self._metrics_log.truncate_after(self.global_step)
                 self._resumed = False
-        self._window_start = time.perf_counter()
-        self._window_tokens = 0
+        self._window.restart_clock()
         self.model.train()
         if self.device.type == "cpu":
             logger.info("training on the CPU, %d thread(s), precision %s", torch.get_num_threads(), self.config.precision)
@@ -325,11 +307,6 @@ class Trainer:
         if self._last_checkpoint_step != self.global_step:
             self._evaluate_and_save()
         wall_seconds = time.perf_counter() - start_time
-        final_train_loss = (
-            self._window_loss_sum / self._window_loss_count
-            if self._window_loss_count
-            else self._last_train_loss
-        )
         logger.info(
             "training stopped (%s) at step %d after %.1f s", stopped_by, self.global_step, wall_seconds
         )
@@ -337,7 +314,7 @@ class Trainer:
             "steps": self.global_step,
             "epochs_completed": self.epoch,
             "stopped_by": stopped_by,
-            "final_train_loss": final_train_loss,
+            "final_train_loss": self._window.mean_loss(),
             "final_metrics": dict(self.last_metrics),
             "best_metric": self.config.best_metric,
             "best_value": self.best_value,
@@ -354,7 +331,7 @@ class Trainer:
         was_training = self.model.training
         self.model.eval()
         try:
-            with self._isolated_rng(), torch.no_grad(), self._autocast():
+            with isolated_rng(self.device), torch.no_grad(), self._autocast():
                 metrics = self.evaluate_fn(self._unwrapped_model)
         finally:
             self.model.train(was_training)
@@ -454,9 +431,9 @@ class Trainer:
         # The loss of the global batch under DDP (the same on all ranks), else this one's.
         tokens = int(self.count_tokens(batch)) if self.count_tokens is not None else None
         batch_loss = self._distributed.reduce_batch_loss(loss, tokens)
-        self._window_tokens += batch_loss.tokens
         loss_value = batch_loss.value
         if not math.isfinite(loss_value):
+            self._window.add(batch_loss.tokens)  # computed, so it counts towards the speed
             self._note_nonfinite(
                 f"loss {loss_value} at epoch {self.epoch}, batch {self.batch_index - 1}; "
                 "batch skipped"
@@ -465,8 +442,7 @@ class Trainer:
         if batch_loss.weight != 1.0:
             loss = loss * batch_loss.weight  # this rank's share of the global per-token mean
         (loss.float().reshape(()) / self.config.grad_accum_steps).backward()
-        self._window_loss_sum += loss_value
-        self._window_loss_count += 1
+        self._window.add(batch_loss.tokens, loss_value)
         return True
 
     def _optimizer_step(self, contributed: int) -> bool:
@@ -490,8 +466,7 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             self._note_nonfinite(f"gradient norm {grad_norm} at step {self.global_step + 1}; step skipped")
             return False
-        self._last_lr = self.optimizer.param_groups[0]["lr"]
-        self._last_grad_norm = grad_norm
+        self._window.record_step(self.optimizer.param_groups[0]["lr"], grad_norm)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -513,67 +488,25 @@ class Trainer:
     def _after_step(self, bar: tqdm) -> None:
         """Log, evaluate and save as due after optimizer step ``global_step``."""
         step = self.global_step
-        tokens_per_second = self._tokens_per_second()
+        # Measured before a logged row closes the window, so the bar shows its speed.
+        tokens_per_second = self._window.tokens_per_second()
         if step % self.config.log_every_steps == 0:
-            self._log_train_window()
-        postfix = {"step": step, "lr": f"{self._last_lr:.2e}"}
-        if self._window_loss_count:
-            postfix["loss"] = f"{self._window_loss_sum / self._window_loss_count:.4f}"
-        elif self._last_train_loss is not None:
-            postfix["loss"] = f"{self._last_train_loss:.4f}"
+            line = self._window.close()
+            if line is not None:
+                self._write_metrics_row({"event": "train", "step": step, "epoch": self.epoch, **dataclasses.asdict(line)})
+        postfix = {"step": step, "lr": f"{self._window.lr:.2e}"}
+        loss = self._window.mean_loss()
+        if loss is not None:
+            postfix["loss"] = f"{loss:.4f}"
         if self.count_tokens is not None:
             postfix["tok/s"] = f"{tokens_per_second:.0f}"
         bar.set_postfix(postfix, refresh=False)
         if self.config.eval_every_steps and step % self.config.eval_every_steps == 0:
             self._evaluate_and_save()
 
-    def _tokens_per_second(self) -> float:
-        elapsed = time.perf_counter() - self._window_start
-        return self._window_tokens / elapsed if elapsed > 0 else 0.0
-
-    def _log_train_window(self) -> None:
-        if self._window_loss_count == 0:
-            return
-        self._last_train_loss = self._window_loss_sum / self._window_loss_count
-        self._write_metrics_row(
-            {
-                "event": "train",
-                "step": self.global_step,
-                "epoch": self.epoch,
-                "train_loss": self._last_train_loss,
-                "lr": self._last_lr,
-                "grad_norm": self._last_grad_norm,
-                "tokens_per_second": self._tokens_per_second(),
-            }
-        )
-        self._window_loss_sum = 0.0
-        self._window_loss_count = 0
-        self._window_tokens = 0
-        self._window_start = time.perf_counter()
-
     def _write_metrics_row(self, row: dict[str, Any]) -> None:
-        if not self._is_main_process:
-            return
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.out_dir / METRICS_FILE, "a", encoding="utf-8") as file:
-            file.write(json.dumps(row) + "\n")
-
-    def _truncate_metrics_log(self, step: int) -> None:
-        """Drop rows after ``step``: the resumed run writes them again."""
-        path = self.out_dir / METRICS_FILE
-        if not path.is_file():
-            return
-        kept = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by the crash
-            if isinstance(row, dict) and row.get("step", 0) <= step:
-                kept.append(line)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-        os.replace(temporary, path)
+        if self._is_main_process:
+            self._metrics_log.append(row)
 
     # -- evaluation and checkpoints -------------------------------------------------------
 
@@ -616,7 +549,7 @@ class Trainer:
         The first folder is serialised; the others are hard-linked copies of it. Under DDP
         rank 0 writes, with every rank's random state, while the others wait.
         """
-        rng_by_rank = self._distributed.gather_on_main(self._rng_state())
+        rng_by_rank = self._distributed.gather_on_main(RandomState.capture(self.device).to_dict())
         if self._is_main_process:
             self._write_checkpoints(improved, rng_by_rank)
         self._distributed.barrier()
@@ -626,7 +559,7 @@ class Trainer:
         if improved:
             targets.append(self.out_dir / BEST_FOLDER)
         if self.config.keep_last > 0:
-            targets.append(self.out_dir / f"step-{self.global_step:06d}")
+            targets.append(self.out_dir / step_folder_name(self.global_step))
         targets.append(self.out_dir / LAST_FOLDER)
         save_checkpoint(
             targets[0],
@@ -637,18 +570,7 @@ class Trainer:
         )
         for target in targets[1:]:
             copy_checkpoint(targets[0], target)
-        self._prune_step_checkpoints()
-
-    def _prune_step_checkpoints(self) -> None:
-        steps = []
-        for path in self.out_dir.iterdir():
-            match = _STEP_FOLDER_PATTERN.match(path.name)
-            if match and path.is_dir():
-                steps.append((int(match.group(1)), path))
-        steps.sort()
-        keep = self.config.keep_last
-        for _, path in steps[: max(len(steps) - keep, 0)]:
-            prune_folder(path)
+        prune_step_checkpoints(self.out_dir, self.config.keep_last)
 
     def _trainer_state(self, rng_by_rank: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         state = {
@@ -660,12 +582,12 @@ class Trainer:
             "best_value": self.best_value,
             "last_metrics": dict(self.last_metrics),
             "consecutive_nonfinite": self._consecutive_nonfinite,
-            "window_loss_sum": self._window_loss_sum,
-            "window_loss_count": self._window_loss_count,
-            "last_train_loss": self._last_train_loss,
+            "window_loss_sum": self._window.loss_sum,
+            "window_loss_count": self._window.loss_count,
+            "last_train_loss": self._window.last_loss,
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
-            "rng": self._rng_state(),
+            "rng": RandomState.capture(self.device).to_dict(),
             "train_config": config_to_dict(self.config),
         }
         if rng_by_rank is not None:
@@ -687,6 +609,7 @@ class Trainer:
             )
         # Everything is checked before anything (weights, optimizer, the metrics log) changes.
         check_trainer_state(state, folder / TRAINER_STATE_FILE, self.optimizer, self.scheduler)
+        check_same_optimizer(state["optimizer"], self.optimizer, folder / TRAINER_STATE_FILE)
         load_model_weights(folder, self._unwrapped_model)
         # Optimizer.load_state_dict moves the moments onto each parameter's device.
         self.optimizer.load_state_dict(state["optimizer"])
@@ -696,10 +619,10 @@ class Trainer:
         self.batch_index = int(state["batch_index"])
         self.last_metrics = dict(state.get("last_metrics", {}))
         self._consecutive_nonfinite = int(state.get("consecutive_nonfinite", 0))
-        self._window_loss_sum = float(state.get("window_loss_sum", 0.0))
-        self._window_loss_count = int(state.get("window_loss_count", 0))
-        self._last_train_loss = state.get("last_train_loss")
-        self._last_lr = self.optimizer.param_groups[0]["lr"]
+        self._window.loss_sum = float(state.get("window_loss_sum", 0.0))
+        self._window.loss_count = int(state.get("window_loss_count", 0))
+        self._window.last_loss = state.get("last_train_loss")
+        self._window.lr = self.optimizer.param_groups[0]["lr"]
         if state.get("best_metric") == self.config.best_metric:
             self.best_value = state.get("best_value")
         else:
@@ -720,7 +643,7 @@ class Trainer:
                 "uninterrupted one: %s",
                 "; ".join(changed),
             )
-        self._pending_rng_state = self._distributed.rank_state(state["rng"], state.get("rng_by_rank"))
+        self._pending_rng_state = RandomState.from_dict(self._distributed.rank_state(state["rng"], state.get("rng_by_rank")))
         self._last_checkpoint_step = self.global_step
         self._started = True
         self._resumed = True
@@ -731,38 +654,3 @@ class Trainer:
             self.epoch,
             self.batch_index,
         )
-
-    # -- random states --------------------------------------------------------------------
-
-    def _rng_state(self) -> dict[str, Any]:
-        version, internal_state, gauss_next = random.getstate()
-        state: dict[str, Any] = {
-            "torch": torch.get_rng_state(),
-            # Python's state as plain lists, so that weights_only loading accepts it.
-            "python": [version, list(internal_state), gauss_next],
-        }
-        if self.device.type == "cuda":
-            state["cuda"] = torch.cuda.get_rng_state(self.device)
-        return state
-
-    def _restore_rng_state(self, state: Mapping[str, Any]) -> None:
-        torch.set_rng_state(state["torch"].cpu())
-        version, internal_state, gauss_next = state["python"]
-        random.setstate((version, tuple(internal_state), gauss_next))
-        if self.device.type == "cuda" and "cuda" in state:
-            torch.cuda.set_rng_state(state["cuda"].cpu(), self.device)
-
-    @contextlib.contextmanager
-    def _isolated_rng(self) -> Iterator[None]:
-        """Run a block with torch's and Python's random states restored afterwards."""
-        python_state = random.getstate()
-        devices = []
-        if self.device.type == "cuda":
-            index = self.device.index
-            devices = [index if index is not None else torch.cuda.current_device()]
-        try:
-            with torch.random.fork_rng(devices=devices):
-                yield
-        finally:
-            random.setstate(python_state)
-

@@ -1,0 +1,56 @@
+"""``metrics.jsonl``: the run's log, one JSON object a line, appended as training goes.
+
+Rows are ``{"event": "train" | "eval", "step": ..., ...}`` (see ``trainer``). A resumed run
+repeats the steps after its checkpoint, so :meth:`MetricsLog.truncate_after` drops their
+rows first: the log of a run interrupted and resumed reads like an uninterrupted one's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from .run_folder import METRICS_FILE
+
+__all__ = ["MetricsLog"]
+
+
+class MetricsLog:
+    """Appends rows to ``out_dir/metrics.jsonl`` and cuts it back to a step on resume.
+
+    Args:
+        out_dir: the run folder; created at the first write if needed.
+    """
+
+    def __init__(self, out_dir: str | os.PathLike[str]) -> None:
+        self.path = Path(out_dir) / METRICS_FILE
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        """Write ``row`` as one JSON line at the end of the log."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Opened per row, so that each line reaches the file when it is logged and a
+        # crash loses at most the line being written.
+        with open(self.path, "a", encoding="utf-8") as file:
+            file.write(json.dumps(dict(row)) + "\n")
+
+    def truncate_after(self, step: int) -> None:
+        """Drop the rows of steps after ``step``, and lines a crash cut short; keep the rest.
+
+        The log is rewritten under a temporary name and renamed, so a crash during this
+        leaves the old log or the new one, never part of it. No log: nothing to do.
+        """
+        if not self.path.is_file():
+            return
+        kept = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by the crash
+            if isinstance(row, dict) and row.get("step", 0) <= step:
+                kept.append(line)
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        temporary.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        os.replace(temporary, self.path)

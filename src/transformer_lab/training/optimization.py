@@ -1,0 +1,154 @@
+"""How the Trainer gets its optimizer and learning-rate schedule: builders passed in, the paper's by default.
+
+The Trainer collects the parameters to train and calls an :data:`OptimizerFactory` on
+them, then a :data:`ScheduleFactory` on the optimizer; the schedule is stepped once per
+optimizer step. Without factories it builds the paper's: Adam with betas (0.9, 0.98) and
+eps 1e-9 (:func:`~transformer_lab.training.schedule.build_optimizer`) and the Noam
+schedule of :mod:`~transformer_lab.training.schedule`, with the config's ``warmup_steps``,
+``lr_factor`` and ``cooldown_steps`` (:func:`noam_schedule_factory`).
+
+Both states go into ``trainer_state.pt`` as ``state_dict()``s, so a resumed run must build
+the same kind of optimizer and schedule: :func:`check_same_optimizer` refuses another kind
+before anything is loaded.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LRScheduler
+
+from .config import TrainConfig
+from .schedule import build_noam_scheduler, build_optimizer
+
+__all__ = [
+    "OptimizerFactory",
+    "ScheduleFactory",
+    "build_optimization",
+    "check_same_optimizer",
+    "noam_schedule_factory",
+    "planned_optimizer_steps",
+]
+
+OptimizerFactory = Callable[[list[nn.Parameter]], Optimizer]
+ScheduleFactory = Callable[[Optimizer], LRScheduler]
+
+
+def planned_optimizer_steps(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> int:
+    """The run's optimizer steps: ``max_steps``, or fewer if the epochs end first (0: unbounded).
+
+    An epoch's steps are counted on epoch 0's batches (token-budget batches of a
+    reshuffled epoch differ by a batch or two at most, and the cool-down's end only needs
+    to be close). Raises a ``ValueError`` if the run is shorter than ``cooldown_steps``.
+    """
+    steps_by_epochs = 0
+    if config.epochs:
+        try:
+            batches = len(train_batches(0))  # type: ignore[arg-type]
+        except TypeError:
+            if not config.max_steps:
+                raise ValueError(
+                    "cooldown_steps: needs the run's length, from max_steps or from "
+                    "train_batches(epoch) with a len(); got neither"
+                ) from None
+        else:
+            steps_by_epochs = config.epochs * math.ceil(batches / config.grad_accum_steps)
+    limits = [limit for limit in (config.max_steps, steps_by_epochs) if limit > 0]
+    planned = min(limits) if limits else 0
+    if planned < config.cooldown_steps:
+        raise ValueError(
+            f"cooldown_steps: expected at most the run's {planned} optimizer steps, got "
+            f"{config.cooldown_steps} (lower it, or 0 for no cool-down)"
+        )
+    return planned
+
+
+def noam_schedule_factory(
+    config: TrainConfig, d_model: int, train_batches: Callable[[int], Iterable[Any]]
+) -> ScheduleFactory:
+    """The default schedule: Noam with ``config``'s warm-up and factor, and its cool-down if any.
+
+    The run's length, which only the cool-down needs, is worked out now, so that a
+    cool-down longer than the run fails when the Trainer is built, not when it ends.
+    """
+    total_steps = planned_optimizer_steps(config, train_batches) if config.cooldown_steps else 0
+    return functools.partial(
+        build_noam_scheduler,
+        d_model=d_model,
+        warmup_steps=config.warmup_steps,
+        factor=config.lr_factor,
+        total_steps=total_steps,
+        cooldown_steps=config.cooldown_steps,
+    )
+
+
+def build_optimization(
+    parameters: list[nn.Parameter],
+    config: TrainConfig,
+    train_batches: Callable[[int], Iterable[Any]],
+    *,
+    d_model: int | None,
+    optimizer_factory: OptimizerFactory | None = None,
+    schedule_factory: ScheduleFactory | None = None,
+) -> tuple[Optimizer, LRScheduler]:
+    """The optimizer of ``parameters`` and its schedule, from the factories or the defaults.
+
+    None for ``optimizer_factory``: Adam with the paper's settings; None for
+    ``schedule_factory``: :func:`noam_schedule_factory`, which needs ``d_model``. A custom
+    schedule requires ``config.cooldown_steps == 0``, since the cool-down is the default's.
+    Raises a ``ValueError`` naming the argument when a factory returns something else than
+    an optimizer, or a schedule that drives another optimizer than the one it was given.
+    """
+    if schedule_factory is None:
+        if d_model is None:
+            raise ValueError("d_model: expected the model width for the default Noam schedule, got None")
+        schedule_factory = noam_schedule_factory(config, d_model, train_batches)
+    elif config.cooldown_steps:
+        raise ValueError(
+            f"cooldown_steps: expected 0 with a schedule_factory (the cool-down belongs to the default "
+            f"Noam schedule; build it into yours), got {config.cooldown_steps}"
+        )
+    optimizer = (optimizer_factory or build_optimizer)(parameters)
+    if not isinstance(optimizer, Optimizer):
+        raise ValueError(f"optimizer_factory: expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    scheduler = schedule_factory(optimizer)
+    if not isinstance(scheduler, LRScheduler):
+        raise ValueError(
+            f"schedule_factory: expected a torch.optim.lr_scheduler.LRScheduler, got {type(scheduler).__name__}"
+        )
+    if scheduler.optimizer is not optimizer:
+        raise ValueError("schedule_factory: expected a schedule of the optimizer it was given, got one of another optimizer")
+    return optimizer, scheduler
+
+
+def check_same_optimizer(saved: Mapping[str, Any], optimizer: Optimizer, file: Path) -> None:
+    """Raise a ``ValueError`` naming ``file`` if ``saved`` is the state of another kind of optimizer.
+
+    A state_dict does not name its class; the hyperparameters of its groups tell the kind
+    apart (Adam's ``betas``, SGD's ``momentum``). Only names this optimizer lacks count:
+    a newer torch adds options to an optimizer, so an older checkpoint may hold fewer.
+    Without the check, Adam's state loads into SGD and the first step fails with a
+    ``KeyError`` deep inside torch.
+    """
+    # Called after check_trainer_state, which has refused a state without a list of groups.
+    foreign = _hyperparameter_names(saved["param_groups"]) - _hyperparameter_names(optimizer.param_groups)
+    if foreign:
+        raise ValueError(
+            f"{file}: optimizer: expected an optimizer state of type {type(optimizer).__name__} (the optimizer "
+            f"this run builds), got one with hyperparameters {sorted(foreign)} that it lacks; resume with the "
+            "optimizer and schedule the run was started with"
+        )
+
+
+def _hyperparameter_names(groups: Iterable[Any]) -> set[str]:
+    names: set[str] = set()
+    for group in groups:
+        if isinstance(group, Mapping):
+            names.update(str(name) for name in group if name != "params")
+    return names

@@ -1,0 +1,124 @@
+"""Optimizer and schedule factories: the Trainer uses what it is given, and Adam + Noam without them."""
+
+import pytest
+import torch
+from torch import nn
+
+from transformer_lab.training import LabelSmoothingLoss, TrainConfig, Trainer, load_trainer_state, noam_lr
+from transformer_lab.training.optimization import build_optimization, planned_optimizer_steps
+
+D_MODEL = 8
+VOCABULARY_SIZE = 7
+
+
+def make_model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Embedding(VOCABULARY_SIZE, D_MODEL), nn.Linear(D_MODEL, VOCABULARY_SIZE))
+
+
+BATCH = torch.tensor([[1, 2, 3, 4], [4, 5, 6, 1]])
+smoothed_loss = LabelSmoothingLoss(smoothing=0.1, ignore_index=0)
+
+
+def loss_fn(model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
+    return smoothed_loss(model(batch), batch % (VOCABULARY_SIZE - 1) + 1)
+
+
+def config(**changes) -> TrainConfig:
+    # One step on one batch, no clipping: the update is the optimizer's alone.
+    settings = dict(max_steps=1, epochs=0, warmup_steps=4, clip_grad_norm=0.0, keep_last=0, log_every_steps=1,
+                    progress_bar=False)
+    settings.update(changes)
+    return TrainConfig(**settings)
+
+
+def sgd(parameters):
+    return torch.optim.SGD(parameters, lr=0.1)
+
+
+def constant_rate(optimizer):
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda completed_steps: 1.0)
+
+
+def one_step(tmp_path, name, **factories) -> tuple[nn.Module, Trainer]:
+    model = make_model()
+    trainer = Trainer(model, config(), tmp_path / name, loss_fn, lambda epoch: [BATCH], d_model=D_MODEL, **factories)
+    trainer.fit()
+    return model, trainer
+
+
+def gradient_at_start() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    model = make_model()
+    loss_fn(model, BATCH).backward()
+    return [parameter.detach().clone() for parameter in model.parameters()], [parameter.grad for parameter in model.parameters()]
+
+
+def test_an_sgd_factory_is_used_and_steps_as_sgd_not_adam(tmp_path):
+    weights, gradients = gradient_at_start()
+    sgd_model, trainer = one_step(tmp_path, "sgd", optimizer_factory=sgd, schedule_factory=constant_rate)
+    assert type(trainer.optimizer) is torch.optim.SGD
+    saved_groups = load_trainer_state(tmp_path / "sgd" / "last")["optimizer"]["param_groups"]
+    assert "momentum" in saved_groups[0] and "betas" not in saved_groups[0]  # an SGD's state went to disk
+    # Plain SGD with the constant rate 0.1: w - 0.1 * grad, exactly what torch's SGD computes.
+    for weight, gradient, trained in zip(weights, gradients, sgd_model.parameters()):
+        torch.testing.assert_close(trained, weight - 0.1 * gradient)
+
+    adam_model, adam_trainer = one_step(tmp_path, "adam")
+    assert type(adam_trainer.optimizer) is torch.optim.Adam
+    assert "betas" in load_trainer_state(tmp_path / "adam" / "last")["optimizer"]["param_groups"][0]
+    # Adam's first step moves every weight with a gradient by about the rate, whatever the gradient's size.
+    rate = noam_lr(1, D_MODEL, 4)
+    output_change = (adam_model[1].weight - weights[1]).abs()
+    assert torch.allclose(output_change, torch.full_like(output_change, rate), rtol=1e-3)
+    assert not torch.allclose(sgd_model[1].weight, adam_model[1].weight)
+
+
+def test_a_custom_optimizer_under_the_default_noam_schedule(tmp_path):
+    weights, gradients = gradient_at_start()
+    model, trainer = one_step(tmp_path, "sgd-noam", optimizer_factory=sgd)
+    rate = noam_lr(1, D_MODEL, 4)  # the schedule sets the base rate to 1.0, whatever the factory's 0.1
+    assert trainer.scheduler.get_last_lr()[0] == pytest.approx(noam_lr(2, D_MODEL, 4))
+    for weight, gradient, trained in zip(weights, gradients, model.parameters()):
+        torch.testing.assert_close(trained, weight - rate * gradient)
+
+
+def test_resuming_with_another_kind_of_optimizer_is_refused_naming_the_file(tmp_path):
+    one_step(tmp_path, "run")  # Adam
+    with pytest.raises(ValueError, match=r"trainer_state\.pt: optimizer: expected an optimizer state of type SGD .*'betas'"):
+        Trainer(make_model(), config(max_steps=2), tmp_path / "run", loss_fn, lambda epoch: [BATCH],
+                optimizer_factory=sgd, schedule_factory=constant_rate, resume=True)
+    # The same kind resumes.
+    resumed = Trainer(make_model(), config(max_steps=2), tmp_path / "run", loss_fn, lambda epoch: [BATCH],
+                      d_model=D_MODEL, resume=True)
+    assert resumed.fit()["steps"] == 2
+
+
+def test_bad_factories_and_arguments_are_named():
+    parameters = list(make_model().parameters())
+    with pytest.raises(ValueError, match="d_model: expected the model width for the default Noam schedule"):
+        build_optimization(parameters, config(), lambda epoch: [BATCH], d_model=None)
+    with pytest.raises(ValueError, match="cooldown_steps: expected 0 with a schedule_factory"):
+        build_optimization(parameters, config(max_steps=5, cooldown_steps=2), lambda epoch: [BATCH], d_model=None,
+                           schedule_factory=constant_rate)
+    with pytest.raises(ValueError, match="optimizer_factory: expected a torch.optim.Optimizer, got list"):
+        build_optimization(parameters, config(), lambda epoch: [BATCH], d_model=D_MODEL,
+                           optimizer_factory=lambda parameters: list(parameters))
+    with pytest.raises(ValueError, match="schedule_factory: expected a schedule of the optimizer it was given"):
+        build_optimization(parameters, config(), lambda epoch: [BATCH], d_model=None,
+                           schedule_factory=lambda optimizer: constant_rate(sgd(parameters)))
+    with pytest.raises(ValueError, match="schedule_factory: expected a torch.optim.lr_scheduler.LRScheduler, got float"):
+        build_optimization(parameters, config(), lambda epoch: [BATCH], d_model=None,
+                           schedule_factory=lambda optimizer: 1.0)
+
+
+def test_planned_optimizer_steps():
+    batches = lambda epoch: [BATCH] * 5  # noqa: E731
+    # 5 batches in groups of 2: 3 steps an epoch.
+    assert planned_optimizer_steps(config(epochs=4, max_steps=0, grad_accum_steps=2), batches) == 12
+    assert planned_optimizer_steps(config(epochs=4, max_steps=7, grad_accum_steps=2), batches) == 7
+    stream = lambda epoch: iter([BATCH] * 5)  # noqa: E731  (no len(): only max_steps tells the length)
+    assert planned_optimizer_steps(config(epochs=4, max_steps=9, cooldown_steps=2), stream) == 9
+    with pytest.raises(ValueError, match="cooldown_steps: needs the run's length"):
+        planned_optimizer_steps(config(epochs=4, max_steps=0, cooldown_steps=2), stream)
+    with pytest.raises(ValueError, match="cooldown_steps: expected at most the run's 3 optimizer steps, got 4"):
+        planned_optimizer_steps(config(epochs=1, max_steps=0, grad_accum_steps=2, cooldown_steps=4), batches)
