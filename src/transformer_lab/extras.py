@@ -1,7 +1,7 @@
 """Optional dependencies: which extra brings which package, and one clear error when one is missing.
 
 The core (``pip install transformer-lab``) trains, translates and evaluates. The web page,
-the figures, the couplet tone rules and the CTranslate2 export need packages that not
+the figures, the couplet rules and the CTranslate2 and ONNX exports need packages that not
 every user wants; they come with extras (``pip install 'transformer-lab[serve]'``, or
 ``[dev]`` for all of them). A feature imports its package through :func:`require_extra`,
 so that a missing one is a :class:`MissingExtraError` naming the ``pip install`` to run,
@@ -21,6 +21,8 @@ EXTRA_OF_PACKAGE = {
     "pypinyin": "couplet",
     "jieba": "couplet",
     "ctranslate2": "deploy",
+    "onnx": "deploy",
+    "onnxruntime": "deploy",
 }
 
 

@@ -1,7 +1,7 @@
 """The CTranslate2 export computes our model's function: same greedy and beam outputs, id for id.
 
-A small model is really trained (the reverse task, 300 steps, about 10 s on one thread) so
-that its outputs depend on the source, the positions and the cross-attention; an exporter
+A small model is really trained (the reverse task, 300 steps, about 10 s on one thread; the
+fixture in conftest.py, shared with the ONNX tests) so that its outputs depend on the source, the positions and the cross-attention; an exporter
 that got any of them wrong (the position table, the final norms, the fused projections)
 changes them. Random-weight translation checkpoints with a real BPE tokenizer cover the
 checkpoint path, the tokenizer's token strings and the other layouts (pre-norm, gelu,
@@ -30,49 +30,19 @@ from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from transformer_lab.decoding import beam_search, greedy_search  # noqa: E402
 from transformer_lab.export import export_checkpoint, export_model  # noqa: E402
 from transformer_lab.models import Seq2SeqTransformer  # noqa: E402
-from transformer_lab.tasks import couplet, synthetic  # noqa: E402
+from transformer_lab.tasks import couplet  # noqa: E402
 from transformer_lab.tasks.registry import load_trained  # noqa: E402
 from transformer_lab.training import apply_overrides  # noqa: E402
 
 MAX_LEN = 12  # new tokens: the reverse task's sequences have at most 8 symbols plus eos
 SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>"]
 
-REVERSE_RUN = [
-    "data.num_train=4000",
-    "data.num_validation=32",
-    "data.num_test=64",
-    "data.max_length=8",
-    "data.batch_size=32",
-    "model.d_model=32",
-    "model.nhead=4",
-    "model.num_encoder_layers=2",
-    "model.num_decoder_layers=2",
-    "model.dim_feedforward=64",
-    "model.dropout=0.0",
-    "train.epochs=0",
-    "train.max_steps=300",
-    "train.warmup_steps=100",
-    "train.lr_factor=1.0",
-    "train.eval_every_steps=300",
-    "train.keep_last=0",
-    "train.log_every_steps=1000",
-    "train.progress_bar=false",
-]
-
 
 @pytest.fixture(scope="module")
-def reverse(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """A reverse-task model trained for 300 steps, its run folder, and 20 held-out sources."""
-    root = tmp_path_factory.mktemp("reverse")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the run is then deterministic; the other tests get their threads back
-    try:
-        result = synthetic.train(apply_overrides(synthetic.default_config("reverse"), REVERSE_RUN), root / "run")
-    finally:
-        torch.set_num_threads(threads)
-    model = result.model.eval()
-    sources = [source for source, _ in result.data.test[:20]]
-    targets = [target for _, target in result.data.test[:20]]
+def reverse(reverse_training: dict) -> dict:
+    """The trained reverse-task model (tests/export/conftest.py) exported to CTranslate2, with its translator."""
+    root, model = reverse_training["root"], reverse_training["model"]
+    sources, targets = reverse_training["sources"], reverse_training["targets"]
     # Separate strings per side, so the export writes a source and a target vocabulary.
     vocab_size = model.src_vocab_size
     source_tokens = SPECIALS + [f"s{symbol}" for symbol in range(4, vocab_size)]
@@ -80,7 +50,7 @@ def reverse(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out_dir = export_model(model, source_tokens, target_tokens, root / "ct2")
     return {
         "model": model,
-        "run": root / "run",
+        "run": reverse_training["run"],
         "sources": sources,
         "targets": targets,
         "source_tokens": source_tokens,

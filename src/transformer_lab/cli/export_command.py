@@ -1,9 +1,12 @@
-"""``transformer-lab export --checkpoint runs/NAME/best --format ctranslate2 --out DIR``.
+"""``transformer-lab export --checkpoint runs/NAME/best --format ctranslate2|onnx --out DIR``.
 
-Writes a translation or couplet checkpoint as a CTranslate2 model directory, for serving
-with ``ctranslate2.Translator`` (see :mod:`transformer_lab.export.ctranslate2`). Needs the
-optional ``ctranslate2`` package (``pip install 'transformer-lab[deploy]'``); without it
-the command fails with exit code 1 and says how to install it.
+``ctranslate2``: a translation or couplet checkpoint as a CTranslate2 model directory, for
+serving with ``ctranslate2.Translator`` (see :mod:`transformer_lab.export.ctranslate2`).
+``onnx``: a translation or couplet checkpoint as ``encoder.onnx`` and a one-step
+``decoder.onnx`` with the key/value cache as inputs and outputs, a classification
+checkpoint as ``classifier.onnx``, for onnxruntime (see :mod:`transformer_lab.export.onnx`).
+Each needs its optional packages (``pip install 'transformer-lab[deploy]'``); without them
+the command fails with exit code 1 and says how to install them.
 """
 
 from __future__ import annotations
@@ -13,22 +16,25 @@ import sys
 from pathlib import Path
 
 from transformer_lab.export import ctranslate2 as ctranslate2_export
+from transformer_lab.export import onnx as onnx_export
 from transformer_lab.tasks.registry import checkpoint_task
 
-FORMATS = ("ctranslate2",)
+FORMATS = ("ctranslate2", "onnx")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "export", help="write a translation or couplet checkpoint in another engine's format (CTranslate2)"
+        "export",
+        help="write a checkpoint in another engine's format (CTranslate2: translation, couplet; "
+        "ONNX: translation, couplet, classification)",
     )
     parser.add_argument("--checkpoint", type=Path, required=True, help="checkpoint folder (e.g. runs/NAME/best) or run folder")
-    parser.add_argument("--format", choices=FORMATS, required=True, help="the target format: ctranslate2")
+    parser.add_argument("--format", choices=FORMATS, required=True, help="the target format: ctranslate2 or onnx")
     parser.add_argument("--out", type=Path, required=True, help="folder for the exported model (must not exist)")
     parser.add_argument(
         "--quantization", choices=ctranslate2_export.QUANTIZATIONS, default=None,
-        help="store the weights in this type (default: float32; a float32 export can still run as int8 with "
-        "Translator(..., compute_type='int8'))",
+        help="ctranslate2 only: store the weights in this type (default: float32; a float32 export can still run "
+        "as int8 with Translator(..., compute_type='int8'))",
     )
     parser.set_defaults(handler=run)
 
@@ -36,14 +42,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(arguments: argparse.Namespace) -> int:
     if arguments.out.exists():
         raise ValueError(f"--out: expected a new folder, got {arguments.out} which exists")
+    if arguments.format not in FORMATS:
+        raise ValueError(f"--format: expected one of {list(FORMATS)}, got {arguments.format!r}")
+    if arguments.quantization is not None and arguments.format != "ctranslate2":
+        raise ValueError(
+            f"--quantization: expected only with --format ctranslate2, got {arguments.quantization!r} "
+            f"with --format {arguments.format} (the ONNX graphs are float32)"
+        )
     task = checkpoint_task(arguments.checkpoint)
     try:
-        out_dir = ctranslate2_export.export_checkpoint(arguments.checkpoint, arguments.out, arguments.quantization)
+        if arguments.format == "onnx":
+            out_dir = onnx_export.export_checkpoint(arguments.checkpoint, arguments.out)
+            engine = f"ONNX, opset {onnx_export.OPSET_VERSION}, float32"
+        else:
+            out_dir = ctranslate2_export.export_checkpoint(arguments.checkpoint, arguments.out, arguments.quantization)
+            engine = f"CTranslate2, {arguments.quantization or 'float32'} weights"
     except ImportError as error:
         # A missing optional package is neither bad input nor a bug: one line, exit 1.
         print(f"transformer-lab export: failed: {error}", file=sys.stderr)
         return 1
     files = ", ".join(sorted(path.name for path in out_dir.iterdir()))
-    weights = arguments.quantization or "float32"
-    print(f"exported the {task} checkpoint {arguments.checkpoint} to {out_dir} (CTranslate2, {weights} weights: {files})")
+    print(f"exported the {task} checkpoint {arguments.checkpoint} to {out_dir} ({engine}: {files})")
     return 0

@@ -41,8 +41,6 @@ Shape legend: D d_model, F dim_feedforward, V vocabulary, P positions (``max_len
 from __future__ import annotations
 
 import os
-import shutil
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +52,7 @@ from torch import Tensor, nn
 
 from transformer_lab.data.tokenizer_pair import TokenizerPair
 from transformer_lab.data.vocabulary import UNK_ID, Vocabulary
+from transformer_lab.export.folders import check_new_folder, write_folder
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.nn import MultiheadAttention, TransformerDecoderLayer, TransformerEncoderLayer
 from transformer_lab.tasks import couplet, translation
@@ -94,7 +93,7 @@ def export_checkpoint(
     Raises ``ValueError`` for a checkpoint of another task, a couplet model with
     ``aligned_decoder_input``, or an ``out_dir`` that exists; returns ``out_dir``.
     """
-    out_dir = _check_new_folder(out_dir)
+    out_dir = check_new_folder(out_dir)
     _import_ctranslate2()  # before the checkpoint is loaded: fail fast without the package
     trained = load_trained(checkpoint, tasks=EXPORTABLE_TASKS)
     model = trained.model
@@ -134,23 +133,13 @@ def export_model(
     The folder appears complete or not at all: it is written beside ``out_dir`` under a
     temporary name and renamed into place.
     """
-    out_dir = _check_new_folder(out_dir)
+    out_dir = check_new_folder(out_dir)
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization: expected None or one of {QUANTIZATIONS}, got {quantization!r}")
     spec = build_spec(model, source_tokens, target_tokens)
     spec.validate()
     spec.optimize(quantization=quantization)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    # Not tempfile.mkdtemp: its folder is private (0700); this one gets the umask's mode.
-    partial = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    partial.mkdir()
-    try:
-        spec.save(str(partial))
-        os.replace(partial, out_dir)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-    return out_dir
+    return write_folder(out_dir, lambda folder: spec.save(str(folder)))
 
 
 def vocabulary_tokens(vocabulary: Any, size: int, name: str) -> list[str]:
@@ -240,13 +229,6 @@ def build_spec(model: Seq2SeqTransformer, source_tokens: Sequence[str], target_t
     spec.register_source_vocabulary(list(source_tokens))
     spec.register_target_vocabulary(list(target_tokens))
     return spec
-
-
-def _check_new_folder(out_dir: str | os.PathLike[str]) -> Path:
-    out_dir = Path(out_dir)
-    if out_dir.exists():
-        raise ValueError(f"out_dir: expected a new folder, got {str(out_dir)!r} which exists")
-    return out_dir
 
 
 def _check_model(model: object) -> None:

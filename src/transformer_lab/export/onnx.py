@@ -1,0 +1,626 @@
+"""Write a trained model as ONNX graphs for onnxruntime (``transformer-lab export --format onnx``).
+
+An encoder-decoder (translation, couplet) becomes two graphs, as Hugging Face's optimum
+exports its encoder-decoders: the encoder runs once per batch, the decoder once per
+generated token with the key/value cache passed in and out, so that a step costs one
+position's work as in our own :mod:`transformer_lab.decoding`. A classifier becomes one
+graph. Beside the graphs: the checkpoint's tokenizer or vocabulary files, unchanged, and
+``config.json`` (the special ids, the sizes, every graph's input and output names).
+
+``encoder.onnx``
+    inputs ``src_ids`` int64 ``[B, S]`` and ``src_padding_mask`` bool ``[B, S]`` (True =
+    padding, the PyTorch polarity used everywhere in this project; our model derives it
+    as ``src_ids == pad_id``, and so should a caller); outputs ``memory`` ``[B, S, D]``
+    and, for every decoder layer ``i``, its cross-attention keys and values
+    ``cross_key_i`` / ``cross_value_i`` ``[B, H, S, Dh]``. They depend on the source only,
+    so they are projected here once instead of at every decoder step (what our
+    ``DecoderCache`` keeps as its static part).
+``decoder.onnx``
+    one step: inputs ``tgt_ids`` int64 ``[B, T]`` (the tokens not yet cached: ``<bos>``
+    at the first step, then the last chosen token; several at once are decoded
+    causally), ``src_padding_mask``, ``memory`` (only for a model with
+    ``aligned_decoder_input``), ``cross_key_i`` / ``cross_value_i`` from the encoder and
+    ``past_key_i`` / ``past_value_i`` ``[B, H, P, Dh]`` (P = 0 at the first step: arrays
+    with an empty third axis); outputs ``log_probs`` float32 ``[B, V]`` (the next token's,
+    after the last of ``tgt_ids``) and ``present_key_i`` / ``present_value_i``
+    ``[B, H, P + T, Dh]``, the next step's ``past_*``. The new tokens take positions
+    ``P .. P+T-1``; positions past the table (``max_len``) are an onnxruntime error.
+``classifier.onnx``
+    inputs ``token_ids`` int64 ``[B, S]`` and ``padding_mask`` bool ``[B, S]``; output
+    ``logits`` ``[B, C]``. A row of padding only has no mean (NaN): our model refuses it
+    with a ValueError, a graph cannot, so do not send one.
+
+Batch, source, target and past lengths are dynamic axes. The graphs are float32 and
+compute our model's function (the tests hold greedy outputs equal token for token and
+log-probabilities within 1e-4): they are written here from the model's own parameters
+and its mask helpers rather than traced through ``Seq2SeqTransformer.decode_step``,
+whose Python cache object and input checks (``int(ids.max())``, ``hidden_rows.any()``)
+a tracer would freeze into constants for the example batch. A query whose keys are all
+hidden gets a zero mixture as in :mod:`transformer_lab.nn.attention`, never NaN.
+
+The exporter is torch's TorchScript-based one (``torch.onnx.export(..., dynamo=False)``):
+it traces this code's dynamic shapes (the cache's growing axis, the positions offset by
+it) from ``dynamic_axes``, needs no package beyond ``onnx`` (for the checker), and writes
+both graphs of the tests' reverse-task model in 0.5 s (2 s for the first export of a
+process). The ``torch.export``-based exporter (``dynamo=True``, torch's default since 2.9)
+exports the same modules too, with the same tokens, but it needs ``onnxscript``,
+``dynamic_shapes`` instead of ``dynamic_axes`` (it cannot convert them for the decoder's
+``*state`` inputs), and took 40-70 s per graph of a d_model=16 model on one core (torch
+2.13). torch calls the TorchScript exporter deprecated; :func:`export_graph` silences that
+warning, and is the one place to change when a torch drops it.
+
+``onnx`` and ``onnxruntime`` are optional dependencies (``pip install
+'transformer-lab[deploy]'``); ``onnx`` is imported only when a model is exported.
+:mod:`transformer_lab.export.onnx_runtime` runs the exported folder with numpy and
+onnxruntime alone (greedy search).
+
+Shape legend: B batch, S source length, T new target tokens, P cached target positions,
+D d_model, H heads, Dh head size, V target vocabulary, C classes.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import math
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from torch import Tensor, nn
+
+from transformer_lab.data.tokenizer_pair import TokenizerPair
+from transformer_lab.data.vocabulary import UNK_ID, Vocabulary
+from transformer_lab.export.folders import check_new_folder, write_folder
+from transformer_lab.extras import require_extra
+from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier
+from transformer_lab.nn import MultiheadAttention, TransformerDecoderLayer, TransformerEncoderLayer, masks
+from transformer_lab.tasks import classification, couplet, translation
+from transformer_lab.tasks.registry import load_trained
+
+__all__ = [
+    "CLASSIFIER_FILE",
+    "CONFIG_FILE",
+    "DECODER_FILE",
+    "ENCODER_FILE",
+    "EXPORTABLE_TASKS",
+    "OPSET_VERSION",
+    "ClassifierGraph",
+    "DecoderStepGraph",
+    "EncoderGraph",
+    "export_checkpoint",
+    "export_classifier",
+    "export_graph",
+    "export_seq2seq",
+]
+
+# The tasks whose checkpoints this module writes: two encoder-decoders and the classifier.
+EXPORTABLE_TASKS = (translation.TASK_NAME, couplet.TASK_NAME, classification.TASK_NAME)
+# 17 has LayerNormalization as one operator; onnxruntime has run it since 1.14.
+OPSET_VERSION = 17
+ENCODER_FILE = "encoder.onnx"
+DECODER_FILE = "decoder.onnx"
+CLASSIFIER_FILE = "classifier.onnx"
+CONFIG_FILE = "config.json"
+
+def _import_onnx() -> Any:
+    """The ``onnx`` module, or a MissingExtraError that says how to install it."""
+    return require_extra("onnx", "exporting to ONNX")
+
+
+# ------------------------------------------------------------------------------------
+# Checkpoints
+# ------------------------------------------------------------------------------------
+def export_checkpoint(checkpoint: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
+    """Export a translation, couplet or classification checkpoint (or run folder) to the new folder ``out_dir``.
+
+    Raises ``ValueError`` for a checkpoint of another task or an ``out_dir`` that exists;
+    returns ``out_dir``.
+    """
+    out_dir = check_new_folder(out_dir)
+    _import_onnx()  # before the checkpoint is loaded: fail fast without the package
+    trained = load_trained(checkpoint, tasks=EXPORTABLE_TASKS)
+    model, vocabulary = trained.model, trained.vocabulary
+    try:
+        if trained.task == classification.TASK_NAME:
+            if not isinstance(model, TransformerClassifier):
+                raise ValueError(f"model: expected a TransformerClassifier, got {type(model).__name__}")
+            return export_classifier(
+                model,
+                out_dir,
+                vocabulary_files={classification.TOKENIZER_FILE: vocabulary.to_json()},
+                class_names=list(trained.config.class_names),
+            )
+        if not isinstance(model, Seq2SeqTransformer):
+            raise ValueError(f"model: expected a Seq2SeqTransformer, got {type(model).__name__}")
+        if isinstance(vocabulary, TokenizerPair):
+            files = vocabulary.files()
+        elif isinstance(vocabulary, Vocabulary):
+            # The couplet task's one character vocabulary, as its checkpoints store it.
+            files = {couplet.VOCABULARY_FILE: "".join(token + "\n" for token in vocabulary.tokens)}
+        else:
+            raise ValueError(f"vocabulary: expected a TokenizerPair or a Vocabulary, got {type(vocabulary).__name__}")
+        return export_seq2seq(model, out_dir, vocabulary_files=files, task=trained.task)
+    except ValueError as error:
+        raise ValueError(f"checkpoint {str(trained.folder)!r}: {error}") from None
+
+
+def export_seq2seq(
+    model: Seq2SeqTransformer,
+    out_dir: str | os.PathLike[str],
+    vocabulary_files: Mapping[str, str] | None = None,
+    task: str = translation.TASK_NAME,
+) -> Path:
+    """Write ``encoder.onnx``, ``decoder.onnx``, ``config.json`` and ``vocabulary_files`` (name -> text) to ``out_dir``.
+
+    The folder appears complete or not at all (written under a temporary name, then renamed).
+    """
+    out_dir = check_new_folder(out_dir)
+    _check_seq2seq(model)
+    _check_file_names(vocabulary_files or {}, (ENCODER_FILE, DECODER_FILE, CONFIG_FILE))
+    model = _float32_copy(model)
+    encoder, decoder = EncoderGraph(model), DecoderStepGraph(model)
+    config = seq2seq_config(model, task, sorted(vocabulary_files or {}))
+
+    def write(folder: Path) -> None:
+        export_graph(encoder, encoder.example_inputs(), folder / ENCODER_FILE, encoder.input_names,
+                     encoder.output_names, encoder.dynamic_axes)
+        export_graph(decoder, decoder.example_inputs(), folder / DECODER_FILE, decoder.input_names,
+                     decoder.output_names, decoder.dynamic_axes)
+        _write_files(folder, config, vocabulary_files or {})
+
+    return write_folder(out_dir, write)
+
+
+def export_classifier(
+    model: TransformerClassifier,
+    out_dir: str | os.PathLike[str],
+    vocabulary_files: Mapping[str, str] | None = None,
+    class_names: Sequence[str] | None = None,
+) -> Path:
+    """Write ``classifier.onnx``, ``config.json`` and ``vocabulary_files`` (name -> text) to the new folder ``out_dir``."""
+    out_dir = check_new_folder(out_dir)
+    if not isinstance(model, TransformerClassifier):
+        raise ValueError(f"model: expected a TransformerClassifier, got {type(model).__name__}")
+    _check_attention_modules(model.encoder)
+    if class_names is not None and len(class_names) != model.num_classes:
+        raise ValueError(f"class_names: expected {model.num_classes} names (the model's classes), got {len(class_names)}")
+    _check_file_names(vocabulary_files or {}, (CLASSIFIER_FILE, CONFIG_FILE))
+    model = _float32_copy(model)
+    graph = ClassifierGraph(model)
+    config = classifier_config(model, list(class_names) if class_names is not None else None,
+                               sorted(vocabulary_files or {}))
+
+    def write(folder: Path) -> None:
+        export_graph(graph, graph.example_inputs(), folder / CLASSIFIER_FILE, graph.input_names,
+                     graph.output_names, graph.dynamic_axes)
+        _write_files(folder, config, vocabulary_files or {})
+
+    return write_folder(out_dir, write)
+
+
+def export_graph(
+    module: nn.Module,
+    example_inputs: tuple[Tensor, ...],
+    path: Path,
+    input_names: Sequence[str],
+    output_names: Sequence[str],
+    dynamic_axes: Mapping[str, Mapping[int, str]],
+) -> None:
+    """Trace ``module`` on ``example_inputs`` into the ONNX file ``path`` and check it with ``onnx.checker``."""
+    onnx = _import_onnx()
+    with torch.no_grad(), warnings.catch_warnings():
+        # The deprecation notice of the TorchScript exporter (see the module docstring),
+        # and the tracer's notes on Python booleans taken from shapes: the graphs' only
+        # such branches are the mask helpers' argument checks, true for every input.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        # torch before 2.5 has only the TorchScript exporter and no ``dynamo`` argument.
+        choice = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+        torch.onnx.export(
+            module,
+            example_inputs,
+            str(path),
+            **choice,
+            input_names=list(input_names),
+            output_names=list(output_names),
+            dynamic_axes={name: dict(axes) for name, axes in dynamic_axes.items()},
+            opset_version=OPSET_VERSION,
+            do_constant_folding=True,
+        )
+    onnx.checker.check_model(str(path))
+
+
+def seq2seq_config(model: Seq2SeqTransformer, task: str, vocabulary_files: Sequence[str]) -> dict[str, Any]:
+    """What ``config.json`` says of an exported encoder-decoder: specials, sizes, graphs and their names."""
+    encoder, decoder = EncoderGraph(model), DecoderStepGraph(model)
+    return {
+        "format": "onnx",
+        "task": task,
+        "opset": OPSET_VERSION,
+        "pad_id": model.pad_id,
+        "bos_id": model.bos_id,
+        "eos_id": model.eos_id,
+        "unk_id": UNK_ID,
+        "d_model": decoder.d_model,
+        "nhead": decoder.nhead,
+        "head_dim": decoder.head_dim,
+        "num_encoder_layers": len(model.transformer.encoder.layers),
+        "num_decoder_layers": decoder.num_layers,
+        "src_vocab_size": model.src_vocab_size,
+        "tgt_vocab_size": model.tgt_vocab_size,
+        "max_len": model.max_len,
+        "aligned_decoder_input": bool(model.aligned_decoder_input),
+        "vocabulary_files": list(vocabulary_files),
+        "graphs": {
+            "encoder": {"file": ENCODER_FILE, "inputs": encoder.input_names, "outputs": encoder.output_names},
+            "decoder": {"file": DECODER_FILE, "inputs": decoder.input_names, "outputs": decoder.output_names},
+        },
+    }
+
+
+def classifier_config(
+    model: TransformerClassifier, class_names: list[str] | None, vocabulary_files: Sequence[str]
+) -> dict[str, Any]:
+    """What ``config.json`` says of an exported classifier."""
+    graph = ClassifierGraph(model)
+    first = model.encoder.layers[0].self_attn
+    return {
+        "format": "onnx",
+        "task": classification.TASK_NAME,
+        "opset": OPSET_VERSION,
+        "pad_id": model.pad_id,
+        "unk_id": UNK_ID,
+        "d_model": first.embed_dim,
+        "nhead": first.num_heads,
+        "num_layers": len(model.encoder.layers),
+        "vocab_size": model.vocab_size,
+        "num_classes": model.num_classes,
+        "class_names": class_names,
+        "pooling": model.pooling,
+        "max_len": model.positional_encoding.max_len,
+        "vocabulary_files": list(vocabulary_files),
+        "graphs": {"classifier": {"file": CLASSIFIER_FILE, "inputs": graph.input_names, "outputs": graph.output_names}},
+    }
+
+
+def _write_files(folder: Path, config: dict[str, Any], vocabulary_files: Mapping[str, str]) -> None:
+    for name, text in vocabulary_files.items():
+        (folder / name).write_text(text, encoding="utf-8", newline="")
+    (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _check_file_names(files: Mapping[str, str], taken: Sequence[str]) -> None:
+    for name in files:
+        if name in taken or Path(name).name != name or name.startswith("."):
+            raise ValueError(f"vocabulary_files: expected plain file names other than {list(taken)}, got {name!r}")
+
+
+ModelType = TypeVar("ModelType", bound=nn.Module)
+
+
+def _float32_copy(model: ModelType) -> ModelType:
+    """The model itself if all float32, else a float32 copy: the graphs are float32, the caller's model stays as it is."""
+    if all(parameter.dtype == torch.float32 for parameter in model.parameters()):
+        return model
+    return copy.deepcopy(model).float()
+
+
+def _check_seq2seq(model: object) -> None:
+    if not isinstance(model, Seq2SeqTransformer):
+        raise ValueError(f"model: expected a Seq2SeqTransformer, got {type(model).__name__}")
+    _check_attention_modules(model.transformer)
+
+
+def _check_attention_modules(module: nn.Module) -> None:
+    """Refuse attention the graphs do not write out (our models never build it), saying which."""
+    for name, child in module.named_modules():
+        if isinstance(child, MultiheadAttention):
+            if not child._qkv_same_embed_dim or child.bias_k is not None or child.add_zero_attn:
+                raise ValueError(
+                    f"model: {name}: expected plain attention (one fused projection, no bias_k/bias_v, "
+                    "no add_zero_attn), which is all the ONNX graphs write out"
+                )
+
+
+# ------------------------------------------------------------------------------------
+# The graphs
+# ------------------------------------------------------------------------------------
+def _split_heads(tensor: Tensor, nhead: int) -> Tensor:
+    """``[B, L, D] -> [B, H, L, Dh]``; unflatten rather than view, so no batch or length is frozen."""
+    return tensor.unflatten(-1, (nhead, -1)).transpose(1, 2)
+
+
+def _merge_heads(tensor: Tensor) -> Tensor:
+    """``[B, H, L, Dh] -> [B, L, D]``."""
+    return tensor.transpose(1, 2).flatten(2)
+
+
+def _attend(attention: MultiheadAttention, query: Tensor, keys: Tensor, values: Tensor, hidden: Tensor) -> Tensor:
+    """Scaled dot-product attention over projected keys/values, then the output projection.
+
+    Written as the explicit path of :class:`~transformer_lab.nn.MultiheadAttention`: a row
+    with every key hidden is unhidden for the softmax and zeroed after, so it mixes nothing.
+
+    Shape:
+        query ``[B, H, L, Dh]``, keys and values ``[B, H, S, Dh]``, hidden bool
+        broadcastable to ``[B, H, L, S]`` (True = may not attend) -> ``[B, L, D]``.
+    """
+    hidden_rows = masks.fully_hidden_rows(hidden)  # [.., L, 1]
+    hidden = masks.unhide_rows(hidden, hidden_rows)  # [.., L, S]
+    scaled = query * (1.0 / math.sqrt(attention.head_dim))  # [B, H, L, Dh], scaled as torch does
+    scores = torch.matmul(scaled, keys.transpose(-2, -1))  # [B, H, L, S]
+    scores = scores.masked_fill(hidden, float("-inf"))  # [B, H, L, S]
+    weights = torch.softmax(scores, dim=-1).masked_fill(hidden_rows, 0.0)  # [B, H, L, S]
+    context = torch.matmul(weights, values)  # [B, H, L, Dh]
+    return attention.out_proj(_merge_heads(context))  # [B, L, D]
+
+
+def _self_attention(attention: MultiheadAttention, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The fused q|k|v projection of ``x``. Shape: ``[B, L, D]`` -> three ``[B, H, L, Dh]``."""
+    query, key, value = nn.functional.linear(x, attention.in_proj_weight, attention.in_proj_bias).chunk(3, dim=-1)
+    heads = attention.num_heads
+    return _split_heads(query, heads), _split_heads(key, heads), _split_heads(value, heads)
+
+
+def _cross_query(attention: MultiheadAttention, x: Tensor) -> Tensor:
+    """The query projection alone (cross-attention). Shape: ``[B, T, D]`` -> ``[B, H, T, Dh]``."""
+    d_model = attention.embed_dim
+    bias = None if attention.in_proj_bias is None else attention.in_proj_bias[:d_model]
+    return _split_heads(nn.functional.linear(x, attention.in_proj_weight[:d_model], bias), attention.num_heads)
+
+
+def cross_keys_values(attention: MultiheadAttention, memory: Tensor) -> tuple[Tensor, Tensor]:
+    """A decoder layer's cross-attention keys and values of ``memory`` (the fused k|v projection).
+
+    Shape: memory ``[B, S, D]`` -> two ``[B, H, S, Dh]``.
+    """
+    d_model = attention.embed_dim
+    bias = None if attention.in_proj_bias is None else attention.in_proj_bias[d_model:]
+    key, value = nn.functional.linear(memory, attention.in_proj_weight[d_model:], bias).chunk(2, dim=-1)
+    return _split_heads(key, attention.num_heads), _split_heads(value, attention.num_heads)
+
+
+def _feed_forward(layer: TransformerEncoderLayer | TransformerDecoderLayer, x: Tensor) -> Tensor:
+    """The layer's feed-forward without its dropouts (the graphs are for inference). Shape: ``[.., D]``."""
+    return layer.linear2(layer.activation(layer.linear1(x)))
+
+
+def _encoder_layer(layer: TransformerEncoderLayer, x: Tensor, padding_hidden: Tensor) -> Tensor:
+    """Shape: x ``[B, S, D]``, padding_hidden ``[B, 1, 1, S]`` -> ``[B, S, D]``."""
+
+    def attend(inputs: Tensor) -> Tensor:
+        query, key, value = _self_attention(layer.self_attn, inputs)  # three [B, H, S, Dh]
+        return _attend(layer.self_attn, query, key, value, padding_hidden)  # [B, S, D]
+
+    if layer.norm_first:
+        x = x + attend(layer.norm1(x))
+        return x + _feed_forward(layer, layer.norm2(x))
+    x = layer.norm1(x + attend(x))
+    return layer.norm2(x + _feed_forward(layer, x))
+
+
+def _encode(
+    embedding: nn.Module, positions: nn.Module, layers: nn.ModuleList, norm: nn.Module | None,
+    token_ids: Tensor, padding_mask: Tensor,
+) -> Tensor:
+    """Embeddings x sqrt(D) + positions, the encoder layers, the final norm.
+
+    Shape: token_ids ``[B, S]``, padding_mask ``[B, S]`` bool -> ``[B, S, D]``.
+    """
+    x = embedding(token_ids)  # [B, S, D], scaled by sqrt(D)
+    # A slice past the table's end is shorter than S, and the sum then fails in
+    # onnxruntime: too long a source is an error, as in our model, not a wrong answer.
+    x = x + positions.table[: token_ids.shape[1]]  # [B, S, D]
+    batch_size = token_ids.shape[0]
+    padding_hidden = masks.merge_masks(
+        None, padding_mask, batch_size=batch_size, num_heads=1, dtype=x.dtype
+    )  # [B, 1, 1, S]
+    assert padding_hidden is not None  # a mask was given
+    for layer in layers:
+        x = _encoder_layer(layer, x, padding_hidden)  # [B, S, D]
+    return x if norm is None else norm(x)
+
+
+class EncoderGraph(nn.Module):
+    """``encoder.onnx``: the source's memory and every decoder layer's cross-attention keys/values.
+
+    Shape:
+        src_ids ``[B, S]`` int64, src_padding_mask ``[B, S]`` bool -> memory ``[B, S, D]``,
+        then ``cross_key_i``, ``cross_value_i`` ``[B, H, S, Dh]`` for each decoder layer i.
+    """
+
+    def __init__(self, model: Seq2SeqTransformer) -> None:
+        super().__init__()
+        self.model = model
+        layers = len(model.transformer.decoder.layers)
+        self.input_names = ["src_ids", "src_padding_mask"]
+        self.output_names = ["memory"] + [name for i in range(layers) for name in (f"cross_key_{i}", f"cross_value_{i}")]
+        source_axes = {0: "batch", 1: "src_len"}
+        self.dynamic_axes: dict[str, dict[int, str]] = {
+            "src_ids": source_axes, "src_padding_mask": source_axes, "memory": source_axes,
+            **{name: {0: "batch", 2: "src_len"} for name in self.output_names[1:]},
+        }
+
+    def forward(self, src_ids: Tensor, src_padding_mask: Tensor) -> tuple[Tensor, ...]:
+        model = self.model
+        encoder = model.transformer.encoder
+        memory = _encode(
+            model.src_embedding, model.positional_encoding, encoder.layers, encoder.norm, src_ids, src_padding_mask
+        )  # [B, S, D]
+        outputs = [memory]
+        for layer in model.transformer.decoder.layers:
+            outputs.extend(cross_keys_values(layer.multihead_attn, memory))  # two [B, H, S, Dh]
+        return tuple(outputs)
+
+    def example_inputs(self) -> tuple[Tensor, Tensor]:
+        """A batch of 2 sources of 5 positions, one padded, to trace with (sizes distinct from the decoder's)."""
+        src_ids = torch.full((2, 5), 4 % self.model.src_vocab_size, dtype=torch.long)  # [2, 5]
+        src_ids[1, 3:] = self.model.pad_id
+        return src_ids, src_ids == self.model.pad_id
+
+
+class DecoderStepGraph(nn.Module):
+    """``decoder.onnx``: the next token's log-probabilities after ``tgt_ids``, and the grown self-attention cache.
+
+    Computes what ``Seq2SeqTransformer.decode_step`` computes with a ``DecoderCache``
+    holding ``P`` positions (see the module docstring for the inputs and outputs).
+
+    Shape:
+        tgt_ids ``[B, T]``, src_padding_mask ``[B, S]``, (memory ``[B, S, D]``), then per
+        layer cross_key, cross_value ``[B, H, S, Dh]``, then per layer past_key,
+        past_value ``[B, H, P, Dh]`` -> log_probs ``[B, V]``, then per layer
+        present_key, present_value ``[B, H, P + T, Dh]``.
+    """
+
+    def __init__(self, model: Seq2SeqTransformer) -> None:
+        super().__init__()
+        self.model = model
+        self.aligned = bool(model.aligned_decoder_input)
+        self.layers = list(model.transformer.decoder.layers)
+        self.num_layers = len(self.layers)
+        attention = self.layers[0].self_attn
+        self.d_model, self.nhead, self.head_dim = attention.embed_dim, attention.num_heads, attention.head_dim
+        layer_range = range(self.num_layers)
+        cross = [name for i in layer_range for name in (f"cross_key_{i}", f"cross_value_{i}")]
+        past = [name for i in layer_range for name in (f"past_key_{i}", f"past_value_{i}")]
+        present = [name for i in layer_range for name in (f"present_key_{i}", f"present_value_{i}")]
+        self.input_names = ["tgt_ids", "src_padding_mask", *(["memory"] if self.aligned else []), *cross, *past]
+        self.output_names = ["log_probs", *present]
+        source_axes = {0: "batch", 1: "src_len"}
+        self.dynamic_axes: dict[str, dict[int, str]] = {
+            "tgt_ids": {0: "batch", 1: "new_len"},
+            "src_padding_mask": source_axes,
+            **({"memory": source_axes} if self.aligned else {}),
+            **{name: {0: "batch", 2: "src_len"} for name in cross},
+            **{name: {0: "batch", 2: "past_len"} for name in past},
+            "log_probs": {0: "batch"},
+            **{name: {0: "batch", 2: "total_len"} for name in present},
+        }
+
+    def forward(self, tgt_ids: Tensor, src_padding_mask: Tensor, *state: Tensor) -> tuple[Tensor, ...]:
+        model = self.model
+        memory = state[0] if self.aligned else None
+        state = state[1:] if self.aligned else state
+        cross, past = state[: 2 * self.num_layers], state[2 * self.num_layers :]
+        batch_size, new_len = tgt_ids.shape[0], tgt_ids.shape[1]
+        past_len = past[0].shape[2]
+        positions = torch.arange(new_len) + past_len  # [T]: the new tokens' positions P .. P+T-1
+        x = model.tgt_embedding(tgt_ids)  # [B, T, D], scaled by sqrt(D)
+        x = x + model.positional_encoding.table[positions]  # [B, T, D]
+        if memory is not None:
+            x = x + self._aligned_memory(memory, src_padding_mask, positions)
+        # Hidden: the future among the new tokens (nothing when T = 1, as in our step),
+        # and the source's padding for cross-attention.
+        self_hidden = masks.merge_masks(
+            masks.causal_mask(new_len, past_len + new_len), None, batch_size=batch_size, num_heads=1, dtype=x.dtype
+        )  # [1, 1, T, P+T]
+        cross_hidden = masks.merge_masks(
+            None, src_padding_mask, batch_size=batch_size, num_heads=1, dtype=x.dtype
+        )  # [B, 1, 1, S]
+        assert self_hidden is not None and cross_hidden is not None  # both masks were given
+        presents: list[Tensor] = []
+        for index, layer in enumerate(self.layers):
+            x, keys, values = self._layer(
+                layer, x, past[2 * index], past[2 * index + 1], cross[2 * index], cross[2 * index + 1],
+                self_hidden, cross_hidden,
+            )
+            presents.extend((keys, values))
+        norm = model.transformer.decoder.norm
+        if norm is not None:
+            x = norm(x)
+        logits = model.generator(x[:, -1])  # [B, V]
+        return (torch.log_softmax(logits.float(), dim=-1), *presents)
+
+    @staticmethod
+    def _layer(
+        layer: TransformerDecoderLayer, x: Tensor, past_key: Tensor, past_value: Tensor,
+        cross_key: Tensor, cross_value: Tensor, self_hidden: Tensor, cross_hidden: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """One decoder layer on the new positions. Shape: x ``[B, T, D]`` -> x, keys, values ``[B, H, P+T, Dh]``."""
+        grown: list[Tensor] = []
+
+        def self_attend(inputs: Tensor) -> Tensor:
+            query, key, value = _self_attention(layer.self_attn, inputs)  # three [B, H, T, Dh]
+            keys = torch.cat([past_key, key], dim=2)  # [B, H, P+T, Dh]
+            values = torch.cat([past_value, value], dim=2)  # [B, H, P+T, Dh]
+            grown.extend((keys, values))
+            return _attend(layer.self_attn, query, keys, values, self_hidden)  # [B, T, D]
+
+        def cross_attend(inputs: Tensor) -> Tensor:
+            query = _cross_query(layer.multihead_attn, inputs)  # [B, H, T, Dh]
+            return _attend(layer.multihead_attn, query, cross_key, cross_value, cross_hidden)  # [B, T, D]
+
+        if layer.norm_first:
+            x = x + self_attend(layer.norm1(x))
+            x = x + cross_attend(layer.norm2(x))
+            x = x + _feed_forward(layer, layer.norm3(x))
+        else:
+            x = layer.norm1(x + self_attend(x))
+            x = layer.norm2(x + cross_attend(x))
+            x = layer.norm3(x + _feed_forward(layer, x))
+        return x, grown[0], grown[1]
+
+    @staticmethod
+    def _aligned_memory(memory: Tensor, src_padding_mask: Tensor, positions: Tensor) -> Tensor:
+        """``aligned_decoder_input``: target position p gets memory position p, if p is a real source token.
+
+        As ``Seq2SeqTransformer._add_aligned_memory``: positions past the source or facing
+        its padding get nothing. Shape: memory ``[B, S, D]``, positions ``[T]`` -> ``[B, T, D]``.
+        """
+        source_len = memory.shape[1]
+        inside = positions < source_len  # [T]
+        clamped = torch.minimum(positions, torch.full_like(positions, source_len - 1))  # [T], a valid index
+        real = ~src_padding_mask[:, clamped] & inside  # [B, T]
+        return memory[:, clamped] * real.unsqueeze(-1).to(memory.dtype)  # [B, T, D]
+
+    def example_inputs(self) -> tuple[Tensor, ...]:
+        """Batch 2, 3 new tokens after 4 cached positions, a source of 6: distinct sizes, none 0 or 1, to trace with."""
+        batch, new_len, past_len, source_len = 2, 3, 4, 6
+        model = self.model
+        tgt_ids = torch.full((batch, new_len), model.bos_id, dtype=torch.long)  # [2, 3]
+        src_padding_mask = torch.zeros(batch, source_len, dtype=torch.bool)  # [2, 6]
+        src_padding_mask[1, 4:] = True
+        head_shape = (batch, self.nhead, source_len, self.head_dim)
+        cross = [torch.zeros(head_shape) for _ in range(2 * self.num_layers)]
+        past = [torch.zeros(batch, self.nhead, past_len, self.head_dim) for _ in range(2 * self.num_layers)]
+        memory = [torch.zeros(batch, source_len, self.d_model)] if self.aligned else []
+        return (tgt_ids, src_padding_mask, *memory, *cross, *past)
+
+
+class ClassifierGraph(nn.Module):
+    """``classifier.onnx``: :class:`~transformer_lab.models.TransformerClassifier`'s logits.
+
+    Shape: token_ids ``[B, S]`` int64, padding_mask ``[B, S]`` bool -> logits ``[B, C]``.
+    """
+
+    def __init__(self, model: TransformerClassifier) -> None:
+        super().__init__()
+        self.model = model
+        self.input_names = ["token_ids", "padding_mask"]
+        self.output_names = ["logits"]
+        axes = {0: "batch", 1: "seq_len"}
+        self.dynamic_axes: dict[str, dict[int, str]] = {"token_ids": axes, "padding_mask": axes, "logits": {0: "batch"}}
+
+    def forward(self, token_ids: Tensor, padding_mask: Tensor) -> Tensor:
+        model = self.model
+        hidden = _encode(
+            model.embedding, model.positional_encoding, model.encoder.layers, model.encoder.norm, token_ids, padding_mask
+        )  # [B, S, D]
+        if model.pooling == "first":
+            pooled = hidden[:, 0]  # [B, D]
+        else:
+            real = (~padding_mask).unsqueeze(-1).to(hidden.dtype)  # [B, S, 1]
+            pooled = (hidden * real).sum(dim=1) / real.sum(dim=1)  # [B, D], padding excluded
+        return model.head(pooled)  # [B, C]
+
+    def example_inputs(self) -> tuple[Tensor, Tensor]:
+        """A batch of 2 sequences of 5 positions, one padded, to trace with."""
+        token_ids = torch.full((2, 5), 4 % self.model.vocab_size, dtype=torch.long)  # [2, 5]
+        token_ids[1, 3:] = self.model.pad_id
+        return token_ids, token_ids == self.model.pad_id
