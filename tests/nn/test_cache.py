@@ -106,3 +106,33 @@ def test_reorder_without_static_state_between_rows_of_one_memory() -> None:
     assert max_difference(torch.cat(outputs, dim=1), expected) <= 1e-5
     with pytest.raises(ValueError, match="include_static=False needs an index that keeps the batch size 4, got 2"):
         cache.reorder(torch.tensor([0, 2]), include_static=False)
+
+
+def test_growing_cache_appends_in_place_and_doubles_its_room() -> None:
+    from transformer_lab.nn.cache import AttentionCache
+
+    generator = torch.Generator().manual_seed(0)
+    cache = AttentionCache(static=False)
+    appended_keys, appended_values = [], []
+    buffers = set()
+    for step in range(AttentionCache.INITIAL_CAPACITY * 2 + 3):
+        new_keys = torch.randn(3, 2, 1, 4, generator=generator)  # [B, H, 1, Dh]
+        new_values = torch.randn(3, 2, 1, 4, generator=generator)
+        appended_keys.append(new_keys)
+        appended_values.append(new_values)
+        keys, values = cache.update(new_keys, new_values)
+        # What attention sees is exactly what torch.cat of every append would give.
+        assert torch.equal(keys, torch.cat(appended_keys, dim=2))
+        assert torch.equal(values, torch.cat(appended_values, dim=2))
+        assert cache.length == step + 1
+        buffers.add(keys.untyped_storage().data_ptr())
+    # 35 positions: 16, then 32, then 64 places; three buffers in all, not one per step.
+    assert cache.capacity == 4 * AttentionCache.INITIAL_CAPACITY and len(buffers) == 3
+    # Beam search's reorder selects rows of the filled part (and keeps the room).
+    index = torch.tensor([2, 2, 0])
+    cache.reorder(index)
+    assert torch.equal(cache.keys, torch.cat(appended_keys, dim=2)[index])
+    assert torch.equal(cache.values, torch.cat(appended_values, dim=2)[index])
+    assert cache.capacity == 4 * AttentionCache.INITIAL_CAPACITY
+    with pytest.raises(ValueError, match="batch"):
+        cache.update(torch.zeros(2, 2, 1, 4), torch.zeros(2, 2, 1, 4))
