@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
 from torch import Tensor, nn
 
 from transformer_lab import nn as lab_nn
@@ -194,7 +195,36 @@ class Seq2SeqTransformer(nn.Module):
         hidden = self.transformer.decoder(
             new_emb, memory, memory_key_padding_mask=masks.padding_mask(src_ids, self.pad_id), cache=cache
         )  # [B, t_new, D]
-        return self.generator(hidden[:, -1])  # [B, V]
+        return self._cached_generator(hidden[:, -1], cache)  # [B, V]
+
+    def _cached_generator(self, hidden: Tensor, cache: lab_nn.DecoderCache) -> Tensor:
+        """The generator for one decoding run: ``hidden @ W^T + b`` with ``W^T`` made contiguous once.
+
+        With the (possibly tied) weight ``[V, D]`` as it is, every step multiplies by a
+        transposed view; the same product with a contiguous ``[D, V]`` copy runs 1.35x
+        faster at 32 rows and 1.6x at one row (one Zen 3 thread, V = 8,000,
+        docs/results.md#ctranslate2). The copy lives in the run's cache, so it can never
+        outlive the weights it was made from. Anything but a plain Linear (the int8
+        copy's quantized layer), a hooked generator, autocast or autograd keeps the module's own call.
+
+        Shape: hidden ``[B, D]`` -> ``[B, V]``.
+        """
+        generator = self.generator
+        hooked = bool(generator._forward_hooks or generator._forward_pre_hooks)  # a hook expects the module's call
+        if (
+            type(generator) is not nn.Linear
+            or hooked
+            or torch.is_autocast_enabled(hidden.device.type)
+            or torch.is_grad_enabled()
+        ):
+            return generator(hidden)
+        weight_t = cache.derived.get("generator_weight_t")
+        if weight_t is None or weight_t.dtype != hidden.dtype or weight_t.device != hidden.device:
+            weight_t = generator.weight.detach().t().contiguous().to(hidden.dtype)  # [D, V]
+            cache.derived["generator_weight_t"] = weight_t
+        if generator.bias is None:
+            return hidden @ weight_t
+        return torch.addmm(generator.bias.detach().to(hidden.dtype), hidden, weight_t)  # [B, V]
 
     def _add_aligned_memory(self, tgt_emb: Tensor, memory: Tensor, src_ids: Tensor, offset: int) -> Tensor:
         """With ``aligned_decoder_input``: target position ``offset + t`` gets memory position ``offset + t``.

@@ -140,6 +140,10 @@ class DecoderCache:
         if num_layers < 1:
             raise ValueError(f"DecoderCache: num_layers must be >= 1, got {num_layers}")
         self.layers = [DecoderLayerCache() for _ in range(num_layers)]
+        # Tensors a model derives from its weights once per decoding run (a cache lives
+        # for one run, during which the weights do not change), e.g. a weight laid out
+        # for faster products. They do not depend on the batch, so reorder leaves them.
+        self.derived: dict[str, Tensor] = {}
 
     @property
     def length(self) -> int:
