@@ -98,3 +98,30 @@ def test_bad_inputs_are_named() -> None:
         model(torch.ones(1, 40, dtype=torch.long), torch.tensor([[2]]))
     with pytest.raises(ValueError, match=r"tie_embeddings='all' needs one shared vocabulary"):
         Seq2SeqTransformer(10, 12, d_model=16, nhead=2, tie_embeddings="all")
+
+
+def test_cached_generator_uses_a_per_run_copy_that_follows_the_weights() -> None:
+    model = tiny_model().eval()
+    src_ids = torch.tensor([[5, 6, 7, 3]])
+    prefix = torch.tensor([[2, 8]])
+    with torch.no_grad():
+        memory = model.encode(src_ids)
+        cache = model.new_cache()
+        model.decode_step(prefix[:, :1], memory, src_ids, cache)
+        logits = model.decode_step(prefix, memory, src_ids, cache)  # [1, V]
+        assert "generator_weight_t" in cache.derived
+        expected = model.decode_step(prefix, memory, src_ids)  # the module's own call, no cache
+        assert torch.allclose(logits, expected, atol=1e-5, rtol=0)
+        # Weights changed in place between runs: a new run's cache derives a new copy.
+        model.generator.weight.mul_(2.0)
+        fresh = model.new_cache()
+        model.decode_step(prefix[:, :1], memory, src_ids, fresh)
+        doubled = model.decode_step(prefix, memory, src_ids, fresh)
+        assert torch.allclose(doubled, model.decode_step(prefix, memory, src_ids), atol=1e-5, rtol=0)
+        assert not torch.allclose(doubled, logits, atol=1e-3)
+    # A hook on the generator sees every call: the module is called as it is.
+    calls: list[int] = []
+    model.generator.register_forward_hook(lambda module, inputs, output: calls.append(1))
+    with torch.no_grad():
+        model.decode_step(prefix, memory, src_ids, model.new_cache())
+    assert calls == [1]
