@@ -22,6 +22,7 @@ ctranslate2 = pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed (pip install 'transformer-lab[deploy]')"
 )
 
+from tests.export.layouts import LAYOUT_NAMES, LAYOUTS  # noqa: E402
 from tests.reliability.builders import SENTENCES, train_classification_checkpoint, write_translation_checkpoint  # noqa: E402
 from tests.tasks.couplet_fixture import TINY_OVERRIDES as COUPLET_OVERRIDES  # noqa: E402
 from tests.tasks.couplet_fixture import write_couplet_folder  # noqa: E402
@@ -144,16 +145,7 @@ def test_teacher_forced_log_probs_equal_ours(reverse: dict) -> None:
     )
 
 
-# The other layouts the exporter maps: our translation preset (post-norm, tied), pre-norm
-# with gelu, and three separate matrices.
-LAYOUTS = [
-    [],
-    ["model.norm_first=true", "model.activation=gelu"],
-    ["model.tie_embeddings=none", "model.num_encoder_layers=2"],
-]
-
-
-@pytest.mark.parametrize("overrides", LAYOUTS, ids=["post-norm-tied", "pre-norm-gelu", "untied"])
+@pytest.mark.parametrize("overrides", LAYOUTS, ids=LAYOUT_NAMES)
 def test_translation_checkpoint_exports_exactly(tmp_path: Path, overrides: list[str]) -> None:
     checkpoint = write_translation_checkpoint(tmp_path / "checkpoint", ["model.d_model=32", "model.nhead=4", *overrides])
     out_dir = export_checkpoint(checkpoint, tmp_path / "ct2")

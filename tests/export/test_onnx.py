@@ -25,6 +25,7 @@ onnxruntime = pytest.importorskip(
     "onnxruntime", reason="onnxruntime is not installed (pip install 'transformer-lab[deploy]')"
 )
 
+from tests.export.layouts import LAYOUT_NAMES, LAYOUTS  # noqa: E402
 from tests.reliability.builders import SENTENCES, train_classification_checkpoint, write_translation_checkpoint  # noqa: E402
 from tests.tasks.couplet_fixture import TINY_OVERRIDES as COUPLET_OVERRIDES  # noqa: E402
 from tests.tasks.couplet_fixture import write_couplet_folder  # noqa: E402
@@ -157,16 +158,7 @@ def test_a_position_past_the_table_is_an_error(reverse: dict) -> None:
     assert all(len(ids) <= positions for ids, _ in greedy_decode(sessions, src, positions + 5))
 
 
-# The layouts the graphs write out: our translation preset (post-norm, tied), pre-norm
-# with gelu, and three separate matrices.
-LAYOUTS = [
-    [],
-    ["model.norm_first=true", "model.activation=gelu"],
-    ["model.tie_embeddings=none", "model.num_encoder_layers=2"],
-]
-
-
-@pytest.mark.parametrize("overrides", LAYOUTS, ids=["post-norm-tied", "pre-norm-gelu", "untied"])
+@pytest.mark.parametrize("overrides", LAYOUTS, ids=LAYOUT_NAMES)
 def test_translation_checkpoint_exports_exactly(tmp_path: Path, overrides: list[str]) -> None:
     checkpoint = write_translation_checkpoint(tmp_path / "checkpoint", ["model.d_model=32", "model.nhead=4", *overrides])
     out_dir = export_checkpoint(checkpoint, tmp_path / "onnx")
