@@ -137,3 +137,16 @@ def test_confusion_matrix_png_and_its_bad_input(tmp_path: Path) -> None:
         figures.plot_confusion_matrix(tmp_path / "x.png", [[1, -1], [0, 1]], names[:2])
     with pytest.raises(ValueError, match="path must name a .png file"):
         figures.plot_confusion_matrix(tmp_path / "x.svg", [[1, 0], [0, 1]], names[:2])
+
+
+def test_ms_per_step_figure_and_its_bad_input(tmp_path: Path) -> None:
+    from transformer_lab.lab.figures import plot_ms_per_step
+
+    times = {"ours fp32": [4.2, 6.0, 15.0], "ctranslate2 fp32": [3.0, 4.1, 10.9]}
+    path = plot_ms_per_step(tmp_path / "speed.png", [1, 4, 32], times, footnote="a CPU", figsize=(6.0, 4.0), dpi=50)
+    assert _pixels(path) == (200, 300)
+    with pytest.raises(ValueError, match=r"ms_per_step\['ours fp32'\] must be 2 positive times"):
+        plot_ms_per_step(tmp_path / "bad.png", [1, 4], times)
+    with pytest.raises(ValueError, match="batch_sizes must be one or more positive sizes"):
+        plot_ms_per_step(tmp_path / "bad.png", [0, 4, 32], times)
+    assert not (tmp_path / "bad.png").exists()

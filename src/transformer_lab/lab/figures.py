@@ -6,13 +6,15 @@ masks of :mod:`transformer_lab.nn.masks`), :func:`plot_positions` (the positiona
 :func:`plot_attention` / :func:`plot_checkpoint_attention` (every head of every layer of a
 trained model), :func:`plot_training_curve` (a Trainer's ``metrics.jsonl``) and
 :func:`plot_attention_heatmap` (one matrix) and :func:`plot_confusion_matrix` (a
-classifier's errors). ``transformer-lab plot`` calls them.
+classifier's errors). ``transformer-lab plot`` calls them. :func:`plot_ms_per_step` draws
+a benchmark's decoding speed against the batch size (``benchmarks/bench_ctranslate2.py``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import textwrap
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -25,6 +27,7 @@ import torch  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import FixedLocator, FormatStrFormatter, LogLocator, NullFormatter  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 from transformer_lab.data import Vocabulary, make_synthetic_pairs, read_lines  # noqa: E402
@@ -429,3 +432,57 @@ def plot_checkpoint_attention(
         dpi=dpi,
         title=f"attention weights of checkpoint {Path(checkpoint).name!r}, every head of every layer (rows: queries)",
     )
+
+
+def plot_ms_per_step(
+    path: str | os.PathLike[str],
+    batch_sizes: Sequence[int],
+    ms_per_step: Mapping[str, Sequence[float]],
+    title: str = "decoding speed by batch size",
+    footnote: str = "",
+    figsize: tuple[float, float] = (7.0, 4.8),
+    dpi: int = 100,
+) -> Path:
+    """Milliseconds per decoding step against the batch size, one labelled line per engine, log-log.
+
+    ``ms_per_step`` maps each line's label (an engine: ``ours fp32``, ``ctranslate2 int8``
+    ...) to its time per step of the whole batch, one value per batch size, in the order of
+    ``batch_sizes``. The x ticks are the batch sizes themselves. ``footnote`` (the machine,
+    the versions, the settings) is written small under the axes, wrapped to the width.
+    """
+    _check_figure_size(figsize, dpi)
+    if not batch_sizes or min(batch_sizes) < 1:
+        raise ValueError(f"batch_sizes must be one or more positive sizes, got {list(batch_sizes)!r}")
+    if not ms_per_step:
+        raise ValueError("ms_per_step must hold at least one engine's times, got none")
+    for label, values in ms_per_step.items():
+        if len(values) != len(batch_sizes) or min(values) <= 0:
+            raise ValueError(
+                f"ms_per_step[{label!r}] must be {len(batch_sizes)} positive times (one per batch size), "
+                f"got {list(values)!r}"
+            )
+    figure, axes = plt.subplots(figsize=figsize)
+    markers = "osD^vP*X"
+    for index, (label, values) in enumerate(ms_per_step.items()):
+        axes.plot(list(batch_sizes), list(values), marker=markers[index % len(markers)], label=label)
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.xaxis.set_major_locator(FixedLocator(sorted(set(batch_sizes))))
+    axes.xaxis.set_major_formatter(FormatStrFormatter("%d"))
+    axes.xaxis.set_minor_formatter(NullFormatter())
+    # 1-2-3-5 ticks with plain numbers: a log axis that reads in milliseconds, not powers of ten.
+    axes.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 3.0, 5.0)))
+    axes.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    axes.yaxis.set_minor_formatter(NullFormatter())
+    axes.set_xlabel("batch size (sentences decoded together)")
+    axes.set_ylabel("ms per decoding step (whole batch, median)")
+    axes.set_title("\n".join(textwrap.wrap(title, width=max(20, int(figsize[0] * 12)))), fontsize=10)
+    axes.grid(which="both", alpha=0.3)
+    axes.legend(fontsize=8)
+    bottom = 0.0
+    if footnote:
+        lines = textwrap.wrap(footnote, width=max(20, int(figsize[0] * 17)))
+        figure.text(0.01, 0.01, "\n".join(lines), fontsize=7, color="dimgray", ha="left", va="bottom")
+        bottom = min(0.5, (len(lines) * 7 * 1.35 + 6) / 72 / figsize[1])  # the footnote's height, as a share
+    figure.tight_layout(rect=(0.0, bottom, 1.0, 1.0))
+    return _save(figure, path, dpi)
