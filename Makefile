@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU build of PyTorch; see README "Installing PyTorch" for GPU machines.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup test demo browser bench clean
+.PHONY: setup test lint demo browser bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,12 @@ setup: $(BIN)/.installed
 
 test: setup
 	$(BIN)/python -m pytest
+
+# Hygiene: ruff's lint rules and formatting, then mypy; their settings are in pyproject.toml.
+lint: setup
+	$(BIN)/ruff check src tests benchmarks docs
+	$(BIN)/ruff format --check src tests benchmarks docs
+	$(BIN)/mypy
 
 demo: setup
 	$(BIN)/transformer-lab demo

@@ -43,9 +43,9 @@ from typing import Any, Sequence
 
 import torch
 
-from transformer_lab.hardware import machine_summary
 from transformer_lab.data import NewsArticle, ag_news_path, read_ag_news_csv
 from transformer_lab.evaluation import ClassificationReport, classification_report
+from transformer_lab.hardware import machine_summary
 from transformer_lab.tasks import classification
 from transformer_lab.training import apply_overrides, config_to_dict
 

@@ -194,7 +194,8 @@ def run_batch_sweep(engines: dict[str, Decoder], arguments: argparse.Namespace, 
     for batch_size, timing in rows:
         ms = timing.ms_per_step
         fp32_equal = timing.outputs["ct2 float32"] == timing.outputs["ours"]
-        print(f"| {batch_size} | {ms['ours']:.2f} | {ms['ours int8']:.2f} | {ms['ct2 float32']:.2f} | {ms['ct2 int8']:.2f} "
+        print(f"| {batch_size} | {ms['ours']:.2f} | {ms['ours int8']:.2f} "
+              f"| {ms['ct2 float32']:.2f} | {ms['ct2 int8']:.2f} "
               f"| {ms['ours'] / ms['ct2 float32']:.2f}x | {ms['ours int8'] / ms['ct2 int8']:.2f}x "
               f"| {'yes' if fp32_equal else 'NO'} | {timing.equal_rows('ours int8')}/{batch_size} "
               f"| {timing.equal_rows('ct2 int8')}/{batch_size} |")

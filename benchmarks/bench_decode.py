@@ -35,8 +35,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from transformer_lab.hardware import machine_summary
 from transformer_lab.decoding import greedy_search
+from transformer_lab.hardware import machine_summary
 from transformer_lab.models import Seq2SeqTransformer
 
 PAD_ID, BOS_ID, EOS_ID = 0, 2, 3

@@ -111,7 +111,8 @@ def main() -> None:
         raise SystemExit(f"the losses disagree: {values}")
     loss_medians = time_side_by_side(loss_candidates, arguments.repeats)
     print_table(
-        f"label-smoothed cross-entropy, bf16 logits [4096, 8000] (all three give {values['label_smoothed_cross_entropy']:.5f})",
+        "label-smoothed cross-entropy, bf16 logits [4096, 8000] "
+        f"(all three give {values['label_smoothed_cross_entropy']:.5f})",
         loss_medians,
         "F.cross_entropy (float32 logits)",
     )

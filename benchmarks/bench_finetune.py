@@ -92,8 +92,9 @@ def main() -> None:
         if code != 0:
             raise SystemExit(f"{name}: the train command failed with exit code {code}")
     same_tokenizer = (runs["fine-tuned"][0] / "last" / "tokenizer.json").read_bytes() == (checkpoint / "tokenizer.json").read_bytes()
-    print(f"\ncheckpoint {checkpoint}; {arguments.train_pairs} domain training pairs, {len(pairs) - arguments.train_pairs} "
-          f"validation pairs; {arguments.steps} steps each; fine-tuned tokenizer is the checkpoint's: {same_tokenizer}\n")
+    print(f"\ncheckpoint {checkpoint}; {arguments.train_pairs} domain training pairs, "
+          f"{len(pairs) - arguments.train_pairs} validation pairs; {arguments.steps} steps each; "
+          f"fine-tuned tokenizer is the checkpoint's: {same_tokenizer}\n")
     print("| run | step | val loss | val BLEU (greedy) | val chrF++ | wall s |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, (folder, _) in runs.items():

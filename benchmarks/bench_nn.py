@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from transformer_lab.hardware import machine_summary
 from transformer_lab import nn as lab_nn
+from transformer_lab.hardware import machine_summary
 
 BATCH, LENGTH = 64, 24
 
@@ -81,7 +81,11 @@ def main() -> None:
     for d_model, layers in configs:
         for precision in ("fp32", "bf16"):
             torch_time, our_time = measure(d_model, layers, precision, arguments.repeats)
-            print(f"| {d_model} | {layers}+{layers} | {precision} | {torch_time * 1e3:.1f} | {our_time * 1e3:.1f} | {torch_time / our_time:.2f} |", flush=True)
+            print(
+                f"| {d_model} | {layers}+{layers} | {precision} "
+                f"| {torch_time * 1e3:.1f} | {our_time * 1e3:.1f} | {torch_time / our_time:.2f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,8 @@ import torch
 from bench_train_precision import Runner
 from torch import nn
 
-from transformer_lab.hardware import bf16_support, machine_summary
 from transformer_lab.data import PAD_ID, Seq2SeqBatch
+from transformer_lab.hardware import bf16_support, machine_summary
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import translation
 

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 
 import torch
 
-from transformer_lab.hardware import machine_summary
 from transformer_lab.data import (
     BOS_ID,
     EOS_ID,
@@ -45,6 +44,7 @@ from transformer_lab.data import (
     collate_pairs,
     make_synthetic_pairs,
 )
+from transformer_lab.hardware import machine_summary
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import synthetic
 from transformer_lab.tasks.seq2seq import seq2seq_loss_fn

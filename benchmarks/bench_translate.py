@@ -29,8 +29,8 @@ import time
 
 import torch
 
-from transformer_lab.hardware import machine_summary
 from transformer_lab.data.multi30k import load_multi30k
+from transformer_lab.hardware import machine_summary
 from transformer_lab.tasks.translation import load_translator, translate_sentences
 
 METHODS = {

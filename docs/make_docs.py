@@ -152,7 +152,9 @@ def model_path_table() -> str:
         "transformer.encoder.layers.0": "encoder layer output (after residual + LayerNorm)",
         "transformer.encoder": "memory, read by every decoder layer",
         "transformer.decoder.layers.0.self_attn": "masked self-attention (causal mask)",
-        "transformer.decoder.layers.0.multihead_attn": "cross-attention: queries from the target, keys/values from the memory",
+        "transformer.decoder.layers.0.multihead_attn": (
+            "cross-attention: queries from the target, keys/values from the memory"
+        ),
         "transformer.decoder.layers.0.linear1": "feed-forward, first linear",
         "transformer.decoder.layers.0.linear2": "feed-forward, second linear",
         "transformer.decoder.layers.0": "decoder layer output",

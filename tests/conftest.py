@@ -6,7 +6,6 @@ import random
 import pytest
 import torch
 
-
 # Tests use tiny models: on a shared 2-core machine one thread is far faster than several
 # competing ones, and the numbers do not depend on it. The CLI's main() keeps what
 # OMP_NUM_THREADS says, so the commands the tests run stay on one thread too.

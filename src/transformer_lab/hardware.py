@@ -28,6 +28,7 @@ import os
 import platform
 import time
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -189,7 +190,9 @@ def _say_once(level: int, message: str) -> None:
         logger.log(level, message)
 
 
-def resolve_precision(precision: str, device: torch.device | str, *, log_level: int = logging.INFO) -> str:
+def resolve_precision(
+    precision: str, device: torch.device | str, *, log_level: int = logging.INFO
+) -> Literal["fp32", "bf16"]:
     """``"fp32"`` or ``"bf16"`` for ``precision`` ("auto", "fp32" or "bf16") on ``device``.
 
     "auto" logs its choice and the reason once per process at ``log_level`` (decoding
@@ -200,11 +203,11 @@ def resolve_precision(precision: str, device: torch.device | str, *, log_level: 
     if precision not in PRECISIONS:
         raise ValueError(f"precision: expected one of {PRECISIONS}, got {precision!r}")
     if precision == "fp32":
-        return precision
+        return "fp32"
     device = torch.device(device)
     support = bf16_support(device)
     if precision == "auto":
-        resolved = "bf16" if support.fast else "fp32"
+        resolved: Literal["fp32", "bf16"] = "bf16" if support.fast else "fp32"
         _say_once(log_level, f"precision auto -> {resolved}: {support.reason}")
         return resolved
     if not support.fast:
@@ -217,7 +220,7 @@ def resolve_precision(precision: str, device: torch.device | str, *, log_level: 
             f"precision bf16 on {_device_name(device)}: {support.reason}{slowdown}. "
             "It runs, but precision auto (or fp32) would be faster.",
         )
-    return precision
+    return "bf16"
 
 
 def _device_name(device: torch.device) -> str:

@@ -8,10 +8,9 @@ favourite" comes from the constraints.
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import Tensor
-
-import pytest
 
 from transformer_lab.decoding import beam_search, greedy_search
 from transformer_lab.decoding.couplet_constraints import CoupletConstraints

@@ -91,4 +91,4 @@ def test_bad_arguments_raise_value_errors_naming_them(table_model, sources):
     with pytest.raises(ValueError, match="bos_id"):
         greedy_search(NoIds(), sources([0]), max_len=3)
     with pytest.raises(ValueError, match="logits_processor"):
-        greedy_search(table_model, sources([0]), max_len=3, logits_processor=lambda s, p, l: l[:, :2])
+        greedy_search(table_model, sources([0]), max_len=3, logits_processor=lambda s, p, log_probs: log_probs[:, :2])

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import torch
 
-from transformer_lab.data import SubwordTokenizer
-from transformer_lab.models import Seq2SeqTransformer
 from tests.tasks.couplet_fixture import TINY_OVERRIDES as COUPLET_OVERRIDES
 from tests.tasks.couplet_fixture import write_couplet_folder
 from tests.tasks.news_fixture import tiny_overrides, write_news_folder
+from transformer_lab.data import SubwordTokenizer
+from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks import classification, couplet, seq2seq, translation
 from transformer_lab.training import apply_overrides, config_to_dict, save_checkpoint
 
@@ -82,7 +82,8 @@ def train_classification_checkpoint(root: Path) -> Path:
 def train_couplet_checkpoint(root: Path) -> Path:
     """Two steps of ``couplet.train`` on 60 made-up couplets; returns the run's ``last/``.
 
-    The run's data folder, recorded in its config, is ``root/data`` (``couplet/train_couplet_machine/``, ``couplet/test/``).
+    The run's data folder, recorded in its config, is ``root/data``
+    (``couplet/train_couplet_machine/``, ``couplet/test/``).
     """
     data_dir = write_couplet_folder(root / "data", num_train=60, num_test=5)
     overrides = [f"data.data_dir={data_dir}", *COUPLET_OVERRIDES, "train.max_steps=2", "data.num_validation=4"]

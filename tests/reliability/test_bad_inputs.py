@@ -28,7 +28,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.tasks.couplet_fixture import made_up_couplets, write_split
 from tests.reliability.builders import (
     SENTENCES,
     train_classification_checkpoint,
@@ -36,6 +35,7 @@ from tests.reliability.builders import (
     write_multi30k_split,
     write_translation_checkpoint,
 )
+from tests.tasks.couplet_fixture import made_up_couplets, write_split
 from transformer_lab import nn as lab_nn
 from transformer_lab.cli import main
 from transformer_lab.data import SubwordTokenizer, Vocabulary, read_ag_news_csv, read_lines, read_parallel_text
@@ -362,7 +362,8 @@ CLI_CASES = [
     CliCase("translate: --beam not a number (argparse)", lambda tmp, ck: translate_argv(ck.translation, "--beam", "five", "Hallo"),
             r"^transformer-lab translate: error: argument --beam: invalid int value: 'five' \(see .* --help\)$"),
     CliCase("translate: missing checkpoint", lambda tmp, ck: translate_argv(tmp / "nowhere", "Hallo"),
-            r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder holding best/ or last/, got '.*nowhere'$"),
+            r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder holding best/ or last/, "
+            r"got '.*nowhere'$"),
     CliCase("translate: weights cut in half",
             lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half), "Hallo"),
             r"model\.safetensors': expected a complete safetensors file"),
@@ -484,7 +485,8 @@ CLI_CASES = [
     CliCase("couplet: --input is a folder", lambda tmp, ck: couplet_argv(ck, "--input", str(tmp)),
             r"expected a text file, got .*, which is a folder$"),
     CliCase("couplet: missing checkpoint", lambda tmp, ck: ["couplet", "--checkpoint", str(tmp / "nowhere"), "春风"],
-            r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder holding best/ or last/, got '.*nowhere'$"),
+            r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder holding best/ or last/, "
+            r"got '.*nowhere'$"),
     CliCase("couplet: a translation checkpoint",
             lambda tmp, ck: ["couplet", "--checkpoint", str(ck.translation), "春风"],
             r"expected a couplet checkpoint, got task 'translation'$"),

@@ -133,7 +133,8 @@ const canvas = document.getElementById('attention-canvas'), map = canvas.heatmap
 const ratio = canvas.width / parseFloat(canvas.style.width);
 const context = canvas.getContext('2d');
 return map.weights.map((row, r) => row.map((_, c) => Array.from(context.getImageData(
-  Math.floor((map.left + (c + 0.5) * map.cell) * ratio), Math.floor((map.top + (r + 0.5) * map.cell) * ratio), 1, 1).data.slice(0, 3))));
+  Math.floor((map.left + (c + 0.5) * map.cell) * ratio),
+  Math.floor((map.top + (r + 0.5) * map.cell) * ratio), 1, 1).data.slice(0, 3))));
 """
 
 

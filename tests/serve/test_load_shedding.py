@@ -225,12 +225,18 @@ def test_a_body_over_the_limit_gets_413_without_being_read(find_unused_port: Cal
     limit = 1000
     with serving(find_unused_port, max_body_bytes=limit) as (_, fake, port):
         # Declares 10^9 bytes, sends 100: answered at once from the header.
-        head = b"POST /api/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n"
+        head = (
+            b"POST /api/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000000000\r\n\r\n"
+        )
         status, answer = raw_exchange(port, head, [b"x" * 100])
         assert status == 413, answer
         assert answer["error"] == f"body: expected at most {limit} bytes, got a Content-Length of 1000000000"
         # Chunked: two chunks of 600 bytes and no end; refused once the count passes the limit.
-        head = b"POST /api/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        head = (
+            b"POST /api/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
         chunk = b"258\r\n" + b" " * 600 + b"\r\n"  # 0x258 = 600
         status, answer = raw_exchange(port, head, [chunk, chunk])
         assert status == 413, answer

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from transformer_lab import cli
 from transformer_lab.data import (
     BOS_ID,
     EOS_ID,
@@ -31,7 +32,6 @@ from transformer_lab.data import (
     make_synthetic_pairs,
     token_budget_batches,
 )
-from transformer_lab import cli
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks.seq2seq import seq2seq_loss_fn
 from transformer_lab.training import DataParallel, TrainConfig, Trainer, data_shard

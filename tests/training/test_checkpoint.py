@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from transformer_lab.training import checkpoint as checkpoint_module
 from transformer_lab.training import (
     copy_checkpoint,
     load_checkpoint_config,
@@ -14,7 +15,6 @@ from transformer_lab.training import (
     read_extra_file,
     save_checkpoint,
 )
-from transformer_lab.training import checkpoint as checkpoint_module
 
 
 class TiedModel(nn.Module):

@@ -15,7 +15,7 @@ import torch
 from tests.training.test_trainer import D_MODEL, TinyModel, config, epoch_batches, loss_fn, read_rows
 from transformer_lab.cli import main
 from transformer_lab.tasks import synthetic
-from transformer_lab.training import TrainingDivergedError, Trainer
+from transformer_lab.training import Trainer, TrainingDivergedError
 
 
 class NanGradient(torch.autograd.Function):

@@ -21,24 +21,23 @@ from typing import Sequence
 
 import torch
 
-from transformer_lab.hardware import physical_cores
-from transformer_lab.extras import MissingExtraError
-from transformer_lab.training import TrainingDivergedError
 from transformer_lab.cli import (
     average_command,
     classify_command,
     couplet_command,
     demo_command,
     evaluate_command,
-    export_command,
     explain_command,
+    export_command,
     lab_command,
     plot_command,
     serve_command,
     train_command,
     translate_command,
 )
-from transformer_lab.training import is_main_process
+from transformer_lab.extras import MissingExtraError
+from transformer_lab.hardware import physical_cores
+from transformer_lab.training import TrainingDivergedError, is_main_process
 
 _COMMAND_MODULES = [
     demo_command,

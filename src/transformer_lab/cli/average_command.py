@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import re
+import sys
 from pathlib import Path
 
 from torch import nn

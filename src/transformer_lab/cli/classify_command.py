@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from transformer_lab.cli.decode_options import input_lines
 from transformer_lab.hardware import PRECISIONS
@@ -44,7 +45,7 @@ def run(arguments: argparse.Namespace) -> int:
     results = classification.predict_each(
         model, tokenizer, config.class_names, texts, truncate=arguments.truncate, precision=arguments.precision
     )
-    records = []
+    records: list[dict[str, Any]] = []  # the --output JSON lines
     refused = 0
     for number, (text, result) in enumerate(zip(texts, results), start=1):
         if isinstance(result, str):

@@ -15,7 +15,12 @@ import sys
 from pathlib import Path
 
 from transformer_lab.cli.couplet_options import add_constraint_arguments, constraint_overrides
-from transformer_lab.cli.decode_options import add_decode_arguments, input_lines, model_for_precision, with_decode_arguments
+from transformer_lab.cli.decode_options import (
+    add_decode_arguments,
+    input_lines,
+    model_for_precision,
+    with_decode_arguments,
+)
 from transformer_lab.tasks import couplet
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import Any
 
 from transformer_lab.tasks import couplet
 
@@ -52,7 +53,7 @@ def constraint_overrides(
     config: couplet.CoupletConstraintConfig, arguments: argparse.Namespace
 ) -> couplet.CoupletConstraintConfig:
     """The checkpoint's constraints with the command line's changes."""
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}  # the CoupletConstraintConfig fields to replace
     for destination, (field, fixed) in _CHANGES.items():
         value = getattr(arguments, destination)
         if fixed is not None and value is True:

@@ -1,18 +1,19 @@
-"""Options shared by the commands that decode text (translate, couplet, evaluate): --beam, --precision, --length-penalty, the input lines."""
+"""Options shared by translate, couplet and evaluate: --beam, --precision, --length-penalty, the input lines."""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import dataclasses
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
+
+from torch import nn
 
 from transformer_lab.data import decode_lines, read_lines
 from transformer_lab.decoding import DecodeConfig
-from torch import nn
-
 from transformer_lab.hardware import PRECISIONS, resolve_precision
 from transformer_lab.models.quantization import int8_for_inference
 
@@ -51,7 +52,10 @@ def with_decode_arguments(decode_config: DecodeConfig, arguments: argparse.Names
     return decode_config
 
 
-def model_for_precision(model: nn.Module, arguments: argparse.Namespace) -> nn.Module:
+ModelType = TypeVar("ModelType", bound=nn.Module)
+
+
+def model_for_precision(model: ModelType, arguments: argparse.Namespace) -> ModelType:
     """The model to decode with: its int8 copy under ``--precision int8`` (CPU only), else the model itself."""
     if arguments.precision != "int8":
         return model
@@ -73,7 +77,10 @@ def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:
 
 
 def search_name(decode_config: DecodeConfig, device: str = "cpu") -> str:
-    """"greedy" or "beam K" (and " bf16" under bf16 autocast, "auto" resolved on ``device``), for reports and file names."""
+    """The search's name for reports and file names: "greedy" or "beam K".
+
+    " bf16" follows under bf16 autocast (precision "auto" is resolved on ``device``).
+    """
     name = "greedy" if decode_config.strategy == "greedy" else f"beam {decode_config.beam_size}"
     precision = resolve_precision(decode_config.precision, device, log_level=logging.DEBUG)
     return name if precision == "fp32" else f"{name} {precision}"

@@ -31,7 +31,11 @@ def run(arguments: argparse.Namespace) -> int:
           f"final training loss {summary['final_train_loss']:.3f}\n")
     print(f"{'source':<32} {'greedy':<32} beam")
     for example in report.examples:
-        print(f"{' '.join(map(str, example.source)):<32} {' '.join(map(str, example.greedy)):<32} {' '.join(map(str, example.beam))}")
+        print(
+            f"{' '.join(map(str, example.source)):<32} "
+            f"{' '.join(map(str, example.greedy)):<32} "
+            f"{' '.join(map(str, example.beam))}"
+        )
     print(f"\nExact match on {report.num_test} sequences never seen in training: "
           f"greedy {report.greedy_exact_match:.1%}, beam {report.beam_exact_match:.1%}")
     if report.attention_png is not None:

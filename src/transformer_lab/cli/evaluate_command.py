@@ -15,15 +15,22 @@ from __future__ import annotations
 import argparse
 import json
 import unicodedata
+from collections.abc import Sequence
 from pathlib import Path
 
 from transformer_lab.cli.couplet_options import add_constraint_arguments, constraint_overrides, given_constraint_options
-from transformer_lab.cli.decode_options import add_decode_arguments, search_name, model_for_precision, with_decode_arguments
+from transformer_lab.cli.decode_options import (
+    add_decode_arguments,
+    model_for_precision,
+    search_name,
+    with_decode_arguments,
+)
 from transformer_lab.data import LABELLED_TEXT_FORMATS, load_multi30k
 from transformer_lab.data.couplet import load_couplets
 from transformer_lab.data.parallel_text import read_parallel_text
 from transformer_lab.evaluation import bleu_tokenizer_for
-from transformer_lab.evaluation.couplet_antithesis import RULES as ANTITHESIS_RULES, pair_scores
+from transformer_lab.evaluation.couplet_antithesis import RULES as ANTITHESIS_RULES
+from transformer_lab.evaluation.couplet_antithesis import pair_scores
 from transformer_lab.evaluation.couplet_metrics import CoupletReport
 from transformer_lab.tasks import classification, couplet, translation
 from transformer_lab.training.checkpoint import resolve_checkpoint
@@ -209,7 +216,7 @@ def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
         for option, value in (("--split", arguments.split), ("--skip-malformed", arguments.skip_malformed or None)):
             if value is not None:
                 raise ValueError(f"{option}: expected either it or --test FILE, got both")
-        articles = classification.load_labelled_test(
+        articles: Sequence[classification.Example] = classification.load_labelled_test(
             config, arguments.test, text_fields=arguments.text_fields,
             label_field=arguments.label_field, file_format=arguments.file_format,
         )
@@ -240,7 +247,10 @@ def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
         report.class_names, report.precision, report.recall, report.f1, report.support
     ):
         print(f"{padded(name)}  {precision:.4f}     {recall:.4f}  {f1:.4f}  {support}")
-    print(f"{padded('macro')}  {report.macro_precision:.4f}     {report.macro_recall:.4f}  {report.macro_f1:.4f}  {len(articles)}")
+    print(
+        f"{padded('macro')}  {report.macro_precision:.4f}     "
+        f"{report.macro_recall:.4f}  {report.macro_f1:.4f}  {len(articles)}"
+    )
     print("confusion matrix (rows: true class, columns: predicted class, in the order above):")
     for name, row in zip(report.class_names, report.confusion):
         print(f"{padded(name)}  " + " ".join(f"{count:6d}" for count in row))

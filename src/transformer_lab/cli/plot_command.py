@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from types import ModuleType
 
 from transformer_lab.data import Vocabulary
 
 
-def _figures():  # type: ignore[no-untyped-def]
+def _figures() -> ModuleType:
     # Imported when a figure is drawn: matplotlib is the plots extra, not needed to list the commands.
     from transformer_lab.lab import figures
 

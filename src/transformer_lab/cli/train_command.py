@@ -13,14 +13,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from transformer_lab.hardware import PRECISIONS
 from transformer_lab.cli.overrides import add_override_arguments, resolved_config
+from transformer_lab.hardware import PRECISIONS
 from transformer_lab.tasks import classification, couplet, synthetic, translation
 from transformer_lab.tasks.finetune import with_checkpoint_model, with_finetune_schedule
 from transformer_lab.training import is_main_process, recover_interrupted_save
+from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.run_folder import check_writable, explain_missing_last, prepare_new_run
 from transformer_lab.training.trainer import LAST_FOLDER
-from transformer_lab.training.checkpoint import resolve_checkpoint
 
 SYNTHETIC_TASKS = ("copy", "reverse", "sort")
 REAL_DATA_TASKS = {"translation": translation, "couplet": couplet, "classification": classification}
@@ -37,7 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--precision", choices=PRECISIONS, default=None,
-        help="shorthand for --set train.precision=...: fp32, bf16 (autocast) or auto (bf16 where this machine runs it fast)",
+        help=(
+            "shorthand for --set train.precision=...: fp32, bf16 (autocast) "
+            "or auto (bf16 where this machine runs it fast)"
+        ),
     )
     parser.add_argument(
         "--train", nargs="+", default=None, metavar="FILE",
@@ -82,7 +85,10 @@ def run(arguments: argparse.Namespace) -> int:
         return _train_real_data(REAL_DATA_TASKS[arguments.task], arguments, out_dir)
     for option in ("train", "valid", "source_language", "target_language", "init_from"):
         if getattr(arguments, option) is not None:
-            raise ValueError(f"--{option.replace('_', '-')}: expected only with translation, couplet or classification, got it with {arguments.task}")
+            raise ValueError(
+                f"--{option.replace('_', '-')}: expected only with translation, couplet or classification, "
+                f"got it with {arguments.task}"
+            )
     config = resolved_config(synthetic.default_config(arguments.task), arguments)
     result = synthetic.train(config, out_dir, resume=arguments.resume)
     if not is_main_process():

@@ -7,7 +7,12 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from transformer_lab.cli.decode_options import add_decode_arguments, input_lines, model_for_precision, with_decode_arguments
+from transformer_lab.cli.decode_options import (
+    add_decode_arguments,
+    input_lines,
+    model_for_precision,
+    with_decode_arguments,
+)
 from transformer_lab.data import TokenizerPair
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.models import Seq2SeqTransformer
@@ -59,7 +64,10 @@ def _print_nbest(
     if nbest < 1:
         raise ValueError(f"--nbest: expected an int >= 1, got {nbest}")
     if beam_given and (decode_config.strategy != "beam" or decode_config.beam_size < nbest):
-        raise ValueError(f"--nbest {nbest}: expected --beam of at least {nbest}, got --beam {decode_config.beam_size if decode_config.strategy == 'beam' else 1}")
+        raise ValueError(
+            f"--nbest {nbest}: expected --beam of at least {nbest}, "
+            f"got --beam {decode_config.beam_size if decode_config.strategy == 'beam' else 1}"
+        )
     beam_size = max(nbest, decode_config.beam_size if decode_config.strategy == "beam" else 1)
     config = dataclasses.replace(decode_config, strategy="beam", beam_size=beam_size, num_return=nbest)
     for number, sentence in enumerate(sentences, start=1):

@@ -54,8 +54,8 @@ from transformer_lab.data.multi30k import (
 from transformer_lab.data.parallel_text import ParallelText, decode_lines, read_lines, read_parallel_text
 from transformer_lab.data.splits import stratified_split
 from transformer_lab.data.subword import SubwordTokenizer, encode_pairs
-from transformer_lab.data.tokenizer_pair import TokenizerPair
 from transformer_lab.data.synthetic import SYNTHETIC_TASKS, SyntheticTask, make_synthetic_pairs
+from transformer_lab.data.tokenizer_pair import TokenizerPair
 from transformer_lab.data.vocabulary import (
     BOS_ID,
     BOS_TOKEN,

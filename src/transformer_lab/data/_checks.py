@@ -7,10 +7,10 @@ and what was given, as DESIGN.md asks.
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, TypeGuard
 
 
-def is_integer(value: Any) -> bool:
+def is_integer(value: Any) -> TypeGuard[numbers.Integral]:
     """Return True for Python and NumPy integers, False for bools and everything else.
 
     bool is a subclass of int; a stray True passed as a length or an id is almost

@@ -35,8 +35,8 @@ from pathlib import Path
 
 from transformer_lab.data._checks import check_bool, check_integer
 from transformer_lab.data.chinese import is_punctuation
-from transformer_lab.data.download import download_file
 from transformer_lab.data.dataset_folder import data_root
+from transformer_lab.data.download import download_file
 from transformer_lab.data.pair_files import pair_file_format, read_pair_files
 from transformer_lab.data.parallel_text import ParallelText, read_parallel_text
 

@@ -28,7 +28,7 @@ import urllib.parse
 import urllib.request
 import zlib
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def _check_url(url: object) -> str:
     return url
 
 
-def _copy_response(url: str, destination: BinaryIO, timeout: float) -> None:
+def _copy_response(url: str, destination: IO[bytes], timeout: float) -> None:
     """Stream the body at `url` into the open file `destination`."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (scheme checked)
@@ -98,7 +98,7 @@ def _copy_response(url: str, destination: BinaryIO, timeout: float) -> None:
         raise ConnectionError(f"{url}: download failed ({error})") from None
 
 
-def _gunzip(url: str, compressed: BinaryIO, destination: BinaryIO) -> None:
+def _gunzip(url: str, compressed: IO[bytes], destination: IO[bytes]) -> None:
     """Decompress the gzip stream `compressed` into `destination`; bad gzip is a ValueError."""
     try:
         with gzip.GzipFile(fileobj=compressed, mode="rb") as archive:
@@ -168,7 +168,7 @@ def download_file(
     # ".part", so nothing mistakes them for data.
     temporaries: list[Path] = []
 
-    def temporary_file() -> BinaryIO:
+    def temporary_file() -> IO[bytes]:
         handle = tempfile.NamedTemporaryFile(
             dir=destination.parent, prefix=f".{destination.name}.", suffix=".part", delete=False
         )

@@ -36,7 +36,7 @@ import csv
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,7 +193,8 @@ def _label_of(value: Any, field: str) -> str:
         return str(int(value))
     if not isinstance(value, str):
         raise _RecordError(
-            f"field {field!r}: expected a label that is a string or an integer, got {value!r:.60} ({type(value).__name__})"
+            f"field {field!r}: expected a label that is a string or an integer, "
+            f"got {value!r:.60} ({type(value).__name__})"
         )
     if not value.strip():
         raise _RecordError(f"field {field!r}: expected a non-empty label, got {value!r}")
@@ -217,7 +218,7 @@ def _columns(header: list[str], text_fields: tuple[str, ...], label_field: str) 
     return indices
 
 
-def _delimited_rows(lines: list[str], file_format: str) -> Iterable[tuple[int, list[str]]]:
+def _delimited_rows(lines: list[str], file_format: str) -> Iterator[tuple[int, list[str]]]:
     """(first line number, fields) of every row; TSV splits on tabs, CSV follows RFC 4180."""
     if file_format == "tsv":
         for number, line in enumerate(lines, start=1):

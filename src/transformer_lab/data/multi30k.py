@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from transformer_lab.data._checks import check_bool
+
 # DATA_ENVIRONMENT_VARIABLE is re-exported here, where callers found it before AG News shared it.
 from transformer_lab.data.dataset_folder import DATA_ENVIRONMENT_VARIABLE, resolve_dataset_dir  # noqa: F401
 from transformer_lab.data.download import download_file

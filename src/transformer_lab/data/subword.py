@@ -72,7 +72,6 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 from transformer_lab.data._checks import check_bool, check_integer, is_integer
 from transformer_lab.data.vocabulary import (
-    SpecialTokenIds,
     BOS_ID,
     EOS_ID,
     NUM_SPECIAL_TOKENS,
@@ -80,6 +79,7 @@ from transformer_lab.data.vocabulary import (
     SPECIAL_TOKENS,
     UNK_ID,
     UNK_TOKEN,
+    SpecialTokenIds,
 )
 
 logger = logging.getLogger(__name__)
@@ -127,7 +127,8 @@ def _component_types(component: object) -> list[str]:
     """The `type` of a normalizer / pre-tokenizer / decoder entry and of its Sequence members."""
     if not isinstance(component, dict):
         return []
-    types = [component.get("type")] if isinstance(component.get("type"), str) else []
+    kind = component.get("type")
+    types = [kind] if isinstance(kind, str) else []
     for key in ("normalizers", "pretokenizers", "decoders", "processors"):
         for member in component.get(key) or []:
             types += _component_types(member)
@@ -469,8 +470,10 @@ class SubwordTokenizer(SpecialTokenIds):
 
     def id_to_token(self, token_id: int) -> str:
         """The vocabulary entry of `token_id` (for byte-level BPE byte symbols, e.g. "Ġman" for " man")."""
-        self._check_id("token_id", token_id)
-        return self._tokenizer.id_to_token(int(token_id))
+        token = self._tokenizer.id_to_token(self._check_id("token_id", token_id))
+        # Every id in [0, vocab_size) names an entry, so the tokenizer found one.
+        assert token is not None, token_id
+        return token
 
     def _check_id(self, name: str, token_id: object) -> int:
         if not is_integer(token_id) or not 0 <= int(token_id) < self._vocab_size:

@@ -75,8 +75,8 @@ def punctuation_match_rate(uppers: Sequence[str], lowers: Sequence[str], *, iden
 
 def level_tone_ending_rate(lowers: Sequence[str]) -> Rate:
     """Lines whose last Han character is of a level tone, over the lines that have one."""
-    endings = [last_han_character(lower) for lower in lowers]
-    endings = [character for character in endings if character is not None]
+    found = [last_han_character(lower) for lower in lowers]
+    endings = [character for character in found if character is not None]
     return Rate(sum(is_level_tone(character) for character in endings), len(endings))
 
 

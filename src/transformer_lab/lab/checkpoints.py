@@ -30,7 +30,10 @@ def load_seq2seq_checkpoint(folder: str | os.PathLike[str]) -> Seq2SeqTransforme
     Rebuilt by the task that wrote it (``tasks.registry``), so the lab studies exactly the
     model that was trained; a classifier checkpoint is an error naming it.
     """
-    return load_trained(folder, tasks=SEQ2SEQ_TASKS).model
+    model = load_trained(folder, tasks=SEQ2SEQ_TASKS).model
+    # Every task in SEQ2SEQ_TASKS rebuilds a Seq2SeqTransformer.
+    assert isinstance(model, Seq2SeqTransformer), type(model)
+    return model
 
 
 @dataclass

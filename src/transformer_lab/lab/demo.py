@@ -13,10 +13,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID, collate_pairs
-from transformer_lab.lab.attention_maps import attention_maps
 from transformer_lab.extras import MissingExtraError
+from transformer_lab.lab.attention_maps import attention_maps
 from transformer_lab.tasks import synthetic
 
 logger = logging.getLogger(__name__)

@@ -304,7 +304,8 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, object]]:
             raise ValueError(f"metrics: line {number} of {str(path)!r} is not JSON: {error}") from None
         if not isinstance(row, dict) or "event" not in row or "step" not in row:
             raise ValueError(
-                f"metrics: line {number} of {str(path)!r} must be an object with 'event' and 'step', got {line.strip()[:80]!r}"
+                f"metrics: line {number} of {str(path)!r} must be an object with 'event' and 'step', "
+                f"got {line.strip()[:80]!r}"
             )
         rows.append(row)
     return rows

@@ -36,21 +36,22 @@ import torch
 from torch import Tensor
 
 from transformer_lab.data import (
-    load_multi30k,
-    resolve_multi30k_dir,
     BOS_ID,
     EOS_ID,
     PAD_ID,
     Seq2SeqBatch,
     Vocabulary,
     collate_pairs,
+    load_multi30k,
     make_synthetic_pairs,
+    resolve_multi30k_dir,
 )
 from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint
+
 # Also in __all__: callers imported the result types from this module before they moved out.
 from transformer_lab.lab.mask_results import Comparison, GuardCheck, LabResult
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.nn import masks
+from transformer_lab.nn import TransformerDecoder, TransformerEncoder, TransformerEncoderLayer, masks
 from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, recording_shapes
 from transformer_lab.training import label_smoothed_cross_entropy
 
@@ -201,11 +202,19 @@ def _random_model(
     return Seq2SeqTransformer.from_config(config)
 
 
+def _stacks(model: Seq2SeqTransformer) -> tuple[TransformerEncoder, TransformerDecoder]:
+    """The encoder and decoder stacks: Seq2SeqTransformer always builds its own (no custom ones)."""
+    encoder, decoder = model.transformer.encoder, model.transformer.decoder
+    assert isinstance(encoder, TransformerEncoder) and isinstance(decoder, TransformerDecoder), (encoder, decoder)
+    return encoder, decoder
+
+
 def _model_words(model: Seq2SeqTransformer, origin: str) -> str:
     transformer = model.transformer
+    encoder, decoder = _stacks(model)
     return (
         f"Seq2SeqTransformer {origin}, d_model={transformer.d_model}, nhead={transformer.nhead}, "
-        f"layers={len(transformer.encoder.layers)}+{len(transformer.decoder.layers)}, "
+        f"layers={len(encoder.layers)}+{len(decoder.layers)}, "
         f"V={model.src_vocab_size}/{model.tgt_vocab_size}"
     )
 
@@ -346,7 +355,7 @@ def tgt_padding_mask_experiment(
         and record.scope.endswith("self_attn")
         and record.tensor is not None
     ]
-    if len(self_attention_weights) != len(model.transformer.decoder.layers):
+    if len(self_attention_weights) != len(_stacks(model)[1].layers):
         leaked = math.inf  # not measured: the row must fail rather than pass with a 0 nobody saw
     else:
         leaked = 0.0
@@ -562,7 +571,9 @@ def key_padding_polarity_experiment(setup: LabSetup, tolerance: float = DEFAULT_
     converted = masks.keep_to_hidden(annotated_source_mask).squeeze(1)  # [B, S], True = padding
 
     encoder_input = model.embed_source(src_ids).detach()  # [B, S, D]
-    first_attention = model.transformer.encoder.layers[0].self_attn
+    first_layer = _stacks(model)[0].layers[0]
+    assert isinstance(first_layer, TransformerEncoderLayer), type(first_layer)
+    first_attention = first_layer.self_attn
 
     def attend(key_padding_mask: Tensor) -> tuple[Tensor, Tensor]:
         """First encoder self-attention: output ``[B, S, D]`` and weights ``[B, S, S]``."""

@@ -47,7 +47,10 @@ class GuardCheck:
 
 @dataclass
 class LabResult:
-    """What one experiment measured; :func:`~transformer_lab.lab.mask_report.format_lab_result` is what the CLI prints."""
+    """What one experiment measured.
+
+    :func:`~transformer_lab.lab.mask_report.format_lab_result` is what the CLI prints.
+    """
 
     name: str
     claim: str

@@ -18,6 +18,7 @@ from transformer_lab.decoding import DecodeConfig
 from transformer_lab.lab.attention_maps import attention_maps
 from transformer_lab.lab.figures import plot_attention_heatmap
 from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.nn import TransformerDecoder
 from transformer_lab.tasks.translation import translate_nbest
 
 
@@ -38,8 +39,14 @@ def cross_attention(model: Seq2SeqTransformer, source_ids: Sequence[int], target
     if len(source_ids) == 0:
         raise ValueError("source_ids: expected at least one token id, got none")
     maps = attention_maps(model, torch.tensor([list(source_ids)]), torch.tensor([[BOS_ID, *target_ids]]))
-    layers = len(model.transformer.decoder.layers)
+    layers = _decoder_layers(model)
     return torch.stack([maps[f"decoder.layers.{layer}.multihead_attn"][0] for layer in range(layers)])  # [N, H, T, S]
+
+
+def _decoder_layers(model: Seq2SeqTransformer) -> int:
+    decoder = model.transformer.decoder
+    assert isinstance(decoder, TransformerDecoder), type(decoder)  # Seq2SeqTransformer builds its own stacks
+    return len(decoder.layers)
 
 
 def plot_translation_attention(
@@ -61,7 +68,7 @@ def plot_translation_attention(
     source_ids = tokenizers.source.encode(sentence)
     target_ids = best.ids
     weights = cross_attention(model, source_ids, target_ids)[-1].mean(dim=0)  # [T, S]
-    last_layer = len(model.transformer.decoder.layers) - 1
+    last_layer = _decoder_layers(model) - 1
     return plot_attention_heatmap(
         weights,
         token_labels(tokenizers.source, source_ids),

@@ -6,6 +6,7 @@ Shape legend: B batch, T sequence length, D d_model, V vocabulary.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -47,7 +48,8 @@ class TokenEmbedding(nn.Module):
 
     @property
     def weight(self) -> nn.Parameter:
-        return self.embedding.weight
+        # nn.Embedding holds its weight as a Parameter; torch's stubs declare a Tensor.
+        return cast(nn.Parameter, self.embedding.weight)
 
     def forward(self, token_ids: Tensor) -> Tensor:
         """Shape: token_ids ``[B, T]`` -> ``[B, T, D]``."""
@@ -65,6 +67,8 @@ class SinusoidalPositionalEncoding(nn.Module):
     than a silently grown table, so that a model never meets positions it was not sized for
     without the caller knowing (raise ``max_len`` in the config instead).
     """
+
+    table: Tensor  # [max_len, D], the buffer registered in __init__
 
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.1) -> None:
         super().__init__()

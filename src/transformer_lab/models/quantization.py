@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -21,11 +22,15 @@ from torch import nn
 QUANTIZED_LAYER_NAMES = ("linear1", "linear2", "generator")
 
 
-def int8_for_inference(model: nn.Module) -> nn.Module:
+ModelType = TypeVar("ModelType", bound=nn.Module)
+
+
+def int8_for_inference(model: ModelType) -> ModelType:
     """A copy of ``model`` (in eval mode) whose feed-forward and generator Linear layers compute in int8.
 
-    The original model is left as it is. Raises ``ValueError`` if the model has none of
-    those layers (nothing would be quantized).
+    The original model is left as it is; the copy is of the model's own class (only the
+    named Linear layers inside it are swapped). Raises ``ValueError`` if the model has none
+    of those layers (nothing would be quantized).
     """
     names = {
         name

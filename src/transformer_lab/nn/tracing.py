@@ -12,9 +12,9 @@ requests of the web server, or two tests, never record into each other's lists.
 from __future__ import annotations
 
 import contextvars
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
-from contextlib import contextmanager
 
 from torch import Tensor
 

@@ -44,29 +44,42 @@ class Transformer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        factory = {"device": device, "dtype": dtype}
-        layer_arguments = dict(
-            d_model=d_model,
-            nhead=nhead,
-            dim_feedforward=dim_feedforward,
-            dropout=dropout,
-            activation=activation,
-            layer_norm_eps=layer_norm_eps,
-            batch_first=batch_first,
-            norm_first=norm_first,
-            bias=bias,
-            **factory,
-        )
         if custom_encoder is not None:
             self.encoder = custom_encoder
         else:
-            encoder_norm = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
-            self.encoder = TransformerEncoder(TransformerEncoderLayer(**layer_arguments), num_encoder_layers, encoder_norm)
+            encoder_norm = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
+            encoder_layer = TransformerEncoderLayer(
+                d_model=d_model,
+                nhead=nhead,
+                dim_feedforward=dim_feedforward,
+                dropout=dropout,
+                activation=activation,
+                layer_norm_eps=layer_norm_eps,
+                batch_first=batch_first,
+                norm_first=norm_first,
+                bias=bias,
+                device=device,
+                dtype=dtype,
+            )
+            self.encoder = TransformerEncoder(encoder_layer, num_encoder_layers, encoder_norm)
         if custom_decoder is not None:
             self.decoder = custom_decoder
         else:
-            decoder_norm = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
-            self.decoder = TransformerDecoder(TransformerDecoderLayer(**layer_arguments), num_decoder_layers, decoder_norm)
+            decoder_norm = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
+            decoder_layer = TransformerDecoderLayer(
+                d_model=d_model,
+                nhead=nhead,
+                dim_feedforward=dim_feedforward,
+                dropout=dropout,
+                activation=activation,
+                layer_norm_eps=layer_norm_eps,
+                batch_first=batch_first,
+                norm_first=norm_first,
+                bias=bias,
+                device=device,
+                dtype=dtype,
+            )
+            self.decoder = TransformerDecoder(decoder_layer, num_decoder_layers, decoder_norm)
         self._reset_parameters()
         self.d_model = d_model
         self.nhead = nhead

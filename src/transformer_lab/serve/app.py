@@ -53,7 +53,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from transformer_lab.serve import masks_view
-from transformer_lab.serve.registry import HANDLER_MODULES, ServedModel
 from transformer_lab.serve.admission import Admission, Busy, ClientGone
 from transformer_lab.serve.intake import (
     ARRIVED_SCOPE_KEY,
@@ -64,6 +63,7 @@ from transformer_lab.serve.intake import (
     check_text_limits,
     json_error,
 )
+from transformer_lab.serve.registry import HANDLER_MODULES, ServedModel
 from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS
 
 logger = logging.getLogger(__name__)
@@ -210,7 +210,8 @@ def _add_task_endpoint(
 
     async def endpoint(body: request_type, request: Request) -> JSONResponse:  # type: ignore[valid-type]
         check(body)
-        model = _find_model(served, body.model, task)
+        # Every task's request type has a `model` field; mypy cannot read the dynamic annotation.
+        model = _find_model(served, body.model, task)  # type: ignore[attr-defined]
         return await run_admitted(request, lambda: {"model": model.name, **method(model.handler, body)})
 
     endpoint.__name__ = f"{task}_{path.strip('/').replace('/', '_')}"

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from transformer_lab.data.chinese import is_punctuation
 from transformer_lab.data.couplet import split_characters
+from transformer_lab.nn import TransformerDecoder
 from transformer_lab.serve.requests import ModelName, Text
 from transformer_lab.tasks import couplet
 
@@ -34,8 +35,10 @@ class CoupletHandler:
         self.model, self.vocabulary, self.config = couplet.load(checkpoint)
 
     def describe(self) -> dict[str, Any]:
+        decoder = self.model.transformer.decoder
+        assert isinstance(decoder, TransformerDecoder), type(decoder)  # Seq2SeqTransformer builds its own stacks
         return {
-            "layers": len(self.model.transformer.decoder.layers),
+            "layers": len(decoder.layers),
             "heads": self.config.model.nhead,
             "punctuation": self.config.constraints.punctuation_mode,
             "max_count": MAX_LOWER_LINES,

@@ -12,6 +12,7 @@ from typing import Any, Literal, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from transformer_lab.lab.translation_attention import cross_attention, token_labels
+from transformer_lab.nn import TransformerDecoder
 from transformer_lab.serve.requests import ModelName, Text
 from transformer_lab.tasks import translation
 
@@ -46,8 +47,10 @@ class TranslationHandler:
         self.model, self.tokenizer, self.config = translation.load_translator(checkpoint)
 
     def describe(self) -> dict[str, Any]:
+        decoder = self.model.transformer.decoder
+        assert isinstance(decoder, TransformerDecoder), type(decoder)  # Seq2SeqTransformer builds its own stacks
         return {
-            "layers": len(self.model.transformer.decoder.layers),
+            "layers": len(decoder.layers),
             "heads": self.config.model.nhead,
             "strategy": self.config.decode.strategy,
             "beam_size": min(self.config.decode.beam_size, MAX_BEAM_SIZE),

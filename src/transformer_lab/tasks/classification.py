@@ -57,9 +57,11 @@ from transformer_lab.data import (
     stratified_split,
     token_budget_batches,
 )
-from transformer_lab.hardware import autocast, resolve_precision
 from transformer_lab.evaluation import ClassificationReport, classification_report
+from transformer_lab.hardware import autocast, resolve_precision
 from transformer_lab.models import ClassifierConfig, TransformerClassifier
+from transformer_lab.tasks.finetune import load_initial_weights
+from transformer_lab.tasks.loading import load_checkpoint_parts, read_tokenizer
 from transformer_lab.training import (
     TrainConfig,
     Trainer,
@@ -68,8 +70,6 @@ from transformer_lab.training import (
     label_smoothed_cross_entropy,
     load_task_config,
 )
-from transformer_lab.tasks.finetune import load_initial_weights
-from transformer_lab.tasks.loading import load_checkpoint_parts, read_tokenizer
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.trainer import LAST_FOLDER
 
@@ -257,7 +257,8 @@ def _training_rows(
         names = read_class_names(config.data_dir)
         if class_names is not None and tuple(class_names) != names:
             raise ValueError(
-                f"{path}: expected the checkpoint's classes {list(class_names)!r}, got the AG News classes {list(names)!r}"
+                f"{path}: expected the checkpoint's classes {list(class_names)!r}, "
+                f"got the AG News classes {list(names)!r}"
             )
         return path, list(articles), names, read.num_skipped
     if config.skip_malformed:
@@ -266,16 +267,16 @@ def _training_rows(
             "nothing is skipped), got True"
         )
     path = Path(config.train_files[0])
-    read = read_labelled_file(config, path, max_records=config.num_train)
+    labelled = read_labelled_file(config, path, max_records=config.num_train)
     if class_names is not None:
-        return path, labelled_examples(read, class_names), tuple(class_names), 0
-    class_names = sorted_class_names(read.labels)
+        return path, list(labelled_examples(labelled, class_names)), tuple(class_names), 0
+    class_names = sorted_class_names(labelled.labels)
     if len(class_names) < 2:
         raise ValueError(
             f"{path}: field {config.label_field!r}: expected at least 2 distinct labels to classify, "
             f"got {list(class_names)!r}"
         )
-    return path, labelled_examples(read, class_names), class_names, 0
+    return path, list(labelled_examples(labelled, class_names)), class_names, 0
 
 
 def _carve_validation(config: ClassificationDataConfig, rows: list[Example]) -> tuple[list[Example], list[Example]]:
@@ -563,6 +564,8 @@ def train(
     metadata = load_initial_weights(model, start if init_from is not None else None, resume)
 
     def evaluate(evaluated_model: nn.Module) -> dict[str, float]:
+        # The trainer hands back the model it was given (unwrapped from DDP).
+        assert isinstance(evaluated_model, TransformerClassifier), type(evaluated_model)
         probabilities = predict_probabilities(evaluated_model, validation_ids)  # [N, C]
         log_probabilities = probabilities.clamp_min(1e-12).log()
         return {
@@ -646,7 +649,7 @@ def load_split(config: ClassificationConfig, split: str, data_dir: str | None = 
         return load_labelled_split(config, split)
     data_dir = data_dir if data_dir is not None else config.data.data_dir
     if split == "test":
-        return read_ag_news_csv(ag_news_path("test", data_dir), skip_malformed=skip_malformed).articles
+        return list(read_ag_news_csv(ag_news_path("test", data_dir), skip_malformed=skip_malformed).articles)
     if split == "validation":
         path = ag_news_path("train", data_dir, config.data.train_file)
         articles = read_ag_news_csv(path, skip_malformed=config.data.skip_malformed).articles

@@ -201,15 +201,19 @@ def _read_and_split(
     Validation is the user's ``valid_files`` when given (nothing dropped), else a seeded
     carve of ``num_validation`` pairs.
     """
-    checks = dict(skip_invalid=config.skip_invalid, max_length=config.max_length)
+    skip_invalid, max_length = config.skip_invalid, config.max_length
     if config.train_files:
-        corpus = read_couplet_files(config.train_files, config.file_format, **checks)
+        corpus = read_couplet_files(
+            config.train_files, config.file_format, skip_invalid=skip_invalid, max_length=max_length
+        )
     elif config.valid_files:
         raise ValueError("data.valid_files: expected only with data.train_files (--train), got it without")
     else:
-        corpus = load_couplets(config.train_split, data_dir, **checks)
+        corpus = load_couplets(config.train_split, data_dir, skip_invalid=skip_invalid, max_length=max_length)
     if config.valid_files:
-        validation = read_couplet_files(config.valid_files, config.file_format, **checks).pairs
+        validation = read_couplet_files(
+            config.valid_files, config.file_format, skip_invalid=skip_invalid, max_length=max_length
+        ).pairs
         return corpus, (corpus.pairs, validation, 0)
     return corpus, split_validation(corpus.pairs, config.num_validation, config.seed)
 
@@ -441,6 +445,8 @@ def train(
     greedy = dataclasses.replace(config.decode, strategy="greedy", num_return=1)
 
     def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
+        # The trainer hands back the model it was given (unwrapped from DDP).
+        assert isinstance(evaluated_model, Seq2SeqTransformer), type(evaluated_model)
         evaluation = evaluate_pairs(evaluated_model, data.vocabulary, data.validation_pairs, greedy, config.constraints)
         return {
             "val_bleu": evaluation.report.bleu.score,

@@ -21,16 +21,30 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from torch import nn
 
 from transformer_lab.training import config_from_dict, load_model_weights
 from transformer_lab.training.checkpoint import load_checkpoint_config
+from transformer_lab.training.config import TrainConfig
 
 logger = logging.getLogger(__name__)
 
-ConfigType = TypeVar("ConfigType")
+
+class _TaskConfig(Protocol):
+    """What fine-tuning needs of a task's config: a dataclass with ``model`` and ``train`` sections."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    @property
+    def model(self) -> Any: ...
+
+    @property
+    def train(self) -> TrainConfig: ...
+
+
+ConfigType = TypeVar("ConfigType", bound=_TaskConfig)
 
 # Peak rate lr_factor / sqrt(d_model * warmup_steps): 0.02 / sqrt(256 * 100) = 1.25e-4 for
 # the translation model, then the inverse-square-root decay; no cool-down (the run's
@@ -42,7 +56,7 @@ _CHANGEABLE_MODEL_FIELDS = ("dropout",)
 
 def with_finetune_schedule(config: ConfigType) -> ConfigType:
     """``config`` with the fine-tuning rate and warm-up (:data:`FINETUNE_TRAIN`) in its ``train`` section."""
-    return dataclasses.replace(config, train=dataclasses.replace(config.train, **FINETUNE_TRAIN))  # type: ignore[type-var]
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, **FINETUNE_TRAIN))
 
 
 def with_checkpoint_model(
@@ -59,7 +73,7 @@ def with_checkpoint_model(
             f"--init-from: expected a {task_name} checkpoint, got {str(checkpoint)!r}, "
             f"a checkpoint of the task {saved.get('task')!r}"
         )
-    model_type = type(config.model)  # type: ignore[attr-defined]
+    model_type = type(config.model)
     try:
         saved_model = config_from_dict(model_type, saved.get("model", {}))
     except ValueError as error:
@@ -67,15 +81,15 @@ def with_checkpoint_model(
     asked = {override.split("=", 1)[0][len("model.") :] for override in overrides if override.startswith("model.")}
     for name in sorted(asked):
         if name in _CHANGEABLE_MODEL_FIELDS:
-            saved_model = dataclasses.replace(saved_model, **{name: getattr(config.model, name)})  # type: ignore[attr-defined]
+            saved_model = dataclasses.replace(saved_model, **{name: getattr(config.model, name)})
             continue
-        wanted, stored = getattr(config.model, name), getattr(saved_model, name)  # type: ignore[attr-defined]
+        wanted, stored = getattr(config.model, name), getattr(saved_model, name)
         if wanted != stored:
             raise ValueError(
                 f"--set model.{name}={wanted}: expected the value of the checkpoint it fine-tunes, "
                 f"{stored} ({checkpoint}); fine-tuning keeps the architecture (only model.dropout may change)"
             )
-    return dataclasses.replace(config, model=saved_model)  # type: ignore[type-var]
+    return dataclasses.replace(config, model=saved_model)
 
 
 def load_initial_weights(model: nn.Module, init_from: str | os.PathLike[str] | None, resume: bool) -> dict[str, str]:

@@ -47,7 +47,8 @@ def load_checkpoint_parts(
 
     ``vocabulary_sizes(vocabulary)`` maps each field of ``config.model`` that a vocabulary
     sizes (``src_vocab_size``) to that size and the file it came from. A checkpoint of
-    another task, a bad config value, a vocabulary of another size, or weights that do not fit are errors that name the file.
+    another task, a bad config value, a vocabulary of another size, or weights that do not
+    fit are errors that name the file.
     """
     folder = resolve_checkpoint(checkpoint)
     config = load_task_config(folder, task_name, config_type, extra_metadata_keys=metadata_keys)

@@ -45,7 +45,8 @@ def checkpoint_task(checkpoint: str | os.PathLike[str]) -> str:
     task = load_checkpoint_config(folder).get("task")
     if task not in LOADERS:
         raise ValueError(
-            f"checkpoint {str(folder)!r}: expected a checkpoint of one of the tasks {sorted(LOADERS)}, got task {task!r}"
+            f"checkpoint {str(folder)!r}: expected a checkpoint of one of the tasks {sorted(LOADERS)}, "
+            f"got task {task!r}"
         )
     return str(task)
 

@@ -202,6 +202,8 @@ def train(
     greedy = dataclasses.replace(config.decode, strategy="greedy")
 
     def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
+        # The trainer hands back the model it was given (unwrapped from DDP).
+        assert isinstance(evaluated_model, Seq2SeqTransformer), type(evaluated_model)
         loss_fn = seq2seq_loss_fn(0.0, PAD_ID)
         batches = batches_of(data.validation, 256, shuffle=False, seed=0, epoch=0)
         val_loss = sum(float(loss_fn(evaluated_model, batch)) * batch.num_target_tokens for batch in batches)

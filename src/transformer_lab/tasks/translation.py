@@ -19,8 +19,8 @@ from typing import Sequence
 import torch
 
 from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, load_multi30k
-from transformer_lab.data.tokenizer_pair import JOINT_TOKENIZER_FILE, SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE
 from transformer_lab.data.pair_files import read_pair_files
+from transformer_lab.data.tokenizer_pair import JOINT_TOKENIZER_FILE, SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.evaluation import BleuResult, bleu_tokenizer_for, corpus_bleu, corpus_chrf
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
@@ -145,8 +145,11 @@ def read_pairs(config: TranslationDataConfig) -> tuple[list[tuple[str, str]], li
     if not config.train_files:
         if config.valid_files:
             raise ValueError("data.valid_files: expected only with data.train_files (--train), got it without")
-        keywords = dict(source_language=languages[0], target_language=languages[1])
-        return load_multi30k("train", config.data_dir, **keywords), load_multi30k("val", config.data_dir, **keywords)
+        source_language, target_language = languages
+        return (
+            load_multi30k("train", config.data_dir, source_language=source_language, target_language=target_language),
+            load_multi30k("val", config.data_dir, source_language=source_language, target_language=target_language),
+        )
     train_pairs = read_pair_files(config.train_files, *languages, config.file_format, name="--train").pairs
     if config.valid_files:
         return train_pairs, read_pair_files(config.valid_files, *languages, config.file_format, name="--valid").pairs
@@ -187,13 +190,23 @@ def build_tokenizers(config: TranslationDataConfig, train_pairs: Sequence[tuple[
         if not config.target_tokenizer_file:
             return TokenizerPair.joint(source)
         return TokenizerPair(source, SubwordTokenizer.load(config.target_tokenizer_file))
-    options = dict(lowercase=config.lowercase, min_frequency=config.min_frequency)
+    lowercase, min_frequency = config.lowercase, config.min_frequency
     if not config.separate_vocabularies:
-        return TokenizerPair.joint(SubwordTokenizer.train_from_pairs(train_pairs, vocab_size=config.vocab_size, **options))
+        return TokenizerPair.joint(
+            SubwordTokenizer.train_from_pairs(
+                train_pairs, vocab_size=config.vocab_size, lowercase=lowercase, min_frequency=min_frequency
+            )
+        )
     return TokenizerPair(
-        SubwordTokenizer.train_from_pairs(train_pairs, vocab_size=config.vocab_size, sides="source", **options),
         SubwordTokenizer.train_from_pairs(
-            train_pairs, vocab_size=config.target_vocab_size or config.vocab_size, sides="target", **options
+            train_pairs, vocab_size=config.vocab_size, sides="source", lowercase=lowercase, min_frequency=min_frequency
+        ),
+        SubwordTokenizer.train_from_pairs(
+            train_pairs,
+            vocab_size=config.target_vocab_size or config.vocab_size,
+            sides="target",
+            lowercase=lowercase,
+            min_frequency=min_frequency,
         ),
     )
 
@@ -344,6 +357,8 @@ def train(
     check_fits_positional_table(validation_ids, data.validation_pairs, config.model.max_len, "validation data")
 
     def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
+        # The trainer hands back the model it was given (unwrapped from DDP).
+        assert isinstance(evaluated_model, Seq2SeqTransformer), type(evaluated_model)
         report = evaluate_bleu(evaluated_model, data.vocabulary, data.validation_pairs, greedy, bleu_tokenize)
         return {
             "val_bleu": report.cased.score,

@@ -218,6 +218,8 @@ class DataParallel:
         """
         if not self.active:
             return forward_backward()
+        # An active run's model is the DistributedDataParallel that wrap() returned.
+        assert isinstance(model, DistributedDataParallel), type(model)
         context = contextlib.nullcontext() if synchronize else model.no_sync()
         with context:
             backward_done = forward_backward()

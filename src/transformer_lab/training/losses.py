@@ -136,7 +136,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: torch.autograd.function.FunctionCtx,
         logits: torch.Tensor,
         target_ids: torch.Tensor,
@@ -156,8 +156,9 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         # The float32 scores, not the logits, are kept: a mixed bf16 - float32 subtraction
         # in backward is several times slower on the CPU than casting once here.
         ctx.save_for_backward(scores, log_normaliser, target_ids, keep_mask)
-        ctx.logits_dtype = logits.dtype
-        ctx.weights = (true_weight, wrong_weight)
+        # FunctionCtx declares no attributes; torch documents setting them to reach backward.
+        ctx.logits_dtype = logits.dtype  # type: ignore[attr-defined]
+        ctx.weights = (true_weight, wrong_weight)  # type: ignore[attr-defined]
         return per_token
 
     @staticmethod

@@ -13,13 +13,17 @@ given, before anything is changed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NoReturn
 
 import torch
 
 # Python's Mersenne Twister state: 624 words and the position.
 _PYTHON_STATE_WORDS = 625
+
+# fail(field, expected, given) raises the ValueError; NoReturn lets the checks narrow types.
+_Fail = Callable[[str, str, Any], NoReturn]
 
 
 def _describe(value: Any) -> str:
@@ -33,7 +37,7 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _check_rng(rng: Any, field: str, fail: Any) -> None:
+def _check_rng(rng: Any, field: str, fail: _Fail) -> None:
     if not isinstance(rng, Mapping):
         fail(field, "a mapping with the torch and python random states", rng)
     torch_state = rng.get("torch")
@@ -55,7 +59,7 @@ def _check_rng(rng: Any, field: str, fail: Any) -> None:
         fail(f"{field}.cuda", "a uint8 tensor (torch.cuda.get_rng_state())", rng["cuda"])
 
 
-def _check_optimizer(saved: Any, optimizer: torch.optim.Optimizer, fail: Any) -> None:
+def _check_optimizer(saved: Any, optimizer: torch.optim.Optimizer, fail: _Fail) -> None:
     if not isinstance(saved, Mapping) or not isinstance(saved.get("state"), Mapping):
         fail("optimizer", "an optimizer state_dict with 'state' and 'param_groups'", saved)
     groups = saved.get("param_groups")
@@ -85,7 +89,7 @@ def check_trainer_state(
 ) -> None:
     """Raise a ``ValueError`` naming ``file`` and the field unless ``state`` fits this run's optimizer and schedule."""
 
-    def fail(field: str, expected: str, given: Any) -> None:
+    def fail(field: str, expected: str, given: Any) -> NoReturn:
         raise ValueError(f"{file}: {field}: expected {expected}, got {_describe(given)}")
 
     for field in ("global_step", "epoch", "batch_index"):

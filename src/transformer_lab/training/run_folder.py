@@ -122,9 +122,11 @@ def explain_missing_last(out_dir: Path) -> str:
     if not checkpoint_folders(out_dir):
         return (
             f"--resume: {out_dir} holds no checkpoint (the run stopped before its first save), so there is "
-            "nothing to continue; run the same command without --resume to start again (its metrics.jsonl is kept aside)"
+            "nothing to continue; run the same command without --resume to start again "
+            "(its metrics.jsonl is kept aside)"
         )
-    return f"--resume: expected a checkpoint folder {out_dir / 'last'}, found only {', '.join(path.name for path in checkpoint_folders(out_dir))}"
+    found = ", ".join(path.name for path in checkpoint_folders(out_dir))
+    return f"--resume: expected a checkpoint folder {out_dir / 'last'}, found only {found}"
 
 
 def _delete_tree(path: Path) -> None:
@@ -146,7 +148,10 @@ def step_folder_name(step: int) -> str:
 
 
 def prune_step_checkpoints(out_dir: Path, keep_last: int) -> list[str]:
-    """Delete all but the ``keep_last`` newest ``step-N/`` folders of ``out_dir`` (newest by N); return the deleted names."""
+    """Delete all but the ``keep_last`` newest ``step-N/`` folders of ``out_dir``; return the deleted names.
+
+    The newest are those with the largest N.
+    """
     steps = []
     for path in out_dir.iterdir():
         match = _STEP_FOLDER.match(path.name)

@@ -137,7 +137,7 @@ def _model_device(model: nn.Module) -> torch.device:
 
 
 class Trainer:
-    """Train ``model`` with an optimizer and schedule (Adam and Noam by default), clipping, accumulation and checkpoints.
+    """Train ``model`` with an optimizer and schedule (Adam and Noam by default), clipping, accumulation, checkpoints.
 
     Args:
         model: the model to train; moved to ``config.device``.
