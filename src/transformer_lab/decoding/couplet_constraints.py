@@ -110,6 +110,7 @@ class CoupletConstraints:
         if tone_opposition_penalty > 0:
             _check_tone_mask("level_tone_mask", level_tone_mask, "tone_opposition_penalty", vocab_size)
             _check_tone_mask("oblique_tone_mask", oblique_tone_mask, "tone_opposition_penalty", vocab_size)
+            assert level_tone_mask is not None and oblique_tone_mask is not None  # checked just above
             if bool((level_tone_mask & oblique_tone_mask).any()):
                 raise ValueError("oblique_tone_mask: expected no token that level_tone_mask also marks, got some")
         forbidden = torch.zeros(vocab_size, dtype=torch.bool)
@@ -230,6 +231,7 @@ class CoupletConstraints:
         # The last content position of each row (-1 for a row of punctuation only).
         last_content = torch.where(is_content, positions.unsqueeze(0), -1).max(dim=1).values  # [N]
         at_final = (last_content == step) & (lengths > step)  # [N]
+        assert self.level_tone_mask is not None  # the caller checks it, as __init__ required it
         oblique = ~self.level_tone_mask.to(log_probs.device)  # [V]
         penalty = (at_final.unsqueeze(1) & oblique.unsqueeze(0)).float() * self.oblique_final_penalty  # [N, V]
         return log_probs - penalty

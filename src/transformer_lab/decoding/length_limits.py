@@ -18,7 +18,7 @@ import math
 import torch
 from torch import Tensor
 
-from transformer_lab.decoding.protocol import LogitsProcessor
+from transformer_lab.decoding.protocol import LogitsProcessor, apply_logits_processor
 
 
 class RowLengthLimit:
@@ -40,10 +40,7 @@ class RowLengthLimit:
 
     def __call__(self, step: int, prefix_ids: Tensor, log_probs: Tensor, src_ids: Tensor) -> Tensor:
         if self.inner is not None:
-            if getattr(self.inner, "reads_source_ids", False):
-                log_probs = self.inner(step, prefix_ids, log_probs, src_ids=src_ids)  # [N, V]
-            else:
-                log_probs = self.inner(step, prefix_ids, log_probs)  # [N, V]
+            log_probs = apply_logits_processor(self.inner, step, prefix_ids, log_probs, src_ids)  # [N, V]
         done = self.limits(src_ids) <= step  # [N]: the row already holds its limit of tokens
         if not bool(done.any()):
             return log_probs

@@ -10,13 +10,27 @@ Shape legend: B batch, S source length, D d_model, V vocabulary, N rows decoded 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Protocol, Union, cast, runtime_checkable
 
 import torch
 from torch import Tensor
 
-# step, prefix_ids [N, t], log_probs [N, V] -> log_probs [N, V]
-LogitsProcessor = Callable[[int, Tensor, Tensor], Tensor]
+
+class PlainLogitsProcessor(Protocol):
+    """step, prefix_ids [N, t], log_probs [N, V] -> log_probs [N, V] (see `LogitsProcessor`)."""
+
+    def __call__(self, step: int, prefix_ids: Tensor, log_probs: Tensor) -> Tensor: ...
+
+
+class SourceReadingLogitsProcessor(Protocol):
+    """A processor that also reads each row's source, ``src_ids`` [N, S] (see `LogitsProcessor`)."""
+
+    reads_source_ids: bool
+
+    def __call__(self, step: int, prefix_ids: Tensor, log_probs: Tensor, *, src_ids: Tensor) -> Tensor: ...
+
+
+LogitsProcessor = Union[PlainLogitsProcessor, SourceReadingLogitsProcessor]
 """A hook called on next-token log-probabilities before a search selects tokens.
 
 It receives `step` (tokens generated so far, so `prefix_ids.size(1) == step + 1`, the
@@ -186,10 +200,7 @@ def next_token_log_probs(
     # decide between beams, and so that scores accumulate without overflow.
     log_probs = torch.log_softmax(logits.float(), dim=-1)  # [N, V]
     if logits_processor is not None:
-        if getattr(logits_processor, "reads_source_ids", False):
-            processed = logits_processor(step, prefix_ids, log_probs, src_ids=src_ids)  # [N, V]
-        else:
-            processed = logits_processor(step, prefix_ids, log_probs)  # [N, V]
+        processed = apply_logits_processor(logits_processor, step, prefix_ids, log_probs, src_ids)  # [N, V]
         if not isinstance(processed, Tensor) or processed.shape != log_probs.shape:
             given = (
                 tuple(processed.shape)
@@ -202,3 +213,16 @@ def next_token_log_probs(
             )
         log_probs = processed.float()  # [N, V]
     return log_probs
+
+
+def apply_logits_processor(
+    processor: LogitsProcessor, step: int, prefix_ids: Tensor, log_probs: Tensor, src_ids: Tensor
+) -> Tensor:
+    """Call ``processor`` the way it asks to be called: with ``src_ids=`` when it sets ``reads_source_ids``.
+
+    Shape: prefix_ids [N, t], log_probs [N, V], src_ids [N, S] -> [N, V].
+    """
+    if getattr(processor, "reads_source_ids", False):
+        # The attribute is the processor's own declaration of the keyword form.
+        return cast(SourceReadingLogitsProcessor, processor)(step, prefix_ids, log_probs, src_ids=src_ids)
+    return cast(PlainLogitsProcessor, processor)(step, prefix_ids, log_probs)

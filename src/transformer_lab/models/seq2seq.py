@@ -166,7 +166,9 @@ class Seq2SeqTransformer(nn.Module):
 
     def new_cache(self) -> lab_nn.DecoderCache:
         """An empty key/value cache for :meth:`decode_step`."""
-        return self.transformer.decoder.new_cache()
+        decoder = self.transformer.decoder
+        assert isinstance(decoder, lab_nn.TransformerDecoder)  # __init__ builds the stacks itself
+        return decoder.new_cache()
 
     def decode_step(
         self, tgt_prefix_ids: Tensor, memory: Tensor, src_ids: Tensor, cache: lab_nn.DecoderCache | None = None
