@@ -18,7 +18,8 @@ rule-based couplet evaluators (for example the `duizhang` package) report them:
   do not occur in the upper line.
 
 On the 4,000 wb14123 test pairs the references score 0.768 / 0.252 / 0.566 / 1.000 and a
-random lower line of the same length about 0.58 / 0.16 / 0.49 / 0.98 (docs/results.md),
+random lower line of the same length about 0.58 / 0.16 / 0.49 / 0.98
+(docs/results.md#couplet-antithesis),
 so tone opposition and parts of speech are the rules a model can be told apart by.
 """
 
