@@ -50,11 +50,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer_lab.data.subword import SubwordTokenizer
 from transformer_lab.data.tokenizer_pair import TokenizerPair
 from transformer_lab.data.vocabulary import UNK_ID, Vocabulary
 from transformer_lab.export.folders import check_new_folder, write_folder
+from transformer_lab.export.model_parts import seq2seq_stacks, typed_layers
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.nn import MultiheadAttention, TransformerDecoderLayer, TransformerEncoderLayer
+from transformer_lab.nn import (
+    MultiheadAttention,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from transformer_lab.tasks import couplet, translation
 from transformer_lab.tasks.registry import load_trained
 
@@ -102,6 +110,8 @@ def export_checkpoint(
             f"checkpoint {str(trained.folder)!r}: expected a Seq2SeqTransformer, got {type(model).__name__}"
         )
     vocabulary = trained.vocabulary
+    source: SubwordTokenizer | Vocabulary
+    target: SubwordTokenizer | Vocabulary
     if isinstance(vocabulary, TokenizerPair):
         source, target = vocabulary.source, vocabulary.target
     elif isinstance(vocabulary, Vocabulary):
@@ -153,7 +163,9 @@ def vocabulary_tokens(vocabulary: Any, size: int, name: str) -> list[str]:
         tokens = vocabulary.tokens
     elif hasattr(vocabulary, "id_to_token") and hasattr(vocabulary, "vocab_size"):
         if vocabulary.vocab_size != size:
-            raise ValueError(f"{name}: expected {size} tokens (the model's embedding rows), got {vocabulary.vocab_size}")
+            raise ValueError(
+                f"{name}: expected {size} tokens (the model's embedding rows), got {vocabulary.vocab_size}"
+            )
         tokens = [vocabulary.id_to_token(token_id) for token_id in range(size)]
     else:
         raise ValueError(f"{name}: expected a SubwordTokenizer or a Vocabulary, got {type(vocabulary).__name__}")
@@ -172,15 +184,18 @@ def build_spec(model: Seq2SeqTransformer, source_tokens: Sequence[str], target_t
     _check_tokens(source_tokens, model.src_vocab_size, "source_tokens")
     _check_tokens(target_tokens, model.tgt_vocab_size, "target_tokens")
     if UNK_ID >= len(source_tokens):
-        raise ValueError(f"source_tokens: expected the unknown token at id {UNK_ID}, got only {len(source_tokens)} tokens")
+        raise ValueError(
+            f"source_tokens: expected the unknown token at id {UNK_ID}, got only {len(source_tokens)} tokens"
+        )
 
-    encoder_layers: list[TransformerEncoderLayer] = list(model.transformer.encoder.layers)
-    decoder_layers: list[TransformerDecoderLayer] = list(model.transformer.decoder.layers)
+    encoder, decoder = seq2seq_stacks(model)
+    encoder_layers = typed_layers(encoder, TransformerEncoderLayer, "transformer.encoder")
+    decoder_layers = typed_layers(decoder, TransformerDecoderLayer, "transformer.decoder")
     first_layer = encoder_layers[0]
     pre_norm = bool(first_layer.norm_first)
     activation = _activation(first_layer, specs.common_spec.Activation)
-    encoder_norm = model.transformer.encoder.norm
-    decoder_norm = model.transformer.decoder.norm
+    encoder_norm = _final_norm(encoder, "transformer.encoder")
+    decoder_norm = _final_norm(decoder, "transformer.decoder")
 
     # pre_norm=True makes the spec declare the final norms (it declares them for pre-norm
     # only); the flag is set to the model's layout afterwards, before anything is written.
@@ -210,10 +225,10 @@ def build_spec(model: Seq2SeqTransformer, source_tokens: Sequence[str], target_t
     decoder_spec.position_encodings.encodings = positions
     if decoder_norm is not None:
         _set_layer_norm(decoder_spec.layer_norm, decoder_norm)
-    for layer_spec, layer in zip(decoder_spec.layer, decoder_layers):
-        _set_self_attention(layer_spec.self_attention, layer.self_attn, layer.norm1)
-        _set_cross_attention(layer_spec.attention, layer.multihead_attn, layer.norm2)
-        _set_feed_forward(layer_spec.ffn, layer, layer.norm3)
+    for layer_spec, decoder_layer in zip(decoder_spec.layer, decoder_layers):
+        _set_self_attention(layer_spec.self_attention, decoder_layer.self_attn, decoder_layer.norm1)
+        _set_cross_attention(layer_spec.attention, decoder_layer.multihead_attn, decoder_layer.norm2)
+        _set_feed_forward(layer_spec.ffn, decoder_layer, decoder_layer.norm3)
     _set_linear(decoder_spec.projection, model.generator.weight, model.generator.bias)  # [V_tgt, D]
 
     spec = specs.TransformerSpec(encoder_spec, decoder_spec)
@@ -243,7 +258,9 @@ def _check_model(model: object) -> None:
         )
     layer_eps = {float(module.eps) for module in model.transformer.modules() if isinstance(module, nn.LayerNorm)}
     if len(layer_eps) > 1:
-        raise ValueError(f"model: expected one LayerNorm epsilon throughout (CTranslate2 has one), got {sorted(layer_eps)}")
+        raise ValueError(
+            f"model: expected one LayerNorm epsilon throughout (CTranslate2 has one), got {sorted(layer_eps)}"
+        )
     for name, module in model.transformer.named_modules():
         if isinstance(module, MultiheadAttention):
             if not module._qkv_same_embed_dim or module.bias_k is not None or module.add_zero_attn:
@@ -251,6 +268,14 @@ def _check_model(model: object) -> None:
                     f"model: {name}: expected plain attention (one fused projection, no bias_k/bias_v, "
                     "no add_zero_attn), which is all CTranslate2 expresses"
                 )
+
+
+def _final_norm(stack: TransformerEncoder | TransformerDecoder, name: str) -> nn.LayerNorm | None:
+    """The stack's final norm (None if it has none), or a ValueError if it is not a LayerNorm."""
+    norm = stack.norm
+    if norm is not None and not isinstance(norm, nn.LayerNorm):
+        raise ValueError(f"model: {name}.norm: expected a LayerNorm or None, got {type(norm).__name__}")
+    return norm
 
 
 def _check_tokens(tokens: Sequence[str], size: int, name: str) -> None:
@@ -273,7 +298,9 @@ def _activation(layer: TransformerEncoderLayer, kinds: Any) -> Any:
         return kinds.RELU
     if layer.activation is F.gelu:
         return kinds.GELU
-    raise ValueError(f"model: expected the activation relu or gelu (all CTranslate2 maps exactly), got {layer.activation!r}")
+    raise ValueError(
+        f"model: expected the activation relu or gelu (all CTranslate2 maps exactly), got {layer.activation!r}"
+    )
 
 
 def _array(tensor: Tensor) -> np.ndarray:

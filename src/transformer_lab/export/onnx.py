@@ -76,9 +76,15 @@ from torch import Tensor, nn
 from transformer_lab.data.tokenizer_pair import TokenizerPair
 from transformer_lab.data.vocabulary import UNK_ID, Vocabulary
 from transformer_lab.export.folders import check_new_folder, write_folder
+from transformer_lab.export.model_parts import seq2seq_stacks, typed_layers
 from transformer_lab.extras import require_extra
-from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier
-from transformer_lab.nn import MultiheadAttention, TransformerDecoderLayer, TransformerEncoderLayer, masks
+from transformer_lab.models import Seq2SeqTransformer, SinusoidalPositionalEncoding, TransformerClassifier
+from transformer_lab.nn import (
+    MultiheadAttention,
+    TransformerDecoderLayer,
+    TransformerEncoderLayer,
+    masks,
+)
 from transformer_lab.tasks import classification, couplet, translation
 from transformer_lab.tasks.registry import load_trained
 
@@ -182,13 +188,18 @@ def export_classifier(
     vocabulary_files: Mapping[str, str] | None = None,
     class_names: Sequence[str] | None = None,
 ) -> Path:
-    """Write ``classifier.onnx``, ``config.json`` and ``vocabulary_files`` (name -> text) to the new folder ``out_dir``."""
+    """Write ``classifier.onnx``, ``config.json`` and ``vocabulary_files`` to the new folder ``out_dir``.
+
+    ``vocabulary_files`` maps a file name to its text.
+    """
     out_dir = check_new_folder(out_dir)
     if not isinstance(model, TransformerClassifier):
         raise ValueError(f"model: expected a TransformerClassifier, got {type(model).__name__}")
     _check_attention_modules(model.encoder)
     if class_names is not None and len(class_names) != model.num_classes:
-        raise ValueError(f"class_names: expected {model.num_classes} names (the model's classes), got {len(class_names)}")
+        raise ValueError(
+            f"class_names: expected {model.num_classes} names (the model's classes), got {len(class_names)}"
+        )
     _check_file_names(vocabulary_files or {}, (CLASSIFIER_FILE, CONFIG_FILE))
     model = _float32_copy(model)
     graph = ClassifierGraph(model)
@@ -221,24 +232,25 @@ def export_graph(
         warnings.simplefilter("ignore", FutureWarning)
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         # torch before 2.5 has only the TorchScript exporter and no ``dynamo`` argument.
-        choice = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
-        torch.onnx.export(
-            module,
-            example_inputs,
-            str(path),
-            **choice,
-            input_names=list(input_names),
-            output_names=list(output_names),
-            dynamic_axes={name: dict(axes) for name, axes in dynamic_axes.items()},
-            opset_version=OPSET_VERSION,
-            do_constant_folding=True,
-        )
+        inputs, outputs = list(input_names), list(output_names)
+        axes = {name: dict(name_axes) for name, name_axes in dynamic_axes.items()}
+        if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+            torch.onnx.export(
+                module, example_inputs, str(path), input_names=inputs, output_names=outputs, dynamic_axes=axes,
+                opset_version=OPSET_VERSION, do_constant_folding=True, dynamo=False,
+            )
+        else:
+            torch.onnx.export(
+                module, example_inputs, str(path), input_names=inputs, output_names=outputs, dynamic_axes=axes,
+                opset_version=OPSET_VERSION, do_constant_folding=True,
+            )
     onnx.checker.check_model(str(path))
 
 
 def seq2seq_config(model: Seq2SeqTransformer, task: str, vocabulary_files: Sequence[str]) -> dict[str, Any]:
     """What ``config.json`` says of an exported encoder-decoder: specials, sizes, graphs and their names."""
     encoder, decoder = EncoderGraph(model), DecoderStepGraph(model)
+    encoder_stack, _ = seq2seq_stacks(model)
     return {
         "format": "onnx",
         "task": task,
@@ -250,7 +262,7 @@ def seq2seq_config(model: Seq2SeqTransformer, task: str, vocabulary_files: Seque
         "d_model": decoder.d_model,
         "nhead": decoder.nhead,
         "head_dim": decoder.head_dim,
-        "num_encoder_layers": len(model.transformer.encoder.layers),
+        "num_encoder_layers": len(encoder_stack.layers),
         "num_decoder_layers": decoder.num_layers,
         "src_vocab_size": model.src_vocab_size,
         "tgt_vocab_size": model.tgt_vocab_size,
@@ -269,7 +281,7 @@ def classifier_config(
 ) -> dict[str, Any]:
     """What ``config.json`` says of an exported classifier."""
     graph = ClassifierGraph(model)
-    first = model.encoder.layers[0].self_attn
+    first = typed_layers(model.encoder, TransformerEncoderLayer, "encoder")[0].self_attn
     return {
         "format": "onnx",
         "task": classification.TASK_NAME,
@@ -305,7 +317,10 @@ ModelType = TypeVar("ModelType", bound=nn.Module)
 
 
 def _float32_copy(model: ModelType) -> ModelType:
-    """The model itself if all float32, else a float32 copy: the graphs are float32, the caller's model stays as it is."""
+    """The model itself if all float32, else a float32 copy.
+
+    The graphs are float32; the caller's model stays as it is.
+    """
     if all(parameter.dtype == torch.float32 for parameter in model.parameters()):
         return model
     return copy.deepcopy(model).float()
@@ -314,6 +329,9 @@ def _float32_copy(model: ModelType) -> ModelType:
 def _check_seq2seq(model: object) -> None:
     if not isinstance(model, Seq2SeqTransformer):
         raise ValueError(f"model: expected a Seq2SeqTransformer, got {type(model).__name__}")
+    encoder, decoder = seq2seq_stacks(model)
+    typed_layers(encoder, TransformerEncoderLayer, "transformer.encoder")
+    typed_layers(decoder, TransformerDecoderLayer, "transformer.decoder")
     _check_attention_modules(model.transformer)
 
 
@@ -406,8 +424,8 @@ def _encoder_layer(layer: TransformerEncoderLayer, x: Tensor, padding_hidden: Te
 
 
 def _encode(
-    embedding: nn.Module, positions: nn.Module, layers: nn.ModuleList, norm: nn.Module | None,
-    token_ids: Tensor, padding_mask: Tensor,
+    embedding: nn.Module, positions: SinusoidalPositionalEncoding, layers: Sequence[TransformerEncoderLayer],
+    norm: nn.Module | None, token_ids: Tensor, padding_mask: Tensor,
 ) -> Tensor:
     """Embeddings x sqrt(D) + positions, the encoder layers, the final norm.
 
@@ -438,9 +456,11 @@ class EncoderGraph(nn.Module):
     def __init__(self, model: Seq2SeqTransformer) -> None:
         super().__init__()
         self.model = model
-        layers = len(model.transformer.decoder.layers)
+        layers = len(seq2seq_stacks(model)[1].layers)
         self.input_names = ["src_ids", "src_padding_mask"]
-        self.output_names = ["memory"] + [name for i in range(layers) for name in (f"cross_key_{i}", f"cross_value_{i}")]
+        self.output_names = ["memory"] + [
+            name for i in range(layers) for name in (f"cross_key_{i}", f"cross_value_{i}")
+        ]
         source_axes = {0: "batch", 1: "src_len"}
         self.dynamic_axes: dict[str, dict[int, str]] = {
             "src_ids": source_axes, "src_padding_mask": source_axes, "memory": source_axes,
@@ -449,12 +469,13 @@ class EncoderGraph(nn.Module):
 
     def forward(self, src_ids: Tensor, src_padding_mask: Tensor) -> tuple[Tensor, ...]:
         model = self.model
-        encoder = model.transformer.encoder
+        encoder, decoder = seq2seq_stacks(model)
+        encoder_layers = typed_layers(encoder, TransformerEncoderLayer, "transformer.encoder")
         memory = _encode(
-            model.src_embedding, model.positional_encoding, encoder.layers, encoder.norm, src_ids, src_padding_mask
+            model.src_embedding, model.positional_encoding, encoder_layers, encoder.norm, src_ids, src_padding_mask
         )  # [B, S, D]
         outputs = [memory]
-        for layer in model.transformer.decoder.layers:
+        for layer in typed_layers(decoder, TransformerDecoderLayer, "transformer.decoder"):
             outputs.extend(cross_keys_values(layer.multihead_attn, memory))  # two [B, H, S, Dh]
         return tuple(outputs)
 
@@ -482,7 +503,7 @@ class DecoderStepGraph(nn.Module):
         super().__init__()
         self.model = model
         self.aligned = bool(model.aligned_decoder_input)
-        self.layers = list(model.transformer.decoder.layers)
+        self.layers = typed_layers(seq2seq_stacks(model)[1], TransformerDecoderLayer, "transformer.decoder")
         self.num_layers = len(self.layers)
         attention = self.layers[0].self_attn
         self.d_model, self.nhead, self.head_dim = attention.embed_dim, attention.num_heads, attention.head_dim
@@ -531,7 +552,7 @@ class DecoderStepGraph(nn.Module):
                 self_hidden, cross_hidden,
             )
             presents.extend((keys, values))
-        norm = model.transformer.decoder.norm
+        norm = seq2seq_stacks(model)[1].norm
         if norm is not None:
             x = norm(x)
         logits = model.generator(x[:, -1])  # [B, V]
@@ -609,8 +630,9 @@ class ClassifierGraph(nn.Module):
 
     def forward(self, token_ids: Tensor, padding_mask: Tensor) -> Tensor:
         model = self.model
+        layers = typed_layers(model.encoder, TransformerEncoderLayer, "encoder")
         hidden = _encode(
-            model.embedding, model.positional_encoding, model.encoder.layers, model.encoder.norm, token_ids, padding_mask
+            model.embedding, model.positional_encoding, layers, model.encoder.norm, token_ids, padding_mask
         )  # [B, S, D]
         if model.pooling == "first":
             pooled = hidden[:, 0]  # [B, D]

@@ -78,7 +78,6 @@ class MultiheadAttention(nn.Module):
             )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        factory = {"device": device, "dtype": dtype}
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
@@ -92,23 +91,25 @@ class MultiheadAttention(nn.Module):
         self.explicit = False
 
         if self._qkv_same_embed_dim:
-            self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim, **factory))
+            self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim, device=device, dtype=dtype))
             self.register_parameter("q_proj_weight", None)
             self.register_parameter("k_proj_weight", None)
             self.register_parameter("v_proj_weight", None)
         else:
-            self.q_proj_weight = nn.Parameter(torch.empty(embed_dim, embed_dim, **factory))
-            self.k_proj_weight = nn.Parameter(torch.empty(embed_dim, self.kdim, **factory))
-            self.v_proj_weight = nn.Parameter(torch.empty(embed_dim, self.vdim, **factory))
+            self.q_proj_weight = nn.Parameter(torch.empty(embed_dim, embed_dim, device=device, dtype=dtype))
+            self.k_proj_weight = nn.Parameter(torch.empty(embed_dim, self.kdim, device=device, dtype=dtype))
+            self.v_proj_weight = nn.Parameter(torch.empty(embed_dim, self.vdim, device=device, dtype=dtype))
             self.register_parameter("in_proj_weight", None)
         if bias:
-            self.in_proj_bias = nn.Parameter(torch.empty(3 * embed_dim, **factory))
+            self.in_proj_bias = nn.Parameter(torch.empty(3 * embed_dim, device=device, dtype=dtype))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
+        self.bias_k: nn.Parameter | None
+        self.bias_v: nn.Parameter | None
         if add_bias_kv:
-            self.bias_k = nn.Parameter(torch.empty(1, 1, embed_dim, **factory))
-            self.bias_v = nn.Parameter(torch.empty(1, 1, embed_dim, **factory))
+            self.bias_k = nn.Parameter(torch.empty(1, 1, embed_dim, device=device, dtype=dtype))
+            self.bias_v = nn.Parameter(torch.empty(1, 1, embed_dim, device=device, dtype=dtype))
         else:
             self.bias_k = self.bias_v = None
         self._reset_parameters()
@@ -124,7 +125,7 @@ class MultiheadAttention(nn.Module):
         if self.in_proj_bias is not None:
             nn.init.constant_(self.in_proj_bias, 0.0)
             nn.init.constant_(self.out_proj.bias, 0.0)
-        if self.bias_k is not None:
+        if self.bias_k is not None and self.bias_v is not None:
             nn.init.xavier_normal_(self.bias_k)
             nn.init.xavier_normal_(self.bias_v)
 
@@ -133,13 +134,15 @@ class MultiheadAttention(nn.Module):
     # ----------------------------------------------------------------------------------
     def _projection_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         if self._qkv_same_embed_dim:
-            return self.in_proj_weight.chunk(3)  # three [E, E]
+            weight_q, weight_k, weight_v = self.in_proj_weight.chunk(3)  # three [E, E]
+            return weight_q, weight_k, weight_v
         return self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
 
     def _projection_biases(self) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
         if self.in_proj_bias is None:
             return None, None, None
-        return self.in_proj_bias.chunk(3)  # three [E]
+        bias_q, bias_k, bias_v = self.in_proj_bias.chunk(3)  # three [E]
+        return bias_q, bias_k, bias_v
 
     def _project(
         self,
@@ -162,7 +165,10 @@ class MultiheadAttention(nn.Module):
             return F.linear(query, weight_q, bias_q), None, None
         if self._qkv_same_embed_dim and same_query_key_value:
             # Self-attention: one [E, 3E] product instead of three.
-            return F.linear(query, self.in_proj_weight, self.in_proj_bias).chunk(3, dim=-1)
+            projected_query, projected_key, projected_value = F.linear(
+                query, self.in_proj_weight, self.in_proj_bias
+            ).chunk(3, dim=-1)
+            return projected_query, projected_key, projected_value
         if self._qkv_same_embed_dim and same_key_value:
             # Cross-attention: keys and values from the same memory in one product.
             weight_kv = self.in_proj_weight[self.embed_dim :]
@@ -268,7 +274,7 @@ class MultiheadAttention(nn.Module):
                 )
         else:
             assert projected_key is not None and projected_value is not None
-            if self.bias_k is not None:
+            if self.bias_k is not None and self.bias_v is not None:
                 bias_k = self.bias_k.expand(batch_size, 1, self.embed_dim)  # [N, 1, E]
                 bias_v = self.bias_v.expand(batch_size, 1, self.embed_dim)  # [N, 1, E]
                 projected_key = torch.cat([projected_key, bias_k], dim=1)  # [N, S+1, E]
@@ -396,7 +402,8 @@ class MultiheadAttention(nn.Module):
             raise ValueError(
                 f"query must be 3-D (batched) or 2-D (unbatched), got shape {list(query.shape)}"
             )
-        for name, tensor, width in (("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim)):
+        inputs = (("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim))
+        for name, tensor, width in inputs:
             if tensor.dim() != query.dim():
                 raise ValueError(
                     f"{name} must have the same rank as query ({query.dim()}-D), got shape {list(tensor.shape)}"

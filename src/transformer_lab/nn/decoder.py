@@ -15,8 +15,8 @@ from torch import Tensor, nn
 
 from transformer_lab.nn.activation import Activation, resolve_activation
 from transformer_lab.nn.attention import MultiheadAttention
-from transformer_lab.nn.dropout import Dropout
 from transformer_lab.nn.cache import AttentionCache, DecoderCache, DecoderLayerCache
+from transformer_lab.nn.dropout import Dropout
 from transformer_lab.nn.tracing import scope
 
 __all__ = ["TransformerDecoderLayer", "TransformerDecoder"]
@@ -44,18 +44,19 @@ class TransformerDecoderLayer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        factory = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory)
-        self.multihead_attn = MultiheadAttention(
-            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory
+        self.self_attn = MultiheadAttention(
+            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, device=device, dtype=dtype
         )
-        self.linear1 = nn.Linear(d_model, dim_feedforward, bias=bias, **factory)
+        self.multihead_attn = MultiheadAttention(
+            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, device=device, dtype=dtype
+        )
+        self.linear1 = nn.Linear(d_model, dim_feedforward, bias=bias, device=device, dtype=dtype)
         self.dropout = Dropout(dropout)
-        self.linear2 = nn.Linear(dim_feedforward, d_model, bias=bias, **factory)
+        self.linear2 = nn.Linear(dim_feedforward, d_model, bias=bias, device=device, dtype=dtype)
         self.norm_first = norm_first
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
-        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
+        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
         self.dropout3 = Dropout(dropout)
@@ -104,7 +105,10 @@ class TransformerDecoderLayer(nn.Module):
         else:
             x = self.norm1(x + self._self_attention_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal, self_cache))
             x = self.norm2(
-                x + self._cross_attention_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal, cross_cache)
+                x
+                + self._cross_attention_block(
+                    x, memory, memory_mask, memory_key_padding_mask, memory_is_causal, cross_cache
+                )
             )
             x = self.norm3(x + self._feed_forward_block(x))
         return x
