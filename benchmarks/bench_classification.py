@@ -98,7 +98,7 @@ def run_fasttext(
     predictions = []
     for article in test_articles:
         # model.f.predict is what model.predict wraps, minus the NumPy call that fails.
-        (_, label), = model.f.predict(fasttext_text(article.text) + "\n", 1, 0.0, "strict")
+        ((_, label),) = model.f.predict(fasttext_text(article.text) + "\n", 1, 0.0, "strict")
         predictions.append(int(label.removeprefix("__label__")))
     report = classification_report(predictions, [article.label for article in test_articles], class_names)
     if count != len(test_articles) or abs(precision_at_1 - report.accuracy) > 1e-9:
@@ -123,10 +123,19 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2, help="torch threads for the Transformer (default 2)")
     parser.add_argument("--epochs", type=int, default=None, help="Transformer epochs (default: the task's)")
     parser.add_argument("--max-train-rows", type=int, default=0, help="use only the first N rows of the training file")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a field of the Transformer's config (repeatable)")
-    parser.add_argument("--fasttext-all-rows", action="store_true",
-                        help="also train fastText on the training and validation rows together")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field of the Transformer's config (repeatable)",
+    )
+    parser.add_argument(
+        "--fasttext-all-rows",
+        action="store_true",
+        help="also train fastText on the training and validation rows together",
+    )
     parser.add_argument("--json", type=Path, default=None, help="results file (default OUT/results.json)")
     return parser.parse_args()
 
@@ -158,7 +167,9 @@ def main() -> None:
     data = result.data
     test_articles = read_ag_news_csv(ag_news_path("test", config.data.data_dir)).articles
     model, tokenizer, trained_config = classification.load_classifier(arguments.out / "best")
-    transformer_report, _ = classification.evaluate_classifier(model, tokenizer, test_articles, trained_config.class_names)
+    transformer_report, _ = classification.evaluate_classifier(
+        model, tokenizer, test_articles, trained_config.class_names
+    )
 
     with tempfile.TemporaryDirectory(prefix="bench-fasttext-") as folder:
         peers = [run_fasttext(data.train_articles, test_articles, data.class_names, Path(folder), "fasttext-same-rows")]
@@ -167,8 +178,12 @@ def main() -> None:
             peers.append(run_fasttext(everything, test_articles, data.class_names, Path(folder), "fasttext-all-rows"))
 
     results = {
-        "machine": {"platform": platform.platform(), "summary": machine_summary(), "torch": torch.__version__,
-                    "threads": arguments.threads},
+        "machine": {
+            "platform": platform.platform(),
+            "summary": machine_summary(),
+            "torch": torch.__version__,
+            "threads": arguments.threads,
+        },
         "train_file": str(data.train_file),
         "train_rows": len(data.train_articles),
         "validation_rows": len(data.validation_articles),
@@ -189,14 +204,18 @@ def main() -> None:
     json_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 
     print()
-    print(f"training rows {len(data.train_articles)} (validation {len(data.validation_articles)} held out of "
-          f"{data.train_file}), test rows {len(test_articles)}")
+    print(
+        f"training rows {len(data.train_articles)} (validation {len(data.validation_articles)} held out of "
+        f"{data.train_file}), test rows {len(test_articles)}"
+    )
     print_report(f"Transformer ({result.summary['epochs_completed']} epochs)", transformer_report)
     for peer in peers:
         f1 = "  ".join(f"{name} {values['f1']:.3f}" for name, values in peer["test"]["per_class"].items())
         print(f"{peer['name'] + ' (bigrams)':<34} test accuracy {peer['test']['accuracy']:.4f}   F1: {f1}")
-    print(f"Transformer training wall time {transformer_seconds:.1f} s on {arguments.threads} thread(s) "
-          f"(best validation accuracy {result.summary['best_value']:.4f}); fastText {peers[0]['train_seconds']:.1f} s")
+    print(
+        f"Transformer training wall time {transformer_seconds:.1f} s on {arguments.threads} thread(s) "
+        f"(best validation accuracy {result.summary['best_value']:.4f}); fastText {peers[0]['train_seconds']:.1f} s"
+    )
     print(f"results: {json_path}")
 
 

@@ -89,9 +89,20 @@ def build_model(vocab_size: int) -> Seq2SeqTransformer:
     """The random translation-preset-shaped model, eos forbidden through the generator's bias."""
     torch.manual_seed(0)
     model = Seq2SeqTransformer(
-        src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=256, nhead=4,
-        num_encoder_layers=3, num_decoder_layers=3, dim_feedforward=1024, dropout=0.0,
-        norm_first=False, max_len=256, tie_embeddings="all", pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+        src_vocab_size=vocab_size,
+        tgt_vocab_size=vocab_size,
+        d_model=256,
+        nhead=4,
+        num_encoder_layers=3,
+        num_decoder_layers=3,
+        dim_feedforward=1024,
+        dropout=0.0,
+        norm_first=False,
+        max_len=256,
+        tie_embeddings="all",
+        pad_id=PAD_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
     ).eval()
     with torch.no_grad():
         # In the model itself, not a logits processor: the exported weights carry it too.
@@ -148,11 +159,13 @@ def time_case(engines: dict[str, Decoder], src_ids: Tensor, case: Case, repeats:
     outputs = {name: decode(src_ids, case) for name, decode in engines.items()}  # warm-up and check
     for name in ("ours", "ours int8"):
         if any(len(ids) != case.new_tokens for ids in outputs[name]):
-            raise RuntimeError(f"{case.name}: a row of {name} stopped before {case.new_tokens} tokens; eos was not forbidden")
+            raise RuntimeError(
+                f"{case.name}: a row of {name} stopped before {case.new_tokens} tokens; eos was not forbidden"
+            )
     times: dict[str, list[float]] = {name: [] for name in engines}
     names = list(engines)
     for repeat in range(repeats):
-        for name in names[repeat % len(names):] + names[: repeat % len(names)]:
+        for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
             start = time.perf_counter()
             engines[name](src_ids, case)
             times[name].append(time.perf_counter() - start)
@@ -163,9 +176,11 @@ def time_case(engines: dict[str, Decoder], src_ids: Tensor, case: Case, repeats:
 def run_cases(engines: dict[str, Decoder], arguments: argparse.Namespace) -> None:
     """The default mode: the three cases of the module docstring, one line each."""
     print()
-    print(f"{'case':<30}{'ours ms/step':>14}{'ct2 fp32':>11}{'ct2 int8':>11}"
-          f"{'ours/fp32':>11}{'ours/int8':>11}  fp32 ids = ours  int8 rows = ours"
-          f"{'ours int8':>12}{'ours8/int8':>12}  ours int8 rows = ours")
+    print(
+        f"{'case':<30}{'ours ms/step':>14}{'ct2 fp32':>11}{'ct2 int8':>11}"
+        f"{'ours/fp32':>11}{'ours/int8':>11}  fp32 ids = ours  int8 rows = ours"
+        f"{'ours int8':>12}{'ours8/int8':>12}  ours int8 rows = ours"
+    )
     for case in CASES:
         src_ids = random_sources(case.batch_size, arguments.source_length, arguments.vocab_size, seed=case.batch_size)
         timing = time_case(engines, src_ids, case, arguments.repeats)
@@ -173,9 +188,11 @@ def run_cases(engines: dict[str, Decoder], arguments: argparse.Namespace) -> Non
         ms = timing.ms_per_step
         ours, ours8, fp32, int8 = ms["ours"], ms["ours int8"], ms["ct2 float32"], ms["ct2 int8"]
         int8_rows = f"{timing.equal_rows('ct2 int8')}/{case.batch_size}"
-        print(f"{case.name:<30}{ours:>14.2f}{fp32:>11.2f}{int8:>11.2f}{ours / fp32:>10.1f}x{ours / int8:>10.1f}x"
-              f"  {'yes' if fp32_equal else 'NO'}{'':>13}{int8_rows:<17}"
-              f"{ours8:>12.2f}{ours8 / int8:>11.1f}x  {timing.equal_rows('ours int8')}/{case.batch_size}")
+        print(
+            f"{case.name:<30}{ours:>14.2f}{fp32:>11.2f}{int8:>11.2f}{ours / fp32:>10.1f}x{ours / int8:>10.1f}x"
+            f"  {'yes' if fp32_equal else 'NO'}{'':>13}{int8_rows:<17}"
+            f"{ours8:>12.2f}{ours8 / int8:>11.1f}x  {timing.equal_rows('ours int8')}/{case.batch_size}"
+        )
 
 
 def run_batch_sweep(engines: dict[str, Decoder], arguments: argparse.Namespace, footnote: str) -> None:
@@ -188,22 +205,31 @@ def run_batch_sweep(engines: dict[str, Decoder], arguments: argparse.Namespace, 
     print()
     print(f"greedy decoding, {arguments.new_tokens} new tokens, ms per step of the whole batch (median):")
     print()
-    print("| batch | ours fp32 | ours int8 | ct2 fp32 | ct2 int8 | ours/ct2 fp32 | ours/ct2 int8 "
-          "| ct2 fp32 ids = ours | ours int8 rows = ours | ct2 int8 rows = ours |")
+    print(
+        "| batch | ours fp32 | ours int8 | ct2 fp32 | ct2 int8 | ours/ct2 fp32 | ours/ct2 int8 "
+        "| ct2 fp32 ids = ours | ours int8 rows = ours | ct2 int8 rows = ours |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|:---:|---:|---:|")
     for batch_size, timing in rows:
         ms = timing.ms_per_step
         fp32_equal = timing.outputs["ct2 float32"] == timing.outputs["ours"]
-        print(f"| {batch_size} | {ms['ours']:.2f} | {ms['ours int8']:.2f} "
-              f"| {ms['ct2 float32']:.2f} | {ms['ct2 int8']:.2f} "
-              f"| {ms['ours'] / ms['ct2 float32']:.2f}x | {ms['ours int8'] / ms['ct2 int8']:.2f}x "
-              f"| {'yes' if fp32_equal else 'NO'} | {timing.equal_rows('ours int8')}/{batch_size} "
-              f"| {timing.equal_rows('ct2 int8')}/{batch_size} |")
+        print(
+            f"| {batch_size} | {ms['ours']:.2f} | {ms['ours int8']:.2f} "
+            f"| {ms['ct2 float32']:.2f} | {ms['ct2 int8']:.2f} "
+            f"| {ms['ours'] / ms['ct2 float32']:.2f}x | {ms['ours int8'] / ms['ct2 int8']:.2f}x "
+            f"| {'yes' if fp32_equal else 'NO'} | {timing.equal_rows('ours int8')}/{batch_size} "
+            f"| {timing.equal_rows('ct2 int8')}/{batch_size} |"
+        )
     if arguments.no_figure:
         return
     from transformer_lab.lab.figures import plot_ms_per_step  # matplotlib (the plots extra) only here
 
-    labels = {"ours": "ours fp32", "ours int8": "ours int8", "ct2 float32": "CTranslate2 fp32", "ct2 int8": "CTranslate2 int8"}
+    labels = {
+        "ours": "ours fp32",
+        "ours int8": "ours int8",
+        "ct2 float32": "CTranslate2 fp32",
+        "ct2 int8": "CTranslate2 int8",
+    }
     path = plot_ms_per_step(
         arguments.figure,
         [batch_size for batch_size, _ in rows],
@@ -221,11 +247,22 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads of torch and of CTranslate2")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--source-length", type=int, default=24)
-    parser.add_argument("--batch-sweep", type=int, nargs="+", metavar="BATCH",
-                        help="greedy decoding at each of these batch sizes instead of the three default cases")
-    parser.add_argument("--new-tokens", type=int, default=64, help="tokens decoded per row in --batch-sweep (default 64)")
-    parser.add_argument("--figure", type=Path, default=DEFAULT_FIGURE,
-                        help="the --batch-sweep figure (PNG; default docs/figures/decode-ms-per-step.png)")
+    parser.add_argument(
+        "--batch-sweep",
+        type=int,
+        nargs="+",
+        metavar="BATCH",
+        help="greedy decoding at each of these batch sizes instead of the three default cases",
+    )
+    parser.add_argument(
+        "--new-tokens", type=int, default=64, help="tokens decoded per row in --batch-sweep (default 64)"
+    )
+    parser.add_argument(
+        "--figure",
+        type=Path,
+        default=DEFAULT_FIGURE,
+        help="the --batch-sweep figure (PNG; default docs/figures/decode-ms-per-step.png)",
+    )
     parser.add_argument("--no-figure", action="store_true", help="--batch-sweep: print the table only")
     arguments = parser.parse_args()
     if arguments.repeats < 1:
@@ -244,8 +281,10 @@ def main() -> None:
     torch.set_num_threads(arguments.threads)
     summary = machine_summary()
     print("\n".join(summary))
-    versions = (f"torch {torch.__version__}, ctranslate2 {ctranslate2.__version__}, {arguments.threads} thread(s) each, "
-                f"median of {arguments.repeats} runs")
+    versions = (
+        f"torch {torch.__version__}, ctranslate2 {ctranslate2.__version__}, {arguments.threads} thread(s) each, "
+        f"median of {arguments.repeats} runs"
+    )
     print(versions)
     model = build_model(arguments.vocab_size)
     model_int8 = int8_for_inference(model)
@@ -263,10 +302,12 @@ def main() -> None:
             engines[f"ct2 {compute_type}"] = ctranslate2_decoder(translator, tokens)
         assert tuple(engines) == ENGINES
         if arguments.batch_sweep:
-            footnote = (f"{summary[0]}; {versions}. Random weights of the translation preset's shape "
-                        f"(d_model 256, 3+3 layers, vocabulary {arguments.vocab_size}), sources of "
-                        f"{arguments.source_length} random tokens, eos forbidden; ms/step = median seconds "
-                        f"of a whole decoding / new tokens.")
+            footnote = (
+                f"{summary[0]}; {versions}. Random weights of the translation preset's shape "
+                f"(d_model 256, 3+3 layers, vocabulary {arguments.vocab_size}), sources of "
+                f"{arguments.source_length} random tokens, eos forbidden; ms/step = median seconds "
+                f"of a whole decoding / new tokens."
+            )
             run_batch_sweep(engines, arguments, footnote)
         else:
             run_cases(engines, arguments)

@@ -42,14 +42,20 @@ from transformer_lab.hardware import machine_summary
 CONFIGURATIONS = ("1x1", "1x2", "2x1")
 
 
-def command_for(configuration: str, task: str, out: Path, steps: int, log_every: int) -> tuple[list[str], dict[str, str]]:
+def command_for(
+    configuration: str, task: str, out: Path, steps: int, log_every: int
+) -> tuple[list[str], dict[str, str]]:
     """The command line and environment of one configuration ("PROCESSESxTHREADS")."""
     processes, threads = (int(part) for part in configuration.split("x"))
     overrides = [
-        f"train.max_steps={steps}", "train.epochs=0", f"train.log_every_steps={log_every}",
+        f"train.max_steps={steps}",
+        "train.epochs=0",
+        f"train.log_every_steps={log_every}",
         # Evaluate once, after the last step; keep the final test decode short.
-        f"train.eval_every_steps={steps}", "train.progress_bar=false",
-        "data.num_validation=20", "data.num_test=20",
+        f"train.eval_every_steps={steps}",
+        "train.progress_bar=false",
+        "data.num_validation=20",
+        "data.num_test=20",
     ]
     arguments = ["-m", "transformer_lab", "train", task, "--out", str(out)]
     for override in overrides:
@@ -57,7 +63,14 @@ def command_for(configuration: str, task: str, out: Path, steps: int, log_every:
     if processes == 1:
         command = [sys.executable, *arguments]
     else:
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}", *arguments]
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={processes}",
+            *arguments,
+        ]
     environment = dict(os.environ, OMP_NUM_THREADS=str(threads))
     return command, environment
 
@@ -67,7 +80,9 @@ def tokens_per_second(out: Path) -> tuple[float, int]:
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
     values = [row["tokens_per_second"] for row in rows if row.get("event") == "train"][1:]
     if not values:
-        raise ValueError(f"{out / 'metrics.jsonl'}: expected at least 2 training rows, got {len(values) + 1}; raise --steps")
+        raise ValueError(
+            f"{out / 'metrics.jsonl'}: expected at least 2 training rows, got {len(values) + 1}; raise --steps"
+        )
     return statistics.median(values), len(values)
 
 
@@ -77,7 +92,9 @@ def main() -> int:
     parser.add_argument("--log-every", type=int, default=25, help="steps per timed window (train.log_every_steps)")
     parser.add_argument("--configs", nargs="+", choices=CONFIGURATIONS, default=list(CONFIGURATIONS))
     parser.add_argument("--task", choices=("copy", "reverse", "sort"), default="copy")
-    parser.add_argument("--out", type=Path, default=None, help="keep the run folders here (default: a temporary folder)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="keep the run folders here (default: a temporary folder)"
+    )
     arguments = parser.parse_args()
     if arguments.steps < 2 * arguments.log_every:
         parser.error(f"--steps must be at least 2 x --log-every, got {arguments.steps} and {arguments.log_every}")
@@ -101,8 +118,10 @@ def main() -> int:
         value, windows = tokens_per_second(out)
         results[configuration] = value
         processes, threads = configuration.split("x")
-        print(f"{processes} process(es) x {threads} thread(s): {value:9.0f} tokens/s "
-              f"(median of {windows} windows; {wall:.0f} s with start-up and evaluation)")
+        print(
+            f"{processes} process(es) x {threads} thread(s): {value:9.0f} tokens/s "
+            f"(median of {windows} windows; {wall:.0f} s with start-up and evaluation)"
+        )
     if "2x1" in results:
         for other in ("1x1", "1x2"):
             if other in results:

@@ -49,6 +49,7 @@ def composed_loss(logits: torch.Tensor, target_ids: torch.Tensor) -> torch.Tenso
 
 def time_side_by_side(candidates: dict[str, Callable[[], torch.Tensor]], repeats: int) -> dict[str, float]:
     """Median seconds of forward + backward per candidate, candidates alternating, order flipped each repeat."""
+
     def step(function: Callable[[], torch.Tensor]) -> None:
         output = function()
         output.backward(torch.ones_like(output))

@@ -65,23 +65,47 @@ def main() -> None:
     train = write_tsv(arguments.out / "domain-train.tsv", pairs[: arguments.train_pairs])
     valid = write_tsv(arguments.out / "domain-valid.tsv", pairs[arguments.train_pairs :])
     common = [
-        "--train", str(train), "--valid", str(valid),
-        "--source-language", languages[0], "--target-language", languages[1],
-        "--set", f"train.max_steps={arguments.steps}", "--set", "train.epochs=0",
-        "--set", f"train.eval_every_steps={arguments.eval_every}", "--set", "train.keep_last=0",
-        "--set", "train.progress_bar=false", "--set", f"data.max_tokens={arguments.max_tokens}",
+        "--train",
+        str(train),
+        "--valid",
+        str(valid),
+        "--source-language",
+        languages[0],
+        "--target-language",
+        languages[1],
+        "--set",
+        f"train.max_steps={arguments.steps}",
+        "--set",
+        "train.epochs=0",
+        "--set",
+        f"train.eval_every_steps={arguments.eval_every}",
+        "--set",
+        "train.keep_last=0",
+        "--set",
+        "train.progress_bar=false",
+        "--set",
+        f"data.max_tokens={arguments.max_tokens}",
     ]
     preset = config_to_dict(translation.default_config().model)
-    differing = [key for key, value in saved["model"].items() if key not in VOCABULARY_FIELDS and preset.get(key) != value]
+    differing = [
+        key for key, value in saved["model"].items() if key not in VOCABULARY_FIELDS and preset.get(key) != value
+    ]
     if differing:
-        raise SystemExit(f"--checkpoint: the from-scratch run uses the preset's model; the checkpoint differs in {differing}")
+        raise SystemExit(
+            f"--checkpoint: the from-scratch run uses the preset's model; the checkpoint differs in {differing}"
+        )
     runs = {
         "fine-tuned": (arguments.out / "fine-tuned", ["--init-from", str(checkpoint)]),
         "from scratch": (
             arguments.out / "scratch",
             # The preset's rate, with a warm-up that fits the run (its 800 steps would not).
-            [f"--set=data.tokenizer_file={checkpoint / 'tokenizer.json'}", "--set", "train.cooldown_steps=0",
-             "--set", f"train.warmup_steps={max(1, arguments.steps // 3)}"],
+            [
+                f"--set=data.tokenizer_file={checkpoint / 'tokenizer.json'}",
+                "--set",
+                "train.cooldown_steps=0",
+                "--set",
+                f"train.warmup_steps={max(1, arguments.steps // 3)}",
+            ],
         ),
     }
     seconds = {}
@@ -91,16 +115,22 @@ def main() -> None:
         seconds[name] = time.perf_counter() - start
         if code != 0:
             raise SystemExit(f"{name}: the train command failed with exit code {code}")
-    same_tokenizer = (runs["fine-tuned"][0] / "last" / "tokenizer.json").read_bytes() == (checkpoint / "tokenizer.json").read_bytes()
-    print(f"\ncheckpoint {checkpoint}; {arguments.train_pairs} domain training pairs, "
-          f"{len(pairs) - arguments.train_pairs} validation pairs; {arguments.steps} steps each; "
-          f"fine-tuned tokenizer is the checkpoint's: {same_tokenizer}\n")
+    same_tokenizer = (runs["fine-tuned"][0] / "last" / "tokenizer.json").read_bytes() == (
+        checkpoint / "tokenizer.json"
+    ).read_bytes()
+    print(
+        f"\ncheckpoint {checkpoint}; {arguments.train_pairs} domain training pairs, "
+        f"{len(pairs) - arguments.train_pairs} validation pairs; {arguments.steps} steps each; "
+        f"fine-tuned tokenizer is the checkpoint's: {same_tokenizer}\n"
+    )
     print("| run | step | val loss | val BLEU (greedy) | val chrF++ | wall s |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, (folder, _) in runs.items():
         for row in evaluations(folder):
-            print(f"| {name} | {row['step']} | {row['val_loss']:.3f} | {row['val_bleu']:.2f} | {row['val_chrf']:.2f} "
-                  f"| {seconds[name]:.0f} |")
+            print(
+                f"| {name} | {row['step']} | {row['val_loss']:.3f} | {row['val_bleu']:.2f} | {row['val_chrf']:.2f} "
+                f"| {seconds[name]:.0f} |"
+            )
 
 
 if __name__ == "__main__":

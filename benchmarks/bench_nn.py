@@ -38,17 +38,28 @@ def make_inputs(d_model: int) -> dict:
 
 def step(model: torch.nn.Module, inputs: dict, precision: str) -> None:
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-        output = model(inputs["src"], inputs["tgt"], tgt_mask=inputs["tgt_mask"],
-                       src_key_padding_mask=inputs["src_key_padding_mask"],
-                       memory_key_padding_mask=inputs["memory_key_padding_mask"])
+        output = model(
+            inputs["src"],
+            inputs["tgt"],
+            tgt_mask=inputs["tgt_mask"],
+            src_key_padding_mask=inputs["src_key_padding_mask"],
+            memory_key_padding_mask=inputs["memory_key_padding_mask"],
+        )
         loss = output.float().square().mean()
     loss.backward()
     model.zero_grad(set_to_none=True)
 
 
 def measure(d_model: int, layers: int, precision: str, repeats: int) -> tuple[float, float]:
-    arguments = dict(d_model=d_model, nhead=8, num_encoder_layers=layers, num_decoder_layers=layers,
-                     dim_feedforward=4 * d_model, dropout=0.1, batch_first=True)
+    arguments = dict(
+        d_model=d_model,
+        nhead=8,
+        num_encoder_layers=layers,
+        num_decoder_layers=layers,
+        dim_feedforward=4 * d_model,
+        dropout=0.1,
+        batch_first=True,
+    )
     reference = torch.nn.Transformer(**arguments)
     ours = lab_nn.Transformer(**arguments)
     ours.load_state_dict(reference.state_dict())
@@ -73,7 +84,9 @@ def main() -> None:
         "--configs", default="256x3,256x6,512x3,512x6", help="comma-separated d_modelxlayers list (default: all four)"
     )
     arguments = parser.parse_args()
-    configs = [(256, 3)] if arguments.quick else [tuple(map(int, item.split("x"))) for item in arguments.configs.split(",")]
+    configs = (
+        [(256, 3)] if arguments.quick else [tuple(map(int, item.split("x"))) for item in arguments.configs.split(",")]
+    )
     print("\n".join(machine_summary()))
     print(f"batch {BATCH}, length {LENGTH}, padding masks, forward+backward, median of {arguments.repeats}\n")
     print("| d_model | layers | precision | torch ms | ours ms | ratio torch/ours |")

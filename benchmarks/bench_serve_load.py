@@ -158,11 +158,15 @@ def main() -> None:
         answered = [seconds for status, _, seconds in results if status == 200]
         refused = [(seconds, headers.get("retry-after")) for status, headers, seconds in results if status == 503]
         others = sorted({status for status, _, _ in results} - {200, 503})
-        print(f"{arguments.requests} requests at once, work {arguments.work_seconds:g} s each, "
-              f"capacity 1 running + queue {queue}, wait limit {wait_limit:g} s: all done in {total:.2f} s")
+        print(
+            f"{arguments.requests} requests at once, work {arguments.work_seconds:g} s each, "
+            f"capacity 1 running + queue {queue}, wait limit {wait_limit:g} s: all done in {total:.2f} s"
+        )
         print(f"answered 200: {len(answered)}, worst latency {max(answered, default=0):.2f} s")
-        print(f"refused 503: {len(refused)}, worst latency {max((s for s, _ in refused), default=0):.3f} s, "
-              f"Retry-After values {sorted({value for _, value in refused})}")
+        print(
+            f"refused 503: {len(refused)}, worst latency {max((s for s, _ in refused), default=0):.3f} s, "
+            f"Retry-After values {sorted({value for _, value in refused})}"
+        )
         print(f"other statuses: {others or 'none'}")
         print(f"GET /api/models meanwhile: {len(models_latencies)} calls, worst {max(models_latencies):.3f} s")
 

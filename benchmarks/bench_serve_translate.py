@@ -52,9 +52,11 @@ def main() -> None:
     for line in machine_summary():
         print(line)
     print(f"torch {torch.__version__}, {arguments.threads} thread(s); {arguments.checkpoint}, beam {arguments.beam}")
-    print(f"server time: median {statistics.median(server_ms):.1f} ms "
-          f"(min {min(server_ms):.1f}, max {max(server_ms):.1f}) "
-          f"over {len(server_ms)}; request round trip median {statistics.median(client_ms):.1f} ms")
+    print(
+        f"server time: median {statistics.median(server_ms):.1f} ms "
+        f"(min {min(server_ms):.1f}, max {max(server_ms):.1f}) "
+        f"over {len(server_ms)}; request round trip median {statistics.median(client_ms):.1f} ms"
+    )
     best = answer.get("translations", answer.get("candidates", [answer]))[0]
     print(f"answer: {best}")
 

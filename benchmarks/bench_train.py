@@ -167,15 +167,24 @@ def measure(
 
 def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--configs", nargs="+", choices=("translation-default", "base"), default=["translation-default", "base"])
+    parser.add_argument(
+        "--configs", nargs="+", choices=("translation-default", "base"), default=["translation-default", "base"]
+    )
     parser.add_argument("--steps", type=int, default=4, help="training steps (batches) per timed block")
     parser.add_argument("--repeats", type=int, default=3, help="timed blocks per runner")
-    parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per batch (the translation default)")
+    parser.add_argument(
+        "--max-tokens", type=int, default=4096, help="padded tokens per batch (the translation default)"
+    )
     parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 keeps torch's default")
     parser.add_argument("--data-dir", default=None, help="folder holding multi30k/ (default: $TRANSFORMER_LAB_DATA)")
-    parser.add_argument("--compile", action="store_true", help="also time ours bf16 under torch.compile (slow to compile)")
     parser.add_argument(
-        "--precisions", nargs="+", choices=("auto", "fp32", "bf16"), default=["auto"],
+        "--compile", action="store_true", help="also time ours bf16 under torch.compile (slow to compile)"
+    )
+    parser.add_argument(
+        "--precisions",
+        nargs="+",
+        choices=("auto", "fp32", "bf16"),
+        default=["auto"],
         help="runners' precisions; auto = fp32, and bf16 too where this CPU runs it fast (default)",
     )
     return parser.parse_args()
@@ -218,7 +227,9 @@ def main() -> None:
         f"{len(batches)} Multi30k batches of <= {arguments.max_tokens} padded tokens per timed block, "
         f"{sum(batch.num_target_tokens for batch in batches)} target tokens; median of {arguments.repeats} blocks\n"
     )
-    print(f"| config | runner | tokens/s | vs torch fp32 | vs torch same precision | MFU ({peak_name} peak) | last loss |")
+    print(
+        f"| config | runner | tokens/s | vs torch fp32 | vs torch same precision | MFU ({peak_name} peak) | last loss |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|")
     for name in arguments.configs:
         config = model_configs(data.vocabulary.vocab_size)[name]

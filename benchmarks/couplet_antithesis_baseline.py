@@ -35,7 +35,10 @@ def main() -> None:
     generator = random.Random(arguments.seed)
     shuffled = [generator.choice(by_length[len(upper)]) for upper in uppers]
     started = time.perf_counter()
-    reports = {"references": antithesis_report(uppers, references), "random lower line": antithesis_report(uppers, shuffled)}
+    reports = {
+        "references": antithesis_report(uppers, references),
+        "random lower line": antithesis_report(uppers, shuffled),
+    }
     seconds = time.perf_counter() - started
     print(f"couplet {arguments.split}: {len(pairs)} pairs, scored in {seconds:.1f} s")
     print(f"| rule | {' | '.join(reports)} |")

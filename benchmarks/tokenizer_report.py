@@ -144,7 +144,9 @@ def main() -> None:
         print(line)
     data_dir = Path(arguments.data_dir)
     couplet = data_dir / "couplet"
-    train = read_pairs(couplet / "train_couplet_machine" / "in.txt", couplet / "train_couplet_machine" / "out.txt", True)
+    train = read_pairs(
+        couplet / "train_couplet_machine" / "in.txt", couplet / "train_couplet_machine" / "out.txt", True
+    )
     test = read_pairs(couplet / "test" / "in.txt", couplet / "test" / "out.txt", True)
     test_lines = [line for pair in test for line in pair]
     print(f"couplet: {len(train)} training pairs, {len(test)} test pairs ({len(test_lines)} lines), spaces removed")
@@ -167,7 +169,9 @@ def main() -> None:
         tokenizer = SubwordTokenizer.train_from_pairs(pairs, vocab_size=size)
         seconds = time.perf_counter() - begun
         figures = score(tokenizer, lines, decoder)
-        rows.append((name, size, tokenizer.vocab_size, seconds, len(lines), figures, vocabulary_kinds(tokenizer, decoder)))
+        rows.append(
+            (name, size, tokenizer.vocab_size, seconds, len(lines), figures, vocabulary_kinds(tokenizer, decoder))
+        )
         print(f"trained {name} at {size}: {tokenizer.vocab_size} entries in {seconds:.1f} s")
 
     print()

@@ -39,29 +39,59 @@ TRAIN_ARGUMENTS = ["train", "reverse", "--set", "train.progress_bar=false", "--s
 
 # Where each idea of the paper lives; every path is imported and checked when the page is made.
 CONCEPTS: list[tuple[str, list[str]]] = [
-    ("Scaled dot-product attention, softmax(QK^T / sqrt(d_k)) V", ["transformer_lab.nn.attention.MultiheadAttention._explicit_attention"]),
+    (
+        "Scaled dot-product attention, softmax(QK^T / sqrt(d_k)) V",
+        ["transformer_lab.nn.attention.MultiheadAttention._explicit_attention"],
+    ),
     ("Multi-head attention (project, split heads, merge, W_o)", ["transformer_lab.nn.MultiheadAttention"]),
     ("Look-ahead (causal) mask", ["transformer_lab.nn.masks.causal_mask"]),
-    ("Key padding mask (True = padding)", ["transformer_lab.nn.masks.padding_mask", "transformer_lab.nn.masks.lengths_to_padding_mask"]),
-    ("Masks combined; a fully hidden row gives zeros, not NaN", ["transformer_lab.nn.masks.merge_masks", "transformer_lab.nn.masks.fully_hidden_rows"]),
-    ("Position-wise feed-forward, residual + LayerNorm (post-norm; pre-norm with norm_first)", ["transformer_lab.nn.TransformerEncoderLayer", "transformer_lab.nn.TransformerDecoderLayer"]),
+    (
+        "Key padding mask (True = padding)",
+        ["transformer_lab.nn.masks.padding_mask", "transformer_lab.nn.masks.lengths_to_padding_mask"],
+    ),
+    (
+        "Masks combined; a fully hidden row gives zeros, not NaN",
+        ["transformer_lab.nn.masks.merge_masks", "transformer_lab.nn.masks.fully_hidden_rows"],
+    ),
+    (
+        "Position-wise feed-forward, residual + LayerNorm (post-norm; pre-norm with norm_first)",
+        ["transformer_lab.nn.TransformerEncoderLayer", "transformer_lab.nn.TransformerDecoderLayer"],
+    ),
     ("Encoder stack, N layers", ["transformer_lab.nn.TransformerEncoder"]),
-    ("Decoder stack: masked self-attention, then cross-attention to the memory", ["transformer_lab.nn.TransformerDecoder"]),
+    (
+        "Decoder stack: masked self-attention, then cross-attention to the memory",
+        ["transformer_lab.nn.TransformerDecoder"],
+    ),
     ("Encoder-decoder", ["transformer_lab.nn.Transformer"]),
     ("Embeddings multiplied by sqrt(d_model)", ["transformer_lab.models.embedding.TokenEmbedding"]),
     ("Sinusoidal positional encoding", ["transformer_lab.models.embedding.SinusoidalPositionalEncoding"]),
-    ("Shared embedding / pre-softmax weights, the generator to logits", ["transformer_lab.models.Seq2SeqTransformer", "transformer_lab.models.ModelConfig"]),
+    (
+        "Shared embedding / pre-softmax weights, the generator to logits",
+        ["transformer_lab.models.Seq2SeqTransformer", "transformer_lab.models.ModelConfig"],
+    ),
     ("Teacher forcing: decoder input `<bos> y`, output `y <eos>`", ["transformer_lab.data.collate_pairs"]),
     ("Batches by token count", ["transformer_lab.data.token_budget_batches"]),
     ("Label smoothing (epsilon_ls = 0.1), padding ignored", ["transformer_lab.training.label_smoothed_cross_entropy"]),
     ("Adam, beta = (0.9, 0.98), epsilon = 1e-9", ["transformer_lab.training.build_optimizer"]),
-    ("Warm-up, then inverse square root learning rate", ["transformer_lab.training.noam_lr", "transformer_lab.training.build_noam_scheduler"]),
-    ("Training loop, checkpoints, metrics log", ["transformer_lab.training.Trainer", "transformer_lab.training.save_checkpoint"]),
+    (
+        "Warm-up, then inverse square root learning rate",
+        ["transformer_lab.training.noam_lr", "transformer_lab.training.build_noam_scheduler"],
+    ),
+    (
+        "Training loop, checkpoints, metrics log",
+        ["transformer_lab.training.Trainer", "transformer_lab.training.save_checkpoint"],
+    ),
     ("Key/value cache for incremental decoding", ["transformer_lab.nn.DecoderCache"]),
-    ("Greedy decoding; beam search with length penalty", ["transformer_lab.decoding.greedy_search", "transformer_lab.decoding.beam_search"]),
+    (
+        "Greedy decoding; beam search with length penalty",
+        ["transformer_lab.decoding.greedy_search", "transformer_lab.decoding.beam_search"],
+    ),
     ("Averaging the last checkpoints", ["transformer_lab.training.averaging"]),
     ("BLEU", ["transformer_lab.evaluation.bleu"]),
-    ("Attention weights of a trained model", ["transformer_lab.lab.attention_maps.attention_maps", "transformer_lab.lab.figures.plot_attention"]),
+    (
+        "Attention weights of a trained model",
+        ["transformer_lab.lab.attention_maps.attention_maps", "transformer_lab.lab.figures.plot_attention"],
+    ),
     ("The tutorials' mask claims, executable", ["transformer_lab.lab.mask_experiments"]),
 ]
 
@@ -99,7 +129,9 @@ def figure_block(arguments: list[str], image: str, caption: str) -> str:
     size = (FIGURES / image).stat().st_size
     if size > MAX_FIGURE_BYTES:
         raise SystemExit(f"docs/figures/{image} is {size} bytes; keep figures under {MAX_FIGURE_BYTES} (lower --dpi)")
-    shown = [argument if not argument.startswith(str(ROOT)) else os.path.relpath(argument, ROOT) for argument in arguments]
+    shown = [
+        argument if not argument.startswith(str(ROOT)) else os.path.relpath(argument, ROOT) for argument in arguments
+    ]
     alternative = caption.replace("`", "")
     return f"![{alternative}](figures/{image})\n\n{caption}. Drawn by:\n\n" + code_block(command_text(shown), "bash")
 
@@ -126,8 +158,15 @@ def model_path_table() -> str:
     names = {value: key for key, value in sizes.items() if key != "H"}
     torch.manual_seed(0)
     config = ModelConfig(
-        src_vocab_size=sizes["V"], tgt_vocab_size=sizes["V"], d_model=sizes["D"], nhead=sizes["H"],
-        num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=sizes["F"], dropout=0.0, max_len=16,
+        src_vocab_size=sizes["V"],
+        tgt_vocab_size=sizes["V"],
+        d_model=sizes["D"],
+        nhead=sizes["H"],
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=sizes["F"],
+        dropout=0.0,
+        max_len=16,
     )
     model = Seq2SeqTransformer.from_config(config).eval()
     src_ids = torch.tensor([[4, 5, 6, 7, 8, 9], [4, 5, 6, 0, 0, 0]])  # [B, S], the second padded
@@ -139,8 +178,16 @@ def model_path_table() -> str:
     rows: list[tuple[str, str, str]] = [
         ("src_ids", "token ids, right-padded with pad_id 0", shape_text(src_ids.shape)),
         ("tgt_in_ids", "`<bos>` + target, right-padded", shape_text(tgt_in_ids.shape)),
-        ("masks.padding_mask(src_ids)", "source key padding mask, True = padding", shape_text(masks.padding_mask(src_ids, 0).shape)),
-        ("masks.causal_mask(T)", "target mask, True = future", shape_text(masks.causal_mask(tgt_in_ids.shape[1]).shape)),
+        (
+            "masks.padding_mask(src_ids)",
+            "source key padding mask, True = padding",
+            shape_text(masks.padding_mask(src_ids, 0).shape),
+        ),
+        (
+            "masks.causal_mask(T)",
+            "target mask, True = future",
+            shape_text(masks.causal_mask(tgt_in_ids.shape[1]).shape),
+        ),
     ]
     described = {
         "src_embedding": "source token vectors x sqrt(D)",
@@ -242,7 +289,20 @@ def concept_table() -> str:
 
 def architecture_blocks(run_folder: Path | None, draw_figures: bool = True) -> dict[str, str]:
     """The generated blocks of architecture.md; figures only with ``draw_figures``."""
-    explain = ["explain", "--full", "--d-model", "32", "--nhead", "4", "--src-len", "6", "--tgt-len", "5", "--batch", "2"]
+    explain = [
+        "explain",
+        "--full",
+        "--d-model",
+        "32",
+        "--nhead",
+        "4",
+        "--src-len",
+        "6",
+        "--tgt-len",
+        "5",
+        "--batch",
+        "2",
+    ]
     blocks = {
         "model-path": model_path_table(),
         "explain-full": code_block("$ " + command_text(explain) + "\n" + run_cli(explain)),
@@ -266,13 +326,31 @@ def architecture_blocks(run_folder: Path | None, draw_figures: bool = True) -> d
     if run_folder is not None:
         train = TRAIN_ARGUMENTS + ["--out", "RUN"]
         blocks["figure-attention"] = figure_block(
-            ["plot", "attention", "--checkpoint", str(run_folder / "best"), "--out", str(FIGURES / "attention.png"), "--dpi", "70"],
+            [
+                "plot",
+                "attention",
+                "--checkpoint",
+                str(run_folder / "best"),
+                "--out",
+                str(FIGURES / "attention.png"),
+                "--dpi",
+                "70",
+            ],
             "attention.png",
             "Every head of every layer of a model trained on the reverse task, reading 6 symbols and writing "
             "their reverse (greedy); the checkpoint comes from `" + command_text(train) + "`",
         ).replace(str(run_folder), "RUN")
         blocks["figure-training-curve"] = figure_block(
-            ["plot", "training-curve", "--metrics", str(run_folder / "metrics.jsonl"), "--out", str(FIGURES / "training-curve.png"), "--dpi", "80"],
+            [
+                "plot",
+                "training-curve",
+                "--metrics",
+                str(run_folder / "metrics.jsonl"),
+                "--out",
+                str(FIGURES / "training-curve.png"),
+                "--dpi",
+                "80",
+            ],
             "training-curve.png",
             "Training loss, learning rate and validation metrics of that run",
         ).replace(str(run_folder), "RUN")

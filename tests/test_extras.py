@@ -23,7 +23,10 @@ def test_the_command_line_and_the_core_load_without_any_extra() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     # The figure needs matplotlib: one line naming the extra, not a traceback.
-    assert "drawing figures needs the matplotlib package, which is not installed: pip install 'transformer-lab[plots]'" in result.stderr
+    assert (
+        "drawing figures needs the matplotlib package, which is not installed: pip install 'transformer-lab[plots]'"
+        in result.stderr
+    )
     assert "Traceback" not in result.stderr
 
 

@@ -117,7 +117,12 @@ def test_the_trainer_resolves_auto_and_the_checkpoint_records_the_result(
 
     config = TrainConfig(max_steps=2, epochs=0, warmup_steps=1, precision="auto", keep_last=0, progress_bar=False)
     trainer = Trainer(
-        Linear(), config, tmp_path, loss_fn, lambda epoch: [torch.ones(2, 4)] * 3, d_model=4,
+        Linear(),
+        config,
+        tmp_path,
+        loss_fn,
+        lambda epoch: [torch.ones(2, 4)] * 3,
+        d_model=4,
         checkpoint_config={"task": "test", "train": config_to_dict(config)},
     )
     assert trainer.config.precision == expected

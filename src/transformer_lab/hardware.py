@@ -237,9 +237,7 @@ def physical_cores() -> int:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         usable = os.cpu_count() or 1
-    cores = {
-        (fields.get("physical id", ""), fields["core id"]) for fields in _cpuinfo_blocks() if "core id" in fields
-    }
+    cores = {(fields.get("physical id", ""), fields["core id"]) for fields in _cpuinfo_blocks() if "core id" in fields}
     logical = os.cpu_count() or usable
     if cores and logical:
         # The affinity set is in logical CPUs; scale it by the machine's threads per core.

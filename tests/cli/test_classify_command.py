@@ -75,7 +75,10 @@ def test_stdin_and_input_file_modes(
     [
         (["--checkpoint", "{missing}", "text"], "expected a checkpoint folder"),
         (["--checkpoint", "{run}", "--input", "{missing}"], "does not exist"),
-        (["--checkpoint", "{run}", "--input", "{run}/metrics.jsonl", "text"], "either text arguments or --input, got both"),
+        (
+            ["--checkpoint", "{run}", "--input", "{run}/metrics.jsonl", "text"],
+            "either text arguments or --input, got both",
+        ),
     ],
 )
 def test_unusable_arguments_are_one_stderr_line_and_exit_2(

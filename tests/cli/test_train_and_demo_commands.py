@@ -10,20 +10,32 @@ import pytest
 from transformer_lab.cli import main
 
 TINY = [
-    "--set", "data.num_train=256",
-    "--set", "data.num_validation=20",
-    "--set", "data.num_test=40",
-    "--set", "data.max_length=5",
-    "--set", "model.d_model=16",
-    "--set", "model.nhead=2",
-    "--set", "model.dim_feedforward=32",
-    "--set", "train.max_steps=8",
-    "--set", "train.epochs=0",
-    "--set", "train.progress_bar=false",
+    "--set",
+    "data.num_train=256",
+    "--set",
+    "data.num_validation=20",
+    "--set",
+    "data.num_test=40",
+    "--set",
+    "data.max_length=5",
+    "--set",
+    "model.d_model=16",
+    "--set",
+    "model.nhead=2",
+    "--set",
+    "model.dim_feedforward=32",
+    "--set",
+    "train.max_steps=8",
+    "--set",
+    "train.epochs=0",
+    "--set",
+    "train.progress_bar=false",
 ]
 
 
-def test_demo_prints_outputs_accuracy_and_writes_the_heat_map(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_prints_outputs_accuracy_and_writes_the_heat_map(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["demo", "--out", str(tmp_path / "demo"), *TINY]) == 0
     output = capsys.readouterr().out
     assert "Exact match on 40 sequences never seen in training" in output

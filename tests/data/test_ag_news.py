@@ -51,7 +51,11 @@ def test_tricky_rows_read_as_the_release_means_them(tmp_path: Path) -> None:
     articles = read_ag_news_csv(path).articles
     assert [(a.label, a.title, a.description) for a in articles] == [expected for _, expected in TRICKY]
     assert [a.line_number for a in articles] == list(range(1, len(TRICKY) + 1))
-    assert articles[0].text == "Plain title\nPlain description." == join_title_and_description("Plain title", "Plain description.")
+    assert (
+        articles[0].text
+        == "Plain title\nPlain description."
+        == join_title_and_description("Plain title", "Plain description.")
+    )
 
 
 def test_unescape_false_keeps_the_fields_byte_for_byte(tmp_path: Path) -> None:
@@ -63,7 +67,10 @@ def test_unescape_false_keeps_the_fields_byte_for_byte(tmp_path: Path) -> None:
 
 def test_crlf_bom_and_a_missing_final_newline_are_accepted(tmp_path: Path) -> None:
     path = write(tmp_path, '\ufeff"1","a","b"\r\n"2","c","d"')
-    assert [(a.label, a.title, a.description) for a in read_ag_news_csv(path).articles] == [(0, "a", "b"), (1, "c", "d")]
+    assert [(a.label, a.title, a.description) for a in read_ag_news_csv(path).articles] == [
+        (0, "a", "b"),
+        (1, "c", "d"),
+    ]
 
 
 BAD_ROWS = [
@@ -122,7 +129,9 @@ def test_files_are_found_in_the_data_root_or_the_folder_itself(tmp_path: Path) -
     assert ag_news_path("train", folder) == folder / "train_subset" / "train_subset_12k.csv"
     write(folder, '"1","a","b"\n', name="train.csv")  # the full file wins when present
     assert ag_news_path("train", tmp_path) == folder / "train.csv"
-    assert ag_news_path("train", tmp_path, train_file="train_subset/train_subset_12k.csv").name == "train_subset_12k.csv"
+    assert (
+        ag_news_path("train", tmp_path, train_file="train_subset/train_subset_12k.csv").name == "train_subset_12k.csv"
+    )
     with pytest.raises(FileNotFoundError, match="other.csv"):
         ag_news_path("train", tmp_path, train_file="other.csv")
     with pytest.raises(ValueError, match="split must be one of"):

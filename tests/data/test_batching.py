@@ -89,9 +89,7 @@ def test_shards_disjoint_and_equal_in_count() -> None:
     lengths = mixed_lengths()
     for num_shards in (2, 3, 4, 7):
         shards = [
-            token_budget_batches(
-                lengths, 128, shuffle=True, seed=3, epoch=1, num_shards=num_shards, shard_index=index
-            )
+            token_budget_batches(lengths, 128, shuffle=True, seed=3, epoch=1, num_shards=num_shards, shard_index=index)
             for index in range(num_shards)
         ]
         assert len({len(shard) for shard in shards}) == 1
@@ -114,8 +112,7 @@ def test_balance_splits_before_repeating() -> None:
 def test_repeated_batch_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="transformer_lab.data.batching"):
         shards = [
-            token_budget_batches([5, 5, 5], 5, shuffle=False, num_shards=2, shard_index=index)
-            for index in range(2)
+            token_budget_batches([5, 5, 5], 5, shuffle=False, num_shards=2, shard_index=index) for index in range(2)
         ]
     assert [len(shard) for shard in shards] == [2, 2]
     assert "1 batch(es) repeated" in caplog.text

@@ -16,8 +16,13 @@ pair_lengths = st.lists(st.tuples(st.integers(1, 30), st.integers(1, 30)), min_s
 
 
 @PROPERTY_SETTINGS
-@given(lengths=single_lengths | pair_lengths, budget_slack=st.integers(0, 200), shuffle=st.booleans(),
-       seed=st.integers(0, 2**31), epoch=st.integers(0, 50))
+@given(
+    lengths=single_lengths | pair_lengths,
+    budget_slack=st.integers(0, 200),
+    shuffle=st.booleans(),
+    seed=st.integers(0, 2**31),
+    epoch=st.integers(0, 50),
+)
 def test_token_budget_batches_keep_every_example_once_within_the_budget(
     lengths: list, budget_slack: int, shuffle: bool, seed: int, epoch: int
 ) -> None:
@@ -37,8 +42,10 @@ def test_shards_cover_every_example_and_run_the_same_number_of_steps(
 ) -> None:
     full = token_budget_batches(lengths, max_tokens, seed=seed)
     _, num_repeated = balance_batches_for_shards(full, num_shards)
-    shards = [token_budget_batches(lengths, max_tokens, seed=seed, num_shards=num_shards, shard_index=index)
-              for index in range(num_shards)]
+    shards = [
+        token_budget_batches(lengths, max_tokens, seed=seed, num_shards=num_shards, shard_index=index)
+        for index in range(num_shards)
+    ]
     assert len({len(shard) for shard in shards}) == 1
     counts = Counter(index for shard in shards for batch in shard for index in batch)
     assert set(counts) == set(range(len(lengths)))  # nothing lost
@@ -51,8 +58,12 @@ def test_shards_cover_every_example_and_run_the_same_number_of_steps(
 
 
 @PROPERTY_SETTINGS
-@given(num_examples=st.integers(1, 200), batch_size=st.integers(1, 50), shuffle=st.booleans(), seed=st.integers(0, 1000))
-def test_fixed_size_batches_keep_every_example_once(num_examples: int, batch_size: int, shuffle: bool, seed: int) -> None:
+@given(
+    num_examples=st.integers(1, 200), batch_size=st.integers(1, 50), shuffle=st.booleans(), seed=st.integers(0, 1000)
+)
+def test_fixed_size_batches_keep_every_example_once(
+    num_examples: int, batch_size: int, shuffle: bool, seed: int
+) -> None:
     batches = fixed_size_batches(num_examples, batch_size, shuffle=shuffle, seed=seed)
     assert sorted(index for batch in batches for index in batch) == list(range(num_examples))
     assert all(len(batch) == batch_size for batch in batches[:-1]) and 1 <= len(batches[-1]) <= batch_size

@@ -108,9 +108,7 @@ def leftovers(folder: Path) -> list[str]:
 def test_download_multi30k_from_loopback_server(server: Server, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     hashes = {name: sha256(text) for name, text in FILES.items()}
-    folder = download_multi30k(
-        cache, base_url=server.base_url, splits=["train", "val"], expected_sha256=hashes
-    )
+    folder = download_multi30k(cache, base_url=server.base_url, splits=["train", "val"], expected_sha256=hashes)
     assert folder == cache / "multi30k"
     for name, text in FILES.items():
         assert (folder / name).read_text(encoding="utf-8") == text
@@ -139,9 +137,7 @@ def test_checksum_mismatch_names_file_and_hashes_and_leaves_nothing(server: Serv
     assert leftovers(folder) == []
 
 
-def test_a_corrupted_cached_file_is_replaced(
-    server: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_corrupted_cached_file_is_replaced(server: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     destination = tmp_path / "cache" / "val.en"
     destination.parent.mkdir()
     destination.write_text("tampered\n", encoding="utf-8")
@@ -170,9 +166,7 @@ def test_missing_remote_file_and_bad_gzip(server: Server, tmp_path: Path) -> Non
 
 def test_bad_arguments_download_nothing(server: Server, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no sha256|sha256 for every file"):
-        download_multi30k(
-            tmp_path, base_url=server.base_url, splits=["val"], expected_sha256={"val.de": "a" * 64}
-        )
+        download_multi30k(tmp_path, base_url=server.base_url, splits=["val"], expected_sha256={"val.de": "a" * 64})
     with pytest.raises(ValueError, match="split must be one of"):
         download_multi30k(tmp_path, base_url=server.base_url, splits=["dev"])
     with pytest.raises(ValueError, match="expected_sha256 must be a sha256"):

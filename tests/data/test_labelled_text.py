@@ -43,15 +43,24 @@ def tsv_text(rows: list[tuple[str, str, str]]) -> str:
 
 
 def jsonl_text(rows: list[tuple[str, str, str]]) -> str:
-    return "".join(json.dumps({"title": t, "body": b, "label": label}, ensure_ascii=False) + "\n" for t, b, label in rows)
+    return "".join(
+        json.dumps({"title": t, "body": b, "label": label}, ensure_ascii=False) + "\n" for t, b, label in rows
+    )
 
 
-EXPECTED = [LabelledText(join_title_and_description(t, b), label, number) for number, (t, b, label) in enumerate(ROWS, 2)]
+EXPECTED = [
+    LabelledText(join_title_and_description(t, b), label, number) for number, (t, b, label) in enumerate(ROWS, 2)
+]
 
 
-@pytest.mark.parametrize(("name", "make", "first_line"), [
-    ("news.csv", csv_text, 2), ("news.tsv", tsv_text, 2), ("news.jsonl", jsonl_text, 1),
-])
+@pytest.mark.parametrize(
+    ("name", "make", "first_line"),
+    [
+        ("news.csv", csv_text, 2),
+        ("news.tsv", tsv_text, 2),
+        ("news.jsonl", jsonl_text, 1),
+    ],
+)
 def test_every_format_reads_the_same_examples_with_their_lines(
     tmp_path: Path, name: str, make, first_line: int
 ) -> None:
@@ -89,7 +98,12 @@ def test_tsv_keeps_quotes_as_ordinary_characters(tmp_path: Path) -> None:
 
 
 def test_integer_labels_become_strings_and_sort_numerically(tmp_path: Path) -> None:
-    lines = [{"text": "a", "label": 10}, {"text": "b", "label": "2"}, {"text": "c", "label": 2}, {"text": "d", "label": -1}]
+    lines = [
+        {"text": "a", "label": 10},
+        {"text": "b", "label": "2"},
+        {"text": "c", "label": 2},
+        {"text": "d", "label": -1},
+    ]
     read = read_labelled_text(write(tmp_path, "n.jsonl", "".join(json.dumps(line) + "\n" for line in lines)))
     assert read.labels == ["10", "2", "2", "-1"]
     assert sorted_class_names(read.labels) == ("-1", "2", "10")  # not the string order "-1", "10", "2"
@@ -99,7 +113,9 @@ def test_integer_labels_become_strings_and_sort_numerically(tmp_path: Path) -> N
 
 def test_an_unseen_label_names_the_file_the_line_and_the_label(tmp_path: Path) -> None:
     read = read_labelled_text(write(tmp_path, "v.csv", "text,label\nx,pos\ny,neutral\n"))
-    with pytest.raises(ValueError, match=r"v\.csv: line 3: field 'label': .* \('neg', 'pos'\), got the unseen label 'neutral'"):
+    with pytest.raises(
+        ValueError, match=r"v\.csv: line 3: field 'label': .* \('neg', 'pos'\), got the unseen label 'neutral'"
+    ):
         read.label_ids(("neg", "pos"))
 
 
@@ -121,13 +137,25 @@ MALFORMED = [
     ("a.csv", "text,label\n   ,a\n", r"line 2: field 'text': expected a non-empty text, got '   '"),
     ("a.csv", "text,label\nok,\n", r"line 2: field 'label': expected a non-empty label, got ''"),
     ("a.csv", "text,label\nok, a\n", r"line 2: field 'label': expected a label without leading or trailing whitespace"),
-    ("a.jsonl", '{"text": "ok", "label": "a"}\n{"text": "ok", "label": "a"\n', r"line 2: expected a JSON object, got bad JSON"),
+    (
+        "a.jsonl",
+        '{"text": "ok", "label": "a"}\n{"text": "ok", "label": "a"\n',
+        r"line 2: expected a JSON object, got bad JSON",
+    ),
     ("a.jsonl", '{"text": "ok", "label": "a"}\n["ok", "a"]\n', r"line 2: expected a JSON object, got list"),
     ("a.jsonl", '{"text": "ok", "label": "a"}\n\n', r"line 2: expected a JSON object, got an empty line"),
     ("a.jsonl", '{"text": "ok"}\n', r"line 1: expected the key 'label', got only the keys \['text'\]"),
     ("a.jsonl", '{"txt": "ok", "label": "a"}\n', r"line 1: expected the key 'text', got only the keys"),
-    ("a.jsonl", '{"text": "ok", "label": 1.5}\n', r"line 1: field 'label': expected a label that is a string or an integer, got 1\.5 \(float\)"),
-    ("a.jsonl", '{"text": "ok", "label": true}\n', r"line 1: field 'label': .* string or an integer, got True \(bool\)"),
+    (
+        "a.jsonl",
+        '{"text": "ok", "label": 1.5}\n',
+        r"line 1: field 'label': expected a label that is a string or an integer, got 1\.5 \(float\)",
+    ),
+    (
+        "a.jsonl",
+        '{"text": "ok", "label": true}\n',
+        r"line 1: field 'label': .* string or an integer, got True \(bool\)",
+    ),
     ("a.jsonl", '{"text": "ok", "label": null}\n', r"line 1: field 'label': .* got None \(NoneType\)"),
     ("a.jsonl", '{"text": 42, "label": "a"}\n', r"line 1: field 'text': expected a string, got 42 \(int\)"),
     ("a.jsonl", '{"text": ["x"], "label": "a"}\n', r"line 1: field 'text': expected a string, got \['x'\] \(list\)"),
@@ -149,7 +177,9 @@ def test_invalid_utf8_names_the_line_and_an_empty_or_header_only_file_is_refused
     path.write_bytes("text,label\nok,a\n".encode() + b"caf\xe9,b\n")
     with pytest.raises(ValueError, match=r"bad\.csv: line 3: expected UTF-8 text, got invalid byte"):
         read_labelled_text(path)
-    with pytest.raises(ValueError, match=r"empty\.csv: line 1: expected a header row naming the columns, got an empty file"):
+    with pytest.raises(
+        ValueError, match=r"empty\.csv: line 1: expected a header row naming the columns, got an empty file"
+    ):
         read_labelled_text(write(tmp_path, "empty.csv", ""))
     with pytest.raises(ValueError, match=r"header\.tsv: expected at least one labelled record, got none"):
         read_labelled_text(write(tmp_path, "header.tsv", "text\tlabel\n"))

@@ -54,9 +54,7 @@ def test_reads_aligned_pairs_exactly(data_root: Path) -> None:
 def test_data_dir_may_be_the_root_or_the_multi30k_folder(data_root: Path) -> None:
     assert resolve_multi30k_dir(data_root) == data_root / "multi30k"
     assert resolve_multi30k_dir(data_root / "multi30k") == data_root / "multi30k"
-    assert load_multi30k("train", data_dir=data_root / "multi30k") == load_multi30k(
-        "train", data_dir=data_root
-    )
+    assert load_multi30k("train", data_dir=data_root / "multi30k") == load_multi30k("train", data_dir=data_root)
 
 
 def test_environment_variable_and_its_absence(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,9 +68,7 @@ def test_environment_variable_and_its_absence(data_root: Path, monkeypatch: pyte
 
 
 def test_swapped_languages(data_root: Path) -> None:
-    assert load_multi30k("train", data_root, source_language="en", target_language="de") == list(
-        zip(ENGLISH, GERMAN)
-    )
+    assert load_multi30k("train", data_root, source_language="en", target_language="de") == list(zip(ENGLISH, GERMAN))
 
 
 def test_crlf_bom_and_missing_final_newline(tmp_path: Path) -> None:
@@ -135,9 +131,7 @@ def test_the_later_test_sets_are_named_splits(tmp_path: Path) -> None:
     for split in MULTI30K_EXTRA_TEST_SPLITS:
         write_split(tmp_path, split, GERMAN, ENGLISH)
         assert load_multi30k(split, data_dir=tmp_path) == list(zip(GERMAN, ENGLISH))
-        assert load_multi30k(split, tmp_path, source_language="en", target_language="de") == list(
-            zip(ENGLISH, GERMAN)
-        )
+        assert load_multi30k(split, tmp_path, source_language="en", target_language="de") == list(zip(ENGLISH, GERMAN))
 
 
 @pytest.mark.parametrize("split", MULTI30K_SPLITS)

@@ -49,15 +49,29 @@ def test_a_tsv_header_naming_the_languages_is_skipped_and_counted(tmp_path: Path
         ("p.tsv", "a\t\n", r"p\.tsv: line 1: expected a non-empty target sentence"),
         ("p.tsv", "", r"p\.tsv: expected at least one pair, got an empty file"),
         ("p.tsv", "de\ten\n", r"p\.tsv: expected at least one pair after the header, got none"),
-        ("p.jsonl", '{"de": "a", "en": "b"}\n{"de": "a", "en": \n', r"p\.jsonl: line 2: expected one JSON object, got invalid JSON"),
+        (
+            "p.jsonl",
+            '{"de": "a", "en": "b"}\n{"de": "a", "en": \n',
+            r"p\.jsonl: line 2: expected one JSON object, got invalid JSON",
+        ),
         ("p.jsonl", '["a", "b"]\n', r"p\.jsonl: line 1: expected a JSON object, got list"),
-        ("p.jsonl", '{"de": "a", "fr": "b"}\n', r"p\.jsonl: line 1: expected the key 'en' \(the target language\), got the keys \['de', 'fr'\]"),
+        (
+            "p.jsonl",
+            '{"de": "a", "fr": "b"}\n',
+            r"p\.jsonl: line 1: expected the key 'en' \(the target language\), got the keys \['de', 'fr'\]",
+        ),
         ("p.jsonl", '{"de": "a", "en": 3}\n', r"p\.jsonl: line 1: expected a string under 'en', got int"),
         ("p.jsonl", '{"de": "a", "en": "b"}\n\n', r"p\.jsonl: line 2: expected one JSON object, got invalid JSON"),
-        ("p.jsonl", '{"translation": {"de": "", "en": "b"}}\n', r"p\.jsonl: line 1: expected a non-empty source sentence"),
+        (
+            "p.jsonl",
+            '{"translation": {"de": "", "en": "b"}}\n',
+            r"p\.jsonl: line 1: expected a non-empty source sentence",
+        ),
     ],
 )
-def test_a_malformed_line_is_one_error_naming_file_and_line(tmp_path: Path, name: str, content: str, message: str) -> None:
+def test_a_malformed_line_is_one_error_naming_file_and_line(
+    tmp_path: Path, name: str, content: str, message: str
+) -> None:
     path = write(tmp_path / name, content)
     with pytest.raises(ValueError, match=message):
         read_pair_files([path], "de", "en")
@@ -73,7 +87,9 @@ def test_invalid_utf8_names_the_file_and_line(tmp_path: Path) -> None:
 def test_misaligned_line_files_are_an_error(tmp_path: Path) -> None:
     source = write(tmp_path / "a.de", "a\nb\n")
     target = write(tmp_path / "a.en", "a\n")
-    with pytest.raises(ValueError, match=r"expected aligned files with the same number of lines, got 2 line\(s\) in .*a\.de and 1"):
+    with pytest.raises(
+        ValueError, match=r"expected aligned files with the same number of lines, got 2 line\(s\) in .*a\.de and 1"
+    ):
         read_pair_files([source, target], "de", "en")
 
 

@@ -199,9 +199,7 @@ def test_token_budget_bucketing_on_real_lines(
     batches = token_budget_batches(lengths, max_tokens=max_tokens, shuffle=True, seed=0, epoch=0)
     assert sorted(index for batch in batches for index in batch) == list(range(500))
     for batch in batches:
-        collated = collate_pairs(
-            [encoded[index] for index in batch], pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID
-        )
+        collated = collate_pairs([encoded[index] for index in batch], pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID)
         assert collated.src_ids.numel() <= max_tokens and collated.tgt_in_ids.numel() <= max_tokens
     bucketed = padding_fraction(batches, lengths)
     # The same number of batches, filled at random instead of by length.
@@ -342,7 +340,9 @@ def test_a_wrong_users_file_is_a_clear_error(tmp_path: Path) -> None:
             SubwordTokenizer.from_json(path.read_text(encoding="utf-8"), where="stored.json")
 
     refused("not-json.json", "vocab: [a, b]", "got content that is not JSON")
-    refused("list.json", '["<pad>", "<unk>"]', r"tokenizer JSON (file|document), got a JSON list; .*Tokenizer\.save writes")
+    refused(
+        "list.json", '["<pad>", "<unk>"]', r"tokenizer JSON (file|document), got a JSON list; .*Tokenizer\.save writes"
+    )
     refused("vocab.json", '{"<pad>": 0, "<unk>": 1}', r"without a typed 'model' entry \(its keys: '<pad>', '<unk>'\)")
     refused("foreign.json", '{"model": {"type": "Sentencepiece"}}', "got one tokenizers cannot read")
     hint = r"train it with special_tokens=\['<pad>', '<unk>', '<bos>', '<eos>'\] in the trainer"
@@ -365,12 +365,15 @@ def test_a_wrong_users_file_is_a_clear_error(tmp_path: Path) -> None:
     no_unk = Tokenizer(models.BPE())
     no_unk.pre_tokenizer = pre_tokenizers.Whitespace()
     no_unk.train_from_iterator(
-        USER_LINES, trainer=trainers.BpeTrainer(vocab_size=200, special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+        USER_LINES,
+        trainer=trainers.BpeTrainer(vocab_size=200, special_tokens=list(SPECIAL_TOKENS), show_progress=False),
     )
     refused("bpe-without-unk.json", no_unk, r"the BPE model's unk token to be '<unk>'.* instead of vanishing.*got None")
     empty = '{"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}}'
     refused("empty.json", empty, r"'<pad>' at id 0, got missing \(the vocabulary has 0 entries\)")
-    with pytest.raises(ValueError, match=r"bad-bytes\.json: expected a tokenizer JSON file, got bytes that are not UTF-8"):
+    with pytest.raises(
+        ValueError, match=r"bad-bytes\.json: expected a tokenizer JSON file, got bytes that are not UTF-8"
+    ):
         SubwordTokenizer.load(write(tmp_path / "bad-bytes.json", b'{"model": "\xff"}'))
 
 
@@ -387,11 +390,20 @@ def test_a_model_trained_with_a_users_tokenizer_reloads_from_its_checkpoint(tmp_
 
     tokenizer = SubwordTokenizer.load(write_tokenizer(tmp_path / "tokenizer.json", trainer()))
     config = ModelConfig(
-        src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size, d_model=16, nhead=2,
-        num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32, dropout=0.0, max_len=64,
+        src_vocab_size=tokenizer.vocab_size,
+        tgt_vocab_size=tokenizer.vocab_size,
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=32,
+        dropout=0.0,
+        max_len=64,
     )
     model = Seq2SeqTransformer.from_config(config).eval()
-    folder = save_checkpoint(tmp_path / "checkpoint", model, {"model": {}}, extra_files={"tokenizer.json": tokenizer.to_json()})
+    folder = save_checkpoint(
+        tmp_path / "checkpoint", model, {"model": {}}, extra_files={"tokenizer.json": tokenizer.to_json()}
+    )
     reloaded = SubwordTokenizer.from_json(read_extra_file(folder, "tokenizer.json").decode("utf-8"))
     again = load_model_weights(folder, Seq2SeqTransformer.from_config(config)).eval()
     batch = collate_pairs(encode_pairs(PAIRS[:2], reloaded), pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID)

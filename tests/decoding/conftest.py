@@ -100,9 +100,7 @@ class FakeModel:
                 prefixes = [cached + (row[-1],) for cached, row in zip(cache.rows, given)]
             cache.rows = prefixes
         keys = src_ids[:, 0].tolist()
-        return torch.stack(
-            [self.log_probs_for(key, prefix[1:]) for key, prefix in zip(keys, prefixes)]
-        )  # [N, V]
+        return torch.stack([self.log_probs_for(key, prefix[1:]) for key, prefix in zip(keys, prefixes)])  # [N, V]
 
     def sequence_log_prob(self, key: int, ids: list[int]) -> float:
         """Sum of the model's log-probs of `ids` (no bos), as the searches compute it."""
@@ -112,9 +110,7 @@ class FakeModel:
             total = total + log_probs[token]
         return float(total)
 
-    def exhaustive_nbest(
-        self, key: int, max_len: int, alpha: float, count: int
-    ) -> list[tuple[list[int], float]]:
+    def exhaustive_nbest(self, key: int, max_len: int, alpha: float, count: int) -> list[tuple[list[int], float]]:
         """Every sequence the search could return, ranked by normalised score (oracle)."""
         tokens = [EOS] + list(range(3, self.vocab_size))
         results = []

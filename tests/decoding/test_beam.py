@@ -132,9 +132,7 @@ def test_beam_size_one_may_outrun_greedy_with_a_length_penalty(table_model, sour
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_a_batch_decodes_like_each_sentence_alone(table_model, sources, use_cache):
     keys, lengths = [0, 3, 1, 4], [4, 2, 5, 3]
-    batch = beam_search(
-        table_model, sources(keys, lengths), beam_size=3, max_len=6, num_return=2, use_cache=use_cache
-    )
+    batch = beam_search(table_model, sources(keys, lengths), beam_size=3, max_len=6, num_return=2, use_cache=use_cache)
     assert [hypotheses[0].ids[0] for hypotheses in batch.hypotheses] == [B, A, A, EOS]
     for row, (key, length) in enumerate(zip(keys, lengths)):
         alone = beam_search(

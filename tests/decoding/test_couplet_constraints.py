@@ -82,7 +82,9 @@ def greedy_lines(model: PreferenceModel, uppers: list[str], processor: CoupletCo
     return [decode_text(row) for row in output.best_ids.tolist()]
 
 
-def beam_lines(model: PreferenceModel, uppers: list[str], processor: CoupletConstraints, beams: int = 3) -> list[list[str]]:
+def beam_lines(
+    model: PreferenceModel, uppers: list[str], processor: CoupletConstraints, beams: int = 3
+) -> list[list[str]]:
     longest = max(len(upper) for upper in uppers)
     output = beam_search(model, encode(uppers), beams, longest + 1, num_return=beams, logits_processor=processor)
     return [[decode_text(hypothesis.ids) for hypothesis in sentence] for sentence in output.hypotheses]

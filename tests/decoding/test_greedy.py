@@ -29,9 +29,7 @@ def test_rows_are_padded_after_eos_and_padding_adds_no_score(table_model, source
     for row, key in enumerate(keys):
         generated = output.best_ids[row, : output.lengths[row]].tolist()
         assert generated[-1] == EOS and EOS not in generated[:-1]
-        assert output.scores[row].item() == pytest.approx(
-            table_model.sequence_log_prob(key, generated), abs=1e-6
-        )
+        assert output.scores[row].item() == pytest.approx(table_model.sequence_log_prob(key, generated), abs=1e-6)
 
 
 def test_stops_as_soon_as_every_row_has_finished(table_model, sources):
@@ -62,9 +60,7 @@ def test_logits_processor_forbidding_early_eos_is_respected(table_model, sources
 
     plain = greedy_search(table_model, sources([4]), max_len=6)
     assert plain.best_ids.tolist() == [[EOS]]
-    forced = greedy_search(
-        table_model, sources([4]), max_len=6, logits_processor=forbid_eos_before_length_three
-    )
+    forced = greedy_search(table_model, sources([4]), max_len=6, logits_processor=forbid_eos_before_length_three)
     assert forced.best_ids.tolist() == [[A, B, EOS]]
     assert forced.lengths.tolist() == [3]
     assert seen == [0, 1, 2]

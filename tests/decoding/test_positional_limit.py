@@ -15,8 +15,18 @@ POSITIONS = 6
 def never_ending_model() -> Seq2SeqTransformer:
     """A random model whose eos can never win, so every search runs to its length limit."""
     model = Seq2SeqTransformer(
-        VOCAB, VOCAB, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
-        dim_feedforward=32, dropout=0.0, max_len=POSITIONS, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+        VOCAB,
+        VOCAB,
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=32,
+        dropout=0.0,
+        max_len=POSITIONS,
+        pad_id=PAD_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
     )
     with torch.no_grad():
         model.generator.bias[EOS_ID] = -1e4
@@ -72,8 +82,18 @@ def test_each_sentence_stops_at_its_own_length_limit_whatever_it_is_batched_with
     from transformer_lab.decoding import DecodeConfig
 
     model = Seq2SeqTransformer(
-        VOCAB, VOCAB, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
-        dim_feedforward=32, dropout=0.0, max_len=64, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+        VOCAB,
+        VOCAB,
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=32,
+        dropout=0.0,
+        max_len=64,
+        pad_id=PAD_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
     ).eval()
     with torch.no_grad():
         model.generator.bias[EOS_ID] = -1e4  # never ends by itself: every row runs to its limit

@@ -77,14 +77,10 @@ def assert_same_hypotheses(first: list[list[Hypothesis]], second: list[list[Hypo
     """Same n-best token lists per sentence; scores and raw log-probs equal within 1e-5."""
     assert len(first) == len(second)
     for sentence_first, sentence_second in zip(first, second):
-        assert [hypothesis.ids for hypothesis in sentence_first] == [
-            hypothesis.ids for hypothesis in sentence_second
-        ]
+        assert [hypothesis.ids for hypothesis in sentence_first] == [hypothesis.ids for hypothesis in sentence_second]
         for hypothesis_first, hypothesis_second in zip(sentence_first, sentence_second):
             assert hypothesis_first.score == pytest.approx(hypothesis_second.score, rel=1e-5, abs=1e-5)
-            assert hypothesis_first.log_prob == pytest.approx(
-                hypothesis_second.log_prob, rel=1e-5, abs=1e-5
-            )
+            assert hypothesis_first.log_prob == pytest.approx(hypothesis_second.log_prob, rel=1e-5, abs=1e-5)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -115,11 +111,21 @@ def test_beam_with_the_cache_equals_beam_without(norm_first: bool, length_penalt
     model = tiny_model(norm_first)
     src_ids = padded_sources()
     cached = beam_search(
-        model, src_ids, beam_size=3, max_len=MAX_LEN, length_penalty=length_penalty, num_return=2,
+        model,
+        src_ids,
+        beam_size=3,
+        max_len=MAX_LEN,
+        length_penalty=length_penalty,
+        num_return=2,
         use_cache=True,
     )
     uncached = beam_search(
-        model, src_ids, beam_size=3, max_len=MAX_LEN, length_penalty=length_penalty, num_return=2,
+        model,
+        src_ids,
+        beam_size=3,
+        max_len=MAX_LEN,
+        length_penalty=length_penalty,
+        num_return=2,
         use_cache=False,
     )
     assert torch.equal(cached.best_ids, uncached.best_ids)
@@ -131,9 +137,7 @@ def test_beam_size_one_without_length_penalty_equals_greedy(use_cache: bool) -> 
     model = tiny_model()
     src_ids = padded_sources()
     greedy = greedy_search(model, src_ids, max_len=MAX_LEN, use_cache=use_cache)
-    beam = beam_search(
-        model, src_ids, beam_size=1, max_len=MAX_LEN, length_penalty=0.0, use_cache=use_cache
-    )
+    beam = beam_search(model, src_ids, beam_size=1, max_len=MAX_LEN, length_penalty=0.0, use_cache=use_cache)
     assert [hypotheses[0].ids for hypotheses in beam.hypotheses] == greedy_rows(greedy)
     beam_log_probs = torch.tensor([hypotheses[0].log_prob for hypotheses in beam.hypotheses])
     torch.testing.assert_close(beam_log_probs, greedy.scores, **TOLERANCE)
@@ -145,7 +149,12 @@ def test_a_padded_batch_decodes_like_each_sentence_alone(use_cache: bool) -> Non
     src_ids = padded_sources()
     greedy = greedy_search(model, src_ids, max_len=MAX_LEN, use_cache=use_cache)
     beam = beam_search(
-        model, src_ids, beam_size=3, max_len=MAX_LEN, length_penalty=0.6, num_return=2,
+        model,
+        src_ids,
+        beam_size=3,
+        max_len=MAX_LEN,
+        length_penalty=0.6,
+        num_return=2,
         use_cache=use_cache,
     )
     batch_rows = greedy_rows(greedy)
@@ -156,7 +165,12 @@ def test_a_padded_batch_decodes_like_each_sentence_alone(use_cache: bool) -> Non
         assert greedy_rows(greedy_alone) == [batch_rows[row]]
         torch.testing.assert_close(greedy_alone.scores, greedy.scores[row : row + 1], **TOLERANCE)
         beam_alone = beam_search(
-            model, alone_src_ids, beam_size=3, max_len=MAX_LEN, length_penalty=0.6, num_return=2,
+            model,
+            alone_src_ids,
+            beam_size=3,
+            max_len=MAX_LEN,
+            length_penalty=0.6,
+            num_return=2,
             use_cache=use_cache,
         )
         assert_same_hypotheses(beam_alone.hypotheses, [beam.hypotheses[row]])

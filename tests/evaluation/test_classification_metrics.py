@@ -30,7 +30,9 @@ def test_precision_and_recall_differ_and_f1_is_their_harmonic_mean() -> None:
     assert report.precision == pytest.approx((1.0, 0.5))
     assert report.recall == pytest.approx((0.5, 1.0))
     assert report.f1 == pytest.approx((2 * 0.5 / 1.5, 2 * 0.5 / 1.5))
-    assert report.to_dict()["per_class"]["y"] == pytest.approx({"precision": 0.5, "recall": 1.0, "f1": 2 / 3, "support": 2})
+    assert report.to_dict()["per_class"]["y"] == pytest.approx(
+        {"precision": 0.5, "recall": 1.0, "f1": 2 / 3, "support": 2}
+    )
 
 
 def test_a_class_never_predicted_or_absent_scores_zero_not_nan() -> None:

@@ -1,7 +1,8 @@
 """The CTranslate2 export computes our model's function: same greedy and beam outputs, id for id.
 
 A small model is really trained (the reverse task, 300 steps, about 10 s on one thread; the
-fixture in conftest.py, shared with the ONNX tests) so that its outputs depend on the source, the positions and the cross-attention; an exporter
+fixture in conftest.py, shared with the ONNX tests) so that its outputs depend on the
+source, the positions and the cross-attention; an exporter
 that got any of them wrong (the position table, the final norms, the fused projections)
 changes them. Random-weight translation checkpoints with a real BPE tokenizer cover the
 checkpoint path, the tokenizer's token strings and the other layouts (pre-norm, gelu,
@@ -23,7 +24,11 @@ ctranslate2 = pytest.importorskip(
 )
 
 from tests.export.layouts import LAYOUT_NAMES, LAYOUTS  # noqa: E402
-from tests.reliability.builders import SENTENCES, train_classification_checkpoint, write_translation_checkpoint  # noqa: E402
+from tests.reliability.builders import (  # noqa: E402
+    SENTENCES,
+    train_classification_checkpoint,
+    write_translation_checkpoint,
+)
 from tests.tasks.couplet_fixture import TINY_OVERRIDES as COUPLET_OVERRIDES  # noqa: E402
 from tests.tasks.couplet_fixture import write_couplet_folder  # noqa: E402
 from transformer_lab.cli import export_command  # noqa: E402
@@ -67,7 +72,9 @@ def padded(sources: list[list[int]]) -> torch.Tensor:
     return torch.tensor([source + [PAD_ID] * (width - len(source)) for source in sources], dtype=torch.long)
 
 
-def ct2_decode(translator, sources, source_tokens, target_tokens, beam_size: int, max_len: int) -> list[tuple[list[int], float]]:
+def ct2_decode(
+    translator, sources, source_tokens, target_tokens, beam_size: int, max_len: int
+) -> list[tuple[list[int], float]]:
     """CTranslate2's best hypothesis of each source, as our ids (eos included when reached) and its log-prob."""
     ids_of = {token: token_id for token_id, token in enumerate(target_tokens)}
     results = translator.translate_batch(
@@ -85,7 +92,10 @@ def ct2_decode(translator, sources, source_tokens, target_tokens, beam_size: int
 def test_export_writes_the_model_directory(reverse: dict) -> None:
     out_dir = reverse["out_dir"]
     assert sorted(path.name for path in out_dir.iterdir()) == [
-        "config.json", "model.bin", "source_vocabulary.json", "target_vocabulary.json"
+        "config.json",
+        "model.bin",
+        "source_vocabulary.json",
+        "target_vocabulary.json",
     ]
     config = json.loads((out_dir / "config.json").read_text())
     assert (config["bos_token"], config["eos_token"], config["unk_token"]) == ("<bos>", "<eos>", "<unk>")
@@ -140,14 +150,20 @@ def assert_scores_match(translator, model, sources, targets, source_tokens, targ
 
 def test_teacher_forced_log_probs_equal_ours(reverse: dict) -> None:
     assert_scores_match(
-        reverse["translator"], reverse["model"], reverse["sources"], reverse["targets"],
-        reverse["source_tokens"], reverse["target_tokens"],
+        reverse["translator"],
+        reverse["model"],
+        reverse["sources"],
+        reverse["targets"],
+        reverse["source_tokens"],
+        reverse["target_tokens"],
     )
 
 
 @pytest.mark.parametrize("overrides", LAYOUTS, ids=LAYOUT_NAMES)
 def test_translation_checkpoint_exports_exactly(tmp_path: Path, overrides: list[str]) -> None:
-    checkpoint = write_translation_checkpoint(tmp_path / "checkpoint", ["model.d_model=32", "model.nhead=4", *overrides])
+    checkpoint = write_translation_checkpoint(
+        tmp_path / "checkpoint", ["model.d_model=32", "model.nhead=4", *overrides]
+    )
     out_dir = export_checkpoint(checkpoint, tmp_path / "ct2")
     trained = load_trained(checkpoint)
     model, tokenizer = trained.model, trained.vocabulary.source

@@ -26,7 +26,11 @@ onnxruntime = pytest.importorskip(
 )
 
 from tests.export.layouts import LAYOUT_NAMES, LAYOUTS  # noqa: E402
-from tests.reliability.builders import SENTENCES, train_classification_checkpoint, write_translation_checkpoint  # noqa: E402
+from tests.reliability.builders import (  # noqa: E402
+    SENTENCES,
+    train_classification_checkpoint,
+    write_translation_checkpoint,
+)
 from tests.tasks.couplet_fixture import TINY_OVERRIDES as COUPLET_OVERRIDES  # noqa: E402
 from tests.tasks.couplet_fixture import write_couplet_folder  # noqa: E402
 from transformer_lab.cli import export_command, main  # noqa: E402
@@ -55,7 +59,9 @@ def padded(sources: list[list[int]]) -> torch.Tensor:
     return torch.tensor([source + [PAD_ID] * (width - len(source)) for source in sources], dtype=torch.long)
 
 
-def assert_greedy_equal(model: Seq2SeqTransformer, sessions: OnnxSeq2Seq, src_ids: torch.Tensor, max_len: int) -> list[list[int]]:
+def assert_greedy_equal(
+    model: Seq2SeqTransformer, sessions: OnnxSeq2Seq, src_ids: torch.Tensor, max_len: int
+) -> list[list[int]]:
     """onnxruntime's greedy ids are ours, and each sentence's summed log-prob is ours within 1e-4; returns the ids."""
     ours = greedy_search(model, src_ids, max_len)
     theirs = greedy_decode(sessions, src_ids.numpy(), max_len)
@@ -66,7 +72,9 @@ def assert_greedy_equal(model: Seq2SeqTransformer, sessions: OnnxSeq2Seq, src_id
     return our_ids
 
 
-def assert_steps_equal(model: Seq2SeqTransformer, sessions: OnnxSeq2Seq, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> None:
+def assert_steps_equal(
+    model: Seq2SeqTransformer, sessions: OnnxSeq2Seq, src_ids: torch.Tensor, tgt_ids: torch.Tensor
+) -> None:
     """Teacher forcing through both: the memory and every step's log-probs ``[B, V]`` within 1e-4.
 
     The steps after the first feed two tokens at once, so the graph's causal mask over new
@@ -95,8 +103,11 @@ def assert_steps_equal(model: Seq2SeqTransformer, sessions: OnnxSeq2Seq, src_ids
             ours = torch.log_softmax(model.decode_step(tgt_ids[:, :stop], our_memory, src_ids, cache), dim=-1)  # [B, V]
         np.testing.assert_allclose(log_probs, ours.numpy(), atol=1e-4)
         assert present[0].shape[2] == stop  # the cache grew by the tokens fed
-        past = {f"past_{kind}_{index}": present[2 * index + offset]
-                for index in range(layers) for offset, kind in enumerate(("key", "value"))}
+        past = {
+            f"past_{kind}_{index}": present[2 * index + offset]
+            for index in range(layers)
+            for offset, kind in enumerate(("key", "value"))
+        }
         start = stop
 
 
@@ -160,7 +171,9 @@ def test_a_position_past_the_table_is_an_error(reverse: dict) -> None:
 
 @pytest.mark.parametrize("overrides", LAYOUTS, ids=LAYOUT_NAMES)
 def test_translation_checkpoint_exports_exactly(tmp_path: Path, overrides: list[str]) -> None:
-    checkpoint = write_translation_checkpoint(tmp_path / "checkpoint", ["model.d_model=32", "model.nhead=4", *overrides])
+    checkpoint = write_translation_checkpoint(
+        tmp_path / "checkpoint", ["model.d_model=32", "model.nhead=4", *overrides]
+    )
     out_dir = export_checkpoint(checkpoint, tmp_path / "onnx")
     trained = load_trained(checkpoint)
     # The checkpoint's tokenizer, unchanged, beside the graphs.
@@ -223,7 +236,8 @@ def test_classification_checkpoint_exports_exactly(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "options", [{"pooling": "first", "norm_first": False, "activation": "relu"}, {"pooling": "mean", "norm_first": True}],
+    "options",
+    [{"pooling": "first", "norm_first": False, "activation": "relu"}, {"pooling": "mean", "norm_first": True}],
     ids=["first-post-norm", "mean-pre-norm"],
 )
 def test_classifier_layouts_export_exactly(tmp_path: Path, options: dict) -> None:
@@ -238,7 +252,9 @@ def test_classifier_layouts_export_exactly(tmp_path: Path, options: dict) -> Non
 
 
 def test_other_tasks_are_refused_naming_the_task(reverse: dict, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="expected a checkpoint of translation or couplet or classification, got task 'synthetic'"):
+    with pytest.raises(
+        ValueError, match="expected a checkpoint of translation or couplet or classification, got task 'synthetic'"
+    ):
         export_checkpoint(reverse["run"], tmp_path / "synthetic")
     assert not (tmp_path / "synthetic").exists()
 
@@ -252,11 +268,15 @@ def test_bad_arguments_are_refused_saying_what_was_expected(reverse: dict, tmp_p
         export_seq2seq(classifier, tmp_path / "wrong-model")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="class_names: expected 2 names .* got 3"):
         export_classifier(classifier, tmp_path / "wrong-names", class_names=["a", "b", "c"])
-    with pytest.raises(ValueError, match="vocabulary_files: expected plain file names other than .* got 'encoder.onnx'"):
+    with pytest.raises(
+        ValueError, match="vocabulary_files: expected plain file names other than .* got 'encoder.onnx'"
+    ):
         export_seq2seq(reverse["model"], tmp_path / "clash", vocabulary_files={"encoder.onnx": "x"})
     assert not any((tmp_path / name).exists() for name in ("wrong-model", "wrong-names", "clash"))
     export_classifier(classifier, tmp_path / "classifier")
-    with pytest.raises(ValueError, match="expected an ONNX export of translation or couplet, got format 'onnx', task 'classification'"):
+    with pytest.raises(
+        ValueError, match="expected an ONNX export of translation or couplet, got format 'onnx', task 'classification'"
+    ):
         load_seq2seq(tmp_path / "classifier")
     with pytest.raises(ValueError, match="max_len: expected an int >= 1, got 0"):
         greedy_decode(reverse["sessions"], np.array([[5, 6]]), 0)
@@ -270,7 +290,9 @@ def parse_export(argv: list[str]) -> argparse.Namespace:
 
 def test_the_export_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     checkpoint = write_translation_checkpoint(tmp_path / "checkpoint")
-    arguments = parse_export(["export", "--checkpoint", str(checkpoint), "--format", "onnx", "--out", str(tmp_path / "onnx")])
+    arguments = parse_export(
+        ["export", "--checkpoint", str(checkpoint), "--format", "onnx", "--out", str(tmp_path / "onnx")]
+    )
     assert arguments.handler(arguments) == 0
     printed = capsys.readouterr().out
     assert "exported the translation checkpoint" in printed and "ONNX" in printed
@@ -279,9 +301,21 @@ def test_the_export_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(ValueError, match="--out: expected a new folder"):
         arguments.handler(arguments)
     quantized = parse_export(
-        ["export", "--checkpoint", str(checkpoint), "--format", "onnx", "--out", str(tmp_path / "int8"), "--quantization", "int8"]
+        [
+            "export",
+            "--checkpoint",
+            str(checkpoint),
+            "--format",
+            "onnx",
+            "--out",
+            str(tmp_path / "int8"),
+            "--quantization",
+            "int8",
+        ]
     )
-    with pytest.raises(ValueError, match="--quantization: expected only with --format ctranslate2, got 'int8' with --format onnx"):
+    with pytest.raises(
+        ValueError, match="--quantization: expected only with --format ctranslate2, got 'int8' with --format onnx"
+    ):
         quantized.handler(quantized)
     assert not (tmp_path / "int8").exists()
 
@@ -293,5 +327,9 @@ def test_the_command_without_onnx_is_one_line_and_exit_1(
     monkeypatch.setitem(sys.modules, "onnx", None)
     assert main(["export", "--checkpoint", str(checkpoint), "--format", "onnx", "--out", str(tmp_path / "onnx")]) == 1
     error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "needs the onnx package" in error and "pip install 'transformer-lab[deploy]'" in error
+    assert (
+        error.count("\n") == 1
+        and "needs the onnx package" in error
+        and "pip install 'transformer-lab[deploy]'" in error
+    )
     assert not (tmp_path / "onnx").exists()

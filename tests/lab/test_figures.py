@@ -26,7 +26,10 @@ def _pixels(path: Path) -> tuple[int, int]:
 
 
 def _write_metrics(path: Path) -> Path:
-    rows = [{"event": "train", "step": step, "epoch": 0, "train_loss": 3.0 / step, "lr": 1e-3 * step} for step in range(1, 11)]
+    rows = [
+        {"event": "train", "step": step, "epoch": 0, "train_loss": 3.0 / step, "lr": 1e-3 * step}
+        for step in range(1, 11)
+    ]
     rows.append({"event": "eval", "step": 5, "epoch": 0, "val_loss": 0.8, "val_exact_match": 0.2})
     rows.append({"event": "eval", "step": 10, "epoch": 1, "val_loss": 0.5, "val_exact_match": 0.6})
     path.write_text("\n".join(json.dumps(row) for row in rows) + "\n", encoding="utf-8")
@@ -60,8 +63,20 @@ def test_plot_training_curve_reads_a_metrics_log(tmp_path: Path) -> None:
 def test_plot_attention_from_a_checkpoint(tmp_path: Path, tiny_checkpoint: Path) -> None:
     out = tmp_path / "attention.png"
     code = main(
-        ["plot", "attention", "--checkpoint", str(tiny_checkpoint), "--source", "5 6 7 8", "--target", "8 7",
-         "--out", str(out), "--dpi", str(DPI)]
+        [
+            "plot",
+            "attention",
+            "--checkpoint",
+            str(tiny_checkpoint),
+            "--source",
+            "5 6 7 8",
+            "--target",
+            "8 7",
+            "--out",
+            str(out),
+            "--dpi",
+            str(DPI),
+        ]
     )
     assert code == 0
     # 1 encoder + 1 decoder layer: encoder self, decoder self, cross = 3 rows; 2 heads.

@@ -126,7 +126,9 @@ def test_lab_runs_on_a_checkpoint(tiny_checkpoint: Path) -> None:
 
 
 def test_lab_runs_on_a_parallel_text_folder(tmp_path: Path) -> None:
-    (tmp_path / "train.de").write_text("ein Hund läuft .\nzwei Männer\ndie Katze schläft auf dem Sofa .\n", encoding="utf-8")
+    (tmp_path / "train.de").write_text(
+        "ein Hund läuft .\nzwei Männer\ndie Katze schläft auf dem Sofa .\n", encoding="utf-8"
+    )
     (tmp_path / "train.en").write_text("a dog runs .\ntwo men\nthe cat sleeps on the sofa .\n", encoding="utf-8")
     setup = build_lab_setup(data_dir=tmp_path, batch_size=3, d_model=16, num_layers=1)
     assert setup.batch.src_ids.shape == (3, 7)

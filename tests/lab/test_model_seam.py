@@ -11,8 +11,17 @@ from transformer_lab.models import Seq2SeqTransformer
 def test_the_lab_decoder_is_the_models_own_aligned_input_included() -> None:
     torch.manual_seed(0)
     model = Seq2SeqTransformer(
-        20, 20, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32,
-        dropout=0.0, max_len=16, tie_embeddings="all", aligned_decoder_input=True,
+        20,
+        20,
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=32,
+        dropout=0.0,
+        max_len=16,
+        tie_embeddings="all",
+        aligned_decoder_input=True,
     ).eval()
     src_ids = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]])
     tgt_in_ids = torch.tensor([[2, 11, 12, 13], [2, 14, 15, 0]])

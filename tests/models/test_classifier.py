@@ -11,7 +11,9 @@ from transformer_lab.models import TransformerClassifier
 @pytest.mark.parametrize("pooling", ["mean", "first"])
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_extra_padding_changes_no_logit(pooling: str, norm_first: bool) -> None:
-    model = TransformerClassifier(20, 4, d_model=16, nhead=2, num_layers=2, dim_feedforward=32, pooling=pooling, norm_first=norm_first).eval()
+    model = TransformerClassifier(
+        20, 4, d_model=16, nhead=2, num_layers=2, dim_feedforward=32, pooling=pooling, norm_first=norm_first
+    ).eval()
     ids = torch.tensor([[4, 5, 6, 0], [7, 8, 9, 10]])
     logits = model(ids)
     assert logits.shape == (2, 4)

@@ -18,15 +18,25 @@ from transformer_lab.models.quantization import int8_for_inference
 def small_model() -> Seq2SeqTransformer:
     torch.manual_seed(0)
     return Seq2SeqTransformer(
-        40, 40, d_model=32, nhead=2, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=64,
-        dropout=0.0, max_len=32, tie_embeddings="all",
+        40,
+        40,
+        d_model=32,
+        nhead=2,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        dim_feedforward=64,
+        dropout=0.0,
+        max_len=32,
+        tie_embeddings="all",
     ).eval()
 
 
 def test_the_int8_copy_quantizes_the_feed_forward_and_generator_and_stays_close() -> None:
     model = small_model()
     quantized = int8_for_inference(model)
-    quantized_names = {name for name, module in quantized.named_modules() if type(module).__module__.startswith("torch.ao")}
+    quantized_names = {
+        name for name, module in quantized.named_modules() if type(module).__module__.startswith("torch.ao")
+    }
     assert "generator" in quantized_names
     assert {"transformer.encoder.layers.0.linear1", "transformer.decoder.layers.1.linear2"} <= quantized_names
     # The float model is unchanged: still nn.Linear everywhere, its tied generator intact.
@@ -53,7 +63,16 @@ def test_translate_and_evaluate_take_precision_int8(tmp_path: Path, capsys: pyte
     source, reference = tmp_path / "test.de", tmp_path / "test.en"
     source.write_text("Ein Mann fährt Fahrrad.\nZwei Hunde spielen im Schnee.\n", encoding="utf-8")
     reference.write_text("A man rides a bike.\nTwo dogs play in the snow.\n", encoding="utf-8")
-    arguments = ["evaluate", "translation", "--checkpoint", str(checkpoint), "--source", str(source), "--reference", str(reference)]
+    arguments = [
+        "evaluate",
+        "translation",
+        "--checkpoint",
+        str(checkpoint),
+        "--source",
+        str(source),
+        "--reference",
+        str(reference),
+    ]
     assert main([*arguments, "--precision", "int8"]) == 0
     assert "beam 2 int8" in capsys.readouterr().out
     assert (checkpoint / "hypotheses.test.de.beam2int8.txt").is_file()  # beside the fp32 ones, not over them

@@ -12,8 +12,15 @@ VOCAB = 12
 
 def tiny_model(**overrides) -> Seq2SeqTransformer:  # type: ignore[no-untyped-def]
     config = ModelConfig(
-        src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, d_model=16, nhead=2, num_encoder_layers=2,
-        num_decoder_layers=2, dim_feedforward=32, dropout=0.0, max_len=32,
+        src_vocab_size=VOCAB,
+        tgt_vocab_size=VOCAB,
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        dim_feedforward=32,
+        dropout=0.0,
+        max_len=32,
     )
     for key, value in overrides.items():
         setattr(config, key, value)
@@ -66,7 +73,9 @@ def test_aligned_decoder_input_adds_the_memory_at_the_same_position() -> None:
     expected_input = plain.positional_encoding(plain.tgt_embedding(tgt))  # [2, 5, 16]
     expected_input[:, :4] += memory * real
     hidden = plain.transformer.decoder(
-        expected_input, memory, tgt_mask=torch.triu(torch.ones(5, 5, dtype=torch.bool), 1),
+        expected_input,
+        memory,
+        tgt_mask=torch.triu(torch.ones(5, 5, dtype=torch.bool), 1),
         memory_key_padding_mask=src == 0,
     )
     assert torch.allclose(aligned(src, tgt), plain.generator(hidden), atol=1e-5)

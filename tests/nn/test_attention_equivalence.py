@@ -14,12 +14,29 @@ EMBED_DIM = 16
 BATCH, TGT_LEN, SRC_LEN = 3, 4, 6
 
 CONFIGS = [
-    dict(batch_first=batch_first, bias=bias, kdim=kdim, vdim=vdim, add_bias_kv=add_bias_kv, add_zero_attn=zero, num_heads=heads)
+    dict(
+        batch_first=batch_first,
+        bias=bias,
+        kdim=kdim,
+        vdim=vdim,
+        add_bias_kv=add_bias_kv,
+        add_zero_attn=zero,
+        num_heads=heads,
+    )
     for batch_first, bias, (kdim, vdim), add_bias_kv, zero, heads in itertools.product(
         [False, True], [True, False], [(None, None), (12, 20)], [False, True], [False, True], [1, 4]
     )
 ]
-MASKS = ["none", "attn_bool_2d", "attn_float_2d", "attn_bool_3d", "padding_bool", "padding_float", "both_bool", "both_float"]
+MASKS = [
+    "none",
+    "attn_bool_2d",
+    "attn_float_2d",
+    "attn_bool_3d",
+    "padding_bool",
+    "padding_float",
+    "both_bool",
+    "both_float",
+]
 
 
 def build_pair(config: dict) -> tuple[torch.nn.MultiheadAttention, ours.MultiheadAttention]:
@@ -87,7 +104,9 @@ def test_state_dict_keys_match_torch_for_both_projection_layouts() -> None:
 
 
 def test_unbatched_inputs_match_torch() -> None:
-    reference, twin = build_pair(dict(batch_first=False, bias=True, kdim=None, vdim=None, add_bias_kv=False, add_zero_attn=False, num_heads=2))
+    reference, twin = build_pair(
+        dict(batch_first=False, bias=True, kdim=None, vdim=None, add_bias_kv=False, add_zero_attn=False, num_heads=2)
+    )
     query, key = torch.randn(TGT_LEN, EMBED_DIM), torch.randn(SRC_LEN, EMBED_DIM)
     padding = torch.tensor([False] * (SRC_LEN - 2) + [True, True])
     for average in (True, False):
@@ -99,7 +118,9 @@ def test_unbatched_inputs_match_torch() -> None:
 
 
 def test_is_causal_with_mask_matches_torch_and_without_mask_builds_it() -> None:
-    reference, twin = build_pair(dict(batch_first=True, bias=True, kdim=None, vdim=None, add_bias_kv=False, add_zero_attn=False, num_heads=2))
+    reference, twin = build_pair(
+        dict(batch_first=True, bias=True, kdim=None, vdim=None, add_bias_kv=False, add_zero_attn=False, num_heads=2)
+    )
     x = torch.randn(BATCH, TGT_LEN, EMBED_DIM)
     causal = torch.nn.Transformer.generate_square_subsequent_mask(TGT_LEN)
     expected, _ = reference(x, x, x, attn_mask=causal, is_causal=True, need_weights=False)

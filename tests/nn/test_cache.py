@@ -12,15 +12,15 @@ D_MODEL, NHEAD, BATCH, SRC_LEN, TGT_LEN = 16, 2, 3, 6, 7
 
 
 def build_decoder(norm_first: bool, batch_first: bool = True) -> ours.TransformerDecoder:
-    layer = ours.TransformerDecoderLayer(D_MODEL, NHEAD, 32, dropout=0.0, batch_first=batch_first, norm_first=norm_first)
+    layer = ours.TransformerDecoderLayer(
+        D_MODEL, NHEAD, 32, dropout=0.0, batch_first=batch_first, norm_first=norm_first
+    )
     decoder = ours.TransformerDecoder(layer, num_layers=2, norm=torch.nn.LayerNorm(D_MODEL))
     return decoder.eval()
 
 
 def full_decoder(decoder, tgt, memory, memory_padding):  # type: ignore[no-untyped-def]
-    return decoder(
-        tgt, memory, tgt_mask=ours.causal_mask(tgt.shape[1]), memory_key_padding_mask=memory_padding
-    )
+    return decoder(tgt, memory, tgt_mask=ours.causal_mask(tgt.shape[1]), memory_key_padding_mask=memory_padding)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -32,7 +32,9 @@ def test_step_by_step_with_cache_equals_full_decoder(norm_first: bool) -> None:
     cache = decoder.new_cache()
     steps = []
     for position in range(TGT_LEN):
-        steps.append(decoder(tgt[:, position : position + 1], memory, memory_key_padding_mask=memory_padding, cache=cache))
+        steps.append(
+            decoder(tgt[:, position : position + 1], memory, memory_key_padding_mask=memory_padding, cache=cache)
+        )
         assert cache.length == position + 1
     assert max_difference(torch.cat(steps, dim=1), expected) <= 1e-5
 
@@ -76,7 +78,9 @@ def test_reorder_along_the_batch_follows_the_chosen_rows() -> None:
     outputs = [decoder(tgt[:, position : position + 1], memory, cache=cache) for position in range(3)]
     cache.reorder(index)
     outputs = [output[index] for output in outputs]
-    outputs += [decoder(tgt[index, position : position + 1], memory[index], cache=cache) for position in range(3, TGT_LEN)]
+    outputs += [
+        decoder(tgt[index, position : position + 1], memory[index], cache=cache) for position in range(3, TGT_LEN)
+    ]
     assert max_difference(torch.cat(outputs, dim=1), expected) <= 1e-5
 
 

@@ -37,7 +37,9 @@ def test_batch_and_length_disagreements(attention: ours.MultiheadAttention) -> N
 
 def test_mask_shapes_and_dtypes(attention: ours.MultiheadAttention) -> None:
     query, key = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
-    with pytest.raises(ValueError, match=r"key_padding_mask must have shape \[batch, src_len\] = \[2, 4\], got \[2, 3\]"):
+    with pytest.raises(
+        ValueError, match=r"key_padding_mask must have shape \[batch, src_len\] = \[2, 4\], got \[2, 3\]"
+    ):
         attention(query, key, key, key_padding_mask=torch.zeros(2, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"attn_mask must have shape \[3, 4\] or \[4, 3, 4\].*got \[4, 4\]"):
         attention(query, key, key, attn_mask=torch.zeros(4, 4, dtype=torch.bool))
@@ -71,6 +73,8 @@ def test_mask_helpers_reject_bad_arguments() -> None:
 def test_cache_misuse(attention: ours.MultiheadAttention) -> None:
     with_bias_kv = ours.MultiheadAttention(8, 2, add_bias_kv=True, batch_first=True)
     with pytest.raises(ValueError, match=r"does not support add_bias_kv or add_zero_attn"):
-        with_bias_kv(torch.randn(1, 1, 8), torch.randn(1, 1, 8), torch.randn(1, 1, 8), cache=ours.AttentionCache(static=False))
+        with_bias_kv(
+            torch.randn(1, 1, 8), torch.randn(1, 1, 8), torch.randn(1, 1, 8), cache=ours.AttentionCache(static=False)
+        )
     with pytest.raises(ValueError, match=r"needs batched inputs"):
         attention(torch.randn(1, 8), torch.randn(1, 8), torch.randn(1, 8), cache=ours.AttentionCache(static=False))

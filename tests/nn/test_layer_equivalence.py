@@ -15,7 +15,9 @@ BATCH, SRC_LEN, TGT_LEN = 3, 7, 5
 
 LAYER_CONFIGS = [
     dict(batch_first=batch_first, norm_first=norm_first, activation=activation, bias=bias)
-    for batch_first, norm_first, activation, bias in itertools.product([False, True], [False, True], ["relu", "gelu"], [True, False])
+    for batch_first, norm_first, activation, bias in itertools.product(
+        [False, True], [False, True], ["relu", "gelu"], [True, False]
+    )
 ]
 
 
@@ -69,7 +71,11 @@ def test_decoder_layer_matches_torch(config: dict, mask_kind: str) -> None:
         masks["memory_key_padding_mask"] = random_key_padding_mask(BATCH, SRC_LEN, mask_kind)
         memory_mask = torch.rand(TGT_LEN, SRC_LEN) < 0.3
         memory_mask[:, 0] = False
-        masks["memory_mask"] = memory_mask if mask_kind == "bool" else torch.zeros(TGT_LEN, SRC_LEN).masked_fill(memory_mask, float("-inf"))
+        masks["memory_mask"] = (
+            memory_mask
+            if mask_kind == "bool"
+            else torch.zeros(TGT_LEN, SRC_LEN).masked_fill(memory_mask, float("-inf"))
+        )
     assert_same_outputs_and_gradients(
         reference, twin, reference(tgt, memory, **masks), twin(tgt, memory, **masks), [tgt, memory]
     )
@@ -79,8 +85,14 @@ def test_decoder_layer_matches_torch(config: dict, mask_kind: str) -> None:
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_transformer_matches_torch_with_padding(batch_first: bool, norm_first: bool) -> None:
     arguments = dict(
-        d_model=D_MODEL, nhead=NHEAD, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=FEEDFORWARD,
-        dropout=0.0, batch_first=batch_first, norm_first=norm_first,
+        d_model=D_MODEL,
+        nhead=NHEAD,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        dim_feedforward=FEEDFORWARD,
+        dropout=0.0,
+        batch_first=batch_first,
+        norm_first=norm_first,
     )
     reference = torch.nn.Transformer(**arguments)
     twin = ours.Transformer(**arguments)
@@ -97,14 +109,18 @@ def test_transformer_matches_torch_with_padding(batch_first: bool, norm_first: b
     for mode in ("train", "eval"):  # dropout is 0, so both modes must agree with torch
         reference.train(mode == "train")
         twin.train(mode == "train")
-        assert_same_outputs_and_gradients(reference, twin, reference(src, tgt, **masks), twin(src, tgt, **masks), [src, tgt])
+        assert_same_outputs_and_gradients(
+            reference, twin, reference(src, tgt, **masks), twin(src, tgt, **masks), [src, tgt]
+        )
 
 
 def test_stacks_copy_layers_and_keep_torch_keys() -> None:
     encoder_layer = ours.TransformerEncoderLayer(D_MODEL, NHEAD, FEEDFORWARD)
     encoder = ours.TransformerEncoder(encoder_layer, num_layers=3, norm=torch.nn.LayerNorm(D_MODEL))
     reference = torch.nn.TransformerEncoder(
-        torch.nn.TransformerEncoderLayer(D_MODEL, NHEAD, FEEDFORWARD), num_layers=3, norm=torch.nn.LayerNorm(D_MODEL),
+        torch.nn.TransformerEncoderLayer(D_MODEL, NHEAD, FEEDFORWARD),
+        num_layers=3,
+        norm=torch.nn.LayerNorm(D_MODEL),
         enable_nested_tensor=False,
     )
     assert list(encoder.state_dict().keys()) == list(reference.state_dict().keys())
@@ -114,7 +130,10 @@ def test_stacks_copy_layers_and_keep_torch_keys() -> None:
 
 def test_generate_square_subsequent_mask_matches_torch() -> None:
     for size in (1, 2, 5):
-        assert torch.equal(ours.Transformer.generate_square_subsequent_mask(size), torch.nn.Transformer.generate_square_subsequent_mask(size))
+        assert torch.equal(
+            ours.Transformer.generate_square_subsequent_mask(size),
+            torch.nn.Transformer.generate_square_subsequent_mask(size),
+        )
 
 
 def test_bf16_autocast_runs_and_stays_close_to_fp32() -> None:

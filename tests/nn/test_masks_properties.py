@@ -28,7 +28,9 @@ def test_causal_mask(query_len: int, extra: int) -> None:
 
 
 @PROPERTY_SETTINGS
-@given(ids=st.lists(st.lists(st.integers(0, 4), min_size=5, max_size=5), min_size=1, max_size=4), pad_id=st.integers(0, 4))
+@given(
+    ids=st.lists(st.lists(st.integers(0, 4), min_size=5, max_size=5), min_size=1, max_size=4), pad_id=st.integers(0, 4)
+)
 def test_padding_mask(ids: list[list[int]], pad_id: int) -> None:
     expected = [[token == pad_id for token in row] for row in ids]
     assert masks.padding_mask(torch.tensor(ids), pad_id).tolist() == expected
@@ -51,13 +53,21 @@ def mask_problems(draw: st.DrawFn) -> tuple:
     return batch, heads, query_len, key_len, attn, padding
 
 
-def brute_hidden(batch: int, heads: int, query_len: int, key_len: int, attn: torch.Tensor, padding: torch.Tensor) -> list:
+def brute_hidden(
+    batch: int, heads: int, query_len: int, key_len: int, attn: torch.Tensor, padding: torch.Tensor
+) -> list:
     """hidden[b][h][i][j]: hidden by the attention mask (2-D, or row b*H+h of 3-D) or by padding."""
+
     def attn_hides(b: int, h: int, i: int, j: int) -> bool:
         return bool(attn[i, j]) if attn.dim() == 2 else bool(attn[b * heads + h, i, j])
 
-    return [[[[attn_hides(b, h, i, j) or bool(padding[b, j]) for j in range(key_len)] for i in range(query_len)]
-             for h in range(heads)] for b in range(batch)]
+    return [
+        [
+            [[attn_hides(b, h, i, j) or bool(padding[b, j]) for j in range(key_len)] for i in range(query_len)]
+            for h in range(heads)
+        ]
+        for b in range(batch)
+    ]
 
 
 @PROPERTY_SETTINGS
@@ -68,7 +78,9 @@ def test_merge_masks(problem: tuple, as_float: bool) -> None:
     merged = masks.merge_masks(attn_in, padding, batch_size=batch, num_heads=heads, dtype=torch.float32)
     hidden = merged if merged.dtype == torch.bool else torch.isneginf(merged)
     assert merged.dtype == (torch.float32 if as_float else torch.bool)
-    assert hidden.expand(batch, heads, query_len, key_len).tolist() == brute_hidden(batch, heads, query_len, key_len, attn, padding)
+    assert hidden.expand(batch, heads, query_len, key_len).tolist() == brute_hidden(
+        batch, heads, query_len, key_len, attn, padding
+    )
     if as_float:  # nothing but 0 and -inf: no mask leaks a finite offset into the scores
         assert torch.all((merged == 0) | torch.isneginf(merged))
 
@@ -88,13 +100,18 @@ def test_fully_hidden_rows_and_unhide_rows(problem: tuple) -> None:
 
 
 @PROPERTY_SETTINGS
-@given(padding=st.integers(1, 3).flatmap(lambda batch: bool_grids(batch, 4)), heads=st.integers(1, 3), causal=st.booleans())
+@given(
+    padding=st.integers(1, 3).flatmap(lambda batch: bool_grids(batch, 4)), heads=st.integers(1, 3), causal=st.booleans()
+)
 def test_padded_query_rows_mask(padding: torch.Tensor, heads: int, causal: bool) -> None:
     batch, length = padding.shape
     attn = masks.causal_mask(length) if causal else None
     result = masks.padded_query_rows_mask(padding, heads, attn_mask=attn)
-    expected = [[[bool(padding[b, i]) or (causal and j > i) for j in range(length)] for i in range(length)]
-                for b in range(batch) for _ in range(heads)]
+    expected = [
+        [[bool(padding[b, i]) or (causal and j > i) for j in range(length)] for i in range(length)]
+        for b in range(batch)
+        for _ in range(heads)
+    ]
     assert result.tolist() == expected
 
 

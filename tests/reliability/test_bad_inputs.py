@@ -127,8 +127,17 @@ class LibraryCase:
 
 def tiny_model() -> Seq2SeqTransformer:
     torch.manual_seed(0)
-    return Seq2SeqTransformer(20, 20, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
-                              dim_feedforward=32, dropout=0.0, max_len=8)
+    return Seq2SeqTransformer(
+        20,
+        20,
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=32,
+        dropout=0.0,
+        max_len=8,
+    )
 
 
 def attention_call(**masks: torch.Tensor) -> object:
@@ -138,140 +147,311 @@ def attention_call(**masks: torch.Tensor) -> object:
 
 
 LIBRARY_CASES = [
-    LibraryCase("missing text file", lambda tmp, ck: read_lines(tmp / "absent.txt"),
-                FileNotFoundError, r"absent\.txt.*does not exist"),
-    LibraryCase("folder given as a text file", lambda tmp, ck: read_lines(tmp),
-                ValueError, r"expected a text file, got '{tmp}', which is a folder"),
-    LibraryCase("non-UTF-8 bytes", lambda tmp, ck: read_lines(write(tmp / "bad.de", b"gut\nschl\xe9cht\n")),
-                ValueError, r"bad\.de: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe9' at byte column 5"),
-    LibraryCase("misaligned parallel files",
-                lambda tmp, ck: read_parallel_text(*write_parallel(tmp, GERMAN, ENGLISH[:-1])),
-                ValueError, r"same number of lines, got 4 line\(s\) in .*val\.de and 3 line\(s\) in .*val\.en"),
-    LibraryCase("empty parallel files", lambda tmp, ck: read_parallel_text(*write_parallel(tmp, [], [])),
-                ValueError, r"expected at least one line in .*val\.de and .*val\.en, got two empty files"),
-    LibraryCase("an empty line in a parallel file",
-                lambda tmp, ck: read_parallel_text(*write_parallel(tmp, GERMAN, [*ENGLISH[:2], " ", ENGLISH[3]])),
-                ValueError, r"val\.en: line 3: expected a non-empty sentence, got ' '"),
-    LibraryCase("vocabulary with bad bytes",
-                lambda tmp, ck: Vocabulary.load(write(tmp / "vocab.txt", b"<pad>\n<unk>\n<bos>\n<eos>\nwo\xffrd\n")),
-                ValueError, r"vocab\.txt: line 5: expected UTF-8 text"),
-    LibraryCase("tokenizer file cut in half",
-                lambda tmp, ck: SubwordTokenizer.load(write(tmp / "tok.json", (ck.translation / "tokenizer.json").read_bytes()[:500])),
-                ValueError, r"tok\.json: expected a tokenizer JSON file"),
-    LibraryCase("config with an unknown key",
-                lambda tmp, ck: config_from_dict(ModelConfig, {"d_model": 16, "heads": 2}),
-                ValueError, r"^heads: unknown key for ModelConfig"),
-    LibraryCase("config with a wrong type",
-                lambda tmp, ck: config_from_dict(ModelConfig, {"d_model": "16"}),
-                ValueError, r"^d_model: expected an int, got '16'"),
-    LibraryCase("config with a non-finite float (strict JSON cannot hold it)",
-                lambda tmp, ck: config_from_dict(ModelConfig, {"dropout": float("nan")}),
-                ValueError, r"^dropout: expected a finite float, got nan"),
-    LibraryCase("--set with an unknown key",
-                lambda tmp, ck: apply_overrides(synthetic.default_config(), ["train.learning_rate=1"]),
-                ValueError, r"^train\.learning_rate: unknown key for TrainConfig"),
-    LibraryCase("--set with a bad value",
-                lambda tmp, ck: apply_overrides(synthetic.default_config(), ["train.max_steps=many"]),
-                ValueError, r"^train\.max_steps: expected an int, got 'many'"),
-    LibraryCase("--set with an infinite float",
-                lambda tmp, ck: apply_overrides(synthetic.default_config(), ["train.lr_factor=inf"]),
-                ValueError, r"^train\.lr_factor: expected a finite float, got 'inf'"),
-    LibraryCase("checkpoint folder missing",
-                lambda tmp, ck: load_checkpoint_config(tmp / "nowhere"),
-                FileNotFoundError, r"expected a checkpoint folder at '{tmp}/nowhere'"),
-    LibraryCase("checkpoint missing its weights",
-                lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, MODEL_FILE, Path.unlink)),
-                FileNotFoundError, r"expected the weights 'model\.safetensors' in checkpoint"),
-    LibraryCase("checkpoint missing its tokenizer",
-                lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, "tokenizer.json", Path.unlink)),
-                FileNotFoundError, r"expected the extra file 'tokenizer\.json'"),
-    LibraryCase("weights cut in half",
-                lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half)),
-                ValueError, r"model\.safetensors': expected a complete safetensors file"),
-    LibraryCase("config.json cut in half",
-                lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, CONFIG_FILE, cut_in_half)),
-                ValueError, r"config\.json': expected a JSON object, got malformed JSON"),
-    LibraryCase("config.json of another model size",
-                lambda tmp, ck: translation.load_translator(
-                    broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(dim_feedforward=64)))),
-                ValueError, r"model\.safetensors': expected weights of the shapes .* first transformer\.\S+: stored \[32"),
-    LibraryCase("config.json with an unknown key",
-                lambda tmp, ck: translation.load_translator(
-                    broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(layers=2)))),
-                ValueError, r"config\.json: model\.layers: unknown key for ModelConfig"),
-    LibraryCase("config.json with a wrong type",
-                lambda tmp, ck: translation.load_translator(
-                    broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["train"].update(epochs="ten")))),
-                ValueError, r"config\.json: train\.epochs: expected an int, got 'ten'"),
-    LibraryCase("trainer state cut in half",
-                lambda tmp, ck: load_trainer_state(cut_state(tmp)),
-                ValueError, r"trainer_state\.pt': expected a complete trainer state .* truncated"),
-    LibraryCase("token id out of range",
-                lambda tmp, ck: tiny_model()(torch.tensor([[1, 20]]), torch.tensor([[2]])),
-                ValueError, r"src_ids must hold token ids in \[0, 20\), got 20"),
-    LibraryCase("negative token id",
-                lambda tmp, ck: tiny_model()(torch.tensor([[1, 2]]), torch.tensor([[-1]])),
-                ValueError, r"tgt_in_ids must hold token ids in \[0, 20\), got -1"),
-    LibraryCase("float token ids",
-                lambda tmp, ck: tiny_model()(torch.tensor([[1.0, 2.0]]), torch.tensor([[2]])),
-                ValueError, r"src_ids must be an integer tensor of shape \[batch, seq_len\], got dtype torch\.float32"),
-    LibraryCase("sequence longer than the positional table",
-                lambda tmp, ck: tiny_model()(torch.ones(1, 9, dtype=torch.long), torch.tensor([[2]])),
-                ValueError, r"sequence length must be <= max_len=8 \(the positional table\), got positions up to 9"),
-    LibraryCase("attention mask of the wrong shape",
-                lambda tmp, ck: attention_call(attn_mask=torch.zeros(3, 4, dtype=torch.bool)),
-                ValueError, r"attn_mask must have shape \[3, 3\] or \[4, 3, 3\] .* got \[3, 4\]"),
-    LibraryCase("attention mask of the wrong dtype",
-                lambda tmp, ck: attention_call(attn_mask=torch.zeros(3, 3, dtype=torch.long)),
-                ValueError, r"attn_mask must be a bool \(True = hidden\) or floating .* got dtype torch\.int64"),
-    LibraryCase("key padding mask of the wrong shape",
-                lambda tmp, ck: attention_call(key_padding_mask=torch.zeros(3, 2, dtype=torch.bool)),
-                ValueError, r"key_padding_mask must have shape \[batch, src_len\] = \[2, 3\], got \[3, 2\]"),
-    LibraryCase("10,000 characters to translate",
-                lambda tmp, ck: translate(ck.translation, ["kurz", "x" * 10_000]),
-                ValueError, r"sentences\[1\] must be at most 256 subword tokens \(the model's max_len\), got \d{4,}"),
-    LibraryCase("a lone surrogate to translate",
-                lambda tmp, ck: translate(ck.translation, ["gut", "schl\udce9cht"]),
-                ValueError, r"sentences\[1\]: text must be valid Unicode text, got the lone surrogate U\+DCE9 at character 4"),
+    LibraryCase(
+        "missing text file",
+        lambda tmp, ck: read_lines(tmp / "absent.txt"),
+        FileNotFoundError,
+        r"absent\.txt.*does not exist",
+    ),
+    LibraryCase(
+        "folder given as a text file",
+        lambda tmp, ck: read_lines(tmp),
+        ValueError,
+        r"expected a text file, got '{tmp}', which is a folder",
+    ),
+    LibraryCase(
+        "non-UTF-8 bytes",
+        lambda tmp, ck: read_lines(write(tmp / "bad.de", b"gut\nschl\xe9cht\n")),
+        ValueError,
+        r"bad\.de: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe9' at byte column 5",
+    ),
+    LibraryCase(
+        "misaligned parallel files",
+        lambda tmp, ck: read_parallel_text(*write_parallel(tmp, GERMAN, ENGLISH[:-1])),
+        ValueError,
+        r"same number of lines, got 4 line\(s\) in .*val\.de and 3 line\(s\) in .*val\.en",
+    ),
+    LibraryCase(
+        "empty parallel files",
+        lambda tmp, ck: read_parallel_text(*write_parallel(tmp, [], [])),
+        ValueError,
+        r"expected at least one line in .*val\.de and .*val\.en, got two empty files",
+    ),
+    LibraryCase(
+        "an empty line in a parallel file",
+        lambda tmp, ck: read_parallel_text(*write_parallel(tmp, GERMAN, [*ENGLISH[:2], " ", ENGLISH[3]])),
+        ValueError,
+        r"val\.en: line 3: expected a non-empty sentence, got ' '",
+    ),
+    LibraryCase(
+        "vocabulary with bad bytes",
+        lambda tmp, ck: Vocabulary.load(write(tmp / "vocab.txt", b"<pad>\n<unk>\n<bos>\n<eos>\nwo\xffrd\n")),
+        ValueError,
+        r"vocab\.txt: line 5: expected UTF-8 text",
+    ),
+    LibraryCase(
+        "tokenizer file cut in half",
+        lambda tmp, ck: SubwordTokenizer.load(
+            write(tmp / "tok.json", (ck.translation / "tokenizer.json").read_bytes()[:500])
+        ),
+        ValueError,
+        r"tok\.json: expected a tokenizer JSON file",
+    ),
+    LibraryCase(
+        "config with an unknown key",
+        lambda tmp, ck: config_from_dict(ModelConfig, {"d_model": 16, "heads": 2}),
+        ValueError,
+        r"^heads: unknown key for ModelConfig",
+    ),
+    LibraryCase(
+        "config with a wrong type",
+        lambda tmp, ck: config_from_dict(ModelConfig, {"d_model": "16"}),
+        ValueError,
+        r"^d_model: expected an int, got '16'",
+    ),
+    LibraryCase(
+        "config with a non-finite float (strict JSON cannot hold it)",
+        lambda tmp, ck: config_from_dict(ModelConfig, {"dropout": float("nan")}),
+        ValueError,
+        r"^dropout: expected a finite float, got nan",
+    ),
+    LibraryCase(
+        "--set with an unknown key",
+        lambda tmp, ck: apply_overrides(synthetic.default_config(), ["train.learning_rate=1"]),
+        ValueError,
+        r"^train\.learning_rate: unknown key for TrainConfig",
+    ),
+    LibraryCase(
+        "--set with a bad value",
+        lambda tmp, ck: apply_overrides(synthetic.default_config(), ["train.max_steps=many"]),
+        ValueError,
+        r"^train\.max_steps: expected an int, got 'many'",
+    ),
+    LibraryCase(
+        "--set with an infinite float",
+        lambda tmp, ck: apply_overrides(synthetic.default_config(), ["train.lr_factor=inf"]),
+        ValueError,
+        r"^train\.lr_factor: expected a finite float, got 'inf'",
+    ),
+    LibraryCase(
+        "checkpoint folder missing",
+        lambda tmp, ck: load_checkpoint_config(tmp / "nowhere"),
+        FileNotFoundError,
+        r"expected a checkpoint folder at '{tmp}/nowhere'",
+    ),
+    LibraryCase(
+        "checkpoint missing its weights",
+        lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, MODEL_FILE, Path.unlink)),
+        FileNotFoundError,
+        r"expected the weights 'model\.safetensors' in checkpoint",
+    ),
+    LibraryCase(
+        "checkpoint missing its tokenizer",
+        lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, "tokenizer.json", Path.unlink)),
+        FileNotFoundError,
+        r"expected the extra file 'tokenizer\.json'",
+    ),
+    LibraryCase(
+        "weights cut in half",
+        lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half)),
+        ValueError,
+        r"model\.safetensors': expected a complete safetensors file",
+    ),
+    LibraryCase(
+        "config.json cut in half",
+        lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, CONFIG_FILE, cut_in_half)),
+        ValueError,
+        r"config\.json': expected a JSON object, got malformed JSON",
+    ),
+    LibraryCase(
+        "config.json of another model size",
+        lambda tmp, ck: translation.load_translator(
+            broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(dim_feedforward=64)))
+        ),
+        ValueError,
+        r"model\.safetensors': expected weights of the shapes .* first transformer\.\S+: stored \[32",
+    ),
+    LibraryCase(
+        "config.json with an unknown key",
+        lambda tmp, ck: translation.load_translator(
+            broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(layers=2)))
+        ),
+        ValueError,
+        r"config\.json: model\.layers: unknown key for ModelConfig",
+    ),
+    LibraryCase(
+        "config.json with a wrong type",
+        lambda tmp, ck: translation.load_translator(
+            broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["train"].update(epochs="ten")))
+        ),
+        ValueError,
+        r"config\.json: train\.epochs: expected an int, got 'ten'",
+    ),
+    LibraryCase(
+        "trainer state cut in half",
+        lambda tmp, ck: load_trainer_state(cut_state(tmp)),
+        ValueError,
+        r"trainer_state\.pt': expected a complete trainer state .* truncated",
+    ),
+    LibraryCase(
+        "token id out of range",
+        lambda tmp, ck: tiny_model()(torch.tensor([[1, 20]]), torch.tensor([[2]])),
+        ValueError,
+        r"src_ids must hold token ids in \[0, 20\), got 20",
+    ),
+    LibraryCase(
+        "negative token id",
+        lambda tmp, ck: tiny_model()(torch.tensor([[1, 2]]), torch.tensor([[-1]])),
+        ValueError,
+        r"tgt_in_ids must hold token ids in \[0, 20\), got -1",
+    ),
+    LibraryCase(
+        "float token ids",
+        lambda tmp, ck: tiny_model()(torch.tensor([[1.0, 2.0]]), torch.tensor([[2]])),
+        ValueError,
+        r"src_ids must be an integer tensor of shape \[batch, seq_len\], got dtype torch\.float32",
+    ),
+    LibraryCase(
+        "sequence longer than the positional table",
+        lambda tmp, ck: tiny_model()(torch.ones(1, 9, dtype=torch.long), torch.tensor([[2]])),
+        ValueError,
+        r"sequence length must be <= max_len=8 \(the positional table\), got positions up to 9",
+    ),
+    LibraryCase(
+        "attention mask of the wrong shape",
+        lambda tmp, ck: attention_call(attn_mask=torch.zeros(3, 4, dtype=torch.bool)),
+        ValueError,
+        r"attn_mask must have shape \[3, 3\] or \[4, 3, 3\] .* got \[3, 4\]",
+    ),
+    LibraryCase(
+        "attention mask of the wrong dtype",
+        lambda tmp, ck: attention_call(attn_mask=torch.zeros(3, 3, dtype=torch.long)),
+        ValueError,
+        r"attn_mask must be a bool \(True = hidden\) or floating .* got dtype torch\.int64",
+    ),
+    LibraryCase(
+        "key padding mask of the wrong shape",
+        lambda tmp, ck: attention_call(key_padding_mask=torch.zeros(3, 2, dtype=torch.bool)),
+        ValueError,
+        r"key_padding_mask must have shape \[batch, src_len\] = \[2, 3\], got \[3, 2\]",
+    ),
+    LibraryCase(
+        "10,000 characters to translate",
+        lambda tmp, ck: translate(ck.translation, ["kurz", "x" * 10_000]),
+        ValueError,
+        r"sentences\[1\] must be at most 256 subword tokens \(the model's max_len\), got \d{4,}",
+    ),
+    LibraryCase(
+        "a lone surrogate to translate",
+        lambda tmp, ck: translate(ck.translation, ["gut", "schl\udce9cht"]),
+        ValueError,
+        r"sentences\[1\]: text must be valid Unicode text, got the lone surrogate U\+DCE9 at character 4",
+    ),
     # AG News CSV (data/ag_news.py): the row's line is named, with what is wrong in it.
-    LibraryCase("AG News: a row with two fields", lambda tmp, ck: read_news(tmp, b'"1","only a title"\n'),
-                ValueError, r"news\.csv: line 2: expected 3 fields \(class, title, description\), got 2"),
-    LibraryCase("AG News: a row with four fields", lambda tmp, ck: read_news(tmp, b'"1","a","b","c"\n'),
-                ValueError, r"news\.csv: line 2: expected 3 fields \(class, title, description\), got 4"),
-    LibraryCase("AG News: class 5", lambda tmp, ck: read_news(tmp, b'"5","a","b"\n'),
-                ValueError, r"news\.csv: line 2: expected a class id in 1, 2, 3, 4, got '5'"),
-    LibraryCase("AG News: class 0", lambda tmp, ck: read_news(tmp, b'"0","a","b"\n'),
-                ValueError, r"news\.csv: line 2: expected a class id in 1, 2, 3, 4, got '0'"),
-    LibraryCase("AG News: a quote never closed", lambda tmp, ck: read_news(tmp, b'"3","a","unterminated\n'),
-                ValueError, r"news\.csv: line 2: bad quoting at column 9: a quoted field that is never closed"),
-    LibraryCase("AG News: text after a closing quote", lambda tmp, ck: read_news(tmp, b'"3","never closed,"b"\n'),
-                ValueError, r"news\.csv: line 2: bad quoting at column 20: expected ',' or the end of the line"),
-    LibraryCase("AG News: non-UTF-8 bytes", lambda tmp, ck: read_news(tmp, b'"2","caf\xe9","b"\n'),
-                ValueError, r"news\.csv: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe9' at byte column 9"),
-    LibraryCase("AG News: empty file", lambda tmp, ck: read_ag_news_csv(write(tmp / "news.csv", b"")),
-                ValueError, r"news\.csv: expected at least one article, got none"),
-    LibraryCase("AG News: missing file", lambda tmp, ck: read_ag_news_csv(tmp / "absent.csv"),
-                FileNotFoundError, r"expected an AG News CSV file, got '{tmp}/absent\.csv', which does not exist"),
-    LibraryCase("AG News: a folder as the CSV file", lambda tmp, ck: read_ag_news_csv(tmp),
-                ValueError, r"expected a text file, got '{tmp}', which is a folder"),
+    LibraryCase(
+        "AG News: a row with two fields",
+        lambda tmp, ck: read_news(tmp, b'"1","only a title"\n'),
+        ValueError,
+        r"news\.csv: line 2: expected 3 fields \(class, title, description\), got 2",
+    ),
+    LibraryCase(
+        "AG News: a row with four fields",
+        lambda tmp, ck: read_news(tmp, b'"1","a","b","c"\n'),
+        ValueError,
+        r"news\.csv: line 2: expected 3 fields \(class, title, description\), got 4",
+    ),
+    LibraryCase(
+        "AG News: class 5",
+        lambda tmp, ck: read_news(tmp, b'"5","a","b"\n'),
+        ValueError,
+        r"news\.csv: line 2: expected a class id in 1, 2, 3, 4, got '5'",
+    ),
+    LibraryCase(
+        "AG News: class 0",
+        lambda tmp, ck: read_news(tmp, b'"0","a","b"\n'),
+        ValueError,
+        r"news\.csv: line 2: expected a class id in 1, 2, 3, 4, got '0'",
+    ),
+    LibraryCase(
+        "AG News: a quote never closed",
+        lambda tmp, ck: read_news(tmp, b'"3","a","unterminated\n'),
+        ValueError,
+        r"news\.csv: line 2: bad quoting at column 9: a quoted field that is never closed",
+    ),
+    LibraryCase(
+        "AG News: text after a closing quote",
+        lambda tmp, ck: read_news(tmp, b'"3","never closed,"b"\n'),
+        ValueError,
+        r"news\.csv: line 2: bad quoting at column 20: expected ',' or the end of the line",
+    ),
+    LibraryCase(
+        "AG News: non-UTF-8 bytes",
+        lambda tmp, ck: read_news(tmp, b'"2","caf\xe9","b"\n'),
+        ValueError,
+        r"news\.csv: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe9' at byte column 9",
+    ),
+    LibraryCase(
+        "AG News: empty file",
+        lambda tmp, ck: read_ag_news_csv(write(tmp / "news.csv", b"")),
+        ValueError,
+        r"news\.csv: expected at least one article, got none",
+    ),
+    LibraryCase(
+        "AG News: missing file",
+        lambda tmp, ck: read_ag_news_csv(tmp / "absent.csv"),
+        FileNotFoundError,
+        r"expected an AG News CSV file, got '{tmp}/absent\.csv', which does not exist",
+    ),
+    LibraryCase(
+        "AG News: a folder as the CSV file",
+        lambda tmp, ck: read_ag_news_csv(tmp),
+        ValueError,
+        r"expected a text file, got '{tmp}', which is a folder",
+    ),
     # Couplets (data/couplet.py): in.txt and out.txt, aligned, a pair's lines equally long.
-    LibraryCase("couplet: misaligned files", lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n春 水 \n", "晨 露 \n"),
-                ValueError, r"same number of lines, got 2 line\(s\) in .*in\.txt and 1 line\(s\) in .*out\.txt"),
-    LibraryCase("couplet: a pair of unequal lengths",
-                lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n春 水 长 \n", "晨 露 \n秋 月 \n"),
-                ValueError, r"out\.txt: line 2: expected a lower line of 3 characters, as long as line 2 of .*in\.txt "
-                            r"\('春水长'\), got 2 \('秋月'\)"),
-    LibraryCase("couplet: an empty line", lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n \n", "晨 露 \n雨 \n"),
-                ValueError, r"in\.txt: line 2: expected a non-empty sentence, got ' '; .* skip_invalid=True"),
-    LibraryCase("couplet: non-UTF-8 bytes",
-                lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n春 水 \n", "晨 露 \n".encode() + b"\xe7\xa7\n"),
-                ValueError, r"out\.txt: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe7\\xa7' at byte column 1"),
-    LibraryCase("couplet: empty files", lambda tmp, ck: read_couplet_files(tmp, "", ""),
-                ValueError, r"expected at least one line in .*in\.txt and .*out\.txt, got two empty files"),
-    LibraryCase("couplet: out.txt missing", lambda tmp, ck: read_couplets(write_folder(tmp, {"in.txt": b"a \n"})),
-                FileNotFoundError, r"expected the couplet file '{tmp}/out\.txt', which does not exist"),
-    LibraryCase("couplet: split missing", lambda tmp, ck: load_couplets("test", tmp),
-                FileNotFoundError, r"expected the couplet split 'test' \(in\.txt and out\.txt\) in one of '{tmp}/couplet/test'"),
+    LibraryCase(
+        "couplet: misaligned files",
+        lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n春 水 \n", "晨 露 \n"),
+        ValueError,
+        r"same number of lines, got 2 line\(s\) in .*in\.txt and 1 line\(s\) in .*out\.txt",
+    ),
+    LibraryCase(
+        "couplet: a pair of unequal lengths",
+        lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n春 水 长 \n", "晨 露 \n秋 月 \n"),
+        ValueError,
+        r"out\.txt: line 2: expected a lower line of 3 characters, as long as line 2 of .*in\.txt "
+        r"\('春水长'\), got 2 \('秋月'\)",
+    ),
+    LibraryCase(
+        "couplet: an empty line",
+        lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n \n", "晨 露 \n雨 \n"),
+        ValueError,
+        r"in\.txt: line 2: expected a non-empty sentence, got ' '; .* skip_invalid=True",
+    ),
+    LibraryCase(
+        "couplet: non-UTF-8 bytes",
+        lambda tmp, ck: read_couplet_files(tmp, "晚 风 \n春 水 \n", "晨 露 \n".encode() + b"\xe7\xa7\n"),
+        ValueError,
+        r"out\.txt: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe7\\xa7' at byte column 1",
+    ),
+    LibraryCase(
+        "couplet: empty files",
+        lambda tmp, ck: read_couplet_files(tmp, "", ""),
+        ValueError,
+        r"expected at least one line in .*in\.txt and .*out\.txt, got two empty files",
+    ),
+    LibraryCase(
+        "couplet: out.txt missing",
+        lambda tmp, ck: read_couplets(write_folder(tmp, {"in.txt": b"a \n"})),
+        FileNotFoundError,
+        r"expected the couplet file '{tmp}/out\.txt', which does not exist",
+    ),
+    LibraryCase(
+        "couplet: split missing",
+        lambda tmp, ck: load_couplets("test", tmp),
+        FileNotFoundError,
+        r"expected the couplet split 'test' \(in\.txt and out\.txt\) in one of '{tmp}/couplet/test'",
+    ),
 ]
 
 
@@ -293,8 +473,10 @@ def write_folder(folder: Path, files: dict[str, bytes]) -> Path:
 
 def read_couplet_files(folder: Path, upper: str | bytes, lower: str | bytes) -> object:
     """Read a couplet split folder holding these in.txt and out.txt (str is written as UTF-8)."""
-    files = {name: text.encode("utf-8") if isinstance(text, str) else text
-             for name, text in ((UPPER_FILE, upper), (LOWER_FILE, lower))}
+    files = {
+        name: text.encode("utf-8") if isinstance(text, str) else text
+        for name, text in ((UPPER_FILE, upper), (LOWER_FILE, lower))
+    }
     return read_couplets(write_folder(folder, files))
 
 
@@ -306,7 +488,9 @@ def cut_state(folder: Path) -> Path:
 
 def translate(checkpoint: Path, sentences: list[str]) -> list[str]:
     model, tokenizer, config = translation.load_translator(checkpoint)
-    return translation.translate_sentences(model, tokenizer, sentences, dataclasses.replace(config.decode, strategy="greedy"))
+    return translation.translate_sentences(
+        model, tokenizer, sentences, dataclasses.replace(config.decode, strategy="greedy")
+    )
 
 
 @pytest.mark.parametrize("case", LIBRARY_CASES, ids=lambda case: case.name)
@@ -335,209 +519,451 @@ def translate_argv(checkpoint: Path, *rest: str) -> list[str]:
 
 
 def evaluate_argv(checkpoint: Path, data: Path, *rest: str) -> list[str]:
-    return ["evaluate", "translation", "--checkpoint", str(checkpoint), "--split", "val", "--data-dir", str(data),
-            "--output", str(data / "hypotheses.txt"), *rest]
+    return [
+        "evaluate",
+        "translation",
+        "--checkpoint",
+        str(checkpoint),
+        "--split",
+        "val",
+        "--data-dir",
+        str(data),
+        "--output",
+        str(data / "hypotheses.txt"),
+        *rest,
+    ]
 
 
 CLI_CASES = [
-    CliCase("translate: missing --input", lambda tmp, ck: translate_argv(ck.translation, "--input", str(tmp / "absent.txt")),
-            r"^transformer-lab translate: error: .*absent\.txt', which does not exist$"),
-    CliCase("translate: empty --input", lambda tmp, ck: translate_argv(ck.translation, "--input", str(write(tmp / "e.txt", b""))),
-            r"--input: expected at least one line to translate, got the empty file .*e\.txt$"),
-    CliCase("translate: --input is a folder", lambda tmp, ck: translate_argv(ck.translation, "--input", str(tmp)),
-            r"expected a text file, got .*, which is a folder$"),
-    CliCase("translate: non-UTF-8 --input",
-            lambda tmp, ck: translate_argv(ck.translation, "--input", str(write(tmp / "b.txt", b"ok\r\nbad \xff\r\n"))),
-            r"b\.txt: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xff' at byte column 5"),
-    CliCase("translate: non-UTF-8 stdin", lambda tmp, ck: translate_argv(ck.translation),
-            r"stdin: line 3: expected UTF-8 text", stdin=b"eins\nzwei\ndrei \xc3\n"),
-    CliCase("translate: empty stdin", lambda tmp, ck: translate_argv(ck.translation),
-            r"stdin: expected at least one line to translate, got none"),
-    CliCase("translate: undecodable argument bytes", lambda tmp, ck: translate_argv(ck.translation, "gr\udcfc\udcdfe"),
-            r"sentences\[0\]: text must be valid Unicode text, got the lone surrogate U\+DCFC"),
-    CliCase("translate: 10,000 characters", lambda tmp, ck: translate_argv(ck.translation, "Haus " * 2_000),
-            r"sentences\[0\] must be at most 256 subword tokens"),
-    CliCase("translate: --beam 0", lambda tmp, ck: translate_argv(ck.translation, "--beam", "0", "Hallo"),
-            r"--beam must be >= 1, got 0$"),
-    CliCase("translate: --beam not a number (argparse)", lambda tmp, ck: translate_argv(ck.translation, "--beam", "five", "Hallo"),
-            r"^transformer-lab translate: error: argument --beam: invalid int value: 'five' \(see .* --help\)$"),
-    CliCase("translate: missing checkpoint", lambda tmp, ck: translate_argv(tmp / "nowhere", "Hallo"),
-            r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder holding best/ or last/, "
-            r"got '.*nowhere'$"),
-    CliCase("translate: weights cut in half",
-            lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half), "Hallo"),
-            r"model\.safetensors': expected a complete safetensors file"),
-    CliCase("translate: empty weights file",
-            lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, MODEL_FILE, lambda p: p.write_bytes(b"")), "Hallo"),
-            r"model\.safetensors': expected a complete safetensors file"),
-    CliCase("translate: config.json cut in half",
-            lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, CONFIG_FILE, cut_in_half), "Hallo"),
-            r"config\.json': expected a JSON object, got malformed JSON"),
-    CliCase("translate: tokenizer.json cut in half",
-            lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, "tokenizer.json", cut_in_half), "Hallo"),
-            r"tokenizer\.json: text: expected a tokenizer JSON document"),
-    CliCase("translate: config.json of another model size",
-            lambda tmp, ck: translate_argv(
-                broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(d_model=32))), "Hallo"),
-            r"model\.safetensors': expected weights of the shapes the checkpoint's config\.json gives"),
-    CliCase("translate: config.json with heads that do not divide d_model",
-            lambda tmp, ck: translate_argv(
-                broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(nhead=3))), "Hallo"),
-            r"config\.json: embed_dim must be divisible by num_heads, got embed_dim=16, num_heads=3"),
-    CliCase("translate: config.json vocabulary differs from the tokenizer",
-            lambda tmp, ck: translate_argv(
-                broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(
-                    lambda c: c["model"].update(src_vocab_size=100, tgt_vocab_size=100))), "Hallo"),
-            r"config\.json: model\.src_vocab_size must equal the \d+ entries of .*tokenizer\.json, got 100"),
-    CliCase("translate: a copy-task checkpoint", lambda tmp, ck: translate_argv(copy_checkpoint(tmp), "Hallo"),
-            r"expected a translation checkpoint, got task 'synthetic'"),
-    CliCase("evaluate: misaligned data files",
-            lambda tmp, ck: evaluate_argv(ck.translation, write_parallel(tmp / "data", GERMAN, ENGLISH[:3])[0].parent),
-            r"same number of lines, got 4 line\(s\) in .*val\.de and 3 line\(s\) in .*val\.en$"),
-    CliCase("evaluate: non-UTF-8 reference",
-            lambda tmp, ck: evaluate_argv(ck.translation, bad_reference(tmp / "data")),
-            r"val\.en: line 2: expected UTF-8 text"),
-    CliCase("evaluate: missing data folder", lambda tmp, ck: evaluate_argv(ck.translation, tmp / "nodata"),
-            r"data_dir='.*nodata': expected an existing folder"),
-    CliCase("train: --set unknown key", lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "model.width=3"],
-            r"^transformer-lab train: error: model\.width: unknown key for ModelConfig"),
-    CliCase("train: --set bad value", lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "train.epochs=ten"],
-            r"train\.epochs: expected an int, got 'ten'$"),
-    CliCase("train: --set rejected by validation",
-            lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "train.label_smoothing=1.5"],
-            r"train\.label_smoothing: the value '1\.5' was rejected: label_smoothing: expected a float in \[0, 1\)"),
-    CliCase("train: --set without '='", lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "model.d_model"],
-            r"overrides: expected 'key=value', got 'model\.d_model'$"),
-    CliCase("train: --resume without a run", lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--resume"],
-            r"--resume: expected a run folder .*r, found none; drop --resume to start the run$"),
-    CliCase("average-checkpoints: --last 0", lambda tmp, ck: ["average-checkpoints", "--run", str(tmp), "--last", "0",
-                                                              "--out", str(tmp / "avg")],
-            r"--last must be >= 1, got 0$"),
-    CliCase("plot training-curve: non-UTF-8 metrics",
-            lambda tmp, ck: ["plot", "training-curve", "--out", str(tmp / "c.png"), "--metrics",
-                             str(write(tmp / "metrics.jsonl", b'{"event": "eval", "step": 1}\n\xff\n'))],
-            r"metrics\.jsonl: line 2: expected UTF-8 text"),
-    CliCase("plot training-curve: a train row without its loss",
-            lambda tmp, ck: ["plot", "training-curve", "--out", str(tmp / "c.png"), "--metrics",
-                             str(write(tmp / "metrics.jsonl", b'{"event": "train", "step": 1}\n'))],
-            r"expected every train row of .*metrics\.jsonl' to have a numeric 'train_loss'"),
-    CliCase("plot attention: token id out of range",
-            lambda tmp, ck: ["plot", "attention", "--out", str(tmp / "a.png"), "--checkpoint", str(ck.translation), "--source", "5 9999"],
-            r"src_ids must hold token ids in \[0, \d+\), got 9999$"),
-    CliCase("lab: weights cut in half",
-            lambda tmp, ck: ["lab", "decoder-rows", "--checkpoint", str(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half))],
-            r"model\.safetensors': expected a complete safetensors file"),
-    CliCase("explain: heads that do not divide d_model", lambda tmp, ck: ["explain", "--d-model", "32", "--nhead", "3"],
-            r"d_model must be divisible by nhead, got d_model=32, nhead=3$"),
+    CliCase(
+        "translate: missing --input",
+        lambda tmp, ck: translate_argv(ck.translation, "--input", str(tmp / "absent.txt")),
+        r"^transformer-lab translate: error: .*absent\.txt', which does not exist$",
+    ),
+    CliCase(
+        "translate: empty --input",
+        lambda tmp, ck: translate_argv(ck.translation, "--input", str(write(tmp / "e.txt", b""))),
+        r"--input: expected at least one line to translate, got the empty file .*e\.txt$",
+    ),
+    CliCase(
+        "translate: --input is a folder",
+        lambda tmp, ck: translate_argv(ck.translation, "--input", str(tmp)),
+        r"expected a text file, got .*, which is a folder$",
+    ),
+    CliCase(
+        "translate: non-UTF-8 --input",
+        lambda tmp, ck: translate_argv(ck.translation, "--input", str(write(tmp / "b.txt", b"ok\r\nbad \xff\r\n"))),
+        r"b\.txt: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xff' at byte column 5",
+    ),
+    CliCase(
+        "translate: non-UTF-8 stdin",
+        lambda tmp, ck: translate_argv(ck.translation),
+        r"stdin: line 3: expected UTF-8 text",
+        stdin=b"eins\nzwei\ndrei \xc3\n",
+    ),
+    CliCase(
+        "translate: empty stdin",
+        lambda tmp, ck: translate_argv(ck.translation),
+        r"stdin: expected at least one line to translate, got none",
+    ),
+    CliCase(
+        "translate: undecodable argument bytes",
+        lambda tmp, ck: translate_argv(ck.translation, "gr\udcfc\udcdfe"),
+        r"sentences\[0\]: text must be valid Unicode text, got the lone surrogate U\+DCFC",
+    ),
+    CliCase(
+        "translate: 10,000 characters",
+        lambda tmp, ck: translate_argv(ck.translation, "Haus " * 2_000),
+        r"sentences\[0\] must be at most 256 subword tokens",
+    ),
+    CliCase(
+        "translate: --beam 0",
+        lambda tmp, ck: translate_argv(ck.translation, "--beam", "0", "Hallo"),
+        r"--beam must be >= 1, got 0$",
+    ),
+    CliCase(
+        "translate: --beam not a number (argparse)",
+        lambda tmp, ck: translate_argv(ck.translation, "--beam", "five", "Hallo"),
+        r"^transformer-lab translate: error: argument --beam: invalid int value: 'five' \(see .* --help\)$",
+    ),
+    CliCase(
+        "translate: missing checkpoint",
+        lambda tmp, ck: translate_argv(tmp / "nowhere", "Hallo"),
+        r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder holding best/ or last/, "
+        r"got '.*nowhere'$",
+    ),
+    CliCase(
+        "translate: weights cut in half",
+        lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half), "Hallo"),
+        r"model\.safetensors': expected a complete safetensors file",
+    ),
+    CliCase(
+        "translate: empty weights file",
+        lambda tmp, ck: translate_argv(
+            broken_copy(ck.translation, tmp, MODEL_FILE, lambda p: p.write_bytes(b"")), "Hallo"
+        ),
+        r"model\.safetensors': expected a complete safetensors file",
+    ),
+    CliCase(
+        "translate: config.json cut in half",
+        lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, CONFIG_FILE, cut_in_half), "Hallo"),
+        r"config\.json': expected a JSON object, got malformed JSON",
+    ),
+    CliCase(
+        "translate: tokenizer.json cut in half",
+        lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, "tokenizer.json", cut_in_half), "Hallo"),
+        r"tokenizer\.json: text: expected a tokenizer JSON document",
+    ),
+    CliCase(
+        "translate: config.json of another model size",
+        lambda tmp, ck: translate_argv(
+            broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(d_model=32))), "Hallo"
+        ),
+        r"model\.safetensors': expected weights of the shapes the checkpoint's config\.json gives",
+    ),
+    CliCase(
+        "translate: config.json with heads that do not divide d_model",
+        lambda tmp, ck: translate_argv(
+            broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(nhead=3))), "Hallo"
+        ),
+        r"config\.json: embed_dim must be divisible by num_heads, got embed_dim=16, num_heads=3",
+    ),
+    CliCase(
+        "translate: config.json vocabulary differs from the tokenizer",
+        lambda tmp, ck: translate_argv(
+            broken_copy(
+                ck.translation,
+                tmp,
+                CONFIG_FILE,
+                edit_config(lambda c: c["model"].update(src_vocab_size=100, tgt_vocab_size=100)),
+            ),
+            "Hallo",
+        ),
+        r"config\.json: model\.src_vocab_size must equal the \d+ entries of .*tokenizer\.json, got 100",
+    ),
+    CliCase(
+        "translate: a copy-task checkpoint",
+        lambda tmp, ck: translate_argv(copy_checkpoint(tmp), "Hallo"),
+        r"expected a translation checkpoint, got task 'synthetic'",
+    ),
+    CliCase(
+        "evaluate: misaligned data files",
+        lambda tmp, ck: evaluate_argv(ck.translation, write_parallel(tmp / "data", GERMAN, ENGLISH[:3])[0].parent),
+        r"same number of lines, got 4 line\(s\) in .*val\.de and 3 line\(s\) in .*val\.en$",
+    ),
+    CliCase(
+        "evaluate: non-UTF-8 reference",
+        lambda tmp, ck: evaluate_argv(ck.translation, bad_reference(tmp / "data")),
+        r"val\.en: line 2: expected UTF-8 text",
+    ),
+    CliCase(
+        "evaluate: missing data folder",
+        lambda tmp, ck: evaluate_argv(ck.translation, tmp / "nodata"),
+        r"data_dir='.*nodata': expected an existing folder",
+    ),
+    CliCase(
+        "train: --set unknown key",
+        lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "model.width=3"],
+        r"^transformer-lab train: error: model\.width: unknown key for ModelConfig",
+    ),
+    CliCase(
+        "train: --set bad value",
+        lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "train.epochs=ten"],
+        r"train\.epochs: expected an int, got 'ten'$",
+    ),
+    CliCase(
+        "train: --set rejected by validation",
+        lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "train.label_smoothing=1.5"],
+        r"train\.label_smoothing: the value '1\.5' was rejected: label_smoothing: expected a float in \[0, 1\)",
+    ),
+    CliCase(
+        "train: --set without '='",
+        lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "model.d_model"],
+        r"overrides: expected 'key=value', got 'model\.d_model'$",
+    ),
+    CliCase(
+        "train: --resume without a run",
+        lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--resume"],
+        r"--resume: expected a run folder .*r, found none; drop --resume to start the run$",
+    ),
+    CliCase(
+        "average-checkpoints: --last 0",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(tmp), "--last", "0", "--out", str(tmp / "avg")],
+        r"--last must be >= 1, got 0$",
+    ),
+    CliCase(
+        "plot training-curve: non-UTF-8 metrics",
+        lambda tmp, ck: [
+            "plot",
+            "training-curve",
+            "--out",
+            str(tmp / "c.png"),
+            "--metrics",
+            str(write(tmp / "metrics.jsonl", b'{"event": "eval", "step": 1}\n\xff\n')),
+        ],
+        r"metrics\.jsonl: line 2: expected UTF-8 text",
+    ),
+    CliCase(
+        "plot training-curve: a train row without its loss",
+        lambda tmp, ck: [
+            "plot",
+            "training-curve",
+            "--out",
+            str(tmp / "c.png"),
+            "--metrics",
+            str(write(tmp / "metrics.jsonl", b'{"event": "train", "step": 1}\n')),
+        ],
+        r"expected every train row of .*metrics\.jsonl' to have a numeric 'train_loss'",
+    ),
+    CliCase(
+        "plot attention: token id out of range",
+        lambda tmp, ck: [
+            "plot",
+            "attention",
+            "--out",
+            str(tmp / "a.png"),
+            "--checkpoint",
+            str(ck.translation),
+            "--source",
+            "5 9999",
+        ],
+        r"src_ids must hold token ids in \[0, \d+\), got 9999$",
+    ),
+    CliCase(
+        "lab: weights cut in half",
+        lambda tmp, ck: [
+            "lab",
+            "decoder-rows",
+            "--checkpoint",
+            str(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half)),
+        ],
+        r"model\.safetensors': expected a complete safetensors file",
+    ),
+    CliCase(
+        "explain: heads that do not divide d_model",
+        lambda tmp, ck: ["explain", "--d-model", "32", "--nhead", "3"],
+        r"d_model must be divisible by nhead, got d_model=32, nhead=3$",
+    ),
     # classify: a text it cannot read is refused on its own line ("-" on stdout, the reason on stderr), exit 2.
-    CliCase("classify: empty string", lambda tmp, ck: classify_argv(ck, ""),
-            r"^transformer-lab classify: input 1: the text is empty or only whitespace, so there is nothing to classify$"),
-    CliCase("classify: whitespace only", lambda tmp, ck: classify_argv(ck, " \t  "),
-            r"^transformer-lab classify: input 1: the text is empty or only whitespace"),
-    CliCase("classify: 10,000 characters", lambda tmp, ck: classify_argv(ck, "goal " * 2_000),
-            r"^transformer-lab classify: input 1: the text is \d{4,} subword tokens, more than the model reads "
-            r"\(128, its max_len\); shorten it, or truncate it explicitly \(--truncate\)$"),
-    CliCase("classify: undecodable argument bytes", lambda tmp, ck: classify_argv(ck, "gr\udcfc\udcdfe"),
-            r"texts\[0\] must be valid Unicode text, got the lone surrogate U\+DCFC at character 2"),
-    CliCase("classify: non-UTF-8 stdin", lambda tmp, ck: classify_argv(ck),
-            r"stdin: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xff' at byte column 6",
-            stdin=b"profit\r\ngoal \xff\r\n"),
-    CliCase("classify: empty stdin", lambda tmp, ck: classify_argv(ck),
-            r"stdin: expected at least one line to classify, got none$"),
-    CliCase("classify: empty --input", lambda tmp, ck: classify_argv(ck, "--input", str(write(tmp / "e.txt", b""))),
-            r"--input: expected at least one line to classify, got the empty file .*e\.txt$"),
-    CliCase("classify: --input is a folder", lambda tmp, ck: classify_argv(ck, "--input", str(tmp)),
-            r"expected a text file, got .*, which is a folder$"),
-    CliCase("classify: missing checkpoint", lambda tmp, ck: ["classify", "--checkpoint", str(tmp / "nowhere"), "goal"],
-            r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder .*nowhere'$"),
-    CliCase("classify: a translation checkpoint",
-            lambda tmp, ck: ["classify", "--checkpoint", str(ck.translation), "goal"],
-            r"expected a classification checkpoint, got task 'translation'$"),
-    CliCase("classify: a couplet checkpoint", lambda tmp, ck: ["classify", "--checkpoint", str(ck.couplet), "goal"],
-            r"expected a classification checkpoint, got task 'couplet'$"),
-    CliCase("classify: weights cut in half",
-            lambda tmp, ck: ["classify", "--checkpoint", str(broken_copy(ck.classification, tmp, MODEL_FILE, cut_in_half)),
-                             "goal"],
-            r"model\.safetensors': expected a complete safetensors file"),
+    CliCase(
+        "classify: empty string",
+        lambda tmp, ck: classify_argv(ck, ""),
+        r"^transformer-lab classify: input 1: the text is empty or only whitespace, so there is nothing to classify$",
+    ),
+    CliCase(
+        "classify: whitespace only",
+        lambda tmp, ck: classify_argv(ck, " \t  "),
+        r"^transformer-lab classify: input 1: the text is empty or only whitespace",
+    ),
+    CliCase(
+        "classify: 10,000 characters",
+        lambda tmp, ck: classify_argv(ck, "goal " * 2_000),
+        r"^transformer-lab classify: input 1: the text is \d{4,} subword tokens, more than the model reads "
+        r"\(128, its max_len\); shorten it, or truncate it explicitly \(--truncate\)$",
+    ),
+    CliCase(
+        "classify: undecodable argument bytes",
+        lambda tmp, ck: classify_argv(ck, "gr\udcfc\udcdfe"),
+        r"texts\[0\] must be valid Unicode text, got the lone surrogate U\+DCFC at character 2",
+    ),
+    CliCase(
+        "classify: non-UTF-8 stdin",
+        lambda tmp, ck: classify_argv(ck),
+        r"stdin: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xff' at byte column 6",
+        stdin=b"profit\r\ngoal \xff\r\n",
+    ),
+    CliCase(
+        "classify: empty stdin",
+        lambda tmp, ck: classify_argv(ck),
+        r"stdin: expected at least one line to classify, got none$",
+    ),
+    CliCase(
+        "classify: empty --input",
+        lambda tmp, ck: classify_argv(ck, "--input", str(write(tmp / "e.txt", b""))),
+        r"--input: expected at least one line to classify, got the empty file .*e\.txt$",
+    ),
+    CliCase(
+        "classify: --input is a folder",
+        lambda tmp, ck: classify_argv(ck, "--input", str(tmp)),
+        r"expected a text file, got .*, which is a folder$",
+    ),
+    CliCase(
+        "classify: missing checkpoint",
+        lambda tmp, ck: ["classify", "--checkpoint", str(tmp / "nowhere"), "goal"],
+        r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder .*nowhere'$",
+    ),
+    CliCase(
+        "classify: a translation checkpoint",
+        lambda tmp, ck: ["classify", "--checkpoint", str(ck.translation), "goal"],
+        r"expected a classification checkpoint, got task 'translation'$",
+    ),
+    CliCase(
+        "classify: a couplet checkpoint",
+        lambda tmp, ck: ["classify", "--checkpoint", str(ck.couplet), "goal"],
+        r"expected a classification checkpoint, got task 'couplet'$",
+    ),
+    CliCase(
+        "classify: weights cut in half",
+        lambda tmp, ck: [
+            "classify",
+            "--checkpoint",
+            str(broken_copy(ck.classification, tmp, MODEL_FILE, cut_in_half)),
+            "goal",
+        ],
+        r"model\.safetensors': expected a complete safetensors file",
+    ),
     # couplet: the same per-line refusal (an empty output line, the reason on stderr), exit 2.
-    CliCase("couplet: empty string", lambda tmp, ck: couplet_argv(ck, ""),
-            r"^transformer-lab couplet: line 1: empty upper line: expected Chinese characters, got nothing$"),
-    CliCase("couplet: whitespace only", lambda tmp, ck: couplet_argv(ck, " \u3000 "),
-            r"^transformer-lab couplet: line 1: empty upper line"),
-    CliCase("couplet: 10,000 characters", lambda tmp, ck: couplet_argv(ck, "春" * 10_000),
-            r"^transformer-lab couplet: line 1: upper line of 10000 characters: expected at most 127 "
-            r"\(the model's max_len - 1\)$"),
-    CliCase("couplet: Latin letters", lambda tmp, ck: couplet_argv(ck, "春风 spring 花"),
-            r"^transformer-lab couplet: line 1: upper line '春风spring花' contains Latin letters 'ginprs': "
-            r"expected a line of Chinese characters$"),
-    CliCase("couplet: full-width Latin letters", lambda tmp, ck: couplet_argv(ck, "春ＡＢ风"),
-            r"line 1: upper line '春ＡＢ风' contains Latin letters 'ＡＢ'"),
-    CliCase("couplet: undecodable argument bytes", lambda tmp, ck: couplet_argv(ck, "春\udcfc风"),
-            r"^transformer-lab couplet: line 1: upper line has the lone surrogate U\+DCFC at character 1: "
-            r"expected valid Unicode text"),
-    CliCase("couplet: non-UTF-8 stdin", lambda tmp, ck: couplet_argv(ck),
-            r"stdin: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe6\\x98' at byte column 1",
-            stdin="春风\n".encode() + b"\xe6\x98\n"),
-    CliCase("couplet: empty stdin", lambda tmp, ck: couplet_argv(ck),
-            r"stdin: expected at least one line to answer, got none$"),
-    CliCase("couplet: empty --input", lambda tmp, ck: couplet_argv(ck, "--input", str(write(tmp / "e.txt", b""))),
-            r"--input: expected at least one line to answer, got the empty file .*e\.txt$"),
-    CliCase("couplet: --input is a folder", lambda tmp, ck: couplet_argv(ck, "--input", str(tmp)),
-            r"expected a text file, got .*, which is a folder$"),
-    CliCase("couplet: missing checkpoint", lambda tmp, ck: ["couplet", "--checkpoint", str(tmp / "nowhere"), "春风"],
-            r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder holding best/ or last/, "
-            r"got '.*nowhere'$"),
-    CliCase("couplet: a translation checkpoint",
-            lambda tmp, ck: ["couplet", "--checkpoint", str(ck.translation), "春风"],
-            r"expected a couplet checkpoint, got task 'translation'$"),
-    CliCase("couplet: a classification checkpoint",
-            lambda tmp, ck: ["couplet", "--checkpoint", str(ck.classification), "春风"],
-            r"expected a couplet checkpoint, got task 'classification'$"),
-    CliCase("couplet: weights cut in half",
-            lambda tmp, ck: ["couplet", "--checkpoint", str(broken_copy(ck.couplet, tmp, MODEL_FILE, cut_in_half)), "春风"],
-            r"model\.safetensors': expected a complete safetensors file"),
-    CliCase("couplet: vocabulary.txt missing",
-            lambda tmp, ck: ["couplet", "--checkpoint", str(broken_copy(ck.couplet, tmp, "vocabulary.txt", Path.unlink)),
-                             "春风"],
-            r"path must be an existing vocabulary file, got '.*broken-vocabulary-txt/vocabulary\.txt'$"),
-    CliCase("translate: a classification checkpoint", lambda tmp, ck: translate_argv(ck.classification, "Hallo"),
-            r"expected a translation checkpoint, got task 'classification'$"),
-    CliCase("translate: a couplet checkpoint", lambda tmp, ck: translate_argv(ck.couplet, "Hallo"),
-            r"expected a translation checkpoint, got task 'couplet'$"),
+    CliCase(
+        "couplet: empty string",
+        lambda tmp, ck: couplet_argv(ck, ""),
+        r"^transformer-lab couplet: line 1: empty upper line: expected Chinese characters, got nothing$",
+    ),
+    CliCase(
+        "couplet: whitespace only",
+        lambda tmp, ck: couplet_argv(ck, " \u3000 "),
+        r"^transformer-lab couplet: line 1: empty upper line",
+    ),
+    CliCase(
+        "couplet: 10,000 characters",
+        lambda tmp, ck: couplet_argv(ck, "春" * 10_000),
+        r"^transformer-lab couplet: line 1: upper line of 10000 characters: expected at most 127 "
+        r"\(the model's max_len - 1\)$",
+    ),
+    CliCase(
+        "couplet: Latin letters",
+        lambda tmp, ck: couplet_argv(ck, "春风 spring 花"),
+        r"^transformer-lab couplet: line 1: upper line '春风spring花' contains Latin letters 'ginprs': "
+        r"expected a line of Chinese characters$",
+    ),
+    CliCase(
+        "couplet: full-width Latin letters",
+        lambda tmp, ck: couplet_argv(ck, "春ＡＢ风"),
+        r"line 1: upper line '春ＡＢ风' contains Latin letters 'ＡＢ'",
+    ),
+    CliCase(
+        "couplet: undecodable argument bytes",
+        lambda tmp, ck: couplet_argv(ck, "春\udcfc风"),
+        r"^transformer-lab couplet: line 1: upper line has the lone surrogate U\+DCFC at character 1: "
+        r"expected valid Unicode text",
+    ),
+    CliCase(
+        "couplet: non-UTF-8 stdin",
+        lambda tmp, ck: couplet_argv(ck),
+        r"stdin: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe6\\x98' at byte column 1",
+        stdin="春风\n".encode() + b"\xe6\x98\n",
+    ),
+    CliCase(
+        "couplet: empty stdin",
+        lambda tmp, ck: couplet_argv(ck),
+        r"stdin: expected at least one line to answer, got none$",
+    ),
+    CliCase(
+        "couplet: empty --input",
+        lambda tmp, ck: couplet_argv(ck, "--input", str(write(tmp / "e.txt", b""))),
+        r"--input: expected at least one line to answer, got the empty file .*e\.txt$",
+    ),
+    CliCase(
+        "couplet: --input is a folder",
+        lambda tmp, ck: couplet_argv(ck, "--input", str(tmp)),
+        r"expected a text file, got .*, which is a folder$",
+    ),
+    CliCase(
+        "couplet: missing checkpoint",
+        lambda tmp, ck: ["couplet", "--checkpoint", str(tmp / "nowhere"), "春风"],
+        r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder holding best/ or last/, "
+        r"got '.*nowhere'$",
+    ),
+    CliCase(
+        "couplet: a translation checkpoint",
+        lambda tmp, ck: ["couplet", "--checkpoint", str(ck.translation), "春风"],
+        r"expected a couplet checkpoint, got task 'translation'$",
+    ),
+    CliCase(
+        "couplet: a classification checkpoint",
+        lambda tmp, ck: ["couplet", "--checkpoint", str(ck.classification), "春风"],
+        r"expected a couplet checkpoint, got task 'classification'$",
+    ),
+    CliCase(
+        "couplet: weights cut in half",
+        lambda tmp, ck: ["couplet", "--checkpoint", str(broken_copy(ck.couplet, tmp, MODEL_FILE, cut_in_half)), "春风"],
+        r"model\.safetensors': expected a complete safetensors file",
+    ),
+    CliCase(
+        "couplet: vocabulary.txt missing",
+        lambda tmp, ck: [
+            "couplet",
+            "--checkpoint",
+            str(broken_copy(ck.couplet, tmp, "vocabulary.txt", Path.unlink)),
+            "春风",
+        ],
+        r"path must be an existing vocabulary file, got '.*broken-vocabulary-txt/vocabulary\.txt'$",
+    ),
+    CliCase(
+        "translate: a classification checkpoint",
+        lambda tmp, ck: translate_argv(ck.classification, "Hallo"),
+        r"expected a translation checkpoint, got task 'classification'$",
+    ),
+    CliCase(
+        "translate: a couplet checkpoint",
+        lambda tmp, ck: translate_argv(ck.couplet, "Hallo"),
+        r"expected a translation checkpoint, got task 'couplet'$",
+    ),
     # train / evaluate of the two tasks: the key, the value or the folder is named before any work.
-    CliCase("train classification: --set unknown key",
-            lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--set", "model.num_encoder_layers=1"],
-            r"^transformer-lab train: error: model\.num_encoder_layers: unknown key for ClassifierConfig"),
-    CliCase("train classification: --set bad value",
-            lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--set", "data.vocab_size=big"],
-            r"data\.vocab_size: expected an int, got 'big'$"),
-    CliCase("train classification: missing data folder",
-            lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--data-dir", str(tmp / "nodata")],
-            r"data_dir='.*nodata': expected an existing folder"),
-    CliCase("train classification: a data folder without the CSV",
-            lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--data-dir", str(tmp)],
-            r"expected the AG News train file at '.*train\.csv' or '.*train_subset_12k\.csv', found none"),
-    CliCase("train couplet: --set unknown key",
-            lambda tmp, ck: ["train", "couplet", "--out", str(tmp / "r"), "--set", "constraints.rhyme=true"],
-            r"^transformer-lab train: error: constraints\.rhyme: unknown key for CoupletConstraintConfig"),
-    CliCase("train couplet: --set bad value",
-            lambda tmp, ck: ["train", "couplet", "--out", str(tmp / "r"), "--set", "data.skip_invalid=perhaps"],
-            r"data\.skip_invalid: expected a bool .*got 'perhaps'$"),
-    CliCase("train couplet: missing data folder",
-            lambda tmp, ck: ["train", "couplet", "--out", str(tmp / "r"), "--data-dir", str(tmp / "nodata")],
-            r"expected the couplet split 'train_couplet_machine' \(in\.txt and out\.txt\) in one of '.*nodata/couplet/"),
-    CliCase("evaluate classification: unknown split",
-            lambda tmp, ck: ["evaluate", "classification", "--checkpoint", str(ck.classification), "--split", "dev"],
-            r"split must be 'test' or 'validation', got 'dev'$"),
-    CliCase("evaluate classification: the split's file missing",
-            lambda tmp, ck: ["evaluate", "classification", "--checkpoint", str(ck.classification), "--data-dir", str(tmp)],
-            r"expected the AG News test file at '.*test\.csv', found none"),
-    CliCase("evaluate couplet: unknown split",
-            lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--split", "dev"],
-            r"expected the couplet split 'dev' \(in\.txt and out\.txt\) in one of .*; found none$"),
-    CliCase("evaluate couplet: the split's folder missing",
-            lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--data-dir", str(tmp / "nodata")],
-            r"expected the couplet split 'test' \(in\.txt and out\.txt\) in one of '.*nodata/couplet/test'"),
+    CliCase(
+        "train classification: --set unknown key",
+        lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--set", "model.num_encoder_layers=1"],
+        r"^transformer-lab train: error: model\.num_encoder_layers: unknown key for ClassifierConfig",
+    ),
+    CliCase(
+        "train classification: --set bad value",
+        lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--set", "data.vocab_size=big"],
+        r"data\.vocab_size: expected an int, got 'big'$",
+    ),
+    CliCase(
+        "train classification: missing data folder",
+        lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--data-dir", str(tmp / "nodata")],
+        r"data_dir='.*nodata': expected an existing folder",
+    ),
+    CliCase(
+        "train classification: a data folder without the CSV",
+        lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--data-dir", str(tmp)],
+        r"expected the AG News train file at '.*train\.csv' or '.*train_subset_12k\.csv', found none",
+    ),
+    CliCase(
+        "train couplet: --set unknown key",
+        lambda tmp, ck: ["train", "couplet", "--out", str(tmp / "r"), "--set", "constraints.rhyme=true"],
+        r"^transformer-lab train: error: constraints\.rhyme: unknown key for CoupletConstraintConfig",
+    ),
+    CliCase(
+        "train couplet: --set bad value",
+        lambda tmp, ck: ["train", "couplet", "--out", str(tmp / "r"), "--set", "data.skip_invalid=perhaps"],
+        r"data\.skip_invalid: expected a bool .*got 'perhaps'$",
+    ),
+    CliCase(
+        "train couplet: missing data folder",
+        lambda tmp, ck: ["train", "couplet", "--out", str(tmp / "r"), "--data-dir", str(tmp / "nodata")],
+        r"expected the couplet split 'train_couplet_machine' \(in\.txt and out\.txt\) in one of '.*nodata/couplet/",
+    ),
+    CliCase(
+        "evaluate classification: unknown split",
+        lambda tmp, ck: ["evaluate", "classification", "--checkpoint", str(ck.classification), "--split", "dev"],
+        r"split must be 'test' or 'validation', got 'dev'$",
+    ),
+    CliCase(
+        "evaluate classification: the split's file missing",
+        lambda tmp, ck: ["evaluate", "classification", "--checkpoint", str(ck.classification), "--data-dir", str(tmp)],
+        r"expected the AG News test file at '.*test\.csv', found none",
+    ),
+    CliCase(
+        "evaluate couplet: unknown split",
+        lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--split", "dev"],
+        r"expected the couplet split 'dev' \(in\.txt and out\.txt\) in one of .*; found none$",
+    ),
+    CliCase(
+        "evaluate couplet: the split's folder missing",
+        lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--data-dir", str(tmp / "nodata")],
+        r"expected the couplet split 'test' \(in\.txt and out\.txt\) in one of '.*nodata/couplet/test'",
+    ),
 ]
 
 
@@ -551,8 +977,9 @@ def couplet_argv(checkpoints: Checkpoints, *rest: str) -> list[str]:
 
 def copy_checkpoint(tmp_path: Path) -> Path:
     config = synthetic.default_config("copy")
-    return save_checkpoint(tmp_path / "copy", Seq2SeqTransformer.from_config(config.model),
-                           {"task": "synthetic", **config_to_dict(config)})
+    return save_checkpoint(
+        tmp_path / "copy", Seq2SeqTransformer.from_config(config.model), {"task": "synthetic", **config_to_dict(config)}
+    )
 
 
 def bad_reference(folder: Path) -> Path:
@@ -561,7 +988,9 @@ def bad_reference(folder: Path) -> Path:
     return folder
 
 
-def run_cli(argv: list[str], stdin: bytes, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+def run_cli(
+    argv: list[str], stdin: bytes, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
     # main's logging.basicConfig is a no-op under pytest (its handlers are installed), so the
     # log lines a user would see on stderr are routed there as the console script does.
@@ -584,7 +1013,10 @@ def run_cli(argv: list[str], stdin: bytes, monkeypatch: pytest.MonkeyPatch, caps
 
 @pytest.mark.parametrize("case", CLI_CASES, ids=lambda case: case.name)
 def test_cli_bad_input_is_one_line_and_an_exit_code(
-    case: CliCase, tmp_path: Path, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch,
+    case: CliCase,
+    tmp_path: Path,
+    checkpoints: Checkpoints,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, _, error = run_cli(case.argv(tmp_path, checkpoints), case.stdin, monkeypatch, capsys)
@@ -607,7 +1039,9 @@ ACCEPTED_LINES = {
 
 
 @pytest.mark.parametrize("command", list(ACCEPTED_LINES))
-def test_crlf_input_gives_what_lf_gives(command: str, tmp_path: Path, checkpoints: Checkpoints, monkeypatch, capsys) -> None:
+def test_crlf_input_gives_what_lf_gives(
+    command: str, tmp_path: Path, checkpoints: Checkpoints, monkeypatch, capsys
+) -> None:
     task, lines = ACCEPTED_LINES[command]
     argv = [command, "--checkpoint", str(getattr(checkpoints, task))]
     outputs = []
@@ -626,7 +1060,10 @@ def test_crlf_news_and_couplet_files_read_like_lf(tmp_path: Path) -> None:
     lf = read_ag_news_csv(write(tmp_path / "lf.csv", ("\n".join(rows) + "\n").encode("utf-8")))
     assert len(lf.articles) == 2 and lf.articles[0].description == 'Rates $1 unchanged\nsaid "analysts"'
     for name, final in (("crlf.csv", "\r\n"), ("crlf-unterminated.csv", "")):
-        assert read_ag_news_csv(write(tmp_path / name, ("\r\n".join(rows) + final).encode("utf-8"))).articles == lf.articles
+        assert (
+            read_ag_news_csv(write(tmp_path / name, ("\r\n".join(rows) + final).encode("utf-8"))).articles
+            == lf.articles
+        )
     pairs = made_up_couplets(6, seed=3)
     lf_pairs = read_couplets(write_split(tmp_path / "lf", pairs)).pairs
     assert read_couplets(write_split(tmp_path / "crlf", pairs, newline="\r\n")).pairs == lf_pairs == pairs
@@ -644,8 +1081,18 @@ def test_crlf_data_files_evaluate_like_lf(tmp_path: Path, checkpoint: Path, monk
 
 
 def test_awkward_but_valid_text_translates_to_one_line_each(checkpoint: Path) -> None:
-    sentences = ["", "   ", "\t", "😀🎉👍🏽", "Ein Mann 🚲 fährt.", "日本語とΕλληνικά und русский", "عربى",
-                 "a\u0301 combining", "<eos> <pad> <unk>", "x" * 200]
+    sentences = [
+        "",
+        "   ",
+        "\t",
+        "😀🎉👍🏽",
+        "Ein Mann 🚲 fährt.",
+        "日本語とΕλληνικά und русский",
+        "عربى",
+        "a\u0301 combining",
+        "<eos> <pad> <unk>",
+        "x" * 200,
+    ]
     outputs = translate(checkpoint, sentences)
     assert len(outputs) == len(sentences)
     assert outputs[:3] == ["", "", ""]  # blank in, blank out: nothing decoded
@@ -653,8 +1100,17 @@ def test_awkward_but_valid_text_translates_to_one_line_each(checkpoint: Path) ->
 
 
 def test_awkward_but_valid_text_is_classified_one_line_each(checkpoints: Checkpoints, monkeypatch, capsys) -> None:
-    texts = ["😀🎉👍🏽", "Stocks 📈 rally in 東京 and Frankfurt", "股市大涨，央行维持利率", "日本語とΕλληνικά und русский", "عربى",
-             "a\u0301 combining", "<eos> <pad> <unk>", "goal " * 20, "line\u2028separator"]
+    texts = [
+        "😀🎉👍🏽",
+        "Stocks 📈 rally in 東京 and Frankfurt",
+        "股市大涨，央行维持利率",
+        "日本語とΕλληνικά und русский",
+        "عربى",
+        "a\u0301 combining",
+        "<eos> <pad> <unk>",
+        "goal " * 20,
+        "line\u2028separator",
+    ]
     code, out, error = run_cli(classify_argv(checkpoints, *texts), b"", monkeypatch, capsys)
     assert code == 0 and error == ""
     lines = out.splitlines()
@@ -684,8 +1140,13 @@ def test_no_traceback_through_the_real_entry_point(tmp_path: Path, checkpoint: P
     """The console script itself (a fresh interpreter): a cut weights file is one line, exit 2."""
     broken = broken_copy(checkpoint, tmp_path, MODEL_FILE, cut_in_half)
     environment = {**os.environ, "PYTHONPATH": str(REPOSITORY / "src"), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-m", "transformer_lab", "translate", "--checkpoint", str(broken), "Hallo"],
-                            env=environment, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "transformer_lab", "translate", "--checkpoint", str(broken), "Hallo"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert result.stdout == "" and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "expected a complete safetensors file" in result.stderr
@@ -693,10 +1154,17 @@ def test_no_traceback_through_the_real_entry_point(tmp_path: Path, checkpoint: P
 
 def test_undecodable_argument_bytes_through_the_real_entry_point(checkpoints: Checkpoints) -> None:
     """Bytes that are not UTF-8 in argv arrive as lone surrogates; the line is refused, not a UnicodeEncodeError."""
-    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY / "src"), "OMP_NUM_THREADS": "1",
-                   "LC_ALL": "C.UTF-8", "PYTHONIOENCODING": ""}
+    environment = {
+        **os.environ,
+        "PYTHONPATH": str(REPOSITORY / "src"),
+        "OMP_NUM_THREADS": "1",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONIOENCODING": "",
+    }
     argv = [sys.executable, "-m", "transformer_lab", "couplet", "--checkpoint", str(checkpoints.couplet)]
-    result = subprocess.run([*argv, "春风".encode() + b"\xff", "江河"], env=environment, capture_output=True, timeout=120)
+    result = subprocess.run(
+        [*argv, "春风".encode() + b"\xff", "江河"], env=environment, capture_output=True, timeout=120
+    )
     assert result.returncode == 2
     assert result.stdout.decode("utf-8").split("\n")[0] == "" and len(result.stdout.decode("utf-8").split("\n")[1]) == 2
     assert result.stderr.decode("utf-8").splitlines() == [
@@ -715,5 +1183,7 @@ def test_unreadable_file_is_a_value_error_naming_it(tmp_path: Path, monkeypatch:
             raise PermissionError(13, "Permission denied", str(self))
 
         monkeypatch.setattr(Path, "read_bytes", refuse)
-    with pytest.raises(ValueError, match=r"secret\.txt: expected a readable text file, got an error: Permission denied"):
+    with pytest.raises(
+        ValueError, match=r"secret\.txt: expected a readable text file, got an error: Permission denied"
+    ):
         read_lines(path)

@@ -47,12 +47,17 @@ def run_driver(out_dir: Path, *options: str) -> subprocess.CompletedProcess:
     }
     return subprocess.run(
         [sys.executable, str(DRIVER), str(out_dir), *options],
-        env=environment, capture_output=True, text=True, timeout=300,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
 def assert_killed(result: subprocess.CompletedProcess) -> None:
-    assert result.returncode == -signal.SIGKILL, f"expected death by SIGKILL, got {result.returncode}: {result.stderr[-2000:]}"
+    assert (
+        result.returncode == -signal.SIGKILL
+    ), f"expected death by SIGKILL, got {result.returncode}: {result.stderr[-2000:]}"
 
 
 def assert_every_checkpoint_is_whole(out_dir: Path) -> list[str]:
@@ -99,7 +104,9 @@ def test_sigkill_anywhere_then_resume_equals_the_uninterrupted_run(tmp_path: Pat
     final_weights = load_file(str(out / "last" / MODEL_FILE))
     assert final_weights.keys() == reference_weights.keys()
     for name, tensor in reference_weights.items():
-        assert torch.equal(final_weights[name], tensor), f"{name} differs from the uninterrupted run (kill step {kill_step})"
+        assert torch.equal(
+            final_weights[name], tensor
+        ), f"{name} differs from the uninterrupted run (kill step {kill_step})"
     assert_every_checkpoint_is_whole(out)
     assert not [path.name for path in out.iterdir() if path.name.startswith(".")]  # temporaries tidied
 
@@ -122,7 +129,9 @@ def test_disk_full_while_saving_keeps_the_previous_checkpoint(tmp_path: Path, mo
     monkeypatch.setattr(checkpoint_module, "save_model", write_half_then_fill_the_disk)
     with torch.no_grad():
         model.weight.add_(1.0)
-    with pytest.raises(OSError, match=r"could not write checkpoint '.*last' \(No space left on device\).*previous checkpoint .* intact") as caught:
+    with pytest.raises(
+        OSError, match=r"could not write checkpoint '.*last' \(No space left on device\).*previous checkpoint .* intact"
+    ) as caught:
         save_checkpoint(tmp_path / "last", model, {"version": 2}, trainer_state={"global_step": 2})
     assert caught.value.errno == errno.ENOSPC
     assert (folder / MODEL_FILE).read_bytes() == before
@@ -150,4 +159,3 @@ def test_disk_full_during_cli_training_is_one_line_and_exit_1(
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "No space left on device" in error[0] and "intact" in error[0]
     assert last_step(out) == 3  # the first checkpoint survived
-

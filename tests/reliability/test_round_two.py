@@ -66,10 +66,30 @@ def test_a_folder_killed_before_its_first_checkpoint_starts_afresh_keeping_its_l
     (out / "metrics.jsonl").write_text('{"event": "train", "step": 1}\n', encoding="utf-8")
     (out / ".last.tmp-abc123").mkdir()  # a save that never finished
     assert main(["train", "copy", "--out", str(out), "--resume"]) == 2  # nothing to resume: said plainly
-    arguments = ["train", "copy", "--out", str(out), "--set", "train.max_steps=2", "--set", "train.epochs=0",
-                 "--set", "data.num_train=64", "--set", "model.d_model=16", "--set", "model.nhead=2",
-                 "--set", "model.num_encoder_layers=1", "--set", "model.num_decoder_layers=1",
-                 "--set", "model.dim_feedforward=32", "--set", "train.progress_bar=false"]
+    arguments = [
+        "train",
+        "copy",
+        "--out",
+        str(out),
+        "--set",
+        "train.max_steps=2",
+        "--set",
+        "train.epochs=0",
+        "--set",
+        "data.num_train=64",
+        "--set",
+        "model.d_model=16",
+        "--set",
+        "model.nhead=2",
+        "--set",
+        "model.num_encoder_layers=1",
+        "--set",
+        "model.num_decoder_layers=1",
+        "--set",
+        "model.dim_feedforward=32",
+        "--set",
+        "train.progress_bar=false",
+    ]
     assert main(arguments) == 0
     assert (out / "metrics.jsonl.interrupted-1").read_text(encoding="utf-8") == '{"event": "train", "step": 1}\n'
     assert (out / "last").is_dir() and not (out / ".last.tmp-abc123").exists()
@@ -94,21 +114,28 @@ def test_a_read_only_out_is_refused_before_training(tmp_path: Path) -> None:
         out.chmod(stat.S_IRWXU)
 
 
-def test_a_read_only_out_is_refused_before_training_even_for_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_read_only_out_is_refused_before_training_even_for_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "run"
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(run_folder_module.tempfile, "NamedTemporaryFile", refuse)
-    with pytest.raises(ValueError, match=r"--out: expected a folder this user can write, got .*run \(Permission denied\)"):
+    with pytest.raises(
+        ValueError, match=r"--out: expected a folder this user can write, got .*run \(Permission denied\)"
+    ):
         run_folder_module.check_writable(out)
 
 
 CORRUPTIONS = {
     "empty optimizer state": (lambda state: state.update(optimizer={}), r"optimizer: expected an optimizer state_dict"),
     "string for the random state": (lambda state: state.update(rng="seed"), r"rng: expected a mapping"),
-    "string for torch's random state": (lambda state: state["rng"].update(torch="x"), r"rng\.torch: expected a 1-D uint8"),
+    "string for torch's random state": (
+        lambda state: state["rng"].update(torch="x"),
+        r"rng\.torch: expected a 1-D uint8",
+    ),
     "empty schedule": (lambda state: state.update(scheduler={}), r"scheduler: expected a schedule state_dict"),
     "negative step": (lambda state: state.update(global_step=-50), r"global_step: expected an int >= 0, got int -50"),
     "moments of the wrong shape": (
@@ -144,7 +171,11 @@ def test_a_trainer_state_of_the_wrong_structure_is_refused_before_anything_chang
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("dim_feedforward", 10**12, r"expected weights of the shapes .*linear1\.weight: stored \[32, 16\], model \[1000000000000, 16\]"),
+        (
+            "dim_feedforward",
+            10**12,
+            r"expected weights of the shapes .*linear1\.weight: stored \[32, 16\], model \[1000000000000, 16\]",
+        ),
         ("dim_feedforward", 10**7, r"linear1\.weight: stored \[32, 16\], model \[10000000, 16\]"),
         ("max_len", 10**10, r"max_len must be in \[1, 65536\], got 10000000000"),
         ("d_model", 4096, r"stored \[\d+, 16\], model \[\d+, 4096\]"),
@@ -200,7 +231,9 @@ def test_duplicate_class_names_are_refused_naming_the_file_and_the_name(tmp_path
     folder = tmp_path / "ag_news"
     folder.mkdir()
     (folder / "classes.txt").write_text("World\nSports\nWorld\nSci/Tech\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"classes\.txt: line 3: expected distinct class names, got 'World' again \(line 1\)"):
+    with pytest.raises(
+        ValueError, match=r"classes\.txt: line 3: expected distinct class names, got 'World' again \(line 1\)"
+    ):
         read_class_names(tmp_path)
 
 

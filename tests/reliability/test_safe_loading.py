@@ -73,8 +73,15 @@ def test_planted_trainer_state_is_refused_and_never_runs(tmp_path: Path, how: st
     with pytest.raises(ValueError, match=r"trainer_state\.pt'?: refused: expected only tensors"):
         load_trainer_state(folder)
     with pytest.raises(ValueError, match=r"trainer_state\.pt'?: refused"):
-        Trainer(model, TrainConfig(max_steps=1), tmp_path / "run", lambda m, b: m(b).sum(), lambda epoch: [],
-                d_model=2, resume=True)
+        Trainer(
+            model,
+            TrainConfig(max_steps=1),
+            tmp_path / "run",
+            lambda m, b: m(b).sum(),
+            lambda epoch: [],
+            d_model=2,
+            resume=True,
+        )
     assert not marker.exists()
 
 
@@ -115,6 +122,7 @@ def test_the_library_loads_no_pickle_except_weights_only() -> None:
                 torch_loads += 1
                 flags = {keyword.arg: keyword.value for keyword in call.keywords}
                 value = flags.get("weights_only")
-                assert isinstance(value, ast.Constant) and value.value is True, f"{path}:{call.lineno}: torch.load without weights_only=True"
+                assert (
+                    isinstance(value, ast.Constant) and value.value is True
+                ), f"{path}:{call.lineno}: torch.load without weights_only=True"
     assert torch_loads >= 1  # the trainer state is read somewhere, and was checked
-

@@ -26,7 +26,9 @@ def corpus() -> list[tuple[str, str]]:
     """48 German -> English pairs built from the three lists above."""
     return [
         (f"{subject_de} {verb_de} {place_de}.", f"{subject_en} {verb_en} {place_en}.")
-        for (subject_de, subject_en), (verb_de, verb_en), (place_de, place_en) in itertools.product(SUBJECTS, VERBS, PLACES)
+        for (subject_de, subject_en), (verb_de, verb_en), (place_de, place_en) in itertools.product(
+            SUBJECTS, VERBS, PLACES
+        )
     ]
 
 

@@ -105,7 +105,9 @@ def test_attention_has_every_layer_and_head_and_rows_sum_to_one(client: TestClie
     answer = post(client, "/api/translate", model=NAME, text=SENTENCE, strategy="beam", beam_size=3)
     attention = answer["attention"]
     best = answer["candidates"][0]
-    assert attention["source_tokens"] == token_labels(handler.tokenizer.source, handler.tokenizer.source.encode(SENTENCE))
+    assert attention["source_tokens"] == token_labels(
+        handler.tokenizer.source, handler.tokenizer.source.encode(SENTENCE)
+    )
     assert attention["target_tokens"] == [*best["tokens"], "<eos>"]
     weights = torch.tensor(attention["weights"])  # [N, H, T, S]
     assert tuple(weights.shape) == (2, 2, len(best["ids"]) + 1, len(attention["source_tokens"]))
@@ -170,7 +172,9 @@ def test_bad_requests_get_a_4xx_json_error(client: TestClient, path: str, body: 
 
 
 def test_malformed_json_and_unknown_paths_get_json_errors(client: TestClient) -> None:
-    response = client.post("/api/translate", content=b'{"model": "tiny", "text": ', headers={"Content-Type": "application/json"})
+    response = client.post(
+        "/api/translate", content=b'{"model": "tiny", "text": ', headers={"Content-Type": "application/json"}
+    )
     assert response.status_code == 422 and "malformed JSON" in response.json()["error"]
     assert client.get("/api/nothing").json()["error"] == "Not Found"
     assert client.get("/api/translate").status_code == 405
@@ -191,7 +195,9 @@ def test_a_request_waits_a_bounded_time_for_the_model_then_gets_503(
     client = TestClient(create_app(served, lock_timeout=0.2))
     translate = {"model": NAME, "text": SENTENCE, "strategy": "greedy"}
     outcome: dict[str, Any] = {}
-    holder = threading.Thread(target=lambda: outcome.update(first=client.post("/api/masks", json={"sentences": ["a b"]})))
+    holder = threading.Thread(
+        target=lambda: outcome.update(first=client.post("/api/masks", json={"sentences": ["a b"]}))
+    )
     holder.start()
     try:
         assert entered.wait(timeout=30)

@@ -44,8 +44,14 @@ SENTENCE = "Ein Hund spielt mit einem roten Ball im Park."
 SERVER_START_SECONDS = 300
 PAGE_WAIT_SECONDS = 120
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--window-size=1200,1100",
 ]
 # Matplotlib's viridis at the five stops app.js interpolates between.
@@ -67,24 +73,41 @@ def chromium() -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module")
-def server_url(request: pytest.FixtureRequest, find_unused_port: Callable[[], int], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server_url(
+    request: pytest.FixtureRequest, find_unused_port: Callable[[], int], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """``transformer-lab serve`` in a subprocess on a free loopback port."""
     checkpoint = os.environ.get(CHECKPOINT_VARIABLE) or str(request.getfixturevalue("translation_run"))
     port = find_unused_port()
     source_root = str(Path(transformer_lab.__file__).resolve().parents[1])  # this checkout's src/
-    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")])))
+    environment = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")]))
+    )
     log_path = tmp_path_factory.mktemp("server") / "serve.log"
     with open(log_path, "w", encoding="utf-8") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "transformer_lab", "serve", "--checkpoint", f"{NAME}={checkpoint}", "--port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT, env=environment,
+            [
+                sys.executable,
+                "-m",
+                "transformer_lab",
+                "serve",
+                "--checkpoint",
+                f"{NAME}={checkpoint}",
+                "--port",
+                str(port),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=environment,
         )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + SERVER_START_SECONDS
         while True:
             assert process.poll() is None, f"the server exited early:\n{log_path.read_text(encoding='utf-8')}"
-            assert time.monotonic() < deadline, f"the server did not answer within {SERVER_START_SECONDS} s:\n{log_path.read_text(encoding='utf-8')}"
+            assert (
+                time.monotonic() < deadline
+            ), f"the server did not answer within {SERVER_START_SECONDS} s:\n{log_path.read_text(encoding='utf-8')}"
             try:
                 with urllib.request.urlopen(f"{url}/api/models", timeout=5) as response:
                     if response.status == 200:
@@ -115,7 +138,9 @@ def browser(chromium: tuple[str, str], tmp_path: Path) -> Iterator[WebDriver]:
 
 
 def post(url: str, body: dict[str, Any]) -> dict[str, Any]:
-    message = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers={"Content-Type": "application/json"})
+    message = urllib.request.Request(
+        url, data=json.dumps(body).encode("utf-8"), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(message, timeout=60) as response:
         return json.loads(response.read())
 
@@ -124,7 +149,10 @@ def viridis(value: float) -> tuple[int, int, int]:
     scaled = min(1.0, max(0.0, value)) * (len(VIRIDIS) - 1)
     low = min(int(scaled), len(VIRIDIS) - 2)
     fraction = scaled - low
-    return tuple(round(VIRIDIS[low][channel] + fraction * (VIRIDIS[low + 1][channel] - VIRIDIS[low][channel])) for channel in range(3))  # type: ignore[return-value]
+    return tuple(
+        round(VIRIDIS[low][channel] + fraction * (VIRIDIS[low + 1][channel] - VIRIDIS[low][channel]))
+        for channel in range(3)
+    )  # type: ignore[return-value]
 
 
 # The colour at the centre of every heat-map cell, read back from the canvas.
@@ -149,7 +177,9 @@ def test_translate_on_the_page_shows_the_nbest_and_the_heatmap(browser: WebDrive
     browser.find_element(By.ID, "translate-button").click()
     wait.until(lambda driver: driver.find_element(By.ID, "attention-canvas").get_attribute("data-drawn") == "true")
 
-    expected = post(f"{server_url}/api/translate", {"model": NAME, "text": SENTENCE, "strategy": "beam", "beam_size": beam_size})
+    expected = post(
+        f"{server_url}/api/translate", {"model": NAME, "text": SENTENCE, "strategy": "beam", "beam_size": beam_size}
+    )
     shown = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#translation-nbest td.translation")]
     assert shown == [candidate["text"] or "(empty)" for candidate in expected["candidates"]]
     assert shown[0].strip(), "the best translation is on the page"
@@ -160,7 +190,10 @@ def test_translate_on_the_page_shows_the_nbest_and_the_heatmap(browser: WebDrive
     assert int(canvas.get_attribute("data-rows")) == len(attention["target_tokens"])
     assert int(canvas.get_attribute("data-columns")) == len(attention["source_tokens"])
     heads = attention["weights"][-1]
-    mean = [[sum(head[row][column] for head in heads) / len(heads) for column in range(len(heads[0][0]))] for row in range(len(heads[0]))]
+    mean = [
+        [sum(head[row][column] for head in heads) / len(heads) for column in range(len(heads[0][0]))]
+        for row in range(len(heads[0]))
+    ]
     colours = browser.execute_script(CELL_COLOURS)
     for row, (weights, drawn) in enumerate(zip(mean, colours)):
         for column, (weight, colour) in enumerate(zip(weights, drawn)):
@@ -184,7 +217,9 @@ def test_masks_tab_draws_the_four_masks_of_each_sentence(browser: WebDriver, ser
     # Sentence 2 ("fünf sechs", padded to 4): causal hides the 6 cells above the diagonal, key
     # padding the 2 padded columns (8), the decoder both (8 + the one causal cell left of them).
     panels = browser.find_elements(By.CSS_SELECTOR, "#masks-output .mask-sentence")[1].find_elements(By.TAG_NAME, "svg")
-    hidden = {panel.get_attribute("data-name"): len(panel.find_elements(By.CSS_SELECTOR, "rect.hidden")) for panel in panels}
+    hidden = {
+        panel.get_attribute("data-name"): len(panel.find_elements(By.CSS_SELECTOR, "rect.hidden")) for panel in panels
+    }
     assert hidden == {"causal": 6, "key_padding": 8, "decoder": 9, "rows_and_columns": 12}
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(ARTIFACTS / "serve-masks.png"))

@@ -35,13 +35,17 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = dataclasses.replace(
         config,
         class_names=CLASSES,
-        model=dataclasses.replace(config.model, vocab_size=tokenizer.vocab_size, num_classes=len(CLASSES), pad_id=PAD_ID),
+        model=dataclasses.replace(
+            config.model, vocab_size=tokenizer.vocab_size, num_classes=len(CLASSES), pad_id=PAD_ID
+        ),
     )
     torch.manual_seed(0)
     model = TransformerClassifier.from_config(config.model)
     folder = tmp_path_factory.mktemp("classifier") / "run" / "best"
     save_checkpoint(
-        folder, model, {"task": classification.TASK_NAME, **config_to_dict(config)},
+        folder,
+        model,
+        {"task": classification.TASK_NAME, **config_to_dict(config)},
         extra_files={classification.TOKENIZER_FILE: tokenizer.to_json()},
     )
     return folder

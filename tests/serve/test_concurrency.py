@@ -33,7 +33,9 @@ def app_and_server(translation_run: Path, find_unused_port: Callable[[], int]) -
     # than the default wait, and more than the default queue holds: a 503 is not what this
     # test is about (test_app and test_load_shedding test it).
     app = create_app(
-        load_served_models([f"{NAME}={translation_run}"]), lock_timeout=LOCK_TIMEOUT_SECONDS, max_queue=PARALLEL_REQUESTS
+        load_served_models([f"{NAME}={translation_run}"]),
+        lock_timeout=LOCK_TIMEOUT_SECONDS,
+        max_queue=PARALLEL_REQUESTS,
     )
     port = find_unused_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
@@ -61,9 +63,13 @@ def requests_to_send(count: int) -> list[tuple[str, dict[str, Any]]]:
         if kind == 0:
             sent.append(("/api/translate", {"model": NAME, "text": text, "strategy": "greedy"}))
         elif kind == 1:
-            sent.append(("/api/translate", {"model": NAME, "text": text, "strategy": "beam", "beam_size": 1 + index % 5}))
+            sent.append(
+                ("/api/translate", {"model": NAME, "text": text, "strategy": "beam", "beam_size": 1 + index % 5})
+            )
         elif kind == 2:
-            sent.append(("/api/translation/attention", {"model": NAME, "text": text, "target_ids": [5, 6, 7][: 1 + index % 3]}))
+            sent.append(
+                ("/api/translation/attention", {"model": NAME, "text": text, "target_ids": [5, 6, 7][: 1 + index % 3]})
+            )
         else:
             sent.append(("/api/masks", {"sentences": [text, "kurz"], "model": NAME}))
     return sent

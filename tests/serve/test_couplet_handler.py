@@ -29,7 +29,14 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> TestClient:
     vocabulary.save(folder / "vocabulary.txt")
     config = apply_overrides(
         couplet.default_config(),
-        ["model.d_model=32", "model.nhead=2", "model.num_encoder_layers=1", "model.num_decoder_layers=1", "model.dim_feedforward=64", "model.max_len=32"],
+        [
+            "model.d_model=32",
+            "model.nhead=2",
+            "model.num_encoder_layers=1",
+            "model.num_decoder_layers=1",
+            "model.dim_feedforward=64",
+            "model.max_len=32",
+        ],
     )
     config = seq2seq.with_vocabulary(config, len(vocabulary))
     torch.manual_seed(0)
@@ -75,7 +82,9 @@ def test_lower_lines_have_the_upper_lines_form_and_say_so(client: TestClient) ->
         ({"model": "poet", "text": ""}, 422, "text"),
     ],
 )
-def test_bad_upper_lines_get_a_4xx_json_error(client: TestClient, body: dict[str, Any], status: int, words: str) -> None:
+def test_bad_upper_lines_get_a_4xx_json_error(
+    client: TestClient, body: dict[str, Any], status: int, words: str
+) -> None:
     response = post(client, body)
     assert response.status_code == status, response.text
     assert words in response.json()["error"]

@@ -92,7 +92,9 @@ def serving(find_unused_port: Callable[[], int], **limits: Any) -> Iterator[tupl
         thread.join(timeout=10)
 
 
-def request(port: int, method: str, path: str, body: Any = None, timeout: float = 30) -> tuple[int, dict[str, str], Any, float]:
+def request(
+    port: int, method: str, path: str, body: Any = None, timeout: float = 30
+) -> tuple[int, dict[str, str], Any, float]:
     """(status, headers, JSON answer, seconds) of one request on a fresh connection."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     started = time.monotonic()
@@ -101,7 +103,12 @@ def request(port: int, method: str, path: str, body: Any = None, timeout: float 
         connection.request(method, path, body=data, headers={"Content-Type": "application/json"})
         response = connection.getresponse()
         answer = json.loads(response.read())
-        return response.status, {key.lower(): value for key, value in response.getheaders()}, answer, time.monotonic() - started
+        return (
+            response.status,
+            {key.lower(): value for key, value in response.getheaders()},
+            answer,
+            time.monotonic() - started,
+        )
     finally:
         connection.close()
 

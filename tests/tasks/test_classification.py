@@ -21,7 +21,9 @@ DATA_DIR = Path(os.environ.get("TRANSFORMER_LAB_DATA") or Path(__file__).resolve
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, classification.TrainResult]:
     data_dir = write_news_folder(tmp_path_factory.mktemp("news"))
     # Two step checkpoints kept (the preset keeps none), for the averaging test.
-    config = apply_overrides(classification.default_config(), [*tiny_overrides(data_dir, epochs=6), "train.keep_last=2"])
+    config = apply_overrides(
+        classification.default_config(), [*tiny_overrides(data_dir, epochs=6), "train.keep_last=2"]
+    )
     out_dir = tmp_path_factory.mktemp("run")
     return data_dir, out_dir, classification.train(config, out_dir)
 
@@ -54,10 +56,14 @@ def test_the_split_and_tokenizer_keep_validation_rows_out_of_training(
     assert {article.line_number for article in again} == validation_lines
 
 
-def test_the_checkpoint_reloads_to_the_same_predictions(trained_run: tuple[Path, Path, classification.TrainResult]) -> None:
+def test_the_checkpoint_reloads_to_the_same_predictions(
+    trained_run: tuple[Path, Path, classification.TrainResult],
+) -> None:
     _, out_dir, result = trained_run
     texts = ["Shares and profit of investors after the merger", "The striker and a goal on the league match"]
-    first = classification.predict(*classification.load_classifier(out_dir / "last")[:2], result.config.class_names, texts)
+    first = classification.predict(
+        *classification.load_classifier(out_dir / "last")[:2], result.config.class_names, texts
+    )
     model, tokenizer, config = classification.load_classifier(out_dir / "last")
     again = classification.predict(model, tokenizer, config.class_names, texts)
     assert first == again
@@ -101,9 +107,14 @@ def test_resume_continues_with_the_saved_tokenizer(tmp_path: Path) -> None:
 )
 def test_a_few_hundred_real_rows_beat_chance(tmp_path: Path) -> None:
     overrides = [
-        f"data.data_dir={DATA_DIR}", "data.num_train=600", "data.vocab_size=1000",
-        "model.d_model=64", "model.dim_feedforward=128",
-        "train.epochs=2", "train.warmup_steps=20", "train.progress_bar=false",
+        f"data.data_dir={DATA_DIR}",
+        "data.num_train=600",
+        "data.vocab_size=1000",
+        "model.d_model=64",
+        "model.dim_feedforward=128",
+        "train.epochs=2",
+        "train.warmup_steps=20",
+        "train.progress_bar=false",
     ]
     result = classification.train(apply_overrides(classification.default_config(), overrides), tmp_path / "run")
     assert len(result.data.train_articles) == 540 and len(result.data.validation_articles) == 60

@@ -41,7 +41,9 @@ def test_checkpoint_reloads_and_gives_scored_candidates_of_the_right_form(run_di
     model, vocabulary, config = couplet.load(run_dir / "last")
     assert config.model.tie_embeddings == "all"
     assert model.src_embedding.embedding.weight is model.generator.weight
-    results = couplet.generate(model, vocabulary, ["春风，花月", "山 水"], config.decode, config.constraints, num_candidates=3)
+    results = couplet.generate(
+        model, vocabulary, ["春风，花月", "山 水"], config.decode, config.constraints, num_candidates=3
+    )
     assert [result.upper for result in results] == ["春风，花月", "山水"]
     for result in results:
         assert result.error is None and len(result.candidates) == 3
@@ -76,11 +78,17 @@ def test_couplet_command_reads_stdin_and_files_and_shows_candidates(
     assert [len(line) for line in capsys.readouterr().out.splitlines()] == [2, 3]
     source, target = tmp_path / "uppers.txt", tmp_path / "lowers.txt"
     source.write_text("春风\n江河水\n", encoding="utf-8")
-    assert main(["couplet", "--checkpoint", str(run_dir / "best"), "--input", str(source), "--output", str(target)]) == 0
+    assert (
+        main(["couplet", "--checkpoint", str(run_dir / "best"), "--input", str(source), "--output", str(target)]) == 0
+    )
     assert [len(line) for line in target.read_text(encoding="utf-8").splitlines()] == [2, 3]
     assert main(["couplet", "--checkpoint", str(run_dir / "best"), "--num-candidates", "3", "江河"]) == 0
     shown = capsys.readouterr().out.splitlines()
-    assert shown[0] == "江河" and len(shown) == 4 and all(line.startswith(f"  {rank}. ") for rank, line in zip((1, 2, 3), shown[1:]))
+    assert (
+        shown[0] == "江河"
+        and len(shown) == 4
+        and all(line.startswith(f"  {rank}. ") for rank, line in zip((1, 2, 3), shown[1:]))
+    )
     assert main(["couplet", "--checkpoint", str(run_dir / "best"), "--beam", "1", "--num-candidates", "2", "江河"]) == 2
     assert "needs beam search" in capsys.readouterr().err
 
@@ -88,11 +96,21 @@ def test_couplet_command_reads_stdin_and_files_and_shows_candidates(
 def test_evaluate_couplet_prints_every_metric_and_writes_samples(
     run_dir: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["evaluate", "couplet", "--checkpoint", str(run_dir / "best"), "--data-dir", str(data_dir), "--beam", "1"]) == 0
+    assert (
+        main(["evaluate", "couplet", "--checkpoint", str(run_dir / "best"), "--data-dir", str(data_dir), "--beam", "1"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "character BLEU-4" in out and "tok:zh" in out
-    for name in ("length match", "punctuation match", "level tone ending", "repetition mirrored",
-                 "no repetition where none", "distinct-1", "distinct-2"):
+    for name in (
+        "length match",
+        "punctuation match",
+        "level tone ending",
+        "repetition mirrored",
+        "no repetition where none",
+        "distinct-1",
+        "distinct-2",
+    ):
         assert name in out
     assert "100.0 % (30/30)" in out.split("length match")[1].splitlines()[0]
     for name in ("tone opposition", "part of speech agreement", "rhythm agreement", "unreused characters"):
@@ -112,10 +130,27 @@ def test_evaluate_on_validation_scores_the_pairs_the_run_held_out(
     held_out = couplet.build_data(dataclasses.replace(config.data, data_dir=str(data_dir))).validation_pairs
     assert couplet.load_validation_pairs(config.data, str(data_dir)) == held_out
     hypotheses = run_dir / "validation-hypotheses.txt"
-    assert main([
-        "evaluate", "couplet", "--checkpoint", str(run_dir / "best"), "--data-dir", str(data_dir), "--split", "validation",
-        "--beam", "2", "--length-penalty", "0.5", "--output", str(hypotheses),
-    ]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "couplet",
+                "--checkpoint",
+                str(run_dir / "best"),
+                "--data-dir",
+                str(data_dir),
+                "--split",
+                "validation",
+                "--beam",
+                "2",
+                "--length-penalty",
+                "0.5",
+                "--output",
+                str(hypotheses),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert f"couplet validation, {len(held_out)} pairs, beam 2" in out
     lines = hypotheses.read_text(encoding="utf-8").splitlines()
@@ -144,9 +179,23 @@ def test_train_couplet_reports_a_missing_data_folder(tmp_path: Path, capsys: pyt
 def test_evaluate_takes_the_rule_options_for_couplets_only(
     run_dir: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    arguments = ["evaluate", "couplet", "--checkpoint", str(run_dir / "best"), "--data-dir", str(data_dir), "--beam", "1"]
+    arguments = [
+        "evaluate",
+        "couplet",
+        "--checkpoint",
+        str(run_dir / "best"),
+        "--data-dir",
+        str(data_dir),
+        "--beam",
+        "1",
+    ]
     assert main([*arguments, "--tone-opposition-penalty", "1.5", "--allow-upper-characters"]) == 0
     out = capsys.readouterr().out
     assert "tone_opposition_penalty=1.5" in out and "avoid_source_characters=False" in out
-    assert main(["evaluate", "translation", "--checkpoint", str(run_dir / "best"), "--tone-opposition-penalty", "1"]) == 2
-    assert "--tone-opposition-penalty: expected only with the couplet task, got it with translation" in capsys.readouterr().err
+    assert (
+        main(["evaluate", "translation", "--checkpoint", str(run_dir / "best"), "--tone-opposition-penalty", "1"]) == 2
+    )
+    assert (
+        "--tone-opposition-penalty: expected only with the couplet task, got it with translation"
+        in capsys.readouterr().err
+    )

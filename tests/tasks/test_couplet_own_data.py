@@ -18,7 +18,9 @@ def write_forms(folder: Path, pairs: list[tuple[str, str]]) -> dict[str, list[Pa
     upper.write_text("".join(f"{u}\n" for u, _ in pairs), encoding="utf-8")
     lower.write_text("".join(f"{w}\n" for _, w in pairs), encoding="utf-8")
     tsv.write_text("upper\tlower\n" + "".join(f"{u}\t{w}\n" for u, w in pairs), encoding="utf-8")
-    jsonl.write_text("".join(json.dumps({"upper": u, "lower": w}, ensure_ascii=False) + "\n" for u, w in pairs), encoding="utf-8")
+    jsonl.write_text(
+        "".join(json.dumps({"upper": u, "lower": w}, ensure_ascii=False) + "\n" for u, w in pairs), encoding="utf-8"
+    )
     return {"lines": [upper, lower], "tsv": [tsv], "jsonl": [jsonl]}
 
 
@@ -41,7 +43,9 @@ def test_a_couplet_run_on_the_users_tsv_with_its_own_validation(tmp_path: Path) 
     forms = write_forms(tmp_path, made_up_couplets(200, seed=6))
     valid = tmp_path / "valid.jsonl"
     valid.write_text(
-        "".join(json.dumps({"upper": u, "lower": w}, ensure_ascii=False) + "\n" for u, w in made_up_couplets(12, seed=7)),
+        "".join(
+            json.dumps({"upper": u, "lower": w}, ensure_ascii=False) + "\n" for u, w in made_up_couplets(12, seed=7)
+        ),
         encoding="utf-8",
     )
     out = tmp_path / "run"
@@ -53,6 +57,27 @@ def test_a_couplet_run_on_the_users_tsv_with_its_own_validation(tmp_path: Path) 
     assert couplet.load_validation_pairs(config.data) == made_up_couplets(12, seed=7)
     # Fine-tuning keeps the vocabulary of the checkpoint it starts from.
     tuned = tmp_path / "tuned"
-    assert main(["train", "couplet", "--init-from", str(out), "--train", *map(str, forms["lines"]), "--out", str(tuned),
-                 "--set", "train.max_steps=2", "--set", "train.progress_bar=false", "--set", "data.num_validation=10"]) == 0
-    assert (tuned / "last" / couplet.VOCABULARY_FILE).read_bytes() == (out / "best" / couplet.VOCABULARY_FILE).read_bytes()
+    assert (
+        main(
+            [
+                "train",
+                "couplet",
+                "--init-from",
+                str(out),
+                "--train",
+                *map(str, forms["lines"]),
+                "--out",
+                str(tuned),
+                "--set",
+                "train.max_steps=2",
+                "--set",
+                "train.progress_bar=false",
+                "--set",
+                "data.num_validation=10",
+            ]
+        )
+        == 0
+    )
+    assert (tuned / "last" / couplet.VOCABULARY_FILE).read_bytes() == (
+        out / "best" / couplet.VOCABULARY_FILE
+    ).read_bytes()

@@ -99,7 +99,9 @@ def test_the_tokenizer_reads_chinese_exactly_and_the_validation_rows_are_carved(
     assert sorted(example.label for example in validation) == [0] * 4 + [1] * 4 + [2] * 4
 
 
-def test_classify_prints_the_chinese_class_names(chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_classify_prints_the_chinese_class_names(
+    chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     _, out = chinese_run
     assert main(["classify", "--checkpoint", str(out), "射门教练联赛的冠军", "芯片软件和手机数据"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -117,8 +119,23 @@ def test_evaluate_scores_a_labelled_file_and_beats_chance(
 ) -> None:
     data, out = chinese_run
     report_path = tmp_path / "report.json"
-    assert main(["evaluate", "classification", "--checkpoint", str(out), "--test", str(data / "test.csv"),
-                 "--output", str(report_path), "--confusion-png", str(tmp_path / "c.png")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "classification",
+                "--checkpoint",
+                str(out),
+                "--test",
+                str(data / "test.csv"),
+                "--output",
+                str(report_path),
+                "--confusion-png",
+                str(tmp_path / "c.png"),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "test.csv: 24 rows" in printed and all(name in printed for name in CLASS_ORDER)
     report = json.loads(report_path.read_text(encoding="utf-8"))
@@ -128,11 +145,31 @@ def test_evaluate_scores_a_labelled_file_and_beats_chance(
     # The same rows as JSON Lines with one field named differently, read by the overrides.
     rows = read_labelled_text(data / "test.csv", ("title", "body")).records
     jsonl = tmp_path / "test.jsonl"
-    jsonl.write_text("".join(json.dumps({"words": r.text, "topic": r.label}, ensure_ascii=False) + "\n" for r in rows),
-                     encoding="utf-8")
-    assert main(["evaluate", "classification", "--checkpoint", str(out), "--test", str(jsonl), "--text-field", "words",
-                 "--label-field", "topic", "--output", str(tmp_path / "r2.json"),
-                 "--confusion-png", str(tmp_path / "c2.png")]) == 0
+    jsonl.write_text(
+        "".join(json.dumps({"words": r.text, "topic": r.label}, ensure_ascii=False) + "\n" for r in rows),
+        encoding="utf-8",
+    )
+    assert (
+        main(
+            [
+                "evaluate",
+                "classification",
+                "--checkpoint",
+                str(out),
+                "--test",
+                str(jsonl),
+                "--text-field",
+                "words",
+                "--label-field",
+                "topic",
+                "--output",
+                str(tmp_path / "r2.json"),
+                "--confusion-png",
+                str(tmp_path / "c2.png"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "r2.json").read_text(encoding="utf-8"))["accuracy"] == report["accuracy"]
 
 
@@ -161,11 +198,26 @@ def test_the_split_options_and_the_file_options_do_not_mix(
     data, out = chinese_run
     assert main(["evaluate", "classification", "--checkpoint", str(out)]) == 2  # no AG News test split here
     assert "has no named test split; score a labelled file instead (evaluate --test FILE)" in capsys.readouterr().err
-    assert main(["evaluate", "classification", "--checkpoint", str(out), "--split", "test",
-                 "--test", str(data / "test.csv")]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                "classification",
+                "--checkpoint",
+                str(out),
+                "--split",
+                "test",
+                "--test",
+                str(data / "test.csv"),
+            ]
+        )
+        == 2
+    )
     assert "--split: expected either it or --test FILE, got both" in capsys.readouterr().err
-    assert main(["evaluate", "classification", "--checkpoint", str(out), "--split", "validation",
-                 "--label-field", "x"]) == 2
+    assert (
+        main(["evaluate", "classification", "--checkpoint", str(out), "--split", "validation", "--label-field", "x"])
+        == 2
+    )
     assert "--label-field: expected only with --test FILE" in capsys.readouterr().err
     assert main(["evaluate", "classification", "--checkpoint", str(out), "--split", "validation"]) == 0
     assert ": 12 articles" in capsys.readouterr().out
@@ -205,7 +257,9 @@ def test_bad_data_options_are_refused_when_set(overrides: list[str], message: st
 def test_a_single_class_training_file_is_refused(tmp_path: Path) -> None:
     train_file = write_topic_csv(tmp_path / "one.csv", per_class=5, seed=0, labels=("体育",))
     config = apply_overrides(classification.default_config(), [f"data.train_files={train_file}", *TINY])
-    with pytest.raises(ValueError, match=r"one\.csv: field 'label': expected at least 2 distinct labels to classify, got \['体育'\]"):
+    with pytest.raises(
+        ValueError, match=r"one\.csv: field 'label': expected at least 2 distinct labels to classify, got \['体育'\]"
+    ):
         classification.build_data(config.data)
 
 
@@ -215,9 +269,25 @@ def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(
     _, out = chinese_run
     # Only two of the three classes in the new data: the indices must still mean the checkpoint's classes.
     subset = write_topic_csv(tmp_path / "two.csv", per_class=10, seed=5, labels=("财经", "体育"))
-    overrides = [argument for item in [*TINY[:3], "train.epochs=1", "train.progress_bar=false"] for argument in ("--set", item)]
-    assert main(["train", "classification", "--init-from", str(out), "--train", str(subset),
-                 "--out", str(tmp_path / "tuned"), *overrides]) == 0
+    overrides = [
+        argument for item in [*TINY[:3], "train.epochs=1", "train.progress_bar=false"] for argument in ("--set", item)
+    ]
+    assert (
+        main(
+            [
+                "train",
+                "classification",
+                "--init-from",
+                str(out),
+                "--train",
+                str(subset),
+                "--out",
+                str(tmp_path / "tuned"),
+                *overrides,
+            ]
+        )
+        == 0
+    )
     config = json.loads((tmp_path / "tuned" / "last" / "config.json").read_text(encoding="utf-8"))
     assert config["class_names"] == list(CLASS_ORDER) and config["initialized_from"] == str(out / "best")
     tokenizer_file = classification.TOKENIZER_FILE
@@ -227,6 +297,20 @@ def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(
     unseen = write_topic_csv(tmp_path / "unseen.csv", per_class=5, seed=6)
     unseen.write_text(unseen.read_text(encoding="utf-8") + "球赛,射门,天气\n", encoding="utf-8")
     capsys.readouterr()
-    assert main(["train", "classification", "--init-from", str(out), "--train", str(unseen),
-                 "--out", str(tmp_path / "no"), *overrides]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "classification",
+                "--init-from",
+                str(out),
+                "--train",
+                str(unseen),
+                "--out",
+                str(tmp_path / "no"),
+                *overrides,
+            ]
+        )
+        == 2
+    )
     assert f"{unseen}: line 17: field 'label':" in capsys.readouterr().err

@@ -31,7 +31,11 @@ def test_each_task_is_rebuilt_by_its_own_loader(tmp_path: Path) -> None:
     classification_folder = train_classification_checkpoint(tmp_path / "classification")
 
     trained = load_trained(translation_folder)
-    assert trained.task == translation.TASK_NAME and isinstance(trained.vocabulary, TokenizerPair) and trained.vocabulary.is_joint
+    assert (
+        trained.task == translation.TASK_NAME
+        and isinstance(trained.vocabulary, TokenizerPair)
+        and trained.vocabulary.is_joint
+    )
     assert same_weights(trained.model, translation.load_translator(translation_folder)[0])
 
     trained = load_trained(couplet_folder.parent)  # a run folder: its best/
@@ -43,7 +47,9 @@ def test_each_task_is_rebuilt_by_its_own_loader(tmp_path: Path) -> None:
 
     # The lab takes any sequence-to-sequence checkpoint, and refuses a classifier by its task.
     assert same_weights(load_seq2seq_checkpoint(couplet_folder), couplet.load(couplet_folder)[0])
-    with pytest.raises(ValueError, match="expected a checkpoint of translation or couplet or synthetic, got task 'classification'"):
+    with pytest.raises(
+        ValueError, match="expected a checkpoint of translation or couplet or synthetic, got task 'classification'"
+    ):
         load_seq2seq_checkpoint(classification_folder)
 
 
@@ -59,5 +65,7 @@ def test_a_vocabulary_of_another_size_is_refused_naming_both_files(tmp_path: Pat
     folder = train_couplet_checkpoint(tmp_path / "couplet")
     vocabulary = Vocabulary.load(folder / couplet.VOCABULARY_FILE)
     Vocabulary(vocabulary.tokens[4:-1]).save(folder / couplet.VOCABULARY_FILE)
-    with pytest.raises(ValueError, match=r"config.json: model.src_vocab_size must equal the \d+ entries of .*vocabulary.txt"):
+    with pytest.raises(
+        ValueError, match=r"config.json: model.src_vocab_size must equal the \d+ entries of .*vocabulary.txt"
+    ):
         couplet.load(folder)

@@ -68,7 +68,10 @@ def test_training_writes_checkpoints_that_reload_to_the_same_model(trained_run: 
     fresh = type(model).from_config(config.model).eval()
     assert not torch.allclose(model(src, tgt), fresh(src, tgt))
     # The tokenizer stored in the checkpoint detokenizes exactly.
-    assert tokenizer.target.decode(tokenizer.source.encode("Zwei Hunde spielen im Schnee.")) == "Zwei Hunde spielen im Schnee."
+    assert (
+        tokenizer.target.decode(tokenizer.source.encode("Zwei Hunde spielen im Schnee."))
+        == "Zwei Hunde spielen im Schnee."
+    )
 
 
 def test_translate_handles_empty_unseen_and_too_long_input(trained_run: Path) -> None:
@@ -87,13 +90,28 @@ def test_translate_handles_empty_unseen_and_too_long_input(trained_run: Path) ->
 def test_cli_translate_evaluate_and_average(trained_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["translate", "--checkpoint", str(trained_run / "last"), "--beam", "2", "Ein Mann.", "Eine Frau."]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
-    assert main(["average-checkpoints", "--run", str(trained_run), "--last", "2", "--out", str(trained_run / "averaged")]) == 0
+    assert (
+        main(["average-checkpoints", "--run", str(trained_run), "--last", "2", "--out", str(trained_run / "averaged")])
+        == 0
+    )
     assert (trained_run / "averaged" / "model.safetensors").is_file()
     hypotheses = trained_run / "hyp.txt"
-    code = main([
-        "evaluate", "translation", "--checkpoint", str(trained_run / "averaged"), "--split", "val",
-        "--data-dir", str(DATA_DIR), "--beam", "1", "--output", str(hypotheses),
-    ])
+    code = main(
+        [
+            "evaluate",
+            "translation",
+            "--checkpoint",
+            str(trained_run / "averaged"),
+            "--split",
+            "val",
+            "--data-dir",
+            str(DATA_DIR),
+            "--beam",
+            "1",
+            "--output",
+            str(hypotheses),
+        ]
+    )
     assert code == 0
     output = capsys.readouterr().out
     assert "BLEU (cased)" in output and "nrefs:1|case:mixed|eff:no|tok:13a" in output
@@ -151,8 +169,10 @@ def test_the_multi30k_files_given_by_path_as_tsv_and_as_json_lines_give_the_same
     small = dict(num_train=300, num_validation=50, vocab_size=400, max_tokens=1024)
     default = translation.TranslationDataConfig(data_dir=str(DATA_DIR), **small)
     forms = {
-        "line files": dict(train_files=(str(folder / "train.de"), str(folder / "train.en")),
-                           valid_files=(str(folder / "val.de"), str(folder / "val.en"))),
+        "line files": dict(
+            train_files=(str(folder / "train.de"), str(folder / "train.en")),
+            valid_files=(str(folder / "val.de"), str(folder / "val.en")),
+        ),
         "tsv": dict(train_files=(str(tmp_path / "train.tsv"),), valid_files=(str(tmp_path / "valid.jsonl"),)),
         "json lines": dict(train_files=(str(tmp_path / "train.jsonl"),), valid_files=(str(tmp_path / "valid.jsonl"),)),
     }

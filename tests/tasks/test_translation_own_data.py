@@ -16,20 +16,34 @@ from transformer_lab.tasks import translation
 
 NUMBERS = {"eins": "one", "zwei": "two", "drei": "three", "vier": "four", "fünf": "five", "sechs": "six"}
 TINY = [
-    "--set", "data.vocab_size=300",
-    "--set", "data.min_frequency=1",
-    "--set", "data.max_tokens=512",
-    "--set", "model.d_model=32",
-    "--set", "model.nhead=2",
-    "--set", "model.num_encoder_layers=1",
-    "--set", "model.num_decoder_layers=1",
-    "--set", "model.dim_feedforward=64",
-    "--set", "model.max_len=32",
-    "--set", "train.max_steps=4",
-    "--set", "train.warmup_steps=2",
-    "--set", "train.cooldown_steps=0",
-    "--set", "train.progress_bar=false",
-    "--set", "decode.max_len=12",
+    "--set",
+    "data.vocab_size=300",
+    "--set",
+    "data.min_frequency=1",
+    "--set",
+    "data.max_tokens=512",
+    "--set",
+    "model.d_model=32",
+    "--set",
+    "model.nhead=2",
+    "--set",
+    "model.num_encoder_layers=1",
+    "--set",
+    "model.num_decoder_layers=1",
+    "--set",
+    "model.dim_feedforward=64",
+    "--set",
+    "model.max_len=32",
+    "--set",
+    "train.max_steps=4",
+    "--set",
+    "train.warmup_steps=2",
+    "--set",
+    "train.cooldown_steps=0",
+    "--set",
+    "train.progress_bar=false",
+    "--set",
+    "decode.max_len=12",
 ]
 
 
@@ -66,11 +80,23 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def run(corpus: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("own") / "run"
-    code = main([
-        "train", "translation", "--out", str(out),
-        "--train", str(corpus["train_tsv"]), "--valid", str(corpus["valid_jsonl"]),
-        "--source-language", "xde", "--target-language", "xen", *TINY,
-    ])
+    code = main(
+        [
+            "train",
+            "translation",
+            "--out",
+            str(out),
+            "--train",
+            str(corpus["train_tsv"]),
+            "--valid",
+            str(corpus["valid_jsonl"]),
+            "--source-language",
+            "xde",
+            "--target-language",
+            "xen",
+            *TINY,
+        ]
+    )
     assert code == 0
     return out
 
@@ -93,8 +119,10 @@ def test_the_reader_carves_validation_when_none_is_given(corpus: dict[str, Path]
     assert (len(train), len(validation)) == (115, 5)
     everything = translation.read_pairs(
         translation.TranslationDataConfig(
-            train_files=(str(corpus["train_tsv"]),), valid_files=(str(corpus["valid_jsonl"]),),
-            source_language="xde", target_language="xen",
+            train_files=(str(corpus["train_tsv"]),),
+            valid_files=(str(corpus["valid_jsonl"]),),
+            source_language="xde",
+            target_language="xen",
         )
     )[0]
     # Nothing lost, nothing doubled, file order kept.
@@ -105,27 +133,69 @@ def test_the_reader_carves_validation_when_none_is_given(corpus: dict[str, Path]
 
 def test_evaluate_scores_any_source_and_reference_file(run: Path, corpus: dict[str, Path], capsys) -> None:
     hypotheses = run / "hyp.txt"
-    code = main([
-        "evaluate", "translation", "--checkpoint", str(run), "--beam", "1",
-        "--source", str(corpus["test_src"]), "--reference", str(corpus["test_ref"]), "--output", str(hypotheses),
-    ])
+    code = main(
+        [
+            "evaluate",
+            "translation",
+            "--checkpoint",
+            str(run),
+            "--beam",
+            "1",
+            "--source",
+            str(corpus["test_src"]),
+            "--reference",
+            str(corpus["test_ref"]),
+            "--output",
+            str(hypotheses),
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert f"{corpus['test_src'].name}, 8 sentences, greedy" in out
     assert "tok:13a" in out and "chrF++" in out and "nc:6|nw:2" in out
     assert len(hypotheses.read_text(encoding="utf-8").splitlines()) == 8
     # The tokenizer follows the target language, and can be overridden.
-    assert main([
-        "evaluate", "translation", "--checkpoint", str(run), "--beam", "1", "--bleu-tokenize", "char",
-        "--source", str(corpus["test_src"]), "--reference", str(corpus["test_ref"]), "--output", str(hypotheses),
-    ]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "translation",
+                "--checkpoint",
+                str(run),
+                "--beam",
+                "1",
+                "--bleu-tokenize",
+                "char",
+                "--source",
+                str(corpus["test_src"]),
+                "--reference",
+                str(corpus["test_ref"]),
+                "--output",
+                str(hypotheses),
+            ]
+        )
+        == 0
+    )
     assert "tok:char" in capsys.readouterr().out
 
 
-def test_evaluate_refuses_a_reference_of_another_length(run: Path, corpus: dict[str, Path], tmp_path: Path, capsys) -> None:
+def test_evaluate_refuses_a_reference_of_another_length(
+    run: Path, corpus: dict[str, Path], tmp_path: Path, capsys
+) -> None:
     short = tmp_path / "short.xen"
     short.write_text("one\n", encoding="utf-8")
-    code = main(["evaluate", "translation", "--checkpoint", str(run), "--source", str(corpus["test_src"]), "--reference", str(short)])
+    code = main(
+        [
+            "evaluate",
+            "translation",
+            "--checkpoint",
+            str(run),
+            "--source",
+            str(corpus["test_src"]),
+            "--reference",
+            str(short),
+        ]
+    )
     assert code == 2
     assert "expected aligned files with the same number of lines, got 8 line(s)" in capsys.readouterr().err
     code = main(["evaluate", "translation", "--checkpoint", str(run), "--source", str(corpus["test_src"])])
@@ -136,7 +206,14 @@ def test_evaluate_refuses_a_reference_of_another_length(run: Path, corpus: dict[
 def test_nbest_prints_k_scored_candidates_per_sentence_best_first(run: Path, capsys) -> None:
     assert main(["translate", "--checkpoint", str(run), "--nbest", "3", "eins zwei", "", "drei"]) == 0
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
-    assert [(row[0], row[1]) for row in rows] == [("1", "1"), ("1", "2"), ("1", "3"), ("3", "1"), ("3", "2"), ("3", "3")]
+    assert [(row[0], row[1]) for row in rows] == [
+        ("1", "1"),
+        ("1", "2"),
+        ("1", "3"),
+        ("3", "1"),
+        ("3", "2"),
+        ("3", "3"),
+    ]
     for number in ("1", "3"):
         scores = [float(row[2]) for row in rows if row[0] == number]
         assert scores == sorted(scores, reverse=True)
@@ -149,14 +226,34 @@ def test_nbest_prints_k_scored_candidates_per_sentence_best_first(run: Path, cap
     assert "--nbest 4: expected --beam of at least 4, got --beam 2" in capsys.readouterr().err
 
 
-def test_finetuning_starts_from_the_checkpoint_with_its_tokenizer(run: Path, corpus: dict[str, Path], tmp_path: Path) -> None:
+def test_finetuning_starts_from_the_checkpoint_with_its_tokenizer(
+    run: Path, corpus: dict[str, Path], tmp_path: Path
+) -> None:
     tuned = tmp_path / "tuned"
-    code = main([
-        "train", "translation", "--init-from", str(run), "--out", str(tuned),
-        "--train", str(corpus["domain_tsv"]), "--source-language", "xde", "--target-language", "xen",
-        "--set", "train.max_steps=1", "--set", "train.progress_bar=false", "--set", "model.dropout=0.0",
-        "--set", "data.max_tokens=512",
-    ])
+    code = main(
+        [
+            "train",
+            "translation",
+            "--init-from",
+            str(run),
+            "--out",
+            str(tuned),
+            "--train",
+            str(corpus["domain_tsv"]),
+            "--source-language",
+            "xde",
+            "--target-language",
+            "xen",
+            "--set",
+            "train.max_steps=1",
+            "--set",
+            "train.progress_bar=false",
+            "--set",
+            "model.dropout=0.0",
+            "--set",
+            "data.max_tokens=512",
+        ]
+    )
     assert code == 0
     saved = json.loads((tuned / "last" / "config.json").read_text(encoding="utf-8"))
     original = json.loads((run / "best" / "config.json").read_text(encoding="utf-8"))
@@ -167,7 +264,11 @@ def test_finetuning_starts_from_the_checkpoint_with_its_tokenizer(run: Path, cor
     }
     assert saved["model"]["dropout"] == 0.0
     # The fine-tuning schedule, not the preset's.
-    assert (saved["train"]["lr_factor"], saved["train"]["warmup_steps"], saved["train"]["cooldown_steps"]) == (0.02, 100, 0)
+    assert (saved["train"]["lr_factor"], saved["train"]["warmup_steps"], saved["train"]["cooldown_steps"]) == (
+        0.02,
+        100,
+        0,
+    )
     # One step from the checkpoint's weights: close to them, not to a fresh initialisation.
     model, _, _ = translation.load_translator(tuned / "last")
     start, _, start_config = translation.load_translator(run / "best")
@@ -182,29 +283,62 @@ def test_finetuning_starts_from_the_checkpoint_with_its_tokenizer(run: Path, cor
     ("extra", "message"),
     [
         (["--resume"], "--init-from and --resume: expected one of them"),
-        (["--set", "model.d_model=48"], "--set model.d_model=48: expected the value of the checkpoint it fine-tunes, 32"),
+        (
+            ["--set", "model.d_model=48"],
+            "--set model.d_model=48: expected the value of the checkpoint it fine-tunes, 32",
+        ),
     ],
 )
-def test_finetuning_refuses_what_cannot_reuse_the_weights(run: Path, corpus: dict[str, Path], tmp_path: Path, capsys, extra, message) -> None:
-    code = main([
-        "train", "translation", "--init-from", str(run), "--out", str(tmp_path / "bad"),
-        "--train", str(corpus["domain_tsv"]), "--source-language", "xde", "--target-language", "xen", *extra,
-    ])
+def test_finetuning_refuses_what_cannot_reuse_the_weights(
+    run: Path, corpus: dict[str, Path], tmp_path: Path, capsys, extra, message
+) -> None:
+    code = main(
+        [
+            "train",
+            "translation",
+            "--init-from",
+            str(run),
+            "--out",
+            str(tmp_path / "bad"),
+            "--train",
+            str(corpus["domain_tsv"]),
+            "--source-language",
+            "xde",
+            "--target-language",
+            "xen",
+            *extra,
+        ]
+    )
     assert code == 2
     assert message in capsys.readouterr().err
 
 
-def test_finetuning_refuses_a_checkpoint_of_another_task(run: Path, corpus: dict[str, Path], tmp_path: Path, capsys) -> None:
+def test_finetuning_refuses_a_checkpoint_of_another_task(
+    run: Path, corpus: dict[str, Path], tmp_path: Path, capsys
+) -> None:
     other = tmp_path / "other"
     other.mkdir()
     saved = json.loads((run / "best" / "config.json").read_text(encoding="utf-8"))
     (other / "config.json").write_text(json.dumps({**saved, "task": "couplet"}), encoding="utf-8")
-    code = main(["train", "translation", "--init-from", str(other), "--out", str(tmp_path / "bad"), "--train", str(corpus["domain_tsv"])])
+    code = main(
+        [
+            "train",
+            "translation",
+            "--init-from",
+            str(other),
+            "--out",
+            str(tmp_path / "bad"),
+            "--train",
+            str(corpus["domain_tsv"]),
+        ]
+    )
     assert code == 2
     assert "--init-from: expected a translation checkpoint, got" in capsys.readouterr().err
 
 
-def test_a_given_tokenizer_file_is_used_instead_of_training_one(run: Path, corpus: dict[str, Path], tmp_path: Path) -> None:
+def test_a_given_tokenizer_file_is_used_instead_of_training_one(
+    run: Path, corpus: dict[str, Path], tmp_path: Path
+) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     # A WordPiece tokenizer of the user's own, with the project's four specials first.
@@ -216,10 +350,23 @@ def test_a_given_tokenizer_file_is_used_instead_of_training_one(run: Path, corpu
     path = tmp_path / "mine.json"
     tokenizer.save(str(path))
     out = tmp_path / "with-mine"
-    code = main([
-        "train", "translation", "--out", str(out), "--train", str(corpus["train_tsv"]),
-        "--source-language", "xde", "--target-language", "xen", "--set", f"data.tokenizer_file={path}", *TINY,
-    ])
+    code = main(
+        [
+            "train",
+            "translation",
+            "--out",
+            str(out),
+            "--train",
+            str(corpus["train_tsv"]),
+            "--source-language",
+            "xde",
+            "--target-language",
+            "xen",
+            "--set",
+            f"data.tokenizer_file={path}",
+            *TINY,
+        ]
+    )
     assert code == 0
     model, stored, config = translation.load_translator(out)
     assert stored.is_joint and stored.source.vocab_size == tokenizer.get_vocab_size() == config.model.src_vocab_size
@@ -244,11 +391,28 @@ def test_validation_loss_is_the_mean_token_cross_entropy_of_unbatched_pairs(run:
     assert batched == pytest.approx(total / count, rel=1e-5)
 
 
-def test_a_pair_longer_than_the_positional_table_is_refused_before_training(corpus: dict[str, Path], tmp_path: Path, capsys) -> None:
+def test_a_pair_longer_than_the_positional_table_is_refused_before_training(
+    corpus: dict[str, Path], tmp_path: Path, capsys
+) -> None:
     long = tmp_path / "long.tsv"
-    long.write_text(corpus["train_tsv"].read_text(encoding="utf-8") + ("eins " * 40).strip() + "\tone\n", encoding="utf-8")
-    code = main(["train", "translation", "--out", str(tmp_path / "run"), "--train", str(long),
-                 "--source-language", "xde", "--target-language", "xen", *TINY])
+    long.write_text(
+        corpus["train_tsv"].read_text(encoding="utf-8") + ("eins " * 40).strip() + "\tone\n", encoding="utf-8"
+    )
+    code = main(
+        [
+            "train",
+            "translation",
+            "--out",
+            str(tmp_path / "run"),
+            "--train",
+            str(long),
+            "--source-language",
+            "xde",
+            "--target-language",
+            "xen",
+            *TINY,
+        ]
+    )
     assert code == 2
     error = capsys.readouterr().err
     # Carving may put it among the validation pairs: those are checked too.
@@ -262,9 +426,19 @@ def test_separate_vocabularies_train_one_bpe_per_side_and_survive_resume_and_fin
 ) -> None:
     out = tmp_path / "separate"
     arguments = [
-        "--train", str(corpus["train_tsv"]), "--valid", str(corpus["valid_jsonl"]),
-        "--source-language", "xde", "--target-language", "xen", *TINY,
-        "--set", "data.separate_vocabularies=true", "--set", "data.target_vocab_size=280",
+        "--train",
+        str(corpus["train_tsv"]),
+        "--valid",
+        str(corpus["valid_jsonl"]),
+        "--source-language",
+        "xde",
+        "--target-language",
+        "xen",
+        *TINY,
+        "--set",
+        "data.separate_vocabularies=true",
+        "--set",
+        "data.target_vocab_size=280",
     ]
     assert main(["train", "translation", "--out", str(out), *arguments]) == 0
     files = {path.name for path in (out / "last").iterdir()}
@@ -277,7 +451,8 @@ def test_separate_vocabularies_train_one_bpe_per_side_and_survive_resume_and_fin
     assert "eins" in source_tokens and "eins" not in target_tokens
     assert "three" in target_tokens and "three" not in source_tokens
     assert (config.model.src_vocab_size, config.model.tgt_vocab_size) == (
-        tokenizers.source.vocab_size, tokenizers.target.vocab_size
+        tokenizers.source.vocab_size,
+        tokenizers.target.vocab_size,
     )
     # One matrix cannot embed two vocabularies: the preset's "all" became "decoder".
     assert config.model.tie_embeddings == "decoder"
@@ -292,11 +467,29 @@ def test_separate_vocabularies_train_one_bpe_per_side_and_survive_resume_and_fin
     first = {name: (out / "last" / name).read_bytes() for name in names}
     assert main(["train", "translation", "--out", str(out), "--resume", *arguments, "--set", "train.max_steps=6"]) == 0
     tuned = tmp_path / "tuned"
-    assert main([
-        "train", "translation", "--out", str(tuned), "--init-from", str(out / "last"), "--train", str(corpus["domain_tsv"]),
-        "--source-language", "xde", "--target-language", "xen", "--set", "train.max_steps=2",
-        "--set", "train.progress_bar=false",
-    ]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "translation",
+                "--out",
+                str(tuned),
+                "--init-from",
+                str(out / "last"),
+                "--train",
+                str(corpus["domain_tsv"]),
+                "--source-language",
+                "xde",
+                "--target-language",
+                "xen",
+                "--set",
+                "train.max_steps=2",
+                "--set",
+                "train.progress_bar=false",
+            ]
+        )
+        == 0
+    )
     from transformer_lab.training import load_trainer_state
 
     assert load_trainer_state(out / "last")["global_step"] == 6  # the resume did run

@@ -63,7 +63,12 @@ def collate(pairs: list[tuple[list[int], list[int]]]) -> Seq2SeqBatch:
 
 def epoch_index_batches(epoch: int, num_shards: int = 1, shard_index: int = 0) -> list[list[int]]:
     return token_budget_batches(
-        collated_lengths(PAIRS), MAX_TOKENS, seed=BATCH_SEED, epoch=epoch, num_shards=num_shards, shard_index=shard_index
+        collated_lengths(PAIRS),
+        MAX_TOKENS,
+        seed=BATCH_SEED,
+        epoch=epoch,
+        num_shards=num_shards,
+        shard_index=shard_index,
     )
 
 
@@ -84,8 +89,15 @@ def merged_batches(epoch: int) -> list[Seq2SeqBatch]:
 def make_model() -> Seq2SeqTransformer:
     torch.manual_seed(0)
     config = ModelConfig(
-        src_vocab_size=VOCABULARY_SIZE, tgt_vocab_size=VOCABULARY_SIZE, d_model=16, nhead=2,
-        num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32, dropout=0.0, max_len=16,
+        src_vocab_size=VOCABULARY_SIZE,
+        tgt_vocab_size=VOCABULARY_SIZE,
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=32,
+        dropout=0.0,
+        max_len=16,
         tie_embeddings="all",
     )
     return Seq2SeqTransformer.from_config(config)
@@ -107,12 +119,27 @@ def train(
 ) -> tuple[torch.nn.Module, Trainer]:
     model = make_model()
     config = TrainConfig(
-        seed=0, epochs=0, max_steps=max_steps, lr_factor=0.5, warmup_steps=3, grad_accum_steps=grad_accum_steps,
-        eval_every_steps=2, keep_last=1, log_every_steps=1, progress_bar=False,
+        seed=0,
+        epochs=0,
+        max_steps=max_steps,
+        lr_factor=0.5,
+        warmup_steps=3,
+        grad_accum_steps=grad_accum_steps,
+        eval_every_steps=2,
+        keep_last=1,
+        log_every_steps=1,
+        progress_bar=False,
     )
     trainer = Trainer(
-        model, config, out_dir, loss_fn=loss_fn or seq2seq_loss_fn(0.1, PAD_ID), train_batches=train_batches, d_model=16,
-        evaluate_fn=evaluate, count_tokens=lambda batch: batch.num_target_tokens, resume=resume,
+        model,
+        config,
+        out_dir,
+        loss_fn=loss_fn or seq2seq_loss_fn(0.1, PAD_ID),
+        train_batches=train_batches,
+        d_model=16,
+        evaluate_fn=evaluate,
+        count_tokens=lambda batch: batch.num_target_tokens,
+        resume=resume,
     )
     trainer.fit()
     return model, trainer
@@ -130,11 +157,30 @@ def run_scenario(root: Path, name: str, train_batches: Any) -> tuple[torch.nn.Mo
 # `transformer-lab train copy` on a tiny budget: 256 pairs in batches of 64 are 2 batches
 # per rank and epoch.
 CLI_ARGUMENTS = [
-    "train", "copy",
-    "--set", "data.num_train=256", "--set", "data.num_validation=20", "--set", "data.num_test=40",
-    "--set", "data.max_length=5", "--set", "model.d_model=16", "--set", "model.nhead=2",
-    "--set", "model.dim_feedforward=32", "--set", "train.max_steps=4", "--set", "train.epochs=0",
-    "--set", "train.progress_bar=false", "--set", "train.log_every_steps=1",
+    "train",
+    "copy",
+    "--set",
+    "data.num_train=256",
+    "--set",
+    "data.num_validation=20",
+    "--set",
+    "data.num_test=40",
+    "--set",
+    "data.max_length=5",
+    "--set",
+    "model.d_model=16",
+    "--set",
+    "model.nhead=2",
+    "--set",
+    "model.dim_feedforward=32",
+    "--set",
+    "train.max_steps=4",
+    "--set",
+    "train.epochs=0",
+    "--set",
+    "train.progress_bar=false",
+    "--set",
+    "train.log_every_steps=1",
 ]
 
 

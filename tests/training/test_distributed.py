@@ -46,14 +46,29 @@ def torchrun(arguments: list[str], cwd: Path, timeout: float = 900) -> subproces
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         environment.pop(name, None)
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(ddp_worker.WORLD_SIZE),
-        "--master-addr", "127.0.0.1", "--master-port", str(free_port()), *arguments,
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(ddp_worker.WORLD_SIZE),
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+        *arguments,
     ]
     # The generous timeout is for a niced run on cores busy with other jobs (measured: 7
     # minutes there, 20 s of CPU). A session of its own, so that a hang ends with the
     # workers killed too, not orphaned.
     process = subprocess.Popen(
-        command, cwd=cwd, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        command,
+        cwd=cwd,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
     )
     try:
@@ -114,7 +129,9 @@ def test_two_ranks_equal_one_process_on_the_global_batch(two_process_runs: Path,
             torch.testing.assert_close(state[name], tensor, rtol=1e-4, atol=1e-5, msg=name)
         model = ddp_worker.make_model()
         model.load_state_dict(result["state"])
-        torch.testing.assert_close(model(validation.src_ids, validation.tgt_in_ids), reference_logits, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            model(validation.src_ids, validation.tgt_in_ids), reference_logits, rtol=1e-4, atol=1e-5
+        )
         # Rank 0 evaluates; every rank holds its metrics.
         assert result["last_metrics"] == pytest.approx(reference_trainer.last_metrics, rel=1e-4)
     # DDP keeps the ranks' weights identical, not merely close.
@@ -138,7 +155,9 @@ def test_two_ranks_equal_one_process_on_the_global_batch(two_process_runs: Path,
                 assert ddp_row[key] == pytest.approx(reference_row[key], rel=1e-4), (ddp_row, reference_row)
 
 
-def test_the_scenarios_cover_uneven_ranks_a_skipped_batch_and_a_group_cut_by_the_epoch_end(two_process_runs: Path) -> None:
+def test_the_scenarios_cover_uneven_ranks_a_skipped_batch_and_a_group_cut_by_the_epoch_end(
+    two_process_runs: Path,
+) -> None:
     # Guards the test above: it only checks the per-token weighting if the ranks' batches
     # at a micro-step hold different token counts, the agreement on a non-finite loss if
     # one rank alone has it, and the no_sync catch-up if a group ends on a batch that did

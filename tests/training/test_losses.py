@@ -102,8 +102,11 @@ def test_flat_inputs_and_bf16_logits_are_computed_in_float32():
 
 @pytest.mark.parametrize(
     ("logits_shape", "target_shape", "match"),
-    [((2, 3, 5), (2, 4), "target_ids: expected shape"), ((5,), (5,), "logits: expected shape"),
-     ((2, 3, 4, 5), (2, 3, 4), "logits: expected shape")],
+    [
+        ((2, 3, 5), (2, 4), "target_ids: expected shape"),
+        ((5,), (5,), "logits: expected shape"),
+        ((2, 3, 4, 5), (2, 3, 4), "logits: expected shape"),
+    ],
 )
 def test_shape_errors(logits_shape, target_shape, match):
     with pytest.raises(ValueError, match=match):

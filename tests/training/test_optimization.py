@@ -26,8 +26,9 @@ def loss_fn(model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
 
 def config(**changes) -> TrainConfig:
     # One step on one batch, no clipping: the update is the optimizer's alone.
-    settings = dict(max_steps=1, epochs=0, warmup_steps=4, clip_grad_norm=0.0, keep_last=0, log_every_steps=1,
-                    progress_bar=False)
+    settings = dict(
+        max_steps=1, epochs=0, warmup_steps=4, clip_grad_norm=0.0, keep_last=0, log_every_steps=1, progress_bar=False
+    )
     settings.update(changes)
     return TrainConfig(**settings)
 
@@ -50,7 +51,9 @@ def one_step(tmp_path, name, **factories) -> tuple[nn.Module, Trainer]:
 def gradient_at_start() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     model = make_model()
     loss_fn(model, BATCH).backward()
-    return [parameter.detach().clone() for parameter in model.parameters()], [parameter.grad for parameter in model.parameters()]
+    return [parameter.detach().clone() for parameter in model.parameters()], [
+        parameter.grad for parameter in model.parameters()
+    ]
 
 
 def test_an_sgd_factory_is_used_and_steps_as_sgd_not_adam(tmp_path):
@@ -84,12 +87,29 @@ def test_a_custom_optimizer_under_the_default_noam_schedule(tmp_path):
 
 def test_resuming_with_another_kind_of_optimizer_is_refused_naming_the_file(tmp_path):
     one_step(tmp_path, "run")  # Adam
-    with pytest.raises(ValueError, match=r"trainer_state\.pt: optimizer: expected an optimizer state of type SGD .*'betas'"):
-        Trainer(make_model(), config(max_steps=2), tmp_path / "run", loss_fn, lambda epoch: [BATCH],
-                optimizer_factory=sgd, schedule_factory=constant_rate, resume=True)
+    with pytest.raises(
+        ValueError, match=r"trainer_state\.pt: optimizer: expected an optimizer state of type SGD .*'betas'"
+    ):
+        Trainer(
+            make_model(),
+            config(max_steps=2),
+            tmp_path / "run",
+            loss_fn,
+            lambda epoch: [BATCH],
+            optimizer_factory=sgd,
+            schedule_factory=constant_rate,
+            resume=True,
+        )
     # The same kind resumes.
-    resumed = Trainer(make_model(), config(max_steps=2), tmp_path / "run", loss_fn, lambda epoch: [BATCH],
-                      d_model=D_MODEL, resume=True)
+    resumed = Trainer(
+        make_model(),
+        config(max_steps=2),
+        tmp_path / "run",
+        loss_fn,
+        lambda epoch: [BATCH],
+        d_model=D_MODEL,
+        resume=True,
+    )
     assert resumed.fit()["steps"] == 2
 
 
@@ -98,17 +118,35 @@ def test_bad_factories_and_arguments_are_named():
     with pytest.raises(ValueError, match="d_model: expected the model width for the default Noam schedule"):
         build_optimization(parameters, config(), lambda epoch: [BATCH], d_model=None)
     with pytest.raises(ValueError, match="cooldown_steps: expected 0 with a schedule_factory"):
-        build_optimization(parameters, config(max_steps=5, cooldown_steps=2), lambda epoch: [BATCH], d_model=None,
-                           schedule_factory=constant_rate)
+        build_optimization(
+            parameters,
+            config(max_steps=5, cooldown_steps=2),
+            lambda epoch: [BATCH],
+            d_model=None,
+            schedule_factory=constant_rate,
+        )
     with pytest.raises(ValueError, match="optimizer_factory: expected a torch.optim.Optimizer, got list"):
-        build_optimization(parameters, config(), lambda epoch: [BATCH], d_model=D_MODEL,
-                           optimizer_factory=lambda parameters: list(parameters))
+        build_optimization(
+            parameters,
+            config(),
+            lambda epoch: [BATCH],
+            d_model=D_MODEL,
+            optimizer_factory=lambda parameters: list(parameters),
+        )
     with pytest.raises(ValueError, match="schedule_factory: expected a schedule of the optimizer it was given"):
-        build_optimization(parameters, config(), lambda epoch: [BATCH], d_model=None,
-                           schedule_factory=lambda optimizer: constant_rate(sgd(parameters)))
-    with pytest.raises(ValueError, match="schedule_factory: expected a torch.optim.lr_scheduler.LRScheduler, got float"):
-        build_optimization(parameters, config(), lambda epoch: [BATCH], d_model=None,
-                           schedule_factory=lambda optimizer: 1.0)
+        build_optimization(
+            parameters,
+            config(),
+            lambda epoch: [BATCH],
+            d_model=None,
+            schedule_factory=lambda optimizer: constant_rate(sgd(parameters)),
+        )
+    with pytest.raises(
+        ValueError, match="schedule_factory: expected a torch.optim.lr_scheduler.LRScheduler, got float"
+    ):
+        build_optimization(
+            parameters, config(), lambda epoch: [BATCH], d_model=None, schedule_factory=lambda optimizer: 1.0
+        )
 
 
 def test_planned_optimizer_steps():

@@ -196,9 +196,7 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def test_copy_task_training_reaches_full_exact_match_on_held_out_sequences(
-    tmp_path: Path, one_thread: None
-) -> None:
+def test_copy_task_training_reaches_full_exact_match_on_held_out_sequences(tmp_path: Path, one_thread: None) -> None:
     config = reduced_copy_config()
     result = synthetic.train(config, tmp_path)
     assert result.summary["steps"] == config.train.max_steps

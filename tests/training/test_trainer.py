@@ -68,8 +68,13 @@ def evaluate_with_randomness(model: nn.Module) -> dict[str, float]:
 
 def config(**changes) -> TrainConfig:
     defaults = dict(
-        epochs=3, warmup_steps=4, lr_factor=1.0, eval_every_steps=2, keep_last=2,
-        log_every_steps=1, progress_bar=False,
+        epochs=3,
+        warmup_steps=4,
+        lr_factor=1.0,
+        eval_every_steps=2,
+        keep_last=2,
+        log_every_steps=1,
+        progress_bar=False,
     )
     defaults.update(changes)
     return TrainConfig(**defaults)
@@ -91,9 +96,11 @@ def test_overfits_one_batch(tmp_path):
     # One evaluation at the end only: a checkpoint per epoch would be slow and beside the point.
     trainer = Trainer(
         model,
-        config(epochs=80, eval_every_steps=1000, keep_last=0, warmup_steps=10, log_every_steps=10,
-               progress_bar=True),
-        tmp_path, batch_loss, lambda epoch: [batch], d_model=D_MODEL,
+        config(epochs=80, eval_every_steps=1000, keep_last=0, warmup_steps=10, log_every_steps=10, progress_bar=True),
+        tmp_path,
+        batch_loss,
+        lambda epoch: [batch],
+        d_model=D_MODEL,
         count_tokens=lambda batch: batch["token_ids"].numel(),
     )
     summary = trainer.fit()
@@ -117,8 +124,12 @@ def test_accumulating_half_batches_equals_full_batches(tmp_path):
         torch.manual_seed(0)
         model = TinyModel()
         trainer = Trainer(
-            model, config(epochs=1, grad_accum_steps=accumulation, clip_grad_norm=0.0),
-            tmp_path / name, loss_fn, lambda epoch, batches=batches: batches, d_model=D_MODEL,
+            model,
+            config(epochs=1, grad_accum_steps=accumulation, clip_grad_norm=0.0),
+            tmp_path / name,
+            loss_fn,
+            lambda epoch, batches=batches: batches,
+            d_model=D_MODEL,
         )
         assert trainer.fit()["steps"] == 2
         norms = [row["grad_norm"] for row in read_rows(tmp_path / name) if row["event"] == "train"]
@@ -135,9 +146,14 @@ def _train(out_dir, max_steps, resume=False, seed=0, train_batches=epoch_batches
     torch.manual_seed(1000 if resume else 0)
     model = TinyModel(dropout=0.3)
     trainer = Trainer(
-        model, config(max_steps=max_steps, grad_accum_steps=2, seed=seed), out_dir,
-        loss_with_python_random, train_batches, d_model=D_MODEL,
-        evaluate_fn=evaluate_with_randomness, resume=resume,
+        model,
+        config(max_steps=max_steps, grad_accum_steps=2, seed=seed),
+        out_dir,
+        loss_with_python_random,
+        train_batches,
+        d_model=D_MODEL,
+        evaluate_fn=evaluate_with_randomness,
+        resume=resume,
     )
     return model, trainer.fit()
 
@@ -145,7 +161,8 @@ def _train(out_dir, max_steps, resume=False, seed=0, train_batches=epoch_batches
 def _train_rows(out_dir) -> list[tuple]:
     return [
         (row["step"], row["epoch"], row["train_loss"], row["lr"], row["grad_norm"])
-        for row in read_rows(out_dir) if row["event"] == "train"
+        for row in read_rows(out_dir)
+        if row["event"] == "train"
     ]
 
 
@@ -186,9 +203,15 @@ def test_checkpoint_folders(tmp_path):
     scores = iter([1.0, 3.0, 2.0, 2.5])
     model = TinyModel()
     trainer = Trainer(
-        model, config(max_steps=8, best_metric="score", best_mode="max"), tmp_path, loss_fn,
-        epoch_batches, d_model=D_MODEL, evaluate_fn=lambda model: {"score": next(scores)},
-        checkpoint_config={"model": {"d_model": D_MODEL}}, extra_files={"vocabulary.txt": "a\nb\n"},
+        model,
+        config(max_steps=8, best_metric="score", best_mode="max"),
+        tmp_path,
+        loss_fn,
+        epoch_batches,
+        d_model=D_MODEL,
+        evaluate_fn=lambda model: {"score": next(scores)},
+        checkpoint_config={"model": {"d_model": D_MODEL}},
+        extra_files={"vocabulary.txt": "a\nb\n"},
     )
     summary = trainer.fit()
     names = sorted(path.name for path in tmp_path.iterdir())
@@ -204,13 +227,19 @@ def test_checkpoint_folders(tmp_path):
 
 
 def test_missing_best_metric_and_missing_resume_folder(tmp_path):
-    trainer = Trainer(TinyModel(), config(max_steps=2), tmp_path / "run", loss_fn, epoch_batches,
-                      d_model=D_MODEL, evaluate_fn=lambda model: {"bleu": 1.0})
+    trainer = Trainer(
+        TinyModel(),
+        config(max_steps=2),
+        tmp_path / "run",
+        loss_fn,
+        epoch_batches,
+        d_model=D_MODEL,
+        evaluate_fn=lambda model: {"bleu": 1.0},
+    )
     with pytest.raises(ValueError, match=r"best_metric: expected one of evaluate_fn's metrics \['bleu'\]"):
         trainer.fit()
     with pytest.raises(FileNotFoundError, match="last"):
-        Trainer(TinyModel(), config(), tmp_path / "empty", loss_fn, epoch_batches, d_model=D_MODEL,
-                resume=True)
+        Trainer(TinyModel(), config(), tmp_path / "empty", loss_fn, epoch_batches, d_model=D_MODEL, resume=True)
 
 
 def test_bf16_runs_under_autocast_with_finite_loss(tmp_path):
@@ -222,12 +251,17 @@ def test_bf16_runs_under_autocast_with_finite_loss(tmp_path):
         return smoothed_loss(logits, batch["target_ids"])
 
     model = TinyModel(dropout=0.1)
-    summary = Trainer(model, config(max_steps=3, precision="bf16", keep_last=0), tmp_path, recording_loss,
-                      epoch_batches, d_model=D_MODEL).fit()
+    summary = Trainer(
+        model,
+        config(max_steps=3, precision="bf16", keep_last=0),
+        tmp_path,
+        recording_loss,
+        epoch_batches,
+        d_model=D_MODEL,
+    ).fit()
     assert summary["steps"] == 3
     assert seen_dtypes and all(dtype == torch.bfloat16 for dtype in seen_dtypes)
-    assert all(torch.isfinite(parameter).all() and parameter.dtype == torch.float32
-               for parameter in model.parameters())
+    assert all(torch.isfinite(parameter).all() and parameter.dtype == torch.float32 for parameter in model.parameters())
     assert torch.isfinite(torch.tensor(summary["final_train_loss"]))
 
 
@@ -241,8 +275,9 @@ def test_non_finite_losses_are_skipped_then_stop_training(tmp_path, caplog):
 
     model = TinyModel()
     with caplog.at_level(logging.WARNING, logger="transformer_lab.training.trainer"):
-        summary = Trainer(model, config(max_steps=3, keep_last=0), tmp_path / "one", sometimes_nan,
-                          epoch_batches, d_model=D_MODEL).fit()
+        summary = Trainer(
+            model, config(max_steps=3, keep_last=0), tmp_path / "one", sometimes_nan, epoch_batches, d_model=D_MODEL
+        ).fit()
     assert summary["steps"] == 3 and len(calls) == 4  # the NaN batch took no step
     assert "non-finite loss nan" in caplog.text
 
@@ -250,19 +285,24 @@ def test_non_finite_losses_are_skipped_then_stop_training(tmp_path, caplog):
     weights_before = [parameter.detach().clone() for parameter in model.parameters()]
     always_nan = lambda model, batch: loss_fn(model, batch) * float("nan")  # noqa: E731
     with pytest.raises(RuntimeError, match="5 non-finite losses or gradient norms in a row"):
-        Trainer(model, config(max_steps=3), tmp_path / "always", always_nan, epoch_batches,
-                d_model=D_MODEL).fit()
+        Trainer(model, config(max_steps=3), tmp_path / "always", always_nan, epoch_batches, d_model=D_MODEL).fit()
     assert all(torch.equal(before, after) for before, after in zip(weights_before, model.parameters()))
 
 
 def test_cooldown_ends_the_run_with_small_steps(tmp_path):
     # 3 epochs of 5 batches, accumulated in pairs: 3 steps an epoch (the last on one batch), 9 in all.
     trainer = Trainer(
-        TinyModel(), config(grad_accum_steps=2, cooldown_steps=4, eval_every_steps=0), tmp_path,
-        loss_fn, epoch_batches, d_model=D_MODEL,
+        TinyModel(),
+        config(grad_accum_steps=2, cooldown_steps=4, eval_every_steps=0),
+        tmp_path,
+        loss_fn,
+        epoch_batches,
+        d_model=D_MODEL,
     )
     rates = []
-    trainer.optimizer.register_step_pre_hook(lambda optimizer, args, kwargs: rates.append(optimizer.param_groups[0]["lr"]))
+    trainer.optimizer.register_step_pre_hook(
+        lambda optimizer, args, kwargs: rates.append(optimizer.param_groups[0]["lr"])
+    )
     trainer.fit()
     expected = [noam_lr(step, D_MODEL, 4) * cooldown_multiplier(step, 9, 4) for step in range(1, 10)]
     assert rates == pytest.approx(expected)
@@ -292,5 +332,7 @@ def test_cooldown_needs_a_known_run_length(tmp_path):
     with pytest.raises(ValueError, match="cooldown_steps: needs the run's length"):
         Trainer(TinyModel(), config(cooldown_steps=2), tmp_path, loss_fn, batch_stream, d_model=D_MODEL)
     # With max_steps the length is known without len().
-    trainer = Trainer(TinyModel(), config(cooldown_steps=2, max_steps=4), tmp_path, loss_fn, batch_stream, d_model=D_MODEL)
+    trainer = Trainer(
+        TinyModel(), config(cooldown_steps=2, max_steps=4), tmp_path, loss_fn, batch_stream, d_model=D_MODEL
+    )
     assert trainer.fit()["steps"] == 4

@@ -51,8 +51,14 @@ def poisoned_loss(poisoned: set[int], kind: str):
 def train(tmp_path, name, batches, loss, **changes):
     torch.manual_seed(0)
     model = TinyModel()
-    trainer = Trainer(model, config(epochs=1, keep_last=0, eval_every_steps=0, **changes), tmp_path / name,
-                      loss, lambda epoch: batches, d_model=D_MODEL)
+    trainer = Trainer(
+        model,
+        config(epochs=1, keep_last=0, eval_every_steps=0, **changes),
+        tmp_path / name,
+        loss,
+        lambda epoch: batches,
+        d_model=D_MODEL,
+    )
     return model, trainer.fit()
 
 
@@ -78,8 +84,9 @@ def test_max_nonfinite_steps_in_a_row_stop_training(tmp_path, kind):
     loss = poisoned_loss(set(range(1, 8)), kind)  # the first batch is fine, then never again
     model = TinyModel()
     with pytest.raises(TrainingDivergedError, match="3 non-finite losses or gradient norms in a row"):
-        Trainer(model, config(epochs=1, max_nonfinite_steps=3), tmp_path, loss, lambda epoch: BATCHES,
-                d_model=D_MODEL).fit()
+        Trainer(
+            model, config(epochs=1, max_nonfinite_steps=3), tmp_path, loss, lambda epoch: BATCHES, d_model=D_MODEL
+        ).fit()
     assert len(loss.calls) == 4  # one good step, then exactly three poisoned ones
 
 
@@ -100,8 +107,15 @@ def test_cli_divergence_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
         return lambda model, batch: real_loss_fn(smoothing, pad_id)(model, batch) * float("nan")
 
     monkeypatch.setattr(synthetic, "seq2seq_loss_fn", nan_loss_fn)
-    tiny = ["data.num_train=64", "data.num_validation=4", "data.num_test=4", "model.d_model=16", "model.nhead=2",
-            "train.max_nonfinite_steps=2", "train.progress_bar=false"]
+    tiny = [
+        "data.num_train=64",
+        "data.num_validation=4",
+        "data.num_test=4",
+        "model.d_model=16",
+        "model.nhead=2",
+        "train.max_nonfinite_steps=2",
+        "train.progress_bar=false",
+    ]
     code = main(["train", "copy", "--out", str(tmp_path / "run"), *[part for item in tiny for part in ("--set", item)]])
     assert code == 1
     error = capsys.readouterr().err.strip().splitlines()

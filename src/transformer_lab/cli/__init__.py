@@ -73,7 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--verbose", action="store_true", help="show debug logging")
     parser.add_argument(
-        "--threads", type=int, default=None,
+        "--threads",
+        type=int,
+        default=None,
         help="torch's intra-op threads (default: $OMP_NUM_THREADS if set, else the machine's physical cores)",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -14,6 +14,7 @@ from transformer_lab.training import CONFIG_FILE, MODEL_FILE, average_checkpoint
 
 _STEP_FOLDER = re.compile(r"^step-(\d+)$")
 
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("average-checkpoints", help="average the weights of a run's last N step checkpoints")
     parser.add_argument("--run", type=Path, required=True, help="run folder holding step-NNNNNN/ checkpoints")
@@ -39,7 +40,9 @@ def run(arguments: argparse.Namespace) -> int:
         print(f"skipping {path}: not a complete checkpoint (no {MODEL_FILE} or {CONFIG_FILE})", file=sys.stderr)
     steps = [(step, path) for step, path in steps if path not in incomplete]
     if len(steps) < arguments.last:
-        raise ValueError(f"--last: expected at most the {len(steps)} step checkpoints in {arguments.run}, got {arguments.last}")
+        raise ValueError(
+            f"--last: expected at most the {len(steps)} step checkpoints in {arguments.run}, got {arguments.last}"
+        )
     sources = [path for _, path in steps[-arguments.last :]]
     average_checkpoints(sources, arguments.out, _container_model(sources[-1]))
     print(f"averaged {len(sources)} checkpoints ({sources[0].name} .. {sources[-1].name}) into {arguments.out}")

@@ -31,7 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--truncate", action="store_true", help="read only the first max_len subword tokens of a longer text (reported)"
     )
     parser.add_argument(
-        "--precision", choices=PRECISIONS, default="auto",
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
         help="auto: bf16 autocast where this machine runs bf16 fast, else fp32 (default auto)",
     )
     parser.set_defaults(handler=run)
@@ -63,7 +65,12 @@ def run(arguments: argparse.Namespace) -> int:
         shares = " ".join(f"{name}={probability:.4f}" for name, probability in result.probabilities.items())
         print(f"{result.label_name}\t{shares}")
         records.append(
-            {"text": text, "label": result.label_name, "probabilities": result.probabilities, "truncated": result.truncated}
+            {
+                "text": text,
+                "label": result.label_name,
+                "probabilities": result.probabilities,
+                "truncated": result.truncated,
+            }
         )
     if arguments.output is not None:
         arguments.output.parent.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,9 @@ from transformer_lab.tasks import couplet
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("couplet", help="write lower lines (下联) for upper lines (上联) with a couplet checkpoint")
+    parser = subparsers.add_parser(
+        "couplet", help="write lower lines (下联) for upper lines (上联) with a couplet checkpoint"
+    )
     parser.add_argument("lines", nargs="*", help="upper lines (none: read stdin, one per line)")
     parser.add_argument("--checkpoint", type=Path, required=True, help="checkpoint folder (e.g. runs/NAME/best)")
     parser.add_argument("--input", type=Path, default=None, help="answer every line of this UTF-8 file")
@@ -62,7 +64,8 @@ def run(arguments: argparse.Namespace) -> int:
             continue
         output.append(result.upper)
         output.extend(
-            f"  {rank}. {candidate.text}  ({candidate.score:.2f})" for rank, candidate in enumerate(result.candidates, 1)
+            f"  {rank}. {candidate.text}  ({candidate.score:.2f})"
+            for rank, candidate in enumerate(result.candidates, 1)
         )
     text = "".join(line + "\n" for line in output)
     if arguments.output is not None:

@@ -27,14 +27,20 @@ def add_constraint_arguments(parser: argparse.ArgumentParser, *, prefix: str = "
         "--no-mirror-repetition", action="store_true", help=f"{prefix}do not force the upper line's repetition pattern"
     )
     parser.add_argument(
-        "--allow-upper-characters", action="store_true", help=f"{prefix}let the lower line reuse the upper line's characters"
+        "--allow-upper-characters",
+        action="store_true",
+        help=f"{prefix}let the lower line reuse the upper line's characters",
     )
     parser.add_argument(
-        "--oblique-final-penalty", type=float, default=None,
+        "--oblique-final-penalty",
+        type=float,
+        default=None,
         help=f"{prefix}nats taken from oblique-tone final characters (0 = off)",
     )
     parser.add_argument(
-        "--tone-opposition-penalty", type=float, default=None,
+        "--tone-opposition-penalty",
+        type=float,
+        default=None,
         help=f"{prefix}nats taken, at each position, from characters of the upper character's tone class (0 = off)",
     )
 

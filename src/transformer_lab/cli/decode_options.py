@@ -21,13 +21,17 @@ from transformer_lab.models.quantization import int8_for_inference
 def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy; default: the checkpoint's)")
     parser.add_argument(
-        "--precision", choices=DECODE_PRECISIONS, default=None,
+        "--precision",
+        choices=DECODE_PRECISIONS,
+        default=None,
         help="bf16: decode under bf16 autocast, faster on CPUs with bf16 instructions; auto: bf16 where this "
         "machine runs it fast, else fp32; int8: the feed-forward and output layers in int8 (PyTorch dynamic "
         "quantization, CPU) (default: the checkpoint's; the presets say auto)",
     )
     parser.add_argument(
-        "--length-penalty", type=float, default=None,
+        "--length-penalty",
+        type=float,
+        default=None,
         help="beam search's GNMT length penalty alpha (0 = none; default: the checkpoint's)",
     )
 
@@ -71,9 +75,7 @@ def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:
         return decode_config
     if beam < 1:
         raise ValueError(f"--beam must be >= 1, got {beam}")
-    return dataclasses.replace(
-        decode_config, strategy="greedy" if beam == 1 else "beam", beam_size=beam, num_return=1
-    )
+    return dataclasses.replace(decode_config, strategy="greedy" if beam == 1 else "beam", beam_size=beam, num_return=1)
 
 
 def search_name(decode_config: DecodeConfig, device: str = "cpu") -> str:

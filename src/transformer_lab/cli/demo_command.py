@@ -23,12 +23,16 @@ def run(arguments: argparse.Namespace) -> int:
     if out_dir.exists() and any(out_dir.iterdir()):
         raise ValueError(f"--out: expected a new or empty folder, got {out_dir} which already holds files")
     config = resolved_config(synthetic.default_config("copy"), arguments)
-    print(f"Training on the copy task (vocabulary {config.data.vocab_size}, lengths {config.data.min_length}-"
-          f"{config.data.max_length}, {config.data.num_train} sequences per epoch) into {out_dir}")
+    print(
+        f"Training on the copy task (vocabulary {config.data.vocab_size}, lengths {config.data.min_length}-"
+        f"{config.data.max_length}, {config.data.num_train} sequences per epoch) into {out_dir}"
+    )
     report = run_demo(out_dir, config)
     summary = report.train_summary
-    print(f"\nTrained {summary['steps']} steps in {summary['wall_seconds']:.0f} s; "
-          f"final training loss {summary['final_train_loss']:.3f}\n")
+    print(
+        f"\nTrained {summary['steps']} steps in {summary['wall_seconds']:.0f} s; "
+        f"final training loss {summary['final_train_loss']:.3f}\n"
+    )
     print(f"{'source':<32} {'greedy':<32} beam")
     for example in report.examples:
         print(
@@ -36,8 +40,10 @@ def run(arguments: argparse.Namespace) -> int:
             f"{' '.join(map(str, example.greedy)):<32} "
             f"{' '.join(map(str, example.beam))}"
         )
-    print(f"\nExact match on {report.num_test} sequences never seen in training: "
-          f"greedy {report.greedy_exact_match:.1%}, beam {report.beam_exact_match:.1%}")
+    print(
+        f"\nExact match on {report.num_test} sequences never seen in training: "
+        f"greedy {report.greedy_exact_match:.1%}, beam {report.beam_exact_match:.1%}"
+    )
     if report.attention_png is not None:
         print(f"Cross-attention heat map: {report.attention_png}")
     return 0

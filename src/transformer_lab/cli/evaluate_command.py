@@ -46,48 +46,74 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("task", choices=tuple(DEFAULT_SPLITS), help="which task")
     parser.add_argument("--checkpoint", type=Path, required=True, help="checkpoint folder")
     parser.add_argument(
-        "--split", default=None, help=f"split to score (default: {', '.join(f'{k} {v}' for k, v in DEFAULT_SPLITS.items())})"
+        "--split",
+        default=None,
+        help=f"split to score (default: {', '.join(f'{k} {v}' for k, v in DEFAULT_SPLITS.items())})",
     )
     parser.add_argument("--data-dir", default=None, help="folder holding the dataset (default: $TRANSFORMER_LAB_DATA)")
     add_decode_arguments(parser)
     add_constraint_arguments(parser, prefix="couplet: ")
     # translation: score any test set (issue 20)
     parser.add_argument(
-        "--source", type=Path, default=None, metavar="FILE",
+        "--source",
+        type=Path,
+        default=None,
+        metavar="FILE",
         help="translation: score the translations of this file's lines (with --reference) instead of a --split",
     )
-    parser.add_argument("--reference", type=Path, default=None, metavar="FILE", help="translation: the reference of each --source line")
     parser.add_argument(
-        "--bleu-tokenize", choices=BLEU_TOKENIZERS, default=None,
+        "--reference", type=Path, default=None, metavar="FILE", help="translation: the reference of each --source line"
+    )
+    parser.add_argument(
+        "--bleu-tokenize",
+        choices=BLEU_TOKENIZERS,
+        default=None,
         help="translation: sacreBLEU's tokenizer (default: zh for a Chinese target, ja-mecab (else char) for "
         "Japanese, 13a otherwise)",
     )
     parser.add_argument(
-        "--output", type=Path, default=None,
+        "--output",
+        type=Path,
+        default=None,
         help="the hypotheses file (classification: the JSON report); default: beside the checkpoint",
     )
     parser.add_argument(
-        "--confusion-png", type=Path, default=None,
+        "--confusion-png",
+        type=Path,
+        default=None,
         help="classification: where to draw the confusion matrix (default: beside the checkpoint)",
     )
     parser.add_argument(
-        "--skip-malformed", action="store_true", help="classification: skip malformed CSV lines (counted) instead of failing"
+        "--skip-malformed",
+        action="store_true",
+        help="classification: skip malformed CSV lines (counted) instead of failing",
     )
     # classification: score any labelled file (issue 20)
     parser.add_argument(
-        "--test", type=Path, default=None, metavar="FILE",
+        "--test",
+        type=Path,
+        default=None,
+        metavar="FILE",
         help="classification: score this labelled CSV / TSV / JSON Lines file instead of a --split",
     )
     parser.add_argument(
-        "--text-field", dest="text_fields", action="append", default=None, metavar="NAME",
+        "--text-field",
+        dest="text_fields",
+        action="append",
+        default=None,
+        metavar="NAME",
         help="classification with --test: a text field (repeatable, joined by a line break; default: the checkpoint's)",
     )
     parser.add_argument(
-        "--label-field", default=None, metavar="NAME",
+        "--label-field",
+        default=None,
+        metavar="NAME",
         help="classification with --test: the label field (default: the checkpoint's)",
     )
     parser.add_argument(
-        "--file-format", choices=LABELLED_TEXT_FORMATS, default=None,
+        "--file-format",
+        choices=LABELLED_TEXT_FORMATS,
+        default=None,
         help="classification with --test: the file's format (default: the checkpoint's, else from the suffix)",
     )
     parser.set_defaults(handler=run)
@@ -160,7 +186,9 @@ def _evaluate_couplet(arguments: argparse.Namespace, split: str) -> int:
     for line in couplet_report_lines(evaluation.report):
         print(line)
     print(f"\n{NUM_SAMPLES} samples (upper | ours | reference):")
-    for upper, ours, reference in list(zip(evaluation.uppers, evaluation.hypotheses, evaluation.references))[:NUM_SAMPLES]:
+    for upper, ours, reference in list(zip(evaluation.uppers, evaluation.hypotheses, evaluation.references))[
+        :NUM_SAMPLES
+    ]:
         print(f"  {upper} | {ours} | {reference}")
     print(f"hypotheses: {output}\nsamples: {samples}")
     return 0
@@ -169,9 +197,18 @@ def _evaluate_couplet(arguments: argparse.Namespace, split: str) -> int:
 def couplet_report_lines(report: CoupletReport) -> list[str]:
     """The report as aligned text lines: BLEU with its signature, then each rate for ours and the references."""
     ours, references = report.hypotheses, report.references
-    lines = [f"character BLEU-4  {report.bleu.score:.2f}  {report.bleu.signature}", f"{'':28}{'ours':>24}{'references':>24}"]
-    for name in ("length_match", "punctuation_match", "identical_punctuation", "level_tone_ending",
-                 "repetition_mirrored", "no_repetition_where_none"):
+    lines = [
+        f"character BLEU-4  {report.bleu.score:.2f}  {report.bleu.signature}",
+        f"{'':28}{'ours':>24}{'references':>24}",
+    ]
+    for name in (
+        "length_match",
+        "punctuation_match",
+        "identical_punctuation",
+        "level_tone_ending",
+        "repetition_mirrored",
+        "no_repetition_where_none",
+    ):
         lines.append(f"{name.replace('_', ' '):28}{str(getattr(ours, name)):>24}{str(getattr(references, name)):>24}")
     for name in ("distinct_1", "distinct_2"):
         lines.append(f"{name.replace('_', '-'):28}{getattr(ours, name):>24.4f}{getattr(references, name):>24.4f}")
@@ -184,6 +221,7 @@ def couplet_report_lines(report: CoupletReport) -> list[str]:
 
 def couplet_samples_table(evaluation: couplet.CoupletEvaluation, count: int) -> str:
     """A Markdown table of the first `count` upper lines with our lower line and the reference."""
+
     def scores(upper: str, lower: str) -> str:
         # Tone opposition / parts of speech / rhythm of one line, as in the report.
         values = pair_scores(upper, lower)
@@ -205,7 +243,9 @@ def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
     for option in ("beam", "length_penalty"):
         if getattr(arguments, option) is not None:
             flag = option.replace("_", "-")
-            raise ValueError(f"--{flag}: expected only with the translation and couplet tasks, got it with classification")
+            raise ValueError(
+                f"--{flag}: expected only with the translation and couplet tasks, got it with classification"
+            )
     for option in ("source", "reference", "bleu_tokenize"):
         if getattr(arguments, option, None) is not None:
             flag = option.replace("_", "-")
@@ -217,13 +257,19 @@ def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
             if value is not None:
                 raise ValueError(f"{option}: expected either it or --test FILE, got both")
         articles: Sequence[classification.Example] = classification.load_labelled_test(
-            config, arguments.test, text_fields=arguments.text_fields,
-            label_field=arguments.label_field, file_format=arguments.file_format,
+            config,
+            arguments.test,
+            text_fields=arguments.text_fields,
+            label_field=arguments.label_field,
+            file_format=arguments.file_format,
         )
         source, split, rows = arguments.test, arguments.test.stem, "rows"
     else:
-        for option, value in (("--text-field", arguments.text_fields), ("--label-field", arguments.label_field),
-                              ("--file-format", arguments.file_format)):
+        for option, value in (
+            ("--text-field", arguments.text_fields),
+            ("--label-field", arguments.label_field),
+            ("--file-format", arguments.file_format),
+        ):
             if value is not None:
                 raise ValueError(f"{option}: expected only with --test FILE, got it with --split {split}")
         articles = classification.load_split(config, split, arguments.data_dir, skip_malformed=arguments.skip_malformed)
@@ -231,6 +277,7 @@ def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
     report, _ = classification.evaluate_classifier(
         model, tokenizer, articles, config.class_names, precision=arguments.precision or "auto", source=source
     )
+
     def columns(name: str) -> int:
         # A Chinese or Japanese character takes two terminal columns; pad by columns, not characters.
         return sum(2 if unicodedata.east_asian_width(character) in "WF" else 1 for character in name)
@@ -257,7 +304,10 @@ def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
     output = arguments.output or checkpoint / f"report.{split}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
     scored = {"split": split} if source is None else {"file": str(source.resolve())}
-    output.write_text(json.dumps({**scored, "num_articles": len(articles), **report.to_dict()}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    output.write_text(
+        json.dumps({**scored, "num_articles": len(articles), **report.to_dict()}, indent=2, ensure_ascii=False) + "\n",
+        encoding="utf-8",
+    )
     picture = plot_confusion_matrix(
         arguments.confusion_png or checkpoint / f"confusion.{split}.png",
         report.confusion,

@@ -28,11 +28,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write a checkpoint in another engine's format (CTranslate2: translation, couplet; "
         "ONNX: translation, couplet, classification)",
     )
-    parser.add_argument("--checkpoint", type=Path, required=True, help="checkpoint folder (e.g. runs/NAME/best) or run folder")
+    parser.add_argument(
+        "--checkpoint", type=Path, required=True, help="checkpoint folder (e.g. runs/NAME/best) or run folder"
+    )
     parser.add_argument("--format", choices=FORMATS, required=True, help="the target format: ctranslate2 or onnx")
     parser.add_argument("--out", type=Path, required=True, help="folder for the exported model (must not exist)")
     parser.add_argument(
-        "--quantization", choices=ctranslate2_export.QUANTIZATIONS, default=None,
+        "--quantization",
+        choices=ctranslate2_export.QUANTIZATIONS,
+        default=None,
         help="ctranslate2 only: store the weights in this type (default: float32; a float32 export can still run "
         "as int8 with Translator(..., compute_type='int8'))",
     )

@@ -40,7 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--nhead", type=int, default=2, help="random model: heads (default 2)")
     parser.add_argument("--num-layers", type=int, default=2, help="random model: layers per stack (default 2)")
     parser.add_argument(
-        "--tolerance", type=float, default=DEFAULT_TOLERANCE, help=f"largest |difference| called equal (default {DEFAULT_TOLERANCE:g})"
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help=f"largest |difference| called equal (default {DEFAULT_TOLERANCE:g})",
     )
     parser.set_defaults(handler=run)
 

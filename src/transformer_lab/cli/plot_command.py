@@ -70,7 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_output_arguments(attention_parser, None)
     attention_parser.set_defaults(handler=_run_attention)
 
-    curve_parser = figures_parsers.add_parser("training-curve", help="loss, learning rate and metrics from metrics.jsonl")
+    curve_parser = figures_parsers.add_parser(
+        "training-curve", help="loss, learning rate and metrics from metrics.jsonl"
+    )
     curve_parser.add_argument("--metrics", required=True, help="a Trainer's metrics.jsonl")
     _add_output_arguments(curve_parser, (10.0, 4.0))
     curve_parser.set_defaults(handler=_run_training_curve)
@@ -125,7 +127,9 @@ def _parse_settings(text: str) -> list[tuple[int, int]]:
         try:
             d_model, warmup_steps = (int(part) for part in parts)
         except ValueError:
-            raise ValueError(f"--settings: expected d_model:warmup pairs such as 512:4000, got {piece.strip()!r}") from None
+            raise ValueError(
+                f"--settings: expected d_model:warmup pairs such as 512:4000, got {piece.strip()!r}"
+            ) from None
         settings.append((d_model, warmup_steps))
     return settings
 

@@ -17,7 +17,10 @@ DEFAULT_PORT = 8000
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("serve", help="a local web page to try trained models and look inside them")
     parser.add_argument(
-        "--checkpoint", action="append", required=True, metavar="[NAME=]PATH",
+        "--checkpoint",
+        action="append",
+        required=True,
+        metavar="[NAME=]PATH",
         help="a run folder (its best/, else last/) or a checkpoint folder; repeat to serve several",
     )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
@@ -25,15 +28,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # The defaults are serve.app's (MAX_QUEUE, LOCK_TIMEOUT_SECONDS, MAX_BODY_BYTES), written
     # out here because the web packages are imported only when the command runs.
     parser.add_argument(
-        "--max-queue", type=int, default=None, metavar="N",
+        "--max-queue",
+        type=int,
+        default=None,
+        metavar="N",
         help="requests that may wait behind the running one; more get 503 at once (default 16)",
     )
     parser.add_argument(
-        "--wait-limit", type=float, default=None, metavar="SECONDS",
+        "--wait-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
         help="the longest a request waits, from its arrival, for the model before a 503 (default 30)",
     )
     parser.add_argument(
-        "--max-body-bytes", type=int, default=None, metavar="BYTES",
+        "--max-body-bytes",
+        type=int,
+        default=None,
+        metavar="BYTES",
         help="larger request bodies get 413 before they are read (default 1048576 = 1 MiB)",
     )
     parser.set_defaults(handler=run)
@@ -54,7 +66,11 @@ def run(arguments: argparse.Namespace) -> int:
     if arguments.max_body_bytes is not None and arguments.max_body_bytes < 1:
         raise ValueError(f"--max-body-bytes must be >= 1, got {arguments.max_body_bytes}")
     # Only the options given: the others keep create_app's defaults.
-    given = {"max_queue": arguments.max_queue, "lock_timeout": arguments.wait_limit, "max_body_bytes": arguments.max_body_bytes}
+    given = {
+        "max_queue": arguments.max_queue,
+        "lock_timeout": arguments.wait_limit,
+        "max_body_bytes": arguments.max_body_bytes,
+    }
     limits = {keyword: value for keyword, value in given.items() if value is not None}
     served = load_served_models(arguments.checkpoint)
     for model in served.values():

@@ -33,28 +33,45 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, required=True, help="run folder for checkpoints and metrics.jsonl")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument(
-        "--data-dir", default=None, help="folder holding the dataset (default: $TRANSFORMER_LAB_DATA); real-data tasks only"
+        "--data-dir",
+        default=None,
+        help="folder holding the dataset (default: $TRANSFORMER_LAB_DATA); real-data tasks only",
     )
     parser.add_argument(
-        "--precision", choices=PRECISIONS, default=None,
+        "--precision",
+        choices=PRECISIONS,
+        default=None,
         help=(
             "shorthand for --set train.precision=...: fp32, bf16 (autocast) "
             "or auto (bf16 where this machine runs it fast)"
         ),
     )
     parser.add_argument(
-        "--train", nargs="+", default=None, metavar="FILE",
+        "--train",
+        nargs="+",
+        default=None,
+        metavar="FILE",
         help="your own training data: SOURCE TARGET line files or one .tsv/.jsonl file (translation, couplet), "
         "or one .csv/.tsv/.jsonl file (classification); = --set data.train_files=...",
     )
     parser.add_argument(
-        "--valid", nargs="+", default=None, metavar="FILE",
+        "--valid",
+        nargs="+",
+        default=None,
+        metavar="FILE",
         help="your own validation data, in the forms of --train (default: carved from --train)",
     )
-    parser.add_argument("--source-language", default=None, help="translation: the source language code (JSON key, BLEU)")
-    parser.add_argument("--target-language", default=None, help="translation: the target language code (JSON key, BLEU)")
     parser.add_argument(
-        "--init-from", type=Path, default=None, metavar="CHECKPOINT",
+        "--source-language", default=None, help="translation: the source language code (JSON key, BLEU)"
+    )
+    parser.add_argument(
+        "--target-language", default=None, help="translation: the target language code (JSON key, BLEU)"
+    )
+    parser.add_argument(
+        "--init-from",
+        type=Path,
+        default=None,
+        metavar="CHECKPOINT",
         help="fine-tune: start from this checkpoint's weights, tokenizer and model config, with a fresh optimizer "
         "and the fine-tuning schedule (docs: README 'Your own data')",
     )
@@ -116,7 +133,6 @@ def _train_real_data(task: ModuleType, arguments: argparse.Namespace, out_dir: P
         return 0
     print(json.dumps(result.summary, indent=2, default=str))
     return 0
-
 
 
 def _with_data_options(data: Any, arguments: argparse.Namespace) -> Any:

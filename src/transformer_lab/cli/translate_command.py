@@ -26,12 +26,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--input", type=Path, default=None, help="translate every line of this UTF-8 file")
     add_decode_arguments(parser)
     parser.add_argument(
-        "--nbest", type=int, default=None, metavar="K",
+        "--nbest",
+        type=int,
+        default=None,
+        metavar="K",
         help="print the K best translations of each sentence, one a line, tab-separated: the sentence's number "
         "(from 1), the rank (from 1), the score (log-probability / GNMT length penalty), the translation "
         "(beam search with at least K beams; default beam: max(K, the checkpoint's)); a blank sentence gets no line",
     )
-    parser.add_argument("--plot-attention", type=Path, default=None, help="write a cross-attention heat map of the first sentence")
+    parser.add_argument(
+        "--plot-attention", type=Path, default=None, help="write a cross-attention heat map of the first sentence"
+    )
     parser.set_defaults(handler=run)
 
 

@@ -201,9 +201,7 @@ def parse_ag_news_line(line: str, unescape: bool = True) -> tuple[int, str, str]
     return int(class_id) - 1, title, description
 
 
-def read_ag_news_csv(
-    path: str | os.PathLike[str], skip_malformed: bool = False, unescape: bool = True
-) -> AgNewsFile:
+def read_ag_news_csv(path: str | os.PathLike[str], skip_malformed: bool = False, unescape: bool = True) -> AgNewsFile:
     """Read one AG News CSV file of the original format (see the module docstring).
 
     Args:
@@ -239,7 +237,10 @@ def read_ag_news_csv(
     if malformed:
         logger.warning(
             "%s: skipped %d malformed line(s), the first at line %d: %s",
-            path, len(malformed), malformed[0][0], malformed[0][1],
+            path,
+            len(malformed),
+            malformed[0][0],
+            malformed[0][1],
         )
     if not articles:
         raise ValueError(f"{path}: expected at least one article, got none ({len(malformed)} malformed line(s))")
@@ -295,7 +296,9 @@ def read_class_names(data_dir: str | os.PathLike[str] | None = None) -> tuple[st
         return AG_NEWS_CLASSES
     names = tuple(read_lines(path))
     if len(names) != len(AG_NEWS_CLASSES) or any(not name.strip() for name in names):
-        raise ValueError(f"{path}: expected {len(AG_NEWS_CLASSES)} non-empty class names, one a line, got {list(names)!r}")
+        raise ValueError(
+            f"{path}: expected {len(AG_NEWS_CLASSES)} non-empty class names, one a line, got {list(names)!r}"
+        )
     for line, name in enumerate(names, start=1):
         if name in names[: line - 1]:
             # Two classes under one name would merge in every output that goes by name.

@@ -104,9 +104,7 @@ def _take_shard(batches: list[list[int]], num_shards: int, shard_index: int) -> 
     return balanced[shard_index::num_shards]
 
 
-def balance_batches_for_shards(
-    batches: Sequence[Sequence[int]], num_shards: int
-) -> tuple[list[list[int]], int]:
+def balance_batches_for_shards(batches: Sequence[Sequence[int]], num_shards: int) -> tuple[list[list[int]], int]:
     """Make the number of batches a multiple of num_shards (see the module docstring).
 
     Batches are split in two (largest first) while possible; only when every batch holds
@@ -253,9 +251,7 @@ def padding_fraction(batches: Sequence[Sequence[int]], lengths: Lengths) -> floa
     for position, batch in enumerate(batches):
         indices = np.asarray(batch)
         if indices.ndim != 1 or indices.size == 0 or indices.dtype.kind not in "iu":
-            raise ValueError(
-                f"batches[{position}] must be a non-empty list of example indices, got {batch!r:.80}"
-            )
+            raise ValueError(f"batches[{position}] must be a non-empty list of example indices, got {batch!r:.80}")
         if indices.min() < 0 or indices.max() >= len(table):
             raise ValueError(
                 f"batches[{position}] must hold indices in [0, {len(table)}), got "

@@ -45,7 +45,9 @@ def mandarin_tone(character: str) -> int | None:
     if not is_han(character):
         return None
     pypinyin = require_extra("pypinyin", "the couplet tone rules")
-    readings = pypinyin.pinyin(character, style=pypinyin.Style.TONE3, heteronym=False, errors="ignore", neutral_tone_with_five=True)
+    readings = pypinyin.pinyin(
+        character, style=pypinyin.Style.TONE3, heteronym=False, errors="ignore", neutral_tone_with_five=True
+    )
     if not readings or not readings[0]:
         return None
     last = readings[0][0][-1:]
@@ -66,7 +68,7 @@ def last_han_character(characters: str) -> str | None:
 
 
 def tone_class(character: str) -> str | None:
-    """"level" (平, tone 1 or 2) or "oblique" (仄, tone 3, 4 or neutral) for a Han character, else None."""
+    """ "level" (平, tone 1 or 2) or "oblique" (仄, tone 3, 4 or neutral) for a Han character, else None."""
     tone = mandarin_tone(character)
     if tone is None:
         return None

@@ -31,15 +31,12 @@ def _as_id_row(name: str, sequence: object) -> torch.Tensor:
     try:
         row = torch.as_tensor(sequence)
     except (TypeError, ValueError, RuntimeError) as error:
-        raise ValueError(
-            f"{name} must be a sequence of integer ids, got {sequence!r:.80} ({error})"
-        ) from None
+        raise ValueError(f"{name} must be a sequence of integer ids, got {sequence!r:.80} ({error})") from None
     if row.numel() == 0:
         return torch.empty(0, dtype=torch.long)
     if row.dim() != 1 or row.is_floating_point() or row.is_complex() or row.dtype == torch.bool:
         raise ValueError(
-            f"{name} must be a 1-D sequence of integer ids, got dtype {row.dtype} "
-            f"and shape {tuple(row.shape)}"
+            f"{name} must be a 1-D sequence of integer ids, got dtype {row.dtype} " f"and shape {tuple(row.shape)}"
         )
     row = row.to(torch.long)
     if bool((row < 0).any()):
@@ -168,8 +165,7 @@ def collate_pairs(
     check_bool("add_source_eos", add_source_eos)
     if pad_id in (bos_id, eos_id):
         raise ValueError(
-            f"pad_id must differ from bos_id and eos_id, got pad_id={pad_id}, "
-            f"bos_id={bos_id}, eos_id={eos_id}"
+            f"pad_id must differ from bos_id and eos_id, got pad_id={pad_id}, " f"bos_id={bos_id}, eos_id={eos_id}"
         )
     if isinstance(pairs, (str, torch.Tensor)) or len(pairs) == 0:
         raise ValueError(f"pairs must be a non-empty list of (source ids, target ids), got {pairs!r:.80}")
@@ -183,9 +179,7 @@ def collate_pairs(
         target = _as_id_row(f"pairs[{index}] target", pair[1])
         for side, row in (("source", source), ("target", target)):
             if bool((row == pad_id).any()):
-                raise ValueError(
-                    f"pairs[{index}] {side} must not contain pad_id {pad_id}, got {row.tolist()!r:.80}"
-                )
+                raise ValueError(f"pairs[{index}] {side} must not contain pad_id {pad_id}, got {row.tolist()!r:.80}")
         if add_source_eos:
             source = torch.cat([source, eos])
         elif source.numel() == 0:
@@ -260,9 +254,7 @@ def collate_classification(examples: Sequence[tuple[Sequence[int], int]], pad_id
         if row.numel() == 0:
             raise ValueError(f"examples[{index}] token ids must be non-empty, got []")
         if bool((row == pad_id).any()):
-            raise ValueError(
-                f"examples[{index}] token ids must not contain pad_id {pad_id}, got {row.tolist()!r:.80}"
-            )
+            raise ValueError(f"examples[{index}] token ids must not contain pad_id {pad_id}, got {row.tolist()!r:.80}")
         label = example[1]
         if (
             isinstance(label, torch.Tensor)
@@ -275,6 +267,4 @@ def collate_classification(examples: Sequence[tuple[Sequence[int], int]], pad_id
             raise ValueError(f"examples[{index}] label must be a non-negative integer, got {label!r}")
         rows.append(row)
         labels.append(int(label))
-    return ClassificationBatch(
-        token_ids=_pad_rows(rows, pad_id), labels=torch.tensor(labels, dtype=torch.long)
-    )
+    return ClassificationBatch(token_ids=_pad_rows(rows, pad_id), labels=torch.tensor(labels, dtype=torch.long))

@@ -193,9 +193,7 @@ def _checked_corpus(text: ParallelText, where: Path, skip_invalid: bool, max_len
         (f"upper lines over max_length={max_length} characters", corpus.skipped_too_long),
     ):
         if numbers:
-            logger.warning(
-                "skipped %d pair(s) with %s in %s (first at line %d)", len(numbers), kind, where, numbers[0]
-            )
+            logger.warning("skipped %d pair(s) with %s in %s (first at line %d)", len(numbers), kind, where, numbers[0])
     return corpus
 
 
@@ -255,9 +253,7 @@ def split_validation(
     """
     num_validation = check_integer("num_validation", num_validation, minimum=0)
     if num_validation >= len(pairs):
-        raise ValueError(
-            f"num_validation must be smaller than the {len(pairs)} training pairs, got {num_validation}"
-        )
+        raise ValueError(f"num_validation must be smaller than the {len(pairs)} training pairs, got {num_validation}")
     chosen = set(random.Random(seed).sample(range(len(pairs)), num_validation))
     validation = [pair for index, pair in enumerate(pairs) if index in chosen]
     held_out = _validation_upper_lines(validation)
@@ -291,7 +287,9 @@ def with_reversed_pairs(
     return train + backward, len(train) - len(backward)
 
 
-def download_couplet_test(cache_dir: str | os.PathLike[str], base_url: str = COUPLET_TEST_URL, timeout: float = 60.0) -> Path:
+def download_couplet_test(
+    cache_dir: str | os.PathLike[str], base_url: str = COUPLET_TEST_URL, timeout: float = 60.0
+) -> Path:
     """Download wb14123's test split into `<cache_dir>/couplet/test/`, checked by sha256.
 
     Files already present with the right hash are not fetched again; a mismatch deletes

@@ -50,8 +50,6 @@ def resolve_dataset_dir(data_dir: str | os.PathLike[str] | None, folder_name: st
     """
     folder, origin = data_root(data_dir, folder_name)
     if not folder.is_dir():
-        raise FileNotFoundError(
-            f"{origin}: expected an existing folder, got {str(folder)!r}, which is not one"
-        )
+        raise FileNotFoundError(f"{origin}: expected an existing folder, got {str(folder)!r}, which is not one")
     nested = folder / folder_name
     return nested if nested.is_dir() else folder

@@ -51,11 +51,7 @@ def sha256_of_file(path: str | os.PathLike[str]) -> str:
 
 def _check_hex_digest(name: str, value: object, algorithm: str, digits: int) -> str:
     """Return `value` lowercased if it is `digits` hex digits, else raise a ValueError naming `name`."""
-    if (
-        not isinstance(value, str)
-        or len(value) != digits
-        or any(c not in "0123456789abcdefABCDEF" for c in value)
-    ):
+    if not isinstance(value, str) or len(value) != digits or any(c not in "0123456789abcdefABCDEF" for c in value):
         raise ValueError(f"{name} must be a {algorithm} of {digits} hex digits, got {value!r}")
     return value.lower()
 
@@ -104,9 +100,7 @@ def _gunzip(url: str, compressed: IO[bytes], destination: IO[bytes]) -> None:
         with gzip.GzipFile(fileobj=compressed, mode="rb") as archive:
             shutil.copyfileobj(archive, destination, _CHUNK_BYTES)
     except (gzip.BadGzipFile, EOFError, zlib.error) as error:
-        raise ValueError(
-            f"{url}: expected gzip-compressed data, got data that does not decompress ({error})"
-        ) from None
+        raise ValueError(f"{url}: expected gzip-compressed data, got data that does not decompress ({error})") from None
 
 
 def download_file(

@@ -265,7 +265,9 @@ def _read_json_lines(lines: list[str], text_fields: tuple[str, ...], label_field
         try:
             value = json.loads(line)
         except json.JSONDecodeError as error:
-            raise _LineError(number, f"expected a JSON object, got bad JSON ({error.msg} at column {error.colno})") from None
+            raise _LineError(
+                number, f"expected a JSON object, got bad JSON ({error.msg} at column {error.colno})"
+            ) from None
         if not isinstance(value, dict):
             raise _LineError(number, f"expected a JSON object, got {type(value).__name__} {line[:60]!r}")
         missing = [name for name in (*text_fields, label_field) if name not in value]

@@ -65,8 +65,7 @@ MULTI30K_LINE_COUNTS: dict[str, int] = {
 
 # The raw files of the official repository at the commit the shared copy was compared with.
 MULTI30K_URL = (
-    "https://raw.githubusercontent.com/multi30k/dataset/"
-    "a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw"
+    "https://raw.githubusercontent.com/multi30k/dataset/" "a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw"
 )
 
 # sha256 of the *decompressed* files (the official repository publishes no checksums;

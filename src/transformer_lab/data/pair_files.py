@@ -77,7 +77,9 @@ def read_pair_files(
     if not lines:
         raise ValueError(f"{path}: expected at least one pair, got an empty file")
     if form == "jsonl":
-        pairs = [_json_pair(path, number, line, source_language, target_language) for number, line in enumerate(lines, 1)]
+        pairs = [
+            _json_pair(path, number, line, source_language, target_language) for number, line in enumerate(lines, 1)
+        ]
         return ParallelText(pairs, path, path)
     header = lines[0] == f"{source_language}\t{target_language}"
     if header:
@@ -112,7 +114,9 @@ def _json_pair(path: Path, number: int, line: str, source_language: str, target_
     try:
         record = json.loads(line)
     except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: line {number}: expected one JSON object, got invalid JSON ({error.msg} at column {error.colno})") from None
+        raise ValueError(
+            f"{path}: line {number}: expected one JSON object, got invalid JSON ({error.msg} at column {error.colno})"
+        ) from None
     if not isinstance(record, dict):
         raise ValueError(f"{path}: line {number}: expected a JSON object, got {type(record).__name__}")
     holder = record.get("translation", record) if isinstance(record.get("translation"), dict) else record

@@ -141,9 +141,7 @@ def read_parallel_text(
             f"line(s) in {source_path} and {len(target_lines)} line(s) in {target_path}"
         )
     if not source_lines:
-        raise ValueError(
-            f"expected at least one line in {source_path} and {target_path}, got two empty files"
-        )
+        raise ValueError(f"expected at least one line in {source_path} and {target_path}, got two empty files")
 
     pairs: list[tuple[str, str]] = []
     skipped: list[int] = []

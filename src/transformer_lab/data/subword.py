@@ -238,9 +238,7 @@ def _inspect(tokenizer: Tokenizer, where: str) -> _Layout:
         safe = unk_id == UNK_ID or (unk_id is None and byte_fallback)
         found_unk = f"unk_id {unk_id!r}"
     else:
-        raise ValueError(
-            f"{where}: expected a BPE, WordPiece, WordLevel or Unigram model, got {model_type!r}"
-        )
+        raise ValueError(f"{where}: expected a BPE, WordPiece, WordLevel or Unigram model, got {model_type!r}")
     if not safe:
         raise ValueError(
             f"{where}: expected the {model_type} model's unk token to be {UNK_TOKEN!r} (id {UNK_ID}), so "
@@ -375,9 +373,7 @@ class SubwordTokenizer(SpecialTokenIds):
         )
         tokenizer.train_from_iterator(checked(), trainer=trainer)
         if counts["non_empty"] == 0:
-            raise ValueError(
-                f"texts must hold at least one non-empty sentence, got {counts['texts']} empty one(s)"
-            )
+            raise ValueError(f"texts must hold at least one non-empty sentence, got {counts['texts']} empty one(s)")
         result = cls(tokenizer)
         logger.info(
             "trained a byte-level BPE of %d entries (asked for %d) on %d sentences",
@@ -410,12 +406,8 @@ class SubwordTokenizer(SpecialTokenIds):
         def texts() -> Iterator[str]:
             for index, pair in enumerate(pairs):
                 if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-                    raise ValueError(
-                        f"pairs[{index}] must be a (source, target) pair of str, got {pair!r:.80}"
-                    )
-                source, target = (
-                    _check_text(f"pairs[{index}][{side}]", text) for side, text in enumerate(pair)
-                )
+                    raise ValueError(f"pairs[{index}] must be a (source, target) pair of str, got {pair!r:.80}")
+                source, target = (_check_text(f"pairs[{index}][{side}]", text) for side, text in enumerate(pair))
                 if sides != "target":
                     yield source
                 if sides != "source":
@@ -619,6 +611,4 @@ def encode_pairs(
             raise ValueError(f"pairs[{index}] must be a (source, target) pair of str, got {pair!r:.80}")
         sources.append(_check_text(f"pairs[{index}][0]", pair[0]))
         targets.append(_check_text(f"pairs[{index}][1]", pair[1]))
-    return list(
-        zip(source_tokenizer.encode_batch(sources), target_tokenizer.encode_batch(targets), strict=True)
-    )
+    return list(zip(source_tokenizer.encode_batch(sources), target_tokenizer.encode_batch(targets), strict=True))

@@ -62,9 +62,7 @@ class SyntheticTask:
         check_integer("min_length", self.min_length, minimum=1)
         check_integer("max_length", self.max_length, minimum=1)
         if self.max_length < self.min_length:
-            raise ValueError(
-                f"max_length must be >= min_length ({self.min_length}), got {self.max_length}"
-            )
+            raise ValueError(f"max_length must be >= min_length ({self.min_length}), got {self.max_length}")
 
     @property
     def first_symbol_id(self) -> int:
@@ -99,9 +97,7 @@ class SyntheticTask:
             rows = min(_ROWS_PER_DRAW, num_examples - start)
             # Shape: lengths [rows]; symbols [rows, max_length], each row cut to its length.
             lengths = torch.randint(self.min_length, self.max_length + 1, (rows,), generator=generator)
-            symbols = torch.randint(
-                self.first_symbol_id, self.vocab_size, (rows, self.max_length), generator=generator
-            )
+            symbols = torch.randint(self.first_symbol_id, self.vocab_size, (rows, self.max_length), generator=generator)
             for row, length in zip(symbols.tolist(), lengths.tolist()):
                 source = row[:length]
                 pairs.append((source, self.target_for(source)))

@@ -48,8 +48,7 @@ def _check_token(token: object, where: str) -> str:
         raise ValueError(f"{where}: expected a non-empty token, got ''")
     if any(mark in token for mark in _LINE_BREAKS):
         raise ValueError(
-            f"{where}: expected a token without line breaks (the file format is one token "
-            f"per line), got {token!r}"
+            f"{where}: expected a token without line breaks (the file format is one token " f"per line), got {token!r}"
         )
     return token
 
@@ -290,9 +289,7 @@ class Vocabulary(SpecialTokenIds):
             try:
                 token = raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise ValueError(
-                    f"{where}: expected UTF-8 text, got invalid bytes ({error.reason})"
-                ) from None
+                raise ValueError(f"{where}: expected UTF-8 text, got invalid bytes ({error.reason})") from None
             if number <= NUM_SPECIAL_TOKENS:
                 expected = SPECIAL_TOKENS[number - 1]
                 if token != expected:
@@ -309,13 +306,10 @@ class Vocabulary(SpecialTokenIds):
         for offset, token in enumerate(tokens):
             number = offset + NUM_SPECIAL_TOKENS + 1
             if token in SPECIAL_TOKENS:
-                raise ValueError(
-                    f"{path}: line {number}: expected an ordinary token, got the special {token!r}"
-                )
+                raise ValueError(f"{path}: line {number}: expected an ordinary token, got the special {token!r}")
             if token in seen:
                 raise ValueError(
-                    f"{path}: line {number}: expected a new token, got {token!r} "
-                    f"already on line {seen[token]}"
+                    f"{path}: line {number}: expected a new token, got {token!r} " f"already on line {seen[token]}"
                 )
             seen[token] = number
         return cls(tokens)

@@ -43,10 +43,10 @@ from torch import Tensor
 from transformer_lab.decoding.output import DecodeOutput, Hypothesis, check_length_penalty, gnmt_length_penalty
 from transformer_lab.decoding.protocol import (
     IncrementalDecoder,
-    clamp_to_positional_table,
     LogitsProcessor,
     check_positive,
     check_source_ids,
+    clamp_to_positional_table,
     next_token_log_probs,
     resolve_special_ids,
 )
@@ -118,9 +118,7 @@ def beam_search(
     check_positive("max_len", max_len)
     check_positive("num_return", num_return)
     if num_return > beam_size:
-        raise ValueError(
-            f"num_return: expected at most beam_size ({beam_size}), given {num_return}"
-        )
+        raise ValueError(f"num_return: expected at most beam_size ({beam_size}), given {num_return}")
     check_length_penalty(length_penalty)
     bos_id, eos_id, pad_id = resolve_special_ids(model, bos_id, eos_id, pad_id)
     max_len = clamp_to_positional_table(model, max_len)
@@ -135,14 +133,10 @@ def beam_search(
         beam_src_ids = src_ids.repeat_interleave(beam_size, dim=0)  # [B*K, S]
         cache = model.new_cache() if use_cache else None
 
-        prefix_ids = torch.full(
-            (batch_size * beam_size, 1), bos_id, dtype=torch.long, device=device
-        )  # [B*K, 1]
+        prefix_ids = torch.full((batch_size * beam_size, 1), bos_id, dtype=torch.long, device=device)  # [B*K, 1]
         # Only beam 0 is live at the start: the K beams hold the same prefix, and
         # letting all of them expand would fill the beam with K copies of each token.
-        beam_scores = torch.full(
-            (batch_size, beam_size), -math.inf, dtype=torch.float32, device=device
-        )  # [B, K]
+        beam_scores = torch.full((batch_size, beam_size), -math.inf, dtype=torch.float32, device=device)  # [B, K]
         beam_scores[:, 0] = 0.0
 
         # active[a] is the original index of the a-th sentence still in the batch.
@@ -158,9 +152,7 @@ def beam_search(
             vocab_size = log_probs.size(1)
 
             candidate_scores = beam_scores.reshape(-1, 1) + log_probs  # [A*K, V]
-            candidate_scores = candidate_scores.reshape(
-                active_count, beam_size * vocab_size
-            )  # [A, K*V]
+            candidate_scores = candidate_scores.reshape(active_count, beam_size * vocab_size)  # [A, K*V]
             candidate_count = min(2 * beam_size, beam_size * vocab_size)
             # topk returns the candidates sorted best first; their rank is used below.
             top_scores, top_index = candidate_scores.topk(candidate_count, dim=1)  # [A, C]
@@ -182,22 +174,15 @@ def beam_search(
             # An eos candidate counts only within the top K, as if the beam had K slots:
             # the extra K candidates exist to refill the beam, not to finish more.
             candidate_ranks = torch.arange(candidate_count, device=device)  # [C]
-            accepted = (
-                top_is_eos & (candidate_ranks < beam_size).unsqueeze(0) & torch.isfinite(top_scores)
-            )  # [A, C]
+            accepted = top_is_eos & (candidate_ranks < beam_size).unsqueeze(0) & torch.isfinite(top_scores)  # [A, C]
             positions = accepted.nonzero()  # [M, 2]
             if positions.numel() > 0:
                 sentence_positions = positions[:, 0]  # [M]
                 candidate_positions = positions[:, 1]  # [M]
-                rows = (
-                    row_offsets[sentence_positions]
-                    + top_parents[sentence_positions, candidate_positions]
-                )  # [M]
+                rows = row_offsets[sentence_positions] + top_parents[sentence_positions, candidate_positions]  # [M]
                 token_lists = prefix_ids.index_select(0, rows)[:, 1:].tolist()
                 log_prob_list = top_scores[sentence_positions, candidate_positions].tolist()
-                for position, tokens, log_prob in zip(
-                    sentence_positions.tolist(), token_lists, log_prob_list
-                ):
+                for position, tokens, log_prob in zip(sentence_positions.tolist(), token_lists, log_prob_list):
                     _add_hypothesis(
                         finished[active[position]],
                         tokens + [eos_id],

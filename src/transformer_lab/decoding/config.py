@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from transformer_lab.hardware import PRECISIONS, autocast, resolve_precision
 from transformer_lab.decoding.beam import beam_search
 from transformer_lab.decoding.greedy import greedy_search
 from transformer_lab.decoding.length_limits import RowLengthLimit
@@ -23,6 +22,7 @@ from transformer_lab.decoding.protocol import (
     check_source_ids,
     resolve_special_ids,
 )
+from transformer_lab.hardware import PRECISIONS, autocast, resolve_precision
 
 STRATEGIES = ("greedy", "beam")
 MAX_BEAM_SIZE = 64
@@ -69,21 +69,12 @@ class DecodeConfig:
         check_positive("max_len", self.max_len)
         check_positive("num_return", self.num_return)
         if self.num_return > self.beam_size:
-            raise ValueError(
-                f"num_return: expected at most beam_size ({self.beam_size}), "
-                f"given {self.num_return}"
-            )
+            raise ValueError(f"num_return: expected at most beam_size ({self.beam_size}), " f"given {self.num_return}")
         if self.max_len_a is not None and (
-            not isinstance(self.max_len_a, (int, float))
-            or not math.isfinite(self.max_len_a)
-            or self.max_len_a < 0
+            not isinstance(self.max_len_a, (int, float)) or not math.isfinite(self.max_len_a) or self.max_len_a < 0
         ):
-            raise ValueError(
-                f"max_len_a: expected a finite float >= 0 or None, given {self.max_len_a!r}"
-            )
-        if self.max_len_b is not None and (
-            isinstance(self.max_len_b, bool) or not isinstance(self.max_len_b, int)
-        ):
+            raise ValueError(f"max_len_a: expected a finite float >= 0 or None, given {self.max_len_a!r}")
+        if self.max_len_b is not None and (isinstance(self.max_len_b, bool) or not isinstance(self.max_len_b, int)):
             raise ValueError(f"max_len_b: expected an int or None, given {self.max_len_b!r}")
         check_length_penalty(self.length_penalty)
         if self.precision not in PRECISIONS:

@@ -11,10 +11,10 @@ from torch import Tensor
 from transformer_lab.decoding.output import DecodeOutput, Hypothesis, check_length_penalty, gnmt_length_penalty
 from transformer_lab.decoding.protocol import (
     IncrementalDecoder,
-    clamp_to_positional_table,
     LogitsProcessor,
     check_positive,
     check_source_ids,
+    clamp_to_positional_table,
     next_token_log_probs,
     resolve_special_ids,
 )

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-
 # The GNMT alpha the searches accept: the field uses 0-2 (GNMT 0.6, fairseq 1.0); beyond 10
 # the penalty overflows for long outputs and says nothing a smaller alpha would not.
 MAX_LENGTH_PENALTY = 10.0

@@ -192,24 +192,16 @@ def next_token_log_probs(
     rows = prefix_ids.size(0)
     logits = model.decode_step(prefix_ids, memory, src_ids, cache=cache)  # [N, V]
     if logits.dim() != 2 or logits.size(0) != rows:
-        raise ValueError(
-            f"model.decode_step: expected logits of shape [{rows}, V], "
-            f"given {tuple(logits.shape)}"
-        )
+        raise ValueError(f"model.decode_step: expected logits of shape [{rows}, V], " f"given {tuple(logits.shape)}")
     # float32 so that half-precision models do not lose the small differences that
     # decide between beams, and so that scores accumulate without overflow.
     log_probs = torch.log_softmax(logits.float(), dim=-1)  # [N, V]
     if logits_processor is not None:
         processed = apply_logits_processor(logits_processor, step, prefix_ids, log_probs, src_ids)  # [N, V]
         if not isinstance(processed, Tensor) or processed.shape != log_probs.shape:
-            given = (
-                tuple(processed.shape)
-                if isinstance(processed, Tensor)
-                else type(processed).__name__
-            )
+            given = tuple(processed.shape) if isinstance(processed, Tensor) else type(processed).__name__
             raise ValueError(
-                f"logits_processor: expected a tensor of shape {tuple(log_probs.shape)}, "
-                f"given {given}"
+                f"logits_processor: expected a tensor of shape {tuple(log_probs.shape)}, " f"given {given}"
             )
         log_probs = processed.float()  # [N, V]
     return log_probs

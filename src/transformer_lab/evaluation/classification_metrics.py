@@ -107,9 +107,7 @@ def classification_report(
     predicted = [sum(matrix[row][index] for row in range(size)) for index in range(size)]
     precision = [_ratio(correct[index], predicted[index]) for index in range(size)]
     recall = [_ratio(correct[index], support[index]) for index in range(size)]
-    f1 = [
-        2 * p * r / (p + r) if p + r > 0 else 0.0 for p, r in zip(precision, recall)
-    ]
+    f1 = [2 * p * r / (p + r) if p + r > 0 else 0.0 for p, r in zip(precision, recall)]
     return ClassificationReport(
         class_names=names,
         accuracy=accuracy(list(predictions), list(labels)),

@@ -200,12 +200,18 @@ def build_spec(model: Seq2SeqTransformer, source_tokens: Sequence[str], target_t
     # pre_norm=True makes the spec declare the final norms (it declares them for pre-norm
     # only); the flag is set to the model's layout afterwards, before anything is written.
     encoder_spec = specs.TransformerEncoderSpec(
-        len(encoder_layers), first_layer.self_attn.num_heads, pre_norm=True,
-        no_final_norm=encoder_norm is None, activation=activation,
+        len(encoder_layers),
+        first_layer.self_attn.num_heads,
+        pre_norm=True,
+        no_final_norm=encoder_norm is None,
+        activation=activation,
     )
     decoder_spec = specs.TransformerDecoderSpec(
-        len(decoder_layers), decoder_layers[0].self_attn.num_heads, pre_norm=True,
-        no_final_norm=decoder_norm is None, activation=activation,
+        len(decoder_layers),
+        decoder_layers[0].self_attn.num_heads,
+        pre_norm=True,
+        no_final_norm=decoder_norm is None,
+        activation=activation,
     )
     encoder_spec.pre_norm = pre_norm
     decoder_spec.pre_norm = pre_norm

@@ -113,6 +113,7 @@ DECODER_FILE = "decoder.onnx"
 CLASSIFIER_FILE = "classifier.onnx"
 CONFIG_FILE = "config.json"
 
+
 def _import_onnx() -> Any:
     """The ``onnx`` module, or a MissingExtraError that says how to install it."""
     return require_extra("onnx", "exporting to ONNX")
@@ -173,10 +174,22 @@ def export_seq2seq(
     config = seq2seq_config(model, task, sorted(vocabulary_files or {}))
 
     def write(folder: Path) -> None:
-        export_graph(encoder, encoder.example_inputs(), folder / ENCODER_FILE, encoder.input_names,
-                     encoder.output_names, encoder.dynamic_axes)
-        export_graph(decoder, decoder.example_inputs(), folder / DECODER_FILE, decoder.input_names,
-                     decoder.output_names, decoder.dynamic_axes)
+        export_graph(
+            encoder,
+            encoder.example_inputs(),
+            folder / ENCODER_FILE,
+            encoder.input_names,
+            encoder.output_names,
+            encoder.dynamic_axes,
+        )
+        export_graph(
+            decoder,
+            decoder.example_inputs(),
+            folder / DECODER_FILE,
+            decoder.input_names,
+            decoder.output_names,
+            decoder.dynamic_axes,
+        )
         _write_files(folder, config, vocabulary_files or {})
 
     return write_folder(out_dir, write)
@@ -203,12 +216,19 @@ def export_classifier(
     _check_file_names(vocabulary_files or {}, (CLASSIFIER_FILE, CONFIG_FILE))
     model = _float32_copy(model)
     graph = ClassifierGraph(model)
-    config = classifier_config(model, list(class_names) if class_names is not None else None,
-                               sorted(vocabulary_files or {}))
+    config = classifier_config(
+        model, list(class_names) if class_names is not None else None, sorted(vocabulary_files or {})
+    )
 
     def write(folder: Path) -> None:
-        export_graph(graph, graph.example_inputs(), folder / CLASSIFIER_FILE, graph.input_names,
-                     graph.output_names, graph.dynamic_axes)
+        export_graph(
+            graph,
+            graph.example_inputs(),
+            folder / CLASSIFIER_FILE,
+            graph.input_names,
+            graph.output_names,
+            graph.dynamic_axes,
+        )
         _write_files(folder, config, vocabulary_files or {})
 
     return write_folder(out_dir, write)
@@ -236,13 +256,26 @@ def export_graph(
         axes = {name: dict(name_axes) for name, name_axes in dynamic_axes.items()}
         if "dynamo" in inspect.signature(torch.onnx.export).parameters:
             torch.onnx.export(
-                module, example_inputs, str(path), input_names=inputs, output_names=outputs, dynamic_axes=axes,
-                opset_version=OPSET_VERSION, do_constant_folding=True, dynamo=False,
+                module,
+                example_inputs,
+                str(path),
+                input_names=inputs,
+                output_names=outputs,
+                dynamic_axes=axes,
+                opset_version=OPSET_VERSION,
+                do_constant_folding=True,
+                dynamo=False,
             )
         else:
             torch.onnx.export(
-                module, example_inputs, str(path), input_names=inputs, output_names=outputs, dynamic_axes=axes,
-                opset_version=OPSET_VERSION, do_constant_folding=True,
+                module,
+                example_inputs,
+                str(path),
+                input_names=inputs,
+                output_names=outputs,
+                dynamic_axes=axes,
+                opset_version=OPSET_VERSION,
+                do_constant_folding=True,
             )
     onnx.checker.check_model(str(path))
 
@@ -424,8 +457,12 @@ def _encoder_layer(layer: TransformerEncoderLayer, x: Tensor, padding_hidden: Te
 
 
 def _encode(
-    embedding: nn.Module, positions: SinusoidalPositionalEncoding, layers: Sequence[TransformerEncoderLayer],
-    norm: nn.Module | None, token_ids: Tensor, padding_mask: Tensor,
+    embedding: nn.Module,
+    positions: SinusoidalPositionalEncoding,
+    layers: Sequence[TransformerEncoderLayer],
+    norm: nn.Module | None,
+    token_ids: Tensor,
+    padding_mask: Tensor,
 ) -> Tensor:
     """Embeddings x sqrt(D) + positions, the encoder layers, the final norm.
 
@@ -463,7 +500,9 @@ class EncoderGraph(nn.Module):
         ]
         source_axes = {0: "batch", 1: "src_len"}
         self.dynamic_axes: dict[str, dict[int, str]] = {
-            "src_ids": source_axes, "src_padding_mask": source_axes, "memory": source_axes,
+            "src_ids": source_axes,
+            "src_padding_mask": source_axes,
+            "memory": source_axes,
             **{name: {0: "batch", 2: "src_len"} for name in self.output_names[1:]},
         }
 
@@ -548,8 +587,14 @@ class DecoderStepGraph(nn.Module):
         presents: list[Tensor] = []
         for index, layer in enumerate(self.layers):
             x, keys, values = self._layer(
-                layer, x, past[2 * index], past[2 * index + 1], cross[2 * index], cross[2 * index + 1],
-                self_hidden, cross_hidden,
+                layer,
+                x,
+                past[2 * index],
+                past[2 * index + 1],
+                cross[2 * index],
+                cross[2 * index + 1],
+                self_hidden,
+                cross_hidden,
             )
             presents.extend((keys, values))
         norm = seq2seq_stacks(model)[1].norm
@@ -560,8 +605,14 @@ class DecoderStepGraph(nn.Module):
 
     @staticmethod
     def _layer(
-        layer: TransformerDecoderLayer, x: Tensor, past_key: Tensor, past_value: Tensor,
-        cross_key: Tensor, cross_value: Tensor, self_hidden: Tensor, cross_hidden: Tensor,
+        layer: TransformerDecoderLayer,
+        x: Tensor,
+        past_key: Tensor,
+        past_value: Tensor,
+        cross_key: Tensor,
+        cross_value: Tensor,
+        self_hidden: Tensor,
+        cross_hidden: Tensor,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """One decoder layer on the new positions. Shape: x ``[B, T, D]`` -> x, keys, values ``[B, H, P+T, Dh]``."""
         grown: list[Tensor] = []

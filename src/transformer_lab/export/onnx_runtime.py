@@ -149,5 +149,7 @@ def greedy_decode(model: OnnxSeq2Seq, src_ids: np.ndarray, max_len: int) -> list
 def _check_ids(token_ids: Any, name: str) -> np.ndarray:
     array = np.asarray(token_ids)
     if array.ndim != 2 or array.size == 0 or not np.issubdtype(array.dtype, np.integer):
-        raise ValueError(f"{name}: expected a non-empty integer array [batch, length], got {array.dtype} of shape {array.shape}")
+        raise ValueError(
+            f"{name}: expected a non-empty integer array [batch, length], got {array.dtype} of shape {array.shape}"
+        )
     return array.astype(np.int64, copy=False)

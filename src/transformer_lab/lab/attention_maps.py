@@ -25,4 +25,8 @@ def attention_maps(model: Seq2SeqTransformer, src_ids: Tensor, tgt_in_ids: Tenso
             model(src_ids, tgt_in_ids)
     finally:
         model.train(was_training)
-    return {record.scope: record.tensor for record in recorder.records if record.name == _WEIGHTS_NAME and record.tensor is not None}
+    return {
+        record.scope: record.tensor
+        for record in recorder.records
+        if record.name == _WEIGHTS_NAME and record.tensor is not None
+    }

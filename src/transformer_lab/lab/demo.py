@@ -39,7 +39,9 @@ class DemoReport:
     attention_png: Path | None  # None without the plots extra (matplotlib)
 
 
-def run_demo(out_dir: str | os.PathLike[str], config: synthetic.SyntheticConfig | None = None, num_examples: int = 5) -> DemoReport:
+def run_demo(
+    out_dir: str | os.PathLike[str], config: synthetic.SyntheticConfig | None = None, num_examples: int = 5
+) -> DemoReport:
     """Train on the copy task into ``out_dir`` and evaluate on its held-out sequences."""
     config = synthetic.default_config("copy") if config is None else config
     out_dir = Path(out_dir)
@@ -51,7 +53,9 @@ def run_demo(out_dir: str | os.PathLike[str], config: synthetic.SyntheticConfig 
     shown = test[:num_examples]
     greedy_outputs = synthetic.decode_pairs(model, shown, greedy_config)
     beam_outputs = synthetic.decode_pairs(model, shown, beam_config)
-    examples = [DemoExample(source, greedy, beam) for (source, _), greedy, beam in zip(shown, greedy_outputs, beam_outputs)]
+    examples = [
+        DemoExample(source, greedy, beam) for (source, _), greedy, beam in zip(shown, greedy_outputs, beam_outputs)
+    ]
 
     # One cross-attention map of the last decoder layer, averaged over heads.
     longest = max(test[:50], key=lambda pair: len(pair[0]))
@@ -68,7 +72,10 @@ def run_demo(out_dir: str | os.PathLike[str], config: synthetic.SyntheticConfig 
         attention_png = None
     else:
         attention_png = plot_attention_heatmap(
-            weights, source_labels, target_labels, out_dir / "attention.png",
+            weights,
+            source_labels,
+            target_labels,
+            out_dir / "attention.png",
             title=f"copy task: cross-attention, decoder layer {last_layer} (mean of heads)",
         )
     return DemoReport(

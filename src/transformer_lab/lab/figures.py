@@ -389,8 +389,13 @@ def plot_confusion_matrix(
     for row in range(size):
         for column in range(size):
             axes.text(
-                column, row, f"{int(counts[row, column])}", ha="center", va="center",
-                color="white" if shares[row, column] > 0.5 else "black", fontsize=9,
+                column,
+                row,
+                f"{int(counts[row, column])}",
+                ha="center",
+                va="center",
+                color="white" if shares[row, column] > 0.5 else "black",
+                fontsize=9,
             )
     axes.set_xticks(range(size), labels=list(class_names), rotation=30, ha="right")
     axes.set_yticks(range(size), labels=list(class_names))

@@ -90,7 +90,9 @@ class LabSetup:
     description: str
 
 
-def read_parallel_batch(data_dir: str | os.PathLike[str], batch_size: int) -> tuple[Seq2SeqBatch, Vocabulary, Vocabulary, str]:
+def read_parallel_batch(
+    data_dir: str | os.PathLike[str], batch_size: int
+) -> tuple[Seq2SeqBatch, Vocabulary, Vocabulary, str]:
     """The first ``batch_size`` Multi30k training pairs as a batch (whitespace tokens).
 
     The vocabularies are built from those lines only, which is all a randomly initialised
@@ -106,8 +108,7 @@ def read_parallel_batch(data_dir: str | os.PathLike[str], batch_size: int) -> tu
     targets = [target.split() for _, target in pairs_text[:batch_size]]
     source_vocabulary, target_vocabulary = Vocabulary.build(sources), Vocabulary.build(targets)
     pairs = [
-        (source_vocabulary.encode(source), target_vocabulary.encode(target))
-        for source, target in zip(sources, targets)
+        (source_vocabulary.encode(source), target_vocabulary.encode(target)) for source, target in zip(sources, targets)
     ]
     batch = collate_pairs(pairs, PAD_ID, BOS_ID, EOS_ID)
     description = f"the first {batch_size} Multi30k training pairs from {resolve_multi30k_dir(data_dir)}"
@@ -332,7 +333,11 @@ def tgt_padding_mask_experiment(
         def run() -> tuple[Tensor, Tensor | None]:
             memory = _encode(model, batch.src_ids)
             logits = _decode(
-                model, memory, batch.src_ids, batch.tgt_in_ids, tgt_key_padding_mask=target_padding if with_mask else None
+                model,
+                memory,
+                batch.src_ids,
+                batch.tgt_in_ids,
+                tgt_key_padding_mask=target_padding if with_mask else None,
             )
             return logits, memory
 
@@ -373,9 +378,7 @@ def tgt_padding_mask_experiment(
             tolerance,
             True,
         ),
-        Comparison(
-            "weight from real queries to padded keys (no mask)", leaked, tolerance, True
-        ),
+        Comparison("weight from real queries to padded keys (no mask)", leaked, tolerance, True),
         Comparison(
             "logits at padded target positions",
             _max_difference(with_mask.logits, without_mask.logits, target_padding),
@@ -383,7 +386,10 @@ def tgt_padding_mask_experiment(
             False,
         ),
         Comparison(
-            "loss if padded positions were counted", _max_difference(counted_with.loss, counted_without.loss), tolerance, False
+            "loss if padded positions were counted",
+            _max_difference(counted_with.loss, counted_without.loss),
+            tolerance,
+            False,
         ),
     ]
     return LabResult(
@@ -439,7 +445,9 @@ def encoder_row_mask_experiment(
             True,
         ),
         Comparison("non-finite memory values with rows hidden", non_finite, tolerance, True),
-        Comparison("logits at every target position", _max_difference(rows_too.logits, columns_only.logits), tolerance, True),
+        Comparison(
+            "logits at every target position", _max_difference(rows_too.logits, columns_only.logits), tolerance, True
+        ),
         Comparison("loss", _max_difference(rows_too.loss, columns_only.loss), tolerance, True),
         Comparison("every parameter's gradient", _max_gradient_difference(rows_too, columns_only), tolerance, True),
         Comparison(
@@ -475,9 +483,7 @@ def encoder_row_mask_experiment(
     )
 
 
-def decoder_rows_experiment(
-    setup: LabSetup, tolerance: float = DEFAULT_TOLERANCE, smoothing: float = 0.1
-) -> LabResult:
+def decoder_rows_experiment(setup: LabSetup, tolerance: float = DEFAULT_TOLERANCE, smoothing: float = 0.1) -> LabResult:
     """The decoder's self-attention with and without padded target rows hidden.
 
     The tutorial's closing question: the decoder's masked self-attention hides only
@@ -514,7 +520,10 @@ def decoder_rows_experiment(
         ),
         Comparison("loss (ignore_index = pad)", _max_difference(rows_too.loss, columns_only.loss), tolerance, True),
         Comparison(
-            "every parameter's gradient (ignore_index = pad)", _max_gradient_difference(rows_too, columns_only), tolerance, True
+            "every parameter's gradient (ignore_index = pad)",
+            _max_gradient_difference(rows_too, columns_only),
+            tolerance,
+            True,
         ),
         Comparison(
             "logits at padded target positions",
@@ -577,7 +586,9 @@ def key_padding_polarity_experiment(setup: LabSetup, tolerance: float = DEFAULT_
 
     def attend(key_padding_mask: Tensor) -> tuple[Tensor, Tensor]:
         """First encoder self-attention: output ``[B, S, D]`` and weights ``[B, S, S]``."""
-        output, weights = first_attention(encoder_input, encoder_input, encoder_input, key_padding_mask=key_padding_mask)
+        output, weights = first_attention(
+            encoder_input, encoder_input, encoder_input, key_padding_mask=key_padding_mask
+        )
         assert weights is not None
         return output, weights
 
@@ -614,7 +625,10 @@ def key_padding_polarity_experiment(setup: LabSetup, tolerance: float = DEFAULT_
                 True,
             ),
             Comparison(
-                "attention output, converted vs padding_mask", _max_difference(converted_output, ours_output), tolerance, True
+                "attention output, converted vs padding_mask",
+                _max_difference(converted_output, ours_output),
+                tolerance,
+                True,
             ),
             Comparison("weight on padded keys with padding_mask", float(weight_on_padding.max()), tolerance, True),
             Comparison(
@@ -654,7 +668,9 @@ def key_padding_polarity_experiment(setup: LabSetup, tolerance: float = DEFAULT_
     guards = [
         _guard(
             "the Annotated source mask [B, 1, S] given as key_padding_mask",
-            lambda: first_attention(encoder_input, encoder_input, encoder_input, key_padding_mask=annotated_source_mask),
+            lambda: first_attention(
+                encoder_input, encoder_input, encoder_input, key_padding_mask=annotated_source_mask
+            ),
         ),
         _guard(
             "an integer 0/1 keep mask given as key_padding_mask",
@@ -709,4 +725,3 @@ def run_experiment(name: str, setup: LabSetup, tolerance: float = DEFAULT_TOLERA
     if not tolerance >= 0.0:
         raise ValueError(f"tolerance: expected a number >= 0, got {tolerance!r}")
     return EXPERIMENTS[name](setup, tolerance=tolerance)
-

@@ -80,7 +80,9 @@ class SinusoidalPositionalEncoding(nn.Module):
             raise ValueError(f"max_len must be in [1, {MAX_POSITIONS}], got {max_len}")
         positions = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)  # [max_len, 1]
         # 1 / 10000^(2i/D), computed in log space for accuracy.
-        frequencies = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))  # [D/2]
+        frequencies = torch.exp(
+            torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model)
+        )  # [D/2]
         table = torch.zeros(max_len, d_model)  # [max_len, D]
         table[:, 0::2] = torch.sin(positions * frequencies)
         table[:, 1::2] = torch.cos(positions * frequencies)

@@ -48,4 +48,6 @@ def int8_for_inference(model: ModelType) -> ModelType:
         # today's and tested here.
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
-        return torch.ao.quantization.quantize_dynamic(quantizable, {name: torch.ao.quantization.default_dynamic_qconfig for name in names}, dtype=torch.qint8)
+        return torch.ao.quantization.quantize_dynamic(
+            quantizable, {name: torch.ao.quantization.default_dynamic_qconfig for name in names}, dtype=torch.qint8
+        )

@@ -160,7 +160,8 @@ class Seq2SeqTransformer(nn.Module):
         """Shape: src_ids ``[B, S]``, tgt_in_ids ``[B, T]`` -> logits ``[B, T, V]``."""
         if src_ids.dim() == 2 and tgt_in_ids.dim() == 2 and src_ids.shape[0] != tgt_in_ids.shape[0]:
             raise ValueError(
-                f"src_ids and tgt_in_ids must have the same batch size, got {src_ids.shape[0]} and {tgt_in_ids.shape[0]}"
+                "src_ids and tgt_in_ids must have the same batch size, "
+                f"got {src_ids.shape[0]} and {tgt_in_ids.shape[0]}"
             )
         return self.decode(tgt_in_ids, self.encode(src_ids), src_ids)
 
@@ -187,7 +188,8 @@ class Seq2SeqTransformer(nn.Module):
         cached = cache.length
         if tgt_prefix_ids.shape[1] <= cached:
             raise ValueError(
-                f"tgt_prefix_ids must be longer than the {cached} cached positions, got length {tgt_prefix_ids.shape[1]}"
+                f"tgt_prefix_ids must be longer than the {cached} cached positions, "
+                f"got length {tgt_prefix_ids.shape[1]}"
             )
         new_ids = tgt_prefix_ids[:, cached:]  # [B, t - cached]
         check_token_ids(new_ids, self.tgt_vocab_size, "tgt_prefix_ids")

@@ -68,13 +68,11 @@ class MultiheadAttention(nn.Module):
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
             raise ValueError(
-                f"embed_dim and num_heads must be positive, got embed_dim={embed_dim}, "
-                f"num_heads={num_heads}"
+                f"embed_dim and num_heads must be positive, got embed_dim={embed_dim}, " f"num_heads={num_heads}"
             )
         if embed_dim % num_heads != 0:
             raise ValueError(
-                f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim}, "
-                f"num_heads={num_heads}"
+                f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim}, " f"num_heads={num_heads}"
             )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
@@ -240,9 +238,7 @@ class MultiheadAttention(nn.Module):
                 f"key {key.shape[0]}, value {value.shape[0]}"
             )
         if key.shape[1] != value.shape[1]:
-            raise ValueError(
-                f"key and value must have the same length, got key {key.shape[1]}, value {value.shape[1]}"
-            )
+            raise ValueError(f"key and value must have the same length, got key {key.shape[1]}, value {value.shape[1]}")
         if cache is not None and (self.bias_k is not None or self.add_zero_attn):
             raise ValueError("cache: incremental decoding does not support add_bias_kv or add_zero_attn")
 
@@ -399,9 +395,7 @@ class MultiheadAttention(nn.Module):
     def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> bool:
         """Validate ranks and widths; return whether the inputs carry a batch dimension."""
         if query.dim() not in (2, 3):
-            raise ValueError(
-                f"query must be 3-D (batched) or 2-D (unbatched), got shape {list(query.shape)}"
-            )
+            raise ValueError(f"query must be 3-D (batched) or 2-D (unbatched), got shape {list(query.shape)}")
         inputs = (("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim))
         for name, tensor, width in inputs:
             if tensor.dim() != query.dim():

@@ -132,7 +132,9 @@ class TransformerEncoder(nn.Module):
         output = src
         for index, layer in enumerate(self.layers):
             with scope(f"encoder.layers.{index}"):
-                output = layer(output, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+                output = layer(
+                    output, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal)
+                )
         if self.norm is not None:
             output = self.norm(output)
         return output

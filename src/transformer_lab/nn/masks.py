@@ -49,8 +49,7 @@ def causal_mask(
     key_len = query_len if key_len is None else key_len
     if query_len < 1 or key_len < query_len:
         raise ValueError(
-            f"causal_mask: expected 1 <= query_len <= key_len, got query_len={query_len}, "
-            f"key_len={key_len}"
+            f"causal_mask: expected 1 <= query_len <= key_len, got query_len={query_len}, " f"key_len={key_len}"
         )
     offset = key_len - query_len
     query_positions = torch.arange(query_len, device=device).unsqueeze(1) + offset  # [L, 1]
@@ -99,9 +98,7 @@ def lengths_to_padding_mask(lengths: Tensor, max_len: int | None = None) -> Tens
     longest = int(lengths.max()) if lengths.numel() else 0
     max_len = longest if max_len is None else max_len
     if longest > max_len:
-        raise ValueError(
-            f"lengths_to_padding_mask: max_len must be >= the longest length {longest}, got {max_len}"
-        )
+        raise ValueError(f"lengths_to_padding_mask: max_len must be >= the longest length {longest}, got {max_len}")
     positions = torch.arange(max_len, device=lengths.device).unsqueeze(0)  # [1, S]
     return positions >= lengths.unsqueeze(1)  # [B, S]
 
@@ -114,9 +111,7 @@ def _check_mask_dtype(name: str, mask: Tensor) -> None:
         )
 
 
-def check_attn_mask(
-    attn_mask: Tensor, *, batch_size: int, num_heads: int, query_len: int, key_len: int
-) -> None:
+def check_attn_mask(attn_mask: Tensor, *, batch_size: int, num_heads: int, query_len: int, key_len: int) -> None:
     """Raise ``ValueError`` unless ``attn_mask`` is ``[L, S]`` or ``[B*H, L, S]``, bool or float."""
     _check_mask_dtype("attn_mask", attn_mask)
     expected_2d = (query_len, key_len)
@@ -268,7 +263,6 @@ def keep_to_hidden(keep_mask: Tensor) -> Tensor:
     """
     if keep_mask.dtype != torch.bool:
         raise ValueError(
-            "keep_to_hidden: keep_mask must be a bool tensor (True = may attend), "
-            f"got dtype {keep_mask.dtype}"
+            "keep_to_hidden: keep_mask must be a bool tensor (True = may attend), " f"got dtype {keep_mask.dtype}"
         )
     return ~keep_mask

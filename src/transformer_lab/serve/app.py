@@ -124,7 +124,11 @@ def create_app(
     ``max_text_characters``, ``max_lines``: the size limits (module docstring). The
     admission state is ``app.state.admission`` (a :class:`~transformer_lab.serve.admission.Admission`).
     """
-    for name, value in (("max_body_bytes", max_body_bytes), ("max_text_characters", max_text_characters), ("max_lines", max_lines)):
+    for name, value in (
+        ("max_body_bytes", max_body_bytes),
+        ("max_text_characters", max_text_characters),
+        ("max_lines", max_lines),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
     admission = Admission(max_queue, lock_timeout)

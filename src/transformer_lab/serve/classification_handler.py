@@ -30,7 +30,11 @@ class ClassificationHandler:
         self.model, self.tokenizer, self.config = classification.load_classifier(checkpoint)
 
     def describe(self) -> dict[str, Any]:
-        return {"layers": self.config.model.num_layers, "heads": self.config.model.nhead, "labels": list(self.config.class_names)}
+        return {
+            "layers": self.config.model.num_layers,
+            "heads": self.config.model.nhead,
+            "labels": list(self.config.class_names),
+        }
 
     def tokenize(self, text: str) -> list[str]:
         """The subword tokens the model reads for ``text`` (for the masks view)."""
@@ -41,7 +45,9 @@ class ClassificationHandler:
         (prediction,) = classification.predict(self.model, self.tokenizer, self.config.class_names, [request.text])
         return {
             "label": prediction.label_name,
-            "classes": [{"label": name, "probability": probability} for name, probability in prediction.probabilities.items()],
+            "classes": [
+                {"label": name, "probability": probability} for name, probability in prediction.probabilities.items()
+            ],
             "num_tokens": prediction.num_tokens,
         }
 

@@ -23,7 +23,9 @@ class CoupletRequest(BaseModel):
 
     model: ModelName
     text: Text
-    count: int = Field(default=5, ge=1, le=MAX_LOWER_LINES, description="how many lower lines (the beam is at least this wide)")
+    count: int = Field(
+        default=5, ge=1, le=MAX_LOWER_LINES, description="how many lower lines (the beam is at least this wide)"
+    )
 
 
 class CoupletHandler:
@@ -54,7 +56,12 @@ class CoupletHandler:
             self.config.decode, strategy="beam", beam_size=max(request.count, self.config.decode.beam_size)
         )
         (result,) = couplet.generate(
-            self.model, self.vocabulary, [request.text], decode_config, self.config.constraints, num_candidates=request.count
+            self.model,
+            self.vocabulary,
+            [request.text],
+            decode_config,
+            self.config.constraints,
+            num_candidates=request.count,
         )
         if result.error is not None:
             raise ValueError(f"text: {result.error}")

@@ -307,7 +307,9 @@ def build_data(
     validation_file = Path(config.valid_files[0]) if config.valid_files else None
     if validation_file is not None:
         train_articles = rows
-        validation_articles: list[Example] = list(labelled_examples(read_labelled_file(config, validation_file), class_names))
+        validation_articles: list[Example] = list(
+            labelled_examples(read_labelled_file(config, validation_file), class_names)
+        )
     else:
         train_articles, validation_articles = _carve_validation(config, rows)
     texts = [article.text for article in train_articles]
@@ -333,8 +335,13 @@ def epoch_batches(
     """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch); a process's share under DDP."""
     lengths = [len(ids) for ids in data.train_ids]
     indices = token_budget_batches(
-        lengths, config.max_tokens, shuffle=True, seed=config.seed, epoch=epoch,
-        num_shards=num_shards, shard_index=shard_index,
+        lengths,
+        config.max_tokens,
+        shuffle=True,
+        seed=config.seed,
+        epoch=epoch,
+        num_shards=num_shards,
+        shard_index=shard_index,
     )
     return [
         collate_classification([(data.train_ids[index], data.train_articles[index].label) for index in batch], PAD_ID)
@@ -442,7 +449,11 @@ def predict_each(
         for index, row in zip(usable, probabilities.tolist()):
             label = max(range(len(row)), key=row.__getitem__)
             results[index] = Prediction(
-                label, class_names[label], dict(zip(class_names, row)), len(encoded[index]), len(encoded[index]) > max_len
+                label,
+                class_names[label],
+                dict(zip(class_names, row)),
+                len(encoded[index]),
+                len(encoded[index]) > max_len,
             )
     return results
 
@@ -479,7 +490,11 @@ def evaluate_classifier(
     results = predict_each(model, tokenizer, class_names, [article.text for article in articles], precision=precision)
     for article, result in zip(articles, results):
         if isinstance(result, str):
-            where = f"{source}: line {article.line_number}" if source is not None else f"article of line {article.line_number}"
+            where = (
+                f"{source}: line {article.line_number}"
+                if source is not None
+                else f"article of line {article.line_number}"
+            )
             raise ValueError(f"{where}: {result}")
     predictions: list[Prediction] = results  # type: ignore[assignment]
     report = classification_report(
@@ -512,7 +527,9 @@ def _check_lengths(data: ClassificationData, max_len: int) -> None:
 def _recorded_data_config(config: ClassificationDataConfig, data: ClassificationData) -> ClassificationDataConfig:
     """The data config to write into checkpoints: the files used, findable from any folder."""
     if not config.train_files:
-        return dataclasses.replace(config, train_file=_recorded_train_file(data.train_file, resolve_ag_news_dir(config.data_dir)))
+        return dataclasses.replace(
+            config, train_file=_recorded_train_file(data.train_file, resolve_ag_news_dir(config.data_dir))
+        )
     return dataclasses.replace(
         config,
         train_files=(str(data.train_file.resolve()),),
@@ -554,8 +571,13 @@ def train(
     logger.info(
         "%s: %d training and %d validation articles (%d malformed lines skipped), vocabulary %d, "
         "%d batches per epoch, padding %.1f%%",
-        data.train_file, len(data.train_articles), len(data.validation_articles), data.num_skipped,
-        data.tokenizer.vocab_size, len(first_epoch), 100 * padding_fraction(first_epoch, lengths),
+        data.train_file,
+        len(data.train_articles),
+        len(data.validation_articles),
+        data.num_skipped,
+        data.tokenizer.vocab_size,
+        len(first_epoch),
+        100 * padding_fraction(first_epoch, lengths),
     )
     validation_ids = data.tokenizer.encode_batch([article.text for article in data.validation_articles])
     validation_labels = torch.tensor([article.label for article in data.validation_articles])
@@ -639,11 +661,15 @@ def load_labelled_test(
     A label outside the checkpoint's ``class_names`` is a ValueError naming the file, the
     line and the label.
     """
-    read = read_labelled_file(config.data, path, text_fields=text_fields, label_field=label_field, file_format=file_format)
+    read = read_labelled_file(
+        config.data, path, text_fields=text_fields, label_field=label_field, file_format=file_format
+    )
     return labelled_examples(read, config.class_names)
 
 
-def load_split(config: ClassificationConfig, split: str, data_dir: str | None = None, skip_malformed: bool = False) -> list[Example]:
+def load_split(
+    config: ClassificationConfig, split: str, data_dir: str | None = None, skip_malformed: bool = False
+) -> list[Example]:
     """The articles of ``split`` ("test", or "validation": the rows held out at training)."""
     if config.data.train_files:
         return load_labelled_split(config, split)

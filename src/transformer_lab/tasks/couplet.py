@@ -308,7 +308,9 @@ def _punctuation_stand_in(vocabulary: Vocabulary) -> int | None:
     """
     if "，" in vocabulary:
         return vocabulary.token_to_id("，")
-    marks = [index for index, token in enumerate(vocabulary.tokens) if index >= NUM_SPECIAL_TOKENS and is_punctuation(token)]
+    marks = [
+        index for index, token in enumerate(vocabulary.tokens) if index >= NUM_SPECIAL_TOKENS and is_punctuation(token)
+    ]
     return marks[0] if marks else None
 
 
@@ -353,7 +355,9 @@ def generate(
                 f"num_candidates={num_candidates} needs beam search with at least as many beams, got "
                 f"strategy {decode_config.strategy!r} with beam_size {decode_config.beam_size}"
             )
-    decode_config = dataclasses.replace(decode_config, num_return=num_candidates if decode_config.strategy == "beam" else 1)
+    decode_config = dataclasses.replace(
+        decode_config, num_return=num_candidates if decode_config.strategy == "beam" else 1
+    )
     lines = [split_characters(upper) for upper in uppers]
     checks = [check_upper_line(line, vocabulary, model.max_len) for line in lines]
     results: list[CoupletResult | None] = [
@@ -377,7 +381,9 @@ def generate(
             def to_text(ids: list[int], upper: str = lines[index]) -> str:
                 return _restore_marks(upper, vocabulary.decode(ids), constraint_config)
 
-            results[index] = CoupletResult(lines[index], seq2seq.candidates_of(hypotheses, to_text), note=checks[index][1])
+            results[index] = CoupletResult(
+                lines[index], seq2seq.candidates_of(hypotheses, to_text), note=checks[index][1]
+            )
     return [result for result in results if result is not None]
 
 

@@ -56,6 +56,8 @@ def load_trained(checkpoint: str | os.PathLike[str], tasks: tuple[str, ...] = ()
     folder = resolve_checkpoint(checkpoint)
     task = checkpoint_task(folder)
     if tasks and task not in tasks:
-        raise ValueError(f"checkpoint {str(folder)!r}: expected a checkpoint of {' or '.join(tasks)}, got task {task!r}")
+        raise ValueError(
+            f"checkpoint {str(folder)!r}: expected a checkpoint of {' or '.join(tasks)}, got task {task!r}"
+        )
     model, vocabulary, config = LOADERS[task](folder)
     return TrainedModel(task=task, folder=folder, model=model, vocabulary=vocabulary, config=config)

@@ -151,7 +151,9 @@ def build_data(config: SyntheticDataConfig) -> SyntheticData:
             f"data: only {len(unseen)} distinct unseen sequences exist for min_length={config.min_length}, "
             f"max_length={config.max_length}, vocab_size={config.vocab_size}; need {needed}"
         )
-    return SyntheticData(train=train, validation=unseen[: config.num_validation], test=unseen[config.num_validation : needed])
+    return SyntheticData(
+        train=train, validation=unseen[: config.num_validation], test=unseen[config.num_validation : needed]
+    )
 
 
 def batches_of(
@@ -191,9 +193,7 @@ class TrainResult:
     summary: dict[str, Any]
 
 
-def train(
-    config: SyntheticConfig, out_dir: str | os.PathLike[str], *, resume: bool = False
-) -> TrainResult:
+def train(config: SyntheticConfig, out_dir: str | os.PathLike[str], *, resume: bool = False) -> TrainResult:
     """Train on the synthetic task; checkpoints and ``metrics.jsonl`` go to ``out_dir``."""
     config = resolve(config)
     torch.manual_seed(config.train.seed)

@@ -167,7 +167,9 @@ def carve_validation(
             f"got {len(pairs)} training pair(s) and no --valid"
         )
     chosen = set(random.Random(seed).sample(range(len(pairs)), held))
-    logger.info("no --valid given: %d of the %d training pairs are held out for validation (seed %d)", held, len(pairs), seed)
+    logger.info(
+        "no --valid given: %d of the %d training pairs are held out for validation (seed %d)", held, len(pairs), seed
+    )
     return (
         [pair for index, pair in enumerate(pairs) if index not in chosen],
         [pair for index, pair in enumerate(pairs) if index in chosen],
@@ -283,7 +285,9 @@ def translate_nbest(
     tokenizers = TokenizerPair.of(tokenizer)
     source_ids = tokenizers.source.encode(sentence)
     if len(source_ids) > model.max_len:
-        raise ValueError(f"sentence must be at most {model.max_len} subword tokens (the model's max_len), got {len(source_ids)}")
+        raise ValueError(
+            f"sentence must be at most {model.max_len} subword tokens (the model's max_len), got {len(source_ids)}"
+        )
     (hypotheses,) = seq2seq.decode_sources(model, [source_ids], decode_config)
     return seq2seq.candidates_of(hypotheses, tokenizers.target.decode)
 
@@ -321,7 +325,9 @@ def evaluate_bleu(
 def _read_tokenizers(folder: Path) -> TokenizerPair:
     """A checkpoint's tokenizers: its tokenizer.json (joint), or its source_ and target_tokenizer.json."""
     if (folder / SOURCE_TOKENIZER_FILE).is_file() or (folder / TARGET_TOKENIZER_FILE).is_file():
-        return TokenizerPair(read_tokenizer(folder, SOURCE_TOKENIZER_FILE), read_tokenizer(folder, TARGET_TOKENIZER_FILE))
+        return TokenizerPair(
+            read_tokenizer(folder, SOURCE_TOKENIZER_FILE), read_tokenizer(folder, TARGET_TOKENIZER_FILE)
+        )
     return TokenizerPair.joint(read_tokenizer(folder, JOINT_TOKENIZER_FILE))
 
 

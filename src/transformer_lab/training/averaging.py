@@ -38,7 +38,9 @@ def average_checkpoints(
     model.load_state_dict(averaged)
     last = Path(sources[-1])
     extra_files = {
-        path.name: path.read_bytes() for path in sorted(last.iterdir()) if path.is_file() and path.name not in _RESERVED_NAMES
+        path.name: path.read_bytes()
+        for path in sorted(last.iterdir())
+        if path.is_file() and path.name not in _RESERVED_NAMES
     }
     config = dict(load_checkpoint_config(last))
     config["averaged_from"] = [str(source) for source in sources]

@@ -113,8 +113,7 @@ def _check_extra_name(name: str, argument: str) -> None:
         or name.startswith(".")
     ):
         raise ValueError(
-            f"{argument}: expected a plain file name (no folders, not starting with '.'), "
-            f"got {name!r}"
+            f"{argument}: expected a plain file name (no folders, not starting with '.'), " f"got {name!r}"
         )
     if name in _RESERVED_NAMES:
         raise ValueError(f"{argument}: {name!r} is reserved for the checkpoint itself")
@@ -132,8 +131,7 @@ def _check_plain_state(value: Any, where: str) -> None:
         for key, item in value.items():
             if not isinstance(key, (str, int)):
                 raise ValueError(
-                    f"trainer_state: expected str or int keys, got {type(key).__name__} "
-                    f"key {key!r} at {where}"
+                    f"trainer_state: expected str or int keys, got {type(key).__name__} " f"key {key!r} at {where}"
                 )
             _check_plain_state(item, f"{where}[{key!r}]")
         return
@@ -246,14 +244,10 @@ def save_checkpoint(
     for name, content in extra_files.items():
         _check_extra_name(name, "extra_files")
         if not isinstance(content, (bytes, str)):
-            raise ValueError(
-                f"extra_files[{name!r}]: expected bytes or str, got {type(content).__name__}"
-            )
+            raise ValueError(f"extra_files[{name!r}]: expected bytes or str, got {type(content).__name__}")
     if trainer_state is not None:
         if not isinstance(trainer_state, Mapping):
-            raise ValueError(
-                f"trainer_state: expected a dict, got {type(trainer_state).__name__}"
-            )
+            raise ValueError(f"trainer_state: expected a dict, got {type(trainer_state).__name__}")
         _check_plain_state(dict(trainer_state), "trainer_state")
 
     def fill(temporary: Path) -> None:
@@ -297,10 +291,7 @@ def _require_folder(folder: Path) -> Path:
     message = f"folder: expected a checkpoint folder at {str(folder)!r}, but it does not exist"
     asides = _leftovers(folder, _aside_prefix(folder))
     if asides:
-        message += (
-            f"; a save was interrupted and the previous checkpoint is complete at "
-            f"{str(asides[-1])!r}"
-        )
+        message += f"; a save was interrupted and the previous checkpoint is complete at " f"{str(asides[-1])!r}"
     raise FileNotFoundError(message)
 
 
@@ -308,8 +299,7 @@ def _require_file(folder: str | os.PathLike[str], name: str, what: str) -> Path:
     path = _require_folder(Path(folder)) / name
     if not path.is_file():
         raise FileNotFoundError(
-            f"folder: expected {what} {name!r} in checkpoint {str(folder)!r}, "
-            f"but {str(path)!r} does not exist"
+            f"folder: expected {what} {name!r} in checkpoint {str(folder)!r}, " f"but {str(path)!r} does not exist"
         )
     return path
 
@@ -365,7 +355,9 @@ def load_model_weights(folder: str | os.PathLike[str], model: nn.Module) -> nn.M
     try:
         missing, unexpected = load_model(model, str(path), strict=False, device=device)
     except SafetensorError as error:
-        raise ValueError(f"{str(path)!r}: expected a complete safetensors file, got one that cannot be read ({error})") from None
+        raise ValueError(
+            f"{str(path)!r}: expected a complete safetensors file, got one that cannot be read ({error})"
+        ) from None
     if missing or unexpected:
         raise ValueError(
             f"model: expected the parameter names stored in {str(path)!r}; "
@@ -438,9 +430,7 @@ def _stored_shapes(path: Path) -> dict[str, list[int]]:
         ) from None
 
 
-def load_trainer_state(
-    folder: str | os.PathLike[str], map_location: str | torch.device = "cpu"
-) -> dict[str, Any]:
+def load_trainer_state(folder: str | os.PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read ``trainer_state.pt`` of ``folder`` with ``torch.load(weights_only=True)``."""
     path = _require_file(folder, TRAINER_STATE_FILE, "the trainer state")
     try:

@@ -80,23 +80,18 @@ class TrainConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
         if self.epochs == 0 and self.max_steps == 0:
-            raise ValueError(
-                "epochs, max_steps: expected at least one of them > 0 (0 means no limit), "
-                "got both 0"
-            )
+            raise ValueError("epochs, max_steps: expected at least one of them > 0 (0 means no limit), " "got both 0")
         if not 0.0 < self.lr_factor < math.inf:
             raise ValueError(f"lr_factor: expected a finite float > 0, got {self.lr_factor!r}")
         if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(
-                f"label_smoothing: expected a float in [0, 1), got {self.label_smoothing!r}"
-            )
+            raise ValueError(f"label_smoothing: expected a float in [0, 1), got {self.label_smoothing!r}")
         if not 0.0 <= self.clip_grad_norm < math.inf:
-            raise ValueError(
-                f"clip_grad_norm: expected a finite float >= 0 (0 = off), got {self.clip_grad_norm!r}"
-            )
+            raise ValueError(f"clip_grad_norm: expected a finite float >= 0 (0 = off), got {self.clip_grad_norm!r}")
         try:
             torch.device(self.device)
         except (RuntimeError, TypeError) as error:
-            raise ValueError(f"device: expected a torch device such as 'cpu' or 'cuda:0', got {self.device!r}") from error
+            raise ValueError(
+                f"device: expected a torch device such as 'cpu' or 'cuda:0', got {self.device!r}"
+            ) from error
         if not self.best_metric:
             raise ValueError(f"best_metric: expected a metric name, got {self.best_metric!r}")

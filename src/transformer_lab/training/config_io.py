@@ -63,9 +63,7 @@ def _is_union(origin: Any) -> bool:
 def config_to_dict(config: Any) -> dict[str, Any]:
     """Turn a (nested) dataclass into plain dicts, lists, strings and numbers for JSON."""
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
-        raise ValueError(
-            f"config: expected a dataclass instance, got {type(config).__name__}"
-        )
+        raise ValueError(f"config: expected a dataclass instance, got {type(config).__name__}")
     return _to_plain(config)
 
 
@@ -96,25 +94,17 @@ def config_from_dict(cls: type[ConfigType], data: Mapping[str, Any]) -> ConfigTy
 def _from_mapping(cls: type, data: Any, prefix: str) -> Any:
     where = prefix.rstrip(".") or "config"
     if not isinstance(data, Mapping):
-        raise ValueError(
-            f"{where}: expected a mapping for {cls.__name__}, got {type(data).__name__}"
-        )
+        raise ValueError(f"{where}: expected a mapping for {cls.__name__}, got {type(data).__name__}")
     fields = {field.name: field for field in _init_fields(cls)}
     unknown = [key for key in data if key not in fields]
     if unknown:
-        raise ValueError(
-            f"{prefix}{unknown[0]}: unknown key for {cls.__name__}; "
-            f"expected one of {sorted(fields)}"
-        )
+        raise ValueError(f"{prefix}{unknown[0]}: unknown key for {cls.__name__}; " f"expected one of {sorted(fields)}")
     hints = _field_types(cls)
     arguments: dict[str, Any] = {}
     for name, field in fields.items():
         key = prefix + name
         if name not in data:
-            no_default = (
-                field.default is dataclasses.MISSING
-                and field.default_factory is dataclasses.MISSING
-            )
+            no_default = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
             if no_default:
                 raise ValueError(f"{key}: required key is missing for {cls.__name__}")
             continue
@@ -181,9 +171,7 @@ def _convert_data(value: Any, annotation: Any, key: str) -> Any:
             raise ValueError(f"{key}: expected a mapping, got {value!r}")
         key_type, value_type = arguments or (Any, Any)
         return {
-            _convert_data(item_key, key_type, f"{key}<key>"): _convert_data(
-                item, value_type, f"{key}.{item_key}"
-            )
+            _convert_data(item_key, key_type, f"{key}<key>"): _convert_data(item, value_type, f"{key}.{item_key}")
             for item_key, item in value.items()
         }
     raise ValueError(f"{key}: unsupported field type {_describe(annotation)} in a config")
@@ -205,9 +193,7 @@ def _sequence_item_types(annotation: Any, length: int, key: str) -> list[Any]:
     if origin is list or (len(arguments) == 2 and arguments[1] is Ellipsis):
         return [arguments[0]] * length
     if length != len(arguments):
-        raise ValueError(
-            f"{key}: expected {len(arguments)} items for {_describe(annotation)}, got {length}"
-        )
+        raise ValueError(f"{key}: expected {len(arguments)} items for {_describe(annotation)}, got {length}")
     return list(arguments)
 
 
@@ -248,8 +234,7 @@ def _parse_text(text: str, annotation: Any, key: str) -> Any:
         if stripped.lower() in _FALSE_WORDS:
             return False
         raise ValueError(
-            f"{key}: expected a bool ({'/'.join(_TRUE_WORDS)} or {'/'.join(_FALSE_WORDS)}), "
-            f"got {text!r}"
+            f"{key}: expected a bool ({'/'.join(_TRUE_WORDS)} or {'/'.join(_FALSE_WORDS)}), " f"got {text!r}"
         )
     if annotation is int:
         try:
@@ -297,9 +282,7 @@ def apply_overrides(config: ConfigType, overrides: Iterable[str]) -> ConfigType:
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise ValueError(f"config: expected a dataclass instance, got {type(config).__name__}")
     if isinstance(overrides, str):
-        raise ValueError(
-            f"overrides: expected a list of 'key=value' strings, got the single string {overrides!r}"
-        )
+        raise ValueError(f"overrides: expected a list of 'key=value' strings, got the single string {overrides!r}")
     for override in overrides:
         if not isinstance(override, str) or "=" not in override:
             raise ValueError(f"overrides: expected 'key=value', got {override!r}")
@@ -319,8 +302,7 @@ def _replace_at(config: Any, path: list[str], text: str, prefix: str) -> Any:
     fields = {field.name for field in _init_fields(cls)}
     if name not in fields:
         raise ValueError(
-            f"{key}: unknown key for {cls.__name__}; expected one of "
-            f"{sorted(prefix + field for field in fields)}"
+            f"{key}: unknown key for {cls.__name__}; expected one of " f"{sorted(prefix + field for field in fields)}"
         )
     current = getattr(config, name)
     if rest:

@@ -184,7 +184,10 @@ class DataParallel:
         parallel.barrier()
         logger.info(
             "DistributedDataParallel: rank %d of %d, backend %s, device %s",
-            launch.rank, launch.world_size, dist.get_backend(), device,
+            launch.rank,
+            launch.world_size,
+            dist.get_backend(),
+            device,
         )
         return parallel
 
@@ -318,7 +321,9 @@ class DataParallel:
         if self.active:
             logger.warning(
                 "the checkpoint holds random states for %s rank(s), this run has %d: every rank "
-                "continues from rank 0's", len(by_rank) if by_rank is not None else 1, self.world_size,
+                "continues from rank 0's",
+                len(by_rank) if by_rank is not None else 1,
+                self.world_size,
             )
         return own
 

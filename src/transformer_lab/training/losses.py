@@ -43,9 +43,7 @@ def _check_arguments(smoothing: float, reduction: str) -> None:
 
 def _check_inputs(logits: torch.Tensor, target_ids: torch.Tensor, ignore_index: int) -> None:
     if logits.dim() not in (2, 3):
-        raise ValueError(
-            f"logits: expected shape [B, T, V] or [N, V], got {tuple(logits.shape)}"
-        )
+        raise ValueError(f"logits: expected shape [B, T, V] or [N, V], got {tuple(logits.shape)}")
     if not logits.is_floating_point():
         raise ValueError(f"logits: expected a floating-point tensor, got dtype {logits.dtype}")
     expected_target_shape = tuple(logits.shape[:-1])
@@ -89,9 +87,7 @@ def label_smoothed_cross_entropy(
     _check_inputs(logits, target_ids, ignore_index)
     vocabulary_size = logits.shape[-1]
     if smoothing > 0.0 and vocabulary_size < 2:
-        raise ValueError(
-            f"logits: label smoothing needs a vocabulary of at least 2, got V={vocabulary_size}"
-        )
+        raise ValueError(f"logits: label smoothing needs a vocabulary of at least 2, got V={vocabulary_size}")
     # Flattening lets one code path serve both [B, T, V] and [N, V].
     flat_logits = logits.reshape(-1, vocabulary_size)  # [N, V]
     flat_target_ids = target_ids.reshape(-1).long()  # [N]
@@ -205,12 +201,7 @@ class LabelSmoothingLoss(nn.Module):
         Shape:
             logits: [B, T, V] or [N, V]. target_ids: [B, T] or [N]. Returns a scalar.
         """
-        return label_smoothed_cross_entropy(
-            logits, target_ids, self.smoothing, self.ignore_index, self.reduction
-        )
+        return label_smoothed_cross_entropy(logits, target_ids, self.smoothing, self.ignore_index, self.reduction)
 
     def extra_repr(self) -> str:
-        return (
-            f"smoothing={self.smoothing}, ignore_index={self.ignore_index}, "
-            f"reduction={self.reduction!r}"
-        )
+        return f"smoothing={self.smoothing}, ignore_index={self.ignore_index}, " f"reduction={self.reduction!r}"

@@ -123,7 +123,9 @@ def build_optimization(
             f"schedule_factory: expected a torch.optim.lr_scheduler.LRScheduler, got {type(scheduler).__name__}"
         )
     if scheduler.optimizer is not optimizer:
-        raise ValueError("schedule_factory: expected a schedule of the optimizer it was given, got one of another optimizer")
+        raise ValueError(
+            "schedule_factory: expected a schedule of the optimizer it was given, got one of another optimizer"
+        )
     return optimizer, scheduler
 
 

@@ -78,7 +78,9 @@ def _check_optimizer(saved: Any, optimizer: torch.optim.Optimizer, fail: _Fail) 
             fail(f"optimizer.state[{key!r}]", "a mapping of the parameter's moments", moments)
         for name, value in moments.items():
             if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != shapes[key]:
-                fail(f"optimizer.state[{key!r}].{name}", f"a tensor of the parameter's shape {tuple(shapes[key])}", value)
+                fail(
+                    f"optimizer.state[{key!r}].{name}", f"a tensor of the parameter's shape {tuple(shapes[key])}", value
+                )
 
 
 def check_trainer_state(

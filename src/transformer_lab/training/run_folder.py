@@ -68,7 +68,9 @@ def prepare_new_run(out_dir: Path) -> Path | None:
                 f"--out: {out_dir} already holds a run; pass --resume to continue it or choose a new folder"
             )
         foreign = sorted(
-            path.name for path in out_dir.iterdir() if path.name != METRICS_FILE and not _WORK_LEFTOVERS.match(path.name)
+            path.name
+            for path in out_dir.iterdir()
+            if path.name != METRICS_FILE and not _WORK_LEFTOVERS.match(path.name)
         )
         if foreign:
             raise ValueError(

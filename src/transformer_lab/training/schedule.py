@@ -53,9 +53,7 @@ def cooldown_multiplier(step: int, total_steps: int, cooldown_steps: int) -> flo
     if cooldown_steps == 0:
         return 1.0
     if cooldown_steps > total_steps:
-        raise ValueError(
-            f"cooldown_steps: expected at most total_steps={total_steps}, got {cooldown_steps!r}"
-        )
+        raise ValueError(f"cooldown_steps: expected at most total_steps={total_steps}, got {cooldown_steps!r}")
     into_cooldown = min(step, total_steps) - (total_steps - cooldown_steps)
     if into_cooldown <= 0:
         return 1.0

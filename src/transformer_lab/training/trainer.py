@@ -201,9 +201,7 @@ class Trainer:
         self.evaluate_fn = evaluate_fn
         self.count_tokens = count_tokens
         self.checkpoint_config = (
-            dict(checkpoint_config)
-            if checkpoint_config is not None
-            else {"train": config_to_dict(config)}
+            dict(checkpoint_config) if checkpoint_config is not None else {"train": config_to_dict(config)}
         )
         self.extra_files = dict(extra_files or {})
         model.to(torch.device(config.device))
@@ -266,8 +264,7 @@ class Trainer:
     def _run_fingerprint(self) -> bytes:
         """What must be identical on every rank: the config and the checkpoint's files."""
         extra = {
-            name: content if isinstance(content, str) else content.hex()
-            for name, content in self.extra_files.items()
+            name: content if isinstance(content, str) else content.hex() for name, content in self.extra_files.items()
         }
         return json.dumps([self.checkpoint_config, extra], sort_keys=True, default=str).encode("utf-8")
 
@@ -295,7 +292,9 @@ class Trainer:
         self._window.restart_clock()
         self.model.train()
         if self.device.type == "cpu":
-            logger.info("training on the CPU, %d thread(s), precision %s", torch.get_num_threads(), self.config.precision)
+            logger.info(
+                "training on the CPU, %d thread(s), precision %s", torch.get_num_threads(), self.config.precision
+            )
         else:
             logger.info("training on %s, precision %s", self.device, self.config.precision)
 
@@ -307,9 +306,7 @@ class Trainer:
         if self._last_checkpoint_step != self.global_step:
             self._evaluate_and_save()
         wall_seconds = time.perf_counter() - start_time
-        logger.info(
-            "training stopped (%s) at step %d after %.1f s", stopped_by, self.global_step, wall_seconds
-        )
+        logger.info("training stopped (%s) at step %d after %.1f s", stopped_by, self.global_step, wall_seconds)
         return {
             "steps": self.global_step,
             "epochs_completed": self.epoch,
@@ -336,17 +333,13 @@ class Trainer:
         finally:
             self.model.train(was_training)
         if not isinstance(metrics, Mapping):
-            raise ValueError(
-                f"evaluate_fn: expected a dict of metric name -> number, got {type(metrics).__name__}"
-            )
+            raise ValueError(f"evaluate_fn: expected a dict of metric name -> number, got {type(metrics).__name__}")
         result = {}
         for name, value in metrics.items():
             if isinstance(value, torch.Tensor) and value.numel() == 1:
                 value = value.item()
             if not isinstance(name, str) or not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise ValueError(
-                    f"evaluate_fn: expected a dict of metric name -> number, got {name!r}: {value!r}"
-                )
+                raise ValueError(f"evaluate_fn: expected a dict of metric name -> number, got {name!r}: {value!r}")
             result[name] = float(value)
         return result
 
@@ -435,8 +428,7 @@ class Trainer:
         if not math.isfinite(loss_value):
             self._window.add(batch_loss.tokens)  # computed, so it counts towards the speed
             self._note_nonfinite(
-                f"loss {loss_value} at epoch {self.epoch}, batch {self.batch_index - 1}; "
-                "batch skipped"
+                f"loss {loss_value} at epoch {self.epoch}, batch {self.batch_index - 1}; " "batch skipped"
             )
             return False
         if batch_loss.weight != 1.0:
@@ -493,7 +485,9 @@ class Trainer:
         if step % self.config.log_every_steps == 0:
             line = self._window.close()
             if line is not None:
-                self._write_metrics_row({"event": "train", "step": step, "epoch": self.epoch, **dataclasses.asdict(line)})
+                self._write_metrics_row(
+                    {"event": "train", "step": step, "epoch": self.epoch, **dataclasses.asdict(line)}
+                )
         postfix = {"step": step, "lr": f"{self._window.lr:.2e}"}
         loss = self._window.mean_loss()
         if loss is not None:
@@ -517,8 +511,7 @@ class Trainer:
             name = self.config.best_metric
             if name not in metrics:
                 raise ValueError(
-                    f"best_metric: expected one of evaluate_fn's metrics {sorted(metrics)}, "
-                    f"got {name!r}"
+                    f"best_metric: expected one of evaluate_fn's metrics {sorted(metrics)}, " f"got {name!r}"
                 )
             value = metrics[name]
             better = (
@@ -530,9 +523,7 @@ class Trainer:
                 self.best_value = value
                 improved = True
             self.last_metrics = metrics
-            self._write_metrics_row(
-                {"event": "eval", "step": self.global_step, "epoch": self.epoch, **metrics}
-            )
+            self._write_metrics_row({"event": "eval", "step": self.global_step, "epoch": self.epoch, **metrics})
             logger.info(
                 "step %d: %s",
                 self.global_step,
@@ -639,11 +630,12 @@ class Trainer:
         ]
         if changed:
             logger.warning(
-                "resuming with a changed config, so the run will differ from an "
-                "uninterrupted one: %s",
+                "resuming with a changed config, so the run will differ from an " "uninterrupted one: %s",
                 "; ".join(changed),
             )
-        self._pending_rng_state = RandomState.from_dict(self._distributed.rank_state(state["rng"], state.get("rng_by_rank")))
+        self._pending_rng_state = RandomState.from_dict(
+            self._distributed.rank_state(state["rng"], state.get("rng_by_rank"))
+        )
         self._last_checkpoint_step = self.global_step
         self._started = True
         self._resumed = True
