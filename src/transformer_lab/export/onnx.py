@@ -174,22 +174,8 @@ def export_seq2seq(
     config = seq2seq_config(model, task, sorted(vocabulary_files or {}))
 
     def write(folder: Path) -> None:
-        export_graph(
-            encoder,
-            encoder.example_inputs(),
-            folder / ENCODER_FILE,
-            encoder.input_names,
-            encoder.output_names,
-            encoder.dynamic_axes,
-        )
-        export_graph(
-            decoder,
-            decoder.example_inputs(),
-            folder / DECODER_FILE,
-            decoder.input_names,
-            decoder.output_names,
-            decoder.dynamic_axes,
-        )
+        _export_graph_module(encoder, folder / ENCODER_FILE)
+        _export_graph_module(decoder, folder / DECODER_FILE)
         _write_files(folder, config, vocabulary_files or {})
 
     return write_folder(out_dir, write)
@@ -221,17 +207,15 @@ def export_classifier(
     )
 
     def write(folder: Path) -> None:
-        export_graph(
-            graph,
-            graph.example_inputs(),
-            folder / CLASSIFIER_FILE,
-            graph.input_names,
-            graph.output_names,
-            graph.dynamic_axes,
-        )
+        _export_graph_module(graph, folder / CLASSIFIER_FILE)
         _write_files(folder, config, vocabulary_files or {})
 
     return write_folder(out_dir, write)
+
+
+def _export_graph_module(graph: EncoderGraph | DecoderStepGraph | ClassifierGraph, path: Path) -> None:
+    """:func:`export_graph` of one of this module's graphs, which carry their inputs, names and axes."""
+    export_graph(graph, graph.example_inputs(), path, graph.input_names, graph.output_names, graph.dynamic_axes)
 
 
 def export_graph(
