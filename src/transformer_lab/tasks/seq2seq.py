@@ -242,10 +242,13 @@ def check_source_lengths(
 ) -> None:
     """Refuse a source longer than the positional table, naming its index (nothing is truncated)."""
     for index, ids in enumerate(encoded):
-        if len(ids) > model.max_len:
-            raise ValueError(
-                f"{name}[{index}] must be at most {model.max_len} {unit} (the model's max_len), got {len(ids)}"
-            )
+        check_source_length(model, ids, f"{name}[{index}]", unit)
+
+
+def check_source_length(model: Seq2SeqTransformer, ids: Sequence[int], name: str, unit: str = "tokens") -> None:
+    """Refuse one source longer than the positional table, naming it (nothing is truncated)."""
+    if len(ids) > model.max_len:
+        raise ValueError(f"{name} must be at most {model.max_len} {unit} (the model's max_len), got {len(ids)}")
 
 
 def decode_sources(

@@ -284,10 +284,7 @@ def translate_nbest(
         raise ValueError("sentence: expected a non-empty sentence to translate, got a blank one")
     tokenizers = TokenizerPair.of(tokenizer)
     source_ids = tokenizers.source.encode(sentence)
-    if len(source_ids) > model.max_len:
-        raise ValueError(
-            f"sentence must be at most {model.max_len} subword tokens (the model's max_len), got {len(source_ids)}"
-        )
+    seq2seq.check_source_length(model, source_ids, "sentence", "subword tokens")
     (hypotheses,) = seq2seq.decode_sources(model, [source_ids], decode_config)
     return seq2seq.candidates_of(hypotheses, tokenizers.target.decode)
 
