@@ -157,10 +157,12 @@ class MultiheadAttention(nn.Module):
             query ``[N, L, E]``, key ``[N, S, kdim]``, value ``[N, S, vdim]``;
             returns ``[N, L, E]``, ``[N, S, E]``, ``[N, S, E]`` (or None when not projected).
         """
-        weight_q, weight_k, weight_v = self._projection_weights()
-        bias_q, bias_k, bias_v = self._projection_biases()
+        # The weights are sliced only as far as the path below needs them: at every
+        # decoding step the cross-attention projects its query alone, and the fused
+        # self-attention needs no slice at all (chunking all six pieces there was a dozen
+        # operator calls a step for nothing).
         if not project_key_value:
-            return F.linear(query, weight_q, bias_q), None, None
+            return F.linear(query, *self._query_projection()), None, None
         if self._qkv_same_embed_dim and same_query_key_value:
             # Self-attention: one [E, 3E] product instead of three.
             projected_query, projected_key, projected_value = F.linear(
@@ -172,8 +174,18 @@ class MultiheadAttention(nn.Module):
             weight_kv = self.in_proj_weight[self.embed_dim :]
             bias_kv = None if self.in_proj_bias is None else self.in_proj_bias[self.embed_dim :]
             projected_key, projected_value = F.linear(key, weight_kv, bias_kv).chunk(2, dim=-1)
-            return F.linear(query, weight_q, bias_q), projected_key, projected_value
+            return F.linear(query, *self._query_projection()), projected_key, projected_value
+        weight_q, weight_k, weight_v = self._projection_weights()
+        bias_q, bias_k, bias_v = self._projection_biases()
         return F.linear(query, weight_q, bias_q), F.linear(key, weight_k, bias_k), F.linear(value, weight_v, bias_v)
+
+    def _query_projection(self) -> tuple[Tensor, Tensor | None]:
+        """W_q ``[E, E]`` and b_q ``[E]`` (or None): the first rows of the fused projection, or their own."""
+        if not self._qkv_same_embed_dim:
+            bias = None if self.in_proj_bias is None else self.in_proj_bias[: self.embed_dim]
+            return self.q_proj_weight, bias
+        weight = self.in_proj_weight[: self.embed_dim]
+        return weight, None if self.in_proj_bias is None else self.in_proj_bias[: self.embed_dim]
 
     def _split_heads(self, tensor: Tensor) -> Tensor:
         """``[N, L, E] -> [N, H, L, Dh]``."""
