@@ -197,9 +197,29 @@ class Seq2SeqTransformer(nn.Module):
         new_emb = self.positional_encoding(self.tgt_embedding(new_ids), offset=cached)  # [B, t_new, D]
         new_emb = self._add_aligned_memory(new_emb, memory, src_ids, offset=cached)
         hidden = self.transformer.decoder(
-            new_emb, memory, memory_key_padding_mask=masks.padding_mask(src_ids, self.pad_id), cache=cache
+            new_emb, memory, memory_key_padding_mask=self._memory_padding_mask(src_ids, cache), cache=cache
         )  # [B, t_new, D]
         return self._cached_generator(hidden[:, -1], cache)  # [B, V]
+
+    def _memory_padding_mask(self, src_ids: Tensor, cache: lab_nn.DecoderCache) -> Tensor | None:
+        """The source's key padding mask ``[B, S]``, built once per source tensor of a run; None without padding.
+
+        The searches pass the same ``src_ids`` at every step until they drop finished rows,
+        so the mask (and whether it hides anything, which costs a device sync to ask) is
+        kept in the run's cache for that tensor and that version of it. Without padding
+        the cross-attention then skips its mask checks, merge and hidden-row test in
+        every layer at every step.
+        """
+        # Inference-mode tensors keep no version counter; for them identity alone decides.
+        version = None if src_ids.is_inference() else src_ids._version
+        source, source_version, mask = cache.derived.get("memory_padding", (None, None, None))
+        if source is src_ids and source_version == version:
+            return mask
+        mask = masks.padding_mask(src_ids, self.pad_id)  # [B, S]
+        if not bool(mask.any()):
+            mask = None
+        cache.derived["memory_padding"] = (src_ids, version, mask)
+        return mask
 
     def _cached_generator(self, hidden: Tensor, cache: lab_nn.DecoderCache) -> Tensor:
         """The generator for one decoding run: ``hidden @ W^T + b`` with ``W^T`` made contiguous once.

@@ -11,6 +11,8 @@ Shapes: B batch, H heads, t cached positions, Dh head size.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -143,7 +145,7 @@ class DecoderCache:
         # Tensors a model derives from its weights once per decoding run (a cache lives
         # for one run, during which the weights do not change), e.g. a weight laid out
         # for faster products. They do not depend on the batch, so reorder leaves them.
-        self.derived: dict[str, Tensor] = {}
+        self.derived: dict[str, Any] = {}
 
     @property
     def length(self) -> int:
