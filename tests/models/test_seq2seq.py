@@ -134,3 +134,29 @@ def test_cached_generator_uses_a_per_run_copy_that_follows_the_weights() -> None
     with torch.no_grad():
         model.decode_step(prefix, memory, src_ids, model.new_cache())
     assert calls == [1]
+
+
+def test_cached_steps_rebuild_the_source_mask_when_the_source_changes() -> None:
+    model = tiny_model().eval()
+    src_ids = torch.tensor([[5, 6, 7, 3], [5, 6, 3, 0]])  # the second row is padded
+    prefix = torch.tensor([[2, 8], [2, 9]])
+    with torch.no_grad():
+        memory = model.encode(src_ids)
+        cache = model.new_cache()
+        model.decode_step(prefix[:, :1], memory, src_ids, cache)
+        assert cache.derived["memory_padding"][2] is not None  # the padded row is hidden
+        cached = model.decode_step(prefix, memory, src_ids, cache)
+        assert torch.allclose(cached, model.decode_step(prefix, memory, src_ids), atol=1e-5, rtol=0)
+        # The same tensor edited in place (its version moves): the mask follows it.
+        src_ids[1, 3] = 4
+        assert model._memory_padding_mask(src_ids, cache) is None  # the same run's cache notices the edit
+        fresh_memory = model.encode(src_ids)
+        other = model.new_cache()
+        model.decode_step(prefix[:, :1], fresh_memory, src_ids, other)
+        assert other.derived["memory_padding"][2] is None  # no padding left: no mask at all
+        assert torch.allclose(
+            model.decode_step(prefix, fresh_memory, src_ids, other),
+            model.decode_step(prefix, fresh_memory, src_ids),
+            atol=1e-5,
+            rtol=0,
+        )
