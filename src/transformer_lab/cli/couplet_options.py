@@ -45,25 +45,25 @@ def add_constraint_arguments(parser: argparse.ArgumentParser, *, prefix: str = "
     )
 
 
+def _given_changes(arguments: argparse.Namespace) -> dict[str, tuple[str, Any]]:
+    """The rule options this command line sets: destination -> (the constraint field, its new value)."""
+    given: dict[str, tuple[str, Any]] = {}
+    for destination, (field, fixed) in _CHANGES.items():
+        value = getattr(arguments, destination)
+        if fixed is not None and value is True:  # a flag: it sets the fixed value
+            given[destination] = (field, fixed)
+        elif fixed is None and value is not None:  # a value option: it sets what was given
+            given[destination] = (field, value)
+    return given
+
+
 def given_constraint_options(arguments: argparse.Namespace) -> list[str]:
     """The rule options this command line sets, as flags (to refuse them where they do not apply)."""
-    given = []
-    for destination, (_, fixed) in _CHANGES.items():
-        value = getattr(arguments, destination)
-        if (value is True) if fixed is not None else (value is not None):
-            given.append("--" + destination.replace("_", "-"))
-    return given
+    return ["--" + destination.replace("_", "-") for destination in _given_changes(arguments)]
 
 
 def constraint_overrides(
     config: couplet.CoupletConstraintConfig, arguments: argparse.Namespace
 ) -> couplet.CoupletConstraintConfig:
     """The checkpoint's constraints with the command line's changes."""
-    changes: dict[str, Any] = {}  # the CoupletConstraintConfig fields to replace
-    for destination, (field, fixed) in _CHANGES.items():
-        value = getattr(arguments, destination)
-        if fixed is not None and value is True:
-            changes[field] = fixed
-        elif fixed is None and value is not None:
-            changes[field] = value
-    return dataclasses.replace(config, **changes)
+    return dataclasses.replace(config, **dict(_given_changes(arguments).values()))
