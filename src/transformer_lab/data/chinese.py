@@ -56,7 +56,7 @@ def mandarin_tone(character: str) -> int | None:
 
 def is_level_tone(character: str) -> bool:
     """Whether `character` is a Han character read in tone 1 or 2 (平)."""
-    return mandarin_tone(character) in LEVEL_TONES
+    return tone_class(character) == "level"
 
 
 def last_han_character(characters: str) -> str | None:

@@ -51,14 +51,15 @@ def tone_opposition(upper: str, lower: str) -> float | None:
 
     None when the upper line has no Han character (the rule does not apply).
     """
-    positions = [index for index, character in enumerate(upper) if tone_class(character) is not None]
-    if not positions:
+    classes = [(index, tone_class(character)) for index, character in enumerate(upper)]
+    toned = [(index, upper_class) for index, upper_class in classes if upper_class is not None]
+    if not toned:
         return None
     opposed = 0
-    for index in positions:
+    for index, upper_class in toned:
         answer = tone_class(lower[index]) if index < len(lower) else None
-        opposed += answer is not None and answer != tone_class(upper[index])
-    return opposed / len(positions)
+        opposed += answer is not None and answer != upper_class
+    return opposed / len(toned)
 
 
 def _positionwise_agreement(upper_items: Sequence[object], lower_items: Sequence[object]) -> float:
