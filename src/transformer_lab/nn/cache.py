@@ -142,9 +142,11 @@ class DecoderCache:
         if num_layers < 1:
             raise ValueError(f"DecoderCache: num_layers must be >= 1, got {num_layers}")
         self.layers = [DecoderLayerCache() for _ in range(num_layers)]
-        # Tensors a model derives from its weights once per decoding run (a cache lives
-        # for one run, during which the weights do not change), e.g. a weight laid out
-        # for faster products. They do not depend on the batch, so reorder leaves them.
+        # What a model derives once per decoding run (a cache lives for one run, during
+        # which the weights do not change): a weight laid out for faster products, or a
+        # mask keyed on the source tensor it was built from. reorder leaves them: an entry
+        # that depends on the batch rows must check what it was built from (as
+        # Seq2SeqTransformer._memory_padding_mask does).
         self.derived: dict[str, Any] = {}
 
     @property
