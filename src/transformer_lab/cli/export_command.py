@@ -12,7 +12,6 @@ the command fails with exit code 1 and says how to install them.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from transformer_lab.export import ctranslate2 as ctranslate2_export
@@ -54,17 +53,13 @@ def run(arguments: argparse.Namespace) -> int:
             f"with --format {arguments.format} (the ONNX graphs are float32)"
         )
     task = checkpoint_task(arguments.checkpoint)
-    try:
-        if arguments.format == "onnx":
-            out_dir = onnx_export.export_checkpoint(arguments.checkpoint, arguments.out)
-            engine = f"ONNX, opset {onnx_export.OPSET_VERSION}, float32"
-        else:
-            out_dir = ctranslate2_export.export_checkpoint(arguments.checkpoint, arguments.out, arguments.quantization)
-            engine = f"CTranslate2, {arguments.quantization or 'float32'} weights"
-    except ImportError as error:
-        # A missing optional package is neither bad input nor a bug: one line, exit 1.
-        print(f"transformer-lab export: failed: {error}", file=sys.stderr)
-        return 1
+    # A missing engine is a MissingExtraError: the CLI's one line and exit 1.
+    if arguments.format == "onnx":
+        out_dir = onnx_export.export_checkpoint(arguments.checkpoint, arguments.out)
+        engine = f"ONNX, opset {onnx_export.OPSET_VERSION}, float32"
+    else:
+        out_dir = ctranslate2_export.export_checkpoint(arguments.checkpoint, arguments.out, arguments.quantization)
+        engine = f"CTranslate2, {arguments.quantization or 'float32'} weights"
     files = ", ".join(sorted(path.name for path in out_dir.iterdir()))
     print(f"exported the {task} checkpoint {arguments.checkpoint} to {out_dir} ({engine}: {files})")
     return 0

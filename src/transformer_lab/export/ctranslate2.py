@@ -55,6 +55,7 @@ from transformer_lab.data.tokenizer_pair import TokenizerPair
 from transformer_lab.data.vocabulary import UNK_ID, Vocabulary
 from transformer_lab.export.folders import check_new_folder, write_folder
 from transformer_lab.export.model_parts import seq2seq_stacks, typed_layers
+from transformer_lab.extras import require_extra
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.nn import (
     MultiheadAttention,
@@ -81,16 +82,10 @@ EXPORTABLE_TASKS = (translation.TASK_NAME, couplet.TASK_NAME)
 # float32 export can still run as int8: Translator(..., compute_type="int8") converts on load.
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
 
-_INSTALL_HINT = "pip install 'transformer-lab[deploy]' (ctranslate2==4.6.0)"
-
 
 def _import_ctranslate2() -> Any:
-    """The ``ctranslate2`` module, or an ImportError that says how to install it."""
-    try:
-        import ctranslate2
-    except ImportError as error:
-        raise ImportError(f"exporting to CTranslate2 needs the ctranslate2 package: {_INSTALL_HINT}") from error
-    return ctranslate2
+    """The ``ctranslate2`` module, or a MissingExtraError that says how to install it."""
+    return require_extra("ctranslate2", "exporting to CTranslate2")
 
 
 def export_checkpoint(
