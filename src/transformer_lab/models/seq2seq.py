@@ -14,6 +14,7 @@ from transformer_lab import nn as lab_nn
 from transformer_lab.models.config import ModelConfig
 from transformer_lab.models.embedding import SinusoidalPositionalEncoding, TokenEmbedding, check_token_ids
 from transformer_lab.nn import masks
+from transformer_lab.nn.decoder_step import DecoderStep
 
 __all__ = ["Seq2SeqTransformer"]
 
@@ -178,7 +179,9 @@ class Seq2SeqTransformer(nn.Module):
 
         Without a cache the whole prefix runs through the decoder (the tutorials' method).
         With a cache only the positions not yet cached run (one per step after the first)
-        and their keys/values are appended.
+        and their keys/values are appended; a single new position in plain inference goes
+        through the decoder's single-position step (``nn/decoder_step.py``), which computes
+        the same as the modules in far fewer operator calls.
 
         Shape:
             tgt_prefix_ids ``[B, t]``, memory ``[B, S, D]``, src_ids ``[B, S]`` -> ``[B, V]``.
@@ -196,10 +199,35 @@ class Seq2SeqTransformer(nn.Module):
         self._check_memory(memory, src_ids, new_ids.shape[0])
         new_emb = self.positional_encoding(self.tgt_embedding(new_ids), offset=cached)  # [B, t_new, D]
         new_emb = self._add_aligned_memory(new_emb, memory, src_ids, offset=cached)
-        hidden = self.transformer.decoder(
-            new_emb, memory, memory_key_padding_mask=self._memory_padding_mask(src_ids, cache), cache=cache
-        )  # [B, t_new, D]
-        return self._cached_generator(hidden[:, -1], cache)  # [B, V]
+        memory_padding_mask = self._memory_padding_mask(src_ids, cache)  # [B, S] or None
+        step = self._single_position_step(cache)
+        if step is not None and not self.training and DecoderStep.applies(new_emb, cache):
+            last = step(new_emb[:, 0], cache, memory_padding_mask)  # [B, D]
+        else:
+            hidden = self.transformer.decoder(
+                new_emb, memory, memory_key_padding_mask=memory_padding_mask, cache=cache
+            )  # [B, t_new, D]
+            last = hidden[:, -1]  # [B, D]
+        return self._cached_generator(last, cache)  # [B, V]
+
+    def _single_position_step(self, cache: lab_nn.DecoderCache) -> DecoderStep | None:
+        """The decoder's single-position step for this run (``nn/decoder_step.py``), or None where it cannot apply.
+
+        Built once per run: it reads the decoder's parameters as they are (views). None when
+        the decoder has something the step does not cover, or when a source row of this run
+        has every position padded (the modules give such rows their defined output).
+        """
+        if cache.derived.get("source_fully_hidden", False):
+            return None
+        if "decoder_step" not in cache.derived:
+            decoder = self.transformer.decoder
+            assert isinstance(decoder, lab_nn.TransformerDecoder)  # __init__ builds the stacks itself
+            cache.derived["decoder_step"] = (
+                DecoderStep(decoder) if DecoderStep.unsupported_reason(decoder) is None else None
+            )
+        step = cache.derived["decoder_step"]
+        assert step is None or isinstance(step, DecoderStep)
+        return step
 
     def _memory_padding_mask(self, src_ids: Tensor, cache: lab_nn.DecoderCache) -> Tensor | None:
         """The source's key padding mask ``[B, S]``, built once per source tensor of a run; None without padding.
@@ -219,6 +247,8 @@ class Seq2SeqTransformer(nn.Module):
         if not bool(mask.any()):
             mask = None
         cache.derived["memory_padding"] = (src_ids, version, mask)
+        # Asked here, once per source tensor, for the single-position step.
+        cache.derived["source_fully_hidden"] = mask is not None and bool(mask.all(dim=1).any())
         return mask
 
     def _cached_generator(self, hidden: Tensor, cache: lab_nn.DecoderCache) -> Tensor:

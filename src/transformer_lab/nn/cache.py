@@ -38,6 +38,11 @@ class AttentionCache:
         self._key_buffer: Tensor | None = None  # [B, H, capacity, Dh] (static: exactly [B, H, S, Dh])
         self._value_buffer: Tensor | None = None  # [B, H, capacity, Dh]
         self._length = 0
+        # Static only: the keys transposed and the values, heads folded into the batch and
+        # laid out contiguously for batched products (see folded_heads), made on first use.
+        self._folded: tuple[Tensor, Tensor] | None = None
+        # Growing only: the buffers the next reorder writes into (see reorder).
+        self._spare: tuple[Tensor, Tensor] | None = None
 
     @property
     def keys(self) -> Tensor | None:
@@ -72,6 +77,7 @@ class AttentionCache:
         if self.static:
             self._key_buffer, self._value_buffer = new_keys, new_values
             self._length = new_keys.shape[2]
+            self._folded = None
             return new_keys, new_values
         if self._key_buffer is None:
             self._allocate(new_keys, new_values, self.INITIAL_CAPACITY)
@@ -92,6 +98,43 @@ class AttentionCache:
         assert keys is not None and values is not None
         return keys, values
 
+    def append_position(self, new_key: Tensor, new_value: Tensor) -> tuple[Tensor, Tensor]:
+        """Append one position to a growing cache; return everything cached with the heads folded into the batch.
+
+        The single-position step of :class:`~transformer_lab.nn.decoder_step.DecoderStep`:
+        the same bookkeeping as :meth:`update`, and views a batched product reads directly
+        (the buffer is contiguous, so batch and heads merge without a copy).
+
+        Shape:
+            new_key, new_value ``[B, H, Dh]``; returns keys and values ``[B*H, t, Dh]``.
+        """
+        if self.static:
+            raise ValueError("cache: append_position is for a growing (self-attention) cache, got a static one")
+        keys, values = self.update(new_key.unsqueeze(2), new_value.unsqueeze(2))  # two [B, H, t, Dh]
+        batch, heads, length, head_dim = keys.shape
+        assert self._key_buffer is not None and self._value_buffer is not None
+        capacity = self._key_buffer.shape[2]
+        folded_keys = self._key_buffer.view(batch * heads, capacity, head_dim)[:, :length]  # [B*H, t, Dh]
+        folded_values = self._value_buffer.view(batch * heads, capacity, self._value_buffer.shape[3])[:, :length]
+        return folded_keys, folded_values
+
+    def folded_heads(self) -> tuple[Tensor, Tensor]:
+        """A static cache's keys, transposed, and values with the heads folded into the batch.
+
+        Laid out once per filling (and per reorder), then reused at every step.
+
+        Shape:
+            returns keys_t ``[B*H, Dh, S]`` and values ``[B*H, S, Dh]``, both contiguous.
+        """
+        if not self.static or self._key_buffer is None or self._value_buffer is None:
+            raise ValueError("cache: folded_heads needs a filled static (cross-attention) cache")
+        if self._folded is None:
+            batch, heads, length, head_dim = self._key_buffer.shape
+            keys_t = self._key_buffer.transpose(2, 3).reshape(batch * heads, head_dim, length)  # [B*H, Dh, S]
+            values = self._value_buffer.reshape(batch * heads, length, self._value_buffer.shape[3])  # [B*H, S, Dh]
+            self._folded = (keys_t.contiguous(), values.contiguous())
+        return self._folded
+
     def _allocate(self, like_keys: Tensor, like_values: Tensor, capacity: int) -> None:
         batch, heads, new_length, head_dim = like_keys.shape
         capacity = max(capacity, new_length)
@@ -104,18 +147,44 @@ class AttentionCache:
         old_keys, old_values = self.keys, self.values
         assert old_keys is not None and old_values is not None
         self._allocate(self._key_buffer, self._value_buffer, max(needed, 2 * self.capacity))
+        self._spare = None  # the room changed: the next reorder allocates its target anew
         assert self._key_buffer is not None and self._value_buffer is not None
         self._key_buffer[:, :, : self._length].copy_(old_keys)
         self._value_buffer[:, :, : self._length].copy_(old_values)
 
     def reorder(self, index: Tensor) -> None:
-        """Select batch rows ``index`` (beam search: each new beam's parent)."""
-        if self._key_buffer is not None:
-            assert self._value_buffer is not None
-            # The whole buffer in one copy: its spare room (less than the filled part
-            # after a doubling) rides along, so the next append needs no new allocation.
+        """Select batch rows ``index`` (beam search: each new beam's parent).
+
+        A growing cache moves only its filled positions, into a second buffer of the same
+        room kept from the previous reorder (the two then swap roles): beam search
+        reorders at every step, and allocating a whole new buffer each time cost 1.58 ms
+        a tensor against 0.56 for this at 160 rows, 40 of 64 positions filled (one Zen 3
+        thread). Views of ``keys`` / ``values`` taken before a reorder are therefore not
+        to be kept past the next one.
+        """
+        if self._key_buffer is None or self._value_buffer is None:
+            return
+        self._folded = None
+        if self.static or (torch.is_grad_enabled() and self._key_buffer.requires_grad):
+            # Static state is selected whole; under autograd (out= has no gradient) so is a growing one.
             self._key_buffer = self._key_buffer.index_select(0, index)
             self._value_buffer = self._value_buffer.index_select(0, index)
+            return
+        rows = index.shape[0]
+        current = (self._key_buffer, self._value_buffer)
+        target = self._spare
+        if target is None or target[0].shape[0] != rows or target[0].shape[2] != self.capacity:
+            batch, heads, capacity, head_dim = self._key_buffer.shape
+            target = (
+                self._key_buffer.new_empty(rows, heads, capacity, head_dim),  # [B', H, capacity, Dh]
+                self._value_buffer.new_empty(rows, heads, capacity, self._value_buffer.shape[3]),
+            )
+        filled = self._length
+        torch.index_select(current[0][:, :, :filled], 0, index, out=target[0][:, :, :filled])
+        torch.index_select(current[1][:, :, :filled], 0, index, out=target[1][:, :, :filled])
+        self._key_buffer, self._value_buffer = target
+        # The old buffers become the next reorder's target when they have the same shape.
+        self._spare = current if current[0].shape == target[0].shape else None
 
 
 class DecoderLayerCache:

@@ -26,6 +26,7 @@ __all__ = [
     "fully_hidden_rows",
     "unhide_rows",
     "to_sdpa_mask",
+    "folded_additive_key_mask",
     "padded_query_rows_mask",
     "keep_to_hidden",
 ]
@@ -208,6 +209,26 @@ def to_sdpa_mask(mask: Tensor | None) -> Tensor | None:
     if mask is None or mask.dtype != torch.bool:
         return mask
     return ~mask
+
+
+def folded_additive_key_mask(key_padding_mask: Tensor, num_heads: int, dtype: torch.dtype) -> Tensor:
+    """A key padding mask as the additive mask of one query per (sentence, head): 0 visible, ``-inf`` hidden.
+
+    For products whose batch is sentences times heads, batch-major (row ``b * H + h``),
+    as the single-position decoder step computes its cross-attention scores.
+
+    Shape:
+        key_padding_mask ``[B, S]`` bool (True = hidden); returns ``[B*H, 1, S]`` of ``dtype``.
+    """
+    if key_padding_mask.dim() != 2 or key_padding_mask.dtype != torch.bool:
+        raise ValueError(
+            "folded_additive_key_mask: key_padding_mask must be a bool tensor of shape [batch, src_len], "
+            f"got dtype {key_padding_mask.dtype} and shape {list(key_padding_mask.shape)}"
+        )
+    batch_size, key_len = key_padding_mask.shape
+    additive = torch.zeros(batch_size, 1, key_len, dtype=dtype, device=key_padding_mask.device)  # [B, 1, S]
+    additive.masked_fill_(key_padding_mask.unsqueeze(1), float("-inf"))
+    return additive.repeat_interleave(num_heads, dim=0)  # [B*H, 1, S]
 
 
 def padded_query_rows_mask(
