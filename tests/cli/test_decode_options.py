@@ -31,3 +31,13 @@ def test_beam_precision_and_length_penalty_replace_the_checkpoints() -> None:
 def test_a_non_finite_length_penalty_is_named() -> None:
     with pytest.raises(ValueError, match=r"length_penalty: expected a float in \[0, 10\]"):
         with_decode_arguments(DecodeConfig(), parse("--length-penalty", "nan"))
+
+
+def test_beam_stop_replaces_the_checkpoints_and_is_checked() -> None:
+    saved = DecodeConfig(strategy="beam")
+    assert saved.beam_stop == "exact"
+    assert with_decode_arguments(saved, parse("--beam-stop", "finished")).beam_stop == "finished"
+    with pytest.raises(SystemExit):
+        parse("--beam-stop", "never")  # argparse names the choices
+    with pytest.raises(ValueError, match="stop: expected one of"):
+        DecodeConfig(beam_stop="never")

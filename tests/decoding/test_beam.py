@@ -212,3 +212,54 @@ def test_bad_arguments_raise_value_errors_naming_them(table_model, sources):
         beam_search(table_model, src_ids, beam_size=2, max_len=3, length_penalty=math.nan)
     with pytest.raises(ValueError, match="src_ids"):
         beam_search(table_model, src_ids[0], beam_size=2, max_len=3)
+
+
+def finished_rule_oracle(model, key: int, beam_size: int, max_len: int, alpha: float) -> tuple[list[int], float]:
+    """fairseq's stop written plainly for one sentence: the best of the first beam_size hypotheses to end.
+
+    Each step ranks every continuation of the live beams by raw log-prob; an eos among
+    the first beam_size ends a hypothesis, the best beam_size others live on; at max_len
+    the live beams end too.
+    """
+    live: list[tuple[tuple[int, ...], float]] = [((), 0.0)]
+    ended: list[tuple[list[int], float]] = []
+    for step in range(max_len):
+        candidates = []
+        for prefix, log_prob in live:
+            for token, token_log_prob in enumerate(model.log_probs_for(key, prefix).tolist()):
+                if token_log_prob != -math.inf:
+                    candidates.append((prefix + (token,), log_prob + token_log_prob))
+        candidates.sort(key=lambda candidate: -candidate[1])  # stable: ties keep their order
+        top = candidates[: 2 * beam_size]
+        ended += [(list(ids), log_prob) for ids, log_prob in top[:beam_size] if ids[-1] == EOS]
+        live = [(ids, log_prob) for ids, log_prob in top if ids[-1] != EOS][:beam_size]
+        if step == max_len - 1:
+            ended += [(list(ids), log_prob) for ids, log_prob in live]
+        if len(ended) >= beam_size or step == max_len - 1 or not live:
+            break
+    return max(ended, key=lambda hypothesis: hypothesis[1] / gnmt_length_penalty(len(hypothesis[0]), alpha))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_the_finished_stop_is_fairseqs_rule(make_random_model, sources, seed, alpha):
+    model = make_random_model(vocab_size=6, seed=seed)
+    src_ids = sources([0, 1, 2])
+    output = beam_search(model, src_ids, beam_size=3, max_len=6, length_penalty=alpha, stop="finished")
+    for key, hypotheses in zip([0, 1, 2], output.hypotheses):
+        ids, log_prob = finished_rule_oracle(model, key, beam_size=3, max_len=6, alpha=alpha)
+        assert hypotheses[0].ids == ids
+        assert hypotheses[0].log_prob == pytest.approx(log_prob, abs=1e-5)
+
+
+def test_the_finished_stop_does_not_wait_for_the_long_hypothesis(table_model, sources):
+    # The exact stop finds the long hypothesis the penalty favours (the test above); the
+    # field's stop ends the sentence once beam_size hypotheses have ended, before it.
+    src_ids = sources([5])
+    exact = beam_search(table_model, src_ids, beam_size=2, max_len=8, length_penalty=1.0)
+    quick = beam_search(table_model, src_ids, beam_size=2, max_len=8, length_penalty=1.0, stop="finished")
+    assert exact.hypotheses[0][0].ids == [B, C, D, C, D, EOS]
+    assert quick.hypotheses[0][0].ids != exact.hypotheses[0][0].ids
+    assert quick.hypotheses[0][0].score < exact.hypotheses[0][0].score
+    with pytest.raises(ValueError, match="stop: expected one of"):
+        beam_search(table_model, src_ids, beam_size=2, max_len=8, stop="never")

@@ -62,3 +62,13 @@ def test_decode_dispatches_on_strategy_and_applies_the_length_limit(table_model,
     assert [len(hypotheses) for hypotheses in beam.hypotheses] == [2, 2]
     assert beam.best_ids.tolist() == [[A, A, A, A], [4, EOS, PAD, PAD]]
     assert beam.best_ids.dtype == torch.long
+
+
+def test_decode_passes_the_beam_stop_to_the_search(table_model, sources):
+    # Sentence 5 of the table: the exact stop waits for a long hypothesis the penalty favours.
+    src_ids = sources([5])
+    exact = decode(table_model, src_ids, DecodeConfig(beam_size=2, max_len=8, length_penalty=1.0))
+    finished = decode(
+        table_model, src_ids, DecodeConfig(beam_size=2, max_len=8, length_penalty=1.0, beam_stop="finished")
+    )
+    assert exact.hypotheses[0][0].ids != finished.hypotheses[0][0].ids

@@ -1,4 +1,4 @@
-"""Options shared by translate, couplet and evaluate: --beam, --precision, --length-penalty, the input lines."""
+"""Options shared by translate, couplet and evaluate: --beam, --precision, --length-penalty, --beam-stop, inputs."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from torch import nn
 
 from transformer_lab.data import decode_lines, read_lines
 from transformer_lab.decoding import DecodeConfig
+from transformer_lab.decoding.beam import BEAM_STOPS
 from transformer_lab.hardware import PRECISIONS, resolve_precision
 from transformer_lab.models.quantization import int8_for_inference
 
@@ -34,6 +35,14 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="beam search's GNMT length penalty alpha (0 = none; default: the checkpoint's)",
     )
+    parser.add_argument(
+        "--beam-stop",
+        choices=BEAM_STOPS,
+        default=None,
+        help="when beam search stops a sentence: exact (once its best can no longer change) or finished "
+        "(once beam-size hypotheses have ended, as fairseq and CTranslate2 do: fewer steps) "
+        "(default: the checkpoint's)",
+    )
 
 
 # int8 is not an autocast precision but a converted copy of the model (models.quantization).
@@ -41,7 +50,7 @@ DECODE_PRECISIONS = (*PRECISIONS, "int8")
 
 
 def with_decode_arguments(decode_config: DecodeConfig, arguments: argparse.Namespace) -> DecodeConfig:
-    """The checkpoint's decoding with --beam, --precision and --length-penalty applied (None keeps the checkpoint's).
+    """The checkpoint's decoding with --beam, --precision, --length-penalty and --beam-stop applied (None keeps it).
 
     ``--precision int8`` decodes in fp32 arithmetic around the int8 layers of the model
     that :func:`model_for_precision` returns.
@@ -53,6 +62,8 @@ def with_decode_arguments(decode_config: DecodeConfig, arguments: argparse.Names
     if arguments.length_penalty is not None:
         # DecodeConfig checks the value and names the field.
         decode_config = dataclasses.replace(decode_config, length_penalty=arguments.length_penalty)
+    if arguments.beam_stop is not None:
+        decode_config = dataclasses.replace(decode_config, beam_stop=arguments.beam_stop)
     return decode_config
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from transformer_lab.decoding.beam import beam_search
+from transformer_lab.decoding.beam import beam_search, check_beam_stop
 from transformer_lab.decoding.greedy import greedy_search
 from transformer_lab.decoding.length_limits import RowLengthLimit
 from transformer_lab.decoding.output import DecodeOutput, check_length_penalty
@@ -48,6 +48,10 @@ class DecodeConfig:
     length_penalty: float = 0.6
     # Hypotheses returned per sentence (n-best, beam search only); at most beam_size.
     num_return: int = 1
+    # When beam search stops a sentence: "exact" when its n-best list can no longer change;
+    # "finished" once beam_size of its hypotheses have ended (fairseq's and CTranslate2's
+    # rule: fewer steps, not exact). See decoding/beam.py.
+    beam_stop: str = "exact"
     # Decode incrementally with the key/value cache; False re-runs the whole prefix.
     use_cache: bool = True
     # "bf16" runs the search under bf16 autocast (matrix multiplies in bfloat16, about
@@ -77,6 +81,7 @@ class DecodeConfig:
         if self.max_len_b is not None and (isinstance(self.max_len_b, bool) or not isinstance(self.max_len_b, int)):
             raise ValueError(f"max_len_b: expected an int or None, given {self.max_len_b!r}")
         check_length_penalty(self.length_penalty)
+        check_beam_stop(self.beam_stop)
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision: expected one of {PRECISIONS}, given {self.precision!r}")
 
@@ -166,4 +171,5 @@ def _search(
         pad_id=pad_id,
         use_cache=config.use_cache,
         logits_processor=logits_processor,
+        stop=config.beam_stop,
     )
