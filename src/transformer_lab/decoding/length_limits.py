@@ -31,12 +31,20 @@ class RowLengthLimit:
     ) -> None:
         self.a, self.b, self.max_len = a or 0.0, b or 0, max_len
         self.eos_id, self.pad_id, self.inner = eos_id, pad_id, inner
+        # The last source tensor seen (and its version) with its limits: a search passes the
+        # same src_ids at every step until beam search drops finished sentences.
+        self._limits_of: tuple[Tensor, int | None, Tensor] | None = None
 
     def limits(self, src_ids: Tensor) -> Tensor:
-        """Each row's most new tokens. Shape: src_ids [N, S] -> [N]."""
+        """Each row's most new tokens, computed once per source tensor. Shape: src_ids [N, S] -> [N]."""
+        version = None if src_ids.is_inference() else src_ids._version
+        if self._limits_of is not None and self._limits_of[0] is src_ids and self._limits_of[1] == version:
+            return self._limits_of[2]
         lengths = (src_ids != self.pad_id).sum(dim=1).double()  # [N]
         # The same int(a * n) + b as DecodeConfig.max_new_tokens, in float64 like Python's.
-        return torch.clamp((self.a * lengths).floor().long() + self.b, max=self.max_len)  # [N]
+        limits = torch.clamp((self.a * lengths).floor().long() + self.b, max=self.max_len)  # [N]
+        self._limits_of = (src_ids, version, limits)
+        return limits
 
     def __call__(self, step: int, prefix_ids: Tensor, log_probs: Tensor, src_ids: Tensor) -> Tensor:
         if self.inner is not None:
