@@ -199,3 +199,44 @@ def test_evaluate_takes_the_rule_options_for_couplets_only(
         "--tone-opposition-penalty: expected only with the couplet task, got it with translation"
         in capsys.readouterr().err
     )
+
+
+def test_rerank_by_antithesis_adds_nats_per_unit_of_agreement(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Agreements fixed by hand (jieba aside): the second candidate agrees in rhythm, the third in parts of speech.
+    rhythm = {"甲": 0.0, "乙": 1.0, "丙": 0.0}
+    part_of_speech = {"甲": 0.0, "乙": 0.0, "丙": 0.5}
+    monkeypatch.setattr(couplet, "rhythm_agreement", lambda upper, lower: rhythm[lower])
+    monkeypatch.setattr(couplet, "part_of_speech_agreement", lambda upper, lower: part_of_speech[lower])
+    candidates = [
+        couplet.Candidate(text, [index], score, score)
+        for index, (text, score) in enumerate([("甲", -1.0), ("乙", -1.5), ("丙", -1.6)])
+    ]
+
+    def order(**weights: float) -> list[str]:
+        config = couplet.CoupletConstraintConfig(**weights)
+        return [candidate.text for candidate in couplet.rerank_by_antithesis("上", candidates, config)]
+
+    assert order() == ["甲", "乙", "丙"]  # no weight: the search's order
+    assert order(rhythm_rerank=0.4) == ["甲", "乙", "丙"]  # -1.5 + 0.4 = -1.1 < -1.0
+    assert order(rhythm_rerank=0.6) == ["乙", "甲", "丙"]  # -0.9 > -1.0
+    assert order(part_of_speech_rerank=2.0) == ["丙", "甲", "乙"]  # -1.6 + 1.0 = -0.6
+    assert [
+        candidate.score
+        for candidate in couplet.rerank_by_antithesis(
+            "上", candidates, couplet.CoupletConstraintConfig(rhythm_rerank=1.0)
+        )
+    ] == [-1.5, -1.0, -1.6]
+    with pytest.raises(ValueError, match="rhythm_rerank: expected a finite number of nats >= 0"):
+        couplet.CoupletConstraintConfig(rhythm_rerank=-1.0)
+
+
+def test_reranking_keeps_the_form_and_needs_beam_search(run_dir: Path) -> None:
+    model, vocabulary, config = couplet.load(run_dir / "last")
+    constraints = dataclasses.replace(config.constraints, part_of_speech_rerank=1.0, rhythm_rerank=1.0)
+    beam = dataclasses.replace(config.decode, strategy="beam", beam_size=4)
+    results = couplet.generate(model, vocabulary, ["春风，花月"], beam, constraints, num_candidates=2)
+    assert len(results[0].candidates) == 2  # chosen among all 4 beams, 2 kept
+    for candidate in results[0].candidates:
+        assert len(candidate.text) == len("春风，花月") and candidate.text[2] == "，"
+    with pytest.raises(ValueError, match="choose among beam search's candidates: expected strategy 'beam'"):
+        couplet.generate(model, vocabulary, ["春风"], dataclasses.replace(beam, strategy="greedy"), constraints)

@@ -18,6 +18,8 @@ _CHANGES: dict[str, tuple[str, object]] = {
     "allow_upper_characters": ("avoid_source_characters", False),
     "oblique_final_penalty": ("oblique_final_penalty", None),
     "tone_opposition_penalty": ("tone_opposition_penalty", None),
+    "part_of_speech_rerank": ("part_of_speech_rerank", None),
+    "rhythm_rerank": ("rhythm_rerank", None),
 }
 
 
@@ -42,6 +44,18 @@ def add_constraint_arguments(parser: argparse.ArgumentParser, *, prefix: str = "
         type=float,
         default=None,
         help=f"{prefix}nats taken, at each position, from characters of the upper character's tone class (0 = off)",
+    )
+    parser.add_argument(
+        "--part-of-speech-rerank",
+        type=float,
+        default=None,
+        help=f"{prefix}beam search: re-rank its candidates, nats per unit of part-of-speech agreement (0 = off)",
+    )
+    parser.add_argument(
+        "--rhythm-rerank",
+        type=float,
+        default=None,
+        help=f"{prefix}beam search: re-rank its candidates, nats per unit of rhythm agreement (0 = off)",
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from transformer_lab.data.couplet import (
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.couplet_constraints import CoupletConstraints
 from transformer_lab.evaluation.bleu import corpus_bleu
+from transformer_lab.evaluation.couplet_antithesis import part_of_speech_agreement, rhythm_agreement
 from transformer_lab.evaluation.couplet_metrics import CoupletReport, couplet_report, level_tone_ending_rate
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import seq2seq
@@ -99,6 +101,22 @@ class CoupletConstraintConfig:
     # preset model it raised tone opposition 0.77 -> 0.97 and cost BLEU at every setting
     # from 0.25 nats up (docs/results.md#couplet-antithesis).
     tone_opposition_penalty: float = 0.0
+    # Beam search only: its candidates are re-ranked by their score plus these nats per
+    # unit of part-of-speech / rhythm agreement with the upper line (jieba, as
+    # evaluation/couplet_antithesis.py scores them); 0 = off. See rerank_by_antithesis.
+    part_of_speech_rerank: float = 0.0
+    rhythm_rerank: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("part_of_speech_rerank", "rhythm_rerank"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < math.inf:
+                raise ValueError(f"{name}: expected a finite number of nats >= 0, given {value!r}")
+
+    @property
+    def reranks(self) -> bool:
+        """Whether beam search's candidates are re-ranked by antithesis."""
+        return self.part_of_speech_rerank > 0 or self.rhythm_rerank > 0
 
 
 def _default_model() -> ModelConfig:
@@ -356,9 +374,14 @@ def generate(
                 f"num_candidates={num_candidates} needs beam search with at least as many beams, got "
                 f"strategy {decode_config.strategy!r} with beam_size {decode_config.beam_size}"
             )
-    decode_config = dataclasses.replace(
-        decode_config, num_return=num_candidates if decode_config.strategy == "beam" else 1
-    )
+    if constraint_config.reranks and decode_config.strategy != "beam":
+        raise ValueError(
+            "part_of_speech_rerank / rhythm_rerank choose among beam search's candidates: "
+            f"expected strategy 'beam', got {decode_config.strategy!r}"
+        )
+    # Re-ranking looks at every beam's hypothesis, then keeps num_candidates of them.
+    returned = decode_config.beam_size if constraint_config.reranks else num_candidates
+    decode_config = dataclasses.replace(decode_config, num_return=returned if decode_config.strategy == "beam" else 1)
     lines = [split_characters(upper) for upper in uppers]
     checks = [check_upper_line(line, vocabulary, model.max_len) for line in lines]
     results: list[CoupletResult | None] = [
@@ -382,10 +405,33 @@ def generate(
             def to_text(ids: list[int], upper: str = lines[index]) -> str:
                 return _restore_marks(upper, vocabulary.decode(ids), constraint_config)
 
-            results[index] = CoupletResult(
-                lines[index], seq2seq.candidates_of(hypotheses, to_text), note=checks[index][1]
-            )
+            candidates = seq2seq.candidates_of(hypotheses, to_text)
+            if constraint_config.reranks:
+                candidates = rerank_by_antithesis(lines[index], candidates, constraint_config)[:num_candidates]
+            results[index] = CoupletResult(lines[index], candidates, note=checks[index][1])
     return [result for result in results if result is not None]
+
+
+def rerank_by_antithesis(
+    upper: str, candidates: Sequence[Candidate], config: CoupletConstraintConfig
+) -> list[Candidate]:
+    """``candidates`` best first by score + the config's nats x part-of-speech and rhythm agreement with ``upper``.
+
+    The agreements are the per-pair rules of ``evaluation/couplet_antithesis.py`` (jieba),
+    which decoding cannot see character by character (a word's tag and length are known
+    only once the line is complete), so they choose among finished lines. A candidate keeps
+    its own ``score``; ties keep the search's order.
+    """
+
+    def ranked(candidate: Candidate) -> float:
+        bonus = 0.0
+        if config.part_of_speech_rerank > 0:
+            bonus += config.part_of_speech_rerank * part_of_speech_agreement(upper, candidate.text)
+        if config.rhythm_rerank > 0:
+            bonus += config.rhythm_rerank * rhythm_agreement(upper, candidate.text)
+        return candidate.score + bonus
+
+    return sorted(candidates, key=ranked, reverse=True)
 
 
 # ---------------------------------------------------------------------------- evaluation
