@@ -1,9 +1,9 @@
 """Optional dependencies: which extra brings which package, and one clear error when one is missing.
 
 The core (``pip install transformer-lab``) trains, translates and evaluates. The web page,
-the figures, the couplet rules and the CTranslate2 and ONNX exports need packages that not
-every user wants; they come with extras (``pip install 'transformer-lab[serve]'``, or
-``[dev]`` for all of them). A feature imports its package through :func:`require_extra`,
+the figures, the couplet rules, the data set builders and the CTranslate2 and ONNX exports
+need packages that not every user wants; they come with extras (``pip install
+'transformer-lab[serve]'``, or ``[dev]`` for all of them). A feature imports its package through :func:`require_extra`,
 so that a missing one is a :class:`MissingExtraError` naming the ``pip install`` to run,
 not a ``ModuleNotFoundError`` from deep inside.
 """
@@ -20,6 +20,7 @@ EXTRA_OF_PACKAGE = {
     "matplotlib": "plots",
     "pypinyin": "couplet",
     "jieba": "couplet",
+    "opencc": "data",
     "ctranslate2": "deploy",
     "onnx": "deploy",
     "onnxruntime": "deploy",
