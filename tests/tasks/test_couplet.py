@@ -230,7 +230,7 @@ def test_rerank_by_antithesis_adds_nats_per_unit_of_agreement(monkeypatch: pytes
         couplet.CoupletConstraintConfig(rhythm_rerank=-1.0)
 
 
-def test_reranking_keeps_the_form_and_needs_beam_search(run_dir: Path) -> None:
+def test_reranking_keeps_the_form_and_leaves_greedy_search_alone(run_dir: Path) -> None:
     model, vocabulary, config = couplet.load(run_dir / "last")
     constraints = dataclasses.replace(config.constraints, part_of_speech_rerank=1.0, rhythm_rerank=1.0)
     beam = dataclasses.replace(config.decode, strategy="beam", beam_size=4)
@@ -238,5 +238,8 @@ def test_reranking_keeps_the_form_and_needs_beam_search(run_dir: Path) -> None:
     assert len(results[0].candidates) == 2  # chosen among all 4 beams, 2 kept
     for candidate in results[0].candidates:
         assert len(candidate.text) == len("春风，花月") and candidate.text[2] == "，"
-    with pytest.raises(ValueError, match="choose among beam search's candidates: expected strategy 'beam'"):
-        couplet.generate(model, vocabulary, ["春风"], dataclasses.replace(beam, strategy="greedy"), constraints)
+    greedy = dataclasses.replace(beam, strategy="greedy")
+    alone = couplet.generate(model, vocabulary, ["春风"], greedy, config.constraints)
+    assert (
+        couplet.generate(model, vocabulary, ["春风"], greedy, constraints) == alone
+    )  # one candidate: nothing to re-rank
