@@ -24,7 +24,6 @@ import logging
 import os
 import shutil
 import tarfile
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -33,6 +32,7 @@ from transformer_lab.data.chinese import is_han
 from transformer_lab.data.couplet import LOWER_FILE, UPPER_FILE
 from transformer_lab.data.download import download_file
 from transformer_lab.extras import require_extra
+from transformer_lab.folders import check_new_folder, write_folder
 
 logger = logging.getLogger(__name__)
 
@@ -280,22 +280,6 @@ def _check_pair(index: int, pair: tuple[str, str]) -> None:
         raise ValueError(f"pairs[{index}]: expected lines without whitespace, got {pair!r}")
 
 
-def _write_new_folder(out_dir: Path, write: Callable[[Path], None]) -> Path:
-    """Call `write` on a temporary folder beside `out_dir`, then rename it to `out_dir`; nothing partial stays."""
-    if out_dir.exists():
-        raise ValueError(f"out_dir: expected a new folder, got {str(out_dir)!r} which exists")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    partial = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    partial.mkdir()
-    try:
-        write(partial)
-        os.replace(partial, out_dir)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-    return out_dir
-
-
 def write_couplet_files(pairs: Sequence[tuple[str, str]], out_dir: str | os.PathLike[str]) -> Path:
     """Write `pairs` as a couplet split folder: `in.txt` (upper lines) and `out.txt` (lower lines).
 
@@ -308,9 +292,7 @@ def write_couplet_files(pairs: Sequence[tuple[str, str]], out_dir: str | os.Path
         ValueError: `out_dir` exists, or a pair is not two non-empty lines of equal length
             without whitespace (the message names it).
     """
-    out_dir = Path(out_dir)
-    if out_dir.exists():
-        raise ValueError(f"out_dir: expected a new folder, got {str(out_dir)!r} which exists")
+    out_dir = check_new_folder(out_dir)  # before the pairs are checked: the cheaper refusal first
     for index, pair in enumerate(pairs):
         _check_pair(index, pair)
 
@@ -322,7 +304,7 @@ def write_couplet_files(pairs: Sequence[tuple[str, str]], out_dir: str | os.Path
                 file.flush()
                 os.fsync(file.fileno())
 
-    return _write_new_folder(out_dir, write)
+    return write_folder(out_dir, write)
 
 
 def extract_npm_package(tarball: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
@@ -362,7 +344,7 @@ def extract_npm_package(tarball: str | os.PathLike[str], out_dir: str | os.PathL
                         f"{tarball}: expected only files and folders, got {member.name!r} (a link or device)"
                     )
 
-    return _write_new_folder(out_dir, write)
+    return write_folder(out_dir, write)
 
 
 def download_chinese_poetry(

@@ -5,7 +5,7 @@ CTranslate2 model directory (``transformer-lab export --format ctranslate2``).
 :mod:`transformer_lab.export.onnx`: a translation or couplet checkpoint as an encoder and a
 decoder-step ONNX graph, a classification checkpoint as one graph (``--format onnx``);
 :mod:`transformer_lab.export.onnx_runtime` runs them with numpy and onnxruntime alone.
-:mod:`transformer_lab.export.folders`: the new, atomically written output folder both use.
+:mod:`transformer_lab.folders`: the new, atomically written output folder both use.
 
 The names below are the CTranslate2 exporter's (kept for its callers); import the ONNX
 exporter's from its module.

@@ -53,9 +53,9 @@ from torch import Tensor, nn
 from transformer_lab.data.subword import SubwordTokenizer
 from transformer_lab.data.tokenizer_pair import TokenizerPair
 from transformer_lab.data.vocabulary import UNK_ID, Vocabulary
-from transformer_lab.export.folders import check_new_folder, write_folder
 from transformer_lab.export.model_parts import seq2seq_stacks, typed_layers
 from transformer_lab.extras import require_extra
+from transformer_lab.folders import check_new_folder, write_folder
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.nn import (
     MultiheadAttention,

@@ -1,4 +1,4 @@
-"""The output folder of an export: it must be new, and it appears complete or not at all."""
+"""A new output folder (an export, a built data set): it must not exist, and it appears complete or not at all."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ __all__ = ["check_new_folder", "write_folder"]
 
 
 def check_new_folder(out_dir: str | os.PathLike[str]) -> Path:
-    """``out_dir`` as a Path; a ``ValueError`` naming it if it exists (an export never overwrites)."""
+    """``out_dir`` as a Path; a ``ValueError`` naming it if it exists (nothing is overwritten)."""
     out_dir = Path(out_dir)
     if out_dir.exists():
         raise ValueError(f"out_dir: expected a new folder, got {str(out_dir)!r} which exists")
