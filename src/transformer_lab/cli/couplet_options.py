@@ -23,6 +23,15 @@ _CHANGES: dict[str, tuple[str, object]] = {
 }
 
 
+# The options that take a number of nats, each setting the constraint field of its name.
+_NATS_OPTIONS = (
+    ("--oblique-final-penalty", "nats taken from oblique-tone final characters"),
+    ("--tone-opposition-penalty", "nats taken, at each position, from characters of the upper character's tone class"),
+    ("--part-of-speech-rerank", "beam search: re-rank its candidates, nats per unit of part-of-speech agreement"),
+    ("--rhythm-rerank", "beam search: re-rank its candidates, nats per unit of rhythm agreement"),
+)
+
+
 def add_constraint_arguments(parser: argparse.ArgumentParser, *, prefix: str = "") -> None:
     """Add the rule options; `prefix` starts their help (e.g. "couplet: " on a command of several tasks)."""
     parser.add_argument(
@@ -33,30 +42,8 @@ def add_constraint_arguments(parser: argparse.ArgumentParser, *, prefix: str = "
         action="store_true",
         help=f"{prefix}let the lower line reuse the upper line's characters",
     )
-    parser.add_argument(
-        "--oblique-final-penalty",
-        type=float,
-        default=None,
-        help=f"{prefix}nats taken from oblique-tone final characters (0 = off)",
-    )
-    parser.add_argument(
-        "--tone-opposition-penalty",
-        type=float,
-        default=None,
-        help=f"{prefix}nats taken, at each position, from characters of the upper character's tone class (0 = off)",
-    )
-    parser.add_argument(
-        "--part-of-speech-rerank",
-        type=float,
-        default=None,
-        help=f"{prefix}beam search: re-rank its candidates, nats per unit of part-of-speech agreement (0 = off)",
-    )
-    parser.add_argument(
-        "--rhythm-rerank",
-        type=float,
-        default=None,
-        help=f"{prefix}beam search: re-rank its candidates, nats per unit of rhythm agreement (0 = off)",
-    )
+    for flag, help_text in _NATS_OPTIONS:
+        parser.add_argument(flag, type=float, default=None, help=f"{prefix}{help_text} (0 = off)")
 
 
 def _given_changes(arguments: argparse.Namespace) -> dict[str, tuple[str, Any]]:
