@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.tasks.couplet_fixture import TINY, write_couplet_folder
+from tests.tasks.couplet_fixture import TINY, made_up_couplets, write_couplet_folder, write_split
 from transformer_lab.cli import main
 from transformer_lab.data.couplet import with_reversed_pairs
 from transformer_lab.tasks import couplet
@@ -243,3 +244,20 @@ def test_reranking_keeps_the_form_and_leaves_greedy_search_alone(run_dir: Path) 
     assert (
         couplet.generate(model, vocabulary, ["春风"], greedy, constraints) == alone
     )  # one candidate: nothing to re-rank
+
+
+def test_extra_training_splits_join_training_and_leave_validation_alone(data_dir: Path, tmp_path: Path) -> None:
+    config = dataclasses.replace(couplet.default_config().data, data_dir=str(data_dir), num_validation=10)
+    plain = couplet.build_data(config)
+    validation_uppers = {upper for upper, _ in plain.validation_pairs}
+    # An extra split: 20 new pairs, and two whose upper line is a validation upper line.
+    extra = made_up_couplets(20, seed=7) + [(upper, lower[::-1]) for upper, lower in plain.validation_pairs[:2]]
+    root = tmp_path / "data"
+    shutil.copytree(data_dir, root)
+    write_split(root / "couplet" / "more", extra)
+    widened = couplet.build_data(dataclasses.replace(config, data_dir=str(root), extra_train_splits=("more",)))
+    kept = [pair for pair in extra if pair[0] not in validation_uppers]
+    assert widened.validation_pairs == plain.validation_pairs
+    assert widened.train_pairs == plain.train_pairs + kept
+    assert widened.report["extra_train_pairs"] == len(kept)
+    assert widened.report["extra_dropped_as_validation_duplicates"] == len(extra) - len(kept) >= 2
