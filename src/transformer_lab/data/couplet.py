@@ -256,17 +256,22 @@ def split_validation(
         raise ValueError(f"num_validation must be smaller than the {len(pairs)} training pairs, got {num_validation}")
     chosen = set(random.Random(seed).sample(range(len(pairs)), num_validation))
     validation = [pair for index, pair in enumerate(pairs) if index in chosen]
-    held_out = _validation_upper_lines(validation)
-    train = []
-    dropped = 0
-    for index, pair in enumerate(pairs):
-        if index in chosen:
-            continue
-        if _punctuation_free(pair[0]) in held_out:
-            dropped += 1
-            continue
-        train.append(pair)
+    rest = [pair for index, pair in enumerate(pairs) if index not in chosen]
+    train, dropped = without_validation_uppers(rest, validation)
     return train, validation, dropped
+
+
+def without_validation_uppers(
+    pairs: list[tuple[str, str]], validation: list[tuple[str, str]]
+) -> tuple[list[tuple[str, str]], int]:
+    """The pairs whose upper line, punctuation removed, is no validation upper line; and how many were left out.
+
+    The one rule that keeps validation unseen, for every source of training pairs (the
+    split, the backwards pairs, extra splits). The kept pairs keep their order.
+    """
+    held_out = _validation_upper_lines(validation)
+    kept = [pair for pair in pairs if _punctuation_free(pair[0]) not in held_out]
+    return kept, len(pairs) - len(kept)
 
 
 def with_reversed_pairs(
@@ -282,9 +287,8 @@ def with_reversed_pairs(
     Returns:
         (forward then backward pairs, backward pairs left out as validation duplicates).
     """
-    held_out = _validation_upper_lines(validation)
-    backward = [(lower, upper) for upper, lower in train if _punctuation_free(lower) not in held_out]
-    return train + backward, len(train) - len(backward)
+    backward, dropped = without_validation_uppers([(lower, upper) for upper, lower in train], validation)
+    return train + backward, dropped
 
 
 def download_couplet_test(

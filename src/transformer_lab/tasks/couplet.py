@@ -30,6 +30,7 @@ from transformer_lab.data.couplet import (
     split_characters,
     split_validation,
     with_reversed_pairs,
+    without_validation_uppers,
 )
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.couplet_constraints import CoupletConstraints
@@ -222,23 +223,17 @@ def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) 
 
 
 def _extra_training_pairs(
-    config: CoupletDataConfig, validation_pairs: Sequence[tuple[str, str]]
+    config: CoupletDataConfig, validation_pairs: list[tuple[str, str]]
 ) -> tuple[list[tuple[str, str]], int]:
-    """The pairs of ``config.extra_train_splits`` in order, less those whose upper line is a validation one.
+    """The pairs of ``config.extra_train_splits`` in order, less those repeating a validation upper line.
 
-    Returns the kept pairs and the number left out.
+    Returns the kept pairs and the number left out (``without_validation_uppers``'s rule).
     """
-    validation_uppers = {upper for upper, _ in validation_pairs}
-    kept: list[tuple[str, str]] = []
-    dropped = 0
+    pairs: list[tuple[str, str]] = []
     for split in config.extra_train_splits:
         corpus = load_couplets(split, config.data_dir, skip_invalid=config.skip_invalid, max_length=config.max_length)
-        for upper, lower in corpus.pairs:
-            if upper in validation_uppers:
-                dropped += 1
-            else:
-                kept.append((upper, lower))
-    return kept, dropped
+        pairs += corpus.pairs
+    return without_validation_uppers(pairs, validation_pairs)
 
 
 def load_validation_pairs(config: CoupletDataConfig, data_dir: str | None = None) -> list[tuple[str, str]]:
