@@ -181,10 +181,7 @@ class MultiheadAttention(nn.Module):
 
     def _query_projection(self) -> tuple[Tensor, Tensor | None]:
         """W_q ``[E, E]`` and b_q ``[E]`` (or None): the first rows of the fused projection, or their own."""
-        if not self._qkv_same_embed_dim:
-            bias = None if self.in_proj_bias is None else self.in_proj_bias[: self.embed_dim]
-            return self.q_proj_weight, bias
-        weight = self.in_proj_weight[: self.embed_dim]
+        weight = self.in_proj_weight[: self.embed_dim] if self._qkv_same_embed_dim else self.q_proj_weight
         return weight, None if self.in_proj_bias is None else self.in_proj_bias[: self.embed_dim]
 
     def _split_heads(self, tensor: Tensor) -> Tensor:

@@ -25,8 +25,8 @@ for free and never disagrees with the weights. It computes the same function as 
 modules in eval mode (tested against them: same tokens, outputs within float rounding);
 anything it does not cover (training, autograd, autocast, hooks, shape tracing, the
 explicit path, ``add_bias_kv`` / ``add_zero_attn``, separate key/value widths, a source
-row with every position hidden) stays with the modules: see :meth:`DecoderStep.supports`
-and :meth:`DecoderStep.applies`.
+row with every position hidden) stays with the modules: see
+:meth:`DecoderStep.unsupported_reason` and :meth:`DecoderStep.applies`.
 
 Shape legend: B batch rows, E d_model, H heads, Dh head size, t cached target positions
 (the new one included), S memory length.
@@ -42,7 +42,7 @@ from torch import Tensor, nn
 
 from transformer_lab.nn import masks
 from transformer_lab.nn.attention import MultiheadAttention
-from transformer_lab.nn.cache import AttentionCache, DecoderCache
+from transformer_lab.nn.cache import AttentionCache, DecoderCache, DecoderLayerCache
 from transformer_lab.nn.decoder import TransformerDecoder, TransformerDecoderLayer
 from transformer_lab.nn.tracing import active_recorder
 
@@ -97,11 +97,8 @@ class _LayerStep:
         self.norms = (layer.norm1, layer.norm2, layer.norm3)
         self.norm_first = layer.norm_first
 
-    def __call__(
-        self, x: Tensor, layer_index: int, cache: DecoderCache, cross_mask: Tensor | None, zero: Tensor
-    ) -> Tensor:
+    def __call__(self, x: Tensor, layer_cache: DecoderLayerCache, cross_mask: Tensor | None, zero: Tensor) -> Tensor:
         """Shape: x ``[B, E]`` -> ``[B, E]``."""
-        layer_cache = cache.layers[layer_index]
         norm1, norm2, norm3 = self.norms
         if self.norm_first:
             x = x + self._self_attention(norm1(x), layer_cache.self_attention, zero)
@@ -141,7 +138,7 @@ class _LayerStep:
 class DecoderStep:
     """A :class:`TransformerDecoder`'s step for one new position, given a filled cache.
 
-    Build it once per search (``DecoderStep(decoder)`` after :meth:`supports` said yes) and
+    Build it once per search (``DecoderStep(decoder)`` where :meth:`unsupported_reason` is None) and
     call it at every step after the first, while :meth:`applies`: the first step, with its
     empty cache, goes through the decoder itself, which fills the caches this step reads.
     """
@@ -205,8 +202,8 @@ class DecoderStep:
         """
         cross_mask = self._cross_mask(memory_key_padding_mask, x.dtype)  # [B*H, 1, S] or None
         zero = x.new_zeros(1, 1, 1)  # the ignored input of the unmasked products (beta=0)
-        for index, layer in enumerate(self.layers):
-            x = layer(x, index, cache, cross_mask, zero)
+        for layer, layer_cache in zip(self.layers, cache.layers, strict=True):
+            x = layer(x, layer_cache, cross_mask, zero)
         if self.norm is not None:
             x = self.norm(x)
         return x
