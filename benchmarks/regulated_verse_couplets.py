@@ -22,8 +22,7 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
-from transformer_lab.data.chinese import is_punctuation
-from transformer_lab.data.couplet import load_couplets, read_couplets
+from transformer_lab.data.couplet import load_couplets, punctuation_free, read_couplets
 from transformer_lab.data.regulated_verse import (
     DEFAULT_COLLECTIONS,
     download_chinese_poetry,
@@ -34,13 +33,9 @@ from transformer_lab.data.regulated_verse import (
 from transformer_lab.tasks.couplet import default_config, load_validation_pairs
 
 
-def without_punctuation(line: str) -> str:
-    return "".join(character for character in line if not is_punctuation(character))
-
-
 def held_out_lines(pairs: list[tuple[str, str]]) -> set[str]:
     """Both lines of every pair, as written and without punctuation (the form of the regulated-verse lines)."""
-    return {form for pair in pairs for line in pair for form in (line, without_punctuation(line))}
+    return {form for pair in pairs for line in pair for form in (line, punctuation_free(line))}
 
 
 def main() -> None:

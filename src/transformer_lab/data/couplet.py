@@ -228,13 +228,14 @@ def load_couplets(
     return read_couplets(resolve_couplet_split_dir(split, data_dir), skip_invalid=skip_invalid, max_length=max_length)
 
 
-def _punctuation_free(line: str) -> str:
+def punctuation_free(line: str) -> str:
+    """``line`` without its punctuation marks (the form in which couplet lines are compared)."""
     return "".join(character for character in line if not is_punctuation(character))
 
 
 def _validation_upper_lines(validation: list[tuple[str, str]]) -> set[str]:
     """The validation upper lines as a training upper line must not repeat them: without punctuation."""
-    return {_punctuation_free(upper) for upper, _ in validation}
+    return {punctuation_free(upper) for upper, _ in validation}
 
 
 def split_validation(
@@ -270,7 +271,7 @@ def without_validation_uppers(
     split, the backwards pairs, extra splits). The kept pairs keep their order.
     """
     held_out = _validation_upper_lines(validation)
-    kept = [pair for pair in pairs if _punctuation_free(pair[0]) not in held_out]
+    kept = [pair for pair in pairs if punctuation_free(pair[0]) not in held_out]
     return kept, len(pairs) - len(kept)
 
 
