@@ -124,6 +124,20 @@ def test_evaluate_couplet_prints_every_metric_and_writes_samples(
     assert len(first_scores) == 3 and all(value == "-" or 0 <= float(value) <= 1 for value in first_scores)
 
 
+def test_evaluations_with_their_own_output_keep_their_own_samples(
+    run_dir: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    # Same split and search, different options, one folder: neither table overwrites the other.
+    common = ["evaluate", "couplet", "--checkpoint", str(run_dir / "best"), "--data-dir", str(data_dir), "--beam", "1"]
+    assert main([*common, "--output", str(tmp_path / "plain.txt"), "--tone-opposition-penalty", "0"]) == 0
+    assert main([*common, "--output", str(tmp_path / "tones.txt"), "--tone-opposition-penalty", "4"]) == 0
+    for name in ("plain", "tones"):
+        hypotheses = (tmp_path / f"{name}.txt").read_text(encoding="utf-8").splitlines()
+        rows = (tmp_path / f"{name}.samples.md").read_text(encoding="utf-8").splitlines()[2:]
+        assert [row.split(" | ")[1] for row in rows] == hypotheses[: len(rows)]
+    assert not list(tmp_path.glob("samples.*"))
+
+
 def test_evaluate_on_validation_scores_the_pairs_the_run_held_out(
     run_dir: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -75,7 +75,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--output",
         type=Path,
         default=None,
-        help="the hypotheses file (classification: the JSON report); default: beside the checkpoint",
+        help="the hypotheses file (classification: the JSON report; couplet: its samples table goes beside it "
+        "as NAME.samples.md); default: beside the checkpoint",
     )
     parser.add_argument(
         "--confusion-png",
@@ -180,7 +181,9 @@ def _evaluate_couplet(arguments: argparse.Namespace, split: str) -> int:
     stem = f"{split}.{search.replace(' ', '')}"
     output = arguments.output or arguments.checkpoint / f"hypotheses.{stem}.txt"
     output.write_text("".join(line + "\n" for line in evaluation.hypotheses), encoding="utf-8")
-    samples = output.with_name(f"samples.{stem}.md")
+    # Named after a given --output, so that two evaluations writing into one folder with
+    # different options (the same split and search) keep their own samples.
+    samples = output.with_name(f"{output.stem}.samples.md" if arguments.output else f"samples.{stem}.md")
     samples.write_text(couplet_samples_table(evaluation, NUM_SAMPLES), encoding="utf-8")
     print(f"couplet {split}, {len(pairs)} pairs, {search}, constraints {constraints}")
     for line in couplet_report_lines(evaluation.report):
