@@ -54,6 +54,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from transformer_lab.allocator import configure_allocator
 from transformer_lab.decoding import beam_search, greedy_search
 from transformer_lab.export import export_model
 from transformer_lab.hardware import machine_summary
@@ -264,6 +265,11 @@ def parse_arguments() -> argparse.Namespace:
         help="the --batch-sweep figure (PNG; default docs/figures/decode-ms-per-step.png)",
     )
     parser.add_argument("--no-figure", action="store_true", help="--batch-sweep: print the table only")
+    parser.add_argument(
+        "--default-allocator",
+        action="store_true",
+        help="leave glibc's malloc as it is (by default freed memory is kept, as the console script does)",
+    )
     arguments = parser.parse_args()
     if arguments.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {arguments.repeats}")
@@ -281,6 +287,7 @@ def main() -> None:
     torch.set_num_threads(arguments.threads)
     summary = machine_summary()
     print("\n".join(summary))
+    print(configure_allocator(keep=not arguments.default_allocator))
     versions = (
         f"torch {torch.__version__}, ctranslate2 {ctranslate2.__version__}, {arguments.threads} thread(s) each, "
         f"median of {arguments.repeats} runs"

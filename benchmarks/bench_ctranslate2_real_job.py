@@ -30,6 +30,7 @@ from typing import Callable
 
 import torch
 
+from transformer_lab.allocator import configure_allocator
 from transformer_lab.data.multi30k import load_multi30k
 from transformer_lab.evaluation.bleu import corpus_bleu
 from transformer_lab.export import export_checkpoint
@@ -74,6 +75,11 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per engine (after one warm-up)")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads of torch and of CTranslate2")
     parser.add_argument("--data-dir", default=None, help="folder holding multi30k/ (default: $TRANSFORMER_LAB_DATA)")
+    parser.add_argument(
+        "--default-allocator",
+        action="store_true",
+        help="leave glibc's malloc as it is (by default freed memory is kept, as the console script does)",
+    )
     arguments = parser.parse_args()
     for name in ("batch_size", "beam_size", "repeats", "threads"):
         if getattr(arguments, name) < 1:
@@ -92,6 +98,7 @@ def main() -> None:
     references = [reference for _, reference in pairs]
     decode_config = dataclasses.replace(config.decode, strategy="beam", beam_size=arguments.beam_size)
     print("\n".join(machine_summary()))
+    print(configure_allocator(keep=not arguments.default_allocator))
     print(
         f"torch {torch.__version__}, ctranslate2 {ctranslate2.__version__}, {arguments.threads} thread(s) each; "
         f"{len(sources)} sentences of {arguments.split}, beam {arguments.beam_size}, length penalty "

@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from transformer_lab.allocator import configure_allocator
 from transformer_lab.decoding import greedy_search
 from transformer_lab.hardware import machine_summary
 from transformer_lab.models import Seq2SeqTransformer
@@ -194,6 +195,11 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--figure", type=Path, default=DEFAULT_FIGURE)
     parser.add_argument("--no-figure", action="store_true")
+    parser.add_argument(
+        "--default-allocator",
+        action="store_true",
+        help="leave glibc's malloc as it is (by default freed memory is kept, as the console script does)",
+    )
     return parser.parse_args()
 
 
@@ -207,6 +213,7 @@ def main() -> None:
     parameters = sum(parameter.numel() for parameter in model.parameters())
     layers = f"{arguments.layers}+{arguments.layers}"
     print("\n".join(machine_summary(device)))
+    print(configure_allocator(keep=not arguments.default_allocator))
     print(f"device {device}, {thread_count()}")
     print(
         f"model: d_model {arguments.d_model}, {arguments.nhead} heads, {layers} layers, "

@@ -59,12 +59,12 @@ def matmul_peak(dtype: torch.dtype, size: int = 2048, repeats: int = 10) -> floa
     return 2 * size**3 / statistics.median(times)
 
 
-def model_configs(vocab_size: int) -> dict[str, ModelConfig]:
+def model_configs(src_vocab_size: int, tgt_vocab_size: int) -> dict[str, ModelConfig]:
     """The translation default (d_model 256, 3+3) and the paper's base size (d_model 512, 6+6)."""
     default = dataclasses.replace(
         translation.default_config().model,
-        src_vocab_size=vocab_size,
-        tgt_vocab_size=vocab_size,
+        src_vocab_size=src_vocab_size,
+        tgt_vocab_size=tgt_vocab_size,
     )
     base = dataclasses.replace(
         default, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048, dropout=0.1
@@ -232,7 +232,8 @@ def main() -> None:
     )
     print("|---|---|---:|---:|---:|---:|---:|")
     for name in arguments.configs:
-        config = model_configs(data.vocabulary.vocab_size)[name]
+        tokenizers = data.vocabulary  # a TokenizerPair
+        config = model_configs(tokenizers.source.vocab_size, tokenizers.target.vocab_size)[name]
         result, peak = measure(
             config, batches, arguments.repeats, precisions, peak_dtype, compile_model=arguments.compile
         )

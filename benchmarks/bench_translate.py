@@ -57,7 +57,7 @@ def main() -> None:
     arguments = parse_arguments()
     if arguments.threads:
         torch.set_num_threads(arguments.threads)
-    model, tokenizer, config = load_translator(arguments.checkpoint)
+    model, tokenizers, config = load_translator(arguments.checkpoint)
     pairs = load_multi30k(arguments.split, arguments.data_dir)[: arguments.sentences]
     sources = [source for source, _ in pairs]
     print("\n".join(machine_summary()))
@@ -75,10 +75,10 @@ def main() -> None:
             method_config = dataclasses.replace(decode_config, use_cache=use_cache, precision=precision)
             batch_size = arguments.batch_size if batched else 1
             start = time.perf_counter()
-            outputs[method] = translate_sentences(model, tokenizer, sources, method_config, batch_size=batch_size)
+            outputs[method] = translate_sentences(model, tokenizers, sources, method_config, batch_size=batch_size)
             seconds[method] = time.perf_counter() - start
         for method in METHODS:
-            tokens = sum(len(tokenizer.encode(text)) + 1 for text in outputs[method])
+            tokens = sum(len(tokenizers.target.encode(text)) + 1 for text in outputs[method])
             differing = sum(mine != theirs for mine, theirs in zip(outputs["ours"], outputs[method]))
             print(
                 f"| {search} | {method} | {seconds[method]:.1f} | {len(sources) / seconds[method]:.1f} "

@@ -21,6 +21,7 @@ from typing import Sequence
 
 import torch
 
+from transformer_lab.allocator import keep_freed_memory
 from transformer_lab.cli import (
     average_command,
     classify_command,
@@ -93,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     prefix = f"transformer-lab {arguments.command}"
     try:
         set_threads(arguments.threads)
+        # Decoding steps reallocate the same large tensors; glibc would map them afresh
+        # every time (src/transformer_lab/allocator.py).
+        keep_freed_memory()
         return int(arguments.handler(arguments) or 0)
     except _BAD_INPUT_ERRORS as error:
         print(f"{prefix}: error: {_one_line(error)}", file=sys.stderr)
