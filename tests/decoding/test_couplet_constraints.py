@@ -140,9 +140,10 @@ def test_mirror_repetition_repeats_where_the_upper_line_repeats_and_only_there(s
         assert greedy_lines(model, uppers, processor) == ["山山水天水", "山水天地"]
     else:
         first, second = beam_lines(model, uppers, processor)
-        # The pattern AABCB scores 2a + 2b + c, so swapping A and B ties: the best two
-        # are these, in either order (topk breaks exact ties as it likes).
-        assert set(first[:2]) == {"山山水天水", "水水山天山"}  # 5 + 5 + 4 + 3 + 4 = 4 + 4 + 5 + 3 + 5
+        # The pattern AABCB scores 2a + 2b + c, so swapping A and B ties: the best is one
+        # of these two (5 + 5 + 4 + 3 + 4 = 4 + 4 + 5 + 3 + 5); which one depends on how
+        # topk breaks the exact ties on the way, and the other may be pruned by them.
+        assert first[0] in {"山山水天水", "水水山天山"}
         for lower in first:
             assert lower[0] == lower[1] and lower[2] == lower[4] and len({lower[0], lower[2], lower[3]}) == 3
         # Every order of the four favourites scores the same; each hypothesis repeats nothing.
