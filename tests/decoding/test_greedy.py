@@ -38,6 +38,15 @@ def test_stops_as_soon_as_every_row_has_finished(table_model, sources):
     assert len(table_model.step_rows) == 3  # one decode_step per generated column
 
 
+def test_finished_rows_leave_the_batch(table_model, sources):
+    # The rows end after 3, 2 and 1 tokens: each step decodes only the rows still going
+    # (the fake checks that memory, source and prefix rows stay aligned), and the output
+    # keeps every row in its place.
+    output = greedy_search(table_model, sources([0, 1, 4], lengths=[4, 2, 3]), max_len=6)
+    assert table_model.step_rows == [3, 2, 1]
+    assert output.best_ids.tolist() == [[A, C, EOS], [A, EOS, PAD], [EOS, PAD, PAD]]
+
+
 def test_max_len_is_honoured_without_eos(table_model, sources):
     output = greedy_search(table_model, sources([3, 0]), max_len=4)
     assert output.best_ids.tolist() == [[A, A, A, A], [A, C, EOS, PAD]]

@@ -129,8 +129,8 @@ def greedy_decode(model: OnnxSeq2Seq, src_ids: np.ndarray, max_len: int) -> list
         log_probs, *present = model.decoder.run(None, {"tgt_ids": next_ids[:, None], **static, **past})  # [B, V], ...
         chosen = log_probs.argmax(axis=-1)  # [B]
         chosen_log_probs = np.take_along_axis(log_probs, chosen[:, None], axis=1)[:, 0]  # [B]
-        # Finished rows still run (a rectangular batch is cheaper than compacting it);
-        # their choice becomes pad, which is not written out and adds nothing.
+        # Finished rows still run (this reference loop keeps the batch whole; our own
+        # greedy_search drops them); their choice becomes pad, not written out, adding nothing.
         for row in np.flatnonzero(~finished):
             outputs[row].append(int(chosen[row]))
             scores[row] += float(chosen_log_probs[row])
