@@ -37,8 +37,9 @@ def greedy_search(
     All rows are decoded together; a row that has emitted eos leaves the batch (its
     output holds pad_id after the eos) and the loop stops as soon as every row has
     finished. A logits processor sees the rows still decoding, with their own
-    ``src_ids`` rows, as in beam search. With `use_cache=False` the whole prefix is decoded again at every step
-    (slow; kept as the oracle for the cached path). The model should be in eval mode.
+    ``src_ids`` rows, as in beam search. With `use_cache=False` the whole prefix is
+    decoded again at every step (slow; kept as the oracle for the cached path). The
+    model should be in eval mode.
     Each sentence gets one hypothesis; `length_penalty` only sets its reported `score`
     (its `log_prob` over the GNMT penalty, as beam search reports it), never the choice.
 
