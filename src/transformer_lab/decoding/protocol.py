@@ -47,9 +47,9 @@ the input) sets the attribute `reads_source_ids = True`; it is then called as
 LongTensor[N, S], the source row of each decoded row. That is the way to keep per-row
 information in step with the rows: beam search reorders rows to their parents and drops
 finished sentences from the batch, greedy search drops finished rows, and both reorder
-`prefix_ids` and `src_ids` with them,
-but neither can reorder state a processor keeps on the side, so a processor should derive
-everything it needs from `prefix_ids` and `src_ids` at every call.
+`prefix_ids` and `src_ids` with them, but neither can reorder state a processor keeps on
+the side, so a processor should derive everything it needs from `prefix_ids` and
+`src_ids` at every call.
 """
 
 
