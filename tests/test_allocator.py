@@ -6,7 +6,6 @@ oracle (glibc's default maps every such block afresh) needs a process that never
 
 from __future__ import annotations
 
-import ctypes
 import os
 import subprocess
 import sys
@@ -14,16 +13,9 @@ import textwrap
 
 import pytest
 
-from transformer_lab.allocator import configure_allocator, keep_freed_memory
+from transformer_lab.allocator import configure_allocator, glibc, keep_freed_memory
 
-
-def _is_glibc() -> bool:
-    return sys.platform.startswith("linux") and hasattr(ctypes.CDLL(None), "gnu_get_libc_version")
-
-
-glibc_only = pytest.mark.skipif(
-    not _is_glibc() or not hasattr(ctypes.CDLL(None), "mallinfo2"), reason="mallopt and mallinfo2 are glibc's (2.33+)"
-)
+glibc_only = pytest.mark.skipif(not hasattr(glibc(), "mallinfo2"), reason="mallopt and mallinfo2 are glibc's (2.33+)")
 
 # Two 5 MB tensors a step, as beam search's logits and log-probabilities at 160 rows.
 # Printed: whether the setting took, whether the very first such block was mapped on its
@@ -82,6 +74,6 @@ def test_the_users_own_malloc_settings_win() -> None:
 
 def test_the_report_line_says_which_allocator_runs() -> None:
     assert configure_allocator(keep=False) == "allocator: the C library's default (as asked)"
-    if _is_glibc() and not any(name.startswith("MALLOC_") for name in os.environ):
+    if glibc() is not None and not any(name.startswith("MALLOC_") for name in os.environ):
         assert keep_freed_memory()
         assert "glibc keeps freed blocks" in configure_allocator(keep=True)

@@ -26,7 +26,7 @@ import logging
 import os
 import sys
 
-__all__ = ["configure_allocator", "keep_freed_memory", "MMAP_THRESHOLD_BYTES", "TRIM_THRESHOLD_BYTES"]
+__all__ = ["configure_allocator", "glibc", "keep_freed_memory", "MMAP_THRESHOLD_BYTES", "TRIM_THRESHOLD_BYTES"]
 
 # glibc's mallopt parameters (malloc.h).
 _M_TRIM_THRESHOLD = -1
@@ -46,6 +46,18 @@ def _user_tuned_malloc() -> bool:
     return any(name in os.environ for name in _USER_SETTINGS) or "glibc.malloc" in os.environ.get("GLIBC_TUNABLES", "")
 
 
+def glibc() -> ctypes.CDLL | None:
+    """The symbols loaded into this process, where its C library is glibc; None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None)
+    except OSError:
+        return None
+    # gnu_get_libc_version exists only in glibc: musl's mallopt accepts and ignores everything.
+    return libc if hasattr(libc, "gnu_get_libc_version") else None
+
+
 def keep_freed_memory() -> bool:
     """Let glibc keep freed blocks (up to 32 MiB each, 256 MiB in all) mapped for reuse; True if it now does.
 
@@ -54,14 +66,8 @@ def keep_freed_memory() -> bool:
     (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_TOP_PAD_`` or a
     ``glibc.malloc`` tunable). Calling it again changes nothing more.
     """
-    if not sys.platform.startswith("linux") or _user_tuned_malloc():
-        return False
-    try:
-        libc = ctypes.CDLL(None)  # the symbols already loaded into this process
-    except OSError:
-        return False
-    # gnu_get_libc_version exists only in glibc: musl's mallopt accepts and ignores everything.
-    if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):
+    libc = glibc()
+    if libc is None or _user_tuned_malloc() or not hasattr(libc, "mallopt"):
         return False
     mallopt = libc.mallopt
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)

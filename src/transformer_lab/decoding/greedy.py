@@ -71,7 +71,6 @@ def greedy_search(
         generated_ids = torch.full((batch_size, max_len), pad_id, dtype=torch.long, device=device)  # [B, max_len]
         scores = torch.zeros(batch_size, dtype=torch.float32, device=device)  # [B]
         lengths = torch.zeros(batch_size, dtype=torch.long, device=device)  # [B]
-        steps_taken = 0
 
         for step in range(max_len):
             log_probs = next_token_log_probs(
@@ -82,7 +81,6 @@ def greedy_search(
             generated_ids[active, step] = next_ids
             scores[active] += next_log_probs
             lengths[active] += 1
-            steps_taken = step + 1
             prefix_ids = torch.cat([prefix_ids, next_ids.unsqueeze(1)], dim=1)  # [A, t+1]
 
             going_on = next_ids != eos_id  # [A]
@@ -99,7 +97,7 @@ def greedy_search(
                 if cache is not None:
                     cache.reorder(keep)
 
-    generated_ids = generated_ids[:, :steps_taken]  # [B, L]
+    generated_ids = generated_ids[:, : prefix_ids.shape[1] - 1]  # [B, L]: the steps taken (bos aside)
     hypotheses = [
         [Hypothesis(ids=row[:length], score=log_prob / gnmt_length_penalty(length, length_penalty), log_prob=log_prob)]
         for row, length, log_prob in zip(generated_ids.tolist(), lengths.tolist(), scores.tolist())
