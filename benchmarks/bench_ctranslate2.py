@@ -6,8 +6,9 @@ post-norm), exported with ``transformer_lab.export.export_model``. The generator
 on eos is set to -1e9 before the export, so that no engine can stop early: every
 run decodes exactly the requested number of tokens, and ms/step compares like with like.
 
-Four engines, timed in alternation in this one process (the order rotates every repeat,
-so that a slow patch of a shared machine hits all of them), median of ``--repeats`` runs:
+Four engines (five where the CPU multiplies bf16 fast), timed in alternation in this one
+process (the order rotates every repeat, so that a slow patch of a shared machine hits all
+of them), median of ``--repeats`` runs:
 
 - ours: ``greedy_search`` / ``beam_search`` (key/value cache, float32, torch);
 - ours int8: the same calls on ``transformer_lab.models.quantization.int8_for_inference``'s
@@ -16,19 +17,23 @@ so that a slow patch of a shared machine hits all of them), median of ``--repeat
 - CTranslate2 float32 (``compute_type="float32"``): must give our ids exactly (checked,
   and the table says so);
 - CTranslate2 int8 (``compute_type="int8"``, the same export quantized on load): an
-  approximation; the table gives the share of rows whose ids equal ours (float32).
+  approximation; the table gives the share of rows whose ids equal ours (float32);
+- ours bf16, only where ``hardware.bf16_support`` says bf16 is fast (AMX or AVX512-BF16;
+  elsewhere it runs ~100x slower): the same calls on
+  ``transformer_lab.models.bfloat16.bf16_for_inference``'s copy, what ``--precision auto``
+  decodes with there. CTranslate2 has no bf16 on the CPU, so its ratios are to CTranslate2's
+  float32 and int8.
 
 ms/step is the median seconds of one whole decoding (encoder included) divided by the
 new tokens, in milliseconds: the time of one step of the whole batch.
 
 Default mode, three cases: greedy, batch 1, 64 tokens; greedy, batch 32, 64 tokens;
-beam 5, batch 32, 40 tokens (length penalty 0 on both sides). Ratios: ours/fp32 and
-ours/int8 divide ours (float32) by CTranslate2 float32 and int8; ours8/int8 divides ours
-int8 by CTranslate2 int8.
+beam 5, batch 32, 40 tokens (length penalty 0 on both sides), a Markdown table: ms/step of
+each engine, ours fp32 / CTranslate2 fp32, ours int8 / CTranslate2 int8, ours bf16 against
+both, and the id checks.
 
 ``--batch-sweep B1 B2 ...``: greedy decoding of ``--new-tokens`` tokens (default 64) at each
-batch size instead, the four engines alternated as above; prints a Markdown table (ms/step
-of each engine, ours/CTranslate2 for float32 and for int8, the id checks) and draws ms/step
+batch size instead, the engines alternated as above; prints the same table by batch size and draws ms/step
 against the batch size (log-log, one line per engine, the machine in a footnote) into
 ``--figure`` (default docs/figures/decode-ms-per-step.png; needs matplotlib, the plots extra).
 
@@ -57,8 +62,9 @@ from torch import Tensor
 from transformer_lab.allocator import configure_allocator
 from transformer_lab.decoding import beam_search, greedy_search
 from transformer_lab.export import export_model
-from transformer_lab.hardware import machine_summary
+from transformer_lab.hardware import bf16_support, machine_summary
 from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.models.bfloat16 import bf16_for_inference
 from transformer_lab.models.quantization import int8_for_inference
 
 PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
@@ -67,6 +73,8 @@ FIRST_TOKEN = len(SPECIALS)
 DEFAULT_FIGURE = Path(__file__).resolve().parent.parent / "docs" / "figures" / "decode-ms-per-step.png"
 # The engines, in the order of the tables and the figure; "ours" (float32) is the reference.
 ENGINES = ("ours", "ours int8", "ct2 float32", "ct2 int8")
+# Timed too where this CPU multiplies bf16 fast (hardware.bf16_support); elsewhere it would take ~100x longer.
+BF16_ENGINE = "ours bf16"
 
 
 @dataclass(frozen=True)
@@ -158,8 +166,8 @@ class Timing:
 def time_case(engines: dict[str, Decoder], src_ids: Tensor, case: Case, repeats: int) -> Timing:
     """One warm-up run of every engine (its ids kept), then ``repeats`` alternated timed runs each."""
     outputs = {name: decode(src_ids, case) for name, decode in engines.items()}  # warm-up and check
-    for name in ("ours", "ours int8"):
-        if any(len(ids) != case.new_tokens for ids in outputs[name]):
+    for name in ("ours", "ours int8", BF16_ENGINE):
+        if name in outputs and any(len(ids) != case.new_tokens for ids in outputs[name]):
             raise RuntimeError(
                 f"{case.name}: a row of {name} stopped before {case.new_tokens} tokens; eos was not forbidden"
             )
@@ -174,26 +182,40 @@ def time_case(engines: dict[str, Decoder], src_ids: Tensor, case: Case, repeats:
     return Timing(outputs, ms_per_step)
 
 
+def table_header(first_column: str, engines: dict[str, Decoder]) -> list[str]:
+    """The Markdown header of the results table: ms/step per engine, the ratios, the id checks."""
+    bf16 = BF16_ENGINE in engines
+    columns = [first_column, "ours fp32", "ours int8", *(["ours bf16"] if bf16 else []), "ct2 fp32", "ct2 int8"]
+    columns += ["ours fp32 / ct2 fp32", "ours int8 / ct2 int8"]
+    columns += ["ours bf16 / ct2 fp32", "ours bf16 / ct2 int8"] if bf16 else []
+    columns += ["ct2 fp32 ids = ours", "rows = ours fp32: ours int8, ct2 int8" + (", ours bf16" if bf16 else "")]
+    return ["| " + " | ".join(columns) + " |", "|---" + "|---:" * (len(columns) - 3) + "|:---:|---:|"]
+
+
+def table_row(first_column: str, timing: Timing, batch_size: int) -> str:
+    """One case's line of the results table (``table_header``'s columns)."""
+    ms = timing.ms_per_step
+    bf16 = BF16_ENGINE in ms
+    times = [ms["ours"], ms["ours int8"], *([ms[BF16_ENGINE]] if bf16 else []), ms["ct2 float32"], ms["ct2 int8"]]
+    ratios = [ms["ours"] / ms["ct2 float32"], ms["ours int8"] / ms["ct2 int8"]]
+    ratios += [ms[BF16_ENGINE] / ms["ct2 float32"], ms[BF16_ENGINE] / ms["ct2 int8"]] if bf16 else []
+    equal = [timing.equal_rows(name) for name in ("ours int8", "ct2 int8", *([BF16_ENGINE] if bf16 else []))]
+    cells = [first_column, *(f"{value:.2f}" for value in times), *(f"{ratio:.2f}x" for ratio in ratios)]
+    cells.append("yes" if timing.outputs["ct2 float32"] == timing.outputs["ours"] else "NO")
+    cells.append(", ".join(f"{count}/{batch_size}" for count in equal))
+    return "| " + " | ".join(cells) + " |"
+
+
 def run_cases(engines: dict[str, Decoder], arguments: argparse.Namespace) -> None:
     """The default mode: the three cases of the module docstring, one line each."""
     print()
-    print(
-        f"{'case':<30}{'ours ms/step':>14}{'ct2 fp32':>11}{'ct2 int8':>11}"
-        f"{'ours/fp32':>11}{'ours/int8':>11}  fp32 ids = ours  int8 rows = ours"
-        f"{'ours int8':>12}{'ours8/int8':>12}  ours int8 rows = ours"
-    )
+    print("ms per step of the whole batch (median):")
+    print()
+    print("\n".join(table_header("case", engines)))
     for case in CASES:
         src_ids = random_sources(case.batch_size, arguments.source_length, arguments.vocab_size, seed=case.batch_size)
         timing = time_case(engines, src_ids, case, arguments.repeats)
-        fp32_equal = timing.outputs["ct2 float32"] == timing.outputs["ours"]
-        ms = timing.ms_per_step
-        ours, ours8, fp32, int8 = ms["ours"], ms["ours int8"], ms["ct2 float32"], ms["ct2 int8"]
-        int8_rows = f"{timing.equal_rows('ct2 int8')}/{case.batch_size}"
-        print(
-            f"{case.name:<30}{ours:>14.2f}{fp32:>11.2f}{int8:>11.2f}{ours / fp32:>10.1f}x{ours / int8:>10.1f}x"
-            f"  {'yes' if fp32_equal else 'NO'}{'':>13}{int8_rows:<17}"
-            f"{ours8:>12.2f}{ours8 / int8:>11.1f}x  {timing.equal_rows('ours int8')}/{case.batch_size}"
-        )
+        print(table_row(case.name, timing, case.batch_size))
 
 
 def run_batch_sweep(engines: dict[str, Decoder], arguments: argparse.Namespace, footnote: str) -> None:
@@ -206,21 +228,9 @@ def run_batch_sweep(engines: dict[str, Decoder], arguments: argparse.Namespace, 
     print()
     print(f"greedy decoding, {arguments.new_tokens} new tokens, ms per step of the whole batch (median):")
     print()
-    print(
-        "| batch | ours fp32 | ours int8 | ct2 fp32 | ct2 int8 | ours/ct2 fp32 | ours/ct2 int8 "
-        "| ct2 fp32 ids = ours | ours int8 rows = ours | ct2 int8 rows = ours |"
-    )
-    print("|---:|---:|---:|---:|---:|---:|---:|:---:|---:|---:|")
+    print("\n".join(table_header("batch", engines)))
     for batch_size, timing in rows:
-        ms = timing.ms_per_step
-        fp32_equal = timing.outputs["ct2 float32"] == timing.outputs["ours"]
-        print(
-            f"| {batch_size} | {ms['ours']:.2f} | {ms['ours int8']:.2f} "
-            f"| {ms['ct2 float32']:.2f} | {ms['ct2 int8']:.2f} "
-            f"| {ms['ours'] / ms['ct2 float32']:.2f}x | {ms['ours int8'] / ms['ct2 int8']:.2f}x "
-            f"| {'yes' if fp32_equal else 'NO'} | {timing.equal_rows('ours int8')}/{batch_size} "
-            f"| {timing.equal_rows('ct2 int8')}/{batch_size} |"
-        )
+        print(table_row(str(batch_size), timing, batch_size))
     if arguments.no_figure:
         return
     from transformer_lab.lab.figures import plot_ms_per_step  # matplotlib (the plots extra) only here
@@ -228,13 +238,14 @@ def run_batch_sweep(engines: dict[str, Decoder], arguments: argparse.Namespace, 
     labels = {
         "ours": "ours fp32",
         "ours int8": "ours int8",
+        BF16_ENGINE: "ours bf16",
         "ct2 float32": "CTranslate2 fp32",
         "ct2 int8": "CTranslate2 int8",
     }
     path = plot_ms_per_step(
         arguments.figure,
         [batch_size for batch_size, _ in rows],
-        {labels[name]: [timing.ms_per_step[name] for _, timing in rows] for name in ENGINES},
+        {labels[name]: [timing.ms_per_step[name] for _, timing in rows] for name in engines},
         title=f"greedy decoding of {arguments.new_tokens} tokens: ms per step by batch size",
         footnote=footnote,
     )
@@ -308,6 +319,9 @@ def main() -> None:
             )
             engines[f"ct2 {compute_type}"] = ctranslate2_decoder(translator, tokens)
         assert tuple(engines) == ENGINES
+        if bf16_support(torch.device("cpu")).fast:
+            model_bf16 = bf16_for_inference(model)
+            engines[BF16_ENGINE] = lambda src_ids, case: decode_ours(model_bf16, src_ids, case)
         if arguments.batch_sweep:
             footnote = (
                 f"{summary[0]}; {versions}. Random weights of the translation preset's shape "

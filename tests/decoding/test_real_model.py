@@ -177,7 +177,7 @@ def test_a_padded_batch_decodes_like_each_sentence_alone(use_cache: bool) -> Non
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
-def test_bf16_precision_runs_the_model_under_autocast_and_keeps_scores_float32(strategy: str) -> None:
+def test_bf16_precision_runs_the_model_in_bf16_and_keeps_scores_float32(strategy: str) -> None:
     from transformer_lab.decoding import DecodeConfig, decode
 
     model = tiny_model()

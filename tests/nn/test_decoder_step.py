@@ -8,6 +8,7 @@ import torch
 from tests.nn.helpers import max_difference, random_key_padding_mask
 from transformer_lab import nn as ours
 from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.models.bfloat16 import bf16_for_inference
 from transformer_lab.models.quantization import int8_for_inference
 from transformer_lab.nn.decoder_step import DecoderStep
 from transformer_lab.nn.tracing import recording_shapes
@@ -184,6 +185,23 @@ def test_int8_copy_steps_through_it_with_its_quantized_layers() -> None:
     assert isinstance(cache.derived["decoder_step"], DecoderStep)
     module_logits, _ = run_steps_with_modules(quantized, src_ids, 5)
     assert max_difference(logits, module_logits) <= 1e-4
+
+
+def test_bf16_copy_steps_through_it_and_matches_its_modules() -> None:
+    model = build_model()
+    bf16_model = bf16_for_inference(model)
+    src_ids = torch.randint(4, 23, (3, 6))
+    src_ids[2, 4:] = model.pad_id
+    logits, cache = run_steps(bf16_model, src_ids, 5)
+    assert isinstance(cache.derived["decoder_step"], DecoderStep)
+    assert logits.dtype == torch.bfloat16
+    module_logits, module_cache = run_steps_with_modules(bf16_model, src_ids, 5)
+    assert "decoder_step" in module_cache.derived  # built, but switched off for this run
+    # Both paths round to bf16 (8 bits of mantissa) at different points: close, not equal.
+    scale = float(module_logits.float().abs().max())
+    assert 0 < scale and max_difference(logits.float(), module_logits.float()) <= 0.03 * scale
+    float_logits, _ = run_steps(model, src_ids, 5)
+    assert max_difference(logits.float(), float_logits) <= 0.05 * float(float_logits.abs().max())
 
 
 def run_steps_with_modules(model: Seq2SeqTransformer, src_ids: torch.Tensor, steps: int):  # type: ignore[no-untyped-def]

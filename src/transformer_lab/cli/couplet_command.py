@@ -43,8 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(arguments: argparse.Namespace) -> int:
     lines = input_lines(arguments.lines, arguments.input, purpose="answer")
     model, vocabulary, config = couplet.load(arguments.checkpoint)
-    model = model_for_precision(model, arguments)
     decode_config = with_decode_arguments(config.decode, arguments)
+    model = model_for_precision(model, arguments, decode_config)
     count = arguments.num_candidates
     if count > 1 and arguments.beam is None and decode_config.strategy == "beam":
         # Enough beams for the candidates asked for, when --beam leaves the choice to us.

@@ -13,7 +13,7 @@ from typing import TypeVar
 from torch import nn
 
 from transformer_lab.data import decode_lines, read_lines
-from transformer_lab.decoding import DecodeConfig
+from transformer_lab.decoding import DecodeConfig, decoding_model
 from transformer_lab.decoding.beam import BEAM_STOPS
 from transformer_lab.hardware import PRECISIONS, resolve_precision
 from transformer_lab.models.quantization import int8_for_inference
@@ -25,7 +25,7 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
         "--precision",
         choices=DECODE_PRECISIONS,
         default=None,
-        help="bf16: decode under bf16 autocast, faster on CPUs with bf16 instructions; auto: bf16 where this "
+        help="bf16: decode with a bf16 copy of the model, faster on CPUs with bf16 instructions; auto: bf16 where this "
         "machine runs it fast, else fp32; int8: the feed-forward and output layers in int8 (PyTorch dynamic "
         "quantization, CPU) (default: the checkpoint's; the presets say auto)",
     )
@@ -70,10 +70,15 @@ def with_decode_arguments(decode_config: DecodeConfig, arguments: argparse.Names
 ModelType = TypeVar("ModelType", bound=nn.Module)
 
 
-def model_for_precision(model: ModelType, arguments: argparse.Namespace) -> ModelType:
-    """The model to decode with: its int8 copy under ``--precision int8`` (CPU only), else the model itself."""
+def model_for_precision(model: ModelType, arguments: argparse.Namespace, decode_config: DecodeConfig) -> ModelType:
+    """The model to decode with, made once per command.
+
+    Its int8 copy under ``--precision int8`` (CPU only); its bf16 copy where the decoding's
+    precision (``--precision`` or the checkpoint's) resolves to bf16 on this machine
+    (``decoding.decoding_model``); else the model itself.
+    """
     if arguments.precision != "int8":
-        return model
+        return decoding_model(model, decode_config.precision)
     device = next(model.parameters()).device
     if device.type != "cpu":
         raise ValueError(f"--precision int8: expected a model on the CPU (PyTorch's int8 kernels), got {device}")
@@ -92,7 +97,7 @@ def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:
 def search_name(decode_config: DecodeConfig, device: str = "cpu") -> str:
     """The search's name for reports and file names: "greedy" or "beam K".
 
-    " bf16" follows under bf16 autocast (precision "auto" is resolved on ``device``).
+    " bf16" follows where the precision is bf16 (precision "auto" is resolved on ``device``).
     """
     name = "greedy" if decode_config.strategy == "greedy" else f"beam {decode_config.beam_size}"
     precision = resolve_precision(decode_config.precision, device, log_level=logging.DEBUG)

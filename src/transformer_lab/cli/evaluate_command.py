@@ -139,8 +139,8 @@ def _evaluate_translation(arguments: argparse.Namespace, split: str) -> int:
         raise ValueError("--split and --source: expected one test set, got both")
     checkpoint = resolve_checkpoint(arguments.checkpoint)
     model, tokenizer, config = translation.load_translator(checkpoint)
-    model = model_for_precision(model, arguments)
     decode_config = with_decode_arguments(config.decode, arguments)
+    model = model_for_precision(model, arguments, decode_config)
     if arguments.source is not None:
         # Strict, as every reader: misaligned files, empty lines and bad UTF-8 name file and line.
         pairs = read_parallel_text(arguments.source, arguments.reference).pairs
@@ -166,8 +166,8 @@ def _evaluate_translation(arguments: argparse.Namespace, split: str) -> int:
 
 def _evaluate_couplet(arguments: argparse.Namespace, split: str) -> int:
     model, vocabulary, config = couplet.load(arguments.checkpoint)
-    model = model_for_precision(model, arguments)
     decode_config = with_decode_arguments(config.decode, arguments)
+    model = model_for_precision(model, arguments, decode_config)
     data_dir = arguments.data_dir if arguments.data_dir is not None else config.data.data_dir
     if split == "validation":
         # The pairs this run held out of its training split, carved again the same way.

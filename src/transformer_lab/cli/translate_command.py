@@ -43,8 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(arguments: argparse.Namespace) -> int:
     sentences = input_lines(arguments.sentences, arguments.input, purpose="translate")
     model, tokenizer, config = translation.load_translator(arguments.checkpoint)
-    model = model_for_precision(model, arguments)
     decode_config = with_decode_arguments(config.decode, arguments)
+    model = model_for_precision(model, arguments, decode_config)
     if arguments.nbest is not None:
         _print_nbest(model, tokenizer, sentences, decode_config, arguments.nbest, beam_given=arguments.beam is not None)
     else:

@@ -8,8 +8,10 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from typing import TypeVar
 
-from torch import Tensor
+import torch
+from torch import Tensor, nn
 
 from transformer_lab.decoding.beam import beam_search, check_beam_stop
 from transformer_lab.decoding.greedy import greedy_search
@@ -23,6 +25,7 @@ from transformer_lab.decoding.protocol import (
     resolve_special_ids,
 )
 from transformer_lab.hardware import PRECISIONS, autocast, resolve_precision
+from transformer_lab.models.bfloat16 import bf16_for_inference, holds_bf16
 
 STRATEGIES = ("greedy", "beam")
 MAX_BEAM_SIZE = 64
@@ -54,11 +57,12 @@ class DecodeConfig:
     beam_stop: str = "exact"
     # Decode incrementally with the key/value cache; False re-runs the whole prefix.
     use_cache: bool = True
-    # "bf16" runs the search under bf16 autocast (matrix multiplies in bfloat16, about
-    # 1.2x faster beam search on an AVX512-BF16 CPU, ~100x slower on an AVX2-only one);
-    # log-probabilities and scores stay float32. "fp32" is exact. The outputs can differ
-    # where two candidates nearly tie. "auto" (the presets' choice) is bf16 where the
-    # device has fast bf16 matrix products, else fp32 (transformer_lab.hardware).
+    # "bf16" runs the search on a bf16 copy of the model (models/bfloat16.py: the products
+    # read bf16 weights; 1.6x faster beam search at 160 rows on an AMX CPU, slower at one
+    # row, ~100x slower on an AVX2-only CPU); log-probabilities and scores stay float32.
+    # "fp32" is exact. The outputs can differ where two candidates nearly tie. "auto"
+    # (the presets' choice) is bf16 where the device has fast bf16 matrix products, else
+    # fp32 (transformer_lab.hardware). docs/results.md#bf16-decoding has the figures.
     precision: str = "fp32"
 
     def __post_init__(self) -> None:
@@ -132,9 +136,34 @@ def decode(
                 config.max_len_a, config.max_len_b, config.max_len, eos_id, pad_id, logits_processor
             )
             max_len = min(max_len + 1, config.max_len)
-    # Autocast's own rules keep log_softmax (and so every score) in float32.
-    with autocast(resolve_precision(config.precision, src_ids.device, log_level=logging.DEBUG), src_ids.device):
+    precision = resolve_precision(config.precision, src_ids.device, log_level=logging.DEBUG)
+    if precision == "bf16" and isinstance(model, nn.Module) and not torch.is_autocast_enabled(src_ids.device.type):
+        # A bf16 copy rather than autocast, so that the decoder's single-position step
+        # applies (models/bfloat16.py). Callers that decode often make the copy once
+        # (decoding_model) and pass it; given a float model, each call copies it.
+        bf16_model = model if holds_bf16(model) else bf16_for_inference(model)
+        return _search(bf16_model, src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor)
+    # Under autocast (a model that is no nn.Module, or an autocast the caller opened)
+    # autocast's own rules keep log_softmax (and so every score) in float32.
+    with autocast(precision, src_ids.device):
         return _search(model, src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor)
+
+
+ModelType = TypeVar("ModelType", bound=nn.Module)
+
+
+def decoding_model(model: ModelType, precision: str) -> ModelType:
+    """The model that :func:`decode` at ``precision`` runs: a bf16 copy where it resolves to bf16, else ``model``.
+
+    :func:`decode` makes that copy itself at every call when given the float model; a
+    caller that decodes many times (a command, a server) makes it once here. ``precision``
+    is resolved on the model's device ("auto": bf16 where the device runs it fast).
+    """
+    parameter = next(model.parameters(), None)
+    device = parameter.device if parameter is not None else torch.device("cpu")
+    if resolve_precision(precision, device, log_level=logging.DEBUG) == "bf16" and not holds_bf16(model):
+        return bf16_for_inference(model)
+    return model
 
 
 def _search(

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from transformer_lab.data.chinese import is_punctuation
 from transformer_lab.data.couplet import split_characters
+from transformer_lab.decoding import decoding_model
 from transformer_lab.nn import TransformerDecoder
 from transformer_lab.serve.requests import ModelName, Text
 from transformer_lab.tasks import couplet
@@ -34,7 +35,9 @@ class CoupletHandler:
     task = TASK
 
     def __init__(self, checkpoint: Path) -> None:
-        self.model, self.vocabulary, self.config = couplet.load(checkpoint)
+        model, self.vocabulary, self.config = couplet.load(checkpoint)
+        # Its bf16 copy where the checkpoint's decoding precision resolves to bf16, made once here.
+        self.model = decoding_model(model, self.config.decode.precision)
 
     def describe(self) -> dict[str, Any]:
         decoder = self.model.transformer.decoder

@@ -11,6 +11,7 @@ from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from transformer_lab.decoding import decoding_model
 from transformer_lab.lab.translation_attention import cross_attention, token_labels
 from transformer_lab.nn import TransformerDecoder
 from transformer_lab.serve.requests import ModelName, Text
@@ -44,7 +45,9 @@ class TranslationHandler:
     task = TASK
 
     def __init__(self, checkpoint: Path) -> None:
-        self.model, self.tokenizer, self.config = translation.load_translator(checkpoint)
+        model, self.tokenizer, self.config = translation.load_translator(checkpoint)
+        # Its bf16 copy where the checkpoint's decoding precision resolves to bf16, made once here.
+        self.model = decoding_model(model, self.config.decode.precision)
 
     def describe(self) -> dict[str, Any]:
         decoder = self.model.transformer.decoder
