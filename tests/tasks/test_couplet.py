@@ -117,7 +117,10 @@ def test_evaluate_couplet_prints_every_metric_and_writes_samples(
     for name in ("tone opposition", "part of speech agreement", "rhythm agreement", "unreused characters"):
         row = out.split(f"\n{name}")[1].splitlines()[0]
         assert row.count("(mean of 30)") == 2, row  # ours and the references
-    samples = (run_dir / "best" / "samples.test.greedy.md").read_text(encoding="utf-8").splitlines()
+    # "greedy", or "greedybf16" where the preset's precision auto resolves to bf16 (a CPU with AMX).
+    (samples_path,) = (run_dir / "best").glob("samples.test.greedy*.md")
+    assert samples_path.name in ("samples.test.greedy.md", "samples.test.greedybf16.md")
+    samples = samples_path.read_text(encoding="utf-8").splitlines()
     assert len(samples) == 2 + 20
     assert samples[0].count("tone / POS / rhythm") == 2
     first_scores = samples[2].split(" | ")[2].split(" / ")
