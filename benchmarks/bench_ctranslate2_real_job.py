@@ -9,10 +9,14 @@ gets its longest row's). The engines are timed in alternation (the order rotates
 repeat) on ``--threads`` intra-op threads each; the median of ``--repeats`` runs is
 reported, the ratio to CTranslate2, the lines given identically and the BLEU of each.
 
-Ours runs twice: with the checkpoint's stopping rule (``beam_stop="exact"``: a sentence
-stops when its best hypothesis can no longer change) and with ``beam_stop="finished"``
-(once beam-size hypotheses have ended), which is CTranslate2's rule whenever a length
-penalty is set; both engines use GNMT's length penalty ``((5 + l) / 6) ** alpha``.
+Ours runs in float32 twice: with the checkpoint's stopping rule (``beam_stop="exact"``: a
+sentence stops when its best hypothesis can no longer change) and with
+``beam_stop="finished"`` (once beam-size hypotheses have ended), which is CTranslate2's rule
+whenever a length penalty is set; both engines use GNMT's length penalty
+``((5 + l) / 6) ** alpha``. Then ours int8 (``--precision int8``'s copy) and, where the CPU
+multiplies bf16 fast, ours bf16 (``--precision bf16``'s copy), both with the exact stop;
+CTranslate2 runs float32 and int8 (quantized on load). Each line's time is divided by both
+of CTranslate2's.
 
     OMP_NUM_THREADS=1 taskset -c 1 .venv/bin/python benchmarks/bench_ctranslate2_real_job.py \\
         --checkpoint runs/mt-short-fp32 [--split test_2016_flickr] [--repeats 3] [--data-dir ../shared/data]
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import statistics
 import tempfile
 import time
@@ -34,7 +39,9 @@ from transformer_lab.allocator import configure_allocator
 from transformer_lab.data.multi30k import load_multi30k
 from transformer_lab.evaluation.bleu import corpus_bleu
 from transformer_lab.export import export_checkpoint
-from transformer_lab.hardware import machine_summary
+from transformer_lab.hardware import bf16_support, machine_summary
+from transformer_lab.models.bfloat16 import bf16_for_inference
+from transformer_lab.models.quantization import int8_for_inference
 from transformer_lab.tasks.translation import load_translator, translate_sentences
 
 Engine = Callable[[list[str]], list[str]]
@@ -107,21 +114,34 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as folder:
         exported = export_checkpoint(arguments.checkpoint, Path(folder) / "ct2")
-        translator = ctranslate2.Translator(
-            str(exported), device="cpu", compute_type="float32", inter_threads=1, intra_threads=arguments.threads
-        )
-        finished_config = dataclasses.replace(decode_config, beam_stop="finished")
-        engines: dict[str, Engine] = {
-            "ours, exact stop": lambda sentences: translate_sentences(
-                model, tokenizers, sentences, decode_config, batch_size=arguments.batch_size
-            ),
-            "ours, finished stop": lambda sentences: translate_sentences(
-                model, tokenizers, sentences, finished_config, batch_size=arguments.batch_size
-            ),
-            "ct2 float32": ctranslate2_engine(
-                translator, tokenizers, decode_config, arguments.batch_size, arguments.beam_size
-            ),
+        engines: dict[str, Engine] = {}
+        # Ours at each precision by name: the checkpoint's "auto" would be bf16 on some CPUs.
+        fp32_config = dataclasses.replace(decode_config, precision="fp32")
+        ours = {
+            "ours fp32, exact stop": (model, fp32_config),
+            "ours fp32, finished stop": (model, dataclasses.replace(fp32_config, beam_stop="finished")),
+            "ours int8, exact stop": (int8_for_inference(model), fp32_config),
         }
+        if bf16_support(torch.device("cpu")).fast:  # elsewhere bf16 runs ~100x slower
+            ours["ours bf16, exact stop"] = (
+                bf16_for_inference(model),
+                dataclasses.replace(decode_config, precision="bf16"),
+            )
+        for name, (engine_model, engine_config) in ours.items():
+            engines[name] = functools.partial(
+                translate_sentences,
+                engine_model,
+                tokenizers,
+                decode_config=engine_config,
+                batch_size=arguments.batch_size,
+            )
+        for compute_type in ("float32", "int8"):
+            translator = ctranslate2.Translator(
+                str(exported), device="cpu", compute_type=compute_type, inter_threads=1, intra_threads=arguments.threads
+            )
+            engines[f"ct2 {compute_type}"] = ctranslate2_engine(
+                translator, tokenizers, decode_config, arguments.batch_size, arguments.beam_size
+            )
         outputs = {name: engine(sources) for name, engine in engines.items()}  # warm-up, and the outputs
         seconds: dict[str, list[float]] = {name: [] for name in engines}
         names = list(engines)
@@ -131,13 +151,17 @@ def main() -> None:
                 engines[name](sources)
                 seconds[name].append(time.perf_counter() - start)
     median = {name: statistics.median(values) for name, values in seconds.items()}
-    print("| engine | seconds (median) | runs | / CTranslate2 | lines identical to CTranslate2's | BLEU |")
-    print("|---|---:|---|---:|---:|---:|")
+    print(
+        "| engine | seconds (median) | runs | / CTranslate2 fp32 | / CTranslate2 int8 "
+        "| lines identical to CTranslate2 fp32's | BLEU |"
+    )
+    print("|---|---:|---|---:|---:|---:|---:|")
     for name in engines:
         runs = ", ".join(f"{value:.1f}" for value in seconds[name])
         identical = sum(ours == theirs for ours, theirs in zip(outputs[name], outputs["ct2 float32"]))
         print(
             f"| {name} | {median[name]:.2f} | {runs} | {median[name] / median['ct2 float32']:.2f}x "
+            f"| {median[name] / median['ct2 int8']:.2f}x "
             f"| {identical} of {len(sources)} | {corpus_bleu(outputs[name], references).score:.2f} |"
         )
 

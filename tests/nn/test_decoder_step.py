@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import types
+
 import pytest
 import torch
 
@@ -10,6 +13,7 @@ from transformer_lab import nn as ours
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.bfloat16 import bf16_for_inference
 from transformer_lab.models.quantization import int8_for_inference
+from transformer_lab.nn import decoder_step
 from transformer_lab.nn.decoder_step import DecoderStep
 from transformer_lab.nn.tracing import recording_shapes
 
@@ -187,14 +191,28 @@ def test_int8_copy_steps_through_it_with_its_quantized_layers() -> None:
     assert max_difference(logits, module_logits) <= 1e-4
 
 
-def test_bf16_copy_steps_through_it_and_matches_its_modules() -> None:
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_reduced_precision_copy_steps_through_it_with_sdpa_and_matches_its_modules(
+    dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model = build_model()
-    bf16_model = bf16_for_inference(model)
+    bf16_model = bf16_for_inference(model) if dtype == torch.bfloat16 else copy.deepcopy(model).to(dtype)
     src_ids = torch.randint(4, 23, (3, 6))
-    src_ids[2, 4:] = model.pad_id
+    src_ids[2, 4:] = model.pad_id  # the cross-attention's mask, in SDPA's polarity
+    sdpa_calls = []
+
+    def counting_sdpa(*arguments, **keywords):  # type: ignore[no-untyped-def]
+        sdpa_calls.append(keywords.get("attn_mask") is not None)
+        return torch.nn.functional.scaled_dot_product_attention(*arguments, **keywords)
+
+    # The step's own calls only (the modules call torch.nn.functional directly).
+    monkeypatch.setattr(decoder_step, "F", types.SimpleNamespace(scaled_dot_product_attention=counting_sdpa))
     logits, cache = run_steps(bf16_model, src_ids, 5)
+    monkeypatch.undo()
     assert isinstance(cache.derived["decoder_step"], DecoderStep)
-    assert logits.dtype == torch.bfloat16
+    assert logits.dtype == dtype
+    # 4 single-position steps x 2 layers x (self, cross); only the cross-attention has a mask.
+    assert len(sdpa_calls) == 16 and sum(sdpa_calls) == 8
     module_logits, module_cache = run_steps_with_modules(bf16_model, src_ids, 5)
     assert "decoder_step" in module_cache.derived  # built, but switched off for this run
     # Both paths round to bf16 (8 bits of mantissa) at different points: close, not equal.

@@ -11,11 +11,12 @@ cross-attention sees the memory under one padding mask. This class does exactly 
 step and nothing else:
 
 - every product is one ``addmm`` on ``[B, E]`` rows (no 3-D reshapes);
-- heads are folded into the batch (``[B*H, 1, Dh]``), so that each attention is two
-  batched products and one softmax: scores ``Q K^T`` scaled inside the product (and, for
-  the cross-attention, the padding mask added inside it), the softmax, then ``@ V``;
-  ``scaled_dot_product_attention`` is slower at one query (its CPU kernel is built for
-  long queries; 4.6 against 0.8 ms at 160 rows and 40 cached positions, one Zen 3 thread);
+- in float32, heads are folded into the batch (``[B*H, 1, Dh]``), so that each attention
+  is two batched products and one softmax: scores ``Q K^T`` scaled inside the product
+  (and, for the cross-attention, the padding mask added inside it), the softmax, then
+  ``@ V``; ``scaled_dot_product_attention`` is slower at one query in float32 (4.6 against
+  0.8 ms at 160 rows and 40 cached positions, one Zen 3 thread), but several times faster
+  in bf16, which therefore uses it (``SDPA_DTYPES``);
 - the cross-attention's keys and values are laid out for those products once per search
   (:meth:`AttentionCache.folded_heads`), the self-attention's are appended in place
   (:meth:`AttentionCache.append_position`).
@@ -38,6 +39,7 @@ import math
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lab.nn import masks
@@ -50,6 +52,14 @@ __all__ = ["DecoderStep"]
 
 # A product: [B, in] -> [B, out].
 Product = Callable[[Tensor], Tensor]
+
+# The dtypes whose attention goes through scaled_dot_product_attention. At one query, in
+# float32 the folded products below are faster (one Intel Xeon thread with AMX, 20 cached
+# positions: 43 against 67 us at 32 rows, 361 against 516 at 160); in bf16 the order
+# reverses (180 against 46 us at 32 rows, 888 against 285 at 160, 51 against 9 at one
+# row): a bf16 batched product pays a per-call floor and copies the cache's strided views
+# (docs/results.md#bf16-decoding).
+SDPA_DTYPES = (torch.bfloat16, torch.float16)
 
 
 def _product(weight: Tensor, bias: Tensor | None) -> Product:
@@ -113,6 +123,11 @@ class _LayerStep:
         heads, head_dim = self.num_heads, self.head_dim
         query, key, value = self.self_qkv(x).view(batch, 3, heads, head_dim).unbind(1)  # three [B, H, Dh]
         keys, values = cache.append_position(key, value)  # two [B*H, t, Dh]
+        if x.dtype in SDPA_DTYPES:
+            all_keys, all_values = cache.keys, cache.values  # two [B, H, t, Dh], views of the buffers
+            assert all_keys is not None and all_values is not None  # just appended
+            context = F.scaled_dot_product_attention(query.unsqueeze(2), all_keys, all_values)  # [B, H, 1, Dh]
+            return self.self_out(context.view(batch, heads * head_dim))  # [B, E]
         folded_query = query.reshape(batch * heads, 1, head_dim)  # [B*H, 1, Dh]
         # beta=0: the product alone, scaled by 1/sqrt(Dh) inside it.
         scores = torch.baddbmm(zero, folded_query, keys.transpose(1, 2), beta=0.0, alpha=self.scale)  # [B*H, 1, t]
@@ -120,8 +135,15 @@ class _LayerStep:
         return self.self_out(context.view(batch, heads * head_dim))  # [B, E]
 
     def _cross_attention(self, x: Tensor, cache: AttentionCache, mask: Tensor | None, zero: Tensor) -> Tensor:
+        """``mask``: the folded additive ``[B*H, 1, S]`` mask, or under SDPA its ``[B, 1, 1, S]`` "may attend" mask."""
         batch = x.shape[0]
         heads, head_dim = self.num_heads, self.head_dim
+        if x.dtype in SDPA_DTYPES:
+            query = self.cross_query(x).view(batch, heads, 1, head_dim)  # [B, H, 1, Dh]
+            keys, values = cache.keys, cache.values  # two [B, H, S, Dh]
+            assert keys is not None and values is not None  # filled by the first step
+            context = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask)  # [B, H, 1, Dh]
+            return self.cross_out(context.view(batch, heads * head_dim))  # [B, E]
         keys_t, values = cache.folded_heads()  # [B*H, Dh, S], [B*H, S, Dh]
         query = self.cross_query(x).view(batch * heads, 1, head_dim)  # [B*H, 1, Dh]
         if mask is None:
@@ -209,10 +231,19 @@ class DecoderStep:
         return x
 
     def _cross_mask(self, key_padding_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
-        """The additive ``[B*H, 1, S]`` form of the padding mask, rebuilt only when the mask tensor changes."""
+        """The padding mask as the cross-attention takes it, rebuilt only when the mask tensor changes.
+
+        Shape: key_padding_mask ``[B, S]`` bool; returns the additive ``[B*H, 1, S]`` mask of
+        ``dtype``, or for ``SDPA_DTYPES`` SDPA's ``[B, 1, 1, S]`` bool "may attend" mask.
+        """
         if key_padding_mask is None:
             return None
         if key_padding_mask is not self._mask_source or self._folded_mask is None:
-            self._folded_mask = masks.folded_additive_key_mask(key_padding_mask, self.num_heads, dtype)
+            if dtype in SDPA_DTYPES:
+                visible = masks.to_sdpa_mask(key_padding_mask)  # [B, S], True = may attend
+                assert visible is not None
+                self._folded_mask = visible.view(visible.shape[0], 1, 1, visible.shape[1])  # [B, 1, 1, S]
+            else:
+                self._folded_mask = masks.folded_additive_key_mask(key_padding_mask, self.num_heads, dtype)
             self._mask_source = key_padding_mask
         return self._folded_mask
