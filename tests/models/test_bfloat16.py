@@ -8,32 +8,16 @@ import pytest
 import torch
 from torch import nn
 
+from tests.models.helpers import small_model
 from tests.reliability.builders import write_translation_checkpoint
 from transformer_lab.cli import main
 from transformer_lab.decoding import DecodeConfig, decode, decoding_model
-from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.bfloat16 import bf16_for_inference, holds_bf16
 from transformer_lab.models.quantization import int8_for_inference
 
 
-def small_model() -> Seq2SeqTransformer:
-    torch.manual_seed(0)
-    return Seq2SeqTransformer(
-        40,
-        40,
-        d_model=32,
-        nhead=2,
-        num_encoder_layers=2,
-        num_decoder_layers=2,
-        dim_feedforward=64,
-        dropout=0.1,
-        max_len=32,
-        tie_embeddings="all",
-    ).train()
-
-
 def test_the_copy_is_bf16_in_eval_mode_tied_and_close_and_the_float_model_is_untouched() -> None:
-    model = small_model()
+    model = small_model().train()  # the copy is in eval mode whatever the model's mode
     copy = bf16_for_inference(model)
     assert holds_bf16(copy) and not holds_bf16(model)
     assert not copy.training and model.training
@@ -54,12 +38,12 @@ def test_models_it_cannot_convert_are_refused() -> None:
     with pytest.raises(ValueError, match="expected floating-point parameters to convert to bf16, got a ReLU with none"):
         bf16_for_inference(nn.ReLU())
     with pytest.raises(ValueError, match="expected a float model, got quantized layers"):
-        bf16_for_inference(int8_for_inference(small_model().eval()))
+        bf16_for_inference(int8_for_inference(small_model()))
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
 def test_decode_at_bf16_runs_a_bf16_copy_and_leaves_the_given_model_float(strategy: str) -> None:
-    model = small_model().eval()
+    model = small_model()
     src_ids = torch.randint(4, 40, (3, 6))
     src_ids[1, 4:] = model.pad_id
     config = DecodeConfig(strategy=strategy, beam_size=3, max_len=10, precision="bf16")

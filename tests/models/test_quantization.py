@@ -8,27 +8,11 @@ import pytest
 import torch
 from torch import nn
 
+from tests.models.helpers import small_model
 from tests.reliability.builders import write_translation_checkpoint
 from transformer_lab.cli import main
 from transformer_lab.decoding import greedy_search
-from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.quantization import int8_for_inference
-
-
-def small_model() -> Seq2SeqTransformer:
-    torch.manual_seed(0)
-    return Seq2SeqTransformer(
-        40,
-        40,
-        d_model=32,
-        nhead=2,
-        num_encoder_layers=2,
-        num_decoder_layers=2,
-        dim_feedforward=64,
-        dropout=0.0,
-        max_len=32,
-        tie_embeddings="all",
-    ).eval()
 
 
 def test_the_int8_copy_quantizes_the_feed_forward_and_generator_and_stays_close() -> None:
