@@ -37,7 +37,7 @@ def test_the_copy_is_bf16_in_eval_mode_tied_and_close_and_the_float_model_is_unt
 def test_models_it_cannot_convert_are_refused() -> None:
     with pytest.raises(ValueError, match="expected floating-point parameters to convert to bf16, got a ReLU with none"):
         bf16_for_inference(nn.ReLU())
-    with pytest.raises(ValueError, match="expected a float model, got quantized layers"):
+    with pytest.raises(ValueError, match="expected a float model, got a Seq2SeqTransformer with int8 layers"):
         bf16_for_inference(int8_for_inference(small_model()))
 
 
@@ -72,3 +72,11 @@ def test_translate_and_evaluate_take_precision_bf16(tmp_path: Path, capsys: pyte
     evaluate = ["evaluate", "translation", "--checkpoint", str(checkpoint), "--source", str(source)]
     assert main([*evaluate, "--reference", str(reference), "--precision", "bf16"]) == 0
     assert "beam 2 bf16" in capsys.readouterr().out
+
+
+def test_an_int8_copy_is_decoded_as_it_is_at_bf16() -> None:
+    quantized = int8_for_inference(small_model())
+    assert decoding_model(quantized, "bf16") is quantized  # no bf16 copy of int8 layers
+    src_ids = torch.randint(4, 40, (2, 5))
+    output = decode(quantized, src_ids, DecodeConfig(strategy="greedy", max_len=6, precision="bf16"))
+    assert output.best_ids.shape[0] == 2

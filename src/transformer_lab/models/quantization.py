@@ -51,3 +51,8 @@ def int8_for_inference(model: ModelType) -> ModelType:
         return torch.ao.quantization.quantize_dynamic(
             quantizable, {name: torch.ao.quantization.default_dynamic_qconfig for name in names}, dtype=torch.qint8
         )
+
+
+def holds_int8(model: nn.Module) -> bool:
+    """Whether ``model`` holds layers of PyTorch's quantization (an :func:`int8_for_inference` copy)."""
+    return any(type(module).__module__.startswith("torch.ao") for module in model.modules())
