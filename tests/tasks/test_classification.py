@@ -11,6 +11,7 @@ import torch
 
 from tests.tasks.news_fixture import tiny_overrides, write_news_folder
 from transformer_lab.cli import main
+from transformer_lab.models.bfloat16 import bf16_for_inference
 from transformer_lab.tasks import classification
 from transformer_lab.training import apply_overrides
 
@@ -71,6 +72,22 @@ def test_the_checkpoint_reloads_to_the_same_predictions(
     for prediction in again:
         assert sum(prediction.probabilities.values()) == pytest.approx(1.0, abs=1e-5)
         assert prediction.probabilities[prediction.label_name] == max(prediction.probabilities.values())
+
+
+def test_bf16_predictions_run_a_bf16_copy_close_to_fp32_and_leave_the_model_float(
+    trained_run: tuple[Path, Path, classification.TrainResult],
+) -> None:
+    _, out_dir, _ = trained_run
+    model, tokenizer, _ = classification.load_classifier(out_dir)
+    token_ids = tokenizer.encode_batch(["Shares and profit after the merger", "A goal in the league match", "goal"])
+    with torch.no_grad():
+        exact = classification.predict_probabilities(model, token_ids, precision="fp32")
+        approximate = classification.predict_probabilities(model, token_ids, precision="bf16")
+        copied = classification.predict_probabilities(bf16_for_inference(model), token_ids, precision="bf16")
+    assert all(parameter.dtype == torch.float32 for parameter in model.parameters())
+    assert torch.equal(approximate, copied)  # the copy it makes is the one bf16_for_inference makes
+    assert approximate.dtype == torch.float32 and torch.allclose(approximate.sum(dim=1), torch.ones(3))
+    assert 0 < float((approximate - exact).abs().max()) < 0.05
 
 
 def test_predict_refuses_empty_and_too_long_texts_unless_truncating(
