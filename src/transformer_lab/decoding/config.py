@@ -25,7 +25,7 @@ from transformer_lab.decoding.protocol import (
     resolve_special_ids,
 )
 from transformer_lab.hardware import PRECISIONS, autocast, resolve_precision
-from transformer_lab.models.bfloat16 import bf16_for_inference, holds_bf16
+from transformer_lab.models.bfloat16 import as_bf16
 from transformer_lab.models.quantization import holds_int8
 
 STRATEGIES = ("greedy", "beam")
@@ -143,8 +143,7 @@ def decode(
         # A bf16 copy rather than autocast, so that the decoder's single-position step
         # applies (models/bfloat16.py). Callers that decode often make the copy once
         # (decoding_model) and pass it; given a float model, each call copies it.
-        bf16_model = model if holds_bf16(model) else bf16_for_inference(model)
-        return _search(bf16_model, src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor)
+        return _search(as_bf16(model), src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor)
     # Under autocast (a model that is no nn.Module, an int8 copy, or an autocast the caller
     # opened) autocast's own rules keep log_softmax (and so every score) in float32.
     with autocast(precision, src_ids.device):
@@ -165,9 +164,7 @@ def decoding_model(model: ModelType, precision: str) -> ModelType:
     parameter = next(model.parameters(), None)
     device = parameter.device if parameter is not None else torch.device("cpu")
     resolved = resolve_precision(precision, device, log_level=logging.DEBUG)
-    if resolved == "bf16" and not holds_int8(model) and not holds_bf16(model):
-        return bf16_for_inference(model)
-    return model
+    return as_bf16(model) if resolved == "bf16" and not holds_int8(model) else model
 
 
 def _search(

@@ -51,6 +51,11 @@ def bf16_for_inference(model: ModelType) -> ModelType:
     return copy.deepcopy(model).eval().to(torch.bfloat16)
 
 
+def as_bf16(model: ModelType) -> ModelType:
+    """``model`` itself where it is already bf16 (a :func:`bf16_for_inference` copy), else its bf16 copy."""
+    return model if holds_bf16(model) else bf16_for_inference(model)
+
+
 def holds_bf16(model: nn.Module) -> bool:
     """Whether every floating-point parameter of ``model`` is bfloat16 (a :func:`bf16_for_inference` copy)."""
     floating = [parameter for parameter in model.parameters() if parameter.is_floating_point()]

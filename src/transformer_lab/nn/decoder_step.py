@@ -122,12 +122,12 @@ class _LayerStep:
         batch = x.shape[0]
         heads, head_dim = self.num_heads, self.head_dim
         query, key, value = self.self_qkv(x).view(batch, 3, heads, head_dim).unbind(1)  # three [B, H, Dh]
-        keys, values = cache.append_position(key, value)  # two [B*H, t, Dh]
         if x.dtype in SDPA_DTYPES:
-            all_keys, all_values = cache.keys, cache.values  # two [B, H, t, Dh], views of the buffers
-            assert all_keys is not None and all_values is not None  # just appended
+            # SDPA takes the cache's [B, H, t, Dh] views as they are: no folded views needed.
+            all_keys, all_values = cache.update(key.unsqueeze(2), value.unsqueeze(2))  # two [B, H, t, Dh]
             context = F.scaled_dot_product_attention(query.unsqueeze(2), all_keys, all_values)  # [B, H, 1, Dh]
             return self.self_out(context.view(batch, heads * head_dim))  # [B, E]
+        keys, values = cache.append_position(key, value)  # two [B*H, t, Dh]
         folded_query = query.reshape(batch * heads, 1, head_dim)  # [B*H, 1, Dh]
         # beta=0: the product alone, scaled by 1/sqrt(Dh) inside it.
         scores = torch.baddbmm(zero, folded_query, keys.transpose(1, 2), beta=0.0, alpha=self.scale)  # [B*H, 1, t]

@@ -60,7 +60,7 @@ from transformer_lab.data import (
 from transformer_lab.evaluation import ClassificationReport, classification_report
 from transformer_lab.hardware import autocast, resolve_precision
 from transformer_lab.models import ClassifierConfig, TransformerClassifier
-from transformer_lab.models.bfloat16 import bf16_for_inference, holds_bf16
+from transformer_lab.models.bfloat16 import as_bf16
 from transformer_lab.tasks.finetune import load_initial_weights
 from transformer_lab.tasks.loading import load_checkpoint_parts, read_tokenizer
 from transformer_lab.training import (
@@ -397,8 +397,7 @@ def predict_probabilities(
     probabilities = torch.empty(len(token_ids), model.num_classes)
     resolved = resolve_precision(precision, device, log_level=logging.DEBUG)
     if resolved == "bf16" and not torch.is_autocast_enabled(device.type):
-        if not holds_bf16(model):
-            model = bf16_for_inference(model)
+        model = as_bf16(model)
         resolved = "fp32"  # the copy's own dtype is the precision: no autocast on top
     with autocast(resolved, device):
         for batch in token_budget_batches(lengths, budget, shuffle=False):
