@@ -192,10 +192,13 @@ def main() -> None:
             "ours + C++ step": with_compiled_step,
             "ct2 float32": ctranslate2_decoder(translator, tokens),
         }
-        print(f"torch {torch.__version__}, ctranslate2 {ctranslate2.__version__}, one thread each, "
-              f"median of {arguments.repeats} runs")
+        print(
+            f"torch {torch.__version__}, ctranslate2 {ctranslate2.__version__}, one thread each, "
+            f"median of {arguments.repeats} runs"
+        )
         print()
-        print("| case | ours | ours + C++ step | ct2 fp32 | ours / ct2 | ours + C++ step / ct2 | C++ speed-up | ids = ours |")
+        columns = ["case", "ours", "ours + C++ step", "ct2 fp32", "ours / ct2", "ours + C++ step / ct2"]
+        print("| " + " | ".join([*columns, "C++ speed-up", "ids = ours"]) + " |")
         print("|---|---:|---:|---:|---:|---:|---:|:---:|")
         for case in CASES:
             src_ids = random_sources(case.batch_size, source_length, vocab_size, seed=case.batch_size)
@@ -214,8 +217,10 @@ def main() -> None:
         greedy_search(model, src_ids, 64, use_cache=False)
         uncached.append(time.perf_counter() - start)
     print()
-    print(f"greedy, batch 1, 64 tokens, use_cache=False: {1e3 * statistics.median(uncached) / 64:.2f} ms/step "
-          "(divide by the first row's cached figures for the cached/uncached ratio)")
+    print(
+        f"greedy, batch 1, 64 tokens, use_cache=False: {1e3 * statistics.median(uncached) / 64:.2f} ms/step "
+        "(divide by the first row's cached figures for the cached/uncached ratio)"
+    )
 
 
 if __name__ == "__main__":
