@@ -80,3 +80,30 @@ def test_an_int8_copy_is_decoded_as_it_is_at_bf16() -> None:
     src_ids = torch.randint(4, 40, (2, 5))
     output = decode(quantized, src_ids, DecodeConfig(strategy="greedy", max_len=6, precision="bf16"))
     assert output.best_ids.shape[0] == 2
+
+
+def test_under_an_open_autocast_decoding_model_leaves_the_model_as_decode_runs_it() -> None:
+    model = small_model()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert decoding_model(model, "bf16") is model  # decode runs it under that autocast, uncopied
+    assert holds_bf16(decoding_model(model, "bf16"))
+
+
+def test_decoding_sources_in_several_batches_copies_the_model_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from transformer_lab.models import bfloat16
+    from transformer_lab.tasks import seq2seq
+
+    copies = []
+    original = bfloat16.bf16_for_inference
+
+    def counting_copy(model: nn.Module) -> nn.Module:
+        copies.append(model)
+        return original(model)
+
+    monkeypatch.setattr(bfloat16, "bf16_for_inference", counting_copy)
+    model = small_model()
+    sources = [[5, 6, 7], [8, 9], [10, 11, 12, 13], [14], [15, 16]]
+    config = DecodeConfig(strategy="greedy", max_len=6, precision="bf16")
+    found = seq2seq.decode_sources(model, sources, config, batch_size=2)  # three batches
+    assert len(copies) == 1 and copies[0] is model
+    assert all(len(hypotheses) == 1 for hypotheses in found)

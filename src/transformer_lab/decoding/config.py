@@ -138,11 +138,11 @@ def decode(
             )
             max_len = min(max_len + 1, config.max_len)
     precision = resolve_precision(config.precision, src_ids.device, log_level=logging.DEBUG)
-    autocast_open = torch.is_autocast_enabled(src_ids.device.type)
-    if precision == "bf16" and isinstance(model, nn.Module) and not holds_int8(model) and not autocast_open:
+    if _runs_bf16_copy(model, precision, src_ids.device):
         # A bf16 copy rather than autocast, so that the decoder's single-position step
         # applies (models/bfloat16.py). Callers that decode often make the copy once
         # (decoding_model) and pass it; given a float model, each call copies it.
+        assert isinstance(model, nn.Module)
         return _search(as_bf16(model), src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor)
     # Under autocast (a model that is no nn.Module, an int8 copy, or an autocast the caller
     # opened) autocast's own rules keep log_softmax (and so every score) in float32.
@@ -157,14 +157,29 @@ def decoding_model(model: ModelType, precision: str) -> ModelType:
     """The model that :func:`decode` at ``precision`` runs: a bf16 copy where it resolves to bf16, else ``model``.
 
     :func:`decode` makes that copy itself at every call when given the float model; a
-    caller that decodes many times (a command, a server) makes it once here. ``precision``
-    is resolved on the model's device ("auto": bf16 where the device runs it fast). An int8
-    copy (``models.quantization``) is returned as it is.
+    caller that decodes many times (a command, a server, a loop over batches) makes it once
+    here. ``precision`` is resolved on the model's device ("auto": bf16 where the device
+    runs it fast). An int8 copy (``models.quantization``) is returned as it is, and so is
+    the model under an autocast the caller opened (decode then runs it under that autocast).
     """
     parameter = next(model.parameters(), None)
     device = parameter.device if parameter is not None else torch.device("cpu")
     resolved = resolve_precision(precision, device, log_level=logging.DEBUG)
-    return as_bf16(model) if resolved == "bf16" and not holds_int8(model) else model
+    return as_bf16(model) if _runs_bf16_copy(model, resolved, device) else model
+
+
+def _runs_bf16_copy(model: object, precision: str, device: torch.device) -> bool:
+    """Whether :func:`decode` at the resolved ``precision`` runs a bf16 copy of ``model`` rather than autocast.
+
+    Autocast stays for a model that is no ``nn.Module``, for an int8 copy (its quantized
+    layers have no bf16 form) and where the caller has opened an autocast on ``device``.
+    """
+    return (
+        precision == "bf16"
+        and isinstance(model, nn.Module)
+        and not holds_int8(model)
+        and not torch.is_autocast_enabled(device.type)
+    )
 
 
 def _search(

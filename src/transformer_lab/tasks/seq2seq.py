@@ -33,7 +33,7 @@ from transformer_lab.data import (
     padding_fraction,
     token_budget_batches,
 )
-from transformer_lab.decoding import DecodeConfig, Hypothesis, LogitsProcessor, decode
+from transformer_lab.decoding import DecodeConfig, Hypothesis, LogitsProcessor, decode, decoding_model
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.finetune import load_initial_weights
 from transformer_lab.tasks.loading import load_checkpoint_parts
@@ -266,6 +266,7 @@ def decode_sources(
     """
     model.eval()
     device = next(model.parameters()).device
+    model = decoding_model(model, decode_config.precision)  # a bf16 copy made once, not once per batch
     found: list[list[Hypothesis]] = [[] for _ in encoded]
     order = sorted((index for index, ids in enumerate(encoded) if ids), key=lambda index: len(encoded[index]))
     with torch.no_grad():

@@ -24,7 +24,7 @@ from transformer_lab.data import (
     fixed_size_batches,
     make_synthetic_pairs,
 )
-from transformer_lab.decoding import DecodeConfig, decode
+from transformer_lab.decoding import DecodeConfig, decode, decoding_model
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, strip_generated
 from transformer_lab.training import (
@@ -173,6 +173,7 @@ def decode_pairs(
     model.eval()
     outputs: list[list[int]] = []
     device = next(model.parameters()).device
+    model = decoding_model(model, decode_config.precision)  # a bf16 copy made once, not once per batch
     with torch.inference_mode():
         for batch in batches_of(pairs, batch_size, shuffle=False, seed=0, epoch=0):
             result = decode(model, batch.src_ids.to(device), decode_config)
