@@ -201,7 +201,7 @@ def main() -> None:
     # The middle of an epoch: typical lengths, not only the shortest or longest bucket.
     epoch = translation.epoch_batches(data, data_config, epoch=0)
     middle = len(epoch) // 2
-    batches = epoch[middle : middle + arguments.steps]
+    batches = [epoch[position] for position in range(middle, min(len(epoch), middle + arguments.steps))]
     fast_bf16 = bf16_support("cpu").fast
     if arguments.precisions == ["auto"]:
         precisions = ["fp32", "bf16"] if fast_bf16 else ["fp32"]

@@ -14,6 +14,12 @@ torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)
+def prepared_corpus_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Corpora that training prepares go to a folder of the test session, never the user's cache."""
+    monkeypatch.setenv("TRANSFORMER_LAB_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pytest.fixture(autouse=True)
 def fixed_seed() -> None:
     random.seed(0)
     torch.manual_seed(0)

@@ -185,7 +185,7 @@ def test_reversed_pairs_double_the_training_pairs_but_not_validation(data_dir: P
     assert both.train_pairs == expected_pairs
     assert len(both.train_pairs) == 2 * len(forward.train_pairs) - expected_dropped
     assert both.report["reversed_dropped_as_validation_duplicates"] == expected_dropped
-    assert len(both.train_ids) == len(both.train_pairs)
+    assert len(both.train_store) == len(both.train_pairs)
     assert "reversed_dropped_as_validation_duplicates" not in forward.report
 
 

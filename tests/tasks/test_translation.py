@@ -181,7 +181,11 @@ def test_the_multi30k_files_given_by_path_as_tsv_and_as_json_lines_give_the_same
     for name, files in forms.items():
         config = dataclasses.replace(default, data_dir=None, **files)
         data = translation.build_data(config)
-        assert data.train_pairs == expected.train_pairs and data.validation_pairs == expected.validation_pairs, name
+        assert data.validation_pairs == expected.validation_pairs, name
+        assert data.train_store.rows("source", range(len(data.train_store))) == [
+            source for source, _ in expected.vocabulary.encode_pairs(expected.train_pairs or [])
+        ], name
+        assert len(data.train_store) == len(expected.train_store), name
         assert data.vocabulary.files() == expected.vocabulary.files(), name
         batches = translation.epoch_batches(data, config, epoch=1)
         assert len(batches) == len(expected_batches), name

@@ -32,6 +32,7 @@ from transformer_lab.cli import (
     export_command,
     lab_command,
     plot_command,
+    prepare_command,
     serve_command,
     train_command,
     translate_command,
@@ -42,6 +43,7 @@ from transformer_lab.training import TrainingDivergedError, is_main_process
 
 _COMMAND_MODULES = [
     demo_command,
+    prepare_command,
     train_command,
     translate_command,
     couplet_command,

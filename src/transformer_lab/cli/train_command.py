@@ -62,6 +62,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="your own validation data, in the forms of --train (default: carved from --train)",
     )
     parser.add_argument(
+        "--prepared",
+        default=None,
+        metavar="DIR",
+        help="translation: a folder written by 'transformer-lab prepare' to train from; = --set data.prepared_dir=...",
+    )
+    parser.add_argument(
         "--source-language", default=None, help="translation: the source language code (JSON key, BLEU)"
     )
     parser.add_argument(
@@ -100,7 +106,7 @@ def run(arguments: argparse.Namespace) -> int:
         arguments.overrides = [f"train.precision={arguments.precision}", *arguments.overrides]
     if arguments.task in REAL_DATA_TASKS:
         return _train_real_data(REAL_DATA_TASKS[arguments.task], arguments, out_dir)
-    for option in ("train", "valid", "source_language", "target_language", "init_from"):
+    for option in ("train", "valid", "prepared", "source_language", "target_language", "init_from"):
         if getattr(arguments, option) is not None:
             raise ValueError(
                 f"--{option.replace('_', '-')}: expected only with translation, couplet or classification, "
@@ -141,6 +147,7 @@ def _with_data_options(data: Any, arguments: argparse.Namespace) -> Any:
         "data_dir": None if arguments.data_dir is None else str(arguments.data_dir),
         "train_files": None if arguments.train is None else tuple(arguments.train),
         "valid_files": None if arguments.valid is None else tuple(arguments.valid),
+        "prepared_dir": arguments.prepared,
         "source_language": arguments.source_language,
         "target_language": arguments.target_language,
     }
@@ -150,7 +157,8 @@ def _with_data_options(data: Any, arguments: argparse.Namespace) -> Any:
         if value is None:
             continue
         if name not in fields:
-            flag = {"train_files": "train", "valid_files": "valid"}.get(name, name).replace("_", "-")
+            flag = {"train_files": "train", "valid_files": "valid", "prepared_dir": "prepared"}.get(name, name)
+            flag = flag.replace("_", "-")
             raise ValueError(f"--{flag}: expected only with a task whose data has {name}, got it with {arguments.task}")
         changes[name] = value
     return dataclasses.replace(data, **changes)

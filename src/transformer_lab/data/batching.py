@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -53,7 +54,7 @@ def _epoch_generator(seed: int, epoch: int) -> torch.Generator:
     return torch.Generator().manual_seed(int(state))
 
 
-def _length_table(lengths: Lengths) -> np.ndarray:
+def _length_table(lengths: Lengths | np.ndarray) -> np.ndarray:
     """Check `lengths` and return it as an int64 array [N] or [N, 2]."""
     if isinstance(lengths, (str, bytes)):
         raise ValueError(f"lengths must be a list of ints or of (source, target) pairs, got {lengths!r:.80}")
@@ -162,7 +163,48 @@ def token_budget_batches(
     Returns:
         the batches of shard `shard_index`, each a list of example indices.
     """
-    table = _length_table(lengths)
+    return token_budget_spans(lengths, max_tokens, shuffle, seed, epoch, num_shards, shard_index).to_lists()
+
+
+@dataclass(frozen=True)
+class BatchSpans:
+    """Batches as spans of one index array: batch k is ``order[starts[k] : ends[k]]``.
+
+    The form `token_budget_batches` takes in memory, a few bytes per example, however many
+    examples and batches there are (a list of lists of Python ints costs ~36 bytes an index).
+    """
+
+    order: np.ndarray  # [N] example indices, int64
+    starts: np.ndarray  # [num_batches] int64
+    ends: np.ndarray  # [num_batches] int64
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, position: int) -> np.ndarray:
+        """The example indices of batch ``position``."""
+        return self.order[int(self.starts[position]) : int(self.ends[position])]
+
+    def to_lists(self) -> list[list[int]]:
+        return [self[position].tolist() for position in range(len(self))]
+
+
+def token_budget_spans(
+    lengths: Lengths | np.ndarray,
+    max_tokens: int,
+    shuffle: bool = True,
+    seed: int = 0,
+    epoch: int = 0,
+    num_shards: int = 1,
+    shard_index: int = 0,
+    *,
+    checked: bool = False,
+) -> BatchSpans:
+    """`token_budget_batches` as `BatchSpans`: the same batches, in the same order, held as arrays.
+
+    ``checked``: ``lengths`` is already the int64 table `_length_table` returns.
+    """
+    table = lengths if checked and isinstance(lengths, np.ndarray) else _length_table(lengths)
     max_tokens = check_integer("max_tokens", max_tokens, minimum=1)
     check_bool("shuffle", shuffle)
     seed = check_integer("seed", seed, minimum=0)
@@ -183,23 +225,69 @@ def token_budget_batches(
         generator = _epoch_generator(seed, epoch)
         tie_break = torch.randperm(len(budget_lengths), generator=generator).numpy()
         order = np.lexsort((tie_break, budget_lengths))
+        del tie_break
     else:
         order = np.argsort(budget_lengths, kind="stable")
-
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for index, length in zip(order.tolist(), budget_lengths[order].tolist()):
-        # Lengths only grow along `order`, so this example is the batch's new longest.
-        if current and (len(current) + 1) * length > max_tokens:
-            batches.append(current)
-            current = []
-        current.append(index)
-    batches.append(current)
-
+    bounds = _greedy_bounds(budget_lengths[order], max_tokens)
+    starts, ends = bounds[:-1], bounds[1:]
     if shuffle:
-        permutation = torch.randperm(len(batches), generator=generator).tolist()
-        batches = [batches[position] for position in permutation]
-    return _take_shard(batches, num_shards, shard_index)
+        permutation = torch.randperm(len(starts), generator=generator).numpy()
+        starts, ends = starts[permutation], ends[permutation]
+    if num_shards > 1:
+        starts, ends = _balanced_spans(starts, ends, num_shards, len(order))
+        starts, ends = starts[shard_index::num_shards], ends[shard_index::num_shards]
+    return BatchSpans(order.astype(np.int64, copy=False), starts.astype(np.int64), ends.astype(np.int64))
+
+
+def _greedy_bounds(sorted_lengths: np.ndarray, max_tokens: int) -> np.ndarray:
+    """The batch boundaries [0, ..., N] of examples taken in order while (count) x (longest) <= max_tokens.
+
+    ``sorted_lengths`` never decrease, so the last example of a batch is its longest and
+    (count) x (its length) grows with each example added: each batch's end is a binary
+    search, not a step per example.
+    """
+    count = len(sorted_lengths)
+    bounds = [0]
+    start = 0
+    while start < count:
+        low, high = start + 1, min(count, start + max_tokens)  # every example fits alone
+        while low < high:
+            middle = (low + high + 1) // 2
+            if (middle - start) * int(sorted_lengths[middle - 1]) <= max_tokens:
+                low = middle
+            else:
+                high = middle - 1
+        bounds.append(low)
+        start = low
+    return np.asarray(bounds, dtype=np.int64)
+
+
+def _balanced_spans(
+    starts: np.ndarray, ends: np.ndarray, num_shards: int, num_examples: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`balance_batches_for_shards` on spans: split the largest batch in two while the count is no multiple."""
+    starts, ends = starts.astype(np.int64), ends.astype(np.int64)
+    while len(starts) % num_shards:
+        sizes = ends - starts
+        largest = int(np.argmax(sizes))  # the first of the largest, as max() finds it
+        if sizes[largest] < 2:
+            break
+        middle = int(starts[largest]) + int(sizes[largest]) // 2
+        starts = np.insert(starts, largest + 1, middle)
+        ends = np.insert(ends, largest, middle)
+    num_repeated = -len(starts) % num_shards
+    if num_repeated:
+        logger.warning(
+            "%d batch(es) repeated so that %d shards get %d batches each: every batch holds a "
+            "single example and %d examples do not divide evenly",
+            num_repeated,
+            num_shards,
+            (len(starts) + num_repeated) // num_shards,
+            num_examples,
+        )
+        repeat = np.arange(num_repeated) % len(starts)
+        starts, ends = np.concatenate([starts, starts[repeat]]), np.concatenate([ends, ends[repeat]])
+    return starts, ends
 
 
 def fixed_size_batches(

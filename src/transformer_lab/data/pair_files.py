@@ -78,10 +78,10 @@ def read_pair_files(
         raise ValueError(f"{path}: expected at least one pair, got an empty file")
     if form == "jsonl":
         pairs = [
-            _json_pair(path, number, line, source_language, target_language) for number, line in enumerate(lines, 1)
+            json_pair(path, number, line, source_language, target_language) for number, line in enumerate(lines, 1)
         ]
         return ParallelText(pairs, path, path)
-    header = lines[0] == f"{source_language}\t{target_language}"
+    header = is_tsv_header(lines[0], source_language, target_language)
     if header:
         logger.info("%s: line 1 is the header %r, not a pair", path, lines[0])
     return ParallelText(_tsv_pairs(path, lines, int(header)), path, path, header_lines=int(header))
@@ -93,24 +93,35 @@ def _check_sentence(path: Path, number: int, side: str, text: str) -> str:
     return text
 
 
-def _tsv_pairs(path: Path, lines: list[str], header_lines: int) -> list[tuple[str, str]]:
-    pairs = []
-    for number, line in enumerate(lines[header_lines:], header_lines + 1):
-        fields = line.split("\t")
-        if len(fields) != 2:
-            raise ValueError(
-                f"{path}: line {number}: expected 2 tab-separated fields (source<TAB>target), "
-                f"got {len(fields)}: {line[:80]!r}"
-            )
-        pairs.append(
-            (_check_sentence(path, number, "source", fields[0]), _check_sentence(path, number, "target", fields[1]))
+def tsv_pair(path: Path, number: int, line: str) -> tuple[str, str]:
+    """The (source, target) of one TSV line, ``number`` its 1-based line; an error names both."""
+    fields = line.split("\t")
+    if len(fields) != 2:
+        raise ValueError(
+            f"{path}: line {number}: expected 2 tab-separated fields (source<TAB>target), "
+            f"got {len(fields)}: {line[:80]!r}"
         )
+    return _check_sentence(path, number, "source", fields[0]), _check_sentence(path, number, "target", fields[1])
+
+
+def line_pair(paths: tuple[Path, Path], number: int, source: str, target: str) -> tuple[str, str]:
+    """The (source, target) of line ``number`` of two aligned line files; an empty side names its file."""
+    return _check_sentence(paths[0], number, "source", source), _check_sentence(paths[1], number, "target", target)
+
+
+def is_tsv_header(line: str, source_language: str, target_language: str) -> bool:
+    """Whether a TSV file's first line is the header ``<source_language><TAB><target_language>``."""
+    return line == f"{source_language}\t{target_language}"
+
+
+def _tsv_pairs(path: Path, lines: list[str], header_lines: int) -> list[tuple[str, str]]:
+    pairs = [tsv_pair(path, number, line) for number, line in enumerate(lines[header_lines:], header_lines + 1)]
     if not pairs:
         raise ValueError(f"{path}: expected at least one pair after the header, got none")
     return pairs
 
 
-def _json_pair(path: Path, number: int, line: str, source_language: str, target_language: str) -> tuple[str, str]:
+def json_pair(path: Path, number: int, line: str, source_language: str, target_language: str) -> tuple[str, str]:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as error:

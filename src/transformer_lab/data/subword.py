@@ -506,7 +506,9 @@ class SubwordTokenizer(SpecialTokenIds):
         if isinstance(texts, str):
             raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
         texts = [_check_text(f"texts[{index}]", text) for index, text in enumerate(texts)]
-        return [self._guard(encoding.ids) for encoding in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
+        # encode_batch_fast (tokenizers >= 0.21) skips the character offsets, which nothing here reads.
+        encode = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
+        return [self._guard(encoding.ids) for encoding in encode(texts, add_special_tokens=False)]
 
     def decode(self, ids: Sequence[int] | torch.Tensor, skip_special: bool = True) -> str:
         """The text of `ids`; the exact inverse of `encode` (up to `normalize`) where

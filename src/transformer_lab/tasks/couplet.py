@@ -225,7 +225,7 @@ def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) 
         "train_pairs": len(train_pairs),
     }
     logger.info("couplet data: %s", ", ".join(f"{key} {value}" for key, value in report.items()))
-    return CoupletData(vocabulary, train_pairs, validation_pairs, train_ids, report)
+    return CoupletData.in_memory(vocabulary, train_pairs, validation_pairs, train_ids, report)
 
 
 def _extra_training_pairs(
@@ -278,9 +278,9 @@ def _read_and_split(
 
 def epoch_batches(
     data: CoupletData, config: CoupletDataConfig, epoch: int, num_shards: int = 1, shard_index: int = 0
-) -> list[Seq2SeqBatch]:
+) -> Sequence[Seq2SeqBatch]:
     """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch); a process's share under DDP."""
-    return bucketed_epoch_batches(data.train_ids, config.max_tokens, config.seed, epoch, num_shards, shard_index)
+    return bucketed_epoch_batches(data, config.max_tokens, config.seed, epoch, num_shards, shard_index)
 
 
 # ---------------------------------------------------------------------------- generation

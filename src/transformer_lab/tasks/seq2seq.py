@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -30,9 +31,11 @@ from transformer_lab.data import (
     Seq2SeqBatch,
     collate_pairs,
     collated_lengths,
-    padding_fraction,
     token_budget_batches,
 )
+from transformer_lab.data.batching import BatchSpans, token_budget_spans
+from transformer_lab.data.lazy_batches import PairBatches, epoch_pair_batches, pair_length_table
+from transformer_lab.data.token_store import TokenStore
 from transformer_lab.decoding import DecodeConfig, Hypothesis, LogitsProcessor, decode, decoding_model
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.finetune import load_initial_weights
@@ -85,13 +88,33 @@ class Seq2SeqTask(Generic[VocabularyType, ConfigType]):
 
 @dataclass
 class Seq2SeqData(Generic[VocabularyType]):
-    """A run's data: the vocabulary, the text pairs, the encoded training pairs and what was read."""
+    """A run's data: the vocabulary, the encoded training pairs, the validation pairs and what was read.
+
+    ``train_store`` holds the training ids (in memory for a built-in corpus, memory-mapped
+    for a prepared one); ``train_pairs`` their text where it is held (None for a prepared
+    corpus, whose text stays in its files).
+    """
 
     vocabulary: VocabularyType
-    train_pairs: list[Pair]
+    train_store: TokenStore
     validation_pairs: list[Pair]
-    train_ids: list[EncodedPair]
     report: dict[str, int] = field(default_factory=dict)  # counts a task's reader records; {} = none
+    train_pairs: list[Pair] | None = None
+
+    @classmethod
+    def in_memory(
+        cls,
+        vocabulary: VocabularyType,
+        train_pairs: list[Pair],
+        validation_pairs: list[Pair],
+        train_ids: Sequence[EncodedPair],
+        report: dict[str, int] | None = None,
+    ) -> Seq2SeqData[VocabularyType]:
+        """The data of a corpus read whole: its encoded pairs in an in-memory store, its text kept."""
+        store = TokenStore.from_sequences(
+            {"source": [source for source, _ in train_ids], "target": [target for _, target in train_ids]}
+        )
+        return cls(vocabulary, store, validation_pairs, report or {}, train_pairs)
 
 
 @dataclass
@@ -160,16 +183,16 @@ def train(
     model_config = config.model  # type: ignore[attr-defined]
     data_config = config.data  # type: ignore[attr-defined]
     train_config = config.train  # type: ignore[attr-defined]
-    check_fits_positional_table(data.train_ids, data.train_pairs, model_config.max_len, "training data")
-    lengths = collated_lengths(data.train_ids)
-    first_epoch = token_budget_batches(lengths, data_config.max_tokens, shuffle=True, seed=data_config.seed, epoch=0)
+    lengths = pair_length_table(data.train_store)  # [N, 2], once per run
+    check_store_fits_positional_table(data, lengths, model_config.max_len)
+    first_epoch = token_budget_spans(lengths, data_config.max_tokens, shuffle=True, seed=data_config.seed, epoch=0)
     source_size, target_size = task.vocabulary_sizes(data.vocabulary)
     logger.info(
         "%d training pairs, vocabulary %s, %d batches per epoch, padding %.1f%%",
-        len(data.train_pairs),
+        len(data.train_store),
         source_size if source_size == target_size else f"{source_size} source / {target_size} target",
         len(first_epoch),
-        100 * padding_fraction(first_epoch, lengths),
+        100 * spans_padding_fraction(first_epoch, lengths),
     )
     torch.manual_seed(train_config.seed)
     model = Seq2SeqTransformer.from_config(model_config)
@@ -181,8 +204,8 @@ def train(
         out_dir,
         loss_fn=seq2seq_loss_fn(train_config.label_smoothing, PAD_ID),
         # Under torchrun each rank trains on its own shard of the epoch.
-        train_batches=lambda epoch: bucketed_epoch_batches(
-            data.train_ids, data_config.max_tokens, data_config.seed, epoch, *data_shard()
+        train_batches=lambda epoch: epoch_pair_batches(
+            data.train_store, lengths, data_config.max_tokens, data_config.seed, epoch, *data_shard()
         ),
         d_model=model_config.d_model,
         evaluate_fn=evaluate,
@@ -315,22 +338,56 @@ def strip_generated(ids: Tensor | list[int], eos_id: int, pad_id: int) -> list[i
 
 
 def bucketed_epoch_batches(
-    train_ids: Sequence[tuple[list[int], list[int]]],
+    data: Seq2SeqData[Any],
     max_tokens: int,
     seed: int,
     epoch: int,
     num_shards: int = 1,
     shard_index: int = 0,
-) -> list[Seq2SeqBatch]:
-    """One epoch of length-bucketed token-budget batches of encoded pairs, shuffled by (seed, epoch).
+) -> PairBatches:
+    """One epoch of length-bucketed token-budget batches of the training pairs, shuffled by (seed, epoch).
 
-    With ``num_shards`` > 1, the share of process ``shard_index`` (see ``token_budget_batches``).
+    Each batch is collated when it is read. With ``num_shards`` > 1, the share of process
+    ``shard_index`` (see ``token_budget_batches``).
     """
-    lengths = collated_lengths(train_ids)
-    indices = token_budget_batches(
-        lengths, max_tokens, shuffle=True, seed=seed, epoch=epoch, num_shards=num_shards, shard_index=shard_index
+    lengths = pair_length_table(data.train_store)
+    return epoch_pair_batches(data.train_store, lengths, max_tokens, seed, epoch, num_shards, shard_index)
+
+
+def spans_padding_fraction(spans: BatchSpans, lengths: np.ndarray) -> float:
+    """The share of padded slots over one unsharded epoch's ``spans`` (``batching.padding_fraction`` in arrays).
+
+    ``lengths`` is the collated table [N, 2]; unsharded spans tile the order, so each
+    batch is a run of it from its start to the next start.
+    """
+    ordered = lengths[spans.order]  # [N, 2] in batch order
+    starts = np.sort(spans.starts)
+    sizes = np.diff(np.append(starts, len(ordered)))  # [num_batches]
+    longest = np.maximum.reduceat(ordered, starts, axis=0)  # [num_batches, 2]
+    return 1.0 - int(ordered.sum()) / int((longest * sizes[:, None]).sum())
+
+
+def check_store_fits_positional_table(data: Seq2SeqData[Any], lengths: np.ndarray, max_len: int) -> None:
+    """Refuse, before training starts, a training pair whose source or target (with bos) exceeds ``max_len``.
+
+    Otherwise the first batch that holds it fails deep in the model, maybe hours in;
+    nothing is cut or dropped here either: the user raises model.max_len or removes it.
+    ``lengths`` is the collated table ([N, 2], target + 1).
+    """
+    too_long = np.nonzero(lengths.max(axis=1) > max_len)[0]
+    if not too_long.size:
+        return
+    index = int(too_long[0])
+    longest = int(lengths[index].max())
+    where = (
+        f"pair {index + 1} ({data.train_pairs[index][0][:40]!r} -> {data.train_pairs[index][1][:40]!r})"
+        if data.train_pairs is not None
+        else f"training pair {index + 1} of the prepared corpus {data.train_store.folder}"
     )
-    return [collate_pairs([train_ids[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in indices]
+    raise ValueError(
+        f"training data: {where} has {longest} subword tokens on one side (with bos/eos), expected at most "
+        f"model.max_len={max_len} ({too_long.size} pair(s) in all); raise model.max_len or leave it out"
+    )
 
 
 def validation_loss(model: nn.Module, encoded_pairs: Sequence[tuple[list[int], list[int]]], max_tokens: int) -> float:

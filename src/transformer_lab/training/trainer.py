@@ -73,7 +73,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -364,8 +364,14 @@ class Trainer:
             total = None
         if total is not None:
             self._distributed.check_same_count("train_batches", total)
-        iterator: Iterator[Any] = iter(batches)
-        skipped = sum(1 for _ in itertools.islice(iterator, self.batch_index))
+        iterator: Iterator[Any]
+        if isinstance(batches, Sequence):
+            # A sequence (lazy batches collated on access) is entered at the resumed position.
+            skipped = min(self.batch_index, len(batches))
+            iterator = (batches[position] for position in range(skipped, len(batches)))
+        else:
+            iterator = iter(batches)
+            skipped = sum(1 for _ in itertools.islice(iterator, self.batch_index))
         if skipped != self.batch_index:
             raise ValueError(
                 f"train_batches: expected at least {self.batch_index} batches in epoch "

@@ -1,0 +1,90 @@
+"""A text file read in bounded pieces, exactly as strictly as `parallel_text.read_lines` reads it whole.
+
+A corpus of millions of lines must not be held in memory to be checked. `stream_lines`
+reads a file in blocks of a few MiB, cuts each block after its last newline, and decodes
+and splits the complete lines with the same rules as `read_lines` (UTF-8 checked, an error
+naming the file, the 1-based line and the byte column; CRLF and a byte-order mark at the
+start accepted; the final newline optional). It can feed the bytes it reads to a hash, so
+that the file's sha256 costs no second pass. `count_lines` counts the lines without
+decoding them, to plan a pass (how many pairs, which are held out) before making it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from transformer_lab.data.parallel_text import decode_lines
+
+BLOCK_BYTES = 1 << 22  # 4 MiB: large enough to amortise the calls, small beside any corpus
+_BYTE_ORDER_MARK = b"\xef\xbb\xbf"
+
+
+def _checked_file(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path, refused as `read_lines` refuses it when missing or a folder."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"expected a text file, got {str(path)!r}, which is a folder")
+    if not path.is_file():
+        raise FileNotFoundError(f"expected an existing text file, got {str(path)!r}, which does not exist")
+    return path
+
+
+def count_lines(path: str | os.PathLike[str]) -> int:
+    """The number of lines `read_lines` would return for ``path``, counted on bytes (nothing decoded)."""
+    path = _checked_file(path)
+    count = 0
+    last = b""
+    first = True
+    with path.open("rb") as file:
+        while block := file.read(BLOCK_BYTES):
+            if first and block.startswith(_BYTE_ORDER_MARK):
+                block = block[len(_BYTE_ORDER_MARK) :]
+            first = False
+            if block:
+                count += block.count(b"\n")
+                last = block[-1:]
+    # A last line without a newline is a line too.
+    return count + int(last not in (b"", b"\n"))
+
+
+def stream_lines(
+    path: str | os.PathLike[str], block_bytes: int = BLOCK_BYTES, digest: hashlib._Hash | None = None
+) -> Iterator[list[str]]:
+    """The lines of ``path`` in order, a list per block read, without their terminators.
+
+    Every line is checked as `read_lines` checks it; an invalid byte is a ValueError naming
+    the file and the line. ``digest`` (a hashlib object) is updated with every byte read.
+    """
+    path = _checked_file(path)
+    name = str(path)
+    next_line = 1
+    pending = b""
+    file_start = True
+    try:
+        file = path.open("rb")
+    except OSError as error:
+        raise ValueError(f"{path}: expected a readable text file, got an error: {error.strerror or error}") from None
+    with file:
+        while True:
+            block = file.read(block_bytes)
+            if digest is not None and block:
+                digest.update(block)
+            if not block:
+                break
+            data = pending + block
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                pending = data
+                continue
+            pending = data[cut:]
+            lines = decode_lines(data[:cut], name, first_line=next_line, file_start=file_start)
+            file_start = False
+            next_line += len(lines)
+            yield lines
+    if pending:
+        lines = decode_lines(pending, name, first_line=next_line, file_start=file_start)
+        if lines:
+            yield lines

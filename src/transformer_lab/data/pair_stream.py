@@ -1,0 +1,137 @@
+"""Sentence pairs from the user's files, streamed in bounded chunks, as strictly as `pair_files` reads them.
+
+The same three forms (two aligned line files, one TSV file, JSON Lines) and the same
+errors, each naming the file and the 1-based line: a misaligned pair of files, an empty
+side, bad UTF-8, a TSV line without exactly two fields, a JSON line that is no object or
+lacks a language. Nothing is dropped or cut. `count_pairs` tells how many pairs a pass will
+give before it is made (on bytes, nothing decoded), so that the held-out pairs and the
+tokenizer's sample can be drawn first; `stream_pairs` then yields the pairs in file order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from transformer_lab.data.line_stream import BLOCK_BYTES, count_lines, stream_lines
+from transformer_lab.data.pair_files import is_tsv_header, json_pair, line_pair, pair_file_format, tsv_pair
+
+CHUNK_PAIRS = 20_000  # pairs per chunk: enough for the tokenizer's threads, a few MB of text
+
+
+@dataclass(frozen=True)
+class PairFiles:
+    """Where a corpus of pairs is read from: its files, their form and the two languages (JSON keys, TSV header)."""
+
+    paths: tuple[Path, ...]
+    form: str
+    source_language: str
+    target_language: str
+
+    @classmethod
+    def of(
+        cls,
+        paths: Sequence[str | os.PathLike[str]],
+        source_language: str,
+        target_language: str,
+        file_format: str = "",
+        name: str = "files",
+    ) -> PairFiles:
+        """Check the list of paths and tell its form (see `pair_files.pair_file_format`)."""
+        form = pair_file_format(paths, file_format, name)
+        return cls(tuple(Path(path) for path in paths), form, source_language, target_language)
+
+
+def _first_line(path: Path) -> str | None:
+    for lines in stream_lines(path, block_bytes=1 << 16):
+        return lines[0]
+    return None
+
+
+def _header_lines(files: PairFiles) -> int:
+    if files.form != "tsv":
+        return 0
+    first = _first_line(files.paths[0])
+    return int(first is not None and is_tsv_header(first, files.source_language, files.target_language))
+
+
+def count_pairs(files: PairFiles) -> int:
+    """The number of pairs the files hold; a misaligned pair of line files or an empty file is refused here."""
+    if files.form == "lines":
+        source_path, target_path = files.paths
+        source_count, target_count = count_lines(source_path), count_lines(target_path)
+        if source_count != target_count:
+            raise ValueError(
+                f"expected aligned files with the same number of lines, got {source_count} "
+                f"line(s) in {source_path} and {target_count} line(s) in {target_path}"
+            )
+        if source_count == 0:
+            raise ValueError(f"expected at least one line in {source_path} and {target_path}, got two empty files")
+        return source_count
+    path = files.paths[0]
+    count = count_lines(path)
+    if count == 0:
+        raise ValueError(f"{path}: expected at least one pair, got an empty file")
+    header = _header_lines(files)
+    if count == header:
+        raise ValueError(f"{path}: expected at least one pair after the header, got none")
+    return count - header
+
+
+def stream_pairs(
+    files: PairFiles, chunk_pairs: int = CHUNK_PAIRS, digests: Sequence[hashlib._Hash] | None = None
+) -> Iterator[list[tuple[str, str]]]:
+    """The (source, target) pairs of ``files`` in file order, in lists of at most ``chunk_pairs``.
+
+    ``digests`` (one hashlib object per file) are updated with every byte read.
+    """
+    if digests is not None and len(digests) != len(files.paths):
+        raise ValueError(f"digests: expected one per file ({len(files.paths)}), got {len(digests)}")
+    pairs = _pairs(files, digests)
+    while chunk := list(itertools.islice(pairs, chunk_pairs)):
+        yield chunk
+
+
+def _lines(path: Path, digest: hashlib._Hash | None) -> Iterator[str]:
+    return itertools.chain.from_iterable(stream_lines(path, BLOCK_BYTES, digest))
+
+
+def _pairs(files: PairFiles, digests: Sequence[hashlib._Hash] | None) -> Iterator[tuple[str, str]]:
+    def digest_of(index: int) -> hashlib._Hash | None:
+        return None if digests is None else digests[index]
+
+    if files.form == "lines":
+        paths = (files.paths[0], files.paths[1])
+        source_lines, target_lines = _lines(paths[0], digest_of(0)), _lines(paths[1], digest_of(1))
+        number = 0
+        for number, (source, target) in enumerate(itertools.zip_longest(source_lines, target_lines), 1):
+            if source is None or target is None:
+                # One file ended first: count the rest of the other for the error.
+                rest = 1 + sum(1 for _ in (target_lines if source is None else source_lines))
+                counts = (number - 1, number - 1 + rest) if source is None else (number - 1 + rest, number - 1)
+                raise ValueError(
+                    f"expected aligned files with the same number of lines, got {counts[0]} "
+                    f"line(s) in {paths[0]} and {counts[1]} line(s) in {paths[1]}"
+                )
+            yield line_pair(paths, number, source, target)
+        if number == 0:
+            raise ValueError(f"expected at least one line in {paths[0]} and {paths[1]}, got two empty files")
+        return
+    path = files.paths[0]
+    lines = _lines(path, digest_of(0))
+    found = 0
+    for number, line in enumerate(lines, 1):
+        if files.form == "jsonl":
+            found += 1
+            yield json_pair(path, number, line, files.source_language, files.target_language)
+        elif number == 1 and is_tsv_header(line, files.source_language, files.target_language):
+            continue
+        else:
+            found += 1
+            yield tsv_pair(path, number, line)
+    if found == 0:
+        raise ValueError(f"{path}: expected at least one pair, got none")

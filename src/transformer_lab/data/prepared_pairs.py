@@ -1,0 +1,492 @@
+"""A corpus of sentence pairs prepared once into a memory-mapped `TokenStore`, and reused while its inputs hold.
+
+Preparing reads the user's files in bounded chunks, never whole:
+
+1. count the pairs on bytes (a misaligned pair of line files is refused here, at once);
+2. draw the held-out validation pairs by seeded pair numbers (when no validation files
+   are given) and, when the BPE is to be learned, a seeded sample of at most
+   ``tokenizer_sample`` training sentences, read in one pass that stops after the last;
+3. encode the training pairs chunk by chunk with the tokenizer's own threads and append
+   their ids to the store, hashing the files as they are read; the held-out pairs are
+   kept as text (they are decoded against, not trained on).
+
+Every line is checked as strictly as `pair_files.read_pair_files` checks it. The folder
+holds the store, the tokenizer file(s), ``validation.jsonl`` and ``manifest.json`` (inputs
+with size, mtime and sha256, the tokenizer's sha256 and how it was made, the counts, the
+format version). It is written under a temporary name and renamed: a crash leaves no half
+a corpus. `prepared_pairs` keeps one folder per inputs in a cache and reuses it while the
+inputs (size and mtime, else the sha256) and the tokenizer are unchanged; anything else is
+rebuilt, never silently reused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import random
+import shutil
+import time
+import uuid
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from transformer_lab.data.download import sha256_of_file
+from transformer_lab.data.pair_files import read_pair_files
+from transformer_lab.data.pair_stream import PairFiles, count_pairs, stream_pairs
+from transformer_lab.data.subword import SubwordTokenizer
+from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
+from transformer_lab.data.tokenizer_pair import (
+    JOINT_TOKENIZER_FILE,
+    SOURCE_TOKENIZER_FILE,
+    TARGET_TOKENIZER_FILE,
+    TokenizerPair,
+)
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_FILE = "manifest.json"
+VALIDATION_FILE = "validation.jsonl"
+PREPARED_FORMAT_VERSION = 1
+CACHE_ENVIRONMENT_VARIABLE = "TRANSFORMER_LAB_CACHE"
+
+
+def default_cache_root() -> Path:
+    """Where `prepared_pairs` keeps prepared corpora: $TRANSFORMER_LAB_CACHE, else the user's cache folder."""
+    value = os.environ.get(CACHE_ENVIRONMENT_VARIABLE, "")
+    if value:
+        return Path(value) / "prepared"
+    base = os.environ.get("XDG_CACHE_HOME", "") or str(Path.home() / ".cache")
+    return Path(base) / "transformer_lab" / "prepared"
+
+
+@dataclass(frozen=True)
+class BpeSettings:
+    """How the byte-level BPE is learned when no tokenizer is given (see `SubwordTokenizer.train`)."""
+
+    vocab_size: int = 8000
+    target_vocab_size: int = 0  # the target side's size with separate vocabularies (0 = vocab_size)
+    separate_vocabularies: bool = False
+    lowercase: bool = False
+    min_frequency: int = 2
+    sample: int = 0  # learn from at most this many training sentences, drawn with the seed (0 = all)
+
+
+@dataclass(frozen=True)
+class PairCorpusSpec:
+    """What is read and how it is split: the training files, optional validation files, the carve, the cuts."""
+
+    train: PairFiles
+    valid: PairFiles | None = None
+    num_carved_validation: int = 1000  # without validation files: at most a tenth of the pairs
+    seed: int = 1234  # draws the held-out pairs and the tokenizer's sample
+    num_train: int = 0  # keep only the first N training pairs (0 = all)
+    num_validation: int = 0  # keep only the first N validation pairs (0 = all)
+
+    def describe(self) -> dict[str, Any]:
+        """The spec as JSON-ready values, with absolute paths (the cache key and the manifest's record)."""
+
+        def files(value: PairFiles | None) -> dict[str, Any] | None:
+            if value is None:
+                return None
+            return {
+                "paths": [str(path.resolve()) for path in value.paths],
+                "form": value.form,
+                "languages": [value.source_language, value.target_language],
+            }
+
+        return {
+            "train": files(self.train),
+            "valid": files(self.valid),
+            "num_carved_validation": self.num_carved_validation,
+            "seed": self.seed,
+            "num_train": self.num_train,
+            "num_validation": self.num_validation,
+        }
+
+
+@dataclass
+class PreparedPairs:
+    """A prepared corpus: the training ids (mapped), the tokenizers, the validation pairs and the manifest."""
+
+    store: TokenStore
+    tokenizers: TokenizerPair
+    validation_pairs: list[tuple[str, str]]
+    folder: Path
+    manifest: dict[str, Any]
+
+    @property
+    def report(self) -> dict[str, int]:
+        """The counts of the manifest (pairs read, training and validation pairs, tokens)."""
+        return dict(self.manifest["counts"])
+
+
+def tokenizer_sha256(tokenizers: TokenizerPair) -> str:
+    """One sha256 over the tokenizer files' names and JSON texts (what identifies the ids a store holds)."""
+    digest = hashlib.sha256()
+    for name, text in sorted(tokenizers.files().items()):
+        digest.update(name.encode("utf-8") + b"\0" + text.encode("utf-8") + b"\0")
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------- preparing
+
+
+def prepare_pairs(
+    spec: PairCorpusSpec,
+    out_dir: str | os.PathLike[str],
+    tokenizers: TokenizerPair | None = None,
+    bpe: BpeSettings = BpeSettings(),
+    *,
+    progress: bool = True,
+) -> PreparedPairs:
+    """Prepare ``spec``'s corpus into the new folder ``out_dir`` (see the module docstring).
+
+    ``tokenizers`` given: the ids are theirs; None: a BPE is learned by ``bpe`` from a
+    seeded sample of the training pairs. ``out_dir`` must not exist; it appears complete
+    or not at all.
+    """
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        raise ValueError(f"out_dir: expected a new folder, got {str(out_dir)!r} which exists")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    partial = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        _write_prepared(spec, partial, tokenizers, bpe, progress)
+        os.replace(partial, out_dir)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return open_prepared_pairs(out_dir)
+
+
+def _carved_positions(count: int, spec: PairCorpusSpec) -> set[int]:
+    """The pair numbers (0-based) held out for validation when no validation files are given."""
+    if spec.valid is not None:
+        return set()
+    held = min(spec.num_carved_validation, count // 10)
+    if held < 1:
+        raise ValueError(
+            f"--valid: expected validation files, or at least 10 training pairs to carve validation from, "
+            f"got {count} training pair(s) and no --valid"
+        )
+    logger.info(
+        "no --valid given: %d of the %d training pairs are held out for validation (seed %d)", held, count, spec.seed
+    )
+    return set(random.Random(spec.seed).sample(range(count), held))
+
+
+def _sample_pairs(
+    spec: PairCorpusSpec, held: set[int], num_train: int, sample_pairs: int
+) -> tuple[list[tuple[str, str]], int]:
+    """(the sampled training pairs in file order, how many were drawn) for learning the BPE."""
+    if sample_pairs <= 0 or sample_pairs >= num_train:
+        wanted = None
+        last = num_train - 1
+    else:
+        wanted = set(random.Random(spec.seed).sample(range(num_train), sample_pairs))
+        last = max(wanted)
+    sample: list[tuple[str, str]] = []
+    position = 0  # among the training pairs
+    index = 0  # among all pairs
+    for chunk in stream_pairs(spec.train):
+        for pair in chunk:
+            if index not in held:
+                if wanted is None or position in wanted:
+                    sample.append(pair)
+                position += 1
+            index += 1
+            if position > last:
+                return sample, len(sample)
+    return sample, len(sample)
+
+
+def _learn_tokenizers(
+    spec: PairCorpusSpec, held: set[int], num_train: int, bpe: BpeSettings
+) -> tuple[TokenizerPair, int]:
+    """The BPE tokenizer(s) learned from a seeded sample of the training pairs, and the sample's pair count."""
+    # A joint BPE reads both sentences of a pair; one per side reads one of each.
+    sample_pairs = 0 if bpe.sample <= 0 else max(1, bpe.sample // (1 if bpe.separate_vocabularies else 2))
+    started = time.perf_counter()
+    sample, drawn = _sample_pairs(spec, held, num_train, sample_pairs)
+    logger.info(
+        "learning the BPE from %d of the %d training pairs (data.tokenizer_sample=%d sentences)",
+        drawn,
+        num_train,
+        bpe.sample,
+    )
+
+    def learn(sides: str, vocab_size: int) -> SubwordTokenizer:
+        return SubwordTokenizer.train_from_pairs(
+            sample, vocab_size=vocab_size, lowercase=bpe.lowercase, min_frequency=bpe.min_frequency, sides=sides
+        )
+
+    if not bpe.separate_vocabularies:
+        pair = TokenizerPair.joint(learn("both", bpe.vocab_size))
+    else:
+        pair = TokenizerPair(learn("source", bpe.vocab_size), learn("target", bpe.target_vocab_size or bpe.vocab_size))
+    logger.info("BPE learned in %.1f s", time.perf_counter() - started)
+    return pair, drawn
+
+
+def _append_encoded(
+    writer: TokenStoreWriter, bar: Any, future: Future[dict[str, list[list[int]]]], num_read: int
+) -> None:
+    encoded = future.result()
+    if encoded["source"]:
+        writer.append(encoded)
+    bar.update(num_read)
+
+
+def _input_records(paths: Sequence[Path], digests: Sequence[str]) -> list[dict[str, Any]]:
+    records = []
+    for path, digest in zip(paths, digests, strict=True):
+        status = path.stat()
+        records.append(
+            {"path": str(path.resolve()), "size": status.st_size, "mtime_ns": status.st_mtime_ns, "sha256": digest}
+        )
+    return records
+
+
+def _write_prepared(
+    spec: PairCorpusSpec, folder: Path, tokenizers: TokenizerPair | None, bpe: BpeSettings, progress: bool
+) -> None:
+    started = time.perf_counter()
+    count = count_pairs(spec.train)
+    held = _carved_positions(count, spec)
+    num_train = count - len(held) if spec.num_train == 0 else min(spec.num_train, count - len(held))
+    sample_drawn = None
+    if tokenizers is None:
+        tokenizers, sample_drawn = _learn_tokenizers(spec, held, num_train, bpe)
+    vocab_size = max(tokenizers.source.vocab_size, tokenizers.target.vocab_size)
+    writer = TokenStoreWriter(folder, ("source", "target"), ids_dtype(vocab_size))
+    digests = [hashlib.sha256() for _ in spec.train.paths]
+    carved: list[tuple[str, str]] = []
+    index = 0
+    bar = tqdm(total=count, desc="preparing", unit="pairs", unit_scale=True, disable=not progress, leave=False)
+    pair_tokenizers = tokenizers
+
+    def encode(training: list[tuple[str, str]]) -> dict[str, list[list[int]]]:
+        return {
+            "source": pair_tokenizers.source.encode_batch([source for source, _ in training]),
+            "target": pair_tokenizers.target.encode_batch([target for _, target in training]),
+        }
+
+    # The tokenizer encodes a chunk on its own threads (without the GIL) while this thread
+    # reads and checks the next one; at most two chunks wait, so memory stays bounded.
+    pending: deque[tuple[Future[dict[str, list[list[int]]]], int]] = deque()
+    kept = 0
+    try:
+        with ThreadPoolExecutor(max_workers=1) as executor:
+            for chunk in stream_pairs(spec.train, digests=digests):
+                training = []
+                for pair in chunk:
+                    if index in held:
+                        carved.append(pair)
+                    elif kept < num_train:
+                        training.append(pair)
+                        kept += 1
+                    index += 1
+                pending.append((executor.submit(encode, training), len(chunk)))
+                while len(pending) > 2 or (pending and pending[0][0].done()):
+                    _append_encoded(writer, bar, *pending.popleft())
+            while pending:
+                _append_encoded(writer, bar, *pending.popleft())
+        writer.finish()
+    except BaseException:
+        for future, _ in pending:
+            future.cancel()
+        writer.close()
+        raise
+    finally:
+        bar.close()
+    if index != count:
+        raise ValueError(f"{spec.train.paths[0]}: expected {count} pairs (counted), read {index}; did the file change?")
+    if spec.valid is not None:
+        validation = read_pair_files(
+            spec.valid.paths, spec.valid.source_language, spec.valid.target_language, spec.valid.form, name="--valid"
+        ).pairs
+    else:
+        validation = carved
+    if spec.num_validation:
+        validation = validation[: spec.num_validation]
+    with (folder / VALIDATION_FILE).open("w", encoding="utf-8") as file:
+        for source, target in validation:
+            file.write(json.dumps({"source": source, "target": target}, ensure_ascii=False) + "\n")
+    for name, text in tokenizers.files().items():
+        (folder / name).write_text(text, encoding="utf-8")
+    store = TokenStore.open(folder)
+    seconds = time.perf_counter() - started
+    manifest = {
+        "format_version": PREPARED_FORMAT_VERSION,
+        "kind": "pairs",
+        "spec": spec.describe(),
+        "inputs": _input_records(spec.train.paths, [digest.hexdigest() for digest in digests]),
+        "valid_inputs": (
+            []
+            if spec.valid is None
+            else _input_records(spec.valid.paths, [sha256_of_file(path) for path in spec.valid.paths])
+        ),
+        "tokenizer": {
+            "sha256": tokenizer_sha256(tokenizers),
+            "learned": None if sample_drawn is None else {**dataclasses.asdict(bpe), "sample_pairs": sample_drawn},
+        },
+        "counts": {
+            "pairs_read": count,
+            "train_pairs": len(store),
+            "validation_pairs": len(validation),
+            "source_tokens": store.num_tokens("source"),
+            "target_tokens": store.num_tokens("target"),
+        },
+        "seconds": round(seconds, 2),
+    }
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
+    logger.info(
+        "prepared %d training pairs (%d + %d tokens) and %d validation pairs in %.1f s (%.0f pairs/s)",
+        len(store),
+        store.num_tokens("source"),
+        store.num_tokens("target"),
+        len(validation),
+        seconds,
+        count / max(seconds, 1e-9),
+    )
+
+
+# ---------------------------------------------------------------------------- opening, reusing
+
+
+def _read_manifest(folder: Path) -> dict[str, Any]:
+    path = folder / MANIFEST_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: expected a prepared corpus's {MANIFEST_FILE}, got no such file")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: expected JSON, got unreadable content ({error})") from None
+    if not isinstance(manifest, dict) or manifest.get("format_version") != PREPARED_FORMAT_VERSION:
+        found = manifest.get("format_version") if isinstance(manifest, dict) else type(manifest).__name__
+        raise ValueError(
+            f"{path}: expected format_version {PREPARED_FORMAT_VERSION}, got {found!r}; prepare the corpus again"
+        )
+    if manifest.get("kind") != "pairs":
+        raise ValueError(f"{path}: expected a corpus of pairs (kind 'pairs'), got kind {manifest.get('kind')!r}")
+    return manifest
+
+
+def _read_validation(path: Path) -> list[tuple[str, str]]:
+    pairs = []
+    with path.open(encoding="utf-8") as file:
+        for number, line in enumerate(file, 1):
+            try:
+                record = json.loads(line)
+                pairs.append((str(record["source"]), str(record["target"])))
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise ValueError(f"{path}: line {number}: expected {{'source': ..., 'target': ...}}, got {line[:80]!r}")
+    return pairs
+
+
+def read_prepared_tokenizers(folder: Path) -> TokenizerPair:
+    """The tokenizer(s) a prepared folder holds: its tokenizer.json, or its source_ and target_tokenizer.json."""
+    if (folder / SOURCE_TOKENIZER_FILE).is_file():
+        return TokenizerPair(
+            SubwordTokenizer.load(folder / SOURCE_TOKENIZER_FILE), SubwordTokenizer.load(folder / TARGET_TOKENIZER_FILE)
+        )
+    return TokenizerPair.joint(SubwordTokenizer.load(folder / JOINT_TOKENIZER_FILE))
+
+
+def open_prepared_pairs(folder: str | os.PathLike[str]) -> PreparedPairs:
+    """Open a folder written by `prepare_pairs` (the ids mapped, nothing loaded but the validation pairs)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"prepared corpus: expected a folder written by 'prepare', got {str(folder)!r}")
+    manifest = _read_manifest(folder)
+    tokenizers = read_prepared_tokenizers(folder)
+    if tokenizer_sha256(tokenizers) != manifest.get("tokenizer", {}).get("sha256"):
+        raise ValueError(f"{folder}: the tokenizer files differ from those the ids were made with; prepare it again")
+    store = TokenStore.open(folder)
+    return PreparedPairs(store, tokenizers, _read_validation(folder / VALIDATION_FILE), folder, manifest)
+
+
+def inputs_changed(manifest: dict[str, Any], missing_ok: bool = False) -> str | None:
+    """Why the recorded input files no longer match (a changed size, or sha256 after a changed mtime), or None.
+
+    ``missing_ok``: a file that is gone is no change (a prepared folder outlives its text).
+    """
+    for record in [*manifest.get("inputs", []), *manifest.get("valid_inputs", [])]:
+        path = Path(record["path"])
+        try:
+            status = path.stat()
+        except OSError:
+            if missing_ok:
+                continue
+            return f"{path} is gone"
+        if status.st_size != record["size"]:
+            return f"{path} changed size ({record['size']} -> {status.st_size} bytes)"
+        if status.st_mtime_ns != record["mtime_ns"] and sha256_of_file(path) != record["sha256"]:
+            return f"{path} changed (its sha256 differs)"
+    return None
+
+
+def _stale_reason(
+    manifest: dict[str, Any], spec: PairCorpusSpec, tokenizers: TokenizerPair | None, bpe: BpeSettings
+) -> str | None:
+    if manifest.get("spec") != spec.describe():
+        return "the files or the split settings differ"
+    changed = inputs_changed(manifest)
+    if changed:
+        return changed
+    recorded = manifest.get("tokenizer", {})
+    if tokenizers is not None:
+        if recorded.get("sha256") != tokenizer_sha256(tokenizers):
+            return "the tokenizer differs"
+        return None
+    learned = recorded.get("learned")
+    if learned is None or {key: learned.get(key) for key in dataclasses.asdict(bpe)} != dataclasses.asdict(bpe):
+        return "the BPE settings differ"
+    return None
+
+
+def cache_folder(spec: PairCorpusSpec, cache_root: str | os.PathLike[str] | None = None) -> Path:
+    """The cache folder of ``spec``'s inputs: one per files and split settings, whatever the tokenizer."""
+    key = hashlib.sha256(json.dumps(spec.describe(), sort_keys=True).encode("utf-8")).hexdigest()[:20]
+    return Path(cache_root or default_cache_root()) / f"pairs-{key}"
+
+
+def prepared_pairs(
+    spec: PairCorpusSpec,
+    tokenizers: TokenizerPair | None = None,
+    bpe: BpeSettings = BpeSettings(),
+    cache_root: str | os.PathLike[str] | None = None,
+    *,
+    progress: bool = True,
+) -> PreparedPairs:
+    """``spec``'s prepared corpus from the cache, prepared (again) when missing or stale (both logged)."""
+    folder = cache_folder(spec, cache_root)
+    if (folder / MANIFEST_FILE).is_file():
+        try:
+            reason = _stale_reason(_read_manifest(folder), spec, tokenizers, bpe)
+        except (ValueError, KeyError, TypeError) as error:
+            reason = f"its manifest is unreadable ({error})"
+        if reason is None:
+            logger.info("reusing the prepared corpus %s", folder)
+            return open_prepared_pairs(folder)
+        logger.info("preparing the corpus again in %s: %s", folder, reason)
+        replaced = folder.parent / f".{folder.name}.stale-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        prepared_new = folder.parent / f".{folder.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        prepare_pairs(spec, prepared_new, tokenizers, bpe, progress=progress)
+        os.replace(folder, replaced)
+        os.replace(prepared_new, folder)
+        shutil.rmtree(replaced, ignore_errors=True)
+        return open_prepared_pairs(folder)
+    if folder.exists():
+        shutil.rmtree(folder)  # a folder without a manifest is no corpus (and never one of ours)
+    logger.info("preparing the corpus in %s", folder)
+    return prepare_pairs(spec, folder, tokenizers, bpe, progress=progress)
