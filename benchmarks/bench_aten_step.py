@@ -1,9 +1,9 @@
 """Would a compiled decoder step close the gap to CTranslate2? The step in C++ against ATen, measured.
 
-Issue #24's float32 targets (ours <= 1.3x CTranslate2's time at batch 1, <= 1.0x at batch
+The project's float32 decoding targets (ours <= 1.3x CTranslate2's time at batch 1, <= 1.0x at batch
 32 and for beam 5) and its cached/uncached target (>= 5x at batch 1) were left unmet by
 eager PyTorch. ``torch.compile``'s best case bought 1.06-1.25x (``bench_compile_step.py``).
-The other candidate named in the closing notes was a compiled step: this script builds one.
+The other candidate left was a compiled step: this script builds one.
 ``aten_decoder_step.cpp`` is ``nn/decoder_step.py``'s float32 path line for line, the same
 ATen operators on the same tensors, compiled with ``torch.utils.cpp_extension`` (g++ and
 ninja; the first build takes ~25 s, later runs reuse it), so no Python runs between the

@@ -1,6 +1,6 @@
 """Does ``torch.compile`` pay for the decoder step on the CPU? Its best case, measured against eager.
 
-Issue #24 asks for ``torch.compile`` (or TorchScript) of the decoder step "where it pays
+The decoding-speed targets ask for ``torch.compile`` (or TorchScript) of the decoder step "where it pays
 (measured, off where it does not)". Our single-position step (``nn/decoder_step.py``)
 grows its cache and keeps Python bookkeeping, which would give a compiler graph breaks and
 a recompilation whenever a shape changes. So this script measures the compiler's *best*

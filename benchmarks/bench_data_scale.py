@@ -14,8 +14,8 @@ and 1 M pairs). For each size, in a fresh process each:
 
 Each command trains the translation preset's model for one step (``train.max_steps=1``)
 with validation cut to 8 pairs, so its wall time is the time to the first step plus a
-few seconds of evaluation and checkpointing. Peak RSS is the process's ``ru_maxrss``
-(mapped pages it touched included).
+few seconds of evaluation and checkpointing. Peak RSS is the process's own peak
+(its VmHWM: mapped pages it touched included).
 
     .venv/bin/python benchmarks/bench_data_scale.py --data-dir ../shared/data \
         [--sizes 30000 250000 1000000] [--baseline REF] [--work /tmp/scale]
@@ -28,7 +28,6 @@ import dataclasses
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -72,7 +71,8 @@ def child_train(arguments: list[str]) -> None:
     start = time.perf_counter()
     code = main(arguments)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # VmHWM: this process's own peak (ru_maxrss would keep the forking parent's across exec).
+    peak = _status_kib("VmHWM") * 1024
     print("RESULT " + json.dumps({"code": code, "seconds": seconds, "peak_rss": peak}), flush=True)
 
 
@@ -88,7 +88,10 @@ def child_growth(stem: str, cache: str) -> None:
     from transformer_lab.tasks import translation
 
     os.environ["TRANSFORMER_LAB_CACHE"] = cache
-    config = dataclasses.replace(translation.default_config().data, train_files=(f"{stem}.de", f"{stem}.en"))
+    # num_validation as in ONE_STEP: the same split settings find the same prepared corpus.
+    config = dataclasses.replace(
+        translation.default_config().data, train_files=(f"{stem}.de", f"{stem}.en"), num_validation=8
+    )
     data = translation.build_data(config)
     batches = translation.epoch_batches(data, config, epoch=0)
     first = batches[0]
@@ -110,6 +113,18 @@ def run_child(python_path: Path, cache: Path, arguments: list[str]) -> dict:
     raise RuntimeError(f"child {arguments} failed ({result.returncode}):\n{result.stderr[-3000:]}")
 
 
+def run_ddp(processes: int, cache: Path, arguments: list[str]) -> list[dict]:
+    """``arguments`` under torchrun with ``processes`` processes: each rank's RESULT."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TRANSFORMER_LAB_CACHE": str(cache)}
+    torchrun = Path(sys.executable).with_name("torchrun")
+    command = [str(torchrun), "--standalone", f"--nproc-per-node={processes}", str(Path(__file__).resolve())]
+    result = subprocess.run([*command, *arguments], env=environment, capture_output=True, text=True)
+    found = [json.loads(line[len("RESULT ") :]) for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    if len(found) != processes:
+        raise RuntimeError(f"torchrun {arguments} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return found
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child-train":
         child_train(sys.argv[2:])
@@ -123,6 +138,9 @@ def main() -> None:
     parser.add_argument("--baseline", default=None, help="a git ref whose code to run side by side (reads whole)")
     parser.add_argument("--baseline-max", type=int, default=250_000, help="the largest size the baseline runs")
     parser.add_argument("--work", type=Path, default=None, help="folder for the corpora (default: a temporary one)")
+    parser.add_argument(
+        "--ddp", type=int, default=0, help="also run the largest size under torchrun with this many processes"
+    )
     arguments = parser.parse_args()
 
     sys.path.insert(0, str(ROOT / "src"))
@@ -177,6 +195,22 @@ def main() -> None:
             f"{row['first']['peak_rss'] / 2**30:.2f} GiB | {row['reused']['seconds']:.1f} s | "
             f"{row['reused']['peak_rss'] / 2**30:.2f} GiB | {base_cells} | {row['rss_anon'] / 2**20:.0f} MiB |"
         )
+    if arguments.ddp:
+        size = max(arguments.sizes)
+        stem = work / f"corpus-{size}"
+        cache = work / f"cache-{size}-ddp"
+        shutil.rmtree(cache, ignore_errors=True)
+        command = ["train", "translation", "--train", f"{stem}.de", f"{stem}.en"]
+        for name in ("first", "reused"):
+            out = work / f"run-{size}-ddp-{name}"
+            shutil.rmtree(out, ignore_errors=True)
+            ranks = run_ddp(arguments.ddp, cache, ["--child-train", *command, "--out", str(out), *ONE_STEP])
+            prepared = sorted(path.name for path in (cache / "prepared").iterdir() if not path.name.startswith("."))
+            print(
+                f"\n{arguments.ddp} processes under torchrun, {size:,} pairs, {name}: "
+                + ", ".join(f"{rank['seconds']:.0f} s and {rank['peak_rss'] / 2**30:.2f} GiB" for rank in ranks)
+                + f" (wall time and peak RSS of each process); prepared folders: {len(prepared)}"
+            )
     sizes = sorted(growth)
     if len(sizes) >= 2:
         small, large = sizes[0], sizes[-1]

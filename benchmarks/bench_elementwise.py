@@ -2,7 +2,7 @@
 
 A bf16 training step of the translation model spent 15-20 % of its time in dropout's
 ``bernoulli_`` and about 7 % in the loss's log-softmax, forward and backward (profile in
-docs/experiments/2026-11-training-speed.md, issue #8). This times, forward + backward, in alternation in one run:
+docs/experiments/2026-11-training-speed.md). This times, forward + backward, in alternation in one run:
 
 - dropout (p = 0.1) of a bf16 ``[4096, 1024]`` activation (the feed-forward's hidden layer
   at the translation default): ``torch.nn.functional.dropout`` against

@@ -1,4 +1,4 @@
-"""Load shedding of the web server (issue #21): many slow requests at once, and a 100 MB body.
+"""Load shedding of the web server: many slow requests at once, and a 100 MB body.
 
 Starts the server in a subprocess (this script with ``--serve PORT``) with the default
 limits of ``serve.app`` (or those given) and a fake classification model whose work sleeps

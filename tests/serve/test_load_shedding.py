@@ -1,4 +1,4 @@
-"""Load shedding and size limits (issue #21) against a real uvicorn server on 127.0.0.1.
+"""Load shedding and size limits against a real uvicorn server on 127.0.0.1.
 
 The model is a fake: a classification "handler" whose work sleeps ``WORK_SECONDS`` (or
 waits for the test to let it go) and records when it ran, so the test controls how slow

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from transformer_lab.cli.overrides import add_override_arguments, resolved_config
+from transformer_lab.cli.train_command import preset_config
 from transformer_lab.tasks import translation
 
 PREPARED_TASKS = ("translation",)
@@ -42,13 +43,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, required=True, help="the new folder to write (must not exist)")
     parser.add_argument("--source-language", default=None, help="the source language code (JSON key, TSV header)")
     parser.add_argument("--target-language", default=None, help="the target language code (JSON key, TSV header)")
+    parser.add_argument(
+        "--preset", default=None, help="the preset whose data settings to use: 'default' or 'base' (a 37k BPE)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (for logs sent to files)")
     add_override_arguments(parser)
     parser.set_defaults(handler=run)
 
 
 def run(arguments: argparse.Namespace) -> int:
-    config = translation.default_config()
+    config = preset_config(translation, arguments.preset)
     data = dataclasses.replace(
         config.data,
         train_files=tuple(arguments.train),

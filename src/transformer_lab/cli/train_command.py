@@ -62,6 +62,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="your own validation data, in the forms of --train (default: carved from --train)",
     )
     parser.add_argument(
+        "--preset",
+        default=None,
+        help="translation: the preset to start from, 'default' (Multi30k on a CPU) or 'base' (the paper's base "
+        "model, for a large corpus on GPUs); --set overrides it",
+    )
+    parser.add_argument(
         "--prepared",
         default=None,
         metavar="DIR",
@@ -106,7 +112,7 @@ def run(arguments: argparse.Namespace) -> int:
         arguments.overrides = [f"train.precision={arguments.precision}", *arguments.overrides]
     if arguments.task in REAL_DATA_TASKS:
         return _train_real_data(REAL_DATA_TASKS[arguments.task], arguments, out_dir)
-    for option in ("train", "valid", "prepared", "source_language", "target_language", "init_from"):
+    for option in ("train", "valid", "prepared", "preset", "source_language", "target_language", "init_from"):
         if getattr(arguments, option) is not None:
             raise ValueError(
                 f"--{option.replace('_', '-')}: expected only with translation, couplet or classification, "
@@ -125,7 +131,7 @@ def run(arguments: argparse.Namespace) -> int:
 
 def _train_real_data(task: ModuleType, arguments: argparse.Namespace, out_dir: Path) -> int:
     """Train a task that reads data (translation, couplet, classification): its preset, the data options, --set."""
-    config = task.default_config()
+    config = preset_config(task, arguments.preset)
     init_from = None
     if arguments.init_from is not None:
         init_from = resolve_checkpoint(arguments.init_from)
@@ -139,6 +145,16 @@ def _train_real_data(task: ModuleType, arguments: argparse.Namespace, out_dir: P
         return 0
     print(json.dumps(result.summary, indent=2, default=str))
     return 0
+
+
+def preset_config(task: ModuleType, preset: str | None) -> Any:
+    """The task's preset named ``preset`` (None: its default); a task without presets takes none."""
+    if preset is None:
+        return task.default_config()
+    presets = getattr(task, "PRESETS", {"default": task.default_config})
+    if preset not in presets:
+        raise ValueError(f"--preset: expected one of {sorted(presets)} for {task.TASK_NAME}, got {preset!r}")
+    return presets[preset]()
 
 
 def _with_data_options(data: Any, arguments: argparse.Namespace) -> Any:

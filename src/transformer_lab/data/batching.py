@@ -41,7 +41,8 @@ from transformer_lab.data._checks import check_bool, check_integer
 
 logger = logging.getLogger(__name__)
 
-Lengths = Sequence[int] | Sequence[tuple[int, int]]
+# One length per example, or one (source, target) pair; a numpy array [N] or [N, 2] too.
+Lengths = Sequence[int] | Sequence[tuple[int, int]] | np.ndarray
 
 
 def _epoch_generator(seed: int, epoch: int) -> torch.Generator:
@@ -54,8 +55,8 @@ def _epoch_generator(seed: int, epoch: int) -> torch.Generator:
     return torch.Generator().manual_seed(int(state))
 
 
-def _length_table(lengths: Lengths | np.ndarray) -> np.ndarray:
-    """Check `lengths` and return it as an int64 array [N] or [N, 2]."""
+def _length_table(lengths: Lengths) -> np.ndarray:
+    """Check `lengths` and return it as an int32 or int64 array [N] or [N, 2]."""
     if isinstance(lengths, (str, bytes)):
         raise ValueError(f"lengths must be a list of ints or of (source, target) pairs, got {lengths!r:.80}")
     try:
@@ -72,7 +73,9 @@ def _length_table(lengths: Lengths | np.ndarray) -> np.ndarray:
         )
     if table.dtype.kind not in "iu":
         raise ValueError(f"lengths must hold integers, got dtype {table.dtype}")
-    table = table.astype(np.int64)
+    # int32 and int64 stay as they are (no copy of a corpus-sized table); others widen.
+    if table.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        table = table.astype(np.int64)
     too_short = np.nonzero((table < 1) if table.ndim == 1 else (table < 1).any(axis=1))[0]
     if too_short.size:
         index = int(too_short[0])
@@ -174,7 +177,7 @@ class BatchSpans:
     examples and batches there are (a list of lists of Python ints costs ~36 bytes an index).
     """
 
-    order: np.ndarray  # [N] example indices, int64
+    order: np.ndarray  # [N] example indices, int32 below 2**31 examples, else int64
     starts: np.ndarray  # [num_batches] int64
     ends: np.ndarray  # [num_batches] int64
 
@@ -190,7 +193,7 @@ class BatchSpans:
 
 
 def token_budget_spans(
-    lengths: Lengths | np.ndarray,
+    lengths: Lengths,
     max_tokens: int,
     shuffle: bool = True,
     seed: int = 0,
@@ -202,7 +205,7 @@ def token_budget_spans(
 ) -> BatchSpans:
     """`token_budget_batches` as `BatchSpans`: the same batches, in the same order, held as arrays.
 
-    ``checked``: ``lengths`` is already the int64 table `_length_table` returns.
+    ``checked``: ``lengths`` is already a table as `_length_table` returns it.
     """
     table = lengths if checked and isinstance(lengths, np.ndarray) else _length_table(lengths)
     max_tokens = check_integer("max_tokens", max_tokens, minimum=1)
@@ -236,7 +239,8 @@ def token_budget_spans(
     if num_shards > 1:
         starts, ends = _balanced_spans(starts, ends, num_shards, len(order))
         starts, ends = starts[shard_index::num_shards], ends[shard_index::num_shards]
-    return BatchSpans(order.astype(np.int64, copy=False), starts.astype(np.int64), ends.astype(np.int64))
+    index_type = np.int32 if len(order) < 2**31 else np.int64
+    return BatchSpans(order.astype(index_type), starts.astype(np.int64), ends.astype(np.int64))
 
 
 def _greedy_bounds(sorted_lengths: np.ndarray, max_tokens: int) -> np.ndarray:

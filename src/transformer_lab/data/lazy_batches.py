@@ -24,8 +24,8 @@ from transformer_lab.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
 
 def pair_length_table(store: TokenStore, add_source_eos: bool = False) -> np.ndarray:
-    """The collated (source, target) length of every pair (see `collate.collated_lengths`), int64 [N, 2]."""
-    table = np.empty((len(store), 2), dtype=np.int64)
+    """The collated (source, target) length of every pair (see `collate.collated_lengths`), int32 [N, 2]."""
+    table = np.empty((len(store), 2), dtype=np.int32)
     table[:, 0] = store.lengths("source") + int(add_source_eos)
     table[:, 1] = store.lengths("target") + 1
     return table

@@ -17,7 +17,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformer_lab.data.line_stream import BLOCK_BYTES, count_lines, stream_lines
+from transformer_lab.data import line_stream
+from transformer_lab.data.line_stream import count_lines, stream_lines
 from transformer_lab.data.pair_files import is_tsv_header, json_pair, line_pair, pair_file_format, tsv_pair
 
 CHUNK_PAIRS = 20_000  # pairs per chunk: enough for the tokenizer's threads, a few MB of text
@@ -83,12 +84,13 @@ def count_pairs(files: PairFiles) -> int:
 
 
 def stream_pairs(
-    files: PairFiles, chunk_pairs: int = CHUNK_PAIRS, digests: Sequence[hashlib._Hash] | None = None
+    files: PairFiles, chunk_pairs: int | None = None, digests: Sequence[hashlib._Hash] | None = None
 ) -> Iterator[list[tuple[str, str]]]:
-    """The (source, target) pairs of ``files`` in file order, in lists of at most ``chunk_pairs``.
+    """The (source, target) pairs of ``files`` in file order, in lists of at most ``chunk_pairs`` (None: CHUNK_PAIRS).
 
     ``digests`` (one hashlib object per file) are updated with every byte read.
     """
+    chunk_pairs = CHUNK_PAIRS if chunk_pairs is None else chunk_pairs
     if digests is not None and len(digests) != len(files.paths):
         raise ValueError(f"digests: expected one per file ({len(files.paths)}), got {len(digests)}")
     pairs = _pairs(files, digests)
@@ -97,7 +99,7 @@ def stream_pairs(
 
 
 def _lines(path: Path, digest: hashlib._Hash | None) -> Iterator[str]:
-    return itertools.chain.from_iterable(stream_lines(path, BLOCK_BYTES, digest))
+    return itertools.chain.from_iterable(stream_lines(path, line_stream.BLOCK_BYTES, digest))
 
 
 def _pairs(files: PairFiles, digests: Sequence[hashlib._Hash] | None) -> Iterator[tuple[str, str]]:

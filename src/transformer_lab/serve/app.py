@@ -1,6 +1,6 @@
 """The FastAPI app: the static page, ``GET /api/models`` and one POST endpoint per pane.
 
-Admission (issue #21). Model work runs one request at a time (the attention recorder of
+Admission. Model work runs one request at a time (the attention recorder of
 ``nn.tracing`` is per thread now, but requests sharing a few CPU cores gain nothing from
 running at once: each already uses every core torch is given), under
 ``torch.inference_mode``, in a worker thread. The model endpoints are ``async``: a request

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -57,6 +58,9 @@ from transformer_lab.data import (
     stratified_split,
     token_budget_batches,
 )
+from transformer_lab.data.batching import token_budget_spans
+from transformer_lab.data.lazy_batches import ClassificationBatches
+from transformer_lab.data.token_store import TokenStore
 from transformer_lab.evaluation import ClassificationReport, classification_report
 from transformer_lab.hardware import autocast, resolve_precision
 from transformer_lab.models import ClassifierConfig, TransformerClassifier
@@ -203,7 +207,7 @@ class ClassificationData:
     train_file: Path
     train_articles: list[Example]
     validation_articles: list[Example]
-    train_ids: list[list[int]]
+    train_store: TokenStore  # the training ids (column "tokens") and labels, one row per article
     num_skipped: int
     validation_file: Path | None = None  # a separate validation file (None: carved from train_file)
 
@@ -324,7 +328,9 @@ def build_data(
         train_file=path,
         train_articles=train_articles,
         validation_articles=validation_articles,
-        train_ids=tokenizer.encode_batch(texts),
+        train_store=TokenStore.from_sequences(
+            {"tokens": tokenizer.encode_batch(texts)}, [article.label for article in train_articles]
+        ),
         num_skipped=num_skipped,
         validation_file=validation_file,
     )
@@ -332,11 +338,13 @@ def build_data(
 
 def epoch_batches(
     data: ClassificationData, config: ClassificationDataConfig, epoch: int, num_shards: int = 1, shard_index: int = 0
-) -> list[ClassificationBatch]:
-    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch); a process's share under DDP."""
-    lengths = [len(ids) for ids in data.train_ids]
-    indices = token_budget_batches(
-        lengths,
+) -> Sequence[ClassificationBatch]:
+    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch), collated when read.
+
+    Under DDP, the share of process ``shard_index``.
+    """
+    spans = token_budget_spans(
+        data.train_store.lengths("tokens"),
         config.max_tokens,
         shuffle=True,
         seed=config.seed,
@@ -344,10 +352,7 @@ def epoch_batches(
         num_shards=num_shards,
         shard_index=shard_index,
     )
-    return [
-        collate_classification([(data.train_ids[index], data.train_articles[index].label) for index in batch], PAD_ID)
-        for batch in indices
-    ]
+    return ClassificationBatches(data.train_store, spans)
 
 
 def classification_loss_fn(smoothing: float) -> Callable[[nn.Module, ClassificationBatch], Tensor]:
@@ -526,12 +531,14 @@ class TrainResult:
 
 
 def _check_lengths(data: ClassificationData, max_len: int) -> None:
-    for article, ids in zip(data.train_articles, data.train_ids):
-        if len(ids) > max_len:
-            raise ValueError(
-                f"{data.train_file}: line {article.line_number}: expected at most {max_len} subword tokens "
-                f"(model.max_len), got {len(ids)}; raise model.max_len"
-            )
+    lengths = data.train_store.lengths("tokens")
+    too_long = np.nonzero(lengths > max_len)[0]
+    if too_long.size:
+        article = data.train_articles[int(too_long[0])]
+        raise ValueError(
+            f"{data.train_file}: line {article.line_number}: expected at most {max_len} subword tokens "
+            f"(model.max_len), got {int(lengths[too_long[0]])}; raise model.max_len"
+        )
 
 
 def _recorded_data_config(config: ClassificationDataConfig, data: ClassificationData) -> ClassificationDataConfig:
@@ -576,7 +583,7 @@ def train(
         ),
         class_names=tuple(data.class_names),
     )
-    lengths = [len(ids) for ids in data.train_ids]
+    lengths = data.train_store.lengths("tokens")
     first_epoch = token_budget_batches(lengths, config.data.max_tokens, shuffle=True, seed=config.data.seed, epoch=0)
     logger.info(
         "%s: %d training and %d validation articles (%d malformed lines skipped), vocabulary %d, "

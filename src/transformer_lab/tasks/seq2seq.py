@@ -14,6 +14,7 @@ Shape legend: B batch, S source length.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 from dataclasses import dataclass, field
@@ -185,7 +186,21 @@ def train(
     train_config = config.train  # type: ignore[attr-defined]
     lengths = pair_length_table(data.train_store)  # [N, 2], once per run
     check_store_fits_positional_table(data, lengths, model_config.max_len)
-    first_epoch = token_budget_spans(lengths, data_config.max_tokens, shuffle=True, seed=data_config.seed, epoch=0)
+    num_shards, shard_index = data_shard()
+
+    # The Trainer asks for epoch 0 twice (to count the run's steps, then to train); a plan
+    # of millions of pairs takes seconds, so the last one is kept.
+    @functools.lru_cache(maxsize=1)
+    def epoch_batches(epoch: int) -> PairBatches:
+        return epoch_pair_batches(
+            data.train_store, lengths, data_config.max_tokens, data_config.seed, epoch, num_shards, shard_index
+        )
+
+    first_epoch = (
+        epoch_batches(0).spans
+        if num_shards == 1
+        else token_budget_spans(lengths, data_config.max_tokens, shuffle=True, seed=data_config.seed, epoch=0)
+    )
     source_size, target_size = task.vocabulary_sizes(data.vocabulary)
     logger.info(
         "%d training pairs, vocabulary %s, %d batches per epoch, padding %.1f%%",
@@ -204,9 +219,7 @@ def train(
         out_dir,
         loss_fn=seq2seq_loss_fn(train_config.label_smoothing, PAD_ID),
         # Under torchrun each rank trains on its own shard of the epoch.
-        train_batches=lambda epoch: epoch_pair_batches(
-            data.train_store, lengths, data_config.max_tokens, data_config.seed, epoch, *data_shard()
-        ),
+        train_batches=epoch_batches,
         d_model=model_config.d_model,
         evaluate_fn=evaluate,
         count_tokens=lambda batch: batch.num_target_tokens,

@@ -25,6 +25,7 @@ from transformer_lab.data.prepared_pairs import (
     BpeSettings,
     PairCorpusSpec,
     PreparedPairs,
+    cache_folder,
     inputs_changed,
     open_prepared_pairs,
     prepare_pairs,
@@ -46,6 +47,7 @@ from transformer_lab.tasks.seq2seq import (
     validation_loss,
 )
 from transformer_lab.training import TrainConfig
+from transformer_lab.training.once_per_machine import once_per_machine
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +152,51 @@ class TranslationConfig:
 
 def default_config() -> TranslationConfig:
     return TranslationConfig()
+
+
+def base_config() -> TranslationConfig:
+    """The paper's base model and recipe, for a large corpus (WMT14 en-de) on GPUs.
+
+    d_model 512, 8 heads, 6 + 6 layers, feed-forward 2,048, dropout 0.1, one shared 37k
+    BPE; Adam (0.9, 0.98, 1e-9) with the paper's schedule (factor 1, 4,000 warm-up steps)
+    for 100k steps of about 25k target tokens: 4,096 per batch x 6 accumulated batches on
+    one process (on N GPUs under torchrun, ``train.grad_accum_steps`` = 6 / N). Beam 4,
+    length penalty 0.6, at most 50 tokens beyond the source, as in the paper.
+    """
+    return TranslationConfig(
+        data=TranslationDataConfig(vocab_size=37_000, max_tokens=4096, num_carved_validation=3000),
+        model=ModelConfig(
+            d_model=512,
+            nhead=8,
+            num_encoder_layers=6,
+            num_decoder_layers=6,
+            dim_feedforward=2048,
+            dropout=0.1,
+            max_len=256,
+            tie_embeddings="all",
+        ),
+        train=TrainConfig(
+            lr_factor=1.0,
+            warmup_steps=4000,
+            label_smoothing=0.1,
+            grad_accum_steps=6,
+            epochs=0,
+            max_steps=100_000,
+            precision="auto",
+            eval_every_steps=5000,
+            keep_last=5,  # the last five checkpoints, for averaging (transformer-lab average)
+            best_metric="val_bleu",
+            best_mode="max",
+            log_every_steps=100,
+        ),
+        decode=DecodeConfig(
+            strategy="beam", beam_size=4, max_len=256, max_len_a=1.0, max_len_b=50, length_penalty=0.6, precision="auto"
+        ),
+    )
+
+
+# The presets `train translation --preset NAME` starts from (then --set overrides them).
+PRESETS = {"default": default_config, "base": base_config}
 
 
 TranslationData = Seq2SeqData[TokenizerPair]
@@ -320,8 +367,13 @@ def build_data(
         return _from_prepared(prepared, given, config.num_validation)
     if config.train_files:
         given = given if given is not None else given_tokenizers(config)
-        prepared = prepared_pairs(
-            pair_corpus_spec(config), given, bpe_settings(config), config.cache_dir or None, progress=False
+        spec, cache_root = pair_corpus_spec(config), config.cache_dir or None
+        folder = cache_folder(spec, cache_root)
+        # Under torchrun one process of each machine prepares; the others map its files.
+        prepared = once_per_machine(
+            lambda: prepared_pairs(spec, given, bpe_settings(config), cache_root, progress=False),
+            lambda: open_prepared_pairs(folder),
+            folder.parent / f".{folder.name}.ready",
         )
         return _from_prepared(prepared, given, config.num_validation)
     train_pairs, validation_pairs = read_pairs(config)

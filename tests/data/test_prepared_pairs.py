@@ -1,0 +1,252 @@
+"""The prepared corpus: streamed as strictly as the whole-file readers, the tokenizer's ids, reused while unchanged."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer_lab.data import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    SubwordTokenizer,
+    TokenizerPair,
+    collate_pairs,
+    collated_lengths,
+    line_stream,
+    pair_stream,
+    token_budget_batches,
+)
+from transformer_lab.data.lazy_batches import epoch_pair_batches, pair_length_table
+from transformer_lab.data.pair_files import read_pair_files
+from transformer_lab.data.pair_stream import PairFiles, count_pairs, stream_pairs
+from transformer_lab.data.prepared_pairs import (
+    BpeSettings,
+    PairCorpusSpec,
+    open_prepared_pairs,
+    prepare_pairs,
+    prepared_pairs,
+)
+from transformer_lab.data.token_store import TokenStore
+
+WORDS = "der die das ein eine Hund Katze läuft springt über den Zaun im Park schnell langsam".split()
+BPE = BpeSettings(vocab_size=300, min_frequency=1)
+
+
+def sentence_pairs(count: int, seed: int) -> list[tuple[str, str]]:
+    generator = random.Random(seed)
+    pairs = []
+    for _ in range(count):
+        words = [generator.choice(WORDS) for _ in range(generator.randint(1, 9))]
+        pairs.append((" ".join(words), " ".join(reversed(words)).upper()))
+    return pairs
+
+
+def write_forms(folder: Path, pairs: list[tuple[str, str]]) -> dict[str, list[Path]]:
+    """The same pairs as two line files, one TSV file (with a header) and one JSON Lines file."""
+    (folder / "corpus.de").write_text("".join(f"{de}\n" for de, _ in pairs), encoding="utf-8")
+    (folder / "corpus.en").write_text("".join(f"{en}\n" for _, en in pairs), encoding="utf-8")
+    (folder / "corpus.tsv").write_text("de\ten\n" + "".join(f"{de}\t{en}\n" for de, en in pairs), encoding="utf-8")
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"translation": {"de": de, "en": en}}, ensure_ascii=False) + "\n" for de, en in pairs),
+        encoding="utf-8",
+    )
+    return {
+        "lines": [folder / "corpus.de", folder / "corpus.en"],
+        "tsv": [folder / "corpus.tsv"],
+        "jsonl": [folder / "corpus.jsonl"],
+    }
+
+
+@pytest.fixture
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of 256 bytes and chunks of 7 pairs: every file spans many of both."""
+    monkeypatch.setattr(line_stream, "BLOCK_BYTES", 256)
+    monkeypatch.setattr(pair_stream, "CHUNK_PAIRS", 7)
+
+
+def test_the_store_holds_the_tokenizer_ids_of_every_pair_in_all_three_forms(tmp_path: Path, small_blocks: None) -> None:
+    pairs = sentence_pairs(300, seed=1)
+    forms = write_forms(tmp_path, pairs)
+    tokenizer = SubwordTokenizer.train_from_pairs(pairs, vocab_size=300, min_frequency=1)
+    expected = TokenizerPair.joint(tokenizer).encode_pairs(pairs)
+    for form, paths in forms.items():
+        spec = PairCorpusSpec(PairFiles.of(paths, "de", "en"), valid=PairFiles.of(paths, "de", "en"))
+        prepared = prepare_pairs(spec, tmp_path / f"prepared-{form}", TokenizerPair.joint(tokenizer), progress=False)
+        store = TokenStore.open(tmp_path / f"prepared-{form}")
+        indices = range(len(store))
+        assert list(zip(store.rows("source", indices), store.rows("target", indices))) == expected, form
+        assert prepared.validation_pairs == pairs, form
+        assert store.ids("source", 0).dtype.itemsize == 2, form  # 300 ids fit in uint16
+        manifest = prepared.manifest
+        assert manifest["counts"]["train_pairs"] == len(pairs), form
+        assert [record["size"] for record in manifest["inputs"]] == [path.stat().st_size for path in paths], form
+
+
+def test_streamed_pairs_equal_the_whole_file_reader(tmp_path: Path, small_blocks: None) -> None:
+    pairs = sentence_pairs(200, seed=2)
+    for form, paths in write_forms(tmp_path, pairs).items():
+        files = PairFiles.of(paths, "de", "en")
+        streamed = [pair for chunk in stream_pairs(files) for pair in chunk]
+        assert streamed == read_pair_files(paths, "de", "en").pairs == pairs, form
+        assert count_pairs(files) == len(pairs), form
+
+
+def _refused(paths: list[Path], match: str) -> None:
+    files = PairFiles.of(paths, "de", "en")
+    with pytest.raises(ValueError, match=match):
+        count_pairs(files)
+        for _ in stream_pairs(files):
+            pass
+
+
+def test_a_bad_line_deep_in_a_streamed_file_is_refused_with_its_file_and_line(
+    tmp_path: Path, small_blocks: None
+) -> None:
+    pairs = sentence_pairs(3000, seed=3)
+    forms = write_forms(tmp_path, pairs)
+    source = forms["lines"][0]
+
+    lines = source.read_bytes().split(b"\n")
+    lines[2716] = b"ein Hund \xff\xfe l\xc3"
+    source.write_bytes(b"\n".join(lines))
+    _refused(forms["lines"], rf"{source}: line 2717: expected UTF-8 text")
+
+    lines[2716] = b"   "
+    source.write_bytes(b"\n".join(lines))
+    _refused(forms["lines"], rf"{source}: line 2717: expected a non-empty source sentence")
+
+    source.write_bytes(b"\n".join(lines[:2716] + lines[2717:]))
+    _refused(forms["lines"], r"same number of lines, got 2999 line\(s\) in .*corpus.de and 3000 line\(s\)")
+
+    tsv = forms["tsv"][0]
+    rows = tsv.read_text(encoding="utf-8").split("\n")
+    rows[2500] = "nur eine Spalte"
+    tsv.write_text("\n".join(rows), encoding="utf-8")
+    _refused(forms["tsv"], rf"{tsv}: line 2501: expected 2 tab-separated fields")
+
+    jsonl = forms["jsonl"][0]
+    rows = jsonl.read_text(encoding="utf-8").split("\n")
+    rows[1999] = '{"translation": {"de": "Hund"'
+    jsonl.write_text("\n".join(rows), encoding="utf-8")
+    _refused(forms["jsonl"], rf"{jsonl}: line 2000: expected one JSON object, got invalid JSON")
+
+
+def test_a_failed_preparation_leaves_no_folder(tmp_path: Path) -> None:
+    forms = write_forms(tmp_path, sentence_pairs(100, seed=4))
+    target = forms["lines"][1]
+    target.write_text(target.read_text(encoding="utf-8").replace("\n", "\n\n", 1), encoding="utf-8")
+    with pytest.raises(ValueError, match="same number of lines"):
+        prepare_pairs(PairCorpusSpec(PairFiles.of(forms["lines"], "de", "en")), tmp_path / "out", bpe=BPE)
+    assert not (tmp_path / "out").exists()
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".out")] == []
+
+
+def test_the_cache_reuses_an_unchanged_corpus_and_rebuilds_a_changed_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    forms = write_forms(tmp_path, sentence_pairs(200, seed=5))
+    spec = PairCorpusSpec(PairFiles.of(forms["tsv"], "de", "en"), num_carved_validation=15, seed=3)
+    cache = tmp_path / "cache"
+    caplog.set_level(logging.INFO, logger="transformer_lab.data.prepared_pairs")
+    first = prepared_pairs(spec, bpe=BPE, cache_root=cache, progress=False)
+    assert len(first.validation_pairs) == 15 and len(first.store) == 185
+
+    caplog.clear()
+    again = prepared_pairs(spec, bpe=BPE, cache_root=cache, progress=False)
+    assert "reusing the prepared corpus" in caplog.text
+    assert again.folder == first.folder and again.validation_pairs == first.validation_pairs
+
+    # Touched but unchanged: the sha256 decides, and it is reused.
+    tsv = forms["tsv"][0]
+    os.utime(tsv, ns=(tsv.stat().st_atime_ns, tsv.stat().st_mtime_ns + 10**9))
+    caplog.clear()
+    prepared_pairs(spec, bpe=BPE, cache_root=cache, progress=False)
+    assert "reusing the prepared corpus" in caplog.text
+
+    # The same size, other bytes: rebuilt, and the store holds the new text's ids.
+    text = tsv.read_text(encoding="utf-8")
+    changed = text.replace("Hund", "HUND")
+    assert len(changed) == len(text) and changed != text
+    tsv.write_text(changed, encoding="utf-8")
+    caplog.clear()
+    rebuilt = prepared_pairs(spec, bpe=BPE, cache_root=cache, progress=False)
+    assert "preparing the corpus again" in caplog.text and "sha256 differs" in caplog.text
+    assert rebuilt.folder == first.folder
+    sources = [rebuilt.tokenizers.source.decode(row) for row in rebuilt.store.rows("source", range(185))]
+    sources += [source for source, _ in rebuilt.validation_pairs]
+    assert any("HUND" in source for source in sources) and not any("Hund" in source for source in sources)
+
+    # Other BPE settings: rebuilt too.
+    caplog.clear()
+    prepared_pairs(spec, bpe=BpeSettings(vocab_size=280, min_frequency=1), cache_root=cache, progress=False)
+    assert "the BPE settings differ" in caplog.text
+
+
+def test_the_batches_from_the_store_equal_the_batches_of_the_lists(tmp_path: Path) -> None:
+    pairs = sentence_pairs(400, seed=6)
+    forms = write_forms(tmp_path, pairs)
+    spec = PairCorpusSpec(PairFiles.of(forms["lines"], "de", "en"), num_carved_validation=40, seed=9)
+    prepared = prepare_pairs(spec, tmp_path / "prepared", bpe=BPE, progress=False)
+    mapped = open_prepared_pairs(tmp_path / "prepared").store
+    held = set(random.Random(9).sample(range(len(pairs)), 40))
+    encoded = prepared.tokenizers.encode_pairs([pair for index, pair in enumerate(pairs) if index not in held])
+    for shards in (1, 2):
+        for shard in range(shards):
+            expected = [
+                collate_pairs([encoded[index] for index in batch], PAD_ID, BOS_ID, EOS_ID)
+                for batch in token_budget_batches(collated_lengths(encoded), 64, True, 4, 3, shards, shard)
+            ]
+            lazy = epoch_pair_batches(mapped, pair_length_table(mapped), 64, 4, 3, shards, shard)
+            assert len(lazy) == len(expected)
+            for ours, theirs in zip(lazy, expected):
+                assert torch.equal(ours.src_ids, theirs.src_ids)
+                assert torch.equal(ours.tgt_in_ids, theirs.tgt_in_ids)
+                assert torch.equal(ours.tgt_out_ids, theirs.tgt_out_ids)
+
+
+GROWTH_SCRIPT = """
+import sys
+from transformer_lab.data import line_stream, pair_stream
+from transformer_lab.data.pair_stream import PairFiles
+from transformer_lab.data.prepared_pairs import BpeSettings, PairCorpusSpec, prepare_pairs
+# Blocks and chunks far smaller than the files, as they are beside a real corpus.
+line_stream.BLOCK_BYTES = 1 << 15
+pair_stream.CHUNK_PAIRS = 500
+spec = PairCorpusSpec(PairFiles.of([sys.argv[1], sys.argv[2]], "de", "en"))
+prepare_pairs(spec, sys.argv[3], bpe=BpeSettings(vocab_size=300, min_frequency=1, sample=2000), progress=False)
+# VmHWM: this process's own peak (ru_maxrss would keep the forking parent's across exec).
+print(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
+"""
+
+
+def test_preparing_a_corpus_ten_times_larger_barely_grows_the_peak_memory(tmp_path: Path) -> None:
+    generator = random.Random(7)
+    peaks = {}
+    for count in (20_000, 200_000):
+        pairs = [
+            (f"{a} {b} {index}", f"{b} {a} {index}")
+            for index, (a, b) in enumerate(generator.sample(WORDS, 2) for _ in range(count))
+        ]
+        (tmp_path / f"{count}.de").write_text("".join(f"{de}\n" for de, _ in pairs), encoding="utf-8")
+        (tmp_path / f"{count}.en").write_text("".join(f"{en}\n" for _, en in pairs), encoding="utf-8")
+        files = [str(tmp_path / f"{count}.de"), str(tmp_path / f"{count}.en"), str(tmp_path / f"prepared-{count}")]
+        result = subprocess.run(
+            [sys.executable, "-c", GROWTH_SCRIPT, *files],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")},
+        )
+        peaks[count] = int(result.stdout.split()[-1]) * 1024
+    # Reading everything into lists costs kilobytes a pair (180,000 more pairs: > 1 GB); the
+    # streamed pass holds a few blocks and chunks whatever the size: under 50 bytes a pair.
+    assert peaks[200_000] - peaks[20_000] < 180_000 * 50, peaks
