@@ -7,6 +7,7 @@ the Trainer trains with DistributedDataParallel and rank 0 alone prints.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 from pathlib import Path
@@ -20,6 +21,7 @@ from transformer_lab.tasks.finetune import with_checkpoint_model, with_finetune_
 from transformer_lab.training import is_main_process, recover_interrupted_save
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.run_folder import check_writable, explain_missing_last, prepare_new_run
+from transformer_lab.training.run_lock import RunFolderLock
 from transformer_lab.training.trainer import LAST_FOLDER
 
 SYNTHETIC_TASKS = ("copy", "reverse", "sort")
@@ -98,6 +100,15 @@ def run(arguments: argparse.Namespace) -> int:
             "--init-from and --resume: expected one of them (a new run from a checkpoint, or the same run "
             "continued), got both"
         )
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out: expected a folder, got {out_dir}, which is a file")
+    # The training process (rank 0 under torchrun) holds the folder for the whole run.
+    holds_folder = is_main_process() and (out_dir.is_dir() or not arguments.resume)
+    with RunFolderLock(out_dir) if holds_folder else contextlib.nullcontext():
+        return _run_in_folder(arguments, out_dir)
+
+
+def _run_in_folder(arguments: argparse.Namespace, out_dir: Path) -> int:
     if arguments.resume:
         # A crash between a save's two renames leaves the complete old last/ aside.
         recover_interrupted_save(out_dir / LAST_FOLDER)

@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles, count_pairs, stream_pairs
-from transformer_lab.data.subword import SubwordTokenizer
+from transformer_lab.data.subword import SubwordTokenizer, check_vocab_size
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
 from transformer_lab.data.tokenizer_pair import (
     JOINT_TOKENIZER_FILE,
@@ -78,6 +78,14 @@ class BpeSettings:
     lowercase: bool = False
     min_frequency: int = 2
     sample: int = 0  # learn from at most this many training sentences, drawn with the seed (0 = all)
+
+    def __post_init__(self) -> None:
+        # Checked before any file is read, not minutes in when the BPE trainer starts.
+        check_vocab_size("data.vocab_size", self.vocab_size)
+        if self.target_vocab_size:
+            check_vocab_size("data.target_vocab_size", self.target_vocab_size)
+        if self.sample < 0:
+            raise ValueError(f"data.tokenizer_sample: expected an int >= 0 (0 = all), got {self.sample}")
 
 
 @dataclass(frozen=True)

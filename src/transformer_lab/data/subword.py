@@ -87,6 +87,9 @@ logger = logging.getLogger(__name__)
 # The byte-level alphabet: one symbol for each of the 256 byte values.
 BYTE_ALPHABET_SIZE = 256
 MIN_VOCAB_SIZE = NUM_SPECIAL_TOKENS + BYTE_ALPHABET_SIZE
+# Far above any vocabulary in use (the largest are ~256k); a size the BPE trainer cannot
+# hold would abort the process from inside its Rust code.
+MAX_VOCAB_SIZE = 1 << 20
 PAIR_SIDES: tuple[str, ...] = ("both", "source", "target")
 
 # The structural specials: a decoder skips them, so encoding must never produce them.
@@ -276,6 +279,14 @@ def _inspect(tokenizer: Tokenizer, where: str) -> _Layout:
     return _Layout(model_type=model_type, exact=exact)
 
 
+def check_vocab_size(name: str, vocab_size: object) -> int:
+    """``vocab_size`` as an int in [MIN_VOCAB_SIZE, MAX_VOCAB_SIZE], else a ValueError naming ``name``."""
+    size = check_integer(name, vocab_size, minimum=MIN_VOCAB_SIZE)
+    if size > MAX_VOCAB_SIZE:
+        raise ValueError(f"{name}: expected at most {MAX_VOCAB_SIZE:,} entries, got {size:,}")
+    return size
+
+
 class SubwordTokenizer(SpecialTokenIds):
     """Subword tokenizer: text <-> list of ids (see the module docstring).
 
@@ -344,7 +355,7 @@ class SubwordTokenizer(SpecialTokenIds):
                 to lowercasing).
             min_frequency: the fewest occurrences a merge needs to be learned (>= 1).
         """
-        vocab_size = check_integer("vocab_size", vocab_size, minimum=MIN_VOCAB_SIZE)
+        vocab_size = check_vocab_size("vocab_size", vocab_size)
         check_bool("lowercase", lowercase)
         min_frequency = check_integer("min_frequency", min_frequency, minimum=1)
         if isinstance(texts, str):

@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from transformer_lab.training.checkpoint import ASIDE_MARK, TEMPORARY_MARK
+from transformer_lab.training.run_lock import LOCK_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,8 @@ _PRUNED_SUFFIX = ".pruned"
 _CHECKPOINT_NAME = r"(last|best|step-\d+)"
 CHECKPOINT_FOLDERS = re.compile(rf"^{_CHECKPOINT_NAME}$")
 _STEP_FOLDER = re.compile(r"^step-(\d+)$")
+# The log of a run that stopped before its first save, kept aside by the next run.
+_INTERRUPTED_LOG = re.compile(rf"^{re.escape(METRICS_FILE)}\.interrupted-\d+$")
 # A save's old folder renamed aside: a complete checkpoint (recover_interrupted_save).
 _ASIDE_FOLDERS = re.compile(rf"^\.{_CHECKPOINT_NAME}{re.escape(ASIDE_MARK)}")
 # What save_checkpoint and pruning leave while they work (.last.tmp-XXXX, .best.old-XXXX, .step-000010.pruned).
@@ -70,7 +73,9 @@ def prepare_new_run(out_dir: Path) -> Path | None:
         foreign = sorted(
             path.name
             for path in out_dir.iterdir()
-            if path.name != METRICS_FILE and not _WORK_LEFTOVERS.match(path.name)
+            if path.name not in (METRICS_FILE, LOCK_FILE)
+            and not _WORK_LEFTOVERS.match(path.name)
+            and not _INTERRUPTED_LOG.match(path.name)
         )
         if foreign:
             raise ValueError(

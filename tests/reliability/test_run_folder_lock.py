@@ -1,0 +1,95 @@
+"""One process trains a run folder: a second writer is refused naming the holder; early kills never stick."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from transformer_lab.cli import main
+from transformer_lab.training.run_lock import LOCK_FILE, RunFolderLock
+
+TINY_COPY = [
+    "--set",
+    "train.max_steps=2",
+    "--set",
+    "train.epochs=0",
+    "--set",
+    "data.num_train=64",
+    "--set",
+    "model.d_model=16",
+    "--set",
+    "model.nhead=2",
+    "--set",
+    "model.num_encoder_layers=1",
+    "--set",
+    "model.num_decoder_layers=1",
+    "--set",
+    "model.dim_feedforward=32",
+    "--set",
+    "train.progress_bar=false",
+]
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from transformer_lab.training.run_lock import RunFolderLock
+with RunFolderLock(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.fixture
+def held_folder(tmp_path: Path):
+    """A run folder whose lock another live process holds."""
+    out = tmp_path / "run"
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True, env=environment
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    yield out, holder.pid
+    holder.kill()
+    holder.wait()
+
+
+def test_a_second_train_or_resume_in_a_held_folder_is_refused_naming_the_holder(
+    held_folder: tuple[Path, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, pid = held_folder
+    assert main(["train", "copy", "--out", str(out), *TINY_COPY]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"transformer-lab train: error: --out: {out} is being trained by process {pid} on ")
+    assert "\n" not in error
+    assert main(["train", "copy", "--out", str(out), "--resume"]) == 2
+    assert f"is being trained by process {pid}" in capsys.readouterr().err
+    assert sorted(path.name for path in out.iterdir()) == [LOCK_FILE]  # nothing written beside the lock
+
+
+def test_a_lock_left_by_a_dead_process_is_taken_over_and_said(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / LOCK_FILE).write_text("process 999999 on elsewhere (since 2026-01-01 00:00:00)", encoding="utf-8")
+    caplog.set_level("INFO", logger="transformer_lab.training.run_lock")
+    assert main(["train", "copy", "--out", str(out), *TINY_COPY]) == 0
+    assert "taking over the lock left by process 999999 on elsewhere" in caplog.text
+    assert (out / "last").is_dir()
+    assert (out / LOCK_FILE).read_text(encoding="utf-8") == ""  # released at the end
+    with RunFolderLock(out):  # and free for the next run
+        pass
+
+
+def test_any_number_of_runs_killed_before_their_first_save_leave_the_folder_restartable(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    for number in (1, 2, 3):
+        (out / f"metrics.jsonl.interrupted-{number}").write_text(f'{{"run": {number}}}\n', encoding="utf-8")
+    (out / "metrics.jsonl").write_text('{"run": 4}\n', encoding="utf-8")
+    assert main(["train", "copy", "--out", str(out), "--resume"]) == 2  # nothing to resume: said plainly
+    assert main(["train", "copy", "--out", str(out), *TINY_COPY]) == 0
+    assert (out / "metrics.jsonl.interrupted-4").read_text(encoding="utf-8") == '{"run": 4}\n'
+    assert (out / "last").is_dir()
