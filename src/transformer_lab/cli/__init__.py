@@ -8,7 +8,8 @@ one line on stderr and an exit code:
   a missing or unreadable file or folder, or a command line argparse rejects;
 - 1: the run failed: training diverged (non-finite losses), or the system refused a write
   (a full disk); the message names the file and says what was kept;
-- 130: interrupted with Ctrl-C.
+- 130 / 143: interrupted by Ctrl-C (SIGINT) / SIGTERM; during training, after the step in
+  progress and a save of ``last/`` (``--resume`` continues), a second signal stops at once.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from transformer_lab.cli import (
 )
 from transformer_lab.extras import MissingExtraError
 from transformer_lab.hardware import physical_cores
-from transformer_lab.training import TrainingDivergedError, is_main_process
+from transformer_lab.training import TrainingDivergedError, TrainingInterrupted, is_main_process
 
 _COMMAND_MODULES = [
     demo_command,
@@ -103,6 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _BAD_INPUT_ERRORS as error:
         print(f"{prefix}: error: {_one_line(error)}", file=sys.stderr)
         return 2
+    except TrainingInterrupted as interrupted:
+        print(f"{prefix}: {interrupted}", file=sys.stderr)
+        return interrupted.exit_code
     except (TrainingDivergedError, OSError, MissingExtraError) as error:
         print(f"{prefix}: failed: {_one_line(error)}", file=sys.stderr)
         return 1

@@ -26,6 +26,7 @@ from .distributed import DataParallel, data_shard, is_main_process, launch_from_
 from .losses import LabelSmoothingLoss, label_smoothed_cross_entropy
 from .optimization import OptimizerFactory, ScheduleFactory
 from .schedule import build_noam_scheduler, build_optimizer, cooldown_multiplier, noam_lr
+from .stop_signal import TrainingInterrupted
 from .trainer import Trainer, TrainingDivergedError
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "TrainConfig",
     "Trainer",
     "TrainingDivergedError",
+    "TrainingInterrupted",
     "apply_overrides",
     "average_checkpoints",
     "build_noam_scheduler",

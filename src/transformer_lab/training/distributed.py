@@ -261,6 +261,13 @@ class DataParallel:
         weight = self.world_size * local_tokens / totals[1] if totals[1] > 0 else 0.0
         return BatchLoss(value=global_value, tokens=int(totals[1]) if tokens is not None else 0, weight=weight)
 
+    def largest(self, value: int) -> int:
+        """The largest of the ranks' ``value`` (every rank gets it); ``value`` itself in one process."""
+        if not self.active:
+            return value
+        (result,) = self._all_reduce([float(value)], dist.ReduceOp.MAX)
+        return int(result)
+
     def check_same_count(self, name: str, count: int) -> None:
         """Raise ValueError unless ``count`` is the same on every rank (else DDP would hang)."""
         if not self.active:

@@ -105,6 +105,7 @@ from .optimization import (
 from .resume_state import check_trainer_state
 from .rng_state import RandomState, isolated_rng, seed_all
 from .run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_folder_name
+from .stop_signal import StopRequests, TrainingInterrupted
 
 __all__ = ["Trainer", "TrainingDivergedError"]
 
@@ -240,6 +241,7 @@ class Trainer:
         self._window = LossWindow(lr=self.optimizer.param_groups[0]["lr"])
         self._metrics_log = MetricsLog(self.out_dir)
         self._last_checkpoint_step: int | None = None
+        self._stop_requests = StopRequests()
         # Random states to apply when fit() starts, not now, so that whatever the caller
         # does between construction and fit() cannot shift them.
         self._pending_rng_state: RandomState | None = None
@@ -299,9 +301,11 @@ class Trainer:
             logger.info("training on %s, precision %s", self.device, self.config.precision)
 
         stopped_by = self._limit_reached()
-        while stopped_by is None:
-            self._run_epoch()
-            stopped_by = self._limit_reached()
+        # SIGTERM / SIGINT: finish the step in progress, save last/, raise TrainingInterrupted.
+        with self._stop_requests:
+            while stopped_by is None:
+                self._run_epoch()
+                stopped_by = self._limit_reached()
 
         if self._last_checkpoint_step != self.global_step:
             self._evaluate_and_save()
@@ -406,6 +410,7 @@ class Trainer:
                 group_size = group_contributed = 0
                 if stepped:
                     self._after_step(bar)
+                    self._stop_if_asked()
                     if self.config.max_steps and self.global_step >= self.config.max_steps:
                         return
             if group_size:
@@ -503,6 +508,18 @@ class Trainer:
         bar.set_postfix(postfix, refresh=False)
         if self.config.eval_every_steps and step % self.config.eval_every_steps == 0:
             self._evaluate_and_save()
+
+    def _stop_if_asked(self) -> None:
+        """After an optimizer step: if a stop signal came (on any rank), save last/ and raise TrainingInterrupted."""
+        signal_number = self._distributed.largest(self._stop_requests.signal_number or 0)
+        if not signal_number:
+            return
+        if self._last_checkpoint_step != self.global_step:
+            self._save_checkpoints(improved=False)
+            self._last_checkpoint_step = self.global_step
+        interrupted = TrainingInterrupted(signal_number, self.global_step, str(self.out_dir / LAST_FOLDER))
+        logger.warning("%s", interrupted)
+        raise interrupted
 
     def _write_metrics_row(self, row: dict[str, Any]) -> None:
         if self._is_main_process:

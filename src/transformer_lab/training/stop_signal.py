@@ -1,0 +1,66 @@
+"""A polite stop: SIGTERM or SIGINT asks training to finish its step, save ``last/`` and exit.
+
+Clusters (SLURM, Kubernetes) send SIGTERM some seconds before they kill; Ctrl-C sends
+SIGINT. While `StopRequests` is active, the first such signal is only recorded: the
+Trainer sees it after the optimizer step in progress, writes its checkpoint (atomically,
+as always) and raises `TrainingInterrupted`. A second signal means "now": the default
+action is restored and the signal raised again, which ends the process at once; the last
+complete checkpoint is untouched by that, since a save is written aside and renamed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from types import FrameType, TracebackType
+from typing import Any
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class TrainingInterrupted(Exception):
+    """Training stopped on a signal after saving its checkpoint; ``exit_code`` is 128 + the signal number."""
+
+    def __init__(self, signal_number: int, step: int, folder: str) -> None:
+        self.signal_number = signal_number
+        self.step = step
+        self.exit_code = 128 + signal_number
+        name = signal.Signals(signal_number).name
+        super().__init__(f"interrupted by {name} at step {step}; {folder} saved, --resume continues from it")
+
+
+class StopRequests:
+    """Records the first SIGTERM / SIGINT while active (a no-op outside the main thread)."""
+
+    def __init__(self) -> None:
+        self.signal_number: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signal_number is not None
+
+    def _handle(self, signal_number: int, frame: FrameType | None) -> None:
+        if self.signal_number is None:
+            self.signal_number = signal_number
+            return
+        # The second signal: stop at once, as if no handler had been installed.
+        signal.signal(signal_number, signal.SIG_DFL)
+        os.kill(os.getpid(), signal_number)
+
+    def __enter__(self) -> StopRequests:
+        if threading.current_thread() is threading.main_thread():
+            for signal_number in STOP_SIGNALS:
+                self._previous[signal_number] = signal.signal(signal_number, self._handle)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        for signal_number, handler in self._previous.items():
+            signal.signal(signal_number, handler)
+        self._previous.clear()
