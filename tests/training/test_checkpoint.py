@@ -87,10 +87,9 @@ def test_failure_mid_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
     old_model = nn.Linear(3, 3)
     folder = save_checkpoint(tmp_path / "last", old_model, {"version": 1}, trainer_state={"step": 1})
 
-    def broken_torch_save(obj, path):
-        with open(path, "wb") as file:
-            file.write(b"half a file")
-        raise OSError("disk full")
+    def broken_torch_save(obj, file):
+        file.write(b"half a file")
+        raise OSError("disk full")  # as a write of the serialised state would
 
     monkeypatch.setattr(checkpoint_module.torch, "save", broken_torch_save)
     with pytest.raises(OSError, match="disk full"):
@@ -141,3 +140,34 @@ def test_copy_checkpoint_is_independent_of_later_saves(tmp_path):
     assert load_checkpoint_config(copy) == {"version": 1}
     assert read_extra_file(copy, "a.txt") == b"a"
     assert torch.equal(load_model_weights(copy, nn.Linear(2, 2)).weight, model.weight)
+
+
+def test_the_weights_file_holds_what_safetensors_save_model_writes(tmp_path) -> None:
+    from safetensors import safe_open
+    from safetensors.torch import save_model
+
+    from transformer_lab.models import ModelConfig, Seq2SeqTransformer
+    from transformer_lab.training.checkpoint import model_file_bytes
+
+    model = Seq2SeqTransformer.from_config(
+        ModelConfig(
+            src_vocab_size=30,
+            tgt_vocab_size=30,
+            d_model=16,
+            nhead=2,
+            num_encoder_layers=1,
+            num_decoder_layers=1,
+            dim_feedforward=32,
+            tie_embeddings="all",
+        )
+    )
+    save_model(model, str(tmp_path / "reference.safetensors"))
+    (tmp_path / "ours.safetensors").write_bytes(model_file_bytes(model))
+    files = {}
+    for name in ("reference", "ours"):
+        with safe_open(str(tmp_path / f"{name}.safetensors"), framework="pt") as file:
+            files[name] = (file.metadata(), {key: file.get_tensor(key) for key in file.keys()})
+    (reference_metadata, reference), (our_metadata, ours) = files["reference"], files["ours"]
+    assert our_metadata == reference_metadata and len(reference_metadata) >= 2  # the tied names, stored once
+    assert sorted(ours) == sorted(reference)
+    assert all(torch.equal(ours[key], reference[key]) for key in reference)

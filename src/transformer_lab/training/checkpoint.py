@@ -27,6 +27,7 @@ naming the file; nothing in it is ever executed.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -39,7 +40,8 @@ from typing import Any, TypeVar
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_model, save_model
+from safetensors.torch import _remove_duplicate_names, load_model
+from safetensors.torch import save as save_safetensors
 from torch import nn
 
 from .config_io import ConfigType, config_from_dict
@@ -217,6 +219,27 @@ def _write_atomically(folder: Path, fill: Any) -> Path:
     return folder
 
 
+def model_file_bytes(model: nn.Module) -> bytes:
+    """The bytes safetensors' ``save_model`` writes for ``model`` (tied weights stored once).
+
+    Made in memory and written by Python, so that a full disk, a quota or a read-only file
+    system is an ``OSError`` with its errno (safetensors' own writer raises its own error
+    type, without one).
+    """
+    state_dict = model.state_dict()
+    metadata: dict[str, str] = {}
+    for kept, removed in _remove_duplicate_names(state_dict).items():
+        for name in removed:
+            metadata[name] = kept
+            del state_dict[name]
+    return save_safetensors({name: tensor.contiguous() for name, tensor in state_dict.items()}, metadata)
+
+
+def save_model(model: nn.Module, filename: str) -> None:
+    """Write ``model``'s weights as safetensors' ``save_model`` does, through a Python file (see above)."""
+    Path(filename).write_bytes(model_file_bytes(model))
+
+
 def save_checkpoint(
     folder: str | os.PathLike[str],
     model: nn.Module,
@@ -259,7 +282,11 @@ def save_checkpoint(
             else:
                 (temporary / name).write_bytes(content)
         if trainer_state is not None:
-            torch.save(dict(trainer_state), temporary / TRAINER_STATE_FILE)
+            # Serialised in memory and written by Python, so that a full disk is an OSError,
+            # not torch's "basic_ios::clear" or "unexpected pos" RuntimeError.
+            buffer = io.BytesIO()
+            torch.save(dict(trainer_state), buffer)
+            (temporary / TRAINER_STATE_FILE).write_bytes(buffer.getbuffer())
 
     return _write_atomically(Path(folder), fill)
 
