@@ -12,33 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.training.checkpoint import load_trainer_state
 
 MAX_STEPS = 400
-ARGUMENTS = [
-    "--set",
-    f"train.max_steps={MAX_STEPS}",
-    "--set",
-    "train.epochs=0",
-    "--set",
-    "train.log_every_steps=1",
-    "--set",
-    "train.eval_every_steps=0",
-    "--set",
-    "data.num_train=64",
-    "--set",
-    "model.d_model=16",
-    "--set",
-    "model.nhead=2",
-    "--set",
-    "model.num_encoder_layers=1",
-    "--set",
-    "model.num_decoder_layers=1",
-    "--set",
-    "model.dim_feedforward=32",
-    "--set",
-    "train.progress_bar=false",
-]
+ARGUMENTS = tiny_copy_options(MAX_STEPS, train__log_every_steps=1, train__eval_every_steps=0)
 
 
 def _train(out: Path, *extra: str) -> subprocess.Popen[str]:

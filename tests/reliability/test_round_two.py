@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tests.reliability.crash_driver import tiny_config
+from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
 from transformer_lab.tasks import synthetic
 from transformer_lab.training import load_trainer_state
@@ -66,30 +67,7 @@ def test_a_folder_killed_before_its_first_checkpoint_starts_afresh_keeping_its_l
     (out / "metrics.jsonl").write_text('{"event": "train", "step": 1}\n', encoding="utf-8")
     (out / ".last.tmp-abc123").mkdir()  # a save that never finished
     assert main(["train", "copy", "--out", str(out), "--resume"]) == 2  # nothing to resume: said plainly
-    arguments = [
-        "train",
-        "copy",
-        "--out",
-        str(out),
-        "--set",
-        "train.max_steps=2",
-        "--set",
-        "train.epochs=0",
-        "--set",
-        "data.num_train=64",
-        "--set",
-        "model.d_model=16",
-        "--set",
-        "model.nhead=2",
-        "--set",
-        "model.num_encoder_layers=1",
-        "--set",
-        "model.num_decoder_layers=1",
-        "--set",
-        "model.dim_feedforward=32",
-        "--set",
-        "train.progress_bar=false",
-    ]
+    arguments = ["train", "copy", "--out", str(out), *tiny_copy_options()]
     assert main(arguments) == 0
     assert (out / "metrics.jsonl.interrupted-1").read_text(encoding="utf-8") == '{"event": "train", "step": 1}\n'
     assert (out / "last").is_dir() and not (out / ".last.tmp-abc123").exists()

@@ -9,29 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
 from transformer_lab.training.run_lock import LOCK_FILE, RunFolderLock
 
-TINY_COPY = [
-    "--set",
-    "train.max_steps=2",
-    "--set",
-    "train.epochs=0",
-    "--set",
-    "data.num_train=64",
-    "--set",
-    "model.d_model=16",
-    "--set",
-    "model.nhead=2",
-    "--set",
-    "model.num_encoder_layers=1",
-    "--set",
-    "model.num_decoder_layers=1",
-    "--set",
-    "model.dim_feedforward=32",
-    "--set",
-    "train.progress_bar=false",
-]
+TINY_COPY = tiny_copy_options()
 
 HOLD = """
 import sys, time

@@ -43,7 +43,7 @@ from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles, count_pairs, stream_pairs
 from transformer_lab.data.subword import SubwordTokenizer, check_vocab_size
-from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
+from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype, read_versioned_json
 from transformer_lab.data.tokenizer_pair import (
     JOINT_TOKENIZER_FILE,
     SOURCE_TOKENIZER_FILE,
@@ -373,17 +373,7 @@ def _write_prepared(
 
 def _read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / MANIFEST_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: expected a prepared corpus's {MANIFEST_FILE}, got no such file")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: expected JSON, got unreadable content ({error})") from None
-    if not isinstance(manifest, dict) or manifest.get("format_version") != PREPARED_FORMAT_VERSION:
-        found = manifest.get("format_version") if isinstance(manifest, dict) else type(manifest).__name__
-        raise ValueError(
-            f"{path}: expected format_version {PREPARED_FORMAT_VERSION}, got {found!r}; prepare the corpus again"
-        )
+    manifest = read_versioned_json(path, PREPARED_FORMAT_VERSION)
     if manifest.get("kind") != "pairs":
         raise ValueError(f"{path}: expected a corpus of pairs (kind 'pairs'), got kind {manifest.get('kind')!r}")
     return manifest

@@ -164,18 +164,24 @@ def _map(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
 
 
+def read_versioned_json(path: Path, format_version: int) -> dict[str, Any]:
+    """A prepared corpus's JSON file as a dict, refused (naming it) when missing, unreadable or of another version."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: expected a prepared corpus's {path.name}, got no such file")
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: expected JSON, got unreadable content ({error})") from None
+    if not isinstance(content, dict) or content.get("format_version") != format_version:
+        found = content.get("format_version") if isinstance(content, dict) else type(content).__name__
+        raise ValueError(f"{path}: expected format_version {format_version}, got {found!r}; prepare the corpus again")
+    return content
+
+
 def read_store_layout(folder: Path) -> dict[str, Any]:
     """The checked content of a store folder's ``store.json``."""
     path = folder / STORE_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: expected a prepared corpus's {STORE_FILE}, got no such file")
-    try:
-        layout = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: expected JSON, got unreadable content ({error})") from None
-    if not isinstance(layout, dict) or layout.get("format_version") != STORE_FORMAT_VERSION:
-        found = layout.get("format_version") if isinstance(layout, dict) else type(layout).__name__
-        raise ValueError(f"{path}: expected format_version {STORE_FORMAT_VERSION}, got {found!r}; prepare it again")
+    layout = read_versioned_json(path, STORE_FORMAT_VERSION)
     count = layout.get("count")
     columns = layout.get("columns")
     if not isinstance(count, int) or count < 0 or not isinstance(columns, dict) or not columns:
