@@ -1,6 +1,6 @@
 """Build a Chinese text-classification task from the couplet data: is a line an upper (上联) or a lower (下联) line?
 
-The proof of issue 20 that the generic classification machinery works on Chinese text
+The proof that the generic classification machinery works on Chinese text
 with string labels: three CSV files with the columns `text,label`, one line of a couplet
 a row, labelled "上联" (an upper line, `in.txt`) or "下联" (a lower line, `out.txt`).
 

@@ -46,8 +46,8 @@ EXTRA_FILES = {
     "test_2018_flickr.en": "A cat sleeps.\nA man cooks.\nThree birds fly.\n",
 }
 
-# The sha256 of the decompressed official files, copied from issue 20.
-ISSUE_20_SHA256 = {
+# The sha256 of the decompressed official files, as published with them.
+PUBLISHED_SHA256 = {
     "test_2017_flickr.de": "c3078bc3b36808bf9d20eb2347ed6137016179ef59ec0d2b9b8ecc3fb2880081",
     "test_2017_flickr.en": "ce1450ddc5ab0834502579d77a170849952e15a2938b34cc503bdc25ebb4fb98",
     "test_2017_mscoco.de": "58277df3c75f92f7145a11b910b553d1cf82c439249d4dc237c899609eafac22",
@@ -184,9 +184,9 @@ def test_official_table_covers_every_split() -> None:
     assert len(set(MULTI30K_SHA256.values())) == len(MULTI30K_SHA256)
 
 
-def test_shipped_hashes_of_the_later_test_sets_are_the_ones_issue_20_lists() -> None:
-    assert {name: MULTI30K_SHA256[name] for name in ISSUE_20_SHA256} == ISSUE_20_SHA256
-    assert sorted(ISSUE_20_SHA256) == sorted(
+def test_shipped_hashes_of_the_later_test_sets_are_the_published_ones() -> None:
+    assert {name: MULTI30K_SHA256[name] for name in PUBLISHED_SHA256} == PUBLISHED_SHA256
+    assert sorted(PUBLISHED_SHA256) == sorted(
         f"{split}.{language}" for split in MULTI30K_EXTRA_TEST_SPLITS for language in ("de", "en")
     )
 
@@ -242,7 +242,7 @@ def test_a_file_that_disagrees_with_the_shipped_hash_is_deleted_and_named(server
         download_multi30k(cache, base_url=server.base_url, splits=["test_2018_flickr"])
     message = str(error.value)
     assert "test_2018_flickr.de" in message
-    assert ISSUE_20_SHA256["test_2018_flickr.de"] in message and sha256(EXTRA_FILES["test_2018_flickr.de"]) in message
+    assert PUBLISHED_SHA256["test_2018_flickr.de"] in message and sha256(EXTRA_FILES["test_2018_flickr.de"]) in message
     assert "deleted" in message
     folder = cache / "multi30k"
     assert not (folder / "test_2018_flickr.de").exists() and not (folder / "test_2018_flickr.en").exists()

@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-dir", default=None, help="folder holding the dataset (default: $TRANSFORMER_LAB_DATA)")
     add_decode_arguments(parser)
     add_constraint_arguments(parser, prefix="couplet: ")
-    # translation: score any test set (issue 20)
+    # translation: score any test set
     parser.add_argument(
         "--source",
         type=Path,
@@ -89,7 +89,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="classification: skip malformed CSV lines (counted) instead of failing",
     )
-    # classification: score any labelled file (issue 20)
+    # classification: score any labelled file
     parser.add_argument(
         "--test",
         type=Path,

