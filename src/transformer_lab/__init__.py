@@ -1,3 +1,20 @@
-"""transformer_lab: the Transformer of "Attention Is All You Need", from scratch in PyTorch."""
+"""transformer_lab: the Transformer of "Attention Is All You Need", from scratch in PyTorch.
+
+``Translator`` and ``Classifier`` (``transformer_lab.api``) hold a checkpoint ready to use;
+they are imported on first use, so ``import transformer_lab`` stays light.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
+__all__ = ["Classifier", "Translator", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Translator", "Classifier"):
+        from transformer_lab import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'transformer_lab' has no attribute {name!r}")

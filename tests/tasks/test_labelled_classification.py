@@ -314,3 +314,25 @@ def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(
         == 2
     )
     assert f"{unseen}: line 17: field 'label':" in capsys.readouterr().err
+
+
+def test_the_python_classifier_gives_what_the_command_line_prints(
+    chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from transformer_lab import Classifier
+
+    _, out = chinese_run
+    classifier = Classifier(out)
+    texts = ["股市 大涨 利率", "球队 比赛 冠军"]
+    capsys.readouterr()
+    assert main(["classify", "--checkpoint", str(out), *texts]) == 0
+    printed = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
+    predictions = classifier.classify(texts)
+    assert [prediction.label_name for prediction in predictions] == printed
+    for prediction in predictions:
+        assert set(prediction.probabilities) == set(classifier.class_names)
+        assert abs(sum(prediction.probabilities.values()) - 1.0) < 1e-5
+        assert prediction.label_name == max(prediction.probabilities, key=prediction.probabilities.__getitem__)
+    assert classifier.classify(texts[0]).label_name == printed[0]
+    with pytest.raises(ValueError, match=r"texts\[1\]: "):
+        classifier.classify([texts[0], "   "])

@@ -495,3 +495,29 @@ def test_separate_vocabularies_train_one_bpe_per_side_and_survive_resume_and_fin
     assert load_trainer_state(out / "last")["global_step"] == 6  # the resume did run
     for folder in (out / "last", tuned / "last"):
         assert {name: (folder / name).read_bytes() for name in names} == first, folder
+
+
+def test_the_python_translator_gives_what_the_command_line_prints(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from transformer_lab import Translator
+
+    sentences = ["eins zwei", "drei vier fünf", "sechs"]
+    translator = Translator(run)
+    assert translator.languages == ("xde", "xen")
+    capsys.readouterr()
+    assert main(["translate", "--checkpoint", str(run), *sentences]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert translator.translate(sentences) == printed
+    assert translator.translate(sentences[0]) == printed[0]  # one str in, one str out
+    assert translator.translate(["   "]) == [""]
+
+    assert main(["translate", "--checkpoint", str(run), "--beam", "3", "--nbest", "3", sentences[1]]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    candidates = translator.translate(sentences[1], beam=3, nbest=3)
+    assert [candidate.text for candidate in candidates] == [row[3] for row in rows]
+    assert [f"{candidate.score:.4f}" for candidate in candidates] == [row[2] for row in rows]
+    assert translator.translate(sentences[1], beam=3) == candidates[0].text
+    for bad, message in ({"precision": "fp8"}, "precision: expected one of"), ({"beam": 2, "nbest": 3}, "beam: "):
+        with pytest.raises(ValueError, match=message):
+            translator.translate(sentences, **bad)

@@ -1,0 +1,204 @@
+"""The Python API: a checkpoint as an object that translates or classifies lists of texts.
+
+    from transformer_lab import Translator
+    translator = Translator("runs/de-en")            # a checkpoint folder, or a run folder (its best/)
+    translator.translate(["Ein Hund läuft.", "Zwei Männer."], beam=5)
+    translator.translate("Ein Hund läuft.", nbest=3)  # [Candidate(text, ids, score, log_prob), ...]
+
+    from transformer_lab import Classifier
+    Classifier("runs/news").classify(["Stocks rallied after the Fed cut rates"])[0].label_name
+
+Each call batches its texts by length, as the command line does, and uses the library's
+own functions (``tasks.translation``, ``tasks.classification``); the settings not given
+are the checkpoint's (its ``decode`` section, its precision). A single str gives a single
+result, a list a list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import Any, overload
+
+import torch
+
+from transformer_lab.data import TokenizerPair
+from transformer_lab.decoding import DecodeConfig, decoding_model
+from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.models.quantization import int8_for_inference
+from transformer_lab.tasks import classification, translation
+from transformer_lab.tasks.classification import Prediction
+from transformer_lab.tasks.seq2seq import Candidate
+
+PRECISION_CHOICES = ("auto", "fp32", "bf16", "int8")
+
+
+def _texts(texts: str | Sequence[str], name: str) -> list[str]:
+    if isinstance(texts, str):
+        return [texts]
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(f"{name}[{index}]: expected a str, got {type(text).__name__}")
+    return texts
+
+
+def _check_precision(precision: str | None) -> None:
+    if precision is not None and precision not in PRECISION_CHOICES:
+        raise ValueError(
+            f"precision: expected one of {PRECISION_CHOICES} or None (the checkpoint's), got {precision!r}"
+        )
+
+
+class Translator:
+    """A translation checkpoint, ready to translate (see the module docstring).
+
+    Attributes: ``model`` (in eval mode on ``device``), ``tokenizers``, ``config`` (the
+    checkpoint's, whose ``decode`` section gives the defaults).
+    """
+
+    def __init__(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> None:
+        model, tokenizers, config = translation.load_translator(checkpoint)
+        self.model: Seq2SeqTransformer = model.to(device).eval()
+        self.tokenizers: TokenizerPair = tokenizers
+        self.config = config
+        self._int8: Seq2SeqTransformer | None = None
+
+    @property
+    def languages(self) -> tuple[str, str]:
+        """(source language, target language) as recorded in the checkpoint."""
+        return self.config.data.source_language, self.config.data.target_language
+
+    def decode_config(
+        self, beam: int | None = None, nbest: int = 1, precision: str | None = None, length_penalty: float | None = None
+    ) -> DecodeConfig:
+        """The checkpoint's decoding with these settings applied (None keeps the checkpoint's)."""
+        _check_precision(precision)
+        if not isinstance(nbest, int) or nbest < 1:
+            raise ValueError(f"nbest: expected an int >= 1, got {nbest!r}")
+        decode = self.config.decode
+        if beam is not None:
+            if not isinstance(beam, int) or beam < 1:
+                raise ValueError(f"beam: expected an int >= 1 (1 is greedy), got {beam!r}")
+            if beam < nbest:
+                raise ValueError(f"beam: expected at least nbest={nbest}, got {beam}")
+            decode = dataclasses.replace(decode, strategy="greedy" if beam == 1 else "beam", beam_size=beam)
+        if nbest > 1:
+            beam_size = max(nbest, decode.beam_size if decode.strategy == "beam" else 1)
+            decode = dataclasses.replace(decode, strategy="beam", beam_size=beam_size)
+        changes: dict[str, Any] = {"num_return": nbest}
+        if precision is not None:
+            changes["precision"] = "fp32" if precision == "int8" else precision
+        if length_penalty is not None:
+            changes["length_penalty"] = length_penalty  # DecodeConfig checks it and names the field
+        return dataclasses.replace(decode, **changes)
+
+    def _model(self, precision: str | None, decode: DecodeConfig) -> Seq2SeqTransformer:
+        if precision != "int8":
+            return decoding_model(self.model, decode.precision)
+        if self._int8 is None:
+            self._int8 = int8_for_inference(self.model)  # CPU only; the error names the device
+        return self._int8
+
+    @overload
+    def translate(
+        self,
+        sentences: str,
+        *,
+        beam: int | None = ...,
+        nbest: int = ...,
+        precision: str | None = ...,
+        length_penalty: float | None = ...,
+        batch_size: int = ...,
+    ) -> Any: ...
+
+    @overload
+    def translate(
+        self,
+        sentences: Sequence[str],
+        *,
+        beam: int | None = ...,
+        nbest: int = ...,
+        precision: str | None = ...,
+        length_penalty: float | None = ...,
+        batch_size: int = ...,
+    ) -> list[Any]: ...
+
+    def translate(
+        self,
+        sentences: str | Sequence[str],
+        *,
+        beam: int | None = None,
+        nbest: int = 1,
+        precision: str | None = None,
+        length_penalty: float | None = None,
+        batch_size: int = 64,
+    ) -> Any:
+        """The translation of each sentence (``nbest`` 1: a str; more: a list of `Candidate`, best first).
+
+        ``beam`` 1 is greedy search; ``precision`` "fp32", "bf16", "auto" (bf16 where this
+        machine runs it fast) or "int8" (CPU). A blank sentence gives "" (no candidates);
+        one longer than the model's positional table is a ValueError naming its index.
+        """
+        texts = _texts(sentences, "sentences")
+        decode = self.decode_config(beam, nbest, precision, length_penalty)
+        model = self._model(precision, decode)
+        if nbest == 1:
+            results: list[Any] = translation.translate_sentences(model, self.tokenizers, texts, decode, batch_size)
+        else:
+            results = [
+                translation.translate_nbest(model, self.tokenizers, text, decode) if text.strip() else []
+                for text in texts
+            ]
+        return results[0] if isinstance(sentences, str) else results
+
+
+class Classifier:
+    """A classification checkpoint, ready to classify (see the module docstring).
+
+    Attributes: ``model`` (in eval mode on ``device``), ``tokenizer``, ``config``, and
+    ``class_names`` in the model's order.
+    """
+
+    def __init__(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> None:
+        model, tokenizer, config = classification.load_classifier(checkpoint)
+        self.model = model.to(device).eval()
+        self.tokenizer = tokenizer
+        self.config = config
+        self.class_names: tuple[str, ...] = tuple(config.class_names)
+
+    @overload
+    def classify(  # type: ignore[overload-overlap]  # a str is a Sequence[str]; it matches first
+        self, texts: str, *, precision: str | None = ..., truncate: bool = ...
+    ) -> Prediction: ...
+
+    @overload
+    def classify(
+        self, texts: Sequence[str], *, precision: str | None = ..., truncate: bool = ...
+    ) -> list[Prediction]: ...
+
+    def classify(
+        self, texts: str | Sequence[str], *, precision: str | None = None, truncate: bool = False
+    ) -> Prediction | list[Prediction]:
+        """The `Prediction` of each text: its class, class name and every class's probability.
+
+        ``precision`` "fp32", "bf16" or "auto" (None: fp32); ``truncate`` reads only the
+        first ``max_len`` tokens of a longer text (else it is a ValueError naming its index).
+        """
+        if precision == "int8":
+            raise ValueError("precision: expected 'fp32', 'bf16' or 'auto' for a classifier, got 'int8'")
+        _check_precision(precision)
+        batch = _texts(texts, "texts")
+        results = classification.predict_each(
+            self.model, self.tokenizer, self.class_names, batch, truncate=truncate, precision=precision or "fp32"
+        )
+        predictions = []
+        for index, result in enumerate(results):
+            if isinstance(result, str):
+                raise ValueError(f"texts[{index}]: {result}")
+            predictions.append(result)
+        return predictions[0] if isinstance(texts, str) else predictions
+
+
+__all__ = ["Candidate", "Classifier", "Prediction", "Translator"]
