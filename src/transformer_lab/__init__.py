@@ -1,6 +1,6 @@
 """transformer_lab: the Transformer of "Attention Is All You Need", from scratch in PyTorch.
 
-``Translator`` and ``Classifier`` (``transformer_lab.api``) hold a checkpoint ready to use;
+``Translator``, ``Classifier`` and ``CoupletWriter`` (``transformer_lab.api``) hold a checkpoint ready to use;
 they are imported on first use, so ``import transformer_lab`` stays light.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["Classifier", "Translator", "__version__"]
+__all__ = ["Classifier", "CoupletWriter", "Translator", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Translator", "Classifier"):
+    if name in ("Translator", "Classifier", "CoupletWriter"):
         from transformer_lab import api
 
         return getattr(api, name)

@@ -8,8 +8,11 @@
     from transformer_lab import Classifier
     Classifier("runs/news").classify(["Stocks rallied after the Fed cut rates"])[0].label_name
 
+    from transformer_lab import CoupletWriter
+    CoupletWriter("runs/couplet").write("晚风摇树树还挺").candidates[0].text
+
 Each call batches its texts by length, as the command line does, and uses the library's
-own functions (``tasks.translation``, ``tasks.classification``); the settings not given
+own functions (``tasks.translation``, ``tasks.classification``, ``tasks.couplet``); the settings not given
 are the checkpoint's (its ``decode`` section, its precision). A single str gives a single
 result, a list a list.
 """
@@ -27,8 +30,9 @@ from transformer_lab.data import TokenizerPair
 from transformer_lab.decoding import DecodeConfig, decoding_model
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.quantization import int8_for_inference
-from transformer_lab.tasks import classification, translation
+from transformer_lab.tasks import classification, couplet, translation
 from transformer_lab.tasks.classification import Prediction
+from transformer_lab.tasks.couplet import CoupletResult
 from transformer_lab.tasks.seq2seq import Candidate
 
 PRECISION_CHOICES = ("auto", "fp32", "bf16", "int8")
@@ -49,6 +53,46 @@ def _check_precision(precision: str | None) -> None:
         raise ValueError(
             f"precision: expected one of {PRECISION_CHOICES} or None (the checkpoint's), got {precision!r}"
         )
+
+
+def decode_settings(
+    decode: DecodeConfig,
+    beam: int | None = None,
+    nbest: int = 1,
+    precision: str | None = None,
+    length_penalty: float | None = None,
+) -> DecodeConfig:
+    """``decode`` (a checkpoint's) with a search of ``beam`` (1: greedy) returning ``nbest``; None keeps a field.
+
+    ``nbest`` > 1 needs beam search with at least as many beams: a ``beam`` below it is a
+    ValueError; with ``beam`` None the beam is widened to ``nbest``. ``precision`` "int8"
+    decodes in fp32 around an int8 copy of the model.
+    """
+    _check_precision(precision)
+    if not isinstance(nbest, int) or isinstance(nbest, bool) or nbest < 1:
+        raise ValueError(f"nbest: expected an int >= 1, got {nbest!r}")
+    if beam is not None:
+        if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
+            raise ValueError(f"beam: expected an int >= 1 (1 is greedy), got {beam!r}")
+        if beam < nbest:
+            raise ValueError(f"beam: expected at least nbest={nbest}, got {beam}")
+        decode = dataclasses.replace(decode, strategy="greedy" if beam == 1 else "beam", beam_size=beam)
+    if nbest > 1:
+        beam_size = max(nbest, decode.beam_size if decode.strategy == "beam" else 1)
+        decode = dataclasses.replace(decode, strategy="beam", beam_size=beam_size)
+    changes: dict[str, Any] = {"num_return": nbest}
+    if precision is not None:
+        changes["precision"] = "fp32" if precision == "int8" else precision
+    if length_penalty is not None:
+        changes["length_penalty"] = length_penalty  # DecodeConfig checks it and names the field
+    return dataclasses.replace(decode, **changes)
+
+
+def _decoding_model(model: Seq2SeqTransformer, precision: str | None, decode: DecodeConfig) -> Seq2SeqTransformer:
+    """The model to decode with: its int8 copy (CPU), its bf16 copy where bf16 is asked and fast, or itself."""
+    if precision == "int8":
+        return int8_for_inference(model)  # CPU only; the error names the device
+    return decoding_model(model, decode.precision)
 
 
 class Translator:
@@ -74,31 +118,13 @@ class Translator:
         self, beam: int | None = None, nbest: int = 1, precision: str | None = None, length_penalty: float | None = None
     ) -> DecodeConfig:
         """The checkpoint's decoding with these settings applied (None keeps the checkpoint's)."""
-        _check_precision(precision)
-        if not isinstance(nbest, int) or nbest < 1:
-            raise ValueError(f"nbest: expected an int >= 1, got {nbest!r}")
-        decode = self.config.decode
-        if beam is not None:
-            if not isinstance(beam, int) or beam < 1:
-                raise ValueError(f"beam: expected an int >= 1 (1 is greedy), got {beam!r}")
-            if beam < nbest:
-                raise ValueError(f"beam: expected at least nbest={nbest}, got {beam}")
-            decode = dataclasses.replace(decode, strategy="greedy" if beam == 1 else "beam", beam_size=beam)
-        if nbest > 1:
-            beam_size = max(nbest, decode.beam_size if decode.strategy == "beam" else 1)
-            decode = dataclasses.replace(decode, strategy="beam", beam_size=beam_size)
-        changes: dict[str, Any] = {"num_return": nbest}
-        if precision is not None:
-            changes["precision"] = "fp32" if precision == "int8" else precision
-        if length_penalty is not None:
-            changes["length_penalty"] = length_penalty  # DecodeConfig checks it and names the field
-        return dataclasses.replace(decode, **changes)
+        return decode_settings(self.config.decode, beam, nbest, precision, length_penalty)
 
     def _model(self, precision: str | None, decode: DecodeConfig) -> Seq2SeqTransformer:
         if precision != "int8":
-            return decoding_model(self.model, decode.precision)
+            return _decoding_model(self.model, precision, decode)
         if self._int8 is None:
-            self._int8 = int8_for_inference(self.model)  # CPU only; the error names the device
+            self._int8 = _decoding_model(self.model, precision, decode)  # made once
         return self._int8
 
     @overload
@@ -201,4 +227,55 @@ class Classifier:
         return predictions[0] if isinstance(texts, str) else predictions
 
 
-__all__ = ["Candidate", "Classifier", "Prediction", "Translator"]
+class CoupletWriter:
+    """A couplet checkpoint (对联), ready to answer upper lines with lower lines.
+
+    ``write`` applies the checkpoint's decoding and form constraints (same length,
+    punctuation in place, tones where the checkpoint asks for them), as the ``couplet``
+    command does. Attributes: ``model``, ``vocabulary``, ``config``.
+    """
+
+    def __init__(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> None:
+        model, vocabulary, config = couplet.load(checkpoint)
+        self.model: Seq2SeqTransformer = model.to(device).eval()
+        self.vocabulary = vocabulary
+        self.config = config
+
+    @overload
+    def write(  # type: ignore[overload-overlap]  # a str is a Sequence[str]; it matches first
+        self, uppers: str, *, beam: int | None = ..., num_candidates: int = ..., precision: str | None = ...
+    ) -> CoupletResult: ...
+
+    @overload
+    def write(
+        self,
+        uppers: Sequence[str],
+        *,
+        beam: int | None = ...,
+        num_candidates: int = ...,
+        precision: str | None = ...,
+    ) -> list[CoupletResult]: ...
+
+    def write(
+        self,
+        uppers: str | Sequence[str],
+        *,
+        beam: int | None = None,
+        num_candidates: int = 1,
+        precision: str | None = None,
+    ) -> CoupletResult | list[CoupletResult]:
+        """The `CoupletResult` of each upper line: its candidates best first, or ``error`` saying why there are none.
+
+        A line the model cannot answer (empty, Latin letters, too long) gets ``error`` and no
+        candidates, not an exception, so that one bad line does not cost the others.
+        """
+        lines = _texts(uppers, "uppers")
+        decode = decode_settings(self.config.decode, beam, num_candidates, precision)
+        model = _decoding_model(self.model, precision, decode)
+        results = couplet.generate(
+            model, self.vocabulary, lines, decode, self.config.constraints, num_candidates=num_candidates
+        )
+        return results[0] if isinstance(uppers, str) else results
+
+
+__all__ = ["Candidate", "Classifier", "CoupletResult", "CoupletWriter", "Prediction", "Translator", "decode_settings"]

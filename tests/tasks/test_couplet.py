@@ -278,3 +278,24 @@ def test_extra_training_splits_join_training_and_leave_validation_alone(data_dir
     assert widened.train_pairs == plain.train_pairs + kept
     assert widened.report["extra_train_pairs"] == len(kept)
     assert widened.report["extra_dropped_as_validation_duplicates"] == len(extra) - len(kept) >= 2
+
+
+def test_the_python_couplet_writer_gives_what_the_command_line_prints(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from transformer_lab import CoupletWriter
+
+    uppers = ["春风花", "", "abc春", "花月山"]
+    capsys.readouterr()
+    assert main(["couplet", "--checkpoint", str(run_dir / "best"), *uppers]) == 2  # two lines refused
+    printed = capsys.readouterr().out.splitlines()
+    writer = CoupletWriter(run_dir / "best")
+    results = writer.write(uppers)
+    assert [result.candidates[0].text if result.candidates else "" for result in results] == printed
+    assert [result.error is not None for result in results] == [False, True, True, False]
+    assert writer.write("春风花").candidates[0].text == printed[0]
+    three = writer.write("花月山", beam=4, num_candidates=3)
+    arguments = ["couplet", "--checkpoint", str(run_dir / "best"), "--beam", "4", "--num-candidates", "3", "花月山"]
+    assert main(arguments) == 0
+    listed = [line.split(". ", 1)[1].rsplit("  (", 1)[0] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [candidate.text for candidate in three.candidates] == listed and len(listed) == 3
