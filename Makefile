@@ -28,9 +28,10 @@ lint: setup
 demo: setup
 	$(BIN)/transformer-lab demo
 
-# The browser test's Chromium and chromedriver (Debian's packages), installed when missing
-# and where we may (root and apt-get); .ci/run calls it before the tests. Without them
-# tests/serve/test_browser.py skips and says why; a failed install does not stop the tests.
+# The browser test's Chromium and chromedriver, and a CJK font for figures (Debian's
+# packages), installed when missing and where we may (root and apt-get); .ci/run calls it
+# before the tests. Without them their tests skip and say why; a failed install does not
+# stop the tests.
 browser:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
 		echo "browser: chromium and chromedriver are installed"; \
@@ -40,6 +41,15 @@ browser:
 			|| echo "browser: apt-get failed; the browser test will skip"; \
 	else \
 		echo "browser: chromium or chromedriver missing and not installable here (needs root and apt-get); the browser test will skip"; \
+	fi
+	@# A CJK font for the Chinese text of figures (transformer_lab/lab/fonts.py); its test skips without one.
+	@if fc-list 2>/dev/null | grep -qi "CJK"; then \
+		echo "browser: a CJK font is installed"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "browser: installing fonts-noto-cjk from Debian"; \
+		( export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq fonts-noto-cjk || \
+			{ apt-get update -qq && apt-get install -y -qq fonts-noto-cjk; } ) \
+			|| echo "browser: apt-get failed; figures draw Chinese text as boxes and the font test skips"; \
 	fi
 
 clean:

@@ -32,9 +32,13 @@ from torch import Tensor  # noqa: E402
 
 from transformer_lab.data import Vocabulary, make_synthetic_pairs, read_lines  # noqa: E402
 from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint, sentence_attention  # noqa: E402
+from transformer_lab.lab.fonts import check_cjk_text, enable_cjk_fallback  # noqa: E402
 from transformer_lab.lab.mask_panels import mask_panels  # noqa: E402
 from transformer_lab.models.embedding import SinusoidalPositionalEncoding  # noqa: E402
 from transformer_lab.training import noam_lr  # noqa: E402
+
+# Chinese tokens, couplet lines and class names draw with an installed CJK font.
+enable_cjk_fallback()
 
 
 def plot_attention_heatmap(
@@ -54,6 +58,7 @@ def plot_attention_heatmap(
             f"weights must have shape [len(target_labels), len(source_labels)] = "
             f"[{len(target_labels)}, {len(source_labels)}], got {list(weights.shape)}"
         )
+    check_cjk_text([*source_labels, *target_labels, title])
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure, axes = plt.subplots(figsize=(0.5 * len(source_labels) + 2.5, 0.5 * len(target_labels) + 1.5))
@@ -240,6 +245,7 @@ def plot_attention(
     Shape:
         maps values ``[B, H, L, S']``.
     """
+    check_cjk_text([*source_labels, *target_labels, title])
     rows, columns = attention_grid_size(maps)
     if figsize is None:
         figsize = (2.2 * columns + 0.6, 2.2 * rows + 0.6)
@@ -374,6 +380,7 @@ def plot_confusion_matrix(
     Shape:
         confusion: C rows of C counts, ``C == len(class_names)``.
     """
+    check_cjk_text([*class_names, title])
     _check_figure_size(figsize, dpi)
     counts = torch.tensor([list(row) for row in confusion], dtype=torch.float64)
     size = len(class_names)
