@@ -26,6 +26,7 @@ from transformer_lab.allocator import keep_freed_memory
 from transformer_lab.cli import (
     average_command,
     classify_command,
+    config_command,
     couplet_command,
     demo_command,
     evaluate_command,
@@ -50,6 +51,7 @@ _COMMAND_MODULES = [
     couplet_command,
     classify_command,
     evaluate_command,
+    config_command,
     average_command,
     export_command,
     explain_command,

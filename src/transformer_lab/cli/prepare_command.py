@@ -14,7 +14,12 @@ import dataclasses
 import json
 from pathlib import Path
 
-from transformer_lab.cli.overrides import add_override_arguments, resolved_config
+from transformer_lab.cli.overrides import (
+    add_config_file_argument,
+    add_override_arguments,
+    resolved_config,
+    with_config_file,
+)
 from transformer_lab.cli.train_command import preset_config
 from transformer_lab.tasks import translation
 
@@ -47,12 +52,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--preset", default=None, help="the preset whose data settings to use: 'default' or 'base' (a 37k BPE)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (for logs sent to files)")
+    add_config_file_argument(parser)
     add_override_arguments(parser)
     parser.set_defaults(handler=run)
 
 
 def run(arguments: argparse.Namespace) -> int:
-    config = preset_config(translation, arguments.preset)
+    config = with_config_file(preset_config(translation, arguments.preset), arguments)
     data = dataclasses.replace(
         config.data,
         train_files=tuple(arguments.train),

@@ -14,7 +14,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from transformer_lab.cli.overrides import add_override_arguments, resolved_config
+from transformer_lab.cli.overrides import (
+    add_config_file_argument,
+    add_override_arguments,
+    resolved_config,
+    with_config_file,
+)
 from transformer_lab.hardware import PRECISIONS
 from transformer_lab.tasks import classification, couplet, synthetic, translation
 from transformer_lab.tasks.finetune import with_checkpoint_model, with_finetune_schedule
@@ -89,6 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="fine-tune: start from this checkpoint's weights, tokenizer and model config, with a fresh optimizer "
         "and the fine-tuning schedule (docs: README 'Your own data')",
     )
+    add_config_file_argument(parser)
     add_override_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -129,7 +135,7 @@ def _run_in_folder(arguments: argparse.Namespace, out_dir: Path) -> int:
                 f"--{option.replace('_', '-')}: expected only with translation, couplet or classification, "
                 f"got it with {arguments.task}"
             )
-    config = resolved_config(synthetic.default_config(arguments.task), arguments)
+    config = resolved_config(with_config_file(synthetic.default_config(arguments.task), arguments), arguments)
     result = synthetic.train(config, out_dir, resume=arguments.resume)
     if not is_main_process():
         return 0  # under torchrun rank 0 reports (the weights are the same on every rank)
@@ -147,6 +153,8 @@ def _train_real_data(task: ModuleType, arguments: argparse.Namespace, out_dir: P
     if arguments.init_from is not None:
         init_from = resolve_checkpoint(arguments.init_from)
         config = with_finetune_schedule(config)
+    # The preset, then --config, then the data options, then --set: the nearer the command, the stronger.
+    config = with_config_file(config, arguments)
     config = dataclasses.replace(config, data=_with_data_options(config.data, arguments))
     config = resolved_config(config, arguments)
     if init_from is not None:

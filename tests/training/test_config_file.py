@@ -1,0 +1,73 @@
+"""--config FILE.yaml: the preset as YAML round-trips, the file applies before --set, and bad files are one line."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from transformer_lab.cli import main
+from transformer_lab.tasks import translation
+from transformer_lab.training.config_file import apply_config_file, config_to_yaml
+from transformer_lab.training.config_io import config_to_dict
+
+
+def test_a_preset_printed_as_yaml_reads_back_to_the_same_config(tmp_path: Path) -> None:
+    for preset in (translation.default_config(), translation.base_config()):
+        (tmp_path / "preset.yaml").write_text(config_to_yaml(preset), encoding="utf-8")
+        assert apply_config_file(translation.default_config(), tmp_path / "preset.yaml") == preset
+
+
+def test_the_config_command_prints_what_config_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "translation", "--preset", "base"]) == 0
+    (tmp_path / "base.yaml").write_text(capsys.readouterr().out, encoding="utf-8")
+    assert apply_config_file(translation.default_config(), tmp_path / "base.yaml") == translation.base_config()
+
+
+def test_train_applies_the_file_then_set_wins(tmp_path: Path) -> None:
+    (tmp_path / "run.yaml").write_text(
+        "model:\n  d_model: 16\n  nhead: 2\n  num_encoder_layers: 1\n  num_decoder_layers: 1\n"
+        "  dim_feedforward: 32\ntrain:\n  max_steps: 3\n  epochs: 0\n  progress_bar: false\n"
+        "data:\n  num_train: 64\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "run"
+    arguments = ["train", "copy", "--out", str(out), "--config", str(tmp_path / "run.yaml")]
+    assert main([*arguments, "--set", "train.max_steps=2"]) == 0
+    saved = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
+    assert saved["model"]["d_model"] == 16 and saved["model"]["num_encoder_layers"] == 1
+    assert saved["train"]["max_steps"] == 2  # --set wins over the file
+    assert saved["data"]["num_train"] == 64
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("model:\n  width: 3\n", r"run.yaml: model\.width: unknown key for ModelConfig"),
+        ("model:\n  d_model: sixty\n", r"run.yaml: model\.d_model: expected an int"),
+        ("model: [1, 2\n", r"run.yaml: line \d+: expected YAML, got an error"),
+        ("- model\n", r"run.yaml: expected sections of keys"),
+        ("model: 3\n", r"run.yaml: model: expected a mapping"),
+    ],
+)
+def test_a_bad_config_file_is_one_line_naming_the_file_and_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    (tmp_path / "run.yaml").write_text(text, encoding="utf-8")
+    code = main(["train", "copy", "--out", str(tmp_path / "out"), "--config", str(tmp_path / "run.yaml")])
+    error = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in error, error
+    assert error.startswith("transformer-lab train: error: ")
+    assert re.search(message, error), error
+    assert not (tmp_path / "out" / "last").exists()
+
+
+def test_a_missing_config_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "copy", "--out", str(tmp_path / "out"), "--config", str(tmp_path / "none.yaml")]) == 2
+    assert "--config: expected an existing YAML file" in capsys.readouterr().err
+
+
+def test_yaml_holds_every_section_of_the_preset() -> None:
+    assert set(config_to_dict(translation.default_config())) == {"data", "model", "train", "decode"}
