@@ -2,8 +2,8 @@
 
 Shared by the corpus readers (Multi30k, AG News). The folder comes from `data_dir`, or
 when it is None from the environment variable `TRANSFORMER_LAB_DATA`. Either may name
-the data root that *contains* the dataset's folder (for example `../shared/data`) or the
-dataset's folder itself (for example `../shared/data/multi30k`): if `<folder>/<name>` is
+the data root that *contains* the dataset's folder (for example `~/data`) or the
+dataset's folder itself (for example `~/data/multi30k`): if `<folder>/<name>` is
 a directory it is used, otherwise `<folder>` must hold the files.
 """
 

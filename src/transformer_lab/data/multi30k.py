@@ -10,9 +10,9 @@ with `download_multi30k(cache_dir, splits=[...])`; they are never downloaded una
 Where the data is looked for: `data_dir`, or when it is None the environment variable
 `TRANSFORMER_LAB_DATA`. Either may name
 
-- the data root that *contains* a `multi30k/` folder (for example `../shared/data`, the
+- the data root that *contains* a `multi30k/` folder (for example `~/data`, the
   same root the other readers use), or
-- the `multi30k/` folder itself (for example `../shared/data/multi30k`).
+- the `multi30k/` folder itself (for example `~/data/multi30k`).
 
 The rule is: if `<folder>/multi30k` is a directory it is used, otherwise `<folder>` must
 hold the files. Errors name the paths they tried.
