@@ -15,7 +15,7 @@ import pytest
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.training.checkpoint import load_trainer_state
 
-MAX_STEPS = 400
+MAX_STEPS = 60
 ARGUMENTS = tiny_copy_options(MAX_STEPS, train__log_every_steps=1, train__eval_every_steps=0)
 
 
