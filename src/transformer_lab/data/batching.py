@@ -30,6 +30,7 @@ Shard i then takes batches i, i + k, i + 2k, ... of the list.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -91,21 +92,21 @@ def _check_shards(num_shards: int, shard_index: int) -> tuple[int, int]:
     return num_shards, shard_index
 
 
-def _take_shard(batches: list[list[int]], num_shards: int, shard_index: int) -> list[list[int]]:
-    """The batches of one shard, after making their count a multiple of num_shards."""
+def _shard(spans: BatchSpans, num_shards: int, shard_index: int) -> BatchSpans:
+    """The batches of one shard, after making their count a multiple of num_shards (module docstring)."""
     if num_shards == 1:
-        return batches
-    balanced, num_repeated = balance_batches_for_shards(batches, num_shards)
+        return spans
+    starts, ends, num_repeated = _balanced_spans(spans.starts, spans.ends, num_shards)
     if num_repeated:
         logger.warning(
             "%d batch(es) repeated so that %d shards get %d batches each: every batch holds a "
             "single example and %d examples do not divide evenly",
             num_repeated,
             num_shards,
-            len(balanced) // num_shards,
-            sum(len(batch) for batch in batches),
+            len(starts) // num_shards,
+            len(spans.order),
         )
-    return balanced[shard_index::num_shards]
+    return BatchSpans(spans.order, starts[shard_index::num_shards], ends[shard_index::num_shards])
 
 
 def balance_batches_for_shards(batches: Sequence[Sequence[int]], num_shards: int) -> tuple[list[list[int]], int]:
@@ -118,20 +119,11 @@ def balance_batches_for_shards(batches: Sequence[Sequence[int]], num_shards: int
         (the new list of batches, the number of batches repeated; 0 when none were).
     """
     num_shards = check_integer("num_shards", num_shards, minimum=1)
-    balanced = [list(batch) for batch in batches]
-    if not balanced:
+    if len(batches) == 0:
         raise ValueError("batches must be non-empty, got no batches")
-    while len(balanced) % num_shards:
-        largest = max(range(len(balanced)), key=lambda position: len(balanced[position]))
-        batch = balanced[largest]
-        if len(batch) < 2:
-            break
-        middle = len(batch) // 2
-        balanced[largest : largest + 1] = [batch[:middle], batch[middle:]]
-    num_repeated = -len(balanced) % num_shards
-    count = len(balanced)
-    balanced.extend(list(balanced[position % count]) for position in range(num_repeated))
-    return balanced, num_repeated
+    spans = BatchSpans.from_lists(batches)
+    starts, ends, num_repeated = _balanced_spans(spans.starts, spans.ends, num_shards)
+    return BatchSpans(spans.order, starts, ends).to_lists(), num_repeated
 
 
 def token_budget_batches(
@@ -191,6 +183,30 @@ class BatchSpans:
     def to_lists(self) -> list[list[int]]:
         return [self[position].tolist() for position in range(len(self))]
 
+    @classmethod
+    def from_lists(cls, batches: Sequence[Sequence[int]]) -> BatchSpans:
+        """Index lists as spans of their concatenation, in the same order."""
+        sizes = np.fromiter(map(len, batches), dtype=np.int64, count=len(batches))
+        ends = np.cumsum(sizes)
+        order = np.fromiter(itertools.chain.from_iterable(batches), dtype=np.int64, count=int(sizes.sum()))
+        return cls(order, ends - sizes, ends)
+
+    def padding_fraction(self, table: np.ndarray) -> float:
+        """The share of padded slots over these batches, in [0, 1) (see `padding_fraction`).
+
+        ``table`` holds the checked lengths, [N] or [N, 2]. Every batch must be non-empty;
+        the spans may leave gaps, overlap or repeat (a shard's share).
+        """
+        columns = table.reshape(len(table), -1)  # [N, C]
+        # One zero row past the end lets a span end at the last example (reduceat needs an index < len).
+        ordered = np.concatenate([columns[self.order], np.zeros((1, columns.shape[1]), dtype=columns.dtype)])
+        # Span k reduces over [starts[k], ends[k]) at the even positions of the interleaved bounds.
+        bounds = np.stack([self.starts, self.ends], axis=1).reshape(-1)
+        longest = np.maximum.reduceat(ordered, bounds, axis=0)[0::2]  # [num_batches, C]
+        filled = np.add.reduceat(ordered.astype(np.int64), bounds, axis=0)[0::2]
+        slots = int((longest.astype(np.int64) * (self.ends - self.starts)[:, None]).sum())
+        return 1.0 - int(filled.sum()) / slots
+
 
 def token_budget_spans(
     lengths: Lengths,
@@ -200,14 +216,9 @@ def token_budget_spans(
     epoch: int = 0,
     num_shards: int = 1,
     shard_index: int = 0,
-    *,
-    checked: bool = False,
 ) -> BatchSpans:
-    """`token_budget_batches` as `BatchSpans`: the same batches, in the same order, held as arrays.
-
-    ``checked``: ``lengths`` is already a table as `_length_table` returns it.
-    """
-    table = lengths if checked and isinstance(lengths, np.ndarray) else _length_table(lengths)
+    """`token_budget_batches` as `BatchSpans`: the same batches, in the same order, held as arrays."""
+    table = _length_table(lengths)
     max_tokens = check_integer("max_tokens", max_tokens, minimum=1)
     check_bool("shuffle", shuffle)
     seed = check_integer("seed", seed, minimum=0)
@@ -236,11 +247,8 @@ def token_budget_spans(
     if shuffle:
         permutation = torch.randperm(len(starts), generator=generator).numpy()
         starts, ends = starts[permutation], ends[permutation]
-    if num_shards > 1:
-        starts, ends = _balanced_spans(starts, ends, num_shards, len(order))
-        starts, ends = starts[shard_index::num_shards], ends[shard_index::num_shards]
     index_type = np.int32 if len(order) < 2**31 else np.int64
-    return BatchSpans(order.astype(index_type), starts.astype(np.int64), ends.astype(np.int64))
+    return _shard(BatchSpans(order.astype(index_type), starts, ends), num_shards, shard_index)
 
 
 def _greedy_bounds(sorted_lengths: np.ndarray, max_tokens: int) -> np.ndarray:
@@ -266,32 +274,23 @@ def _greedy_bounds(sorted_lengths: np.ndarray, max_tokens: int) -> np.ndarray:
     return np.asarray(bounds, dtype=np.int64)
 
 
-def _balanced_spans(
-    starts: np.ndarray, ends: np.ndarray, num_shards: int, num_examples: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """`balance_batches_for_shards` on spans: split the largest batch in two while the count is no multiple."""
+def _balanced_spans(starts: np.ndarray, ends: np.ndarray, num_shards: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(starts, ends, repeated): the largest batch split in two while the count is no multiple of num_shards.
+
+    Only when every batch holds a single example are the first batches repeated at the end.
+    """
     starts, ends = starts.astype(np.int64), ends.astype(np.int64)
     while len(starts) % num_shards:
         sizes = ends - starts
-        largest = int(np.argmax(sizes))  # the first of the largest, as max() finds it
+        largest = int(np.argmax(sizes))  # the first of the largest
         if sizes[largest] < 2:
             break
         middle = int(starts[largest]) + int(sizes[largest]) // 2
         starts = np.insert(starts, largest + 1, middle)
         ends = np.insert(ends, largest, middle)
     num_repeated = -len(starts) % num_shards
-    if num_repeated:
-        logger.warning(
-            "%d batch(es) repeated so that %d shards get %d batches each: every batch holds a "
-            "single example and %d examples do not divide evenly",
-            num_repeated,
-            num_shards,
-            (len(starts) + num_repeated) // num_shards,
-            num_examples,
-        )
-        repeat = np.arange(num_repeated) % len(starts)
-        starts, ends = np.concatenate([starts, starts[repeat]]), np.concatenate([ends, ends[repeat]])
-    return starts, ends
+    repeat = np.arange(num_repeated) % len(starts)
+    return np.concatenate([starts, starts[repeat]]), np.concatenate([ends, ends[repeat]]), num_repeated
 
 
 def fixed_size_batches(
@@ -319,11 +318,12 @@ def fixed_size_batches(
     epoch = check_integer("epoch", epoch, minimum=0)
     num_shards, shard_index = _check_shards(num_shards, shard_index)
     if shuffle:
-        order = torch.randperm(num_examples, generator=_epoch_generator(seed, epoch)).tolist()
+        order = torch.randperm(num_examples, generator=_epoch_generator(seed, epoch)).numpy()
     else:
-        order = list(range(num_examples))
-    batches = [order[start : start + batch_size] for start in range(0, num_examples, batch_size)]
-    return _take_shard(batches, num_shards, shard_index)
+        order = np.arange(num_examples)
+    starts = np.arange(0, num_examples, batch_size, dtype=np.int64)
+    ends = np.minimum(starts + batch_size, num_examples)
+    return _shard(BatchSpans(order, starts, ends), num_shards, shard_index).to_lists()
 
 
 def padding_fraction(batches: Sequence[Sequence[int]], lengths: Lengths) -> float:
@@ -334,12 +334,8 @@ def padding_fraction(batches: Sequence[Sequence[int]], lengths: Lengths) -> floa
     tensors are counted separately and added.
     """
     table = _length_table(lengths)
-    if table.ndim == 1:
-        table = table[:, None]
     if isinstance(batches, (str, bytes)) or len(batches) == 0:
         raise ValueError("batches must be a non-empty list of index lists, got no batches")
-    slots = 0
-    filled = 0
     for position, batch in enumerate(batches):
         indices = np.asarray(batch)
         if indices.ndim != 1 or indices.size == 0 or indices.dtype.kind not in "iu":
@@ -349,7 +345,4 @@ def padding_fraction(batches: Sequence[Sequence[int]], lengths: Lengths) -> floa
                 f"batches[{position}] must hold indices in [0, {len(table)}), got "
                 f"{int(indices.min())}..{int(indices.max())}"
             )
-        rows = table[indices]
-        slots += int(rows.max(axis=0).sum()) * len(indices)
-        filled += int(rows.sum())
-    return 1.0 - filled / slots
+    return BatchSpans.from_lists(batches).padding_fraction(table)

@@ -34,7 +34,7 @@ from transformer_lab.data import (
     collated_lengths,
     token_budget_batches,
 )
-from transformer_lab.data.batching import BatchSpans, token_budget_spans
+from transformer_lab.data.batching import token_budget_spans
 from transformer_lab.data.lazy_batches import PairBatches, epoch_pair_batches, pair_length_table
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.decoding import DecodeConfig, Hypothesis, LogitsProcessor, decode, decoding_model
@@ -207,7 +207,7 @@ def train(
         len(data.train_store),
         source_size if source_size == target_size else f"{source_size} source / {target_size} target",
         len(first_epoch),
-        100 * spans_padding_fraction(first_epoch, lengths),
+        100 * first_epoch.padding_fraction(lengths),
     )
     torch.manual_seed(train_config.seed)
     model = Seq2SeqTransformer.from_config(model_config)
@@ -367,39 +367,35 @@ def bucketed_epoch_batches(
     return epoch_pair_batches(data.train_store, lengths, max_tokens, seed, epoch, num_shards, shard_index)
 
 
-def spans_padding_fraction(spans: BatchSpans, lengths: np.ndarray) -> float:
-    """The share of padded slots over one unsharded epoch's ``spans`` (``batching.padding_fraction`` in arrays).
-
-    ``lengths`` is the collated table [N, 2]; unsharded spans tile the order, so each
-    batch is a run of it from its start to the next start.
-    """
-    ordered = lengths[spans.order]  # [N, 2] in batch order
-    starts = np.sort(spans.starts)
-    sizes = np.diff(np.append(starts, len(ordered)))  # [num_batches]
-    longest = np.maximum.reduceat(ordered, starts, axis=0)  # [num_batches, 2]
-    return 1.0 - int(ordered.sum()) / int((longest * sizes[:, None]).sum())
-
-
 def check_store_fits_positional_table(data: Seq2SeqData[Any], lengths: np.ndarray, max_len: int) -> None:
-    """Refuse, before training starts, a training pair whose source or target (with bos) exceeds ``max_len``.
+    """Refuse, before training starts, a training pair longer than ``max_len`` (see `check_lengths_fit`).
+
+    ``lengths`` is the collated table ([N, 2], target + 1).
+    """
+
+    def describe(index: int) -> str:
+        if data.train_pairs is None:
+            return f"training pair {index + 1} of the prepared corpus {data.train_store.folder}"
+        source, target = data.train_pairs[index]
+        return f"pair {index + 1} ({source[:40]!r} -> {target[:40]!r})"
+
+    check_lengths_fit(lengths, max_len, "training data", describe)
+
+
+def check_lengths_fit(lengths: np.ndarray, max_len: int, name: str, describe: Callable[[int], str]) -> None:
+    """Refuse a pair whose collated source or target (``lengths`` [N, 2]) exceeds ``max_len``, naming the first.
 
     Otherwise the first batch that holds it fails deep in the model, maybe hours in;
     nothing is cut or dropped here either: the user raises model.max_len or removes it.
-    ``lengths`` is the collated table ([N, 2], target + 1).
     """
     too_long = np.nonzero(lengths.max(axis=1) > max_len)[0]
     if not too_long.size:
         return
     index = int(too_long[0])
-    longest = int(lengths[index].max())
-    where = (
-        f"pair {index + 1} ({data.train_pairs[index][0][:40]!r} -> {data.train_pairs[index][1][:40]!r})"
-        if data.train_pairs is not None
-        else f"training pair {index + 1} of the prepared corpus {data.train_store.folder}"
-    )
     raise ValueError(
-        f"training data: {where} has {longest} subword tokens on one side (with bos/eos), expected at most "
-        f"model.max_len={max_len} ({too_long.size} pair(s) in all); raise model.max_len or leave it out"
+        f"{name}: {describe(index)} has {int(lengths[index].max())} subword tokens on one side (with bos/eos), "
+        f"expected at most model.max_len={max_len} ({too_long.size} pair(s) in all); raise model.max_len or "
+        "leave it out"
     )
 
 
@@ -426,16 +422,12 @@ def validation_loss(model: nn.Module, encoded_pairs: Sequence[tuple[list[int], l
 def check_fits_positional_table(
     encoded_pairs: Sequence[tuple[list[int], list[int]]], pairs: Sequence[tuple[str, str]], max_len: int, name: str
 ) -> None:
-    """Refuse, before training starts, a pair whose source or target (with bos) exceeds ``max_len`` tokens.
+    """Refuse, before training starts, a pair of ``encoded_pairs`` longer than ``max_len`` (see `check_lengths_fit`)."""
+    if not encoded_pairs:
+        return
 
-    Otherwise the first batch that holds it fails deep in the model, maybe hours in;
-    nothing is cut or dropped here either: the user raises model.max_len or removes it.
-    """
-    for index, (source_ids, target_ids) in enumerate(encoded_pairs):
-        longest = max(len(source_ids), len(target_ids) + 1)
-        if longest > max_len:
-            source, target = pairs[index]
-            raise ValueError(
-                f"{name}: pair {index + 1} ({source[:40]!r} -> {target[:40]!r}) has {longest} subword tokens on one "
-                f"side (with bos/eos), expected at most model.max_len={max_len}; raise model.max_len or leave it out"
-            )
+    def describe(index: int) -> str:
+        source, target = pairs[index]
+        return f"pair {index + 1} ({source[:40]!r} -> {target[:40]!r})"
+
+    check_lengths_fit(np.asarray(collated_lengths(encoded_pairs)), max_len, name, describe)
