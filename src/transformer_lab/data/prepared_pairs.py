@@ -50,6 +50,7 @@ from transformer_lab.data.tokenizer_pair import (
     TARGET_TOKENIZER_FILE,
     TokenizerPair,
 )
+from transformer_lab.folders import write_folder
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +87,18 @@ class BpeSettings:
             check_vocab_size("data.target_vocab_size", self.target_vocab_size)
         if self.sample < 0:
             raise ValueError(f"data.tokenizer_sample: expected an int >= 0 (0 = all), got {self.sample}")
+
+    def learn(self, pairs: Sequence[tuple[str, str]]) -> TokenizerPair:
+        """The tokenizer(s) learned from all of ``pairs``: one joint BPE, or one per side."""
+
+        def side(sides: str, vocab_size: int) -> SubwordTokenizer:
+            return SubwordTokenizer.train_from_pairs(
+                pairs, vocab_size=vocab_size, lowercase=self.lowercase, min_frequency=self.min_frequency, sides=sides
+            )
+
+        if not self.separate_vocabularies:
+            return TokenizerPair.joint(side("both", self.vocab_size))
+        return TokenizerPair(side("source", self.vocab_size), side("target", self.target_vocab_size or self.vocab_size))
 
 
 @dataclass(frozen=True)
@@ -162,18 +175,9 @@ def prepare_pairs(
     seeded sample of the training pairs. ``out_dir`` must not exist; it appears complete
     or not at all.
     """
-    out_dir = Path(out_dir)
-    if out_dir.exists():
-        raise ValueError(f"out_dir: expected a new folder, got {str(out_dir)!r} which exists")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    partial = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        _write_prepared(spec, partial, tokenizers, bpe, progress)
-        os.replace(partial, out_dir)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-    return open_prepared_pairs(out_dir)
+    return open_prepared_pairs(
+        write_folder(out_dir, lambda partial: _write_prepared(spec, partial, tokenizers, bpe, progress))
+    )
 
 
 def _carved_positions(count: int, spec: PairCorpusSpec) -> set[int]:
@@ -231,16 +235,7 @@ def _learn_tokenizers(
         num_train,
         bpe.sample,
     )
-
-    def learn(sides: str, vocab_size: int) -> SubwordTokenizer:
-        return SubwordTokenizer.train_from_pairs(
-            sample, vocab_size=vocab_size, lowercase=bpe.lowercase, min_frequency=bpe.min_frequency, sides=sides
-        )
-
-    if not bpe.separate_vocabularies:
-        pair = TokenizerPair.joint(learn("both", bpe.vocab_size))
-    else:
-        pair = TokenizerPair(learn("source", bpe.vocab_size), learn("target", bpe.target_vocab_size or bpe.vocab_size))
+    pair = bpe.learn(sample)
     logger.info("BPE learned in %.1f s", time.perf_counter() - started)
     return pair, drawn
 

@@ -250,27 +250,7 @@ def build_tokenizers(config: TranslationDataConfig, train_pairs: Sequence[tuple[
     (or two given files).
     """
     given = given_tokenizers(config)
-    if given is not None:
-        return given
-    lowercase, min_frequency = config.lowercase, config.min_frequency
-    if not config.separate_vocabularies:
-        return TokenizerPair.joint(
-            SubwordTokenizer.train_from_pairs(
-                train_pairs, vocab_size=config.vocab_size, lowercase=lowercase, min_frequency=min_frequency
-            )
-        )
-    return TokenizerPair(
-        SubwordTokenizer.train_from_pairs(
-            train_pairs, vocab_size=config.vocab_size, sides="source", lowercase=lowercase, min_frequency=min_frequency
-        ),
-        SubwordTokenizer.train_from_pairs(
-            train_pairs,
-            vocab_size=config.target_vocab_size or config.vocab_size,
-            sides="target",
-            lowercase=lowercase,
-            min_frequency=min_frequency,
-        ),
-    )
+    return given if given is not None else bpe_settings(config).learn(train_pairs)
 
 
 def given_tokenizers(config: TranslationDataConfig) -> TokenizerPair | None:
