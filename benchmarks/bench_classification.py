@@ -25,7 +25,7 @@ which neither saw and which chooses nothing.
 Prints both test accuracies, per-class F1 and the Transformer's training time, and writes
 a JSON of everything (configs included) to `--json` (default `OUT/results.json`).
 
-    .venv/bin/python benchmarks/bench_classification.py --data-dir ../shared/data \\
+    .venv/bin/python benchmarks/bench_classification.py --data-dir ~/data \\
         --out runs/bench-classification [--threads 2] [--epochs N] [--max-train-rows N]
 """
 

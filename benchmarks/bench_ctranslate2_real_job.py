@@ -19,7 +19,7 @@ CTranslate2 runs float32 and int8 (quantized on load). Each line's time is divid
 of CTranslate2's.
 
     OMP_NUM_THREADS=1 taskset -c 1 .venv/bin/python benchmarks/bench_ctranslate2_real_job.py \\
-        --checkpoint runs/mt-short-fp32 [--split test_2016_flickr] [--repeats 3] [--data-dir ../shared/data]
+        --checkpoint runs/mt-short-fp32 [--split test_2016_flickr] [--repeats 3] [--data-dir ~/data]
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ with validation cut to 8 pairs, so its wall time is the time to the first step p
 few seconds of evaluation and checkpointing. Peak RSS is the process's own peak
 (its VmHWM: mapped pages it touched included).
 
-    .venv/bin/python benchmarks/bench_data_scale.py --data-dir ../shared/data \
+    .venv/bin/python benchmarks/bench_data_scale.py --data-dir ~/data \
         [--sizes 30000 250000 1000000] [--baseline REF] [--work /tmp/scale]
 """
 

@@ -14,7 +14,7 @@ Reported: validation loss (cross-entropy per target token) and greedy BLEU / chr
 the domain's validation pairs at every evaluation, and whether the fine-tuned run's
 tokenizer is the checkpoint's. The CPU is printed first.
 
-    .venv/bin/python benchmarks/bench_finetune.py --checkpoint runs/NAME/best --data-dir ../shared/data \
+    .venv/bin/python benchmarks/bench_finetune.py --checkpoint runs/NAME/best --data-dir ~/data \
         [--train-pairs 500] [--steps 150] [--out runs/finetune-bench]
 """
 

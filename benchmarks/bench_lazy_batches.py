@@ -8,7 +8,7 @@ its collation counted in the step time. Both train copies of one model on the sa
 label-smoothed loss, backward, clipping, Adam). Reported: target tokens/s of each and their
 ratio, and the time to the first step of each (the eager one pays the whole epoch first).
 
-    .venv/bin/python benchmarks/bench_lazy_batches.py --data-dir ../shared/data [--steps 8] [--rounds 3]
+    .venv/bin/python benchmarks/bench_lazy_batches.py --data-dir ~/data [--steps 8] [--rounds 3]
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ bf16 runners are left out where bf16 is slow (an AVX2-only CPU runs bf16 matrix 
 a reference kernel, ~100x slower than fp32); ``--precisions fp32 bf16`` times them anyway.
 
     .venv/bin/python benchmarks/bench_train.py [--configs translation-default base]
-        [--steps 4] [--repeats 3] [--threads N] [--data-dir ../shared/data] [--compile]
+        [--steps 4] [--repeats 3] [--threads N] [--data-dir ~/data] [--compile]
         [--precisions auto | fp32 bf16]
 """
 

@@ -18,7 +18,7 @@ how many differ (none expected for the float32 methods: the cache changes only t
 of work).
 
     .venv/bin/python benchmarks/bench_translate.py --checkpoint runs/NAME/best
-        [--sentences 1000] [--threads N] [--data-dir ../shared/data]
+        [--sentences 1000] [--threads N] [--data-dir ~/data]
 """
 
 from __future__ import annotations

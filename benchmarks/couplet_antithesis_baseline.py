@@ -6,7 +6,7 @@ lower lines and for a lower line drawn at random (seeded) among the references o
 same length, so that length and punctuation positions are kept roughly and only the
 pairing is lost.
 
-    .venv/bin/python benchmarks/couplet_antithesis_baseline.py --data-dir ../shared/data
+    .venv/bin/python benchmarks/couplet_antithesis_baseline.py --data-dir ~/data
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ Why the task is learnable: by convention an upper line ends on an oblique tone (
 the lower line on a level tone (平), and parallel lines of Tang poems follow the same
 rule; the last character tells much, the rest of the line a little more.
 
-    .venv/bin/python benchmarks/couplet_lines_csv.py --data-dir ../shared/data --out runs/couplet-lines-data
+    .venv/bin/python benchmarks/couplet_lines_csv.py --data-dir ~/data --out runs/couplet-lines-data
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ separating spaces removed), the first line is the header ``zh<TAB>zh``. As in th
 preset, training pairs whose upper line exceeds 64 characters (58 of them, up to 533) and
 the one pair of unequal lines are left out, counted in the output.
 
-    .venv/bin/python benchmarks/couplet_pairs_tsv.py --data-dir ../shared/data --out runs/zh-data
+    .venv/bin/python benchmarks/couplet_pairs_tsv.py --data-dir ~/data --out runs/zh-data
 """
 
 from __future__ import annotations

@@ -10,10 +10,10 @@ train_couplet_machine. The rest is written in the wb14123 format to --out, a new
 the counts of each stage are printed.
 
     .venv/bin/python benchmarks/regulated_verse_couplets.py --package /tmp/cp/package \\
-        --data-dir ../shared/data --out DATA/couplet/regulated_verse
+        --data-dir ~/data --out DATA/couplet/regulated_verse
 
-DATA is a data folder one can write to (../shared/data is read-only here): with links to
-../shared/data/couplet's test and train_couplet_machine beside the new split, training
+DATA is a data folder one can write to (~/data may be read-only): with links to
+~/data/couplet's test and train_couplet_machine beside the new split, training
 reads it with --data-dir DATA --set data.extra_train_splits=regulated_verse. The preset
 does not use it: on validation it made a fine-tuned model worse
 (docs/results.md#couplet-antithesis-final).

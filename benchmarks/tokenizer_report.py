@@ -24,7 +24,7 @@ Also printed: the share of test characters never seen in the training text (the 
 rate a character vocabulary of the training data would have).
 
     OMP_NUM_THREADS=1 taskset -c 0 .venv/bin/python benchmarks/tokenizer_report.py
-        [--data-dir ../shared/data] [--sizes 4000 8000 16000] [--multi30k-size 8000]
+        [--data-dir ~/data] [--sizes 4000 8000 16000] [--multi30k-size 8000]
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument(
         "--data-dir",
         default=os.environ.get("TRANSFORMER_LAB_DATA", str(DEFAULT_DATA_DIR)),
-        help="folder holding couplet/ and multi30k/ (default: $TRANSFORMER_LAB_DATA or ../shared/data)",
+        help="folder holding couplet/ and multi30k/ (default: $TRANSFORMER_LAB_DATA or ~/data)",
     )
     parser.add_argument("--sizes", type=int, nargs="+", default=[4000, 8000, 16000], help="couplet vocabulary sizes")
     parser.add_argument("--multi30k-size", type=int, default=8000, help="Multi30k vocabulary size (0: skip)")

@@ -280,7 +280,7 @@ def test_download_ag_news_checks_the_training_file_against_the_published_md5(ser
 SHARED_COUPLET_TEST = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "couplet" / "test"
 
 
-@pytest.mark.skipif(not SHARED_COUPLET_TEST.is_dir(), reason="the wb14123 test files are not in ../shared/data")
+@pytest.mark.skipif(not SHARED_COUPLET_TEST.is_dir(), reason=f"the wb14123 test files are not in {SHARED_COUPLET_TEST}")
 def test_download_couplet_test_checks_the_pinned_hashes(server: Server, tmp_path: Path) -> None:
     from transformer_lab.data.couplet import download_couplet_test, load_couplets
 

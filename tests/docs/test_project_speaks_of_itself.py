@@ -7,10 +7,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("src", "tests", "benchmarks", "docs")
-# "issue 20", "issue #22", "issues #4 and #6"; "the eighth session", "this session".
+# "issue 20", "issue #22", "issues #4 and #6"; "the eighth session", "this session"; the team's folder.
 FORBIDDEN = re.compile(
     r"\bissues? #?\d+|\b(this|that|next|previous|earlier|later|first|second|third|fourth|fifth|sixth|seventh|"
-    r"eighth|ninth|tenth) session\b",
+    r"eighth|ninth|tenth) session\b|\.\./shared\b",
     re.IGNORECASE,
 )
 
