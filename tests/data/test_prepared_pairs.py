@@ -156,7 +156,7 @@ def test_the_cache_reuses_an_unchanged_corpus_and_rebuilds_a_changed_one(
     forms = write_forms(tmp_path, sentence_pairs(200, seed=5))
     spec = PairCorpusSpec(PairFiles.of(forms["tsv"], "de", "en"), num_carved_validation=15, seed=3)
     cache = tmp_path / "cache"
-    caplog.set_level(logging.INFO, logger="transformer_lab.data.prepared_pairs")
+    caplog.set_level(logging.INFO, logger="transformer_lab.data")
     first = prepared_pairs(spec, bpe=BPE, cache_root=cache, progress=False)
     assert len(first.validation_pairs) == 15 and len(first.store) == 185
 

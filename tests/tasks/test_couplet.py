@@ -145,7 +145,7 @@ def test_evaluate_on_validation_scores_the_pairs_the_run_held_out(
     run_dir: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, _, config = couplet.load(run_dir / "best")
-    held_out = couplet.build_data(dataclasses.replace(config.data, data_dir=str(data_dir))).validation_pairs
+    held_out = couplet.read_corpus(dataclasses.replace(config.data, data_dir=str(data_dir))).validation_pairs
     assert couplet.load_validation_pairs(config.data, str(data_dir)) == held_out
     hypotheses = run_dir / "validation-hypotheses.txt"
     assert (
@@ -177,8 +177,8 @@ def test_evaluate_on_validation_scores_the_pairs_the_run_held_out(
 
 def test_reversed_pairs_double_the_training_pairs_but_not_validation(data_dir: Path) -> None:
     forward_config = couplet.CoupletDataConfig(data_dir=str(data_dir), num_validation=4)
-    forward = couplet.build_data(forward_config)
-    both = couplet.build_data(dataclasses.replace(forward_config, add_reversed_pairs=True))
+    forward = couplet.read_corpus(forward_config)
+    both = couplet.read_corpus(dataclasses.replace(forward_config, add_reversed_pairs=True))
     assert both.validation_pairs == forward.validation_pairs
     # The filtering itself is tested in tests/data; here, that build_data applies it.
     expected_pairs, expected_dropped = with_reversed_pairs(forward.train_pairs, forward.validation_pairs)
@@ -265,14 +265,14 @@ def test_reranking_keeps_the_form_and_leaves_greedy_search_alone(run_dir: Path) 
 
 def test_extra_training_splits_join_training_and_leave_validation_alone(data_dir: Path, tmp_path: Path) -> None:
     config = dataclasses.replace(couplet.default_config().data, data_dir=str(data_dir), num_validation=10)
-    plain = couplet.build_data(config)
+    plain = couplet.read_corpus(config)
     validation_uppers = {upper.replace("，", "") for upper, _ in plain.validation_pairs}  # punctuation aside
     # An extra split: 20 new pairs, and two whose upper line is a validation upper line.
     extra = made_up_couplets(20, seed=7) + [(upper, lower[::-1]) for upper, lower in plain.validation_pairs[:2]]
     root = tmp_path / "data"
     shutil.copytree(data_dir, root)
     write_split(root / "couplet" / "more", extra)
-    widened = couplet.build_data(dataclasses.replace(config, data_dir=str(root), extra_train_splits=("more",)))
+    widened = couplet.read_corpus(dataclasses.replace(config, data_dir=str(root), extra_train_splits=("more",)))
     kept = [pair for pair in extra if pair[0].replace("，", "") not in validation_uppers]
     assert widened.validation_pairs == plain.validation_pairs
     assert widened.train_pairs == plain.train_pairs + kept

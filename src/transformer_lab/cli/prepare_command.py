@@ -1,10 +1,13 @@
-"""``transformer-lab prepare translation --train FILES --out DIR``: a corpus prepared once into a token store.
+"""``transformer-lab prepare translation|couplet --train FILES --out DIR``: a corpus prepared once into a token store.
 
-The files are read in bounded chunks (strictly: a bad line is one error naming its file
-and line), the BPE is learned from a seeded sample (or ``--set data.tokenizer_file=...``
-is used), and the ids are written to memory-mapped arrays in DIR with the tokenizer, the
-validation pairs and a manifest. ``transformer-lab train translation --prepared DIR`` then
-starts in seconds, with memory that does not grow with the corpus.
+Translation: the files are read in bounded chunks (strictly: a bad line is one error
+naming its file and line), the BPE is learned from a seeded sample (or ``--set
+data.tokenizer_file=...`` is used). Couplets: the files (or, without ``--train``, the
+preset's split of the data folder) are read and split by the couplet rules and the
+character vocabulary is built. Either way the ids are written to memory-mapped arrays in
+DIR with the tokenizer or vocabulary, the validation pairs and a manifest; ``transformer-lab
+train TASK --prepared DIR`` then starts in seconds, with memory that does not grow with
+the corpus.
 """
 
 from __future__ import annotations
@@ -21,22 +24,26 @@ from transformer_lab.cli.overrides import (
     with_config_file,
 )
 from transformer_lab.cli.train_command import preset_config
-from transformer_lab.tasks import translation
+from transformer_lab.data.prepared_couplets import open_prepared_couplets
+from transformer_lab.tasks import couplet, translation
 
-PREPARED_TASKS = ("translation",)
+PREPARED_TASKS = ("translation", "couplet")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "prepare", help="prepare your corpus once into a memory-mapped token store (translation)"
+        "prepare", help="prepare a corpus once into a memory-mapped token store (translation, couplet)"
     )
     parser.add_argument("task", choices=PREPARED_TASKS, help="which task's data to prepare")
     parser.add_argument(
         "--train",
         nargs="+",
-        required=True,
+        default=None,
         metavar="FILE",
-        help="the training data: SOURCE TARGET line files or one .tsv/.jsonl file",
+        help=(
+            "the training data: SOURCE TARGET (UPPER LOWER) line files or one .tsv/.jsonl file; "
+            "required for translation, couplet without it: the preset's split of --data-dir"
+        ),
     )
     parser.add_argument(
         "--valid",
@@ -44,6 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="FILE",
         help="validation data in the same forms (default: data.num_carved_validation pairs carved from --train)",
+    )
+    parser.add_argument(
+        "--data-dir", default=None, help="couplet without --train: the data folder (default: $TRANSFORMER_LAB_DATA)"
     )
     parser.add_argument("--out", type=Path, required=True, help="the new folder to write (must not exist)")
     parser.add_argument("--source-language", default=None, help="the source language code (JSON key, TSV header)")
@@ -58,6 +68,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
+    if arguments.task == "couplet":
+        return _prepare_couplets(arguments)
+    if arguments.train is None:
+        raise ValueError("--train: expected the files to prepare (SOURCE TARGET or one .tsv/.jsonl file), got none")
     config = with_config_file(preset_config(translation, arguments.preset), arguments)
     data = dataclasses.replace(
         config.data,
@@ -69,6 +83,29 @@ def run(arguments: argparse.Namespace) -> int:
     config = dataclasses.replace(config, data=data)
     config = resolved_config(config, arguments)
     prepared = translation.prepare_corpus(config.data, arguments.out, progress=not arguments.no_progress)
-    print(json.dumps({"prepared": str(prepared.folder), **prepared.report, "seconds": prepared.manifest["seconds"]}))
-    print(f"train with: transformer-lab train translation --prepared {prepared.folder} --out RUN_FOLDER")
+    _print_result(prepared.folder, {**prepared.report, "seconds": prepared.manifest["seconds"]}, arguments.task)
     return 0
+
+
+def _prepare_couplets(arguments: argparse.Namespace) -> int:
+    for option in ("source_language", "target_language", "preset"):
+        if getattr(arguments, option) is not None:
+            raise ValueError(f"--{option.replace('_', '-')}: expected only with translation, got it with couplet")
+    config = with_config_file(couplet.default_config(), arguments)
+    data = dataclasses.replace(
+        config.data,
+        train_files=config.data.train_files if arguments.train is None else tuple(arguments.train),
+        valid_files=config.data.valid_files if arguments.valid is None else tuple(arguments.valid),
+        data_dir=config.data.data_dir if arguments.data_dir is None else str(arguments.data_dir),
+    )
+    config = dataclasses.replace(config, data=data)
+    config = resolved_config(config, arguments)
+    folder = couplet.prepare_corpus(config.data, arguments.out)
+    prepared = open_prepared_couplets(folder)
+    _print_result(folder, {**prepared.report, "seconds": prepared.manifest["seconds"]}, arguments.task)
+    return 0
+
+
+def _print_result(folder: Path, report: dict[str, object], task: str) -> None:
+    print(json.dumps({"prepared": str(folder), **report}, ensure_ascii=False))
+    print(f"train with: transformer-lab train {task} --prepared {folder} --out RUN_FOLDER")

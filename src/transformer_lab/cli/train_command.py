@@ -78,7 +78,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--prepared",
         default=None,
         metavar="DIR",
-        help="translation: a folder written by 'transformer-lab prepare' to train from; = --set data.prepared_dir=...",
+        help=(
+            "translation, couplet: a folder written by 'transformer-lab prepare' to train from; "
+            "= --set data.prepared_dir=..."
+        ),
     )
     parser.add_argument(
         "--source-language", default=None, help="translation: the source language code (JSON key, BLEU)"

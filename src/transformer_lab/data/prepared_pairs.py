@@ -23,13 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import os
 import random
-import shutil
 import time
-import uuid
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -39,9 +36,19 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from transformer_lab.data.download import sha256_of_file
+from transformer_lab.data import prepared_cache
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles, count_pairs, stream_pairs
+from transformer_lab.data.prepared_cache import (
+    MANIFEST_FILE,
+    VALIDATION_FILE,
+    cached_folder,
+    input_records,
+    read_pairs_jsonl,
+    records_changed,
+    write_manifest,
+    write_pairs_jsonl,
+)
 from transformer_lab.data.subword import SubwordTokenizer, check_vocab_size
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype, read_versioned_json
 from transformer_lab.data.tokenizer_pair import (
@@ -54,19 +61,8 @@ from transformer_lab.folders import write_folder
 
 logger = logging.getLogger(__name__)
 
-MANIFEST_FILE = "manifest.json"
-VALIDATION_FILE = "validation.jsonl"
+PAIR_KEYS = ("source", "target")  # the keys of validation.jsonl
 PREPARED_FORMAT_VERSION = 1
-CACHE_ENVIRONMENT_VARIABLE = "TRANSFORMER_LAB_CACHE"
-
-
-def default_cache_root() -> Path:
-    """Where `prepared_pairs` keeps prepared corpora: $TRANSFORMER_LAB_CACHE, else the user's cache folder."""
-    value = os.environ.get(CACHE_ENVIRONMENT_VARIABLE, "")
-    if value:
-        return Path(value) / "prepared"
-    base = os.environ.get("XDG_CACHE_HOME", "") or str(Path.home() / ".cache")
-    return Path(base) / "transformer_lab" / "prepared"
 
 
 @dataclass(frozen=True)
@@ -249,16 +245,6 @@ def _append_encoded(
     bar.update(num_read)
 
 
-def _input_records(paths: Sequence[Path], digests: Sequence[str]) -> list[dict[str, Any]]:
-    records = []
-    for path, digest in zip(paths, digests, strict=True):
-        status = path.stat()
-        records.append(
-            {"path": str(path.resolve()), "size": status.st_size, "mtime_ns": status.st_mtime_ns, "sha256": digest}
-        )
-    return records
-
-
 def _write_prepared(
     spec: PairCorpusSpec, folder: Path, tokenizers: TokenizerPair | None, bpe: BpeSettings, progress: bool
 ) -> None:
@@ -321,9 +307,7 @@ def _write_prepared(
         validation = carved
     if spec.num_validation:
         validation = validation[: spec.num_validation]
-    with (folder / VALIDATION_FILE).open("w", encoding="utf-8") as file:
-        for source, target in validation:
-            file.write(json.dumps({"source": source, "target": target}, ensure_ascii=False) + "\n")
+    write_pairs_jsonl(folder / VALIDATION_FILE, validation, PAIR_KEYS)
     for name, text in tokenizers.files().items():
         (folder / name).write_text(text, encoding="utf-8")
     store = TokenStore.open(folder)
@@ -332,12 +316,8 @@ def _write_prepared(
         "format_version": PREPARED_FORMAT_VERSION,
         "kind": "pairs",
         "spec": spec.describe(),
-        "inputs": _input_records(spec.train.paths, [digest.hexdigest() for digest in digests]),
-        "valid_inputs": (
-            []
-            if spec.valid is None
-            else _input_records(spec.valid.paths, [sha256_of_file(path) for path in spec.valid.paths])
-        ),
+        "inputs": input_records(spec.train.paths, [digest.hexdigest() for digest in digests]),
+        "valid_inputs": ([] if spec.valid is None else input_records(spec.valid.paths)),
         "tokenizer": {
             "sha256": tokenizer_sha256(tokenizers),
             "learned": None if sample_drawn is None else {**dataclasses.asdict(bpe), "sample_pairs": sample_drawn},
@@ -351,7 +331,7 @@ def _write_prepared(
         },
         "seconds": round(seconds, 2),
     }
-    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
+    write_manifest(folder, manifest)
     logger.info(
         "prepared %d training pairs (%d + %d tokens) and %d validation pairs in %.1f s (%.0f pairs/s)",
         len(store),
@@ -374,18 +354,6 @@ def _read_manifest(folder: Path) -> dict[str, Any]:
     return manifest
 
 
-def _read_validation(path: Path) -> list[tuple[str, str]]:
-    pairs = []
-    with path.open(encoding="utf-8") as file:
-        for number, line in enumerate(file, 1):
-            try:
-                record = json.loads(line)
-                pairs.append((str(record["source"]), str(record["target"])))
-            except (json.JSONDecodeError, KeyError, TypeError):
-                raise ValueError(f"{path}: line {number}: expected {{'source': ..., 'target': ...}}, got {line[:80]!r}")
-    return pairs
-
-
 def read_prepared_tokenizers(folder: Path) -> TokenizerPair:
     """The tokenizer(s) a prepared folder holds: its tokenizer.json, or its source_ and target_tokenizer.json."""
     if (folder / SOURCE_TOKENIZER_FILE).is_file():
@@ -405,27 +373,12 @@ def open_prepared_pairs(folder: str | os.PathLike[str]) -> PreparedPairs:
     if tokenizer_sha256(tokenizers) != manifest.get("tokenizer", {}).get("sha256"):
         raise ValueError(f"{folder}: the tokenizer files differ from those the ids were made with; prepare it again")
     store = TokenStore.open(folder)
-    return PreparedPairs(store, tokenizers, _read_validation(folder / VALIDATION_FILE), folder, manifest)
+    return PreparedPairs(store, tokenizers, read_pairs_jsonl(folder / VALIDATION_FILE, PAIR_KEYS), folder, manifest)
 
 
 def inputs_changed(manifest: dict[str, Any], missing_ok: bool = False) -> str | None:
-    """Why the recorded input files no longer match (a changed size, or sha256 after a changed mtime), or None.
-
-    ``missing_ok``: a file that is gone is no change (a prepared folder outlives its text).
-    """
-    for record in [*manifest.get("inputs", []), *manifest.get("valid_inputs", [])]:
-        path = Path(record["path"])
-        try:
-            status = path.stat()
-        except OSError:
-            if missing_ok:
-                continue
-            return f"{path} is gone"
-        if status.st_size != record["size"]:
-            return f"{path} changed size ({record['size']} -> {status.st_size} bytes)"
-        if status.st_mtime_ns != record["mtime_ns"] and sha256_of_file(path) != record["sha256"]:
-            return f"{path} changed (its sha256 differs)"
-    return None
+    """Why the recorded input files no longer match (see `prepared_cache.records_changed`), or None."""
+    return records_changed([*manifest.get("inputs", []), *manifest.get("valid_inputs", [])], missing_ok)
 
 
 def _stale_reason(
@@ -449,8 +402,7 @@ def _stale_reason(
 
 def cache_folder(spec: PairCorpusSpec, cache_root: str | os.PathLike[str] | None = None) -> Path:
     """The cache folder of ``spec``'s inputs: one per files and split settings, whatever the tokenizer."""
-    key = hashlib.sha256(json.dumps(spec.describe(), sort_keys=True).encode("utf-8")).hexdigest()[:20]
-    return Path(cache_root or default_cache_root()) / f"pairs-{key}"
+    return prepared_cache.cache_folder("pairs", spec.describe(), cache_root)
 
 
 def prepared_pairs(
@@ -462,24 +414,9 @@ def prepared_pairs(
     progress: bool = True,
 ) -> PreparedPairs:
     """``spec``'s prepared corpus from the cache, prepared (again) when missing or stale (both logged)."""
-    folder = cache_folder(spec, cache_root)
-    if (folder / MANIFEST_FILE).is_file():
-        try:
-            reason = _stale_reason(_read_manifest(folder), spec, tokenizers, bpe)
-        except (ValueError, KeyError, TypeError) as error:
-            reason = f"its manifest is unreadable ({error})"
-        if reason is None:
-            logger.info("reusing the prepared corpus %s", folder)
-            return open_prepared_pairs(folder)
-        logger.info("preparing the corpus again in %s: %s", folder, reason)
-        replaced = folder.parent / f".{folder.name}.stale-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        prepared_new = folder.parent / f".{folder.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        prepare_pairs(spec, prepared_new, tokenizers, bpe, progress=progress)
-        os.replace(folder, replaced)
-        os.replace(prepared_new, folder)
-        shutil.rmtree(replaced, ignore_errors=True)
-        return open_prepared_pairs(folder)
-    if folder.exists():
-        shutil.rmtree(folder)  # a folder without a manifest is no corpus (and never one of ours)
-    logger.info("preparing the corpus in %s", folder)
-    return prepare_pairs(spec, folder, tokenizers, bpe, progress=progress)
+    folder = cached_folder(
+        cache_folder(spec, cache_root),
+        lambda folder: _stale_reason(_read_manifest(folder), spec, tokenizers, bpe),
+        lambda partial: _write_prepared(spec, partial, tokenizers, bpe, progress),
+    )
+    return open_prepared_pairs(folder)

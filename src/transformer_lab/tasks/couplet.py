@@ -11,36 +11,49 @@ The vocabulary is built from the training split only and saved in every checkpoi
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
 from transformer_lab.data import BOS_ID, EOS_ID, NUM_SPECIAL_TOKENS, PAD_ID, UNK_ID, Seq2SeqBatch, Vocabulary
 from transformer_lab.data.chinese import is_punctuation, tone_class
 from transformer_lab.data.couplet import (
+    LOWER_FILE,
+    UPPER_FILE,
     CoupletCorpus,
     load_couplets,
     read_couplet_files,
+    resolve_couplet_split_dir,
     split_characters,
     split_validation,
     with_reversed_pairs,
     without_validation_uppers,
+)
+from transformer_lab.data.prepared_cache import cache_folder, cached_folder, records_changed
+from transformer_lab.data.prepared_couplets import (
+    open_prepared_couplets,
+    read_couplets_manifest,
+    vocabulary_sha256,
+    write_prepared_couplets,
 )
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.couplet_constraints import CoupletConstraints
 from transformer_lab.evaluation.bleu import corpus_bleu
 from transformer_lab.evaluation.couplet_antithesis import part_of_speech_agreement, rhythm_agreement
 from transformer_lab.evaluation.couplet_metrics import CoupletReport, couplet_report, level_tone_ending_rate
+from transformer_lab.folders import write_folder
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import seq2seq
 from transformer_lab.tasks.seq2seq import Candidate, Seq2SeqData, Seq2SeqTask, bucketed_epoch_batches
 from transformer_lab.training import TrainConfig
+from transformer_lab.training.once_per_machine import once_per_machine
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +101,10 @@ class CoupletDataConfig:
     # same 30 epochs (docs/results.md#couplets).
     max_tokens: int = 2048
     seed: int = 1234  # validation split and batch shuffling
+    # A folder written by `transformer-lab prepare couplet` to train from ("" = read and
+    # prepare the corpus into the cache folder, or reuse it there).
+    prepared_dir: str = ""
+    cache_dir: str = ""  # where prepared corpora are kept ("" = $TRANSFORMER_LAB_CACHE, else ~/.cache)
 
 
 @dataclass(frozen=True)
@@ -198,7 +215,104 @@ CoupletData = Seq2SeqData[Vocabulary]
 
 
 def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) -> CoupletData:
-    """Read the training split, carve validation, build the vocabulary (unless given), encode."""
+    """The run's data: a prepared folder, or the corpus prepared once into the cache folder (and reused there).
+
+    ``vocabulary`` (a resumed or fine-tuned run's) fixes the ids; None builds it from the
+    training pairs. The training ids are memory-mapped; the validation couplets are text.
+    """
+    if config.prepared_dir:
+        prepared = open_prepared_couplets(config.prepared_dir)
+        changed = records_changed(prepared.manifest["inputs"], missing_ok=True)
+        if changed:
+            raise ValueError(f"data.prepared_dir: {prepared.folder} is stale: {changed}; prepare it again")
+        if vocabulary is not None and vocabulary_sha256(vocabulary) != prepared.manifest["vocabulary_sha256"]:
+            raise ValueError(
+                f"data.prepared_dir: expected a corpus prepared with the checkpoint's vocabulary, got "
+                f"{prepared.folder}, whose vocabulary differs"
+            )
+    else:
+        description = _corpus_description(config)
+        folder = cache_folder("couplets", description, config.cache_dir or None)
+
+        def stale_reason(cached: Path) -> str | None:
+            manifest = read_couplets_manifest(cached)
+            recorded = dict(manifest["description"])
+            origin = recorded.pop("vocabulary", None)
+            if recorded != description:
+                return "the files or the settings differ"
+            changed = records_changed(manifest["inputs"])
+            if changed:
+                return changed
+            if vocabulary is not None and manifest["vocabulary_sha256"] != vocabulary_sha256(vocabulary):
+                return "the vocabulary differs"
+            if vocabulary is None and origin != "built":
+                return "its vocabulary was a checkpoint's"
+            return None
+
+        # Under torchrun one process of each machine prepares; the others map its files.
+        prepared = once_per_machine(
+            lambda: open_prepared_couplets(
+                cached_folder(folder, stale_reason, lambda partial: _write_corpus(config, partial, vocabulary))
+            ),
+            lambda: open_prepared_couplets(folder),
+            folder.parent / f".{folder.name}.ready",
+        )
+    logger.info(
+        "couplet data from %s: %s",
+        prepared.folder,
+        ", ".join(f"{key} {value}" for key, value in prepared.report.items()),
+    )
+    return CoupletData(prepared.vocabulary, prepared.store, prepared.validation_pairs, prepared.report)
+
+
+def _corpus_description(config: CoupletDataConfig) -> dict[str, Any]:
+    """What a prepared corpus depends on: the reading, split and vocabulary settings and the files read."""
+    unused = ("data_dir", "max_tokens", "test_split", "prepared_dir", "cache_dir")
+    settings = {key: value for key, value in dataclasses.asdict(config).items() if key not in unused}
+    description = {**settings, "inputs": [str(path.resolve()) for path in _input_files(config)]}
+    return json.loads(json.dumps(description))  # as the manifest reads back: tuples become lists
+
+
+def _input_files(config: CoupletDataConfig) -> list[Path]:
+    """Every file the corpus of ``config`` reads: training split or files, validation files, extra splits."""
+    if config.train_files:
+        files = [Path(path) for path in config.train_files]
+    else:
+        folder = resolve_couplet_split_dir(config.train_split, config.data_dir)
+        files = [folder / UPPER_FILE, folder / LOWER_FILE]
+    files += [Path(path) for path in config.valid_files]
+    for split in config.extra_train_splits:
+        folder = resolve_couplet_split_dir(split, config.data_dir)
+        files += [folder / UPPER_FILE, folder / LOWER_FILE]
+    return files
+
+
+def prepare_corpus(
+    config: CoupletDataConfig, out_dir: str | os.PathLike[str], vocabulary: Vocabulary | None = None
+) -> Path:
+    """Read ``config``'s corpus (`read_corpus`) and write it prepared into the new folder ``out_dir``."""
+    return write_folder(out_dir, lambda folder: _write_corpus(config, folder, vocabulary))
+
+
+def _write_corpus(config: CoupletDataConfig, folder: Path, vocabulary: Vocabulary | None) -> None:
+    data = read_corpus(config, vocabulary)
+    assert data.train_pairs is not None  # read_corpus keeps the text
+    write_prepared_couplets(
+        folder,
+        data.train_pairs,
+        data.validation_pairs,
+        data.vocabulary,
+        data.report,
+        _input_files(config),
+        {**_corpus_description(config), "vocabulary": "built" if vocabulary is None else "given"},
+    )
+
+
+def read_corpus(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) -> CoupletData:
+    """The corpus read whole: the training split, validation carved, the vocabulary built (unless given), encoded.
+
+    `build_data` prepares this once into a store and reuses it; this keeps the text.
+    """
     corpus, (train_pairs, validation_pairs, dropped) = _read_and_split(config, config.data_dir)
     if config.num_train:
         train_pairs = train_pairs[: config.num_train]

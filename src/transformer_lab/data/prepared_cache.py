@@ -1,0 +1,135 @@
+"""A cache of prepared corpora: one folder per inputs and settings, reused while they hold, rebuilt when not.
+
+Every prepared corpus (pairs, couplets, labelled text) keeps a ``manifest.json`` that
+records its input files (path, size, mtime, sha256). A cached folder is reused while its
+inputs are unchanged (same size and mtime, or same sha256 after a changed mtime) and the
+kind's own check finds nothing else changed; otherwise it is prepared again beside the
+old one and swapped in, so that a reader never sees half a corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from transformer_lab.data.download import sha256_of_file
+from transformer_lab.folders import write_folder
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_FILE = "manifest.json"
+VALIDATION_FILE = "validation.jsonl"  # the held-out pairs, as text: they are decoded against
+CACHE_ENVIRONMENT_VARIABLE = "TRANSFORMER_LAB_CACHE"
+
+
+def default_cache_root() -> Path:
+    """Where prepared corpora are cached: $TRANSFORMER_LAB_CACHE, else the user's cache folder."""
+    value = os.environ.get(CACHE_ENVIRONMENT_VARIABLE, "")
+    if value:
+        return Path(value) / "prepared"
+    base = os.environ.get("XDG_CACHE_HOME", "") or str(Path.home() / ".cache")
+    return Path(base) / "transformer_lab" / "prepared"
+
+
+def cache_folder(kind: str, description: dict[str, Any], cache_root: str | os.PathLike[str] | None = None) -> Path:
+    """The cache folder of a corpus of ``kind`` described by ``description`` (JSON-ready values)."""
+    key = hashlib.sha256(json.dumps(description, sort_keys=True).encode("utf-8")).hexdigest()[:20]
+    return Path(cache_root or default_cache_root()) / f"{kind}-{key}"
+
+
+def input_records(paths: Iterable[Path], digests: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Each input file's absolute path, size, mtime and sha256 (computed unless given), for a manifest."""
+    paths = list(paths)
+    hexdigests = list(digests) if digests is not None else [sha256_of_file(path) for path in paths]
+    records = []
+    for path, digest in zip(paths, hexdigests, strict=True):
+        status = path.stat()
+        records.append(
+            {"path": str(path.resolve()), "size": status.st_size, "mtime_ns": status.st_mtime_ns, "sha256": digest}
+        )
+    return records
+
+
+def records_changed(records: Iterable[dict[str, Any]], missing_ok: bool = False) -> str | None:
+    """Why recorded input files no longer match (a changed size, or sha256 after a changed mtime), or None.
+
+    ``missing_ok``: a file that is gone is no change (a prepared folder outlives its text).
+    """
+    for record in records:
+        path = Path(record["path"])
+        try:
+            status = path.stat()
+        except OSError:
+            if missing_ok:
+                continue
+            return f"{path} is gone"
+        if status.st_size != record["size"]:
+            return f"{path} changed size ({record['size']} -> {status.st_size} bytes)"
+        if status.st_mtime_ns != record["mtime_ns"] and sha256_of_file(path) != record["sha256"]:
+            return f"{path} changed (its sha256 differs)"
+    return None
+
+
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
+
+
+def cached_folder(
+    folder: Path,
+    stale_reason: Callable[[Path], str | None],
+    prepare: Callable[[Path], None],
+) -> Path:
+    """``folder``, prepared by ``prepare(new_folder)`` when missing or when ``stale_reason(folder)`` says why.
+
+    ``stale_reason`` reads the folder's manifest and returns None when it can be reused; an
+    unreadable manifest (ValueError, KeyError, TypeError, OSError) counts as stale. Both
+    reuse and rebuilding are logged.
+    """
+    if (folder / MANIFEST_FILE).is_file():
+        try:
+            reason = stale_reason(folder)
+        except (ValueError, KeyError, TypeError, OSError) as error:
+            reason = f"its manifest is unreadable ({error})"
+        if reason is None:
+            logger.info("reusing the prepared corpus %s", folder)
+            return folder
+        logger.info("preparing the corpus again in %s: %s", folder, reason)
+        replaced = folder.parent / f".{folder.name}.stale-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        prepared_new = folder.parent / f".{folder.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        write_folder(prepared_new, prepare)
+        os.replace(folder, replaced)
+        os.replace(prepared_new, folder)
+        shutil.rmtree(replaced, ignore_errors=True)
+        return folder
+    if folder.exists():
+        shutil.rmtree(folder)  # a folder without a manifest is no corpus (and never one of ours)
+    logger.info("preparing the corpus in %s", folder)
+    return write_folder(folder, prepare)
+
+
+def write_pairs_jsonl(path: Path, pairs: Iterable[tuple[str, str]], keys: tuple[str, str]) -> None:
+    """One JSON object per pair, ``{keys[0]: first, keys[1]: second}``."""
+    with path.open("w", encoding="utf-8") as file:
+        for first, second in pairs:
+            file.write(json.dumps({keys[0]: first, keys[1]: second}, ensure_ascii=False) + "\n")
+
+
+def read_pairs_jsonl(path: Path, keys: Sequence[str]) -> list[tuple[str, str]]:
+    """The pairs `write_pairs_jsonl` wrote; a bad line is a ValueError naming the file and the line."""
+    pairs = []
+    with path.open(encoding="utf-8") as file:
+        for number, line in enumerate(file, 1):
+            try:
+                record = json.loads(line)
+                pairs.append((str(record[keys[0]]), str(record[keys[1]])))
+            except (json.JSONDecodeError, KeyError, TypeError):
+                expected = "{" + ", ".join(f"{key!r}: ..." for key in keys) + "}"
+                raise ValueError(f"{path}: line {number}: expected {expected}, got {line[:80]!r}") from None
+    return pairs
