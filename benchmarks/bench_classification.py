@@ -164,7 +164,9 @@ def main() -> None:
     start = time.perf_counter()
     result = classification.train(config, arguments.out)
     transformer_seconds = time.perf_counter() - start
-    data = result.data
+    # The same rows the run trained on, as text (the run itself reads them from its store).
+    data = classification.read_corpus(result.config.data, result.tokenizer, result.config.class_names)
+    assert data.train_articles is not None
     test_articles = read_ag_news_csv(ag_news_path("test", config.data.data_dir)).articles
     model, tokenizer, trained_config = classification.load_classifier(arguments.out / "best")
     transformer_report, _ = classification.evaluate_classifier(
@@ -174,7 +176,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-fasttext-") as folder:
         peers = [run_fasttext(data.train_articles, test_articles, data.class_names, Path(folder), "fasttext-same-rows")]
         if arguments.fasttext_all_rows:
-            everything = sorted(data.train_articles + data.validation_articles, key=lambda article: article.line_number)
+            rows = [*data.train_articles, *data.validation_articles]
+            everything = sorted(rows, key=lambda article: article.line_number)
             peers.append(run_fasttext(everything, test_articles, data.class_names, Path(folder), "fasttext-all-rows"))
 
     results = {

@@ -47,7 +47,7 @@ def test_the_split_and_tokenizer_keep_validation_rows_out_of_training(
     trained_run: tuple[Path, Path, classification.TrainResult],
 ) -> None:
     _, out_dir, result = trained_run
-    train_lines = {article.line_number for article in result.data.train_articles}
+    train_lines = set(result.data.train_line_numbers.tolist())
     validation_lines = {article.line_number for article in result.data.validation_articles}
     assert not train_lines & validation_lines and len(train_lines | validation_lines) == 240
     assert len(validation_lines) == 48  # 20 % of each class's 60 rows
@@ -134,7 +134,7 @@ def test_a_few_hundred_real_rows_beat_chance(tmp_path: Path) -> None:
         "train.progress_bar=false",
     ]
     result = classification.train(apply_overrides(classification.default_config(), overrides), tmp_path / "run")
-    assert len(result.data.train_articles) == 540 and len(result.data.validation_articles) == 60
+    assert len(result.data.train_store) == 540 and len(result.data.validation_articles) == 60
     assert result.summary["best_value"] >= 0.45  # chance is about 25 % (measured: 0.60)
 
 

@@ -236,7 +236,7 @@ def test_a_separate_validation_file_and_integer_labels(tmp_path: Path) -> None:
     overrides = [f"data.train_files={train_file}", f"data.valid_files={valid_file}", *TINY[1:], "train.epochs=1"]
     result = classification.train(apply_overrides(classification.default_config(), overrides), tmp_path / "run")
     assert result.config.class_names == ("7", "9", "10")  # integer labels, numerically sorted
-    assert len(result.data.train_articles) == 24 and len(result.data.validation_articles) == 6
+    assert len(result.data.train_store) == 24 and len(result.data.validation_articles) == 6
     assert [example.line_number for example in result.data.validation_articles] == [1, 2, 3, 4, 5, 6]
     assert result.config.data.valid_files == (str(valid_file.resolve()),)
 

@@ -28,6 +28,7 @@ outside them is a ValueError naming the file, the line and the label.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -58,10 +59,20 @@ from transformer_lab.data import (
     stratified_split,
     token_budget_batches,
 )
+from transformer_lab.data.ag_news import CLASSES_FILE
 from transformer_lab.data.batching import token_budget_spans
 from transformer_lab.data.lazy_batches import ClassificationBatches
+from transformer_lab.data.prepared_cache import cache_folder, cached_folder, records_changed
+from transformer_lab.data.prepared_labelled import (
+    LabelledExample,
+    open_prepared_labelled,
+    read_labelled_manifest,
+    tokenizer_sha256,
+    write_prepared_labelled,
+)
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.evaluation import ClassificationReport, classification_report
+from transformer_lab.folders import write_folder
 from transformer_lab.hardware import autocast, resolve_precision
 from transformer_lab.models import ClassifierConfig, TransformerClassifier
 from transformer_lab.models.bfloat16 import as_bf16
@@ -76,6 +87,7 @@ from transformer_lab.training import (
     load_task_config,
 )
 from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.once_per_machine import once_per_machine
 from transformer_lab.training.trainer import LAST_FOLDER
 
 logger = logging.getLogger(__name__)
@@ -113,6 +125,10 @@ class ClassificationDataConfig:
     file_format: str = ""  # "csv", "tsv" or "jsonl"; "" = from each file's suffix
     text_fields: tuple[str, ...] = ("text",)  # several are joined with "\n" (as title + description)
     label_field: str = "label"  # string or integer labels; the classes are those of train_files
+    # A folder written by `transformer-lab prepare classification` to train from ("" = read
+    # and prepare the data into the cache folder, or reuse it there).
+    prepared_dir: str = ""
+    cache_dir: str = ""  # where prepared corpora are kept ("" = $TRANSFORMER_LAB_CACHE, else ~/.cache)
 
     def __post_init__(self) -> None:
         if len(self.train_files) > 1:
@@ -131,6 +147,10 @@ class ClassificationDataConfig:
             )
         if not self.text_fields:
             raise ValueError("data.text_fields: expected at least one field name, got none")
+        if self.prepared_dir and self.train_files:
+            raise ValueError(
+                "data.prepared_dir: expected either a prepared folder or data.train_files (--train), got both"
+            )
 
 
 def _default_model() -> ClassifierConfig:
@@ -184,15 +204,6 @@ def default_config() -> ClassificationConfig:
     return ClassificationConfig()
 
 
-@dataclass(frozen=True)
-class LabelledExample:
-    """One record of a user's labelled file: its text, its class index, its 1-based line."""
-
-    text: str
-    label: int
-    line_number: int
-
-
 # What the task trains and scores on: an AG News article or a record of a user's file
 # (both have .text, .label as a class index, and .line_number).
 Example = NewsArticle | LabelledExample
@@ -200,16 +211,32 @@ Example = NewsArticle | LabelledExample
 
 @dataclass
 class ClassificationData:
-    """The training and validation rows, the training part encoded, and the tokenizer trained on it."""
+    """The training rows encoded (ids, labels, lines), the validation rows, and the tokenizer trained on them.
+
+    ``train_articles`` holds the training rows' text where it was read whole (`read_corpus`);
+    None for a prepared corpus, whose text stays in its files.
+    """
 
     tokenizer: SubwordTokenizer
     class_names: tuple[str, ...]
     train_file: Path
-    train_articles: list[Example]
     validation_articles: list[Example]
     train_store: TokenStore  # the training ids (column "tokens") and labels, one row per article
+    train_line_numbers: np.ndarray  # [N] the training rows' 1-based lines in train_file
     num_skipped: int
     validation_file: Path | None = None  # a separate validation file (None: carved from train_file)
+    train_articles: list[Example] | None = None
+
+    @property
+    def report(self) -> dict[str, Any]:
+        """What was read, as recorded in a prepared corpus's manifest."""
+        return {
+            "train_file": str(self.train_file),
+            "validation_file": None if self.validation_file is None else str(self.validation_file),
+            "train_rows": len(self.train_store),
+            "validation_rows": len(self.validation_articles),
+            "skipped_malformed": self.num_skipped,
+        }
 
 
 def _recorded_train_file(path: Path, folder: Path) -> str:
@@ -297,12 +324,14 @@ def _carve_validation(config: ClassificationDataConfig, rows: list[Example]) -> 
     return [rows[index] for index in train_indices], [rows[index] for index in validation_indices]
 
 
-def build_data(
+def read_corpus(
     config: ClassificationDataConfig,
     tokenizer: SubwordTokenizer | None = None,
     class_names: Sequence[str] | None = None,
 ) -> ClassificationData:
-    """Read the training file, take validation (its own file, or carved), train the BPE on the rest, encode it.
+    """Read the training file whole, take validation (its own file, or carved), train the BPE on the rest, encode it.
+
+    `build_data` prepares this once into a store and reuses it; this keeps the text.
 
     ``tokenizer`` and ``class_names``, when given (resume, fine-tuning), are kept instead
     of being learned from the data; a training label outside ``class_names`` is then a
@@ -326,13 +355,134 @@ def build_data(
         tokenizer=tokenizer,
         class_names=tuple(class_names),
         train_file=path,
-        train_articles=train_articles,
         validation_articles=validation_articles,
         train_store=TokenStore.from_sequences(
             {"tokens": tokenizer.encode_batch(texts)}, [article.label for article in train_articles]
         ),
+        train_line_numbers=np.asarray([article.line_number for article in train_articles], dtype=np.int64),
         num_skipped=num_skipped,
         validation_file=validation_file,
+        train_articles=train_articles,
+    )
+
+
+def build_data(
+    config: ClassificationDataConfig,
+    tokenizer: SubwordTokenizer | None = None,
+    class_names: Sequence[str] | None = None,
+) -> ClassificationData:
+    """The run's data: a prepared folder, or the data prepared once into the cache folder (and reused there).
+
+    ``tokenizer`` and ``class_names`` (a resumed or fine-tuned run's) are kept instead of
+    being learned; the training ids and labels are memory-mapped, the validation rows text.
+    """
+    if config.prepared_dir:
+        prepared = open_prepared_labelled(config.prepared_dir)
+        changed = records_changed(prepared.manifest["inputs"], missing_ok=True)
+        if changed:
+            raise ValueError(f"data.prepared_dir: {prepared.folder} is stale: {changed}; prepare it again")
+        if tokenizer is not None and tokenizer_sha256(tokenizer) != prepared.manifest["tokenizer_sha256"]:
+            raise ValueError(
+                f"data.prepared_dir: expected a corpus prepared with the checkpoint's tokenizer, got "
+                f"{prepared.folder}, whose tokenizer differs"
+            )
+        if class_names is not None and tuple(class_names) != prepared.class_names:
+            raise ValueError(
+                f"data.prepared_dir: expected the checkpoint's classes {list(class_names)!r}, got "
+                f"{list(prepared.class_names)!r} in {prepared.folder}"
+            )
+    else:
+        description = _corpus_description(config)
+        folder = cache_folder("labelled", description, config.cache_dir or None)
+
+        def stale_reason(cached: Path) -> str | None:
+            manifest = read_labelled_manifest(cached)
+            recorded = dict(manifest["description"])
+            origin = recorded.pop("tokenizer", None)
+            if recorded != description:
+                return "the files or the settings differ"
+            changed = records_changed(manifest["inputs"])
+            if changed:
+                return changed
+            if tokenizer is not None and manifest["tokenizer_sha256"] != tokenizer_sha256(tokenizer):
+                return "the tokenizer differs"
+            if tokenizer is None and origin != "learned":
+                return "its tokenizer was a checkpoint's"
+            if class_names is not None and tuple(class_names) != tuple(manifest["class_names"]):
+                return "the classes differ"
+            return None
+
+        # Under torchrun one process of each machine prepares; the others map its files.
+        prepared = once_per_machine(
+            lambda: open_prepared_labelled(
+                cached_folder(
+                    folder, stale_reason, lambda partial: _write_corpus(config, partial, tokenizer, class_names)
+                )
+            ),
+            lambda: open_prepared_labelled(folder),
+            folder.parent / f".{folder.name}.ready",
+        )
+    report = prepared.report
+    validation_file = report.get("validation_file")
+    return ClassificationData(
+        tokenizer=prepared.tokenizer,
+        class_names=prepared.class_names,
+        train_file=Path(report["train_file"]),
+        validation_articles=list(prepared.validation_rows),
+        train_store=prepared.store,
+        train_line_numbers=prepared.line_numbers,
+        num_skipped=int(report["skipped_malformed"]),
+        validation_file=None if validation_file is None else Path(validation_file),
+    )
+
+
+def _corpus_description(config: ClassificationDataConfig) -> dict[str, Any]:
+    """What a prepared corpus depends on: the reading, split and tokenizer settings and the files read."""
+    unused = ("data_dir", "max_tokens", "seed", "prepared_dir", "cache_dir")
+    settings = {key: value for key, value in dataclasses.asdict(config).items() if key not in unused}
+    description = {**settings, "inputs": [str(path.resolve()) for path in _input_files(config)]}
+    return json.loads(json.dumps(description))  # as the manifest reads back: tuples become lists
+
+
+def _input_files(config: ClassificationDataConfig) -> list[Path]:
+    """Every file the data of ``config`` reads: the training file, AG News's class names, the validation file."""
+    if config.train_files:
+        return [Path(path) for path in (*config.train_files, *config.valid_files)]
+    classes = resolve_ag_news_dir(config.data_dir) / CLASSES_FILE
+    return [ag_news_path("train", config.data_dir, config.train_file), *([classes] if classes.is_file() else [])]
+
+
+def prepare_corpus(
+    config: ClassificationDataConfig,
+    out_dir: str | os.PathLike[str],
+    tokenizer: SubwordTokenizer | None = None,
+    class_names: Sequence[str] | None = None,
+) -> Path:
+    """Read ``config``'s data (`read_corpus`) and write it prepared into the new folder ``out_dir``."""
+    return write_folder(out_dir, lambda folder: _write_corpus(config, folder, tokenizer, class_names))
+
+
+def _write_corpus(
+    config: ClassificationDataConfig,
+    folder: Path,
+    tokenizer: SubwordTokenizer | None,
+    class_names: Sequence[str] | None,
+) -> None:
+    data = read_corpus(config, tokenizer, class_names)
+    assert data.train_articles is not None  # read_corpus keeps the text
+
+    def rows(articles: Sequence[Example]) -> list[LabelledExample]:
+        return [LabelledExample(article.text, article.label, article.line_number) for article in articles]
+
+    write_prepared_labelled(
+        folder,
+        rows(data.train_articles),
+        rows(data.validation_articles),
+        data.tokenizer,
+        data.class_names,
+        data.report,
+        _input_files(config),
+        {**_corpus_description(config), "tokenizer": "learned" if tokenizer is None else "given"},
     )
 
 
@@ -534,15 +684,17 @@ def _check_lengths(data: ClassificationData, max_len: int) -> None:
     lengths = data.train_store.lengths("tokens")
     too_long = np.nonzero(lengths > max_len)[0]
     if too_long.size:
-        article = data.train_articles[int(too_long[0])]
+        line = int(data.train_line_numbers[too_long[0]])
         raise ValueError(
-            f"{data.train_file}: line {article.line_number}: expected at most {max_len} subword tokens "
+            f"{data.train_file}: line {line}: expected at most {max_len} subword tokens "
             f"(model.max_len), got {int(lengths[too_long[0]])}; raise model.max_len"
         )
 
 
 def _recorded_data_config(config: ClassificationDataConfig, data: ClassificationData) -> ClassificationDataConfig:
     """The data config to write into checkpoints: the files used, findable from any folder."""
+    if config.prepared_dir:
+        return dataclasses.replace(config, prepared_dir=str(Path(config.prepared_dir).resolve()))
     if not config.train_files:
         return dataclasses.replace(
             config, train_file=_recorded_train_file(data.train_file, resolve_ag_news_dir(config.data_dir))
@@ -589,7 +741,7 @@ def train(
         "%s: %d training and %d validation articles (%d malformed lines skipped), vocabulary %d, "
         "%d batches per epoch, padding %.1f%%",
         data.train_file,
-        len(data.train_articles),
+        len(data.train_store),
         len(data.validation_articles),
         data.num_skipped,
         data.tokenizer.vocab_size,
@@ -688,6 +840,8 @@ def load_split(
     config: ClassificationConfig, split: str, data_dir: str | None = None, skip_malformed: bool = False
 ) -> list[Example]:
     """The articles of ``split`` ("test", or "validation": the rows held out at training)."""
+    if config.data.prepared_dir and split == "validation":
+        return list(open_prepared_labelled(config.data.prepared_dir).validation_rows)
     if config.data.train_files:
         return load_labelled_split(config, split)
     data_dir = data_dir if data_dir is not None else config.data.data_dir

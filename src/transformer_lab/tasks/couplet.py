@@ -359,8 +359,10 @@ def _extra_training_pairs(
 def load_validation_pairs(config: CoupletDataConfig, data_dir: str | None = None) -> list[tuple[str, str]]:
     """The validation pairs a run with this data config held out (the same seeded split it carved).
 
-    ``data_dir`` replaces ``config.data_dir`` when given.
+    ``data_dir`` replaces ``config.data_dir`` when given; a prepared folder's are those it holds.
     """
+    if config.prepared_dir:
+        return open_prepared_couplets(config.prepared_dir).validation_pairs
     _, (_, validation_pairs, _) = _read_and_split(config, data_dir if data_dir is not None else config.data_dir)
     return validation_pairs
 

@@ -1,0 +1,72 @@
+"""Classification through the prepared store: ids, labels and lines equal the data read whole, the cache is
+reused while its inputs hold, and `prepare classification` feeds `train` and `evaluate --split validation`."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from tests.tasks.test_labelled_classification import TINY, write_topic_csv
+from transformer_lab.cli import main
+from transformer_lab.data.prepared_labelled import open_prepared_labelled
+from transformer_lab.tasks import classification
+from transformer_lab.training import apply_overrides
+
+
+def test_the_store_holds_the_ids_labels_and_lines_of_the_data_read_whole(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    train_file = write_topic_csv(tmp_path / "train.csv", per_class=10, seed=0)
+    overrides = [f"data.train_files={train_file}", f"data.cache_dir={tmp_path / 'cache'}", *TINY]
+    config = apply_overrides(classification.default_config(), overrides).data
+    whole = classification.read_corpus(config)
+    prepared = classification.build_data(config)
+    assert whole.train_articles is not None and prepared.train_articles is None
+    assert prepared.class_names == whole.class_names
+    assert prepared.tokenizer.to_json() == whole.tokenizer.to_json()
+    assert len(prepared.train_store) == len(whole.train_articles) == 24
+    for index, article in enumerate(whole.train_articles):
+        assert prepared.train_store.ids("tokens", index).tolist() == whole.tokenizer.encode(article.text)
+        assert int(prepared.train_store.labels[index]) == article.label  # type: ignore[index]
+        assert int(prepared.train_line_numbers[index]) == article.line_number
+    assert [(row.text, row.label, row.line_number) for row in prepared.validation_articles] == [
+        (row.text, row.label, row.line_number) for row in whole.validation_articles
+    ]
+
+    caplog.set_level(logging.INFO, logger="transformer_lab.data")
+    caplog.clear()
+    classification.build_data(config, prepared.tokenizer, prepared.class_names)
+    assert "reusing the prepared corpus" in caplog.text
+    with train_file.open("a", encoding="utf-8") as file:
+        file.write("一个新的标题,一个新的正文,体育\n")
+    caplog.clear()
+    grown = classification.build_data(config)
+    assert "changed size" in caplog.text
+    assert len(grown.train_store) + len(grown.validation_articles) == 31
+
+
+def test_prepare_classification_then_train_and_evaluate_from_the_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    train_file = write_topic_csv(tmp_path / "train.csv", per_class=20, seed=0)
+    prepared_dir = tmp_path / "prepared"
+    settings = [argument for item in TINY for argument in ("--set", item)]
+    assert main(["prepare", "classification", "--train", str(train_file), "--out", str(prepared_dir), *settings]) == 0
+    summary = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert summary["train_rows"] == 48 and summary["validation_rows"] == 12
+    prepared = open_prepared_labelled(prepared_dir)
+
+    out = tmp_path / "run"
+    assert main(["train", "classification", "--prepared", str(prepared_dir), "--out", str(out), *settings]) == 0
+    capsys.readouterr()
+    report_path = tmp_path / "validation.json"
+    code = main(
+        ["evaluate", "classification", "--checkpoint", str(out), "--split", "validation", "--output", str(report_path)]
+    )
+    assert code == 0
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    supports = [row["support"] for row in report["per_class"].values()]
+    assert sum(supports) == len(prepared.validation_rows) == 12
