@@ -9,6 +9,7 @@ written to memory-mapped arrays in DIR with the tokenizer or vocabulary, the val
 rows and a manifest; ``transformer-lab train TASK --prepared DIR`` then starts in
 seconds, with memory that does not grow with the corpus.
 """
+
 from __future__ import annotations
 
 import argparse
