@@ -20,6 +20,14 @@ def prepared_corpus_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
 
 
 @pytest.fixture(autouse=True)
+def no_user_data_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default data folder is an empty one of the test session, never the user's downloads."""
+    monkeypatch.delenv("TRANSFORMER_LAB_DATA", raising=False)
+    monkeypatch.delenv("TRANSFORMER_LAB_MIRROR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "user-cache"))
+
+
+@pytest.fixture(autouse=True)
 def fixed_seed() -> None:
     random.seed(0)
     torch.manual_seed(0)
