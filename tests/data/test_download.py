@@ -6,18 +6,17 @@ writes; nothing is fetched from outside.
 
 from __future__ import annotations
 
-import functools
 import gzip
 import hashlib
 import http.server
 import inspect
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.data.loopback import Server, serve_folder
 from transformer_lab.data.ag_news import AG_NEWS_TRAIN_MD5, download_ag_news
 from transformer_lab.data.download import download_file, git_blob_of_file, partial_path
 from transformer_lab.data.multi30k import (
@@ -61,43 +60,14 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-@dataclass
-class Server:
-    root: Path
-    base_url: str
-    requests: list[str]
-
-
-class RecordingHandler(http.server.SimpleHTTPRequestHandler):
-    """Serves files from `directory` and records each requested path; logs nothing."""
-
-    requests: list[str]
-
-    def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
-        self.requests.append(self.path)
-        super().do_GET()
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (base signature)
-        pass
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     root = tmp_path / "served"
     root.mkdir()
     for name, text in FILES.items():
         (root / f"{name}.gz").write_bytes(gzip.compress(text.encode("utf-8")))
-    requests: list[str] = []
-    handler = type("Handler", (RecordingHandler,), {"requests": requests})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield Server(root, f"http://127.0.0.1:{httpd.server_address[1]}/", requests)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with serve_folder(root) as served:
+        yield served
 
 
 def leftovers(folder: Path) -> list[str]:
