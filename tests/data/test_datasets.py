@@ -136,6 +136,9 @@ def test_a_new_user_downloads_trains_and_translates_without_naming_a_data_folder
     ]  # fmt: skip
     command = ["train", "translation", "--out", "runs/mt"]
     assert main([*command, *(argument for setting in tiny for argument in ("--set", setting))]) == 0
+    # evaluate finds the same folder: the validation split, scored without naming it.
+    assert main(["evaluate", "translation", "--checkpoint", "runs/mt", "--split", "val", "--beam", "1"]) == 0
+    assert "BLEU" in capsys.readouterr().out
     from transformer_lab import Translator
 
     translations = Translator("runs/mt").translate(["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen."])
