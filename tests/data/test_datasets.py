@@ -225,3 +225,21 @@ def test_the_ag_news_subset_is_rebuilt_byte_for_byte(tmp_path: Path) -> None:
     bad.write_text("label,text\n1,x\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad\.csv: line 1: expected the header Class Index,Title,Description"):
         rewrite_kaggle_rows(bad)
+
+
+@pytest.mark.skipif(not (TEAM_DATA / "couplet").is_dir(), reason=f"the data folder is not in {TEAM_DATA}")
+def test_the_pinned_hashes_are_those_of_the_verified_files() -> None:
+    from transformer_lab.data.ag_news import AG_NEWS_SHA256
+    from transformer_lab.data.ag_news_subset import KAGGLE_FILE, KAGGLE_SHA256, SUBSET_FILE, SUBSET_FOLDER
+    from transformer_lab.data.couplet import COUPLET_TEST_SHA256
+    from transformer_lab.data.couplet_machine import SPLIT, TRAIN_COUPLET_MACHINE_SHA256
+    from transformer_lab.data.download import sha256_of_file
+
+    pinned = {
+        **{f"ag_news/{name}": sha256 for name, sha256 in AG_NEWS_SHA256.items()},
+        f"ag_news/{SUBSET_FOLDER}/{SUBSET_FILE}": AG_NEWS_SUBSET_SHA256,
+        f"ag_news/{SUBSET_FOLDER}/{KAGGLE_FILE}": KAGGLE_SHA256,
+        **{f"couplet/test/{name}": sha256 for name, sha256 in COUPLET_TEST_SHA256.items()},
+        **{f"couplet/{SPLIT}/{name}": sha256 for name, sha256 in TRAIN_COUPLET_MACHINE_SHA256.items()},
+    }
+    assert {path: sha256_of_file(TEAM_DATA / path) for path in pinned} == pinned
