@@ -20,6 +20,16 @@ def prepared_corpus_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
 
 
 @pytest.fixture(autouse=True)
+def no_user_data_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default data folder is one of the test session that holds nothing, never the user's downloads.
+
+    (Through TRANSFORMER_LAB_DATA, not XDG_CACHE_HOME: matplotlib keeps its font cache there.)
+    """
+    monkeypatch.setenv("TRANSFORMER_LAB_DATA", str(tmp_path_factory.getbasetemp() / "no-data"))
+    monkeypatch.delenv("TRANSFORMER_LAB_MIRROR", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def fixed_seed() -> None:
     random.seed(0)
     torch.manual_seed(0)

@@ -6,20 +6,19 @@ writes; nothing is fetched from outside.
 
 from __future__ import annotations
 
-import functools
 import gzip
 import hashlib
 import http.server
 import inspect
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.data.loopback import Server, serve_folder
 from transformer_lab.data.ag_news import AG_NEWS_TRAIN_MD5, download_ag_news
-from transformer_lab.data.download import download_file
+from transformer_lab.data.download import download_file, git_blob_of_file, partial_path
 from transformer_lab.data.multi30k import (
     MULTI30K_DEFAULT_SPLITS,
     MULTI30K_EXTRA_TEST_SPLITS,
@@ -61,43 +60,14 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-@dataclass
-class Server:
-    root: Path
-    base_url: str
-    requests: list[str]
-
-
-class RecordingHandler(http.server.SimpleHTTPRequestHandler):
-    """Serves files from `directory` and records each requested path; logs nothing."""
-
-    requests: list[str]
-
-    def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
-        self.requests.append(self.path)
-        super().do_GET()
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (base signature)
-        pass
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     root = tmp_path / "served"
     root.mkdir()
     for name, text in FILES.items():
         (root / f"{name}.gz").write_bytes(gzip.compress(text.encode("utf-8")))
-    requests: list[str] = []
-    handler = type("Handler", (RecordingHandler,), {"requests": requests})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield Server(root, f"http://127.0.0.1:{httpd.server_address[1]}/", requests)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with serve_folder(root) as served:
+        yield served
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -295,3 +265,102 @@ def test_download_couplet_test_checks_the_pinned_hashes(server: Server, tmp_path
     with pytest.raises(ValueError, match="sha256"):
         download_couplet_test(tmp_path / "other", base_url=server.base_url)
     assert not (tmp_path / "other" / "couplet" / "test" / "in.txt").exists()
+
+
+class RangeHandler(http.server.BaseHTTPRequestHandler):
+    """Serves `files` (path -> bytes) with HTTP Range support; can cut a body short, once.
+
+    `cut_after` bytes into the next full-body answer the connection closes although the
+    Content-Length promised more: what a dropped network looks like to the client.
+    """
+
+    files: dict[str, bytes]
+    ranges: list[str | None]
+    cut_after: list[int]
+
+    def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+        body = self.files.get(self.path)
+        self.ranges.append(self.headers.get("Range"))
+        if body is None:
+            self.send_error(404)
+            return
+        start = 0
+        requested = self.headers.get("Range")
+        if requested:
+            start = int(requested.removeprefix("bytes=").rstrip("-"))
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", str(len(body) - start))
+        self.end_headers()
+        if self.cut_after and not requested:
+            self.wfile.write(body[: self.cut_after.pop()])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(body[start:])
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (base signature)
+        pass
+
+
+@pytest.fixture
+def range_server() -> Iterator[tuple[str, type[RangeHandler]]]:
+    handler = type("Handler", (RangeHandler,), {"files": {}, "ranges": [], "cut_after": []})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", handler
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+def test_an_interrupted_download_resumes_where_it_stopped(
+    range_server: tuple[str, type[RangeHandler]], tmp_path: Path
+) -> None:
+    base_url, handler = range_server
+    body = bytes(range(256)) * 4096  # 1 MiB
+    handler.files["/big.bin"] = body
+    handler.cut_after.append(300_000)
+    destination = tmp_path / "data" / "big.bin"
+    expected = hashlib.sha256(body).hexdigest()
+    with pytest.raises(ConnectionError, match=r"interrupted.*300000 bytes are kept.*resumes") as error:
+        download_file(f"{base_url}/big.bin", destination, expected)
+    assert "\n" not in str(error.value)
+    assert not destination.exists()  # half a file is never taken for the whole
+    assert partial_path(destination).stat().st_size == 300_000
+    download_file(f"{base_url}/big.bin", destination, expected)
+    assert handler.ranges == [None, "bytes=300000-"]  # the second request asked only for the rest
+    assert destination.read_bytes() == body
+    assert leftovers(destination.parent) == []
+
+
+def test_a_resumed_body_that_fails_its_hash_is_deleted(
+    range_server: tuple[str, type[RangeHandler]], tmp_path: Path
+) -> None:
+    base_url, handler = range_server
+    handler.files["/file.txt"] = b"the server's bytes\n" * 100
+    destination = tmp_path / "file.txt"
+    partial_path(destination).write_bytes(b"bytes from another file")  # a stale part
+    with pytest.raises(ValueError, match="sha256 mismatch"):
+        download_file(f"{base_url}/file.txt", destination, hashlib.sha256(b"the server's bytes\n" * 100).hexdigest())
+    assert handler.ranges == ["bytes=23-"]
+    assert not destination.exists() and leftovers(tmp_path) == []
+    # With the bad part gone, the next call fetches the whole file and it checks out.
+    download_file(f"{base_url}/file.txt", destination, hashlib.sha256(b"the server's bytes\n" * 100).hexdigest())
+    assert destination.read_bytes() == b"the server's bytes\n" * 100
+
+
+def test_git_blob_ids_check_files_as_git_does(range_server: tuple[str, type[RangeHandler]], tmp_path: Path) -> None:
+    base_url, handler = range_server
+    handler.files["/in.txt"] = "晚 风 摇 树 \n".encode()
+    # `printf '晚 风 摇 树 \n' | git hash-object --stdin`
+    blob = hashlib.sha1(b"blob %d\0" % len(handler.files["/in.txt"]) + handler.files["/in.txt"]).hexdigest()
+    destination = download_file(f"{base_url}/in.txt", tmp_path / "in.txt", expected_git_blob=blob)
+    assert git_blob_of_file(destination) == blob
+    with pytest.raises(ValueError, match=r"git-blob mismatch: expected 0{40}"):
+        download_file(f"{base_url}/in.txt", tmp_path / "other.txt", expected_git_blob="0" * 40)

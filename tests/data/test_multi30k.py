@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from transformer_lab.data.dataset_folder import default_data_dir
 from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.multi30k import (
     DATA_ENVIRONMENT_VARIABLE,
@@ -57,13 +58,28 @@ def test_data_dir_may_be_the_root_or_the_multi30k_folder(data_root: Path) -> Non
     assert load_multi30k("train", data_dir=data_root / "multi30k") == load_multi30k("train", data_dir=data_root)
 
 
-def test_environment_variable_and_its_absence(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_environment_variable_then_the_default_data_folder(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(DATA_ENVIRONMENT_VARIABLE, str(data_root))
     assert load_multi30k("train") == list(zip(GERMAN, ENGLISH))
     monkeypatch.delenv(DATA_ENVIRONMENT_VARIABLE)
-    with pytest.raises(ValueError, match=DATA_ENVIRONMENT_VARIABLE):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+    default = tmp_path / "user-cache" / "transformer_lab" / "data"
+    assert default_data_dir() == default
+    # Nothing there yet: one line naming the folder and the one command that fills it.
+    with pytest.raises(FileNotFoundError) as error:
         load_multi30k("train")
-    with pytest.raises(FileNotFoundError, match="no_such_folder"):
+    message = str(error.value)
+    assert str(default) in message and "run `transformer-lab download multi30k`" in message and "\n" not in message
+    (default / "multi30k").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match=r"train\.de.*run `transformer-lab download multi30k` to fetch it"):
+        load_multi30k("train")
+    for name in ("train.de", "train.en"):
+        (default / "multi30k" / name).write_bytes((data_root / "multi30k" / name).read_bytes())
+    assert load_multi30k("train") == list(zip(GERMAN, ENGLISH))
+    # A folder named explicitly gets the command with --to.
+    with pytest.raises(FileNotFoundError, match=r"no_such_folder.*download multi30k --to .*no_such_folder"):
         load_multi30k("train", data_dir=data_root / "no_such_folder")
 
 
@@ -137,7 +153,10 @@ def test_the_later_test_sets_are_named_splits(tmp_path: Path) -> None:
 @pytest.mark.parametrize("split", MULTI30K_SPLITS)
 def test_a_missing_split_says_how_to_download_it(tmp_path: Path, split: str) -> None:
     write_split(tmp_path / "multi30k", "train" if split != "train" else "val", GERMAN, ENGLISH)
-    hint = f"download_multi30k(cache_dir, splits=['{split}']) fetches it"
+    if split in MULTI30K_DEFAULT_SPLITS:  # the command that fetches them, into the folder looked in
+        hint = f"run `transformer-lab download multi30k --to {tmp_path}"
+    else:
+        hint = f"download_multi30k(cache_dir, splits=['{split}']) fetches it"
     with pytest.raises(FileNotFoundError) as error:
         load_multi30k(split, data_dir=tmp_path)
     assert hint in str(error.value)
@@ -145,7 +164,7 @@ def test_a_missing_split_says_how_to_download_it(tmp_path: Path, split: str) -> 
     # Also when the data folder itself does not exist yet.
     with pytest.raises(FileNotFoundError) as error:
         read_multi30k(split, data_dir=tmp_path / "not_downloaded_yet")
-    assert "not_downloaded_yet" in str(error.value) and hint in str(error.value)
+    assert "not_downloaded_yet" in str(error.value) and hint.replace(str(tmp_path), "") in str(error.value)
 
 
 def test_only_one_side_present_names_the_missing_file(tmp_path: Path) -> None:

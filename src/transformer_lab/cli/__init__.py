@@ -29,6 +29,7 @@ from transformer_lab.cli import (
     config_command,
     couplet_command,
     demo_command,
+    download_command,
     evaluate_command,
     explain_command,
     export_command,
@@ -45,6 +46,7 @@ from transformer_lab.training import TrainingDivergedError, TrainingInterrupted,
 
 _COMMAND_MODULES = [
     demo_command,
+    download_command,
     prepare_command,
     train_command,
     translate_command,

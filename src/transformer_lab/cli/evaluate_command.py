@@ -50,7 +50,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help=f"split to score (default: {', '.join(f'{k} {v}' for k, v in DEFAULT_SPLITS.items())})",
     )
-    parser.add_argument("--data-dir", default=None, help="folder holding the dataset (default: $TRANSFORMER_LAB_DATA)")
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder holding the dataset (default: $TRANSFORMER_LAB_DATA, else the folder `download` fills)",
+    )
     add_decode_arguments(parser)
     add_constraint_arguments(parser, prefix="couplet: ")
     # translation: score any test set

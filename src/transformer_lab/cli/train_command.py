@@ -42,7 +42,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--data-dir",
         default=None,
-        help="folder holding the dataset (default: $TRANSFORMER_LAB_DATA); real-data tasks only",
+        help=(
+            "folder holding the dataset (default: $TRANSFORMER_LAB_DATA, else the folder that "
+            "`transformer-lab download` fills); real-data tasks only"
+        ),
     )
     parser.add_argument(
         "--precision",

@@ -31,6 +31,8 @@ from transformer_lab.data.collate import (
     collated_lengths,
     pad_sequences,
 )
+from transformer_lab.data.dataset_folder import default_data_dir
+from transformer_lab.data.datasets import DATASET_NAMES, download_dataset
 from transformer_lab.data.download import download_file, sha256_of_file
 from transformer_lab.data.labelled_text import (
     LABELLED_TEXT_FORMATS,
@@ -85,6 +87,7 @@ __all__ = [
     "BOS_ID",
     "BOS_TOKEN",
     "DATA_ENVIRONMENT_VARIABLE",
+    "DATASET_NAMES",
     "EOS_ID",
     "EOS_TOKEN",
     "MULTI30K_LINE_COUNTS",
@@ -110,6 +113,8 @@ __all__ = [
     "collate_pairs",
     "collated_lengths",
     "decode_lines",
+    "default_data_dir",
+    "download_dataset",
     "download_file",
     "download_multi30k",
     "encode_pairs",

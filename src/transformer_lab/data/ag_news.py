@@ -27,16 +27,16 @@ lines are skipped instead, counted, listed in the result and logged as a warning
 Unquoted fields without quotes inside are accepted, so the same rows re-serialised with
 minimal quoting (but without a header) read the same.
 
-Where the files are looked for: `data_dir` (or TRANSFORMER_LAB_DATA) names the data root
-holding `ag_news/`, or that folder itself (see `transformer_lab.data.dataset_folder`).
+Where the files are looked for: `data_dir` (or TRANSFORMER_LAB_DATA, else the default data
+folder) names the data root holding `ag_news/`, or that folder itself (see
+`transformer_lab.data.dataset_folder`).
 The training file is `ag_news/train.csv` when present, otherwise the 12,000-row subset
-`ag_news/train_subset/train_subset_12k.csv` of the team's shared data; any file of this
-format can be named explicitly.
+`ag_news/train_subset/train_subset_12k.csv` (see `transformer_lab.data.ag_news_subset`);
+any file of this format can be named explicitly.
 
-`download_ag_news` fetches the two CSV files of the public release (the copy torchtext
-used, checked against torchtext's published MD5 for `train.csv` and the sha256 of the
-verified `test.csv`). Terms: for research and other non-commercial use (the release's
-readme).
+`download_ag_news` fetches the release's files at a pinned commit (`train.csv` checked
+against torchtext's published MD5, the others by sha256). Sources, counts and terms:
+docs/data.md (for research and other non-commercial use, the release's readme says).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformer_lab.data._checks import check_bool
-from transformer_lab.data.dataset_folder import resolve_dataset_dir
+from transformer_lab.data.dataset_folder import download_hint, resolve_dataset_dir
 from transformer_lab.data.download import download_file
 from transformer_lab.data.parallel_text import read_lines
 
@@ -65,12 +65,23 @@ TRAIN_SUBSET_FILE = "train_subset/train_subset_12k.csv"
 TEST_FILE = "test.csv"
 NUM_FIELDS = 3
 
-# The copy of the release that torchtext downloads (byte-identical to the original files).
-AG_NEWS_URL = "https://raw.githubusercontent.com/mhjabreel/CharCnn_Keras/master/data/ag_news_csv"
-# Published by torchtext; no sha256 of the full train.csv could be verified here.
+README_FILE = "readme.txt"
+
+# A copy of the release's folder at a pinned commit (its train.csv has the git blob id
+# 694aa19971315410e000404523796b76349d3c1d that the release's other copies share).
+AG_NEWS_URL = (
+    "https://raw.githubusercontent.com/moon-hotel/TransformerClassification/"
+    "34c6727cc7660d8063e9770745f64f65c89a1fa0/data/ag_news_csv"
+)
+# Published by torchtext; the full train.csv's sha256 is not published anywhere.
 AG_NEWS_TRAIN_MD5 = "b1a00f826fdfbd249f79597b59e1dc12"
-# Of the test.csv whose MD5 equals torchtext's d52ea96a97a2d943681189a97654912d.
-AG_NEWS_TEST_SHA256 = "521465c2428ed7f02f8d6db6ffdd4b5447c1c701962353eb2c40d548c3c85699"
+# test.csv's MD5 equals torchtext's published d52ea96a97a2d943681189a97654912d.
+AG_NEWS_SHA256: dict[str, str] = {
+    TEST_FILE: "521465c2428ed7f02f8d6db6ffdd4b5447c1c701962353eb2c40d548c3c85699",
+    CLASSES_FILE: "612dbfa932f07a6ed837295a7d5746ce7412e7bb4bc32ba919fdb3cda3a1b9b5",
+    README_FILE: "779c2e6bbf93dd810d9c7b318006daef7a4bfc34062002461d251dc10fb9f58c",
+}
+AG_NEWS_TEST_SHA256 = AG_NEWS_SHA256[TEST_FILE]
 
 # A backslash before "$" escapes the dollar sign; any other run of backslashes is a break.
 _ESCAPE_PATTERN = re.compile(r"\\(\$)|\\+")
@@ -259,7 +270,7 @@ def ag_news_path(
 
     Args:
         split: "train" or "test".
-        data_dir: see `resolve_ag_news_dir`; None reads TRANSFORMER_LAB_DATA.
+        data_dir: see `resolve_ag_news_dir`; None reads TRANSFORMER_LAB_DATA, else the default folder.
         train_file: for "train", a file name relative to the AG News folder or an
             absolute path; "" takes `train.csv` when present, else the 12k subset.
 
@@ -282,7 +293,7 @@ def ag_news_path(
     raise FileNotFoundError(
         f"expected the AG News {split} file at {' or '.join(repr(str(path)) for path in candidates)}, "
         f"found none; data_dir must be a folder holding {AG_NEWS_FOLDER}/ or that folder itself; "
-        f"download_ag_news can fetch the files"
+        f"{download_hint(AG_NEWS_FOLDER, data_dir)}"
     )
 
 
@@ -314,14 +325,15 @@ def download_ag_news(
     base_url: str = AG_NEWS_URL,
     splits: Sequence[str] = AG_NEWS_SPLITS,
     timeout: float = 60.0,
+    progress: bool = True,
 ) -> Path:
-    """Download the AG News CSV files into `<cache_dir>/ag_news/`, checked by hash.
+    """Download the AG News release into `<cache_dir>/ag_news/`, every file checked by hash.
 
-    `train.csv` is checked against torchtext's published MD5, `test.csv` against its
-    sha256 (see the module constants); files already present with the right hash are not
-    fetched again, and a mismatch deletes the download and raises a ValueError. Afterwards
-    `read_ag_news_csv(ag_news_path(split, cache_dir))` reads the data; class names fall
-    back to AG_NEWS_CLASSES since `classes.txt` is not downloaded.
+    The CSV files of `splits` (`train.csv` checked against torchtext's published MD5,
+    `test.csv` by sha256), then `classes.txt` and the release's `readme.txt` (sha256);
+    files already present with the right hash are not fetched again, and a mismatch
+    deletes the download and raises a ValueError. Afterwards
+    `read_ag_news_csv(ag_news_path(split, cache_dir))` reads the data.
 
     Returns:
         the `ag_news/` folder.
@@ -343,7 +355,10 @@ def download_ag_news(
             folder / name,
             timeout=timeout,
             expected_md5=AG_NEWS_TRAIN_MD5 if split == "train" else None,
-            expected_sha256=None if split == "train" else AG_NEWS_TEST_SHA256,
+            expected_sha256=None if split == "train" else AG_NEWS_SHA256[name],
+            progress=progress,
         )
+    for name in (CLASSES_FILE, README_FILE):
+        download_file(f"{base_url}/{name}", folder / name, AG_NEWS_SHA256[name], timeout=timeout, progress=progress)
     logger.info("AG News files for %s are in %s", ", ".join(splits), folder)
     return folder

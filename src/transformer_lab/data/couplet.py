@@ -16,12 +16,13 @@ Checks (via `read_parallel_text`, then per pair):
   limit, reported; the training set has 58 pairs over 64 characters, up to 533).
 
 Where a split is looked for (`resolve_couplet_split_dir`): `data_dir` (or the environment
-variable TRANSFORMER_LAB_DATA) may be the data root holding `couplet/<split>/`, the
+variable TRANSFORMER_LAB_DATA, else the default data folder) may be the data root holding `couplet/<split>/`, the
 `couplet/` folder holding `<split>/`, or the split folder itself.
 
 Known splits: `test` (wb14123's 4,000 test pairs), `train` (wb14123's 770,491 training
 pairs, for users who have them) and `train_couplet_machine` (90,889 pairs from
-ZiJianZhao/Couplet-Machine, a different collection; see the data README).
+ZiJianZhao/Couplet-Machine, a different collection, built by
+`transformer_lab.data.couplet_machine`; docs/data.md).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pathlib import Path
 
 from transformer_lab.data._checks import check_bool, check_integer
 from transformer_lab.data.chinese import is_punctuation
-from transformer_lab.data.dataset_folder import data_root
+from transformer_lab.data.dataset_folder import data_root, download_hint
 from transformer_lab.data.download import download_file
 from transformer_lab.data.pair_files import pair_file_format, read_pair_files
 from transformer_lab.data.parallel_text import ParallelText, read_parallel_text
@@ -48,6 +49,8 @@ LOWER_FILE = "out.txt"
 COUPLET_SPLITS: tuple[str, ...] = ("train", "test", "train_couplet_machine")
 # The JSON keys (and TSV header) of the user's own couplet files.
 COUPLET_KEYS = ("upper", "lower")
+# The option of `transformer-lab download couplets` that adds wb14123's training set.
+WB14123_TRAIN_OPTION = "--wb14123-train"
 COUPLET_LINE_COUNTS: dict[str, int] = {"train": 770491, "test": 4000, "train_couplet_machine": 90889}
 
 # The wb14123 test files, verbatim copies of the release tarball's, at a pinned commit of a
@@ -59,6 +62,18 @@ COUPLET_TEST_URL = (
 COUPLET_TEST_SHA256: dict[str, str] = {
     UPPER_FILE: "93eaba3ec04c17b62fdc9b81207ad65fd1666fc3ff39527d7e2fe9e63cd9699c",
     LOWER_FILE: "d8223fdbbd7c19357b680ee0d24557fb66264c797afe287cbf1b4f53e1467e04",
+}
+
+# wb14123's training files, at a pinned commit of a repository that keeps them as plain
+# files, verbatim (their git blob ids are those of the release's copies in five
+# independent repositories).
+WB14123_TRAIN_URL = (
+    "https://raw.githubusercontent.com/chiang9/NLP-Chinese_couplet_generation/"
+    "c569433bb87db7f765f688ca8c69589aa9d26558/couplet/train"
+)
+WB14123_TRAIN_GIT_BLOB: dict[str, str] = {
+    UPPER_FILE: "70950348b6723a78cfad7804efdad1cb9ac0309d",
+    LOWER_FILE: "e5e3fd5fb8e61a45175d7c7b8851036728c3e3dc",
 }
 
 
@@ -201,8 +216,8 @@ def resolve_couplet_split_dir(split: str, data_dir: str | os.PathLike[str] | Non
     """The folder of couplet split `split` (see the module docstring for where it looks).
 
     Raises:
-        ValueError: data_dir is None and TRANSFORMER_LAB_DATA is not set.
-        FileNotFoundError: no candidate folder holds the split; the message lists them.
+        FileNotFoundError: no candidate folder holds the split; the message lists them and
+            the download that fetches it.
     """
     if not isinstance(split, str) or not split or "/" in split or split in (".", ".."):
         raise ValueError(f"split must be a folder name such as {', '.join(COUPLET_SPLITS)}, got {split!r}")
@@ -212,8 +227,10 @@ def resolve_couplet_split_dir(split: str, data_dir: str | os.PathLike[str] | Non
         if (candidate / UPPER_FILE).is_file():
             return candidate
     tried = ", ".join(repr(str(candidate)) for candidate in candidates)
+    option = WB14123_TRAIN_OPTION if split == "train" else ""
+    hint = f"; {download_hint(COUPLET_FOLDER, data_dir, option)}" if split in COUPLET_SPLITS else ""
     raise FileNotFoundError(
-        f"expected the couplet split {split!r} ({UPPER_FILE} and {LOWER_FILE}) in one of {tried}; found none"
+        f"expected the couplet split {split!r} ({UPPER_FILE} and {LOWER_FILE}) in one of {tried}; found none{hint}"
     )
 
 
@@ -293,7 +310,7 @@ def with_reversed_pairs(
 
 
 def download_couplet_test(
-    cache_dir: str | os.PathLike[str], base_url: str = COUPLET_TEST_URL, timeout: float = 60.0
+    cache_dir: str | os.PathLike[str], base_url: str = COUPLET_TEST_URL, timeout: float = 60.0, progress: bool = True
 ) -> Path:
     """Download wb14123's test split into `<cache_dir>/couplet/test/`, checked by sha256.
 
@@ -304,5 +321,21 @@ def download_couplet_test(
     folder = Path(cache_dir) / COUPLET_FOLDER / "test"
     base_url = base_url.rstrip("/")
     for name, sha256 in COUPLET_TEST_SHA256.items():
-        download_file(f"{base_url}/{name}", folder / name, sha256, timeout=timeout)
+        download_file(f"{base_url}/{name}", folder / name, sha256, timeout=timeout, progress=progress)
+    return folder
+
+
+def download_wb14123_train(
+    cache_dir: str | os.PathLike[str], base_url: str = WB14123_TRAIN_URL, timeout: float = 60.0, progress: bool = True
+) -> Path:
+    """Download wb14123's 770,491 training pairs into `<cache_dir>/couplet/train/` (about 60 MB).
+
+    Checked by their git blob ids (`WB14123_TRAIN_GIT_BLOB`; no sha256 of them is
+    published); `load_couplets("train", cache_dir)` reads them, and
+    `--set data.train_split=train` trains the couplet task on them.
+    """
+    folder = Path(cache_dir) / COUPLET_FOLDER / "train"
+    base_url = base_url.rstrip("/")
+    for name, blob in WB14123_TRAIN_GIT_BLOB.items():
+        download_file(f"{base_url}/{name}", folder / name, expected_git_blob=blob, timeout=timeout, progress=progress)
     return folder

@@ -1,10 +1,13 @@
 """Where a dataset's files are: a data root holding `<name>/`, or the `<name>/` folder itself.
 
-Shared by the corpus readers (Multi30k, AG News). The folder comes from `data_dir`, or
-when it is None from the environment variable `TRANSFORMER_LAB_DATA`. Either may name
-the data root that *contains* the dataset's folder (for example `~/data`) or the
-dataset's folder itself (for example `~/data/multi30k`): if `<folder>/<name>` is
-a directory it is used, otherwise `<folder>` must hold the files.
+Shared by the corpus readers (Multi30k, AG News, couplets). The folder comes from
+`data_dir`; when it is None, from the environment variable `TRANSFORMER_LAB_DATA`; when
+that is unset, the user's data folder `default_data_dir()` that `transformer-lab download`
+fills ($XDG_CACHE_HOME/transformer_lab/data, else ~/.cache/transformer_lab/data, as
+Hugging Face datasets and torchvision keep theirs in the user's cache). Any of them may
+name the data root that *contains* the dataset's folder (for example `~/data`) or the
+dataset's folder itself (for example `~/data/multi30k`): if `<folder>/<name>` is a
+directory it is used, otherwise `<folder>` must hold the files.
 """
 
 from __future__ import annotations
@@ -13,27 +16,44 @@ import os
 from pathlib import Path
 
 DATA_ENVIRONMENT_VARIABLE = "TRANSFORMER_LAB_DATA"
+# The name `transformer-lab download` takes for each dataset folder.
+DOWNLOAD_NAMES: dict[str, str] = {"multi30k": "multi30k", "ag_news": "ag-news", "couplet": "couplets"}
+
+
+def default_data_dir() -> Path:
+    """The data folder when none is named: $TRANSFORMER_LAB_DATA, else the user's cache folder."""
+    value = os.environ.get(DATA_ENVIRONMENT_VARIABLE, "")
+    if value:
+        return Path(value)
+    base = os.environ.get("XDG_CACHE_HOME", "") or str(Path.home() / ".cache")
+    return Path(base) / "transformer_lab" / "data"
 
 
 def data_root(data_dir: str | os.PathLike[str] | None, folder_name: str) -> tuple[Path, str]:
-    """`data_dir`, or the folder TRANSFORMER_LAB_DATA names when it is None, with where it came from.
+    """`data_dir`, or the default data folder when it is None, with where it came from.
 
-    The second value ("data_dir='...'" or "TRANSFORMER_LAB_DATA='...'") is for error messages.
-
-    Raises:
-        ValueError: data_dir is None and TRANSFORMER_LAB_DATA is not set (the message
-            names `folder_name/` as what the folder should hold).
+    The second value ("data_dir='...'", "TRANSFORMER_LAB_DATA='...'" or "the default data
+    folder '...'") is for error messages.
     """
     if data_dir is not None:
         return Path(data_dir), f"data_dir={str(data_dir)!r}"
-    value = os.environ.get(DATA_ENVIRONMENT_VARIABLE, "")
-    if not value:
-        raise ValueError(
-            f"data_dir must be a folder, got None and the environment variable "
-            f"{DATA_ENVIRONMENT_VARIABLE} is not set; pass data_dir (or --data-dir) or set "
-            f"{DATA_ENVIRONMENT_VARIABLE} to a folder that holds {folder_name}/"
-        )
-    return Path(value), f"{DATA_ENVIRONMENT_VARIABLE}={value!r}"
+    folder = default_data_dir()
+    if os.environ.get(DATA_ENVIRONMENT_VARIABLE, ""):
+        return folder, f"{DATA_ENVIRONMENT_VARIABLE}={str(folder)!r}"
+    return folder, f"the default data folder {str(folder)!r} ({DATA_ENVIRONMENT_VARIABLE} is not set)"
+
+
+def download_hint(folder_name: str, data_dir: str | os.PathLike[str] | None = None, option: str = "") -> str:
+    """The one command that fetches `folder_name` into the folder the readers look in.
+
+    `option` is an extra flag of that command (e.g. the couplets' full wb14123 training set).
+    """
+    command = f"transformer-lab download {DOWNLOAD_NAMES.get(folder_name, folder_name)}"
+    if option:
+        command += f" {option}"
+    if data_dir is not None:
+        command += f" --to {data_dir}"
+    return f"run `{command}` to fetch it"
 
 
 def resolve_dataset_dir(data_dir: str | os.PathLike[str] | None, folder_name: str) -> Path:
@@ -41,15 +61,17 @@ def resolve_dataset_dir(data_dir: str | os.PathLike[str] | None, folder_name: st
 
     Args:
         data_dir: the data root containing `<folder_name>/`, or that folder itself; None
-            reads the environment variable TRANSFORMER_LAB_DATA.
+            reads TRANSFORMER_LAB_DATA, else takes the default data folder.
         folder_name: the dataset's folder name under the data root, e.g. "multi30k".
 
     Raises:
-        ValueError: data_dir is None and TRANSFORMER_LAB_DATA is not set.
-        FileNotFoundError: the folder does not exist.
+        FileNotFoundError: the folder does not exist (the message says the download to run).
     """
     folder, origin = data_root(data_dir, folder_name)
     if not folder.is_dir():
-        raise FileNotFoundError(f"{origin}: expected an existing folder, got {str(folder)!r}, which is not one")
+        raise FileNotFoundError(
+            f"{origin}: expected an existing folder holding {folder_name}/, got {str(folder)!r}, which is not "
+            f"one; {download_hint(folder_name, data_dir)} (or pass --data-dir)"
+        )
     nested = folder / folder_name
     return nested if nested.is_dir() else folder

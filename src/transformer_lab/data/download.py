@@ -1,24 +1,30 @@
-"""Fetch a file by URL into a cache folder, atomically, optionally gunzipped, checked by sha256.
+"""Fetch a file by URL into a data folder: pinned, checked, resumable, atomic, with a progress bar.
 
-Used by the dataset readers for users with a network (see `download_multi30k`); nothing
-in the test suite or in normal runs downloads anything: the tests serve their own files
-from a local HTTP server on 127.0.0.1.
+Used by `transformer-lab download` and the dataset downloaders; nothing in the test suite
+or in normal runs downloads anything: the tests serve their own files from a local HTTP
+server on 127.0.0.1.
 
-A download never leaves a partial or unverified file under its final name: the bytes go
-to a temporary file in the destination folder, are decompressed and hashed, and only a
-file whose sha256 matches is renamed into place (`os.replace`, atomic on one file
-system). On a mismatch the temporary file is deleted and a ValueError names the URL, the
-file, the expected and the actual hash. An existing file whose hash already matches is
-kept without any network access.
+A download never leaves a partial or unverified file under its final name. The body goes
+to `.<name>.download.part` beside the destination; an interrupted transfer keeps it, and
+the next call asks the server only for the rest (an HTTP Range request; a server that
+answers with the whole file restarts it). The complete body is decompressed (with
+`gunzip`) and hashed, and only a file whose hash matches is renamed into place
+(`os.replace`, atomic on one file system). On a mismatch the partial file is deleted and
+a ValueError names the URL, the file, the expected and the actual hash. An existing file
+whose hash already matches is kept without any network access.
 
-Where a source publishes only an MD5 (the AG News training file), `expected_md5` checks
-that instead; MD5 guards against a truncated or wrong file, not against tampering.
+The check is a sha256, except where a source publishes only another digest: an MD5
+(`expected_md5`, the AG News training file), or the git blob id under which the file is
+committed (`expected_git_blob`: the sha1 of `blob <size>\\0` and the bytes, what
+`git hash-object` prints). MD5 guards against a truncated or wrong file, not against
+tampering.
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import http.client
 import logging
 import os
 import shutil
@@ -30,14 +36,23 @@ import zlib
 from pathlib import Path
 from typing import IO
 
+from tqdm.auto import tqdm
+
 logger = logging.getLogger(__name__)
 
 _CHUNK_BYTES = 1 << 20
 _SCHEMES = ("http", "https", "file")
+# Digest name -> hex digits, in the order the arguments of download_file give them.
+_DIGEST_DIGITS = {"sha256": 64, "md5": 32, "git-blob": 40}
+PARTIAL_SUFFIX = ".download.part"
 
 
 def _digest_of_file(path: str | os.PathLike[str], algorithm: str) -> str:
-    digest = hashlib.new(algorithm)
+    if algorithm == "git-blob":
+        # git hashes a header with the size before the bytes (`git hash-object`).
+        digest = hashlib.sha1(f"blob {os.path.getsize(path)}\0".encode("ascii"), usedforsecurity=False)
+    else:
+        digest = hashlib.new(algorithm)
     with open(path, "rb") as file:
         for chunk in iter(lambda: file.read(_CHUNK_BYTES), b""):
             digest.update(chunk)
@@ -49,6 +64,11 @@ def sha256_of_file(path: str | os.PathLike[str]) -> str:
     return _digest_of_file(path, "sha256")
 
 
+def git_blob_of_file(path: str | os.PathLike[str]) -> str:
+    """The git blob id of a file's bytes (what `git hash-object FILE` prints), 40 hex digits."""
+    return _digest_of_file(path, "git-blob")
+
+
 def _check_hex_digest(name: str, value: object, algorithm: str, digits: int) -> str:
     """Return `value` lowercased if it is `digits` hex digits, else raise a ValueError naming `name`."""
     if not isinstance(value, str) or len(value) != digits or any(c not in "0123456789abcdefABCDEF" for c in value):
@@ -56,16 +76,24 @@ def _check_hex_digest(name: str, value: object, algorithm: str, digits: int) -> 
     return value.lower()
 
 
-def _expected_digest(expected_sha256: object, expected_md5: object) -> tuple[str, str]:
-    """(algorithm, expected hex digest) from the two arguments, exactly one of which is given."""
-    if (expected_sha256 is None) == (expected_md5 is None):
+def _expected_digest(
+    expected_sha256: object, expected_md5: object, expected_git_blob: object = None
+) -> tuple[str, str]:
+    """(algorithm, expected hex digest) from the three arguments, exactly one of which is given."""
+    given = {
+        name: value
+        for name, value in zip(_DIGEST_DIGITS, (expected_sha256, expected_md5, expected_git_blob))
+        if value is not None
+    }
+    if len(given) != 1:
         raise ValueError(
-            f"expected_sha256 or expected_md5: expected exactly one checksum, got "
+            f"expected_sha256, expected_md5 or expected_git_blob: expected exactly one checksum, got "
             f"expected_sha256={expected_sha256!r} and expected_md5={expected_md5!r}"
+            + ("" if expected_git_blob is None else f" and expected_git_blob={expected_git_blob!r}")
         )
-    if expected_sha256 is not None:
-        return "sha256", _check_hex_digest("expected_sha256", expected_sha256, "sha256", 64)
-    return "md5", _check_hex_digest("expected_md5", expected_md5, "md5", 32)
+    ((algorithm, value),) = given.items()
+    argument = "expected_" + algorithm.replace("-", "_")
+    return algorithm, _check_hex_digest(argument, value, algorithm, _DIGEST_DIGITS[algorithm])
 
 
 def _check_url(url: object) -> str:
@@ -77,12 +105,51 @@ def _check_url(url: object) -> str:
     return url
 
 
-def _copy_response(url: str, destination: IO[bytes], timeout: float) -> None:
-    """Stream the body at `url` into the open file `destination`."""
+def _copy_response(url: str, partial: Path, timeout: float, progress: bool) -> None:
+    """Stream the body at `url` into `partial`, continuing after the bytes it already holds.
+
+    An interrupted transfer keeps what arrived (a ConnectionError says so): the next call
+    asks only for the rest.
+    """
+    offset = partial.stat().st_size if partial.exists() else 0
+    request = urllib.request.Request(url)
+    if offset:
+        request.add_header("Range", f"bytes={offset}-")
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (scheme checked)
-            shutil.copyfileobj(response, destination, _CHUNK_BYTES)
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (scheme checked)
+            if offset and getattr(response, "status", None) != 206:
+                # The server sends the whole file (no ranges, or a file:// URL): start again.
+                logger.info("%s: the server sent the whole file; restarting the download", url)
+                offset = 0
+            length = response.headers.get("Content-Length")
+            total = offset + int(length) if length and length.isdigit() else None
+            with (
+                open(partial, "ab" if offset else "wb") as file,
+                tqdm(
+                    total=total,
+                    initial=offset,
+                    desc=partial.name.removeprefix(".").removesuffix(PARTIAL_SUFFIX),
+                    unit="B",
+                    unit_scale=True,
+                    unit_divisor=1024,
+                    disable=None if progress else True,  # None: only on a terminal
+                    leave=False,
+                ) as bar,
+            ):
+                received = offset  # counted here: a disabled bar counts nothing
+                for chunk in iter(lambda: response.read(_CHUNK_BYTES), b""):
+                    file.write(chunk)
+                    bar.update(len(chunk))
+                    received += len(chunk)
+            if total is not None and received < total:
+                # http.client ends a body cut short without an error; the length says so.
+                raise http.client.IncompleteRead(b"", total - received)
     except urllib.error.HTTPError as error:
+        if error.code == 416 and offset:
+            # The kept bytes are not a prefix the server can continue: start from nothing.
+            partial.unlink()
+            _copy_response(url, partial, timeout, progress)
+            return
         if error.code == 404:
             raise FileNotFoundError(f"{url}: expected a file to download, got HTTP 404 Not Found") from None
         raise ConnectionError(f"{url}: download failed with HTTP {error.code} {error.reason}") from None
@@ -90,8 +157,12 @@ def _copy_response(url: str, destination: IO[bytes], timeout: float) -> None:
         if isinstance(error.reason, FileNotFoundError):
             raise FileNotFoundError(f"{url}: expected a file to download, got no such file") from None
         raise ConnectionError(f"{url}: download failed ({error.reason})") from None
-    except (OSError, TimeoutError) as error:
-        raise ConnectionError(f"{url}: download failed ({error})") from None
+    except (OSError, TimeoutError, http.client.HTTPException) as error:
+        kept = partial.stat().st_size if partial.exists() else 0
+        raise ConnectionError(
+            f"{url}: download interrupted ({type(error).__name__}: {error}); {kept} bytes are kept in "
+            f"{partial} and the same command resumes from there"
+        ) from None
 
 
 def _gunzip(url: str, compressed: IO[bytes], destination: IO[bytes]) -> None:
@@ -103,6 +174,12 @@ def _gunzip(url: str, compressed: IO[bytes], destination: IO[bytes]) -> None:
         raise ValueError(f"{url}: expected gzip-compressed data, got data that does not decompress ({error})") from None
 
 
+def partial_path(destination: str | os.PathLike[str]) -> Path:
+    """Where the body of `destination` is kept while it downloads (and after an interruption)."""
+    destination = Path(destination)
+    return destination.parent / f".{destination.name}{PARTIAL_SUFFIX}"
+
+
 def download_file(
     url: str,
     destination: str | os.PathLike[str],
@@ -110,8 +187,10 @@ def download_file(
     gunzip: bool = False,
     timeout: float = 60.0,
     expected_md5: str | None = None,
+    expected_git_blob: str | None = None,
+    progress: bool = True,
 ) -> Path:
-    """Download `url` to `destination` atomically and check its sha256 (or MD5).
+    """Download `url` to `destination` atomically, resuming a partial body, and check its hash.
 
     If `destination` already exists with the expected hash, nothing is fetched. If it
     exists with another hash it is deleted (a warning says so) and downloaded again.
@@ -121,23 +200,25 @@ def download_file(
         destination: the final path of the (decompressed) file; its folder is created.
         expected_sha256: the sha256 of the final file, that is of the decompressed bytes
             when `gunzip` is set.
-        expected_md5: instead of `expected_sha256`, for sources that publish only an MD5;
-            exactly one of the two must be given.
+        expected_md5, expected_git_blob: instead of `expected_sha256`, for sources that
+            publish only an MD5 or a git blob id; exactly one of the three must be given.
         gunzip: the body is gzip data; store it decompressed.
         timeout: seconds to wait on the connection before giving up.
+        progress: show a progress bar (on a terminal only).
 
     Returns:
         `destination` as a Path.
 
     Raises:
-        ValueError: a bad argument, data that is not gzip when `gunzip`, or a sha256
+        ValueError: a bad argument, data that is not gzip when `gunzip`, or a hash
             mismatch (the message names the file, the expected and the actual hash; the
             downloaded bytes are deleted).
         FileNotFoundError: the server has no such file (HTTP 404).
-        ConnectionError: any other network failure.
+        ConnectionError: any other network failure; an interrupted body is kept for the
+            next call to resume.
     """
     url = _check_url(url)
-    algorithm, expected = _expected_digest(expected_sha256, expected_md5)
+    algorithm, expected = _expected_digest(expected_sha256, expected_md5, expected_git_blob)
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     destination = Path(destination)
@@ -146,7 +227,7 @@ def download_file(
         if actual == expected:
             logger.info("%s is already present with the expected %s; not downloading", destination, algorithm)
             return destination
-        # A cache must never keep bytes it cannot vouch for, so the bad file goes first.
+        # A data folder must never keep bytes it cannot vouch for, so the bad file goes first.
         logger.warning(
             "%s exists but its %s is %s, expected %s; deleting it and downloading again",
             destination,
@@ -157,27 +238,29 @@ def download_file(
         destination.unlink()
     destination.parent.mkdir(parents=True, exist_ok=True)
 
-    # Temporary files live beside the destination so that the final rename stays on one
-    # file system (and is therefore atomic); their names start with a dot and end in
-    # ".part", so nothing mistakes them for data.
-    temporaries: list[Path] = []
-
-    def temporary_file() -> IO[bytes]:
-        handle = tempfile.NamedTemporaryFile(
-            dir=destination.parent, prefix=f".{destination.name}.", suffix=".part", delete=False
-        )
-        temporaries.append(Path(handle.name))
-        return handle
-
+    # The body's file has a fixed name so that a later call finds and continues it; it
+    # lives beside the destination so that the final rename stays on one file system
+    # (and is therefore atomic). Its name starts with a dot and ends in ".part", so
+    # nothing mistakes it for data.
+    partial = partial_path(destination)
+    logger.info("downloading %s to %s", url, destination)
     try:
-        logger.info("downloading %s to %s", url, destination)
-        with temporary_file() as body:
-            _copy_response(url, body, float(timeout))
-        result = temporaries[-1]
+        _copy_response(url, partial, float(timeout), progress)
+    except FileNotFoundError:
+        partial.unlink(missing_ok=True)
+        raise
+    decompressed: Path | None = None
+    try:
+        result = partial
         if gunzip:
-            with open(result, "rb") as compressed, temporary_file() as plain:
+            with (
+                open(partial, "rb") as compressed,
+                tempfile.NamedTemporaryFile(
+                    dir=destination.parent, prefix=f".{destination.name}.", suffix=".part", delete=False
+                ) as plain,
+            ):
+                decompressed = result = Path(plain.name)
                 _gunzip(url, compressed, plain)
-            result = temporaries[-1]
         actual = _digest_of_file(result, algorithm)
         if actual != expected:
             raise ValueError(
@@ -187,8 +270,13 @@ def download_file(
         with open(result, "rb+") as file:
             os.fsync(file.fileno())
         os.replace(result, destination)
-        temporaries.remove(result)
+    except BaseException:
+        # A complete body that fails its check is wrong, not interrupted: resuming it would
+        # only append to the wrong bytes.
+        partial.unlink(missing_ok=True)
+        raise
     finally:
-        for path in temporaries:
-            path.unlink(missing_ok=True)
+        if decompressed is not None:
+            decompressed.unlink(missing_ok=True)
+    partial.unlink(missing_ok=True)
     return destination

@@ -8,7 +8,8 @@ the "ambiguous COCO" set) and `test_2018_flickr`, which a user with a network fe
 with `download_multi30k(cache_dir, splits=[...])`; they are never downloaded unasked.
 
 Where the data is looked for: `data_dir`, or when it is None the environment variable
-`TRANSFORMER_LAB_DATA`. Either may name
+`TRANSFORMER_LAB_DATA`, else the default data folder that `transformer-lab download
+multi30k` fills (`transformer_lab.data.dataset_folder`). Any of them may name
 
 - the data root that *contains* a `multi30k/` folder (for example `~/data`, the
   same root the other readers use), or
@@ -40,7 +41,11 @@ from pathlib import Path
 from transformer_lab.data._checks import check_bool
 
 # DATA_ENVIRONMENT_VARIABLE is re-exported here, where callers found it before AG News shared it.
-from transformer_lab.data.dataset_folder import DATA_ENVIRONMENT_VARIABLE, resolve_dataset_dir  # noqa: F401
+from transformer_lab.data.dataset_folder import (  # noqa: F401
+    DATA_ENVIRONMENT_VARIABLE,
+    download_hint,
+    resolve_dataset_dir,
+)
 from transformer_lab.data.download import download_file
 from transformer_lab.data.parallel_text import ParallelText, read_parallel_text
 
@@ -107,10 +112,9 @@ def resolve_multi30k_dir(data_dir: str | os.PathLike[str] | None = None) -> Path
 
     Args:
         data_dir: the data root containing `multi30k/`, or the `multi30k/` folder itself;
-            None reads the environment variable TRANSFORMER_LAB_DATA.
+            None reads TRANSFORMER_LAB_DATA, else takes the default data folder.
 
     Raises:
-        ValueError: data_dir is None and TRANSFORMER_LAB_DATA is not set.
         FileNotFoundError: the folder does not exist.
     """
     return resolve_dataset_dir(data_dir, MULTI30K_FOLDER)
@@ -134,10 +138,15 @@ def read_multi30k(
     if source_language == target_language:
         raise ValueError(f"source_language and target_language must differ, got {source_language!r} for both")
     check_bool("skip_empty", skip_empty)
-    fetch = f"download_multi30k(cache_dir, splits=[{split!r}]) fetches it into <cache_dir>/{MULTI30K_FOLDER}/"
+    if split in MULTI30K_DEFAULT_SPLITS:
+        fetch = download_hint(MULTI30K_FOLDER, data_dir)
+    else:
+        fetch = f"download_multi30k(cache_dir, splits=[{split!r}]) fetches it into <cache_dir>/{MULTI30K_FOLDER}/"
     try:
         folder = resolve_multi30k_dir(data_dir)
     except FileNotFoundError as error:
+        if split in MULTI30K_DEFAULT_SPLITS:
+            raise  # its message names the download already
         raise FileNotFoundError(f"{error}; Multi30k split {split!r}: {fetch}") from None
     paths = [folder / f"{split}.{language}" for language in (source_language, target_language)]
     for path in paths:
@@ -164,7 +173,7 @@ def load_multi30k(
             test set ("test_2017_flickr", "test_2017_mscoco", "test_2018_flickr"), which
             must first be fetched with `download_multi30k(cache_dir, splits=[...])`.
         data_dir: a folder containing `multi30k/`, or the `multi30k/` folder itself;
-            None reads the environment variable TRANSFORMER_LAB_DATA.
+            None reads TRANSFORMER_LAB_DATA, else takes the default data folder.
         source_language, target_language: the file suffixes, "de" and "en" by default
             (swap them for English -> German).
         skip_empty: drop pairs with an empty side instead of raising; the number dropped
@@ -175,7 +184,7 @@ def load_multi30k(
 
     Raises:
         FileNotFoundError: the folder or a file is missing.
-        ValueError: no folder given, misaligned files, an empty line (without
+        ValueError: misaligned files, an empty line (without
             `skip_empty`), invalid UTF-8; the message names the file and the line.
     """
     return read_multi30k(split, data_dir, source_language, target_language, skip_empty).pairs
@@ -188,6 +197,7 @@ def download_multi30k(
     languages: Sequence[str] = MULTI30K_LANGUAGES,
     expected_sha256: Mapping[str, str] | None = None,
     timeout: float = 60.0,
+    progress: bool = True,
 ) -> Path:
     """Download Multi30k task 1 into `<cache_dir>/multi30k/`, checked by sha256.
 
@@ -208,6 +218,7 @@ def download_multi30k(
         expected_sha256: file name -> sha256 of the decompressed file; None uses
             MULTI30K_SHA256. Every requested file must have an entry.
         timeout: seconds to wait on each connection.
+        progress: show a progress bar per file (on a terminal only).
 
     Returns:
         the `multi30k/` folder.
@@ -231,6 +242,8 @@ def download_multi30k(
     folder = Path(cache_dir) / MULTI30K_FOLDER
     base_url = base_url.rstrip("/")
     for name in names:
-        download_file(f"{base_url}/{name}.gz", folder / name, hashes[name], gunzip=True, timeout=timeout)
+        download_file(
+            f"{base_url}/{name}.gz", folder / name, hashes[name], gunzip=True, timeout=timeout, progress=progress
+        )
     logger.info("Multi30k files %s are in %s", ", ".join(names), folder)
     return folder

@@ -102,7 +102,7 @@ _NO_IGNORED_LABEL = -1
 class ClassificationDataConfig:
     """Where the data is, how the validation split is carved, how text becomes batches."""
 
-    data_dir: str | None = None  # folder holding ag_news/ (None: $TRANSFORMER_LAB_DATA)
+    data_dir: str | None = None  # folder holding ag_news/ (None: $TRANSFORMER_LAB_DATA, else the download folder)
     # Training CSV, relative to the ag_news/ folder or absolute; "" = train.csv when
     # present, else train_subset/train_subset_12k.csv. Training records the file it used.
     train_file: str = ""

@@ -68,7 +68,7 @@ _LATIN_LETTERS = re.compile(r"[A-Za-zＡ-Ｚａ-ｚ]")
 class CoupletDataConfig:
     """Where the couplets are, how they are filtered, split and batched."""
 
-    data_dir: str | None = None  # folder holding couplet/ (None: $TRANSFORMER_LAB_DATA)
+    data_dir: str | None = None  # folder holding couplet/ (None: $TRANSFORMER_LAB_DATA, else the download folder)
     train_split: str = "train_couplet_machine"  # or "train" (wb14123's 770k pairs) where present
     # The user's own couplets instead of train_split: two line files (upper, lower), or one
     # .tsv (upper<TAB>lower) or .jsonl ({"upper": ..., "lower": ...}) file.

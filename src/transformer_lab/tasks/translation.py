@@ -59,7 +59,7 @@ TOKENIZER_FILE = JOINT_TOKENIZER_FILE
 class TranslationDataConfig:
     """Where the data is and how it becomes batches."""
 
-    data_dir: str | None = None  # folder holding multi30k/ (None: $TRANSFORMER_LAB_DATA)
+    data_dir: str | None = None  # folder holding multi30k/ (None: $TRANSFORMER_LAB_DATA, else the download folder)
     # The user's own corpus instead of Multi30k: two aligned line files (SOURCE TARGET), or
     # one .tsv or .jsonl file (transformer_lab.data.pair_files); () = Multi30k from data_dir.
     train_files: tuple[str, ...] = ()

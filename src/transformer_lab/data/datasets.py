@@ -1,0 +1,114 @@
+"""The datasets `transformer-lab download` fetches into one data folder, and from where.
+
+- `multi30k` -> `multi30k/`: train, val and test_2016_flickr in de and en
+  (`download_multi30k`);
+- `ag-news` -> `ag_news/`: train.csv (120,000 rows), test.csv, classes.txt, readme.txt,
+  and `train_subset/`, the 12,000 rows the preset's figures used (`download_ag_news`,
+  `download_ag_news_subset`);
+- `couplets` -> `couplet/`: wb14123's test set and the preset's training pairs built from
+  Couplet-Machine (`download_couplet_test`, `download_train_couplet_machine`); wb14123's
+  770,491 training pairs on request (`download_wb14123_train`).
+
+Every file comes from a URL pinned to a commit and is checked by its sha256 (or, where no
+sha256 is published, by the published MD5 or git blob id) before it takes its final name;
+see `transformer_lab.data.download`. The data folder is `default_data_dir()` unless one is
+named. The sources, licences, counts and filters are in docs/data.md.
+
+A mirror (`mirror=` or the environment variable TRANSFORMER_LAB_MIRROR) serves the same
+files under another address: `https://HOST/PATH` is fetched from `MIRROR/HOST/PATH`, so a
+copy of the files (a company's proxy, or the tests' server on 127.0.0.1) replaces the
+network without any hash changing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import urllib.parse
+from pathlib import Path
+
+from transformer_lab.data.ag_news import AG_NEWS_URL, download_ag_news
+from transformer_lab.data.ag_news_subset import AG_NEWS_SUBSET_URL, download_ag_news_subset
+from transformer_lab.data.couplet import (
+    COUPLET_TEST_URL,
+    WB14123_TRAIN_URL,
+    download_couplet_test,
+    download_wb14123_train,
+)
+from transformer_lab.data.couplet_machine import COUPLET_MACHINE_URL, download_train_couplet_machine
+from transformer_lab.data.dataset_folder import DOWNLOAD_NAMES, default_data_dir
+from transformer_lab.data.multi30k import MULTI30K_URL, download_multi30k
+
+logger = logging.getLogger(__name__)
+
+DATASET_NAMES: tuple[str, ...] = tuple(DOWNLOAD_NAMES.values())
+MIRROR_ENVIRONMENT_VARIABLE = "TRANSFORMER_LAB_MIRROR"
+_MIRROR_SCHEMES = ("http", "https", "file")
+
+
+def mirrored(url: str, mirror: str | None) -> str:
+    """`url` as the mirror serves it (`MIRROR/HOST/PATH`), or `url` itself without a mirror."""
+    if not mirror:
+        return url
+    parts = urllib.parse.urlsplit(url)
+    return f"{mirror.rstrip('/')}/{parts.netloc}{parts.path}"
+
+
+def _check_mirror(mirror: object) -> str | None:
+    if mirror is None:
+        mirror = os.environ.get(MIRROR_ENVIRONMENT_VARIABLE, "") or None
+        source = MIRROR_ENVIRONMENT_VARIABLE
+    else:
+        source = "mirror"
+    if mirror is None:
+        return None
+    if not isinstance(mirror, str) or urllib.parse.urlsplit(mirror).scheme not in _MIRROR_SCHEMES:
+        raise ValueError(f"{source}: expected an http://, https:// or file:// address, got {mirror!r}")
+    return mirror
+
+
+def download_dataset(
+    name: str,
+    to: str | os.PathLike[str] | None = None,
+    *,
+    mirror: str | None = None,
+    wb14123_train: bool = False,
+    timeout: float = 60.0,
+    progress: bool = True,
+) -> Path:
+    """Download dataset `name` (one of DATASET_NAMES) into the data folder `to`.
+
+    Args:
+        name: "multi30k", "ag-news" or "couplets".
+        to: the data folder; None takes `default_data_dir()` ($TRANSFORMER_LAB_DATA, else
+            the user's cache folder).
+        mirror: fetch from this copy of the sources instead (see the module docstring);
+            None reads TRANSFORMER_LAB_MIRROR.
+        wb14123_train: with "couplets", also wb14123's 770,491 training pairs (~60 MB).
+        timeout: seconds to wait on each connection.
+        progress: show a progress bar per file (on a terminal only).
+
+    Returns:
+        the dataset's folder in the data folder.
+
+    Raises:
+        ValueError: an unknown name, a bad mirror, or a file that fails its hash.
+        FileNotFoundError, ConnectionError: see `transformer_lab.data.download.download_file`.
+    """
+    if name not in DATASET_NAMES:
+        raise ValueError(f"dataset: expected one of {', '.join(DATASET_NAMES)}, got {name!r}")
+    if wb14123_train and name != "couplets":
+        raise ValueError(f"wb14123_train: expected only with the dataset 'couplets', got it with {name!r}")
+    mirror = _check_mirror(mirror)
+    root = Path(to) if to is not None else default_data_dir()
+    if name == "multi30k":
+        return download_multi30k(root, base_url=mirrored(MULTI30K_URL, mirror), timeout=timeout, progress=progress)
+    if name == "ag-news":
+        folder = download_ag_news(root, base_url=mirrored(AG_NEWS_URL, mirror), timeout=timeout, progress=progress)
+        download_ag_news_subset(folder, mirrored(AG_NEWS_SUBSET_URL, mirror), timeout=timeout, progress=progress)
+        return folder
+    test = download_couplet_test(root, mirrored(COUPLET_TEST_URL, mirror), timeout=timeout, progress=progress)
+    download_train_couplet_machine(root, mirrored(COUPLET_MACHINE_URL, mirror), timeout=timeout, progress=progress)
+    if wb14123_train:
+        download_wb14123_train(root, mirrored(WB14123_TRAIN_URL, mirror), timeout=timeout, progress=progress)
+    return test.parent

@@ -1,0 +1,245 @@
+"""`transformer-lab download` and the dataset builders, against a loopback HTTP server.
+
+The server serves a mirror folder (`HOST/PATH` for every pinned `https://HOST/PATH`);
+nothing is fetched from outside. Where the real files are needed for their pinned hashes
+(Multi30k, the AG News subset), they come from the team's data folder beside the checkout
+and the test is skipped without it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from tests.data.loopback import serve_folder
+from transformer_lab.cli import main
+from transformer_lab.data import couplet
+from transformer_lab.data.ag_news import AG_NEWS_URL
+from transformer_lab.data.ag_news_subset import (
+    AG_NEWS_SUBSET_SHA256,
+    AG_NEWS_SUBSET_URL,
+    download_ag_news_subset,
+    rewrite_kaggle_rows,
+)
+from transformer_lab.data.couplet import load_couplets
+from transformer_lab.data.couplet_machine import (
+    COUPLET_MACHINE_FILES,
+    couplet_machine_pairs,
+    download_train_couplet_machine,
+    spaced,
+)
+from transformer_lab.data.datasets import MIRROR_ENVIRONMENT_VARIABLE, download_dataset, mirrored
+from transformer_lab.data.multi30k import MULTI30K_DEFAULT_SPLITS, MULTI30K_URL
+
+TEAM_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+def put(mirror: Path, url: str, body: bytes) -> None:
+    """Place `body` where the mirror serves `url`."""
+    path = mirror / urllib.parse.unquote(urllib.parse.urlsplit(mirrored(url, "http://x")).path.lstrip("/"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(body)
+
+
+def part_files(folder: Path) -> list[Path]:
+    return sorted(path for path in folder.rglob("*") if path.name.endswith(".part"))
+
+
+def test_the_mirror_maps_host_and_path() -> None:
+    url = "https://raw.githubusercontent.com/owner/repo/0123abcd/data/x.txt"
+    assert mirrored(url, None) == url
+    assert (
+        mirrored(url, "http://127.0.0.1:8000/")
+        == "http://127.0.0.1:8000/raw.githubusercontent.com/owner/repo/0123abcd/data/x.txt"
+    )
+    with pytest.raises(ValueError, match=r"mirror: expected an http://, https:// or file:// address, got 'ftp://x'"):
+        download_dataset("multi30k", mirror="ftp://x")
+
+
+def test_an_unknown_dataset_name_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["download", "wikipedia", "--to", str(tmp_path)])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "invalid choice: 'wikipedia'" in error and "multi30k" in error
+    with pytest.raises(ValueError, match=r"dataset: expected one of multi30k, ag-news, couplets, got 'wikipedia'"):
+        download_dataset("wikipedia", tmp_path)
+    with pytest.raises(ValueError, match="wb14123_train: expected only with the dataset 'couplets'"):
+        download_dataset("multi30k", tmp_path, wb14123_train=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_checksum_mismatch_is_one_line_and_keeps_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mirror = tmp_path / "mirror"
+    put(mirror, f"{AG_NEWS_URL}/train.csv", b'"1","not","the release"\n')
+    data = tmp_path / "data"
+    with serve_folder(mirror) as server:
+        monkeypatch.setenv(MIRROR_ENVIRONMENT_VARIABLE, server.base_url)
+        assert main(["download", "ag-news", "--to", str(data)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert error.startswith("transformer-lab download: error: train.csv (from http://127.0.0.1:")
+    assert "md5 mismatch: expected b1a00f826fdfbd249f79597b59e1dc12" in error and "was not written" in error
+    assert not (data / "ag_news" / "train.csv").exists() and part_files(data) == []
+
+
+def test_a_missing_file_on_the_server_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    with serve_folder(tmp_path / "empty") as server:
+        assert main(["download", "multi30k", "--to", str(tmp_path / "data"), "--mirror", server.base_url]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "train.de.gz: expected a file to download, got HTTP 404" in error
+
+
+@pytest.mark.skipif(
+    not (TEAM_DATA / "multi30k" / "train.de").is_file(), reason=f"the Multi30k files are not in {TEAM_DATA}"
+)
+def test_a_new_user_downloads_trains_and_translates_without_naming_a_data_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("TRANSFORMER_LAB_DATA", raising=False)
+    monkeypatch.chdir(tmp_path)
+    mirror = tmp_path / "mirror"
+    names = [f"{split}.{language}" for split in MULTI30K_DEFAULT_SPLITS for language in ("de", "en")]
+    for name in names:
+        put(mirror, f"{MULTI30K_URL}/{name}.gz", gzip.compress((TEAM_DATA / "multi30k" / name).read_bytes()))
+    with serve_folder(mirror) as server:
+        monkeypatch.setenv(MIRROR_ENVIRONMENT_VARIABLE, server.base_url)
+        # Before the download, training says the one command to run.
+        assert main(["train", "translation", "--out", "runs/mt"]) == 2
+        assert "run `transformer-lab download multi30k` to fetch it" in capsys.readouterr().err
+        assert main(["download", "multi30k"]) == 0
+        printed = capsys.readouterr().out
+        assert len(server.requests) == len(names)
+        assert main(["download", "multi30k"]) == 0  # everything is there: nothing is fetched again
+        assert len(server.requests) == len(names)
+    data = home / ".cache" / "transformer_lab" / "data" / "multi30k"
+    assert f"multi30k: {data}" in printed and "next: transformer-lab train translation --out" in printed
+    for name in names:
+        assert (data / name).read_bytes() == (TEAM_DATA / "multi30k" / name).read_bytes()
+    assert part_files(data) == []
+    tiny = [
+        "data.num_train=200", "data.num_validation=20", "data.vocab_size=400", "model.d_model=32",
+        "model.nhead=2", "model.num_encoder_layers=1", "model.num_decoder_layers=1", "model.dim_feedforward=64",
+        "train.epochs=1", "train.warmup_steps=10", "train.cooldown_steps=0", "train.progress_bar=false",
+        "decode.max_len=20",
+    ]  # fmt: skip
+    command = ["train", "translation", "--out", "runs/mt"]
+    assert main([*command, *(argument for setting in tiny for argument in ("--set", setting))]) == 0
+    # evaluate finds the same folder: the validation split, scored without naming it.
+    assert main(["evaluate", "translation", "--checkpoint", "runs/mt", "--split", "val", "--beam", "1"]) == 0
+    assert "BLEU" in capsys.readouterr().out
+    from transformer_lab import Translator
+
+    translations = Translator("runs/mt").translate(["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen."])
+    assert len(translations) == 2 and all(isinstance(text, str) for text in translations)
+
+
+SOURCES = {
+    "cldldq+zgdl+zgdldq+zgdlw.txt": ["风 来 \t=>\t雨 去 ", "山 高\t=>\t水 长", "风 来 \t=>\t雨 去 "],
+    "mannual.txt": ["天 \t=>\t地 ", "一 二 三\t=>\t四 五", "\t=>\t"],
+    "qts_for_duilian.txt": ["春 眠\t=>\t秋 思", "白 日\t=>\t青 天"],
+}
+
+
+def test_the_couplet_machine_rules() -> None:
+    test_lines = ["青 天 ", "月 明 "]  # wb14123's format: spaced, a trailing space
+    build = couplet_machine_pairs(SOURCES, test_lines)
+    # Spaces go; unequal or empty pairs, the repeated pair and the pair with a test line are left out.
+    assert build.pairs == [("风来", "雨去"), ("山高", "水长"), ("天", "地"), ("春眠", "秋思")]
+    assert (build.read, build.empty_or_unequal, build.duplicates, build.in_test_set) == (8, 2, 1, 1)
+    assert spaced("风来") == "风 来 "
+    with pytest.raises(ValueError, match=r"mannual\.txt: line 2: expected 'upper<TAB>=><TAB>lower', got '一 二'"):
+        couplet_machine_pairs({"mannual.txt": ["天\t=>\t地", "一 二"]}, [])
+
+
+def test_the_couplet_machine_split_is_downloaded_built_and_checked(tmp_path: Path) -> None:
+    files = {name: SOURCES.get(name, ["花 开\t=>\t叶 落"]) for name in COUPLET_MACHINE_FILES}
+    bodies = {name: "".join(line + "\n" for line in lines).encode() for name, lines in files.items()}
+    mirror = tmp_path / "mirror"
+    for name, body in bodies.items():
+        (mirror / name).parent.mkdir(parents=True, exist_ok=True)
+        (mirror / name).write_bytes(body)
+    data = tmp_path / "data"
+    (data / "couplet" / "test").mkdir(parents=True)
+    (data / "couplet" / "test" / "in.txt").write_text("青 天 \n", encoding="utf-8")
+    (data / "couplet" / "test" / "out.txt").write_text("白 日 \n", encoding="utf-8")
+    expected_in = "风 来 \n山 高 \n天 \n春 眠 \n" + "花 开 \n"
+    expected_out = "雨 去 \n水 长 \n地 \n秋 思 \n" + "叶 落 \n"
+    hashes = {"in.txt": hashlib.sha256(expected_in.encode()).hexdigest(), "out.txt": "0" * 64}
+    sources = {name: hashlib.sha256(body).hexdigest() for name, body in bodies.items()}
+    with serve_folder(mirror) as server:
+        with pytest.raises(ValueError, match=r"out\.txt: sha256 mismatch: expected 0{64}.*nothing was written"):
+            download_train_couplet_machine(data, server.base_url, source_sha256=sources, expected_sha256=hashes)
+        split = data / "couplet" / "train_couplet_machine"
+        assert not (split / "in.txt").exists() and part_files(data) == []
+        # The '+' of the file names travels quoted.
+        assert "/cldldq%2Bzgdl%2Bzgdldq%2Bzgdlw.txt" in server.requests
+        hashes["out.txt"] = hashlib.sha256(expected_out.encode()).hexdigest()
+        fetched = len(server.requests)
+        download_train_couplet_machine(data, server.base_url, source_sha256=sources, expected_sha256=hashes)
+        assert len(server.requests) == fetched  # the sources were kept and checked, not fetched again
+        assert (split / "in.txt").read_text(encoding="utf-8") == expected_in
+        assert (split / "out.txt").read_text(encoding="utf-8") == expected_out
+        assert load_couplets("train_couplet_machine", data).pairs[-1] == ("花开", "叶落")
+        # Built and checked: no network at all (nothing listens on port 9).
+        download_train_couplet_machine(data, "http://127.0.0.1:9/", source_sha256=sources, expected_sha256=hashes)
+
+
+def test_the_wb14123_training_pairs_are_checked_by_their_git_blob_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bodies = {"in.txt": "风 来 \n".encode(), "out.txt": "雨 去 \n".encode()}
+    blobs = {name: hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest() for name, body in bodies.items()}
+    monkeypatch.setattr(couplet, "WB14123_TRAIN_GIT_BLOB", blobs)
+    for name, body in bodies.items():
+        (tmp_path / "mirror" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "mirror" / name).write_bytes(body)
+    with serve_folder(tmp_path / "mirror") as server:
+        folder = couplet.download_wb14123_train(tmp_path / "data", server.base_url)
+    assert load_couplets("train", tmp_path / "data").pairs == [("风来", "雨去")]
+    assert folder == tmp_path / "data" / "couplet" / "train"
+
+
+@pytest.mark.skipif(
+    not (TEAM_DATA / "ag_news" / "train_subset").is_dir(), reason=f"the AG News subset is not in {TEAM_DATA}"
+)
+def test_the_ag_news_subset_is_rebuilt_byte_for_byte(tmp_path: Path) -> None:
+    source = (TEAM_DATA / "ag_news" / "train_subset" / "validation_12k_kaggle_format.csv").read_bytes()
+    put(tmp_path / "mirror", AG_NEWS_SUBSET_URL, source)
+    with serve_folder(tmp_path / "mirror") as server:
+        subset = download_ag_news_subset(tmp_path / "ag_news", mirrored(AG_NEWS_SUBSET_URL, server.base_url))
+    assert subset.read_bytes() == (TEAM_DATA / "ag_news" / "train_subset" / "train_subset_12k.csv").read_bytes()
+    assert hashlib.sha256(subset.read_bytes()).hexdigest() == AG_NEWS_SUBSET_SHA256
+    bad = tmp_path / "bad.csv"
+    bad.write_text("label,text\n1,x\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad\.csv: line 1: expected the header Class Index,Title,Description"):
+        rewrite_kaggle_rows(bad)
+
+
+@pytest.mark.skipif(not (TEAM_DATA / "couplet").is_dir(), reason=f"the data folder is not in {TEAM_DATA}")
+def test_the_pinned_hashes_are_those_of_the_verified_files() -> None:
+    from transformer_lab.data.ag_news import AG_NEWS_SHA256
+    from transformer_lab.data.ag_news_subset import KAGGLE_FILE, KAGGLE_SHA256, SUBSET_FILE, SUBSET_FOLDER
+    from transformer_lab.data.couplet import COUPLET_TEST_SHA256
+    from transformer_lab.data.couplet_machine import SPLIT, TRAIN_COUPLET_MACHINE_SHA256
+    from transformer_lab.data.download import sha256_of_file
+
+    pinned = {
+        **{f"ag_news/{name}": sha256 for name, sha256 in AG_NEWS_SHA256.items()},
+        f"ag_news/{SUBSET_FOLDER}/{SUBSET_FILE}": AG_NEWS_SUBSET_SHA256,
+        f"ag_news/{SUBSET_FOLDER}/{KAGGLE_FILE}": KAGGLE_SHA256,
+        **{f"couplet/test/{name}": sha256 for name, sha256 in COUPLET_TEST_SHA256.items()},
+        **{f"couplet/{SPLIT}/{name}": sha256 for name, sha256 in TRAIN_COUPLET_MACHINE_SHA256.items()},
+    }
+    assert {path: sha256_of_file(TEAM_DATA / path) for path in pinned} == pinned
