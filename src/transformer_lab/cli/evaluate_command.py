@@ -244,7 +244,7 @@ def couplet_samples_table(evaluation: couplet.CoupletEvaluation, count: int) -> 
 
 
 def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
-    from transformer_lab.lab.figures import plot_confusion_matrix
+    from transformer_lab.lab.result_plots import plot_confusion_matrix
 
     for option in ("beam", "length_penalty"):
         if getattr(arguments, option) is not None:
