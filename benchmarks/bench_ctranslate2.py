@@ -233,7 +233,7 @@ def run_batch_sweep(engines: dict[str, Decoder], arguments: argparse.Namespace, 
         print(table_row(str(batch_size), timing, batch_size))
     if arguments.no_figure:
         return
-    from transformer_lab.lab.figures import plot_ms_per_step  # matplotlib (the plots extra) only here
+    from transformer_lab.lab.result_plots import plot_ms_per_step  # matplotlib (the plots extra) only here
 
     labels = {
         "ours": "ours fp32",

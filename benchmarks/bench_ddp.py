@@ -27,7 +27,6 @@ CPU timings on a shared machine are noisy: compare configurations of one run onl
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -38,6 +37,7 @@ import time
 from pathlib import Path
 
 from transformer_lab.hardware import machine_summary
+from transformer_lab.training.metrics_log import read_metrics
 
 CONFIGURATIONS = ("1x1", "1x2", "2x1")
 
@@ -77,7 +77,7 @@ def command_for(
 
 def tokens_per_second(out: Path) -> tuple[float, int]:
     """Median tokens/s of the logged training windows after the first, and their count."""
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    rows = read_metrics(out / "metrics.jsonl")
     values = [row["tokens_per_second"] for row in rows if row.get("event") == "train"][1:]
     if not values:
         raise ValueError(

@@ -21,7 +21,6 @@ tokenizer is the checkpoint's. The CPU is printed first.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from transformer_lab.data import load_multi30k
 from transformer_lab.hardware import machine_summary
 from transformer_lab.tasks import translation
 from transformer_lab.training import config_to_dict, load_checkpoint_config, resolve_checkpoint
+from transformer_lab.training.metrics_log import read_metrics
 
 VOCABULARY_FIELDS = ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id")
 
@@ -40,7 +40,7 @@ def write_tsv(path: Path, pairs: list[tuple[str, str]]) -> Path:
 
 
 def evaluations(run: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    rows = read_metrics(run / "metrics.jsonl")
     return [row for row in rows if row["event"] == "eval"]
 
 

@@ -41,7 +41,7 @@ TRAIN_ARGUMENTS = ["train", "reverse", "--set", "train.progress_bar=false", "--s
 CONCEPTS: list[tuple[str, list[str]]] = [
     (
         "Scaled dot-product attention, softmax(QK^T / sqrt(d_k)) V",
-        ["transformer_lab.nn.attention.MultiheadAttention._explicit_attention"],
+        ["transformer_lab.nn.attention.explicit_attention"],
     ),
     ("Multi-head attention (project, split heads, merge, W_o)", ["transformer_lab.nn.MultiheadAttention"]),
     ("Look-ahead (causal) mask", ["transformer_lab.nn.masks.causal_mask"]),

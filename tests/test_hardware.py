@@ -66,6 +66,22 @@ def test_auto_on_a_faked_cuda_device_asks_cuda(monkeypatch, supported, expected)
     assert hardware.bf16_support("cuda").reason.startswith("Fake GPU ")
 
 
+@pytest.mark.parametrize(("avx512_bf16", "auto"), [(True, "bf16"), (False, "fp32")])
+def test_a_commands_precision_is_the_given_one_else_the_default_resolved_once(monkeypatch, avx512_bf16, auto) -> None:
+    fake_x86(monkeypatch, avx512_bf16=avx512_bf16)
+    resolve = hardware.resolve_inference_precision
+    assert resolve(None, "auto", "cpu") == auto  # the checkpoint's "auto", resolved for this CPU
+    assert resolve("auto", "fp32", "cpu") == auto
+    assert resolve(None, "fp32", "cpu") == "fp32"
+    assert resolve("int8", "auto", "cpu") == "int8"  # a converted copy, not an autocast precision
+    with pytest.raises(ValueError, match=r"--precision int8: expected a model on the CPU .* got cuda"):
+        resolve("int8", "auto", "cuda", name="--precision")
+    with pytest.raises(ValueError, match=r"--precision: expected one of \('auto', 'fp32', 'bf16'\) .* got 'int8'"):
+        resolve("int8", "auto", "cpu", name="--precision", int8=False)  # a classifier has no int8 copy
+    with pytest.raises(ValueError, match=r"precision: expected one of \('auto', 'fp32', 'bf16', 'int8'\)"):
+        resolve("fp16", "auto", "cpu")
+
+
 def test_fp32_is_never_changed_and_a_bad_name_is_refused(monkeypatch) -> None:
     fake_x86(monkeypatch, avx512_bf16=True)
     assert hardware.resolve_precision("fp32", "cpu") == "fp32"

@@ -27,15 +27,13 @@ from typing import Any, overload
 import torch
 
 from transformer_lab.data import TokenizerPair
-from transformer_lab.decoding import DecodeConfig, decoding_model
+from transformer_lab.decoding import DecodeConfig, decoding_model, with_precision
+from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.models.quantization import int8_for_inference
 from transformer_lab.tasks import classification, couplet, translation
 from transformer_lab.tasks.classification import Prediction
 from transformer_lab.tasks.couplet import CoupletResult
 from transformer_lab.tasks.seq2seq import Candidate
-
-PRECISION_CHOICES = ("auto", "fp32", "bf16", "int8")
 
 
 def _texts(texts: str | Sequence[str], name: str) -> list[str]:
@@ -48,27 +46,23 @@ def _texts(texts: str | Sequence[str], name: str) -> list[str]:
     return texts
 
 
-def _check_precision(precision: str | None) -> None:
-    if precision is not None and precision not in PRECISION_CHOICES:
-        raise ValueError(
-            f"precision: expected one of {PRECISION_CHOICES} or None (the checkpoint's), got {precision!r}"
-        )
-
-
 def decode_settings(
     decode: DecodeConfig,
     beam: int | None = None,
     nbest: int = 1,
     precision: str | None = None,
     length_penalty: float | None = None,
+    device: str | torch.device = "cpu",
 ) -> DecodeConfig:
     """``decode`` (a checkpoint's) with a search of ``beam`` (1: greedy) returning ``nbest``; None keeps a field.
 
     ``nbest`` > 1 needs beam search with at least as many beams: a ``beam`` below it is a
-    ValueError; with ``beam`` None the beam is widened to ``nbest``. ``precision`` "int8"
-    decodes in fp32 around an int8 copy of the model.
+    ValueError; with ``beam`` None the beam is widened to ``nbest``. ``precision`` (one of
+    ``hardware.INFERENCE_PRECISIONS``) is resolved on ``device`` as the commands resolve
+    it; "int8" decodes in fp32 around an int8 copy of the model.
     """
-    _check_precision(precision)
+    if precision is not None:
+        precision = resolve_inference_precision(precision, decode.precision, device)
     if not isinstance(nbest, int) or isinstance(nbest, bool) or nbest < 1:
         raise ValueError(f"nbest: expected an int >= 1, got {nbest!r}")
     if beam is not None:
@@ -81,18 +75,14 @@ def decode_settings(
         beam_size = max(nbest, decode.beam_size if decode.strategy == "beam" else 1)
         decode = dataclasses.replace(decode, strategy="beam", beam_size=beam_size)
     changes: dict[str, Any] = {"num_return": nbest}
-    if precision is not None:
-        changes["precision"] = "fp32" if precision == "int8" else precision
     if length_penalty is not None:
         changes["length_penalty"] = length_penalty  # DecodeConfig checks it and names the field
-    return dataclasses.replace(decode, **changes)
+    decode = dataclasses.replace(decode, **changes)
+    return decode if precision is None else with_precision(decode, precision)
 
 
-def _decoding_model(model: Seq2SeqTransformer, precision: str | None, decode: DecodeConfig) -> Seq2SeqTransformer:
-    """The model to decode with: its int8 copy (CPU), its bf16 copy where bf16 is asked and fast, or itself."""
-    if precision == "int8":
-        return int8_for_inference(model)  # CPU only; the error names the device
-    return decoding_model(model, decode.precision)
+def _model_device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
 
 
 class Translator:
@@ -118,13 +108,14 @@ class Translator:
         self, beam: int | None = None, nbest: int = 1, precision: str | None = None, length_penalty: float | None = None
     ) -> DecodeConfig:
         """The checkpoint's decoding with these settings applied (None keeps the checkpoint's)."""
-        return decode_settings(self.config.decode, beam, nbest, precision, length_penalty)
+        return decode_settings(self.config.decode, beam, nbest, precision, length_penalty, _model_device(self.model))
 
-    def _model(self, precision: str | None, decode: DecodeConfig) -> Seq2SeqTransformer:
+    def _model(self, precision: str) -> Seq2SeqTransformer:
+        """The model to decode with at the resolved ``precision``; the int8 copy is made once."""
         if precision != "int8":
-            return _decoding_model(self.model, precision, decode)
+            return decoding_model(self.model, precision)
         if self._int8 is None:
-            self._int8 = _decoding_model(self.model, precision, decode)  # made once
+            self._int8 = decoding_model(self.model, precision)
         return self._int8
 
     @overload
@@ -168,8 +159,9 @@ class Translator:
         one longer than the model's positional table is a ValueError naming its index.
         """
         texts = _texts(sentences, "sentences")
-        decode = self.decode_config(beam, nbest, precision, length_penalty)
-        model = self._model(precision, decode)
+        resolved = resolve_inference_precision(precision, self.config.decode.precision, _model_device(self.model))
+        decode = self.decode_config(beam, nbest, resolved, length_penalty)
+        model = self._model(resolved)
         if nbest == 1:
             results: list[Any] = translation.translate_sentences(model, self.tokenizers, texts, decode, batch_size)
         else:
@@ -212,12 +204,10 @@ class Classifier:
         ``precision`` "fp32", "bf16" or "auto" (None: fp32); ``truncate`` reads only the
         first ``max_len`` tokens of a longer text (else it is a ValueError naming its index).
         """
-        if precision == "int8":
-            raise ValueError("precision: expected 'fp32', 'bf16' or 'auto' for a classifier, got 'int8'")
-        _check_precision(precision)
+        resolved = resolve_inference_precision(precision, "fp32", _model_device(self.model), int8=False)
         batch = _texts(texts, "texts")
         results = classification.predict_each(
-            self.model, self.tokenizer, self.class_names, batch, truncate=truncate, precision=precision or "fp32"
+            self.model, self.tokenizer, self.class_names, batch, truncate=truncate, precision=resolved
         )
         predictions = []
         for index, result in enumerate(results):
@@ -270,8 +260,10 @@ class CoupletWriter:
         candidates, not an exception, so that one bad line does not cost the others.
         """
         lines = _texts(uppers, "uppers")
-        decode = decode_settings(self.config.decode, beam, num_candidates, precision)
-        model = _decoding_model(self.model, precision, decode)
+        device = _model_device(self.model)
+        resolved = resolve_inference_precision(precision, self.config.decode.precision, device)
+        decode = decode_settings(self.config.decode, beam, num_candidates, resolved, device=device)
+        model = decoding_model(self.model, resolved)
         results = couplet.generate(
             model, self.vocabulary, lines, decode, self.config.constraints, num_candidates=num_candidates
         )

@@ -33,6 +33,7 @@ from typing import Literal
 import torch
 
 __all__ = [
+    "INFERENCE_PRECISIONS",
     "PRECISIONS",
     "Bf16Support",
     "autocast",
@@ -41,6 +42,7 @@ __all__ = [
     "machine_summary",
     "measure_bf16_speed",
     "physical_cores",
+    "resolve_inference_precision",
     "resolve_precision",
 ]
 
@@ -48,6 +50,9 @@ logger = logging.getLogger(__name__)
 
 # "auto" picks one of the other two for the device at hand.
 PRECISIONS = ("auto", "fp32", "bf16")
+# What a command decodes or classifies at: int8 is no autocast precision but a converted
+# copy of the model (models.quantization), in fp32 arithmetic around its int8 layers.
+INFERENCE_PRECISIONS = (*PRECISIONS, "int8")
 _CPUINFO = Path("/proc/cpuinfo")
 _X86_MACHINES = ("x86_64", "amd64", "i386", "i686", "x86")
 # Messages already logged, so that a choice or a warning is said once per process, not at
@@ -221,6 +226,33 @@ def resolve_precision(
             "It runs, but precision auto (or fp32) would be faster.",
         )
     return "bf16"
+
+
+def resolve_inference_precision(
+    requested: str | None,
+    default: str,
+    device: torch.device | str,
+    *,
+    name: str = "precision",
+    int8: bool = True,
+) -> Literal["fp32", "bf16", "int8"]:
+    """The one precision a command (or the Python API) decodes or classifies at on ``device``.
+
+    ``requested`` (``--precision``; None: ``default``, the checkpoint's) is one of
+    :data:`INFERENCE_PRECISIONS`; "auto" resolves as :func:`resolve_precision` says; "int8"
+    stays "int8" where ``int8`` allows it, and needs a CPU (PyTorch's int8 kernels). The
+    model copy, the decoding config and the report's name all follow from the result.
+    Errors name the option ``name``.
+    """
+    choice = default if requested is None else requested
+    choices = INFERENCE_PRECISIONS if int8 else PRECISIONS
+    if choice not in choices:
+        raise ValueError(f"{name}: expected one of {choices} or None (the default, {default!r}), got {choice!r}")
+    if choice == "int8":
+        if torch.device(device).type != "cpu":
+            raise ValueError(f"{name} int8: expected a model on the CPU (PyTorch's int8 kernels), got {device}")
+        return "int8"
+    return resolve_precision(choice, device, log_level=logging.DEBUG)
 
 
 def _device_name(device: torch.device) -> str:

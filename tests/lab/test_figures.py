@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from transformer_lab.cli import main
-from transformer_lab.lab import figures
+from transformer_lab.lab import figures, result_plots
 from transformer_lab.lab.attention_maps import attention_maps
 from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint, sentence_attention
+from transformer_lab.training.metrics_log import read_metrics
 
 DPI = 40  # small images keep the tests fast
 
@@ -110,10 +111,10 @@ def test_bad_figure_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
     with pytest.raises(ValueError, match="real_length must be in \\[1, length=4\\], got 5"):
         figures.plot_masks(tmp_path / "masks.png", length=4, real_length=5)
     with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
-        figures.plot_training_curve(tmp_path / "curve.png", tmp_path / "metrics.jsonl")
+        result_plots.plot_training_curve(tmp_path / "curve.png", tmp_path / "metrics.jsonl")
     (tmp_path / "broken.jsonl").write_text('{"event": "train", "step": 1}\nnot json\n', encoding="utf-8")
     with pytest.raises(ValueError, match="line 2 of"):
-        figures.read_metrics(tmp_path / "broken.jsonl")
+        read_metrics(tmp_path / "broken.jsonl")
     assert main(["plot", "lr-schedule", "--settings", "512-4000", "--out", str(tmp_path / "x.png")]) == 2
     assert "--settings: expected d_model:warmup pairs" in capsys.readouterr().err
     assert main(["plot", "masks", "--width", "3", "--out", str(tmp_path / "x.png")]) == 2
@@ -144,18 +145,18 @@ def test_plot_attention_reads_tokens_through_vocabulary_files(
 def test_confusion_matrix_png_and_its_bad_input(tmp_path: Path) -> None:
     names = ["World", "Sports", "Business", "Sci/Tech"]
     confusion = [[50, 1, 2, 3], [0, 55, 1, 0], [4, 0, 40, 9], [2, 1, 6, 47]]
-    path = figures.plot_confusion_matrix(tmp_path / "confusion.png", confusion, names, figsize=(5.0, 4.0), dpi=DPI)
+    path = result_plots.plot_confusion_matrix(tmp_path / "confusion.png", confusion, names, figsize=(5.0, 4.0), dpi=DPI)
     assert _pixels(path) == (4.0 * DPI, 5.0 * DPI)
     with pytest.raises(ValueError, match=r"confusion must be 4 rows of 4 counts .* got shape \[2, 2\]"):
-        figures.plot_confusion_matrix(tmp_path / "x.png", [[1, 0], [0, 1]], names)
+        result_plots.plot_confusion_matrix(tmp_path / "x.png", [[1, 0], [0, 1]], names)
     with pytest.raises(ValueError, match="non-negative counts"):
-        figures.plot_confusion_matrix(tmp_path / "x.png", [[1, -1], [0, 1]], names[:2])
+        result_plots.plot_confusion_matrix(tmp_path / "x.png", [[1, -1], [0, 1]], names[:2])
     with pytest.raises(ValueError, match="path must name a .png file"):
-        figures.plot_confusion_matrix(tmp_path / "x.svg", [[1, 0], [0, 1]], names[:2])
+        result_plots.plot_confusion_matrix(tmp_path / "x.svg", [[1, 0], [0, 1]], names[:2])
 
 
 def test_ms_per_step_figure_and_its_bad_input(tmp_path: Path) -> None:
-    from transformer_lab.lab.figures import plot_ms_per_step
+    from transformer_lab.lab.result_plots import plot_ms_per_step
 
     times = {"ours fp32": [4.2, 6.0, 15.0], "ctranslate2 fp32": [3.0, 4.1, 10.9]}
     path = plot_ms_per_step(tmp_path / "speed.png", [1, 4, 32], times, footnote="a CPU", figsize=(6.0, 4.0), dpi=50)

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from transformer_lab.lab import figures, fonts  # noqa: E402
+from transformer_lab.lab import fonts, result_plots  # noqa: E402
 
 
 def test_a_chinese_confusion_matrix_draws_without_missing_glyphs(tmp_path: Path) -> None:
@@ -18,7 +18,7 @@ def test_a_chinese_confusion_matrix_draws_without_missing_glyphs(tmp_path: Path)
         pytest.skip(f"no CJK font installed here ({fonts.INSTALL_HINT})")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        figures.plot_confusion_matrix(tmp_path / "zh.png", [[3, 1], [0, 4]], ["上联", "下联"], title="对联 上下")
+        result_plots.plot_confusion_matrix(tmp_path / "zh.png", [[3, 1], [0, 4]], ["上联", "下联"], title="对联 上下")
     missing = [str(warning.message) for warning in caught if "missing from font" in str(warning.message)]
     assert missing == []
     assert (tmp_path / "zh.png").stat().st_size > 0

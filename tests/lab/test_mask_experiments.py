@@ -22,6 +22,7 @@ from transformer_lab.lab.mask_experiments import (
     run_experiment,
     tgt_padding_mask_experiment,
 )
+from transformer_lab.lab.mask_report import format_lab_result
 
 
 def _rows(result: LabResult) -> dict[str, Comparison]:
@@ -38,7 +39,7 @@ def test_the_batch_has_padding_on_both_sides(tiny_setup: LabSetup) -> None:
 def test_decoder_needs_no_target_key_padding_mask(tiny_setup: LabSetup) -> None:
     result = tgt_padding_mask_experiment(tiny_setup)
     rows = _rows(result)
-    assert result.holds, result.format_table()
+    assert result.holds, format_lab_result(result)
     assert rows["loss (ignore_index = pad)"].difference <= 1e-6
     assert rows["every parameter's gradient"].difference <= 1e-6
     assert rows["logits at real target positions"].difference <= 1e-6
@@ -49,7 +50,7 @@ def test_decoder_needs_no_target_key_padding_mask(tiny_setup: LabSetup) -> None:
 def test_encoder_row_mask_changes_nothing_that_reaches_the_loss(tiny_setup: LabSetup) -> None:
     result = encoder_row_mask_experiment(tiny_setup)
     rows = _rows(result)
-    assert result.holds, result.format_table()
+    assert result.holds, format_lab_result(result)
     assert rows["non-finite memory values with rows hidden"].difference == 0.0  # zero mixture, not NaN
     assert rows["loss"].difference <= 1e-6
     assert rows["every parameter's gradient"].difference <= 1e-6
@@ -60,7 +61,7 @@ def test_encoder_row_mask_changes_nothing_that_reaches_the_loss(tiny_setup: LabS
 def test_ignore_index_plays_the_part_of_hiding_decoder_rows(tiny_setup: LabSetup) -> None:
     result = decoder_rows_experiment(tiny_setup)
     rows = _rows(result)
-    assert result.holds, result.format_table()
+    assert result.holds, format_lab_result(result)
     assert rows["every parameter's gradient (ignore_index = pad)"].difference <= 1e-6
     assert rows["every parameter's gradient without ignore_index"].difference > 1e-4
 
@@ -68,7 +69,7 @@ def test_ignore_index_plays_the_part_of_hiding_decoder_rows(tiny_setup: LabSetup
 def test_key_padding_polarity_mixups_show_and_are_refused(tiny_setup: LabSetup) -> None:
     result = key_padding_polarity_experiment(tiny_setup)
     rows = _rows(result)
-    assert result.holds, result.format_table()
+    assert result.holds, format_lab_result(result)
     assert rows["keep_to_hidden(Annotated mask) vs padding_mask: entries"].difference == 0.0
     assert rows["mixed: weight on real keys (rows with padding)"].difference == 0.0  # attends only to padding
     assert rows["mixed: logits 0..1 after changing later tokens"].difference > 1e-3  # the future leaks
@@ -90,7 +91,7 @@ def test_result_verdicts_follow_the_rows() -> None:
     assert Comparison("z", 0.0, 1e-5, True).holds and Comparison("w", 2.0, 1e-5, False).holds
     result = LabResult("name", "claim", "setup", [Comparison("z", 0.0, 1e-5, True)], [GuardCheck("g", None)])
     assert not result.holds
-    assert "NOT refused" in result.format_table() and "claim does NOT hold" in result.format_table()
+    assert "NOT refused" in format_lab_result(result) and "claim does NOT hold" in format_lab_result(result)
 
 
 def test_lab_command_prints_the_table_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:

@@ -43,7 +43,6 @@ def test_a_failing_result_formats_every_row_guard_and_note() -> None:
     )
     result = _failing_result()
     assert format_lab_result(result) == expected
-    assert result.format_table() == expected  # the method the CLI calls is the same report
 
 
 def test_short_quantities_keep_the_header_width_and_no_notes_means_no_note_block() -> None:

@@ -287,6 +287,11 @@ def test_finetuning_starts_from_the_checkpoint_with_its_tokenizer(
             ["--set", "model.d_model=48"],
             "--set model.d_model=48: expected the value of the checkpoint it fine-tunes, 32",
         ),
+        (
+            # A space before '=': the key is read as --set reads it, not as "d_model ".
+            ["--set", "model.d_model =48"],
+            "--set model.d_model=48: expected the value of the checkpoint it fine-tunes, 32",
+        ),
     ],
 )
 def test_finetuning_refuses_what_cannot_reuse_the_weights(

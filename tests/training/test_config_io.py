@@ -7,6 +7,7 @@ from typing import Literal, Optional
 import pytest
 
 from transformer_lab.training import TrainConfig, apply_overrides, config_from_dict, config_to_dict
+from transformer_lab.training.config_io import parse_override
 
 
 @dataclasses.dataclass
@@ -92,6 +93,15 @@ def test_overrides_parse_by_field_type():
 def test_override_errors_name_the_key(override, match):
     with pytest.raises(ValueError, match=match):
         apply_overrides(RunConfig(), [override])
+
+
+def test_an_override_is_read_once_the_same_way_for_every_reader():
+    # Fine-tuning reads the keys through parse_override too, so a spaced key means the same field.
+    assert parse_override(" model.d_model =64") == (("model", "d_model"), "64")
+    assert parse_override("data.source_language= de ") == (("data", "source_language"), " de ")
+    assert apply_overrides(RunConfig(), ["model.d_model =64"]).model.d_model == 64
+    with pytest.raises(ValueError, match=r"overrides: expected a dotted key before '=', got 'model\.\.x=1'"):
+        parse_override("model..x=1")
 
 
 def test_train_config_validation():

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from transformer_lab.cli.decode_options import input_lines
+from transformer_lab.cli.decode_options import command_precision, input_lines
 from transformer_lab.hardware import PRECISIONS
 from transformer_lab.tasks import classification
 
@@ -44,8 +44,9 @@ def run(arguments: argparse.Namespace) -> int:
     # its line and byte column, CRLF reads like LF.
     texts = input_lines(arguments.texts, arguments.input, purpose="classify")
     model, tokenizer, config = classification.load_classifier(arguments.checkpoint)
+    precision = command_precision(arguments, "auto", model, int8=False)
     results = classification.predict_each(
-        model, tokenizer, config.class_names, texts, truncate=arguments.truncate, precision=arguments.precision
+        model, tokenizer, config.class_names, texts, truncate=arguments.truncate, precision=precision
     )
     records: list[dict[str, Any]] = []  # the --output JSON lines
     refused = 0

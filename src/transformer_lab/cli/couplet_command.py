@@ -17,10 +17,11 @@ from pathlib import Path
 from transformer_lab.cli.couplet_options import add_constraint_arguments, constraint_overrides
 from transformer_lab.cli.decode_options import (
     add_decode_arguments,
+    command_precision,
     input_lines,
-    model_for_precision,
     with_decode_arguments,
 )
+from transformer_lab.decoding import decoding_model
 from transformer_lab.tasks import couplet
 
 
@@ -43,8 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(arguments: argparse.Namespace) -> int:
     lines = input_lines(arguments.lines, arguments.input, purpose="answer")
     model, vocabulary, config = couplet.load(arguments.checkpoint)
-    decode_config = with_decode_arguments(config.decode, arguments)
-    model = model_for_precision(model, arguments, decode_config)
+    precision = command_precision(arguments, config.decode.precision, model)
+    decode_config = with_decode_arguments(config.decode, arguments, precision)
+    model = decoding_model(model, precision)
     count = arguments.num_candidates
     if count > 1 and arguments.beam is None and decode_config.strategy == "beam":
         # Enough beams for the candidates asked for, when --beam leaves the choice to us.

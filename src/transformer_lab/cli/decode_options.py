@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from torch import nn
 
 from transformer_lab.data import decode_lines, read_lines
-from transformer_lab.decoding import DecodeConfig, decoding_model
+from transformer_lab.decoding import DecodeConfig, with_precision
 from transformer_lab.decoding.beam import BEAM_STOPS
-from transformer_lab.hardware import PRECISIONS, resolve_precision
-from transformer_lab.models.quantization import int8_for_inference
+from transformer_lab.hardware import INFERENCE_PRECISIONS, resolve_inference_precision
 
 
 def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,43 +44,42 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # int8 is not an autocast precision but a converted copy of the model (models.quantization).
-DECODE_PRECISIONS = (*PRECISIONS, "int8")
+DECODE_PRECISIONS = INFERENCE_PRECISIONS
 
 
-def with_decode_arguments(decode_config: DecodeConfig, arguments: argparse.Namespace) -> DecodeConfig:
-    """The checkpoint's decoding with --beam, --precision, --length-penalty and --beam-stop applied (None keeps it).
+def command_precision(arguments: argparse.Namespace, default: str, model: nn.Module, *, int8: bool = True) -> str:
+    """The precision a command runs ``model`` at: --precision, else ``default``, resolved once on the model's device.
 
-    ``--precision int8`` decodes in fp32 arithmetic around the int8 layers of the model
-    that :func:`model_for_precision` returns.
+    "fp32", "bf16" or "int8" (``hardware.resolve_inference_precision``; ``int8`` False
+    refuses it, as for a classifier); the model to decode with (``decoding.decoding_model``),
+    the decoding config (:func:`with_decode_arguments`) and the report's name
+    (:func:`search_name`) all take this one value. ``default`` is the checkpoint's decoding
+    precision, or the classifier commands' "auto".
+    """
+    parameter = next(model.parameters(), None)
+    device = parameter.device if parameter is not None else "cpu"
+    return resolve_inference_precision(arguments.precision, default, device, name="--precision", int8=int8)
+
+
+def with_decode_arguments(
+    decode_config: DecodeConfig, arguments: argparse.Namespace, precision: str | None = None
+) -> DecodeConfig:
+    """The checkpoint's decoding with --beam, --length-penalty, --beam-stop and the precision applied (None keeps it).
+
+    ``precision`` is :func:`command_precision`'s (None: --precision as given, when given);
+    "int8" decodes in fp32 arithmetic around the int8 layers of its model copy.
     """
     decode_config = with_beam(decode_config, arguments.beam)
-    if arguments.precision is not None:
-        precision = "fp32" if arguments.precision == "int8" else arguments.precision
-        decode_config = dataclasses.replace(decode_config, precision=precision)
+    if precision is None:
+        precision = arguments.precision
+    if precision is not None:
+        decode_config = with_precision(decode_config, precision)
     if arguments.length_penalty is not None:
         # DecodeConfig checks the value and names the field.
         decode_config = dataclasses.replace(decode_config, length_penalty=arguments.length_penalty)
     if arguments.beam_stop is not None:
         decode_config = dataclasses.replace(decode_config, beam_stop=arguments.beam_stop)
     return decode_config
-
-
-ModelType = TypeVar("ModelType", bound=nn.Module)
-
-
-def model_for_precision(model: ModelType, arguments: argparse.Namespace, decode_config: DecodeConfig) -> ModelType:
-    """The model to decode with, made once per command.
-
-    Its int8 copy under ``--precision int8`` (CPU only); its bf16 copy where the decoding's
-    precision (``--precision`` or the checkpoint's) resolves to bf16 on this machine
-    (``decoding.decoding_model``); else the model itself.
-    """
-    if arguments.precision != "int8":
-        return decoding_model(model, decode_config.precision)
-    device = next(model.parameters()).device
-    if device.type != "cpu":
-        raise ValueError(f"--precision int8: expected a model on the CPU (PyTorch's int8 kernels), got {device}")
-    return int8_for_inference(model)
 
 
 def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:
@@ -95,13 +91,12 @@ def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:
     return dataclasses.replace(decode_config, strategy="greedy" if beam == 1 else "beam", beam_size=beam, num_return=1)
 
 
-def search_name(decode_config: DecodeConfig, device: str = "cpu") -> str:
-    """The search's name for reports and file names: "greedy" or "beam K".
+def search_name(decode_config: DecodeConfig, precision: str) -> str:
+    """The search's name for reports and file names: "greedy" or "beam K", then " bf16" or " int8" where not fp32.
 
-    " bf16" follows where the precision is bf16 (precision "auto" is resolved on ``device``).
+    ``precision`` is :func:`command_precision`'s, already resolved.
     """
     name = "greedy" if decode_config.strategy == "greedy" else f"beam {decode_config.beam_size}"
-    precision = resolve_precision(decode_config.precision, device, log_level=logging.DEBUG)
     return name if precision == "fp32" else f"{name} {precision}"
 
 

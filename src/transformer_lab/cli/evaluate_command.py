@@ -21,13 +21,14 @@ from pathlib import Path
 from transformer_lab.cli.couplet_options import add_constraint_arguments, constraint_overrides, given_constraint_options
 from transformer_lab.cli.decode_options import (
     add_decode_arguments,
-    model_for_precision,
+    command_precision,
     search_name,
     with_decode_arguments,
 )
 from transformer_lab.data import LABELLED_TEXT_FORMATS, load_multi30k
 from transformer_lab.data.couplet import load_couplets
 from transformer_lab.data.parallel_text import read_parallel_text
+from transformer_lab.decoding import decoding_model
 from transformer_lab.evaluation import bleu_tokenizer_for
 from transformer_lab.evaluation.couplet_antithesis import RULES as ANTITHESIS_RULES
 from transformer_lab.evaluation.couplet_antithesis import pair_scores
@@ -143,8 +144,9 @@ def _evaluate_translation(arguments: argparse.Namespace, split: str) -> int:
         raise ValueError("--split and --source: expected one test set, got both")
     checkpoint = resolve_checkpoint(arguments.checkpoint)
     model, tokenizer, config = translation.load_translator(checkpoint)
-    decode_config = with_decode_arguments(config.decode, arguments)
-    model = model_for_precision(model, arguments, decode_config)
+    precision = command_precision(arguments, config.decode.precision, model)
+    decode_config = with_decode_arguments(config.decode, arguments, precision)
+    model = decoding_model(model, precision)
     if arguments.source is not None:
         # Strict, as every reader: misaligned files, empty lines and bad UTF-8 name file and line.
         pairs = read_parallel_text(arguments.source, arguments.reference).pairs
@@ -157,7 +159,7 @@ def _evaluate_translation(arguments: argparse.Namespace, split: str) -> int:
         name = split
     tokenize = arguments.bleu_tokenize or bleu_tokenizer_for(config.data.target_language)
     report = translation.evaluate_bleu(model, tokenizer, pairs, decode_config, tokenize)
-    search = search_name(decode_config) + (" int8" if arguments.precision == "int8" else "")
+    search = search_name(decode_config, precision)
     output = arguments.output or checkpoint / f"hypotheses.{name}.{search.replace(' ', '')}.txt"
     output.write_text("".join(line + "\n" for line in report.hypotheses), encoding="utf-8")
     print(f"{name}, {len(pairs)} sentences, {search}")
@@ -170,8 +172,9 @@ def _evaluate_translation(arguments: argparse.Namespace, split: str) -> int:
 
 def _evaluate_couplet(arguments: argparse.Namespace, split: str) -> int:
     model, vocabulary, config = couplet.load(arguments.checkpoint)
-    decode_config = with_decode_arguments(config.decode, arguments)
-    model = model_for_precision(model, arguments, decode_config)
+    precision = command_precision(arguments, config.decode.precision, model)
+    decode_config = with_decode_arguments(config.decode, arguments, precision)
+    model = decoding_model(model, precision)
     data_dir = arguments.data_dir if arguments.data_dir is not None else config.data.data_dir
     if split == "validation":
         # The pairs this run held out of its training split, carved again the same way.
@@ -181,7 +184,7 @@ def _evaluate_couplet(arguments: argparse.Namespace, split: str) -> int:
         pairs = load_couplets(split, data_dir).pairs
     constraints = constraint_overrides(config.constraints, arguments)
     evaluation = couplet.evaluate_pairs(model, vocabulary, pairs, decode_config, constraints)
-    search = search_name(decode_config) + (" int8" if arguments.precision == "int8" else "")
+    search = search_name(decode_config, precision)
     stem = f"{split}.{search.replace(' ', '')}"
     output = arguments.output or arguments.checkpoint / f"hypotheses.{stem}.txt"
     output.write_text("".join(line + "\n" for line in evaluation.hypotheses), encoding="utf-8")
@@ -245,7 +248,7 @@ def couplet_samples_table(evaluation: couplet.CoupletEvaluation, count: int) -> 
 
 
 def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
-    from transformer_lab.lab.figures import plot_confusion_matrix
+    from transformer_lab.lab.result_plots import plot_confusion_matrix
 
     for option in ("beam", "length_penalty"):
         if getattr(arguments, option) is not None:
@@ -281,8 +284,10 @@ def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
                 raise ValueError(f"{option}: expected only with --test FILE, got it with --split {split}")
         articles = classification.load_split(config, split, arguments.data_dir, skip_malformed=arguments.skip_malformed)
         source, rows = None, "articles"
+    # The classify command's default, auto; int8 has no classifier copy.
+    precision = command_precision(arguments, "auto", model, int8=False)
     report, _ = classification.evaluate_classifier(
-        model, tokenizer, articles, config.class_names, precision=arguments.precision or "auto", source=source
+        model, tokenizer, articles, config.class_names, precision=precision, source=source
     )
 
     def columns(name: str) -> int:
@@ -297,10 +302,10 @@ def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
     print(f"{checkpoint}, {source if source is not None else split}: {len(articles)} {rows}")
     print(f"accuracy {report.accuracy:.4f}")
     print(f"{padded('class')}  precision  recall  f1      support")
-    for name, precision, recall, f1, support in zip(
+    for name, class_precision, recall, f1, support in zip(
         report.class_names, report.precision, report.recall, report.f1, report.support
     ):
-        print(f"{padded(name)}  {precision:.4f}     {recall:.4f}  {f1:.4f}  {support}")
+        print(f"{padded(name)}  {class_precision:.4f}     {recall:.4f}  {f1:.4f}  {support}")
     print(
         f"{padded('macro')}  {report.macro_precision:.4f}     "
         f"{report.macro_recall:.4f}  {report.macro_f1:.4f}  {len(articles)}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from transformer_lab.lab.mask_experiments import DEFAULT_TOLERANCE, EXPERIMENTS, build_lab_setup, run_experiment
+from transformer_lab.lab.mask_report import format_lab_result
 
 _DESCRIPTIONS = {
     "tgt-padding-mask": "the decoder needs no target key padding mask when the loss ignores padding",
@@ -59,5 +60,5 @@ def run(arguments: argparse.Namespace) -> int:
         num_layers=arguments.num_layers,
     )
     result = run_experiment(arguments.experiment, setup, tolerance=arguments.tolerance)
-    print(result.format_table())
+    print(format_lab_result(result))
     return 0 if result.holds else 1

@@ -1,8 +1,8 @@
 """``transformer-lab plot FIGURE --out FILE.png``: the tutorials' figures, drawn from the library.
 
-Figures: ``masks``, ``positions``, ``lr-schedule``, ``attention`` (needs ``--checkpoint``)
-and ``training-curve`` (needs ``--metrics``). Each is a function of
-:mod:`transformer_lab.lab.figures`.
+Figures: ``masks``, ``positions``, ``lr-schedule``, ``attention`` (needs ``--checkpoint``),
+each a function of :mod:`transformer_lab.lab.figures`, and ``training-curve`` (needs
+``--metrics``), of :mod:`transformer_lab.lab.result_plots`.
 """
 
 from __future__ import annotations
@@ -183,5 +183,8 @@ def _run_attention(arguments: argparse.Namespace) -> int:
 def _run_training_curve(arguments: argparse.Namespace) -> int:
     size = _figure_size(arguments)
     assert size is not None
-    path = _figures().plot_training_curve(arguments.out, arguments.metrics, figsize=size, dpi=arguments.dpi)
+    # Imported here, as the figures are: matplotlib is the plots extra.
+    from transformer_lab.lab.result_plots import plot_training_curve
+
+    path = plot_training_curve(arguments.out, arguments.metrics, figsize=size, dpi=arguments.dpi)
     return _report(path)

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from transformer_lab.cli.decode_options import (
     add_decode_arguments,
+    command_precision,
     input_lines,
-    model_for_precision,
     with_decode_arguments,
 )
 from transformer_lab.data import TokenizerPair
-from transformer_lab.decoding import DecodeConfig
+from transformer_lab.decoding import DecodeConfig, decoding_model
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks import translation
 
@@ -43,8 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(arguments: argparse.Namespace) -> int:
     sentences = input_lines(arguments.sentences, arguments.input, purpose="translate")
     model, tokenizer, config = translation.load_translator(arguments.checkpoint)
-    decode_config = with_decode_arguments(config.decode, arguments)
-    model = model_for_precision(model, arguments, decode_config)
+    precision = command_precision(arguments, config.decode.precision, model)
+    decode_config = with_decode_arguments(config.decode, arguments, precision)
+    model = decoding_model(model, precision)
     if arguments.nbest is not None:
         _print_nbest(model, tokenizer, sentences, decode_config, arguments.nbest, beam_given=arguments.beam is not None)
     else:

@@ -5,6 +5,7 @@ Shape legend: B batch, S source length, L generated length.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from transformer_lab.decoding.protocol import (
 )
 from transformer_lab.hardware import PRECISIONS, autocast, resolve_precision
 from transformer_lab.models.bfloat16 import as_bf16
-from transformer_lab.models.quantization import holds_int8
+from transformer_lab.models.quantization import holds_int8, int8_for_inference
 
 STRATEGIES = ("greedy", "beam")
 MAX_BEAM_SIZE = 64
@@ -159,13 +160,22 @@ def decoding_model(model: ModelType, precision: str) -> ModelType:
     :func:`decode` makes that copy itself at every call when given the float model; a
     caller that decodes many times (a command, a server, a loop over batches) makes it once
     here. ``precision`` is resolved on the model's device ("auto": bf16 where the device
-    runs it fast). An int8 copy (``models.quantization``) is returned as it is, and so is
-    the model under an autocast the caller opened (decode then runs it under that autocast).
+    runs it fast); "int8" (``hardware.resolve_inference_precision``) gives an int8 copy
+    (``models.quantization``, CPU only), decoded with :func:`with_precision`'s fp32. An
+    int8 copy is returned as it is, and so is the model under an autocast the caller opened
+    (decode then runs it under that autocast).
     """
+    if precision == "int8":
+        return int8_for_inference(model)  # CPU only; the error names the device
     parameter = next(model.parameters(), None)
     device = parameter.device if parameter is not None else torch.device("cpu")
     resolved = resolve_precision(precision, device, log_level=logging.DEBUG)
     return as_bf16(model) if _runs_bf16_copy(model, resolved, device) else model
+
+
+def with_precision(config: DecodeConfig, precision: str) -> DecodeConfig:
+    """``config`` decoding at ``precision``: "int8" decodes in fp32 arithmetic around the int8 copy's layers."""
+    return dataclasses.replace(config, precision="fp32" if precision == "int8" else precision)
 
 
 def _runs_bf16_copy(model: object, precision: str, device: torch.device) -> bool:

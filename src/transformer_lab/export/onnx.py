@@ -32,11 +32,18 @@ graph. Beside the graphs: the checkpoint's tokenizer or vocabulary files, unchan
 
 Batch, source, target and past lengths are dynamic axes. The graphs are float32 and
 compute our model's function (the tests hold greedy outputs equal token for token and
-log-probabilities within 1e-4): they are written here from the model's own parameters
-and its mask helpers rather than traced through ``Seq2SeqTransformer.decode_step``,
-whose Python cache object and input checks (``int(ids.max())``, ``hidden_rows.any()``)
-a tracer would freeze into constants for the example batch. A query whose keys are all
-hidden gets a zero mixture as in :mod:`transformer_lab.nn.attention`, never NaN.
+log-probabilities within 1e-4) with the modules' own pieces: each layer's residual wiring
+(:func:`~transformer_lab.nn.residual.residual_sublayers`, shared with the layers and with
+the single-position :class:`~transformer_lab.nn.decoder_step.DecoderStep`), the attention's
+projections and head split (:class:`~transformer_lab.nn.MultiheadAttention`), its explicit
+path (:func:`~transformer_lab.nn.attention.explicit_attention`) and the mask helpers. What
+is the graphs' own is only how state comes in and goes out: the past keys and values as
+inputs, concatenated with the new ones, rather than ``DecoderCache``, whose buffers grow in
+place and whose input checks (``int(ids.max())``, ``hidden_rows.any()``) a tracer would
+freeze into constants for the example batch. ``DecoderStep`` itself is not traced: it takes
+one new position after a filled cache and leaves a source of padding only to the modules,
+while the decoder graph takes several new tokens, the first step included, and gives such
+a source a zero mixture, as :mod:`transformer_lab.nn.attention` does, never NaN.
 
 The exporter is torch's TorchScript-based one (``torch.onnx.export(..., dynamo=False)``):
 it traces this code's dynamic shapes (the cache's growing axis, the positions offset by
@@ -63,7 +70,6 @@ from __future__ import annotations
 import copy
 import inspect
 import json
-import math
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -85,6 +91,8 @@ from transformer_lab.nn import (
     TransformerEncoderLayer,
     masks,
 )
+from transformer_lab.nn.attention import explicit_attention, merge_heads
+from transformer_lab.nn.residual import Sublayer, residual_sublayers
 from transformer_lab.tasks import classification, couplet, translation
 from transformer_lab.tasks.registry import load_trained
 
@@ -366,21 +374,11 @@ def _check_attention_modules(module: nn.Module) -> None:
 # ------------------------------------------------------------------------------------
 # The graphs
 # ------------------------------------------------------------------------------------
-def _split_heads(tensor: Tensor, nhead: int) -> Tensor:
-    """``[B, L, D] -> [B, H, L, Dh]``; unflatten rather than view, so no batch or length is frozen."""
-    return tensor.unflatten(-1, (nhead, -1)).transpose(1, 2)
-
-
-def _merge_heads(tensor: Tensor) -> Tensor:
-    """``[B, H, L, Dh] -> [B, L, D]``."""
-    return tensor.transpose(1, 2).flatten(2)
-
-
 def _attend(attention: MultiheadAttention, query: Tensor, keys: Tensor, values: Tensor, hidden: Tensor) -> Tensor:
-    """Scaled dot-product attention over projected keys/values, then the output projection.
+    """The module's explicit attention over projected keys/values, then its output projection.
 
-    Written as the explicit path of :class:`~transformer_lab.nn.MultiheadAttention`: a row
-    with every key hidden is unhidden for the softmax and zeroed after, so it mixes nothing.
+    A row with every key hidden is unhidden for the softmax and zeroed after
+    (:func:`~transformer_lab.nn.attention.explicit_attention`), so it mixes nothing.
 
     Shape:
         query ``[B, H, L, Dh]``, keys and values ``[B, H, S, Dh]``, hidden bool
@@ -388,26 +386,19 @@ def _attend(attention: MultiheadAttention, query: Tensor, keys: Tensor, values: 
     """
     hidden_rows = masks.fully_hidden_rows(hidden)  # [.., L, 1]
     hidden = masks.unhide_rows(hidden, hidden_rows)  # [.., L, S]
-    scaled = query * (1.0 / math.sqrt(attention.head_dim))  # [B, H, L, Dh], scaled as torch does
-    scores = torch.matmul(scaled, keys.transpose(-2, -1))  # [B, H, L, S]
-    scores = scores.masked_fill(hidden, float("-inf"))  # [B, H, L, S]
-    weights = torch.softmax(scores, dim=-1).masked_fill(hidden_rows, 0.0)  # [B, H, L, S]
-    context = torch.matmul(weights, values)  # [B, H, L, Dh]
-    return attention.out_proj(_merge_heads(context))  # [B, L, D]
+    context, _ = explicit_attention(query, keys, values, hidden, hidden_rows)  # [B, H, L, Dh]
+    return attention.out_proj(merge_heads(context))  # [B, L, D]
 
 
 def _self_attention(attention: MultiheadAttention, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """The fused q|k|v projection of ``x``. Shape: ``[B, L, D]`` -> three ``[B, H, L, Dh]``."""
     query, key, value = nn.functional.linear(x, attention.in_proj_weight, attention.in_proj_bias).chunk(3, dim=-1)
-    heads = attention.num_heads
-    return _split_heads(query, heads), _split_heads(key, heads), _split_heads(value, heads)
+    return attention.split_heads(query), attention.split_heads(key), attention.split_heads(value)
 
 
 def _cross_query(attention: MultiheadAttention, x: Tensor) -> Tensor:
     """The query projection alone (cross-attention). Shape: ``[B, T, D]`` -> ``[B, H, T, Dh]``."""
-    d_model = attention.embed_dim
-    bias = None if attention.in_proj_bias is None else attention.in_proj_bias[:d_model]
-    return _split_heads(nn.functional.linear(x, attention.in_proj_weight[:d_model], bias), attention.num_heads)
+    return attention.split_heads(nn.functional.linear(x, *attention.query_projection()))
 
 
 def cross_keys_values(attention: MultiheadAttention, memory: Tensor) -> tuple[Tensor, Tensor]:
@@ -415,15 +406,13 @@ def cross_keys_values(attention: MultiheadAttention, memory: Tensor) -> tuple[Te
 
     Shape: memory ``[B, S, D]`` -> two ``[B, H, S, Dh]``.
     """
-    d_model = attention.embed_dim
-    bias = None if attention.in_proj_bias is None else attention.in_proj_bias[d_model:]
-    key, value = nn.functional.linear(memory, attention.in_proj_weight[d_model:], bias).chunk(2, dim=-1)
-    return _split_heads(key, attention.num_heads), _split_heads(value, attention.num_heads)
+    key, value = nn.functional.linear(memory, *attention.key_value_projection()).chunk(2, dim=-1)
+    return attention.split_heads(key), attention.split_heads(value)
 
 
-def _feed_forward(layer: TransformerEncoderLayer | TransformerDecoderLayer, x: Tensor) -> Tensor:
+def _feed_forward(layer: TransformerEncoderLayer | TransformerDecoderLayer) -> Sublayer:
     """The layer's feed-forward without its dropouts (the graphs are for inference). Shape: ``[.., D]``."""
-    return layer.linear2(layer.activation(layer.linear1(x)))
+    return lambda x: layer.linear2(layer.activation(layer.linear1(x)))
 
 
 def _encoder_layer(layer: TransformerEncoderLayer, x: Tensor, padding_hidden: Tensor) -> Tensor:
@@ -433,11 +422,7 @@ def _encoder_layer(layer: TransformerEncoderLayer, x: Tensor, padding_hidden: Te
         query, key, value = _self_attention(layer.self_attn, inputs)  # three [B, H, S, Dh]
         return _attend(layer.self_attn, query, key, value, padding_hidden)  # [B, S, D]
 
-    if layer.norm_first:
-        x = x + attend(layer.norm1(x))
-        return x + _feed_forward(layer, layer.norm2(x))
-    x = layer.norm1(x + attend(x))
-    return layer.norm2(x + _feed_forward(layer, x))
+    return residual_sublayers(x, ((layer.norm1, attend), (layer.norm2, _feed_forward(layer))), layer.norm_first)
 
 
 def _encode(
@@ -612,14 +597,8 @@ class DecoderStepGraph(nn.Module):
             query = _cross_query(layer.multihead_attn, inputs)  # [B, H, T, Dh]
             return _attend(layer.multihead_attn, query, cross_key, cross_value, cross_hidden)  # [B, T, D]
 
-        if layer.norm_first:
-            x = x + self_attend(layer.norm1(x))
-            x = x + cross_attend(layer.norm2(x))
-            x = x + _feed_forward(layer, layer.norm3(x))
-        else:
-            x = layer.norm1(x + self_attend(x))
-            x = layer.norm2(x + cross_attend(x))
-            x = layer.norm3(x + _feed_forward(layer, x))
+        blocks = ((layer.norm1, self_attend), (layer.norm2, cross_attend), (layer.norm3, _feed_forward(layer)))
+        x = residual_sublayers(x, blocks, layer.norm_first)
         return x, grown[0], grown[1]
 
     @staticmethod

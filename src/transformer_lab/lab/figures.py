@@ -1,44 +1,35 @@
-"""Figures drawn from the real model, written as PNG files (matplotlib, no screen needed).
+"""The teaching figures, drawn from the real model and written as PNG files.
 
 The tutorials' pictures, each from the library's own objects: :func:`plot_masks` (the
 masks of :mod:`transformer_lab.nn.masks`), :func:`plot_positions` (the positional table),
 :func:`plot_lr_schedule` (:func:`~transformer_lab.training.noam_lr`),
 :func:`plot_attention` / :func:`plot_checkpoint_attention` (every head of every layer of a
-trained model), :func:`plot_training_curve` (a Trainer's ``metrics.jsonl``) and
-:func:`plot_attention_heatmap` (one matrix) and :func:`plot_confusion_matrix` (a
-classifier's errors). ``transformer-lab plot`` calls them. :func:`plot_ms_per_step` draws
-a benchmark's decoding speed against the batch size (``benchmarks/bench_ctranslate2.py``).
+trained model) and :func:`plot_attention_heatmap` (one matrix). ``transformer-lab plot``
+calls them. The plots of measured results (a run's training curve, a classifier's
+confusion matrix, a benchmark's speed) are in :mod:`transformer_lab.lab.result_plots`.
 """
 
 from __future__ import annotations
 
-import json
+from transformer_lab.lab.plotting import check_figure_size, save_png  # first: matplotlib, headless, or one line
+
+# isort: split
 import os
-import textwrap
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from transformer_lab.extras import require_extra
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.axes import Axes
+from matplotlib.colors import ListedColormap
+from torch import Tensor
 
-matplotlib = require_extra("matplotlib", "drawing figures")
-matplotlib.use("Agg")  # files only: works on machines without a display
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.colors import ListedColormap  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FixedLocator, FormatStrFormatter, LogLocator, NullFormatter  # noqa: E402
-from torch import Tensor  # noqa: E402
-
-from transformer_lab.data import Vocabulary, make_synthetic_pairs, read_lines  # noqa: E402
-from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint, sentence_attention  # noqa: E402
-from transformer_lab.lab.fonts import check_cjk_text, enable_cjk_fallback  # noqa: E402
-from transformer_lab.lab.mask_panels import mask_panels  # noqa: E402
-from transformer_lab.models.embedding import SinusoidalPositionalEncoding  # noqa: E402
-from transformer_lab.training import noam_lr  # noqa: E402
-
-# Chinese tokens, couplet lines and class names draw with an installed CJK font.
-enable_cjk_fallback()
+from transformer_lab.data import Vocabulary, make_synthetic_pairs
+from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint, sentence_attention
+from transformer_lab.lab.fonts import check_cjk_text
+from transformer_lab.lab.mask_panels import mask_panels
+from transformer_lab.models.embedding import SinusoidalPositionalEncoding
+from transformer_lab.training import noam_lr
 
 
 def plot_attention_heatmap(
@@ -76,31 +67,11 @@ def plot_attention_heatmap(
 
 
 # ----------------------------------------------------------------------------------------
-# The tutorials' pictures, drawn from the library's own masks, tables and schedules. Every
-# function takes ``figsize`` (inches) and ``dpi``; the PNG is exactly
-# ``figsize[0] * dpi`` by ``figsize[1] * dpi`` pixels (no tight bounding box), so that a
-# caller, and the tests, know its size in advance.
+# The tutorials' pictures, drawn from the library's own masks, tables and schedules, each
+# exactly figsize * dpi pixels (lab.plotting).
 # ----------------------------------------------------------------------------------------
 _HIDDEN_COLORS = ListedColormap(["#f2f2f2", "#3b4b8c"])  # visible (False), hidden (True)
 DEFAULT_LR_SETTINGS: tuple[tuple[int, int], ...] = ((512, 4000), (512, 8000), (256, 4000))
-
-
-def _check_figure_size(figsize: tuple[float, float], dpi: int) -> None:
-    if len(figsize) != 2 or min(figsize) <= 0:
-        raise ValueError(f"figsize must be two positive numbers (width, height) in inches, got {figsize!r}")
-    if dpi < 10:
-        raise ValueError(f"dpi must be >= 10, got {dpi}")
-
-
-def _save(figure: Figure, path: str | os.PathLike[str], dpi: int) -> Path:
-    path = Path(path)
-    if path.suffix.lower() != ".png":
-        plt.close(figure)
-        raise ValueError(f"path must name a .png file, got {str(path)!r}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=dpi)
-    plt.close(figure)
-    return path
 
 
 def _draw_mask(axes: Axes, hidden: Tensor, labels: Sequence[str], title: str) -> None:
@@ -135,7 +106,7 @@ def plot_masks(
     Shape:
         each panel ``[length, length]``.
     """
-    _check_figure_size(figsize, dpi)
+    check_figure_size(figsize, dpi)
     if not 1 <= real_length <= length:
         raise ValueError(f"real_length must be in [1, length={length}], got {real_length}")
     if labels is None:
@@ -149,7 +120,7 @@ def plot_masks(
     axes_row[0].set_ylabel("query (row)", fontsize=8)
     figure.suptitle("bool masks, True = hidden (dark): the query in the row may not attend to the key", fontsize=10)
     figure.tight_layout()
-    return _save(figure, path, dpi)
+    return save_png(figure, path, dpi)
 
 
 def plot_positions(
@@ -166,7 +137,7 @@ def plot_positions(
     Shape:
         the table ``[max_len, d_model]``.
     """
-    _check_figure_size(figsize, dpi)
+    check_figure_size(figsize, dpi)
     table = SinusoidalPositionalEncoding(d_model, max_len, dropout=0.0).table  # [max_len, D]
     figure, (left, right) = plt.subplots(1, 2, figsize=figsize, gridspec_kw={"width_ratios": [3, 2]})
     # nearest: no blending between cells, which also keeps the PNG small.
@@ -184,7 +155,7 @@ def plot_positions(
     right.set_title("a few dimensions", fontsize=10)
     right.legend(fontsize=8, loc="lower right")
     figure.tight_layout()
-    return _save(figure, path, dpi)
+    return save_png(figure, path, dpi)
 
 
 def plot_lr_schedule(
@@ -199,7 +170,7 @@ def plot_lr_schedule(
 
     ``settings`` holds ``(d_model, warmup_steps)`` pairs, one curve each.
     """
-    _check_figure_size(figsize, dpi)
+    check_figure_size(figsize, dpi)
     if total_steps < 2:
         raise ValueError(f"total_steps must be >= 2, got {total_steps}")
     if not settings:
@@ -215,7 +186,7 @@ def plot_lr_schedule(
     axes.legend()
     axes.grid(alpha=0.3)
     figure.tight_layout()
-    return _save(figure, path, dpi)
+    return save_png(figure, path, dpi)
 
 
 def attention_grid_size(maps: Mapping[str, Tensor]) -> tuple[int, int]:
@@ -249,7 +220,7 @@ def plot_attention(
     rows, columns = attention_grid_size(maps)
     if figsize is None:
         figsize = (2.2 * columns + 0.6, 2.2 * rows + 0.6)
-    _check_figure_size(figsize, dpi)
+    check_figure_size(figsize, dpi)
     sizes = {"source": len(source_labels), "target": len(target_labels)}
     figure, grid = plt.subplots(rows, columns, figsize=figsize, squeeze=False)
     for row, (name, weights) in enumerate(maps.items()):
@@ -274,7 +245,7 @@ def plot_attention(
             axes.set_title(f"{_short_name(name)} h{column}", fontsize=7)
     figure.suptitle(title, fontsize=10)
     figure.tight_layout()
-    return _save(figure, path, dpi)
+    return save_png(figure, path, dpi)
 
 
 def _attention_sides(name: str) -> tuple[str, str]:
@@ -293,125 +264,6 @@ def _short_name(name: str) -> str:
     kind = "cross" if parts[-1] == "multihead_attn" else "self"
     layer = parts[2] if len(parts) > 2 else "?"
     return f"{stack}{layer} {kind}"
-
-
-def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, object]]:
-    """The rows of a Trainer's ``metrics.jsonl``, one dict per line."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"metrics: expected a metrics.jsonl file at {str(path)!r}, which does not exist")
-    rows: list[dict[str, object]] = []
-    for number, line in enumerate(read_lines(path), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"metrics: line {number} of {str(path)!r} is not JSON: {error}") from None
-        if not isinstance(row, dict) or "event" not in row or "step" not in row:
-            raise ValueError(
-                f"metrics: line {number} of {str(path)!r} must be an object with 'event' and 'step', "
-                f"got {line.strip()[:80]!r}"
-            )
-        rows.append(row)
-    return rows
-
-
-def plot_training_curve(
-    path: str | os.PathLike[str],
-    metrics_path: str | os.PathLike[str],
-    figsize: tuple[float, float] = (10.0, 4.0),
-    dpi: int = 100,
-) -> Path:
-    """Training loss and learning rate (left) and every evaluation metric (right) by step.
-
-    Reads the rows ``{"event": "train", "step", "train_loss", "lr"}`` and
-    ``{"event": "eval", "step", <metric>: value}`` that the Trainer writes.
-    """
-    _check_figure_size(figsize, dpi)
-    rows = read_metrics(metrics_path)
-    train_rows = [row for row in rows if row["event"] == "train"]
-    eval_rows = [row for row in rows if row["event"] == "eval"]
-    if not train_rows and not eval_rows:
-        raise ValueError(f"metrics: expected 'train' or 'eval' rows in {str(metrics_path)!r}, got none")
-    unplottable = [row for row in train_rows if not isinstance(row.get("train_loss"), (int, float))]
-    if unplottable:
-        raise ValueError(
-            f"metrics: expected every train row of {str(metrics_path)!r} to have a numeric 'train_loss', "
-            f"got {json.dumps(unplottable[0])[:80]}"
-        )
-    figure, (left, right) = plt.subplots(1, 2, figsize=figsize)
-    if train_rows:
-        steps = [row["step"] for row in train_rows]
-        left.plot(steps, [row["train_loss"] for row in train_rows], color="tab:blue", label="train loss")
-        left.set_ylabel("train loss", color="tab:blue")
-        if all("lr" in row for row in train_rows):
-            rate_axes = left.twinx()
-            rate_axes.plot(steps, [row["lr"] for row in train_rows], color="tab:orange", label="lr")
-            rate_axes.set_ylabel("learning rate", color="tab:orange")
-    left.set_xlabel("step")
-    left.set_title("training", fontsize=10)
-    metric_names = sorted({key for row in eval_rows for key in row if key not in ("event", "step", "epoch")})
-    for name in metric_names:
-        points = [(row["step"], row[name]) for row in eval_rows if isinstance(row.get(name), (int, float))]
-        if points:
-            right.plot([step for step, _ in points], [value for _, value in points], marker="o", label=name)
-    right.set_xlabel("step")
-    right.set_title("evaluation", fontsize=10)
-    if metric_names:
-        right.legend(fontsize=8)
-    figure.tight_layout()
-    return _save(figure, path, dpi)
-
-
-def plot_confusion_matrix(
-    path: str | os.PathLike[str],
-    confusion: Sequence[Sequence[int]],
-    class_names: Sequence[str],
-    title: str = "confusion matrix",
-    figsize: tuple[float, float] = (6.0, 5.0),
-    dpi: int = 100,
-) -> Path:
-    """A confusion matrix: rows true classes, columns predicted, each cell its count.
-
-    Cells are coloured by their share of the row (the recall of the diagonal, the
-    confusions off it), so that classes of different sizes read alike.
-
-    Shape:
-        confusion: C rows of C counts, ``C == len(class_names)``.
-    """
-    check_cjk_text([*class_names, title])
-    _check_figure_size(figsize, dpi)
-    counts = torch.tensor([list(row) for row in confusion], dtype=torch.float64)
-    size = len(class_names)
-    if counts.dim() != 2 or tuple(counts.shape) != (size, size):
-        raise ValueError(
-            f"confusion must be {size} rows of {size} counts (one per class name), got shape {list(counts.shape)}"
-        )
-    if bool((counts < 0).any()):
-        raise ValueError(f"confusion must hold non-negative counts, got {counts.min().item()}")
-    shares = counts / counts.sum(dim=1, keepdim=True).clamp_min(1.0)  # [C, C], rows sum to 1 (or 0)
-    figure, axes = plt.subplots(figsize=figsize)
-    image = axes.imshow(shares.numpy(), cmap="Blues", vmin=0.0, vmax=1.0)
-    for row in range(size):
-        for column in range(size):
-            axes.text(
-                column,
-                row,
-                f"{int(counts[row, column])}",
-                ha="center",
-                va="center",
-                color="white" if shares[row, column] > 0.5 else "black",
-                fontsize=9,
-            )
-    axes.set_xticks(range(size), labels=list(class_names), rotation=30, ha="right")
-    axes.set_yticks(range(size), labels=list(class_names))
-    axes.set_xlabel("predicted class")
-    axes.set_ylabel("true class")
-    axes.set_title(title, fontsize=10)
-    figure.colorbar(image, ax=axes, fraction=0.046, label="share of the true class")
-    figure.tight_layout()
-    return _save(figure, path, dpi)
 
 
 def plot_checkpoint_attention(
@@ -445,57 +297,3 @@ def plot_checkpoint_attention(
         dpi=dpi,
         title=f"attention weights of checkpoint {Path(checkpoint).name!r}, every head of every layer (rows: queries)",
     )
-
-
-def plot_ms_per_step(
-    path: str | os.PathLike[str],
-    batch_sizes: Sequence[int],
-    ms_per_step: Mapping[str, Sequence[float]],
-    title: str = "decoding speed by batch size",
-    footnote: str = "",
-    figsize: tuple[float, float] = (7.0, 4.8),
-    dpi: int = 100,
-) -> Path:
-    """Milliseconds per decoding step against the batch size, one labelled line per engine, log-log.
-
-    ``ms_per_step`` maps each line's label (an engine: ``ours fp32``, ``ctranslate2 int8``
-    ...) to its time per step of the whole batch, one value per batch size, in the order of
-    ``batch_sizes``. The x ticks are the batch sizes themselves. ``footnote`` (the machine,
-    the versions, the settings) is written small under the axes, wrapped to the width.
-    """
-    _check_figure_size(figsize, dpi)
-    if not batch_sizes or min(batch_sizes) < 1:
-        raise ValueError(f"batch_sizes must be one or more positive sizes, got {list(batch_sizes)!r}")
-    if not ms_per_step:
-        raise ValueError("ms_per_step must hold at least one engine's times, got none")
-    for label, values in ms_per_step.items():
-        if len(values) != len(batch_sizes) or min(values) <= 0:
-            raise ValueError(
-                f"ms_per_step[{label!r}] must be {len(batch_sizes)} positive times (one per batch size), "
-                f"got {list(values)!r}"
-            )
-    figure, axes = plt.subplots(figsize=figsize)
-    markers = "osD^vP*X"
-    for index, (label, values) in enumerate(ms_per_step.items()):
-        axes.plot(list(batch_sizes), list(values), marker=markers[index % len(markers)], label=label)
-    axes.set_xscale("log")
-    axes.set_yscale("log")
-    axes.xaxis.set_major_locator(FixedLocator(sorted(set(batch_sizes))))
-    axes.xaxis.set_major_formatter(FormatStrFormatter("%d"))
-    axes.xaxis.set_minor_formatter(NullFormatter())
-    # 1-2-3-5 ticks with plain numbers: a log axis that reads in milliseconds, not powers of ten.
-    axes.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 3.0, 5.0)))
-    axes.yaxis.set_major_formatter(FormatStrFormatter("%g"))
-    axes.yaxis.set_minor_formatter(NullFormatter())
-    axes.set_xlabel("batch size (sentences decoded together)")
-    axes.set_ylabel("ms per decoding step (whole batch, median)")
-    axes.set_title("\n".join(textwrap.wrap(title, width=max(20, int(figsize[0] * 12)))), fontsize=10)
-    axes.grid(which="both", alpha=0.3)
-    axes.legend(fontsize=8)
-    bottom = 0.0
-    if footnote:
-        lines = textwrap.wrap(footnote, width=max(20, int(figsize[0] * 17)))
-        figure.text(0.01, 0.01, "\n".join(lines), fontsize=7, color="dimgray", ha="left", va="bottom")
-        bottom = min(0.5, (len(lines) * 7 * 1.35 + 6) / 72 / figsize[1])  # the footnote's height, as a share
-    figure.tight_layout(rect=(0.0, bottom, 1.0, 1.0))
-    return _save(figure, path, dpi)

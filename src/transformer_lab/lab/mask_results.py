@@ -2,7 +2,8 @@
 
 :mod:`~transformer_lab.lab.mask_experiments` computes these results and
 :mod:`~transformer_lab.lab.mask_report` turns them into the text the CLI prints; this
-module holds only the types the two share, so that either can change without the other.
+module holds only the types the two share, so that either can change without the other;
+it imports neither.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class GuardCheck:
 class LabResult:
     """What one experiment measured.
 
-    :func:`~transformer_lab.lab.mask_report.format_lab_result` is what the CLI prints.
+    :func:`~transformer_lab.lab.mask_report.format_lab_result` gives the text the CLI prints.
     """
 
     name: str
@@ -63,15 +64,3 @@ class LabResult:
     def holds(self) -> bool:
         """Whether every comparison and every guard came out as the claim says."""
         return all(row.holds for row in self.comparisons) and all(guard.holds for guard in self.guards)
-
-    def format_table(self) -> str:
-        """The report of :func:`~transformer_lab.lab.mask_report.format_lab_result`, as a method.
-
-        Kept so that ``result.format_table()`` (the CLI, the tests' failure messages) goes
-        on working; the formatting itself lives in the report module.
-        """
-        # Imported here because the report module imports these types; a module-level
-        # import would make the data depend on its presentation.
-        from transformer_lab.lab.mask_report import format_lab_result
-
-        return format_lab_result(self)

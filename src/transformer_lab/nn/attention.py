@@ -33,7 +33,7 @@ from transformer_lab.nn import masks
 from transformer_lab.nn.cache import AttentionCache
 from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, active_recorder, record
 
-__all__ = ["MultiheadAttention", "set_attention_path"]
+__all__ = ["MultiheadAttention", "explicit_attention", "merge_heads", "set_attention_path"]
 
 
 class MultiheadAttention(nn.Module):
@@ -162,7 +162,7 @@ class MultiheadAttention(nn.Module):
         # self-attention needs no slice at all (chunking all six pieces there was a dozen
         # operator calls a step for nothing).
         if not project_key_value:
-            return F.linear(query, *self._query_projection()), None, None
+            return F.linear(query, *self.query_projection()), None, None
         if self._qkv_same_embed_dim and same_query_key_value:
             # Self-attention: one [E, 3E] product instead of three.
             projected_query, projected_key, projected_value = F.linear(
@@ -171,23 +171,30 @@ class MultiheadAttention(nn.Module):
             return projected_query, projected_key, projected_value
         if self._qkv_same_embed_dim and same_key_value:
             # Cross-attention: keys and values from the same memory in one product.
-            weight_kv = self.in_proj_weight[self.embed_dim :]
-            bias_kv = None if self.in_proj_bias is None else self.in_proj_bias[self.embed_dim :]
-            projected_key, projected_value = F.linear(key, weight_kv, bias_kv).chunk(2, dim=-1)
-            return F.linear(query, *self._query_projection()), projected_key, projected_value
+            projected_key, projected_value = F.linear(key, *self.key_value_projection()).chunk(2, dim=-1)
+            return F.linear(query, *self.query_projection()), projected_key, projected_value
         weight_q, weight_k, weight_v = self._projection_weights()
         bias_q, bias_k, bias_v = self._projection_biases()
         return F.linear(query, weight_q, bias_q), F.linear(key, weight_k, bias_k), F.linear(value, weight_v, bias_v)
 
-    def _query_projection(self) -> tuple[Tensor, Tensor | None]:
+    def query_projection(self) -> tuple[Tensor, Tensor | None]:
         """W_q ``[E, E]`` and b_q ``[E]`` (or None): the first rows of the fused projection, or their own."""
         weight = self.in_proj_weight[: self.embed_dim] if self._qkv_same_embed_dim else self.q_proj_weight
         return weight, None if self.in_proj_bias is None else self.in_proj_bias[: self.embed_dim]
 
-    def _split_heads(self, tensor: Tensor) -> Tensor:
-        """``[N, L, E] -> [N, H, L, Dh]``."""
-        batch, length, _ = tensor.shape
-        return tensor.view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
+    def key_value_projection(self) -> tuple[Tensor, Tensor | None]:
+        """W_k|W_v ``[2E, E]`` and b_k|b_v ``[2E]`` (or None): the fused projection's last rows, for one memory.
+
+        Only with the fused projection (``kdim == vdim == embed_dim``).
+        """
+        if not self._qkv_same_embed_dim:
+            raise ValueError("key_value_projection: expected the fused projection, got separate kdim/vdim weights")
+        bias = None if self.in_proj_bias is None else self.in_proj_bias[self.embed_dim :]
+        return self.in_proj_weight[self.embed_dim :], bias
+
+    def split_heads(self, tensor: Tensor) -> Tensor:
+        """``[N, L, E] -> [N, H, L, Dh]``; unflatten names no batch or length, so a traced graph keeps them dynamic."""
+        return tensor.unflatten(-1, (self.num_heads, self.head_dim)).transpose(1, 2)
 
     # ----------------------------------------------------------------------------------
     # Forward
@@ -268,7 +275,7 @@ class MultiheadAttention(nn.Module):
                 record("K = key W_k^T + b_k", projected_key, "[batch, src_len, embed_dim]")
                 record("V = value W_v^T + b_v", projected_value, "[batch, src_len, embed_dim]")
 
-        q = self._split_heads(projected_query)  # [N, H, L, Dh]
+        q = self.split_heads(projected_query)  # [N, H, L, Dh]
         if reuse_cached:
             assert cache is not None and cache.keys is not None and cache.values is not None
             k, v = cache.keys, cache.values  # [N, H, S, Dh] from the first step
@@ -284,8 +291,8 @@ class MultiheadAttention(nn.Module):
                 bias_v = self.bias_v.expand(batch_size, 1, self.embed_dim)  # [N, 1, E]
                 projected_key = torch.cat([projected_key, bias_k], dim=1)  # [N, S+1, E]
                 projected_value = torch.cat([projected_value, bias_v], dim=1)  # [N, S+1, E]
-            k = self._split_heads(projected_key)  # [N, H, S, Dh]
-            v = self._split_heads(projected_value)  # [N, H, S, Dh]
+            k = self.split_heads(projected_key)  # [N, H, S, Dh]
+            v = self.split_heads(projected_value)  # [N, H, S, Dh]
             if cache is not None:
                 k, v = cache.update(k, v)  # [N, H, t, Dh]: earlier positions + the new ones
 
@@ -333,7 +340,7 @@ class MultiheadAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
         explicit = need_weights or self.explicit or active_recorder() is not None
         if explicit:
-            context, weights = self._explicit_attention(q, k, v, merged_mask, hidden_rows, sdpa_causal, dropout_p)
+            context, weights = explicit_attention(q, k, v, merged_mask, hidden_rows, sdpa_causal, dropout_p)
         else:
             context = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=masks.to_sdpa_mask(merged_mask), dropout_p=dropout_p, is_causal=sdpa_causal
@@ -342,7 +349,7 @@ class MultiheadAttention(nn.Module):
                 context = context.masked_fill(hidden_rows, 0.0)
             weights = None
 
-        merged = context.transpose(1, 2).reshape(batch_size, query_len, self.embed_dim)  # [N, L, E]
+        merged = merge_heads(context)  # [N, L, E]
         record("heads merged", merged, "[batch, tgt_len, embed_dim]")
         output = self.out_proj(merged)  # [N, L, E]
         record("output", output, "[batch, tgt_len, embed_dim]", "W_o applied to the merged heads")
@@ -360,47 +367,6 @@ class MultiheadAttention(nn.Module):
             weights = weights.squeeze(0)
         return output, weights
 
-    def _explicit_attention(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        merged_mask: Tensor | None,
-        hidden_rows: Tensor | None,
-        causal: bool,
-        dropout_p: float,
-    ) -> tuple[Tensor, Tensor]:
-        """Scaled dot-product attention, one readable step per line.
-
-        Shape:
-            q ``[N, H, L, Dh]``, k and v ``[N, H, S, Dh]``; returns the context
-            ``[N, H, L, Dh]`` and the weights ``[N, H, L, S]``.
-        """
-        record("Q (split into heads)", q, "[batch, heads, tgt_len, head_dim]")
-        record("K (split into heads)", k, "[batch, heads, src_len, head_dim]")
-        record("V (split into heads)", v, "[batch, heads, src_len, head_dim]")
-        query_len, key_len = q.shape[2], k.shape[2]
-        scaled_q = q * (1.0 / math.sqrt(self.head_dim))  # [N, H, L, Dh], scaled as torch does
-        scores = torch.matmul(scaled_q, k.transpose(-2, -1))  # [N, H, L, S]
-        record("scores = Q K^T / sqrt(head_dim)", scores, "[batch, heads, tgt_len, src_len]")
-        if causal:
-            merged_mask = masks.causal_mask(query_len, key_len, device=q.device)  # [L, S]
-        if merged_mask is not None:
-            if merged_mask.dtype == torch.bool:
-                scores = scores.masked_fill(merged_mask, float("-inf"))  # [N, H, L, S]
-            else:
-                scores = scores + merged_mask  # [N, H, L, S]
-            record("mask (True/-inf = hidden)", merged_mask, "[batch|1, heads|1, tgt_len|1, src_len]")
-        weights = torch.softmax(scores, dim=-1)  # [N, H, L, S], each row sums to 1
-        if hidden_rows is not None:
-            weights = weights.masked_fill(hidden_rows, 0.0)  # rows with no visible key: all zero
-        if dropout_p > 0.0:
-            weights = F.dropout(weights, p=dropout_p)  # [N, H, L, S]
-        record(ATTENTION_WEIGHTS, weights, "[batch, heads, tgt_len, src_len]")
-        context = torch.matmul(weights, v)  # [N, H, L, Dh]
-        record("weights @ V", context, "[batch, heads, tgt_len, head_dim]")
-        return context, weights
-
     def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> bool:
         """Validate ranks and widths; return whether the inputs carry a batch dimension."""
         if query.dim() not in (2, 3):
@@ -414,6 +380,56 @@ class MultiheadAttention(nn.Module):
             if tensor.shape[-1] != width:
                 raise ValueError(f"{name} must have last dimension {width}, got shape {list(tensor.shape)}")
         return query.dim() == 3
+
+
+def explicit_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    merged_mask: Tensor | None,
+    hidden_rows: Tensor | None,
+    causal: bool = False,
+    dropout_p: float = 0.0,
+) -> tuple[Tensor, Tensor]:
+    """Scaled dot-product attention, one readable step per line (the module's explicit path, and the ONNX graphs').
+
+    ``merged_mask`` (bool, True = hidden, or float, added) has its fully hidden rows
+    already unhidden; ``hidden_rows`` marks them, and their weights are zeroed after the
+    softmax, so that such a row mixes nothing. ``causal`` builds the causal mask instead.
+
+    Shape:
+        q ``[N, H, L, Dh]``, k and v ``[N, H, S, Dh]``; returns the context
+        ``[N, H, L, Dh]`` and the weights ``[N, H, L, S]``.
+    """
+    record("Q (split into heads)", q, "[batch, heads, tgt_len, head_dim]")
+    record("K (split into heads)", k, "[batch, heads, src_len, head_dim]")
+    record("V (split into heads)", v, "[batch, heads, src_len, head_dim]")
+    query_len, key_len = q.shape[2], k.shape[2]
+    scaled_q = q * (1.0 / math.sqrt(q.shape[-1]))  # [N, H, L, Dh], scaled as torch does
+    scores = torch.matmul(scaled_q, k.transpose(-2, -1))  # [N, H, L, S]
+    record("scores = Q K^T / sqrt(head_dim)", scores, "[batch, heads, tgt_len, src_len]")
+    if causal:
+        merged_mask = masks.causal_mask(query_len, key_len, device=q.device)  # [L, S]
+    if merged_mask is not None:
+        if merged_mask.dtype == torch.bool:
+            scores = scores.masked_fill(merged_mask, float("-inf"))  # [N, H, L, S]
+        else:
+            scores = scores + merged_mask  # [N, H, L, S]
+        record("mask (True/-inf = hidden)", merged_mask, "[batch|1, heads|1, tgt_len|1, src_len]")
+    weights = torch.softmax(scores, dim=-1)  # [N, H, L, S], each row sums to 1
+    if hidden_rows is not None:
+        weights = weights.masked_fill(hidden_rows, 0.0)  # rows with no visible key: all zero
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)  # [N, H, L, S]
+    record(ATTENTION_WEIGHTS, weights, "[batch, heads, tgt_len, src_len]")
+    context = torch.matmul(weights, v)  # [N, H, L, Dh]
+    record("weights @ V", context, "[batch, heads, tgt_len, head_dim]")
+    return context, weights
+
+
+def merge_heads(context: Tensor) -> Tensor:
+    """``[N, H, L, Dh] -> [N, L, E]``: the heads side by side again (flatten names no size, for tracing)."""
+    return context.transpose(1, 2).flatten(2)
 
 
 def _append_visible_key(mask: Tensor | None) -> Tensor | None:

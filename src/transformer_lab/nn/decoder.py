@@ -17,6 +17,7 @@ from transformer_lab.nn.activation import Activation, resolve_activation
 from transformer_lab.nn.attention import MultiheadAttention
 from transformer_lab.nn.cache import AttentionCache, DecoderCache, DecoderLayerCache
 from transformer_lab.nn.dropout import Dropout
+from transformer_lab.nn.residual import residual_sublayers
 from transformer_lab.nn.tracing import scope
 
 __all__ = ["TransformerDecoderLayer", "TransformerDecoder"]
@@ -93,25 +94,19 @@ class TransformerDecoderLayer(nn.Module):
             new_positions = tgt.shape[1 if self.batch_first else 0]
             # One new position may see every cached one; several need the shifted causal mask.
             tgt_is_causal = new_positions > 1
-        x = tgt
         self_cache = None if cache is None else cache.self_attention
         cross_cache = None if cache is None else cache.cross_attention
-        if self.norm_first:
-            x = x + self._self_attention_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal, self_cache)
-            x = x + self._cross_attention_block(
-                self.norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal, cross_cache
+
+        def self_attend(x: Tensor) -> Tensor:
+            return self._self_attention_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal, self_cache)
+
+        def cross_attend(x: Tensor) -> Tensor:
+            return self._cross_attention_block(
+                x, memory, memory_mask, memory_key_padding_mask, memory_is_causal, cross_cache
             )
-            x = x + self._feed_forward_block(self.norm3(x))
-        else:
-            x = self.norm1(x + self._self_attention_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal, self_cache))
-            x = self.norm2(
-                x
-                + self._cross_attention_block(
-                    x, memory, memory_mask, memory_key_padding_mask, memory_is_causal, cross_cache
-                )
-            )
-            x = self.norm3(x + self._feed_forward_block(x))
-        return x
+
+        blocks = ((self.norm1, self_attend), (self.norm2, cross_attend), (self.norm3, self._feed_forward_block))
+        return residual_sublayers(tgt, blocks, self.norm_first)
 
     def _self_attention_block(
         self,

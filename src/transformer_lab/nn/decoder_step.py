@@ -46,6 +46,7 @@ from transformer_lab.nn import masks
 from transformer_lab.nn.attention import MultiheadAttention
 from transformer_lab.nn.cache import AttentionCache, DecoderCache, DecoderLayerCache
 from transformer_lab.nn.decoder import TransformerDecoder, TransformerDecoderLayer
+from transformer_lab.nn.residual import residual_sublayers
 from transformer_lab.nn.tracing import active_recorder
 
 __all__ = ["DecoderStep"]
@@ -90,16 +91,12 @@ class _LayerStep:
 
     def __init__(self, layer: TransformerDecoderLayer) -> None:
         self_attention, cross_attention = layer.self_attn, layer.multihead_attn
-        embed_dim = self_attention.embed_dim
         self.num_heads = self_attention.num_heads
         self.head_dim = self_attention.head_dim
         self.scale = 1.0 / math.sqrt(self.head_dim)
         self.self_qkv = _product(self_attention.in_proj_weight, self_attention.in_proj_bias)  # [B, E] -> [B, 3E]
         self.self_out = _product(self_attention.out_proj.weight, self_attention.out_proj.bias)
-        cross_bias = cross_attention.in_proj_bias
-        self.cross_query = _product(
-            cross_attention.in_proj_weight[:embed_dim], None if cross_bias is None else cross_bias[:embed_dim]
-        )
+        self.cross_query = _product(*cross_attention.query_projection())  # [B, E] -> [B, E]
         self.cross_out = _product(cross_attention.out_proj.weight, cross_attention.out_proj.bias)
         self.feed_forward_in = _layer_product(layer.linear1)
         self.feed_forward_out = _layer_product(layer.linear2)
@@ -108,15 +105,20 @@ class _LayerStep:
         self.norm_first = layer.norm_first
 
     def __call__(self, x: Tensor, layer_cache: DecoderLayerCache, cross_mask: Tensor | None, zero: Tensor) -> Tensor:
-        """Shape: x ``[B, E]`` -> ``[B, E]``."""
+        """The three sublayers in their residual blocks, wired as the modules wire them.
+
+        Shape: x ``[B, E]`` -> ``[B, E]``.
+        """
         norm1, norm2, norm3 = self.norms
-        if self.norm_first:
-            x = x + self._self_attention(norm1(x), layer_cache.self_attention, zero)
-            x = x + self._cross_attention(norm2(x), layer_cache.cross_attention, cross_mask, zero)
-            return x + self._feed_forward(norm3(x))
-        x = norm1(x + self._self_attention(x, layer_cache.self_attention, zero))
-        x = norm2(x + self._cross_attention(x, layer_cache.cross_attention, cross_mask, zero))
-        return norm3(x + self._feed_forward(x))
+
+        def self_attend(rows: Tensor) -> Tensor:
+            return self._self_attention(rows, layer_cache.self_attention, zero)
+
+        def cross_attend(rows: Tensor) -> Tensor:
+            return self._cross_attention(rows, layer_cache.cross_attention, cross_mask, zero)
+
+        blocks = ((norm1, self_attend), (norm2, cross_attend), (norm3, self._feed_forward))
+        return residual_sublayers(x, blocks, self.norm_first)
 
     def _self_attention(self, x: Tensor, cache: AttentionCache, zero: Tensor) -> Tensor:
         batch = x.shape[0]

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from transformer_lab.nn.activation import Activation, resolve_activation
 from transformer_lab.nn.attention import MultiheadAttention
 from transformer_lab.nn.dropout import Dropout
+from transformer_lab.nn.residual import residual_sublayers
 from transformer_lab.nn.tracing import scope
 
 __all__ = ["TransformerEncoderLayer", "TransformerEncoder"]
@@ -70,14 +71,11 @@ class TransformerEncoderLayer(nn.Module):
             src ``[S, N, E]`` (batch_first: ``[N, S, E]``), src_mask ``[S, S]`` or
             ``[N*H, S, S]``, src_key_padding_mask ``[N, S]``; returns src's shape.
         """
-        x = src
-        if self.norm_first:
-            x = x + self._self_attention_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
-            x = x + self._feed_forward_block(self.norm2(x))
-        else:
-            x = self.norm1(x + self._self_attention_block(x, src_mask, src_key_padding_mask, is_causal))
-            x = self.norm2(x + self._feed_forward_block(x))
-        return x
+
+        def attend(x: Tensor) -> Tensor:
+            return self._self_attention_block(x, src_mask, src_key_padding_mask, is_causal)
+
+        return residual_sublayers(src, ((self.norm1, attend), (self.norm2, self._feed_forward_block)), self.norm_first)
 
     def _self_attention_block(
         self, x: Tensor, attn_mask: Tensor | None, key_padding_mask: Tensor | None, is_causal: bool

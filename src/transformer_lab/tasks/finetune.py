@@ -28,6 +28,7 @@ from torch import nn
 from transformer_lab.training import config_from_dict, load_model_weights
 from transformer_lab.training.checkpoint import load_checkpoint_config
 from transformer_lab.training.config import TrainConfig
+from transformer_lab.training.config_io import parse_override
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,9 @@ def with_checkpoint_model(
         saved_model = config_from_dict(model_type, saved.get("model", {}))
     except ValueError as error:
         raise ValueError(f"--init-from: {Path(checkpoint) / 'config.json'}: {error}") from None
-    asked = {override.split("=", 1)[0][len("model.") :] for override in overrides if override.startswith("model.")}
+    # The keys read as --set reads them (config_io.parse_override), so "model.d_model =64" is model.d_model.
+    paths = [parse_override(override)[0] for override in overrides]
+    asked = {path[1] for path in paths if len(path) > 1 and path[0] == "model"}
     for name in sorted(asked):
         if name in _CHANGEABLE_MODEL_FIELDS:
             saved_model = dataclasses.replace(saved_model, **{name: getattr(config.model, name)})

@@ -10,7 +10,8 @@ nested dataclasses.
 - :func:`config_from_dict` rebuilds the dataclass, rejecting unknown keys and values of
   the wrong type; absent keys take the field's default.
 - :func:`apply_overrides` applies ``--set key=value`` overrides such as
-  ``"train.lr_factor=2.0"``, parsing the text by the field's type.
+  ``"train.lr_factor=2.0"``, parsing the text by the field's type; :func:`parse_override`
+  is its one reading of a ``key=value`` text, for whoever else needs the keys.
 
 Every error is a ``ValueError`` naming the dotted key, what was expected and what was given.
 """
@@ -26,7 +27,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["apply_overrides", "config_from_dict", "config_to_dict"]
+__all__ = ["apply_overrides", "config_from_dict", "config_to_dict", "parse_override"]
 
 ConfigType = TypeVar("ConfigType")
 
@@ -284,15 +285,26 @@ def apply_overrides(config: ConfigType, overrides: Iterable[str]) -> ConfigType:
     if isinstance(overrides, str):
         raise ValueError(f"overrides: expected a list of 'key=value' strings, got the single string {overrides!r}")
     for override in overrides:
-        if not isinstance(override, str) or "=" not in override:
-            raise ValueError(f"overrides: expected 'key=value', got {override!r}")
-        key, text = override.split("=", 1)
-        key = key.strip()
-        path = key.split(".")
-        if not key or any(not part for part in path):
-            raise ValueError(f"overrides: expected a dotted key before '=', got {override!r}")
-        config = _replace_at(config, path, text, prefix="")
+        path, text = parse_override(override)
+        config = _replace_at(config, list(path), text, prefix="")
     return config
+
+
+def parse_override(override: str) -> tuple[tuple[str, ...], str]:
+    """The dotted key of one ``key=value`` override, as its parts, and the value text.
+
+    Spaces around the key are dropped (``"model.d_model = 64"`` is ``("model", "d_model")``
+    and ``" 64"``, whose number parses); the value text is kept as given, since a str field
+    takes it whole.
+    """
+    if not isinstance(override, str) or "=" not in override:
+        raise ValueError(f"overrides: expected 'key=value', got {override!r}")
+    key, text = override.split("=", 1)
+    key = key.strip()
+    path = tuple(key.split("."))
+    if not key or any(not part for part in path):
+        raise ValueError(f"overrides: expected a dotted key before '=', got {override!r}")
+    return path, text
 
 
 def _replace_at(config: Any, path: list[str], text: str, prefix: str) -> Any:

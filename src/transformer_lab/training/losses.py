@@ -23,7 +23,7 @@ their logits; ``reduction="mean"`` divides by the number of the other positions.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -131,9 +131,11 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     valid class ids, keep_mask [N] bool; returns [N] in that precision.
     """
 
+    # ctx is Any, as in torch's own signatures: FunctionCtx declares no attributes, and torch
+    # documents setting them on it to reach backward.
     @staticmethod
     def forward(
-        ctx: torch.autograd.function.FunctionCtx,
+        ctx: Any,
         logits: torch.Tensor,
         target_ids: torch.Tensor,
         keep_mask: torch.Tensor,
@@ -152,22 +154,20 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         # The float32 scores, not the logits, are kept: a mixed bf16 - float32 subtraction
         # in backward is several times slower on the CPU than casting once here.
         ctx.save_for_backward(scores, log_normaliser, target_ids, keep_mask)
-        # FunctionCtx declares no attributes; torch documents setting them to reach backward.
-        ctx.logits_dtype = logits.dtype  # type: ignore[attr-defined]
-        ctx.weights = (true_weight, wrong_weight)  # type: ignore[attr-defined]
+        ctx.logits_dtype = logits.dtype
+        ctx.weights = (true_weight, wrong_weight)
         return per_token
 
     @staticmethod
-    def backward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx, grad_per_token: torch.Tensor
-    ) -> tuple[torch.Tensor, None, None, None]:
-        scores, log_normaliser, target_ids, keep_mask = ctx.saved_tensors  # type: ignore[attr-defined]
-        true_weight, wrong_weight = ctx.weights  # type: ignore[attr-defined]
+    def backward(ctx: Any, *grad_outputs: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        (grad_per_token,) = grad_outputs  # [N]: one output, one gradient
+        scores, log_normaliser, target_ids, keep_mask = ctx.saved_tensors
+        true_weight, wrong_weight = ctx.weights
         row_weight = grad_per_token.to(log_normaliser.dtype).masked_fill(~keep_mask, 0.0).unsqueeze(1)  # [N, 1]
         grad = torch.sub(scores, log_normaliser.unsqueeze(1)).exp_()  # [N, V]: the softmax
         grad.mul_(row_weight).sub_(wrong_weight * row_weight)  # [N, V]
         grad.scatter_add_(1, target_ids.unsqueeze(1), -true_weight * row_weight)  # [N, V]
-        return grad.to(ctx.logits_dtype), None, None, None  # type: ignore[attr-defined]
+        return grad.to(ctx.logits_dtype), None, None, None
 
 
 class LabelSmoothingLoss(nn.Module):

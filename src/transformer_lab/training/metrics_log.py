@@ -3,6 +3,7 @@
 Rows are ``{"event": "train" | "eval", "step": ..., ...}`` (see ``trainer``). A resumed run
 repeats the steps after its checkpoint, so :meth:`MetricsLog.truncate_after` drops their
 rows first: the log of a run interrupted and resumed reads like an uninterrupted one's.
+:func:`read_metrics` reads a log back, strictly (the plots, the benchmarks).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Mapping
 
 from .run_folder import METRICS_FILE
 
-__all__ = ["MetricsLog"]
+__all__ = ["MetricsLog", "read_metrics"]
 
 
 class MetricsLog:
@@ -54,3 +55,33 @@ class MetricsLog:
         temporary = self.path.with_name(self.path.name + ".tmp")
         temporary.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         os.replace(temporary, self.path)
+
+
+def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The rows of a Trainer's ``metrics.jsonl``, one dict per line, checked.
+
+    Every line must be a JSON object with ``event`` and ``step`` (blank lines are skipped);
+    an error names the file and the line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"metrics: expected a metrics.jsonl file at {str(path)!r}, which does not exist")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise ValueError(f"metrics: {str(path)!r} is not UTF-8 text: {error}") from None
+    rows: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"metrics: line {number} of {str(path)!r} is not JSON: {error}") from None
+        if not isinstance(row, dict) or "event" not in row or "step" not in row:
+            raise ValueError(
+                f"metrics: line {number} of {str(path)!r} must be an object with 'event' and 'step', "
+                f"got {line.strip()[:80]!r}"
+            )
+        rows.append(row)
+    return rows
