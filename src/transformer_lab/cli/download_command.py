@@ -11,9 +11,7 @@ import argparse
 
 from transformer_lab.data.dataset_folder import DATA_ENVIRONMENT_VARIABLE, default_data_dir
 from transformer_lab.data.datasets import DATASET_NAMES, MIRROR_ENVIRONMENT_VARIABLE, download_dataset
-
-# What each dataset trains: the command the user runs next.
-_TRAIN_TASKS = {"multi30k": "translation", "ag-news": "classification", "couplets": "couplet"}
+from transformer_lab.tasks.registry import TASKS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,7 +46,8 @@ def run(arguments: argparse.Namespace) -> int:
         wb14123_train=arguments.wb14123_train,
         timeout=arguments.timeout,
     )
-    task = _TRAIN_TASKS[arguments.dataset]
+    # What the dataset trains (the task whose preset reads it): the command the user runs next.
+    task = next(name for name, entry in TASKS.items() if entry.dataset == arguments.dataset)
     found_by_default = arguments.to is None or folder.parent.resolve() == default_data_dir().resolve()
     data_dir = "" if found_by_default else f" --data-dir {folder.parent}"
     print(f"{arguments.dataset}: {folder}")

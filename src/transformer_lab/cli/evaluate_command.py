@@ -34,9 +34,9 @@ from transformer_lab.evaluation.couplet_antithesis import RULES as ANTITHESIS_RU
 from transformer_lab.evaluation.couplet_antithesis import pair_scores
 from transformer_lab.evaluation.couplet_metrics import CoupletReport
 from transformer_lab.tasks import classification, couplet, translation
+from transformer_lab.tasks.registry import TASKS, task_named
 from transformer_lab.training.checkpoint import resolve_checkpoint
 
-DEFAULT_SPLITS = {"translation": "test_2016_flickr", "couplet": "test", "classification": "test"}
 NUM_SAMPLES = 20
 # sacreBLEU's tokenizers (ja-mecab and ko-mecab need sacrebleu's extras).
 BLEU_TOKENIZERS = ("13a", "intl", "zh", "char", "ja-mecab", "ko-mecab", "flores101", "flores200", "none")
@@ -44,12 +44,13 @@ BLEU_TOKENIZERS = ("13a", "intl", "zh", "char", "ja-mecab", "ko-mecab", "flores1
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("evaluate", help="score a checkpoint on a test split")
-    parser.add_argument("task", choices=tuple(DEFAULT_SPLITS), help="which task")
+    default_splits = {name: task.evaluation_split for name, task in TASKS.items() if task.evaluation_split}
+    parser.add_argument("task", choices=tuple(default_splits), help="which task")
     parser.add_argument("--checkpoint", type=Path, required=True, help="checkpoint folder")
     parser.add_argument(
         "--split",
         default=None,
-        help=f"split to score (default: {', '.join(f'{k} {v}' for k, v in DEFAULT_SPLITS.items())})",
+        help=f"split to score (default: {', '.join(f'{k} {v}' for k, v in default_splits.items())})",
     )
     parser.add_argument(
         "--data-dir",
@@ -126,7 +127,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
-    split = arguments.split or DEFAULT_SPLITS[arguments.task]
+    split = str(arguments.split or task_named(arguments.task).evaluation_split)
     if arguments.task == "couplet":
         return _evaluate_couplet(arguments, split)
     given = given_constraint_options(arguments)

@@ -23,19 +23,20 @@ from transformer_lab.cli.overrides import (
     resolved_config,
     with_config_file,
 )
-from transformer_lab.cli.train_command import preset_config
-from transformer_lab.data.prepared_couplets import open_prepared_couplets
-from transformer_lab.data.prepared_labelled import open_prepared_labelled
-from transformer_lab.tasks import classification, couplet, translation
-
-PREPARED_TASKS = ("translation", "couplet", "classification")
+from transformer_lab.cli.train_command import with_data_options
+from transformer_lab.tasks.registry import TASKS, task_named
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    preparing = [name for name, task in TASKS.items() if task.prepare is not None]
     parser = subparsers.add_parser(
-        "prepare", help="prepare a corpus once into a memory-mapped token store (translation, couplet, classification)"
+        "prepare", help=f"prepare a corpus once into a memory-mapped token store ({', '.join(preparing)})"
     )
-    parser.add_argument("task", choices=PREPARED_TASKS, help="which task's data to prepare")
+    parser.add_argument(
+        "task",
+        choices=preparing,
+        help="which task's data to prepare",
+    )
     parser.add_argument(
         "--train",
         nargs="+",
@@ -66,54 +67,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (for logs sent to files)")
     add_config_file_argument(parser)
     add_override_arguments(parser)
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, prepared=None)
 
 
 def run(arguments: argparse.Namespace) -> int:
-    if arguments.task != "translation":
-        return _prepare_read_whole(arguments)
-    if arguments.train is None:
-        raise ValueError("--train: expected the files to prepare (SOURCE TARGET or one .tsv/.jsonl file), got none")
-    config = with_config_file(preset_config(translation, arguments.preset), arguments)
-    data = dataclasses.replace(
-        config.data,
-        train_files=tuple(arguments.train),
-        valid_files=tuple(arguments.valid or ()),
-        source_language=arguments.source_language or config.data.source_language,
-        target_language=arguments.target_language or config.data.target_language,
-    )
-    config = dataclasses.replace(config, data=data)
+    task = task_named(arguments.task)
+    if task.prepare is None:
+        raise ValueError(f"task: expected a task with a corpus to prepare, got {task.name}")
+    # The preset, then --config, then the data options, then --set: as `train` reads them.
+    config = with_config_file(task.config(arguments.preset), arguments)
+    config = dataclasses.replace(config, data=with_data_options(config.data, arguments))
     config = resolved_config(config, arguments)
-    prepared = translation.prepare_corpus(config.data, arguments.out, progress=not arguments.no_progress)
-    _print_result(prepared.folder, {**prepared.report, "seconds": prepared.manifest["seconds"]}, arguments.task)
+    report = task.prepare(config.data, arguments.out, not arguments.no_progress)
+    print(json.dumps({"prepared": str(arguments.out), **report}, ensure_ascii=False))
+    print(f"train with: transformer-lab train {task.name} --prepared {arguments.out} --out RUN_FOLDER")
     return 0
-
-
-def _prepare_read_whole(arguments: argparse.Namespace) -> int:
-    """Couplets or labelled text: read by the task's rules, then written as a prepared folder."""
-    for option in ("source_language", "target_language", "preset"):
-        if getattr(arguments, option) is not None:
-            raise ValueError(
-                f"--{option.replace('_', '-')}: expected only with translation, got it with {arguments.task}"
-            )
-    task, open_prepared = {
-        "couplet": (couplet, lambda folder: open_prepared_couplets(folder).report),
-        "classification": (classification, lambda folder: open_prepared_labelled(folder).report),
-    }[arguments.task]
-    config = with_config_file(task.default_config(), arguments)
-    data = dataclasses.replace(
-        config.data,
-        train_files=config.data.train_files if arguments.train is None else tuple(arguments.train),
-        valid_files=config.data.valid_files if arguments.valid is None else tuple(arguments.valid),
-        data_dir=config.data.data_dir if arguments.data_dir is None else str(arguments.data_dir),
-    )
-    config = dataclasses.replace(config, data=data)
-    config = resolved_config(config, arguments)
-    folder = task.prepare_corpus(config.data, arguments.out)
-    _print_result(folder, open_prepared(folder), arguments.task)
-    return 0
-
-
-def _print_result(folder: Path, report: dict[str, object], task: str) -> None:
-    print(json.dumps({"prepared": str(folder), **report}, ensure_ascii=False))
-    print(f"train with: transformer-lab train {task} --prepared {folder} --out RUN_FOLDER")

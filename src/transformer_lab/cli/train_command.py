@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import json
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from transformer_lab.cli.overrides import (
@@ -21,22 +20,19 @@ from transformer_lab.cli.overrides import (
     with_config_file,
 )
 from transformer_lab.hardware import PRECISIONS
-from transformer_lab.tasks import classification, couplet, synthetic, translation
 from transformer_lab.tasks.finetune import with_checkpoint_model, with_finetune_schedule
+from transformer_lab.tasks.registry import TASKS, task_named
+from transformer_lab.tasks.task import Task
 from transformer_lab.training import is_main_process, recover_interrupted_save
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.run_folder import check_writable, explain_missing_last, prepare_new_run
 from transformer_lab.training.run_lock import RunFolderLock
 from transformer_lab.training.trainer import LAST_FOLDER
 
-SYNTHETIC_TASKS = ("copy", "reverse", "sort")
-REAL_DATA_TASKS = {"translation": translation, "couplet": couplet, "classification": classification}
-TASKS = (*SYNTHETIC_TASKS, *REAL_DATA_TASKS)
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("train", help=f"train a task: {', '.join(TASKS)}")
-    parser.add_argument("task", choices=TASKS, help="which task to train")
+    parser.add_argument("task", choices=tuple(TASKS), help="which task to train")
     parser.add_argument("--out", type=Path, required=True, help="run folder for checkpoints and metrics.jsonl")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument(
@@ -133,56 +129,41 @@ def _run_in_folder(arguments: argparse.Namespace, out_dir: Path) -> int:
     if arguments.precision is not None:
         # Applied before the --set overrides, which therefore win if both are given.
         arguments.overrides = [f"train.precision={arguments.precision}", *arguments.overrides]
-    if arguments.task in REAL_DATA_TASKS:
-        return _train_real_data(REAL_DATA_TASKS[arguments.task], arguments, out_dir)
-    for option in ("train", "valid", "prepared", "preset", "source_language", "target_language", "init_from"):
-        if getattr(arguments, option) is not None:
-            raise ValueError(
-                f"--{option.replace('_', '-')}: expected only with translation, couplet or classification, "
-                f"got it with {arguments.task}"
-            )
-    config = resolved_config(with_config_file(synthetic.default_config(arguments.task), arguments), arguments)
-    result = synthetic.train(config, out_dir, resume=arguments.resume)
-    if not is_main_process():
-        return 0  # under torchrun rank 0 reports (the weights are the same on every rank)
-    greedy_config = dataclasses.replace(config.decode, strategy="greedy")
-    greedy = synthetic.exact_match(result.model.eval(), result.data.test, greedy_config)
-    print(json.dumps(result.summary, indent=2, default=str))
-    print(f"exact match on {len(result.data.test)} held-out sequences (greedy): {greedy:.1%}")
-    return 0
+    return _train(task_named(arguments.task), arguments, out_dir)
 
 
-def _train_real_data(task: ModuleType, arguments: argparse.Namespace, out_dir: Path) -> int:
-    """Train a task that reads data (translation, couplet, classification): its preset, the data options, --set."""
-    config = preset_config(task, arguments.preset)
+def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
+    """Train ``task``: its preset, --config, the data options, --set; then print its summary."""
+    if not task.reads_data:
+        for option in ("train", "valid", "prepared", "preset", "source_language", "target_language", "init_from"):
+            if getattr(arguments, option) is not None:
+                readers = ", ".join(name for name, other in TASKS.items() if other.reads_data)
+                raise ValueError(
+                    f"--{option.replace('_', '-')}: expected only with a task that reads data ({readers}), "
+                    f"got it with {task.name}"
+                )
+    config = task.config(arguments.preset)
     init_from = None
     if arguments.init_from is not None:
         init_from = resolve_checkpoint(arguments.init_from)
         config = with_finetune_schedule(config)
     # The preset, then --config, then the data options, then --set: the nearer the command, the stronger.
     config = with_config_file(config, arguments)
-    config = dataclasses.replace(config, data=_with_data_options(config.data, arguments))
+    if task.reads_data:
+        config = dataclasses.replace(config, data=with_data_options(config.data, arguments))
     config = resolved_config(config, arguments)
     if init_from is not None:
-        config = with_checkpoint_model(config, init_from, task.TASK_NAME, arguments.overrides)
-    result = task.train(config, out_dir, resume=arguments.resume, init_from=init_from)
+        config = with_checkpoint_model(config, init_from, task.checkpoint_task, arguments.overrides)
+    outcome = task.train(config, out_dir, arguments.resume, init_from)
     if not is_main_process():
-        return 0
-    print(json.dumps(result.summary, indent=2, default=str))
+        return 0  # under torchrun rank 0 reports (the weights are the same on every rank)
+    print(json.dumps(outcome.summary, indent=2, default=str))
+    for line in outcome.lines:
+        print(line)
     return 0
 
 
-def preset_config(task: ModuleType, preset: str | None) -> Any:
-    """The task's preset named ``preset`` (None: its default); a task without presets takes none."""
-    if preset is None:
-        return task.default_config()
-    presets = getattr(task, "PRESETS", {"default": task.default_config})
-    if preset not in presets:
-        raise ValueError(f"--preset: expected one of {sorted(presets)} for {task.TASK_NAME}, got {preset!r}")
-    return presets[preset]()
-
-
-def _with_data_options(data: Any, arguments: argparse.Namespace) -> Any:
+def with_data_options(data: Any, arguments: argparse.Namespace) -> Any:
     """The data config with --data-dir, --train, --valid and the languages applied (before --set)."""
     options = {
         "data_dir": None if arguments.data_dir is None else str(arguments.data_dir),

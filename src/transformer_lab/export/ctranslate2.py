@@ -64,8 +64,7 @@ from transformer_lab.nn import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
-from transformer_lab.tasks import couplet, translation
-from transformer_lab.tasks.registry import load_trained
+from transformer_lab.tasks.registry import load_trained, tasks_offering
 
 __all__ = [
     "EXPORTABLE_TASKS",
@@ -77,7 +76,7 @@ __all__ = [
 ]
 
 # The tasks whose checkpoints are encoder-decoder Transformers with a vocabulary.
-EXPORTABLE_TASKS = (translation.TASK_NAME, couplet.TASK_NAME)
+EXPORTABLE_TASKS = tasks_offering("ctranslate2")
 # Weight types CTranslate2 can store (its ACCEPTED_MODEL_TYPES); None keeps float32. A
 # float32 export can still run as int8: Translator(..., compute_type="int8") converts on load.
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")

@@ -94,7 +94,7 @@ from transformer_lab.nn import (
 from transformer_lab.nn.attention import explicit_attention, merge_heads
 from transformer_lab.nn.residual import Sublayer, residual_sublayers
 from transformer_lab.tasks import classification, couplet, translation
-from transformer_lab.tasks.registry import load_trained
+from transformer_lab.tasks.registry import load_trained, tasks_offering
 
 __all__ = [
     "CLASSIFIER_FILE",
@@ -113,7 +113,7 @@ __all__ = [
 ]
 
 # The tasks whose checkpoints this module writes: two encoder-decoders and the classifier.
-EXPORTABLE_TASKS = (translation.TASK_NAME, couplet.TASK_NAME, classification.TASK_NAME)
+EXPORTABLE_TASKS = tasks_offering("onnx")
 # 17 has LayerNormalization as one operator; onnxruntime has run it since 1.14.
 OPSET_VERSION = 17
 ENCODER_FILE = "encoder.onnx"

@@ -16,10 +16,9 @@ from transformer_lab.data import Vocabulary
 from transformer_lab.decoding import greedy_search
 from transformer_lab.lab.attention_maps import attention_maps
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks import couplet, synthetic, translation
-from transformer_lab.tasks.registry import load_trained
+from transformer_lab.tasks.registry import load_trained, tasks_offering
 
-SEQ2SEQ_TASKS = (translation.TASK_NAME, couplet.TASK_NAME, synthetic.TASK_NAME)
+SEQ2SEQ_TASKS = tasks_offering("lab")
 
 __all__ = ["SentenceAttention", "load_seq2seq_checkpoint", "sentence_attention"]
 

@@ -78,6 +78,7 @@ from transformer_lab.models import ClassifierConfig, TransformerClassifier
 from transformer_lab.models.bfloat16 import as_bf16
 from transformer_lab.tasks.finetune import load_initial_weights
 from transformer_lab.tasks.loading import load_checkpoint_parts, read_tokenizer
+from transformer_lab.tasks.task import Task, TrainOutcome
 from transformer_lab.training import (
     TrainConfig,
     Trainer,
@@ -857,3 +858,24 @@ def load_split(
         )
         return [articles[index] for index in validation_indices]
     raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
+
+
+def _train_run(config: ClassificationConfig, out_dir: Path, resume: bool, init_from: Path | None) -> TrainOutcome:
+    return TrainOutcome(train(config, out_dir, resume=resume, init_from=init_from).summary)
+
+
+def _prepare(data: ClassificationDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
+    prepared = open_prepared_labelled(prepare_corpus(data, out_dir))
+    return {**prepared.report, "seconds": prepared.manifest["seconds"]}
+
+
+TASK = Task(
+    name=TASK_NAME,
+    presets={"default": default_config},
+    train=_train_run,
+    load=load_classifier,
+    prepare=_prepare,
+    evaluation_split="test",
+    surfaces=frozenset({"onnx", "serve"}),
+    dataset="ag-news",
+)

@@ -52,6 +52,7 @@ from transformer_lab.folders import write_folder
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import seq2seq
 from transformer_lab.tasks.seq2seq import Candidate, Seq2SeqData, Seq2SeqTask, bucketed_epoch_batches
+from transformer_lab.tasks.task import Task, TrainOutcome
 from transformer_lab.training import TrainConfig
 from transformer_lab.training.once_per_machine import once_per_machine
 
@@ -632,7 +633,7 @@ def _read_vocabulary(folder: Path) -> Vocabulary:
     return Vocabulary.load(folder / VOCABULARY_FILE)
 
 
-TASK: Seq2SeqTask[Vocabulary, CoupletConfig] = Seq2SeqTask(
+SEQ2SEQ_TASK: Seq2SeqTask[Vocabulary, CoupletConfig] = Seq2SeqTask(
     name=TASK_NAME,
     config_type=CoupletConfig,
     read_vocabulary=_read_vocabulary,
@@ -656,7 +657,7 @@ def train(
     ``init_from`` fine-tunes: the checkpoint's vocabulary and weights are the start (its
     model config must already be ``config.model``, see ``tasks.finetune``).
     """
-    data = build_data(config.data, seq2seq.starting_vocabulary(TASK, Path(out_dir), resume, init_from))
+    data = build_data(config.data, seq2seq.starting_vocabulary(SEQ2SEQ_TASK, Path(out_dir), resume, init_from))
     config = seq2seq.with_vocabulary(config, len(data.vocabulary))
     greedy = dataclasses.replace(config.decode, strategy="greedy", num_return=1)
 
@@ -673,9 +674,30 @@ def train(
         }
 
     evaluate_fn = evaluate if data.validation_pairs else None
-    return seq2seq.train(TASK, config, data, out_dir, evaluate_fn, resume=resume, init_from=init_from)
+    return seq2seq.train(SEQ2SEQ_TASK, config, data, out_dir, evaluate_fn, resume=resume, init_from=init_from)
 
 
 def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, Vocabulary, CoupletConfig]:
     """Rebuild the model, vocabulary and config of a couplet checkpoint folder (or a run folder's best/)."""
-    return seq2seq.load(TASK, checkpoint)
+    return seq2seq.load(SEQ2SEQ_TASK, checkpoint)
+
+
+def _train_run(config: CoupletConfig, out_dir: Path, resume: bool, init_from: Path | None) -> TrainOutcome:
+    return TrainOutcome(train(config, out_dir, resume=resume, init_from=init_from).summary)
+
+
+def _prepare(data: CoupletDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
+    prepared = open_prepared_couplets(prepare_corpus(data, out_dir))
+    return {**prepared.report, "seconds": prepared.manifest["seconds"]}
+
+
+TASK = Task(
+    name=TASK_NAME,
+    presets={"default": default_config},
+    train=_train_run,
+    load=load,
+    prepare=_prepare,
+    evaluation_split="test",
+    surfaces=frozenset({"onnx", "ctranslate2", "serve", "lab"}),
+    dataset="couplets",
+)

@@ -1,4 +1,7 @@
-"""The one checkpoint loader: which task wrote a checkpoint, and that task's ``load``.
+"""The one registry of tasks, and the one checkpoint loader: which task wrote a checkpoint, and its ``load``.
+
+Every command reads the tasks from ``TASKS`` (see ``tasks/task.py`` for the contract):
+adding a task is its module and one line below, or `register` at run time.
 
 The CLI, ``evaluate``, ``average-checkpoints``, the web server's handlers and the lab all
 rebuild a trained model through here or through the task's own ``load`` (the same
@@ -11,21 +14,48 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from torch import nn
 
 from transformer_lab.tasks import classification, couplet, synthetic, translation
+from transformer_lab.tasks.task import Task
 from transformer_lab.training import load_checkpoint_config
 from transformer_lab.training.checkpoint import resolve_checkpoint
 
-# task name (config.json's "task") -> load(checkpoint) -> (model, vocabulary or None, config)
-LOADERS: dict[str, Callable[[str | os.PathLike[str]], tuple[Any, Any, Any]]] = {
-    translation.TASK_NAME: translation.load_translator,
-    couplet.TASK_NAME: couplet.load,
-    classification.TASK_NAME: classification.load_classifier,
-    synthetic.TASK_NAME: synthetic.load,
-}
+TASKS: dict[str, Task] = {}
+
+
+def register(task: Task) -> Task:
+    """Add ``task`` to the registry (a second task of the same name is an error naming it); returns it."""
+    if task.name in TASKS:
+        raise ValueError(f"task {task.name!r}: expected a new task name, got one already registered")
+    TASKS[task.name] = task
+    return task
+
+
+for _task in (translation.TASK, couplet.TASK, classification.TASK, *synthetic.TASKS):
+    register(_task)
+
+
+def task_named(name: str) -> Task:
+    """The registered task called ``name``; an unknown name is one line listing the tasks."""
+    if name not in TASKS:
+        raise ValueError(f"task: expected one of {', '.join(TASKS)}, got {name!r}")
+    return TASKS[name]
+
+
+def tasks_offering(surface: str) -> tuple[str, ...]:
+    """The checkpoint task names of the tasks that offer ``surface`` (see ``tasks.task.SURFACES``)."""
+    return tuple(dict.fromkeys(task.checkpoint_task for task in TASKS.values() if surface in task.surfaces))
+
+
+def _checkpoint_tasks() -> dict[str, Task]:
+    """Checkpoint task name -> the first registered task that writes it (its ``load`` rebuilds them all)."""
+    found: dict[str, Task] = {}
+    for task in TASKS.values():
+        found.setdefault(task.checkpoint_task, task)
+    return found
 
 
 @dataclass
@@ -43,9 +73,9 @@ def checkpoint_task(checkpoint: str | os.PathLike[str]) -> str:
     """The task that wrote ``checkpoint`` (a checkpoint or run folder); an unknown one is an error naming it."""
     folder = resolve_checkpoint(checkpoint)
     task = load_checkpoint_config(folder).get("task")
-    if task not in LOADERS:
+    if task not in _checkpoint_tasks():
         raise ValueError(
-            f"checkpoint {str(folder)!r}: expected a checkpoint of one of the tasks {sorted(LOADERS)}, "
+            f"checkpoint {str(folder)!r}: expected a checkpoint of one of the tasks {sorted(_checkpoint_tasks())}, "
             f"got task {task!r}"
         )
     return str(task)
@@ -59,5 +89,5 @@ def load_trained(checkpoint: str | os.PathLike[str], tasks: tuple[str, ...] = ()
         raise ValueError(
             f"checkpoint {str(folder)!r}: expected a checkpoint of {' or '.join(tasks)}, got task {task!r}"
         )
-    model, vocabulary, config = LOADERS[task](folder)
+    model, vocabulary, config = _checkpoint_tasks()[task].load(folder)
     return TrainedModel(task=task, folder=folder, model=model, vocabulary=vocabulary, config=config)

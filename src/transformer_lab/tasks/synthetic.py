@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,6 +20,7 @@ from transformer_lab.data import (
     BOS_ID,
     EOS_ID,
     PAD_ID,
+    SYNTHETIC_TASKS,
     Seq2SeqBatch,
     collate_pairs,
     fixed_size_batches,
@@ -27,12 +29,14 @@ from transformer_lab.data import (
 from transformer_lab.decoding import DecodeConfig, decode, decoding_model
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, strip_generated
+from transformer_lab.tasks.task import Task, TrainOutcome
 from transformer_lab.training import (
     CONFIG_FILE,
     TrainConfig,
     Trainer,
     config_to_dict,
     data_shard,
+    is_main_process,
     load_model_weights,
     load_task_config,
 )
@@ -240,3 +244,30 @@ def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, None, 
         raise ValueError(f"{folder / CONFIG_FILE}: {error}") from None
     load_model_weights(folder, model)
     return model.eval(), None, config
+
+
+def _synthetic_task(name: str) -> Task:
+    def train_run(config: SyntheticConfig, out_dir: Path, resume: bool, init_from: Path | None) -> TrainOutcome:
+        if init_from is not None:
+            raise ValueError(f"--init-from: expected only with a task that reads data, got it with {name}")
+        result = train(config, out_dir, resume=resume)
+        if not is_main_process():
+            return TrainOutcome(result.summary)  # under torchrun rank 0 reports (the weights are the same)
+        greedy_config = dataclasses.replace(config.decode, strategy="greedy")
+        greedy = exact_match(result.model.eval(), result.data.test, greedy_config)
+        line = f"exact match on {len(result.data.test)} held-out sequences (greedy): {greedy:.1%}"
+        return TrainOutcome(result.summary, (line,))
+
+    return Task(
+        name=name,
+        presets={"default": lambda: default_config(name)},
+        train=train_run,
+        load=load,
+        checkpoint_task=TASK_NAME,
+        reads_data=False,
+        surfaces=frozenset({"lab"}),
+    )
+
+
+# The three synthetic tasks: one model and one checkpoint kind ("synthetic"), three data rules.
+TASKS = tuple(_synthetic_task(name) for name in SYNTHETIC_TASKS)

@@ -14,7 +14,7 @@ import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -46,6 +46,7 @@ from transformer_lab.tasks.seq2seq import (
     check_fits_positional_table,
     validation_loss,
 )
+from transformer_lab.tasks.task import Task, TrainOutcome
 from transformer_lab.training import TrainConfig
 from transformer_lab.training.once_per_machine import once_per_machine
 
@@ -467,7 +468,7 @@ def _read_tokenizers(folder: Path) -> TokenizerPair:
     return TokenizerPair.joint(read_tokenizer(folder, JOINT_TOKENIZER_FILE))
 
 
-TASK: Seq2SeqTask[TokenizerPair, TranslationConfig] = Seq2SeqTask(
+SEQ2SEQ_TASK: Seq2SeqTask[TokenizerPair, TranslationConfig] = Seq2SeqTask(
     name=TASK_NAME,
     config_type=TranslationConfig,
     read_vocabulary=_read_tokenizers,
@@ -489,7 +490,7 @@ def train(
     ``init_from`` fine-tunes: the checkpoint's tokenizer and weights are the start (its
     model config must already be ``config.model``, see ``tasks.finetune``).
     """
-    data = build_data(config.data, seq2seq.starting_vocabulary(TASK, Path(out_dir), resume, init_from))
+    data = build_data(config.data, seq2seq.starting_vocabulary(SEQ2SEQ_TASK, Path(out_dir), resume, init_from))
     tokenizers = data.vocabulary
     target_size = None if tokenizers.is_joint else tokenizers.target.vocab_size
     config = seq2seq.with_vocabulary(config, tokenizers.source.vocab_size, target_size)
@@ -509,9 +510,30 @@ def train(
             "val_loss": validation_loss(evaluated_model, validation_ids, config.data.max_tokens),
         }
 
-    return seq2seq.train(TASK, config, data, out_dir, evaluate, resume=resume, init_from=init_from)
+    return seq2seq.train(SEQ2SEQ_TASK, config, data, out_dir, evaluate, resume=resume, init_from=init_from)
 
 
 def load_translator(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, TokenizerPair, TranslationConfig]:
     """Rebuild the model, tokenizers and config of a translation checkpoint folder (or a run folder's best/)."""
-    return seq2seq.load(TASK, checkpoint)
+    return seq2seq.load(SEQ2SEQ_TASK, checkpoint)
+
+
+def _train_run(config: TranslationConfig, out_dir: Path, resume: bool, init_from: Path | None) -> TrainOutcome:
+    return TrainOutcome(train(config, out_dir, resume=resume, init_from=init_from).summary)
+
+
+def _prepare(data: TranslationDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
+    prepared = prepare_corpus(data, out_dir, progress=progress)
+    return {**prepared.report, "seconds": prepared.manifest["seconds"]}
+
+
+TASK = Task(
+    name=TASK_NAME,
+    presets=PRESETS,
+    train=_train_run,
+    load=load_translator,
+    prepare=_prepare,
+    evaluation_split="test_2016_flickr",
+    surfaces=frozenset({"onnx", "ctranslate2", "serve", "lab"}),
+    dataset="multi30k",
+)

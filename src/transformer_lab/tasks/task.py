@@ -1,0 +1,74 @@
+"""The contract every task offers the commands: its presets, how it trains, loads and prepares, and what it serves.
+
+A task is one module (translation, couplets, classification, the synthetic tasks) that
+defines a `Task` and is named once in ``tasks/registry.py``. The commands (``train``,
+``prepare``, ``evaluate``, ``export``, ``serve``, ``lab``, ``config``) read the registry,
+never a list of their own: a new task is its module, its tests and one registry line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+# What a trained task offers beyond training and loading.
+SURFACES = ("onnx", "ctranslate2", "serve", "lab")
+
+
+@dataclass(frozen=True)
+class TrainOutcome:
+    """What a finished run reports: its summary (printed as JSON) and closing lines for a person."""
+
+    summary: dict[str, Any]
+    lines: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task behind the one seam.
+
+    ``name`` is the task's command-line name; ``checkpoint_task`` the ``task`` field its
+    checkpoints carry in ``config.json`` (tasks that share a model, as the synthetic ones
+    do, share it). ``presets`` maps a preset name to a fresh config, the first being the
+    default. ``train(config, out_dir, resume, init_from)`` runs a whole training run;
+    ``load(checkpoint)`` rebuilds (model in eval mode, vocabulary or None, config) from a
+    checkpoint or run folder. ``reads_data``: the data options (``--data-dir``,
+    ``--train``, ``--valid``, ``--prepared``) apply. ``prepare(data config, out_dir, progress)``
+    writes a prepared corpus and returns its report (None: the task has no corpus to
+    prepare). ``evaluation_split`` is ``evaluate``'s default split (None: ``evaluate``
+    does not score this task). ``surfaces`` names what else it offers (see SURFACES);
+    ``dataset`` is the ``download`` name of its preset's data.
+    """
+
+    name: str
+    presets: Mapping[str, Callable[[], Any]]
+    train: Callable[[Any, Path, bool, Path | None], TrainOutcome]
+    load: Callable[[str | os.PathLike[str]], tuple[nn.Module, Any, Any]]
+    checkpoint_task: str = ""
+    reads_data: bool = True
+    prepare: Callable[[Any, Path, bool], dict[str, Any]] | None = None
+    evaluation_split: str | None = None
+    surfaces: frozenset[str] = field(default_factory=frozenset)
+    dataset: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.presets:
+            raise ValueError(f"task {self.name!r}: expected at least one preset, got none")
+        unknown = sorted(set(self.surfaces) - set(SURFACES))
+        if unknown:
+            raise ValueError(f"task {self.name!r}: expected surfaces among {SURFACES}, got {unknown}")
+        if not self.checkpoint_task:
+            object.__setattr__(self, "checkpoint_task", self.name)
+
+    def config(self, preset: str | None = None) -> Any:
+        """A fresh config of the preset named ``preset`` (None: the default); an unknown name is one line."""
+        if preset is None:
+            return next(iter(self.presets.values()))()
+        if preset not in self.presets:
+            raise ValueError(f"--preset: expected one of {sorted(self.presets)} for {self.name}, got {preset!r}")
+        return self.presets[preset]()
