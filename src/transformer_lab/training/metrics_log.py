@@ -66,12 +66,12 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"metrics: expected a metrics.jsonl file at {str(path)!r}, which does not exist")
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as error:
-        raise ValueError(f"metrics: {str(path)!r} is not UTF-8 text: {error}") from None
     rows: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, start=1):
+    for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{path}: line {number}: expected UTF-8 text, got {error.reason} ({error})") from None
         if not line.strip():
             continue
         try:
