@@ -23,10 +23,11 @@ from transformer_lab.cli.overrides import (
 from transformer_lab.hardware import PRECISIONS
 from transformer_lab.tasks import classification, couplet, synthetic, translation
 from transformer_lab.tasks.finetune import with_checkpoint_model, with_finetune_schedule
-from transformer_lab.training import is_main_process, recover_interrupted_save
+from transformer_lab.training import config_to_dict, is_main_process, recover_interrupted_save
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.run_folder import check_writable, explain_missing_last, prepare_new_run
 from transformer_lab.training.run_lock import RunFolderLock
+from transformer_lab.training.same_run import check_same_run
 from transformer_lab.training.trainer import LAST_FOLDER
 
 SYNTHETIC_TASKS = ("copy", "reverse", "sort")
@@ -136,6 +137,8 @@ def _run_in_folder(arguments: argparse.Namespace, out_dir: Path) -> int:
                 f"got it with {arguments.task}"
             )
     config = resolved_config(with_config_file(synthetic.default_config(arguments.task), arguments), arguments)
+    if arguments.resume:
+        check_same_run(out_dir / LAST_FOLDER, synthetic.TASK_NAME, config_to_dict(config))
     result = synthetic.train(config, out_dir, resume=arguments.resume)
     if not is_main_process():
         return 0  # under torchrun rank 0 reports (the weights are the same on every rank)
@@ -159,6 +162,8 @@ def _train_real_data(task: ModuleType, arguments: argparse.Namespace, out_dir: P
     config = resolved_config(config, arguments)
     if init_from is not None:
         config = with_checkpoint_model(config, init_from, task.TASK_NAME, arguments.overrides)
+    if arguments.resume:
+        check_same_run(out_dir / LAST_FOLDER, task.TASK_NAME, config_to_dict(config))
     result = task.train(config, out_dir, resume=arguments.resume, init_from=init_from)
     if not is_main_process():
         return 0

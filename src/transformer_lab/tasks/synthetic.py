@@ -26,6 +26,7 @@ from transformer_lab.data import (
 )
 from transformer_lab.decoding import DecodeConfig, decode, decoding_model
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
+from transformer_lab.tasks.loading import check_special_ids
 from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, strip_generated
 from transformer_lab.training import (
     CONFIG_FILE,
@@ -111,6 +112,7 @@ def default_config(task: str = "copy") -> SyntheticConfig:
 def resolve(config: SyntheticConfig) -> SyntheticConfig:
     """Fill the fields that follow from others (vocabulary sizes, max_len)."""
     vocab_size = config.data.vocab_size
+    check_special_ids(config.model, None, "model config", "the copy tasks' fixed specials")
     model = dataclasses.replace(
         config.model,
         src_vocab_size=vocab_size,
@@ -234,6 +236,7 @@ def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, None, 
     """The model (in eval mode) and config of a synthetic-task checkpoint; the task has no vocabulary file (None)."""
     folder = resolve_checkpoint(checkpoint)
     config = load_task_config(folder, TASK_NAME, SyntheticConfig)
+    check_special_ids(config.model, None, str(folder / CONFIG_FILE), "the copy tasks' fixed specials")
     try:
         model = build_model_for_weights(folder, lambda: Seq2SeqTransformer.from_config(config.model))
     except ValueError as error:

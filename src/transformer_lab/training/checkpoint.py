@@ -435,13 +435,54 @@ def build_model_for_weights(folder: str | os.PathLike[str], build: Callable[[], 
     The sizes in ``config.json`` are not trusted: the model is first built on the meta
     device (shapes, no memory) and its shapes compared with the safetensors header, so a
     ``dim_feedforward`` of 1e12 is an error naming the tensor, not an allocation of
-    terabytes. Load the weights into the result with :func:`load_model_weights`.
+    terabytes, and a layer count the weights do not have is an error naming the tensors
+    missing (or left over), before any layer is allocated. Load the weights into the
+    result with :func:`load_model_weights`.
     """
     path = _require_file(folder, MODEL_FILE, "the weights")
     with torch.device("meta"):
         skeleton = build()
-    _check_shapes(path, skeleton.state_dict())
+    state = skeleton.state_dict()
+    _check_names(path, state, _tied_names(skeleton))
+    _check_shapes(path, state)
     return build()
+
+
+def _tied_names(model: nn.Module) -> dict[str, set[str]]:
+    """Each parameter name -> every name of the same tensor (tied embeddings have two or three)."""
+    by_tensor: dict[int, set[str]] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        by_tensor.setdefault(id(parameter), set()).add(name)
+    return {name: names for names in by_tensor.values() for name in names}
+
+
+def _check_names(path: Path, state: Mapping[str, torch.Tensor], tied: Mapping[str, set[str]]) -> None:
+    """Refuse, from the file's header alone, weights whose tensor names are not the model's (another layer count).
+
+    A tied tensor is stored under one of its names (``tied``), with or without the
+    header's note of the others.
+    """
+    shapes = _stored_shapes(path)
+    stored = set(shapes) | {alias for alias, kept in _stored_aliases(path).items() if kept in shapes}
+    missing = sorted(name for name in state if not (tied.get(name, {name}) & stored))
+    unexpected = sorted(name for name in stored if name not in state)
+    if missing or unexpected:
+        raise ValueError(
+            f"{str(path)!r}: expected the tensors of the model the checkpoint's config.json describes, got "
+            f"{len(missing):,} of them missing from the file (first {missing[:1]}) and {len(unexpected):,} the "
+            f"model lacks (first {unexpected[:1]}); the layer counts or options of config.json do not match the weights"
+        )
+
+
+def _stored_aliases(path: Path) -> dict[str, str]:
+    """Tied weights stored once: the header's metadata maps each name left out to the name kept."""
+    try:
+        with safe_open(str(path), framework="pt") as file:
+            return dict(file.metadata() or {})
+    except SafetensorError as error:
+        raise ValueError(
+            f"{str(path)!r}: expected a complete safetensors file, got one that cannot be read ({error})"
+        ) from None
 
 
 def _stored_shapes(path: Path) -> dict[str, list[int]]:
