@@ -18,15 +18,17 @@ name moves it back first, and the loaders' ``FileNotFoundError`` points at it.
 ``trainer_state.pt`` holds only tensors, numbers, strings, bools, None, lists, tuples and
 dicts (checked when saving), and is read with ``torch.load(weights_only=True)``.
 
-Failures: a write that fails (a full disk: ``OSError`` ENOSPC) raises an ``OSError`` naming the
-folder, after removing the temporary folder, with any previous checkpoint under the name
-untouched. A file that cannot be read back (truncated, not a checkpoint, weights of another
+Failures: a write that fails (a full disk: ``OSError`` ENOSPC; a quota, a read-only or failing
+file system) raises a :class:`CheckpointWriteError` (an ``OSError`` with the errno) naming the
+folder and the errno's meaning, after removing the temporary folder, with any previous
+checkpoint under the name untouched. A file that cannot be read back (truncated, not a checkpoint, weights of another
 configuration, a trainer state holding objects other than plain data) is a ``ValueError``
 naming the file; nothing in it is ever executed.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import logging
@@ -48,6 +50,7 @@ from .config_io import ConfigType, config_from_dict
 
 __all__ = [
     "CONFIG_FILE",
+    "CheckpointWriteError",
     "MODEL_FILE",
     "TRAINER_STATE_FILE",
     "copy_checkpoint",
@@ -79,6 +82,19 @@ CHECKPOINT_METADATA_KEYS = ("task", "averaged_from", "initialized_from")
 # (module docstring); ``training.run_folder`` recognises what a crash left by these marks.
 TEMPORARY_MARK = ".tmp-"
 ASIDE_MARK = ".old-"
+
+
+class CheckpointWriteError(OSError):
+    """The system refused a checkpoint's write (ENOSPC, EDQUOT, EROFS, EIO, ...); the previous checkpoint stands.
+
+    An ``OSError`` with the original errno, whose message names the folder and what the
+    errno means. The command line reports it as a refused input (exit 2): the run itself
+    was sound, and the folder, the disk or the quota is what to change.
+    """
+
+    def __str__(self) -> str:
+        # The message names the errno already; OSError's "[Errno 28] " prefix would repeat it.
+        return str(self.strerror)
 
 
 def _temporary_prefix(folder: Path) -> str:
@@ -195,26 +211,32 @@ def _swap_into_place(temporary: Path, folder: Path) -> None:
 def _write_atomically(folder: Path, fill: Any) -> Path:
     """Create a temporary sibling of ``folder``, let ``fill(path)`` write it, swap it in."""
     folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    recover_interrupted_save(folder)
-    temporary = Path(tempfile.mkdtemp(prefix=_temporary_prefix(folder), dir=folder.parent))
+    temporary: Path | None = None
     try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        recover_interrupted_save(folder)
+        temporary = Path(tempfile.mkdtemp(prefix=_temporary_prefix(folder), dir=folder.parent))
         fill(temporary)
         for path in temporary.iterdir():
             _fsync_path(path)
         _fsync_path(temporary)
         _swap_into_place(temporary, folder)
     except OSError as error:
-        shutil.rmtree(temporary, ignore_errors=True)
-        # A full disk or a vanished mount: say which checkpoint failed and that the old one
-        # (if any) still stands, since the raw "[Errno 28] No space left on device" says neither.
-        raise OSError(
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
+        # A full disk, a quota, a read-only or failing file system: say which checkpoint failed,
+        # what the errno means and that the old one (if any) still stands, since the raw
+        # "[Errno 28] No space left on device" says neither.
+        code = errno.errorcode.get(error.errno, "") if error.errno is not None else ""
+        meaning = error.strerror or (os.strerror(error.errno) if error.errno else str(error))
+        raise CheckpointWriteError(
             error.errno,
-            f"could not write checkpoint {str(folder)!r} ({error.strerror or error}); "
+            f"could not write checkpoint {str(folder)!r} ({meaning}{', ' + code if code else ''}); "
             "nothing was replaced, the previous checkpoint under that name (if any) is intact",
         ) from error
     except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
         raise
     return folder
 
