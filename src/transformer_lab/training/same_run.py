@@ -25,7 +25,6 @@ _DATASET_FIELDS = (
     "file_format",
     "train_files",
     "valid_files",
-    "train_file",
     "prepared_dir",
     "train_split",
     "extra_train_splits",
@@ -34,15 +33,17 @@ _DATASET_FIELDS = (
     "text_fields",
     "label_field",
 )
-_FILE_FIELDS = ("train_files", "valid_files", "train_file", "prepared_dir")
+_FILE_FIELDS = ("train_files", "valid_files", "prepared_dir")
+# Not compared: classification's train_file, which a run records as the file it chose
+# (relative to ag_news/) when the command left it to the task; train_files covers own data.
 
 
 def _comparable(name: str, value: Any) -> Any:
-    """Paths as absolute paths (a relative one was given from the same working folder); lists as lists."""
+    """Paths as real absolute paths (a relative one was given from the same working folder); lists as lists."""
     if name in _FILE_FIELDS:
         if isinstance(value, (list, tuple)):
-            return [os.path.abspath(item) if item else item for item in value]
-        return os.path.abspath(value) if value else value
+            return [os.path.realpath(item) if item else item for item in value]
+        return os.path.realpath(value) if value else value
     return list(value) if isinstance(value, tuple) else value
 
 
