@@ -607,10 +607,9 @@ class Trainer:
         self.batch_index = state.batch_index
         self.last_metrics = dict(state.last_metrics)
         self._consecutive_nonfinite = state.consecutive_nonfinite
-        self._window.loss_sum = state.window_loss_sum
-        self._window.loss_count = state.window_loss_count
-        self._window.last_loss = state.last_train_loss
-        self._window.lr = self.optimizer.param_groups[0]["lr"]
+        self._window.restore(
+            state.window_loss_sum, state.window_loss_count, state.last_train_loss, self.optimizer.param_groups[0]["lr"]
+        )
         if state.best_metric == self.config.best_metric:
             self.best_value = state.best_value
         else:
