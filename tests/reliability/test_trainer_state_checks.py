@@ -74,6 +74,10 @@ CORRUPTIONS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         lambda state: state["rng"]["python"].__setitem__(0, 7),
         r"rng\.python: expected a state Python's generator accepts \(state with version 7",
     ),
+    "python random state with a NaN cached gaussian": (
+        lambda state: state["rng"]["python"].__setitem__(2, float("nan")),
+        r"rng\.python: expected \[version, 625 ints, gauss_next None or a finite float\]",
+    ),
     "a random state of an unknown kind": (
         lambda state: state["rng"].update(numpy=[1, 2, 3]),
         r"rng: expected only the random states \['torch', 'python', 'cuda'\], got .*numpy",

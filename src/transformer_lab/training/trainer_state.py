@@ -60,6 +60,7 @@ _NON_NEGATIVE = frozenset(
 # Moving-average coefficients: [0, 1), or the averages never forget (or diverge).
 _UNIT_INTERVAL = frozenset({"betas", "alpha", "beta1", "beta2"})
 
+_PYTHON_STATE = "[version, 625 ints, gauss_next None or a finite float] (random.getstate())"
 # fail(field, expected, given) raises the ValueError; NoReturn lets the checks narrow types.
 _Fail = Callable[[str, str, Any], NoReturn]
 
@@ -228,16 +229,16 @@ def _random_state(saved: Any, field: str, fail: _Fail) -> RandomState:
     _try_on_scratch(lambda: torch.Generator().set_state(torch_state), f"{field}.torch", "torch's CPU", fail)
     python_state = saved.get("python")
     if not isinstance(python_state, (list, tuple)):
-        fail(f"{field}.python", "[version, 625 ints, gauss_next] (random.getstate())", python_state)
+        fail(f"{field}.python", _PYTHON_STATE, python_state)
     valid = (
         len(python_state) == 3
         and isinstance(python_state[0], int)
         and isinstance(python_state[1], (list, tuple))
         and all(isinstance(word, int) and not isinstance(word, bool) for word in python_state[1])
-        and (python_state[2] is None or isinstance(python_state[2], float))
+        and (python_state[2] is None or _is_finite_number(python_state[2]))
     )
     if not valid:
-        fail(f"{field}.python", "[version, 625 ints, gauss_next] (random.getstate())", python_state)
+        fail(f"{field}.python", _PYTHON_STATE, python_state)
     version, words, gauss_next = python_state
     _try_on_scratch(
         lambda: random.Random().setstate((version, tuple(words), gauss_next)), f"{field}.python", "Python's", fail
