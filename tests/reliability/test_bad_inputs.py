@@ -626,7 +626,7 @@ CLI_CASES = [
         lambda tmp, ck: translate_argv(
             broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(nhead=3))), "Hallo"
         ),
-        r"config\.json: embed_dim must be divisible by num_heads, got embed_dim=16, num_heads=3",
+        r"config\.json: nhead: expected a divisor of d_model=16, got 3",
     ),
     CliCase(
         "translate: config.json vocabulary differs from the tokenizer",

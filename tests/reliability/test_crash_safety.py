@@ -130,7 +130,8 @@ def test_disk_full_while_saving_keeps_the_previous_checkpoint(tmp_path: Path, mo
     with torch.no_grad():
         model.weight.add_(1.0)
     with pytest.raises(
-        OSError, match=r"could not write checkpoint '.*last' \(No space left on device\).*previous checkpoint .* intact"
+        OSError,
+        match=r"could not write checkpoint '.*last' \(No space left on device, ENOSPC\).*previous checkpoint .* intact",
     ) as caught:
         save_checkpoint(tmp_path / "last", model, {"version": 2}, trainer_state={"global_step": 2})
     assert caught.value.errno == errno.ENOSPC
@@ -140,7 +141,7 @@ def test_disk_full_while_saving_keeps_the_previous_checkpoint(tmp_path: Path, mo
     assert sorted(path.name for path in tmp_path.iterdir()) == ["last"]  # no temporary left behind
 
 
-def test_disk_full_during_cli_training_is_one_line_and_exit_1(
+def test_disk_full_during_cli_training_is_one_line_and_exit_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     real_save_model = checkpoint_module.save_model
@@ -155,7 +156,7 @@ def test_disk_full_during_cli_training_is_one_line_and_exit_1(
     monkeypatch.setattr(checkpoint_module, "save_model", second_save_fills_the_disk)
     out = tmp_path / "run"
     overrides = [argument for override in TINY for argument in ("--set", override)]
-    assert main(["train", "copy", "--out", str(out), *overrides]) == 1
+    assert main(["train", "copy", "--out", str(out), *overrides]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "No space left on device" in error[0] and "intact" in error[0]
     assert last_step(out) == 3  # the first checkpoint survived

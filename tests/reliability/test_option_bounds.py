@@ -31,3 +31,91 @@ def test_a_classification_vocabulary_too_large_is_one_line(tmp_path: Path, capsy
     arguments = ["train", "classification", "--train", str(tmp_path / "train.csv"), "--out", str(tmp_path / "run")]
     assert main([*arguments, "--set", "data.vocab_size=1000000000"]) == 2
     assert "vocab_size: expected at most 1,048,576 entries" in capsys.readouterr().err
+
+
+def run_cli(arguments: list[str]) -> int:
+    """``main``'s exit code, whether the error came from argparse (SystemExit) or from the command."""
+    try:
+        return main(arguments)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+
+
+COPY_OPTIONS = {
+    "data.num_train=1000000000000": r"data\.num_train: expected an int in \[1, 1,000,000\], got 1000000000000",
+    "data.num_validation=1000000000000": r"data\.num_validation: expected an int in \[1, 1,000,000\]",
+    "data.num_test=1000000000000": r"data\.num_test: expected an int in \[1, 1,000,000\]",
+    "data.max_length=100000000": r"data\.max_length: expected an int in \[1, 65,534\], got 100000000",
+    "data.vocab_size=100000000": r"data\.vocab_size: expected an int in \[6, 1,048,576\], got 100000000",
+    "data.batch_size=0": r"data\.batch_size: expected an int in \[1, 1,000,000\], got 0",
+    "model.d_model=1000000": r"d_model: expected an int in \[2, 65,536\], got 1000000",
+    "model.dim_feedforward=100000000000": r"dim_feedforward: expected an int in \[1, 1,048,576\]",
+    "model.num_encoder_layers=100000": r"num_encoder_layers: expected an int in \[1, 1,024\], got 100000",
+    "model.d_model=60000": r"model: expected at most 4,294,967,296 parameters, got a config of about [\d,]+ \(",
+}
+
+
+@pytest.mark.parametrize("option", sorted(COPY_OPTIONS))
+def test_a_size_no_machine_can_hold_is_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    import re
+
+    from tests.reliability.tiny_runs import tiny_copy_options
+
+    out = tmp_path / "run"
+    assert run_cli(["train", "copy", "--out", str(out), *tiny_copy_options(), "--set", option]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and re.search(COPY_OPTIONS[option], error), error
+    assert not (out / "metrics.jsonl").exists() and not (out / "last").exists()
+
+
+@pytest.mark.parametrize(
+    ("task", "option", "message"),
+    [
+        ("translation", "data.max_tokens=1000000000000", r"data\.max_tokens: expected an int in \[1, 1,048,576\]"),
+        ("translation", "data.min_frequency=-5", r"data\.min_frequency: expected an int in \[1, "),
+        ("translation", "data.tokenizer_sample=-1", r"data\.tokenizer_sample: expected an int in \[0, "),
+        ("couplet", "data.max_tokens=0", r"data\.max_tokens: expected an int in \[1, 1,048,576\], got 0"),
+        ("couplet", "data.max_length=100000", r"data\.max_length: expected an int in \[1, 65,535\]"),
+        ("classification", "data.max_tokens=1000000000000", r"data\.max_tokens: expected an int in \[1, 1,048,576\]"),
+    ],
+)
+def test_batch_and_corpus_sizes_of_the_real_data_tasks_are_bounded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], task: str, option: str, message: str
+) -> None:
+    import re
+
+    arguments = ["train", task, "--out", str(tmp_path / "run"), "--data-dir", str(tmp_path / "absent")]
+    assert run_cli([*arguments, "--set", option]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and re.search(message, error), error
+
+
+@pytest.mark.parametrize(
+    ("arguments", "option"),
+    [
+        (["explain", "--d-model", "10000000"], "--d-model"),
+        (["explain", "--src-len", "1000000"], "--src-len"),
+        (["explain", "--batch", "10000000"], "--batch"),
+        (["explain", "--full", "--num-layers", "100000"], "--num-layers"),
+        (["lab", "--batch-size", "1000000"], "--batch-size"),
+        (["lab", "--d-model", "10000000"], "--d-model"),
+        (["plot", "masks", "--length", "1000000", "--out", "x.png"], "--length"),
+        (["plot", "positions", "--max-len", "10000000", "--out", "x.png"], "--max-len"),
+        (["plot", "lr-schedule", "--steps", "10000000000", "--out", "x.png"], "--steps"),
+        (["plot", "masks", "--dpi", "1000000", "--out", "x.png"], "--dpi"),
+        (["plot", "masks", "--width", "1e6", "--out", "x.png"], "--width"),
+        (["translate", "--checkpoint", "absent", "--nbest", "100000", "Hallo"], "--nbest"),
+        (["couplet", "--checkpoint", "absent", "--num-candidates", "100000", "春风"], "--num-candidates"),
+        (["serve", "absent", "--max-body-bytes", "1000000000000000"], "--max-body-bytes"),
+        (["serve", "absent", "--max-queue", "1000000000"], "--max-queue"),
+    ],
+)
+def test_command_line_sizes_are_bounded_naming_the_option(
+    capsys: pytest.CaptureFixture[str], arguments: list[str], option: str
+) -> None:
+    assert run_cli(arguments) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error
+    assert f"argument {option}: expected " in error and "see transformer-lab" in error

@@ -149,14 +149,16 @@ def test_a_trainer_state_of_the_wrong_structure_is_refused_before_anything_chang
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
+        ("dim_feedforward", 10**12, r"dim_feedforward: expected an int in \[1, 1,048,576\], got 1000000000000"),
         (
             "dim_feedforward",
-            10**12,
-            r"expected weights of the shapes .*linear1\.weight: stored \[32, 16\], model \[1000000000000, 16\]",
+            10**6,
+            r"expected weights of the shapes .*linear1\.weight: stored \[32, 16\], model \[1000000, 16\]",
         ),
-        ("dim_feedforward", 10**7, r"linear1\.weight: stored \[32, 16\], model \[10000000, 16\]"),
-        ("max_len", 10**10, r"max_len must be in \[1, 65536\], got 10000000000"),
+        ("max_len", 10**10, r"max_len: expected an int in \[1, 65,536\], got 10000000000"),
         ("d_model", 4096, r"stored \[\d+, 16\], model \[\d+, 4096\]"),
+        ("num_encoder_layers", 10_000, r"num_encoder_layers: expected an int in \[1, 1,024\], got 10000"),
+        ("num_decoder_layers", 200, r"got [\d,]+ of them missing from the file \(first \['transformer\.decoder"),
     ],
 )
 def test_sizes_in_config_json_are_checked_against_the_weights_before_anything_is_allocated(

@@ -49,3 +49,15 @@ def test_restart_clock_keeps_the_losses_of_a_resumed_window():
     assert window.tokens_per_second(now=10.0) == 0.0  # no time passed: no division by zero
     window.reset(now=11.0)
     assert (window.loss_sum, window.loss_count, window.started_at) == (0.0, 0, 11.0)
+
+
+def test_restore_reopens_a_saved_window_so_the_next_line_is_the_uninterrupted_ones():
+    uninterrupted = LossWindow(lr=0.1, started_at=0.0)
+    uninterrupted.add(4, 1.0)
+    uninterrupted.add(4, 2.0)
+    resumed = LossWindow(started_at=0.0)
+    resumed.restore(uninterrupted.loss_sum, uninterrupted.loss_count, uninterrupted.last_loss, lr=0.1)
+    for window in (uninterrupted, resumed):
+        window.add(4, 3.0)
+    assert resumed.mean_loss() == uninterrupted.mean_loss() == 2.0
+    assert (resumed.lr, resumed.loss_count) == (0.1, 3)

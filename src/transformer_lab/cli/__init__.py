@@ -5,9 +5,10 @@ and sets ``handler``. No traceback reaches the user for anything but a bug; each
 one line on stderr and an exit code:
 
 - 2: bad input: a ValueError (wrong value, malformed or truncated file, refused checkpoint),
-  a missing or unreadable file or folder, or a command line argparse rejects;
-- 1: the run failed: training diverged (non-finite losses), or the system refused a write
-  (a full disk); the message names the file and says what was kept;
+  a missing or unreadable file or folder, a command line argparse rejects, or a checkpoint
+  the system refused to write (a full disk, a quota, a read-only or failing file system;
+  the message names the folder and the errno's meaning, and says the previous one is intact);
+- 1: the run failed: training diverged (non-finite losses), or another write failed;
 - 130 / 143: interrupted by Ctrl-C (SIGINT) / SIGTERM; during training, after the step in
   progress and a save of ``last/`` (``--resume`` continues), a second signal stops at once.
 """
@@ -43,6 +44,7 @@ from transformer_lab.cli import (
 from transformer_lab.extras import MissingExtraError
 from transformer_lab.hardware import physical_cores
 from transformer_lab.training import TrainingDivergedError, TrainingInterrupted, is_main_process
+from transformer_lab.training.checkpoint import CheckpointWriteError
 
 _COMMAND_MODULES = [
     demo_command,
@@ -105,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # every time (src/transformer_lab/allocator.py).
         keep_freed_memory()
         return int(arguments.handler(arguments) or 0)
-    except _BAD_INPUT_ERRORS as error:
+    except (*_BAD_INPUT_ERRORS, CheckpointWriteError) as error:
         print(f"{prefix}: error: {_one_line(error)}", file=sys.stderr)
         return 2
     except TrainingInterrupted as interrupted:

@@ -14,6 +14,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from transformer_lab.cli.bounds import int_in
 from transformer_lab.cli.couplet_options import add_constraint_arguments, constraint_overrides
 from transformer_lab.cli.decode_options import (
     add_decode_arguments,
@@ -22,6 +23,7 @@ from transformer_lab.cli.decode_options import (
     with_decode_arguments,
 )
 from transformer_lab.decoding import decoding_model
+from transformer_lab.decoding.config import MAX_BEAM_SIZE
 from transformer_lab.tasks import couplet
 
 
@@ -35,7 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--output", type=Path, default=None, help="write the answers to this file instead of stdout")
     add_decode_arguments(parser)
     parser.add_argument(
-        "--num-candidates", type=int, default=1, help="lower lines per upper line, with scores (needs --beam >= it)"
+        "--num-candidates",
+        type=int_in(1, MAX_BEAM_SIZE),
+        default=1,
+        help="lower lines per upper line, with scores (needs --beam >= it)",
     )
     add_constraint_arguments(parser)
     parser.set_defaults(handler=run)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from transformer_lab.cli.bounds import int_in
 from transformer_lab.lab.explain import explain_attention, explain_transformer, format_shape_walk
 
 
@@ -11,13 +12,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "explain", help="print every tensor's shape through one attention call (or a whole model)"
     )
-    parser.add_argument("--d-model", type=int, default=32, help="embed_dim / d_model (default 32)")
-    parser.add_argument("--nhead", type=int, default=1, help="number of heads (default 1)")
-    parser.add_argument("--src-len", type=int, default=5, help="source (key) length (default 5)")
-    parser.add_argument("--tgt-len", type=int, default=3, help="target (query) length (default 3)")
-    parser.add_argument("--batch", type=int, default=2, help="batch size (default 2)")
+    parser.add_argument("--d-model", type=int_in(1, 4096), default=32, help="embed_dim / d_model (default 32)")
+    parser.add_argument("--nhead", type=int_in(1, 16), default=1, help="number of heads (default 1)")
+    parser.add_argument("--src-len", type=int_in(1, 512), default=5, help="source (key) length (default 5)")
+    parser.add_argument("--tgt-len", type=int_in(1, 512), default=3, help="target (query) length (default 3)")
+    parser.add_argument("--batch", type=int_in(1, 16), default=2, help="batch size (default 2)")
     parser.add_argument("--full", action="store_true", help="walk a whole encoder-decoder instead")
-    parser.add_argument("--num-layers", type=int, default=1, help="layers per stack with --full (default 1)")
+    parser.add_argument("--num-layers", type=int_in(1, 12), default=1, help="layers per stack with --full (default 1)")
     parser.set_defaults(handler=run)
 
 

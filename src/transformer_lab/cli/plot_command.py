@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from types import ModuleType
 
+from transformer_lab.cli.bounds import float_in, int_in
 from transformer_lab.data import Vocabulary
 
 
@@ -30,14 +31,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     figures_parsers = parser.add_subparsers(dest="figure", required=True, metavar="FIGURE")
 
     masks_parser = figures_parsers.add_parser("masks", help="causal mask, padding mask, both, rows and columns")
-    masks_parser.add_argument("--length", type=int, default=6, help="positions in the sequence (default 6)")
-    masks_parser.add_argument("--real-length", type=int, default=4, help="real (non-pad) positions (default 4)")
+    masks_parser.add_argument("--length", type=int_in(1, 256), default=6, help="positions in the sequence (default 6)")
+    masks_parser.add_argument(
+        "--real-length", type=int_in(0, 256), default=4, help="real (non-pad) positions (default 4)"
+    )
     _add_output_arguments(masks_parser, (12.0, 3.6))
     masks_parser.set_defaults(handler=_run_masks)
 
     positions_parser = figures_parsers.add_parser("positions", help="the sinusoidal positional encoding table")
-    positions_parser.add_argument("--max-len", type=int, default=100, help="positions drawn (default 100)")
-    positions_parser.add_argument("--d-model", type=int, default=128, help="d_model (default 128)")
+    positions_parser.add_argument(
+        "--max-len", type=int_in(1, 10_000), default=100, help="positions drawn (default 100)"
+    )
+    positions_parser.add_argument("--d-model", type=int_in(2, 2048), default=128, help="d_model (default 128)")
     _add_output_arguments(positions_parser, (10.0, 4.0))
     positions_parser.set_defaults(handler=_run_positions)
 
@@ -47,7 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="512:4000,512:8000,256:4000",
         help="comma-separated d_model:warmup pairs, one curve each (default 512:4000,512:8000,256:4000)",
     )
-    schedule_parser.add_argument("--steps", type=int, default=20000, help="steps drawn (default 20000)")
+    schedule_parser.add_argument(
+        "--steps", type=int_in(1, 10_000_000), default=20000, help="steps drawn (default 20000)"
+    )
     schedule_parser.add_argument("--factor", type=float, default=1.0, help="the schedule's factor (default 1.0)")
     _add_output_arguments(schedule_parser, (7.0, 4.0))
     schedule_parser.set_defaults(handler=_run_lr_schedule)
@@ -81,9 +88,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _add_output_arguments(parser: argparse.ArgumentParser, default_size: tuple[float, float] | None) -> None:
     parser.add_argument("--out", required=True, help="the PNG file to write")
     size_words = f"{default_size[0]:g} x {default_size[1]:g}" if default_size else "2.2 per panel"
-    parser.add_argument("--width", type=float, default=None, help=f"width in inches (default: {size_words})")
-    parser.add_argument("--height", type=float, default=None, help="height in inches (default: see --width)")
-    parser.add_argument("--dpi", type=int, default=100, help="pixels per inch (default 100)")
+    parser.add_argument("--width", type=float_in(0, 100), default=None, help=f"width in inches (default: {size_words})")
+    parser.add_argument("--height", type=float_in(0, 100), default=None, help="height in inches (default: see --width)")
+    parser.add_argument("--dpi", type=int_in(1, 1200), default=100, help="pixels per inch (default 100)")
     parser.set_defaults(default_size=default_size)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from transformer_lab.cli.bounds import int_in
 from transformer_lab.extras import require_extra
 
 DEFAULT_HOST = "127.0.0.1"  # this machine only: the page runs models for whoever reaches it
@@ -29,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # out here because the web packages are imported only when the command runs.
     parser.add_argument(
         "--max-queue",
-        type=int,
+        type=int_in(0, 10_000),
         default=None,
         metavar="N",
         help="requests that may wait behind the running one; more get 503 at once (default 16)",
@@ -43,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--max-body-bytes",
-        type=int,
+        type=int_in(1, 1 << 30),
         default=None,
         metavar="BYTES",
         help="larger request bodies get 413 before they are read (default 1048576 = 1 MiB)",

@@ -23,10 +23,11 @@ from transformer_lab.hardware import PRECISIONS
 from transformer_lab.tasks.finetune import with_checkpoint_model, with_finetune_schedule
 from transformer_lab.tasks.registry import TASKS, task_named
 from transformer_lab.tasks.task import Task
-from transformer_lab.training import is_main_process, recover_interrupted_save
+from transformer_lab.training import config_to_dict, is_main_process, recover_interrupted_save
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.run_folder import check_writable, explain_missing_last, prepare_new_run
 from transformer_lab.training.run_lock import RunFolderLock
+from transformer_lab.training.same_run import check_same_run
 from transformer_lab.training.trainer import LAST_FOLDER
 
 
@@ -154,6 +155,8 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     config = resolved_config(config, arguments)
     if init_from is not None:
         config = with_checkpoint_model(config, init_from, task.checkpoint_task, arguments.overrides)
+    if arguments.resume:
+        check_same_run(out_dir / LAST_FOLDER, task.checkpoint_task, config_to_dict(config))
     outcome = task.train(config, out_dir, arguments.resume, init_from)
     if not is_main_process():
         return 0  # under torchrun rank 0 reports (the weights are the same on every rank)

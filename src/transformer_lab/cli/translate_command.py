@@ -7,6 +7,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from transformer_lab.cli.bounds import int_in
 from transformer_lab.cli.decode_options import (
     add_decode_arguments,
     command_precision,
@@ -15,6 +16,7 @@ from transformer_lab.cli.decode_options import (
 )
 from transformer_lab.data import TokenizerPair
 from transformer_lab.decoding import DecodeConfig, decoding_model
+from transformer_lab.decoding.config import MAX_BEAM_SIZE
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks import translation
 
@@ -27,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_decode_arguments(parser)
     parser.add_argument(
         "--nbest",
-        type=int,
+        type=int_in(1, MAX_BEAM_SIZE),
         default=None,
         metavar="K",
         help="print the K best translations of each sentence, one a line, tab-separated: the sentence's number "

@@ -7,6 +7,7 @@ and what was given, as DESIGN.md asks.
 from __future__ import annotations
 
 import numbers
+import sys
 from typing import Any, TypeGuard
 
 
@@ -17,6 +18,29 @@ def is_integer(value: Any) -> TypeGuard[numbers.Integral]:
     always a bug, so it is refused rather than read as 1.
     """
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_int_in_range(name: str, value: Any, low: int, high: int) -> int:
+    """``value`` if it is an int in [low, high], else a ``ValueError`` "NAME: expected an int in [low, high], got ...".
+
+    For the options that size an allocation (how many examples, tokens, entries): a bound
+    checked before any work, so that a mistyped size is one line, not an abort.
+    """
+    if not is_integer(value) or not low <= int(value) <= high:
+        raise ValueError(f"{name}: expected an int in [{low:,}, {high:,}], got {value!r}")
+    return int(value)
+
+
+# Padded tokens in one batch: 2^20 x d_model 512 activations are 2 GiB per layer output already.
+MAX_BATCH_TOKENS = 1 << 20
+# For counts that only limit ("the first N", "at most N"): any size, but never negative.
+ANY_COUNT = (0, sys.maxsize)
+
+
+def check_int_fields(config: Any, prefix: str, bounds: dict[str, tuple[int, int]]) -> None:
+    """Check each field of ``config`` named in ``bounds`` with :func:`check_int_in_range`, named ``prefix.field``."""
+    for name, (low, high) in bounds.items():
+        check_int_in_range(f"{prefix}.{name}", getattr(config, name), low, high)
 
 
 def check_integer(name: str, value: Any, minimum: int | None = None) -> int:

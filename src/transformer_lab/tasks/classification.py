@@ -59,6 +59,7 @@ from transformer_lab.data import (
     stratified_split,
     token_budget_batches,
 )
+from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, check_int_fields
 from transformer_lab.data.ag_news import CLASSES_FILE
 from transformer_lab.data.batching import token_budget_spans
 from transformer_lab.data.lazy_batches import ClassificationBatches
@@ -132,6 +133,11 @@ class ClassificationDataConfig:
     cache_dir: str = ""  # where prepared corpora are kept ("" = $TRANSFORMER_LAB_CACHE, else ~/.cache)
 
     def __post_init__(self) -> None:
+        check_int_fields(
+            self,
+            "data",
+            {"max_tokens": (1, MAX_BATCH_TOKENS), "min_frequency": (1, ANY_COUNT[1]), "num_train": ANY_COUNT},
+        )
         if len(self.train_files) > 1:
             raise ValueError(f"data.train_files: expected at most one training file, got {list(self.train_files)!r}")
         if len(self.valid_files) > 1:

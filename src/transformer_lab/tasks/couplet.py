@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import torch
 
 from transformer_lab.data import BOS_ID, EOS_ID, NUM_SPECIAL_TOKENS, PAD_ID, UNK_ID, Seq2SeqBatch, Vocabulary
+from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, check_int_fields
 from transformer_lab.data.chinese import is_punctuation, tone_class
 from transformer_lab.data.couplet import (
     LOWER_FILE,
@@ -50,6 +51,7 @@ from transformer_lab.evaluation.couplet_antithesis import part_of_speech_agreeme
 from transformer_lab.evaluation.couplet_metrics import CoupletReport, couplet_report, level_tone_ending_rate
 from transformer_lab.folders import write_folder
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
+from transformer_lab.models.embedding import MAX_POSITIONS
 from transformer_lab.tasks import seq2seq
 from transformer_lab.tasks.seq2seq import Candidate, Seq2SeqData, Seq2SeqTask, bucketed_epoch_batches
 from transformer_lab.tasks.task import Task, TrainOutcome
@@ -106,6 +108,18 @@ class CoupletDataConfig:
     # prepare the corpus into the cache folder, or reuse it there).
     prepared_dir: str = ""
     cache_dir: str = ""  # where prepared corpora are kept ("" = $TRANSFORMER_LAB_CACHE, else ~/.cache)
+
+    def __post_init__(self) -> None:
+        check_int_fields(
+            self,
+            "data",
+            {
+                "max_tokens": (1, MAX_BATCH_TOKENS),
+                "max_length": (1, MAX_POSITIONS - 1),
+                "min_frequency": (1, ANY_COUNT[1]),
+                **dict.fromkeys(("num_validation", "num_train"), ANY_COUNT),
+            },
+        )
 
 
 @dataclass(frozen=True)

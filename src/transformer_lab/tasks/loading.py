@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from torch import nn
 
 from transformer_lab.data import SubwordTokenizer
+from transformer_lab.data.vocabulary import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, SpecialTokenIds
 from transformer_lab.training import CONFIG_FILE, load_model_weights, load_task_config, read_extra_file
 from transformer_lab.training.checkpoint import build_model_for_weights, resolve_checkpoint
 
@@ -32,6 +33,30 @@ def read_tokenizer(folder: Path, file_name: str) -> SubwordTokenizer:
         raise ValueError(f"{path}: expected UTF-8 JSON, got invalid bytes at byte {error.start}") from None
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from None
+
+
+_SPECIAL_TOKENS = {"pad_id": PAD_TOKEN, "bos_id": BOS_TOKEN, "eos_id": EOS_TOKEN}
+
+
+def check_special_ids(model_config: Any, vocabulary: Any, where: str, vocabulary_file: str) -> None:
+    """Refuse a model config whose ``pad_id``/``bos_id``/``eos_id`` are not the vocabulary's own special tokens.
+
+    ``vocabulary`` is a vocabulary or tokenizer (its ids come from its own file, which is
+    checked to hold the specials where they belong), a pair of them (``source`` and
+    ``target``), or None for a task whose ids are the package's fixed ones. An id that
+    differs would silently change every output (decoding would stop at another token).
+    """
+    sides = [vocabulary] if isinstance(vocabulary, SpecialTokenIds) else []
+    sides += [getattr(vocabulary, side) for side in ("source", "target") if hasattr(vocabulary, side)]
+    for side in sides or [SpecialTokenIds()]:
+        for name, token in _SPECIAL_TOKENS.items():
+            if not hasattr(model_config, name):
+                continue
+            given, expected = getattr(model_config, name), getattr(side, name)
+            if given != expected:
+                raise ValueError(
+                    f"{where}: model.{name}: expected {expected}, the id of {token} in {vocabulary_file}, got {given}"
+                )
 
 
 def load_checkpoint_parts(
@@ -54,7 +79,9 @@ def load_checkpoint_parts(
     config = load_task_config(folder, task_name, config_type, extra_metadata_keys=metadata_keys)
     config_path = folder / CONFIG_FILE
     vocabulary = read_vocabulary(folder)
-    for field, (size, file_name) in vocabulary_sizes(vocabulary).items():
+    files = vocabulary_sizes(vocabulary)
+    check_special_ids(config.model, vocabulary, str(config_path), str(folder / next(iter(files.values()))[1]))  # type: ignore[attr-defined]
+    for field, (size, file_name) in files.items():
         expected = getattr(config.model, field)  # type: ignore[attr-defined]
         if size != expected:
             raise ValueError(

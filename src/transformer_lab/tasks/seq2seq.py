@@ -40,7 +40,7 @@ from transformer_lab.data.token_store import TokenStore
 from transformer_lab.decoding import DecodeConfig, Hypothesis, LogitsProcessor, decode, decoding_model
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.finetune import load_initial_weights
-from transformer_lab.tasks.loading import load_checkpoint_parts
+from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
 from transformer_lab.training import Trainer, config_to_dict, data_shard, label_smoothed_cross_entropy
 from transformer_lab.training.trainer import LAST_FOLDER
 
@@ -149,6 +149,8 @@ def with_vocabulary(config: ConfigType, source_size: int, target_size: int | Non
     change is logged and recorded in the checkpoint's config.
     """
     model = config.model  # type: ignore[attr-defined]
+    # Every vocabulary of ours keeps the specials at fixed ids: another id would be overwritten here.
+    check_special_ids(model, None, "model config", "every vocabulary of this package")
     tie_embeddings = model.tie_embeddings
     if target_size is not None and tie_embeddings == "all":
         logger.info("one vocabulary per side: model.tie_embeddings 'all' -> 'decoder' (source and target share no ids)")

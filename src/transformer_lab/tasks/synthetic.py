@@ -26,8 +26,13 @@ from transformer_lab.data import (
     fixed_size_batches,
     make_synthetic_pairs,
 )
+from transformer_lab.data._checks import check_int_in_range
+from transformer_lab.data.vocabulary import NUM_SPECIAL_TOKENS
 from transformer_lab.decoding import DecodeConfig, decode, decoding_model
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
+from transformer_lab.models.config import MAX_VOCABULARY_SIZE
+from transformer_lab.models.embedding import MAX_POSITIONS
+from transformer_lab.tasks.loading import check_special_ids
 from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, strip_generated
 from transformer_lab.tasks.task import Task, TrainOutcome
 from transformer_lab.training import (
@@ -45,6 +50,8 @@ from transformer_lab.training.checkpoint import build_model_for_weights, resolve
 logger = logging.getLogger(__name__)
 
 TASK_NAME = "synthetic"
+# How many examples of each split a synthetic run may ask for (the preset uses 20,000).
+MAX_SYNTHETIC_EXAMPLES = 1_000_000
 
 Pair = tuple[list[int], list[int]]
 
@@ -62,6 +69,16 @@ class SyntheticDataConfig:
     num_test: int = 1_000  # held out; none of their sources occurs in training
     batch_size: int = 64
     seed: int = 1234
+
+    def __post_init__(self) -> None:
+        # The examples are drawn at once and held as Python lists (a few hundred bytes each).
+        for name in ("num_train", "num_validation", "num_test"):
+            check_int_in_range(f"data.{name}", getattr(self, name), 1, MAX_SYNTHETIC_EXAMPLES)
+        check_int_in_range("data.vocab_size", self.vocab_size, NUM_SPECIAL_TOKENS + 2, MAX_VOCABULARY_SIZE)
+        check_int_in_range("data.min_length", self.min_length, 1, MAX_POSITIONS - 2)
+        # <bos> and <eos> around the longest sequence must fit the positional table.
+        check_int_in_range("data.max_length", self.max_length, self.min_length, MAX_POSITIONS - 2)
+        check_int_in_range("data.batch_size", self.batch_size, 1, MAX_SYNTHETIC_EXAMPLES)
 
 
 def _default_model() -> ModelConfig:
@@ -115,6 +132,7 @@ def default_config(task: str = "copy") -> SyntheticConfig:
 def resolve(config: SyntheticConfig) -> SyntheticConfig:
     """Fill the fields that follow from others (vocabulary sizes, max_len)."""
     vocab_size = config.data.vocab_size
+    check_special_ids(config.model, None, "model config", "the copy tasks' fixed specials")
     model = dataclasses.replace(
         config.model,
         src_vocab_size=vocab_size,
@@ -238,6 +256,7 @@ def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, None, 
     """The model (in eval mode) and config of a synthetic-task checkpoint; the task has no vocabulary file (None)."""
     folder = resolve_checkpoint(checkpoint)
     config = load_task_config(folder, TASK_NAME, SyntheticConfig)
+    check_special_ids(config.model, None, str(folder / CONFIG_FILE), "the copy tasks' fixed specials")
     try:
         model = build_model_for_weights(folder, lambda: Seq2SeqTransformer.from_config(config.model))
     except ValueError as error:

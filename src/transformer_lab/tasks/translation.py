@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import torch
 
 from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, load_multi30k
+from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, check_int_fields
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles
 from transformer_lab.data.prepared_pairs import (
@@ -100,6 +101,19 @@ class TranslationDataConfig:
     num_train: int = 0  # use only the first N training pairs (0 = all): quick runs and tests
     num_validation: int = 0  # use only the first N validation pairs (0 = all)
     seed: int = 1234  # shuffling of the batches
+
+    def __post_init__(self) -> None:
+        check_int_fields(
+            self,
+            "data",
+            {
+                "max_tokens": (1, MAX_BATCH_TOKENS),
+                "min_frequency": (1, ANY_COUNT[1]),
+                **dict.fromkeys(
+                    ("num_carved_validation", "tokenizer_sample", "num_train", "num_validation"), ANY_COUNT
+                ),
+            },
+        )
 
 
 def _default_model() -> ModelConfig:

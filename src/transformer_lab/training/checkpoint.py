@@ -18,15 +18,17 @@ name moves it back first, and the loaders' ``FileNotFoundError`` points at it.
 ``trainer_state.pt`` holds only tensors, numbers, strings, bools, None, lists, tuples and
 dicts (checked when saving), and is read with ``torch.load(weights_only=True)``.
 
-Failures: a write that fails (a full disk: ``OSError`` ENOSPC) raises an ``OSError`` naming the
-folder, after removing the temporary folder, with any previous checkpoint under the name
-untouched. A file that cannot be read back (truncated, not a checkpoint, weights of another
+Failures: a write that fails (a full disk: ``OSError`` ENOSPC; a quota, a read-only or failing
+file system) raises a :class:`CheckpointWriteError` (an ``OSError`` with the errno) naming the
+folder and the errno's meaning, after removing the temporary folder, with any previous
+checkpoint under the name untouched. A file that cannot be read back (truncated, not a checkpoint, weights of another
 configuration, a trainer state holding objects other than plain data) is a ``ValueError``
 naming the file; nothing in it is ever executed.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import logging
@@ -48,6 +50,7 @@ from .config_io import ConfigType, config_from_dict
 
 __all__ = [
     "CONFIG_FILE",
+    "CheckpointWriteError",
     "MODEL_FILE",
     "TRAINER_STATE_FILE",
     "copy_checkpoint",
@@ -79,6 +82,19 @@ CHECKPOINT_METADATA_KEYS = ("task", "averaged_from", "initialized_from")
 # (module docstring); ``training.run_folder`` recognises what a crash left by these marks.
 TEMPORARY_MARK = ".tmp-"
 ASIDE_MARK = ".old-"
+
+
+class CheckpointWriteError(OSError):
+    """The system refused a checkpoint's write (ENOSPC, EDQUOT, EROFS, EIO, ...); the previous checkpoint stands.
+
+    An ``OSError`` with the original errno, whose message names the folder and what the
+    errno means. The command line reports it as a refused input (exit 2): the run itself
+    was sound, and the folder, the disk or the quota is what to change.
+    """
+
+    def __str__(self) -> str:
+        # The message names the errno already; OSError's "[Errno 28] " prefix would repeat it.
+        return str(self.strerror)
 
 
 def _temporary_prefix(folder: Path) -> str:
@@ -195,26 +211,32 @@ def _swap_into_place(temporary: Path, folder: Path) -> None:
 def _write_atomically(folder: Path, fill: Any) -> Path:
     """Create a temporary sibling of ``folder``, let ``fill(path)`` write it, swap it in."""
     folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    recover_interrupted_save(folder)
-    temporary = Path(tempfile.mkdtemp(prefix=_temporary_prefix(folder), dir=folder.parent))
+    temporary: Path | None = None
     try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        recover_interrupted_save(folder)
+        temporary = Path(tempfile.mkdtemp(prefix=_temporary_prefix(folder), dir=folder.parent))
         fill(temporary)
         for path in temporary.iterdir():
             _fsync_path(path)
         _fsync_path(temporary)
         _swap_into_place(temporary, folder)
     except OSError as error:
-        shutil.rmtree(temporary, ignore_errors=True)
-        # A full disk or a vanished mount: say which checkpoint failed and that the old one
-        # (if any) still stands, since the raw "[Errno 28] No space left on device" says neither.
-        raise OSError(
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
+        # A full disk, a quota, a read-only or failing file system: say which checkpoint failed,
+        # what the errno means and that the old one (if any) still stands, since the raw
+        # "[Errno 28] No space left on device" says neither.
+        code = errno.errorcode.get(error.errno, "") if error.errno is not None else ""
+        meaning = error.strerror or (os.strerror(error.errno) if error.errno else str(error))
+        raise CheckpointWriteError(
             error.errno,
-            f"could not write checkpoint {str(folder)!r} ({error.strerror or error}); "
+            f"could not write checkpoint {str(folder)!r} ({meaning}{', ' + code if code else ''}); "
             "nothing was replaced, the previous checkpoint under that name (if any) is intact",
         ) from error
     except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
         raise
     return folder
 
@@ -435,13 +457,54 @@ def build_model_for_weights(folder: str | os.PathLike[str], build: Callable[[], 
     The sizes in ``config.json`` are not trusted: the model is first built on the meta
     device (shapes, no memory) and its shapes compared with the safetensors header, so a
     ``dim_feedforward`` of 1e12 is an error naming the tensor, not an allocation of
-    terabytes. Load the weights into the result with :func:`load_model_weights`.
+    terabytes, and a layer count the weights do not have is an error naming the tensors
+    missing (or left over), before any layer is allocated. Load the weights into the
+    result with :func:`load_model_weights`.
     """
     path = _require_file(folder, MODEL_FILE, "the weights")
     with torch.device("meta"):
         skeleton = build()
-    _check_shapes(path, skeleton.state_dict())
+    state = skeleton.state_dict()
+    _check_names(path, state, _tied_names(skeleton))
+    _check_shapes(path, state)
     return build()
+
+
+def _tied_names(model: nn.Module) -> dict[str, set[str]]:
+    """Each parameter name -> every name of the same tensor (tied embeddings have two or three)."""
+    by_tensor: dict[int, set[str]] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        by_tensor.setdefault(id(parameter), set()).add(name)
+    return {name: names for names in by_tensor.values() for name in names}
+
+
+def _check_names(path: Path, state: Mapping[str, torch.Tensor], tied: Mapping[str, set[str]]) -> None:
+    """Refuse, from the file's header alone, weights whose tensor names are not the model's (another layer count).
+
+    A tied tensor is stored under one of its names (``tied``), with or without the
+    header's note of the others.
+    """
+    shapes = _stored_shapes(path)
+    stored = set(shapes) | {alias for alias, kept in _stored_aliases(path).items() if kept in shapes}
+    missing = sorted(name for name in state if not (tied.get(name, {name}) & stored))
+    unexpected = sorted(name for name in stored if name not in state)
+    if missing or unexpected:
+        raise ValueError(
+            f"{str(path)!r}: expected the tensors of the model the checkpoint's config.json describes, got "
+            f"{len(missing):,} of them missing from the file (first {missing[:1]}) and {len(unexpected):,} the "
+            f"model lacks (first {unexpected[:1]}); the layer counts or options of config.json do not match the weights"
+        )
+
+
+def _stored_aliases(path: Path) -> dict[str, str]:
+    """Tied weights stored once: the header's metadata maps each name left out to the name kept."""
+    try:
+        with safe_open(str(path), framework="pt") as file:
+            return dict(file.metadata() or {})
+    except SafetensorError as error:
+        raise ValueError(
+            f"{str(path)!r}: expected a complete safetensors file, got one that cannot be read ({error})"
+        ) from None
 
 
 def _stored_shapes(path: Path) -> dict[str, list[int]]:

@@ -331,5 +331,8 @@ def _replace_at(config: Any, path: list[str], text: str, prefix: str) -> Any:
     except ValueError as error:
         if rest:
             raise
-        # The dataclass's own validation (__post_init__) rejected the parsed value.
+        # The dataclass's own validation (__post_init__) rejected the parsed value; a message
+        # that names the key already is clear as it is.
+        if str(error).startswith(f"{key}:"):
+            raise ValueError(str(error)) from error
         raise ValueError(f"{key}: the value {text!r} was rejected: {error}") from error

@@ -97,6 +97,10 @@ class LossWindow:
             self.reset(now)
         return line
 
+    def restore(self, loss_sum: float, loss_count: int, last_loss: float | None, lr: float) -> None:
+        """Reopen the window a checkpoint saved (``TrainerState``), with the optimizer's current ``lr``."""
+        self.loss_sum, self.loss_count, self.last_loss, self.lr = loss_sum, loss_count, last_loss, lr
+
     def reset(self, now: float | None = None) -> None:
         """Empty the window and restart its clock; the last step's figures and ``last_loss`` stay."""
         self.loss_sum = 0.0

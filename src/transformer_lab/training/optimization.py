@@ -138,7 +138,7 @@ def check_same_optimizer(saved: Mapping[str, Any], optimizer: Optimizer, file: P
     Without the check, Adam's state loads into SGD and the first step fails with a
     ``KeyError`` deep inside torch.
     """
-    # Called after check_trainer_state, which has refused a state without a list of groups.
+    # Called after TrainerState.read, which has refused a state without a list of groups.
     foreign = _hyperparameter_names(saved["param_groups"]) - _hyperparameter_names(optimizer.param_groups)
     if foreign:
         raise ValueError(

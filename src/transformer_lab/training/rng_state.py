@@ -57,7 +57,7 @@ class RandomState:
 
     @classmethod
     def from_dict(cls, state: Mapping[str, Any]) -> RandomState:
-        """The inverse of :meth:`to_dict`; ``check_trainer_state`` has checked the fields' types."""
+        """The inverse of :meth:`to_dict`; ``TrainerState.read`` has checked the fields."""
         return cls(state["torch"], list(state["python"]), state.get("cuda"))
 
 

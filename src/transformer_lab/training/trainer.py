@@ -42,7 +42,7 @@ Evaluation (and checkpointing) happens every ``eval_every_steps`` optimizer step
 end of each epoch when that is 0, and once more at the end of :meth:`Trainer.fit` if the
 last step was not evaluated yet.
 
-Resume: ``Trainer(..., resume=True)`` loads ``out_dir/last``: weights, optimizer, schedule,
+Resume: ``Trainer(..., resume=True)`` loads ``out_dir/last`` (``trainer_state.py``): weights, optimizer, schedule,
 step, epoch, position in the epoch, best value, the loss window of the next log row
 (``loss_window.py``) and the random states (``rng_state.py``). :meth:`fit`
 then restores the random states, calls ``train_batches(epoch)`` and skips the batches
@@ -83,29 +83,17 @@ from tqdm.auto import tqdm
 
 from transformer_lab.hardware import autocast, resolve_precision
 
-from .checkpoint import (
-    TRAINER_STATE_FILE,
-    copy_checkpoint,
-    load_model_weights,
-    load_trainer_state,
-    recover_interrupted_save,
-    save_checkpoint,
-)
+from .checkpoint import copy_checkpoint, load_model_weights, recover_interrupted_save, save_checkpoint
 from .config import TrainConfig
 from .config_io import config_to_dict
 from .distributed import DataParallel
 from .loss_window import LossWindow
 from .metrics_log import MetricsLog
-from .optimization import (
-    OptimizerFactory,
-    ScheduleFactory,
-    build_optimization,
-    check_same_optimizer,
-)
-from .resume_state import check_trainer_state
+from .optimization import OptimizerFactory, ScheduleFactory, build_optimization
 from .rng_state import RandomState, isolated_rng, seed_all
 from .run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_folder_name
 from .stop_signal import StopRequests, TrainingInterrupted
+from .trainer_state import TrainerState
 
 __all__ = ["Trainer", "TrainingDivergedError"]
 
@@ -113,7 +101,6 @@ logger = logging.getLogger(__name__)
 
 LAST_FOLDER = "last"
 BEST_FOLDER = "best"
-_STATE_FORMAT_VERSION = 1
 # Config fields whose change between a run and its resume changes the trajectory.
 _TRAJECTORY_FIELDS = (
     "seed",
@@ -587,65 +574,51 @@ class Trainer:
         prune_step_checkpoints(self.out_dir, self.config.keep_last)
 
     def _trainer_state(self, rng_by_rank: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        state = {
-            "format_version": _STATE_FORMAT_VERSION,
-            "global_step": self.global_step,
-            "epoch": self.epoch,
-            "batch_index": self.batch_index,
-            "best_metric": self.config.best_metric,
-            "best_value": self.best_value,
-            "last_metrics": dict(self.last_metrics),
-            "consecutive_nonfinite": self._consecutive_nonfinite,
-            "window_loss_sum": self._window.loss_sum,
-            "window_loss_count": self._window.loss_count,
-            "last_train_loss": self._window.last_loss,
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "rng": RandomState.capture(self.device).to_dict(),
-            "train_config": config_to_dict(self.config),
-        }
-        if rng_by_rank is not None:
-            state["rng_by_rank"] = rng_by_rank
-        return state
+        return TrainerState(
+            global_step=self.global_step,
+            epoch=self.epoch,
+            batch_index=self.batch_index,
+            best_metric=self.config.best_metric,
+            best_value=self.best_value,
+            last_metrics=dict(self.last_metrics),
+            consecutive_nonfinite=self._consecutive_nonfinite,
+            window_loss_sum=self._window.loss_sum,
+            window_loss_count=self._window.loss_count,
+            last_train_loss=self._window.last_loss,
+            optimizer=self.optimizer.state_dict(),
+            scheduler=self.scheduler.state_dict(),
+            rng=RandomState.capture(self.device),
+            train_config=config_to_dict(self.config),
+            rng_by_rank=None if rng_by_rank is None else [RandomState.from_dict(rng) for rng in rng_by_rank],
+        ).to_dict()
 
     def _load_resume_state(self, folder: Path) -> None:
         if self._is_main_process:
             # A crash between a save's two renames leaves the complete old folder aside.
             recover_interrupted_save(folder)
-        state = load_trainer_state(folder, map_location="cpu")
-        required = ("global_step", "epoch", "batch_index", "optimizer", "scheduler", "rng")
-        missing = [key for key in required if key not in state]
-        if missing or state.get("format_version") != _STATE_FORMAT_VERSION:
-            raise ValueError(
-                f"resume: expected a trainer state of format {_STATE_FORMAT_VERSION} with keys "
-                f"{list(required)} in {str(folder)!r}, got format "
-                f"{state.get('format_version')!r} missing {missing}"
-            )
         # Everything is checked before anything (weights, optimizer, the metrics log) changes.
-        check_trainer_state(state, folder / TRAINER_STATE_FILE, self.optimizer, self.scheduler)
-        check_same_optimizer(state["optimizer"], self.optimizer, folder / TRAINER_STATE_FILE)
+        state = TrainerState.read(folder, self.optimizer, self.scheduler)
         load_model_weights(folder, self._unwrapped_model)
         # Optimizer.load_state_dict moves the moments onto each parameter's device.
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.global_step = int(state["global_step"])
-        self.epoch = int(state["epoch"])
-        self.batch_index = int(state["batch_index"])
-        self.last_metrics = dict(state.get("last_metrics", {}))
-        self._consecutive_nonfinite = int(state.get("consecutive_nonfinite", 0))
-        self._window.loss_sum = float(state.get("window_loss_sum", 0.0))
-        self._window.loss_count = int(state.get("window_loss_count", 0))
-        self._window.last_loss = state.get("last_train_loss")
-        self._window.lr = self.optimizer.param_groups[0]["lr"]
-        if state.get("best_metric") == self.config.best_metric:
-            self.best_value = state.get("best_value")
+        self.optimizer.load_state_dict(state.optimizer)
+        self.scheduler.load_state_dict(state.scheduler)
+        self.global_step = state.global_step
+        self.epoch = state.epoch
+        self.batch_index = state.batch_index
+        self.last_metrics = dict(state.last_metrics)
+        self._consecutive_nonfinite = state.consecutive_nonfinite
+        self._window.restore(
+            state.window_loss_sum, state.window_loss_count, state.last_train_loss, self.optimizer.param_groups[0]["lr"]
+        )
+        if state.best_metric == self.config.best_metric:
+            self.best_value = state.best_value
         else:
             logger.warning(
                 "best_metric changed from %r to %r since the checkpoint; best/ starts over",
-                state.get("best_metric"),
+                state.best_metric,
                 self.config.best_metric,
             )
-        saved_config = state.get("train_config", {})
+        saved_config = state.train_config
         changed = [
             f"{name}: {saved_config[name]!r} -> {getattr(self.config, name)!r}"
             for name in _TRAJECTORY_FIELDS
@@ -656,9 +629,7 @@ class Trainer:
                 "resuming with a changed config, so the run will differ from an " "uninterrupted one: %s",
                 "; ".join(changed),
             )
-        self._pending_rng_state = RandomState.from_dict(
-            self._distributed.rank_state(state["rng"], state.get("rng_by_rank"))
-        )
+        self._pending_rng_state = self._distributed.rank_state(state.rng, state.rng_by_rank)
         self._last_checkpoint_step = self.global_step
         self._started = True
         self._resumed = True

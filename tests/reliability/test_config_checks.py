@@ -1,0 +1,219 @@
+"""``config.json`` is checked whole before anything is built, and ``--resume`` continues only the run it names.
+
+Every model field is checked for type, sign and range as the config is read; layer counts
+and sizes are compared with the weights' header (names and shapes) before any layer is
+allocated; the special ids must be the vocabulary's own; ``train --resume`` refuses another
+task, another synthetic task, another file format or other training files, in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.reliability.builders import write_translation_checkpoint
+from tests.reliability.tiny_runs import tiny_copy_options
+from transformer_lab.cli import main
+from transformer_lab.tasks import synthetic, translation
+from transformer_lab.training.checkpoint import CONFIG_FILE
+
+
+@pytest.fixture(scope="module")
+def copy_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("config-checks") / "copy"
+    assert main(["train", "copy", "--out", str(out), *tiny_copy_options(max_steps=2)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def translation_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_translation_checkpoint(tmp_path_factory.mktemp("config-checks") / "translation")
+
+
+def edited(source: Path, folder: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    shutil.copytree(source, folder)
+    config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    edit(config)
+    (folder / CONFIG_FILE).write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
+def model_field(name: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda config: config["model"].update({name: value})
+
+
+# field, value, what the message says (after "config.json: ")
+BAD_FIELDS = [
+    ("dim_feedforward", -5, r"dim_feedforward: expected an int in \[1, 1,048,576\], got -5"),
+    ("dim_feedforward", 0, r"dim_feedforward: expected an int in \[1, 1,048,576\], got 0"),
+    ("d_model", -16, r"d_model: expected an int in \[2, 65,536\], got -16"),
+    ("d_model", 15, r"d_model: expected an even int"),
+    ("d_model", "16", r"model\.d_model: expected an int, got '16'"),
+    ("nhead", 0, r"nhead: expected an int in \[1, 16\], got 0"),
+    ("nhead", 3, r"nhead: expected a divisor of d_model=16, got 3"),
+    ("num_encoder_layers", 10_000, r"num_encoder_layers: expected an int in \[1, 1,024\], got 10000"),
+    ("num_decoder_layers", -1, r"num_decoder_layers: expected an int in \[1, 1,024\], got -1"),
+    ("num_decoder_layers", 2.5, r"model\.num_decoder_layers: expected an int, got 2\.5"),
+    ("dropout", 1.5, r"dropout: expected a float in \[0, 1\), got 1\.5"),
+    ("dropout", -0.1, r"dropout: expected a float in \[0, 1\), got -0\.1"),
+    ("max_len", 0, r"max_len: expected an int in \[1, 65,536\], got 0"),
+    ("max_len", 10**10, r"max_len: expected an int in \[1, 65,536\], got 10000000000"),
+    ("activation", "tanh", r"model\.activation: expected a str|activation: expected one of \['relu', 'gelu'\]"),
+    ("tie_embeddings", "both", r"model\.tie_embeddings: expected one of \['none', 'decoder', 'all'\]"),
+    ("norm_first", "yes", r"model\.norm_first: expected a bool"),
+    ("src_vocab_size", -3, r"src_vocab_size: expected an int in \[0, 1,048,576\], got -3"),
+    ("tgt_vocab_size", 10**9, r"tgt_vocab_size: expected an int in \[0, 1,048,576\], got 1000000000"),
+    ("pad_id", -1, r"pad_id: expected a token id in \[0, 13\]"),
+    ("eos_id", 14, r"eos_id: expected a token id in \[0, 13\] \(tgt_vocab_size=14\), got 14"),
+    ("dim_feedforward", 1 << 20, r"model: expected at most 4,294,967,296 parameters|linear1\.weight"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "message"), BAD_FIELDS, ids=[f"{f}={v!r}" for f, v, _ in BAD_FIELDS])
+def test_every_model_field_is_checked_before_anything_is_built(
+    copy_run: Path, tmp_path: Path, field: str, value: Any, message: str
+) -> None:
+    folder = edited(copy_run / "last", tmp_path / "last", model_field(field, value))
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match=message) as error:
+        synthetic.load(folder)
+    assert str(folder / CONFIG_FILE) in str(error.value)
+    assert time.perf_counter() - started < 2.0
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before < 100_000
+
+
+def test_a_model_too_large_for_any_machine_is_refused_naming_its_sizes(copy_run: Path, tmp_path: Path) -> None:
+    def huge(config: dict[str, Any]) -> None:
+        config["model"].update(d_model=65_536, nhead=2, dim_feedforward=1 << 20)
+
+    folder = edited(copy_run / "last", tmp_path / "last", huge)
+    with pytest.raises(ValueError, match=r"config\.json: model: expected at most 4,294,967,296 parameters, got a"):
+        synthetic.load(folder)
+
+
+def test_a_layer_count_the_weights_lack_is_refused_from_the_header(copy_run: Path, tmp_path: Path) -> None:
+    folder = edited(copy_run / "last", tmp_path / "last", model_field("num_encoder_layers", 3))
+    with pytest.raises(
+        ValueError,
+        match=r"config\.json: .*model\.safetensors.*got 2\d of them missing from the file "
+        r"\(first \['transformer\.encoder\.layers\.1\.",
+    ):
+        synthetic.load(folder)
+
+
+def test_a_layer_count_the_weights_lack_is_one_line_from_the_command_line(
+    translation_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = edited(translation_checkpoint, tmp_path / "last", model_field("num_decoder_layers", 40))
+    assert main(["translate", "--checkpoint", str(folder), "Ein Hund."]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "missing from the file" in error and str(folder / CONFIG_FILE) in error
+
+
+@pytest.mark.parametrize(("field", "value"), [("eos_id", 5), ("bos_id", 1), ("pad_id", 3)])
+def test_special_ids_other_than_the_tokenizers_are_refused(
+    translation_checkpoint: Path, tmp_path: Path, field: str, value: int
+) -> None:
+    folder = edited(translation_checkpoint, tmp_path / "last", model_field(field, value))
+    expected = {"eos_id": (3, "<eos>"), "bos_id": (2, "<bos>"), "pad_id": (0, "<pad>")}[field]
+    with pytest.raises(ValueError) as error:
+        translation.load_translator(folder)
+    assert str(error.value) == (
+        f"{folder / CONFIG_FILE}: model.{field}: expected {expected[0]}, the id of {expected[1]} in "
+        f"{folder / 'tokenizer.json'}, got {value}"
+    )
+
+
+def test_special_ids_of_a_copy_task_checkpoint_are_checked_too(copy_run: Path, tmp_path: Path) -> None:
+    folder = edited(copy_run / "last", tmp_path / "last", model_field("eos_id", 5))
+    with pytest.raises(ValueError, match=r"config\.json: model\.eos_id: expected 3, the id of <eos>"):
+        synthetic.load(folder)
+
+
+def test_a_special_id_set_for_training_is_refused_not_overwritten(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert main(["train", "copy", "--out", str(out), *tiny_copy_options(model__eos_id=5)]) == 2
+    assert "model.eos_id: expected 3, the id of <eos>" in capsys.readouterr().err
+    assert not (out / "last").exists()
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.name != ".lock"
+    }
+
+
+def test_resume_refuses_another_synthetic_task(
+    copy_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(copy_run, out)
+    before = snapshot(out)
+    assert main(["train", "reverse", "--out", str(out), "--resume", *tiny_copy_options(max_steps=4)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error
+    assert f"--resume: {out / 'last' / CONFIG_FILE}: expected the data the run was started with" in error
+    assert "data.task: 'copy' in the run, 'reverse' now" in error
+    assert snapshot(out) == before
+
+
+def test_resume_refuses_another_task(copy_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(copy_run, out)
+    before = snapshot(out)
+    source, target = tmp_path / "a.de", tmp_path / "a.en"
+    source.write_text("ein Hund\n" * 20, encoding="utf-8")
+    target.write_text("a dog\n" * 20, encoding="utf-8")
+    code = main(["train", "translation", "--out", str(out), "--resume", "--train", str(source), str(target)])
+    assert code == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error
+    assert "expected a run of the task this command trains ('translation'), got a run of 'synthetic'" in error
+    assert snapshot(out) == before
+
+
+TINY_TRANSLATION = [
+    *("--set", "data.vocab_size=300", "--set", "data.min_frequency=1", "--set", "data.max_tokens=256"),
+    *("--set", "model.d_model=16", "--set", "model.nhead=2", "--set", "model.num_encoder_layers=1"),
+    *("--set", "model.num_decoder_layers=1", "--set", "model.dim_feedforward=32", "--set", "model.max_len=32"),
+    *("--set", "train.max_steps=1", "--set", "train.warmup_steps=1", "--set", "train.cooldown_steps=0"),
+    *("--set", "train.progress_bar=false", "--set", "decode.max_len=8", "--set", "data.num_carved_validation=4"),
+]
+
+
+def test_resume_refuses_other_training_files_and_another_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = {}
+    for name, (german, english) in {"a": ("ein Hund", "a dog"), "b": ("zwei Katzen", "two cats")}.items():
+        files[name] = (tmp_path / f"{name}.de", tmp_path / f"{name}.en")
+        files[name][0].write_text(f"{german}\n" * 30, encoding="utf-8")
+        files[name][1].write_text(f"{english}\n" * 30, encoding="utf-8")
+    (tmp_path / "a.tsv").write_text("ein Hund\ta dog\n" * 30, encoding="utf-8")
+    out = tmp_path / "run"
+    first = ["train", "translation", "--out", str(out), "--train", *map(str, files["a"]), *TINY_TRANSLATION]
+    assert main(first) == 0
+    capsys.readouterr()
+    before = snapshot(out)
+    other = ["train", "translation", "--out", str(out), "--resume", "--train", *map(str, files["b"]), *TINY_TRANSLATION]
+    assert main(other) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "data.train_files: [" in error and "b.de" in error and "in the run" in error
+    tsv = ["train", "translation", "--out", str(out), "--resume", "--train", str(tmp_path / "a.tsv"), *TINY_TRANSLATION]
+    assert main(tsv) == 2
+    assert "data.train_files" in capsys.readouterr().err
+    assert snapshot(out) == before
+    same = ["train", "translation", "--out", str(out), "--resume", "--train", *map(str, files["a"]), *TINY_TRANSLATION]
+    assert main([*same, "--set", "train.max_steps=2"]) == 0
