@@ -54,6 +54,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument(
+        "--time-budget",
+        default=None,
+        metavar="DURATION",
+        help="train as well as fits in this wall-clock time (90m, 1h30m, 5400s): measure the speed, then fix "
+        "the steps, warm-up and cool-down; = --set train.time_budget=...",
+    )
+    parser.add_argument(
         "--train",
         nargs="+",
         default=None,
@@ -127,6 +134,8 @@ def _run_in_folder(arguments: argparse.Namespace, out_dir: Path) -> int:
     if arguments.precision is not None:
         # Applied before the --set overrides, which therefore win if both are given.
         arguments.overrides = [f"train.precision={arguments.precision}", *arguments.overrides]
+    if arguments.time_budget is not None:
+        arguments.overrides = [f"train.time_budget={arguments.time_budget}", *arguments.overrides]
     if arguments.task in REAL_DATA_TASKS:
         return _train_real_data(REAL_DATA_TASKS[arguments.task], arguments, out_dir)
     for option in ("train", "valid", "prepared", "preset", "source_language", "target_language", "init_from"):

@@ -83,9 +83,12 @@ from tqdm.auto import tqdm
 
 from transformer_lab.hardware import autocast, resolve_precision
 
+from . import time_budget
 from .checkpoint import (
+    CONFIG_FILE,
     TRAINER_STATE_FILE,
     copy_checkpoint,
+    load_checkpoint_config,
     load_model_weights,
     load_trainer_state,
     recover_interrupted_save,
@@ -101,11 +104,13 @@ from .optimization import (
     ScheduleFactory,
     build_optimization,
     check_same_optimizer,
+    planned_optimizer_steps,
 )
 from .resume_state import check_trainer_state
 from .rng_state import RandomState, isolated_rng, seed_all
 from .run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_folder_name
 from .stop_signal import StopRequests, TrainingInterrupted
+from .time_budget import PLAN_KEY, BudgetPlan, TimeBudget
 
 __all__ = ["Trainer", "TrainingDivergedError"]
 
@@ -124,6 +129,7 @@ _TRAJECTORY_FIELDS = (
     "clip_grad_norm",
     "grad_accum_steps",
     "precision",
+    "time_budget",
 )
 
 
@@ -220,6 +226,11 @@ class Trainer:
         self._parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
         if not self._parameters:
             raise ValueError("model: expected at least one parameter with requires_grad=True, got none")
+        # A time budget fixes the run's length after measuring; its schedule follows the plan.
+        self._budget = _time_budget(config, train_batches) if config.time_budget is not None else None
+        if self._budget is not None and schedule_factory is None and d_model is not None:
+            schedule_factory = self._budget.schedule_factory(d_model)
+            config = dataclasses.replace(config, cooldown_steps=0)  # the budget's schedule holds it
         self.optimizer, self.scheduler = build_optimization(
             self._parameters,
             config,
@@ -251,6 +262,8 @@ class Trainer:
             remove_pruned_leftovers(self.out_dir)
         if resume:
             self._load_resume_state(self.out_dir / LAST_FOLDER)
+            if self._budget is not None:
+                self._resume_budget_plan(self.out_dir / LAST_FOLDER)
 
     # -- the seam for DistributedDataParallel ---------------------------------------------
 
@@ -300,6 +313,14 @@ class Trainer:
         else:
             logger.info("training on %s, precision %s", self.device, self.config.precision)
 
+        if self._budget is not None:
+            self._budget.start()
+            if self._budget.measuring:
+                logger.info(
+                    "time budget %.0f s: measuring this machine's speed for %.0f s first",
+                    self._budget.budget_seconds,
+                    time_budget.MEASUREMENT_SECONDS,
+                )
         stopped_by = self._limit_reached()
         # SIGTERM / SIGINT: finish the step in progress, save last/, raise TrainingInterrupted.
         with self._stop_requests:
@@ -320,6 +341,7 @@ class Trainer:
             "best_metric": self.config.best_metric,
             "best_value": self.best_value,
             "wall_seconds": wall_seconds,
+            **({PLAN_KEY: self._budget.plan.to_dict()} if self._budget and self._budget.plan else {}),
         }
 
     def evaluate(self) -> dict[str, float]:
@@ -350,6 +372,10 @@ class Trainer:
     # -- the loop -------------------------------------------------------------------------
 
     def _limit_reached(self) -> str | None:
+        if self._budget is not None:
+            # The budget replaces epochs and max_steps; while measuring, nothing stops the run.
+            plan = self._budget.plan
+            return "time_budget" if plan is not None and self.global_step >= plan.total_steps else None
         if self.config.max_steps and self.global_step >= self.config.max_steps:
             return "max_steps"
         if self.config.epochs and self.epoch >= self.config.epochs:
@@ -411,7 +437,7 @@ class Trainer:
                 if stepped:
                     self._after_step(bar)
                     self._stop_if_asked()
-                    if self.config.max_steps and self.global_step >= self.config.max_steps:
+                    if self._limit_reached() is not None:
                         return
             if group_size:
                 # The epoch ended inside a group: step on what it has.
@@ -506,7 +532,9 @@ class Trainer:
         if self.count_tokens is not None:
             postfix["tok/s"] = f"{tokens_per_second:.0f}"
         bar.set_postfix(postfix, refresh=False)
-        if self.config.eval_every_steps and step % self.config.eval_every_steps == 0:
+        if self._budget is not None and self._distributed.largest(int(self._budget.measurement_over())):
+            self._fix_budget_plan()
+        elif self.config.eval_every_steps and step % self.config.eval_every_steps == 0:
             self._evaluate_and_save()
 
     def _stop_if_asked(self) -> None:
@@ -527,8 +555,58 @@ class Trainer:
 
     # -- evaluation and checkpoints -------------------------------------------------------
 
-    def _evaluate_and_save(self) -> None:
+    def _fix_budget_plan(self) -> None:
+        """End the measurement: validate (timed), fix the plan, record it, save."""
+        assert self._budget is not None
+        budget = self._budget
+        training_seconds = budget.measured_training_seconds()
+        started = time_budget.now()
         metrics = self._distributed.run_on_main(self.evaluate)
+        evaluation_seconds = time_budget.now() - started
+        # Rank 0's plan on every rank, so that all stop at the same step.
+        plan = self._distributed.run_on_main(
+            lambda: budget.make_plan(self.global_step, training_seconds, evaluation_seconds)
+        )
+        budget.apply(plan, self.scheduler)
+        self._window.lr = self.optimizer.param_groups[0]["lr"]
+        self.checkpoint_config[PLAN_KEY] = plan.to_dict()
+        logger.info(
+            "time budget %.0f s: %.3f steps/s over %d steps, %.1f s a validation: %d steps in all "
+            "(warm-up %d, cool-down %d, lr_factor %.4g)",
+            plan.budget_seconds,
+            plan.steps_per_second,
+            plan.measured_steps,
+            plan.evaluation_seconds,
+            plan.total_steps,
+            plan.warmup_steps,
+            plan.cooldown_steps,
+            plan.lr_factor,
+        )
+        self._evaluate_and_save(metrics)
+
+    def _resume_budget_plan(self, folder: Path) -> None:
+        """Continue the plan recorded in ``folder``'s config.json, whatever the clock says now."""
+        assert self._budget is not None
+        saved = load_checkpoint_config(folder).get(PLAN_KEY)
+        if saved is None:
+            logger.warning("%s was saved during the time budget's measurement: measuring again", folder)
+            return
+        plan = BudgetPlan.from_dict(saved, str(folder / CONFIG_FILE))
+        if plan.budget_seconds != self._budget.budget_seconds:
+            logger.warning(
+                "time_budget changed from %.0f s to %.0f s since the run started; the run keeps its plan",
+                plan.budget_seconds,
+                self._budget.budget_seconds,
+            )
+        self._budget.apply(plan)
+        self.checkpoint_config[PLAN_KEY] = plan.to_dict()
+        logger.info("time budget: continuing the plan of %d steps", plan.total_steps)
+
+    def _evaluate_and_save(self, metrics: dict[str, float] | None = None) -> None:
+        """Validate (unless ``metrics`` are given, already measured), record, save checkpoints."""
+        started = time_budget.now()
+        if metrics is None:
+            metrics = self._distributed.run_on_main(self.evaluate)
         improved = False
         if metrics:
             name = self.config.best_metric
@@ -554,6 +632,8 @@ class Trainer:
             )
         self._save_checkpoints(improved)
         self._last_checkpoint_step = self.global_step
+        if self._budget is not None:
+            self._budget.note_evaluation(time_budget.now() - started)
 
     def _save_checkpoints(self, improved: bool) -> None:
         """Write best/ (if improved), step-N/ (if kept) and last/, in that order.
@@ -669,3 +749,26 @@ class Trainer:
             self.epoch,
             self.batch_index,
         )
+
+
+def _time_budget(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> TimeBudget:
+    """The budget of ``config``, with the run length it compresses and the steps between validations."""
+    assert config.time_budget is not None
+    evaluate_every = config.eval_every_steps
+    if not evaluate_every:
+        try:
+            batches = len(train_batches(0))  # type: ignore[arg-type]
+        except TypeError:
+            raise ValueError(
+                "time_budget: needs eval_every_steps > 0 or train_batches(epoch) with a len(), to count "
+                "the validations it plans for; got neither"
+            ) from None
+        evaluate_every = math.ceil(batches / config.grad_accum_steps)
+    return TimeBudget(
+        config.time_budget,
+        warmup_steps=config.warmup_steps,
+        cooldown_steps=config.cooldown_steps,
+        lr_factor=config.lr_factor,
+        configured_steps=planned_optimizer_steps(config, train_batches),
+        evaluate_every=evaluate_every,
+    )
