@@ -38,6 +38,10 @@ Files under ``out_dir``::
 
 (the log is written by ``metrics_log.py``, the step folders rotated by ``run_folder.py``).
 
+With ``config.time_budget`` the run's length comes from the clock instead of ``epochs`` and
+``max_steps``: after a 30-second measurement it validates once and fixes its total steps,
+warm-up and cool-down (``time_budget.py``), recorded in ``config.json`` for ``--resume``.
+
 Evaluation (and checkpointing) happens every ``eval_every_steps`` optimizer steps, or at the
 end of each epoch when that is 0, and once more at the end of :meth:`Trainer.fit` if the
 last step was not evaluated yet.
