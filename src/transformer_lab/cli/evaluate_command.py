@@ -34,6 +34,7 @@ from transformer_lab.evaluation.couplet_antithesis import pair_scores
 from transformer_lab.evaluation.couplet_metrics import CoupletReport
 from transformer_lab.tasks import classification, couplet, translation
 from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.model_card import add_test_scores
 
 DEFAULT_SPLITS = {"translation": "test_2016_flickr", "couplet": "test", "classification": "test"}
 NUM_SAMPLES = 20
@@ -161,7 +162,19 @@ def _evaluate_translation(arguments: argparse.Namespace, split: str) -> int:
     print(f"BLEU (lowercased) {report.lowercased.score:.2f}  {report.lowercased.signature}")
     print(f"chrF++            {report.chrf.score:.2f}  {report.chrf.signature}")
     print(f"hypotheses: {output}")
+    scores = {"bleu": report.cased.score, "bleu_lowercased": report.lowercased.score, "chrf": report.chrf.score}
+    _record_in_card(checkpoint, name, search, scores)
     return 0
+
+
+def _record_in_card(checkpoint: Path, split: str, search: str, scores: dict[str, float]) -> None:
+    """Add the scores to the checkpoint's model card (README.md), if it has one."""
+    try:
+        card = add_test_scores(checkpoint, split, search, scores)
+    except FileNotFoundError:
+        print(f"model card: none in {checkpoint} (a checkpoint written before cards); scores not recorded")
+        return
+    print(f"model card: {card}")
 
 
 def _evaluate_couplet(arguments: argparse.Namespace, split: str) -> int:
@@ -194,6 +207,7 @@ def _evaluate_couplet(arguments: argparse.Namespace, split: str) -> int:
     ]:
         print(f"  {upper} | {ours} | {reference}")
     print(f"hypotheses: {output}\nsamples: {samples}")
+    _record_in_card(resolve_checkpoint(arguments.checkpoint), split, search, {"bleu": evaluation.report.bleu.score})
     return 0
 
 
@@ -319,4 +333,6 @@ def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
     )
     print(f"report: {output}")
     print(f"confusion matrix: {picture}")
+    search = "int8" if arguments.precision == "int8" else "argmax"
+    _record_in_card(checkpoint, split, search, {"accuracy": report.accuracy, "macro_f1": report.macro_f1})
     return 0

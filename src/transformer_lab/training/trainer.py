@@ -85,7 +85,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from transformer_lab.hardware import autocast, resolve_precision
+from transformer_lab.hardware import autocast, cpu_model_name, resolve_precision
 
 from . import time_budget
 from .checkpoint import (
@@ -103,6 +103,7 @@ from .config_io import config_to_dict
 from .distributed import DataParallel
 from .loss_window import LossWindow
 from .metrics_log import MetricsLog
+from .model_card import CARD_FILE, card_facts, read_card, render_card
 from .optimization import (
     OptimizerFactory,
     ScheduleFactory,
@@ -262,12 +263,18 @@ class Trainer:
         self._pending_rng_state: RandomState | None = None
         self._started = False
         self._resumed = False
+        # For the model card: training seconds before a resume (read back from
+        # last/'s card), when fit() started, the step last validated.
+        self._earlier_seconds = 0.0
+        self._fit_started_at: float | None = None
+        self._metrics_step: int | None = None
         if self._is_main_process:
             remove_pruned_leftovers(self.out_dir)
         if resume:
             self._load_resume_state(self.out_dir / LAST_FOLDER)
             if self._budget is not None:
                 self._resume_budget_plan(self.out_dir / LAST_FOLDER)
+            self._earlier_seconds = _card_training_seconds(self.out_dir / LAST_FOLDER)
 
     # -- the seam for DistributedDataParallel ---------------------------------------------
 
@@ -296,7 +303,7 @@ class Trainer:
         "epochs"), ``final_train_loss``, ``final_metrics``, ``best_metric``,
         ``best_value`` and ``wall_seconds``.
         """
-        start_time = time.perf_counter()
+        start_time = self._fit_started_at = time.perf_counter()
         if self._pending_rng_state is not None:
             self._pending_rng_state.restore(self.device)
             self._pending_rng_state = None
@@ -628,6 +635,7 @@ class Trainer:
                 self.best_value = value
                 improved = True
             self.last_metrics = metrics
+            self._metrics_step = self.global_step
             self._write_metrics_row({"event": "eval", "step": self.global_step, "epoch": self.epoch, **metrics})
             logger.info(
                 "step %d: %s",
@@ -663,12 +671,32 @@ class Trainer:
             targets[0],
             self._unwrapped_model,
             self.checkpoint_config,
-            extra_files=self.extra_files,
+            extra_files={**self.extra_files, CARD_FILE: self._model_card()},
             trainer_state=self._trainer_state(rng_by_rank),
         )
         for target in targets[1:]:
             copy_checkpoint(targets[0], target)
         prune_step_checkpoints(self.out_dir, self.config.keep_last)
+
+    def _model_card(self) -> str:
+        """The checkpoint's README.md: what it was trained on, its sizes, time, machine and scores."""
+        this_fit = time.perf_counter() - self._fit_started_at if self._fit_started_at is not None else 0.0
+        if self.device.type == "cuda":
+            machine = torch.cuda.get_device_name(self.device)
+        else:
+            machine = cpu_model_name()
+        facts = card_facts(
+            self.checkpoint_config,
+            parameters=sum(parameter.numel() for parameter in self._unwrapped_model.parameters()),
+            step=self.global_step,
+            epoch=self.epoch,
+            training_seconds=self._earlier_seconds + this_fit,
+            machine=machine,
+            threads=torch.get_num_threads(),
+            validation=self.last_metrics,
+            validation_step=self._metrics_step,
+        )
+        return render_card(facts)
 
     def _trainer_state(self, rng_by_rank: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         state = {
@@ -776,3 +804,12 @@ def _time_budget(config: TrainConfig, train_batches: Callable[[int], Iterable[An
         configured_steps=planned_optimizer_steps(config, train_batches),
         evaluate_every=evaluate_every,
     )
+
+
+def _card_training_seconds(folder: Path) -> float:
+    """The training seconds recorded in ``folder``'s model card; 0 (with a note) where there is none."""
+    try:
+        return float(read_card(folder)["training"]["seconds"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        logger.info("no training time in %s's model card (%s); the card counts from this resume", folder, error)
+        return 0.0
