@@ -94,3 +94,11 @@ def test_time_budget_flag_plans_the_run_and_records_the_plan(
     assert main(["train", "copy", "--out", str(tmp_path / "short"), "--time-budget", "20s", *TINY]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "time_budget" in error[0] and "30 s" in error[0], error
+
+
+def test_tensorboard_flag_writes_event_files_beside_the_log(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "board"
+    assert main(["train", "copy", "--out", str(out), "--tensorboard", *TINY]) == 0
+    assert json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))["train"]["tensorboard"] is True
+    assert [path.name.split(".")[0] for path in (out / "tensorboard").iterdir()] == ["events"]

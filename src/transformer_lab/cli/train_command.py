@@ -61,6 +61,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the steps, warm-up and cool-down; = --set train.time_budget=...",
     )
     parser.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also write the metrics as TensorBoard event files in OUT/tensorboard (the tensorboard extra); "
+        "= --set train.tensorboard=true",
+    )
+    parser.add_argument(
         "--train",
         nargs="+",
         default=None,
@@ -136,6 +142,8 @@ def _run_in_folder(arguments: argparse.Namespace, out_dir: Path) -> int:
         arguments.overrides = [f"train.precision={arguments.precision}", *arguments.overrides]
     if arguments.time_budget is not None:
         arguments.overrides = [f"train.time_budget={arguments.time_budget}", *arguments.overrides]
+    if arguments.tensorboard:
+        arguments.overrides = ["train.tensorboard=true", *arguments.overrides]
     if arguments.task in REAL_DATA_TASKS:
         return _train_real_data(REAL_DATA_TASKS[arguments.task], arguments, out_dir)
     for option in ("train", "valid", "prepared", "preset", "source_language", "target_language", "init_from"):

@@ -70,6 +70,9 @@ class TrainConfig:
     # Train to a wall-clock budget ("90m", "1h30m", "5400s", or seconds) instead of epochs
     # and max_steps: the run measures its speed, then fixes its steps (time_budget.py).
     time_budget: str | float | None = None
+    # Also write metrics.jsonl's scalars as TensorBoard event files in out_dir/tensorboard/
+    # (needs the tensorboard extra).
+    tensorboard: bool = False
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:

@@ -115,6 +115,7 @@ from .resume_state import check_trainer_state
 from .rng_state import RandomState, isolated_rng, seed_all
 from .run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_folder_name
 from .stop_signal import StopRequests, TrainingInterrupted
+from .tensorboard_log import TensorBoardLog, require_tensorboard
 from .time_budget import PLAN_KEY, BudgetPlan, TimeBudget
 
 __all__ = ["Trainer", "TrainingDivergedError"]
@@ -256,6 +257,9 @@ class Trainer:
         self._consecutive_nonfinite = 0
         self._window = LossWindow(lr=self.optimizer.param_groups[0]["lr"])
         self._metrics_log = MetricsLog(self.out_dir)
+        self._tensorboard: TensorBoardLog | None = None
+        if config.tensorboard and self._is_main_process:
+            require_tensorboard()  # now, not after the data and the model are built and the first steps
         self._last_checkpoint_step: int | None = None
         self._stop_requests = StopRequests()
         # Random states to apply when fit() starts, not now, so that whatever the caller
@@ -299,9 +303,9 @@ class Trainer:
     def fit(self) -> dict[str, Any]:
         """Train until ``config.epochs`` or ``config.max_steps`` is reached; return a summary.
 
-        The summary holds ``steps``, ``epochs_completed``, ``stopped_by`` ("max_steps" or
-        "epochs"), ``final_train_loss``, ``final_metrics``, ``best_metric``,
-        ``best_value`` and ``wall_seconds``.
+        The summary holds ``steps``, ``epochs_completed``, ``stopped_by`` ("max_steps",
+        "epochs" or "time_budget"), ``final_train_loss``, ``final_metrics``, ``best_metric``,
+        ``best_value``, ``wall_seconds`` and, under a time budget, its ``time_budget_plan``.
         """
         start_time = self._fit_started_at = time.perf_counter()
         if self._pending_rng_state is not None:
@@ -315,6 +319,18 @@ class Trainer:
             if self._resumed:
                 self._metrics_log.truncate_after(self.global_step)
                 self._resumed = False
+            if self.config.tensorboard:
+                # Earlier event files' points after this step are dropped, as their log rows are.
+                self._tensorboard = TensorBoardLog(self.out_dir, purge_step=self.global_step + 1)
+        try:
+            return self._train(start_time)
+        finally:
+            if self._tensorboard is not None:
+                self._tensorboard.close()
+                self._tensorboard = None
+
+    def _train(self, start_time: float) -> dict[str, Any]:
+        """The body of :meth:`fit`, once the random states and the logs are ready."""
         self._window.restart_clock()
         self.model.train()
         if self.device.type == "cpu":
@@ -563,6 +579,8 @@ class Trainer:
     def _write_metrics_row(self, row: dict[str, Any]) -> None:
         if self._is_main_process:
             self._metrics_log.append(row)
+            if self._tensorboard is not None:
+                self._tensorboard.append(row)
 
     # -- evaluation and checkpoints -------------------------------------------------------
 
