@@ -208,3 +208,26 @@ def test_a_budget_spent_by_the_measurement_stops_after_it(tmp_path, monkeypatch)
     assert summary["steps"] == summary["time_budget_plan"]["total_steps"]
     assert summary["time_budget_plan"]["measured_steps"] == summary["steps"]
     assert clock.seconds >= MEASUREMENT_SECONDS
+
+
+def test_a_machine_that_slows_down_after_the_plan_is_warned_about_once(tmp_path, monkeypatch, caplog):
+    clock = DrivenClock(monkeypatch)
+    measured_loss = clock.loss
+    batches = []
+
+    def slowing_loss(model, batch):
+        batches.append(batch)
+        clock.step_seconds = 1.0 if len(batches) <= 22 else 2.0  # twice as slow after the plan
+        return measured_loss(model, batch)
+
+    clock.loss = slowing_loss
+    with caplog.at_level("WARNING", logger="transformer_lab.training.trainer"):
+        _, summary, _ = train_on_clock(tmp_path, clock)
+    assert summary["time_budget_plan"]["total_steps"] == 65  # the plan stands
+    warnings = [record.getMessage() for record in caplog.records if "time budget" in record.getMessage()]
+    # At step 23: 36 s spent, then 42 steps at 2 s and 5 validations at 4 s: 140 s, 40 s late.
+    assert warnings == [
+        "time budget: the steps since the plan take 2.00 s, not the 1.00 s measured (this machine slowed "
+        "down); at this pace the run ends about 40 s after its 100 s budget"
+    ]
+    assert clock.seconds == 22 + 43 * 2 + 8 * VALIDATION_SECONDS == 140

@@ -19,6 +19,10 @@ The measurement's few steps use the configured warm-up; their rates are tiny eit
 The plan (:class:`BudgetPlan`) is logged and written into every checkpoint's
 ``config.json`` under ``time_budget_plan``; ``--resume`` reads it back and continues the
 same schedule to the same ``P``, whatever the clock says then.
+
+The rate is measured once. If the machine slows down afterwards (other jobs on a shared
+CPU), the run keeps its plan and ends late; :meth:`TimeBudget.lateness` says so, once, as
+soon as the pace since the plan projects an end past the budget.
 """
 
 from __future__ import annotations
@@ -236,6 +240,10 @@ class TimeBudget:
         # Validation (and checkpoint) seconds within the measurement, left out of the step rate.
         self._evaluation_seconds = 0.0
         self._owns_schedule = False
+        # Where the plan was made in this fit (elapsed seconds), to tell when the run falls
+        # behind it; None for a plan read back on resume, whose clock restarted.
+        self._planned_at: float | None = None
+        self._warned_late = False
 
     def schedule_factory(self, d_model: int) -> Callable[[torch.optim.Optimizer], torch.optim.lr_scheduler.LambdaLR]:
         """A Noam schedule that follows :attr:`shape`, so that fixing the plan reshapes it in place."""
@@ -313,6 +321,30 @@ class TimeBudget:
         """The measurement's seconds so far, its validations left out."""
         return self.elapsed() - self._evaluation_seconds
 
+    def lateness(self, step: int) -> str | None:
+        """A warning, once, when the steps since the plan run so slowly that the run will end past the budget."""
+        plan = self.plan
+        if plan is None or self._planned_at is None or self._warned_late or step <= plan.measured_steps:
+            return None
+        # Validations done since the plan (this step's own, if due, comes after this check).
+        periodic = (step - 1) // self.evaluate_every - plan.measured_steps // self.evaluate_every
+        elapsed = self.elapsed()
+        seconds_per_step = (elapsed - self._planned_at - periodic * plan.evaluation_seconds) / (
+            step - plan.measured_steps
+        )
+        remaining = (plan.total_steps - step) * seconds_per_step + evaluations_due(
+            step, plan.total_steps, self.evaluate_every
+        ) * plan.evaluation_seconds
+        late = elapsed + remaining - plan.budget_seconds
+        if late <= 0:
+            return None
+        self._warned_late = True
+        return (
+            f"time budget: the steps since the plan take {seconds_per_step:.2f} s, not the "
+            f"{1 / plan.steps_per_second:.2f} s measured (this machine slowed down); at this pace the run "
+            f"ends about {late:.0f} s after its {plan.budget_seconds:.0f} s budget"
+        )
+
     def apply(self, plan: BudgetPlan, scheduler: torch.optim.lr_scheduler.LRScheduler | None = None) -> None:
         """Fix ``plan``: the schedule takes its shape from the next step on.
 
@@ -320,6 +352,8 @@ class TimeBudget:
         next step's rate, computed under the old shape, is recomputed under the plan's.
         """
         self.plan = plan
+        if self._started_at is not None:
+            self._planned_at = self.elapsed()
         self.shape.warmup_steps = plan.warmup_steps
         self.shape.lr_factor = plan.lr_factor
         self.shape.total_steps = plan.total_steps

@@ -559,6 +559,10 @@ class Trainer:
         if self.count_tokens is not None:
             postfix["tok/s"] = f"{tokens_per_second:.0f}"
         bar.set_postfix(postfix, refresh=False)
+        if self._budget is not None and step % self.config.log_every_steps == 0:
+            lateness = self._budget.lateness(step)
+            if lateness is not None and self._is_main_process:
+                logger.warning("%s", lateness)
         if self._budget is not None and self._distributed.largest(int(self._budget.measurement_over())):
             self._fix_budget_plan()
         elif self.config.eval_every_steps and step % self.config.eval_every_steps == 0:
