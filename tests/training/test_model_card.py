@@ -72,3 +72,21 @@ def test_a_bad_card_is_one_line_naming_the_file(tmp_path, text, problem):
     with pytest.raises(ValueError, match=problem) as error:
         add_test_scores(tmp_path, "test", "greedy", {"bleu": 1.0})
     assert str(tmp_path / CARD_FILE) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_default_dataset_names_its_language_and_files_name_none():
+    couplet = card_facts(
+        {"task": "couplet", "data": {"data_dir": "/data"}},
+        parameters=1,
+        step=1,
+        epoch=0,
+        training_seconds=1.0,
+        machine="CPU",
+        threads=1,
+        validation={},
+        validation_step=None,
+    )
+    assert (couplet["languages"], couplet["data"]["dataset"]) == (["zh"], "couplet")
+    assert facts()["languages"] == []  # the user's news.csv: its language is not known
+    text = render_card(couplet)
+    assert yaml.safe_load(text.split("---\n")[1])["language"] == ["zh"]

@@ -37,6 +37,8 @@ _HUB_TASKS = {
     "classification": "text-classification",
 }
 _DEFAULT_DATASETS = {"translation": "multi30k", "couplet": "couplet", "classification": "ag_news"}
+# The languages of those datasets where the config names none (Chinese couplets, English news).
+_DEFAULT_LANGUAGES = {"couplet": ["zh"], "classification": ["en"]}
 _MODEL_SIZES = (
     "d_model",
     "nhead",
@@ -78,7 +80,11 @@ def card_facts(
     model = config.get("model") if isinstance(config.get("model"), Mapping) else {}
     train = config.get("train") if isinstance(config.get("train"), Mapping) else {}
     assert isinstance(data, Mapping) and isinstance(model, Mapping) and isinstance(train, Mapping)
+    counts = config.get(DATA_COUNTS_KEY)
     languages = [str(data[key]) for key in ("source_language", "target_language") if data.get(key)]
+    data_facts = _data_facts(task, data, counts if isinstance(counts, Mapping) else {})
+    if not languages and not data_facts["files"]:
+        languages = list(_DEFAULT_LANGUAGES.get(task, []))
     training: dict[str, Any] = {
         "steps": step,
         "epochs_completed": epoch,
@@ -89,11 +95,10 @@ def card_facts(
     }
     if config.get("time_budget_plan"):
         training["time_budget_plan"] = dict(config["time_budget_plan"])
-    counts = config.get(DATA_COUNTS_KEY)
     return {
         "task": task,
         "languages": languages,
-        "data": _data_facts(task, data, counts if isinstance(counts, Mapping) else {}),
+        "data": data_facts,
         "model": {"parameters": parameters, **{key: model[key] for key in _MODEL_SIZES if key in model}},
         "training": training,
         "validation": {"step": validation_step, "metrics": {key: float(value) for key, value in validation.items()}},
