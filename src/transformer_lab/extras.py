@@ -24,6 +24,7 @@ EXTRA_OF_PACKAGE = {
     "ctranslate2": "deploy",
     "onnx": "deploy",
     "onnxruntime": "deploy",
+    "tensorboard": "tensorboard",
 }
 
 

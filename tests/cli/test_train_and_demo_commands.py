@@ -72,3 +72,33 @@ def test_precision_flag_sets_bf16_in_the_saved_config(tmp_path: Path) -> None:
     assert main(["train", "copy", "--out", str(out), "--precision", "bf16", *TINY]) == 0
     saved = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
     assert saved["train"]["precision"] == "bf16"
+
+
+def test_time_budget_flag_plans_the_run_and_records_the_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from transformer_lab.training import time_budget
+
+    # A clock that moves 1 s each time it is read, so the run is short and its plan exact.
+    readings = iter(range(10**6))
+    monkeypatch.setattr(time_budget, "now", lambda: float(next(readings)))
+    out = tmp_path / "budget"
+    assert main(["train", "copy", "--out", str(out), "--time-budget", "45s", *TINY]) == 0
+    saved = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
+    assert saved["train"]["time_budget"] == "45s"
+    plan = saved["time_budget_plan"]
+    assert plan["budget_seconds"] == 45.0 and plan["measured_steps"] >= 1
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert max(steps) == plan["total_steps"]
+
+    assert main(["train", "copy", "--out", str(tmp_path / "short"), "--time-budget", "20s", *TINY]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "time_budget" in error[0] and "30 s" in error[0], error
+
+
+def test_tensorboard_flag_writes_event_files_beside_the_log(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "board"
+    assert main(["train", "copy", "--out", str(out), "--tensorboard", *TINY]) == 0
+    assert json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))["train"]["tensorboard"] is True
+    assert [path.name.split(".")[0] for path in (out / "tensorboard").iterdir()] == ["events"]

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from transformer_lab.cli import main
+from transformer_lab.data import load_multi30k
+from transformer_lab.hardware import cpu_model_name
 from transformer_lab.tasks import translation
 from transformer_lab.training import apply_overrides
 
@@ -191,3 +195,55 @@ def test_the_multi30k_files_given_by_path_as_tsv_and_as_json_lines_give_the_same
         assert len(batches) == len(expected_batches), name
         for ours, theirs in zip(batches, expected_batches):
             assert torch.equal(ours.src_ids, theirs.src_ids) and torch.equal(ours.tgt_in_ids, theirs.tgt_in_ids), name
+
+
+def _front_matter(folder: Path) -> dict:
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    assert text.startswith("---\n")
+    return yaml.safe_load(text.split("---\n")[1])
+
+
+def test_every_checkpoint_has_a_model_card_and_evaluate_adds_its_scores(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [json.loads(line) for line in (trained_run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    evaluations = [row for row in rows if row["event"] == "eval"]
+    best_row = max(evaluations, key=lambda row: row["val_bleu"])  # best_metric val_bleu, max
+    for folder, row in (("last", evaluations[-1]), ("best", best_row)):
+        front = _front_matter(trained_run / folder)
+        facts = front["transformer_lab"]
+        model, _, _ = translation.load_translator(trained_run / folder)
+        assert front["language"] == ["de", "en"] and front["pipeline_tag"] == "translation"
+        assert facts["data"]["dataset"] == "multi30k"
+        assert facts["data"]["counts"] == {"training pairs": 200, "validation pairs": 20}
+        assert facts["model"]["parameters"] == sum(parameter.numel() for parameter in model.parameters())
+        assert (facts["model"]["d_model"], facts["model"]["num_encoder_layers"]) == (32, 1)
+        assert facts["training"]["steps"] == row["step"] and facts["training"]["machine"] == cpu_model_name()
+        assert facts["training"]["seconds"] > 0
+        metrics = {name: value for name, value in row.items() if name.startswith("val_")}
+        assert facts["validation"] == {"step": row["step"], "metrics": metrics}
+        (result,) = front["model-index"][0]["results"]
+        assert result["dataset"]["split"] == "validation"
+        assert {entry["name"]: entry["value"] for entry in result["metrics"]} == pytest.approx(metrics, abs=1e-4)
+        assert "- training pairs: 200\n" in (trained_run / folder / "README.md").read_text(encoding="utf-8")
+
+    # evaluate on five validation lines: the scores join best/'s card, once however often it runs.
+    source, reference = tmp_path / "five.de", tmp_path / "five.en"
+    pairs = load_multi30k("val", DATA_DIR)[:5]
+    source.write_text("".join(de + "\n" for de, _ in pairs), encoding="utf-8")
+    reference.write_text("".join(en + "\n" for _, en in pairs), encoding="utf-8")
+    command = ["evaluate", "translation", "--checkpoint", str(trained_run / "best"), "--beam", "1"]
+    command += ["--source", str(source), "--reference", str(reference), "--output", str(tmp_path / "hyp.txt")]
+    for _ in range(2):
+        assert main(command) == 0
+    printed = capsys.readouterr().out
+    bleu = float(printed.split("BLEU (cased)")[-1].split()[0])
+    front = _front_matter(trained_run / "best")
+    tests = front["transformer_lab"]["test"]
+    assert [(test["split"], test["search"]) for test in tests] == [("five.de", "greedy")]
+    assert round(tests[0]["metrics"]["bleu"], 2) == bleu
+    splits = [result["dataset"]["split"] for result in front["model-index"][0]["results"]]
+    assert splits == ["validation", "five.de"]
+    assert f"| five.de | greedy | bleu | {bleu:.2f} |" in (trained_run / "best" / "README.md").read_text("utf-8")
+    # last/ shared the card's file with best/ by hard link where both were saved at once; it keeps its own.
+    assert _front_matter(trained_run / "last")["transformer_lab"]["test"] == []

@@ -36,6 +36,7 @@ from transformer_lab.evaluation.couplet_metrics import CoupletReport
 from transformer_lab.tasks import classification, couplet, translation
 from transformer_lab.tasks.registry import TASKS, task_named
 from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.model_card import add_test_scores
 
 NUM_SAMPLES = 20
 # sacreBLEU's tokenizers (ja-mecab and ko-mecab need sacrebleu's extras).
@@ -168,7 +169,19 @@ def _evaluate_translation(arguments: argparse.Namespace, split: str) -> int:
     print(f"BLEU (lowercased) {report.lowercased.score:.2f}  {report.lowercased.signature}")
     print(f"chrF++            {report.chrf.score:.2f}  {report.chrf.signature}")
     print(f"hypotheses: {output}")
+    scores = {"bleu": report.cased.score, "bleu_lowercased": report.lowercased.score, "chrf": report.chrf.score}
+    _record_in_card(checkpoint, name, search, scores)
     return 0
+
+
+def _record_in_card(checkpoint: Path, split: str, search: str, scores: dict[str, float]) -> None:
+    """Add the scores to the checkpoint's model card (README.md), if it has one."""
+    try:
+        card = add_test_scores(checkpoint, split, search, scores)
+    except FileNotFoundError:
+        print(f"model card: none in {checkpoint} (a checkpoint written before cards); scores not recorded")
+        return
+    print(f"model card: {card}")
 
 
 def _evaluate_couplet(arguments: argparse.Namespace, split: str) -> int:
@@ -202,6 +215,7 @@ def _evaluate_couplet(arguments: argparse.Namespace, split: str) -> int:
     ]:
         print(f"  {upper} | {ours} | {reference}")
     print(f"hypotheses: {output}\nsamples: {samples}")
+    _record_in_card(resolve_checkpoint(arguments.checkpoint), split, search, {"bleu": evaluation.report.bleu.score})
     return 0
 
 
@@ -329,4 +343,6 @@ def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
     )
     print(f"report: {output}")
     print(f"confusion matrix: {picture}")
+    search = "int8" if arguments.precision == "int8" else "argmax"
+    _record_in_card(checkpoint, split, search, {"accuracy": report.accuracy, "macro_f1": report.macro_f1})
     return 0

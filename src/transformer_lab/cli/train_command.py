@@ -54,6 +54,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument(
+        "--time-budget",
+        default=None,
+        metavar="DURATION",
+        help="train as well as fits in this wall-clock time (90m, 1h30m, 5400s): measure the speed, then fix "
+        "the steps, warm-up and cool-down; = --set train.time_budget=...",
+    )
+    parser.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also write the metrics as TensorBoard event files in OUT/tensorboard (the tensorboard extra); "
+        "= --set train.tensorboard=true",
+    )
+    parser.add_argument(
         "--train",
         nargs="+",
         default=None,
@@ -130,6 +143,10 @@ def _run_in_folder(arguments: argparse.Namespace, out_dir: Path) -> int:
     if arguments.precision is not None:
         # Applied before the --set overrides, which therefore win if both are given.
         arguments.overrides = [f"train.precision={arguments.precision}", *arguments.overrides]
+    if arguments.time_budget is not None:
+        arguments.overrides = [f"train.time_budget={arguments.time_budget}", *arguments.overrides]
+    if arguments.tensorboard:
+        arguments.overrides = ["train.tensorboard=true", *arguments.overrides]
     return _train(task_named(arguments.task), arguments, out_dir)
 
 

@@ -89,6 +89,7 @@ from transformer_lab.training import (
     load_task_config,
 )
 from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.model_card import DATA_COUNTS_KEY
 from transformer_lab.training.once_per_machine import once_per_machine
 from transformer_lab.training.trainer import LAST_FOLDER
 
@@ -780,7 +781,15 @@ def train(
         d_model=config.model.d_model,
         evaluate_fn=evaluate,
         count_tokens=lambda batch: int((batch.token_ids != PAD_ID).sum()),
-        checkpoint_config={"task": TASK_NAME, **metadata, **config_to_dict(config)},
+        checkpoint_config={
+            "task": TASK_NAME,
+            **metadata,
+            DATA_COUNTS_KEY: {
+                "training articles": len(data.train_store),
+                "validation articles": len(data.validation_articles),
+            },
+            **config_to_dict(config),
+        },
         extra_files={TOKENIZER_FILE: data.tokenizer.to_json()},
         resume=resume,
     )

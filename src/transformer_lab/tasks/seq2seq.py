@@ -42,6 +42,7 @@ from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.finetune import load_initial_weights
 from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
 from transformer_lab.training import Trainer, config_to_dict, data_shard, label_smoothed_cross_entropy
+from transformer_lab.training.model_card import DATA_COUNTS_KEY
 from transformer_lab.training.trainer import LAST_FOLDER
 
 logger = logging.getLogger(__name__)
@@ -215,6 +216,7 @@ def train(
     model = Seq2SeqTransformer.from_config(model_config)
     metadata = load_initial_weights(model, init_from, resume)
     report = {"data_report": data.report} if data.report else {}
+    counts = {"training pairs": len(data.train_store), "validation pairs": len(data.validation_pairs)}
     trainer = Trainer(
         model,
         train_config,
@@ -225,7 +227,7 @@ def train(
         d_model=model_config.d_model,
         evaluate_fn=evaluate,
         count_tokens=lambda batch: batch.num_target_tokens,
-        checkpoint_config={"task": task.name, **report, **metadata, **config_to_dict(config)},
+        checkpoint_config={"task": task.name, **report, **metadata, DATA_COUNTS_KEY: counts, **config_to_dict(config)},
         extra_files=task.vocabulary_files(data.vocabulary),
         resume=resume,
     )

@@ -13,6 +13,8 @@ import torch
 
 from transformer_lab.hardware import PRECISIONS
 
+from .time_budget import check_budget
+
 __all__ = ["TrainConfig"]
 
 
@@ -65,6 +67,12 @@ class TrainConfig:
     # A batch with a non-finite loss, or a step with a non-finite gradient norm, is skipped
     # (no optimizer or schedule step) with a warning; this many in a row stop training.
     max_nonfinite_steps: int = 5
+    # Train to a wall-clock budget ("90m", "1h30m", "5400s", or seconds) instead of epochs
+    # and max_steps: the run measures its speed, then fixes its steps (time_budget.py).
+    time_budget: str | float | None = None
+    # Also write metrics.jsonl's scalars as TensorBoard event files in out_dir/tensorboard/
+    # (needs the tensorboard extra).
+    tensorboard: bool = False
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -93,5 +101,7 @@ class TrainConfig:
             raise ValueError(
                 f"device: expected a torch device such as 'cpu' or 'cuda:0', got {self.device!r}"
             ) from error
+        if self.time_budget is not None:
+            check_budget(self.time_budget, "time_budget")
         if not self.best_metric:
             raise ValueError(f"best_metric: expected a metric name, got {self.best_metric!r}")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from transformer_lab.training.checkpoint import ASIDE_MARK, TEMPORARY_MARK
 from transformer_lab.training.run_lock import LOCK_FILE
+from transformer_lab.training.tensorboard_log import TENSORBOARD_FOLDER
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def prepare_new_run(out_dir: Path) -> Path | None:
         foreign = sorted(
             path.name
             for path in out_dir.iterdir()
-            if path.name not in (METRICS_FILE, LOCK_FILE)
+            if path.name not in (METRICS_FILE, LOCK_FILE, TENSORBOARD_FOLDER)
             and not _WORK_LEFTOVERS.match(path.name)
             and not _INTERRUPTED_LOG.match(path.name)
         )

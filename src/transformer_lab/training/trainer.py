@@ -38,6 +38,10 @@ Files under ``out_dir``::
 
 (the log is written by ``metrics_log.py``, the step folders rotated by ``run_folder.py``).
 
+With ``config.time_budget`` the run's length comes from the clock instead of ``epochs`` and
+``max_steps``: after a 30-second measurement it validates once and fixes its total steps,
+warm-up and cool-down (``time_budget.py``), recorded in ``config.json`` for ``--resume``.
+
 Evaluation (and checkpointing) happens every ``eval_every_steps`` optimizer steps, or at the
 end of each epoch when that is 0, and once more at the end of :meth:`Trainer.fit` if the
 last step was not evaluated yet.
@@ -81,18 +85,34 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from transformer_lab.hardware import autocast, resolve_precision
+from transformer_lab.hardware import autocast, cpu_model_name, resolve_precision
 
-from .checkpoint import copy_checkpoint, load_model_weights, recover_interrupted_save, save_checkpoint
+from . import time_budget
+from .checkpoint import (
+    CONFIG_FILE,
+    copy_checkpoint,
+    load_checkpoint_config,
+    load_model_weights,
+    recover_interrupted_save,
+    save_checkpoint,
+)
 from .config import TrainConfig
 from .config_io import config_to_dict
 from .distributed import DataParallel
 from .loss_window import LossWindow
 from .metrics_log import MetricsLog
-from .optimization import OptimizerFactory, ScheduleFactory, build_optimization
+from .model_card import CARD_FILE, card_facts, read_card, render_card
+from .optimization import (
+    OptimizerFactory,
+    ScheduleFactory,
+    build_optimization,
+    planned_optimizer_steps,
+)
 from .rng_state import RandomState, isolated_rng, seed_all
 from .run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_folder_name
 from .stop_signal import StopRequests, TrainingInterrupted
+from .tensorboard_log import TensorBoardLog, require_tensorboard
+from .time_budget import PLAN_KEY, BudgetPlan, TimeBudget
 from .trainer_state import TrainerState
 
 __all__ = ["Trainer", "TrainingDivergedError"]
@@ -111,6 +131,7 @@ _TRAJECTORY_FIELDS = (
     "clip_grad_norm",
     "grad_accum_steps",
     "precision",
+    "time_budget",
 )
 
 
@@ -207,6 +228,11 @@ class Trainer:
         self._parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
         if not self._parameters:
             raise ValueError("model: expected at least one parameter with requires_grad=True, got none")
+        # A time budget fixes the run's length after measuring; its schedule follows the plan.
+        self._budget = _time_budget(config, train_batches) if config.time_budget is not None else None
+        if self._budget is not None and schedule_factory is None and d_model is not None:
+            schedule_factory = self._budget.schedule_factory(d_model)
+            config = dataclasses.replace(config, cooldown_steps=0)  # the budget's schedule holds it
         self.optimizer, self.scheduler = build_optimization(
             self._parameters,
             config,
@@ -227,6 +253,9 @@ class Trainer:
         self._consecutive_nonfinite = 0
         self._window = LossWindow(lr=self.optimizer.param_groups[0]["lr"])
         self._metrics_log = MetricsLog(self.out_dir)
+        self._tensorboard: TensorBoardLog | None = None
+        if config.tensorboard and self._is_main_process:
+            require_tensorboard()  # now, not after the data and the model are built and the first steps
         self._last_checkpoint_step: int | None = None
         self._stop_requests = StopRequests()
         # Random states to apply when fit() starts, not now, so that whatever the caller
@@ -234,10 +263,18 @@ class Trainer:
         self._pending_rng_state: RandomState | None = None
         self._started = False
         self._resumed = False
+        # For the model card: training seconds before a resume (read back from
+        # last/'s card), when fit() started, the step last validated.
+        self._earlier_seconds = 0.0
+        self._fit_started_at: float | None = None
+        self._metrics_step: int | None = None
         if self._is_main_process:
             remove_pruned_leftovers(self.out_dir)
         if resume:
             self._load_resume_state(self.out_dir / LAST_FOLDER)
+            if self._budget is not None:
+                self._resume_budget_plan(self.out_dir / LAST_FOLDER)
+            self._earlier_seconds = _card_training_seconds(self.out_dir / LAST_FOLDER)
 
     # -- the seam for DistributedDataParallel ---------------------------------------------
 
@@ -262,11 +299,11 @@ class Trainer:
     def fit(self) -> dict[str, Any]:
         """Train until ``config.epochs`` or ``config.max_steps`` is reached; return a summary.
 
-        The summary holds ``steps``, ``epochs_completed``, ``stopped_by`` ("max_steps" or
-        "epochs"), ``final_train_loss``, ``final_metrics``, ``best_metric``,
-        ``best_value`` and ``wall_seconds``.
+        The summary holds ``steps``, ``epochs_completed``, ``stopped_by`` ("max_steps",
+        "epochs" or "time_budget"), ``final_train_loss``, ``final_metrics``, ``best_metric``,
+        ``best_value``, ``wall_seconds`` and, under a time budget, its ``time_budget_plan``.
         """
-        start_time = time.perf_counter()
+        start_time = self._fit_started_at = time.perf_counter()
         if self._pending_rng_state is not None:
             self._pending_rng_state.restore(self.device)
             self._pending_rng_state = None
@@ -278,6 +315,18 @@ class Trainer:
             if self._resumed:
                 self._metrics_log.truncate_after(self.global_step)
                 self._resumed = False
+            if self.config.tensorboard:
+                # Earlier event files' points after this step are dropped, as their log rows are.
+                self._tensorboard = TensorBoardLog(self.out_dir, purge_step=self.global_step + 1)
+        try:
+            return self._train(start_time)
+        finally:
+            if self._tensorboard is not None:
+                self._tensorboard.close()
+                self._tensorboard = None
+
+    def _train(self, start_time: float) -> dict[str, Any]:
+        """The body of :meth:`fit`, once the random states and the logs are ready."""
         self._window.restart_clock()
         self.model.train()
         if self.device.type == "cpu":
@@ -287,6 +336,14 @@ class Trainer:
         else:
             logger.info("training on %s, precision %s", self.device, self.config.precision)
 
+        if self._budget is not None:
+            self._budget.start()
+            if self._budget.measuring:
+                logger.info(
+                    "time budget %.0f s: measuring this machine's speed for %.0f s first",
+                    self._budget.budget_seconds,
+                    time_budget.MEASUREMENT_SECONDS,
+                )
         stopped_by = self._limit_reached()
         # SIGTERM / SIGINT: finish the step in progress, save last/, raise TrainingInterrupted.
         with self._stop_requests:
@@ -307,6 +364,7 @@ class Trainer:
             "best_metric": self.config.best_metric,
             "best_value": self.best_value,
             "wall_seconds": wall_seconds,
+            **({PLAN_KEY: self._budget.plan.to_dict()} if self._budget and self._budget.plan else {}),
         }
 
     def evaluate(self) -> dict[str, float]:
@@ -337,6 +395,10 @@ class Trainer:
     # -- the loop -------------------------------------------------------------------------
 
     def _limit_reached(self) -> str | None:
+        if self._budget is not None:
+            # The budget replaces epochs and max_steps; while measuring, nothing stops the run.
+            plan = self._budget.plan
+            return "time_budget" if plan is not None and self.global_step >= plan.total_steps else None
         if self.config.max_steps and self.global_step >= self.config.max_steps:
             return "max_steps"
         if self.config.epochs and self.epoch >= self.config.epochs:
@@ -398,7 +460,7 @@ class Trainer:
                 if stepped:
                     self._after_step(bar)
                     self._stop_if_asked()
-                    if self.config.max_steps and self.global_step >= self.config.max_steps:
+                    if self._limit_reached() is not None:
                         return
             if group_size:
                 # The epoch ended inside a group: step on what it has.
@@ -493,7 +555,13 @@ class Trainer:
         if self.count_tokens is not None:
             postfix["tok/s"] = f"{tokens_per_second:.0f}"
         bar.set_postfix(postfix, refresh=False)
-        if self.config.eval_every_steps and step % self.config.eval_every_steps == 0:
+        if self._budget is not None and step % self.config.log_every_steps == 0:
+            lateness = self._budget.lateness(step)
+            if lateness is not None and self._is_main_process:
+                logger.warning("%s", lateness)
+        if self._budget is not None and self._distributed.largest(int(self._budget.measurement_over())):
+            self._fix_budget_plan()
+        elif self.config.eval_every_steps and step % self.config.eval_every_steps == 0:
             self._evaluate_and_save()
 
     def _stop_if_asked(self) -> None:
@@ -511,11 +579,63 @@ class Trainer:
     def _write_metrics_row(self, row: dict[str, Any]) -> None:
         if self._is_main_process:
             self._metrics_log.append(row)
+            if self._tensorboard is not None:
+                self._tensorboard.append(row)
 
     # -- evaluation and checkpoints -------------------------------------------------------
 
-    def _evaluate_and_save(self) -> None:
+    def _fix_budget_plan(self) -> None:
+        """End the measurement: validate (timed), fix the plan, record it, save."""
+        assert self._budget is not None
+        budget = self._budget
+        training_seconds = budget.measured_training_seconds()
+        started = time_budget.now()
         metrics = self._distributed.run_on_main(self.evaluate)
+        evaluation_seconds = time_budget.now() - started
+        # Rank 0's plan on every rank, so that all stop at the same step.
+        plan = self._distributed.run_on_main(
+            lambda: budget.make_plan(self.global_step, training_seconds, evaluation_seconds)
+        )
+        budget.apply(plan, self.scheduler)
+        self._window.lr = self.optimizer.param_groups[0]["lr"]
+        self.checkpoint_config[PLAN_KEY] = plan.to_dict()
+        logger.info(
+            "time budget %.0f s: %.3f steps/s over %d steps, %.1f s a validation: %d steps in all "
+            "(warm-up %d, cool-down %d, lr_factor %.4g)",
+            plan.budget_seconds,
+            plan.steps_per_second,
+            plan.measured_steps,
+            plan.evaluation_seconds,
+            plan.total_steps,
+            plan.warmup_steps,
+            plan.cooldown_steps,
+            plan.lr_factor,
+        )
+        self._evaluate_and_save(metrics)
+
+    def _resume_budget_plan(self, folder: Path) -> None:
+        """Continue the plan recorded in ``folder``'s config.json, whatever the clock says now."""
+        assert self._budget is not None
+        saved = load_checkpoint_config(folder).get(PLAN_KEY)
+        if saved is None:
+            logger.warning("%s was saved during the time budget's measurement: measuring again", folder)
+            return
+        plan = BudgetPlan.from_dict(saved, str(folder / CONFIG_FILE))
+        if plan.budget_seconds != self._budget.budget_seconds:
+            logger.warning(
+                "time_budget changed from %.0f s to %.0f s since the run started; the run keeps its plan",
+                plan.budget_seconds,
+                self._budget.budget_seconds,
+            )
+        self._budget.apply(plan)
+        self.checkpoint_config[PLAN_KEY] = plan.to_dict()
+        logger.info("time budget: continuing the plan of %d steps", plan.total_steps)
+
+    def _evaluate_and_save(self, metrics: dict[str, float] | None = None) -> None:
+        """Validate (unless ``metrics`` are given, already measured), record, save checkpoints."""
+        started = time_budget.now()
+        if metrics is None:
+            metrics = self._distributed.run_on_main(self.evaluate)
         improved = False
         if metrics:
             name = self.config.best_metric
@@ -533,6 +653,7 @@ class Trainer:
                 self.best_value = value
                 improved = True
             self.last_metrics = metrics
+            self._metrics_step = self.global_step
             self._write_metrics_row({"event": "eval", "step": self.global_step, "epoch": self.epoch, **metrics})
             logger.info(
                 "step %d: %s",
@@ -541,6 +662,8 @@ class Trainer:
             )
         self._save_checkpoints(improved)
         self._last_checkpoint_step = self.global_step
+        if self._budget is not None:
+            self._budget.note_evaluation(time_budget.now() - started)
 
     def _save_checkpoints(self, improved: bool) -> None:
         """Write best/ (if improved), step-N/ (if kept) and last/, in that order.
@@ -566,12 +689,32 @@ class Trainer:
             targets[0],
             self._unwrapped_model,
             self.checkpoint_config,
-            extra_files=self.extra_files,
+            extra_files={**self.extra_files, CARD_FILE: self._model_card()},
             trainer_state=self._trainer_state(rng_by_rank),
         )
         for target in targets[1:]:
             copy_checkpoint(targets[0], target)
         prune_step_checkpoints(self.out_dir, self.config.keep_last)
+
+    def _model_card(self) -> str:
+        """The checkpoint's README.md: what it was trained on, its sizes, time, machine and scores."""
+        this_fit = time.perf_counter() - self._fit_started_at if self._fit_started_at is not None else 0.0
+        if self.device.type == "cuda":
+            machine = torch.cuda.get_device_name(self.device)
+        else:
+            machine = cpu_model_name()
+        facts = card_facts(
+            self.checkpoint_config,
+            parameters=sum(parameter.numel() for parameter in self._unwrapped_model.parameters()),
+            step=self.global_step,
+            epoch=self.epoch,
+            training_seconds=self._earlier_seconds + this_fit,
+            machine=machine,
+            threads=torch.get_num_threads(),
+            validation=self.last_metrics,
+            validation_step=self._metrics_step,
+        )
+        return render_card(facts)
 
     def _trainer_state(self, rng_by_rank: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         return TrainerState(
@@ -640,3 +783,35 @@ class Trainer:
             self.epoch,
             self.batch_index,
         )
+
+
+def _time_budget(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> TimeBudget:
+    """The budget of ``config``, with the run length it compresses and the steps between validations."""
+    assert config.time_budget is not None
+    evaluate_every = config.eval_every_steps
+    if not evaluate_every:
+        try:
+            batches = len(train_batches(0))  # type: ignore[arg-type]
+        except TypeError:
+            raise ValueError(
+                "time_budget: needs eval_every_steps > 0 or train_batches(epoch) with a len(), to count "
+                "the validations it plans for; got neither"
+            ) from None
+        evaluate_every = math.ceil(batches / config.grad_accum_steps)
+    return TimeBudget(
+        config.time_budget,
+        warmup_steps=config.warmup_steps,
+        cooldown_steps=config.cooldown_steps,
+        lr_factor=config.lr_factor,
+        configured_steps=planned_optimizer_steps(config, train_batches),
+        evaluate_every=evaluate_every,
+    )
+
+
+def _card_training_seconds(folder: Path) -> float:
+    """The training seconds recorded in ``folder``'s model card; 0 (with a note) where there is none."""
+    try:
+        return float(read_card(folder)["training"]["seconds"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        logger.info("no training time in %s's model card (%s); the card counts from this resume", folder, error)
+        return 0.0

@@ -1,0 +1,259 @@
+"""The model card: ``README.md`` in every checkpoint, for a person who opens the folder.
+
+It follows the Hugging Face Hub's convention: YAML front matter with ``language``, ``tags``,
+``datasets`` and a ``model-index`` block (each result a task, a dataset with its split, and
+metrics), then Markdown. The facts it is made from sit in the front matter under
+``transformer_lab`` (task, languages, data files and counts, the model's sizes, the
+training's steps, time and machine, the validation and test scores), so that the body can
+be rendered again from the card alone: ``evaluate`` adds its test scores that way
+(:func:`add_test_scores`), rewriting the file atomically (a temporary file renamed over it;
+the other checkpoint folders that share the old file by hard link keep theirs).
+
+The facts come from the checkpoint's ``config.json`` (the task, its ``data`` and ``model``
+sections, ``data_counts`` written by the task, a time budget's plan) and from the Trainer
+(step, epoch, seconds, machine, parameters, validation metrics).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["CARD_FILE", "DATA_COUNTS_KEY", "add_test_scores", "card_facts", "read_card", "render_card"]
+
+CARD_FILE = "README.md"
+# The key of config.json where a task records how many examples it trained and validated on.
+DATA_COUNTS_KEY = "data_counts"
+_FACTS_KEY = "transformer_lab"
+# The Hub's task types and each task's dataset when it reads no files of the user's.
+_HUB_TASKS = {
+    "translation": "translation",
+    "couplet": "text2text-generation",
+    "classification": "text-classification",
+}
+_DEFAULT_DATASETS = {"translation": "multi30k", "couplet": "couplet", "classification": "ag_news"}
+# The languages of those datasets where the config names none (Chinese couplets, English news).
+_DEFAULT_LANGUAGES = {"couplet": ["zh"], "classification": ["en"]}
+_MODEL_SIZES = (
+    "d_model",
+    "nhead",
+    "num_encoder_layers",
+    "num_decoder_layers",
+    "num_layers",
+    "dim_feedforward",
+    "src_vocab_size",
+    "tgt_vocab_size",
+    "vocab_size",
+    "num_classes",
+)
+
+
+def _data_facts(task: str, data: Mapping[str, Any], counts: Mapping[str, Any]) -> dict[str, Any]:
+    files = [str(name) for key in ("train_files", "valid_files") for name in data.get(key) or ()]
+    for key in ("train_file", "prepared_dir"):
+        if data.get(key):
+            files.append(str(data[key]))
+    dataset = _DEFAULT_DATASETS.get(task, task) if not files else Path(files[0]).name
+    return {"dataset": dataset, "files": files, "counts": dict(counts)}
+
+
+def card_facts(
+    config: Mapping[str, Any],
+    *,
+    parameters: int,
+    step: int,
+    epoch: int,
+    training_seconds: float,
+    machine: str,
+    threads: int,
+    validation: Mapping[str, float],
+    validation_step: int | None,
+) -> dict[str, Any]:
+    """The facts of a checkpoint's card, from its ``config.json`` and the Trainer's figures."""
+    task = str(config.get("task") or "model")
+    data = config.get("data") if isinstance(config.get("data"), Mapping) else {}
+    model = config.get("model") if isinstance(config.get("model"), Mapping) else {}
+    train = config.get("train") if isinstance(config.get("train"), Mapping) else {}
+    assert isinstance(data, Mapping) and isinstance(model, Mapping) and isinstance(train, Mapping)
+    counts = config.get(DATA_COUNTS_KEY)
+    languages = [str(data[key]) for key in ("source_language", "target_language") if data.get(key)]
+    data_facts = _data_facts(task, data, counts if isinstance(counts, Mapping) else {})
+    if not languages and not data_facts["files"]:
+        languages = list(_DEFAULT_LANGUAGES.get(task, []))
+    training: dict[str, Any] = {
+        "steps": step,
+        "epochs_completed": epoch,
+        "seconds": round(training_seconds, 1),
+        "machine": machine,
+        "threads": threads,
+        "precision": train.get("precision"),
+    }
+    if config.get("time_budget_plan"):
+        training["time_budget_plan"] = dict(config["time_budget_plan"])
+    return {
+        "task": task,
+        "languages": languages,
+        "data": data_facts,
+        "model": {"parameters": parameters, **{key: model[key] for key in _MODEL_SIZES if key in model}},
+        "training": training,
+        "validation": {"step": validation_step, "metrics": {key: float(value) for key, value in validation.items()}},
+        "test": [],
+    }
+
+
+def _metric_entries(metrics: Mapping[str, float]) -> list[dict[str, Any]]:
+    # The Hub's metric type is the plain name (bleu, chrf, accuracy); the name keeps "val_".
+    return [
+        {"type": name.removeprefix("val_"), "value": round(float(value), 4), "name": name}
+        for name, value in metrics.items()
+    ]
+
+
+def _front_matter(facts: Mapping[str, Any]) -> dict[str, Any]:
+    task = facts["task"]
+    hub_task = _HUB_TASKS.get(task, "text2text-generation")
+    languages = facts["languages"]
+    task_name = f"{task} {'-'.join(languages)}".strip() if languages else task
+    dataset = facts["data"]["dataset"]
+    results = []
+    validation = facts["validation"]["metrics"]
+    if validation:
+        results.append(
+            {
+                "task": {"type": hub_task, "name": task_name},
+                "dataset": {"name": dataset, "type": dataset, "split": "validation"},
+                "metrics": _metric_entries(validation),
+            }
+        )
+    for test in facts["test"]:
+        results.append(
+            {
+                "task": {"type": hub_task, "name": task_name},
+                "dataset": {"name": dataset, "type": dataset, "split": test["split"]},
+                "metrics": _metric_entries(test["metrics"]),
+            }
+        )
+    front: dict[str, Any] = {}
+    if languages:
+        front["language"] = sorted(set(languages), key=languages.index)
+    front.update(
+        {
+            "library_name": "transformer_lab",
+            "pipeline_tag": hub_task,
+            "tags": ["transformer", "transformer_lab", task],
+            "datasets": [dataset],
+            "model-index": [{"name": f"transformer_lab-{task}", "results": results}],
+            _FACTS_KEY: dict(facts),
+        }
+    )
+    return front
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def render_card(facts: Mapping[str, Any]) -> str:
+    """The card's text: the front matter, then the Markdown rendered from ``facts``."""
+    front = yaml.safe_dump(_front_matter(facts), sort_keys=False, allow_unicode=True)
+    task, languages, data, model, training = (
+        facts["task"],
+        facts["languages"],
+        facts["data"],
+        facts["model"],
+        facts["training"],
+    )
+    lines = [
+        "---",
+        front.rstrip("\n"),
+        "---",
+        "",
+        f"# transformer_lab {task} model" + (f" ({' -> '.join(languages)})" if languages else ""),
+        "",
+        'An encoder-decoder Transformer ("Attention Is All You Need") trained with transformer_lab; load it '
+        "with the checkpoint loaders or the `transformer-lab` commands, pointing them at this folder.",
+        "",
+        "## Data",
+        "",
+        f"- Dataset: {data['dataset']}" + (f"; files: {', '.join(data['files'])}" if data["files"] else ""),
+    ]
+    for name, count in data["counts"].items():
+        lines.append(f"- {name}: {_number(count)}")
+    lines += ["", "## Model", "", "| size | value |", "|---|---:|"]
+    lines += [f"| {name} | {_number(value)} |" for name, value in model.items()]
+    minutes = training["seconds"] / 60
+    lines += [
+        "",
+        "## Training",
+        "",
+        f"- {_number(training['steps'])} optimizer steps, {training['epochs_completed']} epochs completed, "
+        f"{training['seconds']:.0f} s ({minutes:.1f} minutes) of training",
+        f"- Machine: {training['machine']}, {training['threads']} thread(s), precision {training['precision']}",
+    ]
+    plan = training.get("time_budget_plan")
+    if plan:
+        lines.append(
+            f"- Time budget {plan['budget_seconds']:.0f} s: {plan['steps_per_second']:.3f} steps/s measured over "
+            f"{plan['measured_steps']} steps, so {plan['total_steps']} steps (warm-up {plan['warmup_steps']}, "
+            f"cool-down {plan['cooldown_steps']})"
+        )
+    lines += ["", "## Scores", "", "| split | search | metric | value |", "|---|---|---|---:|"]
+    validation = facts["validation"]
+    where = f"validation (step {validation['step']})" if validation["step"] is not None else "validation"
+    lines += [f"| {where} | - | {name} | {value:.2f} |" for name, value in validation["metrics"].items()]
+    for test in facts["test"]:
+        lines += [
+            f"| {test['split']} | {test['search']} | {name} | {value:.2f} |" for name, value in test["metrics"].items()
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def read_card(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """The facts of ``folder``'s card; a missing file is ``FileNotFoundError``, a malformed one ``ValueError``."""
+    path = Path(folder) / CARD_FILE
+    text = path.read_text(encoding="utf-8")
+    parts = text.split("---\n", 2)
+    if len(parts) != 3 or parts[0] != "":
+        raise ValueError(f"{path}: expected YAML front matter between '---' lines at the top, got none")
+    try:
+        front = yaml.safe_load(parts[1])
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: expected YAML front matter, got malformed YAML: {error}".splitlines()[0]) from None
+    facts = front.get(_FACTS_KEY) if isinstance(front, Mapping) else None
+    required = ("task", "languages", "data", "model", "training", "validation", "test")
+    if not isinstance(facts, Mapping) or any(key not in facts for key in required):
+        raise ValueError(f"{path}: expected a front matter section {_FACTS_KEY!r} with the keys {list(required)}")
+    return dict(facts)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def add_test_scores(folder: str | os.PathLike[str], split: str, search: str, metrics: Mapping[str, float]) -> Path:
+    """Add (or replace) the scores of ``split`` under ``search`` in ``folder``'s card; return its path."""
+    path = Path(folder) / CARD_FILE
+    facts = read_card(folder)
+    tests = [test for test in facts["test"] if (test.get("split"), test.get("search")) != (split, search)]
+    tests.append({"split": split, "search": search, "metrics": {key: float(value) for key, value in metrics.items()}})
+    facts["test"] = tests
+    _write_atomically(path, render_card(facts))
+    return path

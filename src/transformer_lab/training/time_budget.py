@@ -1,0 +1,368 @@
+"""Training to a wall-clock budget: measure this machine's speed, then fix the run's length.
+
+``train.time_budget`` ("90m", "1h30m", "5400s", 5400) replaces ``epochs`` and ``max_steps``.
+The run trains for ``MEASUREMENT_SECONDS`` (the measurement, counted within the budget),
+then validates and saves once, timing that, and fixes its total optimizer steps ``P``: the
+largest for which the steps still to take, at the measured seconds per step, plus the
+validations (with checkpoints) still due, at the measured validation time, fit in what is
+left of the budget less ``SAFETY_FRACTION`` of it (checkpoint writes, the rate's drift).
+The budget's clock starts when training starts; reading the data and building the model
+before that are not counted.
+
+The configured schedule is then compressed to ``P`` steps: when ``P`` is shorter than the
+configured run ``L`` (``max_steps``, or ``epochs`` times an epoch's steps), warm-up and
+cool-down shrink by ``P / L``, and ``lr_factor`` by the square root of that, so that the
+peak rate, Noam's ``factor * (d_model * warmup_steps) ** -0.5``, stays the one the preset was
+tuned with (a shorter warm-up alone would raise it). A longer ``P`` keeps them as they are.
+The measurement's few steps use the configured warm-up; their rates are tiny either way.
+
+The plan (:class:`BudgetPlan`) is logged and written into every checkpoint's
+``config.json`` under ``time_budget_plan``; ``--resume`` reads it back and continues the
+same schedule to the same ``P``, whatever the clock says then.
+
+The rate is measured once. If the machine slows down afterwards (other jobs on a shared
+CPU), the run keeps its plan and ends late; :meth:`TimeBudget.lateness` says so, once, as
+soon as the pace since the plan projects an end past the budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from .schedule import cooldown_multiplier, noam_lr
+
+__all__ = [
+    "MEASUREMENT_SECONDS",
+    "PLAN_KEY",
+    "SAFETY_FRACTION",
+    "BudgetPlan",
+    "ScheduleShape",
+    "TimeBudget",
+    "compressed_schedule",
+    "evaluations_due",
+    "parse_duration",
+    "plan_total_steps",
+]
+
+# Training time that measures the machine's speed, counted within the budget.
+MEASUREMENT_SECONDS = 30.0
+# The share of the budget left unplanned: checkpoint writes, logging, the speed's drift.
+SAFETY_FRACTION = 0.03
+# The key of config.json holding the plan.
+PLAN_KEY = "time_budget_plan"
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
+
+
+def now() -> float:
+    """The budget's clock (seconds, monotonic); one place so that tests can drive it."""
+    return time.perf_counter()
+
+
+def parse_duration(value: str | float, name: str = "train.time_budget") -> float:
+    """Seconds of ``value``: "90m", "1h30m", "5400s", "1.5h", "5400" or a number (seconds).
+
+    Anything else, or a duration of 0, is a ``ValueError`` naming ``name``.
+    """
+    expected = "a duration such as 90m, 1h30m, 5400s or 5400 (seconds)"
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError(f"{name}: expected {expected}, got {value!r}")
+    if isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        try:
+            seconds = float(text)
+        except ValueError:
+            match = _DURATION.match(text)
+            if not text or match is None:
+                raise ValueError(f"{name}: expected {expected}, got {value!r}") from None
+            hours, minutes, parts_seconds = (float(part) if part else 0.0 for part in match.groups())
+            seconds = hours * 3600 + minutes * 60 + parts_seconds
+    else:
+        seconds = float(value)
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"{name}: expected {expected}, longer than 0, got {value!r}")
+    return seconds
+
+
+def check_budget(value: str | float, name: str = "train.time_budget") -> float:
+    """The budget's seconds; one shorter than the measurement is refused, naming both."""
+    seconds = parse_duration(value, name)
+    if seconds <= MEASUREMENT_SECONDS:
+        raise ValueError(
+            f"{name}: expected more than the {MEASUREMENT_SECONDS:.0f} s that measure this machine's speed, "
+            f"got {value!r} ({seconds:g} s)"
+        )
+    return seconds
+
+
+def evaluations_due(done_steps: int, total_steps: int, evaluate_every: int) -> int:
+    """Validations after step ``done_steps`` up to ``total_steps``: every ``evaluate_every`` steps, and at the end."""
+    if total_steps <= done_steps:
+        return 0
+    periodic = total_steps // evaluate_every - done_steps // evaluate_every
+    return periodic + (0 if total_steps % evaluate_every == 0 else 1)
+
+
+def plan_total_steps(
+    budget_seconds: float,
+    elapsed_seconds: float,
+    done_steps: int,
+    seconds_per_step: float,
+    evaluation_seconds: float,
+    evaluate_every: int,
+) -> int:
+    """The largest total ``P >= done_steps`` whose remaining steps and validations fit the budget.
+
+    The plan fills ``budget_seconds * (1 - SAFETY_FRACTION)``: ``elapsed_seconds`` are spent,
+    each further step takes ``seconds_per_step``, each validation (with its checkpoint)
+    ``evaluation_seconds``, due as :func:`evaluations_due` counts them.
+    """
+    available = budget_seconds * (1 - SAFETY_FRACTION) - elapsed_seconds
+
+    def cost(total: int) -> float:
+        return (total - done_steps) * seconds_per_step + evaluations_due(
+            done_steps, total, evaluate_every
+        ) * evaluation_seconds
+
+    if cost(done_steps + 1) > available:
+        return done_steps
+    # cost() grows with the total, so the answer is found by doubling, then bisection.
+    low, high = done_steps + 1, done_steps + 2
+    while cost(high) <= available:
+        low, high = high, done_steps + 2 * (high - done_steps)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if cost(middle) <= available:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def compressed_schedule(
+    total_steps: int,
+    configured_steps: int,
+    done_steps: int,
+    warmup_steps: int,
+    cooldown_steps: int,
+    lr_factor: float,
+) -> tuple[int, int, float]:
+    """(warm-up, cool-down, factor) of the configured schedule fitted to ``total_steps`` (module docstring).
+
+    The cool-down never reaches back into the ``done_steps`` already taken.
+    """
+    scale = min(1.0, total_steps / configured_steps) if configured_steps > 0 else 1.0
+    warmup = max(1, round(warmup_steps * scale))
+    cooldown = min(round(cooldown_steps * scale), max(total_steps - done_steps, 0))
+    return warmup, cooldown, lr_factor * math.sqrt(warmup / warmup_steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetPlan:
+    """What the measurement found and the schedule it fixed; written into checkpoints."""
+
+    budget_seconds: float
+    # Optimizer steps of the measurement and their training seconds (validations excluded).
+    measured_steps: int
+    measured_seconds: float
+    steps_per_second: float
+    # One validation and its checkpoint, as timed at the end of the measurement.
+    evaluation_seconds: float
+    total_steps: int
+    warmup_steps: int
+    cooldown_steps: int
+    lr_factor: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> BudgetPlan:
+        """The plan of a checkpoint's ``config.json``; a malformed one is an error naming ``where``."""
+        names = [field.name for field in dataclasses.fields(cls)]
+        if not isinstance(data, Mapping) or sorted(data) != sorted(names):
+            raise ValueError(f"{where}: {PLAN_KEY}: expected a mapping with the keys {names}, got {data!r}")
+        counts = ("measured_steps", "total_steps", "warmup_steps", "cooldown_steps")
+        for name in names:
+            value = data[name]
+            is_count = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+            is_number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            if not (is_count if name in counts else is_number):
+                kind = "an int >= 0" if name in counts else "a finite number"
+                raise ValueError(f"{where}: {PLAN_KEY}.{name}: expected {kind}, got {value!r}")
+        return cls(**{name: data[name] for name in names})
+
+
+@dataclasses.dataclass
+class ScheduleShape:
+    """The Noam schedule's settings, changed once when the plan is fixed (the schedule reads them)."""
+
+    warmup_steps: int
+    lr_factor: float
+    total_steps: int = 0
+    cooldown_steps: int = 0
+
+
+class TimeBudget:
+    """The Trainer's side of a budget: its clock, the measurement, the plan and the schedule.
+
+    Args:
+        budget: ``train.time_budget`` as configured.
+        warmup_steps, cooldown_steps, lr_factor: the configured schedule, compressed by the plan.
+        configured_steps: the run's configured length ``L`` (0: unknown, nothing compressed).
+        evaluate_every: optimizer steps between validations (``eval_every_steps``, or an epoch's steps).
+    """
+
+    def __init__(
+        self,
+        budget: str | float,
+        *,
+        warmup_steps: int,
+        cooldown_steps: int,
+        lr_factor: float,
+        configured_steps: int,
+        evaluate_every: int,
+    ) -> None:
+        self.budget_seconds = check_budget(budget)
+        self.configured_cooldown = cooldown_steps
+        self.configured_steps = configured_steps
+        self.evaluate_every = max(1, evaluate_every)
+        self.shape = ScheduleShape(warmup_steps=warmup_steps, lr_factor=lr_factor)
+        self.plan: BudgetPlan | None = None
+        self._started_at: float | None = None
+        # Validation (and checkpoint) seconds within the measurement, left out of the step rate.
+        self._evaluation_seconds = 0.0
+        self._owns_schedule = False
+        # Where the plan was made in this fit (elapsed seconds), to tell when the run falls
+        # behind it; None for a plan read back on resume, whose clock restarted.
+        self._planned_at: float | None = None
+        self._warned_late = False
+
+    def schedule_factory(self, d_model: int) -> Callable[[torch.optim.Optimizer], torch.optim.lr_scheduler.LambdaLR]:
+        """A Noam schedule that follows :attr:`shape`, so that fixing the plan reshapes it in place."""
+        shape = self.shape
+        self._owns_schedule = True
+
+        def build(optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LambdaLR:
+            # A plain function (not a callable object), so LambdaLR keeps it out of its state_dict.
+            def schedule(completed_steps: int) -> float:
+                step = completed_steps + 1
+                return noam_lr(step, d_model, shape.warmup_steps, shape.lr_factor) * cooldown_multiplier(
+                    step, shape.total_steps, shape.cooldown_steps
+                )
+
+            # As build_noam_scheduler: base rate 1.0, so that the schedule's value is the rate.
+            for group in optimizer.param_groups:
+                group["lr"] = 1.0
+                group["initial_lr"] = 1.0
+            return torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+
+        return build
+
+    @property
+    def measuring(self) -> bool:
+        return self.plan is None
+
+    def start(self) -> None:
+        """Start the clock (when training starts); a fixed plan needs none."""
+        if self._started_at is None:
+            self._started_at = now()
+
+    def elapsed(self) -> float:
+        return 0.0 if self._started_at is None else now() - self._started_at
+
+    def note_evaluation(self, seconds: float) -> None:
+        """Count a validation's seconds out of the measured step time."""
+        if self.measuring:
+            self._evaluation_seconds += seconds
+
+    def measurement_over(self) -> bool:
+        return self.measuring and self.elapsed() >= MEASUREMENT_SECONDS
+
+    def make_plan(self, done_steps: int, training_seconds: float, evaluation_seconds: float) -> BudgetPlan:
+        """The plan after ``done_steps`` steps in ``training_seconds`` (validations excluded) and one validation."""
+        seconds_per_step = max(training_seconds, 1e-9) / max(done_steps, 1)
+        total = plan_total_steps(
+            self.budget_seconds,
+            self.elapsed(),
+            done_steps,
+            seconds_per_step,
+            evaluation_seconds,
+            self.evaluate_every,
+        )
+        warmup, cooldown, factor = compressed_schedule(
+            total,
+            self.configured_steps,
+            done_steps,
+            self.shape.warmup_steps,
+            self.configured_cooldown,
+            self.shape.lr_factor,
+        )
+        return BudgetPlan(
+            budget_seconds=self.budget_seconds,
+            measured_steps=done_steps,
+            measured_seconds=training_seconds,
+            steps_per_second=done_steps / max(training_seconds, 1e-9),
+            evaluation_seconds=evaluation_seconds,
+            total_steps=total,
+            warmup_steps=warmup,
+            cooldown_steps=cooldown,
+            lr_factor=factor,
+        )
+
+    def measured_training_seconds(self) -> float:
+        """The measurement's seconds so far, its validations left out."""
+        return self.elapsed() - self._evaluation_seconds
+
+    def lateness(self, step: int) -> str | None:
+        """A warning, once, when the steps since the plan run so slowly that the run will end past the budget."""
+        plan = self.plan
+        if plan is None or self._planned_at is None or self._warned_late or step <= plan.measured_steps:
+            return None
+        # Validations done since the plan (this step's own, if due, comes after this check).
+        periodic = (step - 1) // self.evaluate_every - plan.measured_steps // self.evaluate_every
+        elapsed = self.elapsed()
+        seconds_per_step = (elapsed - self._planned_at - periodic * plan.evaluation_seconds) / (
+            step - plan.measured_steps
+        )
+        remaining = (plan.total_steps - step) * seconds_per_step + evaluations_due(
+            step, plan.total_steps, self.evaluate_every
+        ) * plan.evaluation_seconds
+        late = elapsed + remaining - plan.budget_seconds
+        if late <= 0:
+            return None
+        self._warned_late = True
+        return (
+            f"time budget: the steps since the plan take {seconds_per_step:.2f} s, not the "
+            f"{1 / plan.steps_per_second:.2f} s measured (this machine slowed down); at this pace the run "
+            f"ends about {late:.0f} s after its {plan.budget_seconds:.0f} s budget"
+        )
+
+    def apply(self, plan: BudgetPlan, scheduler: torch.optim.lr_scheduler.LRScheduler | None = None) -> None:
+        """Fix ``plan``: the schedule takes its shape from the next step on.
+
+        With ``scheduler`` (this budget's schedule, stepped already for the next step), the
+        next step's rate, computed under the old shape, is recomputed under the plan's.
+        """
+        self.plan = plan
+        if self._started_at is not None:
+            self._planned_at = self.elapsed()
+        self.shape.warmup_steps = plan.warmup_steps
+        self.shape.lr_factor = plan.lr_factor
+        self.shape.total_steps = plan.total_steps
+        self.shape.cooldown_steps = plan.cooldown_steps
+        if scheduler is not None and self._owns_schedule and isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
+            rates = [
+                base * schedule(scheduler.last_epoch)
+                for schedule, base in zip(scheduler.lr_lambdas, scheduler.base_lrs)
+            ]
+            for group, rate in zip(scheduler.optimizer.param_groups, rates):
+                group["lr"] = rate
+            scheduler._last_lr = rates  # what get_last_lr() gives, as a step() would have set it

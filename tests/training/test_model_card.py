@@ -1,0 +1,92 @@
+"""The model card: its front matter parses, evaluate's scores replace their own entry, bad cards are named."""
+
+import os
+
+import pytest
+import yaml
+
+from transformer_lab.training.model_card import CARD_FILE, add_test_scores, card_facts, read_card, render_card
+
+CONFIG = {
+    "task": "classification",
+    "data_counts": {"training articles": 900, "validation articles": 100},
+    "data": {"train_files": ["news.csv"], "valid_files": []},
+    "model": {"d_model": 64, "num_layers": 2, "num_classes": 4, "unused": 1},
+    "train": {"precision": "fp32"},
+}
+
+
+def facts():
+    return card_facts(
+        CONFIG,
+        parameters=1234,
+        step=40,
+        epoch=2,
+        training_seconds=75.25,
+        machine="Some CPU",
+        threads=2,
+        validation={"val_accuracy": 0.875},
+        validation_step=40,
+    )
+
+
+def test_a_card_round_trips_through_its_front_matter(tmp_path):
+    (tmp_path / CARD_FILE).write_text(render_card(facts()), encoding="utf-8")
+    assert read_card(tmp_path) == facts()
+    front = yaml.safe_load((tmp_path / CARD_FILE).read_text(encoding="utf-8").split("---\n")[1])
+    assert "language" not in front and front["datasets"] == ["news.csv"]
+    assert front["transformer_lab"]["model"] == {"parameters": 1234, "d_model": 64, "num_layers": 2, "num_classes": 4}
+    (result,) = front["model-index"][0]["results"]
+    assert result["task"]["type"] == "text-classification"
+    assert result["metrics"] == [{"type": "accuracy", "value": 0.875, "name": "val_accuracy"}]
+
+
+def test_test_scores_replace_their_own_entry_and_leave_a_hard_linked_copy_alone(tmp_path):
+    card = tmp_path / "best" / CARD_FILE
+    card.parent.mkdir()
+    card.write_text(render_card(facts()), encoding="utf-8")
+    (tmp_path / "last").mkdir()
+    os.link(card, tmp_path / "last" / CARD_FILE)
+    add_test_scores(tmp_path / "best", "test", "argmax", {"accuracy": 0.5})
+    add_test_scores(tmp_path / "best", "test", "int8", {"accuracy": 0.4})
+    add_test_scores(tmp_path / "best", "test", "argmax", {"accuracy": 0.6})
+    tests = read_card(tmp_path / "best")["test"]
+    assert tests == [
+        {"split": "test", "search": "int8", "metrics": {"accuracy": 0.4}},
+        {"split": "test", "search": "argmax", "metrics": {"accuracy": 0.6}},
+    ]
+    assert read_card(tmp_path / "last")["test"] == []
+    assert sorted(path.name for path in (tmp_path / "best").iterdir()) == [CARD_FILE]  # no temporary left
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("# no front matter\n", "expected YAML front matter between '---' lines"),
+        ("---\nkey: [unclosed\n---\n", "expected YAML front matter, got malformed YAML"),
+        ("---\nlanguage: en\n---\n", "expected a front matter section 'transformer_lab'"),
+    ],
+)
+def test_a_bad_card_is_one_line_naming_the_file(tmp_path, text, problem):
+    (tmp_path / CARD_FILE).write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=problem) as error:
+        add_test_scores(tmp_path, "test", "greedy", {"bleu": 1.0})
+    assert str(tmp_path / CARD_FILE) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_default_dataset_names_its_language_and_files_name_none():
+    couplet = card_facts(
+        {"task": "couplet", "data": {"data_dir": "/data"}},
+        parameters=1,
+        step=1,
+        epoch=0,
+        training_seconds=1.0,
+        machine="CPU",
+        threads=1,
+        validation={},
+        validation_step=None,
+    )
+    assert (couplet["languages"], couplet["data"]["dataset"]) == (["zh"], "couplet")
+    assert facts()["languages"] == []  # the user's news.csv: its language is not known
+    text = render_card(couplet)
+    assert yaml.safe_load(text.split("---\n")[1])["language"] == ["zh"]

@@ -1,0 +1,233 @@
+"""Training to a time budget: durations, the plan's arithmetic, the Trainer on a driven clock, resume.
+
+The budget's clock is driven by the test (one second a batch, four a validation), so every
+figure below is an exact oracle, never a measurement of this machine.
+"""
+
+import json
+
+import pytest
+import torch
+
+from transformer_lab.training import TrainConfig, Trainer, apply_overrides, cooldown_multiplier, noam_lr, time_budget
+from transformer_lab.training.time_budget import (
+    MEASUREMENT_SECONDS,
+    SAFETY_FRACTION,
+    compressed_schedule,
+    evaluations_due,
+    parse_duration,
+    plan_total_steps,
+)
+
+from .test_trainer import D_MODEL, TinyModel, epoch_batches, loss_fn, read_rows
+
+STEP_SECONDS = 1.0
+VALIDATION_SECONDS = 4.0
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90m", 5400), ("1h30m", 5400), ("5400s", 5400), ("5400", 5400), (5400, 5400), ("1.5h", 5400), ("2h 5s", 7205)],
+)
+def test_durations_in_every_form(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["90x", "", "m", "1h30", "-5", "0", "30m1h", "inf", True])
+def test_bad_durations_are_one_line_errors_naming_the_key(text):
+    with pytest.raises(ValueError, match=r"^train\.time_budget: expected a duration such as 90m") as error:
+        parse_duration(text)
+    assert "\n" not in str(error.value)
+
+
+def test_a_budget_shorter_than_the_measurement_is_refused():
+    with pytest.raises(ValueError, match=r"time_budget: expected more than the 30 s .*got '20s' \(20 s\)"):
+        TrainConfig(time_budget="20s")
+    with pytest.raises(ValueError, match=r"^time_budget: expected a duration such as 90m.*got '1h30'$"):
+        apply_overrides(TrainConfig(), ["time_budget=1h30"])
+    assert TrainConfig(time_budget="31s").time_budget == "31s"
+
+
+def test_evaluations_due_counts_the_periodic_ones_and_the_last():
+    assert evaluations_due(22, 22, 10) == 0
+    assert evaluations_due(22, 30, 10) == 1  # step 30 is both
+    assert evaluations_due(22, 31, 10) == 2  # 30, then the end
+    assert evaluations_due(0, 100, 10) == 10
+    assert evaluations_due(5, 7, 1) == 2
+
+
+def test_plan_is_the_largest_total_that_fits():
+    # Against a linear scan of the same cost.
+    for budget, elapsed, done, per_step, per_validation, every in [
+        (100.0, 34.0, 22, 1.0, 4.0, 10),
+        (5400.0, 75.0, 12, 5.3, 61.0, 116),
+        (60.0, 59.0, 3, 2.0, 1.0, 5),
+        (1000.0, 10.0, 1, 0.01, 0.5, 7),
+    ]:
+        available = budget * (1 - SAFETY_FRACTION) - elapsed
+        expected = done
+        for total in range(done + 1, done + 200_000):
+            cost = (total - done) * per_step + evaluations_due(done, total, every) * per_validation
+            if cost > available:
+                break
+            expected = total
+        assert plan_total_steps(budget, elapsed, done, per_step, per_validation, every) == expected
+    # The case the Trainer test below meets: 43 steps and 5 validations fill 63 s.
+    assert plan_total_steps(100.0, 34.0, 22, 1.0, 4.0, 10) == 65
+
+
+def test_the_compressed_schedule_keeps_the_peak_rate():
+    warmup, cooldown, factor = compressed_schedule(65, 100, 22, warmup_steps=8, cooldown_steps=20, lr_factor=1.0)
+    assert (warmup, cooldown) == (5, 13)
+    peak = noam_lr(8, D_MODEL, 8, 1.0)
+    assert noam_lr(warmup, D_MODEL, warmup, factor) == pytest.approx(peak)
+    # A run longer than configured keeps the schedule; the cool-down never reaches into steps done.
+    assert compressed_schedule(200, 100, 22, 8, 20, 0.5) == (8, 20, 0.5)
+    assert compressed_schedule(30, 100, 25, 8, 20, 1.0)[1] == 5
+
+
+class DrivenClock:
+    """The budget's clock: a batch costs STEP_SECONDS, a validation VALIDATION_SECONDS."""
+
+    def __init__(self, monkeypatch, step_seconds=STEP_SECONDS):
+        self.seconds = 0.0
+        self.step_seconds = step_seconds
+        monkeypatch.setattr(time_budget, "now", lambda: self.seconds)
+
+    def loss(self, model, batch):
+        self.seconds += self.step_seconds
+        return loss_fn(model, batch)
+
+    def evaluate(self, model):
+        self.seconds += VALIDATION_SECONDS
+        batch = epoch_batches(epoch=100, count=1)[0]
+        return {"val_loss": loss_fn(model, batch).item()}
+
+
+def budget_config(**changes):
+    settings = dict(
+        epochs=20,  # configured: 20 epochs of 5 steps, 100 steps, which the budget compresses
+        warmup_steps=8,
+        cooldown_steps=20,
+        lr_factor=1.0,
+        eval_every_steps=10,
+        keep_last=1,
+        log_every_steps=1,
+        progress_bar=False,
+        time_budget="100s",
+    )
+    settings.update(changes)
+    return TrainConfig(**settings)
+
+
+def train_on_clock(out_dir, clock, train_batches=epoch_batches, resume=False, **changes):
+    torch.manual_seed(0)
+    model = TinyModel()
+    trainer = Trainer(
+        model,
+        budget_config(**changes),
+        out_dir,
+        clock.loss,
+        train_batches,
+        d_model=D_MODEL,
+        evaluate_fn=clock.evaluate,
+        resume=resume,
+    )
+    rates = []
+    trainer.optimizer.register_step_pre_hook(
+        lambda optimizer, args, kwargs: rates.append(optimizer.param_groups[0]["lr"])
+    )
+    return model, trainer.fit(), rates
+
+
+def test_the_run_fits_its_budget_and_records_the_plan(tmp_path, monkeypatch):
+    clock = DrivenClock(monkeypatch)
+    _, summary, rates = train_on_clock(tmp_path, clock)
+    # Validations at steps 10 and 20 (4 s each) fall in the measurement, which ends at step 22
+    # (22 steps + 8 s = 30 s), then one timed validation: 34 s spent, 1 step/s.
+    # 97 s planned: 43 more steps and validations at 30, 40, 50, 60 and the end, step 65.
+    plan = summary["time_budget_plan"]
+    assert plan == {
+        "budget_seconds": 100.0,
+        "measured_steps": 22,
+        "measured_seconds": 22.0,
+        "steps_per_second": 1.0,
+        "evaluation_seconds": VALIDATION_SECONDS,
+        "total_steps": 65,
+        "warmup_steps": 5,
+        "cooldown_steps": 13,
+        "lr_factor": pytest.approx((5 / 8) ** 0.5),
+    }
+    assert summary["steps"] == 65 and summary["stopped_by"] == "time_budget"
+    assert summary["epochs_completed"] == 12  # step 65 is the 13th epoch's last batch
+    assert clock.seconds == 65 * STEP_SECONDS + 8 * VALIDATION_SECONDS <= 100 * (1 - SAFETY_FRACTION)
+    evaluated = [row["step"] for row in read_rows(tmp_path) if row["event"] == "eval"]
+    assert evaluated == [10, 20, 22, 30, 40, 50, 60, 65]
+    # The measurement's steps follow the configured warm-up, the rest the plan's schedule.
+    expected = [noam_lr(step, D_MODEL, 8, 1.0) for step in range(1, 23)] + [
+        noam_lr(step, D_MODEL, 5, plan["lr_factor"]) * cooldown_multiplier(step, 65, 13) for step in range(23, 66)
+    ]
+    assert rates == pytest.approx(expected)
+    for folder in ("last", "best"):
+        recorded = json.loads((tmp_path / folder / "config.json").read_text())
+        assert recorded["time_budget_plan"]["total_steps"] == 65
+        assert recorded["train"]["time_budget"] == "100s"
+
+
+def test_resume_continues_the_same_schedule_on_a_faster_clock(tmp_path, monkeypatch):
+    reference, _, reference_rates = train_on_clock(tmp_path / "reference", DrivenClock(monkeypatch))
+
+    class CrashingEpoch(list):
+        def __init__(self, epoch):
+            super().__init__(epoch_batches(epoch))
+            self.epoch = epoch
+
+        def __getitem__(self, index):
+            if self.epoch == 9 and index == 2:  # step 47, after the step-40 checkpoint
+                raise KeyboardInterrupt("simulated crash")
+            return super().__getitem__(index)
+
+    with pytest.raises(KeyboardInterrupt):
+        train_on_clock(tmp_path / "crashed", DrivenClock(monkeypatch), CrashingEpoch)
+    # The machine is now four times faster: a new measurement would plan far more steps.
+    resumed, summary, rates = train_on_clock(
+        tmp_path / "crashed", DrivenClock(monkeypatch, step_seconds=0.25), resume=True
+    )
+    assert summary["steps"] == 65 and summary["time_budget_plan"]["total_steps"] == 65
+    assert rates == pytest.approx(reference_rates[40:])
+    for expected, actual in zip(reference.parameters(), resumed.parameters()):
+        assert torch.equal(expected, actual)
+
+
+def test_a_budget_spent_by_the_measurement_stops_after_it(tmp_path, monkeypatch):
+    clock = DrivenClock(monkeypatch)
+    _, summary, _ = train_on_clock(tmp_path, clock, time_budget="31s", eval_every_steps=0, epochs=1, cooldown_steps=0)
+    # Epoch-end validations at steps 5, 10, ... take part of the 30 s; then nothing more fits 30.07 s.
+    assert summary["epochs_completed"] > 1  # the budget, not epochs=1, decides the length
+    assert summary["stopped_by"] == "time_budget"
+    assert summary["steps"] == summary["time_budget_plan"]["total_steps"]
+    assert summary["time_budget_plan"]["measured_steps"] == summary["steps"]
+    assert clock.seconds >= MEASUREMENT_SECONDS
+
+
+def test_a_machine_that_slows_down_after_the_plan_is_warned_about_once(tmp_path, monkeypatch, caplog):
+    clock = DrivenClock(monkeypatch)
+    measured_loss = clock.loss
+    batches = []
+
+    def slowing_loss(model, batch):
+        batches.append(batch)
+        clock.step_seconds = 1.0 if len(batches) <= 22 else 2.0  # twice as slow after the plan
+        return measured_loss(model, batch)
+
+    clock.loss = slowing_loss
+    with caplog.at_level("WARNING", logger="transformer_lab.training.trainer"):
+        _, summary, _ = train_on_clock(tmp_path, clock)
+    assert summary["time_budget_plan"]["total_steps"] == 65  # the plan stands
+    warnings = [record.getMessage() for record in caplog.records if "time budget" in record.getMessage()]
+    # At step 23: 36 s spent, then 42 steps at 2 s and 5 validations at 4 s: 140 s, 40 s late.
+    assert warnings == [
+        "time budget: the steps since the plan take 2.00 s, not the 1.00 s measured (this machine slowed "
+        "down); at this pace the run ends about 40 s after its 100 s budget"
+    ]
+    assert clock.seconds == 22 + 43 * 2 + 8 * VALIDATION_SECONDS == 140
