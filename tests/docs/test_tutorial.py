@@ -1,0 +1,169 @@
+"""The tutorial runs: every English chapter executed as a notebook, its key outputs checked.
+
+The chapters (docs/tutorial/*.py, jupytext percent format) are executed through jupytext and
+nbclient on an IPython kernel, as ``make tutorial`` runs them; a cell that raises fails the
+test, and so does a chapter that runs but shows something wrong (a claim that does not hold,
+a twin that disagrees with torch, a copy task not learnt). The Chinese chapters must have the
+same code cells, so executing the English ones runs theirs too. Chapter 5 reads its data
+folder from TRANSFORMER_LAB_DATA, pointed here at a small made-up corpus in the layout of the
+real ones.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.serve.conftest import corpus, write_multi30k
+from tests.tasks.couplet_fixture import write_couplet_folder
+
+jupytext = pytest.importorskip("jupytext", reason="the docs extra (jupytext) is not installed")
+nbclient = pytest.importorskip("nbclient", reason="the docs extra (nbclient) is not installed")
+pytest.importorskip("ipykernel", reason="the docs extra (ipykernel) is not installed")
+
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial"
+ENGLISH = sorted(TUTORIAL.glob("[0-9][0-9]_*.py"))
+CHINESE = sorted((TUTORIAL / "zh").glob("[0-9][0-9]_*.py"))
+CELL_TIMEOUT_SECONDS = 600
+
+
+def code_cells(path: Path) -> list[str]:
+    return [cell.source for cell in jupytext.read(path).cells if cell.cell_type == "code"]
+
+
+def markdown_cells(path: Path) -> list[str]:
+    return [cell.source for cell in jupytext.read(path).cells if cell.cell_type == "markdown"]
+
+
+def chapter(prefix: str) -> Path:
+    (found,) = [path for path in ENGLISH if path.name.startswith(prefix)]
+    return found
+
+
+# ---------------------------------------------------------------------------------------- text
+
+
+def test_there_are_five_or_six_chapters_in_each_language_with_the_same_names() -> None:
+    assert 5 <= len(ENGLISH) <= 6, [path.name for path in ENGLISH]
+    assert [path.name for path in CHINESE] == [path.name for path in ENGLISH]
+
+
+@pytest.mark.parametrize("english", ENGLISH, ids=lambda path: path.stem)
+def test_the_chinese_chapter_has_the_english_code_cells_and_chinese_prose(english: Path) -> None:
+    chinese = TUTORIAL / "zh" / english.name
+    assert code_cells(chinese) == code_cells(english)
+    prose = "".join(markdown_cells(chinese))
+    assert len(re.findall(r"[\u4e00-\u9fff]", prose)) > 300, "the Chinese chapter's prose is not in Chinese"
+
+
+@pytest.mark.parametrize("path", ENGLISH + CHINESE, ids=lambda path: f"{path.parent.name}/{path.stem}")
+def test_a_chapter_imports_nothing_private_and_sets_its_seeds(path: Path) -> None:
+    source = "\n".join(code_cells(path))
+    private = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            names = [node.module or "", *(alias.name for alias in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        private += [name for name in names if any(part.startswith("_") for part in name.split("."))]
+    assert private == []
+    assert "torch.manual_seed(" in source
+
+
+# ----------------------------------------------------------------------------------- execution
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder with multi30k/ and couplet/ as a user's holds them, made-up and small."""
+    root = tmp_path_factory.mktemp("tutorial-data")
+    write_multi30k(root, corpus())
+    write_couplet_folder(root, num_train=400, num_test=30)
+    return root
+
+
+_executed: dict[str, list[str]] = {}
+
+
+def run_chapter(path: Path, working_dir: Path) -> list[str]:
+    """Execute one chapter; return each code cell's printed text (stdout and stderr, and plain-text results)."""
+    notebook = jupytext.read(path)
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=CELL_TIMEOUT_SECONDS,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(working_dir)}},
+    )
+    client.execute()  # a cell that raises raises CellExecutionError here
+    outputs = []
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        texts: list[str] = []
+        for output in cell.outputs:
+            if output.output_type == "stream":
+                texts.append(output.text)
+            elif output.output_type == "execute_result":
+                texts.append(output.get("data", {}).get("text/plain", ""))
+        outputs.append("".join(texts))
+    return outputs
+
+
+@pytest.fixture
+def executed(
+    request: pytest.FixtureRequest,
+    data_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Any:
+    """``executed("01")``: the outputs of chapter 01's code cells, executing it once per session."""
+
+    def run(prefix: str) -> str:
+        if prefix not in _executed:
+            monkeypatch.setenv("TRANSFORMER_LAB_DATA", str(data_dir))  # the kernel inherits the environment
+            monkeypatch.setenv("OMP_NUM_THREADS", "1")
+            _executed[prefix] = run_chapter(chapter(prefix), tmp_path_factory.mktemp(f"chapter-{prefix}"))
+        return "\n".join(_executed[prefix])
+
+    return run
+
+
+def claim_tables(text: str) -> dict[str, list[str]]:
+    """Each lab table's name -> the last column ("holds") of its rows."""
+    tables: dict[str, list[str]] = {}
+    for block in re.split(r"(?m)^(?=lab [a-z-]+: )", text):
+        header = re.match(r"lab ([a-z-]+): ", block)
+        if header:
+            tables[header.group(1)] = re.findall(r"(?m)^.+  (?:equal|differ) .*  (yes|NO)$", block)
+    return tables
+
+
+def test_chapter_1_computes_the_rows_claim_and_the_polarity_table(executed: Any) -> None:
+    text = executed("01")
+    tables = claim_tables(text)
+    assert set(tables) >= {"encoder-row-mask", "key-padding-polarity"}
+    for name in ("encoder-row-mask", "key-padding-polarity"):
+        assert tables[name] and set(tables[name]) == {"yes"}, (name, tables[name])
+    assert text.count("claim holds") >= 2 and "does NOT hold" not in text
+    assert "scores = Q K^T / sqrt(head_dim)    [2, 2, 3, 4]" in text
+
+
+def test_chapter_2_builds_the_parts_and_its_twin_agrees_with_torch(executed: Any) -> None:
+    text = executed("02")
+    (difference,) = re.findall(r"twin check: max \|ours - torch.nn.Transformer\| = (\S+)", text)
+    assert float(difference) < 1e-5
+    assert "scaled / looked up: tensor([4., 4., 4., 4.])" in text
+    assert text.count("the encoder's memory: True") == 3 and "the encoder's memory: False" not in text
+    (post_norm,) = re.findall(r"norm_first=False  std of each layer's output: \[(.*)\]", text)
+    assert all(abs(float(value) - 1.0) < 0.05 for value in post_norm.split(", "))
+    (pre_norm,) = re.findall(r"norm_first=True   std of each layer's output: \[(.*)\]", text)
+    pre_norm_sizes = [float(value) for value in pre_norm.split(", ")]
+    assert pre_norm_sizes == sorted(pre_norm_sizes) and pre_norm_sizes[-1] > 1.5
+    (moved,) = re.findall(r"change per position after changing position 2: tensor\(\[(.*)\]\)", text)
+    assert [float(value) > 0 for value in moved.split(", ")] == [False, False, True, False, False]
