@@ -167,3 +167,35 @@ def test_chapter_2_builds_the_parts_and_its_twin_agrees_with_torch(executed: Any
     assert pre_norm_sizes == sorted(pre_norm_sizes) and pre_norm_sizes[-1] > 1.5
     (moved,) = re.findall(r"change per position after changing position 2: tensor\(\[(.*)\]\)", text)
     assert [float(value) > 0 for value in moved.split(", ")] == [False, False, True, False, False]
+
+
+def test_chapter_3_trains_the_copy_task_and_the_cache_changes_nothing(executed: Any) -> None:
+    text = executed("03")
+    (greedy, beam) = re.findall(r"exact match on 500 unseen sequences: greedy (\S+), beam (\S+)", text)[0]
+    assert float(greedy) >= 0.95 and float(beam) >= 0.95
+    assert "beam never scores lower: True" in text
+    assert "same tokens with and without the cache: True" in text
+    (step_difference,) = re.findall(r"cache check: max \|logits with cache - without\| over \d+ steps = (\S+)", text)
+    assert float(step_difference) < 1e-4
+    assert "padded logits changed, loss unchanged: True" in text
+    ours, torchs = re.findall(r"ours (\S+)  torch's (\S+)", text)[0]
+    assert ours == torchs
+    smoothed = {
+        name.strip(): float(value)
+        for name, value in re.findall(
+            r"(?m)^(uniform|fairly sure \(0.7\)|the smoothed target|almost certain \(0.999\))" r"\s+\S+\s+(\S+)$", text
+        )
+    }
+    assert min(smoothed, key=lambda name: smoothed[name]) == "the smoothed target"
+
+
+def test_chapter_4_shows_the_target_padding_mask_changes_nothing_the_loss_reads(executed: Any) -> None:
+    text = executed("04")
+    tables = claim_tables(text)
+    for name in ("tgt-padding-mask", "decoder-rows"):
+        assert len(tables.get(name, [])) == 6 and set(tables[name]) == {"yes"}, (name, tables.get(name))
+    assert text.count("claim holds") == 2 and "does NOT hold" not in text
+    (real_length, rows) = re.findall(
+        r"sentence \d+: (\d+) real positions of \d+\nrows the key padding mask changes: \[(.*)\]", text
+    )[0]
+    assert [int(row) for row in rows.split(", ")][0] == int(real_length)
