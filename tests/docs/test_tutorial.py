@@ -199,3 +199,18 @@ def test_chapter_4_shows_the_target_padding_mask_changes_nothing_the_loss_reads(
         r"sentence \d+: (\d+) real positions of \d+\nrows the key padding mask changes: \[(.*)\]", text
     )[0]
     assert [int(row) for row in rows.split(", ")][0] == int(real_length)
+
+
+def test_chapter_5_trains_both_applications_from_the_data_folder_and_draws_chinese(executed: Any) -> None:
+    text = executed("05")
+    for task in ("translation", "couplet"):
+        ((first, last),) = re.findall(rf"{task}: training loss (\S+) -> (\S+)", text)
+        assert float(last) < float(first), (task, first, last)
+    assert "each row sums to 1: True" in text
+    assert len(re.findall(r"(?m)^upper: .+   reference: .+   model: .+$", text)) == 3
+    assert re.search(r"(?m)^source: .+\nreference: .+\nmodel: +\S", text), "no translation printed"
+    from transformer_lab.lab.fonts import installed_cjk_family
+
+    if installed_cjk_family() is not None:
+        # The couplet's heat map is labelled with Chinese characters: none may be drawn as a box.
+        assert "missing from font" not in text and "no font for it" not in text
