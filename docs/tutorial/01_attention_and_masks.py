@@ -46,7 +46,7 @@ from transformer_lab.lab import explain_attention, format_shape_walk
 print(format_shape_walk(explain_attention(d_model=8, nhead=2, src_len=4, tgt_len=3, batch=2, pad_last=1)))
 
 # %% [markdown]
-# You should see the query `[3, 2, 8]` (the seed tutorials' `[length, batch, d_model]` layout)
+# You should see the query `[3, 2, 8]` (PyTorch's default `[length, batch, d_model]` layout)
 # turned batch-first, projected to Q, K and V, and split into 2 heads of 4 dimensions each.
 # The scores `Q K^T / sqrt(head_dim)` are `[batch, heads, tgt_len, src_len]`: one row per query,
 # one column per key. The mask is `[2, 1, 1, 4]`: it has a column per key and is broadcast over
@@ -175,7 +175,7 @@ assert rows_result.holds
 # the logits change, and the row mask matters. Every `holds` is `yes`, and the last line reads
 # **claim holds**.
 #
-# The seed tutorials disagree on one detail worth knowing before you mix code from several
+# Published implementations disagree on one detail worth knowing before you mix code from several
 # sources: the Annotated Transformer's masks say **True = may attend**, PyTorch's (and ours) say
 # **True = hidden**. `run_experiment("key-padding-polarity", ...)` puts the two side by side.
 

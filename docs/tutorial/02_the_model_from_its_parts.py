@@ -236,7 +236,7 @@ assert twin_difference < 1e-5
 # %% [markdown]
 # The largest difference is under `1e-5` (often exactly 0: the two add the same numbers in the
 # same order). The library's tests run this check for every module, in both layouts, with every
-# kind of mask; docs/architecture.md follows one batch through the model with the shape of every
+# kind of mask; [docs/architecture.md](../architecture.md) follows one batch through the model with the shape of every
 # tensor.
 #
 # **Next:** chapter 3 trains this model.

@@ -152,7 +152,7 @@ print(
 
 # %% [markdown]
 # The training loss does not go to 0: with smoothing 0.1 over 14 tokens its floor is the entropy
-# of the smoothed target, about 0.5.
+# of the smoothed target, about 0.58.
 #
 # ## Greedy search and beam search
 #
@@ -179,7 +179,7 @@ assert greedy_match >= 0.95 and beam_match >= 0.95
 # %% [markdown]
 # Both searches copy nearly every unseen sequence (the exact-match rates are 0.95 or higher, and
 # usually above 0.99). On a task this easy the model is sure of every token, so beam search rarely
-# changes anything; its gain shows on real text (chapter 5, and docs/results.md). To see the
+# changes anything; its gain shows on real text (chapter 5, and [docs/results.md](../results.md)). To see the
 # searches differ, look at what each one scores: `greedy_search` and `beam_search` return every
 # hypothesis with its log-probability.
 
@@ -234,6 +234,6 @@ assert torch.equal(cached.best_ids, uncached.best_ids) and step_difference < 1e-
 # %% [markdown]
 # The tokens are identical and the logits agree to float rounding (around `1e-6`): the cached
 # step adds the same numbers in a different order. On real sentences the cache makes decoding
-# several times faster (docs/results.md has the measurements).
+# several times faster ([docs/results.md](../results.md) has the measurements).
 #
 # **Next:** chapter 4 asks why the decoder needs no mask for its own padding.
