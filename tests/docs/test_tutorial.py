@@ -214,3 +214,11 @@ def test_chapter_5_trains_both_applications_from_the_data_folder_and_draws_chine
     if installed_cjk_family() is not None:
         # The couplet's heat map is labelled with Chinese characters: none may be drawn as a box.
         assert "missing from font" not in text and "no font for it" not in text
+
+
+def test_chapter_6_pools_without_padding_and_learns_the_task(executed: Any) -> None:
+    text = executed("06")
+    (difference,) = re.findall(r"pooling check: max \|logits alone - logits padded\| = (\S+)", text)
+    assert float(difference) < 1e-5
+    (accuracy,) = re.findall(r"test accuracy: (\S+)", text)
+    assert float(accuracy) > 0.7
