@@ -76,6 +76,24 @@ def test_a_chapter_imports_nothing_private_and_sets_its_seeds(path: Path) -> Non
     assert "torch.manual_seed(" in source
 
 
+ROOT = TUTORIAL.parents[1]
+LINKING_PAGES = [ROOT / "README.md", ROOT / "README.zh-CN.md", TUTORIAL / "README.md", TUTORIAL / "zh" / "README.md"]
+
+
+@pytest.mark.parametrize("page", LINKING_PAGES + ENGLISH + CHINESE, ids=lambda path: str(path.relative_to(ROOT)))
+def test_every_relative_link_of_the_readmes_and_chapters_names_an_existing_file(page: Path) -> None:
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8"))
+    relative = [target for target in targets if not re.match(r"[a-z]+://", target)]
+    assert [target for target in relative if not (page.parent / target).exists()] == []
+
+
+def test_the_readme_points_a_learner_to_chapter_1_and_to_the_chinese_readme_first() -> None:
+    first_lines = "\n".join((ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:6])
+    assert "README.zh-CN.md" in first_lines and "docs/tutorial/01_attention_and_masks.py" in first_lines
+    chinese_first_lines = "\n".join((ROOT / "README.zh-CN.md").read_text(encoding="utf-8").splitlines()[:4])
+    assert "docs/tutorial/zh/01_attention_and_masks.py" in chinese_first_lines
+
+
 # ----------------------------------------------------------------------------------- execution
 
 
