@@ -146,6 +146,9 @@ def executed(
         if prefix not in _executed:
             monkeypatch.setenv("TRANSFORMER_LAB_DATA", str(data_dir))  # the kernel inherits the environment
             monkeypatch.setenv("OMP_NUM_THREADS", "1")
+            # The kernel's connection file and IPython's profile go to the test's folders, not the user's home.
+            monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path_factory.mktemp("jupyter-runtime")))
+            monkeypatch.setenv("IPYTHONDIR", str(tmp_path_factory.mktemp("ipython")))
             _executed[prefix] = run_chapter(chapter(prefix), tmp_path_factory.mktemp(f"chapter-{prefix}"))
         return "\n".join(_executed[prefix])
 
