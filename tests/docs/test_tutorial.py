@@ -140,7 +140,7 @@ def executed(
     tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Any:
-    """``executed("01")``: the outputs of chapter 01's code cells, executing it once per session."""
+    """``executed("01")``: the outputs of chapter 01's code cells, executing it once per test run."""
 
     def run(prefix: str) -> str:
         if prefix not in _executed:
