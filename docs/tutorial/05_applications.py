@@ -49,7 +49,7 @@ figures = Path("runs/tutorial-figures")
 # `transformer_lab.tasks.translation` holds the translation task: it learns a byte-level BPE
 # shared by both languages, builds the model, trains it with the Trainer of chapter 3 and scores
 # validation BLEU. Its preset (`translation.default_config()`) is the model of [docs/results.md](../results.md);
-# here every size is cut down: the first 2,000 training pairs, a vocabulary of 1,000 subwords,
+# here every size is cut down: the first 3,000 training pairs, a vocabulary of 1,000 subwords,
 # d_model 64 with 2 + 2 layers and no dropout, and 300 optimizer steps.
 
 # %%
@@ -59,7 +59,7 @@ config = translation.default_config()
 config = dataclasses.replace(
     config,
     data=dataclasses.replace(
-        config.data, data_dir=data_dir, num_train=2000, num_validation=50, vocab_size=1000, max_tokens=1024
+        config.data, data_dir=data_dir, num_train=3000, num_validation=50, vocab_size=1000, max_tokens=1024
     ),
     model=dataclasses.replace(
         config.model,
@@ -205,13 +205,14 @@ for (upper, lower), answer in zip(couplet_validation, written):
 # %% [markdown]
 # Every answer has exactly the length of its upper line and keeps its punctuation: the decoding
 # rules guarantee that, not the model. After 200 steps the characters themselves are mostly the
-# corpus's most frequent ones (一, 年, 人, 春 ...), put together without much sense yet.
+# corpus's most frequent ones (一, 十, 千, 万, 大, 人 ...), put together without much sense yet.
 #
 # ### Its attention
 #
 # The couplet preset adds the encoder's vector of upper character `t` to the decoder's input at
 # position `t` (`model.aligned_decoder_input`), since lower character `t` answers upper
-# character `t`. The cross-attention shows how much looking around is still left to it.
+# character `t`. The cross-attention of the last layer, averaged over the heads, shows where the
+# decoder still looks beyond that.
 
 # %%
 from transformer_lab.lab.checkpoints import sentence_attention
@@ -234,16 +235,17 @@ display(
                 attention.source_labels,
                 attention.target_labels,
                 figures / "couplet.png",
-                title="couplet: cross-attention, last decoder layer (mean of heads)",
+                title="couplet: cross-attention, last layer",
             )
         )
     )
 )
 
 # %% [markdown]
-# The tick labels are the Chinese characters of both lines; they draw with an installed CJK font
-# (the library picks one, such as Noto Sans CJK, and warns once, naming what to install, where
-# there is none).
+# Each row is nearly uniform: after 200 steps the cross-attention has not yet learnt where to
+# look, and the aligned input alone carries upper character `t` to position `t`. The tick labels
+# are the Chinese characters of both lines; they draw with an installed CJK font (the library
+# picks one, such as Noto Sans CJK, and warns once, naming what to install, where there is none).
 #
 # ## The real models
 #

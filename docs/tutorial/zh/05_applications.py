@@ -37,7 +37,7 @@ figures = Path("runs/tutorial-figures")
 #
 # ## 一个极小的翻译模型
 #
-# 翻译任务在 `transformer_lab.tasks.translation` 里：它学习一个两种语言共用的字节级 BPE，构建模型，用第 3 章的 Trainer 训练，并在验证集上计算 BLEU。它的预设（`translation.default_config()`）就是 [docs/results.md](../../results.md) 里的那个模型；这里把所有规模都缩小了：只用前 2,000 个训练句对、1,000 个子词的词表、d_model 64、2 + 2 层、不用 dropout，训练 300 步。
+# 翻译任务在 `transformer_lab.tasks.translation` 里：它学习一个两种语言共用的字节级 BPE，构建模型，用第 3 章的 Trainer 训练，并在验证集上计算 BLEU。它的预设（`translation.default_config()`）就是 [docs/results.md](../../results.md) 里的那个模型；这里把所有规模都缩小了：只用前 3,000 个训练句对、1,000 个子词的词表、d_model 64、2 + 2 层、不用 dropout，训练 300 步。
 
 # %%
 from transformer_lab.tasks import translation
@@ -46,7 +46,7 @@ config = translation.default_config()
 config = dataclasses.replace(
     config,
     data=dataclasses.replace(
-        config.data, data_dir=data_dir, num_train=2000, num_validation=50, vocab_size=1000, max_tokens=1024
+        config.data, data_dir=data_dir, num_train=3000, num_validation=50, vocab_size=1000, max_tokens=1024
     ),
     model=dataclasses.replace(
         config.model,
@@ -175,11 +175,11 @@ for (upper, lower), answer in zip(couplet_validation, written):
     assert len(answer.candidates[0].text) == len(upper)
 
 # %% [markdown]
-# 每个回答的字数都与上联完全相同，标点也保留了：这是解码规则保证的，而不是模型学会的。训练 200 步之后，用到的字多半是语料中最常见的那些（一、年、人、春……），组合在一起还谈不上意思。
+# 每个回答的字数都与上联完全相同，标点也保留了：这是解码规则保证的，而不是模型学会的。训练 200 步之后，用到的字多半是语料中最常见的那些（一、十、千、万、大、人……），组合在一起还谈不上意思。
 #
 # ### 它的注意力
 #
-# 对联预设把编码器在上联第 `t` 个字上的向量加到解码器第 `t` 个位置的输入上（`model.aligned_decoder_input`），因为下联第 `t` 个字回应的正是上联第 `t` 个字。从交叉注意力可以看出，模型还需要在多大程度上四处查看。
+# 对联预设把编码器在上联第 `t` 个字上的向量加到解码器第 `t` 个位置的输入上（`model.aligned_decoder_input`），因为下联第 `t` 个字回应的正是上联第 `t` 个字。最后一层的交叉注意力（各头取平均）显示，除此之外解码器还在看哪里。
 
 # %%
 from transformer_lab.lab.checkpoints import sentence_attention
@@ -202,14 +202,14 @@ display(
                 attention.source_labels,
                 attention.target_labels,
                 figures / "couplet.png",
-                title="couplet: cross-attention, last decoder layer (mean of heads)",
+                title="couplet: cross-attention, last layer",
             )
         )
     )
 )
 
 # %% [markdown]
-# 坐标轴上的刻度就是上下联的汉字；它们用系统中已安装的中日韩（CJK）字体绘制（库会自动选用一种，例如 Noto Sans CJK；如果一种都没有，会警告一次，并说明应当安装什么）。
+# 每一行几乎都是均匀的：训练 200 步之后，交叉注意力还没有学会该看哪里，把上联第 `t` 个字送到第 `t` 个位置的，只有对齐的输入。坐标轴上的刻度就是上下联的汉字；它们用系统中已安装的中日韩（CJK）字体绘制（库会自动选用一种，例如 Noto Sans CJK；如果一种都没有，会警告一次，并说明应当安装什么）。
 #
 # ## 真正的模型
 #
