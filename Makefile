@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU build of PyTorch; see README "Installing PyTorch" for GPU machines.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup test lint demo browser bench clean
+.PHONY: setup test lint demo tutorial browser bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ lint: setup
 
 demo: setup
 	$(BIN)/transformer-lab demo
+
+# The tutorial's chapters (docs/tutorial/*.py and zh/*.py, jupytext percent format) written as
+# notebooks into build/tutorial/ (git-ignored) and executed there; the docs extra is in dev.
+# Chapter 5 reads its data folder from TRANSFORMER_LAB_DATA.
+tutorial: setup
+	$(BIN)/python docs/make_tutorial.py --out build/tutorial
 
 # The browser test's Chromium and chromedriver, and a CJK font for figures (Debian's
 # packages), installed when missing and where we may (root and apt-get); .ci/run calls it

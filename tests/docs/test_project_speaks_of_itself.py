@@ -16,7 +16,7 @@ FORBIDDEN = re.compile(
 
 
 def _project_files() -> list[Path]:
-    files = [ROOT / "README.md"]
+    files = [ROOT / "README.md", ROOT / "README.zh-CN.md"]
     for folder in FOLDERS:
         files += [path for path in (ROOT / folder).rglob("*") if path.suffix in (".py", ".md", ".sh", ".cpp")]
     return [path for path in files if path.resolve() != Path(__file__).resolve()]

@@ -1,0 +1,141 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 1. 注意力与它的两种掩码
+#
+# 本章从输入到输出跟踪一次注意力计算，沿途打印每个张量的形状；然后构造 Transformer 需要的两种掩码：**因果掩码**（causal mask），让一个位置看不到它之后的位置；**键填充掩码**（key padding mask），让所有位置都看不到填充。最后讨论一个常让读者困惑的结论：在编码器里把填充位置所在的*行*（查询）也遮住，对下游没有任何影响。我们不靠论证，而是把它算出来。
+#
+# 本章全部在 CPU 上几秒内跑完。每个代码单元之后都有一句话说明它应当输出什么；如果你看到的不一样，那就是哪里出了问题。
+#
+# 整个库只有一种掩码约定，与 PyTorch 相同：**布尔掩码中 True 表示遮住**。在键填充掩码里，True 标出的是填充位置。
+
+# %%
+import torch
+
+from transformer_lab import nn as lab
+from transformer_lab.nn import causal_mask, lengths_to_padding_mask, padding_mask
+
+torch.manual_seed(0)
+torch.set_printoptions(precision=3, sci_mode=False)
+
+# %% [markdown]
+# ## 一次注意力调用的形状之旅
+#
+# `MultiheadAttention` 接收一个查询序列和一个键/值序列。在交叉注意力中，查询来自解码器（3 个目标位置），键和值来自编码器的输出（4 个源位置）。批里有两个句子，第二个句子的最后一个源位置是填充。库里的模块在运行时会记录每个具名张量的形状：`explain_attention` 做一次这样的调用，`format_shape_walk` 把记录打印出来。
+
+# %%
+from transformer_lab.lab import explain_attention, format_shape_walk
+
+print(format_shape_walk(explain_attention(d_model=8, nhead=2, src_len=4, tgt_len=3, batch=2, pad_last=1)))
+
+# %% [markdown]
+# 你应当看到查询 `[3, 2, 8]`（PyTorch 默认的 `[长度, 批, d_model]` 布局）先被转成批在前，投影成 Q、K、V，再拆成 2 个头、每头 4 维。得分 `Q K^T / sqrt(head_dim)` 的形状是 `[batch, heads, tgt_len, src_len]`：每个查询一行，每个键一列。掩码是 `[2, 1, 1, 4]`：每个键一列，在头和查询行两个维度上广播，所以一个填充的键对*每一个*查询都被遮住。softmax 之后，权重与 V 相乘，各头合并回 `[2, 3, 8]`，最后做输出投影。
+#
+# 同样的调用直接在 Python 里做，并取回注意力权重：
+
+# %%
+attention = lab.MultiheadAttention(embed_dim=8, num_heads=2)
+query = torch.randn(3, 2, 8)  # [T, B, D]: 3 target positions, 2 sentences
+memory = torch.randn(4, 2, 8)  # [S, B, D]: 4 source positions
+source_lengths = torch.tensor([4, 3])  # the second sentence has one padded position
+key_padding_mask = lengths_to_padding_mask(source_lengths, 4)  # [B, S], True = padding
+with torch.no_grad():
+    output, weights = attention(query, memory, memory, key_padding_mask=key_padding_mask)
+print("key padding mask:\n", key_padding_mask)
+print("output", tuple(output.shape), "weights", tuple(weights.shape))
+print("weights of sentence 1 (rows: queries, columns: keys):\n", weights[1])
+print("each row sums to", weights.sum(dim=-1))
+
+# %% [markdown]
+# 权重在各头之间取了平均（`[B, T, S]`），与 `torch.nn.MultiheadAttention` 一致。句子 1 的最后一列恰好全是 0：没有任何查询给填充的键分配权重，而每一行的和仍然是 1。
+
+# %% [markdown]
+# ## 因果掩码
+#
+# 在解码器的自注意力中，位置 `t` 只能读取位置 `0..t`：它被训练去预测第 `t + 1` 个词元，不能事先看到它。因果掩码遮住对角线以上的所有位置。
+
+# %%
+print(causal_mask(5).int())
+
+# %% [markdown]
+# 第 `i` 行是查询 `i`；第 `j` 列为 1（True）表示键 `j` 对它不可见。第 0 行只能看到自己，第 4 行能看到全部五个位置。`torch.nn.Transformer.generate_square_subsequent_mask` 返回的是同一个掩码的浮点形式（对角线以上为 `-inf`，加到得分上）；本库两种形式都接受。
+#
+# ## 键填充掩码
+#
+# 一个批里的句子长短不一，要用 `<pad>` 的编号（本库中为 0）补齐到最长句子的长度。键填充掩码直接由编号得到：
+
+# %%
+PAD = 0
+token_ids = torch.tensor(
+    [
+        [5, 9, 7, 4, 6],
+        [8, 5, 6, PAD, PAD],
+        [7, 4, PAD, PAD, PAD],
+    ]
+)  # [B, S]
+source_padding = padding_mask(token_ids, PAD)  # [B, S], True = padding
+print(source_padding.int())
+
+# %% [markdown]
+# 它的形状是 `[batch, keys]`：这是关于**列**的说明。在注意力内部它被变形为 `[B, 1, 1, S]`，并与任何 `[L, S]` 的注意力掩码合并，因此一个填充的键在它所在句子的每一个查询行、每一个头里都被遮住。
+#
+# ## 行与列
+#
+# 键填充掩码遮住的是填充的**列**（键），并不遮住填充的**行**（查询）：填充位置照样提出自己的查询，也照样得到回答，即真实词元的某种加权混合。下图给出一个含四个词、两个填充的句子的四种掩码：因果掩码、键填充掩码、两者合并（解码器自注意力会用到的），以及行和列都遮住填充的情形。
+
+# %%
+from pathlib import Path
+
+from IPython.display import Image, display
+
+from transformer_lab.lab.figures import plot_masks
+
+figures = Path("runs/tutorial-figures")
+display(Image(filename=str(plot_masks(figures / "masks.png", length=6, real_length=4))))
+
+# %% [markdown]
+# 深色格子表示被遮住。第二幅图里两个 `<pad>` 列是深色的，但两个 `<pad>` 行不是：它们的查询仍然读取 `w0..w3`。若要把这些行也遮住（最后一幅图），需要一个按句子区分的 `[B*H, L, S]` 注意力掩码，`transformer_lab.nn.masks.padded_query_rows_mask` 负责构造它。一整行都被遮住时，softmax 会除以零（torch 在这里返回 NaN）；本库在这种情况下返回零向量，因此下面的问题才能问得出来。
+
+# %%
+from transformer_lab.nn import masks
+
+row_mask = masks.padded_query_rows_mask(source_padding, num_heads=1)  # [B*H, S, S]
+print("sentence 2, rows and columns hidden:\n", (row_mask[2] | source_padding[2]).int())
+
+# %% [markdown]
+# 句子 2 有两个真实词元：只有左上角 2 x 2 的区域可见。
+#
+# ## 为什么遮住填充行对下游毫无影响
+#
+# 编码器的填充行确实会产出向量，所以编码器的输出（即 *memory*）在填充位置上是一些没有意义的值。这会不会损害模型？只有在有人读取它们时才会。解码器通过交叉注意力读取 memory，而在那里，同一个源端键填充掩码（`memory_key_padding_mask`）遮住了 memory 中填充的**列**。所以无论填充行里是什么，都没有谁会读到它。
+#
+# 实验室（lab）把这一点变成一次测量。`build_lab_setup` 构造一个小的随机 `Seq2SeqTransformer`（固定种子）和一批长度各不相同的序列；`run_experiment("encoder-row-mask", ...)` 把模型运行两次，一次在每个编码器层里遮住填充行，一次不遮，并比较所有会传到损失函数的量。
+
+# %%
+from transformer_lab.lab.mask_experiments import build_lab_setup, run_experiment
+
+setup = build_lab_setup(seed=0)
+rows_result = run_experiment("encoder-row-mask", setup)
+print(rows_result.format_table())
+assert rows_result.holds
+
+# %% [markdown]
+# 按 `expect` 列来读这张表。前五行写着 *equal*，差值为 0（或低于 `1e-05` 的浮点噪声）：真实位置上的 memory、每一个 logit、损失以及每个参数的梯度，遮不遮行都完全一样。下一行写着 *differ*：填充位置上的 memory 确实变了，而这恰恰是没有人读取的部分。最后两行把解码器的 `memory_key_padding_mask` 去掉：这时填充的 memory 会被读到，logits 随之改变，行掩码也就有了影响。`holds` 列全部是 `yes`，最后一行是 **claim holds**（结论成立）。
+#
+# 把不同来源的代码混在一起之前，有一个细节值得知道：各家实现在这里并不一致。Annotated Transformer 的掩码中 **True = 可以关注**，而 PyTorch（以及本库）的掩码中 **True = 遮住**。`run_experiment("key-padding-polarity", ...)` 把两者放在一起比较。
+
+# %%
+polarity_result = run_experiment("key-padding-polarity", setup)
+print(polarity_result.format_table())
+assert polarity_result.holds
+
+# %% [markdown]
+# 用 `masks.keep_to_hidden` 转换之后，“保留”式掩码给出与本库掩码完全相同的数值。若不加转换直接传入，它遮住的就变成了真实词元而不是填充，而下三角掩码也变成暴露未来、而不是遮住未来（标着 *mixed* 的行都不同）。guard 行列出了库能够拒绝的错误用法（`[B, 1, S]` 形状的掩码、整数掩码）；而一个极性弄反的布尔 `[B, S]` 掩码，形状和类型都对，只有像这样的数值检查才能发现它。
+#
+# **下一章：** 第 2 章用这些注意力调用搭起整个模型。

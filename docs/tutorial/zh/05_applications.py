@@ -1,0 +1,227 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 5. 应用：翻译与对联
+#
+# 同一个 `Seq2SeqTransformer` 可以用于所有序列到序列的任务；变化的只是数据、分词方式和解码规则。本章在一小部分真实数据上训练两个**极小**的模型，单核上各约一分钟：在 Multi30k 上做德译英，以及对联（给出上联，写出下联）。它们不会好，也不打算好：目的是亲眼看到每个环节从头到尾跑通，读一读它们的注意力，然后知道真正的预设怎样运行、它们的成绩记录在哪里。
+#
+# ## 数据文件夹
+#
+# 本章需要一个数据文件夹，其中有 `multi30k/`（文件 `train.de`、`train.en`、`val.de`、`val.en`）和 `couplet/`（一个训练集划分，例如 `train_couplet_machine/`，内含 `in.txt` 和 `out.txt`）。在启动 Jupyter 之前把环境变量 `TRANSFORMER_LAB_DATA` 设为这个文件夹，或者把它的路径写进下面的 `data_dir`。各数据集的来源见 README 的数据部分；`transformer_lab.data.download_multi30k(folder)` 可以下载 Multi30k。
+
+# %%
+import dataclasses
+from pathlib import Path
+
+import torch
+from IPython.display import Image, display
+
+from transformer_lab.data import resolve_multi30k_dir
+
+torch.manual_seed(0)
+
+data_dir = None  # None: the folder that TRANSFORMER_LAB_DATA names; or a path such as "~/data"
+if data_dir is not None:
+    data_dir = str(Path(data_dir).expanduser())
+print("Multi30k files in:", resolve_multi30k_dir(data_dir))
+figures = Path("runs/tutorial-figures")
+
+# %% [markdown]
+# 这里会打印出文件夹的位置；如果出错，错误信息会指出缺了什么。
+#
+# ## 一个极小的翻译模型
+#
+# 翻译任务在 `transformer_lab.tasks.translation` 里：它学习一个两种语言共用的字节级 BPE，构建模型，用第 3 章的 Trainer 训练，并在验证集上计算 BLEU。它的预设（`translation.default_config()`）就是 [docs/results.md](../../results.md) 里的那个模型；这里把所有规模都缩小了：只用前 3,000 个训练句对、1,000 个子词的词表、d_model 64、2 + 2 层、不用 dropout，训练 300 步。
+
+# %%
+from transformer_lab.tasks import translation
+
+config = translation.default_config()
+config = dataclasses.replace(
+    config,
+    data=dataclasses.replace(
+        config.data, data_dir=data_dir, num_train=3000, num_validation=50, vocab_size=1000, max_tokens=1024
+    ),
+    model=dataclasses.replace(
+        config.model,
+        d_model=64,
+        nhead=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        dim_feedforward=128,
+        dropout=0.0,
+        max_len=128,
+    ),
+    train=dataclasses.replace(
+        config.train,
+        epochs=0,
+        max_steps=300,
+        warmup_steps=100,
+        lr_factor=1.0,
+        cooldown_steps=0,
+        eval_every_steps=300,
+        keep_last=0,
+        precision="fp32",
+        progress_bar=False,
+        seed=0,
+    ),
+    decode=dataclasses.replace(config.decode, precision="fp32"),
+)
+from transformer_lab.lab.figures import read_metrics
+
+translation_run = Path("runs/tutorial-translation")
+translation_result = translation.train(config, translation_run)
+summary = translation_result.summary
+losses = [row["train_loss"] for row in read_metrics(translation_run / "metrics.jsonl") if row["event"] == "train"]
+print(f"translation: {summary['steps']} steps in {summary['wall_seconds']:.0f} s")
+print(f"translation: training loss {losses[0]:.2f} -> {losses[-1]:.2f}")
+print(f"translation: validation BLEU {summary['final_metrics']['val_bleu']:.1f}")
+
+# %% [markdown]
+# 运行文件夹里有每次训练都会留下的东西：`metrics.jsonl`，以及检查点 `best/` 和 `last/`，其中有权重、配置和分词器。`Translator` 像一个应用程序那样载入检查点，翻译一组句子：
+
+# %%
+from transformer_lab import Translator
+from transformer_lab.data import load_multi30k
+from transformer_lab.lab.figures import plot_training_curve
+
+display(Image(filename=str(plot_training_curve(figures / "translation-curve.png", translation_run / "metrics.jsonl"))))
+
+translator = Translator(translation_run)
+validation = load_multi30k("val", data_dir)[:3]
+outputs = translator.translate([source for source, _ in validation], beam=4)
+for (source, reference), output in zip(validation, outputs):
+    print(f"source:    {source}\nreference: {reference}\nmodel:     {output}\n")
+
+# %% [markdown]
+# 训练损失迅速下降（图的左侧），学习率则先升后降。在 Multi30k 上训练 300 个小步之后，模型写出的英语通顺但千篇一律：语料中最常见的开头之一（“A man in a blue shirt is ...”），而且不管源句是什么，往往都是同一句话。验证集 BLEU 只有几分。这正是模型最先学到的东西：目标语言中最常见的模式，然后才学会跟着源句走。
+#
+# ### 它的注意力
+#
+# 最后一个解码器层的交叉注意力，各头取平均：每一行是模型写出的一个目标词元，每一列是一个源端子词，一行显示模型在选这个词元时看向了哪里。
+
+# %%
+from transformer_lab.lab.translation_attention import plot_translation_attention
+
+attention_png = plot_translation_attention(
+    translator.model, translator.tokenizers, validation[0][0], translator.config.decode, figures / "translation.png"
+)
+display(Image(filename=str(attention_png)))
+
+# %% [markdown]
+# 在这样一个刚起步的模型里，各行都很分散，而且彼此相似：它几乎还没开始对齐。训练好的模型会呈现一条大致的对角线，并在德语和英语语序不同的地方弯折（例如德语从句末尾的动词）；`transformer-lab translate --checkpoint RUN "..." --plot-attention out.png` 可以为任何检查点画出同样的图。
+#
+# ## 一个极小的对联模型
+#
+# 对联的下联逐字回应上联：字数相同，平仄相对，词性相当，而且不重复上联的字。对联任务以字为单位（不用子词），解码时强制保证格式：字数、标点，以及与上联对应的重字。缩小的设置与上面相同。
+
+# %%
+from transformer_lab.tasks import couplet
+
+couplet_config = couplet.default_config()
+couplet_config = dataclasses.replace(
+    couplet_config,
+    data=dataclasses.replace(
+        couplet_config.data, data_dir=data_dir, num_train=3000, num_validation=50, max_tokens=1024
+    ),
+    model=dataclasses.replace(
+        couplet_config.model,
+        d_model=64,
+        nhead=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        dim_feedforward=128,
+        dropout=0.0,
+    ),
+    train=dataclasses.replace(
+        couplet_config.train,
+        epochs=0,
+        max_steps=200,
+        warmup_steps=80,
+        lr_factor=1.0,
+        cooldown_steps=0,
+        eval_every_steps=200,
+        keep_last=0,
+        precision="fp32",
+        progress_bar=False,
+        seed=0,
+    ),
+    decode=dataclasses.replace(couplet_config.decode, precision="fp32"),
+)
+couplet_run = Path("runs/tutorial-couplet")
+couplet_result = couplet.train(couplet_config, couplet_run)
+couplet_summary = couplet_result.summary
+couplet_losses = [row["train_loss"] for row in read_metrics(couplet_run / "metrics.jsonl") if row["event"] == "train"]
+print(f"couplet: {couplet_summary['steps']} steps in {couplet_summary['wall_seconds']:.0f} s")
+print(f"couplet: training loss {couplet_losses[0]:.2f} -> {couplet_losses[-1]:.2f}")
+
+# %% [markdown]
+# `CoupletWriter` 之于对联任务，就像 `Translator` 之于翻译。取验证集里的三副上联，每副给出参考下联和模型写的下联：
+
+# %%
+from transformer_lab import CoupletWriter
+
+writer = CoupletWriter(couplet_run)
+couplet_validation = couplet.load_validation_pairs(couplet_result.config.data, data_dir)[:3]
+written = writer.write([upper for upper, _ in couplet_validation])
+for (upper, lower), answer in zip(couplet_validation, written):
+    print(f"upper: {upper}   reference: {lower}   model: {answer.candidates[0].text}")
+    assert len(answer.candidates[0].text) == len(upper)
+
+# %% [markdown]
+# 每个回答的字数都与上联完全相同，标点也保留了：这是解码规则保证的，而不是模型学会的。训练 200 步之后，用到的字多半是语料中最常见的那些（一、十、千、万、大、人……），组合在一起还谈不上意思。
+#
+# ### 它的注意力
+#
+# 对联预设把编码器在上联第 `t` 个字上的向量加到解码器第 `t` 个位置的输入上（`model.aligned_decoder_input`），因为下联第 `t` 个字回应的正是上联第 `t` 个字。最后一层的交叉注意力（各头取平均）显示，除此之外解码器还在看哪里。
+
+# %%
+from transformer_lab.lab.checkpoints import sentence_attention
+from transformer_lab.lab.figures import plot_attention_heatmap
+
+upper = couplet_validation[0][0]
+lower_ids = written[0].candidates[0].ids
+vocabulary = writer.vocabulary
+attention = sentence_attention(
+    writer.model, vocabulary.encode(list(upper)), lower_ids, source_vocabulary=vocabulary, target_vocabulary=vocabulary
+)
+last_layer = f"decoder.layers.{couplet_config.model.num_decoder_layers - 1}.multihead_attn"
+weights = attention.maps[last_layer][0].mean(dim=0)  # [T, S], mean over heads
+print("each row sums to 1:", torch.allclose(weights.sum(dim=-1), torch.ones(weights.shape[0])))
+display(
+    Image(
+        filename=str(
+            plot_attention_heatmap(
+                weights,
+                attention.source_labels,
+                attention.target_labels,
+                figures / "couplet.png",
+                title="couplet: cross-attention, last layer",
+            )
+        )
+    )
+)
+
+# %% [markdown]
+# 每一行几乎都是均匀的：训练 200 步之后，交叉注意力还没有学会该看哪里，把上联第 `t` 个字送到第 `t` 个位置的，只有对齐的输入。坐标轴上的刻度就是上下联的汉字；它们用系统中已安装的中日韩（CJK）字体绘制（库会自动选用一种，例如 Noto Sans CJK；如果一种都没有，会警告一次，并说明应当安装什么）。
+#
+# ## 真正的模型
+#
+# 两个任务都有按笔记本电脑级 CPU 规模设计的预设，用同样的命令训练：
+#
+# ```bash
+# transformer-lab train translation --data-dir ~/data --out runs/de-en
+# transformer-lab evaluate translation --checkpoint runs/de-en/best --split test_2016_flickr --beam 5
+# transformer-lab train couplet --data-dir ~/data --out runs/couplet
+# transformer-lab evaluate couplet --checkpoint runs/couplet/best
+# ```
+#
+# [docs/results.md](../../results.md) 记录了每个预设的成绩（BLEU；对联还有格式和对仗方面的指标），附有确切的命令、机器、日期和耗时；[docs/experiments/](../../experiments/README.md) 中按日期排列的页面记录了一路上尝试过什么。`--preset base` 是论文的 base 模型，适合在 GPU 上训练。在 Python 里，`Translator`、`CoupletWriter` 和 `Classifier` 可以载入任何检查点，用法如上。
+#
+# **下一章（选读）：** 第 6 章只用编码器做文本分类。

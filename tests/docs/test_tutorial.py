@@ -1,0 +1,245 @@
+"""The tutorial runs: every English chapter executed as a notebook, its key outputs checked.
+
+The chapters (docs/tutorial/*.py, jupytext percent format) are executed through jupytext and
+nbclient on an IPython kernel, as ``make tutorial`` runs them; a cell that raises fails the
+test, and so does a chapter that runs but shows something wrong (a claim that does not hold,
+a twin that disagrees with torch, a copy task not learnt). The Chinese chapters must have the
+same code cells, so executing the English ones runs theirs too. Chapter 5 reads its data
+folder from TRANSFORMER_LAB_DATA, pointed here at a small made-up corpus in the layout of the
+real ones.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.serve.conftest import corpus, write_multi30k
+from tests.tasks.couplet_fixture import write_couplet_folder
+
+jupytext = pytest.importorskip("jupytext", reason="the docs extra (jupytext) is not installed")
+nbclient = pytest.importorskip("nbclient", reason="the docs extra (nbclient) is not installed")
+pytest.importorskip("ipykernel", reason="the docs extra (ipykernel) is not installed")
+
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial"
+ENGLISH = sorted(TUTORIAL.glob("[0-9][0-9]_*.py"))
+CHINESE = sorted((TUTORIAL / "zh").glob("[0-9][0-9]_*.py"))
+CELL_TIMEOUT_SECONDS = 600
+
+
+def code_cells(path: Path) -> list[str]:
+    return [cell.source for cell in jupytext.read(path).cells if cell.cell_type == "code"]
+
+
+def markdown_cells(path: Path) -> list[str]:
+    return [cell.source for cell in jupytext.read(path).cells if cell.cell_type == "markdown"]
+
+
+def chapter(prefix: str) -> Path:
+    (found,) = [path for path in ENGLISH if path.name.startswith(prefix)]
+    return found
+
+
+# ---------------------------------------------------------------------------------------- text
+
+
+def test_there_are_five_or_six_chapters_in_each_language_with_the_same_names() -> None:
+    assert 5 <= len(ENGLISH) <= 6, [path.name for path in ENGLISH]
+    assert [path.name for path in CHINESE] == [path.name for path in ENGLISH]
+
+
+@pytest.mark.parametrize("english", ENGLISH, ids=lambda path: path.stem)
+def test_the_chinese_chapter_has_the_english_code_cells_and_chinese_prose(english: Path) -> None:
+    chinese = TUTORIAL / "zh" / english.name
+    assert code_cells(chinese) == code_cells(english)
+    prose = "".join(markdown_cells(chinese))
+    assert len(re.findall(r"[\u4e00-\u9fff]", prose)) > 300, "the Chinese chapter's prose is not in Chinese"
+
+
+@pytest.mark.parametrize("path", ENGLISH + CHINESE, ids=lambda path: f"{path.parent.name}/{path.stem}")
+def test_a_chapter_imports_nothing_private_and_sets_its_seeds(path: Path) -> None:
+    source = "\n".join(code_cells(path))
+    private = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            names = [node.module or "", *(alias.name for alias in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        private += [name for name in names if any(part.startswith("_") for part in name.split("."))]
+    assert private == []
+    assert "torch.manual_seed(" in source
+
+
+ROOT = TUTORIAL.parents[1]
+LINKING_PAGES = [ROOT / "README.md", ROOT / "README.zh-CN.md", TUTORIAL / "README.md", TUTORIAL / "zh" / "README.md"]
+
+
+@pytest.mark.parametrize("page", LINKING_PAGES + ENGLISH + CHINESE, ids=lambda path: str(path.relative_to(ROOT)))
+def test_every_relative_link_of_the_readmes_and_chapters_names_an_existing_file(page: Path) -> None:
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8"))
+    relative = [target for target in targets if not re.match(r"[a-z]+://", target)]
+    assert [target for target in relative if not (page.parent / target).exists()] == []
+
+
+def test_the_readme_points_a_learner_to_chapter_1_and_to_the_chinese_readme_first() -> None:
+    first_lines = "\n".join((ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:6])
+    assert "README.zh-CN.md" in first_lines and "docs/tutorial/01_attention_and_masks.py" in first_lines
+    chinese_first_lines = "\n".join((ROOT / "README.zh-CN.md").read_text(encoding="utf-8").splitlines()[:4])
+    assert "docs/tutorial/zh/01_attention_and_masks.py" in chinese_first_lines
+
+
+# ----------------------------------------------------------------------------------- execution
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder with multi30k/ and couplet/ as a user's holds them, made-up and small."""
+    root = tmp_path_factory.mktemp("tutorial-data")
+    write_multi30k(root, corpus())
+    write_couplet_folder(root, num_train=400, num_test=30)
+    return root
+
+
+_executed: dict[str, list[str]] = {}
+
+
+def run_chapter(path: Path, working_dir: Path) -> list[str]:
+    """Execute one chapter; return each code cell's printed text (stdout and stderr, and plain-text results)."""
+    notebook = jupytext.read(path)
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=CELL_TIMEOUT_SECONDS,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(working_dir)}},
+    )
+    client.execute()  # a cell that raises raises CellExecutionError here
+    outputs = []
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        texts: list[str] = []
+        for output in cell.outputs:
+            if output.output_type == "stream":
+                texts.append(output.text)
+            elif output.output_type == "execute_result":
+                texts.append(output.get("data", {}).get("text/plain", ""))
+        outputs.append("".join(texts))
+    return outputs
+
+
+@pytest.fixture
+def executed(
+    request: pytest.FixtureRequest,
+    data_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Any:
+    """``executed("01")``: the outputs of chapter 01's code cells, executing it once per test run."""
+
+    def run(prefix: str) -> str:
+        if prefix not in _executed:
+            monkeypatch.setenv("TRANSFORMER_LAB_DATA", str(data_dir))  # the kernel inherits the environment
+            monkeypatch.setenv("OMP_NUM_THREADS", "1")
+            # The kernel's connection file and IPython's profile go to the test's folders, not the user's home.
+            monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path_factory.mktemp("jupyter-runtime")))
+            monkeypatch.setenv("IPYTHONDIR", str(tmp_path_factory.mktemp("ipython")))
+            _executed[prefix] = run_chapter(chapter(prefix), tmp_path_factory.mktemp(f"chapter-{prefix}"))
+        return "\n".join(_executed[prefix])
+
+    return run
+
+
+def claim_tables(text: str) -> dict[str, list[str]]:
+    """Each lab table's name -> the last column ("holds") of its rows."""
+    tables: dict[str, list[str]] = {}
+    for block in re.split(r"(?m)^(?=lab [a-z-]+: )", text):
+        header = re.match(r"lab ([a-z-]+): ", block)
+        if header:
+            tables[header.group(1)] = re.findall(r"(?m)^.+  (?:equal|differ) .*  (yes|NO)$", block)
+    return tables
+
+
+def test_chapter_1_computes_the_rows_claim_and_the_polarity_table(executed: Any) -> None:
+    text = executed("01")
+    tables = claim_tables(text)
+    assert set(tables) >= {"encoder-row-mask", "key-padding-polarity"}
+    for name in ("encoder-row-mask", "key-padding-polarity"):
+        assert tables[name] and set(tables[name]) == {"yes"}, (name, tables[name])
+    assert text.count("claim holds") >= 2 and "does NOT hold" not in text
+    assert "scores = Q K^T / sqrt(head_dim)    [2, 2, 3, 4]" in text
+
+
+def test_chapter_2_builds_the_parts_and_its_twin_agrees_with_torch(executed: Any) -> None:
+    text = executed("02")
+    (difference,) = re.findall(r"twin check: max \|ours - torch.nn.Transformer\| = (\S+)", text)
+    assert float(difference) < 1e-5
+    assert "scaled / looked up: tensor([4., 4., 4., 4.])" in text
+    assert text.count("the encoder's memory: True") == 3 and "the encoder's memory: False" not in text
+    (post_norm,) = re.findall(r"norm_first=False  std of each layer's output: \[(.*)\]", text)
+    assert all(abs(float(value) - 1.0) < 0.05 for value in post_norm.split(", "))
+    (pre_norm,) = re.findall(r"norm_first=True   std of each layer's output: \[(.*)\]", text)
+    pre_norm_sizes = [float(value) for value in pre_norm.split(", ")]
+    assert pre_norm_sizes == sorted(pre_norm_sizes) and pre_norm_sizes[-1] > 1.5
+    (moved,) = re.findall(r"change per position after changing position 2: tensor\(\[(.*)\]\)", text)
+    assert [float(value) > 0 for value in moved.split(", ")] == [False, False, True, False, False]
+
+
+def test_chapter_3_trains_the_copy_task_and_the_cache_changes_nothing(executed: Any) -> None:
+    text = executed("03")
+    (greedy, beam) = re.findall(r"exact match on 500 unseen sequences: greedy (\S+), beam (\S+)", text)[0]
+    assert float(greedy) >= 0.95 and float(beam) >= 0.95
+    assert "beam never scores lower: True" in text
+    assert "same tokens with and without the cache: True" in text
+    (step_difference,) = re.findall(r"cache check: max \|logits with cache - without\| over \d+ steps = (\S+)", text)
+    assert float(step_difference) < 1e-4
+    assert "padded logits changed, loss unchanged: True" in text
+    ours, torchs = re.findall(r"ours (\S+)  torch's (\S+)", text)[0]
+    assert ours == torchs
+    smoothed = {
+        name.strip(): float(value)
+        for name, value in re.findall(
+            r"(?m)^(uniform|fairly sure \(0.7\)|the smoothed target|almost certain \(0.999\))" r"\s+\S+\s+(\S+)$", text
+        )
+    }
+    assert min(smoothed, key=lambda name: smoothed[name]) == "the smoothed target"
+
+
+def test_chapter_4_shows_the_target_padding_mask_changes_nothing_the_loss_reads(executed: Any) -> None:
+    text = executed("04")
+    tables = claim_tables(text)
+    for name in ("tgt-padding-mask", "decoder-rows"):
+        assert len(tables.get(name, [])) == 6 and set(tables[name]) == {"yes"}, (name, tables.get(name))
+    assert text.count("claim holds") == 2 and "does NOT hold" not in text
+    (real_length, rows) = re.findall(
+        r"sentence \d+: (\d+) real positions of \d+\nrows the key padding mask changes: \[(.*)\]", text
+    )[0]
+    assert [int(row) for row in rows.split(", ")][0] == int(real_length)
+
+
+def test_chapter_5_trains_both_applications_from_the_data_folder_and_draws_chinese(executed: Any) -> None:
+    text = executed("05")
+    for task in ("translation", "couplet"):
+        ((first, last),) = re.findall(rf"{task}: training loss (\S+) -> (\S+)", text)
+        assert float(last) < float(first), (task, first, last)
+    assert "each row sums to 1: True" in text
+    assert len(re.findall(r"(?m)^upper: .+   reference: .+   model: .+$", text)) == 3
+    assert re.search(r"(?m)^source: .+\nreference: .+\nmodel: +\S", text), "no translation printed"
+    from transformer_lab.lab.fonts import installed_cjk_family
+
+    if installed_cjk_family() is not None:
+        # The couplet's heat map is labelled with Chinese characters: none may be drawn as a box.
+        assert "missing from font" not in text and "no font for it" not in text
+
+
+def test_chapter_6_pools_without_padding_and_learns_the_task(executed: Any) -> None:
+    text = executed("06")
+    (difference,) = re.findall(r"pooling check: max \|logits alone - logits padded\| = (\S+)", text)
+    assert float(difference) < 1e-5
+    (accuracy,) = re.findall(r"test accuracy: (\S+)", text)
+    assert float(accuracy) > 0.7
