@@ -1,4 +1,4 @@
-"""Reliability, round two: crash safety at every moment of a save, and state that is checked before use."""
+"""Crash safety at every moment of a save, and stored state that is checked before use."""
 
 from __future__ import annotations
 
