@@ -16,10 +16,12 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from transformer_lab.data.download import sha256_of_file
+from transformer_lab.data.token_store import read_versioned_json
 from transformer_lab.folders import write_folder
 
 logger = logging.getLogger(__name__)
@@ -133,3 +135,55 @@ def read_pairs_jsonl(path: Path, keys: Sequence[str]) -> list[tuple[str, str]]:
                 expected = "{" + ", ".join(f"{key!r}: ..." for key in keys) + "}"
                 raise ValueError(f"{path}: line {number}: expected {expected}, got {line[:80]!r}") from None
     return pairs
+
+
+def read_corpus_manifest(folder: Path, kind: str, format_version: int) -> dict[str, Any]:
+    """The manifest of a prepared corpus of ``kind``; a ValueError naming the file if it is not one."""
+    path = folder / MANIFEST_FILE
+    manifest = read_versioned_json(path, format_version)
+    if manifest.get("kind") != kind:
+        raise ValueError(f"{path}: expected a prepared corpus of kind {kind!r}, got kind {manifest.get('kind')!r}")
+    return manifest
+
+
+@dataclass(frozen=True)
+class CorpusIdentity:
+    """What fixes a prepared corpus's ids besides its files: the vocabulary or tokenizer they were made with.
+
+    ``what`` ("vocabulary", "tokenizer") names the manifest's ``{what}_sha256`` and the
+    description's record of where it came from; ``given_sha256`` is a checkpoint's (a
+    resumed or fine-tuned run keeps its ids), or None when it is built from the data.
+    """
+
+    what: str
+    given_sha256: str | None = None
+
+    def described(self, description: dict[str, Any]) -> dict[str, Any]:
+        """``description`` with where the vocabulary or tokenizer came from, as the manifest records it."""
+        return {**description, self.what: "built" if self.given_sha256 is None else "given"}
+
+    def stale_reason(self, manifest: dict[str, Any], description: dict[str, Any]) -> str | None:
+        """Why a cached corpus cannot serve ``description`` with this identity, or None."""
+        recorded = dict(manifest["description"])
+        origin = recorded.pop(self.what, None)
+        if recorded != description:
+            return "the files or the settings differ"
+        changed = records_changed(manifest["inputs"])
+        if changed:
+            return changed
+        if self.given_sha256 is not None and manifest[f"{self.what}_sha256"] != self.given_sha256:
+            return f"the {self.what} differs"
+        if self.given_sha256 is None and origin != "built":
+            return f"its {self.what} was a checkpoint's"
+        return None
+
+    def check_prepared(self, folder: Path, manifest: dict[str, Any]) -> None:
+        """Refuse a prepared folder (``data.prepared_dir``) whose inputs changed or whose ids are another's."""
+        changed = records_changed(manifest["inputs"], missing_ok=True)
+        if changed:
+            raise ValueError(f"data.prepared_dir: {folder} is stale: {changed}; prepare it again")
+        if self.given_sha256 is not None and manifest[f"{self.what}_sha256"] != self.given_sha256:
+            raise ValueError(
+                f"data.prepared_dir: expected a corpus prepared with the checkpoint's {self.what}, got "
+                f"{folder}, whose {self.what} differs"
+            )

@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from transformer_lab.data.prepared_cache import (
-    MANIFEST_FILE,
     VALIDATION_FILE,
     input_records,
+    read_corpus_manifest,
     read_pairs_jsonl,
     write_manifest,
     write_pairs_jsonl,
 )
-from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype, read_versioned_json
+from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
 from transformer_lab.data.vocabulary import Vocabulary
 
 COUPLETS_KIND = "couplets"
@@ -101,11 +101,7 @@ def write_prepared_couplets(
 
 def read_couplets_manifest(folder: Path) -> dict[str, Any]:
     """The manifest of a prepared couplet folder; a ValueError naming the file if it is not one."""
-    path = folder / MANIFEST_FILE
-    manifest = read_versioned_json(path, COUPLETS_FORMAT_VERSION)
-    if manifest.get("kind") != COUPLETS_KIND:
-        raise ValueError(f"{path}: expected a couplet corpus (kind 'couplets'), got kind {manifest.get('kind')!r}")
-    return manifest
+    return read_corpus_manifest(folder, COUPLETS_KIND, COUPLETS_FORMAT_VERSION)
 
 
 def open_prepared_couplets(folder: str | os.PathLike[str]) -> PreparedCouplets:

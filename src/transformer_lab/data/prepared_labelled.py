@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from transformer_lab.data.prepared_cache import MANIFEST_FILE, VALIDATION_FILE, input_records, write_manifest
+from transformer_lab.data.prepared_cache import VALIDATION_FILE, input_records, read_corpus_manifest, write_manifest
 from transformer_lab.data.subword import SubwordTokenizer
-from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype, read_versioned_json
+from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
 
 LABELLED_KIND = "labelled"
 LABELLED_FORMAT_VERSION = 1
@@ -105,11 +105,7 @@ def write_prepared_labelled(
 
 def read_labelled_manifest(folder: Path) -> dict[str, Any]:
     """The manifest of a prepared labelled folder; a ValueError naming the file if it is not one."""
-    path = folder / MANIFEST_FILE
-    manifest = read_versioned_json(path, LABELLED_FORMAT_VERSION)
-    if manifest.get("kind") != LABELLED_KIND:
-        raise ValueError(f"{path}: expected labelled text (kind 'labelled'), got kind {manifest.get('kind')!r}")
-    return manifest
+    return read_corpus_manifest(folder, LABELLED_KIND, LABELLED_FORMAT_VERSION)
 
 
 def _read_validation(path: Path, num_classes: int) -> list[LabelledExample]:

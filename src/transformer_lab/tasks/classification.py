@@ -63,7 +63,7 @@ from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, check_int_
 from transformer_lab.data.ag_news import CLASSES_FILE
 from transformer_lab.data.batching import token_budget_spans
 from transformer_lab.data.lazy_batches import ClassificationBatches
-from transformer_lab.data.prepared_cache import cache_folder, cached_folder, records_changed
+from transformer_lab.data.prepared_cache import CorpusIdentity, cache_folder, cached_folder
 from transformer_lab.data.prepared_labelled import (
     LabelledExample,
     open_prepared_labelled,
@@ -384,16 +384,10 @@ def build_data(
     ``tokenizer`` and ``class_names`` (a resumed or fine-tuned run's) are kept instead of
     being learned; the training ids and labels are memory-mapped, the validation rows text.
     """
+    identity = CorpusIdentity("tokenizer", None if tokenizer is None else tokenizer_sha256(tokenizer))
     if config.prepared_dir:
         prepared = open_prepared_labelled(config.prepared_dir)
-        changed = records_changed(prepared.manifest["inputs"], missing_ok=True)
-        if changed:
-            raise ValueError(f"data.prepared_dir: {prepared.folder} is stale: {changed}; prepare it again")
-        if tokenizer is not None and tokenizer_sha256(tokenizer) != prepared.manifest["tokenizer_sha256"]:
-            raise ValueError(
-                f"data.prepared_dir: expected a corpus prepared with the checkpoint's tokenizer, got "
-                f"{prepared.folder}, whose tokenizer differs"
-            )
+        identity.check_prepared(prepared.folder, prepared.manifest)
         if class_names is not None and tuple(class_names) != prepared.class_names:
             raise ValueError(
                 f"data.prepared_dir: expected the checkpoint's classes {list(class_names)!r}, got "
@@ -405,28 +399,16 @@ def build_data(
 
         def stale_reason(cached: Path) -> str | None:
             manifest = read_labelled_manifest(cached)
-            recorded = dict(manifest["description"])
-            origin = recorded.pop("tokenizer", None)
-            if recorded != description:
-                return "the files or the settings differ"
-            changed = records_changed(manifest["inputs"])
-            if changed:
-                return changed
-            if tokenizer is not None and manifest["tokenizer_sha256"] != tokenizer_sha256(tokenizer):
-                return "the tokenizer differs"
-            if tokenizer is None and origin != "learned":
-                return "its tokenizer was a checkpoint's"
             if class_names is not None and tuple(class_names) != tuple(manifest["class_names"]):
                 return "the classes differ"
-            return None
+            return identity.stale_reason(manifest, description)
+
+        def prepare(partial: Path) -> None:
+            _write_corpus(config, partial, tokenizer, class_names)
 
         # Under torchrun one process of each machine prepares; the others map its files.
         prepared = once_per_machine(
-            lambda: open_prepared_labelled(
-                cached_folder(
-                    folder, stale_reason, lambda partial: _write_corpus(config, partial, tokenizer, class_names)
-                )
-            ),
+            lambda: open_prepared_labelled(cached_folder(folder, stale_reason, prepare)),
             lambda: open_prepared_labelled(folder),
             folder.parent / f".{folder.name}.ready",
         )
@@ -490,7 +472,9 @@ def _write_corpus(
         data.class_names,
         data.report,
         _input_files(config),
-        {**_corpus_description(config), "tokenizer": "learned" if tokenizer is None else "given"},
+        CorpusIdentity("tokenizer", None if tokenizer is None else tokenizer_sha256(tokenizer)).described(
+            _corpus_description(config)
+        ),
     )
 
 

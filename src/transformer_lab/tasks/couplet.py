@@ -37,7 +37,7 @@ from transformer_lab.data.couplet import (
     with_reversed_pairs,
     without_validation_uppers,
 )
-from transformer_lab.data.prepared_cache import cache_folder, cached_folder, records_changed
+from transformer_lab.data.prepared_cache import CorpusIdentity, cache_folder, cached_folder
 from transformer_lab.data.prepared_couplets import (
     open_prepared_couplets,
     read_couplets_manifest,
@@ -235,40 +235,23 @@ def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) 
     ``vocabulary`` (a resumed or fine-tuned run's) fixes the ids; None builds it from the
     training pairs. The training ids are memory-mapped; the validation couplets are text.
     """
+    identity = CorpusIdentity("vocabulary", None if vocabulary is None else vocabulary_sha256(vocabulary))
     if config.prepared_dir:
         prepared = open_prepared_couplets(config.prepared_dir)
-        changed = records_changed(prepared.manifest["inputs"], missing_ok=True)
-        if changed:
-            raise ValueError(f"data.prepared_dir: {prepared.folder} is stale: {changed}; prepare it again")
-        if vocabulary is not None and vocabulary_sha256(vocabulary) != prepared.manifest["vocabulary_sha256"]:
-            raise ValueError(
-                f"data.prepared_dir: expected a corpus prepared with the checkpoint's vocabulary, got "
-                f"{prepared.folder}, whose vocabulary differs"
-            )
+        identity.check_prepared(prepared.folder, prepared.manifest)
     else:
         description = _corpus_description(config)
         folder = cache_folder("couplets", description, config.cache_dir or None)
 
         def stale_reason(cached: Path) -> str | None:
-            manifest = read_couplets_manifest(cached)
-            recorded = dict(manifest["description"])
-            origin = recorded.pop("vocabulary", None)
-            if recorded != description:
-                return "the files or the settings differ"
-            changed = records_changed(manifest["inputs"])
-            if changed:
-                return changed
-            if vocabulary is not None and manifest["vocabulary_sha256"] != vocabulary_sha256(vocabulary):
-                return "the vocabulary differs"
-            if vocabulary is None and origin != "built":
-                return "its vocabulary was a checkpoint's"
-            return None
+            return identity.stale_reason(read_couplets_manifest(cached), description)
+
+        def prepare(partial: Path) -> None:
+            _write_corpus(config, partial, vocabulary)
 
         # Under torchrun one process of each machine prepares; the others map its files.
         prepared = once_per_machine(
-            lambda: open_prepared_couplets(
-                cached_folder(folder, stale_reason, lambda partial: _write_corpus(config, partial, vocabulary))
-            ),
+            lambda: open_prepared_couplets(cached_folder(folder, stale_reason, prepare)),
             lambda: open_prepared_couplets(folder),
             folder.parent / f".{folder.name}.ready",
         )
@@ -319,7 +302,9 @@ def _write_corpus(config: CoupletDataConfig, folder: Path, vocabulary: Vocabular
         data.vocabulary,
         data.report,
         _input_files(config),
-        {**_corpus_description(config), "vocabulary": "built" if vocabulary is None else "given"},
+        CorpusIdentity("vocabulary", None if vocabulary is None else vocabulary_sha256(vocabulary)).described(
+            _corpus_description(config)
+        ),
     )
 
 
