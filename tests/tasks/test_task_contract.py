@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from transformer_lab.cli import build_parser, main
 from transformer_lab.serve.registry import HANDLER_MODULES
 from transformer_lab.tasks import registry, synthetic
-from transformer_lab.tasks.task import Task, TrainOutcome
+from transformer_lab.tasks.task import Task
 
 
 def command_choices(command: str) -> tuple[str, ...]:
@@ -49,9 +50,14 @@ def short_sort_config() -> synthetic.SyntheticConfig:
     return synthetic.resolve(dataclasses.replace(config, data=dataclasses.replace(config.data, max_length=4)))
 
 
-def train_short_sort(config: Any, out_dir: Path, resume: bool, init_from: Path | None) -> TrainOutcome:
-    result = synthetic.train(config, out_dir, resume=resume)
-    return TrainOutcome(result.summary, (f"short sort: {len(result.data.test)} held-out sequences",))
+def train_short_sort(
+    config: Any, out_dir: str | os.PathLike[str], *, resume: bool = False, init_from: object = None
+) -> synthetic.TrainResult:
+    return synthetic.train(config, out_dir, resume=resume)
+
+
+def held_out_line(result: synthetic.TrainResult, config: Any) -> list[str]:
+    return [f"short sort: {len(result.data.test)} held-out sequences"]
 
 
 @pytest.fixture
@@ -64,6 +70,7 @@ def short_sort_task() -> Iterator[Task]:
         load=synthetic.load,
         checkpoint_task=synthetic.TASK_NAME,
         reads_data=False,
+        closing_lines=held_out_line,
     )
     registry.register(task)
     try:

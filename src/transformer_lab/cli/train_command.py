@@ -174,11 +174,12 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
         config = with_checkpoint_model(config, init_from, task.checkpoint_task, arguments.overrides)
     if arguments.resume:
         check_same_run(out_dir / LAST_FOLDER, task.checkpoint_task, config_to_dict(config))
-    outcome = task.train(config, out_dir, arguments.resume, init_from)
+    result = task.train(config, out_dir, resume=arguments.resume, init_from=init_from)
+    lines = task.closing_lines(result, config) if task.closing_lines is not None else []
     if not is_main_process():
         return 0  # under torchrun rank 0 reports (the weights are the same on every rank)
-    print(json.dumps(outcome.summary, indent=2, default=str))
-    for line in outcome.lines:
+    print(json.dumps(result.summary, indent=2, default=str))
+    for line in lines:
         print(line)
     return 0
 

@@ -79,7 +79,7 @@ from transformer_lab.models import ClassifierConfig, TransformerClassifier
 from transformer_lab.models.bfloat16 import as_bf16
 from transformer_lab.tasks.finetune import load_initial_weights
 from transformer_lab.tasks.loading import load_checkpoint_parts, read_tokenizer
-from transformer_lab.tasks.task import Task, TrainOutcome
+from transformer_lab.tasks.task import Task
 from transformer_lab.training import (
     TrainConfig,
     Trainer,
@@ -859,10 +859,6 @@ def load_split(
     raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
 
 
-def _train_run(config: ClassificationConfig, out_dir: Path, resume: bool, init_from: Path | None) -> TrainOutcome:
-    return TrainOutcome(train(config, out_dir, resume=resume, init_from=init_from).summary)
-
-
 def _prepare(data: ClassificationDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
     prepared = open_prepared_labelled(prepare_corpus(data, out_dir))
     return {**prepared.report, "seconds": prepared.manifest["seconds"]}
@@ -871,7 +867,7 @@ def _prepare(data: ClassificationDataConfig, out_dir: Path, progress: bool) -> d
 TASK = Task(
     name=TASK_NAME,
     presets={"default": default_config},
-    train=_train_run,
+    train=train,
     load=load_classifier,
     prepare=_prepare,
     evaluation_split="test",

@@ -54,7 +54,7 @@ from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.models.embedding import MAX_POSITIONS
 from transformer_lab.tasks import seq2seq
 from transformer_lab.tasks.seq2seq import Candidate, Seq2SeqData, Seq2SeqTask, bucketed_epoch_batches
-from transformer_lab.tasks.task import Task, TrainOutcome
+from transformer_lab.tasks.task import Task
 from transformer_lab.training import TrainConfig
 from transformer_lab.training.once_per_machine import once_per_machine
 
@@ -681,10 +681,6 @@ def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, Vocabu
     return seq2seq.load(SEQ2SEQ_TASK, checkpoint)
 
 
-def _train_run(config: CoupletConfig, out_dir: Path, resume: bool, init_from: Path | None) -> TrainOutcome:
-    return TrainOutcome(train(config, out_dir, resume=resume, init_from=init_from).summary)
-
-
 def _prepare(data: CoupletDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
     prepared = open_prepared_couplets(prepare_corpus(data, out_dir))
     return {**prepared.report, "seconds": prepared.manifest["seconds"]}
@@ -693,7 +689,7 @@ def _prepare(data: CoupletDataConfig, out_dir: Path, progress: bool) -> dict[str
 TASK = Task(
     name=TASK_NAME,
     presets={"default": default_config},
-    train=_train_run,
+    train=train,
     load=load,
     prepare=_prepare,
     evaluation_split="test",

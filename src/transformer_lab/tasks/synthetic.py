@@ -11,7 +11,6 @@ import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,7 +33,7 @@ from transformer_lab.models.config import MAX_VOCABULARY_SIZE
 from transformer_lab.models.embedding import MAX_POSITIONS
 from transformer_lab.tasks.loading import check_special_ids
 from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, strip_generated
-from transformer_lab.tasks.task import Task, TrainOutcome
+from transformer_lab.tasks.task import Task
 from transformer_lab.training import (
     CONFIG_FILE,
     TrainConfig,
@@ -265,17 +264,25 @@ def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, None, 
     return model.eval(), None, config
 
 
+def _greedy_exact_match_line(result: TrainResult, config: SyntheticConfig) -> list[str]:
+    """The line a person reads after training: exact match on the held-out sequences, greedy."""
+    if not is_main_process():
+        return []  # under torchrun rank 0 reports (the weights are the same on every rank)
+    greedy = exact_match(result.model.eval(), result.data.test, dataclasses.replace(config.decode, strategy="greedy"))
+    return [f"exact match on {len(result.data.test)} held-out sequences (greedy): {greedy:.1%}"]
+
+
 def _synthetic_task(name: str) -> Task:
-    def train_run(config: SyntheticConfig, out_dir: Path, resume: bool, init_from: Path | None) -> TrainOutcome:
+    def train_run(
+        config: SyntheticConfig,
+        out_dir: str | os.PathLike[str],
+        *,
+        resume: bool = False,
+        init_from: str | os.PathLike[str] | None = None,
+    ) -> TrainResult:
         if init_from is not None:
             raise ValueError(f"--init-from: expected only with a task that reads data, got it with {name}")
-        result = train(config, out_dir, resume=resume)
-        if not is_main_process():
-            return TrainOutcome(result.summary)  # under torchrun rank 0 reports (the weights are the same)
-        greedy_config = dataclasses.replace(config.decode, strategy="greedy")
-        greedy = exact_match(result.model.eval(), result.data.test, greedy_config)
-        line = f"exact match on {len(result.data.test)} held-out sequences (greedy): {greedy:.1%}"
-        return TrainOutcome(result.summary, (line,))
+        return train(config, out_dir, resume=resume)
 
     return Task(
         name=name,
@@ -285,6 +292,7 @@ def _synthetic_task(name: str) -> Task:
         checkpoint_task=TASK_NAME,
         reads_data=False,
         surfaces=frozenset({"lab"}),
+        closing_lines=_greedy_exact_match_line,
     )
 
 

@@ -9,10 +9,10 @@ never a list of their own: a new task is its module, its tests and one registry 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from torch import nn
 
@@ -20,12 +20,23 @@ from torch import nn
 SURFACES = ("onnx", "ctranslate2", "serve", "lab")
 
 
-@dataclass(frozen=True)
-class TrainOutcome:
-    """What a finished run reports: its summary (printed as JSON) and closing lines for a person."""
+class TrainResult(Protocol):
+    """What a finished run returns: at least its summary (the command prints it as JSON)."""
 
     summary: dict[str, Any]
-    lines: tuple[str, ...] = ()
+
+
+class TrainFunction(Protocol):
+    """``train(config, out_dir, *, resume, init_from)``: one whole training run."""
+
+    def __call__(
+        self,
+        config: Any,
+        out_dir: str | os.PathLike[str],
+        *,
+        resume: bool = False,
+        init_from: str | os.PathLike[str] | None = None,
+    ) -> TrainResult: ...
 
 
 @dataclass(frozen=True)
@@ -35,7 +46,8 @@ class Task:
     ``name`` is the task's command-line name; ``checkpoint_task`` the ``task`` field its
     checkpoints carry in ``config.json`` (tasks that share a model, as the synthetic ones
     do, share it). ``presets`` maps a preset name to a fresh config, the first being the
-    default. ``train(config, out_dir, resume, init_from)`` runs a whole training run;
+    default. ``train(config, out_dir, *, resume, init_from)`` runs a whole training run
+    and ``closing_lines(result, config)`` says what a person should read after its summary;
     ``load(checkpoint)`` rebuilds (model in eval mode, vocabulary or None, config) from a
     checkpoint or run folder. ``reads_data``: the data options (``--data-dir``,
     ``--train``, ``--valid``, ``--prepared``) apply. ``prepare(data config, out_dir, progress)``
@@ -47,7 +59,7 @@ class Task:
 
     name: str
     presets: Mapping[str, Callable[[], Any]]
-    train: Callable[[Any, Path, bool, Path | None], TrainOutcome]
+    train: TrainFunction
     load: Callable[[str | os.PathLike[str]], tuple[nn.Module, Any, Any]]
     checkpoint_task: str = ""
     reads_data: bool = True
@@ -55,6 +67,7 @@ class Task:
     evaluation_split: str | None = None
     surfaces: frozenset[str] = field(default_factory=frozenset)
     dataset: str | None = None
+    closing_lines: Callable[[Any, Any], Sequence[str]] | None = None
 
     def __post_init__(self) -> None:
         if not self.presets:

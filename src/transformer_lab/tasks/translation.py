@@ -47,7 +47,7 @@ from transformer_lab.tasks.seq2seq import (
     check_fits_positional_table,
     validation_loss,
 )
-from transformer_lab.tasks.task import Task, TrainOutcome
+from transformer_lab.tasks.task import Task
 from transformer_lab.training import TrainConfig
 from transformer_lab.training.once_per_machine import once_per_machine
 
@@ -532,10 +532,6 @@ def load_translator(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransfor
     return seq2seq.load(SEQ2SEQ_TASK, checkpoint)
 
 
-def _train_run(config: TranslationConfig, out_dir: Path, resume: bool, init_from: Path | None) -> TrainOutcome:
-    return TrainOutcome(train(config, out_dir, resume=resume, init_from=init_from).summary)
-
-
 def _prepare(data: TranslationDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
     prepared = prepare_corpus(data, out_dir, progress=progress)
     return {**prepared.report, "seconds": prepared.manifest["seconds"]}
@@ -544,7 +540,7 @@ def _prepare(data: TranslationDataConfig, out_dir: Path, progress: bool) -> dict
 TASK = Task(
     name=TASK_NAME,
     presets=PRESETS,
-    train=_train_run,
+    train=train,
     load=load_translator,
     prepare=_prepare,
     evaluation_split="test_2016_flickr",
