@@ -160,10 +160,11 @@ print("sentence 2, rows and columns hidden:\n", (row_mask[2] | source_padding[2]
 
 # %%
 from transformer_lab.lab.mask_experiments import build_lab_setup, run_experiment
+from transformer_lab.lab.mask_report import format_lab_result
 
 setup = build_lab_setup(seed=0)
 rows_result = run_experiment("encoder-row-mask", setup)
-print(rows_result.format_table())
+print(format_lab_result(rows_result))
 assert rows_result.holds
 
 # %% [markdown]
@@ -181,7 +182,7 @@ assert rows_result.holds
 
 # %%
 polarity_result = run_experiment("key-padding-polarity", setup)
-print(polarity_result.format_table())
+print(format_lab_result(polarity_result))
 assert polarity_result.holds
 
 # %% [markdown]

@@ -24,6 +24,7 @@
 import torch
 
 from transformer_lab.lab.mask_experiments import build_lab_setup, run_experiment
+from transformer_lab.lab.mask_report import format_lab_result
 from transformer_lab.nn import causal_mask, padding_mask
 
 torch.manual_seed(0)
@@ -79,7 +80,7 @@ assert not changed_rows[:real_length].any()
 
 # %%
 tgt_result = run_experiment("tgt-padding-mask", setup)
-print(tgt_result.format_table())
+print(format_lab_result(tgt_result))
 assert tgt_result.holds
 
 # %% [markdown]
@@ -110,7 +111,7 @@ assert tgt_result.holds
 
 # %%
 rows_result = run_experiment("decoder-rows", setup)
-print(rows_result.format_table())
+print(format_lab_result(rows_result))
 assert rows_result.holds
 
 # %% [markdown]

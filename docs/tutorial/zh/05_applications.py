@@ -73,7 +73,7 @@ config = dataclasses.replace(
     ),
     decode=dataclasses.replace(config.decode, precision="fp32"),
 )
-from transformer_lab.lab.figures import read_metrics
+from transformer_lab.training.metrics_log import read_metrics
 
 translation_run = Path("runs/tutorial-translation")
 translation_result = translation.train(config, translation_run)
@@ -89,7 +89,7 @@ print(f"translation: validation BLEU {summary['final_metrics']['val_bleu']:.1f}"
 # %%
 from transformer_lab import Translator
 from transformer_lab.data import load_multi30k
-from transformer_lab.lab.figures import plot_training_curve
+from transformer_lab.lab.result_plots import plot_training_curve
 
 display(Image(filename=str(plot_training_curve(figures / "translation-curve.png", translation_run / "metrics.jsonl"))))
 
