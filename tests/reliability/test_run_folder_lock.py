@@ -11,7 +11,7 @@ import pytest
 
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
-from transformer_lab.training.run_lock import LOCK_FILE, RunFolderLock
+from transformer_lab.training.run_lock import LOCK_FILE, RunFolderLock, folder_holder
 
 TINY_COPY = tiny_copy_options()
 
@@ -50,6 +50,10 @@ def test_a_second_train_or_resume_in_a_held_folder_is_refused_naming_the_holder(
     assert main(["train", "copy", "--out", str(out), "--resume"]) == 2
     assert f"is being trained by process {pid}" in capsys.readouterr().err
     assert sorted(path.name for path in out.iterdir()) == [LOCK_FILE]  # nothing written beside the lock
+    assert folder_holder(out) == f"{(out / LOCK_FILE).read_text(encoding='utf-8')}"
+    code = main(["average-checkpoints", "--run", str(out), "--last", "2", "--out", str(out)])
+    assert code == 2
+    assert f"--out: {out} is being trained by process {pid}" in capsys.readouterr().err
 
 
 def test_a_lock_left_by_a_dead_process_is_taken_over_and_said(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -61,6 +65,7 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_and_said(tmp_path: Path, ca
     assert "taking over the lock left by process 999999 on elsewhere" in caplog.text
     assert (out / "last").is_dir()
     assert (out / LOCK_FILE).read_text(encoding="utf-8") == ""  # released at the end
+    assert folder_holder(out) is None
     with RunFolderLock(out):  # and free for the next run
         pass
 

@@ -24,6 +24,20 @@ logger = logging.getLogger(__name__)
 LOCK_FILE = ".lock"
 
 
+def folder_holder(out_dir: Path) -> str | None:
+    """Who holds ``out_dir``'s lock now ("process N on HOST (since ...)"), or None when no live process does."""
+    path = Path(out_dir) / LOCK_FILE
+    if not path.is_file():
+        return None
+    with path.open("r", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return handle.read().strip() or "another process"
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    return None
+
+
 class RunFolderLock:
     """The exclusive lock of a run folder; use ``with RunFolderLock(out_dir):`` around the run."""
 
