@@ -4,7 +4,10 @@ import os
 
 import pytest
 import yaml
+from torch import nn
 
+from transformer_lab.training.averaging import average_checkpoints
+from transformer_lab.training.checkpoint import save_checkpoint
 from transformer_lab.training.model_card import CARD_FILE, add_test_scores, card_facts, read_card, render_card
 
 CONFIG = {
@@ -90,3 +93,24 @@ def test_a_default_dataset_names_its_language_and_files_name_none():
     assert facts()["languages"] == []  # the user's news.csv: its language is not known
     text = render_card(couplet)
     assert yaml.safe_load(text.split("---\n")[1])["language"] == ["zh"]
+
+
+def test_an_averaged_checkpoint_gets_a_card_without_its_last_sources_scores(tmp_path):
+    sources = []
+    for index, value in enumerate((1.0, 3.0)):
+        model = nn.Linear(2, 2)
+        nn.init.constant_(model.weight, value)
+        card = render_card(facts()).encode("utf-8")
+        folder = save_checkpoint(tmp_path / f"step-{index + 1}", model, dict(CONFIG), extra_files={CARD_FILE: card})
+        add_test_scores(folder, "test", "greedy", {"accuracy": 0.5 + index})
+        sources.append(folder)  # each source's card holds validation and test scores
+    target = average_checkpoints(sources, tmp_path / "averaged", nn.Linear(2, 2))
+    averaged = read_card(target)
+    assert averaged["training"]["averaged_from"] == ["step-1", "step-2"]
+    assert averaged["validation"] == {"step": None, "metrics": {}} and averaged["test"] == []
+    assert averaged["data"] == facts()["data"] and averaged["model"] == facts()["model"]
+    text = (target / CARD_FILE).read_text(encoding="utf-8")
+    assert "the mean of 2 checkpoints of that run (step-1 .. step-2)" in text
+    add_test_scores(target, "test", "greedy", {"accuracy": 0.9})  # evaluate records the average's own scores
+    assert read_card(target)["test"][0]["metrics"] == {"accuracy": 0.9}
+    assert read_card(sources[-1])["test"][0]["metrics"] == {"accuracy": 1.5}

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from .checkpoint import _RESERVED_NAMES, load_checkpoint_config, load_model_weights, save_checkpoint
+from .model_card import CARD_FILE, averaged_card
 
 __all__ = ["average_checkpoints"]
 
@@ -42,6 +43,9 @@ def average_checkpoints(
         for path in sorted(last.iterdir())
         if path.is_file() and path.name not in _RESERVED_NAMES
     }
+    if CARD_FILE in extra_files:
+        # The last checkpoint's card describes its own weights and scores, not the average's.
+        extra_files[CARD_FILE] = averaged_card(last, sources).encode("utf-8")
     config = dict(load_checkpoint_config(last))
     config["averaged_from"] = [str(source) for source in sources]
     return save_checkpoint(target, model, config, extra_files=extra_files)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +199,12 @@ def render_card(facts: Mapping[str, Any]) -> str:
         f"{training['seconds']:.0f} s ({minutes:.1f} minutes) of training",
         f"- Machine: {training['machine']}, {training['threads']} thread(s), precision {training['precision']}",
     ]
+    averaged = training.get("averaged_from")
+    if averaged:
+        lines.append(
+            f"- Weights: the mean of {len(averaged)} checkpoints of that run ({averaged[0]} .. {averaged[-1]}); "
+            "the run's validation scores belong to its own checkpoints, so none are listed for these weights"
+        )
     plan = training.get("time_budget_plan")
     if plan:
         lines.append(
@@ -257,3 +263,12 @@ def add_test_scores(folder: str | os.PathLike[str], split: str, search: str, met
     facts["test"] = tests
     _write_atomically(path, render_card(facts))
     return path
+
+
+def averaged_card(last: str | os.PathLike[str], sources: Sequence[str | os.PathLike[str]]) -> str:
+    """The card of an average of ``sources`` (whose last is ``last``): the run's facts, no scores of its own yet."""
+    facts = read_card(last)
+    facts["training"] = {**facts["training"], "averaged_from": [Path(source).name for source in sources]}
+    facts["validation"] = {"step": None, "metrics": {}}
+    facts["test"] = []
+    return render_card(facts)
