@@ -165,7 +165,7 @@ def main() -> None:
     result = classification.train(config, arguments.out)
     transformer_seconds = time.perf_counter() - start
     # The same rows the run trained on, as text (the run itself reads them from its store).
-    data = classification.read_corpus(result.config.data, result.tokenizer, result.config.class_names)
+    data = classification.read_corpus(result.config.data, result.vocabulary, result.config.class_names)
     assert data.train_articles is not None
     test_articles = read_ag_news_csv(ag_news_path("test", config.data.data_dir)).articles
     model, tokenizer, trained_config = classification.load_classifier(arguments.out / "best")

@@ -115,7 +115,7 @@ def test_resume_continues_with_the_saved_tokenizer(tmp_path: Path) -> None:
     result = classification.train(longer, out_dir, resume=True)
     assert result.summary["epochs_completed"] == 2
     saved = (out_dir / "last" / classification.TOKENIZER_FILE).read_text(encoding="utf-8")
-    assert result.tokenizer.to_json() == saved
+    assert result.vocabulary.to_json() == saved
 
 
 @pytest.mark.skipif(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from transformer_lab.cli import build_parser, main
-from transformer_lab.serve.registry import HANDLER_MODULES
+from transformer_lab.serve.registry import handler_modules
 from transformer_lab.tasks import registry, synthetic
 from transformer_lab.tasks.task import Task
 
@@ -32,7 +32,9 @@ def test_the_commands_offer_the_registered_tasks() -> None:
     assert command_choices("train") == tuple(tasks) == command_choices("config")
     assert command_choices("evaluate") == tuple(name for name, task in tasks.items() if task.evaluation_split)
     assert command_choices("prepare") == tuple(name for name, task in tasks.items() if task.prepare is not None)
-    assert set(HANDLER_MODULES) == set(registry.tasks_offering("serve"))
+    assert (
+        set(handler_modules()) == set(registry.tasks_offering("serve")) == {"translation", "couplet", "classification"}
+    )
     with pytest.raises(ValueError, match="task 'copy': expected a new task name"):
         registry.register(registry.TASKS["copy"])
     with pytest.raises(ValueError, match="task: expected one of translation, .*, got 'summarise'"):
@@ -96,3 +98,25 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
     assert trained.config.data.max_length == 4 and trained.config.data.task == "sort"
     assert main(["train", "short-sort", "--out", str(tmp_path / "r2"), "--train", "a.txt"]) != 0
     assert "expected only with a task that reads data" in capsys.readouterr().err
+
+
+def test_a_task_offering_serve_without_a_handler_module_is_one_line() -> None:
+    task = Task(
+        name="served-sort",
+        presets={"default": short_sort_config},
+        train=synthetic.train,
+        load=synthetic.load,
+        checkpoint_task=synthetic.TASK_NAME,
+        reads_data=False,
+        surfaces=frozenset({"serve"}),
+    )
+    registry.register(task)
+    try:
+        with pytest.raises(
+            ValueError,
+            match="task 'synthetic': offers the serve surface, but no module "
+            r"transformer_lab\.serve\.synthetic_handler handles it",
+        ):
+            handler_modules()
+    finally:
+        del registry.TASKS[task.name]

@@ -275,7 +275,7 @@ def _evaluate_classification(arguments: argparse.Namespace, split: str) -> int:
         if getattr(arguments, option, None) is not None:
             flag = option.replace("_", "-")
             raise ValueError(f"--{flag}: expected only with the translation task, got it with classification")
-    checkpoint = classification.resolve_checkpoint(arguments.checkpoint)
+    checkpoint = resolve_checkpoint(arguments.checkpoint)
     model, tokenizer, config = classification.load_classifier(checkpoint)
     if arguments.test is not None:
         for option, value in (("--split", arguments.split), ("--skip-malformed", arguments.skip_malformed or None)):

@@ -63,7 +63,7 @@ from transformer_lab.serve.intake import (
     check_text_limits,
     json_error,
 )
-from transformer_lab.serve.registry import HANDLER_MODULES, ServedModel
+from transformer_lab.serve.registry import ServedModel, handler_modules
 from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS
 
 logger = logging.getLogger(__name__)
@@ -194,7 +194,7 @@ def create_app(
     def check(body: BaseModel) -> None:
         check_text_limits(body, max_text_characters, max_lines)
 
-    for task, module in HANDLER_MODULES.items():
+    for task, module in handler_modules().items():
         for path, request_type, method in module.ENDPOINTS:
             _add_task_endpoint(app, served, run_admitted, check, task, path, request_type, method)
     return app

@@ -1,25 +1,40 @@
 """Which checkpoints are served, under which names, by which task handler.
 
-A handler module names its ``TASK`` (the ``task`` field that the task writes into every
-checkpoint's ``config.json``) and offers ``load(checkpoint) -> handler``; a handler has
-``task``, ``describe()`` for the page, and the methods its endpoints call. Adding a task
-to the server is one module and one line in :data:`HANDLER_MODULES`.
+Every task whose ``Task`` offers the "serve" surface (``tasks.registry``) has a handler
+module here named after its checkpoint task, ``serve/<task>_handler.py``: it names its
+``TASK`` (the ``task`` field of its checkpoints' ``config.json``), its ``ENDPOINTS`` and
+offers ``load(checkpoint) -> handler``; a handler has ``task``, ``describe()`` for the
+page, and the methods its endpoints call. Serving a new task is that one module.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, Sequence
 
-from transformer_lab.serve import classification_handler, couplet_handler, translation_handler
+from transformer_lab.tasks.registry import tasks_offering
 from transformer_lab.training import load_checkpoint_config, resolve_checkpoint
 
-HANDLER_MODULES: dict[str, ModuleType] = {
-    module.TASK: module for module in (translation_handler, classification_handler, couplet_handler)
-}
+
+def handler_modules() -> dict[str, ModuleType]:
+    """Checkpoint task -> its handler module, for every registered task that offers "serve"."""
+    modules = {}
+    for task in tasks_offering("serve"):
+        name = f"{__package__}.{task}_handler"
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if error.name != name:
+                raise
+            raise ValueError(f"task {task!r}: offers the serve surface, but no module {name} handles it") from None
+        if getattr(module, "TASK", None) != task:
+            raise ValueError(f"{name}: expected TASK = {task!r}, got {getattr(module, 'TASK', None)!r}")
+        modules[task] = module
+    return modules
 
 
 class TaskHandler(Protocol):
@@ -36,7 +51,7 @@ class TaskHandler(Protocol):
 class ServedModel:
     name: str
     checkpoint: Path
-    handler: TaskHandler  # made by HANDLER_MODULES[task].load
+    handler: TaskHandler  # made by its task's handler module's load
 
     @property
     def task(self) -> str:
@@ -68,6 +83,7 @@ def load_served_models(arguments: Sequence[str | os.PathLike[str]]) -> dict[str,
     """
     if not arguments:
         raise ValueError("--checkpoint: expected at least one checkpoint to serve, got none")
+    modules = handler_modules()
     served: dict[str, ServedModel] = {}
     for argument in arguments:
         name, path_text = _split_name(str(argument))
@@ -79,10 +95,10 @@ def load_served_models(arguments: Sequence[str | os.PathLike[str]]) -> dict[str,
                 f"{served[name].checkpoint}; name it with NAME=PATH"
             )
         task = load_checkpoint_config(checkpoint).get("task")
-        if task not in HANDLER_MODULES:
+        if task not in modules:
             raise ValueError(
                 f"--checkpoint {argument}: expected a checkpoint of a served task "
-                f"({', '.join(sorted(HANDLER_MODULES))}), got task {task!r}"
+                f"({', '.join(sorted(modules))}), got task {task!r}"
             )
-        served[name] = ServedModel(name=name, checkpoint=checkpoint, handler=HANDLER_MODULES[task].load(checkpoint))
+        served[name] = ServedModel(name=name, checkpoint=checkpoint, handler=modules[task].load(checkpoint))
     return served

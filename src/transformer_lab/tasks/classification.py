@@ -77,21 +77,16 @@ from transformer_lab.folders import write_folder
 from transformer_lab.hardware import autocast, resolve_precision
 from transformer_lab.models import ClassifierConfig, TransformerClassifier
 from transformer_lab.models.bfloat16 import as_bf16
-from transformer_lab.tasks.finetune import load_initial_weights
 from transformer_lab.tasks.loading import load_checkpoint_parts, read_tokenizer
+from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
 from transformer_lab.tasks.task import Task
 from transformer_lab.training import (
     TrainConfig,
-    Trainer,
-    config_to_dict,
     data_shard,
     label_smoothed_cross_entropy,
     load_task_config,
 )
-from transformer_lab.training.checkpoint import resolve_checkpoint
-from transformer_lab.training.model_card import DATA_COUNTS_KEY
 from transformer_lab.training.once_per_machine import once_per_machine
-from transformer_lab.training.trainer import LAST_FOLDER
 
 logger = logging.getLogger(__name__)
 
@@ -663,13 +658,8 @@ def evaluate_classifier(
 # -- training and loading -----------------------------------------------------------------
 
 
-@dataclass
-class TrainResult:
-    model: TransformerClassifier
-    tokenizer: SubwordTokenizer
-    config: ClassificationConfig
-    data: ClassificationData
-    summary: dict[str, Any]
+# A classification run's result: its model, tokenizer (``vocabulary``), config and data.
+TrainResult = RunResult[TransformerClassifier, SubwordTokenizer, "ClassificationConfig", ClassificationData]
 
 
 def _check_lengths(data: ClassificationData, max_len: int) -> None:
@@ -711,9 +701,8 @@ def train(
     config must already be ``config.model``, see ``tasks.finetune``). Both keep the
     checkpoint's tokenizer and class names, so the class indices mean what they meant.
     """
-    out_dir = Path(out_dir)
     tokenizer, class_names = None, None
-    start = out_dir / LAST_FOLDER if resume else None if init_from is None else resolve_checkpoint(init_from)
+    start = start_checkpoint(out_dir, resume=resume, init_from=init_from)
     if start is not None:
         tokenizer = read_tokenizer(start, TOKENIZER_FILE)
         class_names = load_task_config(start, TASK_NAME, ClassificationConfig).class_names
@@ -742,9 +731,6 @@ def train(
     )
     validation_ids = data.tokenizer.encode_batch([article.text for article in data.validation_articles])
     validation_labels = torch.tensor([article.label for article in data.validation_articles])
-    torch.manual_seed(config.train.seed)
-    model = TransformerClassifier.from_config(config.model)
-    metadata = load_initial_weights(model, start if init_from is not None else None, resume)
 
     def evaluate(evaluated_model: nn.Module) -> dict[str, float]:
         # The trainer hands back the model it was given (unwrapped from DDP).
@@ -756,29 +742,26 @@ def train(
             "val_loss": float(F.nll_loss(log_probabilities, validation_labels)),
         }
 
-    trainer = Trainer(
-        model,
-        config.train,
-        out_dir,
+    model_config, data_config = config.model, config.data
+    plan = RunPlan(
+        task_name=TASK_NAME,
+        config=config,
+        train_config=config.train,
+        d_model=model_config.d_model,
+        build_model=lambda: TransformerClassifier.from_config(model_config),
         loss_fn=classification_loss_fn(config.train.label_smoothing),
-        train_batches=lambda epoch: epoch_batches(data, config.data, epoch, *data_shard()),
-        d_model=config.model.d_model,
+        # Under torchrun each rank trains on its own shard of the epoch.
+        train_batches=lambda epoch: epoch_batches(data, data_config, epoch, *data_shard()),
         evaluate_fn=evaluate,
         count_tokens=lambda batch: int((batch.token_ids != PAD_ID).sum()),
-        checkpoint_config={
-            "task": TASK_NAME,
-            **metadata,
-            DATA_COUNTS_KEY: {
-                "training articles": len(data.train_store),
-                "validation articles": len(data.validation_articles),
-            },
-            **config_to_dict(config),
+        data_counts={
+            "training articles": len(data.train_store),
+            "validation articles": len(data.validation_articles),
         },
         extra_files={TOKENIZER_FILE: data.tokenizer.to_json()},
-        resume=resume,
     )
-    summary = trainer.fit()
-    return TrainResult(model=model, tokenizer=data.tokenizer, config=config, data=data, summary=summary)
+    model, summary = train_run(plan, out_dir, resume=resume, init_from=init_from)
+    return TrainResult(model=model, vocabulary=data.tokenizer, config=config, data=data, summary=summary)
 
 
 def load_classifier(

@@ -67,11 +67,14 @@ def load_checkpoint_parts(
     read_vocabulary: Callable[[Path], VocabularyType],
     vocabulary_sizes: Callable[[VocabularyType], dict[str, tuple[int, str]]],
     metadata_keys: Sequence[str] = (),
+    fixed_specials: str = "the package's fixed special ids",
 ) -> tuple[ModelType, VocabularyType, ConfigType]:
     """The model (in eval mode), vocabulary and config of a checkpoint folder, or of a run folder's ``best/``.
 
     ``vocabulary_sizes(vocabulary)`` maps each field of ``config.model`` that a vocabulary
-    sizes (``src_vocab_size``) to that size and the file it came from. A checkpoint of
+    sizes (``src_vocab_size``) to that size and the file it came from; a task without a
+    vocabulary file maps nothing, and its special ids are checked against the package's
+    (``fixed_specials`` names them in the error). A checkpoint of
     another task, a bad config value, a vocabulary of another size, or weights that do not
     fit are errors that name the file.
     """
@@ -80,7 +83,8 @@ def load_checkpoint_parts(
     config_path = folder / CONFIG_FILE
     vocabulary = read_vocabulary(folder)
     files = vocabulary_sizes(vocabulary)
-    check_special_ids(config.model, vocabulary, str(config_path), str(folder / next(iter(files.values()))[1]))  # type: ignore[attr-defined]
+    specials_from = str(folder / next(iter(files.values()))[1]) if files else fixed_specials
+    check_special_ids(config.model, vocabulary, str(config_path), specials_from)  # type: ignore[attr-defined]
     for field, (size, file_name) in files.items():
         expected = getattr(config.model, field)  # type: ignore[attr-defined]
         if size != expected:

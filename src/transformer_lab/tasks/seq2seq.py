@@ -39,11 +39,9 @@ from transformer_lab.data.lazy_batches import PairBatches, epoch_pair_batches, p
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.decoding import DecodeConfig, Hypothesis, LogitsProcessor, decode, decoding_model
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks.finetune import load_initial_weights
 from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
-from transformer_lab.training import Trainer, config_to_dict, data_shard, label_smoothed_cross_entropy
-from transformer_lab.training.model_card import DATA_COUNTS_KEY
-from transformer_lab.training.trainer import LAST_FOLDER
+from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
+from transformer_lab.training import data_shard, label_smoothed_cross_entropy
 
 logger = logging.getLogger(__name__)
 
@@ -119,12 +117,8 @@ class Seq2SeqData(Generic[VocabularyType]):
         return cls(vocabulary, store, validation_pairs, report or {}, train_pairs)
 
 
-@dataclass
-class TrainResult(Generic[VocabularyType, ConfigType]):
-    model: Seq2SeqTransformer
-    vocabulary: VocabularyType
-    config: ConfigType
-    summary: dict[str, Any]
+# A sequence-to-sequence run's result: its model, vocabulary, config and data.
+TrainResult = RunResult[Seq2SeqTransformer, VocabularyType, ConfigType, Seq2SeqData[VocabularyType]]
 
 
 def starting_vocabulary(
@@ -134,11 +128,8 @@ def starting_vocabulary(
     init_from: str | os.PathLike[str] | None,
 ) -> VocabularyType | None:
     """The vocabulary a run must keep: its own ``last/``'s on resume, the checkpoint's on a fine-tune, else None."""
-    if resume:
-        return task.read_vocabulary(out_dir / LAST_FOLDER)
-    if init_from is not None:
-        return task.read_vocabulary(Path(init_from))
-    return None
+    start = start_checkpoint(out_dir, resume=resume, init_from=init_from)
+    return None if start is None else task.read_vocabulary(start)
 
 
 def with_vocabulary(config: ConfigType, source_size: int, target_size: int | None = None) -> ConfigType:
@@ -212,27 +203,25 @@ def train(
         len(first_epoch),
         100 * first_epoch.padding_fraction(lengths),
     )
-    torch.manual_seed(train_config.seed)
-    model = Seq2SeqTransformer.from_config(model_config)
-    metadata = load_initial_weights(model, init_from, resume)
-    report = {"data_report": data.report} if data.report else {}
-    counts = {"training pairs": len(data.train_store), "validation pairs": len(data.validation_pairs)}
-    trainer = Trainer(
-        model,
-        train_config,
-        out_dir,
+    plan = RunPlan(
+        task_name=task.name,
+        config=config,
+        train_config=train_config,
+        d_model=model_config.d_model,
+        build_model=lambda: Seq2SeqTransformer.from_config(model_config),
         loss_fn=seq2seq_loss_fn(train_config.label_smoothing, PAD_ID),
         # Under torchrun each rank trains on its own shard of the epoch.
         train_batches=epoch_batches,
-        d_model=model_config.d_model,
         evaluate_fn=evaluate,
         count_tokens=lambda batch: batch.num_target_tokens,
-        checkpoint_config={"task": task.name, **report, **metadata, DATA_COUNTS_KEY: counts, **config_to_dict(config)},
+        data_counts={"training pairs": len(data.train_store), "validation pairs": len(data.validation_pairs)},
+        metadata={"data_report": data.report} if data.report else {},
         extra_files=task.vocabulary_files(data.vocabulary),
-        resume=resume,
     )
-    summary = {**trainer.fit(), **({"data": data.report} if data.report else {})}
-    return TrainResult(model=model, vocabulary=data.vocabulary, config=config, summary=summary)
+    model, summary = train_run(plan, out_dir, resume=resume, init_from=init_from)
+    if data.report:
+        summary = {**summary, "data": data.report}
+    return TrainResult(model=model, vocabulary=data.vocabulary, config=config, data=data, summary=summary)
 
 
 def load(

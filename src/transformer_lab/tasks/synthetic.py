@@ -11,7 +11,6 @@ import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
@@ -27,24 +26,19 @@ from transformer_lab.data import (
 )
 from transformer_lab.data._checks import check_int_in_range
 from transformer_lab.data.vocabulary import NUM_SPECIAL_TOKENS
-from transformer_lab.decoding import DecodeConfig, decode, decoding_model
+from transformer_lab.decoding import DecodeConfig
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.models.config import MAX_VOCABULARY_SIZE
 from transformer_lab.models.embedding import MAX_POSITIONS
-from transformer_lab.tasks.loading import check_special_ids
-from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, strip_generated
+from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
+from transformer_lab.tasks.run import RunPlan, RunResult, train_run
+from transformer_lab.tasks.seq2seq import decode_sources, seq2seq_loss_fn, strip_generated
 from transformer_lab.tasks.task import Task
 from transformer_lab.training import (
-    CONFIG_FILE,
     TrainConfig,
-    Trainer,
-    config_to_dict,
     data_shard,
     is_main_process,
-    load_model_weights,
-    load_task_config,
 )
-from transformer_lab.training.checkpoint import build_model_for_weights, resolve_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -190,16 +184,9 @@ def batches_of(
 def decode_pairs(
     model: Seq2SeqTransformer, pairs: list[Pair], decode_config: DecodeConfig, batch_size: int = 256
 ) -> list[list[int]]:
-    """Decode every source of ``pairs``; returns the generated symbols (no specials)."""
-    model.eval()
-    outputs: list[list[int]] = []
-    device = next(model.parameters()).device
-    model = decoding_model(model, decode_config.precision)  # a bf16 copy made once, not once per batch
-    with torch.inference_mode():
-        for batch in batches_of(pairs, batch_size, shuffle=False, seed=0, epoch=0):
-            result = decode(model, batch.src_ids.to(device), decode_config)
-            outputs.extend(strip_generated(row, EOS_ID, PAD_ID) for row in result.best_ids)
-    return outputs
+    """Decode every source of ``pairs``; returns the best output of each, its generated symbols (no specials)."""
+    found = decode_sources(model, [source for source, _ in pairs], decode_config, batch_size=batch_size)
+    return [strip_generated(hypotheses[0].ids, EOS_ID, PAD_ID) if hypotheses else [] for hypotheses in found]
 
 
 def exact_match(model: Seq2SeqTransformer, pairs: list[Pair], decode_config: DecodeConfig) -> float:
@@ -208,20 +195,22 @@ def exact_match(model: Seq2SeqTransformer, pairs: list[Pair], decode_config: Dec
     return sum(prediction == target for prediction, (_, target) in zip(predictions, pairs)) / len(pairs)
 
 
-@dataclass
-class TrainResult:
-    model: Seq2SeqTransformer
-    data: SyntheticData
-    summary: dict[str, Any]
+# A synthetic run's result: its model, config and data (the task has no vocabulary: None).
+TrainResult = RunResult[Seq2SeqTransformer, None, SyntheticConfig, SyntheticData]
 
 
-def train(config: SyntheticConfig, out_dir: str | os.PathLike[str], *, resume: bool = False) -> TrainResult:
+def train(
+    config: SyntheticConfig,
+    out_dir: str | os.PathLike[str],
+    *,
+    resume: bool = False,
+    init_from: str | os.PathLike[str] | None = None,
+) -> TrainResult:
     """Train on the synthetic task; checkpoints and ``metrics.jsonl`` go to ``out_dir``."""
     config = resolve(config)
-    torch.manual_seed(config.train.seed)
     data = build_data(config.data)
-    model = Seq2SeqTransformer.from_config(config.model)
     greedy = dataclasses.replace(config.decode, strategy="greedy")
+    model_config, data_config = config.model, config.data
 
     def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
         # The trainer hands back the model it was given (unwrapped from DDP).
@@ -232,36 +221,40 @@ def train(config: SyntheticConfig, out_dir: str | os.PathLike[str], *, resume: b
         val_loss /= sum(batch.num_target_tokens for batch in batches)
         return {"val_loss": val_loss, "val_exact_match": exact_match(evaluated_model, data.validation, greedy)}
 
-    trainer = Trainer(
-        model,
-        config.train,
-        out_dir,
+    plan = RunPlan(
+        task_name=TASK_NAME,
+        config=config,
+        train_config=config.train,
+        d_model=model_config.d_model,
+        build_model=lambda: Seq2SeqTransformer.from_config(model_config),
         loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID),
         # Under torchrun each rank trains on its own shard of the epoch.
         train_batches=lambda epoch: batches_of(
-            data.train, config.data.batch_size, True, config.data.seed, epoch, *data_shard()
+            data.train, data_config.batch_size, True, data_config.seed, epoch, *data_shard()
         ),
-        d_model=config.model.d_model,
         evaluate_fn=evaluate,
         count_tokens=lambda batch: batch.num_target_tokens,
-        checkpoint_config={"task": TASK_NAME, **config_to_dict(config)},
-        resume=resume,
+        data_counts={
+            "training sequences": len(data.train),
+            "validation sequences": len(data.validation),
+            "test sequences": len(data.test),
+        },
     )
-    summary = trainer.fit()
-    return TrainResult(model=model, data=data, summary=summary)
+    model, summary = train_run(plan, out_dir, resume=resume, init_from=init_from)
+    return TrainResult(model=model, vocabulary=None, config=config, data=data, summary=summary)
 
 
 def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, None, SyntheticConfig]:
     """The model (in eval mode) and config of a synthetic-task checkpoint; the task has no vocabulary file (None)."""
-    folder = resolve_checkpoint(checkpoint)
-    config = load_task_config(folder, TASK_NAME, SyntheticConfig)
-    check_special_ids(config.model, None, str(folder / CONFIG_FILE), "the copy tasks' fixed specials")
-    try:
-        model = build_model_for_weights(folder, lambda: Seq2SeqTransformer.from_config(config.model))
-    except ValueError as error:
-        raise ValueError(f"{folder / CONFIG_FILE}: {error}") from None
-    load_model_weights(folder, model)
-    return model.eval(), None, config
+    return load_checkpoint_parts(
+        checkpoint,
+        TASK_NAME,
+        SyntheticConfig,
+        lambda config: Seq2SeqTransformer.from_config(config.model),
+        lambda folder: None,
+        lambda vocabulary: {},
+        fixed_specials="the copy tasks' fixed specials",
+    )
 
 
 def _greedy_exact_match_line(result: TrainResult, config: SyntheticConfig) -> list[str]:
@@ -273,21 +266,10 @@ def _greedy_exact_match_line(result: TrainResult, config: SyntheticConfig) -> li
 
 
 def _synthetic_task(name: str) -> Task:
-    def train_run(
-        config: SyntheticConfig,
-        out_dir: str | os.PathLike[str],
-        *,
-        resume: bool = False,
-        init_from: str | os.PathLike[str] | None = None,
-    ) -> TrainResult:
-        if init_from is not None:
-            raise ValueError(f"--init-from: expected only with a task that reads data, got it with {name}")
-        return train(config, out_dir, resume=resume)
-
     return Task(
         name=name,
         presets={"default": lambda: default_config(name)},
-        train=train_run,
+        train=train,
         load=load,
         checkpoint_task=TASK_NAME,
         reads_data=False,

@@ -1,0 +1,122 @@
+"""Starting a training run, the same way for every task: where it starts, its model, its first weights, the Trainer.
+
+A task reads its data and says what its run is made of (:class:`RunPlan`: how to build
+the model, the loss, the epoch batches, the validation, what its checkpoints record);
+:func:`train_run` does the rest for a fresh run, a resumed one (``--resume``: the run's
+own ``last/``) and a fine-tune (``--init-from``: another checkpoint's weights), and
+:func:`start_checkpoint` names the checkpoint whose vocabulary a run must keep.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import torch
+from torch import Tensor, nn
+
+from transformer_lab.tasks.finetune import load_initial_weights
+from transformer_lab.training import TrainConfig, Trainer, config_to_dict
+from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.model_card import DATA_COUNTS_KEY
+from transformer_lab.training.trainer import LAST_FOLDER
+
+ModelType = TypeVar("ModelType", bound=nn.Module)
+VocabularyType = TypeVar("VocabularyType")
+ConfigType = TypeVar("ConfigType")
+DataType = TypeVar("DataType")
+
+
+def start_checkpoint(
+    out_dir: str | os.PathLike[str], *, resume: bool, init_from: str | os.PathLike[str] | None
+) -> Path | None:
+    """The checkpoint a run starts from: ``out_dir/last`` on resume, ``init_from``'s on a fine-tune, else None.
+
+    A run folder given to ``init_from`` means its ``best/``, as everywhere a checkpoint is read.
+    """
+    if resume:
+        return Path(out_dir) / LAST_FOLDER
+    if init_from is not None:
+        return resolve_checkpoint(init_from)
+    return None
+
+
+@dataclass
+class RunPlan(Generic[ModelType]):
+    """What one task's run is made of; :func:`train_run` turns it into a trained model.
+
+    ``build_model()`` makes the model (called once the seed is set, so its initial weights
+    follow ``train_config.seed``); ``loss_fn(model, batch)`` the training loss;
+    ``train_batches(epoch)`` the epoch's batches (this process's shard under torchrun);
+    ``evaluate_fn(model)`` the validation metrics (None: no validation);
+    ``count_tokens(batch)`` the tokens a batch counts for tokens/s and the global loss.
+    Checkpoints record ``task_name``, ``metadata`` (a data report), ``data_counts`` (for
+    the model card) and ``config``; ``extra_files`` (name -> text) hold the vocabulary.
+    """
+
+    task_name: str
+    config: Any
+    train_config: TrainConfig
+    d_model: int
+    build_model: Callable[[], ModelType]
+    loss_fn: Callable[[nn.Module, Any], Tensor]
+    train_batches: Callable[[int], Iterable[Any]]
+    evaluate_fn: Callable[[nn.Module], dict[str, float]] | None
+    count_tokens: Callable[[Any], int]
+    data_counts: Mapping[str, int] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    extra_files: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RunResult(Generic[ModelType, VocabularyType, ConfigType, DataType]):
+    """A finished run: its model (the trained weights, in train mode), vocabulary, config, data and summary."""
+
+    model: ModelType
+    vocabulary: VocabularyType
+    config: ConfigType
+    data: DataType
+    summary: dict[str, Any]
+
+
+def train_run(
+    plan: RunPlan[ModelType],
+    out_dir: str | os.PathLike[str],
+    *,
+    resume: bool = False,
+    init_from: str | os.PathLike[str] | None = None,
+) -> tuple[ModelType, dict[str, Any]]:
+    """Build the plan's model, load ``init_from``'s weights for a fine-tune, train it; returns (model, summary).
+
+    ``resume`` continues ``out_dir/last`` (the Trainer restores weights, optimizer and the
+    data position); ``init_from`` (a checkpoint or run folder) only gives the first weights.
+    """
+    torch.manual_seed(plan.train_config.seed)
+    model = plan.build_model()
+    # On resume the Trainer loads the run's own last/, which holds newer weights than init_from.
+    start = None if resume else start_checkpoint(out_dir, resume=False, init_from=init_from)
+    initialized = load_initial_weights(model, start, resume)
+    counts = {DATA_COUNTS_KEY: dict(plan.data_counts)} if plan.data_counts else {}
+    trainer = Trainer(
+        model,
+        plan.train_config,
+        out_dir,
+        loss_fn=plan.loss_fn,
+        train_batches=plan.train_batches,
+        d_model=plan.d_model,
+        evaluate_fn=plan.evaluate_fn,
+        count_tokens=plan.count_tokens,
+        checkpoint_config={
+            "task": plan.task_name,
+            **plan.metadata,
+            **initialized,
+            **counts,
+            **config_to_dict(plan.config),
+        },
+        extra_files=dict(plan.extra_files),
+        resume=resume,
+    )
+    return model, trainer.fit()
