@@ -30,7 +30,7 @@ def command_choices(command: str) -> tuple[str, ...]:
 def test_the_commands_offer_the_registered_tasks() -> None:
     tasks = registry.TASKS
     assert command_choices("train") == tuple(tasks) == command_choices("config")
-    assert command_choices("evaluate") == tuple(name for name, task in tasks.items() if task.evaluation_split)
+    assert command_choices("evaluate") == tuple(name for name, task in tasks.items() if task.evaluate is not None)
     assert command_choices("prepare") == tuple(name for name, task in tasks.items() if task.prepare is not None)
     assert set(HANDLER_MODULES) == set(registry.tasks_offering("serve"))
     with pytest.raises(ValueError, match="task 'copy': expected a new task name"):
