@@ -1,5 +1,5 @@
 """One registry of tasks: the commands offer exactly its tasks, and a task registered at run time is trained
-by `train`, printed by `config` and loaded by the checkpoint loader with no other change."""
+by `train`, printed by `config`, loaded by the checkpoint loader and scored by `evaluate` with no other change."""
 
 from __future__ import annotations
 
@@ -12,11 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from transformer_lab.cli import build_parser, main
+from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID
 from transformer_lab.serve.registry import HANDLER_MODULES
 from transformer_lab.tasks import registry, synthetic
+from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport
 from transformer_lab.tasks.task import Task
+from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.model_card import read_card
 
 
 def command_choices(command: str) -> tuple[str, ...]:
@@ -60,6 +65,32 @@ def held_out_line(result: synthetic.TrainResult, config: Any) -> list[str]:
     return [f"short sort: {len(result.data.test)} held-out sequences"]
 
 
+def evaluate_short_sort(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
+    """The toy task's evaluation: greedy exact match, and token accuracy under teacher forcing in padded batches."""
+    model, _, config = synthetic.load(checkpoint)
+    data = synthetic.build_data(config.data)
+    splits = {"test": data.test, "validation": data.validation}
+    name = split or "test"
+    if name not in splits:
+        raise ValueError(f"--split: expected one of {sorted(splits)}, got {name!r}")
+    exact = synthetic.exact_match(model, splits[name], dataclasses.replace(config.decode, strategy="greedy"))
+    correct = total = 0
+    with torch.inference_mode():
+        for batch in synthetic.batches_of(splits[name], 3, shuffle=False, seed=0, epoch=0):
+            predicted_ids = model(batch.src_ids, batch.tgt_in_ids).argmax(dim=-1)  # [B, T]
+            real = batch.tgt_out_ids != PAD_ID  # [B, T]
+            correct += int(((predicted_ids == batch.tgt_out_ids) & real).sum())
+            total += int(real.sum())
+    return EvaluationReport(
+        lines=[f"short sort {name}: exact match {exact:.4f}, token accuracy {correct / total:.4f}"],
+        files={},
+        checkpoint=resolve_checkpoint(checkpoint),
+        name=name,
+        search="greedy",
+        scores={"exact_match": exact, "token_accuracy": correct / total},
+    )
+
+
 @pytest.fixture
 def short_sort_task() -> Iterator[Task]:
     """The toy task, registered for one test and taken out again."""
@@ -70,6 +101,8 @@ def short_sort_task() -> Iterator[Task]:
         load=synthetic.load,
         checkpoint_task=synthetic.TASK_NAME,
         reads_data=False,
+        evaluate=evaluate_short_sort,
+        evaluation_split="test",
         closing_lines=held_out_line,
     )
     registry.register(task)
@@ -96,3 +129,34 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
     assert trained.config.data.max_length == 4 and trained.config.data.task == "sort"
     assert main(["train", "short-sort", "--out", str(tmp_path / "r2"), "--train", "a.txt"]) != 0
     assert "expected only with a task that reads data" in capsys.readouterr().err
+
+    assert main(["evaluate", "short-sort", "--checkpoint", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("short sort test: exact match ")
+    assert f"model card: {resolve_checkpoint(out) / 'README.md'}" in printed
+    recorded = read_card(out / "best")["test"]
+    assert [(entry["split"], entry["search"]) for entry in recorded] == [("test", "greedy")]
+
+    # The oracle: one sequence at a time, teacher-forced without padding. Greedy search gives
+    # the target exactly when every next token of the target, then eos, is the argmax.
+    model, _, config = synthetic.load(out)
+    held_out = synthetic.build_data(config.data).test
+    right_tokens = whole_sequences = 0
+    with torch.inference_mode():
+        for source, target in held_out:
+            predicted_ids = model(torch.tensor([source]), torch.tensor([[BOS_ID, *target]])).argmax(dim=-1)  # [1, T]
+            right = int((predicted_ids[0] == torch.tensor([*target, EOS_ID])).sum())
+            right_tokens += right
+            whole_sequences += right == len(target) + 1
+    token_count = sum(len(target) + 1 for _, target in held_out)
+    assert recorded[0]["metrics"]["token_accuracy"] == pytest.approx(right_tokens / token_count, abs=1e-9)
+    assert recorded[0]["metrics"]["exact_match"] == pytest.approx(whole_sequences / len(held_out), abs=1e-9)
+
+    # Options the toy task does not read are refused, naming the tasks that read them.
+    assert main(["evaluate", "short-sort", "--checkpoint", str(out), "--beam", "2"]) == 2
+    assert (
+        "--beam: expected only with the translation and couplet tasks, got it with short-sort"
+        in capsys.readouterr().err
+    )
+    assert main(["evaluate", "short-sort", "--checkpoint", str(out), "--test", "news.csv"]) == 2
+    assert "--test: expected only with the classification task, got it with short-sort" in capsys.readouterr().err
