@@ -1,4 +1,4 @@
-"""The contract every task offers the commands: its presets, how it trains, loads and prepares, and what it serves.
+"""The contract every task offers the commands: its presets, how it trains, loads, prepares and scores, what it serves.
 
 A task is one module (translation, couplets, classification, the synthetic tasks) that
 defines a `Task` and is named once in ``tasks/registry.py``. The commands (``train``,
