@@ -4,6 +4,7 @@ by `train`, printed by `config`, loaded by the checkpoint loader and scored by `
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import json
 import os
@@ -42,6 +43,16 @@ def test_the_commands_offer_the_registered_tasks() -> None:
         registry.register(registry.TASKS["copy"])
     with pytest.raises(ValueError, match="task: expected one of translation, .*, got 'summarise'"):
         registry.task_named("summarise")
+
+
+def test_the_task_layer_knows_nothing_of_the_command_line() -> None:
+    # The commands turn their options into the tasks' own (EvaluationOptions), never the reverse.
+    for path in sorted((Path(registry.__file__).parent).glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            for name in names:
+                assert name != "argparse" and not name.startswith("transformer_lab.cli"), f"{path.name} imports {name}"
 
 
 TINY = ["data.num_train=64", "data.num_validation=8", "data.num_test=8", "model.d_model=16", "model.nhead=2"]
