@@ -25,10 +25,14 @@ from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import read_card
 
 
-def command_choices(command: str) -> tuple[str, ...]:
+def command_parser(command: str) -> argparse.ArgumentParser:
     parser = build_parser()
     subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
-    task_argument = next(action for action in subparsers.choices[command]._actions if action.dest == "task")
+    return subparsers.choices[command]
+
+
+def command_choices(command: str) -> tuple[str, ...]:
+    task_argument = next(action for action in command_parser(command)._actions if action.dest == "task")
     assert task_argument.choices is not None
     return tuple(task_argument.choices)
 
@@ -37,6 +41,14 @@ def test_the_commands_offer_the_registered_tasks() -> None:
     tasks = registry.TASKS
     assert command_choices("train") == tuple(tasks) == command_choices("config")
     assert command_choices("evaluate") == tuple(name for name, task in tasks.items() if task.evaluate is not None)
+    # Every option of `evaluate` beyond the shared ones is read by some task, and every option a task reads is offered.
+    offered = {
+        *command_parser("evaluate").get_default("task_options").values(),
+        "--beam",
+        "--length-penalty",
+        "--beam-stop",
+    }
+    assert offered == set().union(*(task.evaluation_options for task in tasks.values()))
     assert command_choices("prepare") == tuple(name for name, task in tasks.items() if task.prepare is not None)
     assert set(HANDLER_MODULES) == set(registry.tasks_offering("serve"))
     with pytest.raises(ValueError, match="task 'copy': expected a new task name"):
