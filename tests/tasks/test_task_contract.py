@@ -1,9 +1,10 @@
 """One registry of tasks: the commands offer exactly its tasks, and a task registered at run time is trained
-by `train`, printed by `config` and loaded by the checkpoint loader with no other change."""
+by `train`, printed by `config`, loaded by the checkpoint loader and scored by `evaluate` with no other change."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import json
 import os
@@ -12,17 +13,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from transformer_lab.cli import build_parser, main
+from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID
 from transformer_lab.serve.registry import handler_modules
 from transformer_lab.tasks import registry, synthetic
+from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport
 from transformer_lab.tasks.task import Task
+from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.model_card import read_card
+
+
+def command_parser(command: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    return subparsers.choices[command]
 
 
 def command_choices(command: str) -> tuple[str, ...]:
-    parser = build_parser()
-    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
-    task_argument = next(action for action in subparsers.choices[command]._actions if action.dest == "task")
+    task_argument = next(action for action in command_parser(command)._actions if action.dest == "task")
     assert task_argument.choices is not None
     return tuple(task_argument.choices)
 
@@ -30,7 +40,15 @@ def command_choices(command: str) -> tuple[str, ...]:
 def test_the_commands_offer_the_registered_tasks() -> None:
     tasks = registry.TASKS
     assert command_choices("train") == tuple(tasks) == command_choices("config")
-    assert command_choices("evaluate") == tuple(name for name, task in tasks.items() if task.evaluation_split)
+    assert command_choices("evaluate") == tuple(name for name, task in tasks.items() if task.evaluate is not None)
+    # Every option of `evaluate` beyond the shared ones is read by some task, and every option a task reads is offered.
+    offered = {
+        *command_parser("evaluate").get_default("task_options").values(),
+        "--beam",
+        "--length-penalty",
+        "--beam-stop",
+    }
+    assert offered == set().union(*(task.evaluation_options for task in tasks.values()))
     assert command_choices("prepare") == tuple(name for name, task in tasks.items() if task.prepare is not None)
     assert (
         set(handler_modules()) == set(registry.tasks_offering("serve")) == {"translation", "couplet", "classification"}
@@ -39,6 +57,16 @@ def test_the_commands_offer_the_registered_tasks() -> None:
         registry.register(registry.TASKS["copy"])
     with pytest.raises(ValueError, match="task: expected one of translation, .*, got 'summarise'"):
         registry.task_named("summarise")
+
+
+def test_the_task_layer_knows_nothing_of_the_command_line() -> None:
+    # The commands turn their options into the tasks' own (EvaluationOptions), never the reverse.
+    for path in sorted((Path(registry.__file__).parent).glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            for name in names:
+                assert name != "argparse" and not name.startswith("transformer_lab.cli"), f"{path.name} imports {name}"
 
 
 TINY = ["data.num_train=64", "data.num_validation=8", "data.num_test=8", "model.d_model=16", "model.nhead=2"]
@@ -62,6 +90,32 @@ def held_out_line(result: synthetic.TrainResult, config: Any) -> list[str]:
     return [f"short sort: {len(result.data.test)} held-out sequences"]
 
 
+def evaluate_short_sort(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
+    """The toy task's evaluation: greedy exact match, and token accuracy under teacher forcing in padded batches."""
+    model, _, config = synthetic.load(checkpoint)
+    data = synthetic.build_data(config.data)
+    splits = {"test": data.test, "validation": data.validation}
+    name = split or "test"
+    if name not in splits:
+        raise ValueError(f"--split: expected one of {sorted(splits)}, got {name!r}")
+    exact = synthetic.exact_match(model, splits[name], dataclasses.replace(config.decode, strategy="greedy"))
+    correct = total = 0
+    with torch.inference_mode():
+        for batch in synthetic.batches_of(splits[name], 3, shuffle=False, seed=0, epoch=0):
+            predicted_ids = model(batch.src_ids, batch.tgt_in_ids).argmax(dim=-1)  # [B, T]
+            real = batch.tgt_out_ids != PAD_ID  # [B, T]
+            correct += int(((predicted_ids == batch.tgt_out_ids) & real).sum())
+            total += int(real.sum())
+    return EvaluationReport(
+        lines=[f"short sort {name}: exact match {exact:.4f}, token accuracy {correct / total:.4f}"],
+        files={},
+        checkpoint=resolve_checkpoint(checkpoint),
+        name=name,
+        search="greedy",
+        scores={"exact_match": exact, "token_accuracy": correct / total},
+    )
+
+
 @pytest.fixture
 def short_sort_task() -> Iterator[Task]:
     """The toy task, registered for one test and taken out again."""
@@ -72,6 +126,8 @@ def short_sort_task() -> Iterator[Task]:
         load=synthetic.load,
         checkpoint_task=synthetic.TASK_NAME,
         reads_data=False,
+        evaluate=evaluate_short_sort,
+        evaluation_split="test",
         closing_lines=held_out_line,
     )
     registry.register(task)
@@ -98,6 +154,36 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
     assert trained.config.data.max_length == 4 and trained.config.data.task == "sort"
     assert main(["train", "short-sort", "--out", str(tmp_path / "r2"), "--train", "a.txt"]) != 0
     assert "expected only with a task that reads data" in capsys.readouterr().err
+    assert main(["evaluate", "short-sort", "--checkpoint", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("short sort test: exact match ")
+    assert f"model card: {resolve_checkpoint(out) / 'README.md'}" in printed
+    recorded = read_card(out / "best")["test"]
+    assert [(entry["split"], entry["search"]) for entry in recorded] == [("test", "greedy")]
+
+    # The oracle: one sequence at a time, teacher-forced without padding. Greedy search gives
+    # the target exactly when every next token of the target, then eos, is the argmax.
+    model, _, config = synthetic.load(out)
+    held_out = synthetic.build_data(config.data).test
+    right_tokens = whole_sequences = 0
+    with torch.inference_mode():
+        for source, target in held_out:
+            predicted_ids = model(torch.tensor([source]), torch.tensor([[BOS_ID, *target]])).argmax(dim=-1)  # [1, T]
+            right = int((predicted_ids[0] == torch.tensor([*target, EOS_ID])).sum())
+            right_tokens += right
+            whole_sequences += right == len(target) + 1
+    token_count = sum(len(target) + 1 for _, target in held_out)
+    assert recorded[0]["metrics"]["token_accuracy"] == pytest.approx(right_tokens / token_count, abs=1e-9)
+    assert recorded[0]["metrics"]["exact_match"] == pytest.approx(whole_sequences / len(held_out), abs=1e-9)
+
+    # Options the toy task does not read are refused, naming the tasks that read them.
+    assert main(["evaluate", "short-sort", "--checkpoint", str(out), "--beam", "2"]) == 2
+    assert (
+        "--beam: expected only with the translation and couplet tasks, got it with short-sort"
+        in capsys.readouterr().err
+    )
+    assert main(["evaluate", "short-sort", "--checkpoint", str(out), "--test", "news.csv"]) == 2
+    assert "--test: expected only with the classification task, got it with short-sort" in capsys.readouterr().err
 
 
 def test_a_task_offering_serve_without_a_handler_module_is_one_line() -> None:

@@ -7,21 +7,13 @@ call only; an option left out keeps the checkpoint's choice.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from typing import Any
 
 from transformer_lab.tasks import couplet
-
-# option destination -> (the constraint field, the value it sets, or None to take the option's value)
-_CHANGES: dict[str, tuple[str, object]] = {
-    "no_mirror_repetition": ("mirror_repetition", False),
-    "allow_upper_characters": ("avoid_source_characters", False),
-    "oblique_final_penalty": ("oblique_final_penalty", None),
-    "tone_opposition_penalty": ("tone_opposition_penalty", None),
-    "part_of_speech_rerank": ("part_of_speech_rerank", None),
-    "rhythm_rerank": ("rhythm_rerank", None),
-}
-
+from transformer_lab.tasks.couplet_constraint_options import (
+    CONSTRAINT_OPTIONS,
+    with_constraint_options,
+)
 
 # The options that take a number of nats, each setting the constraint field of its name.
 _NATS_OPTIONS = (
@@ -46,25 +38,13 @@ def add_constraint_arguments(parser: argparse.ArgumentParser, *, prefix: str = "
         parser.add_argument(flag, type=float, default=None, help=f"{prefix}{help_text} (0 = off)")
 
 
-def _given_changes(arguments: argparse.Namespace) -> dict[str, tuple[str, Any]]:
-    """The rule options this command line sets: destination -> (the constraint field, its new value)."""
-    given: dict[str, tuple[str, Any]] = {}
-    for destination, (field, fixed) in _CHANGES.items():
-        value = getattr(arguments, destination)
-        if fixed is not None and value is True:  # a flag: it sets the fixed value
-            given[destination] = (field, fixed)
-        elif fixed is None and value is not None:  # a value option: it sets what was given
-            given[destination] = (field, value)
-    return given
-
-
-def given_constraint_options(arguments: argparse.Namespace) -> list[str]:
-    """The rule options this command line sets, as flags (to refuse them where they do not apply)."""
-    return ["--" + destination.replace("_", "-") for destination in _given_changes(arguments)]
+def _given_values(arguments: argparse.Namespace) -> dict[str, Any]:
+    """The rule options as parsed, by flag (None or False where not given)."""
+    return {flag: getattr(arguments, flag[2:].replace("-", "_")) for flag in CONSTRAINT_OPTIONS}
 
 
 def constraint_overrides(
     config: couplet.CoupletConstraintConfig, arguments: argparse.Namespace
 ) -> couplet.CoupletConstraintConfig:
     """The checkpoint's constraints with the command line's changes."""
-    return dataclasses.replace(config, **dict(_given_changes(arguments).values()))
+    return with_constraint_options(config, _given_values(arguments))

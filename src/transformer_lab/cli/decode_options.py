@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,9 +10,12 @@ from pathlib import Path
 from torch import nn
 
 from transformer_lab.data import decode_lines, read_lines
-from transformer_lab.decoding import DecodeConfig, with_precision
+from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.beam import BEAM_STOPS
-from transformer_lab.hardware import INFERENCE_PRECISIONS, resolve_inference_precision
+from transformer_lab.decoding.search_settings import model_precision, search_name, with_search
+from transformer_lab.hardware import INFERENCE_PRECISIONS
+
+__all__ = ["add_decode_arguments", "command_precision", "input_lines", "search_name", "with_decode_arguments"]
 
 
 def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,17 +50,12 @@ DECODE_PRECISIONS = INFERENCE_PRECISIONS
 
 
 def command_precision(arguments: argparse.Namespace, default: str, model: nn.Module, *, int8: bool = True) -> str:
-    """The precision a command runs ``model`` at: --precision, else ``default``, resolved once on the model's device.
+    """The precision a command runs ``model`` at: --precision, else ``default`` (``decoding.model_precision``).
 
-    "fp32", "bf16" or "int8" (``hardware.resolve_inference_precision``; ``int8`` False
-    refuses it, as for a classifier); the model to decode with (``decoding.decoding_model``),
-    the decoding config (:func:`with_decode_arguments`) and the report's name
-    (:func:`search_name`) all take this one value. ``default`` is the checkpoint's decoding
-    precision, or the classifier commands' "auto".
+    ``default`` is the checkpoint's decoding precision, or the classifier commands' "auto";
+    ``int8`` False refuses int8, as for a classifier.
     """
-    parameter = next(model.parameters(), None)
-    device = parameter.device if parameter is not None else "cpu"
-    return resolve_inference_precision(arguments.precision, default, device, name="--precision", int8=int8)
+    return model_precision(arguments.precision, default, model, int8=int8)
 
 
 def with_decode_arguments(
@@ -67,37 +64,15 @@ def with_decode_arguments(
     """The checkpoint's decoding with --beam, --length-penalty, --beam-stop and the precision applied (None keeps it).
 
     ``precision`` is :func:`command_precision`'s (None: --precision as given, when given);
-    "int8" decodes in fp32 arithmetic around the int8 layers of its model copy.
+    see ``decoding.with_search``.
     """
-    decode_config = with_beam(decode_config, arguments.beam)
-    if precision is None:
-        precision = arguments.precision
-    if precision is not None:
-        decode_config = with_precision(decode_config, precision)
-    if arguments.length_penalty is not None:
-        # DecodeConfig checks the value and names the field.
-        decode_config = dataclasses.replace(decode_config, length_penalty=arguments.length_penalty)
-    if arguments.beam_stop is not None:
-        decode_config = dataclasses.replace(decode_config, beam_stop=arguments.beam_stop)
-    return decode_config
-
-
-def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:
-    """The checkpoint's decoding with the search --beam asks for (None keeps it; 1 is greedy)."""
-    if beam is None:
-        return decode_config
-    if beam < 1:
-        raise ValueError(f"--beam must be >= 1, got {beam}")
-    return dataclasses.replace(decode_config, strategy="greedy" if beam == 1 else "beam", beam_size=beam, num_return=1)
-
-
-def search_name(decode_config: DecodeConfig, precision: str) -> str:
-    """The search's name for reports and file names: "greedy" or "beam K", then " bf16" or " int8" where not fp32.
-
-    ``precision`` is :func:`command_precision`'s, already resolved.
-    """
-    name = "greedy" if decode_config.strategy == "greedy" else f"beam {decode_config.beam_size}"
-    return name if precision == "fp32" else f"{name} {precision}"
+    return with_search(
+        decode_config,
+        beam=arguments.beam,
+        length_penalty=arguments.length_penalty,
+        beam_stop=arguments.beam_stop,
+        precision=arguments.precision if precision is None else precision,
+    )
 
 
 def input_lines(texts: Sequence[str], input_path: Path | None, purpose: str = "decode") -> list[str]:

@@ -77,6 +77,7 @@ from transformer_lab.folders import write_folder
 from transformer_lab.hardware import autocast, resolve_precision
 from transformer_lab.models import ClassifierConfig, TransformerClassifier
 from transformer_lab.models.bfloat16 import as_bf16
+from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport
 from transformer_lab.tasks.loading import load_checkpoint_parts, read_tokenizer
 from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
 from transformer_lab.tasks.task import Task
@@ -847,13 +848,24 @@ def _prepare(data: ClassificationDataConfig, out_dir: Path, progress: bool) -> d
     return {**prepared.report, "seconds": prepared.manifest["seconds"]}
 
 
+def _evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
+    # Its own module, which builds on this one: imported when a checkpoint is scored.
+    from transformer_lab.tasks import classification_evaluation
+
+    return classification_evaluation.evaluate(checkpoint, split, options)
+
+
 TASK = Task(
     name=TASK_NAME,
     presets={"default": default_config},
     train=train,
     load=load_classifier,
     prepare=_prepare,
+    evaluate=_evaluate,
     evaluation_split="test",
+    evaluation_options=frozenset(
+        {"--test", "--text-field", "--label-field", "--file-format", "--skip-malformed", "--confusion-png"}
+    ),
     surfaces=frozenset({"onnx", "serve"}),
     dataset="ag-news",
 )

@@ -53,6 +53,8 @@ from transformer_lab.folders import write_folder
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.models.embedding import MAX_POSITIONS
 from transformer_lab.tasks import seq2seq
+from transformer_lab.tasks.couplet_constraint_options import CONSTRAINT_OPTIONS
+from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport
 from transformer_lab.tasks.seq2seq import Candidate, Seq2SeqData, Seq2SeqTask, bucketed_epoch_batches
 from transformer_lab.tasks.task import Task
 from transformer_lab.training import TrainConfig
@@ -686,13 +688,22 @@ def _prepare(data: CoupletDataConfig, out_dir: Path, progress: bool) -> dict[str
     return {**prepared.report, "seconds": prepared.manifest["seconds"]}
 
 
+def _evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
+    # Its own module, which builds on this one: imported when a checkpoint is scored.
+    from transformer_lab.tasks import couplet_evaluation
+
+    return couplet_evaluation.evaluate(checkpoint, split, options)
+
+
 TASK = Task(
     name=TASK_NAME,
     presets={"default": default_config},
     train=train,
     load=load,
     prepare=_prepare,
+    evaluate=_evaluate,
     evaluation_split="test",
+    evaluation_options=frozenset({"--beam", "--length-penalty", "--beam-stop", *CONSTRAINT_OPTIONS}),
     surfaces=frozenset({"onnx", "ctranslate2", "serve", "lab"}),
     dataset="couplets",
 )

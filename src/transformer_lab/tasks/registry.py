@@ -19,6 +19,7 @@ from typing import Any
 from torch import nn
 
 from transformer_lab.tasks import classification, couplet, synthetic, translation
+from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, unread_option_error
 from transformer_lab.tasks.task import Task
 from transformer_lab.training import load_checkpoint_config
 from transformer_lab.training.checkpoint import resolve_checkpoint
@@ -48,6 +49,30 @@ def task_named(name: str) -> Task:
 def tasks_offering(surface: str) -> tuple[str, ...]:
     """The checkpoint task names of the tasks that offer ``surface`` (see ``tasks.task.SURFACES``)."""
     return tuple(dict.fromkeys(task.checkpoint_task for task in TASKS.values() if surface in task.surfaces))
+
+
+def tasks_evaluating() -> tuple[str, ...]:
+    """The names of the tasks whose checkpoints ``evaluate`` scores (those with an ``evaluate``)."""
+    return tuple(name for name, task in TASKS.items() if task.evaluate is not None)
+
+
+def evaluate(
+    name: str, checkpoint: str | os.PathLike[str], split: str | None, options: EvaluationOptions
+) -> EvaluationReport:
+    """Score ``checkpoint`` with the evaluation of the task called ``name`` (``split`` None: its default).
+
+    An option the task does not read (``Task.evaluation_options``) is refused in one line
+    naming the tasks that read it; the task's evaluation checks the rest.
+    """
+    task = task_named(name)
+    if task.evaluate is None:
+        scored = ", ".join(tasks_evaluating())
+        raise ValueError(f"task: expected one of {scored}, got {name!r}, which has no evaluation")
+    for flag in options.given():
+        if flag not in task.evaluation_options:
+            readers = [other.name for other in TASKS.values() if other.evaluate and flag in other.evaluation_options]
+            raise unread_option_error(flag, name, readers)
+    return task.evaluate(Path(checkpoint), split, options)
 
 
 def _checkpoint_tasks() -> dict[str, Task]:

@@ -1,4 +1,4 @@
-"""The contract every task offers the commands: its presets, how it trains, loads and prepares, and what it serves.
+"""The contract every task offers the commands: its presets, how it trains, loads, prepares and scores, what it serves.
 
 A task is one module (translation, couplets, classification, the synthetic tasks) that
 defines a `Task` and is named once in ``tasks/registry.py``. The commands (``train``,
@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from torch import nn
+
+from transformer_lab.tasks.evaluation import EvaluateFunction
 
 # What a trained task offers beyond training and loading.
 SURFACES = ("onnx", "ctranslate2", "serve", "lab")
@@ -52,8 +54,11 @@ class Task:
     checkpoint or run folder. ``reads_data``: the data options (``--data-dir``,
     ``--train``, ``--valid``, ``--prepared``) apply. ``prepare(data config, out_dir, progress)``
     writes a prepared corpus and returns its report (None: the task has no corpus to
-    prepare). ``evaluation_split`` is ``evaluate``'s default split (None: ``evaluate``
-    does not score this task). ``surfaces`` names what else it offers (see SURFACES);
+    prepare). ``evaluate(checkpoint, split, options)`` scores a checkpoint and returns its
+    report (``tasks/evaluation.py``; None: ``evaluate`` does not score this task);
+    ``evaluation_split`` is its default split and ``evaluation_options`` the flags of
+    ``evaluate`` it reads beyond those every task reads (the others are refused, naming
+    the tasks that read them). ``surfaces`` names what else it offers (see SURFACES);
     ``dataset`` is the ``download`` name of its preset's data.
     """
 
@@ -64,7 +69,9 @@ class Task:
     checkpoint_task: str = ""
     reads_data: bool = True
     prepare: Callable[[Any, Path, bool], dict[str, Any]] | None = None
+    evaluate: EvaluateFunction | None = None
     evaluation_split: str | None = None
+    evaluation_options: frozenset[str] = field(default_factory=frozenset)
     surfaces: frozenset[str] = field(default_factory=frozenset)
     dataset: str | None = None
     closing_lines: Callable[[Any, Any], Sequence[str]] | None = None
@@ -75,6 +82,10 @@ class Task:
         unknown = sorted(set(self.surfaces) - set(SURFACES))
         if unknown:
             raise ValueError(f"task {self.name!r}: expected surfaces among {SURFACES}, got {unknown}")
+        if (self.evaluate is None) != (self.evaluation_split is None):
+            raise ValueError(
+                f"task {self.name!r}: expected both evaluate and its evaluation_split, or neither, got one"
+            )
         if not self.checkpoint_task:
             object.__setattr__(self, "checkpoint_task", self.name)
 

@@ -38,6 +38,7 @@ from transformer_lab.decoding import DecodeConfig
 from transformer_lab.evaluation import BleuResult, bleu_tokenizer_for, corpus_bleu, corpus_chrf
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import seq2seq
+from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport
 from transformer_lab.tasks.loading import read_tokenizer
 from transformer_lab.tasks.seq2seq import (
     Candidate,
@@ -537,13 +538,24 @@ def _prepare(data: TranslationDataConfig, out_dir: Path, progress: bool) -> dict
     return {**prepared.report, "seconds": prepared.manifest["seconds"]}
 
 
+def _evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
+    # Its own module, which builds on this one: imported when a checkpoint is scored.
+    from transformer_lab.tasks import translation_evaluation
+
+    return translation_evaluation.evaluate(checkpoint, split, options)
+
+
 TASK = Task(
     name=TASK_NAME,
     presets=PRESETS,
     train=train,
     load=load_translator,
     prepare=_prepare,
+    evaluate=_evaluate,
     evaluation_split="test_2016_flickr",
+    evaluation_options=frozenset(
+        {"--beam", "--length-penalty", "--beam-stop", "--source", "--reference", "--bleu-tokenize"}
+    ),
     surfaces=frozenset({"onnx", "ctranslate2", "serve", "lab"}),
     dataset="multi30k",
 )

@@ -1,0 +1,73 @@
+"""A checkpoint's decoding with a caller's changes: the search, its precision, and the name reports give it.
+
+The commands (``translate``, ``couplet``, ``evaluate``) and the tasks' evaluations take
+a checkpoint's `DecodeConfig` and apply what they were asked (a beam, a length penalty,
+a stop rule, a precision) through here, so that one setting means the same everywhere
+and a report, a file name and a model card name the search alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from torch import nn
+
+from transformer_lab.decoding.config import DecodeConfig, with_precision
+from transformer_lab.hardware import resolve_inference_precision
+
+
+def model_precision(
+    requested: str | None, default: str, model: nn.Module, *, name: str = "--precision", int8: bool = True
+) -> str:
+    """The precision to run ``model`` at: ``requested``, else ``default``, resolved once on the model's device.
+
+    "fp32", "bf16" or "int8" (``hardware.resolve_inference_precision``; ``int8`` False
+    refuses it, as for a classifier); the model to decode with (``decoding_model``), the
+    decoding config (:func:`with_search`) and the report's name (:func:`search_name`) all
+    take this one value. Errors name the option ``name``.
+    """
+    parameter = next(model.parameters(), None)
+    device = parameter.device if parameter is not None else "cpu"
+    return resolve_inference_precision(requested, default, device, name=name, int8=int8)
+
+
+def with_search(
+    decode_config: DecodeConfig,
+    *,
+    beam: int | None = None,
+    length_penalty: float | None = None,
+    beam_stop: str | None = None,
+    precision: str | None = None,
+) -> DecodeConfig:
+    """``decode_config`` with a beam (1: greedy), length penalty, stop rule and precision applied (None keeps it).
+
+    ``precision`` is best :func:`model_precision`'s; "int8" decodes in fp32 arithmetic
+    around the int8 layers of its model copy.
+    """
+    decode_config = with_beam(decode_config, beam)
+    if precision is not None:
+        decode_config = with_precision(decode_config, precision)
+    if length_penalty is not None:
+        # DecodeConfig checks the value and names the field.
+        decode_config = dataclasses.replace(decode_config, length_penalty=length_penalty)
+    if beam_stop is not None:
+        decode_config = dataclasses.replace(decode_config, beam_stop=beam_stop)
+    return decode_config
+
+
+def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:
+    """``decode_config`` with the search ``--beam`` asks for (None keeps it; 1 is greedy)."""
+    if beam is None:
+        return decode_config
+    if beam < 1:
+        raise ValueError(f"--beam must be >= 1, got {beam}")
+    return dataclasses.replace(decode_config, strategy="greedy" if beam == 1 else "beam", beam_size=beam, num_return=1)
+
+
+def search_name(decode_config: DecodeConfig, precision: str) -> str:
+    """The search's name for reports and file names: "greedy" or "beam K", then " bf16" or " int8" where not fp32.
+
+    ``precision`` is :func:`model_precision`'s, already resolved.
+    """
+    name = "greedy" if decode_config.strategy == "greedy" else f"beam {decode_config.beam_size}"
+    return name if precision == "fp32" else f"{name} {precision}"

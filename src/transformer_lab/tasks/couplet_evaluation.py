@@ -1,0 +1,101 @@
+"""``evaluate couplet``: character BLEU-4 and the couplet's form (length, punctuation, tone, repetition, antithesis).
+
+On the test split (default) or the validation pairs the run held out, with the
+checkpoint's rules unless the rule options change them; the hypotheses and a Markdown
+table of samples are written beside the checkpoint (or beside ``--output``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from transformer_lab.data.couplet import load_couplets
+from transformer_lab.evaluation.couplet_antithesis import RULES as ANTITHESIS_RULES
+from transformer_lab.evaluation.couplet_antithesis import pair_scores
+from transformer_lab.evaluation.couplet_metrics import CoupletReport
+from transformer_lab.tasks import couplet
+from transformer_lab.tasks.couplet_constraint_options import with_constraint_options
+from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, search_for
+from transformer_lab.training.checkpoint import resolve_checkpoint
+
+NUM_SAMPLES = 20
+
+
+def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
+    """Answer the upper lines of a split and score the answers against its lower lines."""
+    split = split or str(couplet.TASK.evaluation_split)
+    model, vocabulary, config = couplet.load(checkpoint)
+    model, search = search_for(model, config.decode, options)
+    data_dir = options.data_dir if options.data_dir is not None else config.data.data_dir
+    if split == "validation":
+        # The pairs this run held out of its training split, carved again the same way.
+        pairs = couplet.load_validation_pairs(config.data, data_dir)
+    else:
+        # The test files are clean; an error here means a damaged file, which should be seen.
+        pairs = load_couplets(split, data_dir).pairs
+    constraints = with_constraint_options(config.constraints, options.task_options)
+    evaluation = couplet.evaluate_pairs(model, vocabulary, pairs, search.decode_config, constraints)
+    stem = f"{split}.{search.name.replace(' ', '')}"
+    output = options.output or checkpoint / f"hypotheses.{stem}.txt"
+    output.write_text("".join(line + "\n" for line in evaluation.hypotheses), encoding="utf-8")
+    # Named after a given --output, so that two evaluations writing into one folder with
+    # different options (the same split and search) keep their own samples.
+    samples = output.with_name(f"{output.stem}.samples.md" if options.output else f"samples.{stem}.md")
+    samples.write_text(couplet_samples_table(evaluation, NUM_SAMPLES), encoding="utf-8")
+    lines = [f"couplet {split}, {len(pairs)} pairs, {search.name}, constraints {constraints}"]
+    lines += couplet_report_lines(evaluation.report)
+    lines.append(f"\n{NUM_SAMPLES} samples (upper | ours | reference):")
+    shown = list(zip(evaluation.uppers, evaluation.hypotheses, evaluation.references))[:NUM_SAMPLES]
+    lines += [f"  {upper} | {ours} | {reference}" for upper, ours, reference in shown]
+    lines.append(f"hypotheses: {output}\nsamples: {samples}")
+    return EvaluationReport(
+        lines=lines,
+        files={"hypotheses": output, "samples": samples},
+        checkpoint=resolve_checkpoint(checkpoint),
+        name=split,
+        search=search.name,
+        scores={"bleu": evaluation.report.bleu.score},
+    )
+
+
+def couplet_report_lines(report: CoupletReport) -> list[str]:
+    """The report as aligned text lines: BLEU with its signature, then each rate for ours and the references."""
+    ours, references = report.hypotheses, report.references
+    lines = [
+        f"character BLEU-4  {report.bleu.score:.2f}  {report.bleu.signature}",
+        f"{'':28}{'ours':>24}{'references':>24}",
+    ]
+    for name in (
+        "length_match",
+        "punctuation_match",
+        "identical_punctuation",
+        "level_tone_ending",
+        "repetition_mirrored",
+        "no_repetition_where_none",
+    ):
+        lines.append(f"{name.replace('_', ' '):28}{str(getattr(ours, name)):>24}{str(getattr(references, name)):>24}")
+    for name in ("distinct_1", "distinct_2"):
+        lines.append(f"{name.replace('_', '-'):28}{getattr(ours, name):>24.4f}{getattr(references, name):>24.4f}")
+    for name in ANTITHESIS_RULES:
+        ours_score = getattr(report.hypothesis_antithesis, name)
+        reference_score = getattr(report.reference_antithesis, name)
+        lines.append(f"{name.replace('_', ' '):28}{str(ours_score):>24}{str(reference_score):>24}")
+    return lines
+
+
+def couplet_samples_table(evaluation: couplet.CoupletEvaluation, count: int) -> str:
+    """A Markdown table of the first `count` upper lines with our lower line and the reference."""
+
+    def scores(upper: str, lower: str) -> str:
+        # Tone opposition / parts of speech / rhythm of one line, as in the report.
+        values = pair_scores(upper, lower)
+        shown = [values[name] for name in ("tone_opposition", "part_of_speech_agreement", "rhythm_agreement")]
+        return " / ".join("-" if value is None else f"{value:.2f}" for value in shown)
+
+    rows = [
+        "| upper line (上联) | ours (下联) | tone / POS / rhythm | reference | tone / POS / rhythm |",
+        "|---|---|---|---|---|",
+    ]
+    for upper, ours, reference in list(zip(evaluation.uppers, evaluation.hypotheses, evaluation.references))[:count]:
+        rows.append(f"| {upper} | {ours} | {scores(upper, ours)} | {reference} | {scores(upper, reference)} |")
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,123 @@
+"""The evaluation seam: what a task's ``evaluate`` is asked, and the report it gives back.
+
+A task that can be scored sets ``Task.evaluate`` (see ``tasks/task.py``): it reads a
+checkpoint, scores it on a split (None: its default) or on the files its options name,
+writes what it writes, and returns an `EvaluationReport`: the lines a person reads, the
+files, and the scores the model card records under the split's and the search's names.
+The ``evaluate`` command only turns its command line into `EvaluationOptions`, prints
+the lines and records the scores, so that it never asks which task it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from torch import nn
+
+from transformer_lab.decoding import DecodeConfig, decoding_model
+from transformer_lab.decoding.search_settings import model_precision, search_name, with_search
+
+ModelType = TypeVar("ModelType", bound=nn.Module)
+
+
+@dataclass(frozen=True)
+class EvaluationOptions:
+    """What an evaluation was asked besides the checkpoint and the split; None (or absent) keeps the default.
+
+    ``data_dir``, ``output`` and ``precision`` apply to every task. The search settings
+    (``beam``, ``length_penalty``, ``beam_stop``) and ``task_options`` apply only to the
+    tasks that read them (``Task.evaluation_options``); ``task_options`` holds the task's
+    own options by their command-line flag (``{"--source": Path("test.de")}``), only
+    those given.
+    """
+
+    data_dir: str | None = None
+    output: Path | None = None
+    precision: str | None = None
+    beam: int | None = None
+    length_penalty: float | None = None
+    beam_stop: str | None = None
+    task_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def given(self) -> list[str]:
+        """The options given that not every task reads, as flags: the search's, then the task options in order."""
+        search = {"--beam": self.beam, "--length-penalty": self.length_penalty, "--beam-stop": self.beam_stop}
+        return [flag for flag, value in search.items() if value is not None] + list(self.task_options)
+
+    def option(self, flag: str) -> Any:
+        """The value of the task option ``flag`` (None where it was not given)."""
+        return self.task_options.get(flag)
+
+
+@dataclass
+class ConfusionFigure:
+    """A confusion matrix to draw as a PNG at ``path`` (rows: true class, columns: predicted class)."""
+
+    path: Path
+    matrix: list[list[int]]
+    class_names: list[str]
+    title: str
+
+
+@dataclass
+class EvaluationReport:
+    """What one evaluation did: the lines to print, the files it wrote, and the scores for the model card.
+
+    ``checkpoint`` is the checkpoint folder scored (a run folder resolved to its best);
+    ``name`` is what the scores are recorded under (the split, or the scored file's name);
+    ``search`` how the outputs were produced ("greedy", "beam 4 bf16", "argmax").
+    ``confusion``: a figure the command draws (the figure modules sit above the tasks).
+    """
+
+    lines: list[str]
+    files: dict[str, Path]
+    checkpoint: Path
+    name: str
+    search: str
+    scores: dict[str, float]
+    confusion: ConfusionFigure | None = None
+
+
+class EvaluateFunction(Protocol):
+    """``evaluate(checkpoint, split, options)``: score a checkpoint (split None: the task's default)."""
+
+    def __call__(self, checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport: ...
+
+
+@dataclass
+class Search:
+    """How a sequence-to-sequence evaluation decodes: its decoding config, precision and name."""
+
+    decode_config: DecodeConfig
+    precision: str
+    name: str
+
+
+def search_for(model: ModelType, decode_config: DecodeConfig, options: EvaluationOptions) -> tuple[ModelType, Search]:
+    """The checkpoint's ``decode_config`` with the options' search and precision, resolved on ``model``'s device.
+
+    Returns the model to decode with (a bf16 or int8 copy where the precision asks) and the
+    search; the search's name goes into the file names, the report and the model card.
+    """
+    precision = model_precision(options.precision, decode_config.precision, model)
+    decode_config = with_search(
+        decode_config,
+        beam=options.beam,
+        length_penalty=options.length_penalty,
+        beam_stop=options.beam_stop,
+        precision=precision,
+    )
+    decoder = decoding_model(model, precision)
+    return decoder, Search(decode_config, precision, search_name(decode_config, precision))
+
+
+def unread_option_error(flag: str, task: str, readers: Sequence[str]) -> ValueError:
+    """The one-line error for ``flag`` given to ``task``, which does not read it, naming the tasks that do."""
+    if not readers:
+        return ValueError(f"{flag}: expected with no task's evaluation, got it with {task}")
+    names = readers[0] if len(readers) == 1 else f"{', '.join(readers[:-1])} and {readers[-1]}"
+    tasks = "task" if len(readers) == 1 else "tasks"
+    return ValueError(f"{flag}: expected only with the {names} {tasks}, got it with {task}")
