@@ -8,6 +8,7 @@ API object on the same checkpoint with the same settings, then compares every ou
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -85,13 +86,18 @@ def test_nbest_lines_are_the_translators_candidates(
     assert {line.split("\t")[0] for line in printed} == {"1", "3", "4"}
 
 
-def test_one_best_candidate_carries_the_translation_and_its_score(translation_checkpoint: Path) -> None:
+def test_one_best_candidate_carries_the_translation_and_its_score(
+    translation_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     translator = Translator(translation_checkpoint)
-    for beam in (1, 2):
+    for beam in (1, 2):  # greedy search too gives its one candidate with a score
         (best,) = translator.candidates(SENTENCES[0], beam=beam)
         assert best.text == translator.translate(SENTENCES[0], beam=beam)
         assert best.text == translator.tokenizers.target.decode(best.ids)
         assert best.score <= 0.0 and best.log_prob <= 0.0
+        options = ["--nbest", "1", "--beam", str(beam)]
+        printed = _stdout(["translate", "--checkpoint", str(translation_checkpoint), *options, SENTENCES[0]], capsys)
+        assert printed == [f"1\t1\t{best.score:.4f}\t{best.text}"]
 
 
 def test_a_setting_error_names_the_option_on_the_command_line_and_the_keyword_in_python(
@@ -115,6 +121,8 @@ def test_a_setting_error_names_the_option_on_the_command_line_and_the_keyword_in
             translator.candidates("Hallo", **keywords)
         assert str(raised.value) == template.format(nbest="nbest", beam="beam")
         assert raised.value.phrased(lambda setting: "--" + setting) == message
+        copied = pickle.loads(pickle.dumps(raised.value))  # e.g. from a worker process
+        assert (str(copied), copied.phrased(lambda setting: "--" + setting)) == (str(raised.value), message)
 
 
 def test_plot_attention_draws_what_the_translator_draws(

@@ -62,6 +62,14 @@ class SettingError(ValueError):
         """The message with each setting named ``name_of(setting)``, e.g. ``lambda name: "--" + name``."""
         return self.template.format(**{setting: name_of(setting) for setting in self.settings}, **self.values)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Copied or sent to another process whole, not as its message alone.
+        return (_setting_error, (self.template, self.settings, self.values))
+
+
+def _setting_error(template: str, settings: tuple[str, ...], values: dict[str, object]) -> SettingError:
+    return SettingError(template, settings, **values)
+
 
 def _texts(texts: str | Sequence[str], name: str) -> list[str]:
     if isinstance(texts, str):
