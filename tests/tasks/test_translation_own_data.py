@@ -523,6 +523,9 @@ def test_the_python_translator_gives_what_the_command_line_prints(
     assert [candidate.text for candidate in candidates] == [row[3] for row in rows]
     assert [f"{candidate.score:.4f}" for candidate in candidates] == [row[2] for row in rows]
     assert translator.translate(sentences[1], beam=3) == candidates[0].text
-    for bad, message in ({"precision": "fp8"}, "precision: expected one of"), ({"beam": 2, "nbest": 3}, "beam: "):
+    for bad, message in (
+        ({"precision": "fp8"}, "precision: expected one of"),
+        ({"beam": 2, "nbest": 3}, "nbest 3: expected beam of at least 3, got beam 2"),
+    ):
         with pytest.raises(ValueError, match=message):
             translator.translate(sentences, **bad)

@@ -24,6 +24,7 @@ from typing import Sequence
 import torch
 
 from transformer_lab.allocator import keep_freed_memory
+from transformer_lab.api import SettingError
 from transformer_lab.cli import (
     average_command,
     classify_command,
@@ -144,8 +145,14 @@ def set_threads(threads: int | None) -> int:
 
 
 def _one_line(error: BaseException) -> str:
+    # A setting the Python API refuses is named as the option that gave it (beam: --beam).
+    text = error.phrased(_option_name) if isinstance(error, SettingError) else str(error)
     # Some messages (torch's, safetensors') span lines; the user gets one.
-    return " ".join(str(error).split()) or type(error).__name__
+    return " ".join(text.split()) or type(error).__name__
+
+
+def _option_name(setting: str) -> str:
+    return "--" + setting.replace("_", "-")
 
 
 if __name__ == "__main__":

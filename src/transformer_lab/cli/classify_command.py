@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from transformer_lab.cli.decode_options import command_precision, input_lines
+from transformer_lab.api import Classifier
+from transformer_lab.cli.decode_options import input_lines
 from transformer_lab.hardware import PRECISIONS
-from transformer_lab.tasks import classification
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,11 +43,8 @@ def run(arguments: argparse.Namespace) -> int:
     # Shared with translate and couplet: an empty --input or stdin is an error, bad UTF-8 names
     # its line and byte column, CRLF reads like LF.
     texts = input_lines(arguments.texts, arguments.input, purpose="classify")
-    model, tokenizer, config = classification.load_classifier(arguments.checkpoint)
-    precision = command_precision(arguments, "auto", model, int8=False)
-    results = classification.predict_each(
-        model, tokenizer, config.class_names, texts, truncate=arguments.truncate, precision=precision
-    )
+    classifier = Classifier(arguments.checkpoint)
+    results = classifier.classify_each(texts, precision=arguments.precision, truncate=arguments.truncate)
     records: list[dict[str, Any]] = []  # the --output JSON lines
     refused = 0
     for number, (text, result) in enumerate(zip(texts, results), start=1):
@@ -60,7 +57,7 @@ def run(arguments: argparse.Namespace) -> int:
         if result.truncated:
             print(
                 f"transformer-lab classify: input {number}: read only the first "
-                f"{model.positional_encoding.max_len} of its {result.num_tokens} subword tokens (--truncate)",
+                f"{classifier.max_len} of its {result.num_tokens} subword tokens (--truncate)",
                 file=sys.stderr,
             )
         shares = " ".join(f"{name}={probability:.4f}" for name, probability in result.probabilities.items())

@@ -10,21 +10,14 @@ and a message on stderr, and the command ends with exit code 2 after answering t
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
+from transformer_lab.api import CoupletWriter
 from transformer_lab.cli.bounds import int_in
 from transformer_lab.cli.couplet_options import add_constraint_arguments, constraint_overrides
-from transformer_lab.cli.decode_options import (
-    add_decode_arguments,
-    command_precision,
-    input_lines,
-    with_decode_arguments,
-)
-from transformer_lab.decoding import decoding_model
+from transformer_lab.cli.decode_options import add_decode_arguments, decode_keywords, input_lines
 from transformer_lab.decoding.config import MAX_BEAM_SIZE
-from transformer_lab.tasks import couplet
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,16 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(arguments: argparse.Namespace) -> int:
     lines = input_lines(arguments.lines, arguments.input, purpose="answer")
-    model, vocabulary, config = couplet.load(arguments.checkpoint)
-    precision = command_precision(arguments, config.decode.precision, model)
-    decode_config = with_decode_arguments(config.decode, arguments, precision)
-    model = decoding_model(model, precision)
+    writer = CoupletWriter(arguments.checkpoint)
     count = arguments.num_candidates
-    if count > 1 and arguments.beam is None and decode_config.strategy == "beam":
-        # Enough beams for the candidates asked for, when --beam leaves the choice to us.
-        decode_config = dataclasses.replace(decode_config, beam_size=max(decode_config.beam_size, count))
-    constraints = constraint_overrides(config.constraints, arguments)
-    results = couplet.generate(model, vocabulary, lines, decode_config, constraints, num_candidates=count)
+    constraints = constraint_overrides(writer.config.constraints, arguments)
+    results = writer.write(lines, num_candidates=count, constraints=constraints, **decode_keywords(arguments))
     output: list[str] = []
     refused = 0
     for number, result in enumerate(results, start=1):

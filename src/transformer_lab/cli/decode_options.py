@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypedDict
 
 from torch import nn
 
@@ -42,6 +43,25 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
         help="when beam search stops a sentence: exact (once its best can no longer change) or finished "
         "(once beam-size hypotheses have ended, as fairseq and CTranslate2 do: fewer steps) "
         "(default: the checkpoint's)",
+    )
+
+
+class DecodeKeywords(TypedDict):
+    """The decoding options as ``Translator``'s and ``CoupletWriter``'s keyword arguments (None: the checkpoint's)."""
+
+    beam: int | None
+    precision: str | None
+    length_penalty: float | None
+    beam_stop: str | None
+
+
+def decode_keywords(arguments: argparse.Namespace) -> DecodeKeywords:
+    """--beam, --precision, --length-penalty and --beam-stop, for the Python API objects the commands call."""
+    return DecodeKeywords(
+        beam=arguments.beam,
+        precision=arguments.precision,
+        length_penalty=arguments.length_penalty,
+        beam_stop=arguments.beam_stop,
     )
 
 

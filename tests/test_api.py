@@ -1,0 +1,218 @@
+"""The commands and the Python API give the same outputs: ``translate``, ``classify`` and ``couplet`` are
+`Translator`, `Classifier` and `CoupletWriter` behind a command line.
+
+Each test runs a command on a tiny checkpoint (``tests/reliability/builders.py``) and the
+API object on the same checkpoint with the same settings, then compares every output line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from matplotlib import image
+
+from tests.reliability.builders import (
+    train_classification_checkpoint,
+    train_couplet_checkpoint,
+    write_translation_checkpoint,
+)
+from transformer_lab.api import Classifier, CoupletWriter, SettingError, Translator
+from transformer_lab.cli import main
+
+SENTENCES = ["Ein Mann fährt Fahrrad.", "", "Zwei Hunde spielen im Schnee.", "Eine Frau."]
+
+# The same settings as options and as keyword arguments.
+SETTINGS: list[tuple[list[str], dict[str, Any]]] = [
+    ([], {}),
+    (["--beam", "1"], {"beam": 1}),
+    (
+        ["--beam", "3", "--length-penalty", "0.5", "--beam-stop", "finished"],
+        {"beam": 3, "length_penalty": 0.5, "beam_stop": "finished"},
+    ),
+    (["--precision", "int8"], {"precision": "int8"}),
+    (["--precision", "bf16", "--beam", "2"], {"precision": "bf16", "beam": 2}),
+]
+
+
+@pytest.fixture(scope="module")
+def translation_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_translation_checkpoint(tmp_path_factory.mktemp("translation") / "checkpoint")
+
+
+@pytest.fixture(scope="module")
+def couplet_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return train_couplet_checkpoint(tmp_path_factory.mktemp("couplet"))
+
+
+@pytest.fixture(scope="module")
+def classification_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return train_classification_checkpoint(tmp_path_factory.mktemp("classification"))
+
+
+def _stdout(arguments: list[str], capsys: pytest.CaptureFixture[str], code: int = 0) -> list[str]:
+    capsys.readouterr()
+    assert main(arguments) == code
+    return capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize(("options", "keywords"), SETTINGS)
+def test_translate_prints_the_translators_translations(
+    translation_checkpoint: Path, options: list[str], keywords: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    printed = _stdout(["translate", "--checkpoint", str(translation_checkpoint), *options, *SENTENCES], capsys)
+    translations = Translator(translation_checkpoint).translate(SENTENCES, **keywords)
+    assert printed == translations and len(printed) == len(SENTENCES) and printed[1] == ""
+
+
+@pytest.mark.parametrize(("options", "keywords"), SETTINGS[2:] + [(["--beam", "4"], {"beam": 4})])
+def test_nbest_lines_are_the_translators_candidates(
+    translation_checkpoint: Path, options: list[str], keywords: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = ["translate", "--checkpoint", str(translation_checkpoint), "--nbest", "2", *options, *SENTENCES]
+    printed = _stdout(command, capsys)
+    found = Translator(translation_checkpoint).candidates(SENTENCES, nbest=2, **keywords)
+    expected = [
+        f"{number}\t{rank}\t{candidate.score:.4f}\t{candidate.text}"
+        for number, candidates in enumerate(found, start=1)
+        for rank, candidate in enumerate(candidates, start=1)
+    ]
+    assert printed == expected
+    assert [len(candidates) for candidates in found] == [2, 0, 2, 2]  # the blank sentence: no line, its number skipped
+    assert {line.split("\t")[0] for line in printed} == {"1", "3", "4"}
+
+
+def test_one_best_candidate_carries_the_translation_and_its_score(
+    translation_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    translator = Translator(translation_checkpoint)
+    for beam in (1, 2):  # greedy search too gives its one candidate with a score
+        (best,) = translator.candidates(SENTENCES[0], beam=beam)
+        assert best.text == translator.translate(SENTENCES[0], beam=beam)
+        assert best.text == translator.tokenizers.target.decode(best.ids)
+        assert best.score <= 0.0 and best.log_prob <= 0.0
+        options = ["--nbest", "1", "--beam", str(beam)]
+        printed = _stdout(["translate", "--checkpoint", str(translation_checkpoint), *options, SENTENCES[0]], capsys)
+        assert printed == [f"1\t1\t{best.score:.4f}\t{best.text}"]
+
+
+def test_a_setting_error_names_the_option_on_the_command_line_and_the_keyword_in_python(
+    translation_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    translator = Translator(translation_checkpoint)
+    cases: list[tuple[list[str], dict[str, Any], str]] = [
+        (
+            ["--nbest", "3", "--beam", "2"],
+            {"nbest": 3, "beam": 2},
+            "{nbest} 3: expected {beam} of at least 3, got {beam} 2",
+        ),
+        (["--beam", "0"], {"beam": 0}, "{beam} must be >= 1, got 0"),
+    ]
+    for options, keywords, template in cases:
+        capsys.readouterr()
+        assert main(["translate", "--checkpoint", str(translation_checkpoint), *options, "Hallo"]) == 2
+        message = template.format(nbest="--nbest", beam="--beam")
+        assert capsys.readouterr() == ("", f"transformer-lab translate: error: {message}\n")
+        with pytest.raises(SettingError) as raised:
+            translator.candidates("Hallo", **keywords)
+        assert str(raised.value) == template.format(nbest="nbest", beam="beam")
+        assert raised.value.phrased(lambda setting: "--" + setting) == message
+        copied = pickle.loads(pickle.dumps(raised.value))  # e.g. from a worker process
+        assert (str(copied), copied.phrased(lambda setting: "--" + setting)) == (str(raised.value), message)
+
+
+def test_plot_attention_draws_what_the_translator_draws(
+    translation_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    figure = tmp_path / "command.png"
+    options = ["--beam", "3", "--plot-attention", str(figure)]
+    _stdout(["translate", "--checkpoint", str(translation_checkpoint), *options, *SENTENCES], capsys)
+    drawn = Translator(translation_checkpoint).plot_attention(SENTENCES[0], tmp_path / "api.png", beam=3)
+    assert drawn == tmp_path / "api.png"
+    assert np.array_equal(image.imread(figure), image.imread(drawn))
+    with pytest.raises(ValueError, match="expected a non-empty sentence to plot"):
+        Translator(translation_checkpoint).plot_attention("  ", tmp_path / "blank.png")
+
+
+def test_classify_prints_the_classifiers_predictions_and_refusals(
+    classification_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    texts = ["shares profit merger", "", "goal match league " * 60, "chip software phone"]
+    classifier = Classifier(classification_checkpoint)
+    for options, truncate in (([], False), (["--truncate"], True)):
+        command = ["classify", "--checkpoint", str(classification_checkpoint), *options, *texts]
+        printed = _stdout(command, capsys, code=2)  # the blank text is refused either way
+        results = classifier.classify_each(texts, precision="auto", truncate=truncate)
+        expected = [
+            f"-\t{result}"
+            if isinstance(result, str)
+            else f"{result.label_name}\t"
+            + " ".join(f"{name}={share:.4f}" for name, share in result.probabilities.items())
+            for result in results
+        ]
+        assert printed == expected
+        assert [isinstance(result, str) for result in results] == [False, True, not truncate, False]
+    assert classifier.max_len == classifier.config.model.max_len
+    with pytest.raises(ValueError, match=r"texts\[1\]: the text is empty"):
+        classifier.classify(texts)
+
+
+@pytest.mark.parametrize(
+    ("options", "keywords", "rules"),
+    [
+        ([], {}, {}),
+        (["--beam", "1"], {"beam": 1}, {"mirror_repetition": False}),
+        (
+            ["--num-candidates", "2", "--precision", "int8"],
+            {"num_candidates": 2, "precision": "int8"},
+            {"avoid_source_characters": False, "tone_opposition_penalty": 1.5},
+        ),
+    ],
+)
+def test_couplet_prints_the_writers_lower_lines_under_the_same_rules(
+    couplet_checkpoint: Path,
+    options: list[str],
+    keywords: dict[str, Any],
+    rules: dict[str, Any],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    uppers = ["春风花", "abc", "山水月"]
+    flags = {
+        "mirror_repetition": ["--no-mirror-repetition"],
+        "avoid_source_characters": ["--allow-upper-characters"],
+        "tone_opposition_penalty": ["--tone-opposition-penalty", "1.5"],
+    }
+    rule_options = [part for field in rules for part in flags[field]]
+    command = ["couplet", "--checkpoint", str(couplet_checkpoint), *options, *rule_options, *uppers]
+    printed = _stdout(command, capsys, code=2)  # the Latin line is refused
+    writer = CoupletWriter(couplet_checkpoint)
+    constraints = dataclasses.replace(writer.config.constraints, **rules)
+    results = writer.write(uppers, constraints=constraints, **keywords)
+    if keywords.get("num_candidates", 1) == 1:
+        expected = [result.candidates[0].text if result.candidates else "" for result in results]
+    else:
+        expected = []
+        for result in results:
+            expected.append(result.upper)
+            expected.extend(
+                f"  {rank}. {candidate.text}  ({candidate.score:.2f})"
+                for rank, candidate in enumerate(result.candidates, 1)
+            )
+    assert printed == expected
+    assert [result.error is not None for result in results] == [False, True, False]
+
+
+def test_too_few_beams_for_the_couplet_candidates_is_the_same_error_in_both(
+    couplet_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        CoupletWriter(couplet_checkpoint).write("春风", beam=2, num_candidates=3)
+    assert "num_candidates=3 needs beam search with at least as many beams" in str(raised.value)
+    command = ["couplet", "--checkpoint", str(couplet_checkpoint), "--beam", "2", "--num-candidates", "3", "春风"]
+    capsys.readouterr()
+    assert main(command) == 2
+    assert capsys.readouterr() == ("", f"transformer-lab couplet: error: {raised.value}\n")
