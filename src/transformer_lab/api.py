@@ -34,7 +34,8 @@ from typing import Any, overload
 import torch
 
 from transformer_lab.data import SubwordTokenizer, TokenizerPair, Vocabulary
-from transformer_lab.decoding import DecodeConfig, decoding_model, with_precision
+from transformer_lab.decoding import DecodeConfig, decoding_model
+from transformer_lab.decoding.search_settings import with_search
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier
 from transformer_lab.tasks import classification, couplet, translation
@@ -118,18 +119,12 @@ def decode_settings(
                 count=nbest,
                 given=beam,
             )
-        decode = dataclasses.replace(decode, strategy="greedy" if beam == 1 else "beam", beam_size=beam)
+    # The search, its penalty, stop rule and precision as every command applies them; DecodeConfig checks each value.
+    decode = with_search(decode, beam=beam, length_penalty=length_penalty, beam_stop=beam_stop, precision=precision)
     if nbest > 1:
         beam_size = max(nbest, decode.beam_size if decode.strategy == "beam" else 1)
         decode = dataclasses.replace(decode, strategy="beam", beam_size=beam_size)
-    # DecodeConfig checks each value and names its field.
-    changes: dict[str, Any] = {"num_return": nbest}
-    if length_penalty is not None:
-        changes["length_penalty"] = length_penalty
-    if beam_stop is not None:
-        changes["beam_stop"] = beam_stop
-    decode = dataclasses.replace(decode, **changes)
-    return decode if precision is None else with_precision(decode, precision)
+    return dataclasses.replace(decode, num_return=nbest)
 
 
 def _model_device(model: torch.nn.Module) -> torch.device:

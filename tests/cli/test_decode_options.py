@@ -6,8 +6,14 @@ import argparse
 
 import pytest
 
-from transformer_lab.cli.decode_options import add_decode_arguments, with_decode_arguments
+from transformer_lab.cli.decode_options import add_decode_arguments, decode_keywords
 from transformer_lab.decoding import DecodeConfig
+from transformer_lab.decoding.search_settings import with_search
+
+
+def with_decode_arguments(decode_config: DecodeConfig, arguments: argparse.Namespace) -> DecodeConfig:
+    """What translate, couplet and evaluate do with their decoding options."""
+    return with_search(decode_config, **decode_keywords(arguments))
 
 
 def parse(*argv: str) -> argparse.Namespace:

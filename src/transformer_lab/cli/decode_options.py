@@ -8,15 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
-from torch import nn
-
 from transformer_lab.data import decode_lines, read_lines
-from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.beam import BEAM_STOPS
-from transformer_lab.decoding.search_settings import model_precision, search_name, with_search
 from transformer_lab.hardware import INFERENCE_PRECISIONS
 
-__all__ = ["add_decode_arguments", "command_precision", "input_lines", "search_name", "with_decode_arguments"]
+__all__ = ["add_decode_arguments", "decode_keywords", "input_lines"]
 
 
 def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,32 +63,6 @@ def decode_keywords(arguments: argparse.Namespace) -> DecodeKeywords:
 
 # int8 is not an autocast precision but a converted copy of the model (models.quantization).
 DECODE_PRECISIONS = INFERENCE_PRECISIONS
-
-
-def command_precision(arguments: argparse.Namespace, default: str, model: nn.Module, *, int8: bool = True) -> str:
-    """The precision a command runs ``model`` at: --precision, else ``default`` (``decoding.model_precision``).
-
-    ``default`` is the checkpoint's decoding precision, or the classifier commands' "auto";
-    ``int8`` False refuses int8, as for a classifier.
-    """
-    return model_precision(arguments.precision, default, model, int8=int8)
-
-
-def with_decode_arguments(
-    decode_config: DecodeConfig, arguments: argparse.Namespace, precision: str | None = None
-) -> DecodeConfig:
-    """The checkpoint's decoding with --beam, --length-penalty, --beam-stop and the precision applied (None keeps it).
-
-    ``precision`` is :func:`command_precision`'s (None: --precision as given, when given);
-    see ``decoding.with_search``.
-    """
-    return with_search(
-        decode_config,
-        beam=arguments.beam,
-        length_penalty=arguments.length_penalty,
-        beam_stop=arguments.beam_stop,
-        precision=arguments.precision if precision is None else precision,
-    )
 
 
 def input_lines(texts: Sequence[str], input_path: Path | None, purpose: str = "decode") -> list[str]:
