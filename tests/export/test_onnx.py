@@ -275,7 +275,9 @@ def test_bad_arguments_are_refused_saying_what_was_expected(reverse: dict, tmp_p
     assert not any((tmp_path / name).exists() for name in ("wrong-model", "wrong-names", "clash"))
     export_classifier(classifier, tmp_path / "classifier")
     with pytest.raises(
-        ValueError, match="expected an ONNX export of translation or couplet, got format 'onnx', task 'classification'"
+        ValueError,
+        match=r"expected an ONNX export of an encoder-decoder \(graphs encoder, decoder\), got format 'onnx', "
+        "task 'classification'",
     ):
         load_seq2seq(tmp_path / "classifier")
     with pytest.raises(ValueError, match="max_len: expected an int >= 1, got 0"):

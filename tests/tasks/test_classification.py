@@ -151,3 +151,15 @@ def test_averaged_checkpoints_load_and_hold_the_mean_weights(
     for name, tensor in model.state_dict().items():
         assert torch.allclose(tensor, (first[name] + second[name]) / 2, atol=1e-6), name
     assert config.class_names == ("World", "Sports", "Business", "Sci/Tech")
+
+
+def test_the_checkpoints_card_names_the_tasks_hub_type_and_the_presets_dataset(
+    trained_run: tuple[Path, Path, classification.TrainResult],
+) -> None:
+    from transformer_lab.training.model_card import CARD_FILE, read_card
+
+    _, out_dir, result = trained_run
+    card = read_card(out_dir / "best")
+    assert (card["hub_task"], card["data"]["dataset"], card["languages"]) == ("text-classification", "ag_news", ["en"])
+    assert card["data"]["counts"]["training articles"] == len(result.data.train_store)
+    assert "pipeline_tag: text-classification" in (out_dir / "best" / CARD_FILE).read_text(encoding="utf-8")

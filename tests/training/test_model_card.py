@@ -12,6 +12,7 @@ from transformer_lab.training.model_card import CARD_FILE, add_test_scores, card
 
 CONFIG = {
     "task": "classification",
+    "card": {"hub_task": "text-classification", "dataset": "ag_news", "languages": ["en"]},
     "data_counts": {"training articles": 900, "validation articles": 100},
     "data": {"train_files": ["news.csv"], "valid_files": []},
     "model": {"d_model": 64, "num_layers": 2, "num_classes": 4, "unused": 1},
@@ -79,7 +80,7 @@ def test_a_bad_card_is_one_line_naming_the_file(tmp_path, text, problem):
 
 def test_a_default_dataset_names_its_language_and_files_name_none():
     couplet = card_facts(
-        {"task": "couplet", "data": {"data_dir": "/data"}},
+        {"task": "couplet", "card": {"dataset": "couplet", "languages": ["zh"]}, "data": {"data_dir": "/data"}},
         parameters=1,
         step=1,
         epoch=0,
@@ -92,7 +93,8 @@ def test_a_default_dataset_names_its_language_and_files_name_none():
     assert (couplet["languages"], couplet["data"]["dataset"]) == (["zh"], "couplet")
     assert facts()["languages"] == []  # the user's news.csv: its language is not known
     text = render_card(couplet)
-    assert yaml.safe_load(text.split("---\n")[1])["language"] == ["zh"]
+    front = yaml.safe_load(text.split("---\n")[1])
+    assert front["language"] == ["zh"] and front["pipeline_tag"] == "text2text-generation"  # the default type
 
 
 def test_an_averaged_checkpoint_gets_a_card_without_its_last_sources_scores(tmp_path):

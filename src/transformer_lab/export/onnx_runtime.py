@@ -37,14 +37,16 @@ def _session(path: Path, threads: int) -> Any:
     return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
-def _read_config(folder: Path, tasks: tuple[str, ...]) -> dict[str, Any]:
+def _read_config(folder: Path, graphs: tuple[str, ...], kind: str) -> dict[str, Any]:
+    """The export's config.json, refused unless it is an ONNX export holding ``graphs`` (``kind`` names them)."""
     path = folder / "config.json"
     if not path.is_file():
         raise FileNotFoundError(f"folder: expected an ONNX export with config.json, got {str(folder)!r} without it")
     config = json.loads(path.read_text(encoding="utf-8"))
-    if config.get("format") != "onnx" or config.get("task") not in tasks:
+    held = config.get("graphs") if isinstance(config.get("graphs"), dict) else {}
+    if config.get("format") != "onnx" or any(graph not in held for graph in graphs):
         raise ValueError(
-            f"{path}: expected an ONNX export of {' or '.join(tasks)}, "
+            f"{path}: expected an ONNX export of {kind} (graphs {', '.join(graphs)}), "
             f"got format {config.get('format')!r}, task {config.get('task')!r}"
         )
     return config
@@ -79,7 +81,7 @@ class OnnxClassifier:
 def load_seq2seq(folder: str | os.PathLike[str], threads: int = 1) -> OnnxSeq2Seq:
     """Open an exported translation or couplet folder with ``threads`` threads per graph."""
     folder = Path(folder)
-    config = _read_config(folder, ("translation", "couplet"))
+    config = _read_config(folder, ("encoder", "decoder"), "an encoder-decoder")
     graphs = config["graphs"]
     return OnnxSeq2Seq(
         encoder=_session(folder / graphs["encoder"]["file"], threads),
@@ -91,7 +93,7 @@ def load_seq2seq(folder: str | os.PathLike[str], threads: int = 1) -> OnnxSeq2Se
 def load_classifier(folder: str | os.PathLike[str], threads: int = 1) -> OnnxClassifier:
     """Open an exported classification folder with ``threads`` threads."""
     folder = Path(folder)
-    config = _read_config(folder, ("classification",))
+    config = _read_config(folder, ("classifier",), "a classifier")
     return OnnxClassifier(session=_session(folder / config["graphs"]["classifier"]["file"], threads), config=config)
 
 

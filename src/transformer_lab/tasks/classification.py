@@ -760,6 +760,8 @@ def train(
             "validation articles": len(data.validation_articles),
         },
         extra_files={TOKENIZER_FILE: data.tokenizer.to_json()},
+        # The preset's AG News is English news; the user's files name no language.
+        card={"hub_task": "text-classification", "dataset": "ag_news", "languages": ["en"]},
     )
     model, summary = train_run(plan, out_dir, resume=resume, init_from=init_from)
     return TrainResult(model=model, vocabulary=data.tokenizer, config=config, data=data, summary=summary)

@@ -642,6 +642,7 @@ SEQ2SEQ_TASK: Seq2SeqTask[Vocabulary, CoupletConfig] = Seq2SeqTask(
     vocabulary_files=lambda vocabulary: {VOCABULARY_FILE: "".join(token + "\n" for token in vocabulary.tokens)},
     vocabulary_sizes=lambda vocabulary: (len(vocabulary), len(vocabulary)),
     metadata_keys=METADATA_KEYS,
+    card={"hub_task": "text2text-generation", "dataset": "couplet", "languages": ["zh"]},
 )
 TrainResult = seq2seq.TrainResult
 

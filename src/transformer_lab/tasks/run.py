@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from transformer_lab.tasks.finetune import load_initial_weights
 from transformer_lab.training import TrainConfig, Trainer, config_to_dict
 from transformer_lab.training.checkpoint import resolve_checkpoint
-from transformer_lab.training.model_card import DATA_COUNTS_KEY
+from transformer_lab.training.model_card import CARD_HINTS_KEY, DATA_COUNTS_KEY
 from transformer_lab.training.trainer import LAST_FOLDER
 
 ModelType = TypeVar("ModelType", bound=nn.Module)
@@ -53,8 +53,10 @@ class RunPlan(Generic[ModelType]):
     ``train_batches(epoch)`` the epoch's batches (this process's shard under torchrun);
     ``evaluate_fn(model)`` the validation metrics (None: no validation);
     ``count_tokens(batch)`` the tokens a batch counts for tokens/s and the global loss.
-    Checkpoints record ``task_name``, ``metadata`` (a data report), ``data_counts`` (for
-    the model card) and ``config``; ``extra_files`` (name -> text) hold the vocabulary.
+    Checkpoints record ``task_name``, ``metadata`` (a data report), ``data_counts`` and
+    ``card`` (for the model card: the Hub's task type, the preset's dataset and languages,
+    see ``training.model_card``) and ``config``; ``extra_files`` (name -> text) hold the
+    vocabulary.
     """
 
     task_name: str
@@ -67,6 +69,7 @@ class RunPlan(Generic[ModelType]):
     evaluate_fn: Callable[[nn.Module], dict[str, float]] | None
     count_tokens: Callable[[Any], int]
     data_counts: Mapping[str, int] = field(default_factory=dict)
+    card: Mapping[str, Any] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
     extra_files: Mapping[str, str] = field(default_factory=dict)
 
@@ -100,6 +103,7 @@ def train_run(
     start = None if resume else start_checkpoint(out_dir, resume=False, init_from=init_from)
     initialized = load_initial_weights(model, start, resume)
     counts = {DATA_COUNTS_KEY: dict(plan.data_counts)} if plan.data_counts else {}
+    card = {CARD_HINTS_KEY: dict(plan.card)} if plan.card else {}
     trainer = Trainer(
         model,
         plan.train_config,
@@ -114,6 +118,7 @@ def train_run(
             **plan.metadata,
             **initialized,
             **counts,
+            **card,
             **config_to_dict(plan.config),
         },
         extra_files=dict(plan.extra_files),

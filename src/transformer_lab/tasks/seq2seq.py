@@ -19,7 +19,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Generic, Sequence, TypeVar
+from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -75,7 +75,8 @@ class Seq2SeqTask(Generic[VocabularyType, ConfigType]):
     file); ``vocabulary_files`` gives the files that hold it (name -> text) and
     ``vocabulary_sizes`` the number of ids of each side, source then target (equal, one
     vocabulary, unless the task keeps one per side). ``metadata_keys`` are the task's
-    entries of ``config.json`` beside its config (a data report).
+    entries of ``config.json`` beside its config (a data report); ``card`` what its model
+    cards need from it (``training.model_card.CARD_HINTS_KEY``).
     """
 
     name: str
@@ -84,6 +85,7 @@ class Seq2SeqTask(Generic[VocabularyType, ConfigType]):
     vocabulary_files: Callable[[VocabularyType], dict[str, str]]
     vocabulary_sizes: Callable[[VocabularyType], tuple[int, int]]
     metadata_keys: tuple[str, ...] = ()
+    card: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -217,6 +219,7 @@ def train(
         data_counts={"training pairs": len(data.train_store), "validation pairs": len(data.validation_pairs)},
         metadata={"data_report": data.report} if data.report else {},
         extra_files=task.vocabulary_files(data.vocabulary),
+        card=task.card,
     )
     model, summary = train_run(plan, out_dir, resume=resume, init_from=init_from)
     if data.report:

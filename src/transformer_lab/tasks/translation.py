@@ -489,6 +489,8 @@ SEQ2SEQ_TASK: Seq2SeqTask[TokenizerPair, TranslationConfig] = Seq2SeqTask(
     read_vocabulary=_read_tokenizers,
     vocabulary_files=TokenizerPair.files,
     vocabulary_sizes=lambda pair: (pair.source.vocab_size, pair.target.vocab_size),
+    # The preset's Multi30k; its languages come from the config (data.source_language, ...).
+    card={"hub_task": "translation", "dataset": "multi30k"},
 )
 TrainResult = seq2seq.TrainResult
 

@@ -47,7 +47,7 @@ from safetensors.torch import save as save_safetensors
 from torch import nn
 
 from .config_io import ConfigType, config_from_dict
-from .model_card import DATA_COUNTS_KEY
+from .model_card import CARD_HINTS_KEY, DATA_COUNTS_KEY
 from .time_budget import PLAN_KEY
 
 __all__ = [
@@ -79,7 +79,7 @@ _RESERVED_NAMES = (MODEL_FILE, CONFIG_FILE, TRAINER_STATE_FILE)
 # "initialized_from": the checkpoint a fine-tuning run started from (its weights and tokenizer);
 # PLAN_KEY: what a time budget's measurement found and fixed (time_budget.py); the examples
 # a task trained and validated on (for the model card).
-CHECKPOINT_METADATA_KEYS = ("task", "averaged_from", "initialized_from", PLAN_KEY, DATA_COUNTS_KEY)
+CHECKPOINT_METADATA_KEYS = ("task", "averaged_from", "initialized_from", PLAN_KEY, DATA_COUNTS_KEY, CARD_HINTS_KEY)
 
 
 # A save writes ``.<name>.tmp-XXXX`` and renames the old folder aside to ``.<name>.old-XXXX``

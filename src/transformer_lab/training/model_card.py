@@ -24,21 +24,25 @@ from typing import Any
 
 import yaml
 
-__all__ = ["CARD_FILE", "DATA_COUNTS_KEY", "add_test_scores", "card_facts", "read_card", "render_card"]
+__all__ = [
+    "CARD_FILE",
+    "CARD_HINTS_KEY",
+    "DATA_COUNTS_KEY",
+    "add_test_scores",
+    "card_facts",
+    "read_card",
+    "render_card",
+]
 
 CARD_FILE = "README.md"
 # The key of config.json where a task records how many examples it trained and validated on.
 DATA_COUNTS_KEY = "data_counts"
 _FACTS_KEY = "transformer_lab"
-# The Hub's task types and each task's dataset when it reads no files of the user's.
-_HUB_TASKS = {
-    "translation": "translation",
-    "couplet": "text2text-generation",
-    "classification": "text-classification",
-}
-_DEFAULT_DATASETS = {"translation": "multi30k", "couplet": "couplet", "classification": "ag_news"}
-# The languages of those datasets where the config names none (Chinese couplets, English news).
-_DEFAULT_LANGUAGES = {"couplet": ["zh"], "classification": ["en"]}
+# The key of config.json where a task says what its cards need from it: the Hub's task type
+# ("hub_task"), and the dataset and languages of its preset, for a run that reads no files
+# of the user's ("dataset", "languages").
+CARD_HINTS_KEY = "card"
+_DEFAULT_HUB_TASK = "text2text-generation"
 _MODEL_SIZES = (
     "d_model",
     "nhead",
@@ -53,13 +57,15 @@ _MODEL_SIZES = (
 )
 
 
-def _data_facts(task: str, data: Mapping[str, Any], counts: Mapping[str, Any]) -> dict[str, Any]:
-    files = [str(name) for key in ("train_files", "valid_files") for name in data.get(key) or ()]
-    for key in ("train_file", "prepared_dir"):
-        if data.get(key):
-            files.append(str(data[key]))
-    dataset = _DEFAULT_DATASETS.get(task, task) if not files else Path(files[0]).name
-    return {"dataset": dataset, "files": files, "counts": dict(counts)}
+def _data_facts(default_dataset: str, data: Mapping[str, Any], counts: Mapping[str, Any]) -> dict[str, Any]:
+    """The dataset's name, the files read, the counts, and ``own_files``: whether the user gave the files."""
+    own = [str(name) for key in ("train_files", "valid_files") for name in data.get(key) or ()]
+    if data.get("prepared_dir"):
+        own.append(str(data["prepared_dir"]))
+    # A preset's file inside its dataset's folder (AG News's train.csv) names the file, not the dataset.
+    files = own + ([str(data["train_file"])] if data.get("train_file") else [])
+    dataset = default_dataset if not own else Path(own[0]).name
+    return {"dataset": dataset, "files": files, "counts": dict(counts), "own_files": bool(own)}
 
 
 def card_facts(
@@ -81,10 +87,13 @@ def card_facts(
     train = config.get("train") if isinstance(config.get("train"), Mapping) else {}
     assert isinstance(data, Mapping) and isinstance(model, Mapping) and isinstance(train, Mapping)
     counts = config.get(DATA_COUNTS_KEY)
+    hints = config.get(CARD_HINTS_KEY) if isinstance(config.get(CARD_HINTS_KEY), Mapping) else {}
+    assert isinstance(hints, Mapping)
     languages = [str(data[key]) for key in ("source_language", "target_language") if data.get(key)]
-    data_facts = _data_facts(task, data, counts if isinstance(counts, Mapping) else {})
-    if not languages and not data_facts["files"]:
-        languages = list(_DEFAULT_LANGUAGES.get(task, []))
+    data_facts = _data_facts(str(hints.get("dataset") or task), data, counts if isinstance(counts, Mapping) else {})
+    own_files = data_facts.pop("own_files")
+    if not languages and not own_files:
+        languages = [str(language) for language in hints.get("languages") or ()]
     training: dict[str, Any] = {
         "steps": step,
         "epochs_completed": epoch,
@@ -97,6 +106,7 @@ def card_facts(
         training["time_budget_plan"] = dict(config["time_budget_plan"])
     return {
         "task": task,
+        "hub_task": str(hints.get("hub_task") or _DEFAULT_HUB_TASK),
         "languages": languages,
         "data": data_facts,
         "model": {"parameters": parameters, **{key: model[key] for key in _MODEL_SIZES if key in model}},
@@ -116,7 +126,7 @@ def _metric_entries(metrics: Mapping[str, float]) -> list[dict[str, Any]]:
 
 def _front_matter(facts: Mapping[str, Any]) -> dict[str, Any]:
     task = facts["task"]
-    hub_task = _HUB_TASKS.get(task, "text2text-generation")
+    hub_task = str(facts.get("hub_task") or _DEFAULT_HUB_TASK)
     languages = facts["languages"]
     task_name = f"{task} {'-'.join(languages)}".strip() if languages else task
     dataset = facts["data"]["dataset"]
