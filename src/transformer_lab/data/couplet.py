@@ -135,8 +135,7 @@ def read_couplets(
         ValueError: misaligned files, invalid UTF-8, or (without `skip_invalid`) an empty
             side or unequal lengths; the message names the file and the line.
     """
-    folder = Path(folder)
-    return _read_whole(CoupletFiles.of_split(folder, skip_invalid=skip_invalid, max_length=max_length), folder)
+    return read_couplet_source(CoupletFiles.of_split(folder, skip_invalid=skip_invalid, max_length=max_length))
 
 
 def read_couplet_files(
@@ -153,16 +152,17 @@ def read_couplet_files(
     the keys "upper" and "lower". The checks of `read_couplets` apply (equal lengths,
     `skip_invalid`, `max_length`); in the one-file forms an empty side is always an error.
     """
-    source = CoupletFiles.of_files(paths, file_format, skip_invalid=skip_invalid, max_length=max_length)
-    return _read_whole(source, source.upper_path)
+    return read_couplet_source(
+        CoupletFiles.of_files(paths, file_format, skip_invalid=skip_invalid, max_length=max_length)
+    )
 
 
-def _read_whole(source: CoupletFiles, where: Path) -> CoupletCorpus:
-    """Every couplet of ``source`` in one list (see `couplet_stream` for the checks); skips logged naming ``where``."""
+def read_couplet_source(source: CoupletFiles) -> CoupletCorpus:
+    """Every couplet of ``source`` in one list (see `couplet_stream` for the checks), the skips logged."""
     count_pairs(source.files)  # misaligned files are refused before any line is read
     count = CoupletCount()
     pairs = [pair for chunk in stream_couplets(source, count) for pair in chunk]
-    count.log(source, where)
+    count.log(source)
     return CoupletCorpus(
         pairs, source.upper_path, source.lower_path, count.skipped_empty, count.skipped_unequal, count.skipped_too_long
     )
@@ -203,6 +203,8 @@ def load_couplets(
 
 def punctuation_free(line: str) -> str:
     """``line`` without its punctuation marks (the form in which couplet lines are compared)."""
+    if line.isalnum():  # letters and digits only (most lines): no mark to take out, and no per-character check
+        return line
     return "".join(character for character in line if not is_punctuation(character))
 
 

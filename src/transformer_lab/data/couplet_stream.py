@@ -19,8 +19,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transformer_lab.data import pair_stream
 from transformer_lab.data._checks import check_bool, check_integer
-from transformer_lab.data.pair_stream import CHUNK_PAIRS, PairFiles, chunked, count_pairs, numbered_pairs
+from transformer_lab.data.pair_stream import PairFiles, chunked, count_pairs, numbered_pairs
 from transformer_lab.data.parallel_text import log_empty_pairs, non_empty_pair
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ class CoupletFiles:
     files: PairFiles
     skip_invalid: bool = False
     max_length: int | None = None  # skip (and count) pairs whose upper line is longer; None keeps every length
+    where: Path | None = None  # what the skip warnings name: a split's folder (None: the upper file)
 
     def __post_init__(self) -> None:
         _check_options(self.skip_invalid, self.max_length)
@@ -64,7 +66,7 @@ class CoupletFiles:
                     f"expected the couplet file {str(path)!r}, which does not exist; a couplet split "
                     f"folder holds {UPPER_FILE} (upper lines) and {LOWER_FILE} (lower lines)"
                 )
-        return cls(PairFiles(paths, "lines", *COUPLET_KEYS), skip_invalid, max_length)
+        return cls(PairFiles(paths, "lines", *COUPLET_KEYS), skip_invalid, max_length, folder)
 
     @classmethod
     def of_files(
@@ -112,8 +114,9 @@ class CoupletCount:
             "skipped_too_long": len(self.skipped_too_long),
         }
 
-    def log(self, source: CoupletFiles, where: Path) -> None:
+    def log(self, source: CoupletFiles) -> None:
         """One warning per kind of pair skipped (none when nothing was)."""
+        where = source.upper_path if source.where is None else source.where
         log_empty_pairs(self.skipped_empty, source.upper_path, source.lower_path)
         for kind, numbers in (
             ("lines of unequal length", self.skipped_unequal),
@@ -159,11 +162,11 @@ def stream_couplets(
                 count.pairs += 1
                 yield upper, lower
 
-    return chunked(couplets(), CHUNK_PAIRS if chunk_pairs is None else chunk_pairs)
+    return chunked(couplets(), pair_stream.CHUNK_PAIRS if chunk_pairs is None else chunk_pairs)
 
 
-def count_couplets(source: CoupletFiles, where: Path | None = None) -> CoupletCount:
-    """One pass over ``source``: what it keeps and skips (the skips logged, naming ``where`` or the upper file).
+def count_couplets(source: CoupletFiles) -> CoupletCount:
+    """One pass over ``source``: what it keeps and skips (the skips logged).
 
     Misaligned line files are refused before any line is read, as a whole read refuses them.
     """
@@ -171,5 +174,5 @@ def count_couplets(source: CoupletFiles, where: Path | None = None) -> CoupletCo
     count = CoupletCount()
     for _ in stream_couplets(source, count):
         pass
-    count.log(source, source.upper_path if where is None else where)
+    count.log(source)
     return count
