@@ -35,7 +35,7 @@ LABELLED_FORMAT_VERSION = 1
 TOKENIZER_FILE = "tokenizer.json"
 LINE_NUMBERS_FILE = "line_numbers"
 _LINE_DTYPE = np.dtype("<i8")
-_CHUNK_ROWS = 20_000  # texts encoded and appended at a time
+CHUNK_ROWS = 20_000  # texts encoded and appended at a time
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def write_prepared_labelled(
                         validation_file.write(_validation_record(row))
                         continue
                     chunk.append(row)
-                    if len(chunk) == _CHUNK_ROWS:
+                    if len(chunk) == CHUNK_ROWS:
                         append(chunk, line_file)
                         chunk = []
                 if chunk:
