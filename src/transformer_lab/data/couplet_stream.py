@@ -1,4 +1,4 @@
-"""Couplets streamed from their files in bounded chunks, checked by the rules of `transformer_lab.data.couplet`.
+"""Couplets read from their files in bounded chunks and checked: equal lengths, bad pairs skipped and counted.
 
 The files are those of `pair_stream` (two aligned line files, one TSV file, JSON Lines, with
 the keys "upper" and "lower") read block by block; each pair is then checked as a couplet:
