@@ -413,12 +413,10 @@ def _streamed_rows(config: ClassificationDataConfig, class_names: Sequence[str] 
                 f"got {list(class_names)!r}"
             )
     label_id = LabelIds(class_names, path, config.label_field)
-    # An unseen label is named at its first line, as a whole read names it.
-    by_line = sorted(first_seen, key=lambda label: first_line[first_seen[label]])
-    to_class = np.asarray([label_id(LabelledText("", label, first_line[first_seen[label]])) for label in by_line])
-    order = np.asarray([first_seen[label] for label in by_line], dtype=np.int64)
-    class_of_seen = np.zeros(len(first_seen), dtype=np.int64)
-    class_of_seen[order] = to_class
+    # In order of appearance: an unseen label is named at its first line, as a whole read names it.
+    class_of_seen = np.asarray(
+        [label_id(LabelledText("", label, line)) for label, line in zip(first_seen, first_line)], dtype=np.int64
+    )
 
     def labelled() -> Iterator[LabelledExample]:
         for record in records():
