@@ -74,7 +74,7 @@ def test_preparing_ten_times_more_couplets_barely_grows_the_peak_memory(tmp_path
         for count in (10_000, 100_000)
     }
     # Read whole, each couplet costs more than a kilobyte (its texts, tuples and lists of ids):
-    # 90,000 more were 122 MB more. Streamed, a pass holds a block and a chunk: under 100 bytes a pair.
+    # 90,000 more were 123 MB more. Streamed, a pass holds a block and a chunk: under 100 bytes a pair.
     assert peaks[100_000] - peaks[10_000] < 90_000 * 100, peaks
 
 
@@ -95,7 +95,7 @@ def test_preparing_ten_times_more_labelled_rows_barely_grows_the_peak_memory(tmp
         count: peak_bytes("classification", tmp_path / f"prepared-{count}", [write_labelled_csv(tmp_path, count, 4)])
         for count in (10_000, 100_000)
     }
-    # Read whole, each row costs most of a kilobyte (its text, its record, its list of ids), and
-    # the carved validation rows were held too. Streamed, the first pass keeps a label a row (8
-    # bytes) and the draw of the held-out rows a few more: under 100 bytes a row.
+    # Read whole, each row costs kilobytes (its text, its records, its list of ids): 90,000 more
+    # were 471 MB more. Streamed, the first pass keeps a label a row (8 bytes) and the draw of
+    # the held-out rows a few more: under 100 bytes a row.
     assert peaks[100_000] - peaks[10_000] < 90_000 * 100, peaks
