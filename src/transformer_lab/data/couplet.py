@@ -6,7 +6,7 @@ spaces, every line ending with a space. A couplet's two lines have the same numb
 characters. Lines are returned without the spaces, as plain strings whose characters are
 the tokens (`"晚风摇树树还挺"`).
 
-Checks (via `read_parallel_text`, then per pair):
+Checks (`couplet_stream`, which reads the files in bounded blocks; the readers here keep every pair):
 - misaligned files (different line counts), invalid UTF-8, a missing file: always an error
   naming the file(s);
 - a pair with an empty side, or whose two lines differ in length: an error naming the file
