@@ -27,7 +27,6 @@ ZiJianZhao/Couplet-Machine, a different collection, built by
 
 from __future__ import annotations
 
-import logging
 import os
 import random
 from collections.abc import Iterable, Sequence
@@ -48,8 +47,6 @@ from transformer_lab.data.couplet_stream import (
 from transformer_lab.data.dataset_folder import data_root, download_hint
 from transformer_lab.data.download import download_file
 from transformer_lab.data.pair_stream import count_pairs
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["COUPLET_KEYS", "LOWER_FILE", "UPPER_FILE", "split_characters"]  # kept here for their readers
 
