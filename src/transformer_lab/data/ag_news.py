@@ -41,16 +41,18 @@ docs/data.md (for research and other non-commercial use, the release's readme sa
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformer_lab.data._checks import check_bool
 from transformer_lab.data.dataset_folder import download_hint, resolve_dataset_dir
 from transformer_lab.data.download import download_file
+from transformer_lab.data.line_stream import stream_lines
 from transformer_lab.data.parallel_text import read_lines
 
 logger = logging.getLogger(__name__)
@@ -227,14 +229,45 @@ def read_ag_news_csv(path: str | os.PathLike[str], skip_malformed: bool = False,
             `skip_malformed`), invalid UTF-8, or a file without any article; the message
             names the file and the line.
     """
+    malformed: list[tuple[int, str]] = []
+    try:
+        articles = list(stream_ag_news_csv(path, skip_malformed, unescape, malformed))
+    finally:
+        log_malformed(path, malformed)
+    return AgNewsFile(articles, Path(path), malformed)
+
+
+def log_malformed(path: str | os.PathLike[str], malformed: list[tuple[int, str]]) -> None:
+    """The warning for the malformed lines skipped in ``path`` (line, what is wrong), if any."""
+    if malformed:
+        logger.warning(
+            "%s: skipped %d malformed line(s), the first at line %d: %s",
+            path,
+            len(malformed),
+            malformed[0][0],
+            malformed[0][1],
+        )
+
+
+def stream_ag_news_csv(
+    path: str | os.PathLike[str],
+    skip_malformed: bool = False,
+    unescape: bool = True,
+    malformed: list[tuple[int, str]] | None = None,
+) -> Iterator[NewsArticle]:
+    """The articles of `read_ag_news_csv`, one at a time, the file read in bounded blocks (same checks, errors).
+
+    ``malformed`` (a list) receives (line, what is wrong) of every line skipped
+    (`log_malformed` tells of them).
+    """
     check_bool("skip_malformed", skip_malformed)
     check_bool("unescape", unescape)
     path = Path(path)
-    if not path.exists():  # a folder is read_lines' ValueError ("which is a folder"), not "does not exist"
+    if not path.exists():  # a folder is stream_lines' ValueError ("which is a folder"), not "does not exist"
         raise FileNotFoundError(f"path: expected an AG News CSV file, got {str(path)!r}, which does not exist")
-    articles: list[NewsArticle] = []
-    malformed: list[tuple[int, str]] = []
-    for line_number, line in enumerate(read_lines(path), start=1):
+    malformed = [] if malformed is None else malformed
+    found = 0
+    for line_number, line in enumerate(itertools.chain.from_iterable(stream_lines(path)), start=1):
         try:
             label, title, description = parse_ag_news_line(line, unescape=unescape)
         except ValueError as error:
@@ -244,18 +277,10 @@ def read_ag_news_csv(path: str | os.PathLike[str], skip_malformed: bool = False,
                 ) from None
             malformed.append((line_number, str(error)))
             continue
-        articles.append(NewsArticle(label, title, description, line_number))
-    if malformed:
-        logger.warning(
-            "%s: skipped %d malformed line(s), the first at line %d: %s",
-            path,
-            len(malformed),
-            malformed[0][0],
-            malformed[0][1],
-        )
-    if not articles:
+        found += 1
+        yield NewsArticle(label, title, description, line_number)
+    if not found:
         raise ValueError(f"{path}: expected at least one article, got none ({len(malformed)} malformed line(s))")
-    return AgNewsFile(articles, path, malformed)
 
 
 def resolve_ag_news_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:

@@ -6,7 +6,7 @@ spaces, every line ending with a space. A couplet's two lines have the same numb
 characters. Lines are returned without the spaces, as plain strings whose characters are
 the tokens (`"晚风摇树树还挺"`).
 
-Checks (via `read_parallel_text`, then per pair):
+Checks (`couplet_stream`, which reads the files in bounded blocks; the readers here keep every pair):
 - misaligned files (different line counts), invalid UTF-8, a missing file: always an error
   naming the file(s);
 - a pair with an empty side, or whose two lines differ in length: an error naming the file
@@ -27,28 +27,31 @@ ZiJianZhao/Couplet-Machine, a different collection, built by
 
 from __future__ import annotations
 
-import logging
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_lab.data._checks import check_bool, check_integer
+from transformer_lab.data._checks import check_integer
 from transformer_lab.data.chinese import is_punctuation
+from transformer_lab.data.couplet_stream import (
+    COUPLET_KEYS,
+    LOWER_FILE,
+    UPPER_FILE,
+    CoupletCount,
+    CoupletFiles,
+    split_characters,
+    stream_couplets,
+)
 from transformer_lab.data.dataset_folder import data_root, download_hint
 from transformer_lab.data.download import download_file
-from transformer_lab.data.pair_files import pair_file_format, read_pair_files
-from transformer_lab.data.parallel_text import ParallelText, read_parallel_text
+from transformer_lab.data.pair_stream import count_pairs
 
-logger = logging.getLogger(__name__)
+__all__ = ["COUPLET_KEYS", "LOWER_FILE", "UPPER_FILE", "split_characters"]  # kept here for their readers
 
 COUPLET_FOLDER = "couplet"
-UPPER_FILE = "in.txt"
-LOWER_FILE = "out.txt"
 COUPLET_SPLITS: tuple[str, ...] = ("train", "test", "train_couplet_machine")
-# The JSON keys (and TSV header) of the user's own couplet files.
-COUPLET_KEYS = ("upper", "lower")
 # The option of `transformer-lab download couplets` that adds wb14123's training set.
 WB14123_TRAIN_OPTION = "--wb14123-train"
 COUPLET_LINE_COUNTS: dict[str, int] = {"train": 770491, "test": 4000, "train_couplet_machine": 90889}
@@ -75,14 +78,6 @@ WB14123_TRAIN_GIT_BLOB: dict[str, str] = {
     UPPER_FILE: "70950348b6723a78cfad7804efdad1cb9ac0309d",
     LOWER_FILE: "e5e3fd5fb8e61a45175d7c7b8851036728c3e3dc",
 }
-
-
-def split_characters(line: str) -> str:
-    """A couplet line as its characters, without the separating spaces.
-
-    Works for the files' form (`"晚 风 摇 "`) and for typed input (`"晚风摇"`) alike.
-    """
-    return "".join(line.split())
 
 
 @dataclass
@@ -114,12 +109,7 @@ class CoupletCorpus:
 
     def summary(self) -> dict[str, int]:
         """Counts for logs and run summaries."""
-        return {
-            "pairs": len(self.pairs),
-            "skipped_empty": len(self.skipped_empty),
-            "skipped_unequal_length": len(self.skipped_unequal),
-            "skipped_too_long": len(self.skipped_too_long),
-        }
+        return CoupletCount(len(self.pairs), self.skipped_empty, self.skipped_unequal, self.skipped_too_long).summary()
 
 
 def read_couplets(
@@ -142,19 +132,7 @@ def read_couplets(
         ValueError: misaligned files, invalid UTF-8, or (without `skip_invalid`) an empty
             side or unequal lengths; the message names the file and the line.
     """
-    check_bool("skip_invalid", skip_invalid)
-    if max_length is not None:
-        max_length = check_integer("max_length", max_length, minimum=1)
-    folder = Path(folder)
-    upper_path, lower_path = folder / UPPER_FILE, folder / LOWER_FILE
-    for path in (upper_path, lower_path):
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"expected the couplet file {str(path)!r}, which does not exist; a couplet split "
-                f"folder holds {UPPER_FILE} (upper lines) and {LOWER_FILE} (lower lines)"
-            )
-    text = read_parallel_text(upper_path, lower_path, skip_empty=skip_invalid, skip_option="skip_invalid")
-    return _checked_corpus(text, folder, skip_invalid, max_length)
+    return read_couplet_source(CoupletFiles.of_split(folder, skip_invalid=skip_invalid, max_length=max_length))
 
 
 def read_couplet_files(
@@ -171,45 +149,20 @@ def read_couplet_files(
     the keys "upper" and "lower". The checks of `read_couplets` apply (equal lengths,
     `skip_invalid`, `max_length`); in the one-file forms an empty side is always an error.
     """
-    check_bool("skip_invalid", skip_invalid)
-    if max_length is not None:
-        max_length = check_integer("max_length", max_length, minimum=1)
-    if pair_file_format(paths, file_format, "couplet files") == "lines":
-        text = read_parallel_text(paths[0], paths[1], skip_empty=skip_invalid, skip_option="skip_invalid")
-    else:
-        text = read_pair_files(paths, *COUPLET_KEYS, file_format, name="couplet files")
-    return _checked_corpus(text, Path(paths[0]), skip_invalid, max_length)
+    return read_couplet_source(
+        CoupletFiles.of_files(paths, file_format, skip_invalid=skip_invalid, max_length=max_length)
+    )
 
 
-def _checked_corpus(text: ParallelText, where: Path, skip_invalid: bool, max_length: int | None) -> CoupletCorpus:
-    """The couplets of `text` whose two lines have equal lengths within `max_length` (see `read_couplets`)."""
-    upper_path, lower_path = text.source_path, text.target_path
-    skipped_empty = list(text.skipped_line_numbers)
-    empty = set(skipped_empty)
-    first = text.header_lines + 1
-    line_numbers = (number for number in range(first, first + len(text) + len(empty)) if number not in empty)
-    corpus = CoupletCorpus([], upper_path, lower_path, skipped_empty=skipped_empty)
-    for number, (upper_line, lower_line) in zip(line_numbers, text.pairs):
-        upper, lower = split_characters(upper_line), split_characters(lower_line)
-        if len(upper) != len(lower):
-            if not skip_invalid:
-                raise ValueError(
-                    f"{lower_path}: line {number}: expected a lower line of {len(upper)} characters, "
-                    f"as long as line {number} of {upper_path} ({upper!r}), got {len(lower)} ({lower!r}); "
-                    f"fix the file, or pass skip_invalid=True to skip (and count) such pairs"
-                )
-            corpus.skipped_unequal.append(number)
-        elif max_length is not None and len(upper) > max_length:
-            corpus.skipped_too_long.append(number)
-        else:
-            corpus.pairs.append((upper, lower))
-    for kind, numbers in (
-        ("lines of unequal length", corpus.skipped_unequal),
-        (f"upper lines over max_length={max_length} characters", corpus.skipped_too_long),
-    ):
-        if numbers:
-            logger.warning("skipped %d pair(s) with %s in %s (first at line %d)", len(numbers), kind, where, numbers[0])
-    return corpus
+def read_couplet_source(source: CoupletFiles) -> CoupletCorpus:
+    """Every couplet of ``source`` in one list (see `couplet_stream` for the checks), the skips logged."""
+    count_pairs(source.files)  # misaligned files are refused before any line is read
+    count = CoupletCount()
+    pairs = [pair for chunk in stream_couplets(source, count) for pair in chunk]
+    count.log(source)
+    return CoupletCorpus(
+        pairs, source.upper_path, source.lower_path, count.skipped_empty, count.skipped_unequal, count.skipped_too_long
+    )
 
 
 def resolve_couplet_split_dir(split: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -247,12 +200,9 @@ def load_couplets(
 
 def punctuation_free(line: str) -> str:
     """``line`` without its punctuation marks (the form in which couplet lines are compared)."""
+    if line.isalnum():  # letters and digits only (most lines): no mark to take out, and no per-character check
+        return line
     return "".join(character for character in line if not is_punctuation(character))
-
-
-def _validation_upper_lines(validation: list[tuple[str, str]]) -> set[str]:
-    """The validation upper lines as a training upper line must not repeat them: without punctuation."""
-    return {punctuation_free(upper) for upper, _ in validation}
 
 
 def split_validation(
@@ -269,14 +219,24 @@ def split_validation(
         (training pairs, validation pairs, training pairs dropped as validation
         duplicates); both lists keep the file order.
     """
-    num_validation = check_integer("num_validation", num_validation, minimum=0)
-    if num_validation >= len(pairs):
-        raise ValueError(f"num_validation must be smaller than the {len(pairs)} training pairs, got {num_validation}")
-    chosen = set(random.Random(seed).sample(range(len(pairs)), num_validation))
+    chosen = validation_positions(len(pairs), num_validation, seed)
     validation = [pair for index, pair in enumerate(pairs) if index in chosen]
     rest = [pair for index, pair in enumerate(pairs) if index not in chosen]
     train, dropped = without_validation_uppers(rest, validation)
     return train, validation, dropped
+
+
+def validation_positions(count: int, num_validation: int, seed: int) -> set[int]:
+    """Which of ``count`` training pairs (0-based, in file order) `split_validation` holds out for validation."""
+    num_validation = check_integer("num_validation", num_validation, minimum=0)
+    if num_validation >= count:
+        raise ValueError(f"num_validation must be smaller than the {count} training pairs, got {num_validation}")
+    return set(random.Random(seed).sample(range(count), num_validation))
+
+
+def validation_upper_lines(validation: Iterable[tuple[str, str]]) -> set[str]:
+    """The validation upper lines as a training upper line must not repeat them: without punctuation."""
+    return {punctuation_free(upper) for upper, _ in validation}
 
 
 def without_validation_uppers(
@@ -287,7 +247,7 @@ def without_validation_uppers(
     The one rule that keeps validation unseen, for every source of training pairs (the
     split, the backwards pairs, extra splits). The kept pairs keep their order.
     """
-    held_out = _validation_upper_lines(validation)
+    held_out = validation_upper_lines(validation)
     kept = [pair for pair in pairs if punctuation_free(pair[0]) not in held_out]
     return kept, len(pairs) - len(kept)
 

@@ -33,6 +33,7 @@ the line and the label for a label the classes lack.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 import re
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_lab.data._checks import check_integer, is_integer
-from transformer_lab.data.parallel_text import read_lines
+from transformer_lab.data.line_stream import stream_lines
 
 LABELLED_TEXT_FORMATS: tuple[str, ...] = ("csv", "tsv", "jsonl")
 TEXT_FIELD_SEPARATOR = "\n"
@@ -98,17 +99,28 @@ class LabelledTextFile:
                 that training never saw); the message names the file, the line, the label
                 and the known classes.
         """
-        index_of = {name: index for index, name in enumerate(class_names)}
-        ids = []
-        for record in self.records:
-            if record.label not in index_of:
-                known = ", ".join(repr(name) for name in class_names)
-                raise ValueError(
-                    f"{self.path}: line {record.line_number}: field {self.label_field!r}: expected one of the "
-                    f"classes seen in training ({known}), got the unseen label {record.label!r}"
-                )
-            ids.append(index_of[record.label])
-        return ids
+        label_id = LabelIds(class_names, self.path, self.label_field)
+        return [label_id(record) for record in self.records]
+
+
+class LabelIds:
+    """A record's label as its index in ``class_names``; an unseen label is a ValueError naming the file and line."""
+
+    def __init__(self, class_names: Sequence[str], path: Path, label_field: str) -> None:
+        self.index_of = {name: index for index, name in enumerate(class_names)}
+        self.class_names = tuple(class_names)
+        self.path = path
+        self.label_field = label_field
+
+    def __call__(self, record: LabelledText) -> int:
+        index = self.index_of.get(record.label)
+        if index is None:
+            known = ", ".join(repr(name) for name in self.class_names)
+            raise ValueError(
+                f"{self.path}: line {record.line_number}: field {self.label_field!r}: expected one of the "
+                f"classes seen in training ({known}), got the unseen label {record.label!r}"
+            )
+        return index
 
 
 def sorted_class_names(labels: Iterable[str]) -> tuple[str, ...]:
@@ -218,7 +230,7 @@ def _columns(header: list[str], text_fields: tuple[str, ...], label_field: str) 
     return indices
 
 
-def _delimited_rows(lines: list[str], file_format: str) -> Iterator[tuple[int, list[str]]]:
+def _delimited_rows(lines: Iterable[str], file_format: str) -> Iterator[tuple[int, list[str]]]:
     """(first line number, fields) of every row; TSV splits on tabs, CSV follows RFC 4180."""
     if file_format == "tsv":
         for number, line in enumerate(lines, start=1):
@@ -238,7 +250,7 @@ def _delimited_rows(lines: list[str], file_format: str) -> Iterator[tuple[int, l
 
 
 def _read_delimited(
-    lines: list[str], file_format: str, text_fields: tuple[str, ...], label_field: str
+    lines: Iterable[str], file_format: str, text_fields: tuple[str, ...], label_field: str
 ) -> Iterable[LabelledText]:
     rows = _delimited_rows(lines, file_format)
     header_row = next(rows, None)
@@ -258,7 +270,7 @@ def _read_delimited(
         yield LabelledText(text, label, number)
 
 
-def _read_json_lines(lines: list[str], text_fields: tuple[str, ...], label_field: str) -> Iterable[LabelledText]:
+def _read_json_lines(lines: Iterable[str], text_fields: tuple[str, ...], label_field: str) -> Iterable[LabelledText]:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             raise _LineError(number, "expected a JSON object, got an empty line")
@@ -307,25 +319,40 @@ def read_labelled_text(
             record; the message names the file, the line and the field.
     """
     fields = _check_fields(text_fields, label_field)
+    file_format = labelled_text_format(path, file_format)
+    records = list(stream_labelled_text(path, fields, label_field, file_format, max_records=max_records))
+    return LabelledTextFile(records, Path(path), file_format, fields, label_field)
+
+
+def stream_labelled_text(
+    path: str | os.PathLike[str],
+    text_fields: Sequence[str] = ("text",),
+    label_field: str = "label",
+    file_format: str = "",
+    *,
+    max_records: int = 0,
+) -> Iterator[LabelledText]:
+    """The records of `read_labelled_text`, one at a time, the file read in bounded blocks (same checks, errors)."""
+    fields = _check_fields(text_fields, label_field)
     max_records = check_integer("max_records", max_records, minimum=0)
     path = Path(path)
     file_format = labelled_text_format(path, file_format)
-    lines = read_lines(path)
-    records: list[LabelledText] = []
+    lines = itertools.chain.from_iterable(stream_lines(path))
     reader = (
         _read_json_lines(lines, fields, label_field)
         if file_format == "jsonl"
         else _read_delimited(lines, file_format, fields, label_field)
     )
+    count = 0
     try:
         for record in reader:
-            records.append(record)
-            if len(records) == max_records:
+            yield record
+            count += 1
+            if count == max_records:
                 break
     except _LineError as error:
         raise ValueError(f"{path}: line {error.line_number}: {error}") from None
     except _RecordError as error:  # the header's problems
         raise ValueError(f"{path}: line 1: {error}") from None
-    if not records:
+    if not count:
         raise ValueError(f"{path}: expected at least one labelled record, got none")
-    return LabelledTextFile(records, path, file_format, fields, label_field)

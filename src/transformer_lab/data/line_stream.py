@@ -51,13 +51,14 @@ def count_lines(path: str | os.PathLike[str]) -> int:
 
 
 def stream_lines(
-    path: str | os.PathLike[str], block_bytes: int = BLOCK_BYTES, digest: hashlib._Hash | None = None
+    path: str | os.PathLike[str], block_bytes: int | None = None, digest: hashlib._Hash | None = None
 ) -> Iterator[list[str]]:
-    """The lines of ``path`` in order, a list per block read, without their terminators.
+    """The lines of ``path`` in order, a list per block of ``block_bytes`` read (None: BLOCK_BYTES), unterminated.
 
     Every line is checked as `read_lines` checks it; an invalid byte is a ValueError naming
     the file and the line. ``digest`` (a hashlib object) is updated with every byte read.
     """
+    block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
     path = _checked_file(path)
     name = str(path)
     next_line = 1

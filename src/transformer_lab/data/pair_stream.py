@@ -13,15 +13,17 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from transformer_lab.data import line_stream
 from transformer_lab.data.line_stream import count_lines, stream_lines
 from transformer_lab.data.pair_files import is_tsv_header, json_pair, line_pair, pair_file_format, tsv_pair
 
 CHUNK_PAIRS = 20_000  # pairs per chunk: enough for the tokenizer's threads, a few MB of text
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -90,11 +92,14 @@ def stream_pairs(
 
     ``digests`` (one hashlib object per file) are updated with every byte read.
     """
-    chunk_pairs = CHUNK_PAIRS if chunk_pairs is None else chunk_pairs
-    if digests is not None and len(digests) != len(files.paths):
-        raise ValueError(f"digests: expected one per file ({len(files.paths)}), got {len(digests)}")
-    pairs = _pairs(files, digests)
-    while chunk := list(itertools.islice(pairs, chunk_pairs)):
+    pairs = (pair for _, pair in numbered_pairs(files, digests) if pair is not None)
+    return chunked(pairs, CHUNK_PAIRS if chunk_pairs is None else chunk_pairs)
+
+
+def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` in lists of ``size`` (the last one shorter), so that a pass holds one list at a time."""
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, size)):
         yield chunk
 
 
@@ -102,7 +107,22 @@ def _lines(path: Path, digest: hashlib._Hash | None) -> Iterator[str]:
     return itertools.chain.from_iterable(stream_lines(path, line_stream.BLOCK_BYTES, digest))
 
 
-def _pairs(files: PairFiles, digests: Sequence[hashlib._Hash] | None) -> Iterator[tuple[str, str]]:
+# How a pair of aligned lines is checked: the pair, None for a pair to skip, or a ValueError.
+LineCheck = Callable[[tuple[Path, Path], int, str, str], "tuple[str, str] | None"]
+
+
+def numbered_pairs(
+    files: PairFiles, digests: Sequence[hashlib._Hash] | None = None, check_lines: LineCheck = line_pair
+) -> Iterator[tuple[int, tuple[str, str] | None]]:
+    """(1-based line, pair) of every pair of ``files`` in file order, checked as `stream_pairs` checks them.
+
+    Two line files' lines are checked by ``check_lines(paths, line, source, target)``
+    (`pair_files.line_pair` unless a reader has its own rule), whose None (a pair to skip)
+    is passed on; the one-file forms always give a pair.
+    """
+    if digests is not None and len(digests) != len(files.paths):
+        raise ValueError(f"digests: expected one per file ({len(files.paths)}), got {len(digests)}")
+
     def digest_of(index: int) -> hashlib._Hash | None:
         return None if digests is None else digests[index]
 
@@ -119,7 +139,7 @@ def _pairs(files: PairFiles, digests: Sequence[hashlib._Hash] | None) -> Iterato
                     f"expected aligned files with the same number of lines, got {counts[0]} "
                     f"line(s) in {paths[0]} and {counts[1]} line(s) in {paths[1]}"
                 )
-            yield line_pair(paths, number, source, target)
+            yield number, check_lines(paths, number, source, target)
         if number == 0:
             raise ValueError(f"expected at least one line in {paths[0]} and {paths[1]}, got two empty files")
         return
@@ -129,11 +149,11 @@ def _pairs(files: PairFiles, digests: Sequence[hashlib._Hash] | None) -> Iterato
     for number, line in enumerate(lines, 1):
         if files.form == "jsonl":
             found += 1
-            yield json_pair(path, number, line, files.source_language, files.target_language)
+            yield number, json_pair(path, number, line, files.source_language, files.target_language)
         elif number == 1 and is_tsv_header(line, files.source_language, files.target_language):
             continue
         else:
             found += 1
-            yield tsv_pair(path, number, line)
+            yield number, tsv_pair(path, number, line)
     if found == 0:
         raise ValueError(f"{path}: expected at least one pair, got none")

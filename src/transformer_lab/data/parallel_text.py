@@ -151,17 +151,33 @@ def read_parallel_text(
     pairs: list[tuple[str, str]] = []
     skipped: list[int] = []
     for number, (source, target) in enumerate(zip(source_lines, target_lines, strict=True), start=1):
-        empty_path = source_path if not source.strip() else target_path if not target.strip() else None
-        if empty_path is None:
-            pairs.append((source, target))
-            continue
-        if not skip_empty:
-            line = source if empty_path == source_path else target
-            raise ValueError(
-                f"{empty_path}: line {number}: expected a non-empty sentence, got {line!r}; "
-                f"fix the file, or pass {skip_option}=True to drop (and count) such pairs"
-            )
-        skipped.append(number)
+        pair = non_empty_pair((source_path, target_path), number, source, target, skip_empty, skip_option)
+        if pair is None:
+            skipped.append(number)
+        else:
+            pairs.append(pair)
+    log_empty_pairs(skipped, source_path, target_path)
+    return ParallelText(pairs, source_path, target_path, skipped)
+
+
+def non_empty_pair(
+    paths: tuple[Path, Path], number: int, source: str, target: str, skip_empty: bool, skip_option: str
+) -> tuple[str, str] | None:
+    """Line ``number``'s pair; None where a side is empty or only whitespace and ``skip_empty``, else an error."""
+    empty_path = paths[0] if not source.strip() else paths[1] if not target.strip() else None
+    if empty_path is None:
+        return source, target
+    if not skip_empty:
+        line = source if empty_path == paths[0] else target
+        raise ValueError(
+            f"{empty_path}: line {number}: expected a non-empty sentence, got {line!r}; "
+            f"fix the file, or pass {skip_option}=True to drop (and count) such pairs"
+        )
+    return None
+
+
+def log_empty_pairs(skipped: list[int], source_path: Path, target_path: Path) -> None:
+    """The warning for the pairs skipped because a side was empty (their 1-based lines), if any."""
     if skipped:
         logger.warning(
             "skipped %d pair(s) with an empty side in %s / %s (first at line %d)",
@@ -170,4 +186,3 @@ def read_parallel_text(
             target_path,
             skipped[0],
         )
-    return ParallelText(pairs, source_path, target_path, skipped)

@@ -1,24 +1,47 @@
 """Couplets prepared once into a memory-mapped `TokenStore` with their character vocabulary.
 
 A couplet corpus is read, checked and split by the couplet task's rules (skipped pairs
-counted, validation carved with the seed, duplicates of validation upper lines left out);
-what training needs of it is kept here: the training pairs' character ids in a store
-(``source`` the upper lines, ``target`` the lower lines), ``vocabulary.txt``, the
-validation couplets as text in ``validation.jsonl`` and a ``manifest.json`` with the input
-files (size, mtime, sha256), the vocabulary's sha256, the data report and the format
-version. The folder is written under a temporary name and renamed (`folders.write_folder`).
+counted, validation carved with the seed, duplicates of validation upper lines left out,
+extra splits and backwards pairs added); what training needs of it is kept here: the
+training pairs' character ids in a store (``source`` the upper lines, ``target`` the lower
+lines), ``vocabulary.txt``, the validation couplets as text in ``validation.jsonl`` and a
+``manifest.json`` with the input files (size, mtime, sha256), the vocabulary's sha256, the
+data report and the format version. The folder is written under a temporary name and
+renamed (`folders.write_folder`).
+
+Preparing streams the files in bounded chunks, never holding the corpus:
+
+1. count the training split's couplets (checking every line, logging what is skipped);
+2. draw the validation positions with the seed, as `couplet.split_validation` does, and
+   read those couplets in a pass that stops after the last (or read the validation files);
+3. when no vocabulary is given, count the characters of the training pairs in one pass;
+4. encode the training pairs chunk by chunk into the store: the split's pairs (less the
+   held-out ones and those repeating a validation upper line, cut at ``num_train``), the
+   extra splits', then, where asked, every one of them read backwards.
+
+The training pairs come out in the order, and the report with the counts, of the corpus
+read whole (`tasks.couplet.read_corpus`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from transformer_lab.data.couplet import (
+    punctuation_free,
+    read_couplet_source,
+    validation_positions,
+    validation_upper_lines,
+)
+from transformer_lab.data.couplet_stream import CoupletCount, CoupletFiles, count_couplets, stream_couplets
+from transformer_lab.data.pair_stream import count_pairs
 from transformer_lab.data.prepared_cache import (
     VALIDATION_FILE,
     input_records,
@@ -30,11 +53,12 @@ from transformer_lab.data.prepared_cache import (
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
 from transformer_lab.data.vocabulary import Vocabulary
 
+logger = logging.getLogger(__name__)
+
 COUPLETS_KIND = "couplets"
 COUPLETS_FORMAT_VERSION = 1
 VOCABULARY_FILE = "vocabulary.txt"
 COUPLET_KEYS = ("upper", "lower")  # the keys of validation.jsonl
-_CHUNK_PAIRS = 20_000  # pairs encoded and appended at a time
 
 
 @dataclass
@@ -54,25 +78,132 @@ def vocabulary_sha256(vocabulary: Vocabulary) -> str:
     return hashlib.sha256("".join(token + "\n" for token in vocabulary.tokens).encode("utf-8")).hexdigest()
 
 
+@dataclass(frozen=True)
+class CoupletCorpusSpec:
+    """What a couplet corpus is read from and how it is split into training and validation pairs."""
+
+    train: CoupletFiles  # the training split or the user's training files
+    valid: CoupletFiles | None = None  # the user's validation couplets (None: carve num_validation)
+    num_validation: int = 1000
+    seed: int = 1234  # draws the carved validation pairs
+    num_train: int = 0  # keep only the first N training pairs of the split (0 = all)
+    extra: tuple[CoupletFiles, ...] = ()  # more training splits, added after the split's pairs
+    add_reversed_pairs: bool = False  # every training pair also read backwards, after the forward ones
+    min_frequency: int = 1  # characters seen fewer times in training are left out of a built vocabulary
+
+
+_COUNTS = ("dropped", "extra_pairs", "extra_dropped", "reversed_dropped", "train_pairs")
+
+
+class _TrainingCouplets:
+    """The training pairs of a spec, streamed as often as asked, in the order of the corpus read whole.
+
+    ``counts`` holds what the last whole pass left out and added, for the data report.
+    """
+
+    def __init__(self, spec: CoupletCorpusSpec, held: set[int], validation: Sequence[tuple[str, str]]) -> None:
+        self.spec = spec
+        self.held = held
+        self.held_out_uppers = validation_upper_lines(validation)
+        self.counts: dict[str, int] = {}
+
+    def _repeats_validation(self, pair: tuple[str, str]) -> bool:
+        return punctuation_free(pair[0]) in self.held_out_uppers
+
+    def chunks(self) -> Iterator[list[tuple[str, str]]]:
+        """The training pairs in bounded lists: forward (the split's, then the extra splits'), then backwards."""
+        first_pass = not self.counts
+        counts = dict.fromkeys(_COUNTS, 0)
+        for chunk in self._forward(counts, first_pass):
+            counts["train_pairs"] += len(chunk)
+            yield chunk
+        if self.spec.add_reversed_pairs:
+            for chunk in self._forward(dict.fromkeys(_COUNTS, 0), False):
+                backward = [(lower, upper) for upper, lower in chunk]
+                kept = [pair for pair in backward if not self._repeats_validation(pair)]
+                counts["reversed_dropped"] += len(backward) - len(kept)
+                counts["train_pairs"] += len(kept)
+                yield kept
+        self.counts = counts
+
+    def _forward(self, counts: dict[str, int], first_pass: bool) -> Iterator[list[tuple[str, str]]]:
+        # With the user's validation files the split's own pairs are all kept, as a whole read keeps them.
+        carved = self.spec.valid is None
+        position = kept = 0
+        for chunk in stream_couplets(self.spec.train):
+            training = []
+            for pair in chunk:
+                position += 1
+                if position - 1 in self.held:
+                    continue
+                if carved and self._repeats_validation(pair):
+                    counts["dropped"] += 1
+                elif not self.spec.num_train or kept < self.spec.num_train:
+                    kept += 1
+                    training.append(pair)
+            yield training
+        for extra in self.spec.extra:
+            if first_pass:
+                count_pairs(extra.files)  # misaligned files are refused before any line is read
+            extra_count = CoupletCount()
+            for chunk in stream_couplets(extra, extra_count):
+                training = [pair for pair in chunk if not self._repeats_validation(pair)]
+                counts["extra_dropped"] += len(chunk) - len(training)
+                counts["extra_pairs"] += len(training)
+                yield training
+            if first_pass:
+                extra_count.log(extra)
+
+
+def _held_out_pairs(source: CoupletFiles, held: set[int]) -> list[tuple[str, str]]:
+    """The couplets at the positions ``held`` (0-based among those kept), in file order; stops after the last."""
+    validation: list[tuple[str, str]] = []
+    if not held:
+        return validation
+    last = max(held)
+    position = 0
+    for chunk in stream_couplets(source):
+        for pair in chunk:
+            if position in held:
+                validation.append(pair)
+            position += 1
+            if position > last:
+                return validation
+    raise ValueError(f"{source.upper_path}: expected {last + 1} couplets or more, read {position}; did it change?")
+
+
 def write_prepared_couplets(
     folder: Path,
-    train_pairs: Sequence[tuple[str, str]],
-    validation_pairs: Sequence[tuple[str, str]],
-    vocabulary: Vocabulary,
-    report: dict[str, int],
+    spec: CoupletCorpusSpec,
+    vocabulary: Vocabulary | None,
     inputs: Sequence[Path],
     description: dict[str, Any],
 ) -> None:
-    """Write a prepared couplet corpus into the (new, temporary) ``folder``; see the module docstring.
+    """Prepare ``spec``'s corpus into the (new, temporary) ``folder``, streaming; see the module docstring.
 
-    ``description`` is what the corpus was made from (the settings and files), recorded
-    so that a cache can tell whether it still holds.
+    ``vocabulary`` (a resumed or fine-tuned run's) fixes the ids; None builds it from the
+    training pairs. ``description`` is what the corpus was made from (the settings and
+    files), recorded so that a cache can tell whether it still holds.
     """
     started = time.perf_counter()
+    count = count_couplets(spec.train)
+    if spec.valid is not None:
+        held: set[int] = set()
+        validation = read_couplet_source(spec.valid).pairs
+    else:
+        held = validation_positions(count.pairs, spec.num_validation, spec.seed)
+        validation = _held_out_pairs(spec.train, held)
+    training = _TrainingCouplets(spec, held, validation)
+    if vocabulary is None:
+        vocabulary = Vocabulary.build(
+            (list(line) for chunk in training.chunks() for pair in chunk for line in pair),
+            min_frequency=spec.min_frequency,
+        )
     writer = TokenStoreWriter(folder, ("source", "target"), ids_dtype(len(vocabulary)))
     try:
-        for start in range(0, len(train_pairs), _CHUNK_PAIRS):
-            chunk = train_pairs[start : start + _CHUNK_PAIRS]
+        for chunk in training.chunks():
+            if not chunk:
+                continue
             writer.append(
                 {
                     "source": [vocabulary.encode(list(upper)) for upper, _ in chunk],
@@ -83,8 +214,28 @@ def write_prepared_couplets(
     except BaseException:
         writer.close()
         raise
+    report = {
+        **count.summary(),
+        "validation_pairs": len(validation),
+        "train_dropped_as_validation_duplicates": training.counts["dropped"],
+        **(
+            {
+                "extra_train_pairs": training.counts["extra_pairs"],
+                "extra_dropped_as_validation_duplicates": training.counts["extra_dropped"],
+            }
+            if spec.extra
+            else {}
+        ),
+        **(
+            {"reversed_dropped_as_validation_duplicates": training.counts["reversed_dropped"]}
+            if spec.add_reversed_pairs
+            else {}
+        ),
+        "train_pairs": training.counts["train_pairs"],
+    }
+    logger.info("couplet data: %s", ", ".join(f"{key} {value}" for key, value in report.items()))
     vocabulary.save(folder / VOCABULARY_FILE)
-    write_pairs_jsonl(folder / VALIDATION_FILE, validation_pairs, COUPLET_KEYS)
+    write_pairs_jsonl(folder / VALIDATION_FILE, validation, COUPLET_KEYS)
     write_manifest(
         folder,
         {

@@ -6,6 +6,11 @@ file (``line_numbers``, int64, for errors that point at the line), the tokenizer
 (``tokenizer.json``), the class names, the validation rows as text (``validation.jsonl``)
 and a ``manifest.json`` with the input files (size, mtime, sha256), the tokenizer's sha256,
 the report and the format version. Written under a temporary name and renamed.
+
+The rows are streamed, never held: the caller counts them and chooses the held-out ones
+first (a pass that keeps only their labels); then one pass learns the BPE from the
+training texts (unless a tokenizer is given) and one more encodes them chunk by chunk into
+the store while the held-out rows go to ``validation.jsonl``.
 """
 
 from __future__ import annotations
@@ -14,10 +19,10 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -30,7 +35,7 @@ LABELLED_FORMAT_VERSION = 1
 TOKENIZER_FILE = "tokenizer.json"
 LINE_NUMBERS_FILE = "line_numbers"
 _LINE_DTYPE = np.dtype("<i8")
-_CHUNK_ROWS = 20_000  # texts encoded and appended at a time
+CHUNK_ROWS = 20_000  # texts encoded and appended at a time
 
 
 @dataclass(frozen=True)
@@ -61,33 +66,73 @@ def tokenizer_sha256(tokenizer: SubwordTokenizer) -> str:
     return hashlib.sha256(tokenizer.to_json().encode("utf-8")).hexdigest()
 
 
+def _marked(rows: Iterable[LabelledExample], held: np.ndarray) -> Iterator[tuple[bool, LabelledExample]]:
+    """(held out?, row) for every row; ``held`` the increasing 0-based positions held out."""
+    next_held = 0
+    for position, row in enumerate(rows):
+        is_held = next_held < len(held) and int(held[next_held]) == position
+        next_held += is_held
+        yield is_held, row
+
+
+def _validation_record(row: LabelledExample) -> str:
+    return json.dumps({"text": row.text, "label": row.label, "line": row.line_number}, ensure_ascii=False) + "\n"
+
+
 def write_prepared_labelled(
     folder: Path,
-    train_rows: Sequence[LabelledExample],
+    rows: Callable[[], Iterable[LabelledExample]],
+    held: np.ndarray,
     validation_rows: Sequence[LabelledExample],
-    tokenizer: SubwordTokenizer,
+    tokenizer: SubwordTokenizer | Callable[[Iterable[str]], SubwordTokenizer],
     class_names: Sequence[str],
     report: dict[str, Any],
     inputs: Sequence[Path],
     description: dict[str, Any],
 ) -> None:
-    """Write a prepared labelled corpus into the (new, temporary) ``folder``; see the module docstring."""
+    """Write a prepared labelled corpus into the (new, temporary) ``folder``; see the module docstring.
+
+    ``rows()`` streams the training file's rows anew on each call, in file order, labels
+    as class indices. ``held`` (increasing positions among them) are the validation rows
+    carved from it; ``validation_rows`` those of a file of their own (then ``held`` is
+    empty). ``tokenizer`` is the one to encode with, or how to learn it from the training
+    texts. ``report["train_rows"]`` is checked against the rows written.
+    """
     started = time.perf_counter()
+    if not isinstance(tokenizer, SubwordTokenizer):
+        tokenizer = tokenizer(row.text for is_held, row in _marked(rows(), held) if not is_held)
     writer = TokenStoreWriter(folder, ("tokens",), ids_dtype(tokenizer.vocab_size), labels=True)
+    encoder = tokenizer
+
+    def append(chunk: list[LabelledExample], line_file: BinaryIO) -> None:
+        writer.append({"tokens": encoder.encode_batch([row.text for row in chunk])}, [row.label for row in chunk])
+        np.asarray([row.line_number for row in chunk], dtype=_LINE_DTYPE).tofile(line_file)
+
     try:
-        for start in range(0, len(train_rows), _CHUNK_ROWS):
-            chunk = train_rows[start : start + _CHUNK_ROWS]
-            writer.append({"tokens": tokenizer.encode_batch([row.text for row in chunk])}, [row.label for row in chunk])
+        with (folder / LINE_NUMBERS_FILE).open("wb") as line_file:
+            with (folder / VALIDATION_FILE).open("w", encoding="utf-8") as validation_file:
+                validation_file.writelines(map(_validation_record, validation_rows))
+                chunk: list[LabelledExample] = []
+                for is_held, row in _marked(rows(), held):
+                    if is_held:
+                        validation_file.write(_validation_record(row))
+                        continue
+                    chunk.append(row)
+                    if len(chunk) == CHUNK_ROWS:
+                        append(chunk, line_file)
+                        chunk = []
+                if chunk:
+                    append(chunk, line_file)
+        if len(writer) != report["train_rows"]:
+            raise ValueError(
+                f"{report['train_file']}: expected {report['train_rows']} training rows (counted), "
+                f"read {len(writer)}; did the file change?"
+            )
         writer.finish()
     except BaseException:
         writer.close()
         raise
-    np.asarray([row.line_number for row in train_rows], dtype=_LINE_DTYPE).tofile(folder / LINE_NUMBERS_FILE)
     (folder / TOKENIZER_FILE).write_text(tokenizer.to_json(), encoding="utf-8")
-    with (folder / VALIDATION_FILE).open("w", encoding="utf-8") as file:
-        for row in validation_rows:
-            record = {"text": row.text, "label": row.label, "line": row.line_number}
-            file.write(json.dumps(record, ensure_ascii=False) + "\n")
     write_manifest(
         folder,
         {

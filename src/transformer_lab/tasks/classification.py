@@ -27,10 +27,13 @@ outside them is a ValueError naming the file, the line and the label.
 
 from __future__ import annotations
 
+import array
 import dataclasses
+import itertools
 import json
 import logging
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -60,8 +63,9 @@ from transformer_lab.data import (
     token_budget_batches,
 )
 from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, check_int_fields
-from transformer_lab.data.ag_news import CLASSES_FILE
+from transformer_lab.data.ag_news import CLASSES_FILE, log_malformed, stream_ag_news_csv
 from transformer_lab.data.batching import token_budget_spans
+from transformer_lab.data.labelled_text import LabelIds, LabelledText, stream_labelled_text
 from transformer_lab.data.lazy_batches import ClassificationBatches
 from transformer_lab.data.prepared_cache import CorpusIdentity, cache_folder, cached_folder
 from transformer_lab.data.prepared_labelled import (
@@ -71,6 +75,7 @@ from transformer_lab.data.prepared_labelled import (
     tokenizer_sha256,
     write_prepared_labelled,
 )
+from transformer_lab.data.splits import stratified_held_out
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.evaluation import ClassificationReport, classification_report
 from transformer_lab.folders import write_folder
@@ -317,15 +322,104 @@ def _training_rows(
 
 def _carve_validation(config: ClassificationDataConfig, rows: list[Example]) -> tuple[list[Example], list[Example]]:
     """(training rows, validation rows) by the seeded stratified split of ``rows``."""
-    train_indices, validation_indices = stratified_split(
-        [row.label for row in rows], config.validation_fraction, config.split_seed
+    held = set(_carved_positions(config, np.asarray([row.label for row in rows], dtype=np.int64)).tolist())
+    return (
+        [row for index, row in enumerate(rows) if index not in held],
+        [row for index, row in enumerate(rows) if index in held],
     )
-    if not train_indices or not validation_indices:
+
+
+def _carved_positions(config: ClassificationDataConfig, labels: np.ndarray) -> np.ndarray:
+    """The increasing positions of the rows (classes ``labels``) held out by the seeded stratified split."""
+    held = stratified_held_out(labels, config.validation_fraction, config.split_seed)
+    if len(held) in (0, len(labels)):
         raise ValueError(
-            f"data.validation_fraction={config.validation_fraction} of {len(rows)} rows leaves "
-            f"{len(train_indices)} training and {len(validation_indices)} validation rows; both must be non-empty"
+            f"data.validation_fraction={config.validation_fraction} of {len(labels)} rows leaves "
+            f"{len(labels) - len(held)} training and {len(held)} validation rows; both must be non-empty"
         )
-    return [rows[index] for index in train_indices], [rows[index] for index in validation_indices]
+    return held
+
+
+@dataclass
+class _StreamedRows:
+    """What a first pass over the training file found, and how to read its rows again (``rows()``)."""
+
+    path: Path
+    class_names: tuple[str, ...]
+    labels: np.ndarray  # [N] int64, every row's class index (all a first pass keeps of the rows)
+    num_skipped: int
+    rows: Callable[[], Iterator[LabelledExample]]
+
+
+def _streamed_rows(config: ClassificationDataConfig, class_names: Sequence[str] | None) -> _StreamedRows:
+    """One pass over the training file (`_training_rows`'s checks and errors), keeping only the labels."""
+    if config.num_train < 0:
+        raise ValueError(f"data.num_train must be >= 0 (0 = all rows), got {config.num_train}")
+    cut = config.num_train or None
+    if not config.train_files:
+        path = ag_news_path("train", config.data_dir, config.train_file)
+        names = read_class_names(config.data_dir)
+        labels = array.array("q")
+        malformed: list[tuple[int, str]] = []
+        try:
+            # Read to the end, as a whole read does: a malformed line past num_train still counts.
+            for article in stream_ag_news_csv(path, skip_malformed=config.skip_malformed, malformed=malformed):
+                if cut is None or len(labels) < cut:
+                    labels.append(article.label)
+        finally:
+            log_malformed(path, malformed)
+        if class_names is not None and tuple(class_names) != names:
+            raise ValueError(
+                f"{path}: expected the checkpoint's classes {list(class_names)!r}, "
+                f"got the AG News classes {list(names)!r}"
+            )
+
+        def articles() -> Iterator[LabelledExample]:
+            stream = stream_ag_news_csv(path, skip_malformed=config.skip_malformed)
+            for article in itertools.islice(stream, cut):
+                yield LabelledExample(article.text, article.label, article.line_number)
+
+        return _StreamedRows(path, names, np.frombuffer(labels, dtype=np.int64), len(malformed), articles)
+    if config.skip_malformed:
+        raise ValueError(
+            "data.skip_malformed: expected False with data.train_files (a labelled file is read strictly, "
+            "nothing is skipped), got True"
+        )
+    path = Path(config.train_files[0])
+
+    def records() -> Iterator[LabelledText]:
+        return stream_labelled_text(
+            path, config.text_fields, config.label_field, config.file_format, max_records=config.num_train
+        )
+
+    # The labels as they first appear (few), then each row's label as an index among them.
+    first_seen: dict[str, int] = {}
+    first_line: list[int] = []
+    seen = array.array("q")
+    for record in records():
+        index = first_seen.setdefault(record.label, len(first_seen))
+        if index == len(first_line):
+            first_line.append(record.line_number)
+        seen.append(index)
+    if class_names is None:
+        class_names = sorted_class_names(first_seen)
+        if len(class_names) < 2:
+            raise ValueError(
+                f"{path}: field {config.label_field!r}: expected at least 2 distinct labels to classify, "
+                f"got {list(class_names)!r}"
+            )
+    label_id = LabelIds(class_names, path, config.label_field)
+    # In order of appearance: an unseen label is named at its first line, as a whole read names it.
+    class_of_seen = np.asarray(
+        [label_id(LabelledText("", label, line)) for label, line in zip(first_seen, first_line)], dtype=np.int64
+    )
+
+    def labelled() -> Iterator[LabelledExample]:
+        for record in records():
+            yield LabelledExample(record.text, label_id(record), record.line_number)
+
+    classes = class_of_seen[np.frombuffer(seen, dtype=np.int64)]
+    return _StreamedRows(path, tuple(class_names), classes, 0, labelled)
 
 
 def read_corpus(
@@ -444,7 +538,7 @@ def prepare_corpus(
     tokenizer: SubwordTokenizer | None = None,
     class_names: Sequence[str] | None = None,
 ) -> Path:
-    """Read ``config``'s data (`read_corpus`) and write it prepared into the new folder ``out_dir``."""
+    """Prepare ``config``'s data, streamed, into the new folder ``out_dir`` (the ids of `read_corpus`)."""
     return write_folder(out_dir, lambda folder: _write_corpus(config, folder, tokenizer, class_names))
 
 
@@ -454,19 +548,36 @@ def _write_corpus(
     tokenizer: SubwordTokenizer | None,
     class_names: Sequence[str] | None,
 ) -> None:
-    data = read_corpus(config, tokenizer, class_names)
-    assert data.train_articles is not None  # read_corpus keeps the text
+    # Streamed: a pass for the labels (and the classes), one for the BPE, one for the store.
+    found = _streamed_rows(config, class_names)
+    validation_file = Path(config.valid_files[0]) if config.valid_files else None
+    if validation_file is not None:
+        held = np.zeros(0, dtype=np.int64)
+        validation_rows = labelled_examples(read_labelled_file(config, validation_file), found.class_names)
+    else:
+        held = _carved_positions(config, found.labels)
+        validation_rows = []
 
-    def rows(articles: Sequence[Example]) -> list[LabelledExample]:
-        return [LabelledExample(article.text, article.label, article.line_number) for article in articles]
+    def learn(texts: Iterable[str]) -> SubwordTokenizer:
+        return SubwordTokenizer.train(
+            texts, vocab_size=config.vocab_size, lowercase=config.lowercase, min_frequency=config.min_frequency
+        )
 
+    report = {
+        "train_file": str(found.path),
+        "validation_file": None if validation_file is None else str(validation_file),
+        "train_rows": len(found.labels) - len(held),
+        "validation_rows": len(validation_rows) + len(held),
+        "skipped_malformed": found.num_skipped,
+    }
     write_prepared_labelled(
         folder,
-        rows(data.train_articles),
-        rows(data.validation_articles),
-        data.tokenizer,
-        data.class_names,
-        data.report,
+        found.rows,
+        held,
+        validation_rows,
+        learn if tokenizer is None else tokenizer,
+        found.class_names,
+        report,
         _input_files(config),
         CorpusIdentity("tokenizer", None if tokenizer is None else tokenizer_sha256(tokenizer)).described(
             _corpus_description(config)

@@ -30,15 +30,17 @@ from transformer_lab.data.couplet import (
     UPPER_FILE,
     CoupletCorpus,
     load_couplets,
-    read_couplet_files,
+    read_couplet_source,
     resolve_couplet_split_dir,
     split_characters,
     split_validation,
     with_reversed_pairs,
     without_validation_uppers,
 )
+from transformer_lab.data.couplet_stream import CoupletFiles
 from transformer_lab.data.prepared_cache import CorpusIdentity, cache_folder, cached_folder
 from transformer_lab.data.prepared_couplets import (
+    CoupletCorpusSpec,
     open_prepared_couplets,
     read_couplets_manifest,
     vocabulary_sha256,
@@ -290,19 +292,29 @@ def _input_files(config: CoupletDataConfig) -> list[Path]:
 def prepare_corpus(
     config: CoupletDataConfig, out_dir: str | os.PathLike[str], vocabulary: Vocabulary | None = None
 ) -> Path:
-    """Read ``config``'s corpus (`read_corpus`) and write it prepared into the new folder ``out_dir``."""
+    """Prepare ``config``'s corpus, streamed, into the new folder ``out_dir`` (the ids of `read_corpus`)."""
     return write_folder(out_dir, lambda folder: _write_corpus(config, folder, vocabulary))
 
 
 def _write_corpus(config: CoupletDataConfig, folder: Path, vocabulary: Vocabulary | None) -> None:
-    data = read_corpus(config, vocabulary)
-    assert data.train_pairs is not None  # read_corpus keeps the text
+    def split(name: str) -> CoupletFiles:
+        folder = resolve_couplet_split_dir(name, config.data_dir)
+        return CoupletFiles.of_split(folder, skip_invalid=config.skip_invalid, max_length=config.max_length)
+
+    spec = CoupletCorpusSpec(
+        train=_training_source(config, config.data_dir),
+        valid=_validation_source(config),
+        num_validation=config.num_validation,
+        seed=config.seed,
+        num_train=config.num_train,
+        extra=tuple(split(name) for name in config.extra_train_splits),
+        add_reversed_pairs=config.add_reversed_pairs,
+        min_frequency=config.min_frequency,
+    )
     write_prepared_couplets(
         folder,
-        data.train_pairs,
-        data.validation_pairs,
-        data.vocabulary,
-        data.report,
+        spec,
+        vocabulary,
         _input_files(config),
         CorpusIdentity("vocabulary", None if vocabulary is None else vocabulary_sha256(vocabulary)).described(
             _corpus_description(config)
@@ -369,6 +381,28 @@ def load_validation_pairs(config: CoupletDataConfig, data_dir: str | None = None
     return validation_pairs
 
 
+def _training_source(config: CoupletDataConfig, data_dir: str | None) -> CoupletFiles:
+    """Where the training couplets are read from: the user's ``train_files``, else the ``train_split`` folder."""
+    skip_invalid, max_length = config.skip_invalid, config.max_length
+    if config.train_files:
+        return CoupletFiles.of_files(
+            config.train_files, config.file_format, skip_invalid=skip_invalid, max_length=max_length
+        )
+    if config.valid_files:
+        raise ValueError("data.valid_files: expected only with data.train_files (--train), got it without")
+    folder = resolve_couplet_split_dir(config.train_split, data_dir)
+    return CoupletFiles.of_split(folder, skip_invalid=skip_invalid, max_length=max_length)
+
+
+def _validation_source(config: CoupletDataConfig) -> CoupletFiles | None:
+    """The user's validation couplets (None: validation is carved from training)."""
+    if not config.valid_files:
+        return None
+    return CoupletFiles.of_files(
+        config.valid_files, config.file_format, skip_invalid=config.skip_invalid, max_length=config.max_length
+    )
+
+
 def _read_and_split(
     config: CoupletDataConfig, data_dir: str | None
 ) -> tuple[CoupletCorpus, tuple[list[tuple[str, str]], list[tuple[str, str]], int]]:
@@ -377,20 +411,10 @@ def _read_and_split(
     Validation is the user's ``valid_files`` when given (nothing dropped), else a seeded
     carve of ``num_validation`` pairs.
     """
-    skip_invalid, max_length = config.skip_invalid, config.max_length
-    if config.train_files:
-        corpus = read_couplet_files(
-            config.train_files, config.file_format, skip_invalid=skip_invalid, max_length=max_length
-        )
-    elif config.valid_files:
-        raise ValueError("data.valid_files: expected only with data.train_files (--train), got it without")
-    else:
-        corpus = load_couplets(config.train_split, data_dir, skip_invalid=skip_invalid, max_length=max_length)
-    if config.valid_files:
-        validation = read_couplet_files(
-            config.valid_files, config.file_format, skip_invalid=skip_invalid, max_length=max_length
-        ).pairs
-        return corpus, (corpus.pairs, validation, 0)
+    corpus = read_couplet_source(_training_source(config, data_dir))
+    valid = _validation_source(config)
+    if valid is not None:
+        return corpus, (corpus.pairs, read_couplet_source(valid).pairs, 0)
     return corpus, split_validation(corpus.pairs, config.num_validation, config.seed)
 
 

@@ -1,0 +1,78 @@
+"""The streamed preparation of labelled text gives what the data read whole gives: AG News with malformed
+lines skipped and a `num_train` cut, the user's file with a validation file of its own, a checkpoint's
+tokenizer and classes; and a bad row is still one error naming the file and the line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.tasks.news_fixture import write_news_folder
+from tests.tasks.test_labelled_classification import write_topic_csv
+from transformer_lab.data import SubwordTokenizer
+from transformer_lab.data.prepared_labelled import open_prepared_labelled
+from transformer_lab.tasks import classification
+
+
+def assert_prepared_equals_whole(
+    config: classification.ClassificationDataConfig,
+    out: Path,
+    tokenizer: SubwordTokenizer | None = None,
+    class_names: tuple[str, ...] | None = None,
+) -> classification.ClassificationData:
+    whole = classification.read_corpus(config, tokenizer, class_names)
+    assert whole.train_articles is not None
+    prepared = open_prepared_labelled(classification.prepare_corpus(config, out, tokenizer, class_names))
+    assert prepared.class_names == whole.class_names
+    assert prepared.tokenizer.to_json() == whole.tokenizer.to_json()
+    assert prepared.report == whole.report
+    assert len(prepared.store) == len(whole.train_articles)
+    for index, article in enumerate(whole.train_articles):
+        assert prepared.store.ids("tokens", index).tolist() == whole.tokenizer.encode(article.text)
+        assert int(prepared.store.labels[index]) == article.label  # type: ignore[index]
+        assert int(prepared.line_numbers[index]) == article.line_number
+    assert [(row.text, row.label, row.line_number) for row in prepared.validation_rows] == [
+        (row.text, row.label, row.line_number) for row in whole.validation_articles
+    ]
+    return whole
+
+
+def test_ag_news_with_malformed_lines_skipped_and_a_cut(tmp_path: Path) -> None:
+    root = write_news_folder(tmp_path / "data", train_per_class=40)
+    train = root / "ag_news" / "train.csv"
+    lines = train.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[3] = '"9","a class that is none","of the four"\n'
+    lines.append('"2","two fields only"\n')  # past the cut: still counted, as a whole read counts it
+    train.write_text("".join(lines), encoding="utf-8")
+    config = classification.ClassificationDataConfig(
+        data_dir=str(root), skip_malformed=True, num_train=120, vocab_size=300, validation_fraction=0.2
+    )
+    whole = assert_prepared_equals_whole(config, tmp_path / "cut")
+    assert whole.num_skipped == 2 and len(whole.train_articles or []) + len(whole.validation_articles) == 120
+    strict = classification.ClassificationDataConfig(data_dir=str(root), vocab_size=300)
+    with pytest.raises(ValueError, match=r"train\.csv: line 4: expected a class id"):
+        classification.prepare_corpus(strict, tmp_path / "strict")
+    assert not (tmp_path / "strict").exists()
+
+
+def test_the_users_file_with_its_own_validation_and_a_checkpoints_tokenizer(tmp_path: Path) -> None:
+    train_file = write_topic_csv(tmp_path / "train.csv", per_class=15, seed=1)
+    valid_file = write_topic_csv(tmp_path / "valid.csv", per_class=3, seed=2)
+    config = classification.ClassificationDataConfig(
+        train_files=(str(train_file),),
+        valid_files=(str(valid_file),),
+        text_fields=("title", "body"),
+        vocab_size=300,
+    )
+    whole = assert_prepared_equals_whole(config, tmp_path / "own")
+    assert whole.validation_file == valid_file and len(whole.validation_articles) == 3 * len(whole.class_names)
+    # A resumed run's tokenizer and classes (the classes in another order): kept, not learned.
+    classes = tuple(reversed(whole.class_names))
+    assert_prepared_equals_whole(config, tmp_path / "given", whole.tokenizer, classes)
+    # A label the checkpoint never saw is one error naming the file, the line and the label: the whole read's.
+    with pytest.raises(ValueError, match=r"train\.csv: line \d+: field 'label': expected one of the classes") as read:
+        classification.read_corpus(config, whole.tokenizer, classes[1:])
+    with pytest.raises(ValueError) as streamed:
+        classification.prepare_corpus(config, tmp_path / "unseen", whole.tokenizer, classes[1:])
+    assert str(streamed.value) == str(read.value)
