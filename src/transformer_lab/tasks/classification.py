@@ -92,7 +92,7 @@ from transformer_lab.training import (
     label_smoothed_cross_entropy,
     load_task_config,
 )
-from transformer_lab.training.once_per_machine import once_per_machine
+from transformer_lab.training.once_per_machine import prepared_once_per_machine
 
 logger = logging.getLogger(__name__)
 
@@ -497,10 +497,8 @@ def build_data(
             _write_corpus(config, partial, tokenizer, class_names)
 
         # Under torchrun one process of each machine prepares; the others map its files.
-        prepared = once_per_machine(
-            lambda: open_prepared_labelled(cached_folder(folder, stale_reason, prepare)),
-            lambda: open_prepared_labelled(folder),
-            folder.parent / f".{folder.name}.ready",
+        prepared = prepared_once_per_machine(
+            folder, lambda: open_prepared_labelled(cached_folder(folder, stale_reason, prepare)), open_prepared_labelled
         )
     report = prepared.report
     validation_file = report.get("validation_file")

@@ -60,7 +60,7 @@ from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport
 from transformer_lab.tasks.seq2seq import Candidate, Seq2SeqData, Seq2SeqTask, bucketed_epoch_batches
 from transformer_lab.tasks.task import Task
 from transformer_lab.training import TrainConfig
-from transformer_lab.training.once_per_machine import once_per_machine
+from transformer_lab.training.once_per_machine import prepared_once_per_machine
 
 logger = logging.getLogger(__name__)
 
@@ -254,10 +254,8 @@ def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) 
             _write_corpus(config, partial, vocabulary)
 
         # Under torchrun one process of each machine prepares; the others map its files.
-        prepared = once_per_machine(
-            lambda: open_prepared_couplets(cached_folder(folder, stale_reason, prepare)),
-            lambda: open_prepared_couplets(folder),
-            folder.parent / f".{folder.name}.ready",
+        prepared = prepared_once_per_machine(
+            folder, lambda: open_prepared_couplets(cached_folder(folder, stale_reason, prepare)), open_prepared_couplets
         )
     logger.info(
         "couplet data from %s: %s",

@@ -50,7 +50,7 @@ from transformer_lab.tasks.seq2seq import (
 )
 from transformer_lab.tasks.task import Task
 from transformer_lab.training import TrainConfig
-from transformer_lab.training.once_per_machine import once_per_machine
+from transformer_lab.training.once_per_machine import prepared_once_per_machine
 
 logger = logging.getLogger(__name__)
 
@@ -366,10 +366,10 @@ def build_data(
         spec, cache_root = pair_corpus_spec(config), config.cache_dir or None
         folder = cache_folder(spec, cache_root)
         # Under torchrun one process of each machine prepares; the others map its files.
-        prepared = once_per_machine(
+        prepared = prepared_once_per_machine(
+            folder,
             lambda: prepared_pairs(spec, given, bpe_settings(config), cache_root, progress=False),
-            lambda: open_prepared_pairs(folder),
-            folder.parent / f".{folder.name}.ready",
+            open_prepared_pairs,
         )
         return _from_prepared(prepared, given, config.num_validation)
     train_pairs, validation_pairs = read_pairs(config)

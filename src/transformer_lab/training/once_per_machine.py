@@ -61,3 +61,14 @@ def once_per_machine(work: Callable[[], Result], reopen: Callable[[], Result], m
                 "rank %d waits for the first process to prepare the data (%.0f s)", launch.rank, last_report - started
             )
         time.sleep(POLL_SECONDS)
+
+
+def prepared_once_per_machine(
+    folder: Path, prepare: Callable[[], Result], open_folder: Callable[[Path], Result]
+) -> Result:
+    """``prepare()`` (making or reusing ``folder``) in the first process of this machine; the others open it.
+
+    The marker is a hidden file beside ``folder``, so that every prepared corpus of a cache
+    has its own.
+    """
+    return once_per_machine(prepare, lambda: open_folder(folder), folder.parent / f".{folder.name}.ready")
