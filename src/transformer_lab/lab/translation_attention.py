@@ -23,8 +23,16 @@ from transformer_lab.tasks.translation import translate_nbest
 
 
 def token_labels(tokenizer: SubwordTokenizer, ids: Sequence[int]) -> list[str]:
-    """One readable label per subword id: its text, or its token string where that is blank."""
-    return [tokenizer.decode([token_id]).strip() or tokenizer.id_to_token(token_id) for token_id in ids]
+    """One readable label per subword id: its text, or its token string where that is blank or unprintable.
+
+    A byte-level token alone may decode to a control character (byte 0x12) or half a
+    character, which no font draws; its token string spells the bytes in printable form.
+    """
+    labels = []
+    for token_id in ids:
+        text = tokenizer.decode([token_id]).strip()
+        labels.append(text if text and text.isprintable() else tokenizer.id_to_token(token_id))
+    return labels
 
 
 def cross_attention(model: Seq2SeqTransformer, source_ids: Sequence[int], target_ids: Sequence[int]) -> Tensor:
