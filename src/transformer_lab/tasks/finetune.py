@@ -21,31 +21,19 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from torch import nn
 
+from transformer_lab.tasks.task import TaskConfig
 from transformer_lab.training import config_from_dict, load_model_weights
 from transformer_lab.training.checkpoint import load_checkpoint_config
-from transformer_lab.training.config import TrainConfig
 from transformer_lab.training.config_io import parse_override
 
 logger = logging.getLogger(__name__)
 
 
-class _TaskConfig(Protocol):
-    """What fine-tuning needs of a task's config: a dataclass with ``model`` and ``train`` sections."""
-
-    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
-
-    @property
-    def model(self) -> Any: ...
-
-    @property
-    def train(self) -> TrainConfig: ...
-
-
-ConfigType = TypeVar("ConfigType", bound=_TaskConfig)
+ConfigType = TypeVar("ConfigType", bound=TaskConfig)
 
 # Peak rate lr_factor / sqrt(d_model * warmup_steps): 0.02 / sqrt(256 * 100) = 1.25e-4 for
 # the translation model, then the inverse-square-root decay; no cool-down (the run's

@@ -16,10 +16,11 @@ from torch import nn
 
 from transformer_lab.data import SubwordTokenizer
 from transformer_lab.data.vocabulary import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, SpecialTokenIds
+from transformer_lab.tasks.task import TaskConfig
 from transformer_lab.training import CONFIG_FILE, load_model_weights, load_task_config, read_extra_file
 from transformer_lab.training.checkpoint import build_model_for_weights, resolve_checkpoint
 
-ConfigType = TypeVar("ConfigType")
+ConfigType = TypeVar("ConfigType", bound=TaskConfig)
 VocabularyType = TypeVar("VocabularyType")
 ModelType = TypeVar("ModelType", bound=nn.Module)
 
@@ -84,9 +85,9 @@ def load_checkpoint_parts(
     vocabulary = read_vocabulary(folder)
     files = vocabulary_sizes(vocabulary)
     specials_from = str(folder / next(iter(files.values()))[1]) if files else fixed_specials
-    check_special_ids(config.model, vocabulary, str(config_path), specials_from)  # type: ignore[attr-defined]
+    check_special_ids(config.model, vocabulary, str(config_path), specials_from)
     for field, (size, file_name) in files.items():
-        expected = getattr(config.model, field)  # type: ignore[attr-defined]
+        expected = getattr(config.model, field)
         if size != expected:
             raise ValueError(
                 f"{config_path}: model.{field} must equal the {size} entries of {folder / file_name}, got {expected}"

@@ -41,12 +41,13 @@ from transformer_lab.decoding import DecodeConfig, Hypothesis, LogitsProcessor, 
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
 from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
+from transformer_lab.tasks.task import TaskConfig
 from transformer_lab.training import data_shard, label_smoothed_cross_entropy
 
 logger = logging.getLogger(__name__)
 
 VocabularyType = TypeVar("VocabularyType")
-ConfigType = TypeVar("ConfigType")
+ConfigType = TypeVar("ConfigType", bound=TaskConfig)
 Pair = tuple[str, str]
 EncodedPair = tuple[list[int], list[int]]
 
@@ -142,7 +143,7 @@ def with_vocabulary(config: ConfigType, source_size: int, target_size: int | Non
     for both) becomes ``"decoder"`` (target embedding and generator still shared); the
     change is logged and recorded in the checkpoint's config.
     """
-    model = config.model  # type: ignore[attr-defined]
+    model = config.model
     # Every vocabulary of ours keeps the specials at fixed ids: another id would be overwritten here.
     check_special_ids(model, None, "model config", "every vocabulary of this package")
     tie_embeddings = model.tie_embeddings
@@ -158,7 +159,7 @@ def with_vocabulary(config: ConfigType, source_size: int, target_size: int | Non
         bos_id=BOS_ID,
         eos_id=EOS_ID,
     )
-    return dataclasses.replace(config, model=model)  # type: ignore[type-var]
+    return dataclasses.replace(config, model=model)
 
 
 def train(
@@ -177,9 +178,9 @@ def train(
     loads a checkpoint's weights first (a fine-tune, see ``tasks.finetune``). A pair longer
     than the positional table is refused before the first step.
     """
-    model_config = config.model  # type: ignore[attr-defined]
-    data_config = config.data  # type: ignore[attr-defined]
-    train_config = config.train  # type: ignore[attr-defined]
+    model_config = config.model
+    data_config = config.data
+    train_config = config.train
     lengths = pair_length_table(data.train_store)  # [N, 2], once per run
     check_store_fits_positional_table(data, lengths, model_config.max_len)
     num_shards, shard_index = data_shard()
@@ -239,7 +240,7 @@ def load(
         checkpoint,
         task.name,
         task.config_type,
-        lambda config: Seq2SeqTransformer.from_config(config.model),  # type: ignore[attr-defined]
+        lambda config: Seq2SeqTransformer.from_config(config.model),
         task.read_vocabulary,
         lambda vocabulary: _sizes_and_files(task, vocabulary),
         task.metadata_keys,

@@ -8,15 +8,33 @@ never a list of their own: a new task is its module, its tests and one registry 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from torch import nn
 
 from transformer_lab.tasks.evaluation import EvaluateFunction
+from transformer_lab.training.config import TrainConfig
+
+
+class TaskConfig(Protocol):
+    """What every task's config is: a dataclass with ``model``, ``data`` and ``train`` sections."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    @property
+    def model(self) -> Any: ...
+
+    @property
+    def data(self) -> Any: ...
+
+    @property
+    def train(self) -> TrainConfig: ...
+
 
 # What a trained task offers beyond training and loading.
 SURFACES = ("onnx", "ctranslate2", "serve", "lab")
