@@ -178,18 +178,25 @@ def prepare_pairs(
 
 def _carved_positions(count: int, spec: PairCorpusSpec) -> set[int]:
     """The pair numbers (0-based) held out for validation when no validation files are given."""
-    if spec.valid is not None:
-        return set()
-    held = min(spec.num_carved_validation, count // 10)
+    return set() if spec.valid is not None else carved_positions(count, spec.num_carved_validation, spec.seed)
+
+
+def carved_positions(count: int, num_carved: int, seed: int) -> set[int]:
+    """Which of ``count`` training pairs (0-based) are held out for validation: ``min(num_carved, count // 10)``.
+
+    Drawn with ``seed``, the same for a corpus read whole and one streamed; fewer than 10
+    pairs leave nothing to carve, which is an error naming ``--valid``.
+    """
+    held = min(num_carved, count // 10)
     if held < 1:
         raise ValueError(
             f"--valid: expected validation files, or at least 10 training pairs to carve validation from, "
             f"got {count} training pair(s) and no --valid"
         )
     logger.info(
-        "no --valid given: %d of the %d training pairs are held out for validation (seed %d)", held, count, spec.seed
+        "no --valid given: %d of the %d training pairs are held out for validation (seed %d)", held, count, seed
     )
-    return set(random.Random(spec.seed).sample(range(count), held))
+    return set(random.Random(seed).sample(range(count), held))
 
 
 def _sample_pairs(

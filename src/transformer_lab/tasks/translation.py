@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -27,6 +26,7 @@ from transformer_lab.data.prepared_pairs import (
     PairCorpusSpec,
     PreparedPairs,
     cache_folder,
+    carved_positions,
     inputs_changed,
     open_prepared_pairs,
     prepare_pairs,
@@ -243,16 +243,7 @@ def carve_validation(
     pairs: list[tuple[str, str]], count: int, seed: int
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(training, validation): ``min(count, len // 10)`` pairs drawn with ``seed``, both in file order."""
-    held = min(count, len(pairs) // 10)
-    if held < 1:
-        raise ValueError(
-            f"--valid: expected validation files, or at least 10 training pairs to carve validation from, "
-            f"got {len(pairs)} training pair(s) and no --valid"
-        )
-    chosen = set(random.Random(seed).sample(range(len(pairs)), held))
-    logger.info(
-        "no --valid given: %d of the %d training pairs are held out for validation (seed %d)", held, len(pairs), seed
-    )
+    chosen = carved_positions(len(pairs), count, seed)
     return (
         [pair for index, pair in enumerate(pairs) if index not in chosen],
         [pair for index, pair in enumerate(pairs) if index in chosen],
