@@ -128,11 +128,7 @@ for (source, reference), output in zip(validation, outputs):
 # when it chose that token.
 
 # %%
-from transformer_lab.lab.translation_attention import plot_translation_attention
-
-attention_png = plot_translation_attention(
-    translator.model, translator.tokenizers, validation[0][0], translator.config.decode, figures / "translation.png"
-)
+attention_png = translator.plot_attention(validation[0][0], figures / "translation.png")
 display(Image(filename=str(attention_png)))
 
 # %% [markdown]

@@ -107,11 +107,7 @@ for (source, reference), output in zip(validation, outputs):
 # 最后一个解码器层的交叉注意力，各头取平均：每一行是模型写出的一个目标词元，每一列是一个源端子词，一行显示模型在选这个词元时看向了哪里。
 
 # %%
-from transformer_lab.lab.translation_attention import plot_translation_attention
-
-attention_png = plot_translation_attention(
-    translator.model, translator.tokenizers, validation[0][0], translator.config.decode, figures / "translation.png"
-)
+attention_png = translator.plot_attention(validation[0][0], figures / "translation.png")
 display(Image(filename=str(attention_png)))
 
 # %% [markdown]
