@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -135,6 +136,34 @@ def read_pairs_jsonl(path: Path, keys: Sequence[str]) -> list[tuple[str, str]]:
                 expected = "{" + ", ".join(f"{key!r}: ..." for key in keys) + "}"
                 raise ValueError(f"{path}: line {number}: expected {expected}, got {line[:80]!r}") from None
     return pairs
+
+
+def write_corpus_manifest(
+    folder: Path,
+    kind: str,
+    format_version: int,
+    description: dict[str, Any],
+    inputs: Iterable[Path],
+    started: float,
+    **fields: Any,
+) -> None:
+    """Write the manifest :func:`read_corpus_manifest` reads back.
+
+    It holds the kind, the format version, the description, the inputs' records, the
+    kind's own ``fields`` (its vocabulary's sha256, its report) and the seconds since
+    ``started`` (a ``time.perf_counter()`` reading).
+    """
+    write_manifest(
+        folder,
+        {
+            "format_version": format_version,
+            "kind": kind,
+            "description": description,
+            "inputs": input_records(inputs),
+            **fields,
+            "seconds": round(time.perf_counter() - started, 2),
+        },
+    )
 
 
 def read_corpus_manifest(folder: Path, kind: str, format_version: int) -> dict[str, Any]:

@@ -44,10 +44,9 @@ from transformer_lab.data.couplet_stream import CoupletCount, CoupletFiles, coun
 from transformer_lab.data.pair_stream import count_pairs
 from transformer_lab.data.prepared_cache import (
     VALIDATION_FILE,
-    input_records,
     read_corpus_manifest,
     read_pairs_jsonl,
-    write_manifest,
+    write_corpus_manifest,
     write_pairs_jsonl,
 )
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
@@ -236,17 +235,15 @@ def write_prepared_couplets(
     logger.info("couplet data: %s", ", ".join(f"{key} {value}" for key, value in report.items()))
     vocabulary.save(folder / VOCABULARY_FILE)
     write_pairs_jsonl(folder / VALIDATION_FILE, validation, COUPLET_KEYS)
-    write_manifest(
+    write_corpus_manifest(
         folder,
-        {
-            "format_version": COUPLETS_FORMAT_VERSION,
-            "kind": COUPLETS_KIND,
-            "description": description,
-            "inputs": input_records(inputs),
-            "vocabulary_sha256": vocabulary_sha256(vocabulary),
-            "report": report,
-            "seconds": round(time.perf_counter() - started, 2),
-        },
+        COUPLETS_KIND,
+        COUPLETS_FORMAT_VERSION,
+        description,
+        inputs,
+        started,
+        vocabulary_sha256=vocabulary_sha256(vocabulary),
+        report=report,
     )
 
 

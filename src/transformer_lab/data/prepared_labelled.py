@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from transformer_lab.data.prepared_cache import VALIDATION_FILE, input_records, read_corpus_manifest, write_manifest
+from transformer_lab.data.prepared_cache import VALIDATION_FILE, read_corpus_manifest, write_corpus_manifest
 from transformer_lab.data.subword import SubwordTokenizer
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
 
@@ -133,18 +133,16 @@ def write_prepared_labelled(
         writer.close()
         raise
     (folder / TOKENIZER_FILE).write_text(tokenizer.to_json(), encoding="utf-8")
-    write_manifest(
+    write_corpus_manifest(
         folder,
-        {
-            "format_version": LABELLED_FORMAT_VERSION,
-            "kind": LABELLED_KIND,
-            "description": description,
-            "inputs": input_records(inputs),
-            "tokenizer_sha256": tokenizer_sha256(tokenizer),
-            "class_names": list(class_names),
-            "report": report,
-            "seconds": round(time.perf_counter() - started, 2),
-        },
+        LABELLED_KIND,
+        LABELLED_FORMAT_VERSION,
+        description,
+        inputs,
+        started,
+        tokenizer_sha256=tokenizer_sha256(tokenizer),
+        class_names=list(class_names),
+        report=report,
     )
 
 
