@@ -14,6 +14,7 @@ uninterrupted run of the same config (``tiny_config``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
@@ -50,6 +51,12 @@ TINY = [
 
 def tiny_config() -> synthetic.SyntheticConfig:
     return apply_overrides(synthetic.default_config("copy"), TINY)
+
+
+def short_config(max_steps: int) -> synthetic.SyntheticConfig:
+    """:func:`tiny_config` stopped after ``max_steps`` optimizer steps."""
+    config = tiny_config()
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=max_steps))
 
 
 def _die() -> None:

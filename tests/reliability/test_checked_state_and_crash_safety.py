@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import stat
@@ -11,18 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.reliability.crash_driver import tiny_config
+from tests.reliability.crash_driver import short_config
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
 from transformer_lab.tasks import synthetic
 from transformer_lab.training import load_trainer_state
 from transformer_lab.training import run_folder as run_folder_module
 from transformer_lab.training.checkpoint import TRAINER_STATE_FILE
-
-
-def short_config(max_steps: int) -> synthetic.SyntheticConfig:
-    config = tiny_config()
-    return dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=max_steps))
 
 
 @pytest.fixture(scope="module")

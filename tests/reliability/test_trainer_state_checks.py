@@ -7,7 +7,6 @@ schedule field is checked for type and range, before the weights, the optimizer 
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -16,17 +15,12 @@ from typing import Any
 import pytest
 import torch
 
-from tests.reliability.crash_driver import tiny_config
+from tests.reliability.crash_driver import short_config
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
 from transformer_lab.tasks import synthetic
 from transformer_lab.training import load_trainer_state
 from transformer_lab.training.checkpoint import TRAINER_STATE_FILE
-
-
-def short_config(max_steps: int) -> synthetic.SyntheticConfig:
-    config = tiny_config()
-    return dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=max_steps))
 
 
 @pytest.fixture(scope="module")
