@@ -72,11 +72,11 @@ def child_train(arguments: list[str]) -> None:
     code = main(arguments)
     seconds = time.perf_counter() - start
     # VmHWM: this process's own peak (ru_maxrss would keep the forking parent's across exec).
-    peak = _status_kib("VmHWM") * 1024
+    peak = status_kib("VmHWM") * 1024
     print("RESULT " + json.dumps({"code": code, "seconds": seconds, "peak_rss": peak}), flush=True)
 
 
-def _status_kib(field: str) -> int:
+def status_kib(field: str) -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1])
@@ -95,14 +95,19 @@ def child_growth(stem: str, cache: str) -> None:
     data = translation.build_data(config)
     batches = translation.epoch_batches(data, config, epoch=0)
     first = batches[0]
-    result = {"rss_anon": _status_kib("RssAnon") * 1024, "pairs": len(data.train_store), "batch": first.batch_size}
+    result = {"rss_anon": status_kib("RssAnon") * 1024, "pairs": len(data.train_store), "batch": first.batch_size}
     print("RESULT " + json.dumps(result), flush=True)
 
 
 def run_child(python_path: Path, cache: Path, arguments: list[str]) -> dict:
     environment = {**os.environ, "PYTHONPATH": str(python_path), "TRANSFORMER_LAB_CACHE": str(cache)}
+    return child_result(Path(__file__), arguments, environment)
+
+
+def child_result(script: Path, arguments: list[str], environment: dict[str, str]) -> dict:
+    """Run ``script`` with ``arguments`` in a fresh Python process; the JSON of its ``RESULT`` line."""
     result = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), *arguments],
+        [sys.executable, str(script.resolve()), *arguments],
         env=environment,
         capture_output=True,
         text=True,

@@ -28,11 +28,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_data_scale import child_result, status_kib
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = {
@@ -53,8 +54,7 @@ def child(arguments: list[str]) -> None:
     seconds = time.perf_counter() - start
     if code != 0:
         raise SystemExit(code)
-    status = Path("/proc/self/status").read_text().splitlines()
-    peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) * 1024
+    peak = status_kib("VmHWM") * 1024
     windows = []
     for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
@@ -81,16 +81,10 @@ def run_setting(setting: str, data_dir: Path, steps: int, work: Path, cache: Pat
         "data.num_validation=8",
     ):
         command += ["--set", override]
-    result = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--child", *command],
-        env=environment,
-        capture_output=True,
-        text=True,
-    )
-    for line in result.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT ") :])
-    raise RuntimeError(f"{setting}: the child failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    try:
+        return child_result(Path(__file__), ["--child", *command], environment)
+    except RuntimeError as error:
+        raise RuntimeError(f"{setting}: {error}") from None
 
 
 def main() -> None:
@@ -103,6 +97,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="runs of each setting, alternating")
     parser.add_argument("--settings", nargs="+", choices=tuple(SETTINGS), default=list(SETTINGS))
     arguments = parser.parse_args()
+    if arguments.steps < 15:
+        # The Trainer logs every 5 steps and the first window is left out: fewer leave no rate to report.
+        parser.error(f"--steps: expected at least 15 (three 5-step windows), got {arguments.steps}")
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         cache = work / "cache"
