@@ -16,10 +16,11 @@ Each setting is a fresh process that runs `transformer-lab train translation` fo
 reused from the cache after the first run), set by glibc's environment variables, so
 the code under test is the command as a user runs it. Settings alternate in rounds.
 Reported: the Trainer's tokens/s (median of its logged windows, the first left out) and
-the process's peak RSS (VmHWM).
+the process's peak RSS (VmHWM). With ``--baseline REF`` the code of git ``REF`` (checked
+out into a temporary worktree) runs each setting too, in the same rounds.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_train_allocator.py --data-dir ~/data \
-        [--steps 60] [--rounds 2] [--settings keep default return]
+        [--steps 60] [--rounds 2] [--settings keep default return] [--baseline REF]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -64,12 +66,12 @@ def child(arguments: list[str]) -> None:
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def run_setting(setting: str, data_dir: Path, steps: int, work: Path, cache: Path) -> dict:
+def run_setting(setting: str, data_dir: Path, steps: int, work: Path, cache: Path, source: Path) -> dict:
     out = Path(tempfile.mkdtemp(dir=work)) / "run"
     environment = {
         **{key: value for key, value in os.environ.items() if not key.startswith("MALLOC_")},
         **SETTINGS[setting],
-        "PYTHONPATH": str(ROOT / "src"),
+        "PYTHONPATH": str(source),
         "TRANSFORMER_LAB_CACHE": str(cache),
     }
     command = ["train", "translation", "--data-dir", str(data_dir), "--out", str(out)]
@@ -96,6 +98,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60, help="training steps of each run")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each setting, alternating")
     parser.add_argument("--settings", nargs="+", choices=tuple(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--baseline", default=None, help="a git ref whose code to run side by side")
     arguments = parser.parse_args()
     if arguments.steps < 15:
         # The Trainer logs every 5 steps and the first window is left out: fewer leave no rate to report.
@@ -103,20 +106,32 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         cache = work / "cache"
-        run_setting(arguments.settings[0], arguments.data_dir, 1, work, cache)  # prepares the corpus once
-        found: dict[str, list[dict]] = {setting: [] for setting in arguments.settings}
-        for _ in range(arguments.rounds):
-            for setting in arguments.settings:
-                found[setting].append(run_setting(setting, arguments.data_dir, arguments.steps, work, cache))
-                print(setting, json.dumps(found[setting][-1]), file=sys.stderr, flush=True)
+        sources = {"": ROOT / "src"}
+        if arguments.baseline:
+            worktree = work / "baseline"
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), arguments.baseline])
+            sources[f" ({arguments.baseline})"] = worktree / "src"
+        try:
+            # The first run prepares the corpus once (the store's format is the same for both codes).
+            run_setting(arguments.settings[0], arguments.data_dir, 1, work, cache, ROOT / "src")
+            found: dict[str, list[dict]] = {setting + label: [] for setting in arguments.settings for label in sources}
+            for _ in range(arguments.rounds):
+                for setting in arguments.settings:
+                    for label, source in sources.items():
+                        result = run_setting(setting, arguments.data_dir, arguments.steps, work, cache, source)
+                        found[setting + label].append(result)
+                        print(setting + label, json.dumps(result), file=sys.stderr, flush=True)
+        finally:
+            if arguments.baseline:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(work / "baseline")])
     reference = None
-    print("| allocator | tokens/s (median of windows) | ratio | peak RSS |")
+    print("| allocator (code) | tokens/s (median of windows) | ratio | peak RSS |")
     print("|---|---:|---:|---:|")
-    for setting, runs in found.items():
+    for name, runs in found.items():
         speed = statistics.median(value for run in runs for value in run["tokens_per_second"][1:])
         reference = reference or speed
         peak = max(run["peak_rss"] for run in runs) / 2**30
-        print(f"| {setting} | {speed:,.0f} | {speed / reference:.3f} | {peak:.2f} GiB |")
+        print(f"| {name} | {speed:,.0f} | {speed / reference:.3f} | {peak:.2f} GiB |")
 
 
 if __name__ == "__main__":

@@ -129,16 +129,20 @@ class Seq2SeqTransformer(nn.Module):
         tgt_mask: Tensor | None = None,
         tgt_key_padding_mask: Tensor | None = None,
         hide_source_padding: bool = True,
+        *,
+        apply_generator: bool = True,
     ) -> Tensor:
         """Logits for every target position (teacher forcing).
 
         The masks are the model's own unless given (the seam the lab studies them through):
         ``tgt_mask`` defaults to the causal mask, no target key padding mask (the loss
         ignores padding), and the memory's padded positions hidden from cross-attention
-        (``hide_source_padding=False`` shows them).
+        (``hide_source_padding=False`` shows them). ``apply_generator=False`` returns the
+        decoder's hidden states instead, for a loss that applies :attr:`generator` itself.
 
         Shape:
-            tgt_in_ids ``[B, T]``, memory ``[B, S, D]``, src_ids ``[B, S]`` -> ``[B, T, V]``.
+            tgt_in_ids ``[B, T]``, memory ``[B, S, D]``, src_ids ``[B, S]`` -> ``[B, T, V]``
+            (``[B, T, D]`` without the generator).
         """
         check_token_ids(tgt_in_ids, self.tgt_vocab_size, "tgt_in_ids")
         self._check_memory(memory, src_ids, tgt_in_ids.shape[0])
@@ -155,16 +159,23 @@ class Seq2SeqTransformer(nn.Module):
             tgt_key_padding_mask=tgt_key_padding_mask,
             memory_key_padding_mask=masks.padding_mask(src_ids, self.pad_id) if hide_source_padding else None,  # [B, S]
         )  # [B, T, D]
-        return self.generator(hidden)  # [B, T, V]
+        return self.generator(hidden) if apply_generator else hidden  # [B, T, V] or [B, T, D]
 
-    def forward(self, src_ids: Tensor, tgt_in_ids: Tensor) -> Tensor:
-        """Shape: src_ids ``[B, S]``, tgt_in_ids ``[B, T]`` -> logits ``[B, T, V]``."""
+    def forward(self, src_ids: Tensor, tgt_in_ids: Tensor, *, apply_generator: bool = True) -> Tensor:
+        """Logits for every target position; the decoder's hidden states with ``apply_generator=False``.
+
+        The training loss asks for the hidden states through this call (under
+        ``torchrun`` the model is wrapped, and only its forward prepares the gradients'
+        all-reduce) and applies the generator a chunk of rows at a time.
+
+        Shape: src_ids ``[B, S]``, tgt_in_ids ``[B, T]`` -> logits ``[B, T, V]`` (hidden ``[B, T, D]``).
+        """
         if src_ids.dim() == 2 and tgt_in_ids.dim() == 2 and src_ids.shape[0] != tgt_in_ids.shape[0]:
             raise ValueError(
                 "src_ids and tgt_in_ids must have the same batch size, "
                 f"got {src_ids.shape[0]} and {tgt_in_ids.shape[0]}"
             )
-        return self.decode(tgt_in_ids, self.encode(src_ids), src_ids)
+        return self.decode(tgt_in_ids, self.encode(src_ids), src_ids, apply_generator=apply_generator)
 
     def new_cache(self) -> lab_nn.DecoderCache:
         """An empty key/value cache for :meth:`decode_step`."""

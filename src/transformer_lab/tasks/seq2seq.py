@@ -42,7 +42,7 @@ from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
 from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
 from transformer_lab.tasks.task import TaskConfig
-from transformer_lab.training import data_shard, label_smoothed_cross_entropy
+from transformer_lab.training import DataParallel, data_shard, generator_cross_entropy, label_smoothed_cross_entropy
 
 logger = logging.getLogger(__name__)
 
@@ -333,8 +333,12 @@ def seq2seq_loss_fn(smoothing: float, pad_id: int) -> Callable[[nn.Module, Seq2S
     def loss_fn(model: nn.Module, batch: Seq2SeqBatch) -> Tensor:
         device = next(model.parameters()).device
         batch = batch.to(device)
-        logits = model(batch.src_ids, batch.tgt_in_ids)  # [B, T, V]
-        return label_smoothed_cross_entropy(logits, batch.tgt_out_ids, smoothing=smoothing, ignore_index=pad_id)
+        # The hidden states, not the [B, T, V] logits: the generator is applied a chunk of
+        # rows at a time, which keeps the logits and their gradient out of peak memory.
+        hidden = model(batch.src_ids, batch.tgt_in_ids, apply_generator=False)  # [B, T, D]
+        generator = DataParallel.unwrap(model).generator
+        assert isinstance(generator, nn.Module)  # a Seq2SeqTransformer's
+        return generator_cross_entropy(hidden, generator, batch.tgt_out_ids, smoothing=smoothing, ignore_index=pad_id)
 
     return loss_fn
 

@@ -23,6 +23,7 @@ from .checkpoint import (
 from .config import TrainConfig
 from .config_io import apply_overrides, config_from_dict, config_to_dict
 from .distributed import DataParallel, data_shard, is_main_process, launch_from_environment
+from .generator_loss import generator_cross_entropy
 from .losses import LabelSmoothingLoss, label_smoothed_cross_entropy
 from .optimization import OptimizerFactory, ScheduleFactory
 from .schedule import build_noam_scheduler, build_optimizer, cooldown_multiplier, noam_lr
@@ -50,6 +51,7 @@ __all__ = [
     "config_to_dict",
     "copy_checkpoint",
     "data_shard",
+    "generator_cross_entropy",
     "is_main_process",
     "label_smoothed_cross_entropy",
     "launch_from_environment",

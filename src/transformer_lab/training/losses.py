@@ -34,7 +34,7 @@ __all__ = ["LabelSmoothingLoss", "label_smoothed_cross_entropy"]
 _REDUCTIONS = ("mean", "sum")
 
 
-def _check_arguments(smoothing: float, reduction: str) -> None:
+def check_loss_arguments(smoothing: float, reduction: str) -> None:
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"smoothing: expected a float in [0, 1), got {smoothing!r}")
     if reduction not in _REDUCTIONS:
@@ -83,7 +83,7 @@ def label_smoothed_cross_entropy(
         logits: [B, T, V] or [N, V]. target_ids: [B, T] or [N], integer ids.
         Returns a scalar.
     """
-    _check_arguments(smoothing, reduction)
+    check_loss_arguments(smoothing, reduction)
     _check_inputs(logits, target_ids, ignore_index)
     vocabulary_size = logits.shape[-1]
     if smoothing > 0.0 and vocabulary_size < 2:
@@ -190,7 +190,7 @@ class LabelSmoothingLoss(nn.Module):
         reduction: Literal["mean", "sum"] = "mean",
     ) -> None:
         super().__init__()
-        _check_arguments(smoothing, reduction)
+        check_loss_arguments(smoothing, reduction)
         self.smoothing = smoothing
         self.ignore_index = ignore_index
         self.reduction = reduction
