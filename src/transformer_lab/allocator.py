@@ -26,7 +26,14 @@ import logging
 import os
 import sys
 
-__all__ = ["configure_allocator", "glibc", "keep_freed_memory", "MMAP_THRESHOLD_BYTES", "TRIM_THRESHOLD_BYTES"]
+__all__ = [
+    "configure_allocator",
+    "glibc",
+    "keep_freed_memory",
+    "release_free_memory",
+    "MMAP_THRESHOLD_BYTES",
+    "TRIM_THRESHOLD_BYTES",
+]
 
 # glibc's mallopt parameters (malloc.h).
 _M_TRIM_THRESHOLD = -1
@@ -77,6 +84,23 @@ def keep_freed_memory() -> bool:
     kept = mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) == 1 and kept
     _logger.debug("glibc malloc keeps freed blocks: %s", kept)
     return kept
+
+
+def release_free_memory() -> bool:
+    """Hand the free pages of every glibc heap back to the system (``malloc_trim(0)``); True if any were.
+
+    Kept freed memory is for a loop that allocates the same blocks again. Between two
+    phases that do not (reading and preparing a corpus, then training on it) it is only
+    the first phase's high-water mark added to the second's peak. False, and nothing
+    done, where the C library is not glibc.
+    """
+    libc = glibc()
+    if libc is None or not hasattr(libc, "malloc_trim"):
+        return False
+    trim = libc.malloc_trim
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+    return bool(trim(0))
 
 
 def configure_allocator(keep: bool) -> str:

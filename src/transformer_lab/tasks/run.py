@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 import torch
 from torch import Tensor, nn
 
+from transformer_lab.allocator import release_free_memory
 from transformer_lab.tasks.finetune import load_initial_weights
 from transformer_lab.training import TrainConfig, Trainer, config_to_dict
 from transformer_lab.training.checkpoint import resolve_checkpoint
@@ -97,6 +98,8 @@ def train_run(
     ``resume`` continues ``out_dir/last`` (the Trainer restores weights, optimizer and the
     data position); ``init_from`` (a checkpoint or run folder) only gives the first weights.
     """
+    # The data is read (and prepared): what that freed goes back before training's own peak.
+    release_free_memory()
     torch.manual_seed(plan.train_config.seed)
     model = plan.build_model()
     # On resume the Trainer loads the run's own last/, which holds newer weights than init_from.
