@@ -25,6 +25,7 @@ from transformer_lab.data import (
     pair_stream,
     token_budget_batches,
 )
+from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.lazy_batches import epoch_pair_batches, pair_length_table
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles, count_pairs, stream_pairs
@@ -88,7 +89,9 @@ def test_the_store_holds_the_tokenizer_ids_of_every_pair_in_all_three_forms(tmp_
         assert store.ids("source", 0).dtype.itemsize == 2, form  # 300 ids fit in uint16
         manifest = prepared.manifest
         assert manifest["counts"]["train_pairs"] == len(pairs), form
-        assert [record["size"] for record in manifest["inputs"]] == [path.stat().st_size for path in paths], form
+        # The training files, then the validation files (here the same ones), each with its sha256.
+        recorded = [(record["size"], record["sha256"]) for record in manifest["inputs"]]
+        assert recorded == 2 * [(path.stat().st_size, sha256_of_file(path)) for path in paths], form
 
 
 def test_streamed_pairs_equal_the_whole_file_reader(tmp_path: Path, small_blocks: None) -> None:
@@ -188,7 +191,49 @@ def test_the_cache_reuses_an_unchanged_corpus_and_rebuilds_a_changed_one(
     # Other BPE settings: rebuilt too.
     caplog.clear()
     prepared_pairs(spec, bpe=BpeSettings(vocab_size=280, min_frequency=1), cache_root=cache, progress=False)
-    assert "the BPE settings differ" in caplog.text
+    assert "preparing the corpus again" in caplog.text and "the settings differ" in caplog.text
+
+
+def test_the_cache_serves_its_own_tokenizer_back_and_rebuilds_for_another_or_an_old_format(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    forms = write_forms(tmp_path, sentence_pairs(120, seed=8))
+    spec = PairCorpusSpec(PairFiles.of(forms["lines"], "de", "en"), num_carved_validation=10, seed=2)
+    cache = tmp_path / "cache"
+    caplog.set_level(logging.INFO, logger="transformer_lab.data")
+    learned = prepared_pairs(spec, bpe=BPE, cache_root=cache, progress=False)
+    manifest = json.loads((learned.folder / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["description"]["tokenizer"] == "built" and manifest["tokenizer_sample_pairs"] == 110
+
+    # A resumed run gives the tokenizer the cache learned: the same ids, reused.
+    caplog.clear()
+    resumed = prepared_pairs(spec, learned.tokenizers, bpe=BPE, cache_root=cache, progress=False)
+    assert "reusing the prepared corpus" in caplog.text and resumed.folder == learned.folder
+
+    # Another tokenizer: rebuilt with its ids, and recorded as given.
+    other = TokenizerPair.joint(SubwordTokenizer.train_from_pairs(sentence_pairs(50, seed=9), vocab_size=280))
+    caplog.clear()
+    rebuilt = prepared_pairs(spec, other, bpe=BPE, cache_root=cache, progress=False)
+    assert "preparing the corpus again" in caplog.text and "the tokenizer differs" in caplog.text
+    assert rebuilt.tokenizers.files() == other.files()
+    lines = spec.train.paths[0].read_text(encoding="utf-8").splitlines()
+    stored = list(rebuilt.store.rows("source", range(len(rebuilt.store))))
+    assert [other.source.encode(other.source.decode(row)) for row in stored] == [list(row) for row in stored]
+    assert {other.source.decode(row) for row in stored} <= set(lines) and len(stored) == 110
+    manifest = json.loads((rebuilt.folder / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["description"]["tokenizer"] == "given" and manifest["tokenizer_sample_pairs"] is None
+
+    # Without a tokenizer again: a checkpoint's ids are not a learned BPE's, rebuilt.
+    caplog.clear()
+    prepared_pairs(spec, bpe=BPE, cache_root=cache, progress=False)
+    assert "its tokenizer was a checkpoint's" in caplog.text
+
+    # A manifest of the previous format is refused by its version and the corpus rebuilt.
+    path = learned.folder / "manifest.json"
+    path.write_text(json.dumps({**json.loads(path.read_text(encoding="utf-8")), "format_version": 1}), encoding="utf-8")
+    caplog.clear()
+    prepared_pairs(spec, bpe=BPE, cache_root=cache, progress=False)
+    assert "its manifest is unreadable" in caplog.text and "expected format_version 2, got 1" in caplog.text
 
 
 def test_the_batches_from_the_store_equal_the_batches_of_the_lists(tmp_path: Path) -> None:

@@ -145,13 +145,15 @@ def write_corpus_manifest(
     description: dict[str, Any],
     inputs: Iterable[Path],
     started: float,
+    input_digests: Iterable[str] | None = None,
     **fields: Any,
 ) -> None:
     """Write the manifest :func:`read_corpus_manifest` reads back.
 
-    It holds the kind, the format version, the description, the inputs' records, the
-    kind's own ``fields`` (its vocabulary's sha256, its report) and the seconds since
-    ``started`` (a ``time.perf_counter()`` reading).
+    It holds the kind, the format version, the description, the inputs' records (their
+    sha256 computed here unless ``input_digests`` gives them), the kind's own ``fields``
+    (its vocabulary's sha256, its report) and the seconds since ``started`` (a
+    ``time.perf_counter()`` reading).
     """
     write_manifest(
         folder,
@@ -159,7 +161,7 @@ def write_corpus_manifest(
             "format_version": format_version,
             "kind": kind,
             "description": description,
-            "inputs": input_records(inputs),
+            "inputs": input_records(inputs, input_digests),
             **fields,
             "seconds": round(time.perf_counter() - started, 2),
         },

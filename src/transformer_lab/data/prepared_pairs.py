@@ -37,20 +37,20 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from transformer_lab.data import prepared_cache
+from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles, count_pairs, stream_pairs
 from transformer_lab.data.prepared_cache import (
-    MANIFEST_FILE,
     VALIDATION_FILE,
+    CorpusIdentity,
     cached_folder,
-    input_records,
+    read_corpus_manifest,
     read_pairs_jsonl,
-    records_changed,
-    write_manifest,
+    write_corpus_manifest,
     write_pairs_jsonl,
 )
 from transformer_lab.data.subword import SubwordTokenizer, check_vocab_size
-from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype, read_versioned_json
+from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
 from transformer_lab.data.tokenizer_pair import (
     JOINT_TOKENIZER_FILE,
     SOURCE_TOKENIZER_FILE,
@@ -62,7 +62,9 @@ from transformer_lab.folders import write_folder
 logger = logging.getLogger(__name__)
 
 PAIR_KEYS = ("source", "target")  # the keys of validation.jsonl
-PREPARED_FORMAT_VERSION = 1
+PAIRS_KIND = "pairs"
+# 2: the manifest of every prepared corpus (description, inputs, tokenizer_sha256); 1 had its own.
+PREPARED_FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,16 @@ def tokenizer_sha256(tokenizers: TokenizerPair) -> str:
     for name, text in sorted(tokenizers.files().items()):
         digest.update(name.encode("utf-8") + b"\0" + text.encode("utf-8") + b"\0")
     return digest.hexdigest()
+
+
+def corpus_identity(tokenizers: TokenizerPair | None) -> CorpusIdentity:
+    """What fixes the ids besides the files: the given tokenizer(s), or a BPE learned from the data (None)."""
+    return CorpusIdentity("tokenizer", None if tokenizers is None else tokenizer_sha256(tokenizers))
+
+
+def _description(spec: PairCorpusSpec, bpe: BpeSettings) -> dict[str, Any]:
+    """The manifest's record of what was read, how it was split and how a BPE would be learned."""
+    return {**spec.describe(), "bpe": dataclasses.asdict(bpe)}
 
 
 # ---------------------------------------------------------------------------- preparing
@@ -256,6 +268,7 @@ def _write_prepared(
     spec: PairCorpusSpec, folder: Path, tokenizers: TokenizerPair | None, bpe: BpeSettings, progress: bool
 ) -> None:
     started = time.perf_counter()
+    identity = corpus_identity(tokenizers)  # before a BPE is learned: the manifest records "built"
     count = count_pairs(spec.train)
     held = _carved_positions(count, spec)
     num_train = count - len(held) if spec.num_train == 0 else min(spec.num_train, count - len(held))
@@ -319,26 +332,26 @@ def _write_prepared(
         (folder / name).write_text(text, encoding="utf-8")
     store = TokenStore.open(folder)
     seconds = time.perf_counter() - started
-    manifest = {
-        "format_version": PREPARED_FORMAT_VERSION,
-        "kind": "pairs",
-        "spec": spec.describe(),
-        "inputs": input_records(spec.train.paths, [digest.hexdigest() for digest in digests]),
-        "valid_inputs": ([] if spec.valid is None else input_records(spec.valid.paths)),
-        "tokenizer": {
-            "sha256": tokenizer_sha256(tokenizers),
-            "learned": None if sample_drawn is None else {**dataclasses.asdict(bpe), "sample_pairs": sample_drawn},
-        },
-        "counts": {
+    valid_paths = [] if spec.valid is None else list(spec.valid.paths)
+    write_corpus_manifest(
+        folder,
+        PAIRS_KIND,
+        PREPARED_FORMAT_VERSION,
+        identity.described(_description(spec, bpe)),
+        [*spec.train.paths, *valid_paths],
+        started,
+        # The training files were hashed as they were read; the validation files are small.
+        input_digests=[*(digest.hexdigest() for digest in digests), *(sha256_of_file(path) for path in valid_paths)],
+        tokenizer_sha256=tokenizer_sha256(tokenizers),
+        tokenizer_sample_pairs=sample_drawn,
+        counts={
             "pairs_read": count,
             "train_pairs": len(store),
             "validation_pairs": len(validation),
             "source_tokens": store.num_tokens("source"),
             "target_tokens": store.num_tokens("target"),
         },
-        "seconds": round(seconds, 2),
-    }
-    write_manifest(folder, manifest)
+    )
     logger.info(
         "prepared %d training pairs (%d + %d tokens) and %d validation pairs in %.1f s (%.0f pairs/s)",
         len(store),
@@ -354,11 +367,7 @@ def _write_prepared(
 
 
 def _read_manifest(folder: Path) -> dict[str, Any]:
-    path = folder / MANIFEST_FILE
-    manifest = read_versioned_json(path, PREPARED_FORMAT_VERSION)
-    if manifest.get("kind") != "pairs":
-        raise ValueError(f"{path}: expected a corpus of pairs (kind 'pairs'), got kind {manifest.get('kind')!r}")
-    return manifest
+    return read_corpus_manifest(folder, PAIRS_KIND, PREPARED_FORMAT_VERSION)
 
 
 def read_prepared_tokenizers(folder: Path) -> TokenizerPair:
@@ -377,34 +386,10 @@ def open_prepared_pairs(folder: str | os.PathLike[str]) -> PreparedPairs:
         raise FileNotFoundError(f"prepared corpus: expected a folder written by 'prepare', got {str(folder)!r}")
     manifest = _read_manifest(folder)
     tokenizers = read_prepared_tokenizers(folder)
-    if tokenizer_sha256(tokenizers) != manifest.get("tokenizer", {}).get("sha256"):
+    if tokenizer_sha256(tokenizers) != manifest.get("tokenizer_sha256"):
         raise ValueError(f"{folder}: the tokenizer files differ from those the ids were made with; prepare it again")
     store = TokenStore.open(folder)
     return PreparedPairs(store, tokenizers, read_pairs_jsonl(folder / VALIDATION_FILE, PAIR_KEYS), folder, manifest)
-
-
-def inputs_changed(manifest: dict[str, Any], missing_ok: bool = False) -> str | None:
-    """Why the recorded input files no longer match (see `prepared_cache.records_changed`), or None."""
-    return records_changed([*manifest.get("inputs", []), *manifest.get("valid_inputs", [])], missing_ok)
-
-
-def _stale_reason(
-    manifest: dict[str, Any], spec: PairCorpusSpec, tokenizers: TokenizerPair | None, bpe: BpeSettings
-) -> str | None:
-    if manifest.get("spec") != spec.describe():
-        return "the files or the split settings differ"
-    changed = inputs_changed(manifest)
-    if changed:
-        return changed
-    recorded = manifest.get("tokenizer", {})
-    if tokenizers is not None:
-        if recorded.get("sha256") != tokenizer_sha256(tokenizers):
-            return "the tokenizer differs"
-        return None
-    learned = recorded.get("learned")
-    if learned is None or {key: learned.get(key) for key in dataclasses.asdict(bpe)} != dataclasses.asdict(bpe):
-        return "the BPE settings differ"
-    return None
 
 
 def cache_folder(spec: PairCorpusSpec, cache_root: str | os.PathLike[str] | None = None) -> Path:
@@ -423,7 +408,7 @@ def prepared_pairs(
     """``spec``'s prepared corpus from the cache, prepared (again) when missing or stale (both logged)."""
     folder = cached_folder(
         cache_folder(spec, cache_root),
-        lambda folder: _stale_reason(_read_manifest(folder), spec, tokenizers, bpe),
+        lambda folder: corpus_identity(tokenizers).stale_reason(_read_manifest(folder), _description(spec, bpe)),
         lambda partial: _write_prepared(spec, partial, tokenizers, bpe, progress),
     )
     return open_prepared_pairs(folder)

@@ -27,11 +27,10 @@ from transformer_lab.data.prepared_pairs import (
     PreparedPairs,
     cache_folder,
     carved_positions,
-    inputs_changed,
+    corpus_identity,
     open_prepared_pairs,
     prepare_pairs,
     prepared_pairs,
-    tokenizer_sha256,
 )
 from transformer_lab.data.tokenizer_pair import JOINT_TOKENIZER_FILE, SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE
 from transformer_lab.decoding import DecodeConfig
@@ -315,13 +314,8 @@ def prepare_corpus(
     return prepare_pairs(pair_corpus_spec(config), out_dir, given, bpe_settings(config), progress=progress)
 
 
-def _from_prepared(prepared: PreparedPairs, tokenizers: TokenizerPair | None, num_validation: int) -> TranslationData:
-    if tokenizers is not None and tokenizer_sha256(tokenizers) != tokenizer_sha256(prepared.tokenizers):
-        raise ValueError(
-            f"data.prepared_dir: expected a corpus prepared with the checkpoint's tokenizer, got "
-            f"{prepared.folder}, whose tokenizer differs; prepare it with that tokenizer "
-            "(--set data.tokenizer_file=...)"
-        )
+def _from_prepared(prepared: PreparedPairs, num_validation: int) -> TranslationData:
+    """The run's data from a prepared corpus whose ids its identity check has accepted."""
     counts = prepared.report
     logger.info(
         "training on the prepared corpus %s: %d training pairs, %d validation pairs",
@@ -348,10 +342,8 @@ def build_data(
                 "data.prepared_dir: expected either a prepared folder or data.train_files (--train), got both"
             )
         prepared = open_prepared_pairs(config.prepared_dir)
-        changed = inputs_changed(prepared.manifest, missing_ok=True)
-        if changed:
-            raise ValueError(f"data.prepared_dir: {prepared.folder} is stale: {changed}; prepare it again")
-        return _from_prepared(prepared, given, config.num_validation)
+        corpus_identity(given).check_prepared(prepared.folder, prepared.manifest)
+        return _from_prepared(prepared, config.num_validation)
     if config.train_files:
         given = given if given is not None else given_tokenizers(config)
         spec, cache_root = pair_corpus_spec(config), config.cache_dir or None
@@ -362,7 +354,7 @@ def build_data(
             lambda: prepared_pairs(spec, given, bpe_settings(config), cache_root, progress=False),
             open_prepared_pairs,
         )
-        return _from_prepared(prepared, given, config.num_validation)
+        return _from_prepared(prepared, config.num_validation)
     train_pairs, validation_pairs = read_pairs(config)
     train_pairs = _first(train_pairs, config.num_train)
     validation_pairs = _first(validation_pairs, config.num_validation)

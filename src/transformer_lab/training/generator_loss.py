@@ -65,7 +65,7 @@ def generator_cross_entropy(
     model_size = hidden.shape[-1]
     flat_hidden = hidden.reshape(-1, model_size)  # [N, D]
     flat_target_ids = target_ids.reshape(-1)  # [N]
-    if flat_target_ids.shape[0] != flat_hidden.shape[0] or tuple(target_ids.shape) != tuple(hidden.shape[:-1]):
+    if tuple(target_ids.shape) != tuple(hidden.shape[:-1]):
         raise ValueError(
             f"target_ids: expected shape {tuple(hidden.shape[:-1])} (the hidden states' shape "
             f"{tuple(hidden.shape)} without the model axis), got {tuple(target_ids.shape)}"
