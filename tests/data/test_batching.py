@@ -3,13 +3,16 @@
 import logging
 import random
 
+import numpy as np
 import pytest
 
 from transformer_lab.data.batching import (
+    BatchSpans,
     balance_batches_for_shards,
     fixed_size_batches,
     padding_fraction,
     token_budget_batches,
+    token_budget_spans,
 )
 
 
@@ -83,6 +86,26 @@ def test_padding_fraction_values() -> None:
     assert padding_fraction([[0, 1]], [(1, 5), (3, 1)]) == pytest.approx(1 - 10 / 16)
     with pytest.raises(ValueError, match=r"batches\[0\]"):
         padding_fraction([[0, 2]], [1, 2])
+
+
+def test_padding_fraction_of_shuffled_overlapping_spans_counts_each_batch_once() -> None:
+    # The oracle: each batch padded to its own longest side, counted where it appears.
+    pairs = [(length, max(1, length // 2 + 3 * (index % 5))) for index, length in enumerate(mixed_lengths(400, 3))]
+    table = np.asarray(pairs, dtype=np.int32)
+    spans = token_budget_spans(pairs, max_tokens=160, shuffle=True, seed=4, epoch=2)
+    assert not np.all(np.diff(spans.starts) > 0)  # the batches lie shuffled over the order
+
+    def oracle(batches: list[list[int]]) -> float:
+        slots = sum(len(batch) * max(pairs[i][side] for i in batch) for batch in batches for side in (0, 1))
+        return 1.0 - sum(sum(pairs[i]) for batch in batches for i in batch) / slots
+
+    assert spans.padding_fraction(table) == pytest.approx(oracle(spans.to_lists()), abs=1e-12)
+    # A shard's share may repeat a batch and skip others: spans in any order, overlapping.
+    picked = [5, 0, 5, len(spans) - 1, 2]
+    shard = BatchSpans(spans.order, spans.starts[picked], spans.ends[picked])
+    overlapping = BatchSpans(spans.order, np.array([0, 3, 1]), np.array([10, 12, 4]))
+    for part in (shard, overlapping):
+        assert part.padding_fraction(table) == pytest.approx(oracle(part.to_lists()), abs=1e-12)
 
 
 def test_shards_disjoint_and_equal_in_count() -> None:

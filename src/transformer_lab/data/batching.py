@@ -198,14 +198,15 @@ class BatchSpans:
         the spans may leave gaps, overlap or repeat (a shard's share).
         """
         columns = table.reshape(len(table), -1)  # [N, C]
-        # One zero row past the end lets a span end at the last example (reduceat needs an index < len).
-        ordered = np.concatenate([columns[self.order], np.zeros((1, columns.shape[1]), dtype=columns.dtype)])
-        # Span k reduces over [starts[k], ends[k]) at the even positions of the interleaved bounds.
-        bounds = np.stack([self.starts, self.ends], axis=1).reshape(-1)
-        longest = np.maximum.reduceat(ordered, bounds, axis=0)[0::2]  # [num_batches, C]
-        filled = np.add.reduceat(ordered.astype(np.int64), bounds, axis=0)[0::2]
-        slots = int((longest.astype(np.int64) * (self.ends - self.starts)[:, None]).sum())
-        return 1.0 - int(filled.sum()) / slots
+        sizes = self.ends - self.starts  # [K]
+        # The spans' rows gathered one after another, so that each span is one run of them: a
+        # reduction over the spans where they lie (shuffled) would also cover the gaps between.
+        gathered_starts = np.cumsum(sizes) - sizes  # [K], where span k begins among the gathered rows
+        positions = np.arange(int(sizes.sum())) - np.repeat(gathered_starts - self.starts, sizes)  # [sum(sizes)]
+        rows = columns[self.order[positions]]  # [sum(sizes), C]
+        longest = np.maximum.reduceat(rows, gathered_starts, axis=0)  # [K, C]
+        slots = int((longest.astype(np.int64) * sizes[:, None]).sum())
+        return 1.0 - int(rows.sum(dtype=np.int64)) / slots
 
 
 def token_budget_spans(
