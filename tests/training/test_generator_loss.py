@@ -112,6 +112,8 @@ def test_bad_arguments_name_what_was_expected():
         generator_cross_entropy(hidden, generator, target_ids[:, :6], 0.1, PAD_ID)
     with pytest.raises(ValueError, match=r"target_ids: expected ids in \[0, 13\)"):
         generator_cross_entropy(hidden, generator, target_ids + 13, 0.1, PAD_ID)
+    with pytest.raises(ValueError, match="target_ids: expected an integer tensor, got dtype torch.float32"):
+        generator_cross_entropy(hidden, generator, target_ids.float(), 0.1, PAD_ID)
     with pytest.raises(ValueError, match="chunk_rows: expected a positive number"):
         generator_cross_entropy(hidden, generator, target_ids, 0.1, PAD_ID, chunk_rows=0)
     with pytest.raises(ValueError, match=r"smoothing: expected a float in \[0, 1\)"):

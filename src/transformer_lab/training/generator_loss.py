@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from .losses import check_loss_arguments, label_smoothed_cross_entropy
+from .losses import check_loss_arguments, check_target_ids, label_smoothed_cross_entropy
 
 __all__ = ["DEFAULT_CHUNK_ROWS", "generator_cross_entropy"]
 
@@ -62,25 +62,14 @@ def generator_cross_entropy(
     if not (plain_linear and needs_gradient):
         return label_smoothed_cross_entropy(generator(hidden), target_ids, smoothing, ignore_index, reduction)
     assert isinstance(generator, nn.Linear)  # plain_linear says so; mypy does not follow type() is
-    model_size = hidden.shape[-1]
-    flat_hidden = hidden.reshape(-1, model_size)  # [N, D]
-    flat_target_ids = target_ids.reshape(-1)  # [N]
-    if tuple(target_ids.shape) != tuple(hidden.shape[:-1]):
-        raise ValueError(
-            f"target_ids: expected shape {tuple(hidden.shape[:-1])} (the hidden states' shape "
-            f"{tuple(hidden.shape)} without the model axis), got {tuple(target_ids.shape)}"
-        )
     vocabulary_size = generator.weight.shape[0]
+    shape_from = f"the hidden states' shape {tuple(hidden.shape)} without the model axis"
+    check_target_ids(target_ids, hidden.shape[:-1], vocabulary_size, ignore_index, shape_from)
     if smoothing > 0.0 and vocabulary_size < 2:
         raise ValueError(f"generator: label smoothing needs a vocabulary of at least 2, got V={vocabulary_size}")
-    flat_target_ids = flat_target_ids.long()
+    flat_hidden = hidden.reshape(-1, hidden.shape[-1])  # [N, D]
+    flat_target_ids = target_ids.reshape(-1).long()  # [N]
     keep_mask = flat_target_ids != ignore_index  # [N], True = a real token
-    real_ids = flat_target_ids[keep_mask]
-    if real_ids.numel() > 0 and (int(real_ids.min()) < 0 or int(real_ids.max()) >= vocabulary_size):
-        raise ValueError(
-            f"target_ids: expected ids in [0, {vocabulary_size}) or ignore_index={ignore_index}, "
-            f"got values in [{int(real_ids.min())}, {int(real_ids.max())}]"
-        )
     safe_target_ids = flat_target_ids.masked_fill(~keep_mask, 0)  # [N]: ignored rows read class 0
     total = _ChunkedGeneratorLoss.apply(
         flat_hidden, generator.weight, generator.bias, safe_target_ids, keep_mask, smoothing, chunk_rows

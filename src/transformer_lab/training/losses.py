@@ -23,6 +23,7 @@ their logits; ``reduction="mean"`` divides by the number of the other positions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
@@ -46,15 +47,25 @@ def _check_inputs(logits: torch.Tensor, target_ids: torch.Tensor, ignore_index: 
         raise ValueError(f"logits: expected shape [B, T, V] or [N, V], got {tuple(logits.shape)}")
     if not logits.is_floating_point():
         raise ValueError(f"logits: expected a floating-point tensor, got dtype {logits.dtype}")
-    expected_target_shape = tuple(logits.shape[:-1])
-    if tuple(target_ids.shape) != expected_target_shape:
+    check_target_ids(
+        target_ids,
+        logits.shape[:-1],
+        logits.shape[-1],
+        ignore_index,
+        f"the logits' shape {tuple(logits.shape)} without the vocabulary axis",
+    )
+
+
+def check_target_ids(
+    target_ids: torch.Tensor, expected_shape: Sequence[int], vocabulary_size: int, ignore_index: int, shape_from: str
+) -> None:
+    """Refuse target ids not shaped ``expected_shape`` (``shape_from`` says whose), or not integer ids in range."""
+    if tuple(target_ids.shape) != tuple(expected_shape):
         raise ValueError(
-            f"target_ids: expected shape {expected_target_shape} (the logits' shape "
-            f"{tuple(logits.shape)} without the vocabulary axis), got {tuple(target_ids.shape)}"
+            f"target_ids: expected shape {tuple(expected_shape)} ({shape_from}), got {tuple(target_ids.shape)}"
         )
     if target_ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
         raise ValueError(f"target_ids: expected an integer tensor, got dtype {target_ids.dtype}")
-    vocabulary_size = logits.shape[-1]
     real_ids = target_ids[target_ids != ignore_index]
     if real_ids.numel() > 0:
         smallest, largest = int(real_ids.min()), int(real_ids.max())
