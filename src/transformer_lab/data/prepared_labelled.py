@@ -29,6 +29,7 @@ import numpy as np
 from transformer_lab.data.prepared_cache import VALIDATION_FILE, read_corpus_manifest, write_corpus_manifest
 from transformer_lab.data.subword import SubwordTokenizer
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
+from transformer_lab.data.word_cache import WordCachedEncoder
 
 LABELLED_KIND = "labelled"
 LABELLED_FORMAT_VERSION = 1
@@ -102,7 +103,7 @@ def write_prepared_labelled(
     if not isinstance(tokenizer, SubwordTokenizer):
         tokenizer = tokenizer(row.text for is_held, row in _marked(rows(), held) if not is_held)
     writer = TokenStoreWriter(folder, ("tokens",), ids_dtype(tokenizer.vocab_size), labels=True)
-    encoder = tokenizer
+    encoder = WordCachedEncoder(tokenizer)
 
     def append(chunk: list[LabelledExample], line_file: BinaryIO) -> None:
         writer.append({"tokens": encoder.encode_batch([row.text for row in chunk])}, [row.label for row in chunk])

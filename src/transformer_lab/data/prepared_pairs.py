@@ -57,6 +57,7 @@ from transformer_lab.data.tokenizer_pair import (
     TARGET_TOKENIZER_FILE,
     TokenizerPair,
 )
+from transformer_lab.data.word_cache import WordCachedEncoder
 from transformer_lab.folders import write_folder
 
 logger = logging.getLogger(__name__)
@@ -281,12 +282,14 @@ def _write_prepared(
     carved: list[tuple[str, str]] = []
     index = 0
     bar = tqdm(total=count, desc="preparing", unit="pairs", unit_scale=True, disable=not progress, leave=False)
-    pair_tokenizers = tokenizers
+    source_encoder = WordCachedEncoder(tokenizers.source)
+    # A joint vocabulary is one tokenizer: one cache serves both sides.
+    target_encoder = source_encoder if tokenizers.is_joint else WordCachedEncoder(tokenizers.target)
 
     def encode(training: list[tuple[str, str]]) -> dict[str, list[list[int]]]:
         return {
-            "source": pair_tokenizers.source.encode_batch([source for source, _ in training]),
-            "target": pair_tokenizers.target.encode_batch([target for _, target in training]),
+            "source": source_encoder.encode_batch([source for source, _ in training]),
+            "target": target_encoder.encode_batch([target for _, target in training]),
         }
 
     # The tokenizer encodes a chunk on its own threads (without the GIL) while this thread

@@ -111,7 +111,8 @@ _TOKENIZER_FILE_HINT = (
 )
 
 
-def _check_text(name: str, text: object) -> str:
+def check_text(name: str, text: object) -> str:
+    """``text`` if it is a str with a UTF-8 form, else a ValueError naming ``name``."""
     if not isinstance(text, str):
         raise ValueError(f"{name} must be a str, got {text!r:.80} ({type(text).__name__})")
     try:
@@ -192,10 +193,12 @@ def _tokenizer_from_json(text: str, where: str, noun: str) -> Tokenizer:
 
 @dataclasses.dataclass(frozen=True)
 class _Layout:
-    """What `_inspect` found: the model type, and whether the exact round trip holds."""
+    """What `_inspect` found: the model type, whether the exact round trip holds, and
+    whether a text's ids are its space-separated words' ids end to end."""
 
     model_type: str
     exact: bool
+    words_encode_alone: bool
 
 
 def _inspect(tokenizer: Tokenizer, where: str) -> _Layout:
@@ -276,7 +279,18 @@ def _inspect(tokenizer: Tokenizer, where: str) -> _Layout:
         and part("normalizer") in (None, "Lowercase")
         and data.get("post_processor") is None
     )
-    return _Layout(model_type=model_type, exact=exact)
+    # The ByteLevel split (GPT-2's pattern) starts a new piece at every space that follows a
+    # non-space and never runs a piece across one; BPE then works piece by piece. So where a
+    # text's only whitespace is single spaces between words, its ids are the first word's
+    # followed by each further word's encoded with its space. Dropout, or an added token
+    # split out before that (one may contain a space), would break this.
+    words_encode_alone = (
+        exact
+        and data["pre_tokenizer"].get("use_regex", True)
+        and not model.get("dropout")
+        and all(token.get("special", False) for token in data.get("added_tokens") or [])
+    )
+    return _Layout(model_type=model_type, exact=exact, words_encode_alone=words_encode_alone)
 
 
 def check_vocab_size(name: str, vocab_size: object) -> int:
@@ -365,7 +379,7 @@ class SubwordTokenizer(SpecialTokenIds):
 
         def checked() -> Iterator[str]:
             for index, text in enumerate(texts):
-                _check_text(f"texts[{index}]", text)
+                check_text(f"texts[{index}]", text)
                 counts["texts"] += 1
                 counts["non_empty"] += bool(text)
                 yield text
@@ -418,7 +432,7 @@ class SubwordTokenizer(SpecialTokenIds):
             for index, pair in enumerate(pairs):
                 if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                     raise ValueError(f"pairs[{index}] must be a (source, target) pair of str, got {pair!r:.80}")
-                source, target = (_check_text(f"pairs[{index}][{side}]", text) for side, text in enumerate(pair))
+                source, target = (check_text(f"pairs[{index}][{side}]", text) for side, text in enumerate(pair))
                 if sides != "target":
                     yield source
                 if sides != "source":
@@ -457,6 +471,16 @@ class SubwordTokenizer(SpecialTokenIds):
         return self._layout.exact
 
     @property
+    def words_encode_alone(self) -> bool:
+        """Whether a text whose only whitespace is single spaces between words encodes as its
+        first word followed by each further word encoded with its leading space.
+
+        True for the project's byte-level BPE (what `WordCachedEncoder` relies on to encode
+        a large corpus a word at a time); False for other layouts.
+        """
+        return self._layout.words_encode_alone
+
+    @property
     def tokenizer(self) -> Tokenizer:
         """The wrapped `tokenizers.Tokenizer` (for inspection; do not change its layout)."""
         return self._tokenizer
@@ -467,7 +491,7 @@ class SubwordTokenizer(SpecialTokenIds):
 
     def token_to_id(self, token: str) -> int:
         """The id of a vocabulary entry (for byte-level BPE a byte-symbol string), or UNK_ID if unknown."""
-        _check_text("token", token)
+        check_text("token", token)
         token_id = self._tokenizer.token_to_id(token)
         return UNK_ID if token_id is None else token_id
 
@@ -492,7 +516,7 @@ class SubwordTokenizer(SpecialTokenIds):
         for a tokenizer of yours this is its normalizer's output, and decoding may differ
         further (spacing, `<unk>`).
         """
-        _check_text("text", text)
+        check_text("text", text)
         normalizer = self._tokenizer.normalizer
         return text if normalizer is None else normalizer.normalize_str(text)
 
@@ -501,7 +525,7 @@ class SubwordTokenizer(SpecialTokenIds):
 
         What the tokenizer does not know is UNK_ID (1), never left out.
         """
-        _check_text("text", text)
+        check_text("text", text)
         return self._guard(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
     def _guard(self, ids: list[int]) -> list[int]:
@@ -516,7 +540,7 @@ class SubwordTokenizer(SpecialTokenIds):
         """`encode` for many texts at once (in parallel, same results)."""
         if isinstance(texts, str):
             raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
-        texts = [_check_text(f"texts[{index}]", text) for index, text in enumerate(texts)]
+        texts = [check_text(f"texts[{index}]", text) for index, text in enumerate(texts)]
         # encode_batch_fast (tokenizers >= 0.21) skips the character offsets, which nothing here reads.
         encode = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
         return [self._guard(encoding.ids) for encoding in encode(texts, add_special_tokens=False)]
@@ -622,6 +646,6 @@ def encode_pairs(
     for index, pair in enumerate(pairs):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise ValueError(f"pairs[{index}] must be a (source, target) pair of str, got {pair!r:.80}")
-        sources.append(_check_text(f"pairs[{index}][0]", pair[0]))
-        targets.append(_check_text(f"pairs[{index}][1]", pair[1]))
+        sources.append(check_text(f"pairs[{index}][0]", pair[0]))
+        targets.append(check_text(f"pairs[{index}][1]", pair[1]))
     return list(zip(source_tokenizer.encode_batch(sources), target_tokenizer.encode_batch(targets), strict=True))
