@@ -84,28 +84,47 @@ def test_ids_equal_the_tokenizers(texts: list[str], lowercase: bool, capacity: i
     assert encoder.encode_batch(list(reversed(texts))) == expected[::-1]
 
 
-def test_each_distinct_word_is_encoded_once() -> None:
+def test_a_word_is_kept_from_its_second_encoding_and_then_looked_up() -> None:
     encoder = WordCachedEncoder(tokenizer(False))
     texts = ["a man rides a bike", "a bike", "man rides"]
-    assert encoder.encode_batch(texts) == tokenizer(False).encode_batch(texts)
-    # First words "a" and "man"; later words " man", " rides", " a", " bike".
-    assert encoder.words_encoded == 6 and encoder.cached_words == 6
-    assert encoder.encode_batch(["a bike rides a man", "man a"]) == tokenizer(False).encode_batch(
-        ["a bike rides a man", "man a"]
-    )
-    assert encoder.words_encoded == 6
+    expected = tokenizer(False).encode_batch(texts)
+    # First words "a" and "man"; later words " man", " rides", " a", " bike": each encoded once.
+    assert encoder.encode_batch(texts) == expected
+    assert encoder.words_encoded == 6 and encoder.cached_words == 0  # met once: only marked seen
+    assert encoder.encode_batch(texts) == expected
+    assert encoder.words_encoded == 12 and encoder.cached_words == 6  # met again: kept
+    assert encoder.encode_batch(texts[::-1]) == expected[::-1]
+    assert encoder.words_encoded == 12
 
 
-def test_the_cache_stays_within_its_capacity_and_keeps_no_long_word() -> None:
-    encoder = WordCachedEncoder(tokenizer(False), capacity=4, max_word_length=5)
-    texts = ["one two", "Straßenbahnhaltestelle six"]
-    assert encoder.encode_batch(texts) == tokenizer(False).encode_batch(texts)
-    assert encoder.cached_words == 3  # the long word is encoded, not kept
-    texts = ["one two three four five", "six seven"]
-    assert encoder.encode_batch(texts) == tokenizer(False).encode_batch(texts)
-    assert encoder.cached_words == 4  # started afresh, then filled to its capacity
-    assert encoder.encode_batch(["one two", "six"]) == tokenizer(False).encode_batch(["one two", "six"])
-    assert encoder.words_encoded == 4 + 7  # the third batch came from the cache
+def encode_twice(encoder: WordCachedEncoder, texts: list[str]) -> None:
+    expected = tokenizer(False).encode_batch(texts)
+    assert encoder.encode_batch(texts) == expected
+    assert encoder.encode_batch(texts) == expected
+
+
+def test_the_cache_keeps_two_generations_and_words_in_use_survive() -> None:
+    encoder = WordCachedEncoder(tokenizer(False), capacity=2, max_word_length=5)
+    encode_twice(encoder, ["x a b"])
+    assert encoder.words_encoded == 6 and encoder.cached_words == 3  # "x"; " a", " b"
+    encode_twice(encoder, ["x c d"])  # " c", " d" start a new generation; " a", " b" are the previous one
+    assert encoder.words_encoded == 10 and encoder.cached_words == 5
+    encode_twice(encoder, ["x a"])  # " a" moves back from the previous generation, not encoded again
+    assert encoder.words_encoded == 10 and encoder.cached_words == 4  # x; a; c, d (" b" dropped)
+    encode_twice(encoder, ["x b"])
+    assert encoder.words_encoded == 12
+    encode_twice(encoder, ["Straßenbahnhaltestelle x"])  # too long to keep: encoded each time
+    assert encoder.words_encoded == 16
+
+
+def test_the_cache_stays_bounded_over_many_distinct_words() -> None:
+    encoder = WordCachedEncoder(tokenizer(False), capacity=50)
+    lines = [f"a man {number} rides {number % 70}" for number in range(3000)]
+    for start in range(0, len(lines), 100):
+        chunk = lines[start : start + 100]
+        assert encoder.encode_batch(chunk) == tokenizer(False).encode_batch(chunk)
+        # Two generations of each kind (first words, later words), a batch's words beyond.
+        assert encoder.cached_words <= 2 * (2 * 50 + 100)
 
 
 @pytest.mark.parametrize("change", ["no regex", "dropout", "added word"])
@@ -141,7 +160,7 @@ def test_bad_texts_and_arguments_are_named() -> None:
         encoder.encode_batch(["a", "b", "c\udc80"])
     with pytest.raises(ValueError, match="texts must be a sequence of str, got a single str"):
         encoder.encode_batch("a man")
-    with pytest.raises(ValueError, match=r"capacity: expected an int >= 1 \(words cached\), got 0"):
+    with pytest.raises(ValueError, match=r"capacity: expected an int >= 1 \(words a generation holds\), got 0"):
         WordCachedEncoder(tokenizer(False), capacity=0)
     with pytest.raises(ValueError, match=r"max_word_length: expected an int >= 1 \(characters\), got True"):
         WordCachedEncoder(tokenizer(False), max_word_length=True)

@@ -282,9 +282,9 @@ def _write_prepared(
     carved: list[tuple[str, str]] = []
     index = 0
     bar = tqdm(total=count, desc="preparing", unit="pairs", unit_scale=True, disable=not progress, leave=False)
+    # One cache a side, even for a joint vocabulary: each holds one language's words.
     source_encoder = WordCachedEncoder(tokenizers.source)
-    # A joint vocabulary is one tokenizer: one cache serves both sides.
-    target_encoder = source_encoder if tokenizers.is_joint else WordCachedEncoder(tokenizers.target)
+    target_encoder = WordCachedEncoder(tokenizers.target)
 
     def encode(training: list[tuple[str, str]]) -> dict[str, list[list[int]]]:
         return {
