@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from transformer_lab.data.multi30k import load_multi30k
 from transformer_lab.data.subword import SubwordTokenizer
-from transformer_lab.data.word_cache import WordCachedEncoder
+from transformer_lab.data.word_cache import SKIPPED_BATCHES, WordCachedEncoder
 
 SHARED_MULTI30K = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "multi30k"
 needs_shared_multi30k = pytest.mark.skipif(
@@ -84,20 +84,21 @@ def test_ids_equal_the_tokenizers(texts: list[str], lowercase: bool, capacity: i
     assert encoder.encode_batch(list(reversed(texts))) == expected[::-1]
 
 
-def test_a_word_is_kept_from_its_second_encoding_and_then_looked_up() -> None:
+def test_a_word_is_encoded_alone_and_kept_the_second_time_it_is_met() -> None:
     encoder = WordCachedEncoder(tokenizer(False))
     texts = ["a man rides a bike", "a bike", "man rides"]
     expected = tokenizer(False).encode_batch(texts)
+    assert encoder.encode_batch(texts) == expected
+    assert encoder.words_encoded == 0 and encoder.cached_words == 0  # met once: encoded whole, marked seen
     # First words "a" and "man"; later words " man", " rides", " a", " bike": each encoded once.
     assert encoder.encode_batch(texts) == expected
-    assert encoder.words_encoded == 6 and encoder.cached_words == 0  # met once: only marked seen
-    assert encoder.encode_batch(texts) == expected
-    assert encoder.words_encoded == 12 and encoder.cached_words == 6  # met again: kept
+    assert encoder.words_encoded == 6 and encoder.cached_words == 6
     assert encoder.encode_batch(texts[::-1]) == expected[::-1]
-    assert encoder.words_encoded == 12
+    assert encoder.words_encoded == 6
 
 
 def encode_twice(encoder: WordCachedEncoder, texts: list[str]) -> None:
+    texts = [*texts, "x", "x", "x"]  # mostly cached lines, so that no batch is sent straight on
     expected = tokenizer(False).encode_batch(texts)
     assert encoder.encode_batch(texts) == expected
     assert encoder.encode_batch(texts) == expected
@@ -106,15 +107,15 @@ def encode_twice(encoder: WordCachedEncoder, texts: list[str]) -> None:
 def test_the_cache_keeps_two_generations_and_words_in_use_survive() -> None:
     encoder = WordCachedEncoder(tokenizer(False), capacity=2, max_word_length=5)
     encode_twice(encoder, ["x a b"])
-    assert encoder.words_encoded == 6 and encoder.cached_words == 3  # "x"; " a", " b"
+    assert encoder.words_encoded == 3 and encoder.cached_words == 3  # "x"; " a", " b"
     encode_twice(encoder, ["x c d"])  # " c", " d" start a new generation; " a", " b" are the previous one
-    assert encoder.words_encoded == 10 and encoder.cached_words == 5
+    assert encoder.words_encoded == 5 and encoder.cached_words == 5
     encode_twice(encoder, ["x a"])  # " a" moves back from the previous generation, not encoded again
-    assert encoder.words_encoded == 10 and encoder.cached_words == 4  # x; a; c, d (" b" dropped)
-    encode_twice(encoder, ["x b"])
-    assert encoder.words_encoded == 12
-    encode_twice(encoder, ["Straßenbahnhaltestelle x"])  # too long to keep: encoded each time
-    assert encoder.words_encoded == 16
+    assert encoder.words_encoded == 5 and encoder.cached_words == 4  # x; a; c, d (" b" dropped)
+    encode_twice(encoder, ["x c e"])  # " e" starts a new generation, which " c" (in use) starts in
+    assert encoder.words_encoded == 6 and encoder.cached_words == 5  # x; c, e; a, c
+    encode_twice(encoder, ["Straßenbahnhaltestelle x"])  # too long to keep: always encoded whole
+    assert encoder.words_encoded == 7 and encoder.cached_words == 4  # x; " x" (a new generation); c, e
 
 
 def test_the_cache_stays_bounded_over_many_distinct_words() -> None:
@@ -125,6 +126,23 @@ def test_the_cache_stays_bounded_over_many_distinct_words() -> None:
         assert encoder.encode_batch(chunk) == tokenizer(False).encode_batch(chunk)
         # Two generations of each kind (first words, later words), a batch's words beyond.
         assert encoder.cached_words <= 2 * (2 * 50 + 100)
+
+
+def test_batches_the_cache_serves_badly_go_straight_to_the_tokenizer() -> None:
+    encoder = WordCachedEncoder(tokenizer(False))
+
+    def encode(texts: list[str]) -> None:
+        assert encoder.encode_batch(texts) == tokenizer(False).encode_batch(texts)
+
+    encode([f"a man {number}" for number in range(10)])  # the first batch: every word new
+    assert encoder.batches_skipped == 0
+    encode([f"a man {number}" for number in range(10, 20)] + ["a man"] * 4)  # a new number on most lines
+    for _ in range(SKIPPED_BATCHES):
+        encode(["a man"] * 10)
+    assert encoder.batches_skipped == SKIPPED_BATCHES
+    encode([f"a man {number}" for number in range(20, 24)] + ["a man"] * 6)  # tried again: mostly cached
+    encode(["a man"] * 10)
+    assert encoder.batches_skipped == SKIPPED_BATCHES
 
 
 @pytest.mark.parametrize("change", ["no regex", "dropout", "added word"])

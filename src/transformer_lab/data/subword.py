@@ -127,6 +127,17 @@ def check_text(name: str, text: object) -> str:
     return text
 
 
+def check_texts(texts: list[str]) -> None:
+    """Each of ``texts`` a str with a UTF-8 form, else `check_text`'s error naming ``texts[i]``."""
+    try:
+        "".join(texts).encode("utf-8")  # one pass in C for the usual case
+        return
+    except (TypeError, UnicodeEncodeError):
+        pass
+    for index, text in enumerate(texts):
+        check_text(f"texts[{index}]", text)
+
+
 def _component_types(component: object) -> list[str]:
     """The `type` of a normalizer / pre-tokenizer / decoder entry and of its Sequence members."""
     if not isinstance(component, dict):
@@ -540,7 +551,8 @@ class SubwordTokenizer(SpecialTokenIds):
         """`encode` for many texts at once (in parallel, same results)."""
         if isinstance(texts, str):
             raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
-        texts = [check_text(f"texts[{index}]", text) for index, text in enumerate(texts)]
+        texts = list(texts)
+        check_texts(texts)
         # encode_batch_fast (tokenizers >= 0.21) skips the character offsets, which nothing here reads.
         encode = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
         return [self._guard(encoding.ids) for encoding in encode(texts, add_special_tokens=False)]

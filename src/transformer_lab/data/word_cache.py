@@ -3,8 +3,8 @@
 Preparing a corpus spends its time in the tokenizer, and most of that time on words it has
 already seen: a corpus of millions of sentences holds a few hundred thousand distinct
 words. `WordCachedEncoder.encode_batch` gives exactly `SubwordTokenizer.encode_batch`'s
-ids, but looks each word up in a dictionary and sends the tokenizer only the words it does
-not hold.
+ids, but looks each word up in a dictionary, and sends the tokenizer only the texts with a
+word it does not hold, and the words worth holding.
 
 Why this is exact: for the project's byte-level BPE (`SubwordTokenizer.words_encode_alone`)
 a text whose only whitespace is single spaces between words encodes as its first word
@@ -14,28 +14,36 @@ character such as a soft hyphen), with a double, leading or trailing space, or a
 one, is encoded whole by the tokenizer, as is every text of a tokenizer of another
 layout.
 
-The cache is bounded, whatever the corpus. A word is kept the second time it is encoded
-(a word met once, such as a number or a name, only sets a bit in a fixed table of words
-seen, which starts afresh after ``capacity`` words), in two generations: kept words go
-into the current one, and when it holds ``capacity`` words it becomes the previous one
-(the older is dropped) and a new one starts; a word found in the previous generation
-moves back into the current one. So the words in use survive, and the cache holds at most about twice
-``capacity`` words (a batch's own words beyond that). Words longer than
-``max_word_length`` characters are never kept, so that text without spaces (Chinese) does
-not fill the cache with whole sentences.
+The cache is bounded, whatever the corpus. A text with a word never met before is encoded
+whole, and the word is only marked as seen, in a fixed table (which starts afresh after
+``capacity`` words): a word met once, such as a number or a name, costs nothing more. The
+second time a word is met, it is encoded alone and kept, in two generations: kept words go
+into the current one, and when it would hold more than ``capacity`` words it becomes the
+previous one (the older is dropped) and a new one starts, with the words in use; a word
+found in the previous generation moves back into the current one. So the words in use
+survive, and the cache holds at most about twice ``capacity`` words (a batch's own words
+beyond that). Words longer than ``max_word_length`` characters are never kept, so that
+text without spaces (Chinese) goes to the tokenizer whole, as it would without the cache.
+When the cache encodes less than half of a batch (after the first, in which every word is
+new), which then costs more than the tokenizer alone, the next `SKIPPED_BATCHES` batches go
+straight to the tokenizer.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, islice
 
-from transformer_lab.data.subword import SubwordTokenizer, check_text
+from transformer_lab.data.subword import SubwordTokenizer, check_texts
 
 DEFAULT_CAPACITY = 32_768
 DEFAULT_MAX_WORD_LENGTH = 32
 SEEN_BITS = 1 << 20  # the table of words seen once: 128 KiB, a few percent of collisions
+# A batch that the cache encodes less than half of costs more than the tokenizer alone (new
+# words on most lines: a small corpus, or one of names and numbers); the next batches then go
+# straight to the tokenizer, and the cache tries again after them.
+SKIPPED_BATCHES = 7
 
 WordIds = dict[str, tuple[int, ...]]
 
@@ -43,8 +51,9 @@ WordIds = dict[str, tuple[int, ...]]
 class _Generations:
     """Word -> ids in a current and a previous generation, and a table of words seen (see the module docstring)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, max_word_length: int) -> None:
         self.capacity = capacity
+        self.max_word_length = max_word_length
         self.current: WordIds = {}
         self.previous: WordIds = {}
         self.seen = bytearray(SEEN_BITS // 8)
@@ -53,34 +62,37 @@ class _Generations:
     def __len__(self) -> int:
         return len(self.current) + len(self.previous)
 
-    def make_room(self, count: int) -> None:
-        """Start a new generation if ``count`` more words would overflow the current one."""
-        if self.current and len(self.current) + count > self.capacity:
-            self.previous = self.current
-            self.current = {}
-
-    def missing(self, words: list[str]) -> list[str]:
-        """The distinct ``words`` in neither generation; those in the previous one move to the
-        current one (a new generation started first, if they would overflow it)."""
-        current, previous = self.current, self.previous
-        absent = [word for word in dict.fromkeys(words) if word not in current]
-        found = {word: ids for word in absent if (ids := previous.get(word)) is not None}
-        self.make_room(len(absent))
+    def learn(self, words: Iterable[str], encode: Callable[[list[str]], list[tuple[int, ...]]]) -> set[str]:
+        """Bring ``words`` into the current generation where they belong there: from the
+        previous one, or encoded when seen before. Returns the words left out."""
+        distinct = set(words)
+        absent = distinct.difference(self.current)
+        if not absent:
+            return absent
+        found = {word: ids for word in absent if (ids := self.previous.get(word)) is not None}
+        kept = [word for word in absent if word not in found and self._seen_before(word)]
+        if self.current and len(self.current) + len(found) + len(kept) > self.capacity:
+            # A new generation, which starts with the words in use.
+            in_use = {word: self.current[word] for word in distinct.difference(absent)}
+            self.previous, self.current = self.current, in_use
         self.current.update(found)
-        return [word for word in absent if word not in found]
+        self.current.update(zip(kept, encode(kept)))
+        return absent.difference(found, kept)
 
-    def keep(self, word: str, ids: tuple[int, ...]) -> None:
-        """Keep ``word``'s ids if it was seen before (or its bit collides); else mark it seen."""
+    def _seen_before(self, word: str) -> bool:
+        """Whether ``word`` is short and was seen before (or its bit collides); else it is marked seen."""
+        if len(word) > self.max_word_length:
+            return False
         slot = zlib.crc32(word.encode("utf-8")) & (SEEN_BITS - 1)
         byte, bit = slot >> 3, 1 << (slot & 7)
         if self.seen[byte] & bit:
-            self.current[word] = ids
-            return
+            return True
         if self.num_seen >= self.capacity:
             self.seen = bytearray(SEEN_BITS // 8)
             self.num_seen = 0
         self.seen[byte] |= bit
         self.num_seen += 1
+        return False
 
 
 class WordCachedEncoder:
@@ -103,12 +115,14 @@ class WordCachedEncoder:
         if isinstance(max_word_length, bool) or not isinstance(max_word_length, int) or max_word_length < 1:
             raise ValueError(f"max_word_length: expected an int >= 1 (characters), got {max_word_length!r}")
         self._tokenizer = tokenizer
-        self._max_word_length = max_word_length
         # One int object per id, shared by every cached word that holds it.
         self._ids = list(range(tokenizer.vocab_size))
-        self._first = _Generations(capacity)  # a text's first word
-        self._spaced = _Generations(capacity)  # a later word, its leading space implied
-        self.words_encoded = 0  # distinct words the tokenizer was given, over the encoder's life
+        self._first = _Generations(capacity, max_word_length)  # a text's first word
+        self._spaced = _Generations(capacity, max_word_length)  # a later word, its leading space implied
+        self.words_encoded = 0  # words the tokenizer was given one by one, over the encoder's life
+        self.batches_skipped = 0  # batches sent straight to the tokenizer, over the encoder's life
+        self._to_skip = 0
+        self._batches_tried = 0
 
     @property
     def cached_words(self) -> int:
@@ -120,13 +134,17 @@ class WordCachedEncoder:
         if isinstance(texts, str):
             raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
         texts = list(texts)
-        _check_texts(texts)
+        check_texts(texts)
         if not self._tokenizer.words_encode_alone:
+            return self._tokenizer.encode_batch(texts)
+        if self._to_skip:
+            self._to_skip -= 1
+            self.batches_skipped += 1
             return self._tokenizer.encode_batch(texts)
         first, spaced = self._first.current, self._spaced.current
         encoded: list[list[int]] = []
         whole: list[int] = []  # the texts the tokenizer encodes whole
-        unseen: list[int] = []  # the texts with a word not in the current generation
+        unseen: list[tuple[int, list[str]]] = []  # the texts with a word not in the current generation
         for text in texts:
             words = text.split(" ")
             # Printable (so no whitespace but " ") and no empty word (no double, leading or
@@ -139,53 +157,43 @@ class WordCachedEncoder:
                 later = chain.from_iterable(map(spaced.__getitem__, islice(words, 1, None)))
                 encoded.append([*first[words[0]], *later])
             except KeyError:
-                unseen.append(len(encoded))
+                unseen.append((len(encoded), words))
                 encoded.append([])
         if unseen:
-            self._encode_unseen(texts, unseen, encoded)
+            whole += self._encode_unseen(unseen, encoded)
+        self._batches_tried += 1
+        # The first batch meets every word for the first time: it says nothing yet.
+        if self._batches_tried > 1 and 2 * len(whole) > len(texts):
+            self._to_skip = SKIPPED_BATCHES
         if whole:
             for index, ids in zip(whole, self._tokenizer.encode_batch([texts[index] for index in whole])):
                 encoded[index] = ids
         return encoded
 
-    def _encode_unseen(self, texts: list[str], unseen: list[int], encoded: list[list[int]]) -> None:
-        """Encode ``texts[unseen]``: their words from either generation, or from the tokenizer."""
-        split = [texts[index].split(" ") for index in unseen]
-        first_words = [words[0] for words in split]
-        later_words = [word for words in split for word in islice(words, 1, None)]
-        new_first = self._encode_new(self._first, first_words, "")
-        new_spaced = self._encode_new(self._spaced, later_words, " ")
+    def _encode_unseen(self, unseen: list[tuple[int, list[str]]], encoded: list[list[int]]) -> list[int]:
+        """Learn the words of the ``unseen`` texts, then encode those texts whose words are all
+        cached now; returns the others (a word met for the first time, or too long to keep)."""
+        left_first = self._first.learn((words[0] for _, words in unseen), self._encoder(""))
+        later_words = chain.from_iterable(islice(words, 1, None) for _, words in unseen)
+        left_later = self._spaced.learn(later_words, self._encoder(" "))
         first, spaced = self._first.current, self._spaced.current
-        for index, words in zip(unseen, split):
-            ids = list(first.get(words[0]) or new_first[words[0]])
-            for word in islice(words, 1, None):
-                ids += spaced.get(word) or new_spaced[word]
-            encoded[index] = ids
+        whole = []
+        for index, words in unseen:
+            if words[0] in left_first or not left_later.isdisjoint(islice(words, 1, None)):
+                whole.append(index)
+                continue
+            later = chain.from_iterable(map(spaced.__getitem__, islice(words, 1, None)))
+            encoded[index] = [*first[words[0]], *later]
+        return whole
 
-    def _encode_new(self, cache: _Generations, words: list[str], prefix: str) -> WordIds:
-        """Bring ``words`` into ``cache``'s current generation, encoding (after ``prefix``) those
-        it lacks; returns the encoded ones (those met for the first time, or long, are not kept)."""
-        unknown = cache.missing(words)
-        if not unknown:
-            return {}
-        shared = self._ids
-        limit = self._max_word_length
-        new: WordIds = {}
-        for word, ids in zip(unknown, self._tokenizer.encode_batch([prefix + word for word in unknown])):
-            kept = tuple([shared[token_id] for token_id in ids])
-            new[word] = kept
-            if len(word) <= limit:
-                cache.keep(word, kept)
-        self.words_encoded += len(unknown)
-        return new
+    def _encoder(self, prefix: str) -> Callable[[list[str]], list[tuple[int, ...]]]:
+        """Encodes words, each after ``prefix``, into tuples of shared int objects."""
 
+        def encode(words: list[str]) -> list[tuple[int, ...]]:
+            shared = self._ids
+            self.words_encoded += len(words)
+            return [
+                tuple([shared[i] for i in ids]) for ids in self._tokenizer.encode_batch([prefix + w for w in words])
+            ]
 
-def _check_texts(texts: list[str]) -> None:
-    """Each text a str with a UTF-8 form, else `check_text`'s error naming the first bad one."""
-    try:
-        "".join(texts).encode("utf-8")
-        return
-    except (TypeError, UnicodeEncodeError):
-        pass
-    for index, text in enumerate(texts):
-        check_text(f"texts[{index}]", text)
+        return encode
