@@ -28,6 +28,7 @@ import dataclasses
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -124,7 +125,8 @@ def run_ddp(processes: int, cache: Path, arguments: list[str]) -> list[dict]:
     torchrun = Path(sys.executable).with_name("torchrun")
     command = [str(torchrun), "--standalone", f"--nproc-per-node={processes}", str(Path(__file__).resolve())]
     result = subprocess.run([*command, *arguments], env=environment, capture_output=True, text=True)
-    found = [json.loads(line[len("RESULT ") :]) for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    # The ranks print at once, so two RESULT lines may share a line of the joined output.
+    found = [json.loads(match) for match in re.findall(r"RESULT (\{[^{}]*\})", result.stdout)]
     if len(found) != processes:
         raise RuntimeError(f"torchrun {arguments} failed ({result.returncode}):\n{result.stderr[-3000:]}")
     return found
