@@ -63,8 +63,8 @@ class _Generations:
         return len(self.current) + len(self.previous)
 
     def learn(self, words: Iterable[str], encode: Callable[[list[str]], list[tuple[int, ...]]]) -> set[str]:
-        """Bring ``words`` into the current generation where they belong there: from the
-        previous one, or encoded when seen before. Returns the words left out."""
+        """Bring ``words`` into the current generation, from the previous one or, when seen
+        before, encoded; returns those left out (met for the first time, or too long)."""
         distinct = set(words)
         absent = distinct.difference(self.current)
         if not absent:
