@@ -292,8 +292,9 @@ def _write_prepared(
             "target": target_encoder.encode_batch([target for _, target in training]),
         }
 
-    # The tokenizer encodes a chunk on its own threads (without the GIL) while this thread
-    # reads and checks the next one; at most two chunks wait, so memory stays bounded.
+    # A worker thread encodes a chunk while this thread reads and checks the next one (they
+    # overlap where the tokenizer runs on its own threads, without the GIL); at most two
+    # chunks wait, so memory stays bounded.
     pending: deque[tuple[Future[dict[str, list[list[int]]]], int]] = deque()
     kept = 0
     try:

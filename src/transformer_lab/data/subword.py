@@ -111,8 +111,7 @@ _TOKENIZER_FILE_HINT = (
 )
 
 
-def check_text(name: str, text: object) -> str:
-    """``text`` if it is a str with a UTF-8 form, else a ValueError naming ``name``."""
+def _check_text(name: str, text: object) -> str:
     if not isinstance(text, str):
         raise ValueError(f"{name} must be a str, got {text!r:.80} ({type(text).__name__})")
     try:
@@ -127,15 +126,20 @@ def check_text(name: str, text: object) -> str:
     return text
 
 
-def check_texts(texts: list[str]) -> None:
-    """Each of ``texts`` a str with a UTF-8 form, else `check_text`'s error naming ``texts[i]``."""
+def check_texts(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list, each a str with a UTF-8 form; else a ValueError naming ``texts[i]``
+    (or saying that one str was given where a sequence of them was expected)."""
+    if isinstance(texts, str):
+        raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
+    listed = list(texts)
     try:
-        "".join(texts).encode("utf-8")  # one pass in C for the usual case
-        return
+        "".join(listed).encode("utf-8")  # one pass in C for the usual case
+        return listed
     except (TypeError, UnicodeEncodeError):
         pass
-    for index, text in enumerate(texts):
-        check_text(f"texts[{index}]", text)
+    for index, text in enumerate(listed):
+        _check_text(f"texts[{index}]", text)
+    return listed
 
 
 def _component_types(component: object) -> list[str]:
@@ -390,7 +394,7 @@ class SubwordTokenizer(SpecialTokenIds):
 
         def checked() -> Iterator[str]:
             for index, text in enumerate(texts):
-                check_text(f"texts[{index}]", text)
+                _check_text(f"texts[{index}]", text)
                 counts["texts"] += 1
                 counts["non_empty"] += bool(text)
                 yield text
@@ -443,7 +447,7 @@ class SubwordTokenizer(SpecialTokenIds):
             for index, pair in enumerate(pairs):
                 if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                     raise ValueError(f"pairs[{index}] must be a (source, target) pair of str, got {pair!r:.80}")
-                source, target = (check_text(f"pairs[{index}][{side}]", text) for side, text in enumerate(pair))
+                source, target = (_check_text(f"pairs[{index}][{side}]", text) for side, text in enumerate(pair))
                 if sides != "target":
                     yield source
                 if sides != "source":
@@ -502,7 +506,7 @@ class SubwordTokenizer(SpecialTokenIds):
 
     def token_to_id(self, token: str) -> int:
         """The id of a vocabulary entry (for byte-level BPE a byte-symbol string), or UNK_ID if unknown."""
-        check_text("token", token)
+        _check_text("token", token)
         token_id = self._tokenizer.token_to_id(token)
         return UNK_ID if token_id is None else token_id
 
@@ -527,7 +531,7 @@ class SubwordTokenizer(SpecialTokenIds):
         for a tokenizer of yours this is its normalizer's output, and decoding may differ
         further (spacing, `<unk>`).
         """
-        check_text("text", text)
+        _check_text("text", text)
         normalizer = self._tokenizer.normalizer
         return text if normalizer is None else normalizer.normalize_str(text)
 
@@ -536,7 +540,7 @@ class SubwordTokenizer(SpecialTokenIds):
 
         What the tokenizer does not know is UNK_ID (1), never left out.
         """
-        check_text("text", text)
+        _check_text("text", text)
         return self._guard(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
     def _guard(self, ids: list[int]) -> list[int]:
@@ -549,10 +553,7 @@ class SubwordTokenizer(SpecialTokenIds):
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """`encode` for many texts at once (in parallel, same results)."""
-        if isinstance(texts, str):
-            raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
-        texts = list(texts)
-        check_texts(texts)
+        texts = check_texts(texts)
         # encode_batch_fast (tokenizers >= 0.21) skips the character offsets, which nothing here reads.
         encode = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
         return [self._guard(encoding.ids) for encoding in encode(texts, add_special_tokens=False)]
@@ -658,6 +659,6 @@ def encode_pairs(
     for index, pair in enumerate(pairs):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise ValueError(f"pairs[{index}] must be a (source, target) pair of str, got {pair!r:.80}")
-        sources.append(check_text(f"pairs[{index}][0]", pair[0]))
-        targets.append(check_text(f"pairs[{index}][1]", pair[1]))
+        sources.append(_check_text(f"pairs[{index}][0]", pair[0]))
+        targets.append(_check_text(f"pairs[{index}][1]", pair[1]))
     return list(zip(source_tokenizer.encode_batch(sources), target_tokenizer.encode_batch(targets), strict=True))

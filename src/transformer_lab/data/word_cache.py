@@ -131,16 +131,13 @@ class WordCachedEncoder:
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """The ids of each text: equal to ``tokenizer.encode_batch(texts)``."""
-        if isinstance(texts, str):
-            raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
-        texts = list(texts)
-        check_texts(texts)
         if not self._tokenizer.words_encode_alone:
-            return self._tokenizer.encode_batch(texts)
+            return self._tokenizer.encode_batch(texts)  # which checks the texts itself
         if self._to_skip:
             self._to_skip -= 1
             self.batches_skipped += 1
             return self._tokenizer.encode_batch(texts)
+        texts = check_texts(texts)
         first, spaced = self._first.current, self._spaced.current
         encoded: list[list[int]] = []
         whole: list[int] = []  # the texts the tokenizer encodes whole
