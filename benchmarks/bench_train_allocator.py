@@ -11,6 +11,11 @@ of a training step decides both the peak RSS and how many pages are faulted in a
 - ``return``: every block from 128 KiB mapped for itself and returned when freed (the
   threshold fixed at 128 KiB).
 
+Asked for by name only, transparent huge pages under two of those (fewer page faults for
+the same bytes): ``keep-thp`` and ``return-thp`` (torch's ``THP_MEM_ALLOC_ENABLE=1``:
+blocks from 2 MiB advised as huge pages), ``return-hugetlb`` (glibc's
+``glibc.malloc.hugetlb=1`` tunable).
+
 Each setting is a fresh process that runs `transformer-lab train translation` for
 ``--steps`` steps on Multi30k (the preset's model and batches; the prepared corpus is
 reused from the cache after the first run), set by glibc's environment variables, so
@@ -43,6 +48,16 @@ SETTINGS = {
     # glibc's default top pad: tuning it to its own value leaves glibc's rule in force.
     "default": {"MALLOC_TOP_PAD_": str(128 * 1024)},
     "return": {"MALLOC_MMAP_THRESHOLD_": str(128 * 1024)},
+}
+DEFAULT_SETTINGS = list(SETTINGS)
+SETTINGS |= {
+    "return-thp": {"MALLOC_MMAP_THRESHOLD_": str(128 * 1024), "THP_MEM_ALLOC_ENABLE": "1"},
+    "keep-thp": {
+        "MALLOC_MMAP_THRESHOLD_": str(32 * 1024 * 1024),
+        "MALLOC_TRIM_THRESHOLD_": str(256 * 1024 * 1024),
+        "THP_MEM_ALLOC_ENABLE": "1",
+    },
+    "return-hugetlb": {"MALLOC_MMAP_THRESHOLD_": str(128 * 1024), "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"},
 }
 
 
@@ -97,7 +112,7 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, required=True, help="folder holding multi30k/")
     parser.add_argument("--steps", type=int, default=60, help="training steps of each run")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each setting, alternating")
-    parser.add_argument("--settings", nargs="+", choices=tuple(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--settings", nargs="+", choices=tuple(SETTINGS), default=DEFAULT_SETTINGS)
     parser.add_argument("--baseline", default=None, help="a git ref whose code to run side by side")
     arguments = parser.parse_args()
     if arguments.steps < 15:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_lab.nn import Dropout, dropout
+from transformer_lab.nn import Dropout, TransformerDecoderLayer, TransformerEncoderLayer, dropout
+from transformer_lab.nn.dropout import activation_dropout, relu_dropout
 
 
 def binomial_bound(probability: float, trials: int, sigmas: float = 6.0) -> float:
@@ -115,3 +117,91 @@ def test_module_mirrors_torch_dropout_signature() -> None:
     torch_mean = F.dropout(inputs, 0.3).mean().item()
     assert abs(ours_mean - inputs.mean().item()) < 0.01
     assert abs(torch_mean - inputs.mean().item()) < 0.01
+
+
+def saved_bytes(function: Callable[[], torch.Tensor]) -> int:
+    """Bytes of the distinct storages that autograd keeps for backward while ``function`` runs."""
+    storages: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        function()
+    return sum(storages.values())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_relu_dropout_is_relu_then_dropout_bit_for_bit(dtype: torch.dtype) -> None:
+    inputs = torch.randn(96, 130, dtype=dtype, requires_grad=True)
+    upstream = torch.randn(96, 130, dtype=dtype)
+    torch.manual_seed(6)
+    separate = dropout(F.relu(inputs), 0.2)
+    (separate_grad,) = torch.autograd.grad(separate, inputs, upstream)
+    torch.manual_seed(6)
+    fused = relu_dropout(inputs, 0.2)
+    (fused_grad,) = torch.autograd.grad(fused, inputs, upstream)
+    assert fused.dtype == dtype
+    assert torch.equal(fused, separate)  # the same mask drawn from the same generator state
+    assert torch.equal(fused_grad, separate_grad)
+    # Both kinds of zero occur: dropped elements and negative inputs.
+    assert bool(((fused == 0) & (inputs > 0)).any()) and bool(((fused == 0) & (inputs < 0)).any())
+
+
+def test_relu_dropout_keeps_only_its_output_for_backward() -> None:
+    linear1, linear2 = torch.nn.Linear(16, 64), torch.nn.Linear(64, 16)
+    inputs = torch.randn(200, 16)
+    separate = saved_bytes(lambda: linear2(dropout(F.relu(linear1(inputs)), 0.3)))
+    fused = saved_bytes(lambda: linear2(relu_dropout(linear1(inputs), 0.3)))
+    # Gone: the ReLU's output (float32) and the uint8 mask, each [200, 64]. linear2 keeps the
+    # dropped output, which the fused step shares.
+    assert separate - fused == 200 * 64 * (4 + 1)
+
+
+def test_relu_dropout_outside_training_and_at_the_edges() -> None:
+    inputs = torch.randn(5, 7)
+    assert torch.equal(relu_dropout(inputs, 0.5, training=False), F.relu(inputs))
+    assert torch.equal(relu_dropout(inputs, 0.0), F.relu(inputs))
+    assert torch.equal(relu_dropout(inputs, 1.0), torch.zeros(5, 7))
+    assert relu_dropout(torch.empty(0, 3, requires_grad=True), 0.5).shape == (0, 3)
+    with pytest.raises(ValueError, match=r"dropout probability p must be in \[0, 1\], got 1.5"):
+        relu_dropout(inputs, 1.5)
+
+
+def test_activation_dropout_fuses_only_relu_with_a_plain_dropout() -> None:
+    inputs = torch.randn(40, 24, requires_grad=True)
+    module = Dropout(0.25)
+    torch.manual_seed(7)
+    fused = activation_dropout(F.relu, module, inputs)
+    torch.manual_seed(7)
+    assert torch.equal(fused, module(F.relu(inputs)))
+    assert fused.grad_fn is not None and "ReluDropout" in type(fused.grad_fn).__name__
+    # Another activation, another dropout module, or a hook: the composition as given.
+    assert "ReluDropout" not in type(activation_dropout(F.gelu, module, inputs).grad_fn).__name__
+    assert "ReluDropout" not in type(activation_dropout(F.relu, torch.nn.Dropout(0.25), inputs).grad_fn).__name__
+    calls = []
+    module.register_forward_hook(lambda *arguments: calls.append(1))
+    activation_dropout(F.relu, module, inputs)
+    assert calls == [1]
+
+
+@pytest.mark.parametrize("layer_class", [TransformerEncoderLayer, TransformerDecoderLayer])
+def test_layers_train_the_same_with_the_fused_feed_forward(layer_class: type) -> None:
+    """The layers' ReLU takes the fused step; a ReLU they cannot recognise takes the separate one."""
+    torch.manual_seed(8)
+    layer = layer_class(32, 4, dim_feedforward=64, dropout=0.3, batch_first=True)
+    inputs = torch.randn(3, 9, 32)
+    arguments = (inputs, torch.randn(3, 5, 32)) if layer_class is TransformerDecoderLayer else (inputs,)
+    results = []
+    for activation in (F.relu, lambda tensor: F.relu(tensor)):
+        layer.activation = activation
+        layer.zero_grad()
+        torch.manual_seed(9)
+        output = layer(*arguments)
+        output.square().sum().backward()
+        results.append((output.detach(), [parameter.grad.clone() for parameter in layer.parameters()]))
+    (fused_output, fused_grads), (separate_output, separate_grads) = results
+    assert torch.equal(fused_output, separate_output)
+    assert all(torch.equal(fused, separate) for fused, separate in zip(fused_grads, separate_grads))

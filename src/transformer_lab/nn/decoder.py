@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from transformer_lab.nn.activation import Activation, resolve_activation
 from transformer_lab.nn.attention import MultiheadAttention
 from transformer_lab.nn.cache import AttentionCache, DecoderCache, DecoderLayerCache
-from transformer_lab.nn.dropout import Dropout
+from transformer_lab.nn.dropout import Dropout, activation_dropout
 from transformer_lab.nn.residual import residual_sublayers
 from transformer_lab.nn.tracing import scope
 
@@ -152,7 +152,7 @@ class TransformerDecoderLayer(nn.Module):
         return self.dropout2(attended)
 
     def _feed_forward_block(self, x: Tensor) -> Tensor:
-        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        return self.dropout3(self.linear2(activation_dropout(self.activation, self.dropout, self.linear1(x))))
 
 
 class TransformerDecoder(nn.Module):

@@ -16,13 +16,21 @@ makes them reproducible; they are not the masks ``torch.nn.Dropout`` would draw.
 
 Off the CPU (CUDA has a fused dropout kernel) and outside training this is exactly
 ``torch.nn.functional.dropout``.
+
+:func:`relu_dropout` is ReLU and this dropout in one autograd step, for the feed-forward
+block: done apart, backward keeps the ReLU's output and the mask besides the dropped
+output that the next linear layer keeps anyway; together they keep only the latter, since
+an element passes gradient exactly where it is positive there.
 """
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 _LEVELS = 1 << 16  # 16-bit uniforms
 _LOWEST = -(1 << 15)  # int16 values run from -32768 to 32767
@@ -48,16 +56,60 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if dropped_levels == _LEVELS:  # p within 2^-17 of 1: nothing survives, as with p = 1
         return F.dropout(input, 1.0, training=True, inplace=inplace)
     scale = _LEVELS / (_LEVELS - dropped_levels)
-    count = input.numel()
-    # Four 16-bit uniforms per 64-bit word over the full int64 range ([-2^63, 2^63)).
-    words = torch.empty((count + 3) // 4, dtype=torch.int64).random_(-(1 << 63), None)  # [ceil(count / 4)]
-    uniforms = words.view(torch.int16)[:count].view(input.shape)  # same shape as input
-    # 1 keeps, 0 drops (probability dropped_levels / 65536). As uint8 rather than bool: a
-    # float-by-uint8 multiply is vectorised, several times faster than masked_fill here.
-    kept = (uniforms >= _LOWEST + dropped_levels).view(torch.uint8)  # same shape as input
+    kept = _kept_mask(input.shape, dropped_levels)  # same shape as input
     if inplace:
         return input.mul_(kept).mul_(scale)
     return input.mul(kept).mul_(scale)
+
+
+def _kept_mask(shape: torch.Size, dropped_levels: int) -> Tensor:
+    """1 where an element is kept, 0 where dropped (probability ``dropped_levels`` / 65536), as uint8."""
+    count = shape.numel()
+    # Four 16-bit uniforms per 64-bit word over the full int64 range ([-2^63, 2^63)).
+    words = torch.empty((count + 3) // 4, dtype=torch.int64).random_(-(1 << 63), None)  # [ceil(count / 4)]
+    uniforms = words.view(torch.int16)[:count].view(shape)  # [*shape]
+    # As uint8 rather than bool: a float-by-uint8 multiply is vectorised, several times
+    # faster than masked_fill here.
+    return (uniforms >= _LOWEST + dropped_levels).view(torch.uint8)  # [*shape]
+
+
+def relu_dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """``dropout(F.relu(input), p, training)``, the same values and masks, keeping less for backward.
+
+    Backward keeps only the output (see the module's docstring); the gradient equals the
+    separate ReLU and dropout's wherever it is finite. Off the CPU, and where
+    :func:`dropout` would not draw its own mask, it is that composition itself.
+    """
+    _check_probability(p)
+    if not training or p == 0.0:
+        return F.relu(input)
+    dropped_levels = round(p * _LEVELS)
+    if input.device.type != "cpu" or input.numel() == 0 or dropped_levels == _LEVELS:
+        return dropout(F.relu(input), p, training)
+    return _ReluDropout.apply(input, dropped_levels)
+
+
+class _ReluDropout(torch.autograd.Function):
+    """ReLU then the cheap-mask dropout; backward from the output alone."""
+
+    @staticmethod
+    def forward(ctx: Any, input: Tensor, dropped_levels: int) -> Tensor:
+        scale = _LEVELS / (_LEVELS - dropped_levels)
+        kept = _kept_mask(input.shape, dropped_levels)  # same shape as input
+        # The ops and their order are dropout(relu(input))'s, so the values are too.
+        output = torch.relu(input).mul_(kept).mul_(scale)  # same shape as input
+        ctx.save_for_backward(output)
+        ctx.scale = scale
+        return output
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_output: Tensor) -> tuple[Tensor, None]:
+        (output,) = ctx.saved_tensors
+        # An element passed gradient exactly where it was both positive and kept, that is
+        # where the output is positive (the scale is above 1, so no positive input rounds to 0).
+        grad_input = torch.ops.aten.threshold_backward(grad_output.mul(ctx.scale), output, 0)
+        return grad_input, None
 
 
 class Dropout(nn.Module):
@@ -75,3 +127,16 @@ class Dropout(nn.Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
+
+
+def activation_dropout(activation: Callable[[Tensor], Tensor], module: nn.Module, input: Tensor) -> Tensor:
+    """``module(activation(input))``, the feed-forward block's middle; :func:`relu_dropout` where it is the same.
+
+    That is where ``activation`` is ``F.relu`` and ``module`` a plain :class:`Dropout`
+    (without hooks, which expect the module's own call); anything else is called as given.
+    """
+    plain = type(module) is Dropout and not module._forward_hooks and not module._forward_pre_hooks
+    if activation is F.relu and plain:
+        assert isinstance(module, Dropout)  # plain says so; mypy does not follow type() is
+        return relu_dropout(input, module.p, module.training)
+    return module(activation(input))

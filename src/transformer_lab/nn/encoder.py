@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from transformer_lab.nn.activation import Activation, resolve_activation
 from transformer_lab.nn.attention import MultiheadAttention
-from transformer_lab.nn.dropout import Dropout
+from transformer_lab.nn.dropout import Dropout, activation_dropout
 from transformer_lab.nn.residual import residual_sublayers
 from transformer_lab.nn.tracing import scope
 
@@ -88,7 +88,7 @@ class TransformerEncoderLayer(nn.Module):
 
     def _feed_forward_block(self, x: Tensor) -> Tensor:
         # Applied to every position separately: [.., E] -> [.., dim_feedforward] -> [.., E].
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        return self.dropout2(self.linear2(activation_dropout(self.activation, self.dropout, self.linear1(x))))
 
 
 class TransformerEncoder(nn.Module):
