@@ -104,8 +104,9 @@ class _ReluDropout(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, grad_output: Tensor) -> tuple[Tensor, None]:
-        (output,) = ctx.saved_tensors
+    def backward(ctx: Any, *grad_outputs: Tensor) -> tuple[Tensor, None]:
+        (grad_output,) = grad_outputs  # [*shape]
+        (output,) = ctx.saved_tensors  # [*shape]
         # An element passed gradient exactly where it was both positive and kept, that is
         # where the output is positive (the scale is above 1, so no positive input rounds to 0).
         grad_input = torch.ops.aten.threshold_backward(grad_output.mul(ctx.scale), output, 0)
