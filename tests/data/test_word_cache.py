@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from transformer_lab.data.multi30k import load_multi30k
 from transformer_lab.data.subword import SubwordTokenizer
-from transformer_lab.data.word_cache import SKIPPED_BATCHES, WordCachedEncoder
+from transformer_lab.data.word_cache import MAX_SKIPPED_BATCHES, SKIPPED_BATCHES, WordCachedEncoder
 
 SHARED_MULTI30K = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "multi30k"
 needs_shared_multi30k = pytest.mark.skipif(
@@ -143,6 +143,39 @@ def test_batches_the_cache_serves_badly_go_straight_to_the_tokenizer() -> None:
     encode([f"a man {number}" for number in range(20, 24)] + ["a man"] * 6)  # tried again: mostly cached
     encode(["a man"] * 10)
     assert encoder.batches_skipped == SKIPPED_BATCHES
+
+
+def test_tries_that_fail_in_a_row_skip_more_batches_up_to_a_bound() -> None:
+    encoder = WordCachedEncoder(tokenizer(False))
+    numbers = iter(range(1_000_000))
+
+    def skip_runs(batches: int) -> list[int]:
+        """Encode ``batches`` batches with a new number on every line; the runs of skipped batches."""
+        runs = [0]
+        for _ in range(batches):
+            texts = [f"a man {next(numbers)}" for _ in range(10)]
+            before = encoder.batches_skipped
+            assert encoder.encode_batch(texts) == tokenizer(False).encode_batch(texts)
+            if encoder.batches_skipped > before:
+                runs[-1] += 1
+            elif runs[-1]:  # a try after skipped batches
+                runs.append(0)
+        return runs
+
+    # The first batch (every word new, no verdict) and the first try, then tries and skips.
+    assert skip_runs(2 + 7 + 1 + 15 + 1 + 31 + 1 + 63 + 1 + 63 + 1 + 63) == [
+        SKIPPED_BATCHES,
+        15,
+        31,
+        MAX_SKIPPED_BATCHES,
+        MAX_SKIPPED_BATCHES,
+        MAX_SKIPPED_BATCHES,
+    ]
+    # A try that the cache serves resets the count: the next failure skips SKIPPED_BATCHES again.
+    before = encoder.batches_skipped
+    encoder.encode_batch(["a man"] * 10)
+    assert encoder.batches_skipped == before  # it was a try
+    assert skip_runs(1 + SKIPPED_BATCHES + 1) == [SKIPPED_BATCHES, 0]
 
 
 @pytest.mark.parametrize("change", ["no regex", "dropout", "added word"])

@@ -26,7 +26,8 @@ beyond that). Words longer than ``max_word_length`` characters are never kept, s
 text without spaces (Chinese) goes to the tokenizer whole, as it would without the cache.
 When the cache encodes less than half of a batch (after the first, in which every word is
 new), which then costs more than the tokenizer alone, the next `SKIPPED_BATCHES` batches go
-straight to the tokenizer.
+straight to the tokenizer; after each further such try twice as many plus one, up to
+`MAX_SKIPPED_BATCHES`, until a try encodes at least half of its batch.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ DEFAULT_MAX_WORD_LENGTH = 32
 SEEN_BITS = 1 << 20  # the table of words seen once: 128 KiB, a few percent of collisions
 # A batch that the cache encodes less than half of costs more than the tokenizer alone (new
 # words on most lines: a small corpus, or one of names and numbers); the next batches then go
-# straight to the tokenizer, and the cache tries again after them.
+# straight to the tokenizer, and the cache tries again after them. Tries that fail in a row
+# skip 7, 15, 31 then 63 batches: on a corpus the cache cannot serve, a try every 64 batches.
 SKIPPED_BATCHES = 7
+MAX_SKIPPED_BATCHES = 63
 
 WordIds = dict[str, tuple[int, ...]]
 
@@ -122,6 +125,7 @@ class WordCachedEncoder:
         self.words_encoded = 0  # words the tokenizer was given one by one, over the encoder's life
         self.batches_skipped = 0  # batches sent straight to the tokenizer, over the encoder's life
         self._to_skip = 0
+        self._skip_next = SKIPPED_BATCHES  # how many batches the next failed try skips
         self._batches_tried = 0
 
     @property
@@ -161,7 +165,10 @@ class WordCachedEncoder:
         self._batches_tried += 1
         # The first batch meets every word for the first time: it says nothing yet.
         if self._batches_tried > 1 and 2 * len(whole) > len(texts):
-            self._to_skip = SKIPPED_BATCHES
+            self._to_skip = self._skip_next
+            self._skip_next = min(2 * self._skip_next + 1, MAX_SKIPPED_BATCHES)
+        elif self._batches_tried > 1:
+            self._skip_next = SKIPPED_BATCHES
         if whole:
             for index, ids in zip(whole, self._tokenizer.encode_batch([texts[index] for index in whole])):
                 encoded[index] = ids
