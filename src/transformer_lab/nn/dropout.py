@@ -20,7 +20,7 @@ Off the CPU (CUDA has a fused dropout kernel) and outside training this is exact
 :func:`relu_dropout` is ReLU and this dropout in one autograd step, for the feed-forward
 block: done apart, backward keeps the ReLU's output and the mask besides the dropped
 output that the next linear layer keeps anyway; together they keep only the latter, since
-an element passes gradient exactly where it is positive there.
+an element passes gradient exactly where it is positive there (the scale is at least 1).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class _ReluDropout(torch.autograd.Function):
         (grad_output,) = grad_outputs  # [*shape]
         (output,) = ctx.saved_tensors  # [*shape]
         # An element passed gradient exactly where it was both positive and kept, that is
-        # where the output is positive (the scale is above 1, so no positive input rounds to 0).
+        # where the output is positive (the scale is at least 1, so no positive input rounds to 0).
         grad_input = torch.ops.aten.threshold_backward(grad_output.mul(ctx.scale), output, 0)
         return grad_input, None
 
