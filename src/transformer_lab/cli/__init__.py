@@ -43,9 +43,9 @@ from transformer_lab.cli import (
     translate_command,
 )
 from transformer_lab.extras import MissingExtraError
+from transformer_lab.folders import FolderWriteError
 from transformer_lab.hardware import physical_cores
 from transformer_lab.training import TrainingDivergedError, TrainingInterrupted, is_main_process
-from transformer_lab.training.checkpoint import CheckpointWriteError
 
 _COMMAND_MODULES = [
     demo_command,
@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # every time (src/transformer_lab/allocator.py).
         keep_freed_memory()
         return int(arguments.handler(arguments) or 0)
-    except (*_BAD_INPUT_ERRORS, CheckpointWriteError) as error:
+    except (*_BAD_INPUT_ERRORS, FolderWriteError) as error:
         print(f"{prefix}: error: {_one_line(error)}", file=sys.stderr)
         return 2
     except TrainingInterrupted as interrupted:

@@ -23,7 +23,7 @@ from typing import Any
 
 from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.token_store import read_versioned_json
-from transformer_lab.folders import write_folder
+from transformer_lab.folders import DISK_ERRNOS, FolderWriteError, write_folder
 
 logger = logging.getLogger(__name__)
 
@@ -93,8 +93,26 @@ def cached_folder(
 
     ``stale_reason`` reads the folder's manifest and returns None when it can be reused; an
     unreadable manifest (ValueError, KeyError, TypeError, OSError) counts as stale. Both
-    reuse and rebuilding are logged.
+    reuse and rebuilding are logged. A full disk is a ``FolderWriteError`` (same errno)
+    naming the folder and how to move the cache.
     """
+    try:
+        return _cached_folder(folder, stale_reason, prepare)
+    except OSError as error:
+        if error.errno not in DISK_ERRNOS:
+            raise
+        raise FolderWriteError(
+            error.errno,
+            f"{error.strerror}; prepared corpora are cached in {str(folder.parent)!r}: set "
+            "TRANSFORMER_LAB_CACHE (or data.cache_dir) to a folder on a disk with room",
+        ) from error
+
+
+def _cached_folder(
+    folder: Path,
+    stale_reason: Callable[[Path], str | None],
+    prepare: Callable[[Path], None],
+) -> Path:
     if (folder / MANIFEST_FILE).is_file():
         try:
             reason = stale_reason(folder)
@@ -106,7 +124,7 @@ def cached_folder(
         logger.info("preparing the corpus again in %s: %s", folder, reason)
         replaced = folder.parent / f".{folder.name}.stale-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         prepared_new = folder.parent / f".{folder.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        write_folder(prepared_new, prepare)
+        write_folder(prepared_new, prepare, shown_as=folder)
         os.replace(folder, replaced)
         os.replace(prepared_new, folder)
         shutil.rmtree(replaced, ignore_errors=True)

@@ -28,7 +28,6 @@ naming the file; nothing in it is ever executed.
 
 from __future__ import annotations
 
-import errno
 import io
 import json
 import logging
@@ -45,6 +44,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import _remove_duplicate_names, load_model
 from safetensors.torch import save as save_safetensors
 from torch import nn
+
+from transformer_lab.folders import FolderWriteError, describe_os_error
 
 from .config_io import ConfigType, config_from_dict
 from .model_card import CARD_HINTS_KEY, DATA_COUNTS_KEY
@@ -88,17 +89,13 @@ TEMPORARY_MARK = ".tmp-"
 ASIDE_MARK = ".old-"
 
 
-class CheckpointWriteError(OSError):
+class CheckpointWriteError(FolderWriteError):
     """The system refused a checkpoint's write (ENOSPC, EDQUOT, EROFS, EIO, ...); the previous checkpoint stands.
 
     An ``OSError`` with the original errno, whose message names the folder and what the
     errno means. The command line reports it as a refused input (exit 2): the run itself
     was sound, and the folder, the disk or the quota is what to change.
     """
-
-    def __str__(self) -> str:
-        # The message names the errno already; OSError's "[Errno 28] " prefix would repeat it.
-        return str(self.strerror)
 
 
 def _temporary_prefix(folder: Path) -> str:
@@ -231,11 +228,9 @@ def _write_atomically(folder: Path, fill: Any) -> Path:
         # A full disk, a quota, a read-only or failing file system: say which checkpoint failed,
         # what the errno means and that the old one (if any) still stands, since the raw
         # "[Errno 28] No space left on device" says neither.
-        code = errno.errorcode.get(error.errno, "") if error.errno is not None else ""
-        meaning = error.strerror or (os.strerror(error.errno) if error.errno else str(error))
         raise CheckpointWriteError(
             error.errno,
-            f"could not write checkpoint {str(folder)!r} ({meaning}{', ' + code if code else ''}); "
+            f"could not write checkpoint {str(folder)!r} ({describe_os_error(error)}); "
             "nothing was replaced, the previous checkpoint under that name (if any) is intact",
         ) from error
     except BaseException:
