@@ -1,4 +1,7 @@
-"""SIGTERM or SIGINT during training: the step in progress ends, last/ is saved, one line, --resume continues."""
+"""SIGTERM or SIGINT during training: the step in progress ends, last/ is saved, one line, --resume continues.
+
+SIGTERM while a corpus is prepared: one line, and no unfinished folder left behind.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.tiny_runs import tiny_copy_options
+from transformer_lab.cli import main
+from transformer_lab.data import pair_stream, prepared_pairs
 from transformer_lab.training.checkpoint import load_trainer_state
 
 MAX_STEPS = 60
@@ -57,3 +62,54 @@ def test_a_stop_signal_saves_the_step_and_resume_continues(tmp_path: Path, signa
     _, error = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, error
     assert load_trainer_state(out / "last")["global_step"] == MAX_STEPS
+
+
+def _made_up_pairs(folder: Path, pairs: int) -> tuple[Path, Path]:
+    source, target = folder / "corpus.de", folder / "corpus.en"
+    for path, stem in ((source, "wort"), (target, "word")):
+        path.write_text("".join(f"{stem}{n % 97} {stem}{n % 13} {stem}{n % 7}\n" for n in range(pairs)), "utf-8")
+    return source, target
+
+
+@pytest.fixture
+def sigterm_at_the_second_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Preparation in chunks of 50 pairs, and SIGTERM to this process when the second is stored."""
+    monkeypatch.setattr(pair_stream, "CHUNK_PAIRS", 50)
+    append = prepared_pairs._append_encoded
+    calls = []
+
+    def append_then_signal(*arguments: object) -> None:
+        append(*arguments)
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(prepared_pairs, "_append_encoded", append_then_signal)
+
+
+@pytest.mark.usefixtures("sigterm_at_the_second_chunk")
+def test_sigterm_while_preparing_is_one_line_and_leaves_no_partial_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, target = _made_up_pairs(tmp_path, 1_000)
+    before = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "prepared" / "de-en"
+    arguments = ["prepare", "translation", "--train", str(source), str(target), "--out", str(out), "--no-progress"]
+    assert main([*arguments, "--set", "data.vocab_size=300"]) == 143
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "transformer-lab prepare: stopped by SIGTERM"
+    assert list((tmp_path / "prepared").iterdir()) == []  # neither the folder nor its unfinished copy
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+@pytest.mark.usefixtures("sigterm_at_the_second_chunk")
+def test_sigterm_while_train_prepares_its_cache_leaves_no_partial_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, target = _made_up_pairs(tmp_path, 1_000)
+    cache, run = tmp_path / "cache", tmp_path / "run"
+    overrides = ["data.vocab_size=300", f"data.cache_dir={cache}", "train.max_steps=1", "train.progress_bar=false"]
+    arguments = ["train", "translation", "--train", str(source), str(target), "--out", str(run)]
+    assert main([*arguments, *(item for override in overrides for item in ("--set", override))]) == 143
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "transformer-lab train: stopped by SIGTERM"
+    assert [path for path in cache.rglob("*") if path.is_file()] == []
+    assert [path.name for path in run.iterdir()] == [".lock"]  # no step was taken, nothing to resume

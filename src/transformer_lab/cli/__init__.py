@@ -45,7 +45,13 @@ from transformer_lab.cli import (
 from transformer_lab.extras import MissingExtraError
 from transformer_lab.folders import FolderWriteError
 from transformer_lab.hardware import physical_cores
-from transformer_lab.training import TrainingDivergedError, TrainingInterrupted, is_main_process
+from transformer_lab.training import (
+    Terminated,
+    TrainingDivergedError,
+    TrainingInterrupted,
+    is_main_process,
+    raise_on_sigterm,
+)
 
 _COMMAND_MODULES = [
     demo_command,
@@ -107,7 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Decoding steps reallocate the same large tensors; glibc would map them afresh
         # every time (src/transformer_lab/allocator.py).
         keep_freed_memory()
-        return int(arguments.handler(arguments) or 0)
+        # SIGTERM then unwinds like Ctrl-C: a folder being written is removed, not left half done.
+        with raise_on_sigterm():
+            return int(arguments.handler(arguments) or 0)
     except (*_BAD_INPUT_ERRORS, FolderWriteError) as error:
         print(f"{prefix}: error: {_one_line(error)}", file=sys.stderr)
         return 2
@@ -120,6 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted", file=sys.stderr)
         return 130
+    except Terminated as terminated:
+        print(f"{prefix}: {terminated}", file=sys.stderr)
+        return terminated.exit_code
 
 
 def set_threads(threads: int | None) -> int:

@@ -27,7 +27,7 @@ from .generator_loss import generator_cross_entropy
 from .losses import LabelSmoothingLoss, label_smoothed_cross_entropy
 from .optimization import OptimizerFactory, ScheduleFactory
 from .schedule import build_noam_scheduler, build_optimizer, cooldown_multiplier, noam_lr
-from .stop_signal import TrainingInterrupted
+from .stop_signal import Terminated, TrainingInterrupted, raise_on_sigterm
 from .trainer import Trainer, TrainingDivergedError
 
 __all__ = [
@@ -41,7 +41,9 @@ __all__ = [
     "TrainConfig",
     "Trainer",
     "TrainingDivergedError",
+    "Terminated",
     "TrainingInterrupted",
+    "raise_on_sigterm",
     "apply_overrides",
     "average_checkpoints",
     "build_noam_scheduler",

@@ -6,6 +6,11 @@ Trainer sees it after the optimizer step in progress, writes its checkpoint (ato
 as always) and raises `TrainingInterrupted`. A second signal means "now": the default
 action is restored and the signal raised again, which ends the process at once; the last
 complete checkpoint is untouched by that, since a save is written aside and renamed.
+
+Outside training (preparing a corpus, exporting), `raise_on_sigterm` makes SIGTERM what
+Ctrl-C already is in Python, an exception in the main thread (`Terminated`): the code
+that was writing a folder removes its unfinished copy on the way out, where SIGTERM's
+default action would end the process and leave it on the disk.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -28,6 +35,40 @@ class TrainingInterrupted(Exception):
         self.exit_code = 128 + signal_number
         name = signal.Signals(signal_number).name
         super().__init__(f"interrupted by {name} at step {step}; {folder} saved, --resume continues from it")
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived outside training; ``exit_code`` is 128 + the signal number.
+
+    A BaseException, as KeyboardInterrupt is, so that no ``except Exception`` swallows it.
+    """
+
+    def __init__(self, signal_number: int) -> None:
+        self.signal_number = signal_number
+        self.exit_code = 128 + signal_number
+        super().__init__(f"stopped by {signal.Signals(signal_number).name}")
+
+
+def _raise_terminated(signal_number: int, frame: FrameType | None) -> None:
+    # A second SIGTERM, while the first one's clean-up runs, ends the process at once.
+    signal.signal(signal_number, signal.SIG_DFL)
+    raise Terminated(signal_number)
+
+
+@contextmanager
+def raise_on_sigterm() -> Iterator[None]:
+    """While active, SIGTERM raises `Terminated` in the main thread (a no-op in another thread).
+
+    `StopRequests` takes the signal over during training and gives it back after.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class StopRequests:
