@@ -5,11 +5,21 @@ from __future__ import annotations
 import errno
 import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from transformer_lab.folders import DISK_ERRNOS, FolderWriteError, write_folder
+from transformer_lab.data.prepared_cache import MANIFEST_FILE, cached_folder
+from transformer_lab.folders import (
+    DISK_ERRNOS,
+    WRITING_LOCK,
+    FolderWriteError,
+    remove_abandoned_copies,
+    write_folder,
+)
 
 
 def failing_write(code: int):
@@ -53,3 +63,55 @@ def test_other_errors_pass_unchanged(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(ValueError, match="expected a new folder"):
         write_folder(tmp_path, failing_write(errno.ENOSPC))
+
+
+def test_a_copy_left_by_a_killed_writer_is_removed_by_the_next_write(tmp_path: Path) -> None:
+    script = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from transformer_lab.folders import write_folder\n"
+        "def write(folder):\n"
+        "    (folder / 'ids.bin').write_bytes(bytes(1000))\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "write_folder(Path(sys.argv[1]), write)\n"
+    )
+    source = Path(__file__).resolve().parents[1] / "src"
+    killed = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "corpus")], env={**os.environ, "PYTHONPATH": str(source)}
+    )
+    assert killed.returncode == -signal.SIGKILL
+    (left,) = tmp_path.iterdir()  # the hidden, unfinished copy
+    assert left.name.startswith(".corpus.partial-") and (left / "ids.bin").is_file()
+    write_folder(tmp_path / "other", lambda folder: (folder / "a.txt").write_text("a", encoding="utf-8"))
+    assert [path.name for path in tmp_path.iterdir()] == ["other"]
+    assert [path.name for path in (tmp_path / "other").iterdir()] == ["a.txt"]  # no lock file left in it
+
+
+def test_a_running_writers_copy_and_folders_not_ours_are_left_alone(tmp_path: Path) -> None:
+    foreign = tmp_path / ".notes.partial-1"  # a name like ours, but no lock file: not a copy of ours
+    foreign.mkdir()
+    seen = []
+
+    def write(folder: Path) -> None:
+        # Another writer beside this one, while this one runs: it must not take this copy.
+        write_folder(tmp_path / "second", lambda other: (other / "b.txt").write_text("b", encoding="utf-8"))
+        seen.append(folder.is_dir())
+        assert remove_abandoned_copies(tmp_path) == []
+
+    write_folder(tmp_path / "first", write)
+    assert seen == [True]
+    assert sorted(path.name for path in tmp_path.iterdir()) == [".notes.partial-1", "first", "second"]
+
+
+def test_the_prepared_cache_removes_abandoned_copies_even_when_it_reuses_a_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "pairs-1234"
+
+    def prepare(new: Path) -> None:
+        (new / MANIFEST_FILE).write_text("{}", encoding="utf-8")
+
+    assert cached_folder(folder, lambda _: None, prepare) == folder
+    abandoned = tmp_path / ".pairs-5678.partial-99-abcdef12"  # its writer's lock is gone
+    abandoned.mkdir()
+    (abandoned / WRITING_LOCK).write_bytes(b"")
+    assert cached_folder(folder, lambda _: None, prepare) == folder  # reused, and the copy removed
+    assert [path.name for path in tmp_path.iterdir()] == ["pairs-1234"]

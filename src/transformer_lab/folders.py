@@ -1,15 +1,36 @@
-"""A new output folder (an export, a built data set): it must not exist, and it appears complete or not at all."""
+"""A new output folder (an export, a built data set): it must not exist, and it appears complete or not at all.
+
+It is written as a hidden copy beside its final name and renamed into place. While it is
+written, the writing process holds an exclusive ``flock`` on a file in the copy; the
+operating system drops that lock when the process dies, however it dies, so a copy left
+by a killed writer (SIGKILL, out of memory) is recognised and removed by the next folder
+written beside it, and a copy whose writer still runs is never touched.
+"""
 
 from __future__ import annotations
 
 import errno
+import fcntl
+import logging
 import os
 import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["DISK_ERRNOS", "FolderWriteError", "check_new_folder", "describe_os_error", "write_folder"]
+__all__ = [
+    "DISK_ERRNOS",
+    "FolderWriteError",
+    "check_new_folder",
+    "describe_os_error",
+    "remove_abandoned_copies",
+    "write_folder",
+]
+
+logger = logging.getLogger(__name__)
+
+PARTIAL_MARK = ".partial-"  # in the name of the hidden copy: ".NAME.partial-PID-XXXXXXXX"
+WRITING_LOCK = ".writing"  # the file in the copy that its writer holds locked
 
 # The errors that say the disk cannot take what is written: full, over quota, a file too
 # large for it, read-only. Any other error (an input that cannot be read) passes unchanged.
@@ -56,11 +77,16 @@ def write_folder(
     """
     out_dir = check_new_folder(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    remove_abandoned_copies(out_dir.parent)
     # Not tempfile.mkdtemp: its folder is private (0700); this one gets the umask's mode.
-    partial = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    partial = out_dir.parent / f".{out_dir.name}{PARTIAL_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
     partial.mkdir()
+    lock = None
     try:
+        lock = _hold_writing_lock(partial)
         write(partial)
+        # Gone before the rename, so that no one takes the finished folder for a copy.
+        (partial / WRITING_LOCK).unlink()
         os.replace(partial, out_dir)
     except OSError as error:
         shutil.rmtree(partial, ignore_errors=True)
@@ -72,4 +98,43 @@ def write_folder(
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
+    finally:
+        if lock is not None:
+            os.close(lock)
     return out_dir
+
+
+def _hold_writing_lock(partial: Path) -> int:
+    """Lock a new file in ``partial`` and name it ``WRITING_LOCK``; returns its descriptor (the lock)."""
+    unlocked = partial / f"{WRITING_LOCK}.new"
+    descriptor = os.open(unlocked, os.O_CREAT | os.O_WRONLY, 0o644)
+    fcntl.flock(descriptor, fcntl.LOCK_EX)
+    # Renamed only once locked: a lock file under its name is never free while its writer runs.
+    os.replace(unlocked, partial / WRITING_LOCK)
+    return descriptor
+
+
+def remove_abandoned_copies(parent: str | os.PathLike[str]) -> list[Path]:
+    """Remove the hidden copies in ``parent`` whose writer is dead (see the module docstring); returns them.
+
+    Only copies that :func:`write_folder` made are candidates (their name and lock file
+    say so), and only those whose lock can be taken: no running writer's copy is touched.
+    """
+    removed = []
+    for copy in sorted(Path(parent).glob(f".*{PARTIAL_MARK}*")):
+        try:
+            descriptor = os.open(copy / WRITING_LOCK, os.O_RDONLY)
+        except OSError:
+            continue  # not a copy of ours, or one being renamed into place
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            continue  # its writer runs
+        try:
+            shutil.rmtree(copy, ignore_errors=True)
+        finally:
+            os.close(descriptor)
+        logger.info("removed %s, left unfinished by a process that no longer runs", copy)
+        removed.append(copy)
+    return removed

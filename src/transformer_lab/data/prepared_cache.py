@@ -23,7 +23,7 @@ from typing import Any
 
 from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.token_store import read_versioned_json
-from transformer_lab.folders import DISK_ERRNOS, FolderWriteError, write_folder
+from transformer_lab.folders import DISK_ERRNOS, FolderWriteError, remove_abandoned_copies, write_folder
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +113,8 @@ def _cached_folder(
     stale_reason: Callable[[Path], str | None],
     prepare: Callable[[Path], None],
 ) -> Path:
+    if folder.parent.is_dir():
+        remove_abandoned_copies(folder.parent)  # what a killed preparation left, however large
     if (folder / MANIFEST_FILE).is_file():
         try:
             reason = stale_reason(folder)
