@@ -88,15 +88,12 @@ def write_folder(
         # Gone before the rename, so that no one takes the finished folder for a copy.
         (partial / WRITING_LOCK).unlink()
         os.replace(partial, out_dir)
-    except OSError as error:
+    except BaseException as error:
         shutil.rmtree(partial, ignore_errors=True)
-        if error.errno in DISK_ERRNOS:
+        if isinstance(error, OSError) and error.errno in DISK_ERRNOS:
             shown = str(out_dir if shown_as is None else shown_as)
             message = f"could not write {shown!r} ({describe_os_error(error)}); nothing of it was kept"
             raise FolderWriteError(error.errno, message) from error
-        raise
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
         raise
     finally:
         if lock is not None:

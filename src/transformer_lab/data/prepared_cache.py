@@ -113,8 +113,6 @@ def _cached_folder(
     stale_reason: Callable[[Path], str | None],
     prepare: Callable[[Path], None],
 ) -> Path:
-    if folder.parent.is_dir():
-        remove_abandoned_copies(folder.parent)  # what a killed preparation left, however large
     if (folder / MANIFEST_FILE).is_file():
         try:
             reason = stale_reason(folder)
@@ -122,6 +120,8 @@ def _cached_folder(
             reason = f"its manifest is unreadable ({error})"
         if reason is None:
             logger.info("reusing the prepared corpus %s", folder)
+            # What a killed preparation left, however large; writing a folder does this itself.
+            remove_abandoned_copies(folder.parent)
             return folder
         logger.info("preparing the corpus again in %s: %s", folder, reason)
         replaced = folder.parent / f".{folder.name}.stale-{os.getpid()}-{uuid.uuid4().hex[:8]}"

@@ -164,11 +164,12 @@ class WordCachedEncoder:
             whole += self._encode_unseen(unseen, encoded)
         self._batches_tried += 1
         # The first batch meets every word for the first time: it says nothing yet.
-        if self._batches_tried > 1 and 2 * len(whole) > len(texts):
-            self._to_skip = self._skip_next
-            self._skip_next = min(2 * self._skip_next + 1, MAX_SKIPPED_BATCHES)
-        elif self._batches_tried > 1:
-            self._skip_next = SKIPPED_BATCHES
+        if self._batches_tried > 1:
+            if 2 * len(whole) > len(texts):
+                self._to_skip = self._skip_next
+                self._skip_next = min(2 * self._skip_next + 1, MAX_SKIPPED_BATCHES)
+            else:
+                self._skip_next = SKIPPED_BATCHES
         if whole:
             for index, ids in zip(whole, self._tokenizer.encode_batch([texts[index] for index in whole])):
                 encoded[index] = ids
