@@ -1,9 +1,10 @@
 """Optional dependencies: which extra brings which package, and one clear error when one is missing.
 
-The core (``pip install transformer-lab``) trains, translates and evaluates. The web page,
-the figures, the couplet rules, the data set builders and the CTranslate2 and ONNX exports
-need packages that not every user wants; they come with extras (``pip install
-'transformer-lab[serve]'``, or ``[dev]`` for all of them). A feature imports its package through :func:`require_extra`,
+The core (``pip install -e .`` in a clone of the repository; the package is not published
+on PyPI) trains, translates and evaluates. The web page, the figures, the couplet rules,
+the data set builders, TensorBoard logs and the CTranslate2 and ONNX exports need packages
+that not every user wants; they come with extras (``pip install -e ".[serve]"``, or
+``[dev]`` for all of them). A feature imports its package through :func:`require_extra`,
 so that a missing one is a :class:`MissingExtraError` naming the ``pip install`` to run,
 not a ``ModuleNotFoundError`` from deep inside.
 """
@@ -28,6 +29,11 @@ EXTRA_OF_PACKAGE = {
 }
 
 
+def install_command(extra: str) -> str:
+    """The command that installs ``extra`` from a clone of the repository (the only way: it is not on PyPI)."""
+    return f'pip install -e ".[{extra}]"'
+
+
 class MissingExtraError(ImportError):
     """An optional package is not installed; the message says which extra installs it."""
 
@@ -39,5 +45,6 @@ def require_extra(package: str, purpose: str) -> ModuleType:
         return importlib.import_module(package)
     except ImportError as error:
         raise MissingExtraError(
-            f"{purpose} needs the {package} package, which is not installed: pip install 'transformer-lab[{extra}]'"
+            f"{purpose} needs the {package} package, which is not installed: "
+            f"in your transformer_lab clone, run {install_command(extra)}"
         ) from error

@@ -198,7 +198,7 @@ def test_t2s_without_opencc_names_the_data_extra(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "opencc", None)
     regulated_verse._t2s_converter.cache_clear()
     try:
-        with pytest.raises(MissingExtraError, match=r"pip install 'transformer-lab\[data\]'"):
+        with pytest.raises(MissingExtraError, match=r'pip install -e "\.\[data\]"'):
             to_simplified("國")
     finally:
         regulated_verse._t2s_converter.cache_clear()

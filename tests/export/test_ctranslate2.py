@@ -19,9 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ctranslate2 = pytest.importorskip(
-    "ctranslate2", reason="ctranslate2 is not installed (pip install 'transformer-lab[deploy]')"
-)
+ctranslate2 = pytest.importorskip("ctranslate2", reason='ctranslate2 is not installed (pip install -e ".[deploy]")')
 
 from tests.export.layouts import LAYOUT_NAMES, LAYOUTS  # noqa: E402
 from tests.reliability.builders import (  # noqa: E402

@@ -20,10 +20,8 @@ import numpy as np
 import pytest
 import torch
 
-onnx = pytest.importorskip("onnx", reason="onnx is not installed (pip install 'transformer-lab[deploy]')")
-onnxruntime = pytest.importorskip(
-    "onnxruntime", reason="onnxruntime is not installed (pip install 'transformer-lab[deploy]')"
-)
+onnx = pytest.importorskip("onnx", reason='onnx is not installed (pip install -e ".[deploy]")')
+onnxruntime = pytest.importorskip("onnxruntime", reason='onnxruntime is not installed (pip install -e ".[deploy]")')
 
 from tests.export.layouts import LAYOUT_NAMES, LAYOUTS  # noqa: E402
 from tests.reliability.builders import (  # noqa: E402
@@ -329,9 +327,5 @@ def test_the_command_without_onnx_is_one_line_and_exit_1(
     monkeypatch.setitem(sys.modules, "onnx", None)
     assert main(["export", "--checkpoint", str(checkpoint), "--format", "onnx", "--out", str(tmp_path / "onnx")]) == 1
     error = capsys.readouterr().err
-    assert (
-        error.count("\n") == 1
-        and "needs the onnx package" in error
-        and "pip install 'transformer-lab[deploy]'" in error
-    )
+    assert error.count("\n") == 1 and "needs the onnx package" in error and 'pip install -e ".[deploy]"' in error
     assert not (tmp_path / "onnx").exists()

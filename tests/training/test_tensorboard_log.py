@@ -79,7 +79,7 @@ def test_a_resumed_run_shows_each_step_once(tmp_path):
 
 def test_without_the_extra_it_is_one_line_naming_it(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorboard", None)
-    with pytest.raises(MissingExtraError, match=r"pip install 'transformer-lab\[tensorboard\]'") as error:
+    with pytest.raises(MissingExtraError, match=r'pip install -e "\.\[tensorboard\]"') as error:
         Trainer(TinyModel(), config(tensorboard=True), tmp_path, loss_fn, epoch_batches, d_model=D_MODEL)
     assert "\n" not in str(error.value)
     assert not (tmp_path / "tensorboard").exists()

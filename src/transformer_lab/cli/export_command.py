@@ -5,7 +5,7 @@ serving with ``ctranslate2.Translator`` (see :mod:`transformer_lab.export.ctrans
 ``onnx``: a translation or couplet checkpoint as ``encoder.onnx`` and a one-step
 ``decoder.onnx`` with the key/value cache as inputs and outputs, a classification
 checkpoint as ``classifier.onnx``, for onnxruntime (see :mod:`transformer_lab.export.onnx`).
-Each needs its optional packages (``pip install 'transformer-lab[deploy]'``); without them
+Each needs its optional packages (``pip install -e ".[deploy]"``); without them
 the command fails with exit code 1 and says how to install them.
 """
 

@@ -32,7 +32,7 @@ model with ``aligned_decoder_input`` (the encoder's output added to the decoder'
 position by position), checkpoints of tasks other than translation and couplet, and
 activations other than relu and gelu.
 
-``ctranslate2`` is an optional dependency (``pip install 'transformer-lab[deploy]'``); it
+``ctranslate2`` is an optional dependency (``pip install -e ".[deploy]"``); it
 is imported only when a model is exported.
 
 Shape legend: D d_model, F dim_feedforward, V vocabulary, P positions (``max_len``).

@@ -56,8 +56,8 @@ exports the same modules too, with the same tokens, but it needs ``onnxscript``,
 2.13). torch calls the TorchScript exporter deprecated; :func:`export_graph` silences that
 warning, and is the one place to change when a torch drops it.
 
-``onnx`` and ``onnxruntime`` are optional dependencies (``pip install
-'transformer-lab[deploy]'``); ``onnx`` is imported only when a model is exported.
+``onnx`` and ``onnxruntime`` are optional dependencies (``pip install -e ".[deploy]"``
+in a clone); ``onnx`` is imported only when a model is exported.
 :mod:`transformer_lab.export.onnx_runtime` runs the exported folder with numpy and
 onnxruntime alone (greedy search).
 

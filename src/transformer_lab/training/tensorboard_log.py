@@ -7,7 +7,7 @@ optimizer step. ``tensorboard --logdir RUN`` shows them. A resumed run starts a 
 file that tells TensorBoard to drop the old file's points after the resumed step (its
 ``purge_step``), as ``metrics.jsonl`` drops their rows.
 
-The ``tensorboard`` package is an optional extra (``pip install 'transformer-lab[tensorboard]'``);
+The ``tensorboard`` package is an optional extra (``pip install -e ".[tensorboard]"``);
 without it, asking for the log is one error naming that extra.
 """
 
