@@ -2,15 +2,19 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# The CPU build of PyTorch; see README "Installing PyTorch" for GPU machines.
+# torch comes from the index pip is set up with (PyPI by default), where Linux gets the CUDA
+# build (several GB). TORCH_INDEX names another index for torch alone, for the CPU-only
+# build: make TORCH_INDEX=https://download.pytorch.org/whl/cpu test. Empty by default, so a
+# machine that reaches only its package index installs as before. README "Installing PyTorch".
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
 
 .PHONY: setup test lint demo tutorial browser bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 

@@ -1,8 +1,10 @@
-"""The READMEs say what is true: how to install, which extras exist."""
+"""The READMEs say what is true: how to install, which extras exist, what `make` downloads."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -45,3 +47,39 @@ def test_no_readme_installs_a_package_that_is_not_published(readme: Path) -> Non
     assert re.findall(r"pip install [\"']?transformer-?lab", text) == []
     assert 'pip install -e ".[' in text and "pip install -e ." in text
     assert install_command("deploy") == 'pip install -e ".[deploy]"'
+
+
+def _torch_spec() -> str:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    spec = re.search(r"^TORCH_SPEC \?= (\S+)$", makefile, flags=re.MULTILINE)
+    assert spec is not None and re.search(r"^TORCH_INDEX \?=$", makefile, flags=re.MULTILINE)
+    return spec.group(1)
+
+
+def test_the_readmes_say_which_torch_make_installs_and_how_to_take_the_cpu_build() -> None:
+    spec = _torch_spec()
+    for readme in READMES:
+        text = readme.read_text(encoding="utf-8")
+        assert f"`{spec}`" in text, readme.name
+        assert "make TORCH_INDEX=https://download.pytorch.org/whl/cpu test" in text, readme.name
+        assert "CUDA" in text and "CPU" in text
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_takes_torch_from_torch_index_only_when_it_is_set(tmp_path: Path) -> None:
+    def torch_install_line(*variables: str) -> str:
+        # -n prints the recipe without running it; -B as if nothing were installed yet.
+        result = subprocess.run(
+            ["make", "-n", "-B", "setup", f"VENV={tmp_path / 'venv'}", *variables],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+        (line,) = [line for line in result.stdout.splitlines() if line.endswith(f' "{_torch_spec()}"')]
+        return " ".join(line.split())
+
+    pip, spec, cpu = f"{tmp_path / 'venv'}/bin/pip", _torch_spec(), "https://download.pytorch.org/whl/cpu"
+    assert torch_install_line() == f'{pip} install --quiet "{spec}"'
+    assert torch_install_line(f"TORCH_INDEX={cpu}") == f'{pip} install --quiet --index-url {cpu} "{spec}"'
