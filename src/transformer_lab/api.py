@@ -348,7 +348,8 @@ class Classifier:
     ) -> Prediction | list[Prediction]:
         """The `Prediction` of each text: its class, class name and every class's probability.
 
-        ``precision`` "fp32", "bf16" or "auto" (None: fp32); ``truncate`` reads only the
+        ``precision`` "fp32", "bf16" or "auto" (None: "auto", as ``transformer-lab classify``,
+        so both print the same probabilities); ``truncate`` reads only the
         first ``max_len`` tokens of a longer text (else it is a ValueError naming its index,
         as is a blank text; :meth:`classify_each` answers the others instead).
         """
@@ -368,7 +369,7 @@ class Classifier:
         Refused: a blank text, and one longer than :attr:`max_len` subword tokens unless
         ``truncate``. ``precision`` as in :meth:`classify`.
         """
-        resolved = resolve_inference_precision(precision, "fp32", _model_device(self.model), int8=False)
+        resolved = resolve_inference_precision(precision, "auto", _model_device(self.model), int8=False)
         batch = _texts(texts, "texts")
         return classification.predict_each(
             self.model, self.tokenizer, self.class_names, batch, truncate=truncate, precision=resolved

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.tasks.news_fixture import tiny_overrides, write_news_folder
+from transformer_lab import Classifier, hardware
 from transformer_lab.cli import main
 
 
@@ -105,3 +106,20 @@ def test_evaluate_prints_the_scores_and_draws_the_confusion_matrix(
     for option, value in (("--beam", "2"), ("--length-penalty", "1.0")):
         assert main(["evaluate", "classification", "--checkpoint", str(run_folder), option, value]) == 2
         assert f"{option}: expected only with the translation and couplet tasks" in capsys.readouterr().err
+
+
+def test_the_command_and_the_python_classifier_default_to_the_same_precision(
+    run_folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As on a CPU with bf16 instructions, where "auto" is bf16 and the defaults once differed.
+    monkeypatch.setattr(hardware, "bf16_support", lambda device: hardware.Bf16Support(True, "bf16 for the test"))
+    text = "shares profit merger league"
+    classifier = Classifier(run_folder)
+    default = classifier.classify(text)
+    assert default.probabilities == classifier.classify(text, precision="bf16").probabilities
+    assert default.probabilities == classifier.classify(text, precision="auto").probabilities
+    assert main(["classify", "--checkpoint", str(run_folder), text]) == 0
+    shares = " ".join(f"{name}={probability:.4f}" for name, probability in default.probabilities.items())
+    assert capsys.readouterr().out == f"{default.label_name}\t{shares}\n"
+    # fp32 is still there when asked for, and the bf16 copy really ran above.
+    assert classifier.classify(text, precision="fp32").probabilities != default.probabilities
