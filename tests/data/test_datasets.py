@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import socket
+import urllib.error
 import urllib.parse
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import pytest
 
 from tests.data.loopback import serve_folder
 from transformer_lab.cli import main
-from transformer_lab.data import couplet
+from transformer_lab.data import couplet, download
 from transformer_lab.data.ag_news import AG_NEWS_URL
 from transformer_lab.data.ag_news_subset import (
     AG_NEWS_SUBSET_SHA256,
@@ -243,3 +245,51 @@ def test_the_pinned_hashes_are_those_of_the_verified_files() -> None:
         **{f"couplet/{SPLIT}/{name}": sha256 for name, sha256 in TRAIN_COUPLET_MACHINE_SHA256.items()},
     }
     assert {path: sha256_of_file(TEAM_DATA / path) for path in pinned} == pinned
+
+
+def test_offline_the_download_names_the_next_step_and_leaves_no_empty_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
+
+    real_urlopen = download.urllib.request.urlopen
+    monkeypatch.setattr(download.urllib.request, "urlopen", no_network)
+    data = tmp_path / "data" / "nested"
+    assert main(["download", "couplets", "--to", str(data)]) == 1
+    failed, next_step = capsys.readouterr().err.splitlines()
+    assert failed.startswith("transformer-lab download: failed: https://") and "Name or service not known" in failed
+    assert next_step.startswith("next: if this machine cannot reach the sources, fetch them from a copy with --mirror")
+    assert f"${MIRROR_ENVIRONMENT_VARIABLE}" in next_step and f"copy the files into {data / 'couplet'} " in next_step
+    assert list(tmp_path.iterdir()) == []  # not data/, nested/, couplet/ nor couplet/test/
+
+    # With a mirror that does not answer (a closed port), the next step is to check it.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        mirror = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    monkeypatch.setattr(download.urllib.request, "urlopen", real_urlopen)
+    assert main(["download", "multi30k", "--to", str(data), "--mirror", mirror]) == 1
+    failed, next_step = capsys.readouterr().err.splitlines()
+    assert failed.startswith(f"transformer-lab download: failed: {mirror}/raw.githubusercontent.com/")
+    assert next_step.startswith(f"next: check that {mirror} serves each https://HOST/PATH as {mirror}/HOST/PATH;")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_download_keeps_the_folders_it_did_not_create_and_those_with_a_kept_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    (data / "multi30k").mkdir(parents=True)  # there before: stays, although empty
+    with pytest.raises(ConnectionError):
+        download_dataset("multi30k", data, mirror="http://127.0.0.1:9", timeout=5)
+    assert [path.name for path in data.iterdir()] == ["multi30k"]
+
+    def cut_short(*args: object, **kwargs: object) -> None:
+        partial = download.partial_path(data / "couplet" / "test" / "in.txt")
+        partial.write_bytes(b"half")  # what an interrupted transfer keeps for the next run
+        raise ConnectionError("interrupted")
+
+    monkeypatch.setattr(download, "_copy_response", cut_short)
+    with pytest.raises(ConnectionError):
+        download_dataset("couplets", data)
+    assert part_files(data) == [download.partial_path(data / "couplet" / "test" / "in.txt")]

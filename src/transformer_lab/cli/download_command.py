@@ -2,15 +2,24 @@
 
 Fills the data folder that ``train`` and ``evaluate`` read by default
 (``transformer_lab.data.dataset_folder.default_data_dir``); every file is pinned and
-checked, an interrupted download resumes, and a second run fetches nothing.
+checked, an interrupted download resumes, and a second run fetches nothing. Where the
+sources cannot be reached (offline, or behind a proxy) the failure is followed by a
+``next:`` line: a mirror, or the files copied into the folder by hand.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from transformer_lab.data.dataset_folder import DATA_ENVIRONMENT_VARIABLE, default_data_dir
-from transformer_lab.data.datasets import DATASET_NAMES, MIRROR_ENVIRONMENT_VARIABLE, download_dataset
+from transformer_lab.data.datasets import (
+    DATASET_NAMES,
+    MIRROR_ENVIRONMENT_VARIABLE,
+    dataset_folder,
+    download_dataset,
+)
 from transformer_lab.tasks.registry import TASKS
 
 
@@ -39,13 +48,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
-    folder = download_dataset(
-        arguments.dataset,
-        arguments.to,
-        mirror=arguments.mirror,
-        wb14123_train=arguments.wb14123_train,
-        timeout=arguments.timeout,
-    )
+    try:
+        folder = download_dataset(
+            arguments.dataset,
+            arguments.to,
+            mirror=arguments.mirror,
+            wb14123_train=arguments.wb14123_train,
+            timeout=arguments.timeout,
+        )
+    except ConnectionError as error:
+        print(f"transformer-lab download: failed: {' '.join(str(error).split())}", file=sys.stderr)
+        print(f"next: {_offline_next_step(arguments)}", file=sys.stderr)
+        return 1
     # What the dataset trains (the task whose preset reads it): the command the user runs next.
     task = next(name for name, entry in TASKS.items() if entry.dataset == arguments.dataset)
     found_by_default = arguments.to is None or folder.parent.resolve() == default_data_dir().resolve()
@@ -53,3 +67,20 @@ def run(arguments: argparse.Namespace) -> int:
     print(f"{arguments.dataset}: {folder}")
     print(f"next: transformer-lab train {task}{data_dir} --out runs/{task}")
     return 0
+
+
+def _offline_next_step(arguments: argparse.Namespace) -> str:
+    """What to do when the sources cannot be reached: a mirror, or the files copied by hand."""
+    mirror = arguments.mirror or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE, "")
+    folder = dataset_folder(arguments.dataset, arguments.to)
+    if mirror:
+        fetch = f"check that {mirror} serves each https://HOST/PATH as {mirror.rstrip('/')}/HOST/PATH"
+    else:
+        fetch = (
+            f"if this machine cannot reach the sources, fetch them from a copy with --mirror URL "
+            f"(or ${MIRROR_ENVIRONMENT_VARIABLE}), which reads https://HOST/PATH from URL/HOST/PATH"
+        )
+    return (
+        f"{fetch}; or copy the files into {folder} (docs/data.md lists them with their sha256) "
+        "and run the same command again: it checks them and fetches only what is missing"
+    )

@@ -18,14 +18,20 @@ A mirror (`mirror=` or the environment variable TRANSFORMER_LAB_MIRROR) serves t
 files under another address: `https://HOST/PATH` is fetched from `MIRROR/HOST/PATH`, so a
 copy of the files (a company's proxy, or the tests' server on 127.0.0.1) replaces the
 network without any hash changing.
+
+A download that fails leaves no empty folder behind: the folders it created and that are
+still empty are removed (a folder that holds the kept part of an interrupted file stays,
+for the next run to resume).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import urllib.parse
 from pathlib import Path
+from typing import Iterator
 
 from transformer_lab.data.ag_news import AG_NEWS_URL, download_ag_news
 from transformer_lab.data.ag_news_subset import AG_NEWS_SUBSET_URL, download_ag_news_subset
@@ -44,6 +50,14 @@ logger = logging.getLogger(__name__)
 DATASET_NAMES: tuple[str, ...] = tuple(DOWNLOAD_NAMES.values())
 MIRROR_ENVIRONMENT_VARIABLE = "TRANSFORMER_LAB_MIRROR"
 _MIRROR_SCHEMES = ("http", "https", "file")
+
+
+def dataset_folder(name: str, to: str | os.PathLike[str] | None = None) -> Path:
+    """The folder that `download_dataset(name, to)` fills: `<data folder>/<its folder name>`."""
+    if name not in DATASET_NAMES:
+        raise ValueError(f"dataset: expected one of {', '.join(DATASET_NAMES)}, got {name!r}")
+    folder_name = next(folder for folder, download_name in DOWNLOAD_NAMES.items() if download_name == name)
+    return (Path(to) if to is not None else default_data_dir()) / folder_name
 
 
 def mirrored(url: str, mirror: str | None) -> str:
@@ -65,6 +79,32 @@ def _check_mirror(mirror: object) -> str | None:
     if not isinstance(mirror, str) or urllib.parse.urlsplit(mirror).scheme not in _MIRROR_SCHEMES:
         raise ValueError(f"{source}: expected an http://, https:// or file:// address, got {mirror!r}")
     return mirror
+
+
+def _folders(root: Path) -> set[Path]:
+    """`root`, the folders under it and its ancestors, those that exist."""
+    found = {path for path in (root, *root.parents) if path.is_dir()}
+    if root.is_dir():
+        found.update(Path(folder) for folder, _, _ in os.walk(root))
+    return found
+
+
+@contextlib.contextmanager
+def _no_empty_folder_left(root: Path) -> Iterator[None]:
+    """On any failure, remove the folders created under (and up to) `root` since entry that are still empty.
+
+    An offline first run would otherwise leave `<root>/multi30k/` and its parents empty,
+    which later reads like a data folder whose files went missing.
+    """
+    existed = _folders(root)
+    try:
+        yield
+    except BaseException:
+        created = sorted(_folders(root) - existed, key=lambda path: len(path.parts), reverse=True)
+        for folder in created:  # deepest first, so that a parent is empty once its children are gone
+            with contextlib.suppress(OSError):  # not empty (a kept partial file), or already gone
+                folder.rmdir()
+        raise
 
 
 def download_dataset(
@@ -101,6 +141,11 @@ def download_dataset(
         raise ValueError(f"wb14123_train: expected only with the dataset 'couplets', got it with {name!r}")
     mirror = _check_mirror(mirror)
     root = Path(to) if to is not None else default_data_dir()
+    with _no_empty_folder_left(root):
+        return _download(name, root, mirror, wb14123_train, timeout, progress)
+
+
+def _download(name: str, root: Path, mirror: str | None, wb14123_train: bool, timeout: float, progress: bool) -> Path:
     if name == "multi30k":
         return download_multi30k(root, base_url=mirrored(MULTI30K_URL, mirror), timeout=timeout, progress=progress)
     if name == "ag-news":
