@@ -205,8 +205,8 @@ def test_reduced_precision_copy_steps_through_it_with_sdpa_and_matches_its_modul
         sdpa_calls.append(keywords.get("attn_mask") is not None)
         return torch.nn.functional.scaled_dot_product_attention(*arguments, **keywords)
 
-    # The step's own calls only (the modules call torch.nn.functional directly).
-    monkeypatch.setattr(decoder_step, "F", types.SimpleNamespace(scaled_dot_product_attention=counting_sdpa))
+    # The step's own calls only (the modules reach nn/sdpa.py through their own import).
+    monkeypatch.setattr(decoder_step, "sdpa", types.SimpleNamespace(scaled_dot_product_attention=counting_sdpa))
     logits, cache = run_steps(bf16_model, src_ids, 5)
     monkeypatch.undo()
     assert isinstance(cache.derived["decoder_step"], DecoderStep)

@@ -6,8 +6,9 @@ loads with ``strict=True``), same outputs. Two paths compute the same thing:
 * the explicit path, written out step by step with the shape of every tensor: taken when
   the attention weights are wanted (``need_weights=True``), when ``explicit`` is set on
   the module, or while a shape recorder is active;
-* the fast path through ``F.scaled_dot_product_attention``, taken otherwise (the
-  Transformer layers never ask for weights, as in torch).
+* the fast path through ``F.scaled_dot_product_attention`` (by way of ``nn/sdpa.py``,
+  which keeps CUDA off backends that plan per shape), taken otherwise (the Transformer
+  layers never ask for weights, as in torch).
 
 Differences from torch, on purpose:
 
@@ -29,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_lab.nn import masks
+from transformer_lab.nn import masks, sdpa
 from transformer_lab.nn.cache import AttentionCache
 from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, active_recorder, record
 
@@ -342,9 +343,9 @@ class MultiheadAttention(nn.Module):
         if explicit:
             context, weights = explicit_attention(q, k, v, merged_mask, hidden_rows, sdpa_causal, dropout_p)
         else:
-            context = F.scaled_dot_product_attention(
+            context = sdpa.scaled_dot_product_attention(
                 q, k, v, attn_mask=masks.to_sdpa_mask(merged_mask), dropout_p=dropout_p, is_causal=sdpa_causal
-            )  # [N, H, L, Dh]
+            )  # [N, H, L, Dh], never on a backend that plans per shape (nn/sdpa.py)
             if hidden_rows is not None:
                 context = context.masked_fill(hidden_rows, 0.0)
             weights = None

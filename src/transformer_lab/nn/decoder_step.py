@@ -16,7 +16,9 @@ step and nothing else:
   (and, for the cross-attention, the padding mask added inside it), the softmax, then
   ``@ V``; ``scaled_dot_product_attention`` is slower at one query in float32 (4.6 against
   0.8 ms at 160 rows and 40 cached positions, one Zen 3 thread), but several times faster
-  in bf16, which therefore uses it (``SDPA_DTYPES``);
+  in bf16, which therefore uses it (``SDPA_DTYPES``), through ``nn/sdpa.py``: on CUDA the
+  self-attention's key length is new at every step, and cuDNN attention would plan anew
+  for each;
 - the cross-attention's keys and values are laid out for those products once per search
   (:meth:`AttentionCache.folded_heads`), the self-attention's are appended in place
   (:meth:`AttentionCache.append_position`).
@@ -39,10 +41,9 @@ import math
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_lab.nn import masks
+from transformer_lab.nn import masks, sdpa
 from transformer_lab.nn.attention import MultiheadAttention
 from transformer_lab.nn.cache import AttentionCache, DecoderCache, DecoderLayerCache
 from transformer_lab.nn.decoder import TransformerDecoder, TransformerDecoderLayer
@@ -127,7 +128,7 @@ class _LayerStep:
         if x.dtype in SDPA_DTYPES:
             # SDPA takes the cache's [B, H, t, Dh] views as they are: no folded views needed.
             all_keys, all_values = cache.update(key.unsqueeze(2), value.unsqueeze(2))  # two [B, H, t, Dh]
-            context = F.scaled_dot_product_attention(query.unsqueeze(2), all_keys, all_values)  # [B, H, 1, Dh]
+            context = sdpa.scaled_dot_product_attention(query.unsqueeze(2), all_keys, all_values)  # [B, H, 1, Dh]
             return self.self_out(context.view(batch, heads * head_dim))  # [B, E]
         keys, values = cache.append_position(key, value)  # two [B*H, t, Dh]
         folded_query = query.reshape(batch * heads, 1, head_dim)  # [B*H, 1, Dh]
@@ -144,7 +145,7 @@ class _LayerStep:
             query = self.cross_query(x).view(batch, heads, 1, head_dim)  # [B, H, 1, Dh]
             keys, values = cache.keys, cache.values  # two [B, H, S, Dh]
             assert keys is not None and values is not None  # filled by the first step
-            context = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask)  # [B, H, 1, Dh]
+            context = sdpa.scaled_dot_product_attention(query, keys, values, attn_mask=mask)  # [B, H, 1, Dh]
             return self.cross_out(context.view(batch, heads * head_dim))  # [B, E]
         keys_t, values = cache.folded_heads()  # [B*H, Dh, S], [B*H, S, Dh]
         query = self.cross_query(x).view(batch * heads, 1, head_dim)  # [B*H, 1, Dh]
