@@ -9,10 +9,13 @@ import matplotlib.image
 import pytest
 import torch
 
+from tests.reliability.builders import tiny_tokenizer, write_translation_checkpoint
 from transformer_lab.cli import main
+from transformer_lab.data import BOS_ID
 from transformer_lab.lab import figures, result_plots
 from transformer_lab.lab.attention_maps import attention_maps
-from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint, sentence_attention
+from transformer_lab.lab.checkpoints import checkpoint_attention, load_seq2seq_checkpoint, sentence_attention
+from transformer_lab.lab.translation_attention import token_labels
 from transformer_lab.training.metrics_log import read_metrics
 
 DPI = 40  # small images keep the tests fast
@@ -166,3 +169,28 @@ def test_ms_per_step_figure_and_its_bad_input(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="batch_sizes must be one or more positive sizes"):
         plot_ms_per_step(tmp_path / "bad.png", [0, 4, 32], times)
     assert not (tmp_path / "bad.png").exists()
+
+
+def test_plot_attention_reads_a_translation_checkpoints_text_with_its_tokenizer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = write_translation_checkpoint(tmp_path / "translation" / "last")
+    tokenizer = tiny_tokenizer()
+    sentence = "Ein Mann fährt Fahrrad."
+    attention = checkpoint_attention(checkpoint, sentence, "A man rides a bike.")
+    assert attention.source_ids == tokenizer.encode(sentence)
+    assert attention.source_labels == token_labels(tokenizer, tokenizer.encode(sentence))
+    assert "Mann" in "".join(attention.source_labels) and attention.target_labels[0] == "<bos>"
+    assert attention.target_ids[1:] == tokenizer.encode("A man rides a bike.")
+    greedy = checkpoint_attention(checkpoint, sentence)  # without a target: the model's own output
+    assert greedy.target_ids[0] == BOS_ID and len(greedy.target_labels) == len(greedy.target_ids)
+
+    out = tmp_path / "attention.png"
+    common = ["plot", "attention", "--checkpoint", str(checkpoint), "--out", str(out), "--dpi", str(DPI)]
+    assert main([*common, "--source", sentence]) == 0 and out.is_file()
+    # Without a sentence there is nothing meaningful to draw: the command says what to give.
+    assert main(common) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert "--source: a translation checkpoint reads text: expected a sentence to draw" in error
+    assert "transformer-lab translate --plot-attention" in error

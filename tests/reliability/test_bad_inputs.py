@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.lab.conftest import write_tiny_checkpoint
 from tests.reliability.builders import (
     SENTENCES,
     train_classification_checkpoint,
@@ -723,7 +724,7 @@ CLI_CASES = [
             "--out",
             str(tmp / "a.png"),
             "--checkpoint",
-            str(ck.translation),
+            str(write_tiny_checkpoint(tmp / "synthetic" / "last")),  # a translation checkpoint reads text
             "--source",
             "5 9999",
         ],

@@ -1,6 +1,7 @@
 """``transformer-lab plot FIGURE --out FILE.png``: the tutorials' figures, drawn from the library.
 
-Figures: ``masks``, ``positions``, ``lr-schedule``, ``attention`` (needs ``--checkpoint``),
+Figures: ``masks``, ``positions``, ``lr-schedule``, ``attention`` (needs ``--checkpoint``;
+``--source`` is text for a translation or couplet checkpoint),
 each a function of :mod:`transformer_lab.lab.figures`, and ``training-curve`` (needs
 ``--metrics``), of :mod:`transformer_lab.lab.result_plots`.
 """
@@ -66,8 +67,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     attention_parser.add_argument(
         "--source",
         default=None,
-        help="the source sentence: token ids separated by spaces, or tokens with --source-vocab "
-        "(default: 6 synthetic symbols)",
+        help="the source sentence: text for a translation or couplet checkpoint (required there); for a "
+        "synthetic task token ids separated by spaces, or tokens with --source-vocab (default: 6 synthetic symbols)",
     )
     attention_parser.add_argument(
         "--target", default=None, help="the target sentence, as --source (default: the model's greedy output)"
@@ -155,32 +156,14 @@ def _run_lr_schedule(arguments: argparse.Namespace) -> int:
     return _report(path)
 
 
-def _sentence_ids(text: str | None, vocabulary: Vocabulary | None, option: str) -> list[int] | None:
-    if text is None:
-        return None
-    tokens = text.split()
-    if not tokens:
-        raise ValueError(f"{option}: expected at least one token, got {text!r}")
-    if vocabulary is not None:
-        return vocabulary.encode(tokens)
-    try:
-        return [int(token) for token in tokens]
-    except ValueError:
-        raise ValueError(
-            f"{option}: expected token ids separated by spaces (or pass a vocabulary file), got {text!r}"
-        ) from None
-
-
 def _run_attention(arguments: argparse.Namespace) -> int:
-    source_vocabulary = Vocabulary.load(arguments.source_vocab) if arguments.source_vocab else None
-    target_vocabulary = Vocabulary.load(arguments.target_vocab) if arguments.target_vocab else None
     path = _figures().plot_checkpoint_attention(
         arguments.out,
         arguments.checkpoint,
-        source_ids=_sentence_ids(arguments.source, source_vocabulary, "--source"),
-        target_ids=_sentence_ids(arguments.target, target_vocabulary, "--target"),
-        source_vocabulary=source_vocabulary,
-        target_vocabulary=target_vocabulary,
+        source=arguments.source,
+        target=arguments.target,
+        source_vocabulary=Vocabulary.load(arguments.source_vocab) if arguments.source_vocab else None,
+        target_vocabulary=Vocabulary.load(arguments.target_vocab) if arguments.target_vocab else None,
         figsize=_figure_size(arguments),
         dpi=arguments.dpi,
     )

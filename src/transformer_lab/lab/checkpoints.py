@@ -1,5 +1,9 @@
 """Rebuilding a trained sequence-to-sequence model, and one sentence's attention, for the lab.
 
+A checkpoint that reads text (translation: its subword tokenizer; couplets: one character
+a token) reads the sentence with its own tokenizer and labels the axes with its tokens
+(:func:`checkpoint_attention`); a synthetic-task checkpoint reads token ids.
+
 Shape legend: S source length, T target length, H heads.
 """
 
@@ -12,15 +16,16 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from transformer_lab.data import Vocabulary
+from transformer_lab.api import SettingError
+from transformer_lab.data import SubwordTokenizer, TokenizerPair, Vocabulary, make_synthetic_pairs
 from transformer_lab.decoding import greedy_search
 from transformer_lab.lab.attention_maps import attention_maps
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks.registry import load_trained, tasks_offering
+from transformer_lab.tasks.registry import TrainedModel, load_trained, tasks_offering
 
 SEQ2SEQ_TASKS = tasks_offering("lab")
 
-__all__ = ["SentenceAttention", "load_seq2seq_checkpoint", "sentence_attention"]
+__all__ = ["SentenceAttention", "checkpoint_attention", "load_seq2seq_checkpoint", "sentence_attention"]
 
 
 def load_seq2seq_checkpoint(folder: str | os.PathLike[str]) -> Seq2SeqTransformer:
@@ -48,6 +53,8 @@ class SentenceAttention:
     maps: dict[str, Tensor]
     source_labels: list[str]
     target_labels: list[str]
+    source_ids: list[int]  # S ids
+    target_ids: list[int]  # T ids, the decoder inputs (bos first)
 
 
 def sentence_attention(
@@ -87,4 +94,103 @@ def sentence_attention(
         maps=maps,
         source_labels=labels(src_ids[0].tolist(), source_vocabulary),
         target_labels=labels(tgt_in_ids[0].tolist(), target_vocabulary),
+        source_ids=src_ids[0].tolist(),
+        target_ids=tgt_in_ids[0].tolist(),
     )
+
+
+def checkpoint_attention(
+    checkpoint: str | os.PathLike[str],
+    source: str | Sequence[int] | None = None,
+    target: str | Sequence[int] | None = None,
+    source_vocabulary: Vocabulary | None = None,
+    target_vocabulary: Vocabulary | None = None,
+) -> SentenceAttention:
+    """One sentence's attention in a checkpoint of any sequence-to-sequence task.
+
+    A str ``source`` (or ``target``) is read as the checkpoint reads its inputs: a
+    translation checkpoint's text through its subword tokenizer, a couplet line one
+    character a token, and the labels are those tokens; such a checkpoint needs a
+    ``source`` (a made-up one would be noise). A synthetic-task checkpoint reads the str as
+    token ids separated by spaces, or as tokens of ``source_vocabulary`` /
+    ``target_vocabulary``, and without ``source`` draws 6 synthetic symbols (seed 0). A
+    sequence of ints is token ids for any checkpoint. Without ``target`` the model writes
+    its own greedy output. Errors name the argument (``source``, ``target``).
+    """
+    trained = load_trained(checkpoint, tasks=SEQ2SEQ_TASKS)
+    model = trained.model
+    assert isinstance(model, Seq2SeqTransformer), type(model)  # every task in SEQ2SEQ_TASKS builds one
+    reader = trained.vocabulary
+    if isinstance(reader, (SubwordTokenizer, TokenizerPair)):
+        return _subword_attention(trained, model, TokenizerPair.of(reader), source, target)
+    if isinstance(reader, Vocabulary):
+        source_ids = _character_ids(source, reader, "source")
+        if source_ids is None:
+            raise _needs_a_sentence(trained)
+        return sentence_attention(model, source_ids, _character_ids(target, reader, "target"), reader, reader)
+    if source is None:
+        vocab_size = min(model.src_vocab_size, model.tgt_vocab_size)
+        source = make_synthetic_pairs("reverse", 1, vocab_size, 6, 6, seed=0)[0][0]
+    source_ids = _token_ids(source, source_vocabulary, "source")
+    assert source_ids is not None
+    target_ids = _token_ids(target, target_vocabulary, "target")
+    return sentence_attention(model, source_ids, target_ids, source_vocabulary, target_vocabulary)
+
+
+def _needs_a_sentence(trained: TrainedModel) -> SettingError:
+    elsewhere = " (or transformer-lab translate --plot-attention)" if trained.task == "translation" else ""
+    return SettingError(
+        f"{{source}}: a {trained.task} checkpoint reads text: expected a sentence to draw{elsewhere}, got none",
+        ("source",),
+    )
+
+
+def _subword_attention(
+    trained: TrainedModel,
+    model: Seq2SeqTransformer,
+    tokenizers: TokenizerPair,
+    source: str | Sequence[int] | None,
+    target: str | Sequence[int] | None,
+) -> SentenceAttention:
+    # Imported here: translation_attention draws with lab.figures, which imports this module.
+    from transformer_lab.lab.translation_attention import token_labels
+
+    if source is None:
+        raise _needs_a_sentence(trained)
+    source_ids = tokenizers.source.encode(source) if isinstance(source, str) else list(source)
+    target_ids = tokenizers.target.encode(target) if isinstance(target, str) else target
+    if not source_ids:
+        raise SettingError(
+            "{source}: expected a sentence with at least one token, got {text!r}", ("source",), text=source
+        )
+    attention = sentence_attention(model, source_ids, target_ids)
+    attention.source_labels = token_labels(tokenizers.source, attention.source_ids)
+    attention.target_labels = token_labels(tokenizers.target, attention.target_ids)
+    return attention
+
+
+def _character_ids(text: str | Sequence[int] | None, vocabulary: Vocabulary, name: str) -> list[int] | None:
+    if text is None or not isinstance(text, str):
+        return None if text is None else list(text)
+    if not text:
+        raise SettingError(f"{{{name}}}: expected a line of at least one character, got ''", (name,))
+    return vocabulary.encode(list(text))
+
+
+def _token_ids(text: str | Sequence[int] | None, vocabulary: Vocabulary | None, name: str) -> list[int] | None:
+    """Token ids from ids separated by spaces, or from tokens of ``vocabulary``; errors name ``name``."""
+    if text is None or not isinstance(text, str):
+        return None if text is None else list(text)
+    tokens = text.split()
+    if not tokens:
+        raise SettingError(f"{{{name}}}: expected at least one token, got {{text!r}}", (name,), text=text)
+    if vocabulary is not None:
+        return vocabulary.encode(tokens)
+    try:
+        return [int(token) for token in tokens]
+    except ValueError:
+        raise SettingError(
+            f"{{{name}}}: expected token ids separated by spaces (or pass a vocabulary file), got {{text!r}}",
+            (name,),
+            text=text,
+        ) from None

@@ -24,8 +24,8 @@ from matplotlib.axes import Axes
 from matplotlib.colors import ListedColormap
 from torch import Tensor
 
-from transformer_lab.data import Vocabulary, make_synthetic_pairs
-from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint, sentence_attention
+from transformer_lab.data import Vocabulary
+from transformer_lab.lab.checkpoints import checkpoint_attention
 from transformer_lab.lab.fonts import check_cjk_text
 from transformer_lab.lab.mask_panels import mask_panels
 from transformer_lab.models.embedding import SinusoidalPositionalEncoding
@@ -275,18 +275,23 @@ def plot_checkpoint_attention(
     target_vocabulary: Vocabulary | None = None,
     figsize: tuple[float, float] | None = None,
     dpi: int = 100,
+    *,
+    source: str | None = None,
+    target: str | None = None,
 ) -> Path:
     """:func:`plot_attention` for one sentence read (and, by default, written) by a checkpoint.
 
-    Without ``source_ids`` the sentence is a synthetic one (6 symbols, seed 0) over the
-    model's vocabulary; without ``target_ids`` the target is the model's greedy output.
+    ``source`` and ``target`` are text, read as the checkpoint reads its inputs (a
+    translation checkpoint's tokenizer, a couplet line's characters; a synthetic task's
+    token ids): see :func:`~transformer_lab.lab.checkpoints.checkpoint_attention`, which
+    also says the defaults. ``source_ids`` / ``target_ids`` give token ids instead.
     """
-    model = load_seq2seq_checkpoint(checkpoint)
-    if source_ids is None:
-        vocab_size = min(model.src_vocab_size, model.tgt_vocab_size)
-        source_ids = make_synthetic_pairs("reverse", 1, vocab_size, 6, 6, seed=0)[0][0]
-    attention = sentence_attention(
-        model, source_ids, target_ids, source_vocabulary=source_vocabulary, target_vocabulary=target_vocabulary
+    attention = checkpoint_attention(
+        checkpoint,
+        source_ids if source_ids is not None else source,
+        target_ids if target_ids is not None else target,
+        source_vocabulary=source_vocabulary,
+        target_vocabulary=target_vocabulary,
     )
     return plot_attention(
         path,
