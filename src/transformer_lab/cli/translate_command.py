@@ -44,9 +44,18 @@ def run(arguments: argparse.Namespace) -> int:
             for rank, candidate in enumerate(candidates, start=1):
                 print(f"{number}\t{rank}\t{candidate.score:.4f}\t{candidate.text}")
     else:
-        for translated in translator.translate(sentences, **settings):
-            print(translated)
+        for number, (sentence, translated) in enumerate(zip(sentences, translator.translate(sentences, **settings)), 1):
+            print(translated)  # even when empty: line i of the output stays sentence i's
+            if not translated:
+                print(f"transformer-lab translate: input {number}: {_why_empty(sentence)}", file=sys.stderr)
     if arguments.plot_attention is not None and sentences:
         path = translator.plot_attention(sentences[0], arguments.plot_attention, **settings)
         print(f"attention heat map: {path}", file=sys.stderr)
     return 0
+
+
+def _why_empty(sentence: str) -> str:
+    if not sentence.strip():
+        return "the sentence is blank, so its translation is the empty line"
+    # The model chose <eos> first: typical of a model trained briefly, not a failure of the command.
+    return "the translation is empty (the model ended it at once: it may need more training, or try --beam 5)"

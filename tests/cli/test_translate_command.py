@@ -1,0 +1,40 @@
+"""`transformer-lab translate`: an empty translation is said on stderr, never a silent blank line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file, save_file
+
+from tests.reliability.builders import write_translation_checkpoint
+from transformer_lab.cli import main
+from transformer_lab.data import EOS_ID
+from transformer_lab.training import MODEL_FILE
+
+
+@pytest.fixture(scope="module")
+def silent_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A translation checkpoint whose model always writes <eos> first: every translation is empty."""
+    folder = write_translation_checkpoint(tmp_path_factory.mktemp("translation") / "last")
+    weights = load_file(folder / MODEL_FILE)
+    weights["generator.bias"][EOS_ID] = 1e4
+    save_file(weights, folder / MODEL_FILE)
+    return folder
+
+
+def test_an_empty_translation_keeps_its_line_and_is_said_on_stderr(
+    silent_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sentences = tmp_path / "sentences.de"
+    sentences.write_text("Ein Mann fährt Fahrrad.\n\nZwei Hunde spielen.\n", encoding="utf-8")
+    assert main(["translate", "--checkpoint", str(silent_checkpoint), "--input", str(sentences)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "\n\n\n"  # one line per sentence, so line i is still sentence i's
+    assert captured.err.splitlines() == [
+        "transformer-lab translate: input 1: the translation is empty (the model ended it at once: "
+        "it may need more training, or try --beam 5)",
+        "transformer-lab translate: input 2: the sentence is blank, so its translation is the empty line",
+        "transformer-lab translate: input 3: the translation is empty (the model ended it at once: "
+        "it may need more training, or try --beam 5)",
+    ]
