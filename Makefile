@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: setup test lint demo tutorial browser bench clean
+.PHONY: setup test test-gpu lint demo tutorial browser bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,12 @@ setup: $(BIN)/.installed
 
 test: setup
 	$(BIN)/python -m pytest
+
+# Only the tests marked `cuda`: the CPU suite's oracles (cached decoding, batched beam, bf16
+# training, resume, torchrun, the commands' --device) on the GPU. They need a CUDA build of
+# torch (PyPI's on Linux; README "Installing PyTorch"); without CUDA each skips, saying why.
+test-gpu: setup
+	$(BIN)/python -m pytest -m cuda -rs
 
 # Hygiene: ruff's lint rules and formatting, then mypy; their settings are in pyproject.toml.
 lint: setup

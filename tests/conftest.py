@@ -33,3 +33,23 @@ def no_user_data_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
 def fixed_seed() -> None:
     random.seed(0)
     torch.manual_seed(0)
+
+
+# Tests that need an NVIDIA GPU are marked `cuda` (registered in pyproject.toml; `make
+# test-gpu` runs only them). Where CUDA is absent they are skipped, saying why, so the
+# CPU suite stays what it is on every machine.
+_NO_CUDA = "needs CUDA, and torch.cuda.is_available() is False here (make test-gpu runs these on a GPU machine)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available():
+        return
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            item.add_marker(pytest.mark.skip(reason=_NO_CUDA))
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def device(request: pytest.FixtureRequest) -> torch.device:
+    """Each device a property must hold on: the CPU always, and a CUDA GPU (the test marked `cuda`)."""
+    return torch.device(request.param)
