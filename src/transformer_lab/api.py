@@ -16,8 +16,10 @@
 Each call batches its texts by length and uses the library's own functions
 (``tasks.translation``, ``tasks.classification``, ``tasks.couplet``); the settings not given
 are the checkpoint's (its ``decode`` section, its precision). A single str gives a single
-result, a list a list. The ``translate``, ``classify`` and ``couplet`` commands are these
-objects behind a command line, so both give the same outputs.
+result, a list a list. ``device=`` (default "cpu") places the model: "auto" (CUDA where
+present, else the CPU), "cpu", "cuda", "cuda:N" or a ``torch.device``. The ``translate``,
+``classify`` and ``couplet`` commands are these objects behind a command line, so both
+give the same outputs.
 
 A setting out of range is a `SettingError`, a ValueError whose message names the keyword
 argument; a front end can have it name its own option instead (the command line's ``--beam``).
@@ -36,6 +38,7 @@ import torch
 from transformer_lab.data import SubwordTokenizer, TokenizerPair, Vocabulary
 from transformer_lab.decoding import DecodeConfig, decoding_model
 from transformer_lab.decoding.search_settings import with_search
+from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier
 from transformer_lab.tasks import classification, couplet, translation
@@ -180,6 +183,7 @@ class Translator(_Seq2SeqCheckpoint):
     """
 
     def __init__(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> None:
+        device = resolve_device(device)  # before the load: a device this machine lacks costs nothing
         model, tokenizers, config = translation.load_translator(checkpoint)
         super().__init__(model, config.decode, device)
         self.tokenizers: TokenizerPair = tokenizers
@@ -322,6 +326,7 @@ class Classifier:
     """
 
     def __init__(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> None:
+        device = resolve_device(device)  # before the load: a device this machine lacks costs nothing
         model, tokenizer, config = classification.load_classifier(checkpoint)
         self.model: TransformerClassifier = model.to(device).eval()
         self.tokenizer: SubwordTokenizer = tokenizer
@@ -386,6 +391,7 @@ class CoupletWriter(_Seq2SeqCheckpoint):
     """
 
     def __init__(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> None:
+        device = resolve_device(device)  # before the load: a device this machine lacks costs nothing
         model, vocabulary, config = couplet.load(checkpoint)
         super().__init__(model, config.decode, device)
         self.vocabulary: Vocabulary = vocabulary

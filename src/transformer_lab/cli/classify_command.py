@@ -18,6 +18,7 @@ from typing import Any
 
 from transformer_lab.api import Classifier
 from transformer_lab.cli.decode_options import input_lines
+from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.hardware import PRECISIONS
 
 
@@ -36,14 +37,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="auto: bf16 autocast where this machine runs bf16 fast, else fp32 (default auto)",
     )
+    add_device_argument(parser)
     parser.set_defaults(handler=run)
 
 
 def run(arguments: argparse.Namespace) -> int:
     # Shared with translate and couplet: an empty --input or stdin is an error, bad UTF-8 names
     # its line and byte column, CRLF reads like LF.
+    device = device_of(arguments)
     texts = input_lines(arguments.texts, arguments.input, purpose="classify")
-    classifier = Classifier(arguments.checkpoint)
+    classifier = Classifier(arguments.checkpoint, device=device)
     results = classifier.classify_each(texts, precision=arguments.precision, truncate=arguments.truncate)
     records: list[dict[str, Any]] = []  # the --output JSON lines
     refused = 0

@@ -17,6 +17,7 @@ from transformer_lab.api import CoupletWriter
 from transformer_lab.cli.bounds import int_in
 from transformer_lab.cli.couplet_options import add_constraint_arguments, constraint_overrides
 from transformer_lab.cli.decode_options import add_decode_arguments, decode_keywords, input_lines
+from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.decoding.config import MAX_BEAM_SIZE
 
 
@@ -29,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--input", type=Path, default=None, help="answer every line of this UTF-8 file")
     parser.add_argument("--output", type=Path, default=None, help="write the answers to this file instead of stdout")
     add_decode_arguments(parser)
+    add_device_argument(parser)
     parser.add_argument(
         "--num-candidates",
         type=int_in(1, MAX_BEAM_SIZE),
@@ -40,8 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
+    device = device_of(arguments)
     lines = input_lines(arguments.lines, arguments.input, purpose="answer")
-    writer = CoupletWriter(arguments.checkpoint)
+    writer = CoupletWriter(arguments.checkpoint, device=device)
     count = arguments.num_candidates
     constraints = constraint_overrides(writer.config.constraints, arguments)
     results = writer.write(lines, num_candidates=count, constraints=constraints, **decode_keywords(arguments))

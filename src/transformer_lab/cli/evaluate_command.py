@@ -14,6 +14,7 @@ from pathlib import Path
 
 from transformer_lab.cli.couplet_options import add_constraint_arguments
 from transformer_lab.cli.decode_options import add_decode_arguments
+from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.data import LABELLED_TEXT_FORMATS
 from transformer_lab.tasks.evaluation import EvaluationOptions
 from transformer_lab.tasks.registry import TASKS, evaluate, tasks_evaluating
@@ -46,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "as NAME.samples.md); default: beside the checkpoint",
     )
     add_decode_arguments(parser)
+    add_device_argument(parser)
     # Every option added from here on is one task's (or a few tasks'): passed by its flag.
     shared = {action.dest for action in parser._actions}
     add_constraint_arguments(parser, prefix="couplet: ")
@@ -112,6 +114,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(arguments: argparse.Namespace) -> int:
     options = EvaluationOptions(
+        device=device_of(arguments),
         data_dir=arguments.data_dir,
         output=arguments.output,
         precision=arguments.precision,

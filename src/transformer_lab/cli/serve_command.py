@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from transformer_lab.cli.bounds import int_in
+from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.extras import require_extra
 
 DEFAULT_HOST = "127.0.0.1"  # this machine only: the page runs models for whoever reaches it
@@ -49,12 +50,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="BYTES",
         help="larger request bodies get 413 before they are read (default 1048576 = 1 MiB)",
     )
+    add_device_argument(parser)
     parser.set_defaults(handler=run)
 
 
 def run(arguments: argparse.Namespace) -> int:
     if not 1 <= arguments.port <= 65535:
         raise ValueError(f"--port must be in [1, 65535], got {arguments.port}")
+    device = device_of(arguments)
     uvicorn = require_extra("uvicorn", "the web server")
     require_extra("fastapi", "the web server")
 
@@ -73,9 +76,9 @@ def run(arguments: argparse.Namespace) -> int:
         "max_body_bytes": arguments.max_body_bytes,
     }
     limits = {keyword: value for keyword, value in given.items() if value is not None}
-    served = load_served_models(arguments.checkpoint)
+    served = load_served_models(arguments.checkpoint, device=device)
     for model in served.values():
-        print(f"{model.name}: {model.task}, {model.checkpoint}")
+        print(f"{model.name}: {model.task}, {model.checkpoint} on {device}")
     print(f"open http://{arguments.host}:{arguments.port}/  (Ctrl-C stops)", flush=True)
     uvicorn.run(create_app(served, **limits), host=arguments.host, port=arguments.port, log_level="warning")
     return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 from transformer_lab.api import Translator
 from transformer_lab.cli.bounds import int_in
 from transformer_lab.cli.decode_options import add_decode_arguments, decode_keywords, input_lines
+from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.decoding.config import MAX_BEAM_SIZE
 
 
@@ -18,6 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--checkpoint", type=Path, required=True, help="checkpoint folder (e.g. runs/NAME/best)")
     parser.add_argument("--input", type=Path, default=None, help="translate every line of this UTF-8 file")
     add_decode_arguments(parser)
+    add_device_argument(parser)
     parser.add_argument(
         "--nbest",
         type=int_in(1, MAX_BEAM_SIZE),
@@ -34,8 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
+    device = device_of(arguments)
     sentences = input_lines(arguments.sentences, arguments.input, purpose="translate")
-    translator = Translator(arguments.checkpoint)
+    translator = Translator(arguments.checkpoint, device=device)
     settings = decode_keywords(arguments)
     if arguments.nbest is not None:
         found = translator.candidates(sentences, nbest=arguments.nbest, **settings)

@@ -42,11 +42,14 @@ def cross_attention(model: Seq2SeqTransformer, source_ids: Sequence[int], target
     is what the model looked at when it chose target token ``t`` (row 0: the first token).
 
     Shape:
-        returns ``[N, H, T, S]`` with T = ``len(target_ids) + 1`` and S = ``len(source_ids)``.
+        returns ``[N, H, T, S]`` on the model's device, with T = ``len(target_ids) + 1`` and S = ``len(source_ids)``.
     """
     if len(source_ids) == 0:
         raise ValueError("source_ids: expected at least one token id, got none")
-    maps = attention_maps(model, torch.tensor([list(source_ids)]), torch.tensor([[BOS_ID, *target_ids]]))
+    device = next(model.parameters()).device  # the ids go where the model is (a GPU's, when served there)
+    src_ids = torch.tensor([list(source_ids)], device=device)  # [1, S]
+    tgt_in_ids = torch.tensor([[BOS_ID, *target_ids]], device=device)  # [1, T]
+    maps = attention_maps(model, src_ids, tgt_in_ids)
     layers = _decoder_layers(model)
     return torch.stack([maps[f"decoder.layers.{layer}.multihead_attn"][0] for layer in range(layers)])  # [N, H, T, S]
 

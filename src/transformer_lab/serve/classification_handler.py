@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
 from pydantic import BaseModel, ConfigDict
 
 from transformer_lab.lab.translation_attention import token_labels
@@ -26,8 +27,9 @@ class ClassificationHandler:
 
     task = TASK
 
-    def __init__(self, checkpoint: Path) -> None:
-        self.model, self.tokenizer, self.config = classification.load_classifier(checkpoint)
+    def __init__(self, checkpoint: Path, device: torch.device) -> None:
+        model, self.tokenizer, self.config = classification.load_classifier(checkpoint)
+        self.model = model.to(device)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -52,8 +54,8 @@ class ClassificationHandler:
         }
 
 
-def load(checkpoint: Path) -> ClassificationHandler:
-    return ClassificationHandler(checkpoint)
+def load(checkpoint: Path, device: torch.device) -> ClassificationHandler:
+    return ClassificationHandler(checkpoint, device)
 
 
 ENDPOINTS = (("/api/classify", ClassifyRequest, ClassificationHandler.classify),)

@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from transformer_lab.data.chinese import is_punctuation
@@ -34,8 +35,9 @@ class CoupletHandler:
 
     task = TASK
 
-    def __init__(self, checkpoint: Path) -> None:
+    def __init__(self, checkpoint: Path, device: torch.device) -> None:
         model, self.vocabulary, self.config = couplet.load(checkpoint)
+        model = model.to(device)  # first: the precision below resolves on the device it runs on
         # Its bf16 copy where the checkpoint's decoding precision resolves to bf16, made once here.
         self.model = decoding_model(model, self.config.decode.precision)
 
@@ -84,8 +86,8 @@ class CoupletHandler:
         }
 
 
-def load(checkpoint: Path) -> CoupletHandler:
-    return CoupletHandler(checkpoint)
+def load(checkpoint: Path, device: torch.device) -> CoupletHandler:
+    return CoupletHandler(checkpoint, device)
 
 
 ENDPOINTS = (("/api/couplet", CoupletRequest, CoupletHandler.write),)

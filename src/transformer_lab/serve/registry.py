@@ -3,8 +3,9 @@
 Every task whose ``Task`` offers the "serve" surface (``tasks.registry``) has a handler
 module here named after its checkpoint task, ``serve/<task>_handler.py``: it names its
 ``TASK`` (the ``task`` field of its checkpoints' ``config.json``), its ``ENDPOINTS`` and
-offers ``load(checkpoint) -> handler``; a handler has ``task``, ``describe()`` for the
-page, and the methods its endpoints call. Serving a new task is that one module.
+offers ``load(checkpoint, device) -> handler`` (its model on that torch device); a handler
+has ``task``, ``describe()`` for the page, and the methods its endpoints call. Serving a
+new task is that one module.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, Sequence
 
+import torch
+
+from transformer_lab.devices import resolve_device
 from transformer_lab.tasks.registry import tasks_offering
 from transformer_lab.training import load_checkpoint_config, resolve_checkpoint
 
@@ -76,11 +80,15 @@ def _default_name(given: Path, checkpoint: Path) -> str:
     return given.resolve().name
 
 
-def load_served_models(arguments: Sequence[str | os.PathLike[str]]) -> dict[str, ServedModel]:
-    """Load every ``[NAME=]PATH`` once, each with the handler of its checkpoint's task.
+def load_served_models(
+    arguments: Sequence[str | os.PathLike[str]], device: str | torch.device = "cpu"
+) -> dict[str, ServedModel]:
+    """Load every ``[NAME=]PATH`` once, each with the handler of its checkpoint's task, its model on ``device``.
 
-    Unknown tasks, missing folders and two models under one name are errors naming the argument.
+    ``device`` is "auto", "cpu", "cuda", "cuda:N" or a ``torch.device``. Unknown tasks,
+    missing folders and two models under one name are errors naming the argument.
     """
+    device = resolve_device(device)
     if not arguments:
         raise ValueError("--checkpoint: expected at least one checkpoint to serve, got none")
     modules = handler_modules()
@@ -100,5 +108,5 @@ def load_served_models(arguments: Sequence[str | os.PathLike[str]]) -> dict[str,
                 f"--checkpoint {argument}: expected a checkpoint of a served task "
                 f"({', '.join(sorted(modules))}), got task {task!r}"
             )
-        served[name] = ServedModel(name=name, checkpoint=checkpoint, handler=modules[task].load(checkpoint))
+        served[name] = ServedModel(name=name, checkpoint=checkpoint, handler=modules[task].load(checkpoint, device))
     return served

@@ -9,6 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
+import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from transformer_lab.decoding import decoding_model
@@ -44,8 +45,9 @@ class TranslationHandler:
 
     task = TASK
 
-    def __init__(self, checkpoint: Path) -> None:
+    def __init__(self, checkpoint: Path, device: torch.device) -> None:
         model, self.tokenizer, self.config = translation.load_translator(checkpoint)
+        model = model.to(device)  # first: the precision below resolves on the device it runs on
         # Its bf16 copy where the checkpoint's decoding precision resolves to bf16, made once here.
         self.model = decoding_model(model, self.config.decode.precision)
 
@@ -111,8 +113,8 @@ class TranslationHandler:
         }
 
 
-def load(checkpoint: Path) -> TranslationHandler:
-    return TranslationHandler(checkpoint)
+def load(checkpoint: Path, device: torch.device) -> TranslationHandler:
+    return TranslationHandler(checkpoint, device)
 
 
 ENDPOINTS = (

@@ -27,6 +27,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     """Classify a split's (or ``--test``'s) texts and score the labels against the true ones."""
     checkpoint = resolve_checkpoint(checkpoint)
     model, tokenizer, config = classification.load_classifier(checkpoint)
+    model = options.placed(model)
     test = options.option("--test")
     if test is not None:
         test = Path(test)

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+import torch
 from torch import nn
 
 from transformer_lab.decoding import DecodeConfig, decoding_model
 from transformer_lab.decoding.search_settings import model_precision, search_name, with_search
+from transformer_lab.devices import resolve_device
 
 ModelType = TypeVar("ModelType", bound=nn.Module)
 
@@ -27,7 +29,8 @@ ModelType = TypeVar("ModelType", bound=nn.Module)
 class EvaluationOptions:
     """What an evaluation was asked besides the checkpoint and the split; None (or absent) keeps the default.
 
-    ``data_dir``, ``output`` and ``precision`` apply to every task. The search settings
+    ``data_dir``, ``output``, ``precision`` and ``device`` (where the model runs: "auto",
+    "cpu", "cuda", "cuda:N" or a ``torch.device``) apply to every task. The search settings
     (``beam``, ``length_penalty``, ``beam_stop``) and ``task_options`` apply only to the
     tasks that read them (``Task.evaluation_options``); ``task_options`` holds the task's
     own options by their command-line flag (``{"--source": Path("test.de")}``), only
@@ -41,6 +44,7 @@ class EvaluationOptions:
     length_penalty: float | None = None
     beam_stop: str | None = None
     task_options: Mapping[str, Any] = field(default_factory=dict)
+    device: str | torch.device = "cpu"
 
     def given(self) -> list[str]:
         """The options given that not every task reads, as flags: the search's, then the task options in order."""
@@ -50,6 +54,10 @@ class EvaluationOptions:
     def option(self, flag: str) -> Any:
         """The value of the task option ``flag`` (None where it was not given)."""
         return self.task_options.get(flag)
+
+    def placed(self, model: ModelType) -> ModelType:
+        """``model`` moved to :attr:`device` (a device this machine lacks is a ValueError naming ``device``)."""
+        return model.to(resolve_device(self.device))
 
 
 @dataclass
@@ -97,11 +105,13 @@ class Search:
 
 
 def search_for(model: ModelType, decode_config: DecodeConfig, options: EvaluationOptions) -> tuple[ModelType, Search]:
-    """The checkpoint's ``decode_config`` with the options' search and precision, resolved on ``model``'s device.
+    """The checkpoint's ``decode_config`` with the options' search and precision, resolved on the options' device.
 
-    Returns the model to decode with (a bf16 or int8 copy where the precision asks) and the
-    search; the search's name goes into the file names, the report and the model card.
+    Returns the model to decode with (on the options' device; a bf16 or int8 copy where the
+    precision asks) and the search; the search's name goes into the file names, the report
+    and the model card.
     """
+    model = options.placed(model)
     precision = model_precision(options.precision, decode_config.precision, model)
     decode_config = with_search(
         decode_config,
