@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from transformer_lab.cli import main
+from transformer_lab.training import load_trainer_state
 
 TINY = [
     "--set",
@@ -59,6 +61,23 @@ def test_train_then_resume_continues_from_the_last_step(tmp_path: Path, capsys: 
     assert main(["train", "reverse", "--out", str(out), "--resume", *longer]) == 0
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert max(steps) == 12
+
+
+def test_train_ends_with_a_readable_summary_or_with_json_for_scripts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["train", "reverse", "--out", str(tmp_path / "run"), *TINY]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(r"trained 8 steps \(\d+ epochs? completed, stopped by max_steps\) in \d+\.\d s", printed[0])
+    best_step = load_trainer_state(tmp_path / "run" / "best")["global_step"]
+    best = [line for line in printed if line.startswith("best/: ")]
+    assert len(best) == 1 and best[0].startswith(f"best/: step {best_step}, val_exact_match ")
+    # Rounded to four significant digits, not a JSON dump of 15-digit floats.
+    assert not any(re.search(r"\d\.\d{5}", line) for line in printed) and "{" not in printed[0]
+
+    assert main(["train", "reverse", "--out", str(tmp_path / "json"), "--json", *TINY]) == 0
+    summary = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert summary["steps"] == 8 and summary["best_metric"] == "val_exact_match" and "best_step" in summary
 
 
 def test_bad_override_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -132,6 +132,11 @@ CORRUPTIONS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     ),
     "best value NaN": (lambda state: state.update(best_value=float("nan")), r"best_value: expected a finite float"),
     "best metric a number": (lambda state: state.update(best_metric=3), r"best_metric: expected a metric name"),
+    "best step negative": (lambda state: state.update(best_step=-1), r"best_step: expected an int >= 0 or None"),
+    "best tie loss infinite": (
+        lambda state: state.update(best_tie_loss=float("inf")),
+        r"best_tie_loss: expected a finite float or None",
+    ),
     "a rank's random state spoilt": (
         lambda state: state.update(
             rng_by_rank=[state["rng"], {**state["rng"], "torch": torch.zeros_like(state["rng"]["torch"])}]

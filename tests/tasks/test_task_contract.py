@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,7 +146,7 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
     assert main(["train", "short-sort", "--out", str(out), *[part for item in TINY for part in ("--set", item)]]) == 0
     printed = capsys.readouterr().out
     assert "short sort: 8 held-out sequences" in printed
-    assert json.loads(printed[: printed.rindex("}") + 1])["steps"] >= 1
+    assert printed.startswith("trained ") and "\nbest/: step " in printed
 
     trained = registry.load_trained(out)
     assert trained.task == synthetic.TASK_NAME

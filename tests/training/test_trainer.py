@@ -226,6 +226,43 @@ def test_checkpoint_folders(tmp_path):
     assert evaluations == [(2, 1.0), (4, 3.0), (6, 2.0), (8, 2.5)]
 
 
+def _scored_trainer(out_dir, evaluations, max_steps, resume=False):
+    scores = iter(evaluations)
+    return Trainer(
+        TinyModel(),
+        config(max_steps=max_steps, best_metric="val_bleu", best_mode="max"),
+        out_dir,
+        loss_fn,
+        epoch_batches,
+        d_model=D_MODEL,
+        evaluate_fn=lambda model: next(scores),
+        checkpoint_config={"model": {"d_model": D_MODEL}},
+        resume=resume,
+    )
+
+
+def test_a_tie_of_the_best_metric_goes_to_the_lower_validation_loss(tmp_path):
+    # A short run's BLEU stays 0 while the loss falls: best/ is the lowest loss among the zeros.
+    evaluations = [
+        {"val_loss": 5.0, "val_bleu": 0.0},
+        {"val_loss": 4.0, "val_bleu": 0.0},
+        {"val_loss": 4.5, "val_bleu": 0.0},  # a tie with a higher loss: best/ stays
+        {"val_loss": 6.0, "val_bleu": 1.5},  # a better BLEU wins whatever its loss
+        {"val_loss": 5.0, "val_bleu": 1.5},
+    ]
+    summary = _scored_trainer(tmp_path / "run", evaluations, max_steps=10).fit()
+    assert (summary["best_metric"], summary["best_value"], summary["best_step"]) == ("val_bleu", 1.5, 10)
+    assert load_trainer_state(tmp_path / "run" / "best")["global_step"] == 10
+
+    first = _scored_trainer(tmp_path / "short", evaluations[:3], max_steps=6).fit()
+    assert (first["best_value"], first["best_step"]) == (0.0, 4)
+    assert load_trainer_state(tmp_path / "short" / "best")["global_step"] == 4
+    # A resumed run keeps best/'s step and loss: a later tie must still beat 4.0.
+    resumed = _scored_trainer(tmp_path / "short", [{"val_loss": 4.2, "val_bleu": 0.0}], max_steps=8, resume=True)
+    assert resumed.fit()["best_step"] == 4
+    assert load_trainer_state(tmp_path / "short" / "best")["global_step"] == 4
+
+
 def test_missing_best_metric_and_missing_resume_folder(tmp_path):
     trainer = Trainer(
         TinyModel(),

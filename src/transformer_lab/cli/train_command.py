@@ -27,6 +27,7 @@ from transformer_lab.training import config_to_dict, is_main_process, recover_in
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.run_folder import check_writable, explain_missing_last, prepare_new_run
 from transformer_lab.training.run_lock import RunFolderLock
+from transformer_lab.training.run_summary import summary_lines
 from transformer_lab.training.same_run import check_same_run
 from transformer_lab.training.trainer import LAST_FOLDER
 
@@ -110,6 +111,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="fine-tune: start from this checkpoint's weights, tokenizer and model config, with a fresh optimizer "
         "and the fine-tuning schedule (docs: README 'Your own data')",
     )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the final summary as one JSON object, unrounded (for scripts), instead of readable lines",
+    )
     add_config_file_argument(parser)
     add_override_arguments(parser)
     parser.set_defaults(handler=run)
@@ -178,8 +184,8 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     lines = task.closing_lines(result, config) if task.closing_lines is not None else []
     if not is_main_process():
         return 0  # under torchrun rank 0 reports (the weights are the same on every rank)
-    print(json.dumps(result.summary, indent=2, default=str))
-    for line in lines:
+    summary = [json.dumps(result.summary, default=str)] if arguments.json else summary_lines(result.summary)
+    for line in [*summary, *lines]:
         print(line)
     return 0
 

@@ -34,7 +34,7 @@ Files under ``out_dir``::
                      at each evaluation. "epoch" is the number of epochs completed.
     last/            the newest checkpoint, written at every evaluation and at the end
     step-000123/     the keep_last newest step checkpoints (if keep_last > 0)
-    best/            the checkpoint with the best best_metric so far
+    best/            the checkpoint with the best best_metric so far (a tie: the lower val_loss)
 
 (the log is written by ``metrics_log.py``, the step folders rotated by ``run_folder.py``).
 
@@ -121,6 +121,8 @@ logger = logging.getLogger(__name__)
 
 LAST_FOLDER = "last"
 BEST_FOLDER = "best"
+# Breaks a tie of best_metric (lower wins) where the evaluation reports it.
+TIE_BREAK_METRIC = "val_loss"
 # Config fields whose change between a run and its resume changes the trajectory.
 _TRAJECTORY_FIELDS = (
     "seed",
@@ -249,6 +251,8 @@ class Trainer:
         self.epoch = 0
         self.batch_index = 0
         self.best_value: float | None = None
+        self.best_step: int | None = None  # the step best/ holds
+        self._best_tie_loss: float | None = None  # best/'s val_loss, for a tie of best_value
         self.last_metrics: dict[str, float] = {}
         self._consecutive_nonfinite = 0
         self._window = LossWindow(lr=self.optimizer.param_groups[0]["lr"])
@@ -301,7 +305,9 @@ class Trainer:
 
         The summary holds ``steps``, ``epochs_completed``, ``stopped_by`` ("max_steps",
         "epochs" or "time_budget"), ``final_train_loss``, ``final_metrics``, ``best_metric``,
-        ``best_value``, ``wall_seconds`` and, under a time budget, its ``time_budget_plan``.
+        ``best_value``, ``best_step`` (the step ``best/`` holds), ``wall_seconds`` and, under a
+        time budget, its ``time_budget_plan``. ``training.run_summary.summary_lines`` says it
+        in words.
         """
         start_time = self._fit_started_at = time.perf_counter()
         if self._pending_rng_state is not None:
@@ -363,6 +369,7 @@ class Trainer:
             "final_metrics": dict(self.last_metrics),
             "best_metric": self.config.best_metric,
             "best_value": self.best_value,
+            "best_step": self.best_step,
             "wall_seconds": wall_seconds,
             **({PLAN_KEY: self._budget.plan.to_dict()} if self._budget and self._budget.plan else {}),
         }
@@ -644,13 +651,11 @@ class Trainer:
                     f"best_metric: expected one of evaluate_fn's metrics {sorted(metrics)}, " f"got {name!r}"
                 )
             value = metrics[name]
-            better = (
-                self.best_value is None
-                or (self.config.best_mode == "min" and value < self.best_value)
-                or (self.config.best_mode == "max" and value > self.best_value)
-            )
-            if math.isfinite(value) and better:
+            tie_loss = metrics.get(TIE_BREAK_METRIC) if name != TIE_BREAK_METRIC else None
+            if math.isfinite(value) and self._is_better(value, tie_loss):
                 self.best_value = value
+                self.best_step = self.global_step
+                self._best_tie_loss = tie_loss
                 improved = True
             self.last_metrics = metrics
             self._metrics_step = self.global_step
@@ -664,6 +669,21 @@ class Trainer:
         self._last_checkpoint_step = self.global_step
         if self._budget is not None:
             self._budget.note_evaluation(time_budget.now() - started)
+
+    def _is_better(self, value: float, tie_loss: float | None) -> bool:
+        """Whether ``value`` of best_metric (with ``tie_loss``, its val_loss) beats ``best/``.
+
+        A tie goes to the lower validation loss: a short run's BLEU or exact match often
+        stays 0 over several evaluations while the loss falls, and the first of them is the
+        worse model.
+        """
+        best = self.best_value
+        if best is None:
+            return True
+        if value != best:
+            return value < best if self.config.best_mode == "min" else value > best
+        best_loss = self._best_tie_loss
+        return tie_loss is not None and best_loss is not None and math.isfinite(tie_loss) and tie_loss < best_loss
 
     def _save_checkpoints(self, improved: bool) -> None:
         """Write best/ (if improved), step-N/ (if kept) and last/, in that order.
@@ -723,6 +743,8 @@ class Trainer:
             batch_index=self.batch_index,
             best_metric=self.config.best_metric,
             best_value=self.best_value,
+            best_step=self.best_step,
+            best_tie_loss=self._best_tie_loss,
             last_metrics=dict(self.last_metrics),
             consecutive_nonfinite=self._consecutive_nonfinite,
             window_loss_sum=self._window.loss_sum,
@@ -755,6 +777,8 @@ class Trainer:
         )
         if state.best_metric == self.config.best_metric:
             self.best_value = state.best_value
+            self.best_step = state.best_step
+            self._best_tie_loss = state.best_tie_loss
         else:
             logger.warning(
                 "best_metric changed from %r to %r since the checkpoint; best/ starts over",

@@ -85,6 +85,10 @@ class TrainerState:
         rng: this process's random states (rank 0's under torchrun).
         train_config: the run's ``TrainConfig`` as a dict, to say what changed on resume.
         rng_by_rank: every rank's random states, under torchrun.
+        best_step: the step ``best/`` was saved at (None before, or in a state written
+            before it was recorded).
+        best_tie_loss: ``best/``'s validation loss, which breaks a tie of ``best_value``
+            (None where the evaluation has no ``val_loss``, or it was not recorded).
     """
 
     global_step: int
@@ -102,6 +106,8 @@ class TrainerState:
     rng: RandomState
     train_config: dict[str, Any]
     rng_by_rank: list[RandomState] | None = None
+    best_step: int | None = None
+    best_tie_loss: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The form written to ``trainer_state.pt``: plain tensors, numbers, strings, lists and dicts."""
@@ -146,7 +152,10 @@ class TrainerState:
         window_sum = state.get("window_loss_sum", 0.0)
         if not _is_finite_number(window_sum):
             fail("window_loss_sum", "a finite float", window_sum)
-        for field in ("best_value", "last_train_loss"):
+        best_step = state.get("best_step")
+        if best_step is not None and not _is_count(best_step):
+            fail("best_step", "an int >= 0 or None", best_step)
+        for field in ("best_value", "last_train_loss", "best_tie_loss"):
             value = state.get(field)
             if value is not None and not _is_finite_number(value):
                 fail(field, "a finite float or None", value)
@@ -186,6 +195,8 @@ class TrainerState:
             rng=rng,
             train_config=dict(train_config),
             rng_by_rank=rng_by_rank,
+            best_step=best_step,
+            best_tie_loss=_float_or_none(state.get("best_tie_loss")),
         )
 
 
