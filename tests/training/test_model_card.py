@@ -116,3 +116,19 @@ def test_an_averaged_checkpoint_gets_a_card_without_its_last_sources_scores(tmp_
     add_test_scores(target, "test", "greedy", {"accuracy": 0.9})  # evaluate records the average's own scores
     assert read_card(target)["test"][0]["metrics"] == {"accuracy": 0.9}
     assert read_card(sources[-1])["test"][0]["metrics"] == {"accuracy": 1.5}
+
+
+def test_the_training_line_counts_in_english():
+    one = card_facts(
+        CONFIG,
+        parameters=1234,
+        step=1,
+        epoch=1,
+        training_seconds=3.0,
+        machine="Some CPU",
+        threads=1,
+        validation={},
+        validation_step=None,
+    )
+    assert "- 1 optimizer step, 1 epoch completed, 3 s (0.1 minutes) of training\n" in render_card(one)
+    assert "- 40 optimizer steps, 2 epochs completed, 75 s (1.3 minutes) of training\n" in render_card(facts())

@@ -172,6 +172,11 @@ def _number(value: Any) -> str:
     return str(value)
 
 
+def _counted(count: int, noun: str) -> str:
+    """``1 epoch``, ``2 epochs``: a card reads as English, not as a template."""
+    return f"{_number(count)} {noun}{'' if count == 1 else 's'}"
+
+
 def render_card(facts: Mapping[str, Any]) -> str:
     """The card's text: the front matter, then the Markdown rendered from ``facts``."""
     front = yaml.safe_dump(_front_matter(facts), sort_keys=False, allow_unicode=True)
@@ -205,7 +210,8 @@ def render_card(facts: Mapping[str, Any]) -> str:
         "",
         "## Training",
         "",
-        f"- {_number(training['steps'])} optimizer steps, {training['epochs_completed']} epochs completed, "
+        f"- {_counted(training['steps'], 'optimizer step')}, {_counted(training['epochs_completed'], 'epoch')} "
+        "completed, "
         f"{training['seconds']:.0f} s ({minutes:.1f} minutes) of training",
         f"- Machine: {training['machine']}, {training['threads']} thread(s), precision {training['precision']}",
     ]
