@@ -193,7 +193,7 @@ def test_chapter_2_builds_the_parts_and_its_twin_agrees_with_torch(executed: Any
 def test_chapter_3_trains_the_copy_task_and_the_cache_changes_nothing(executed: Any) -> None:
     text = executed("03")
     (greedy, beam) = re.findall(r"exact match on 500 unseen sequences: greedy (\S+), beam (\S+)", text)[0]
-    assert float(greedy) >= 0.95 and float(beam) >= 0.95
+    assert float(greedy) >= 0.9 and float(beam) >= 0.9
     assert "beam never scores lower: True" in text
     assert "same tokens with and without the cache: True" in text
     (step_difference,) = re.findall(r"cache check: max \|logits with cache - without\| over \d+ steps = (\S+)", text)
