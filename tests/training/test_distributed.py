@@ -23,7 +23,9 @@ import pytest
 import torch
 
 from tests.training import ddp_worker
+from transformer_lab.cli import main
 from transformer_lab.data import balance_batches_for_shards
+from transformer_lab.tasks import synthetic
 from transformer_lab.training import DataParallel, launch_from_environment, load_model_weights
 from transformer_lab.training.distributed import Launch
 
@@ -36,8 +38,10 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def torchrun(arguments: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    """``python -m torch.distributed.run`` on 2 local CPU processes, on 127.0.0.1 and a free port."""
+def torchrun(
+    arguments: list[str], cwd: Path, timeout: float = 900, processes: int = ddp_worker.WORLD_SIZE
+) -> subprocess.CompletedProcess[str]:
+    """``python -m torch.distributed.run`` on ``processes`` local processes, on 127.0.0.1 and a free port."""
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(
         [str(REPOSITORY / "src"), str(REPOSITORY), *filter(None, [environment.get("PYTHONPATH")])]
@@ -52,7 +56,7 @@ def torchrun(arguments: list[str], cwd: Path, timeout: float = 900) -> subproces
         "--nnodes",
         "1",
         "--nproc-per-node",
-        str(ddp_worker.WORLD_SIZE),
+        str(processes),
         "--master-addr",
         "127.0.0.1",
         "--master-port",
@@ -222,3 +226,27 @@ def test_a_single_process_leaves_the_loss_and_model_alone() -> None:
     assert (batch_loss.value, batch_loss.tokens, batch_loss.weight) == (2.5, 7, 1.0)
     assert parallel.run_on_main(lambda: {"val_loss": 1.0}) == {"val_loss": 1.0}
     assert parallel.gather_on_main(3) is None
+
+
+@pytest.mark.cuda
+def test_the_train_command_on_cuda_under_torchrun_with_one_process_ends_as_without_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One process per GPU is how torchrun is used there; with one, the run is the plain one.
+    # fp32 on both sides, so that only the launch differs, not bf16's rounding.
+    arguments = [*ddp_worker.CLI_ARGUMENTS, "--set", "train.device=cuda", "--set", "train.precision=fp32"]
+    launched = torchrun(
+        ["-m", "transformer_lab", *arguments, "--out", str(tmp_path / "torchrun")], cwd=REPOSITORY, processes=1
+    )
+    assert "max_steps" in launched.stdout and "exact match on 40 held-out sequences" in launched.stdout
+    assert main([*arguments, "--out", str(tmp_path / "plain")]) == 0
+    assert "exact match on 40 held-out sequences" in capsys.readouterr().out
+    assert [row["step"] for row in rows(tmp_path / "torchrun")] == [row["step"] for row in rows(tmp_path / "plain")]
+    (launched_model, _, config), (plain_model, _, _) = (
+        synthetic.load(tmp_path / name / "last") for name in ("torchrun", "plain")
+    )
+    assert config.train.device.startswith("cuda")
+    launched_state, plain_state = (without_key_biases(model.state_dict()) for model in (launched_model, plain_model))
+    for name, tensor in plain_state.items():
+        # GPU kernels may sum in another order from one run to the next (atomics), hence a tolerance.
+        torch.testing.assert_close(launched_state[name], tensor, rtol=1e-4, atol=1e-5, msg=name)

@@ -8,6 +8,7 @@ model, the collation, the loss glue, the checkpoint files and the decoding meet.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +141,63 @@ def test_checkpoint_round_trip_gives_identical_logits(overfit_run: OverfitRun, t
             assert not torch.allclose(fresh(run.batch.src_ids, run.batch.tgt_in_ids), expected)
             load_model_weights(folder, fresh)
             assert torch.equal(fresh(run.batch.src_ids, run.batch.tgt_in_ids), expected)
+
+
+def test_a_bf16_training_step_stays_close_to_fp32(device: torch.device, tmp_path: Path) -> None:
+    """One Trainer step under bf16 autocast against fp32, from the same weights on the same batch.
+
+    bf16 keeps 8 bits of mantissa, so the loss and the gradients differ from fp32's by about
+    a percent, but not in direction: a wrong autocast (a softmax or the loss in bf16, a
+    missing cast) shows as a larger loss error or gradients that point elsewhere.
+    """
+    pairs = make_synthetic_pairs("copy", PAIRS_IN_BATCH, VOCAB, min_length=1, max_length=6, seed=3)
+    batch = collate_pairs(pairs, PAD_ID, BOS_ID, EOS_ID)
+    losses, norms, gradients = {}, {}, {}
+    for precision in ("fp32", "bf16"):
+        torch.manual_seed(0)
+        model = Seq2SeqTransformer.from_config(tiny_config())
+        train_config = TrainConfig(
+            max_steps=1,
+            epochs=0,
+            warmup_steps=1,
+            label_smoothing=0.1,
+            clip_grad_norm=0.0,  # the gradients as computed, for the comparison
+            eval_every_steps=1000,
+            keep_last=0,
+            log_every_steps=1,
+            progress_bar=False,
+            precision=precision,
+            device=str(device),
+        )
+        trainer = Trainer(
+            model,
+            train_config,
+            tmp_path / precision,
+            loss_fn=seq2seq_loss_fn(smoothing=0.1, pad_id=PAD_ID),
+            train_batches=lambda epoch: [batch],
+            d_model=32,
+            count_tokens=lambda batch: batch.num_target_tokens,
+        )
+        seen: list[torch.Tensor] = []
+        trainer.optimizer.register_step_pre_hook(
+            lambda optimizer, args, kwargs: seen.append(
+                torch.cat([parameter.grad.flatten() for parameter in model.parameters() if parameter.grad is not None])
+            )
+        )
+        assert trainer.fit()["steps"] == 1
+        assert next(model.parameters()).device.type == device.type
+        row = next(row for row in _metrics_rows(tmp_path / precision) if row["event"] == "train")
+        losses[precision], norms[precision], (gradients[precision],) = row["train_loss"], row["grad_norm"], seen
+    assert losses["bf16"] == pytest.approx(losses["fp32"], rel=2e-2)
+    assert norms["bf16"] == pytest.approx(norms["fp32"], rel=5e-2)
+    assert float(gradients["bf16"].norm()) == pytest.approx(norms["bf16"], rel=1e-3)  # the step saw what was logged
+    cosine = torch.nn.functional.cosine_similarity(gradients["bf16"].float(), gradients["fp32"], dim=0)
+    assert float(cosine) > 0.99, float(cosine)
+    assert not torch.equal(gradients["bf16"], gradients["fp32"])  # bf16 did run
+
+
+def _metrics_rows(run_folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_folder / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
 # The copy task on a reduced budget. The preset trains ~940 steps of a 2+2-layer model on

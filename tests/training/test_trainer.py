@@ -50,7 +50,9 @@ smoothed_loss = LabelSmoothingLoss(smoothing=0.1, ignore_index=0)
 
 
 def loss_fn(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    return smoothed_loss(model(batch["token_ids"]), batch["target_ids"])
+    # The batches are made on the CPU; the model is wherever the Trainer put it (a GPU's, for the cuda tests).
+    device = next(model.parameters()).device
+    return smoothed_loss(model(batch["token_ids"].to(device)), batch["target_ids"].to(device))
 
 
 def loss_with_python_random(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -141,13 +143,13 @@ def test_accumulating_half_batches_equals_full_batches(tmp_path):
         torch.testing.assert_close(half, whole, rtol=1e-5, atol=1e-6)
 
 
-def _train(out_dir, max_steps, resume=False, seed=0, train_batches=epoch_batches):
+def _train(out_dir, max_steps, resume=False, seed=0, train_batches=epoch_batches, device="cpu"):
     # A different initialisation for a resumed model, to show the weights come from disk.
     torch.manual_seed(1000 if resume else 0)
     model = TinyModel(dropout=0.3)
     trainer = Trainer(
         model,
-        config(max_steps=max_steps, grad_accum_steps=2, seed=seed),
+        config(max_steps=max_steps, grad_accum_steps=2, seed=seed, device=str(device)),
         out_dir,
         loss_with_python_random,
         train_batches,
@@ -166,17 +168,19 @@ def _train_rows(out_dir) -> list[tuple]:
     ]
 
 
-def test_interrupted_and_resumed_equals_uninterrupted(tmp_path):
+def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, device):
+    # Bit for bit on a GPU too: dropout draws from the device's generator, which a resume restores.
     # 5 batches an epoch with 2 per step: 3 steps an epoch, the third on one batch.
-    reference, summary = _train(tmp_path / "reference", max_steps=8)
+    reference, summary = _train(tmp_path / "reference", max_steps=8, device=device)
     assert summary["steps"] == 8 and summary["stopped_by"] == "max_steps"
-    other_seed, _ = _train(tmp_path / "other_seed", max_steps=8, seed=1)
+    assert reference.output.weight.device.type == device.type
+    other_seed, _ = _train(tmp_path / "other_seed", max_steps=8, seed=1, device=device)
     assert not torch.equal(other_seed.output.weight, reference.output.weight)
 
     # Stopped by max_steps mid-epoch, then resumed with a larger max_steps.
-    _train(tmp_path / "stopped", max_steps=5)
+    _train(tmp_path / "stopped", max_steps=5, device=device)
     assert load_trainer_state(tmp_path / "stopped" / "last")["global_step"] == 5
-    resumed, summary = _train(tmp_path / "stopped", max_steps=8, resume=True)
+    resumed, summary = _train(tmp_path / "stopped", max_steps=8, resume=True, device=device)
     assert summary["steps"] == 8
     for expected, actual in zip(reference.parameters(), resumed.parameters()):
         assert torch.equal(expected, actual)
@@ -190,10 +194,10 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path):
             yield batch
 
     with pytest.raises(KeyboardInterrupt):
-        _train(tmp_path / "crashed", max_steps=8, train_batches=crashing_batches)
+        _train(tmp_path / "crashed", max_steps=8, train_batches=crashing_batches, device=device)
     state = load_trainer_state(tmp_path / "crashed" / "last")
     assert (state["global_step"], state["epoch"], state["batch_index"]) == (6, 1, 5)
-    resumed, _ = _train(tmp_path / "crashed", max_steps=8, resume=True)
+    resumed, _ = _train(tmp_path / "crashed", max_steps=8, resume=True, device=device)
     for expected, actual in zip(reference.parameters(), resumed.parameters()):
         assert torch.equal(expected, actual)
     assert _train_rows(tmp_path / "crashed") == _train_rows(tmp_path / "reference")
