@@ -44,9 +44,11 @@ def test_the_store_holds_the_ids_of_the_corpus_read_whole(data_dir: Path, tmp_pa
 def test_the_cache_is_reused_until_an_input_or_the_vocabulary_changes(
     data_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="transformer_lab.data")
+    caplog.set_level(logging.INFO, logger="transformer_lab")
     config = data_config(data_dir, tmp_path / "cache")
     first = couplet.build_data(config)
+    # Prepared and opened, the data is described once, not once by each.
+    assert sum("pairs 200" in record.getMessage() for record in caplog.records if record.levelno >= logging.INFO) == 1
     caplog.clear()
     again = couplet.build_data(config)
     assert "reusing the prepared corpus" in caplog.text

@@ -232,7 +232,8 @@ def write_prepared_couplets(
         ),
         "train_pairs": training.counts["train_pairs"],
     }
-    logger.info("couplet data: %s", ", ".join(f"{key} {value}" for key, value in report.items()))
+    # Debug only: `train` says the report once it opens the folder, `prepare` prints it.
+    logger.debug("couplet data: %s", ", ".join(f"{key} {value}" for key, value in report.items()))
     vocabulary.save(folder / VOCABULARY_FILE)
     write_pairs_jsonl(folder / VALIDATION_FILE, validation, COUPLET_KEYS)
     write_corpus_manifest(
