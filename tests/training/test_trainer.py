@@ -1,8 +1,10 @@
 """The Trainer: learning, accumulation, exact resume, checkpoint folders, bf16, divergence."""
 
+import io
 import json
 import logging
 import random
+import sys
 
 import pytest
 import torch
@@ -265,6 +267,24 @@ def test_a_tie_of_the_best_metric_goes_to_the_lower_validation_loss(tmp_path):
     resumed = _scored_trainer(tmp_path / "short", [{"val_loss": 4.2, "val_bleu": 0.0}], max_steps=8, resume=True)
     assert resumed.fit()["best_step"] == 4
     assert load_trainer_state(tmp_path / "short" / "best")["global_step"] == 4
+
+
+class _Terminal(io.StringIO):
+    """stderr as a terminal: what tqdm's disable=None shows the bar on."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "log file"])
+def test_the_progress_bar_draws_on_a_terminal_only(tmp_path, monkeypatch, terminal):
+    stderr = _Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    Trainer(
+        TinyModel(), config(max_steps=2, progress_bar=True), tmp_path, loss_fn, epoch_batches, d_model=D_MODEL
+    ).fit()
+    # A log file would otherwise fill with one "\r"-joined update a batch.
+    assert ("\r" in stderr.getvalue() and "batch" in stderr.getvalue()) is terminal
 
 
 def test_missing_best_metric_and_missing_resume_folder(tmp_path):

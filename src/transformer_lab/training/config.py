@@ -59,7 +59,7 @@ class TrainConfig:
     best_mode: Literal["min", "max"] = "min"
     # Write a training row to metrics.jsonl every this many optimizer steps.
     log_every_steps: int = 50
-    # Show a tqdm progress bar (turn off for logs redirected to files).
+    # Show a tqdm progress bar where stderr is a terminal (never in a file or a pipe).
     progress_bar: bool = True
     # Where the model trains: "cpu", "cuda", "cuda:1", ... (the Trainer moves it there;
     # under torchrun "cuda" becomes each process's cuda:LOCAL_RANK).

@@ -448,7 +448,8 @@ class Trainer:
             unit="batch",
             leave=False,
             dynamic_ncols=True,
-            disable=not (self.config.progress_bar and self._is_main_process),
+            # None: only on a terminal, as the download bar; a log file gets no "\r" updates.
+            disable=None if self.config.progress_bar and self._is_main_process else True,
         )
         try:
             for batch in iterator:
