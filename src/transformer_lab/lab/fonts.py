@@ -5,12 +5,14 @@ names and tokens would be drawn as boxes. :func:`enable_cjk_fallback` finds an i
 CJK font (Noto Sans CJK, WenQuanYi, Microsoft YaHei, PingFang, ...), also one installed after
 matplotlib built its font cache, and appends it to the font families, so that each glyph
 the default font lacks comes from it (matplotlib falls back glyph by glyph). Where none is installed,
-:func:`check_cjk_text` warns once, naming what to install.
+:func:`check_cjk_text` warns once, naming what to install, and silences matplotlib's own
+warning for each missing glyph (twenty lines for one couplet), which says nothing more.
 """
 
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -36,6 +38,9 @@ CJK_FAMILIES = (
 # Font files of those families, for a font installed after matplotlib's cache was built.
 _CJK_FILE_MARKS = ("notosanscjk", "notoserifcjk", "sourcehansans", "wqy", "msyh", "pingfang", "simhei", "uming")
 INSTALL_HINT = "install a CJK font: Debian/Ubuntu 'apt-get install fonts-noto-cjk', or Noto Sans CJK from Google Fonts"
+
+# matplotlib's UserWarning for each character its fonts lack: "Glyph 26202 (...) missing from font(s) ...".
+_MISSING_GLYPH_WARNING = r"Glyph \d+ .*missing from font"
 
 _warned = False
 
@@ -82,10 +87,18 @@ def has_cjk(text: str) -> bool:
 
 
 def check_cjk_text(texts: Iterable[str]) -> None:
-    """Warn once (logging) if ``texts`` hold CJK characters and no CJK font is installed."""
+    """Warn once (logging) if ``texts`` hold CJK characters and no CJK font is installed.
+
+    matplotlib's missing-glyph warnings are then ignored, for this figure and the later
+    ones: the one line here has said what they would repeat per character.
+    """
     global _warned
-    if _warned or not any(has_cjk(text) for text in texts):
+    if not any(has_cjk(text) for text in texts):
         return
-    if installed_cjk_family() is None:
+    if not _warned:
+        if installed_cjk_family() is not None:
+            return
         _warned = True
         logger.warning("the figure has CJK text but no font for it (drawn as boxes); %s", INSTALL_HINT)
+    # Added on every such figure, not once: a caller's warnings.catch_warnings() drops it on exit.
+    warnings.filterwarnings("ignore", message=_MISSING_GLYPH_WARNING, category=UserWarning)
