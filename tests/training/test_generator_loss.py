@@ -118,3 +118,26 @@ def test_bad_arguments_name_what_was_expected():
         generator_cross_entropy(hidden, generator, target_ids, 0.1, PAD_ID, chunk_rows=0)
     with pytest.raises(ValueError, match=r"smoothing: expected a float in \[0, 1\)"):
         generator_cross_entropy(hidden, generator, target_ids, 1.0, PAD_ID)
+
+
+def test_the_default_chunk_is_512_rows_on_the_cpu_and_sized_by_free_memory_on_cuda(monkeypatch):
+    from transformer_lab.training import generator_loss
+
+    assert generator_loss.default_chunk_rows(torch.device("cpu"), 8000) == 512
+    free = {"bytes": 64 << 30}
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free["bytes"], 141 << 30))
+    cuda = torch.device("cuda")
+    # A sixteenth of 64 GiB is 4 GiB, over the 2 GiB cap: 2 GiB of float32 logits of 8,000 words.
+    assert generator_loss.default_chunk_rows(cuda, 8000) == (2 << 30) // (4 * 8000)
+    free["bytes"] = 160 << 20  # 10 MiB for the logits: fewer rows than the CPU's, so the CPU's floor
+    assert generator_loss.default_chunk_rows(cuda, 8000) == 512
+    free["bytes"] = 1 << 30  # 64 MiB: 2,097 rows of 8,000 words
+    assert generator_loss.default_chunk_rows(cuda, 8000) == (1 << 30) // 16 // (4 * 8000)
+
+
+def test_the_default_chunk_gives_the_loss_of_a_chosen_chunk():
+    hidden, generator, target_ids = _case()
+    default = generator_cross_entropy(hidden, generator, target_ids, 0.1, PAD_ID)
+    chosen = generator_cross_entropy(hidden, generator, target_ids, 0.1, PAD_ID, chunk_rows=512)
+    assert torch.equal(default, chosen)
+    assert _gradients(default, hidden, generator)[0].equal(_gradients(chosen, hidden, generator)[0])

@@ -70,3 +70,30 @@ def test_scheduler_applies_the_cooldown():
         scheduler.step()
     with pytest.raises(ValueError, match="cooldown_steps"):
         build_noam_scheduler(build_optimizer([parameter]), 16, 4, total_steps=3, cooldown_steps=5)
+
+
+def test_adam_is_fused_only_where_every_parameter_is_on_cuda():
+    cpu_parameters = [torch.nn.Parameter(torch.randn(3, 2)), torch.nn.Parameter(torch.randn(2))]
+    assert not build_optimizer(cpu_parameters).defaults["fused"]
+    # Parameter groups, one given as a generator, are read for the check and still reach Adam whole.
+    groups = [{"params": (parameter for parameter in cpu_parameters[:1])}, {"params": cpu_parameters[1], "lr": 2.0}]
+    optimizer = build_optimizer(groups)
+    assert [len(group["params"]) for group in optimizer.param_groups] == [1, 1]
+    assert optimizer.param_groups[1]["lr"] == 2.0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+def test_adam_on_cuda_is_fused_and_steps_as_the_plain_one():
+    torch.manual_seed(0)
+    weights = torch.randn(64, 32)
+    gradient = torch.randn(64, 32)
+    results = []
+    for device in ("cpu", "cuda"):
+        parameter = torch.nn.Parameter(weights.to(device))
+        optimizer = build_optimizer([parameter], lr=1e-3)
+        assert bool(optimizer.defaults["fused"]) == (device == "cuda")
+        for _ in range(3):
+            parameter.grad = gradient.to(device)
+            optimizer.step()
+        results.append(parameter.detach().cpu())
+    torch.testing.assert_close(results[0], results[1], rtol=1e-5, atol=1e-6)

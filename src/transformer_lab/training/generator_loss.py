@@ -25,10 +25,29 @@ from torch.autograd.function import once_differentiable
 
 from .losses import check_loss_arguments, check_target_ids, label_smoothed_cross_entropy
 
-__all__ = ["DEFAULT_CHUNK_ROWS", "generator_cross_entropy"]
+__all__ = ["DEFAULT_CHUNK_ROWS", "default_chunk_rows", "generator_cross_entropy"]
 
-# 512 rows of 8,000 float32 logits are 16 MB; larger chunks kept more and were no faster.
+# 512 rows of 8,000 float32 logits are 16 MB; larger chunks kept more and were no faster on
+# the CPU. On a GPU every chunk is a few kernel launches and a small product that leaves the
+# chip idle, so there the chunk is sized by memory instead (:func:`default_chunk_rows`).
 DEFAULT_CHUNK_ROWS = 512
+# On CUDA: the chunk's float32 logits take at most this share of the free device memory...
+CUDA_LOGITS_MEMORY_SHARE = 1 / 16
+# ...and at most this many bytes (2 GiB: 65,536 rows of an 8,000-word vocabulary).
+CUDA_LOGITS_MAX_BYTES = 2 << 30
+
+
+def default_chunk_rows(device: torch.device, vocabulary_size: int) -> int:
+    """Rows per chunk: :data:`DEFAULT_CHUNK_ROWS` on the CPU, on CUDA as many as the memory share allows.
+
+    The logits of a chunk are ``rows x vocabulary_size`` float32 values, and the softmax
+    gradient made from them is as large, so the share is kept small.
+    """
+    if device.type != "cuda":
+        return DEFAULT_CHUNK_ROWS
+    free_bytes, _ = torch.cuda.mem_get_info(device)
+    budget = min(free_bytes * CUDA_LOGITS_MEMORY_SHARE, CUDA_LOGITS_MAX_BYTES)
+    return max(DEFAULT_CHUNK_ROWS, int(budget // (4 * max(vocabulary_size, 1))))
 
 
 def generator_cross_entropy(
@@ -38,7 +57,7 @@ def generator_cross_entropy(
     smoothing: float,
     ignore_index: int,
     reduction: Literal["mean", "sum"] = "mean",
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    chunk_rows: int | None = None,
 ) -> torch.Tensor:
     """``label_smoothed_cross_entropy(generator(hidden), target_ids, ...)`` without the [N, V] logits.
 
@@ -46,13 +65,13 @@ def generator_cross_entropy(
     quantized copy, a module with hooks) is applied whole and scored by
     :func:`label_smoothed_cross_entropy`, as are inputs that need no gradient. Under
     autocast the chunks' matrix products run in the autocast dtype, as ``generator``
-    would; the loss itself is computed in float32.
+    would; the loss itself is computed in float32. ``chunk_rows`` None: :func:`default_chunk_rows`.
 
     Shape:
         hidden: [B, T, D] or [N, D]. target_ids: [B, T] or [N]. Returns a scalar.
     """
     check_loss_arguments(smoothing, reduction)
-    if chunk_rows < 1:
+    if chunk_rows is not None and chunk_rows < 1:
         raise ValueError(f"chunk_rows: expected a positive number of rows, got {chunk_rows}")
     plain_linear = type(generator) is nn.Linear and not generator._forward_hooks and not generator._forward_pre_hooks
     parameters = [generator.weight, generator.bias] if plain_linear else []
@@ -71,12 +90,15 @@ def generator_cross_entropy(
     flat_target_ids = target_ids.reshape(-1).long()  # [N]
     keep_mask = flat_target_ids != ignore_index  # [N], True = a real token
     safe_target_ids = flat_target_ids.masked_fill(~keep_mask, 0)  # [N]: ignored rows read class 0
+    if chunk_rows is None:
+        chunk_rows = default_chunk_rows(hidden.device, vocabulary_size)
     total = _ChunkedGeneratorLoss.apply(
         flat_hidden, generator.weight, generator.bias, safe_target_ids, keep_mask, smoothing, chunk_rows
     )
     if reduction == "mean":
-        # With no real token this is 0 (the sum of zeros), not 0 / 0.
-        return total / max(int(keep_mask.sum()), 1)
+        # With no real token this is 0 (the sum of zeros), not 0 / 0. The count stays a
+        # tensor: reading it to the host would make a GPU wait for the loss at every batch.
+        return total / keep_mask.sum().clamp(min=1)
     return total
 
 
