@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
+import matplotlib
 import matplotlib.image
+import matplotlib.text
 import pytest
 import torch
+from matplotlib.figure import Figure
 
 from tests.reliability.builders import tiny_tokenizer, write_translation_checkpoint
 from transformer_lab.cli import main
@@ -194,3 +198,53 @@ def test_plot_attention_reads_a_translation_checkpoints_text_with_its_tokenizer(
     assert error.count("\n") == 1
     assert "--source: a translation checkpoint reads text: expected a sentence to draw" in error
     assert "transformer-lab translate --plot-attention" in error
+
+
+def _drawn_figure(monkeypatch: pytest.MonkeyPatch, draw: Callable[[], Path]) -> Figure:
+    """The figure ``draw`` saves, kept open (the figure functions close theirs after saving)."""
+    kept: list[Figure] = []
+    close = figures.plt.close
+    monkeypatch.setattr(figures.plt, "close", kept.append)
+    draw()
+    monkeypatch.setattr(figures.plt, "close", close)
+    (figure,) = kept
+    return figure
+
+
+def test_a_short_heat_map_keeps_its_title_off_the_colorbar_and_inside_the_figure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    title = "cross-attention, decoder layer 1 (mean of heads)"
+    weights = torch.tensor([[0.6, 0.4], [0.3, 0.7], [0.5, 0.5]])
+    figure = _drawn_figure(
+        monkeypatch,
+        lambda: figures.plot_attention_heatmap(
+            weights, ["Ein", "Hund"], ["<bos>", "A", "dog"], tmp_path / "a.png", title
+        ),
+    )
+    renderer = figure.canvas.get_renderer()
+    (text,) = [text for text in figure.findobj(matplotlib.text.Text) if text.get_text() == title]
+    title_box = text.get_window_extent(renderer)
+    colorbar_box = figure.axes[1].get_window_extent(renderer)  # the colorbar's axes, beside the map's
+    assert not title_box.overlaps(colorbar_box)
+    assert 0 <= title_box.x0 and title_box.x1 <= figure.bbox.width
+    figures.plt.close(figure)
+
+
+def test_a_heat_map_spans_its_own_values_unless_given_a_range(tmp_path: Path) -> None:
+    # Attention spread thin (0.10-0.20), as a model early in training: on a fixed 0-1 scale one dark block.
+    weights = torch.tensor([[0.10, 0.15, 0.20], [0.20, 0.10, 0.15]])
+    viridis = matplotlib.colormaps["viridis"]
+
+    def has_colour(path: Path, value: float) -> bool:
+        pixels = matplotlib.image.imread(path)[..., :3]
+        return bool((abs(pixels - torch.tensor(viridis(value)[:3]).numpy()).max(axis=-1) < 0.02).any())
+
+    own = figures.plot_attention_heatmap(weights, ["a", "b", "c"], ["x", "y"], tmp_path / "own.png")
+    assert has_colour(own, 0.0) and has_colour(own, 1.0)  # the darkest and the brightest both drawn
+    fixed = figures.plot_attention_heatmap(
+        weights, ["a", "b", "c"], ["x", "y"], tmp_path / "fixed.png", value_range=(0.0, 1.0)
+    )
+    assert not has_colour(fixed, 1.0)
+    with pytest.raises(ValueError, match=r"value_range: expected \(low, high\) with low < high, got \(1.0, 1.0\)"):
+        figures.plot_attention_heatmap(weights, ["a", "b", "c"], ["x", "y"], tmp_path / "x.png", value_range=(1.0, 1.0))

@@ -38,8 +38,15 @@ def plot_attention_heatmap(
     target_labels: Sequence[str],
     path: str | os.PathLike[str],
     title: str = "cross-attention",
+    value_range: tuple[float, float] | None = None,
 ) -> Path:
     """Draw one attention matrix (rows: target positions, columns: source positions).
+
+    The colours span the weights' own range (``value_range`` fixes one, e.g. ``(0.0, 1.0)``),
+    and the colorbar gives the numbers: a model early in training spreads its attention at
+    0.1-0.2 over many keys, which on a fixed 0-1 scale is one flat block. The title sits
+    above the whole figure and wraps, so a short sentence's narrow map does not run it into
+    the colorbar.
 
     Shape:
         weights ``[T, S]``, with ``len(target_labels) == T`` and ``len(source_labels) == S``.
@@ -49,16 +56,24 @@ def plot_attention_heatmap(
             f"weights must have shape [len(target_labels), len(source_labels)] = "
             f"[{len(target_labels)}, {len(source_labels)}], got {list(weights.shape)}"
         )
+    values = weights.detach().float().cpu().numpy()
+    low, high = (float(values.min()), float(values.max())) if value_range is None else value_range
+    if not high > low:
+        if value_range is not None:
+            raise ValueError(f"value_range: expected (low, high) with low < high, got {value_range!r}")
+        high = low + 1e-6  # every weight equal (uniform attention): one colour, still a valid scale
     check_cjk_text([*source_labels, *target_labels, title])
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure, axes = plt.subplots(figsize=(0.5 * len(source_labels) + 2.5, 0.5 * len(target_labels) + 1.5))
-    image = axes.imshow(weights.float().cpu().numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+    # At least 4 inches wide, so that the wrapped title keeps a few words a line.
+    figsize = (max(0.5 * len(source_labels) + 2.5, 4.0), 0.5 * len(target_labels) + 2.0)
+    figure, axes = plt.subplots(figsize=figsize)
+    image = axes.imshow(values, cmap="viridis", vmin=low, vmax=high)
     axes.set_xticks(range(len(source_labels)), labels=list(source_labels), rotation=90)
     axes.set_yticks(range(len(target_labels)), labels=list(target_labels))
     axes.set_xlabel("source position (key)")
     axes.set_ylabel("target position (query)")
-    axes.set_title(title)
+    figure.suptitle(title, wrap=True)
     figure.colorbar(image, ax=axes, fraction=0.046)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
