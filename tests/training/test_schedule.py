@@ -82,7 +82,7 @@ def test_adam_is_fused_only_where_every_parameter_is_on_cuda():
     assert optimizer.param_groups[1]["lr"] == 2.0
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+@pytest.mark.cuda
 def test_adam_on_cuda_is_fused_and_steps_as_the_plain_one():
     torch.manual_seed(0)
     weights = torch.randn(64, 32)
