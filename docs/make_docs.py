@@ -11,7 +11,8 @@ from the output of the ``transformer-lab`` commands shown in the block (or, for 
 of the package, from the package itself), so that what the docs say stays what the code
 does. Every figure is written by the ``transformer-lab plot`` command printed beside it;
 the attention figure and the training curve come from a short ``transformer-lab train
-reverse`` run into a temporary folder.
+reverse`` run into a temporary folder. The tutorial's architecture figure is drawn by
+:func:`transformer_lab.lab.architecture_figure.plot_architecture`.
 """
 
 from __future__ import annotations
@@ -414,6 +415,10 @@ def main() -> int:
         run_cli(TRAIN_ARGUMENTS + ["--out", str(run_folder)])
         write_page(DOCS / "architecture.md", architecture_blocks(run_folder), False)
     write_page(DOCS / "masks.md", masks_blocks(), False)
+    # The tutorial's picture of the whole model, linked from its chapters (no page block).
+    from transformer_lab.lab.architecture_figure import plot_architecture
+
+    plot_architecture(FIGURES / "architecture.png")
     for image in sorted(FIGURES.glob("*.png")):
         print(f"{image.relative_to(ROOT)}: {image.stat().st_size // 1000} KB")
     print("wrote docs/architecture.md and docs/masks.md")

@@ -1,11 +1,12 @@
-"""What every figure module shares: matplotlib without a screen, CJK text, and the PNG's size and file.
+"""What every figure module shares: matplotlib without a screen, CJK text, the PNG's size and file, its display.
 
 Importing this module is the figure modules' first step: it imports matplotlib (or raises
 the one-line error naming the plots extra), selects the Agg backend, so that figures are
 drawn on machines without a display, and lets Chinese text draw with an installed CJK font.
 Every figure takes ``figsize`` (inches) and ``dpi``; the PNG is exactly
 ``figsize[0] * dpi`` by ``figsize[1] * dpi`` pixels (no tight bounding box), so that a
-caller, and the tests, know its size in advance.
+caller, and the tests, know its size in advance. :func:`show_figure` shows a written PNG
+inline in a notebook and hands back its path, which a script prints.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from transformer_lab.lab.fonts import enable_cjk_fallback  # noqa: E402
 
-__all__ = ["check_figure_size", "save_png"]
+__all__ = ["check_figure_size", "save_png", "show_figure"]
 
 # Chinese tokens, couplet lines and class names draw with an installed CJK font.
 enable_cjk_fallback()
@@ -45,4 +46,25 @@ def save_png(figure: Figure, path: str | os.PathLike[str], dpi: int) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=dpi)
     plt.close(figure)
+    return path
+
+
+def show_figure(path: str | os.PathLike[str]) -> Path:
+    """Show the PNG file ``path`` inline where a Jupyter kernel runs this code; return the path.
+
+    Run as a script, IPython's ``display`` would print only ``<IPython.core.display.Image
+    object>`` and never say where the figure is: there nothing is shown, and the caller prints
+    the returned path.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"path: expected a PNG file that exists, got {str(path)!r}")
+    try:
+        from IPython import get_ipython
+        from IPython.display import Image, display
+    except ImportError:  # IPython comes with the docs extra; without it there is no notebook either
+        return path
+    # A kernel's shell has a kernel; a terminal IPython has none and cannot draw an image.
+    if getattr(get_ipython(), "kernel", None) is not None:
+        display(Image(filename=str(path)))
     return path
