@@ -16,8 +16,14 @@ from transformer_lab.nn.dropout import Dropout
 __all__ = ["TokenEmbedding", "SinusoidalPositionalEncoding", "check_token_ids"]
 
 
-def check_token_ids(token_ids: Tensor, vocab_size: int, name: str) -> None:
-    """Raise ``ValueError`` unless ``token_ids`` is a 2-D integer tensor with ids in ``[0, vocab_size)``."""
+def check_token_ids(token_ids: Tensor, vocab_size: int, name: str, *, check_range: bool = True) -> None:
+    """Raise ``ValueError`` unless ``token_ids`` is a 2-D integer tensor with ids in ``[0, vocab_size)``.
+
+    ``check_range=False`` checks the shape and dtype only: reading the smallest and largest
+    id back makes the host wait for the device (``nn/host_reads.py``), which a caller at
+    every decoding step may decline; an id out of range then meets the embedding's own
+    bound check.
+    """
     if token_ids.dim() != 2 or token_ids.is_floating_point() or token_ids.dtype == torch.bool:
         raise ValueError(
             f"{name} must be an integer tensor of shape [batch, seq_len], "
@@ -25,6 +31,8 @@ def check_token_ids(token_ids: Tensor, vocab_size: int, name: str) -> None:
         )
     if token_ids.numel() == 0:
         raise ValueError(f"{name} must not be empty, got shape {list(token_ids.shape)}")
+    if not check_range:
+        return
     smallest, largest = int(token_ids.min()), int(token_ids.max())
     if smallest < 0 or largest >= vocab_size:
         bad = smallest if smallest < 0 else largest

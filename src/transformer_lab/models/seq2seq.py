@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from transformer_lab import nn as lab_nn
 from transformer_lab.models.config import ModelConfig
 from transformer_lab.models.embedding import SinusoidalPositionalEncoding, TokenEmbedding, check_token_ids
-from transformer_lab.nn import masks
+from transformer_lab.nn import host_reads, masks
 from transformer_lab.nn.decoder_step import DecoderStep
 
 __all__ = ["Seq2SeqTransformer"]
@@ -206,7 +206,11 @@ class Seq2SeqTransformer(nn.Module):
                 f"got length {tgt_prefix_ids.shape[1]}"
             )
         new_ids = tgt_prefix_ids[:, cached:]  # [B, t - cached]
-        check_token_ids(new_ids, self.tgt_vocab_size, "tgt_prefix_ids")
+        # After the first step, a device whose reads wait (nn/host_reads.py) is not asked for
+        # the ids' range at every step: the searches feed back their own choices among the V
+        # logits, and the embedding still bounds-checks on the device.
+        check_range = cached == 0 or not host_reads.host_reads_wait(new_ids.device)
+        check_token_ids(new_ids, self.tgt_vocab_size, "tgt_prefix_ids", check_range=check_range)
         self._check_memory(memory, src_ids, new_ids.shape[0])
         new_emb = self.positional_encoding(self.tgt_embedding(new_ids), offset=cached)  # [B, t_new, D]
         new_emb = self._add_aligned_memory(new_emb, memory, src_ids, offset=cached)
@@ -255,12 +259,12 @@ class Seq2SeqTransformer(nn.Module):
         if source is src_ids and source_version == version:
             return mask
         mask = masks.padding_mask(src_ids, self.pad_id)  # [B, S]
-        if not bool(mask.any()):
-            mask = None
-        cache.derived["memory_padding"] = (src_ids, version, mask)
-        # Asked here, once per source tensor, for the single-position step.
-        cache.derived["source_fully_hidden"] = mask is not None and bool(mask.all(dim=1).any())
-        return mask
+        # Both questions in one read (on an accelerator each read waits for the device);
+        # the second is for the single-position step.
+        padded, fully_hidden = torch.stack([mask.any(), mask.all(dim=1).any()]).tolist()
+        cache.derived["memory_padding"] = (src_ids, version, mask if padded else None)
+        cache.derived["source_fully_hidden"] = fully_hidden
+        return mask if padded else None
 
     def _cached_generator(self, hidden: Tensor, cache: lab_nn.DecoderCache) -> Tensor:
         """The generator for one decoding run: ``hidden @ W^T + b`` with ``W^T`` made contiguous once.

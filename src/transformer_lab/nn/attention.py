@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_lab.nn import masks, sdpa
+from transformer_lab.nn import host_reads, masks, sdpa
 from transformer_lab.nn.cache import AttentionCache
 from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, active_recorder, record
 
@@ -330,7 +330,7 @@ class MultiheadAttention(nn.Module):
         hidden_rows = None
         if merged_mask is not None:
             hidden_rows = masks.fully_hidden_rows(merged_mask)  # [N or 1, H or 1, L or 1, 1]
-            if hidden_rows.device.type == "cpu" and not bool(hidden_rows.any()):
+            if not host_reads.host_reads_wait(hidden_rows.device) and not bool(hidden_rows.any()):
                 # The usual case: no row to unhide or zero. Asking costs no device sync on
                 # the CPU, and skipping the two masked fills saves a copy of the context
                 # forward and backward (about 4 % of an attention call).
