@@ -4,6 +4,16 @@ All sentences and all their beams are decoded as one batch of B*K rows, sentence
 (row = sentence * K + beam). Sentences that are done are dropped from the batch (the
 cache is told through `reorder`), so a long sentence does not keep short ones running.
 
+Host reads. The choices are made on the device; what the host needs of a step (which eos
+candidates were accepted, their scores and parents, the live beams' scores) is kept as
+one small record per step and read every `check_every` steps, all pending records at
+once, then applied step by step as if each had been read on time; a hypothesis' tokens
+stay on the device until the end (token_history.py). On the CPU the default reads every
+step, as reads cost nothing there; on an accelerator every read waits for the device
+(nn/host_reads.py), so it reads every few steps, and a sentence done in between keeps
+its rows in the batch until the read, its candidates ignored. The results do not depend
+on the interval.
+
 Scores. A hypothesis' `log_prob` is the raw sum of its tokens' log-probabilities (eos
 included); its `score` is `log_prob / gnmt_length_penalty(len(ids), length_penalty)`
 with `len(ids)` the number of generated tokens, eos included, bos excluded. Live beams
@@ -43,6 +53,7 @@ Shape legend: B batch, S source length, K beam, V vocabulary, L longest best hyp
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -55,8 +66,10 @@ from transformer_lab.decoding.protocol import (
     check_source_ids,
     clamp_to_positional_table,
     next_token_log_probs,
+    resolve_check_every,
     resolve_special_ids,
 )
+from transformer_lab.decoding.token_history import TokenHistory
 
 BEAM_STOPS = ("exact", "finished")
 
@@ -67,23 +80,37 @@ def check_beam_stop(stop: str) -> None:
         raise ValueError(f"stop: expected one of {BEAM_STOPS}, given {stop!r}")
 
 
-def _add_hypothesis(
-    hypotheses: list[Hypothesis],
-    ids: list[int],
-    log_prob: float,
-    length_penalty: float,
-    num_return: int,
-) -> None:
+@dataclass(frozen=True)
+class _Found:
+    """A hypothesis as the search finds it: its tokens stay on the device until the end (token_history.py).
+
+    Its ids are those of row ``row`` of the prefix after ``steps`` steps (bos excluded),
+    then eos if ``ends_with_eos``.
+    """
+
+    score: float
+    log_prob: float
+    steps: int
+    row: int
+    ends_with_eos: bool
+
+    @classmethod
+    def scored(cls, log_prob: float, steps: int, row: int, ends_with_eos: bool, length_penalty: float) -> _Found:
+        """The hypothesis with its score: ``log_prob`` over the GNMT penalty of its length (eos included)."""
+        length = steps + 1 if ends_with_eos else steps
+        return cls(log_prob / gnmt_length_penalty(length, length_penalty), log_prob, steps, row, ends_with_eos)
+
+
+def _add_hypothesis(hypotheses: list[_Found], found: _Found, num_return: int) -> None:
     """Insert a hypothesis, keeping the list sorted best first and `num_return` long."""
-    score = log_prob / gnmt_length_penalty(len(ids), length_penalty)
-    hypotheses.append(Hypothesis(ids=ids, score=score, log_prob=log_prob))
+    hypotheses.append(found)
     # A stable sort: among equal scores the hypothesis found first stays first.
     hypotheses.sort(key=lambda hypothesis: -hypothesis.score)
     del hypotheses[num_return:]
 
 
 def _sentence_done(
-    hypotheses: list[Hypothesis],
+    hypotheses: list[_Found],
     ended: int,
     best_live_log_prob: float,
     generated: int,
@@ -110,6 +137,66 @@ def _sentence_done(
     return hypotheses[num_return - 1].score >= bound
 
 
+def _replay(
+    pending: list[tuple[int, Tensor]],
+    active: list[int],
+    found: list[list[_Found]],
+    ended: list[int],
+    beam_size: int,
+    max_len: int,
+    length_penalty: float,
+    num_return: int,
+    stop: str,
+) -> list[bool]:
+    """Read the steps since the last check in one go and apply them in order, as if read one by one.
+
+    Each record holds, per sentence still in the batch, the first candidates' acceptance,
+    raw scores and parent beams, and the new beams' scores (see beam_search). A sentence
+    found done at a step ignores the steps after it: in a search that reads every step it
+    would have left the batch there. At the last step (``max_len - 1``) the live beams
+    become hypotheses without eos and no stopping rule is asked. Returns, per position of
+    ``active``, whether the sentence is done.
+
+    Shape: each record ``[A, 4K]``: acceptance, raw scores, parent beams, new beam scores.
+    """
+    steps = [step for step, _ in pending]
+    records = torch.stack([record for _, record in pending]).tolist()  # [P, A, 4K], the one read
+    done = [False] * len(active)
+    for step, record in zip(steps, records):
+        for position, row in enumerate(record):
+            if done[position]:
+                continue
+            sentence = active[position]
+            for candidate in range(beam_size) if 1.0 in row[:beam_size] else ():
+                if row[candidate]:
+                    ended[sentence] += 1
+                    parent = position * beam_size + int(row[2 * beam_size + candidate])
+                    hypothesis = _Found.scored(row[beam_size + candidate], step, parent, True, length_penalty)
+                    _add_hypothesis(found[sentence], hypothesis, num_return)
+            live = row[3 * beam_size :]  # [K], best first
+            if step == max_len - 1:
+                # Out of length: the live beams become hypotheses without eos.
+                for beam, log_prob in enumerate(live):
+                    if math.isfinite(log_prob):
+                        hypothesis = _Found.scored(
+                            log_prob, step + 1, position * beam_size + beam, False, length_penalty
+                        )
+                        _add_hypothesis(found[sentence], hypothesis, num_return)
+            elif _sentence_done(
+                found[sentence],
+                ended[sentence],
+                live[0],
+                step + 1,
+                max_len,
+                length_penalty,
+                num_return,
+                stop,
+                beam_size,
+            ):
+                done[position] = True
+    return done
+
+
 def beam_search(
     model: IncrementalDecoder,
     src_ids: Tensor,
@@ -124,6 +211,7 @@ def beam_search(
     use_cache: bool = True,
     logits_processor: LogitsProcessor | None = None,
     stop: str = "exact",
+    check_every: int | None = None,
 ) -> DecodeOutput:
     """Beam search over a batch of sentences for at most `max_len` new tokens.
 
@@ -133,8 +221,9 @@ def beam_search(
     non-eos candidates as the new beams and reorders the cache to their parents. See the
     module docstring for the scores and the stopping rules: `stop="exact"` stops a sentence
     only when its n-best list can no longer change, `stop="finished"` once `beam_size` of
-    its hypotheses have ended (fairseq's and CTranslate2's rule). The model should be in
-    eval mode.
+    its hypotheses have ended (fairseq's and CTranslate2's rule). `check_every` is the
+    number of steps between two host reads (None: by device, `resolve_check_every`; see
+    the module docstring). The model should be in eval mode.
 
     Shape:
         src_ids: LongTensor[B, S] -> DecodeOutput(hypotheses: B lists of <= num_return, best_ids [B, L]).
@@ -149,6 +238,7 @@ def beam_search(
     check_beam_stop(stop)
     bos_id, eos_id, pad_id = resolve_special_ids(model, bos_id, eos_id, pad_id)
     max_len = clamp_to_positional_table(model, max_len)
+    check_every = resolve_check_every(check_every, src_ids.device)
 
     # no_grad rather than inference_mode: see greedy_search.
     with torch.no_grad():
@@ -168,9 +258,12 @@ def beam_search(
 
         # active[a] is the original index of the a-th sentence still in the batch.
         active = list(range(batch_size))
-        finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
-        ended = [0] * batch_size  # hypotheses seen ending per sentence (finished keeps the best)
+        found: list[list[_Found]] = [[] for _ in range(batch_size)]
+        ended = [0] * batch_size  # hypotheses seen ending per sentence (found keeps the best)
         beam_offsets = torch.arange(beam_size, device=device)  # [K]
+        history = TokenHistory()
+        # Each step's [A, 4K] record since the last read, with the step it belongs to.
+        pending: list[tuple[int, Tensor]] = []
 
         for step in range(max_len):
             active_count = len(active)
@@ -192,86 +285,75 @@ def beam_search(
             live_scores = top_scores.masked_fill(top_is_eos, -math.inf)  # [A, C]
             next_scores, order = live_scores.topk(beam_size, dim=1)  # [A, K]
             next_parents = top_parents.gather(1, order)  # [A, K]
-            next_tokens = top_tokens.gather(1, order)  # [A, K]
+            next_tokens = top_tokens.gather(1, order).reshape(-1)  # [A*K]
             row_offsets = torch.arange(active_count, device=device) * beam_size  # [A]
             flat_parents = (row_offsets.unsqueeze(1) + next_parents).reshape(-1)  # [A*K]
             next_prefix_ids = torch.cat(
-                [prefix_ids.index_select(0, flat_parents), next_tokens.reshape(-1, 1)], dim=1
+                [prefix_ids.index_select(0, flat_parents), next_tokens.unsqueeze(1)], dim=1
             )  # [A*K, t+1]
 
             # An eos candidate counts only within the top K, as if the beam had K slots:
             # the extra K candidates exist to refill the beam, not to finish more.
-            candidate_ranks = torch.arange(candidate_count, device=device)  # [C]
-            accepted = top_is_eos & (candidate_ranks < beam_size).unsqueeze(0) & torch.isfinite(top_scores)  # [A, C]
-            positions = accepted.nonzero()  # [M, 2]
-            if positions.numel() > 0:
-                sentence_positions = positions[:, 0]  # [M]
-                candidate_positions = positions[:, 1]  # [M]
-                rows = row_offsets[sentence_positions] + top_parents[sentence_positions, candidate_positions]  # [M]
-                token_lists = prefix_ids.index_select(0, rows)[:, 1:].tolist()
-                log_prob_list = top_scores[sentence_positions, candidate_positions].tolist()
-                for position, tokens, log_prob in zip(sentence_positions.tolist(), token_lists, log_prob_list):
-                    ended[active[position]] += 1
-                    _add_hypothesis(
-                        finished[active[position]],
-                        tokens + [eos_id],
-                        log_prob,
-                        length_penalty,
-                        num_return,
-                    )
+            accepted = top_is_eos[:, :beam_size] & torch.isfinite(top_scores[:, :beam_size])  # [A, K]
+            # What the host needs of this step, read with the others at the next check: per
+            # sentence the first K candidates' acceptance, raw scores and parent beams, and
+            # the new beams' scores, as one float32 record (parents are small integers).
+            record = torch.cat(
+                [
+                    accepted.to(top_scores.dtype),
+                    top_scores[:, :beam_size],
+                    top_parents[:, :beam_size].to(top_scores.dtype),
+                    next_scores,
+                ],
+                dim=1,
+            )  # [A, 4K]
+            pending.append((step, record))
 
-            if step == max_len - 1:
-                # Out of length: the live beams become hypotheses without eos.
-                token_lists = next_prefix_ids[:, 1:].tolist()
-                log_prob_list = next_scores.reshape(-1).tolist()
-                for row, (tokens, log_prob) in enumerate(zip(token_lists, log_prob_list)):
-                    if math.isfinite(log_prob):
-                        _add_hypothesis(
-                            finished[active[row // beam_size]],
-                            tokens,
-                            log_prob,
-                            length_penalty,
-                            num_return,
-                        )
-                break
+            last_step = step == max_len - 1
+            compacted = False
+            if last_step or (step + 1) % check_every == 0:
+                done = _replay(pending, active, found, ended, beam_size, max_len, length_penalty, num_return, stop)
+                pending.clear()
+                if last_step:
+                    history.append(next_tokens, flat_parents)  # the live beams just added end here
+                    break
+                keep = [position for position in range(active_count) if not done[position]]
+                if not keep:
+                    break
+                if len(keep) < active_count:
+                    compacted = True
+                    keep_index = torch.tensor(keep, dtype=torch.long, device=device)  # [A']
+                    keep_rows = keep_index.unsqueeze(1) * beam_size + beam_offsets  # [A', K]
+                    keep_rows = keep_rows.reshape(-1)  # [A'*K]
+                    flat_parents = flat_parents.index_select(0, keep_rows)  # [A'*K]
+                    next_tokens = next_tokens.index_select(0, keep_rows)  # [A'*K]
+                    next_prefix_ids = next_prefix_ids.index_select(0, keep_rows)  # [A'*K, t+1]
+                    next_scores = next_scores.index_select(0, keep_index)  # [A', K]
+                    # A sentence's K memory rows are identical, so selecting rows of kept
+                    # sentences is enough; no need to follow the parents.
+                    memory = memory.index_select(0, keep_rows)  # [A'*K, S, D]
+                    beam_src_ids = beam_src_ids.index_select(0, keep_rows)  # [A'*K, S]
+                    active = [active[position] for position in keep]
 
-            best_live = next_scores[:, 0].tolist()  # scores are sorted, beam 0 is best
-            keep = [
-                position
-                for position, sentence in enumerate(active)
-                if not _sentence_done(
-                    finished[sentence],
-                    ended[sentence],
-                    best_live[position],
-                    step + 1,
-                    max_len,
-                    length_penalty,
-                    num_return,
-                    stop,
-                    beam_size,
-                )
-            ]
-            if not keep:
-                break
-            if len(keep) < active_count:
-                keep_index = torch.tensor(keep, dtype=torch.long, device=device)  # [A']
-                keep_rows = keep_index.unsqueeze(1) * beam_size + beam_offsets  # [A', K]
-                keep_rows = keep_rows.reshape(-1)  # [A'*K]
-                flat_parents = flat_parents.index_select(0, keep_rows)  # [A'*K]
-                next_prefix_ids = next_prefix_ids.index_select(0, keep_rows)  # [A'*K, t+1]
-                next_scores = next_scores.index_select(0, keep_index)  # [A', K]
-                # A sentence's K memory rows are identical, so selecting rows of kept
-                # sentences is enough; no need to follow the parents.
-                memory = memory.index_select(0, keep_rows)  # [A'*K, S, D]
-                beam_src_ids = beam_src_ids.index_select(0, keep_rows)  # [A'*K, S]
-                active = [active[position] for position in keep]
-
+            history.append(next_tokens, flat_parents)
             if cache is not None:
                 # The cache holds one row per old beam; each new beam continues its parent.
                 # A parent is a beam of the same sentence, whose cross-attention keys and
                 # values are the same: they need moving only when sentences were dropped.
-                cache.reorder(flat_parents, include_static=len(keep) < active_count)
+                cache.reorder(flat_parents, include_static=compacted)
             prefix_ids = next_prefix_ids
             beam_scores = next_scores
 
-    return DecodeOutput.from_hypotheses(finished, pad_id, src_ids.device)
+    trace = history.read()
+    hypotheses = [
+        [
+            Hypothesis(
+                ids=trace.ids(hypothesis.steps, hypothesis.row) + ([eos_id] if hypothesis.ends_with_eos else []),
+                score=hypothesis.score,
+                log_prob=hypothesis.log_prob,
+            )
+            for hypothesis in sentence
+        ]
+        for sentence in found
+    ]
+    return DecodeOutput.from_hypotheses(hypotheses, pad_id, src_ids.device)

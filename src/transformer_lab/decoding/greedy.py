@@ -16,6 +16,7 @@ from transformer_lab.decoding.protocol import (
     check_source_ids,
     clamp_to_positional_table,
     next_token_log_probs,
+    resolve_check_every,
     resolve_special_ids,
 )
 
@@ -31,15 +32,19 @@ def greedy_search(
     use_cache: bool = True,
     logits_processor: LogitsProcessor | None = None,
     length_penalty: float = 0.0,
+    check_every: int | None = None,
 ) -> DecodeOutput:
     """Decode a batch greedily for at most `max_len` new tokens.
 
     All rows are decoded together; a row that has emitted eos leaves the batch (its
     output holds pad_id after the eos) and the loop stops as soon as every row has
-    finished. A logits processor sees the rows still decoding, with their own
-    ``src_ids`` rows, as in beam search. With `use_cache=False` the whole prefix is
-    decoded again at every step (slow; kept as the oracle for the cached path). The
-    model should be in eval mode.
+    finished. Which rows have finished is read back every `check_every` steps (None: every
+    step on the CPU, every few on an accelerator, where each read waits for the device;
+    `resolve_check_every`); between two reads a finished row keeps being computed, its
+    tokens ignored, so the outputs do not depend on the interval. A logits processor sees
+    the rows still in the batch, with their own ``src_ids`` rows, as in beam search. With
+    `use_cache=False` the whole prefix is decoded again at every step (slow; kept as the
+    oracle for the cached path). The model should be in eval mode.
     Each sentence gets one hypothesis; `length_penalty` only sets its reported `score`
     (its `log_prob` over the GNMT penalty, as beam search reports it), never the choice.
 
@@ -52,6 +57,7 @@ def greedy_search(
     check_length_penalty(length_penalty)
     bos_id, eos_id, pad_id = resolve_special_ids(model, bos_id, eos_id, pad_id)
     max_len = clamp_to_positional_table(model, max_len)
+    check_every = resolve_check_every(check_every, src_ids.device)
 
     # no_grad rather than inference_mode: inference tensors returned to the caller could
     # not be modified in place later, a surprising trap for such small outputs.
@@ -61,13 +67,14 @@ def greedy_search(
         memory = model.encode(src_ids)  # [B, S, D]
         cache = model.new_cache() if use_cache else None
 
-        # The rows still decoding, as rows of the full batch; finished rows leave the
-        # batch (memory, source, prefix, cache), so no step computes a row whose sentence
-        # has ended: on Multi30k's test set in batches of 64 sorted by length that was
-        # 37 % of the row-steps (docs/results.md#ctranslate2).
+        # The rows in the batch, as rows of the full batch; finished rows leave the batch
+        # (memory, source, prefix, cache) at the next read, so no step computes a row whose
+        # sentence ended before it: on Multi30k's test set in batches of 64 sorted by length
+        # that was 37 % of the row-steps (docs/results.md#ctranslate2).
         active = torch.arange(batch_size, device=device)  # [A]
         active_src_ids = src_ids  # [A, S]
         prefix_ids = torch.full((batch_size, 1), bos_id, dtype=torch.long, device=device)  # [A, t]
+        finished = torch.zeros(batch_size, dtype=torch.bool, device=device)  # [A]: emitted eos already
         generated_ids = torch.full((batch_size, max_len), pad_id, dtype=torch.long, device=device)  # [B, max_len]
         scores = torch.zeros(batch_size, dtype=torch.float32, device=device)  # [B]
         lengths = torch.zeros(batch_size, dtype=torch.long, device=device)  # [B]
@@ -78,28 +85,43 @@ def greedy_search(
             )  # [A, V]
             next_ids = log_probs.argmax(dim=-1)  # [A]
             next_log_probs = log_probs.gather(1, next_ids.unsqueeze(1)).squeeze(1)  # [A]
-            generated_ids[active, step] = next_ids
-            scores[active] += next_log_probs
-            lengths[active] += 1
+            if check_every == 1:
+                # Read at every step: every row in the batch is still going.
+                generated_ids[active, step] = next_ids
+                scores[active] += next_log_probs
+                lengths[active] += 1
+                finished = next_ids == eos_id  # [A]
+            else:
+                # Rows finished since the last read are still here: their tokens do not count.
+                generated_ids[active, step] = next_ids.masked_fill(finished, pad_id)
+                scores[active] += next_log_probs.masked_fill(finished, 0.0)
+                lengths[active] += ~finished
+                finished = finished | (next_ids == eos_id)  # [A]
             prefix_ids = torch.cat([prefix_ids, next_ids.unsqueeze(1)], dim=1)  # [A, t+1]
 
-            going_on = next_ids != eos_id  # [A]
-            # The one host synchronisation per step.
-            remaining = int(going_on.sum())
+            if (step + 1) % check_every != 0 or step == max_len - 1:
+                continue
+            # The one host read of these steps.
+            remaining = finished.shape[0] - int(finished.sum())
             if remaining == 0:
                 break
-            if remaining < going_on.shape[0]:
-                keep = going_on.nonzero().squeeze(1)  # [A']
+            if remaining < finished.shape[0]:
+                # A stable sort puts the unfinished rows first, in order: their indices,
+                # without another read (nonzero would wait for the device again).
+                keep = finished.to(torch.uint8).argsort(stable=True)[:remaining]  # [A']
                 active = active.index_select(0, keep)  # [A']
                 active_src_ids = active_src_ids.index_select(0, keep)  # [A', S]
                 memory = memory.index_select(0, keep)  # [A', S, D]
                 prefix_ids = prefix_ids.index_select(0, keep)  # [A', t+1]
+                finished = finished.index_select(0, keep)  # [A'], all False
                 if cache is not None:
                     cache.reorder(keep)
 
-    generated_ids = generated_ids[:, : prefix_ids.shape[1] - 1]  # [B, L]: the steps taken (bos aside)
+    length_list = lengths.tolist()
+    # The steps the longest row took (bos aside); steps run past it between reads added only pad.
+    generated_ids = generated_ids[:, : max(length_list)]  # [B, L]
     hypotheses = [
         [Hypothesis(ids=row[:length], score=log_prob / gnmt_length_penalty(length, length_penalty), log_prob=log_prob)]
-        for row, length, log_prob in zip(generated_ids.tolist(), lengths.tolist(), scores.tolist())
+        for row, length, log_prob in zip(generated_ids.tolist(), length_list, scores.tolist())
     ]
     return DecodeOutput(hypotheses=hypotheses, best_ids=generated_ids, scores=scores, lengths=lengths)

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from transformer_lab.decoding.protocol import LogitsProcessor, apply_logits_processor
+from transformer_lab.nn import host_reads
 
 
 class RowLengthLimit:
@@ -50,7 +51,9 @@ class RowLengthLimit:
         if self.inner is not None:
             log_probs = apply_logits_processor(self.inner, step, prefix_ids, log_probs, src_ids)  # [N, V]
         done = self.limits(src_ids) <= step  # [N]: the row already holds its limit of tokens
-        if not bool(done.any()):
+        if not host_reads.host_reads_wait(done.device) and not bool(done.any()):
+            # No row at its limit: nothing to force. Asked only where the answer costs no
+            # wait for the device; elsewhere the forcing below runs at every step.
             return log_probs
         eos = log_probs[:, self.eos_id]  # [N]
         # A processor may have forbidden eos; at the limit it is the only way out.

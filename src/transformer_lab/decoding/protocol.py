@@ -15,6 +15,8 @@ from typing import Any, Protocol, Union, cast, runtime_checkable
 import torch
 from torch import Tensor
 
+from transformer_lab.nn import host_reads
+
 
 class PlainLogitsProcessor(Protocol):
     """step, prefix_ids [N, t], log_probs [N, V] -> log_probs [N, V] (see `LogitsProcessor`)."""
@@ -167,6 +169,27 @@ def check_source_ids(src_ids: Tensor) -> None:
         )
     if src_ids.size(0) == 0 or src_ids.size(1) == 0:
         raise ValueError(f"src_ids: expected B >= 1 and S >= 1, given shape {tuple(src_ids.shape)}")
+
+
+# Steps between two reads of a search's progress on a device whose reads wait for it
+# (nn/host_reads.py): each read drains the device's queue, and a row that finished
+# meanwhile costs only its share of a batched step until the next read drops it. Not yet
+# measured against other values on a GPU.
+ACCELERATOR_CHECK_EVERY = 4
+
+
+def resolve_check_every(check_every: int | None, device: torch.device) -> int:
+    """Steps between the search's reads of which rows or sentences are done: ``check_every``, else by device.
+
+    None gives 1 where reads are free (the CPU: finished rows leave the batch at once, the
+    least work) and :data:`ACCELERATOR_CHECK_EVERY` where they wait for the device. The
+    results are the same whatever the interval: rows done between two reads keep being
+    computed, and their outputs are ignored.
+    """
+    if check_every is None:
+        return ACCELERATOR_CHECK_EVERY if host_reads.host_reads_wait(device) else 1
+    check_positive("check_every", check_every)
+    return check_every
 
 
 def check_positive(name: str, value: int) -> None:
