@@ -66,6 +66,15 @@ def test_auto_on_a_faked_cuda_device_asks_cuda(monkeypatch, supported, expected)
     assert hardware.bf16_support("cuda").reason.startswith("Fake GPU ")
 
 
+def test_auto_on_a_gpu_that_only_emulates_bf16_is_fp32(monkeypatch) -> None:
+    # Before compute capability 8.0 torch can make bf16 tensors (emulation), slower than fp32.
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args, **kwargs: "Older GPU")
+    assert hardware.resolve_precision("auto", "cuda") == "fp32"
+    assert hardware.resolve_inference_precision("auto", "fp32", "cuda") == "fp32"
+    assert hardware.bf16_support("cuda").reason == "Older GPU has no native bf16"
+
+
 @pytest.mark.parametrize(("avx512_bf16", "auto"), [(True, "bf16"), (False, "fp32")])
 def test_a_commands_precision_is_the_given_one_else_the_default_resolved_once(monkeypatch, avx512_bf16, auto) -> None:
     fake_x86(monkeypatch, avx512_bf16=avx512_bf16)

@@ -9,7 +9,9 @@ docs/results.md#precision).
 
 The rule, by device:
 
-- CUDA: ``torch.cuda.is_bf16_supported()``.
+- CUDA: native bf16, ``torch.cuda.is_bf16_supported(including_emulation=False)`` (compute
+  capability 8.0 and later: Ampere, Hopper, ...); an older GPU only emulates bf16, slower
+  than fp32, so auto gives fp32 there.
 - x86 CPU: AVX512-BF16 or AMX tiles, as torch's own CPU feature detection reports them.
 - any other CPU (ARM, ...): a measured probe, bf16 against fp32 on one small matrix product.
 - any other device: fp32.
@@ -162,9 +164,9 @@ def measure_bf16_speed(size: int = 192, repeats: int = 3) -> float:
 def _bf16_support(device_type: str, device_index: int | None) -> Bf16Support:
     if device_type == "cuda":
         device = torch.device("cuda", device_index) if device_index is not None else torch.device("cuda")
-        fast = bool(torch.cuda.is_bf16_supported())
+        fast = bool(torch.cuda.is_bf16_supported(including_emulation=False))
         name = torch.cuda.get_device_name(device)
-        return Bf16Support(fast, f"{name} {'supports' if fast else 'does not support'} bf16")
+        return Bf16Support(fast, f"{name} {'supports' if fast else 'has no native'} bf16")
     if device_type != "cpu":
         return Bf16Support(False, f"no bf16 rule for device type {device_type!r}, so fp32")
     capability = torch.backends.cpu.get_cpu_capability()
@@ -243,6 +245,16 @@ def resolve_inference_precision(
     stays "int8" where ``int8`` allows it, and needs a CPU (PyTorch's int8 kernels). The
     model copy, the decoding config and the report's name all follow from the result.
     Errors name the option ``name``.
+
+    Decoding on CUDA: "auto" is bf16 on a GPU with native bf16, as for training. The bf16
+    copy's single-position step (``nn/decoder_step.py``) sends its attention through
+    ``scaled_dot_product_attention``, which would pick cuDNN attention on recent GPUs;
+    cuDNN plans anew for every shape, a decoding step's key length is new at every step,
+    and bf16 decoding was then several times slower than fp32. ``nn/sdpa.py`` therefore
+    keeps every call off cuDNN attention (flash or memory-efficient kernels instead), which
+    leaves bf16 with its halved weight and cache traffic: it should be the faster of the
+    two. ``benchmarks/bench_gpu.py`` decodes at fp32, bf16 and auto side by side to check
+    that auto is never the slower one on the GPU at hand.
     """
     choice = default if requested is None else requested
     choices = INFERENCE_PRECISIONS if int8 else PRECISIONS
