@@ -15,6 +15,12 @@ applies the file, then any ``--set`` (which wins). ``transformer-lab config tran
 prints a preset in this form to start from. The file is checked as strictly as a
 checkpoint's ``config.json``: an unknown key or a value of the wrong type is one error
 naming the file and the key; a file that is not YAML names its line.
+
+YAML is read within bounds (:func:`load_bounded_yaml`, also the model card's reader): at
+most 1 MiB of text, nested at most 32 levels, and at most 100,000 values with every alias
+(``*name``) counted as the whole value it repeats. A few hundred bytes of nested aliases
+otherwise stand for gigabytes of values (and the message quoting one took them all), and
+100,000 nested brackets overflowed the parser's recursion.
 """
 
 from __future__ import annotations
@@ -26,9 +32,145 @@ from typing import Any, TypeVar
 
 import yaml
 
-from transformer_lab.training.config_io import config_from_dict, config_to_dict
+from transformer_lab.training.config_io import config_from_dict, config_to_dict, shown
+
+__all__ = [
+    "MAX_YAML_BYTES",
+    "MAX_YAML_DEPTH",
+    "MAX_YAML_VALUES",
+    "apply_config_file",
+    "config_to_yaml",
+    "load_bounded_yaml",
+    "load_bounded_yaml_text",
+    "read_config_file",
+]
 
 ConfigType = TypeVar("ConfigType")
+
+# A run's config is a few hundred bytes, a model card's front matter a few kilobytes.
+MAX_YAML_BYTES = 1 << 20
+# A config is three levels deep (section, key, list); Python's recursion ends near 1,000.
+MAX_YAML_DEPTH = 32
+# Values (scalars, lists, mappings) with every alias counted as what it repeats.
+MAX_YAML_VALUES = 100_000
+
+
+class _YamlBoundError(ValueError):
+    """A bound of :func:`load_bounded_yaml` exceeded, at ``line`` (1-based) when known."""
+
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses nesting deeper than :data:`MAX_YAML_DEPTH` as it composes.
+
+    The composer recurses once per level, so the depth must be counted there, before
+    Python's own recursion limit is reached.
+    """
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                line = self.peek_event().start_mark.line + 1
+                raise _YamlBoundError(f"expected values nested at most {MAX_YAML_DEPTH} levels deep, got deeper", line)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Refuse a node graph whose aliases expand past :data:`MAX_YAML_VALUES` values or :data:`MAX_YAML_DEPTH` levels.
+
+    An alias is the same node object as its anchor, so each node's expanded size and
+    depth are counted once and reused: the cost follows the text, not the expansion.
+    """
+    sizes: dict[int, tuple[int, int]] = {}
+    open_nodes: set[int] = set()
+
+    def measure(node: yaml.Node) -> tuple[int, int]:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        if id(node) in open_nodes:
+            raise _YamlBoundError(
+                "expected no alias inside the value it names, got one that repeats itself", node.start_mark.line + 1
+            )
+        open_nodes.add(id(node))
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        count, depth = 1, 1
+        for child in children:
+            child_count, child_depth = measure(child)
+            count += child_count
+            depth = max(depth, child_depth + 1)
+            if count > MAX_YAML_VALUES or depth > MAX_YAML_DEPTH:
+                line = node.start_mark.line + 1
+                if depth > MAX_YAML_DEPTH:
+                    raise _YamlBoundError(
+                        f"expected values nested at most {MAX_YAML_DEPTH} levels deep (aliases expanded), got deeper",
+                        line,
+                    )
+                raise _YamlBoundError(f"expected at most {MAX_YAML_VALUES:,} values (aliases expanded), got more", line)
+        open_nodes.discard(id(node))
+        sizes[id(node)] = (count, depth)
+        return count, depth
+
+    measure(root)
+
+
+def load_bounded_yaml(path: str | os.PathLike[str]) -> Any:
+    """What the YAML file ``path`` holds, read as :func:`yaml.safe_load` would, within the module's bounds.
+
+    A file over :data:`MAX_YAML_BYTES`, nested deeper than :data:`MAX_YAML_DEPTH`, holding more
+    than :data:`MAX_YAML_VALUES` values once its aliases are expanded, not UTF-8, or not
+    YAML is a ``ValueError`` naming the file (and the line where one is known).
+    """
+    path = Path(path)
+    with path.open("rb") as file:
+        data = file.read(MAX_YAML_BYTES + 1)
+    if len(data) > MAX_YAML_BYTES:
+        raise ValueError(f"{path}: expected a YAML file of at most {MAX_YAML_BYTES:,} bytes, got a larger one")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: expected UTF-8 text, got invalid bytes ({error.reason})") from None
+    return load_bounded_yaml_text(text, str(path))
+
+
+def load_bounded_yaml_text(text: str, where: str) -> Any:
+    """:func:`load_bounded_yaml` of text already read; ``where`` names it in errors (a file, or a file's part)."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ValueError(f"{where}: expected YAML of at most {MAX_YAML_BYTES:,} characters, got {len(text):,}")
+    loader = _BoundedLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expanded_size(node)
+        return loader.construct_document(node)
+    except _YamlBoundError as error:
+        at = f"line {error.line}: " if error.line is not None else ""
+        raise ValueError(f"{where}: {at}{error}") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        at = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise ValueError(f"{where}: {at}expected YAML, got an error: {' '.join(str(problem).split())}") from None
+    except ValueError as error:
+        # A value the constructor refuses, such as an integer of more digits than Python converts.
+        raise ValueError(f"{where}: expected YAML values Python can hold, got one it refuses ({error})") from None
+    finally:
+        loader.dispose()
 
 
 def _merged(base: dict[str, Any], changes: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -36,7 +178,7 @@ def _merged(base: dict[str, Any], changes: Mapping[str, Any], where: str) -> dic
     merged = dict(base)
     for key, value in changes.items():
         if not isinstance(key, str):
-            raise ValueError(f"{where}: expected text keys, got {key!r}")
+            raise ValueError(f"{where}: expected text keys, got {shown(key)}")
         if isinstance(value, Mapping):
             if key in merged and not isinstance(merged[key], Mapping):
                 raise ValueError(f"{where}.{key}: expected a value, got a section")
@@ -51,15 +193,7 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"--config: expected an existing YAML file, got {str(path)!r}")
-    try:
-        content = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: expected UTF-8 text, got invalid bytes ({error.reason})") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = getattr(error, "problem", None) or str(error)
-        raise ValueError(f"{path}: {where}expected YAML, got an error: {problem}") from None
+    content = load_bounded_yaml(path)
     if content is None:
         return {}
     if not isinstance(content, Mapping):

@@ -13,7 +13,8 @@ nested dataclasses.
   ``"train.lr_factor=2.0"``, parsing the text by the field's type; :func:`parse_override`
   is its one reading of a ``key=value`` text, for whoever else needs the keys.
 
-Every error is a ``ValueError`` naming the dotted key, what was expected and what was given.
+Every error is a ``ValueError`` naming the dotted key, what was expected and what was given;
+the value given is quoted by :func:`shown`, which keeps it short whatever its size.
 """
 
 from __future__ import annotations
@@ -22,18 +23,35 @@ import dataclasses
 import json
 import math
 import pathlib
+import reprlib
 import types
 import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["apply_overrides", "config_from_dict", "config_to_dict", "parse_override"]
+__all__ = ["apply_overrides", "config_from_dict", "config_to_dict", "parse_override", "shown"]
 
 ConfigType = TypeVar("ConfigType")
 
 _TRUE_WORDS = ("true", "yes", "on", "1")
 _FALSE_WORDS = ("false", "no", "off", "0")
 _NONE_WORDS = ("none", "null")
+
+
+# A value quoted in a message: a few items per level, a few levels, short strings. The value
+# may be a file's whole list, or an alias tree that stands for gigabytes once written out.
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 3
+_SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxdict = _SHOWN.maxset = _SHOWN.maxfrozenset = 6
+_SHOWN.maxstring = _SHOWN.maxother = 80
+_SHOWN.maxlong = 40
+SHOWN_CHARACTERS = 160
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` cut to at most :data:`SHOWN_CHARACTERS` characters, never built whole first."""
+    text = _SHOWN.repr(value)
+    return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 3] + "..."
 
 
 def _is_dataclass_type(annotation: Any) -> bool:
@@ -99,7 +117,8 @@ def _from_mapping(cls: type, data: Any, prefix: str) -> Any:
     fields = {field.name: field for field in _init_fields(cls)}
     unknown = [key for key in data if key not in fields]
     if unknown:
-        raise ValueError(f"{prefix}{unknown[0]}: unknown key for {cls.__name__}; " f"expected one of {sorted(fields)}")
+        name = unknown[0] if isinstance(unknown[0], str) and len(unknown[0]) <= 80 else shown(unknown[0])
+        raise ValueError(f"{prefix}{name}: unknown key for {cls.__name__}; expected one of {sorted(fields)}")
     hints = _field_types(cls)
     arguments: dict[str, Any] = {}
     for name, field in fields.items():
@@ -131,36 +150,36 @@ def _convert_data(value: Any, annotation: Any, key: str) -> Any:
                 return _convert_data(value, option, key)
             except ValueError:
                 continue
-        raise ValueError(f"{key}: expected {_describe(annotation)}, got {value!r}")
+        raise ValueError(f"{key}: expected {_describe(annotation)}, got {shown(value)}")
     if origin is typing.Literal:
         for choice in arguments:
             if type(value) is type(choice) and value == choice:
                 return choice
-        raise ValueError(f"{key}: expected one of {list(arguments)}, got {value!r}")
+        raise ValueError(f"{key}: expected one of {list(arguments)}, got {shown(value)}")
     if annotation is bool:
         if isinstance(value, bool):
             return value
-        raise ValueError(f"{key}: expected a bool, got {value!r}")
+        raise ValueError(f"{key}: expected a bool, got {shown(value)}")
     if annotation is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        raise ValueError(f"{key}: expected an int, got {value!r}")
+        raise ValueError(f"{key}: expected an int, got {shown(value)}")
     if annotation is float:
         # JSON writes 1.0 as 1.0, but a hand-written config may say 1; both mean a float.
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return _finite(float(value), key, repr(value))
-        raise ValueError(f"{key}: expected a float, got {value!r}")
+            return _finite(float(value), key, shown(value))
+        raise ValueError(f"{key}: expected a float, got {shown(value)}")
     if annotation is str:
         if isinstance(value, str):
             return value
-        raise ValueError(f"{key}: expected a str, got {value!r}")
+        raise ValueError(f"{key}: expected a str, got {shown(value)}")
     if isinstance(annotation, type) and issubclass(annotation, pathlib.PurePath):
         if isinstance(value, (str, pathlib.PurePath)):
             return annotation(value)
-        raise ValueError(f"{key}: expected a path string, got {value!r}")
+        raise ValueError(f"{key}: expected a path string, got {shown(value)}")
     if origin in (tuple, list):
         if not isinstance(value, (list, tuple)):
-            raise ValueError(f"{key}: expected a list for {_describe(annotation)}, got {value!r}")
+            raise ValueError(f"{key}: expected a list for {_describe(annotation)}, got {shown(value)}")
         item_types = _sequence_item_types(annotation, len(value), key)
         items = [
             _convert_data(item, item_type, f"{key}[{index}]")
@@ -169,7 +188,7 @@ def _convert_data(value: Any, annotation: Any, key: str) -> Any:
         return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(value, Mapping):
-            raise ValueError(f"{key}: expected a mapping, got {value!r}")
+            raise ValueError(f"{key}: expected a mapping, got {shown(value)}")
         key_type, value_type = arguments or (Any, Any)
         return {
             _convert_data(item_key, key_type, f"{key}<key>"): _convert_data(item, value_type, f"{key}.{item_key}")
@@ -221,33 +240,33 @@ def _parse_text(text: str, annotation: Any, key: str) -> Any:
                 return _parse_text(text, option, key)
             except ValueError:
                 continue
-        raise ValueError(f"{key}: expected {_describe(annotation)}, got {text!r}")
+        raise ValueError(f"{key}: expected {_describe(annotation)}, got {shown(text)}")
     if origin is typing.Literal:
         for choice in arguments:
             if isinstance(choice, str) and text == choice:
                 return choice
             if not isinstance(choice, str) and stripped == str(choice):
                 return choice
-        raise ValueError(f"{key}: expected one of {list(arguments)}, got {text!r}")
+        raise ValueError(f"{key}: expected one of {list(arguments)}, got {shown(text)}")
     if annotation is bool:
         if stripped.lower() in _TRUE_WORDS:
             return True
         if stripped.lower() in _FALSE_WORDS:
             return False
         raise ValueError(
-            f"{key}: expected a bool ({'/'.join(_TRUE_WORDS)} or {'/'.join(_FALSE_WORDS)}), " f"got {text!r}"
+            f"{key}: expected a bool ({'/'.join(_TRUE_WORDS)} or {'/'.join(_FALSE_WORDS)}), " f"got {shown(text)}"
         )
     if annotation is int:
         try:
             return int(stripped)
         except ValueError:
-            raise ValueError(f"{key}: expected an int, got {text!r}") from None
+            raise ValueError(f"{key}: expected an int, got {shown(text)}") from None
     if annotation is float:
         try:
             number = float(stripped)
         except ValueError:
-            raise ValueError(f"{key}: expected a float, got {text!r}") from None
-        return _finite(number, key, repr(text))
+            raise ValueError(f"{key}: expected a float, got {shown(text)}") from None
+        return _finite(number, key, shown(text))
     if isinstance(annotation, type) and issubclass(annotation, pathlib.PurePath):
         return annotation(text)
     if origin in (tuple, list):
@@ -266,7 +285,7 @@ def _parse_text(text: str, annotation: Any, key: str) -> Any:
         try:
             value = json.loads(stripped)
         except json.JSONDecodeError:
-            raise ValueError(f"{key}: expected a JSON object, got {text!r}") from None
+            raise ValueError(f"{key}: expected a JSON object, got {shown(text)}") from None
         return _convert_data(value, annotation, key)
     raise ValueError(f"{key}: unsupported field type {_describe(annotation)} for an override")
 
@@ -283,7 +302,7 @@ def apply_overrides(config: ConfigType, overrides: Iterable[str]) -> ConfigType:
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise ValueError(f"config: expected a dataclass instance, got {type(config).__name__}")
     if isinstance(overrides, str):
-        raise ValueError(f"overrides: expected a list of 'key=value' strings, got the single string {overrides!r}")
+        raise ValueError(f"overrides: expected a list of 'key=value' strings, got the single string {shown(overrides)}")
     for override in overrides:
         path, text = parse_override(override)
         config = _replace_at(config, list(path), text, prefix="")
@@ -298,12 +317,12 @@ def parse_override(override: str) -> tuple[tuple[str, ...], str]:
     takes it whole.
     """
     if not isinstance(override, str) or "=" not in override:
-        raise ValueError(f"overrides: expected 'key=value', got {override!r}")
+        raise ValueError(f"overrides: expected 'key=value', got {shown(override)}")
     key, text = override.split("=", 1)
     key = key.strip()
     path = tuple(key.split("."))
     if not key or any(not part for part in path):
-        raise ValueError(f"overrides: expected a dotted key before '=', got {override!r}")
+        raise ValueError(f"overrides: expected a dotted key before '=', got {shown(override)}")
     return path, text
 
 
@@ -335,4 +354,4 @@ def _replace_at(config: Any, path: list[str], text: str, prefix: str) -> Any:
         # that names the key already is clear as it is.
         if str(error).startswith(f"{key}:"):
             raise ValueError(str(error)) from error
-        raise ValueError(f"{key}: the value {text!r} was rejected: {error}") from error
+        raise ValueError(f"{key}: the value {shown(text)} was rejected: {error}") from error
