@@ -33,6 +33,7 @@ COVERAGE: list[tuple[str, tuple[str, ...]]] = [
     (r"make demo$", ("not run", "sets up .venv (downloads); transformer-lab demo itself is run below")),
     (r"make test$", ("not run", "it is the test suite")),
     (r"make test-gpu$", ("not run", "needs a CUDA GPU")),
+    (r"make test-kernels$", ("not run", "reruns the suite's convergence tests on other kernels; CI runs it")),
     (r"make lint$", ("not run", "CI runs it before the tests")),
     (r"make tutorial$", ("not run", "tests/docs/test_tutorial.py executes every chapter, as it does")),
     (r"make browser$", ("not run", "installs Debian packages: needs root and apt-get")),
