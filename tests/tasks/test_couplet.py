@@ -29,6 +29,7 @@ def run_dir(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.convergence
 def test_training_lowers_the_loss(run_dir: Path) -> None:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
     losses = [row["train_loss"] for row in rows if row["event"] == "train"]

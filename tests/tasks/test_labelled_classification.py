@@ -114,6 +114,7 @@ def test_classify_prints_the_chinese_class_names(
     assert predicted == ["体育", "科技"]
 
 
+@pytest.mark.convergence
 def test_evaluate_scores_a_labelled_file_and_beats_chance(
     chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

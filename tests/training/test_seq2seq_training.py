@@ -113,6 +113,7 @@ def overfit_run(tmp_path_factory: pytest.TempPathFactory) -> OverfitRun:
     return OverfitRun(model.eval(), model_config, batch, targets, initial_loss, summary, out_dir)
 
 
+@pytest.mark.convergence
 def test_a_tiny_seq2seq_transformer_overfits_one_batch(overfit_run: OverfitRun) -> None:
     run = overfit_run
     assert run.summary["steps"] == 150
@@ -254,6 +255,7 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
+@pytest.mark.convergence
 def test_copy_task_training_reaches_full_exact_match_on_held_out_sequences(tmp_path: Path, one_thread: None) -> None:
     config = reduced_copy_config()
     result = synthetic.train(config, tmp_path)

@@ -88,6 +88,7 @@ def read_rows(path) -> list[dict]:
     return [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.convergence
 def test_overfits_one_batch(tmp_path):
     batch = make_batch(torch.Generator().manual_seed(1))
     model = TinyModel()
