@@ -150,30 +150,35 @@ def _replay(
 ) -> list[bool]:
     """Read the steps since the last check in one go and apply them in order, as if read one by one.
 
-    Each record holds, per sentence still in the batch, the first candidates' acceptance,
-    raw scores and parent beams, and the new beams' scores (see beam_search). A sentence
-    found done at a step ignores the steps after it: in a search that reads every step it
-    would have left the batch there. At the last step (``max_len - 1``) the live beams
-    become hypotheses without eos and no stopping rule is asked. Returns, per position of
-    ``active``, whether the sentence is done.
+    Each record holds, per sentence still in the batch, the first candidates' raw scores
+    where they end with eos (a finite one is a hypothesis), their parent beams, and the new
+    beams' scores (see beam_search). A sentence found done at a step ignores the steps
+    after it: in a search that reads every step it would have left the batch there. At the
+    last step (``max_len - 1``) the live beams become hypotheses without eos and no stopping
+    rule is asked. Returns, per position of ``active``, whether the sentence is done.
 
-    Shape: each record ``[A, 4K]``: acceptance, raw scores, parent beams, new beam scores.
+    Shape: each record ``[A, 3K]``: ending scores, parent beams, new beam scores.
     """
     steps = [step for step, _ in pending]
-    records = torch.stack([record for _, record in pending]).tolist()  # [P, A, 4K], the one read
+    if len(pending) == 1:
+        records = [pending[0][1].tolist()]  # [1, A, 3K], the one read
+    else:
+        records = torch.stack([record for _, record in pending]).tolist()  # [P, A, 3K], the one read
     done = [False] * len(active)
     for step, record in zip(steps, records):
         for position, row in enumerate(record):
             if done[position]:
                 continue
             sentence = active[position]
-            for candidate in range(beam_size) if 1.0 in row[:beam_size] else ():
-                if row[candidate]:
+            # Most rows end nothing: one max over K scores rules them out (NaN is never accepted).
+            ending = row[:beam_size]
+            for candidate in range(beam_size) if max(ending) != -math.inf else ():
+                if math.isfinite(ending[candidate]):
                     ended[sentence] += 1
-                    parent = position * beam_size + int(row[2 * beam_size + candidate])
-                    hypothesis = _Found.scored(row[beam_size + candidate], step, parent, True, length_penalty)
+                    parent = position * beam_size + int(row[beam_size + candidate])
+                    hypothesis = _Found.scored(ending[candidate], step, parent, True, length_penalty)
                     _add_hypothesis(found[sentence], hypothesis, num_return)
-            live = row[3 * beam_size :]  # [K], best first
+            live = row[2 * beam_size :]  # [K], best first
             if step == max_len - 1:
                 # Out of length: the live beams become hypotheses without eos.
                 for beam, log_prob in enumerate(live):
@@ -262,7 +267,7 @@ def beam_search(
         ended = [0] * batch_size  # hypotheses seen ending per sentence (found keeps the best)
         beam_offsets = torch.arange(beam_size, device=device)  # [K]
         history = TokenHistory()
-        # Each step's [A, 4K] record since the last read, with the step it belongs to.
+        # Each step's [A, 3K] record since the last read, with the step it belongs to.
         pending: list[tuple[int, Tensor]] = []
 
         for step in range(max_len):
@@ -293,20 +298,14 @@ def beam_search(
             )  # [A*K, t+1]
 
             # An eos candidate counts only within the top K, as if the beam had K slots:
-            # the extra K candidates exist to refill the beam, not to finish more.
-            accepted = top_is_eos[:, :beam_size] & torch.isfinite(top_scores[:, :beam_size])  # [A, K]
-            # What the host needs of this step, read with the others at the next check: per
-            # sentence the first K candidates' acceptance, raw scores and parent beams, and
-            # the new beams' scores, as one float32 record (parents are small integers).
-            record = torch.cat(
-                [
-                    accepted.to(top_scores.dtype),
-                    top_scores[:, :beam_size],
-                    top_parents[:, :beam_size].to(top_scores.dtype),
-                    next_scores,
-                ],
-                dim=1,
-            )  # [A, 4K]
+            # the extra K candidates exist to refill the beam, not to finish more. What the
+            # host needs of this step, read with the others at the next check, is one
+            # float32 record: per sentence the first K candidates' raw scores where they end
+            # with eos (-inf elsewhere: a finite one is accepted), their parent beams (small
+            # integers), and the new beams' scores.
+            ending_scores = top_scores[:, :beam_size].masked_fill(~top_is_eos[:, :beam_size], -math.inf)  # [A, K]
+            parents = top_parents[:, :beam_size].to(top_scores.dtype)  # [A, K]
+            record = torch.cat([ending_scores, parents, next_scores], dim=1)  # [A, 3K]
             pending.append((step, record))
 
             last_step = step == max_len - 1

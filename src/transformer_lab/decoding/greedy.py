@@ -113,7 +113,8 @@ def greedy_search(
                 active_src_ids = active_src_ids.index_select(0, keep)  # [A', S]
                 memory = memory.index_select(0, keep)  # [A', S, D]
                 prefix_ids = prefix_ids.index_select(0, keep)  # [A', t+1]
-                finished = finished.index_select(0, keep)  # [A'], all False
+                if check_every > 1:
+                    finished = finished.index_select(0, keep)  # [A'], all False
                 if cache is not None:
                     cache.reorder(keep)
 

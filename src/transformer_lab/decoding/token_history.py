@@ -61,11 +61,10 @@ class TokenHistory:
         if not self._steps:
             return TokenTrace([], [])
         sizes = [tokens.shape[0] for tokens, _ in self._steps]
-        both = torch.cat([torch.stack([tokens, parents]) for tokens, parents in self._steps], dim=1)  # [2, sum N]
-        flat_tokens, flat_parents = both.tolist()
-        tokens, parents, start = [], [], 0
-        for size in sizes:
-            tokens.append(flat_tokens[start : start + size])
-            parents.append(flat_parents[start : start + size])
+        flat = torch.cat([tokens for tokens, _ in self._steps] + [parents for _, parents in self._steps]).tolist()
+        rows: list[list[int]] = []
+        start = 0
+        for size in sizes + sizes:  # every step's tokens, then every step's parents
+            rows.append(flat[start : start + size])
             start += size
-        return TokenTrace(tokens, parents)
+        return TokenTrace(rows[: len(sizes)], rows[len(sizes) :])
