@@ -26,7 +26,7 @@ CELL_TIMEOUT_SECONDS = 600
 
 
 def chapters(folder: Path) -> list[Path]:
-    """The chapter files of one language, in reading order (``01_...py``, ``02_...py`` ...)."""
+    """The chapter files of one language, in reading order (``00_...py``, ``01_...py`` ...)."""
     return sorted(folder.glob("[0-9][0-9]_*.py"))
 
 

@@ -9,8 +9,11 @@
 # %% [markdown]
 # # 1. Attention and its two masks
 #
-# This chapter follows one attention call from its inputs to its output, printing the shape of
-# every tensor on the way, then builds the two masks a Transformer needs: the **causal mask**,
+# Chapter 0 drew the whole model ([the architecture figure](../figures/architecture.png): the
+# encoder, its output the *memory*, the decoder, the generator and its *logits*) and wrote
+# attention by hand. This chapter turns to the library's own attention: it follows one call
+# from its inputs to its output, printing the shape of every tensor on the way, then builds
+# the two masks a Transformer needs: the **causal mask**,
 # which keeps a position from reading the future, and the **key padding mask**, which keeps
 # every position from reading padding. It ends with a claim that puzzles many readers: hiding
 # the padded *rows* (queries) of the encoder changes nothing downstream. We compute it rather
@@ -34,11 +37,12 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # %% [markdown]
 # ## The shape walk of one attention call
 #
-# A `MultiheadAttention` takes a query sequence and a key/value sequence. In cross-attention the
-# queries come from the decoder (3 target positions) and the keys and values from the encoder's
-# output (4 source positions). With two sentences in the batch, the second sentence's last source
-# position is padding. The library's modules record the shape of every named tensor while they
-# run; `explain_attention` makes one such call and `format_shape_walk` prints the record.
+# A `MultiheadAttention` takes a query sequence and a key/value sequence. In cross-attention
+# (the purple box of the architecture figure) the queries come from the decoder (3 target
+# positions) and the keys and values from the encoder's output, the memory (4 source positions).
+# With two sentences in the batch, the second sentence's last source position is padding. The
+# library's modules record the shape of every named tensor while they run; `explain_attention`
+# makes one such call and `format_shape_walk` prints the record.
 
 # %%
 from transformer_lab.lab import explain_attention, format_shape_walk
@@ -122,12 +126,11 @@ print(source_padding.int())
 # %%
 from pathlib import Path
 
-from IPython.display import Image, display
-
 from transformer_lab.lab.figures import plot_masks
+from transformer_lab.lab.plotting import show_figure
 
 figures = Path("runs/tutorial-figures")
-display(Image(filename=str(plot_masks(figures / "masks.png", length=6, real_length=4))))
+print("figure:", show_figure(plot_masks(figures / "masks.png", length=6, real_length=4)))
 
 # %% [markdown]
 # Dark cells are hidden. In the second panel the two `<pad>` columns are dark, but the two
@@ -191,5 +194,81 @@ assert polarity_result.holds
 # future instead of hiding it (the rows marked *mixed* differ). The guards show the mistakes the
 # library can refuse (a `[B, 1, S]` mask, an integer mask); a bool `[B, S]` mask of the wrong
 # polarity has the right shape and type, and only numbers like these can catch it.
+#
+# ## Summary
+#
+# - The library's `MultiheadAttention` takes PyTorch's arguments and layout; inside, the scores
+#   are `[batch, heads, queries, keys]`: a row per query, a column per key.
+# - The causal mask (`causal_mask`) hides the future from the decoder's self-attention; the
+#   key padding mask (`padding_mask`, `lengths_to_padding_mask`, True = padding) hides padded
+#   keys, that is columns, from every query.
+# - Padded queries (rows) are not hidden and produce vectors; in the encoder nothing reads
+#   them, because cross-attention hides the memory's padded columns: the row mask changes no
+#   logit, loss or gradient, as the lab computed.
+# - A mask of the wrong polarity (True = keep, as in the Annotated Transformer) has the right
+#   shape and type: convert it with `masks.keep_to_hidden`.
+#
+# ## Exercises
+#
+# 1. **One mask instead of two.** Build the decoder's self-attention mask for a padded batch as a
+#    single bool `attn_mask` of shape `[B * H, T, T]` (causal and key padding together) and check
+#    that `MultiheadAttention` gives the same output as with `attn_mask=causal_mask(T)` and
+#    `key_padding_mask` passed separately.
+# 2. **Float masks.** `torch.nn.Transformer.generate_square_subsequent_mask(5)` returns a float
+#    mask. Which positions does it hide, and does the attention give the same output with it as
+#    with `causal_mask(5)`?
+# 3. **What nobody reads.** In the call of the section "The shape walk", replace the memory
+#    vector at sentence 1's padded position by anything you like. Which outputs change?
+#
+# ## Solutions
+#
+# Try the exercises first. In Jupyter the solution cells are collapsed: click the bar to open
+# one. Each prints its finding; the tests check these lines.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 1: the causal mask and the key padding mask as one [B * H, T, T] bool mask.
+self_attention = lab.MultiheadAttention(embed_dim=8, num_heads=2)
+tokens = torch.randn(5, 3, 8)  # [T, B, D]: 3 sentences of 5 positions
+target_padding = lengths_to_padding_mask(torch.tensor([5, 3, 2]), 5)  # [B, T], True = padding
+one_mask = causal_mask(5) | target_padding[:, None, :]  # [B, T, T]: a query row hides the future and the pads
+one_mask = one_mask.repeat_interleave(2, dim=0)  # [B * H, T, T]: sentence b's mask for each of its heads
+with torch.no_grad():
+    together, _ = self_attention(tokens, tokens, tokens, attn_mask=one_mask)
+    apart, _ = self_attention(tokens, tokens, tokens, attn_mask=causal_mask(5), key_padding_mask=target_padding)
+print(f"exercise 1: max |one mask - two masks| = {float((together - apart).abs().max()):.1e}")
+
+# %% [markdown]
+# The two give the same numbers: inside, the library merges the two masks into one with an OR
+# (`masks.merge_masks`), just as you did. Along the `B * H` dimension the masks go sentence by
+# sentence, each sentence's heads next to each other: the order PyTorch expects, and the one
+# `repeat_interleave` gives.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 2: the float mask of torch.nn.Transformer against causal_mask.
+float_mask = torch.nn.Transformer.generate_square_subsequent_mask(5)  # [T, T], -inf above the diagonal, else 0
+same_positions = torch.equal(float_mask == float("-inf"), causal_mask(5))
+with torch.no_grad():
+    with_float, _ = self_attention(tokens, tokens, tokens, attn_mask=float_mask)
+    with_bool, _ = self_attention(tokens, tokens, tokens, attn_mask=causal_mask(5))
+print(f"exercise 2: the float mask hides the same positions: {same_positions}")
+print(f"exercise 2: max |float mask - bool mask| = {float((with_float - with_bool).abs().max()):.1e}")
+
+# %% [markdown]
+# A float mask is *added* to the scores: `-inf` where a bool mask says True, 0 elsewhere. Both
+# hide the positions above the diagonal and give the same output. A float mask can also hold
+# finite values, to favour or penalise keys without hiding them.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 3: anything at sentence 1's padded memory position.
+changed_memory = memory.clone()
+changed_memory[3, 1] = 1000.0  # [S, B, D]: position 3 of sentence 1 is padding
+with torch.no_grad():
+    changed_output, _ = attention(query, changed_memory, changed_memory, key_padding_mask=key_padding_mask)
+print(f"exercise 3: max |output change| = {float((changed_output - output).abs().max()):.1e}")
+
+# %% [markdown]
+# Nothing changes, in either sentence: the padded key's score is replaced by `-inf` whatever the
+# key holds, so its weight is exactly 0 and its value is multiplied by 0. This is what makes the encoder's
+# padded rows harmless: the decoder reads the memory only through such a mask.
 #
 # **Next:** chapter 2 builds the whole model from these attention calls.

@@ -10,7 +10,9 @@
 # # 2. The model from its parts
 #
 # Chapter 1 looked inside one attention call. This chapter assembles the whole encoder-decoder
-# around it, one part at a time, and checks each part against what the paper says: token
+# around it, one part at a time, in the order of chapter 0's
+# [architecture figure](../figures/architecture.png), from the bottom up, and checks each part
+# against what the paper says: token
 # embeddings scaled by `sqrt(d_model)`, the sinusoidal positional table, the position-wise
 # feed-forward network, encoder and decoder layers and their stacks, post-norm against pre-norm,
 # the generator, and Xavier initialisation. It ends with the strongest check the library offers:
@@ -64,9 +66,8 @@ print("scaled / looked up:", (scaled / looked_up)[0, 0, :4])
 # %%
 from pathlib import Path
 
-from IPython.display import Image, display
-
 from transformer_lab.lab.figures import plot_positions
+from transformer_lab.lab.plotting import show_figure
 
 positions = SinusoidalPositionalEncoding(d_model=16, max_len=50, dropout=0.0)
 table = positions.table  # [max_len, D]
@@ -74,7 +75,7 @@ print("table", tuple(table.shape), "position 0:", table[0, :6])
 print("PE[3, 0] = sin(3) =", round(math.sin(3), 4), "->", round(float(table[3, 0]), 4))
 
 figures = Path("runs/tutorial-figures")
-display(Image(filename=str(plot_positions(figures / "positions.png", max_len=100, d_model=128))))
+print("figure:", show_figure(plot_positions(figures / "positions.png", max_len=100, d_model=128)))
 
 # %% [markdown]
 # Position 0 alternates 0 and 1 (sin 0 and cos 0), and entry `[3, 0]` is `sin(3)`. In the figure
@@ -238,5 +239,101 @@ assert twin_difference < 1e-5
 # same order). The library's tests run this check for every module, in both layouts, with every
 # kind of mask; [docs/architecture.md](../architecture.md) follows one batch through the model with the shape of every
 # tensor.
+#
+# ## Summary
+#
+# - Token embeddings are multiplied by `sqrt(d_model)` so that they and the positional table
+#   (entries in [-1, 1]) are of the same size.
+# - The sinusoidal table gives each position a distinct pattern of sines and cosines, fast in
+#   the first dimensions and slow in the last.
+# - The feed-forward network acts on each position alone; encoder layers have two sublayers,
+#   decoder layers three, each with a residual connection and a layer norm.
+# - Every decoder layer reads the same memory. Post-norm (the paper's) keeps the signal between
+#   layers normalised; pre-norm lets it grow and needs a final norm.
+# - The generator maps each decoder position to logits over the vocabulary; Xavier initialises
+#   the matrices; and with the same weights our `Transformer` computes what
+#   `torch.nn.Transformer` computes.
+#
+# ## Exercises
+#
+# 1. **Relative positions.** The paper chose sinusoids because `PE[pos + k]` is a linear
+#    function of `PE[pos]`, the same for every `pos`. For `k = 5`, build that function from the
+#    frequencies (each pair of dimensions `(2i, 2i+1)` turns by the angle `k * w_i`) and check it
+#    on the table of `positions`.
+# 2. **Counting parameters.** Write the number of parameters of an encoder layer and of a
+#    decoder layer as formulas in `d_model` and `dim_feedforward`, check them against `model`
+#    (the `lab.Transformer` above), and use them to count the paper's base model (d_model 512,
+#    dim_feedforward 2,048, 6 + 6 layers, embeddings left out).
+# 3. **The final norm of a pre-norm stack.** Give the pre-norm stack of six layers a final
+#    `LayerNorm` (`norm=` in `TransformerEncoder`): what is the standard deviation of its output?
+#
+# ## Solutions
+#
+# Try the exercises first. In Jupyter the solution cells are collapsed: click the bar to open
+# one. Each prints its finding; the tests check these lines.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 1: PE[pos + k] = R_k PE[pos], where R_k turns each (sin, cos) pair by the angle k * w_i.
+k = 5
+frequencies = 1.0 / 10000 ** (torch.arange(0, 16, 2) / 16)  # [D/2], w_i of the pair (2i, 2i+1)
+sin_k, cos_k = torch.sin(k * frequencies), torch.cos(k * frequencies)  # [D/2]
+now_sin, now_cos = table[:-k, 0::2], table[:-k, 1::2]  # [max_len - k, D/2] each
+later = torch.empty_like(table[k:])  # [max_len - k, D]
+later[:, 0::2] = now_sin * cos_k + now_cos * sin_k  # sin(a + b) = sin a cos b + cos a sin b
+later[:, 1::2] = now_cos * cos_k - now_sin * sin_k  # cos(a + b) = cos a cos b - sin a sin b
+print(
+    f"exercise 1: max |R_5 PE[pos] - PE[pos + 5]| over {table.shape[0] - k} positions = "
+    f"{float((later - table[k:]).abs().max()):.1e}"
+)
+
+# %% [markdown]
+# Each pair of dimensions is a point on a circle that turns at its own speed as the position
+# grows, so moving `k` positions is a rotation of each pair by a fixed angle, whatever `pos` is:
+# a linear map attention can learn to use for "the word `k` places back". The difference is
+# float rounding.
+
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 2: parameters of a layer, as formulas.
+def encoder_layer_parameters(d, f):
+    attention = 4 * d * d + 4 * d  # W_q, W_k, W_v, W_o and their biases
+    feed_forward = 2 * d * f + f + d  # linear1 and linear2 with biases
+    return attention + feed_forward + 2 * 2 * d  # two layer norms, each a weight and a bias
+
+
+def decoder_layer_parameters(d, f):
+    return encoder_layer_parameters(d, f) + 4 * d * d + 4 * d + 2 * d  # cross-attention and a third norm
+
+
+def transformer_parameters(d, f, encoder_layers, decoder_layers):
+    final_norms = 2 * 2 * d  # the stacks' final norms
+    return (
+        encoder_layers * encoder_layer_parameters(d, f) + decoder_layers * decoder_layer_parameters(d, f) + final_norms
+    )
+
+
+counted = sum(parameter.numel() for parameter in model.parameters())
+print(f"exercise 2: formula {transformer_parameters(32, 64, 2, 3)}, model.parameters() {counted}")
+print(f"exercise 2: the base model without embeddings: {transformer_parameters(512, 2048, 6, 6) / 1e6:.1f} M")
+
+# %% [markdown]
+# An attention holds four `d x d` matrices, the feed-forward network two `d x f` ones; with the
+# paper's sizes the layers hold 44 M parameters. The paper's 65 M adds the embeddings: a shared
+# vocabulary of about 37,000 subwords times 512.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 3: a pre-norm stack with a final LayerNorm.
+torch.manual_seed(0)
+normed_stack = lab.TransformerEncoder(
+    lab.TransformerEncoderLayer(32, 4, 64, dropout=0.0, norm_first=True), num_layers=6, norm=torch.nn.LayerNorm(32)
+)
+with torch.no_grad():
+    normed = normed_stack(torch.randn(7, 2, 32))  # [S, B, D]
+print(f"exercise 3: std of the pre-norm stack's output with a final norm: {float(normed.std(dim=-1).mean()):.2f}")
+
+# %% [markdown]
+# About 1: the final norm rescales the grown residual stream, so the decoder (or the generator)
+# receives vectors of the usual size. In a post-norm stack each layer already ends with a
+# norm, and a final one changes little.
 #
 # **Next:** chapter 3 trains this model.

@@ -9,12 +9,15 @@
 # %% [markdown]
 # # 3. Training and decoding
 #
-# The paper trains with two devices that a first implementation tends to skip: **label
-# smoothing**, which stops the model from becoming certain, and a **warm-up schedule** for the
-# learning rate. This chapter looks at each, then trains a small model on the Annotated
-# Transformer's **copy task** (the output must repeat the input) in well under a minute, decodes
-# with **greedy** and **beam search**, and checks that the **key/value cache** that makes decoding
-# fast gives exactly what decoding without it gives.
+# Chapter 2 built the model of chapter 0's [architecture figure](../figures/architecture.png);
+# this chapter trains it, and uses it the way the figure's top suggests: the generator's logits
+# become probabilities of the next token, one token at a time. The paper trains with two devices
+# that a first implementation tends to skip: **label smoothing**, which stops the model from
+# becoming certain, and a **warm-up schedule** for the learning rate. This chapter looks at
+# each, then trains a small model on the Annotated Transformer's **copy task** (the output must
+# repeat the input) in well under a minute, decodes with **greedy** and **beam search**, and
+# checks that the **key/value cache** that makes decoding fast gives exactly what decoding
+# without it gives.
 #
 # About a minute on one CPU core, nearly all of it training.
 
@@ -98,9 +101,8 @@ print(
 # %%
 from pathlib import Path
 
-from IPython.display import Image, display
-
 from transformer_lab.lab.figures import plot_lr_schedule
+from transformer_lab.lab.plotting import show_figure
 
 for step in (1, 1000, 4000, 8000, 20000):
     print(f"step {step:>5}: lr {noam_lr(step, d_model=512, warmup_steps=4000):.6f}")
@@ -108,7 +110,7 @@ peak = noam_lr(4000, d_model=512, warmup_steps=4000)
 assert peak == max(noam_lr(step, 512, 4000) for step in range(1, 20001))
 
 figures = Path("runs/tutorial-figures")
-display(Image(filename=str(plot_lr_schedule(figures / "lr-schedule.png"))))
+print("figure:", show_figure(plot_lr_schedule(figures / "lr-schedule.png")))
 
 # %% [markdown]
 # The rate peaks at step 4,000 (about 0.0007 for d_model 512) and halves by step 16,000. In the
@@ -235,5 +237,76 @@ assert torch.equal(cached.best_ids, uncached.best_ids) and step_difference < 1e-
 # The tokens are identical and the logits agree to float rounding (around `1e-6`): the cached
 # step adds the same numbers in a different order. On real sentences the cache makes decoding
 # several times faster ([docs/results.md](../results.md) has the measurements).
+#
+# ## Summary
+#
+# - Label smoothing trains towards a target with `1 - e` on the right token and `e / (V - 1)`
+#   on each other; the loss ignores padded positions.
+# - The warm-up schedule raises the learning rate linearly for `warmup_steps`, then lowers it
+#   as `1 / sqrt(step)`.
+# - A small model learns the copy task in well under a minute; greedy search takes the best
+#   token at each step, beam search keeps the `k` best prefixes and never scores lower.
+# - The key/value cache computes one new row per step and gives the same tokens, and the same
+#   logits up to rounding, as decoding without it.
+#
+# ## Exercises
+#
+# 1. **The floor of the smoothed loss.** What is the lowest value the training loss of the copy
+#    task can reach with smoothing 0.1? Compute it from the vocabulary size, and compare it with
+#    the last training loss of the run.
+# 2. **The peak of the schedule.** Write the peak learning rate of the warm-up schedule in closed
+#    form, check it for the run above (`d_model` 32, 150 warm-up steps), and find the step at
+#    which the rate has fallen to half its peak.
+# 3. **A beam of one.** Run `beam_search` with `beam_size=1` on `batch`: does it find what
+#    `greedy_search` finds?
+#
+# ## Solutions
+#
+# Try the exercises first. In Jupyter the solution cells are collapsed: click the bar to open
+# one. Each prints its finding; the tests check these lines.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 1: the entropy of the smoothed target is the lowest smoothed loss.
+import math
+
+vocabulary = model.generator.out_features
+spread = 0.1 / (vocabulary - 1)  # on each wrong token
+floor = -(0.9 * math.log(0.9) + (vocabulary - 1) * spread * math.log(spread))
+at_target = torch.full((1, vocabulary), spread)
+at_target[0, 3] = 0.9  # a prediction equal to the smoothed target of token 3
+reached = float(label_smoothed_cross_entropy(at_target.log(), torch.tensor([3]), smoothing=0.1, ignore_index=-100))
+print(f"exercise 1: floor {floor:.3f} for a vocabulary of {vocabulary}; the loss at the smoothed target {reached:.3f}")
+last_loss = summary["final_train_loss"]
+print(f"exercise 1: last training loss {last_loss:.3f}, above the floor: {last_loss > floor}")
+
+# %% [markdown]
+# The smoothed loss is a cross-entropy against the smoothed target, so it is at least that
+# target's entropy, reached when the prediction equals the target. With 14 tokens it is about
+# 0.58; the run ends a little above it, which is why its loss "does not go to 0".
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 2: the peak is factor * d_model^-0.5 * warmup^-0.5, at step = warmup_steps.
+d_model, warmup, factor = 32, 150, 1.0
+closed_form = factor * d_model**-0.5 * warmup**-0.5
+rates = [noam_lr(step, d_model, warmup, factor) for step in range(1, 2001)]
+half = next(step for step, rate in enumerate(rates, start=1) if step > warmup and rate <= closed_form / 2)
+print(f"exercise 2: peak {closed_form:.5f} = highest rate {max(rates):.5f}: {math.isclose(closed_form, max(rates))}")
+print(f"exercise 2: the rate is half its peak at step {half} = 4 x warmup")
+
+# %% [markdown]
+# At `step = warmup` the two terms of the `min` are equal, `warmup^-0.5`. After the peak the rate
+# is `peak * sqrt(warmup / step)`, which halves when `step = 4 * warmup`: 600 for this run, 16,000
+# for the paper's 4,000 warm-up steps.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 3: beam search with a single beam.
+with torch.no_grad():
+    one_beam = beam_search(model, batch.src_ids, beam_size=1, max_len=12, length_penalty=0.0)
+same = [beam[0].ids for beam in one_beam.hypotheses] == [greedy[0].ids for greedy in greedy_output.hypotheses]
+print(f"exercise 3: a beam of one finds the greedy tokens for every sentence: {same}")
+
+# %% [markdown]
+# With one beam, each step keeps the single best continuation of the single prefix: that is
+# greedy search. Beam search is greedy search that keeps `k - 1` runners-up in reserve.
 #
 # **Next:** chapter 4 asks why the decoder needs no mask for its own padding.

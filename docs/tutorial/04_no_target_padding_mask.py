@@ -120,4 +120,64 @@ assert rows_result.holds
 # loss **is** the row mask. A target key padding mask would hide the padded *columns*, which the
 # causal mask already hides from every row that matters.
 #
+# ## Summary
+#
+# - Under the causal mask a real target query reads only earlier positions, all real: a target
+#   key padding mask can change only the rows of padded queries.
+# - Those rows give logits at positions whose label is padding, and the loss ignores them
+#   (`ignore_index` = the padding id): loss and gradients are the same with and without the
+#   mask, as the lab measured.
+# - In the decoder, ignoring padded labels plays the part of a row mask; counting them would
+#   make the mask matter.
+#
+# ## Exercises
+#
+# 1. **Every sentence of the batch.** Step 1 looked at the sentence with the most padding. Check
+#    the claim for every sentence: the first row the target key padding mask changes is the
+#    sentence's first padded position (or no row changes, for a sentence without padding).
+# 2. **The loss by hand.** Compute the loss of `setup`'s model on its batch without
+#    `ignore_index`: the cross-entropy of every position (`reduction="none"`), multiplied by a
+#    mask of the real positions, averaged over the real positions. Compare it with
+#    `label_smoothed_cross_entropy(..., smoothing=0.0, ignore_index=pad_id)`.
+#
+# ## Solutions
+#
+# Try the exercises first. In Jupyter the solution cells are collapsed: click the bar to open
+# one. Each prints its finding; the tests check these lines.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 1: the first changed row of every sentence.
+holds = []
+for index in range(batch.tgt_in_ids.shape[0]):
+    changed = ((causal | target_padding[index].unsqueeze(0)) != causal).any(dim=1)  # [T]
+    length = int((~target_padding[index]).sum())
+    first_changed = int(changed.nonzero()[0]) if changed.any() else None
+    holds.append(first_changed == (length if length < causal.shape[0] else None))
+    print(f"sentence {index}: {length} real positions, first changed row {first_changed}")
+print(f"exercise 1: in every sentence only padded rows change: {all(holds)}")
+
+# %% [markdown]
+# In every sentence the changed rows begin exactly at the first padded position; a sentence
+# without padding has none. The argument of step 1 holds sentence by sentence, since the masks
+# are per sentence.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 2: the loss over real positions only, by hand.
+import torch.nn.functional as F
+
+from transformer_lab.training import label_smoothed_cross_entropy
+
+with torch.no_grad():
+    logits = model(batch.src_ids, batch.tgt_in_ids)  # [B, T, V]
+per_position = F.cross_entropy(logits.transpose(1, 2), batch.tgt_out_ids, reduction="none")  # [B, T]
+real = (batch.tgt_out_ids != model.pad_id).float()  # [B, T], 1 = a real label
+by_hand = (per_position * real).sum() / real.sum()
+library = label_smoothed_cross_entropy(logits, batch.tgt_out_ids, smoothing=0.0, ignore_index=model.pad_id)
+print(f"exercise 2: by hand {float(by_hand):.6f}, with ignore_index {float(library):.6f}")
+
+# %% [markdown]
+# The two agree: `ignore_index` is exactly "multiply by the mask of real labels and average over
+# the real positions". Whatever the padded rows' logits are, they are multiplied by 0, which is
+# why no mask on the decoder's padding can change the loss.
+#
 # **Next:** chapter 5 trains the applications.

@@ -29,9 +29,9 @@ import dataclasses
 from pathlib import Path
 
 import torch
-from IPython.display import Image, display
 
 from transformer_lab.data import resolve_multi30k_dir
+from transformer_lab.lab.plotting import show_figure
 
 torch.manual_seed(0)
 
@@ -106,7 +106,8 @@ from transformer_lab import Translator
 from transformer_lab.data import load_multi30k
 from transformer_lab.lab.result_plots import plot_training_curve
 
-display(Image(filename=str(plot_training_curve(figures / "translation-curve.png", translation_run / "metrics.jsonl"))))
+curve = plot_training_curve(figures / "translation-curve.png", translation_run / "metrics.jsonl")
+print("figure:", show_figure(curve))
 
 translator = Translator(translation_run)
 validation = load_multi30k("val", data_dir)[:3]
@@ -128,8 +129,7 @@ for (source, reference), output in zip(validation, outputs):
 # when it chose that token.
 
 # %%
-attention_png = translator.plot_attention(validation[0][0], figures / "translation.png")
-display(Image(filename=str(attention_png)))
+print("figure:", show_figure(translator.plot_attention(validation[0][0], figures / "translation.png")))
 
 # %% [markdown]
 # In a model this young the rows are broad and alike: it has barely begun to align. A trained
@@ -223,19 +223,14 @@ attention = sentence_attention(
 last_layer = f"decoder.layers.{couplet_config.model.num_decoder_layers - 1}.multihead_attn"
 weights = attention.maps[last_layer][0].mean(dim=0)  # [T, S], mean over heads
 print("each row sums to 1:", torch.allclose(weights.sum(dim=-1), torch.ones(weights.shape[0])))
-display(
-    Image(
-        filename=str(
-            plot_attention_heatmap(
-                weights,
-                attention.source_labels,
-                attention.target_labels,
-                figures / "couplet.png",
-                title="couplet: cross-attention, last layer",
-            )
-        )
-    )
+heatmap = plot_attention_heatmap(
+    weights,
+    attention.source_labels,
+    attention.target_labels,
+    figures / "couplet.png",
+    title="couplet: cross-attention, last layer",
 )
+print("figure:", show_figure(heatmap))
 
 # %% [markdown]
 # Each row is nearly uniform: after 200 steps the cross-attention has not yet learnt where to
@@ -259,5 +254,77 @@ display(
 # the dated pages in [docs/experiments/](../experiments/README.md) tell what was tried on the way.
 # `--preset base` is the paper's base model, for GPUs. From Python, `Translator`, `CoupletWriter`
 # and `Classifier` load any checkpoint, as above.
+#
+# ## Summary
+#
+# - One `Seq2SeqTransformer` serves translation and couplets; the data, the tokenizer (subwords
+#   for translation, characters for couplets) and the decoding rules change.
+# - A training run leaves `metrics.jsonl` and the checkpoints `best/` and `last/`; `Translator`
+#   and `CoupletWriter` load a checkpoint and decode with it.
+# - A young model writes the target language's most frequent patterns first, and its
+#   cross-attention is broad; the couplet's length and punctuation come from the decoding rules.
+# - The real presets are trained with `transformer-lab train`, and their scores are recorded in
+#   docs/results.md.
+#
+# ## Exercises
+#
+# 1. **Subwords.** Split the first validation source sentence into the translation model's
+#    subwords (`translator.tokenizers.source`). How many subwords does it take, against how many
+#    words, and does decoding the ids give the sentence back?
+# 2. **The n best.** Ask `translator.candidates` for the three best translations of that
+#    sentence with a beam of 4. In what order do they come, and by what number?
+# 3. **The couplet's rules.** Ask `writer` for three candidates for one upper line (`beam=4,
+#    num_candidates=3`): do they all keep its length? What does it answer for a line of Latin
+#    letters?
+#
+# ## Solutions
+#
+# Try the exercises first. In Jupyter the solution cells are collapsed: click the bar to open
+# one. Each prints its finding; the tests check these lines.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 1: the sentence as the model reads it.
+from transformer_lab.lab.translation_attention import token_labels
+
+tokenizer = translator.tokenizers.source
+sentence = validation[0][0]
+subword_ids = tokenizer.encode(sentence)
+print("subwords:", token_labels(tokenizer, subword_ids))
+print(f"exercise 1: {len(subword_ids)} subwords for {len(sentence.split())} words")
+round_trip = tokenizer.decode(subword_ids) == tokenizer.normalize(sentence)
+print(f"exercise 1: decode(encode(sentence)) gives the sentence back: {round_trip}")
+
+# %% [markdown]
+# Frequent words are one subword each; rarer ones are cut into pieces the vocabulary knows, so no
+# word is ever unknown. The tokenizer is byte-level and lossless: decoding gives the (normalised)
+# sentence back exactly.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 2: three candidates from a beam of 4, best first.
+candidates = translator.candidates(sentence, nbest=3, beam=4)
+for candidate in candidates:
+    print(f"score {candidate.score:8.3f}  log-prob {candidate.log_prob:8.3f}  {candidate.text}")
+scores = [candidate.score for candidate in candidates]
+print(f"exercise 2: {len(candidates)} candidates, best first by score: {scores == sorted(scores, reverse=True)}")
+
+# %% [markdown]
+# They come best first by `score`: the sum of the token log-probabilities divided by a length
+# penalty, the number beam search ranks by. Without the penalty, short outputs would win (every
+# extra token adds a negative log-probability).
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 3: three candidates for one upper line, and a line the model cannot answer.
+answer = writer.write(upper, beam=4, num_candidates=3)
+lengths_kept = all(len(candidate.text) == len(upper) for candidate in answer.candidates)
+for candidate in answer.candidates:
+    print(f"upper: {upper}   candidate: {candidate.text}")
+print(f"exercise 3: {len(answer.candidates)} candidates, each as long as the upper line: {lengths_kept}")
+latin = writer.write("hello world")
+print(f"exercise 3: for 'hello world': {len(latin.candidates)} candidates, error: {latin.error}")
+
+# %% [markdown]
+# Every candidate keeps the upper line's length: the rules are applied at every step of the
+# search, to every beam. A line the vocabulary cannot read gets no candidates and an `error`
+# that says why, not an exception, so that one bad line in a batch does not cost the others.
 #
 # **Next (optional):** chapter 6 uses the encoder alone to classify text.

@@ -125,5 +125,63 @@ assert accuracy > 0.7
 # and probabilities. What the preset scores, and how long it trains, is in
 # [docs/results.md](../results.md).
 #
+# ## Summary
+#
+# - `TransformerClassifier` is the encoder alone, a pooling step and a linear head.
+# - Mean pooling averages over the real positions only: a text gives the same logits alone and
+#   padded in a batch.
+# - A training loop is the optimizer, the schedule, the loss, `backward()`, `step()`; the
+#   `Trainer` adds mixed precision, accumulation, checkpoints and logs around it.
+#
+# ## Exercises
+#
+# 1. **Another pooling.** `TransformerClassifier(pooling="first")` classifies from the first
+#    position's vector alone. Does it also give the same logits alone and padded?
+# 2. **Accuracy per class.** Compute the test accuracy on the sequences with a repeated symbol
+#    and on those without. Which class is harder, and how do the two combine into the overall
+#    accuracy?
+#
+# ## Solutions
+#
+# Try the exercises first. In Jupyter the solution cells are collapsed: click the bar to open
+# one. Each prints its finding; the tests check these lines.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 1: first-position pooling, alone and padded.
+first_pooling = TransformerClassifier(
+    vocab_size=24,
+    num_classes=2,
+    d_model=32,
+    nhead=4,
+    num_layers=2,
+    dim_feedforward=64,
+    dropout=0.0,
+    max_len=16,
+    pooling="first",
+).eval()
+with torch.no_grad():
+    first_difference = float((first_pooling(alone)[0] - first_pooling(padded)[0]).abs().max())
+print(f"exercise 1: pooling='first': max |logits alone - logits padded| = {first_difference:.2e}")
+
+# %% [markdown]
+# The same: the first position's vector is computed by attention that hides the padded keys, so
+# padding cannot reach it either. (With this pooling one usually puts a special token first,
+# like BERT's `[CLS]`, whose vector learns to summarise the text.)
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 2: accuracy on each class, and the overall accuracy as their weighted mean.
+correct = predictions == test_labels  # [N]
+per_class = {label: float(correct[test_labels == label].float().mean()) for label in (0, 1)}
+shares = {label: float((test_labels == label).float().mean()) for label in (0, 1)}
+combined = sum(shares[label] * per_class[label] for label in (0, 1))
+print(f"exercise 2: accuracy without a repeat {per_class[0]:.3f}, with a repeat {per_class[1]:.3f}")
+print(f"exercise 2: weighted by the class shares {combined:.3f} = overall {accuracy:.3f}")
+
+# %% [markdown]
+# The overall accuracy is the mean of the per-class accuracies weighted by how often each class
+# occurs; with classes of about equal size, a model can hide a weak class behind a strong one
+# only partly. The real classification task reports per-class precision, recall and F1 for
+# this reason.
+#
 # This is the end of the tutorial. The README lists every command; [docs/masks.md](../masks.md)
 # and [docs/architecture.md](../architecture.md) are the reference for the masks and the model.

@@ -64,7 +64,9 @@ def test_the_docs_figure_is_the_current_drawing(tmp_path: Path) -> None:
     assert DOCS_FIGURE.is_file(), f"docs/figures/architecture.png is missing: {REDRAW}"
     drawn_with = Image.open(DOCS_FIGURE).info.get("Software", "")
     if f"version{matplotlib.__version__}," not in drawn_with:
-        pytest.skip(f"docs/figures/architecture.png was drawn by {drawn_with!r}, not matplotlib {matplotlib.__version__}")
+        pytest.skip(
+            f"docs/figures/architecture.png was drawn by {drawn_with!r}; this is matplotlib {matplotlib.__version__}"
+        )
     fresh = matplotlib.image.imread(plot_architecture(tmp_path / "architecture.png"))
     stored = matplotlib.image.imread(DOCS_FIGURE)
     assert fresh.shape == stored.shape, f"docs/figures/architecture.png is stale: {REDRAW}"

@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 1. 注意力与它的两种掩码
 #
-# 本章从输入到输出跟踪一次注意力计算，沿途打印每个张量的形状；然后构造 Transformer 需要的两种掩码：**因果掩码**（causal mask），让一个位置看不到它之后的位置；**键填充掩码**（key padding mask），让所有位置都看不到填充。最后讨论一个常让读者困惑的结论：在编码器里把填充位置所在的*行*（查询）也遮住，对下游没有任何影响。我们不靠论证，而是把它算出来。
+# 第 0 章画出了整个模型（[架构图](../../figures/architecture.png)：编码器、它的输出 *memory*、解码器、生成器及其 *logits*），并亲手写出了注意力。本章转向本库自己的注意力：从输入到输出跟踪一次注意力计算，沿途打印每个张量的形状；然后构造 Transformer 需要的两种掩码：**因果掩码**（causal mask），让一个位置看不到它之后的位置；**键填充掩码**（key padding mask），让所有位置都看不到填充。最后讨论一个常让读者困惑的结论：在编码器里把填充位置所在的*行*（查询）也遮住，对下游没有任何影响。我们不靠论证，而是把它算出来。
 #
 # 本章全部在 CPU 上几秒内跑完。每个代码单元之后都有一句话说明它应当输出什么；如果你看到的不一样，那就是哪里出了问题。
 #
@@ -27,7 +27,7 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # %% [markdown]
 # ## 一次注意力调用的形状之旅
 #
-# `MultiheadAttention` 接收一个查询序列和一个键/值序列。在交叉注意力中，查询来自解码器（3 个目标位置），键和值来自编码器的输出（4 个源位置）。批里有两个句子，第二个句子的最后一个源位置是填充。库里的模块在运行时会记录每个具名张量的形状：`explain_attention` 做一次这样的调用，`format_shape_walk` 把记录打印出来。
+# `MultiheadAttention` 接收一个查询序列和一个键/值序列。在交叉注意力（架构图中紫色的方框）中，查询来自解码器（3 个目标位置），键和值来自编码器的输出，即 memory（4 个源位置）。批里有两个句子，第二个句子的最后一个源位置是填充。库里的模块在运行时会记录每个具名张量的形状：`explain_attention` 做一次这样的调用，`format_shape_walk` 把记录打印出来。
 
 # %%
 from transformer_lab.lab import explain_attention, format_shape_walk
@@ -92,12 +92,11 @@ print(source_padding.int())
 # %%
 from pathlib import Path
 
-from IPython.display import Image, display
-
 from transformer_lab.lab.figures import plot_masks
+from transformer_lab.lab.plotting import show_figure
 
 figures = Path("runs/tutorial-figures")
-display(Image(filename=str(plot_masks(figures / "masks.png", length=6, real_length=4))))
+print("figure:", show_figure(plot_masks(figures / "masks.png", length=6, real_length=4)))
 
 # %% [markdown]
 # 深色格子表示被遮住。第二幅图里两个 `<pad>` 列是深色的，但两个 `<pad>` 行不是：它们的查询仍然读取 `w0..w3`。若要把这些行也遮住（最后一幅图），需要一个按句子区分的 `[B*H, L, S]` 注意力掩码，`transformer_lab.nn.masks.padded_query_rows_mask` 负责构造它。一整行都被遮住时，softmax 会除以零（torch 在这里返回 NaN）；本库在这种情况下返回零向量，因此下面的问题才能问得出来。
@@ -138,5 +137,61 @@ assert polarity_result.holds
 
 # %% [markdown]
 # 用 `masks.keep_to_hidden` 转换之后，“保留”式掩码给出与本库掩码完全相同的数值。若不加转换直接传入，它遮住的就变成了真实词元而不是填充，而下三角掩码也变成暴露未来、而不是遮住未来（标着 *mixed* 的行都不同）。guard 行列出了库能够拒绝的错误用法（`[B, 1, S]` 形状的掩码、整数掩码）；而一个极性弄反的布尔 `[B, S]` 掩码，形状和类型都对，只有像这样的数值检查才能发现它。
+#
+# ## 小结
+#
+# - 本库的 `MultiheadAttention` 接受 PyTorch 的参数和布局；在内部，得分的形状是 `[batch, heads, queries, keys]`：每个查询一行，每个键一列。
+# - 因果掩码（`causal_mask`）对解码器的自注意力遮住未来；键填充掩码（`padding_mask`、`lengths_to_padding_mask`，True 表示填充）对每一个查询遮住填充的键，也就是列。
+# - 填充的查询（行）没有被遮住，它们也会产出向量；在编码器中没有任何东西读取它们，因为交叉注意力遮住了 memory 中填充的列：行掩码不改变任何 logit、损失或梯度，正如实验所算出的。
+# - 极性相反的掩码（True 表示保留，如 Annotated Transformer）形状和类型都对：要用 `masks.keep_to_hidden` 转换。
+#
+# ## 练习
+#
+# 1. **两个掩码合成一个。** 为一个带填充的批量构造解码器自注意力的掩码，把它写成形状为 `[B * H, T, T]` 的单个布尔 `attn_mask`（因果掩码与键填充掩码合在一起），并检查 `MultiheadAttention` 的输出与分别传入 `attn_mask=causal_mask(T)` 和 `key_padding_mask` 时相同。
+# 2. **浮点掩码。** `torch.nn.Transformer.generate_square_subsequent_mask(5)` 返回一个浮点掩码。它遮住了哪些位置？用它和用 `causal_mask(5)` 时，注意力的输出相同吗？
+# 3. **没有人读取的部分。** 在“一次注意力调用的形状之旅”一节的那次调用中，把句子 1 填充位置上的 memory 向量换成任意值。哪些输出会改变？
+#
+# ## 参考答案
+#
+# 请先自己做练习。在 Jupyter 中，答案单元是折叠的：点击左侧的竖条即可展开。每个答案都会打印它的结论；测试会检查这些输出。
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 1: the causal mask and the key padding mask as one [B * H, T, T] bool mask.
+self_attention = lab.MultiheadAttention(embed_dim=8, num_heads=2)
+tokens = torch.randn(5, 3, 8)  # [T, B, D]: 3 sentences of 5 positions
+target_padding = lengths_to_padding_mask(torch.tensor([5, 3, 2]), 5)  # [B, T], True = padding
+one_mask = causal_mask(5) | target_padding[:, None, :]  # [B, T, T]: a query row hides the future and the pads
+one_mask = one_mask.repeat_interleave(2, dim=0)  # [B * H, T, T]: sentence b's mask for each of its heads
+with torch.no_grad():
+    together, _ = self_attention(tokens, tokens, tokens, attn_mask=one_mask)
+    apart, _ = self_attention(tokens, tokens, tokens, attn_mask=causal_mask(5), key_padding_mask=target_padding)
+print(f"exercise 1: max |one mask - two masks| = {float((together - apart).abs().max()):.1e}")
+
+# %% [markdown]
+# 两者给出相同的数值：在内部，本库正是用“或”运算把两个掩码合成一个（`masks.merge_masks`），和你的做法一样。沿着 `B * H` 这一维，掩码按句子依次排列，同一个句子的各个头相邻：这是 PyTorch 期望的顺序，也正是 `repeat_interleave` 给出的顺序。
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 2: the float mask of torch.nn.Transformer against causal_mask.
+float_mask = torch.nn.Transformer.generate_square_subsequent_mask(5)  # [T, T], -inf above the diagonal, else 0
+same_positions = torch.equal(float_mask == float("-inf"), causal_mask(5))
+with torch.no_grad():
+    with_float, _ = self_attention(tokens, tokens, tokens, attn_mask=float_mask)
+    with_bool, _ = self_attention(tokens, tokens, tokens, attn_mask=causal_mask(5))
+print(f"exercise 2: the float mask hides the same positions: {same_positions}")
+print(f"exercise 2: max |float mask - bool mask| = {float((with_float - with_bool).abs().max()):.1e}")
+
+# %% [markdown]
+# 浮点掩码是*加*到得分上的：布尔掩码为 True 的地方是 `-inf`，其余地方是 0。两者遮住的都是对角线以上的位置，输出也相同。浮点掩码还可以取有限值，用来偏向或抑制某些键，而不必把它们完全遮住。
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 3: anything at sentence 1's padded memory position.
+changed_memory = memory.clone()
+changed_memory[3, 1] = 1000.0  # [S, B, D]: position 3 of sentence 1 is padding
+with torch.no_grad():
+    changed_output, _ = attention(query, changed_memory, changed_memory, key_padding_mask=key_padding_mask)
+print(f"exercise 3: max |output change| = {float((changed_output - output).abs().max()):.1e}")
+
+# %% [markdown]
+# 两个句子的输出都没有任何变化：无论填充位置的键是什么，它的得分都被替换成 `-inf`，所以它的权重恰好为 0，它的值乘上的也是 0。这正是编码器的填充行无害的原因：解码器只通过这样的掩码读取 memory。
 #
 # **下一章：** 第 2 章用这些注意力调用搭起整个模型。

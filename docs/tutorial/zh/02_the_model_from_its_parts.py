@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 2. 由部件搭起整个模型
 #
-# 第 1 章看的是一次注意力调用的内部。本章围绕它一块一块地搭起完整的编码器-解码器，并把每个部件与论文的描述对照检查：乘以 `sqrt(d_model)` 的词嵌入、正弦位置编码表、逐位置前馈网络、编码器层与解码器层及其堆叠、后置归一化与前置归一化、生成器（generator），以及 Xavier 初始化。最后是本库能给出的最强的检查：载入相同的权重后，我们的 `Transformer` 与 `torch.nn.Transformer` 算出相同的数值。
+# 第 1 章看的是一次注意力调用的内部。本章围绕它一块一块地搭起完整的编码器-解码器，顺序与第 0 章的[架构图](../../figures/architecture.png)相同，自下而上，并把每个部件与论文的描述对照检查：乘以 `sqrt(d_model)` 的词嵌入、正弦位置编码表、逐位置前馈网络、编码器层与解码器层及其堆叠、后置归一化与前置归一化、生成器（generator），以及 Xavier 初始化。最后是本库能给出的最强的检查：载入相同的权重后，我们的 `Transformer` 与 `torch.nn.Transformer` 算出相同的数值。
 #
 # `transformer_lab.nn` 里的模块是 PyTorch 对应模块的孪生实现：类名相同，构造参数和前向参数相同，参数名也相同。`transformer_lab.models` 在它们外面补上应用所需的部分。本章几秒内跑完。
 
@@ -49,9 +49,8 @@ print("scaled / looked up:", (scaled / looked_up)[0, 0, :4])
 # %%
 from pathlib import Path
 
-from IPython.display import Image, display
-
 from transformer_lab.lab.figures import plot_positions
+from transformer_lab.lab.plotting import show_figure
 
 positions = SinusoidalPositionalEncoding(d_model=16, max_len=50, dropout=0.0)
 table = positions.table  # [max_len, D]
@@ -59,7 +58,7 @@ print("table", tuple(table.shape), "position 0:", table[0, :6])
 print("PE[3, 0] = sin(3) =", round(math.sin(3), 4), "->", round(float(table[3, 0]), 4))
 
 figures = Path("runs/tutorial-figures")
-display(Image(filename=str(plot_positions(figures / "positions.png", max_len=100, d_model=128))))
+print("figure:", show_figure(plot_positions(figures / "positions.png", max_len=100, d_model=128)))
 
 # %% [markdown]
 # 位置 0 的取值在 0 和 1 之间交替（sin 0 与 cos 0），`[3, 0]` 处的值就是 `sin(3)`。图中（d_model 128，100 个位置）左侧的列沿着位置方向颜色变化很快，右侧的列几乎不变；右边的子图把其中四个维度画成曲线，维度越高，波长越长。
@@ -190,5 +189,80 @@ assert twin_difference < 1e-5
 
 # %% [markdown]
 # 最大差值小于 `1e-5`（往往恰好是 0：两者以相同的顺序做相同的加法）。本库的测试对每个模块、两种布局、每一类掩码都做这项检查；[docs/architecture.md](../../architecture.md) 带着一批数据走完整个模型，列出每个张量的形状。
+#
+# ## 小结
+#
+# - 词嵌入乘以 `sqrt(d_model)`，使它与位置编码表（取值在 [-1, 1] 之间）大小相当。
+# - 正弦位置编码表给每个位置一个独特的正弦、余弦模式：前面的维度变化快，后面的维度变化慢。
+# - 前馈网络对每个位置单独作用；编码器层有两个子层，解码器层有三个，每个子层都带有残差连接和层归一化。
+# - 每个解码器层读取的是同一个 memory。后置归一化（论文的做法）让层与层之间传递的信号保持归一化；前置归一化让它逐层增长，因此需要一个最终的归一化。
+# - 生成器把解码器的每个位置映射为词表上的 logits；矩阵用 Xavier 初始化；载入相同的权重后，我们的 `Transformer` 与 `torch.nn.Transformer` 算出相同的结果。
+#
+# ## 练习
+#
+# 1. **相对位置。** 论文选择正弦函数，是因为 `PE[pos + k]` 是 `PE[pos]` 的线性函数，而且对所有 `pos` 都是同一个函数。取 `k = 5`，由各个频率构造出这个函数（每一对维度 `(2i, 2i+1)` 转过角度 `k * w_i`），并在 `positions` 的编码表上检验它。
+# 2. **数参数。** 把一个编码器层和一个解码器层的参数个数写成 `d_model` 和 `dim_feedforward` 的公式，用 `model`（上面的 `lab.Transformer`）检验它们，再用它们数一数论文 base 模型的参数（d_model 512，dim_feedforward 2,048，6 + 6 层，不计嵌入）。
+# 3. **前置归一化堆叠的最终归一化。** 给上面六层的前置归一化堆叠加上一个最终的 `LayerNorm`（`TransformerEncoder` 的 `norm=` 参数）：它的输出标准差是多少？
+#
+# ## 参考答案
+#
+# 请先自己做练习。在 Jupyter 中，答案单元是折叠的：点击左侧的竖条即可展开。每个答案都会打印它的结论；测试会检查这些输出。
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 1: PE[pos + k] = R_k PE[pos], where R_k turns each (sin, cos) pair by the angle k * w_i.
+k = 5
+frequencies = 1.0 / 10000 ** (torch.arange(0, 16, 2) / 16)  # [D/2], w_i of the pair (2i, 2i+1)
+sin_k, cos_k = torch.sin(k * frequencies), torch.cos(k * frequencies)  # [D/2]
+now_sin, now_cos = table[:-k, 0::2], table[:-k, 1::2]  # [max_len - k, D/2] each
+later = torch.empty_like(table[k:])  # [max_len - k, D]
+later[:, 0::2] = now_sin * cos_k + now_cos * sin_k  # sin(a + b) = sin a cos b + cos a sin b
+later[:, 1::2] = now_cos * cos_k - now_sin * sin_k  # cos(a + b) = cos a cos b - sin a sin b
+print(
+    f"exercise 1: max |R_5 PE[pos] - PE[pos + 5]| over {table.shape[0] - k} positions = "
+    f"{float((later - table[k:]).abs().max()):.1e}"
+)
+
+# %% [markdown]
+# 每一对维度都是圆上的一个点，随着位置增加以各自的速度转动，所以移动 `k` 个位置，就是把每一对维度转过一个固定的角度，与 `pos` 无关：这是一个线性映射，注意力可以学会用它来表示“往回数第 `k` 个词”。差值只是浮点舍入误差。
+
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 2: parameters of a layer, as formulas.
+def encoder_layer_parameters(d, f):
+    attention = 4 * d * d + 4 * d  # W_q, W_k, W_v, W_o and their biases
+    feed_forward = 2 * d * f + f + d  # linear1 and linear2 with biases
+    return attention + feed_forward + 2 * 2 * d  # two layer norms, each a weight and a bias
+
+
+def decoder_layer_parameters(d, f):
+    return encoder_layer_parameters(d, f) + 4 * d * d + 4 * d + 2 * d  # cross-attention and a third norm
+
+
+def transformer_parameters(d, f, encoder_layers, decoder_layers):
+    final_norms = 2 * 2 * d  # the stacks' final norms
+    return (
+        encoder_layers * encoder_layer_parameters(d, f) + decoder_layers * decoder_layer_parameters(d, f) + final_norms
+    )
+
+
+counted = sum(parameter.numel() for parameter in model.parameters())
+print(f"exercise 2: formula {transformer_parameters(32, 64, 2, 3)}, model.parameters() {counted}")
+print(f"exercise 2: the base model without embeddings: {transformer_parameters(512, 2048, 6, 6) / 1e6:.1f} M")
+
+# %% [markdown]
+# 一个注意力有四个 `d x d` 矩阵，前馈网络有两个 `d x f` 矩阵；按论文的尺寸，各层共有 4400 万个参数。论文所说的 6500 万还包括嵌入：约 37,000 个子词的共享词表乘以 512。
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 3: a pre-norm stack with a final LayerNorm.
+torch.manual_seed(0)
+normed_stack = lab.TransformerEncoder(
+    lab.TransformerEncoderLayer(32, 4, 64, dropout=0.0, norm_first=True), num_layers=6, norm=torch.nn.LayerNorm(32)
+)
+with torch.no_grad():
+    normed = normed_stack(torch.randn(7, 2, 32))  # [S, B, D]
+print(f"exercise 3: std of the pre-norm stack's output with a final norm: {float(normed.std(dim=-1).mean()):.2f}")
+
+# %% [markdown]
+# 约为 1：最终的归一化把增长了的残差流重新缩放，于是解码器（或生成器）收到的是通常大小的向量。在后置归一化的堆叠中，每一层已经以归一化结尾，再加一个最终的归一化变化不大。
 #
 # **下一章：** 第 3 章训练这个模型。

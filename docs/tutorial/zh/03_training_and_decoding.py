@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 3. 训练与解码
 #
-# 论文的训练用到两个初次实现时常被略过的手段：**标签平滑**（label smoothing），让模型不至于变得过分确定；以及学习率的**预热调度**（warm-up）。本章先分别看这两者，然后在 Annotated Transformer 的**复制任务**（输出必须重复输入）上用不到一分钟训练一个小模型，分别用**贪心搜索**和**束搜索**（beam search）解码，最后检查让解码变快的**键/值缓存**（KV cache）与不用缓存的解码结果完全一致。
+# 第 2 章搭起了第 0 章[架构图](../../figures/architecture.png)中的模型；本章训练它，并按架构图顶端所示的方式使用它：生成器的 logits 变成下一个词元的概率，一次一个词元。论文的训练用到两个初次实现时常被略过的手段：**标签平滑**（label smoothing），让模型不至于变得过分确定；以及学习率的**预热调度**（warm-up）。本章先分别看这两者，然后在 Annotated Transformer 的**复制任务**（输出必须重复输入）上用不到一分钟训练一个小模型，分别用**贪心搜索**和**束搜索**（beam search）解码，最后检查让解码变快的**键/值缓存**（KV cache）与不用缓存的解码结果完全一致。
 #
 # 单个 CPU 核上大约一分钟，几乎全部花在训练上。
 
@@ -82,9 +82,8 @@ print(
 # %%
 from pathlib import Path
 
-from IPython.display import Image, display
-
 from transformer_lab.lab.figures import plot_lr_schedule
+from transformer_lab.lab.plotting import show_figure
 
 for step in (1, 1000, 4000, 8000, 20000):
     print(f"step {step:>5}: lr {noam_lr(step, d_model=512, warmup_steps=4000):.6f}")
@@ -92,7 +91,7 @@ peak = noam_lr(4000, d_model=512, warmup_steps=4000)
 assert peak == max(noam_lr(step, 512, 4000) for step in range(1, 20001))
 
 figures = Path("runs/tutorial-figures")
-display(Image(filename=str(plot_lr_schedule(figures / "lr-schedule.png"))))
+print("figure:", show_figure(plot_lr_schedule(figures / "lr-schedule.png")))
 
 # %% [markdown]
 # 学习率在第 4,000 步达到峰值（d_model 为 512 时约 0.0007），到第 16,000 步降为一半。图中，更长的预热（8,000 步）峰值来得更晚也更低；更小的模型（d_model 256）整条曲线高出 `sqrt(2)` 倍。
@@ -194,5 +193,61 @@ assert torch.equal(cached.best_ids, uncached.best_ids) and step_difference < 1e-
 
 # %% [markdown]
 # 词元完全相同，logits 在浮点舍入误差内一致（约 `1e-6`）：带缓存的一步以不同的顺序做了同样的加法。在真实句子上，缓存让解码快好几倍（测量结果见 [docs/results.md](../../results.md)）。
+#
+# ## 小结
+#
+# - 标签平滑的训练目标在正确词元上是 `1 - e`，在其余每个词元上是 `e / (V - 1)`；损失函数忽略填充位置。
+# - 预热调度在前 `warmup_steps` 步内线性提高学习率，之后按 `1 / sqrt(step)` 降低。
+# - 一个小模型不到一分钟就学会了复制任务；贪心搜索每一步取最好的词元，束搜索保留最好的 `k` 个前缀，得分从不低于贪心搜索。
+# - 键/值缓存每一步只计算新的一行，得到的词元与不用缓存时相同，logits 也在舍入误差内相同。
+#
+# ## 练习
+#
+# 1. **平滑损失的下限。** 在平滑系数 0.1 下，复制任务的训练损失最低能达到多少？由词表大小算出它，并与这次训练最后的训练损失比较。
+# 2. **调度的峰值。** 写出预热调度峰值学习率的闭式表达式，在上面的训练（`d_model` 32，预热 150 步）上检验它，并找出学习率降到峰值一半时是第几步。
+# 3. **宽度为一的束。** 在 `batch` 上运行 `beam_size=1` 的 `beam_search`：它找到的和 `greedy_search` 找到的一样吗？
+#
+# ## 参考答案
+#
+# 请先自己做练习。在 Jupyter 中，答案单元是折叠的：点击左侧的竖条即可展开。每个答案都会打印它的结论；测试会检查这些输出。
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 1: the entropy of the smoothed target is the lowest smoothed loss.
+import math
+
+vocabulary = model.generator.out_features
+spread = 0.1 / (vocabulary - 1)  # on each wrong token
+floor = -(0.9 * math.log(0.9) + (vocabulary - 1) * spread * math.log(spread))
+at_target = torch.full((1, vocabulary), spread)
+at_target[0, 3] = 0.9  # a prediction equal to the smoothed target of token 3
+reached = float(label_smoothed_cross_entropy(at_target.log(), torch.tensor([3]), smoothing=0.1, ignore_index=-100))
+print(f"exercise 1: floor {floor:.3f} for a vocabulary of {vocabulary}; the loss at the smoothed target {reached:.3f}")
+last_loss = summary["final_train_loss"]
+print(f"exercise 1: last training loss {last_loss:.3f}, above the floor: {last_loss > floor}")
+
+# %% [markdown]
+# 平滑损失是相对于平滑目标的交叉熵，所以它不低于这个目标分布的熵，当预测恰好等于目标时取到。词表有 14 个词元时约为 0.58；这次训练最终略高于它，这就是它的损失“不会降到 0”的原因。
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 2: the peak is factor * d_model^-0.5 * warmup^-0.5, at step = warmup_steps.
+d_model, warmup, factor = 32, 150, 1.0
+closed_form = factor * d_model**-0.5 * warmup**-0.5
+rates = [noam_lr(step, d_model, warmup, factor) for step in range(1, 2001)]
+half = next(step for step, rate in enumerate(rates, start=1) if step > warmup and rate <= closed_form / 2)
+print(f"exercise 2: peak {closed_form:.5f} = highest rate {max(rates):.5f}: {math.isclose(closed_form, max(rates))}")
+print(f"exercise 2: the rate is half its peak at step {half} = 4 x warmup")
+
+# %% [markdown]
+# 在 `step = warmup` 处，`min` 中的两项相等，都是 `warmup^-0.5`。峰值之后学习率为 `peak * sqrt(warmup / step)`，在 `step = 4 * warmup` 时减半：这次训练是第 600 步，论文的 4,000 步预热则是第 16,000 步。
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 3: beam search with a single beam.
+with torch.no_grad():
+    one_beam = beam_search(model, batch.src_ids, beam_size=1, max_len=12, length_penalty=0.0)
+same = [beam[0].ids for beam in one_beam.hypotheses] == [greedy[0].ids for greedy in greedy_output.hypotheses]
+print(f"exercise 3: a beam of one finds the greedy tokens for every sentence: {same}")
+
+# %% [markdown]
+# 只有一个束时，每一步都为唯一的前缀保留唯一最好的延续：这就是贪心搜索。束搜索就是多留了 `k - 1` 个候补的贪心搜索。
 #
 # **下一章：** 第 4 章讨论为什么解码器不需要为自己的填充加掩码。

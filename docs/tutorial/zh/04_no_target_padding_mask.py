@@ -91,4 +91,50 @@ assert rows_result.holds
 # %% [markdown]
 # 使用 `ignore_index` 时，无论填充行遮不遮，损失和每个梯度都相同；不用它时（最后两行），两者都会改变。在解码器里，损失函数忽略填充标签，**就是**行掩码。目标端键填充掩码遮住的是填充的*列*，而对于每一个要紧的行，因果掩码早已把这些列遮住了。
 #
+# ## 小结
+#
+# - 在因果掩码下，一个真实的目标查询只读取它之前的位置，而这些位置都是真实的：目标端键填充掩码只能改变填充查询所在的行。
+# - 这些行给出的 logits 所在位置的标签都是填充，而损失函数忽略它们（`ignore_index` 等于填充编号）：有没有这个掩码，损失和梯度都相同，正如实验所测得的。
+# - 在解码器中，忽略填充标签起到了行掩码的作用；如果把它们计入损失，这个掩码就会有影响。
+#
+# ## 练习
+#
+# 1. **批量中的每一个句子。** 第 1 步只看了填充最多的那个句子。请对每个句子检验这个结论：目标端键填充掩码改变的第一行，就是该句子的第一个填充位置（对于没有填充的句子，则没有任何行改变）。
+# 2. **亲手算损失。** 不用 `ignore_index`，计算 `setup` 中的模型在它的批量上的损失：先算出每个位置的交叉熵（`reduction="none"`），乘以真实位置的掩码，再在真实位置上取平均。把它与 `label_smoothed_cross_entropy(..., smoothing=0.0, ignore_index=pad_id)` 比较。
+#
+# ## 参考答案
+#
+# 请先自己做练习。在 Jupyter 中，答案单元是折叠的：点击左侧的竖条即可展开。每个答案都会打印它的结论；测试会检查这些输出。
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 1: the first changed row of every sentence.
+holds = []
+for index in range(batch.tgt_in_ids.shape[0]):
+    changed = ((causal | target_padding[index].unsqueeze(0)) != causal).any(dim=1)  # [T]
+    length = int((~target_padding[index]).sum())
+    first_changed = int(changed.nonzero()[0]) if changed.any() else None
+    holds.append(first_changed == (length if length < causal.shape[0] else None))
+    print(f"sentence {index}: {length} real positions, first changed row {first_changed}")
+print(f"exercise 1: in every sentence only padded rows change: {all(holds)}")
+
+# %% [markdown]
+# 在每个句子中，被改变的行都恰好从第一个填充位置开始；没有填充的句子没有行被改变。由于掩码是按句子给出的，第 1 步的论证对每个句子分别成立。
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 2: the loss over real positions only, by hand.
+import torch.nn.functional as F
+
+from transformer_lab.training import label_smoothed_cross_entropy
+
+with torch.no_grad():
+    logits = model(batch.src_ids, batch.tgt_in_ids)  # [B, T, V]
+per_position = F.cross_entropy(logits.transpose(1, 2), batch.tgt_out_ids, reduction="none")  # [B, T]
+real = (batch.tgt_out_ids != model.pad_id).float()  # [B, T], 1 = a real label
+by_hand = (per_position * real).sum() / real.sum()
+library = label_smoothed_cross_entropy(logits, batch.tgt_out_ids, smoothing=0.0, ignore_index=model.pad_id)
+print(f"exercise 2: by hand {float(by_hand):.6f}, with ignore_index {float(library):.6f}")
+
+# %% [markdown]
+# 两者一致：`ignore_index` 正是“乘以真实标签的掩码，再在真实位置上取平均”。无论填充行的 logits 是什么，它们都乘上了 0，所以解码器填充上的任何掩码都不可能改变损失。
+#
 # **下一章：** 第 5 章训练实际应用。

@@ -20,9 +20,9 @@ import dataclasses
 from pathlib import Path
 
 import torch
-from IPython.display import Image, display
 
 from transformer_lab.data import resolve_multi30k_dir
+from transformer_lab.lab.plotting import show_figure
 
 torch.manual_seed(0)
 
@@ -91,7 +91,8 @@ from transformer_lab import Translator
 from transformer_lab.data import load_multi30k
 from transformer_lab.lab.result_plots import plot_training_curve
 
-display(Image(filename=str(plot_training_curve(figures / "translation-curve.png", translation_run / "metrics.jsonl"))))
+curve = plot_training_curve(figures / "translation-curve.png", translation_run / "metrics.jsonl")
+print("figure:", show_figure(curve))
 
 translator = Translator(translation_run)
 validation = load_multi30k("val", data_dir)[:3]
@@ -107,8 +108,7 @@ for (source, reference), output in zip(validation, outputs):
 # 最后一个解码器层的交叉注意力，各头取平均：每一行是模型写出的一个目标词元，每一列是一个源端子词，一行显示模型在选这个词元时看向了哪里。
 
 # %%
-attention_png = translator.plot_attention(validation[0][0], figures / "translation.png")
-display(Image(filename=str(attention_png)))
+print("figure:", show_figure(translator.plot_attention(validation[0][0], figures / "translation.png")))
 
 # %% [markdown]
 # 在这样一个刚起步的模型里，各行都很分散，而且彼此相似：它几乎还没开始对齐。训练好的模型会呈现一条大致的对角线，并在德语和英语语序不同的地方弯折（例如德语从句末尾的动词）；`transformer-lab translate --checkpoint RUN "..." --plot-attention out.png` 可以为任何检查点画出同样的图。
@@ -190,19 +190,14 @@ attention = sentence_attention(
 last_layer = f"decoder.layers.{couplet_config.model.num_decoder_layers - 1}.multihead_attn"
 weights = attention.maps[last_layer][0].mean(dim=0)  # [T, S], mean over heads
 print("each row sums to 1:", torch.allclose(weights.sum(dim=-1), torch.ones(weights.shape[0])))
-display(
-    Image(
-        filename=str(
-            plot_attention_heatmap(
-                weights,
-                attention.source_labels,
-                attention.target_labels,
-                figures / "couplet.png",
-                title="couplet: cross-attention, last layer",
-            )
-        )
-    )
+heatmap = plot_attention_heatmap(
+    weights,
+    attention.source_labels,
+    attention.target_labels,
+    figures / "couplet.png",
+    title="couplet: cross-attention, last layer",
 )
+print("figure:", show_figure(heatmap))
 
 # %% [markdown]
 # 每一行几乎都是均匀的：训练 200 步之后，交叉注意力还没有学会该看哪里，把上联第 `t` 个字送到第 `t` 个位置的，只有对齐的输入。坐标轴上的刻度就是上下联的汉字；它们用系统中已安装的中日韩（CJK）字体绘制（库会自动选用一种，例如 Noto Sans CJK；如果一种都没有，会警告一次，并说明应当安装什么）。
@@ -219,5 +214,61 @@ display(
 # ```
 #
 # [docs/results.md](../../results.md) 记录了每个预设的成绩（BLEU；对联还有格式和对仗方面的指标），附有确切的命令、机器、日期和耗时；[docs/experiments/](../../experiments/README.md) 中按日期排列的页面记录了一路上尝试过什么。`--preset base` 是论文的 base 模型，适合在 GPU 上训练。在 Python 里，`Translator`、`CoupletWriter` 和 `Classifier` 可以载入任何检查点，用法如上。
+#
+# ## 小结
+#
+# - 同一个 `Seq2SeqTransformer` 既能做翻译也能写对联；变化的是数据、分词器（翻译用子词，对联用字）和解码规则。
+# - 一次训练会留下 `metrics.jsonl` 以及检查点 `best/` 和 `last/`；`Translator` 和 `CoupletWriter` 载入检查点并用它解码。
+# - 刚开始训练的模型先写出目标语言中最常见的模式，交叉注意力也很分散；对联的长度和标点来自解码规则。
+# - 真正的预设用 `transformer-lab train` 训练，成绩记录在 docs/results.md 中。
+#
+# ## 练习
+#
+# 1. **子词。** 用翻译模型的子词分词器（`translator.tokenizers.source`）切分第一个验证集源句。它用了多少个子词，对应多少个单词？把编号解码回来能得到原句吗？
+# 2. **最好的 n 个。** 让 `translator.candidates` 用宽度为 4 的束给出这个句子最好的三个译文。它们按什么顺序排列，依据的是哪个数？
+# 3. **对联的规则。** 让 `writer` 为一个上联给出三个候选（`beam=4, num_candidates=3`）：它们都保持了上联的长度吗？对一行拉丁字母，它又如何回答？
+#
+# ## 参考答案
+#
+# 请先自己做练习。在 Jupyter 中，答案单元是折叠的：点击左侧的竖条即可展开。每个答案都会打印它的结论；测试会检查这些输出。
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 1: the sentence as the model reads it.
+from transformer_lab.lab.translation_attention import token_labels
+
+tokenizer = translator.tokenizers.source
+sentence = validation[0][0]
+subword_ids = tokenizer.encode(sentence)
+print("subwords:", token_labels(tokenizer, subword_ids))
+print(f"exercise 1: {len(subword_ids)} subwords for {len(sentence.split())} words")
+round_trip = tokenizer.decode(subword_ids) == tokenizer.normalize(sentence)
+print(f"exercise 1: decode(encode(sentence)) gives the sentence back: {round_trip}")
+
+# %% [markdown]
+# 常见的词各占一个子词；较少见的词被切成词表认识的几段，所以不会有未知的词。这个分词器是字节级的、无损的：解码后恰好得到（规范化后的）原句。
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 2: three candidates from a beam of 4, best first.
+candidates = translator.candidates(sentence, nbest=3, beam=4)
+for candidate in candidates:
+    print(f"score {candidate.score:8.3f}  log-prob {candidate.log_prob:8.3f}  {candidate.text}")
+scores = [candidate.score for candidate in candidates]
+print(f"exercise 2: {len(candidates)} candidates, best first by score: {scores == sorted(scores, reverse=True)}")
+
+# %% [markdown]
+# 它们按 `score` 从好到差排列：各词元对数概率之和除以长度惩罚，也就是束搜索用来排序的数。如果没有长度惩罚，短的输出会占便宜（每多一个词元，就多加一个负的对数概率）。
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 3: three candidates for one upper line, and a line the model cannot answer.
+answer = writer.write(upper, beam=4, num_candidates=3)
+lengths_kept = all(len(candidate.text) == len(upper) for candidate in answer.candidates)
+for candidate in answer.candidates:
+    print(f"upper: {upper}   candidate: {candidate.text}")
+print(f"exercise 3: {len(answer.candidates)} candidates, each as long as the upper line: {lengths_kept}")
+latin = writer.write("hello world")
+print(f"exercise 3: for 'hello world': {len(latin.candidates)} candidates, error: {latin.error}")
+
+# %% [markdown]
+# 每个候选都保持了上联的长度：这些规则在搜索的每一步、对每一个束都起作用。词表读不懂的一行得不到候选，而是得到一个说明原因的 `error`，而不是抛出异常，这样一批中有一行出错，不会连累其他行。
 #
 # **下一章（选读）：** 第 6 章只用编码器做文本分类。

@@ -105,4 +105,51 @@ assert accuracy > 0.7
 #
 # 在 Python 里，`transformer_lab.Classifier("runs/news").classify(texts)` 返回每段文本的标签和各类概率。预设的成绩和训练耗时见 [docs/results.md](../../results.md)。
 #
+# ## 小结
+#
+# - `TransformerClassifier` 就是单独的编码器，加上一个池化步骤和一个线性输出层。
+# - 平均池化只在真实位置上取平均：一段文本单独输入和在批量中填充后输入，得到的 logits 相同。
+# - 训练循环就是优化器、学习率调度、损失、`backward()`、`step()`；`Trainer` 在它外面加上混合精度、梯度累积、检查点和日志。
+#
+# ## 练习
+#
+# 1. **另一种池化。** `TransformerClassifier(pooling="first")` 只用第一个位置的向量做分类。它单独输入和填充后输入，得到的 logits 也相同吗？
+# 2. **按类别的准确率。** 分别计算有重复符号和没有重复符号的测试序列上的准确率。哪一类更难？两者怎样合成整体准确率？
+#
+# ## 参考答案
+#
+# 请先自己做练习。在 Jupyter 中，答案单元是折叠的：点击左侧的竖条即可展开。每个答案都会打印它的结论；测试会检查这些输出。
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 1: first-position pooling, alone and padded.
+first_pooling = TransformerClassifier(
+    vocab_size=24,
+    num_classes=2,
+    d_model=32,
+    nhead=4,
+    num_layers=2,
+    dim_feedforward=64,
+    dropout=0.0,
+    max_len=16,
+    pooling="first",
+).eval()
+with torch.no_grad():
+    first_difference = float((first_pooling(alone)[0] - first_pooling(padded)[0]).abs().max())
+print(f"exercise 1: pooling='first': max |logits alone - logits padded| = {first_difference:.2e}")
+
+# %% [markdown]
+# 相同：第一个位置的向量由遮住了填充键的注意力算出，所以填充同样无法影响它。（使用这种池化时，通常会在最前面放一个特殊词元，比如 BERT 的 `[CLS]`，让它的向量学会概括整段文本。）
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Exercise 2: accuracy on each class, and the overall accuracy as their weighted mean.
+correct = predictions == test_labels  # [N]
+per_class = {label: float(correct[test_labels == label].float().mean()) for label in (0, 1)}
+shares = {label: float((test_labels == label).float().mean()) for label in (0, 1)}
+combined = sum(shares[label] * per_class[label] for label in (0, 1))
+print(f"exercise 2: accuracy without a repeat {per_class[0]:.3f}, with a repeat {per_class[1]:.3f}")
+print(f"exercise 2: weighted by the class shares {combined:.3f} = overall {accuracy:.3f}")
+
+# %% [markdown]
+# 整体准确率是各类准确率按各类出现频率加权的平均；当各类大小差不多时，模型只能部分地用强的一类掩盖弱的一类。正因为如此，真正的分类任务会报告每一类的精确率、召回率和 F1。
+#
 # 教程到此结束。README 列出了全部命令；[docs/masks.md](../../masks.md) 和 [docs/architecture.md](../../architecture.md) 是关于掩码和模型的参考文档。
