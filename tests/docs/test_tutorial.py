@@ -303,6 +303,7 @@ def test_chapter_2_builds_the_parts_and_its_twin_agrees_with_torch(executed: Any
     assert abs(float(final_norm) - 1.0) < 0.05
 
 
+@pytest.mark.convergence
 def test_chapter_3_trains_the_copy_task_and_the_cache_changes_nothing(executed: Any) -> None:
     text = executed("03")
     assert figures_printed("03", text) == ["runs/tutorial-figures/lr-schedule.png"]
@@ -373,6 +374,7 @@ def test_chapter_5_trains_both_applications_from_the_data_folder_and_draws_chine
         assert "missing from font" not in text and "no font for it" not in text
 
 
+@pytest.mark.convergence
 def test_chapter_6_pools_without_padding_and_learns_the_task(executed: Any) -> None:
     text = executed("06")
     (difference,) = re.findall(r"pooling check: max \|logits alone - logits padded\| = (\S+)", text)
