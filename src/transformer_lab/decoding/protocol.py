@@ -51,7 +51,9 @@ information in step with the rows: beam search reorders rows to their parents an
 finished sentences from the batch, greedy search drops finished rows, and both reorder
 `prefix_ids` and `src_ids` with them, but neither can reorder state a processor keeps on
 the side, so a processor should derive everything it needs from `prefix_ids` and
-`src_ids` at every call.
+`src_ids` at every call. Rows leave the batch when the search next reads the device (see
+`resolve_check_every`): until then a processor also sees rows that have finished, whose
+results the search ignores.
 """
 
 
