@@ -110,9 +110,11 @@ def test_time_budget_flag_plans_the_run_and_records_the_plan(
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert max(steps) == plan["total_steps"]
 
-    assert main(["train", "copy", "--out", str(tmp_path / "short"), "--time-budget", "20s", *TINY]) == 2
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "copy", "--out", str(tmp_path / "short"), "--time-budget", "20s", *TINY])
+    assert exit_.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and "time_budget" in error[0] and "30 s" in error[0], error
+    assert len(error) == 1 and "argument --time-budget: " in error[0] and "30 s" in error[0], error
 
 
 def test_tensorboard_flag_writes_event_files_beside_the_log(tmp_path: Path) -> None:

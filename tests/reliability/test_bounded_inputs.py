@@ -114,3 +114,121 @@ def test_a_small_alias_still_reads(tmp_path: Path) -> None:
         "model": {"d_model": 16, "nhead": 2},
         "list": [3, 3],
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90m", 5400), ("1h30m", 5400), ("1h 30m 15s", 5415), ("1h30.5m", 5430), ("8784h", 366 * 86400), ("5400", 5400)],
+)
+def test_a_duration_reads_in_h_m_s_within_a_year(text: str, seconds: float) -> None:
+    from transformer_lab.training.time_budget import parse_duration
+
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1e308", "longer than 0 and at most 8784h, got '1e308'"),
+        ("1e20", "at most 8784h, got '1e20'"),
+        ("99999999999h", "at most 8784h, got '99999999999h'"),
+        ("8785h", "at most 8784h"),
+        ("nan", "got 'nan'"),
+        (float("inf"), "at most 8784h, got inf"),
+        ("1h90m", "below 60 after the first part, got 90m in '1h90m'"),
+        ("5M", "with the units h, m and s (lowercase), got 'M' in '5M'"),
+        ("5min", "got 'min' in '5min'"),
+        ("1.5h30m", "a fraction only in the last part"),
+        ("30m1h", "each unit once in the order h, m, s"),
+        ("1h1h", "each unit once in the order h, m, s"),
+    ],
+)
+def test_a_duration_out_of_range_or_with_loose_units_is_refused_naming_the_key(text: object, message: str) -> None:
+    from transformer_lab.training.time_budget import parse_duration
+
+    with pytest.raises(ValueError, match=r"^train\.time_budget: expected a duration such as 90m") as error:
+        parse_duration(text)  # type: ignore[arg-type]
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("value", ["1e308", "1e20", "99999999999h", "1h90m", "5M", "20s"])
+def test_time_budget_is_refused_by_argparse_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    started = time.perf_counter()
+    out = tmp_path / "run"
+    assert run_cli(["train", "copy", "--out", str(out), "--time-budget", value, *tiny_copy_options()]) == 2
+    # Refused as the command line is read, not after the 30 s that measure the machine's speed.
+    assert time.perf_counter() - started < 5
+    error = one_error_line(capsys)
+    assert "argument --time-budget: expected " in error and f"'{value}'" in error
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "option", "message"),
+    [
+        (["download", "multi30k", "--timeout", "1e308"], "--timeout", "at most 1h, got '1e308'"),
+        (["download", "multi30k", "--timeout", "nan"], "--timeout", "got 'nan'"),
+        (["download", "multi30k", "--timeout", "inf"], "--timeout", "got 'inf'"),
+        (["download", "multi30k", "--timeout", "0"], "--timeout", "longer than 0"),
+        (["serve", "--checkpoint", "absent", "--wait-limit", "1e308"], "--wait-limit", "at most 1h"),
+        (["serve", "--checkpoint", "absent", "--wait-limit", "nan"], "--wait-limit", "got 'nan'"),
+        (["--threads", "100000", "explain"], "--threads", "got 100000"),
+        (["--threads", "2000", "explain"], "--threads", "got 2000"),
+        (["--threads", "500", "explain"], "--threads", "got 500"),
+        (["--threads", "0", "explain"], "--threads", "got 0"),
+        (["lab", "tgt-padding-mask", "--seed", "100000000000000000000000"], "--seed", "got 100000000000000000000000"),
+    ],
+)
+def test_timeouts_thread_counts_and_seeds_on_the_command_line_are_bounded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], arguments: list[str], option: str, message: str
+) -> None:
+    assert run_cli([*arguments, *(["--to", str(tmp_path / "data")] if arguments[0] == "download" else [])]) == 2
+    error = one_error_line(capsys)
+    assert f"argument {option}: expected " in error and message in error, error
+    assert not (tmp_path / "data").exists()
+
+
+def test_the_thread_bound_is_a_few_per_cpu(capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    from transformer_lab.cli.bounds import MAX_THREADS_PER_CPU
+
+    high = MAX_THREADS_PER_CPU * (os.cpu_count() or 1)
+    assert run_cli(["--threads", str(high + 1), "explain"]) == 2
+    assert f"expected an int in [1, {high:,}] ({MAX_THREADS_PER_CPU} per CPU" in one_error_line(capsys)
+    assert run_cli(["--threads", "1", "explain"]) == 0
+
+
+def test_the_library_bounds_timeouts_and_waits_too(tmp_path: Path) -> None:
+    from transformer_lab.cli.serve_command import MAX_WAIT_SECONDS as CLI_MAX_WAIT
+    from transformer_lab.data.datasets import download_dataset
+    from transformer_lab.serve.admission import MAX_WAIT_SECONDS, Admission
+
+    for timeout in (1e308, float("nan"), float("inf"), 0.0, -1.0):
+        with pytest.raises(ValueError, match=r"^timeout: expected a number of seconds in \(0, 3600\], got "):
+            download_dataset("multi30k", tmp_path / "data", timeout=timeout, progress=False)
+    assert not (tmp_path / "data").exists()
+    for wait in (1e308, float("nan"), float("inf"), 0.0):
+        with pytest.raises(ValueError, match=r"^lock_timeout: expected a number of seconds in \(0, 3600\]"):
+            Admission(1, wait)
+    assert CLI_MAX_WAIT == MAX_WAIT_SECONDS
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("train.seed=100000000000000000000000", "seed: expected an int in [0, 9,223,372,036,854,775,807], got "),
+        ("train.seed=-5", "seed: expected an int in [0, "),
+        ("data.seed=100000000000000000000000", "data.seed: expected an int in [0, 9,223,372,036,854,775,807]"),
+    ],
+)
+def test_a_seed_out_of_range_is_one_line_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, message: str
+) -> None:
+    out = tmp_path / "run"
+    assert run_cli(["train", "copy", "--out", str(out), *tiny_copy_options(), "--set", option]) == 2
+    error = one_error_line(capsys)
+    assert option.split("=")[0] in error and message in error, error
+    assert not (out / "last").exists()

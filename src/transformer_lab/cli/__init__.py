@@ -42,6 +42,7 @@ from transformer_lab.cli import (
     train_command,
     translate_command,
 )
+from transformer_lab.cli.bounds import max_threads, thread_count
 from transformer_lab.extras import MissingExtraError
 from transformer_lab.folders import FolderWriteError
 from transformer_lab.hardware import physical_cores
@@ -91,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--verbose", action="store_true", help="show debug logging")
     parser.add_argument(
         "--threads",
-        type=int,
+        type=thread_count,
         default=None,
         help="torch's intra-op threads (default: $OMP_NUM_THREADS if set, else the machine's physical cores)",
     )
@@ -140,8 +141,8 @@ def set_threads(threads: int | None) -> int:
     so under torchrun the default is one thread per process, not the cores.
     """
     if threads is not None:
-        if threads < 1:
-            raise ValueError(f"--threads: expected an int >= 1, got {threads}")
+        if not 1 <= threads <= max_threads():
+            raise ValueError(f"--threads: expected an int in [1, {max_threads():,}], got {threads}")
         source = "--threads"
     elif os.environ.get("OMP_NUM_THREADS", "").strip():
         # torch has read it already; an invalid value is torch's to report.

@@ -4,15 +4,28 @@ argparse calls the type on the text; a value outside the bounds is refused there
 any work, in argparse's one line naming the option ("argument --d-model: expected an int
 in [1, 4,096], got 10000000"). The bounds are far above what the option is for (a figure,
 a printed walk of shapes) and far below what would exhaust a machine's memory.
+
+The same holds for what is not a size: durations and timeouts (:func:`duration_in`, the
+project's one duration reader, ``training.time_budget.duration_seconds``: finite, in
+range, units h, m and s), thread counts (:func:`thread_count`, a few per CPU), and any
+value a library function checks (:func:`checked_text`, which puts its ``ValueError`` in
+argparse's one line).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 from typing import Callable
 
-__all__ = ["float_in", "int_in"]
+from transformer_lab.training.time_budget import duration_seconds
+
+__all__ = ["MAX_THREADS_PER_CPU", "checked_text", "duration_in", "float_in", "int_in", "max_threads", "thread_count"]
+
+# More threads than CPUs only queue for them; a few per CPU still leave room for a
+# deliberate oversubscription, while 2,000 threads made libgomp fail to create them.
+MAX_THREADS_PER_CPU = 4
 
 
 def int_in(low: int, high: int) -> Callable[[str], int]:
@@ -43,3 +56,52 @@ def float_in(low: float, high: float) -> Callable[[str], float]:
         return value
 
     return parse
+
+
+def duration_in(maximum: float) -> Callable[[str], float]:
+    """An argparse type: a duration ("90s", "2m", "1h30m" or seconds) as seconds in (0, maximum]."""
+
+    def parse(text: str) -> float:
+        try:
+            return duration_seconds(text, maximum=maximum)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
+
+
+def checked_text(check: Callable[[str], object]) -> Callable[[str], str]:
+    """An argparse type: the text as given, once ``check(text)`` accepts it; its ``ValueError`` is argparse's line.
+
+    For an option that is handed on as text (``--time-budget`` becomes ``train.time_budget``,
+    which the config records as written) but must be refused before any work.
+    """
+
+    def parse(text: str) -> str:
+        try:
+            check(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return text
+
+    return parse
+
+
+def thread_count(text: str) -> int:
+    """An argparse type: a thread count in [1, :data:`MAX_THREADS_PER_CPU` x this machine's CPUs]."""
+    high = max_threads()
+    expected = (
+        f"expected an int in [1, {high:,}] ({MAX_THREADS_PER_CPU} per CPU of this machine's {os.cpu_count() or 1})"
+    )
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
+    if not 1 <= value <= high:
+        raise argparse.ArgumentTypeError(f"{expected}, got {value}")
+    return value
+
+
+def max_threads() -> int:
+    """The most threads a command may ask for on this machine."""
+    return MAX_THREADS_PER_CPU * (os.cpu_count() or 1)

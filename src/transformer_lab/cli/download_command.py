@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 
+from transformer_lab.cli.bounds import duration_in
 from transformer_lab.data.dataset_folder import DATA_ENVIRONMENT_VARIABLE, default_data_dir
 from transformer_lab.data.datasets import (
     DATASET_NAMES,
@@ -20,6 +21,7 @@ from transformer_lab.data.datasets import (
     dataset_folder,
     download_dataset,
 )
+from transformer_lab.data.download import MAX_TIMEOUT_SECONDS
 from transformer_lab.tasks.registry import TASKS
 
 
@@ -43,7 +45,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help=f"fetch https://HOST/PATH from MIRROR/HOST/PATH instead (default: ${MIRROR_ENVIRONMENT_VARIABLE})",
     )
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait on each connection")
+    parser.add_argument(
+        "--timeout",
+        type=duration_in(MAX_TIMEOUT_SECONDS),
+        default=60.0,
+        help="how long to wait on each connection: seconds, or 90s, 2m "
+        f"(default 60, at most {MAX_TIMEOUT_SECONDS:.0f})",
+    )
     parser.set_defaults(handler=run)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from transformer_lab.cli.bounds import int_in
+from transformer_lab.data._checks import SEED_RANGE
 from transformer_lab.lab.mask_experiments import DEFAULT_TOLERANCE, EXPERIMENTS, build_lab_setup, run_experiment
 from transformer_lab.lab.mask_report import format_lab_result
 
@@ -37,7 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a folder with train.de / train.en (whitespace tokens); default: a synthetic batch",
     )
     parser.add_argument("--batch-size", type=int_in(1, 256), default=6, help="sentences in the batch (default 6)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random model and the batch (default 0)")
+    parser.add_argument(
+        "--seed", type=int_in(*SEED_RANGE), default=0, help="seed of the random model and the batch (default 0)"
+    )
     parser.add_argument("--d-model", type=int_in(2, 1024), default=32, help="random model: d_model (default 32)")
     parser.add_argument("--nhead", type=int_in(1, 64), default=2, help="random model: heads (default 2)")
     parser.add_argument(

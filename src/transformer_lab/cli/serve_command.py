@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_lab.cli.bounds import int_in
+from transformer_lab.cli.bounds import duration_in, int_in
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.extras import require_extra
 
 DEFAULT_HOST = "127.0.0.1"  # this machine only: the page runs models for whoever reaches it
 DEFAULT_PORT = 8000
+# serve.admission.MAX_WAIT_SECONDS, written out like the defaults below (tested equal).
+MAX_WAIT_SECONDS = 3600.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,10 +40,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--wait-limit",
-        type=float,
+        type=duration_in(MAX_WAIT_SECONDS),
         default=None,
         metavar="SECONDS",
-        help="the longest a request waits, from its arrival, for the model before a 503 (default 30)",
+        help="the longest a request waits, from its arrival, for the model before a 503: seconds, or 90s, 2m "
+        "(default 30, at most 3600)",
     )
     parser.add_argument(
         "--max-body-bytes",

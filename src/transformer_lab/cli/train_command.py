@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from transformer_lab.cli.bounds import checked_text
 from transformer_lab.cli.overrides import (
     add_config_file_argument,
     add_override_arguments,
@@ -29,6 +30,7 @@ from transformer_lab.training.run_folder import check_writable, explain_missing_
 from transformer_lab.training.run_lock import RunFolderLock
 from transformer_lab.training.run_summary import summary_lines
 from transformer_lab.training.same_run import check_same_run
+from transformer_lab.training.time_budget import budget_seconds
 from transformer_lab.training.trainer import LAST_FOLDER
 
 
@@ -56,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--time-budget",
+        type=checked_text(budget_seconds),
         default=None,
         metavar="DURATION",
         help="train as well as fits in this wall-clock time (90m, 1h30m, 5400s): measure the speed, then fix "

@@ -35,6 +35,10 @@ def check_int_in_range(name: str, value: Any, low: int, high: int) -> int:
 MAX_BATCH_TOKENS = 1 << 20
 # For counts that only limit ("the first N", "at most N"): any size, but never negative.
 ANY_COUNT = (0, sys.maxsize)
+# Seeds: what NumPy's SeedSequence takes (no negatives) and torch's generators hold with
+# room for the offsets added per rank or epoch (10^23 failed in torch as "Overflow when
+# unpacking long long", naming nothing).
+SEED_RANGE = (0, (1 << 63) - 1)
 
 
 def check_int_fields(config: Any, prefix: str, bounds: dict[str, tuple[int, int]]) -> None:

@@ -43,6 +43,7 @@ from transformer_lab.data.couplet import (
 )
 from transformer_lab.data.couplet_machine import COUPLET_MACHINE_URL, download_train_couplet_machine
 from transformer_lab.data.dataset_folder import DOWNLOAD_NAMES, default_data_dir
+from transformer_lab.data.download import check_timeout
 from transformer_lab.data.multi30k import MULTI30K_URL, download_multi30k
 
 logger = logging.getLogger(__name__)
@@ -140,6 +141,8 @@ def download_dataset(
     if wb14123_train and name != "couplets":
         raise ValueError(f"wb14123_train: expected only with the dataset 'couplets', got it with {name!r}")
     mirror = _check_mirror(mirror)
+    # Before any folder is made or file fetched: 1e308 s would fail deep in the socket layer.
+    timeout = check_timeout(timeout)
     root = Path(to) if to is not None else default_data_dir()
     with _no_empty_folder_left(root):
         return _download(name, root, mirror, wb14123_train, timeout, progress)

@@ -26,6 +26,7 @@ import gzip
 import hashlib
 import http.client
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -45,6 +46,9 @@ _SCHEMES = ("http", "https", "file")
 # Digest name -> hex digits, in the order the arguments of download_file give them.
 _DIGEST_DIGITS = {"sha256": 64, "md5": 32, "git-blob": 40}
 PARTIAL_SUFFIX = ".download.part"
+# The longest wait on one connection: an hour, far beyond any server that still answers,
+# and far below what the socket layer can hold (1e308 s raised OverflowError there).
+MAX_TIMEOUT_SECONDS = 3600.0
 
 
 def _digest_of_file(path: str | os.PathLike[str], algorithm: str) -> str:
@@ -180,6 +184,17 @@ def partial_path(destination: str | os.PathLike[str]) -> Path:
     return destination.parent / f".{destination.name}{PARTIAL_SUFFIX}"
 
 
+def check_timeout(timeout: float) -> float:
+    """``timeout`` as float seconds: a finite number in (0, :data:`MAX_TIMEOUT_SECONDS`], else a ``ValueError``."""
+    if (
+        not isinstance(timeout, (int, float))
+        or isinstance(timeout, bool)
+        or not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT_SECONDS)
+    ):
+        raise ValueError(f"timeout: expected a number of seconds in (0, {MAX_TIMEOUT_SECONDS:.0f}], got {timeout!r}")
+    return float(timeout)
+
+
 def download_file(
     url: str,
     destination: str | os.PathLike[str],
@@ -219,8 +234,7 @@ def download_file(
     """
     url = _check_url(url)
     algorithm, expected = _expected_digest(expected_sha256, expected_md5, expected_git_blob)
-    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    timeout = check_timeout(timeout)
     destination = Path(destination)
     if destination.exists():
         actual = _digest_of_file(destination, algorithm)

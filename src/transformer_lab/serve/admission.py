@@ -13,6 +13,9 @@ from typing import Awaitable, Callable
 
 # How often a waiting request checks whether its client is still there.
 DISCONNECT_POLL_SECONDS = 0.25
+# The longest wait a server may grant: an hour, far past any client's patience and far
+# below the timeouts the event loop and the locks can hold (1e308 s overflows them).
+MAX_WAIT_SECONDS = 3600.0
 
 
 class Busy(Exception):
@@ -53,8 +56,14 @@ class Admission:
     def __init__(self, max_queue: int, wait_limit: float) -> None:
         if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 0:
             raise ValueError(f"max_queue: expected an integer >= 0, got {max_queue!r}")
-        if not wait_limit > 0:
-            raise ValueError(f"lock_timeout: expected a number of seconds > 0, got {wait_limit!r}")
+        if (
+            isinstance(wait_limit, bool)
+            or not isinstance(wait_limit, (int, float))
+            or not (math.isfinite(wait_limit) and 0 < wait_limit <= MAX_WAIT_SECONDS)
+        ):
+            raise ValueError(
+                f"lock_timeout: expected a number of seconds in (0, {MAX_WAIT_SECONDS:.0f}], got {wait_limit!r}"
+            )
         self.max_queue = max_queue
         self.wait_limit = float(wait_limit)
         self._mutex = threading.Lock()

@@ -62,7 +62,7 @@ from transformer_lab.data import (
     stratified_split,
     token_budget_batches,
 )
-from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, check_int_fields
+from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, SEED_RANGE, check_int_fields
 from transformer_lab.data.ag_news import CLASSES_FILE, log_malformed, stream_ag_news_csv
 from transformer_lab.data.batching import token_budget_spans
 from transformer_lab.data.labelled_text import LabelIds, LabelledText, stream_labelled_text
@@ -138,7 +138,13 @@ class ClassificationDataConfig:
         check_int_fields(
             self,
             "data",
-            {"max_tokens": (1, MAX_BATCH_TOKENS), "min_frequency": (1, ANY_COUNT[1]), "num_train": ANY_COUNT},
+            {
+                "max_tokens": (1, MAX_BATCH_TOKENS),
+                "min_frequency": (1, ANY_COUNT[1]),
+                "num_train": ANY_COUNT,
+                "seed": SEED_RANGE,
+                "split_seed": SEED_RANGE,
+            },
         )
         if len(self.train_files) > 1:
             raise ValueError(f"data.train_files: expected at most one training file, got {list(self.train_files)!r}")

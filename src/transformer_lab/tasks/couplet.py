@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import torch
 
 from transformer_lab.data import BOS_ID, EOS_ID, NUM_SPECIAL_TOKENS, PAD_ID, UNK_ID, Seq2SeqBatch, Vocabulary
-from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, check_int_fields
+from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, SEED_RANGE, check_int_fields
 from transformer_lab.data.chinese import is_punctuation, tone_class
 from transformer_lab.data.couplet import (
     LOWER_FILE,
@@ -121,6 +121,7 @@ class CoupletDataConfig:
                 "max_tokens": (1, MAX_BATCH_TOKENS),
                 "max_length": (1, MAX_POSITIONS - 1),
                 "min_frequency": (1, ANY_COUNT[1]),
+                "seed": SEED_RANGE,
                 **dict.fromkeys(("num_validation", "num_train"), ANY_COUNT),
             },
         )

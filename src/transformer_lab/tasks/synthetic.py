@@ -24,7 +24,7 @@ from transformer_lab.data import (
     fixed_size_batches,
     make_synthetic_pairs,
 )
-from transformer_lab.data._checks import check_int_in_range
+from transformer_lab.data._checks import SEED_RANGE, check_int_in_range
 from transformer_lab.data.vocabulary import NUM_SPECIAL_TOKENS
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
@@ -72,6 +72,7 @@ class SyntheticDataConfig:
         # <bos> and <eos> around the longest sequence must fit the positional table.
         check_int_in_range("data.max_length", self.max_length, self.min_length, MAX_POSITIONS - 2)
         check_int_in_range("data.batch_size", self.batch_size, 1, MAX_SYNTHETIC_EXAMPLES)
+        check_int_in_range("data.seed", self.seed, *SEED_RANGE)
 
 
 def _default_model() -> ModelConfig:

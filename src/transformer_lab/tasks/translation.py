@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import torch
 
 from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, load_multi30k
-from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, check_int_fields
+from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, SEED_RANGE, check_int_fields
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles
 from transformer_lab.data.prepared_pairs import (
@@ -109,6 +109,7 @@ class TranslationDataConfig:
             {
                 "max_tokens": (1, MAX_BATCH_TOKENS),
                 "min_frequency": (1, ANY_COUNT[1]),
+                "seed": SEED_RANGE,
                 **dict.fromkeys(
                     ("num_carved_validation", "tokenizer_sample", "num_train", "num_validation"), ANY_COUNT
                 ),

@@ -11,6 +11,7 @@ from typing import Literal
 
 import torch
 
+from transformer_lab.data._checks import SEED_RANGE, check_int_in_range
 from transformer_lab.hardware import PRECISIONS
 
 from .time_budget import check_budget
@@ -83,6 +84,7 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name}: expected an int >= 0, got {value!r}")
+        check_int_in_range("seed", self.seed, *SEED_RANGE)
         for name in ("warmup_steps", "grad_accum_steps", "log_every_steps", "max_nonfinite_steps"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
