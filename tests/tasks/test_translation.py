@@ -232,8 +232,9 @@ def test_every_checkpoint_has_a_model_card_and_evaluate_adds_its_scores(
     pairs = load_multi30k("val", DATA_DIR)[:5]
     source.write_text("".join(de + "\n" for de, _ in pairs), encoding="utf-8")
     reference.write_text("".join(en + "\n" for _, en in pairs), encoding="utf-8")
-    command = ["evaluate", "translation", "--checkpoint", str(trained_run / "best"), "--beam", "1"]
-    command += ["--source", str(source), "--reference", str(reference), "--output", str(tmp_path / "hyp.txt")]
+    # fp32 named: "auto" is bf16 on a CPU with bf16 instructions, and the card's search says so ("greedy bf16").
+    command = ["evaluate", "translation", "--checkpoint", str(trained_run / "best"), "--beam", "1", "--precision"]
+    command += ["fp32", "--source", str(source), "--reference", str(reference), "--output", str(tmp_path / "hyp.txt")]
     for _ in range(2):
         assert main(command) == 0
     printed = capsys.readouterr().out
