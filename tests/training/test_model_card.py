@@ -67,7 +67,7 @@ def test_test_scores_replace_their_own_entry_and_leave_a_hard_linked_copy_alone(
     ("text", "problem"),
     [
         ("# no front matter\n", "expected YAML front matter between '---' lines"),
-        ("---\nkey: [unclosed\n---\n", "expected YAML front matter, got malformed YAML"),
+        ("---\nkey: [unclosed\n---\n", "README.md: front matter: line 3: expected YAML, got an error"),
         ("---\nlanguage: en\n---\n", "expected a front matter section 'transformer_lab'"),
     ],
 )
@@ -132,3 +132,45 @@ def test_the_training_line_counts_in_english():
     )
     assert "- 1 optimizer step, 1 epoch completed, 3 s (0.1 minutes) of training\n" in render_card(one)
     assert "- 40 optimizer steps, 2 epochs completed, 75 s (1.3 minutes) of training\n" in render_card(facts())
+
+
+def edited_card(tmp_path, edit):
+    card = facts()
+    edit(card)
+    (tmp_path / CARD_FILE).write_text(render_card(facts()), encoding="utf-8")
+    text = (tmp_path / CARD_FILE).read_text(encoding="utf-8")
+    front = yaml.safe_load(text.split("---\n")[1])
+    front["transformer_lab"] = card
+    (tmp_path / CARD_FILE).write_text("---\n" + yaml.safe_dump(front) + "---\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("edit", "field", "expected"),
+    [
+        (lambda card: card.update(test="notalist"), "test", "a list, got 'notalist'"),
+        (lambda card: card.update(test=[{"split": 1, "search": "x", "metrics": {}}]), "test[0].split", "text, got 1"),
+        (lambda card: card.update(test=["x"]), "test[0]", "a mapping of names, got 'x'"),
+        (lambda card: card["validation"].update(metrics={"bleu": "high"}), "validation.metrics.bleu", "a finite"),
+        (lambda card: card["training"].update(seconds="long"), "training.seconds", "a finite number, got 'long'"),
+        (lambda card: card["training"].pop("machine"), "training", "the key 'machine'"),
+        (lambda card: card["data"].update(files="news.csv"), "data.files", "a list, got 'news.csv'"),
+        (lambda card: card["model"].update(d_model="big"), "model.d_model", "a finite number, got 'big'"),
+        (lambda card: card.update(languages="en"), "languages", "a list, got 'en'"),
+        (lambda card: card.update(task=["x"] * 1000), "task", "text, got ['x', 'x', 'x', 'x', 'x', 'x', ...]"),
+    ],
+)
+def test_a_card_field_of_the_wrong_type_is_named_with_its_file_when_read(tmp_path, edit, field, expected):
+    edited_card(tmp_path, edit)
+    before = (tmp_path / CARD_FILE).read_bytes()
+    with pytest.raises(ValueError) as error:
+        add_test_scores(tmp_path, "test", "greedy", {"bleu": 1.0})
+    assert str(error.value).startswith(f"{tmp_path / CARD_FILE}: transformer_lab.{field}: expected {expected}")
+    assert "\n" not in str(error.value) and len(str(error.value)) < 400
+    assert (tmp_path / CARD_FILE).read_bytes() == before
+
+
+def test_a_card_is_read_as_bounded_yaml(tmp_path):
+    aliases = "".join(f"x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 7))
+    (tmp_path / CARD_FILE).write_text("---\nx0: &a0 [1]\n" + aliases + "---\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"README\.md: front matter: line \d+: expected at most 100,000 values"):
+        read_card(tmp_path)

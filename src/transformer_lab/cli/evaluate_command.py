@@ -10,6 +10,7 @@ accuracy, per-class F1 and the confusion matrix for classification.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from transformer_lab.cli.couplet_options import add_constraint_arguments
@@ -148,5 +149,10 @@ def _record_in_card(checkpoint: Path, split: str, search: str, scores: dict[str,
         card = add_test_scores(checkpoint, split, search, scores)
     except FileNotFoundError:
         print(f"model card: none in {checkpoint} (a checkpoint written before cards); scores not recorded")
+        return
+    except ValueError as error:
+        # The scores are printed already; a card edited out of shape is a side output's
+        # fault, named in one line and left as it was, not a failed evaluation.
+        print(f"model card: not updated: {' '.join(str(error).split())}", file=sys.stderr)
         return
     print(f"model card: {card}")

@@ -11,7 +11,11 @@ confusion matrix, a benchmark's speed) are in :mod:`transformer_lab.lab.result_p
 
 from __future__ import annotations
 
-from transformer_lab.lab.plotting import check_figure_size, save_png  # first: matplotlib, headless, or one line
+from transformer_lab.lab.plotting import (  # first: matplotlib, headless, or one line
+    check_figure_size,
+    check_image_path,
+    save_png,
+)
 
 # isort: split
 import os
@@ -63,7 +67,7 @@ def plot_attention_heatmap(
             raise ValueError(f"value_range: expected (low, high) with low < high, got {value_range!r}")
         high = low + 1e-6  # every weight equal (uniform attention): one colour, still a valid scale
     check_cjk_text([*source_labels, *target_labels, title])
-    path = Path(path)
+    path = check_image_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # At least 4 inches wide, so that the wrapped title keeps a few words a line.
     figsize = (max(0.5 * len(source_labels) + 2.5, 4.0), 0.5 * len(target_labels) + 2.0)

@@ -19,11 +19,12 @@ from transformer_lab.extras import require_extra
 matplotlib = require_extra("matplotlib", "drawing figures")
 matplotlib.use("Agg")  # files only: works on machines without a display
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.backend_bases import FigureCanvasBase  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from transformer_lab.lab.fonts import enable_cjk_fallback  # noqa: E402
 
-__all__ = ["check_figure_size", "save_png", "show_figure"]
+__all__ = ["check_figure_size", "check_image_path", "save_png", "show_figure"]
 
 # Chinese tokens, couplet lines and class names draw with an installed CJK font.
 enable_cjk_fallback()
@@ -37,9 +38,33 @@ def check_figure_size(figsize: tuple[float, float], dpi: int) -> None:
         raise ValueError(f"dpi must be >= 10, got {dpi}")
 
 
+def check_image_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path if it names an image file of a format matplotlib writes (.png, .svg, .pdf, ...).
+
+    A folder is refused, not written beside: matplotlib would add ".png" to its name and
+    write a file other than the one the caller is told about. A name without a known
+    suffix is refused for the same reason.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(
+            f"path: expected an image file, got the folder {str(path)!r}; name a file in it, such as "
+            f"{str(path / 'attention.png')!r}"
+        )
+    known = sorted(FigureCanvasBase.get_supported_filetypes())
+    if path.suffix.lower().lstrip(".") not in known:
+        raise ValueError(
+            f"path: expected a file name ending in {', '.join('.' + name for name in known)}, got {str(path)!r}"
+        )
+    return path
+
+
 def save_png(figure: Figure, path: str | os.PathLike[str], dpi: int) -> Path:
     """Write ``figure`` to the PNG file ``path`` (its folder created) and close it; anything but .png is refused."""
     path = Path(path)
+    if path.is_dir():
+        plt.close(figure)
+        check_image_path(path)  # names the folder
     if path.suffix.lower() != ".png":
         plt.close(figure)
         raise ValueError(f"path must name a .png file, got {str(path)!r}")

@@ -17,6 +17,7 @@ from transformer_lab.data import BOS_ID, SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.lab.attention_maps import attention_maps
 from transformer_lab.lab.figures import plot_attention_heatmap
+from transformer_lab.lab.plotting import check_image_path
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.nn import TransformerDecoder
 from transformer_lab.tasks.translation import translate_nbest
@@ -74,6 +75,7 @@ def plot_translation_attention(
     """
     if not sentence.strip():
         raise ValueError("sentence: expected a non-empty sentence to plot, got an empty one")
+    check_image_path(path)  # before the translation, not after it
     tokenizers = TokenizerPair.of(tokenizer)
     best = translate_nbest(model, tokenizers, sentence, dataclasses.replace(decode_config, num_return=1))[0]
     source_ids = tokenizers.source.encode(sentence)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Sequence
@@ -23,12 +24,18 @@ def average_checkpoints(
     ``model`` is a freshly built model of the same configuration (used as the container).
     ``config.json`` and the extra files (e.g. the tokenizer) come from the last source;
     no trainer state is written, so the result is for inference, not for resuming.
+
+    Every source must be of the last one's task with byte-identical tokenizer and
+    vocabulary files: rows of an embedding mean a token only under their own vocabulary,
+    and two vocabularies of one size give weights of the same shapes, which would
+    average without a word into a model that fits neither.
     """
     if len(sources) < 1:
         raise ValueError("sources: expected at least one checkpoint folder, got none")
     target = Path(target)
     if any(Path(source).resolve() == target.resolve() for source in sources):
         raise ValueError(f"target: expected a folder other than the sources, got {target}")
+    _check_one_vocabulary([Path(source) for source in sources])
     sums: dict[str, torch.Tensor] = {}
     for source in sources:
         load_model_weights(source, model)
@@ -49,3 +56,38 @@ def average_checkpoints(
     config = dict(load_checkpoint_config(last))
     config["averaged_from"] = [str(source) for source in sources]
     return save_checkpoint(target, model, config, extra_files=extra_files)
+
+
+def _vocabulary_digests(folder: Path) -> dict[str, str]:
+    """sha256 of each file that the checkpoint's weights are read with (tokenizers, vocabularies, classes)."""
+    return {
+        path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.iterdir())
+        if path.is_file() and path.name not in _RESERVED_NAMES and path.name != CARD_FILE
+    }
+
+
+def _check_one_vocabulary(sources: Sequence[Path]) -> None:
+    """Refuse sources whose task, or tokenizer and vocabulary files (by content), differ from the last one's."""
+    last = sources[-1]
+    task = load_checkpoint_config(last).get("task")
+    digests = _vocabulary_digests(last)
+    for source in sources[:-1]:
+        other_task = load_checkpoint_config(source).get("task")
+        if other_task != task:
+            raise ValueError(
+                f"sources: expected checkpoints of one task, got {source} of {other_task!r} and {last} of {task!r}"
+            )
+        other = _vocabulary_digests(source)
+        if set(other) != set(digests):
+            raise ValueError(
+                f"sources: expected the same tokenizer and vocabulary files in every checkpoint, got "
+                f"{sorted(other)} in {source} and {sorted(digests)} in {last}"
+            )
+        for name, digest in digests.items():
+            if other[name] != digest:
+                raise ValueError(
+                    f"sources: expected checkpoints with one vocabulary, got {source / name} (sha256 "
+                    f"{other[name][:12]}...) other than {last / name} (sha256 {digest[:12]}...); averaging would mix "
+                    "embedding rows of different tokens"
+                )

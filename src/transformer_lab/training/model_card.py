@@ -16,13 +16,17 @@ sections, ``data_counts`` written by the task, a time budget's plan) and from th
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
+
+from .config_file import MAX_YAML_BYTES, load_bounded_yaml_text
+from .config_io import shown
 
 __all__ = [
     "CARD_FILE",
@@ -239,21 +243,126 @@ def render_card(facts: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+class _CardFields:
+    """Checks of the facts' fields, each error naming the file and the field (``transformer_lab.test[0].split``).
+
+    The card is read back to be rendered again (``evaluate``, averaging, a resume), and a
+    checkpoint folder may hold a card that someone edited: a field of the wrong type would
+    otherwise fail inside the rendering, after ``evaluate`` had scored.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, field: str, expected: str, value: Any) -> NoReturn:
+        raise ValueError(f"{self.path}: {_FACTS_KEY}.{field}: expected {expected}, got {shown(value)}")
+
+    def text(self, value: Any, field: str) -> str:
+        if not isinstance(value, str):
+            self.fail(field, "text", value)
+        return value
+
+    def count(self, value: Any, field: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            self.fail(field, "an int >= 0", value)
+        return value
+
+    def number(self, value: Any, field: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            self.fail(field, "a finite number", value)
+        return value
+
+    def mapping(self, value: Any, field: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
+            self.fail(field, "a mapping of names", value)
+        return value
+
+    def sequence(self, value: Any, field: str) -> list[Any]:
+        if not isinstance(value, list):
+            self.fail(field, "a list", value)
+        return value
+
+    def numbers(self, value: Any, field: str) -> None:
+        for name, item in self.mapping(value, field).items():
+            self.number(item, f"{field}.{name}")
+
+    def texts(self, value: Any, field: str) -> None:
+        for index, item in enumerate(self.sequence(value, field)):
+            self.text(item, f"{field}[{index}]")
+
+    def facts(self, facts: Mapping[str, Any]) -> None:
+        """Every field :func:`render_card` reads, with the type it reads it as."""
+        self.text(facts["task"], "task")
+        if "hub_task" in facts:
+            self.text(facts["hub_task"], "hub_task")
+        self.texts(facts["languages"], "languages")
+        data = self.mapping(facts["data"], "data")
+        for key in ("dataset", "files", "counts"):
+            if key not in data:
+                self.fail("data", f"the key {key!r}", data)
+        self.text(data["dataset"], "data.dataset")
+        self.texts(data["files"], "data.files")
+        self.numbers(data["counts"], "data.counts")
+        self.numbers(facts["model"], "model")
+        training = self.mapping(facts["training"], "training")
+        for key in ("steps", "epochs_completed", "seconds", "machine", "threads", "precision"):
+            if key not in training:
+                self.fail("training", f"the key {key!r}", training)
+        self.count(training["steps"], "training.steps")
+        self.count(training["epochs_completed"], "training.epochs_completed")
+        self.number(training["seconds"], "training.seconds")
+        self.text(training["machine"], "training.machine")
+        self.count(training["threads"], "training.threads")
+        if training["precision"] is not None:
+            self.text(training["precision"], "training.precision")
+        if training.get("averaged_from"):
+            self.texts(training["averaged_from"], "training.averaged_from")
+        if training.get("time_budget_plan"):
+            plan = self.mapping(training["time_budget_plan"], "training.time_budget_plan")
+            for key in ("budget_seconds", "steps_per_second", "measured_steps", "total_steps"):
+                self.number(plan.get(key), f"training.time_budget_plan.{key}")
+            for key in ("warmup_steps", "cooldown_steps"):
+                self.number(plan.get(key), f"training.time_budget_plan.{key}")
+        validation = self.mapping(facts["validation"], "validation")
+        if validation.get("step") is not None:
+            self.count(validation["step"], "validation.step")
+        self.numbers(validation.get("metrics"), "validation.metrics")
+        for index, test in enumerate(self.sequence(facts["test"], "test")):
+            entry = self.mapping(test, f"test[{index}]")
+            self.text(entry.get("split"), f"test[{index}].split")
+            self.text(entry.get("search"), f"test[{index}].search")
+            self.numbers(entry.get("metrics"), f"test[{index}].metrics")
+
+
+# A card is a few kilobytes; its front matter is read as bounded YAML.
+_MAX_CARD_BYTES = 2 * MAX_YAML_BYTES
+
+
 def read_card(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """The facts of ``folder``'s card; a missing file is ``FileNotFoundError``, a malformed one ``ValueError``."""
+    """The facts of ``folder``'s card; a missing file is ``FileNotFoundError``, a malformed one ``ValueError``.
+
+    Every field the card is rendered from is checked here, so a card that someone edited
+    is one error naming the file and the field (``transformer_lab.test: expected a list``).
+    """
     path = Path(folder) / CARD_FILE
-    text = path.read_text(encoding="utf-8")
+    with path.open("rb") as file:
+        data = file.read(_MAX_CARD_BYTES + 1)
+    if len(data) > _MAX_CARD_BYTES:
+        raise ValueError(f"{path}: expected a model card of at most {_MAX_CARD_BYTES:,} bytes, got a larger file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: expected UTF-8 text, got invalid bytes ({error.reason})") from None
     parts = text.split("---\n", 2)
     if len(parts) != 3 or parts[0] != "":
         raise ValueError(f"{path}: expected YAML front matter between '---' lines at the top, got none")
-    try:
-        front = yaml.safe_load(parts[1])
-    except yaml.YAMLError as error:
-        raise ValueError(f"{path}: expected YAML front matter, got malformed YAML: {error}".splitlines()[0]) from None
+    # The blank line stands for the opening '---', so that the lines named are the file's.
+    front = load_bounded_yaml_text("\n" + parts[1], f"{path}: front matter")
     facts = front.get(_FACTS_KEY) if isinstance(front, Mapping) else None
     required = ("task", "languages", "data", "model", "training", "validation", "test")
     if not isinstance(facts, Mapping) or any(key not in facts for key in required):
         raise ValueError(f"{path}: expected a front matter section {_FACTS_KEY!r} with the keys {list(required)}")
+    _CardFields(path).facts(facts)
     return dict(facts)
 
 

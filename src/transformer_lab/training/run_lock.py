@@ -6,14 +6,22 @@ from one and ``best/`` from the other. The training process (rank 0 under torchr
 second ``train`` or ``train --resume`` there is refused at once, naming the holder. The
 operating system drops the lock when its process dies, however it dies, so a lock left by
 a dead run is simply taken over (and said). Reading a checkpoint never needs the lock.
+
+The lock file is rewritten at every start, so only a file this module wrote is opened
+for that: never through a symbolic link (``O_NOFOLLOW``; a link to a user's file was
+followed and the file emptied), never a FIFO or device, never a file with other names
+(hard links), and never one whose text is not a holder line this module writes.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
+import re
 import socket
+import stat
 import time
 from pathlib import Path
 from types import TracebackType
@@ -22,18 +30,49 @@ from typing import TextIO
 logger = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
+# What acquire writes, and all that a lock file may hold besides nothing.
+_HOLDER_LINE = re.compile(r"process \d+ on \S* \(since [\d: -]+\)")
+# A holder line is under 300 bytes; more means the file is not one of ours.
+_MAX_LOCK_BYTES = 4096
+
+
+def _open_lock_file(path: Path, flags: int) -> int | str:
+    """A descriptor of ``path`` opened without following a link, or why it is not a lock file (a sentence).
+
+    ``O_NONBLOCK`` keeps a FIFO placed under the name from blocking the open; what was
+    opened is then checked to be a plain file with no other name.
+    """
+    try:
+        descriptor = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return f"a symbolic link (to {os.readlink(path)!r})"
+        raise
+    info = os.fstat(descriptor)
+    problem = None
+    if not stat.S_ISREG(info.st_mode):
+        problem = "not a plain file"
+    elif info.st_nlink > 1:
+        problem = f"a file with {info.st_nlink} names (hard links), so also someone else's"
+    if problem is not None:
+        os.close(descriptor)
+        return problem
+    return descriptor
 
 
 def folder_holder(out_dir: Path) -> str | None:
     """Who holds ``out_dir``'s lock now ("process N on HOST (since ...)"), or None when no live process does."""
     path = Path(out_dir) / LOCK_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
-    with path.open("r", encoding="utf-8") as handle:
+    opened = _open_lock_file(path, os.O_RDONLY)
+    if isinstance(opened, str):
+        return None  # not a lock this module wrote, so no run of ours holds it
+    with os.fdopen(opened, "rb") as handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return handle.read().strip() or "another process"
+            return handle.read(_MAX_LOCK_BYTES).decode("utf-8", "replace").strip() or "another process"
         fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
     return None
 
@@ -49,7 +88,13 @@ class RunFolderLock:
     def acquire(self) -> None:
         """Take the lock, or raise a ValueError naming the process that holds it."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        handle = self.path.open("a+", encoding="utf-8")
+        opened = _open_lock_file(self.path, os.O_RDWR | os.O_CREAT)
+        if isinstance(opened, str):
+            raise ValueError(
+                f"--out: {self.path}: expected the lock file a run writes there, got {opened}; it is left as it "
+                "is: remove it if nothing else needs it, or choose another folder"
+            )
+        handle = os.fdopen(opened, "r+", encoding="utf-8")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -61,7 +106,7 @@ class RunFolderLock:
                 "another folder (two runs in one folder would mix their checkpoints and logs)"
             ) from None
         handle.seek(0)
-        previous = handle.read().strip()
+        previous = self._previous_holder(handle)
         if previous:
             logger.info("%s: taking over the lock left by %s, which is no longer running", self.out_dir, previous)
         handle.seek(0)
@@ -69,6 +114,22 @@ class RunFolderLock:
         handle.write(f"process {os.getpid()} on {socket.gethostname()} (since {time.strftime('%Y-%m-%d %H:%M:%S')})")
         handle.flush()
         self._file = handle
+
+    def _previous_holder(self, handle: TextIO) -> str:
+        """The holder line the file holds ("" when empty); text of any other kind is refused, never truncated."""
+        try:
+            text = handle.read(_MAX_LOCK_BYTES + 1).strip()
+        except UnicodeDecodeError:
+            text = "\ufffd"
+        if text and (len(text) > _MAX_LOCK_BYTES or not _HOLDER_LINE.fullmatch(text)):
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            handle.close()
+            raise ValueError(
+                f"--out: {self.path}: expected the lock file a run writes there ('process N on HOST (since ...)' "
+                "or nothing), got other text; it is left as it is: remove it if nothing else needs it, or choose "
+                "another folder"
+            )
+        return text
 
     def release(self) -> None:
         """Drop the lock (the file stays; an empty or stale one means nothing)."""

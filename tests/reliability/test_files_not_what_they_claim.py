@@ -1,0 +1,166 @@
+"""Files that are not what they claim are refused by name, and files that are not ours are never written.
+
+A model card edited out of shape is named with its field (and ``evaluate`` keeps its
+scores); a run folder's ``.lock`` that is a symbolic link, a FIFO, a hard link or a
+stranger's text is left alone and refused; checkpoints with another tokenizer of the same
+size are not averaged; a figure's path that is a folder is refused, not written beside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.builders import train_classification_checkpoint, write_translation_checkpoint
+from tests.reliability.tiny_runs import tiny_copy_options
+from transformer_lab.cli import main
+from transformer_lab.training.model_card import CARD_FILE
+from transformer_lab.training.run_lock import LOCK_FILE, RunFolderLock
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "Traceback" not in error, error
+    return error
+
+
+def test_evaluate_keeps_its_scores_and_names_the_field_of_a_card_edited_out_of_shape(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = train_classification_checkpoint(tmp_path)
+    card = checkpoint / CARD_FILE
+    text = card.read_text(encoding="utf-8")
+    assert "  test: []\n" in text
+    card.write_text(text.replace("  test: []\n", "  test: notalist\n"), encoding="utf-8")
+    before = card.read_bytes()
+    capsys.readouterr()
+    arguments = ["evaluate", "classification", "--checkpoint", str(checkpoint), "--data-dir", str(tmp_path / "data")]
+    assert main(arguments) == 0
+    captured = capsys.readouterr()
+    assert "accuracy" in captured.out
+    error = captured.err.strip()
+    assert "\n" not in error and "Traceback" not in error, error
+    assert f"model card: not updated: {card}: transformer_lab.test: expected a list, got 'notalist'" in error
+    assert card.read_bytes() == before
+
+
+def test_a_lock_that_is_a_symbolic_link_is_never_followed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    precious = tmp_path / "notes.txt"
+    precious.write_text("a week of notes\n", encoding="utf-8")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / LOCK_FILE).symlink_to(precious)
+    assert main(["train", "copy", "--out", str(out), *tiny_copy_options()]) == 2
+    error = one_error_line(capsys)
+    assert f"--out: {out / LOCK_FILE}: expected the lock file a run writes there, got a symbolic link" in error
+    assert precious.read_text(encoding="utf-8") == "a week of notes\n"
+    assert (out / LOCK_FILE).is_symlink() and not (out / "last").exists()
+    # average-checkpoints asks who holds the folder: it does not follow the link either.
+    assert main(["average-checkpoints", "--run", str(tmp_path / "absent"), "--out", str(out)]) == 2
+    assert "expected a new folder" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "hard link", "other text"])
+def test_a_lock_file_we_did_not_write_is_refused_and_left_as_it_is(tmp_path: Path, kind: str) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    lock = out / LOCK_FILE
+    other = tmp_path / "other.txt"
+    if kind == "fifo":
+        os.mkfifo(lock)  # opening it for reading alone would block forever
+    elif kind == "hard link":
+        other.write_text("process 1 on somewhere (since 2026-01-01 00:00:00)", encoding="utf-8")
+        os.link(other, lock)
+    else:
+        lock.write_text("my shopping list\n", encoding="utf-8")
+    before = None if kind == "fifo" else lock.read_bytes()
+    expected = {"fifo": "not a plain file", "hard link": "a file with 2 names", "other text": "got other text"}[kind]
+    with pytest.raises(ValueError, match=f"expected the lock file a run writes there.*{expected}"):
+        RunFolderLock(out).acquire()
+    if before is not None:
+        assert lock.read_bytes() == before
+
+
+def test_a_lock_left_by_a_run_is_still_taken_over(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / LOCK_FILE).write_text("process 12345 on host-1 (since 2026-01-01 00:00:00)", encoding="utf-8")
+    with RunFolderLock(out):
+        assert (out / LOCK_FILE).read_text(encoding="utf-8").startswith(f"process {os.getpid()} on ")
+    assert (out / LOCK_FILE).read_text(encoding="utf-8") == ""
+
+
+def swap_two_tokens(tokenizer_file: Path) -> None:
+    """Give two ordinary tokens each other's ids: the same size, another vocabulary."""
+    tokenizer = json.loads(tokenizer_file.read_text(encoding="utf-8"))
+    vocabulary = tokenizer["model"]["vocab"]
+    first, second = [token for token, index in sorted(vocabulary.items(), key=lambda item: item[1])][10:12]
+    vocabulary[first], vocabulary[second] = vocabulary[second], vocabulary[first]
+    tokenizer_file.write_text(json.dumps(tokenizer), encoding="utf-8")
+
+
+def test_checkpoints_with_another_tokenizer_of_the_same_size_are_not_averaged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    for step in (1, 2):
+        write_translation_checkpoint(run / f"step-{step:06d}", seed=step)
+    same = ["average-checkpoints", "--run", str(run), "--last", "2", "--out", str(tmp_path / "same")]
+    assert main(same) == 0
+    capsys.readouterr()
+    swap_two_tokens(run / "step-000001" / "tokenizer.json")
+    assert (run / "step-000001" / "tokenizer.json").stat().st_size != 0
+    out = tmp_path / "averaged"
+    assert main(["average-checkpoints", "--run", str(run), "--last", "2", "--out", str(out)]) == 2
+    error = one_error_line(capsys)
+    assert f"expected checkpoints with one vocabulary, got {run / 'step-000001' / 'tokenizer.json'}" in error
+    assert str(run / "step-000002" / "tokenizer.json") in error
+    assert not out.exists()
+
+
+def test_checkpoints_of_another_task_are_not_averaged(tmp_path: Path) -> None:
+    from transformer_lab.tasks.translation import load_translator
+    from transformer_lab.training.averaging import average_checkpoints
+
+    first = write_translation_checkpoint(tmp_path / "a")
+    second = write_translation_checkpoint(tmp_path / "b", seed=1)
+    config = json.loads((first / "config.json").read_text(encoding="utf-8"))
+    (first / "config.json").write_text(json.dumps({**config, "task": "couplet"}), encoding="utf-8")
+    model, _, _ = load_translator(second)
+    with pytest.raises(ValueError, match=r"expected checkpoints of one task, got .*'couplet' and .*'translation'"):
+        average_checkpoints([first, second], tmp_path / "out", model)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_figure_path_that_is_a_folder_is_refused_not_written_beside(tmp_path: Path) -> None:
+    import torch
+
+    from transformer_lab.lab.figures import plot_attention_heatmap
+
+    folder = tmp_path / "figures"
+    folder.mkdir()
+    weights = torch.full((2, 3), 1 / 3)
+    for path in (folder, f"{folder}/"):
+        with pytest.raises(ValueError, match=r"path: expected an image file, got the folder .*figures'; name a file"):
+            plot_attention_heatmap(weights, ["a", "b", "c"], ["x", "y"], path)
+    with pytest.raises(ValueError, match=r"path: expected a file name ending in .*\.png.*, got '.*attention'"):
+        plot_attention_heatmap(weights, ["a", "b", "c"], ["x", "y"], tmp_path / "attention")
+    assert list(folder.iterdir()) == [] and sorted(path.name for path in tmp_path.iterdir()) == ["figures"]
+    written = plot_attention_heatmap(weights, ["a", "b", "c"], ["x", "y"], folder / "attention.svg")
+    assert written == folder / "attention.svg" and written.is_file()
+
+
+def test_a_translation_attention_path_that_is_a_folder_is_refused_before_translating(tmp_path: Path) -> None:
+    from transformer_lab.api import Translator
+
+    checkpoint = write_translation_checkpoint(tmp_path / "checkpoint")
+    folder = tmp_path / "figures"
+    folder.mkdir()
+    with pytest.raises(ValueError, match="path: expected an image file, got the folder"):
+        Translator(checkpoint).plot_attention("Ein Mann fährt Fahrrad.", folder)
+    assert list(folder.iterdir()) == [] and not (tmp_path / "figures.png").exists()
+    shutil.rmtree(folder)
