@@ -63,6 +63,15 @@ def test_test_scores_replace_their_own_entry_and_leave_a_hard_linked_copy_alone(
     assert sorted(path.name for path in (tmp_path / "best").iterdir()) == [CARD_FILE]  # no temporary left
 
 
+def test_scores_under_other_names_for_the_same_split_and_search_stay_beside_the_new_ones(tmp_path):
+    (tmp_path / CARD_FILE).write_text(render_card(facts()), encoding="utf-8")
+    add_test_scores(tmp_path, "test", "greedy", {"bleu": 40.0, "chrf": 60.0})
+    add_test_scores(tmp_path, "test", "greedy", {"bleu_papers": 41.0, "chrf": 60.5})
+    assert read_card(tmp_path)["test"] == [
+        {"split": "test", "search": "greedy", "metrics": {"bleu": 40.0, "chrf": 60.5, "bleu_papers": 41.0}}
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [

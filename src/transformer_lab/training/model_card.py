@@ -380,11 +380,23 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def add_test_scores(folder: str | os.PathLike[str], split: str, search: str, metrics: Mapping[str, float]) -> Path:
-    """Add (or replace) the scores of ``split`` under ``search`` in ``folder``'s card; return its path."""
+    """Add (or replace) the scores of ``split`` under ``search`` in ``folder``'s card; return its path.
+
+    Scores recorded earlier for the same split and search under other names stay beside
+    the new ones (one evaluation's BLEU flavour does not erase another's); a name given
+    again is replaced.
+    """
     path = Path(folder) / CARD_FILE
     facts = read_card(folder)
-    tests = [test for test in facts["test"] if (test.get("split"), test.get("search")) != (split, search)]
-    tests.append({"split": split, "search": search, "metrics": {key: float(value) for key, value in metrics.items()}})
+    earlier: dict[str, float] = {}
+    tests = []
+    for test in facts["test"]:
+        if (test.get("split"), test.get("search")) == (split, search):
+            earlier.update(test.get("metrics") or {})
+        else:
+            tests.append(test)
+    new = {key: float(value) for key, value in metrics.items()}
+    tests.append({"split": split, "search": search, "metrics": {**earlier, **new}})
     facts["test"] = tests
     _write_atomically(path, render_card(facts))
     return path
