@@ -2,11 +2,12 @@
 
 The core (``pip install -e .`` in a clone of the repository; the package is not published
 on PyPI) trains, translates and evaluates. The web page, the figures, the couplet rules,
-the data set builders, TensorBoard logs and the CTranslate2 and ONNX exports need packages
-that not every user wants; they come with extras (``pip install -e ".[serve]"``, or
-``[dev]`` for all of them). A feature imports its package through :func:`require_extra`,
-so that a missing one is a :class:`MissingExtraError` naming the ``pip install`` to run,
-not a ``ModuleNotFoundError`` from deep inside.
+the data set builders, TensorBoard logs, the papers' BLEU flavour (Moses tokenization) and
+the CTranslate2 and ONNX exports need packages that not every user wants; they come with
+extras (``pip install -e ".[serve]"``, or ``[dev]`` for all of them). A feature imports
+its package through :func:`require_extra`, so that a missing one is a
+:class:`MissingExtraError` naming the ``pip install`` to run, not a ``ModuleNotFoundError``
+from deep inside.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ EXTRA_OF_PACKAGE = {
     "onnx": "deploy",
     "onnxruntime": "deploy",
     "tensorboard": "tensorboard",
+    "sacremoses": "moses",
 }
 
 

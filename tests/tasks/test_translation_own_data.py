@@ -6,13 +6,17 @@ import dataclasses
 import json
 import random
 import re
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from transformer_lab.cli import main
+from transformer_lab.evaluation import papers_bleu
 from transformer_lab.tasks import translation
+from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.model_card import read_card
 
 NUMBERS = {"eins": "one", "zwei": "two", "drei": "three", "vier": "four", "fünf": "five", "sechs": "six"}
 TINY = [
@@ -177,6 +181,40 @@ def test_evaluate_scores_any_source_and_reference_file(run: Path, corpus: dict[s
         == 0
     )
     assert "tok:char" in capsys.readouterr().out
+
+
+def test_evaluate_reports_the_papers_bleu_flavour_with_its_signature(
+    run: Path, corpus: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    hypotheses = run / "hyp.papers.txt"
+    arguments = ["evaluate", "translation", "--checkpoint", str(run), "--beam", "1", "--output", str(hypotheses)]
+    arguments += ["--source", str(corpus["test_src"]), "--reference", str(corpus["test_ref"])]
+    assert main([*arguments, "--bleu-flavour", "papers"]) == 0
+    out = capsys.readouterr().out
+    assert "BLEU (cased)" not in out and "tok:13a" not in out and "chrF++" in out
+    # The figure printed is the papers flavour's on the hypotheses written, with its signature.
+    written = hypotheses.read_text(encoding="utf-8").splitlines()
+    references = corpus["test_ref"].read_text(encoding="utf-8").splitlines()
+    papers = papers_bleu(written, references, "xen")
+    assert f"BLEU (papers)     {papers.score:.2f}  {papers.signature}\n" in out
+    assert papers.signature.startswith("flavour:papers|nrefs:1|case:lc|eff:no|tok:moses-xen|")
+    # Both flavours' scores sit in the model card, under the same split and search.
+    assert main(arguments) == 0
+    assert "BLEU (cased)" in capsys.readouterr().out
+    (scored,) = [
+        test for test in read_card(resolve_checkpoint(run))["test"] if test["split"] == corpus["test_src"].name
+    ]
+    assert {"bleu", "bleu_lowercased", "bleu_papers", "chrf"} <= set(scored["metrics"])
+    # Two ways of finding the words is an error naming both flags.
+    assert main([*arguments, "--bleu-flavour", "papers", "--bleu-tokenize", "intl"]) == 2
+    assert "--bleu-tokenize and --bleu-flavour papers: expected one way" in capsys.readouterr().err
+    # Without sacremoses: one line naming the extra, before anything is translated.
+    hypotheses.unlink()
+    monkeypatch.setitem(sys.modules, "sacremoses", None)
+    assert main([*arguments, "--bleu-flavour", "papers"]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "--bleu-flavour papers" in error and 'pip install -e ".[moses]"' in error
+    assert not hypotheses.exists()
 
 
 def test_evaluate_refuses_a_reference_of_another_length(

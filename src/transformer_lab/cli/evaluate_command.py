@@ -17,6 +17,7 @@ from transformer_lab.cli.couplet_options import add_constraint_arguments
 from transformer_lab.cli.decode_options import add_decode_arguments
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.data import LABELLED_TEXT_FORMATS
+from transformer_lab.evaluation import BLEU_FLAVOURS
 from transformer_lab.tasks.evaluation import EvaluationOptions
 from transformer_lab.tasks.registry import TASKS, evaluate, tasks_evaluating
 from transformer_lab.training.model_card import add_test_scores
@@ -69,6 +70,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="translation: sacreBLEU's tokenizer (default: zh for a Chinese target, ja-mecab (else char) for "
         "Japanese, 13a otherwise)",
+    )
+    parser.add_argument(
+        "--bleu-flavour",
+        choices=BLEU_FLAVOURS,
+        default=None,
+        help="translation: which BLEU to report (default: sacrebleu, cased 13a as sacreBLEU scores; papers: "
+        "lowercased and Moses-tokenized, as the Multi30k papers report, needs the moses extra)",
     )
     parser.add_argument(
         "--confusion-png",

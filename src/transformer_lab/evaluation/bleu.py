@@ -27,7 +27,8 @@ class BleuResult:
     text: str  # sacreBLEU's one-line summary (precisions, brevity penalty, lengths)
 
 
-def _check_lists(hypotheses: Sequence[str], references: Sequence[str]) -> None:
+def check_lists(hypotheses: Sequence[str], references: Sequence[str]) -> None:
+    """A ``ValueError`` unless there are as many hypotheses as references, and at least one."""
     if len(hypotheses) != len(references):
         raise ValueError(
             f"hypotheses and references must have the same length, got {len(hypotheses)} and {len(references)}"
@@ -43,7 +44,7 @@ def corpus_bleu(
 
     Raises ``ValueError`` when the two lists differ in length (nothing is dropped).
     """
-    _check_lists(hypotheses, references)
+    check_lists(hypotheses, references)
     metric = sacrebleu.BLEU(lowercase=lowercase, tokenize=tokenize)
     result = metric.corpus_score(list(hypotheses), [list(references)])
     return BleuResult(score=result.score, signature=str(metric.get_signature()), text=str(result))
@@ -51,7 +52,7 @@ def corpus_bleu(
 
 def corpus_chrf(hypotheses: Sequence[str], references: Sequence[str]) -> BleuResult:
     """sacreBLEU's chrF++ (character 6-grams and word 2-grams, beta 2), with its signature."""
-    _check_lists(hypotheses, references)
+    check_lists(hypotheses, references)
     metric = sacrebleu.CHRF(word_order=2)
     result = metric.corpus_score(list(hypotheses), [list(references)])
     return BleuResult(score=result.score, signature=str(metric.get_signature()), text=str(result))

@@ -540,7 +540,7 @@ TASK = Task(
     evaluate=_evaluate,
     evaluation_split="test_2016_flickr",
     evaluation_options=frozenset(
-        {"--beam", "--length-penalty", "--beam-stop", "--source", "--reference", "--bleu-tokenize"}
+        {"--beam", "--length-penalty", "--beam-stop", "--source", "--reference", "--bleu-tokenize", "--bleu-flavour"}
     ),
     surfaces=frozenset({"onnx", "ctranslate2", "serve", "lab"}),
     dataset="multi30k",

@@ -2,6 +2,9 @@
 
 On a Multi30k split (default test_2016_flickr) or on any ``--source`` / ``--reference``
 pair of files; the hypotheses are written beside the checkpoint (or to ``--output``).
+``--bleu-flavour papers`` reports BLEU as the Multi30k papers did (lowercased,
+Moses-tokenized; ``evaluation/bleu_flavour.py``) instead of sacreBLEU's cased and
+lowercased ``13a`` figures; every BLEU line carries its signature.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ from pathlib import Path
 
 from transformer_lab.data import load_multi30k
 from transformer_lab.data.parallel_text import read_parallel_text
-from transformer_lab.evaluation import bleu_tokenizer_for
+from transformer_lab.evaluation import BleuResult, bleu_tokenizer_for, check_bleu_flavour, papers_bleu
+from transformer_lab.evaluation.bleu_flavour import PAPERS_FLAVOUR, SACREBLEU_FLAVOUR, check_papers_flavour
 from transformer_lab.tasks import translation
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, search_for
 from transformer_lab.training.checkpoint import resolve_checkpoint
@@ -23,9 +27,17 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         raise ValueError("--source and --reference: expected both (the sentences and their references), got one")
     if source is not None and split is not None:
         raise ValueError("--split and --source: expected one test set, got both")
+    flavour = check_bleu_flavour(options.option("--bleu-flavour") or SACREBLEU_FLAVOUR)
+    if flavour == PAPERS_FLAVOUR and options.option("--bleu-tokenize") is not None:
+        raise ValueError(
+            "--bleu-tokenize and --bleu-flavour papers: expected one way to find the words "
+            "(the papers flavour tokenizes as Moses does), got both"
+        )
     split = split or str(translation.TASK.evaluation_split)
     checkpoint = resolve_checkpoint(checkpoint)
     model, tokenizer, config = translation.load_translator(checkpoint)
+    if flavour == PAPERS_FLAVOUR:
+        check_papers_flavour(config.data.target_language)  # before the decoding, not after it
     model, search = search_for(model, config.decode, options)
     if source is not None:
         # Strict, as every reader: misaligned files, empty lines and bad UTF-8 name file and line.
@@ -41,11 +53,17 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     report = translation.evaluate_bleu(model, tokenizer, pairs, search.decode_config, tokenize)
     output = options.output or checkpoint / f"hypotheses.{name}.{search.name.replace(' ', '')}.txt"
     output.write_text("".join(line + "\n" for line in report.hypotheses), encoding="utf-8")
+    bleu: dict[str, BleuResult]
+    if flavour == PAPERS_FLAVOUR:
+        references = [target for _, target in pairs]
+        bleu = {"bleu_papers": papers_bleu(report.hypotheses, references, config.data.target_language)}
+    else:
+        bleu = {"bleu": report.cased, "bleu_lowercased": report.lowercased}
+    labels = {"bleu": "BLEU (cased)", "bleu_lowercased": "BLEU (lowercased)", "bleu_papers": "BLEU (papers)"}
     return EvaluationReport(
         lines=[
             f"{name}, {len(pairs)} sentences, {search.name}",
-            f"BLEU (cased)      {report.cased.score:.2f}  {report.cased.signature}",
-            f"BLEU (lowercased) {report.lowercased.score:.2f}  {report.lowercased.signature}",
+            *(f"{labels[key]:17} {result.score:.2f}  {result.signature}" for key, result in bleu.items()),
             f"chrF++            {report.chrf.score:.2f}  {report.chrf.signature}",
             f"hypotheses: {output}",
         ],
@@ -53,5 +71,5 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         checkpoint=checkpoint,
         name=name,
         search=search.name,
-        scores={"bleu": report.cased.score, "bleu_lowercased": report.lowercased.score, "chrf": report.chrf.score},
+        scores={**{key: result.score for key, result in bleu.items()}, "chrf": report.chrf.score},
     )
