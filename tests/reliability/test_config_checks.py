@@ -217,3 +217,56 @@ def test_resume_refuses_other_training_files_and_another_format(
     assert snapshot(out) == before
     same = ["train", "translation", "--out", str(out), "--resume", "--train", *map(str, files["a"]), *TINY_TRANSLATION]
     assert main([*same, "--set", "train.max_steps=2"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("setting", "difference"),
+    [
+        ("data.num_train=32", "data.num_train: 64 in the run, 32 now"),
+        ("data.seed=7", "data.seed: 1234 in the run, 7 now"),
+        ("train.seed=5", "train.seed: 0 in the run, 5 now"),
+        ("data.batch_size=16", "data.batch_size: 64 in the run, 16 now"),
+    ],
+)
+def test_resume_refuses_other_data_settings_or_another_seed(
+    copy_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, difference: str
+) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(copy_run, out)
+    before = snapshot(out)
+    name, value = setting.split("=")
+    options = tiny_copy_options(max_steps=4, **{name.replace(".", "__"): value})
+    assert main(["train", "copy", "--out", str(out), "--resume", *options]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error
+    assert f"--resume: {out / 'last' / CONFIG_FILE}: expected the data the run was started with (and its seed)" in error
+    assert difference in error
+    assert snapshot(out) == before
+    saved = json.loads((out / "last" / CONFIG_FILE).read_text(encoding="utf-8"))
+    assert saved[name.split(".")[0]][name.split(".")[1]] != json.loads(value)
+
+
+def test_resume_lists_every_differing_vocabulary_setting_and_continues_with_the_same_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, target = tmp_path / "a.de", tmp_path / "a.en"
+    source.write_text("ein Hund\nzwei Katzen\n" * 15, encoding="utf-8")
+    target.write_text("a dog\ntwo cats\n" * 15, encoding="utf-8")
+    first = ["train", "translation", "--out", str(tmp_path / "run"), "--train", str(source), str(target)]
+    assert main([*first, *TINY_TRANSLATION]) == 0
+    capsys.readouterr()
+    before = snapshot(tmp_path / "run")
+    other = ["--set", "data.lowercase=true", "--set", "data.min_frequency=2", "--set", "data.vocab_size=280"]
+    assert main([*first, "--resume", *TINY_TRANSLATION, *other]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error
+    for difference in (
+        "data.vocab_size: 300 in the run, 280 now",
+        "data.lowercase: False in the run, True now",
+        "data.min_frequency: 1 in the run, 2 now",
+    ):
+        assert difference in error, error
+    assert snapshot(tmp_path / "run") == before
+    # Only where the data and its caches live may differ.
+    moved = ["--set", f"data.cache_dir={tmp_path / 'elsewhere'}", "--set", "train.max_steps=2"]
+    assert main([*first, "--resume", *TINY_TRANSLATION, *moved]) == 0

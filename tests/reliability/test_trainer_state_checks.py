@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.reliability.crash_driver import short_config
-from tests.reliability.tiny_runs import tiny_copy_options
+from tests.reliability.crash_driver import TINY, short_config
 from transformer_lab.cli import main
 from transformer_lab.tasks import synthetic
 from transformer_lab.training import load_trainer_state
@@ -185,7 +184,9 @@ def test_the_command_line_says_it_in_one_line_with_exit_2(
     out = tmp_path / "run"
     spoil(trained, out, name)
     before = snapshot(out)
-    code = main(["train", "copy", "--out", str(out), "--resume", *tiny_copy_options(max_steps=6)])
+    # The run's own settings (a resume with other data is refused before the state is read).
+    settings = [part for setting in [*TINY, "train.max_steps=6"] for part in ("--set", setting)]
+    code = main(["train", "copy", "--out", str(out), "--resume", *settings])
     error = capsys.readouterr().err.strip()
     assert code == 2
     assert error.count("\n") == 0 and "Traceback" not in error

@@ -1,11 +1,17 @@
-"""Whether a ``--resume`` continues the run its folder holds: the same task, dataset form and training files.
+"""Whether a ``--resume`` continues the run its folder holds: the same task, data settings and seed.
 
 The Trainer restores weights, optimizer and position from ``last/`` whatever the command
-says; a resume under another task's name, another synthetic task, another file format or
-other training files would train on without a word, the checkpoint's step count meaning
-nothing for the new data. :func:`check_same_run` compares what the command would train
-with the ``config.json`` of ``last/`` and refuses the first difference in one line. Model
-sizes are not compared here: the weights' header refuses those when they are loaded.
+says; a resume under another task's name, another synthetic task, another file format,
+other training files, or any other setting that changes the batches or the vocabulary
+(``num_train``, the data ``seed``, ``lowercase``, ``min_frequency``, ``vocab_size``,
+``max_tokens``, ...) would train on without a word, the checkpoint's step count meaning
+nothing for the new data, and ``config.json`` would record values the run never had.
+:func:`check_same_run` compares every data setting, and the training seed, with the
+``config.json`` of ``last/`` and refuses in one line listing each difference with both
+values. Only where the data and its caches live may differ (another machine's folders).
+Model sizes are not compared here: the weights' header refuses those when they are
+loaded. Steps, epochs and rates are the training's and may change: a resume to more steps
+is what ``--resume`` is for.
 """
 
 from __future__ import annotations
@@ -16,34 +22,26 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoint import CONFIG_FILE, load_checkpoint_config
+from .config_io import shown
 
 __all__ = ["check_same_run"]
 
-# Data fields that say what is trained on (as opposed to how it is batched or sampled).
-_DATASET_FIELDS = (
-    "task",
-    "file_format",
-    "train_files",
-    "valid_files",
-    "prepared_dir",
-    "train_split",
-    "extra_train_splits",
-    "source_language",
-    "target_language",
-    "text_fields",
-    "label_field",
-)
-_FILE_FIELDS = ("train_files", "valid_files", "prepared_dir")
-# Not compared: classification's train_file, which a run records as the file it chose
-# (relative to ag_news/) when the command left it to the task; train_files covers own data.
+# Data fields a resume may change: where the data and the prepared corpora live on this
+# machine, the split that evaluate scores by default, and classification's train_file,
+# which a run records as the file it chose (relative to ag_news/) when the command left it
+# to the task (train_files covers own data). Every other data field must match.
+_FREE_DATA_FIELDS = ("data_dir", "cache_dir", "test_split", "train_file")
+_FILE_FIELDS = ("train_files", "valid_files", "prepared_dir", "tokenizer_file", "target_tokenizer_file")
+# Training fields that must match: the seed drew the first weights and dropout's stream.
+_FIXED_TRAIN_FIELDS = ("seed",)
 
 
 def _comparable(name: str, value: Any) -> Any:
     """Paths as real absolute paths (a relative one was given from the same working folder); lists as lists."""
     if name in _FILE_FIELDS:
         if isinstance(value, (list, tuple)):
-            return [os.path.realpath(item) if item else item for item in value]
-        return os.path.realpath(value) if value else value
+            return [os.path.realpath(item) if isinstance(item, str) and item else item for item in value]
+        return os.path.realpath(value) if isinstance(value, str) and value else value
     return list(value) if isinstance(value, tuple) else value
 
 
@@ -61,16 +59,26 @@ def check_same_run(last_folder: Path, task: str, config: Mapping[str, Any]) -> N
             f"{where}: expected a run of the task this command trains ({task!r}), got a run of {saved.get('task')!r}; "
             "resume with the command that started it, or train into a new --out"
         )
-    saved_data, data = saved.get("data"), config.get("data")
-    if not isinstance(saved_data, Mapping) or not isinstance(data, Mapping):
-        return
     differences = [
-        f"data.{name}: {_comparable(name, saved_data[name])!r} in the run, {_comparable(name, data[name])!r} now"
-        for name in _DATASET_FIELDS
-        if name in saved_data and name in data and _comparable(name, saved_data[name]) != _comparable(name, data[name])
+        *_differences("data", saved.get("data"), config.get("data"), None, _FREE_DATA_FIELDS),
+        *_differences("train", saved.get("train"), config.get("train"), _FIXED_TRAIN_FIELDS, ()),
     ]
     if differences:
         raise ValueError(
-            f"{where}: expected the data the run was started with, got other data ({'; '.join(differences)}); "
-            "resume with the command that started it, or train into a new --out"
+            f"{where}: expected the data the run was started with (and its seed), got other settings "
+            f"({'; '.join(differences)}); resume with the command that started it, or train into a new --out"
         )
+
+
+def _differences(
+    section: str, saved: Any, now: Any, compared: tuple[str, ...] | None, free: tuple[str, ...]
+) -> list[str]:
+    """``section.key: OLD in the run, NEW now`` for each key of ``compared`` (None: all but ``free``) that differs.
+
+    A key absent from either side (a config written before the field existed) is not compared.
+    """
+    if not isinstance(saved, Mapping) or not isinstance(now, Mapping):
+        return []
+    names = [name for name in saved if name in now and name not in free and (compared is None or name in compared)]
+    pairs = [(name, _comparable(name, saved[name]), _comparable(name, now[name])) for name in names]
+    return [f"{section}.{name}: {shown(old)} in the run, {shown(new)} now" for name, old, new in pairs if old != new]
