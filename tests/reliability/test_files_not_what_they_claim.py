@@ -164,3 +164,25 @@ def test_a_translation_attention_path_that_is_a_folder_is_refused_before_transla
         Translator(checkpoint).plot_attention("Ein Mann fährt Fahrrad.", folder)
     assert list(folder.iterdir()) == [] and not (tmp_path / "figures.png").exists()
     shutil.rmtree(folder)
+
+
+def test_the_metrics_log_is_never_written_through_a_link(tmp_path: Path) -> None:
+    from transformer_lab.training.metrics_log import MetricsLog
+
+    precious = tmp_path / "notes.txt"
+    precious.write_text("a week of notes\n", encoding="utf-8")
+    out = tmp_path / "run"
+    log = MetricsLog(out)
+    for step in (1, 2, 3):
+        log.append({"event": "train", "step": step})
+    # A link under the temporary's name: the cut-back log replaces the link, the notes stay.
+    (out / "metrics.jsonl.tmp").symlink_to(precious)
+    log.truncate_after(2)
+    assert [json.loads(line)["step"] for line in log.path.read_text(encoding="utf-8").splitlines()] == [1, 2]
+    assert precious.read_text(encoding="utf-8") == "a week of notes\n"
+    # A link under the log's own name is refused, not appended to.
+    log.path.unlink()
+    log.path.symlink_to(precious)
+    with pytest.raises(ValueError, match=r"metrics\.jsonl: expected the run's own log, got a symbolic link"):
+        log.append({"event": "train", "step": 3})
+    assert precious.read_text(encoding="utf-8") == "a week of notes\n"

@@ -4,12 +4,18 @@ Rows are ``{"event": "train" | "eval", "step": ..., ...}`` (see ``trainer``). A 
 repeats the steps after its checkpoint, so :meth:`MetricsLog.truncate_after` drops their
 rows first: the log of a run interrupted and resumed reads like an uninterrupted one's.
 :func:`read_metrics` reads a log back, strictly (the plots, the benchmarks).
+
+The log and its temporary are never written through a symbolic link someone placed in the
+run folder (``O_NOFOLLOW``; the temporary is made anew with ``O_EXCL``), so a link there
+cannot make training append to, or empty, a file that is not the run's.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -33,7 +39,8 @@ class MetricsLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Opened per row, so that each line reaches the file when it is logged and a
         # crash loses at most the line being written.
-        with open(self.path, "a", encoding="utf-8") as file:
+        descriptor = _open_own(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        with os.fdopen(descriptor, "a", encoding="utf-8") as file:
             file.write(json.dumps(dict(row)) + "\n")
 
     def truncate_after(self, step: int) -> None:
@@ -53,8 +60,28 @@ class MetricsLog:
             if isinstance(row, dict) and row.get("step", 0) <= step:
                 kept.append(line)
         temporary = self.path.with_name(self.path.name + ".tmp")
-        temporary.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        temporary.unlink(missing_ok=True)  # a leftover, or a link: the name goes, not what it points to
+        descriptor = _open_own(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write("".join(line + "\n" for line in kept))
         os.replace(temporary, self.path)
+
+
+def _open_own(path: Path, flags: int) -> int:
+    """A descriptor of the log file ``path``, refused (``ValueError``) when it is a link or not a plain file."""
+    try:
+        descriptor = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ValueError(
+                f"{path}: expected the run's own log, got a symbolic link (to {os.readlink(path)!r}); it is left as "
+                "it is: remove it, or train into another folder"
+            ) from None
+        raise
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise ValueError(f"{path}: expected the run's own log, got something that is not a plain file")
+    return descriptor
 
 
 def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
