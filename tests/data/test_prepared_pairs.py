@@ -29,6 +29,7 @@ from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.lazy_batches import epoch_pair_batches, pair_length_table
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles, count_pairs, stream_pairs
+from transformer_lab.data.prepared_cache import CorpusIdentity, InputChangedError, ReadDigest
 from transformer_lab.data.prepared_pairs import (
     BpeSettings,
     PairCorpusSpec,
@@ -192,6 +193,85 @@ def test_the_cache_reuses_an_unchanged_corpus_and_rebuilds_a_changed_one(
     caplog.clear()
     prepared_pairs(spec, bpe=BpeSettings(vocab_size=280, min_frequency=1), cache_root=cache, progress=False)
     assert "preparing the corpus again" in caplog.text and "the settings differ" in caplog.text
+
+
+def _edit_in_place(path: Path) -> None:
+    """Other bytes, the same size: what an editor saving over the file does."""
+    text = path.read_text(encoding="utf-8")
+    changed = text.replace("Hund", "HUND")
+    assert len(changed) == len(text) and changed != text
+    path.write_text(changed, encoding="utf-8")
+
+
+def test_a_file_edited_while_it_is_prepared_is_refused_and_nothing_is_kept(
+    tmp_path: Path, small_blocks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    forms = write_forms(tmp_path, sentence_pairs(200, seed=6))
+    tsv = forms["tsv"][0]
+    original = tsv.read_bytes()
+    streamed = pair_stream.stream_lines
+
+    def edited_after_the_first_block(
+        path: str | os.PathLike[str], block_bytes: int | None = None, digest: ReadDigest | None = None
+    ) -> object:
+        # Only the pass that hashes what it reads: the one whose records the manifest keeps.
+        for number, lines in enumerate(streamed(path, block_bytes, digest)):
+            if number == 1 and digest is not None:
+                _edit_in_place(Path(path))
+            yield lines
+
+    monkeypatch.setattr(pair_stream, "stream_lines", edited_after_the_first_block)
+    spec = PairCorpusSpec(PairFiles.of(forms["tsv"], "de", "en"), num_carved_validation=15, seed=3)
+    with pytest.raises(InputChangedError, match=rf"{tsv}: changed while it was read; nothing was kept"):
+        prepare_pairs(spec, tmp_path / "out", bpe=BPE, progress=False)
+    assert not (tmp_path / "out").exists()
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".out")] == []
+
+    # The same through the cache: no entry is left to be reused by the next run.
+    tsv.write_bytes(original)
+    cache = tmp_path / "cache"
+    with pytest.raises(InputChangedError, match="changed while it was read"):
+        prepared_pairs(spec, bpe=BPE, cache_root=cache, progress=False)
+    assert not cache.exists() or [path for path in cache.iterdir() if not path.name.startswith(".")] == []
+
+
+def test_an_edit_that_restores_size_and_mtime_is_still_seen_on_reuse(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    forms = write_forms(tmp_path, sentence_pairs(200, seed=7))
+    spec = PairCorpusSpec(PairFiles.of(forms["tsv"], "de", "en"), num_carved_validation=15, seed=3)
+    cache = tmp_path / "cache"
+    first = prepared_pairs(spec, bpe=BPE, cache_root=cache, progress=False)
+    record = first.manifest["inputs"][0]
+    tsv = forms["tsv"][0]
+    assert record["size"] == tsv.stat().st_size and record["inode"] == tsv.stat().st_ino
+    assert record["sha256"] == sha256_of_file(tsv)
+
+    before = tsv.stat()
+    _edit_in_place(tsv)
+    os.utime(tsv, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert tsv.stat().st_size == before.st_size and tsv.stat().st_mtime_ns == before.st_mtime_ns
+
+    # A prepared folder given as is (data.prepared_dir) is refused...
+    with pytest.raises(ValueError, match=rf"{first.folder} is stale: {tsv} changed \(its sha256 differs\)"):
+        CorpusIdentity("tokenizer").check_prepared(first.folder, first.manifest)
+    # ...and the cache prepares it again.
+    caplog.set_level(logging.INFO, logger="transformer_lab.data")
+    rebuilt = prepared_pairs(spec, bpe=BPE, cache_root=cache, progress=False)
+    assert "preparing the corpus again" in caplog.text and "sha256 differs" in caplog.text
+    assert rebuilt.manifest["inputs"][0]["sha256"] == sha256_of_file(tsv)
+
+
+def test_a_manifest_without_inode_or_ctime_is_checked_by_its_sha256(tmp_path: Path) -> None:
+    forms = write_forms(tmp_path, sentence_pairs(50, seed=8))
+    prepared = prepare_pairs(PairCorpusSpec(PairFiles.of(forms["tsv"], "de", "en")), tmp_path / "out", bpe=BPE)
+    folder, manifest = prepared.folder, prepared.manifest
+    old = [{key: record[key] for key in ("path", "size", "mtime_ns", "sha256")} for record in manifest["inputs"]]
+    identity = CorpusIdentity("tokenizer")
+    identity.check_prepared(folder, {**manifest, "inputs": old})
+    _edit_in_place(forms["tsv"][0])
+    with pytest.raises(ValueError, match="its sha256 differs"):
+        identity.check_prepared(folder, {**manifest, "inputs": old})
 
 
 def test_the_cache_serves_its_own_tokenizer_back_and_rebuilds_for_another_or_an_old_format(

@@ -11,15 +11,21 @@ decoding them, to plan a pass (how many pairs, which are held out) before making
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 from transformer_lab.data.parallel_text import decode_lines
 
 BLOCK_BYTES = 1 << 22  # 4 MiB: large enough to amortise the calls, small beside any corpus
 _BYTE_ORDER_MARK = b"\xef\xbb\xbf"
+
+
+class ByteDigest(Protocol):
+    """What a stream feeds the bytes it reads to: a hashlib object, or one that also counts them."""
+
+    def update(self, data: bytes, /) -> None: ...
 
 
 def _checked_file(path: str | os.PathLike[str]) -> Path:
@@ -51,12 +57,12 @@ def count_lines(path: str | os.PathLike[str]) -> int:
 
 
 def stream_lines(
-    path: str | os.PathLike[str], block_bytes: int | None = None, digest: hashlib._Hash | None = None
+    path: str | os.PathLike[str], block_bytes: int | None = None, digest: ByteDigest | None = None
 ) -> Iterator[list[str]]:
     """The lines of ``path`` in order, a list per block of ``block_bytes`` read (None: BLOCK_BYTES), unterminated.
 
     Every line is checked as `read_lines` checks it; an invalid byte is a ValueError naming
-    the file and the line. ``digest`` (a hashlib object) is updated with every byte read.
+    the file and the line. ``digest`` (a hashlib object or any `ByteDigest`) is updated with every byte read.
     """
     block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
     path = _checked_file(path)

@@ -10,7 +10,6 @@ tokenizer's sample can be drawn first; `stream_pairs` then yields the pairs in f
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from transformer_lab.data import line_stream
-from transformer_lab.data.line_stream import count_lines, stream_lines
+from transformer_lab.data.line_stream import ByteDigest, count_lines, stream_lines
 from transformer_lab.data.pair_files import is_tsv_header, json_pair, line_pair, pair_file_format, tsv_pair
 
 CHUNK_PAIRS = 20_000  # pairs per chunk: enough for the tokenizer's threads, a few MB of text
@@ -86,11 +85,11 @@ def count_pairs(files: PairFiles) -> int:
 
 
 def stream_pairs(
-    files: PairFiles, chunk_pairs: int | None = None, digests: Sequence[hashlib._Hash] | None = None
+    files: PairFiles, chunk_pairs: int | None = None, digests: Sequence[ByteDigest] | None = None
 ) -> Iterator[list[tuple[str, str]]]:
     """The (source, target) pairs of ``files`` in file order, in lists of at most ``chunk_pairs`` (None: CHUNK_PAIRS).
 
-    ``digests`` (one hashlib object per file) are updated with every byte read.
+    ``digests`` (one `ByteDigest` per file) are updated with every byte read.
     """
     pairs = (pair for _, pair in numbered_pairs(files, digests) if pair is not None)
     return chunked(pairs, CHUNK_PAIRS if chunk_pairs is None else chunk_pairs)
@@ -103,7 +102,7 @@ def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
         yield chunk
 
 
-def _lines(path: Path, digest: hashlib._Hash | None) -> Iterator[str]:
+def _lines(path: Path, digest: ByteDigest | None) -> Iterator[str]:
     return itertools.chain.from_iterable(stream_lines(path, line_stream.BLOCK_BYTES, digest))
 
 
@@ -112,7 +111,7 @@ LineCheck = Callable[[tuple[Path, Path], int, str, str], "tuple[str, str] | None
 
 
 def numbered_pairs(
-    files: PairFiles, digests: Sequence[hashlib._Hash] | None = None, check_lines: LineCheck = line_pair
+    files: PairFiles, digests: Sequence[ByteDigest] | None = None, check_lines: LineCheck = line_pair
 ) -> Iterator[tuple[int, tuple[str, str] | None]]:
     """(1-based line, pair) of every pair of ``files`` in file order, checked as `stream_pairs` checks them.
 
@@ -123,7 +122,7 @@ def numbered_pairs(
     if digests is not None and len(digests) != len(files.paths):
         raise ValueError(f"digests: expected one per file ({len(files.paths)}), got {len(digests)}")
 
-    def digest_of(index: int) -> hashlib._Hash | None:
+    def digest_of(index: int) -> ByteDigest | None:
         return None if digests is None else digests[index]
 
     if files.form == "lines":

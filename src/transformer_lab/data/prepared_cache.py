@@ -1,8 +1,9 @@
 """A cache of prepared corpora: one folder per inputs and settings, reused while they hold, rebuilt when not.
 
 Every prepared corpus (pairs, couplets, labelled text) keeps a ``manifest.json`` that
-records its input files (path, size, mtime, sha256). A cached folder is reused while its
-inputs are unchanged (same size and mtime, or same sha256 after a changed mtime) and the
+records its input files (path, size, mtime, inode, ctime and the sha256 of the bytes read,
+checked unchanged from before the first read to the end). A cached folder is reused while its
+inputs are unchanged (same size, mtime, inode and ctime, or same sha256 after one moved) and the
 kind's own check finds nothing else changed; otherwise it is prepared again beside the
 old one and swapped in, so that a reader never sees half a corpus.
 """
@@ -47,22 +48,86 @@ def cache_folder(kind: str, description: dict[str, Any], cache_root: str | os.Pa
     return Path(cache_root or default_cache_root()) / f"{kind}-{key}"
 
 
-def input_records(paths: Iterable[Path], digests: Iterable[str] | None = None) -> list[dict[str, Any]]:
-    """Each input file's absolute path, size, mtime and sha256 (computed unless given), for a manifest."""
-    paths = list(paths)
-    hexdigests = list(digests) if digests is not None else [sha256_of_file(path) for path in paths]
-    records = []
-    for path, digest in zip(paths, hexdigests, strict=True):
-        status = path.stat()
-        records.append(
-            {"path": str(path.resolve()), "size": status.st_size, "mtime_ns": status.st_mtime_ns, "sha256": digest}
-        )
-    return records
+class InputChangedError(ValueError):
+    """An input file changed while a corpus was prepared from it: nothing of that corpus may be kept."""
+
+
+class ReadDigest:
+    """A sha256 that also counts the bytes given to it: the size and hash of what was actually read."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+        self.size = 0
+
+    def update(self, data: bytes, /) -> None:
+        self._hash.update(data)
+        self.size += len(data)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def _file_state(status: os.stat_result) -> dict[str, int]:
+    """What tells one version of a file from another without reading it (ctime: no user can set it back)."""
+    return {
+        "size": status.st_size,
+        "mtime_ns": status.st_mtime_ns,
+        "inode": status.st_ino,
+        "ctime_ns": status.st_ctime_ns,
+    }
+
+
+class InputWatch:
+    """The input files of one preparation: their state taken before any is read, checked again at the end.
+
+    Create it before the first read. Files streamed by the preparation are hashed through
+    :meth:`digest` as they are read; the others are hashed by :meth:`records`. The records
+    then hold the hash and size of the bytes actually read, and a file whose size, mtime,
+    inode or ctime moved meanwhile (or whose bytes read differ from its size) is an
+    :class:`InputChangedError`, so that the corpus being written is not kept.
+    """
+
+    def __init__(self, paths: Iterable[str | os.PathLike[str]]) -> None:
+        self.paths = [Path(path) for path in paths]
+        self._before = [_file_state(path.stat()) for path in self.paths]
+        self._digests: dict[int, ReadDigest] = {}
+
+    def digest(self, index: int) -> ReadDigest:
+        """The digest to feed the bytes of ``paths[index]`` as they are streamed (one pass, from the start)."""
+        return self._digests.setdefault(index, ReadDigest())
+
+    def records(self) -> list[dict[str, Any]]:
+        """Each file's absolute path, state and sha256, for a manifest; InputChangedError if one changed."""
+        records = []
+        for index, (path, before) in enumerate(zip(self.paths, self._before, strict=True)):
+            digest = self._digests.get(index)
+            if digest is None:
+                digest = ReadDigest()
+                with path.open("rb") as file:
+                    while block := file.read(1 << 22):
+                        digest.update(block)
+            after = _file_state(path.stat())
+            if after != before or digest.size != after["size"]:
+                raise InputChangedError(
+                    f"{path}: changed while it was read; nothing was kept (expected it as when reading "
+                    f"began: {_shown(before)}; got {_shown(after)}, {digest.size} bytes read); prepare it again"
+                )
+            records.append({"path": str(path.resolve()), **after, "sha256": digest.hexdigest()})
+        return records
+
+
+def _shown(state: dict[str, int]) -> str:
+    return ", ".join(f"{key} {value}" for key, value in state.items())
 
 
 def records_changed(records: Iterable[dict[str, Any]], missing_ok: bool = False) -> str | None:
-    """Why recorded input files no longer match (a changed size, or sha256 after a changed mtime), or None.
+    """Why recorded input files no longer match, or None.
 
+    A changed size is a change. Otherwise a file whose mtime, inode and ctime are all as
+    recorded is unchanged without being read: an edit that keeps the size and sets the mtime
+    back still moves the ctime, which no user can set. When any of them moved (a copy, a
+    save by rename, a touch, a manifest from before they were recorded) the sha256 decides,
+    so that reuse costs a read only when something happened to the file.
     ``missing_ok``: a file that is gone is no change (a prepared folder outlives its text).
     """
     for record in records:
@@ -73,10 +138,12 @@ def records_changed(records: Iterable[dict[str, Any]], missing_ok: bool = False)
             if missing_ok:
                 continue
             return f"{path} is gone"
-        if status.st_size != record["size"]:
+        state = _file_state(status)
+        if state["size"] != record["size"]:
             return f"{path} changed size ({record['size']} -> {status.st_size} bytes)"
-        if status.st_mtime_ns != record["mtime_ns"] and sha256_of_file(path) != record["sha256"]:
-            return f"{path} changed (its sha256 differs)"
+        if any(state[key] != record.get(key) for key in ("mtime_ns", "inode", "ctime_ns")):
+            if sha256_of_file(path) != record["sha256"]:
+                return f"{path} changed (its sha256 differs)"
     return None
 
 
@@ -163,15 +230,14 @@ def write_corpus_manifest(
     kind: str,
     format_version: int,
     description: dict[str, Any],
-    inputs: Iterable[Path],
+    inputs: InputWatch,
     started: float,
-    input_digests: Iterable[str] | None = None,
     **fields: Any,
 ) -> None:
     """Write the manifest :func:`read_corpus_manifest` reads back.
 
-    It holds the kind, the format version, the description, the inputs' records (their
-    sha256 computed here unless ``input_digests`` gives them), the kind's own ``fields``
+    It holds the kind, the format version, the description, the inputs' records (checked
+    unchanged since ``inputs`` was created, else InputChangedError), the kind's own ``fields``
     (its vocabulary's sha256, its report) and the seconds since ``started`` (a
     ``time.perf_counter()`` reading).
     """
@@ -181,7 +247,7 @@ def write_corpus_manifest(
             "format_version": format_version,
             "kind": kind,
             "description": description,
-            "inputs": input_records(inputs, input_digests),
+            "inputs": inputs.records(),
             **fields,
             "seconds": round(time.perf_counter() - started, 2),
         },

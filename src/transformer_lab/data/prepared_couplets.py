@@ -44,6 +44,7 @@ from transformer_lab.data.couplet_stream import CoupletCount, CoupletFiles, coun
 from transformer_lab.data.pair_stream import count_pairs
 from transformer_lab.data.prepared_cache import (
     VALIDATION_FILE,
+    InputWatch,
     read_corpus_manifest,
     read_pairs_jsonl,
     write_corpus_manifest,
@@ -185,6 +186,8 @@ def write_prepared_couplets(
     files), recorded so that a cache can tell whether it still holds.
     """
     started = time.perf_counter()
+    # Before the first read: a file that changes from here to the manifest is refused, not kept.
+    watch = InputWatch(inputs)
     count = count_couplets(spec.train)
     if spec.valid is not None:
         held: set[int] = set()
@@ -241,7 +244,7 @@ def write_prepared_couplets(
         COUPLETS_KIND,
         COUPLETS_FORMAT_VERSION,
         description,
-        inputs,
+        watch,
         started,
         vocabulary_sha256=vocabulary_sha256(vocabulary),
         report=report,

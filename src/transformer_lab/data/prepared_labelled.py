@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from transformer_lab.data.prepared_cache import VALIDATION_FILE, read_corpus_manifest, write_corpus_manifest
+from transformer_lab.data.prepared_cache import VALIDATION_FILE, InputWatch, read_corpus_manifest, write_corpus_manifest
 from transformer_lab.data.subword import SubwordTokenizer
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
 from transformer_lab.data.word_cache import WordCachedEncoder
@@ -100,6 +100,8 @@ def write_prepared_labelled(
     texts. ``report["train_rows"]`` is checked against the rows written.
     """
     started = time.perf_counter()
+    # Before the first read: a file that changes from here to the manifest is refused, not kept.
+    watch = InputWatch(inputs)
     if not isinstance(tokenizer, SubwordTokenizer):
         tokenizer = tokenizer(row.text for is_held, row in _marked(rows(), held) if not is_held)
     writer = TokenStoreWriter(folder, ("tokens",), ids_dtype(tokenizer.vocab_size), labels=True)
@@ -139,7 +141,7 @@ def write_prepared_labelled(
         LABELLED_KIND,
         LABELLED_FORMAT_VERSION,
         description,
-        inputs,
+        watch,
         started,
         tokenizer_sha256=tokenizer_sha256(tokenizer),
         class_names=list(class_names),

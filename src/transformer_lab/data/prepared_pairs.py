@@ -12,11 +12,12 @@ Preparing reads the user's files in bounded chunks, never whole:
 
 Every line is checked as strictly as `pair_files.read_pair_files` checks it. The folder
 holds the store, the tokenizer file(s), ``validation.jsonl`` and ``manifest.json`` (inputs
-with size, mtime and sha256, the tokenizer's sha256 and how it was made, the counts, the
-format version). It is written under a temporary name and renamed: a crash leaves no half
-a corpus. `prepared_pairs` keeps one folder per inputs in a cache and reuses it while the
-inputs (size and mtime, else the sha256) and the tokenizer are unchanged; anything else is
-rebuilt, never silently reused.
+with size, mtime, inode, ctime and the sha256 of the bytes read, the tokenizer's sha256 and
+how it was made, the counts, the format version). A file that changed while it was read is
+an error, and nothing is kept. The folder is written under a temporary name and renamed: a
+crash leaves no half a corpus. `prepared_pairs` keeps one folder per inputs in a cache and
+reuses it while the inputs (size, mtime, inode and ctime, else the sha256) and the
+tokenizer are unchanged; anything else is rebuilt, never silently reused.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from transformer_lab.data import prepared_cache
-from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles, count_pairs, stream_pairs
 from transformer_lab.data.prepared_cache import (
@@ -269,6 +269,9 @@ def _write_prepared(
     spec: PairCorpusSpec, folder: Path, tokenizers: TokenizerPair | None, bpe: BpeSettings, progress: bool
 ) -> None:
     started = time.perf_counter()
+    valid_paths = [] if spec.valid is None else list(spec.valid.paths)
+    # Before the first read: a file that changes from here to the manifest is refused, not kept.
+    inputs = prepared_cache.InputWatch([*spec.train.paths, *valid_paths])
     identity = corpus_identity(tokenizers)  # before a BPE is learned: the manifest records "built"
     count = count_pairs(spec.train)
     held = _carved_positions(count, spec)
@@ -278,7 +281,7 @@ def _write_prepared(
         tokenizers, sample_drawn = _learn_tokenizers(spec, held, num_train, bpe)
     vocab_size = max(tokenizers.source.vocab_size, tokenizers.target.vocab_size)
     writer = TokenStoreWriter(folder, ("source", "target"), ids_dtype(vocab_size))
-    digests = [hashlib.sha256() for _ in spec.train.paths]
+    digests = [inputs.digest(index) for index in range(len(spec.train.paths))]
     carved: list[tuple[str, str]] = []
     index = 0
     bar = tqdm(total=count, desc="preparing", unit="pairs", unit_scale=True, disable=not progress, leave=False)
@@ -336,16 +339,14 @@ def _write_prepared(
         (folder / name).write_text(text, encoding="utf-8")
     store = TokenStore.open(folder)
     seconds = time.perf_counter() - started
-    valid_paths = [] if spec.valid is None else list(spec.valid.paths)
     write_corpus_manifest(
         folder,
         PAIRS_KIND,
         PREPARED_FORMAT_VERSION,
         identity.described(_description(spec, bpe)),
-        [*spec.train.paths, *valid_paths],
-        started,
         # The training files were hashed as they were read; the validation files are small.
-        input_digests=[*(digest.hexdigest() for digest in digests), *(sha256_of_file(path) for path in valid_paths)],
+        inputs,
+        started,
         tokenizer_sha256=tokenizer_sha256(tokenizers),
         tokenizer_sample_pairs=sample_drawn,
         counts={
