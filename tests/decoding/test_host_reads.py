@@ -31,6 +31,8 @@ from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.bfloat16 import bf16_for_inference
 from transformer_lab.nn import host_reads, sdpa
 
+from .test_real_model import tiny_model as real_model_tiny_model
+
 VOCAB = 13  # 0 pad, 1 unk, 2 bos, 3 eos, then 9 ordinary tokens
 PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
 MAX_LEN = 14
@@ -78,25 +80,9 @@ class StepCounter(TorchFunctionMode):
 
 
 def tiny_model() -> Seq2SeqTransformer:
-    """A random 2+2-layer model, d_model 16, whose eos bias ends sentences at different steps."""
+    """The real-model tests' 2+2-layer model (d_model 16; its eos bias ends sentences at different steps), seeded."""
     torch.manual_seed(3)
-    model = Seq2SeqTransformer(
-        src_vocab_size=VOCAB,
-        tgt_vocab_size=VOCAB,
-        d_model=16,
-        nhead=2,
-        num_encoder_layers=2,
-        num_decoder_layers=2,
-        dim_feedforward=32,
-        dropout=0.0,
-        max_len=32,
-        pad_id=PAD_ID,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
-    )
-    with torch.no_grad():
-        model.generator.bias[EOS_ID] += 1.5
-    return model.eval()
+    return real_model_tiny_model()
 
 
 def padded_sources(lengths: tuple[int, ...] = (6, 2, 5, 1, 4, 3)) -> torch.Tensor:
