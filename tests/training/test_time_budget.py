@@ -86,10 +86,12 @@ def test_a_run_as_long_as_configured_keeps_the_configured_schedule():
 
 
 def test_a_shorter_run_keeps_the_warm_up_and_peak_and_scales_its_cool_down():
-    # 600 of the translation preset's 3,944 steps (warm-up 800, cool-down 800, factor 0.5):
-    # every step before the cool-down takes the configured run's rate.
-    assert fitted_schedule(600, 3944, 10, 800, 800, 0.5) == (800, 122, 0.5)
+    # Every step before the cool-down takes the configured run's rate.
     assert fitted_schedule(65, 100, 22, 8, 20, 1.0) == (8, 13, 1.0)
+    assert fitted_schedule(2000, 3944, 10, 800, 800, 0.5) == (800, 406, 0.5)
+    # 600 of the translation preset's 3,944 steps end inside its 800-step warm-up: no cool-down there.
+    assert fitted_schedule(600, 3944, 10, 800, 800, 0.5) == (800, 0, 0.5)
+    assert fitted_schedule(850, 3944, 10, 800, 800, 0.5) == (800, 50, 0.5)
 
 
 def test_the_cool_down_never_reaches_back_into_steps_done():

@@ -11,8 +11,9 @@ before that are not counted.
 
 The configured schedule is then fitted to ``P`` steps (:func:`fitted_schedule`): the
 warm-up and the peak stay as configured, and a ``P`` shorter than the configured run ``L``
-(``max_steps``, or ``epochs`` times an epoch's steps) scales its cool-down by ``P / L``. A
-short run is thus the configured run stopped early, ending on a linear decay. Shrinking the
+(``max_steps``, or ``epochs`` times an epoch's steps) scales its cool-down by ``P / L``, kept
+after the warm-up. A short run is thus the configured run stopped early, ending on a linear
+decay where it got past its warm-up. Shrinking the
 warm-up with the run as well (by ``P / L``, the peak kept, or to a quarter of the run with a
 higher peak) trained far worse: at 600 of the translation preset's 3,944 steps, validation
 BLEU 5.4 and 5.8 against 15.8 for the configured schedule stopped there
@@ -221,10 +222,13 @@ def fitted_schedule(
     The warm-up and the factor stay as configured, so that every step before the cool-down
     takes the rate the configured run would give it; a run shorter than configured scales
     its cool-down by ``total_steps / configured_steps``, so that it still ends on a linear
-    decay. The cool-down never reaches back into the ``done_steps`` already taken.
+    decay. The cool-down never reaches back into the warm-up (a run that ends while still
+    warming up gets none: decaying a rate that has not peaked cost 2.8 BLEU at 600 of the
+    translation preset's 3,944 steps) nor into the ``done_steps`` already taken.
     """
     scale = min(1.0, total_steps / configured_steps) if configured_steps > 0 else 1.0
-    cooldown = min(round(cooldown_steps * scale), max(total_steps - done_steps, 0))
+    after_warmup = max(total_steps - max(warmup_steps, done_steps), 0)
+    cooldown = min(round(cooldown_steps * scale), after_warmup)
     return warmup_steps, cooldown, lr_factor
 
 
