@@ -30,10 +30,10 @@ test-gpu: setup
 	$(BIN)/python -m pytest -m cuda -rs
 
 # The tests that train and bound what a model learns (marked convergence: the tutorial's
-# training chapters among them) once more on
-# torch's AVX2 kernels: torch picks its CPU kernels by instruction set, their rounding
-# differs, and a bound that holds on one CPU kind must hold on every kind. On an AVX-512
-# machine `make test` runs the AVX-512 kernels, and this the AVX2 ones.
+# training chapters among them) once more on torch's AVX2 kernels: torch picks its CPU
+# kernels by instruction set, their rounding differs, and a bound that holds on one CPU kind
+# must hold on every kind. On an AVX-512 machine `make test` runs the AVX-512 kernels, and
+# this the AVX2 ones.
 test-kernels: setup
 	ATEN_CPU_CAPABILITY=avx2 $(BIN)/python -m pytest -m convergence
 
