@@ -1,10 +1,17 @@
-"""Shared fixtures: every test starts from the same random state."""
+"""Shared fixtures: every test starts from the same random state, and a small checkpoint of each task."""
 
 import os
 import random
+from pathlib import Path
 
 import pytest
 import torch
+
+from tests.reliability.builders import (
+    train_classification_checkpoint,
+    train_couplet_checkpoint,
+    write_translation_checkpoint,
+)
 
 # Tests use tiny models: on a shared 2-core machine one thread is far faster than several
 # competing ones, and the numbers do not depend on it. The CLI's main() keeps what
@@ -53,3 +60,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def device(request: pytest.FixtureRequest) -> torch.device:
     """Each device a property must hold on: the CPU always, and a CUDA GPU (the test marked `cuda`)."""
     return torch.device(request.param)
+
+
+# A small trained checkpoint of each task, built once per test module that asks for it.
+@pytest.fixture(scope="module")
+def translation_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_translation_checkpoint(tmp_path_factory.mktemp("translation") / "checkpoint")
+
+
+@pytest.fixture(scope="module")
+def couplet_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return train_couplet_checkpoint(tmp_path_factory.mktemp("couplet"))
+
+
+@pytest.fixture(scope="module")
+def classification_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return train_classification_checkpoint(tmp_path_factory.mktemp("classification"))

@@ -16,11 +16,6 @@ import numpy as np
 import pytest
 from matplotlib import image
 
-from tests.reliability.builders import (
-    train_classification_checkpoint,
-    train_couplet_checkpoint,
-    write_translation_checkpoint,
-)
 from transformer_lab.api import Classifier, CoupletWriter, SettingError, Translator
 from transformer_lab.cli import main
 
@@ -37,21 +32,6 @@ SETTINGS: list[tuple[list[str], dict[str, Any]]] = [
     (["--precision", "int8"], {"precision": "int8"}),
     (["--precision", "bf16", "--beam", "2"], {"precision": "bf16", "beam": 2}),
 ]
-
-
-@pytest.fixture(scope="module")
-def translation_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_translation_checkpoint(tmp_path_factory.mktemp("translation") / "checkpoint")
-
-
-@pytest.fixture(scope="module")
-def couplet_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return train_couplet_checkpoint(tmp_path_factory.mktemp("couplet"))
-
-
-@pytest.fixture(scope="module")
-def classification_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return train_classification_checkpoint(tmp_path_factory.mktemp("classification"))
 
 
 def _stdout(arguments: list[str], capsys: pytest.CaptureFixture[str], code: int = 0) -> list[str]:

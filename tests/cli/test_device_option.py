@@ -17,8 +17,6 @@ import pytest
 import torch
 
 from tests.reliability.builders import (
-    train_classification_checkpoint,
-    train_couplet_checkpoint,
     write_translation_checkpoint,
 )
 from transformer_lab.cli import build_parser, main
@@ -50,21 +48,6 @@ class _UnreadableStdin:
 def no_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     """This machine as one without CUDA, whatever it has: auto is the CPU, cuda is refused."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-
-
-@pytest.fixture(scope="module")
-def translation_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_translation_checkpoint(tmp_path_factory.mktemp("translation") / "checkpoint")
-
-
-@pytest.fixture(scope="module")
-def couplet_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return train_couplet_checkpoint(tmp_path_factory.mktemp("couplet"))
-
-
-@pytest.fixture(scope="module")
-def classification_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return train_classification_checkpoint(tmp_path_factory.mktemp("classification"))
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.builders import write_translation_checkpoint
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
 from transformer_lab.tasks import synthetic, translation
@@ -30,11 +29,6 @@ def copy_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("config-checks") / "copy"
     assert main(["train", "copy", "--out", str(out), *tiny_copy_options(max_steps=2)]) == 0
     return out
-
-
-@pytest.fixture(scope="module")
-def translation_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_translation_checkpoint(tmp_path_factory.mktemp("config-checks") / "translation")
 
 
 def edited(source: Path, folder: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
