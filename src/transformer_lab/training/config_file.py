@@ -42,6 +42,7 @@ __all__ = [
     "config_to_yaml",
     "load_bounded_yaml",
     "load_bounded_yaml_text",
+    "read_bounded_text",
     "read_config_file",
 ]
 
@@ -136,15 +137,23 @@ def load_bounded_yaml(path: str | os.PathLike[str]) -> Any:
     YAML is a ``ValueError`` naming the file (and the line where one is known).
     """
     path = Path(path)
+    return load_bounded_yaml_text(read_bounded_text(path, MAX_YAML_BYTES, "a YAML file"), str(path))
+
+
+def read_bounded_text(path: Path, max_bytes: int, what: str) -> str:
+    """The UTF-8 text of ``path``, read no further than ``max_bytes`` + 1 bytes.
+
+    A longer file or invalid UTF-8 is a ``ValueError`` naming the file; ``what`` names the
+    kind of file expected ("a YAML file").
+    """
     with path.open("rb") as file:
-        data = file.read(MAX_YAML_BYTES + 1)
-    if len(data) > MAX_YAML_BYTES:
-        raise ValueError(f"{path}: expected a YAML file of at most {MAX_YAML_BYTES:,} bytes, got a larger one")
+        data = file.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"{path}: expected {what} of at most {max_bytes:,} bytes, got a larger one")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: expected UTF-8 text, got invalid bytes ({error.reason})") from None
-    return load_bounded_yaml_text(text, str(path))
 
 
 def load_bounded_yaml_text(text: str, where: str) -> Any:

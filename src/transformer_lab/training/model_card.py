@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from .config_file import MAX_YAML_BYTES, load_bounded_yaml_text
+from .config_file import MAX_YAML_BYTES, load_bounded_yaml_text, read_bounded_text
 from .config_io import shown
 
 __all__ = [
@@ -345,14 +345,7 @@ def read_card(folder: str | os.PathLike[str]) -> dict[str, Any]:
     is one error naming the file and the field (``transformer_lab.test: expected a list``).
     """
     path = Path(folder) / CARD_FILE
-    with path.open("rb") as file:
-        data = file.read(_MAX_CARD_BYTES + 1)
-    if len(data) > _MAX_CARD_BYTES:
-        raise ValueError(f"{path}: expected a model card of at most {_MAX_CARD_BYTES:,} bytes, got a larger file")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: expected UTF-8 text, got invalid bytes ({error.reason})") from None
+    text = read_bounded_text(path, _MAX_CARD_BYTES, "a model card")
     parts = text.split("---\n", 2)
     if len(parts) != 3 or parts[0] != "":
         raise ValueError(f"{path}: expected YAML front matter between '---' lines at the top, got none")
