@@ -13,12 +13,11 @@ The configured schedule is then fitted to ``P`` steps (:func:`fitted_schedule`):
 warm-up and the peak stay as configured, and a ``P`` shorter than the configured run ``L``
 (``max_steps``, or ``epochs`` times an epoch's steps) scales its cool-down by ``P / L``, kept
 after the warm-up. A short run is thus the configured run stopped early, ending on a linear
-decay where it got past its warm-up. Shrinking the
-warm-up with the run as well (by ``P / L``, the peak kept, or to a quarter of the run with a
-higher peak) trained far worse: at 600 of the translation preset's 3,944 steps, validation
-BLEU 5.4 and 5.8 against 15.8 for the configured schedule stopped there
-(docs/results.md#translation-budget). The measurement's few steps use the configured warm-up
-like the rest.
+decay where it got past its warm-up. Shrinking the warm-up with the run as well (by
+``P / L``, the peak kept, or to a quarter of the run with a higher peak) trained far worse:
+at 600 of the translation preset's 3,944 steps, validation BLEU 5.4 and 5.8 against 15.8 for
+the configured schedule stopped there (docs/results.md#translation-budget). The
+measurement's few steps use the configured warm-up like the rest.
 
 The plan (:class:`BudgetPlan`) is logged and written into every checkpoint's
 ``config.json`` under ``time_budget_plan``; ``--resume`` reads it back and continues the
