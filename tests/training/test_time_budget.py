@@ -119,12 +119,7 @@ def _copy_task_exact_match(tmp_path, steps, warmup_steps, cooldown_steps, lr_fac
         ),
     )
     torch.manual_seed(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a model this small gains nothing from a second thread
-    try:
-        result = synthetic.train(config, tmp_path)
-    finally:
-        torch.set_num_threads(threads)
+    result = synthetic.train(config, tmp_path)  # on the one thread tests/conftest.py sets
     greedy = dataclasses.replace(config.decode, strategy="greedy")
     return synthetic.exact_match(result.model.eval(), result.data.test, greedy)
 
