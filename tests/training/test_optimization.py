@@ -1,11 +1,14 @@
 """Optimizer and schedule factories: the Trainer uses what it is given, and Adam + Noam without them."""
 
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
 
 from transformer_lab.training import LabelSmoothingLoss, TrainConfig, Trainer, load_trainer_state, noam_lr
 from transformer_lab.training.optimization import build_optimization, planned_optimizer_steps
+from transformer_lab.training.schedule import cooldown_multiplier
 
 D_MODEL = 8
 VOCABULARY_SIZE = 7
@@ -160,3 +163,35 @@ def test_planned_optimizer_steps():
         planned_optimizer_steps(config(epochs=4, max_steps=0, cooldown_steps=2), stream)
     with pytest.raises(ValueError, match="cooldown_steps: expected at most the run's 3 optimizer steps, got 4"):
         planned_optimizer_steps(config(epochs=1, max_steps=0, grad_accum_steps=2, cooldown_steps=4), batches)
+
+
+def scheduled_rates(train_config: TrainConfig, batches, steps: int) -> list[float]:
+    """The learning rate of each of the first ``steps`` optimizer steps under the default schedule."""
+    model = make_model()
+    optimizer, scheduler = build_optimization(list(model.parameters()), train_config, batches, d_model=D_MODEL)
+    rates = []
+    for _ in range(steps):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    return rates
+
+
+def test_max_steps_before_the_epochs_end_keeps_the_warm_up_and_ends_on_a_shortened_cool_down():
+    batches = lambda epoch: [BATCH] * 10  # noqa: E731  (10 steps an epoch: 100 configured)
+    configured = config(epochs=10, max_steps=0, warmup_steps=40, cooldown_steps=40)
+    stopped = dataclasses.replace(configured, max_steps=60)
+    # 40 x 60 / 100 = 24 cool-down steps would reach into the warm-up: the 20 after it.
+    full, short = scheduled_rates(configured, batches, 100), scheduled_rates(stopped, batches, 60)
+    assert short[:40] == pytest.approx(full[:40])
+    assert short == pytest.approx(
+        [noam_lr(step, D_MODEL, 40) * cooldown_multiplier(step, 60, 20) for step in range(1, 61)]
+    )
+    assert short[-1] < full[59] / 10
+    # Stopped inside the warm-up: no cool-down (decaying a rate that has not peaked), not an error.
+    early = dataclasses.replace(configured, max_steps=30)
+    assert scheduled_rates(early, batches, 30) == pytest.approx(full[:30])
+    # Without epochs, or with max_steps past them, the configured cool-down stands.
+    assert scheduled_rates(dataclasses.replace(configured, max_steps=100), batches, 100) == pytest.approx(full)
+    alone = config(epochs=0, max_steps=60, warmup_steps=40, cooldown_steps=30)
+    assert scheduled_rates(alone, batches, 60)[-1] == pytest.approx(noam_lr(60, D_MODEL, 40) / 31)

@@ -14,7 +14,9 @@ before anything is loaded.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -26,12 +28,16 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from .config import TrainConfig
 from .schedule import build_noam_scheduler, build_optimizer
+from .time_budget import fitted_schedule
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "OptimizerFactory",
     "ScheduleFactory",
     "build_optimization",
     "check_same_optimizer",
+    "fitted_cooldown_steps",
     "noam_schedule_factory",
     "planned_optimizer_steps",
 ]
@@ -47,26 +53,65 @@ def planned_optimizer_steps(config: TrainConfig, train_batches: Callable[[int], 
     reshuffled epoch differ by a batch or two at most, and the cool-down's end only needs
     to be close). Raises a ``ValueError`` if the run is shorter than ``cooldown_steps``.
     """
-    steps_by_epochs = 0
-    if config.epochs:
-        try:
-            batches = len(train_batches(0))  # type: ignore[arg-type]
-        except TypeError:
-            if not config.max_steps:
-                raise ValueError(
-                    "cooldown_steps: needs the run's length, from max_steps or from "
-                    "train_batches(epoch) with a len(); got neither"
-                ) from None
-        else:
-            steps_by_epochs = config.epochs * math.ceil(batches / config.grad_accum_steps)
-    limits = [limit for limit in (config.max_steps, steps_by_epochs) if limit > 0]
-    planned = min(limits) if limits else 0
+    steps_by_epochs = _steps_by_epochs(config, train_batches)
+    planned = _shorter_limit(config.max_steps, steps_by_epochs)
     if planned < config.cooldown_steps:
         raise ValueError(
             f"cooldown_steps: expected at most the run's {planned} optimizer steps, got "
             f"{config.cooldown_steps} (lower it, or 0 for no cool-down)"
         )
     return planned
+
+
+def fitted_cooldown_steps(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> int:
+    """The cool-down of a run that ``max_steps`` stops before its ``epochs`` end; else ``cooldown_steps``.
+
+    Such a run is the configured run stopped early, ending on a cool-down scaled as a time
+    budget scales it (:func:`~transformer_lab.training.time_budget.fitted_schedule`): the
+    warm-up and peak as configured, the cool-down shortened by the ratio of the lengths and
+    never reaching back into the warm-up.
+    """
+    if not (config.cooldown_steps and config.max_steps and config.epochs):
+        return config.cooldown_steps
+    steps_by_epochs = _steps_by_epochs(config, train_batches)
+    if not 0 < config.max_steps < steps_by_epochs:
+        return config.cooldown_steps
+    _, cooldown, _ = fitted_schedule(
+        config.max_steps, steps_by_epochs, 0, config.warmup_steps, config.cooldown_steps, config.lr_factor
+    )
+    logger.info(
+        "max_steps %d stops the configured %d steps (%d epochs) early: cool-down %d steps instead of %d, "
+        "after the warm-up of %d",
+        config.max_steps,
+        steps_by_epochs,
+        config.epochs,
+        cooldown,
+        config.cooldown_steps,
+        config.warmup_steps,
+    )
+    return cooldown
+
+
+def _steps_by_epochs(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> int:
+    """``epochs`` times epoch 0's optimizer steps; 0 without epochs (a ValueError if neither length is known)."""
+    if not config.epochs:
+        return 0
+    try:
+        batches = len(train_batches(0))  # type: ignore[arg-type]
+    except TypeError:
+        if not config.max_steps:
+            raise ValueError(
+                "cooldown_steps: needs the run's length, from max_steps or from "
+                "train_batches(epoch) with a len(); got neither"
+            ) from None
+        return 0
+    return config.epochs * math.ceil(batches / config.grad_accum_steps)
+
+
+def _shorter_limit(*limits: int) -> int:
+    """The smallest of the limits above 0; 0 (unbounded) if there is none."""
+    positive = [limit for limit in limits if limit > 0]
+    return min(positive) if positive else 0
 
 
 def noam_schedule_factory(
@@ -77,14 +122,16 @@ def noam_schedule_factory(
     The run's length, which only the cool-down needs, is worked out now, so that a
     cool-down longer than the run fails when the Trainer is built, not when it ends.
     """
-    total_steps = planned_optimizer_steps(config, train_batches) if config.cooldown_steps else 0
+    cooldown = fitted_cooldown_steps(config, train_batches)
+    fitted = dataclasses.replace(config, cooldown_steps=cooldown)
+    total_steps = planned_optimizer_steps(fitted, train_batches) if cooldown else 0
     return functools.partial(
         build_noam_scheduler,
         d_model=d_model,
         warmup_steps=config.warmup_steps,
         factor=config.lr_factor,
         total_steps=total_steps,
-        cooldown_steps=config.cooldown_steps,
+        cooldown_steps=cooldown,
     )
 
 
