@@ -58,6 +58,14 @@ class LossWindow:
             self.loss_sum += loss
             self.loss_count += 1
 
+    def add_losses(self, loss_sum: float, loss_count: int, grad_norm: float | None) -> None:
+        """Count ``loss_count`` finite losses summing to ``loss_sum`` at once (read from the device),
+        and the gradient norm of the last step taken among them (None: none taken)."""
+        self.loss_sum += loss_sum
+        self.loss_count += loss_count
+        if grad_norm is not None:
+            self.grad_norm = grad_norm
+
     def record_step(self, lr: float, grad_norm: float) -> None:
         """Keep the learning rate and gradient norm of the optimizer step being taken."""
         self.lr = lr

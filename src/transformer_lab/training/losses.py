@@ -30,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..nn import host_reads
+
 __all__ = ["LabelSmoothingLoss", "label_smoothed_cross_entropy"]
 
 _REDUCTIONS = ("mean", "sum")
@@ -66,6 +68,10 @@ def check_target_ids(
         )
     if target_ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
         raise ValueError(f"target_ids: expected an integer tensor, got dtype {target_ids.dtype}")
+    if host_reads.host_reads_wait(target_ids.device):
+        # Reading the range would stall the device at every batch; the ids were checked against
+        # the vocabulary when the batches were made, and an id out of range stops the kernel that reads it.
+        return
     real_ids = target_ids[target_ids != ignore_index]
     if real_ids.numel() > 0:
         smallest, largest = int(real_ids.min()), int(real_ids.max())
@@ -103,9 +109,14 @@ def label_smoothed_cross_entropy(
     flat_logits = logits.reshape(-1, vocabulary_size)  # [N, V]
     flat_target_ids = target_ids.reshape(-1).long()  # [N]
     keep_mask = flat_target_ids != ignore_index  # [N], True = a real token
-    token_count = int(keep_mask.sum())
+    # Counted on the device where reading the count would wait for it (nn/host_reads.py).
+    token_count: int | torch.Tensor = (
+        keep_mask.sum().clamp(min=1) if host_reads.host_reads_wait(keep_mask.device) else int(keep_mask.sum())
+    )
     if smoothing == 0.0:
         log_probs = F.log_softmax(flat_logits.float(), dim=-1)  # [N, V]
+        if isinstance(token_count, torch.Tensor) and reduction == "mean":
+            return F.nll_loss(log_probs, flat_target_ids, ignore_index=ignore_index, reduction="sum") / token_count
         if reduction == "mean" and token_count == 0:
             # Zero that still depends on the logits, so backward() works and adds nothing.
             return log_probs.sum() * 0.0
@@ -119,7 +130,7 @@ def label_smoothed_cross_entropy(
     total = per_token.sum()
     if reduction == "mean":
         # With no real token this is 0 (the sum of zeros), not 0 / 0.
-        return total / max(token_count, 1)
+        return total / (token_count if isinstance(token_count, torch.Tensor) else max(token_count, 1))
     return total
 
 

@@ -98,6 +98,7 @@ from .checkpoint import (
 )
 from .config import TrainConfig
 from .config_io import config_to_dict
+from .device_step_checks import DeviceStepChecks, checks_stay_on_device
 from .distributed import DataParallel
 from .loss_window import LossWindow
 from .metrics_log import MetricsLog
@@ -279,6 +280,12 @@ class Trainer:
             if self._budget is not None:
                 self._resume_budget_plan(self.out_dir / LAST_FOLDER)
             self._earlier_seconds = _card_training_seconds(self.out_dir / LAST_FOLDER)
+        # Where reads wait for the device, the per-step checks stay there (device_step_checks.py).
+        self._device_checks = (
+            DeviceStepChecks(self.device, self._consecutive_nonfinite)
+            if checks_stay_on_device(self.device, self.optimizer, self._distributed.active)
+            else None
+        )
 
     # -- the seam for DistributedDataParallel ---------------------------------------------
 
@@ -359,6 +366,7 @@ class Trainer:
 
         if self._last_checkpoint_step != self.global_step:
             self._evaluate_and_save()
+        self._read_device_checks()
         wall_seconds = time.perf_counter() - start_time
         logger.info("training stopped (%s) at step %d after %.1f s", stopped_by, self.global_step, wall_seconds)
         return {
@@ -491,6 +499,11 @@ class Trainer:
             raise ValueError(f"loss_fn: expected a scalar tensor, got {shape}")
         # The loss of the global batch under DDP (the same on all ranks), else this one's.
         tokens = int(self.count_tokens(batch)) if self.count_tokens is not None else None
+        if self._device_checks is not None:
+            self._device_checks.add_loss(loss)
+            (loss.float().reshape(()) / self.config.grad_accum_steps).backward()
+            self._window.add(tokens or 0)
+            return True
         batch_loss = self._distributed.reduce_batch_loss(loss, tokens)
         loss_value = batch_loss.value
         if not math.isfinite(loss_value):
@@ -521,12 +534,18 @@ class Trainer:
         # With clipping off, max_norm=inf still gives the norm (for the log and the
         # finiteness check) and multiplies by exactly 1.
         max_norm = self.config.clip_grad_norm if self.config.clip_grad_norm > 0 else math.inf
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self._parameters, max_norm))
-        if not math.isfinite(grad_norm):
-            self.optimizer.zero_grad(set_to_none=True)
-            self._note_nonfinite(f"gradient norm {grad_norm} at step {self.global_step + 1}; step skipped")
-            return False
-        self._window.record_step(self.optimizer.param_groups[0]["lr"], grad_norm)
+        norm = torch.nn.utils.clip_grad_norm_(self._parameters, max_norm)
+        if self._device_checks is not None:
+            # The fused optimizer skips the step on the device where found_inf is 1.
+            setattr(self.optimizer, "found_inf", self._device_checks.step_to_skip(norm))
+            self._window.lr = self.optimizer.param_groups[0]["lr"]
+        else:
+            grad_norm = float(norm)
+            if not math.isfinite(grad_norm):
+                self.optimizer.zero_grad(set_to_none=True)
+                self._note_nonfinite(f"gradient norm {grad_norm} at step {self.global_step + 1}; step skipped")
+                return False
+            self._window.record_step(self.optimizer.param_groups[0]["lr"], grad_norm)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -539,11 +558,23 @@ class Trainer:
         self._consecutive_nonfinite += 1
         logger.warning("non-finite %s (%d in a row)", description, self._consecutive_nonfinite)
         if self._consecutive_nonfinite >= self.config.max_nonfinite_steps:
-            raise TrainingDivergedError(
-                f"training diverged: {self._consecutive_nonfinite} non-finite losses or "
-                f"gradient norms in a row (the last: {description}). Lower lr_factor, raise "
-                "warmup_steps, turn on clip_grad_norm, try precision='fp32', or check the data."
-            )
+            raise _diverged(self._consecutive_nonfinite, description)
+
+    def _read_device_checks(self) -> None:
+        """Bring the device's step figures into the window (one read); warn of skipped steps, stop if diverged."""
+        if self._device_checks is None:
+            return
+        figures = self._device_checks.read()
+        self._window.add_losses(figures.loss_sum, figures.loss_count, figures.grad_norm)
+        self._consecutive_nonfinite = figures.current_skipped_run
+        if not figures.skipped_steps:
+            return
+        description = f"{figures.skipped_steps} step(s) up to step {self.global_step} skipped on the device"
+        logger.warning(
+            "non-finite loss or gradient norm: %s (%d in a row at most)", description, figures.longest_skipped_run
+        )
+        if figures.longest_skipped_run >= self.config.max_nonfinite_steps:
+            raise _diverged(figures.longest_skipped_run, description)
 
     def _after_step(self, bar: tqdm) -> None:
         """Log, evaluate and save as due after optimizer step ``global_step``."""
@@ -551,6 +582,7 @@ class Trainer:
         # Measured before a logged row closes the window, so the bar shows its speed.
         tokens_per_second = self._window.tokens_per_second()
         if step % self.config.log_every_steps == 0:
+            self._read_device_checks()
             line = self._window.close()
             if line is not None:
                 self._write_metrics_row(
@@ -694,6 +726,7 @@ class Trainer:
         The first folder is serialised; the others are hard-linked copies of it. Under DDP
         rank 0 writes, with every rank's random state, while the others wait.
         """
+        self._read_device_checks()  # the window's losses go into trainer_state.pt
         rng_by_rank = self._distributed.gather_on_main(RandomState.capture(self.device).to_dict())
         if self._is_main_process:
             self._write_checkpoints(improved, rng_by_rank)
@@ -840,3 +873,10 @@ def _card_training_seconds(folder: Path) -> float:
     except (OSError, ValueError, KeyError, TypeError) as error:
         logger.info("no training time in %s's model card (%s); the card counts from this resume", folder, error)
         return 0.0
+
+
+def _diverged(count: int, description: str) -> TrainingDivergedError:
+    return TrainingDivergedError(
+        f"training diverged: {count} non-finite losses or gradient norms in a row (the last: {description}). "
+        "Lower lr_factor, raise warmup_steps, turn on clip_grad_norm, try precision='fp32', or check the data."
+    )

@@ -1,0 +1,148 @@
+"""Where reads wait for the device, a training step reads nothing: the checks stay there until a logged row.
+
+There is no wait on the CPU to observe, so these tests switch ``host_reads_wait`` on for
+it, train with torch's fused Adam (which skips a step on the device, as on a GPU), and
+count the reads themselves: a ``TorchFunctionMode`` sees every torch function and tensor
+method called and counts those that bring a value to the host, charged to the step in
+progress. The oracle for the result is the same run with the checks on the host: with
+finite losses the two end bitwise equal and log the same rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from tests.training.test_trainer import D_MODEL, TinyModel, config, epoch_batches, loss_fn, read_rows
+from tests.training.test_trainer_nonfinite import poisoned_loss
+from transformer_lab.nn import host_reads
+from transformer_lab.training import Trainer, TrainingDivergedError
+
+READS = {"__bool__", "__int__", "__float__", "__index__", "item", "tolist", "numpy", "nonzero"}
+
+
+class ReadCounter(TorchFunctionMode):
+    """Counts host reads, each charged to the optimizer steps done when it happens (``step``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.step = 0
+        self.reads: Counter[int] = Counter()
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = getattr(func, "__name__", "")
+        if name in READS:
+            self.reads[self.step] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def fused_adam(parameters: list[torch.nn.Parameter]) -> torch.optim.Adam:
+    # The paper's Adam as build_optimizer makes it on a GPU: fused, which can skip a step on the device.
+    return torch.optim.Adam(parameters, lr=1.0, betas=(0.9, 0.98), eps=1e-9, fused=True)
+
+
+def train(
+    tmp_path, name: str, on_device: bool, monkeypatch, loss=loss_fn, counter: ReadCounter | None = None, **changes
+):
+    monkeypatch.setattr(host_reads, "host_reads_wait", lambda device: on_device)
+    torch.manual_seed(0)
+    model = TinyModel()
+    settings = dict(epochs=2, keep_last=0, eval_every_steps=0, log_every_steps=4)
+    settings.update(changes)
+    trainer = Trainer(
+        model,
+        config(**settings),
+        tmp_path / name,
+        loss,
+        lambda epoch: epoch_batches(epoch, count=8),
+        d_model=D_MODEL,
+        optimizer_factory=fused_adam,
+    )
+    assert (trainer._device_checks is not None) == on_device
+    if counter is not None:
+
+        def next_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+            counter.step += 1
+
+        trainer.optimizer.register_step_post_hook(next_step)
+        with counter:
+            summary = trainer.fit()
+    else:
+        summary = trainer.fit()
+    return model, trainer, summary
+
+
+def test_steps_between_logged_rows_read_nothing_and_end_where_host_checks_end(tmp_path, monkeypatch):
+    counter = ReadCounter()
+    model, _, summary = train(tmp_path, "device", True, monkeypatch, counter=counter)
+    assert summary["steps"] == 16
+    # Reads after step k's update, with step k + 1's batches and update: a row every 4 steps
+    # (the epoch's checkpoint, after steps 8 and 16, reads more), and nothing between rows.
+    assert {step for step in range(0, 17) if counter.reads[step]} == {4, 8, 12, 16}
+    assert counter.reads[4] == counter.reads[12] == 1
+    host_counter = ReadCounter()
+    reference, _, reference_summary = train(tmp_path, "host", False, monkeypatch, counter=host_counter)
+    assert all(host_counter.reads[step] >= 2 for step in range(0, 16))  # a loss and a norm, every step
+    for actual, expected in zip(model.parameters(), reference.parameters()):
+        assert torch.equal(actual, expected)
+    device_rows, host_rows = read_rows(tmp_path / "device"), read_rows(tmp_path / "host")
+    for device_row, host_row in zip(device_rows, host_rows, strict=True):
+        assert device_row.keys() == host_row.keys()
+        for key in host_row.keys() - {"tokens_per_second"}:
+            assert device_row[key] == pytest.approx(host_row[key]), key
+    assert summary["final_train_loss"] == pytest.approx(reference_summary["final_train_loss"])
+
+
+def test_a_poisoned_step_is_skipped_on_the_device_and_reported_at_the_next_row(tmp_path, monkeypatch, caplog):
+    poisoned = {5}  # the sixth batch: step 6
+    with caplog.at_level(logging.WARNING, logger="transformer_lab.training.trainer"):
+        model, trainer, summary = train(tmp_path, "device", True, monkeypatch, loss=poisoned_loss(poisoned, "loss"))
+    assert summary["steps"] == 16  # the skipped step counts, as the host learns of it later
+    state = trainer.optimizer.state[next(iter(model.parameters()))]
+    assert int(state["step"]) == 15  # but Adam took 15 steps
+    assert all(torch.isfinite(parameter).all() for parameter in model.parameters())
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert warnings == [
+        "non-finite loss or gradient norm: 1 step(s) up to step 8 skipped on the device (1 in a row at most)"
+    ]
+
+
+@pytest.mark.parametrize("kind", ["loss", "gradient"])
+def test_a_run_of_non_finite_steps_stops_training_when_read(tmp_path, monkeypatch, kind):
+    poisoned = set(range(2, 7))  # steps 3 to 7 in a row
+    with pytest.raises(
+        TrainingDivergedError, match="training diverged: 5 non-finite losses or gradient norms in a row"
+    ):
+        train(tmp_path, "device", True, monkeypatch, loss=poisoned_loss(poisoned, kind), max_nonfinite_steps=5)
+    rows = read_rows(tmp_path / "device")
+    assert [row["step"] for row in rows] == [4]  # stopped at the read after step 8, before its row
+
+
+def test_a_resumed_run_on_the_device_ends_bitwise_where_an_uninterrupted_one_ends(tmp_path, monkeypatch):
+    reference, _, _ = train(tmp_path, "reference", True, monkeypatch, max_steps=14)
+    train(tmp_path, "stopped", True, monkeypatch, max_steps=6)  # mid-window: a row every 4 steps
+    monkeypatch.setattr(host_reads, "host_reads_wait", lambda device: True)
+    torch.manual_seed(0)
+    resumed = TinyModel()
+    Trainer(
+        resumed,
+        config(epochs=2, keep_last=0, eval_every_steps=0, log_every_steps=4, max_steps=14),
+        tmp_path / "stopped",
+        loss_fn,
+        lambda epoch: epoch_batches(epoch, count=8),
+        d_model=D_MODEL,
+        optimizer_factory=fused_adam,
+        resume=True,
+    ).fit()
+    for actual, expected in zip(resumed.parameters(), reference.parameters()):
+        assert torch.equal(actual, expected)
+    stopped_rows = [row for row in read_rows(tmp_path / "stopped") if row["event"] == "train"]
+    reference_rows = [row for row in read_rows(tmp_path / "reference") if row["event"] == "train"]
+    assert [(row["step"], row["train_loss"]) for row in stopped_rows] == [
+        (row["step"], row["train_loss"]) for row in reference_rows
+    ]
