@@ -20,7 +20,11 @@ from torch.overrides import TorchFunctionMode
 
 from tests.training.test_trainer import D_MODEL, TinyModel, config, epoch_batches, loss_fn, read_rows
 from tests.training.test_trainer_nonfinite import poisoned_loss
+from transformer_lab.data.collate import collate_pairs
+from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.models.config import ModelConfig
 from transformer_lab.nn import host_reads
+from transformer_lab.tasks.seq2seq import seq2seq_loss_fn
 from transformer_lab.training import Trainer, TrainingDivergedError
 
 READS = {"__bool__", "__int__", "__float__", "__index__", "item", "tolist", "numpy", "nonzero"}
@@ -146,3 +150,45 @@ def test_a_resumed_run_on_the_device_ends_bitwise_where_an_uninterrupted_one_end
     assert [(row["step"], row["train_loss"]) for row in stopped_rows] == [
         (row["step"], row["train_loss"]) for row in reference_rows
     ]
+
+
+def test_a_transformer_and_its_generator_loss_read_nothing_between_rows(tmp_path, monkeypatch):
+    # The real model and loss: embeddings, masks, attention, the chunked generator loss.
+    monkeypatch.setattr(host_reads, "host_reads_wait", lambda device: True)
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer.from_config(
+        ModelConfig(
+            src_vocab_size=20, tgt_vocab_size=20, d_model=16, nhead=2, num_encoder_layers=2,
+            num_decoder_layers=2, dim_feedforward=32, dropout=0.1,
+        )
+    )  # fmt: skip
+    generator = torch.Generator().manual_seed(0)
+
+    def batch() -> Any:
+        pairs = [
+            (torch.randint(4, 20, (int(length),), generator=generator).tolist(),) * 2
+            for length in torch.randint(2, 9, (6,), generator=generator)
+        ]
+        return collate_pairs(pairs, pad_id=0, bos_id=2, eos_id=3)
+
+    batches = [batch() for _ in range(8)]
+    trainer = Trainer(
+        model,
+        config(epochs=1, keep_last=0, eval_every_steps=0, log_every_steps=4),
+        tmp_path,
+        seq2seq_loss_fn(0.1, 0),
+        lambda epoch: batches,
+        d_model=16,
+        count_tokens=lambda batch: batch.num_target_tokens,
+        optimizer_factory=fused_adam,
+    )
+    counter = ReadCounter()
+
+    def next_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        counter.step += 1
+
+    trainer.optimizer.register_step_post_hook(next_step)
+    with counter:
+        trainer.fit()
+    assert {step for step in range(0, 9) if counter.reads[step]} == {4, 8}
+    assert counter.reads[4] == 1

@@ -11,7 +11,12 @@ from torch import Tensor, nn
 
 from transformer_lab import nn as lab_nn
 from transformer_lab.models.config import ClassifierConfig
-from transformer_lab.models.embedding import SinusoidalPositionalEncoding, TokenEmbedding, check_token_ids
+from transformer_lab.models.embedding import (
+    SinusoidalPositionalEncoding,
+    TokenEmbedding,
+    check_token_ids,
+    reads_id_range,
+)
 from transformer_lab.nn import masks
 
 __all__ = ["TransformerClassifier"]
@@ -69,7 +74,7 @@ class TransformerClassifier(nn.Module):
         Shape:
             token_ids ``[B, S]`` -> ``[B, C]``.
         """
-        check_token_ids(token_ids, self.vocab_size, "token_ids")
+        check_token_ids(token_ids, self.vocab_size, "token_ids", check_range=reads_id_range(self, token_ids))
         padding = masks.padding_mask(token_ids, self.pad_id)  # [B, S]
         if bool(padding.all(dim=1).any()):
             raise ValueError("token_ids: every sequence needs at least one non-padding token, got an all-padding row")

@@ -11,9 +11,10 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
+from transformer_lab.nn import host_reads
 from transformer_lab.nn.dropout import Dropout
 
-__all__ = ["TokenEmbedding", "SinusoidalPositionalEncoding", "check_token_ids"]
+__all__ = ["TokenEmbedding", "SinusoidalPositionalEncoding", "check_token_ids", "reads_id_range"]
 
 
 def check_token_ids(token_ids: Tensor, vocab_size: int, name: str, *, check_range: bool = True) -> None:
@@ -37,6 +38,16 @@ def check_token_ids(token_ids: Tensor, vocab_size: int, name: str, *, check_rang
     if smallest < 0 or largest >= vocab_size:
         bad = smallest if smallest < 0 else largest
         raise ValueError(f"{name} must hold token ids in [0, {vocab_size}), got {bad}")
+
+
+def reads_id_range(module: nn.Module, token_ids: Tensor) -> bool:
+    """Whether ``module``'s forward reads ``token_ids``' range back: not while training where reads wait.
+
+    A training step on an accelerator would otherwise wait for the device at every batch
+    (``nn/host_reads.py``); its ids come from a corpus checked against the vocabulary when
+    it was prepared, and an id out of range still stops the embedding's own kernel.
+    """
+    return not (module.training and host_reads.host_reads_wait(token_ids.device))
 
 
 class TokenEmbedding(nn.Module):

@@ -12,7 +12,12 @@ from torch import Tensor, nn
 
 from transformer_lab import nn as lab_nn
 from transformer_lab.models.config import ModelConfig
-from transformer_lab.models.embedding import SinusoidalPositionalEncoding, TokenEmbedding, check_token_ids
+from transformer_lab.models.embedding import (
+    SinusoidalPositionalEncoding,
+    TokenEmbedding,
+    check_token_ids,
+    reads_id_range,
+)
 from transformer_lab.nn import host_reads, masks
 from transformer_lab.nn.decoder_step import DecoderStep
 
@@ -104,7 +109,7 @@ class Seq2SeqTransformer(nn.Module):
         Shape:
             src_ids ``[B, S]`` -> ``[B, S, D]``.
         """
-        check_token_ids(src_ids, self.src_vocab_size, "src_ids")
+        check_token_ids(src_ids, self.src_vocab_size, "src_ids", check_range=reads_id_range(self, src_ids))
         return self.positional_encoding(self.src_embedding(src_ids))  # [B, S, D]
 
     def encode(self, src_ids: Tensor, src_mask: Tensor | None = None) -> Tensor:
@@ -144,7 +149,7 @@ class Seq2SeqTransformer(nn.Module):
             tgt_in_ids ``[B, T]``, memory ``[B, S, D]``, src_ids ``[B, S]`` -> ``[B, T, V]``
             (``[B, T, D]`` without the generator).
         """
-        check_token_ids(tgt_in_ids, self.tgt_vocab_size, "tgt_in_ids")
+        check_token_ids(tgt_in_ids, self.tgt_vocab_size, "tgt_in_ids", check_range=reads_id_range(self, tgt_in_ids))
         self._check_memory(memory, src_ids, tgt_in_ids.shape[0])
         tgt_emb = self.positional_encoding(self.tgt_embedding(tgt_in_ids))  # [B, T, D]
         tgt_emb = self._add_aligned_memory(tgt_emb, memory, src_ids, offset=0)
