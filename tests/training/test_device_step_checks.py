@@ -11,6 +11,7 @@ finite losses the two end bitwise equal and log the same rows.
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from typing import Any
 
@@ -192,3 +193,56 @@ def test_a_transformer_and_its_generator_loss_read_nothing_between_rows(tmp_path
         trainer.fit()
     assert {step for step in range(0, 9) if counter.reads[step]} == {4, 8}
     assert counter.reads[4] == 1
+
+
+@pytest.mark.cuda
+def test_on_a_gpu_the_steps_between_rows_never_synchronise(tmp_path):
+    # torch's own detector: in "error" mode every synchronising call raises (reads, pageable copies).
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer.from_config(
+        ModelConfig(
+            src_vocab_size=20, tgt_vocab_size=20, d_model=16, nhead=2, num_encoder_layers=2,
+            num_decoder_layers=2, dim_feedforward=32, dropout=0.1,
+        )
+    )  # fmt: skip
+    generator = torch.Generator().manual_seed(0)
+    batches = [
+        collate_pairs(
+            [(torch.randint(4, 20, (length,), generator=generator).tolist(),) * 2 for length in (3, 5, 8)],
+            pad_id=0,
+            bos_id=2,
+            eos_id=3,
+        )
+        for _ in range(8)
+    ]
+    trainer = Trainer(
+        model,
+        config(epochs=1, keep_last=0, eval_every_steps=0, log_every_steps=4, device="cuda"),
+        tmp_path,
+        seq2seq_loss_fn(0.1, 0),
+        lambda epoch: batches,
+        d_model=16,
+        count_tokens=lambda batch: batch.num_target_tokens,
+    )
+    assert trainer._device_checks is not None  # build_optimizer's fused Adam on CUDA
+    read_device_checks, save_checkpoints = trainer._read_device_checks, trainer._save_checkpoints
+
+    def allowed(function: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            torch.cuda.set_sync_debug_mode("default")
+            try:
+                return function(*args, **kwargs)
+            finally:
+                torch.cuda.set_sync_debug_mode("error")
+
+        return call
+
+    trainer._read_device_checks = allowed(read_device_checks)  # type: ignore[method-assign]
+    trainer._save_checkpoints = allowed(save_checkpoints)  # type: ignore[method-assign]
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        summary = trainer.fit()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert summary["steps"] == 8 and math.isfinite(summary["final_train_loss"])

@@ -20,6 +20,19 @@ import torch
 from transformer_lab.data._checks import check_bool, check_integer, is_integer
 
 
+def to_device(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """``tensor`` on ``device``; from the CPU to a CUDA GPU through pinned memory, without waiting.
+
+    A copy from ordinary (pageable) memory makes the host wait until the GPU has run every
+    kernel queued before it, once per batch; from pinned memory the copy is queued like a
+    kernel (torch keeps the pinned block until the copy has run).
+    """
+    target = torch.device(device)
+    if target.type == "cuda" and tensor.device.type == "cpu":
+        return tensor.pin_memory().to(target, non_blocking=True)
+    return tensor.to(target)
+
+
 def _as_id_row(name: str, sequence: object) -> torch.Tensor:
     """One sequence of ids as a 1-D int64 tensor, refusing anything that is not integer.
 
@@ -128,12 +141,12 @@ class Seq2SeqBatch:
         """B, the number of pairs in the batch."""
         return self.src_ids.shape[0]
 
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> Seq2SeqBatch:
-        """A copy with every tensor on `device` (the counts stay Python ints)."""
+    def to(self, device: torch.device | str) -> Seq2SeqBatch:
+        """A copy with every tensor on `device` (the counts stay Python ints), see :func:`to_device`."""
         return Seq2SeqBatch(
-            src_ids=self.src_ids.to(device, non_blocking=non_blocking),
-            tgt_in_ids=self.tgt_in_ids.to(device, non_blocking=non_blocking),
-            tgt_out_ids=self.tgt_out_ids.to(device, non_blocking=non_blocking),
+            src_ids=to_device(self.src_ids, device),
+            tgt_in_ids=to_device(self.tgt_in_ids, device),
+            tgt_out_ids=to_device(self.tgt_out_ids, device),
             num_target_tokens=self.num_target_tokens,
             num_source_tokens=self.num_source_tokens,
         )
@@ -226,11 +239,11 @@ class ClassificationBatch:
         """B, the number of sequences in the batch."""
         return self.token_ids.shape[0]
 
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> ClassificationBatch:
-        """A copy with every tensor on `device`."""
+    def to(self, device: torch.device | str) -> ClassificationBatch:
+        """A copy with every tensor on `device`, see :func:`to_device`."""
         return ClassificationBatch(
-            token_ids=self.token_ids.to(device, non_blocking=non_blocking),
-            labels=self.labels.to(device, non_blocking=non_blocking),
+            token_ids=to_device(self.token_ids, device),
+            labels=to_device(self.labels, device),
         )
 
 
