@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_lab.data.download import sha256_of_file
+from transformer_lab.data.manifest_checks import Check, check_file_sizes, check_manifest, file_checksums, verify_files
 from transformer_lab.data.token_store import read_versioned_json
 from transformer_lab.file_lock import symbolic_link_problem, writer_lock
 from transformer_lab.folders import DISK_ERRNOS, FolderWriteError, remove_abandoned_copies, write_folder
@@ -247,8 +248,8 @@ def write_corpus_manifest(
 
     It holds the kind, the format version, the description, the inputs' records (checked
     unchanged since ``inputs`` was created, else InputChangedError), the kind's own ``fields``
-    (its vocabulary's sha256, its report) and the seconds since ``started`` (a
-    ``time.perf_counter()`` reading).
+    (its vocabulary's sha256, its report), the size and sha256 of every file written in
+    ``folder`` so far, and the seconds since ``started`` (a ``time.perf_counter()`` reading).
     """
     write_manifest(
         folder,
@@ -258,18 +259,42 @@ def write_corpus_manifest(
             "description": description,
             "inputs": inputs.records(),
             **fields,
+            "files": file_checksums(folder, MANIFEST_FILE),
             "seconds": round(time.perf_counter() - started, 2),
         },
     )
 
 
-def read_corpus_manifest(folder: Path, kind: str, format_version: int) -> dict[str, Any]:
-    """The manifest of a prepared corpus of ``kind``; a ValueError naming the file if it is not one."""
+def read_corpus_manifest(
+    folder: Path, kind: str, format_version: int, fields: dict[str, Check] | None = None
+) -> dict[str, Any]:
+    """The manifest of a prepared corpus of ``kind``, every field checked (the kind's ``fields`` too).
+
+    A ValueError names the file and the field that is not as written, or a file of the
+    folder whose size is not the one recorded.
+    """
     path = folder / MANIFEST_FILE
     manifest = read_versioned_json(path, format_version)
     if manifest.get("kind") != kind:
         raise ValueError(f"{path}: expected a prepared corpus of kind {kind!r}, got kind {manifest.get('kind')!r}")
+    check_manifest(path, manifest, fields or {})
+    check_file_sizes(folder, manifest)
     return manifest
+
+
+def verify_prepared(folder: str | os.PathLike[str]) -> dict[str, int]:
+    """Read every file of a prepared folder and compare its sha256 with the manifest's; the files and bytes read.
+
+    A ValueError names the first file that differs (a damage that kept its size), or a
+    manifest without checksums (from an earlier version: prepare it again).
+    """
+    folder = Path(folder)
+    path = folder / MANIFEST_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder}: expected a folder written by 'prepare', got no {MANIFEST_FILE} in it")
+    manifest = read_versioned_json(path, None)
+    check_manifest(path, manifest, {})
+    return verify_files(folder, path, manifest)
 
 
 @dataclass(frozen=True)
