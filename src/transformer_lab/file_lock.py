@@ -125,7 +125,11 @@ def _take_writer_lock(path: Path, folder: Path, wait: bool, option: str) -> int:
             if not said:
                 logger.warning("%s is being prepared by %s; waiting for it to finish", folder, holder)
                 said = True
-            fcntl.flock(opened, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(opened, fcntl.LOCK_EX)
+            except BaseException:  # a stop signal while waiting
+                os.close(opened)
+                raise
         if _still_named(path, opened):
             text = read_holder(opened)
             if is_holder_text(text):

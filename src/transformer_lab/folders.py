@@ -90,14 +90,22 @@ def write_folder(
     ValueError naming it; ``locked``: the caller holds ``out_dir``'s writer lock already.
     """
     out_dir = check_new_folder(out_dir)
-    if locked:
-        return _write_unlocked(out_dir, write, shown_as)
-    with writer_lock(out_dir, wait=False):
-        # Checked again under the lock: a writer that just finished made it meanwhile.
-        return _write_unlocked(check_new_folder(out_dir), write, shown_as)
+    try:
+        if locked:
+            return _write_unlocked(out_dir, write)
+        with writer_lock(out_dir, wait=False):
+            # Checked again under the lock: a writer that just finished made it meanwhile.
+            return _write_unlocked(check_new_folder(out_dir), write)
+    except OSError as error:
+        # Also where the lock or the hidden copy could not even be made (a read-only parent).
+        if error.errno not in DISK_ERRNOS or isinstance(error, FolderWriteError):
+            raise
+        shown = str(out_dir if shown_as is None else shown_as)
+        message = f"could not write {shown!r} ({describe_os_error(error)}); nothing of it was kept"
+        raise FolderWriteError(error.errno, message) from error
 
 
-def _write_unlocked(out_dir: Path, write: Callable[[Path], None], shown_as: str | os.PathLike[str] | None) -> Path:
+def _write_unlocked(out_dir: Path, write: Callable[[Path], None]) -> Path:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned_copies(out_dir.parent)
     # Not tempfile.mkdtemp: its folder is private (0700); this one gets the umask's mode.
@@ -110,12 +118,8 @@ def _write_unlocked(out_dir: Path, write: Callable[[Path], None], shown_as: str 
         # Gone before the rename, so that no one takes the finished folder for a copy.
         (partial / WRITING_LOCK).unlink()
         os.replace(partial, out_dir)
-    except BaseException as error:
+    except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
-        if isinstance(error, OSError) and error.errno in DISK_ERRNOS:
-            shown = str(out_dir if shown_as is None else shown_as)
-            message = f"could not write {shown!r} ({describe_os_error(error)}); nothing of it was kept"
-            raise FolderWriteError(error.errno, message) from error
         raise
     finally:
         if lock is not None:

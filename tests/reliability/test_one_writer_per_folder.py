@@ -7,6 +7,7 @@ dying at its rename with "[Errno 39] Directory not empty"; two `prepare --out DI
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from transformer_lab.file_lock import writer_lock_path
 
 SOURCE = Path(__file__).resolve().parents[2] / "src"
 
-# Prepares a tiny corpus into a cache; "slow" sleeps inside the preparation, holding the entry.
+# Prepares a tiny corpus into a cache; "slow" holds the entry until the file "go" beside the cache appears.
 PREPARE = """
 import logging, sys, time
 from pathlib import Path
@@ -31,7 +32,8 @@ if sys.argv[4] == "slow":
     write = module._write_prepared
     def slow(*arguments, **options):
         print("writing", flush=True)
-        time.sleep(3)
+        while not (Path(sys.argv[3]).parent / "go").exists():
+            time.sleep(0.05)
         write(*arguments, **options)
     module._write_prepared = slow
 spec = module.PairCorpusSpec(PairFiles.of(sys.argv[1:3], "de", "en"))
@@ -77,14 +79,18 @@ def test_a_second_process_wanting_the_same_cache_entry_waits_for_the_first_and_r
     first = _python(PREPARE, str(source), str(target), str(cache), "slow")
     assert first.stdout is not None and first.stdout.readline().strip() == "writing"  # it holds the entry
     second = _python(PREPARE, str(source), str(target), str(cache), "fast")
-    second_out, second_err = second.communicate(timeout=120)
-    first_out, first_err = first.communicate(timeout=120)
+    assert second.stderr is not None
+    said = [second.stderr.readline()]
+    while said[-1] and "waiting" not in said[-1]:  # until it says that it waits (or ends)
+        said.append(second.stderr.readline())
+    waited = said[-1].strip()
+    (tmp_path / "go").touch()
+    second_err = "".join(said) + second.communicate(timeout=120)[1]
+    first_err = first.communicate(timeout=120)[1]
     assert (first.returncode, second.returncode) == (0, 0), first_err + second_err
     entry = cache_folder(PairCorpusSpec(PairFiles.of([source, target], "de", "en")), cache)
-    waited = [line for line in second_err.splitlines() if "waiting" in line]
-    assert len(waited) == 1, second_err
-    assert waited[0].startswith(f"{entry} is being prepared by process {first.pid} on ")
-    assert waited[0].endswith("; waiting for it to finish")
+    assert waited.startswith(f"{entry} is being prepared by process {first.pid} on "), second_err
+    assert waited.endswith("; waiting for it to finish")
     assert f"reusing the prepared corpus {entry}" in second_err
     assert "preparing the corpus" not in second_err  # its corpus was the first's, not made twice
     assert sorted(path.name for path in cache.iterdir()) == [entry.name]  # no lock, no copy left
@@ -124,3 +130,26 @@ def test_a_writer_lock_left_by_a_dead_process_is_taken_and_removed(tmp_path: Pat
     assert main([*arguments, "--set", "data.vocab_size=300"]) == 0
     assert (out / "manifest.json").is_file()
     assert not os.path.lexists(writer_lock_path(out))
+
+
+def test_a_read_only_parent_is_one_line_naming_the_folder_not_its_lock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a read-only tmpfs needs root and mount(8)")
+    source, target = _pairs(tmp_path)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
+    try:
+        out = disk / "prepared"
+        arguments = ["prepare", "translation", "--train", str(source), str(target), "--out", str(out)]
+        assert main([*arguments, "--no-progress", "--set", "data.vocab_size=300"]) == 2
+        assert capsys.readouterr().err.strip().splitlines() == [
+            f"transformer-lab prepare: error: could not write '{out}' (Read-only file system, EROFS); "
+            "nothing of it was kept"
+        ]
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
