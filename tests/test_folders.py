@@ -80,7 +80,8 @@ def test_a_copy_left_by_a_killed_writer_is_removed_by_the_next_write(tmp_path: P
         [sys.executable, "-c", script, str(tmp_path / "corpus")], env={**os.environ, "PYTHONPATH": str(source)}
     )
     assert killed.returncode == -signal.SIGKILL
-    (left,) = tmp_path.iterdir()  # the hidden, unfinished copy
+    lock, left = sorted(tmp_path.iterdir())  # its writer lock and the hidden, unfinished copy
+    assert lock.name == ".corpus.lock" and lock.read_text(encoding="utf-8").startswith("process ")
     assert left.name.startswith(".corpus.partial-") and (left / "ids.bin").is_file()
     write_folder(tmp_path / "other", lambda folder: (folder / "a.txt").write_text("a", encoding="utf-8"))
     assert [path.name for path in tmp_path.iterdir()] == ["other"]

@@ -4,7 +4,9 @@ It is written as a hidden copy beside its final name and renamed into place. Whi
 written, the writing process holds an exclusive ``flock`` on a file in the copy; the
 operating system drops that lock when the process dies, however it dies, so a copy left
 by a killed writer (SIGKILL, out of memory) is recognised and removed by the next folder
-written beside it, and a copy whose writer still runs is never touched.
+written beside it, and a copy whose writer still runs is never touched. One process
+writes a folder at a time (`file_lock.writer_lock`): a second writer of the same name is
+refused at once, naming the first, instead of failing at the rename after all its work.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+
+from transformer_lab.file_lock import remove_abandoned_writer_locks, writer_lock
 
 __all__ = [
     "DISK_ERRNOS",
@@ -58,24 +62,50 @@ def describe_os_error(error: OSError) -> str:
 
 
 def check_new_folder(out_dir: str | os.PathLike[str]) -> Path:
-    """``out_dir`` as a Path; a ``ValueError`` naming it if it exists (nothing is overwritten)."""
+    """``out_dir`` as a Path; a ``ValueError`` naming it if it exists, a dangling link too (nothing is overwritten)."""
     out_dir = Path(out_dir)
+    if out_dir.is_symlink():
+        raise ValueError(
+            f"out_dir: expected a new folder, got {str(out_dir)!r}, a symbolic link (to {os.readlink(out_dir)!r}), "
+            "which is never followed"
+        )
     if out_dir.exists():
         raise ValueError(f"out_dir: expected a new folder, got {str(out_dir)!r} which exists")
     return out_dir
 
 
 def write_folder(
-    out_dir: str | os.PathLike[str], write: Callable[[Path], None], *, shown_as: str | os.PathLike[str] | None = None
+    out_dir: str | os.PathLike[str],
+    write: Callable[[Path], None],
+    *,
+    shown_as: str | os.PathLike[str] | None = None,
+    locked: bool = False,
 ) -> Path:
     """Call ``write(folder)`` on a temporary folder beside ``out_dir``, then rename it to ``out_dir``.
 
     A crash or an error in ``write`` leaves no partial folder behind; returns ``out_dir``.
     A full disk (any of :data:`DISK_ERRNOS`) is a :class:`FolderWriteError` with the same
     errno that names the folder (``shown_as``, where ``out_dir`` is itself a temporary
-    name) and says that nothing was kept.
+    name) and says that nothing was kept. Another process writing ``out_dir`` is a
+    ValueError naming it; ``locked``: the caller holds ``out_dir``'s writer lock already.
     """
     out_dir = check_new_folder(out_dir)
+    try:
+        if locked:
+            return _write_unlocked(out_dir, write)
+        with writer_lock(out_dir, wait=False):
+            # Checked again under the lock: a writer that just finished made it meanwhile.
+            return _write_unlocked(check_new_folder(out_dir), write)
+    except OSError as error:
+        # Also where the lock or the hidden copy could not even be made (a read-only parent).
+        if error.errno not in DISK_ERRNOS or isinstance(error, FolderWriteError):
+            raise
+        shown = str(out_dir if shown_as is None else shown_as)
+        message = f"could not write {shown!r} ({describe_os_error(error)}); nothing of it was kept"
+        raise FolderWriteError(error.errno, message) from error
+
+
+def _write_unlocked(out_dir: Path, write: Callable[[Path], None]) -> Path:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned_copies(out_dir.parent)
     # Not tempfile.mkdtemp: its folder is private (0700); this one gets the umask's mode.
@@ -88,12 +118,8 @@ def write_folder(
         # Gone before the rename, so that no one takes the finished folder for a copy.
         (partial / WRITING_LOCK).unlink()
         os.replace(partial, out_dir)
-    except BaseException as error:
+    except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
-        if isinstance(error, OSError) and error.errno in DISK_ERRNOS:
-            shown = str(out_dir if shown_as is None else shown_as)
-            message = f"could not write {shown!r} ({describe_os_error(error)}); nothing of it was kept"
-            raise FolderWriteError(error.errno, message) from error
         raise
     finally:
         if lock is not None:
@@ -134,4 +160,5 @@ def remove_abandoned_copies(parent: str | os.PathLike[str]) -> list[Path]:
             os.close(descriptor)
         logger.info("removed %s, left unfinished by a process that no longer runs", copy)
         removed.append(copy)
+    remove_abandoned_writer_locks(Path(parent))  # the lock files beside such copies, named in none
     return removed

@@ -759,7 +759,9 @@ CLI_CASES = [
     CliCase(
         "classify: 10,000 characters",
         lambda tmp, ck: classify_argv(ck, "goal " * 2_000),
-        r"^transformer-lab classify: input 1: the text is \d{4,} subword tokens, more than the model reads "
+        # Told by its characters alone (at least N tokens), before it is encoded.
+        r"^transformer-lab classify: input 1: the text is at least \d+ subword tokens \(10000 characters\), more "
+        r"than the model reads "
         r"\(128, its max_len\); shorten it, or truncate it explicitly \(--truncate\)$",
     ),
     CliCase(

@@ -186,3 +186,54 @@ def test_the_metrics_log_is_never_written_through_a_link(tmp_path: Path) -> None
     with pytest.raises(ValueError, match=r"metrics\.jsonl: expected the run's own log, got a symbolic link"):
         log.append({"event": "train", "step": 3})
     assert precious.read_text(encoding="utf-8") == "a week of notes\n"
+
+
+def _tree(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder`` (links not followed) with its bytes, or None for a folder or a link."""
+    return {
+        str(path.relative_to(folder)): (None if path.is_dir() or path.is_symlink() else path.read_bytes())
+        for path in sorted(folder.rglob("*"))
+    }
+
+
+def test_an_out_folder_that_is_a_symbolic_link_is_never_followed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "notes.txt").write_text("a week of notes\n", encoding="utf-8")
+    run_link, prepared_link, dangling = tmp_path / "run", tmp_path / "prepared", tmp_path / "dangling"
+    run_link.symlink_to(elsewhere)
+    prepared_link.symlink_to(elsewhere)
+    dangling.symlink_to(tmp_path / "nowhere")
+    source, target = tmp_path / "corpus.de", tmp_path / "corpus.en"
+    source.write_text("".join(f"wort{n % 7}\n" for n in range(40)), encoding="utf-8")
+    target.write_text("".join(f"word{n % 7}\n" for n in range(40)), encoding="utf-8")
+    before = _tree(tmp_path)
+    assert main(["train", "copy", "--out", str(run_link), *tiny_copy_options()]) == 2
+    error = one_error_line(capsys)
+    assert f"--out: expected a folder of its own, got {run_link}, a symbolic link (to '{elsewhere}')" in error
+    for out in (prepared_link, dangling):
+        arguments = ["prepare", "translation", "--train", str(source), str(target), "--out", str(out)]
+        assert main([*arguments, "--no-progress", "--set", "data.vocab_size=300"]) == 2
+        assert f"expected a new folder, got '{out}', a symbolic link (to " in one_error_line(capsys)
+    assert _tree(tmp_path) == before
+
+
+def test_a_cache_entry_that_is_a_symbolic_link_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    from transformer_lab.data.pair_stream import PairFiles
+    from transformer_lab.data.prepared_pairs import BpeSettings, PairCorpusSpec, cache_folder, prepared_pairs
+
+    source, target = tmp_path / "corpus.de", tmp_path / "corpus.en"
+    source.write_text("".join(f"wort{n % 7}\n" for n in range(40)), encoding="utf-8")
+    target.write_text("".join(f"word{n % 7}\n" for n in range(40)), encoding="utf-8")
+    spec = PairCorpusSpec(PairFiles.of([source, target], "de", "en"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    entry = cache_folder(spec, tmp_path / "cache")
+    entry.parent.mkdir()
+    entry.symlink_to(elsewhere)
+    before = _tree(tmp_path)
+    with pytest.raises(ValueError, match=r"cache entry: expected a folder of its own, got .*, a symbolic link"):
+        prepared_pairs(spec, bpe=BpeSettings(vocab_size=300, min_frequency=1), cache_root=tmp_path / "cache")
+    assert _tree(tmp_path) == before

@@ -18,9 +18,10 @@ from transformer_lab.cli.decode_options import add_decode_arguments
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.data import LABELLED_TEXT_FORMATS
 from transformer_lab.evaluation import BLEU_FLAVOURS
+from transformer_lab.folders import describe_os_error
 from transformer_lab.tasks.evaluation import EvaluationOptions
 from transformer_lab.tasks.registry import TASKS, evaluate, tasks_evaluating
-from transformer_lab.training.model_card import add_test_scores
+from transformer_lab.training.model_card import CARD_FILE, add_test_scores
 
 # sacreBLEU's tokenizers (ja-mecab and ko-mecab need sacrebleu's extras).
 BLEU_TOKENIZERS = ("13a", "intl", "zh", "char", "ja-mecab", "ko-mecab", "flores101", "flores200", "none")
@@ -145,10 +146,19 @@ def run(arguments: argparse.Namespace) -> int:
         from transformer_lab.lab.result_plots import plot_confusion_matrix
 
         figure = report.confusion
-        picture = plot_confusion_matrix(figure.path, figure.matrix, figure.class_names, title=figure.title)
-        print(f"confusion matrix: {picture}")
+        try:
+            picture = plot_confusion_matrix(figure.path, figure.matrix, figure.class_names, title=figure.title)
+            print(f"confusion matrix: {picture}")
+        except OSError as error:
+            # A side output: the scores are printed already, and the card still takes them.
+            print(f"confusion matrix: not written: {_refused(error, figure.path)}", file=sys.stderr)
     _record_in_card(report.checkpoint, report.name, report.search, report.scores)
     return 0
+
+
+def _refused(error: OSError, where: object) -> str:
+    """A write the system refused, in a few words: "could not write 'PATH' (Read-only file system, EROFS)"."""
+    return f"could not write {str(where)!r} ({describe_os_error(error)})"
 
 
 def _record_in_card(checkpoint: Path, split: str, search: str, scores: dict[str, float]) -> None:
@@ -162,5 +172,8 @@ def _record_in_card(checkpoint: Path, split: str, search: str, scores: dict[str,
         # The scores are printed already; a card edited out of shape is a side output's
         # fault, named in one line and left as it was, not a failed evaluation.
         print(f"model card: not updated: {' '.join(str(error).split())}", file=sys.stderr)
+        return
+    except OSError as error:  # a read-only or full disk: the same, the card left as it was
+        print(f"model card: not updated: {_refused(error, checkpoint / CARD_FILE)}", file=sys.stderr)
         return
     print(f"model card: {card}")

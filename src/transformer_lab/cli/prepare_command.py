@@ -7,7 +7,8 @@ data.tokenizer_file=...`` is used). Couplets and classification: the files, or w
 filters, its validation split) and the vocabulary or BPE is built. Either way the ids are
 written to memory-mapped arrays in DIR with the tokenizer or vocabulary, the validation
 rows and a manifest; ``transformer-lab train TASK --prepared DIR`` then starts in
-seconds, with memory that does not grow with the corpus.
+seconds, with memory that does not grow with the corpus. ``prepare TASK --verify DIR``
+re-reads DIR and compares every file with the sha256 its manifest records.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from transformer_lab.cli.overrides import (
     with_config_file,
 )
 from transformer_lab.cli.train_command import with_data_options
+from transformer_lab.data.prepared_cache import verify_prepared
 from transformer_lab.tasks.registry import TASKS, task_named
 
 
@@ -58,7 +60,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--data-dir", default=None, help="without --train: the data folder (default: $TRANSFORMER_LAB_DATA)"
     )
-    parser.add_argument("--out", type=Path, required=True, help="the new folder to write (must not exist)")
+    written = parser.add_mutually_exclusive_group(required=True)
+    written.add_argument("--out", type=Path, help="the new folder to write (must not exist)")
+    written.add_argument(
+        "--verify",
+        type=Path,
+        metavar="DIR",
+        help="instead: read every file of the prepared folder DIR and compare its sha256 with its manifest's",
+    )
     parser.add_argument("--source-language", default=None, help="the source language code (JSON key, TSV header)")
     parser.add_argument("--target-language", default=None, help="the target language code (JSON key, TSV header)")
     parser.add_argument(
@@ -74,6 +83,10 @@ def run(arguments: argparse.Namespace) -> int:
     task = task_named(arguments.task)
     if task.prepare is None:
         raise ValueError(f"task: expected a task with a corpus to prepare, got {task.name}")
+    if arguments.verify is not None:
+        checked = verify_prepared(arguments.verify)
+        print(json.dumps({"verified": str(arguments.verify), **checked}))
+        return 0
     # The preset, then --config, then the data options, then --set: as `train` reads them.
     config = with_config_file(task.config(arguments.preset), arguments)
     config = dataclasses.replace(config, data=with_data_options(config.data, arguments))

@@ -5,7 +5,10 @@ records its input files (path, size, mtime, inode, ctime and the sha256 of the b
 checked unchanged from before the first read to the end). A cached folder is reused while its
 inputs are unchanged (same size, mtime, inode and ctime, or same sha256 after one moved) and the
 kind's own check finds nothing else changed; otherwise it is prepared again beside the
-old one and swapped in, so that a reader never sees half a corpus.
+old one and swapped in, so that a reader never sees half a corpus. One process fills a
+cache entry at a time: another that wants it waits for the first (saying so, naming it)
+and then reuses what it made. A cache entry that is a symbolic link is refused, never
+followed.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from transformer_lab.data.download import sha256_of_file
+from transformer_lab.data.manifest_checks import Check, check_file_sizes, check_manifest, file_checksums, verify_files
 from transformer_lab.data.token_store import read_versioned_json
+from transformer_lab.file_lock import symbolic_link_problem, writer_lock
 from transformer_lab.folders import DISK_ERRNOS, FolderWriteError, remove_abandoned_copies, write_folder
 
 logger = logging.getLogger(__name__)
@@ -161,10 +166,15 @@ def cached_folder(
     ``stale_reason`` reads the folder's manifest and returns None when it can be reused; an
     unreadable manifest (ValueError, KeyError, TypeError, OSError) counts as stale. Both
     reuse and rebuilding are logged. A full disk is a ``FolderWriteError`` (same errno)
-    naming the folder and how to move the cache.
+    naming the folder and how to move the cache. Another process preparing ``folder`` is
+    waited for (one line names it), then its corpus is judged like any other.
     """
+    linked = symbolic_link_problem(folder, "cache entry")
+    if linked:
+        raise ValueError(f"{linked}: remove it and the corpus is prepared there anew")
     try:
-        return _cached_folder(folder, stale_reason, prepare)
+        with writer_lock(folder, wait=True, option="cache entry"):
+            return _cached_folder(folder, stale_reason, prepare)
     except OSError as error:
         if error.errno not in DISK_ERRNOS:
             raise
@@ -193,7 +203,7 @@ def _cached_folder(
         logger.info("preparing the corpus again in %s: %s", folder, reason)
         replaced = folder.parent / f".{folder.name}.stale-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         prepared_new = folder.parent / f".{folder.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        write_folder(prepared_new, prepare, shown_as=folder)
+        write_folder(prepared_new, prepare, shown_as=folder, locked=True)
         os.replace(folder, replaced)
         os.replace(prepared_new, folder)
         shutil.rmtree(replaced, ignore_errors=True)
@@ -201,7 +211,7 @@ def _cached_folder(
     if folder.exists():
         shutil.rmtree(folder)  # a folder without a manifest is no corpus (and never one of ours)
     logger.info("preparing the corpus in %s", folder)
-    return write_folder(folder, prepare)
+    return write_folder(folder, prepare, locked=True)  # this process holds the entry's writer lock
 
 
 def write_pairs_jsonl(path: Path, pairs: Iterable[tuple[str, str]], keys: tuple[str, str]) -> None:
@@ -238,8 +248,8 @@ def write_corpus_manifest(
 
     It holds the kind, the format version, the description, the inputs' records (checked
     unchanged since ``inputs`` was created, else InputChangedError), the kind's own ``fields``
-    (its vocabulary's sha256, its report) and the seconds since ``started`` (a
-    ``time.perf_counter()`` reading).
+    (its vocabulary's sha256, its report), the size and sha256 of every file written in
+    ``folder`` so far, and the seconds since ``started`` (a ``time.perf_counter()`` reading).
     """
     write_manifest(
         folder,
@@ -249,18 +259,42 @@ def write_corpus_manifest(
             "description": description,
             "inputs": inputs.records(),
             **fields,
+            "files": file_checksums(folder, MANIFEST_FILE),
             "seconds": round(time.perf_counter() - started, 2),
         },
     )
 
 
-def read_corpus_manifest(folder: Path, kind: str, format_version: int) -> dict[str, Any]:
-    """The manifest of a prepared corpus of ``kind``; a ValueError naming the file if it is not one."""
+def read_corpus_manifest(
+    folder: Path, kind: str, format_version: int, fields: dict[str, Check] | None = None
+) -> dict[str, Any]:
+    """The manifest of a prepared corpus of ``kind``, every field checked (the kind's ``fields`` too).
+
+    A ValueError names the file and the field that is not as written, or a file of the
+    folder whose size is not the one recorded.
+    """
     path = folder / MANIFEST_FILE
     manifest = read_versioned_json(path, format_version)
     if manifest.get("kind") != kind:
         raise ValueError(f"{path}: expected a prepared corpus of kind {kind!r}, got kind {manifest.get('kind')!r}")
+    check_manifest(path, manifest, fields or {})
+    check_file_sizes(folder, manifest)
     return manifest
+
+
+def verify_prepared(folder: str | os.PathLike[str]) -> dict[str, int]:
+    """Read every file of a prepared folder and compare its sha256 with the manifest's; the files and bytes read.
+
+    A ValueError names the first file that differs (a damage that kept its size), or a
+    manifest without checksums (from an earlier version: prepare it again).
+    """
+    folder = Path(folder)
+    path = folder / MANIFEST_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder}: expected a folder written by 'prepare', got no {MANIFEST_FILE} in it")
+    manifest = read_versioned_json(path, None)
+    check_manifest(path, manifest, {})
+    return verify_files(folder, path, manifest)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from transformer_lab.data.couplet import (
     validation_upper_lines,
 )
 from transformer_lab.data.couplet_stream import CoupletCount, CoupletFiles, count_couplets, stream_couplets
+from transformer_lab.data.manifest_checks import SHA256, report_holding
 from transformer_lab.data.pair_stream import count_pairs
 from transformer_lab.data.prepared_cache import (
     VALIDATION_FILE,
@@ -253,7 +254,8 @@ def write_prepared_couplets(
 
 def read_couplets_manifest(folder: Path) -> dict[str, Any]:
     """The manifest of a prepared couplet folder; a ValueError naming the file if it is not one."""
-    return read_corpus_manifest(folder, COUPLETS_KIND, COUPLETS_FORMAT_VERSION)
+    fields = {"vocabulary_sha256": SHA256, "report": report_holding("train_pairs")}
+    return read_corpus_manifest(folder, COUPLETS_KIND, COUPLETS_FORMAT_VERSION, fields)
 
 
 def open_prepared_couplets(folder: str | os.PathLike[str]) -> PreparedCouplets:

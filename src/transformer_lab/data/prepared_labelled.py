@@ -26,6 +26,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from transformer_lab.data.manifest_checks import SHA256, STRINGS, report_holding
 from transformer_lab.data.prepared_cache import VALIDATION_FILE, InputWatch, read_corpus_manifest, write_corpus_manifest
 from transformer_lab.data.subword import SubwordTokenizer
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
@@ -151,7 +152,12 @@ def write_prepared_labelled(
 
 def read_labelled_manifest(folder: Path) -> dict[str, Any]:
     """The manifest of a prepared labelled folder; a ValueError naming the file if it is not one."""
-    return read_corpus_manifest(folder, LABELLED_KIND, LABELLED_FORMAT_VERSION)
+    fields = {
+        "tokenizer_sha256": SHA256,
+        "class_names": STRINGS,
+        "report": report_holding("train_file", "skipped_malformed"),
+    }
+    return read_corpus_manifest(folder, LABELLED_KIND, LABELLED_FORMAT_VERSION, fields)
 
 
 def _read_validation(path: Path, num_classes: int) -> list[LabelledExample]:

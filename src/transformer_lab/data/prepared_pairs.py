@@ -38,6 +38,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from transformer_lab.data import prepared_cache
+from transformer_lab.data.manifest_checks import COUNT_OR_NONE, SHA256, report_holding
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles, count_pairs, stream_pairs
 from transformer_lab.data.prepared_cache import (
@@ -371,8 +372,15 @@ def _write_prepared(
 # ---------------------------------------------------------------------------- opening, reusing
 
 
+_MANIFEST_FIELDS = {
+    "tokenizer_sha256": SHA256,
+    "tokenizer_sample_pairs": COUNT_OR_NONE,
+    "counts": report_holding("train_pairs", "validation_pairs"),
+}
+
+
 def _read_manifest(folder: Path) -> dict[str, Any]:
-    return read_corpus_manifest(folder, PAIRS_KIND, PREPARED_FORMAT_VERSION)
+    return read_corpus_manifest(folder, PAIRS_KIND, PREPARED_FORMAT_VERSION, _MANIFEST_FIELDS)
 
 
 def read_prepared_tokenizers(folder: Path) -> TokenizerPair:

@@ -352,6 +352,7 @@ class SubwordTokenizer(SpecialTokenIds):
         # holding Lowercase count too.
         self._lowercase = normalizer is not None and normalizer.normalize_str("AZ") == "az"
         self._vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        self._longest_token: int | None = None  # symbols of the longest entry, found on first need
 
     @classmethod
     def _from_tokenizer(cls, tokenizer: Tokenizer, where: str) -> SubwordTokenizer:
@@ -534,6 +535,20 @@ class SubwordTokenizer(SpecialTokenIds):
         _check_text("text", text)
         normalizer = self._tokenizer.normalizer
         return text if normalizer is None else normalizer.normalize_str(text)
+
+    def fewest_tokens(self, text: str) -> int:
+        """A lower bound of ``len(encode(text))`` known without encoding it (0 where none is known).
+
+        With the byte-level BPE layout a token stands for at most as many bytes as the longest
+        vocabulary entry has symbols, and a text has at least as many bytes as characters
+        (lowercasing never shortens it), so a text too long for a model is refused before
+        it costs its ids. Other layouts may fold any run of text into one token.
+        """
+        if not self._layout.exact or not text:
+            return 0
+        if self._longest_token is None:
+            self._longest_token = max(1, *map(len, self._tokenizer.get_vocab(with_added_tokens=False)))
+        return -(-len(text) // self._longest_token)
 
     def encode(self, text: str) -> list[int]:
         """The ids of `text`; no `<bos>`/`<eos>` is added. The empty string gives [].

@@ -164,17 +164,22 @@ def _map(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
 
 
-def read_versioned_json(path: Path, format_version: int) -> dict[str, Any]:
-    """A prepared corpus's JSON file as a dict, refused (naming it) when missing, unreadable or of another version."""
+def read_versioned_json(path: Path, format_version: int | None) -> dict[str, Any]:
+    """A prepared corpus's JSON file as a dict, refused (naming it) when missing, unreadable or of another version.
+
+    ``format_version`` None takes any int version (a reader of the fields all versions share).
+    """
     if not path.is_file():
         raise FileNotFoundError(f"{path}: expected a prepared corpus's {path.name}, got no such file")
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{path}: expected JSON, got unreadable content ({error})") from None
-    if not isinstance(content, dict) or content.get("format_version") != format_version:
-        found = content.get("format_version") if isinstance(content, dict) else type(content).__name__
-        raise ValueError(f"{path}: expected format_version {format_version}, got {found!r}; prepare the corpus again")
+    version = content.get("format_version") if isinstance(content, dict) else None
+    if type(version) is not int or (format_version is not None and version != format_version):
+        found = version if isinstance(content, dict) else type(content).__name__
+        expected = "an int format_version" if format_version is None else f"format_version {format_version}"
+        raise ValueError(f"{path}: expected {expected}, got {found!r}; prepare the corpus again")
     return content
 
 

@@ -76,6 +76,7 @@ from transformer_lab.data.prepared_labelled import (
     write_prepared_labelled,
 )
 from transformer_lab.data.splits import stratified_held_out
+from transformer_lab.data.subword import check_texts
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.evaluation import ClassificationReport, classification_report
 from transformer_lab.folders import write_folder
@@ -622,6 +623,20 @@ def classification_loss_fn(smoothing: float) -> Callable[[nn.Module, Classificat
 # -- prediction ---------------------------------------------------------------------------
 
 
+_ENCODE_BATCH = 64  # texts encoded at once by predict_each
+
+
+def _problem_before_encoding(tokenizer: SubwordTokenizer, text: str, max_len: int, truncate: bool) -> str | None:
+    """Why ``text`` cannot be classified where its characters alone tell (``fewest_tokens``), or None."""
+    fewest = 0 if truncate else tokenizer.fewest_tokens(text)
+    if fewest > max_len:
+        return (
+            f"the text is at least {fewest} subword tokens ({len(text)} characters), more than the model reads "
+            f"({max_len}, its max_len); shorten it, or truncate it explicitly (--truncate)"
+        )
+    return text_problem(text, 0, max_len)
+
+
 def text_problem(text: str, token_count: int, max_len: int) -> str | None:
     """Why ``text`` (of ``token_count`` subword tokens) cannot be classified, or None."""
     if not text.strip():
@@ -699,30 +714,30 @@ def predict_each(
         raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
     if len(class_names) != model.num_classes:
         raise ValueError(f"class_names must name the model's {model.num_classes} classes, got {list(class_names)!r}")
+    texts = check_texts(texts)  # whole, so that a lone surrogate is named by its index in ``texts``
     model.eval()
     max_len = model.positional_encoding.max_len
-    encoded = tokenizer.encode_batch(list(texts))
     results: list[Prediction | str] = []
-    usable = []
-    for index, (text, ids) in enumerate(zip(texts, encoded)):
-        problem = text_problem(text, 0 if truncate else len(ids), max_len)
-        results.append(problem if problem is not None else "")
-        if problem is None:
-            usable.append(index)
+    usable: list[tuple[int, list[int], int]] = []  # (index, the ids the model reads, the text's token count)
+    # In batches, each cut to what the model reads before the next is encoded: memory
+    # follows the batch, not the input (2,000 texts of 100 kB were all encoded at once).
+    for start in range(0, len(texts), _ENCODE_BATCH):
+        batch = texts[start : start + _ENCODE_BATCH]
+        problems = [_problem_before_encoding(tokenizer, text, max_len, truncate) for text in batch]
+        encoded = iter(tokenizer.encode_batch([text for text, problem in zip(batch, problems) if problem is None]))
+        for index, (text, problem) in enumerate(zip(batch, problems), start):
+            if problem is None:
+                ids = next(encoded)
+                problem = text_problem(text, 0 if truncate else len(ids), max_len)
+                if problem is None:
+                    usable.append((index, ids[:max_len], len(ids)))
+            results.append(problem or "")
     if usable:
         with torch.no_grad():
-            probabilities = predict_probabilities(
-                model, [encoded[index][:max_len] for index in usable], precision=precision
-            )
-        for index, row in zip(usable, probabilities.tolist()):
+            probabilities = predict_probabilities(model, [ids for _, ids, _ in usable], precision=precision)
+        for (index, _, count), row in zip(usable, probabilities.tolist()):
             label = max(range(len(row)), key=row.__getitem__)
-            results[index] = Prediction(
-                label,
-                class_names[label],
-                dict(zip(class_names, row)),
-                len(encoded[index]),
-                len(encoded[index]) > max_len,
-            )
+            results[index] = Prediction(label, class_names[label], dict(zip(class_names, row)), count, count > max_len)
     return results
 
 

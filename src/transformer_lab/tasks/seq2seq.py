@@ -270,14 +270,6 @@ class Candidate:
     log_prob: float
 
 
-def check_source_lengths(
-    model: Seq2SeqTransformer, encoded: Sequence[Sequence[int]], name: str, unit: str = "tokens"
-) -> None:
-    """Refuse a source longer than the positional table, naming its index (nothing is truncated)."""
-    for index, ids in enumerate(encoded):
-        check_source_length(model, ids, f"{name}[{index}]", unit)
-
-
 def check_source_length(model: Seq2SeqTransformer, ids: Sequence[int], name: str, unit: str = "tokens") -> None:
     """Refuse one source longer than the positional table, naming it (nothing is truncated)."""
     if len(ids) > model.max_len:

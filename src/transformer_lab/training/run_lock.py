@@ -10,54 +10,30 @@ a dead run is simply taken over (and said). Reading a checkpoint never needs the
 The lock file is rewritten at every start, so only a file this module wrote is opened
 for that: never through a symbolic link (``O_NOFOLLOW``; a link to a user's file was
 followed and the file emptied), never a FIFO or device, never a file with other names
-(hard links), and never one whose text is not a holder line this module writes.
+(hard links), and never one whose text is not a holder line this module writes. An
+``--out`` that is itself a symbolic link is refused, never followed into another folder.
 """
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import logging
 import os
-import re
-import socket
-import stat
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
+from transformer_lab.file_lock import (
+    MAX_LOCK_BYTES,
+    holder_line,
+    is_holder_text,
+    open_lock_file,
+    symbolic_link_problem,
+)
+
 logger = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
-# What acquire writes, and all that a lock file may hold besides nothing.
-_HOLDER_LINE = re.compile(r"process \d+ on \S* \(since [\d: -]+\)")
-# A holder line is under 300 bytes; more means the file is not one of ours.
-_MAX_LOCK_BYTES = 4096
-
-
-def _open_lock_file(path: Path, flags: int) -> int | str:
-    """A descriptor of ``path`` opened without following a link, or why it is not a lock file (a sentence).
-
-    ``O_NONBLOCK`` keeps a FIFO placed under the name from blocking the open; what was
-    opened is then checked to be a plain file with no other name.
-    """
-    try:
-        descriptor = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            return f"a symbolic link (to {os.readlink(path)!r})"
-        raise
-    info = os.fstat(descriptor)
-    problem = None
-    if not stat.S_ISREG(info.st_mode):
-        problem = "not a plain file"
-    elif info.st_nlink > 1:
-        problem = f"a file with {info.st_nlink} names (hard links), so also someone else's"
-    if problem is not None:
-        os.close(descriptor)
-        return problem
-    return descriptor
 
 
 def folder_holder(out_dir: Path) -> str | None:
@@ -65,14 +41,14 @@ def folder_holder(out_dir: Path) -> str | None:
     path = Path(out_dir) / LOCK_FILE
     if not os.path.lexists(path):
         return None
-    opened = _open_lock_file(path, os.O_RDONLY)
+    opened = open_lock_file(path, os.O_RDONLY)
     if isinstance(opened, str):
         return None  # not a lock this module wrote, so no run of ours holds it
     with os.fdopen(opened, "rb") as handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return handle.read(_MAX_LOCK_BYTES).decode("utf-8", "replace").strip() or "another process"
+            return handle.read(MAX_LOCK_BYTES).decode("utf-8", "replace").strip() or "another process"
         fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
     return None
 
@@ -87,8 +63,11 @@ class RunFolderLock:
 
     def acquire(self) -> None:
         """Take the lock, or raise a ValueError naming the process that holds it."""
+        linked = symbolic_link_problem(self.out_dir, "--out")
+        if linked:
+            raise ValueError(f"{linked}: pass the folder it points to if that is meant")
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        opened = _open_lock_file(self.path, os.O_RDWR | os.O_CREAT)
+        opened = open_lock_file(self.path, os.O_RDWR | os.O_CREAT)
         if isinstance(opened, str):
             raise ValueError(
                 f"--out: {self.path}: expected the lock file a run writes there, got {opened}; it is left as it "
@@ -111,17 +90,17 @@ class RunFolderLock:
             logger.info("%s: taking over the lock left by %s, which is no longer running", self.out_dir, previous)
         handle.seek(0)
         handle.truncate()
-        handle.write(f"process {os.getpid()} on {socket.gethostname()} (since {time.strftime('%Y-%m-%d %H:%M:%S')})")
+        handle.write(holder_line())
         handle.flush()
         self._file = handle
 
     def _previous_holder(self, handle: TextIO) -> str:
         """The holder line the file holds ("" when empty); text of any other kind is refused, never truncated."""
         try:
-            text = handle.read(_MAX_LOCK_BYTES + 1).strip()
+            text = handle.read(MAX_LOCK_BYTES + 1).strip()
         except UnicodeDecodeError:
             text = "\ufffd"
-        if text and (len(text) > _MAX_LOCK_BYTES or not _HOLDER_LINE.fullmatch(text)):
+        if not is_holder_text(text):
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             handle.close()
             raise ValueError(
