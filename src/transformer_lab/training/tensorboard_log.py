@@ -15,6 +15,7 @@ without it, asking for the log is one error naming that extra.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import math
 import os
@@ -33,6 +34,7 @@ TENSORBOARD_FOLDER = "tensorboard"
 # Row keys that place a row rather than measure something.
 _POSITION_KEYS = ("event", "step", "epoch")
 _FLUSH_SECONDS = 30.0
+_FILE_NUMBERS = itertools.count()
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +74,9 @@ class TensorBoardLog:
 
     def _open(self, events: list[Any]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.0"
+        # The last part numbers this process's files, as SummaryWriter's does: a run resumed
+        # within the same second in the same process must not meet its own first file.
+        name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{next(_FILE_NUMBERS)}"
         self._file = open(self.folder / name, "xb")  # noqa: SIM115 (held open for the whole run)
         for event in events:
             self._write(event)
