@@ -1,4 +1,4 @@
-"""Generic helpers for the project's typed dataclass configs.
+"""Generic helpers for the project's typed dataclass configs, and the one merge of a run's settings.
 
 They work on any dataclass, nested or not (a top-level config with fields ``model``,
 ``train``, ... each a dataclass), and check values against the field annotations:
@@ -9,12 +9,18 @@ nested dataclasses.
 - :func:`config_to_dict` gives plain JSON-ready data (tuples become lists).
 - :func:`config_from_dict` rebuilds the dataclass, rejecting unknown keys and values of
   the wrong type; absent keys take the field's default.
-- :func:`apply_overrides` applies ``--set key=value`` overrides such as
-  ``"train.lr_factor=2.0"``, parsing the text by the field's type; :func:`parse_override`
-  is its one reading of a ``key=value`` text, for whoever else needs the keys.
+- A run's settings come from several sources (the preset, the fine-tuning schedule, a
+  YAML file, the command's flags, ``--set key=value``); each becomes a list of
+  :class:`Setting` s (key, value, origin) and :func:`merge_settings` lays them over each
+  other once, later winning, and checks the result once with :func:`config_from_dict`.
+- :func:`apply_overrides` applies ``--set`` texts such as ``"train.lr_factor=2.0"``,
+  parsed by the field's type; :func:`parse_override` is its one reading of a
+  ``key=value`` text.
 
-Every error is a ``ValueError`` naming the dotted key, what was expected and what was given;
-the value given is quoted by :func:`shown`, which keeps it short whatever its size.
+Values from data and ``--set`` texts are read by one ladder over the annotation
+(:func:`_convert`). Every error is a ``ValueError`` naming the dotted key, what was
+expected and what was given; the value given is quoted by :func:`shown`, which keeps it
+short whatever its size.
 """
 
 from __future__ import annotations
@@ -29,13 +35,27 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["apply_overrides", "config_from_dict", "config_to_dict", "parse_override", "shown"]
+__all__ = [
+    "PRESET",
+    "Setting",
+    "apply_overrides",
+    "config_from_dict",
+    "config_to_dict",
+    "mapping_settings",
+    "merge_settings",
+    "override_settings",
+    "parse_override",
+    "settings_of",
+    "shown",
+]
 
 ConfigType = TypeVar("ConfigType")
 
 _TRUE_WORDS = ("true", "yes", "on", "1")
 _FALSE_WORDS = ("false", "no", "off", "0")
 _NONE_WORDS = ("none", "null")
+# The origin of the values a merge starts from; every other origin is a change to them.
+PRESET = "preset"
 
 
 # A value quoted in a message: a few items per level, a few levels, short strings. The value
@@ -52,6 +72,25 @@ def shown(value: Any) -> str:
     """``repr(value)`` cut to at most :data:`SHOWN_CHARACTERS` characters, never built whole first."""
     text = _SHOWN.repr(value)
     return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 3] + "..."
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One source's value for one dotted key of a config (``"model.d_model"``), and where it came from.
+
+    ``origin`` names the source in messages: ``"--set"``, ``"--config run.yaml"``,
+    ``"--train"``, :data:`PRESET`. ``text`` marks a ``--set`` value, still the text typed,
+    which the field's type parses. A mapping given for a section sets its fields.
+    """
+
+    key: str
+    value: Any
+    origin: str
+    text: bool = False
+
+    def error(self, message: str) -> ValueError:
+        """``message`` naming this setting's source; a ``--set`` text's message leads with the key typed."""
+        return ValueError(message if self.text else f"{self.origin}: {message}")
 
 
 def _is_dataclass_type(annotation: Any) -> bool:
@@ -103,11 +142,23 @@ def config_from_dict(cls: type[ConfigType], data: Mapping[str, Any]) -> ConfigTy
 
     Unknown keys, values of the wrong type and missing required fields are ``ValueError``s
     naming the dotted key. Keys absent from ``data`` take the field's default, so configs
-    written before a field was added still load.
+    written before a field was added still load. A :class:`Setting` in ``data`` is read
+    by its kind and its errors name its origin.
     """
     if not _is_dataclass_type(cls):
         raise ValueError(f"cls: expected a dataclass type, got {cls!r}")
     return _from_mapping(cls, data, prefix="")
+
+
+def _unknown_key(cls: type, name: Any, prefix: str) -> str:
+    shown_name = name if isinstance(name, str) and len(name) <= 80 else shown(name)
+    return f"{prefix}{shown_name}: unknown key for {cls.__name__}; expected one of {sorted(_field_types_of(cls))}"
+
+
+def _field_types_of(cls: type) -> dict[str, Any]:
+    """The annotations of ``cls``'s init fields, by name."""
+    hints = _field_types(cls)
+    return {field.name: hints[field.name] for field in _init_fields(cls)}
 
 
 def _from_mapping(cls: type, data: Any, prefix: str) -> Any:
@@ -117,8 +168,7 @@ def _from_mapping(cls: type, data: Any, prefix: str) -> Any:
     fields = {field.name: field for field in _init_fields(cls)}
     unknown = [key for key in data if key not in fields]
     if unknown:
-        name = unknown[0] if isinstance(unknown[0], str) and len(unknown[0]) <= 80 else shown(unknown[0])
-        raise ValueError(f"{prefix}{name}: unknown key for {cls.__name__}; expected one of {sorted(fields)}")
+        raise ValueError(_unknown_key(cls, unknown[0], prefix))
     hints = _field_types(cls)
     arguments: dict[str, Any] = {}
     for name, field in fields.items():
@@ -128,73 +178,163 @@ def _from_mapping(cls: type, data: Any, prefix: str) -> Any:
             if no_default:
                 raise ValueError(f"{key}: required key is missing for {cls.__name__}")
             continue
-        arguments[name] = _convert_data(data[name], hints[name], key)
-    return cls(**arguments)
+        arguments[name] = _convert(data[name], hints[name], key)
+    try:
+        return cls(**arguments)
+    except ValueError as error:
+        culprit = _culprit(data, str(error))
+        if culprit is None:
+            raise
+        raise _rejection(culprit, error) from error
 
 
-def _convert_data(value: Any, annotation: Any, key: str) -> Any:
-    """Check (and normalise) a value read from JSON-like data against ``annotation``."""
+def _culprit(data: Mapping[str, Any], message: str) -> Setting | None:
+    """The change a section's own validation refused: the one its message names, else the latest one."""
+    changes = [value for value in data.values() if isinstance(value, Setting) and value.origin != PRESET]
+    named = [change for change in changes if message.startswith((change.key + ":", change.key.split(".")[-1] + ":"))]
+    chosen = named or changes
+    return chosen[-1] if chosen else None
+
+
+def _rejection(setting: Setting, error: ValueError) -> ValueError:
+    # A message that names the key already is clear as it is.
+    if str(error).startswith(f"{setting.key}:"):
+        return setting.error(str(error))
+    return setting.error(f"{setting.key}: the value {shown(setting.value)} was rejected: {error}")
+
+
+def _convert(value: Any, annotation: Any, key: str, text: bool = False) -> Any:
+    """``value`` checked (and normalised) against ``annotation``: JSON-like data, or with ``text`` a ``--set`` text."""
+    if isinstance(value, Setting):
+        try:
+            return _convert(value.value, annotation, key, value.text)
+        except ValueError as error:
+            raise value.error(str(error)) from None
     origin = typing.get_origin(annotation)
-    arguments = typing.get_args(annotation)
     if annotation is Any:
         return value
     if _is_dataclass_type(annotation):
-        return _from_mapping(annotation, value, prefix=key + ".")
+        return _section(value, annotation, key, text)
     if _is_union(origin):
-        if value is None and type(None) in arguments:
-            return None
-        for option in arguments:
-            if option is type(None):
-                continue
-            try:
-                return _convert_data(value, option, key)
-            except ValueError:
-                continue
-        raise ValueError(f"{key}: expected {_describe(annotation)}, got {shown(value)}")
+        return _union(value, annotation, key, text)
     if origin is typing.Literal:
-        for choice in arguments:
-            if type(value) is type(choice) and value == choice:
-                return choice
-        raise ValueError(f"{key}: expected one of {list(arguments)}, got {shown(value)}")
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-        raise ValueError(f"{key}: expected a bool, got {shown(value)}")
-    if annotation is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise ValueError(f"{key}: expected an int, got {shown(value)}")
-    if annotation is float:
-        # JSON writes 1.0 as 1.0, but a hand-written config may say 1; both mean a float.
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return _finite(float(value), key, shown(value))
-        raise ValueError(f"{key}: expected a float, got {shown(value)}")
-    if annotation is str:
-        if isinstance(value, str):
-            return value
-        raise ValueError(f"{key}: expected a str, got {shown(value)}")
-    if isinstance(annotation, type) and issubclass(annotation, pathlib.PurePath):
-        if isinstance(value, (str, pathlib.PurePath)):
-            return annotation(value)
-        raise ValueError(f"{key}: expected a path string, got {shown(value)}")
+        return _literal(value, annotation, key, text)
     if origin in (tuple, list):
-        if not isinstance(value, (list, tuple)):
-            raise ValueError(f"{key}: expected a list for {_describe(annotation)}, got {shown(value)}")
-        item_types = _sequence_item_types(annotation, len(value), key)
-        items = [
-            _convert_data(item, item_type, f"{key}[{index}]")
-            for index, (item, item_type) in enumerate(zip(value, item_types))
-        ]
-        return tuple(items) if origin is tuple else items
+        return _sequence(value, annotation, key, text)
     if origin is dict:
-        if not isinstance(value, Mapping):
-            raise ValueError(f"{key}: expected a mapping, got {shown(value)}")
-        key_type, value_type = arguments or (Any, Any)
-        return {
-            _convert_data(item_key, key_type, f"{key}<key>"): _convert_data(item, value_type, f"{key}.{item_key}")
-            for item_key, item in value.items()
-        }
+        return _mapping(value, annotation, key, text)
+    return _scalar(value, annotation, key, text)
+
+
+def _section(value: Any, annotation: type, key: str, text: bool) -> Any:
+    if text:
+        names = [field.name for field in _init_fields(annotation)]
+        raise ValueError(
+            f"{key}: is a section ({annotation.__name__}), not a value; "
+            f"set one of its fields, {[key + '.' + name for name in names]}"
+        )
+    return _from_mapping(annotation, value, prefix=key + ".")
+
+
+def _union(value: Any, annotation: Any, key: str, text: bool) -> Any:
+    options = typing.get_args(annotation)
+    none_given = value is None or (text and value.strip().lower() in _NONE_WORDS)
+    if none_given and type(None) in options:
+        return None
+    for option in options:
+        if option is type(None):
+            continue
+        try:
+            return _convert(value, option, key, text)
+        except ValueError:
+            continue
+    raise ValueError(f"{key}: expected {_describe(annotation)}, got {shown(value)}")
+
+
+def _literal(value: Any, annotation: Any, key: str, text: bool) -> Any:
+    choices = typing.get_args(annotation)
+    for choice in choices:
+        if type(value) is type(choice) and value == choice:
+            return choice
+        # A typed number or bool choice matches its spelling (Literal[1, 2] takes "2").
+        if text and not isinstance(choice, str) and value.strip() == str(choice):
+            return choice
+    raise ValueError(f"{key}: expected one of {list(choices)}, got {shown(value)}")
+
+
+def _sequence(value: Any, annotation: Any, key: str, text: bool) -> Any:
+    if text:
+        # "1,2,3", "[1, 2, 3]" and "(1, 2, 3)" all work; "" and "[]" are empty.
+        inner = value.strip()
+        if inner[:1] in "[(" and inner[-1:] in "])":
+            inner = inner[1:-1]
+        given = [piece.strip() for piece in inner.split(",")] if inner.strip() else []
+    elif isinstance(value, (list, tuple)):
+        given = list(value)
+    else:
+        raise ValueError(f"{key}: expected a list for {_describe(annotation)}, got {shown(value)}")
+    item_types = _sequence_item_types(annotation, len(given), key)
+    items = [
+        _convert(item, item_type, f"{key}[{index}]", text)
+        for index, (item, item_type) in enumerate(zip(given, item_types))
+    ]
+    return tuple(items) if typing.get_origin(annotation) is tuple else items
+
+
+def _mapping(value: Any, annotation: Any, key: str, text: bool) -> Any:
+    if text:
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ValueError(f"{key}: expected a JSON object, got {shown(value)}") from None
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{key}: expected a mapping, got {shown(value)}")
+    key_type, value_type = typing.get_args(annotation) or (Any, Any)
+    return {
+        _convert(item_key, key_type, f"{key}<key>"): _convert(item, value_type, f"{key}.{item_key}")
+        for item_key, item in value.items()
+    }
+
+
+def _scalar(value: Any, annotation: Any, key: str, text: bool) -> Any:
+    given = shown(value)
+    typed = _read_text(value, annotation, key) if text else value
+    if annotation is bool and isinstance(typed, bool):
+        return typed
+    number = isinstance(typed, int) and not isinstance(typed, bool)
+    if annotation is int and number:
+        return typed
+    # JSON writes 1.0 as 1.0, but a hand-written config may say 1; both mean a float.
+    if annotation is float and (number or isinstance(typed, float)):
+        return _finite(float(typed), key, given)
+    if annotation is str and isinstance(typed, str):
+        return typed
+    if isinstance(annotation, type) and issubclass(annotation, pathlib.PurePath):
+        if isinstance(typed, (str, pathlib.PurePath)):
+            return annotation(typed)
+        raise ValueError(f"{key}: expected a path string, got {given}")
+    if annotation in (bool, int, float, str):
+        article = "an" if annotation is int else "a"
+        raise ValueError(f"{key}: expected {article} {annotation.__name__}, got {given}")
     raise ValueError(f"{key}: unsupported field type {_describe(annotation)} in a config")
+
+
+def _read_text(text: str, annotation: Any, key: str) -> Any:
+    """A ``--set`` text as the bool, int or float ``annotation`` names; any other type keeps the text."""
+    word = text.strip()
+    if annotation is bool:
+        if word.lower() not in (*_TRUE_WORDS, *_FALSE_WORDS):
+            words = f"{'/'.join(_TRUE_WORDS)} or {'/'.join(_FALSE_WORDS)}"
+            raise ValueError(f"{key}: expected a bool ({words}), got {shown(text)}")
+        return word.lower() in _TRUE_WORDS
+    reader = {int: int, float: float}.get(annotation)
+    if reader is None:
+        return text
+    try:
+        return reader(word)
+    except ValueError:
+        article = "an" if annotation is int else "a"
+        raise ValueError(f"{key}: expected {article} {annotation.__name__}, got {shown(text)}") from None
 
 
 def _finite(number: float, key: str, given: str) -> float:
@@ -217,96 +357,100 @@ def _sequence_item_types(annotation: Any, length: int, key: str) -> list[Any]:
     return list(arguments)
 
 
-def _parse_text(text: str, annotation: Any, key: str) -> Any:
-    """Parse the text of a ``key=value`` override by the field's annotation."""
-    origin = typing.get_origin(annotation)
-    arguments = typing.get_args(annotation)
-    stripped = text.strip()
-    if annotation is Any or annotation is str:
-        return text
-    if _is_dataclass_type(annotation):
-        names = [field.name for field in _init_fields(annotation)]
-        raise ValueError(
-            f"{key}: is a section ({annotation.__name__}), not a value; "
-            f"set one of its fields, {[key + '.' + name for name in names]}"
-        )
-    if _is_union(origin):
-        if type(None) in arguments and stripped.lower() in _NONE_WORDS:
-            return None
-        for option in arguments:
-            if option is type(None):
-                continue
-            try:
-                return _parse_text(text, option, key)
-            except ValueError:
-                continue
-        raise ValueError(f"{key}: expected {_describe(annotation)}, got {shown(text)}")
-    if origin is typing.Literal:
-        for choice in arguments:
-            if isinstance(choice, str) and text == choice:
-                return choice
-            if not isinstance(choice, str) and stripped == str(choice):
-                return choice
-        raise ValueError(f"{key}: expected one of {list(arguments)}, got {shown(text)}")
-    if annotation is bool:
-        if stripped.lower() in _TRUE_WORDS:
-            return True
-        if stripped.lower() in _FALSE_WORDS:
-            return False
-        raise ValueError(
-            f"{key}: expected a bool ({'/'.join(_TRUE_WORDS)} or {'/'.join(_FALSE_WORDS)}), " f"got {shown(text)}"
-        )
-    if annotation is int:
-        try:
-            return int(stripped)
-        except ValueError:
-            raise ValueError(f"{key}: expected an int, got {shown(text)}") from None
-    if annotation is float:
-        try:
-            number = float(stripped)
-        except ValueError:
-            raise ValueError(f"{key}: expected a float, got {shown(text)}") from None
-        return _finite(number, key, shown(text))
-    if isinstance(annotation, type) and issubclass(annotation, pathlib.PurePath):
-        return annotation(text)
-    if origin in (tuple, list):
-        # "1,2,3", "[1, 2, 3]" and "(1, 2, 3)" all work; "" and "[]" are empty.
-        inner = stripped
-        if inner[:1] in "[(" and inner[-1:] in "])":
-            inner = inner[1:-1]
-        pieces = [piece.strip() for piece in inner.split(",")] if inner.strip() else []
-        item_types = _sequence_item_types(annotation, len(pieces), key)
-        items = [
-            _parse_text(piece, item_type, f"{key}[{index}]")
-            for index, (piece, item_type) in enumerate(zip(pieces, item_types))
-        ]
-        return tuple(items) if origin is tuple else items
-    if origin is dict:
-        try:
-            value = json.loads(stripped)
-        except json.JSONDecodeError:
-            raise ValueError(f"{key}: expected a JSON object, got {shown(text)}") from None
-        return _convert_data(value, annotation, key)
-    raise ValueError(f"{key}: unsupported field type {_describe(annotation)} for an override")
+def settings_of(config: Any, origin: str = PRESET) -> list[Setting]:
+    """The values of the dataclass ``config`` as settings from ``origin`` (by default the preset a merge starts on)."""
+    return mapping_settings(config_to_dict(config), origin)
+
+
+def mapping_settings(values: Mapping[Any, Any], origin: str) -> list[Setting]:
+    """One setting per key of ``values`` (sections as mappings, as a YAML file or ``config_to_dict`` gives them)."""
+    return [Setting(key, value, origin) for key, value in values.items()]
+
+
+def override_settings(overrides: Iterable[str], origin: str = "--set") -> list[Setting]:
+    """``key=value`` texts (``--set``) as settings whose text the field's type parses."""
+    if isinstance(overrides, str):
+        raise ValueError(f"overrides: expected a list of 'key=value' strings, got the single string {shown(overrides)}")
+    return [Setting(".".join(path), text, origin, text=True) for path, text in map(parse_override, overrides)]
+
+
+def merge_settings(cls: type[ConfigType], settings: Iterable[Setting]) -> tuple[ConfigType, dict[str, Setting]]:
+    """The config ``cls`` that ``settings`` make, laid over each other in order (a later one wins), checked once.
+
+    Returns the config and the settings that changed it, by dotted key: the winner of
+    every key that some origin other than :data:`PRESET` set (whatever its value), so
+    that a later check (fine-tuning's) can name where a value came from. Errors are
+    ``ValueError`` s naming the key and, but for ``--set``, the origin.
+    """
+    if not _is_dataclass_type(cls):
+        raise ValueError(f"cls: expected a dataclass type, got {cls!r}")
+    nested: dict[str, Any] = {}
+    winners: dict[str, Setting] = {}
+    for setting in settings:
+        for leaf in _leaves(cls, setting):
+            _place(nested, leaf)
+            winners[leaf.key] = leaf
+    config = _from_mapping(cls, nested, prefix="")
+    return config, {key: setting for key, setting in winners.items() if setting.origin != PRESET}
+
+
+def _leaves(cls: type, setting: Setting) -> list[Setting]:
+    """The settings of single fields that ``setting`` stands for: its key checked, a section's mapping split."""
+    if not isinstance(setting.key, str):
+        raise setting.error(f"expected text keys, got {shown(setting.key)}")
+    annotation = _annotation_at(cls, setting)
+    if not _is_dataclass_type(annotation) or setting.text or not isinstance(setting.value, Mapping):
+        return [setting]  # a value where a section belongs is refused by the check, as from data
+    for name in setting.value:
+        if not isinstance(name, str):
+            raise setting.error(f"{setting.key}: expected text keys, got {shown(name)}")
+    split = [Setting(f"{setting.key}.{name}", value, setting.origin) for name, value in setting.value.items()]
+    return [leaf for part in split for leaf in _leaves(cls, part)]
+
+
+def _annotation_at(cls: type, setting: Setting) -> Any:
+    """The annotation of ``setting``'s dotted key in ``cls``; an unknown key or a key inside a value is refused."""
+    parts = setting.key.split(".")
+    annotation: Any = cls
+    for depth, name in enumerate(parts):
+        prefix = ".".join(parts[:depth]) + "." if depth else ""
+        if not _is_dataclass_type(annotation):
+            raise setting.error(
+                f"{prefix.rstrip('.')}: is a value of type {_describe(annotation)}, not a section, "
+                f"so it has no key {'.'.join(parts[depth:])!r}"
+            )
+        fields = _field_types_of(annotation)
+        if name not in fields:
+            raise setting.error(_unknown_key(annotation, name, prefix))
+        annotation = fields[name]
+    return annotation
+
+
+def _place(nested: dict[str, Any], setting: Setting) -> None:
+    """Put ``setting`` at its key in ``nested``, last in its section (``_culprit`` takes the latest change)."""
+    *sections, name = setting.key.split(".")
+    for section in sections:
+        inner = nested.setdefault(section, {})
+        if not isinstance(inner, dict):
+            return  # a value given for the section, which the check refuses whatever is laid over it
+        nested = inner
+    nested.pop(name, None)
+    nested[name] = setting
 
 
 def apply_overrides(config: ConfigType, overrides: Iterable[str]) -> ConfigType:
-    """Return a copy of ``config`` with ``key=value`` overrides applied, in order.
+    """Return a copy of ``config`` with ``key=value`` overrides applied, in order (a later one wins).
 
     Keys are dotted paths through nested dataclasses (``"train.lr_factor=2.0"``,
     ``"model.d_model=64"``); the value text is parsed by the field's type (bools accept
     true/false/yes/no/on/off/1/0, Optional fields accept none/null, tuples and lists accept
-    ``1,2,3``). The copy is rebuilt with ``dataclasses.replace``, so each dataclass's own
+    ``1,2,3``). The copy is rebuilt through :func:`merge_settings`, so each dataclass's own
     validation runs again. ``config`` itself is not modified.
     """
-    if not dataclasses.is_dataclass(config) or isinstance(config, type):
+    if not _is_dataclass_type(type(config)):
         raise ValueError(f"config: expected a dataclass instance, got {type(config).__name__}")
-    if isinstance(overrides, str):
-        raise ValueError(f"overrides: expected a list of 'key=value' strings, got the single string {shown(overrides)}")
-    for override in overrides:
-        path, text = parse_override(override)
-        config = _replace_at(config, list(path), text, prefix="")
-    return config
+    changes = override_settings(overrides)
+    return merge_settings(type(config), [*settings_of(config), *changes])[0]
 
 
 def parse_override(override: str) -> tuple[tuple[str, ...], str]:
@@ -324,34 +468,3 @@ def parse_override(override: str) -> tuple[tuple[str, ...], str]:
     if not key or any(not part for part in path):
         raise ValueError(f"overrides: expected a dotted key before '=', got {shown(override)}")
     return path, text
-
-
-def _replace_at(config: Any, path: list[str], text: str, prefix: str) -> Any:
-    name, rest = path[0], path[1:]
-    key = prefix + name
-    cls = type(config)
-    fields = {field.name for field in _init_fields(cls)}
-    if name not in fields:
-        raise ValueError(
-            f"{key}: unknown key for {cls.__name__}; expected one of " f"{sorted(prefix + field for field in fields)}"
-        )
-    current = getattr(config, name)
-    if rest:
-        if not dataclasses.is_dataclass(current):
-            raise ValueError(
-                f"{key}: is a value of type {_describe(_field_types(cls)[name])}, not a "
-                f"section, so it has no key {'.'.join(rest)!r}"
-            )
-        new_value = _replace_at(current, rest, text, prefix=key + ".")
-    else:
-        new_value = _parse_text(text, _field_types(cls)[name], key)
-    try:
-        return dataclasses.replace(config, **{name: new_value})
-    except ValueError as error:
-        if rest:
-            raise
-        # The dataclass's own validation (__post_init__) rejected the parsed value; a message
-        # that names the key already is clear as it is.
-        if str(error).startswith(f"{key}:"):
-            raise ValueError(str(error)) from error
-        raise ValueError(f"{key}: the value {shown(text)} was rejected: {error}") from error
