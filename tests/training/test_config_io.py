@@ -116,8 +116,9 @@ def test_settings_are_merged_once_the_later_winning_and_the_changes_named_by_ori
         "model.d_model": "--set",
         "model.dropout": "--config run.yaml",
     }
-    # A value that a later source replaces is never checked; a bad value that wins names its source.
-    assert merge_settings(RunConfig, [Setting("model.d_model", "x", "a"), Setting("model.d_model", 8, "b")])[0]
+    # A bad value is refused even where a later source replaces it, naming its source.
+    with pytest.raises(ValueError, match=r"^a: model\.d_model: expected an int, got 'x'$"):
+        merge_settings(RunConfig, [Setting("model.d_model", "x", "a"), Setting("model.d_model", 8, "b")])
     with pytest.raises(ValueError, match=r"^--config run\.yaml: model\.d_model: expected an int, got 'sixty'$"):
         merge_settings(RunConfig, [Setting("model", {"d_model": "sixty"}, "--config run.yaml")])
     with pytest.raises(ValueError, match=r"^flags: train\.grad_accum_steps: the value 0 was rejected: "):

@@ -377,9 +377,10 @@ def override_settings(overrides: Iterable[str], origin: str = "--set") -> list[S
 def merge_settings(cls: type[ConfigType], settings: Iterable[Setting]) -> tuple[ConfigType, dict[str, Setting]]:
     """The config ``cls`` that ``settings`` make, laid over each other in order (a later one wins), checked once.
 
-    Returns the config and the settings that changed it, by dotted key: the winner of
-    every key that some origin other than :data:`PRESET` set (whatever its value), so
-    that a later check (fine-tuning's) can name where a value came from. Errors are
+    Every value is checked against its field's type, a replaced one too; the winners are
+    then built into the config. Returns it and the settings that changed it, by dotted key:
+    the winner of every key that an origin other than :data:`PRESET` set, so that a later
+    check (fine-tuning's) can name where a value came from. Errors are
     ``ValueError`` s naming the key and, but for ``--set``, the origin.
     """
     if not _is_dataclass_type(cls):
@@ -388,6 +389,10 @@ def merge_settings(cls: type[ConfigType], settings: Iterable[Setting]) -> tuple[
     winners: dict[str, Setting] = {}
     for setting in settings:
         for leaf in _leaves(cls, setting):
+            replaced = winners.get(leaf.key)
+            if replaced is not None:
+                # A bad value is refused even where a later source replaces it (a file wrong is wrong).
+                _convert(replaced, _annotation_at(cls, replaced), replaced.key)
             _place(nested, leaf)
             winners[leaf.key] = leaf
     config = _from_mapping(cls, nested, prefix="")
