@@ -12,7 +12,7 @@ import dataclasses
 
 from torch import nn
 
-from transformer_lab.decoding.config import DecodeConfig, with_precision
+from transformer_lab.decoding.config import DecodeConfig
 from transformer_lab.hardware import resolve_inference_precision
 
 
@@ -41,14 +41,13 @@ def with_search(
 ) -> DecodeConfig:
     """``decode_config`` with a beam (1: greedy), length penalty, stop rule and precision applied (None keeps it).
 
-    ``precision`` is best :func:`model_precision`'s; "int8" decodes in fp32 arithmetic
-    around the int8 layers of its model copy.
+    ``precision`` is best :func:`model_precision`'s, resolved once for the model copy too.
     """
     decode_config = with_beam(decode_config, beam)
+    # DecodeConfig checks each value and names the field.
     if precision is not None:
-        decode_config = with_precision(decode_config, precision)
+        decode_config = dataclasses.replace(decode_config, precision=precision)
     if length_penalty is not None:
-        # DecodeConfig checks the value and names the field.
         decode_config = dataclasses.replace(decode_config, length_penalty=length_penalty)
     if beam_stop is not None:
         decode_config = dataclasses.replace(decode_config, beam_stop=beam_stop)
