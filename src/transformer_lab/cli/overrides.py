@@ -31,11 +31,7 @@ def resolved_config(
     schedule: Sequence[Setting] = (),
     flags: Sequence[Setting] = (),
 ) -> tuple[ConfigType, dict[str, Setting]]:
-    """The run's config and what changed it: ``preset``, ``schedule``, --config, ``flags``, --set, merged once.
-
-    The nearer the command, the stronger: a later source wins (``flags`` are the command's
-    own options, such as --train or --precision; ``schedule`` is fine-tuning's).
-    """
+    """The config and its changes that ``preset``, ``schedule``, --config, ``flags`` (options), --set make, in order."""
     path = getattr(arguments, "config", None)
     settings = [
         *settings_of(preset),

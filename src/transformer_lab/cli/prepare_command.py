@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
-from transformer_lab.cli.train_command import data_option_settings
+from transformer_lab.cli.train_command import DATA_OPTIONS, option_settings
 from transformer_lab.tasks.registry import TASKS, task_named
 
 
@@ -69,8 +69,9 @@ def run(arguments: argparse.Namespace) -> int:
     if task.prepare is None:
         raise ValueError(f"task: expected a task with a corpus to prepare, got {task.name}")
     # The preset, then --config, then the data options, then --set: as `train` reads them.
-    preset = task.config(arguments.preset)
-    config, _ = resolved_config(preset, arguments, flags=data_option_settings(preset.data, arguments))
+    config, _ = resolved_config(
+        task.config(arguments.preset), arguments, flags=option_settings(arguments, DATA_OPTIONS)
+    )
     report = task.prepare(config.data, arguments.out, not arguments.no_progress)
     print(json.dumps({"prepared": str(arguments.out), **report}, ensure_ascii=False))
     print(f"train with: transformer-lab train {task.name} --prepared {arguments.out} --out RUN_FOLDER")

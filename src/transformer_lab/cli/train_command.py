@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from transformer_lab.cli.bounds import checked_text
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
@@ -149,7 +148,7 @@ def _run_in_folder(arguments: argparse.Namespace, out_dir: Path) -> int:
 
 
 def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
-    """Train ``task``: its preset, --config, the data options, --set; then print its summary."""
+    """Train ``task`` with the config its sources make (see resolved_config); then print its summary."""
     if not task.reads_data:
         for option in ("train", "valid", "prepared", "preset", "source_language", "target_language", "init_from"):
             if getattr(arguments, option) is not None:
@@ -158,12 +157,11 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
                     f"--{option.replace('_', '-')}: expected only with a task that reads data ({readers}), "
                     f"got it with {task.name}"
                 )
-    preset = task.config(arguments.preset)
     init_from = None if arguments.init_from is None else resolve_checkpoint(arguments.init_from)
-    flags = [*(data_option_settings(preset.data, arguments) if task.reads_data else []), *train_settings(arguments)]
     # The preset, the fine-tuning schedule, --config, the options, --set: the nearer the command, the stronger.
+    flags = option_settings(arguments, {**(DATA_OPTIONS if task.reads_data else {}), **TRAIN_OPTIONS})
     schedule = finetune_settings() if init_from is not None else []
-    config, changed = resolved_config(preset, arguments, schedule=schedule, flags=flags)
+    config, changed = resolved_config(task.config(arguments.preset), arguments, schedule=schedule, flags=flags)
     if init_from is not None:
         config = with_checkpoint_model(config, init_from, task.checkpoint_task, changed)
     if arguments.resume:
@@ -178,35 +176,23 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     return 0
 
 
-def train_settings(arguments: argparse.Namespace) -> list[Setting]:
-    """--precision, --time-budget and --tensorboard as the train.* settings they stand for."""
-    options = {"precision": arguments.precision, "time_budget": arguments.time_budget}
-    options["tensorboard"] = True if arguments.tensorboard else None
+# The options that stand for a config field, by their argparse names.
+DATA_OPTIONS = {
+    "data_dir": "data.data_dir",
+    "train": "data.train_files",
+    "valid": "data.valid_files",
+    "prepared": "data.prepared_dir",
+    "source_language": "data.source_language",
+    "target_language": "data.target_language",
+}
+TRAIN_OPTIONS = {"precision": "train.precision", "time_budget": "train.time_budget", "tensorboard": "train.tensorboard"}
+
+
+def option_settings(arguments: argparse.Namespace, fields: Mapping[str, str]) -> list[Setting]:
+    """The options given (neither None nor False) as settings of the fields they stand for, named by their flags."""
+    given = {option: getattr(arguments, option) for option in fields}
     return [
-        Setting(f"train.{name}", value, "--" + name.replace("_", "-"))
-        for name, value in options.items()
-        if value is not None
+        Setting(fields[option], value, "--" + option.replace("_", "-"))
+        for option, value in given.items()
+        if value is not None and value is not False
     ]
-
-
-def data_option_settings(data: Any, arguments: argparse.Namespace) -> list[Setting]:
-    """--data-dir, --train, --valid, --prepared and the languages as the data.* settings they stand for."""
-    options = {
-        "data_dir": None if arguments.data_dir is None else str(arguments.data_dir),
-        "train_files": None if arguments.train is None else tuple(arguments.train),
-        "valid_files": None if arguments.valid is None else tuple(arguments.valid),
-        "prepared_dir": arguments.prepared,
-        "source_language": arguments.source_language,
-        "target_language": arguments.target_language,
-    }
-    fields = {field.name for field in dataclasses.fields(data)}
-    settings = []
-    for name, value in options.items():
-        if value is None:
-            continue
-        flag = {"train_files": "train", "valid_files": "valid", "prepared_dir": "prepared"}.get(name, name)
-        flag = "--" + flag.replace("_", "-")
-        if name not in fields:
-            raise ValueError(f"{flag}: expected only with a task whose data has {name}, got it with {arguments.task}")
-        settings.append(Setting(f"data.{name}", value, flag))
-    return settings

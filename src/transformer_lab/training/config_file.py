@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from transformer_lab.training.config_io import Setting, config_to_dict, mapping_settings, merge_settings, settings_of
+from transformer_lab.training.config_io import Setting, config_to_dict, merge_settings, settings_of
 
 __all__ = [
     "MAX_YAML_BYTES",
@@ -44,7 +44,6 @@ __all__ = [
     "load_bounded_yaml",
     "load_bounded_yaml_text",
     "read_bounded_text",
-    "read_config_file",
 ]
 
 ConfigType = TypeVar("ConfigType")
@@ -183,23 +182,17 @@ def load_bounded_yaml_text(text: str, where: str) -> Any:
         loader.dispose()
 
 
-def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The mapping a YAML config file holds; a missing file, bad YAML or another top level is refused by name."""
+def config_file_settings(path: str | os.PathLike[str]) -> list[Setting]:
+    """The YAML file's values as settings from ``--config PATH``; a missing file, bad YAML or a list is refused."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"--config: expected an existing YAML file, got {str(path)!r}")
     content = load_bounded_yaml(path)
-    if content is None:
-        return {}
+    content = {} if content is None else content
     if not isinstance(content, Mapping):
         found = type(content).__name__
         raise ValueError(f"{path}: expected sections of keys (model:, train:, data:, ...), got {found}")
-    return dict(content)
-
-
-def config_file_settings(path: str | os.PathLike[str]) -> list[Setting]:
-    """The YAML file's values as settings whose origin, ``--config PATH``, its errors name."""
-    return mapping_settings(read_config_file(path), f"--config {path}")
+    return settings_of(content, f"--config {path}")
 
 
 def apply_config_file(config: ConfigType, path: str | os.PathLike[str]) -> ConfigType:

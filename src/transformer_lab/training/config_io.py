@@ -1,26 +1,19 @@
 """Generic helpers for the project's typed dataclass configs, and the one merge of a run's settings.
 
-They work on any dataclass, nested or not (a top-level config with fields ``model``,
-``train``, ... each a dataclass), and check values against the field annotations:
-``int``, ``float``, ``bool``, ``str``, ``pathlib.Path``, ``Optional[X]`` / ``X | None``,
-``Literal[...]``, ``tuple[X, ...]``, ``tuple[X, Y]``, ``list[X]``, ``dict[str, X]`` and
-nested dataclasses.
+They work on any dataclass, nested or not, and check values against the field annotations
+(``int``, ``float``, ``bool``, ``str``, ``pathlib.Path``, ``X | None``, ``Literal[...]``,
+``tuple``, ``list``, ``dict[str, X]``, nested dataclasses) by one ladder, :func:`_convert`,
+which reads JSON-like data and ``--set`` texts alike.
 
-- :func:`config_to_dict` gives plain JSON-ready data (tuples become lists).
-- :func:`config_from_dict` rebuilds the dataclass, rejecting unknown keys and values of
-  the wrong type; absent keys take the field's default.
-- A run's settings come from several sources (the preset, the fine-tuning schedule, a
-  YAML file, the command's flags, ``--set key=value``); each becomes a list of
-  :class:`Setting` s (key, value, origin) and :func:`merge_settings` lays them over each
-  other once, later winning, and checks the result once with :func:`config_from_dict`.
-- :func:`apply_overrides` applies ``--set`` texts such as ``"train.lr_factor=2.0"``,
-  parsed by the field's type; :func:`parse_override` is its one reading of a
-  ``key=value`` text.
+- :func:`config_to_dict` gives plain JSON-ready data; :func:`config_from_dict` rebuilds the
+  dataclass, rejecting unknown keys and wrong types (absent keys take their defaults).
+- A run's sources (preset, fine-tuning schedule, YAML file, flags, ``--set key=value``)
+  each become :class:`Setting` s (key, value, origin); :func:`merge_settings` lays them
+  over each other once, a later one winning, and checks the result once.
+- :func:`apply_overrides` applies ``--set`` texts; :func:`parse_override` reads one.
 
-Values from data and ``--set`` texts are read by one ladder over the annotation
-(:func:`_convert`). Every error is a ``ValueError`` naming the dotted key, what was
-expected and what was given; the value given is quoted by :func:`shown`, which keeps it
-short whatever its size.
+Every error is a ``ValueError`` naming the dotted key, what was expected and what was
+given, quoted short by :func:`shown`.
 """
 
 from __future__ import annotations
@@ -41,7 +34,6 @@ __all__ = [
     "apply_overrides",
     "config_from_dict",
     "config_to_dict",
-    "mapping_settings",
     "merge_settings",
     "override_settings",
     "parse_override",
@@ -76,11 +68,10 @@ def shown(value: Any) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Setting:
-    """One source's value for one dotted key of a config (``"model.d_model"``), and where it came from.
+    """One source's value for a dotted key (``"model.d_model"``; a section's takes a mapping of its fields).
 
-    ``origin`` names the source in messages: ``"--set"``, ``"--config run.yaml"``,
-    ``"--train"``, :data:`PRESET`. ``text`` marks a ``--set`` value, still the text typed,
-    which the field's type parses. A mapping given for a section sets its fields.
+    ``origin`` names the source in messages (``"--set"``, ``"--config run.yaml"``, :data:`PRESET`);
+    ``text`` marks a ``--set`` value, still the text typed, which the field's type parses.
     """
 
     key: str
@@ -104,18 +95,15 @@ def _init_fields(cls: type) -> list[dataclasses.Field]:
 
 
 def _field_types(cls: type) -> dict[str, Any]:
-    # get_type_hints resolves string annotations (``from __future__ import annotations``).
-    return typing.get_type_hints(cls)
+    """The annotations of ``cls``'s init fields, by name, string annotations resolved."""
+    hints = typing.get_type_hints(cls)
+    return {field.name: hints[field.name] for field in _init_fields(cls)}
 
 
 def _describe(annotation: Any) -> str:
     if isinstance(annotation, type):
         return annotation.__name__
     return str(annotation).replace("typing.", "")
-
-
-def _is_union(origin: Any) -> bool:
-    return origin is typing.Union or origin is types.UnionType
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
@@ -142,8 +130,7 @@ def config_from_dict(cls: type[ConfigType], data: Mapping[str, Any]) -> ConfigTy
 
     Unknown keys, values of the wrong type and missing required fields are ``ValueError``s
     naming the dotted key. Keys absent from ``data`` take the field's default, so configs
-    written before a field was added still load. A :class:`Setting` in ``data`` is read
-    by its kind and its errors name its origin.
+    written before a field was added still load.
     """
     if not _is_dataclass_type(cls):
         raise ValueError(f"cls: expected a dataclass type, got {cls!r}")
@@ -152,55 +139,41 @@ def config_from_dict(cls: type[ConfigType], data: Mapping[str, Any]) -> ConfigTy
 
 def _unknown_key(cls: type, name: Any, prefix: str) -> str:
     shown_name = name if isinstance(name, str) and len(name) <= 80 else shown(name)
-    return f"{prefix}{shown_name}: unknown key for {cls.__name__}; expected one of {sorted(_field_types_of(cls))}"
-
-
-def _field_types_of(cls: type) -> dict[str, Any]:
-    """The annotations of ``cls``'s init fields, by name."""
-    hints = _field_types(cls)
-    return {field.name: hints[field.name] for field in _init_fields(cls)}
+    return f"{prefix}{shown_name}: unknown key for {cls.__name__}; expected one of {sorted(_field_types(cls))}"
 
 
 def _from_mapping(cls: type, data: Any, prefix: str) -> Any:
     where = prefix.rstrip(".") or "config"
     if not isinstance(data, Mapping):
         raise ValueError(f"{where}: expected a mapping for {cls.__name__}, got {type(data).__name__}")
-    fields = {field.name: field for field in _init_fields(cls)}
-    unknown = [key for key in data if key not in fields]
+    hints = _field_types(cls)
+    unknown = [key for key in data if key not in hints]
     if unknown:
         raise ValueError(_unknown_key(cls, unknown[0], prefix))
-    hints = _field_types(cls)
-    arguments: dict[str, Any] = {}
-    for name, field in fields.items():
-        key = prefix + name
-        if name not in data:
-            no_default = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
-            if no_default:
-                raise ValueError(f"{key}: required key is missing for {cls.__name__}")
-            continue
-        arguments[name] = _convert(data[name], hints[name], key)
+    for field in _init_fields(cls):
+        if field.name not in data and field.default is field.default_factory is dataclasses.MISSING:
+            raise ValueError(f"{prefix}{field.name}: required key is missing for {cls.__name__}")
+    arguments = {name: _convert(data[name], hint, prefix + name) for name, hint in hints.items() if name in data}
     try:
         return cls(**arguments)
     except ValueError as error:
-        culprit = _culprit(data, str(error))
-        if culprit is None:
+        rejection = _rejection(data, error)
+        if rejection is error:
             raise
-        raise _rejection(culprit, error) from error
+        raise rejection from error
 
 
-def _culprit(data: Mapping[str, Any], message: str) -> Setting | None:
-    """The change a section's own validation refused: the one its message names, else the latest one."""
+def _rejection(data: Mapping[str, Any], error: ValueError) -> ValueError:
+    """A section's own validation error, on the change it names (else the latest change) and that change's origin."""
+    message = str(error)
     changes = [value for value in data.values() if isinstance(value, Setting) and value.origin != PRESET]
+    if not changes:
+        return error
     named = [change for change in changes if message.startswith((change.key + ":", change.key.split(".")[-1] + ":"))]
-    chosen = named or changes
-    return chosen[-1] if chosen else None
-
-
-def _rejection(setting: Setting, error: ValueError) -> ValueError:
-    # A message that names the key already is clear as it is.
-    if str(error).startswith(f"{setting.key}:"):
-        return setting.error(str(error))
-    return setting.error(f"{setting.key}: the value {shown(setting.value)} was rejected: {error}")
+    change = (named or changes)[-1]
+    if message.startswith(f"{change.key}:"):  # a message that names the key already is clear as it is
+        return change.error(message)
+    return change.error(f"{change.key}: the value {shown(change.value)} was rejected: {message}")
 
 
 def _convert(value: Any, annotation: Any, key: str, text: bool = False) -> Any:
@@ -213,9 +186,12 @@ def _convert(value: Any, annotation: Any, key: str, text: bool = False) -> Any:
     origin = typing.get_origin(annotation)
     if annotation is Any:
         return value
+    if _is_dataclass_type(annotation) and not text:
+        return _from_mapping(annotation, value, prefix=key + ".")
     if _is_dataclass_type(annotation):
-        return _section(value, annotation, key, text)
-    if _is_union(origin):
+        names = [key + "." + field.name for field in _init_fields(annotation)]
+        raise ValueError(f"{key}: is a section ({annotation.__name__}), not a value; set one of its fields, {names}")
+    if origin is typing.Union or origin is types.UnionType:
         return _union(value, annotation, key, text)
     if origin is typing.Literal:
         return _literal(value, annotation, key, text)
@@ -226,24 +202,12 @@ def _convert(value: Any, annotation: Any, key: str, text: bool = False) -> Any:
     return _scalar(value, annotation, key, text)
 
 
-def _section(value: Any, annotation: type, key: str, text: bool) -> Any:
-    if text:
-        names = [field.name for field in _init_fields(annotation)]
-        raise ValueError(
-            f"{key}: is a section ({annotation.__name__}), not a value; "
-            f"set one of its fields, {[key + '.' + name for name in names]}"
-        )
-    return _from_mapping(annotation, value, prefix=key + ".")
-
-
 def _union(value: Any, annotation: Any, key: str, text: bool) -> Any:
     options = typing.get_args(annotation)
     none_given = value is None or (text and value.strip().lower() in _NONE_WORDS)
     if none_given and type(None) in options:
         return None
-    for option in options:
-        if option is type(None):
-            continue
+    for option in [option for option in options if option is not type(None)]:
         try:
             return _convert(value, option, key, text)
         except ValueError:
@@ -298,43 +262,31 @@ def _mapping(value: Any, annotation: Any, key: str, text: bool) -> Any:
 
 def _scalar(value: Any, annotation: Any, key: str, text: bool) -> Any:
     given = shown(value)
-    typed = _read_text(value, annotation, key) if text else value
-    if annotation is bool and isinstance(typed, bool):
-        return typed
-    number = isinstance(typed, int) and not isinstance(typed, bool)
-    if annotation is int and number:
-        return typed
-    # JSON writes 1.0 as 1.0, but a hand-written config may say 1; both mean a float.
-    if annotation is float and (number or isinstance(typed, float)):
-        return _finite(float(typed), key, given)
-    if annotation is str and isinstance(typed, str):
-        return typed
     if isinstance(annotation, type) and issubclass(annotation, pathlib.PurePath):
-        if isinstance(typed, (str, pathlib.PurePath)):
-            return annotation(typed)
+        if isinstance(value, (str, pathlib.PurePath)):
+            return annotation(value)
         raise ValueError(f"{key}: expected a path string, got {given}")
-    if annotation in (bool, int, float, str):
-        article = "an" if annotation is int else "a"
-        raise ValueError(f"{key}: expected {article} {annotation.__name__}, got {given}")
-    raise ValueError(f"{key}: unsupported field type {_describe(annotation)} in a config")
+    if annotation not in (bool, int, float, str):
+        raise ValueError(f"{key}: unsupported field type {_describe(annotation)} in a config")
+    typed = _read_text(value, annotation) if text else value
+    # JSON writes 1.0 as 1.0, but a hand-written config may say 1; both mean a float.
+    if annotation is float and type(typed) is int:
+        typed = float(typed)
+    if type(typed) is annotation:  # the exact type: a bool is no int
+        return _finite(typed, key, given) if annotation is float else typed
+    words = f" ({'/'.join(_TRUE_WORDS)} or {'/'.join(_FALSE_WORDS)})" if text and annotation is bool else ""
+    raise ValueError(f"{key}: expected {'an' if annotation is int else 'a'} {annotation.__name__}{words}, got {given}")
 
 
-def _read_text(text: str, annotation: Any, key: str) -> Any:
-    """A ``--set`` text as the bool, int or float ``annotation`` names; any other type keeps the text."""
+def _read_text(text: str, annotation: type) -> Any:
+    """A ``--set`` text as the bool, int or float it spells (None where it spells none); a str stays the text."""
     word = text.strip()
     if annotation is bool:
-        if word.lower() not in (*_TRUE_WORDS, *_FALSE_WORDS):
-            words = f"{'/'.join(_TRUE_WORDS)} or {'/'.join(_FALSE_WORDS)}"
-            raise ValueError(f"{key}: expected a bool ({words}), got {shown(text)}")
-        return word.lower() in _TRUE_WORDS
-    reader = {int: int, float: float}.get(annotation)
-    if reader is None:
-        return text
+        return True if word.lower() in _TRUE_WORDS else False if word.lower() in _FALSE_WORDS else None
     try:
-        return reader(word)
+        return annotation(word) if annotation in (int, float) else text
     except ValueError:
-        article = "an" if annotation is int else "a"
-        raise ValueError(f"{key}: expected {article} {annotation.__name__}, got {shown(text)}") from None
+        return None
 
 
 def _finite(number: float, key: str, given: str) -> float:
@@ -358,13 +310,9 @@ def _sequence_item_types(annotation: Any, length: int, key: str) -> list[Any]:
 
 
 def settings_of(config: Any, origin: str = PRESET) -> list[Setting]:
-    """The values of the dataclass ``config`` as settings from ``origin`` (by default the preset a merge starts on)."""
-    return mapping_settings(config_to_dict(config), origin)
-
-
-def mapping_settings(values: Mapping[Any, Any], origin: str) -> list[Setting]:
-    """One setting per key of ``values`` (sections as mappings, as a YAML file or ``config_to_dict`` gives them)."""
-    return [Setting(key, value, origin) for key, value in values.items()]
+    """The values of the dataclass ``config`` (or the mapping of sections) as settings from ``origin``."""
+    values = config if isinstance(config, Mapping) else config_to_dict(config)
+    return [Setting(str(key), value, origin) for key, value in values.items()]
 
 
 def override_settings(overrides: Iterable[str], origin: str = "--set") -> list[Setting]:
@@ -377,14 +325,10 @@ def override_settings(overrides: Iterable[str], origin: str = "--set") -> list[S
 def merge_settings(cls: type[ConfigType], settings: Iterable[Setting]) -> tuple[ConfigType, dict[str, Setting]]:
     """The config ``cls`` that ``settings`` make, laid over each other in order (a later one wins), checked once.
 
-    Every value is checked against its field's type, a replaced one too; the winners are
-    then built into the config. Returns it and the settings that changed it, by dotted key:
-    the winner of every key that an origin other than :data:`PRESET` set, so that a later
-    check (fine-tuning's) can name where a value came from. Errors are
-    ``ValueError`` s naming the key and, but for ``--set``, the origin.
+    Every value is checked against its field's type, a replaced one too. Returns the config
+    and, by dotted key, the winner of each key that an origin other than :data:`PRESET` set
+    (for later checks, such as fine-tuning's, to name).
     """
-    if not _is_dataclass_type(cls):
-        raise ValueError(f"cls: expected a dataclass type, got {cls!r}")
     nested: dict[str, Any] = {}
     winners: dict[str, Setting] = {}
     for setting in settings:
@@ -395,20 +339,15 @@ def merge_settings(cls: type[ConfigType], settings: Iterable[Setting]) -> tuple[
                 _convert(replaced, _annotation_at(cls, replaced), replaced.key)
             _place(nested, leaf)
             winners[leaf.key] = leaf
-    config = _from_mapping(cls, nested, prefix="")
+    config = config_from_dict(cls, nested)
     return config, {key: setting for key, setting in winners.items() if setting.origin != PRESET}
 
 
 def _leaves(cls: type, setting: Setting) -> list[Setting]:
     """The settings of single fields that ``setting`` stands for: its key checked, a section's mapping split."""
-    if not isinstance(setting.key, str):
-        raise setting.error(f"expected text keys, got {shown(setting.key)}")
     annotation = _annotation_at(cls, setting)
     if not _is_dataclass_type(annotation) or setting.text or not isinstance(setting.value, Mapping):
         return [setting]  # a value where a section belongs is refused by the check, as from data
-    for name in setting.value:
-        if not isinstance(name, str):
-            raise setting.error(f"{setting.key}: expected text keys, got {shown(name)}")
     split = [Setting(f"{setting.key}.{name}", value, setting.origin) for name, value in setting.value.items()]
     return [leaf for part in split for leaf in _leaves(cls, part)]
 
@@ -424,7 +363,7 @@ def _annotation_at(cls: type, setting: Setting) -> Any:
                 f"{prefix.rstrip('.')}: is a value of type {_describe(annotation)}, not a section, "
                 f"so it has no key {'.'.join(parts[depth:])!r}"
             )
-        fields = _field_types_of(annotation)
+        fields = _field_types(annotation)
         if name not in fields:
             raise setting.error(_unknown_key(annotation, name, prefix))
         annotation = fields[name]
@@ -444,18 +383,15 @@ def _place(nested: dict[str, Any], setting: Setting) -> None:
 
 
 def apply_overrides(config: ConfigType, overrides: Iterable[str]) -> ConfigType:
-    """Return a copy of ``config`` with ``key=value`` overrides applied, in order (a later one wins).
+    """A copy of ``config`` with ``key=value`` overrides (``"train.lr_factor=2.0"``) applied, a later one winning.
 
-    Keys are dotted paths through nested dataclasses (``"train.lr_factor=2.0"``,
-    ``"model.d_model=64"``); the value text is parsed by the field's type (bools accept
-    true/false/yes/no/on/off/1/0, Optional fields accept none/null, tuples and lists accept
-    ``1,2,3``). The copy is rebuilt through :func:`merge_settings`, so each dataclass's own
-    validation runs again. ``config`` itself is not modified.
+    The text is parsed by the field's type (bools accept true/false/yes/no/on/off/1/0,
+    Optional fields none/null, tuples and lists ``1,2,3``); each dataclass's own validation
+    runs again on the copy. ``config`` itself is not modified.
     """
     if not _is_dataclass_type(type(config)):
         raise ValueError(f"config: expected a dataclass instance, got {type(config).__name__}")
-    changes = override_settings(overrides)
-    return merge_settings(type(config), [*settings_of(config), *changes])[0]
+    return merge_settings(type(config), [*settings_of(config), *override_settings(overrides)])[0]
 
 
 def parse_override(override: str) -> tuple[tuple[str, ...], str]:
