@@ -19,6 +19,7 @@ given, quoted short by :func:`shown`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import pathlib
@@ -94,8 +95,9 @@ def _init_fields(cls: type) -> list[dataclasses.Field]:
     return [field for field in dataclasses.fields(cls) if field.init]
 
 
+@functools.cache  # a merge asks once per key; resolving string annotations is the slow part
 def _field_types(cls: type) -> dict[str, Any]:
-    """The annotations of ``cls``'s init fields, by name, string annotations resolved."""
+    """The annotations of ``cls``'s init fields, by name, string annotations resolved (do not modify)."""
     hints = typing.get_type_hints(cls)
     return {field.name: hints[field.name] for field in _init_fields(cls)}
 
@@ -339,8 +341,7 @@ def merge_settings(cls: type[ConfigType], settings: Iterable[Setting]) -> tuple[
                 _convert(replaced, _annotation_at(cls, replaced), replaced.key)
             _place(nested, leaf)
             winners[leaf.key] = leaf
-    config = config_from_dict(cls, nested)
-    return config, {key: setting for key, setting in winners.items() if setting.origin != PRESET}
+    return config_from_dict(cls, nested), {key: change for key, change in winners.items() if change.origin != PRESET}
 
 
 def _leaves(cls: type, setting: Setting) -> list[Setting]:
@@ -371,7 +372,7 @@ def _annotation_at(cls: type, setting: Setting) -> Any:
 
 
 def _place(nested: dict[str, Any], setting: Setting) -> None:
-    """Put ``setting`` at its key in ``nested``, last in its section (``_culprit`` takes the latest change)."""
+    """Put ``setting`` at its key in ``nested``, last in its section (``_rejection`` takes the latest change)."""
     *sections, name = setting.key.split(".")
     for section in sections:
         inner = nested.setdefault(section, {})
@@ -385,9 +386,8 @@ def _place(nested: dict[str, Any], setting: Setting) -> None:
 def apply_overrides(config: ConfigType, overrides: Iterable[str]) -> ConfigType:
     """A copy of ``config`` with ``key=value`` overrides (``"train.lr_factor=2.0"``) applied, a later one winning.
 
-    The text is parsed by the field's type (bools accept true/false/yes/no/on/off/1/0,
-    Optional fields none/null, tuples and lists ``1,2,3``); each dataclass's own validation
-    runs again on the copy. ``config`` itself is not modified.
+    Texts parse by the field's type (bools true/false/yes/no/on/off/1/0, Optional none/null,
+    tuples and lists ``1,2,3``); each dataclass validates again. ``config`` is not modified.
     """
     if not _is_dataclass_type(type(config)):
         raise ValueError(f"config: expected a dataclass instance, got {type(config).__name__}")
