@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 from matplotlib import image
 
+from transformer_lab import api, hardware
 from transformer_lab.api import Classifier, CoupletWriter, SettingError, Translator
 from transformer_lab.cli import main
+from transformer_lab.decoding import config as decoding_config
 
 SENTENCES = ["Ein Mann fährt Fahrrad.", "", "Zwei Hunde spielen im Schnee.", "Eine Frau."]
 
@@ -78,6 +80,27 @@ def test_one_best_candidate_carries_the_translation_and_its_score(
         options = ["--nbest", "1", "--beam", str(beam)]
         printed = _stdout(["translate", "--checkpoint", str(translation_checkpoint), *options, SENTENCES[0]], capsys)
         assert printed == [f"1\t1\t{best.score:.4f}\t{best.text}"]
+
+
+def test_a_translate_call_resolves_its_precision_once(
+    translation_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The model copy, the decoding config and every batch's search take the one result.
+    resolve = hardware.resolve_inference_precision
+    calls: list[tuple[Any, ...]] = []
+
+    def counted(*arguments: Any, **keywords: Any) -> str:
+        calls.append(arguments)
+        return resolve(*arguments, **keywords)
+
+    for module in (api, decoding_config, hardware):
+        monkeypatch.setattr(module, "resolve_inference_precision", counted)
+    translator = Translator(translation_checkpoint)
+    for precision in (None, "auto", "fp32", "bf16", "int8"):
+        calls.clear()
+        translator.translate(SENTENCES, precision=precision, batch_size=2)
+        assert len(calls) == 1, precision
+    assert translator.decode_config(precision="int8").precision == "int8"
 
 
 def test_a_setting_error_names_the_option_on_the_command_line_and_the_keyword_in_python(

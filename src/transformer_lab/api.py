@@ -106,8 +106,8 @@ def decode_settings(
     it; "int8" decodes in fp32 around an int8 copy of the model. ``length_penalty`` is
     beam search's GNMT alpha; ``beam_stop`` one of ``decoding.beam.BEAM_STOPS``.
     """
-    if precision is not None:
-        precision = resolve_inference_precision(precision, decode.precision, device)
+    # The one resolution of the call: the model copy (Translator._model) and decode() take its result.
+    precision = resolve_inference_precision(precision, decode.precision, device)
     if not _is_int(nbest) or nbest < 1:
         raise SettingError("{nbest}: expected an int >= 1, got {given!r}", ("nbest",), given=nbest)
     if beam is not None:
@@ -163,8 +163,8 @@ class _Seq2SeqCheckpoint:
         beam_stop: str | None,
     ) -> tuple[Seq2SeqTransformer, DecodeConfig]:
         """The model to decode with and its decoding, ``precision`` resolved once for both."""
-        resolved = resolve_inference_precision(precision, self._decode.precision, _model_device(self.model))
-        return self._model(resolved), self.decode_config(beam, nbest, resolved, length_penalty, beam_stop)
+        decode = self.decode_config(beam, nbest, precision, length_penalty, beam_stop)
+        return self._model(decode.precision), decode
 
     def _model(self, precision: str) -> Seq2SeqTransformer:
         """The model to decode with at the resolved ``precision``; the int8 copy is made once."""

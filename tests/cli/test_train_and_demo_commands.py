@@ -86,6 +86,15 @@ def test_bad_override_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert len(error) == 1 and "no_such_field" in error[0]
 
 
+def test_an_option_the_tasks_data_lacks_is_one_line_naming_the_option(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    arguments = ["train", "classification", "--out", str(tmp_path / "x"), "--source-language", "de"]
+    assert main(arguments) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "--source-language: data.source_language: unknown key for" in error[0]
+
+
 def test_precision_flag_sets_bf16_in_the_saved_config(tmp_path: Path) -> None:
     out = tmp_path / "bf16"
     assert main(["train", "copy", "--out", str(out), "--precision", "bf16", *TINY]) == 0

@@ -210,5 +210,6 @@ def test_bf16_precision_runs_the_model_in_bf16_and_keeps_scores_float32(strategy
         handle.remove()
     # Autocast is left as it was found.
     assert not torch.is_autocast_enabled("cpu")
-    with pytest.raises(ValueError, match=r"precision: expected one of \('auto', 'fp32', 'bf16'\), given 'fp16'"):
+    choices = r"\('auto', 'fp32', 'bf16', 'int8'\)"
+    with pytest.raises(ValueError, match=rf"precision: expected one of {choices}, given 'fp16'"):
         DecodeConfig(precision="fp16")

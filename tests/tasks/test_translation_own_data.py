@@ -356,6 +356,32 @@ def test_finetuning_refuses_what_cannot_reuse_the_weights(
     assert message in capsys.readouterr().err
 
 
+def test_finetuning_checks_the_model_keys_of_a_config_file_as_those_of_set(
+    run: Path, corpus: dict[str, Path], tmp_path: Path, capsys
+) -> None:
+    # A model key changed by --config is refused as --set refuses it, naming the file it came from.
+    (tmp_path / "run.yaml").write_text("model:\n  d_model: 48\n", encoding="utf-8")
+    arguments = ["train", "translation", "--init-from", str(run), "--train", str(corpus["domain_tsv"])]
+    languages = ["--source-language", "xde", "--target-language", "xen"]
+    code = main([*arguments, *languages, "--out", str(tmp_path / "bad"), "--config", str(tmp_path / "run.yaml")])
+    assert code == 2
+    error = capsys.readouterr().err
+    assert (
+        f"--config {tmp_path / 'run.yaml'} model.d_model=48: expected the value of the checkpoint it fine-tunes, 32"
+        in error
+    )
+    # model.dropout shapes no weight: the file's value is kept, not the checkpoint's.
+    (tmp_path / "run.yaml").write_text(
+        "model:\n  dropout: 0.05\ntrain:\n  max_steps: 1\n  progress_bar: false\ndata:\n  max_tokens: 512\n",
+        encoding="utf-8",
+    )
+    tuned = tmp_path / "tuned"
+    assert main([*arguments, *languages, "--out", str(tuned), "--config", str(tmp_path / "run.yaml")]) == 0
+    saved = json.loads((tuned / "last" / "config.json").read_text(encoding="utf-8"))
+    original = json.loads((run / "best" / "config.json").read_text(encoding="utf-8"))
+    assert saved["model"] == {**original["model"], "dropout": 0.05}
+
+
 def test_finetuning_refuses_a_checkpoint_of_another_task(
     run: Path, corpus: dict[str, Path], tmp_path: Path, capsys
 ) -> None:

@@ -7,7 +7,7 @@ from typing import Literal, Optional
 import pytest
 
 from transformer_lab.training import TrainConfig, apply_overrides, config_from_dict, config_to_dict
-from transformer_lab.training.config_io import parse_override
+from transformer_lab.training.config_io import Setting, merge_settings, parse_override, settings_of
 
 
 @dataclasses.dataclass
@@ -102,6 +102,36 @@ def test_an_override_is_read_once_the_same_way_for_every_reader():
     assert apply_overrides(RunConfig(), ["model.d_model =64"]).model.d_model == 64
     with pytest.raises(ValueError, match=r"overrides: expected a dotted key before '=', got 'model\.\.x=1'"):
         parse_override("model..x=1")
+
+
+def test_settings_are_merged_once_the_later_winning_and_the_changes_named_by_origin():
+    settings = [
+        *settings_of(RunConfig()),
+        Setting("model", {"d_model": 48, "dropout": 0.3}, "--config run.yaml"),
+        Setting("model.d_model", "64", "--set", text=True),
+    ]
+    config, changed = merge_settings(RunConfig, settings)
+    assert (config.model.d_model, config.model.dropout, config.model.name) == (64, 0.3, "tiny")
+    assert {key: setting.origin for key, setting in changed.items()} == {
+        "model.d_model": "--set",
+        "model.dropout": "--config run.yaml",
+    }
+    # A bad value is refused even where a later source replaces it, naming its source.
+    with pytest.raises(ValueError, match=r"^a: model\.d_model: expected an int, got 'x'$"):
+        merge_settings(RunConfig, [Setting("model.d_model", "x", "a"), Setting("model.d_model", 8, "b")])
+    with pytest.raises(ValueError, match=r"^--config run\.yaml: model\.d_model: expected an int, got 'sixty'$"):
+        merge_settings(RunConfig, [Setting("model", {"d_model": "sixty"}, "--config run.yaml")])
+    with pytest.raises(ValueError, match=r"^flags: train\.grad_accum_steps: the value 0 was rejected: "):
+        merge_settings(RunConfig, [Setting("train.grad_accum_steps", 0, "flags")])
+
+
+@pytest.mark.parametrize(
+    ("key", "data", "text"),
+    [("model.betas", [0.8, 0.99], "(0.8, 0.99)"), ("model.max_len", 64, " 64 "), ("model.tie_weights", False, "off")],
+)
+def test_one_ladder_reads_a_value_and_a_set_text_alike(key, data, text):
+    from_data = merge_settings(RunConfig, [Setting(key, data, "--config run.yaml")])[0]
+    assert from_data == merge_settings(RunConfig, [Setting(key, text, "--set", text=True)])[0] != RunConfig()
 
 
 def test_train_config_validation():

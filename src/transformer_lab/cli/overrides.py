@@ -1,13 +1,14 @@
-"""``--set key=value`` overrides on a task's dataclass config, shared by the subcommands."""
+"""``--config FILE`` and ``--set key=value`` on a task's dataclass config, shared by the subcommands."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from transformer_lab.training import apply_overrides
-from transformer_lab.training.config_file import apply_config_file
+from transformer_lab.training.config_file import config_file_settings
+from transformer_lab.training.config_io import Setting, merge_settings, override_settings, settings_of
 
 ConfigType = TypeVar("ConfigType")
 
@@ -23,8 +24,23 @@ def add_override_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def resolved_config(config: ConfigType, arguments: argparse.Namespace) -> ConfigType:
-    return apply_overrides(config, arguments.overrides)
+def resolved_config(
+    preset: ConfigType,
+    arguments: argparse.Namespace,
+    *,
+    schedule: Sequence[Setting] = (),
+    flags: Sequence[Setting] = (),
+) -> tuple[ConfigType, dict[str, Setting]]:
+    """The config and its changes that ``preset``, ``schedule``, --config, ``flags`` (options), --set make, in order."""
+    path = getattr(arguments, "config", None)
+    settings = [
+        *settings_of(preset),
+        *schedule,
+        *(config_file_settings(path) if path is not None else []),
+        *flags,
+        *override_settings(arguments.overrides),
+    ]
+    return merge_settings(type(preset), settings)
 
 
 def add_config_file_argument(parser: argparse.ArgumentParser) -> None:
@@ -36,9 +52,3 @@ def add_config_file_argument(parser: argparse.ArgumentParser) -> None:
         help="a YAML file of config values by section (model:, train:, data:, ...), applied over the preset "
         "and before --set; 'transformer-lab config TASK' prints a preset to start from",
     )
-
-
-def with_config_file(config: ConfigType, arguments: argparse.Namespace) -> ConfigType:
-    """``config`` with ``--config FILE`` applied, where given."""
-    path = getattr(arguments, "config", None)
-    return config if path is None else apply_config_file(config, path)

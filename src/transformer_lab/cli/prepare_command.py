@@ -14,17 +14,11 @@ re-reads DIR and compares every file with the sha256 its manifest records.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from pathlib import Path
 
-from transformer_lab.cli.overrides import (
-    add_config_file_argument,
-    add_override_arguments,
-    resolved_config,
-    with_config_file,
-)
-from transformer_lab.cli.train_command import with_data_options
+from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
+from transformer_lab.cli.train_command import DATA_OPTIONS, option_settings
 from transformer_lab.data.prepared_cache import verify_prepared
 from transformer_lab.tasks.registry import TASKS, task_named
 
@@ -88,9 +82,9 @@ def run(arguments: argparse.Namespace) -> int:
         print(json.dumps({"verified": str(arguments.verify), **checked}))
         return 0
     # The preset, then --config, then the data options, then --set: as `train` reads them.
-    config = with_config_file(task.config(arguments.preset), arguments)
-    config = dataclasses.replace(config, data=with_data_options(config.data, arguments))
-    config = resolved_config(config, arguments)
+    config, _ = resolved_config(
+        task.config(arguments.preset), arguments, flags=option_settings(arguments, DATA_OPTIONS)
+    )
     report = task.prepare(config.data, arguments.out, not arguments.no_progress)
     print(json.dumps({"prepared": str(arguments.out), **report}, ensure_ascii=False))
     print(f"train with: transformer-lab train {task.name} --prepared {arguments.out} --out RUN_FOLDER")

@@ -8,24 +8,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from transformer_lab.cli.bounds import checked_text
-from transformer_lab.cli.overrides import (
-    add_config_file_argument,
-    add_override_arguments,
-    resolved_config,
-    with_config_file,
-)
+from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
 from transformer_lab.hardware import PRECISIONS
-from transformer_lab.tasks.finetune import with_checkpoint_model, with_finetune_schedule
+from transformer_lab.tasks.finetune import finetune_settings, with_checkpoint_model
 from transformer_lab.tasks.registry import TASKS, task_named
 from transformer_lab.tasks.task import Task
 from transformer_lab.training import config_to_dict, is_main_process, recover_interrupted_save
 from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.config_io import Setting
 from transformer_lab.training.run_folder import check_writable, explain_missing_last, prepare_new_run
 from transformer_lab.training.run_lock import RunFolderLock
 from transformer_lab.training.run_summary import summary_lines
@@ -149,18 +144,11 @@ def _run_in_folder(arguments: argparse.Namespace, out_dir: Path) -> int:
     elif is_main_process():
         # Refuses a folder holding a run; keeps aside the log of one killed before its first save.
         prepare_new_run(out_dir)
-    if arguments.precision is not None:
-        # Applied before the --set overrides, which therefore win if both are given.
-        arguments.overrides = [f"train.precision={arguments.precision}", *arguments.overrides]
-    if arguments.time_budget is not None:
-        arguments.overrides = [f"train.time_budget={arguments.time_budget}", *arguments.overrides]
-    if arguments.tensorboard:
-        arguments.overrides = ["train.tensorboard=true", *arguments.overrides]
     return _train(task_named(arguments.task), arguments, out_dir)
 
 
 def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
-    """Train ``task``: its preset, --config, the data options, --set; then print its summary."""
+    """Train ``task`` with the config its sources make (see resolved_config); then print its summary."""
     if not task.reads_data:
         for option in ("train", "valid", "prepared", "preset", "source_language", "target_language", "init_from"):
             if getattr(arguments, option) is not None:
@@ -169,18 +157,13 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
                     f"--{option.replace('_', '-')}: expected only with a task that reads data ({readers}), "
                     f"got it with {task.name}"
                 )
-    config = task.config(arguments.preset)
-    init_from = None
-    if arguments.init_from is not None:
-        init_from = resolve_checkpoint(arguments.init_from)
-        config = with_finetune_schedule(config)
-    # The preset, then --config, then the data options, then --set: the nearer the command, the stronger.
-    config = with_config_file(config, arguments)
-    if task.reads_data:
-        config = dataclasses.replace(config, data=with_data_options(config.data, arguments))
-    config = resolved_config(config, arguments)
+    init_from = None if arguments.init_from is None else resolve_checkpoint(arguments.init_from)
+    # The preset, the fine-tuning schedule, --config, the options, --set: the nearer the command, the stronger.
+    flags = option_settings(arguments, {**(DATA_OPTIONS if task.reads_data else {}), **TRAIN_OPTIONS})
+    schedule = finetune_settings() if init_from is not None else []
+    config, changed = resolved_config(task.config(arguments.preset), arguments, schedule=schedule, flags=flags)
     if init_from is not None:
-        config = with_checkpoint_model(config, init_from, task.checkpoint_task, arguments.overrides)
+        config = with_checkpoint_model(config, init_from, task.checkpoint_task, changed)
     if arguments.resume:
         check_same_run(out_dir / LAST_FOLDER, task.checkpoint_task, config_to_dict(config))
     result = task.train(config, out_dir, resume=arguments.resume, init_from=init_from)
@@ -193,24 +176,23 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     return 0
 
 
-def with_data_options(data: Any, arguments: argparse.Namespace) -> Any:
-    """The data config with --data-dir, --train, --valid and the languages applied (before --set)."""
-    options = {
-        "data_dir": None if arguments.data_dir is None else str(arguments.data_dir),
-        "train_files": None if arguments.train is None else tuple(arguments.train),
-        "valid_files": None if arguments.valid is None else tuple(arguments.valid),
-        "prepared_dir": arguments.prepared,
-        "source_language": arguments.source_language,
-        "target_language": arguments.target_language,
-    }
-    fields = {field.name for field in dataclasses.fields(data)}
-    changes = {}
-    for name, value in options.items():
-        if value is None:
-            continue
-        if name not in fields:
-            flag = {"train_files": "train", "valid_files": "valid", "prepared_dir": "prepared"}.get(name, name)
-            flag = flag.replace("_", "-")
-            raise ValueError(f"--{flag}: expected only with a task whose data has {name}, got it with {arguments.task}")
-        changes[name] = value
-    return dataclasses.replace(data, **changes)
+# The options that stand for a config field, by their argparse names.
+DATA_OPTIONS = {
+    "data_dir": "data.data_dir",
+    "train": "data.train_files",
+    "valid": "data.valid_files",
+    "prepared": "data.prepared_dir",
+    "source_language": "data.source_language",
+    "target_language": "data.target_language",
+}
+TRAIN_OPTIONS = {"precision": "train.precision", "time_budget": "train.time_budget", "tensorboard": "train.tensorboard"}
+
+
+def option_settings(arguments: argparse.Namespace, fields: Mapping[str, str]) -> list[Setting]:
+    """The options given (neither None nor False) as settings of the fields they stand for, named by their flags."""
+    given = {option: getattr(arguments, option) for option in fields}
+    return [
+        Setting(fields[option], value, "--" + option.replace("_", "-"))
+        for option, value in given.items()
+        if value is not None and value is not False
+    ]

@@ -6,7 +6,7 @@ sees the next-token log-probabilities before each choice. Both return a `DecodeO
 """
 
 from transformer_lab.decoding.beam import beam_search
-from transformer_lab.decoding.config import DecodeConfig, decode, decoding_model, with_precision
+from transformer_lab.decoding.config import DecodeConfig, decode, decoding_model
 from transformer_lab.decoding.greedy import greedy_search
 from transformer_lab.decoding.output import DecodeOutput, Hypothesis, gnmt_length_penalty
 from transformer_lab.decoding.protocol import DecoderCache, IncrementalDecoder, LogitsProcessor
@@ -23,5 +23,4 @@ __all__ = [
     "decoding_model",
     "gnmt_length_penalty",
     "greedy_search",
-    "with_precision",
 ]

@@ -5,8 +5,6 @@ Shape legend: B batch, S source length, L generated length.
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import math
 from dataclasses import dataclass
 from typing import TypeVar
@@ -25,7 +23,7 @@ from transformer_lab.decoding.protocol import (
     check_source_ids,
     resolve_special_ids,
 )
-from transformer_lab.hardware import PRECISIONS, autocast, resolve_precision
+from transformer_lab.hardware import INFERENCE_PRECISIONS, autocast, resolve_inference_precision
 from transformer_lab.models.bfloat16 import as_bf16
 from transformer_lab.models.quantization import holds_int8, int8_for_inference
 
@@ -65,6 +63,7 @@ class DecodeConfig:
     # "fp32" is exact. The outputs can differ where two candidates nearly tie. "auto"
     # (the presets' choice) is bf16 where the device has fast bf16 matrix products, else
     # fp32 (transformer_lab.hardware). docs/results.md#bf16-decoding has the figures.
+    # "int8" decodes an int8 copy (models/quantization.py, CPU) in fp32 arithmetic.
     precision: str = "fp32"
 
     def __post_init__(self) -> None:
@@ -88,8 +87,8 @@ class DecodeConfig:
             raise ValueError(f"max_len_b: expected an int or None, given {self.max_len_b!r}")
         check_length_penalty(self.length_penalty)
         check_beam_stop(self.beam_stop)
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision: expected one of {PRECISIONS}, given {self.precision!r}")
+        if self.precision not in INFERENCE_PRECISIONS:
+            raise ValueError(f"precision: expected one of {INFERENCE_PRECISIONS}, given {self.precision!r}")
 
     def max_new_tokens(self, src_len: int) -> int:
         """The most new tokens for a source of `src_len` tokens (see max_len_a/b)."""
@@ -138,7 +137,7 @@ def decode(
                 config.max_len_a, config.max_len_b, config.max_len, eos_id, pad_id, logits_processor
             )
             max_len = min(max_len + 1, config.max_len)
-    precision = resolve_precision(config.precision, src_ids.device, log_level=logging.DEBUG)
+    precision = _settled(config.precision, src_ids.device)
     if _runs_bf16_copy(model, precision, src_ids.device):
         # A bf16 copy rather than autocast, so that the decoder's single-position step
         # applies (models/bfloat16.py). Callers that decode often make the copy once
@@ -147,7 +146,7 @@ def decode(
         return _search(as_bf16(model), src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor)
     # Under autocast (a model that is no nn.Module, an int8 copy, or an autocast the caller
     # opened) autocast's own rules keep log_softmax (and so every score) in float32.
-    with autocast(precision, src_ids.device):
+    with autocast("fp32" if precision == "int8" else precision, src_ids.device):
         return _search(model, src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor)
 
 
@@ -155,27 +154,26 @@ ModelType = TypeVar("ModelType", bound=nn.Module)
 
 
 def decoding_model(model: ModelType, precision: str) -> ModelType:
-    """The model that :func:`decode` at ``precision`` runs: a bf16 copy where it resolves to bf16, else ``model``.
+    """The model that :func:`decode` at ``precision`` runs: a bf16 or int8 copy where it asks for one, else ``model``.
 
-    :func:`decode` makes that copy itself at every call when given the float model; a
+    :func:`decode` makes the bf16 copy itself at every call when given the float model; a
     caller that decodes many times (a command, a server, a loop over batches) makes it once
-    here. ``precision`` is resolved on the model's device ("auto": bf16 where the device
-    runs it fast); "int8" (``hardware.resolve_inference_precision``) gives an int8 copy
-    (``models.quantization``, CPU only), decoded with :func:`with_precision`'s fp32. An
-    int8 copy is returned as it is, and so is the model under an autocast the caller opened
+    here. "int8" gives an int8 copy (``models.quantization``, CPU only). A copy already
+    made is returned as it is, and so is the model under an autocast the caller opened
     (decode then runs it under that autocast).
     """
-    if precision == "int8":
-        return int8_for_inference(model)  # CPU only; the error names the device
     parameter = next(model.parameters(), None)
     device = parameter.device if parameter is not None else torch.device("cpu")
-    resolved = resolve_precision(precision, device, log_level=logging.DEBUG)
-    return as_bf16(model) if _runs_bf16_copy(model, resolved, device) else model
+    precision = _settled(precision, device)
+    if precision == "int8":
+        return model if holds_int8(model) else int8_for_inference(model)
+    return as_bf16(model) if _runs_bf16_copy(model, precision, device) else model
 
 
-def with_precision(config: DecodeConfig, precision: str) -> DecodeConfig:
-    """``config`` decoding at ``precision``: "int8" decodes in fp32 arithmetic around the int8 copy's layers."""
-    return dataclasses.replace(config, precision="fp32" if precision == "int8" else precision)
+def _settled(precision: str, device: torch.device) -> str:
+    # Callers resolve a precision once per call (hardware.resolve_inference_precision) and
+    # pass the result down; only a config nobody resolved still says "auto".
+    return resolve_inference_precision(None, precision, device) if precision == "auto" else precision
 
 
 def _runs_bf16_copy(model: object, precision: str, device: torch.device) -> bool:

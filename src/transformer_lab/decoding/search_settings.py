@@ -10,25 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from torch import nn
-
-from transformer_lab.decoding.config import DecodeConfig, with_precision
-from transformer_lab.hardware import resolve_inference_precision
-
-
-def model_precision(
-    requested: str | None, default: str, model: nn.Module, *, name: str = "--precision", int8: bool = True
-) -> str:
-    """The precision to run ``model`` at: ``requested``, else ``default``, resolved once on the model's device.
-
-    "fp32", "bf16" or "int8" (``hardware.resolve_inference_precision``; ``int8`` False
-    refuses it, as for a classifier); the model to decode with (``decoding_model``), the
-    decoding config (:func:`with_search`) and the report's name (:func:`search_name`) all
-    take this one value. Errors name the option ``name``.
-    """
-    parameter = next(model.parameters(), None)
-    device = parameter.device if parameter is not None else "cpu"
-    return resolve_inference_precision(requested, default, device, name=name, int8=int8)
+from transformer_lab.decoding.config import DecodeConfig
 
 
 def with_search(
@@ -41,14 +23,13 @@ def with_search(
 ) -> DecodeConfig:
     """``decode_config`` with a beam (1: greedy), length penalty, stop rule and precision applied (None keeps it).
 
-    ``precision`` is best :func:`model_precision`'s; "int8" decodes in fp32 arithmetic
-    around the int8 layers of its model copy.
+    ``precision`` is best ``hardware.resolve_inference_precision``'s, resolved once for the model copy too.
     """
     decode_config = with_beam(decode_config, beam)
+    # DecodeConfig checks each value and names the field.
     if precision is not None:
-        decode_config = with_precision(decode_config, precision)
+        decode_config = dataclasses.replace(decode_config, precision=precision)
     if length_penalty is not None:
-        # DecodeConfig checks the value and names the field.
         decode_config = dataclasses.replace(decode_config, length_penalty=length_penalty)
     if beam_stop is not None:
         decode_config = dataclasses.replace(decode_config, beam_stop=beam_stop)
@@ -67,7 +48,7 @@ def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:
 def search_name(decode_config: DecodeConfig, precision: str) -> str:
     """The search's name for reports and file names: "greedy" or "beam K", then " bf16" or " int8" where not fp32.
 
-    ``precision`` is :func:`model_precision`'s, already resolved.
+    ``precision`` is ``hardware.resolve_inference_precision``'s, already resolved.
     """
     name = "greedy" if decode_config.strategy == "greedy" else f"beam {decode_config.beam_size}"
     return name if precision == "fp32" else f"{name} {precision}"

@@ -14,8 +14,8 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
-from transformer_lab.decoding.search_settings import model_precision
 from transformer_lab.evaluation import ClassificationReport
+from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.tasks import classification
 from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, EvaluationReport
 from transformer_lab.training.checkpoint import resolve_checkpoint
@@ -51,7 +51,8 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         articles = classification.load_split(config, name, options.data_dir, skip_malformed=skip_malformed)
         rows = "articles"
     # The classify command's default, auto; int8 has no classifier copy.
-    precision = model_precision(options.precision, "auto", model, int8=False)
+    device = next(model.parameters()).device
+    precision = resolve_inference_precision(options.precision, "auto", device, name="--precision", int8=False)
     report, _ = classification.evaluate_classifier(
         model, tokenizer, articles, config.class_names, precision=precision, source=test
     )

@@ -19,8 +19,9 @@ import torch
 from torch import nn
 
 from transformer_lab.decoding import DecodeConfig, decoding_model
-from transformer_lab.decoding.search_settings import model_precision, search_name, with_search
+from transformer_lab.decoding.search_settings import search_name, with_search
 from transformer_lab.devices import resolve_device
+from transformer_lab.hardware import resolve_inference_precision
 
 ModelType = TypeVar("ModelType", bound=nn.Module)
 
@@ -112,7 +113,8 @@ def search_for(model: ModelType, decode_config: DecodeConfig, options: Evaluatio
     and the model card.
     """
     model = options.placed(model)
-    precision = model_precision(options.precision, decode_config.precision, model)
+    device = next(model.parameters()).device
+    precision = resolve_inference_precision(options.precision, decode_config.precision, device, name="--precision")
     decode_config = with_search(
         decode_config,
         beam=options.beam,

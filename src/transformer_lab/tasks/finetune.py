@@ -4,14 +4,15 @@
 (weights, tokenizer or vocabulary, model config) and trains it further on new data with a
 fresh optimizer and schedule, the way OpenNMT-py's ``train_from`` with ``reset_optim`` and
 fairseq's ``--finetune-from-model`` do. A different architecture cannot reuse the weights,
-so a ``--set model.X=...`` that disagrees with the checkpoint is an error (``model.dropout``
-excepted: it shapes no weight); a checkpoint of another task is an error too.
+so a ``model.X`` that disagrees with the checkpoint is an error whichever source set it
+(``--set``, ``--config``; ``model.dropout`` excepted: it shapes no weight); a checkpoint of
+another task is an error too.
 
 The schedule: the presets' rates are for a model that starts from random weights (a peak
 of ~1e-3 after ~800 warm-up steps); a trained model on a few hundred new pairs wants a
 rate about ten times lower and a short warm-up, or it forgets what it knew before it
-learns the new domain. :data:`FINETUNE_TRAIN` is applied before ``--set``, so the user's
-``--set train.*`` still wins.
+learns the new domain. :data:`FINETUNE_TRAIN` is laid over the preset before ``--config`` and
+``--set``, so the user's ``train.*`` still wins.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,7 +29,7 @@ from torch import nn
 from transformer_lab.tasks.task import TaskConfig
 from transformer_lab.training import config_from_dict, load_model_weights
 from transformer_lab.training.checkpoint import load_checkpoint_config
-from transformer_lab.training.config_io import parse_override
+from transformer_lab.training.config_io import Setting
 
 logger = logging.getLogger(__name__)
 
@@ -43,18 +44,19 @@ FINETUNE_TRAIN: dict[str, Any] = {"lr_factor": 0.02, "warmup_steps": 100, "coold
 _CHANGEABLE_MODEL_FIELDS = ("dropout",)
 
 
-def with_finetune_schedule(config: ConfigType) -> ConfigType:
-    """``config`` with the fine-tuning rate and warm-up (:data:`FINETUNE_TRAIN`) in its ``train`` section."""
-    return dataclasses.replace(config, train=dataclasses.replace(config.train, **FINETUNE_TRAIN))
+def finetune_settings() -> list[Setting]:
+    """The fine-tuning rate and warm-up (:data:`FINETUNE_TRAIN`), as settings laid over the preset."""
+    return [Setting(f"train.{name}", value, "the fine-tuning schedule") for name, value in FINETUNE_TRAIN.items()]
 
 
 def with_checkpoint_model(
-    config: ConfigType, checkpoint: str | Path, task_name: str, overrides: Sequence[str] = ()
+    config: ConfigType, checkpoint: str | Path, task_name: str, changed: Mapping[str, Setting]
 ) -> ConfigType:
-    """``config`` with the model section of ``checkpoint``; refuses another task or a differing ``--set model.X``.
+    """``config`` with the model section of ``checkpoint``; refuses another task or a differing ``model.X``.
 
-    ``overrides`` are the run's ``--set KEY=VALUE`` texts: a ``model.X`` among them must
-    agree with the checkpoint (except the fields that shape no weight, which it changes).
+    ``changed`` are the settings that changed the preset, by dotted key, whatever their
+    origin (``--config``, ``--set``, ...): a ``model.X`` among them must agree with the
+    checkpoint (except the fields that shape no weight, which it changes).
     """
     saved = load_checkpoint_config(checkpoint)
     if saved.get("task") != task_name:
@@ -62,22 +64,20 @@ def with_checkpoint_model(
             f"--init-from: expected a {task_name} checkpoint, got {str(checkpoint)!r}, "
             f"a checkpoint of the task {saved.get('task')!r}"
         )
-    model_type = type(config.model)
     try:
-        saved_model = config_from_dict(model_type, saved.get("model", {}))
+        saved_model = config_from_dict(type(config.model), saved.get("model", {}))
     except ValueError as error:
         raise ValueError(f"--init-from: {Path(checkpoint) / 'config.json'}: {error}") from None
-    # The keys read as --set reads them (config_io.parse_override), so "model.d_model =64" is model.d_model.
-    paths = [parse_override(override)[0] for override in overrides]
-    asked = {path[1] for path in paths if len(path) > 1 and path[0] == "model"}
-    for name in sorted(asked):
-        if name in _CHANGEABLE_MODEL_FIELDS:
-            saved_model = dataclasses.replace(saved_model, **{name: getattr(config.model, name)})
+    for key in sorted(changed):
+        section, _, name = key.partition(".")
+        if section != "model":
             continue
         wanted, stored = getattr(config.model, name), getattr(saved_model, name)
-        if wanted != stored:
+        if name in _CHANGEABLE_MODEL_FIELDS:
+            saved_model = dataclasses.replace(saved_model, **{name: wanted})
+        elif wanted != stored:
             raise ValueError(
-                f"--set model.{name}={wanted}: expected the value of the checkpoint it fine-tunes, "
+                f"{changed[key].origin} {key}={wanted}: expected the value of the checkpoint it fine-tunes, "
                 f"{stored} ({checkpoint}); fine-tuning keeps the architecture (only model.dropout may change)"
             )
     return dataclasses.replace(config, model=saved_model)

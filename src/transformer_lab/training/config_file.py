@@ -32,18 +32,18 @@ from typing import Any, TypeVar
 
 import yaml
 
-from transformer_lab.training.config_io import config_from_dict, config_to_dict, shown
+from transformer_lab.training.config_io import Setting, config_to_dict, merge_settings, settings_of
 
 __all__ = [
     "MAX_YAML_BYTES",
     "MAX_YAML_DEPTH",
     "MAX_YAML_VALUES",
     "apply_config_file",
+    "config_file_settings",
     "config_to_yaml",
     "load_bounded_yaml",
     "load_bounded_yaml_text",
     "read_bounded_text",
-    "read_config_file",
 ]
 
 ConfigType = TypeVar("ConfigType")
@@ -182,43 +182,22 @@ def load_bounded_yaml_text(text: str, where: str) -> Any:
         loader.dispose()
 
 
-def _merged(base: dict[str, Any], changes: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """``base`` with ``changes`` laid over it, section by section (a section given as a value is refused)."""
-    merged = dict(base)
-    for key, value in changes.items():
-        if not isinstance(key, str):
-            raise ValueError(f"{where}: expected text keys, got {shown(key)}")
-        if isinstance(value, Mapping):
-            if key in merged and not isinstance(merged[key], Mapping):
-                raise ValueError(f"{where}.{key}: expected a value, got a section")
-            merged[key] = _merged(dict(merged.get(key) or {}), value, f"{where}.{key}")
-        else:
-            merged[key] = value
-    return merged
-
-
-def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The mapping a YAML config file holds; a missing file, bad YAML or another top level is refused by name."""
+def config_file_settings(path: str | os.PathLike[str]) -> list[Setting]:
+    """The YAML file's values as settings from ``--config PATH``; a missing file, bad YAML or a list is refused."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"--config: expected an existing YAML file, got {str(path)!r}")
     content = load_bounded_yaml(path)
-    if content is None:
-        return {}
+    content = {} if content is None else content
     if not isinstance(content, Mapping):
         found = type(content).__name__
         raise ValueError(f"{path}: expected sections of keys (model:, train:, data:, ...), got {found}")
-    return dict(content)
+    return settings_of(content, f"--config {path}")
 
 
 def apply_config_file(config: ConfigType, path: str | os.PathLike[str]) -> ConfigType:
     """``config`` with the YAML file's values laid over it, every key and value checked (the errors name the file)."""
-    changes = read_config_file(path)
-    merged = _merged(config_to_dict(config), changes, str(path))
-    try:
-        return config_from_dict(type(config), merged)
-    except ValueError as error:
-        raise ValueError(f"{path}: {error}") from None
+    return merge_settings(type(config), [*settings_of(config), *config_file_settings(path)])[0]
 
 
 def config_to_yaml(config: Any) -> str:

@@ -1,25 +1,25 @@
-"""Generic helpers for the project's typed dataclass configs.
+"""Generic helpers for the project's typed dataclass configs, and the one merge of a run's settings.
 
-They work on any dataclass, nested or not (a top-level config with fields ``model``,
-``train``, ... each a dataclass), and check values against the field annotations:
-``int``, ``float``, ``bool``, ``str``, ``pathlib.Path``, ``Optional[X]`` / ``X | None``,
-``Literal[...]``, ``tuple[X, ...]``, ``tuple[X, Y]``, ``list[X]``, ``dict[str, X]`` and
-nested dataclasses.
+They work on any dataclass, nested or not, and check values against the field annotations
+(``int``, ``float``, ``bool``, ``str``, ``pathlib.Path``, ``X | None``, ``Literal[...]``,
+``tuple``, ``list``, ``dict[str, X]``, nested dataclasses) by one ladder, :func:`_convert`,
+which reads JSON-like data and ``--set`` texts alike.
 
-- :func:`config_to_dict` gives plain JSON-ready data (tuples become lists).
-- :func:`config_from_dict` rebuilds the dataclass, rejecting unknown keys and values of
-  the wrong type; absent keys take the field's default.
-- :func:`apply_overrides` applies ``--set key=value`` overrides such as
-  ``"train.lr_factor=2.0"``, parsing the text by the field's type; :func:`parse_override`
-  is its one reading of a ``key=value`` text, for whoever else needs the keys.
+- :func:`config_to_dict` gives plain JSON-ready data; :func:`config_from_dict` rebuilds the
+  dataclass, rejecting unknown keys and wrong types (absent keys take their defaults).
+- A run's sources (preset, fine-tuning schedule, YAML file, flags, ``--set key=value``)
+  each become :class:`Setting` s (key, value, origin); :func:`merge_settings` lays them
+  over each other once, a later one winning, and checks the result once.
+- :func:`apply_overrides` applies ``--set`` texts; :func:`parse_override` reads one.
 
-Every error is a ``ValueError`` naming the dotted key, what was expected and what was given;
-the value given is quoted by :func:`shown`, which keeps it short whatever its size.
+Every error is a ``ValueError`` naming the dotted key, what was expected and what was
+given, quoted short by :func:`shown`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import pathlib
@@ -29,13 +29,26 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["apply_overrides", "config_from_dict", "config_to_dict", "parse_override", "shown"]
+__all__ = [
+    "PRESET",
+    "Setting",
+    "apply_overrides",
+    "config_from_dict",
+    "config_to_dict",
+    "merge_settings",
+    "override_settings",
+    "parse_override",
+    "settings_of",
+    "shown",
+]
 
 ConfigType = TypeVar("ConfigType")
 
 _TRUE_WORDS = ("true", "yes", "on", "1")
 _FALSE_WORDS = ("false", "no", "off", "0")
 _NONE_WORDS = ("none", "null")
+# The origin of the values a merge starts from; every other origin is a change to them.
+PRESET = "preset"
 
 
 # A value quoted in a message: a few items per level, a few levels, short strings. The value
@@ -54,6 +67,24 @@ def shown(value: Any) -> str:
     return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 3] + "..."
 
 
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One source's value for a dotted key (``"model.d_model"``; a section's takes a mapping of its fields).
+
+    ``origin`` names the source in messages (``"--set"``, ``"--config run.yaml"``, :data:`PRESET`);
+    ``text`` marks a ``--set`` value, still the text typed, which the field's type parses.
+    """
+
+    key: str
+    value: Any
+    origin: str
+    text: bool = False
+
+    def error(self, message: str) -> ValueError:
+        """``message`` naming this setting's source; a ``--set`` text's message leads with the key typed."""
+        return ValueError(message if self.text else f"{self.origin}: {message}")
+
+
 def _is_dataclass_type(annotation: Any) -> bool:
     return isinstance(annotation, type) and dataclasses.is_dataclass(annotation)
 
@@ -64,19 +95,17 @@ def _init_fields(cls: type) -> list[dataclasses.Field]:
     return [field for field in dataclasses.fields(cls) if field.init]
 
 
+@functools.cache  # a merge asks once per key; resolving string annotations is the slow part
 def _field_types(cls: type) -> dict[str, Any]:
-    # get_type_hints resolves string annotations (``from __future__ import annotations``).
-    return typing.get_type_hints(cls)
+    """The annotations of ``cls``'s init fields, by name, string annotations resolved (do not modify)."""
+    hints = typing.get_type_hints(cls)
+    return {field.name: hints[field.name] for field in _init_fields(cls)}
 
 
 def _describe(annotation: Any) -> str:
     if isinstance(annotation, type):
         return annotation.__name__
     return str(annotation).replace("typing.", "")
-
-
-def _is_union(origin: Any) -> bool:
-    return origin is typing.Union or origin is types.UnionType
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
@@ -110,91 +139,156 @@ def config_from_dict(cls: type[ConfigType], data: Mapping[str, Any]) -> ConfigTy
     return _from_mapping(cls, data, prefix="")
 
 
+def _unknown_key(cls: type, name: Any, prefix: str) -> str:
+    shown_name = name if isinstance(name, str) and len(name) <= 80 else shown(name)
+    return f"{prefix}{shown_name}: unknown key for {cls.__name__}; expected one of {sorted(_field_types(cls))}"
+
+
 def _from_mapping(cls: type, data: Any, prefix: str) -> Any:
     where = prefix.rstrip(".") or "config"
     if not isinstance(data, Mapping):
         raise ValueError(f"{where}: expected a mapping for {cls.__name__}, got {type(data).__name__}")
-    fields = {field.name: field for field in _init_fields(cls)}
-    unknown = [key for key in data if key not in fields]
-    if unknown:
-        name = unknown[0] if isinstance(unknown[0], str) and len(unknown[0]) <= 80 else shown(unknown[0])
-        raise ValueError(f"{prefix}{name}: unknown key for {cls.__name__}; expected one of {sorted(fields)}")
     hints = _field_types(cls)
-    arguments: dict[str, Any] = {}
-    for name, field in fields.items():
-        key = prefix + name
-        if name not in data:
-            no_default = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
-            if no_default:
-                raise ValueError(f"{key}: required key is missing for {cls.__name__}")
-            continue
-        arguments[name] = _convert_data(data[name], hints[name], key)
-    return cls(**arguments)
+    unknown = [key for key in data if key not in hints]
+    if unknown:
+        raise ValueError(_unknown_key(cls, unknown[0], prefix))
+    for field in _init_fields(cls):
+        if field.name not in data and field.default is field.default_factory is dataclasses.MISSING:
+            raise ValueError(f"{prefix}{field.name}: required key is missing for {cls.__name__}")
+    arguments = {name: _convert(data[name], hint, prefix + name) for name, hint in hints.items() if name in data}
+    try:
+        return cls(**arguments)
+    except ValueError as error:
+        rejection = _rejection(data, error)
+        if rejection is error:
+            raise
+        raise rejection from error
 
 
-def _convert_data(value: Any, annotation: Any, key: str) -> Any:
-    """Check (and normalise) a value read from JSON-like data against ``annotation``."""
+def _rejection(data: Mapping[str, Any], error: ValueError) -> ValueError:
+    """A section's own validation error, on the change it names (else the latest change) and that change's origin."""
+    message = str(error)
+    changes = [value for value in data.values() if isinstance(value, Setting) and value.origin != PRESET]
+    if not changes:
+        return error
+    named = [change for change in changes if message.startswith((change.key + ":", change.key.split(".")[-1] + ":"))]
+    change = (named or changes)[-1]
+    if message.startswith(f"{change.key}:"):  # a message that names the key already is clear as it is
+        return change.error(message)
+    return change.error(f"{change.key}: the value {shown(change.value)} was rejected: {message}")
+
+
+def _convert(value: Any, annotation: Any, key: str, text: bool = False) -> Any:
+    """``value`` checked (and normalised) against ``annotation``: JSON-like data, or with ``text`` a ``--set`` text."""
+    if isinstance(value, Setting):
+        try:
+            return _convert(value.value, annotation, key, value.text)
+        except ValueError as error:
+            raise value.error(str(error)) from None
     origin = typing.get_origin(annotation)
-    arguments = typing.get_args(annotation)
     if annotation is Any:
         return value
-    if _is_dataclass_type(annotation):
+    if _is_dataclass_type(annotation) and not text:
         return _from_mapping(annotation, value, prefix=key + ".")
-    if _is_union(origin):
-        if value is None and type(None) in arguments:
-            return None
-        for option in arguments:
-            if option is type(None):
-                continue
-            try:
-                return _convert_data(value, option, key)
-            except ValueError:
-                continue
-        raise ValueError(f"{key}: expected {_describe(annotation)}, got {shown(value)}")
+    if _is_dataclass_type(annotation):
+        names = [key + "." + field.name for field in _init_fields(annotation)]
+        raise ValueError(f"{key}: is a section ({annotation.__name__}), not a value; set one of its fields, {names}")
+    if origin is typing.Union or origin is types.UnionType:
+        return _union(value, annotation, key, text)
     if origin is typing.Literal:
-        for choice in arguments:
-            if type(value) is type(choice) and value == choice:
-                return choice
-        raise ValueError(f"{key}: expected one of {list(arguments)}, got {shown(value)}")
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-        raise ValueError(f"{key}: expected a bool, got {shown(value)}")
-    if annotation is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise ValueError(f"{key}: expected an int, got {shown(value)}")
-    if annotation is float:
-        # JSON writes 1.0 as 1.0, but a hand-written config may say 1; both mean a float.
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return _finite(float(value), key, shown(value))
-        raise ValueError(f"{key}: expected a float, got {shown(value)}")
-    if annotation is str:
-        if isinstance(value, str):
-            return value
-        raise ValueError(f"{key}: expected a str, got {shown(value)}")
+        return _literal(value, annotation, key, text)
+    if origin in (tuple, list):
+        return _sequence(value, annotation, key, text)
+    if origin is dict:
+        return _mapping(value, annotation, key, text)
+    return _scalar(value, annotation, key, text)
+
+
+def _union(value: Any, annotation: Any, key: str, text: bool) -> Any:
+    options = typing.get_args(annotation)
+    none_given = value is None or (text and value.strip().lower() in _NONE_WORDS)
+    if none_given and type(None) in options:
+        return None
+    for option in [option for option in options if option is not type(None)]:
+        try:
+            return _convert(value, option, key, text)
+        except ValueError:
+            continue
+    raise ValueError(f"{key}: expected {_describe(annotation)}, got {shown(value)}")
+
+
+def _literal(value: Any, annotation: Any, key: str, text: bool) -> Any:
+    choices = typing.get_args(annotation)
+    for choice in choices:
+        if type(value) is type(choice) and value == choice:
+            return choice
+        # A typed number or bool choice matches its spelling (Literal[1, 2] takes "2").
+        if text and not isinstance(choice, str) and value.strip() == str(choice):
+            return choice
+    raise ValueError(f"{key}: expected one of {list(choices)}, got {shown(value)}")
+
+
+def _sequence(value: Any, annotation: Any, key: str, text: bool) -> Any:
+    if text:
+        # "1,2,3", "[1, 2, 3]" and "(1, 2, 3)" all work; "" and "[]" are empty.
+        inner = value.strip()
+        if inner[:1] in "[(" and inner[-1:] in "])":
+            inner = inner[1:-1]
+        given = [piece.strip() for piece in inner.split(",")] if inner.strip() else []
+    elif isinstance(value, (list, tuple)):
+        given = list(value)
+    else:
+        raise ValueError(f"{key}: expected a list for {_describe(annotation)}, got {shown(value)}")
+    item_types = _sequence_item_types(annotation, len(given), key)
+    items = [
+        _convert(item, item_type, f"{key}[{index}]", text)
+        for index, (item, item_type) in enumerate(zip(given, item_types))
+    ]
+    return tuple(items) if typing.get_origin(annotation) is tuple else items
+
+
+def _mapping(value: Any, annotation: Any, key: str, text: bool) -> Any:
+    if text:
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ValueError(f"{key}: expected a JSON object, got {shown(value)}") from None
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{key}: expected a mapping, got {shown(value)}")
+    key_type, value_type = typing.get_args(annotation) or (Any, Any)
+    return {
+        _convert(item_key, key_type, f"{key}<key>"): _convert(item, value_type, f"{key}.{item_key}")
+        for item_key, item in value.items()
+    }
+
+
+def _scalar(value: Any, annotation: Any, key: str, text: bool) -> Any:
+    given = shown(value)
     if isinstance(annotation, type) and issubclass(annotation, pathlib.PurePath):
         if isinstance(value, (str, pathlib.PurePath)):
             return annotation(value)
-        raise ValueError(f"{key}: expected a path string, got {shown(value)}")
-    if origin in (tuple, list):
-        if not isinstance(value, (list, tuple)):
-            raise ValueError(f"{key}: expected a list for {_describe(annotation)}, got {shown(value)}")
-        item_types = _sequence_item_types(annotation, len(value), key)
-        items = [
-            _convert_data(item, item_type, f"{key}[{index}]")
-            for index, (item, item_type) in enumerate(zip(value, item_types))
-        ]
-        return tuple(items) if origin is tuple else items
-    if origin is dict:
-        if not isinstance(value, Mapping):
-            raise ValueError(f"{key}: expected a mapping, got {shown(value)}")
-        key_type, value_type = arguments or (Any, Any)
-        return {
-            _convert_data(item_key, key_type, f"{key}<key>"): _convert_data(item, value_type, f"{key}.{item_key}")
-            for item_key, item in value.items()
-        }
-    raise ValueError(f"{key}: unsupported field type {_describe(annotation)} in a config")
+        raise ValueError(f"{key}: expected a path string, got {given}")
+    if annotation not in (bool, int, float, str):
+        raise ValueError(f"{key}: unsupported field type {_describe(annotation)} in a config")
+    typed = _read_text(value, annotation) if text else value
+    # JSON writes 1.0 as 1.0, but a hand-written config may say 1; both mean a float.
+    if annotation is float and type(typed) is int:
+        typed = float(typed)
+    if type(typed) is annotation:  # the exact type: a bool is no int
+        return _finite(typed, key, given) if annotation is float else typed
+    words = f" ({'/'.join(_TRUE_WORDS)} or {'/'.join(_FALSE_WORDS)})" if text and annotation is bool else ""
+    raise ValueError(f"{key}: expected {'an' if annotation is int else 'a'} {annotation.__name__}{words}, got {given}")
+
+
+def _read_text(text: str, annotation: type) -> Any:
+    """A ``--set`` text as the bool, int or float it spells (None where it spells none); a str stays the text."""
+    word = text.strip()
+    if annotation is bool:
+        return True if word.lower() in _TRUE_WORDS else False if word.lower() in _FALSE_WORDS else None
+    try:
+        return annotation(word) if annotation in (int, float) else text
+    except ValueError:
+        return None
 
 
 def _finite(number: float, key: str, given: str) -> float:
@@ -217,96 +311,87 @@ def _sequence_item_types(annotation: Any, length: int, key: str) -> list[Any]:
     return list(arguments)
 
 
-def _parse_text(text: str, annotation: Any, key: str) -> Any:
-    """Parse the text of a ``key=value`` override by the field's annotation."""
-    origin = typing.get_origin(annotation)
-    arguments = typing.get_args(annotation)
-    stripped = text.strip()
-    if annotation is Any or annotation is str:
-        return text
-    if _is_dataclass_type(annotation):
-        names = [field.name for field in _init_fields(annotation)]
-        raise ValueError(
-            f"{key}: is a section ({annotation.__name__}), not a value; "
-            f"set one of its fields, {[key + '.' + name for name in names]}"
-        )
-    if _is_union(origin):
-        if type(None) in arguments and stripped.lower() in _NONE_WORDS:
-            return None
-        for option in arguments:
-            if option is type(None):
-                continue
-            try:
-                return _parse_text(text, option, key)
-            except ValueError:
-                continue
-        raise ValueError(f"{key}: expected {_describe(annotation)}, got {shown(text)}")
-    if origin is typing.Literal:
-        for choice in arguments:
-            if isinstance(choice, str) and text == choice:
-                return choice
-            if not isinstance(choice, str) and stripped == str(choice):
-                return choice
-        raise ValueError(f"{key}: expected one of {list(arguments)}, got {shown(text)}")
-    if annotation is bool:
-        if stripped.lower() in _TRUE_WORDS:
-            return True
-        if stripped.lower() in _FALSE_WORDS:
-            return False
-        raise ValueError(
-            f"{key}: expected a bool ({'/'.join(_TRUE_WORDS)} or {'/'.join(_FALSE_WORDS)}), " f"got {shown(text)}"
-        )
-    if annotation is int:
-        try:
-            return int(stripped)
-        except ValueError:
-            raise ValueError(f"{key}: expected an int, got {shown(text)}") from None
-    if annotation is float:
-        try:
-            number = float(stripped)
-        except ValueError:
-            raise ValueError(f"{key}: expected a float, got {shown(text)}") from None
-        return _finite(number, key, shown(text))
-    if isinstance(annotation, type) and issubclass(annotation, pathlib.PurePath):
-        return annotation(text)
-    if origin in (tuple, list):
-        # "1,2,3", "[1, 2, 3]" and "(1, 2, 3)" all work; "" and "[]" are empty.
-        inner = stripped
-        if inner[:1] in "[(" and inner[-1:] in "])":
-            inner = inner[1:-1]
-        pieces = [piece.strip() for piece in inner.split(",")] if inner.strip() else []
-        item_types = _sequence_item_types(annotation, len(pieces), key)
-        items = [
-            _parse_text(piece, item_type, f"{key}[{index}]")
-            for index, (piece, item_type) in enumerate(zip(pieces, item_types))
-        ]
-        return tuple(items) if origin is tuple else items
-    if origin is dict:
-        try:
-            value = json.loads(stripped)
-        except json.JSONDecodeError:
-            raise ValueError(f"{key}: expected a JSON object, got {shown(text)}") from None
-        return _convert_data(value, annotation, key)
-    raise ValueError(f"{key}: unsupported field type {_describe(annotation)} for an override")
+def settings_of(config: Any, origin: str = PRESET) -> list[Setting]:
+    """The values of the dataclass ``config`` (or the mapping of sections) as settings from ``origin``."""
+    values = config if isinstance(config, Mapping) else config_to_dict(config)
+    return [Setting(str(key), value, origin) for key, value in values.items()]
+
+
+def override_settings(overrides: Iterable[str], origin: str = "--set") -> list[Setting]:
+    """``key=value`` texts (``--set``) as settings whose text the field's type parses."""
+    if isinstance(overrides, str):
+        raise ValueError(f"overrides: expected a list of 'key=value' strings, got the single string {shown(overrides)}")
+    return [Setting(".".join(path), text, origin, text=True) for path, text in map(parse_override, overrides)]
+
+
+def merge_settings(cls: type[ConfigType], settings: Iterable[Setting]) -> tuple[ConfigType, dict[str, Setting]]:
+    """The config ``cls`` that ``settings`` make, laid over each other in order (a later one wins), checked once.
+
+    Every value is checked against its field's type, a replaced one too. Returns the config
+    and, by dotted key, the winner of each key that an origin other than :data:`PRESET` set
+    (for later checks, such as fine-tuning's, to name).
+    """
+    nested: dict[str, Any] = {}
+    winners: dict[str, Setting] = {}
+    for setting in settings:
+        for leaf in _leaves(cls, setting):
+            replaced = winners.get(leaf.key)
+            if replaced is not None:
+                # A bad value is refused even where a later source replaces it (a file wrong is wrong).
+                _convert(replaced, _annotation_at(cls, replaced), replaced.key)
+            _place(nested, leaf)
+            winners[leaf.key] = leaf
+    return config_from_dict(cls, nested), {key: change for key, change in winners.items() if change.origin != PRESET}
+
+
+def _leaves(cls: type, setting: Setting) -> list[Setting]:
+    """The settings of single fields that ``setting`` stands for: its key checked, a section's mapping split."""
+    annotation = _annotation_at(cls, setting)
+    if not _is_dataclass_type(annotation) or setting.text or not isinstance(setting.value, Mapping):
+        return [setting]  # a value where a section belongs is refused by the check, as from data
+    split = [Setting(f"{setting.key}.{name}", value, setting.origin) for name, value in setting.value.items()]
+    return [leaf for part in split for leaf in _leaves(cls, part)]
+
+
+def _annotation_at(cls: type, setting: Setting) -> Any:
+    """The annotation of ``setting``'s dotted key in ``cls``; an unknown key or a key inside a value is refused."""
+    parts = setting.key.split(".")
+    annotation: Any = cls
+    for depth, name in enumerate(parts):
+        prefix = ".".join(parts[:depth]) + "." if depth else ""
+        if not _is_dataclass_type(annotation):
+            raise setting.error(
+                f"{prefix.rstrip('.')}: is a value of type {_describe(annotation)}, not a section, "
+                f"so it has no key {'.'.join(parts[depth:])!r}"
+            )
+        fields = _field_types(annotation)
+        if name not in fields:
+            raise setting.error(_unknown_key(annotation, name, prefix))
+        annotation = fields[name]
+    return annotation
+
+
+def _place(nested: dict[str, Any], setting: Setting) -> None:
+    """Put ``setting`` at its key in ``nested``, last in its section (``_rejection`` takes the latest change)."""
+    *sections, name = setting.key.split(".")
+    for section in sections:
+        inner = nested.setdefault(section, {})
+        if not isinstance(inner, dict):
+            return  # a value given for the section, which the check refuses whatever is laid over it
+        nested = inner
+    nested.pop(name, None)
+    nested[name] = setting
 
 
 def apply_overrides(config: ConfigType, overrides: Iterable[str]) -> ConfigType:
-    """Return a copy of ``config`` with ``key=value`` overrides applied, in order.
+    """A copy of ``config`` with ``key=value`` overrides (``"train.lr_factor=2.0"``) applied, a later one winning.
 
-    Keys are dotted paths through nested dataclasses (``"train.lr_factor=2.0"``,
-    ``"model.d_model=64"``); the value text is parsed by the field's type (bools accept
-    true/false/yes/no/on/off/1/0, Optional fields accept none/null, tuples and lists accept
-    ``1,2,3``). The copy is rebuilt with ``dataclasses.replace``, so each dataclass's own
-    validation runs again. ``config`` itself is not modified.
+    Texts parse by the field's type (bools true/false/yes/no/on/off/1/0, Optional none/null,
+    tuples and lists ``1,2,3``); each dataclass validates again. ``config`` is not modified.
     """
-    if not dataclasses.is_dataclass(config) or isinstance(config, type):
+    if not _is_dataclass_type(type(config)):
         raise ValueError(f"config: expected a dataclass instance, got {type(config).__name__}")
-    if isinstance(overrides, str):
-        raise ValueError(f"overrides: expected a list of 'key=value' strings, got the single string {shown(overrides)}")
-    for override in overrides:
-        path, text = parse_override(override)
-        config = _replace_at(config, list(path), text, prefix="")
-    return config
+    return merge_settings(type(config), [*settings_of(config), *override_settings(overrides)])[0]
 
 
 def parse_override(override: str) -> tuple[tuple[str, ...], str]:
@@ -324,34 +409,3 @@ def parse_override(override: str) -> tuple[tuple[str, ...], str]:
     if not key or any(not part for part in path):
         raise ValueError(f"overrides: expected a dotted key before '=', got {shown(override)}")
     return path, text
-
-
-def _replace_at(config: Any, path: list[str], text: str, prefix: str) -> Any:
-    name, rest = path[0], path[1:]
-    key = prefix + name
-    cls = type(config)
-    fields = {field.name for field in _init_fields(cls)}
-    if name not in fields:
-        raise ValueError(
-            f"{key}: unknown key for {cls.__name__}; expected one of " f"{sorted(prefix + field for field in fields)}"
-        )
-    current = getattr(config, name)
-    if rest:
-        if not dataclasses.is_dataclass(current):
-            raise ValueError(
-                f"{key}: is a value of type {_describe(_field_types(cls)[name])}, not a "
-                f"section, so it has no key {'.'.join(rest)!r}"
-            )
-        new_value = _replace_at(current, rest, text, prefix=key + ".")
-    else:
-        new_value = _parse_text(text, _field_types(cls)[name], key)
-    try:
-        return dataclasses.replace(config, **{name: new_value})
-    except ValueError as error:
-        if rest:
-            raise
-        # The dataclass's own validation (__post_init__) rejected the parsed value; a message
-        # that names the key already is clear as it is.
-        if str(error).startswith(f"{key}:"):
-            raise ValueError(str(error)) from error
-        raise ValueError(f"{key}: the value {shown(text)} was rejected: {error}") from error
