@@ -50,9 +50,9 @@ from bench_train_precision import Runner
 
 from transformer_lab.data import Seq2SeqBatch, load_multi30k
 from transformer_lab.decoding import decoding_model
-from transformer_lab.decoding.search_settings import model_precision, with_search
+from transformer_lab.decoding.search_settings import with_search
 from transformer_lab.evaluation import corpus_bleu
-from transformer_lab.hardware import machine_summary, resolve_precision
+from transformer_lab.hardware import machine_summary, resolve_inference_precision, resolve_precision
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks import seq2seq, translation
 
@@ -202,7 +202,7 @@ def decoding_rows(checkpoint: Path, device: torch.device, data_dir: str | None, 
     rows = []
     seconds_of: dict[tuple[int, int, str], float] = {}
     for precision in PRECISIONS:
-        resolved = model_precision(precision, "fp32", model)
+        resolved = resolve_inference_precision(precision, "fp32", device)
         decoding = decoding_model(model, resolved)  # the bf16 copy made once, as the commands do
         # Warm-up: kernels, cuBLAS handles and the allocator, outside the timed runs.
         seq2seq.decode_sources(decoding, encoded[:16], with_search(config.decode, beam=5, precision=resolved))
