@@ -15,8 +15,8 @@ from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
 from transformer_lab.tasks import synthetic
 from transformer_lab.training import load_trainer_state
-from transformer_lab.training import run_folder as run_folder_module
 from transformer_lab.training.checkpoint import TRAINER_STATE_FILE
+from transformer_lab.training.run import run_folder as run_folder_module
 
 
 @pytest.fixture(scope="module")

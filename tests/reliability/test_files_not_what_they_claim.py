@@ -19,7 +19,7 @@ from tests.reliability.builders import train_classification_checkpoint, write_tr
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
 from transformer_lab.training.model_card import CARD_FILE
-from transformer_lab.training.run_lock import LOCK_FILE, RunFolderLock
+from transformer_lab.training.run.run_lock import LOCK_FILE, RunFolderLock
 
 
 def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:

@@ -195,7 +195,7 @@ def test_the_train_command_runs_under_torchrun_and_rank_0_alone_reports(two_proc
     out = two_process_runs / "cli"
     # 4 batches per epoch shared by 2 ranks: 2 steps per epoch, not 4.
     assert [row["epoch"] for row in rows(out) if row["event"] == "train"] == [0, 0, 1, 1]
-    # .lock: rank 0 held the folder for the run (training/run_lock.py); the other rank did not.
+    # .lock: rank 0 held the folder for the run (training/run/run_lock.py); the other rank did not.
     assert {path.name for path in out.iterdir()} == {"metrics.jsonl", "last", "best", ".lock"}
     assert (out / ".lock").read_text(encoding="utf-8") == ""  # released at the end
 

@@ -92,7 +92,7 @@ from transformer_lab.training import (
     label_smoothed_cross_entropy,
     load_task_config,
 )
-from transformer_lab.training.once_per_machine import prepared_once_per_machine
+from transformer_lab.training.run.once_per_machine import prepared_once_per_machine
 
 logger = logging.getLogger(__name__)
 

@@ -49,7 +49,7 @@ from transformer_lab.tasks.seq2seq import (
 )
 from transformer_lab.tasks.task import Task
 from transformer_lab.training import TrainConfig
-from transformer_lab.training.once_per_machine import prepared_once_per_machine
+from transformer_lab.training.run.once_per_machine import prepared_once_per_machine
 
 logger = logging.getLogger(__name__)
 
