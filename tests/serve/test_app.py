@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from transformer_lab.cli import main
 from transformer_lab.data import BOS_ID, EOS_ID
 from transformer_lab.decoding import gnmt_length_penalty
-from transformer_lab.lab.translation_attention import token_labels
+from transformer_lab.lab.attention_maps import token_labels
 from transformer_lab.serve import create_app, load_served_models, masks_view
 from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS
 from transformer_lab.tasks import translation

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict
 
-from transformer_lab.lab.translation_attention import token_labels
+from transformer_lab.lab.attention_maps import token_labels
 from transformer_lab.serve.requests import ModelName, Text
 from transformer_lab.tasks import classification
 

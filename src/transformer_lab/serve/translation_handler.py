@@ -13,7 +13,8 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from transformer_lab.decoding import decoding_model
-from transformer_lab.lab.translation_attention import cross_attention, token_labels
+from transformer_lab.lab.attention_maps import token_labels
+from transformer_lab.lab.translation_attention import cross_attention
 from transformer_lab.nn import TransformerDecoder
 from transformer_lab.serve.requests import ModelName, Text
 from transformer_lab.tasks import translation
