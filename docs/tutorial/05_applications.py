@@ -53,9 +53,9 @@ figures = Path("runs/tutorial-figures")
 # d_model 64 with 2 + 2 layers and no dropout, and 300 optimizer steps.
 
 # %%
-from transformer_lab.tasks import translation
+from transformer_lab.tasks.translation import train as translation_train
 
-config = translation.default_config()
+config = translation_train.default_config()
 config = dataclasses.replace(
     config,
     data=dataclasses.replace(
@@ -89,7 +89,7 @@ config = dataclasses.replace(
 from transformer_lab.training.metrics_log import read_metrics
 
 translation_run = Path("runs/tutorial-translation")
-translation_result = translation.train(config, translation_run)
+translation_result = translation_train.train(config, translation_run)
 summary = translation_result.summary
 losses = [row["train_loss"] for row in read_metrics(translation_run / "metrics.jsonl") if row["event"] == "train"]
 print(f"translation: {summary['steps']} steps in {summary['wall_seconds']:.0f} s")

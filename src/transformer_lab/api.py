@@ -42,10 +42,12 @@ from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier
 from transformer_lab.setting_error import SettingError
-from transformer_lab.tasks import classification, couplet, translation
+from transformer_lab.tasks import classification, couplet
 from transformer_lab.tasks.classification import Prediction
 from transformer_lab.tasks.couplet import CoupletConstraintConfig, CoupletResult
 from transformer_lab.tasks.seq2seq import Candidate
+from transformer_lab.tasks.translation import predict as translation_predict
+from transformer_lab.tasks.translation import train as translation_train
 
 
 def _texts(texts: str | Sequence[str], name: str) -> list[str]:
@@ -157,7 +159,7 @@ class Translator(_Seq2SeqCheckpoint):
 
     def __init__(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> None:
         device = resolve_device(device)  # before the load: a device this machine lacks costs nothing
-        model, tokenizers, config = translation.load_translator(checkpoint)
+        model, tokenizers, config = translation_train.load_translator(checkpoint)
         super().__init__(model, config.decode, device)
         self.tokenizers: TokenizerPair = tokenizers
         self.config = config
@@ -214,7 +216,9 @@ class Translator(_Seq2SeqCheckpoint):
         texts = _texts(sentences, "sentences")
         if nbest == 1:
             model, decode = self._decoding(beam, nbest, precision, length_penalty, beam_stop)
-            results: list[Any] = translation.translate_sentences(model, self.tokenizers, texts, decode, batch_size)
+            results: list[Any] = translation_predict.translate_sentences(
+                model, self.tokenizers, texts, decode, batch_size
+            )
         else:
             results = self.candidates(
                 texts, nbest=nbest, beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop
@@ -265,7 +269,8 @@ class Translator(_Seq2SeqCheckpoint):
         texts = _texts(sentences, "sentences")
         model, decode = self._decoding(beam, nbest, precision, length_penalty, beam_stop)
         results = [
-            translation.translate_nbest(model, self.tokenizers, text, decode) if text.strip() else [] for text in texts
+            translation_predict.translate_nbest(model, self.tokenizers, text, decode) if text.strip() else []
+            for text in texts
         ]
         return results[0] if isinstance(sentences, str) else results
 

@@ -19,7 +19,8 @@ from tests.tasks.couplet_fixture import write_couplet_folder
 from tests.tasks.news_fixture import tiny_overrides, write_news_folder
 from transformer_lab.data import SubwordTokenizer
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks import classification, couplet, seq2seq, translation
+from transformer_lab.tasks import classification, couplet, seq2seq
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import apply_overrides, config_to_dict, save_checkpoint
 
 SENTENCES = [
@@ -48,15 +49,15 @@ def tiny_tokenizer() -> SubwordTokenizer:
 def write_translation_checkpoint(folder: Path, overrides: list[str] | None = None, seed: int = 0) -> Path:
     """A translation checkpoint folder as ``translation.train`` writes it, with random weights."""
     tokenizer = tiny_tokenizer()
-    config = apply_overrides(translation.default_config(), [*TINY_MODEL, *(overrides or [])])
+    config = apply_overrides(translation_train.default_config(), [*TINY_MODEL, *(overrides or [])])
     config = seq2seq.with_vocabulary(config, tokenizer.vocab_size)
     torch.manual_seed(seed)
     model = Seq2SeqTransformer.from_config(config.model)
     return save_checkpoint(
         folder,
         model,
-        {"task": translation.TASK_NAME, **config_to_dict(config)},
-        extra_files={translation.TOKENIZER_FILE: tokenizer.to_json()},
+        {"task": translation_train.TASK_NAME, **config_to_dict(config)},
+        extra_files={translation_train.TOKENIZER_FILE: tokenizer.to_json()},
     )
 
 

@@ -20,7 +20,8 @@ import pytest
 
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
-from transformer_lab.tasks import synthetic, translation
+from transformer_lab.tasks import synthetic
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training.checkpoint import CONFIG_FILE
 
 
@@ -119,7 +120,7 @@ def test_special_ids_other_than_the_tokenizers_are_refused(
     folder = edited(translation_checkpoint, tmp_path / "last", model_field(field, value))
     expected = {"eos_id": (3, "<eos>"), "bos_id": (2, "<bos>"), "pad_id": (0, "<pad>")}[field]
     with pytest.raises(ValueError) as error:
-        translation.load_translator(folder)
+        translation_train.load_translator(folder)
     assert str(error.value) == (
         f"{folder / CONFIG_FILE}: model.{field}: expected {expected[0]}, the id of {expected[1]} in "
         f"{folder / 'tokenizer.json'}, got {value}"

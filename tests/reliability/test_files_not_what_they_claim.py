@@ -123,7 +123,7 @@ def test_checkpoints_with_another_tokenizer_of_the_same_size_are_not_averaged(
 
 
 def test_checkpoints_of_another_task_are_not_averaged(tmp_path: Path) -> None:
-    from transformer_lab.tasks.translation import load_translator
+    from transformer_lab.tasks.translation.train import load_translator
     from transformer_lab.training.averaging import average_checkpoints
 
     first = write_translation_checkpoint(tmp_path / "a")

@@ -15,8 +15,9 @@ from tests.reliability.builders import (
 from transformer_lab.data import TokenizerPair, Vocabulary
 from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint
 from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier
-from transformer_lab.tasks import couplet, translation
+from transformer_lab.tasks import couplet
 from transformer_lab.tasks.registry import checkpoint_task, load_trained
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import CONFIG_FILE
 
 
@@ -32,11 +33,11 @@ def test_each_task_is_rebuilt_by_its_own_loader(tmp_path: Path) -> None:
 
     trained = load_trained(translation_folder)
     assert (
-        trained.task == translation.TASK_NAME
+        trained.task == translation_train.TASK_NAME
         and isinstance(trained.vocabulary, TokenizerPair)
         and trained.vocabulary.is_joint
     )
-    assert same_weights(trained.model, translation.load_translator(translation_folder)[0])
+    assert same_weights(trained.model, translation_train.load_translator(translation_folder)[0])
 
     trained = load_trained(couplet_folder.parent)  # a run folder: its best/
     assert trained.task == couplet.TASK_NAME and trained.folder.name == "best"

@@ -40,9 +40,9 @@ figures = Path("runs/tutorial-figures")
 # 翻译任务在 `transformer_lab.tasks.translation` 里：它学习一个两种语言共用的字节级 BPE，构建模型，用第 3 章的 Trainer 训练，并在验证集上计算 BLEU。它的预设（`translation.default_config()`）就是 [docs/results.md](../../results.md) 里的那个模型；这里把所有规模都缩小了：只用前 3,000 个训练句对、1,000 个子词的词表、d_model 64、2 + 2 层、不用 dropout，训练 300 步。
 
 # %%
-from transformer_lab.tasks import translation
+from transformer_lab.tasks.translation import train as translation_train
 
-config = translation.default_config()
+config = translation_train.default_config()
 config = dataclasses.replace(
     config,
     data=dataclasses.replace(
@@ -76,7 +76,7 @@ config = dataclasses.replace(
 from transformer_lab.training.metrics_log import read_metrics
 
 translation_run = Path("runs/tutorial-translation")
-translation_result = translation.train(config, translation_run)
+translation_result = translation_train.train(config, translation_run)
 summary = translation_result.summary
 losses = [row["train_loss"] for row in read_metrics(translation_run / "metrics.jsonl") if row["event"] == "train"]
 print(f"translation: {summary['steps']} steps in {summary['wall_seconds']:.0f} s")

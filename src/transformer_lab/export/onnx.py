@@ -93,8 +93,9 @@ from transformer_lab.nn import (
 )
 from transformer_lab.nn.attention import explicit_attention, merge_heads
 from transformer_lab.nn.residual import Sublayer, residual_sublayers
-from transformer_lab.tasks import classification, couplet, translation
+from transformer_lab.tasks import classification, couplet
 from transformer_lab.tasks.registry import load_trained, tasks_offering
+from transformer_lab.tasks.translation import train as translation_train
 
 __all__ = [
     "CLASSIFIER_FILE",
@@ -168,7 +169,7 @@ def export_seq2seq(
     model: Seq2SeqTransformer,
     out_dir: str | os.PathLike[str],
     vocabulary_files: Mapping[str, str] | None = None,
-    task: str = translation.TASK_NAME,
+    task: str = translation_train.TASK_NAME,
 ) -> Path:
     """Write ``encoder.onnx``, ``decoder.onnx``, ``config.json`` and ``vocabulary_files`` (name -> text) to ``out_dir``.
 

@@ -20,7 +20,7 @@ from transformer_lab.lab.figures import plot_attention_heatmap
 from transformer_lab.lab.plotting import check_image_path
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.nn import TransformerDecoder
-from transformer_lab.tasks.translation import translate_nbest
+from transformer_lab.tasks.translation.predict import translate_nbest
 
 
 def cross_attention(model: Seq2SeqTransformer, source_ids: Sequence[int], target_ids: Sequence[int]) -> Tensor:
