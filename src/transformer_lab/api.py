@@ -42,8 +42,10 @@ from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier
 from transformer_lab.setting_error import SettingError
-from transformer_lab.tasks import classification, couplet
-from transformer_lab.tasks.classification import Prediction
+from transformer_lab.tasks import couplet
+from transformer_lab.tasks.classification import predict as classification_predict
+from transformer_lab.tasks.classification import train as classification_train
+from transformer_lab.tasks.classification.predict import Prediction
 from transformer_lab.tasks.couplet import CoupletConstraintConfig, CoupletResult
 from transformer_lab.tasks.seq2seq import Candidate
 from transformer_lab.tasks.translation import predict as translation_predict
@@ -305,7 +307,7 @@ class Classifier:
 
     def __init__(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> None:
         device = resolve_device(device)  # before the load: a device this machine lacks costs nothing
-        model, tokenizer, config = classification.load_classifier(checkpoint)
+        model, tokenizer, config = classification_train.load_classifier(checkpoint)
         self.model: TransformerClassifier = model.to(device).eval()
         self.tokenizer: SubwordTokenizer = tokenizer
         self.config = config
@@ -354,7 +356,7 @@ class Classifier:
         """
         resolved = resolve_inference_precision(precision, "auto", _model_device(self.model), int8=False)
         batch = _texts(texts, "texts")
-        return classification.predict_each(
+        return classification_predict.predict_each(
             self.model, self.tokenizer, self.class_names, batch, truncate=truncate, precision=resolved
         )
 

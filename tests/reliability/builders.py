@@ -19,7 +19,8 @@ from tests.tasks.couplet_fixture import write_couplet_folder
 from tests.tasks.news_fixture import tiny_overrides, write_news_folder
 from transformer_lab.data import SubwordTokenizer
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks import classification, couplet, seq2seq
+from transformer_lab.tasks import couplet, seq2seq
+from transformer_lab.tasks.classification import train as classification_train
 from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import apply_overrides, config_to_dict, save_checkpoint
 
@@ -76,7 +77,7 @@ def train_classification_checkpoint(root: Path) -> Path:
     """
     data_dir = write_news_folder(root / "data", train_per_class=10, test_per_class=2)
     overrides = [*tiny_overrides(data_dir, epochs=1), "data.validation_fraction=0.25"]
-    classification.train(apply_overrides(classification.default_config(), overrides), root / "run")
+    classification_train.train(apply_overrides(classification_train.default_config(), overrides), root / "run")
     return root / "run" / "last"
 
 

@@ -22,11 +22,11 @@ if task == "couplet":
     )
     couplet.prepare_corpus(config, out)
 else:
-    from transformer_lab.tasks import classification
-    config = classification.ClassificationDataConfig(
+    from transformer_lab.tasks.classification import data as classification_data
+    config = classification_data.ClassificationDataConfig(
         train_files=tuple(files), vocab_size=300, min_frequency=1, cache_dir=out + "-cache"
     )
-    classification.prepare_corpus(config, out)
+    classification_data.prepare_corpus(config, out)
 # VmHWM: this process's own peak (ru_maxrss would keep the forking parent's across exec).
 print(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
 """

@@ -1,29 +1,4 @@
-"""Text classification: AG News by default, or any labelled CSV / TSV / JSON Lines file.
-
-Data, model, training, prediction, evaluation.
-
-Thin glue over ``data`` (the AG News reader, a seeded stratified validation split carved
-from the training file, byte-level BPE, token-budget batches), ``models``
-(TransformerClassifier, mean pooling over real tokens only), ``training`` (the Trainer,
-label smoothing, the Noam schedule, bf16 autocast) and ``evaluation`` (accuracy,
-per-class precision/recall/F1, the confusion matrix). The tokenizer is trained on the
-training split only (never on the validation rows or the test set) and saved inside
-every checkpoint as ``tokenizer.json``; ``best/`` is the checkpoint with the highest
-validation accuracy. The test set is read only by :func:`evaluate_classifier` callers.
-
-A text is the title and the description joined by a line break
-(:func:`~transformer_lab.data.join_title_and_description`); a text given to
-:func:`predict` is read as it is.
-
-Your own data: ``data.train_files`` names one labelled file (read by
-:func:`~transformer_lab.data.read_labelled_text`: ``data.text_fields`` joined by "\\n",
-``data.label_field``, ``data.file_format`` or the suffix), ``data.valid_files`` optionally
-one more; without it the validation rows are carved from the training file with the same
-seeded stratified split. The classes are the training file's labels in the order of
-:func:`~transformer_lab.data.sorted_class_names` (integer-looking labels numerically, then
-the rest sorted), stored in the checkpoint as ``class_names``; a validation or test label
-outside them is a ValueError naming the file, the line and the label.
-"""
+"""Classification data: AG News or the user's labelled file, the validation split, the BPE, the prepared corpus."""
 
 from __future__ import annotations
 
@@ -33,34 +8,25 @@ import itertools
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
 
 from transformer_lab.data import (
-    AG_NEWS_CLASSES,
     LABELLED_TEXT_FORMATS,
-    PAD_ID,
     ClassificationBatch,
     LabelledTextFile,
     NewsArticle,
     SubwordTokenizer,
     ag_news_path,
-    collate_classification,
-    padding_fraction,
     read_ag_news_csv,
     read_class_names,
     read_labelled_text,
     resolve_ag_news_dir,
     sorted_class_names,
-    stratified_split,
-    token_budget_batches,
 )
 from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, SEED_RANGE, check_int_fields
 from transformer_lab.data.ag_news import CLASSES_FILE, log_malformed, stream_ag_news_csv
@@ -77,29 +43,10 @@ from transformer_lab.data.prepared_labelled import (
 )
 from transformer_lab.data.splits import stratified_held_out
 from transformer_lab.data.token_store import TokenStore
-from transformer_lab.evaluation import ClassificationReport, classification_report
 from transformer_lab.folders import write_folder
-from transformer_lab.hardware import autocast, resolve_precision
-from transformer_lab.models import ClassifierConfig, TransformerClassifier
-from transformer_lab.models.bfloat16 import as_bf16
-from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport
-from transformer_lab.tasks.loading import load_checkpoint_parts, read_tokenizer
-from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
-from transformer_lab.tasks.task import Task
-from transformer_lab.training import (
-    TrainConfig,
-    data_shard,
-    label_smoothed_cross_entropy,
-    load_task_config,
-)
 from transformer_lab.training.run.once_per_machine import prepared_once_per_machine
 
 logger = logging.getLogger(__name__)
-
-TASK_NAME = "classification"
-TOKENIZER_FILE = "tokenizer.json"
-# Labels are never padding; the loss needs an ignore_index no label can take.
-_NO_IGNORED_LABEL = -1
 
 
 @dataclass(frozen=True)
@@ -168,57 +115,6 @@ class ClassificationDataConfig:
             )
 
 
-def _default_model() -> ClassifierConfig:
-    # Small and strongly regularised: 12k rows cannot feed a large encoder.
-    return ClassifierConfig(
-        d_model=256,
-        nhead=4,
-        num_layers=2,
-        dim_feedforward=512,
-        dropout=0.3,
-        norm_first=True,
-        activation="gelu",
-        max_len=512,  # the longest AG News article is ~300 subword tokens
-        pooling="mean",
-    )
-
-
-def _default_train() -> TrainConfig:
-    return TrainConfig(
-        # ~310 batches of 2,048 tokens per epoch on the 10,800 training rows of the 12k
-        # subset (~630k tokens); peak rate 0.5 * 256^-0.5 * 400^-0.5 = 1.6e-3 after a short
-        # warm-up. 12 epochs (~3,700 steps) were estimated at ~10 minutes on 2 threads
-        # (bf16 is 1.5x fp32 at d_model 256 on this AVX512-BF16 CPU, docs/results.md);
-        # best/ keeps the epoch of the highest validation accuracy, so extra epochs cost
-        # time, not accuracy.
-        epochs=12,
-        lr_factor=0.5,
-        warmup_steps=400,
-        label_smoothing=0.1,
-        # bf16 autocast where the CPU (or GPU) runs it fast, else fp32 (transformer_lab.hardware).
-        precision="auto",
-        eval_every_steps=0,  # validation accuracy and a checkpoint at each epoch end
-        keep_last=0,
-        best_metric="val_accuracy",
-        best_mode="max",
-        log_every_steps=50,
-    )
-
-
-@dataclass
-class ClassificationConfig:
-    """Everything a classification run needs; written into every checkpoint."""
-
-    data: ClassificationDataConfig = field(default_factory=ClassificationDataConfig)
-    model: ClassifierConfig = field(default_factory=_default_model)
-    train: TrainConfig = field(default_factory=_default_train)
-    class_names: tuple[str, ...] = AG_NEWS_CLASSES  # set from classes.txt when training
-
-
-def default_config() -> ClassificationConfig:
-    return ClassificationConfig()
-
-
 # What the task trains and scores on: an AG News article or a record of a user's file
 # (both have .text, .label as a class index, and .line_number).
 Example = NewsArticle | LabelledExample
@@ -252,14 +148,6 @@ class ClassificationData:
             "validation_rows": len(self.validation_articles),
             "skipped_malformed": self.num_skipped,
         }
-
-
-def _recorded_train_file(path: Path, folder: Path) -> str:
-    """The train_file to write into the config: relative to ag_news/ where possible."""
-    try:
-        return str(path.resolve().relative_to(folder.resolve()))
-    except ValueError:
-        return str(path.resolve())
 
 
 def read_labelled_file(
@@ -326,7 +214,7 @@ def _training_rows(
     return path, list(labelled_examples(labelled, class_names)), class_names, 0
 
 
-def _carve_validation(config: ClassificationDataConfig, rows: list[Example]) -> tuple[list[Example], list[Example]]:
+def carve_validation(config: ClassificationDataConfig, rows: list[Example]) -> tuple[list[Example], list[Example]]:
     """(training rows, validation rows) by the seeded stratified split of ``rows``."""
     held = set(_carved_positions(config, np.asarray([row.label for row in rows], dtype=np.int64)).tolist())
     return (
@@ -449,7 +337,7 @@ def read_corpus(
             labelled_examples(read_labelled_file(config, validation_file), class_names)
         )
     else:
-        train_articles, validation_articles = _carve_validation(config, rows)
+        train_articles, validation_articles = carve_validation(config, rows)
     texts = [article.text for article in train_articles]
     if tokenizer is None:
         tokenizer = SubwordTokenizer.train(
@@ -608,381 +496,7 @@ def epoch_batches(
     return ClassificationBatches(data.train_store, spans)
 
 
-def classification_loss_fn(smoothing: float) -> Callable[[nn.Module, ClassificationBatch], Tensor]:
-    """The Trainer's ``loss_fn``: label-smoothed cross-entropy over the batch's articles."""
-
-    def loss_fn(model: nn.Module, batch: ClassificationBatch) -> Tensor:
-        batch = batch.to(next(model.parameters()).device)
-        logits = model(batch.token_ids)  # [B, C]
-        return label_smoothed_cross_entropy(logits, batch.labels, smoothing=smoothing, ignore_index=_NO_IGNORED_LABEL)
-
-    return loss_fn
-
-
-# -- prediction ---------------------------------------------------------------------------
-
-
-def text_problem(text: str, token_count: int, max_len: int) -> str | None:
-    """Why ``text`` (of ``token_count`` subword tokens) cannot be classified, or None."""
-    if not text.strip():
-        return "the text is empty or only whitespace, so there is nothing to classify"
-    if token_count > max_len:
-        return (
-            f"the text is {token_count} subword tokens, more than the model reads ({max_len}, its max_len); "
-            "shorten it, or truncate it explicitly (--truncate)"
-        )
-    return None
-
-
-def predict_probabilities(
-    model: TransformerClassifier, token_ids: Sequence[Sequence[int]], max_tokens: int = 8192, precision: str = "fp32"
-) -> Tensor:
-    """Class probabilities of already encoded texts, batched by length, in input order.
-
-    ``precision`` is "fp32", "bf16" or "auto" (bf16 where the device runs it fast). bf16
-    runs a bf16 copy of the model (``models.bfloat16``), made once per call, rather than
-    autocast: on one AMX Xeon thread the AG News test set (7,600 articles) took 4.70 s
-    against 5.41 under autocast (fp32 11.14), accuracy 0.8682 in both (fp32 0.8683), and
-    one text 2.4 against 3.3 ms (fp32 3.0). A model that is already bf16 runs as it is; an
-    autocast the caller opened is kept.
-
-    Shape:
-        returns ``[N, C]`` float32, each row summing to 1.
-    """
-    device = next(model.parameters()).device
-    lengths = [len(ids) for ids in token_ids]
-    budget = max(max_tokens, max(lengths))
-    probabilities = torch.empty(len(token_ids), model.num_classes)
-    resolved = resolve_precision(precision, device, log_level=logging.DEBUG)
-    if resolved == "bf16" and not torch.is_autocast_enabled(device.type):
-        model = as_bf16(model)
-        resolved = "fp32"  # the copy's own dtype is the precision: no autocast on top
-    with autocast(resolved, device):
-        for batch in token_budget_batches(lengths, budget, shuffle=False):
-            collated = collate_classification([(token_ids[index], 0) for index in batch], PAD_ID)
-            logits = model(collated.token_ids.to(device))  # [B, C]
-            probabilities[batch] = logits.float().softmax(dim=-1).cpu()
-    return probabilities
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """The predicted class of one text and the probability of every class.
-
-    ``num_tokens`` is the text's subword length; ``truncated`` says whether only its
-    first ``max_len`` tokens were read (only ever with ``truncate=True``).
-    """
-
-    label: int
-    label_name: str
-    probabilities: dict[str, float]
-    num_tokens: int
-    truncated: bool = False
-
-
-def predict_each(
-    model: TransformerClassifier,
-    tokenizer: SubwordTokenizer,
-    class_names: Sequence[str],
-    texts: Sequence[str],
-    truncate: bool = False,
-    precision: str = "fp32",
-) -> list[Prediction | str]:
-    """Classify each text; a text that cannot be classified gets the reason (a str) instead.
-
-    Refused: an empty or whitespace-only text, and one longer than the model's
-    ``max_len`` subword tokens unless ``truncate`` (then its first ``max_len`` tokens are
-    read and the prediction says ``truncated``). Nothing is cut silently. ``precision``:
-    see :func:`predict_probabilities`.
-    """
-    if isinstance(texts, str):
-        raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
-    if len(class_names) != model.num_classes:
-        raise ValueError(f"class_names must name the model's {model.num_classes} classes, got {list(class_names)!r}")
-    model.eval()
-    max_len = model.positional_encoding.max_len
-    encoded = tokenizer.encode_batch(list(texts))
-    results: list[Prediction | str] = []
-    usable = []
-    for index, (text, ids) in enumerate(zip(texts, encoded)):
-        problem = text_problem(text, 0 if truncate else len(ids), max_len)
-        results.append(problem if problem is not None else "")
-        if problem is None:
-            usable.append(index)
-    if usable:
-        with torch.no_grad():
-            probabilities = predict_probabilities(
-                model, [encoded[index][:max_len] for index in usable], precision=precision
-            )
-        for index, row in zip(usable, probabilities.tolist()):
-            label = max(range(len(row)), key=row.__getitem__)
-            results[index] = Prediction(
-                label,
-                class_names[label],
-                dict(zip(class_names, row)),
-                len(encoded[index]),
-                len(encoded[index]) > max_len,
-            )
-    return results
-
-
-def predict(
-    model: TransformerClassifier,
-    tokenizer: SubwordTokenizer,
-    class_names: Sequence[str],
-    texts: Sequence[str],
-    truncate: bool = False,
-) -> list[Prediction]:
-    """Classify ``texts``; a text :func:`predict_each` refuses is a ValueError naming its index."""
-    results = predict_each(model, tokenizer, class_names, texts, truncate=truncate)
-    for index, result in enumerate(results):
-        if isinstance(result, str):
-            raise ValueError(f"texts[{index}]: {result}")
-    return results  # type: ignore[return-value]
-
-
-def evaluate_classifier(
-    model: TransformerClassifier,
-    tokenizer: SubwordTokenizer,
-    articles: Sequence[Example],
-    class_names: Sequence[str],
-    precision: str = "fp32",
-    source: str | os.PathLike[str] | None = None,
-) -> tuple[ClassificationReport, list[Prediction]]:
-    """Accuracy, per-class precision/recall/F1 and the confusion matrix on ``articles``.
-
-    An article the model cannot read whole is a ValueError naming its line (and
-    ``source``, the file it came from, when given). Returns the report and the prediction
-    of every article.
-    """
-    results = predict_each(model, tokenizer, class_names, [article.text for article in articles], precision=precision)
-    for article, result in zip(articles, results):
-        if isinstance(result, str):
-            where = (
-                f"{source}: line {article.line_number}"
-                if source is not None
-                else f"article of line {article.line_number}"
-            )
-            raise ValueError(f"{where}: {result}")
-    predictions: list[Prediction] = results  # type: ignore[assignment]
-    report = classification_report(
-        [prediction.label for prediction in predictions], [article.label for article in articles], class_names
-    )
-    return report, predictions
-
-
-# -- training and loading -----------------------------------------------------------------
-
-
-# A classification run's result: its model, tokenizer (``vocabulary``), config and data.
-TrainResult = RunResult[TransformerClassifier, SubwordTokenizer, "ClassificationConfig", ClassificationData]
-
-
-def _check_lengths(data: ClassificationData, max_len: int) -> None:
-    lengths = data.train_store.lengths("tokens")
-    too_long = np.nonzero(lengths > max_len)[0]
-    if too_long.size:
-        line = int(data.train_line_numbers[too_long[0]])
-        raise ValueError(
-            f"{data.train_file}: line {line}: expected at most {max_len} subword tokens "
-            f"(model.max_len), got {int(lengths[too_long[0]])}; raise model.max_len"
-        )
-
-
-def _recorded_data_config(config: ClassificationDataConfig, data: ClassificationData) -> ClassificationDataConfig:
-    """The data config to write into checkpoints: the files used, findable from any folder."""
-    if config.prepared_dir:
-        return dataclasses.replace(config, prepared_dir=str(Path(config.prepared_dir).resolve()))
-    if not config.train_files:
-        return dataclasses.replace(
-            config, train_file=_recorded_train_file(data.train_file, resolve_ag_news_dir(config.data_dir))
-        )
-    return dataclasses.replace(
-        config,
-        train_files=(str(data.train_file.resolve()),),
-        valid_files=() if data.validation_file is None else (str(data.validation_file.resolve()),),
-    )
-
-
-def train(
-    config: ClassificationConfig,
-    out_dir: str | os.PathLike[str],
-    *,
-    resume: bool = False,
-    init_from: str | os.PathLike[str] | None = None,
-) -> TrainResult:
-    """Train a classifier; validation accuracy at every epoch end decides ``best/``.
-
-    ``resume`` continues ``out_dir/last``; ``init_from`` fine-tunes a checkpoint (its model
-    config must already be ``config.model``, see ``tasks.finetune``). Both keep the
-    checkpoint's tokenizer and class names, so the class indices mean what they meant.
-    """
-    tokenizer, class_names = None, None
-    start = start_checkpoint(out_dir, resume=resume, init_from=init_from)
-    if start is not None:
-        tokenizer = read_tokenizer(start, TOKENIZER_FILE)
-        class_names = load_task_config(start, TASK_NAME, ClassificationConfig).class_names
-    data = build_data(config.data, tokenizer, class_names)
-    _check_lengths(data, config.model.max_len)
-    config = dataclasses.replace(
-        config,
-        data=_recorded_data_config(config.data, data),
-        model=dataclasses.replace(
-            config.model, vocab_size=data.tokenizer.vocab_size, num_classes=len(data.class_names), pad_id=PAD_ID
-        ),
-        class_names=tuple(data.class_names),
-    )
-    lengths = data.train_store.lengths("tokens")
-    first_epoch = token_budget_batches(lengths, config.data.max_tokens, shuffle=True, seed=config.data.seed, epoch=0)
-    logger.info(
-        "%s: %d training and %d validation articles (%d malformed lines skipped), vocabulary %d, "
-        "%d batches per epoch, padding %.1f%%",
-        data.train_file,
-        len(data.train_store),
-        len(data.validation_articles),
-        data.num_skipped,
-        data.tokenizer.vocab_size,
-        len(first_epoch),
-        100 * padding_fraction(first_epoch, lengths),
-    )
-    validation_ids = data.tokenizer.encode_batch([article.text for article in data.validation_articles])
-    validation_labels = torch.tensor([article.label for article in data.validation_articles])
-
-    def evaluate(evaluated_model: nn.Module) -> dict[str, float]:
-        # The trainer hands back the model it was given (unwrapped from DDP).
-        assert isinstance(evaluated_model, TransformerClassifier), type(evaluated_model)
-        probabilities = predict_probabilities(evaluated_model, validation_ids)  # [N, C]
-        log_probabilities = probabilities.clamp_min(1e-12).log()
-        return {
-            "val_accuracy": float((probabilities.argmax(dim=-1) == validation_labels).float().mean()),
-            "val_loss": float(F.nll_loss(log_probabilities, validation_labels)),
-        }
-
-    model_config, data_config = config.model, config.data
-    plan = RunPlan(
-        task_name=TASK_NAME,
-        config=config,
-        train_config=config.train,
-        d_model=model_config.d_model,
-        build_model=lambda: TransformerClassifier.from_config(model_config),
-        loss_fn=classification_loss_fn(config.train.label_smoothing),
-        # Under torchrun each rank trains on its own shard of the epoch.
-        train_batches=lambda epoch: epoch_batches(data, data_config, epoch, *data_shard()),
-        evaluate_fn=evaluate,
-        count_tokens=lambda batch: int((batch.token_ids != PAD_ID).sum()),
-        data_counts={
-            "training articles": len(data.train_store),
-            "validation articles": len(data.validation_articles),
-        },
-        extra_files={TOKENIZER_FILE: data.tokenizer.to_json()},
-        # The preset's AG News is English news; the user's files name no language.
-        card={"hub_task": "text-classification", "dataset": "ag_news", "languages": ["en"]},
-    )
-    model, summary = train_run(plan, out_dir, resume=resume, init_from=init_from)
-    return TrainResult(model=model, vocabulary=data.tokenizer, config=config, data=data, summary=summary)
-
-
-def load_classifier(
-    checkpoint: str | os.PathLike[str],
-) -> tuple[TransformerClassifier, SubwordTokenizer, ClassificationConfig]:
-    """Rebuild the model (in eval mode), tokenizer and config of a classification checkpoint.
-
-    ``checkpoint`` is a checkpoint folder or a run folder (its ``best/`` is used).
-    """
-    return load_checkpoint_parts(
-        checkpoint,
-        TASK_NAME,
-        ClassificationConfig,
-        lambda config: TransformerClassifier.from_config(config.model),
-        lambda folder: read_tokenizer(folder, TOKENIZER_FILE),
-        lambda tokenizer: {"vocab_size": (tokenizer.vocab_size, TOKENIZER_FILE)},
-    )
-
-
-def load_labelled_split(config: ClassificationConfig, split: str) -> list[Example]:
-    """The validation rows of a checkpoint trained on ``data.train_files``: its valid file, or carved again.
-
-    There is no named test split of a user's data: score a file with :func:`load_labelled_test`.
-    """
-    data = config.data
-    if split == "validation":
-        if data.valid_files:
-            return list(labelled_examples(read_labelled_file(data, data.valid_files[0]), config.class_names))
-        read = read_labelled_file(data, data.train_files[0], max_records=data.num_train)
-        return _carve_validation(data, list(labelled_examples(read, config.class_names)))[1]
-    if split == "test":
-        raise ValueError(
-            f"split 'test': expected a checkpoint trained on AG News, got one trained on {data.train_files[0]}, "
-            "which has no named test split; score a labelled file instead (evaluate --test FILE)"
-        )
-    raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
-
-
-def load_labelled_test(
-    config: ClassificationConfig,
-    path: str | os.PathLike[str],
-    *,
-    text_fields: Sequence[str] | None = None,
-    label_field: str | None = None,
-    file_format: str | None = None,
-) -> list[LabelledExample]:
-    """The rows of any labelled file, read with the checkpoint's fields and format unless overridden.
-
-    A label outside the checkpoint's ``class_names`` is a ValueError naming the file, the
-    line and the label.
-    """
-    read = read_labelled_file(
-        config.data, path, text_fields=text_fields, label_field=label_field, file_format=file_format
-    )
-    return labelled_examples(read, config.class_names)
-
-
-def load_split(
-    config: ClassificationConfig, split: str, data_dir: str | None = None, skip_malformed: bool = False
-) -> list[Example]:
-    """The articles of ``split`` ("test", or "validation": the rows held out at training)."""
-    if config.data.prepared_dir and split == "validation":
-        return list(open_prepared_labelled(config.data.prepared_dir).validation_rows)
-    if config.data.train_files:
-        return load_labelled_split(config, split)
-    data_dir = data_dir if data_dir is not None else config.data.data_dir
-    if split == "test":
-        return list(read_ag_news_csv(ag_news_path("test", data_dir), skip_malformed=skip_malformed).articles)
-    if split == "validation":
-        path = ag_news_path("train", data_dir, config.data.train_file)
-        articles = read_ag_news_csv(path, skip_malformed=config.data.skip_malformed).articles
-        if config.data.num_train:
-            articles = articles[: config.data.num_train]
-        _, validation_indices = stratified_split(
-            [article.label for article in articles], config.data.validation_fraction, config.data.split_seed
-        )
-        return [articles[index] for index in validation_indices]
-    raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
-
-
-def _prepare(data: ClassificationDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
+def prepare(data: ClassificationDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
+    """``transformer-lab prepare classification``: the data prepared into ``out_dir``; returns the report."""
     prepared = open_prepared_labelled(prepare_corpus(data, out_dir))
     return {**prepared.report, "seconds": prepared.manifest["seconds"]}
-
-
-def _evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
-    # Its own module, which builds on this one: imported when a checkpoint is scored.
-    from transformer_lab.tasks import classification_evaluation
-
-    return classification_evaluation.evaluate(checkpoint, split, options)
-
-
-TASK = Task(
-    name=TASK_NAME,
-    presets={"default": default_config},
-    train=train,
-    load=load_classifier,
-    prepare=_prepare,
-    evaluate=_evaluate,
-    evaluation_split="test",
-    evaluation_options=frozenset(
-        {"--test", "--text-field", "--label-field", "--file-format", "--skip-malformed", "--confusion-png"}
-    ),
-    surfaces=frozenset({"onnx", "serve"}),
-    dataset="ag-news",
-)
