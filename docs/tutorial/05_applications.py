@@ -145,9 +145,10 @@ print("figure:", show_figure(translator.plot_attention(validation[0][0], figures
 # repetitions that mirror those of the upper line. The cut-down settings are as before.
 
 # %%
-from transformer_lab.tasks import couplet
+from transformer_lab.tasks.couplet import data as couplet_data
+from transformer_lab.tasks.couplet import train as couplet_train
 
-couplet_config = couplet.default_config()
+couplet_config = couplet_train.default_config()
 couplet_config = dataclasses.replace(
     couplet_config,
     data=dataclasses.replace(
@@ -178,7 +179,7 @@ couplet_config = dataclasses.replace(
     decode=dataclasses.replace(couplet_config.decode, precision="fp32"),
 )
 couplet_run = Path("runs/tutorial-couplet")
-couplet_result = couplet.train(couplet_config, couplet_run)
+couplet_result = couplet_train.train(couplet_config, couplet_run)
 couplet_summary = couplet_result.summary
 couplet_losses = [row["train_loss"] for row in read_metrics(couplet_run / "metrics.jsonl") if row["event"] == "train"]
 print(f"couplet: {couplet_summary['steps']} steps in {couplet_summary['wall_seconds']:.0f} s")
@@ -192,7 +193,7 @@ print(f"couplet: training loss {couplet_losses[0]:.2f} -> {couplet_losses[-1]:.2
 from transformer_lab import CoupletWriter
 
 writer = CoupletWriter(couplet_run)
-couplet_validation = couplet.load_validation_pairs(couplet_result.config.data, data_dir)[:3]
+couplet_validation = couplet_data.load_validation_pairs(couplet_result.config.data, data_dir)[:3]
 written = writer.write([upper for upper, _ in couplet_validation])
 for (upper, lower), answer in zip(couplet_validation, written):
     print(f"upper: {upper}   reference: {lower}   model: {answer.candidates[0].text}")

@@ -42,11 +42,12 @@ from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier
 from transformer_lab.setting_error import SettingError
-from transformer_lab.tasks import couplet
 from transformer_lab.tasks.classification import predict as classification_predict
 from transformer_lab.tasks.classification import train as classification_train
 from transformer_lab.tasks.classification.predict import Prediction
-from transformer_lab.tasks.couplet import CoupletConstraintConfig, CoupletResult
+from transformer_lab.tasks.couplet import predict as couplet_predict
+from transformer_lab.tasks.couplet import train as couplet_train
+from transformer_lab.tasks.couplet.predict import CoupletConstraintConfig, CoupletResult
 from transformer_lab.tasks.seq2seq import Candidate
 from transformer_lab.tasks.translation import predict as translation_predict
 from transformer_lab.tasks.translation import train as translation_train
@@ -372,7 +373,7 @@ class CoupletWriter(_Seq2SeqCheckpoint):
 
     def __init__(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> None:
         device = resolve_device(device)  # before the load: a device this machine lacks costs nothing
-        model, vocabulary, config = couplet.load(checkpoint)
+        model, vocabulary, config = couplet_train.load(checkpoint)
         super().__init__(model, config.decode, device)
         self.vocabulary: Vocabulary = vocabulary
         self.config = config
@@ -428,7 +429,7 @@ class CoupletWriter(_Seq2SeqCheckpoint):
         if _is_int(num_candidates) and num_candidates > 1 and beam is None and decode.strategy == "beam":
             decode = dataclasses.replace(decode, beam_size=max(decode.beam_size, num_candidates))
         rules = self.config.constraints if constraints is None else constraints
-        results = couplet.generate(model, self.vocabulary, lines, decode, rules, num_candidates=num_candidates)
+        results = couplet_predict.generate(model, self.vocabulary, lines, decode, rules, num_candidates=num_candidates)
         return results[0] if isinstance(uppers, str) else results
 
 

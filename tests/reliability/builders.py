@@ -19,8 +19,9 @@ from tests.tasks.couplet_fixture import write_couplet_folder
 from tests.tasks.news_fixture import tiny_overrides, write_news_folder
 from transformer_lab.data import SubwordTokenizer
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks import couplet, seq2seq
+from transformer_lab.tasks import seq2seq
 from transformer_lab.tasks.classification import train as classification_train
+from transformer_lab.tasks.couplet import train as couplet_train
 from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import apply_overrides, config_to_dict, save_checkpoint
 
@@ -89,5 +90,5 @@ def train_couplet_checkpoint(root: Path) -> Path:
     """
     data_dir = write_couplet_folder(root / "data", num_train=60, num_test=5)
     overrides = [f"data.data_dir={data_dir}", *COUPLET_OVERRIDES, "train.max_steps=2", "data.num_validation=4"]
-    couplet.train(apply_overrides(couplet.default_config(), overrides), root / "run")
+    couplet_train.train(apply_overrides(couplet_train.default_config(), overrides), root / "run")
     return root / "run" / "last"

@@ -93,8 +93,8 @@ from transformer_lab.nn import (
 )
 from transformer_lab.nn.attention import explicit_attention, merge_heads
 from transformer_lab.nn.residual import Sublayer, residual_sublayers
-from transformer_lab.tasks import couplet
 from transformer_lab.tasks.classification import train as classification_train
+from transformer_lab.tasks.couplet import train as couplet_train
 from transformer_lab.tasks.registry import load_trained, tasks_offering
 from transformer_lab.tasks.translation import train as translation_train
 
@@ -158,7 +158,7 @@ def export_checkpoint(checkpoint: str | os.PathLike[str], out_dir: str | os.Path
             files = vocabulary.files()
         elif isinstance(vocabulary, Vocabulary):
             # The couplet task's one character vocabulary, as its checkpoints store it.
-            files = {couplet.VOCABULARY_FILE: "".join(token + "\n" for token in vocabulary.tokens)}
+            files = {couplet_train.VOCABULARY_FILE: "".join(token + "\n" for token in vocabulary.tokens)}
         else:
             raise ValueError(f"vocabulary: expected a TokenizerPair or a Vocabulary, got {type(vocabulary).__name__}")
         return export_seq2seq(model, out_dir, vocabulary_files=files, task=trained.task)

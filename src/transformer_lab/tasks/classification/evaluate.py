@@ -120,8 +120,6 @@ def load_split(
 
 # The split `evaluate classification` scores when none is named.
 DEFAULT_SPLIT = "test"
-
-
 _TEST_FILE_OPTIONS = ("--text-field", "--label-field", "--file-format")
 
 
