@@ -42,7 +42,7 @@ from transformer_lab.cli import main
 from transformer_lab.data import SubwordTokenizer, Vocabulary, read_ag_news_csv, read_lines, read_parallel_text
 from transformer_lab.data.couplet import LOWER_FILE, UPPER_FILE, load_couplets, read_couplets
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks import synthetic
+from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.tasks.translation import predict as translation_predict
 from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import (
@@ -220,19 +220,19 @@ LIBRARY_CASES = [
     ),
     LibraryCase(
         "--set with an unknown key",
-        lambda tmp, ck: apply_overrides(synthetic.default_config(), ["train.learning_rate=1"]),
+        lambda tmp, ck: apply_overrides(synthetic_train.default_config(), ["train.learning_rate=1"]),
         ValueError,
         r"^train\.learning_rate: unknown key for TrainConfig",
     ),
     LibraryCase(
         "--set with a bad value",
-        lambda tmp, ck: apply_overrides(synthetic.default_config(), ["train.max_steps=many"]),
+        lambda tmp, ck: apply_overrides(synthetic_train.default_config(), ["train.max_steps=many"]),
         ValueError,
         r"^train\.max_steps: expected an int, got 'many'",
     ),
     LibraryCase(
         "--set with an infinite float",
-        lambda tmp, ck: apply_overrides(synthetic.default_config(), ["train.lr_factor=inf"]),
+        lambda tmp, ck: apply_overrides(synthetic_train.default_config(), ["train.lr_factor=inf"]),
         ValueError,
         r"^train\.lr_factor: expected a finite float, got 'inf'",
     ),
@@ -981,7 +981,7 @@ def couplet_argv(checkpoints: Checkpoints, *rest: str) -> list[str]:
 
 
 def copy_checkpoint(tmp_path: Path) -> Path:
-    config = synthetic.default_config("copy")
+    config = synthetic_train.default_config("copy")
     return save_checkpoint(
         tmp_path / "copy", Seq2SeqTransformer.from_config(config.model), {"task": "synthetic", **config_to_dict(config)}
     )
