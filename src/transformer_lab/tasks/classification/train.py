@@ -201,8 +201,6 @@ def train(
     plan = RunPlan(
         task_name=TASK_NAME,
         config=config,
-        train_config=config.train,
-        d_model=model_config.d_model,
         build_model=lambda: TransformerClassifier.from_config(model_config),
         loss_fn=classification_loss_fn(config.train.label_smoothing),
         # Under torchrun each rank trains on its own shard of the epoch.

@@ -127,8 +127,6 @@ def train(
     plan = RunPlan(
         task_name=TASK_NAME,
         config=config,
-        train_config=config.train,
-        d_model=model_config.d_model,
         build_model=lambda: Seq2SeqTransformer.from_config(model_config),
         loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID),
         # Under torchrun each rank trains on its own shard of the epoch.
