@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import array
-import dataclasses
 import itertools
-import json
 import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -33,7 +31,7 @@ from transformer_lab.data.ag_news import CLASSES_FILE, log_malformed, stream_ag_
 from transformer_lab.data.batching import token_budget_spans
 from transformer_lab.data.labelled_text import LabelIds, LabelledText, stream_labelled_text
 from transformer_lab.data.lazy_batches import ClassificationBatches
-from transformer_lab.data.prepared_cache import CorpusIdentity, cache_folder, cached_folder
+from transformer_lab.data.prepared_cache import CorpusIdentity, cache_folder, cached_folder, corpus_description
 from transformer_lab.data.prepared_labelled import (
     LabelledExample,
     open_prepared_labelled,
@@ -47,6 +45,9 @@ from transformer_lab.folders import write_folder
 from transformer_lab.training.run.once_per_machine import prepared_once_per_machine
 
 logger = logging.getLogger(__name__)
+
+# What a prepared corpus does not depend on: where the data and the cache are, and the batches.
+_UNDESCRIBED = ("data_dir", "max_tokens", "seed", "prepared_dir", "cache_dir")
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,40 @@ def labelled_examples(read: LabelledTextFile, class_names: Sequence[str]) -> lis
     return [LabelledExample(record.text, label, record.line_number) for record, label in zip(read.records, ids)]
 
 
+def _training_file(config: ClassificationDataConfig) -> Path:
+    """The training file: AG News's, or the user's, which is read strictly (``skip_malformed`` refused)."""
+    if config.num_train < 0:
+        raise ValueError(f"data.num_train must be >= 0 (0 = all rows), got {config.num_train}")
+    if not config.train_files:
+        return ag_news_path("train", config.data_dir, config.train_file)
+    if config.skip_malformed:
+        raise ValueError(
+            "data.skip_malformed: expected False with data.train_files (a labelled file is read strictly, "
+            "nothing is skipped), got True"
+        )
+    return Path(config.train_files[0])
+
+
+def _check_ag_news_classes(path: Path, class_names: Sequence[str] | None, names: tuple[str, ...]) -> None:
+    """Refuse a checkpoint's ``class_names`` (None: none given) that are not AG News's ``names``."""
+    if class_names is not None and tuple(class_names) != names:
+        raise ValueError(
+            f"{path}: expected the checkpoint's classes {list(class_names)!r}, "
+            f"got the AG News classes {list(names)!r}"
+        )
+
+
+def _label_classes(path: Path, config: ClassificationDataConfig, labels: Iterable[str]) -> tuple[str, ...]:
+    """The classes of the user's training file, from its labels: at least two."""
+    class_names = sorted_class_names(labels)
+    if len(class_names) < 2:
+        raise ValueError(
+            f"{path}: field {config.label_field!r}: expected at least 2 distinct labels to classify, "
+            f"got {list(class_names)!r}"
+        )
+    return class_names
+
+
 def _training_rows(
     config: ClassificationDataConfig, class_names: Sequence[str] | None = None
 ) -> tuple[Path, list[Example], tuple[str, ...], int]:
@@ -183,34 +218,17 @@ def _training_rows(
     ``class_names`` fixes the classes (a resumed or fine-tuned run keeps its checkpoint's
     order); None reads them from the data.
     """
-    if config.num_train < 0:
-        raise ValueError(f"data.num_train must be >= 0 (0 = all rows), got {config.num_train}")
+    path = _training_file(config)
     if not config.train_files:
-        path = ag_news_path("train", config.data_dir, config.train_file)
         read = read_ag_news_csv(path, skip_malformed=config.skip_malformed)
         articles = read.articles if config.num_train == 0 else read.articles[: config.num_train]
         names = read_class_names(config.data_dir)
-        if class_names is not None and tuple(class_names) != names:
-            raise ValueError(
-                f"{path}: expected the checkpoint's classes {list(class_names)!r}, "
-                f"got the AG News classes {list(names)!r}"
-            )
+        _check_ag_news_classes(path, class_names, names)
         return path, list(articles), names, read.num_skipped
-    if config.skip_malformed:
-        raise ValueError(
-            "data.skip_malformed: expected False with data.train_files (a labelled file is read strictly, "
-            "nothing is skipped), got True"
-        )
-    path = Path(config.train_files[0])
     labelled = read_labelled_file(config, path, max_records=config.num_train)
     if class_names is not None:
         return path, list(labelled_examples(labelled, class_names)), tuple(class_names), 0
-    class_names = sorted_class_names(labelled.labels)
-    if len(class_names) < 2:
-        raise ValueError(
-            f"{path}: field {config.label_field!r}: expected at least 2 distinct labels to classify, "
-            f"got {list(class_names)!r}"
-        )
+    class_names = _label_classes(path, config, labelled.labels)
     return path, list(labelled_examples(labelled, class_names)), class_names, 0
 
 
@@ -247,11 +265,9 @@ class _StreamedRows:
 
 def _streamed_rows(config: ClassificationDataConfig, class_names: Sequence[str] | None) -> _StreamedRows:
     """One pass over the training file (`_training_rows`'s checks and errors), keeping only the labels."""
-    if config.num_train < 0:
-        raise ValueError(f"data.num_train must be >= 0 (0 = all rows), got {config.num_train}")
+    path = _training_file(config)
     cut = config.num_train or None
     if not config.train_files:
-        path = ag_news_path("train", config.data_dir, config.train_file)
         names = read_class_names(config.data_dir)
         labels = array.array("q")
         malformed: list[tuple[int, str]] = []
@@ -262,11 +278,7 @@ def _streamed_rows(config: ClassificationDataConfig, class_names: Sequence[str] 
                     labels.append(article.label)
         finally:
             log_malformed(path, malformed)
-        if class_names is not None and tuple(class_names) != names:
-            raise ValueError(
-                f"{path}: expected the checkpoint's classes {list(class_names)!r}, "
-                f"got the AG News classes {list(names)!r}"
-            )
+        _check_ag_news_classes(path, class_names, names)
 
         def articles() -> Iterator[LabelledExample]:
             stream = stream_ag_news_csv(path, skip_malformed=config.skip_malformed)
@@ -274,12 +286,6 @@ def _streamed_rows(config: ClassificationDataConfig, class_names: Sequence[str] 
                 yield LabelledExample(article.text, article.label, article.line_number)
 
         return _StreamedRows(path, names, np.frombuffer(labels, dtype=np.int64), len(malformed), articles)
-    if config.skip_malformed:
-        raise ValueError(
-            "data.skip_malformed: expected False with data.train_files (a labelled file is read strictly, "
-            "nothing is skipped), got True"
-        )
-    path = Path(config.train_files[0])
 
     def records() -> Iterator[LabelledText]:
         return stream_labelled_text(
@@ -296,12 +302,7 @@ def _streamed_rows(config: ClassificationDataConfig, class_names: Sequence[str] 
             first_line.append(record.line_number)
         seen.append(index)
     if class_names is None:
-        class_names = sorted_class_names(first_seen)
-        if len(class_names) < 2:
-            raise ValueError(
-                f"{path}: field {config.label_field!r}: expected at least 2 distinct labels to classify, "
-                f"got {list(class_names)!r}"
-            )
+        class_names = _label_classes(path, config, first_seen)
     label_id = LabelIds(class_names, path, config.label_field)
     # In order of appearance: an unseen label is named at its first line, as a whole read names it.
     class_of_seen = np.asarray(
@@ -378,7 +379,7 @@ def build_data(
                 f"{list(prepared.class_names)!r} in {prepared.folder}"
             )
     else:
-        description = _corpus_description(config)
+        description = corpus_description(config, _UNDESCRIBED, _input_files(config))
         folder = cache_folder("labelled", description, config.cache_dir or None)
 
         def stale_reason(cached: Path) -> str | None:
@@ -406,14 +407,6 @@ def build_data(
         num_skipped=int(report["skipped_malformed"]),
         validation_file=None if validation_file is None else Path(validation_file),
     )
-
-
-def _corpus_description(config: ClassificationDataConfig) -> dict[str, Any]:
-    """What a prepared corpus depends on: the reading, split and tokenizer settings and the files read."""
-    unused = ("data_dir", "max_tokens", "seed", "prepared_dir", "cache_dir")
-    settings = {key: value for key, value in dataclasses.asdict(config).items() if key not in unused}
-    description = {**settings, "inputs": [str(path.resolve()) for path in _input_files(config)]}
-    return json.loads(json.dumps(description))  # as the manifest reads back: tuples become lists
 
 
 def _input_files(config: ClassificationDataConfig) -> list[Path]:
@@ -472,7 +465,7 @@ def _write_corpus(
         report,
         _input_files(config),
         CorpusIdentity("tokenizer", None if tokenizer is None else tokenizer_sha256(tokenizer)).described(
-            _corpus_description(config)
+            corpus_description(config, _UNDESCRIBED, _input_files(config))
         ),
     )
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -24,7 +22,7 @@ from transformer_lab.data.couplet import (
     without_validation_uppers,
 )
 from transformer_lab.data.couplet_stream import CoupletFiles
-from transformer_lab.data.prepared_cache import CorpusIdentity, cache_folder, cached_folder
+from transformer_lab.data.prepared_cache import CorpusIdentity, cache_folder, cached_folder, corpus_description
 from transformer_lab.data.prepared_couplets import (
     CoupletCorpusSpec,
     open_prepared_couplets,
@@ -38,6 +36,9 @@ from transformer_lab.tasks.seq2seq import Seq2SeqData
 from transformer_lab.training.run.once_per_machine import prepared_once_per_machine
 
 logger = logging.getLogger(__name__)
+
+# What a prepared corpus does not depend on: where the data and the cache are, the batches, the test split.
+_UNDESCRIBED = ("data_dir", "max_tokens", "test_split", "prepared_dir", "cache_dir")
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) 
         prepared = open_prepared_couplets(config.prepared_dir)
         identity.check_prepared(prepared.folder, prepared.manifest)
     else:
-        description = _corpus_description(config)
+        description = corpus_description(config, _UNDESCRIBED, _input_files(config))
         folder = cache_folder("couplets", description, config.cache_dir or None)
 
         def stale_reason(cached: Path) -> str | None:
@@ -129,14 +130,6 @@ def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) 
         ", ".join(f"{key} {value}" for key, value in prepared.report.items()),
     )
     return CoupletData(prepared.vocabulary, prepared.store, prepared.validation_pairs, prepared.report)
-
-
-def _corpus_description(config: CoupletDataConfig) -> dict[str, Any]:
-    """What a prepared corpus depends on: the reading, split and vocabulary settings and the files read."""
-    unused = ("data_dir", "max_tokens", "test_split", "prepared_dir", "cache_dir")
-    settings = {key: value for key, value in dataclasses.asdict(config).items() if key not in unused}
-    description = {**settings, "inputs": [str(path.resolve()) for path in _input_files(config)]}
-    return json.loads(json.dumps(description))  # as the manifest reads back: tuples become lists
 
 
 def _input_files(config: CoupletDataConfig) -> list[Path]:
@@ -181,7 +174,7 @@ def _write_corpus(config: CoupletDataConfig, folder: Path, vocabulary: Vocabular
         vocabulary,
         _input_files(config),
         CorpusIdentity("vocabulary", None if vocabulary is None else vocabulary_sha256(vocabulary)).described(
-            _corpus_description(config)
+            corpus_description(config, _UNDESCRIBED, _input_files(config))
         ),
     )
 
