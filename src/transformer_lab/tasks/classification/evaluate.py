@@ -118,8 +118,7 @@ def load_split(
     raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
 
 
-# The split `evaluate classification` scores when none is named.
-DEFAULT_SPLIT = "test"
+DEFAULT_SPLIT = "test"  # the split `evaluate classification` scores when none is named
 _TEST_FILE_OPTIONS = ("--text-field", "--label-field", "--file-format")
 
 

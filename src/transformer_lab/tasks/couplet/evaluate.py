@@ -47,8 +47,7 @@ def evaluate_pairs(
     return CoupletEvaluation(couplet_report(uppers, hypotheses, references), uppers, hypotheses, references)
 
 
-# The split `evaluate couplet` scores when none is named.
-DEFAULT_SPLIT = "test"
+DEFAULT_SPLIT = "test"  # the split `evaluate couplet` scores when none is named
 NUM_SAMPLES = 20
 
 

@@ -20,8 +20,7 @@ from transformer_lab.tasks.translation.predict import evaluate_bleu
 from transformer_lab.tasks.translation.train import load_translator
 from transformer_lab.training.checkpoint import resolve_checkpoint
 
-# The split `evaluate translation` scores when none is named.
-DEFAULT_SPLIT = "test_2016_flickr"
+DEFAULT_SPLIT = "test_2016_flickr"  # the split `evaluate translation` scores when none is named
 
 
 def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
