@@ -19,7 +19,6 @@ from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID
 from transformer_lab.serve.registry import handler_modules
 from transformer_lab.tasks import registry
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport
-from transformer_lab.tasks.synthetic import data as synthetic_data
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.tasks.task import Task
 from transformer_lab.training.checkpoint import resolve_checkpoint
@@ -94,7 +93,7 @@ def held_out_line(result: synthetic_train.TrainResult, config: Any) -> list[str]
 def evaluate_short_sort(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
     """The toy task's evaluation: greedy exact match, and token accuracy under teacher forcing in padded batches."""
     model, _, config = synthetic_train.load(checkpoint)
-    data = synthetic_data.build_data(config.data)
+    data = synthetic_train.build_data(config.data)
     splits = {"test": data.test, "validation": data.validation}
     name = split or "test"
     if name not in splits:
@@ -102,7 +101,7 @@ def evaluate_short_sort(checkpoint: Path, split: str | None, options: Evaluation
     exact = synthetic_train.exact_match(model, splits[name], dataclasses.replace(config.decode, strategy="greedy"))
     correct = total = 0
     with torch.inference_mode():
-        for batch in synthetic_data.batches_of(splits[name], 3, shuffle=False, seed=0, epoch=0):
+        for batch in synthetic_train.batches_of(splits[name], 3, shuffle=False, seed=0, epoch=0):
             predicted_ids = model(batch.src_ids, batch.tgt_in_ids).argmax(dim=-1)  # [B, T]
             real = batch.tgt_out_ids != PAD_ID  # [B, T]
             correct += int(((predicted_ids == batch.tgt_out_ids) & real).sum())
@@ -165,7 +164,7 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
     # The oracle: one sequence at a time, teacher-forced without padding. Greedy search gives
     # the target exactly when every next token of the target, then eos, is the argmax.
     model, _, config = synthetic_train.load(out)
-    held_out = synthetic_data.build_data(config.data).test
+    held_out = synthetic_train.build_data(config.data).test
     right_tokens = whole_sequences = 0
     with torch.inference_mode():
         for source, target in held_out:

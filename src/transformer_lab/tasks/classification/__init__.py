@@ -1,7 +1,5 @@
 """Text classification: AG News by default, or any labelled CSV / TSV / JSON Lines file.
 
-Data, model, training, prediction, evaluation.
-
 Thin glue over ``data`` (the AG News reader, a seeded stratified validation split carved
 from the training file, byte-level BPE, token-budget batches), ``models``
 (TransformerClassifier, mean pooling over real tokens only), ``training`` (the Trainer,
