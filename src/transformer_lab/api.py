@@ -42,15 +42,13 @@ from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier
 from transformer_lab.setting_error import SettingError
-from transformer_lab.tasks.classification import predict as classification_predict
-from transformer_lab.tasks.classification import train as classification_train
-from transformer_lab.tasks.classification.predict import Prediction
-from transformer_lab.tasks.couplet import predict as couplet_predict
+from transformer_lab.tasks.classification.predict import Prediction, predict_each
+from transformer_lab.tasks.classification.train import load_classifier
 from transformer_lab.tasks.couplet import train as couplet_train
-from transformer_lab.tasks.couplet.predict import CoupletConstraintConfig, CoupletResult
+from transformer_lab.tasks.couplet.predict import CoupletConstraintConfig, CoupletResult, generate
 from transformer_lab.tasks.seq2seq import Candidate
-from transformer_lab.tasks.translation import predict as translation_predict
-from transformer_lab.tasks.translation import train as translation_train
+from transformer_lab.tasks.translation.predict import translate_nbest, translate_sentences
+from transformer_lab.tasks.translation.train import load_translator
 
 
 def _texts(texts: str | Sequence[str], name: str) -> list[str]:
@@ -162,7 +160,7 @@ class Translator(_Seq2SeqCheckpoint):
 
     def __init__(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> None:
         device = resolve_device(device)  # before the load: a device this machine lacks costs nothing
-        model, tokenizers, config = translation_train.load_translator(checkpoint)
+        model, tokenizers, config = load_translator(checkpoint)
         super().__init__(model, config.decode, device)
         self.tokenizers: TokenizerPair = tokenizers
         self.config = config
@@ -219,9 +217,7 @@ class Translator(_Seq2SeqCheckpoint):
         texts = _texts(sentences, "sentences")
         if nbest == 1:
             model, decode = self._decoding(beam, nbest, precision, length_penalty, beam_stop)
-            results: list[Any] = translation_predict.translate_sentences(
-                model, self.tokenizers, texts, decode, batch_size
-            )
+            results: list[Any] = translate_sentences(model, self.tokenizers, texts, decode, batch_size)
         else:
             results = self.candidates(
                 texts, nbest=nbest, beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop
@@ -271,10 +267,7 @@ class Translator(_Seq2SeqCheckpoint):
         """
         texts = _texts(sentences, "sentences")
         model, decode = self._decoding(beam, nbest, precision, length_penalty, beam_stop)
-        results = [
-            translation_predict.translate_nbest(model, self.tokenizers, text, decode) if text.strip() else []
-            for text in texts
-        ]
+        results = [translate_nbest(model, self.tokenizers, text, decode) if text.strip() else [] for text in texts]
         return results[0] if isinstance(sentences, str) else results
 
     def plot_attention(
@@ -308,7 +301,7 @@ class Classifier:
 
     def __init__(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> None:
         device = resolve_device(device)  # before the load: a device this machine lacks costs nothing
-        model, tokenizer, config = classification_train.load_classifier(checkpoint)
+        model, tokenizer, config = load_classifier(checkpoint)
         self.model: TransformerClassifier = model.to(device).eval()
         self.tokenizer: SubwordTokenizer = tokenizer
         self.config = config
@@ -357,9 +350,7 @@ class Classifier:
         """
         resolved = resolve_inference_precision(precision, "auto", _model_device(self.model), int8=False)
         batch = _texts(texts, "texts")
-        return classification_predict.predict_each(
-            self.model, self.tokenizer, self.class_names, batch, truncate=truncate, precision=resolved
-        )
+        return predict_each(self.model, self.tokenizer, self.class_names, batch, truncate=truncate, precision=resolved)
 
 
 class CoupletWriter(_Seq2SeqCheckpoint):
@@ -429,7 +420,7 @@ class CoupletWriter(_Seq2SeqCheckpoint):
         if _is_int(num_candidates) and num_candidates > 1 and beam is None and decode.strategy == "beam":
             decode = dataclasses.replace(decode, beam_size=max(decode.beam_size, num_candidates))
         rules = self.config.constraints if constraints is None else constraints
-        results = couplet_predict.generate(model, self.vocabulary, lines, decode, rules, num_candidates=num_candidates)
+        results = generate(model, self.vocabulary, lines, decode, rules, num_candidates=num_candidates)
         return results[0] if isinstance(uppers, str) else results
 
 
