@@ -10,6 +10,7 @@ at any level: a task is a package whose ``__init__`` only assembles ``TASK`` fro
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import transformer_lab
@@ -156,7 +157,7 @@ def test_the_check_sees_a_circle_through_a_function_and_a_package(tmp_path: Path
 
 def test_a_task_package_init_defines_its_task_and_nothing_else() -> None:
     inits = sorted((PACKAGE_ROOT / "tasks").glob("*/__init__.py"))
-    assert [path.parent.name for path in inits] == ["classification", "couplet", "synthetic", "translation"]
+    assert {path.parent.name for path in inits} >= {"classification", "couplet", "synthetic", "translation"}
     for path in inits:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         statements = [node for node in tree.body if not isinstance(node, (ast.Import, ast.ImportFrom))]
@@ -166,7 +167,7 @@ def test_a_task_package_init_defines_its_task_and_nothing_else() -> None:
         names = [target.id for node in statements for target in node.targets if isinstance(target, ast.Name)]
         # One task, or a family of tasks sharing one model and checkpoint kind (copy, reverse, sort).
         assert names in (["TASK"], ["TASKS"]), f"{path}: defines {names}"
-        module = __import__(module_name(path), fromlist=["_"])
+        module = importlib.import_module(module_name(path))
         tasks = [module.TASK] if names == ["TASK"] else list(module.TASKS)
         assert tasks and all(isinstance(task, Task) for task in tasks), path
 
