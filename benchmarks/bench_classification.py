@@ -46,7 +46,9 @@ import torch
 from transformer_lab.data import NewsArticle, ag_news_path, read_ag_news_csv
 from transformer_lab.evaluation import ClassificationReport, classification_report
 from transformer_lab.hardware import machine_summary
-from transformer_lab.tasks import classification
+from transformer_lab.tasks.classification import data as classification_data
+from transformer_lab.tasks.classification import evaluate as classification_evaluate
+from transformer_lab.tasks.classification import train as classification_train
 from transformer_lab.training import apply_overrides, config_to_dict
 
 # fastText's published AG News recipe (bigram model), with fewer hash buckets (see above).
@@ -159,17 +161,17 @@ def main() -> None:
     overrides.append(f"data.num_train={arguments.max_train_rows}")
     if arguments.epochs is not None:
         overrides.append(f"train.epochs={arguments.epochs}")
-    config = apply_overrides(classification.default_config(), [*overrides, *arguments.overrides])
+    config = apply_overrides(classification_train.default_config(), [*overrides, *arguments.overrides])
 
     start = time.perf_counter()
-    result = classification.train(config, arguments.out)
+    result = classification_train.train(config, arguments.out)
     transformer_seconds = time.perf_counter() - start
     # The same rows the run trained on, as text (the run itself reads them from its store).
-    data = classification.read_corpus(result.config.data, result.vocabulary, result.config.class_names)
+    data = classification_data.read_corpus(result.config.data, result.vocabulary, result.config.class_names)
     assert data.train_articles is not None
     test_articles = read_ag_news_csv(ag_news_path("test", config.data.data_dir)).articles
-    model, tokenizer, trained_config = classification.load_classifier(arguments.out / "best")
-    transformer_report, _ = classification.evaluate_classifier(
+    model, tokenizer, trained_config = classification_train.load_classifier(arguments.out / "best")
+    transformer_report, _ = classification_evaluate.evaluate_classifier(
         model, tokenizer, test_articles, trained_config.class_names
     )
 

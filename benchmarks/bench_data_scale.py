@@ -86,15 +86,16 @@ def status_kib(field: str) -> int:
 
 def child_growth(stem: str, cache: str) -> None:
     """Build the data and the first epoch's plan as `train` does; print RssAnon (bytes) as one JSON line."""
-    from transformer_lab.tasks import translation
+    from transformer_lab.tasks.translation import data as translation_data
+    from transformer_lab.tasks.translation import train as translation_train
 
     os.environ["TRANSFORMER_LAB_CACHE"] = cache
     # num_validation as in ONE_STEP: the same split settings find the same prepared corpus.
     config = dataclasses.replace(
-        translation.default_config().data, train_files=(f"{stem}.de", f"{stem}.en"), num_validation=8
+        translation_train.default_config().data, train_files=(f"{stem}.de", f"{stem}.en"), num_validation=8
     )
-    data = translation.build_data(config)
-    batches = translation.epoch_batches(data, config, epoch=0)
+    data = translation_data.build_data(config)
+    batches = translation_data.epoch_batches(data, config, epoch=0)
     first = batches[0]
     result = {"rss_anon": status_kib("RssAnon") * 1024, "pairs": len(data.train_store), "batch": first.batch_size}
     print("RESULT " + json.dumps(result), flush=True)

@@ -27,7 +27,7 @@ from pathlib import Path
 from transformer_lab.cli import main as cli
 from transformer_lab.data import load_multi30k
 from transformer_lab.hardware import machine_summary
-from transformer_lab.tasks import translation
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import config_to_dict, load_checkpoint_config, resolve_checkpoint
 from transformer_lab.training.metrics_log import read_metrics
 
@@ -86,7 +86,7 @@ def main() -> None:
         "--set",
         f"data.max_tokens={arguments.max_tokens}",
     ]
-    preset = config_to_dict(translation.default_config().model)
+    preset = config_to_dict(translation_train.default_config().model)
     differing = [
         key for key, value in saved["model"].items() if key not in VOCABULARY_FIELDS and preset.get(key) != value
     ]

@@ -54,7 +54,9 @@ from transformer_lab.decoding.search_settings import with_search
 from transformer_lab.evaluation import corpus_bleu
 from transformer_lab.hardware import machine_summary, resolve_inference_precision, resolve_precision
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks import seq2seq, translation
+from transformer_lab.tasks import seq2seq
+from transformer_lab.tasks.translation import data as translation_data
+from transformer_lab.tasks.translation import train as translation_train
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_SPLIT = "test_2016_flickr"
@@ -175,7 +177,7 @@ def train_preset(
 
 
 def _planned_epochs(sizes: Sizes) -> int:
-    epochs = translation.default_config().train.epochs
+    epochs = translation_train.default_config().train.epochs
     for override in sizes.preset_overrides:
         key, _, value = override.partition("=")
         if key == "train.epochs":
@@ -192,7 +194,7 @@ def _metrics(run_dir: Path) -> list[dict]:
 
 def decoding_rows(checkpoint: Path, device: torch.device, data_dir: str | None, sizes: Sizes) -> list[Row]:
     """Decode the test split at every (batch, beam, precision) with the checkpoint's other settings."""
-    model, tokenizers, config = translation.load_translator(checkpoint)
+    model, tokenizers, config = translation_train.load_translator(checkpoint)
     model = model.to(device).eval()
     pairs = load_multi30k(TEST_SPLIT, data_dir, config.data.source_language, config.data.target_language)
     if sizes.test_sentences:
@@ -240,17 +242,17 @@ def decoding_rows(checkpoint: Path, device: torch.device, data_dir: str | None, 
 
 
 def middle_batches(
-    data: seq2seq.Seq2SeqData, config: translation.TranslationConfig, count: int, device: torch.device
+    data: seq2seq.Seq2SeqData, config: translation_train.TranslationConfig, count: int, device: torch.device
 ) -> list[Seq2SeqBatch]:
     """``count`` batches from the middle of epoch 0 (typical lengths), on ``device``."""
-    epoch = translation.epoch_batches(data, config.data, epoch=0)
+    epoch = translation_data.epoch_batches(data, config.data, epoch=0)
     start = max(0, len(epoch) // 2 - count // 2)
     return [epoch[position].to(device) for position in range(start, min(len(epoch), start + count))]  # lazy: no slices
 
 
 def training_rows(
     name: str,
-    config: translation.TranslationConfig,
+    config: translation_train.TranslationConfig,
     data: seq2seq.Seq2SeqData,
     device: torch.device,
     sizes: Sizes,
@@ -369,14 +371,17 @@ def main() -> None:
             rows.append(preset_row)
         rows += decoding_rows(checkpoint, device, arguments.data_dir, sizes)
 
-    for name, preset in (("translation", translation.default_config()), ("base", translation.base_config())):
+    for name, preset in (
+        ("translation", translation_train.default_config()),
+        ("base", translation_train.base_config()),
+    ):
         config = dataclasses.replace(
             preset,
             data=dataclasses.replace(preset.data, data_dir=arguments.data_dir, max_tokens=sizes.max_tokens),
         )
         if arguments.small:
             config.data = dataclasses.replace(config.data, num_train=1500, vocab_size=min(config.data.vocab_size, 2000))
-        data = translation.build_data(config.data)
+        data = translation_data.build_data(config.data)
         rows += training_rows(name, config, data, device, sizes, peaks)
 
     print_table(rows)

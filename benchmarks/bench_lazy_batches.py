@@ -25,7 +25,9 @@ import torch
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID, collate_pairs, collated_lengths, token_budget_batches
 from transformer_lab.hardware import machine_summary
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks import seq2seq, translation
+from transformer_lab.tasks import seq2seq
+from transformer_lab.tasks.translation import data as translation_data
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import build_optimizer
 
 
@@ -37,9 +39,9 @@ def main() -> None:
     arguments = parser.parse_args()
     print("\n".join(machine_summary()))
 
-    config = translation.default_config()
+    config = translation_train.default_config()
     data_config = dataclasses.replace(config.data, data_dir=str(arguments.data_dir))
-    data = translation.build_data(data_config)
+    data = translation_data.build_data(data_config)
     config = seq2seq.with_vocabulary(config, data.vocabulary.source.vocab_size)
     encoded = data.vocabulary.encode_pairs(data.train_pairs or [])
 
@@ -48,7 +50,7 @@ def main() -> None:
     eager = [collate_pairs([encoded[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in plan]
     eager_first = time.perf_counter() - start
     start = time.perf_counter()
-    lazy = translation.epoch_batches(data, data_config, epoch=0)
+    lazy = translation_data.epoch_batches(data, data_config, epoch=0)
     lazy[0]
     lazy_first = time.perf_counter() - start
     assert len(lazy) == len(eager)

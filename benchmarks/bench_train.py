@@ -40,7 +40,8 @@ from torch import nn
 from transformer_lab.data import PAD_ID, Seq2SeqBatch
 from transformer_lab.hardware import bf16_support, machine_summary
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks import translation
+from transformer_lab.tasks.translation import data as translation_data
+from transformer_lab.tasks.translation import train as translation_train
 
 COMPILED = "ours bf16 compiled"
 
@@ -62,7 +63,7 @@ def matmul_peak(dtype: torch.dtype, size: int = 2048, repeats: int = 10) -> floa
 def model_configs(src_vocab_size: int, tgt_vocab_size: int) -> dict[str, ModelConfig]:
     """The translation default (d_model 256, 3+3) and the paper's base size (d_model 512, 6+6)."""
     default = dataclasses.replace(
-        translation.default_config().model,
+        translation_train.default_config().model,
         src_vocab_size=src_vocab_size,
         tgt_vocab_size=tgt_vocab_size,
     )
@@ -195,11 +196,11 @@ def main() -> None:
     if arguments.threads:
         torch.set_num_threads(arguments.threads)
     data_config = dataclasses.replace(
-        translation.default_config().data, data_dir=arguments.data_dir, max_tokens=arguments.max_tokens
+        translation_train.default_config().data, data_dir=arguments.data_dir, max_tokens=arguments.max_tokens
     )
-    data = translation.build_data(data_config)
+    data = translation_data.build_data(data_config)
     # The middle of an epoch: typical lengths, not only the shortest or longest bucket.
-    epoch = translation.epoch_batches(data, data_config, epoch=0)
+    epoch = translation_data.epoch_batches(data, data_config, epoch=0)
     middle = len(epoch) // 2
     batches = [epoch[position] for position in range(middle, min(len(epoch), middle + arguments.steps))]
     fast_bf16 = bf16_support("cpu").fast

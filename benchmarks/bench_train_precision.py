@@ -1,6 +1,6 @@
 """Training throughput of Seq2SeqTransformer in fp32 against bf16 autocast: same data, same run.
 
-Two models: the copy task's preset (`transformer_lab.tasks.synthetic.default_config("copy")`:
+Two models: the copy task's preset (`transformer_lab.tasks.synthetic.train.default_config("copy")`:
 d_model 64, 4 heads, 2+2 layers, vocabulary 14, batches of 64 sequences of 1-10
 symbols) and a mid-size one (d_model 256, 8 heads, 3+3 layers, feed-forward 1024,
 vocabulary 8000, batches of 32 sequences of 16-32 tokens, copy pairs over that vocabulary).
@@ -46,8 +46,8 @@ from transformer_lab.data import (
 )
 from transformer_lab.hardware import machine_summary
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks import synthetic
 from transformer_lab.tasks.seq2seq import seq2seq_loss_fn
+from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import build_optimizer
 
 PRECISIONS = ("fp32", "bf16")
@@ -72,7 +72,7 @@ def thread_count() -> str:
 
 def copy_workload() -> Workload:
     """The copy task's own preset: its model and its batches."""
-    config = synthetic.default_config("copy")
+    config = synthetic_train.default_config("copy")
     return Workload("copy task", config.model, config.data.batch_size, config.data.min_length, config.data.max_length)
 
 

@@ -31,7 +31,8 @@ import torch
 
 from transformer_lab.data.multi30k import load_multi30k
 from transformer_lab.hardware import machine_summary
-from transformer_lab.tasks.translation import load_translator, translate_sentences
+from transformer_lab.tasks.translation.predict import translate_sentences
+from transformer_lab.tasks.translation.train import load_translator
 
 METHODS = {
     # name: (batched by --batch-size rather than one sentence at a time, key/value cache, precision)

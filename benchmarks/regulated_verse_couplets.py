@@ -36,7 +36,8 @@ from transformer_lab.data.regulated_verse import (
     read_regulated_verse,
     write_couplet_files,
 )
-from transformer_lab.tasks.couplet import default_config, load_validation_pairs
+from transformer_lab.tasks.couplet.data import load_validation_pairs
+from transformer_lab.tasks.couplet.train import default_config
 
 
 def held_out_lines(pairs: list[tuple[str, str]]) -> set[str]:

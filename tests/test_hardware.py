@@ -158,13 +158,15 @@ def test_the_trainer_resolves_auto_and_the_checkpoint_records_the_result(
 
 
 def test_the_presets_default_to_auto() -> None:
-    from transformer_lab.tasks import classification, couplet, translation
+    from transformer_lab.tasks.classification import train as classification_train
+    from transformer_lab.tasks.couplet import train as couplet_train
+    from transformer_lab.tasks.translation import train as translation_train
 
-    assert translation.default_config().train.precision == "auto"
-    assert translation.default_config().decode.precision == "auto"
-    assert couplet.default_config().train.precision == "auto"
-    assert couplet.default_config().decode.precision == "auto"
-    assert classification.default_config().train.precision == "auto"
+    assert translation_train.default_config().train.precision == "auto"
+    assert translation_train.default_config().decode.precision == "auto"
+    assert couplet_train.default_config().train.precision == "auto"
+    assert couplet_train.default_config().decode.precision == "auto"
+    assert classification_train.default_config().train.precision == "auto"
 
 
 def test_the_machine_summary_names_cpu_capability_bf16_threads_and_torch() -> None:

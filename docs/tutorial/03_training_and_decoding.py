@@ -127,9 +127,9 @@ print("figure:", show_figure(plot_lr_schedule(figures / "lr-schedule.png")))
 # training.
 
 # %%
-from transformer_lab.tasks import synthetic
+from transformer_lab.tasks.synthetic import train as synthetic_train
 
-config = synthetic.default_config("copy")
+config = synthetic_train.default_config("copy")
 config = dataclasses.replace(
     config,
     data=dataclasses.replace(config.data, max_length=8, num_validation=100, num_test=500),
@@ -145,7 +145,7 @@ config = dataclasses.replace(
         seed=0,
     ),
 )
-result = synthetic.train(config, "runs/tutorial-copy")
+result = synthetic_train.train(config, "runs/tutorial-copy")
 model = result.model.eval()
 summary = result.summary
 print(
@@ -167,13 +167,13 @@ print(
 greedy = dataclasses.replace(config.decode, strategy="greedy")
 beam = dataclasses.replace(config.decode, strategy="beam", beam_size=4)
 test_pairs = result.data.test
-greedy_match = synthetic.exact_match(model, test_pairs, greedy)
-beam_match = synthetic.exact_match(model, test_pairs, beam)
+greedy_match = synthetic_train.exact_match(model, test_pairs, greedy)
+beam_match = synthetic_train.exact_match(model, test_pairs, beam)
 print(f"exact match on {len(test_pairs)} unseen sequences: greedy {greedy_match:.3f}, beam {beam_match:.3f}")
 for (source, _), greedy_output, beam_output in zip(
     test_pairs[:4],
-    synthetic.decode_pairs(model, test_pairs[:4], greedy),
-    synthetic.decode_pairs(model, test_pairs[:4], beam),
+    synthetic_train.decode_pairs(model, test_pairs[:4], greedy),
+    synthetic_train.decode_pairs(model, test_pairs[:4], beam),
 ):
     print(f"source {source}  greedy {greedy_output}  beam {beam_output}")
 assert greedy_match >= 0.9 and beam_match >= 0.9

@@ -53,9 +53,9 @@ figures = Path("runs/tutorial-figures")
 # d_model 64 with 2 + 2 layers and no dropout, and 300 optimizer steps.
 
 # %%
-from transformer_lab.tasks import translation
+from transformer_lab.tasks.translation import train as translation_train
 
-config = translation.default_config()
+config = translation_train.default_config()
 config = dataclasses.replace(
     config,
     data=dataclasses.replace(
@@ -89,7 +89,7 @@ config = dataclasses.replace(
 from transformer_lab.training.metrics_log import read_metrics
 
 translation_run = Path("runs/tutorial-translation")
-translation_result = translation.train(config, translation_run)
+translation_result = translation_train.train(config, translation_run)
 summary = translation_result.summary
 losses = [row["train_loss"] for row in read_metrics(translation_run / "metrics.jsonl") if row["event"] == "train"]
 print(f"translation: {summary['steps']} steps in {summary['wall_seconds']:.0f} s")
@@ -145,9 +145,10 @@ print("figure:", show_figure(translator.plot_attention(validation[0][0], figures
 # repetitions that mirror those of the upper line. The cut-down settings are as before.
 
 # %%
-from transformer_lab.tasks import couplet
+from transformer_lab.tasks.couplet import data as couplet_data
+from transformer_lab.tasks.couplet import train as couplet_train
 
-couplet_config = couplet.default_config()
+couplet_config = couplet_train.default_config()
 couplet_config = dataclasses.replace(
     couplet_config,
     data=dataclasses.replace(
@@ -178,7 +179,7 @@ couplet_config = dataclasses.replace(
     decode=dataclasses.replace(couplet_config.decode, precision="fp32"),
 )
 couplet_run = Path("runs/tutorial-couplet")
-couplet_result = couplet.train(couplet_config, couplet_run)
+couplet_result = couplet_train.train(couplet_config, couplet_run)
 couplet_summary = couplet_result.summary
 couplet_losses = [row["train_loss"] for row in read_metrics(couplet_run / "metrics.jsonl") if row["event"] == "train"]
 print(f"couplet: {couplet_summary['steps']} steps in {couplet_summary['wall_seconds']:.0f} s")
@@ -192,7 +193,7 @@ print(f"couplet: training loss {couplet_losses[0]:.2f} -> {couplet_losses[-1]:.2
 from transformer_lab import CoupletWriter
 
 writer = CoupletWriter(couplet_run)
-couplet_validation = couplet.load_validation_pairs(couplet_result.config.data, data_dir)[:3]
+couplet_validation = couplet_data.load_validation_pairs(couplet_result.config.data, data_dir)[:3]
 written = writer.write([upper for upper, _ in couplet_validation])
 for (upper, lower), answer in zip(couplet_validation, written):
     print(f"upper: {upper}   reference: {lower}   model: {answer.candidates[0].text}")
@@ -284,7 +285,7 @@ print("figure:", show_figure(heatmap))
 
 # %% tags=["solution"] jupyter={"source_hidden": true}
 # Exercise 1: the sentence as the model reads it.
-from transformer_lab.lab.translation_attention import token_labels
+from transformer_lab.lab.attention_maps import token_labels
 
 tokenizer = translator.tokenizers.source
 sentence = validation[0][0]

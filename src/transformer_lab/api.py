@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, overload
 
@@ -41,38 +41,14 @@ from transformer_lab.decoding.search_settings import with_search
 from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier
-from transformer_lab.tasks import classification, couplet, translation
-from transformer_lab.tasks.classification import Prediction
-from transformer_lab.tasks.couplet import CoupletConstraintConfig, CoupletResult
+from transformer_lab.setting_error import SettingError
+from transformer_lab.tasks.classification.predict import Prediction, predict_each
+from transformer_lab.tasks.classification.train import load_classifier
+from transformer_lab.tasks.couplet import train as couplet_train
+from transformer_lab.tasks.couplet.predict import CoupletConstraintConfig, CoupletResult, generate
 from transformer_lab.tasks.seq2seq import Candidate
-
-
-class SettingError(ValueError):
-    """A keyword argument out of range, in a message that a front end can say in its own names.
-
-    ``str(error)`` names the settings as the keyword arguments (``beam``); :meth:`phrased`
-    names each as a front end spells it (the command line's ``--beam``), so that its user
-    reads the option they typed. ``settings`` are the keyword arguments the message names,
-    the one at fault first; ``values`` the numbers it quotes.
-    """
-
-    def __init__(self, template: str, settings: tuple[str, ...], **values: object) -> None:
-        self.template = template  # str.format fields: each setting's name ({beam}) and each of values
-        self.settings = settings
-        self.values = values
-        super().__init__(self.phrased(str))
-
-    def phrased(self, name_of: Callable[[str], str]) -> str:
-        """The message with each setting named ``name_of(setting)``, e.g. ``lambda name: "--" + name``."""
-        return self.template.format(**{setting: name_of(setting) for setting in self.settings}, **self.values)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Copied or sent to another process whole, not as its message alone.
-        return (_setting_error, (self.template, self.settings, self.values))
-
-
-def _setting_error(template: str, settings: tuple[str, ...], values: dict[str, object]) -> SettingError:
-    return SettingError(template, settings, **values)
+from transformer_lab.tasks.translation.predict import translate_nbest, translate_sentences
+from transformer_lab.tasks.translation.train import load_translator
 
 
 def _texts(texts: str | Sequence[str], name: str) -> list[str]:
@@ -184,7 +160,7 @@ class Translator(_Seq2SeqCheckpoint):
 
     def __init__(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> None:
         device = resolve_device(device)  # before the load: a device this machine lacks costs nothing
-        model, tokenizers, config = translation.load_translator(checkpoint)
+        model, tokenizers, config = load_translator(checkpoint)
         super().__init__(model, config.decode, device)
         self.tokenizers: TokenizerPair = tokenizers
         self.config = config
@@ -241,7 +217,7 @@ class Translator(_Seq2SeqCheckpoint):
         texts = _texts(sentences, "sentences")
         if nbest == 1:
             model, decode = self._decoding(beam, nbest, precision, length_penalty, beam_stop)
-            results: list[Any] = translation.translate_sentences(model, self.tokenizers, texts, decode, batch_size)
+            results: list[Any] = translate_sentences(model, self.tokenizers, texts, decode, batch_size)
         else:
             results = self.candidates(
                 texts, nbest=nbest, beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop
@@ -291,9 +267,7 @@ class Translator(_Seq2SeqCheckpoint):
         """
         texts = _texts(sentences, "sentences")
         model, decode = self._decoding(beam, nbest, precision, length_penalty, beam_stop)
-        results = [
-            translation.translate_nbest(model, self.tokenizers, text, decode) if text.strip() else [] for text in texts
-        ]
+        results = [translate_nbest(model, self.tokenizers, text, decode) if text.strip() else [] for text in texts]
         return results[0] if isinstance(sentences, str) else results
 
     def plot_attention(
@@ -327,7 +301,7 @@ class Classifier:
 
     def __init__(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> None:
         device = resolve_device(device)  # before the load: a device this machine lacks costs nothing
-        model, tokenizer, config = classification.load_classifier(checkpoint)
+        model, tokenizer, config = load_classifier(checkpoint)
         self.model: TransformerClassifier = model.to(device).eval()
         self.tokenizer: SubwordTokenizer = tokenizer
         self.config = config
@@ -376,9 +350,7 @@ class Classifier:
         """
         resolved = resolve_inference_precision(precision, "auto", _model_device(self.model), int8=False)
         batch = _texts(texts, "texts")
-        return classification.predict_each(
-            self.model, self.tokenizer, self.class_names, batch, truncate=truncate, precision=resolved
-        )
+        return predict_each(self.model, self.tokenizer, self.class_names, batch, truncate=truncate, precision=resolved)
 
 
 class CoupletWriter(_Seq2SeqCheckpoint):
@@ -392,7 +364,7 @@ class CoupletWriter(_Seq2SeqCheckpoint):
 
     def __init__(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> None:
         device = resolve_device(device)  # before the load: a device this machine lacks costs nothing
-        model, vocabulary, config = couplet.load(checkpoint)
+        model, vocabulary, config = couplet_train.load(checkpoint)
         super().__init__(model, config.decode, device)
         self.vocabulary: Vocabulary = vocabulary
         self.config = config
@@ -448,7 +420,7 @@ class CoupletWriter(_Seq2SeqCheckpoint):
         if _is_int(num_candidates) and num_candidates > 1 and beam is None and decode.strategy == "beam":
             decode = dataclasses.replace(decode, beam_size=max(decode.beam_size, num_candidates))
         rules = self.config.constraints if constraints is None else constraints
-        results = couplet.generate(model, self.vocabulary, lines, decode, rules, num_candidates=num_candidates)
+        results = generate(model, self.vocabulary, lines, decode, rules, num_candidates=num_candidates)
         return results[0] if isinstance(uppers, str) else results
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer_lab.tasks import synthetic
+from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import apply_overrides
 
 REVERSE_RUN = [
@@ -43,7 +43,9 @@ def reverse_training(tmp_path_factory: pytest.TempPathFactory) -> dict:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the run is then deterministic; the other tests get their threads back
     try:
-        result = synthetic.train(apply_overrides(synthetic.default_config("reverse"), REVERSE_RUN), root / "run")
+        result = synthetic_train.train(
+            apply_overrides(synthetic_train.default_config("reverse"), REVERSE_RUN), root / "run"
+        )
     finally:
         torch.set_num_threads(threads)
     return {

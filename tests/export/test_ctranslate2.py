@@ -34,7 +34,7 @@ from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from transformer_lab.decoding import beam_search, greedy_search  # noqa: E402
 from transformer_lab.export import export_checkpoint, export_model  # noqa: E402
 from transformer_lab.models import Seq2SeqTransformer  # noqa: E402
-from transformer_lab.tasks import couplet  # noqa: E402
+from transformer_lab.tasks.couplet import train as couplet_train  # noqa: E402
 from transformer_lab.tasks.registry import load_trained  # noqa: E402
 from transformer_lab.training import apply_overrides  # noqa: E402
 
@@ -182,7 +182,7 @@ def train_couplet(root: Path, overrides: list[str]) -> Path:
     """Two steps of ``couplet.train`` on made-up couplets; returns the run's ``last/``."""
     data_dir = write_couplet_folder(root / "data", num_train=60, num_test=5)
     run_overrides = [f"data.data_dir={data_dir}", *COUPLET_OVERRIDES, "train.max_steps=2", "data.num_validation=4"]
-    couplet.train(apply_overrides(couplet.default_config(), [*run_overrides, *overrides]), root / "run")
+    couplet_train.train(apply_overrides(couplet_train.default_config(), [*run_overrides, *overrides]), root / "run")
     return root / "run" / "last"
 
 

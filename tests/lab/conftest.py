@@ -10,7 +10,7 @@ import torch
 
 from transformer_lab.lab.mask_experiments import LabSetup, build_lab_setup
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks.synthetic import SyntheticConfig, resolve
+from transformer_lab.tasks.synthetic.train import SyntheticConfig, resolve
 from transformer_lab.training import config_to_dict, save_checkpoint
 
 

@@ -19,7 +19,10 @@ from tests.tasks.couplet_fixture import write_couplet_folder
 from tests.tasks.news_fixture import tiny_overrides, write_news_folder
 from transformer_lab.data import SubwordTokenizer
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks import classification, couplet, seq2seq, translation
+from transformer_lab.tasks import seq2seq
+from transformer_lab.tasks.classification import train as classification_train
+from transformer_lab.tasks.couplet import train as couplet_train
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import apply_overrides, config_to_dict, save_checkpoint
 
 SENTENCES = [
@@ -48,15 +51,15 @@ def tiny_tokenizer() -> SubwordTokenizer:
 def write_translation_checkpoint(folder: Path, overrides: list[str] | None = None, seed: int = 0) -> Path:
     """A translation checkpoint folder as ``translation.train`` writes it, with random weights."""
     tokenizer = tiny_tokenizer()
-    config = apply_overrides(translation.default_config(), [*TINY_MODEL, *(overrides or [])])
+    config = apply_overrides(translation_train.default_config(), [*TINY_MODEL, *(overrides or [])])
     config = seq2seq.with_vocabulary(config, tokenizer.vocab_size)
     torch.manual_seed(seed)
     model = Seq2SeqTransformer.from_config(config.model)
     return save_checkpoint(
         folder,
         model,
-        {"task": translation.TASK_NAME, **config_to_dict(config)},
-        extra_files={translation.TOKENIZER_FILE: tokenizer.to_json()},
+        {"task": translation_train.TASK_NAME, **config_to_dict(config)},
+        extra_files={translation_train.TOKENIZER_FILE: tokenizer.to_json()},
     )
 
 
@@ -75,7 +78,7 @@ def train_classification_checkpoint(root: Path) -> Path:
     """
     data_dir = write_news_folder(root / "data", train_per_class=10, test_per_class=2)
     overrides = [*tiny_overrides(data_dir, epochs=1), "data.validation_fraction=0.25"]
-    classification.train(apply_overrides(classification.default_config(), overrides), root / "run")
+    classification_train.train(apply_overrides(classification_train.default_config(), overrides), root / "run")
     return root / "run" / "last"
 
 
@@ -87,5 +90,5 @@ def train_couplet_checkpoint(root: Path) -> Path:
     """
     data_dir = write_couplet_folder(root / "data", num_train=60, num_test=5)
     overrides = [f"data.data_dir={data_dir}", *COUPLET_OVERRIDES, "train.max_steps=2", "data.num_validation=4"]
-    couplet.train(apply_overrides(couplet.default_config(), overrides), root / "run")
+    couplet_train.train(apply_overrides(couplet_train.default_config(), overrides), root / "run")
     return root / "run" / "last"

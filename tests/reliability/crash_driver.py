@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_lab.tasks import synthetic
+from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import apply_overrides
 from transformer_lab.training import checkpoint as checkpoint_module
 from transformer_lab.training import trainer as trainer_module
@@ -49,11 +49,11 @@ TINY = [
 ]
 
 
-def tiny_config() -> synthetic.SyntheticConfig:
-    return apply_overrides(synthetic.default_config("copy"), TINY)
+def tiny_config() -> synthetic_train.SyntheticConfig:
+    return apply_overrides(synthetic_train.default_config("copy"), TINY)
 
 
-def short_config(max_steps: int) -> synthetic.SyntheticConfig:
+def short_config(max_steps: int) -> synthetic_train.SyntheticConfig:
     """:func:`tiny_config` stopped after ``max_steps`` optimizer steps."""
     config = tiny_config()
     return dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=max_steps))
@@ -123,7 +123,7 @@ def main() -> None:
         _kill_between_renames(arguments.kill_between_renames)
     if arguments.kill_at_step:
         _kill_at_step(arguments.kill_at_step)
-    synthetic.train(tiny_config(), arguments.out_dir, resume=arguments.resume)
+    synthetic_train.train(tiny_config(), arguments.out_dir, resume=arguments.resume)
 
 
 if __name__ == "__main__":

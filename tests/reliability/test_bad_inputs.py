@@ -42,7 +42,9 @@ from transformer_lab.cli import main
 from transformer_lab.data import SubwordTokenizer, Vocabulary, read_ag_news_csv, read_lines, read_parallel_text
 from transformer_lab.data.couplet import LOWER_FILE, UPPER_FILE, load_couplets, read_couplets
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks import synthetic, translation
+from transformer_lab.tasks.synthetic import train as synthetic_train
+from transformer_lab.tasks.translation import predict as translation_predict
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import (
     CONFIG_FILE,
     MODEL_FILE,
@@ -218,19 +220,19 @@ LIBRARY_CASES = [
     ),
     LibraryCase(
         "--set with an unknown key",
-        lambda tmp, ck: apply_overrides(synthetic.default_config(), ["train.learning_rate=1"]),
+        lambda tmp, ck: apply_overrides(synthetic_train.default_config(), ["train.learning_rate=1"]),
         ValueError,
         r"^train\.learning_rate: unknown key for TrainConfig",
     ),
     LibraryCase(
         "--set with a bad value",
-        lambda tmp, ck: apply_overrides(synthetic.default_config(), ["train.max_steps=many"]),
+        lambda tmp, ck: apply_overrides(synthetic_train.default_config(), ["train.max_steps=many"]),
         ValueError,
         r"^train\.max_steps: expected an int, got 'many'",
     ),
     LibraryCase(
         "--set with an infinite float",
-        lambda tmp, ck: apply_overrides(synthetic.default_config(), ["train.lr_factor=inf"]),
+        lambda tmp, ck: apply_overrides(synthetic_train.default_config(), ["train.lr_factor=inf"]),
         ValueError,
         r"^train\.lr_factor: expected a finite float, got 'inf'",
     ),
@@ -242,31 +244,33 @@ LIBRARY_CASES = [
     ),
     LibraryCase(
         "checkpoint missing its weights",
-        lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, MODEL_FILE, Path.unlink)),
+        lambda tmp, ck: translation_train.load_translator(broken_copy(ck.translation, tmp, MODEL_FILE, Path.unlink)),
         FileNotFoundError,
         r"expected the weights 'model\.safetensors' in checkpoint",
     ),
     LibraryCase(
         "checkpoint missing its tokenizer",
-        lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, "tokenizer.json", Path.unlink)),
+        lambda tmp, ck: translation_train.load_translator(
+            broken_copy(ck.translation, tmp, "tokenizer.json", Path.unlink)
+        ),
         FileNotFoundError,
         r"expected the extra file 'tokenizer\.json'",
     ),
     LibraryCase(
         "weights cut in half",
-        lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half)),
+        lambda tmp, ck: translation_train.load_translator(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half)),
         ValueError,
         r"model\.safetensors': expected a complete safetensors file",
     ),
     LibraryCase(
         "config.json cut in half",
-        lambda tmp, ck: translation.load_translator(broken_copy(ck.translation, tmp, CONFIG_FILE, cut_in_half)),
+        lambda tmp, ck: translation_train.load_translator(broken_copy(ck.translation, tmp, CONFIG_FILE, cut_in_half)),
         ValueError,
         r"config\.json': expected a JSON object, got malformed JSON",
     ),
     LibraryCase(
         "config.json of another model size",
-        lambda tmp, ck: translation.load_translator(
+        lambda tmp, ck: translation_train.load_translator(
             broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(dim_feedforward=64)))
         ),
         ValueError,
@@ -274,7 +278,7 @@ LIBRARY_CASES = [
     ),
     LibraryCase(
         "config.json with an unknown key",
-        lambda tmp, ck: translation.load_translator(
+        lambda tmp, ck: translation_train.load_translator(
             broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["model"].update(layers=2)))
         ),
         ValueError,
@@ -282,7 +286,7 @@ LIBRARY_CASES = [
     ),
     LibraryCase(
         "config.json with a wrong type",
-        lambda tmp, ck: translation.load_translator(
+        lambda tmp, ck: translation_train.load_translator(
             broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c["train"].update(epochs="ten")))
         ),
         ValueError,
@@ -488,8 +492,8 @@ def cut_state(folder: Path) -> Path:
 
 
 def translate(checkpoint: Path, sentences: list[str]) -> list[str]:
-    model, tokenizer, config = translation.load_translator(checkpoint)
-    return translation.translate_sentences(
+    model, tokenizer, config = translation_train.load_translator(checkpoint)
+    return translation_predict.translate_sentences(
         model, tokenizer, sentences, dataclasses.replace(config.decode, strategy="greedy")
     )
 
@@ -979,7 +983,7 @@ def couplet_argv(checkpoints: Checkpoints, *rest: str) -> list[str]:
 
 
 def copy_checkpoint(tmp_path: Path) -> Path:
-    config = synthetic.default_config("copy")
+    config = synthetic_train.default_config("copy")
     return save_checkpoint(
         tmp_path / "copy", Seq2SeqTransformer.from_config(config.model), {"task": "synthetic", **config_to_dict(config)}
     )

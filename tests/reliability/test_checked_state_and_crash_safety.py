@@ -13,16 +13,16 @@ import torch
 from tests.reliability.crash_driver import short_config
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
-from transformer_lab.tasks import synthetic
+from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import load_trainer_state
-from transformer_lab.training import run_folder as run_folder_module
 from transformer_lab.training.checkpoint import TRAINER_STATE_FILE
+from transformer_lab.training.run import run_folder as run_folder_module
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("round-two") / "run"
-    synthetic.train(short_config(6), out)
+    synthetic_train.train(short_config(6), out)
     return out
 
 
@@ -42,15 +42,15 @@ def test_a_kill_while_pruning_leaves_no_partial_step_folder_and_resume_cleans_up
 
     monkeypatch.setattr(run_folder_module, "_delete_tree", die_after_the_first_file)
     with pytest.raises(Killed):
-        synthetic.train(short_config(16), out)  # keep_last=2: the third save prunes
+        synthetic_train.train(short_config(16), out)  # keep_last=2: the third save prunes
     monkeypatch.setattr(run_folder_module, "_delete_tree", real_delete)
     leftovers = [path.name for path in out.iterdir() if path.name.endswith(".pruned")]
     assert leftovers, "the kill should have left the folder being pruned"
     for folder in out.iterdir():
         if folder.name.startswith("step-"):  # every folder under a checkpoint's name is whole
-            synthetic.load(folder)
+            synthetic_train.load(folder)
             assert load_trainer_state(folder)["global_step"] > 0
-    synthetic.train(short_config(16), out, resume=True)
+    synthetic_train.train(short_config(16), out, resume=True)
     assert not [path for path in out.iterdir() if path.name.endswith(".pruned")]
     assert load_trainer_state(out / "last")["global_step"] == 16
 
@@ -134,7 +134,7 @@ def test_a_trainer_state_of_the_wrong_structure_is_refused_before_anything_chang
     log_before = (out / "metrics.jsonl").read_bytes()
     weights_before = (out / "last" / "model.safetensors").read_bytes()
     with pytest.raises(ValueError, match=message) as error:
-        synthetic.train(short_config(8), out, resume=True)
+        synthetic_train.train(short_config(8), out, resume=True)
     assert str(out / "last" / TRAINER_STATE_FILE) in str(error.value)
     assert (out / "metrics.jsonl").read_bytes() == log_before  # the log is never cut on a bad state
     assert (out / "last" / "model.safetensors").read_bytes() == weights_before
@@ -170,7 +170,7 @@ def test_sizes_in_config_json_are_checked_against_the_weights_before_anything_is
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
     started = time.perf_counter()
     with pytest.raises(ValueError, match=message) as error:
-        synthetic.load(folder)
+        synthetic_train.load(folder)
     assert "config.json" in str(error.value)
     assert time.perf_counter() - started < 5.0
     # Nothing of the asked size was built: 1e7 x 16 floats alone would be 640 MB.
@@ -213,7 +213,7 @@ def test_duplicate_class_names_are_refused_naming_the_file_and_the_name(tmp_path
 
 def test_the_unseen_characters_note_escapes_what_a_terminal_would_act_on() -> None:
     from transformer_lab.data import Vocabulary
-    from transformer_lab.tasks.couplet import check_upper_line
+    from transformer_lab.tasks.couplet.predict import check_upper_line
 
     vocabulary = Vocabulary.build([list("春风")])
     error, note = check_upper_line("春\x00风\x07\u200b雨", vocabulary, max_len=32)
@@ -234,11 +234,11 @@ def test_weights_with_nan_load_with_a_warning_naming_them(
     weights[name] = torch.full_like(weights[name], float("nan"))
     save_file(weights, str(folder / "model.safetensors"))
     with caplog.at_level("WARNING"):
-        synthetic.load(folder)
+        synthetic_train.load(folder)
     assert any("NaN or inf" in record.getMessage() and name in record.getMessage() for record in caplog.records)
     caplog.clear()
     with caplog.at_level("WARNING"):
-        synthetic.load(trained / "last")
+        synthetic_train.load(trained / "last")
     assert not any("NaN or inf" in record.getMessage() for record in caplog.records)
 
 
@@ -251,4 +251,4 @@ def test_average_checkpoints_skips_an_incomplete_step_folder_by_name(
     (steps[-1] / "model.safetensors").unlink()  # what an old, non-atomic prune could leave
     assert main(["average-checkpoints", "--run", str(run), "--last", "1", "--out", str(tmp_path / "avg")]) == 0
     assert f"skipping {steps[-1]}" in capsys.readouterr().err
-    synthetic.load(tmp_path / "avg")
+    synthetic_train.load(tmp_path / "avg")

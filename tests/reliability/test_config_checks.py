@@ -20,7 +20,8 @@ import pytest
 
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
-from transformer_lab.tasks import synthetic, translation
+from transformer_lab.tasks.synthetic import train as synthetic_train
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training.checkpoint import CONFIG_FILE
 
 
@@ -78,7 +79,7 @@ def test_every_model_field_is_checked_before_anything_is_built(
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
     started = time.perf_counter()
     with pytest.raises(ValueError, match=message) as error:
-        synthetic.load(folder)
+        synthetic_train.load(folder)
     assert str(folder / CONFIG_FILE) in str(error.value)
     assert time.perf_counter() - started < 2.0
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before < 100_000
@@ -90,7 +91,7 @@ def test_a_model_too_large_for_any_machine_is_refused_naming_its_sizes(copy_run:
 
     folder = edited(copy_run / "last", tmp_path / "last", huge)
     with pytest.raises(ValueError, match=r"config\.json: model: expected at most 4,294,967,296 parameters, got a"):
-        synthetic.load(folder)
+        synthetic_train.load(folder)
 
 
 def test_a_layer_count_the_weights_lack_is_refused_from_the_header(copy_run: Path, tmp_path: Path) -> None:
@@ -100,7 +101,7 @@ def test_a_layer_count_the_weights_lack_is_refused_from_the_header(copy_run: Pat
         match=r"config\.json: .*model\.safetensors.*got 2\d of them missing from the file "
         r"\(first \['transformer\.encoder\.layers\.1\.",
     ):
-        synthetic.load(folder)
+        synthetic_train.load(folder)
 
 
 def test_a_layer_count_the_weights_lack_is_one_line_from_the_command_line(
@@ -119,7 +120,7 @@ def test_special_ids_other_than_the_tokenizers_are_refused(
     folder = edited(translation_checkpoint, tmp_path / "last", model_field(field, value))
     expected = {"eos_id": (3, "<eos>"), "bos_id": (2, "<bos>"), "pad_id": (0, "<pad>")}[field]
     with pytest.raises(ValueError) as error:
-        translation.load_translator(folder)
+        translation_train.load_translator(folder)
     assert str(error.value) == (
         f"{folder / CONFIG_FILE}: model.{field}: expected {expected[0]}, the id of {expected[1]} in "
         f"{folder / 'tokenizer.json'}, got {value}"
@@ -129,7 +130,7 @@ def test_special_ids_other_than_the_tokenizers_are_refused(
 def test_special_ids_of_a_copy_task_checkpoint_are_checked_too(copy_run: Path, tmp_path: Path) -> None:
     folder = edited(copy_run / "last", tmp_path / "last", model_field("eos_id", 5))
     with pytest.raises(ValueError, match=r"config\.json: model\.eos_id: expected 3, the id of <eos>"):
-        synthetic.load(folder)
+        synthetic_train.load(folder)
 
 
 def test_a_special_id_set_for_training_is_refused_not_overwritten(

@@ -25,7 +25,7 @@ from safetensors.torch import load_file
 
 from tests.reliability.crash_driver import TINY, tiny_config
 from transformer_lab.cli import main
-from transformer_lab.tasks import synthetic
+from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import (
     MODEL_FILE,
     load_checkpoint_config,
@@ -65,7 +65,7 @@ def assert_every_checkpoint_is_whole(out_dir: Path) -> list[str]:
     names = sorted(path.name for path in out_dir.iterdir() if CHECKPOINT_NAME.match(path.name))
     for name in names:
         folder = out_dir / name
-        synthetic.load(folder)  # config and every weight
+        synthetic_train.load(folder)  # config and every weight
         state = load_trainer_state(folder)
         assert state["global_step"] > 0
     return names
@@ -76,7 +76,7 @@ def last_step(out_dir: Path) -> int:
 
 
 def test_sigkill_anywhere_then_resume_equals_the_uninterrupted_run(tmp_path: Path) -> None:
-    reference = synthetic.train(tiny_config(), tmp_path / "reference")
+    reference = synthetic_train.train(tiny_config(), tmp_path / "reference")
     assert reference.summary["steps"] == 16
     reference_weights = load_file(str(tmp_path / "reference" / "last" / MODEL_FILE))
 
@@ -100,7 +100,7 @@ def test_sigkill_anywhere_then_resume_equals_the_uninterrupted_run(tmp_path: Pat
     assert last_step(out) < kill_step  # the steps since the last checkpoint are redone
 
     # 4. Resumed to the end: the same weights, bit for bit, and the same logged losses.
-    synthetic.train(tiny_config(), out, resume=True)
+    synthetic_train.train(tiny_config(), out, resume=True)
     final_weights = load_file(str(out / "last" / MODEL_FILE))
     assert final_weights.keys() == reference_weights.keys()
     for name, tensor in reference_weights.items():

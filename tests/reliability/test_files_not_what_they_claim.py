@@ -19,7 +19,7 @@ from tests.reliability.builders import train_classification_checkpoint, write_tr
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
 from transformer_lab.training.model_card import CARD_FILE
-from transformer_lab.training.run_lock import LOCK_FILE, RunFolderLock
+from transformer_lab.training.run.run_lock import LOCK_FILE, RunFolderLock
 
 
 def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -123,7 +123,7 @@ def test_checkpoints_with_another_tokenizer_of_the_same_size_are_not_averaged(
 
 
 def test_checkpoints_of_another_task_are_not_averaged(tmp_path: Path) -> None:
-    from transformer_lab.tasks.translation import load_translator
+    from transformer_lab.tasks.translation.train import load_translator
     from transformer_lab.training.averaging import average_checkpoints
 
     first = write_translation_checkpoint(tmp_path / "a")

@@ -11,14 +11,14 @@ import pytest
 
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
-from transformer_lab.training.run_lock import LOCK_FILE, RunFolderLock, folder_holder
+from transformer_lab.training.run.run_lock import LOCK_FILE, RunFolderLock, folder_holder
 
 TINY_COPY = tiny_copy_options()
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from transformer_lab.training.run_lock import RunFolderLock
+from transformer_lab.training.run.run_lock import RunFolderLock
 with RunFolderLock(Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(60)
@@ -60,7 +60,7 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_and_said(tmp_path: Path, ca
     out = tmp_path / "run"
     out.mkdir()
     (out / LOCK_FILE).write_text("process 999999 on elsewhere (since 2026-01-01 00:00:00)", encoding="utf-8")
-    caplog.set_level("INFO", logger="transformer_lab.training.run_lock")
+    caplog.set_level("INFO", logger="transformer_lab.training.run.run_lock")
     assert main(["train", "copy", "--out", str(out), *TINY_COPY]) == 0
     assert "taking over the lock left by process 999999 on elsewhere" in caplog.text
     assert (out / "last").is_dir()

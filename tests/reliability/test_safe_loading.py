@@ -19,7 +19,7 @@ import torch
 
 from tests.reliability.builders import write_translation_checkpoint
 from transformer_lab.cli import main
-from transformer_lab.tasks import translation
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import (
     CONFIG_FILE,
     MODEL_FILE,
@@ -85,7 +85,7 @@ def test_planted_trainer_state_is_refused_and_never_runs(tmp_path: Path, how: st
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("planted", [MODEL_FILE, CONFIG_FILE, translation.TOKENIZER_FILE])
+@pytest.mark.parametrize("planted", [MODEL_FILE, CONFIG_FILE, translation_train.TOKENIZER_FILE])
 def test_planted_pickle_in_place_of_weights_config_or_tokenizer_is_refused(
     tmp_path: Path, planted: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -93,7 +93,7 @@ def test_planted_pickle_in_place_of_weights_config_or_tokenizer_is_refused(
     folder = write_translation_checkpoint(tmp_path / "checkpoint")
     (folder / planted).write_bytes(malicious_bytes(marker, "torch.save"))
     with pytest.raises(ValueError, match=re.escape(planted)):
-        translation.load_translator(folder)
+        translation_train.load_translator(folder)
     assert main(["translate", "--checkpoint", str(folder), "Hallo"]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and planted in error[0]

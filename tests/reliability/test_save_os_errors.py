@@ -18,7 +18,7 @@ import pytest
 
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
-from transformer_lab.tasks import synthetic
+from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import checkpoint as checkpoint_module
 from transformer_lab.training import load_trainer_state
 
@@ -72,5 +72,5 @@ def test_an_os_error_during_a_save_is_one_line_exit_2_and_the_previous_checkpoin
     assert f"{str(out)}/" in error and f"({os.strerror(number)}, {name})" in error
     assert "the previous checkpoint under that name (if any) is intact" in error
     assert load_trainer_state(out / "last")["global_step"] == 2
-    synthetic.load(out / "last")
+    synthetic_train.load(out / "last")
     assert not [path.name for path in out.iterdir() if ".tmp-" in path.name or ".old-" in path.name]

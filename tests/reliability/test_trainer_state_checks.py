@@ -17,7 +17,7 @@ import torch
 
 from tests.reliability.crash_driver import TINY, short_config
 from transformer_lab.cli import main
-from transformer_lab.tasks import synthetic
+from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import load_trainer_state
 from transformer_lab.training.checkpoint import TRAINER_STATE_FILE
 
@@ -25,7 +25,7 @@ from transformer_lab.training.checkpoint import TRAINER_STATE_FILE
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("trainer-state") / "run"
-    synthetic.train(short_config(4), out)
+    synthetic_train.train(short_config(4), out)
     return out
 
 
@@ -165,7 +165,7 @@ def test_a_bad_field_is_refused_naming_the_file_and_the_field_and_nothing_change
     spoil(trained, out, name)
     before = snapshot(out)
     with pytest.raises(ValueError, match=CORRUPTIONS[name][1]) as error:
-        synthetic.train(short_config(6), out, resume=True)
+        synthetic_train.train(short_config(6), out, resume=True)
     assert str(error.value).startswith(f"{out / 'last' / TRAINER_STATE_FILE}: ")
     assert snapshot(out) == before
 
@@ -173,7 +173,7 @@ def test_a_bad_field_is_refused_naming_the_file_and_the_field_and_nothing_change
 def test_the_real_state_passes_every_check_and_resumes(trained: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     shutil.copytree(trained, out)
-    synthetic.train(short_config(6), out, resume=True)
+    synthetic_train.train(short_config(6), out, resume=True)
     assert load_trainer_state(out / "last")["global_step"] == 6
 
 

@@ -14,7 +14,7 @@ from typing import Callable
 
 import pytest
 
-from transformer_lab.tasks import translation
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import apply_overrides
 
 SUBJECTS = [("Ein Mann", "A man"), ("Eine Frau", "A woman"), ("Ein Hund", "A dog"), ("Ein Kind", "A child")]
@@ -47,7 +47,7 @@ def translation_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data_dir = tmp_path_factory.mktemp("data")
     write_multi30k(data_dir, corpus())
     config = apply_overrides(
-        translation.default_config(),
+        translation_train.default_config(),
         [
             f"data.data_dir={data_dir}",
             "data.vocab_size=300",
@@ -76,7 +76,7 @@ def translation_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ],
     )
     run = tmp_path_factory.mktemp("runs") / "tiny-translation"
-    translation.train(config, run)
+    translation_train.train(config, run)
     return run
 
 

@@ -21,10 +21,10 @@ from fastapi.testclient import TestClient
 from transformer_lab.cli import main
 from transformer_lab.data import BOS_ID, EOS_ID
 from transformer_lab.decoding import gnmt_length_penalty
-from transformer_lab.lab.translation_attention import token_labels
+from transformer_lab.lab.attention_maps import token_labels
 from transformer_lab.serve import create_app, load_served_models, masks_view
 from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS
-from transformer_lab.tasks import translation
+from transformer_lab.tasks.translation import predict as translation_predict
 from transformer_lab.training import resolve_checkpoint
 
 NAME = "tiny"
@@ -76,7 +76,7 @@ def test_greedy_answer_is_the_library_translation(client: TestClient, served: di
     handler = served[NAME].handler
     answer = post(client, "/api/translate", model=NAME, text=SENTENCE, strategy="greedy")
     greedy = dataclasses.replace(handler.config.decode, strategy="greedy")
-    expected = translation.translate_sentences(handler.model, handler.tokenizer, [SENTENCE], greedy)[0]
+    expected = translation_predict.translate_sentences(handler.model, handler.tokenizer, [SENTENCE], greedy)[0]
     assert [candidate["text"] for candidate in answer["candidates"]] == [expected]
     assert answer["model"] == NAME and answer["elapsed_ms"] > 0
 

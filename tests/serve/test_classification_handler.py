@@ -18,7 +18,8 @@ from fastapi.testclient import TestClient
 from transformer_lab.data import PAD_ID, SubwordTokenizer
 from transformer_lab.models import TransformerClassifier
 from transformer_lab.serve import create_app, load_served_models
-from transformer_lab.tasks import classification
+from transformer_lab.tasks.classification import predict as classification_predict
+from transformer_lab.tasks.classification import train as classification_train
 from transformer_lab.training import apply_overrides, config_to_dict, save_checkpoint
 
 TEXTS = ["Stocks rally as markets rebound.", "The team wins the final match.", "New chip doubles battery life."]
@@ -29,7 +30,7 @@ CLASSES = ("World", "Sports", "Business", "Sci/Tech")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tokenizer = SubwordTokenizer.train(TEXTS * 3, vocab_size=300, min_frequency=1)
     config = apply_overrides(
-        classification.default_config(),
+        classification_train.default_config(),
         ["model.d_model=32", "model.nhead=2", "model.num_layers=1", "model.dim_feedforward=64", "model.max_len=32"],
     )
     config = dataclasses.replace(
@@ -45,8 +46,8 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     save_checkpoint(
         folder,
         model,
-        {"task": classification.TASK_NAME, **config_to_dict(config)},
-        extra_files={classification.TOKENIZER_FILE: tokenizer.to_json()},
+        {"task": classification_train.TASK_NAME, **config_to_dict(config)},
+        extra_files={classification_train.TOKENIZER_FILE: tokenizer.to_json()},
     )
     return folder
 
@@ -60,8 +61,8 @@ def test_label_and_bars_are_the_tasks_prediction(client: TestClient, checkpoint:
     response = client.post("/api/classify", json={"model": "news", "text": TEXTS[0]})
     assert response.status_code == 200, response.text
     answer = response.json()
-    model, tokenizer, config = classification.load_classifier(checkpoint)
-    (expected,) = classification.predict(model, tokenizer, config.class_names, [TEXTS[0]])
+    model, tokenizer, config = classification_train.load_classifier(checkpoint)
+    (expected,) = classification_predict.predict(model, tokenizer, config.class_names, [TEXTS[0]])
     assert answer["label"] == expected.label_name
     assert [entry["label"] for entry in answer["classes"]] == list(CLASSES)
     for entry in answer["classes"]:

@@ -15,7 +15,8 @@ from fastapi.testclient import TestClient
 from transformer_lab.data import Vocabulary
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.serve import create_app, load_served_models
-from transformer_lab.tasks import couplet, seq2seq
+from transformer_lab.tasks import seq2seq
+from transformer_lab.tasks.couplet import train as couplet_train
 from transformer_lab.training import apply_overrides, config_to_dict, save_checkpoint
 
 CHARACTERS = "春风花月山水云天江河秋雨草星海林雾地湖溪"
@@ -28,7 +29,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> TestClient:
     vocabulary = Vocabulary.build([list(CHARACTERS + MARKS)])
     vocabulary.save(folder / "vocabulary.txt")
     config = apply_overrides(
-        couplet.default_config(),
+        couplet_train.default_config(),
         [
             "model.d_model=32",
             "model.nhead=2",
@@ -44,8 +45,8 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> TestClient:
     save_checkpoint(
         folder / "run" / "best",
         model,
-        {"task": couplet.TASK_NAME, **config_to_dict(config)},
-        extra_files={couplet.VOCABULARY_FILE: (folder / "vocabulary.txt").read_text(encoding="utf-8")},
+        {"task": couplet_train.TASK_NAME, **config_to_dict(config)},
+        extra_files={couplet_train.VOCABULARY_FILE: (folder / "vocabulary.txt").read_text(encoding="utf-8")},
     )
     served = load_served_models([f"poet={folder / 'run'}"])
     return TestClient(create_app(served))

@@ -12,7 +12,8 @@ import pytest
 from tests.tasks.test_labelled_classification import TINY, write_topic_csv
 from transformer_lab.cli import main
 from transformer_lab.data.prepared_labelled import open_prepared_labelled
-from transformer_lab.tasks import classification
+from transformer_lab.tasks.classification import data as classification_data
+from transformer_lab.tasks.classification import train as classification_train
 from transformer_lab.training import apply_overrides
 
 
@@ -21,9 +22,9 @@ def test_the_store_holds_the_ids_labels_and_lines_of_the_data_read_whole(
 ) -> None:
     train_file = write_topic_csv(tmp_path / "train.csv", per_class=10, seed=0)
     overrides = [f"data.train_files={train_file}", f"data.cache_dir={tmp_path / 'cache'}", *TINY]
-    config = apply_overrides(classification.default_config(), overrides).data
-    whole = classification.read_corpus(config)
-    prepared = classification.build_data(config)
+    config = apply_overrides(classification_train.default_config(), overrides).data
+    whole = classification_data.read_corpus(config)
+    prepared = classification_data.build_data(config)
     assert whole.train_articles is not None and prepared.train_articles is None
     assert prepared.class_names == whole.class_names
     assert prepared.tokenizer.to_json() == whole.tokenizer.to_json()
@@ -38,12 +39,12 @@ def test_the_store_holds_the_ids_labels_and_lines_of_the_data_read_whole(
 
     caplog.set_level(logging.INFO, logger="transformer_lab.data")
     caplog.clear()
-    classification.build_data(config, prepared.tokenizer, prepared.class_names)
+    classification_data.build_data(config, prepared.tokenizer, prepared.class_names)
     assert "reusing the prepared corpus" in caplog.text
     with train_file.open("a", encoding="utf-8") as file:
         file.write("一个新的标题,一个新的正文,体育\n")
     caplog.clear()
-    grown = classification.build_data(config)
+    grown = classification_data.build_data(config)
     assert "changed size" in caplog.text
     assert len(grown.train_store) + len(grown.validation_articles) == 31
 

@@ -12,18 +12,18 @@ from tests.tasks.news_fixture import write_news_folder
 from tests.tasks.test_labelled_classification import write_topic_csv
 from transformer_lab.data import SubwordTokenizer
 from transformer_lab.data.prepared_labelled import open_prepared_labelled
-from transformer_lab.tasks import classification
+from transformer_lab.tasks.classification import data as classification_data
 
 
 def assert_prepared_equals_whole(
-    config: classification.ClassificationDataConfig,
+    config: classification_data.ClassificationDataConfig,
     out: Path,
     tokenizer: SubwordTokenizer | None = None,
     class_names: tuple[str, ...] | None = None,
-) -> classification.ClassificationData:
-    whole = classification.read_corpus(config, tokenizer, class_names)
+) -> classification_data.ClassificationData:
+    whole = classification_data.read_corpus(config, tokenizer, class_names)
     assert whole.train_articles is not None
-    prepared = open_prepared_labelled(classification.prepare_corpus(config, out, tokenizer, class_names))
+    prepared = open_prepared_labelled(classification_data.prepare_corpus(config, out, tokenizer, class_names))
     assert prepared.class_names == whole.class_names
     assert prepared.tokenizer.to_json() == whole.tokenizer.to_json()
     assert prepared.report == whole.report
@@ -45,21 +45,21 @@ def test_ag_news_with_malformed_lines_skipped_and_a_cut(tmp_path: Path) -> None:
     lines[3] = '"9","a class that is none","of the four"\n'
     lines.append('"2","two fields only"\n')  # past the cut: still counted, as a whole read counts it
     train.write_text("".join(lines), encoding="utf-8")
-    config = classification.ClassificationDataConfig(
+    config = classification_data.ClassificationDataConfig(
         data_dir=str(root), skip_malformed=True, num_train=120, vocab_size=300, validation_fraction=0.2
     )
     whole = assert_prepared_equals_whole(config, tmp_path / "cut")
     assert whole.num_skipped == 2 and len(whole.train_articles or []) + len(whole.validation_articles) == 120
-    strict = classification.ClassificationDataConfig(data_dir=str(root), vocab_size=300)
+    strict = classification_data.ClassificationDataConfig(data_dir=str(root), vocab_size=300)
     with pytest.raises(ValueError, match=r"train\.csv: line 4: expected a class id"):
-        classification.prepare_corpus(strict, tmp_path / "strict")
+        classification_data.prepare_corpus(strict, tmp_path / "strict")
     assert not (tmp_path / "strict").exists()
 
 
 def test_the_users_file_with_its_own_validation_and_a_checkpoints_tokenizer(tmp_path: Path) -> None:
     train_file = write_topic_csv(tmp_path / "train.csv", per_class=15, seed=1)
     valid_file = write_topic_csv(tmp_path / "valid.csv", per_class=3, seed=2)
-    config = classification.ClassificationDataConfig(
+    config = classification_data.ClassificationDataConfig(
         train_files=(str(train_file),),
         valid_files=(str(valid_file),),
         text_fields=("title", "body"),
@@ -72,7 +72,7 @@ def test_the_users_file_with_its_own_validation_and_a_checkpoints_tokenizer(tmp_
     assert_prepared_equals_whole(config, tmp_path / "given", whole.tokenizer, classes)
     # A label the checkpoint never saw is one error naming the file, the line and the label: the whole read's.
     with pytest.raises(ValueError, match=r"train\.csv: line \d+: field 'label': expected one of the classes") as read:
-        classification.read_corpus(config, whole.tokenizer, classes[1:])
+        classification_data.read_corpus(config, whole.tokenizer, classes[1:])
     with pytest.raises(ValueError) as streamed:
-        classification.prepare_corpus(config, tmp_path / "unseen", whole.tokenizer, classes[1:])
+        classification_data.prepare_corpus(config, tmp_path / "unseen", whole.tokenizer, classes[1:])
     assert str(streamed.value) == str(read.value)

@@ -14,7 +14,10 @@ import pytest
 from tests.tasks.couplet_fixture import TINY, made_up_couplets, write_couplet_folder, write_split
 from transformer_lab.cli import main
 from transformer_lab.data.couplet import with_reversed_pairs
-from transformer_lab.tasks import couplet
+from transformer_lab.tasks.couplet import data as couplet_data
+from transformer_lab.tasks.couplet import predict as couplet_predict
+from transformer_lab.tasks.couplet import train as couplet_train
+from transformer_lab.tasks.seq2seq import Candidate
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +43,10 @@ def test_training_lowers_the_loss(run_dir: Path) -> None:
 
 
 def test_checkpoint_reloads_and_gives_scored_candidates_of_the_right_form(run_dir: Path) -> None:
-    model, vocabulary, config = couplet.load(run_dir / "last")
+    model, vocabulary, config = couplet_train.load(run_dir / "last")
     assert config.model.tie_embeddings == "all"
     assert model.src_embedding.embedding.weight is model.generator.weight
-    results = couplet.generate(
+    results = couplet_predict.generate(
         model, vocabulary, ["春风，花月", "山 水"], config.decode, config.constraints, num_candidates=3
     )
     assert [result.upper for result in results] == ["春风，花月", "山水"]
@@ -145,9 +148,9 @@ def test_evaluations_with_their_own_output_keep_their_own_samples(
 def test_evaluate_on_validation_scores_the_pairs_the_run_held_out(
     run_dir: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, _, config = couplet.load(run_dir / "best")
-    held_out = couplet.read_corpus(dataclasses.replace(config.data, data_dir=str(data_dir))).validation_pairs
-    assert couplet.load_validation_pairs(config.data, str(data_dir)) == held_out
+    _, _, config = couplet_train.load(run_dir / "best")
+    held_out = couplet_data.read_corpus(dataclasses.replace(config.data, data_dir=str(data_dir))).validation_pairs
+    assert couplet_data.load_validation_pairs(config.data, str(data_dir)) == held_out
     hypotheses = run_dir / "validation-hypotheses.txt"
     assert (
         main(
@@ -177,9 +180,9 @@ def test_evaluate_on_validation_scores_the_pairs_the_run_held_out(
 
 
 def test_reversed_pairs_double_the_training_pairs_but_not_validation(data_dir: Path) -> None:
-    forward_config = couplet.CoupletDataConfig(data_dir=str(data_dir), num_validation=4)
-    forward = couplet.read_corpus(forward_config)
-    both = couplet.read_corpus(dataclasses.replace(forward_config, add_reversed_pairs=True))
+    forward_config = couplet_data.CoupletDataConfig(data_dir=str(data_dir), num_validation=4)
+    forward = couplet_data.read_corpus(forward_config)
+    both = couplet_data.read_corpus(dataclasses.replace(forward_config, add_reversed_pairs=True))
     assert both.validation_pairs == forward.validation_pairs
     # The filtering itself is tested in tests/data; here, that build_data applies it.
     expected_pairs, expected_dropped = with_reversed_pairs(forward.train_pairs, forward.validation_pairs)
@@ -224,16 +227,16 @@ def test_rerank_by_antithesis_adds_nats_per_unit_of_agreement(monkeypatch: pytes
     # Agreements fixed by hand (jieba aside): the second candidate agrees in rhythm, the third in parts of speech.
     rhythm = {"甲": 0.0, "乙": 1.0, "丙": 0.0}
     part_of_speech = {"甲": 0.0, "乙": 0.0, "丙": 0.5}
-    monkeypatch.setattr(couplet, "rhythm_agreement", lambda upper, lower: rhythm[lower])
-    monkeypatch.setattr(couplet, "part_of_speech_agreement", lambda upper, lower: part_of_speech[lower])
+    monkeypatch.setattr(couplet_predict, "rhythm_agreement", lambda upper, lower: rhythm[lower])
+    monkeypatch.setattr(couplet_predict, "part_of_speech_agreement", lambda upper, lower: part_of_speech[lower])
     candidates = [
-        couplet.Candidate(text, [index], score, score)
+        Candidate(text, [index], score, score)
         for index, (text, score) in enumerate([("甲", -1.0), ("乙", -1.5), ("丙", -1.6)])
     ]
 
     def order(**weights: float) -> list[str]:
-        config = couplet.CoupletConstraintConfig(**weights)
-        return [candidate.text for candidate in couplet.rerank_by_antithesis("上", candidates, config)]
+        config = couplet_predict.CoupletConstraintConfig(**weights)
+        return [candidate.text for candidate in couplet_predict.rerank_by_antithesis("上", candidates, config)]
 
     assert order() == ["甲", "乙", "丙"]  # no weight: the search's order
     assert order(rhythm_rerank=0.4) == ["甲", "乙", "丙"]  # -1.5 + 0.4 = -1.1 < -1.0
@@ -241,39 +244,39 @@ def test_rerank_by_antithesis_adds_nats_per_unit_of_agreement(monkeypatch: pytes
     assert order(part_of_speech_rerank=2.0) == ["丙", "甲", "乙"]  # -1.6 + 1.0 = -0.6
     assert [
         candidate.score
-        for candidate in couplet.rerank_by_antithesis(
-            "上", candidates, couplet.CoupletConstraintConfig(rhythm_rerank=1.0)
+        for candidate in couplet_predict.rerank_by_antithesis(
+            "上", candidates, couplet_predict.CoupletConstraintConfig(rhythm_rerank=1.0)
         )
     ] == [-1.5, -1.0, -1.6]
     with pytest.raises(ValueError, match="rhythm_rerank: expected a finite number of nats >= 0"):
-        couplet.CoupletConstraintConfig(rhythm_rerank=-1.0)
+        couplet_predict.CoupletConstraintConfig(rhythm_rerank=-1.0)
 
 
 def test_reranking_keeps_the_form_and_leaves_greedy_search_alone(run_dir: Path) -> None:
-    model, vocabulary, config = couplet.load(run_dir / "last")
+    model, vocabulary, config = couplet_train.load(run_dir / "last")
     constraints = dataclasses.replace(config.constraints, part_of_speech_rerank=1.0, rhythm_rerank=1.0)
     beam = dataclasses.replace(config.decode, strategy="beam", beam_size=4)
-    results = couplet.generate(model, vocabulary, ["春风，花月"], beam, constraints, num_candidates=2)
+    results = couplet_predict.generate(model, vocabulary, ["春风，花月"], beam, constraints, num_candidates=2)
     assert len(results[0].candidates) == 2  # chosen among all 4 beams, 2 kept
     for candidate in results[0].candidates:
         assert len(candidate.text) == len("春风，花月") and candidate.text[2] == "，"
     greedy = dataclasses.replace(beam, strategy="greedy")
-    alone = couplet.generate(model, vocabulary, ["春风"], greedy, config.constraints)
+    alone = couplet_predict.generate(model, vocabulary, ["春风"], greedy, config.constraints)
     assert (
-        couplet.generate(model, vocabulary, ["春风"], greedy, constraints) == alone
+        couplet_predict.generate(model, vocabulary, ["春风"], greedy, constraints) == alone
     )  # one candidate: nothing to re-rank
 
 
 def test_extra_training_splits_join_training_and_leave_validation_alone(data_dir: Path, tmp_path: Path) -> None:
-    config = dataclasses.replace(couplet.default_config().data, data_dir=str(data_dir), num_validation=10)
-    plain = couplet.read_corpus(config)
+    config = dataclasses.replace(couplet_train.default_config().data, data_dir=str(data_dir), num_validation=10)
+    plain = couplet_data.read_corpus(config)
     validation_uppers = {upper.replace("，", "") for upper, _ in plain.validation_pairs}  # punctuation aside
     # An extra split: 20 new pairs, and two whose upper line is a validation upper line.
     extra = made_up_couplets(20, seed=7) + [(upper, lower[::-1]) for upper, lower in plain.validation_pairs[:2]]
     root = tmp_path / "data"
     shutil.copytree(data_dir, root)
     write_split(root / "couplet" / "more", extra)
-    widened = couplet.read_corpus(dataclasses.replace(config, data_dir=str(root), extra_train_splits=("more",)))
+    widened = couplet_data.read_corpus(dataclasses.replace(config, data_dir=str(root), extra_train_splits=("more",)))
     kept = [pair for pair in extra if pair[0].replace("，", "") not in validation_uppers]
     assert widened.validation_pairs == plain.validation_pairs
     assert widened.train_pairs == plain.train_pairs + kept

@@ -10,7 +10,8 @@ import pytest
 from tests.tasks.couplet_fixture import TINY, made_up_couplets
 from transformer_lab.cli import main
 from transformer_lab.data.couplet import read_couplet_files
-from transformer_lab.tasks import couplet
+from transformer_lab.tasks.couplet import data as couplet_data
+from transformer_lab.tasks.couplet import train as couplet_train
 
 
 def write_forms(folder: Path, pairs: list[tuple[str, str]]) -> dict[str, list[Path]]:
@@ -52,9 +53,9 @@ def test_a_couplet_run_on_the_users_tsv_with_its_own_validation(tmp_path: Path) 
     # The last --set wins: 20 steps instead of the fixture's 150.
     arguments = ["train", "couplet", "--train", str(forms["tsv"][0]), "--valid", str(valid), "--out", str(out), *TINY]
     assert main([*arguments, "--set", "train.max_steps=20"]) == 0
-    _, _, config = couplet.load(out)
+    _, _, config = couplet_train.load(out)
     assert config.data.train_files == (str(forms["tsv"][0]),) and config.data.valid_files == (str(valid),)
-    assert couplet.load_validation_pairs(config.data) == made_up_couplets(12, seed=7)
+    assert couplet_data.load_validation_pairs(config.data) == made_up_couplets(12, seed=7)
     # Fine-tuning keeps the vocabulary of the checkpoint it starts from.
     tuned = tmp_path / "tuned"
     assert (
@@ -78,6 +79,6 @@ def test_a_couplet_run_on_the_users_tsv_with_its_own_validation(tmp_path: Path) 
         )
         == 0
     )
-    assert (tuned / "last" / couplet.VOCABULARY_FILE).read_bytes() == (
-        out / "best" / couplet.VOCABULARY_FILE
+    assert (tuned / "last" / couplet_train.VOCABULARY_FILE).read_bytes() == (
+        out / "best" / couplet_train.VOCABULARY_FILE
     ).read_bytes()

@@ -13,7 +13,8 @@ import pytest
 from tests.tasks.couplet_fixture import TINY, made_up_couplets, write_couplet_folder, write_split
 from transformer_lab.cli import main
 from transformer_lab.data.prepared_couplets import open_prepared_couplets
-from transformer_lab.tasks import couplet
+from transformer_lab.tasks.couplet import data as couplet_data
+from transformer_lab.tasks.couplet import train as couplet_train
 
 
 @pytest.fixture
@@ -21,15 +22,15 @@ def data_dir(tmp_path: Path) -> Path:
     return write_couplet_folder(tmp_path / "data", num_train=200)
 
 
-def data_config(data_dir: Path, cache: Path, **changes: object) -> couplet.CoupletDataConfig:
-    config = couplet.CoupletDataConfig(data_dir=str(data_dir), num_validation=20, cache_dir=str(cache))
+def data_config(data_dir: Path, cache: Path, **changes: object) -> couplet_data.CoupletDataConfig:
+    config = couplet_data.CoupletDataConfig(data_dir=str(data_dir), num_validation=20, cache_dir=str(cache))
     return dataclasses.replace(config, **changes)  # type: ignore[arg-type]
 
 
 def test_the_store_holds_the_ids_of_the_corpus_read_whole(data_dir: Path, tmp_path: Path) -> None:
     config = data_config(data_dir, tmp_path / "cache", add_reversed_pairs=True)
-    whole = couplet.read_corpus(config)
-    prepared = couplet.build_data(config)
+    whole = couplet_data.read_corpus(config)
+    prepared = couplet_data.build_data(config)
     assert whole.train_pairs is not None and prepared.train_pairs is None
     assert prepared.vocabulary.tokens == whole.vocabulary.tokens
     assert prepared.validation_pairs == whole.validation_pairs
@@ -46,21 +47,21 @@ def test_the_cache_is_reused_until_an_input_or_the_vocabulary_changes(
 ) -> None:
     caplog.set_level(logging.INFO, logger="transformer_lab")
     config = data_config(data_dir, tmp_path / "cache")
-    first = couplet.build_data(config)
+    first = couplet_data.build_data(config)
     # Prepared and opened, the data is described once, not once by each.
     assert sum("pairs 200" in record.getMessage() for record in caplog.records if record.levelno >= logging.INFO) == 1
     caplog.clear()
-    again = couplet.build_data(config)
+    again = couplet_data.build_data(config)
     assert "reusing the prepared corpus" in caplog.text
     assert again.train_store.folder == first.train_store.folder
 
     # A checkpoint's own vocabulary (a resume) reuses it too; another vocabulary does not.
     caplog.clear()
-    couplet.build_data(config, first.vocabulary)
+    couplet_data.build_data(config, first.vocabulary)
     assert "reusing the prepared corpus" in caplog.text
     other = type(first.vocabulary)([*first.vocabulary.tokens[4:], "龘"])
     caplog.clear()
-    with_other = couplet.build_data(config, other)
+    with_other = couplet_data.build_data(config, other)
     assert "the vocabulary differs" in caplog.text
     assert with_other.vocabulary.tokens == other.tokens
 
@@ -69,7 +70,7 @@ def test_the_cache_is_reused_until_an_input_or_the_vocabulary_changes(
     text = lower_file.read_text(encoding="utf-8")
     lower_file.write_text(text.replace("秋", "雨", 1), encoding="utf-8")
     caplog.clear()
-    rebuilt = couplet.build_data(config)
+    rebuilt = couplet_data.build_data(config)
     assert "sha256 differs" in caplog.text
     assert rebuilt.train_store.num_tokens("target") == first.train_store.num_tokens("target")
 
@@ -93,7 +94,7 @@ def test_prepare_couplet_then_train_from_the_prepared_folder(
     assert main(["train", "couplet", "--prepared", str(prepared_dir), "--out", str(out), *TINY]) == 0
     recorded = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
     assert recorded["data"]["prepared_dir"] == str(prepared_dir)
-    _, vocabulary, _ = couplet.load(out / "last")
+    _, vocabulary, _ = couplet_train.load(out / "last")
     assert vocabulary.tokens == prepared.vocabulary.tokens
 
     # A prepared folder must not be written over, and a bad folder is one line.

@@ -13,15 +13,15 @@ import pytest
 from tests.tasks.couplet_fixture import made_up_couplets, write_split
 from transformer_lab.data import Vocabulary
 from transformer_lab.data.prepared_couplets import open_prepared_couplets
-from transformer_lab.tasks import couplet
+from transformer_lab.tasks.couplet import data as couplet_data
 
 
 def assert_prepared_equals_whole(
-    config: couplet.CoupletDataConfig, out: Path, vocabulary: Vocabulary | None = None
-) -> couplet.CoupletData:
-    whole = couplet.read_corpus(config, vocabulary)
+    config: couplet_data.CoupletDataConfig, out: Path, vocabulary: Vocabulary | None = None
+) -> couplet_data.CoupletData:
+    whole = couplet_data.read_corpus(config, vocabulary)
     assert whole.train_pairs is not None
-    prepared = open_prepared_couplets(couplet.prepare_corpus(config, out, vocabulary))
+    prepared = open_prepared_couplets(couplet_data.prepare_corpus(config, out, vocabulary))
     assert prepared.vocabulary.tokens == whole.vocabulary.tokens
     assert prepared.validation_pairs == whole.validation_pairs
     assert prepared.report == whole.report
@@ -53,7 +53,7 @@ def data_dir(tmp_path: Path) -> Path:
 
 
 def test_carved_validation_with_every_rule(data_dir: Path, tmp_path: Path) -> None:
-    config = couplet.CoupletDataConfig(
+    config = couplet_data.CoupletDataConfig(
         data_dir=str(data_dir),
         num_validation=30,
         max_length=8,
@@ -80,7 +80,7 @@ def test_the_users_files_with_their_own_validation(tmp_path: Path) -> None:
     valid_file.write_text(
         "".join(json.dumps({"upper": u, "lower": w}, ensure_ascii=False) + "\n" for u, w in valid), encoding="utf-8"
     )
-    config = couplet.CoupletDataConfig(
+    config = couplet_data.CoupletDataConfig(
         train_files=(str(train_file),), valid_files=(str(valid_file),), add_reversed_pairs=True
     )
     whole = assert_prepared_equals_whole(config, tmp_path / "prepared")
@@ -90,7 +90,7 @@ def test_the_users_files_with_their_own_validation(tmp_path: Path) -> None:
 
 
 def test_a_bad_row_is_one_error_naming_the_file_and_the_line(data_dir: Path, tmp_path: Path) -> None:
-    config = couplet.CoupletDataConfig(data_dir=str(data_dir), num_validation=30, skip_invalid=False)
+    config = couplet_data.CoupletDataConfig(data_dir=str(data_dir), num_validation=30, skip_invalid=False)
     with pytest.raises(ValueError, match=r"in\.txt: line 6: expected a non-empty sentence"):
-        couplet.prepare_corpus(config, tmp_path / "prepared")
+        couplet_data.prepare_corpus(config, tmp_path / "prepared")
     assert not (tmp_path / "prepared").exists()

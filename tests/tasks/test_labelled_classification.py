@@ -16,7 +16,9 @@ import pytest
 
 from transformer_lab.cli import main
 from transformer_lab.data import read_labelled_text
-from transformer_lab.tasks import classification
+from transformer_lab.tasks.classification import data as classification_data
+from transformer_lab.tasks.classification import evaluate as classification_evaluate
+from transformer_lab.tasks.classification import train as classification_train
 from transformer_lab.training import apply_overrides
 
 TOPICS = {
@@ -89,12 +91,12 @@ def test_the_classes_are_the_training_labels_in_sorted_order_and_stored(chinese_
 
 def test_the_tokenizer_reads_chinese_exactly_and_the_validation_rows_are_carved(chinese_run: tuple[Path, Path]) -> None:
     _, out = chinese_run
-    model, tokenizer, config = classification.load_classifier(out)
+    model, tokenizer, config = classification_train.load_classifier(out)
     text = "球赛队跑\n今天我们的股票"
     assert tokenizer.decode(tokenizer.encode(text)) == text
     # Byte-level BPE merges the three bytes of a frequent character into one token.
     assert len(tokenizer.encode("球赛队跑")) < len("球赛队跑".encode("utf-8"))
-    validation = classification.load_split(config, "validation")
+    validation = classification_evaluate.load_split(config, "validation")
     assert len(validation) == 12  # 20 % of each class's 20 rows
     assert sorted(example.label for example in validation) == [0] * 4 + [1] * 4 + [2] * 4
 
@@ -186,10 +188,11 @@ def test_an_unseen_label_is_an_error_naming_file_line_and_label(
     assert "Traceback" not in error
     # At training time too: a validation file whose label the training file lacks.
     train_config = apply_overrides(
-        classification.default_config(), [f"data.train_files={data / 'train.csv'}", f"data.valid_files={test}", *TINY]
+        classification_train.default_config(),
+        [f"data.train_files={data / 'train.csv'}", f"data.valid_files={test}", *TINY],
     )
     with pytest.raises(ValueError, match=r"unseen\.csv: line 3: field 'label': .*got the unseen label '天气'"):
-        classification.train(train_config, tmp_path / "never")
+        classification_train.train(train_config, tmp_path / "never")
     assert not (tmp_path / "never").exists()
 
 
@@ -235,7 +238,9 @@ def test_a_separate_validation_file_and_integer_labels(tmp_path: Path) -> None:
     valid_file = tmp_path / "valid.jsonl"
     valid_file.write_text("\n".join(lines[24:]) + "\n", encoding="utf-8")
     overrides = [f"data.train_files={train_file}", f"data.valid_files={valid_file}", *TINY[1:], "train.epochs=1"]
-    result = classification.train(apply_overrides(classification.default_config(), overrides), tmp_path / "run")
+    result = classification_train.train(
+        apply_overrides(classification_train.default_config(), overrides), tmp_path / "run"
+    )
     assert result.config.class_names == ("7", "9", "10")  # integer labels, numerically sorted
     assert len(result.data.train_store) == 24 and len(result.data.validation_articles) == 6
     assert [example.line_number for example in result.data.validation_articles] == [1, 2, 3, 4, 5, 6]
@@ -252,16 +257,16 @@ def test_a_separate_validation_file_and_integer_labels(tmp_path: Path) -> None:
 )
 def test_bad_data_options_are_refused_when_set(overrides: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        apply_overrides(classification.default_config(), overrides)
+        apply_overrides(classification_train.default_config(), overrides)
 
 
 def test_a_single_class_training_file_is_refused(tmp_path: Path) -> None:
     train_file = write_topic_csv(tmp_path / "one.csv", per_class=5, seed=0, labels=("体育",))
-    config = apply_overrides(classification.default_config(), [f"data.train_files={train_file}", *TINY])
+    config = apply_overrides(classification_train.default_config(), [f"data.train_files={train_file}", *TINY])
     with pytest.raises(
         ValueError, match=r"one\.csv: field 'label': expected at least 2 distinct labels to classify, got \['体育'\]"
     ):
-        classification.build_data(config.data)
+        classification_data.build_data(config.data)
 
 
 def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(
@@ -291,7 +296,7 @@ def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(
     )
     config = json.loads((tmp_path / "tuned" / "last" / "config.json").read_text(encoding="utf-8"))
     assert config["class_names"] == list(CLASS_ORDER) and config["initialized_from"] == str(out / "best")
-    tokenizer_file = classification.TOKENIZER_FILE
+    tokenizer_file = classification_train.TOKENIZER_FILE
     assert (tmp_path / "tuned" / "last" / tokenizer_file).read_text(encoding="utf-8") == (
         out / "best" / tokenizer_file
     ).read_text(encoding="utf-8")

@@ -16,17 +16,17 @@ line_stream.BLOCK_BYTES = 1 << 15
 pair_stream.CHUNK_PAIRS = prepared_labelled.CHUNK_ROWS = 500
 task, out, *files = sys.argv[1:]
 if task == "couplet":
-    from transformer_lab.tasks import couplet
-    config = couplet.CoupletDataConfig(
+    from transformer_lab.tasks.couplet import data as couplet_data
+    config = couplet_data.CoupletDataConfig(
         train_files=tuple(files), num_validation=200, add_reversed_pairs=True, cache_dir=out + "-cache"
     )
-    couplet.prepare_corpus(config, out)
+    couplet_data.prepare_corpus(config, out)
 else:
-    from transformer_lab.tasks import classification
-    config = classification.ClassificationDataConfig(
+    from transformer_lab.tasks.classification import data as classification_data
+    config = classification_data.ClassificationDataConfig(
         train_files=tuple(files), vocab_size=300, min_frequency=1, cache_dir=out + "-cache"
     )
-    classification.prepare_corpus(config, out)
+    classification_data.prepare_corpus(config, out)
 # VmHWM: this process's own peak (ru_maxrss would keep the forking parent's across exec).
 print(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
 """

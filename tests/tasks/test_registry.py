@@ -15,8 +15,9 @@ from tests.reliability.builders import (
 from transformer_lab.data import TokenizerPair, Vocabulary
 from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint
 from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier
-from transformer_lab.tasks import couplet, translation
+from transformer_lab.tasks.couplet import train as couplet_train
 from transformer_lab.tasks.registry import checkpoint_task, load_trained
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import CONFIG_FILE
 
 
@@ -32,21 +33,21 @@ def test_each_task_is_rebuilt_by_its_own_loader(tmp_path: Path) -> None:
 
     trained = load_trained(translation_folder)
     assert (
-        trained.task == translation.TASK_NAME
+        trained.task == translation_train.TASK_NAME
         and isinstance(trained.vocabulary, TokenizerPair)
         and trained.vocabulary.is_joint
     )
-    assert same_weights(trained.model, translation.load_translator(translation_folder)[0])
+    assert same_weights(trained.model, translation_train.load_translator(translation_folder)[0])
 
     trained = load_trained(couplet_folder.parent)  # a run folder: its best/
-    assert trained.task == couplet.TASK_NAME and trained.folder.name == "best"
+    assert trained.task == couplet_train.TASK_NAME and trained.folder.name == "best"
     assert isinstance(trained.vocabulary, Vocabulary) and isinstance(trained.model, Seq2SeqTransformer)
 
     trained = load_trained(classification_folder)
     assert isinstance(trained.model, TransformerClassifier) and not trained.model.training
 
     # The lab takes any sequence-to-sequence checkpoint, and refuses a classifier by its task.
-    assert same_weights(load_seq2seq_checkpoint(couplet_folder), couplet.load(couplet_folder)[0])
+    assert same_weights(load_seq2seq_checkpoint(couplet_folder), couplet_train.load(couplet_folder)[0])
     with pytest.raises(
         ValueError, match="expected a checkpoint of translation or couplet or synthetic, got task 'classification'"
     ):
@@ -63,9 +64,9 @@ def test_an_unknown_task_is_named(tmp_path: Path) -> None:
 
 def test_a_vocabulary_of_another_size_is_refused_naming_both_files(tmp_path: Path) -> None:
     folder = train_couplet_checkpoint(tmp_path / "couplet")
-    vocabulary = Vocabulary.load(folder / couplet.VOCABULARY_FILE)
-    Vocabulary(vocabulary.tokens[4:-1]).save(folder / couplet.VOCABULARY_FILE)
+    vocabulary = Vocabulary.load(folder / couplet_train.VOCABULARY_FILE)
+    Vocabulary(vocabulary.tokens[4:-1]).save(folder / couplet_train.VOCABULARY_FILE)
     with pytest.raises(
         ValueError, match=r"config.json: model.src_vocab_size must equal the \d+ entries of .*vocabulary.txt"
     ):
-        couplet.load(folder)
+        couplet_train.load(folder)

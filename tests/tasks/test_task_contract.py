@@ -17,8 +17,9 @@ import torch
 from transformer_lab.cli import build_parser, main
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID
 from transformer_lab.serve.registry import handler_modules
-from transformer_lab.tasks import registry, synthetic
+from transformer_lab.tasks import registry
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport
+from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.tasks.task import Task
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import read_card
@@ -73,34 +74,34 @@ TINY += ["model.num_encoder_layers=1", "model.num_decoder_layers=1", "model.dim_
 TINY += ["train.epochs=1", "train.progress_bar=false"]
 
 
-def short_sort_config() -> synthetic.SyntheticConfig:
+def short_sort_config() -> synthetic_train.SyntheticConfig:
     """The toy task's one preset: sorting sequences of at most four symbols."""
-    config = synthetic.default_config("sort")
-    return synthetic.resolve(dataclasses.replace(config, data=dataclasses.replace(config.data, max_length=4)))
+    config = synthetic_train.default_config("sort")
+    return synthetic_train.resolve(dataclasses.replace(config, data=dataclasses.replace(config.data, max_length=4)))
 
 
 def train_short_sort(
     config: Any, out_dir: str | os.PathLike[str], *, resume: bool = False, init_from: object = None
-) -> synthetic.TrainResult:
-    return synthetic.train(config, out_dir, resume=resume)
+) -> synthetic_train.TrainResult:
+    return synthetic_train.train(config, out_dir, resume=resume)
 
 
-def held_out_line(result: synthetic.TrainResult, config: Any) -> list[str]:
+def held_out_line(result: synthetic_train.TrainResult, config: Any) -> list[str]:
     return [f"short sort: {len(result.data.test)} held-out sequences"]
 
 
 def evaluate_short_sort(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
     """The toy task's evaluation: greedy exact match, and token accuracy under teacher forcing in padded batches."""
-    model, _, config = synthetic.load(checkpoint)
-    data = synthetic.build_data(config.data)
+    model, _, config = synthetic_train.load(checkpoint)
+    data = synthetic_train.build_data(config.data)
     splits = {"test": data.test, "validation": data.validation}
     name = split or "test"
     if name not in splits:
         raise ValueError(f"--split: expected one of {sorted(splits)}, got {name!r}")
-    exact = synthetic.exact_match(model, splits[name], dataclasses.replace(config.decode, strategy="greedy"))
+    exact = synthetic_train.exact_match(model, splits[name], dataclasses.replace(config.decode, strategy="greedy"))
     correct = total = 0
     with torch.inference_mode():
-        for batch in synthetic.batches_of(splits[name], 3, shuffle=False, seed=0, epoch=0):
+        for batch in synthetic_train.batches_of(splits[name], 3, shuffle=False, seed=0, epoch=0):
             predicted_ids = model(batch.src_ids, batch.tgt_in_ids).argmax(dim=-1)  # [B, T]
             real = batch.tgt_out_ids != PAD_ID  # [B, T]
             correct += int(((predicted_ids == batch.tgt_out_ids) & real).sum())
@@ -122,8 +123,8 @@ def short_sort_task() -> Iterator[Task]:
         name="short-sort",
         presets={"default": short_sort_config},
         train=train_short_sort,
-        load=synthetic.load,
-        checkpoint_task=synthetic.TASK_NAME,
+        load=synthetic_train.load,
+        checkpoint_task=synthetic_train.TASK_NAME,
         reads_data=False,
         evaluate=evaluate_short_sort,
         evaluation_split="test",
@@ -149,7 +150,7 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
     assert printed.startswith("trained ") and "\nbest/: step " in printed
 
     trained = registry.load_trained(out)
-    assert trained.task == synthetic.TASK_NAME
+    assert trained.task == synthetic_train.TASK_NAME
     assert trained.config.data.max_length == 4 and trained.config.data.task == "sort"
     assert main(["train", "short-sort", "--out", str(tmp_path / "r2"), "--train", "a.txt"]) != 0
     assert "expected only with a task that reads data" in capsys.readouterr().err
@@ -162,8 +163,8 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
 
     # The oracle: one sequence at a time, teacher-forced without padding. Greedy search gives
     # the target exactly when every next token of the target, then eos, is the argmax.
-    model, _, config = synthetic.load(out)
-    held_out = synthetic.build_data(config.data).test
+    model, _, config = synthetic_train.load(out)
+    held_out = synthetic_train.build_data(config.data).test
     right_tokens = whole_sequences = 0
     with torch.inference_mode():
         for source, target in held_out:
@@ -189,9 +190,9 @@ def test_a_task_offering_serve_without_a_handler_module_is_one_line() -> None:
     task = Task(
         name="served-sort",
         presets={"default": short_sort_config},
-        train=synthetic.train,
-        load=synthetic.load,
-        checkpoint_task=synthetic.TASK_NAME,
+        train=synthetic_train.train,
+        load=synthetic_train.load,
+        checkpoint_task=synthetic_train.TASK_NAME,
         reads_data=False,
         surfaces=frozenset({"serve"}),
     )

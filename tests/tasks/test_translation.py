@@ -13,7 +13,9 @@ import yaml
 from transformer_lab.cli import main
 from transformer_lab.data import load_multi30k
 from transformer_lab.hardware import cpu_model_name
-from transformer_lab.tasks import translation
+from transformer_lab.tasks.translation import data as translation_data
+from transformer_lab.tasks.translation import predict as translation_predict
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import apply_overrides
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -26,7 +28,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = apply_overrides(
-        translation.default_config(),
+        translation_train.default_config(),
         [
             f"data.data_dir={DATA_DIR}",
             "data.num_train=200",
@@ -47,7 +49,7 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ],
     )
     out_dir = tmp_path_factory.mktemp("translation")
-    result = translation.train(config, out_dir)
+    result = translation_train.train(config, out_dir)
     assert result.summary["steps"] > 0
     # The weights as training left them in memory: the oracle the saved checkpoint must equal.
     TRAINED_STATES[out_dir] = {name: tensor.detach().clone() for name, tensor in result.model.state_dict().items()}
@@ -60,8 +62,8 @@ TRAINED_STATES: dict[Path, dict[str, torch.Tensor]] = {}
 def test_training_writes_checkpoints_that_reload_to_the_same_model(trained_run: Path) -> None:
     for folder in ("last", "best"):
         assert (trained_run / folder / "model.safetensors").is_file()
-        assert (trained_run / folder / translation.TOKENIZER_FILE).is_file()
-    model, tokenizer, config = translation.load_translator(trained_run / "last")
+        assert (trained_run / folder / translation_train.TOKENIZER_FILE).is_file()
+    model, tokenizer, config = translation_train.load_translator(trained_run / "last")
     trained = TRAINED_STATES[trained_run]
     loaded = model.state_dict()
     assert loaded.keys() == trained.keys()
@@ -79,16 +81,16 @@ def test_training_writes_checkpoints_that_reload_to_the_same_model(trained_run: 
 
 
 def test_translate_handles_empty_unseen_and_too_long_input(trained_run: Path) -> None:
-    model, tokenizer, config = translation.load_translator(trained_run / "last")
+    model, tokenizer, config = translation_train.load_translator(trained_run / "last")
     greedy = dataclasses.replace(config.decode, strategy="greedy")
-    outputs = translation.translate_sentences(model, tokenizer, ["", "   ", "日本語と😀", "Ein Hund."], greedy)
+    outputs = translation_predict.translate_sentences(model, tokenizer, ["", "   ", "日本語と😀", "Ein Hund."], greedy)
     assert outputs[0] == "" and outputs[1] == ""
     # Blank neighbours and batching change nothing: each sentence alone gets the same output.
     for sentence, output in zip(["日本語と😀", "Ein Hund."], outputs[2:]):
-        assert translation.translate_sentences(model, tokenizer, [sentence], greedy) == [output]
-        assert translation.translate_nbest(model, tokenizer, sentence, greedy)[0].text == output
+        assert translation_predict.translate_sentences(model, tokenizer, [sentence], greedy) == [output]
+        assert translation_predict.translate_nbest(model, tokenizer, sentence, greedy)[0].text == output
     with pytest.raises(ValueError, match=r"sentences\[0\] must be at most 256 subword tokens"):
-        translation.translate_sentences(model, tokenizer, ["Hund " * 400], greedy)
+        translation_predict.translate_sentences(model, tokenizer, ["Hund " * 400], greedy)
 
 
 def test_cli_translate_evaluate_and_average(trained_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -146,10 +148,10 @@ def test_the_checkpoint_records_the_resolved_precision_and_an_old_bf16_one_still
     shutil.copytree(trained_run / "last", old)
     saved["train"]["precision"] = saved["decode"]["precision"] = "bf16"
     (old / "config.json").write_text(json.dumps(saved), encoding="utf-8")
-    model, tokenizer, config = translation.load_translator(old)
+    model, tokenizer, config = translation_train.load_translator(old)
     assert config.decode.precision == "bf16"
     greedy = dataclasses.replace(config.decode, strategy="greedy", max_len=5)
-    [output] = translation.translate_sentences(model, tokenizer, ["Ein Hund."], greedy)
+    [output] = translation_predict.translate_sentences(model, tokenizer, ["Ein Hund."], greedy)
     assert isinstance(output, str) and output
 
 
@@ -171,7 +173,7 @@ def test_the_multi30k_files_given_by_path_as_tsv_and_as_json_lines_give_the_same
         "".join(json.dumps({"de": de, "en": en}, ensure_ascii=False) + "\n" for de, en in train), encoding="utf-8"
     )
     small = dict(num_train=300, num_validation=50, vocab_size=400, max_tokens=1024)
-    default = translation.TranslationDataConfig(data_dir=str(DATA_DIR), **small)
+    default = translation_data.TranslationDataConfig(data_dir=str(DATA_DIR), **small)
     forms = {
         "line files": dict(
             train_files=(str(folder / "train.de"), str(folder / "train.en")),
@@ -180,18 +182,18 @@ def test_the_multi30k_files_given_by_path_as_tsv_and_as_json_lines_give_the_same
         "tsv": dict(train_files=(str(tmp_path / "train.tsv"),), valid_files=(str(tmp_path / "valid.jsonl"),)),
         "json lines": dict(train_files=(str(tmp_path / "train.jsonl"),), valid_files=(str(tmp_path / "valid.jsonl"),)),
     }
-    expected = translation.build_data(default)
-    expected_batches = translation.epoch_batches(expected, default, epoch=1)
+    expected = translation_data.build_data(default)
+    expected_batches = translation_data.epoch_batches(expected, default, epoch=1)
     for name, files in forms.items():
         config = dataclasses.replace(default, data_dir=None, **files)
-        data = translation.build_data(config)
+        data = translation_data.build_data(config)
         assert data.validation_pairs == expected.validation_pairs, name
         assert data.train_store.rows("source", range(len(data.train_store))) == [
             source for source, _ in expected.vocabulary.encode_pairs(expected.train_pairs or [])
         ], name
         assert len(data.train_store) == len(expected.train_store), name
         assert data.vocabulary.files() == expected.vocabulary.files(), name
-        batches = translation.epoch_batches(data, config, epoch=1)
+        batches = translation_data.epoch_batches(data, config, epoch=1)
         assert len(batches) == len(expected_batches), name
         for ours, theirs in zip(batches, expected_batches):
             assert torch.equal(ours.src_ids, theirs.src_ids) and torch.equal(ours.tgt_in_ids, theirs.tgt_in_ids), name
@@ -212,7 +214,7 @@ def test_every_checkpoint_has_a_model_card_and_evaluate_adds_its_scores(
     for folder, row in (("last", evaluations[-1]), ("best", best_row)):
         front = _front_matter(trained_run / folder)
         facts = front["transformer_lab"]
-        model, _, _ = translation.load_translator(trained_run / folder)
+        model, _, _ = translation_train.load_translator(trained_run / folder)
         assert front["language"] == ["de", "en"] and front["pipeline_tag"] == "translation"
         assert facts["data"]["dataset"] == "multi30k"
         assert facts["data"]["counts"] == {"training pairs": 200, "validation pairs": 20}

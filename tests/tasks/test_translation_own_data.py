@@ -14,7 +14,10 @@ import torch
 
 from transformer_lab.cli import main
 from transformer_lab.evaluation import papers_bleu
-from transformer_lab.tasks import translation
+from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.tasks.translation import data as translation_data
+from transformer_lab.tasks.translation import predict as translation_predict
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import read_card
 
@@ -116,13 +119,13 @@ def test_the_run_records_its_files_and_languages(run: Path, corpus: dict[str, Pa
 
 
 def test_the_reader_carves_validation_when_none_is_given(corpus: dict[str, Path]) -> None:
-    config = translation.TranslationDataConfig(
+    config = translation_data.TranslationDataConfig(
         train_files=(str(corpus["train_tsv"]),), source_language="xde", target_language="xen", num_carved_validation=5
     )
-    train, validation = translation.read_pairs(config)
+    train, validation = translation_data.read_pairs(config)
     assert (len(train), len(validation)) == (115, 5)
-    everything = translation.read_pairs(
-        translation.TranslationDataConfig(
+    everything = translation_data.read_pairs(
+        translation_data.TranslationDataConfig(
             train_files=(str(corpus["train_tsv"]),),
             valid_files=(str(corpus["valid_jsonl"]),),
             source_language="xde",
@@ -255,9 +258,9 @@ def test_nbest_prints_k_scored_candidates_per_sentence_best_first(run: Path, cap
     for number in ("1", "3"):
         scores = [float(row[2]) for row in rows if row[0] == number]
         assert scores == sorted(scores, reverse=True)
-    model, tokenizer, config = translation.load_translator(run / "best")
+    model, tokenizer, config = translation_train.load_translator(run / "best")
     beam = dataclasses.replace(config.decode, strategy="beam", beam_size=max(3, config.decode.beam_size), num_return=3)
-    best = translation.translate_nbest(model, tokenizer, "eins zwei", beam)
+    best = translation_predict.translate_nbest(model, tokenizer, "eins zwei", beam)
     assert [candidate.text for candidate in best] == [row[3] for row in rows if row[0] == "1"]
     code = main(["translate", "--checkpoint", str(run), "--nbest", "4", "--beam", "2", "eins"])
     assert code == 2
@@ -308,10 +311,10 @@ def test_finetuning_starts_from_the_checkpoint_with_its_tokenizer(
         0,
     )
     # One step from the checkpoint's weights: close to them, not to a fresh initialisation.
-    model, _, _ = translation.load_translator(tuned / "last")
-    start, _, start_config = translation.load_translator(run / "best")
+    model, _, _ = translation_train.load_translator(tuned / "last")
+    start, _, start_config = translation_train.load_translator(run / "best")
     torch.manual_seed(123)
-    fresh = translation.Seq2SeqTransformer.from_config(start_config.model)
+    fresh = Seq2SeqTransformer.from_config(start_config.model)
     moved = max((a - b).abs().max().item() for a, b in zip(model.parameters(), start.parameters()))
     apart = max((a - b).abs().max().item() for a, b in zip(fresh.parameters(), start.parameters()))
     assert moved < 0.01 < apart
@@ -437,7 +440,7 @@ def test_a_given_tokenizer_file_is_used_instead_of_training_one(
         ]
     )
     assert code == 0
-    model, stored, config = translation.load_translator(out)
+    model, stored, config = translation_train.load_translator(out)
     assert stored.is_joint and stored.source.vocab_size == tokenizer.get_vocab_size() == config.model.src_vocab_size
     assert stored.source.encode("eins zwei") == tokenizer.encode("eins zwei").ids
 
@@ -448,7 +451,7 @@ def test_validation_loss_is_the_mean_token_cross_entropy_of_unbatched_pairs(run:
     from transformer_lab.data import BOS_ID, EOS_ID
     from transformer_lab.tasks.seq2seq import validation_loss
 
-    model, tokenizer, _ = translation.load_translator(run)
+    model, tokenizer, _ = translation_train.load_translator(run)
     encoded = tokenizer.encode_pairs(number_pairs(9, seed=8))
     total, count = 0.0, 0
     with torch.no_grad():
@@ -512,7 +515,7 @@ def test_separate_vocabularies_train_one_bpe_per_side_and_survive_resume_and_fin
     assert main(["train", "translation", "--out", str(out), *arguments]) == 0
     files = {path.name for path in (out / "last").iterdir()}
     assert {"source_tokenizer.json", "target_tokenizer.json"} <= files and "tokenizer.json" not in files
-    model, tokenizers, config = translation.load_translator(out / "last")
+    model, tokenizers, config = translation_train.load_translator(out / "last")
     assert not tokenizers.is_joint
     # Each side learned from its own language only: no German word is a target token and no English one a source token.
     source_tokens = {tokenizers.source.id_to_token(index) for index in range(tokenizers.source.vocab_size)}
@@ -528,7 +531,7 @@ def test_separate_vocabularies_train_one_bpe_per_side_and_survive_resume_and_fin
     assert model.src_embedding.embedding.weight.data_ptr() != model.tgt_embedding.embedding.weight.data_ptr()
     assert model.generator.weight.data_ptr() == model.tgt_embedding.embedding.weight.data_ptr()
     greedy = dataclasses.replace(config.decode, strategy="greedy")
-    (candidate,) = translation.translate_nbest(model, tokenizers, "eins zwei", greedy)
+    (candidate,) = translation_predict.translate_nbest(model, tokenizers, "eins zwei", greedy)
     assert candidate.text == tokenizers.target.decode(candidate.ids)
 
     # Resume and fine-tune keep both tokenizers byte for byte.

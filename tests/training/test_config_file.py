@@ -9,21 +9,23 @@ from pathlib import Path
 import pytest
 
 from transformer_lab.cli import main
-from transformer_lab.tasks import translation
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training.config_file import apply_config_file, config_to_yaml
 from transformer_lab.training.config_io import config_to_dict
 
 
 def test_a_preset_printed_as_yaml_reads_back_to_the_same_config(tmp_path: Path) -> None:
-    for preset in (translation.default_config(), translation.base_config()):
+    for preset in (translation_train.default_config(), translation_train.base_config()):
         (tmp_path / "preset.yaml").write_text(config_to_yaml(preset), encoding="utf-8")
-        assert apply_config_file(translation.default_config(), tmp_path / "preset.yaml") == preset
+        assert apply_config_file(translation_train.default_config(), tmp_path / "preset.yaml") == preset
 
 
 def test_the_config_command_prints_what_config_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", "translation", "--preset", "base"]) == 0
     (tmp_path / "base.yaml").write_text(capsys.readouterr().out, encoding="utf-8")
-    assert apply_config_file(translation.default_config(), tmp_path / "base.yaml") == translation.base_config()
+    assert (
+        apply_config_file(translation_train.default_config(), tmp_path / "base.yaml") == translation_train.base_config()
+    )
 
 
 def test_train_applies_the_file_then_set_wins(tmp_path: Path) -> None:
@@ -70,4 +72,4 @@ def test_a_missing_config_file_is_named(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_yaml_holds_every_section_of_the_preset() -> None:
-    assert set(config_to_dict(translation.default_config())) == {"data", "model", "train", "decode"}
+    assert set(config_to_dict(translation_train.default_config())) == {"data", "model", "train", "decode"}

@@ -25,7 +25,7 @@ import torch
 from tests.training import ddp_worker
 from transformer_lab.cli import main
 from transformer_lab.data import balance_batches_for_shards
-from transformer_lab.tasks import synthetic
+from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import DataParallel, launch_from_environment, load_model_weights
 from transformer_lab.training.distributed import Launch
 
@@ -195,7 +195,7 @@ def test_the_train_command_runs_under_torchrun_and_rank_0_alone_reports(two_proc
     out = two_process_runs / "cli"
     # 4 batches per epoch shared by 2 ranks: 2 steps per epoch, not 4.
     assert [row["epoch"] for row in rows(out) if row["event"] == "train"] == [0, 0, 1, 1]
-    # .lock: rank 0 held the folder for the run (training/run_lock.py); the other rank did not.
+    # .lock: rank 0 held the folder for the run (training/run/run_lock.py); the other rank did not.
     assert {path.name for path in out.iterdir()} == {"metrics.jsonl", "last", "best", ".lock"}
     assert (out / ".lock").read_text(encoding="utf-8") == ""  # released at the end
 
@@ -244,7 +244,7 @@ def test_the_train_command_on_cuda_under_torchrun_with_one_process_ends_as_witho
     assert "exact match on 40 held-out sequences" in capsys.readouterr().out
     assert [row["step"] for row in rows(tmp_path / "torchrun")] == [row["step"] for row in rows(tmp_path / "plain")]
     (launched_model, _, config), (plain_model, _, _) = (
-        synthetic.load(tmp_path / name / "last") for name in ("torchrun", "plain")
+        synthetic_train.load(tmp_path / name / "last") for name in ("torchrun", "plain")
     )
     assert config.train.device.startswith("cuda")
     launched_state, plain_state = (without_key_biases(model.state_dict()) for model in (launched_model, plain_model))

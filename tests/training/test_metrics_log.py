@@ -3,7 +3,7 @@
 import json
 
 from transformer_lab.training.metrics_log import MetricsLog
-from transformer_lab.training.run_folder import prune_step_checkpoints, step_folder_name
+from transformer_lab.training.run.run_folder import prune_step_checkpoints, step_folder_name
 
 
 def test_append_writes_one_json_object_a_line_creating_the_folder(tmp_path):

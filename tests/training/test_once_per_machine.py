@@ -10,7 +10,7 @@ from pathlib import Path
 SCRIPT = """
 import sys, time
 from pathlib import Path
-from transformer_lab.training.once_per_machine import once_per_machine
+from transformer_lab.training.run.once_per_machine import once_per_machine
 folder = Path(sys.argv[1])
 
 def work():
@@ -49,7 +49,7 @@ def test_the_work_is_done_once_and_the_other_process_reads_its_result(tmp_path: 
 
 
 def test_a_single_process_just_works(tmp_path: Path, monkeypatch) -> None:
-    from transformer_lab.training.once_per_machine import once_per_machine
+    from transformer_lab.training.run.once_per_machine import once_per_machine
 
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
         monkeypatch.delenv(name, raising=False)

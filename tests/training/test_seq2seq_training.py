@@ -27,8 +27,8 @@ from transformer_lab.data import (
 )
 from transformer_lab.decoding import greedy_search
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks import synthetic
 from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, strip_generated
+from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import (
     TrainConfig,
     Trainer,
@@ -226,11 +226,11 @@ REDUCED_COPY_SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
-def reduced_copy_config() -> synthetic.SyntheticConfig:
+def reduced_copy_config() -> synthetic_train.SyntheticConfig:
     """The copy task's preset with REDUCED_COPY_SETTINGS applied (model otherwise as the
     preset: d_model 64, 4 heads, feed-forward 256, dropout 0, all embeddings tied)."""
-    config = synthetic.default_config("copy")
-    return synthetic.resolve(
+    config = synthetic_train.default_config("copy")
+    return synthetic_train.resolve(
         dataclasses.replace(
             config,
             data=dataclasses.replace(config.data, **REDUCED_COPY_SETTINGS["data"]),
@@ -258,11 +258,11 @@ def one_thread() -> Iterator[None]:
 @pytest.mark.convergence
 def test_copy_task_training_reaches_full_exact_match_on_held_out_sequences(tmp_path: Path, one_thread: None) -> None:
     config = reduced_copy_config()
-    result = synthetic.train(config, tmp_path)
+    result = synthetic_train.train(config, tmp_path)
     assert result.summary["steps"] == config.train.max_steps
     held_out = result.data.test
     assert len(held_out) == config.data.num_test
     training_sources = {tuple(source) for source, _ in result.data.train}
     assert not any(tuple(source) in training_sources for source, _ in held_out)
     greedy = dataclasses.replace(config.decode, strategy="greedy")
-    assert synthetic.exact_match(result.model, held_out, greedy) == 1.0
+    assert synthetic_train.exact_match(result.model, held_out, greedy) == 1.0

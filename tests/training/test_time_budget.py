@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from transformer_lab.tasks import synthetic
+from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import TrainConfig, Trainer, apply_overrides, cooldown_multiplier, noam_lr, time_budget
 from transformer_lab.training.time_budget import (
     MEASUREMENT_SECONDS,
@@ -101,7 +101,7 @@ def test_the_cool_down_never_reaches_back_into_steps_done():
 
 def _copy_task_exact_match(tmp_path, steps, warmup_steps, cooldown_steps, lr_factor):
     """Held-out greedy exact match of a small copy-task model trained ``steps`` steps on this schedule."""
-    base = synthetic.default_config("copy")
+    base = synthetic_train.default_config("copy")
     config = dataclasses.replace(
         base,
         data=dataclasses.replace(base.data, max_length=8, num_validation=100, num_test=200),
@@ -119,15 +119,15 @@ def _copy_task_exact_match(tmp_path, steps, warmup_steps, cooldown_steps, lr_fac
         ),
     )
     torch.manual_seed(0)
-    result = synthetic.train(config, tmp_path)  # on the one thread tests/conftest.py sets
+    result = synthetic_train.train(config, tmp_path)  # on the one thread tests/conftest.py sets
     greedy = dataclasses.replace(config.decode, strategy="greedy")
-    return synthetic.exact_match(result.model.eval(), result.data.test, greedy)
+    return synthetic_train.exact_match(result.model.eval(), result.data.test, greedy)
 
 
 @pytest.mark.convergence
 def test_a_short_run_ending_on_its_cool_down_learns_more_than_the_configured_schedule_stopped_there(tmp_path):
     # The copy preset's 2,500 steps (warm-up 400) with a 500-step cool-down; a budget that allows 600.
-    preset = synthetic.default_config("copy").train
+    preset = synthetic_train.default_config("copy").train
     steps, configured_cooldown = 600, 500
     stopped = _copy_task_exact_match(tmp_path / "stopped", steps, preset.warmup_steps, 0, preset.lr_factor)
     warmup, cooldown, factor = fitted_schedule(

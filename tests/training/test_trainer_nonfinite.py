@@ -14,7 +14,7 @@ import torch
 
 from tests.training.test_trainer import D_MODEL, TinyModel, config, epoch_batches, loss_fn, read_rows
 from transformer_lab.cli import main
-from transformer_lab.tasks import synthetic
+from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import Trainer, TrainingDivergedError
 
 
@@ -101,12 +101,12 @@ def test_max_nonfinite_steps_must_be_positive():
 
 
 def test_cli_divergence_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
-    real_loss_fn = synthetic.seq2seq_loss_fn
+    real_loss_fn = synthetic_train.seq2seq_loss_fn
 
     def nan_loss_fn(smoothing, pad_id):
         return lambda model, batch: real_loss_fn(smoothing, pad_id)(model, batch) * float("nan")
 
-    monkeypatch.setattr(synthetic, "seq2seq_loss_fn", nan_loss_fn)
+    monkeypatch.setattr(synthetic_train, "seq2seq_loss_fn", nan_loss_fn)
     tiny = [
         "data.num_train=64",
         "data.num_validation=4",

@@ -101,9 +101,9 @@ print("figure:", show_figure(plot_lr_schedule(figures / "lr-schedule.png")))
 # 源序列是从 10 个符号中随机抽取的 1 到 8 个符号，目标就是同一个序列。这个任务对人来说微不足道，对模型却是真正的考验：解码器必须学会在每一步通过交叉注意力找到对应的源位置。任务在 `transformer_lab.tasks.synthetic` 里，它的预设就是 `make demo` 所训练的。这里用更小的配置：d_model 32、1500 步，标签平滑 0.1，加上预热调度。500 条测试序列都没有在训练中出现过。
 
 # %%
-from transformer_lab.tasks import synthetic
+from transformer_lab.tasks.synthetic import train as synthetic_train
 
-config = synthetic.default_config("copy")
+config = synthetic_train.default_config("copy")
 config = dataclasses.replace(
     config,
     data=dataclasses.replace(config.data, max_length=8, num_validation=100, num_test=500),
@@ -119,7 +119,7 @@ config = dataclasses.replace(
         seed=0,
     ),
 )
-result = synthetic.train(config, "runs/tutorial-copy")
+result = synthetic_train.train(config, "runs/tutorial-copy")
 model = result.model.eval()
 summary = result.summary
 print(
@@ -137,13 +137,13 @@ print(
 greedy = dataclasses.replace(config.decode, strategy="greedy")
 beam = dataclasses.replace(config.decode, strategy="beam", beam_size=4)
 test_pairs = result.data.test
-greedy_match = synthetic.exact_match(model, test_pairs, greedy)
-beam_match = synthetic.exact_match(model, test_pairs, beam)
+greedy_match = synthetic_train.exact_match(model, test_pairs, greedy)
+beam_match = synthetic_train.exact_match(model, test_pairs, beam)
 print(f"exact match on {len(test_pairs)} unseen sequences: greedy {greedy_match:.3f}, beam {beam_match:.3f}")
 for (source, _), greedy_output, beam_output in zip(
     test_pairs[:4],
-    synthetic.decode_pairs(model, test_pairs[:4], greedy),
-    synthetic.decode_pairs(model, test_pairs[:4], beam),
+    synthetic_train.decode_pairs(model, test_pairs[:4], greedy),
+    synthetic_train.decode_pairs(model, test_pairs[:4], beam),
 ):
     print(f"source {source}  greedy {greedy_output}  beam {beam_output}")
 assert greedy_match >= 0.9 and beam_match >= 0.9

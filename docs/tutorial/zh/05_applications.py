@@ -40,9 +40,9 @@ figures = Path("runs/tutorial-figures")
 # 翻译任务在 `transformer_lab.tasks.translation` 里：它学习一个两种语言共用的字节级 BPE，构建模型，用第 3 章的 Trainer 训练，并在验证集上计算 BLEU。它的预设（`translation.default_config()`）就是 [docs/results.md](../../results.md) 里的那个模型；这里把所有规模都缩小了：只用前 3,000 个训练句对、1,000 个子词的词表、d_model 64、2 + 2 层、不用 dropout，训练 300 步。
 
 # %%
-from transformer_lab.tasks import translation
+from transformer_lab.tasks.translation import train as translation_train
 
-config = translation.default_config()
+config = translation_train.default_config()
 config = dataclasses.replace(
     config,
     data=dataclasses.replace(
@@ -76,7 +76,7 @@ config = dataclasses.replace(
 from transformer_lab.training.metrics_log import read_metrics
 
 translation_run = Path("runs/tutorial-translation")
-translation_result = translation.train(config, translation_run)
+translation_result = translation_train.train(config, translation_run)
 summary = translation_result.summary
 losses = [row["train_loss"] for row in read_metrics(translation_run / "metrics.jsonl") if row["event"] == "train"]
 print(f"translation: {summary['steps']} steps in {summary['wall_seconds']:.0f} s")
@@ -118,9 +118,10 @@ print("figure:", show_figure(translator.plot_attention(validation[0][0], figures
 # 对联的下联逐字回应上联：字数相同，平仄相对，词性相当，而且不重复上联的字。对联任务以字为单位（不用子词），解码时强制保证格式：字数、标点，以及与上联对应的重字。缩小的设置与上面相同。
 
 # %%
-from transformer_lab.tasks import couplet
+from transformer_lab.tasks.couplet import data as couplet_data
+from transformer_lab.tasks.couplet import train as couplet_train
 
-couplet_config = couplet.default_config()
+couplet_config = couplet_train.default_config()
 couplet_config = dataclasses.replace(
     couplet_config,
     data=dataclasses.replace(
@@ -151,7 +152,7 @@ couplet_config = dataclasses.replace(
     decode=dataclasses.replace(couplet_config.decode, precision="fp32"),
 )
 couplet_run = Path("runs/tutorial-couplet")
-couplet_result = couplet.train(couplet_config, couplet_run)
+couplet_result = couplet_train.train(couplet_config, couplet_run)
 couplet_summary = couplet_result.summary
 couplet_losses = [row["train_loss"] for row in read_metrics(couplet_run / "metrics.jsonl") if row["event"] == "train"]
 print(f"couplet: {couplet_summary['steps']} steps in {couplet_summary['wall_seconds']:.0f} s")
@@ -164,7 +165,7 @@ print(f"couplet: training loss {couplet_losses[0]:.2f} -> {couplet_losses[-1]:.2
 from transformer_lab import CoupletWriter
 
 writer = CoupletWriter(couplet_run)
-couplet_validation = couplet.load_validation_pairs(couplet_result.config.data, data_dir)[:3]
+couplet_validation = couplet_data.load_validation_pairs(couplet_result.config.data, data_dir)[:3]
 written = writer.write([upper for upper, _ in couplet_validation])
 for (upper, lower), answer in zip(couplet_validation, written):
     print(f"upper: {upper}   reference: {lower}   model: {answer.candidates[0].text}")
@@ -234,7 +235,7 @@ print("figure:", show_figure(heatmap))
 
 # %% tags=["solution"] jupyter={"source_hidden": true}
 # Exercise 1: the sentence as the model reads it.
-from transformer_lab.lab.translation_attention import token_labels
+from transformer_lab.lab.attention_maps import token_labels
 
 tokenizer = translator.tokenizers.source
 sentence = validation[0][0]

@@ -24,7 +24,6 @@ from typing import Sequence
 import torch
 
 from transformer_lab.allocator import keep_freed_memory
-from transformer_lab.api import SettingError
 from transformer_lab.cli import (
     average_command,
     classify_command,
@@ -46,6 +45,7 @@ from transformer_lab.cli.bounds import max_threads, thread_count
 from transformer_lab.extras import MissingExtraError
 from transformer_lab.folders import FolderWriteError
 from transformer_lab.hardware import physical_cores
+from transformer_lab.setting_error import SettingError
 from transformer_lab.training import (
     Terminated,
     TrainingDivergedError,

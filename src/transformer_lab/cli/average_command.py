@@ -11,7 +11,7 @@ from torch import nn
 
 from transformer_lab.tasks.registry import load_trained
 from transformer_lab.training import CONFIG_FILE, MODEL_FILE, average_checkpoints
-from transformer_lab.training.run_lock import folder_holder
+from transformer_lab.training.run.run_lock import folder_holder
 
 _STEP_FOLDER = re.compile(r"^step-(\d+)$")
 

@@ -9,11 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from transformer_lab.tasks import couplet
-from transformer_lab.tasks.couplet_constraint_options import (
-    CONSTRAINT_OPTIONS,
-    with_constraint_options,
-)
+from transformer_lab.tasks.couplet.predict import CONSTRAINT_OPTIONS, CoupletConstraintConfig, with_constraint_options
 
 # The options that take a number of nats, each setting the constraint field of its name.
 _NATS_OPTIONS = (
@@ -43,8 +39,6 @@ def _given_values(arguments: argparse.Namespace) -> dict[str, Any]:
     return {flag: getattr(arguments, flag[2:].replace("-", "_")) for flag in CONSTRAINT_OPTIONS}
 
 
-def constraint_overrides(
-    config: couplet.CoupletConstraintConfig, arguments: argparse.Namespace
-) -> couplet.CoupletConstraintConfig:
+def constraint_overrides(config: CoupletConstraintConfig, arguments: argparse.Namespace) -> CoupletConstraintConfig:
     """The checkpoint's constraints with the command line's changes."""
     return with_constraint_options(config, _given_values(arguments))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from transformer_lab.cli.overrides import add_override_arguments, resolved_config
 from transformer_lab.lab.demo import run_demo
-from transformer_lab.tasks import synthetic
+from transformer_lab.tasks.synthetic import train as synthetic_train
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,7 +22,7 @@ def run(arguments: argparse.Namespace) -> int:
     out_dir = arguments.out or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise ValueError(f"--out: expected a new or empty folder, got {out_dir} which already holds files")
-    config, _ = resolved_config(synthetic.default_config("copy"), arguments)
+    config, _ = resolved_config(synthetic_train.default_config("copy"), arguments)
     print(
         f"Training on the copy task (vocabulary {config.data.vocab_size}, lengths {config.data.min_length}-"
         f"{config.data.max_length}, {config.data.num_train} sequences per epoch) into {out_dir}"

@@ -2,7 +2,7 @@
 
 The command offers the tasks that have an evaluation (``Task.evaluate``), turns its
 options into `EvaluationOptions`, prints the report's lines and records its scores in the
-checkpoint's model card. What each task scores, and how, is its own (``tasks/*_evaluation.py``):
+checkpoint's model card. What each task scores, and how, is its own (``tasks/*/evaluate.py``):
 BLEU and chrF++ for translation, character BLEU and the couplet's form for couplets,
 accuracy, per-class F1 and the confusion matrix for classification.
 """

@@ -13,6 +13,7 @@ followed.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -51,6 +52,15 @@ def cache_folder(kind: str, description: dict[str, Any], cache_root: str | os.Pa
     """The cache folder of a corpus of ``kind`` described by ``description`` (JSON-ready values)."""
     key = hashlib.sha256(json.dumps(description, sort_keys=True).encode("utf-8")).hexdigest()[:20]
     return Path(cache_root or default_cache_root()) / f"{kind}-{key}"
+
+
+def corpus_description(config: Any, unused: Sequence[str], inputs: Iterable[Path]) -> dict[str, Any]:
+    """What a corpus prepared by a data config depends on: its fields but ``unused``, and the files it reads.
+
+    As the manifest reads it back (tuples become lists), so that the two compare equal.
+    """
+    settings = {key: value for key, value in dataclasses.asdict(config).items() if key not in unused}
+    return json.loads(json.dumps({**settings, "inputs": [str(path.resolve()) for path in inputs]}))
 
 
 class InputChangedError(ValueError):

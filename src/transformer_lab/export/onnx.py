@@ -93,8 +93,10 @@ from transformer_lab.nn import (
 )
 from transformer_lab.nn.attention import explicit_attention, merge_heads
 from transformer_lab.nn.residual import Sublayer, residual_sublayers
-from transformer_lab.tasks import classification, couplet, translation
+from transformer_lab.tasks.classification import train as classification_train
+from transformer_lab.tasks.couplet import train as couplet_train
 from transformer_lab.tasks.registry import load_trained, tasks_offering
+from transformer_lab.tasks.translation import train as translation_train
 
 __all__ = [
     "CLASSIFIER_FILE",
@@ -141,13 +143,13 @@ def export_checkpoint(checkpoint: str | os.PathLike[str], out_dir: str | os.Path
     trained = load_trained(checkpoint, tasks=EXPORTABLE_TASKS)
     model, vocabulary = trained.model, trained.vocabulary
     try:
-        if trained.task == classification.TASK_NAME:
+        if trained.task == classification_train.TASK_NAME:
             if not isinstance(model, TransformerClassifier):
                 raise ValueError(f"model: expected a TransformerClassifier, got {type(model).__name__}")
             return export_classifier(
                 model,
                 out_dir,
-                vocabulary_files={classification.TOKENIZER_FILE: vocabulary.to_json()},
+                vocabulary_files={classification_train.TOKENIZER_FILE: vocabulary.to_json()},
                 class_names=list(trained.config.class_names),
             )
         if not isinstance(model, Seq2SeqTransformer):
@@ -156,7 +158,7 @@ def export_checkpoint(checkpoint: str | os.PathLike[str], out_dir: str | os.Path
             files = vocabulary.files()
         elif isinstance(vocabulary, Vocabulary):
             # The couplet task's one character vocabulary, as its checkpoints store it.
-            files = {couplet.VOCABULARY_FILE: "".join(token + "\n" for token in vocabulary.tokens)}
+            files = {couplet_train.VOCABULARY_FILE: "".join(token + "\n" for token in vocabulary.tokens)}
         else:
             raise ValueError(f"vocabulary: expected a TokenizerPair or a Vocabulary, got {type(vocabulary).__name__}")
         return export_seq2seq(model, out_dir, vocabulary_files=files, task=trained.task)
@@ -168,7 +170,7 @@ def export_seq2seq(
     model: Seq2SeqTransformer,
     out_dir: str | os.PathLike[str],
     vocabulary_files: Mapping[str, str] | None = None,
-    task: str = translation.TASK_NAME,
+    task: str = translation_train.TASK_NAME,
 ) -> Path:
     """Write ``encoder.onnx``, ``decoder.onnx``, ``config.json`` and ``vocabulary_files`` (name -> text) to ``out_dir``.
 
@@ -309,7 +311,7 @@ def classifier_config(
     first = typed_layers(model.encoder, TransformerEncoderLayer, "encoder")[0].self_attn
     return {
         "format": "onnx",
-        "task": classification.TASK_NAME,
+        "task": classification_train.TASK_NAME,
         "opset": OPSET_VERSION,
         "pad_id": model.pad_id,
         "unk_id": UNK_ID,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
+from transformer_lab.data import SubwordTokenizer
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, recording_shapes
 
@@ -30,3 +33,16 @@ def attention_maps(model: Seq2SeqTransformer, src_ids: Tensor, tgt_in_ids: Tenso
         for record in recorder.records
         if record.name == _WEIGHTS_NAME and record.tensor is not None
     }
+
+
+def token_labels(tokenizer: SubwordTokenizer, ids: Sequence[int]) -> list[str]:
+    """One readable label per subword id: its text, or its token string where that is blank or unprintable.
+
+    A byte-level token alone may decode to a control character (byte 0x12) or half a
+    character, which no font draws; its token string spells the bytes in printable form.
+    """
+    labels = []
+    for token_id in ids:
+        text = tokenizer.decode([token_id]).strip()
+        labels.append(text if text and text.isprintable() else tokenizer.id_to_token(token_id))
+    return labels

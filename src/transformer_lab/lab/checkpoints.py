@@ -16,11 +16,11 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from transformer_lab.api import SettingError
 from transformer_lab.data import SubwordTokenizer, TokenizerPair, Vocabulary, make_synthetic_pairs
 from transformer_lab.decoding import greedy_search
-from transformer_lab.lab.attention_maps import attention_maps
+from transformer_lab.lab.attention_maps import attention_maps, token_labels
 from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.setting_error import SettingError
 from transformer_lab.tasks.registry import TrainedModel, load_trained, tasks_offering
 
 SEQ2SEQ_TASKS = tasks_offering("lab")
@@ -152,9 +152,6 @@ def _subword_attention(
     source: str | Sequence[int] | None,
     target: str | Sequence[int] | None,
 ) -> SentenceAttention:
-    # Imported here: translation_attention draws with lab.figures, which imports this module.
-    from transformer_lab.lab.translation_attention import token_labels
-
     if source is None:
         raise _needs_a_sentence(trained)
     source_ids = tokenizers.source.encode(source) if isinstance(source, str) else list(source)

@@ -16,7 +16,7 @@ from pathlib import Path
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID, collate_pairs
 from transformer_lab.extras import MissingExtraError
 from transformer_lab.lab.attention_maps import attention_maps
-from transformer_lab.tasks import synthetic
+from transformer_lab.tasks.synthetic import train as synthetic_train
 
 logger = logging.getLogger(__name__)
 
@@ -40,19 +40,19 @@ class DemoReport:
 
 
 def run_demo(
-    out_dir: str | os.PathLike[str], config: synthetic.SyntheticConfig | None = None, num_examples: int = 5
+    out_dir: str | os.PathLike[str], config: synthetic_train.SyntheticConfig | None = None, num_examples: int = 5
 ) -> DemoReport:
     """Train on the copy task into ``out_dir`` and evaluate on its held-out sequences."""
-    config = synthetic.default_config("copy") if config is None else config
+    config = synthetic_train.default_config("copy") if config is None else config
     out_dir = Path(out_dir)
-    result = synthetic.train(config, out_dir)
+    result = synthetic_train.train(config, out_dir)
     model = result.model.eval()
     test = result.data.test
     greedy_config = dataclasses.replace(config.decode, strategy="greedy")
     beam_config = dataclasses.replace(config.decode, strategy="beam")
     shown = test[:num_examples]
-    greedy_outputs = synthetic.decode_pairs(model, shown, greedy_config)
-    beam_outputs = synthetic.decode_pairs(model, shown, beam_config)
+    greedy_outputs = synthetic_train.decode_pairs(model, shown, greedy_config)
+    beam_outputs = synthetic_train.decode_pairs(model, shown, beam_config)
     examples = [
         DemoExample(source, greedy, beam) for (source, _), greedy, beam in zip(shown, greedy_outputs, beam_outputs)
     ]
@@ -82,8 +82,8 @@ def run_demo(
         out_dir=out_dir,
         train_summary=result.summary,
         examples=examples,
-        greedy_exact_match=synthetic.exact_match(model, test, greedy_config),
-        beam_exact_match=synthetic.exact_match(model, test, beam_config),
+        greedy_exact_match=synthetic_train.exact_match(model, test, greedy_config),
+        beam_exact_match=synthetic_train.exact_match(model, test, beam_config),
         num_test=len(test),
         attention_png=attention_png,
     )

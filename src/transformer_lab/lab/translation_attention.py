@@ -15,25 +15,12 @@ from torch import Tensor
 
 from transformer_lab.data import BOS_ID, SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding import DecodeConfig
-from transformer_lab.lab.attention_maps import attention_maps
+from transformer_lab.lab.attention_maps import attention_maps, token_labels
 from transformer_lab.lab.figures import plot_attention_heatmap
 from transformer_lab.lab.plotting import check_image_path
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.nn import TransformerDecoder
-from transformer_lab.tasks.translation import translate_nbest
-
-
-def token_labels(tokenizer: SubwordTokenizer, ids: Sequence[int]) -> list[str]:
-    """One readable label per subword id: its text, or its token string where that is blank or unprintable.
-
-    A byte-level token alone may decode to a control character (byte 0x12) or half a
-    character, which no font draws; its token string spells the bytes in printable form.
-    """
-    labels = []
-    for token_id in ids:
-        text = tokenizer.decode([token_id]).strip()
-        labels.append(text if text and text.isprintable() else tokenizer.id_to_token(token_id))
-    return labels
+from transformer_lab.tasks.translation.predict import translate_nbest
 
 
 def cross_attention(model: Seq2SeqTransformer, source_ids: Sequence[int], target_ids: Sequence[int]) -> Tensor:

@@ -8,11 +8,12 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict
 
-from transformer_lab.lab.translation_attention import token_labels
+from transformer_lab.lab.attention_maps import token_labels
 from transformer_lab.serve.requests import ModelName, Text
-from transformer_lab.tasks import classification
+from transformer_lab.tasks.classification.predict import predict
+from transformer_lab.tasks.classification.train import TASK_NAME, load_classifier
 
-TASK = classification.TASK_NAME
+TASK = TASK_NAME
 
 
 class ClassifyRequest(BaseModel):
@@ -28,7 +29,7 @@ class ClassificationHandler:
     task = TASK
 
     def __init__(self, checkpoint: Path, device: torch.device) -> None:
-        model, self.tokenizer, self.config = classification.load_classifier(checkpoint)
+        model, self.tokenizer, self.config = load_classifier(checkpoint)
         self.model = model.to(device)
 
     def describe(self) -> dict[str, Any]:
@@ -44,7 +45,7 @@ class ClassificationHandler:
 
     def classify(self, request: ClassifyRequest) -> dict[str, Any]:
         """The label and every class's probability, in the order of the class names."""
-        (prediction,) = classification.predict(self.model, self.tokenizer, self.config.class_names, [request.text])
+        (prediction,) = predict(self.model, self.tokenizer, self.config.class_names, [request.text])
         return {
             "label": prediction.label_name,
             "classes": [

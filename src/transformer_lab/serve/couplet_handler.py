@@ -14,9 +14,10 @@ from transformer_lab.data.couplet import split_characters
 from transformer_lab.decoding import decoding_model
 from transformer_lab.nn import TransformerDecoder
 from transformer_lab.serve.requests import ModelName, Text
-from transformer_lab.tasks import couplet
+from transformer_lab.tasks.couplet import predict as couplet_predict
+from transformer_lab.tasks.couplet import train as couplet_train
 
-TASK = couplet.TASK_NAME
+TASK = couplet_train.TASK_NAME
 MAX_LOWER_LINES = 8
 
 
@@ -36,7 +37,7 @@ class CoupletHandler:
     task = TASK
 
     def __init__(self, checkpoint: Path, device: torch.device) -> None:
-        model, self.vocabulary, self.config = couplet.load(checkpoint)
+        model, self.vocabulary, self.config = couplet_train.load(checkpoint)
         model = model.to(device)  # first: the precision below resolves on the device it runs on
         # Its bf16 copy where the checkpoint's decoding precision resolves to bf16, made once here.
         self.model = decoding_model(model, self.config.decode.precision)
@@ -60,7 +61,7 @@ class CoupletHandler:
         decode_config = dataclasses.replace(
             self.config.decode, strategy="beam", beam_size=max(request.count, self.config.decode.beam_size)
         )
-        (result,) = couplet.generate(
+        (result,) = couplet_predict.generate(
             self.model,
             self.vocabulary,
             [request.text],

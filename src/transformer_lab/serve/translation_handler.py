@@ -13,12 +13,14 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from transformer_lab.decoding import decoding_model
-from transformer_lab.lab.translation_attention import cross_attention, token_labels
+from transformer_lab.lab.attention_maps import token_labels
+from transformer_lab.lab.translation_attention import cross_attention
 from transformer_lab.nn import TransformerDecoder
 from transformer_lab.serve.requests import ModelName, Text
-from transformer_lab.tasks import translation
+from transformer_lab.tasks.translation import predict as translation_predict
+from transformer_lab.tasks.translation import train as translation_train
 
-TASK = translation.TASK_NAME
+TASK = translation_train.TASK_NAME
 MAX_BEAM_SIZE = 8  # the n-best list the page shows; larger beams add time, not insight
 WEIGHT_DECIMALS = 4  # attention weights sent to the page (a heat-map needs no more)
 
@@ -46,7 +48,7 @@ class TranslationHandler:
     task = TASK
 
     def __init__(self, checkpoint: Path, device: torch.device) -> None:
-        model, self.tokenizer, self.config = translation.load_translator(checkpoint)
+        model, self.tokenizer, self.config = translation_train.load_translator(checkpoint)
         model = model.to(device)  # first: the precision below resolves on the device it runs on
         # Its bf16 copy where the checkpoint's decoding precision resolves to bf16, made once here.
         self.model = decoding_model(model, self.config.decode.precision)
@@ -75,7 +77,7 @@ class TranslationHandler:
             beam_size=request.beam_size if beam else 1,
             num_return=request.beam_size if beam else 1,
         )
-        candidates = translation.translate_nbest(self.model, self.tokenizer, request.text, decode_config)
+        candidates = translation_predict.translate_nbest(self.model, self.tokenizer, request.text, decode_config)
         return {
             "candidates": [
                 {

@@ -1,1 +1,1 @@
-"""One module per application: its default config, data, model, loss and evaluation. Thin glue."""
+"""One package per application (data, train, predict, evaluate; its TASK in ``__init__``), and the shared glue."""

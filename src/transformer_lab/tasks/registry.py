@@ -1,7 +1,7 @@
 """The one registry of tasks, and the one checkpoint loader: which task wrote a checkpoint, and its ``load``.
 
 Every command reads the tasks from ``TASKS`` (see ``tasks/task.py`` for the contract):
-adding a task is its module and one line below, or `register` at run time.
+adding a task is its package and one line below, or `register` at run time.
 
 The CLI, ``evaluate``, ``average-checkpoints``, the web server's handlers and the lab all
 rebuild a trained model through here or through the task's own ``load`` (the same

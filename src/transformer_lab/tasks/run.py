@@ -20,7 +20,8 @@ from torch import Tensor, nn
 
 from transformer_lab.allocator import release_free_memory
 from transformer_lab.tasks.finetune import load_initial_weights
-from transformer_lab.training import TrainConfig, Trainer, config_to_dict
+from transformer_lab.tasks.task import TaskConfig
+from transformer_lab.training import Trainer, config_to_dict
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import CARD_HINTS_KEY, DATA_COUNTS_KEY
 from transformer_lab.training.trainer import LAST_FOLDER
@@ -49,10 +50,11 @@ def start_checkpoint(
 class RunPlan(Generic[ModelType]):
     """What one task's run is made of; :func:`train_run` turns it into a trained model.
 
-    ``build_model()`` makes the model (called once the seed is set, so its initial weights
-    follow ``train_config.seed``); ``loss_fn(model, batch)`` the training loss;
-    ``train_batches(epoch)`` the epoch's batches (this process's shard under torchrun);
-    ``evaluate_fn(model)`` the validation metrics (None: no validation);
+    ``config`` is the task's whole config: its ``train`` section drives the Trainer, its
+    ``model.d_model`` the schedule. ``build_model()`` makes the model (called once the seed is
+    set, so its initial weights follow ``config.train.seed``); ``loss_fn(model, batch)`` the
+    training loss; ``train_batches(epoch)`` the epoch's batches (this process's shard under
+    torchrun); ``evaluate_fn(model)`` the validation metrics (None: no validation);
     ``count_tokens(batch)`` the tokens a batch counts for tokens/s and the global loss.
     Checkpoints record ``task_name``, ``metadata`` (a data report), ``data_counts`` and
     ``card`` (for the model card: the Hub's task type, the preset's dataset and languages,
@@ -61,9 +63,7 @@ class RunPlan(Generic[ModelType]):
     """
 
     task_name: str
-    config: Any
-    train_config: TrainConfig
-    d_model: int
+    config: TaskConfig
     build_model: Callable[[], ModelType]
     loss_fn: Callable[[nn.Module, Any], Tensor]
     train_batches: Callable[[int], Iterable[Any]]
@@ -100,7 +100,7 @@ def train_run(
     """
     # The data is read (and prepared): what that freed goes back before training's own peak.
     release_free_memory()
-    torch.manual_seed(plan.train_config.seed)
+    torch.manual_seed(plan.config.train.seed)
     model = plan.build_model()
     # On resume the Trainer loads the run's own last/, which holds newer weights than init_from.
     start = None if resume else start_checkpoint(out_dir, resume=False, init_from=init_from)
@@ -109,11 +109,11 @@ def train_run(
     card = {CARD_HINTS_KEY: dict(plan.card)} if plan.card else {}
     trainer = Trainer(
         model,
-        plan.train_config,
+        plan.config.train,
         out_dir,
         loss_fn=plan.loss_fn,
         train_batches=plan.train_batches,
-        d_model=plan.d_model,
+        d_model=plan.config.model.d_model,
         evaluate_fn=plan.evaluate_fn,
         count_tokens=plan.count_tokens,
         checkpoint_config={

@@ -6,7 +6,7 @@ checkpoint. Everything else is here, once: starting a run (fresh, resumed or fin
 the Trainer wiring, the epoch batches and the loss, the validation loss, loading a
 checkpoint with errors that name the file, and decoding encoded sources in length-sorted
 batches into :class:`Candidate` lists. Readers, evaluation and decoding constraints stay
-in the task modules.
+in the task packages.
 
 Shape legend: B batch, S source length.
 """
@@ -209,8 +209,6 @@ def train(
     plan = RunPlan(
         task_name=task.name,
         config=config,
-        train_config=train_config,
-        d_model=model_config.d_model,
         build_model=lambda: Seq2SeqTransformer.from_config(model_config),
         loss_fn=seq2seq_loss_fn(train_config.label_smoothing, PAD_ID),
         # Under torchrun each rank trains on its own shard of the epoch.

@@ -1,9 +1,10 @@
 """The contract every task offers the commands: its presets, how it trains, loads, prepares and scores, what it serves.
 
-A task is one module (translation, couplets, classification, the synthetic tasks) that
-defines a `Task` and is named once in ``tasks/registry.py``. The commands (``train``,
-``prepare``, ``evaluate``, ``export``, ``serve``, ``lab``, ``config``) read the registry,
-never a list of their own: a new task is its module, its tests and one registry line.
+A task is a package (translation, couplets, classification, the synthetic tasks) whose
+``__init__`` assembles its `Task` (``TASK``) from its modules, and is named once in
+``tasks/registry.py``. The commands (``train``, ``prepare``, ``evaluate``, ``export``,
+``serve``, ``lab``, ``config``) read the registry, never a list of their own: a new task
+is its package, its tests and one registry line.
 """
 
 from __future__ import annotations

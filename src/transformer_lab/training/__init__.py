@@ -26,8 +26,8 @@ from .distributed import DataParallel, data_shard, is_main_process, launch_from_
 from .generator_loss import generator_cross_entropy
 from .losses import LabelSmoothingLoss, label_smoothed_cross_entropy
 from .optimization import OptimizerFactory, ScheduleFactory
+from .run.stop_signal import Terminated, TrainingInterrupted, raise_on_sigterm
 from .schedule import build_noam_scheduler, build_optimizer, cooldown_multiplier, noam_lr
-from .stop_signal import Terminated, TrainingInterrupted, raise_on_sigterm
 from .trainer import Trainer, TrainingDivergedError
 
 __all__ = [

@@ -84,7 +84,7 @@ CHECKPOINT_METADATA_KEYS = ("task", "averaged_from", "initialized_from", PLAN_KE
 
 
 # A save writes ``.<name>.tmp-XXXX`` and renames the old folder aside to ``.<name>.old-XXXX``
-# (module docstring); ``training.run_folder`` recognises what a crash left by these marks.
+# (module docstring); ``training.run.run_folder`` recognises what a crash left by these marks.
 TEMPORARY_MARK = ".tmp-"
 ASIDE_MARK = ".old-"
 

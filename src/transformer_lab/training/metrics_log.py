@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 from typing import Any, Mapping
 
-from .run_folder import METRICS_FILE
+from .run.run_folder import METRICS_FILE
 
 __all__ = ["MetricsLog", "read_metrics"]
 

@@ -36,7 +36,7 @@ Files under ``out_dir``::
     step-000123/     the keep_last newest step checkpoints (if keep_last > 0)
     best/            the checkpoint with the best best_metric so far (a tie: the lower val_loss)
 
-(the log is written by ``metrics_log.py``, the step folders rotated by ``run_folder.py``).
+(the log is written by ``metrics_log.py``, the step folders rotated by ``run/run_folder.py``).
 
 With ``config.time_budget`` the run's length comes from the clock instead of ``epochs`` and
 ``max_steps``: after a 30-second measurement it validates once and fixes its total steps,
@@ -110,8 +110,8 @@ from .optimization import (
     planned_optimizer_steps,
 )
 from .rng_state import RandomState, isolated_rng, seed_all
-from .run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_folder_name
-from .stop_signal import StopRequests, TrainingInterrupted
+from .run.run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_folder_name
+from .run.stop_signal import StopRequests, TrainingInterrupted
 from .tensorboard_log import TensorBoardLog, require_tensorboard
 from .time_budget import PLAN_KEY, BudgetPlan, TimeBudget
 from .trainer_state import TrainerState

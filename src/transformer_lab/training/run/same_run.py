@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import CONFIG_FILE, load_checkpoint_config
-from .config_io import shown
+from transformer_lab.training.checkpoint import CONFIG_FILE, load_checkpoint_config
+from transformer_lab.training.config_io import shown
 
 __all__ = ["check_same_run"]
 

@@ -7,34 +7,64 @@ table of samples are written beside the checkpoint (or beside ``--output``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
+from transformer_lab.data import Vocabulary
 from transformer_lab.data.couplet import load_couplets
+from transformer_lab.decoding import DecodeConfig
 from transformer_lab.evaluation.couplet_antithesis import RULES as ANTITHESIS_RULES
 from transformer_lab.evaluation.couplet_antithesis import pair_scores
-from transformer_lab.evaluation.couplet_metrics import CoupletReport
-from transformer_lab.tasks import couplet
-from transformer_lab.tasks.couplet_constraint_options import with_constraint_options
+from transformer_lab.evaluation.couplet_metrics import CoupletReport, couplet_report
+from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.tasks.couplet.data import load_validation_pairs
+from transformer_lab.tasks.couplet.predict import CoupletConstraintConfig, answer_pairs, with_constraint_options
+from transformer_lab.tasks.couplet.train import load
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, search_for
 from transformer_lab.training.checkpoint import resolve_checkpoint
 
+
+@dataclass
+class CoupletEvaluation:
+    report: CoupletReport
+    uppers: list[str]
+    hypotheses: list[str]
+    references: list[str]
+
+
+def evaluate_pairs(
+    model: Seq2SeqTransformer,
+    vocabulary: Vocabulary,
+    pairs: Sequence[tuple[str, str]],
+    decode_config: DecodeConfig,
+    constraint_config: CoupletConstraintConfig,
+) -> CoupletEvaluation:
+    """Answer the upper lines of `pairs` and score against their lower lines (BLEU, form and antithesis)."""
+    uppers = [upper for upper, _ in pairs]
+    references = [lower for _, lower in pairs]
+    hypotheses = answer_pairs(model, vocabulary, pairs, decode_config, constraint_config)
+    return CoupletEvaluation(couplet_report(uppers, hypotheses, references), uppers, hypotheses, references)
+
+
+DEFAULT_SPLIT = "test"  # the split `evaluate couplet` scores when none is named
 NUM_SAMPLES = 20
 
 
 def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
     """Answer the upper lines of a split and score the answers against its lower lines."""
-    split = split or str(couplet.TASK.evaluation_split)
-    model, vocabulary, config = couplet.load(checkpoint)
+    split = split or DEFAULT_SPLIT
+    model, vocabulary, config = load(checkpoint)
     model, search = search_for(model, config.decode, options)
     data_dir = options.data_dir if options.data_dir is not None else config.data.data_dir
     if split == "validation":
         # The pairs this run held out of its training split, carved again the same way.
-        pairs = couplet.load_validation_pairs(config.data, data_dir)
+        pairs = load_validation_pairs(config.data, data_dir)
     else:
         # The test files are clean; an error here means a damaged file, which should be seen.
         pairs = load_couplets(split, data_dir).pairs
     constraints = with_constraint_options(config.constraints, options.task_options)
-    evaluation = couplet.evaluate_pairs(model, vocabulary, pairs, search.decode_config, constraints)
+    evaluation = evaluate_pairs(model, vocabulary, pairs, search.decode_config, constraints)
     stem = f"{split}.{search.name.replace(' ', '')}"
     output = options.output or checkpoint / f"hypotheses.{stem}.txt"
     output.write_text("".join(line + "\n" for line in evaluation.hypotheses), encoding="utf-8")
@@ -83,7 +113,7 @@ def couplet_report_lines(report: CoupletReport) -> list[str]:
     return lines
 
 
-def couplet_samples_table(evaluation: couplet.CoupletEvaluation, count: int) -> str:
+def couplet_samples_table(evaluation: CoupletEvaluation, count: int) -> str:
     """A Markdown table of the first `count` upper lines with our lower line and the reference."""
 
     def scores(upper: str, lower: str) -> str:

@@ -1,14 +1,8 @@
-"""The Annotated Transformer's copy task, and its siblings reverse and sort.
-
-Random symbol sequences, made on the fly from a seed: no data files. Train a small
-Seq2SeqTransformer with label smoothing and the Noam schedule, then decode the 1,000
-held-out sequences (none of them seen in training) greedily and with beam search.
-"""
+"""The synthetic tasks (copy, reverse, sort) whole: random sequences, presets, the run, exact match, loading."""
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 from dataclasses import dataclass, field
 
@@ -18,7 +12,6 @@ from transformer_lab.data import (
     BOS_ID,
     EOS_ID,
     PAD_ID,
-    SYNTHETIC_TASKS,
     Seq2SeqBatch,
     collate_pairs,
     fixed_size_batches,
@@ -33,19 +26,11 @@ from transformer_lab.models.embedding import MAX_POSITIONS
 from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
 from transformer_lab.tasks.run import RunPlan, RunResult, train_run
 from transformer_lab.tasks.seq2seq import decode_sources, seq2seq_loss_fn, strip_generated
-from transformer_lab.tasks.task import Task
-from transformer_lab.training import (
-    TrainConfig,
-    data_shard,
-    is_main_process,
-)
-
-logger = logging.getLogger(__name__)
+from transformer_lab.training import TrainConfig, data_shard, is_main_process
 
 TASK_NAME = "synthetic"
 # How many examples of each split a synthetic run may ask for (the preset uses 20,000).
 MAX_SYNTHETIC_EXAMPLES = 1_000_000
-
 Pair = tuple[list[int], list[int]]
 
 
@@ -73,6 +58,49 @@ class SyntheticDataConfig:
         check_int_in_range("data.max_length", self.max_length, self.min_length, MAX_POSITIONS - 2)
         check_int_in_range("data.batch_size", self.batch_size, 1, MAX_SYNTHETIC_EXAMPLES)
         check_int_in_range("data.seed", self.seed, *SEED_RANGE)
+
+
+@dataclass
+class SyntheticData:
+    train: list[Pair]
+    validation: list[Pair]
+    test: list[Pair]
+
+
+def build_data(config: SyntheticDataConfig) -> SyntheticData:
+    """Training pairs, and validation/test pairs whose sources never occur in training."""
+
+    def pairs(count: int, seed: int) -> list[Pair]:
+        return make_synthetic_pairs(config.task, count, config.vocab_size, config.min_length, config.max_length, seed)
+
+    train = pairs(config.num_train, config.seed)
+    seen = {tuple(source) for source, _ in train}
+    # Draw extra held-out candidates, then keep only unseen ones: short sequences repeat often.
+    candidates = pairs(4 * (config.num_validation + config.num_test) + 100, config.seed + 1)
+    unseen: list[Pair] = []
+    for source, target in candidates:
+        if tuple(source) not in seen:
+            seen.add(tuple(source))
+            unseen.append((source, target))
+    needed = config.num_validation + config.num_test
+    if len(unseen) < needed:
+        raise ValueError(
+            f"data: only {len(unseen)} distinct unseen sequences exist for min_length={config.min_length}, "
+            f"max_length={config.max_length}, vocab_size={config.vocab_size}; need {needed}"
+        )
+    return SyntheticData(
+        train=train, validation=unseen[: config.num_validation], test=unseen[config.num_validation : needed]
+    )
+
+
+def batches_of(
+    pairs: list[Pair], batch_size: int, shuffle: bool, seed: int, epoch: int, num_shards: int = 1, shard_index: int = 0
+) -> list[Seq2SeqBatch]:
+    """Collated batches of ``batch_size`` pairs; with shards, this process's share of them."""
+    indices = fixed_size_batches(
+        len(pairs), batch_size, shuffle=shuffle, seed=seed, epoch=epoch, num_shards=num_shards, shard_index=shard_index
+    )
+    return [collate_pairs([pairs[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in indices]
 
 
 def _default_model() -> ModelConfig:
@@ -139,49 +167,6 @@ def resolve(config: SyntheticConfig) -> SyntheticConfig:
     return dataclasses.replace(config, model=model)
 
 
-@dataclass
-class SyntheticData:
-    train: list[Pair]
-    validation: list[Pair]
-    test: list[Pair]
-
-
-def build_data(config: SyntheticDataConfig) -> SyntheticData:
-    """Training pairs, and validation/test pairs whose sources never occur in training."""
-
-    def pairs(count: int, seed: int) -> list[Pair]:
-        return make_synthetic_pairs(config.task, count, config.vocab_size, config.min_length, config.max_length, seed)
-
-    train = pairs(config.num_train, config.seed)
-    seen = {tuple(source) for source, _ in train}
-    # Draw extra held-out candidates, then keep only unseen ones: short sequences repeat often.
-    candidates = pairs(4 * (config.num_validation + config.num_test) + 100, config.seed + 1)
-    unseen: list[Pair] = []
-    for source, target in candidates:
-        if tuple(source) not in seen:
-            seen.add(tuple(source))
-            unseen.append((source, target))
-    needed = config.num_validation + config.num_test
-    if len(unseen) < needed:
-        raise ValueError(
-            f"data: only {len(unseen)} distinct unseen sequences exist for min_length={config.min_length}, "
-            f"max_length={config.max_length}, vocab_size={config.vocab_size}; need {needed}"
-        )
-    return SyntheticData(
-        train=train, validation=unseen[: config.num_validation], test=unseen[config.num_validation : needed]
-    )
-
-
-def batches_of(
-    pairs: list[Pair], batch_size: int, shuffle: bool, seed: int, epoch: int, num_shards: int = 1, shard_index: int = 0
-) -> list[Seq2SeqBatch]:
-    """Collated batches of ``batch_size`` pairs; with shards, this process's share of them."""
-    indices = fixed_size_batches(
-        len(pairs), batch_size, shuffle=shuffle, seed=seed, epoch=epoch, num_shards=num_shards, shard_index=shard_index
-    )
-    return [collate_pairs([pairs[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in indices]
-
-
 def decode_pairs(
     model: Seq2SeqTransformer, pairs: list[Pair], decode_config: DecodeConfig, batch_size: int = 256
 ) -> list[list[int]]:
@@ -225,8 +210,6 @@ def train(
     plan = RunPlan(
         task_name=TASK_NAME,
         config=config,
-        train_config=config.train,
-        d_model=model_config.d_model,
         build_model=lambda: Seq2SeqTransformer.from_config(model_config),
         loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID),
         # Under torchrun each rank trains on its own shard of the epoch.
@@ -258,26 +241,9 @@ def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, None, 
     )
 
 
-def _greedy_exact_match_line(result: TrainResult, config: SyntheticConfig) -> list[str]:
+def greedy_exact_match_line(result: TrainResult, config: SyntheticConfig) -> list[str]:
     """The line a person reads after training: exact match on the held-out sequences, greedy."""
     if not is_main_process():
         return []  # under torchrun rank 0 reports (the weights are the same on every rank)
     greedy = exact_match(result.model.eval(), result.data.test, dataclasses.replace(config.decode, strategy="greedy"))
     return [f"exact match on {len(result.data.test)} held-out sequences (greedy): {greedy:.1%}"]
-
-
-def _synthetic_task(name: str) -> Task:
-    return Task(
-        name=name,
-        presets={"default": lambda: default_config(name)},
-        train=train,
-        load=load,
-        checkpoint_task=TASK_NAME,
-        reads_data=False,
-        surfaces=frozenset({"lab"}),
-        closing_lines=_greedy_exact_match_line,
-    )
-
-
-# The three synthetic tasks: one model and one checkpoint kind ("synthetic"), three data rules.
-TASKS = tuple(_synthetic_task(name) for name in SYNTHETIC_TASKS)

@@ -15,9 +15,12 @@ from transformer_lab.data import load_multi30k
 from transformer_lab.data.parallel_text import read_parallel_text
 from transformer_lab.evaluation import BleuResult, bleu_tokenizer_for, check_bleu_flavour, papers_bleu
 from transformer_lab.evaluation.bleu_flavour import PAPERS_FLAVOUR, SACREBLEU_FLAVOUR, check_papers_flavour
-from transformer_lab.tasks import translation
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, search_for
+from transformer_lab.tasks.translation.predict import evaluate_bleu
+from transformer_lab.tasks.translation.train import load_translator
 from transformer_lab.training.checkpoint import resolve_checkpoint
+
+DEFAULT_SPLIT = "test_2016_flickr"  # the split `evaluate translation` scores when none is named
 
 
 def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
@@ -33,9 +36,9 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             "--bleu-tokenize and --bleu-flavour papers: expected one way to find the words "
             "(the papers flavour tokenizes as Moses does), got both"
         )
-    split = split or str(translation.TASK.evaluation_split)
+    split = split or DEFAULT_SPLIT
     checkpoint = resolve_checkpoint(checkpoint)
-    model, tokenizer, config = translation.load_translator(checkpoint)
+    model, tokenizer, config = load_translator(checkpoint)
     if flavour == PAPERS_FLAVOUR:
         check_papers_flavour(config.data.target_language)  # before the decoding, not after it
     model, search = search_for(model, config.decode, options)
@@ -50,7 +53,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         )
         name = split
     tokenize = options.option("--bleu-tokenize") or bleu_tokenizer_for(config.data.target_language)
-    report = translation.evaluate_bleu(model, tokenizer, pairs, search.decode_config, tokenize)
+    report = evaluate_bleu(model, tokenizer, pairs, search.decode_config, tokenize)
     output = options.output or checkpoint / f"hypotheses.{name}.{search.name.replace(' ', '')}.txt"
     output.write_text("".join(line + "\n" for line in report.hypotheses), encoding="utf-8")
     bleu: dict[str, BleuResult]

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from transformer_lab.training.checkpoint import ASIDE_MARK, TEMPORARY_MARK
-from transformer_lab.training.run_lock import LOCK_FILE
+from transformer_lab.training.run.run_lock import LOCK_FILE
 from transformer_lab.training.tensorboard_log import TENSORBOARD_FOLDER
 
 logger = logging.getLogger(__name__)

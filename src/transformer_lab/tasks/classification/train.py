@@ -1,0 +1,236 @@
+"""The classification preset and config, the training run, and loading the checkpoints it writes."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer_lab.data import (
+    AG_NEWS_CLASSES,
+    PAD_ID,
+    ClassificationBatch,
+    SubwordTokenizer,
+    padding_fraction,
+    resolve_ag_news_dir,
+    token_budget_batches,
+)
+from transformer_lab.models import ClassifierConfig, TransformerClassifier
+from transformer_lab.tasks.classification.data import (
+    ClassificationData,
+    ClassificationDataConfig,
+    build_data,
+    epoch_batches,
+)
+from transformer_lab.tasks.classification.predict import predict_probabilities
+from transformer_lab.tasks.loading import load_checkpoint_parts, read_tokenizer
+from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
+from transformer_lab.training import TrainConfig, data_shard, label_smoothed_cross_entropy, load_task_config
+
+logger = logging.getLogger(__name__)
+
+TASK_NAME = "classification"
+TOKENIZER_FILE = "tokenizer.json"
+# Labels are never padding; the loss needs an ignore_index no label can take.
+_NO_IGNORED_LABEL = -1
+
+
+def _default_model() -> ClassifierConfig:
+    # Small and strongly regularised: 12k rows cannot feed a large encoder.
+    return ClassifierConfig(
+        d_model=256,
+        nhead=4,
+        num_layers=2,
+        dim_feedforward=512,
+        dropout=0.3,
+        norm_first=True,
+        activation="gelu",
+        max_len=512,  # the longest AG News article is ~300 subword tokens
+        pooling="mean",
+    )
+
+
+def _default_train() -> TrainConfig:
+    return TrainConfig(
+        # ~310 batches of 2,048 tokens per epoch on the 10,800 training rows of the 12k
+        # subset (~630k tokens); peak rate 0.5 * 256^-0.5 * 400^-0.5 = 1.6e-3 after a short
+        # warm-up. 12 epochs (~3,700 steps) were estimated at ~10 minutes on 2 threads
+        # (bf16 is 1.5x fp32 at d_model 256 on this AVX512-BF16 CPU, docs/results.md);
+        # best/ keeps the epoch of the highest validation accuracy, so extra epochs cost
+        # time, not accuracy.
+        epochs=12,
+        lr_factor=0.5,
+        warmup_steps=400,
+        label_smoothing=0.1,
+        # bf16 autocast where the CPU (or GPU) runs it fast, else fp32 (transformer_lab.hardware).
+        precision="auto",
+        eval_every_steps=0,  # validation accuracy and a checkpoint at each epoch end
+        keep_last=0,
+        best_metric="val_accuracy",
+        best_mode="max",
+        log_every_steps=50,
+    )
+
+
+@dataclass
+class ClassificationConfig:
+    """Everything a classification run needs; written into every checkpoint."""
+
+    data: ClassificationDataConfig = field(default_factory=ClassificationDataConfig)
+    model: ClassifierConfig = field(default_factory=_default_model)
+    train: TrainConfig = field(default_factory=_default_train)
+    class_names: tuple[str, ...] = AG_NEWS_CLASSES  # set from classes.txt when training
+
+
+def default_config() -> ClassificationConfig:
+    return ClassificationConfig()
+
+
+def _recorded_train_file(path: Path, folder: Path) -> str:
+    """The train_file to write into the config: relative to ag_news/ where possible."""
+    try:
+        return str(path.resolve().relative_to(folder.resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+def classification_loss_fn(smoothing: float) -> Callable[[nn.Module, ClassificationBatch], Tensor]:
+    """The Trainer's ``loss_fn``: label-smoothed cross-entropy over the batch's articles."""
+
+    def loss_fn(model: nn.Module, batch: ClassificationBatch) -> Tensor:
+        batch = batch.to(next(model.parameters()).device)
+        logits = model(batch.token_ids)  # [B, C]
+        return label_smoothed_cross_entropy(logits, batch.labels, smoothing=smoothing, ignore_index=_NO_IGNORED_LABEL)
+
+    return loss_fn
+
+
+# A classification run's result: its model, tokenizer (``vocabulary``), config and data.
+TrainResult = RunResult[TransformerClassifier, SubwordTokenizer, "ClassificationConfig", ClassificationData]
+
+
+def _check_lengths(data: ClassificationData, max_len: int) -> None:
+    lengths = data.train_store.lengths("tokens")
+    too_long = np.nonzero(lengths > max_len)[0]
+    if too_long.size:
+        line = int(data.train_line_numbers[too_long[0]])
+        raise ValueError(
+            f"{data.train_file}: line {line}: expected at most {max_len} subword tokens "
+            f"(model.max_len), got {int(lengths[too_long[0]])}; raise model.max_len"
+        )
+
+
+def _recorded_data_config(config: ClassificationDataConfig, data: ClassificationData) -> ClassificationDataConfig:
+    """The data config to write into checkpoints: the files used, findable from any folder."""
+    if config.prepared_dir:
+        return dataclasses.replace(config, prepared_dir=str(Path(config.prepared_dir).resolve()))
+    if not config.train_files:
+        return dataclasses.replace(
+            config, train_file=_recorded_train_file(data.train_file, resolve_ag_news_dir(config.data_dir))
+        )
+    return dataclasses.replace(
+        config,
+        train_files=(str(data.train_file.resolve()),),
+        valid_files=() if data.validation_file is None else (str(data.validation_file.resolve()),),
+    )
+
+
+def train(
+    config: ClassificationConfig,
+    out_dir: str | os.PathLike[str],
+    *,
+    resume: bool = False,
+    init_from: str | os.PathLike[str] | None = None,
+) -> TrainResult:
+    """Train a classifier; validation accuracy at every epoch end decides ``best/``.
+
+    ``resume`` continues ``out_dir/last``; ``init_from`` fine-tunes a checkpoint (its model
+    config must already be ``config.model``, see ``tasks.finetune``). Both keep the
+    checkpoint's tokenizer and class names, so the class indices mean what they meant.
+    """
+    tokenizer, class_names = None, None
+    start = start_checkpoint(out_dir, resume=resume, init_from=init_from)
+    if start is not None:
+        tokenizer = read_tokenizer(start, TOKENIZER_FILE)
+        class_names = load_task_config(start, TASK_NAME, ClassificationConfig).class_names
+    data = build_data(config.data, tokenizer, class_names)
+    _check_lengths(data, config.model.max_len)
+    config = dataclasses.replace(
+        config,
+        data=_recorded_data_config(config.data, data),
+        model=dataclasses.replace(
+            config.model, vocab_size=data.tokenizer.vocab_size, num_classes=len(data.class_names), pad_id=PAD_ID
+        ),
+        class_names=tuple(data.class_names),
+    )
+    lengths = data.train_store.lengths("tokens")
+    first_epoch = token_budget_batches(lengths, config.data.max_tokens, shuffle=True, seed=config.data.seed, epoch=0)
+    logger.info(
+        "%s: %d training and %d validation articles (%d malformed lines skipped), vocabulary %d, "
+        "%d batches per epoch, padding %.1f%%",
+        data.train_file,
+        len(data.train_store),
+        len(data.validation_articles),
+        data.num_skipped,
+        data.tokenizer.vocab_size,
+        len(first_epoch),
+        100 * padding_fraction(first_epoch, lengths),
+    )
+    validation_ids = data.tokenizer.encode_batch([article.text for article in data.validation_articles])
+    validation_labels = torch.tensor([article.label for article in data.validation_articles])
+
+    def evaluate(evaluated_model: nn.Module) -> dict[str, float]:
+        # The trainer hands back the model it was given (unwrapped from DDP).
+        assert isinstance(evaluated_model, TransformerClassifier), type(evaluated_model)
+        probabilities = predict_probabilities(evaluated_model, validation_ids)  # [N, C]
+        log_probabilities = probabilities.clamp_min(1e-12).log()
+        return {
+            "val_accuracy": float((probabilities.argmax(dim=-1) == validation_labels).float().mean()),
+            "val_loss": float(F.nll_loss(log_probabilities, validation_labels)),
+        }
+
+    model_config, data_config = config.model, config.data
+    plan = RunPlan(
+        task_name=TASK_NAME,
+        config=config,
+        build_model=lambda: TransformerClassifier.from_config(model_config),
+        loss_fn=classification_loss_fn(config.train.label_smoothing),
+        # Under torchrun each rank trains on its own shard of the epoch.
+        train_batches=lambda epoch: epoch_batches(data, data_config, epoch, *data_shard()),
+        evaluate_fn=evaluate,
+        count_tokens=lambda batch: int((batch.token_ids != PAD_ID).sum()),
+        data_counts={
+            "training articles": len(data.train_store),
+            "validation articles": len(data.validation_articles),
+        },
+        extra_files={TOKENIZER_FILE: data.tokenizer.to_json()},
+        # The preset's AG News is English news; the user's files name no language.
+        card={"hub_task": "text-classification", "dataset": "ag_news", "languages": ["en"]},
+    )
+    model, summary = train_run(plan, out_dir, resume=resume, init_from=init_from)
+    return TrainResult(model=model, vocabulary=data.tokenizer, config=config, data=data, summary=summary)
+
+
+def load_classifier(
+    checkpoint: str | os.PathLike[str],
+) -> tuple[TransformerClassifier, SubwordTokenizer, ClassificationConfig]:
+    """Rebuild the model (in eval mode), tokenizer and config of a classification checkpoint.
+
+    ``checkpoint`` is a checkpoint folder or a run folder (its ``best/`` is used).
+    """
+    return load_checkpoint_parts(
+        checkpoint,
+        TASK_NAME,
+        ClassificationConfig,
+        lambda config: TransformerClassifier.from_config(config.model),
+        lambda folder: read_tokenizer(folder, TOKENIZER_FILE),
+        lambda tokenizer: {"vocab_size": (tokenizer.vocab_size, TOKENIZER_FILE)},
+    )

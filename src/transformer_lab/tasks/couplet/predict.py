@@ -1,0 +1,299 @@
+"""Writing lower lines with a trained model: the rules decoding keeps, their options, and re-ranking by antithesis."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from transformer_lab.data import BOS_ID, EOS_ID, NUM_SPECIAL_TOKENS, PAD_ID, UNK_ID, Vocabulary
+from transformer_lab.data.chinese import is_punctuation, tone_class
+from transformer_lab.data.couplet import split_characters
+from transformer_lab.decoding import DecodeConfig
+from transformer_lab.decoding.couplet_constraints import CoupletConstraints
+from transformer_lab.evaluation.couplet_antithesis import part_of_speech_agreement, rhythm_agreement
+from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.tasks import seq2seq
+from transformer_lab.tasks.seq2seq import Candidate
+
+_LATIN_LETTERS = re.compile(r"[A-Za-zＡ-Ｚａ-ｚ]")
+
+
+@dataclass(frozen=True)
+class CoupletConstraintConfig:
+    """The couplet rules decoding enforces (see decoding/couplet_constraints.py)."""
+
+    punctuation_mode: str = "copy"  # "copy" the upper line's marks, or "any" punctuation there
+    # Repeat where the upper line repeats and only there: all 4,000 test references do.
+    mirror_repetition: bool = True
+    # No character of the upper line in the lower line: none of the 4,000 test references has one.
+    avoid_source_characters: bool = True
+    # Nats taken from oblique-tone characters at the last position: 97.9 % of the test
+    # references end on a level tone, 93.9 % of train_couplet_machine's lower lines.
+    oblique_final_penalty: float = 4.0
+    # Nats taken at each position from characters of the upper character's tone class
+    # (tone opposition, 平仄相对); 0 = off. 0.25 because validation said so on the finished
+    # preset run (the average of its last 5 epochs, 1,000 validation pairs): the smallest
+    # setting tried that lifts tone opposition past the test references' 0.77 (0.748 ->
+    # 0.773 at beam 10), at no BLEU cost beyond the noise (4.47 -> 4.56 at beam 10, 4.47 ->
+    # 4.63 at beam 20, 4.33 -> 4.31 at beam 5, 2.98 -> 2.92 greedy); 0.5 cost 0.08 at
+    # beam 10 (docs/results.md#couplet-antithesis). Models early in training paid more for it.
+    tone_opposition_penalty: float = 0.25
+    # Beam search only (greedy search has one candidate): its candidates are re-ranked by
+    # their score plus these nats per unit of part-of-speech / rhythm agreement with the
+    # upper line (jieba, as evaluation/couplet_antithesis.py scores them); 0 = off. See
+    # rerank_by_antithesis. Rhythm 0.5 because validation said so: on an epoch-14 preset
+    # model it raised rhythm agreement 0.536 -> 0.574 (beam 5) and 0.540 -> 0.597 (beam 20)
+    # with BLEU 3.07 -> 3.13 and 3.20 -> 3.19, and on the finished run 0.539 -> 0.587 (beam
+    # 10) for BLEU 4.55 -> 4.47, inside the noise. Parts of speech 0: it cost BLEU at 0.5
+    # and 1 nats on the epoch-14 model (3.07 -> 3.00) and bought none on the finished run
+    # (4.47 -> 4.48 at beam 10), for a rate already above the references' without it
+    # (docs/results.md#couplet-antithesis).
+    part_of_speech_rerank: float = 0.0
+    rhythm_rerank: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("part_of_speech_rerank", "rhythm_rerank"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < math.inf:
+                raise ValueError(f"{name}: expected a finite number of nats >= 0, given {value!r}")
+
+    @property
+    def reranks(self) -> bool:
+        """Whether beam search's candidates are re-ranked by antithesis."""
+        return self.part_of_speech_rerank > 0 or self.rhythm_rerank > 0
+
+
+def build_constraints(vocabulary: Vocabulary, config: CoupletConstraintConfig) -> CoupletConstraints:
+    """The decoding constraints over this vocabulary's punctuation and level-tone characters."""
+    tokens = vocabulary.tokens
+    special = set(range(NUM_SPECIAL_TOKENS))
+    punctuation = torch.tensor([index not in special and is_punctuation(token) for index, token in enumerate(tokens)])
+    tone_classes = [None if index in special else tone_class(token) for index, token in enumerate(tokens)]
+    level = torch.tensor([tone == "level" for tone in tone_classes])  # [V]
+    oblique = torch.tensor([tone == "oblique" for tone in tone_classes])  # [V]
+    return CoupletConstraints(
+        punctuation,
+        eos_id=EOS_ID,
+        pad_id=PAD_ID,
+        forbidden_ids=(PAD_ID, BOS_ID, UNK_ID),
+        punctuation_mode=config.punctuation_mode,
+        mirror_repetition=config.mirror_repetition,
+        avoid_source_characters=config.avoid_source_characters,
+        level_tone_mask=level,
+        oblique_final_penalty=config.oblique_final_penalty,
+        oblique_tone_mask=oblique,
+        tone_opposition_penalty=config.tone_opposition_penalty,
+    )
+
+
+@dataclass(frozen=True)
+class CoupletResult:
+    """The answer to one upper line: candidates best first, or `error` saying why there are none.
+
+    `note` names characters the vocabulary does not know (they were read as <unk>).
+    """
+
+    upper: str
+    candidates: list[Candidate]
+    error: str | None = None
+    note: str | None = None
+
+
+def _printable(characters: Sequence[str]) -> str:
+    """The characters as text a terminal shows as they are: control, format and zero-width ones escaped (\\u200b)."""
+    return "".join(character if character.isprintable() else f"\\u{ord(character):04x}" for character in characters)
+
+
+def check_upper_line(upper: str, vocabulary: Vocabulary, max_len: int) -> tuple[str | None, str | None]:
+    """(error, note) for one upper line (already without spaces); both None when it is fine."""
+    if not upper:
+        return "empty upper line: expected Chinese characters, got nothing", None
+    surrogate = next((index for index, character in enumerate(upper) if "\ud800" <= character <= "\udfff"), None)
+    if surrogate is not None:
+        # Undecodable input bytes smuggled in by surrogateescape: no character to answer, and
+        # no UTF-8 form to print.
+        return (
+            f"upper line has the lone surrogate U+{ord(upper[surrogate]):04X} at character {surrogate}: "
+            "expected valid Unicode text (undecodable input bytes?)",
+            None,
+        )
+    latin = sorted(set(_LATIN_LETTERS.findall(upper)))
+    if latin:
+        return (
+            f"upper line {upper!r} contains Latin letters {''.join(latin)!r}: expected a line of Chinese characters",
+            None,
+        )
+    if len(upper) >= max_len:
+        return f"upper line of {len(upper)} characters: expected at most {max_len - 1} (the model's max_len - 1)", None
+    if all(is_punctuation(character) for character in upper):
+        return f"upper line {upper!r} is only punctuation: expected Chinese characters", None
+    unseen = sorted({character for character in upper if character not in vocabulary})
+    if unseen:
+        return None, f"characters never seen in training, read as <unk>: {_printable(unseen)}"
+    return None, None
+
+
+def _punctuation_stand_in(vocabulary: Vocabulary) -> int | None:
+    """The id that an unseen punctuation mark of an upper line is read as: '，' if known, else any known mark.
+
+    Read as <unk> the mark would count as a character position, and the lower line would
+    get a character under it.
+    """
+    if "，" in vocabulary:
+        return vocabulary.token_to_id("，")
+    marks = [
+        index for index, token in enumerate(vocabulary.tokens) if index >= NUM_SPECIAL_TOKENS and is_punctuation(token)
+    ]
+    return marks[0] if marks else None
+
+
+def _encode_upper(upper: str, vocabulary: Vocabulary, punctuation_stand_in: int | None) -> list[int]:
+    ids = vocabulary.encode(list(upper))
+    if punctuation_stand_in is None:
+        return ids
+    return [
+        punctuation_stand_in if token_id == UNK_ID and is_punctuation(character) else token_id
+        for character, token_id in zip(upper, ids)
+    ]
+
+
+def _restore_marks(upper: str, lower: list[str], config: CoupletConstraintConfig) -> str:
+    """In "copy" mode, the upper line's own marks under its marks (an unseen mark was decoded as a stand-in)."""
+    if config.punctuation_mode != "copy" or len(lower) != len(upper):
+        return "".join(lower)
+    return "".join(mark if is_punctuation(mark) else character for mark, character in zip(upper, lower))
+
+
+def generate(
+    model: Seq2SeqTransformer,
+    vocabulary: Vocabulary,
+    uppers: Sequence[str],
+    decode_config: DecodeConfig,
+    constraint_config: CoupletConstraintConfig,
+    *,
+    num_candidates: int = 1,
+    batch_size: int = 64,
+) -> list[CoupletResult]:
+    """Write lower lines for `uppers` (batched by length); spaces in the input are ignored.
+
+    A line that cannot be answered (empty, Latin letters, a lone surrogate, longer than
+    the model's positional table) gets a result with `error` set and no candidates; the others are
+    decoded. `num_candidates` > 1 needs beam search with at least that many beams.
+    """
+    if num_candidates < 1:
+        raise ValueError(f"num_candidates must be >= 1, got {num_candidates}")
+    if num_candidates > 1:
+        if decode_config.strategy != "beam" or decode_config.beam_size < num_candidates:
+            raise ValueError(
+                f"num_candidates={num_candidates} needs beam search with at least as many beams, got "
+                f"strategy {decode_config.strategy!r} with beam_size {decode_config.beam_size}"
+            )
+    # Re-ranking looks at every beam's hypothesis, then keeps num_candidates of them; greedy
+    # search has one candidate, which no re-ranking can change.
+    reranks = constraint_config.reranks and decode_config.strategy == "beam"
+    returned = decode_config.beam_size if reranks else num_candidates
+    decode_config = dataclasses.replace(decode_config, num_return=returned if decode_config.strategy == "beam" else 1)
+    lines = [split_characters(upper) for upper in uppers]
+    checks = [check_upper_line(line, vocabulary, model.max_len) for line in lines]
+    results: list[CoupletResult | None] = [
+        CoupletResult(line, [], error=error) if error else None for line, (error, _) in zip(lines, checks)
+    ]
+    punctuation_stand_in = _punctuation_stand_in(vocabulary)
+    encoded = [
+        _encode_upper(line, vocabulary, punctuation_stand_in) if result is None else []
+        for line, result in zip(lines, results)
+    ]
+    found = seq2seq.decode_sources(
+        model,
+        encoded,
+        decode_config,
+        logits_processor=build_constraints(vocabulary, constraint_config),
+        batch_size=batch_size,
+    )
+    for index, hypotheses in enumerate(found):
+        if results[index] is None:
+
+            def to_text(ids: list[int], upper: str = lines[index]) -> str:
+                return _restore_marks(upper, vocabulary.decode(ids), constraint_config)
+
+            candidates = seq2seq.candidates_of(hypotheses, to_text)
+            if reranks:
+                candidates = rerank_by_antithesis(lines[index], candidates, constraint_config)[:num_candidates]
+            results[index] = CoupletResult(lines[index], candidates, note=checks[index][1])
+    return [result for result in results if result is not None]
+
+
+def rerank_by_antithesis(
+    upper: str, candidates: Sequence[Candidate], config: CoupletConstraintConfig
+) -> list[Candidate]:
+    """``candidates`` best first by score + the config's nats x part-of-speech and rhythm agreement with ``upper``.
+
+    The agreements are the per-pair rules of ``evaluation/couplet_antithesis.py`` (jieba),
+    which decoding cannot see character by character (a word's tag and length are known
+    only once the line is complete), so they choose among finished lines. A candidate keeps
+    its own ``score``; ties keep the search's order.
+    """
+
+    def ranked(candidate: Candidate) -> float:
+        bonus = 0.0
+        if config.part_of_speech_rerank > 0:
+            bonus += config.part_of_speech_rerank * part_of_speech_agreement(upper, candidate.text)
+        if config.rhythm_rerank > 0:
+            bonus += config.rhythm_rerank * rhythm_agreement(upper, candidate.text)
+        return candidate.score + bonus
+
+    return sorted(candidates, key=ranked, reverse=True)
+
+
+def answer_pairs(
+    model: Seq2SeqTransformer,
+    vocabulary: Vocabulary,
+    pairs: Sequence[tuple[str, str]],
+    decode_config: DecodeConfig,
+    constraint_config: CoupletConstraintConfig,
+) -> list[str]:
+    """The best lower line for each upper line of `pairs`; a refused upper line is an error naming it."""
+    results = generate(model, vocabulary, [upper for upper, _ in pairs], decode_config, constraint_config)
+    refused = [(index, result.error) for index, result in enumerate(results) if result.error]
+    if refused:
+        index, error = refused[0]
+        raise ValueError(f"pairs[{index}]: {error} ({len(refused)} upper line(s) refused)")
+    return [result.candidates[0].text for result in results]
+
+
+# The rules' options of `couplet` and `evaluate couplet`, each changing one field of a checkpoint's
+# constraints for one call: flag -> (the constraint field, the value it sets, or None to take the option's value).
+CONSTRAINT_OPTIONS: dict[str, tuple[str, object]] = {
+    "--no-mirror-repetition": ("mirror_repetition", False),
+    "--allow-upper-characters": ("avoid_source_characters", False),
+    "--oblique-final-penalty": ("oblique_final_penalty", None),
+    "--tone-opposition-penalty": ("tone_opposition_penalty", None),
+    "--part-of-speech-rerank": ("part_of_speech_rerank", None),
+    "--rhythm-rerank": ("rhythm_rerank", None),
+}
+
+
+def constraint_changes(values: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
+    """The rule options set among ``values`` (flag -> value as given): flag -> (the constraint field, its new value).
+
+    A flag option is set by True; a value option by any value but None.
+    """
+    given: dict[str, tuple[str, Any]] = {}
+    for flag, (field, fixed) in CONSTRAINT_OPTIONS.items():
+        value = values.get(flag)
+        if fixed is not None and value is True:  # a flag: it sets the fixed value
+            given[flag] = (field, fixed)
+        elif fixed is None and value is not None:  # a value option: it sets what was given
+            given[flag] = (field, value)
+    return given
+
+
+def with_constraint_options(config: CoupletConstraintConfig, values: Mapping[str, Any]) -> CoupletConstraintConfig:
+    """``config`` (a checkpoint's constraints) with the rule options set among ``values`` applied."""
+    return dataclasses.replace(config, **dict(constraint_changes(values).values()))

@@ -1,0 +1,135 @@
+"""The couplet preset and config, the training run, and loading the checkpoints it writes."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from transformer_lab.data import Vocabulary
+from transformer_lab.decoding import DecodeConfig
+from transformer_lab.evaluation.bleu import corpus_bleu
+from transformer_lab.evaluation.couplet_metrics import level_tone_ending_rate
+from transformer_lab.models import ModelConfig, Seq2SeqTransformer
+from transformer_lab.tasks import seq2seq
+from transformer_lab.tasks.couplet.data import CoupletDataConfig, build_data
+from transformer_lab.tasks.couplet.predict import CoupletConstraintConfig, answer_pairs
+from transformer_lab.tasks.seq2seq import Seq2SeqTask
+from transformer_lab.training import TrainConfig
+
+TASK_NAME = "couplet"
+VOCABULARY_FILE = "vocabulary.txt"
+# The data report a checkpoint records beside its config (what was read and skipped).
+METADATA_KEYS = ("data_report",)
+
+
+def _default_model() -> ModelConfig:
+    # Chosen by validation BLEU in a side-by-side sweep (docs/results.md#recipe-sweep): the aligned
+    # decoder input (the encoder's vector of the upper line's character t added to the
+    # decoder's input at t) lifted validation BLEU at 2,178 steps from 0.61 to 1.60, and
+    # 2+2 layers scored as 3+3 did (1.69 vs 1.60 at epoch 10) for 3/4 of the step time.
+    return ModelConfig(
+        d_model=256,
+        nhead=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        dim_feedforward=1024,
+        dropout=0.1,
+        max_len=128,  # inputs up to 127 characters (+ eos); longer ones are refused, never cut
+        tie_embeddings="all",
+        aligned_decoder_input=True,
+    )
+
+
+def _default_train() -> TrainConfig:
+    return TrainConfig(
+        **seq2seq.SEQ2SEQ_TRAIN_PRESET,  # validation BLEU here is greedy and constrained
+        # 393 batches of ~2,000 target tokens per epoch (89,410 training pairs of ~9
+        # characters), 11,790 steps in 30 epochs: 80 minutes on two quiet threads of a Zen 4
+        # EPYC in bf16, within the 90-minute CPU budget; on one Zen 3 thread in fp32 (no
+        # bf16 instructions) about 31 steps a minute, so some six hours
+        # (docs/results.md#precision). Validation BLEU kept rising into the cool-down
+        # (docs/results.md#couplets); test beam-5 BLEU 2.06 (15 epochs) -> 2.61 (30) ->
+        # 2.82 (30 epochs of 2,048-token batches).
+        epochs=30,
+        cooldown_steps=2400,  # the last ~6 epochs (a fifth of the steps) settle the weights
+        keep_last=2,
+    )
+
+
+def _default_decode() -> DecodeConfig:
+    # The constraints fix the length, so the length penalty has nothing to rank.
+    return DecodeConfig(
+        strategy="beam", beam_size=5, max_len=128, max_len_a=1.0, max_len_b=1, length_penalty=0.0, precision="auto"
+    )
+
+
+@dataclass
+class CoupletConfig:
+    """Everything a couplet run needs; written into every checkpoint."""
+
+    data: CoupletDataConfig = field(default_factory=CoupletDataConfig)
+    model: ModelConfig = field(default_factory=_default_model)
+    train: TrainConfig = field(default_factory=_default_train)
+    decode: DecodeConfig = field(default_factory=_default_decode)
+    constraints: CoupletConstraintConfig = field(default_factory=CoupletConstraintConfig)
+
+
+def default_config() -> CoupletConfig:
+    return CoupletConfig()
+
+
+def _read_vocabulary(folder: Path) -> Vocabulary:
+    return Vocabulary.load(folder / VOCABULARY_FILE)
+
+
+SEQ2SEQ_TASK: Seq2SeqTask[Vocabulary, CoupletConfig] = Seq2SeqTask(
+    name=TASK_NAME,
+    config_type=CoupletConfig,
+    read_vocabulary=_read_vocabulary,
+    # The file Vocabulary.save writes: one token per line in id order.
+    vocabulary_files=lambda vocabulary: {VOCABULARY_FILE: "".join(token + "\n" for token in vocabulary.tokens)},
+    vocabulary_sizes=lambda vocabulary: (len(vocabulary), len(vocabulary)),
+    metadata_keys=METADATA_KEYS,
+    card={"hub_task": "text2text-generation", "dataset": "couplet", "languages": ["zh"]},
+)
+
+
+def train(
+    config: CoupletConfig,
+    out_dir: str | os.PathLike[str],
+    *,
+    resume: bool = False,
+    init_from: str | os.PathLike[str] | None = None,
+) -> seq2seq.TrainResult[Vocabulary, CoupletConfig]:
+    """Train a couplet model; validation character BLEU (greedy, constrained) each epoch decides ``best/``.
+
+    ``init_from`` fine-tunes: the checkpoint's vocabulary and weights are the start (its
+    model config must already be ``config.model``, see ``tasks.finetune``).
+    """
+    data = build_data(config.data, seq2seq.starting_vocabulary(SEQ2SEQ_TASK, Path(out_dir), resume, init_from))
+    config = seq2seq.with_vocabulary(config, len(data.vocabulary))
+    greedy = dataclasses.replace(config.decode, strategy="greedy", num_return=1)
+
+    def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
+        # The trainer hands back the model it was given (unwrapped from DDP).
+        assert isinstance(evaluated_model, Seq2SeqTransformer), type(evaluated_model)
+        # Only what is logged: the full report's antithesis rules (jieba over every line)
+        # would cost seconds an epoch for figures nobody reads here.
+        hypotheses = answer_pairs(evaluated_model, data.vocabulary, data.validation_pairs, greedy, config.constraints)
+        references = [lower for _, lower in data.validation_pairs]
+        return {
+            "val_bleu": corpus_bleu(hypotheses, references, tokenize="zh").score,
+            "val_level_tone_ending": level_tone_ending_rate(hypotheses).value,
+        }
+
+    evaluate_fn = evaluate if data.validation_pairs else None
+    return seq2seq.train(SEQ2SEQ_TASK, config, data, out_dir, evaluate_fn, resume=resume, init_from=init_from)
+
+
+def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, Vocabulary, CoupletConfig]:
+    """Rebuild the model, vocabulary and config of a couplet checkpoint folder (or a run folder's best/)."""
+    return seq2seq.load(SEQ2SEQ_TASK, checkpoint)

@@ -1,0 +1,27 @@
+"""The Annotated Transformer's copy task, and its siblings reverse and sort.
+
+Random symbol sequences, made on the fly from a seed: no data files. Train a small
+Seq2SeqTransformer with label smoothing and the Noam schedule, then decode the 1,000
+held-out sequences (none of them seen in training) greedily and with beam search.
+"""
+
+import functools
+
+from transformer_lab.data import SYNTHETIC_TASKS
+from transformer_lab.tasks.synthetic import train
+from transformer_lab.tasks.task import Task
+
+# The three synthetic tasks: one model and one checkpoint kind ("synthetic"), three data rules.
+TASKS = tuple(
+    Task(
+        name=name,
+        presets={"default": functools.partial(train.default_config, name)},
+        train=train.train,
+        load=train.load,
+        checkpoint_task=train.TASK_NAME,
+        reads_data=False,
+        surfaces=frozenset({"lab"}),
+        closing_lines=train.greedy_exact_match_line,
+    )
+    for name in SYNTHETIC_TASKS
+)

@@ -1,0 +1,25 @@
+"""German -> English translation on Multi30k (task 1): data, model, training, translation, BLEU.
+
+Thin glue over ``data`` (reader, byte-level BPE, token-budget batches), ``models``
+(Seq2SeqTransformer with one joint vocabulary and tied embeddings), ``training`` (Trainer)
+and ``decoding`` (beam search). The tokenizer is trained on the training split only and
+saved inside every checkpoint as ``tokenizer.json``.
+"""
+
+from transformer_lab.tasks.task import Task
+from transformer_lab.tasks.translation import data, evaluate, train
+
+TASK = Task(
+    name=train.TASK_NAME,
+    presets=train.PRESETS,
+    train=train.train,
+    load=train.load_translator,
+    prepare=data.prepare,
+    evaluate=evaluate.evaluate,
+    evaluation_split=evaluate.DEFAULT_SPLIT,
+    evaluation_options=frozenset(
+        {"--beam", "--length-penalty", "--beam-stop", "--source", "--reference", "--bleu-tokenize", "--bleu-flavour"}
+    ),
+    surfaces=frozenset({"onnx", "ctranslate2", "serve", "lab"}),
+    dataset="multi30k",
+)

@@ -1,0 +1,253 @@
+"""Translation data: Multi30k or the user's pair files, their tokenizers, the prepared corpus, the epoch batches."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, load_multi30k
+from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, SEED_RANGE, check_int_fields
+from transformer_lab.data.pair_files import read_pair_files
+from transformer_lab.data.pair_stream import PairFiles
+from transformer_lab.data.prepared_pairs import (
+    BpeSettings,
+    PairCorpusSpec,
+    PreparedPairs,
+    cache_folder,
+    carved_positions,
+    corpus_identity,
+    open_prepared_pairs,
+    prepare_pairs,
+    prepared_pairs,
+)
+from transformer_lab.tasks.seq2seq import Seq2SeqData, bucketed_epoch_batches
+from transformer_lab.training.run.once_per_machine import prepared_once_per_machine
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TranslationDataConfig:
+    """Where the data is and how it becomes batches."""
+
+    data_dir: str | None = None  # folder holding multi30k/ (None: $TRANSFORMER_LAB_DATA, else the download folder)
+    # The user's own corpus instead of Multi30k: two aligned line files (SOURCE TARGET), or
+    # one .tsv or .jsonl file (transformer_lab.data.pair_files); () = Multi30k from data_dir.
+    train_files: tuple[str, ...] = ()
+    # Validation pairs in the same forms; () with train_files = carve num_carved_validation
+    # pairs (seeded) out of the training pairs.
+    valid_files: tuple[str, ...] = ()
+    file_format: str = ""  # "lines", "tsv" or "jsonl"; "" = from the number of files and the suffix
+    num_carved_validation: int = 1000  # at most a tenth of the training pairs
+    # The pair's languages: Multi30k's file suffixes, the user's JSON keys and TSV header,
+    # and what the BLEU tokenizer follows (zh, ja: their own; else 13a).
+    source_language: str = "de"
+    target_language: str = "en"
+    vocab_size: int = 8000  # joint byte-level BPE over both languages, specials included
+    # One byte-level BPE per side instead of the joint one: for scripts that share nothing
+    # (zh-en, ru-ja), where a joint vocabulary spends half its entries on the other side.
+    # The source and target embeddings can then not be one matrix: tie_embeddings "all"
+    # becomes "decoder". vocab_size is then the source side's size.
+    separate_vocabularies: bool = False
+    target_vocab_size: int = 0  # the target side's BPE size with separate_vocabularies (0 = vocab_size)
+    # A tokenizer.json trained with Hugging Face tokenizers to use instead of training the
+    # BPE (its first ids must be <pad> <unk> <bos> <eos>; see data.subword); "" = train one.
+    # With target_tokenizer_file too, the two are the source and target sides' tokenizers.
+    tokenizer_file: str = ""
+    target_tokenizer_file: str = ""
+    lowercase: bool = False  # keep case: BLEU is reported cased
+    min_frequency: int = 2  # fewest occurrences for a BPE merge
+    # The BPE of the user's files learns from at most this many training sentences, drawn
+    # with the seed (0 = all): ~7 s on 2 cores, where all of a 10 M-pair corpus would take hours.
+    tokenizer_sample: int = 300_000
+    # A folder written by `transformer-lab prepare translation` to train from ("" = the
+    # train_files, or Multi30k): its ids, tokenizer and validation pairs are used as they are.
+    prepared_dir: str = ""
+    # Where the user's train_files are prepared once and kept for reuse ("" = the folder
+    # $TRANSFORMER_LAB_CACHE names, else ~/.cache/transformer_lab).
+    cache_dir: str = ""
+    max_tokens: int = 4096  # padded tokens per batch (the longer of source/target)
+    num_train: int = 0  # use only the first N training pairs (0 = all): quick runs and tests
+    num_validation: int = 0  # use only the first N validation pairs (0 = all)
+    seed: int = 1234  # shuffling of the batches
+
+    def __post_init__(self) -> None:
+        check_int_fields(
+            self,
+            "data",
+            {
+                "max_tokens": (1, MAX_BATCH_TOKENS),
+                "min_frequency": (1, ANY_COUNT[1]),
+                "seed": SEED_RANGE,
+                **dict.fromkeys(
+                    ("num_carved_validation", "tokenizer_sample", "num_train", "num_validation"), ANY_COUNT
+                ),
+            },
+        )
+
+
+TranslationData = Seq2SeqData[TokenizerPair]
+
+
+def _first(pairs: list[tuple[str, str]], count: int) -> list[tuple[str, str]]:
+    return pairs if count == 0 else pairs[:count]
+
+
+def read_pairs(config: TranslationDataConfig) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(training pairs, validation pairs): the user's files when ``train_files`` is set, else Multi30k's."""
+    languages = (config.source_language, config.target_language)
+    if not config.train_files:
+        if config.valid_files:
+            raise ValueError("data.valid_files: expected only with data.train_files (--train), got it without")
+        source_language, target_language = languages
+        return (
+            load_multi30k("train", config.data_dir, source_language=source_language, target_language=target_language),
+            load_multi30k("val", config.data_dir, source_language=source_language, target_language=target_language),
+        )
+    train_pairs = read_pair_files(config.train_files, *languages, config.file_format, name="--train").pairs
+    if config.valid_files:
+        return train_pairs, read_pair_files(config.valid_files, *languages, config.file_format, name="--valid").pairs
+    return carve_validation(train_pairs, config.num_carved_validation, config.seed)
+
+
+def carve_validation(
+    pairs: list[tuple[str, str]], count: int, seed: int
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(training, validation): ``min(count, len // 10)`` pairs drawn with ``seed``, both in file order."""
+    chosen = carved_positions(len(pairs), count, seed)
+    return (
+        [pair for index, pair in enumerate(pairs) if index not in chosen],
+        [pair for index, pair in enumerate(pairs) if index in chosen],
+    )
+
+
+def build_tokenizers(config: TranslationDataConfig, train_pairs: Sequence[tuple[str, str]]) -> TokenizerPair:
+    """The data config's tokenizers: the given tokenizer file(s), else BPE trained on the training pairs.
+
+    One joint BPE over both sides by default; one per side with ``separate_vocabularies``
+    (or two given files).
+    """
+    given = given_tokenizers(config)
+    return given if given is not None else bpe_settings(config).learn(train_pairs)
+
+
+def given_tokenizers(config: TranslationDataConfig) -> TokenizerPair | None:
+    """The tokenizer file(s) the data config names, or None when the BPE is to be learned."""
+    if config.target_tokenizer_file and not config.tokenizer_file:
+        raise ValueError(
+            "data.target_tokenizer_file: expected with data.tokenizer_file (the source side's), "
+            f"got it alone ({config.target_tokenizer_file!r})"
+        )
+    if not config.tokenizer_file:
+        return None
+    source = SubwordTokenizer.load(config.tokenizer_file)
+    if not config.target_tokenizer_file:
+        return TokenizerPair.joint(source)
+    return TokenizerPair(source, SubwordTokenizer.load(config.target_tokenizer_file))
+
+
+def pair_corpus_spec(config: TranslationDataConfig) -> PairCorpusSpec:
+    """What `prepare` reads for the user's files of ``config``: the files, their form, the split."""
+    languages = (config.source_language, config.target_language)
+    return PairCorpusSpec(
+        train=PairFiles.of(config.train_files, *languages, config.file_format, name="--train"),
+        valid=PairFiles.of(config.valid_files, *languages, config.file_format, name="--valid")
+        if config.valid_files
+        else None,
+        num_carved_validation=config.num_carved_validation,
+        seed=config.seed,
+        num_train=config.num_train,
+        num_validation=config.num_validation,
+    )
+
+
+def bpe_settings(config: TranslationDataConfig) -> BpeSettings:
+    """How the BPE of the user's files is learned (see ``build_tokenizers``)."""
+    return BpeSettings(
+        vocab_size=config.vocab_size,
+        target_vocab_size=config.target_vocab_size,
+        separate_vocabularies=config.separate_vocabularies,
+        lowercase=config.lowercase,
+        min_frequency=config.min_frequency,
+        sample=config.tokenizer_sample,
+    )
+
+
+def prepare_corpus(
+    config: TranslationDataConfig,
+    out_dir: str | os.PathLike[str],
+    tokenizers: SubwordTokenizer | TokenizerPair | None = None,
+    progress: bool = True,
+) -> PreparedPairs:
+    """Prepare the user's files of ``config`` into the new folder ``out_dir`` (``transformer-lab prepare``)."""
+    if not config.train_files:
+        raise ValueError("data.train_files: expected the files to prepare (--train), got none")
+    given = TokenizerPair.of(tokenizers) if tokenizers is not None else given_tokenizers(config)
+    return prepare_pairs(pair_corpus_spec(config), out_dir, given, bpe_settings(config), progress=progress)
+
+
+def _from_prepared(prepared: PreparedPairs, num_validation: int) -> TranslationData:
+    """The run's data from a prepared corpus whose ids its identity check has accepted."""
+    counts = prepared.report
+    logger.info(
+        "training on the prepared corpus %s: %d training pairs, %d validation pairs",
+        prepared.folder,
+        counts["train_pairs"],
+        counts["validation_pairs"],
+    )
+    validation = _first(prepared.validation_pairs, num_validation)
+    return TranslationData(prepared.tokenizers, prepared.store, validation)
+
+
+def build_data(
+    config: TranslationDataConfig, tokenizers: SubwordTokenizer | TokenizerPair | None = None
+) -> TranslationData:
+    """The run's data: a prepared folder, the user's files (prepared once into the cache), or Multi30k.
+
+    ``tokenizers`` (a resumed or fine-tuned run's) fix the ids; else the data config's
+    tokenizer file(s), else a BPE learned from the training pairs.
+    """
+    given = TokenizerPair.of(tokenizers) if tokenizers is not None else None
+    if config.prepared_dir:
+        if config.train_files:
+            raise ValueError(
+                "data.prepared_dir: expected either a prepared folder or data.train_files (--train), got both"
+            )
+        prepared = open_prepared_pairs(config.prepared_dir)
+        corpus_identity(given).check_prepared(prepared.folder, prepared.manifest)
+        return _from_prepared(prepared, config.num_validation)
+    if config.train_files:
+        given = given if given is not None else given_tokenizers(config)
+        spec, cache_root = pair_corpus_spec(config), config.cache_dir or None
+        folder = cache_folder(spec, cache_root)
+        # Under torchrun one process of each machine prepares; the others map its files.
+        prepared = prepared_once_per_machine(
+            folder,
+            lambda: prepared_pairs(spec, given, bpe_settings(config), cache_root, progress=False),
+            open_prepared_pairs,
+        )
+        return _from_prepared(prepared, config.num_validation)
+    train_pairs, validation_pairs = read_pairs(config)
+    train_pairs = _first(train_pairs, config.num_train)
+    validation_pairs = _first(validation_pairs, config.num_validation)
+    pair = build_tokenizers(config, train_pairs) if given is None else given
+    return TranslationData.in_memory(pair, train_pairs, validation_pairs, pair.encode_pairs(train_pairs))
+
+
+def epoch_batches(
+    data: TranslationData, config: TranslationDataConfig, epoch: int, num_shards: int = 1, shard_index: int = 0
+) -> Sequence[Seq2SeqBatch]:
+    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch), collated when read.
+
+    With ``num_shards`` > 1, the share of process ``shard_index`` (see ``token_budget_batches``).
+    """
+    return bucketed_epoch_batches(data, config.max_tokens, config.seed, epoch, num_shards, shard_index)
+
+
+def prepare(data: TranslationDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
+    """``transformer-lab prepare translation``: the user's files prepared into ``out_dir``; returns the report."""
+    prepared = prepare_corpus(data, out_dir, progress=progress)
+    return {**prepared.report, "seconds": prepared.manifest["seconds"]}

@@ -1,0 +1,183 @@
+"""Translation presets and config, the training run, and loading the checkpoints it writes."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from transformer_lab.data import TokenizerPair
+from transformer_lab.data.tokenizer_pair import JOINT_TOKENIZER_FILE, SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE
+from transformer_lab.decoding import DecodeConfig
+from transformer_lab.evaluation import bleu_tokenizer_for
+from transformer_lab.models import ModelConfig, Seq2SeqTransformer
+from transformer_lab.tasks import seq2seq
+from transformer_lab.tasks.loading import read_tokenizer
+from transformer_lab.tasks.seq2seq import Seq2SeqTask, check_fits_positional_table, validation_loss
+from transformer_lab.tasks.translation.data import TranslationDataConfig, build_data
+from transformer_lab.tasks.translation.predict import evaluate_bleu
+from transformer_lab.training import TrainConfig
+
+TASK_NAME = "translation"
+TOKENIZER_FILE = JOINT_TOKENIZER_FILE
+
+
+def _default_model() -> ModelConfig:
+    return ModelConfig(
+        d_model=256,
+        nhead=4,
+        num_encoder_layers=3,
+        num_decoder_layers=3,
+        dim_feedforward=1024,
+        dropout=0.2,
+        max_len=256,
+        tie_embeddings="all",
+    )
+
+
+def _default_train() -> TrainConfig:
+    return TrainConfig(
+        **seq2seq.SEQ2SEQ_TRAIN_PRESET,
+        # About 116 batches of 4,096 tokens per epoch: 34 epochs are ~3,900 steps, so the
+        # 800-step warm-up is short. After 20 epochs validation BLEU was still rising; 34
+        # epochs took 76 minutes on 2 threads of a Zen 4 EPYC in bf16. On an AVX2-only CPU
+        # (Zen 3 EPYC, fp32) they take longer than two hours: README "Precision and threads"
+        # and docs/results.md#translation-avx2 give the shorter schedule.
+        epochs=34,
+        # The last ~7 epochs decay the rate linearly: validation BLEU (greedy) after epochs
+        # 28-31 went 41.1 41.6 41.6 41.8 with it, 41.2 41.4 40.9 40.7 without
+        # (docs/experiments/2026-11-translation.md).
+        cooldown_steps=800,
+        keep_last=10,  # the last 10 epoch checkpoints, for checkpoint averaging
+    )
+
+
+def _default_decode() -> DecodeConfig:
+    # Length penalty chosen on validation (beam 5, the cool-down run's best checkpoint):
+    # alpha 0.3 / 0.6 / 1.0 / 1.2 / 1.4 / 1.6 / 1.8 gave 42.66 / 42.86 / 43.17 / 43.31 /
+    # 43.43 / 43.21 / 42.37 cased BLEU.
+    return DecodeConfig(
+        strategy="beam", beam_size=5, max_len=200, max_len_a=1.5, max_len_b=10, length_penalty=1.4, precision="auto"
+    )
+
+
+@dataclass
+class TranslationConfig:
+    """Everything a translation run needs; written into every checkpoint."""
+
+    data: TranslationDataConfig = field(default_factory=TranslationDataConfig)
+    model: ModelConfig = field(default_factory=_default_model)
+    train: TrainConfig = field(default_factory=_default_train)
+    decode: DecodeConfig = field(default_factory=_default_decode)
+
+
+def default_config() -> TranslationConfig:
+    return TranslationConfig()
+
+
+def base_config() -> TranslationConfig:
+    """The paper's base model and recipe, for a large corpus (WMT14 en-de) on GPUs.
+
+    d_model 512, 8 heads, 6 + 6 layers, feed-forward 2,048, dropout 0.1, one shared 37k
+    BPE; Adam (0.9, 0.98, 1e-9) with the paper's schedule (factor 1, 4,000 warm-up steps)
+    for 100k steps of about 25k target tokens: 4,096 per batch x 6 accumulated batches on
+    one process (on N GPUs under torchrun, ``train.grad_accum_steps`` = 6 / N). Beam 4,
+    length penalty 0.6, at most 50 tokens beyond the source, as in the paper.
+    """
+    return TranslationConfig(
+        data=TranslationDataConfig(vocab_size=37_000, max_tokens=4096, num_carved_validation=3000),
+        model=ModelConfig(
+            d_model=512,
+            nhead=8,
+            num_encoder_layers=6,
+            num_decoder_layers=6,
+            dim_feedforward=2048,
+            dropout=0.1,
+            max_len=256,
+            tie_embeddings="all",
+        ),
+        train=TrainConfig(
+            lr_factor=1.0,
+            warmup_steps=4000,
+            label_smoothing=0.1,
+            grad_accum_steps=6,
+            epochs=0,
+            max_steps=100_000,
+            precision="auto",
+            eval_every_steps=5000,
+            keep_last=5,  # the last five checkpoints, for averaging (transformer-lab average)
+            best_metric="val_bleu",
+            best_mode="max",
+            log_every_steps=100,
+        ),
+        decode=DecodeConfig(
+            strategy="beam", beam_size=4, max_len=256, max_len_a=1.0, max_len_b=50, length_penalty=0.6, precision="auto"
+        ),
+    )
+
+
+# The presets `train translation --preset NAME` starts from (then --set overrides them).
+PRESETS = {"default": default_config, "base": base_config}
+
+
+def _read_tokenizers(folder: Path) -> TokenizerPair:
+    """A checkpoint's tokenizers: its tokenizer.json (joint), or its source_ and target_tokenizer.json."""
+    if (folder / SOURCE_TOKENIZER_FILE).is_file() or (folder / TARGET_TOKENIZER_FILE).is_file():
+        return TokenizerPair(
+            read_tokenizer(folder, SOURCE_TOKENIZER_FILE), read_tokenizer(folder, TARGET_TOKENIZER_FILE)
+        )
+    return TokenizerPair.joint(read_tokenizer(folder, JOINT_TOKENIZER_FILE))
+
+
+SEQ2SEQ_TASK: Seq2SeqTask[TokenizerPair, TranslationConfig] = Seq2SeqTask(
+    name=TASK_NAME,
+    config_type=TranslationConfig,
+    read_vocabulary=_read_tokenizers,
+    vocabulary_files=TokenizerPair.files,
+    vocabulary_sizes=lambda pair: (pair.source.vocab_size, pair.target.vocab_size),
+    # The preset's Multi30k; its languages come from the config (data.source_language, ...).
+    card={"hub_task": "translation", "dataset": "multi30k"},
+)
+
+
+def train(
+    config: TranslationConfig,
+    out_dir: str | os.PathLike[str],
+    *,
+    resume: bool = False,
+    init_from: str | os.PathLike[str] | None = None,
+) -> seq2seq.TrainResult[TokenizerPair, TranslationConfig]:
+    """Train a translation model; validation BLEU (greedy) every epoch decides ``best/``.
+
+    ``init_from`` fine-tunes: the checkpoint's tokenizer and weights are the start (its
+    model config must already be ``config.model``, see ``tasks.finetune``).
+    """
+    data = build_data(config.data, seq2seq.starting_vocabulary(SEQ2SEQ_TASK, Path(out_dir), resume, init_from))
+    tokenizers = data.vocabulary
+    target_size = None if tokenizers.is_joint else tokenizers.target.vocab_size
+    config = seq2seq.with_vocabulary(config, tokenizers.source.vocab_size, target_size)
+    greedy = dataclasses.replace(config.decode, strategy="greedy")
+    bleu_tokenize = bleu_tokenizer_for(config.data.target_language)
+    validation_ids = tokenizers.encode_pairs(data.validation_pairs)
+    check_fits_positional_table(validation_ids, data.validation_pairs, config.model.max_len, "validation data")
+
+    def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
+        # The trainer hands back the model it was given (unwrapped from DDP).
+        assert isinstance(evaluated_model, Seq2SeqTransformer), type(evaluated_model)
+        report = evaluate_bleu(evaluated_model, data.vocabulary, data.validation_pairs, greedy, bleu_tokenize)
+        return {
+            "val_bleu": report.cased.score,
+            "val_bleu_lowercased": report.lowercased.score,
+            "val_chrf": report.chrf.score,
+            "val_loss": validation_loss(evaluated_model, validation_ids, config.data.max_tokens),
+        }
+
+    return seq2seq.train(SEQ2SEQ_TASK, config, data, out_dir, evaluate, resume=resume, init_from=init_from)
+
+
+def load_translator(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, TokenizerPair, TranslationConfig]:
+    """Rebuild the model, tokenizers and config of a translation checkpoint folder (or a run folder's best/)."""
+    return seq2seq.load(SEQ2SEQ_TASK, checkpoint)
