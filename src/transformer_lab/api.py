@@ -267,7 +267,12 @@ class Translator(_Seq2SeqCheckpoint):
         """
         texts = _texts(sentences, "sentences")
         model, decode = self._decoding(beam, nbest, precision, length_penalty, beam_stop)
-        results = [translate_nbest(model, self.tokenizers, text, decode) if text.strip() else [] for text in texts]
+        # A list's sentences are named by their index in errors, as translate() names them.
+        names = ["sentence"] if isinstance(sentences, str) else [f"sentences[{index}]" for index in range(len(texts))]
+        results = [
+            translate_nbest(model, self.tokenizers, text, decode, name) if text.strip() else []
+            for text, name in zip(texts, names)
+        ]
         return results[0] if isinstance(sentences, str) else results
 
     def plot_attention(

@@ -33,7 +33,10 @@ def test_a_translator_names_a_sentence_too_long_before_encoding_any(
     assert encoded == []  # refused by its length: nothing was encoded
     with pytest.raises(ValueError, match=r"^sentence must be at most 256 subword tokens"):
         translator.candidates(LONG, nbest=2)
-    assert encoded == []
+    # In a list, candidates() names the sentence by its index, as translate() does.
+    with pytest.raises(ValueError, match=r"^sentences\[1\] must be at most 256 subword tokens"):
+        translator.candidates(["kurz", LONG], nbest=2)
+    assert encoded == ["kurz"]
 
 
 def test_a_classifier_refuses_long_texts_by_length_and_encodes_the_rest_in_batches(

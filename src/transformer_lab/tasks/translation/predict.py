@@ -72,19 +72,20 @@ def translate_nbest(
     tokenizer: SubwordTokenizer | TokenizerPair,
     sentence: str,
     decode_config: DecodeConfig,
+    name: str = "sentence",
 ) -> list[Candidate]:
     """The n-best translations of one sentence, best first.
 
     Beam search returns ``decode_config.num_return`` candidates (at most ``beam_size``);
     greedy search returns one. A blank sentence or one longer than the positional table
-    is a ``ValueError``.
+    is a ``ValueError`` naming it as ``name``.
     """
     if not sentence.strip():
-        raise ValueError("sentence: expected a non-empty sentence to translate, got a blank one")
+        raise ValueError(f"{name}: expected a non-empty sentence to translate, got a blank one")
     tokenizers = TokenizerPair.of(tokenizer)
-    _check_characters(model, tokenizers.source, sentence, "sentence")
+    _check_characters(model, tokenizers.source, sentence, name)
     source_ids = tokenizers.source.encode(sentence)
-    seq2seq.check_source_length(model, source_ids, "sentence", "subword tokens")
+    seq2seq.check_source_length(model, source_ids, name, "subword tokens")
     (hypotheses,) = seq2seq.decode_sources(model, [source_ids], decode_config)
     return seq2seq.candidates_of(hypotheses, tokenizers.target.decode)
 
