@@ -31,15 +31,20 @@ soon as the pace since the plan projects an end past the budget.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import re
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
 from .schedule import cooldown_multiplier, noam_lr
+
+if TYPE_CHECKING:
+    from .config import TrainConfig
 
 __all__ = [
     "MAX_BUDGET_SECONDS",
@@ -72,6 +77,9 @@ _UNIT_SECONDS = {"h": 3600, "m": 60, "s": 1}
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _PART = re.compile(r"(\d+(?:\.\d+)?)([A-Za-z]+)")
 _EXPECTED = "a duration such as 90m, 1h30m, 5400s or 5400 (seconds)"
+Result = TypeVar("Result")
+
+logger = logging.getLogger(__name__)
 
 
 def now() -> float:
@@ -312,6 +320,41 @@ class TimeBudget:
         self._planned_at: float | None = None
         self._warned_late = False
 
+    @classmethod
+    def from_config(cls, config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> TimeBudget:
+        """The budget of ``config``, with the run length it compresses and the steps between validations."""
+        # Imported here: optimization.py imports this module (fitted_schedule).
+        from .optimization import planned_optimizer_steps
+
+        assert config.time_budget is not None
+        evaluate_every = config.eval_every_steps
+        if not evaluate_every:
+            try:
+                batches = len(train_batches(0))  # type: ignore[arg-type]
+            except TypeError:
+                raise ValueError(
+                    "time_budget: needs eval_every_steps > 0 or train_batches(epoch) with a len(), to count "
+                    "the validations it plans for; got neither"
+                ) from None
+            evaluate_every = math.ceil(batches / config.grad_accum_steps)
+        return cls(
+            config.time_budget,
+            warmup_steps=config.warmup_steps,
+            cooldown_steps=config.cooldown_steps,
+            lr_factor=config.lr_factor,
+            configured_steps=planned_optimizer_steps(config, train_batches),
+            evaluate_every=evaluate_every,
+        )
+
+    def schedule(
+        self, config: TrainConfig, d_model: int
+    ) -> tuple[TrainConfig, Callable[[torch.optim.Optimizer], torch.optim.lr_scheduler.LambdaLR]]:
+        """This budget's schedule, and ``config`` to build the optimizer with beside it.
+
+        That config has no cool-down of its own: the budget's schedule holds it, fitted to the plan.
+        """
+        return dataclasses.replace(config, cooldown_steps=0), self.schedule_factory(d_model)
+
     def schedule_factory(self, d_model: int) -> Callable[[torch.optim.Optimizer], torch.optim.lr_scheduler.LambdaLR]:
         """A Noam schedule that follows :attr:`shape`, so that fixing the plan reshapes it in place."""
         shape = self.shape
@@ -338,9 +381,23 @@ class TimeBudget:
         return self.plan is None
 
     def start(self) -> None:
-        """Start the clock (when training starts); a fixed plan needs none."""
+        """Start the clock (when training starts; a fixed plan needs none), saying so while measuring."""
         if self._started_at is None:
             self._started_at = now()
+        if self.measuring:
+            logger.info(
+                "time budget %.0f s: measuring this machine's speed for %.0f s first",
+                self.budget_seconds,
+                MEASUREMENT_SECONDS,
+            )
+
+    def finished(self, step: int) -> bool:
+        """Whether the plan's steps are done; while measuring, nothing stops the run."""
+        return self.plan is not None and step >= self.plan.total_steps
+
+    def recorded(self) -> dict[str, Any]:
+        """``{PLAN_KEY: the plan}`` for config.json and the run's summary; {} while measuring."""
+        return {PLAN_KEY: self.plan.to_dict()} if self.plan is not None else {}
 
     def elapsed(self) -> float:
         return 0.0 if self._started_at is None else now() - self._started_at
@@ -383,6 +440,54 @@ class TimeBudget:
             cooldown_steps=cooldown,
             lr_factor=factor,
         )
+
+    def end_measurement(
+        self,
+        done_steps: int,
+        validate: Callable[[], Result],
+        agree: Callable[[Callable[[], BudgetPlan]], BudgetPlan],
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+    ) -> Result:
+        """Validate (timed), then make, apply and log the plan after ``done_steps``; return the validation's result.
+
+        ``agree`` runs the plan's making where every process takes it from (rank 0's plan
+        on every rank under DDP), so that all stop at the same step.
+        """
+        training_seconds = self.measured_training_seconds()
+        started = now()
+        metrics = validate()
+        evaluation_seconds = now() - started
+        plan = agree(lambda: self.make_plan(done_steps, training_seconds, evaluation_seconds))
+        self.apply(plan, scheduler)
+        logger.info(
+            "time budget %.0f s: %.3f steps/s over %d steps, %.1f s a validation: %d steps in all "
+            "(warm-up %d, cool-down %d, lr_factor %.4g)",
+            plan.budget_seconds,
+            plan.steps_per_second,
+            plan.measured_steps,
+            plan.evaluation_seconds,
+            plan.total_steps,
+            plan.warmup_steps,
+            plan.cooldown_steps,
+            plan.lr_factor,
+        )
+        return metrics
+
+    def resume(self, folder: Path, saved_config: Mapping[str, Any], config_file: str) -> None:
+        """Continue the plan in ``folder``'s ``saved_config`` (from ``config_file``), whatever the clock says now."""
+        saved = saved_config.get(PLAN_KEY)
+        if saved is None:
+            logger.warning("%s was saved during the time budget's measurement: measuring again", folder)
+            return
+        plan = BudgetPlan.from_dict(saved, config_file)
+        if plan.budget_seconds != self.budget_seconds:
+            logger.warning(
+                "time_budget changed from %.0f s to %.0f s since the run started; the run keeps its plan",
+                plan.budget_seconds,
+                self.budget_seconds,
+            )
+        self.apply(plan)
+        logger.info("time budget: continuing the plan of %d steps", plan.total_steps)
 
     def measured_training_seconds(self) -> float:
         """The measurement's seconds so far, its validations left out."""

@@ -107,13 +107,12 @@ from .optimization import (
     OptimizerFactory,
     ScheduleFactory,
     build_optimization,
-    planned_optimizer_steps,
 )
 from .rng_state import RandomState, isolated_rng, seed_all
 from .run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_folder_name
 from .stop_signal import StopRequests, TrainingInterrupted
 from .tensorboard_log import TensorBoardLog, require_tensorboard
-from .time_budget import PLAN_KEY, BudgetPlan, TimeBudget
+from .time_budget import TimeBudget
 from .trainer_state import TrainerState
 
 __all__ = ["Trainer", "TrainingDivergedError"]
@@ -232,10 +231,9 @@ class Trainer:
         if not self._parameters:
             raise ValueError("model: expected at least one parameter with requires_grad=True, got none")
         # A time budget fixes the run's length after measuring; its schedule follows the plan.
-        self._budget = _time_budget(config, train_batches) if config.time_budget is not None else None
+        self._budget = TimeBudget.from_config(config, train_batches) if config.time_budget is not None else None
         if self._budget is not None and schedule_factory is None and d_model is not None:
-            schedule_factory = self._budget.schedule_factory(d_model)
-            config = dataclasses.replace(config, cooldown_steps=0)  # the budget's schedule holds it
+            config, schedule_factory = self._budget.schedule(config, d_model)
         self.optimizer, self.scheduler = build_optimization(
             self._parameters,
             config,
@@ -278,7 +276,8 @@ class Trainer:
         if resume:
             self._load_resume_state(self.out_dir / LAST_FOLDER)
             if self._budget is not None:
-                self._resume_budget_plan(self.out_dir / LAST_FOLDER)
+                last = self.out_dir / LAST_FOLDER
+                self._budget.resume(last, load_checkpoint_config(last), str(last / CONFIG_FILE))
             self._earlier_seconds = _card_training_seconds(self.out_dir / LAST_FOLDER)
         # Where reads wait for the device, the per-step checks stay there (device_step_checks.py).
         self._device_checks = (
@@ -351,12 +350,6 @@ class Trainer:
 
         if self._budget is not None:
             self._budget.start()
-            if self._budget.measuring:
-                logger.info(
-                    "time budget %.0f s: measuring this machine's speed for %.0f s first",
-                    self._budget.budget_seconds,
-                    time_budget.MEASUREMENT_SECONDS,
-                )
         stopped_by = self._limit_reached()
         # SIGTERM / SIGINT: finish the step in progress, save last/, raise TrainingInterrupted.
         with self._stop_requests:
@@ -379,7 +372,7 @@ class Trainer:
             "best_value": self.best_value,
             "best_step": self.best_step,
             "wall_seconds": wall_seconds,
-            **({PLAN_KEY: self._budget.plan.to_dict()} if self._budget and self._budget.plan else {}),
+            **(self._budget.recorded() if self._budget is not None else {}),
         }
 
     def evaluate(self) -> dict[str, float]:
@@ -411,9 +404,8 @@ class Trainer:
 
     def _limit_reached(self) -> str | None:
         if self._budget is not None:
-            # The budget replaces epochs and max_steps; while measuring, nothing stops the run.
-            plan = self._budget.plan
-            return "time_budget" if plan is not None and self.global_step >= plan.total_steps else None
+            # The budget replaces epochs and max_steps.
+            return "time_budget" if self._budget.finished(self.global_step) else None
         if self.config.max_steps and self.global_step >= self.config.max_steps:
             return "max_steps"
         if self.config.epochs and self.epoch >= self.config.epochs:
@@ -627,49 +619,12 @@ class Trainer:
     def _fix_budget_plan(self) -> None:
         """End the measurement: validate (timed), fix the plan, record it, save."""
         assert self._budget is not None
-        budget = self._budget
-        training_seconds = budget.measured_training_seconds()
-        started = time_budget.now()
-        metrics = self._distributed.run_on_main(self.evaluate)
-        evaluation_seconds = time_budget.now() - started
-        # Rank 0's plan on every rank, so that all stop at the same step.
-        plan = self._distributed.run_on_main(
-            lambda: budget.make_plan(self.global_step, training_seconds, evaluation_seconds)
+        run_on_main = self._distributed.run_on_main
+        metrics = self._budget.end_measurement(
+            self.global_step, lambda: run_on_main(self.evaluate), run_on_main, self.scheduler
         )
-        budget.apply(plan, self.scheduler)
         self._window.lr = self.optimizer.param_groups[0]["lr"]
-        self.checkpoint_config[PLAN_KEY] = plan.to_dict()
-        logger.info(
-            "time budget %.0f s: %.3f steps/s over %d steps, %.1f s a validation: %d steps in all "
-            "(warm-up %d, cool-down %d, lr_factor %.4g)",
-            plan.budget_seconds,
-            plan.steps_per_second,
-            plan.measured_steps,
-            plan.evaluation_seconds,
-            plan.total_steps,
-            plan.warmup_steps,
-            plan.cooldown_steps,
-            plan.lr_factor,
-        )
         self._evaluate_and_save(metrics)
-
-    def _resume_budget_plan(self, folder: Path) -> None:
-        """Continue the plan recorded in ``folder``'s config.json, whatever the clock says now."""
-        assert self._budget is not None
-        saved = load_checkpoint_config(folder).get(PLAN_KEY)
-        if saved is None:
-            logger.warning("%s was saved during the time budget's measurement: measuring again", folder)
-            return
-        plan = BudgetPlan.from_dict(saved, str(folder / CONFIG_FILE))
-        if plan.budget_seconds != self._budget.budget_seconds:
-            logger.warning(
-                "time_budget changed from %.0f s to %.0f s since the run started; the run keeps its plan",
-                plan.budget_seconds,
-                self._budget.budget_seconds,
-            )
-        self._budget.apply(plan)
-        self.checkpoint_config[PLAN_KEY] = plan.to_dict()
-        logger.info("time budget: continuing the plan of %d steps", plan.total_steps)
 
     def _evaluate_and_save(self, metrics: dict[str, float] | None = None) -> None:
         """Validate (unless ``metrics`` are given, already measured), record, save checkpoints."""
@@ -742,13 +697,17 @@ class Trainer:
         save_checkpoint(
             targets[0],
             self._unwrapped_model,
-            self.checkpoint_config,
+            self._written_config(),
             extra_files={**self.extra_files, CARD_FILE: self._model_card()},
             trainer_state=self._trainer_state(rng_by_rank),
         )
         for target in targets[1:]:
             copy_checkpoint(targets[0], target)
         prune_step_checkpoints(self.out_dir, self.config.keep_last)
+
+    def _written_config(self) -> dict[str, Any]:
+        """``config.json``: the caller's checkpoint_config, and the budget's plan once fixed."""
+        return {**self.checkpoint_config, **(self._budget.recorded() if self._budget is not None else {})}
 
     def _model_card(self) -> str:
         """The checkpoint's README.md: what it was trained on, its sizes, time, machine and scores."""
@@ -758,7 +717,7 @@ class Trainer:
         else:
             machine = cpu_model_name()
         facts = card_facts(
-            self.checkpoint_config,
+            self._written_config(),
             parameters=sum(parameter.numel() for parameter in self._unwrapped_model.parameters()),
             step=self.global_step,
             epoch=self.epoch,
@@ -841,29 +800,6 @@ class Trainer:
             self.epoch,
             self.batch_index,
         )
-
-
-def _time_budget(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> TimeBudget:
-    """The budget of ``config``, with the run length it compresses and the steps between validations."""
-    assert config.time_budget is not None
-    evaluate_every = config.eval_every_steps
-    if not evaluate_every:
-        try:
-            batches = len(train_batches(0))  # type: ignore[arg-type]
-        except TypeError:
-            raise ValueError(
-                "time_budget: needs eval_every_steps > 0 or train_batches(epoch) with a len(), to count "
-                "the validations it plans for; got neither"
-            ) from None
-        evaluate_every = math.ceil(batches / config.grad_accum_steps)
-    return TimeBudget(
-        config.time_budget,
-        warmup_steps=config.warmup_steps,
-        cooldown_steps=config.cooldown_steps,
-        lr_factor=config.lr_factor,
-        configured_steps=planned_optimizer_steps(config, train_batches),
-        evaluate_every=evaluate_every,
-    )
 
 
 def _card_training_seconds(folder: Path) -> float:
