@@ -85,7 +85,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from transformer_lab.hardware import autocast, cpu_model_name, resolve_precision
+from transformer_lab.hardware import autocast, resolve_precision
 
 from . import time_budget
 from .checkpoint import (
@@ -102,7 +102,7 @@ from .device_step_checks import DeviceStepChecks, checks_stay_on_device
 from .distributed import DataParallel
 from .loss_window import LossWindow
 from .metrics_log import MetricsLog
-from .model_card import CARD_FILE, card_facts, read_card, render_card
+from .model_card import CARD_FILE, TrainerFacts, TrainingClock, trainer_card
 from .optimization import (
     OptimizerFactory,
     ScheduleFactory,
@@ -266,10 +266,8 @@ class Trainer:
         self._pending_rng_state: RandomState | None = None
         self._started = False
         self._resumed = False
-        # For the model card: training seconds before a resume (read back from
-        # last/'s card), when fit() started, the step last validated.
-        self._earlier_seconds = 0.0
-        self._fit_started_at: float | None = None
+        # For the model card: the training seconds, the step last validated.
+        self._card_clock = TrainingClock()
         self._metrics_step: int | None = None
         if self._is_main_process:
             remove_pruned_leftovers(self.out_dir)
@@ -278,7 +276,7 @@ class Trainer:
             if self._budget is not None:
                 last = self.out_dir / LAST_FOLDER
                 self._budget.resume(last, load_checkpoint_config(last), str(last / CONFIG_FILE))
-            self._earlier_seconds = _card_training_seconds(self.out_dir / LAST_FOLDER)
+            self._card_clock.resume_from(self.out_dir / LAST_FOLDER)
         # Where reads wait for the device, the per-step checks stay there (device_step_checks.py).
         self._device_checks = (
             DeviceStepChecks(self.device, self._consecutive_nonfinite)
@@ -315,7 +313,8 @@ class Trainer:
         time budget, its ``time_budget_plan``. ``training.run_summary.summary_lines`` says it
         in words.
         """
-        start_time = self._fit_started_at = time.perf_counter()
+        start_time = time.perf_counter()
+        self._card_clock.start()
         if self._pending_rng_state is not None:
             self._pending_rng_state.restore(self.device)
             self._pending_rng_state = None
@@ -711,23 +710,16 @@ class Trainer:
 
     def _model_card(self) -> str:
         """The checkpoint's README.md: what it was trained on, its sizes, time, machine and scores."""
-        this_fit = time.perf_counter() - self._fit_started_at if self._fit_started_at is not None else 0.0
-        if self.device.type == "cuda":
-            machine = torch.cuda.get_device_name(self.device)
-        else:
-            machine = cpu_model_name()
-        facts = card_facts(
-            self._written_config(),
+        facts = TrainerFacts(
             parameters=sum(parameter.numel() for parameter in self._unwrapped_model.parameters()),
             step=self.global_step,
             epoch=self.epoch,
-            training_seconds=self._earlier_seconds + this_fit,
-            machine=machine,
-            threads=torch.get_num_threads(),
+            training_seconds=self._card_clock.seconds(),
+            device=self.device,
             validation=self.last_metrics,
             validation_step=self._metrics_step,
         )
-        return render_card(facts)
+        return trainer_card(self._written_config(), facts)
 
     def _trainer_state(self, rng_by_rank: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         return TrainerState(
@@ -800,15 +792,6 @@ class Trainer:
             self.epoch,
             self.batch_index,
         )
-
-
-def _card_training_seconds(folder: Path) -> float:
-    """The training seconds recorded in ``folder``'s model card; 0 (with a note) where there is none."""
-    try:
-        return float(read_card(folder)["training"]["seconds"])
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        logger.info("no training time in %s's model card (%s); the card counts from this resume", folder, error)
-        return 0.0
 
 
 def _diverged(count: int, description: str) -> TrainingDivergedError:
