@@ -205,7 +205,6 @@ class Trainer:
             if function is not None and not callable(function):
                 raise ValueError(f"{name}: expected a callable, got {type(function).__name__}")
         self.model = model
-        self.config = config
         self.out_dir = Path(out_dir)
         self.loss_fn = loss_fn
         self.train_batches = train_batches
@@ -218,20 +217,15 @@ class Trainer:
         model.to(torch.device(config.device))
         self._distributed = DataParallel.from_environment(model, _model_device(model))
         self.device = _model_device(model)
-        # "auto" becomes what this device runs fast, and the checkpoints say which it was.
-        precision = resolve_precision(config.precision, self.device)
-        if precision != config.precision:
-            self.config = config = dataclasses.replace(config, precision=precision)
-            train_section = self.checkpoint_config.get("train")
-            if isinstance(train_section, Mapping) and train_section.get("precision") == "auto":
-                self.checkpoint_config["train"] = {**train_section, "precision": precision}
+        # "auto" becomes what this device runs fast; config.json says which (_written_config).
+        self.config = config = dataclasses.replace(config, precision=resolve_precision(config.precision, self.device))
+        # A time budget fixes the run's length after measuring; its schedule follows the plan.
+        self._budget = TimeBudget.from_config(config, train_batches) if config.time_budget is not None else None
         self._distributed.check_identical("checkpoint_config and extra_files", self._run_fingerprint())
 
         self._parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
         if not self._parameters:
             raise ValueError("model: expected at least one parameter with requires_grad=True, got none")
-        # A time budget fixes the run's length after measuring; its schedule follows the plan.
-        self._budget = TimeBudget.from_config(config, train_batches) if config.time_budget is not None else None
         if self._budget is not None and schedule_factory is None and d_model is not None:
             config, schedule_factory = self._budget.schedule(config, d_model)
         self.optimizer, self.scheduler = build_optimization(
@@ -300,7 +294,7 @@ class Trainer:
         extra = {
             name: content if isinstance(content, str) else content.hex() for name, content in self.extra_files.items()
         }
-        return json.dumps([self.checkpoint_config, extra], sort_keys=True, default=str).encode("utf-8")
+        return json.dumps([self._written_config(), extra], sort_keys=True, default=str).encode("utf-8")
 
     # -- public ---------------------------------------------------------------------------
 
@@ -705,8 +699,12 @@ class Trainer:
         prune_step_checkpoints(self.out_dir, self.config.keep_last)
 
     def _written_config(self) -> dict[str, Any]:
-        """``config.json``: the caller's checkpoint_config, and the budget's plan once fixed."""
-        return {**self.checkpoint_config, **(self._budget.recorded() if self._budget is not None else {})}
+        """``config.json``: checkpoint_config with the precision that ran for "auto", and the budget's plan."""
+        written = dict(self.checkpoint_config)
+        train = written.get("train")
+        if isinstance(train, Mapping) and train.get("precision") == "auto":
+            written["train"] = {**train, "precision": self.config.precision}
+        return {**written, **(self._budget.recorded() if self._budget is not None else {})}
 
     def _model_card(self) -> str:
         """The checkpoint's README.md: what it was trained on, its sizes, time, machine and scores."""
