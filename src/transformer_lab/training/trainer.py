@@ -123,18 +123,6 @@ LAST_FOLDER = "last"
 BEST_FOLDER = "best"
 # Breaks a tie of best_metric (lower wins) where the evaluation reports it.
 TIE_BREAK_METRIC = "val_loss"
-# Config fields whose change between a run and its resume changes the trajectory.
-_TRAJECTORY_FIELDS = (
-    "seed",
-    "lr_factor",
-    "warmup_steps",
-    "cooldown_steps",
-    "label_smoothing",
-    "clip_grad_norm",
-    "grad_accum_steps",
-    "precision",
-    "time_budget",
-)
 
 
 class TrainingDivergedError(RuntimeError):
@@ -768,12 +756,7 @@ class Trainer:
                 state.best_metric,
                 self.config.best_metric,
             )
-        saved_config = state.train_config
-        changed = [
-            f"{name}: {saved_config[name]!r} -> {getattr(self.config, name)!r}"
-            for name in _TRAJECTORY_FIELDS
-            if name in saved_config and saved_config[name] != getattr(self.config, name)
-        ]
+        changed = state.trajectory_changes(self.config)
         if changed:
             logger.warning(
                 "resuming with a changed config, so the run will differ from an " "uninterrupted one: %s",
