@@ -88,6 +88,7 @@ from tqdm.auto import tqdm
 from transformer_lab.hardware import autocast, resolve_precision
 
 from . import time_budget
+from .best_checkpoint import BestCheckpoint
 from .checkpoint import (
     CONFIG_FILE,
     copy_checkpoint,
@@ -121,8 +122,6 @@ logger = logging.getLogger(__name__)
 
 LAST_FOLDER = "last"
 BEST_FOLDER = "best"
-# Breaks a tie of best_metric (lower wins) where the evaluation reports it.
-TIE_BREAK_METRIC = "val_loss"
 
 
 class TrainingDivergedError(RuntimeError):
@@ -231,9 +230,7 @@ class Trainer:
         self.global_step = 0
         self.epoch = 0
         self.batch_index = 0
-        self.best_value: float | None = None
-        self.best_step: int | None = None  # the step best/ holds
-        self._best_tie_loss: float | None = None  # best/'s val_loss, for a tie of best_value
+        self.best = BestCheckpoint(config.best_metric, config.best_mode)  # what best/ holds
         self.last_metrics: dict[str, float] = {}
         self._consecutive_nonfinite = 0
         self._window = LossWindow(lr=self.optimizer.param_groups[0]["lr"])
@@ -350,8 +347,8 @@ class Trainer:
             "final_train_loss": self._window.mean_loss(),
             "final_metrics": dict(self.last_metrics),
             "best_metric": self.config.best_metric,
-            "best_value": self.best_value,
-            "best_step": self.best_step,
+            "best_value": self.best.value,
+            "best_step": self.best.step,
             "wall_seconds": wall_seconds,
             **(self._budget.recorded() if self._budget is not None else {}),
         }
@@ -614,18 +611,7 @@ class Trainer:
             metrics = self._distributed.run_on_main(self.evaluate)
         improved = False
         if metrics:
-            name = self.config.best_metric
-            if name not in metrics:
-                raise ValueError(
-                    f"best_metric: expected one of evaluate_fn's metrics {sorted(metrics)}, " f"got {name!r}"
-                )
-            value = metrics[name]
-            tie_loss = metrics.get(TIE_BREAK_METRIC) if name != TIE_BREAK_METRIC else None
-            if math.isfinite(value) and self._is_better(value, tie_loss):
-                self.best_value = value
-                self.best_step = self.global_step
-                self._best_tie_loss = tie_loss
-                improved = True
+            improved = self.best.offer(metrics, self.global_step)
             self.last_metrics = metrics
             self._metrics_step = self.global_step
             self._write_metrics_row({"event": "eval", "step": self.global_step, "epoch": self.epoch, **metrics})
@@ -638,21 +624,6 @@ class Trainer:
         self._last_checkpoint_step = self.global_step
         if self._budget is not None:
             self._budget.note_evaluation(time_budget.now() - started)
-
-    def _is_better(self, value: float, tie_loss: float | None) -> bool:
-        """Whether ``value`` of best_metric (with ``tie_loss``, its val_loss) beats ``best/``.
-
-        A tie goes to the lower validation loss: a short run's BLEU or exact match often
-        stays 0 over several evaluations while the loss falls, and the first of them is the
-        worse model.
-        """
-        best = self.best_value
-        if best is None:
-            return True
-        if value != best:
-            return value < best if self.config.best_mode == "min" else value > best
-        best_loss = self._best_tie_loss
-        return tie_loss is not None and best_loss is not None and math.isfinite(tie_loss) and tie_loss < best_loss
 
     def _save_checkpoints(self, improved: bool) -> None:
         """Write best/ (if improved), step-N/ (if kept) and last/, in that order.
@@ -713,9 +684,9 @@ class Trainer:
             epoch=self.epoch,
             batch_index=self.batch_index,
             best_metric=self.config.best_metric,
-            best_value=self.best_value,
-            best_step=self.best_step,
-            best_tie_loss=self._best_tie_loss,
+            best_value=self.best.value,
+            best_step=self.best.step,
+            best_tie_loss=self.best.tie_loss,
             last_metrics=dict(self.last_metrics),
             consecutive_nonfinite=self._consecutive_nonfinite,
             window_loss_sum=self._window.loss_sum,
@@ -746,16 +717,7 @@ class Trainer:
         self._window.restore(
             state.window_loss_sum, state.window_loss_count, state.last_train_loss, self.optimizer.param_groups[0]["lr"]
         )
-        if state.best_metric == self.config.best_metric:
-            self.best_value = state.best_value
-            self.best_step = state.best_step
-            self._best_tie_loss = state.best_tie_loss
-        else:
-            logger.warning(
-                "best_metric changed from %r to %r since the checkpoint; best/ starts over",
-                state.best_metric,
-                self.config.best_metric,
-            )
+        self.best.restore(state)
         changed = state.trajectory_changes(self.config)
         if changed:
             logger.warning(
