@@ -134,33 +134,21 @@ def card_facts(
 
 @dataclasses.dataclass(frozen=True)
 class TrainerFacts:
-    """What the Trainer knows of a checkpoint beyond its config.json."""
+    """What the Trainer knows of a checkpoint beyond its config.json (named as :func:`card_facts` names them)."""
 
     parameters: int
     step: int
     epoch: int  # epochs completed
     training_seconds: float
-    device: torch.device
     validation: Mapping[str, float]
     validation_step: int | None  # the step ``validation`` was measured at
 
 
-def trainer_card(config: Mapping[str, Any], trainer: TrainerFacts) -> str:
-    """The card of a checkpoint the Trainer writes, ``config`` being its config.json."""
-    device = trainer.device
+def trainer_card(config: Mapping[str, Any], trainer: TrainerFacts, device: torch.device) -> str:
+    """The card of a checkpoint the Trainer writes on ``device``, ``config`` being its config.json."""
     machine = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model_name()
-    facts = card_facts(
-        config,
-        parameters=trainer.parameters,
-        step=trainer.step,
-        epoch=trainer.epoch,
-        training_seconds=trainer.training_seconds,
-        machine=machine,
-        threads=torch.get_num_threads(),
-        validation=trainer.validation,
-        validation_step=trainer.validation_step,
-    )
-    return render_card(facts)
+    facts = {field.name: getattr(trainer, field.name) for field in dataclasses.fields(trainer)}
+    return render_card(card_facts(config, **facts, machine=machine, threads=torch.get_num_threads()))
 
 
 class TrainingClock:

@@ -349,14 +349,10 @@ class TimeBudget:
     def schedule(
         self, config: TrainConfig, d_model: int
     ) -> tuple[TrainConfig, Callable[[torch.optim.Optimizer], torch.optim.lr_scheduler.LambdaLR]]:
-        """This budget's schedule, and ``config`` to build the optimizer with beside it.
+        """A Noam schedule that follows :attr:`shape` (fixing the plan reshapes it in place), and its config.
 
-        That config has no cool-down of its own: the budget's schedule holds it, fitted to the plan.
+        That config, to build the optimizer with, has no cool-down of its own: the schedule holds it.
         """
-        return dataclasses.replace(config, cooldown_steps=0), self.schedule_factory(d_model)
-
-    def schedule_factory(self, d_model: int) -> Callable[[torch.optim.Optimizer], torch.optim.lr_scheduler.LambdaLR]:
-        """A Noam schedule that follows :attr:`shape`, so that fixing the plan reshapes it in place."""
         shape = self.shape
         self._owns_schedule = True
 
@@ -374,7 +370,7 @@ class TimeBudget:
                 group["initial_lr"] = 1.0
             return torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
-        return build
+        return dataclasses.replace(config, cooldown_steps=0), build
 
     @property
     def measuring(self) -> bool:
@@ -453,7 +449,7 @@ class TimeBudget:
         ``agree`` runs the plan's making where every process takes it from (rank 0's plan
         on every rank under DDP), so that all stop at the same step.
         """
-        training_seconds = self.measured_training_seconds()
+        training_seconds = self.elapsed() - self._evaluation_seconds  # validations left out
         started = now()
         metrics = validate()
         evaluation_seconds = now() - started
@@ -488,10 +484,6 @@ class TimeBudget:
             )
         self.apply(plan)
         logger.info("time budget: continuing the plan of %d steps", plan.total_steps)
-
-    def measured_training_seconds(self) -> float:
-        """The measurement's seconds so far, its validations left out."""
-        return self.elapsed() - self._evaluation_seconds
 
     def lateness(self, step: int) -> str | None:
         """A warning, once, when the steps since the plan run so slowly that the run will end past the budget."""

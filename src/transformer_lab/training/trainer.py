@@ -672,11 +672,10 @@ class Trainer:
             step=self.global_step,
             epoch=self.epoch,
             training_seconds=self._card_clock.seconds(),
-            device=self.device,
             validation=self.last_metrics,
             validation_step=self._metrics_step,
         )
-        return trainer_card(self._written_config(), facts)
+        return trainer_card(self._written_config(), facts, self.device)
 
     def _trainer_state(self, rng_by_rank: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         return TrainerState(
