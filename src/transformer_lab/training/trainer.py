@@ -36,11 +36,15 @@ Files under ``out_dir``::
     step-000123/     the keep_last newest step checkpoints (if keep_last > 0)
     best/            the checkpoint with the best best_metric so far (a tie: the lower val_loss)
 
-(the log is written by ``metrics_log.py``, the step folders rotated by ``run_folder.py``).
+(the log is written by ``metrics_log.py``, the step folders rotated by ``run_folder.py``, the
+choice of ``best/`` made by ``best_checkpoint.py``; each checkpoint's ``README.md`` is the model
+card of ``model_card.py``).
 
 With ``config.time_budget`` the run's length comes from the clock instead of ``epochs`` and
 ``max_steps``: after a 30-second measurement it validates once and fixes its total steps,
 warm-up and cool-down (``time_budget.py``), recorded in ``config.json`` for ``--resume``.
+``config.json`` is ``checkpoint_config`` as given, with the precision that ran in place of
+"auto" and the budget's plan added: the Trainer never edits the caller's mapping.
 
 Evaluation (and checkpointing) happens every ``eval_every_steps`` optimizer steps, or at the
 end of each epoch when that is 0, and once more at the end of :meth:`Trainer.fit` if the
