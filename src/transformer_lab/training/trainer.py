@@ -108,11 +108,7 @@ from .distributed import DataParallel
 from .loss_window import LossWindow
 from .metrics_log import MetricsLog
 from .model_card import CARD_FILE, TrainerFacts, TrainingClock, trainer_card
-from .optimization import (
-    OptimizerFactory,
-    ScheduleFactory,
-    build_optimization,
-)
+from .optimization import OptimizerFactory, ScheduleFactory, build_optimization
 from .rng_state import RandomState, isolated_rng, seed_all
 from .run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_folder_name
 from .stop_signal import StopRequests, TrainingInterrupted
@@ -255,11 +251,11 @@ class Trainer:
         if self._is_main_process:
             remove_pruned_leftovers(self.out_dir)
         if resume:
-            self._load_resume_state(self.out_dir / LAST_FOLDER)
+            last = self.out_dir / LAST_FOLDER
+            self._load_resume_state(last)
             if self._budget is not None:
-                last = self.out_dir / LAST_FOLDER
                 self._budget.resume(last, load_checkpoint_config(last), str(last / CONFIG_FILE))
-            self._card_clock.resume_from(self.out_dir / LAST_FOLDER)
+            self._card_clock.resume_from(last)
         # Where reads wait for the device, the per-step checks stay there (device_step_checks.py).
         self._device_checks = (
             DeviceStepChecks(self.device, self._consecutive_nonfinite)
