@@ -285,31 +285,38 @@ class ScheduleShape:
     cooldown_steps: int = 0
 
 
+def _steps_between_validations(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> int:
+    """``eval_every_steps``, or else an epoch's optimizer steps (validation comes at each epoch's end)."""
+    if config.eval_every_steps:
+        return config.eval_every_steps
+    try:
+        batches = len(train_batches(0))  # type: ignore[arg-type]
+    except TypeError:
+        raise ValueError(
+            "time_budget: needs eval_every_steps > 0 or train_batches(epoch) with a len(), to count "
+            "the validations it plans for; got neither"
+        ) from None
+    return math.ceil(batches / config.grad_accum_steps)
+
+
 class TimeBudget:
     """The Trainer's side of a budget: its clock, the measurement, the plan and the schedule.
 
-    Args:
-        budget: ``train.time_budget`` as configured.
-        warmup_steps, cooldown_steps, lr_factor: the configured schedule, compressed by the plan.
-        configured_steps: the run's configured length ``L`` (0: unknown, nothing compressed).
-        evaluate_every: optimizer steps between validations (``eval_every_steps``, or an epoch's steps).
+    Built from the run's ``config`` (with a ``time_budget``) and ``train_batches``: its schedule
+    is the one the plan compresses, over the configured length ``L`` (0: unknown, nothing
+    compressed), with validations every ``eval_every_steps`` or at each epoch's end.
     """
 
-    def __init__(
-        self,
-        budget: str | float,
-        *,
-        warmup_steps: int,
-        cooldown_steps: int,
-        lr_factor: float,
-        configured_steps: int,
-        evaluate_every: int,
-    ) -> None:
-        self.budget_seconds = check_budget(budget)
-        self.configured_cooldown = cooldown_steps
-        self.configured_steps = configured_steps
-        self.evaluate_every = max(1, evaluate_every)
-        self.shape = ScheduleShape(warmup_steps=warmup_steps, lr_factor=lr_factor)
+    def __init__(self, config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> None:
+        # Imported here: optimization.py imports this module (fitted_schedule).
+        from .optimization import planned_optimizer_steps
+
+        assert config.time_budget is not None
+        self.evaluate_every = max(1, _steps_between_validations(config, train_batches))
+        self.configured_steps = planned_optimizer_steps(config, train_batches)
+        self.budget_seconds = check_budget(config.time_budget)
+        self.configured_cooldown = config.cooldown_steps
+        self.shape = ScheduleShape(warmup_steps=config.warmup_steps, lr_factor=config.lr_factor)
         self.plan: BudgetPlan | None = None
         self._started_at: float | None = None
         # Validation (and checkpoint) seconds within the measurement, left out of the step rate.
@@ -319,32 +326,6 @@ class TimeBudget:
         # behind it; None for a plan read back on resume, whose clock restarted.
         self._planned_at: float | None = None
         self._warned_late = False
-
-    @classmethod
-    def from_config(cls, config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> TimeBudget:
-        """The budget of ``config``, with the run length it compresses and the steps between validations."""
-        # Imported here: optimization.py imports this module (fitted_schedule).
-        from .optimization import planned_optimizer_steps
-
-        assert config.time_budget is not None
-        evaluate_every = config.eval_every_steps
-        if not evaluate_every:
-            try:
-                batches = len(train_batches(0))  # type: ignore[arg-type]
-            except TypeError:
-                raise ValueError(
-                    "time_budget: needs eval_every_steps > 0 or train_batches(epoch) with a len(), to count "
-                    "the validations it plans for; got neither"
-                ) from None
-            evaluate_every = math.ceil(batches / config.grad_accum_steps)
-        return cls(
-            config.time_budget,
-            warmup_steps=config.warmup_steps,
-            cooldown_steps=config.cooldown_steps,
-            lr_factor=config.lr_factor,
-            configured_steps=planned_optimizer_steps(config, train_batches),
-            evaluate_every=evaluate_every,
-        )
 
     def schedule(
         self, config: TrainConfig, d_model: int

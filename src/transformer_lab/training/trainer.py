@@ -207,7 +207,7 @@ class Trainer:
         # "auto" becomes what this device runs fast; config.json says which (_written_config).
         self.config = config = dataclasses.replace(config, precision=resolve_precision(config.precision, self.device))
         # A time budget fixes the run's length after measuring; its schedule follows the plan.
-        self._budget = TimeBudget.from_config(config, train_batches) if config.time_budget is not None else None
+        self._budget = TimeBudget(config, train_batches) if config.time_budget is not None else None
         self._distributed.check_identical("checkpoint_config and extra_files", self._run_fingerprint())
 
         self._parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
