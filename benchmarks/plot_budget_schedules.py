@@ -21,8 +21,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from transformer_lab.lab.plotting import save_png  # noqa: E402
-from transformer_lab.training.schedule import cooldown_multiplier, noam_lr  # noqa: E402
-from transformer_lab.training.time_budget import fitted_schedule  # noqa: E402
+from transformer_lab.training.schedule import (  # noqa: E402
+    cooldown_multiplier,
+    fitted_schedule,  # noqa: E402
+    noam_lr,
+)
 
 # The translation preset: d_model 256, 116 steps an epoch x 34 epochs.
 D_MODEL, WARMUP, COOLDOWN, FACTOR, CONFIGURED = 256, 800, 800, 0.5, 3944

@@ -6,7 +6,7 @@ in [1, 4,096], got 10000000"). The bounds are far above what the option is for (
 a printed walk of shapes) and far below what would exhaust a machine's memory.
 
 The same holds for what is not a size: durations and timeouts (:func:`duration_in`, the
-project's one duration reader, ``training.time_budget.duration_seconds``: finite, in
+project's one duration reader, ``training.durations.duration_seconds``: finite, in
 range, units h, m and s), thread counts (:func:`thread_count`, a few per CPU), and any
 value a library function checks (:func:`checked_text`, which puts its ``ValueError`` in
 argparse's one line).
@@ -19,7 +19,7 @@ import math
 import os
 from typing import Callable
 
-from transformer_lab.training.time_budget import duration_seconds
+from transformer_lab.training.durations import duration_seconds
 
 __all__ = ["MAX_THREADS_PER_CPU", "checked_text", "duration_in", "float_in", "int_in", "max_threads", "thread_count"]
 

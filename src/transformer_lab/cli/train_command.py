@@ -21,11 +21,11 @@ from transformer_lab.tasks.task import Task
 from transformer_lab.training import config_to_dict, is_main_process, recover_interrupted_save
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.config_io import Setting
+from transformer_lab.training.durations import budget_seconds
 from transformer_lab.training.run.run_folder import check_writable, explain_missing_last, prepare_new_run
 from transformer_lab.training.run.run_lock import RunFolderLock
 from transformer_lab.training.run.same_run import check_same_run
 from transformer_lab.training.run_summary import summary_lines
-from transformer_lab.training.time_budget import budget_seconds
 from transformer_lab.training.trainer import LAST_FOLDER
 
 

@@ -14,7 +14,7 @@ import torch
 from transformer_lab.data._checks import SEED_RANGE, check_int_in_range
 from transformer_lab.hardware import PRECISIONS
 
-from .time_budget import check_budget
+from .durations import check_budget
 
 __all__ = ["TrainConfig"]
 

@@ -11,19 +11,26 @@ the other checkpoint folders that share the old file by hard link keep theirs).
 
 The facts come from the checkpoint's ``config.json`` (the task, its ``data`` and ``model``
 sections, ``data_counts`` written by the task, a time budget's plan) and from the Trainer
-(step, epoch, seconds, machine, parameters, validation metrics).
+(:class:`TrainerFacts`: step, epoch, seconds, device, parameters, validation metrics);
+:func:`trainer_card` puts them together, with the machine's name and threads.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import math
 import os
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+import torch
 import yaml
+
+from transformer_lab.hardware import cpu_model_name
 
 from .config_file import MAX_YAML_BYTES, load_bounded_yaml_text, read_bounded_text
 from .config_io import shown
@@ -32,11 +39,16 @@ __all__ = [
     "CARD_FILE",
     "CARD_HINTS_KEY",
     "DATA_COUNTS_KEY",
+    "TrainerFacts",
+    "TrainingClock",
     "add_test_scores",
     "card_facts",
     "read_card",
     "render_card",
+    "trainer_card",
 ]
+
+logger = logging.getLogger(__name__)
 
 CARD_FILE = "README.md"
 # The key of config.json where a task records how many examples it trained and validated on.
@@ -118,6 +130,48 @@ def card_facts(
         "validation": {"step": validation_step, "metrics": {key: float(value) for key, value in validation.items()}},
         "test": [],
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerFacts:
+    """What the Trainer knows of a checkpoint beyond its config.json (named as :func:`card_facts` names them)."""
+
+    parameters: int
+    step: int
+    epoch: int  # epochs completed
+    training_seconds: float
+    validation: Mapping[str, float]
+    validation_step: int | None  # the step ``validation`` was measured at
+
+
+def trainer_card(config: Mapping[str, Any], trainer: TrainerFacts, device: torch.device) -> str:
+    """The card of a checkpoint the Trainer writes on ``device``, ``config`` being its config.json."""
+    machine = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model_name()
+    facts = {field.name: getattr(trainer, field.name) for field in dataclasses.fields(trainer)}
+    return render_card(card_facts(config, **facts, machine=machine, threads=torch.get_num_threads()))
+
+
+class TrainingClock:
+    """The training seconds a card records: the run's before a resume (read from its card), and this fit's."""
+
+    def __init__(self) -> None:
+        self.earlier_seconds = 0.0
+        self._started_at: float | None = None
+
+    def resume_from(self, folder: Path) -> None:
+        """Count on from ``folder``'s card; from 0 (with a note) where it records no training time."""
+        try:
+            self.earlier_seconds = float(read_card(folder)["training"]["seconds"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            logger.info("no training time in %s's model card (%s); the card counts from this resume", folder, error)
+            self.earlier_seconds = 0.0
+
+    def start(self) -> None:
+        self._started_at = time.perf_counter()
+
+    def seconds(self) -> float:
+        this_fit = time.perf_counter() - self._started_at if self._started_at is not None else 0.0
+        return self.earlier_seconds + this_fit
 
 
 def _metric_entries(metrics: Mapping[str, float]) -> list[dict[str, Any]]:

@@ -27,8 +27,7 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
 from .config import TrainConfig
-from .schedule import build_noam_scheduler, build_optimizer
-from .time_budget import fitted_schedule
+from .schedule import build_noam_scheduler, build_optimizer, fitted_schedule
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +66,7 @@ def fitted_cooldown_steps(config: TrainConfig, train_batches: Callable[[int], It
     """The cool-down of a run that ``max_steps`` stops before its ``epochs`` end; else ``cooldown_steps``.
 
     Such a run is the configured run stopped early, ending on a cool-down scaled as a time
-    budget scales it (:func:`~transformer_lab.training.time_budget.fitted_schedule`): the
+    budget scales it (:func:`~transformer_lab.training.schedule.fitted_schedule`): the
     warm-up and peak as configured, the cool-down shortened by the ratio of the lengths and
     never reaching back into the warm-up.
     """

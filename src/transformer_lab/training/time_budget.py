@@ -9,7 +9,7 @@ left of the budget less ``SAFETY_FRACTION`` of it (checkpoint writes, the rate's
 The budget's clock starts when training starts; reading the data and building the model
 before that are not counted.
 
-The configured schedule is then fitted to ``P`` steps (:func:`fitted_schedule`): the
+The configured schedule is then fitted to ``P`` steps (``schedule.fitted_schedule``): the
 warm-up and the peak stay as configured, and a ``P`` shorter than the configured run ``L``
 (``max_steps``, or ``epochs`` times an epoch's steps) scales its cool-down by ``P / L``, kept
 after the warm-up. A short run is thus the configured run stopped early, ending on a linear
@@ -31,15 +31,28 @@ soon as the pace since the plan projects an end past the budget.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
-import re
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from .schedule import cooldown_multiplier, noam_lr
+from .durations import (
+    MAX_BUDGET_SECONDS,
+    MEASUREMENT_SECONDS,
+    budget_seconds,
+    check_budget,
+    duration_seconds,
+    parse_duration,
+)
+from .optimization import planned_optimizer_steps
+from .schedule import cooldown_multiplier, fitted_schedule, noam_lr
+
+if TYPE_CHECKING:
+    from .config import TrainConfig
 
 __all__ = [
     "MAX_BUDGET_SECONDS",
@@ -58,110 +71,19 @@ __all__ = [
     "plan_total_steps",
 ]
 
-# Training time that measures the machine's speed, counted within the budget.
-MEASUREMENT_SECONDS = 30.0
 # The share of the budget left unplanned: checkpoint writes, logging, the speed's drift.
 SAFETY_FRACTION = 0.03
 # The key of config.json holding the plan.
 PLAN_KEY = "time_budget_plan"
 
-# The longest budget a run may ask for: a year, far above any run and far below the
-# figures that overflow the plan's arithmetic (1e308 s failed after the measurement).
-MAX_BUDGET_SECONDS = 366 * 24 * 3600.0
-_UNIT_SECONDS = {"h": 3600, "m": 60, "s": 1}
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-_PART = re.compile(r"(\d+(?:\.\d+)?)([A-Za-z]+)")
-_EXPECTED = "a duration such as 90m, 1h30m, 5400s or 5400 (seconds)"
+Result = TypeVar("Result")
+
+logger = logging.getLogger(__name__)
 
 
 def now() -> float:
     """The budget's clock (seconds, monotonic); one place so that tests can drive it."""
     return time.perf_counter()
-
-
-def _written(seconds: float) -> str:
-    """A bound as the user would write it: 366 days is "8784h", an hour "1h", 90 s "90s"."""
-    for unit, size in _UNIT_SECONDS.items():
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:.0f}{unit}"
-    return f"{seconds:g}s"
-
-
-def _seconds_of_text(text: str) -> float:
-    """Seconds of "5400", "1.5h", "1h30m", "2h 5s": h, m, s in that order, each once, lowercase.
-
-    The first part may be any size and the last one alone may have a fraction; a part after
-    another stays below 60, so "1h90m" is refused rather than read as 2h30m. "5M" is
-    refused: M is no unit here (minutes are m).
-    """
-    compact = text.strip().replace(" ", "")
-    if _NUMBER.fullmatch(compact):
-        return float(compact)
-    parts = _PART.findall(compact)
-    if not compact or "".join(number + unit for number, unit in parts) != compact:
-        raise ValueError(f"expected {_EXPECTED}, got {text!r}")
-    units = [unit for _, unit in parts]
-    unknown = [unit for unit in units if unit not in _UNIT_SECONDS]
-    if unknown:
-        raise ValueError(f"expected {_EXPECTED}, with the units h, m and s (lowercase), got {unknown[0]!r} in {text!r}")
-    order = list(_UNIT_SECONDS)
-    if [order.index(unit) for unit in units] != sorted({order.index(unit) for unit in units}):
-        raise ValueError(f"expected {_EXPECTED}, each unit once in the order h, m, s, got {text!r}")
-    seconds = 0.0
-    for position, (number, unit) in enumerate(parts):
-        if "." in number and position < len(parts) - 1:
-            raise ValueError(f"expected {_EXPECTED}, a fraction only in the last part, got {text!r}")
-        if position > 0 and float(number) >= 60:
-            raise ValueError(f"expected {_EXPECTED}, below 60 after the first part, got {number}{unit} in {text!r}")
-        seconds += float(number) * _UNIT_SECONDS[unit]
-    return seconds
-
-
-def duration_seconds(value: str | float, *, maximum: float = MAX_BUDGET_SECONDS) -> float:
-    """Seconds of ``value`` (text as :func:`parse_duration` reads it, or a number of seconds), in (0, maximum].
-
-    The ``ValueError`` says what was expected and what was given but names nothing: the
-    caller names the key or option (:func:`parse_duration`, the CLI's argument types).
-    """
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise ValueError(f"expected {_EXPECTED}, got {value!r}")
-    seconds = _seconds_of_text(value) if isinstance(value, str) else float(value)
-    if not (math.isfinite(seconds) and 0 < seconds <= maximum):
-        raise ValueError(f"expected {_EXPECTED}, longer than 0 and at most {_written(maximum)}, got {value!r}")
-    return seconds
-
-
-def parse_duration(
-    value: str | float, name: str = "train.time_budget", *, maximum: float = MAX_BUDGET_SECONDS
-) -> float:
-    """Seconds of ``value``: "90m", "1h30m", "5400s", "1.5h", "5400" or a number (seconds), in (0, maximum].
-
-    Units are h, m and s, lowercase, in that order, each once; anything else, a duration
-    of 0, NaN, infinity or more than ``maximum`` is a ``ValueError`` naming ``name``.
-    """
-    try:
-        return duration_seconds(value, maximum=maximum)
-    except ValueError as error:
-        raise ValueError(f"{name}: {error}") from None
-
-
-def budget_seconds(value: str | float) -> float:
-    """The budget's seconds; one shorter than the measurement is refused (the message names nothing)."""
-    seconds = duration_seconds(value)
-    if seconds <= MEASUREMENT_SECONDS:
-        raise ValueError(
-            f"expected more than the {MEASUREMENT_SECONDS:.0f} s that measure this machine's speed, "
-            f"got {value!r} ({seconds:g} s)"
-        )
-    return seconds
-
-
-def check_budget(value: str | float, name: str = "train.time_budget") -> float:
-    """The budget's seconds; one shorter than the measurement, or past a year, is refused naming ``name``."""
-    try:
-        return budget_seconds(value)
-    except ValueError as error:
-        raise ValueError(f"{name}: {error}") from None
 
 
 def evaluations_due(done_steps: int, total_steps: int, evaluate_every: int) -> int:
@@ -206,29 +128,6 @@ def plan_total_steps(
         else:
             high = middle
     return low
-
-
-def fitted_schedule(
-    total_steps: int,
-    configured_steps: int,
-    done_steps: int,
-    warmup_steps: int,
-    cooldown_steps: int,
-    lr_factor: float,
-) -> tuple[int, int, float]:
-    """(warm-up, cool-down, factor) of the configured schedule fitted to ``total_steps`` (module docstring).
-
-    The warm-up and the factor stay as configured, so that every step before the cool-down
-    takes the rate the configured run would give it; a run shorter than configured scales
-    its cool-down by ``total_steps / configured_steps``, so that it still ends on a linear
-    decay. The cool-down never reaches back into the warm-up (a run that ends while still
-    warming up gets none: decaying a rate that has not peaked cost 2.8 BLEU at 600 of the
-    translation preset's 3,944 steps) nor into the ``done_steps`` already taken.
-    """
-    scale = min(1.0, total_steps / configured_steps) if configured_steps > 0 else 1.0
-    after_warmup = max(total_steps - max(warmup_steps, done_steps), 0)
-    cooldown = min(round(cooldown_steps * scale), after_warmup)
-    return warmup_steps, cooldown, lr_factor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,31 +176,35 @@ class ScheduleShape:
     cooldown_steps: int = 0
 
 
+def _steps_between_validations(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> int:
+    """``eval_every_steps``, or else an epoch's optimizer steps (validation comes at each epoch's end)."""
+    if config.eval_every_steps:
+        return config.eval_every_steps
+    try:
+        batches = len(train_batches(0))  # type: ignore[arg-type]
+    except TypeError:
+        raise ValueError(
+            "time_budget: needs eval_every_steps > 0 or train_batches(epoch) with a len(), to count "
+            "the validations it plans for; got neither"
+        ) from None
+    return math.ceil(batches / config.grad_accum_steps)
+
+
 class TimeBudget:
     """The Trainer's side of a budget: its clock, the measurement, the plan and the schedule.
 
-    Args:
-        budget: ``train.time_budget`` as configured.
-        warmup_steps, cooldown_steps, lr_factor: the configured schedule, compressed by the plan.
-        configured_steps: the run's configured length ``L`` (0: unknown, nothing compressed).
-        evaluate_every: optimizer steps between validations (``eval_every_steps``, or an epoch's steps).
+    Built from the run's ``config`` (with a ``time_budget``) and ``train_batches``: its schedule
+    is the one the plan compresses, over the configured length ``L`` (0: unknown, nothing
+    compressed), with validations every ``eval_every_steps`` or at each epoch's end.
     """
 
-    def __init__(
-        self,
-        budget: str | float,
-        *,
-        warmup_steps: int,
-        cooldown_steps: int,
-        lr_factor: float,
-        configured_steps: int,
-        evaluate_every: int,
-    ) -> None:
-        self.budget_seconds = check_budget(budget)
-        self.configured_cooldown = cooldown_steps
-        self.configured_steps = configured_steps
-        self.evaluate_every = max(1, evaluate_every)
-        self.shape = ScheduleShape(warmup_steps=warmup_steps, lr_factor=lr_factor)
+    def __init__(self, config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> None:
+        assert config.time_budget is not None
+        self.evaluate_every = max(1, _steps_between_validations(config, train_batches))
+        self.configured_steps = planned_optimizer_steps(config, train_batches)
+        self.budget_seconds = check_budget(config.time_budget)
+        self.configured_cooldown = config.cooldown_steps
+        self.shape = ScheduleShape(warmup_steps=config.warmup_steps, lr_factor=config.lr_factor)
         self.plan: BudgetPlan | None = None
         self._started_at: float | None = None
         # Validation (and checkpoint) seconds within the measurement, left out of the step rate.
@@ -312,8 +215,13 @@ class TimeBudget:
         self._planned_at: float | None = None
         self._warned_late = False
 
-    def schedule_factory(self, d_model: int) -> Callable[[torch.optim.Optimizer], torch.optim.lr_scheduler.LambdaLR]:
-        """A Noam schedule that follows :attr:`shape`, so that fixing the plan reshapes it in place."""
+    def schedule(
+        self, config: TrainConfig, d_model: int
+    ) -> tuple[TrainConfig, Callable[[torch.optim.Optimizer], torch.optim.lr_scheduler.LambdaLR]]:
+        """A Noam schedule that follows :attr:`shape` (fixing the plan reshapes it in place), and its config.
+
+        That config, to build the optimizer with, has no cool-down of its own: the schedule holds it.
+        """
         shape = self.shape
         self._owns_schedule = True
 
@@ -331,16 +239,30 @@ class TimeBudget:
                 group["initial_lr"] = 1.0
             return torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
-        return build
+        return dataclasses.replace(config, cooldown_steps=0), build
 
     @property
     def measuring(self) -> bool:
         return self.plan is None
 
     def start(self) -> None:
-        """Start the clock (when training starts); a fixed plan needs none."""
+        """Start the clock (when training starts; a fixed plan needs none), saying so while measuring."""
         if self._started_at is None:
             self._started_at = now()
+        if self.measuring:
+            logger.info(
+                "time budget %.0f s: measuring this machine's speed for %.0f s first",
+                self.budget_seconds,
+                MEASUREMENT_SECONDS,
+            )
+
+    def finished(self, step: int) -> bool:
+        """Whether the plan's steps are done; while measuring, nothing stops the run."""
+        return self.plan is not None and step >= self.plan.total_steps
+
+    def recorded(self) -> dict[str, Any]:
+        """``{PLAN_KEY: the plan}`` for config.json and the run's summary; {} while measuring."""
+        return {PLAN_KEY: self.plan.to_dict()} if self.plan is not None else {}
 
     def elapsed(self) -> float:
         return 0.0 if self._started_at is None else now() - self._started_at
@@ -384,9 +306,53 @@ class TimeBudget:
             lr_factor=factor,
         )
 
-    def measured_training_seconds(self) -> float:
-        """The measurement's seconds so far, its validations left out."""
-        return self.elapsed() - self._evaluation_seconds
+    def end_measurement(
+        self,
+        done_steps: int,
+        validate: Callable[[], Result],
+        agree: Callable[[Callable[[], BudgetPlan]], BudgetPlan],
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+    ) -> Result:
+        """Validate (timed), then make, apply and log the plan after ``done_steps``; return the validation's result.
+
+        ``agree`` runs the plan's making where every process takes it from (rank 0's plan
+        on every rank under DDP), so that all stop at the same step.
+        """
+        training_seconds = self.elapsed() - self._evaluation_seconds  # validations left out
+        started = now()
+        metrics = validate()
+        evaluation_seconds = now() - started
+        plan = agree(lambda: self.make_plan(done_steps, training_seconds, evaluation_seconds))
+        self.apply(plan, scheduler)
+        logger.info(
+            "time budget %.0f s: %.3f steps/s over %d steps, %.1f s a validation: %d steps in all "
+            "(warm-up %d, cool-down %d, lr_factor %.4g)",
+            plan.budget_seconds,
+            plan.steps_per_second,
+            plan.measured_steps,
+            plan.evaluation_seconds,
+            plan.total_steps,
+            plan.warmup_steps,
+            plan.cooldown_steps,
+            plan.lr_factor,
+        )
+        return metrics
+
+    def resume(self, folder: Path, saved_config: Mapping[str, Any], config_file: str) -> None:
+        """Continue the plan in ``folder``'s ``saved_config`` (from ``config_file``), whatever the clock says now."""
+        saved = saved_config.get(PLAN_KEY)
+        if saved is None:
+            logger.warning("%s was saved during the time budget's measurement: measuring again", folder)
+            return
+        plan = BudgetPlan.from_dict(saved, config_file)
+        if plan.budget_seconds != self.budget_seconds:
+            logger.warning(
+                "time_budget changed from %.0f s to %.0f s since the run started; the run keeps its plan",
+                plan.budget_seconds,
+                self.budget_seconds,
+            )
+        self.apply(plan)
+        logger.info("time budget: continuing the plan of %d steps", plan.total_steps)
 
     def lateness(self, step: int) -> str | None:
         """A warning, once, when the steps since the plan run so slowly that the run will end past the budget."""

@@ -36,11 +36,15 @@ Files under ``out_dir``::
     step-000123/     the keep_last newest step checkpoints (if keep_last > 0)
     best/            the checkpoint with the best best_metric so far (a tie: the lower val_loss)
 
-(the log is written by ``metrics_log.py``, the step folders rotated by ``run/run_folder.py``).
+(the log is written by ``metrics_log.py``, the step folders rotated by ``run/run_folder.py``, the
+choice of ``best/`` made by ``best_checkpoint.py``; each checkpoint's ``README.md`` is the model
+card of ``model_card.py``).
 
 With ``config.time_budget`` the run's length comes from the clock instead of ``epochs`` and
 ``max_steps``: after a 30-second measurement it validates once and fixes its total steps,
 warm-up and cool-down (``time_budget.py``), recorded in ``config.json`` for ``--resume``.
+``config.json`` is ``checkpoint_config`` as given, with the precision that ran in place of
+"auto" and the budget's plan added: the Trainer never edits the caller's mapping.
 
 Evaluation (and checkpointing) happens every ``eval_every_steps`` optimizer steps, or at the
 end of each epoch when that is 0, and once more at the end of :meth:`Trainer.fit` if the
@@ -85,9 +89,10 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from transformer_lab.hardware import autocast, cpu_model_name, resolve_precision
+from transformer_lab.hardware import autocast, resolve_precision
 
 from . import time_budget
+from .best_checkpoint import BestCheckpoint
 from .checkpoint import (
     CONFIG_FILE,
     copy_checkpoint,
@@ -102,18 +107,13 @@ from .device_step_checks import DeviceStepChecks, checks_stay_on_device
 from .distributed import DataParallel
 from .loss_window import LossWindow
 from .metrics_log import MetricsLog
-from .model_card import CARD_FILE, card_facts, read_card, render_card
-from .optimization import (
-    OptimizerFactory,
-    ScheduleFactory,
-    build_optimization,
-    planned_optimizer_steps,
-)
+from .model_card import CARD_FILE, TrainerFacts, TrainingClock, trainer_card
+from .optimization import OptimizerFactory, ScheduleFactory, build_optimization
 from .rng_state import RandomState, isolated_rng, seed_all
 from .run.run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_folder_name
 from .run.stop_signal import StopRequests, TrainingInterrupted
 from .tensorboard_log import TensorBoardLog, require_tensorboard
-from .time_budget import PLAN_KEY, BudgetPlan, TimeBudget
+from .time_budget import TimeBudget
 from .trainer_state import TrainerState
 
 __all__ = ["Trainer", "TrainingDivergedError"]
@@ -122,20 +122,6 @@ logger = logging.getLogger(__name__)
 
 LAST_FOLDER = "last"
 BEST_FOLDER = "best"
-# Breaks a tie of best_metric (lower wins) where the evaluation reports it.
-TIE_BREAK_METRIC = "val_loss"
-# Config fields whose change between a run and its resume changes the trajectory.
-_TRAJECTORY_FIELDS = (
-    "seed",
-    "lr_factor",
-    "warmup_steps",
-    "cooldown_steps",
-    "label_smoothing",
-    "clip_grad_norm",
-    "grad_accum_steps",
-    "precision",
-    "time_budget",
-)
 
 
 class TrainingDivergedError(RuntimeError):
@@ -206,7 +192,6 @@ class Trainer:
             if function is not None and not callable(function):
                 raise ValueError(f"{name}: expected a callable, got {type(function).__name__}")
         self.model = model
-        self.config = config
         self.out_dir = Path(out_dir)
         self.loss_fn = loss_fn
         self.train_batches = train_batches
@@ -219,23 +204,17 @@ class Trainer:
         model.to(torch.device(config.device))
         self._distributed = DataParallel.from_environment(model, _model_device(model))
         self.device = _model_device(model)
-        # "auto" becomes what this device runs fast, and the checkpoints say which it was.
-        precision = resolve_precision(config.precision, self.device)
-        if precision != config.precision:
-            self.config = config = dataclasses.replace(config, precision=precision)
-            train_section = self.checkpoint_config.get("train")
-            if isinstance(train_section, Mapping) and train_section.get("precision") == "auto":
-                self.checkpoint_config["train"] = {**train_section, "precision": precision}
+        # "auto" becomes what this device runs fast; config.json says which (_written_config).
+        self.config = config = dataclasses.replace(config, precision=resolve_precision(config.precision, self.device))
+        # A time budget fixes the run's length after measuring; its schedule follows the plan.
+        self._budget = TimeBudget(config, train_batches) if config.time_budget is not None else None
         self._distributed.check_identical("checkpoint_config and extra_files", self._run_fingerprint())
 
         self._parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
         if not self._parameters:
             raise ValueError("model: expected at least one parameter with requires_grad=True, got none")
-        # A time budget fixes the run's length after measuring; its schedule follows the plan.
-        self._budget = _time_budget(config, train_batches) if config.time_budget is not None else None
         if self._budget is not None and schedule_factory is None and d_model is not None:
-            schedule_factory = self._budget.schedule_factory(d_model)
-            config = dataclasses.replace(config, cooldown_steps=0)  # the budget's schedule holds it
+            config, schedule_factory = self._budget.schedule(config, d_model)
         self.optimizer, self.scheduler = build_optimization(
             self._parameters,
             config,
@@ -251,9 +230,7 @@ class Trainer:
         self.global_step = 0
         self.epoch = 0
         self.batch_index = 0
-        self.best_value: float | None = None
-        self.best_step: int | None = None  # the step best/ holds
-        self._best_tie_loss: float | None = None  # best/'s val_loss, for a tie of best_value
+        self.best = BestCheckpoint(config.best_metric, config.best_mode)  # what best/ holds
         self.last_metrics: dict[str, float] = {}
         self._consecutive_nonfinite = 0
         self._window = LossWindow(lr=self.optimizer.param_groups[0]["lr"])
@@ -268,18 +245,17 @@ class Trainer:
         self._pending_rng_state: RandomState | None = None
         self._started = False
         self._resumed = False
-        # For the model card: training seconds before a resume (read back from
-        # last/'s card), when fit() started, the step last validated.
-        self._earlier_seconds = 0.0
-        self._fit_started_at: float | None = None
+        # For the model card: the training seconds, the step last validated.
+        self._card_clock = TrainingClock()
         self._metrics_step: int | None = None
         if self._is_main_process:
             remove_pruned_leftovers(self.out_dir)
         if resume:
-            self._load_resume_state(self.out_dir / LAST_FOLDER)
+            last = self.out_dir / LAST_FOLDER
+            self._load_resume_state(last)
             if self._budget is not None:
-                self._resume_budget_plan(self.out_dir / LAST_FOLDER)
-            self._earlier_seconds = _card_training_seconds(self.out_dir / LAST_FOLDER)
+                self._budget.resume(last, load_checkpoint_config(last), str(last / CONFIG_FILE))
+            self._card_clock.resume_from(last)
         # Where reads wait for the device, the per-step checks stay there (device_step_checks.py).
         self._device_checks = (
             DeviceStepChecks(self.device, self._consecutive_nonfinite)
@@ -303,7 +279,7 @@ class Trainer:
         extra = {
             name: content if isinstance(content, str) else content.hex() for name, content in self.extra_files.items()
         }
-        return json.dumps([self.checkpoint_config, extra], sort_keys=True, default=str).encode("utf-8")
+        return json.dumps([self._written_config(), extra], sort_keys=True, default=str).encode("utf-8")
 
     # -- public ---------------------------------------------------------------------------
 
@@ -316,7 +292,8 @@ class Trainer:
         time budget, its ``time_budget_plan``. ``training.run_summary.summary_lines`` says it
         in words.
         """
-        start_time = self._fit_started_at = time.perf_counter()
+        start_time = time.perf_counter()
+        self._card_clock.start()
         if self._pending_rng_state is not None:
             self._pending_rng_state.restore(self.device)
             self._pending_rng_state = None
@@ -351,12 +328,6 @@ class Trainer:
 
         if self._budget is not None:
             self._budget.start()
-            if self._budget.measuring:
-                logger.info(
-                    "time budget %.0f s: measuring this machine's speed for %.0f s first",
-                    self._budget.budget_seconds,
-                    time_budget.MEASUREMENT_SECONDS,
-                )
         stopped_by = self._limit_reached()
         # SIGTERM / SIGINT: finish the step in progress, save last/, raise TrainingInterrupted.
         with self._stop_requests:
@@ -376,10 +347,10 @@ class Trainer:
             "final_train_loss": self._window.mean_loss(),
             "final_metrics": dict(self.last_metrics),
             "best_metric": self.config.best_metric,
-            "best_value": self.best_value,
-            "best_step": self.best_step,
+            "best_value": self.best.value,
+            "best_step": self.best.step,
             "wall_seconds": wall_seconds,
-            **({PLAN_KEY: self._budget.plan.to_dict()} if self._budget and self._budget.plan else {}),
+            **(self._budget.recorded() if self._budget is not None else {}),
         }
 
     def evaluate(self) -> dict[str, float]:
@@ -411,9 +382,8 @@ class Trainer:
 
     def _limit_reached(self) -> str | None:
         if self._budget is not None:
-            # The budget replaces epochs and max_steps; while measuring, nothing stops the run.
-            plan = self._budget.plan
-            return "time_budget" if plan is not None and self.global_step >= plan.total_steps else None
+            # The budget replaces epochs and max_steps.
+            return "time_budget" if self._budget.finished(self.global_step) else None
         if self.config.max_steps and self.global_step >= self.config.max_steps:
             return "max_steps"
         if self.config.epochs and self.epoch >= self.config.epochs:
@@ -627,49 +597,12 @@ class Trainer:
     def _fix_budget_plan(self) -> None:
         """End the measurement: validate (timed), fix the plan, record it, save."""
         assert self._budget is not None
-        budget = self._budget
-        training_seconds = budget.measured_training_seconds()
-        started = time_budget.now()
-        metrics = self._distributed.run_on_main(self.evaluate)
-        evaluation_seconds = time_budget.now() - started
-        # Rank 0's plan on every rank, so that all stop at the same step.
-        plan = self._distributed.run_on_main(
-            lambda: budget.make_plan(self.global_step, training_seconds, evaluation_seconds)
+        run_on_main = self._distributed.run_on_main
+        metrics = self._budget.end_measurement(
+            self.global_step, lambda: run_on_main(self.evaluate), run_on_main, self.scheduler
         )
-        budget.apply(plan, self.scheduler)
         self._window.lr = self.optimizer.param_groups[0]["lr"]
-        self.checkpoint_config[PLAN_KEY] = plan.to_dict()
-        logger.info(
-            "time budget %.0f s: %.3f steps/s over %d steps, %.1f s a validation: %d steps in all "
-            "(warm-up %d, cool-down %d, lr_factor %.4g)",
-            plan.budget_seconds,
-            plan.steps_per_second,
-            plan.measured_steps,
-            plan.evaluation_seconds,
-            plan.total_steps,
-            plan.warmup_steps,
-            plan.cooldown_steps,
-            plan.lr_factor,
-        )
         self._evaluate_and_save(metrics)
-
-    def _resume_budget_plan(self, folder: Path) -> None:
-        """Continue the plan recorded in ``folder``'s config.json, whatever the clock says now."""
-        assert self._budget is not None
-        saved = load_checkpoint_config(folder).get(PLAN_KEY)
-        if saved is None:
-            logger.warning("%s was saved during the time budget's measurement: measuring again", folder)
-            return
-        plan = BudgetPlan.from_dict(saved, str(folder / CONFIG_FILE))
-        if plan.budget_seconds != self._budget.budget_seconds:
-            logger.warning(
-                "time_budget changed from %.0f s to %.0f s since the run started; the run keeps its plan",
-                plan.budget_seconds,
-                self._budget.budget_seconds,
-            )
-        self._budget.apply(plan)
-        self.checkpoint_config[PLAN_KEY] = plan.to_dict()
-        logger.info("time budget: continuing the plan of %d steps", plan.total_steps)
 
     def _evaluate_and_save(self, metrics: dict[str, float] | None = None) -> None:
         """Validate (unless ``metrics`` are given, already measured), record, save checkpoints."""
@@ -678,18 +611,7 @@ class Trainer:
             metrics = self._distributed.run_on_main(self.evaluate)
         improved = False
         if metrics:
-            name = self.config.best_metric
-            if name not in metrics:
-                raise ValueError(
-                    f"best_metric: expected one of evaluate_fn's metrics {sorted(metrics)}, " f"got {name!r}"
-                )
-            value = metrics[name]
-            tie_loss = metrics.get(TIE_BREAK_METRIC) if name != TIE_BREAK_METRIC else None
-            if math.isfinite(value) and self._is_better(value, tie_loss):
-                self.best_value = value
-                self.best_step = self.global_step
-                self._best_tie_loss = tie_loss
-                improved = True
+            improved = self.best.offer(metrics, self.global_step)
             self.last_metrics = metrics
             self._metrics_step = self.global_step
             self._write_metrics_row({"event": "eval", "step": self.global_step, "epoch": self.epoch, **metrics})
@@ -702,21 +624,6 @@ class Trainer:
         self._last_checkpoint_step = self.global_step
         if self._budget is not None:
             self._budget.note_evaluation(time_budget.now() - started)
-
-    def _is_better(self, value: float, tie_loss: float | None) -> bool:
-        """Whether ``value`` of best_metric (with ``tie_loss``, its val_loss) beats ``best/``.
-
-        A tie goes to the lower validation loss: a short run's BLEU or exact match often
-        stays 0 over several evaluations while the loss falls, and the first of them is the
-        worse model.
-        """
-        best = self.best_value
-        if best is None:
-            return True
-        if value != best:
-            return value < best if self.config.best_mode == "min" else value > best
-        best_loss = self._best_tie_loss
-        return tie_loss is not None and best_loss is not None and math.isfinite(tie_loss) and tie_loss < best_loss
 
     def _save_checkpoints(self, improved: bool) -> None:
         """Write best/ (if improved), step-N/ (if kept) and last/, in that order.
@@ -742,7 +649,7 @@ class Trainer:
         save_checkpoint(
             targets[0],
             self._unwrapped_model,
-            self.checkpoint_config,
+            self._written_config(),
             extra_files={**self.extra_files, CARD_FILE: self._model_card()},
             trainer_state=self._trainer_state(rng_by_rank),
         )
@@ -750,25 +657,25 @@ class Trainer:
             copy_checkpoint(targets[0], target)
         prune_step_checkpoints(self.out_dir, self.config.keep_last)
 
+    def _written_config(self) -> dict[str, Any]:
+        """``config.json``: checkpoint_config with the precision that ran for "auto", and the budget's plan."""
+        written = dict(self.checkpoint_config)
+        train = written.get("train")
+        if isinstance(train, Mapping) and train.get("precision") == "auto":
+            written["train"] = {**train, "precision": self.config.precision}
+        return {**written, **(self._budget.recorded() if self._budget is not None else {})}
+
     def _model_card(self) -> str:
         """The checkpoint's README.md: what it was trained on, its sizes, time, machine and scores."""
-        this_fit = time.perf_counter() - self._fit_started_at if self._fit_started_at is not None else 0.0
-        if self.device.type == "cuda":
-            machine = torch.cuda.get_device_name(self.device)
-        else:
-            machine = cpu_model_name()
-        facts = card_facts(
-            self.checkpoint_config,
+        facts = TrainerFacts(
             parameters=sum(parameter.numel() for parameter in self._unwrapped_model.parameters()),
             step=self.global_step,
             epoch=self.epoch,
-            training_seconds=self._earlier_seconds + this_fit,
-            machine=machine,
-            threads=torch.get_num_threads(),
+            training_seconds=self._card_clock.seconds(),
             validation=self.last_metrics,
             validation_step=self._metrics_step,
         )
-        return render_card(facts)
+        return trainer_card(self._written_config(), facts, self.device)
 
     def _trainer_state(self, rng_by_rank: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         return TrainerState(
@@ -776,9 +683,9 @@ class Trainer:
             epoch=self.epoch,
             batch_index=self.batch_index,
             best_metric=self.config.best_metric,
-            best_value=self.best_value,
-            best_step=self.best_step,
-            best_tie_loss=self._best_tie_loss,
+            best_value=self.best.value,
+            best_step=self.best.step,
+            best_tie_loss=self.best.tie_loss,
             last_metrics=dict(self.last_metrics),
             consecutive_nonfinite=self._consecutive_nonfinite,
             window_loss_sum=self._window.loss_sum,
@@ -809,22 +716,8 @@ class Trainer:
         self._window.restore(
             state.window_loss_sum, state.window_loss_count, state.last_train_loss, self.optimizer.param_groups[0]["lr"]
         )
-        if state.best_metric == self.config.best_metric:
-            self.best_value = state.best_value
-            self.best_step = state.best_step
-            self._best_tie_loss = state.best_tie_loss
-        else:
-            logger.warning(
-                "best_metric changed from %r to %r since the checkpoint; best/ starts over",
-                state.best_metric,
-                self.config.best_metric,
-            )
-        saved_config = state.train_config
-        changed = [
-            f"{name}: {saved_config[name]!r} -> {getattr(self.config, name)!r}"
-            for name in _TRAJECTORY_FIELDS
-            if name in saved_config and saved_config[name] != getattr(self.config, name)
-        ]
+        self.best.restore(state)
+        changed = state.trajectory_changes(self.config)
         if changed:
             logger.warning(
                 "resuming with a changed config, so the run will differ from an " "uninterrupted one: %s",
@@ -841,38 +734,6 @@ class Trainer:
             self.epoch,
             self.batch_index,
         )
-
-
-def _time_budget(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> TimeBudget:
-    """The budget of ``config``, with the run length it compresses and the steps between validations."""
-    assert config.time_budget is not None
-    evaluate_every = config.eval_every_steps
-    if not evaluate_every:
-        try:
-            batches = len(train_batches(0))  # type: ignore[arg-type]
-        except TypeError:
-            raise ValueError(
-                "time_budget: needs eval_every_steps > 0 or train_batches(epoch) with a len(), to count "
-                "the validations it plans for; got neither"
-            ) from None
-        evaluate_every = math.ceil(batches / config.grad_accum_steps)
-    return TimeBudget(
-        config.time_budget,
-        warmup_steps=config.warmup_steps,
-        cooldown_steps=config.cooldown_steps,
-        lr_factor=config.lr_factor,
-        configured_steps=planned_optimizer_steps(config, train_batches),
-        evaluate_every=evaluate_every,
-    )
-
-
-def _card_training_seconds(folder: Path) -> float:
-    """The training seconds recorded in ``folder``'s model card; 0 (with a note) where there is none."""
-    try:
-        return float(read_card(folder)["training"]["seconds"])
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        logger.info("no training time in %s's model card (%s); the card counts from this resume", folder, error)
-        return 0.0
 
 
 def _diverged(count: int, description: str) -> TrainingDivergedError:

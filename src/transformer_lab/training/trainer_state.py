@@ -30,12 +30,25 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
 from .checkpoint import TRAINER_STATE_FILE, load_trainer_state
+from .config import TrainConfig
 from .optimization import check_same_optimizer
 from .rng_state import RandomState
 
 __all__ = ["STATE_FORMAT_VERSION", "TrainerState"]
 
 STATE_FORMAT_VERSION = 1
+# Config fields whose change between a run and its resume changes the trajectory.
+_TRAJECTORY_FIELDS = (
+    "seed",
+    "lr_factor",
+    "warmup_steps",
+    "cooldown_steps",
+    "label_smoothing",
+    "clip_grad_norm",
+    "grad_accum_steps",
+    "precision",
+    "time_budget",
+)
 _REQUIRED_KEYS = ("global_step", "epoch", "batch_index", "optimizer", "scheduler", "rng")
 # The random states a checkpoint holds (rng_state.RandomState.to_dict); "cuda" only from a GPU run.
 _RANDOM_STATE_KEYS = ("torch", "python", "cuda")
@@ -120,6 +133,15 @@ class TrainerState:
         else:
             state["rng_by_rank"] = [rng.to_dict() for rng in self.rng_by_rank]
         return state
+
+    def trajectory_changes(self, config: TrainConfig) -> list[str]:
+        """``"name: saved -> now"`` for each field of ``config`` that makes the resumed run differ."""
+        saved = self.train_config
+        return [
+            f"{name}: {saved[name]!r} -> {getattr(config, name)!r}"
+            for name in _TRAJECTORY_FIELDS
+            if name in saved and saved[name] != getattr(config, name)
+        ]
 
     @classmethod
     def read(cls, folder: Path, optimizer: Optimizer, scheduler: LRScheduler) -> TrainerState:
