@@ -20,7 +20,7 @@ from torch import nn
 
 from transformer_lab.tasks import classification, couplet, synthetic, translation
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, unread_option_error
-from transformer_lab.tasks.task import Task
+from transformer_lab.tasks.task import Task, VocabularyFunctions
 from transformer_lab.training import load_checkpoint_config
 from transformer_lab.training.checkpoint import resolve_checkpoint
 
@@ -92,6 +92,13 @@ class TrainedModel:
     model: nn.Module
     vocabulary: Any
     config: Any
+
+    def vocabulary_functions(self) -> VocabularyFunctions[Any]:
+        """The vocabulary functions of the task that wrote it; a task without them is an error naming it."""
+        functions = _checkpoint_tasks()[self.task].vocabulary
+        if functions is None:
+            raise ValueError(f"task {self.task!r}: expected vocabulary functions (Task.vocabulary), got none")
+        return functions
 
 
 def checkpoint_task(checkpoint: str | os.PathLike[str]) -> str:

@@ -31,6 +31,7 @@ TASK = Task(
     presets={"default": train.default_config},
     train=train.train,
     load=train.load_classifier,
+    vocabulary=train.VOCABULARY,
     prepare=data.prepare,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,

@@ -16,6 +16,7 @@ TASK = Task(
     presets={"default": train.default_config},
     train=train.train,
     load=train.load,
+    vocabulary=train.SEQ2SEQ_TASK.vocabulary,
     prepare=data.prepare,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,

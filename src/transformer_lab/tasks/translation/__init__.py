@@ -14,6 +14,7 @@ TASK = Task(
     presets=train.PRESETS,
     train=train.train,
     load=train.load_translator,
+    vocabulary=train.SEQ2SEQ_TASK.vocabulary,
     prepare=data.prepare,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,
