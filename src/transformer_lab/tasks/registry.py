@@ -69,8 +69,8 @@ def evaluate(
         scored = ", ".join(tasks_evaluating())
         raise ValueError(f"task: expected one of {scored}, got {name!r}, which has no evaluation")
     for flag in options.given():
-        if flag not in task.evaluation_options:
-            readers = [other.name for other in TASKS.values() if other.evaluate and flag in other.evaluation_options]
+        if not task.reads_option(flag):
+            readers = [other.name for other in TASKS.values() if other.evaluate and other.reads_option(flag)]
             raise unread_option_error(flag, name, readers)
     return task.evaluate(Path(checkpoint), split, options)
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from torch import nn
 
-from transformer_lab.tasks.evaluation import EvaluateFunction
+from transformer_lab.tasks.evaluation import EvaluateFunction, TaskOption
 from transformer_lab.training.config import TrainConfig
 
 
@@ -94,12 +94,13 @@ class Task:
     writes a prepared corpus and returns its report (None: the task has no corpus to
     prepare). ``evaluate(checkpoint, split, options)`` scores a checkpoint and returns its
     report (``tasks/evaluation.py``; None: ``evaluate`` does not score this task);
-    ``evaluation_split`` is its default split and ``evaluation_options`` the flags of
-    ``evaluate`` it reads beyond those every task reads (the others are refused, naming
-    the tasks that read them). ``surfaces`` names what else it offers (see SURFACES);
-    ``dataset`` is the ``download`` name of its preset's data. ``vocabulary`` reads,
-    writes and lists its checkpoints' vocabulary (None: they hold none, as the synthetic
-    tasks'); a task offering an export surface must name it.
+    ``evaluation_split`` is its default split and ``evaluation_options`` the options of
+    ``evaluate`` it reads beyond those every task reads, which the command offers (an
+    option of another task is refused, naming the tasks that read it). ``surfaces`` names
+    what else it offers (see SURFACES); ``dataset`` is the ``download`` name of its
+    preset's data. ``vocabulary`` reads, writes and lists its checkpoints' vocabulary
+    (None: they hold none, as the synthetic tasks'); a task offering an export surface
+    must name it.
     """
 
     name: str
@@ -111,7 +112,7 @@ class Task:
     prepare: Callable[[Any, Path, bool], dict[str, Any]] | None = None
     evaluate: EvaluateFunction | None = None
     evaluation_split: str | None = None
-    evaluation_options: frozenset[str] = field(default_factory=frozenset)
+    evaluation_options: tuple[TaskOption, ...] = ()
     surfaces: frozenset[str] = field(default_factory=frozenset)
     dataset: str | None = None
     closing_lines: Callable[[Any, Any], Sequence[str]] | None = None
@@ -134,6 +135,10 @@ class Task:
             )
         if not self.checkpoint_task:
             object.__setattr__(self, "checkpoint_task", self.name)
+
+    def reads_option(self, flag: str) -> bool:
+        """Whether the task's evaluation reads the option spelled ``flag`` (one of ``evaluation_options``)."""
+        return any(option.flag == flag for option in self.evaluation_options)
 
     def config(self, preset: str | None = None) -> Any:
         """A fresh config of the preset named ``preset`` (None: the default); an unknown name is one line."""

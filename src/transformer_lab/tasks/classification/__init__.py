@@ -35,9 +35,7 @@ TASK = Task(
     prepare=data.prepare,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,
-    evaluation_options=frozenset(
-        {"--test", "--text-field", "--label-field", "--file-format", "--skip-malformed", "--confusion-png"}
-    ),
+    evaluation_options=evaluate.OPTIONS,
     surfaces=frozenset({"onnx", "serve"}),
     dataset="ag-news",
 )

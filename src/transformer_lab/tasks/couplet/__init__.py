@@ -9,6 +9,7 @@ The vocabulary is built from the training split only and saved in every checkpoi
 """
 
 from transformer_lab.tasks.couplet import data, evaluate, predict, train
+from transformer_lab.tasks.evaluation import SEARCH_OPTIONS
 from transformer_lab.tasks.task import Task
 
 TASK = Task(
@@ -20,7 +21,7 @@ TASK = Task(
     prepare=data.prepare,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,
-    evaluation_options=frozenset({"--beam", "--length-penalty", "--beam-stop", *predict.CONSTRAINT_OPTIONS}),
+    evaluation_options=(*SEARCH_OPTIONS, *predict.CONSTRAINT_TASK_OPTIONS),
     surfaces=frozenset({"onnx", "ctranslate2", "serve", "lab"}),
     dataset="couplets",
 )
