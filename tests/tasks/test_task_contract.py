@@ -48,7 +48,7 @@ def test_the_commands_offer_the_registered_tasks() -> None:
         "--length-penalty",
         "--beam-stop",
     }
-    assert offered == set().union(*(task.evaluation_options for task in tasks.values()))
+    assert offered == {option.flag for task in tasks.values() for option in task.evaluation_options}
     assert command_choices("prepare") == tuple(name for name, task in tasks.items() if task.prepare is not None)
     assert (
         set(handler_modules()) == set(registry.tasks_offering("serve")) == {"translation", "couplet", "classification"}

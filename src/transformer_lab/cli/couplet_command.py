@@ -15,10 +15,11 @@ from pathlib import Path
 
 from transformer_lab.api import CoupletWriter
 from transformer_lab.cli.bounds import int_in
-from transformer_lab.cli.couplet_options import add_constraint_arguments, constraint_overrides
 from transformer_lab.cli.decode_options import add_decode_arguments, decode_keywords, input_lines
 from transformer_lab.cli.device_option import add_device_argument, device_of
+from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.decoding.config import MAX_BEAM_SIZE
+from transformer_lab.tasks.couplet.predict import CONSTRAINT_TASK_OPTIONS, with_constraint_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=1,
         help="lower lines per upper line, with scores (needs --beam >= it)",
     )
-    add_constraint_arguments(parser)
-    parser.set_defaults(handler=run)
+    constraint_options = add_task_options(parser, CONSTRAINT_TASK_OPTIONS)
+    parser.set_defaults(handler=run, constraint_options=constraint_options)
 
 
 def run(arguments: argparse.Namespace) -> int:
@@ -46,7 +47,9 @@ def run(arguments: argparse.Namespace) -> int:
     lines = input_lines(arguments.lines, arguments.input, purpose="answer")
     writer = CoupletWriter(arguments.checkpoint, device=device)
     count = arguments.num_candidates
-    constraints = constraint_overrides(writer.config.constraints, arguments)
+    constraints = with_constraint_options(
+        writer.config.constraints, given_options(arguments, arguments.constraint_options)
+    )
     results = writer.write(lines, num_candidates=count, constraints=constraints, **decode_keywords(arguments))
     output: list[str] = []
     refused = 0

@@ -8,15 +8,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
+from transformer_lab.cli.task_options import add_task_options
 from transformer_lab.data import decode_lines, read_lines
-from transformer_lab.decoding.beam import BEAM_STOPS
 from transformer_lab.hardware import INFERENCE_PRECISIONS
+from transformer_lab.tasks.evaluation import BEAM, BEAM_STOP, LENGTH_PENALTY
 
-__all__ = ["add_decode_arguments", "decode_keywords", "input_lines"]
+__all__ = ["add_decode_arguments", "add_precision_argument", "decode_keywords", "input_lines"]
 
 
 def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy; default: the checkpoint's)")
+    """--beam, --precision, --length-penalty and --beam-stop."""
+    add_task_options(parser, [BEAM])
+    add_precision_argument(parser)
+    add_task_options(parser, [LENGTH_PENALTY, BEAM_STOP])
+
+
+def add_precision_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--precision",
         choices=DECODE_PRECISIONS,
@@ -25,20 +32,6 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
         "bf16 instructions; auto: bf16 where this "
         "machine runs it fast, else fp32; int8: the feed-forward and output layers in int8 (PyTorch dynamic "
         "quantization, CPU) (default: the checkpoint's; the presets say auto)",
-    )
-    parser.add_argument(
-        "--length-penalty",
-        type=float,
-        default=None,
-        help="beam search's GNMT length penalty alpha (0 = none; default: the checkpoint's)",
-    )
-    parser.add_argument(
-        "--beam-stop",
-        choices=BEAM_STOPS,
-        default=None,
-        help="when beam search stops a sentence: exact (once its best can no longer change) or finished "
-        "(once beam-size hypotheses have ended, as fairseq and CTranslate2 do: fewer steps) "
-        "(default: the checkpoint's)",
     )
 
 

@@ -2,9 +2,9 @@
 
 The command offers the tasks that have an evaluation (``Task.evaluate``), turns its
 options into `EvaluationOptions`, prints the report's lines and records its scores in the
-checkpoint's model card. What each task scores, and how, is its own (``tasks/*/evaluate.py``):
-BLEU and chrF++ for translation, character BLEU and the couplet's form for couplets,
-accuracy, per-class F1 and the confusion matrix for classification.
+checkpoint's model card. What each task scores, and how, is its own (``tasks/*/evaluate.py``),
+and so are the options only it reads (``Task.evaluation_options``), which are added here
+in a loop over the tasks and handed back by flag.
 """
 
 from __future__ import annotations
@@ -13,18 +13,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from transformer_lab.cli.couplet_options import add_constraint_arguments
-from transformer_lab.cli.decode_options import add_decode_arguments
+from transformer_lab.cli.decode_options import add_precision_argument
 from transformer_lab.cli.device_option import add_device_argument, device_of
-from transformer_lab.data import LABELLED_TEXT_FORMATS
-from transformer_lab.evaluation import BLEU_FLAVOURS
+from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.folders import describe_os_error
-from transformer_lab.tasks.evaluation import EvaluationOptions
+from transformer_lab.tasks.evaluation import EvaluationOptions, TaskOption
 from transformer_lab.tasks.registry import TASKS, evaluate, tasks_evaluating
 from transformer_lab.training.model_card import CARD_FILE, add_test_scores
-
-# sacreBLEU's tokenizers (ja-mecab and ko-mecab need sacrebleu's extras).
-BLEU_TOKENIZERS = ("13a", "intl", "zh", "char", "ja-mecab", "ko-mecab", "flores101", "flores200", "none")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,79 +41,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--output",
         type=Path,
         default=None,
-        help="the hypotheses file (classification: the JSON report; couplet: its samples table goes beside it "
+        help="the task's output file (its hypotheses or its JSON report; some tasks write more beside it, "
         "as NAME.samples.md); default: beside the checkpoint",
     )
-    add_decode_arguments(parser)
+    add_precision_argument(parser)
     add_device_argument(parser)
-    # Every option added from here on is one task's (or a few tasks'): passed by its flag.
-    shared = {action.dest for action in parser._actions}
-    add_constraint_arguments(parser, prefix="couplet: ")
-    # translation: score any test set
-    parser.add_argument(
-        "--source",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="translation: score the translations of this file's lines (with --reference) instead of a --split",
-    )
-    parser.add_argument(
-        "--reference", type=Path, default=None, metavar="FILE", help="translation: the reference of each --source line"
-    )
-    parser.add_argument(
-        "--bleu-tokenize",
-        choices=BLEU_TOKENIZERS,
-        default=None,
-        help="translation: sacreBLEU's tokenizer (default: zh for a Chinese target, ja-mecab (else char) for "
-        "Japanese, 13a otherwise)",
-    )
-    parser.add_argument(
-        "--bleu-flavour",
-        choices=BLEU_FLAVOURS,
-        default=None,
-        help="translation: which BLEU to report (default: sacrebleu, cased 13a as sacreBLEU scores; papers: "
-        "lowercased and Moses-tokenized, as the Multi30k papers report, needs the moses extra)",
-    )
-    parser.add_argument(
-        "--confusion-png",
-        type=Path,
-        default=None,
-        help="classification: where to draw the confusion matrix (default: beside the checkpoint)",
-    )
-    parser.add_argument(
-        "--skip-malformed",
-        action="store_true",
-        help="classification: skip malformed CSV lines (counted) instead of failing",
-    )
-    # classification: score any labelled file
-    parser.add_argument(
-        "--test",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="classification: score this labelled CSV / TSV / JSON Lines file instead of a --split",
-    )
-    parser.add_argument(
-        "--text-field",
-        dest="text_fields",
-        action="append",
-        default=None,
-        metavar="NAME",
-        help="classification with --test: a text field (repeatable, joined by a line break; default: the checkpoint's)",
-    )
-    parser.add_argument(
-        "--label-field",
-        default=None,
-        metavar="NAME",
-        help="classification with --test: the label field (default: the checkpoint's)",
-    )
-    parser.add_argument(
-        "--file-format",
-        choices=LABELLED_TEXT_FORMATS,
-        default=None,
-        help="classification with --test: the file's format (default: the checkpoint's, else from the suffix)",
-    )
-    task_options = {action.dest: action.option_strings[0] for action in parser._actions if action.dest not in shared}
+    # The options only some tasks read, as the tasks declare them; the help names who reads each.
+    declared: dict[str, tuple[TaskOption, list[str]]] = {}
+    for name in tasks_evaluating():
+        for option in TASKS[name].evaluation_options:
+            first, readers = declared.setdefault(option.flag, (option, []))
+            if option != first:
+                raise ValueError(f"task {name!r}: {option.flag}: expected the declaration of the {readers[0]} task")
+            readers.append(name)
+    task_options = {}
+    for option, readers in declared.values():
+        task_options.update(add_task_options(parser, [option], prefix=f"{', '.join(readers)}: "))
     parser.set_defaults(handler=run, task_options=task_options)
 
 
@@ -128,15 +66,8 @@ def run(arguments: argparse.Namespace) -> int:
         data_dir=arguments.data_dir,
         output=arguments.output,
         precision=arguments.precision,
-        beam=arguments.beam,
-        length_penalty=arguments.length_penalty,
-        beam_stop=arguments.beam_stop,
         # Only the options given: a task refuses those it does not read.
-        task_options={
-            flag: getattr(arguments, destination)
-            for destination, flag in arguments.task_options.items()
-            if getattr(arguments, destination) not in (None, False)
-        },
+        task_options=given_options(arguments, arguments.task_options),
     )
     report = evaluate(arguments.task, arguments.checkpoint, arguments.split, options)
     for line in report.lines:

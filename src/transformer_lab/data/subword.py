@@ -468,6 +468,11 @@ class SubwordTokenizer(SpecialTokenIds):
         return self._vocab_size
 
     @property
+    def tokens(self) -> list[str]:
+        """The vocabulary entry of every id, in id order (see `id_to_token`)."""
+        return [self.id_to_token(token_id) for token_id in range(self._vocab_size)]
+
+    @property
     def lowercase(self) -> bool:
         """Whether text is lowercased before encoding."""
         return self._lowercase

@@ -29,7 +29,7 @@ as our model, up to rounding, because of the following choices.
 
 What CTranslate2 cannot express is refused with a ``ValueError`` saying why: a couplet
 model with ``aligned_decoder_input`` (the encoder's output added to the decoder's input
-position by position), checkpoints of tasks other than translation and couplet, and
+position by position), checkpoints of tasks that do not offer ``ctranslate2``, and
 activations other than relu and gelu.
 
 ``ctranslate2`` is an optional dependency (``pip install -e ".[deploy]"``); it
@@ -50,9 +50,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_lab.data.subword import SubwordTokenizer
-from transformer_lab.data.tokenizer_pair import TokenizerPair
-from transformer_lab.data.vocabulary import UNK_ID, Vocabulary
+from transformer_lab.data.vocabulary import UNK_ID
 from transformer_lab.export.model_parts import seq2seq_stacks, typed_layers
 from transformer_lab.extras import require_extra
 from transformer_lab.folders import check_new_folder, write_folder
@@ -67,16 +65,12 @@ from transformer_lab.nn import (
 from transformer_lab.tasks.registry import load_trained, tasks_offering
 
 __all__ = [
-    "EXPORTABLE_TASKS",
     "QUANTIZATIONS",
     "build_spec",
     "export_checkpoint",
     "export_model",
-    "vocabulary_tokens",
 ]
 
-# The tasks whose checkpoints are encoder-decoder Transformers with a vocabulary.
-EXPORTABLE_TASKS = tasks_offering("ctranslate2")
 # Weight types CTranslate2 can store (its ACCEPTED_MODEL_TYPES); None keeps float32. A
 # float32 export can still run as int8: Translator(..., compute_type="int8") converts on load.
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
@@ -90,35 +84,25 @@ def _import_ctranslate2() -> Any:
 def export_checkpoint(
     checkpoint: str | os.PathLike[str], out_dir: str | os.PathLike[str], quantization: str | None = None
 ) -> Path:
-    """Export a translation or couplet checkpoint (or run folder) to the new folder ``out_dir``.
+    """Export a checkpoint (or run folder) of a task offering ``ctranslate2`` to the new folder ``out_dir``.
 
-    Raises ``ValueError`` for a checkpoint of another task, a couplet model with
+    The vocabulary's token strings come from the task (``Task.vocabulary``). Raises
+    ``ValueError`` for a checkpoint of another task or model kind, a model with
     ``aligned_decoder_input``, or an ``out_dir`` that exists; returns ``out_dir``.
     """
     out_dir = check_new_folder(out_dir)
     _import_ctranslate2()  # before the checkpoint is loaded: fail fast without the package
-    trained = load_trained(checkpoint, tasks=EXPORTABLE_TASKS)
+    trained = load_trained(checkpoint, tasks=tasks_offering("ctranslate2"))
     model = trained.model
     if not isinstance(model, Seq2SeqTransformer):
         raise ValueError(
-            f"checkpoint {str(trained.folder)!r}: expected a Seq2SeqTransformer, got {type(model).__name__}"
-        )
-    vocabulary = trained.vocabulary
-    source: SubwordTokenizer | Vocabulary
-    target: SubwordTokenizer | Vocabulary
-    if isinstance(vocabulary, TokenizerPair):
-        source, target = vocabulary.source, vocabulary.target
-    elif isinstance(vocabulary, Vocabulary):
-        # The couplet task's one character vocabulary serves both sides.
-        source = target = vocabulary
-    else:
-        raise ValueError(
-            f"checkpoint {str(trained.folder)!r}: expected a TokenizerPair or a Vocabulary, "
-            f"got {type(vocabulary).__name__}"
+            f"checkpoint {str(trained.folder)!r}: task {trained.task!r}: expected a Seq2SeqTransformer (what "
+            f"CTranslate2 writes), got a {type(model).__name__}"
         )
     try:
-        source_tokens = vocabulary_tokens(source, model.src_vocab_size, "source vocabulary")
-        target_tokens = vocabulary_tokens(target, model.tgt_vocab_size, "target vocabulary")
+        source_tokens, target_tokens = trained.vocabulary_functions().tokens(trained.vocabulary)
+        _check_tokens(source_tokens, model.src_vocab_size, "source vocabulary")
+        _check_tokens(target_tokens, model.tgt_vocab_size, "target vocabulary")
         return export_model(model, source_tokens, target_tokens, out_dir, quantization=quantization)
     except ValueError as error:
         raise ValueError(f"checkpoint {str(trained.folder)!r}: {error}") from None
@@ -144,27 +128,6 @@ def export_model(
     spec.validate()
     spec.optimize(quantization=quantization)
     return write_folder(out_dir, lambda folder: spec.save(str(folder)))
-
-
-def vocabulary_tokens(vocabulary: Any, size: int, name: str) -> list[str]:
-    """The token string of every id ``0 .. size-1`` of a SubwordTokenizer or a Vocabulary.
-
-    Raises ``ValueError`` if the vocabulary's size is not ``size`` (the model's embedding
-    rows), if an id has no string, or if two ids share one (CTranslate2 looks tokens up
-    by string, so ids would no longer be one to one).
-    """
-    if isinstance(vocabulary, Vocabulary):
-        tokens = vocabulary.tokens
-    elif hasattr(vocabulary, "id_to_token") and hasattr(vocabulary, "vocab_size"):
-        if vocabulary.vocab_size != size:
-            raise ValueError(
-                f"{name}: expected {size} tokens (the model's embedding rows), got {vocabulary.vocab_size}"
-            )
-        tokens = [vocabulary.id_to_token(token_id) for token_id in range(size)]
-    else:
-        raise ValueError(f"{name}: expected a SubwordTokenizer or a Vocabulary, got {type(vocabulary).__name__}")
-    _check_tokens(tokens, size, name)
-    return list(tokens)
 
 
 def build_spec(model: Seq2SeqTransformer, source_tokens: Sequence[str], target_tokens: Sequence[str]) -> Any:

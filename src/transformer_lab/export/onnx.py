@@ -1,10 +1,10 @@
 """Write a trained model as ONNX graphs for onnxruntime (``transformer-lab export --format onnx``).
 
-An encoder-decoder (translation, couplet) becomes two graphs, as Hugging Face's optimum
+An encoder-decoder becomes two graphs, as Hugging Face's optimum
 exports its encoder-decoders: the encoder runs once per batch, the decoder once per
 generated token with the key/value cache passed in and out, so that a step costs one
 position's work as in our own :mod:`transformer_lab.decoding`. A classifier becomes one
-graph. Beside the graphs: the checkpoint's tokenizer or vocabulary files, unchanged, and
+graph. Beside the graphs: the files of the task's vocabulary, as its checkpoints hold them, and
 ``config.json`` (the special ids, the sizes, every graph's input and output names).
 
 ``encoder.onnx``
@@ -79,8 +79,7 @@ from typing import Any, TypeVar
 import torch
 from torch import Tensor, nn
 
-from transformer_lab.data.tokenizer_pair import TokenizerPair
-from transformer_lab.data.vocabulary import UNK_ID, Vocabulary
+from transformer_lab.data.vocabulary import UNK_ID
 from transformer_lab.export.model_parts import seq2seq_stacks, typed_layers
 from transformer_lab.extras import require_extra
 from transformer_lab.folders import check_new_folder, write_folder
@@ -93,17 +92,13 @@ from transformer_lab.nn import (
 )
 from transformer_lab.nn.attention import explicit_attention, merge_heads
 from transformer_lab.nn.residual import Sublayer, residual_sublayers
-from transformer_lab.tasks.classification import train as classification_train
-from transformer_lab.tasks.couplet import train as couplet_train
 from transformer_lab.tasks.registry import load_trained, tasks_offering
-from transformer_lab.tasks.translation import train as translation_train
 
 __all__ = [
     "CLASSIFIER_FILE",
     "CONFIG_FILE",
     "DECODER_FILE",
     "ENCODER_FILE",
-    "EXPORTABLE_TASKS",
     "OPSET_VERSION",
     "ClassifierGraph",
     "DecoderStepGraph",
@@ -114,8 +109,6 @@ __all__ = [
     "export_seq2seq",
 ]
 
-# The tasks whose checkpoints this module writes: two encoder-decoders and the classifier.
-EXPORTABLE_TASKS = tasks_offering("onnx")
 # 17 has LayerNormalization as one operator; onnxruntime has run it since 1.14.
 OPSET_VERSION = 17
 ENCODER_FILE = "encoder.onnx"
@@ -133,35 +126,28 @@ def _import_onnx() -> Any:
 # Checkpoints
 # ------------------------------------------------------------------------------------
 def export_checkpoint(checkpoint: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
-    """Export a translation, couplet or classification checkpoint (or run folder) to the new folder ``out_dir``.
+    """Export a checkpoint (or run folder) of a task offering ``onnx`` to the new folder ``out_dir``.
 
-    Raises ``ValueError`` for a checkpoint of another task or an ``out_dir`` that exists;
-    returns ``out_dir``.
+    An encoder-decoder becomes two graphs, a classifier one; beside them go the files of
+    the task's vocabulary (``Task.vocabulary``). Raises ``ValueError`` for a checkpoint of
+    another task or of another model kind, or an ``out_dir`` that exists; returns ``out_dir``.
     """
     out_dir = check_new_folder(out_dir)
     _import_onnx()  # before the checkpoint is loaded: fail fast without the package
-    trained = load_trained(checkpoint, tasks=EXPORTABLE_TASKS)
-    model, vocabulary = trained.model, trained.vocabulary
+    trained = load_trained(checkpoint, tasks=tasks_offering("onnx"))
+    model = trained.model
     try:
-        if trained.task == classification_train.TASK_NAME:
-            if not isinstance(model, TransformerClassifier):
-                raise ValueError(f"model: expected a TransformerClassifier, got {type(model).__name__}")
-            return export_classifier(
-                model,
-                out_dir,
-                vocabulary_files={classification_train.TOKENIZER_FILE: vocabulary.to_json()},
-                class_names=list(trained.config.class_names),
-            )
-        if not isinstance(model, Seq2SeqTransformer):
-            raise ValueError(f"model: expected a Seq2SeqTransformer, got {type(model).__name__}")
-        if isinstance(vocabulary, TokenizerPair):
-            files = vocabulary.files()
-        elif isinstance(vocabulary, Vocabulary):
-            # The couplet task's one character vocabulary, as its checkpoints store it.
-            files = {couplet_train.VOCABULARY_FILE: "".join(token + "\n" for token in vocabulary.tokens)}
-        else:
-            raise ValueError(f"vocabulary: expected a TokenizerPair or a Vocabulary, got {type(vocabulary).__name__}")
-        return export_seq2seq(model, out_dir, vocabulary_files=files, task=trained.task)
+        files = trained.vocabulary_functions().files(trained.vocabulary)
+        if isinstance(model, TransformerClassifier):
+            # A classifier's config names its classes (None: the export names none).
+            class_names = getattr(trained.config, "class_names", None)
+            return export_classifier(model, out_dir, files, class_names, task=trained.task)
+        if isinstance(model, Seq2SeqTransformer):
+            return export_seq2seq(model, out_dir, vocabulary_files=files, task=trained.task)
+        raise ValueError(
+            f"task {trained.task!r}: expected a Seq2SeqTransformer or a TransformerClassifier (what ONNX export "
+            f"writes), got a {type(model).__name__}"
+        )
     except ValueError as error:
         raise ValueError(f"checkpoint {str(trained.folder)!r}: {error}") from None
 
@@ -170,10 +156,11 @@ def export_seq2seq(
     model: Seq2SeqTransformer,
     out_dir: str | os.PathLike[str],
     vocabulary_files: Mapping[str, str] | None = None,
-    task: str = translation_train.TASK_NAME,
+    task: str = "translation",
 ) -> Path:
     """Write ``encoder.onnx``, ``decoder.onnx``, ``config.json`` and ``vocabulary_files`` (name -> text) to ``out_dir``.
 
+    ``config.json`` records ``task``, the name of the task the model is for.
     The folder appears complete or not at all (written under a temporary name, then renamed).
     """
     out_dir = check_new_folder(out_dir)
@@ -196,10 +183,11 @@ def export_classifier(
     out_dir: str | os.PathLike[str],
     vocabulary_files: Mapping[str, str] | None = None,
     class_names: Sequence[str] | None = None,
+    task: str = "classification",
 ) -> Path:
     """Write ``classifier.onnx``, ``config.json`` and ``vocabulary_files`` to the new folder ``out_dir``.
 
-    ``vocabulary_files`` maps a file name to its text.
+    ``vocabulary_files`` maps a file name to its text; ``config.json`` records ``task``.
     """
     out_dir = check_new_folder(out_dir)
     if not isinstance(model, TransformerClassifier):
@@ -213,7 +201,7 @@ def export_classifier(
     model = _float32_copy(model)
     graph = ClassifierGraph(model)
     config = classifier_config(
-        model, list(class_names) if class_names is not None else None, sorted(vocabulary_files or {})
+        model, list(class_names) if class_names is not None else None, sorted(vocabulary_files or {}), task
     )
 
     def write(folder: Path) -> None:
@@ -304,14 +292,14 @@ def seq2seq_config(model: Seq2SeqTransformer, task: str, vocabulary_files: Seque
 
 
 def classifier_config(
-    model: TransformerClassifier, class_names: list[str] | None, vocabulary_files: Sequence[str]
+    model: TransformerClassifier, class_names: list[str] | None, vocabulary_files: Sequence[str], task: str
 ) -> dict[str, Any]:
     """What ``config.json`` says of an exported classifier."""
     graph = ClassifierGraph(model)
     first = typed_layers(model.encoder, TransformerEncoderLayer, "encoder")[0].self_attn
     return {
         "format": "onnx",
-        "task": classification_train.TASK_NAME,
+        "task": task,
         "opset": OPSET_VERSION,
         "pad_id": model.pad_id,
         "unk_id": UNK_ID,

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from transformer_lab.decoding import DecodeConfig, decoding_model
+from transformer_lab.decoding.beam import BEAM_STOPS
 from transformer_lab.decoding.search_settings import search_name, with_search
 from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import resolve_inference_precision
@@ -27,30 +28,60 @@ ModelType = TypeVar("ModelType", bound=nn.Module)
 
 
 @dataclass(frozen=True)
+class TaskOption:
+    """One option of a command that some tasks read: the task declares it, the command line offers it.
+
+    ``flag`` is its spelling (``--source``), ``help`` what it does; ``kind`` the type of
+    its value (``str``, ``int``, ``float``, ``Path``), or ``bool`` for a switch that is
+    True when given; ``choices`` the values it takes (None: any), ``metavar`` the name
+    of its value in the help; ``repeatable``: given several times, its values form a list.
+    A task reads it back from `EvaluationOptions.option` (or its own command's values)
+    by ``flag``.
+    """
+
+    flag: str
+    help: str
+    kind: type = str
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    repeatable: bool = False
+
+
+# The search settings, read by the tasks that decode (each declares them among its options).
+BEAM = TaskOption("--beam", "beam size (1 = greedy; default: the checkpoint's)", int)
+LENGTH_PENALTY = TaskOption(
+    "--length-penalty", "beam search's GNMT length penalty alpha (0 = none; default: the checkpoint's)", float
+)
+BEAM_STOP = TaskOption(
+    "--beam-stop",
+    "when beam search stops a sentence: exact (once its best can no longer change) or finished "
+    "(once beam-size hypotheses have ended, as fairseq and CTranslate2 do: fewer steps) "
+    "(default: the checkpoint's)",
+    choices=BEAM_STOPS,
+)
+SEARCH_OPTIONS = (BEAM, LENGTH_PENALTY, BEAM_STOP)
+
+
+@dataclass(frozen=True)
 class EvaluationOptions:
     """What an evaluation was asked besides the checkpoint and the split; None (or absent) keeps the default.
 
     ``data_dir``, ``output``, ``precision`` and ``device`` (where the model runs: "auto",
-    "cpu", "cuda", "cuda:N" or a ``torch.device``) apply to every task. The search settings
-    (``beam``, ``length_penalty``, ``beam_stop``) and ``task_options`` apply only to the
-    tasks that read them (``Task.evaluation_options``); ``task_options`` holds the task's
-    own options by their command-line flag (``{"--source": Path("test.de")}``), only
-    those given.
+    "cpu", "cuda", "cuda:N" or a ``torch.device``) apply to every task. ``task_options``
+    holds the options that only some tasks read (each task declares them,
+    ``Task.evaluation_options``: the search's, ``SEARCH_OPTIONS``, and its own) by their
+    flag (``{"--source": Path("test.de")}``), only those given.
     """
 
     data_dir: str | None = None
     output: Path | None = None
     precision: str | None = None
-    beam: int | None = None
-    length_penalty: float | None = None
-    beam_stop: str | None = None
     task_options: Mapping[str, Any] = field(default_factory=dict)
     device: str | torch.device = "cpu"
 
     def given(self) -> list[str]:
-        """The options given that not every task reads, as flags: the search's, then the task options in order."""
-        search = {"--beam": self.beam, "--length-penalty": self.length_penalty, "--beam-stop": self.beam_stop}
-        return [flag for flag, value in search.items() if value is not None] + list(self.task_options)
+        """The options given that not every task reads, as flags, in order."""
+        return list(self.task_options)
 
     def option(self, flag: str) -> Any:
         """The value of the task option ``flag`` (None where it was not given)."""
@@ -117,9 +148,9 @@ def search_for(model: ModelType, decode_config: DecodeConfig, options: Evaluatio
     precision = resolve_inference_precision(options.precision, decode_config.precision, device, name="--precision")
     decode_config = with_search(
         decode_config,
-        beam=options.beam,
-        length_penalty=options.length_penalty,
-        beam_stop=options.beam_stop,
+        beam=options.option(BEAM.flag),
+        length_penalty=options.option(LENGTH_PENALTY.flag),
+        beam_stop=options.option(BEAM_STOP.flag),
         precision=precision,
     )
     decoder = decoding_model(model, precision)

@@ -20,7 +20,7 @@ from torch import nn
 
 from transformer_lab.tasks import classification, couplet, synthetic, translation
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, unread_option_error
-from transformer_lab.tasks.task import Task
+from transformer_lab.tasks.task import Task, VocabularyFunctions
 from transformer_lab.training import load_checkpoint_config
 from transformer_lab.training.checkpoint import resolve_checkpoint
 
@@ -69,8 +69,8 @@ def evaluate(
         scored = ", ".join(tasks_evaluating())
         raise ValueError(f"task: expected one of {scored}, got {name!r}, which has no evaluation")
     for flag in options.given():
-        if flag not in task.evaluation_options:
-            readers = [other.name for other in TASKS.values() if other.evaluate and flag in other.evaluation_options]
+        if not task.reads_option(flag):
+            readers = [other.name for other in TASKS.values() if other.evaluate and other.reads_option(flag)]
             raise unread_option_error(flag, name, readers)
     return task.evaluate(Path(checkpoint), split, options)
 
@@ -92,6 +92,13 @@ class TrainedModel:
     model: nn.Module
     vocabulary: Any
     config: Any
+
+    def vocabulary_functions(self) -> VocabularyFunctions[Any]:
+        """The vocabulary functions of the task that wrote it; a task without them is an error naming it."""
+        functions = _checkpoint_tasks()[self.task].vocabulary
+        if functions is None:
+            raise ValueError(f"task {self.task!r}: expected vocabulary functions (Task.vocabulary), got none")
+        return functions
 
 
 def checkpoint_task(checkpoint: str | os.PathLike[str]) -> str:

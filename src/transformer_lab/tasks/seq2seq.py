@@ -41,7 +41,7 @@ from transformer_lab.decoding import DecodeConfig, Hypothesis, LogitsProcessor, 
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
 from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
-from transformer_lab.tasks.task import TaskConfig
+from transformer_lab.tasks.task import TaskConfig, VocabularyFunctions
 from transformer_lab.training import DataParallel, data_shard, generator_cross_entropy, label_smoothed_cross_entropy
 
 logger = logging.getLogger(__name__)
@@ -72,18 +72,17 @@ SEQ2SEQ_TRAIN_PRESET: dict[str, Any] = {
 class Seq2SeqTask(Generic[VocabularyType, ConfigType]):
     """What a sequence-to-sequence task plugs into the machinery.
 
-    ``read_vocabulary(folder)`` reads a checkpoint folder's vocabulary (an error names the
-    file); ``vocabulary_files`` gives the files that hold it (name -> text) and
-    ``vocabulary_sizes`` the number of ids of each side, source then target (equal, one
-    vocabulary, unless the task keeps one per side). ``metadata_keys`` are the task's
-    entries of ``config.json`` beside its config (a data report); ``card`` what its model
-    cards need from it (``training.model_card.CARD_HINTS_KEY``).
+    ``vocabulary`` reads, writes and lists its vocabulary (the task's own, see
+    ``tasks.task.VocabularyFunctions``) and ``vocabulary_sizes`` gives the number of ids of
+    each side, source then target (equal, one vocabulary, unless the task keeps one per
+    side). ``metadata_keys`` are the task's entries of ``config.json`` beside its config (a
+    data report); ``card`` what its model cards need from it
+    (``training.model_card.CARD_HINTS_KEY``).
     """
 
     name: str
     config_type: type[ConfigType]
-    read_vocabulary: Callable[[Path], VocabularyType]
-    vocabulary_files: Callable[[VocabularyType], dict[str, str]]
+    vocabulary: VocabularyFunctions[VocabularyType]
     vocabulary_sizes: Callable[[VocabularyType], tuple[int, int]]
     metadata_keys: tuple[str, ...] = ()
     card: Mapping[str, Any] = field(default_factory=dict)
@@ -132,7 +131,7 @@ def starting_vocabulary(
 ) -> VocabularyType | None:
     """The vocabulary a run must keep: its own ``last/``'s on resume, the checkpoint's on a fine-tune, else None."""
     start = start_checkpoint(out_dir, resume=resume, init_from=init_from)
-    return None if start is None else task.read_vocabulary(start)
+    return None if start is None else task.vocabulary.read(start)
 
 
 def with_vocabulary(config: ConfigType, source_size: int, target_size: int | None = None) -> ConfigType:
@@ -217,7 +216,7 @@ def train(
         count_tokens=lambda batch: batch.num_target_tokens,
         data_counts={"training pairs": len(data.train_store), "validation pairs": len(data.validation_pairs)},
         metadata={"data_report": data.report} if data.report else {},
-        extra_files=task.vocabulary_files(data.vocabulary),
+        extra_files=task.vocabulary.files(data.vocabulary),
         card=task.card,
     )
     model, summary = train_run(plan, out_dir, resume=resume, init_from=init_from)
@@ -239,7 +238,7 @@ def load(
         task.name,
         task.config_type,
         lambda config: Seq2SeqTransformer.from_config(config.model),
-        task.read_vocabulary,
+        task.vocabulary.read,
         lambda vocabulary: _sizes_and_files(task, vocabulary),
         task.metadata_keys,
     )
@@ -247,7 +246,7 @@ def load(
 
 def _sizes_and_files(task: Seq2SeqTask[VocabularyType, Any], vocabulary: VocabularyType) -> dict[str, tuple[int, str]]:
     """The model fields a vocabulary sizes, each with its size and the file that holds that side."""
-    files = list(task.vocabulary_files(vocabulary))
+    files = list(task.vocabulary.files(vocabulary))
     source_size, target_size = task.vocabulary_sizes(vocabulary)
     return {"src_vocab_size": (source_size, files[0]), "tgt_vocab_size": (target_size, files[-1])}
 

@@ -14,11 +14,11 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from torch import nn
 
-from transformer_lab.tasks.evaluation import EvaluateFunction
+from transformer_lab.tasks.evaluation import EvaluateFunction, TaskOption
 from transformer_lab.training.config import TrainConfig
 
 
@@ -39,6 +39,25 @@ class TaskConfig(Protocol):
 
 # What a trained task offers beyond training and loading.
 SURFACES = ("onnx", "ctranslate2", "serve", "lab")
+# The surfaces that write a task's vocabulary beside its model.
+EXPORT_SURFACES = ("onnx", "ctranslate2")
+
+VocabularyType = TypeVar("VocabularyType")
+
+
+@dataclass(frozen=True)
+class VocabularyFunctions(Generic[VocabularyType]):
+    """How a task's vocabulary lives in its checkpoints, whatever its kind (tokenizers, characters, ...).
+
+    ``read(folder)`` reads a checkpoint folder's vocabulary (an error names the file);
+    ``files(vocabulary)`` gives the files that hold it, name -> text, as a checkpoint and
+    an export store them; ``tokens(vocabulary)`` the token string of every id, source side
+    then target side (the same strings twice for one vocabulary).
+    """
+
+    read: Callable[[Path], VocabularyType]
+    files: Callable[[VocabularyType], dict[str, str]]
+    tokens: Callable[[VocabularyType], tuple[Sequence[str], Sequence[str]]]
 
 
 class TrainResult(Protocol):
@@ -75,10 +94,13 @@ class Task:
     writes a prepared corpus and returns its report (None: the task has no corpus to
     prepare). ``evaluate(checkpoint, split, options)`` scores a checkpoint and returns its
     report (``tasks/evaluation.py``; None: ``evaluate`` does not score this task);
-    ``evaluation_split`` is its default split and ``evaluation_options`` the flags of
-    ``evaluate`` it reads beyond those every task reads (the others are refused, naming
-    the tasks that read them). ``surfaces`` names what else it offers (see SURFACES);
-    ``dataset`` is the ``download`` name of its preset's data.
+    ``evaluation_split`` is its default split and ``evaluation_options`` the options of
+    ``evaluate`` it reads beyond those every task reads, which the command offers (an
+    option of another task is refused, naming the tasks that read it). ``surfaces`` names
+    what else it offers (see SURFACES); ``dataset`` is the ``download`` name of its
+    preset's data. ``vocabulary`` reads, writes and lists its checkpoints' vocabulary
+    (None: they hold none, as the synthetic tasks'); a task offering an export surface
+    must name it.
     """
 
     name: str
@@ -90,10 +112,11 @@ class Task:
     prepare: Callable[[Any, Path, bool], dict[str, Any]] | None = None
     evaluate: EvaluateFunction | None = None
     evaluation_split: str | None = None
-    evaluation_options: frozenset[str] = field(default_factory=frozenset)
+    evaluation_options: tuple[TaskOption, ...] = ()
     surfaces: frozenset[str] = field(default_factory=frozenset)
     dataset: str | None = None
     closing_lines: Callable[[Any, Any], Sequence[str]] | None = None
+    vocabulary: VocabularyFunctions[Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.presets:
@@ -101,12 +124,21 @@ class Task:
         unknown = sorted(set(self.surfaces) - set(SURFACES))
         if unknown:
             raise ValueError(f"task {self.name!r}: expected surfaces among {SURFACES}, got {unknown}")
+        exports = sorted(set(self.surfaces) & set(EXPORT_SURFACES))
+        if exports and self.vocabulary is None:
+            raise ValueError(
+                f"task {self.name!r}: expected a vocabulary (Task.vocabulary) with the surfaces {exports}, got none"
+            )
         if (self.evaluate is None) != (self.evaluation_split is None):
             raise ValueError(
                 f"task {self.name!r}: expected both evaluate and its evaluation_split, or neither, got one"
             )
         if not self.checkpoint_task:
             object.__setattr__(self, "checkpoint_task", self.name)
+
+    def reads_option(self, flag: str) -> bool:
+        """Whether the task's evaluation reads the option spelled ``flag`` (one of ``evaluation_options``)."""
+        return any(option.flag == flag for option in self.evaluation_options)
 
     def config(self, preset: str | None = None) -> Any:
         """A fresh config of the preset named ``preset`` (None: the default); an unknown name is one line."""

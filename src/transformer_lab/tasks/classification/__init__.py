@@ -31,12 +31,11 @@ TASK = Task(
     presets={"default": train.default_config},
     train=train.train,
     load=train.load_classifier,
+    vocabulary=train.VOCABULARY,
     prepare=data.prepare,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,
-    evaluation_options=frozenset(
-        {"--test", "--text-field", "--label-field", "--file-format", "--skip-malformed", "--confusion-png"}
-    ),
+    evaluation_options=evaluate.OPTIONS,
     surfaces=frozenset({"onnx", "serve"}),
     dataset="ag-news",
 )

@@ -15,7 +15,13 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
-from transformer_lab.data import SubwordTokenizer, ag_news_path, read_ag_news_csv, stratified_split
+from transformer_lab.data import (
+    LABELLED_TEXT_FORMATS,
+    SubwordTokenizer,
+    ag_news_path,
+    read_ag_news_csv,
+    stratified_split,
+)
 from transformer_lab.data.prepared_labelled import LabelledExample, open_prepared_labelled
 from transformer_lab.evaluation import ClassificationReport, classification_report
 from transformer_lab.hardware import resolve_inference_precision
@@ -23,8 +29,27 @@ from transformer_lab.models import TransformerClassifier
 from transformer_lab.tasks.classification.data import Example, carve_validation, labelled_examples, read_labelled_file
 from transformer_lab.tasks.classification.predict import Prediction, predict_each
 from transformer_lab.tasks.classification.train import ClassificationConfig, load_classifier
-from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, EvaluationReport
+from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, EvaluationReport, TaskOption
 from transformer_lab.training.checkpoint import resolve_checkpoint
+
+# What `evaluate classification` reads: where to draw, and any labelled file to score.
+OPTIONS = (
+    TaskOption("--confusion-png", "where to draw the confusion matrix (default: beside the checkpoint)", Path),
+    TaskOption("--skip-malformed", "skip malformed CSV lines (counted) instead of failing", bool),
+    TaskOption("--test", "score this labelled CSV / TSV / JSON Lines file instead of a --split", Path, metavar="FILE"),
+    TaskOption(
+        "--text-field",
+        "with --test: a text field (repeatable, joined by a line break; default: the checkpoint's)",
+        metavar="NAME",
+        repeatable=True,
+    ),
+    TaskOption("--label-field", "with --test: the label field (default: the checkpoint's)", metavar="NAME"),
+    TaskOption(
+        "--file-format",
+        "with --test: the file's format (default: the checkpoint's, else from the suffix)",
+        choices=LABELLED_TEXT_FORMATS,
+    ),
+)
 
 
 def evaluate_classifier(

@@ -33,12 +33,19 @@ from transformer_lab.tasks.classification.data import (
 from transformer_lab.tasks.classification.predict import predict_probabilities
 from transformer_lab.tasks.loading import load_checkpoint_parts, read_tokenizer
 from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
+from transformer_lab.tasks.task import VocabularyFunctions
 from transformer_lab.training import TrainConfig, data_shard, label_smoothed_cross_entropy, load_task_config
 
 logger = logging.getLogger(__name__)
 
 TASK_NAME = "classification"
 TOKENIZER_FILE = "tokenizer.json"
+# One tokenizer, stored in every checkpoint as tokenizer.json; its strings are the one side.
+VOCABULARY: VocabularyFunctions[SubwordTokenizer] = VocabularyFunctions(
+    read=lambda folder: read_tokenizer(folder, TOKENIZER_FILE),
+    files=lambda tokenizer: {TOKENIZER_FILE: tokenizer.to_json()},
+    tokens=lambda tokenizer: (tokenizer.tokens, tokenizer.tokens),
+)
 # Labels are never padding; the loss needs an ignore_index no label can take.
 _NO_IGNORED_LABEL = -1
 
@@ -159,7 +166,7 @@ def train(
     tokenizer, class_names = None, None
     start = start_checkpoint(out_dir, resume=resume, init_from=init_from)
     if start is not None:
-        tokenizer = read_tokenizer(start, TOKENIZER_FILE)
+        tokenizer = VOCABULARY.read(start)
         class_names = load_task_config(start, TASK_NAME, ClassificationConfig).class_names
     data = build_data(config.data, tokenizer, class_names)
     _check_lengths(data, config.model.max_len)
@@ -211,7 +218,7 @@ def train(
             "training articles": len(data.train_store),
             "validation articles": len(data.validation_articles),
         },
-        extra_files={TOKENIZER_FILE: data.tokenizer.to_json()},
+        extra_files=VOCABULARY.files(data.tokenizer),
         # The preset's AG News is English news; the user's files name no language.
         card={"hub_task": "text-classification", "dataset": "ag_news", "languages": ["en"]},
     )
@@ -231,6 +238,6 @@ def load_classifier(
         TASK_NAME,
         ClassificationConfig,
         lambda config: TransformerClassifier.from_config(config.model),
-        lambda folder: read_tokenizer(folder, TOKENIZER_FILE),
+        VOCABULARY.read,
         lambda tokenizer: {"vocab_size": (tokenizer.vocab_size, TOKENIZER_FILE)},
     )

@@ -9,6 +9,7 @@ The vocabulary is built from the training split only and saved in every checkpoi
 """
 
 from transformer_lab.tasks.couplet import data, evaluate, predict, train
+from transformer_lab.tasks.evaluation import SEARCH_OPTIONS
 from transformer_lab.tasks.task import Task
 
 TASK = Task(
@@ -16,10 +17,11 @@ TASK = Task(
     presets={"default": train.default_config},
     train=train.train,
     load=train.load,
+    vocabulary=train.SEQ2SEQ_TASK.vocabulary,
     prepare=data.prepare,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,
-    evaluation_options=frozenset({"--beam", "--length-penalty", "--beam-stop", *predict.CONSTRAINT_OPTIONS}),
+    evaluation_options=(*SEARCH_OPTIONS, *predict.CONSTRAINT_TASK_OPTIONS),
     surfaces=frozenset({"onnx", "ctranslate2", "serve", "lab"}),
     dataset="couplets",
 )

@@ -19,6 +19,7 @@ from transformer_lab.decoding.couplet_constraints import CoupletConstraints
 from transformer_lab.evaluation.couplet_antithesis import part_of_speech_agreement, rhythm_agreement
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks import seq2seq
+from transformer_lab.tasks.evaluation import TaskOption
 from transformer_lab.tasks.seq2seq import Candidate
 
 _LATIN_LETTERS = re.compile(r"[A-Za-zＡ-Ｚａ-ｚ]")
@@ -268,7 +269,26 @@ def answer_pairs(
 
 
 # The rules' options of `couplet` and `evaluate couplet`, each changing one field of a checkpoint's
-# constraints for one call: flag -> (the constraint field, the value it sets, or None to take the option's value).
+# constraints for one call (an option left out keeps the checkpoint's choice).
+CONSTRAINT_TASK_OPTIONS = (
+    TaskOption("--no-mirror-repetition", "do not force the upper line's repetition pattern", bool),
+    TaskOption("--allow-upper-characters", "let the lower line reuse the upper line's characters", bool),
+    TaskOption("--oblique-final-penalty", "nats taken from oblique-tone final characters (0 = off)", float),
+    TaskOption(
+        "--tone-opposition-penalty",
+        "nats taken, at each position, from characters of the upper character's tone class (0 = off)",
+        float,
+    ),
+    TaskOption(
+        "--part-of-speech-rerank",
+        "beam search: re-rank its candidates, nats per unit of part-of-speech agreement (0 = off)",
+        float,
+    ),
+    TaskOption(
+        "--rhythm-rerank", "beam search: re-rank its candidates, nats per unit of rhythm agreement (0 = off)", float
+    ),
+)
+# flag -> (the constraint field, the value it sets, or None to take the option's value).
 CONSTRAINT_OPTIONS: dict[str, tuple[str, object]] = {
     "--no-mirror-repetition": ("mirror_repetition", False),
     "--allow-upper-characters": ("avoid_source_characters", False),

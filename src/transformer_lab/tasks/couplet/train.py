@@ -18,6 +18,7 @@ from transformer_lab.tasks import seq2seq
 from transformer_lab.tasks.couplet.data import CoupletDataConfig, build_data
 from transformer_lab.tasks.couplet.predict import CoupletConstraintConfig, answer_pairs
 from transformer_lab.tasks.seq2seq import Seq2SeqTask
+from transformer_lab.tasks.task import VocabularyFunctions
 from transformer_lab.training import TrainConfig
 
 TASK_NAME = "couplet"
@@ -89,9 +90,12 @@ def _read_vocabulary(folder: Path) -> Vocabulary:
 SEQ2SEQ_TASK: Seq2SeqTask[Vocabulary, CoupletConfig] = Seq2SeqTask(
     name=TASK_NAME,
     config_type=CoupletConfig,
-    read_vocabulary=_read_vocabulary,
-    # The file Vocabulary.save writes: one token per line in id order.
-    vocabulary_files=lambda vocabulary: {VOCABULARY_FILE: "".join(token + "\n" for token in vocabulary.tokens)},
+    vocabulary=VocabularyFunctions(
+        read=_read_vocabulary,
+        # The file Vocabulary.save writes: one token per line in id order.
+        files=lambda vocabulary: {VOCABULARY_FILE: "".join(token + "\n" for token in vocabulary.tokens)},
+        tokens=lambda vocabulary: (vocabulary.tokens, vocabulary.tokens),
+    ),
     vocabulary_sizes=lambda vocabulary: (len(vocabulary), len(vocabulary)),
     metadata_keys=METADATA_KEYS,
     card={"hub_task": "text2text-generation", "dataset": "couplet", "languages": ["zh"]},

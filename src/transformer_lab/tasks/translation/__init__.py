@@ -6,6 +6,7 @@ and ``decoding`` (beam search). The tokenizer is trained on the training split o
 saved inside every checkpoint as ``tokenizer.json``.
 """
 
+from transformer_lab.tasks.evaluation import SEARCH_OPTIONS
 from transformer_lab.tasks.task import Task
 from transformer_lab.tasks.translation import data, evaluate, train
 
@@ -14,12 +15,11 @@ TASK = Task(
     presets=train.PRESETS,
     train=train.train,
     load=train.load_translator,
+    vocabulary=train.SEQ2SEQ_TASK.vocabulary,
     prepare=data.prepare,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,
-    evaluation_options=frozenset(
-        {"--beam", "--length-penalty", "--beam-stop", "--source", "--reference", "--bleu-tokenize", "--bleu-flavour"}
-    ),
+    evaluation_options=(*SEARCH_OPTIONS, *evaluate.OPTIONS),
     surfaces=frozenset({"onnx", "ctranslate2", "serve", "lab"}),
     dataset="multi30k",
 )

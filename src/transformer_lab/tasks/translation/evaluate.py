@@ -13,14 +13,37 @@ from pathlib import Path
 
 from transformer_lab.data import load_multi30k
 from transformer_lab.data.parallel_text import read_parallel_text
-from transformer_lab.evaluation import BleuResult, bleu_tokenizer_for, check_bleu_flavour, papers_bleu
+from transformer_lab.evaluation import BLEU_FLAVOURS, BleuResult, bleu_tokenizer_for, check_bleu_flavour, papers_bleu
 from transformer_lab.evaluation.bleu_flavour import PAPERS_FLAVOUR, SACREBLEU_FLAVOUR, check_papers_flavour
-from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, search_for
+from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, TaskOption, search_for
 from transformer_lab.tasks.translation.predict import evaluate_bleu
 from transformer_lab.tasks.translation.train import load_translator
 from transformer_lab.training.checkpoint import resolve_checkpoint
 
 DEFAULT_SPLIT = "test_2016_flickr"  # the split `evaluate translation` scores when none is named
+# sacreBLEU's tokenizers (ja-mecab and ko-mecab need sacrebleu's extras).
+BLEU_TOKENIZERS = ("13a", "intl", "zh", "char", "ja-mecab", "ko-mecab", "flores101", "flores200", "none")
+# What `evaluate translation` reads beyond the search settings.
+OPTIONS = (
+    TaskOption(
+        "--source",
+        "score the translations of this file's lines (with --reference) instead of a --split",
+        Path,
+        metavar="FILE",
+    ),
+    TaskOption("--reference", "the reference of each --source line", Path, metavar="FILE"),
+    TaskOption(
+        "--bleu-tokenize",
+        "sacreBLEU's tokenizer (default: zh for a Chinese target, ja-mecab (else char) for Japanese, 13a otherwise)",
+        choices=BLEU_TOKENIZERS,
+    ),
+    TaskOption(
+        "--bleu-flavour",
+        "which BLEU to report (default: sacrebleu, cased 13a as sacreBLEU scores; papers: lowercased and "
+        "Moses-tokenized, as the Multi30k papers report, needs the moses extra)",
+        choices=BLEU_FLAVOURS,
+    ),
+)
 
 
 def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:

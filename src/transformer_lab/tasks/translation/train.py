@@ -17,6 +17,7 @@ from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import seq2seq
 from transformer_lab.tasks.loading import read_tokenizer
 from transformer_lab.tasks.seq2seq import Seq2SeqTask, check_fits_positional_table, validation_loss
+from transformer_lab.tasks.task import VocabularyFunctions
 from transformer_lab.tasks.translation.data import TranslationDataConfig, build_data
 from transformer_lab.tasks.translation.predict import evaluate_bleu
 from transformer_lab.training import TrainConfig
@@ -135,8 +136,11 @@ def _read_tokenizers(folder: Path) -> TokenizerPair:
 SEQ2SEQ_TASK: Seq2SeqTask[TokenizerPair, TranslationConfig] = Seq2SeqTask(
     name=TASK_NAME,
     config_type=TranslationConfig,
-    read_vocabulary=_read_tokenizers,
-    vocabulary_files=TokenizerPair.files,
+    vocabulary=VocabularyFunctions(
+        read=_read_tokenizers,
+        files=TokenizerPair.files,
+        tokens=lambda pair: (pair.source.tokens, pair.target.tokens),
+    ),
     vocabulary_sizes=lambda pair: (pair.source.vocab_size, pair.target.vocab_size),
     # The preset's Multi30k; its languages come from the config (data.source_language, ...).
     card={"hub_task": "translation", "dataset": "multi30k"},

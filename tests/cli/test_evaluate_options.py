@@ -1,0 +1,118 @@
+"""`evaluate`'s options come from the tasks' declarations: the same flags, kinds and values as when the command
+spelled them itself, and a task registered at run time adds its own with no change to the command."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+from transformer_lab.cli import build_parser, main
+from transformer_lab.tasks import registry
+from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, TaskOption
+from transformer_lab.tasks.synthetic import train as synthetic_train
+from transformer_lab.tasks.task import Task
+
+BLEU_TOKENIZERS = ("13a", "intl", "zh", "char", "ja-mecab", "ko-mecab", "flores101", "flores200", "none")
+# What `evaluate` offered when the command declared every task's flags itself:
+# flag -> (type, choices, metavar, action).
+EXPECTED = {
+    "-h": (None, None, None, "_HelpAction"),
+    "--checkpoint": ("Path", None, None, "_StoreAction"),
+    "--split": (None, None, None, "_StoreAction"),
+    "--data-dir": (None, None, None, "_StoreAction"),
+    "--output": ("Path", None, None, "_StoreAction"),
+    "--beam": ("int", None, None, "_StoreAction"),
+    "--precision": (None, ("auto", "fp32", "bf16", "int8"), None, "_StoreAction"),
+    "--length-penalty": ("float", None, None, "_StoreAction"),
+    "--beam-stop": (None, ("exact", "finished"), None, "_StoreAction"),
+    "--device": (None, None, "{auto,cpu,cuda,cuda:N}", "_StoreAction"),
+    "--no-mirror-repetition": (None, None, None, "_StoreTrueAction"),
+    "--allow-upper-characters": (None, None, None, "_StoreTrueAction"),
+    "--oblique-final-penalty": ("float", None, None, "_StoreAction"),
+    "--tone-opposition-penalty": ("float", None, None, "_StoreAction"),
+    "--part-of-speech-rerank": ("float", None, None, "_StoreAction"),
+    "--rhythm-rerank": ("float", None, None, "_StoreAction"),
+    "--source": ("Path", None, "FILE", "_StoreAction"),
+    "--reference": ("Path", None, "FILE", "_StoreAction"),
+    "--bleu-tokenize": (None, BLEU_TOKENIZERS, None, "_StoreAction"),
+    "--bleu-flavour": (None, ("sacrebleu", "papers"), None, "_StoreAction"),
+    "--confusion-png": ("Path", None, None, "_StoreAction"),
+    "--skip-malformed": (None, None, None, "_StoreTrueAction"),
+    "--test": ("Path", None, "FILE", "_StoreAction"),
+    "--text-field": (None, None, "NAME", "_AppendAction"),
+    "--label-field": (None, None, "NAME", "_StoreAction"),
+    "--file-format": (None, ("csv", "tsv", "jsonl"), None, "_StoreAction"),
+}
+COUPLET_COMMAND_RULES = {flag: EXPECTED[flag] for flag in list(EXPECTED)[10:16]}
+
+
+def command_parser(command: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    return subparsers.choices[command]
+
+
+def signatures(parser: argparse.ArgumentParser) -> dict[str, tuple[object, ...]]:
+    return {
+        action.option_strings[0]: (
+            getattr(action.type, "__name__", None),
+            tuple(action.choices) if action.choices else None,
+            action.metavar,
+            type(action).__name__,
+        )
+        for action in parser._actions
+        if action.option_strings
+    }
+
+
+def help_flags(task: str, capsys: pytest.CaptureFixture[str]) -> set[str]:
+    with pytest.raises(SystemExit):
+        main(["evaluate", task, "--help"])
+    return set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", capsys.readouterr().out.split("options:")[1]))
+
+
+def test_evaluate_offers_the_options_it_offered_before(capsys: pytest.CaptureFixture[str]) -> None:
+    assert signatures(command_parser("evaluate")) == EXPECTED
+    for task in registry.tasks_evaluating():
+        assert help_flags(task, capsys) == set(EXPECTED) | {"--help"}
+    assert COUPLET_COMMAND_RULES.items() <= signatures(command_parser("couplet")).items()
+
+
+def test_the_help_names_the_tasks_that_read_each_option() -> None:
+    helps = {
+        action.option_strings[0]: action.help for action in command_parser("evaluate")._actions if action.option_strings
+    }
+    assert helps["--beam"] == "translation, couplet: beam size (1 = greedy; default: the checkpoint's)"
+    assert helps["--source"].startswith("translation: score the translations of this file's lines")
+    assert helps["--rhythm-rerank"].startswith("couplet: beam search: re-rank")
+    assert helps["--text-field"].startswith("classification: with --test: a text field")
+
+
+def evaluate_echo(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
+    raise ValueError(f"echo: {dict(options.task_options)}")
+
+
+def test_a_task_registered_at_run_time_declares_its_own_evaluate_option(capsys: pytest.CaptureFixture[str]) -> None:
+    task = Task(
+        name="echo",
+        presets={"default": lambda: synthetic_train.default_config("copy")},
+        train=synthetic_train.train,
+        load=synthetic_train.load,
+        checkpoint_task=synthetic_train.TASK_NAME,
+        reads_data=False,
+        evaluate=evaluate_echo,
+        evaluation_split="test",
+        evaluation_options=(TaskOption("--echo-count", "how many times", int, metavar="N"),),
+    )
+    registry.register(task)
+    try:
+        assert signatures(command_parser("evaluate"))["--echo-count"] == ("int", None, "N", "_StoreAction")
+        assert main(["evaluate", "echo", "--checkpoint", "x", "--echo-count", "3"]) != 0
+        assert "echo: {'--echo-count': 3}" in capsys.readouterr().err
+        assert main(["evaluate", "translation", "--checkpoint", "x", "--echo-count", "3"]) == 2
+        assert "--echo-count: expected only with the echo task, got it with translation" in capsys.readouterr().err
+    finally:
+        del registry.TASKS[task.name]
