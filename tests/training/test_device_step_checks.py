@@ -52,7 +52,14 @@ def fused_adam(parameters: list[torch.nn.Parameter]) -> torch.optim.Adam:
 
 
 def train(
-    tmp_path, name: str, on_device: bool, monkeypatch, loss=loss_fn, counter: ReadCounter | None = None, **changes
+    tmp_path,
+    name: str,
+    on_device: bool,
+    monkeypatch,
+    loss=loss_fn,
+    counter: ReadCounter | None = None,
+    resume: bool = False,
+    **changes,
 ):
     monkeypatch.setattr(host_reads, "host_reads_wait", lambda device: on_device)
     torch.manual_seed(0)
@@ -67,19 +74,56 @@ def train(
         lambda epoch: epoch_batches(epoch, count=8),
         d_model=D_MODEL,
         optimizer_factory=fused_adam,
+        resume=resume,
     )
     assert (trainer._device_checks is not None) == on_device
-    if counter is not None:
-
-        def next_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-            counter.step += 1
-
-        trainer.optimizer.register_step_post_hook(next_step)
-        with counter:
-            summary = trainer.fit()
-    else:
-        summary = trainer.fit()
+    summary = counted_fit(trainer, counter) if counter is not None else trainer.fit()
     return model, trainer, summary
+
+
+def counted_fit(trainer: Trainer, counter: ReadCounter) -> dict[str, Any]:
+    """``trainer.fit()`` with every read counted, charged to the optimizer steps done."""
+
+    def next_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        counter.step += 1
+
+    trainer.optimizer.register_step_post_hook(next_step)
+    with counter:
+        return trainer.fit()
+
+
+def transformer_trainer(tmp_path, lengths_of_batch, optimizer_factory=None, **changes: Any) -> Trainer:
+    """A Trainer of a small real Transformer and its loss on 8 copy batches, a row every 4 steps."""
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer.from_config(
+        ModelConfig(
+            src_vocab_size=20, tgt_vocab_size=20, d_model=16, nhead=2, num_encoder_layers=2,
+            num_decoder_layers=2, dim_feedforward=32, dropout=0.1,
+        )
+    )  # fmt: skip
+    generator = torch.Generator().manual_seed(0)
+    batches = [
+        collate_pairs(
+            [
+                (torch.randint(4, 20, (length,), generator=generator).tolist(),) * 2
+                for length in lengths_of_batch(generator)
+            ],
+            pad_id=0,
+            bos_id=2,
+            eos_id=3,
+        )
+        for _ in range(8)
+    ]
+    return Trainer(
+        model,
+        config(epochs=1, keep_last=0, eval_every_steps=0, log_every_steps=4, **changes),
+        tmp_path,
+        seq2seq_loss_fn(0.1, 0),
+        lambda epoch: batches,
+        d_model=16,
+        count_tokens=lambda batch: batch.num_target_tokens,
+        optimizer_factory=optimizer_factory,
+    )
 
 
 def test_steps_between_logged_rows_read_nothing_and_end_where_host_checks_end(tmp_path, monkeypatch):
@@ -131,19 +175,7 @@ def test_a_run_of_non_finite_steps_stops_training_when_read(tmp_path, monkeypatc
 def test_a_resumed_run_on_the_device_ends_bitwise_where_an_uninterrupted_one_ends(tmp_path, monkeypatch):
     reference, _, _ = train(tmp_path, "reference", True, monkeypatch, max_steps=14)
     train(tmp_path, "stopped", True, monkeypatch, max_steps=6)  # mid-window: a row every 4 steps
-    monkeypatch.setattr(host_reads, "host_reads_wait", lambda device: True)
-    torch.manual_seed(0)
-    resumed = TinyModel()
-    Trainer(
-        resumed,
-        config(epochs=2, keep_last=0, eval_every_steps=0, log_every_steps=4, max_steps=14),
-        tmp_path / "stopped",
-        loss_fn,
-        lambda epoch: epoch_batches(epoch, count=8),
-        d_model=D_MODEL,
-        optimizer_factory=fused_adam,
-        resume=True,
-    ).fit()
+    resumed, _, _ = train(tmp_path, "stopped", True, monkeypatch, resume=True, max_steps=14)
     for actual, expected in zip(resumed.parameters(), reference.parameters()):
         assert torch.equal(actual, expected)
     stopped_rows = [row for row in read_rows(tmp_path / "stopped") if row["event"] == "train"]
@@ -156,41 +188,11 @@ def test_a_resumed_run_on_the_device_ends_bitwise_where_an_uninterrupted_one_end
 def test_a_transformer_and_its_generator_loss_read_nothing_between_rows(tmp_path, monkeypatch):
     # The real model and loss: embeddings, masks, attention, the chunked generator loss.
     monkeypatch.setattr(host_reads, "host_reads_wait", lambda device: True)
-    torch.manual_seed(0)
-    model = Seq2SeqTransformer.from_config(
-        ModelConfig(
-            src_vocab_size=20, tgt_vocab_size=20, d_model=16, nhead=2, num_encoder_layers=2,
-            num_decoder_layers=2, dim_feedforward=32, dropout=0.1,
-        )
-    )  # fmt: skip
-    generator = torch.Generator().manual_seed(0)
-
-    def batch() -> Any:
-        pairs = [
-            (torch.randint(4, 20, (int(length),), generator=generator).tolist(),) * 2
-            for length in torch.randint(2, 9, (6,), generator=generator)
-        ]
-        return collate_pairs(pairs, pad_id=0, bos_id=2, eos_id=3)
-
-    batches = [batch() for _ in range(8)]
-    trainer = Trainer(
-        model,
-        config(epochs=1, keep_last=0, eval_every_steps=0, log_every_steps=4),
-        tmp_path,
-        seq2seq_loss_fn(0.1, 0),
-        lambda epoch: batches,
-        d_model=16,
-        count_tokens=lambda batch: batch.num_target_tokens,
-        optimizer_factory=fused_adam,
-    )
+    # Six rows of lengths 2-8 a batch.
+    lengths = lambda generator: [int(length) for length in torch.randint(2, 9, (6,), generator=generator)]  # noqa: E731
+    trainer = transformer_trainer(tmp_path, lengths, optimizer_factory=fused_adam)
     counter = ReadCounter()
-
-    def next_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-        counter.step += 1
-
-    trainer.optimizer.register_step_post_hook(next_step)
-    with counter:
-        trainer.fit()
+    counted_fit(trainer, counter)
     assert {step for step in range(0, 9) if counter.reads[step]} == {4, 8}
     assert counter.reads[4] == 1
 
@@ -198,32 +200,7 @@ def test_a_transformer_and_its_generator_loss_read_nothing_between_rows(tmp_path
 @pytest.mark.cuda
 def test_on_a_gpu_the_steps_between_rows_never_synchronise(tmp_path):
     # torch's own detector: in "error" mode every synchronising call raises (reads, pageable copies).
-    torch.manual_seed(0)
-    model = Seq2SeqTransformer.from_config(
-        ModelConfig(
-            src_vocab_size=20, tgt_vocab_size=20, d_model=16, nhead=2, num_encoder_layers=2,
-            num_decoder_layers=2, dim_feedforward=32, dropout=0.1,
-        )
-    )  # fmt: skip
-    generator = torch.Generator().manual_seed(0)
-    batches = [
-        collate_pairs(
-            [(torch.randint(4, 20, (length,), generator=generator).tolist(),) * 2 for length in (3, 5, 8)],
-            pad_id=0,
-            bos_id=2,
-            eos_id=3,
-        )
-        for _ in range(8)
-    ]
-    trainer = Trainer(
-        model,
-        config(epochs=1, keep_last=0, eval_every_steps=0, log_every_steps=4, device="cuda"),
-        tmp_path,
-        seq2seq_loss_fn(0.1, 0),
-        lambda epoch: batches,
-        d_model=16,
-        count_tokens=lambda batch: batch.num_target_tokens,
-    )
+    trainer = transformer_trainer(tmp_path, lambda generator: (3, 5, 8), device="cuda")
     assert trainer._device_checks is not None  # build_optimizer's fused Adam on CUDA
     read_device_checks, save_checkpoints = trainer._read_device_checks, trainer._save_checkpoints
 
