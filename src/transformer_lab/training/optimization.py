@@ -14,7 +14,6 @@ before anything is loaded.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import math
@@ -52,28 +51,19 @@ def planned_optimizer_steps(config: TrainConfig, train_batches: Callable[[int], 
     reshuffled epoch differ by a batch or two at most, and the cool-down's end only needs
     to be close). Raises a ``ValueError`` if the run is shorter than ``cooldown_steps``.
     """
-    steps_by_epochs = _steps_by_epochs(config, train_batches)
-    planned = _shorter_limit(config.max_steps, steps_by_epochs)
-    if planned < config.cooldown_steps:
-        raise ValueError(
-            f"cooldown_steps: expected at most the run's {planned} optimizer steps, got "
-            f"{config.cooldown_steps} (lower it, or 0 for no cool-down)"
-        )
-    return planned
+    return _checked_length(config, _steps_by_epochs(config, train_batches), config.cooldown_steps)
 
 
-def fitted_cooldown_steps(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> int:
+def fitted_cooldown_steps(config: TrainConfig, steps_by_epochs: int) -> int:
     """The cool-down of a run that ``max_steps`` stops before its ``epochs`` end; else ``cooldown_steps``.
 
-    Such a run is the configured run stopped early, ending on a cool-down scaled as a time
-    budget scales it (:func:`~transformer_lab.training.schedule.fitted_schedule`): the
-    warm-up and peak as configured, the cool-down shortened by the ratio of the lengths and
-    never reaching back into the warm-up.
+    ``steps_by_epochs`` is the length the epochs give (0: none). Such a run is the
+    configured run stopped early, ending on a cool-down scaled as a time budget scales it
+    (:func:`~transformer_lab.training.schedule.fitted_schedule`): the warm-up and peak as
+    configured, the cool-down shortened by the ratio of the lengths and never reaching back
+    into the warm-up.
     """
-    if not (config.cooldown_steps and config.max_steps and config.epochs):
-        return config.cooldown_steps
-    steps_by_epochs = _steps_by_epochs(config, train_batches)
-    if not 0 < config.max_steps < steps_by_epochs:
+    if not (config.cooldown_steps and 0 < config.max_steps < steps_by_epochs):
         return config.cooldown_steps
     _, cooldown, _ = fitted_schedule(
         config.max_steps, steps_by_epochs, 0, config.warmup_steps, config.cooldown_steps, config.lr_factor
@@ -107,10 +97,16 @@ def _steps_by_epochs(config: TrainConfig, train_batches: Callable[[int], Iterabl
     return config.epochs * math.ceil(batches / config.grad_accum_steps)
 
 
-def _shorter_limit(*limits: int) -> int:
-    """The smallest of the limits above 0; 0 (unbounded) if there is none."""
-    positive = [limit for limit in limits if limit > 0]
-    return min(positive) if positive else 0
+def _checked_length(config: TrainConfig, steps_by_epochs: int, cooldown_steps: int) -> int:
+    """The shorter of ``max_steps`` and ``steps_by_epochs`` (0: unbounded); an error if ``cooldown_steps`` is longer."""
+    limits = [limit for limit in (config.max_steps, steps_by_epochs) if limit > 0]
+    planned = min(limits) if limits else 0
+    if planned < cooldown_steps:
+        raise ValueError(
+            f"cooldown_steps: expected at most the run's {planned} optimizer steps, got "
+            f"{cooldown_steps} (lower it, or 0 for no cool-down)"
+        )
+    return planned
 
 
 def noam_schedule_factory(
@@ -118,12 +114,15 @@ def noam_schedule_factory(
 ) -> ScheduleFactory:
     """The default schedule: Noam with ``config``'s warm-up and factor, and its cool-down if any.
 
-    The run's length, which only the cool-down needs, is worked out now, so that a
-    cool-down longer than the run fails when the Trainer is built, not when it ends.
+    The run's length, which only the cool-down needs, is worked out now (epoch 0's batches
+    counted once), so that a cool-down longer than the run fails when the Trainer is built,
+    not when it ends.
     """
-    cooldown = fitted_cooldown_steps(config, train_batches)
-    fitted = dataclasses.replace(config, cooldown_steps=cooldown)
-    total_steps = planned_optimizer_steps(fitted, train_batches) if cooldown else 0
+    cooldown, total_steps = 0, 0
+    if config.cooldown_steps:
+        steps_by_epochs = _steps_by_epochs(config, train_batches)
+        cooldown = fitted_cooldown_steps(config, steps_by_epochs)
+        total_steps = _checked_length(config, steps_by_epochs, cooldown)
     return functools.partial(
         build_noam_scheduler,
         d_model=d_model,
