@@ -109,15 +109,13 @@ def label_smoothed_cross_entropy(
     flat_logits = logits.reshape(-1, vocabulary_size)  # [N, V]
     flat_target_ids = target_ids.reshape(-1).long()  # [N]
     keep_mask = flat_target_ids != ignore_index  # [N], True = a real token
-    # Counted on the device where reading the count would wait for it (nn/host_reads.py).
-    token_count: int | torch.Tensor = (
-        keep_mask.sum().clamp(min=1) if host_reads.host_reads_wait(keep_mask.device) else int(keep_mask.sum())
-    )
     if smoothing == 0.0:
         log_probs = F.log_softmax(flat_logits.float(), dim=-1)  # [N, V]
-        if isinstance(token_count, torch.Tensor) and reduction == "mean":
-            return F.nll_loss(log_probs, flat_target_ids, ignore_index=ignore_index, reduction="sum") / token_count
-        if reduction == "mean" and token_count == 0:
+        if reduction == "mean" and host_reads.host_reads_wait(keep_mask.device):
+            # Counted on the device: reading whether any token is real would wait for it (nn/host_reads.py).
+            summed = F.nll_loss(log_probs, flat_target_ids, ignore_index=ignore_index, reduction="sum")
+            return summed / _real_tokens(keep_mask)
+        if reduction == "mean" and not keep_mask.any():
             # Zero that still depends on the logits, so backward() works and adds nothing.
             return log_probs.sum() * 0.0
         # nll_loss with the requested reduction: F.cross_entropy's result to the last bit
@@ -130,8 +128,13 @@ def label_smoothed_cross_entropy(
     total = per_token.sum()
     if reduction == "mean":
         # With no real token this is 0 (the sum of zeros), not 0 / 0.
-        return total / (token_count if isinstance(token_count, torch.Tensor) else max(token_count, 1))
+        return total / _real_tokens(keep_mask)
     return total
+
+
+def _real_tokens(keep_mask: torch.Tensor) -> torch.Tensor:
+    """The count of real tokens, at least 1, kept on the mask's device (no read)."""
+    return keep_mask.sum().clamp(min=1)
 
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
