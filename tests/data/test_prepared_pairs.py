@@ -33,14 +33,37 @@ from transformer_lab.data.prepared_cache import CorpusIdentity, InputChangedErro
 from transformer_lab.data.prepared_pairs import (
     BpeSettings,
     PairCorpusSpec,
+    PreparedPairs,
     open_prepared_pairs,
-    prepare_pairs,
-    prepared_pairs,
+    pairs_kind,
 )
 from transformer_lab.data.token_store import TokenStore
+from transformer_lab.training.run.once_per_machine import prepared_corpus
 
 WORDS = "der die das ein eine Hund Katze läuft springt über den Zaun im Park schnell langsam".split()
 BPE = BpeSettings(vocab_size=300, min_frequency=1)
+
+
+def prepare_pairs(
+    spec: PairCorpusSpec,
+    out_dir: Path,
+    tokenizers: TokenizerPair | None = None,
+    bpe: BpeSettings = BpeSettings(),
+    progress: bool = True,
+) -> PreparedPairs:
+    """``spec``'s corpus prepared into the new folder ``out_dir``, as ``transformer-lab prepare`` does."""
+    return pairs_kind(spec, tokenizers, bpe, progress=progress).prepare(out_dir)
+
+
+def prepared_pairs(
+    spec: PairCorpusSpec,
+    tokenizers: TokenizerPair | None = None,
+    bpe: BpeSettings = BPE,
+    cache_root: Path | None = None,
+    progress: bool = True,
+) -> PreparedPairs:
+    """``spec``'s corpus from the cache in ``cache_root``, as a run on the user's files gets it."""
+    return prepared_corpus(pairs_kind(spec, tokenizers, bpe, progress=progress), "", cache_root or "")
 
 
 def sentence_pairs(count: int, seed: int) -> list[tuple[str, str]]:
@@ -342,12 +365,12 @@ GROWTH_SCRIPT = """
 import sys
 from transformer_lab.data import line_stream, pair_stream
 from transformer_lab.data.pair_stream import PairFiles
-from transformer_lab.data.prepared_pairs import BpeSettings, PairCorpusSpec, prepare_pairs
+from transformer_lab.data.prepared_pairs import BpeSettings, PairCorpusSpec, pairs_kind
 # Blocks and chunks far smaller than the files, as they are beside a real corpus.
 line_stream.BLOCK_BYTES = 1 << 15
 pair_stream.CHUNK_PAIRS = 500
 spec = PairCorpusSpec(PairFiles.of([sys.argv[1], sys.argv[2]], "de", "en"))
-prepare_pairs(spec, sys.argv[3], bpe=BpeSettings(vocab_size=300, min_frequency=1, sample=2000), progress=False)
+pairs_kind(spec, bpe=BpeSettings(vocab_size=300, min_frequency=1, sample=2000), progress=False).prepare(sys.argv[3])
 # VmHWM: this process's own peak (ru_maxrss would keep the forking parent's across exec).
 print(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
 """

@@ -222,7 +222,8 @@ def test_an_out_folder_that_is_a_symbolic_link_is_never_followed(
 
 def test_a_cache_entry_that_is_a_symbolic_link_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
     from transformer_lab.data.pair_stream import PairFiles
-    from transformer_lab.data.prepared_pairs import BpeSettings, PairCorpusSpec, cache_folder, prepared_pairs
+    from transformer_lab.data.prepared_pairs import BpeSettings, PairCorpusSpec, pairs_kind
+    from transformer_lab.training.run.once_per_machine import prepared_corpus
 
     source, target = tmp_path / "corpus.de", tmp_path / "corpus.en"
     source.write_text("".join(f"wort{n % 7}\n" for n in range(40)), encoding="utf-8")
@@ -230,10 +231,11 @@ def test_a_cache_entry_that_is_a_symbolic_link_is_refused_and_left_as_it_is(tmp_
     spec = PairCorpusSpec(PairFiles.of([source, target], "de", "en"))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    entry = cache_folder(spec, tmp_path / "cache")
+    kind = pairs_kind(spec, bpe=BpeSettings(vocab_size=300, min_frequency=1))
+    entry = kind.cache_folder(tmp_path / "cache")
     entry.parent.mkdir()
     entry.symlink_to(elsewhere)
     before = _tree(tmp_path)
     with pytest.raises(ValueError, match=r"cache entry: expected a folder of its own, got .*, a symbolic link"):
-        prepared_pairs(spec, bpe=BpeSettings(vocab_size=300, min_frequency=1), cache_root=tmp_path / "cache")
+        prepared_corpus(kind, "", tmp_path / "cache")
     assert _tree(tmp_path) == before

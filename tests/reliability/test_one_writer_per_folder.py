@@ -16,7 +16,7 @@ import pytest
 
 from transformer_lab.cli import main
 from transformer_lab.data.pair_stream import PairFiles
-from transformer_lab.data.prepared_pairs import PairCorpusSpec, cache_folder
+from transformer_lab.data.prepared_pairs import PairCorpusSpec, pairs_kind
 from transformer_lab.file_lock import writer_lock_path
 
 SOURCE = Path(__file__).resolve().parents[2] / "src"
@@ -28,6 +28,7 @@ from pathlib import Path
 logging.basicConfig(level=logging.INFO, format="%(message)s")
 from transformer_lab.data import prepared_pairs as module
 from transformer_lab.data.pair_stream import PairFiles
+from transformer_lab.training.run.once_per_machine import prepared_corpus
 if sys.argv[4] == "slow":
     write = module._write_prepared
     def slow(*arguments, **options):
@@ -37,8 +38,8 @@ if sys.argv[4] == "slow":
         write(*arguments, **options)
     module._write_prepared = slow
 spec = module.PairCorpusSpec(PairFiles.of(sys.argv[1:3], "de", "en"))
-module.prepared_pairs(spec, bpe=module.BpeSettings(vocab_size=300, min_frequency=1), cache_root=sys.argv[3],
-                      progress=False)
+kind = module.pairs_kind(spec, bpe=module.BpeSettings(vocab_size=300, min_frequency=1), progress=False)
+prepared_corpus(kind, "", sys.argv[3])
 """
 
 HOLD = """
@@ -88,7 +89,7 @@ def test_a_second_process_wanting_the_same_cache_entry_waits_for_the_first_and_r
     second_err = "".join(said) + second.communicate(timeout=120)[1]
     first_err = first.communicate(timeout=120)[1]
     assert (first.returncode, second.returncode) == (0, 0), first_err + second_err
-    entry = cache_folder(PairCorpusSpec(PairFiles.of([source, target], "de", "en")), cache)
+    entry = pairs_kind(PairCorpusSpec(PairFiles.of([source, target], "de", "en"))).cache_folder(cache)
     assert waited.startswith(f"{entry} is being prepared by process {first.pid} on "), second_err
     assert waited.endswith("; waiting for it to finish")
     assert f"reusing the prepared corpus {entry}" in second_err

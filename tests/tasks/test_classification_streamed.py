@@ -11,7 +11,6 @@ import pytest
 from tests.tasks.news_fixture import write_news_folder
 from tests.tasks.test_labelled_classification import write_topic_csv
 from transformer_lab.data import SubwordTokenizer
-from transformer_lab.data.prepared_labelled import open_prepared_labelled
 from transformer_lab.tasks.classification import data as classification_data
 
 
@@ -23,7 +22,7 @@ def assert_prepared_equals_whole(
 ) -> classification_data.ClassificationData:
     whole = classification_data.read_corpus(config, tokenizer, class_names)
     assert whole.train_articles is not None
-    prepared = open_prepared_labelled(classification_data.prepare_corpus(config, out, tokenizer, class_names))
+    prepared = classification_data.prepare_corpus(config, out, tokenizer, class_names)
     assert prepared.class_names == whole.class_names
     assert prepared.tokenizer.to_json() == whole.tokenizer.to_json()
     assert prepared.report == whole.report

@@ -12,7 +12,6 @@ import pytest
 
 from tests.tasks.couplet_fixture import made_up_couplets, write_split
 from transformer_lab.data import Vocabulary
-from transformer_lab.data.prepared_couplets import open_prepared_couplets
 from transformer_lab.tasks.couplet import data as couplet_data
 
 
@@ -21,7 +20,7 @@ def assert_prepared_equals_whole(
 ) -> couplet_data.CoupletData:
     whole = couplet_data.read_corpus(config, vocabulary)
     assert whole.train_pairs is not None
-    prepared = open_prepared_couplets(couplet_data.prepare_corpus(config, out, vocabulary))
+    prepared = couplet_data.prepare_corpus(config, out, vocabulary)
     assert prepared.vocabulary.tokens == whole.vocabulary.tokens
     assert prepared.validation_pairs == whole.validation_pairs
     assert prepared.report == whole.report

@@ -23,8 +23,9 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.manifest_checks import Check, check_file_sizes, check_manifest, file_checksums, verify_files
@@ -46,12 +47,6 @@ def default_cache_root() -> Path:
         return Path(value) / "prepared"
     base = os.environ.get("XDG_CACHE_HOME", "") or str(Path.home() / ".cache")
     return Path(base) / "transformer_lab" / "prepared"
-
-
-def cache_folder(kind: str, description: dict[str, Any], cache_root: str | os.PathLike[str] | None = None) -> Path:
-    """The cache folder of a corpus of ``kind`` described by ``description`` (JSON-ready values)."""
-    key = hashlib.sha256(json.dumps(description, sort_keys=True).encode("utf-8")).hexdigest()[:20]
-    return Path(cache_root or default_cache_root()) / f"{kind}-{key}"
 
 
 def corpus_description(config: Any, unused: Sequence[str], inputs: Iterable[Path]) -> dict[str, Any]:
@@ -162,10 +157,6 @@ def records_changed(records: Iterable[dict[str, Any]], missing_ok: bool = False)
     return None
 
 
-def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
-    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
-
-
 def cached_folder(
     folder: Path,
     stale_reason: Callable[[Path], str | None],
@@ -261,18 +252,16 @@ def write_corpus_manifest(
     (its vocabulary's sha256, its report), the size and sha256 of every file written in
     ``folder`` so far, and the seconds since ``started`` (a ``time.perf_counter()`` reading).
     """
-    write_manifest(
-        folder,
-        {
-            "format_version": format_version,
-            "kind": kind,
-            "description": description,
-            "inputs": inputs.records(),
-            **fields,
-            "files": file_checksums(folder, MANIFEST_FILE),
-            "seconds": round(time.perf_counter() - started, 2),
-        },
-    )
+    manifest = {
+        "format_version": format_version,
+        "kind": kind,
+        "description": description,
+        "inputs": inputs.records(),
+        **fields,
+        "files": file_checksums(folder, MANIFEST_FILE),
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
 
 
 def read_corpus_manifest(
@@ -280,9 +269,11 @@ def read_corpus_manifest(
 ) -> dict[str, Any]:
     """The manifest of a prepared corpus of ``kind``, every field checked (the kind's ``fields`` too).
 
-    A ValueError names the file and the field that is not as written, or a file of the
-    folder whose size is not the one recorded.
+    A FileNotFoundError when ``folder`` is no folder; a ValueError names the file and the field
+    that is not as written, or a file of the folder whose size is not the one recorded.
     """
+    if not folder.is_dir():
+        raise FileNotFoundError(f"prepared corpus: expected a folder written by 'prepare', got {str(folder)!r}")
     path = folder / MANIFEST_FILE
     manifest = read_versioned_json(path, format_version)
     if manifest.get("kind") != kind:
@@ -348,3 +339,72 @@ class CorpusIdentity:
                 f"data.prepared_dir: expected a corpus prepared with the checkpoint's {self.what}, got "
                 f"{folder}, whose {self.what} differs"
             )
+
+
+class PreparedCorpus(Protocol):
+    """What every opened prepared corpus holds besides its data: its folder, its manifest, its report."""
+
+    @property
+    def folder(self) -> Path: ...
+
+    @property
+    def manifest(self) -> dict[str, Any]: ...
+
+    @property
+    def report(self) -> dict[str, Any]: ...
+
+
+Prepared = TypeVar("Prepared", bound=PreparedCorpus)
+
+
+@dataclass(frozen=True)
+class CorpusKind(Generic[Prepared]):
+    """One run's corpus of one kind: what it depends on, how it is written and opened, what it must match.
+
+    ``training.run.once_per_machine.prepared_corpus`` serves it from a given folder or the
+    cache; ``transformer-lab prepare`` writes it with :meth:`prepare`. ``describe`` and
+    ``write`` are called only to prepare or judge a cache entry, so that a prepared folder
+    opens without the files it was made from.
+    """
+
+    name: str  # the cache entry's prefix and the manifest's kind: "pairs", "couplets", "labelled"
+    identity: CorpusIdentity
+    describe: Callable[[], dict[str, Any]]  # the settings and input files it depends on, JSON-ready
+    write: Callable[[Path, dict[str, Any]], None]  # into a new folder, recording the description given
+    open: Callable[[Path], Prepared]
+    read_manifest: Callable[[Path], dict[str, Any]]
+    # Why a corpus cannot serve this run besides its identity (a checkpoint's classes), or None.
+    refusal: Callable[[dict[str, Any]], str | None] = lambda manifest: None
+    # Description fields whose change replaces the cache entry instead of keying another (a BPE's settings).
+    unkeyed: tuple[str, ...] = ()
+
+    @cached_property
+    def description(self) -> dict[str, Any]:
+        return self.describe()
+
+    def cache_folder(self, cache_dir: str | os.PathLike[str] = "") -> Path:
+        """This corpus's entry in the cache ``cache_dir`` ("" = :func:`default_cache_root`)."""
+        key = {field: value for field, value in self.description.items() if field not in self.unkeyed}
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:20]
+        return Path(cache_dir or default_cache_root()) / f"{self.name}-{digest}"
+
+    def stale_reason(self, folder: Path) -> str | None:
+        """Why the cached corpus in ``folder`` cannot serve this run, or None."""
+        manifest = self.read_manifest(folder)
+        return self.refusal(manifest) or self.identity.stale_reason(manifest, self.description)
+
+    def write_described(self, folder: Path) -> None:
+        """Prepare the corpus into the new ``folder``, its manifest recording where its ids came from."""
+        self.write(folder, self.identity.described(self.description))
+
+    def prepare(self, out_dir: str | os.PathLike[str]) -> Prepared:
+        """The corpus prepared into the new folder ``out_dir`` (``transformer-lab prepare``), opened."""
+        return self.open(write_folder(out_dir, self.write_described))
+
+    def check_prepared(self, prepared: Prepared) -> Prepared:
+        """``prepared`` (``data.prepared_dir``); a ValueError when its inputs changed or it cannot serve this run."""
+        self.identity.check_prepared(prepared.folder, prepared.manifest)
+        refused = self.refusal(prepared.manifest)
+        if refused:
+            raise ValueError(f"data.prepared_dir: {refused} in {prepared.folder}")
+        return prepared

@@ -261,8 +261,6 @@ def read_couplets_manifest(folder: Path) -> dict[str, Any]:
 def open_prepared_couplets(folder: str | os.PathLike[str]) -> PreparedCouplets:
     """Open a folder written by `write_prepared_couplets` (the ids mapped)."""
     folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"prepared corpus: expected a folder written by 'prepare', got {str(folder)!r}")
     manifest = read_couplets_manifest(folder)
     vocabulary = Vocabulary.load(folder / VOCABULARY_FILE)
     if vocabulary_sha256(vocabulary) != manifest.get("vocabulary_sha256"):

@@ -180,8 +180,6 @@ def _read_validation(path: Path, num_classes: int) -> list[LabelledExample]:
 def open_prepared_labelled(folder: str | os.PathLike[str]) -> PreparedLabelled:
     """Open a folder written by `write_prepared_labelled` (the ids mapped)."""
     folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"prepared corpus: expected a folder written by 'prepare', got {str(folder)!r}")
     manifest = read_labelled_manifest(folder)
     tokenizer = SubwordTokenizer.load(folder / TOKENIZER_FILE)
     if tokenizer_sha256(tokenizer) != manifest.get("tokenizer_sha256"):

@@ -15,9 +15,9 @@ holds the store, the tokenizer file(s), ``validation.jsonl`` and ``manifest.json
 with size, mtime, inode, ctime and the sha256 of the bytes read, the tokenizer's sha256 and
 how it was made, the counts, the format version). A file that changed while it was read is
 an error, and nothing is kept. The folder is written under a temporary name and renamed: a
-crash leaves no half a corpus. `prepared_pairs` keeps one folder per inputs in a cache and
-reuses it while the inputs (size, mtime, inode and ctime, else the sha256) and the
-tokenizer are unchanged; anything else is rebuilt, never silently reused.
+crash leaves no half a corpus. In a cache (`pairs_kind`) one folder is kept per inputs and
+split and reused while the inputs (size, mtime, inode and ctime, else the sha256), the BPE
+settings and the tokenizer are unchanged; anything else is rebuilt, never silently reused.
 """
 
 from __future__ import annotations
@@ -37,14 +37,14 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from transformer_lab.data import prepared_cache
 from transformer_lab.data.manifest_checks import COUNT_OR_NONE, SHA256, report_holding
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles, count_pairs, stream_pairs
 from transformer_lab.data.prepared_cache import (
     VALIDATION_FILE,
     CorpusIdentity,
-    cached_folder,
+    CorpusKind,
+    InputWatch,
     read_corpus_manifest,
     read_pairs_jsonl,
     write_corpus_manifest,
@@ -59,7 +59,6 @@ from transformer_lab.data.tokenizer_pair import (
     TokenizerPair,
 )
 from transformer_lab.data.word_cache import WordCachedEncoder
-from transformer_lab.folders import write_folder
 
 logger = logging.getLogger(__name__)
 
@@ -158,36 +157,44 @@ def tokenizer_sha256(tokenizers: TokenizerPair) -> str:
     return digest.hexdigest()
 
 
-def corpus_identity(tokenizers: TokenizerPair | None) -> CorpusIdentity:
-    """What fixes the ids besides the files: the given tokenizer(s), or a BPE learned from the data (None)."""
-    return CorpusIdentity("tokenizer", None if tokenizers is None else tokenizer_sha256(tokenizers))
-
-
 def _description(spec: PairCorpusSpec, bpe: BpeSettings) -> dict[str, Any]:
     """The manifest's record of what was read, how it was split and how a BPE would be learned."""
     return {**spec.describe(), "bpe": dataclasses.asdict(bpe)}
 
 
-# ---------------------------------------------------------------------------- preparing
-
-
-def prepare_pairs(
-    spec: PairCorpusSpec,
-    out_dir: str | os.PathLike[str],
+def pairs_kind(
+    spec: PairCorpusSpec | None,
     tokenizers: TokenizerPair | None = None,
     bpe: BpeSettings = BpeSettings(),
     *,
     progress: bool = True,
-) -> PreparedPairs:
-    """Prepare ``spec``'s corpus into the new folder ``out_dir`` (see the module docstring).
+) -> CorpusKind[PreparedPairs]:
+    """The prepared corpus of ``spec`` (None: only a folder prepared before, opened as it is); see the module docstring.
 
     ``tokenizers`` given: the ids are theirs; None: a BPE is learned by ``bpe`` from a
-    seeded sample of the training pairs. ``out_dir`` must not exist; it appears complete
-    or not at all.
+    seeded sample of the training pairs. The cache keeps one entry per files and split,
+    whatever the BPE settings (other settings replace it).
     """
-    return open_prepared_pairs(
-        write_folder(out_dir, lambda partial: _write_prepared(spec, partial, tokenizers, bpe, progress))
+
+    def files() -> PairCorpusSpec:
+        if spec is None:
+            raise ValueError("data.train_files: expected the files to prepare (--train), got none")
+        return spec
+
+    # What fixes the ids besides the files: the given tokenizer(s), or a BPE learned from the data.
+    identity = CorpusIdentity("tokenizer", None if tokenizers is None else tokenizer_sha256(tokenizers))
+    return CorpusKind(
+        PAIRS_KIND,
+        identity,
+        lambda: _description(files(), bpe),
+        lambda folder, description: _write_prepared(files(), folder, tokenizers, bpe, description, progress),
+        open_prepared_pairs,
+        _read_manifest,
+        unkeyed=("bpe",),
     )
+
+
+# ---------------------------------------------------------------------------- preparing
 
 
 def _carved_positions(count: int, spec: PairCorpusSpec) -> set[int]:
@@ -267,13 +274,17 @@ def _append_encoded(
 
 
 def _write_prepared(
-    spec: PairCorpusSpec, folder: Path, tokenizers: TokenizerPair | None, bpe: BpeSettings, progress: bool
+    spec: PairCorpusSpec,
+    folder: Path,
+    tokenizers: TokenizerPair | None,
+    bpe: BpeSettings,
+    description: dict[str, Any],
+    progress: bool,
 ) -> None:
     started = time.perf_counter()
     valid_paths = [] if spec.valid is None else list(spec.valid.paths)
     # Before the first read: a file that changes from here to the manifest is refused, not kept.
-    inputs = prepared_cache.InputWatch([*spec.train.paths, *valid_paths])
-    identity = corpus_identity(tokenizers)  # before a BPE is learned: the manifest records "built"
+    inputs = InputWatch([*spec.train.paths, *valid_paths])
     count = count_pairs(spec.train)
     held = _carved_positions(count, spec)
     num_train = count - len(held) if spec.num_train == 0 else min(spec.num_train, count - len(held))
@@ -344,7 +355,7 @@ def _write_prepared(
         folder,
         PAIRS_KIND,
         PREPARED_FORMAT_VERSION,
-        identity.described(_description(spec, bpe)),
+        description,
         # The training files were hashed as they were read; the validation files are small.
         inputs,
         started,
@@ -369,7 +380,7 @@ def _write_prepared(
     )
 
 
-# ---------------------------------------------------------------------------- opening, reusing
+# ---------------------------------------------------------------------------- opening
 
 
 _MANIFEST_FIELDS = {
@@ -393,35 +404,11 @@ def read_prepared_tokenizers(folder: Path) -> TokenizerPair:
 
 
 def open_prepared_pairs(folder: str | os.PathLike[str]) -> PreparedPairs:
-    """Open a folder written by `prepare_pairs` (the ids mapped, nothing loaded but the validation pairs)."""
+    """Open a folder prepared by `pairs_kind` (the ids mapped, nothing loaded but the validation pairs)."""
     folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"prepared corpus: expected a folder written by 'prepare', got {str(folder)!r}")
     manifest = _read_manifest(folder)
     tokenizers = read_prepared_tokenizers(folder)
     if tokenizer_sha256(tokenizers) != manifest.get("tokenizer_sha256"):
         raise ValueError(f"{folder}: the tokenizer files differ from those the ids were made with; prepare it again")
     store = TokenStore.open(folder)
     return PreparedPairs(store, tokenizers, read_pairs_jsonl(folder / VALIDATION_FILE, PAIR_KEYS), folder, manifest)
-
-
-def cache_folder(spec: PairCorpusSpec, cache_root: str | os.PathLike[str] | None = None) -> Path:
-    """The cache folder of ``spec``'s inputs: one per files and split settings, whatever the tokenizer."""
-    return prepared_cache.cache_folder("pairs", spec.describe(), cache_root)
-
-
-def prepared_pairs(
-    spec: PairCorpusSpec,
-    tokenizers: TokenizerPair | None = None,
-    bpe: BpeSettings = BpeSettings(),
-    cache_root: str | os.PathLike[str] | None = None,
-    *,
-    progress: bool = True,
-) -> PreparedPairs:
-    """``spec``'s prepared corpus from the cache, prepared (again) when missing or stale (both logged)."""
-    folder = cached_folder(
-        cache_folder(spec, cache_root),
-        lambda folder: corpus_identity(tokenizers).stale_reason(_read_manifest(folder), _description(spec, bpe)),
-        lambda partial: _write_prepared(spec, partial, tokenizers, bpe, progress),
-    )
-    return open_prepared_pairs(folder)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import array
 import itertools
-import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -31,9 +30,11 @@ from transformer_lab.data.ag_news import CLASSES_FILE, log_malformed, stream_ag_
 from transformer_lab.data.batching import token_budget_spans
 from transformer_lab.data.labelled_text import LabelIds, LabelledText, stream_labelled_text
 from transformer_lab.data.lazy_batches import ClassificationBatches
-from transformer_lab.data.prepared_cache import CorpusIdentity, cache_folder, cached_folder, corpus_description
+from transformer_lab.data.prepared_cache import CorpusIdentity, CorpusKind, corpus_description
 from transformer_lab.data.prepared_labelled import (
+    LABELLED_KIND,
     LabelledExample,
+    PreparedLabelled,
     open_prepared_labelled,
     read_labelled_manifest,
     tokenizer_sha256,
@@ -41,10 +42,7 @@ from transformer_lab.data.prepared_labelled import (
 )
 from transformer_lab.data.splits import stratified_held_out
 from transformer_lab.data.token_store import TokenStore
-from transformer_lab.folders import write_folder
-from transformer_lab.training.run.once_per_machine import prepared_once_per_machine
-
-logger = logging.getLogger(__name__)
+from transformer_lab.training.run.once_per_machine import prepared_corpus
 
 # What a prepared corpus does not depend on: where the data and the cache are, and the batches.
 _UNDESCRIBED = ("data_dir", "max_tokens", "seed", "prepared_dir", "cache_dir")
@@ -369,32 +367,7 @@ def build_data(
     ``tokenizer`` and ``class_names`` (a resumed or fine-tuned run's) are kept instead of
     being learned; the training ids and labels are memory-mapped, the validation rows text.
     """
-    identity = CorpusIdentity("tokenizer", None if tokenizer is None else tokenizer_sha256(tokenizer))
-    if config.prepared_dir:
-        prepared = open_prepared_labelled(config.prepared_dir)
-        identity.check_prepared(prepared.folder, prepared.manifest)
-        if class_names is not None and tuple(class_names) != prepared.class_names:
-            raise ValueError(
-                f"data.prepared_dir: expected the checkpoint's classes {list(class_names)!r}, got "
-                f"{list(prepared.class_names)!r} in {prepared.folder}"
-            )
-    else:
-        description = corpus_description(config, _UNDESCRIBED, _input_files(config))
-        folder = cache_folder("labelled", description, config.cache_dir or None)
-
-        def stale_reason(cached: Path) -> str | None:
-            manifest = read_labelled_manifest(cached)
-            if class_names is not None and tuple(class_names) != tuple(manifest["class_names"]):
-                return "the classes differ"
-            return identity.stale_reason(manifest, description)
-
-        def prepare(partial: Path) -> None:
-            _write_corpus(config, partial, tokenizer, class_names)
-
-        # Under torchrun one process of each machine prepares; the others map its files.
-        prepared = prepared_once_per_machine(
-            folder, lambda: open_prepared_labelled(cached_folder(folder, stale_reason, prepare)), open_prepared_labelled
-        )
+    prepared = prepared_corpus(corpus_kind(config, tokenizer, class_names), config.prepared_dir, config.cache_dir)
     report = prepared.report
     validation_file = report.get("validation_file")
     return ClassificationData(
@@ -417,14 +390,37 @@ def _input_files(config: ClassificationDataConfig) -> list[Path]:
     return [ag_news_path("train", config.data_dir, config.train_file), *([classes] if classes.is_file() else [])]
 
 
+def corpus_kind(
+    config: ClassificationDataConfig,
+    tokenizer: SubwordTokenizer | None = None,
+    class_names: Sequence[str] | None = None,
+) -> CorpusKind[PreparedLabelled]:
+    """``config``'s prepared data, streamed (the ids of `read_corpus`); a given tokenizer and classes are kept."""
+
+    def refusal(manifest: dict[str, Any]) -> str | None:
+        if class_names is None or tuple(class_names) == tuple(manifest["class_names"]):
+            return None
+        return f"expected the checkpoint's classes {list(class_names)!r}, got {list(manifest['class_names'])!r}"
+
+    return CorpusKind(
+        LABELLED_KIND,
+        CorpusIdentity("tokenizer", None if tokenizer is None else tokenizer_sha256(tokenizer)),
+        lambda: corpus_description(config, _UNDESCRIBED, _input_files(config)),
+        lambda folder, description: _write_corpus(config, folder, tokenizer, class_names, description),
+        open_prepared_labelled,
+        read_labelled_manifest,
+        refusal,
+    )
+
+
 def prepare_corpus(
     config: ClassificationDataConfig,
     out_dir: str | os.PathLike[str],
     tokenizer: SubwordTokenizer | None = None,
     class_names: Sequence[str] | None = None,
-) -> Path:
+) -> PreparedLabelled:
     """Prepare ``config``'s data, streamed, into the new folder ``out_dir`` (the ids of `read_corpus`)."""
-    return write_folder(out_dir, lambda folder: _write_corpus(config, folder, tokenizer, class_names))
+    return corpus_kind(config, tokenizer, class_names).prepare(out_dir)
 
 
 def _write_corpus(
@@ -432,6 +428,7 @@ def _write_corpus(
     folder: Path,
     tokenizer: SubwordTokenizer | None,
     class_names: Sequence[str] | None,
+    description: dict[str, Any],
 ) -> None:
     # Streamed: a pass for the labels (and the classes), one for the BPE, one for the store.
     found = _streamed_rows(config, class_names)
@@ -464,9 +461,7 @@ def _write_corpus(
         found.class_names,
         report,
         _input_files(config),
-        CorpusIdentity("tokenizer", None if tokenizer is None else tokenizer_sha256(tokenizer)).described(
-            corpus_description(config, _UNDESCRIBED, _input_files(config))
-        ),
+        description,
     )
 
 
@@ -491,5 +486,5 @@ def epoch_batches(
 
 def prepare(data: ClassificationDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
     """``transformer-lab prepare classification``: the data prepared into ``out_dir``; returns the report."""
-    prepared = open_prepared_labelled(prepare_corpus(data, out_dir))
+    prepared = prepare_corpus(data, out_dir)
     return {**prepared.report, "seconds": prepared.manifest["seconds"]}

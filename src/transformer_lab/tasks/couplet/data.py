@@ -22,18 +22,19 @@ from transformer_lab.data.couplet import (
     without_validation_uppers,
 )
 from transformer_lab.data.couplet_stream import CoupletFiles
-from transformer_lab.data.prepared_cache import CorpusIdentity, cache_folder, cached_folder, corpus_description
+from transformer_lab.data.prepared_cache import CorpusIdentity, CorpusKind, corpus_description
 from transformer_lab.data.prepared_couplets import (
+    COUPLETS_KIND,
     CoupletCorpusSpec,
+    PreparedCouplets,
     open_prepared_couplets,
     read_couplets_manifest,
     vocabulary_sha256,
     write_prepared_couplets,
 )
-from transformer_lab.folders import write_folder
 from transformer_lab.models.embedding import MAX_POSITIONS
 from transformer_lab.tasks.seq2seq import Seq2SeqData
-from transformer_lab.training.run.once_per_machine import prepared_once_per_machine
+from transformer_lab.training.run.once_per_machine import prepared_corpus
 
 logger = logging.getLogger(__name__)
 
@@ -106,30 +107,38 @@ def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) 
     ``vocabulary`` (a resumed or fine-tuned run's) fixes the ids; None builds it from the
     training pairs. The training ids are memory-mapped; the validation couplets are text.
     """
-    identity = CorpusIdentity("vocabulary", None if vocabulary is None else vocabulary_sha256(vocabulary))
-    if config.prepared_dir:
-        prepared = open_prepared_couplets(config.prepared_dir)
-        identity.check_prepared(prepared.folder, prepared.manifest)
-    else:
-        description = corpus_description(config, _UNDESCRIBED, _input_files(config))
-        folder = cache_folder("couplets", description, config.cache_dir or None)
-
-        def stale_reason(cached: Path) -> str | None:
-            return identity.stale_reason(read_couplets_manifest(cached), description)
-
-        def prepare(partial: Path) -> None:
-            _write_corpus(config, partial, vocabulary)
-
-        # Under torchrun one process of each machine prepares; the others map its files.
-        prepared = prepared_once_per_machine(
-            folder, lambda: open_prepared_couplets(cached_folder(folder, stale_reason, prepare)), open_prepared_couplets
-        )
-    logger.info(
-        "couplet data from %s: %s",
-        prepared.folder,
-        ", ".join(f"{key} {value}" for key, value in prepared.report.items()),
-    )
+    prepared = prepared_corpus(corpus_kind(config, vocabulary), config.prepared_dir, config.cache_dir)
     return CoupletData(prepared.vocabulary, prepared.store, prepared.validation_pairs, prepared.report)
+
+
+def corpus_kind(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) -> CorpusKind[PreparedCouplets]:
+    """``config``'s prepared corpus, streamed: the ids of `read_corpus`, with ``vocabulary``'s when given."""
+
+    def split(name: str) -> CoupletFiles:
+        folder = resolve_couplet_split_dir(name, config.data_dir)
+        return CoupletFiles.of_split(folder, skip_invalid=config.skip_invalid, max_length=config.max_length)
+
+    def write(folder: Path, description: dict[str, Any]) -> None:
+        spec = CoupletCorpusSpec(
+            train=_training_source(config, config.data_dir),
+            valid=_validation_source(config),
+            num_validation=config.num_validation,
+            seed=config.seed,
+            num_train=config.num_train,
+            extra=tuple(split(name) for name in config.extra_train_splits),
+            add_reversed_pairs=config.add_reversed_pairs,
+            min_frequency=config.min_frequency,
+        )
+        write_prepared_couplets(folder, spec, vocabulary, _input_files(config), description)
+
+    return CorpusKind(
+        COUPLETS_KIND,
+        CorpusIdentity("vocabulary", None if vocabulary is None else vocabulary_sha256(vocabulary)),
+        lambda: corpus_description(config, _UNDESCRIBED, _input_files(config)),
+        write,
+        open_prepared_couplets,
+        read_couplets_manifest,
+    )
 
 
 def _input_files(config: CoupletDataConfig) -> list[Path]:
@@ -148,35 +157,9 @@ def _input_files(config: CoupletDataConfig) -> list[Path]:
 
 def prepare_corpus(
     config: CoupletDataConfig, out_dir: str | os.PathLike[str], vocabulary: Vocabulary | None = None
-) -> Path:
+) -> PreparedCouplets:
     """Prepare ``config``'s corpus, streamed, into the new folder ``out_dir`` (the ids of `read_corpus`)."""
-    return write_folder(out_dir, lambda folder: _write_corpus(config, folder, vocabulary))
-
-
-def _write_corpus(config: CoupletDataConfig, folder: Path, vocabulary: Vocabulary | None) -> None:
-    def split(name: str) -> CoupletFiles:
-        folder = resolve_couplet_split_dir(name, config.data_dir)
-        return CoupletFiles.of_split(folder, skip_invalid=config.skip_invalid, max_length=config.max_length)
-
-    spec = CoupletCorpusSpec(
-        train=_training_source(config, config.data_dir),
-        valid=_validation_source(config),
-        num_validation=config.num_validation,
-        seed=config.seed,
-        num_train=config.num_train,
-        extra=tuple(split(name) for name in config.extra_train_splits),
-        add_reversed_pairs=config.add_reversed_pairs,
-        min_frequency=config.min_frequency,
-    )
-    write_prepared_couplets(
-        folder,
-        spec,
-        vocabulary,
-        _input_files(config),
-        CorpusIdentity("vocabulary", None if vocabulary is None else vocabulary_sha256(vocabulary)).described(
-            corpus_description(config, _UNDESCRIBED, _input_files(config))
-        ),
-    )
+    return corpus_kind(config, vocabulary).prepare(out_dir)
 
 
 def read_corpus(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) -> CoupletData:
@@ -277,5 +260,5 @@ def _read_and_split(
 
 def prepare(data: CoupletDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
     """``transformer-lab prepare couplet``: the corpus prepared into ``out_dir``; returns the report."""
-    prepared = open_prepared_couplets(prepare_corpus(data, out_dir))
+    prepared = prepare_corpus(data, out_dir)
     return {**prepared.report, "seconds": prepared.manifest["seconds"]}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -12,21 +10,10 @@ from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, 
 from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, SEED_RANGE, check_int_fields
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles
-from transformer_lab.data.prepared_pairs import (
-    BpeSettings,
-    PairCorpusSpec,
-    PreparedPairs,
-    cache_folder,
-    carved_positions,
-    corpus_identity,
-    open_prepared_pairs,
-    prepare_pairs,
-    prepared_pairs,
-)
+from transformer_lab.data.prepared_cache import CorpusKind
+from transformer_lab.data.prepared_pairs import BpeSettings, PairCorpusSpec, PreparedPairs, carved_positions, pairs_kind
 from transformer_lab.tasks.seq2seq import Seq2SeqData, bucketed_epoch_batches
-from transformer_lab.training.run.once_per_machine import prepared_once_per_machine
-
-logger = logging.getLogger(__name__)
+from transformer_lab.training.run.once_per_machine import prepared_corpus
 
 
 @dataclass(frozen=True)
@@ -176,30 +163,18 @@ def bpe_settings(config: TranslationDataConfig) -> BpeSettings:
     )
 
 
-def prepare_corpus(
-    config: TranslationDataConfig,
-    out_dir: str | os.PathLike[str],
-    tokenizers: SubwordTokenizer | TokenizerPair | None = None,
-    progress: bool = True,
-) -> PreparedPairs:
-    """Prepare the user's files of ``config`` into the new folder ``out_dir`` (``transformer-lab prepare``)."""
+def corpus_kind(
+    config: TranslationDataConfig, tokenizers: TokenizerPair | None = None, progress: bool = True
+) -> CorpusKind[PreparedPairs]:
+    """The prepared corpus of the user's files of ``config`` (none: a folder prepared before, opened as it is).
+
+    ``tokenizers`` (a resumed or fine-tuned run's) fix the ids; else the data config's
+    tokenizer file(s), else a BPE learned from the training pairs.
+    """
     if not config.train_files:
-        raise ValueError("data.train_files: expected the files to prepare (--train), got none")
-    given = TokenizerPair.of(tokenizers) if tokenizers is not None else given_tokenizers(config)
-    return prepare_pairs(pair_corpus_spec(config), out_dir, given, bpe_settings(config), progress=progress)
-
-
-def _from_prepared(prepared: PreparedPairs, num_validation: int) -> TranslationData:
-    """The run's data from a prepared corpus whose ids its identity check has accepted."""
-    counts = prepared.report
-    logger.info(
-        "training on the prepared corpus %s: %d training pairs, %d validation pairs",
-        prepared.folder,
-        counts["train_pairs"],
-        counts["validation_pairs"],
-    )
-    validation = _first(prepared.validation_pairs, num_validation)
-    return TranslationData(prepared.tokenizers, prepared.store, validation)
+        return pairs_kind(None, tokenizers)
+    given = tokenizers if tokenizers is not None else given_tokenizers(config)
+    return pairs_kind(pair_corpus_spec(config), given, bpe_settings(config), progress=progress)
 
 
 def build_data(
@@ -211,25 +186,12 @@ def build_data(
     tokenizer file(s), else a BPE learned from the training pairs.
     """
     given = TokenizerPair.of(tokenizers) if tokenizers is not None else None
-    if config.prepared_dir:
-        if config.train_files:
-            raise ValueError(
-                "data.prepared_dir: expected either a prepared folder or data.train_files (--train), got both"
-            )
-        prepared = open_prepared_pairs(config.prepared_dir)
-        corpus_identity(given).check_prepared(prepared.folder, prepared.manifest)
-        return _from_prepared(prepared, config.num_validation)
-    if config.train_files:
-        given = given if given is not None else given_tokenizers(config)
-        spec, cache_root = pair_corpus_spec(config), config.cache_dir or None
-        folder = cache_folder(spec, cache_root)
-        # Under torchrun one process of each machine prepares; the others map its files.
-        prepared = prepared_once_per_machine(
-            folder,
-            lambda: prepared_pairs(spec, given, bpe_settings(config), cache_root, progress=False),
-            open_prepared_pairs,
-        )
-        return _from_prepared(prepared, config.num_validation)
+    if config.prepared_dir and config.train_files:
+        raise ValueError("data.prepared_dir: expected either a prepared folder or data.train_files (--train), got both")
+    if config.prepared_dir or config.train_files:
+        prepared = prepared_corpus(corpus_kind(config, given, progress=False), config.prepared_dir, config.cache_dir)
+        validation = _first(prepared.validation_pairs, config.num_validation)
+        return TranslationData(prepared.tokenizers, prepared.store, validation)
     train_pairs, validation_pairs = read_pairs(config)
     train_pairs = _first(train_pairs, config.num_train)
     validation_pairs = _first(validation_pairs, config.num_validation)
@@ -249,5 +211,5 @@ def epoch_batches(
 
 def prepare(data: TranslationDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
     """``transformer-lab prepare translation``: the user's files prepared into ``out_dir``; returns the report."""
-    prepared = prepare_corpus(data, out_dir, progress=progress)
+    prepared = corpus_kind(data, progress=progress).prepare(out_dir)
     return {**prepared.report, "seconds": prepared.manifest["seconds"]}

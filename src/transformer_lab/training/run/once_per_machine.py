@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from transformer_lab.data.prepared_cache import CorpusKind, Prepared, cached_folder
 from transformer_lab.training.distributed import launch_from_environment
 
 logger = logging.getLogger(__name__)
@@ -63,12 +64,25 @@ def once_per_machine(work: Callable[[], Result], reopen: Callable[[], Result], m
         time.sleep(POLL_SECONDS)
 
 
-def prepared_once_per_machine(
-    folder: Path, prepare: Callable[[], Result], open_folder: Callable[[Path], Result]
-) -> Result:
-    """``prepare()`` (making or reusing ``folder``) in the first process of this machine; the others open it.
+def prepared_corpus(
+    kind: CorpusKind[Prepared], prepared_dir: str | os.PathLike[str], cache_dir: str | os.PathLike[str] = ""
+) -> Prepared:
+    """The run's corpus: the folder ``prepared_dir`` (``data.prepared_dir``) once checked, else the cache's.
 
-    The marker is a hidden file beside ``folder``, so that every prepared corpus of a cache
-    has its own.
+    The cache entry of ``kind`` under ``cache_dir`` ("" = the default cache) is reused while
+    it can serve the run and prepared (again) when not, by the first process of this machine;
+    the others open it once it is ready. Which folder was used, and its report, is logged.
     """
-    return once_per_machine(prepare, lambda: open_folder(folder), folder.parent / f".{folder.name}.ready")
+    if prepared_dir:
+        prepared = kind.check_prepared(kind.open(Path(prepared_dir)))
+    else:
+        folder = kind.cache_folder(cache_dir)
+        prepared = once_per_machine(
+            lambda: kind.open(cached_folder(folder, kind.stale_reason, kind.write_described)),
+            lambda: kind.open(folder),
+            # Beside the entry, so that every prepared corpus of a cache has its own marker.
+            folder.parent / f".{folder.name}.ready",
+        )
+    report = ", ".join(f"{key} {value}" for key, value in prepared.report.items())
+    logger.info("%s corpus from %s: %s", kind.name, prepared.folder, report)
+    return prepared
