@@ -16,6 +16,7 @@ limits of ``serve.app`` (or those given) and a fake classification model whose w
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import http.client
 import json
 import socket
@@ -34,11 +35,12 @@ def serve(port: int, work_seconds: float, limits: dict[str, Any]) -> None:
     """The server side: the real app over a fake model whose work is a sleep."""
     import uvicorn
 
-    from transformer_lab.serve import ServedModel, classification_handler, create_app
+    from transformer_lab.serve import ServedModel, create_app
+    from transformer_lab.tasks import registry
+    from transformer_lab.tasks.classification.predict import ClassifyRequest
+    from transformer_lab.tasks.task import Endpoint, Serving
 
     class FakeModel:
-        task = classification_handler.TASK
-
         def describe(self) -> dict[str, Any]:
             return {"layers": 1, "heads": 1, "labels": ["a", "b"]}
 
@@ -46,8 +48,10 @@ def serve(port: int, work_seconds: float, limits: dict[str, Any]) -> None:
             time.sleep(work_seconds)
             return {"label": "a", "classes": [], "num_tokens": 1}
 
-    classification_handler.ENDPOINTS = (("/api/classify", classification_handler.ClassifyRequest, FakeModel.classify),)
-    served = {NAME: ServedModel(name=NAME, checkpoint=Path("fake"), handler=FakeModel())}  # type: ignore[arg-type]
+    endpoint = Endpoint("/api/classify", ClassifyRequest, FakeModel.classify)
+    task = registry.TASKS["classification"]
+    registry.TASKS["classification"] = dataclasses.replace(task, serving=Serving(FakeModel, (endpoint,)))
+    served = {NAME: ServedModel(name=NAME, checkpoint=Path("fake"), task="classification", handler=FakeModel())}
     uvicorn.run(create_app(served, **limits), host="127.0.0.1", port=port, log_level="error")
 
 

@@ -21,7 +21,7 @@ from tests.reliability.builders import (
 )
 from transformer_lab.cli import build_parser, main
 from transformer_lab.serve import load_served_models
-from transformer_lab.serve.translation_handler import TranslateRequest
+from transformer_lab.tasks.translation.predict import TranslateRequest
 
 # Each command that runs a model, as far as its task argument; evaluate's task is any.
 COMMANDS = {
@@ -153,8 +153,8 @@ def test_serve_loads_every_model_on_the_device(
     for device in ("cpu", "auto"):
         served = load_served_models(checkpoints, device=device)
         for model in served.values():
-            handler: Any = model.handler  # every task's handler holds its model
-            assert {parameter.device for parameter in handler.model.parameters()} == {torch.device("cpu")}
+            handler: Any = model.handler  # every task's handler holds its predictor, which holds its model
+            assert {parameter.device for parameter in handler.predictor.model.parameters()} == {torch.device("cpu")}
     with pytest.raises(ValueError, match=r"^device: expected a device this machine has, got 'cuda'"):
         load_served_models(checkpoints, device="cuda")
 
@@ -197,12 +197,12 @@ def test_on_cuda_the_commands_print_what_they_print_on_the_cpu(
 def test_on_cuda_serve_keeps_its_models_and_their_attention_there(tmp_path: Path) -> None:
     # The pane decodes at the checkpoint's precision: fp32 here, to compare with the CPU.
     checkpoint = write_translation_checkpoint(tmp_path / "checkpoint", overrides=["decode.precision=fp32"])
-    request = TranslateRequest(model="translation", text=SENTENCES[0], strategy="beam", beam_size=2)
+    request = TranslateRequest(text=SENTENCES[0], strategy="beam", beam_size=2)
     answers = {}
     for device in ("cpu", "cuda"):
         (served,) = load_served_models([f"translation={checkpoint}"], device=device).values()
         handler: Any = served.handler  # a TranslationHandler
-        assert {parameter.device.type for parameter in handler.model.parameters()} == {device}
+        assert {parameter.device.type for parameter in handler.predictor.model.parameters()} == {device}
         answers[device] = handler.translate(request)  # the best candidate's cross-attention included
     ids = {device: [candidate["ids"] for candidate in answer["candidates"]] for device, answer in answers.items()}
     assert ids["cuda"] == ids["cpu"]

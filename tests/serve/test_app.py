@@ -21,9 +21,9 @@ from fastapi.testclient import TestClient
 from transformer_lab.cli import main
 from transformer_lab.data import BOS_ID, EOS_ID
 from transformer_lab.decoding import gnmt_length_penalty
-from transformer_lab.lab.attention_maps import token_labels
 from transformer_lab.serve import create_app, load_served_models, masks_view
 from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS
+from transformer_lab.tasks.attention_maps import token_labels
 from transformer_lab.tasks.translation import predict as translation_predict
 from transformer_lab.training import resolve_checkpoint
 
@@ -73,40 +73,40 @@ def test_page_and_its_files_are_served(client: TestClient) -> None:
 
 
 def test_greedy_answer_is_the_library_translation(client: TestClient, served: dict[str, Any]) -> None:
-    handler = served[NAME].handler
+    translator = served[NAME].handler.predictor
     answer = post(client, "/api/translate", model=NAME, text=SENTENCE, strategy="greedy")
-    greedy = dataclasses.replace(handler.config.decode, strategy="greedy")
-    expected = translation_predict.translate_sentences(handler.model, handler.tokenizer, [SENTENCE], greedy)[0]
+    greedy = dataclasses.replace(translator.config.decode, strategy="greedy")
+    expected = translation_predict.translate_sentences(translator.model, translator.tokenizers, [SENTENCE], greedy)[0]
     assert [candidate["text"] for candidate in answer["candidates"]] == [expected]
     assert answer["model"] == NAME and answer["elapsed_ms"] > 0
 
 
 def test_beam_nbest_scores_are_the_models_log_probabilities(client: TestClient, served: dict[str, Any]) -> None:
-    handler = served[NAME].handler
+    translator = served[NAME].handler.predictor
     answer = post(client, "/api/translate", model=NAME, text=SENTENCE, strategy="beam", beam_size=4)
     candidates = answer["candidates"]
     assert len(candidates) == 4
     assert len({tuple(candidate["ids"]) for candidate in candidates}) == 4, "the n-best lines differ"
     scores = [candidate["score"] for candidate in candidates]
     assert scores == sorted(scores, reverse=True)
-    source_ids = handler.tokenizer.source.encode(SENTENCE)
-    alpha = handler.config.decode.length_penalty
+    source_ids = translator.tokenizers.source.encode(SENTENCE)
+    alpha = translator.config.decode.length_penalty
     for candidate in candidates:
-        assert candidate["text"] == handler.tokenizer.target.decode(candidate["ids"])
-        assert candidate["tokens"] == token_labels(handler.tokenizer.target, candidate["ids"])
-        expected = teacher_forced_log_prob(handler.model, source_ids, candidate["ids"])
+        assert candidate["text"] == translator.tokenizers.target.decode(candidate["ids"])
+        assert candidate["tokens"] == token_labels(translator.tokenizers.target, candidate["ids"])
+        expected = teacher_forced_log_prob(translator.model, source_ids, candidate["ids"])
         assert math.isclose(candidate["log_prob"], expected, abs_tol=1e-4)
         penalty = gnmt_length_penalty(len(candidate["ids"]) + 1, alpha)  # + 1: the <eos>
         assert math.isclose(candidate["score"], candidate["log_prob"] / penalty, rel_tol=1e-5)
 
 
 def test_attention_has_every_layer_and_head_and_rows_sum_to_one(client: TestClient, served: dict[str, Any]) -> None:
-    handler = served[NAME].handler
+    translator = served[NAME].handler.predictor
     answer = post(client, "/api/translate", model=NAME, text=SENTENCE, strategy="beam", beam_size=3)
     attention = answer["attention"]
     best = answer["candidates"][0]
     assert attention["source_tokens"] == token_labels(
-        handler.tokenizer.source, handler.tokenizer.source.encode(SENTENCE)
+        translator.tokenizers.source, translator.tokenizers.source.encode(SENTENCE)
     )
     assert attention["target_tokens"] == [*best["tokens"], "<eos>"]
     weights = torch.tensor(attention["weights"])  # [N, H, T, S]
@@ -138,7 +138,7 @@ def test_masks_follow_their_definitions(client: TestClient, served: dict[str, An
             rule = expected[panel["name"]]
             assert panel["hidden"] == [[int(rule(query, key)) for key in range(5)] for query in range(5)], panel["name"]
     with_model = post(client, "/api/masks", sentences=[SENTENCE], model=NAME)
-    tokenizer = served[NAME].handler.tokenizer
+    tokenizer = served[NAME].handler.predictor.tokenizers
     assert with_model["sentences"][0]["tokens"] == token_labels(tokenizer.source, tokenizer.source.encode(SENTENCE))
     assert with_model["tokenizer"] == "subwords"
 

@@ -10,6 +10,7 @@ request waits in the thread pool, runs after its time limit or is refused slowly
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import socket
@@ -24,7 +25,10 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from transformer_lab.serve import ServedModel, classification_handler, create_app
+from transformer_lab.serve import ServedModel, create_app
+from transformer_lab.tasks import registry
+from transformer_lab.tasks.classification.predict import ClassifyRequest
+from transformer_lab.tasks.task import Endpoint, Serving
 
 NAME = "fake"
 WORK_SECONDS = 0.3
@@ -34,8 +38,6 @@ MODELS_WORST_SECONDS = 0.5  # GET /api/models while the model is saturated
 
 class FakeModel:
     """Counts calls, remembers when each started and how many ran at once."""
-
-    task = classification_handler.TASK
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -47,7 +49,7 @@ class FakeModel:
     def describe(self) -> dict[str, Any]:
         return {"layers": 1, "heads": 1, "labels": ["a", "b"]}
 
-    def classify(self, request: classification_handler.ClassifyRequest) -> dict[str, Any]:
+    def classify(self, request: ClassifyRequest) -> dict[str, Any]:
         with self.lock:
             self.calls.append((request.text, time.monotonic()))
             self.running += 1
@@ -67,14 +69,12 @@ class FakeModel:
 def serving(find_unused_port: Callable[[], int], **limits: Any) -> Iterator[tuple[FastAPI, FakeModel, int]]:
     """A uvicorn server in a thread for the fake model under ``limits``; stopped on exit."""
     fake = FakeModel()
-    served = {NAME: ServedModel(name=NAME, checkpoint=Path("fake"), handler=fake)}  # type: ignore[arg-type]
+    served = {NAME: ServedModel(name=NAME, checkpoint=Path("fake"), task="classification", handler=fake)}
     with pytest.MonkeyPatch.context() as patch:
-        # create_app reads each task module's ENDPOINTS; the fake's method replaces the real one.
-        patch.setattr(
-            classification_handler,
-            "ENDPOINTS",
-            (("/api/classify", classification_handler.ClassifyRequest, FakeModel.classify),),
-        )
+        # create_app reads each task's Serving; the fake's method replaces the real one.
+        endpoint = Endpoint("/api/classify", ClassifyRequest, FakeModel.classify)
+        faked = dataclasses.replace(registry.TASKS["classification"], serving=Serving(FakeModel, (endpoint,)))
+        patch.setitem(registry.TASKS, "classification", faked)
         app = create_app(served, **limits)
     port = find_unused_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))

@@ -1,5 +1,6 @@
 """One registry of tasks: the commands offer exactly its tasks, and a task registered at run time is trained
-by `train`, printed by `config`, loaded by the checkpoint loader and scored by `evaluate` with no other change."""
+by `train`, printed by `config`, loaded by the checkpoint loader, scored by `evaluate`, opened as its Python API
+object and served by the web app with no other change."""
 
 from __future__ import annotations
 
@@ -13,14 +14,15 @@ from typing import Any
 
 import pytest
 import torch
+from fastapi.testclient import TestClient
 
 from transformer_lab.cli import build_parser, main
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID
-from transformer_lab.serve.registry import handler_modules
+from transformer_lab.serve import create_app, load_served_models
 from transformer_lab.tasks import registry
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport
 from transformer_lab.tasks.synthetic import train as synthetic_train
-from transformer_lab.tasks.task import Task
+from transformer_lab.tasks.task import Endpoint, Serving, Task
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import read_card
 
@@ -50,9 +52,9 @@ def test_the_commands_offer_the_registered_tasks() -> None:
     }
     assert offered == {option.flag for task in tasks.values() for option in task.evaluation_options}
     assert command_choices("prepare") == tuple(name for name, task in tasks.items() if task.prepare is not None)
-    assert (
-        set(handler_modules()) == set(registry.tasks_offering("serve")) == {"translation", "couplet", "classification"}
-    )
+    served = registry.checkpoint_tasks("serve")
+    assert set(served) == set(registry.tasks_offering("serve")) == {"translation", "couplet", "classification"}
+    assert all(task.serving is not None and task.predictor is not None for task in served.values())
     with pytest.raises(ValueError, match="task 'copy': expected a new task name"):
         registry.register(registry.TASKS["copy"])
     with pytest.raises(ValueError, match="task: expected one of translation, .*, got 'summarise'"):
@@ -116,6 +118,36 @@ def evaluate_short_sort(checkpoint: Path, split: str | None, options: Evaluation
     )
 
 
+class ShortSorter:
+    """The toy task's Python API object: its model, on a device, sorts up to four symbols."""
+
+    def __init__(self, model: torch.nn.Module, vocabulary: None, config: Any, device: torch.device) -> None:
+        self.model = model.to(device)
+        self.config = config
+
+    def sort(self, symbols: list[int]) -> list[int]:
+        greedy = dataclasses.replace(self.config.decode, strategy="greedy")
+        return synthetic_train.decode_pairs(self.model, [(symbols, [])], greedy)[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class SortRequest:
+    symbols: list[int] = dataclasses.field(metadata={"min_length": 1, "max_length": 4})
+
+
+class SortHandler:
+    """The toy task's pane: a thin adapter over its `ShortSorter`."""
+
+    def __init__(self, predictor: ShortSorter) -> None:
+        self.predictor = predictor
+
+    def describe(self) -> dict[str, Any]:
+        return {"max_length": self.predictor.config.data.max_length}
+
+    def sort(self, request: SortRequest) -> dict[str, Any]:
+        return {"symbols": self.predictor.sort(list(request.symbols))}
+
+
 @pytest.fixture
 def short_sort_task() -> Iterator[Task]:
     """The toy task, registered for one test and taken out again."""
@@ -129,6 +161,9 @@ def short_sort_task() -> Iterator[Task]:
         evaluate=evaluate_short_sort,
         evaluation_split="test",
         closing_lines=held_out_line,
+        surfaces=frozenset({"serve"}),
+        predictor=ShortSorter,
+        serving=Serving(SortHandler, (Endpoint("/api/short-sort", SortRequest, SortHandler.sort),)),
     )
     registry.register(task)
     try:
@@ -166,12 +201,14 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
     model, _, config = synthetic_train.load(out)
     held_out = synthetic_train.build_data(config.data).test
     right_tokens = whole_sequences = 0
+    greedy_gives_target = []
     with torch.inference_mode():
         for source, target in held_out:
             predicted_ids = model(torch.tensor([source]), torch.tensor([[BOS_ID, *target]])).argmax(dim=-1)  # [1, T]
             right = int((predicted_ids[0] == torch.tensor([*target, EOS_ID])).sum())
             right_tokens += right
             whole_sequences += right == len(target) + 1
+            greedy_gives_target.append(right == len(target) + 1)
     token_count = sum(len(target) + 1 for _, target in held_out)
     assert recorded[0]["metrics"]["token_accuracy"] == pytest.approx(right_tokens / token_count, abs=1e-9)
     assert recorded[0]["metrics"]["exact_match"] == pytest.approx(whole_sequences / len(held_out), abs=1e-9)
@@ -185,24 +222,35 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
     assert main(["evaluate", "short-sort", "--checkpoint", str(out), "--test", "news.csv"]) == 2
     assert "--test: expected only with the classification task, got it with short-sort" in capsys.readouterr().err
 
+    # The Python API object and the page: the task's predictor, loaded once, answers both alike.
+    sorter = short_sort_task.predictor_for(out)
+    assert isinstance(sorter, ShortSorter) and not sorter.model.training
+    client = TestClient(create_app(load_served_models([f"sorter={out}"])))
+    assert client.get("/api/models").json()["models"] == [
+        {"name": "sorter", "task": "synthetic", "checkpoint": str(resolve_checkpoint(out)), "max_length": 4}
+    ]
+    for (source, target), whole in zip(held_out, greedy_gives_target, strict=True):
+        answer = client.post("/api/short-sort", json={"model": "sorter", "symbols": source})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["symbols"] == sorter.sort(source)
+        assert (answer.json()["symbols"] == target) == whole, (source, target)
+    for body, field in (({"symbols": [5, 6, 7, 8, 9]}, "symbols"), ({"symbols": [5], "text": "x"}, "text")):
+        refused = client.post("/api/short-sort", json={"model": "sorter", **body})
+        assert refused.status_code == 422 and refused.json()["error"].startswith(f"{field}: "), refused.text
 
-def test_a_task_offering_serve_without_a_handler_module_is_one_line() -> None:
-    task = Task(
-        name="served-sort",
-        presets={"default": short_sort_config},
-        train=synthetic_train.train,
-        load=synthetic_train.load,
-        checkpoint_task=synthetic_train.TASK_NAME,
-        reads_data=False,
-        surfaces=frozenset({"serve"}),
-    )
-    registry.register(task)
-    try:
-        with pytest.raises(
-            ValueError,
-            match="task 'synthetic': offers the serve surface, but no module "
-            r"transformer_lab\.serve\.synthetic_handler handles it",
-        ):
-            handler_modules()
-    finally:
-        del registry.TASKS[task.name]
+
+def test_a_task_offering_serve_without_its_predictor_and_serving_is_one_line() -> None:
+    with pytest.raises(
+        ValueError,
+        match="task 'served-sort': expected Task.predictor and Task.serving with the surface 'serve', "
+        "got no predictor and serving",
+    ):
+        Task(
+            name="served-sort",
+            presets={"default": short_sort_config},
+            train=synthetic_train.train,
+            load=synthetic_train.load,
+            checkpoint_task=synthetic_train.TASK_NAME,
+            reads_data=False,
+            surfaces=frozenset({"serve"}),
+        )

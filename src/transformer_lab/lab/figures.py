@@ -226,7 +226,7 @@ def plot_attention(
 ) -> Path:
     """Every head of every attention module for one sentence (the first of the batch).
 
-    ``maps`` is :func:`~transformer_lab.lab.attention_maps.attention_maps`'s result; its
+    ``maps`` is :func:`~transformer_lab.tasks.attention_maps.attention_maps`'s result; its
     keys name the modules (``encoder.layers.0.self_attn``, ``decoder.layers.0.multihead_attn``
     ...). Axis labels follow the module: encoder self-attention is source x source, decoder
     self-attention target x target, cross-attention target x source. ``figsize`` defaults

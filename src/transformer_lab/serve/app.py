@@ -63,8 +63,9 @@ from transformer_lab.serve.intake import (
     check_text_limits,
     json_error,
 )
-from transformer_lab.serve.registry import ServedModel, handler_modules
-from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS
+from transformer_lab.serve.registry import ServedModel
+from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS, request_model
+from transformer_lab.tasks.registry import checkpoint_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -194,9 +195,11 @@ def create_app(
     def check(body: BaseModel) -> None:
         check_text_limits(body, max_text_characters, max_lines)
 
-    for task, module in handler_modules().items():
-        for path, request_type, method in module.ENDPOINTS:
-            _add_task_endpoint(app, served, run_admitted, check, task, path, request_type, method)
+    for task, declared in checkpoint_tasks("serve").items():
+        assert declared.serving is not None  # a Task offering "serve" has one
+        for endpoint in declared.serving.endpoints:
+            request_type = request_model(endpoint.request)
+            _add_task_endpoint(app, served, run_admitted, check, task, endpoint.path, request_type, endpoint.method)
     return app
 
 

@@ -1,50 +1,26 @@
-"""Which checkpoints are served, under which names, by which task handler.
+"""Which checkpoints are served, under which names, by which task's handler.
 
-Every task whose ``Task`` offers the "serve" surface (``tasks.registry``) has a handler
-module here named after its checkpoint task, ``serve/<task>_handler.py``: it names its
-``TASK`` (the ``task`` field of its checkpoints' ``config.json``), its ``ENDPOINTS`` and
-offers ``load(checkpoint, device) -> handler`` (its model on that torch device); a handler
-has ``task``, ``describe()`` for the page, and the methods its endpoints call. Serving a
-new task is that one module.
+Every registered task that offers the "serve" surface declares it (``tasks.task.Serving``):
+its predictor loads a checkpoint once, on the given device, and its handler answers the
+page over that predictor. Serving a new task changes nothing here.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Protocol, Sequence
 
 import torch
 
 from transformer_lab.devices import resolve_device
-from transformer_lab.tasks.registry import tasks_offering
+from transformer_lab.tasks.registry import checkpoint_tasks
 from transformer_lab.training import load_checkpoint_config, resolve_checkpoint
-
-
-def handler_modules() -> dict[str, ModuleType]:
-    """Checkpoint task -> its handler module, for every registered task that offers "serve"."""
-    modules = {}
-    for task in tasks_offering("serve"):
-        name = f"{__package__}.{task}_handler"
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as error:
-            if error.name != name:
-                raise
-            raise ValueError(f"task {task!r}: offers the serve surface, but no module {name} handles it") from None
-        if getattr(module, "TASK", None) != task:
-            raise ValueError(f"{name}: expected TASK = {task!r}, got {getattr(module, 'TASK', None)!r}")
-        modules[task] = module
-    return modules
 
 
 class TaskHandler(Protocol):
     """What the app needs of every loaded model."""
-
-    task: str
 
     def describe(self) -> dict[str, Any]:
         """Facts the page shows or needs (layers, heads, labels, decoding defaults)."""
@@ -55,11 +31,8 @@ class TaskHandler(Protocol):
 class ServedModel:
     name: str
     checkpoint: Path
-    handler: TaskHandler  # made by its task's handler module's load
-
-    @property
-    def task(self) -> str:
-        return self.handler.task
+    task: str  # the checkpoint task (``config.json``'s ``task``)
+    handler: TaskHandler  # its task's Serving.handler over its predictor
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "task": self.task, "checkpoint": str(self.checkpoint), **self.handler.describe()}
@@ -83,7 +56,7 @@ def _default_name(given: Path, checkpoint: Path) -> str:
 def load_served_models(
     arguments: Sequence[str | os.PathLike[str]], device: str | torch.device = "cpu"
 ) -> dict[str, ServedModel]:
-    """Load every ``[NAME=]PATH`` once, each with the handler of its checkpoint's task, its model on ``device``.
+    """Load every ``[NAME=]PATH`` once through its checkpoint's task's predictor, its model on ``device``.
 
     ``device`` is "auto", "cpu", "cuda", "cuda:N" or a ``torch.device``. Unknown tasks,
     missing folders and two models under one name are errors naming the argument.
@@ -91,7 +64,7 @@ def load_served_models(
     device = resolve_device(device)
     if not arguments:
         raise ValueError("--checkpoint: expected at least one checkpoint to serve, got none")
-    modules = handler_modules()
+    tasks = checkpoint_tasks("serve")
     served: dict[str, ServedModel] = {}
     for argument in arguments:
         name, path_text = _split_name(str(argument))
@@ -103,10 +76,13 @@ def load_served_models(
                 f"{served[name].checkpoint}; name it with NAME=PATH"
             )
         task = load_checkpoint_config(checkpoint).get("task")
-        if task not in modules:
+        if task not in tasks:
             raise ValueError(
                 f"--checkpoint {argument}: expected a checkpoint of a served task "
-                f"({', '.join(sorted(modules))}), got task {task!r}"
+                f"({', '.join(sorted(tasks))}), got task {task!r}"
             )
-        served[name] = ServedModel(name=name, checkpoint=checkpoint, handler=modules[task].load(checkpoint, device))
+        serving = tasks[task].serving
+        assert serving is not None  # a Task offering "serve" has one
+        handler = serving.handler(tasks[task].predictor_for(checkpoint, device))
+        served[name] = ServedModel(name=name, checkpoint=checkpoint, task=task, handler=handler)
     return served

@@ -48,7 +48,7 @@ def task_named(name: str) -> Task:
 
 def tasks_offering(surface: str) -> tuple[str, ...]:
     """The checkpoint task names of the tasks that offer ``surface`` (see ``tasks.task.SURFACES``)."""
-    return tuple(dict.fromkeys(task.checkpoint_task for task in TASKS.values() if surface in task.surfaces))
+    return tuple(checkpoint_tasks(surface))
 
 
 def tasks_evaluating() -> tuple[str, ...]:
@@ -75,11 +75,15 @@ def evaluate(
     return task.evaluate(Path(checkpoint), split, options)
 
 
-def _checkpoint_tasks() -> dict[str, Task]:
-    """Checkpoint task name -> the first registered task that writes it (its ``load`` rebuilds them all)."""
+def checkpoint_tasks(surface: str | None = None) -> dict[str, Task]:
+    """Checkpoint task name -> the first registered task that writes it (its ``load`` rebuilds them all).
+
+    With ``surface``, only the tasks that offer it (see ``tasks.task.SURFACES``).
+    """
     found: dict[str, Task] = {}
     for task in TASKS.values():
-        found.setdefault(task.checkpoint_task, task)
+        if surface is None or surface in task.surfaces:
+            found.setdefault(task.checkpoint_task, task)
     return found
 
 
@@ -95,7 +99,7 @@ class TrainedModel:
 
     def vocabulary_functions(self) -> VocabularyFunctions[Any]:
         """The vocabulary functions of the task that wrote it; a task without them is an error naming it."""
-        functions = _checkpoint_tasks()[self.task].vocabulary
+        functions = checkpoint_tasks()[self.task].vocabulary
         if functions is None:
             raise ValueError(f"task {self.task!r}: expected vocabulary functions (Task.vocabulary), got none")
         return functions
@@ -105,9 +109,9 @@ def checkpoint_task(checkpoint: str | os.PathLike[str]) -> str:
     """The task that wrote ``checkpoint`` (a checkpoint or run folder); an unknown one is an error naming it."""
     folder = resolve_checkpoint(checkpoint)
     task = load_checkpoint_config(folder).get("task")
-    if task not in _checkpoint_tasks():
+    if task not in checkpoint_tasks():
         raise ValueError(
-            f"checkpoint {str(folder)!r}: expected a checkpoint of one of the tasks {sorted(_checkpoint_tasks())}, "
+            f"checkpoint {str(folder)!r}: expected a checkpoint of one of the tasks {sorted(checkpoint_tasks())}, "
             f"got task {task!r}"
         )
     return str(task)
@@ -121,5 +125,5 @@ def load_trained(checkpoint: str | os.PathLike[str], tasks: tuple[str, ...] = ()
         raise ValueError(
             f"checkpoint {str(folder)!r}: expected a checkpoint of {' or '.join(tasks)}, got task {task!r}"
         )
-    model, vocabulary, config = _checkpoint_tasks()[task].load(folder)
+    model, vocabulary, config = checkpoint_tasks()[task].load(folder)
     return TrainedModel(task=task, folder=folder, model=model, vocabulary=vocabulary, config=config)

@@ -1,4 +1,4 @@
-"""The contract every task offers the commands: its presets, how it trains, loads, prepares and scores, what it serves.
+"""The contract every task offers the commands: its presets, how it trains, loads, prepares, scores, predicts, serves.
 
 A task is a package (translation, couplets, classification, the synthetic tasks) whose
 ``__init__`` assembles its `Task` (``TASK``) from its modules, and is named once in
@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+import torch
 from torch import nn
 
 from transformer_lab.tasks.evaluation import EvaluateFunction, TaskOption
+from transformer_lab.tasks.predictor import load_on
 from transformer_lab.training.config import TrainConfig
 
 
@@ -58,6 +60,32 @@ class VocabularyFunctions(Generic[VocabularyType]):
     read: Callable[[Path], VocabularyType]
     files: Callable[[VocabularyType], dict[str, str]]
     tokens: Callable[[VocabularyType], tuple[Sequence[str], Sequence[str]]]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One POST endpoint of a served task: its ``path``, its body and the handler method that answers it.
+
+    ``request`` is a dataclass of the body's fields (the server adds ``model``); a ``str`` is a text
+    the server bounds, and a field's metadata holds pydantic ``Field`` bounds (``ge``, ``max_length``, ...).
+    ``method(handler, request)`` returns the answer's JSON object.
+    """
+
+    path: str
+    request: type
+    method: Callable[[Any, Any], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Serving:
+    """How ``transformer-lab serve`` offers a task: ``handler(predictor)`` wraps the task's API object.
+
+    A handler has ``describe()`` (what the page shows of the model), optionally ``tokenize(text)``
+    (the masks view's tokens) and the methods its ``endpoints`` call; it loads nothing of its own.
+    """
+
+    handler: Callable[[Any], Any]
+    endpoints: tuple[Endpoint, ...]
 
 
 class TrainResult(Protocol):
@@ -100,7 +128,9 @@ class Task:
     what else it offers (see SURFACES); ``dataset`` is the ``download`` name of its
     preset's data. ``vocabulary`` reads, writes and lists its checkpoints' vocabulary
     (None: they hold none, as the synthetic tasks'); a task offering an export surface
-    must name it.
+    must name it. ``predictor(model, vocabulary, config, device)`` builds the task's Python
+    API object from what ``load`` rebuilds (see `predictor_for`), and ``serving`` how the
+    server offers it; a task offering "serve" must name both.
     """
 
     name: str
@@ -117,6 +147,8 @@ class Task:
     dataset: str | None = None
     closing_lines: Callable[[Any, Any], Sequence[str]] | None = None
     vocabulary: VocabularyFunctions[Any] | None = None
+    predictor: Callable[[Any, Any, Any, torch.device], Any] | None = None
+    serving: Serving | None = None
 
     def __post_init__(self) -> None:
         if not self.presets:
@@ -128,6 +160,12 @@ class Task:
         if exports and self.vocabulary is None:
             raise ValueError(
                 f"task {self.name!r}: expected a vocabulary (Task.vocabulary) with the surfaces {exports}, got none"
+            )
+        missing = " and ".join(name for name in ("predictor", "serving") if getattr(self, name) is None)
+        if "serve" in self.surfaces and missing:
+            raise ValueError(
+                f"task {self.name!r}: expected Task.predictor and Task.serving with the surface 'serve', "
+                f"got no {missing}"
             )
         if (self.evaluate is None) != (self.evaluation_split is None):
             raise ValueError(
@@ -147,3 +185,9 @@ class Task:
         if preset not in self.presets:
             raise ValueError(f"--preset: expected one of {sorted(self.presets)} for {self.name}, got {preset!r}")
         return self.presets[preset]()
+
+    def predictor_for(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> Any:
+        """The task's Python API object for ``checkpoint`` (a checkpoint or run folder), its model on ``device``."""
+        if self.predictor is None:
+            raise ValueError(f"task {self.name!r}: expected a predictor (Task.predictor), got none")
+        return self.predictor(*load_on(self.load, checkpoint, device))

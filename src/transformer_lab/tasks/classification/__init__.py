@@ -23,7 +23,7 @@ the rest sorted), stored in the checkpoint as ``class_names``; a validation or t
 outside them is a ValueError naming the file, the line and the label.
 """
 
-from transformer_lab.tasks.classification import data, evaluate, train
+from transformer_lab.tasks.classification import data, evaluate, predict, train
 from transformer_lab.tasks.task import Task
 
 TASK = Task(
@@ -38,4 +38,6 @@ TASK = Task(
     evaluation_options=evaluate.OPTIONS,
     surfaces=frozenset({"onnx", "serve"}),
     dataset="ag-news",
+    predictor=predict.Classifier,
+    serving=predict.SERVING,
 )

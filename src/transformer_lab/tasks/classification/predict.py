@@ -1,19 +1,27 @@
-"""Classifying with a trained model: class probabilities of encoded texts, and predictions that say why not."""
+"""Classifying with a trained model: class probabilities, predictions that say why not, and the `Classifier`.
+
+`Classifier` is the task's Python API object (``transformer_lab.api.Classifier`` opens one
+from a checkpoint); `ClassificationHandler` answers the server's classification pane with it.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, overload
 
 import torch
 from torch import Tensor
 
 from transformer_lab.data import PAD_ID, SubwordTokenizer, collate_classification, token_budget_batches
 from transformer_lab.data.subword import check_texts
-from transformer_lab.hardware import autocast, resolve_precision
+from transformer_lab.hardware import autocast, resolve_inference_precision, resolve_precision
 from transformer_lab.models import TransformerClassifier
 from transformer_lab.models.bfloat16 import as_bf16
+from transformer_lab.tasks.attention_maps import token_labels
+from transformer_lab.tasks.predictor import texts_of
+from transformer_lab.tasks.task import Endpoint, Serving
 
 _ENCODE_BATCH = 64  # texts encoded at once by predict_each
 
@@ -146,3 +154,103 @@ def predict(
         if isinstance(result, str):
             raise ValueError(f"texts[{index}]: {result}")
     return results  # type: ignore[return-value]
+
+
+class Classifier:
+    """A classification model on a device, ready to classify (``transformer_lab.api`` shows its use).
+
+    Built from what ``train.load_classifier`` rebuilds; ``transformer_lab.api.Classifier``
+    opens one from a checkpoint. Attributes: ``model`` (in eval mode on ``device``),
+    ``tokenizer``, ``config``, and ``class_names`` in the model's order.
+    """
+
+    def __init__(
+        self, model: TransformerClassifier, tokenizer: SubwordTokenizer, config: Any, device: str | torch.device = "cpu"
+    ) -> None:
+        self.model: TransformerClassifier = model.to(device).eval()
+        self.tokenizer = tokenizer
+        self.config = config
+        self.class_names: tuple[str, ...] = tuple(config.class_names)
+
+    @property
+    def max_len(self) -> int:
+        """The most subword tokens the model reads of one text (``truncate`` reads a longer one's first)."""
+        return self.model.positional_encoding.max_len
+
+    @overload
+    def classify(  # type: ignore[overload-overlap]  # a str is a Sequence[str]; it matches first
+        self, texts: str, *, precision: str | None = ..., truncate: bool = ...
+    ) -> Prediction: ...
+
+    @overload
+    def classify(
+        self, texts: Sequence[str], *, precision: str | None = ..., truncate: bool = ...
+    ) -> list[Prediction]: ...
+
+    def classify(
+        self, texts: str | Sequence[str], *, precision: str | None = None, truncate: bool = False
+    ) -> Prediction | list[Prediction]:
+        """The `Prediction` of each text: its class, class name and every class's probability.
+
+        ``precision`` "fp32", "bf16" or "auto" (None: "auto", as ``transformer-lab classify``,
+        so both print the same probabilities); ``truncate`` reads only the
+        first ``max_len`` tokens of a longer text (else it is a ValueError naming its index,
+        as is a blank text; :meth:`classify_each` answers the others instead).
+        """
+        predictions = []
+        results = self.classify_each(texts_of(texts, "texts"), precision=precision, truncate=truncate)
+        for index, result in enumerate(results):
+            if isinstance(result, str):
+                raise ValueError(f"texts[{index}]: {result}")
+            predictions.append(result)
+        return predictions[0] if isinstance(texts, str) else predictions
+
+    def classify_each(
+        self, texts: Sequence[str], *, precision: str | None = None, truncate: bool = False
+    ) -> list[Prediction | str]:
+        """Each text's `Prediction`, or the reason (a str) it cannot be classified; one bad text costs only itself.
+
+        Refused: a blank text, and one longer than :attr:`max_len` subword tokens unless
+        ``truncate``. ``precision`` as in :meth:`classify`.
+        """
+        resolved = resolve_inference_precision(precision, "auto", next(self.model.parameters()).device, int8=False)
+        batch = texts_of(texts, "texts")
+        return predict_each(self.model, self.tokenizer, self.class_names, batch, truncate=truncate, precision=resolved)
+
+
+@dataclass(frozen=True)
+class ClassifyRequest:
+    """``POST /api/classify``: a text to classify."""
+
+    text: str
+
+
+class ClassificationHandler:
+    """The classification pane over a `Classifier`: the predicted label of a text and every class's probability."""
+
+    def __init__(self, predictor: Classifier) -> None:
+        self.predictor = predictor
+
+    def describe(self) -> dict[str, Any]:
+        model = self.predictor.config.model
+        return {"layers": model.num_layers, "heads": model.nhead, "labels": list(self.predictor.class_names)}
+
+    def tokenize(self, text: str) -> list[str]:
+        """The subword tokens the model reads for ``text`` (for the masks view)."""
+        return token_labels(self.predictor.tokenizer, self.predictor.tokenizer.encode(text))
+
+    def classify(self, request: ClassifyRequest) -> dict[str, Any]:
+        """The label and every class's probability, in the order of the class names."""
+        # fp32: the pane shows the probabilities of the float model, not of a bf16 copy.
+        prediction = self.predictor.classify(request.text, precision="fp32")
+        return {
+            "label": prediction.label_name,
+            "classes": [{"label": name, "probability": share} for name, share in prediction.probabilities.items()],
+            "num_tokens": prediction.num_tokens,
+        }
+
+
+SERVING = Serving(
+    handler=ClassificationHandler,
+    endpoints=(Endpoint("/api/classify", ClassifyRequest, ClassificationHandler.classify),),
+)

@@ -24,4 +24,6 @@ TASK = Task(
     evaluation_options=(*SEARCH_OPTIONS, *predict.CONSTRAINT_TASK_OPTIONS),
     surfaces=frozenset({"onnx", "ctranslate2", "serve", "lab"}),
     dataset="couplets",
+    predictor=predict.CoupletWriter,
+    serving=predict.SERVING,
 )

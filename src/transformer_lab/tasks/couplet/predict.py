@@ -1,4 +1,8 @@
-"""Writing lower lines with a trained model: the rules decoding keeps, their options, and re-ranking by antithesis."""
+"""Writing lower lines with a trained model: the rules decoding keeps, their options, re-ranking, the `CoupletWriter`.
+
+`CoupletWriter` is the task's Python API object (``transformer_lab.api.CoupletWriter`` opens
+one from a checkpoint); `CoupletHandler` answers the server's couplet pane with it.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, overload
 
 import torch
 
@@ -20,7 +24,9 @@ from transformer_lab.evaluation.couplet_antithesis import part_of_speech_agreeme
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks import seq2seq
 from transformer_lab.tasks.evaluation import TaskOption
+from transformer_lab.tasks.predictor import Seq2SeqPredictor, is_int, texts_of
 from transformer_lab.tasks.seq2seq import Candidate
+from transformer_lab.tasks.task import Endpoint, Serving
 
 _LATIN_LETTERS = re.compile(r"[A-Za-zＡ-Ｚａ-ｚ]")
 
@@ -317,3 +323,139 @@ def constraint_changes(values: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
 def with_constraint_options(config: CoupletConstraintConfig, values: Mapping[str, Any]) -> CoupletConstraintConfig:
     """``config`` (a checkpoint's constraints) with the rule options set among ``values`` applied."""
     return dataclasses.replace(config, **dict(constraint_changes(values).values()))
+
+
+class CoupletWriter(Seq2SeqPredictor):
+    """A couplet model (对联) on a device, ready to answer upper lines with lower lines.
+
+    Built from what ``train.load`` rebuilds; ``transformer_lab.api.CoupletWriter`` opens one
+    from a checkpoint. ``write`` applies the checkpoint's decoding and form constraints (same
+    length, punctuation in place, tones where the checkpoint asks for them), as the
+    ``couplet`` command does. Attributes: ``model``, ``vocabulary``, ``config`` (its
+    ``constraints`` are the rules ``write`` applies unless given others).
+    """
+
+    def __init__(
+        self, model: Seq2SeqTransformer, vocabulary: Vocabulary, config: Any, device: str | torch.device = "cpu"
+    ) -> None:
+        super().__init__(model, config.decode, device)
+        self.vocabulary = vocabulary
+        self.config = config
+
+    @overload
+    def write(  # type: ignore[overload-overlap]  # a str is a Sequence[str]; it matches first
+        self,
+        uppers: str,
+        *,
+        beam: int | None = ...,
+        num_candidates: int = ...,
+        precision: str | None = ...,
+        length_penalty: float | None = ...,
+        beam_stop: str | None = ...,
+        constraints: CoupletConstraintConfig | None = ...,
+    ) -> CoupletResult: ...
+
+    @overload
+    def write(
+        self,
+        uppers: Sequence[str],
+        *,
+        beam: int | None = ...,
+        num_candidates: int = ...,
+        precision: str | None = ...,
+        length_penalty: float | None = ...,
+        beam_stop: str | None = ...,
+        constraints: CoupletConstraintConfig | None = ...,
+    ) -> list[CoupletResult]: ...
+
+    def write(
+        self,
+        uppers: str | Sequence[str],
+        *,
+        beam: int | None = None,
+        num_candidates: int = 1,
+        precision: str | None = None,
+        length_penalty: float | None = None,
+        beam_stop: str | None = None,
+        constraints: CoupletConstraintConfig | None = None,
+    ) -> CoupletResult | list[CoupletResult]:
+        """The `CoupletResult` of each upper line: its candidates best first, or ``error`` saying why there are none.
+
+        A line the model cannot answer (empty, Latin letters, too long) gets ``error`` and no
+        candidates, not an exception, so that one bad line does not cost the others.
+        ``num_candidates`` > 1 needs beam search with at least that many beams: with ``beam``
+        None a checkpoint that searches by beam gets them, a greedy one is a ValueError.
+        ``constraints`` replaces the checkpoint's rules for this call, e.g.
+        ``dataclasses.replace(writer.config.constraints, mirror_repetition=False)``.
+        """
+        lines = texts_of(uppers, "uppers")
+        model, decode = self.decoding(beam, 1, precision, length_penalty, beam_stop)
+        if is_int(num_candidates) and num_candidates > 1 and beam is None and decode.strategy == "beam":
+            decode = dataclasses.replace(decode, beam_size=max(decode.beam_size, num_candidates))
+        rules = self.config.constraints if constraints is None else constraints
+        results = generate(model, self.vocabulary, lines, decode, rules, num_candidates=num_candidates)
+        return results[0] if isinstance(uppers, str) else results
+
+
+MAX_LOWER_LINES = 8
+
+
+@dataclass(frozen=True)
+class CoupletRequest:
+    """``POST /api/couplet``: an upper line and how many lower lines to write."""
+
+    text: str
+    count: int = dataclasses.field(
+        default=5,
+        metadata={"ge": 1, "le": MAX_LOWER_LINES, "description": "lower lines (the beam is as wide)"},
+    )
+
+
+class CoupletHandler:
+    """The couplet pane over a `CoupletWriter`: several lower lines, with scores and the form checks."""
+
+    def __init__(self, predictor: CoupletWriter) -> None:
+        self.predictor = predictor
+        # The model copy the checkpoint's decoding runs (made once) and that decoding, its precision resolved.
+        self._model, self._decode = predictor.decoding()
+
+    def describe(self) -> dict[str, Any]:
+        config = self.predictor.config
+        return {
+            "layers": config.model.num_decoder_layers,
+            "heads": config.model.nhead,
+            "punctuation": config.constraints.punctuation_mode,
+            "max_count": MAX_LOWER_LINES,
+        }
+
+    def tokenize(self, text: str) -> list[str]:
+        """One token per character, as the model reads an upper line (for the masks view)."""
+        return list(split_characters(text))
+
+    def write(self, request: CoupletRequest) -> dict[str, Any]:
+        """The lower lines best first; each says whether its length and punctuation match the upper line."""
+        # Beam search even for one line (the API's beam=1 would be greedy), as wide as the checkpoint's or more.
+        decode = dataclasses.replace(
+            self._decode, strategy="beam", beam_size=max(request.count, self._decode.beam_size)
+        )
+        vocabulary, rules = self.predictor.vocabulary, self.predictor.config.constraints
+        (result,) = generate(self._model, vocabulary, [request.text], decode, rules, num_candidates=request.count)
+        if result.error is not None:
+            raise ValueError(f"text: {result.error}")
+        marks = [is_punctuation(character) for character in result.upper]
+        return {
+            "upper": result.upper,
+            "note": result.note,
+            "candidates": [
+                {
+                    "text": candidate.text,
+                    "score": candidate.score,
+                    "length_matches": len(candidate.text) == len(result.upper),
+                    "punctuation_matches": [is_punctuation(character) for character in candidate.text] == marks,
+                }
+                for candidate in result.candidates
+            ],
+        }
+
+
+SERVING = Serving(handler=CoupletHandler, endpoints=(Endpoint("/api/couplet", CoupletRequest, CoupletHandler.write),))

@@ -8,7 +8,7 @@ saved inside every checkpoint as ``tokenizer.json``.
 
 from transformer_lab.tasks.evaluation import SEARCH_OPTIONS
 from transformer_lab.tasks.task import Task
-from transformer_lab.tasks.translation import data, evaluate, train
+from transformer_lab.tasks.translation import data, evaluate, predict, train
 
 TASK = Task(
     name=train.TASK_NAME,
@@ -22,4 +22,6 @@ TASK = Task(
     evaluation_options=(*SEARCH_OPTIONS, *evaluate.OPTIONS),
     surfaces=frozenset({"onnx", "ctranslate2", "serve", "lab"}),
     dataset="multi30k",
+    predictor=predict.Translator,
+    serving=predict.SERVING,
 )

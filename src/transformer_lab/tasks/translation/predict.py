@@ -1,16 +1,30 @@
-"""Translating with a trained model: sentences, one sentence's n-best, and BLEU and chrF++ against references."""
+"""Translating with a trained model: sentences, n-best lists, cross-attention, BLEU and chrF++, the `Translator`.
+
+`Translator` is the task's Python API object (``transformer_lab.api.Translator`` opens one
+from a checkpoint); `TranslationHandler` answers the server's translation pane with it.
+
+Shape legend: N decoder layers, H heads, T target length (``<bos>`` first), S source length.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence, overload
 
-from transformer_lab.data import SubwordTokenizer, TokenizerPair
+import torch
+from torch import Tensor
+
+from transformer_lab.data import BOS_ID, SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.evaluation import BleuResult, corpus_bleu, corpus_chrf
 from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.nn import TransformerDecoder
 from transformer_lab.tasks import seq2seq
+from transformer_lab.tasks.attention_maps import attention_maps, token_labels
+from transformer_lab.tasks.predictor import Seq2SeqPredictor, texts_of
 from transformer_lab.tasks.seq2seq import Candidate
+from transformer_lab.tasks.task import Endpoint, Serving
 
 
 def _encode_sources(
@@ -118,3 +132,217 @@ def evaluate_bleu(
         chrf=corpus_chrf(hypotheses, references),
         hypotheses=hypotheses,
     )
+
+
+def cross_attention(model: Seq2SeqTransformer, source_ids: Sequence[int], target_ids: Sequence[int]) -> Tensor:
+    """The decoder's cross-attention weights while it reads ``source_ids`` and writes ``target_ids``.
+
+    The decoder is teacher-forced with ``<bos>`` followed by ``target_ids``, so row ``t``
+    is what the model looked at when it chose target token ``t`` (row 0: the first token).
+
+    Shape:
+        returns ``[N, H, T, S]`` on the model's device, with T = ``len(target_ids) + 1`` and S = ``len(source_ids)``.
+    """
+    if len(source_ids) == 0:
+        raise ValueError("source_ids: expected at least one token id, got none")
+    device = next(model.parameters()).device  # the ids go where the model is (a GPU's, when served there)
+    src_ids = torch.tensor([list(source_ids)], device=device)  # [1, S]
+    tgt_in_ids = torch.tensor([[BOS_ID, *target_ids]], device=device)  # [1, T]
+    maps = attention_maps(model, src_ids, tgt_in_ids)
+    decoder = model.transformer.decoder
+    assert isinstance(decoder, TransformerDecoder), type(decoder)  # Seq2SeqTransformer builds its own stacks
+    return torch.stack([maps[f"decoder.layers.{layer}.multihead_attn"][0] for layer in range(len(decoder.layers))])
+
+
+class Translator(Seq2SeqPredictor):
+    """A translation model on a device, ready to translate (``transformer_lab.api`` shows its use).
+
+    Built from what ``train.load_translator`` rebuilds; ``transformer_lab.api.Translator``
+    opens one from a checkpoint and adds ``plot_attention``. Attributes: ``model`` (in eval
+    mode on ``device``), ``tokenizers``, ``config`` (the checkpoint's, whose ``decode``
+    section gives the defaults).
+    """
+
+    def __init__(
+        self, model: Seq2SeqTransformer, tokenizers: TokenizerPair, config: Any, device: str | torch.device = "cpu"
+    ) -> None:
+        super().__init__(model, config.decode, device)
+        self.tokenizers = tokenizers
+        self.config = config
+
+    @property
+    def languages(self) -> tuple[str, str]:
+        """(source language, target language) as recorded in the checkpoint."""
+        return self.config.data.source_language, self.config.data.target_language
+
+    def translate(
+        self,
+        sentences: str | Sequence[str],
+        *,
+        beam: int | None = None,
+        nbest: int = 1,
+        precision: str | None = None,
+        length_penalty: float | None = None,
+        beam_stop: str | None = None,
+        batch_size: int = 64,
+    ) -> Any:
+        """The translation of each sentence (``nbest`` 1: a str; more: :meth:`candidates`' list, best first).
+
+        ``beam`` 1 is greedy search; ``precision`` "fp32", "bf16", "auto" (bf16 where this
+        machine runs it fast) or "int8" (CPU); ``beam_stop`` "exact" or "finished". A blank
+        sentence gives "" (no candidates); one longer than the model's positional table is a
+        ValueError naming its index.
+        """
+        texts = texts_of(sentences, "sentences")
+        if nbest == 1:
+            model, decode = self.decoding(beam, nbest, precision, length_penalty, beam_stop)
+            results: list[Any] = translate_sentences(model, self.tokenizers, texts, decode, batch_size)
+        else:
+            results = self.candidates(
+                texts, nbest=nbest, beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop
+            )
+        return results[0] if isinstance(sentences, str) else results
+
+    @overload
+    def candidates(  # type: ignore[overload-overlap]  # a str is a Sequence[str]; it matches first
+        self,
+        sentences: str,
+        *,
+        nbest: int = ...,
+        beam: int | None = ...,
+        precision: str | None = ...,
+        length_penalty: float | None = ...,
+        beam_stop: str | None = ...,
+    ) -> list[Candidate]: ...
+
+    @overload
+    def candidates(
+        self,
+        sentences: Sequence[str],
+        *,
+        nbest: int = ...,
+        beam: int | None = ...,
+        precision: str | None = ...,
+        length_penalty: float | None = ...,
+        beam_stop: str | None = ...,
+    ) -> list[list[Candidate]]: ...
+
+    def candidates(
+        self,
+        sentences: str | Sequence[str],
+        *,
+        nbest: int = 1,
+        beam: int | None = None,
+        precision: str | None = None,
+        length_penalty: float | None = None,
+        beam_stop: str | None = None,
+    ) -> list[Candidate] | list[list[Candidate]]:
+        """The ``nbest`` best translations of each sentence as scored `Candidate` s, best first.
+
+        Even one candidate comes with its ids, ``score`` (what beam search ranks by) and
+        ``log_prob``. ``beam`` None is the checkpoint's search, widened to ``nbest`` beams;
+        a ``beam`` below ``nbest`` is a `SettingError`. Each sentence is searched alone; a
+        blank one gets no candidates.
+        """
+        texts = texts_of(sentences, "sentences")
+        model, decode = self.decoding(beam, nbest, precision, length_penalty, beam_stop)
+        # A list's sentences are named by their index in errors, as translate() names them.
+        names = ["sentence"] if isinstance(sentences, str) else [f"sentences[{index}]" for index in range(len(texts))]
+        results = [
+            translate_nbest(model, self.tokenizers, text, decode, name) if text.strip() else []
+            for text, name in zip(texts, names)
+        ]
+        return results[0] if isinstance(sentences, str) else results
+
+
+MAX_BEAM_SIZE = 8  # the n-best list the page shows; larger beams add time, not insight
+WEIGHT_DECIMALS = 4  # attention weights sent to the page (a heat-map needs no more)
+
+
+@dataclass(frozen=True)
+class TranslateRequest:
+    """``POST /api/translate``: a sentence and the search that translates it."""
+
+    text: str
+    strategy: Literal["greedy", "beam"] = "beam"
+    beam_size: int = field(default=5, metadata={"ge": 1, "le": MAX_BEAM_SIZE, "description": "also the n-best length"})
+
+
+@dataclass(frozen=True)
+class AttentionRequest:
+    """``POST /api/translation/attention``: a sentence and one of its translations' ids."""
+
+    text: str
+    target_ids: list[int] = field(
+        metadata={"max_length": 1024, "description": "a candidate's ids, from /api/translate"}
+    )
+
+
+class TranslationHandler:
+    """The translation pane over a `Translator`: the n-best translations of a sentence and their cross-attention."""
+
+    def __init__(self, predictor: Translator) -> None:
+        self.predictor = predictor
+        # The model copy the checkpoint's decoding runs (made once) and that decoding, its precision resolved.
+        self._model, self._decode = predictor.decoding()
+
+    def describe(self) -> dict[str, Any]:
+        decode = self.predictor.config.decode
+        return {
+            "layers": self.predictor.config.model.num_decoder_layers,
+            "heads": self.predictor.config.model.nhead,
+            "strategy": decode.strategy,
+            "beam_size": min(decode.beam_size, MAX_BEAM_SIZE),
+            "max_beam_size": MAX_BEAM_SIZE,
+        }
+
+    def tokenize(self, text: str) -> list[str]:
+        """The subword tokens the model reads for ``text`` (for the masks view)."""
+        source = self.predictor.tokenizers.source
+        return token_labels(source, source.encode(text))
+
+    def translate(self, request: TranslateRequest) -> dict[str, Any]:
+        """The n-best list (one line for greedy) and the best candidate's cross-attention."""
+        # The request's search as it asks, even beam search with one beam (the API's beam=1 is greedy).
+        size = request.beam_size if request.strategy == "beam" else 1
+        decode = dataclasses.replace(self._decode, strategy=request.strategy, beam_size=size, num_return=size)
+        candidates = translate_nbest(self._model, self.predictor.tokenizers, request.text, decode)
+        target = self.predictor.tokenizers.target
+        return {
+            "candidates": [
+                {**dataclasses.asdict(candidate), "tokens": token_labels(target, candidate.ids)}
+                for candidate in candidates
+            ],
+            "attention": self._attention(request.text, candidates[0].ids),
+        }
+
+    def attention(self, request: AttentionRequest) -> dict[str, Any]:
+        """The cross-attention of any output (e.g. the n-best line the user picked)."""
+        vocab_size = self.predictor.tokenizers.target.vocab_size
+        outside = [token_id for token_id in request.target_ids if not 0 <= token_id < vocab_size]
+        if outside:
+            raise ValueError(f"target_ids: expected ids in [0, {vocab_size}), got {outside[:5]}")
+        return self._attention(request.text, request.target_ids)
+
+    def _attention(self, text: str, target_ids: Sequence[int]) -> dict[str, Any]:
+        tokenizers, limit = self.predictor.tokenizers, self.predictor.model.max_len
+        source_ids = tokenizers.source.encode(text)
+        for name, length in (("text", len(source_ids)), ("target_ids", len(target_ids) + 1)):
+            if length > limit:
+                raise ValueError(f"{name}: expected at most {limit} tokens (the model's max_len), got {length}")
+        weights = cross_attention(self._model, source_ids, target_ids)
+        return {
+            "source_tokens": token_labels(tokenizers.source, source_ids),
+            # Row t is the query that chose output token t; the last row chose <eos>.
+            "target_tokens": [*token_labels(tokenizers.target, target_ids), "<eos>"],
+            "weights": weights.float().round(decimals=WEIGHT_DECIMALS).tolist(),  # [N, H, T, S]
+        }
+
+
+SERVING = Serving(
+    handler=TranslationHandler,
+    endpoints=(
+        Endpoint("/api/translate", TranslateRequest, TranslationHandler.translate),
+        Endpoint("/api/translation/attention", AttentionRequest, TranslationHandler.attention),
+    ),
+)
