@@ -107,3 +107,22 @@ def test_decoding_sources_in_several_batches_copies_the_model_once(monkeypatch: 
     found = seq2seq.decode_sources(model, sources, config, batch_size=2)  # three batches
     assert len(copies) == 1 and copies[0] is model
     assert all(len(hypotheses) == 1 for hypotheses in found)
+
+
+def test_decoding_many_batches_at_auto_resolves_the_precision_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from transformer_lab import hardware
+    from transformer_lab.tasks import seq2seq
+
+    resolved: list[str] = []
+    original = hardware.resolve_precision
+
+    def counting_resolution(*arguments: object, **keywords: object) -> str:
+        resolved.append(str(arguments[0]))
+        return original(*arguments, **keywords)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hardware, "resolve_precision", counting_resolution)
+    sources = [[5, 6, 7], [8, 9], [10, 11, 12, 13], [14], [15, 16]]
+    config = DecodeConfig(strategy="greedy", max_len=6, precision="auto")
+    found = seq2seq.decode_sources(small_model(), sources, config, batch_size=2)  # three batches
+    assert resolved == ["auto"]
+    assert all(len(hypotheses) == 1 for hypotheses in found)

@@ -38,6 +38,7 @@ from transformer_lab.data.batching import token_budget_spans
 from transformer_lab.data.lazy_batches import PairBatches, epoch_pair_batches, pair_length_table
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.decoding import DecodeConfig, Hypothesis, LogitsProcessor, decode, decoding_model
+from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
 from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
@@ -288,7 +289,10 @@ def decode_sources(
     """
     model.eval()
     device = next(model.parameters()).device
-    model = decoding_model(model, decode_config.precision)  # a bf16 copy made once, not once per batch
+    # One resolution of "auto" for every batch; the bf16 or int8 copy is made once, not once per batch.
+    precision = resolve_inference_precision(None, decode_config.precision, device)
+    decode_config = dataclasses.replace(decode_config, precision=precision)
+    model = decoding_model(model, precision)
     found: list[list[Hypothesis]] = [[] for _ in encoded]
     order = sorted((index for index, ids in enumerate(encoded) if ids), key=lambda index: len(encoded[index]))
     with torch.no_grad():
