@@ -39,6 +39,8 @@ ANY_COUNT = (0, sys.maxsize)
 # room for the offsets added per rank or epoch (10^23 failed in torch as "Overflow when
 # unpacking long long", naming nothing).
 SEED_RANGE = (0, (1 << 63) - 1)
+# What every task's corpus config bounds alike: the batch budget, the vocabulary's cut-off, the seed.
+CORPUS_FIELD_BOUNDS = {"max_tokens": (1, MAX_BATCH_TOKENS), "min_frequency": (1, ANY_COUNT[1]), "seed": SEED_RANGE}
 
 
 def check_int_fields(config: Any, prefix: str, bounds: dict[str, tuple[int, int]]) -> None:

@@ -25,7 +25,7 @@ from transformer_lab.data import (
     resolve_ag_news_dir,
     sorted_class_names,
 )
-from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, SEED_RANGE, check_int_fields
+from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, SEED_RANGE, check_int_fields
 from transformer_lab.data.ag_news import CLASSES_FILE, log_malformed, stream_ag_news_csv
 from transformer_lab.data.batching import token_budget_spans
 from transformer_lab.data.labelled_text import LabelIds, LabelledText, stream_labelled_text
@@ -81,17 +81,7 @@ class ClassificationDataConfig:
     cache_dir: str = ""  # where prepared corpora are kept ("" = $TRANSFORMER_LAB_CACHE, else ~/.cache)
 
     def __post_init__(self) -> None:
-        check_int_fields(
-            self,
-            "data",
-            {
-                "max_tokens": (1, MAX_BATCH_TOKENS),
-                "min_frequency": (1, ANY_COUNT[1]),
-                "num_train": ANY_COUNT,
-                "seed": SEED_RANGE,
-                "split_seed": SEED_RANGE,
-            },
-        )
+        check_int_fields(self, "data", {**CORPUS_FIELD_BOUNDS, "num_train": ANY_COUNT, "split_seed": SEED_RANGE})
         if len(self.train_files) > 1:
             raise ValueError(f"data.train_files: expected at most one training file, got {list(self.train_files)!r}")
         if len(self.valid_files) > 1:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_lab.data import Vocabulary
-from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, SEED_RANGE, check_int_fields
+from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, check_int_fields
 from transformer_lab.data.couplet import (
     LOWER_FILE,
     UPPER_FILE,
@@ -85,17 +85,8 @@ class CoupletDataConfig:
     cache_dir: str = ""  # where prepared corpora are kept ("" = $TRANSFORMER_LAB_CACHE, else ~/.cache)
 
     def __post_init__(self) -> None:
-        check_int_fields(
-            self,
-            "data",
-            {
-                "max_tokens": (1, MAX_BATCH_TOKENS),
-                "max_length": (1, MAX_POSITIONS - 1),
-                "min_frequency": (1, ANY_COUNT[1]),
-                "seed": SEED_RANGE,
-                **dict.fromkeys(("num_validation", "num_train"), ANY_COUNT),
-            },
-        )
+        counts = dict.fromkeys(("num_validation", "num_train"), ANY_COUNT)
+        check_int_fields(self, "data", {**CORPUS_FIELD_BOUNDS, "max_length": (1, MAX_POSITIONS - 1), **counts})
 
 
 CoupletData = Seq2SeqData[Vocabulary]
