@@ -182,7 +182,8 @@ def train(
     data_config = config.data
     train_config = config.train
     lengths = pair_length_table(data.train_store)  # [N, 2], once per run
-    check_store_fits_positional_table(data, lengths, model_config.max_len)
+    pairs = data.train_pairs if data.train_pairs is not None else data.train_store.folder
+    check_fits_positional_table(lengths, pairs, model_config.max_len, "training data")
     num_shards, shard_index = data_shard()
 
     # The Trainer asks for epoch 0 twice (to count the run's steps, then to train); a plan
@@ -344,50 +345,28 @@ def strip_generated(ids: Tensor | list[int], eos_id: int, pad_id: int) -> list[i
     return [token for token in tokens if token != pad_id]
 
 
-def bucketed_epoch_batches(
-    data: Seq2SeqData[Any],
-    max_tokens: int,
-    seed: int,
-    epoch: int,
-    num_shards: int = 1,
-    shard_index: int = 0,
-) -> PairBatches:
-    """One epoch of length-bucketed token-budget batches of the training pairs, shuffled by (seed, epoch).
-
-    Each batch is collated when it is read. With ``num_shards`` > 1, the share of process
-    ``shard_index`` (see ``token_budget_batches``).
-    """
-    lengths = pair_length_table(data.train_store)
-    return epoch_pair_batches(data.train_store, lengths, max_tokens, seed, epoch, num_shards, shard_index)
-
-
-def check_store_fits_positional_table(data: Seq2SeqData[Any], lengths: np.ndarray, max_len: int) -> None:
-    """Refuse, before training starts, a training pair longer than ``max_len`` (see `check_lengths_fit`).
-
-    ``lengths`` is the collated table ([N, 2], target + 1).
-    """
-
-    def describe(index: int) -> str:
-        if data.train_pairs is None:
-            return f"training pair {index + 1} of the prepared corpus {data.train_store.folder}"
-        source, target = data.train_pairs[index]
-        return f"pair {index + 1} ({source[:40]!r} -> {target[:40]!r})"
-
-    check_lengths_fit(lengths, max_len, "training data", describe)
-
-
-def check_lengths_fit(lengths: np.ndarray, max_len: int, name: str, describe: Callable[[int], str]) -> None:
-    """Refuse a pair whose collated source or target (``lengths`` [N, 2]) exceeds ``max_len``, naming the first.
+def check_fits_positional_table(
+    lengths: np.ndarray | Sequence[tuple[int, int]], pairs: Sequence[Pair] | Path | None, max_len: int, name: str
+) -> None:
+    """Refuse, before training starts, a pair whose collated source or target (``lengths`` [N, 2]) exceeds ``max_len``.
 
     Otherwise the first batch that holds it fails deep in the model, maybe hours in;
     nothing is cut or dropped here either: the user raises model.max_len or removes it.
+    The first such pair is named by its text, or by its row where ``pairs`` is the
+    folder of a prepared corpus (which keeps no text).
     """
-    too_long = np.nonzero(lengths.max(axis=1) > max_len)[0]
+    table = np.asarray(lengths).reshape(-1, 2)
+    too_long = np.nonzero(table.max(axis=1) > max_len)[0]
     if not too_long.size:
         return
     index = int(too_long[0])
+    if isinstance(pairs, Sequence):
+        source, target = pairs[index]
+        pair = f"pair {index + 1} ({source[:40]!r} -> {target[:40]!r})"
+    else:
+        pair = f"training pair {index + 1} of the prepared corpus {pairs}"
     raise ValueError(
-        f"{name}: {describe(index)} has {int(lengths[index].max())} subword tokens on one side (with bos/eos), "
+        f"{name}: {pair} has {int(table[index].max())} subword tokens on one side (with bos/eos), "
         f"expected at most model.max_len={max_len} ({too_long.size} pair(s) in all); raise model.max_len or "
         "leave it out"
     )
@@ -411,17 +390,3 @@ def validation_loss(model: nn.Module, encoded_pairs: Sequence[tuple[list[int], l
         total += float(label_smoothed_cross_entropy(logits.float(), batch.tgt_out_ids, 0.0, PAD_ID, reduction="sum"))
         count += batch.num_target_tokens
     return total / count
-
-
-def check_fits_positional_table(
-    encoded_pairs: Sequence[tuple[list[int], list[int]]], pairs: Sequence[tuple[str, str]], max_len: int, name: str
-) -> None:
-    """Refuse, before training starts, a pair of ``encoded_pairs`` longer than ``max_len`` (see `check_lengths_fit`)."""
-    if not encoded_pairs:
-        return
-
-    def describe(index: int) -> str:
-        source, target = pairs[index]
-        return f"pair {index + 1} ({source[:40]!r} -> {target[:40]!r})"
-
-    check_lengths_fit(np.asarray(collated_lengths(encoded_pairs)), max_len, name, describe)

@@ -25,7 +25,7 @@ from transformer_lab.models.config import MAX_VOCABULARY_SIZE
 from transformer_lab.models.embedding import MAX_POSITIONS
 from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
 from transformer_lab.tasks.run import RunPlan, RunResult, train_run
-from transformer_lab.tasks.seq2seq import decode_sources, seq2seq_loss_fn, strip_generated
+from transformer_lab.tasks.seq2seq import decode_sources, seq2seq_loss_fn, strip_generated, validation_loss
 from transformer_lab.training import TrainConfig, data_shard, is_main_process
 
 TASK_NAME = "synthetic"
@@ -201,10 +201,8 @@ def train(
     def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
         # The trainer hands back the model it was given (unwrapped from DDP).
         assert isinstance(evaluated_model, Seq2SeqTransformer), type(evaluated_model)
-        loss_fn = seq2seq_loss_fn(0.0, PAD_ID)
-        batches = batches_of(data.validation, 256, shuffle=False, seed=0, epoch=0)
-        val_loss = sum(float(loss_fn(evaluated_model, batch)) * batch.num_target_tokens for batch in batches)
-        val_loss /= sum(batch.num_target_tokens for batch in batches)
+        # Batches of up to 256 of the longest pairs (with bos/eos), as many as decoding takes.
+        val_loss = validation_loss(evaluated_model, data.validation, 256 * (data_config.max_length + 2))
         return {"val_loss": val_loss, "val_exact_match": exact_match(evaluated_model, data.validation, greedy)}
 
     plan = RunPlan(

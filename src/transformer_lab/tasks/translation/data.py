@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, load_multi30k
-from transformer_lab.data._checks import ANY_COUNT, MAX_BATCH_TOKENS, SEED_RANGE, check_int_fields
+from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, check_int_fields
+from transformer_lab.data.lazy_batches import epoch_pair_batches, pair_length_table
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles
 from transformer_lab.data.prepared_cache import CorpusKind
 from transformer_lab.data.prepared_pairs import BpeSettings, PairCorpusSpec, PreparedPairs, carved_positions, pairs_kind
-from transformer_lab.tasks.seq2seq import Seq2SeqData, bucketed_epoch_batches
+from transformer_lab.tasks.seq2seq import Seq2SeqData
 from transformer_lab.training.run.once_per_machine import prepared_corpus
 
 
@@ -62,18 +63,8 @@ class TranslationDataConfig:
     seed: int = 1234  # shuffling of the batches
 
     def __post_init__(self) -> None:
-        check_int_fields(
-            self,
-            "data",
-            {
-                "max_tokens": (1, MAX_BATCH_TOKENS),
-                "min_frequency": (1, ANY_COUNT[1]),
-                "seed": SEED_RANGE,
-                **dict.fromkeys(
-                    ("num_carved_validation", "tokenizer_sample", "num_train", "num_validation"), ANY_COUNT
-                ),
-            },
-        )
+        counts = dict.fromkeys(("num_carved_validation", "tokenizer_sample", "num_train", "num_validation"), ANY_COUNT)
+        check_int_fields(self, "data", {**CORPUS_FIELD_BOUNDS, **counts})
 
 
 TranslationData = Seq2SeqData[TokenizerPair]
@@ -206,7 +197,8 @@ def epoch_batches(
 
     With ``num_shards`` > 1, the share of process ``shard_index`` (see ``token_budget_batches``).
     """
-    return bucketed_epoch_batches(data, config.max_tokens, config.seed, epoch, num_shards, shard_index)
+    lengths = pair_length_table(data.train_store)
+    return epoch_pair_batches(data.train_store, lengths, config.max_tokens, config.seed, epoch, num_shards, shard_index)
 
 
 def prepare(data: TranslationDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:

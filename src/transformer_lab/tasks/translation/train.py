@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_lab.data import TokenizerPair
+from transformer_lab.data import TokenizerPair, collated_lengths
 from transformer_lab.data.tokenizer_pair import JOINT_TOKENIZER_FILE, SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.evaluation import bleu_tokenizer_for
@@ -166,7 +166,8 @@ def train(
     greedy = dataclasses.replace(config.decode, strategy="greedy")
     bleu_tokenize = bleu_tokenizer_for(config.data.target_language)
     validation_ids = tokenizers.encode_pairs(data.validation_pairs)
-    check_fits_positional_table(validation_ids, data.validation_pairs, config.model.max_len, "validation data")
+    lengths = collated_lengths(validation_ids)
+    check_fits_positional_table(lengths, data.validation_pairs, config.model.max_len, "validation data")
 
     def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
         # The trainer hands back the model it was given (unwrapped from DDP).
