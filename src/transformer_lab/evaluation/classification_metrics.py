@@ -15,6 +15,7 @@ it, which is the honest reading.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -91,6 +92,32 @@ class ClassificationReport:
             },
             "confusion": [list(row) for row in self.confusion],
         }
+
+    def lines(self) -> list[str]:
+        """Accuracy, the per-class table with its macro average over every row, and the confusion matrix."""
+
+        def columns(name: str) -> int:
+            # A Chinese or Japanese character takes two terminal columns; pad by columns, not characters.
+            return sum(2 if unicodedata.east_asian_width(character) in "WF" else 1 for character in name)
+
+        width = max(columns(name) for name in (*self.class_names, "class", "macro"))
+
+        def padded(name: str) -> str:
+            return name + " " * (width - columns(name))
+
+        lines = [f"accuracy {self.accuracy:.4f}", f"{padded('class')}  precision  recall  f1      support"]
+        for name, class_precision, recall, f1, support in zip(
+            self.class_names, self.precision, self.recall, self.f1, self.support
+        ):
+            lines.append(f"{padded(name)}  {class_precision:.4f}     {recall:.4f}  {f1:.4f}  {support}")
+        lines.append(
+            f"{padded('macro')}  {self.macro_precision:.4f}     "
+            f"{self.macro_recall:.4f}  {self.macro_f1:.4f}  {sum(self.support)}"
+        )
+        lines.append("confusion matrix (rows: true class, columns: predicted class, in the order above):")
+        for name, row in zip(self.class_names, self.confusion):
+            lines.append(f"{padded(name)}  " + " ".join(f"{count:6d}" for count in row))
+        return lines
 
 
 def classification_report(

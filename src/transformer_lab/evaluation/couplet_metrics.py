@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from transformer_lab.data.chinese import is_level_tone, is_punctuation, last_han_character
 from transformer_lab.evaluation.bleu import BleuResult, corpus_bleu
+from transformer_lab.evaluation.couplet_antithesis import RULES as ANTITHESIS_RULES
 from transformer_lab.evaluation.couplet_antithesis import AntithesisReport, antithesis_report
 
 
@@ -156,6 +157,32 @@ class CoupletReport:
     references: FormReport
     hypothesis_antithesis: AntithesisReport
     reference_antithesis: AntithesisReport
+
+    def lines(self) -> list[str]:
+        """The report as aligned text lines: BLEU with its signature, then each rate for ours and the references."""
+        ours, references = self.hypotheses, self.references
+        lines = [
+            f"character BLEU-4  {self.bleu.score:.2f}  {self.bleu.signature}",
+            f"{'':28}{'ours':>24}{'references':>24}",
+        ]
+        for name in (
+            "length_match",
+            "punctuation_match",
+            "identical_punctuation",
+            "level_tone_ending",
+            "repetition_mirrored",
+            "no_repetition_where_none",
+        ):
+            lines.append(
+                f"{name.replace('_', ' '):28}{str(getattr(ours, name)):>24}{str(getattr(references, name)):>24}"
+            )
+        for name in ("distinct_1", "distinct_2"):
+            lines.append(f"{name.replace('_', '-'):28}{getattr(ours, name):>24.4f}{getattr(references, name):>24.4f}")
+        for name in ANTITHESIS_RULES:
+            ours_score = getattr(self.hypothesis_antithesis, name)
+            reference_score = getattr(self.reference_antithesis, name)
+            lines.append(f"{name.replace('_', ' '):28}{str(ours_score):>24}{str(reference_score):>24}")
+        return lines
 
 
 def couplet_report(uppers: Sequence[str], hypotheses: Sequence[str], references: Sequence[str]) -> CoupletReport:

@@ -11,18 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
-from transformer_lab.data import (
-    LABELLED_TEXT_FORMATS,
-    SubwordTokenizer,
-    ag_news_path,
-    read_ag_news_csv,
-    stratified_split,
-)
-from transformer_lab.data.prepared_labelled import LabelledExample, open_prepared_labelled
+from transformer_lab.data import LABELLED_TEXT_FORMATS, SubwordTokenizer, ag_news_path, read_ag_news_csv
+from transformer_lab.data.prepared_labelled import open_prepared_labelled
 from transformer_lab.evaluation import ClassificationReport, classification_report
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import TransformerClassifier
@@ -82,65 +75,37 @@ def evaluate_classifier(
     return report, predictions
 
 
-def load_labelled_split(config: ClassificationConfig, split: str) -> list[Example]:
-    """The validation rows of a checkpoint trained on ``data.train_files``: its valid file, or carved again.
+def load_split(
+    config: ClassificationConfig, split: str, data_dir: str | None = None, skip_malformed: bool = False
+) -> list[Example]:
+    """The articles of ``split``: "test" (AG News's), or "validation" (the rows held out at training).
 
-    There is no named test split of a user's data: score a file with :func:`load_labelled_test`.
+    A checkpoint trained on ``data.train_files`` has no named test split: score a file
+    with ``--test`` instead. Its validation rows are its valid file's, or carved again.
     """
     data = config.data
-    if split == "validation":
-        if data.valid_files:
-            return list(labelled_examples(read_labelled_file(data, data.valid_files[0]), config.class_names))
-        read = read_labelled_file(data, data.train_files[0], max_records=data.num_train)
-        return carve_validation(data, list(labelled_examples(read, config.class_names)))[1]
-    if split == "test":
+    if split not in ("test", "validation"):
+        raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
+    if data.prepared_dir and split == "validation":
+        return list(open_prepared_labelled(data.prepared_dir).validation_rows)
+    if data.train_files and split == "test":
         raise ValueError(
             f"split 'test': expected a checkpoint trained on AG News, got one trained on {data.train_files[0]}, "
             "which has no named test split; score a labelled file instead (evaluate --test FILE)"
         )
-    raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
-
-
-def load_labelled_test(
-    config: ClassificationConfig,
-    path: str | os.PathLike[str],
-    *,
-    text_fields: Sequence[str] | None = None,
-    label_field: str | None = None,
-    file_format: str | None = None,
-) -> list[LabelledExample]:
-    """The rows of any labelled file, read with the checkpoint's fields and format unless overridden.
-
-    A label outside the checkpoint's ``class_names`` is a ValueError naming the file, the
-    line and the label.
-    """
-    read = read_labelled_file(
-        config.data, path, text_fields=text_fields, label_field=label_field, file_format=file_format
-    )
-    return labelled_examples(read, config.class_names)
-
-
-def load_split(
-    config: ClassificationConfig, split: str, data_dir: str | None = None, skip_malformed: bool = False
-) -> list[Example]:
-    """The articles of ``split`` ("test", or "validation": the rows held out at training)."""
-    if config.data.prepared_dir and split == "validation":
-        return list(open_prepared_labelled(config.data.prepared_dir).validation_rows)
-    if config.data.train_files:
-        return load_labelled_split(config, split)
-    data_dir = data_dir if data_dir is not None else config.data.data_dir
+    if data.valid_files:
+        return list(labelled_examples(read_labelled_file(data, data.valid_files[0]), config.class_names))
+    data_dir = data_dir if data_dir is not None else data.data_dir
     if split == "test":
         return list(read_ag_news_csv(ag_news_path("test", data_dir), skip_malformed=skip_malformed).articles)
-    if split == "validation":
-        path = ag_news_path("train", data_dir, config.data.train_file)
-        articles = read_ag_news_csv(path, skip_malformed=config.data.skip_malformed).articles
-        if config.data.num_train:
-            articles = articles[: config.data.num_train]
-        _, validation_indices = stratified_split(
-            [article.label for article in articles], config.data.validation_fraction, config.data.split_seed
-        )
-        return [articles[index] for index in validation_indices]
-    raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
+    rows: Sequence[Example]
+    if data.train_files:
+        read = read_labelled_file(data, data.train_files[0], max_records=data.num_train)
+        rows = labelled_examples(read, config.class_names)
+    else:
+        path = ag_news_path("train", data_dir, data.train_file)
+        rows = read_ag_news_csv(path, skip_malformed=data.skip_malformed).articles[: data.num_train or None]
+    return carve_validation(data, list(rows))[1]
 
 
 DEFAULT_SPLIT = "test"  # the split `evaluate classification` scores when none is named
@@ -158,13 +123,15 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         for option, value in (("--split", split), ("--skip-malformed", options.option("--skip-malformed"))):
             if value is not None:
                 raise ValueError(f"{option}: expected either it or --test FILE, got both")
-        articles: Sequence[Example] = load_labelled_test(
-            config,
+        # Read with the checkpoint's fields and format unless the options override them.
+        read = read_labelled_file(
+            config.data,
             test,
             text_fields=options.option("--text-field"),
             label_field=options.option("--label-field"),
             file_format=options.option("--file-format"),
         )
+        articles: Sequence[Example] = labelled_examples(read, config.class_names)
         name, rows = test.stem, "rows"
     else:
         name = split or DEFAULT_SPLIT
@@ -179,7 +146,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     precision = resolve_inference_precision(options.precision, "auto", device, name="--precision", int8=False)
     report, _ = evaluate_classifier(model, tokenizer, articles, config.class_names, precision=precision, source=test)
     lines = [f"{checkpoint}, {test if test is not None else name}: {len(articles)} {rows}"]
-    lines += report_lines(report, len(articles))
+    lines += report.lines()
     output = options.output or checkpoint / f"report.{name}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
     scored = {"split": name} if test is None else {"file": str(test.resolve())}
@@ -203,30 +170,3 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         search="int8" if options.precision == "int8" else "argmax",
         scores={"accuracy": report.accuracy, "macro_f1": report.macro_f1},
     )
-
-
-def report_lines(report: ClassificationReport, num_rows: int) -> list[str]:
-    """Accuracy, the per-class table with its macro average over ``num_rows`` rows, and the confusion matrix."""
-
-    def columns(name: str) -> int:
-        # A Chinese or Japanese character takes two terminal columns; pad by columns, not characters.
-        return sum(2 if unicodedata.east_asian_width(character) in "WF" else 1 for character in name)
-
-    width = max(columns(name) for name in (*report.class_names, "class", "macro"))
-
-    def padded(name: str) -> str:
-        return name + " " * (width - columns(name))
-
-    lines = [f"accuracy {report.accuracy:.4f}", f"{padded('class')}  precision  recall  f1      support"]
-    for name, class_precision, recall, f1, support in zip(
-        report.class_names, report.precision, report.recall, report.f1, report.support
-    ):
-        lines.append(f"{padded(name)}  {class_precision:.4f}     {recall:.4f}  {f1:.4f}  {support}")
-    lines.append(
-        f"{padded('macro')}  {report.macro_precision:.4f}     "
-        f"{report.macro_recall:.4f}  {report.macro_f1:.4f}  {num_rows}"
-    )
-    lines.append("confusion matrix (rows: true class, columns: predicted class, in the order above):")
-    for name, row in zip(report.class_names, report.confusion):
-        lines.append(f"{padded(name)}  " + " ".join(f"{count:6d}" for count in row))
-    return lines

@@ -14,7 +14,6 @@ from typing import Sequence
 from transformer_lab.data import Vocabulary
 from transformer_lab.data.couplet import load_couplets
 from transformer_lab.decoding import DecodeConfig
-from transformer_lab.evaluation.couplet_antithesis import RULES as ANTITHESIS_RULES
 from transformer_lab.evaluation.couplet_antithesis import pair_scores
 from transformer_lab.evaluation.couplet_metrics import CoupletReport, couplet_report
 from transformer_lab.models import Seq2SeqTransformer
@@ -73,7 +72,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     samples = output.with_name(f"{output.stem}.samples.md" if options.output else f"samples.{stem}.md")
     samples.write_text(couplet_samples_table(evaluation, NUM_SAMPLES), encoding="utf-8")
     lines = [f"couplet {split}, {len(pairs)} pairs, {search.name}, constraints {constraints}"]
-    lines += couplet_report_lines(evaluation.report)
+    lines += evaluation.report.lines()
     lines.append(f"\n{NUM_SAMPLES} samples (upper | ours | reference):")
     shown = list(zip(evaluation.uppers, evaluation.hypotheses, evaluation.references))[:NUM_SAMPLES]
     lines += [f"  {upper} | {ours} | {reference}" for upper, ours, reference in shown]
@@ -86,31 +85,6 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         search=search.name,
         scores={"bleu": evaluation.report.bleu.score},
     )
-
-
-def couplet_report_lines(report: CoupletReport) -> list[str]:
-    """The report as aligned text lines: BLEU with its signature, then each rate for ours and the references."""
-    ours, references = report.hypotheses, report.references
-    lines = [
-        f"character BLEU-4  {report.bleu.score:.2f}  {report.bleu.signature}",
-        f"{'':28}{'ours':>24}{'references':>24}",
-    ]
-    for name in (
-        "length_match",
-        "punctuation_match",
-        "identical_punctuation",
-        "level_tone_ending",
-        "repetition_mirrored",
-        "no_repetition_where_none",
-    ):
-        lines.append(f"{name.replace('_', ' '):28}{str(getattr(ours, name)):>24}{str(getattr(references, name)):>24}")
-    for name in ("distinct_1", "distinct_2"):
-        lines.append(f"{name.replace('_', '-'):28}{getattr(ours, name):>24.4f}{getattr(references, name):>24.4f}")
-    for name in ANTITHESIS_RULES:
-        ours_score = getattr(report.hypothesis_antithesis, name)
-        reference_score = getattr(report.reference_antithesis, name)
-        lines.append(f"{name.replace('_', ' '):28}{str(ours_score):>24}{str(reference_score):>24}")
-    return lines
 
 
 def couplet_samples_table(evaluation: CoupletEvaluation, count: int) -> str:
