@@ -101,14 +101,6 @@ def default_config() -> ClassificationConfig:
     return ClassificationConfig()
 
 
-def _recorded_train_file(path: Path, folder: Path) -> str:
-    """The train_file to write into the config: relative to ag_news/ where possible."""
-    try:
-        return str(path.resolve().relative_to(folder.resolve()))
-    except ValueError:
-        return str(path.resolve())
-
-
 def classification_loss_fn(smoothing: float) -> Callable[[nn.Module, ClassificationBatch], Tensor]:
     """The Trainer's ``loss_fn``: label-smoothed cross-entropy over the batch's articles."""
 
@@ -140,8 +132,10 @@ def _recorded_data_config(config: ClassificationDataConfig, data: Classification
     if config.prepared_dir:
         return dataclasses.replace(config, prepared_dir=str(Path(config.prepared_dir).resolve()))
     if not config.train_files:
+        # Relative to ag_news/ where possible, so that the run reads the same file on another machine.
+        path, folder = data.train_file.resolve(), resolve_ag_news_dir(config.data_dir).resolve()
         return dataclasses.replace(
-            config, train_file=_recorded_train_file(data.train_file, resolve_ag_news_dir(config.data_dir))
+            config, train_file=str(path.relative_to(folder) if path.is_relative_to(folder) else path)
         )
     return dataclasses.replace(
         config,

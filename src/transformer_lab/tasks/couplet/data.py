@@ -105,10 +105,6 @@ def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) 
 def corpus_kind(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) -> CorpusKind[PreparedCouplets]:
     """``config``'s prepared corpus, streamed: the ids of `read_corpus`, with ``vocabulary``'s when given."""
 
-    def split(name: str) -> CoupletFiles:
-        folder = resolve_couplet_split_dir(name, config.data_dir)
-        return CoupletFiles.of_split(folder, skip_invalid=config.skip_invalid, max_length=config.max_length)
-
     def write(folder: Path, description: dict[str, Any]) -> None:
         spec = CoupletCorpusSpec(
             train=_training_source(config, config.data_dir),
@@ -116,7 +112,7 @@ def corpus_kind(config: CoupletDataConfig, vocabulary: Vocabulary | None = None)
             num_validation=config.num_validation,
             seed=config.seed,
             num_train=config.num_train,
-            extra=tuple(split(name) for name in config.extra_train_splits),
+            extra=tuple(_split_files(config, name, config.data_dir) for name in config.extra_train_splits),
             add_reversed_pairs=config.add_reversed_pairs,
             min_frequency=config.min_frequency,
         )
@@ -214,15 +210,19 @@ def load_validation_pairs(config: CoupletDataConfig, data_dir: str | None = None
 
 def _training_source(config: CoupletDataConfig, data_dir: str | None) -> CoupletFiles:
     """Where the training couplets are read from: the user's ``train_files``, else the ``train_split`` folder."""
-    skip_invalid, max_length = config.skip_invalid, config.max_length
     if config.train_files:
         return CoupletFiles.of_files(
-            config.train_files, config.file_format, skip_invalid=skip_invalid, max_length=max_length
+            config.train_files, config.file_format, skip_invalid=config.skip_invalid, max_length=config.max_length
         )
     if config.valid_files:
         raise ValueError("data.valid_files: expected only with data.train_files (--train), got it without")
-    folder = resolve_couplet_split_dir(config.train_split, data_dir)
-    return CoupletFiles.of_split(folder, skip_invalid=skip_invalid, max_length=max_length)
+    return _split_files(config, config.train_split, data_dir)
+
+
+def _split_files(config: CoupletDataConfig, split: str, data_dir: str | None) -> CoupletFiles:
+    """The couplets of the data folder's ``split``, read with the config's filters."""
+    folder = resolve_couplet_split_dir(split, data_dir)
+    return CoupletFiles.of_split(folder, skip_invalid=config.skip_invalid, max_length=config.max_length)
 
 
 def _validation_source(config: CoupletDataConfig) -> CoupletFiles | None:

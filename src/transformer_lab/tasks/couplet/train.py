@@ -83,15 +83,11 @@ def default_config() -> CoupletConfig:
     return CoupletConfig()
 
 
-def _read_vocabulary(folder: Path) -> Vocabulary:
-    return Vocabulary.load(folder / VOCABULARY_FILE)
-
-
 SEQ2SEQ_TASK: Seq2SeqTask[Vocabulary, CoupletConfig] = Seq2SeqTask(
     name=TASK_NAME,
     config_type=CoupletConfig,
     vocabulary=VocabularyFunctions(
-        read=_read_vocabulary,
+        read=lambda folder: Vocabulary.load(folder / VOCABULARY_FILE),
         # The file Vocabulary.save writes: one token per line in id order.
         files=lambda vocabulary: {VOCABULARY_FILE: "".join(token + "\n" for token in vocabulary.tokens)},
         tokens=lambda vocabulary: (vocabulary.tokens, vocabulary.tokens),

@@ -147,8 +147,7 @@ class SyntheticConfig:
 
 def default_config(task: str = "copy") -> SyntheticConfig:
     """The preset for ``task``; the model's vocabulary follows the data's."""
-    config = SyntheticConfig(data=SyntheticDataConfig(task=task))
-    return resolve(config)
+    return resolve(SyntheticConfig(data=SyntheticDataConfig(task=task)))
 
 
 def resolve(config: SyntheticConfig) -> SyntheticConfig:
