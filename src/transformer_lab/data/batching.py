@@ -84,12 +84,16 @@ def _length_table(lengths: Lengths) -> np.ndarray:
     return table
 
 
-def _check_shards(num_shards: int, shard_index: int) -> tuple[int, int]:
+def _check_order(shuffle: bool, seed: int, epoch: int, num_shards: int, shard_index: int) -> tuple[int, int, int, int]:
+    """The checked (seed, epoch, num_shards, shard_index) of an epoch's order, ``shuffle`` checked too."""
+    check_bool("shuffle", shuffle)
+    seed = check_integer("seed", seed, minimum=0)
+    epoch = check_integer("epoch", epoch, minimum=0)
     num_shards = check_integer("num_shards", num_shards, minimum=1)
     shard_index = check_integer("shard_index", shard_index, minimum=0)
     if shard_index >= num_shards:
         raise ValueError(f"shard_index must be in [0, {num_shards}), got {shard_index}")
-    return num_shards, shard_index
+    return seed, epoch, num_shards, shard_index
 
 
 def _shard(spans: BatchSpans, num_shards: int, shard_index: int) -> BatchSpans:
@@ -221,10 +225,7 @@ def token_budget_spans(
     """`token_budget_batches` as `BatchSpans`: the same batches, in the same order, held as arrays."""
     table = _length_table(lengths)
     max_tokens = check_integer("max_tokens", max_tokens, minimum=1)
-    check_bool("shuffle", shuffle)
-    seed = check_integer("seed", seed, minimum=0)
-    epoch = check_integer("epoch", epoch, minimum=0)
-    num_shards, shard_index = _check_shards(num_shards, shard_index)
+    seed, epoch, num_shards, shard_index = _check_order(shuffle, seed, epoch, num_shards, shard_index)
 
     budget_lengths = table if table.ndim == 1 else table.max(axis=1)
     too_long = np.nonzero(budget_lengths > max_tokens)[0]
@@ -314,10 +315,7 @@ def fixed_size_batches(
     """
     num_examples = check_integer("num_examples", num_examples, minimum=1)
     batch_size = check_integer("batch_size", batch_size, minimum=1)
-    check_bool("shuffle", shuffle)
-    seed = check_integer("seed", seed, minimum=0)
-    epoch = check_integer("epoch", epoch, minimum=0)
-    num_shards, shard_index = _check_shards(num_shards, shard_index)
+    seed, epoch, num_shards, shard_index = _check_order(shuffle, seed, epoch, num_shards, shard_index)
     if shuffle:
         order = torch.randperm(num_examples, generator=_epoch_generator(seed, epoch)).numpy()
     else:
