@@ -125,11 +125,8 @@ def create_app(
     ``max_text_characters``, ``max_lines``: the size limits (module docstring). The
     admission state is ``app.state.admission`` (a :class:`~transformer_lab.serve.admission.Admission`).
     """
-    for name, value in (
-        ("max_body_bytes", max_body_bytes),
-        ("max_text_characters", max_text_characters),
-        ("max_lines", max_lines),
-    ):
+    limits = {"max_body_bytes": max_body_bytes, "max_text_characters": max_text_characters, "max_lines": max_lines}
+    for name, value in limits.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
     admission = Admission(max_queue, lock_timeout)
@@ -148,10 +145,6 @@ def create_app(
             return response
         finally:
             admission.release(work_seconds)
-
-    @app.exception_handler(RequestError)
-    async def requestjson_error(_: Request, error: RequestError) -> JSONResponse:
-        return json_error(error.status_code, error.message)
 
     @app.exception_handler(Busy)
     async def busyjson_error(_: Request, error: Busy) -> JSONResponse:

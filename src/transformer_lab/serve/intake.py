@@ -23,13 +23,8 @@ MAX_LINES = 256
 ARRIVED_SCOPE_KEY = "transformer_lab.arrived"
 
 
-class RequestError(Exception):
-    """A request that is well-formed JSON but cannot be served; becomes ``{"error": message}``."""
-
-    def __init__(self, status_code: int, message: str) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.message = message
+class RequestError(HTTPException):
+    """A well-formed request that cannot be served: ``RequestError(status_code, message)``, answered as JSON."""
 
 
 class BodyTooLarge(HTTPException):

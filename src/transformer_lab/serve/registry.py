@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -19,20 +19,12 @@ from transformer_lab.tasks.registry import checkpoint_tasks
 from transformer_lab.training import load_checkpoint_config, resolve_checkpoint
 
 
-class TaskHandler(Protocol):
-    """What the app needs of every loaded model."""
-
-    def describe(self) -> dict[str, Any]:
-        """Facts the page shows or needs (layers, heads, labels, decoding defaults)."""
-        ...
-
-
 @dataclass
 class ServedModel:
     name: str
     checkpoint: Path
     task: str  # the checkpoint task (``config.json``'s ``task``)
-    handler: TaskHandler  # its task's Serving.handler over its predictor
+    handler: Any  # its task's Serving.handler over its predictor (``describe()``: what the page shows)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "task": self.task, "checkpoint": str(self.checkpoint), **self.handler.describe()}
