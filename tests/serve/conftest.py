@@ -1,19 +1,27 @@
-"""A tiny translation run, trained here by the project's own code on a made-up corpus.
+"""A tiny translation run, trained here by the project's own code on a made-up corpus, and a toy served task.
 
 The corpus is written as a Multi30k folder (``multi30k/train.de`` ...) so that
 ``translation.train`` runs exactly as on the real data: BPE on the training split, the
 Trainer, validation BLEU, ``best/`` and ``last/`` checkpoints with the tokenizer inside.
+
+The toy task ("echo") has no pane of its own on the page; its one endpoint declares a
+field of every kind the page builds an input for, so the generic form is tested on it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 import socket
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterator, Literal
 
 import pytest
+import torch
 
+from transformer_lab.tasks import registry
+from transformer_lab.tasks.task import Endpoint, Serving, Task
 from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import apply_overrides
 
@@ -90,3 +98,58 @@ def _unused_port() -> int:
 def find_unused_port() -> Callable[[], int]:
     """Returns a function giving a loopback TCP port that nothing listens on right now."""
     return _unused_port
+
+
+@dataclasses.dataclass(frozen=True)
+class EchoRequest:
+    text: str
+    numbers: list[int] = dataclasses.field(metadata={"min_length": 1, "max_length": 4})
+    times: int = dataclasses.field(default=2, metadata={"ge": 1, "le": 3, "description": "copies of the text"})
+    separator: Literal[" ", " | "] = " "
+    shout: bool = False
+    scale: float = dataclasses.field(default=1.0, metadata={"ge": 0, "le": 10})
+
+
+class Echo:
+    """The toy task's Python API object: it needs no model."""
+
+    def __init__(self, model: torch.nn.Module, vocabulary: None, config: None, device: torch.device) -> None:
+        self.device = device
+
+
+class EchoHandler:
+    def __init__(self, predictor: Echo) -> None:
+        self.predictor = predictor
+
+    def describe(self) -> dict[str, Any]:
+        return {"device": str(self.predictor.device)}
+
+    def echo(self, request: EchoRequest) -> dict[str, Any]:
+        text = request.text.upper() if request.shout else request.text
+        return {"echo": request.separator.join([text] * request.times), "total": request.scale * sum(request.numbers)}
+
+
+def _no_training(config: Any, out_dir: Any, *, resume: bool = False, init_from: Any = None) -> Any:
+    raise NotImplementedError("the echo task is only served")
+
+
+@pytest.fixture(scope="module")
+def echo_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A checkpoint folder of the toy task "echo", registered while the module's tests run."""
+    folder = tmp_path_factory.mktemp("echo")
+    (folder / "config.json").write_text(json.dumps({"task": "echo"}), encoding="utf-8")
+    task = Task(
+        name="echo",
+        presets={"default": lambda: None},
+        train=_no_training,
+        load=lambda checkpoint: (torch.nn.Identity(), None, None),
+        reads_data=False,
+        surfaces=frozenset({"serve"}),
+        predictor=Echo,
+        serving=Serving(EchoHandler, (Endpoint("/api/echo", EchoRequest, EchoHandler.echo),)),
+    )
+    registry.register(task)
+    try:
+        yield folder
+    finally:
+        del registry.TASKS[task.name]

@@ -63,6 +63,125 @@ def test_models_lists_the_checkpoint_with_its_task_and_shape(client: TestClient,
     assert listed[0]["checkpoint"] == str(translation_run / "best")
 
 
+TEXT_FIELD = {"name": "text", "type": "text", "required": True, "min_length": 1, "max_length": MAX_TEXT_CHARACTERS}
+# Bodies each endpoint answers, to which one field at a time is set to a bound.
+VALID_BODIES = {
+    "/api/translate": {"text": SENTENCE},
+    "/api/translation/attention": {"text": SENTENCE, "target_ids": [5]},
+    "/api/echo": {"text": "hello", "numbers": [1]},
+}
+
+
+@pytest.fixture(scope="module")
+def with_echo(served: dict[str, Any], echo_checkpoint: Path) -> dict[str, Any]:
+    """The tiny translation model and the toy task's "echo", served together."""
+    return {**served, **load_served_models([f"echo={echo_checkpoint}"])}
+
+
+def test_models_carry_their_tasks_endpoints_and_fields(with_echo: dict[str, Any]) -> None:
+    listed = {model["name"]: model for model in TestClient(create_app(with_echo)).get("/api/models").json()["models"]}
+    assert listed[NAME]["endpoints"] == [
+        {
+            "path": "/api/translate",
+            "fields": [
+                TEXT_FIELD,
+                {
+                    "name": "strategy",
+                    "type": "choice",
+                    "required": False,
+                    "default": "beam",
+                    "choices": ["greedy", "beam"],
+                },
+                {
+                    "name": "beam_size",
+                    "type": "integer",
+                    "required": False,
+                    "default": 5,
+                    "minimum": 1,
+                    "maximum": translation_predict.MAX_BEAM_SIZE,
+                    "description": "also the n-best length",
+                },
+            ],
+        },
+        {
+            "path": "/api/translation/attention",
+            "fields": [
+                TEXT_FIELD,
+                {
+                    "name": "target_ids",
+                    "type": "json",
+                    "required": True,
+                    "max_length": 1024,
+                    "description": "a candidate's ids, from /api/translate",
+                },
+            ],
+        },
+    ]
+    assert listed["echo"]["task"] == "echo" and listed["echo"]["device"] == "cpu"
+    assert listed["echo"]["endpoints"] == [
+        {
+            "path": "/api/echo",
+            "fields": [
+                TEXT_FIELD,
+                {"name": "numbers", "type": "json", "required": True, "min_length": 1, "max_length": 4},
+                {
+                    "name": "times",
+                    "type": "integer",
+                    "required": False,
+                    "default": 2,
+                    "minimum": 1,
+                    "maximum": 3,
+                    "description": "copies of the text",
+                },
+                {"name": "separator", "type": "choice", "required": False, "default": " ", "choices": [" ", " | "]},
+                {"name": "shout", "type": "boolean", "required": False, "default": False},
+                {"name": "scale", "type": "number", "required": False, "default": 1.0, "minimum": 0, "maximum": 10},
+            ],
+        }
+    ]
+
+
+def _value(field: dict[str, Any], size: int) -> Any:
+    """A value of ``field``'s type whose number (or length) is ``size``; the JSON fields here are lists of ints."""
+    if field["type"] in ("integer", "number"):
+        return size
+    return "a" * size if field["type"] == "text" else [1] * size
+
+
+@pytest.mark.parametrize("max_text_characters", [MAX_TEXT_CHARACTERS, 50])
+def test_every_declared_bound_is_the_one_the_server_enforces(
+    with_echo: dict[str, Any], max_text_characters: int
+) -> None:
+    client = TestClient(create_app(with_echo, max_text_characters=max_text_characters))
+    checked = []
+    for model in client.get("/api/models").json()["models"]:
+        for endpoint in model["endpoints"]:
+            for field in endpoint["fields"]:
+                for bound, outside in (("minimum", -1), ("maximum", 1), ("min_length", -1), ("max_length", 1)):
+                    if bound not in field:
+                        continue
+                    body = {**VALID_BODIES[endpoint["path"]], "model": model["name"]}
+                    within = client.post(endpoint["path"], json={**body, field["name"]: _value(field, field[bound])})
+                    # Within the bound the request is valid (a model may still refuse it: 400, e.g. too many tokens).
+                    assert within.status_code in (200, 400), (endpoint["path"], field["name"], bound, within.text)
+                    past = client.post(
+                        endpoint["path"], json={**body, field["name"]: _value(field, field[bound] + outside)}
+                    )
+                    assert past.status_code == 422, (endpoint["path"], field["name"], bound, past.text)
+                    assert past.json()["error"].startswith(f"{field['name']}: "), past.text
+                    checked.append((endpoint["path"], field["name"], bound))
+    assert ("/api/translate", "text", "max_length") in checked and ("/api/echo", "scale", "minimum") in checked
+    assert len(checked) == 15  # translate 4, attention 3, echo 8
+    text_bounds = {
+        field["max_length"]
+        for model in client.get("/api/models").json()["models"]
+        for endpoint in model["endpoints"]
+        for field in endpoint["fields"]
+        if field["type"] == "text"
+    }
+    assert text_bounds == {max_text_characters}
+
+
 def test_page_and_its_files_are_served(client: TestClient) -> None:
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")

@@ -227,7 +227,18 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
     assert isinstance(sorter, ShortSorter) and not sorter.model.training
     client = TestClient(create_app(load_served_models([f"sorter={out}"])))
     assert client.get("/api/models").json()["models"] == [
-        {"name": "sorter", "task": "synthetic", "checkpoint": str(resolve_checkpoint(out)), "max_length": 4}
+        {
+            "name": "sorter",
+            "task": "synthetic",
+            "checkpoint": str(resolve_checkpoint(out)),
+            "max_length": 4,
+            "endpoints": [
+                {
+                    "path": "/api/short-sort",
+                    "fields": [{"name": "symbols", "type": "json", "required": True, "min_length": 1, "max_length": 4}],
+                }
+            ],
+        }
     ]
     for (source, target), whole in zip(held_out, greedy_gives_target, strict=True):
         answer = client.post("/api/short-sort", json={"model": "sorter", "symbols": source})

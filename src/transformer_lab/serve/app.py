@@ -1,4 +1,7 @@
-"""The FastAPI app: the static page, ``GET /api/models`` and one POST endpoint per pane.
+"""The FastAPI app: the static page, ``GET /api/models`` and the POST endpoints each served task declares.
+
+``GET /api/models`` lists each model with its task's endpoints and their fields (``requests.page_fields``),
+from which the page builds a form for a task without a pane of its own.
 
 Admission. Model work runs one request at a time (the attention recorder of
 ``nn.tracing`` is per thread now, but requests sharing a few CPU cores gain nothing from
@@ -41,14 +44,13 @@ FastAPI reads the endpoints' annotations to validate requests, so this module do
 import logging
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
@@ -64,8 +66,9 @@ from transformer_lab.serve.intake import (
     json_error,
 )
 from transformer_lab.serve.registry import ServedModel
-from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS, request_model
+from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS, page_fields, request_model
 from transformer_lab.tasks.registry import checkpoint_tasks
+from transformer_lab.tasks.task import Endpoint
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +175,7 @@ def create_app(
 
     @app.get("/api/models")
     async def models() -> dict[str, Any]:
-        return {"models": [model.describe() for model in served.values()]}
+        return {"models": [{**model.describe(), "endpoints": endpoints[model.task]} for model in served.values()]}
 
     @app.post("/api/masks")
     async def masks(body: masks_view.MasksRequest, request: Request) -> JSONResponse:
@@ -185,34 +188,23 @@ def create_app(
                 raise RequestError(400, f"model: {body.model!r} has no tokenizer for the masks view")
         return await run_admitted(request, lambda: masks_view.masks_for(body, tokenize))
 
-    def check(body: BaseModel) -> None:
-        check_text_limits(body, max_text_characters, max_lines)
+    def add_endpoint(task: str, endpoint: Endpoint) -> dict[str, Any]:
+        """POST ``endpoint.path``: validate, check the texts, find the model, call the method; returns its form."""
+        request_type = request_model(endpoint.request)
 
+        async def answer(body: request_type, request: Request) -> JSONResponse:  # type: ignore[valid-type]
+            check_text_limits(body, max_text_characters, max_lines)
+            # Every task's request type has a `model` field; mypy cannot read the dynamic annotation.
+            model = _find_model(served, body.model, task)  # type: ignore[attr-defined]
+            return await run_admitted(request, lambda: {"model": model.name, **endpoint.method(model.handler, body)})
+
+        answer.__name__ = f"{task}_{endpoint.path.strip('/').replace('/', '_')}"
+        app.post(endpoint.path)(answer)
+        return {"path": endpoint.path, "fields": page_fields(request_type, max_text_characters)}
+
+    # Task -> its endpoints as the page builds their forms, derived once from the request types.
+    endpoints: dict[str, list[dict[str, Any]]] = {}
     for task, declared in checkpoint_tasks("serve").items():
         assert declared.serving is not None  # a Task offering "serve" has one
-        for endpoint in declared.serving.endpoints:
-            request_type = request_model(endpoint.request)
-            _add_task_endpoint(app, served, run_admitted, check, task, endpoint.path, request_type, endpoint.method)
+        endpoints[task] = [add_endpoint(task, endpoint) for endpoint in declared.serving.endpoints]
     return app
-
-
-def _add_task_endpoint(
-    app: FastAPI,
-    served: Mapping[str, ServedModel],
-    run_admitted: Callable[[Request, Callable[[], dict[str, Any]]], Awaitable[JSONResponse]],
-    check: Callable[[BaseModel], None],
-    task: str,
-    path: str,
-    request_type: type[BaseModel],
-    method: Callable[[Any, Any], dict[str, Any]],
-) -> None:
-    """POST ``path``: validate the body as ``request_type``, check its texts, find the model, call ``method``."""
-
-    async def endpoint(body: request_type, request: Request) -> JSONResponse:  # type: ignore[valid-type]
-        check(body)
-        # Every task's request type has a `model` field; mypy cannot read the dynamic annotation.
-        model = _find_model(served, body.model, task)  # type: ignore[attr-defined]
-        return await run_admitted(request, lambda: {"model": model.name, **method(model.handler, body)})
-
-    endpoint.__name__ = f"{task}_{path.strip('/').replace('/', '_')}"
-    app.post(path)(endpoint)

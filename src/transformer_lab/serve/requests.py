@@ -1,4 +1,4 @@
-"""The JSON requests of every pane: a model name, the texts to work on, and a task's request as a pydantic model."""
+"""The JSON requests of every pane: a model name, its texts, a task's request as a pydantic model and as a form."""
 
 from __future__ import annotations
 
@@ -35,3 +35,31 @@ def request_model(request: type) -> type[BaseModel]:
         fields[field.name] = (Text if hints[field.name] is str else hints[field.name], Field(default, **field.metadata))
     model: type[BaseModel] = create_model(request.__name__, __config__=ConfigDict(extra="forbid"), **fields)
     return model
+
+
+# JSON schema type -> the page's input; anything else (a list, an optional value) the page takes as JSON.
+_PAGE_TYPES = {"string": "text", "integer": "integer", "number": "number", "boolean": "boolean"}
+# JSON schema key -> its name on the page; bounds are inclusive, a list's item counts are its lengths.
+_PAGE_KEYS = dict(default="default", description="description", enum="choices", minimum="minimum", maximum="maximum")
+_PAGE_KEYS.update(minLength="min_length", maxLength="max_length", minItems="min_length", maxItems="max_length")
+
+
+def page_fields(request: type[BaseModel], max_text_characters: int) -> list[dict[str, Any]]:
+    """The fields of a `request_model` but ``model``, as the page builds its form (``GET /api/models``).
+
+    Each is ``{name, type, required}`` and, where declared, ``default``, ``description``, ``choices``
+    and the bounds ``minimum``, ``maximum``, ``min_length``, ``max_length``: read from the model's JSON
+    schema, they are those the server enforces (a text's at most ``max_text_characters``, the app's cap).
+    """
+    schema = request.model_json_schema()
+    fields = []
+    for name, entry in schema["properties"].items():
+        if name == "model":  # the page sends the chosen model
+            continue
+        kind = "choice" if "enum" in entry else _PAGE_TYPES.get(entry.get("type", ""), "json")
+        field: dict[str, Any] = {"name": name, "type": kind, "required": name in schema.get("required", ())}
+        field.update({_PAGE_KEYS[key]: value for key, value in entry.items() if key in _PAGE_KEYS})
+        if kind == "text":
+            field["max_length"] = min(field.get("max_length", max_text_characters), max_text_characters)
+        fields.append(field)
+    return fields
