@@ -1,5 +1,7 @@
 """End to end in a real browser: start ``transformer-lab serve``, translate on the page,
-see the n-best list and the attention heat-map, draw the masks.
+see the n-best list and the attention heat-map, draw the masks; and serve a toy task
+without a pane of its own (``conftest.py``'s "echo", in this process, since it is
+registered here) and use the form the page builds from its declared endpoint.
 
 Chromium and chromedriver come from Debian; ``make browser`` installs them (``.ci/run``
 calls it). Without them the test is skipped and says why: a test installs nothing.
@@ -16,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -25,6 +28,9 @@ from typing import Any, Callable, Iterator
 import pytest
 
 import transformer_lab
+from transformer_lab.serve import create_app, load_served_models
+from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS
+from transformer_lab.tasks.translation.predict import MAX_BEAM_SIZE
 
 pytest.importorskip("selenium", reason="selenium is a dev dependency: pip install -e '.[dev]'")
 
@@ -33,7 +39,7 @@ from selenium.webdriver.chrome.options import Options  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPOSITORY / "tests" / "artifacts"
@@ -173,7 +179,11 @@ def test_translate_on_the_page_shows_the_nbest_and_the_heatmap(browser: WebDrive
     box = browser.find_element(By.ID, "translation-input")
     box.clear()
     box.send_keys(SENTENCE)
-    beam_size = int(browser.find_element(By.ID, "beam-size").get_attribute("value"))
+    beam = browser.find_element(By.ID, "beam-size")
+    # The hand-written pane's inputs take the bounds that the translation task's request declares.
+    assert (beam.get_attribute("min"), beam.get_attribute("max")) == ("1", str(MAX_BEAM_SIZE))
+    assert box.get_attribute("maxlength") == str(MAX_TEXT_CHARACTERS)
+    beam_size = int(beam.get_attribute("value"))
     browser.find_element(By.ID, "translate-button").click()
     wait.until(lambda driver: driver.find_element(By.ID, "attention-canvas").get_attribute("data-drawn") == "true")
 
@@ -223,3 +233,79 @@ def test_masks_tab_draws_the_four_masks_of_each_sentence(browser: WebDriver, ser
     assert hidden == {"causal": 6, "key_padding": 8, "decoder": 9, "rows_and_columns": 12}
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(ARTIFACTS / "serve-masks.png"))
+
+
+@pytest.fixture(scope="module")
+def echo_url(chromium: tuple[str, str], echo_checkpoint: Path, find_unused_port: Callable[[], int]) -> Iterator[str]:
+    """The toy task served by uvicorn in a thread of this process, where the task is registered."""
+    uvicorn = pytest.importorskip("uvicorn", reason="uvicorn is the [serve] extra: pip install -e '.[serve]'")
+    app = create_app(load_served_models([f"echo={echo_checkpoint}"]))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=find_unused_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + SERVER_START_SECONDS
+        while not server.started:
+            assert thread.is_alive(), "the echo server stopped before it started"
+            assert time.monotonic() < deadline, f"the echo server did not start within {SERVER_START_SECONDS} s"
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_a_task_without_a_pane_gets_a_form_per_endpoint_that_shows_the_answer(
+    browser: WebDriver, echo_url: str
+) -> None:
+    wait = WebDriverWait(browser, PAGE_WAIT_SECONDS)
+    browser.get(echo_url)
+    wait.until(lambda driver: driver.find_element(By.ID, "pane-generic").is_displayed())
+    assert not any(
+        browser.find_element(By.ID, f"pane-{task}").is_displayed()
+        for task in ("translation", "classification", "couplet")
+    )
+    assert browser.find_element(By.ID, "generic-title").text == "echo"
+    (form,) = browser.find_elements(By.CSS_SELECTOR, "#generic-forms form.endpoint")
+    assert form.get_attribute("data-path") == "/api/echo"
+
+    def field(name: str) -> Any:
+        return form.find_element(By.NAME, name)
+
+    # Each input as its field declares: type, default and bounds.
+    assert field("text").tag_name == "textarea" and field("text").get_attribute("maxlength") == "1000"
+    times = field("times")
+    assert (times.get_attribute("type"), times.get_attribute("min"), times.get_attribute("max")) == ("number", "1", "3")
+    assert times.get_attribute("value") == "2"
+    separator = Select(field("separator"))
+    assert [json.loads(option.get_attribute("value")) for option in separator.options] == [" ", " | "]
+    assert json.loads(separator.first_selected_option.get_attribute("value")) == " "
+    assert field("shout").get_attribute("type") == "checkbox" and not field("shout").is_selected()
+    assert (field("scale").get_attribute("min"), field("scale").get_attribute("max")) == ("0", "10")
+    assert "1 to 4 items" in form.text and "copies of the text" in form.text
+
+    field("text").send_keys("hello")
+    field("numbers").send_keys("[1, 2, 3]")
+    times.clear()
+    times.send_keys("3")
+    separator.select_by_index(1)
+    field("shout").click()
+    field("scale").clear()
+    field("scale").send_keys("2.5")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    answer = form.find_element(By.CSS_SELECTOR, "pre.answer-json")
+    wait.until(lambda driver: answer.is_displayed())
+    shown = json.loads(answer.text)
+    assert shown["echo"] == "HELLO | HELLO | HELLO" and shown["total"] == 15.0 and shown["model"] == "echo"
+    status = form.find_element(By.CSS_SELECTOR, ".status")
+    assert status.text.endswith("ms on the server")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(ARTIFACTS / "serve-generic.png"))
+
+    # What the page cannot read, and what the server refuses, is said on the status line.
+    for numbers, message in (("[1, 2", "numbers: expected JSON"), ("[1, 2, 3, 4, 5]", "numbers: ")):
+        field("numbers").clear()
+        field("numbers").send_keys(numbers)
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait.until(lambda driver: "error" in (status.get_attribute("class") or "").split())
+        assert status.text.startswith(message), status.text

@@ -63,21 +63,27 @@ function chooseModel(name) {
   state.model = state.models.find((model) => model.name === name) || null;
   const model = state.model;
   $("model-facts").textContent = model
-    ? Object.entries(model).filter(([key]) => !["name", "task", "labels"].includes(key)).map(([key, value]) => `${key} ${value}`).join(" · ")
+    ? Object.entries(model).filter(([key]) => !["name", "task", "labels", "endpoints"].includes(key)).map(([key, value]) => `${key} ${value}`).join(" · ")
     : "";
-  if (model && model.task === "translation") {
-    $("beam-size").max = model.max_beam_size;
-    $("beam-size").value = model.beam_size;
+  if (model && paneTask(model) === "") showGenericPane(model);
+  // A hand-written pane's inputs (data-field) take the bounds and defaults their task declares.
+  for (const field of model ? model.endpoints.flatMap((endpoint) => endpoint.fields) : []) {
+    for (const input of document.querySelectorAll(`.pane[data-task="${paneTask(model)}"] [data-field="${field.name}"]`)) declare(input, field);
   }
+  if (model && model.task === "translation") $("beam-size").value = model.beam_size;  // the checkpoint's own search
   showTab(state.tab);
+}
+
+// The data-task of the pane that shows `model`: its task's own, else "" (the generic pane).
+function paneTask(model) {
+  return Array.from(document.querySelectorAll(".pane[data-task]")).some((pane) => pane.dataset.task === model.task) ? model.task : "";
 }
 
 function showTab(tab) {
   state.tab = tab;
   for (const button of document.querySelectorAll(".tab")) button.classList.toggle("active", button.dataset.pane === tab);
   for (const pane of document.querySelectorAll(".pane")) {
-    const task = pane.dataset.task;
-    pane.hidden = tab === "masks" ? pane.id !== "pane-masks" : !(state.model && task === state.model.task);
+    pane.hidden = tab === "masks" ? pane.id !== "pane-masks" : !(state.model && pane.dataset.task === paneTask(state.model));
   }
 }
 
@@ -277,6 +283,94 @@ async function writeCouplet() {
     $("couplet-lines").replaceChildren(table);
     return answer;
   });
+}
+
+// ---------------------------------------------------------------- any other task: a form per declared endpoint
+
+// Give `input` the bounds and the default that `field` (of GET /api/models) declares.
+function declare(input, field) {
+  if (field.minimum !== undefined) input.min = field.minimum;
+  if (field.maximum !== undefined) input.max = field.maximum;
+  if (field.type === "text" && field.max_length !== undefined) input.maxLength = field.max_length;
+  if (field.default !== undefined) input.value = ["text", "integer", "number"].includes(field.type) ? field.default : JSON.stringify(field.default);
+  return input;
+}
+
+// The input of a field, as its type asks.
+function fieldInput(field) {
+  let input;
+  if (field.type === "choice") {
+    input = element("select");
+    input.append(...field.choices.map((choice) => element("option", { value: JSON.stringify(choice) }, `${choice}`)));
+  } else if (field.type === "boolean") {
+    input = element("input", { type: "checkbox" });
+    input.checked = Boolean(field.default);
+  } else if (field.type === "integer" || field.type === "number") {
+    input = element("input", { type: "number", step: field.type === "integer" ? "1" : "any" });
+  } else {
+    input = element("textarea", { rows: field.type === "text" ? 3 : 1 });  // a text, or JSON for a list or any other value
+  }
+  input.name = field.name;
+  input.required = field.required && field.type !== "boolean";
+  return field.type === "boolean" ? input : declare(input, field);
+}
+
+function fieldHint(field) {
+  const range = (low, high, unit) =>
+    low !== undefined && high !== undefined ? `${low} to ${high}${unit}` : low !== undefined ? `at least ${low}${unit}` : high !== undefined ? `at most ${high}${unit}` : "";
+  const unit = field.type === "text" ? " characters" : " items";
+  return [field.type === "json" ? "JSON" : "", field.description, range(field.minimum, field.maximum, ""), range(field.min_length, field.max_length, unit)]
+    .filter(Boolean).join("; ");
+}
+
+// A field's JSON value; undefined (left out, the server's default) for an optional field left empty.
+function fieldValue(field, input) {
+  if (field.type === "boolean") return input.checked;
+  if (input.value === "" && !field.required) return undefined;
+  if (field.type === "integer" || field.type === "number") return Number(input.value);
+  if (field.type === "text") return input.value;
+  try {
+    return JSON.parse(input.value);
+  } catch (error) {
+    throw new Error(`${field.name}: expected JSON, got ${JSON.stringify(input.value)} (${error.message})`);
+  }
+}
+
+function endpointForm(model, endpoint) {
+  const form = element("form", { class: "endpoint", "data-path": endpoint.path });
+  form.append(element("h3", {}, `POST ${endpoint.path}`));
+  const inputs = endpoint.fields.map((field) => {
+    const input = fieldInput(field);
+    const label = element("label", { class: "field" });
+    label.append(element("span", { class: "field-name" }, field.name), input, element("span", { class: "hint" }, fieldHint(field)));
+    form.append(label);
+    return input;
+  });
+  const controls = element("div", { class: "controls" });
+  const button = element("button", { type: "submit" }, "Send"), status = element("span", { class: "status" });
+  const answer = element("pre", { class: "answer-json", hidden: "" });
+  controls.append(button, status);
+  form.append(controls, answer);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    withStatus(button, status, async () => {
+      const body = { model: model.name };
+      endpoint.fields.forEach((field, index) => {
+        const value = fieldValue(field, inputs[index]);
+        if (value !== undefined) body[field.name] = value;
+      });
+      const result = await post(endpoint.path, body);
+      answer.textContent = JSON.stringify(result, null, 2);
+      answer.hidden = false;
+      return result;
+    });
+  });
+  return form;
+}
+
+function showGenericPane(model) {
+  $("generic-title").textContent = model.task;
+  $("generic-forms").replaceChildren(...model.endpoints.map((endpoint) => endpointForm(model, endpoint)));
 }
 
 // ---------------------------------------------------------------- masks

@@ -425,7 +425,6 @@ class CoupletHandler:
             "layers": config.model.num_decoder_layers,
             "heads": config.model.nhead,
             "punctuation": config.constraints.punctuation_mode,
-            "max_count": MAX_LOWER_LINES,
         }
 
     def tokenize(self, text: str) -> list[str]:

@@ -293,7 +293,6 @@ class TranslationHandler:
             "heads": self.predictor.config.model.nhead,
             "strategy": decode.strategy,
             "beam_size": min(decode.beam_size, MAX_BEAM_SIZE),
-            "max_beam_size": MAX_BEAM_SIZE,
         }
 
     def tokenize(self, text: str) -> list[str]:
