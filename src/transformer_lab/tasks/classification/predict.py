@@ -149,7 +149,11 @@ def predict(
     truncate: bool = False,
 ) -> list[Prediction]:
     """Classify ``texts``; a text :func:`predict_each` refuses is a ValueError naming its index."""
-    results = predict_each(model, tokenizer, class_names, texts, truncate=truncate)
+    return _all_classified(predict_each(model, tokenizer, class_names, texts, truncate=truncate))
+
+
+def _all_classified(results: list[Prediction | str]) -> list[Prediction]:
+    """``results`` when every text was classified, else a ValueError naming the first refused one's index."""
     for index, result in enumerate(results):
         if isinstance(result, str):
             raise ValueError(f"texts[{index}]: {result}")
@@ -197,12 +201,9 @@ class Classifier:
         first ``max_len`` tokens of a longer text (else it is a ValueError naming its index,
         as is a blank text; :meth:`classify_each` answers the others instead).
         """
-        predictions = []
-        results = self.classify_each(texts_of(texts, "texts"), precision=precision, truncate=truncate)
-        for index, result in enumerate(results):
-            if isinstance(result, str):
-                raise ValueError(f"texts[{index}]: {result}")
-            predictions.append(result)
+        predictions = _all_classified(
+            self.classify_each(texts_of(texts, "texts"), precision=precision, truncate=truncate)
+        )
         return predictions[0] if isinstance(texts, str) else predictions
 
     def classify_each(
