@@ -323,11 +323,15 @@ def ag_news_path(
 
 
 def read_class_names(data_dir: str | os.PathLike[str] | None = None) -> tuple[str, ...]:
-    """The class names from `classes.txt`, or AG_NEWS_CLASSES when the folder has none.
+    """The class names from `classes.txt`, or AG_NEWS_CLASSES when the folder has none (see `read_classes_file`)."""
+    return read_classes_file(resolve_ag_news_dir(data_dir) / CLASSES_FILE)
 
-    Raises ValueError naming the file if it does not hold exactly 4 non-empty names.
+
+def read_classes_file(path: Path) -> tuple[str, ...]:
+    """The class names of the `classes.txt` at ``path``, one a line, or AG_NEWS_CLASSES when there is none.
+
+    Raises ValueError naming the file if it does not hold exactly 4 non-empty, distinct names.
     """
-    path = resolve_ag_news_dir(data_dir) / CLASSES_FILE
     if not path.is_file():
         return AG_NEWS_CLASSES
     names = tuple(read_lines(path))

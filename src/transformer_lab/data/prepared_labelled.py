@@ -1,4 +1,8 @@
-"""Labelled text prepared once into a memory-mapped `TokenStore`: token ids, labels and line numbers.
+"""Labelled text read by a `LabelledCorpusSpec`, whole or streamed, and prepared once into a memory-mapped `TokenStore`.
+
+The spec names the training file (an AG News CSV, or the user's CSV / TSV / JSON Lines file
+with its text and label fields), the validation rows (a file of their own, or a seeded
+stratified share carved from training), the ``num_train`` cut and how the BPE is learned.
 
 What classification training needs of a labelled corpus: the training texts' token ids (the
 store's ``tokens`` column) and class indices (its labels), each row's 1-based line in its
@@ -7,15 +11,18 @@ file (``line_numbers``, int64, for errors that point at the line), the tokenizer
 and a ``manifest.json`` with the input files (size, mtime, sha256), the tokenizer's sha256,
 the report and the format version. Written under a temporary name and renamed.
 
-The rows are streamed, never held: the caller counts them and chooses the held-out ones
-first (a pass that keeps only their labels); then one pass learns the BPE from the
-training texts (unless a tokenizer is given) and one more encodes them chunk by chunk into
-the store while the held-out rows go to ``validation.jsonl``.
+The rows are streamed, never held: a first pass keeps only their labels (and so the
+classes and the held-out rows); then one pass learns the BPE from the training texts
+(unless a tokenizer is given) and one more encodes them chunk by chunk into the store
+while the held-out rows go to ``validation.jsonl``. The result is what `LabelledCorpusSpec.read`
+gives read whole: the same rows, classes, split and report.
 """
 
 from __future__ import annotations
 
+import array
 import hashlib
+import itertools
 import json
 import os
 import time
@@ -26,8 +33,24 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from transformer_lab.data.ag_news import (
+    NewsArticle,
+    log_malformed,
+    read_ag_news_csv,
+    read_classes_file,
+    stream_ag_news_csv,
+)
+from transformer_lab.data.labelled_text import (
+    LabelIds,
+    LabelledText,
+    LabelledTextFile,
+    read_labelled_text,
+    sorted_class_names,
+    stream_labelled_text,
+)
 from transformer_lab.data.manifest_checks import SHA256, STRINGS, report_holding
 from transformer_lab.data.prepared_cache import VALIDATION_FILE, InputWatch, read_corpus_manifest, write_corpus_manifest
+from transformer_lab.data.splits import stratified_held_out
 from transformer_lab.data.subword import SubwordTokenizer
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
 from transformer_lab.data.word_cache import WordCachedEncoder
@@ -49,6 +72,11 @@ class LabelledExample:
     line_number: int
 
 
+# What is trained and scored on: an AG News article or a record of a user's file (both have
+# .text, .label as a class index, and .line_number).
+LabelledRow = NewsArticle | LabelledExample
+
+
 @dataclass
 class PreparedLabelled:
     """A prepared labelled corpus (see the module docstring)."""
@@ -68,6 +96,193 @@ def tokenizer_sha256(tokenizer: SubwordTokenizer) -> str:
     return hashlib.sha256(tokenizer.to_json().encode("utf-8")).hexdigest()
 
 
+def labelled_examples(read: LabelledTextFile, class_names: Sequence[str]) -> list[LabelledExample]:
+    """The records of ``read`` with their labels as indices into ``class_names``; an unseen label is a ValueError."""
+    ids = read.label_ids(class_names)
+    return [LabelledExample(record.text, label, record.line_number) for record, label in zip(read.records, ids)]
+
+
+def held_out_positions(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """The increasing positions of the rows (classes ``labels``) held out by the seeded stratified split."""
+    held = stratified_held_out(labels, fraction, seed)
+    if len(held) in (0, len(labels)):
+        raise ValueError(
+            f"data.validation_fraction={fraction} of {len(labels)} rows leaves "
+            f"{len(labels) - len(held)} training and {len(held)} validation rows; both must be non-empty"
+        )
+    return held
+
+
+def carve_validation(
+    rows: Sequence[LabelledRow], fraction: float, seed: int
+) -> tuple[list[LabelledRow], list[LabelledRow]]:
+    """(training rows, validation rows) by the seeded stratified split of ``rows``."""
+    held = set(held_out_positions(np.asarray([row.label for row in rows], dtype=np.int64), fraction, seed).tolist())
+    return (
+        [row for index, row in enumerate(rows) if index not in held],
+        [row for index, row in enumerate(rows) if index in held],
+    )
+
+
+def labelled_report(
+    train_file: Path, validation_file: Path | None, train_rows: int, validation_rows: int, skipped: int
+) -> dict[str, Any]:
+    """What was read, as a prepared corpus's manifest records it."""
+    return {
+        "train_file": str(train_file),
+        "validation_file": None if validation_file is None else str(validation_file),
+        "train_rows": train_rows,
+        "validation_rows": validation_rows,
+        "skipped_malformed": skipped,
+    }
+
+
+@dataclass
+class _Scanned:
+    """What a first pass over the training file found, and how to read its rows again (``rows()``)."""
+
+    class_names: tuple[str, ...]
+    labels: np.ndarray  # [N] int64, every row's class index (all a first pass keeps of the rows)
+    num_skipped: int
+    rows: Callable[[], Iterator[LabelledExample]]
+
+
+@dataclass(frozen=True)
+class LabelledCorpusSpec:
+    """What a labelled corpus is read from, how its validation rows are chosen and how its BPE is learned.
+
+    Class names given to the readers (a resumed or fine-tuned run's) fix the classes and
+    their order; None reads them from the training file.
+    """
+
+    train_file: Path
+    # An AG News CSV's classes.txt (read when present, else the release's names); None: train_file is
+    # the user's labelled file, read with the fields and format below.
+    classes_file: Path | None = None
+    skip_malformed: bool = False  # AG News: skip (count, report) malformed lines instead of failing
+    text_fields: tuple[str, ...] = ("text",)
+    label_field: str = "label"
+    file_format: str = ""  # "csv", "tsv" or "jsonl"; "" = from the suffix
+    valid_file: Path | None = None  # validation rows of their own (None: carved from train_file)
+    validation_fraction: float = 0.1  # share of each class carved out of train_file
+    split_seed: int = 1234  # which rows are carved
+    num_train: int = 0  # only the first N rows of train_file (0 = all)
+    vocab_size: int = 8000
+    lowercase: bool = True
+    min_frequency: int = 2
+
+    def input_files(self) -> list[Path]:
+        """Every file the corpus reads: the training file, AG News's class names (if present), the validation file."""
+        files = [self.train_file]
+        if self.classes_file is not None and self.classes_file.is_file():
+            files.append(self.classes_file)
+        return files if self.valid_file is None else [*files, self.valid_file]
+
+    def learn_tokenizer(self, texts: Iterable[str]) -> SubwordTokenizer:
+        """The byte-level BPE learned from the training ``texts``."""
+        return SubwordTokenizer.train(
+            texts, vocab_size=self.vocab_size, lowercase=self.lowercase, min_frequency=self.min_frequency
+        )
+
+    def read_file(self, path: Path, max_records: int = 0) -> LabelledTextFile:
+        """A labelled file read whole with the spec's fields and format (the first ``max_records``; 0 = all)."""
+        return read_labelled_text(path, self.text_fields, self.label_field, self.file_format, max_records=max_records)
+
+    def read(
+        self, class_names: Sequence[str] | None = None
+    ) -> tuple[list[LabelledRow], list[LabelledRow], tuple[str, ...], int]:
+        """The corpus read whole: (training rows, validation rows, class names, malformed lines skipped)."""
+        rows, class_names, num_skipped = self._training_rows(class_names)
+        if self.valid_file is not None:
+            validation: list[LabelledRow] = list(labelled_examples(self.read_file(self.valid_file), class_names))
+            return rows, validation, class_names, num_skipped
+        train, validation = carve_validation(rows, self.validation_fraction, self.split_seed)
+        return train, validation, class_names, num_skipped
+
+    def _training_rows(self, class_names: Sequence[str] | None) -> tuple[list[LabelledRow], tuple[str, ...], int]:
+        """(the training file's rows (the first num_train), the class names, malformed lines skipped)."""
+        if self.classes_file is not None:
+            read = read_ag_news_csv(self.train_file, skip_malformed=self.skip_malformed)
+            names = read_classes_file(self.classes_file)
+            self._check_ag_news_classes(class_names, names)
+            return list(read.articles[: self.num_train or None]), names, read.num_skipped
+        labelled = self.read_file(self.train_file, max_records=self.num_train)
+        if class_names is None:
+            class_names = self._label_classes(labelled.labels)
+        return list(labelled_examples(labelled, class_names)), tuple(class_names), 0
+
+    def _check_ag_news_classes(self, class_names: Sequence[str] | None, names: tuple[str, ...]) -> None:
+        """Refuse a checkpoint's ``class_names`` (None: none given) that are not AG News's ``names``."""
+        if class_names is not None and tuple(class_names) != names:
+            raise ValueError(
+                f"{self.train_file}: expected the checkpoint's classes {list(class_names)!r}, "
+                f"got the AG News classes {list(names)!r}"
+            )
+
+    def _label_classes(self, labels: Iterable[str]) -> tuple[str, ...]:
+        """The classes of the user's training file, from its labels: at least two."""
+        class_names = sorted_class_names(labels)
+        if len(class_names) < 2:
+            raise ValueError(
+                f"{self.train_file}: field {self.label_field!r}: expected at least 2 distinct labels to classify, "
+                f"got {list(class_names)!r}"
+            )
+        return class_names
+
+    def scan(self, class_names: Sequence[str] | None) -> _Scanned:
+        """One pass over the training file (the whole read's checks and errors), keeping only the labels."""
+        cut = self.num_train or None
+        if self.classes_file is not None:
+            names = read_classes_file(self.classes_file)
+            labels = array.array("q")
+            malformed: list[tuple[int, str]] = []
+            try:
+                # Read to the end, as a whole read does: a malformed line past num_train still counts.
+                for article in stream_ag_news_csv(
+                    self.train_file, skip_malformed=self.skip_malformed, malformed=malformed
+                ):
+                    if cut is None or len(labels) < cut:
+                        labels.append(article.label)
+            finally:
+                log_malformed(self.train_file, malformed)
+            self._check_ag_news_classes(class_names, names)
+
+            def articles() -> Iterator[LabelledExample]:
+                stream = stream_ag_news_csv(self.train_file, skip_malformed=self.skip_malformed)
+                for article in itertools.islice(stream, cut):
+                    yield LabelledExample(article.text, article.label, article.line_number)
+
+            return _Scanned(names, np.frombuffer(labels, dtype=np.int64), len(malformed), articles)
+
+        def records() -> Iterator[LabelledText]:
+            return stream_labelled_text(
+                self.train_file, self.text_fields, self.label_field, self.file_format, max_records=self.num_train
+            )
+
+        # The labels as they first appear (few), then each row's label as an index among them.
+        first_seen: dict[str, int] = {}
+        first_line: list[int] = []
+        seen = array.array("q")
+        for record in records():
+            index = first_seen.setdefault(record.label, len(first_seen))
+            if index == len(first_line):
+                first_line.append(record.line_number)
+            seen.append(index)
+        if class_names is None:
+            class_names = self._label_classes(first_seen)
+        label_id = LabelIds(class_names, self.train_file, self.label_field)
+        # In order of appearance: an unseen label is named at its first line, as a whole read names it.
+        class_of_seen = np.asarray(
+            [label_id(LabelledText("", label, line)) for label, line in zip(first_seen, first_line)], dtype=np.int64
+        )
+
+        def labelled() -> Iterator[LabelledExample]:
+            for record in records():
+                yield LabelledExample(record.text, label_id(record), record.line_number)
+
+        return _Scanned(tuple(class_names), class_of_seen[np.frombuffer(seen, dtype=np.int64)], 0, labelled)
+
+
 def _marked(rows: Iterable[LabelledExample], held: np.ndarray) -> Iterator[tuple[bool, LabelledExample]]:
     """(held out?, row) for every row; ``held`` the increasing 0-based positions held out."""
     next_held = 0
@@ -83,28 +298,34 @@ def _validation_record(row: LabelledExample) -> str:
 
 def write_prepared_labelled(
     folder: Path,
-    rows: Callable[[], Iterable[LabelledExample]],
-    held: np.ndarray,
-    validation_rows: Sequence[LabelledExample],
-    tokenizer: SubwordTokenizer | Callable[[Iterable[str]], SubwordTokenizer],
-    class_names: Sequence[str],
-    report: dict[str, Any],
-    inputs: Sequence[Path],
+    spec: LabelledCorpusSpec,
+    tokenizer: SubwordTokenizer | None,
+    class_names: Sequence[str] | None,
     description: dict[str, Any],
 ) -> None:
-    """Write a prepared labelled corpus into the (new, temporary) ``folder``; see the module docstring.
+    """Prepare ``spec``'s corpus, streamed, into the (new, temporary) ``folder``; see the module docstring.
 
-    ``rows()`` streams the training file's rows anew on each call, in file order, labels
-    as class indices. ``held`` (increasing positions among them) are the validation rows
-    carved from it; ``validation_rows`` those of a file of their own (then ``held`` is
-    empty). ``tokenizer`` is the one to encode with, or how to learn it from the training
-    texts. ``report["train_rows"]`` is checked against the rows written.
+    ``tokenizer`` and ``class_names`` (a resumed or fine-tuned run's) are kept instead of
+    being learned from the data. ``description`` is what the corpus was made from (the
+    settings and files), recorded so that a cache can tell whether it still holds.
     """
+    scanned = spec.scan(class_names)
+    if spec.valid_file is not None:
+        held = np.zeros(0, dtype=np.int64)
+        validation_rows = labelled_examples(spec.read_file(spec.valid_file), scanned.class_names)
+    else:
+        held = held_out_positions(scanned.labels, spec.validation_fraction, spec.split_seed)
+        validation_rows = []
+    train_rows = len(scanned.labels) - len(held)
+    report = labelled_report(
+        spec.train_file, spec.valid_file, train_rows, len(validation_rows) + len(held), scanned.num_skipped
+    )
     started = time.perf_counter()
-    # Before the first read: a file that changes from here to the manifest is refused, not kept.
-    watch = InputWatch(inputs)
-    if not isinstance(tokenizer, SubwordTokenizer):
-        tokenizer = tokenizer(row.text for is_held, row in _marked(rows(), held) if not is_held)
+    # After the label pass (whose errors name the file and line, as a whole read's do): a file that
+    # changes from here to the manifest is refused, not kept.
+    watch = InputWatch(spec.input_files())
+    if tokenizer is None:
+        tokenizer = spec.learn_tokenizer(row.text for is_held, row in _marked(scanned.rows(), held) if not is_held)
     writer = TokenStoreWriter(folder, ("tokens",), ids_dtype(tokenizer.vocab_size), labels=True)
     encoder = WordCachedEncoder(tokenizer)
 
@@ -117,7 +338,7 @@ def write_prepared_labelled(
             with (folder / VALIDATION_FILE).open("w", encoding="utf-8") as validation_file:
                 validation_file.writelines(map(_validation_record, validation_rows))
                 chunk: list[LabelledExample] = []
-                for is_held, row in _marked(rows(), held):
+                for is_held, row in _marked(scanned.rows(), held):
                     if is_held:
                         validation_file.write(_validation_record(row))
                         continue
@@ -127,10 +348,10 @@ def write_prepared_labelled(
                         chunk = []
                 if chunk:
                     append(chunk, line_file)
-        if len(writer) != report["train_rows"]:
+        if len(writer) != train_rows:
             raise ValueError(
-                f"{report['train_file']}: expected {report['train_rows']} training rows (counted), "
-                f"read {len(writer)}; did the file change?"
+                f"{spec.train_file}: expected {train_rows} training rows (counted), read {len(writer)}; "
+                "did the file change?"
             )
         writer.finish()
     except BaseException:
@@ -145,7 +366,7 @@ def write_prepared_labelled(
         watch,
         started,
         tokenizer_sha256=tokenizer_sha256(tokenizer),
-        class_names=list(class_names),
+        class_names=list(scanned.class_names),
         report=report,
     )
 

@@ -1,14 +1,12 @@
-"""Classification data: AG News or the user's labelled file, the validation split, the BPE, the prepared corpus."""
+"""Classification data: the task's settings, the labelled corpus (AG News or the user's file) they name, the batches."""
 
 from __future__ import annotations
 
-import array
-import itertools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -16,31 +14,27 @@ from transformer_lab.data import (
     LABELLED_TEXT_FORMATS,
     ClassificationBatch,
     LabelledTextFile,
-    NewsArticle,
     SubwordTokenizer,
     ag_news_path,
-    read_ag_news_csv,
-    read_class_names,
     read_labelled_text,
     resolve_ag_news_dir,
-    sorted_class_names,
 )
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, SEED_RANGE, check_int_fields
-from transformer_lab.data.ag_news import CLASSES_FILE, log_malformed, stream_ag_news_csv
+from transformer_lab.data.ag_news import CLASSES_FILE
 from transformer_lab.data.batching import token_budget_spans
-from transformer_lab.data.labelled_text import LabelIds, LabelledText, stream_labelled_text
 from transformer_lab.data.lazy_batches import ClassificationBatches
 from transformer_lab.data.prepared_cache import CorpusIdentity, CorpusKind, corpus_description
 from transformer_lab.data.prepared_labelled import (
     LABELLED_KIND,
-    LabelledExample,
+    LabelledCorpusSpec,
+    LabelledRow,
     PreparedLabelled,
+    labelled_report,
     open_prepared_labelled,
     read_labelled_manifest,
     tokenizer_sha256,
     write_prepared_labelled,
 )
-from transformer_lab.data.splits import stratified_held_out
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.training.run.once_per_machine import prepared_corpus
 
@@ -104,11 +98,6 @@ class ClassificationDataConfig:
             )
 
 
-# What the task trains and scores on: an AG News article or a record of a user's file
-# (both have .text, .label as a class index, and .line_number).
-Example = NewsArticle | LabelledExample
-
-
 @dataclass
 class ClassificationData:
     """The training rows encoded (ids, labels, lines), the validation rows, and the tokenizer trained on them.
@@ -120,23 +109,49 @@ class ClassificationData:
     tokenizer: SubwordTokenizer
     class_names: tuple[str, ...]
     train_file: Path
-    validation_articles: list[Example]
+    validation_articles: list[LabelledRow]
     train_store: TokenStore  # the training ids (column "tokens") and labels, one row per article
     train_line_numbers: np.ndarray  # [N] the training rows' 1-based lines in train_file
     num_skipped: int
     validation_file: Path | None = None  # a separate validation file (None: carved from train_file)
-    train_articles: list[Example] | None = None
+    train_articles: list[LabelledRow] | None = None
 
     @property
     def report(self) -> dict[str, Any]:
         """What was read, as recorded in a prepared corpus's manifest."""
-        return {
-            "train_file": str(self.train_file),
-            "validation_file": None if self.validation_file is None else str(self.validation_file),
-            "train_rows": len(self.train_store),
-            "validation_rows": len(self.validation_articles),
-            "skipped_malformed": self.num_skipped,
-        }
+        return labelled_report(
+            self.train_file,
+            self.validation_file,
+            len(self.train_store),
+            len(self.validation_articles),
+            self.num_skipped,
+        )
+
+
+def corpus_spec(config: ClassificationDataConfig) -> LabelledCorpusSpec:
+    """What ``config`` reads: AG News's training file and classes, or the user's file, read strictly."""
+    if config.train_files and config.skip_malformed:
+        raise ValueError(
+            "data.skip_malformed: expected False with data.train_files (a labelled file is read strictly, "
+            "nothing is skipped), got True"
+        )
+    return LabelledCorpusSpec(
+        Path(config.train_files[0])
+        if config.train_files
+        else ag_news_path("train", config.data_dir, config.train_file),
+        classes_file=None if config.train_files else resolve_ag_news_dir(config.data_dir) / CLASSES_FILE,
+        skip_malformed=config.skip_malformed,
+        text_fields=config.text_fields,
+        label_field=config.label_field,
+        file_format=config.file_format,
+        valid_file=Path(config.valid_files[0]) if config.valid_files else None,
+        validation_fraction=config.validation_fraction,
+        split_seed=config.split_seed,
+        num_train=config.num_train,
+        vocab_size=config.vocab_size,
+        lowercase=config.lowercase,
+        min_frequency=config.min_frequency,
+    )
 
 
 def read_labelled_file(
@@ -158,153 +173,6 @@ def read_labelled_file(
     )
 
 
-def labelled_examples(read: LabelledTextFile, class_names: Sequence[str]) -> list[LabelledExample]:
-    """The records of ``read`` with their labels as indices into ``class_names``; an unseen label is a ValueError."""
-    ids = read.label_ids(class_names)
-    return [LabelledExample(record.text, label, record.line_number) for record, label in zip(read.records, ids)]
-
-
-def _training_file(config: ClassificationDataConfig) -> Path:
-    """The training file: AG News's, or the user's, which is read strictly (``skip_malformed`` refused)."""
-    if config.num_train < 0:
-        raise ValueError(f"data.num_train must be >= 0 (0 = all rows), got {config.num_train}")
-    if not config.train_files:
-        return ag_news_path("train", config.data_dir, config.train_file)
-    if config.skip_malformed:
-        raise ValueError(
-            "data.skip_malformed: expected False with data.train_files (a labelled file is read strictly, "
-            "nothing is skipped), got True"
-        )
-    return Path(config.train_files[0])
-
-
-def _check_ag_news_classes(path: Path, class_names: Sequence[str] | None, names: tuple[str, ...]) -> None:
-    """Refuse a checkpoint's ``class_names`` (None: none given) that are not AG News's ``names``."""
-    if class_names is not None and tuple(class_names) != names:
-        raise ValueError(
-            f"{path}: expected the checkpoint's classes {list(class_names)!r}, "
-            f"got the AG News classes {list(names)!r}"
-        )
-
-
-def _label_classes(path: Path, config: ClassificationDataConfig, labels: Iterable[str]) -> tuple[str, ...]:
-    """The classes of the user's training file, from its labels: at least two."""
-    class_names = sorted_class_names(labels)
-    if len(class_names) < 2:
-        raise ValueError(
-            f"{path}: field {config.label_field!r}: expected at least 2 distinct labels to classify, "
-            f"got {list(class_names)!r}"
-        )
-    return class_names
-
-
-def _training_rows(
-    config: ClassificationDataConfig, class_names: Sequence[str] | None = None
-) -> tuple[Path, list[Example], tuple[str, ...], int]:
-    """(training file, its rows (the first num_train), the class names, malformed lines skipped).
-
-    ``class_names`` fixes the classes (a resumed or fine-tuned run keeps its checkpoint's
-    order); None reads them from the data.
-    """
-    path = _training_file(config)
-    if not config.train_files:
-        read = read_ag_news_csv(path, skip_malformed=config.skip_malformed)
-        articles = read.articles if config.num_train == 0 else read.articles[: config.num_train]
-        names = read_class_names(config.data_dir)
-        _check_ag_news_classes(path, class_names, names)
-        return path, list(articles), names, read.num_skipped
-    labelled = read_labelled_file(config, path, max_records=config.num_train)
-    if class_names is not None:
-        return path, list(labelled_examples(labelled, class_names)), tuple(class_names), 0
-    class_names = _label_classes(path, config, labelled.labels)
-    return path, list(labelled_examples(labelled, class_names)), class_names, 0
-
-
-def carve_validation(config: ClassificationDataConfig, rows: list[Example]) -> tuple[list[Example], list[Example]]:
-    """(training rows, validation rows) by the seeded stratified split of ``rows``."""
-    held = set(_carved_positions(config, np.asarray([row.label for row in rows], dtype=np.int64)).tolist())
-    return (
-        [row for index, row in enumerate(rows) if index not in held],
-        [row for index, row in enumerate(rows) if index in held],
-    )
-
-
-def _carved_positions(config: ClassificationDataConfig, labels: np.ndarray) -> np.ndarray:
-    """The increasing positions of the rows (classes ``labels``) held out by the seeded stratified split."""
-    held = stratified_held_out(labels, config.validation_fraction, config.split_seed)
-    if len(held) in (0, len(labels)):
-        raise ValueError(
-            f"data.validation_fraction={config.validation_fraction} of {len(labels)} rows leaves "
-            f"{len(labels) - len(held)} training and {len(held)} validation rows; both must be non-empty"
-        )
-    return held
-
-
-@dataclass
-class _StreamedRows:
-    """What a first pass over the training file found, and how to read its rows again (``rows()``)."""
-
-    path: Path
-    class_names: tuple[str, ...]
-    labels: np.ndarray  # [N] int64, every row's class index (all a first pass keeps of the rows)
-    num_skipped: int
-    rows: Callable[[], Iterator[LabelledExample]]
-
-
-def _streamed_rows(config: ClassificationDataConfig, class_names: Sequence[str] | None) -> _StreamedRows:
-    """One pass over the training file (`_training_rows`'s checks and errors), keeping only the labels."""
-    path = _training_file(config)
-    cut = config.num_train or None
-    if not config.train_files:
-        names = read_class_names(config.data_dir)
-        labels = array.array("q")
-        malformed: list[tuple[int, str]] = []
-        try:
-            # Read to the end, as a whole read does: a malformed line past num_train still counts.
-            for article in stream_ag_news_csv(path, skip_malformed=config.skip_malformed, malformed=malformed):
-                if cut is None or len(labels) < cut:
-                    labels.append(article.label)
-        finally:
-            log_malformed(path, malformed)
-        _check_ag_news_classes(path, class_names, names)
-
-        def articles() -> Iterator[LabelledExample]:
-            stream = stream_ag_news_csv(path, skip_malformed=config.skip_malformed)
-            for article in itertools.islice(stream, cut):
-                yield LabelledExample(article.text, article.label, article.line_number)
-
-        return _StreamedRows(path, names, np.frombuffer(labels, dtype=np.int64), len(malformed), articles)
-
-    def records() -> Iterator[LabelledText]:
-        return stream_labelled_text(
-            path, config.text_fields, config.label_field, config.file_format, max_records=config.num_train
-        )
-
-    # The labels as they first appear (few), then each row's label as an index among them.
-    first_seen: dict[str, int] = {}
-    first_line: list[int] = []
-    seen = array.array("q")
-    for record in records():
-        index = first_seen.setdefault(record.label, len(first_seen))
-        if index == len(first_line):
-            first_line.append(record.line_number)
-        seen.append(index)
-    if class_names is None:
-        class_names = _label_classes(path, config, first_seen)
-    label_id = LabelIds(class_names, path, config.label_field)
-    # In order of appearance: an unseen label is named at its first line, as a whole read names it.
-    class_of_seen = np.asarray(
-        [label_id(LabelledText("", label, line)) for label, line in zip(first_seen, first_line)], dtype=np.int64
-    )
-
-    def labelled() -> Iterator[LabelledExample]:
-        for record in records():
-            yield LabelledExample(record.text, label_id(record), record.line_number)
-
-    classes = class_of_seen[np.frombuffer(seen, dtype=np.int64)]
-    return _StreamedRows(path, tuple(class_names), classes, 0, labelled)
-
-
 def read_corpus(
     config: ClassificationDataConfig,
     tokenizer: SubwordTokenizer | None = None,
@@ -318,31 +186,22 @@ def read_corpus(
     of being learned from the data; a training label outside ``class_names`` is then a
     ValueError naming the file, the line and the label.
     """
-    path, rows, class_names, num_skipped = _training_rows(config, class_names)
-    validation_file = Path(config.valid_files[0]) if config.valid_files else None
-    if validation_file is not None:
-        train_articles = rows
-        validation_articles: list[Example] = list(
-            labelled_examples(read_labelled_file(config, validation_file), class_names)
-        )
-    else:
-        train_articles, validation_articles = carve_validation(config, rows)
+    spec = corpus_spec(config)
+    train_articles, validation_articles, class_names, num_skipped = spec.read(class_names)
     texts = [article.text for article in train_articles]
     if tokenizer is None:
-        tokenizer = SubwordTokenizer.train(
-            texts, vocab_size=config.vocab_size, lowercase=config.lowercase, min_frequency=config.min_frequency
-        )
+        tokenizer = spec.learn_tokenizer(texts)
     return ClassificationData(
         tokenizer=tokenizer,
-        class_names=tuple(class_names),
-        train_file=path,
+        class_names=class_names,
+        train_file=spec.train_file,
         validation_articles=validation_articles,
         train_store=TokenStore.from_sequences(
             {"tokens": tokenizer.encode_batch(texts)}, [article.label for article in train_articles]
         ),
         train_line_numbers=np.asarray([article.line_number for article in train_articles], dtype=np.int64),
         num_skipped=num_skipped,
-        validation_file=validation_file,
+        validation_file=spec.valid_file,
         train_articles=train_articles,
     )
 
@@ -372,14 +231,6 @@ def build_data(
     )
 
 
-def _input_files(config: ClassificationDataConfig) -> list[Path]:
-    """Every file the data of ``config`` reads: the training file, AG News's class names, the validation file."""
-    if config.train_files:
-        return [Path(path) for path in (*config.train_files, *config.valid_files)]
-    classes = resolve_ag_news_dir(config.data_dir) / CLASSES_FILE
-    return [ag_news_path("train", config.data_dir, config.train_file), *([classes] if classes.is_file() else [])]
-
-
 def corpus_kind(
     config: ClassificationDataConfig,
     tokenizer: SubwordTokenizer | None = None,
@@ -392,11 +243,14 @@ def corpus_kind(
             return None
         return f"expected the checkpoint's classes {list(class_names)!r}, got {list(manifest['class_names'])!r}"
 
+    # The spec is made only to describe or write: a prepared folder opens without the files it came from.
     return CorpusKind(
         LABELLED_KIND,
         CorpusIdentity("tokenizer", None if tokenizer is None else tokenizer_sha256(tokenizer)),
-        lambda: corpus_description(config, _UNDESCRIBED, _input_files(config)),
-        lambda folder, description: _write_corpus(config, folder, tokenizer, class_names, description),
+        lambda: corpus_description(config, _UNDESCRIBED, corpus_spec(config).input_files()),
+        lambda folder, description: write_prepared_labelled(
+            folder, corpus_spec(config), tokenizer, class_names, description
+        ),
         open_prepared_labelled,
         read_labelled_manifest,
         refusal,
@@ -411,48 +265,6 @@ def prepare_corpus(
 ) -> PreparedLabelled:
     """Prepare ``config``'s data, streamed, into the new folder ``out_dir`` (the ids of `read_corpus`)."""
     return corpus_kind(config, tokenizer, class_names).prepare(out_dir)
-
-
-def _write_corpus(
-    config: ClassificationDataConfig,
-    folder: Path,
-    tokenizer: SubwordTokenizer | None,
-    class_names: Sequence[str] | None,
-    description: dict[str, Any],
-) -> None:
-    # Streamed: a pass for the labels (and the classes), one for the BPE, one for the store.
-    found = _streamed_rows(config, class_names)
-    validation_file = Path(config.valid_files[0]) if config.valid_files else None
-    if validation_file is not None:
-        held = np.zeros(0, dtype=np.int64)
-        validation_rows = labelled_examples(read_labelled_file(config, validation_file), found.class_names)
-    else:
-        held = _carved_positions(config, found.labels)
-        validation_rows = []
-
-    def learn(texts: Iterable[str]) -> SubwordTokenizer:
-        return SubwordTokenizer.train(
-            texts, vocab_size=config.vocab_size, lowercase=config.lowercase, min_frequency=config.min_frequency
-        )
-
-    report = {
-        "train_file": str(found.path),
-        "validation_file": None if validation_file is None else str(validation_file),
-        "train_rows": len(found.labels) - len(held),
-        "validation_rows": len(validation_rows) + len(held),
-        "skipped_malformed": found.num_skipped,
-    }
-    write_prepared_labelled(
-        folder,
-        found.rows,
-        held,
-        validation_rows,
-        learn if tokenizer is None else tokenizer,
-        found.class_names,
-        report,
-        _input_files(config),
-        description,
-    )
 
 
 def epoch_batches(

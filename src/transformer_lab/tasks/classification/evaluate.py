@@ -15,11 +15,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from transformer_lab.data import LABELLED_TEXT_FORMATS, SubwordTokenizer, ag_news_path, read_ag_news_csv
-from transformer_lab.data.prepared_labelled import open_prepared_labelled
+from transformer_lab.data.prepared_labelled import (
+    LabelledRow,
+    carve_validation,
+    labelled_examples,
+    open_prepared_labelled,
+)
 from transformer_lab.evaluation import ClassificationReport, classification_report
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import TransformerClassifier
-from transformer_lab.tasks.classification.data import Example, carve_validation, labelled_examples, read_labelled_file
+from transformer_lab.tasks.classification.data import read_labelled_file
 from transformer_lab.tasks.classification.predict import Prediction, predict_each
 from transformer_lab.tasks.classification.train import ClassificationConfig, load_classifier
 from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, EvaluationReport, TaskOption
@@ -48,7 +53,7 @@ OPTIONS = (
 def evaluate_classifier(
     model: TransformerClassifier,
     tokenizer: SubwordTokenizer,
-    articles: Sequence[Example],
+    articles: Sequence[LabelledRow],
     class_names: Sequence[str],
     precision: str = "fp32",
     source: str | os.PathLike[str] | None = None,
@@ -77,7 +82,7 @@ def evaluate_classifier(
 
 def load_split(
     config: ClassificationConfig, split: str, data_dir: str | None = None, skip_malformed: bool = False
-) -> list[Example]:
+) -> list[LabelledRow]:
     """The articles of ``split``: "test" (AG News's), or "validation" (the rows held out at training).
 
     A checkpoint trained on ``data.train_files`` has no named test split: score a file
@@ -98,14 +103,14 @@ def load_split(
     data_dir = data_dir if data_dir is not None else data.data_dir
     if split == "test":
         return list(read_ag_news_csv(ag_news_path("test", data_dir), skip_malformed=skip_malformed).articles)
-    rows: Sequence[Example]
+    rows: Sequence[LabelledRow]
     if data.train_files:
         read = read_labelled_file(data, data.train_files[0], max_records=data.num_train)
         rows = labelled_examples(read, config.class_names)
     else:
         path = ag_news_path("train", data_dir, data.train_file)
         rows = read_ag_news_csv(path, skip_malformed=data.skip_malformed).articles[: data.num_train or None]
-    return carve_validation(data, list(rows))[1]
+    return carve_validation(rows, data.validation_fraction, data.split_seed)[1]
 
 
 DEFAULT_SPLIT = "test"  # the split `evaluate classification` scores when none is named
@@ -131,7 +136,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             label_field=options.option("--label-field"),
             file_format=options.option("--file-format"),
         )
-        articles: Sequence[Example] = labelled_examples(read, config.class_names)
+        articles: Sequence[LabelledRow] = labelled_examples(read, config.class_names)
         name, rows = test.stem, "rows"
     else:
         name = split or DEFAULT_SPLIT
