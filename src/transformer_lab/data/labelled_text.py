@@ -66,6 +66,15 @@ class LabelledText:
     line_number: int
 
 
+@dataclass(frozen=True)
+class LabelledExample:
+    """One record with its label as a class index: its text, its class index, its 1-based line."""
+
+    text: str
+    label: int
+    line_number: int
+
+
 @dataclass
 class LabelledTextFile:
     """The examples read from one labelled text file, in file order.
@@ -101,6 +110,11 @@ class LabelledTextFile:
         """
         label_id = LabelIds(class_names, self.path, self.label_field)
         return [label_id(record) for record in self.records]
+
+    def examples(self, class_names: Sequence[str]) -> list[LabelledExample]:
+        """Every record with its label as its index in `class_names` (`label_ids`, its errors)."""
+        labels = self.label_ids(class_names)
+        return [LabelledExample(record.text, label, record.line_number) for record, label in zip(self.records, labels)]
 
 
 class LabelIds:

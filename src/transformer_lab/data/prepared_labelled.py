@@ -42,6 +42,7 @@ from transformer_lab.data.ag_news import (
 )
 from transformer_lab.data.labelled_text import (
     LabelIds,
+    LabelledExample,
     LabelledText,
     LabelledTextFile,
     read_labelled_text,
@@ -61,15 +62,6 @@ TOKENIZER_FILE = "tokenizer.json"
 LINE_NUMBERS_FILE = "line_numbers"
 _LINE_DTYPE = np.dtype("<i8")
 CHUNK_ROWS = 20_000  # texts encoded and appended at a time
-
-
-@dataclass(frozen=True)
-class LabelledExample:
-    """One row held out or read back: its text, its class index, its 1-based line."""
-
-    text: str
-    label: int
-    line_number: int
 
 
 # What is trained and scored on: an AG News article or a record of a user's file (both have
@@ -94,12 +86,6 @@ class PreparedLabelled:
 def tokenizer_sha256(tokenizer: SubwordTokenizer) -> str:
     """The sha256 of the tokenizer's JSON (what identifies the ids a store holds)."""
     return hashlib.sha256(tokenizer.to_json().encode("utf-8")).hexdigest()
-
-
-def labelled_examples(read: LabelledTextFile, class_names: Sequence[str]) -> list[LabelledExample]:
-    """The records of ``read`` with their labels as indices into ``class_names``; an unseen label is a ValueError."""
-    ids = read.label_ids(class_names)
-    return [LabelledExample(record.text, label, record.line_number) for record, label in zip(read.records, ids)]
 
 
 def held_out_positions(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
@@ -194,7 +180,7 @@ class LabelledCorpusSpec:
         """The corpus read whole: (training rows, validation rows, class names, malformed lines skipped)."""
         rows, class_names, num_skipped = self._training_rows(class_names)
         if self.valid_file is not None:
-            validation: list[LabelledRow] = list(labelled_examples(self.read_file(self.valid_file), class_names))
+            validation: list[LabelledRow] = list(self.read_file(self.valid_file).examples(class_names))
             return rows, validation, class_names, num_skipped
         train, validation = carve_validation(rows, self.validation_fraction, self.split_seed)
         return train, validation, class_names, num_skipped
@@ -209,7 +195,7 @@ class LabelledCorpusSpec:
         labelled = self.read_file(self.train_file, max_records=self.num_train)
         if class_names is None:
             class_names = self._label_classes(labelled.labels)
-        return list(labelled_examples(labelled, class_names)), tuple(class_names), 0
+        return list(labelled.examples(class_names)), tuple(class_names), 0
 
     def _check_ag_news_classes(self, class_names: Sequence[str] | None, names: tuple[str, ...]) -> None:
         """Refuse a checkpoint's ``class_names`` (None: none given) that are not AG News's ``names``."""
@@ -312,7 +298,7 @@ def write_prepared_labelled(
     scanned = spec.scan(class_names)
     if spec.valid_file is not None:
         held = np.zeros(0, dtype=np.int64)
-        validation_rows = labelled_examples(spec.read_file(spec.valid_file), scanned.class_names)
+        validation_rows = spec.read_file(spec.valid_file).examples(scanned.class_names)
     else:
         held = held_out_positions(scanned.labels, spec.validation_fraction, spec.split_seed)
         validation_rows = []

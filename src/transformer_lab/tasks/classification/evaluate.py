@@ -18,7 +18,6 @@ from transformer_lab.data import LABELLED_TEXT_FORMATS, SubwordTokenizer, ag_new
 from transformer_lab.data.prepared_labelled import (
     LabelledRow,
     carve_validation,
-    labelled_examples,
     open_prepared_labelled,
 )
 from transformer_lab.evaluation import ClassificationReport, classification_report
@@ -99,14 +98,13 @@ def load_split(
             "which has no named test split; score a labelled file instead (evaluate --test FILE)"
         )
     if data.valid_files:
-        return list(labelled_examples(read_labelled_file(data, data.valid_files[0]), config.class_names))
+        return list(read_labelled_file(data, data.valid_files[0]).examples(config.class_names))
     data_dir = data_dir if data_dir is not None else data.data_dir
     if split == "test":
         return list(read_ag_news_csv(ag_news_path("test", data_dir), skip_malformed=skip_malformed).articles)
     rows: Sequence[LabelledRow]
     if data.train_files:
-        read = read_labelled_file(data, data.train_files[0], max_records=data.num_train)
-        rows = labelled_examples(read, config.class_names)
+        rows = read_labelled_file(data, data.train_files[0], max_records=data.num_train).examples(config.class_names)
     else:
         path = ag_news_path("train", data_dir, data.train_file)
         rows = read_ag_news_csv(path, skip_malformed=data.skip_malformed).articles[: data.num_train or None]
@@ -136,7 +134,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             label_field=options.option("--label-field"),
             file_format=options.option("--file-format"),
         )
-        articles: Sequence[LabelledRow] = labelled_examples(read, config.class_names)
+        articles: Sequence[LabelledRow] = read.examples(config.class_names)
         name, rows = test.stem, "rows"
     else:
         name = split or DEFAULT_SPLIT
