@@ -1,12 +1,10 @@
 """Labelled text read by a `LabelledCorpusSpec`, whole or streamed, and prepared once into a memory-mapped `TokenStore`.
 
-The spec names the training file (an AG News CSV, or the user's CSV / TSV / JSON Lines file
-with its text and label fields), the validation rows (a file of their own, or a seeded
-stratified share carved from training), the ``num_train`` cut and how the BPE is learned.
-
-What classification training needs of a labelled corpus: the training texts' token ids (the
-store's ``tokens`` column) and class indices (its labels), each row's 1-based line in its
-file (``line_numbers``, int64, for errors that point at the line), the tokenizer
+The spec names the training file (an AG News CSV, or the user's labelled file and its
+fields), the validation rows (a file of their own, or carved), the cut and the BPE.
+A prepared corpus holds what classification training needs: the training texts' token ids
+(the store's ``tokens`` column) and class indices (its labels), each row's 1-based line in
+its file (``line_numbers``, int64, for errors that point at the line), the tokenizer
 (``tokenizer.json``), the class names, the validation rows as text (``validation.jsonl``)
 and a ``manifest.json`` with the input files (size, mtime, sha256), the tokenizer's sha256,
 the report and the format version. Written under a temporary name and renamed.
@@ -14,8 +12,7 @@ the report and the format version. Written under a temporary name and renamed.
 The rows are streamed, never held: a first pass keeps only their labels (and so the
 classes and the held-out rows); then one pass learns the BPE from the training texts
 (unless a tokenizer is given) and one more encodes them chunk by chunk into the store
-while the held-out rows go to ``validation.jsonl``. The result is what `LabelledCorpusSpec.read`
-gives read whole: the same rows, classes, split and report.
+while the held-out rows go to ``validation.jsonl``: what `LabelledCorpusSpec.read` reads whole.
 """
 
 from __future__ import annotations
