@@ -51,6 +51,7 @@ from bench_train_precision import Runner
 from transformer_lab.data import Seq2SeqBatch, load_multi30k
 from transformer_lab.decoding import decoding_model
 from transformer_lab.decoding.search_settings import with_search
+from transformer_lab.decoding.sources import candidates_of, decode_sources
 from transformer_lab.evaluation import corpus_bleu
 from transformer_lab.hardware import machine_summary, resolve_inference_precision, resolve_precision
 from transformer_lab.models import Seq2SeqTransformer
@@ -207,19 +208,19 @@ def decoding_rows(checkpoint: Path, device: torch.device, data_dir: str | None, 
         resolved = resolve_inference_precision(precision, "fp32", device)
         decoding = decoding_model(model, resolved)  # the bf16 copy made once, as the commands do
         # Warm-up: kernels, cuBLAS handles and the allocator, outside the timed runs.
-        seq2seq.decode_sources(decoding, encoded[:16], with_search(config.decode, beam=5, precision=resolved))
+        decode_sources(decoding, encoded[:16], with_search(config.decode, beam=5, precision=resolved))
         for batch_size in (64, 256):
             for beam in (1, 5):
                 decode_config = with_search(config.decode, beam=beam, precision=resolved)
                 synchronize(device)
                 start = time.perf_counter()
-                found = seq2seq.decode_sources(decoding, encoded, decode_config, batch_size=batch_size)
+                found = decode_sources(decoding, encoded, decode_config, batch_size=batch_size)
                 synchronize(device)
                 seconds = time.perf_counter() - start
                 seconds_of[(batch_size, beam, precision)] = seconds
                 tokens = sum(len(hypotheses[0].ids) for hypotheses in found if hypotheses)
                 texts = [
-                    seq2seq.candidates_of(hypotheses[:1], tokenizers.target.decode)[0].text if hypotheses else ""
+                    candidates_of(hypotheses[:1], tokenizers.target.decode)[0].text if hypotheses else ""
                     for hypotheses in found
                 ]
                 bleu = corpus_bleu(texts, references).score

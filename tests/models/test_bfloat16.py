@@ -90,8 +90,8 @@ def test_under_an_open_autocast_decoding_model_leaves_the_model_as_decode_runs_i
 
 
 def test_decoding_sources_in_several_batches_copies_the_model_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from transformer_lab.decoding.sources import decode_sources
     from transformer_lab.models import bfloat16
-    from transformer_lab.tasks import seq2seq
 
     copies = []
     original = bfloat16.bf16_for_inference
@@ -104,14 +104,14 @@ def test_decoding_sources_in_several_batches_copies_the_model_once(monkeypatch: 
     model = small_model()
     sources = [[5, 6, 7], [8, 9], [10, 11, 12, 13], [14], [15, 16]]
     config = DecodeConfig(strategy="greedy", max_len=6, precision="bf16")
-    found = seq2seq.decode_sources(model, sources, config, batch_size=2)  # three batches
+    found = decode_sources(model, sources, config, batch_size=2)  # three batches
     assert len(copies) == 1 and copies[0] is model
     assert all(len(hypotheses) == 1 for hypotheses in found)
 
 
 def test_decoding_many_batches_at_auto_resolves_the_precision_once(monkeypatch: pytest.MonkeyPatch) -> None:
     from transformer_lab import hardware
-    from transformer_lab.tasks import seq2seq
+    from transformer_lab.decoding.sources import decode_sources
 
     resolved: list[str] = []
     original = hardware.resolve_precision
@@ -123,6 +123,6 @@ def test_decoding_many_batches_at_auto_resolves_the_precision_once(monkeypatch: 
     monkeypatch.setattr(hardware, "resolve_precision", counting_resolution)
     sources = [[5, 6, 7], [8, 9], [10, 11, 12, 13], [14], [15, 16]]
     config = DecodeConfig(strategy="greedy", max_len=6, precision="auto")
-    found = seq2seq.decode_sources(small_model(), sources, config, batch_size=2)  # three batches
+    found = decode_sources(small_model(), sources, config, batch_size=2)  # three batches
     assert resolved == ["auto"]
     assert all(len(hypotheses) == 1 for hypotheses in found)

@@ -14,10 +14,10 @@ import pytest
 from tests.tasks.couplet_fixture import TINY, made_up_couplets, write_couplet_folder, write_split
 from transformer_lab.cli import main
 from transformer_lab.data.couplet import with_reversed_pairs
+from transformer_lab.decoding.sources import Candidate
 from transformer_lab.tasks.couplet import data as couplet_data
 from transformer_lab.tasks.couplet import predict as couplet_predict
 from transformer_lab.tasks.couplet import train as couplet_train
-from transformer_lab.tasks.seq2seq import Candidate
 
 
 @pytest.fixture(scope="module")

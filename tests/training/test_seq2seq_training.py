@@ -26,8 +26,9 @@ from transformer_lab.data import (
     make_synthetic_pairs,
 )
 from transformer_lab.decoding import greedy_search
+from transformer_lab.decoding.sources import strip_generated
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, strip_generated
+from transformer_lab.tasks.seq2seq import seq2seq_loss_fn
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import (
     TrainConfig,

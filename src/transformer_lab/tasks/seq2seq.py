@@ -3,10 +3,9 @@
 A task is a :class:`Seq2SeqTask`: its name, its config type and how its vocabulary (a
 byte-level BPE tokenizer, a character vocabulary) is read from and written to a
 checkpoint. Everything else is here, once: starting a run (fresh, resumed or fine-tuned),
-the Trainer wiring, the epoch batches and the loss, the validation loss, loading a
-checkpoint with errors that name the file, and decoding encoded sources in length-sorted
-batches into :class:`Candidate` lists. Readers, evaluation and decoding constraints stay
-in the task packages.
+the Trainer wiring, the epoch batches and the loss, the validation loss, and loading a
+checkpoint with errors that name the file. Readers, evaluation and decoding constraints
+stay in the task packages; decoding encoded sources is ``decoding.sources``.
 
 Shape legend: B batch, S source length.
 """
@@ -37,8 +36,6 @@ from transformer_lab.data import (
 from transformer_lab.data.batching import token_budget_spans
 from transformer_lab.data.lazy_batches import PairBatches, epoch_pair_batches, pair_length_table
 from transformer_lab.data.token_store import TokenStore
-from transformer_lab.decoding import DecodeConfig, Hypothesis, LogitsProcessor, decode, decoding_model
-from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
 from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
@@ -253,71 +250,6 @@ def _sizes_and_files(task: Seq2SeqTask[VocabularyType, Any], vocabulary: Vocabul
     return {"src_vocab_size": (source_size, files[0]), "tgt_vocab_size": (target_size, files[-1])}
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One output of an n-best list.
-
-    ``ids`` are the generated ids without ``<bos>``/``<eos>``; ``log_prob`` is the sum of
-    the token log-probabilities (``<eos>`` and any constraint's penalty included) and
-    ``score`` that sum divided by the GNMT length penalty, the number beam search ranks
-    by (greedy reports it too).
-    """
-
-    text: str
-    ids: list[int]
-    score: float
-    log_prob: float
-
-
-def check_source_length(model: Seq2SeqTransformer, ids: Sequence[int], name: str, unit: str = "tokens") -> None:
-    """Refuse one source longer than the positional table, naming it (nothing is truncated)."""
-    if len(ids) > model.max_len:
-        raise ValueError(f"{name} must be at most {model.max_len} {unit} (the model's max_len), got {len(ids)}")
-
-
-def decode_sources(
-    model: Seq2SeqTransformer,
-    encoded: Sequence[Sequence[int]],
-    decode_config: DecodeConfig,
-    *,
-    logits_processor: LogitsProcessor | None = None,
-    batch_size: int = 64,
-) -> list[list[Hypothesis]]:
-    """The hypotheses (best first) of every encoded source, in input order; an empty source gets none.
-
-    Sources are decoded in batches of ``batch_size`` sorted by length, so that little of
-    a batch is padding; the searches stop at the positional table themselves.
-    """
-    model.eval()
-    device = next(model.parameters()).device
-    # One resolution of "auto" for every batch; the bf16 or int8 copy is made once, not once per batch.
-    precision = resolve_inference_precision(None, decode_config.precision, device)
-    decode_config = dataclasses.replace(decode_config, precision=precision)
-    model = decoding_model(model, precision)
-    found: list[list[Hypothesis]] = [[] for _ in encoded]
-    order = sorted((index for index, ids in enumerate(encoded) if ids), key=lambda index: len(encoded[index]))
-    with torch.no_grad():
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            longest = max(len(encoded[index]) for index in chunk)
-            src_ids = torch.full((len(chunk), longest), PAD_ID, dtype=torch.long)  # [B, S]
-            for row, index in enumerate(chunk):
-                src_ids[row, : len(encoded[index])] = torch.tensor(list(encoded[index]), dtype=torch.long)
-            output = decode(model, src_ids.to(device), decode_config, logits_processor=logits_processor)
-            for row, index in enumerate(chunk):
-                found[index] = output.hypotheses[row]
-    return found
-
-
-def candidates_of(hypotheses: Sequence[Hypothesis], to_text: Callable[[list[int]], str]) -> list[Candidate]:
-    """The :class:`Candidate` of each hypothesis, its ids without eos or padding, its text from ``to_text``."""
-    candidates = []
-    for hypothesis in hypotheses:
-        kept = strip_generated(hypothesis.ids, EOS_ID, PAD_ID)
-        candidates.append(Candidate(text=to_text(kept), ids=kept, score=hypothesis.score, log_prob=hypothesis.log_prob))
-    return candidates
-
-
 # ---------------------------------------------------------------------------- batches, loss, checks
 
 
@@ -335,14 +267,6 @@ def seq2seq_loss_fn(smoothing: float, pad_id: int) -> Callable[[nn.Module, Seq2S
         return generator_cross_entropy(hidden, generator, batch.tgt_out_ids, smoothing=smoothing, ignore_index=pad_id)
 
     return loss_fn
-
-
-def strip_generated(ids: Tensor | list[int], eos_id: int, pad_id: int) -> list[int]:
-    """Tokens of one generated row up to (not including) its first ``eos``, padding removed."""
-    tokens = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
-    if eos_id in tokens:
-        tokens = tokens[: tokens.index(eos_id)]
-    return [token for token in tokens if token != pad_id]
 
 
 def check_fits_positional_table(

@@ -20,12 +20,11 @@ from transformer_lab.data.chinese import is_punctuation, tone_class
 from transformer_lab.data.couplet import split_characters
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.couplet_constraints import CoupletConstraints
+from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
 from transformer_lab.evaluation.couplet_antithesis import part_of_speech_agreement, rhythm_agreement
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks import seq2seq
 from transformer_lab.tasks.evaluation import TaskOption
 from transformer_lab.tasks.predictor import Seq2SeqPredictor, is_int, texts_of
-from transformer_lab.tasks.seq2seq import Candidate
 from transformer_lab.tasks.task import Endpoint, Serving
 
 _LATIN_LETTERS = re.compile(r"[A-Za-zＡ-Ｚａ-ｚ]")
@@ -216,7 +215,7 @@ def generate(
         _encode_upper(line, vocabulary, punctuation_stand_in) if result is None else []
         for line, result in zip(lines, results)
     ]
-    found = seq2seq.decode_sources(
+    found = decode_sources(
         model,
         encoded,
         decode_config,
@@ -229,7 +228,7 @@ def generate(
             def to_text(ids: list[int], upper: str = lines[index]) -> str:
                 return _restore_marks(upper, vocabulary.decode(ids), constraint_config)
 
-            candidates = seq2seq.candidates_of(hypotheses, to_text)
+            candidates = candidates_of(hypotheses, to_text)
             if reranks:
                 candidates = rerank_by_antithesis(lines[index], candidates, constraint_config)[:num_candidates]
             results[index] = CoupletResult(lines[index], candidates, note=checks[index][1])

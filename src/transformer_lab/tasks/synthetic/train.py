@@ -20,12 +20,13 @@ from transformer_lab.data import (
 from transformer_lab.data._checks import SEED_RANGE, check_int_in_range
 from transformer_lab.data.vocabulary import NUM_SPECIAL_TOKENS
 from transformer_lab.decoding import DecodeConfig
+from transformer_lab.decoding.sources import decode_sources, strip_generated
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.models.config import MAX_VOCABULARY_SIZE
 from transformer_lab.models.embedding import MAX_POSITIONS
 from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
 from transformer_lab.tasks.run import RunPlan, RunResult, train_run
-from transformer_lab.tasks.seq2seq import decode_sources, seq2seq_loss_fn, strip_generated, validation_loss
+from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, validation_loss
 from transformer_lab.training import TrainConfig, data_shard, is_main_process
 
 TASK_NAME = "synthetic"

@@ -17,13 +17,12 @@ from torch import Tensor
 
 from transformer_lab.data import BOS_ID, SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding import DecodeConfig
+from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
 from transformer_lab.evaluation import BleuResult, corpus_bleu, corpus_chrf
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.nn import TransformerDecoder
-from transformer_lab.tasks import seq2seq
 from transformer_lab.tasks.attention_maps import attention_maps, token_labels
 from transformer_lab.tasks.predictor import Seq2SeqPredictor, texts_of
-from transformer_lab.tasks.seq2seq import Candidate
 from transformer_lab.tasks.task import Endpoint, Serving
 
 
@@ -44,7 +43,7 @@ def _encode_sources(
             ids = tokenizer.encode(sentence) if sentence.strip() else []
         except ValueError as error:
             raise ValueError(f"{name}[{index}]: {error}") from None
-        seq2seq.check_source_length(model, ids, f"{name}[{index}]", "subword tokens")
+        _check_source_length(model, ids, f"{name}[{index}]")
         encoded.append(ids)
     return encoded
 
@@ -57,6 +56,12 @@ def _check_characters(model: Seq2SeqTransformer, tokenizer: SubwordTokenizer, se
             f"{name} must be at most {model.max_len} subword tokens (the model's max_len), got {len(sentence)} "
             f"characters, so at least {fewest}"
         )
+
+
+def _check_source_length(model: Seq2SeqTransformer, ids: Sequence[int], name: str) -> None:
+    """Refuse one source longer than the positional table, naming it (nothing is truncated)."""
+    if len(ids) > model.max_len:
+        raise ValueError(f"{name} must be at most {model.max_len} subword tokens (the model's max_len), got {len(ids)}")
 
 
 def translate_sentences(
@@ -74,10 +79,9 @@ def translate_sentences(
     """
     tokenizers = TokenizerPair.of(tokenizer)
     encoded = _encode_sources(model, tokenizers.source, sentences, "sentences")
-    found = seq2seq.decode_sources(model, encoded, decode_config, batch_size=batch_size)
+    found = decode_sources(model, encoded, decode_config, batch_size=batch_size)
     return [
-        seq2seq.candidates_of(hypotheses[:1], tokenizers.target.decode)[0].text if hypotheses else ""
-        for hypotheses in found
+        candidates_of(hypotheses[:1], tokenizers.target.decode)[0].text if hypotheses else "" for hypotheses in found
     ]
 
 
@@ -99,9 +103,9 @@ def translate_nbest(
     tokenizers = TokenizerPair.of(tokenizer)
     _check_characters(model, tokenizers.source, sentence, name)
     source_ids = tokenizers.source.encode(sentence)
-    seq2seq.check_source_length(model, source_ids, name, "subword tokens")
-    (hypotheses,) = seq2seq.decode_sources(model, [source_ids], decode_config)
-    return seq2seq.candidates_of(hypotheses, tokenizers.target.decode)
+    _check_source_length(model, source_ids, name)
+    (hypotheses,) = decode_sources(model, [source_ids], decode_config)
+    return candidates_of(hypotheses, tokenizers.target.decode)
 
 
 @dataclass
