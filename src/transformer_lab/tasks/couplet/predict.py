@@ -273,55 +273,46 @@ def answer_pairs(
     return [result.candidates[0].text for result in results]
 
 
-# The rules' options of `couplet` and `evaluate couplet`, each changing one field of a checkpoint's
-# constraints for one call (an option left out keeps the checkpoint's choice).
-CONSTRAINT_TASK_OPTIONS = (
-    TaskOption("--no-mirror-repetition", "do not force the upper line's repetition pattern", bool),
-    TaskOption("--allow-upper-characters", "let the lower line reuse the upper line's characters", bool),
-    TaskOption("--oblique-final-penalty", "nats taken from oblique-tone final characters (0 = off)", float),
-    TaskOption(
+# Each constraint field -> the option of `couplet` and `evaluate couplet` that changes it in a checkpoint's
+# constraints for one call (an option left out keeps the checkpoint's choice); a switch turns its rule off.
+_CONSTRAINT_OPTIONS = {
+    "mirror_repetition": TaskOption("--no-mirror-repetition", "do not force the upper line's repetition pattern", bool),
+    "avoid_source_characters": TaskOption(
+        "--allow-upper-characters", "let the lower line reuse the upper line's characters", bool
+    ),
+    "oblique_final_penalty": TaskOption(
+        "--oblique-final-penalty", "nats taken from oblique-tone final characters (0 = off)", float
+    ),
+    "tone_opposition_penalty": TaskOption(
         "--tone-opposition-penalty",
         "nats taken, at each position, from characters of the upper character's tone class (0 = off)",
         float,
     ),
-    TaskOption(
+    "part_of_speech_rerank": TaskOption(
         "--part-of-speech-rerank",
         "beam search: re-rank its candidates, nats per unit of part-of-speech agreement (0 = off)",
         float,
     ),
-    TaskOption(
+    "rhythm_rerank": TaskOption(
         "--rhythm-rerank", "beam search: re-rank its candidates, nats per unit of rhythm agreement (0 = off)", float
     ),
-)
-# flag -> (the constraint field, the value it sets, or None to take the option's value).
-CONSTRAINT_OPTIONS: dict[str, tuple[str, object]] = {
-    "--no-mirror-repetition": ("mirror_repetition", False),
-    "--allow-upper-characters": ("avoid_source_characters", False),
-    "--oblique-final-penalty": ("oblique_final_penalty", None),
-    "--tone-opposition-penalty": ("tone_opposition_penalty", None),
-    "--part-of-speech-rerank": ("part_of_speech_rerank", None),
-    "--rhythm-rerank": ("rhythm_rerank", None),
 }
-
-
-def constraint_changes(values: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
-    """The rule options set among ``values`` (flag -> value as given): flag -> (the constraint field, its new value).
-
-    A flag option is set by True; a value option by any value but None.
-    """
-    given: dict[str, tuple[str, Any]] = {}
-    for flag, (field, fixed) in CONSTRAINT_OPTIONS.items():
-        value = values.get(flag)
-        if fixed is not None and value is True:  # a flag: it sets the fixed value
-            given[flag] = (field, fixed)
-        elif fixed is None and value is not None:  # a value option: it sets what was given
-            given[flag] = (field, value)
-    return given
+CONSTRAINT_TASK_OPTIONS = tuple(_CONSTRAINT_OPTIONS.values())
 
 
 def with_constraint_options(config: CoupletConstraintConfig, values: Mapping[str, Any]) -> CoupletConstraintConfig:
-    """``config`` (a checkpoint's constraints) with the rule options set among ``values`` applied."""
-    return dataclasses.replace(config, **dict(constraint_changes(values).values()))
+    """``config`` (a checkpoint's constraints) with the rule options set among ``values`` (flag -> value as given).
+
+    A switch is set by True; a value option by any value but None.
+    """
+    changes: dict[str, Any] = {}
+    for name, option in _CONSTRAINT_OPTIONS.items():
+        value = values.get(option.flag)
+        if option.kind is bool and value is True:
+            changes[name] = False
+        elif option.kind is not bool and value is not None:
+            changes[name] = value
+    return dataclasses.replace(config, **changes)
 
 
 class CoupletWriter(Seq2SeqPredictor):
