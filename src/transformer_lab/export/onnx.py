@@ -234,31 +234,20 @@ def export_graph(
         warnings.simplefilter("ignore", FutureWarning)
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         # torch before 2.5 has only the TorchScript exporter and no ``dynamo`` argument.
-        inputs, outputs = list(input_names), list(output_names)
-        axes = {name: dict(name_axes) for name, name_axes in dynamic_axes.items()}
-        if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-            torch.onnx.export(
-                module,
-                example_inputs,
-                str(path),
-                input_names=inputs,
-                output_names=outputs,
-                dynamic_axes=axes,
-                opset_version=OPSET_VERSION,
-                do_constant_folding=True,
-                dynamo=False,
-            )
-        else:
-            torch.onnx.export(
-                module,
-                example_inputs,
-                str(path),
-                input_names=inputs,
-                output_names=outputs,
-                dynamic_axes=axes,
-                opset_version=OPSET_VERSION,
-                do_constant_folding=True,
-            )
+        exporter: dict[str, Any] = (
+            {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+        )
+        torch.onnx.export(
+            module,
+            example_inputs,
+            str(path),
+            input_names=list(input_names),
+            output_names=list(output_names),
+            dynamic_axes={name: dict(name_axes) for name, name_axes in dynamic_axes.items()},
+            opset_version=OPSET_VERSION,
+            do_constant_folding=True,
+            **exporter,
+        )
     onnx.checker.check_model(str(path))
 
 
