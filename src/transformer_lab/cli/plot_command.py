@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from transformer_lab.cli.bounds import float_in, int_in
 from transformer_lab.data import Vocabulary
@@ -87,22 +88,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _add_output_arguments(parser: argparse.ArgumentParser, default_size: tuple[float, float] | None) -> None:
+    """--out, --width, --height and --dpi; ``default_size`` is the figure function's own, for the help."""
     parser.add_argument("--out", required=True, help="the PNG file to write")
     size_words = f"{default_size[0]:g} x {default_size[1]:g}" if default_size else "2.2 per panel"
     parser.add_argument("--width", type=float_in(0, 100), default=None, help=f"width in inches (default: {size_words})")
     parser.add_argument("--height", type=float_in(0, 100), default=None, help="height in inches (default: see --width)")
     parser.add_argument("--dpi", type=int_in(1, 1200), default=100, help="pixels per inch (default 100)")
-    parser.set_defaults(default_size=default_size)
 
 
-def _figure_size(arguments: argparse.Namespace) -> tuple[float, float] | None:
+def _output_options(arguments: argparse.Namespace) -> dict[str, Any]:
+    """``dpi``, and ``figsize`` where --width and --height are given (else the figure function's default)."""
     if arguments.width is None and arguments.height is None:
-        return arguments.default_size
+        return {"dpi": arguments.dpi}
     if arguments.width is None or arguments.height is None:
         raise ValueError(
             f"--width and --height: expected both or neither, got width={arguments.width}, height={arguments.height}"
         )
-    return (arguments.width, arguments.height)
+    return {"figsize": (arguments.width, arguments.height), "dpi": arguments.dpi}
 
 
 def _report(path: Path) -> int:
@@ -111,20 +113,14 @@ def _report(path: Path) -> int:
 
 
 def _run_masks(arguments: argparse.Namespace) -> int:
-    size = _figure_size(arguments)
-    assert size is not None
-    path = _figures().plot_masks(
-        arguments.out, length=arguments.length, real_length=arguments.real_length, figsize=size, dpi=arguments.dpi
-    )
+    options = _output_options(arguments)
+    path = _figures().plot_masks(arguments.out, length=arguments.length, real_length=arguments.real_length, **options)
     return _report(path)
 
 
 def _run_positions(arguments: argparse.Namespace) -> int:
-    size = _figure_size(arguments)
-    assert size is not None
-    path = _figures().plot_positions(
-        arguments.out, max_len=arguments.max_len, d_model=arguments.d_model, figsize=size, dpi=arguments.dpi
-    )
+    options = _output_options(arguments)
+    path = _figures().plot_positions(arguments.out, max_len=arguments.max_len, d_model=arguments.d_model, **options)
     return _report(path)
 
 
@@ -143,15 +139,13 @@ def _parse_settings(text: str) -> list[tuple[int, int]]:
 
 
 def _run_lr_schedule(arguments: argparse.Namespace) -> int:
-    size = _figure_size(arguments)
-    assert size is not None
+    options = _output_options(arguments)
     path = _figures().plot_lr_schedule(
         arguments.out,
         settings=_parse_settings(arguments.settings),
         total_steps=arguments.steps,
         factor=arguments.factor,
-        figsize=size,
-        dpi=arguments.dpi,
+        **options,
     )
     return _report(path)
 
@@ -164,17 +158,14 @@ def _run_attention(arguments: argparse.Namespace) -> int:
         target=arguments.target,
         source_vocabulary=Vocabulary.load(arguments.source_vocab) if arguments.source_vocab else None,
         target_vocabulary=Vocabulary.load(arguments.target_vocab) if arguments.target_vocab else None,
-        figsize=_figure_size(arguments),
-        dpi=arguments.dpi,
+        **_output_options(arguments),
     )
     return _report(path)
 
 
 def _run_training_curve(arguments: argparse.Namespace) -> int:
-    size = _figure_size(arguments)
-    assert size is not None
+    options = _output_options(arguments)
     # Imported here, as the figures are: matplotlib is the plots extra.
     from transformer_lab.lab.result_plots import plot_training_curve
 
-    path = plot_training_curve(arguments.out, arguments.metrics, figsize=size, dpi=arguments.dpi)
-    return _report(path)
+    return _report(plot_training_curve(arguments.out, arguments.metrics, **options))
