@@ -23,22 +23,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
+    sizes = {name: getattr(arguments, name) for name in ("d_model", "nhead", "src_len", "tgt_len", "batch")}
     if arguments.full:
-        records = explain_transformer(
-            d_model=arguments.d_model,
-            nhead=arguments.nhead,
-            num_layers=arguments.num_layers,
-            src_len=arguments.src_len,
-            tgt_len=arguments.tgt_len,
-            batch=arguments.batch,
-        )
+        records = explain_transformer(num_layers=arguments.num_layers, **sizes)
     else:
-        records = explain_attention(
-            d_model=arguments.d_model,
-            nhead=arguments.nhead,
-            src_len=arguments.src_len,
-            tgt_len=arguments.tgt_len,
-            batch=arguments.batch,
-        )
+        records = explain_attention(**sizes)
     print(format_shape_walk(records))
     return 0
