@@ -24,9 +24,10 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_precision_argument(parser: argparse.ArgumentParser) -> None:
+    # int8 is not an autocast precision but a converted copy of the model (models.quantization).
     parser.add_argument(
         "--precision",
-        choices=DECODE_PRECISIONS,
+        choices=INFERENCE_PRECISIONS,
         default=None,
         help="bf16: decode with a bf16 copy of the model, faster from about 8 rows (batch x beam) on CPUs with "
         "bf16 instructions; auto: bf16 where this "
@@ -52,10 +53,6 @@ def decode_keywords(arguments: argparse.Namespace) -> DecodeKeywords:
         length_penalty=arguments.length_penalty,
         beam_stop=arguments.beam_stop,
     )
-
-
-# int8 is not an autocast precision but a converted copy of the model (models.quantization).
-DECODE_PRECISIONS = INFERENCE_PRECISIONS
 
 
 def input_lines(texts: Sequence[str], input_path: Path | None, purpose: str = "decode") -> list[str]:
