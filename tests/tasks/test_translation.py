@@ -250,3 +250,23 @@ def test_every_checkpoint_has_a_model_card_and_evaluate_adds_its_scores(
     assert f"| five.de | greedy | bleu | {bleu:.2f} |" in (trained_run / "best" / "README.md").read_text("utf-8")
     # last/ shared the card's file with best/ by hard link where both were saved at once; it keeps its own.
     assert _front_matter(trained_run / "last")["transformer_lab"]["test"] == []
+
+
+def test_int8_validation_off_the_cpu_is_refused_before_training(tmp_path: Path) -> None:
+    config = apply_overrides(
+        translation_train.default_config(),
+        [
+            f"data.data_dir={DATA_DIR}",
+            "data.num_train=50",
+            "data.num_validation=10",
+            "data.vocab_size=300",
+            "model.d_model=32",
+            "model.nhead=2",
+            "model.dim_feedforward=64",
+            "train.device=cuda",
+            "decode.precision=int8",
+        ],
+    )
+    with pytest.raises(ValueError, match=r"decode\.precision: .*train\.device 'cuda'.*got 'int8'"):
+        translation_train.train(config, tmp_path / "run")
+    assert not (tmp_path / "run" / "last").exists()

@@ -178,6 +178,13 @@ def train(
     model_config = config.model
     data_config = config.data
     train_config = config.train
+    decode_precision = getattr(getattr(config, "decode", None), "precision", None)
+    if evaluate is not None and decode_precision == "int8" and torch.device(train_config.device).type != "cpu":
+        # Validation decodes where training runs, and int8 decoding has only CPU kernels: say so before the first step.
+        raise ValueError(
+            f"decode.precision: expected fp32, bf16 or auto for the validation on train.device "
+            f"{train_config.device!r} (int8 decodes on the CPU only), got 'int8'"
+        )
     lengths = pair_length_table(data.train_store)  # [N, 2], once per run
     pairs = data.train_pairs if data.train_pairs is not None else data.train_store.folder
     check_fits_positional_table(lengths, pairs, model_config.max_len, "training data")
