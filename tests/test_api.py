@@ -140,6 +140,18 @@ def test_plot_attention_draws_what_the_translator_draws(
     assert np.array_equal(image.imread(figure), image.imread(drawn))
     with pytest.raises(ValueError, match="expected a non-empty sentence to plot"):
         Translator(translation_checkpoint).plot_attention("  ", tmp_path / "blank.png")
+    # A place the figure cannot go: the translations are printed, then one line names the option and the path.
+    (tmp_path / "a-file").write_text("not a folder\n")
+    unwritable = tmp_path / "a-file" / "figure.png"
+    code = main(
+        ["translate", "--checkpoint", str(translation_checkpoint), "--plot-attention", str(unwritable), "Hallo"]
+    )
+    printed = capsys.readouterr()
+    assert code == 1 and printed.out.count("\n") == 1
+    assert printed.err.count("\n") == 1
+    assert printed.err.startswith(
+        f"transformer-lab translate: failed: --plot-attention: could not write {str(unwritable)!r} ("
+    )
 
 
 def test_classify_prints_the_classifiers_predictions_and_refusals(

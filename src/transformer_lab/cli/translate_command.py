@@ -52,7 +52,11 @@ def run(arguments: argparse.Namespace) -> int:
             if not translated:
                 print(f"transformer-lab translate: input {number}: {_why_empty(sentence)}", file=sys.stderr)
     if arguments.plot_attention is not None and sentences:
-        path = translator.plot_attention(sentences[0], arguments.plot_attention, **settings)
+        try:
+            path = translator.plot_attention(sentences[0], arguments.plot_attention, **settings)
+        except OSError as error:  # the translations are printed: only the figure is missing
+            where = str(arguments.plot_attention)
+            raise OSError(f"--plot-attention: could not write {where!r} ({error.strerror or error})") from error
         print(f"attention heat map: {path}", file=sys.stderr)
     return 0
 
