@@ -179,3 +179,18 @@ def test_a_task_package_modules_never_import_its_init() -> None:
         modules = [module for module in graph if module.startswith(package + ".")]
         assert modules, package
         assert [module for module in modules if package in graph[module]] == [], package
+
+
+def test_outside_the_tasks_only_the_api_and_the_demo_name_a_task() -> None:
+    # The commands, the server, the exporters and the lab reach tasks through the registry and the Task
+    # contract. transformer_lab.api gives the tasks' objects their documented public names (Translator, ...),
+    # and `make demo` is the copy task's showcase by definition.
+    task_packages = {module_name(path) for path in (PACKAGE_ROOT / "tasks").glob("*/__init__.py")}
+    naming = {
+        module
+        for module, imports in import_graph().items()
+        if not module.startswith("transformer_lab.tasks")
+        for imported in imports
+        if any(imported == package or imported.startswith(package + ".") for package in task_packages)
+    }
+    assert naming == {"transformer_lab.api", "transformer_lab.cli.demo_command", "transformer_lab.lab.demo"}

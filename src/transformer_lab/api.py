@@ -68,10 +68,14 @@ class Translator(translation_predict.Translator):
         rows are the ids the model generated with these settings; a blank sentence is a
         ValueError. Here, not in the task: drawing belongs to the lab, a layer above the tasks.
         """
-        from transformer_lab.lab.translation_attention import plot_translation_attention
+        from transformer_lab.lab.figures import plot_attention_map
+        from transformer_lab.lab.plotting import check_image_path
 
-        model, decode = self.decoding(beam, 1, precision, length_penalty, beam_stop)
-        return plot_translation_attention(model, self.tokenizers, sentence, decode, path)
+        check_image_path(path)  # before the translation, not after it
+        attention = self.attention_map(
+            sentence, beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop
+        )
+        return plot_attention_map(attention, path)
 
 
 class Classifier(classification_predict.Classifier):

@@ -1,4 +1,4 @@
-"""The decoding options shared by translate, couplet and evaluate."""
+"""The decoding options that translate and couplet declare (``DECODE_OPTIONS``) and read back as keywords."""
 
 from __future__ import annotations
 
@@ -6,19 +6,21 @@ import argparse
 
 import pytest
 
-from transformer_lab.cli.decode_options import add_decode_arguments, decode_keywords
+from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.search_settings import with_search
+from transformer_lab.tasks.evaluation import DECODE_OPTIONS
+from transformer_lab.tasks.predictor import search_keywords
 
 
 def with_decode_arguments(decode_config: DecodeConfig, arguments: argparse.Namespace) -> DecodeConfig:
-    """What translate, couplet and evaluate do with their decoding options."""
-    return with_search(decode_config, **decode_keywords(arguments))
+    """What translate and couplet do with their decoding options."""
+    return with_search(decode_config, **search_keywords(given_options(arguments, arguments.destinations)))
 
 
 def parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    add_decode_arguments(parser)
+    parser.set_defaults(destinations=add_task_options(parser, DECODE_OPTIONS))
     return parser.parse_args(argv)
 
 

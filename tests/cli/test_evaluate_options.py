@@ -11,7 +11,7 @@ import pytest
 
 from transformer_lab.cli import build_parser, main
 from transformer_lab.tasks import registry
-from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, TaskOption
+from transformer_lab.tasks.evaluation import LENGTH_PENALTY, EvaluationOptions, EvaluationReport, TaskOption
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.tasks.task import Task
 
@@ -114,5 +114,26 @@ def test_a_task_registered_at_run_time_declares_its_own_evaluate_option(capsys: 
         assert "echo: {'--echo-count': 3}" in capsys.readouterr().err
         assert main(["evaluate", "translation", "--checkpoint", "x", "--echo-count", "3"]) == 2
         assert "--echo-count: expected only with the echo task, got it with translation" in capsys.readouterr().err
+    finally:
+        del registry.TASKS[task.name]
+
+
+def test_a_value_that_equals_false_is_a_value_given(capsys: pytest.CaptureFixture[str]) -> None:
+    # "--length-penalty 0" turns the penalty off; 0 == False must not make it look absent.
+    task = Task(
+        name="echo",
+        presets={"default": lambda: synthetic_train.default_config("copy")},
+        train=synthetic_train.train,
+        load=synthetic_train.load,
+        checkpoint_task=synthetic_train.TASK_NAME,
+        reads_data=False,
+        evaluate=evaluate_echo,
+        evaluation_split="test",
+        evaluation_options=(LENGTH_PENALTY, TaskOption("--echo-count", "how many times", int)),
+    )
+    registry.register(task)
+    try:
+        assert main(["evaluate", "echo", "--checkpoint", "x", "--length-penalty", "0", "--echo-count", "0"]) != 0
+        assert "echo: {'--length-penalty': 0.0, '--echo-count': 0}" in capsys.readouterr().err
     finally:
         del registry.TASKS[task.name]

@@ -8,7 +8,7 @@ import argparse
 import ast
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +20,22 @@ from transformer_lab.cli import build_parser, main
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID
 from transformer_lab.serve import create_app, load_served_models
 from transformer_lab.tasks import registry
-from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport
+from transformer_lab.tasks.command import Answers, PredictCommand
+from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, TaskOption
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.tasks.task import Endpoint, Serving, Task
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import read_card
 
 
-def command_parser(command: str) -> argparse.ArgumentParser:
+def subcommands() -> dict[str, argparse.ArgumentParser]:
     parser = build_parser()
     subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
-    return subparsers.choices[command]
+    return dict(subparsers.choices)
+
+
+def command_parser(command: str) -> argparse.ArgumentParser:
+    return subcommands()[command]
 
 
 def command_choices(command: str) -> tuple[str, ...]:
@@ -55,6 +60,9 @@ def test_the_commands_offer_the_registered_tasks() -> None:
     served = registry.checkpoint_tasks("serve")
     assert set(served) == set(registry.tasks_offering("serve")) == {"translation", "couplet", "classification"}
     assert all(task.serving is not None and task.predictor is not None for task in served.values())
+    commands = {task.command.name for task in tasks.values() if task.command is not None}
+    assert commands == {"translate", "couplet", "classify"}
+    assert commands <= set(subcommands())
     with pytest.raises(ValueError, match="task 'copy': expected a new task name"):
         registry.register(registry.TASKS["copy"])
     with pytest.raises(ValueError, match="task: expected one of translation, .*, got 'summarise'"):
@@ -148,6 +156,23 @@ class SortHandler:
         return {"symbols": self.predictor.sort(list(request.symbols))}
 
 
+SHOW_INPUT = TaskOption("--show-input", "print each input, a tab, then its sorted symbols", bool)
+
+
+def answer_sort(sorter: ShortSorter, lines: list[str], options: Mapping[str, Any]) -> Answers:
+    """``transformer-lab sort-symbols``: each line's symbols (numbers apart) sorted by the model."""
+    answers = Answers(lines=[])
+    for number, line in enumerate(lines, start=1):
+        if not line.split() or not all(part.isdigit() for part in line.split()):
+            answers.refused += 1
+            answers.lines.append("")
+            answers.notes.append(f"input {number}: expected symbols as numbers apart, got {line!r}")
+            continue
+        sorted_symbols = " ".join(str(symbol) for symbol in sorter.sort([int(part) for part in line.split()]))
+        answers.lines.append(f"{line}\t{sorted_symbols}" if options.get(SHOW_INPUT.flag) else sorted_symbols)
+    return answers
+
+
 @pytest.fixture
 def short_sort_task() -> Iterator[Task]:
     """The toy task, registered for one test and taken out again."""
@@ -164,6 +189,7 @@ def short_sort_task() -> Iterator[Task]:
         surfaces=frozenset({"serve"}),
         predictor=ShortSorter,
         serving=Serving(SortHandler, (Endpoint("/api/short-sort", SortRequest, SortHandler.sort),)),
+        command=PredictCommand("sort-symbols", "sort symbols", "sequences", "sort", answer_sort, (SHOW_INPUT,)),
     )
     registry.register(task)
     try:
@@ -248,6 +274,16 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
     for body, field in (({"symbols": [5, 6, 7, 8, 9]}, "symbols"), ({"symbols": [5], "text": "x"}, "text")):
         refused = client.post("/api/short-sort", json={"model": "sorter", **body})
         assert refused.status_code == 422 and refused.json()["error"].startswith(f"{field}: "), refused.text
+
+    # The task's own command: the same predictor behind a command line, its option added from its declaration.
+    sources = [" ".join(map(str, source)) for source, _ in held_out]
+    assert main(["sort-symbols", "--checkpoint", str(out), "--device", "cpu", *sources]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [" ".join(map(str, sorter.sort(source))) for source, _ in held_out]
+    assert main(["sort-symbols", "--checkpoint", str(out), "--show-input", sources[0], "3 x"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [f"{sources[0]}\t{printed[0]}", ""]
+    assert captured.err == "transformer-lab sort-symbols: input 2: expected symbols as numbers apart, got '3 x'\n"
 
 
 def test_a_task_offering_serve_without_its_predictor_and_serving_is_one_line() -> None:

@@ -26,9 +26,7 @@ import torch
 from transformer_lab.allocator import keep_freed_memory
 from transformer_lab.cli import (
     average_command,
-    classify_command,
     config_command,
-    couplet_command,
     demo_command,
     download_command,
     evaluate_command,
@@ -36,10 +34,10 @@ from transformer_lab.cli import (
     export_command,
     lab_command,
     plot_command,
+    predict_command,
     prepare_command,
     serve_command,
     train_command,
-    translate_command,
 )
 from transformer_lab.cli.bounds import max_threads, thread_count
 from transformer_lab.extras import MissingExtraError
@@ -59,9 +57,7 @@ _COMMAND_MODULES = [
     download_command,
     prepare_command,
     train_command,
-    translate_command,
-    couplet_command,
-    classify_command,
+    predict_command,  # each task's own: translate, couplet, classify
     evaluate_command,
     config_command,
     average_command,

@@ -1,4 +1,4 @@
-"""Options shared by translate, couplet and evaluate: --beam, --precision, --length-penalty, --beam-stop, inputs."""
+"""What the commands that read texts share: the inputs (arguments, --input or stdin) and the decoding --precision."""
 
 from __future__ import annotations
 
@@ -6,53 +6,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypedDict
 
 from transformer_lab.cli.task_options import add_task_options
 from transformer_lab.data import decode_lines, read_lines
-from transformer_lab.hardware import INFERENCE_PRECISIONS
-from transformer_lab.tasks.evaluation import BEAM, BEAM_STOP, LENGTH_PENALTY
+from transformer_lab.tasks.evaluation import DECODE_PRECISION
 
-__all__ = ["add_decode_arguments", "add_precision_argument", "decode_keywords", "input_lines"]
-
-
-def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
-    """--beam, --precision, --length-penalty and --beam-stop."""
-    add_task_options(parser, [BEAM])
-    add_precision_argument(parser)
-    add_task_options(parser, [LENGTH_PENALTY, BEAM_STOP])
+__all__ = ["add_precision_argument", "input_lines"]
 
 
 def add_precision_argument(parser: argparse.ArgumentParser) -> None:
-    # int8 is not an autocast precision but a converted copy of the model (models.quantization).
-    parser.add_argument(
-        "--precision",
-        choices=INFERENCE_PRECISIONS,
-        default=None,
-        help="bf16: decode with a bf16 copy of the model, faster from about 8 rows (batch x beam) on CPUs with "
-        "bf16 instructions; auto: bf16 where this "
-        "machine runs it fast, else fp32; int8: the feed-forward and output layers in int8 (PyTorch dynamic "
-        "quantization, CPU) (default: the checkpoint's; the presets say auto)",
-    )
-
-
-class DecodeKeywords(TypedDict):
-    """The decoding options as ``Translator``'s and ``CoupletWriter``'s keyword arguments (None: the checkpoint's)."""
-
-    beam: int | None
-    precision: str | None
-    length_penalty: float | None
-    beam_stop: str | None
-
-
-def decode_keywords(arguments: argparse.Namespace) -> DecodeKeywords:
-    """--beam, --precision, --length-penalty and --beam-stop, for the Python API objects the commands call."""
-    return DecodeKeywords(
-        beam=arguments.beam,
-        precision=arguments.precision,
-        length_penalty=arguments.length_penalty,
-        beam_stop=arguments.beam_stop,
-    )
+    """--precision of decoding (fp32, bf16, auto or int8; default: the checkpoint's)."""
+    add_task_options(parser, [DECODE_PRECISION])
 
 
 def input_lines(texts: Sequence[str], input_path: Path | None, purpose: str = "decode") -> list[str]:

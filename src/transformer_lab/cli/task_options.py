@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from transformer_lab.cli.bounds import int_in
 from transformer_lab.tasks.evaluation import TaskOption
 
 
@@ -25,7 +26,9 @@ def add_task_options(
             keywords["action"] = "store_true"
         else:
             keywords["default"] = None
-            if option.kind is not str:
+            if option.bounds is not None:
+                keywords["type"] = int_in(*option.bounds)  # argparse's one line names the bounds
+            elif option.kind is not str:
                 keywords["type"] = option.kind
             if option.choices is not None:
                 keywords["choices"] = option.choices
@@ -41,4 +44,5 @@ def add_task_options(
 def given_options(arguments: argparse.Namespace, destinations: Mapping[str, str]) -> dict[str, Any]:
     """The options of ``destinations`` (destination -> flag) that were given, flag -> value, in order."""
     values = {flag: getattr(arguments, destination) for destination, flag in destinations.items()}
-    return {flag: value for flag, value in values.items() if value not in (None, False)}
+    # Identity, not equality: 0 and 0.0 equal False, and "--length-penalty 0" is a value given.
+    return {flag: value for flag, value in values.items() if value is not None and value is not False}

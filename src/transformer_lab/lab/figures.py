@@ -33,6 +33,7 @@ from transformer_lab.lab.checkpoints import checkpoint_attention
 from transformer_lab.lab.fonts import check_cjk_text
 from transformer_lab.lab.mask_panels import mask_panels
 from transformer_lab.models.embedding import SinusoidalPositionalEncoding
+from transformer_lab.tasks.attention_maps import AttentionMap
 from transformer_lab.training import noam_lr
 
 
@@ -91,6 +92,11 @@ def plot_attention_heatmap(
 # ----------------------------------------------------------------------------------------
 _HIDDEN_COLORS = ListedColormap(["#f2f2f2", "#3b4b8c"])  # visible (False), hidden (True)
 DEFAULT_LR_SETTINGS: tuple[tuple[int, int], ...] = ((512, 4000), (512, 8000), (256, 4000))
+
+
+def plot_attention_map(attention: AttentionMap, path: str | os.PathLike[str]) -> Path:
+    """Draw what a task's predictor read as one output's attention (its ``attention_map``) to ``path``."""
+    return plot_attention_heatmap(attention.weights, attention.columns, attention.rows, path, title=attention.title)
 
 
 def _draw_mask(axes: Axes, hidden: Tensor, labels: Sequence[str], title: str) -> None:

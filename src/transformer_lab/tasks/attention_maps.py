@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -12,6 +13,21 @@ from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, recording_shapes
 
 _WEIGHTS_NAME = ATTENTION_WEIGHTS
+
+
+@dataclass
+class AttentionMap:
+    """One output's attention over its input, to draw as a heat map (the figures live in ``lab``).
+
+    Shape:
+        ``weights`` ``[T, S]``: row t is what the model read when it chose output token t;
+        ``columns`` holds S labels (the input's tokens), ``rows`` T (the output's).
+    """
+
+    weights: Tensor
+    columns: list[str]
+    rows: list[str]
+    title: str
 
 
 def attention_maps(model: Seq2SeqTransformer, src_ids: Tensor, tgt_in_ids: Tensor) -> dict[str, Tensor]:

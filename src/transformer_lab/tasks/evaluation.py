@@ -22,7 +22,7 @@ from transformer_lab.decoding import DecodeConfig, decoding_model
 from transformer_lab.decoding.beam import BEAM_STOPS
 from transformer_lab.decoding.search_settings import search_name, with_search
 from transformer_lab.devices import resolve_device
-from transformer_lab.hardware import resolve_inference_precision
+from transformer_lab.hardware import INFERENCE_PRECISIONS, resolve_inference_precision
 
 ModelType = TypeVar("ModelType", bound=nn.Module)
 
@@ -33,8 +33,9 @@ class TaskOption:
 
     ``flag`` is its spelling (``--source``), ``help`` what it does; ``kind`` the type of
     its value (``str``, ``int``, ``float``, ``Path``), or ``bool`` for a switch that is
-    True when given; ``choices`` the values it takes (None: any), ``metavar`` the name
-    of its value in the help; ``repeatable``: given several times, its values form a list.
+    True when given; ``bounds`` (low, high) the range an ``int`` must be in (None: any);
+    ``choices`` the values it takes (None: any), ``metavar`` the name of its value in the
+    help; ``repeatable``: given several times, its values form a list.
     A task reads it back from `EvaluationOptions.option` (or its own command's values)
     by ``flag``.
     """
@@ -45,6 +46,7 @@ class TaskOption:
     choices: tuple[str, ...] | None = None
     metavar: str | None = None
     repeatable: bool = False
+    bounds: tuple[int, int] | None = None
 
 
 # The search settings, read by the tasks that decode (each declares them among its options).
@@ -60,6 +62,16 @@ BEAM_STOP = TaskOption(
     choices=BEAM_STOPS,
 )
 SEARCH_OPTIONS = (BEAM, LENGTH_PENALTY, BEAM_STOP)
+# int8 is not an autocast precision but a converted copy of the model (models.quantization).
+DECODE_PRECISION = TaskOption(
+    "--precision",
+    "bf16: decode with a bf16 copy of the model, faster from about 8 rows (batch x beam) on CPUs with "
+    "bf16 instructions; auto: bf16 where this machine runs it fast, else fp32; int8: the feed-forward and "
+    "output layers in int8 (PyTorch dynamic quantization, CPU) (default: the checkpoint's; the presets say auto)",
+    choices=INFERENCE_PRECISIONS,
+)
+# The options of a command that decodes with a checkpoint's search: see ``tasks.predictor.search_keywords``.
+DECODE_OPTIONS = (BEAM, DECODE_PRECISION, LENGTH_PENALTY, BEAM_STOP)
 
 
 @dataclass(frozen=True)

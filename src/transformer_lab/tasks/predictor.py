@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -19,6 +19,7 @@ from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.setting_error import SettingError
+from transformer_lab.tasks.evaluation import BEAM, BEAM_STOP, DECODE_PRECISION, LENGTH_PENALTY
 
 
 def texts_of(texts: str | Sequence[str], name: str) -> list[str]:
@@ -35,6 +36,19 @@ def texts_of(texts: str | Sequence[str], name: str) -> list[str]:
 def is_int(value: object) -> bool:
     """Whether ``value`` is an int and not a bool."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def search_keywords(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The search options among ``options`` (flag -> value, ``DECODE_OPTIONS``) as the API objects' keywords.
+
+    An option not given is None: the checkpoint's setting.
+    """
+    return {
+        "beam": options.get(BEAM.flag),
+        "precision": options.get(DECODE_PRECISION.flag),
+        "length_penalty": options.get(LENGTH_PENALTY.flag),
+        "beam_stop": options.get(BEAM_STOP.flag),
+    }
 
 
 def decode_settings(

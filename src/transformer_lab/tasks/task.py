@@ -3,8 +3,9 @@
 A task is a package (translation, couplets, classification, the synthetic tasks) whose
 ``__init__`` assembles its `Task` (``TASK``) from its modules, and is named once in
 ``tasks/registry.py``. The commands (``train``, ``prepare``, ``evaluate``, ``export``,
-``serve``, ``lab``, ``config``) read the registry, never a list of their own: a new task
-is its package, its tests and one registry line.
+``serve``, ``lab``, ``config``, and each task's own, such as ``translate``) read the
+registry, never a list of their own: a new task is its package, its tests and one
+registry line.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import torch
 from torch import nn
 
+from transformer_lab.tasks.command import PredictCommand
 from transformer_lab.tasks.evaluation import EvaluateFunction, TaskOption
 from transformer_lab.tasks.predictor import load_on
 from transformer_lab.training.config import TrainConfig
@@ -130,7 +132,8 @@ class Task:
     (None: they hold none, as the synthetic tasks'); a task offering an export surface
     must name it. ``predictor(model, vocabulary, config, device)`` builds the task's Python
     API object from what ``load`` rebuilds (see `predictor_for`), and ``serving`` how the
-    server offers it; a task offering "serve" must name both.
+    server offers it; a task offering "serve" must name both. ``command``: the task's own
+    command answering lines with that object (``tasks/command.py``); it needs a predictor.
     """
 
     name: str
@@ -149,6 +152,7 @@ class Task:
     vocabulary: VocabularyFunctions[Any] | None = None
     predictor: Callable[[Any, Any, Any, torch.device], Any] | None = None
     serving: Serving | None = None
+    command: PredictCommand | None = None
 
     def __post_init__(self) -> None:
         if not self.presets:
@@ -167,6 +171,8 @@ class Task:
                 f"task {self.name!r}: expected Task.predictor and Task.serving with the surface 'serve', "
                 f"got no {missing}"
             )
+        if self.command is not None and self.predictor is None:
+            raise ValueError(f"task {self.name!r}: expected Task.predictor with a command, got none")
         if (self.evaluate is None) != (self.evaluation_split is None):
             raise ValueError(
                 f"task {self.name!r}: expected both evaluate and its evaluation_split, or neither, got one"

@@ -40,4 +40,5 @@ TASK = Task(
     dataset="ag-news",
     predictor=predict.Classifier,
     serving=predict.SERVING,
+    command=predict.COMMAND,
 )

@@ -1,14 +1,22 @@
 """Classifying with a trained model: class probabilities, predictions that say why not, and the `Classifier`.
 
 `Classifier` is the task's Python API object (``transformer_lab.api.Classifier`` opens one
-from a checkpoint); `ClassificationHandler` answers the server's classification pane with it.
+from a checkpoint); `ClassificationHandler` answers the server's classification pane with it,
+and `COMMAND` is ``transformer-lab classify``: each text gives one stdout line, in input
+order, the predicted class then every class's probability, tab-separated
+(``Business<TAB>World=0.0123 Sports=0.0031 ...``). A text that cannot be classified (empty,
+or longer than the model reads without ``--truncate``) gives ``-`` and the reason on its
+line and one line on stderr, and the exit code is 2; the other texts are still classified.
+``--output`` also writes one JSON object a line.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, overload
 
 import torch
@@ -16,10 +24,12 @@ from torch import Tensor
 
 from transformer_lab.data import PAD_ID, SubwordTokenizer, collate_classification, token_budget_batches
 from transformer_lab.data.subword import check_texts
-from transformer_lab.hardware import autocast, resolve_inference_precision, resolve_precision
+from transformer_lab.hardware import PRECISIONS, autocast, resolve_inference_precision, resolve_precision
 from transformer_lab.models import TransformerClassifier
 from transformer_lab.models.bfloat16 import as_bf16
 from transformer_lab.tasks.attention_maps import token_labels
+from transformer_lab.tasks.command import Answers, PredictCommand
+from transformer_lab.tasks.evaluation import TaskOption
 from transformer_lab.tasks.predictor import texts_of
 from transformer_lab.tasks.task import Endpoint, Serving
 
@@ -254,4 +264,57 @@ class ClassificationHandler:
 SERVING = Serving(
     handler=ClassificationHandler,
     endpoints=(Endpoint("/api/classify", ClassifyRequest, ClassificationHandler.classify),),
+)
+
+
+OUTPUT = TaskOption("--output", "also write the results here, one JSON object a line", Path)
+TRUNCATE = TaskOption("--truncate", "read only the first max_len subword tokens of a longer text (reported)", bool)
+PRECISION = TaskOption(
+    "--precision", "auto: bf16 autocast where this machine runs bf16 fast, else fp32 (default auto)", choices=PRECISIONS
+)
+
+
+def answer(classifier: Classifier, texts: list[str], options: Mapping[str, Any]) -> Answers:
+    """``transformer-lab classify``: a line per text (see the module docstring), and ``--output``'s JSON lines."""
+    results = classifier.classify_each(
+        texts, precision=options.get(PRECISION.flag, "auto"), truncate=options.get(TRUNCATE.flag, False)
+    )
+    answers = Answers(lines=[])
+    records: list[dict[str, Any]] = []  # the --output JSON lines
+    for number, (text, result) in enumerate(zip(texts, results), start=1):
+        if isinstance(result, str):
+            answers.refused += 1
+            answers.lines.append(f"-\t{result}")
+            answers.notes.append(f"input {number}: {result}")
+            records.append({"text": text, "error": result})
+            continue
+        if result.truncated:
+            answers.notes.append(
+                f"input {number}: read only the first {classifier.max_len} of its {result.num_tokens} "
+                "subword tokens (--truncate)"
+            )
+        shares = " ".join(f"{name}={probability:.4f}" for name, probability in result.probabilities.items())
+        answers.lines.append(f"{result.label_name}\t{shares}")
+        records.append(
+            {
+                "text": text,
+                "label": result.label_name,
+                "probabilities": result.probabilities,
+                "truncated": result.truncated,
+            }
+        )
+    if OUTPUT.flag in options:
+        answers.files[options[OUTPUT.flag]] = "".join(
+            json.dumps(record, ensure_ascii=False) + "\n" for record in records
+        )
+    return answers
+
+
+COMMAND = PredictCommand(
+    name="classify",
+    help="classify texts with a classification checkpoint",
+    inputs="texts",
+    verb="classify",
+    answer=answer,
+    options=(OUTPUT, TRUNCATE, PRECISION),
 )

@@ -26,4 +26,5 @@ TASK = Task(
     dataset="couplets",
     predictor=predict.CoupletWriter,
     serving=predict.SERVING,
+    command=predict.COMMAND,
 )

@@ -1,7 +1,12 @@
 """Writing lower lines with a trained model: the rules decoding keeps, their options, re-ranking, the `CoupletWriter`.
 
 `CoupletWriter` is the task's Python API object (``transformer_lab.api.CoupletWriter`` opens
-one from a checkpoint); `CoupletHandler` answers the server's couplet pane with it.
+one from a checkpoint); `CoupletHandler` answers the server's couplet pane with it, and
+`COMMAND` is ``transformer-lab couplet``: with one candidate each answer is one line (to
+stdout or ``--output``, aligned with the input); with ``--num-candidates K`` each upper line
+is followed by its K lower lines and their scores. A line that cannot be answered (empty,
+Latin letters, undecodable bytes, too long) gets an empty output line and a message on
+stderr, and the exit code is 2 after the rest are answered.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence, overload
 
 import torch
@@ -19,12 +25,14 @@ from transformer_lab.data import BOS_ID, EOS_ID, NUM_SPECIAL_TOKENS, PAD_ID, UNK
 from transformer_lab.data.chinese import is_punctuation, tone_class
 from transformer_lab.data.couplet import split_characters
 from transformer_lab.decoding import DecodeConfig
+from transformer_lab.decoding.config import MAX_BEAM_SIZE
 from transformer_lab.decoding.couplet_constraints import CoupletConstraints
 from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
 from transformer_lab.evaluation.couplet_antithesis import part_of_speech_agreement, rhythm_agreement
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks.evaluation import TaskOption
-from transformer_lab.tasks.predictor import Seq2SeqPredictor, is_int, texts_of
+from transformer_lab.tasks.command import Answers, PredictCommand
+from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption
+from transformer_lab.tasks.predictor import Seq2SeqPredictor, is_int, search_keywords, texts_of
 from transformer_lab.tasks.task import Endpoint, Serving
 
 _LATIN_LETTERS = re.compile(r"[A-Za-zＡ-Ｚａ-ｚ]")
@@ -448,3 +456,46 @@ class CoupletHandler:
 
 
 SERVING = Serving(handler=CoupletHandler, endpoints=(Endpoint("/api/couplet", CoupletRequest, CoupletHandler.write),))
+
+
+OUTPUT = TaskOption("--output", "write the answers to this file instead of stdout", Path)
+NUM_CANDIDATES = TaskOption(
+    "--num-candidates",
+    "lower lines per upper line, with scores (needs --beam >= it) (default 1)",
+    int,
+    bounds=(1, MAX_BEAM_SIZE),
+)
+
+
+def answer(writer: CoupletWriter, lines: list[str], options: Mapping[str, Any]) -> Answers:
+    """``transformer-lab couplet``: a lower line per upper line, or each upper line and its ranked lower lines."""
+    count = options.get(NUM_CANDIDATES.flag, 1)
+    constraints = with_constraint_options(writer.config.constraints, options)
+    results = writer.write(lines, num_candidates=count, constraints=constraints, **search_keywords(options))
+    answers = Answers(lines=[])
+    for number, result in enumerate(results, start=1):
+        if result.error or result.note:
+            answers.refused += 1 if result.error else 0
+            answers.notes.append(f"line {number}: {result.error or result.note}")
+        if count == 1:
+            answers.lines.append(result.candidates[0].text if result.candidates else "")
+            continue
+        answers.lines.append(result.upper)
+        answers.lines.extend(
+            f"  {rank}. {candidate.text}  ({candidate.score:.2f})"
+            for rank, candidate in enumerate(result.candidates, 1)
+        )
+    if OUTPUT.flag in options:
+        answers.files[options[OUTPUT.flag]] = "".join(line + "\n" for line in answers.lines)
+        answers.lines = []
+    return answers
+
+
+COMMAND = PredictCommand(
+    name="couplet",
+    help="write lower lines (下联) for upper lines (上联) with a couplet checkpoint",
+    inputs="lines",
+    verb="answer",
+    answer=answer,
+    options=(*DECODE_OPTIONS, OUTPUT, NUM_CANDIDATES, *CONSTRAINT_TASK_OPTIONS),
+)

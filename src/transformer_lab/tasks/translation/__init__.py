@@ -24,4 +24,5 @@ TASK = Task(
     dataset="multi30k",
     predictor=predict.Translator,
     serving=predict.SERVING,
+    command=predict.COMMAND,
 )

@@ -9,6 +9,7 @@ Shape legend: N decoder layers, H heads, T target length (``<bos>`` first), S so
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence, overload
 
@@ -17,12 +18,15 @@ from torch import Tensor
 
 from transformer_lab.data import BOS_ID, SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding import DecodeConfig
+from transformer_lab.decoding.config import MAX_BEAM_SIZE as MAX_SEARCH_BEAMS
 from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
 from transformer_lab.evaluation import BleuResult, corpus_bleu, corpus_chrf
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.nn import TransformerDecoder
-from transformer_lab.tasks.attention_maps import attention_maps, token_labels
-from transformer_lab.tasks.predictor import Seq2SeqPredictor, texts_of
+from transformer_lab.tasks.attention_maps import AttentionMap, attention_maps, token_labels
+from transformer_lab.tasks.command import Answers, PredictCommand
+from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption
+from transformer_lab.tasks.predictor import Seq2SeqPredictor, search_keywords, texts_of
 from transformer_lab.tasks.task import Endpoint, Serving
 
 
@@ -258,6 +262,33 @@ class Translator(Seq2SeqPredictor):
         ]
         return results[0] if isinstance(sentences, str) else results
 
+    def attention_map(
+        self,
+        sentence: str,
+        *,
+        beam: int | None = None,
+        precision: str | None = None,
+        length_penalty: float | None = None,
+        beam_stop: str | None = None,
+    ) -> AttentionMap:
+        """Translate ``sentence``, then read its last decoder layer's cross-attention (mean of heads).
+
+        The rows are the ids the model generated with these settings (not the translation
+        encoded again, which can split differently); a blank sentence is a ValueError.
+        """
+        if not sentence.strip():
+            raise ValueError("sentence: expected a non-empty sentence to plot, got an empty one")
+        model, decode = self.decoding(beam, 1, precision, length_penalty, beam_stop)
+        best = translate_nbest(model, self.tokenizers, sentence, decode)[0]
+        source_ids = self.tokenizers.source.encode(sentence)
+        layers = cross_attention(model, source_ids, best.ids)  # [N, H, T, S]
+        return AttentionMap(
+            weights=layers[-1].mean(dim=0).float(),  # [T, S]
+            columns=token_labels(self.tokenizers.source, source_ids),
+            rows=["<bos>", *token_labels(self.tokenizers.target, best.ids)],
+            title=f"cross-attention, decoder layer {len(layers) - 1} (mean of heads)",
+        )
+
 
 MAX_BEAM_SIZE = 8  # the n-best list the page shows; larger beams add time, not insight
 WEIGHT_DECIMALS = 4  # attention weights sent to the page (a heat-map needs no more)
@@ -348,4 +379,55 @@ SERVING = Serving(
         Endpoint("/api/translate", TranslateRequest, TranslationHandler.translate),
         Endpoint("/api/translation/attention", AttentionRequest, TranslationHandler.attention),
     ),
+)
+
+
+NBEST = TaskOption(
+    "--nbest",
+    "print the K best translations of each sentence, one a line, tab-separated: the sentence's number "
+    "(from 1), the rank (from 1), the score (log-probability / GNMT length penalty), the translation "
+    "(beam search with at least K beams; default beam: max(K, the checkpoint's)); a blank sentence gets no line",
+    int,
+    metavar="K",
+    bounds=(1, MAX_SEARCH_BEAMS),
+)
+
+
+def answer(translator: Translator, sentences: list[str], options: Mapping[str, Any]) -> Answers:
+    """``transformer-lab translate``: one translation a line (even an empty one), or ``--nbest``'s ranked lines."""
+    settings = search_keywords(options)
+    nbest = options.get(NBEST.flag)
+    if nbest is not None:
+        # A blank sentence has no candidates, so no line; the numbers show the gap.
+        found = translator.candidates(sentences, nbest=nbest, **settings)
+        lines = [
+            f"{number}\t{rank}\t{candidate.score:.4f}\t{candidate.text}"
+            for number, candidates in enumerate(found, start=1)
+            for rank, candidate in enumerate(candidates, start=1)
+        ]
+        return Answers(lines)
+    translations = translator.translate(sentences, **settings)
+    notes = [
+        f"input {number}: {_why_empty(sentence)}"
+        for number, (sentence, translated) in enumerate(zip(sentences, translations), start=1)
+        if not translated
+    ]
+    return Answers(list(translations), notes)  # line i of the output stays sentence i's
+
+
+def _why_empty(sentence: str) -> str:
+    if not sentence.strip():
+        return "the sentence is blank, so its translation is the empty line"
+    # The model chose <eos> first: typical of a model trained briefly, not a failure of the command.
+    return "the translation is empty (the model ended it at once: it may need more training, or try --beam 5)"
+
+
+COMMAND = PredictCommand(
+    name="translate",
+    help="translate sentences with a translation checkpoint",
+    inputs="sentences",
+    verb="translate",
+    answer=answer,
+    options=(*DECODE_OPTIONS, NBEST),
+    plots_attention=True,
 )

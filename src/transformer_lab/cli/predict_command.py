@@ -1,0 +1,84 @@
+"""The commands each task declares to answer lines with a checkpoint (``translate``, ``couplet``, ``classify``).
+
+One command per task with a ``Task.command`` (``tasks/command.py``), in the registry's order:
+``transformer-lab NAME --checkpoint DIR [INPUT ...]``. The inputs are the arguments, every
+line of ``--input`` or stdin (an empty file or stdin is an error; bad UTF-8 names its line
+and byte column; CRLF reads like LF). The task's own options are added as it declares them;
+the answers go to stdout, one note a line to stderr, and the exit code is 2 when an input
+was refused (the others are still answered).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from pathlib import Path
+
+from transformer_lab.cli.decode_options import input_lines
+from transformer_lab.cli.device_option import add_device_argument, device_of
+from transformer_lab.cli.task_options import add_task_options, given_options
+from transformer_lab.tasks.registry import TASKS
+from transformer_lab.tasks.task import Task
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    for task in TASKS.values():
+        if task.command is not None:
+            _register_task(subparsers, task)
+
+
+def _register_task(subparsers: argparse._SubParsersAction, task: Task) -> None:
+    command = task.command
+    assert command is not None
+    parser = subparsers.add_parser(command.name, help=command.help)
+    parser.add_argument(
+        "inputs",
+        nargs="*",
+        metavar=command.inputs,
+        help=f"{command.inputs} to {command.verb} (none: read stdin, one per line)",
+    )
+    parser.add_argument("--checkpoint", type=Path, required=True, help="checkpoint folder, or a run folder (its best/)")
+    parser.add_argument("--input", type=Path, default=None, help=f"{command.verb} every line of this UTF-8 file")
+    add_device_argument(parser)
+    options = add_task_options(parser, command.options)
+    if command.plots_attention:
+        parser.add_argument(
+            "--plot-attention", type=Path, default=None, help="write a cross-attention heat map of the first input"
+        )
+    parser.set_defaults(handler=functools.partial(run, task), task_options=options)
+
+
+def run(task: Task, arguments: argparse.Namespace) -> int:
+    command = task.command
+    assert command is not None
+    device = device_of(arguments)
+    inputs = input_lines(arguments.inputs, arguments.input, purpose=command.verb)
+    predictor = task.predictor_for(arguments.checkpoint, device)
+    options = given_options(arguments, arguments.task_options)
+    answers = command.answer(predictor, inputs, options)
+    for path, text in answers.files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    sys.stdout.write("".join(line + "\n" for line in answers.lines))
+    for note in answers.notes:
+        print(f"transformer-lab {command.name}: {note}", file=sys.stderr)
+    plot_path = getattr(arguments, "plot_attention", None)
+    if plot_path is not None:
+        _plot_attention(predictor, inputs[0], plot_path, options)
+    return 2 if answers.refused else 0
+
+
+def _plot_attention(predictor: object, text: str, path: Path, options: dict[str, object]) -> None:
+    # Drawing sits here, a layer above the tasks; the predictor reads the weights (its attention_map).
+    from transformer_lab.lab.figures import plot_attention_map
+    from transformer_lab.lab.plotting import check_image_path
+    from transformer_lab.tasks.predictor import search_keywords
+
+    check_image_path(path)
+    attention = predictor.attention_map(text, **search_keywords(options))  # type: ignore[attr-defined]
+    try:
+        written = plot_attention_map(attention, path)
+    except OSError as error:  # the answers are printed: only the figure is missing
+        raise OSError(f"--plot-attention: could not write {str(path)!r} ({error.strerror or error})") from error
+    print(f"attention heat map: {written}", file=sys.stderr)
