@@ -107,15 +107,12 @@ def test_a_task_registered_at_run_time_declares_its_own_evaluate_option(capsys: 
         evaluation_split="test",
         evaluation_options=(TaskOption("--echo-count", "how many times", int, metavar="N"),),
     )
-    registry.register(task)
-    try:
+    with registry.registered(task):
         assert signatures(command_parser("evaluate"))["--echo-count"] == ("int", None, "N", "_StoreAction")
         assert main(["evaluate", "echo", "--checkpoint", "x", "--echo-count", "3"]) != 0
         assert "echo: {'--echo-count': 3}" in capsys.readouterr().err
         assert main(["evaluate", "translation", "--checkpoint", "x", "--echo-count", "3"]) == 2
         assert "--echo-count: expected only with the echo task, got it with translation" in capsys.readouterr().err
-    finally:
-        del registry.TASKS[task.name]
 
 
 def test_a_value_that_equals_false_is_a_value_given(capsys: pytest.CaptureFixture[str]) -> None:
@@ -131,9 +128,6 @@ def test_a_value_that_equals_false_is_a_value_given(capsys: pytest.CaptureFixtur
         evaluation_split="test",
         evaluation_options=(LENGTH_PENALTY, TaskOption("--echo-count", "how many times", int)),
     )
-    registry.register(task)
-    try:
+    with registry.registered(task):
         assert main(["evaluate", "echo", "--checkpoint", "x", "--length-penalty", "0", "--echo-count", "0"]) != 0
         assert "echo: {'--length-penalty': 0.0, '--echo-count': 0}" in capsys.readouterr().err
-    finally:
-        del registry.TASKS[task.name]

@@ -91,13 +91,8 @@ def symbols_checkpoint(reverse_training: dict, tmp_path: Path) -> Iterator[tuple
     )
     (folder / SYMBOLS_FILE).write_text(symbol_files(table)[SYMBOLS_FILE], encoding="utf-8")
     tasks = (toy_task("symbols", load_symbols), toy_task("linear", load_as_linear))
-    for task in tasks:
-        registry.register(task)
-    try:
+    with registry.registered(*tasks):
         yield folder, table
-    finally:
-        for task in tasks:
-            del registry.TASKS[task.name]
 
 
 def as_task(folder: Path, name: str) -> Path:

@@ -148,8 +148,5 @@ def echo_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         predictor=Echo,
         serving=Serving(EchoHandler, (Endpoint("/api/echo", EchoRequest, EchoHandler.echo),)),
     )
-    registry.register(task)
-    try:
+    with registry.registered(task):
         yield folder
-    finally:
-        del registry.TASKS[task.name]

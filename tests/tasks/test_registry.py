@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from tests.reliability.builders import (
 from transformer_lab.data import TokenizerPair, Vocabulary
 from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint
 from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier
+from transformer_lab.tasks import registry
 from transformer_lab.tasks.couplet import train as couplet_train
 from transformer_lab.tasks.registry import checkpoint_task, load_trained
 from transformer_lab.tasks.translation import train as translation_train
@@ -70,3 +72,17 @@ def test_a_vocabulary_of_another_size_is_refused_naming_both_files(tmp_path: Pat
         ValueError, match=r"config.json: model.src_vocab_size must equal the \d+ entries of .*vocabulary.txt"
     ):
         couplet_train.load(folder)
+
+
+def test_a_task_registered_for_a_block_is_taken_out_after_it_even_on_an_error() -> None:
+    copy = registry.TASKS["copy"]
+    renamed = dataclasses.replace(copy, name="copy-again")
+    with pytest.raises(RuntimeError, match="inside"), registry.registered(renamed):
+        assert registry.task_named("copy-again") is renamed
+        raise RuntimeError("inside")
+    assert "copy-again" not in registry.TASKS
+    # A name taken refuses the block, and what the block added before it is taken out.
+    with pytest.raises(ValueError, match="task 'copy': expected a new task name"):
+        with registry.registered(dataclasses.replace(copy, name="copy-third"), copy):
+            pass
+    assert "copy-third" not in registry.TASKS and registry.TASKS["copy"] is copy

@@ -191,11 +191,8 @@ def short_sort_task() -> Iterator[Task]:
         serving=Serving(SortHandler, (Endpoint("/api/short-sort", SortRequest, SortHandler.sort),)),
         command=PredictCommand("sort-symbols", "sort symbols", "sequences", "sort", answer_sort, (SHOW_INPUT,)),
     )
-    registry.register(task)
-    try:
+    with registry.registered(task):
         yield task
-    finally:
-        del registry.TASKS[task.name]
 
 
 def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(

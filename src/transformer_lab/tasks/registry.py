@@ -12,6 +12,8 @@ file is named the same way everywhere.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,19 @@ def register(task: Task) -> Task:
         raise ValueError(f"task {task.name!r}: expected a new task name, got one already registered")
     TASKS[task.name] = task
     return task
+
+
+@contextmanager
+def registered(*tasks: Task) -> Iterator[tuple[Task, ...]]:
+    """``tasks`` registered inside the ``with`` block and taken out after it, even after an error."""
+    added: list[Task] = []
+    try:
+        for task in tasks:
+            added.append(register(task))
+        yield tasks
+    finally:
+        for task in added:
+            del TASKS[task.name]
 
 
 for _task in (translation.TASK, couplet.TASK, classification.TASK, *synthetic.TASKS):
