@@ -1,29 +1,36 @@
-"""One registry of tasks: the commands offer exactly its tasks, and a task registered at run time is trained
-by `train`, printed by `config`, loaded by the checkpoint loader, scored by `evaluate`, opened as its Python API
-object and served by the web app with no other change."""
+"""One registry of tasks: the commands offer exactly its tasks, and a task registered at run time, with a
+vocabulary of its own kind, is trained by `train`, printed by `config`, loaded by the checkpoint loader, scored by
+`evaluate`, opened as its Python API object, answered by its own command, served by the web app and exported to
+ONNX with no other change."""
 
 from __future__ import annotations
 
 import argparse
 import ast
 import dataclasses
+import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from fastapi.testclient import TestClient
 
 from transformer_lab.cli import build_parser, main
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID
+from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.serve import create_app, load_served_models
 from transformer_lab.tasks import registry
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, TaskOption
+from transformer_lab.tasks.loading import load_checkpoint_parts
+from transformer_lab.tasks.run import RunPlan, train_run
+from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, validation_loss
 from transformer_lab.tasks.synthetic import train as synthetic_train
-from transformer_lab.tasks.task import Endpoint, Serving, Task
+from transformer_lab.tasks.task import Endpoint, Serving, Task, VocabularyFunctions
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import read_card
 
@@ -90,10 +97,80 @@ def short_sort_config() -> synthetic_train.SyntheticConfig:
     return synthetic_train.resolve(dataclasses.replace(config, data=dataclasses.replace(config.data, max_length=4)))
 
 
+# The toy task's own vocabulary, of a kind no built-in task keeps: one JSON list of symbol strings.
+SYMBOLS_FILE = "symbols.json"
+SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
+
+
+@dataclasses.dataclass(frozen=True)
+class SymbolTable:
+    """The string of every id, the same on both sides."""
+
+    symbols: tuple[str, ...]
+
+    def ids(self, symbols: Sequence[str]) -> list[int]:
+        unknown = [symbol for symbol in symbols if symbol not in self.symbols[len(SPECIALS) :]]
+        if unknown:
+            raise ValueError(f"symbols: expected symbols of the table, got {unknown}")
+        return [self.symbols.index(symbol) for symbol in symbols]
+
+
+def symbol_table(vocab_size: int) -> SymbolTable:
+    return SymbolTable(SPECIALS + tuple(f"s{number}" for number in range(len(SPECIALS), vocab_size)))
+
+
+def read_symbols(folder: Path) -> SymbolTable:
+    return SymbolTable(tuple(json.loads((folder / SYMBOLS_FILE).read_text(encoding="utf-8"))))
+
+
+SYMBOLS = VocabularyFunctions(
+    read=read_symbols,
+    files=lambda table: {SYMBOLS_FILE: json.dumps(list(table.symbols))},
+    tokens=lambda table: (table.symbols, table.symbols),
+)
+
+
 def train_short_sort(
     config: Any, out_dir: str | os.PathLike[str], *, resume: bool = False, init_from: object = None
 ) -> synthetic_train.TrainResult:
-    return synthetic_train.train(config, out_dir, resume=resume)
+    """The toy task's own run: the sort data, its checkpoints recorded as short-sort's with its symbol table."""
+    config = synthetic_train.resolve(config)
+    data = synthetic_train.build_data(config.data)
+    table = symbol_table(config.data.vocab_size)
+
+    def evaluate(model: torch.nn.Module) -> dict[str, float]:
+        assert isinstance(model, Seq2SeqTransformer)
+        greedy = dataclasses.replace(config.decode, strategy="greedy")
+        return {
+            "val_loss": validation_loss(model, data.validation, 256 * (config.data.max_length + 2)),
+            "val_exact_match": synthetic_train.exact_match(model, data.validation, greedy),
+        }
+
+    plan = RunPlan(
+        task_name="short-sort",
+        config=config,
+        build_model=lambda: Seq2SeqTransformer.from_config(config.model),
+        loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID),
+        train_batches=lambda epoch: synthetic_train.batches_of(
+            data.train, config.data.batch_size, True, config.data.seed, epoch
+        ),
+        evaluate_fn=evaluate,
+        count_tokens=lambda batch: batch.num_target_tokens,
+        extra_files=SYMBOLS.files(table),
+    )
+    model, summary = train_run(plan, out_dir, resume=resume, init_from=init_from)
+    return synthetic_train.TrainResult(model=model, vocabulary=table, config=config, data=data, summary=summary)
+
+
+def load_short_sort(checkpoint: Any) -> tuple[Seq2SeqTransformer, SymbolTable, synthetic_train.SyntheticConfig]:
+    return load_checkpoint_parts(
+        checkpoint,
+        "short-sort",
+        synthetic_train.SyntheticConfig,
+        lambda config: Seq2SeqTransformer.from_config(config.model),
+        read_symbols,
+        lambda table: {name: (len(table.symbols), SYMBOLS_FILE) for name in ("src_vocab_size", "tgt_vocab_size")},
+    )
 
 
 def held_out_line(result: synthetic_train.TrainResult, config: Any) -> list[str]:
@@ -102,7 +179,7 @@ def held_out_line(result: synthetic_train.TrainResult, config: Any) -> list[str]
 
 def evaluate_short_sort(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
     """The toy task's evaluation: greedy exact match, and token accuracy under teacher forcing in padded batches."""
-    model, _, config = synthetic_train.load(checkpoint)
+    model, _, config = load_short_sort(checkpoint)
     data = synthetic_train.build_data(config.data)
     splits = {"test": data.test, "validation": data.validation}
     name = split or "test"
@@ -127,20 +204,22 @@ def evaluate_short_sort(checkpoint: Path, split: str | None, options: Evaluation
 
 
 class ShortSorter:
-    """The toy task's Python API object: its model, on a device, sorts up to four symbols."""
+    """The toy task's Python API object: its model, on a device, sorts up to four symbols of its table."""
 
-    def __init__(self, model: torch.nn.Module, vocabulary: None, config: Any, device: torch.device) -> None:
+    def __init__(self, model: torch.nn.Module, table: SymbolTable, config: Any, device: torch.device) -> None:
         self.model = model.to(device)
+        self.table = table
         self.config = config
 
-    def sort(self, symbols: list[int]) -> list[int]:
+    def sort(self, symbols: Sequence[str]) -> list[str]:
         greedy = dataclasses.replace(self.config.decode, strategy="greedy")
-        return synthetic_train.decode_pairs(self.model, [(symbols, [])], greedy)[0]
+        ids = synthetic_train.decode_pairs(self.model, [(self.table.ids(symbols), [])], greedy)[0]
+        return [self.table.symbols[token_id] for token_id in ids]
 
 
 @dataclasses.dataclass(frozen=True)
 class SortRequest:
-    symbols: list[int] = dataclasses.field(metadata={"min_length": 1, "max_length": 4})
+    symbols: list[str] = dataclasses.field(metadata={"min_length": 1, "max_length": 4})
 
 
 class SortHandler:
@@ -153,22 +232,23 @@ class SortHandler:
         return {"max_length": self.predictor.config.data.max_length}
 
     def sort(self, request: SortRequest) -> dict[str, Any]:
-        return {"symbols": self.predictor.sort(list(request.symbols))}
+        return {"symbols": self.predictor.sort(request.symbols)}
 
 
 SHOW_INPUT = TaskOption("--show-input", "print each input, a tab, then its sorted symbols", bool)
 
 
 def answer_sort(sorter: ShortSorter, lines: list[str], options: Mapping[str, Any]) -> Answers:
-    """``transformer-lab sort-symbols``: each line's symbols (numbers apart) sorted by the model."""
+    """``transformer-lab sort-symbols``: each line's symbols (spaces apart) sorted by the model."""
     answers = Answers(lines=[])
     for number, line in enumerate(lines, start=1):
-        if not line.split() or not all(part.isdigit() for part in line.split()):
+        try:
+            sorted_symbols = " ".join(sorter.sort(line.split()))
+        except ValueError as error:
             answers.refused += 1
             answers.lines.append("")
-            answers.notes.append(f"input {number}: expected symbols as numbers apart, got {line!r}")
+            answers.notes.append(f"input {number}: {error}")
             continue
-        sorted_symbols = " ".join(str(symbol) for symbol in sorter.sort([int(part) for part in line.split()]))
         answers.lines.append(f"{line}\t{sorted_symbols}" if options.get(SHOW_INPUT.flag) else sorted_symbols)
     return answers
 
@@ -180,13 +260,13 @@ def short_sort_task() -> Iterator[Task]:
         name="short-sort",
         presets={"default": short_sort_config},
         train=train_short_sort,
-        load=synthetic_train.load,
-        checkpoint_task=synthetic_train.TASK_NAME,
+        load=load_short_sort,
         reads_data=False,
         evaluate=evaluate_short_sort,
         evaluation_split="test",
         closing_lines=held_out_line,
-        surfaces=frozenset({"serve"}),
+        surfaces=frozenset({"serve", "onnx"}),
+        vocabulary=SYMBOLS,
         predictor=ShortSorter,
         serving=Serving(SortHandler, (Endpoint("/api/short-sort", SortRequest, SortHandler.sort),)),
         command=PredictCommand("sort-symbols", "sort symbols", "sequences", "sort", answer_sort, (SHOW_INPUT,)),
@@ -208,7 +288,7 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
     assert printed.startswith("trained ") and "\nbest/: step " in printed
 
     trained = registry.load_trained(out)
-    assert trained.task == synthetic_train.TASK_NAME
+    assert trained.task == "short-sort" and trained.vocabulary == symbol_table(trained.config.data.vocab_size)
     assert trained.config.data.max_length == 4 and trained.config.data.task == "sort"
     assert main(["train", "short-sort", "--out", str(tmp_path / "r2"), "--train", "a.txt"]) != 0
     assert "expected only with a task that reads data" in capsys.readouterr().err
@@ -221,7 +301,7 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
 
     # The oracle: one sequence at a time, teacher-forced without padding. Greedy search gives
     # the target exactly when every next token of the target, then eos, is the argmax.
-    model, _, config = synthetic_train.load(out)
+    model, table, config = load_short_sort(out)
     held_out = synthetic_train.build_data(config.data).test
     right_tokens = whole_sequences = 0
     greedy_gives_target = []
@@ -246,13 +326,16 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
     assert "--test: expected only with the classification task, got it with short-sort" in capsys.readouterr().err
 
     # The Python API object and the page: the task's predictor, loaded once, answers both alike.
+    def spelled(ids: Sequence[int]) -> list[str]:
+        return [table.symbols[token_id] for token_id in ids]
+
     sorter = short_sort_task.predictor_for(out)
     assert isinstance(sorter, ShortSorter) and not sorter.model.training
     client = TestClient(create_app(load_served_models([f"sorter={out}"])))
     assert client.get("/api/models").json()["models"] == [
         {
             "name": "sorter",
-            "task": "synthetic",
+            "task": "short-sort",
             "checkpoint": str(resolve_checkpoint(out)),
             "max_length": 4,
             "endpoints": [
@@ -264,23 +347,36 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
         }
     ]
     for (source, target), whole in zip(held_out, greedy_gives_target, strict=True):
-        answer = client.post("/api/short-sort", json={"model": "sorter", "symbols": source})
+        answer = client.post("/api/short-sort", json={"model": "sorter", "symbols": spelled(source)})
         assert answer.status_code == 200, answer.text
-        assert answer.json()["symbols"] == sorter.sort(source)
-        assert (answer.json()["symbols"] == target) == whole, (source, target)
-    for body, field in (({"symbols": [5, 6, 7, 8, 9]}, "symbols"), ({"symbols": [5], "text": "x"}, "text")):
+        assert answer.json()["symbols"] == sorter.sort(spelled(source))
+        assert (answer.json()["symbols"] == spelled(target)) == whole, (source, target)
+    for body, field in (({"symbols": ["s5"] * 5}, "symbols"), ({"symbols": ["s5"], "text": "x"}, "text")):
         refused = client.post("/api/short-sort", json={"model": "sorter", **body})
         assert refused.status_code == 422 and refused.json()["error"].startswith(f"{field}: "), refused.text
 
     # The task's own command: the same predictor behind a command line, its option added from its declaration.
-    sources = [" ".join(map(str, source)) for source, _ in held_out]
+    sources = [" ".join(spelled(source)) for source, _ in held_out]
     assert main(["sort-symbols", "--checkpoint", str(out), "--device", "cpu", *sources]) == 0
-    printed = capsys.readouterr().out.splitlines()
-    assert printed == [" ".join(map(str, sorter.sort(source))) for source, _ in held_out]
-    assert main(["sort-symbols", "--checkpoint", str(out), "--show-input", sources[0], "3 x"]) == 2
+    printed_lines = capsys.readouterr().out.splitlines()
+    assert printed_lines == [" ".join(sorter.sort(spelled(source))) for source, _ in held_out]
+    assert main(["sort-symbols", "--checkpoint", str(out), "--show-input", sources[0], "s5 x"]) == 2
     captured = capsys.readouterr()
-    assert captured.out.splitlines() == [f"{sources[0]}\t{printed[0]}", ""]
-    assert captured.err == "transformer-lab sort-symbols: input 2: expected symbols as numbers apart, got '3 x'\n"
+    assert captured.out.splitlines() == [f"{sources[0]}\t{printed_lines[0]}", ""]
+    assert captured.err == "transformer-lab sort-symbols: input 2: symbols: expected symbols of the table, got ['x']\n"
+
+    # ONNX: the exporter writes the toy's own vocabulary beside the graphs, and onnxruntime's greedy
+    # ids, spelled with the exported table, are the predictor's answers.
+    pytest.importorskip("onnxruntime", reason='onnxruntime is not installed (pip install -e ".[deploy]")')
+    from transformer_lab.export.onnx_runtime import greedy_decode, load_seq2seq
+
+    exported = tmp_path / "onnx"
+    assert main(["export", "--checkpoint", str(out), "--format", "onnx", "--out", str(exported)]) == 0
+    assert read_symbols(exported) == table
+    engine = load_seq2seq(exported)
+    for source, _ in held_out:
+        ids, _ = greedy_decode(engine, np.array([source]), max_len=config.decode.max_len)[0]
+        assert [table.symbols[token_id] for token_id in ids if token_id != EOS_ID] == sorter.sort(spelled(source))
 
 
 def test_a_task_offering_serve_without_its_predictor_and_serving_is_one_line() -> None:

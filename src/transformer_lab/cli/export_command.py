@@ -16,7 +16,7 @@ from pathlib import Path
 
 from transformer_lab.export import ctranslate2 as ctranslate2_export
 from transformer_lab.export import onnx as onnx_export
-from transformer_lab.tasks.registry import checkpoint_task
+from transformer_lab.tasks.registry import checkpoint_task, tasks_offering
 
 FORMATS = ("ctranslate2", "onnx")
 
@@ -24,8 +24,8 @@ FORMATS = ("ctranslate2", "onnx")
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "export",
-        help="write a checkpoint in another engine's format (CTranslate2: translation, couplet; "
-        "ONNX: translation, couplet, classification)",
+        help="write a checkpoint in another engine's format (CTranslate2: "
+        f"{', '.join(tasks_offering('ctranslate2'))}; ONNX: {', '.join(tasks_offering('onnx'))})",
     )
     parser.add_argument(
         "--checkpoint", type=Path, required=True, help="checkpoint folder (e.g. runs/NAME/best) or run folder"
