@@ -251,7 +251,7 @@ def test_classifier_layouts_export_exactly(tmp_path: Path, options: dict) -> Non
 
 def test_other_tasks_are_refused_naming_the_task(reverse: dict, tmp_path: Path) -> None:
     with pytest.raises(
-        ValueError, match="expected a checkpoint of translation or couplet or classification, got task 'synthetic'"
+        ValueError, match="expected a checkpoint of classification or couplet or translation, got task 'synthetic'"
     ):
         export_checkpoint(reverse["run"], tmp_path / "synthetic")
     assert not (tmp_path / "synthetic").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,7 @@ def test_each_task_is_rebuilt_by_its_own_loader(tmp_path: Path) -> None:
     # The lab takes any sequence-to-sequence checkpoint, and refuses a classifier by its task.
     assert same_weights(load_seq2seq_checkpoint(couplet_folder), couplet_train.load(couplet_folder)[0])
     with pytest.raises(
-        ValueError, match="expected a checkpoint of translation or couplet or synthetic, got task 'classification'"
+        ValueError, match="expected a checkpoint of couplet or synthetic or translation, got task 'classification'"
     ):
         load_seq2seq_checkpoint(classification_folder)
 
@@ -86,3 +87,25 @@ def test_a_task_registered_for_a_block_is_taken_out_after_it_even_on_an_error() 
         with registry.registered(dataclasses.replace(copy, name="copy-third"), copy):
             pass
     assert "copy-third" not in registry.TASKS and registry.TASKS["copy"] is copy
+
+
+def test_every_task_package_is_found_by_package_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert [task.name for task in registry.package_tasks()] == list(registry.TASKS)
+    # A package dropped under tasks/ is found with no line elsewhere; one without TASK is named.
+    import transformer_lab.tasks
+
+    (tmp_path / "aardvark").mkdir()
+    (tmp_path / "aardvark" / "__init__.py").write_text(
+        "import dataclasses\nfrom transformer_lab.tasks import synthetic\n\n"
+        "TASK = dataclasses.replace(synthetic.TASKS[0], name='aardvark')\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(transformer_lab.tasks, "__path__", [*transformer_lab.tasks.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "transformer_lab.tasks.aardvark", raising=False)
+    assert [task.name for task in registry.package_tasks()][:2] == ["aardvark", "classification"]
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "__init__.py").write_text('"""No task here."""\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"empty/__init__.py: expected a task package to define TASK \(or TASKS\)"):
+        registry.package_tasks()
+    for name in ("transformer_lab.tasks.aardvark", "transformer_lab.tasks.empty"):
+        sys.modules.pop(name, None)

@@ -72,7 +72,9 @@ def test_the_commands_offer_the_registered_tasks() -> None:
     assert commands <= set(subcommands())
     with pytest.raises(ValueError, match="task 'copy': expected a new task name"):
         registry.register(registry.TASKS["copy"])
-    with pytest.raises(ValueError, match="task: expected one of translation, .*, got 'summarise'"):
+    with pytest.raises(
+        ValueError, match="task: expected one of classification, couplet, .*, translation, got 'summarise'"
+    ):
         registry.task_named("summarise")
 
 
@@ -319,7 +321,7 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
     # Options the toy task does not read are refused, naming the tasks that read them.
     assert main(["evaluate", "short-sort", "--checkpoint", str(out), "--beam", "2"]) == 2
     assert (
-        "--beam: expected only with the translation and couplet tasks, got it with short-sort"
+        "--beam: expected only with the couplet and translation tasks, got it with short-sort"
         in capsys.readouterr().err
     )
     assert main(["evaluate", "short-sort", "--checkpoint", str(out), "--test", "news.csv"]) == 2

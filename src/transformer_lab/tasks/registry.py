@@ -1,7 +1,9 @@
 """The one registry of tasks, and the one checkpoint loader: which task wrote a checkpoint, and its ``load``.
 
-Every command reads the tasks from ``TASKS`` (see ``tasks/task.py`` for the contract):
-adding a task is its package and one line below, or `register` at run time.
+Every command reads the tasks from ``TASKS`` (see ``tasks/task.py`` for the contract): every
+package under ``tasks/`` whose ``__init__`` defines ``TASK`` (or ``TASKS``), by package name,
+found when this module is imported, so adding a task is its package alone; `register` (or
+`registered`) adds one at run time.
 
 The CLI, ``evaluate``, ``average-checkpoints``, the web server's handlers and the lab all
 rebuild a trained model through here or through the task's own ``load`` (the same
@@ -11,7 +13,9 @@ file is named the same way everywhere.
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +24,7 @@ from typing import Any
 
 from torch import nn
 
-from transformer_lab.tasks import classification, couplet, synthetic, translation
+import transformer_lab.tasks
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, unread_option_error
 from transformer_lab.tasks.task import Task, VocabularyFunctions
 from transformer_lab.training import load_checkpoint_config
@@ -50,7 +54,20 @@ def registered(*tasks: Task) -> Iterator[tuple[Task, ...]]:
             del TASKS[task.name]
 
 
-for _task in (translation.TASK, couplet.TASK, classification.TASK, *synthetic.TASKS):
+def package_tasks() -> list[Task]:
+    """The tasks of every package under ``tasks/``, by package name (a package's ``TASKS`` in its own order)."""
+    found: list[Task] = []
+    for package in sorted(pkgutil.iter_modules(transformer_lab.tasks.__path__), key=lambda module: module.name):
+        if not package.ispkg:
+            continue
+        module = importlib.import_module(f"{transformer_lab.tasks.__name__}.{package.name}")
+        if not hasattr(module, "TASK") and not hasattr(module, "TASKS"):
+            raise ValueError(f"{module.__file__}: expected a task package to define TASK (or TASKS), got neither")
+        found += list(module.TASKS) if hasattr(module, "TASKS") else [module.TASK]
+    return found
+
+
+for _task in package_tasks():
     register(_task)
 
 
