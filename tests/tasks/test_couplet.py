@@ -303,3 +303,29 @@ def test_the_python_couplet_writer_gives_what_the_command_line_prints(
     assert main(arguments) == 0
     listed = [line.split(". ", 1)[1].rsplit("  (", 1)[0] for line in capsys.readouterr().out.splitlines()[1:]]
     assert [candidate.text for candidate in three.candidates] == listed and len(listed) == 3
+
+
+def test_the_couplet_attention_map_reads_the_written_line_over_the_upper_line(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from transformer_lab.api import CoupletWriter
+
+    writer = CoupletWriter(run_dir)
+    attention = writer.attention_map("江河水", beam=1, precision="fp32")  # bf16 sums to 1 only within 1e-2
+    written = writer.write("江河水", beam=1, precision="fp32").candidates[0]
+    # One row per token the model was fed (<bos>, then what it wrote), one column per upper character;
+    # each row is a softmax over the upper line (averaged over heads), so it sums to 1.
+    assert attention.columns == ["江", "河", "水"]
+    assert attention.rows == ["<bos>", *(writer.vocabulary.tokens[token_id] for token_id in written.ids)]
+    assert tuple(attention.weights.shape) == (len(written.ids) + 1, 3)
+    assert attention.weights.sum(dim=-1).tolist() == pytest.approx([1.0] * (len(written.ids) + 1), abs=1e-5)
+    with pytest.raises(ValueError, match="upper: upper line 'abc' contains Latin letters"):
+        writer.attention_map("abc")
+
+    pytest.importorskip("matplotlib", reason='matplotlib is not installed (pip install -e ".[plots]")')
+    figure = tmp_path / "couplet-attention.png"
+    assert (
+        main(["couplet", "--checkpoint", str(run_dir), "--beam", "1", "--plot-attention", str(figure), "江河水"]) == 0
+    )
+    assert figure.read_bytes().startswith(b"\x89PNG")
+    assert capsys.readouterr().err.endswith(f"attention heat map: {figure}\n")

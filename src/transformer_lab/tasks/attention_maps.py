@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from transformer_lab.data import SubwordTokenizer
+from transformer_lab.data import BOS_ID, SubwordTokenizer
 from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.nn import TransformerDecoder
 from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, recording_shapes
 
 _WEIGHTS_NAME = ATTENTION_WEIGHTS
@@ -62,3 +63,23 @@ def token_labels(tokenizer: SubwordTokenizer, ids: Sequence[int]) -> list[str]:
         text = tokenizer.decode([token_id]).strip()
         labels.append(text if text and text.isprintable() else tokenizer.id_to_token(token_id))
     return labels
+
+
+def cross_attention(model: Seq2SeqTransformer, source_ids: Sequence[int], target_ids: Sequence[int]) -> Tensor:
+    """The decoder's cross-attention weights while it reads ``source_ids`` and writes ``target_ids``.
+
+    The decoder is teacher-forced with ``<bos>`` followed by ``target_ids``, so row ``t``
+    is what the model looked at when it chose target token ``t`` (row 0: the first token).
+
+    Shape:
+        returns ``[N, H, T, S]`` on the model's device, with T = ``len(target_ids) + 1`` and S = ``len(source_ids)``.
+    """
+    if len(source_ids) == 0:
+        raise ValueError("source_ids: expected at least one token id, got none")
+    device = next(model.parameters()).device  # the ids go where the model is (a GPU's, when served there)
+    src_ids = torch.tensor([list(source_ids)], device=device)  # [1, S]
+    tgt_in_ids = torch.tensor([[BOS_ID, *target_ids]], device=device)  # [1, T]
+    maps = attention_maps(model, src_ids, tgt_in_ids)
+    decoder = model.transformer.decoder
+    assert isinstance(decoder, TransformerDecoder), type(decoder)  # Seq2SeqTransformer builds its own stacks
+    return torch.stack([maps[f"decoder.layers.{layer}.multihead_attn"][0] for layer in range(len(decoder.layers))])

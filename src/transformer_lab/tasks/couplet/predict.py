@@ -30,6 +30,7 @@ from transformer_lab.decoding.couplet_constraints import CoupletConstraints
 from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
 from transformer_lab.evaluation.couplet_antithesis import part_of_speech_agreement, rhythm_agreement
 from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.tasks.attention_maps import AttentionMap, cross_attention
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption
 from transformer_lab.tasks.predictor import Seq2SeqPredictor, is_int, search_keywords, texts_of
@@ -394,6 +395,34 @@ class CoupletWriter(Seq2SeqPredictor):
         results = generate(model, self.vocabulary, lines, decode, rules, num_candidates=num_candidates)
         return results[0] if isinstance(uppers, str) else results
 
+    def attention_map(
+        self,
+        upper: str,
+        *,
+        beam: int | None = None,
+        precision: str | None = None,
+        length_penalty: float | None = None,
+        beam_stop: str | None = None,
+    ) -> AttentionMap:
+        """Write ``upper``'s best lower line, then read its last decoder layer's cross-attention (mean of heads).
+
+        The columns are the upper line's characters, the rows the ids the model wrote (under
+        the checkpoint's rules); a line `write` refuses is a ValueError with its reason.
+        """
+        result = self.write(upper, beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop)
+        if result.error:
+            raise ValueError(f"upper: {result.error}")
+        model, _ = self.decoding(beam, 1, precision, length_penalty, beam_stop)
+        source_ids = _encode_upper(result.upper, self.vocabulary, _punctuation_stand_in(self.vocabulary))
+        target_ids = result.candidates[0].ids
+        layers = cross_attention(model, source_ids, target_ids)  # [N, H, T, S]
+        return AttentionMap(
+            weights=layers[-1].mean(dim=0).float(),  # [T, S]
+            columns=list(result.upper),
+            rows=["<bos>", *(self.vocabulary.tokens[token_id] for token_id in target_ids)],
+            title=f"couplet: cross-attention, decoder layer {len(layers) - 1} (mean of heads)",
+        )
+
 
 MAX_LOWER_LINES = 8
 
@@ -498,4 +527,5 @@ COMMAND = PredictCommand(
     verb="answer",
     answer=answer,
     options=(*DECODE_OPTIONS, OUTPUT, NUM_CANDIDATES, *CONSTRAINT_TASK_OPTIONS),
+    plots_attention=True,
 )

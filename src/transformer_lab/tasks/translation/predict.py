@@ -14,16 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence, overload
 
 import torch
-from torch import Tensor
 
-from transformer_lab.data import BOS_ID, SubwordTokenizer, TokenizerPair
+from transformer_lab.data import SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.config import MAX_BEAM_SIZE as MAX_SEARCH_BEAMS
 from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
 from transformer_lab.evaluation import BleuResult, corpus_bleu, corpus_chrf
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.nn import TransformerDecoder
-from transformer_lab.tasks.attention_maps import AttentionMap, attention_maps, token_labels
+from transformer_lab.tasks.attention_maps import AttentionMap, cross_attention, token_labels
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption
 from transformer_lab.tasks.predictor import Seq2SeqPredictor, search_keywords, texts_of
@@ -140,26 +138,6 @@ def evaluate_bleu(
         chrf=corpus_chrf(hypotheses, references),
         hypotheses=hypotheses,
     )
-
-
-def cross_attention(model: Seq2SeqTransformer, source_ids: Sequence[int], target_ids: Sequence[int]) -> Tensor:
-    """The decoder's cross-attention weights while it reads ``source_ids`` and writes ``target_ids``.
-
-    The decoder is teacher-forced with ``<bos>`` followed by ``target_ids``, so row ``t``
-    is what the model looked at when it chose target token ``t`` (row 0: the first token).
-
-    Shape:
-        returns ``[N, H, T, S]`` on the model's device, with T = ``len(target_ids) + 1`` and S = ``len(source_ids)``.
-    """
-    if len(source_ids) == 0:
-        raise ValueError("source_ids: expected at least one token id, got none")
-    device = next(model.parameters()).device  # the ids go where the model is (a GPU's, when served there)
-    src_ids = torch.tensor([list(source_ids)], device=device)  # [1, S]
-    tgt_in_ids = torch.tensor([[BOS_ID, *target_ids]], device=device)  # [1, T]
-    maps = attention_maps(model, src_ids, tgt_in_ids)
-    decoder = model.transformer.decoder
-    assert isinstance(decoder, TransformerDecoder), type(decoder)  # Seq2SeqTransformer builds its own stacks
-    return torch.stack([maps[f"decoder.layers.{layer}.multihead_attn"][0] for layer in range(len(decoder.layers))])
 
 
 class Translator(Seq2SeqPredictor):
