@@ -15,6 +15,7 @@ import functools
 import sys
 from pathlib import Path
 
+from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.cli.decode_options import input_lines
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
@@ -59,7 +60,7 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     answers = command.answer(predictor, inputs, options)
     for path, text in answers.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_text_atomically(path, text)
     sys.stdout.write("".join(line + "\n" for line in answers.lines))
     for note in answers.notes:
         print(f"transformer-lab {command.name}: {note}", file=sys.stderr)

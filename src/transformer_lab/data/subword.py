@@ -70,6 +70,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.data._checks import check_bool, check_integer, is_integer
 from transformer_lab.data.vocabulary import (
     BOS_ID,
@@ -622,10 +623,7 @@ class SubwordTokenizer(SpecialTokenIds):
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the tokenizer's JSON (UTF-8) to `path`, atomically (temporary name, rename)."""
-        path = Path(path)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(self.to_json(), encoding="utf-8")
-        os.replace(temporary, path)
+        write_text_atomically(path, self.to_json())
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> SubwordTokenizer:

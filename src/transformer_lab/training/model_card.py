@@ -21,7 +21,6 @@ import dataclasses
 import logging
 import math
 import os
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any, NoReturn
 import torch
 import yaml
 
+from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.hardware import cpu_model_name
 
 from .config_file import MAX_YAML_BYTES, load_bounded_yaml_text, read_bounded_text
@@ -413,19 +413,6 @@ def read_card(folder: str | os.PathLike[str]) -> dict[str, Any]:
     return dict(facts)
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def add_test_scores(folder: str | os.PathLike[str], split: str, search: str, metrics: Mapping[str, float]) -> Path:
     """Add (or replace) the scores of ``split`` under ``search`` in ``folder``'s card; return its path.
 
@@ -445,7 +432,7 @@ def add_test_scores(folder: str | os.PathLike[str], split: str, search: str, met
     new = {key: float(value) for key, value in metrics.items()}
     tests.append({"split": split, "search": search, "metrics": {**earlier, **new}})
     facts["test"] = tests
-    _write_atomically(path, render_card(facts))
+    write_text_atomically(path, render_card(facts))
     return path
 
 

@@ -14,6 +14,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.data import LABELLED_TEXT_FORMATS, SubwordTokenizer, ag_news_path, read_ag_news_csv
 from transformer_lab.data.prepared_labelled import (
     LabelledRow,
@@ -153,9 +154,9 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     output = options.output or checkpoint / f"report.{name}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
     scored = {"split": name} if test is None else {"file": str(test.resolve())}
-    output.write_text(
+    write_text_atomically(
+        output,
         json.dumps({**scored, "num_articles": len(articles), **report.to_dict()}, indent=2, ensure_ascii=False) + "\n",
-        encoding="utf-8",
     )
     lines += [f"report: {output}"]
     confusion = ConfusionFigure(

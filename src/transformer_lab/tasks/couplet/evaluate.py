@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.data import Vocabulary
 from transformer_lab.data.couplet import load_couplets
 from transformer_lab.decoding import DecodeConfig
@@ -66,11 +67,11 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     evaluation = evaluate_pairs(model, vocabulary, pairs, search.decode_config, constraints)
     stem = f"{split}.{search.name.replace(' ', '')}"
     output = options.output or checkpoint / f"hypotheses.{stem}.txt"
-    output.write_text("".join(line + "\n" for line in evaluation.hypotheses), encoding="utf-8")
+    write_text_atomically(output, "".join(line + "\n" for line in evaluation.hypotheses))
     # Named after a given --output, so that two evaluations writing into one folder with
     # different options (the same split and search) keep their own samples.
     samples = output.with_name(f"{output.stem}.samples.md" if options.output else f"samples.{stem}.md")
-    samples.write_text(couplet_samples_table(evaluation, NUM_SAMPLES), encoding="utf-8")
+    write_text_atomically(samples, couplet_samples_table(evaluation, NUM_SAMPLES))
     lines = [f"couplet {split}, {len(pairs)} pairs, {search.name}, constraints {constraints}"]
     lines += evaluation.report.lines()
     lines.append(f"\n{NUM_SAMPLES} samples (upper | ours | reference):")

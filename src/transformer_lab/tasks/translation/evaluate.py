@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.data import load_multi30k
 from transformer_lab.data.parallel_text import read_parallel_text
 from transformer_lab.evaluation import BLEU_FLAVOURS, BleuResult, bleu_tokenizer_for, check_bleu_flavour, papers_bleu
@@ -78,7 +79,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     tokenize = options.option("--bleu-tokenize") or bleu_tokenizer_for(config.data.target_language)
     report = evaluate_bleu(model, tokenizer, pairs, search.decode_config, tokenize)
     output = options.output or checkpoint / f"hypotheses.{name}.{search.name.replace(' ', '')}.txt"
-    output.write_text("".join(line + "\n" for line in report.hypotheses), encoding="utf-8")
+    write_text_atomically(output, "".join(line + "\n" for line in report.hypotheses))
     bleu: dict[str, BleuResult]
     if flavour == PAPERS_FLAVOUR:
         references = [target for _, target in pairs]

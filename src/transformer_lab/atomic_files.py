@@ -1,0 +1,31 @@
+"""One output file written whole or not at all: a temporary file beside it, flushed to disk, then renamed.
+
+A reader (or the next run) sees the previous file or the complete new one, never a part: a
+crash, a full disk or Ctrl-C while writing leaves the previous file as it was and removes the
+temporary one. Used for every text file a command writes beside its answers: evaluation
+outputs, ``--output`` files, model cards, tokenizers.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["write_text_atomically"]
+
+
+def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` as UTF-8 to ``path`` (its folder must exist) through a temporary file and a rename; returns it."""
+    path = Path(path)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path

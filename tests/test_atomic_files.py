@@ -1,0 +1,39 @@
+"""An output file is written whole or not at all: the previous file stays until the new one is complete."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from transformer_lab import atomic_files
+from transformer_lab.atomic_files import write_text_atomically
+
+
+def test_the_new_text_replaces_the_old_byte_for_byte(tmp_path: Path) -> None:
+    path = tmp_path / "hypotheses.txt"
+    path.write_text("old\n", encoding="utf-8")
+    assert write_text_atomically(path, "一\r\ntwo\n") == path
+    assert path.read_bytes() == "一\r\ntwo\n".encode("utf-8")  # no newline translation
+    assert sorted(tmp_path.iterdir()) == [path]
+
+
+@pytest.mark.parametrize("failure", [OSError(errno.ENOSPC, "No space left on device"), KeyboardInterrupt()])
+def test_a_write_that_fails_keeps_the_previous_file_and_leaves_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: BaseException
+) -> None:
+    path = tmp_path / "report.json"
+    path.write_text("previous", encoding="utf-8")
+
+    def fail(descriptor: int) -> None:
+        raise failure
+
+    monkeypatch.setattr(atomic_files.os, "fsync", fail)
+    with pytest.raises(type(failure)):
+        write_text_atomically(path, "x" * 100_000)
+    assert path.read_text(encoding="utf-8") == "previous"
+    assert sorted(tmp_path.iterdir()) == [path]
+    monkeypatch.undo()
+    write_text_atomically(tmp_path / "new.txt", "whole")
+    assert (tmp_path / "new.txt").read_text(encoding="utf-8") == "whole"
