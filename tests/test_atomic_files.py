@@ -37,3 +37,10 @@ def test_a_write_that_fails_keeps_the_previous_file_and_leaves_no_temporary(
     monkeypatch.undo()
     write_text_atomically(tmp_path / "new.txt", "whole")
     assert (tmp_path / "new.txt").read_text(encoding="utf-8") == "whole"
+
+
+def test_a_folder_in_place_of_the_file_is_named_and_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    with pytest.raises(IsADirectoryError, match=f"{tmp_path / 'out'}: expected a file to write, got a folder"):
+        write_text_atomically(tmp_path / "out", "text")
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "out"] and not any((tmp_path / "out").iterdir())

@@ -18,6 +18,8 @@ __all__ = ["write_text_atomically"]
 def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` as UTF-8 to ``path`` (its folder must exist) through a temporary file and a rename; returns it."""
     path = Path(path)
+    if path.is_dir():  # else the rename's error would name the hidden temporary, not the path given
+        raise IsADirectoryError(f"{path}: expected a file to write, got a folder")
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as file:
