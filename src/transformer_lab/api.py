@@ -69,13 +69,9 @@ class Translator(translation_predict.Translator):
         ValueError. Here, not in the task: drawing belongs to the lab, a layer above the tasks.
         """
         from transformer_lab.lab.figures import plot_attention_map
-        from transformer_lab.lab.plotting import check_image_path
 
-        check_image_path(path)  # before the translation, not after it
-        attention = self.attention_map(
-            sentence, beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop
-        )
-        return plot_attention_map(attention, path)
+        settings = {"beam": beam, "precision": precision, "length_penalty": length_penalty, "beam_stop": beam_stop}
+        return plot_attention_map(self, sentence, path, **settings)
 
 
 class Classifier(classification_predict.Classifier):

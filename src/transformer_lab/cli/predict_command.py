@@ -73,13 +73,10 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
 def _plot_attention(predictor: object, text: str, path: Path, options: dict[str, object]) -> None:
     # Drawing sits here, a layer above the tasks; the predictor reads the weights (its attention_map).
     from transformer_lab.lab.figures import plot_attention_map
-    from transformer_lab.lab.plotting import check_image_path
     from transformer_lab.tasks.predictor import search_keywords
 
-    check_image_path(path)
-    attention = predictor.attention_map(text, **search_keywords(options))  # type: ignore[attr-defined]
     try:
-        written = plot_attention_map(attention, path)
+        written = plot_attention_map(predictor, text, path, **search_keywords(options))
     except OSError as error:  # the answers are printed: only the figure is missing
         raise OSError(f"--plot-attention: could not write {str(path)!r} ({error.strerror or error})") from error
     print(f"attention heat map: {written}", file=sys.stderr)

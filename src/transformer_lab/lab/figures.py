@@ -20,7 +20,7 @@ from transformer_lab.lab.plotting import (  # first: matplotlib, headless, or on
 # isort: split
 import os
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import torch
@@ -94,8 +94,13 @@ _HIDDEN_COLORS = ListedColormap(["#f2f2f2", "#3b4b8c"])  # visible (False), hidd
 DEFAULT_LR_SETTINGS: tuple[tuple[int, int], ...] = ((512, 4000), (512, 8000), (256, 4000))
 
 
-def plot_attention_map(attention: AttentionMap, path: str | os.PathLike[str]) -> Path:
-    """Draw what a task's predictor read as one output's attention (its ``attention_map``) to ``path``."""
+def plot_attention_map(predictor: Any, text: str, path: str | os.PathLike[str], **settings: Any) -> Path:
+    """Draw the attention a task's predictor reads for ``text`` (its ``attention_map(text, **settings)``) to ``path``.
+
+    The path is checked before the model runs, so that a bad one costs no decoding.
+    """
+    check_image_path(path)
+    attention: AttentionMap = predictor.attention_map(text, **settings)
     return plot_attention_heatmap(attention.weights, attention.columns, attention.rows, path, title=attention.title)
 
 

@@ -83,3 +83,25 @@ def cross_attention(model: Seq2SeqTransformer, source_ids: Sequence[int], target
     decoder = model.transformer.decoder
     assert isinstance(decoder, TransformerDecoder), type(decoder)  # Seq2SeqTransformer builds its own stacks
     return torch.stack([maps[f"decoder.layers.{layer}.multihead_attn"][0] for layer in range(len(decoder.layers))])
+
+
+def last_layer_map(
+    model: Seq2SeqTransformer,
+    source_ids: Sequence[int],
+    target_ids: Sequence[int],
+    columns: list[str],
+    target_labels: list[str],
+    title: str,
+) -> AttentionMap:
+    """The last decoder layer's cross-attention (mean of heads) while ``model`` writes ``target_ids``.
+
+    ``columns`` labels the source tokens and ``target_labels`` the written ones (rows get
+    ``<bos>`` first); ``title`` begins the figure's title.
+    """
+    layers = cross_attention(model, source_ids, target_ids)  # [N, H, T, S]
+    return AttentionMap(
+        weights=layers[-1].mean(dim=0).float(),  # [T, S]
+        columns=columns,
+        rows=["<bos>", *target_labels],
+        title=f"{title}cross-attention, decoder layer {len(layers) - 1} (mean of heads)",
+    )

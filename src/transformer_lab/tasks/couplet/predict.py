@@ -30,7 +30,7 @@ from transformer_lab.decoding.couplet_constraints import CoupletConstraints
 from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
 from transformer_lab.evaluation.couplet_antithesis import part_of_speech_agreement, rhythm_agreement
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks.attention_maps import AttentionMap, cross_attention
+from transformer_lab.tasks.attention_maps import AttentionMap, last_layer_map
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption
 from transformer_lab.tasks.predictor import Seq2SeqPredictor, is_int, search_keywords, texts_of
@@ -415,13 +415,8 @@ class CoupletWriter(Seq2SeqPredictor):
         model, _ = self.decoding(beam, 1, precision, length_penalty, beam_stop)
         source_ids = _encode_upper(result.upper, self.vocabulary, _punctuation_stand_in(self.vocabulary))
         target_ids = result.candidates[0].ids
-        layers = cross_attention(model, source_ids, target_ids)  # [N, H, T, S]
-        return AttentionMap(
-            weights=layers[-1].mean(dim=0).float(),  # [T, S]
-            columns=list(result.upper),
-            rows=["<bos>", *(self.vocabulary.tokens[token_id] for token_id in target_ids)],
-            title=f"couplet: cross-attention, decoder layer {len(layers) - 1} (mean of heads)",
-        )
+        written = [self.vocabulary.tokens[token_id] for token_id in target_ids]
+        return last_layer_map(model, source_ids, target_ids, list(result.upper), written, title="couplet: ")
 
 
 MAX_LOWER_LINES = 8
@@ -503,8 +498,9 @@ def answer(writer: CoupletWriter, lines: list[str], options: Mapping[str, Any]) 
     results = writer.write(lines, num_candidates=count, constraints=constraints, **search_keywords(options))
     answers = Answers(lines=[])
     for number, result in enumerate(results, start=1):
+        if result.error:
+            answers.refused += 1
         if result.error or result.note:
-            answers.refused += 1 if result.error else 0
             answers.notes.append(f"line {number}: {result.error or result.note}")
         if count == 1:
             answers.lines.append(result.candidates[0].text if result.candidates else "")

@@ -21,7 +21,7 @@ from transformer_lab.decoding.config import MAX_BEAM_SIZE as MAX_SEARCH_BEAMS
 from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
 from transformer_lab.evaluation import BleuResult, corpus_bleu, corpus_chrf
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks.attention_maps import AttentionMap, cross_attention, token_labels
+from transformer_lab.tasks.attention_maps import AttentionMap, cross_attention, last_layer_map, token_labels
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption
 from transformer_lab.tasks.predictor import Seq2SeqPredictor, search_keywords, texts_of
@@ -259,12 +259,13 @@ class Translator(Seq2SeqPredictor):
         model, decode = self.decoding(beam, 1, precision, length_penalty, beam_stop)
         best = translate_nbest(model, self.tokenizers, sentence, decode)[0]
         source_ids = self.tokenizers.source.encode(sentence)
-        layers = cross_attention(model, source_ids, best.ids)  # [N, H, T, S]
-        return AttentionMap(
-            weights=layers[-1].mean(dim=0).float(),  # [T, S]
-            columns=token_labels(self.tokenizers.source, source_ids),
-            rows=["<bos>", *token_labels(self.tokenizers.target, best.ids)],
-            title=f"cross-attention, decoder layer {len(layers) - 1} (mean of heads)",
+        return last_layer_map(
+            model,
+            source_ids,
+            best.ids,
+            token_labels(self.tokenizers.source, source_ids),
+            token_labels(self.tokenizers.target, best.ids),
+            title="",
         )
 
 
