@@ -95,8 +95,9 @@ def evaluate_echo(checkpoint: Path, split: str | None, options: EvaluationOption
     raise ValueError(f"echo: {dict(options.task_options)}")
 
 
-def test_a_task_registered_at_run_time_declares_its_own_evaluate_option(capsys: pytest.CaptureFixture[str]) -> None:
-    task = Task(
+def echo_task(*options: TaskOption) -> Task:
+    """A task registered at run time whose evaluation says which of its ``options`` it was given."""
+    return Task(
         name="echo",
         presets={"default": lambda: synthetic_train.default_config("copy")},
         train=synthetic_train.train,
@@ -105,9 +106,12 @@ def test_a_task_registered_at_run_time_declares_its_own_evaluate_option(capsys: 
         reads_data=False,
         evaluate=evaluate_echo,
         evaluation_split="test",
-        evaluation_options=(TaskOption("--echo-count", "how many times", int, metavar="N"),),
+        evaluation_options=options,
     )
-    with registry.registered(task):
+
+
+def test_a_task_registered_at_run_time_declares_its_own_evaluate_option(capsys: pytest.CaptureFixture[str]) -> None:
+    with registry.registered(echo_task(TaskOption("--echo-count", "how many times", int, metavar="N"))):
         assert signatures(command_parser("evaluate"))["--echo-count"] == ("int", None, "N", "_StoreAction")
         assert main(["evaluate", "echo", "--checkpoint", "x", "--echo-count", "3"]) != 0
         assert "echo: {'--echo-count': 3}" in capsys.readouterr().err
@@ -117,17 +121,6 @@ def test_a_task_registered_at_run_time_declares_its_own_evaluate_option(capsys: 
 
 def test_a_value_that_equals_false_is_a_value_given(capsys: pytest.CaptureFixture[str]) -> None:
     # "--length-penalty 0" turns the penalty off; 0 == False must not make it look absent.
-    task = Task(
-        name="echo",
-        presets={"default": lambda: synthetic_train.default_config("copy")},
-        train=synthetic_train.train,
-        load=synthetic_train.load,
-        checkpoint_task=synthetic_train.TASK_NAME,
-        reads_data=False,
-        evaluate=evaluate_echo,
-        evaluation_split="test",
-        evaluation_options=(LENGTH_PENALTY, TaskOption("--echo-count", "how many times", int)),
-    )
-    with registry.registered(task):
+    with registry.registered(echo_task(LENGTH_PENALTY, TaskOption("--echo-count", "how many times", int))):
         assert main(["evaluate", "echo", "--checkpoint", "x", "--length-penalty", "0", "--echo-count", "0"]) != 0
         assert "echo: {'--length-penalty': 0.0, '--echo-count': 0}" in capsys.readouterr().err
