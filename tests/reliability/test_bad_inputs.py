@@ -697,6 +697,12 @@ CLI_CASES = [
         r"--last must be >= 1, got 0$",
     ),
     CliCase(
+        "average-checkpoints: a run that kept no step checkpoints",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(tmp), "--last", "2", "--out", str(tmp / "avg")],
+        r"--run: expected step-NNNNNN checkpoints to average in .*, found none \(the run kept none: "
+        r"train\.keep_last was 0",
+    ),
+    CliCase(
         "plot training-curve: non-UTF-8 metrics",
         lambda tmp, ck: [
             "plot",

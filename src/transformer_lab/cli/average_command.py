@@ -43,6 +43,12 @@ def run(arguments: argparse.Namespace) -> int:
     for path in incomplete:
         print(f"skipping {path}: not a complete checkpoint (no {MODEL_FILE} or {CONFIG_FILE})", file=sys.stderr)
     steps = [(step, path) for step, path in steps if path not in incomplete]
+    if not steps:
+        # A run trained with train.keep_last=0 keeps only last/ and best/: nothing to average.
+        raise ValueError(
+            f"--run: expected step-NNNNNN checkpoints to average in {arguments.run}, found none "
+            "(the run kept none: train.keep_last was 0, or it has not reached a checkpoint yet)"
+        )
     if len(steps) < arguments.last:
         raise ValueError(
             f"--last: expected at most the {len(steps)} step checkpoints in {arguments.run}, got {arguments.last}"
