@@ -106,7 +106,8 @@ def test_evaluate_prints_the_scores_and_draws_the_confusion_matrix(
     assert "split must be 'test' or 'validation'" in capsys.readouterr().err
     for option, value in (("--beam", "2"), ("--length-penalty", "1.0")):
         assert main(["evaluate", "classification", "--checkpoint", str(run_folder), option, value]) == 2
-        assert f"{option}: expected only with the couplet and translation tasks" in capsys.readouterr().err
+        readers = "couplet, copy, reverse, sort and translation tasks"
+        assert f"{option}: expected only with the {readers}" in capsys.readouterr().err
 
 
 def test_the_command_and_the_python_classifier_default_to_the_same_precision(

@@ -85,7 +85,8 @@ def test_the_help_names_the_tasks_that_read_each_option() -> None:
     helps = {
         action.option_strings[0]: action.help for action in command_parser("evaluate")._actions if action.option_strings
     }
-    assert helps["--beam"] == "couplet, translation: beam size (1 = greedy; default: the checkpoint's)"
+    readers = "couplet, copy, reverse, sort, translation"
+    assert helps["--beam"] == f"{readers}: beam size (1 = greedy; default: the checkpoint's)"
     assert helps["--source"].startswith("translation: score the translations of this file's lines")
     assert helps["--rhythm-rerank"].startswith("couplet: beam search: re-rank")
     assert helps["--text-field"].startswith("classification: with --test: a text field")

@@ -40,6 +40,7 @@ COVERAGE: list[tuple[str, tuple[str, ...]]] = [
     (r"transformer-lab demo", ("run", "tests/cli/test_train_and_demo_commands.py", '"demo"')),
     (r"transformer-lab download", ("run", "tests/data/test_datasets.py", '"download"')),
     (r"transformer-lab train (copy|reverse|sort) ", ("run", "tests/cli/test_train_and_demo_commands.py", '"reverse"')),
+    (r"transformer-lab evaluate (copy|reverse|sort) ", ("run", "tests/tasks/test_synthetic_evaluate.py", '"evaluate"')),
     (r"transformer-lab prepare translation --preset base", ("not run", "WMT14's 4.5 M pairs are not here")),
     (r"transformer-lab prepare translation", ("run", OWN_DATA, '"prepare"')),
     (r"transformer-lab train translation --prepared", ("run", OWN_DATA, "--prepared")),

@@ -321,7 +321,7 @@ def test_a_task_registered_at_run_time_trains_and_loads_through_the_commands(
     # Options the toy task does not read are refused, naming the tasks that read them.
     assert main(["evaluate", "short-sort", "--checkpoint", str(out), "--beam", "2"]) == 2
     assert (
-        "--beam: expected only with the couplet and translation tasks, got it with short-sort"
+        "--beam: expected only with the couplet, copy, reverse, sort and translation tasks, got it with short-sort"
         in capsys.readouterr().err
     )
     assert main(["evaluate", "short-sort", "--checkpoint", str(out), "--test", "news.csv"]) == 2

@@ -2,13 +2,15 @@
 
 Random symbol sequences, made on the fly from a seed: no data files. Train a small
 Seq2SeqTransformer with label smoothing and the Noam schedule, then decode the 1,000
-held-out sequences (none of them seen in training) greedily and with beam search.
+held-out sequences (none of them seen in training) greedily and with beam search;
+``evaluate copy`` (or reverse, sort) scores a checkpoint on them again.
 """
 
 import functools
 
 from transformer_lab.data import SYNTHETIC_TASKS
-from transformer_lab.tasks.synthetic import train
+from transformer_lab.tasks.evaluation import SEARCH_OPTIONS
+from transformer_lab.tasks.synthetic import evaluate, train
 from transformer_lab.tasks.task import Task
 
 # The three synthetic tasks: one model and one checkpoint kind ("synthetic"), three data rules.
@@ -22,6 +24,9 @@ TASKS = tuple(
         reads_data=False,
         surfaces=frozenset({"lab"}),
         closing_lines=train.greedy_exact_match_line,
+        evaluate=evaluate.evaluator(name),
+        evaluation_split=evaluate.DEFAULT_SPLIT,
+        evaluation_options=SEARCH_OPTIONS,
     )
     for name in SYNTHETIC_TASKS
 )
