@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,21 @@ def test_a_folder_in_place_of_the_file_is_named_and_left_alone(tmp_path: Path) -
     with pytest.raises(IsADirectoryError, match=f"{tmp_path / 'out'}: expected a file to write, got a folder"):
         write_text_atomically(tmp_path / "out", "text")
     assert sorted(tmp_path.iterdir()) == [tmp_path / "out"] and not any((tmp_path / "out").iterdir())
+
+
+def test_a_missing_folder_is_named_not_the_temporary(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere" / "out.txt"
+    with pytest.raises(FileNotFoundError, match=f"^{path}: expected a file in an existing folder, but .*nowhere does"):
+        write_text_atomically(path, "text")
+    assert not (tmp_path / "nowhere").exists()  # nothing made on the way
+
+
+def test_a_folder_that_refuses_the_write_is_named_by_the_path_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(prefix: str, suffix: str, dir: Path) -> tuple[int, str]:
+        raise PermissionError(13, "Permission denied", str(dir / f"{prefix}xyz{suffix}"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with pytest.raises(PermissionError, match=rf"^{tmp_path / 'out.txt'}: could not write it \(Permission denied\)$"):
+        write_text_atomically(tmp_path / "out.txt", "text")

@@ -20,7 +20,12 @@ def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:
     path = Path(path)
     if path.is_dir():  # else the rename's error would name the hidden temporary, not the path given
         raise IsADirectoryError(f"{path}: expected a file to write, got a folder")
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"{path}: expected a file in an existing folder, but {path.parent} does not exist")
+    try:
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:  # a read-only or full disk, a folder not ours: named by the path given
+        raise type(error)(f"{path}: could not write it ({error.strerror or error})") from None
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as file:
             file.write(text)
