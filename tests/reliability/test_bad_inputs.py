@@ -667,6 +667,18 @@ CLI_CASES = [
         r"data_dir='.*nodata': expected an existing folder",
     ),
     CliCase(
+        "train: --data-dir for a task that reads no data",
+        lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--data-dir", str(tmp)],
+        r"--data-dir: expected only with a task that reads data \(classification, couplet, translation\), "
+        r"got it with copy$",
+    ),
+    CliCase(
+        "evaluate: --data-dir for a task that reads no data",
+        lambda tmp, ck: ["evaluate", "copy", "--checkpoint", str(copy_checkpoint(tmp)), "--data-dir", str(tmp)],
+        r"--data-dir: expected only with a task that reads data \(classification, couplet, translation\), "
+        r"got it with copy$",
+    ),
+    CliCase(
         "train: --set unknown key",
         lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "model.width=3"],
         r"^transformer-lab train: error: model\.width: unknown key for ModelConfig",

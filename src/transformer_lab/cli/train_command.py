@@ -150,7 +150,8 @@ def _run_in_folder(arguments: argparse.Namespace, out_dir: Path) -> int:
 def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     """Train ``task`` with the config its sources make (see resolved_config); then print its summary."""
     if not task.reads_data:
-        for option in ("train", "valid", "prepared", "preset", "source_language", "target_language", "init_from"):
+        data_options = ("data_dir", "train", "valid", "prepared", "preset", "source_language", "target_language")
+        for option in (*data_options, "init_from"):
             if getattr(arguments, option) is not None:
                 readers = ", ".join(name for name, other in TASKS.items() if other.reads_data)
                 raise ValueError(
