@@ -647,6 +647,11 @@ CLI_CASES = [
         r"config\.json: model\.src_vocab_size must equal the \d+ entries of .*tokenizer\.json, got 100",
     ),
     CliCase(
+        "translate: a length penalty out of range is named as the option typed",
+        lambda tmp, ck: translate_argv(ck.translation, "--length-penalty", "-1", "Hallo"),
+        r"error: --length-penalty: expected a float in \[0, 10\] \(GNMT alpha; 0 ranks by raw log-prob\), given -1\.0$",
+    ),
+    CliCase(
         "translate: a copy-task checkpoint",
         lambda tmp, ck: translate_argv(copy_checkpoint(tmp), "Hallo"),
         r"expected a translation checkpoint, got task 'synthetic'",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from transformer_lab.decoding.config import DecodeConfig
+from transformer_lab.setting_error import SettingError
 
 
 def with_search(
@@ -30,10 +31,22 @@ def with_search(
     if precision is not None:
         decode_config = dataclasses.replace(decode_config, precision=precision)
     if length_penalty is not None:
-        decode_config = dataclasses.replace(decode_config, length_penalty=length_penalty)
+        decode_config = _with_setting(decode_config, "length_penalty", length_penalty)
     if beam_stop is not None:
-        decode_config = dataclasses.replace(decode_config, beam_stop=beam_stop)
+        decode_config = _with_setting(decode_config, "beam_stop", beam_stop)
     return decode_config
+
+
+def _with_setting(decode_config: DecodeConfig, setting: str, value: object) -> DecodeConfig:
+    """``decode_config`` with ``setting`` replaced; a value it refuses is a `SettingError` naming the keyword.
+
+    So the command line names the option typed (``--length-penalty``), the API the keyword.
+    """
+    try:
+        return dataclasses.replace(decode_config, **{setting: value})
+    except ValueError as error:
+        reason = str(error).removeprefix(f"{setting}: ").replace("{", "{{").replace("}", "}}")
+        raise SettingError(f"{{{setting}}}: {reason}", (setting,)) from None
 
 
 def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:
