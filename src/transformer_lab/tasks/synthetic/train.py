@@ -120,8 +120,7 @@ def _default_model() -> ModelConfig:
 
 
 def _default_train() -> TrainConfig:
-    # Measured: 2,500 steps reach 100 % exact match (greedy and beam) on the 1,000 held-out
-    # copy sequences in about two minutes on 2 CPU cores; see docs/results.md.
+    # 2,500 steps: the held-out exact match and the time it takes are in docs/results.md#copy-task.
     return TrainConfig(
         epochs=0,
         max_steps=2500,
