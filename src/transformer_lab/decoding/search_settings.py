@@ -9,6 +9,7 @@ and a report, a file name and a model card name the search alike.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from transformer_lab.decoding.config import DecodeConfig
 from transformer_lab.setting_error import SettingError
@@ -37,7 +38,7 @@ def with_search(
     return decode_config
 
 
-def _with_setting(decode_config: DecodeConfig, setting: str, value: object) -> DecodeConfig:
+def _with_setting(decode_config: DecodeConfig, setting: str, value: Any) -> DecodeConfig:
     """``decode_config`` with ``setting`` replaced; a value it refuses is a `SettingError` naming the keyword.
 
     So the command line names the option typed (``--length-penalty``), the API the keyword.

@@ -101,8 +101,8 @@ def evaluate(
         scored = ", ".join(tasks_evaluating())
         raise ValueError(f"task: expected one of {scored}, got {name!r}, which has no evaluation")
     if options.data_dir is not None and not task.reads_data:
-        readers = ", ".join(other.name for other in TASKS.values() if other.evaluate and other.reads_data)
-        raise ValueError(f"--data-dir: expected only with a task that reads data ({readers}), got it with {name}")
+        data_readers = ", ".join(other.name for other in TASKS.values() if other.evaluate and other.reads_data)
+        raise ValueError(f"--data-dir: expected only with a task that reads data ({data_readers}), got it with {name}")
     for flag in options.given():
         if not task.reads_option(flag):
             readers = [other.name for other in TASKS.values() if other.evaluate and other.reads_option(flag)]
