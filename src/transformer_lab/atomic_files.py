@@ -24,8 +24,8 @@ def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:
         raise FileNotFoundError(f"{path}: expected a file in an existing folder, but {path.parent} does not exist")
     try:
         descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as error:  # a read-only or full disk, a folder not ours: named by the path given
-        raise type(error)(f"{path}: could not write it ({error.strerror or error})") from None
+    except OSError as error:  # a read-only or full disk, a folder not ours: the same error, naming the path given
+        raise type(error)(error.errno, error.strerror, str(path)) from None
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as file:
             file.write(text)
