@@ -16,7 +16,7 @@ from transformer_lab.cli.bounds import checked_text
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
 from transformer_lab.hardware import PRECISIONS
 from transformer_lab.tasks.finetune import finetune_settings, with_checkpoint_model
-from transformer_lab.tasks.registry import TASKS, task_named
+from transformer_lab.tasks.registry import TASKS, data_option_error, task_named
 from transformer_lab.tasks.task import Task
 from transformer_lab.training import config_to_dict, is_main_process, recover_interrupted_save
 from transformer_lab.training.checkpoint import resolve_checkpoint
@@ -153,11 +153,7 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
         data_options = ("data_dir", "train", "valid", "prepared", "preset", "source_language", "target_language")
         for option in (*data_options, "init_from"):
             if getattr(arguments, option) is not None:
-                readers = ", ".join(name for name, other in TASKS.items() if other.reads_data)
-                raise ValueError(
-                    f"--{option.replace('_', '-')}: expected only with a task that reads data ({readers}), "
-                    f"got it with {task.name}"
-                )
+                raise data_option_error(f"--{option.replace('_', '-')}", task.name)
     init_from = None if arguments.init_from is None else resolve_checkpoint(arguments.init_from)
     # The preset, the fine-tuning schedule, --config, the options, --set: the nearer the command, the stronger.
     flags = option_settings(arguments, {**(DATA_OPTIONS if task.reads_data else {}), **TRAIN_OPTIONS})

@@ -88,6 +88,12 @@ def tasks_evaluating() -> tuple[str, ...]:
     return tuple(name for name, task in TASKS.items() if task.evaluate is not None)
 
 
+def data_option_error(flag: str, name: str) -> ValueError:
+    """The one-line error for a data option (``--data-dir``, ``--train``, ...) given to a task that reads no data."""
+    readers = ", ".join(other.name for other in TASKS.values() if other.reads_data)
+    return ValueError(f"{flag}: expected only with a task that reads data ({readers}), got it with {name}")
+
+
 def evaluate(
     name: str, checkpoint: str | os.PathLike[str], split: str | None, options: EvaluationOptions
 ) -> EvaluationReport:
@@ -101,8 +107,7 @@ def evaluate(
         scored = ", ".join(tasks_evaluating())
         raise ValueError(f"task: expected one of {scored}, got {name!r}, which has no evaluation")
     if options.data_dir is not None and not task.reads_data:
-        data_readers = ", ".join(other.name for other in TASKS.values() if other.evaluate and other.reads_data)
-        raise ValueError(f"--data-dir: expected only with a task that reads data ({data_readers}), got it with {name}")
+        raise data_option_error("--data-dir", name)
     for flag in options.given():
         if not task.reads_option(flag):
             readers = [other.name for other in TASKS.values() if other.evaluate and other.reads_option(flag)]

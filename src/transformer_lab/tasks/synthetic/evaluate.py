@@ -43,6 +43,7 @@ def evaluator(task: str) -> EvaluateFunction:
         pairs = data.test if split == "test" else data.validation
         outputs = decode_pairs(model, pairs, search.decode_config)
         matches = sum(output == target for output, (_, target) in zip(outputs, pairs))
+        exact_match = matches / len(pairs)
         path = options.output or checkpoint / f"outputs.{split}.{search.name.replace(' ', '')}.tsv"
         rows = (
             f"{_symbols(source)}\t{_symbols(target)}\t{_symbols(output)}\n"
@@ -52,14 +53,14 @@ def evaluator(task: str) -> EvaluateFunction:
         return EvaluationReport(
             lines=[
                 f"{split}, {len(pairs)} held-out sequences of the {task} task, {search.name}",
-                f"exact match  {matches / len(pairs):.1%} ({matches} of {len(pairs)})",
+                f"exact match  {exact_match:.1%} ({matches} of {len(pairs)})",
                 f"outputs: {path}",
             ],
             files={"outputs": path},
             checkpoint=checkpoint,
             name=split,
             search=search.name,
-            scores={"exact_match": matches / len(pairs)},
+            scores={"exact_match": exact_match},
         )
 
     return evaluate
