@@ -96,3 +96,10 @@ def test_a_wrong_task_split_or_option_is_one_line(
 ) -> None:
     assert main([*argv, "--checkpoint", str(copy_run)]) != 0
     assert re.search(message, capsys.readouterr().err)
+
+
+def test_output_in_a_missing_folder_is_written_there(copy_run: Path, tmp_path: Path) -> None:
+    # As the predict commands' --output: the folders on the way are made, once the scores are in.
+    output = tmp_path / "results" / "copy" / "outputs.tsv"
+    assert main(["evaluate", "copy", "--checkpoint", str(copy_run), "--output", str(output)]) == 0
+    assert len(output.read_text().splitlines()) == 300

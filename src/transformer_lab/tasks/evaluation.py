@@ -99,6 +99,14 @@ class EvaluationOptions:
         """The value of the task option ``flag`` (None where it was not given)."""
         return self.task_options.get(flag)
 
+    def output_file(self, default: Path) -> Path:
+        """Where the task's output goes: ``output`` (its missing folders made, as the predict commands make
+        theirs), else ``default`` beside the checkpoint. Called once the scores are in, just before the write."""
+        if self.output is None:
+            return default
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        return self.output
+
     def placed(self, model: ModelType) -> ModelType:
         """``model`` moved to :attr:`device` (a device this machine lacks is a ValueError naming ``device``)."""
         return model.to(resolve_device(self.device))

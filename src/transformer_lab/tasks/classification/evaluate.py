@@ -151,8 +151,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     report, _ = evaluate_classifier(model, tokenizer, articles, config.class_names, precision=precision, source=test)
     lines = [f"{checkpoint}, {test if test is not None else name}: {len(articles)} {rows}"]
     lines += report.lines()
-    output = options.output or checkpoint / f"report.{name}.json"
-    output.parent.mkdir(parents=True, exist_ok=True)
+    output = options.output_file(checkpoint / f"report.{name}.json")
     scored = {"split": name} if test is None else {"file": str(test.resolve())}
     write_text_atomically(
         output,

@@ -66,7 +66,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     constraints = with_constraint_options(config.constraints, options.task_options)
     evaluation = evaluate_pairs(model, vocabulary, pairs, search.decode_config, constraints)
     stem = f"{split}.{search.name.replace(' ', '')}"
-    output = options.output or checkpoint / f"hypotheses.{stem}.txt"
+    output = options.output_file(checkpoint / f"hypotheses.{stem}.txt")
     write_text_atomically(output, "".join(line + "\n" for line in evaluation.hypotheses))
     # Named after a given --output, so that two evaluations writing into one folder with
     # different options (the same split and search) keep their own samples.

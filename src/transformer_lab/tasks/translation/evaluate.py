@@ -78,7 +78,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         name = split
     tokenize = options.option("--bleu-tokenize") or bleu_tokenizer_for(config.data.target_language)
     report = evaluate_bleu(model, tokenizer, pairs, search.decode_config, tokenize)
-    output = options.output or checkpoint / f"hypotheses.{name}.{search.name.replace(' ', '')}.txt"
+    output = options.output_file(checkpoint / f"hypotheses.{name}.{search.name.replace(' ', '')}.txt")
     write_text_atomically(output, "".join(line + "\n" for line in report.hypotheses))
     bleu: dict[str, BleuResult]
     if flavour == PAPERS_FLAVOUR:
