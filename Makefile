@@ -48,7 +48,8 @@ demo: setup
 
 # The tutorial's chapters (docs/tutorial/*.py and zh/*.py, jupytext percent format) written as
 # notebooks into build/tutorial/ (git-ignored) and executed there; the docs extra is in dev.
-# Chapter 5 reads its data folder from TRANSFORMER_LAB_DATA.
+# Chapter 5 reads what `transformer-lab download multi30k` and `download couplets` put in the
+# data folder ($TRANSFORMER_LAB_DATA, else ~/.cache/transformer_lab/data).
 tutorial: setup
 	$(BIN)/python docs/make_tutorial.py --out build/tutorial
 

@@ -7,8 +7,10 @@ in its own folder, where its figures and small training runs land (``runs/``).
 
     python docs/make_tutorial.py [--out build/tutorial] [--no-execute] [--chapters 01 03]
 
-Chapter 5 reads the data folder from ``TRANSFORMER_LAB_DATA`` (or the ``data_dir`` its
-first cells set). Needs the ``docs`` extra: ``pip install -e ".[docs]"``.
+Chapter 5 reads Multi30k and the couplets from the data folder that ``transformer-lab download
+multi30k`` and ``transformer-lab download couplets`` fill (``$TRANSFORMER_LAB_DATA``, else
+``~/.cache/transformer_lab/data``), or from the ``data_dir`` its first code cell sets. Needs the
+``docs`` extra: ``pip install -e ".[docs]"``.
 """
 
 from __future__ import annotations

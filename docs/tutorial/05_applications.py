@@ -18,11 +18,18 @@
 #
 # ## The data folder
 #
-# The chapter needs a data folder that holds `multi30k/` (the files `train.de`, `train.en`,
-# `val.de`, `val.en`) and `couplet/` (a training split such as `train_couplet_machine/`, with
-# `in.txt` and `out.txt`). Set the environment variable `TRANSFORMER_LAB_DATA` to it before you
-# start Jupyter, or write its path into `data_dir` below. The README's data section says where
-# each dataset comes from; `transformer_lab.data.download_multi30k(folder)` fetches Multi30k.
+# The chapter trains on Multi30k and on couplets. Fetch both once, from a shell:
+#
+# ```bash
+# transformer-lab download multi30k
+# transformer-lab download couplets
+# ```
+#
+# They land in the data folder: `$TRANSFORMER_LAB_DATA` if it is set, else
+# `~/.cache/transformer_lab/data`. With `data_dir = None`, as below, the chapter reads that
+# folder, so nothing needs setting. To use another folder, write its path into `data_dir`. It
+# must hold `multi30k/` (the files `train.de`, `train.en`, `val.de`, `val.en`) and `couplet/` (a
+# training split such as `train_couplet_machine/`, with `in.txt` and `out.txt`).
 
 # %%
 import dataclasses
@@ -35,7 +42,7 @@ from transformer_lab.lab.plotting import show_figure
 
 torch.manual_seed(0)
 
-data_dir = None  # None: the folder that TRANSFORMER_LAB_DATA names; or a path such as "~/data"
+data_dir = None  # None: $TRANSFORMER_LAB_DATA, else ~/.cache/transformer_lab/data (where download puts it)
 if data_dir is not None:
     data_dir = str(Path(data_dir).expanduser())
 print("Multi30k files in:", resolve_multi30k_dir(data_dir))

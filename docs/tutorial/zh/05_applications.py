@@ -13,7 +13,14 @@
 #
 # ## 数据文件夹
 #
-# 本章需要一个数据文件夹，其中有 `multi30k/`（文件 `train.de`、`train.en`、`val.de`、`val.en`）和 `couplet/`（一个训练集划分，例如 `train_couplet_machine/`，内含 `in.txt` 和 `out.txt`）。在启动 Jupyter 之前把环境变量 `TRANSFORMER_LAB_DATA` 设为这个文件夹，或者把它的路径写进下面的 `data_dir`。各数据集的来源见 README 的数据部分；`transformer_lab.data.download_multi30k(folder)` 可以下载 Multi30k。
+# 本章用 Multi30k 和对联数据训练。先在终端里把两者各下载一次：
+#
+# ```bash
+# transformer-lab download multi30k
+# transformer-lab download couplets
+# ```
+#
+# 它们会放进数据文件夹：设置了 `TRANSFORMER_LAB_DATA` 时是它指向的文件夹，否则是 `~/.cache/transformer_lab/data`。像下面这样让 `data_dir = None`，本章就读取这个文件夹，什么都不用设置。要用别的文件夹，就把它的路径写进 `data_dir`；其中要有 `multi30k/`（文件 `train.de`、`train.en`、`val.de`、`val.en`）和 `couplet/`（一个训练集划分，例如 `train_couplet_machine/`，内含 `in.txt` 和 `out.txt`）。
 
 # %%
 import dataclasses
@@ -26,7 +33,7 @@ from transformer_lab.lab.plotting import show_figure
 
 torch.manual_seed(0)
 
-data_dir = None  # None: the folder that TRANSFORMER_LAB_DATA names; or a path such as "~/data"
+data_dir = None  # None: $TRANSFORMER_LAB_DATA, else ~/.cache/transformer_lab/data (where download puts it)
 if data_dir is not None:
     data_dir = str(Path(data_dir).expanduser())
 print("Multi30k files in:", resolve_multi30k_dir(data_dir))
