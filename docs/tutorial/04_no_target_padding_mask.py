@@ -96,8 +96,8 @@ assert tgt_result.holds
 # | loss if padded positions were counted | differ | ... which matters only if the loss reads them |
 #
 # The verdict line reads **claim holds**. The same check runs on real sentences from the command
-# line (`transformer-lab lab tgt-padding-mask --data-dir ~/data/multi30k`) or on a trained model
-# (`--checkpoint runs/NAME`).
+# line (`transformer-lab lab tgt-padding-mask --data-dir ~/.cache/transformer_lab/data/multi30k`, the
+# folder that `transformer-lab download multi30k` fills) or on a trained model (`--checkpoint runs/NAME`).
 #
 # ## Step 3: the closing question, the decoder's padded rows
 #

@@ -248,12 +248,13 @@ print("figure:", show_figure(heatmap))
 #
 # ## The real models
 #
-# Both tasks have presets sized for a laptop-class CPU, and the same commands train them:
+# Both tasks have presets sized for a laptop-class CPU, and the same commands train them. They
+# read the data folder that `transformer-lab download` filled:
 #
 # ```bash
-# transformer-lab train translation --data-dir ~/data --out runs/de-en
+# transformer-lab train translation --out runs/de-en
 # transformer-lab evaluate translation --checkpoint runs/de-en/best --split test_2016_flickr --beam 5
-# transformer-lab train couplet --data-dir ~/data --out runs/couplet
+# transformer-lab train couplet --out runs/couplet
 # transformer-lab evaluate couplet --checkpoint runs/couplet/best
 # ```
 #

@@ -116,7 +116,8 @@ assert accuracy > 0.7
 # `Trainer`, and per-class metrics:
 #
 # ```bash
-# transformer-lab train classification --data-dir ~/data --out runs/news
+# transformer-lab download ag-news
+# transformer-lab train classification --out runs/news
 # transformer-lab evaluate classification --checkpoint runs/news --confusion-png confusion.png
 # transformer-lab classify --checkpoint runs/news "Stocks rallied after the Fed cut rates"
 # ```

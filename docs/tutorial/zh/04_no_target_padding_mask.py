@@ -77,7 +77,7 @@ assert tgt_result.holds
 # | logits at padded target positions | differ | 掩码确实改变了填充行…… |
 # | loss if padded positions were counted | differ | ……但只有当损失读取这些行时才有影响 |
 #
-# 最后一行结论是 **claim holds**（结论成立）。同样的检查也可以在命令行上用真实句子运行（`transformer-lab lab tgt-padding-mask --data-dir ~/data/multi30k`），或者用于一个训练好的模型（`--checkpoint runs/NAME`）。
+# 最后一行结论是 **claim holds**（结论成立）。同样的检查也可以在命令行上用真实句子运行（`transformer-lab lab tgt-padding-mask --data-dir ~/.cache/transformer_lab/data/multi30k`，即 `transformer-lab download multi30k` 填好的文件夹），或者用于一个训练好的模型（`--checkpoint runs/NAME`）。
 #
 # ## 第三步：最后的问题，解码器的填充行
 #

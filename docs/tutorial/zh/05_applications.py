@@ -212,12 +212,12 @@ print("figure:", show_figure(heatmap))
 #
 # ## 真正的模型
 #
-# 两个任务都有按笔记本电脑级 CPU 规模设计的预设，用同样的命令训练：
+# 两个任务都有按笔记本电脑级 CPU 规模设计的预设，用同样的命令训练。它们读取 `transformer-lab download` 填好的数据文件夹：
 #
 # ```bash
-# transformer-lab train translation --data-dir ~/data --out runs/de-en
+# transformer-lab train translation --out runs/de-en
 # transformer-lab evaluate translation --checkpoint runs/de-en/best --split test_2016_flickr --beam 5
-# transformer-lab train couplet --data-dir ~/data --out runs/couplet
+# transformer-lab train couplet --out runs/couplet
 # transformer-lab evaluate couplet --checkpoint runs/couplet/best
 # ```
 #

@@ -98,7 +98,8 @@ assert accuracy > 0.7
 # `transformer_lab.tasks.classification` 在文本上训练同样的模型：数据文件夹里的 AG News 新闻主题，或者你自己的任何带标签的 CSV、TSV 或 JSON Lines 文件；它使用子词分词器和 `Trainer`，并给出逐类别的指标：
 #
 # ```bash
-# transformer-lab train classification --data-dir ~/data --out runs/news
+# transformer-lab download ag-news
+# transformer-lab train classification --out runs/news
 # transformer-lab evaluate classification --checkpoint runs/news --confusion-png confusion.png
 # transformer-lab classify --checkpoint runs/news "Stocks rallied after the Fed cut rates"
 # ```
