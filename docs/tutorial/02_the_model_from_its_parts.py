@@ -42,8 +42,8 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # `sqrt(d_model)`. `Seq2SeqTransformer` initialises the table with Xavier, which gives small
 # entries: for a `[V, d_model]` table their standard deviation is `sqrt(2 / (V + d_model))`,
 # about 0.016 for the translation preset (V 8,000, d_model 256). The positional encoding added
-# next has entries between -1 and 1 (root mean square 0.71). Scaling by 16 brings the embeddings
-# to about 0.25, the same order of size as the positions, so that neither drowns the other. A
+# next has entries between -1 and 1 (root mean square 0.71). Scaling by sqrt(256) = 16 brings the
+# embeddings to about 0.25, the same order of size as the positions, so that neither drowns the other. A
 # `TokenEmbedding` built alone, as below, keeps torch's default entries (drawn from N(0, 1)); only
 # the ratio matters here.
 

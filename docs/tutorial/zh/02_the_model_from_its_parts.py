@@ -28,7 +28,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # %% [markdown]
 # ## 词嵌入乘以 sqrt(d_model)
 #
-# 词元编号通过查表变成向量。论文把这个向量再乘以 `sqrt(d_model)`。`Seq2SeqTransformer` 用 Xavier 初始化嵌入表，数值很小：对 `[V, d_model]` 的表，标准差为 `sqrt(2 / (V + d_model))`，翻译预设（V 8,000，d_model 256）约为 0.016。随后要加上的位置编码取值在 -1 到 1 之间（均方根 0.71）。乘以 16 之后，嵌入约为 0.25，与位置编码同一量级，谁也不会淹没谁。像下面这样单独构建的 `TokenEmbedding` 保留 torch 默认的初始值（取自 N(0, 1)）；这里只看比值。
+# 词元编号通过查表变成向量。论文把这个向量再乘以 `sqrt(d_model)`。`Seq2SeqTransformer` 用 Xavier 初始化嵌入表，数值很小：对 `[V, d_model]` 的表，标准差为 `sqrt(2 / (V + d_model))`，翻译预设（V 8,000，d_model 256）约为 0.016。随后要加上的位置编码取值在 -1 到 1 之间（均方根 0.71）。乘以 sqrt(256) = 16 之后，嵌入约为 0.25，与位置编码同一量级，谁也不会淹没谁。像下面这样单独构建的 `TokenEmbedding` 保留 torch 默认的初始值（取自 N(0, 1)）；这里只看比值。
 
 # %%
 embedding = TokenEmbedding(vocab_size=10, d_model=16)
