@@ -20,8 +20,10 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
+# -rs prints each skipped test's reason (a missing GPU, extra or browser), which pytest's
+# default summary leaves out.
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -rs
 
 # Only the tests marked `cuda`: the CPU suite's oracles (cached decoding, batched beam, bf16
 # training, resume, torchrun, the commands' --device) on the GPU. They need a CUDA build of
