@@ -365,10 +365,11 @@ print(
 # %% [markdown]
 # Every score of that row is `-inf`, so the softmax computes `exp(-inf) / sum(exp(-inf)) =
 # 0 / 0`: NaN, by hand and in torch, and the NaN spreads to everything computed from it
-# (and to the gradients). The library returns a zero output for such a row instead. In a
-# well-formed batch no row is fully hidden (every sentence has at least one real token, and the
-# causal mask always leaves a position its own key); chapter 1 meets such rows when it hides
-# padded queries on purpose.
+# (and to the gradients). The library gives such a row zero weights instead, so its mixture of
+# values is zero and `MultiheadAttention` returns `out_proj.bias` there (zero here, as torch
+# initialises it; not after training). In a well-formed batch no row is fully hidden (every
+# sentence has at least one real token, and the causal mask always leaves a position its own
+# key); chapter 1 meets such rows when it hides padded queries on purpose.
 
 # %% tags=["solution"] jupyter={"source_hidden": true}
 # Exercise 3: divide by d_k instead of sqrt(d_k).

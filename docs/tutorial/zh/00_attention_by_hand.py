@@ -281,7 +281,7 @@ print(
 )
 
 # %% [markdown]
-# 这一行的每个得分都是 `-inf`，于是 softmax 要计算 `exp(-inf) / sum(exp(-inf)) = 0 / 0`：无论是亲手写的还是 torch 的，结果都是 NaN，而且 NaN 会传播到由它算出的一切（包括梯度）。本库对这样的行返回零输出。在一个正常的批量中不会有整行被遮住的情况（每个句子至少有一个真实词元，因果掩码也总会给每个位置留下它自己的键）；第 1 章故意遮住填充的查询时，会遇到这样的行。
+# 这一行的每个得分都是 `-inf`，于是 softmax 要计算 `exp(-inf) / sum(exp(-inf)) = 0 / 0`：无论是亲手写的还是 torch 的，结果都是 NaN，而且 NaN 会传播到由它算出的一切（包括梯度）。本库则给这样的行全零的权重，于是它对值的加权和为零，`MultiheadAttention` 在那里返回 `out_proj.bias`（这里为零，因为 torch 初始化时把它设为零；训练之后就不是了）。在一个正常的批量中不会有整行被遮住的情况（每个句子至少有一个真实词元，因果掩码也总会给每个位置留下它自己的键）；第 1 章故意遮住填充的查询时，会遇到这样的行。
 
 # %% tags=["solution"] jupyter={"source_hidden": true}
 # Exercise 3: divide by d_k instead of sqrt(d_k).

@@ -99,7 +99,7 @@ figures = Path("runs/tutorial-figures")
 print("figure:", show_figure(plot_masks(figures / "masks.png", length=6, real_length=4)))
 
 # %% [markdown]
-# 深色格子表示被遮住。第二幅图里两个 `<pad>` 列是深色的，但两个 `<pad>` 行不是：它们的查询仍然读取 `w0..w3`。若要把这些行也遮住（最后一幅图），需要一个按句子区分的 `[B*H, L, S]` 注意力掩码，`transformer_lab.nn.masks.padded_query_rows_mask` 负责构造它。一整行都被遮住时，softmax 会除以零（torch 在这里返回 NaN）；本库在这种情况下返回零向量，因此下面的问题才能问得出来。
+# 深色格子表示被遮住。第二幅图里两个 `<pad>` 列是深色的，但两个 `<pad>` 行不是：它们的查询仍然读取 `w0..w3`。若要把这些行也遮住（最后一幅图），需要一个按句子区分的 `[B*H, L, S]` 注意力掩码，`transformer_lab.nn.masks.padded_query_rows_mask` 负责构造它。一整行都被遮住时，softmax 会除以零（torch 在这里返回 NaN）；本库在这种情况下返回全零的加权和（`MultiheadAttention` 的输出因此就是 `out_proj.bias`），因此下面的问题才能问得出来。
 
 # %%
 from transformer_lab.nn import masks
