@@ -26,7 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("evaluate", help="score a checkpoint on a test split")
     default_splits = {name: TASKS[name].evaluation_split for name in tasks_evaluating()}
     parser.add_argument("task", choices=tuple(default_splits), help="which task")
-    parser.add_argument("--checkpoint", type=Path, required=True, help="checkpoint folder")
+    parser.add_argument(
+        "--checkpoint", type=Path, required=True, help="checkpoint folder, or a run folder (its best/, else last/)"
+    )
     parser.add_argument(
         "--split",
         default=None,

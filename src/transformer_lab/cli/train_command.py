@@ -91,7 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="DIR",
         help=(
-            "translation, couplet: a folder written by 'transformer-lab prepare' to train from; "
+            "translation, couplet, classification: a folder written by 'transformer-lab prepare' to train from; "
             "= --set data.prepared_dir=..."
         ),
     )

@@ -270,7 +270,10 @@ SERVING = Serving(
 OUTPUT = TaskOption("--output", "also write the results here, one JSON object a line", Path)
 TRUNCATE = TaskOption("--truncate", "read only the first max_len subword tokens of a longer text (reported)", bool)
 PRECISION = TaskOption(
-    "--precision", "auto: bf16 autocast where this machine runs bf16 fast, else fp32 (default auto)", choices=PRECISIONS
+    "--precision",
+    "bf16: classify with a bf16 copy of the model; auto: bf16 where this machine runs bf16 fast, else fp32 "
+    "(default auto)",
+    choices=PRECISIONS,
 )
 
 
