@@ -11,7 +11,7 @@
 #
 # The same `Seq2SeqTransformer` serves every sequence-to-sequence task; what changes is the data,
 # the tokenizer and the decoding rules. This chapter trains two **tiny** models on a slice of real
-# data, in about a minute each on one core: German-to-English translation on Multi30k, and
+# data, in under a minute each on one core: German-to-English translation on Multi30k, and
 # couplets (对联: given the upper line, write the lower line). They will not be good, and they are
 # not meant to be: the point is to watch each piece work end to end, to read their attention, and
 # then to know how the real presets are run and where their scores are recorded.
