@@ -156,8 +156,8 @@ print("sentence 2, rows and columns hidden:\n", (row_mask[2] | source_padding[2]
 # mask (`memory_key_padding_mask`) hides the padded **columns** of the memory. So whatever the
 # padded rows hold, nothing reads it.
 #
-# The lab turns this into a measurement. `build_lab_setup` makes a small random
-# `Seq2SeqTransformer` (seeded) and a batch of sequences of different lengths;
+# The lab turns this into a measurement. `build_lab_setup` makes a small random model (seeded;
+# chapter 2 builds it from its parts) and a batch of sequences of different lengths;
 # `run_experiment("encoder-row-mask", ...)` runs the model twice, with and without the padded
 # rows hidden in every encoder layer, and compares everything that reaches the loss.
 
@@ -190,8 +190,8 @@ assert polarity_result.holds
 
 # %% [markdown]
 # Converted with `masks.keep_to_hidden`, a "keep" mask gives the same numbers as ours. Passed
-# unconverted, it hides the real tokens instead of the padding, and the subsequent mask shows the
-# future instead of hiding it (the rows marked *mixed* differ). The guards show the mistakes the
+# unconverted, it hides the real tokens instead of the padding, and its subsequent (causal) mask shows
+# the future instead of hiding it (the rows marked *mixed* differ). The guards show the mistakes the
 # library can refuse (a `[B, 1, S]` mask, an integer mask); a bool `[B, S]` mask of the wrong
 # polarity has the right shape and type, and only numbers like these can catch it.
 #

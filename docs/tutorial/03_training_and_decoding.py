@@ -160,7 +160,7 @@ print(
 #
 # Greedy search takes the most probable token at each step. Beam search keeps the `k` most
 # probable prefixes at each step and returns the best finished one; it can find a sequence whose
-# first token was not the greedy choice. `DecodeConfig` chooses the search; `synthetic.exact_match`
+# first token was not the greedy choice. `DecodeConfig` chooses the search; `synthetic_train.exact_match`
 # decodes every test source and counts the outputs equal to their targets.
 
 # %%

@@ -55,7 +55,7 @@ figures = Path("runs/tutorial-figures")
 #
 # `transformer_lab.tasks.translation` holds the translation task: it learns a byte-level BPE
 # shared by both languages, builds the model, trains it with the Trainer of chapter 3 and scores
-# validation BLEU. Its preset (`translation.default_config()`) is the model of [docs/results.md](../results.md);
+# validation BLEU. Its preset (`translation_train.default_config()`) is the model of [docs/results.md](../results.md);
 # here every size is cut down: the first 3,000 training pairs, a vocabulary of 1,000 subwords,
 # d_model 64 with 2 + 2 layers and no dropout, and 300 optimizer steps.
 

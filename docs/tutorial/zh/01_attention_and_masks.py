@@ -114,7 +114,7 @@ print("sentence 2, rows and columns hidden:\n", (row_mask[2] | source_padding[2]
 #
 # 编码器的填充行确实会产出向量，所以编码器的输出（即 *memory*）在填充位置上是一些没有意义的值。这会不会损害模型？只有在有人读取它们时才会。解码器通过交叉注意力读取 memory，而在那里，同一个源端键填充掩码（`memory_key_padding_mask`）遮住了 memory 中填充的**列**。所以无论填充行里是什么，都没有谁会读到它。
 #
-# 实验室（lab）把这一点变成一次测量。`build_lab_setup` 构造一个小的随机 `Seq2SeqTransformer`（固定种子）和一批长度各不相同的序列；`run_experiment("encoder-row-mask", ...)` 把模型运行两次，一次在每个编码器层里遮住填充行，一次不遮，并比较所有会传到损失函数的量。
+# 实验室（lab）把这一点变成一次测量。`build_lab_setup` 构造一个小的随机模型（固定种子；第 2 章会用部件把它搭起来）和一批长度各不相同的序列；`run_experiment("encoder-row-mask", ...)` 把模型运行两次，一次在每个编码器层里遮住填充行，一次不遮，并比较所有会传到损失函数的量。
 
 # %%
 from transformer_lab.lab.mask_experiments import build_lab_setup, run_experiment
@@ -136,7 +136,7 @@ print(format_lab_result(polarity_result))
 assert polarity_result.holds
 
 # %% [markdown]
-# 用 `masks.keep_to_hidden` 转换之后，“保留”式掩码给出与本库掩码完全相同的数值。若不加转换直接传入，它遮住的就变成了真实词元而不是填充，而下三角掩码也变成暴露未来、而不是遮住未来（标着 *mixed* 的行都不同）。guard 行列出了库能够拒绝的错误用法（`[B, 1, S]` 形状的掩码、整数掩码）；而一个极性弄反的布尔 `[B, S]` 掩码，形状和类型都对，只有像这样的数值检查才能发现它。
+# 用 `masks.keep_to_hidden` 转换之后，“保留”式掩码给出与本库掩码完全相同的数值。若不加转换直接传入，它遮住的就变成了真实词元而不是填充，而它的下三角（因果）掩码也变成暴露未来、而不是遮住未来（标着 *mixed* 的行都不同）。guard 行列出了库能够拒绝的错误用法（`[B, 1, S]` 形状的掩码、整数掩码）；而一个极性弄反的布尔 `[B, S]` 掩码，形状和类型都对，只有像这样的数值检查才能发现它。
 #
 # ## 小结
 #

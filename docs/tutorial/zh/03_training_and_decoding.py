@@ -131,7 +131,7 @@ print(
 #
 # ## 贪心搜索与束搜索
 #
-# 贪心搜索每一步都取概率最高的词元。束搜索每一步保留概率最高的 `k` 个前缀，最后返回最好的已完成序列；它可能找到一个第一个词元并非贪心选择的序列。`DecodeConfig` 决定用哪种搜索；`synthetic.exact_match` 解码每条测试源序列，统计输出与目标完全相同的比例。
+# 贪心搜索每一步都取概率最高的词元。束搜索每一步保留概率最高的 `k` 个前缀，最后返回最好的已完成序列；它可能找到一个第一个词元并非贪心选择的序列。`DecodeConfig` 决定用哪种搜索；`synthetic_train.exact_match` 解码每条测试源序列，统计输出与目标完全相同的比例。
 
 # %%
 greedy = dataclasses.replace(config.decode, strategy="greedy")
