@@ -53,8 +53,9 @@ def reads_id_range(module: nn.Module, token_ids: Tensor) -> bool:
 class TokenEmbedding(nn.Module):
     """A lookup table whose vectors are multiplied by sqrt(d_model).
 
-    The scale keeps token vectors (Xavier-initialised, entries ~1/sqrt(d_model)) on the same
-    scale as the positional encoding they are added to, as the paper does.
+    The paper scales by sqrt(d_model) so that the small entries of an initialised table
+    (Xavier in a whole model: std sqrt(2 / (vocab_size + d_model))) are not drowned by the
+    positional encoding they are added to, whose entries are of order 1.
     """
 
     def __init__(self, vocab_size: int, d_model: int) -> None:
