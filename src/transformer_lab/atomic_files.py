@@ -12,7 +12,29 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_text_atomically"]
+__all__ = ["check_not_an_input", "write_text_atomically"]
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    try:
+        return first.resolve() == second.resolve() or (first.exists() and second.exists() and first.samefile(second))
+    except OSError:
+        return False
+
+
+def check_not_an_input(output_flag: str, output: Path | None, inputs: dict[str, object]) -> None:
+    """Refuse an output file that is one of the command's input files (flag -> value; non-paths ignored).
+
+    The write would replace what the command reads (a reference with hypotheses), and the
+    next run would score against its own output.
+    """
+    if output is None:
+        return
+    for flag, value in inputs.items():
+        candidates = value if isinstance(value, (list, tuple)) else [value]
+        for candidate in candidates:
+            if isinstance(candidate, Path) and _same_file(output, candidate):
+                raise ValueError(f"{output_flag}: expected a file other than the {flag} file {candidate}, got {output}")
 
 
 def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:

@@ -1217,3 +1217,29 @@ def test_unreadable_file_is_a_value_error_naming_it(tmp_path: Path, monkeypatch:
         ValueError, match=r"secret\.txt: expected a readable text file, got an error: Permission denied"
     ):
         read_lines(path)
+
+
+def test_an_output_naming_an_input_file_is_refused_and_the_input_kept(
+    tmp_path: Path, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, reference = write_parallel(tmp_path, GERMAN, ENGLISH)
+    lines = tmp_path / "lines.txt"
+    lines.write_text("Shares and profit rose\n", encoding="utf-8")
+    kept = {path: path.read_bytes() for path in (source, reference, lines)}
+    evaluate = ["evaluate", "translation", "--checkpoint", str(checkpoints.translation), "--source", str(source)]
+    cases = [
+        ([*evaluate, "--reference", str(reference), "--output", str(reference)], "--output", "--reference"),
+        # The same file by another spelling.
+        (
+            [*evaluate, "--reference", str(reference), "--output", str(tmp_path / "x" / ".." / "val.de")],
+            "--output",
+            "--source",
+        ),
+        ([*classify_argv(checkpoints), "--input", str(lines), "--output", str(lines)], "--output", "--input"),
+        ([*couplet_argv(checkpoints), "--input", str(lines), "--output", str(lines)], "--output", "--input"),
+    ]
+    for argv, output_flag, input_flag in cases:
+        code, _, error = run_cli(argv, b"", monkeypatch, capsys)
+        assert code == 2 and len(error.strip().splitlines()) == 1, error
+        assert re.search(rf"error: {output_flag}: expected a file other than the {input_flag} file ", error), error
+    assert {path: path.read_bytes() for path in kept} == kept

@@ -15,7 +15,7 @@ import functools
 import sys
 from pathlib import Path
 
-from transformer_lab.atomic_files import write_text_atomically
+from transformer_lab.atomic_files import check_not_an_input, write_text_atomically
 from transformer_lab.cli.decode_options import input_lines
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
@@ -55,8 +55,12 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     assert command is not None
     device = device_of(arguments)
     inputs = input_lines(arguments.inputs, arguments.input, purpose=command.verb)
-    predictor = task.predictor_for(arguments.checkpoint, device)
     options = given_options(arguments, arguments.task_options)
+    outputs = {**options, "--plot-attention": getattr(arguments, "plot_attention", None)}
+    for flag, value in outputs.items():
+        if isinstance(value, Path):  # every path option of these commands names a file they write
+            check_not_an_input(flag, value, {"--input": arguments.input})
+    predictor = task.predictor_for(arguments.checkpoint, device)
     answers = command.answer(predictor, inputs, options)
     for path, text in answers.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ from typing import Any
 from torch import nn
 
 import transformer_lab.tasks
+from transformer_lab.atomic_files import check_not_an_input
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, unread_option_error
 from transformer_lab.tasks.task import Task, VocabularyFunctions
 from transformer_lab.training import load_checkpoint_config
@@ -112,6 +113,8 @@ def evaluate(
         if not task.reads_option(flag):
             readers = [other.name for other in TASKS.values() if other.evaluate and other.reads_option(flag)]
             raise unread_option_error(flag, name, readers)
+    inputs = {flag: options.option(flag) for flag in options.given()}
+    check_not_an_input("--output", options.output, inputs)
     return task.evaluate(Path(checkpoint), split, options)
 
 
