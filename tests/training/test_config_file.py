@@ -28,20 +28,22 @@ def test_the_config_command_prints_what_config_reads(tmp_path: Path, capsys: pyt
     )
 
 
-def test_train_applies_the_file_then_set_wins(tmp_path: Path) -> None:
+def test_train_applies_the_files_in_order_then_set_wins(tmp_path: Path) -> None:
     (tmp_path / "run.yaml").write_text(
         "model:\n  d_model: 16\n  nhead: 2\n  num_encoder_layers: 1\n  num_decoder_layers: 1\n"
         "  dim_feedforward: 32\ntrain:\n  max_steps: 3\n  epochs: 0\n  progress_bar: false\n"
-        "data:\n  num_train: 64\n",
+        "data:\n  num_train: 32\n  num_validation: 16\n",
         encoding="utf-8",
     )
+    (tmp_path / "more.yaml").write_text("data:\n  num_train: 64\n", encoding="utf-8")
     out = tmp_path / "run"
     arguments = ["train", "copy", "--out", str(out), "--config", str(tmp_path / "run.yaml")]
-    assert main([*arguments, "--set", "train.max_steps=2"]) == 0
+    assert main([*arguments, "--config", str(tmp_path / "more.yaml"), "--set", "train.max_steps=2"]) == 0
     saved = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
     assert saved["model"]["d_model"] == 16 and saved["model"]["num_encoder_layers"] == 1
-    assert saved["train"]["max_steps"] == 2  # --set wins over the file
-    assert saved["data"]["num_train"] == 64
+    assert saved["train"]["max_steps"] == 2  # --set wins over the files
+    assert saved["data"]["num_train"] == 64  # the second file over the first
+    assert saved["data"]["num_validation"] == 16  # what the second file does not name stays the first's
 
 
 @pytest.mark.parametrize(
@@ -52,6 +54,12 @@ def test_train_applies_the_file_then_set_wins(tmp_path: Path) -> None:
         ("model: [1, 2\n", r"run.yaml: line \d+: expected YAML, got an error"),
         ("- model\n", r"run.yaml: expected sections of keys"),
         ("model: 3\n", r"run.yaml: model: expected a mapping"),
+        # PyYAML keeps the last of a repeated key: the first would be dropped without a word.
+        (
+            "train:\n  max_steps: 2\ntrain:\n  epochs: 1\n",
+            r"run.yaml: line 3: expected each key once in a mapping, got 'train' again \(first at line 1\)",
+        ),
+        ("train:\n  max_steps: 2\n  max_steps: 4\n", r"run.yaml: line 3: .*got 'max_steps' again \(first at line 2\)"),
     ],
 )
 def test_a_bad_config_file_is_one_line_naming_the_file_and_the_key(

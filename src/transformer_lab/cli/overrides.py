@@ -32,11 +32,11 @@ def resolved_config(
     flags: Sequence[Setting] = (),
 ) -> tuple[ConfigType, dict[str, Setting]]:
     """The config and its changes that ``preset``, ``schedule``, --config, ``flags`` (options), --set make, in order."""
-    path = getattr(arguments, "config", None)
+    paths = getattr(arguments, "config", None) or []
     settings = [
         *settings_of(preset),
         *schedule,
-        *(config_file_settings(path) if path is not None else []),
+        *(setting for path in paths for setting in config_file_settings(path)),
         *flags,
         *override_settings(arguments.overrides),
     ]
@@ -47,8 +47,10 @@ def add_config_file_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
         type=Path,
-        default=None,
+        action="append",
+        default=[],
         metavar="FILE.yaml",
         help="a YAML file of config values by section (model:, train:, data:, ...), applied over the preset "
-        "and before --set; 'transformer-lab config TASK' prints a preset to start from",
+        "and before --set; repeatable, each file over the ones before it; "
+        "'transformer-lab config TASK' prints a preset to start from",
     )

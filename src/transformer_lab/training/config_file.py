@@ -109,6 +109,7 @@ def _check_expanded_size(root: yaml.Node) -> None:
             children = list(node.value)
         elif isinstance(node, yaml.MappingNode):
             children = [part for pair in node.value for part in pair]
+            _check_keys_once(node)
         count, depth = 1, 1
         for child in children:
             child_count, child_depth = measure(child)
@@ -129,12 +130,27 @@ def _check_expanded_size(root: yaml.Node) -> None:
     measure(root)
 
 
+def _check_keys_once(mapping: yaml.MappingNode) -> None:
+    """Refuse a key given twice in one mapping: PyYAML keeps the last, and the first would be dropped unsaid."""
+    first_lines: dict[str, int] = {}
+    for key, _ in mapping.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+            continue
+        line = key.start_mark.line + 1
+        if key.value in first_lines:
+            raise _YamlBoundError(
+                f"expected each key once in a mapping, got {key.value!r} again (first at line {first_lines[key.value]})",
+                line,
+            )
+        first_lines[key.value] = line
+
+
 def load_bounded_yaml(path: str | os.PathLike[str]) -> Any:
     """What the YAML file ``path`` holds, read as :func:`yaml.safe_load` would, within the module's bounds.
 
     A file over :data:`MAX_YAML_BYTES`, nested deeper than :data:`MAX_YAML_DEPTH`, holding more
-    than :data:`MAX_YAML_VALUES` values once its aliases are expanded, not UTF-8, or not
-    YAML is a ``ValueError`` naming the file (and the line where one is known).
+    than :data:`MAX_YAML_VALUES` values once its aliases are expanded, with a key repeated in a
+    mapping, not UTF-8, or not YAML is a ``ValueError`` naming the file (and the line where one is known).
     """
     path = Path(path)
     return load_bounded_yaml_text(read_bounded_text(path, MAX_YAML_BYTES, "a YAML file"), str(path))
