@@ -137,10 +137,10 @@ def _check_keys_once(mapping: yaml.MappingNode) -> None:
         if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
             continue
         line = key.start_mark.line + 1
-        if key.value in first_lines:
+        first = first_lines.get(key.value)
+        if first is not None:
             raise _YamlBoundError(
-                f"expected each key once in a mapping, got {key.value!r} again (first at line {first_lines[key.value]})",
-                line,
+                f"expected each key once in a mapping, got {key.value!r} again (first at line {first})", line
             )
         first_lines[key.value] = line
 
