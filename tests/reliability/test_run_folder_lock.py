@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,26 @@ def test_any_number_of_runs_killed_before_their_first_save_leave_the_folder_rest
     assert main(["train", "copy", "--out", str(out), *TINY_COPY]) == 0
     assert (out / "metrics.jsonl.interrupted-4").read_text(encoding="utf-8") == '{"run": 4}\n'
     assert (out / "last").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("model.d_model=x", r"model\.d_model: expected an int, got 'x'"),
+        # Where CUDA is, cuda:99 is past the last GPU; elsewhere there is no CUDA at all.
+        ("train.device=cuda:99", r"train\.device: expected (a device this machine has|a CUDA index below)"),
+    ],
+)
+def test_a_run_refused_before_its_first_file_leaves_no_folder(
+    tmp_path: Path, setting: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert main(["train", "copy", "--out", str(out), *TINY_COPY, "--set", setting]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and re.search(message, error), error
+    assert not out.exists()  # nor its lock file: the next run starts as in a new folder
+    # A folder that existed before keeps its other files.
+    out.mkdir()
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    assert main(["train", "copy", "--out", str(out), *TINY_COPY, "--set", setting]) == 2
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "mine"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from transformer_lab.cli.bounds import checked_text
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
+from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import PRECISIONS
 from transformer_lab.tasks.finetune import finetune_settings, with_checkpoint_model
 from transformer_lab.tasks.registry import TASKS, data_option_error, task_named
@@ -163,6 +164,8 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
         config = with_checkpoint_model(config, init_from, task.checkpoint_task, changed)
     if arguments.resume:
         check_same_run(out_dir / LAST_FOLDER, task.checkpoint_task, config_to_dict(config))
+    # Here, before the corpus is read and its vocabulary trained; the Trainer checks it again for the API.
+    resolve_device(config.train.device, name="train.device")
     result = task.train(config, out_dir, resume=arguments.resume, init_from=init_from)
     lines = task.closing_lines(result, config) if task.closing_lines is not None else []
     if not is_main_process():

@@ -89,6 +89,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import autocast, resolve_precision
 
 from . import time_budget
@@ -201,7 +202,8 @@ class Trainer:
             dict(checkpoint_config) if checkpoint_config is not None else {"train": config_to_dict(config)}
         )
         self.extra_files = dict(extra_files or {})
-        model.to(torch.device(config.device))
+        # A device this machine lacks is one line naming the key, not torch's error from inside model.to.
+        model.to(resolve_device(config.device, name="train.device"))
         self._distributed = DataParallel.from_environment(model, _model_device(model))
         self.device = _model_device(model)
         # "auto" becomes what this device runs fast; config.json says which (_written_config).

@@ -16,6 +16,7 @@ followed and the file emptied), never a FIFO or device, never a file with other 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -60,12 +61,14 @@ class RunFolderLock:
         self.out_dir = Path(out_dir)
         self.path = self.out_dir / LOCK_FILE
         self._file: TextIO | None = None
+        self._made_folder = False
 
     def acquire(self) -> None:
         """Take the lock, or raise a ValueError naming the process that holds it."""
         linked = symbolic_link_problem(self.out_dir, "--out")
         if linked:
             raise ValueError(f"{linked}: pass the folder it points to if that is meant")
+        self._made_folder = not self.out_dir.exists()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         opened = open_lock_file(self.path, os.O_RDWR | os.O_CREAT)
         if isinstance(opened, str):
@@ -111,14 +114,24 @@ class RunFolderLock:
         return text
 
     def release(self) -> None:
-        """Drop the lock (the file stays; an empty or stale one means nothing)."""
+        """Drop the lock (the file stays; an empty or stale one means nothing).
+
+        A folder the lock made and nothing else wrote into (a run refused before its first
+        file: a bad setting, a device this machine lacks) is removed, lock file and all.
+        """
         handle = self._file
         if handle is None:
             return
         self._file = None
+        unused = self._made_folder and [entry.name for entry in self.out_dir.iterdir()] == [LOCK_FILE]
+        if unused:
+            self.path.unlink()  # while the lock is held, so that no other run takes it over meanwhile
         handle.seek(0)
         handle.truncate()
         handle.close()
+        if unused:
+            with contextlib.suppress(OSError):  # another process wrote into it since: it stays
+                self.out_dir.rmdir()
 
     def __enter__(self) -> RunFolderLock:
         self.acquire()
