@@ -37,6 +37,7 @@ from tests.reliability.builders import (
     write_translation_checkpoint,
 )
 from tests.tasks.couplet_fixture import made_up_couplets, write_split
+from transformer_lab import api
 from transformer_lab import nn as lab_nn
 from transformer_lab.cli import main
 from transformer_lab.data import SubwordTokenizer, Vocabulary, read_ag_news_csv, read_lines, read_parallel_text
@@ -150,6 +151,18 @@ def attention_call(**masks: torch.Tensor) -> object:
 
 
 LIBRARY_CASES = [
+    *(
+        LibraryCase(
+            f"translate with batch_size {size!r}",
+            lambda tmp, ck, size=size: api.Translator(ck.translation).translate(
+                ["Ein Hund.", "Zwei."], batch_size=size
+            ),
+            ValueError,
+            rf"^batch_size: expected an int >= 1, got {re.escape(repr(size))}$",
+        )
+        # -1 gave every sentence "" without a word (range() with a negative step is empty).
+        for size in (-1, 0, 2.5, "2", True)
+    ),
     LibraryCase(
         "missing text file",
         lambda tmp, ck: read_lines(tmp / "absent.txt"),

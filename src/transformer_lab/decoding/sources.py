@@ -52,6 +52,9 @@ def decode_sources(
     Sources are decoded in batches of ``batch_size`` sorted by length, so that little of
     a batch is padding; the searches stop at the positional table themselves.
     """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        # range() with a negative step is empty: every source would silently get no hypothesis.
+        raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
     model.eval()
     device = next(model.parameters()).device
     # One resolution of "auto" for every batch; the bf16 or int8 copy is made once, not once per batch.
