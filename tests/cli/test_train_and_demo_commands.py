@@ -132,3 +132,17 @@ def test_tensorboard_flag_writes_event_files_beside_the_log(tmp_path: Path) -> N
     assert main(["train", "copy", "--out", str(out), "--tensorboard", *TINY]) == 0
     assert json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))["train"]["tensorboard"] is True
     assert [path.name.split(".")[0] for path in (out / "tensorboard").iterdir()] == ["events"]
+
+
+@pytest.mark.parametrize("source", ["--set", "--config"])
+def test_a_synthetic_run_trains_the_task_named_on_the_command_line(
+    tmp_path: Path, source: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # data.task is the synthetic config's own field; set to another task, it would train that one as "copy".
+    (tmp_path / "task.yaml").write_text("data: {task: sort}\n", encoding="utf-8")
+    given = ["--set", "data.task=sort"] if source == "--set" else ["--config", str(tmp_path / "task.yaml")]
+    assert main(["train", "copy", "--out", str(tmp_path / "run"), *TINY, *given]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.endswith("data.task: expected 'copy' (the task trained) or no setting, got 'sort'"), error
+    assert not (tmp_path / "run").exists()
+    assert main(["train", "copy", "--out", str(tmp_path / "same"), *TINY, "--set", "data.task=copy"]) == 0

@@ -18,7 +18,7 @@ TASKS = tuple(
     Task(
         name=name,
         presets={"default": functools.partial(train.default_config, name)},
-        train=train.train,
+        train=functools.partial(train.train_named, name),
         load=train.load,
         checkpoint_task=train.TASK_NAME,
         reads_data=False,
