@@ -146,3 +146,14 @@ def test_a_synthetic_run_trains_the_task_named_on_the_command_line(
     assert error.endswith("data.task: expected 'copy' (the task trained) or no setting, got 'sort'"), error
     assert not (tmp_path / "run").exists()
     assert main(["train", "copy", "--out", str(tmp_path / "same"), *TINY, "--set", "data.task=copy"]) == 0
+
+
+def test_a_best_metric_the_task_does_not_report_is_refused_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found only at the first validation, it cost the steps before it, with no checkpoint kept.
+    out = tmp_path / "run"
+    assert main(["train", "copy", "--out", str(out), *TINY, "--set", "train.best_metric=val_bleu"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.endswith("train.best_metric: expected one of val_loss, val_exact_match for this task, got 'val_bleu'")
+    assert not out.exists()

@@ -55,7 +55,9 @@ class RunPlan(Generic[ModelType]):
     set, so its initial weights follow ``config.train.seed``); ``loss_fn(model, batch)`` the
     training loss; ``train_batches(epoch)`` the epoch's batches (this process's shard under
     torchrun); ``evaluate_fn(model)`` the validation metrics (None: no validation);
-    ``count_tokens(batch)`` the tokens a batch counts for tokens/s and the global loss.
+    ``count_tokens(batch)`` the tokens a batch counts for tokens/s and the global loss;
+    ``metric_names`` the keys ``evaluate_fn`` returns (checked against ``train.best_metric``
+    before any step, and against each evaluation).
     Checkpoints record ``task_name``, ``metadata`` (a data report), ``data_counts`` and
     ``card`` (for the model card: the Hub's task type, the preset's dataset and languages,
     see ``training.model_card``) and ``config``; ``extra_files`` (name -> text) hold the
@@ -69,6 +71,8 @@ class RunPlan(Generic[ModelType]):
     train_batches: Callable[[int], Iterable[Any]]
     evaluate_fn: Callable[[nn.Module], dict[str, float]] | None
     count_tokens: Callable[[Any], int]
+    # The names of the metrics evaluate_fn returns, so that train.best_metric is checked before training.
+    metric_names: tuple[str, ...] = ()
     data_counts: Mapping[str, int] = field(default_factory=dict)
     card: Mapping[str, Any] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
@@ -98,6 +102,7 @@ def train_run(
     ``resume`` continues ``out_dir/last`` (the Trainer restores weights, optimizer and the
     data position); ``init_from`` (a checkpoint or run folder) only gives the first weights.
     """
+    evaluate_fn = _checked_evaluation(plan)
     # The data is read (and prepared): what that freed goes back before training's own peak.
     release_free_memory()
     torch.manual_seed(plan.config.train.seed)
@@ -114,7 +119,7 @@ def train_run(
         loss_fn=plan.loss_fn,
         train_batches=plan.train_batches,
         d_model=plan.config.model.d_model,
-        evaluate_fn=plan.evaluate_fn,
+        evaluate_fn=evaluate_fn,
         count_tokens=plan.count_tokens,
         checkpoint_config={
             "task": plan.task_name,
@@ -128,3 +133,25 @@ def train_run(
         resume=resume,
     )
     return model, trainer.fit()
+
+
+def _checked_evaluation(plan: RunPlan[Any]) -> Callable[[nn.Module], dict[str, float]] | None:
+    """``plan.evaluate_fn``, once ``train.best_metric`` is found among its declared metrics; each result checked too.
+
+    Without the early check a misspelt metric is refused at the first validation, after an
+    epoch of training that no checkpoint keeps.
+    """
+    evaluate, names = plan.evaluate_fn, plan.metric_names
+    if evaluate is None or not names:
+        return evaluate
+    best = plan.config.train.best_metric
+    if best not in names:
+        raise ValueError(f"train.best_metric: expected one of {', '.join(names)} for this task, got {best!r}")
+
+    def evaluate_declared(model: nn.Module) -> dict[str, float]:
+        metrics = evaluate(model)
+        if sorted(metrics) != sorted(names):
+            raise ValueError(f"evaluate_fn: expected the metrics {sorted(names)} it declares, got {sorted(metrics)}")
+        return metrics
+
+    return evaluate_declared

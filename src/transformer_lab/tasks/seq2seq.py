@@ -166,6 +166,7 @@ def train(
     out_dir: str | os.PathLike[str],
     evaluate: Callable[[torch.nn.Module], dict[str, float]] | None,
     *,
+    metric_names: tuple[str, ...] = (),
     resume: bool = False,
     init_from: str | os.PathLike[str] | None = None,
 ) -> TrainResult[VocabularyType, ConfigType]:
@@ -220,6 +221,7 @@ def train(
         train_batches=epoch_batches,
         evaluate_fn=evaluate,
         count_tokens=lambda batch: batch.num_target_tokens,
+        metric_names=metric_names,
         data_counts={"training pairs": len(data.train_store), "validation pairs": len(data.validation_pairs)},
         metadata={"data_report": data.report} if data.report else {},
         extra_files=task.vocabulary.files(data.vocabulary),

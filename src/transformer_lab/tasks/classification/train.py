@@ -207,6 +207,7 @@ def train(
         # Under torchrun each rank trains on its own shard of the epoch.
         train_batches=lambda epoch: epoch_batches(data, data_config, epoch, *data_shard()),
         evaluate_fn=evaluate,
+        metric_names=("val_accuracy", "val_loss"),
         count_tokens=lambda batch: int((batch.token_ids != PAD_ID).sum()),
         data_counts={
             "training articles": len(data.train_store),

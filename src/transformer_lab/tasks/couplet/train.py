@@ -127,7 +127,16 @@ def train(
         }
 
     evaluate_fn = evaluate if data.validation_pairs else None
-    return seq2seq.train(SEQ2SEQ_TASK, config, data, out_dir, evaluate_fn, resume=resume, init_from=init_from)
+    return seq2seq.train(
+        SEQ2SEQ_TASK,
+        config,
+        data,
+        out_dir,
+        evaluate_fn,
+        metric_names=("val_bleu", "val_level_tone_ending"),
+        resume=resume,
+        init_from=init_from,
+    )
 
 
 def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, Vocabulary, CoupletConfig]:

@@ -232,6 +232,7 @@ def train(
             data.train, data_config.batch_size, True, data_config.seed, epoch, *data_shard()
         ),
         evaluate_fn=evaluate,
+        metric_names=("val_loss", "val_exact_match"),
         count_tokens=lambda batch: batch.num_target_tokens,
         data_counts={
             "training sequences": len(data.train),

@@ -180,7 +180,16 @@ def train(
             "val_loss": validation_loss(evaluated_model, validation_ids, config.data.max_tokens),
         }
 
-    return seq2seq.train(SEQ2SEQ_TASK, config, data, out_dir, evaluate, resume=resume, init_from=init_from)
+    return seq2seq.train(
+        SEQ2SEQ_TASK,
+        config,
+        data,
+        out_dir,
+        evaluate,
+        metric_names=("val_bleu", "val_bleu_lowercased", "val_chrf", "val_loss"),
+        resume=resume,
+        init_from=init_from,
+    )
 
 
 def load_translator(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, TokenizerPair, TranslationConfig]:
