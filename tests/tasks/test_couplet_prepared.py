@@ -83,7 +83,8 @@ def test_prepare_couplet_then_train_from_the_prepared_folder(
     upper.write_text("".join(first + "\n" for first, _ in pairs), encoding="utf-8")
     lower.write_text("".join(second + "\n" for _, second in pairs), encoding="utf-8")
     prepared_dir = tmp_path / "prepared"
-    code = main(["prepare", "couplet", "--train", str(upper), str(lower), "--out", str(prepared_dir), *TINY[:4]])
+    # Only the data settings: preparing refuses the others.
+    code = main(["prepare", "couplet", "--train", str(upper), str(lower), "--out", str(prepared_dir), *TINY[2:4]])
     assert code == 0
     summary = json.loads(capsys.readouterr().out.splitlines()[0])
     assert summary["validation_pairs"] == 10 and summary["train_pairs"] + 10 <= 150

@@ -19,8 +19,11 @@ from pathlib import Path
 
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
 from transformer_lab.cli.train_command import DATA_OPTIONS, option_settings
-from transformer_lab.data.prepared_cache import verify_prepared
+from transformer_lab.data.prepared_cache import TASK_CORPUS_KINDS, CorpusKindError, verify_prepared
 from transformer_lab.tasks.registry import TASKS, task_named
+
+# What --verify does not use (it checks a folder as it is): every option that says how to prepare one.
+_PREPARING_OPTIONS = ("train", "valid", "data_dir", "source_language", "target_language", "preset", "config")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -78,9 +81,8 @@ def run(arguments: argparse.Namespace) -> int:
     if task.prepare is None:
         raise ValueError(f"task: expected a task with a corpus to prepare, got {task.name}")
     if arguments.verify is not None:
-        checked = verify_prepared(arguments.verify)
-        print(json.dumps({"verified": str(arguments.verify), **checked}))
-        return 0
+        return _verify(task.name, arguments)
+    _check_data_keys(arguments.overrides)
     # The preset, then --config, then the data options, then --set: as `train` reads them.
     config, _ = resolved_config(
         task.config(arguments.preset), arguments, flags=option_settings(arguments, DATA_OPTIONS)
@@ -89,3 +91,31 @@ def run(arguments: argparse.Namespace) -> int:
     print(json.dumps({"prepared": str(arguments.out), **report}, ensure_ascii=False))
     print(f"train with: transformer-lab train {task.name} --prepared {arguments.out} --out RUN_FOLDER")
     return 0
+
+
+def _verify(task_name: str, arguments: argparse.Namespace) -> int:
+    given = [f"--{option.replace('_', '-')}" for option in _PREPARING_OPTIONS if getattr(arguments, option)]
+    given += ["--set"] if arguments.overrides else []
+    if given:
+        raise ValueError(
+            f"--verify: expected it without the options that say how to prepare (it checks the prepared folder "
+            f"as it is), got {', '.join(given)} too"
+        )
+    try:
+        checked = verify_prepared(arguments.verify, TASK_CORPUS_KINDS.get(task_name))
+    except CorpusKindError as error:
+        raise ValueError(f"--verify {error}") from None
+    print(json.dumps({"verified": str(arguments.verify), **checked}))
+    return 0
+
+
+def _check_data_keys(overrides: list[str]) -> None:
+    """Refuse a ``--set`` of another section than ``data``: preparing reads only the data settings."""
+    for override in overrides:
+        key = override.split("=", 1)[0].strip()
+        section = key.split(".", 1)[0]
+        # A key without a section or value is left to the config's own check, which names what is wrong.
+        if "=" in override and "." in key and section != "data":
+            raise ValueError(
+                f"--set {override}: expected a data.* key (preparing reads only the data settings), got {key}"
+            )

@@ -29,7 +29,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.manifest_checks import Check, check_file_sizes, check_manifest, file_checksums, verify_files
-from transformer_lab.data.token_store import read_versioned_json
+from transformer_lab.data.token_store import check_format_version, read_versioned_json
 from transformer_lab.file_lock import symbolic_link_problem, writer_lock
 from transformer_lab.folders import DISK_ERRNOS, FolderWriteError, remove_abandoned_copies, write_folder
 
@@ -38,6 +38,10 @@ logger = logging.getLogger(__name__)
 MANIFEST_FILE = "manifest.json"
 VALIDATION_FILE = "validation.jsonl"  # the held-out pairs, as text: they are decoded against
 CACHE_ENVIRONMENT_VARIABLE = "TRANSFORMER_LAB_CACHE"
+# What each kind of corpus is called in messages: the task that trains from it, and its kind.
+CORPUS_NAMES = {"pairs": "translation (pairs)", "couplets": "couplet", "labelled": "classification (labelled)"}
+# The kind of corpus each task trains from, by task name.
+TASK_CORPUS_KINDS = {"translation": "pairs", "couplet": "couplets", "classification": "labelled"}
 
 
 def default_cache_root() -> Path:
@@ -264,36 +268,57 @@ def write_corpus_manifest(
     (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
 
 
+def _corpus_named(kind: Any) -> str:
+    if kind in CORPUS_NAMES:
+        return f"a {CORPUS_NAMES[kind]} corpus"
+    return f"a corpus of kind {kind!r}" if isinstance(kind, str) else "a manifest that names no kind"
+
+
+class CorpusKindError(ValueError):
+    """A prepared folder of another kind than the one asked for; the caller names the option that gave it."""
+
+    def __init__(self, folder: Path, expected: str, found: Any) -> None:
+        super().__init__(f"{folder}: expected {_corpus_named(expected)}, got {_corpus_named(found)}")
+
+
 def read_corpus_manifest(
     folder: Path, kind: str, format_version: int, fields: dict[str, Check] | None = None
 ) -> dict[str, Any]:
     """The manifest of a prepared corpus of ``kind``, every field checked (the kind's ``fields`` too).
 
-    A FileNotFoundError when ``folder`` is no folder; a ValueError names the file and the field
-    that is not as written, or a file of the folder whose size is not the one recorded.
+    A FileNotFoundError when ``folder`` is no folder; a CorpusKindError when it holds another
+    kind; a ValueError names the file and the field that is not as written, or a file of the
+    folder whose size is not the one recorded.
     """
     if not folder.is_dir():
         raise FileNotFoundError(f"prepared corpus: expected a folder written by 'prepare', got {str(folder)!r}")
     path = folder / MANIFEST_FILE
-    manifest = read_versioned_json(path, format_version)
+    manifest = read_versioned_json(path, None)
+    # The kind before the version: preparing again cannot turn a corpus of another kind into this one.
+    if isinstance(manifest.get("kind"), str) and manifest["kind"] != kind:
+        raise CorpusKindError(folder, kind, manifest["kind"])
+    check_format_version(path, manifest, format_version)
     if manifest.get("kind") != kind:
-        raise ValueError(f"{path}: expected a prepared corpus of kind {kind!r}, got kind {manifest.get('kind')!r}")
+        raise CorpusKindError(folder, kind, manifest.get("kind"))
     check_manifest(path, manifest, fields or {})
     check_file_sizes(folder, manifest)
     return manifest
 
 
-def verify_prepared(folder: str | os.PathLike[str]) -> dict[str, int]:
+def verify_prepared(folder: str | os.PathLike[str], kind: str | None = None) -> dict[str, int]:
     """Read every file of a prepared folder and compare its sha256 with the manifest's; the files and bytes read.
 
-    A ValueError names the first file that differs (a damage that kept its size), or a
-    manifest without checksums (from an earlier version: prepare it again).
+    A CorpusKindError when ``kind`` is given and the folder holds another; a ValueError names
+    the first file that differs (a damage that kept its size), or a manifest without
+    checksums (from an earlier version: prepare it again).
     """
     folder = Path(folder)
     path = folder / MANIFEST_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{folder}: expected a folder written by 'prepare', got no {MANIFEST_FILE} in it")
     manifest = read_versioned_json(path, None)
+    if kind is not None and manifest.get("kind") != kind:
+        raise CorpusKindError(folder, kind, manifest.get("kind"))
     check_manifest(path, manifest, {})
     return verify_files(folder, path, manifest)
 

@@ -175,12 +175,19 @@ def read_versioned_json(path: Path, format_version: int | None) -> dict[str, Any
         content = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{path}: expected JSON, got unreadable content ({error})") from None
+    check_format_version(path, content, None)
+    if format_version is not None:
+        check_format_version(path, content, format_version)
+    return content
+
+
+def check_format_version(path: Path, content: Any, format_version: int | None) -> None:
+    """Refuse ``content`` read from ``path`` unless it is a dict of ``format_version`` (None: of any int version)."""
     version = content.get("format_version") if isinstance(content, dict) else None
     if type(version) is not int or (format_version is not None and version != format_version):
         found = version if isinstance(content, dict) else type(content).__name__
         expected = "an int format_version" if format_version is None else f"format_version {format_version}"
         raise ValueError(f"{path}: expected {expected}, got {found!r}; prepare the corpus again")
-    return content
 
 
 def read_store_layout(folder: Path) -> dict[str, Any]:

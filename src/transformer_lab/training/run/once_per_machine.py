@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from transformer_lab.data.prepared_cache import CorpusKind, Prepared, cached_folder
+from transformer_lab.data.prepared_cache import CorpusKind, CorpusKindError, Prepared, cached_folder
 from transformer_lab.training.distributed import launch_from_environment
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,11 @@ def prepared_corpus(
     the others open it once it is ready. Which folder was used, and its report, is logged.
     """
     if prepared_dir:
-        prepared = kind.check_prepared(kind.open(Path(prepared_dir)))
+        try:
+            opened = kind.open(Path(prepared_dir))
+        except CorpusKindError as error:
+            raise ValueError(f"--prepared {error}") from None  # `train --prepared`, or data.prepared_dir
+        prepared = kind.check_prepared(opened)
     else:
         folder = kind.cache_folder(cache_dir)
         prepared = once_per_machine(
