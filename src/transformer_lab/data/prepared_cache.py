@@ -21,7 +21,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -42,6 +42,9 @@ CACHE_ENVIRONMENT_VARIABLE = "TRANSFORMER_LAB_CACHE"
 CORPUS_NAMES = {"pairs": "translation (pairs)", "couplets": "couplet", "labelled": "classification (labelled)"}
 # The kind of corpus each task trains from, by task name.
 TASK_CORPUS_KINDS = {"translation": "pairs", "couplet": "couplets", "classification": "labelled"}
+# Data settings naming files to read: a prepared run reads its folder, so they are compared, never recorded.
+FILE_LIST_SETTINGS = ("train_files", "valid_files")
+IDENTITIES = ("vocabulary", "tokenizer")  # CorpusIdentity.what: the description's record of where the ids came from
 
 
 def default_cache_root() -> Path:
@@ -60,6 +63,96 @@ def corpus_description(config: Any, unused: Sequence[str], inputs: Iterable[Path
     """
     settings = {key: value for key, value in dataclasses.asdict(config).items() if key not in unused}
     return json.loads(json.dumps({**settings, "inputs": [str(path.resolve()) for path in inputs]}))
+
+
+def described_settings(description: dict[str, Any], unfixed: Sequence[str] = ()) -> dict[str, Any]:
+    """The data settings a corpus described by :func:`corpus_description` was made with, by data config field.
+
+    All its fields but the input files, where its ids came from and ``unfixed`` (those a
+    run from the prepared folder still uses, such as a seed that also shuffles the batches).
+    """
+    return {key: value for key, value in description.items() if key not in ("inputs", *IDENTITIES, *unfixed)}
+
+
+def _as_json(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+def _comparable(name: str, value: Any) -> Any:
+    value = _as_json(value)
+    if name in FILE_LIST_SETTINGS and isinstance(value, list):
+        return [str(Path(str(path)).resolve()) for path in value]  # the same files, however they were typed
+    return value
+
+
+def _setting_shown(value: Any) -> str:
+    value = _as_json(value)
+    return repr(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def check_prepared_settings(
+    folder: Path, fixed: Mapping[str, Any], data_config: Any, given: Callable[[str], bool]
+) -> None:
+    """Refuse a data setting that the corpus in ``folder`` fixes and that ``data_config`` gives with another value.
+
+    ``fixed`` holds the corpus's own values by field; ``given(field)`` says whether the run
+    set the field (a preset's default is no choice). Such a setting would be recorded and
+    not used: the ids, the tokenizer and the split are the folder's.
+    """
+    for name, own in fixed.items():
+        if not hasattr(data_config, name) or not given(name):
+            continue
+        value = getattr(data_config, name)
+        if _comparable(name, value) != _comparable(name, own):
+            raise ValueError(
+                f"data.{name}: expected the prepared corpus {folder}'s own value ({_setting_shown(own)}) or none, "
+                f"got {_setting_shown(value)}; prepare the corpus again to change it"
+            )
+
+
+def differs_from_default(data_config: Any) -> Callable[[str], bool]:
+    """Whether a field of the dataclass ``data_config`` holds another value than its default.
+
+    What a caller that has only the config (not where each value came from) takes as given:
+    a field left at its default was not chosen. A preset's own value (``--preset base``'s
+    37,000 BPE entries) counts as chosen.
+    """
+    defaults: dict[str, Any] = {}
+    for field in dataclasses.fields(data_config):
+        if field.default is not dataclasses.MISSING:
+            defaults[field.name] = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            defaults[field.name] = field.default_factory()
+    return lambda name: name not in defaults or _as_json(getattr(data_config, name)) != _as_json(defaults[name])
+
+
+DataConfig = TypeVar("DataConfig")
+
+
+def corpus_data_config(data_config: DataConfig, fixed: Mapping[str, Any]) -> DataConfig:
+    """``data_config`` with the values the prepared corpus was made with (``fixed``), as a checkpoint records them.
+
+    The file lists stay as given: a run from a prepared folder reads the folder, not them.
+    """
+    changes = {
+        name: tuple(value) if isinstance(getattr(data_config, name), tuple) and isinstance(value, list) else value
+        for name, value in fixed.items()
+        if name not in FILE_LIST_SETTINGS and hasattr(data_config, name)
+    }
+    return dataclasses.replace(data_config, **changes)  # type: ignore[type-var]
+
+
+def fixed_settings_of(
+    folder: Path, manifest: dict[str, Any], settings: Callable[[dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any]:
+    """``settings`` of the manifest's description; a description without them is a ValueError naming the file."""
+    try:
+        return settings(manifest["description"])
+    except (KeyError, TypeError, IndexError):
+        raise ValueError(
+            f"{folder / MANIFEST_FILE}: description: expected the settings the corpus was made with, "
+            f"got {manifest['description']!r:.200}; prepare the corpus again"
+        ) from None
 
 
 class InputChangedError(ValueError):
@@ -402,6 +495,10 @@ class CorpusKind(Generic[Prepared]):
     refusal: Callable[[dict[str, Any]], str | None] = lambda manifest: None
     # Description fields whose change replaces the cache entry instead of keying another (a BPE's settings).
     unkeyed: tuple[str, ...] = ()
+    # The data settings a prepared corpus was made with, by field, read from its manifest's description.
+    fixed_settings: Callable[[dict[str, Any]], dict[str, Any]] = lambda description: {}
+    # The run's data config (a dataclass): a prepared folder is refused when it sets one of those otherwise.
+    data_config: Any = None
 
     @cached_property
     def description(self) -> dict[str, Any]:
@@ -427,7 +524,14 @@ class CorpusKind(Generic[Prepared]):
         return self.open(write_folder(out_dir, self.write_described))
 
     def check_prepared(self, prepared: Prepared) -> Prepared:
-        """``prepared`` (``data.prepared_dir``); a ValueError when its inputs changed or it cannot serve this run."""
+        """``prepared`` (``data.prepared_dir``); a ValueError when its inputs changed or it cannot serve this run.
+
+        A data setting that the corpus fixes is refused when the run's data config holds
+        another value than its default (only the command line knows what was typed).
+        """
+        if self.data_config is not None:
+            fixed = fixed_settings_of(prepared.folder, prepared.manifest, self.fixed_settings)
+            check_prepared_settings(prepared.folder, fixed, self.data_config, differs_from_default(self.data_config))
         self.identity.check_prepared(prepared.folder, prepared.manifest)
         refused = self.refusal(prepared.manifest)
         if refused:

@@ -46,6 +46,7 @@ from transformer_lab.data.pair_stream import count_pairs
 from transformer_lab.data.prepared_cache import (
     VALIDATION_FILE,
     InputWatch,
+    described_settings,
     read_corpus_manifest,
     read_pairs_jsonl,
     write_corpus_manifest,
@@ -250,6 +251,11 @@ def write_prepared_couplets(
         vocabulary_sha256=vocabulary_sha256(vocabulary),
         report=report,
     )
+
+
+def couplet_settings(description: dict[str, Any]) -> dict[str, Any]:
+    """The couplet data settings a corpus was made with, by field; not the seed, which also shuffles the batches."""
+    return described_settings(description, unfixed=("seed",))
 
 
 def read_couplets_manifest(folder: Path) -> dict[str, Any]:

@@ -47,7 +47,13 @@ from transformer_lab.data.labelled_text import (
     stream_labelled_text,
 )
 from transformer_lab.data.manifest_checks import SHA256, STRINGS, report_holding
-from transformer_lab.data.prepared_cache import VALIDATION_FILE, InputWatch, read_corpus_manifest, write_corpus_manifest
+from transformer_lab.data.prepared_cache import (
+    VALIDATION_FILE,
+    InputWatch,
+    described_settings,
+    read_corpus_manifest,
+    write_corpus_manifest,
+)
 from transformer_lab.data.splits import stratified_held_out
 from transformer_lab.data.subword import SubwordTokenizer
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
@@ -352,6 +358,11 @@ def write_prepared_labelled(
         class_names=list(scanned.class_names),
         report=report,
     )
+
+
+def labelled_settings(description: dict[str, Any]) -> dict[str, Any]:
+    """The classification data settings a corpus was made with, by field (its batches' seed is not described)."""
+    return described_settings(description)
 
 
 def read_labelled_manifest(folder: Path) -> dict[str, Any]:

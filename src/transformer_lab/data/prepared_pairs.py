@@ -162,18 +162,43 @@ def _description(spec: PairCorpusSpec, bpe: BpeSettings) -> dict[str, Any]:
     return {**spec.describe(), "bpe": dataclasses.asdict(bpe)}
 
 
+def pair_settings(description: dict[str, Any]) -> dict[str, Any]:
+    """The translation data settings a pairs corpus was made with, by field, from its manifest's description.
+
+    Not the seed (it also shuffles the batches) nor num_validation (it still cuts the
+    folder's validation pairs): a run from the folder uses those.
+    """
+    train, valid, bpe = description["train"], description["valid"], description["bpe"]
+    return {
+        "file_format": train["form"],
+        "source_language": train["languages"][0],
+        "target_language": train["languages"][1],
+        "valid_files": [] if valid is None else valid["paths"],
+        "num_carved_validation": description["num_carved_validation"],
+        "num_train": description["num_train"],
+        "vocab_size": bpe["vocab_size"],
+        "target_vocab_size": bpe["target_vocab_size"],
+        "separate_vocabularies": bpe["separate_vocabularies"],
+        "lowercase": bpe["lowercase"],
+        "min_frequency": bpe["min_frequency"],
+        "tokenizer_sample": bpe["sample"],
+    }
+
+
 def pairs_kind(
     spec: PairCorpusSpec | None,
     tokenizers: TokenizerPair | None = None,
     bpe: BpeSettings = BpeSettings(),
     *,
     progress: bool = True,
+    data_config: Any = None,
 ) -> CorpusKind[PreparedPairs]:
     """The prepared corpus of ``spec`` (None: only a folder prepared before, opened as it is); see the module docstring.
 
     ``tokenizers`` given: the ids are theirs; None: a BPE is learned by ``bpe`` from a
     seeded sample of the training pairs. The cache keeps one entry per files and split,
-    whatever the BPE settings (other settings replace it).
+    whatever the BPE settings (other settings replace it). ``data_config``: the run's
+    translation data config, whose settings a prepared folder fixes (see `pair_settings`).
     """
 
     def files() -> PairCorpusSpec:
@@ -189,8 +214,10 @@ def pairs_kind(
         lambda: _description(files(), bpe),
         lambda folder, description: _write_prepared(files(), folder, tokenizers, bpe, description, progress),
         open_prepared_pairs,
-        _read_manifest,
+        read_pairs_manifest,
         unkeyed=("bpe",),
+        fixed_settings=pair_settings,
+        data_config=data_config,
     )
 
 
@@ -390,7 +417,8 @@ _MANIFEST_FIELDS = {
 }
 
 
-def _read_manifest(folder: Path) -> dict[str, Any]:
+def read_pairs_manifest(folder: Path) -> dict[str, Any]:
+    """The manifest of a prepared pairs folder, every field checked; a ValueError naming the file if it is not one."""
     return read_corpus_manifest(folder, PAIRS_KIND, PREPARED_FORMAT_VERSION, _MANIFEST_FIELDS)
 
 
@@ -406,7 +434,7 @@ def read_prepared_tokenizers(folder: Path) -> TokenizerPair:
 def open_prepared_pairs(folder: str | os.PathLike[str]) -> PreparedPairs:
     """Open a folder prepared by `pairs_kind` (the ids mapped, nothing loaded but the validation pairs)."""
     folder = Path(folder)
-    manifest = _read_manifest(folder)
+    manifest = read_pairs_manifest(folder)
     tokenizers = read_prepared_tokenizers(folder)
     if tokenizer_sha256(tokenizers) != manifest.get("tokenizer_sha256"):
         raise ValueError(f"{folder}: the tokenizer files differ from those the ids were made with; prepare it again")

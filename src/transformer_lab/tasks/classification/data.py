@@ -30,6 +30,7 @@ from transformer_lab.data.prepared_labelled import (
     LabelledRow,
     PreparedLabelled,
     labelled_report,
+    labelled_settings,
     open_prepared_labelled,
     read_labelled_manifest,
     tokenizer_sha256,
@@ -254,6 +255,8 @@ def corpus_kind(
         open_prepared_labelled,
         read_labelled_manifest,
         refusal,
+        fixed_settings=labelled_settings,
+        data_config=config,
     )
 
 

@@ -27,6 +27,7 @@ from transformer_lab.data.prepared_couplets import (
     COUPLETS_KIND,
     CoupletCorpusSpec,
     PreparedCouplets,
+    couplet_settings,
     open_prepared_couplets,
     read_couplets_manifest,
     vocabulary_sha256,
@@ -125,6 +126,8 @@ def corpus_kind(config: CoupletDataConfig, vocabulary: Vocabulary | None = None)
         write,
         open_prepared_couplets,
         read_couplets_manifest,
+        fixed_settings=couplet_settings,
+        data_config=config,
     )
 
 

@@ -163,7 +163,7 @@ def corpus_kind(
     tokenizer file(s), else a BPE learned from the training pairs.
     """
     if not config.train_files:
-        return pairs_kind(None, tokenizers)
+        return pairs_kind(None, tokenizers, data_config=config)
     given = tokenizers if tokenizers is not None else given_tokenizers(config)
     return pairs_kind(pair_corpus_spec(config), given, bpe_settings(config), progress=progress)
 

@@ -1,0 +1,114 @@
+"""A data setting that a prepared folder fixes is the folder's: another value is refused, naming the key and both
+values, before training; one left to the preset takes the corpus's value; the batching stays free."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from tests.tasks.couplet_fixture import made_up_couplets
+from tests.tasks.test_labelled_classification import write_topic_csv
+from transformer_lab.cli import main
+from transformer_lab.data.prepared_settings import with_prepared_settings
+from transformer_lab.tasks.classification import train as classification_train
+from transformer_lab.tasks.couplet import train as couplet_train
+from transformer_lab.tasks.translation import train as translation_train
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One prepared folder per task, each made with some data settings other than the preset's."""
+    root = tmp_path_factory.mktemp("settings")
+    source, target = root / "corpus.de", root / "corpus.en"
+    source.write_text("".join(f"wort{n % 17} wort{n % 5}\n" for n in range(80)), encoding="utf-8")
+    target.write_text("".join(f"word{n % 17} word{n % 5}\n" for n in range(80)), encoding="utf-8")
+    pairs = root / "de-en"
+    settings = [
+        *("--set", "data.vocab_size=300", "--set", "data.min_frequency=1"),
+        *("--set", "data.num_carved_validation=6"),
+    ]
+    assert main(["prepare", "translation", "--train", str(source), str(target), "--out", str(pairs), *settings]) == 0
+    upper, lower = root / "upper.txt", root / "lower.txt"
+    couplets = made_up_couplets(60, seed=5)
+    upper.write_text("".join(first + "\n" for first, _ in couplets), encoding="utf-8")
+    lower.write_text("".join(second + "\n" for _, second in couplets), encoding="utf-8")
+    couplet = root / "couplets"
+    arguments = ["prepare", "couplet", "--train", str(upper), str(lower), "--out", str(couplet)]
+    assert main([*arguments, "--set", "data.num_validation=6", "--set", "data.max_length=30"]) == 0
+    news = write_topic_csv(root / "train.csv", per_class=10, seed=0)
+    labelled = root / "labelled"
+    settings = ["--set", "data.text_fields=title,body", "--set", "data.vocab_size=300"]
+    assert main(["prepare", "classification", "--train", str(news), "--out", str(labelled), *settings]) == 0
+    return {"translation": pairs, "couplet": couplet, "classification": labelled}
+
+
+def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "Traceback" not in error, error
+    return error
+
+
+@pytest.mark.parametrize(
+    ("task", "options", "key", "own", "given"),
+    [
+        ("translation", ["--set", "data.vocab_size=500"], "vocab_size", "300", "500"),
+        ("translation", ["--set", "data.lowercase=true"], "lowercase", "false", "true"),
+        ("translation", ["--source-language", "fr"], "source_language", "'de'", "'fr'"),
+        ("couplet", ["--set", "data.max_length=40"], "max_length", "30", "40"),
+        ("couplet", ["--set", "data.add_reversed_pairs=true"], "add_reversed_pairs", "false", "true"),
+        ("classification", ["--set", "data.vocab_size=400"], "vocab_size", "300", "400"),
+        ("classification", ["--set", "data.label_field=topic"], "label_field", "'label'", "'topic'"),
+    ],
+)
+def test_a_setting_the_prepared_folder_fixes_is_refused_when_it_differs(
+    corpora: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    task: str,
+    options: list[str],
+    key: str,
+    own: str,
+    given: str,
+) -> None:
+    capsys.readouterr()
+    folder = corpora[task]
+    out = tmp_path / "run"
+    run = ["train", task, "--prepared", str(folder), "--out", str(out), "--set", "train.max_steps=1"]
+    assert main([*run, *options]) == 2
+    assert _one_line(capsys).endswith(
+        f"data.{key}: expected the prepared corpus {folder}'s own value ({own}) or none, got {given}; "
+        "prepare the corpus again to change it"
+    )
+    assert not (out / "last").exists()  # refused before training
+
+
+def test_the_run_config_takes_the_corpus_values_and_refuses_a_typed_one_that_differs(
+    corpora: dict[str, Path],
+) -> None:
+    folder = corpora["translation"]
+    config = translation_train.default_config()
+    config.data = dataclasses.replace(config.data, prepared_dir=str(folder), max_tokens=512, source_language="fr")
+    # Left to the preset (not among the changed keys): the corpus's values, what config.json records.
+    settled = with_prepared_settings("translation", config, {"data.prepared_dir", "data.max_tokens"})
+    assert (settled.data.vocab_size, settled.data.min_frequency, settled.data.source_language) == (300, 1, "de")
+    assert settled.data.num_carved_validation == 6 and settled.data.max_tokens == 512  # the batching stays free
+    # Typed, even where it equals the preset's default: refused.
+    config.data = dataclasses.replace(config.data, source_language="de")
+    with pytest.raises(ValueError, match=r"^data\.vocab_size: expected the prepared corpus .*'s own value \(300\)"):
+        with_prepared_settings("translation", config, {"data.prepared_dir", "data.vocab_size"})
+
+    couplet = couplet_train.default_config()
+    couplet.data = dataclasses.replace(couplet.data, prepared_dir=str(corpora["couplet"]), seed=7)
+    settled_couplet = with_prepared_settings("couplet", couplet, {"data.prepared_dir", "data.seed"})
+    assert (settled_couplet.data.max_length, settled_couplet.data.num_validation, settled_couplet.data.seed) == (
+        30,
+        6,
+        7,
+    )
+    news = classification_train.default_config()
+    news.data = dataclasses.replace(news.data, prepared_dir=str(corpora["classification"]))
+    settled_news = with_prepared_settings("classification", news, {"data.prepared_dir"})
+    assert (settled_news.data.vocab_size, settled_news.data.text_fields) == (300, ("title", "body"))
+    assert settled_news.data.train_files == ()  # a prepared run reads its folder, not the files
