@@ -714,7 +714,7 @@ CLI_CASES = [
     CliCase(
         "train: --set without '='",
         lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--set", "model.d_model"],
-        r"overrides: expected 'key=value', got 'model\.d_model'$",
+        r"error: --set: expected 'key=value', got 'model\.d_model'$",
     ),
     CliCase(
         "train: --resume without a run",

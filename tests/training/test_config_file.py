@@ -53,7 +53,12 @@ def test_train_applies_the_files_in_order_then_set_wins(tmp_path: Path) -> None:
         ("model:\n  d_model: sixty\n", r"run.yaml: model\.d_model: expected an int"),
         ("model: [1, 2\n", r"run.yaml: line \d+: expected YAML, got an error"),
         ("- model\n", r"run.yaml: expected sections of keys"),
-        ("model: 3\n", r"run.yaml: model: expected a mapping"),
+        ("model: 3\n", r"run.yaml: model: expected a mapping of its keys \(such as .*\), got 3$"),
+        ("train:\n", r"run.yaml: train: expected a mapping of its keys \(such as seed, .*\), got nothing$"),
+        (
+            b"train:\n  max_steps: caf\xe9\n",
+            r"run.yaml: line 2: expected UTF-8 text, got invalid byte\(s\) b'\\xe9' at byte column 17$",
+        ),
         # PyYAML keeps the last of a repeated key: the first would be dropped without a word.
         (
             "train:\n  max_steps: 2\ntrain:\n  epochs: 1\n",
@@ -63,9 +68,10 @@ def test_train_applies_the_files_in_order_then_set_wins(tmp_path: Path) -> None:
     ],
 )
 def test_a_bad_config_file_is_one_line_naming_the_file_and_the_key(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | bytes, message: str
 ) -> None:
-    (tmp_path / "run.yaml").write_text(text, encoding="utf-8")
+    path = tmp_path / "run.yaml"
+    path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text, encoding="utf-8")
     code = main(["train", "copy", "--out", str(tmp_path / "out"), "--config", str(tmp_path / "run.yaml")])
     error = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in error, error

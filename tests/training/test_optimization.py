@@ -161,7 +161,7 @@ def test_planned_optimizer_steps():
     assert planned_optimizer_steps(config(epochs=4, max_steps=9, cooldown_steps=2), stream) == 9
     with pytest.raises(ValueError, match="cooldown_steps: needs the run's length"):
         planned_optimizer_steps(config(epochs=4, max_steps=0, cooldown_steps=2), stream)
-    with pytest.raises(ValueError, match="cooldown_steps: expected at most the run's 3 optimizer steps, got 4"):
+    with pytest.raises(ValueError, match="train.cooldown_steps: expected at most the run's 3 optimizer steps, got 4"):
         planned_optimizer_steps(config(epochs=1, max_steps=0, grad_accum_steps=2, cooldown_steps=4), batches)
 
 

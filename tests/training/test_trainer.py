@@ -374,7 +374,7 @@ def test_cooldown_ends_the_run_with_small_steps(tmp_path):
 def test_cooldown_longer_than_the_run_and_bad_device_are_errors(tmp_path):
     with pytest.raises(ValueError, match="cooldown_steps.*15"):
         Trainer(TinyModel(), config(cooldown_steps=16), tmp_path, loss_fn, epoch_batches, d_model=D_MODEL)
-    with pytest.raises(ValueError, match="cooldown_steps: expected at most the run's 3 optimizer steps, got 4"):
+    with pytest.raises(ValueError, match="train.cooldown_steps: expected at most the run's 3 optimizer steps, got 4"):
         Trainer(
             TinyModel(),
             config(epochs=0, max_steps=3, cooldown_steps=4),

@@ -169,7 +169,13 @@ def read_bounded_text(path: Path, max_bytes: int, what: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: expected UTF-8 text, got invalid bytes ({error.reason})") from None
+        # Where, as every other text file's bad bytes are named: the line and the byte column in it.
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        bad = data[error.start : error.end]
+        raise ValueError(
+            f"{path}: line {line}: expected UTF-8 text, got invalid byte(s) {bad!r} at byte column {column}"
+        ) from None
 
 
 def load_bounded_yaml_text(text: str, where: str) -> Any:

@@ -147,7 +147,9 @@ def _unknown_key(cls: type, name: Any, prefix: str) -> str:
 def _from_mapping(cls: type, data: Any, prefix: str) -> Any:
     where = prefix.rstrip(".") or "config"
     if not isinstance(data, Mapping):
-        raise ValueError(f"{where}: expected a mapping for {cls.__name__}, got {type(data).__name__}")
+        keys = ", ".join(list(_field_types(cls))[:3])
+        given = "nothing" if data is None else shown(data)
+        raise ValueError(f"{where}: expected a mapping of its keys (such as {keys}), got {given}")
     hints = _field_types(cls)
     unknown = [key for key in data if key not in hints]
     if unknown:
@@ -320,8 +322,9 @@ def settings_of(config: Any, origin: str = PRESET) -> list[Setting]:
 def override_settings(overrides: Iterable[str], origin: str = "--set") -> list[Setting]:
     """``key=value`` texts (``--set``) as settings whose text the field's type parses."""
     if isinstance(overrides, str):
-        raise ValueError(f"overrides: expected a list of 'key=value' strings, got the single string {shown(overrides)}")
-    return [Setting(".".join(path), text, origin, text=True) for path, text in map(parse_override, overrides)]
+        raise ValueError(f"{origin}: expected a list of 'key=value' strings, got the single string {shown(overrides)}")
+    parsed = (parse_override(override, origin) for override in overrides)
+    return [Setting(".".join(path), text, origin, text=True) for path, text in parsed]
 
 
 def merge_settings(cls: type[ConfigType], settings: Iterable[Setting]) -> tuple[ConfigType, dict[str, Setting]]:
@@ -391,21 +394,21 @@ def apply_overrides(config: ConfigType, overrides: Iterable[str]) -> ConfigType:
     """
     if not _is_dataclass_type(type(config)):
         raise ValueError(f"config: expected a dataclass instance, got {type(config).__name__}")
-    return merge_settings(type(config), [*settings_of(config), *override_settings(overrides)])[0]
+    return merge_settings(type(config), [*settings_of(config), *override_settings(overrides, "overrides")])[0]
 
 
-def parse_override(override: str) -> tuple[tuple[str, ...], str]:
+def parse_override(override: str, origin: str = "overrides") -> tuple[tuple[str, ...], str]:
     """The dotted key of one ``key=value`` override, as its parts, and the value text.
 
     Spaces around the key are dropped (``"model.d_model = 64"`` is ``("model", "d_model")``
     and ``" 64"``, whose number parses); the value text is kept as given, since a str field
-    takes it whole.
+    takes it whole. ``origin`` names the overrides in errors (``"--set"`` on the command line).
     """
     if not isinstance(override, str) or "=" not in override:
-        raise ValueError(f"overrides: expected 'key=value', got {shown(override)}")
+        raise ValueError(f"{origin}: expected 'key=value', got {shown(override)}")
     key, text = override.split("=", 1)
     key = key.strip()
     path = tuple(key.split("."))
     if not key or any(not part for part in path):
-        raise ValueError(f"overrides: expected a dotted key before '=', got {shown(override)}")
+        raise ValueError(f"{origin}: expected a dotted key before '=', got {shown(override)}")
     return path, text

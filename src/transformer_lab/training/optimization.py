@@ -103,7 +103,7 @@ def _checked_length(config: TrainConfig, steps_by_epochs: int, cooldown_steps: i
     planned = min(limits) if limits else 0
     if planned < cooldown_steps:
         raise ValueError(
-            f"cooldown_steps: expected at most the run's {planned} optimizer steps, got "
+            f"train.cooldown_steps: expected at most the run's {planned} optimizer steps, got "
             f"{cooldown_steps} (lower it, or 0 for no cool-down)"
         )
     return planned
