@@ -13,7 +13,7 @@ from transformer_lab.cli import main
 
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A translation (pairs) corpus and a couplet corpus, each prepared once; and the pair files."""
+    """A parallel text (pairs) corpus and a couplets corpus, each prepared once; and the pair files."""
     root = tmp_path_factory.mktemp("kinds")
     source, target = root / "corpus.de", root / "corpus.en"
     source.write_text("".join(f"wort{n % 17} wort{n % 5}\n" for n in range(80)), encoding="utf-8")
@@ -40,9 +40,9 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
 @pytest.mark.parametrize(
     ("task", "folder", "message"),
     [
-        ("couplet", "pairs", "expected a couplet corpus, got a translation (pairs) corpus"),
-        ("translation", "couplets", "expected a translation (pairs) corpus, got a couplet corpus"),
-        ("classification", "pairs", "expected a classification (labelled) corpus, got a translation (pairs) corpus"),
+        ("couplet", "pairs", "expected a couplets corpus, got a parallel text (pairs) corpus"),
+        ("translation", "couplets", "expected a parallel text (pairs) corpus, got a couplets corpus"),
+        ("classification", "pairs", "expected a labelled text corpus, got a parallel text (pairs) corpus"),
     ],
 )
 def test_training_from_a_folder_of_another_kind_names_both_kinds_not_a_version(
@@ -62,7 +62,7 @@ def test_training_from_a_folder_of_another_kind_names_both_kinds_not_a_version(
 def test_verify_refuses_a_folder_of_another_kind(corpora: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main(["prepare", "couplet", "--verify", str(corpora["pairs"])]) == 2
-    expected = f"--verify {corpora['pairs']}: expected a couplet corpus, got a translation (pairs) corpus"
+    expected = f"--verify {corpora['pairs']}: expected a couplets corpus, got a parallel text (pairs) corpus"
     assert _one_line(capsys).endswith(expected)
     assert main(["prepare", "translation", "--verify", str(corpora["pairs"])]) == 0
 

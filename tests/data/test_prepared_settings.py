@@ -4,6 +4,7 @@ values, before training; one left to the preset takes the corpus's value; the ba
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from transformer_lab.cli import main
 from transformer_lab.data.prepared_settings import with_prepared_settings
 from transformer_lab.tasks.classification import train as classification_train
 from transformer_lab.tasks.couplet import train as couplet_train
+from transformer_lab.tasks.registry import TASKS
 from transformer_lab.tasks.translation import train as translation_train
 
 
@@ -54,6 +56,8 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
     ("task", "options", "key", "own", "given"),
     [
         ("translation", ["--set", "data.vocab_size=500"], "vocab_size", "300", "500"),
+        # Typed, though it is the preset's own value: the folder's 300 is what the run trains with.
+        ("translation", ["--set", "data.vocab_size=8000"], "vocab_size", "300", "8000"),
         ("translation", ["--set", "data.lowercase=true"], "lowercase", "false", "true"),
         ("translation", ["--source-language", "fr"], "source_language", "'de'", "'fr'"),
         ("couplet", ["--set", "data.max_length=40"], "max_length", "30", "40"),
@@ -91,17 +95,17 @@ def test_the_run_config_takes_the_corpus_values_and_refuses_a_typed_one_that_dif
     config = translation_train.default_config()
     config.data = dataclasses.replace(config.data, prepared_dir=str(folder), max_tokens=512, source_language="fr")
     # Left to the preset (not among the changed keys): the corpus's values, what config.json records.
-    settled = with_prepared_settings("translation", config, {"data.prepared_dir", "data.max_tokens"})
+    settled = with_prepared_settings(TASKS["translation"].corpus_kind, config, {"data.prepared_dir", "data.max_tokens"})
     assert (settled.data.vocab_size, settled.data.min_frequency, settled.data.source_language) == (300, 1, "de")
     assert settled.data.num_carved_validation == 6 and settled.data.max_tokens == 512  # the batching stays free
     # Typed, even where it equals the preset's default: refused.
     config.data = dataclasses.replace(config.data, source_language="de")
     with pytest.raises(ValueError, match=r"^data\.vocab_size: expected the prepared corpus .*'s own value \(300\)"):
-        with_prepared_settings("translation", config, {"data.prepared_dir", "data.vocab_size"})
+        with_prepared_settings(TASKS["translation"].corpus_kind, config, {"data.prepared_dir", "data.vocab_size"})
 
     couplet = couplet_train.default_config()
     couplet.data = dataclasses.replace(couplet.data, prepared_dir=str(corpora["couplet"]), seed=7)
-    settled_couplet = with_prepared_settings("couplet", couplet, {"data.prepared_dir", "data.seed"})
+    settled_couplet = with_prepared_settings(TASKS["couplet"].corpus_kind, couplet, {"data.prepared_dir", "data.seed"})
     assert (settled_couplet.data.max_length, settled_couplet.data.num_validation, settled_couplet.data.seed) == (
         30,
         6,
@@ -109,6 +113,16 @@ def test_the_run_config_takes_the_corpus_values_and_refuses_a_typed_one_that_dif
     )
     news = classification_train.default_config()
     news.data = dataclasses.replace(news.data, prepared_dir=str(corpora["classification"]))
-    settled_news = with_prepared_settings("classification", news, {"data.prepared_dir"})
+    settled_news = with_prepared_settings(TASKS["classification"].corpus_kind, news, {"data.prepared_dir"})
     assert (settled_news.data.vocab_size, settled_news.data.text_fields) == (300, ("title", "body"))
     assert settled_news.data.train_files == ()  # a prepared run reads its folder, not the files
+
+
+def test_a_run_from_a_prepared_folder_records_the_corpus_settings(corpora: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    tiny = ["--set", "model.d_model=16", "--set", "model.nhead=2", "--set", "model.dim_feedforward=32"]
+    run = ["train", "translation", "--prepared", str(corpora["translation"]), "--out", str(out)]
+    assert main([*run, *tiny, "--set", "train.max_steps=1", "--set", "train.progress_bar=false"]) == 0
+    saved = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
+    # The folder was prepared with a BPE of 300 and min_frequency 1: config.json says so, not the preset's 8000 / 2.
+    assert (saved["data"]["vocab_size"], saved["data"]["min_frequency"]) == (300, 1)

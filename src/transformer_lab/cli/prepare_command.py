@@ -19,7 +19,7 @@ from pathlib import Path
 
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
 from transformer_lab.cli.train_command import DATA_OPTIONS, option_settings
-from transformer_lab.data.prepared_cache import TASK_CORPUS_KINDS, CorpusKindError, verify_prepared
+from transformer_lab.data.prepared_cache import CorpusKindError, verify_prepared
 from transformer_lab.tasks.registry import TASKS, task_named
 
 # What --verify does not use (it checks a folder as it is): every option that says how to prepare one.
@@ -102,7 +102,7 @@ def _verify(task_name: str, arguments: argparse.Namespace) -> int:
             f"as it is), got {', '.join(given)} too"
         )
     try:
-        checked = verify_prepared(arguments.verify, TASK_CORPUS_KINDS.get(task_name))
+        checked = verify_prepared(arguments.verify, task_named(task_name).corpus_kind)
     except CorpusKindError as error:
         raise ValueError(f"--verify {error}") from None
     print(json.dumps({"verified": str(arguments.verify), **checked}))

@@ -38,10 +38,8 @@ logger = logging.getLogger(__name__)
 MANIFEST_FILE = "manifest.json"
 VALIDATION_FILE = "validation.jsonl"  # the held-out pairs, as text: they are decoded against
 CACHE_ENVIRONMENT_VARIABLE = "TRANSFORMER_LAB_CACHE"
-# What each kind of corpus is called in messages: the task that trains from it, and its kind.
-CORPUS_NAMES = {"pairs": "translation (pairs)", "couplets": "couplet", "labelled": "classification (labelled)"}
-# The kind of corpus each task trains from, by task name.
-TASK_CORPUS_KINDS = {"translation": "pairs", "couplet": "couplets", "classification": "labelled"}
+# What each kind of corpus is called in messages.
+CORPUS_NAMES = {"pairs": "parallel text (pairs)", "couplets": "couplets", "labelled": "labelled text"}
 # Data settings naming files to read: a prepared run reads its folder, so they are compared, never recorded.
 FILE_LIST_SETTINGS = ("train_files", "valid_files")
 IDENTITIES = ("vocabulary", "tokenizer")  # CorpusIdentity.what: the description's record of where the ids came from

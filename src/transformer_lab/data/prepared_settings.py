@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from transformer_lab.data.prepared_cache import (
-    TASK_CORPUS_KINDS,
     CorpusKindError,
     check_prepared_settings,
     corpus_data_config,
@@ -33,16 +32,16 @@ _READERS: dict[str, tuple[Callable[[Path], dict[str, Any]], Callable[[dict[str, 
 }
 
 
-def with_prepared_settings(task_name: str, config: ConfigType, changed: Collection[str]) -> ConfigType:
+def with_prepared_settings(kind: str | None, config: ConfigType, changed: Collection[str]) -> ConfigType:
     """``config`` whose data settings that its prepared folder (``data.prepared_dir``) fixes are the corpus's own.
 
     ``changed``: the dotted keys that a source other than the preset set (``merge_settings``
     returns them); one that the corpus fixes, set to another value, is a ValueError naming
-    the key, the corpus's value and the one given. ``config`` as it is for a task without
-    a prepared corpus, or without ``data.prepared_dir``.
+    the key, the corpus's value and the one given. ``kind`` is the corpus kind the run
+    trains from (a task's ``corpus_kind``); ``config`` as it is for None, or without
+    ``data.prepared_dir``.
     """
     data: Any = getattr(config, "data", None)
-    kind = TASK_CORPUS_KINDS.get(task_name)
     if kind is None or not getattr(data, "prepared_dir", ""):
         return config
     read_manifest, settings = _READERS[kind]

@@ -121,8 +121,10 @@ class Task:
     checkpoint or run folder. ``reads_data``: the data options (``--data-dir``,
     ``--train``, ``--valid``, ``--prepared``) apply. ``prepare(data config, out_dir, progress)``
     writes a prepared corpus and returns its report (None: the task has no corpus to
-    prepare). ``evaluate(checkpoint, split, options)`` scores a checkpoint and returns its
-    report (``tasks/evaluation.py``; None: ``evaluate`` does not score this task);
+    prepare), of ``corpus_kind`` (the manifest's kind, ``data.prepared_*``; it must name it
+    with ``prepare``), which ``--prepared`` and ``prepare --verify`` expect.
+    ``evaluate(checkpoint, split, options)`` scores a checkpoint and returns its report
+    (``tasks/evaluation.py``; None: ``evaluate`` does not score this task);
     ``evaluation_split`` is its default split and ``evaluation_options`` the options of
     ``evaluate`` it reads beyond those every task reads, which the command offers (an
     option of another task is refused, naming the tasks that read it). ``surfaces`` names
@@ -142,6 +144,7 @@ class Task:
     checkpoint_task: str = ""
     reads_data: bool = True
     prepare: Callable[[Any, Path, bool], dict[str, Any]] | None = None
+    corpus_kind: str | None = None
     evaluate: EvaluateFunction | None = None
     evaluation_split: str | None = None
     evaluation_options: tuple[TaskOption, ...] = ()
@@ -156,6 +159,8 @@ class Task:
     def __post_init__(self) -> None:
         if not self.presets:
             raise ValueError(f"task {self.name!r}: expected at least one preset, got none")
+        if (self.prepare is None) != (self.corpus_kind is None):
+            raise ValueError(f"task {self.name!r}: expected prepare and corpus_kind together, got only one of them")
         unknown = sorted(set(self.surfaces) - set(SURFACES))
         if unknown:
             raise ValueError(f"task {self.name!r}: expected surfaces among {SURFACES}, got {unknown}")

@@ -23,6 +23,7 @@ the rest sorted), stored in the checkpoint as ``class_names``; a validation or t
 outside them is a ValueError naming the file, the line and the label.
 """
 
+from transformer_lab.data.prepared_labelled import LABELLED_KIND
 from transformer_lab.tasks.classification import data, evaluate, predict, train
 from transformer_lab.tasks.task import Task
 
@@ -33,6 +34,7 @@ TASK = Task(
     load=train.load_classifier,
     vocabulary=train.VOCABULARY,
     prepare=data.prepare,
+    corpus_kind=LABELLED_KIND,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,
     evaluation_options=evaluate.OPTIONS,

@@ -8,6 +8,7 @@ The vocabulary is built from the training split only and saved in every checkpoi
 ``vocabulary.txt``; characters it does not know read as ``<unk>``.
 """
 
+from transformer_lab.data.prepared_couplets import COUPLETS_KIND
 from transformer_lab.tasks.couplet import data, evaluate, predict, train
 from transformer_lab.tasks.evaluation import SEARCH_OPTIONS
 from transformer_lab.tasks.task import Task
@@ -19,6 +20,7 @@ TASK = Task(
     load=train.load,
     vocabulary=train.SEQ2SEQ_TASK.vocabulary,
     prepare=data.prepare,
+    corpus_kind=COUPLETS_KIND,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,
     evaluation_options=(*SEARCH_OPTIONS, *predict.CONSTRAINT_TASK_OPTIONS),

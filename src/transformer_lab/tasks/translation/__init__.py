@@ -6,6 +6,7 @@ and ``decoding`` (beam search). The tokenizer is trained on the training split o
 saved inside every checkpoint as ``tokenizer.json``.
 """
 
+from transformer_lab.data.prepared_pairs import PAIRS_KIND
 from transformer_lab.tasks.evaluation import SEARCH_OPTIONS
 from transformer_lab.tasks.task import Task
 from transformer_lab.tasks.translation import data, evaluate, predict, train
@@ -17,6 +18,7 @@ TASK = Task(
     load=train.load_translator,
     vocabulary=train.SEQ2SEQ_TASK.vocabulary,
     prepare=data.prepare,
+    corpus_kind=PAIRS_KIND,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,
     evaluation_options=(*SEARCH_OPTIONS, *evaluate.OPTIONS),
