@@ -7,6 +7,8 @@ Ctrl-C. The web packages are imported only here, so other commands start without
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
 
 from transformer_lab.cli.bounds import duration_in, int_in
 from transformer_lab.cli.device_option import add_device_argument, device_of
@@ -82,6 +84,66 @@ def run(arguments: argparse.Namespace) -> int:
     served = load_served_models(arguments.checkpoint, device=device)
     for model in served.values():
         print(f"{model.name}: {model.task}, {model.checkpoint} on {device}")
-    print(f"open http://{arguments.host}:{arguments.port}/  (Ctrl-C stops)", flush=True)
-    uvicorn.run(create_app(served, **limits), host=arguments.host, port=arguments.port, log_level="warning")
+    # Bound before "open ..." is said: uvicorn would report a bad --host or --port itself, in its
+    # own words and with exit 3, after that line. Handing it the bound sockets leaves no race.
+    sockets = listening_sockets(arguments.host, arguments.port)
+    try:
+        print(f"open http://{arguments.host}:{arguments.port}/  (Ctrl-C stops)", flush=True)
+        config = uvicorn.Config(
+            create_app(served, **limits), host=arguments.host, port=arguments.port, log_level="warning"
+        )
+        uvicorn.Server(config).run(sockets=sockets)
+    finally:
+        for bound in sockets:
+            bound.close()
     return 0
+
+
+def listening_sockets(host: str, port: int) -> list[socket.socket]:
+    """A TCP socket bound to ``port`` on each address ``host`` resolves to, as asyncio's create_server binds them.
+
+    A failure is a ValueError naming ``--host`` or ``--port``, what was expected and the errno's name.
+    """
+    try:
+        addresses = socket.getaddrinfo(
+            host or None, port, family=socket.AF_UNSPEC, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as error:
+        raise ValueError(
+            f"--host: expected an address of this machine, got {host!r} ({_error_name(error)}: {error.strerror})"
+        ) from error
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, protocol, _, address in dict.fromkeys(addresses):
+            bound = socket.socket(family, kind, protocol)
+            sockets.append(bound)
+            # As uvicorn and asyncio do: a restart may reuse the port of connections still in TIME_WAIT.
+            bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                # The IPv4 address, if the host has one, gets its own socket.
+                bound.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            bound.bind(address)
+    except OSError as error:
+        for bound in sockets:
+            bound.close()
+        raise ValueError(_bind_failure(host, port, error)) from error
+    return sockets
+
+
+def _bind_failure(host: str, port: int, error: OSError) -> str:
+    name = _error_name(error)
+    if error.errno == errno.EADDRINUSE:
+        return f"--port {port}: expected a free port on {host}, got one in use ({name})"
+    if error.errno == errno.EACCES:
+        return f"--port {port}: expected a port this user may listen on at {host}, got one it may not ({name})"
+    if error.errno == errno.EADDRNOTAVAIL:
+        return f"--host: expected an address of this machine, got {host!r} ({name}: {error.strerror})"
+    return f"--host, --port: expected an address and port to listen on, got {host}:{port} ({name}: {error.strerror})"
+
+
+def _error_name(error: OSError) -> str:
+    # errno's symbolic name (EADDRINUSE); a resolver error's is one of socket's EAI_ constants.
+    if isinstance(error, socket.gaierror):
+        names = [name for name in dir(socket) if name.startswith("EAI_") and getattr(socket, name) == error.errno]
+        return names[0] if names else f"resolver error {error.errno}"
+    return errno.errorcode.get(error.errno or 0, f"errno {error.errno}")
