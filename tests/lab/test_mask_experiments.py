@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+import inspect
 from pathlib import Path
 
 import pytest
 import torch
 
-from transformer_lab.cli import main
+from transformer_lab.cli import lab_command, main
 from transformer_lab.lab import mask_experiments
 from transformer_lab.lab.mask_experiments import (
     EXPERIMENTS,
@@ -120,6 +122,18 @@ def test_lab_command_reports_bad_input(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["lab", "tgt-padding-mask", "--checkpoint", "/nonexistent/folder"]) == 2
 
 
+@pytest.mark.parametrize(("option", "value"), [("--d-model", "64"), ("--nhead", "3"), ("--num-layers", "7")])
+def test_lab_command_refuses_model_sizes_with_a_checkpoint(
+    tiny_checkpoint: Path, option: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The checkpoint fixes the model: a size given with it would be ignored.
+    assert main(["lab", "tgt-padding-mask", "--checkpoint", str(tiny_checkpoint), option, value]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"transformer-lab lab: error: {option}: expected only without --checkpoint (the checkpoint fixes the model), "
+        f"got {value}"
+    ]
+
+
 def test_lab_runs_on_a_checkpoint(tiny_checkpoint: Path) -> None:
     setup = build_lab_setup(checkpoint=tiny_checkpoint, batch_size=4)
     assert f"from {tiny_checkpoint}" in setup.description
@@ -163,3 +177,18 @@ def test_row_mask_helper_hides_whole_rows_and_keeps_the_causal_part() -> None:
     assert torch.equal(masks.keep_to_hidden(keep), torch.tensor([[False, True]]))
     with pytest.raises(ValueError, match="keep_mask must be a bool tensor"):
         masks.keep_to_hidden(keep.float())
+
+
+def test_lab_command_help_gives_the_library_model_sizes() -> None:
+    # The options default to None and leave the sizes to build_lab_setup; the help quotes its numbers.
+    defaults = inspect.signature(build_lab_setup).parameters
+    actions = {action.dest: action for action in lab_parser()._actions}
+    for keyword in ("d_model", "nhead", "num_layers"):
+        assert actions[keyword].default is None
+        assert f"(default {defaults[keyword].default})" in str(actions[keyword].help)
+
+
+def lab_parser() -> argparse.ArgumentParser:
+    subparsers = argparse.ArgumentParser().add_subparsers()
+    lab_command.register(subparsers)
+    return subparsers.choices["lab"]

@@ -41,10 +41,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--seed", type=int_in(*SEED_RANGE), default=0, help="seed of the random model and the batch (default 0)"
     )
-    parser.add_argument("--d-model", type=int_in(2, 1024), default=32, help="random model: d_model (default 32)")
-    parser.add_argument("--nhead", type=int_in(1, 64), default=2, help="random model: heads (default 2)")
+    # Default None, so that a value given with --checkpoint (which fixes the model) can be refused;
+    # without one, build_lab_setup's defaults (the numbers in the help) apply.
+    parser.add_argument("--d-model", type=int_in(2, 1024), default=None, help="random model: d_model (default 32)")
+    parser.add_argument("--nhead", type=int_in(1, 64), default=None, help="random model: heads (default 2)")
     parser.add_argument(
-        "--num-layers", type=int_in(1, 12), default=2, help="random model: layers per stack (default 2)"
+        "--num-layers", type=int_in(1, 12), default=None, help="random model: layers per stack (default 2)"
     )
     parser.add_argument(
         "--tolerance",
@@ -56,14 +58,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
+    sizes = {"d_model": arguments.d_model, "nhead": arguments.nhead, "num_layers": arguments.num_layers}
+    given = {keyword: value for keyword, value in sizes.items() if value is not None}
+    if arguments.checkpoint is not None and given:
+        keyword, value = next(iter(given.items()))
+        raise ValueError(
+            f"--{keyword.replace('_', '-')}: expected only without --checkpoint (the checkpoint fixes the model), "
+            f"got {value}"
+        )
     setup = build_lab_setup(
         checkpoint=arguments.checkpoint,
         data_dir=arguments.data_dir,
         batch_size=arguments.batch_size,
         seed=arguments.seed,
-        d_model=arguments.d_model,
-        nhead=arguments.nhead,
-        num_layers=arguments.num_layers,
+        **given,
     )
     result = run_experiment(arguments.experiment, setup, tolerance=arguments.tolerance)
     print(format_lab_result(result))
