@@ -114,7 +114,7 @@ def test_python_functions_write_pngs(tmp_path: Path, tiny_checkpoint: Path) -> N
 def test_bad_figure_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ValueError, match="path must name a .png file"):
         figures.plot_lr_schedule(tmp_path / "schedule.jpg", total_steps=10)
-    with pytest.raises(ValueError, match="real_length must be in \\[1, length=4\\], got 5"):
+    with pytest.raises(ValueError, match=r"^real_length must be in \[1, length\] \(length is 4\), got 5$"):
         figures.plot_masks(tmp_path / "masks.png", length=4, real_length=5)
     with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
         result_plots.plot_training_curve(tmp_path / "curve.png", tmp_path / "metrics.jsonl")
@@ -128,6 +128,61 @@ def test_bad_figure_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
     maps = {"encoder.layers.0.self_attn": torch.rand(1, 2, 3, 3)}
     with pytest.raises(ValueError, match=r"must have shape \[B, H, 4, 4\] \(source x source\)"):
         figures.plot_attention(tmp_path / "maps.png", maps, ["a"] * 4, ["b"], dpi=DPI)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            ["masks", "--length", "5", "--real-length", "9"],
+            "--real-length must be in [1, --length] (--length is 5), got 9",
+        ),
+        (["positions", "--d-model", "7"], "--d-model must be an even number >= 2 for sin/cos pairs, got 7"),
+        (["lr-schedule", "--factor", "-1"], "--factor: expected a positive finite float, got -1.0"),
+        (["lr-schedule", "--factor", "inf"], "--factor: expected a positive finite float, got inf"),
+        (
+            ["lr-schedule", "--settings", "0:4000"],
+            "--settings: expected d_model:warmup pairs of ints >= 1, got '0:4000'",
+        ),
+    ],
+)
+def test_plot_command_names_the_option_of_a_bad_figure_setting(
+    tmp_path: Path, arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "figure.png"
+    assert main(["plot", *arguments, "--out", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"transformer-lab plot: error: {message}"]
+    assert not out.exists()
+
+
+def test_plot_command_checks_out_and_metrics_before_drawing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def refused(*arguments: str) -> list[str]:
+        assert main(["plot", *arguments]) == 2
+        return capsys.readouterr().err.splitlines()
+
+    assert refused("masks", "--out", str(tmp_path / "m.txt")) == [
+        f"transformer-lab plot: error: --out: expected a file name ending in .png, got '{tmp_path / 'm.txt'}'"
+    ]
+    assert refused("masks", "--out", str(tmp_path)) == [
+        f"transformer-lab plot: error: --out: expected a .png file, got the folder '{tmp_path}'; name a file in it, "
+        f"such as '{tmp_path / 'masks.png'}'"
+    ]
+    run = tmp_path / "run"
+    run.mkdir()
+    _write_metrics(run / "metrics.jsonl")
+    assert refused("training-curve", "--metrics", str(run), "--out", str(tmp_path / "t.png")) == [
+        f"transformer-lab plot: error: --metrics: expected a metrics.jsonl file, got the folder '{run}'; "
+        f"the run's file is '{run / 'metrics.jsonl'}'"
+    ]
+    assert refused("training-curve", "--metrics", str(tmp_path / "absent"), "--out", str(tmp_path / "t.png")) == [
+        f"transformer-lab plot: error: --metrics: expected a metrics.jsonl file, got '{tmp_path / 'absent'}', "
+        "which does not exist"
+    ]
+    with pytest.raises(SystemExit) as stopped:  # argparse's own check, which the figure's total_steps needs
+        main(["plot", "lr-schedule", "--steps", "1", "--out", str(tmp_path / "l.png")])
+    assert stopped.value.code == 2
+    assert "argument --steps: expected an int in [2, 10,000,000], got 1" in capsys.readouterr().err
+    assert list(tmp_path.glob("*.png")) == []
 
 
 def test_plot_attention_reads_tokens_through_vocabulary_files(

@@ -55,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="comma-separated d_model:warmup pairs, one curve each (default 512:4000,512:8000,256:4000)",
     )
     schedule_parser.add_argument(
-        "--steps", type=int_in(1, 10_000_000), default=20000, help="steps drawn (default 20000)"
+        "--steps", type=int_in(2, 10_000_000), default=20000, help="steps drawn (default 20000)"
     )
     schedule_parser.add_argument("--factor", type=float, default=1.0, help="the schedule's factor (default 1.0)")
     _add_output_arguments(schedule_parser, (7.0, 4.0))
@@ -97,7 +97,18 @@ def _add_output_arguments(parser: argparse.ArgumentParser, default_size: tuple[f
 
 
 def _output_options(arguments: argparse.Namespace) -> dict[str, Any]:
-    """``dpi``, and ``figsize`` where --width and --height are given (else the figure function's default)."""
+    """``dpi``, and ``figsize`` where --width and --height are given (else the figure function's default).
+
+    --out is checked here, before anything is drawn: the library's own check names its ``path``.
+    """
+    out = Path(arguments.out)
+    if out.is_dir():
+        raise ValueError(
+            f"--out: expected a .png file, got the folder {arguments.out!r}; name a file in it, such as "
+            f"{str(out / (arguments.figure + '.png'))!r}"
+        )
+    if out.suffix.lower() != ".png":
+        raise ValueError(f"--out: expected a file name ending in .png, got {arguments.out!r}")
     if arguments.width is None and arguments.height is None:
         return {"dpi": arguments.dpi}
     if arguments.width is None or arguments.height is None:
@@ -134,6 +145,8 @@ def _parse_settings(text: str) -> list[tuple[int, int]]:
             raise ValueError(
                 f"--settings: expected d_model:warmup pairs such as 512:4000, got {piece.strip()!r}"
             ) from None
+        if d_model < 1 or warmup_steps < 1:
+            raise ValueError(f"--settings: expected d_model:warmup pairs of ints >= 1, got {piece.strip()!r}")
         settings.append((d_model, warmup_steps))
     return settings
 
@@ -165,6 +178,16 @@ def _run_attention(arguments: argparse.Namespace) -> int:
 
 def _run_training_curve(arguments: argparse.Namespace) -> int:
     options = _output_options(arguments)
+    metrics = Path(arguments.metrics)
+    # Checked here to name --metrics; the library would say a folder "does not exist".
+    if metrics.is_dir():
+        inside = metrics / "metrics.jsonl"
+        hint = f"; the run's file is {str(inside)!r}" if inside.is_file() else ""
+        raise ValueError(f"--metrics: expected a metrics.jsonl file, got the folder {arguments.metrics!r}{hint}")
+    if not metrics.exists():
+        raise FileNotFoundError(
+            f"--metrics: expected a metrics.jsonl file, got {arguments.metrics!r}, which does not exist"
+        )
     # Imported here, as the figures are: matplotlib is the plots extra.
     from transformer_lab.lab.result_plots import plot_training_curve
 

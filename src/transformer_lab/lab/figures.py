@@ -18,6 +18,7 @@ from transformer_lab.lab.plotting import (  # first: matplotlib, headless, or on
 )
 
 # isort: split
+import math
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -33,6 +34,7 @@ from transformer_lab.lab.checkpoints import checkpoint_attention
 from transformer_lab.lab.fonts import check_cjk_text
 from transformer_lab.lab.mask_panels import mask_panels
 from transformer_lab.models.embedding import SinusoidalPositionalEncoding
+from transformer_lab.setting_error import SettingError
 from transformer_lab.tasks.attention_maps import AttentionMap
 from transformer_lab.training import noam_lr
 
@@ -138,7 +140,13 @@ def plot_masks(
     """
     check_figure_size(figsize, dpi)
     if not 1 <= real_length <= length:
-        raise ValueError(f"real_length must be in [1, length={length}], got {real_length}")
+        # A SettingError, so that the command line names its --real-length and --length.
+        raise SettingError(
+            "{real_length} must be in [1, {length}] ({length} is {length_value}), got {given}",
+            ("real_length", "length"),
+            length_value=length,
+            given=real_length,
+        )
     if labels is None:
         labels = [f"w{index}" for index in range(real_length)] + ["<pad>"] * (length - real_length)
     if len(labels) != length:
@@ -168,6 +176,11 @@ def plot_positions(
         the table ``[max_len, d_model]``.
     """
     check_figure_size(figsize, dpi)
+    if d_model < 2 or d_model % 2:
+        # The encoding's own check, as a SettingError: the command line names its --d-model.
+        raise SettingError(
+            "{d_model} must be an even number >= 2 for sin/cos pairs, got {given}", ("d_model",), given=d_model
+        )
     table = SinusoidalPositionalEncoding(d_model, max_len, dropout=0.0).table  # [max_len, D]
     figure, (left, right) = plt.subplots(1, 2, figsize=figsize, gridspec_kw={"width_ratios": [3, 2]})
     # nearest: no blending between cells, which also keeps the PNG small.
@@ -205,6 +218,9 @@ def plot_lr_schedule(
         raise ValueError(f"total_steps must be >= 2, got {total_steps}")
     if not settings:
         raise ValueError("settings must hold at least one (d_model, warmup_steps) pair, got none")
+    if not (math.isfinite(factor) and factor > 0):
+        # Checked before noam_lr would, as a SettingError: the command line names its --factor.
+        raise SettingError("{factor}: expected a positive finite float, got {given!r}", ("factor",), given=factor)
     steps = list(range(1, total_steps + 1))
     figure, axes = plt.subplots(figsize=figsize)
     for d_model, warmup_steps in settings:
