@@ -38,3 +38,22 @@ def test_an_empty_translation_keeps_its_line_and_is_said_on_stderr(
         "transformer-lab translate: input 3: the translation is empty (the model ended it at once: "
         "it may need more training, or try --beam 5)",
     ]
+
+
+def test_a_bad_plot_attention_path_is_refused_before_translating(
+    silent_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = ["translate", "--checkpoint", str(silent_checkpoint), "Ein Mann", "--plot-attention"]
+    assert main([*command, str(tmp_path / "out.txt")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing translated
+    [line] = captured.err.splitlines()
+    assert line.startswith("transformer-lab translate: error: --plot-attention: expected a file name ending in .")
+    assert line.endswith(f", got '{tmp_path / 'out.txt'}'")
+    assert main([*command, str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        f"transformer-lab translate: error: --plot-attention: expected an image file, got the folder '{tmp_path}'; "
+        f"name a file in it, such as '{tmp_path / 'attention.png'}'"
+    ]

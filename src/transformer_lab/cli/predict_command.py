@@ -60,6 +60,12 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     for flag, value in outputs.items():
         if isinstance(value, Path):  # every path option of these commands names a file they write
             check_not_an_input(flag, value, {"--input": arguments.input})
+    plot_path = getattr(arguments, "plot_attention", None)
+    if plot_path is not None:
+        # Before any work: a bad name would otherwise be refused after the answers are printed.
+        from transformer_lab.lab.plotting import check_image_path
+
+        check_image_path(plot_path, name="--plot-attention")
     predictor = task.predictor_for(arguments.checkpoint, device)
     answers = command.answer(predictor, inputs, options)
     for path, text in answers.files.items():
@@ -68,7 +74,6 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     sys.stdout.write("".join(line + "\n" for line in answers.lines))
     for note in answers.notes:
         print(f"transformer-lab {command.name}: {note}", file=sys.stderr)
-    plot_path = getattr(arguments, "plot_attention", None)
     if plot_path is not None:
         _plot_attention(predictor, inputs[0], plot_path, options)
     return 2 if answers.refused else 0

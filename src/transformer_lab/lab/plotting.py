@@ -38,23 +38,24 @@ def check_figure_size(figsize: tuple[float, float], dpi: int) -> None:
         raise ValueError(f"dpi must be >= 10, got {dpi}")
 
 
-def check_image_path(path: str | os.PathLike[str]) -> Path:
+def check_image_path(path: str | os.PathLike[str], name: str = "path") -> Path:
     """``path`` as a Path if it names an image file of a format matplotlib writes (.png, .svg, .pdf, ...).
 
     A folder is refused, not written beside: matplotlib would add ".png" to its name and
     write a file other than the one the caller is told about. A name without a known
-    suffix is refused for the same reason.
+    suffix is refused for the same reason. ``name`` is what the message calls the path: a
+    command line passes its option (``--plot-attention``).
     """
     path = Path(path)
     if path.is_dir():
         raise ValueError(
-            f"path: expected an image file, got the folder {str(path)!r}; name a file in it, such as "
+            f"{name}: expected an image file, got the folder {str(path)!r}; name a file in it, such as "
             f"{str(path / 'attention.png')!r}"
         )
     known = sorted(FigureCanvasBase.get_supported_filetypes())
     if path.suffix.lower().lstrip(".") not in known:
         raise ValueError(
-            f"path: expected a file name ending in {', '.join('.' + name for name in known)}, got {str(path)!r}"
+            f"{name}: expected a file name ending in {', '.join('.' + suffix for suffix in known)}, got {str(path)!r}"
         )
     return path
 
