@@ -75,6 +75,41 @@ def test_an_unknown_dataset_name_is_one_line(capsys: pytest.CaptureFixture[str],
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_command_names_the_option_of_a_bad_download_argument(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_file = tmp_path / "train.de"
+    a_file.write_text("Ein Mann\n", encoding="utf-8")
+    cases = [
+        (
+            ["--to", str(tmp_path / "data"), "--mirror", "notaurl"],
+            "--mirror: expected an http://, https:// or file:// address, got 'notaurl'",
+        ),
+        (
+            ["--to", str(tmp_path / "data"), "--wb14123-train"],
+            "--wb14123-train: expected only with the dataset 'couplets', got it with 'multi30k'",
+        ),
+        (["--to", str(a_file)], f"--to: expected a folder, got the file '{a_file}'"),
+        (
+            ["--to", str(a_file / "data")],
+            f"--to: expected a folder, got a path inside the file '{a_file}': '{a_file / 'data'}'",
+        ),
+    ]
+    for options, message in cases:
+        assert main(["download", "multi30k", *options]) == 2
+        assert capsys.readouterr().err.splitlines() == [f"transformer-lab download: error: {message}"]
+    assert sorted(tmp_path.iterdir()) == [a_file]
+
+
+def test_the_python_api_names_its_keywords(tmp_path: Path) -> None:
+    a_file = tmp_path / "train.de"
+    a_file.write_text("Ein Mann\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"^to: expected a folder, got the file '.*train.de'$"):
+        download_dataset("multi30k", a_file)
+    with pytest.raises(ValueError, match=r"^mirror: expected an http://, https:// or file:// address, got 'x'$"):
+        download_dataset("multi30k", tmp_path, mirror="x")
+
+
 def test_a_checksum_mismatch_is_one_line_and_keeps_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

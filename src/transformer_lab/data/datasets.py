@@ -42,9 +42,10 @@ from transformer_lab.data.couplet import (
     download_wb14123_train,
 )
 from transformer_lab.data.couplet_machine import COUPLET_MACHINE_URL, download_train_couplet_machine
-from transformer_lab.data.dataset_folder import DOWNLOAD_NAMES, default_data_dir
+from transformer_lab.data.dataset_folder import DATA_ENVIRONMENT_VARIABLE, DOWNLOAD_NAMES, default_data_dir
 from transformer_lab.data.download import check_timeout
 from transformer_lab.data.multi30k import MULTI30K_URL, download_multi30k
+from transformer_lab.setting_error import SettingError
 
 logger = logging.getLogger(__name__)
 
@@ -78,8 +79,29 @@ def _check_mirror(mirror: object) -> str | None:
     if mirror is None:
         return None
     if not isinstance(mirror, str) or urllib.parse.urlsplit(mirror).scheme not in _MIRROR_SCHEMES:
-        raise ValueError(f"{source}: expected an http://, https:// or file:// address, got {mirror!r}")
+        expected = "expected an http://, https:// or file:// address, got {given!r}"
+        if source == "mirror":  # the keyword: a front end names its own option (--mirror)
+            raise SettingError("{mirror}: " + expected, ("mirror",), given=mirror)
+        raise ValueError(f"{source}: " + expected.format(given=mirror))
     return mirror
+
+
+def _check_data_folder(root: Path, given: bool) -> None:
+    """Refuse a data folder that is a file, or lies inside one, before any folder is made.
+
+    ``given``: the folder came from the caller's ``to`` (a front end names its own option,
+    --to), not from the default.
+    """
+    blocking = next((path for path in (root, *root.parents) if path.exists() and not path.is_dir()), None)
+    if blocking is None:
+        return
+    inside = "the file" if blocking == root else f"a path inside the file {str(blocking)!r}:"
+    if given:
+        raise SettingError("{to}: expected a folder, got {inside} {given!r}", ("to",), inside=inside, given=str(root))
+    raise ValueError(
+        f"the data folder (${DATA_ENVIRONMENT_VARIABLE}, else the default): expected a folder, "
+        f"got {inside} {str(root)!r}"
+    )
 
 
 def _folders(root: Path) -> set[Path]:
@@ -139,11 +161,17 @@ def download_dataset(
     if name not in DATASET_NAMES:
         raise ValueError(f"dataset: expected one of {', '.join(DATASET_NAMES)}, got {name!r}")
     if wb14123_train and name != "couplets":
-        raise ValueError(f"wb14123_train: expected only with the dataset 'couplets', got it with {name!r}")
+        # A SettingError: a front end names its own option (--wb14123-train).
+        raise SettingError(
+            "{wb14123_train}: expected only with the dataset 'couplets', got it with {given!r}",
+            ("wb14123_train",),
+            given=name,
+        )
     mirror = _check_mirror(mirror)
     # Before any folder is made or file fetched: 1e308 s would fail deep in the socket layer.
     timeout = check_timeout(timeout)
     root = Path(to) if to is not None else default_data_dir()
+    _check_data_folder(root, given=to is not None)
     with _no_empty_folder_left(root):
         return _download(name, root, mirror, wb14123_train, timeout, progress)
 
