@@ -7,34 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.tasks.couplet_fixture import made_up_couplets
+from tests.data.prepared_corpora import one_line, prepare_corpora
 from transformer_lab.cli import main
 
 
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A parallel text (pairs) corpus and a couplets corpus, each prepared once; and the pair files."""
-    root = tmp_path_factory.mktemp("kinds")
-    source, target = root / "corpus.de", root / "corpus.en"
-    source.write_text("".join(f"wort{n % 17} wort{n % 5}\n" for n in range(80)), encoding="utf-8")
-    target.write_text("".join(f"word{n % 17} word{n % 5}\n" for n in range(80)), encoding="utf-8")
-    pairs = root / "de-en"
-    settings = ["--no-progress", "--set", "data.vocab_size=300", "--set", "data.num_carved_validation=6"]
-    assert main(["prepare", "translation", "--train", str(source), str(target), "--out", str(pairs), *settings]) == 0
-    upper, lower = root / "upper.txt", root / "lower.txt"
-    couplets = made_up_couplets(60, seed=5)
-    upper.write_text("".join(first + "\n" for first, _ in couplets), encoding="utf-8")
-    lower.write_text("".join(second + "\n" for _, second in couplets), encoding="utf-8")
-    couplet = root / "couplets"
-    arguments = ["prepare", "couplet", "--train", str(upper), str(lower), "--out", str(couplet)]
-    assert main([*arguments, "--set", "data.num_validation=6"]) == 0
-    return {"pairs": pairs, "couplets": couplet, "source": source, "target": target}
-
-
-def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
-    error = capsys.readouterr().err.strip()
-    assert "\n" not in error and "Traceback" not in error, error
-    return error
+    made = prepare_corpora(tmp_path_factory.mktemp("kinds"))
+    return {
+        "pairs": made["translation"],
+        "couplets": made["couplet"],
+        "source": made["source"],
+        "target": made["target"],
+    }
 
 
 @pytest.mark.parametrize(
@@ -56,14 +42,14 @@ def test_training_from_a_folder_of_another_kind_names_both_kinds_not_a_version(
     capsys.readouterr()
     run = ["train", task, "--prepared", str(corpora[folder]), "--out", str(tmp_path / "run")]
     assert main([*run, "--set", "train.max_steps=1"]) == 2
-    assert _one_line(capsys).endswith(f"--prepared {corpora[folder]}: {message}")
+    assert one_line(capsys).endswith(f"--prepared {corpora[folder]}: {message}")
 
 
 def test_verify_refuses_a_folder_of_another_kind(corpora: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main(["prepare", "couplet", "--verify", str(corpora["pairs"])]) == 2
     expected = f"--verify {corpora['pairs']}: expected a couplets corpus, got a parallel text (pairs) corpus"
-    assert _one_line(capsys).endswith(expected)
+    assert one_line(capsys).endswith(expected)
     assert main(["prepare", "translation", "--verify", str(corpora["pairs"])]) == 0
 
 
@@ -81,7 +67,7 @@ def test_verify_refuses_the_options_that_say_how_to_prepare(
     capsys.readouterr()
     given = [option.format(source=corpora["source"], target=corpora["target"]) for option in options]
     assert main(["prepare", "translation", "--verify", str(corpora["pairs"]), *given]) == 2
-    assert _one_line(capsys).endswith(
+    assert one_line(capsys).endswith(
         "--verify: expected it without the options that say how to prepare (it checks the prepared folder as it is), "
         f"got {named} too"
     )
@@ -96,7 +82,7 @@ def test_prepare_refuses_a_setting_of_another_section_than_data(
     arguments = ["prepare", "translation", "--train", str(corpora["source"]), str(corpora["target"]), "--out", str(out)]
     assert main([*arguments, "--set", "data.vocab_size=300", "--set", override]) == 2
     key = override.split("=")[0]
-    assert _one_line(capsys).endswith(
+    assert one_line(capsys).endswith(
         f"--set {override}: expected a data.* key (preparing reads only the data settings), got {key}"
     )
     assert not out.exists()

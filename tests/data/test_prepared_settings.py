@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tasks.couplet_fixture import made_up_couplets
-from tests.tasks.test_labelled_classification import write_topic_csv
+from tests.data.prepared_corpora import one_line, prepare_corpora
 from transformer_lab.cli import main
 from transformer_lab.data.prepared_settings import with_prepared_settings
 from transformer_lab.tasks.classification import train as classification_train
@@ -22,34 +21,7 @@ from transformer_lab.tasks.translation import train as translation_train
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One prepared folder per task, each made with some data settings other than the preset's."""
-    root = tmp_path_factory.mktemp("settings")
-    source, target = root / "corpus.de", root / "corpus.en"
-    source.write_text("".join(f"wort{n % 17} wort{n % 5}\n" for n in range(80)), encoding="utf-8")
-    target.write_text("".join(f"word{n % 17} word{n % 5}\n" for n in range(80)), encoding="utf-8")
-    pairs = root / "de-en"
-    settings = [
-        *("--set", "data.vocab_size=300", "--set", "data.min_frequency=1"),
-        *("--set", "data.num_carved_validation=6"),
-    ]
-    assert main(["prepare", "translation", "--train", str(source), str(target), "--out", str(pairs), *settings]) == 0
-    upper, lower = root / "upper.txt", root / "lower.txt"
-    couplets = made_up_couplets(60, seed=5)
-    upper.write_text("".join(first + "\n" for first, _ in couplets), encoding="utf-8")
-    lower.write_text("".join(second + "\n" for _, second in couplets), encoding="utf-8")
-    couplet = root / "couplets"
-    arguments = ["prepare", "couplet", "--train", str(upper), str(lower), "--out", str(couplet)]
-    assert main([*arguments, "--set", "data.num_validation=6", "--set", "data.max_length=30"]) == 0
-    news = write_topic_csv(root / "train.csv", per_class=10, seed=0)
-    labelled = root / "labelled"
-    settings = ["--set", "data.text_fields=title,body", "--set", "data.vocab_size=300"]
-    assert main(["prepare", "classification", "--train", str(news), "--out", str(labelled), *settings]) == 0
-    return {"translation": pairs, "couplet": couplet, "classification": labelled}
-
-
-def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
-    error = capsys.readouterr().err.strip()
-    assert "\n" not in error and "Traceback" not in error, error
-    return error
+    return prepare_corpora(tmp_path_factory.mktemp("settings"))
 
 
 @pytest.mark.parametrize(
@@ -81,7 +53,7 @@ def test_a_setting_the_prepared_folder_fixes_is_refused_when_it_differs(
     out = tmp_path / "run"
     run = ["train", task, "--prepared", str(folder), "--out", str(out), "--set", "train.max_steps=1"]
     assert main([*run, *options]) == 2
-    assert _one_line(capsys).endswith(
+    assert one_line(capsys).endswith(
         f"data.{key}: expected the prepared corpus {folder}'s own value ({own}) or none, got {given}; "
         "prepare the corpus again to change it"
     )
