@@ -98,3 +98,15 @@ def test_a_run_from_a_prepared_folder_records_the_corpus_settings(corpora: dict[
     saved = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
     # The folder was prepared with a BPE of 300 and min_frequency 1: config.json says so, not the preset's 8000 / 2.
     assert (saved["data"]["vocab_size"], saved["data"]["min_frequency"]) == (300, 1)
+
+
+def test_a_tokenizer_file_with_a_prepared_folder_is_refused(
+    corpora: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = corpora["translation"]
+    run = ["train", "translation", "--prepared", str(folder), "--out", str(tmp_path / "run")]
+    assert main([*run, "--set", "data.tokenizer_file=other.json"]) == 2
+    assert one_line(capsys).endswith(
+        f"data.tokenizer_file: expected none with the prepared corpus {folder} (its ids were made with its "
+        "own tokenizer), got 'other.json'"
+    )

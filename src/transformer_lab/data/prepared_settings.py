@@ -50,6 +50,14 @@ def with_prepared_settings(kind: str | None, config: ConfigType, changed: Collec
         manifest = read_manifest(folder)
     except CorpusKindError as error:
         raise ValueError(f"--prepared {error}") from None
+    for field_name in ("tokenizer_file", "target_tokenizer_file"):
+        # The manifest records that a tokenizer was given, not which file: any file named now is refused.
+        tokenizer_file = getattr(data, field_name, None)
+        if f"data.{field_name}" in changed and tokenizer_file:
+            raise ValueError(
+                f"data.{field_name}: expected none with the prepared corpus {folder} (its ids were made with its "
+                f"own tokenizer), got {tokenizer_file!r}"
+            )
     fixed = fixed_settings_of(folder, manifest, settings)
     check_prepared_settings(folder, fixed, data, lambda name: f"data.{name}" in changed)
     return dataclasses.replace(config, data=corpus_data_config(data, fixed))  # type: ignore[type-var]
