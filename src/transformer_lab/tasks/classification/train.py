@@ -67,12 +67,8 @@ def _default_model() -> ClassifierConfig:
 
 def _default_train() -> TrainConfig:
     return TrainConfig(
-        # ~310 batches of 2,048 tokens per epoch on the 10,800 training rows of the 12k
-        # subset (~630k tokens); peak rate 0.5 * 256^-0.5 * 400^-0.5 = 1.6e-3 after a short
-        # warm-up. 12 epochs (~3,700 steps) were estimated at ~10 minutes on 2 threads
-        # (bf16 is 1.5x fp32 at d_model 256 on this AVX512-BF16 CPU, docs/results.md);
-        # best/ keeps the epoch of the highest validation accuracy, so extra epochs cost
-        # time, not accuracy.
+        # A short warm-up to a peak of 0.5 * 256^-0.5 * 400^-0.5 = 1.6e-3. best/ keeps the epoch of
+        # the highest validation accuracy, so extra epochs cost time, not accuracy (docs/results.md#ag-news).
         epochs=12,
         lr_factor=0.5,
         warmup_steps=400,

@@ -75,9 +75,8 @@ class CoupletDataConfig:
     # validation upper line is left out and counted. Same length and validity filters.
     extra_train_splits: tuple[str, ...] = ()
     min_frequency: int = 1  # characters seen fewer times in training read as <unk>
-    # Padded tokens per batch (the longer of source/target). 2,048 rather than 4,096: twice
-    # the optimizer steps at the same tokens/s, validation greedy BLEU 2.88 -> 3.41 in the
-    # same 30 epochs (docs/results.md#couplets).
+    # Padded tokens per batch (the longer of source/target). 2,048 rather than 4,096: twice the
+    # optimizer steps at the same tokens/s scored higher in the same epochs (docs/results.md#couplets).
     max_tokens: int = 2048
     seed: int = 1234  # validation split and batch shuffling
     # A folder written by `transformer-lab prepare couplet` to train from ("" = read and

@@ -52,23 +52,14 @@ class CoupletConstraintConfig:
     # references end on a level tone, 93.9 % of train_couplet_machine's lower lines.
     oblique_final_penalty: float = 4.0
     # Nats taken at each position from characters of the upper character's tone class
-    # (tone opposition, 平仄相对); 0 = off. 0.25 because validation said so on the finished
-    # preset run (the average of its last 5 epochs, 1,000 validation pairs): the smallest
-    # setting tried that lifts tone opposition past the test references' 0.77 (0.748 ->
-    # 0.773 at beam 10), at no BLEU cost beyond the noise (4.47 -> 4.56 at beam 10, 4.47 ->
-    # 4.63 at beam 20, 4.33 -> 4.31 at beam 5, 2.98 -> 2.92 greedy); 0.5 cost 0.08 at
-    # beam 10 (docs/results.md#couplet-antithesis). Models early in training paid more for it.
+    # (tone opposition, 平仄相对); 0 = off. 0.25: on validation, the smallest setting that lifts
+    # tone opposition past the test references' rate at no BLEU cost (docs/results.md#couplet-antithesis).
     tone_opposition_penalty: float = 0.25
     # Beam search only (greedy search has one candidate): its candidates are re-ranked by
     # their score plus these nats per unit of part-of-speech / rhythm agreement with the
     # upper line (jieba, as evaluation/couplet_antithesis.py scores them); 0 = off. See
-    # rerank_by_antithesis. Rhythm 0.5 because validation said so: on an epoch-14 preset
-    # model it raised rhythm agreement 0.536 -> 0.574 (beam 5) and 0.540 -> 0.597 (beam 20)
-    # with BLEU 3.07 -> 3.13 and 3.20 -> 3.19, and on the finished run 0.539 -> 0.587 (beam
-    # 10) for BLEU 4.55 -> 4.47, inside the noise. Parts of speech 0: it cost BLEU at 0.5
-    # and 1 nats on the epoch-14 model (3.07 -> 3.00) and bought none on the finished run
-    # (4.47 -> 4.48 at beam 10), for a rate already above the references' without it
-    # (docs/results.md#couplet-antithesis).
+    # rerank_by_antithesis. On validation rhythm 0.5 raised rhythm agreement within BLEU's noise;
+    # parts of speech cost BLEU and bought nothing (docs/results.md#couplet-antithesis).
     part_of_speech_rerank: float = 0.0
     rhythm_rerank: float = 0.5
 

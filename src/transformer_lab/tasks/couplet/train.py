@@ -28,10 +28,8 @@ METADATA_KEYS = ("data_report",)
 
 
 def _default_model() -> ModelConfig:
-    # Chosen by validation BLEU in a side-by-side sweep (docs/results.md#recipe-sweep): the aligned
-    # decoder input (the encoder's vector of the upper line's character t added to the
-    # decoder's input at t) lifted validation BLEU at 2,178 steps from 0.61 to 1.60, and
-    # 2+2 layers scored as 3+3 did (1.69 vs 1.60 at epoch 10) for 3/4 of the step time.
+    # Chosen on validation (docs/results.md#recipe-sweep): the aligned decoder input reads the
+    # upper line from the first epochs, and 2+2 layers score as 3+3 do for less time a step.
     return ModelConfig(
         d_model=256,
         nhead=4,
@@ -48,13 +46,8 @@ def _default_model() -> ModelConfig:
 def _default_train() -> TrainConfig:
     return TrainConfig(
         **seq2seq.SEQ2SEQ_TRAIN_PRESET,  # validation BLEU here is greedy and constrained
-        # 393 batches of ~2,000 target tokens per epoch (89,410 training pairs of ~9
-        # characters), 11,790 steps in 30 epochs: 80 minutes on two quiet threads of a Zen 4
-        # EPYC in bf16, within the 90-minute CPU budget; on one Zen 3 thread in fp32 (no
-        # bf16 instructions) about 31 steps a minute, so some six hours
-        # (docs/results.md#precision). Validation BLEU kept rising into the cool-down
-        # (docs/results.md#couplets); test beam-5 BLEU 2.06 (15 epochs) -> 2.61 (30) ->
-        # 2.82 (30 epochs of 2,048-token batches).
+        # The epochs that fit in 90 minutes of two bf16 CPU threads; validation BLEU still rose
+        # into the cool-down (docs/results.md#couplets, and #precision for slower CPUs).
         epochs=30,
         cooldown_steps=2400,  # the last ~6 epochs (a fifth of the steps) settle the weights
         keep_last=2,

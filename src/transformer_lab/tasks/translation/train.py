@@ -42,24 +42,19 @@ def _default_model() -> ModelConfig:
 def _default_train() -> TrainConfig:
     return TrainConfig(
         **seq2seq.SEQ2SEQ_TRAIN_PRESET,
-        # About 116 batches of 4,096 tokens per epoch: 34 epochs are ~3,900 steps, so the
-        # 800-step warm-up is short. After 20 epochs validation BLEU was still rising; 34
-        # epochs took 76 minutes on 2 threads of a Zen 4 EPYC in bf16. On an AVX2-only CPU
-        # (Zen 3 EPYC, fp32) they take longer than two hours: README "Precision and threads"
-        # and docs/results.md#translation-avx2 give the shorter schedule.
+        # Validation BLEU still rose after 20 epochs; 34 fit in about 80 minutes of two bf16 CPU
+        # threads. An AVX2-only CPU takes hours: docs/results.md#translation-avx2 has a shorter schedule.
         epochs=34,
-        # The last ~7 epochs decay the rate linearly: validation BLEU (greedy) after epochs
-        # 28-31 went 41.1 41.6 41.6 41.8 with it, 41.2 41.4 40.9 40.7 without
-        # (docs/experiments/2026-11-translation.md).
+        # The last ~7 epochs decay the rate linearly, which raised validation BLEU over the same
+        # epochs without it (docs/experiments/2026-11-translation.md).
         cooldown_steps=800,
         keep_last=10,  # the last 10 epoch checkpoints, for checkpoint averaging
     )
 
 
 def _default_decode() -> DecodeConfig:
-    # Length penalty chosen on validation (beam 5, the cool-down run's best checkpoint):
-    # alpha 0.3 / 0.6 / 1.0 / 1.2 / 1.4 / 1.6 / 1.8 gave 42.66 / 42.86 / 43.17 / 43.31 /
-    # 43.43 / 43.21 / 42.37 cased BLEU.
+    # Length penalty chosen on validation with beam 5 among alpha 0.3-1.8
+    # (docs/experiments/2026-11-translation.md).
     return DecodeConfig(
         strategy="beam", beam_size=5, max_len=200, max_len_a=1.5, max_len_b=10, length_penalty=1.4, precision="auto"
     )
