@@ -58,8 +58,8 @@ class DecodeConfig:
     # Decode incrementally with the key/value cache; False re-runs the whole prefix.
     use_cache: bool = True
     # "bf16" runs the search on a bf16 copy of the model (models/bfloat16.py: the products
-    # read bf16 weights; 1.8x faster beam search at 160 rows on an AMX CPU, slower at one
-    # row, ~100x slower on an AVX2-only CPU); log-probabilities and scores stay float32.
+    # read bf16 weights: faster with many rows on a CPU with bf16 instructions, slower at one
+    # row, far slower on an AVX2-only CPU); log-probabilities and scores stay float32.
     # "fp32" is exact. The outputs can differ where two candidates nearly tie. "auto"
     # (the presets' choice) is bf16 where the device has fast bf16 matrix products, else
     # fp32 (transformer_lab.hardware). docs/results.md#bf16-decoding has the figures.

@@ -55,12 +55,9 @@ __all__ = ["DecoderStep"]
 # A product: [B, in] -> [B, out].
 Product = Callable[[Tensor], Tensor]
 
-# The dtypes whose attention goes through scaled_dot_product_attention. At one query, in
-# float32 the folded products below are faster (one Intel Xeon thread with AMX, 20 cached
-# positions: 43 against 67 us at 32 rows, 361 against 516 at 160); in bf16 the order
-# reverses (180 against 46 us at 32 rows, 888 against 285 at 160, 51 against 9 at one
-# row): a bf16 batched product pays a per-call floor and copies the cache's strided views
-# (docs/results.md#bf16-decoding).
+# The dtypes whose attention goes through scaled_dot_product_attention. At one query the
+# folded products below are faster in float32 and slower in bf16, where a batched product
+# pays a per-call floor and copies the cache's strided views (docs/results.md#bf16-decoding).
 SDPA_DTYPES = (torch.bfloat16, torch.float16)
 
 
