@@ -163,6 +163,16 @@ LIBRARY_CASES = [
         # -1 gave every sentence "" without a word (range() with a negative step is empty).
         for size in (-1, 0, 2.5, "2", True)
     ),
+    *(
+        LibraryCase(
+            f"translate a {type(texts).__name__}",
+            lambda tmp, ck, texts=texts: api.Translator(ck.translation).translate(texts),
+            ValueError,
+            rf"^sentences: expected a str or a sequence of str, got {type(texts).__name__}$",
+        )
+        # list() of a dict gave its keys, translated without a word.
+        for texts in ({"Ein Hund.": 1}, b"Ein Hund.")
+    ),
     LibraryCase(
         "missing text file",
         lambda tmp, ck: read_lines(tmp / "absent.txt"),

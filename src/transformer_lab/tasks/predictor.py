@@ -26,6 +26,9 @@ def texts_of(texts: str | Sequence[str], name: str) -> list[str]:
     """``texts`` as a list (a single str: a list of one); an item that is no str is a ValueError naming ``name[i]``."""
     if isinstance(texts, str):
         return [texts]
+    if isinstance(texts, (Mapping, bytes, bytearray)):
+        # list() of a dict is its keys, of bytes its numbers: neither is a list of texts.
+        raise ValueError(f"{name}: expected a str or a sequence of str, got {type(texts).__name__}")
     texts = list(texts)
     for index, text in enumerate(texts):
         if not isinstance(text, str):
