@@ -290,6 +290,16 @@ def test_bad_requests_get_a_4xx_json_error(client: TestClient, path: str, body: 
     assert words in response.json()["error"]
 
 
+def test_the_line_limit_counts_the_text_fields_only(served: dict[str, Any]) -> None:
+    # strategy is a str too (a choice, sent or defaulted); counted as a line, it made the limit one short.
+    client = TestClient(create_app(served, max_lines=3))
+    three_lines = {"model": NAME, "text": "Hund\nHund\nHund"}
+    for body in (three_lines, {**three_lines, "strategy": "greedy"}):
+        assert client.post("/api/translate", json=body).status_code == 200, body
+    over = client.post("/api/translate", json={"model": NAME, "text": "Hund\n" * 4, "strategy": "greedy"})
+    assert over.status_code == 422 and over.json()["error"] == "text: expected at most 3 lines in one request, got 4"
+
+
 def test_malformed_json_and_unknown_paths_get_json_errors(client: TestClient) -> None:
     response = client.post(
         "/api/translate", content=b'{"model": "tiny", "text": ', headers={"Content-Type": "application/json"}

@@ -28,7 +28,7 @@ and only the admitted one takes a thread. So:
 Size limits, checked before any model work: a body over ``max_body_bytes``
 (:data:`~transformer_lab.serve.intake.MAX_BODY_BYTES`) gets 413 before it is read whole (a
 ``Content-Length`` over the limit at once, a chunked body as soon as its bytes pass it);
-every text field (a ``str`` field, or a string in a list field, except the model name) may
+every text field (a ``Text`` field, or a ``Text`` in a list field; not a choice, not the model name) may
 hold at most ``max_text_characters`` (:data:`MAX_TEXT_CHARACTERS`) and all of a request's
 texts together at most ``max_lines`` lines
 (:data:`~transformer_lab.serve.intake.MAX_LINES`), else 422 naming the field.

@@ -3,7 +3,7 @@
 :class:`RequestIntake` is pure ASGI middleware that notes each request's arrival (the
 admission's deadline counts from it) and refuses a body over ``max_body_bytes`` with 413
 before it is read whole; :func:`check_text_limits` caps the characters of every text field
-and the lines of a request. Every refusal is a JSON ``{"error": message}``.
+and the lines of a request (its text fields only). Every refusal is a JSON ``{"error": message}``.
 """
 
 import time
@@ -13,6 +13,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from transformer_lab.serve.requests import is_text_field
 
 # The largest request body read: the biggest valid request (4 masks sentences of 1000
 # characters, 1024 target ids) is ~20 KB of JSON; 1 MiB leaves room and bounds memory.
@@ -43,14 +45,16 @@ def json_error(status_code: int, message: str, headers: Mapping[str, str] | None
 
 
 def _texts(body: BaseModel) -> Iterator[tuple[str, str]]:
-    """(location, text) for every str field and every str in a list field, but the model name.
+    """(location, text) for every free-text field (`requests.Text`, alone or in a list).
 
-    The model name is a key into ``GET /api/models`` (its own type caps it), not text to work on.
-    Locations are spelled as in validation errors: ``text``, ``sentences.0``.
+    A choice such as ``strategy`` or the model name is a str too, but no text to work on: counting it
+    made a request's line limit one short. Locations are spelled as in validation errors: ``text``,
+    ``sentences.0``.
     """
-    for name, value in body:
-        if name == "model":
+    for name, field in type(body).model_fields.items():
+        if not is_text_field(field):
             continue
+        value = getattr(body, name)
         if isinstance(value, str):
             yield name, value
         elif isinstance(value, (list, tuple)):

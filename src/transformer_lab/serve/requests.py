@@ -7,6 +7,7 @@ import typing
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
+from pydantic.fields import FieldInfo
 
 # Long enough for a paragraph, short enough that no request can keep the model busy for long.
 MAX_TEXT_CHARACTERS = 1000
@@ -18,8 +19,28 @@ def _not_blank(text: str) -> str:
     return text
 
 
+class _FreeText:
+    """Marks `Text` in a field's type, so that the text limits find the texts and skip choices and names."""
+
+    def __repr__(self) -> str:
+        return "FreeText"
+
+
+FREE_TEXT = _FreeText()
 ModelName = Annotated[str, Field(min_length=1, max_length=200, description="a name from GET /api/models")]
-Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARACTERS), AfterValidator(_not_blank)]
+Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARACTERS), AfterValidator(_not_blank), FREE_TEXT]
+
+
+def _holds_text(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is Annotated:
+        base, *metadata = typing.get_args(annotation)
+        return any(item is FREE_TEXT for item in metadata) or _holds_text(base)
+    return any(_holds_text(argument) for argument in typing.get_args(annotation))
+
+
+def is_text_field(field: FieldInfo) -> bool:
+    """Whether a request field holds free text: a `Text`, or a list or optional of them (not a choice, not a name)."""
+    return any(item is FREE_TEXT for item in field.metadata) or _holds_text(field.annotation)
 
 
 def request_model(request: type) -> type[BaseModel]:
