@@ -23,7 +23,9 @@ def _same_file(first: Path, second: Path) -> bool:
 
 
 def check_not_an_input(output_flag: str, output: Path | None, inputs: dict[str, object]) -> None:
-    """Refuse an output file that is one of the command's input files (flag -> value; non-paths ignored).
+    """Refuse an output file that is one of the command's input files (flag, or what the file is, -> value).
+
+    Values that are no paths are ignored.
 
     The write would replace what the command reads (a reference with hypotheses), and the
     next run would score against its own output.
@@ -34,7 +36,8 @@ def check_not_an_input(output_flag: str, output: Path | None, inputs: dict[str, 
         candidates = value if isinstance(value, (list, tuple)) else [value]
         for candidate in candidates:
             if isinstance(candidate, Path) and _same_file(output, candidate):
-                raise ValueError(f"{output_flag}: expected a file other than the {flag} file {candidate}, got {output}")
+                what = f"the {flag} file" if flag.startswith("--") else flag
+                raise ValueError(f"{output_flag}: expected a file other than {what} {candidate}, got {output}")
 
 
 def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:

@@ -57,6 +57,7 @@ from transformer_lab.training import (
     load_trainer_state,
     save_checkpoint,
 )
+from transformer_lab.training.checkpoint import resolve_checkpoint
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 GERMAN = [source for source, _ in SENTENCES]
@@ -1265,4 +1266,39 @@ def test_an_output_naming_an_input_file_is_refused_and_the_input_kept(
         code, _, error = run_cli(argv, b"", monkeypatch, capsys)
         assert code == 2 and len(error.strip().splitlines()) == 1, error
         assert re.search(rf"error: {output_flag}: expected a file other than the {input_flag} file ", error), error
+    assert {path: path.read_bytes() for path in kept} == kept
+
+
+def test_an_output_naming_a_checkpoint_file_a_split_file_or_another_output_is_refused(
+    tmp_path: Path, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The files a command reads without an option naming them: the checkpoint's, and the split's.
+    data = tmp_path / "data"
+    write_multi30k_split(data / "multi30k", "val", GERMAN, ENGLISH)
+    folder = resolve_checkpoint(checkpoints.translation)
+    kept = {path: path.read_bytes() for path in [*folder.iterdir(), *(data / "multi30k").iterdir()] if path.is_file()}
+    evaluate = ["evaluate", "translation", "--checkpoint", str(checkpoints.translation), "--split", "val"]
+    picture = str(tmp_path / "o.png")
+    cases = [
+        (
+            translate_argv(checkpoints.translation, "Ein Hund.", "--plot-attention", str(folder / "config.json")),
+            r"--plot-attention: expected a file other than the checkpoint's config\.json ",
+        ),
+        (
+            [*couplet_argv(checkpoints), "春风", "--output", picture, "--plot-attention", picture],
+            r"--plot-attention: expected a file other than the --output file ",
+        ),
+        (
+            [*evaluate, "--data-dir", str(data), "--output", str(folder / "model.safetensors")],
+            r"--output: expected a file other than the checkpoint's model\.safetensors ",
+        ),
+        (
+            [*evaluate, "--data-dir", str(data), "--output", str(data / "multi30k" / "val.en")],
+            r"--output: expected a file other than the val split's references .*val\.en, got ",
+        ),
+    ]
+    for argv, message in cases:
+        code, _, error = run_cli(argv, b"", monkeypatch, capsys)
+        assert code == 2 and len(error.strip().splitlines()) == 1, error
+        assert re.search(message, error), error
     assert {path: path.read_bytes() for path in kept} == kept

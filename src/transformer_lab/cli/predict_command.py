@@ -19,7 +19,7 @@ from transformer_lab.atomic_files import check_not_an_input, write_text_atomical
 from transformer_lab.cli.decode_options import input_lines
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
-from transformer_lab.tasks.registry import TASKS
+from transformer_lab.tasks.registry import TASKS, checkpoint_files
 from transformer_lab.tasks.task import Task
 
 
@@ -57,9 +57,12 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     inputs = input_lines(arguments.inputs, arguments.input, purpose=command.verb)
     options = given_options(arguments, arguments.task_options)
     outputs = {**options, "--plot-attention": getattr(arguments, "plot_attention", None)}
-    for flag, value in outputs.items():
-        if isinstance(value, Path):  # every path option of these commands names a file they write
-            check_not_an_input(flag, value, {"--input": arguments.input})
+    # Every path option of these commands names a file they write.
+    written = {flag: value for flag, value in outputs.items() if isinstance(value, Path)}
+    read = {"--input": arguments.input, **checkpoint_files(arguments.checkpoint)}
+    for number, (flag, value) in enumerate(written.items()):
+        # Neither a file the command reads, nor another output of the same command.
+        check_not_an_input(flag, value, {**read, **dict(list(written.items())[:number])})
     plot_path = getattr(arguments, "plot_attention", None)
     if plot_path is not None:
         # Before any work: a bad name would otherwise be refused after the answers are printed.

@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 import torch
 from torch import nn
 
+from transformer_lab.atomic_files import check_not_an_input
 from transformer_lab.decoding import DecodeConfig, decoding_model
 from transformer_lab.decoding.beam import BEAM_STOPS
 from transformer_lab.decoding.search_settings import search_name, with_search
@@ -99,11 +100,17 @@ class EvaluationOptions:
         """The value of the task option ``flag`` (None where it was not given)."""
         return self.task_options.get(flag)
 
-    def output_file(self, default: Path) -> Path:
+    def output_file(self, default: Path, read: Mapping[str, Path] = {}) -> Path:
         """Where the task's output goes: ``output`` (its missing folders made, as the predict commands make
-        theirs), else ``default`` beside the checkpoint. Called once the scores are in, just before the write."""
+        theirs), else ``default`` beside the checkpoint. Called once the split is read, before the work, so
+        that a refused output costs nothing.
+
+        ``read`` names the files the evaluation read (its split's, by what they are); an ``output``
+        that is one of them is refused, as the write would replace what the next evaluation scores against.
+        """
         if self.output is None:
             return default
+        check_not_an_input("--output", self.output, dict(read))
         self.output.parent.mkdir(parents=True, exist_ok=True)
         return self.output
 

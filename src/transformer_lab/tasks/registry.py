@@ -114,8 +114,29 @@ def evaluate(
             readers = [other.name for other in TASKS.values() if other.evaluate and other.reads_option(flag)]
             raise unread_option_error(flag, name, readers)
     inputs = {flag: options.option(flag) for flag in options.given()}
-    check_not_an_input("--output", options.output, inputs)
+    check_not_an_input("--output", options.output, {**inputs, **checkpoint_files(checkpoint)})
     return task.evaluate(Path(checkpoint), split, options)
+
+
+# What evaluations write into a checkpoint folder by default; every other file there is the checkpoint's own.
+_EVALUATION_OUTPUTS = ("hypotheses.", "outputs.", "report.", "samples.", "confusion.")
+
+
+def checkpoint_files(checkpoint: str | os.PathLike[str]) -> dict[str, Path]:
+    """The files a checkpoint (or a run folder's best/) consists of, by what they are: an output must not be one.
+
+    Its weights, config, vocabulary, model card and trainer state; not the outputs evaluations wrote
+    beside them. Nothing for a folder that is no checkpoint (its own error comes later).
+    """
+    try:
+        folder = resolve_checkpoint(checkpoint)
+    except (FileNotFoundError, ValueError):
+        return {}
+    return {
+        f"the checkpoint's {path.name}": path
+        for path in sorted(folder.iterdir())
+        if path.is_file() and not path.name.startswith(_EVALUATION_OUTPUTS)
+    }
 
 
 def checkpoint_tasks(surface: str | None = None) -> dict[str, Task]:

@@ -57,16 +57,22 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     model, vocabulary, config = load(checkpoint)
     model, search = search_for(model, config.decode, options)
     data_dir = options.data_dir if options.data_dir is not None else config.data.data_dir
+    read: dict[str, Path] = {}
     if split == "validation":
         # The pairs this run held out of its training split, carved again the same way.
         pairs = load_validation_pairs(config.data, data_dir)
     else:
         # The test files are clean; an error here means a damaged file, which should be seen.
-        pairs = load_couplets(split, data_dir).pairs
+        corpus = load_couplets(split, data_dir)
+        pairs = corpus.pairs
+        read = {
+            f"the {split} split's upper lines": corpus.upper_path,
+            f"the {split} split's lower lines": corpus.lower_path,
+        }
     constraints = with_constraint_options(config.constraints, options.task_options)
-    evaluation = evaluate_pairs(model, vocabulary, pairs, search.decode_config, constraints)
     stem = f"{split}.{search.name.replace(' ', '')}"
-    output = options.output_file(checkpoint / f"hypotheses.{stem}.txt")
+    output = options.output_file(checkpoint / f"hypotheses.{stem}.txt", read)
+    evaluation = evaluate_pairs(model, vocabulary, pairs, search.decode_config, constraints)
     write_text_atomically(output, "".join(line + "\n" for line in evaluation.hypotheses))
     # Named after a given --output, so that two evaluations writing into one folder with
     # different options (the same split and search) keep their own samples.

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from transformer_lab.atomic_files import write_text_atomically
-from transformer_lab.data import load_multi30k
+from transformer_lab.data import read_multi30k
 from transformer_lab.data.parallel_text import read_parallel_text
 from transformer_lab.evaluation import BLEU_FLAVOURS, BleuResult, bleu_tokenizer_for, check_bleu_flavour, papers_bleu
 from transformer_lab.evaluation.bleu_flavour import PAPERS_FLAVOUR, SACREBLEU_FLAVOUR, check_papers_flavour
@@ -66,19 +66,20 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     if flavour == PAPERS_FLAVOUR:
         check_papers_flavour(config.data.target_language)  # before the decoding, not after it
     model, search = search_for(model, config.decode, options)
+    read: dict[str, Path] = {}  # the split's files (the options' files are checked by the registry)
     if source is not None:
         # Strict, as every reader: misaligned files, empty lines and bad UTF-8 name file and line.
         pairs = read_parallel_text(source, reference).pairs
         name = Path(source).name
     else:
         data_dir = options.data_dir if options.data_dir is not None else config.data.data_dir
-        pairs = load_multi30k(
-            split, data_dir, source_language=config.data.source_language, target_language=config.data.target_language
-        )
+        text = read_multi30k(split, data_dir, config.data.source_language, config.data.target_language)
+        pairs = text.pairs
+        read = {f"the {split} split's sources": text.source_path, f"the {split} split's references": text.target_path}
         name = split
+    output = options.output_file(checkpoint / f"hypotheses.{name}.{search.name.replace(' ', '')}.txt", read)
     tokenize = options.option("--bleu-tokenize") or bleu_tokenizer_for(config.data.target_language)
     report = evaluate_bleu(model, tokenizer, pairs, search.decode_config, tokenize)
-    output = options.output_file(checkpoint / f"hypotheses.{name}.{search.name.replace(' ', '')}.txt")
     write_text_atomically(output, "".join(line + "\n" for line in report.hypotheses))
     bleu: dict[str, BleuResult]
     if flavour == PAPERS_FLAVOUR:
