@@ -300,6 +300,48 @@ def test_the_line_limit_counts_the_text_fields_only(served: dict[str, Any]) -> N
     assert over.status_code == 422 and over.json()["error"] == "text: expected at most 3 lines in one request, got 4"
 
 
+# A value of another JSON type was coerced (true read as 1, "3" as 3, 2.0 as 2) while a number for text was refused.
+WRONG_TYPES = [
+    ("/api/translate", {"beam_size": True}, "beam_size: expected an integer, got true"),
+    ("/api/translate", {"beam_size": "3"}, 'beam_size: expected an integer, got "3"'),
+    ("/api/translate", {"beam_size": 2.0}, "beam_size: expected an integer, got 2.0"),
+    ("/api/translate", {"beam_size": None}, "beam_size: expected an integer, got null"),
+    ("/api/translate", {"text": 5}, "text: expected a string, got 5"),
+    ("/api/translation/attention", {"target_ids": ["36", 4]}, 'target_ids.0: expected an integer, got "36"'),
+    (
+        "/api/translation/attention",
+        {"target_ids": [True, False]},
+        "target_ids.0: expected an integer, got true; target_ids.1: expected an integer, got false",
+    ),
+    ("/api/translation/attention", {"target_ids": 5}, "target_ids: expected a list, got 5"),
+    ("/api/echo", {"scale": "2"}, 'scale: expected a number, got "2"'),
+    ("/api/echo", {"shout": 1}, "shout: expected true or false, got 1"),
+    ("/api/echo", {"times": 2.5}, "times: expected an integer, got 2.5"),
+    ("/api/masks", {"sentences": ["a b"], "model": 5}, "model: expected a string, got 5"),
+    ("/api/masks", {"sentences": [["a"]]}, "sentences.0: expected a string, got a list"),
+]
+
+
+@pytest.mark.parametrize(("path", "fields", "message"), WRONG_TYPES)
+def test_a_value_of_another_json_type_is_refused_naming_the_field(
+    with_echo: dict[str, Any], path: str, fields: dict[str, Any], message: str
+) -> None:
+    body = {**VALID_BODIES.get(path, {}), **fields}
+    if path != "/api/masks":
+        body["model"] = "echo" if path == "/api/echo" else NAME
+    response = TestClient(create_app(with_echo)).post(path, json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] == message
+
+
+def test_an_integer_is_taken_as_a_number_and_a_list_body_is_refused_as_such(with_echo: dict[str, Any]) -> None:
+    client = TestClient(create_app(with_echo))
+    answer = post(client, "/api/echo", model="echo", text="hi", numbers=[1, 2], scale=2)
+    assert answer["total"] == 6.0
+    refused = client.post("/api/translate", json=["not", "an", "object"])
+    assert refused.status_code == 422 and refused.json()["error"] == "body: expected a JSON object, got a list"
+
+
 def test_malformed_json_and_unknown_paths_get_json_errors(client: TestClient) -> None:
     response = client.post(
         "/api/translate", content=b'{"model": "tiny", "text": ', headers={"Content-Type": "application/json"}

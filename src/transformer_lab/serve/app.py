@@ -41,6 +41,7 @@ FastAPI reads the endpoints' annotations to validate requests, so this module do
 ``from __future__ import annotations`` (the request types are built per endpoint).
 """
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -83,11 +84,42 @@ MAX_QUEUE = 16
 CLIENT_GONE_STATUS = 499
 
 
+# pydantic's type errors -> the JSON type the field expected, said as the server's other messages say it.
+_EXPECTED_TYPES = {
+    "int_type": "an integer",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "a JSON object",
+    "model_type": "a JSON object",
+    "model_attributes_type": "a JSON object",
+}
+# The longest given value quoted in a message; a longer one is cut.
+_MAX_QUOTED_CHARACTERS = 40
+
+
+def _json_value(value: Any) -> str:
+    """A value given in a request as its JSON spelling (true, "3", 2.0), or its kind if it is a list or object."""
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= _MAX_QUOTED_CHARACTERS else text[: _MAX_QUOTED_CHARACTERS - 3] + "..."
+
+
 def _validation_message(error: Mapping[str, Any]) -> str:
     if error.get("type") == "json_invalid":
         return f"body: expected a JSON object, got malformed JSON ({error.get('ctx', {}).get('error', 'unreadable')})"
     # The location starts with "body"; the rest names the field (e.g. "text", "sentences.0").
     location = ".".join(str(part) for part in error.get("loc", ()) if part != "body") or "body"
+    expected = _EXPECTED_TYPES.get(str(error.get("type")))
+    if expected is not None:
+        return f"{location}: expected {expected}, got {_json_value(error.get('input'))}"
     return f"{location}: {str(error.get('msg', 'invalid')).removeprefix('Value error, ')}"
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from transformer_lab.lab.mask_panels import mask_panels
-from transformer_lab.serve.requests import ModelName, Text
+from transformer_lab.serve.requests import REQUEST_CONFIG, ModelName, Text
 
 MAX_SENTENCES = 4
 MAX_TOKENS = 48  # a grid of 48 x 48 cells is the most the page draws legibly
@@ -20,7 +20,7 @@ PAD_LABEL = "<pad>"
 
 
 class MasksRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = REQUEST_CONFIG
 
     sentences: Annotated[list[Text], Field(min_length=1, max_length=MAX_SENTENCES)]
     model: ModelName | None = Field(default=None, description="tokenize with this model (None: words)")

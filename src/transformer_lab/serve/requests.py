@@ -29,6 +29,8 @@ class _FreeText:
 FREE_TEXT = _FreeText()
 ModelName = Annotated[str, Field(min_length=1, max_length=200, description="a name from GET /api/models")]
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARACTERS), AfterValidator(_not_blank), FREE_TEXT]
+# Strict, as a config file is read: a JSON true, "3" or 2.0 is no integer, "2" no number (an integer is a number).
+REQUEST_CONFIG = ConfigDict(extra="forbid", strict=True)
 
 
 def _holds_text(annotation: Any) -> bool:
@@ -47,14 +49,15 @@ def request_model(request: type) -> type[BaseModel]:
     """The pydantic model of a task's request dataclass (``tasks.task.Endpoint.request``), as the app validates it.
 
     Every request names its ``model``; a ``str`` field is a `Text`; a field's metadata are
-    its ``Field`` bounds; a field the request does not declare is refused.
+    its ``Field`` bounds; a field the request does not declare is refused, and so is a value of another
+    JSON type (`REQUEST_CONFIG`).
     """
     hints = typing.get_type_hints(request)
     fields: dict[str, Any] = {"model": (ModelName, ...)}
     for field in dataclasses.fields(request):
         default = ... if field.default is dataclasses.MISSING else field.default
         fields[field.name] = (Text if hints[field.name] is str else hints[field.name], Field(default, **field.metadata))
-    model: type[BaseModel] = create_model(request.__name__, __config__=ConfigDict(extra="forbid"), **fields)
+    model: type[BaseModel] = create_model(request.__name__, __config__=REQUEST_CONFIG, **fields)
     return model
 
 
