@@ -12,6 +12,9 @@ Shapes use the legend B batch, H heads, L query length, S key length.
 
 from __future__ import annotations
 
+import numbers
+import operator
+
 import torch
 from torch import Tensor
 
@@ -29,7 +32,40 @@ __all__ = [
     "folded_additive_key_mask",
     "padded_query_rows_mask",
     "keep_to_hidden",
+    "MAX_MASK_LENGTH",
 ]
+
+# The longest side of a mask built here. A cap rather than torch's allocator error: past it the
+# allocation fails, or with memory overcommitted the process is killed while filling it; the
+# models' position tables stop at 65,536 too, and a 65,536-square bool mask is already 4 GiB.
+MAX_MASK_LENGTH = 65_536
+
+
+def _check_length(function: str, name: str, value: object, minimum: int) -> None:
+    """Raise ``TypeError`` unless ``value`` is an int, ``ValueError`` unless it is in [minimum, MAX_MASK_LENGTH]."""
+    if isinstance(value, torch.SymInt) or (isinstance(value, Tensor) and torch.jit.is_tracing()):
+        return  # a symbolic or traced size: reading its value here would freeze it into the graph
+    try:
+        length = None if isinstance(value, bool) else operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        length = None
+    if length is None:
+        raise TypeError(f"{function}: {name}: expected an int, got {value!r}")
+    if not minimum <= length <= MAX_MASK_LENGTH:
+        raise ValueError(f"{function}: {name}: expected an int in [{minimum}, {MAX_MASK_LENGTH:,}], got {length:,}")
+
+
+def _check_integer_tensor(function: str, name: str, value: object, dims: int, layout: str) -> None:
+    """Raise ``TypeError`` unless ``value`` is a tensor, ``ValueError`` unless it is ``dims``-D of an integer dtype."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{function}: {name}: expected a torch.Tensor, got {type(value).__name__}")
+    # bool and complex are not lengths or token ids either, though they are not floating.
+    integer = not (value.is_floating_point() or value.is_complex() or value.dtype == torch.bool)
+    if value.dim() != dims or not integer:
+        raise ValueError(
+            f"{function}: {name} must be an integer tensor of shape {layout}, "
+            f"got dtype {value.dtype} and shape {tuple(value.shape)}"
+        )
 
 
 def causal_mask(
@@ -48,6 +84,8 @@ def causal_mask(
         returns ``[L, S]`` bool, True above the (shifted) diagonal.
     """
     key_len = query_len if key_len is None else key_len
+    _check_length("causal_mask", "query_len", query_len, minimum=1)
+    _check_length("causal_mask", "key_len", key_len, minimum=1)
     if query_len < 1 or key_len < query_len:
         raise ValueError(
             f"causal_mask: expected 1 <= query_len <= key_len, got query_len={query_len}, " f"key_len={key_len}"
@@ -66,6 +104,7 @@ def square_subsequent_mask(
     Shape:
         returns ``[size, size]`` float.
     """
+    _check_length("square_subsequent_mask", "size", size, minimum=1)
     hidden = causal_mask(size, device=device)  # [L, L]
     dtype = torch.get_default_dtype() if dtype is None else dtype
     return torch.zeros(size, size, device=device, dtype=dtype).masked_fill(hidden, float("-inf"))
@@ -77,11 +116,10 @@ def padding_mask(token_ids: Tensor, pad_id: int) -> Tensor:
     Shape:
         token_ids ``[B, S]`` integer; returns ``[B, S]`` bool.
     """
-    if token_ids.dim() != 2 or token_ids.is_floating_point():
-        raise ValueError(
-            "padding_mask: token_ids must be an integer tensor of shape [batch, seq_len], "
-            f"got dtype {token_ids.dtype} and shape {tuple(token_ids.shape)}"
-        )
+    _check_integer_tensor("padding_mask", "token_ids", token_ids, 2, "[batch, seq_len]")
+    # Compared with None (a tokenizer without a pad token), `==` gives the bool False: "nothing padded".
+    if isinstance(pad_id, bool) or not isinstance(pad_id, numbers.Integral):
+        raise TypeError(f"padding_mask: pad_id: expected an int, got {pad_id!r}")
     return token_ids == pad_id
 
 
@@ -91,12 +129,21 @@ def lengths_to_padding_mask(lengths: Tensor, max_len: int | None = None) -> Tens
     Shape:
         lengths ``[B]`` integer; returns ``[B, max_len]`` bool.
     """
-    if lengths.dim() != 1 or lengths.is_floating_point():
+    _check_integer_tensor("lengths_to_padding_mask", "lengths", lengths, 1, "[batch]")
+    if max_len is not None:
+        _check_length("lengths_to_padding_mask", "max_len", max_len, minimum=0)
+    shortest, longest = torch.stack(torch.aminmax(lengths)).tolist() if lengths.numel() else (0, 0)
+    if shortest < 0:
+        # A negative length would give a row of padding only, as if it were 0.
+        index = int((lengths < 0).nonzero()[0])
         raise ValueError(
-            "lengths_to_padding_mask: lengths must be a 1-D integer tensor, "
-            f"got dtype {lengths.dtype} and shape {tuple(lengths.shape)}"
+            f"lengths_to_padding_mask: lengths: expected non-negative ints, got {int(lengths[index])} at index {index}"
         )
-    longest = int(lengths.max()) if lengths.numel() else 0
+    if max_len is None and longest > MAX_MASK_LENGTH:
+        raise ValueError(
+            f"lengths_to_padding_mask: lengths: expected lengths of at most {MAX_MASK_LENGTH:,} "
+            f"(the mask's width), got {longest:,}"
+        )
     max_len = longest if max_len is None else max_len
     if longest > max_len:
         raise ValueError(f"lengths_to_padding_mask: max_len must be >= the longest length {longest}, got {max_len}")

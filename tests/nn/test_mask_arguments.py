@@ -1,0 +1,81 @@
+"""The mask helpers refuse arguments of the wrong type, sign or size, naming the helper and the argument."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from transformer_lab.nn import masks
+
+
+@pytest.mark.parametrize("pad_id", [None, 0.0, "0", True])
+def test_padding_mask_refuses_a_pad_id_that_is_not_an_int(pad_id: object) -> None:
+    # None == tensor gave the bool False, a "mask" that hides nothing.
+    with pytest.raises(TypeError, match=rf"padding_mask: pad_id: expected an int, got {pad_id!r}"):
+        masks.padding_mask(torch.tensor([[1, 0]]), pad_id)  # type: ignore[arg-type]
+
+
+def test_padding_mask_takes_numpy_ints() -> None:
+    ids = torch.tensor([[1, 0]])
+    assert masks.padding_mask(ids, np.int64(0)).tolist() == [[False, True]]  # type: ignore[arg-type]
+
+
+def test_helpers_refuse_lists_instead_of_tensors() -> None:
+    with pytest.raises(TypeError, match=r"padding_mask: token_ids: expected a torch.Tensor, got list"):
+        masks.padding_mask([[1, 0]], 0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"lengths_to_padding_mask: lengths: expected a torch.Tensor, got list"):
+        masks.lengths_to_padding_mask([1, 2])  # type: ignore[arg-type]
+
+
+def test_lengths_must_be_non_negative_integers() -> None:
+    # A negative length gave a row of padding only.
+    with pytest.raises(ValueError, match=r"lengths: expected non-negative ints, got -2 at index 1"):
+        masks.lengths_to_padding_mask(torch.tensor([3, -2]))
+    with pytest.raises(ValueError, match=r"lengths must be an integer tensor of shape \[batch\], got dtype torch.bool"):
+        masks.lengths_to_padding_mask(torch.tensor([True, False]))
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: masks.causal_mask(2.5), r"causal_mask: query_len: expected an int, got 2.5"),  # was 3 x 3
+        (lambda: masks.causal_mask(2, 3.7), r"causal_mask: key_len: expected an int, got 3.7"),  # was 2 x 4
+        (lambda: masks.causal_mask("4"), r"causal_mask: query_len: expected an int, got '4'"),
+        (lambda: masks.square_subsequent_mask(2.5), r"square_subsequent_mask: size: expected an int, got 2.5"),
+        (
+            lambda: masks.lengths_to_padding_mask(torch.tensor([1, 2]), 3.5),  # was 4 columns
+            r"lengths_to_padding_mask: max_len: expected an int, got 3.5",
+        ),
+    ],
+)
+def test_sizes_must_be_ints(call: object, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        call()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: masks.causal_mask(10**6), r"causal_mask: query_len: expected an int in \[1, 65,536\], got 1,000,000"),
+        (lambda: masks.causal_mask(1, 10**6), r"causal_mask: key_len: expected an int in \[1, 65,536\]"),
+        (
+            lambda: masks.lengths_to_padding_mask(torch.tensor([1, 2]), 10**12),
+            r"lengths_to_padding_mask: max_len: expected an int in \[0, 65,536\], got 1,000,000,000,000",
+        ),
+        (
+            lambda: masks.lengths_to_padding_mask(torch.tensor([1, 10**9])),
+            r"lengths_to_padding_mask: lengths: expected lengths of at most 65,536 .*got 1,000,000,000",
+        ),
+    ],
+)
+def test_sizes_past_the_cap_are_refused_before_allocating(call: object, message: str) -> None:
+    # These asked the allocator for 1 TB to 8 TB.
+    with pytest.raises(ValueError, match=message):
+        call()  # type: ignore[operator]
+
+
+def test_integer_scalars_of_other_kinds_are_still_sizes() -> None:
+    assert masks.causal_mask(np.int64(2), torch.tensor(3)).shape == (2, 3)  # type: ignore[arg-type]
+    assert masks.causal_mask(masks.MAX_MASK_LENGTH, masks.MAX_MASK_LENGTH, device="meta").shape == (65_536, 65_536)
+    assert masks.lengths_to_padding_mask(torch.tensor([0, 0]), 0).shape == (2, 0)
