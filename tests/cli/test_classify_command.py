@@ -104,6 +104,12 @@ def test_evaluate_prints_the_scores_and_draws_the_confusion_matrix(
     assert sum(sum(row) for row in report["confusion"]) == 20
     assert main(["evaluate", "classification", "--checkpoint", str(run_folder), "--split", "nope"]) == 2
     assert "split must be 'test' or 'validation'" in capsys.readouterr().err
+    # A figure name that cannot be drawn is refused before the evaluation, not after it.
+    for bad in (tmp_path / "confusion.txt", tmp_path):
+        arguments = ["evaluate", "classification", "--checkpoint", str(run_folder), "--confusion-png", str(bad)]
+        assert main([*arguments, "--output", str(tmp_path / "not-written.json")]) == 2
+        assert f"--confusion-png: expected a file name ending in .png, got '{bad}'" in capsys.readouterr().err
+        assert not (tmp_path / "not-written.json").exists()
     for option, value in (("--beam", "2"), ("--length-penalty", "1.0")):
         assert main(["evaluate", "classification", "--checkpoint", str(run_folder), option, value]) == 2
         readers = "couplet, copy, reverse, sort and translation tasks"

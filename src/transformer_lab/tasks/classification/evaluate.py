@@ -118,6 +118,10 @@ _TEST_FILE_OPTIONS = ("--text-field", "--label-field", "--file-format")
 
 def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
     """Classify a split's (or ``--test``'s) texts and score the labels against the true ones."""
+    confusion_path = options.option("--confusion-png")
+    if confusion_path is not None and (Path(confusion_path).suffix.lower() != ".png" or Path(confusion_path).is_dir()):
+        # Before any work: drawn after the scores, a bad name would cost the whole evaluation.
+        raise ValueError(f"--confusion-png: expected a file name ending in .png, got {str(confusion_path)!r}")
     checkpoint = resolve_checkpoint(checkpoint)
     model, tokenizer, config = load_classifier(checkpoint)
     model = options.placed(model)
@@ -145,13 +149,17 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         skip_malformed = bool(options.option("--skip-malformed"))
         articles = load_split(config, name, options.data_dir, skip_malformed=skip_malformed)
         rows = "articles"
+    # The test split's file, where it is AG News's (the options' files are checked by the registry).
+    named_test = test is None and name == "test"
+    data_dir = options.data_dir if options.data_dir is not None else config.data.data_dir
+    split_files = {"the test split's file": ag_news_path("test", data_dir)} if named_test else {}
+    output = options.output_file(checkpoint / f"report.{name}.json", split_files)
     # The classify command's default, auto; int8 has no classifier copy.
     device = next(model.parameters()).device
     precision = resolve_inference_precision(options.precision, "auto", device, name="--precision", int8=False)
     report, _ = evaluate_classifier(model, tokenizer, articles, config.class_names, precision=precision, source=test)
     lines = [f"{checkpoint}, {test if test is not None else name}: {len(articles)} {rows}"]
     lines += report.lines()
-    output = options.output_file(checkpoint / f"report.{name}.json")
     scored = {"split": name} if test is None else {"file": str(test.resolve())}
     write_text_atomically(
         output,
