@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import threading
 import time
 from pathlib import Path
@@ -349,6 +350,28 @@ def test_malformed_json_and_unknown_paths_get_json_errors(client: TestClient) ->
     assert response.status_code == 422 and "malformed JSON" in response.json()["error"]
     assert client.get("/api/nothing").json()["error"] == "Not Found"
     assert client.get("/api/translate").status_code == 405
+
+
+BAD_UTF8 = b'{"model": "tiny", "text": "Ein \xff"}'
+# Bodies json.loads cannot read for other reasons than their syntax; each was a bare 400 "error parsing the body".
+UNREADABLE_BODIES = [
+    (BAD_UTF8, f"body: expected UTF-8 JSON, got b'\\xff' at byte offset {BAD_UTF8.index(0xFF)} (invalid start byte)"),
+    (
+        b'{"model": "tiny", "text": "Ein", "beam_size": 1' + b"0" * 5000 + b"}",
+        f"body: expected numbers of at most {sys.get_int_max_str_digits()} digits, got one of 5001 digits",
+    ),
+    (
+        b'{"model": "tiny", "text": "Ein", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        f"body: expected JSON nested at most about {sys.getrecursionlimit()} levels deep, got deeper",
+    ),
+]
+
+
+@pytest.mark.parametrize(("content", "message"), UNREADABLE_BODIES)
+def test_a_body_json_cannot_read_gets_a_422_saying_why(client: TestClient, content: bytes, message: str) -> None:
+    response = client.post("/api/translate", content=content, headers={"Content-Type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert response.json() == {"error": message, "details": [message]}
 
 
 def test_a_request_waits_a_bounded_time_for_the_model_then_gets_503(

@@ -33,7 +33,7 @@ hold at most ``max_text_characters`` (:data:`MAX_TEXT_CHARACTERS`) and all of a 
 texts together at most ``max_lines`` lines
 (:data:`~transformer_lab.serve.intake.MAX_LINES`), else 422 naming the field.
 
-Every error is a JSON object ``{"error": message}``: 422 for a malformed request, 413 for
+Every error is a JSON object ``{"error": message}``: 422 for a malformed request (or a body JSON cannot read), 413 for
 a body too large, 404 for an unknown model, 400 for a request the model cannot take (e.g.
 a text longer than its positional table), 503 when busy (with ``Retry-After``).
 
@@ -65,6 +65,7 @@ from transformer_lab.serve.intake import (
     RequestIntake,
     check_text_limits,
     json_error,
+    unreadable_body_message,
 )
 from transformer_lab.serve.registry import ServedModel
 from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS, page_fields, request_model
@@ -197,6 +198,10 @@ def create_app(
 
     @app.exception_handler(HTTPException)
     async def httpjson_error(_: Request, error: HTTPException) -> JSONResponse:
+        # FastAPI's 400 for a body json.loads could not read (not a syntax error): a 422 like malformed JSON.
+        unreadable = unreadable_body_message(error.__cause__) if error.status_code == 400 else None
+        if unreadable is not None:
+            return json_error(422, unreadable, details=[unreadable])
         return json_error(error.status_code, str(error.detail))
 
     @app.get("/", include_in_schema=False)

@@ -6,6 +6,8 @@ before it is read whole; :func:`check_text_limits` caps the characters of every 
 and the lines of a request (its text fields only). Every refusal is a JSON ``{"error": message}``.
 """
 
+import re
+import sys
 import time
 from typing import Any, Iterator, Mapping
 
@@ -42,6 +44,29 @@ class BodyTooLarge(HTTPException):
 
 def json_error(status_code: int, message: str, headers: Mapping[str, str] | None = None, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": message, **extra}, status_code=status_code, headers=headers)
+
+
+def unreadable_body_message(cause: BaseException | None) -> str | None:
+    """What is wrong with a body that JSON could not read for a reason other than its syntax, or None.
+
+    FastAPI answers those (``cause`` is the error of ``json.loads``) with a bare 400 "There was an
+    error parsing the body"; this says which: bytes that are not UTF-8, a number too long, too deep.
+    """
+    if isinstance(cause, UnicodeDecodeError):
+        bad = cause.object[cause.start : cause.end]
+        # json.loads reads a body starting with zero bytes as UTF-16 or UTF-32; say so, or the reason misleads.
+        encoding = "" if cause.encoding.replace("-", "").lower() == "utf8" else f", read as {cause.encoding}"
+        return f"body: expected UTF-8 JSON, got {bad!r} at byte offset {cause.start} ({cause.reason}{encoding})"
+    if isinstance(cause, RecursionError):
+        # The parser's depth is bounded by the interpreter's recursion limit less the stack in use.
+        return f"body: expected JSON nested at most about {sys.getrecursionlimit()} levels deep, got deeper"
+    if isinstance(cause, ValueError):
+        digits = re.search(r"value has (\d+) digits", str(cause))
+        if digits is not None:
+            limit = sys.get_int_max_str_digits()
+            return f"body: expected numbers of at most {limit} digits, got one of {digits.group(1)} digits"
+        return f"body: expected a JSON object, got unreadable JSON ({cause})"
+    return None
 
 
 def _texts(body: BaseModel) -> Iterator[tuple[str, str]]:
