@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -221,6 +222,11 @@ def test_evaluate_takes_the_rule_options_for_couplets_only(
         "--tone-opposition-penalty: expected only with the couplet task, got it with translation"
         in capsys.readouterr().err
     )
+    # Past float32's range a penalty made every hypothesis -inf: empty lines, or an IndexError traceback.
+    for flag in ("--oblique-final-penalty", "--tone-opposition-penalty", "--rhythm-rerank"):
+        for command in (arguments, ["couplet", "--checkpoint", str(run_dir / "best"), "春风"]):
+            assert main([*command, flag, "1e100"]) == 2
+            assert f"{flag}: expected a float in [0, 100] (nats), got 1e+100" in capsys.readouterr().err
 
 
 def test_rerank_by_antithesis_adds_nats_per_unit_of_agreement(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -248,8 +254,13 @@ def test_rerank_by_antithesis_adds_nats_per_unit_of_agreement(monkeypatch: pytes
             "上", candidates, couplet_predict.CoupletConstraintConfig(rhythm_rerank=1.0)
         )
     ] == [-1.5, -1.0, -1.6]
-    with pytest.raises(ValueError, match="rhythm_rerank: expected a finite number of nats >= 0"):
-        couplet_predict.CoupletConstraintConfig(rhythm_rerank=-1.0)
+    for name, value in (
+        ("rhythm_rerank", -1.0),
+        ("oblique_final_penalty", 1e100),
+        ("tone_opposition_penalty", math.nan),
+    ):
+        with pytest.raises(ValueError, match=rf"^{name}: expected a float in \[0, 100\] \(nats\), got "):
+            couplet_predict.CoupletConstraintConfig(**{name: value})
 
 
 def test_reranking_keeps_the_form_and_leaves_greedy_search_alone(run_dir: Path) -> None:

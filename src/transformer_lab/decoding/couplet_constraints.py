@@ -49,9 +49,14 @@ def _token_table(name: str, table: Tensor) -> Tensor:
     return table
 
 
+# A penalty's ceiling: e^-100 already rules a token out, and far larger ones overflow the float32
+# scores to -inf, where every hypothesis ties and the search returns none.
+MAX_PENALTY_NATS = 100.0
+
+
 def _check_penalty(name: str, value: object) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value)) or value < 0:
-        raise ValueError(f"{name}: expected a finite float >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_PENALTY_NATS:
+        raise ValueError(f"{name}: expected a float in [0, {MAX_PENALTY_NATS:g}] (nats), got {value!r}")
 
 
 def _check_tone_mask(name: str, table: Tensor | None, needed_by: str, vocab_size: int) -> None:

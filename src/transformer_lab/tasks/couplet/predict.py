@@ -12,7 +12,6 @@ stderr, and the exit code is 2 after the rest are answered.
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from transformer_lab.data.chinese import is_punctuation, tone_class
 from transformer_lab.data.couplet import split_characters
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.config import MAX_BEAM_SIZE
-from transformer_lab.decoding.couplet_constraints import CoupletConstraints
+from transformer_lab.decoding.couplet_constraints import MAX_PENALTY_NATS, CoupletConstraints
 from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
 from transformer_lab.evaluation.couplet_antithesis import part_of_speech_agreement, rhythm_agreement
 from transformer_lab.models import Seq2SeqTransformer
@@ -64,10 +63,10 @@ class CoupletConstraintConfig:
     rhythm_rerank: float = 0.5
 
     def __post_init__(self) -> None:
-        for name in ("part_of_speech_rerank", "rhythm_rerank"):
+        for name in ("oblique_final_penalty", "tone_opposition_penalty", "part_of_speech_rerank", "rhythm_rerank"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < math.inf:
-                raise ValueError(f"{name}: expected a finite number of nats >= 0, given {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_PENALTY_NATS:
+                raise ValueError(f"{name}: expected a float in [0, {MAX_PENALTY_NATS:g}] (nats), got {value!r}")
 
     @property
     def reranks(self) -> bool:
@@ -311,6 +310,8 @@ def with_constraint_options(config: CoupletConstraintConfig, values: Mapping[str
         if option.kind is bool and value is True:
             changes[name] = False
         elif option.kind is not bool and value is not None:
+            if not 0 <= value <= MAX_PENALTY_NATS:  # named as typed, before the config names its field
+                raise ValueError(f"{option.flag}: expected a float in [0, {MAX_PENALTY_NATS:g}] (nats), got {value!r}")
             changes[name] = value
     return dataclasses.replace(config, **changes)
 
