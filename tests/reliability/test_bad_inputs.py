@@ -172,7 +172,43 @@ LIBRARY_CASES = [
             rf"^sentences: expected a str or a sequence of str, got {type(texts).__name__}$",
         )
         # list() of a dict gave its keys, translated without a word.
-        for texts in ({"Ein Hund.": 1}, b"Ein Hund.")
+        for texts in ({"Ein Hund.": 1}, b"Ein Hund.", None, 5)
+    ),
+    LibraryCase(
+        "couplet: num_candidates not an int",
+        lambda tmp, ck: api.CoupletWriter(ck.couplet).write("春风", num_candidates=2.5),
+        ValueError,
+        r"^num_candidates: expected an int >= 1, got 2\.5$",
+    ),
+    LibraryCase(
+        "couplet: num_candidates True",
+        lambda tmp, ck: api.CoupletWriter(ck.couplet).write("春风", num_candidates=True),
+        ValueError,
+        r"^num_candidates: expected an int >= 1, got True$",
+    ),
+    LibraryCase(
+        "couplet: constraints not a config",
+        lambda tmp, ck: api.CoupletWriter(ck.couplet).write("春风", constraints="none"),
+        ValueError,
+        r"^constraints: expected a CoupletConstraintConfig or None, got str$",
+    ),
+    LibraryCase(
+        "couplet: attention_map of a list",
+        lambda tmp, ck: api.CoupletWriter(ck.couplet).attention_map(["春风"]),
+        ValueError,
+        r"^upper: expected a str, got list$",
+    ),
+    LibraryCase(
+        "translate: attention_map of None",
+        lambda tmp, ck: api.Translator(ck.translation).attention_map(None),
+        ValueError,
+        r"^sentence: expected a str, got NoneType$",
+    ),
+    LibraryCase(
+        "classify: truncate not a bool",
+        lambda tmp, ck: api.Classifier(ck.classification).classify("stocks rally", truncate="no"),
+        ValueError,
+        r"^truncate: expected a bool, got 'no'$",
     ),
     LibraryCase(
         "missing text file",

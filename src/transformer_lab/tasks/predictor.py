@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -26,7 +26,7 @@ def texts_of(texts: str | Sequence[str], name: str) -> list[str]:
     """``texts`` as a list (a single str: a list of one); an item that is no str is a ValueError naming ``name[i]``."""
     if isinstance(texts, str):
         return [texts]
-    if isinstance(texts, (Mapping, bytes, bytearray)):
+    if isinstance(texts, (Mapping, bytes, bytearray)) or not isinstance(texts, Iterable):
         # list() of a dict is its keys, of bytes its numbers: neither is a list of texts.
         raise ValueError(f"{name}: expected a str or a sequence of str, got {type(texts).__name__}")
     texts = list(texts)
@@ -34,6 +34,13 @@ def texts_of(texts: str | Sequence[str], name: str) -> list[str]:
         if not isinstance(text, str):
             raise ValueError(f"{name}[{index}]: expected a str, got {type(text).__name__}")
     return texts
+
+
+def text_of(text: object, name: str) -> str:
+    """``text`` itself if it is a str; anything else is a ValueError naming ``name``."""
+    if not isinstance(text, str):
+        raise ValueError(f"{name}: expected a str, got {type(text).__name__}")
+    return text
 
 
 def is_int(value: object) -> bool:

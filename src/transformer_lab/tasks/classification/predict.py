@@ -224,6 +224,8 @@ class Classifier:
         Refused: a blank text, and one longer than :attr:`max_len` subword tokens unless
         ``truncate``. ``precision`` as in :meth:`classify`.
         """
+        if not isinstance(truncate, bool):  # "no" is true in Python: it would truncate
+            raise ValueError(f"truncate: expected a bool, got {truncate!r}")
         resolved = resolve_inference_precision(precision, "auto", next(self.model.parameters()).device, int8=False)
         batch = texts_of(texts, "texts")
         return predict_each(self.model, self.tokenizer, self.class_names, batch, truncate=truncate, precision=resolved)

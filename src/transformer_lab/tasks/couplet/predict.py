@@ -32,7 +32,7 @@ from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.attention_maps import AttentionMap, last_layer_map
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption
-from transformer_lab.tasks.predictor import Seq2SeqPredictor, is_int, search_keywords, texts_of
+from transformer_lab.tasks.predictor import Seq2SeqPredictor, is_int, search_keywords, text_of, texts_of
 from transformer_lab.tasks.task import Endpoint, Serving
 
 _LATIN_LETTERS = re.compile(r"[A-Za-zＡ-Ｚａ-ｚ]")
@@ -380,6 +380,12 @@ class CoupletWriter(Seq2SeqPredictor):
         ``dataclasses.replace(writer.config.constraints, mirror_repetition=False)``.
         """
         lines = texts_of(uppers, "uppers")
+        if not is_int(num_candidates) or num_candidates < 1:
+            raise ValueError(f"num_candidates: expected an int >= 1, got {num_candidates!r}")
+        if constraints is not None and not isinstance(constraints, CoupletConstraintConfig):
+            raise ValueError(
+                f"constraints: expected a CoupletConstraintConfig or None, got {type(constraints).__name__}"
+            )
         model, decode = self.decoding(beam, 1, precision, length_penalty, beam_stop)
         if is_int(num_candidates) and num_candidates > 1 and beam is None and decode.strategy == "beam":
             decode = dataclasses.replace(decode, beam_size=max(decode.beam_size, num_candidates))
@@ -401,7 +407,9 @@ class CoupletWriter(Seq2SeqPredictor):
         The columns are the upper line's characters, the rows the ids the model wrote (under
         the checkpoint's rules); a line `write` refuses is a ValueError with its reason.
         """
-        result = self.write(upper, beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop)
+        result = self.write(
+            text_of(upper, "upper"), beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop
+        )
         if result.error:
             raise ValueError(f"upper: {result.error}")
         model, _ = self.decoding(beam, 1, precision, length_penalty, beam_stop)

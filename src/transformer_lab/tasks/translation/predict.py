@@ -24,7 +24,7 @@ from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.attention_maps import AttentionMap, cross_attention, last_layer_map, token_labels
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption
-from transformer_lab.tasks.predictor import Seq2SeqPredictor, search_keywords, texts_of
+from transformer_lab.tasks.predictor import Seq2SeqPredictor, search_keywords, text_of, texts_of
 from transformer_lab.tasks.task import Endpoint, Serving
 
 
@@ -254,7 +254,7 @@ class Translator(Seq2SeqPredictor):
         The rows are the ids the model generated with these settings (not the translation
         encoded again, which can split differently); a blank sentence is a ValueError.
         """
-        if not sentence.strip():
+        if not text_of(sentence, "sentence").strip():
             raise ValueError("sentence: expected a non-empty sentence to plot, got an empty one")
         model, decode = self.decoding(beam, 1, precision, length_penalty, beam_stop)
         best = translate_nbest(model, self.tokenizers, sentence, decode)[0]
