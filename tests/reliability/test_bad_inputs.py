@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from transformer_lab import nn as lab_nn
 from transformer_lab.cli import main
 from transformer_lab.data import SubwordTokenizer, Vocabulary, read_ag_news_csv, read_lines, read_parallel_text
 from transformer_lab.data.couplet import LOWER_FILE, UPPER_FILE, load_couplets, read_couplets
+from transformer_lab.data.line_stream import count_lines
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.tasks.translation import predict as translation_predict
@@ -1277,6 +1279,19 @@ def test_unreadable_file_is_a_value_error_naming_it(tmp_path: Path, monkeypatch:
         ValueError, match=r"secret\.txt: expected a readable text file, got an error: Permission denied"
     ):
         read_lines(path)
+
+
+def test_a_named_pipe_is_read_as_input_once_and_refused_as_a_corpus(tmp_path: Path) -> None:
+    # A shell's <(command) and a FIFO exist but are no regular files; they read as "does not exist" before.
+    pipe = tmp_path / "lines"
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=lambda: pipe.write_bytes("Ein Hund.\r\nZwei.\n".encode()))
+    writer.start()
+    assert read_lines(pipe) == ["Ein Hund.", "Zwei."]
+    writer.join()
+    # A corpus is read more than once (counted, then streamed): a pipe is refused, not read empty the second time.
+    with pytest.raises(ValueError, match=r"expected a regular file, got '.*lines', which is a named pipe or a device"):
+        count_lines(pipe)
 
 
 def test_an_output_naming_an_input_file_is_refused_and_the_input_kept(

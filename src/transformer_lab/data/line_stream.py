@@ -33,8 +33,13 @@ def _checked_file(path: str | os.PathLike[str]) -> Path:
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"expected a text file, got {str(path)!r}, which is a folder")
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"expected an existing text file, got {str(path)!r}, which does not exist")
+    if not path.is_file():
+        # A corpus is read more than once (counted, then streamed): a pipe would be empty the second time.
+        raise ValueError(
+            f"expected a regular file, got {str(path)!r}, which is a named pipe or a device; write it to a file first"
+        )
     return path
 
 

@@ -67,16 +67,18 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
 
     Lines end at "\\n"; one "\\r" before it is removed (CRLF files are accepted); a
     byte-order mark at the start of the file is removed; the final newline is optional.
-    Nothing else is stripped. A missing file is a FileNotFoundError; a folder, or a file
-    that cannot be read (no permission), and invalid UTF-8 are ValueErrors naming the file
+    Nothing else is stripped. A named pipe or a device is read once to its end. A missing
+    file is a FileNotFoundError; a folder, or a file that cannot be read (no permission),
+    and invalid UTF-8 are ValueErrors naming the file
     (and, for bad bytes, the 1-based line and the byte column).
     """
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"expected a text file, got {str(path)!r}, which is a folder")
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"expected an existing text file, got {str(path)!r}, which does not exist")
     try:
+        # Read once to its end, so a named pipe, /dev/stdin or a shell's <(command) reads as a file does.
         data = path.read_bytes()
     except OSError as error:
         raise ValueError(f"{path}: expected a readable text file, got an error: {error.strerror or error}") from None
