@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_lab.nn import host_reads, masks, sdpa
+from transformer_lab.nn import arguments, host_reads, masks, sdpa
 from transformer_lab.nn.cache import AttentionCache
 from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, active_recorder, record
 
@@ -67,16 +67,16 @@ class MultiheadAttention(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        if embed_dim <= 0 or num_heads <= 0:
-            raise ValueError(
-                f"embed_dim and num_heads must be positive, got embed_dim={embed_dim}, " f"num_heads={num_heads}"
-            )
+        # Checked here, once: a float head count was accepted and failed at the first call, deep in torch.
+        embed_dim = arguments.check_size("embed_dim", embed_dim)
+        num_heads = arguments.check_size("num_heads", num_heads)
+        kdim = arguments.check_optional_size("kdim", kdim)
+        vdim = arguments.check_optional_size("vdim", vdim)
+        dropout = arguments.check_dropout("dropout", dropout)
         if embed_dim % num_heads != 0:
             raise ValueError(
                 f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim}, " f"num_heads={num_heads}"
             )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
@@ -231,6 +231,8 @@ class MultiheadAttention(nn.Module):
             ``[N, H, L, S]``, or None.
         """
         is_batched = self._check_inputs(query, key, value)
+        if key_padding_mask is not None:
+            arguments.check_tensor("key_padding_mask", key_padding_mask)  # before the unbatched case unsqueezes it
         if active_recorder() is not None:
             layout = "[batch, tgt_len, embed_dim]" if self.batch_first else "[tgt_len, batch, embed_dim]"
             record("query as given", query, layout if is_batched else "[tgt_len, embed_dim]")
@@ -369,7 +371,13 @@ class MultiheadAttention(nn.Module):
         return output, weights
 
     def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> bool:
-        """Validate ranks and widths; return whether the inputs carry a batch dimension."""
+        """Validate types, dtypes, ranks and widths; return whether the inputs carry a batch dimension."""
+        # From the dict, not the attribute: Module.__getattr__ would cost more than all these checks.
+        weight = self._parameters.get("in_proj_weight" if self._qkv_same_embed_dim else "q_proj_weight")
+        expected = None if weight is None else weight.dtype
+        for name, tensor in (("query", query), ("key", key), ("value", value)):
+            if not isinstance(tensor, Tensor) or tensor.dtype != expected:
+                arguments.check_input(name, tensor, weight, "MultiheadAttention")
         if query.dim() not in (2, 3):
             raise ValueError(f"query must be 3-D (batched) or 2-D (unbatched), got shape {list(query.shape)}")
         inputs = (("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim))

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer_lab.nn import arguments
 from transformer_lab.nn.activation import Activation, resolve_activation
 from transformer_lab.nn.attention import MultiheadAttention
 from transformer_lab.nn.cache import AttentionCache, DecoderCache, DecoderLayerCache
@@ -45,6 +46,11 @@ class TransformerDecoderLayer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
+        # The layer's own names, before MultiheadAttention would name them embed_dim and num_heads.
+        d_model = arguments.check_size("d_model", d_model)
+        nhead = arguments.check_size("nhead", nhead)
+        dim_feedforward = arguments.check_size("dim_feedforward", dim_feedforward)
+        arguments.check_epsilon("layer_norm_eps", layer_norm_eps)
         self.self_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, device=device, dtype=dtype
         )
@@ -90,6 +96,10 @@ class TransformerDecoderLayer(nn.Module):
             tgt_key_padding_mask ``[N, T]``, memory_key_padding_mask ``[N, S]``;
             returns tgt's shape.
         """
+        weight = self.norm1.weight  # a LayerNorm's: linear1's is a method once the feed-forward is quantized
+        for name, tensor in (("tgt", tgt), ("memory", memory)):
+            if not isinstance(tensor, Tensor) or weight is None or tensor.dtype != weight.dtype:
+                arguments.check_input(name, tensor, weight, "TransformerDecoderLayer")
         if cache is not None and tgt_mask is None:
             new_positions = tgt.shape[1 if self.batch_first else 0]
             # One new position may see every cached one; several need the shifted causal mask.
@@ -160,6 +170,8 @@ class TransformerDecoder(nn.Module):
 
     def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int, norm: nn.Module | None = None) -> None:
         super().__init__()
+        if not arguments.is_int(num_layers):
+            raise TypeError(f"num_layers: expected an int >= 1, got {num_layers!r}")
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         self.layers = nn.ModuleList([copy.deepcopy(decoder_layer) for _ in range(num_layers)])

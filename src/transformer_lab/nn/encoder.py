@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer_lab.nn import arguments
 from transformer_lab.nn.activation import Activation, resolve_activation
 from transformer_lab.nn.attention import MultiheadAttention
 from transformer_lab.nn.dropout import Dropout, activation_dropout
@@ -44,6 +45,11 @@ class TransformerEncoderLayer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
+        # The layer's own names, before MultiheadAttention would name them embed_dim and num_heads.
+        d_model = arguments.check_size("d_model", d_model)
+        nhead = arguments.check_size("nhead", nhead)
+        dim_feedforward = arguments.check_size("dim_feedforward", dim_feedforward)
+        arguments.check_epsilon("layer_norm_eps", layer_norm_eps)
         self.self_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, device=device, dtype=dtype
         )
@@ -71,6 +77,10 @@ class TransformerEncoderLayer(nn.Module):
             src ``[S, N, E]`` (batch_first: ``[N, S, E]``), src_mask ``[S, S]`` or
             ``[N*H, S, S]``, src_key_padding_mask ``[N, S]``; returns src's shape.
         """
+        # A LayerNorm's weight: linear1's is a method once the feed-forward is quantized.
+        weight = self.norm1.weight
+        if not isinstance(src, Tensor) or weight is None or src.dtype != weight.dtype:
+            arguments.check_input("src", src, weight, "TransformerEncoderLayer")
 
         def attend(x: Tensor) -> Tensor:
             return self._self_attention_block(x, src_mask, src_key_padding_mask, is_causal)
@@ -108,6 +118,8 @@ class TransformerEncoder(nn.Module):
         mask_check: bool = True,
     ) -> None:
         super().__init__()
+        if not arguments.is_int(num_layers):
+            raise TypeError(f"num_layers: expected an int >= 1, got {num_layers!r}")
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         self.layers = nn.ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])

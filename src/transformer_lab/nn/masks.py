@@ -18,6 +18,8 @@ import operator
 import torch
 from torch import Tensor
 
+from transformer_lab.nn import arguments
+
 __all__ = [
     "causal_mask",
     "padding_mask",
@@ -152,6 +154,7 @@ def lengths_to_padding_mask(lengths: Tensor, max_len: int | None = None) -> Tens
 
 
 def _check_mask_dtype(name: str, mask: Tensor) -> None:
+    arguments.check_tensor(name, mask)
     if mask.dtype != torch.bool and not mask.is_floating_point():
         raise ValueError(
             f"{name} must be a bool (True = hidden) or floating (added to the scores) tensor, "

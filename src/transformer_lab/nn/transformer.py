@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_lab.nn import masks
+from transformer_lab.nn import arguments, masks
 from transformer_lab.nn.activation import Activation
 from transformer_lab.nn.decoder import TransformerDecoder, TransformerDecoderLayer
 from transformer_lab.nn.encoder import TransformerEncoder, TransformerEncoderLayer
@@ -44,6 +44,11 @@ class Transformer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
+        # Under their own names: TransformerEncoder and TransformerDecoder would both say num_layers.
+        if custom_encoder is None:
+            arguments.check_size("num_encoder_layers", num_encoder_layers)
+        if custom_decoder is None:
+            arguments.check_size("num_decoder_layers", num_decoder_layers)
         if custom_encoder is not None:
             self.encoder = custom_encoder
         else:
@@ -113,6 +118,8 @@ class Transformer(nn.Module):
             memory_mask ``[T, S]``, the key padding masks ``[N, S]`` / ``[N, T]`` / ``[N, S]``;
             returns ``[T, N, E]`` (batch_first: ``[N, T, E]``).
         """
+        arguments.check_tensor("src", src)
+        arguments.check_tensor("tgt", tgt)
         is_batched = src.dim() == 3
         if tgt.dim() != src.dim():
             raise ValueError(f"src and tgt must have the same rank, got src {list(src.shape)}, tgt {list(tgt.shape)}")

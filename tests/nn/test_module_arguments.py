@@ -1,0 +1,88 @@
+"""The modules refuse bad constructor values and inputs at once, naming the argument, with torch's error kinds."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pytest
+import torch
+
+from transformer_lab import nn as ours
+
+
+@pytest.mark.parametrize(
+    ("build", "kind", "message"),
+    [
+        # A float head count was accepted and failed at the first call, inside unflatten().
+        (lambda: ours.MultiheadAttention(8, 2.0), TypeError, r"num_heads: expected an int >= 1, got 2.0"),
+        (lambda: ours.MultiheadAttention(8.0, 2), TypeError, r"embed_dim: expected an int >= 1, got 8.0"),
+        (lambda: ours.MultiheadAttention("8", 2), TypeError, r"embed_dim: expected an int >= 1, got '8'"),
+        (lambda: ours.MultiheadAttention(8, None), TypeError, r"num_heads: expected an int >= 1, got None"),
+        (lambda: ours.MultiheadAttention(8, 2, kdim=-3), ValueError, r"kdim: expected an int >= 1 or None, got -3"),
+        (lambda: ours.MultiheadAttention(8, 2, vdim=0), ValueError, r"vdim: expected an int >= 1 or None, got 0"),
+        (lambda: ours.MultiheadAttention(8, 2, dropout="0.1"), TypeError, r"dropout: expected a float in \[0, 1\)"),
+        (lambda: ours.MultiheadAttention(8, 2, dropout=1.0), ValueError, r"dropout: expected a float in \[0, 1\)"),
+        (lambda: ours.MultiheadAttention(0, 2), ValueError, r"embed_dim: expected an int >= 1, got 0"),
+        (lambda: ours.Transformer(8, 2.0, 1, 1, 16), TypeError, r"nhead: expected an int >= 1, got 2.0"),
+        (lambda: ours.Transformer(8, 2, 1, 1, dim_feedforward=-4), ValueError, r"dim_feedforward: .* got -4"),
+        (lambda: ours.Transformer(8, 2, 1, 1, dim_feedforward=16.0), TypeError, r"dim_feedforward: .* got 16.0"),
+        (lambda: ours.Transformer(8, 2, 1.0, 1, 16), TypeError, r"num_encoder_layers: expected an int >= 1, got 1.0"),
+        (lambda: ours.Transformer(8, 2, 1, 0, 16), ValueError, r"num_decoder_layers: expected an int >= 1, got 0"),
+        (lambda: ours.Transformer(8, 2, 1, 1, 16, layer_norm_eps="x"), TypeError, r"layer_norm_eps: expected a float"),
+        (lambda: ours.TransformerDecoderLayer(8.5, 2), TypeError, r"d_model: expected an int >= 1, got 8.5"),
+        (
+            lambda: ours.TransformerEncoder(ours.TransformerEncoderLayer(8, 2), 2.0),
+            TypeError,
+            r"num_layers: expected an int >= 1, got 2.0",
+        ),
+    ],
+)
+def test_constructors_refuse_bad_values(build: Callable[[], object], kind: type[Exception], message: str) -> None:
+    with pytest.raises(kind, match=message):
+        build()
+
+
+def test_numpy_ints_are_still_sizes() -> None:
+    attention = ours.MultiheadAttention(np.int64(8), np.int64(2), kdim=np.int64(4))  # type: ignore[arg-type]
+    assert (attention.num_heads, attention.head_dim, attention.kdim) == (2, 4, 4)
+    assert type(attention.num_heads) is int
+
+
+def test_an_input_of_another_dtype_is_named_with_the_module() -> None:
+    # Was torch's "mat1 and mat2 must have the same dtype", naming neither.
+    attention = ours.MultiheadAttention(8, 2, batch_first=True)
+    query = torch.randn(2, 3, 8)
+    message = r"query: expected dtype torch.float32 \(the dtype of the MultiheadAttention's parameters\), got .*64"
+    with pytest.raises(ValueError, match=message):
+        attention(query.double(), query.double(), query.double())
+    with pytest.raises(ValueError, match=r"value: expected dtype torch.float32 .* got torch.int64; convert the input$"):
+        attention(query, query, query.long(), need_weights=False)
+    model = ours.Transformer(8, 2, 1, 1, 16, batch_first=True)
+    with pytest.raises(ValueError, match=r"src: expected dtype torch.float32 .*TransformerEncoderLayer"):
+        model(torch.randn(2, 4, 8, dtype=torch.float64), torch.randn(2, 3, 8, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"memory: expected dtype torch.float32 .*TransformerDecoderLayer"):
+        model.decoder(torch.randn(2, 3, 8), torch.randn(2, 4, 8, dtype=torch.float64))
+
+
+def test_a_module_converted_to_the_inputs_dtype_and_autocast_still_run() -> None:
+    attention = ours.MultiheadAttention(8, 2, batch_first=True)
+    query = torch.randn(2, 3, 8)
+    assert attention.double()(query.double(), query.double(), query.double())[0].dtype == torch.float64
+    attention.float()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        output, _ = attention(query.bfloat16(), query.bfloat16(), query.bfloat16(), need_weights=False)
+    assert output.dtype == torch.bfloat16
+
+
+def test_inputs_and_masks_that_are_not_tensors_are_named() -> None:
+    attention = ours.MultiheadAttention(8, 2, batch_first=True)
+    query = torch.randn(2, 3, 8)
+    with pytest.raises(TypeError, match=r"attn_mask: expected a torch.Tensor, got numpy.ndarray"):
+        attention(query, query, query, attn_mask=np.zeros((3, 3), dtype=bool))
+    with pytest.raises(TypeError, match=r"key_padding_mask: expected a torch.Tensor, got numpy.ndarray"):
+        attention(query[0], query[0], query[0], key_padding_mask=np.zeros(3, dtype=bool))
+    with pytest.raises(TypeError, match=r"query: expected a torch.Tensor, got list"):
+        attention([[0.0] * 8], query, query)
+    with pytest.raises(TypeError, match=r"tgt: expected a torch.Tensor, got list"):
+        ours.Transformer(8, 2, 1, 1, 16)(torch.randn(4, 2, 8), [[0.0] * 8])
