@@ -189,14 +189,18 @@ def test_an_extreme_length_penalty_is_refused_with_its_range(penalty: float) -> 
 
 def test_the_beam_has_a_stated_cap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tests.reliability.builders import write_translation_checkpoint
+    from transformer_lab.api import Translator
     from transformer_lab.decoding import DecodeConfig
 
     assert DecodeConfig(beam_size=64).beam_size == 64
     with pytest.raises(ValueError, match=r"beam_size: expected at most 64 .*given 10000"):
         DecodeConfig(beam_size=10_000)
     checkpoint = write_translation_checkpoint(tmp_path / "translation")
+    # The command line names the option typed, the API its keyword (not the config's field).
     assert main(["translate", "--checkpoint", str(checkpoint), "--beam", "10000", "Ein Mann."]) == 2
-    assert "beam_size: expected at most 64" in capsys.readouterr().err
+    assert "error: --beam: expected at most 64, got 10000" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"^beam: expected at most 64, got 65$"):
+        Translator(checkpoint).translate("Ein Mann.", beam=65)
 
 
 def test_duplicate_class_names_are_refused_naming_the_file_and_the_name(tmp_path: Path) -> None:

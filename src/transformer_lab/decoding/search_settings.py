@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from transformer_lab.decoding.config import DecodeConfig
+from transformer_lab.decoding.config import MAX_BEAM_SIZE, DecodeConfig
 from transformer_lab.setting_error import SettingError
 
 
@@ -56,6 +56,8 @@ def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:
         return decode_config
     if beam < 1:
         raise ValueError(f"--beam must be >= 1, got {beam}")
+    if beam > MAX_BEAM_SIZE:  # here, so the command line names --beam and the API beam, not the field beam_size
+        raise SettingError("{beam}: expected at most {limit}, got {given}", ("beam",), limit=MAX_BEAM_SIZE, given=beam)
     return dataclasses.replace(decode_config, strategy="greedy" if beam == 1 else "beam", beam_size=beam, num_return=1)
 
 
