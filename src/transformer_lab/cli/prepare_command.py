@@ -21,6 +21,7 @@ from transformer_lab.cli.overrides import add_config_file_argument, add_override
 from transformer_lab.cli.train_command import DATA_OPTIONS, option_settings
 from transformer_lab.data.prepared_cache import CorpusKindError, verify_prepared
 from transformer_lab.tasks.registry import TASKS, task_named
+from transformer_lab.training.config_io import parse_override
 
 # What --verify does not use (it checks a folder as it is): every option that says how to prepare one.
 _PREPARING_OPTIONS = ("train", "valid", "data_dir", "source_language", "target_language", "preset", "config")
@@ -112,10 +113,10 @@ def _verify(task_name: str, arguments: argparse.Namespace) -> int:
 def _check_data_keys(overrides: list[str]) -> None:
     """Refuse a ``--set`` of another section than ``data``: preparing reads only the data settings."""
     for override in overrides:
-        key = override.split("=", 1)[0].strip()
-        section = key.split(".", 1)[0]
-        # A key without a section or value is left to the config's own check, which names what is wrong.
-        if "=" in override and "." in key and section != "data":
+        path, _ = parse_override(override, "--set")  # the one reader of --set: a malformed one is refused as train does
+        # A key without a section is left to the config's own check, which names what is wrong.
+        if len(path) > 1 and path[0] != "data":
+            key = ".".join(path)
             raise ValueError(
                 f"--set {override}: expected a data.* key (preparing reads only the data settings), got {key}"
             )

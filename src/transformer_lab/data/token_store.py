@@ -175,9 +175,7 @@ def read_versioned_json(path: Path, format_version: int | None) -> dict[str, Any
         content = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{path}: expected JSON, got unreadable content ({error})") from None
-    check_format_version(path, content, None)
-    if format_version is not None:
-        check_format_version(path, content, format_version)
+    check_format_version(path, content, format_version)
     return content
 
 
