@@ -56,14 +56,14 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     device = device_of(arguments)
     inputs = input_lines(arguments.inputs, arguments.input, purpose=command.verb)
     options = given_options(arguments, arguments.task_options)
-    outputs = {**options, "--plot-attention": getattr(arguments, "plot_attention", None)}
-    # Every path option of these commands names a file they write.
-    written = {flag: value for flag, value in outputs.items() if isinstance(value, Path)}
-    read = {"--input": arguments.input, **checkpoint_files(arguments.checkpoint)}
-    for number, (flag, value) in enumerate(written.items()):
-        # Neither a file the command reads, nor another output of the same command.
-        check_not_an_input(flag, value, {**read, **dict(list(written.items())[:number])})
     plot_path = getattr(arguments, "plot_attention", None)
+    # Every path option of these commands names a file they write: neither a file the command
+    # reads, nor another output of the same command.
+    taken: dict[str, object] = {"--input": arguments.input, **checkpoint_files(arguments.checkpoint)}
+    for flag, value in {**options, "--plot-attention": plot_path}.items():
+        if isinstance(value, Path):
+            check_not_an_input(flag, value, taken)
+            taken[flag] = value
     if plot_path is not None:
         # Before any work: a bad name would otherwise be refused after the answers are printed.
         from transformer_lab.lab.plotting import check_image_path
