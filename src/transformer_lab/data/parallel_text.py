@@ -85,15 +85,13 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
     return decode_lines(data, str(path))
 
 
-def decode_lines(data: bytes, name: str, first_line: int = 1, file_start: bool = True) -> list[str]:
-    """Split UTF-8 bytes into lines as `read_lines` does; `name` (a file, "stdin") goes into errors.
+def utf8_text(data: bytes, name: str, first_line: int = 1) -> str:
+    """``data`` decoded as UTF-8; invalid bytes are a ValueError naming ``name``, the line and the byte column.
 
-    A streamed file comes in pieces cut after a newline: `first_line` is the 1-based number
-    of the piece's first line (for errors), and only the piece at `file_start` may begin
-    with a byte-order mark.
+    ``first_line`` is the 1-based number of the first line of ``data`` (a piece of a streamed file).
     """
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as error:
         line_number = first_line + data.count(b"\n", 0, error.start)
         line_start = data.rfind(b"\n", 0, error.start) + 1
@@ -102,6 +100,16 @@ def decode_lines(data: bytes, name: str, first_line: int = 1, file_start: bool =
             f"{data[error.start : error.end]!r} at byte column {error.start - line_start + 1} "
             f"({error.reason})"
         ) from None
+
+
+def decode_lines(data: bytes, name: str, first_line: int = 1, file_start: bool = True) -> list[str]:
+    """Split UTF-8 bytes into lines as `read_lines` does; `name` (a file, "stdin") goes into errors.
+
+    A streamed file comes in pieces cut after a newline: `first_line` is the 1-based number
+    of the piece's first line (for errors), and only the piece at `file_start` may begin
+    with a byte-order mark.
+    """
+    text = utf8_text(data, name, first_line)
     if file_start and text.startswith(_BYTE_ORDER_MARK):
         text = text[len(_BYTE_ORDER_MARK) :]
     if text == "":

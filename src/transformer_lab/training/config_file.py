@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from transformer_lab.data.parallel_text import utf8_text
 from transformer_lab.training.config_io import Setting, config_to_dict, merge_settings, settings_of
 
 __all__ = [
@@ -166,16 +167,7 @@ def read_bounded_text(path: Path, max_bytes: int, what: str) -> str:
         data = file.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise ValueError(f"{path}: expected {what} of at most {max_bytes:,} bytes, got a larger one")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        # Where, as every other text file's bad bytes are named: the line and the byte column in it.
-        line = data.count(b"\n", 0, error.start) + 1
-        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
-        bad = data[error.start : error.end]
-        raise ValueError(
-            f"{path}: line {line}: expected UTF-8 text, got invalid byte(s) {bad!r} at byte column {column}"
-        ) from None
+    return utf8_text(data, str(path))  # bad bytes named as every other text file's: line and byte column
 
 
 def load_bounded_yaml_text(text: str, where: str) -> Any:

@@ -387,7 +387,7 @@ class CoupletWriter(Seq2SeqPredictor):
                 f"constraints: expected a CoupletConstraintConfig or None, got {type(constraints).__name__}"
             )
         model, decode = self.decoding(beam, 1, precision, length_penalty, beam_stop)
-        if is_int(num_candidates) and num_candidates > 1 and beam is None and decode.strategy == "beam":
+        if num_candidates > 1 and beam is None and decode.strategy == "beam":
             decode = dataclasses.replace(decode, beam_size=max(decode.beam_size, num_candidates))
         rules = self.config.constraints if constraints is None else constraints
         results = generate(model, self.vocabulary, lines, decode, rules, num_candidates=num_candidates)
