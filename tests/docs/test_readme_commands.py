@@ -35,6 +35,7 @@ COVERAGE: list[tuple[str, tuple[str, ...]]] = [
     (r"make test-gpu$", ("not run", "needs a CUDA GPU")),
     (r"make test-kernels$", ("not run", "reruns the suite's convergence tests on other kernels; CI runs it")),
     (r"make lint$", ("not run", "CI runs it before the tests")),
+    (r"make setup$", ("not run", "creates .venv (downloads); every make target above runs it first")),
     (r"make tutorial$", ("not run", "tests/docs/test_tutorial.py executes every chapter, as it does")),
     (r"make browser$", ("not run", "installs Debian packages: needs root and apt-get")),
     (r"transformer-lab demo", ("run", "tests/cli/test_train_and_demo_commands.py", '"demo"')),
