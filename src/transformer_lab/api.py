@@ -33,7 +33,9 @@ from pathlib import Path
 
 import torch
 
+from transformer_lab.decoding.search_settings import decode_settings
 from transformer_lab.decoding.sources import Candidate
+from transformer_lab.devices import load_on
 from transformer_lab.setting_error import SettingError
 from transformer_lab.tasks.classification import predict as classification_predict
 from transformer_lab.tasks.classification.predict import Prediction
@@ -41,7 +43,6 @@ from transformer_lab.tasks.classification.train import load_classifier
 from transformer_lab.tasks.couplet import predict as couplet_predict
 from transformer_lab.tasks.couplet import train as couplet_train
 from transformer_lab.tasks.couplet.predict import CoupletResult
-from transformer_lab.tasks.predictor import decode_settings, load_on
 from transformer_lab.tasks.translation import predict as translation_predict
 from transformer_lab.tasks.translation.train import load_translator
 

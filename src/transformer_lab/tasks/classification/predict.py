@@ -23,14 +23,13 @@ import torch
 from torch import Tensor
 
 from transformer_lab.data import PAD_ID, SubwordTokenizer, collate_classification, token_budget_batches
-from transformer_lab.data.subword import check_texts
+from transformer_lab.data._checks import texts_of
+from transformer_lab.data.subword import check_texts, token_labels
 from transformer_lab.hardware import PRECISIONS, autocast, resolve_inference_precision, resolve_precision
 from transformer_lab.models import TransformerClassifier
 from transformer_lab.models.bfloat16 import as_bf16
-from transformer_lab.tasks.attention_maps import token_labels
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import TaskOption
-from transformer_lab.tasks.predictor import texts_of
 from transformer_lab.tasks.task import Endpoint, Serving
 
 _ENCODE_BATCH = 64  # texts encoded at once by predict_each
