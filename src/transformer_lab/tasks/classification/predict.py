@@ -150,25 +150,6 @@ def predict_each(
     return results
 
 
-def predict(
-    model: TransformerClassifier,
-    tokenizer: SubwordTokenizer,
-    class_names: Sequence[str],
-    texts: Sequence[str],
-    truncate: bool = False,
-) -> list[Prediction]:
-    """Classify ``texts``; a text :func:`predict_each` refuses is a ValueError naming its index."""
-    return _all_classified(predict_each(model, tokenizer, class_names, texts, truncate=truncate))
-
-
-def _all_classified(results: list[Prediction | str]) -> list[Prediction]:
-    """``results`` when every text was classified, else a ValueError naming the first refused one's index."""
-    for index, result in enumerate(results):
-        if isinstance(result, str):
-            raise ValueError(f"texts[{index}]: {result}")
-    return results  # type: ignore[return-value]
-
-
 class Classifier:
     """A classification model on a device, ready to classify (``transformer_lab.api`` shows its use).
 
@@ -210,10 +191,11 @@ class Classifier:
         first ``max_len`` tokens of a longer text (else it is a ValueError naming its index,
         as is a blank text; :meth:`classify_each` answers the others instead).
         """
-        predictions = _all_classified(
-            self.classify_each(texts_of(texts, "texts"), precision=precision, truncate=truncate)
-        )
-        return predictions[0] if isinstance(texts, str) else predictions
+        predictions = self.classify_each(texts_of(texts, "texts"), precision=precision, truncate=truncate)
+        for index, prediction in enumerate(predictions):
+            if isinstance(prediction, str):
+                raise ValueError(f"texts[{index}]: {prediction}")
+        return predictions[0] if isinstance(texts, str) else predictions  # type: ignore[return-value]
 
     def classify_each(
         self, texts: Sequence[str], *, precision: str | None = None, truncate: bool = False
