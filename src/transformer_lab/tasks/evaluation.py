@@ -1,11 +1,7 @@
 """The evaluation seam: what a task's ``evaluate`` is asked, and the report it gives back.
 
-A task that can be scored sets ``Task.evaluate`` (see ``tasks/task.py``): it reads a
-checkpoint, scores it on a split (None: its default) or on the files its options name,
-writes what it writes, and returns an `EvaluationReport`: the lines a person reads, the
-files, and the scores the model card records under the split's and the search's names.
-The ``evaluate`` command only turns its command line into `EvaluationOptions`, prints
-the lines and records the scores, so that it never asks which task it runs.
+The ``evaluate`` command turns its command line into `EvaluationOptions`, prints the report's
+lines and records its scores, so that it never asks which task it runs (README.md, "Adding a task").
 """
 
 from __future__ import annotations

@@ -151,11 +151,9 @@ def predict_each(
 
 
 class Classifier:
-    """A classification model on a device, ready to classify (``transformer_lab.api`` shows its use).
+    """A classification model on a device, ready to classify (``transformer_lab.api.Classifier`` opens one).
 
-    Built from what ``train.load_classifier`` rebuilds; ``transformer_lab.api.Classifier``
-    opens one from a checkpoint. Attributes: ``model`` (in eval mode on ``device``),
-    ``tokenizer``, ``config``, and ``class_names`` in the model's order.
+    Attributes: ``model`` (in eval mode on ``device``), ``tokenizer``, ``config``, ``class_names`` in the model's order.
     """
 
     def __init__(

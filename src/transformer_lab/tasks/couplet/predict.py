@@ -172,13 +172,10 @@ def with_constraint_options(config: CoupletConstraintConfig, values: Mapping[str
 
 
 class CoupletWriter(Seq2SeqPredictor):
-    """A couplet model (对联) on a device, ready to answer upper lines with lower lines.
+    """A couplet model (对联) on a device, ready to answer upper lines; ``vocabulary`` beside `Seq2SeqPredictor`'s.
 
-    Built from what ``train.load`` rebuilds; ``transformer_lab.api.CoupletWriter`` opens one
-    from a checkpoint. ``write`` applies the checkpoint's decoding and form constraints (same
-    length, punctuation in place, tones where the checkpoint asks for them), as the
-    ``couplet`` command does. Attributes: ``model``, ``vocabulary``, ``config`` (its
-    ``constraints`` are the rules ``write`` applies unless given others).
+    ``write`` applies the checkpoint's decoding and ``config.constraints`` (same length,
+    punctuation in place, tones where the checkpoint asks for them), as the ``couplet`` command does.
     """
 
     def __init__(

@@ -143,12 +143,9 @@ def evaluate_bleu(
 
 
 class Translator(Seq2SeqPredictor):
-    """A translation model on a device, ready to translate (``transformer_lab.api`` shows its use).
+    """A translation model on a device, ready to translate; ``tokenizers`` beside `Seq2SeqPredictor`'s attributes.
 
-    Built from what ``train.load_translator`` rebuilds; ``transformer_lab.api.Translator``
-    opens one from a checkpoint and adds ``plot_attention``. Attributes: ``model`` (in eval
-    mode on ``device``), ``tokenizers``, ``config`` (the checkpoint's, whose ``decode``
-    section gives the defaults).
+    ``transformer_lab.api.Translator`` opens one from a checkpoint and adds ``plot_attention``.
     """
 
     def __init__(
