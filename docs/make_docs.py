@@ -91,7 +91,7 @@ CONCEPTS: list[tuple[str, list[str]]] = [
     ("BLEU", ["transformer_lab.evaluation.bleu"]),
     (
         "Attention weights of a trained model",
-        ["transformer_lab.tasks.attention_maps.attention_maps", "transformer_lab.lab.figures.plot_attention"],
+        ["transformer_lab.models.attention_maps.attention_maps", "transformer_lab.lab.figures.plot_attention"],
     ),
     ("The tutorials' mask claims, executable", ["transformer_lab.lab.mask_experiments"]),
 ]

@@ -20,7 +20,7 @@ from transformer_lab import hardware
 from transformer_lab.api import Classifier, CoupletWriter, SettingError, Translator
 from transformer_lab.cli import main
 from transformer_lab.decoding import config as decoding_config
-from transformer_lab.tasks import predictor
+from transformer_lab.decoding import search_settings
 
 SENTENCES = ["Ein Mann fährt Fahrrad.", "", "Zwei Hunde spielen im Schnee.", "Eine Frau."]
 
@@ -94,7 +94,7 @@ def test_a_translate_call_resolves_its_precision_once(
         calls.append(arguments)
         return resolve(*arguments, **keywords)
 
-    for module in (predictor, decoding_config, hardware):
+    for module in (search_settings, decoding_config, hardware):
         monkeypatch.setattr(module, "resolve_inference_precision", counted)
     translator = Translator(translation_checkpoint)
     for precision in (None, "auto", "fp32", "bf16", "int8"):

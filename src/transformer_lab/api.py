@@ -1,29 +1,11 @@
 """The Python API: a checkpoint as an object that translates, classifies or writes couplets.
 
     from transformer_lab import Translator
-    translator = Translator("runs/de-en")            # a checkpoint folder, or a run folder (its best/)
-    translator.translate(["Ein Hund läuft.", "Zwei Männer."], beam=5)
-    translator.translate("Ein Hund läuft.", nbest=3)  # [Candidate(text, ids, score, log_prob), ...]
-    translator.candidates("Ein Hund läuft.")          # the best one as a Candidate, with its score
-    translator.plot_attention("Ein Hund läuft.", "attention.png")
+    Translator("runs/de-en").translate(["Ein Hund läuft.", "Zwei Männer."], beam=5)
 
-    from transformer_lab import Classifier
-    Classifier("runs/news").classify(["Stocks rallied after the Fed cut rates"])[0].label_name
-
-    from transformer_lab import CoupletWriter
-    CoupletWriter("runs/couplet").write("晚风摇树树还挺").candidates[0].text
-
-Each object is its task's (``tasks.translation.predict.Translator``, ...; the task's
-``predictor``, which the server uses too) opened from a checkpoint. Each call batches its
-texts by length and uses the library's own functions; the settings not given
-are the checkpoint's (its ``decode`` section, its precision). A single str gives a single
-result, a list a list. ``device=`` (default "cpu") places the model: "auto" (CUDA where
-present, else the CPU), "cpu", "cuda", "cuda:N" or a ``torch.device``. The ``translate``,
-``classify`` and ``couplet`` commands are these objects behind a command line, so both
-give the same outputs.
-
-A setting out of range is a `SettingError`, a ValueError whose message names the keyword
-argument; a front end can have it name its own option instead (the command line's ``--beam``).
+Each object is its task's predictor (``tasks.translation.predict.Translator``, ...) opened from a
+checkpoint folder or a run folder (its best/) on ``device=`` (default "cpu"); README.md ("From
+Python") shows every call. A setting out of range is a `SettingError`, a ValueError naming the keyword.
 """
 
 from __future__ import annotations
@@ -33,7 +15,9 @@ from pathlib import Path
 
 import torch
 
+from transformer_lab.decoding.search_settings import decode_settings
 from transformer_lab.decoding.sources import Candidate
+from transformer_lab.devices import load_on
 from transformer_lab.setting_error import SettingError
 from transformer_lab.tasks.classification import predict as classification_predict
 from transformer_lab.tasks.classification.predict import Prediction
@@ -41,7 +25,6 @@ from transformer_lab.tasks.classification.train import load_classifier
 from transformer_lab.tasks.couplet import predict as couplet_predict
 from transformer_lab.tasks.couplet import train as couplet_train
 from transformer_lab.tasks.couplet.predict import CoupletResult
-from transformer_lab.tasks.predictor import decode_settings, load_on
 from transformer_lab.tasks.translation import predict as translation_predict
 from transformer_lab.tasks.translation.train import load_translator
 

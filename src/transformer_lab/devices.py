@@ -8,11 +8,14 @@ from the middle of a ``model.to`` ("Torch not compiled with CUDA enabled").
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
-__all__ = ["DEVICE_CHOICES", "resolve_device"]
+__all__ = ["DEVICE_CHOICES", "load_on", "resolve_device"]
 
 # What a user may write; "cuda:N" stands for any CUDA device index.
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N")
@@ -53,3 +56,13 @@ def resolve_device(requested: str | torch.device, *, name: str = "device") -> to
     if index >= count:
         raise ValueError(f"{name}: expected a CUDA index below {count} (this machine's GPU count), got {text!r}")
     return torch.device("cuda", index)
+
+
+def load_on(
+    load: Callable[[str | os.PathLike[str]], tuple[Any, Any, Any]],
+    checkpoint: str | os.PathLike[str],
+    device: str | torch.device,
+) -> tuple[Any, Any, Any, torch.device]:
+    """(model, vocabulary, config, device): what ``load`` rebuilds from ``checkpoint``, and ``device`` resolved."""
+    resolved = resolve_device(device)  # before the load: a device this machine lacks costs nothing
+    return (*load(checkpoint), resolved)

@@ -9,8 +9,7 @@ import pytest
 from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.search_settings import with_search
-from transformer_lab.tasks.evaluation import DECODE_OPTIONS
-from transformer_lab.tasks.predictor import search_keywords
+from transformer_lab.tasks.evaluation import DECODE_OPTIONS, search_keywords
 
 
 def with_decode_arguments(decode_config: DecodeConfig, arguments: argparse.Namespace) -> DecodeConfig:

@@ -16,9 +16,10 @@ from matplotlib.figure import Figure
 from tests.reliability.builders import tiny_tokenizer, write_translation_checkpoint
 from transformer_lab.cli import main
 from transformer_lab.data import BOS_ID
+from transformer_lab.data.subword import token_labels
 from transformer_lab.lab import figures, result_plots
 from transformer_lab.lab.checkpoints import checkpoint_attention, load_seq2seq_checkpoint, sentence_attention
-from transformer_lab.tasks.attention_maps import attention_maps, token_labels
+from transformer_lab.models.attention_maps import attention_maps
 from transformer_lab.training.metrics_log import read_metrics
 
 DPI = 40  # small images keep the tests fast

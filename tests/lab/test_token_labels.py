@@ -1,7 +1,7 @@
 """Attention-map labels: every subword gets a label a font can draw."""
 
 from transformer_lab.data import SubwordTokenizer
-from transformer_lab.tasks.attention_maps import token_labels
+from transformer_lab.data.subword import token_labels
 
 
 def test_a_token_of_a_control_byte_or_a_blank_is_labelled_by_its_token_string() -> None:

@@ -217,7 +217,7 @@ def test_duplicate_class_names_are_refused_naming_the_file_and_the_name(tmp_path
 
 def test_the_unseen_characters_note_escapes_what_a_terminal_would_act_on() -> None:
     from transformer_lab.data import Vocabulary
-    from transformer_lab.tasks.couplet.predict import check_upper_line
+    from transformer_lab.data.couplet import check_upper_line
 
     vocabulary = Vocabulary.build([list("春风")])
     error, note = check_upper_line("春\x00风\x07\u200b雨", vocabulary, max_len=32)

@@ -21,10 +21,10 @@ from fastapi.testclient import TestClient
 
 from transformer_lab.cli import main
 from transformer_lab.data import BOS_ID, EOS_ID
+from transformer_lab.data.subword import token_labels
 from transformer_lab.decoding import gnmt_length_penalty
 from transformer_lab.serve import create_app, load_served_models, masks_view
 from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS
-from transformer_lab.tasks.attention_maps import token_labels
 from transformer_lab.tasks.translation import predict as translation_predict
 from transformer_lab.training import resolve_checkpoint
 

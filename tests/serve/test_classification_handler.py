@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 from transformer_lab.data import PAD_ID, SubwordTokenizer
 from transformer_lab.models import TransformerClassifier
 from transformer_lab.serve import create_app, load_served_models
-from transformer_lab.tasks.classification import predict as classification_predict
 from transformer_lab.tasks.classification import train as classification_train
+from transformer_lab.tasks.classification.predict import Classifier
 from transformer_lab.training import apply_overrides, config_to_dict, save_checkpoint
 
 TEXTS = ["Stocks rally as markets rebound.", "The team wins the final match.", "New chip doubles battery life."]
@@ -61,8 +61,7 @@ def test_label_and_bars_are_the_tasks_prediction(client: TestClient, checkpoint:
     response = client.post("/api/classify", json={"model": "news", "text": TEXTS[0]})
     assert response.status_code == 200, response.text
     answer = response.json()
-    model, tokenizer, config = classification_train.load_classifier(checkpoint)
-    (expected,) = classification_predict.predict(model, tokenizer, config.class_names, [TEXTS[0]])
+    expected = Classifier(*classification_train.load_classifier(checkpoint)).classify(TEXTS[0], precision="fp32")
     assert answer["label"] == expected.label_name
     assert [entry["label"] for entry in answer["classes"]] == list(CLASSES)
     for entry in answer["classes"]:

@@ -15,6 +15,7 @@ from transformer_lab.models.bfloat16 import bf16_for_inference
 from transformer_lab.tasks.classification import evaluate as classification_evaluate
 from transformer_lab.tasks.classification import predict as classification_predict
 from transformer_lab.tasks.classification import train as classification_train
+from transformer_lab.tasks.classification.predict import Classifier
 from transformer_lab.training import apply_overrides
 
 DATA_DIR = Path(os.environ.get("TRANSFORMER_LAB_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data")
@@ -67,11 +68,8 @@ def test_the_checkpoint_reloads_to_the_same_predictions(
 ) -> None:
     _, out_dir, result = trained_run
     texts = ["Shares and profit of investors after the merger", "The striker and a goal on the league match"]
-    first = classification_predict.predict(
-        *classification_train.load_classifier(out_dir / "last")[:2], result.config.class_names, texts
-    )
-    model, tokenizer, config = classification_train.load_classifier(out_dir / "last")
-    again = classification_predict.predict(model, tokenizer, config.class_names, texts)
+    first = Classifier(*classification_train.load_classifier(out_dir / "last")).classify(texts, precision="fp32")
+    again = Classifier(*classification_train.load_classifier(out_dir / "last")).classify(texts, precision="fp32")
     assert first == again
     assert [prediction.label_name for prediction in again] == ["Business", "Sports"]
     for prediction in again:
@@ -107,10 +105,11 @@ def test_predict_refuses_empty_and_too_long_texts_unless_truncating(
     assert "empty" in results[0] and "empty" in results[1]
     assert results[2].label_name in config.class_names and not results[2].truncated
     assert "more than the model reads (128" in results[3]
-    truncated = classification_predict.predict(model, tokenizer, config.class_names, [long_text], truncate=True)[0]
+    classifier = Classifier(model, tokenizer, config)
+    truncated = classifier.classify(long_text, precision="fp32", truncate=True)
     assert truncated.truncated and truncated.num_tokens > 128
     with pytest.raises(ValueError, match=r"texts\[1\]: the text is empty"):
-        classification_predict.predict(model, tokenizer, config.class_names, ["goal", " "])
+        classifier.classify(["goal", " "], precision="fp32")
 
 
 def test_resume_continues_with_the_saved_tokenizer(tmp_path: Path) -> None:

@@ -15,7 +15,9 @@ import pytest
 from tests.tasks.couplet_fixture import TINY, made_up_couplets, write_couplet_folder, write_split
 from transformer_lab.cli import main
 from transformer_lab.data.couplet import with_reversed_pairs
+from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
 from transformer_lab.decoding.sources import Candidate
+from transformer_lab.evaluation import couplet_antithesis
 from transformer_lab.tasks.couplet import data as couplet_data
 from transformer_lab.tasks.couplet import predict as couplet_predict
 from transformer_lab.tasks.couplet import train as couplet_train
@@ -233,16 +235,16 @@ def test_rerank_by_antithesis_adds_nats_per_unit_of_agreement(monkeypatch: pytes
     # Agreements fixed by hand (jieba aside): the second candidate agrees in rhythm, the third in parts of speech.
     rhythm = {"甲": 0.0, "乙": 1.0, "丙": 0.0}
     part_of_speech = {"甲": 0.0, "乙": 0.0, "丙": 0.5}
-    monkeypatch.setattr(couplet_predict, "rhythm_agreement", lambda upper, lower: rhythm[lower])
-    monkeypatch.setattr(couplet_predict, "part_of_speech_agreement", lambda upper, lower: part_of_speech[lower])
+    monkeypatch.setattr(couplet_antithesis, "rhythm_agreement", lambda upper, lower: rhythm[lower])
+    monkeypatch.setattr(couplet_antithesis, "part_of_speech_agreement", lambda upper, lower: part_of_speech[lower])
     candidates = [
         Candidate(text, [index], score, score)
         for index, (text, score) in enumerate([("甲", -1.0), ("乙", -1.5), ("丙", -1.6)])
     ]
 
     def order(**weights: float) -> list[str]:
-        config = couplet_predict.CoupletConstraintConfig(**weights)
-        return [candidate.text for candidate in couplet_predict.rerank_by_antithesis("上", candidates, config)]
+        config = CoupletConstraintConfig(**weights)
+        return [candidate.text for candidate in couplet_antithesis.rerank_by_antithesis("上", candidates, config)]
 
     assert order() == ["甲", "乙", "丙"]  # no weight: the search's order
     assert order(rhythm_rerank=0.4) == ["甲", "乙", "丙"]  # -1.5 + 0.4 = -1.1 < -1.0
@@ -250,8 +252,8 @@ def test_rerank_by_antithesis_adds_nats_per_unit_of_agreement(monkeypatch: pytes
     assert order(part_of_speech_rerank=2.0) == ["丙", "甲", "乙"]  # -1.6 + 1.0 = -0.6
     assert [
         candidate.score
-        for candidate in couplet_predict.rerank_by_antithesis(
-            "上", candidates, couplet_predict.CoupletConstraintConfig(rhythm_rerank=1.0)
+        for candidate in couplet_antithesis.rerank_by_antithesis(
+            "上", candidates, CoupletConstraintConfig(rhythm_rerank=1.0)
         )
     ] == [-1.5, -1.0, -1.6]
     for name, value in (
@@ -260,7 +262,7 @@ def test_rerank_by_antithesis_adds_nats_per_unit_of_agreement(monkeypatch: pytes
         ("tone_opposition_penalty", math.nan),
     ):
         with pytest.raises(ValueError, match=rf"^{name}: expected a float in \[0, 100\] \(nats\), got "):
-            couplet_predict.CoupletConstraintConfig(**{name: value})
+            CoupletConstraintConfig(**{name: value})
 
 
 def test_reranking_keeps_the_form_and_leaves_greedy_search_alone(run_dir: Path) -> None:

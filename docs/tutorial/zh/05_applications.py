@@ -242,7 +242,7 @@ print("figure:", show_figure(heatmap))
 
 # %% tags=["solution"] jupyter={"source_hidden": true}
 # Exercise 1: the sentence as the model reads it.
-from transformer_lab.tasks.attention_maps import token_labels
+from transformer_lab.data.subword import token_labels
 
 tokenizer = translator.tokenizers.source
 sentence = validation[0][0]

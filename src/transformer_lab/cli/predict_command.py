@@ -85,7 +85,7 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
 def _plot_attention(predictor: object, text: str, path: Path, options: dict[str, object]) -> None:
     # Drawing sits here, a layer above the tasks; the predictor reads the weights (its attention_map).
     from transformer_lab.lab.figures import plot_attention_map
-    from transformer_lab.tasks.predictor import search_keywords
+    from transformer_lab.tasks.evaluation import search_keywords
 
     try:
         written = plot_attention_map(predictor, text, path, **search_keywords(options))

@@ -1,4 +1,4 @@
-"""Small argument checks shared by the data modules (private).
+"""Small argument checks shared by the data modules and the predictors that take texts.
 
 Every check raises a `ValueError` whose message names the argument, what was expected
 and what was given, as DESIGN.md asks.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numbers
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeGuard
 
 
@@ -70,3 +71,24 @@ def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{name} must be a bool, got {value!r} ({type(value).__name__})")
     return value
+
+
+def texts_of(texts: str | Sequence[str], name: str) -> list[str]:
+    """``texts`` as a list (a single str: a list of one); an item that is no str is a ValueError naming ``name[i]``."""
+    if isinstance(texts, str):
+        return [texts]
+    if isinstance(texts, (Mapping, bytes, bytearray)) or not isinstance(texts, Iterable):
+        # list() of a dict is its keys, of bytes its numbers: neither is a list of texts.
+        raise ValueError(f"{name}: expected a str or a sequence of str, got {type(texts).__name__}")
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(f"{name}[{index}]: expected a str, got {type(text).__name__}")
+    return texts
+
+
+def text_of(text: object, name: str) -> str:
+    """``text`` itself if it is a str; anything else is a ValueError naming ``name``."""
+    if not isinstance(text, str):
+        raise ValueError(f"{name}: expected a str, got {type(text).__name__}")
+    return text

@@ -1,4 +1,4 @@
-"""Chinese couplets (对联) in the wb14123 format: read, check, split, download the test set.
+"""Chinese couplets (对联) in the wb14123 format: read, check, split, download the test set; an upper line's checks.
 
 A split is a folder with two aligned files: `in.txt` holds the upper lines (上联) and
 `out.txt` the lower lines (下联), one couplet per line, characters separated by single
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,8 +48,11 @@ from transformer_lab.data.couplet_stream import (
 from transformer_lab.data.dataset_folder import data_root, download_hint
 from transformer_lab.data.download import download_file
 from transformer_lab.data.pair_stream import count_pairs
+from transformer_lab.data.vocabulary import NUM_SPECIAL_TOKENS, UNK_ID, Vocabulary
 
 __all__ = ["COUPLET_KEYS", "LOWER_FILE", "UPPER_FILE", "split_characters"]  # kept here for their readers
+
+_LATIN_LETTERS = re.compile(r"[A-Za-zＡ-Ｚａ-ｚ]")
 
 COUPLET_FOLDER = "couplet"
 COUPLET_SPLITS: tuple[str, ...] = ("train", "test", "train_couplet_machine")
@@ -299,3 +303,69 @@ def download_wb14123_train(
     for name, blob in WB14123_TRAIN_GIT_BLOB.items():
         download_file(f"{base_url}/{name}", folder / name, expected_git_blob=blob, timeout=timeout, progress=progress)
     return folder
+
+
+def _printable(characters: Sequence[str]) -> str:
+    """The characters as text a terminal shows as they are: control, format and zero-width ones escaped (\\u200b)."""
+    return "".join(character if character.isprintable() else f"\\u{ord(character):04x}" for character in characters)
+
+
+def check_upper_line(upper: str, vocabulary: Vocabulary, max_len: int) -> tuple[str | None, str | None]:
+    """(error, note) for one upper line (already without spaces); both None when it is fine."""
+    if not upper:
+        return "empty upper line: expected Chinese characters, got nothing", None
+    surrogate = next((index for index, character in enumerate(upper) if "\ud800" <= character <= "\udfff"), None)
+    if surrogate is not None:
+        # Undecodable input bytes smuggled in by surrogateescape: no character to answer, and
+        # no UTF-8 form to print.
+        return (
+            f"upper line has the lone surrogate U+{ord(upper[surrogate]):04X} at character {surrogate}: "
+            "expected valid Unicode text (undecodable input bytes?)",
+            None,
+        )
+    latin = sorted(set(_LATIN_LETTERS.findall(upper)))
+    if latin:
+        return (
+            f"upper line {upper!r} contains Latin letters {''.join(latin)!r}: expected a line of Chinese characters",
+            None,
+        )
+    if len(upper) >= max_len:
+        return f"upper line of {len(upper)} characters: expected at most {max_len - 1} (the model's max_len - 1)", None
+    if all(is_punctuation(character) for character in upper):
+        return f"upper line {upper!r} is only punctuation: expected Chinese characters", None
+    unseen = sorted({character for character in upper if character not in vocabulary})
+    if unseen:
+        return None, f"characters never seen in training, read as <unk>: {_printable(unseen)}"
+    return None, None
+
+
+def punctuation_stand_in(vocabulary: Vocabulary) -> int | None:
+    """The id that an unseen punctuation mark of an upper line is read as: '，' if known, else any known mark.
+
+    Read as <unk> the mark would count as a character position, and the lower line would
+    get a character under it.
+    """
+    if "，" in vocabulary:
+        return vocabulary.token_to_id("，")
+    marks = [
+        index for index, token in enumerate(vocabulary.tokens) if index >= NUM_SPECIAL_TOKENS and is_punctuation(token)
+    ]
+    return marks[0] if marks else None
+
+
+def encode_upper(upper: str, vocabulary: Vocabulary, stand_in: int | None) -> list[int]:
+    """The ids of ``upper``'s characters, an unseen punctuation mark read as ``stand_in`` (`punctuation_stand_in`)."""
+    ids = vocabulary.encode(list(upper))
+    if stand_in is None:
+        return ids
+    return [
+        stand_in if token_id == UNK_ID and is_punctuation(character) else token_id
+        for character, token_id in zip(upper, ids)
+    ]
+
+
+def restore_marks(upper: str, lower: list[str], punctuation_mode: str) -> str:
+    """In "copy" mode, the upper line's own marks under its marks (an unseen mark was decoded as a stand-in)."""
+    if punctuation_mode != "copy" or len(lower) != len(upper):
+        return "".join(lower)
+    return "".join(mark if is_punctuation(mark) else character for mark, character in zip(upper, lower))

@@ -680,3 +680,16 @@ def encode_pairs(
         sources.append(_check_text(f"pairs[{index}][0]", pair[0]))
         targets.append(_check_text(f"pairs[{index}][1]", pair[1]))
     return list(zip(source_tokenizer.encode_batch(sources), target_tokenizer.encode_batch(targets), strict=True))
+
+
+def token_labels(tokenizer: SubwordTokenizer, ids: Sequence[int]) -> list[str]:
+    """One readable label per subword id: its text, or its token string where that is blank or unprintable.
+
+    A byte-level token alone may decode to a control character (byte 0x12) or half a
+    character, which no font draws; its token string spells the bytes in printable form.
+    """
+    labels = []
+    for token_id in ids:
+        text = tokenizer.decode([token_id]).strip()
+        labels.append(text if text and text.isprintable() else tokenizer.id_to_token(token_id))
+    return labels

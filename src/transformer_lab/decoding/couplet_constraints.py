@@ -36,9 +36,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from transformer_lab.data import BOS_ID, EOS_ID, NUM_SPECIAL_TOKENS, PAD_ID, UNK_ID, Vocabulary
+from transformer_lab.data.chinese import is_punctuation, tone_class
 
 PUNCTUATION_MODES = ("copy", "any")
 
@@ -54,7 +58,8 @@ def _token_table(name: str, table: Tensor) -> Tensor:
 MAX_PENALTY_NATS = 100.0
 
 
-def _check_penalty(name: str, value: object) -> None:
+def check_penalty(name: str, value: object) -> None:
+    """Refuse a penalty (or re-ranking weight) ``value`` that is not a number of nats in [0, MAX_PENALTY_NATS]."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_PENALTY_NATS:
         raise ValueError(f"{name}: expected a float in [0, {MAX_PENALTY_NATS:g}] (nats), got {value!r}")
 
@@ -108,8 +113,8 @@ class CoupletConstraints:
         vocab_size = punctuation_mask.numel()
         if punctuation_mode not in PUNCTUATION_MODES:
             raise ValueError(f"punctuation_mode: expected one of {PUNCTUATION_MODES}, got {punctuation_mode!r}")
-        _check_penalty("oblique_final_penalty", oblique_final_penalty)
-        _check_penalty("tone_opposition_penalty", tone_opposition_penalty)
+        check_penalty("oblique_final_penalty", oblique_final_penalty)
+        check_penalty("tone_opposition_penalty", tone_opposition_penalty)
         if oblique_final_penalty > 0:
             _check_tone_mask("level_tone_mask", level_tone_mask, "oblique_final_penalty", vocab_size)
         if tone_opposition_penalty > 0:
@@ -240,3 +245,60 @@ class CoupletConstraints:
         oblique = ~self.level_tone_mask.to(log_probs.device)  # [V]
         penalty = (at_final.unsqueeze(1) & oblique.unsqueeze(0)).float() * self.oblique_final_penalty  # [N, V]
         return log_probs - penalty
+
+
+@dataclass(frozen=True)
+class CoupletConstraintConfig:
+    """The couplet rules a checkpoint decodes with (its ``constraints`` section)."""
+
+    punctuation_mode: str = "copy"  # "copy" the upper line's marks, or "any" punctuation there
+    # Repeat where the upper line repeats and only there: all 4,000 test references do.
+    mirror_repetition: bool = True
+    # No character of the upper line in the lower line: none of the 4,000 test references has one.
+    avoid_source_characters: bool = True
+    # Nats taken from oblique-tone characters at the last position: 97.9 % of the test
+    # references end on a level tone, 93.9 % of train_couplet_machine's lower lines.
+    oblique_final_penalty: float = 4.0
+    # Nats taken at each position from characters of the upper character's tone class
+    # (tone opposition, 平仄相对); 0 = off. 0.25: on validation, the smallest setting that lifts
+    # tone opposition past the test references' rate at no BLEU cost (docs/results.md#couplet-antithesis).
+    tone_opposition_penalty: float = 0.25
+    # Beam search only (greedy search has one candidate): its candidates are re-ranked by
+    # their score plus these nats per unit of part-of-speech / rhythm agreement with the
+    # upper line (jieba: evaluation.couplet_antithesis.rerank_by_antithesis); 0 = off. On
+    # validation rhythm 0.5 raised rhythm agreement within BLEU's noise; parts of speech
+    # cost BLEU and bought nothing (docs/results.md#couplet-antithesis).
+    part_of_speech_rerank: float = 0.0
+    rhythm_rerank: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("oblique_final_penalty", "tone_opposition_penalty", "part_of_speech_rerank", "rhythm_rerank"):
+            check_penalty(name, getattr(self, name))
+
+    @property
+    def reranks(self) -> bool:
+        """Whether beam search's candidates are re-ranked by antithesis."""
+        return self.part_of_speech_rerank > 0 or self.rhythm_rerank > 0
+
+
+def build_constraints(vocabulary: Vocabulary, config: CoupletConstraintConfig) -> CoupletConstraints:
+    """The decoding constraints over this vocabulary's punctuation and level-tone characters."""
+    tokens = vocabulary.tokens
+    special = set(range(NUM_SPECIAL_TOKENS))
+    punctuation = torch.tensor([index not in special and is_punctuation(token) for index, token in enumerate(tokens)])
+    tone_classes = [None if index in special else tone_class(token) for index, token in enumerate(tokens)]
+    level = torch.tensor([tone == "level" for tone in tone_classes])  # [V]
+    oblique = torch.tensor([tone == "oblique" for tone in tone_classes])  # [V]
+    return CoupletConstraints(
+        punctuation,
+        eos_id=EOS_ID,
+        pad_id=PAD_ID,
+        forbidden_ids=(PAD_ID, BOS_ID, UNK_ID),
+        punctuation_mode=config.punctuation_mode,
+        mirror_repetition=config.mirror_repetition,
+        avoid_source_characters=config.avoid_source_characters,
+        level_tone_mask=level,
+        oblique_final_penalty=config.oblique_final_penalty,
+        oblique_tone_mask=oblique,
+        tone_opposition_penalty=config.tone_opposition_penalty,
+    )

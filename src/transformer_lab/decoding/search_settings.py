@@ -1,9 +1,7 @@
 """A checkpoint's decoding with a caller's changes: the search, its precision, and the name reports give it.
 
-The commands (``translate``, ``couplet``, ``evaluate``) and the tasks' evaluations take
-a checkpoint's `DecodeConfig` and apply what they were asked (a beam, a length penalty,
-a stop rule, a precision) through here, so that one setting means the same everywhere
-and a report, a file name and a model card name the search alike.
+The Python API, the commands and the evaluations apply what they were asked (a beam, a length
+penalty, a stop rule, a precision) through here, so that one setting means the same everywhere.
 """
 
 from __future__ import annotations
@@ -11,8 +9,69 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import torch
+
 from transformer_lab.decoding.config import MAX_BEAM_SIZE, DecodeConfig
+from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.setting_error import SettingError
+
+
+def resolved_search(
+    decode_config: DecodeConfig,
+    device: str | torch.device,
+    *,
+    beam: int | None = None,
+    length_penalty: float | None = None,
+    beam_stop: str | None = None,
+    precision: str | None = None,
+    precision_name: str = "precision",
+) -> DecodeConfig:
+    """`with_search` with ``precision`` (None: the checkpoint's) resolved on ``device``, its errors naming
+    ``precision_name``; the model copy (``decoding_model``) takes the result's precision."""
+    precision = resolve_inference_precision(precision, decode_config.precision, device, name=precision_name)
+    return with_search(
+        decode_config, beam=beam, length_penalty=length_penalty, beam_stop=beam_stop, precision=precision
+    )
+
+
+def decode_settings(
+    decode: DecodeConfig,
+    beam: int | None = None,
+    nbest: int = 1,
+    precision: str | None = None,
+    length_penalty: float | None = None,
+    device: str | torch.device = "cpu",
+    beam_stop: str | None = None,
+) -> DecodeConfig:
+    """``decode`` (a checkpoint's) with a search of ``beam`` (1: greedy) returning ``nbest``; None keeps a field.
+
+    ``nbest`` > 1 needs beam search with at least as many beams: a ``beam`` below it is a
+    `SettingError`; with ``beam`` None the beam is widened to ``nbest``. ``precision`` (one of
+    ``hardware.INFERENCE_PRECISIONS``) is resolved on ``device``; "int8" decodes in fp32 around
+    an int8 copy of the model. ``beam_stop`` is one of ``decoding.beam.BEAM_STOPS``.
+    """
+    # Python ints only, as DecodeConfig's fields take them (a NumPy int would be refused there, by field name).
+    if isinstance(nbest, bool) or not isinstance(nbest, int) or nbest < 1:
+        raise SettingError("{nbest}: expected an int >= 1, got {given!r}", ("nbest",), given=nbest)
+    if beam is not None:
+        if isinstance(beam, bool) or not isinstance(beam, int):
+            raise SettingError("{beam}: expected an int >= 1 (1 is greedy), got {given!r}", ("beam",), given=beam)
+        if beam < 1:
+            raise SettingError("{beam} must be >= 1, got {given}", ("beam",), given=beam)
+        if beam < nbest:
+            raise SettingError(
+                "{nbest} {count}: expected {beam} of at least {count}, got {beam} {given}",
+                ("nbest", "beam"),
+                count=nbest,
+                given=beam,
+            )
+    decode = resolved_search(
+        decode, device, beam=beam, length_penalty=length_penalty, beam_stop=beam_stop, precision=precision
+    )
+    if nbest > 1:
+        beam_size = max(nbest, decode.beam_size if decode.strategy == "beam" else 1)
+        decode = dataclasses.replace(decode, strategy="beam", beam_size=beam_size)
+    return dataclasses.replace(decode, num_return=nbest)
 
 
 def with_search(

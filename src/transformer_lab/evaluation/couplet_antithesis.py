@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from transformer_lab.data.chinese import is_punctuation, segment_words, tagged_words, tone_class
+from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
+from transformer_lab.decoding.sources import Candidate
 
 
 @dataclass(frozen=True)
@@ -132,3 +134,24 @@ def antithesis_report(uppers: Sequence[str], lowers: Sequence[str]) -> Antithesi
 def pair_scores(upper: str, lower: str) -> dict[str, float | None]:
     """Every rule's score for one pair (None where a rule does not apply), for per-line tables."""
     return {name: rule(upper, lower) for name, rule in RULES.items()}
+
+
+def rerank_by_antithesis(
+    upper: str, candidates: Sequence[Candidate], config: CoupletConstraintConfig
+) -> list[Candidate]:
+    """``candidates`` best first by score + the config's nats x part-of-speech and rhythm agreement with ``upper``.
+
+    The agreements are the per-pair rules above (jieba), which decoding cannot see character by
+    character (a word's tag and length are known only once the line is complete), so they
+    choose among finished lines. A candidate keeps its own ``score``; ties keep the search's order.
+    """
+
+    def ranked(candidate: Candidate) -> float:
+        bonus = 0.0
+        if config.part_of_speech_rerank > 0:
+            bonus += config.part_of_speech_rerank * part_of_speech_agreement(upper, candidate.text)
+        if config.rhythm_rerank > 0:
+            bonus += config.rhythm_rerank * rhythm_agreement(upper, candidate.text)
+        return candidate.score + bonus
+
+    return sorted(candidates, key=ranked, reverse=True)

@@ -17,10 +17,11 @@ import torch
 from torch import Tensor
 
 from transformer_lab.data import SubwordTokenizer, TokenizerPair, Vocabulary, make_synthetic_pairs
+from transformer_lab.data.subword import token_labels
 from transformer_lab.decoding import greedy_search
 from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.models.attention_maps import attention_maps
 from transformer_lab.setting_error import SettingError
-from transformer_lab.tasks.attention_maps import attention_maps, token_labels
 from transformer_lab.tasks.registry import TrainedModel, load_trained, tasks_offering
 
 SEQ2SEQ_TASKS = tasks_offering("lab")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID, collate_pairs
 from transformer_lab.extras import MissingExtraError
-from transformer_lab.tasks.attention_maps import attention_maps
+from transformer_lab.models.attention_maps import attention_maps
 from transformer_lab.tasks.synthetic import train as synthetic_train
 
 logger = logging.getLogger(__name__)

@@ -33,9 +33,9 @@ from transformer_lab.data import Vocabulary
 from transformer_lab.lab.checkpoints import checkpoint_attention
 from transformer_lab.lab.fonts import check_cjk_text
 from transformer_lab.lab.mask_panels import mask_panels
+from transformer_lab.models.attention_maps import AttentionMap
 from transformer_lab.models.embedding import SinusoidalPositionalEncoding
 from transformer_lab.setting_error import SettingError
-from transformer_lab.tasks.attention_maps import AttentionMap
 from transformer_lab.training import noam_lr
 
 
@@ -253,7 +253,7 @@ def plot_attention(
 ) -> Path:
     """Every head of every attention module for one sentence (the first of the batch).
 
-    ``maps`` is :func:`~transformer_lab.tasks.attention_maps.attention_maps`'s result; its
+    ``maps`` is :func:`~transformer_lab.models.attention_maps.attention_maps`'s result; its
     keys name the modules (``encoder.layers.0.self_attn``, ``decoder.layers.0.multihead_attn``
     ...). Axis labels follow the module: encoder self-attention is source x source, decoder
     self-attention target x target, cross-attention target x source. ``figsize`` defaults

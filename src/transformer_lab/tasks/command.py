@@ -43,7 +43,7 @@ class PredictCommand:
     the checkpoint and the device, given to ``answer`` as flag -> value (only those given).
     ``answer(predictor, inputs, options)`` answers every input with ``Task.predictor``'s
     object. ``plots_attention``: the predictor has ``attention_map(text, **search settings)``
-    (a `tasks.attention_maps.AttentionMap`), so the command offers ``--plot-attention``.
+    (a `models.attention_maps.AttentionMap`), so the command offers ``--plot-attention``.
     """
 
     name: str

@@ -1,11 +1,7 @@
 """The evaluation seam: what a task's ``evaluate`` is asked, and the report it gives back.
 
-A task that can be scored sets ``Task.evaluate`` (see ``tasks/task.py``): it reads a
-checkpoint, scores it on a split (None: its default) or on the files its options name,
-writes what it writes, and returns an `EvaluationReport`: the lines a person reads, the
-files, and the scores the model card records under the split's and the search's names.
-The ``evaluate`` command only turns its command line into `EvaluationOptions`, prints
-the lines and records the scores, so that it never asks which task it runs.
+The ``evaluate`` command turns its command line into `EvaluationOptions`, prints the report's
+lines and records its scores, so that it never asks which task it runs (README.md, "Adding a task").
 """
 
 from __future__ import annotations
@@ -21,9 +17,9 @@ from torch import nn
 from transformer_lab.atomic_files import check_not_an_input
 from transformer_lab.decoding import DecodeConfig, decoding_model
 from transformer_lab.decoding.beam import BEAM_STOPS
-from transformer_lab.decoding.search_settings import search_name, with_search
+from transformer_lab.decoding.search_settings import resolved_search, search_name
 from transformer_lab.devices import resolve_device
-from transformer_lab.hardware import INFERENCE_PRECISIONS, resolve_inference_precision
+from transformer_lab.hardware import INFERENCE_PRECISIONS
 
 ModelType = TypeVar("ModelType", bound=nn.Module)
 
@@ -71,8 +67,21 @@ DECODE_PRECISION = TaskOption(
     "output layers in int8 (PyTorch dynamic quantization, CPU) (default: the checkpoint's; the presets say auto)",
     choices=INFERENCE_PRECISIONS,
 )
-# The options of a command that decodes with a checkpoint's search: see ``tasks.predictor.search_keywords``.
+# The options of a command that decodes with a checkpoint's search.
 DECODE_OPTIONS = (BEAM, DECODE_PRECISION, LENGTH_PENALTY, BEAM_STOP)
+
+
+def search_keywords(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The search options among ``options`` (flag -> value, ``DECODE_OPTIONS``) as the predictors' keywords.
+
+    An option not given is None: the checkpoint's setting.
+    """
+    return {
+        "beam": options.get(BEAM.flag),
+        "precision": options.get(DECODE_PRECISION.flag),
+        "length_penalty": options.get(LENGTH_PENALTY.flag),
+        "beam_stop": options.get(BEAM_STOP.flag),
+    }
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,10 @@ class EvaluationOptions:
     def option(self, flag: str) -> Any:
         """The value of the task option ``flag`` (None where it was not given)."""
         return self.task_options.get(flag)
+
+    def data_folder(self, default: str | None) -> str | None:
+        """``data_dir`` if given, else ``default`` (the checkpoint's data folder)."""
+        return self.data_dir if self.data_dir is not None else default
 
     def output_file(self, default: Path, read: Mapping[str, Path] = {}) -> Path:
         """Where the task's output goes: ``output`` (its missing folders made, as the predict commands make
@@ -156,32 +169,35 @@ class EvaluateFunction(Protocol):
 
 @dataclass
 class Search:
-    """How a sequence-to-sequence evaluation decodes: its decoding config, precision and name."""
+    """How a sequence-to-sequence evaluation decodes: the checkpoint's decoding with the options' changes."""
 
     decode_config: DecodeConfig
-    precision: str
-    name: str
+
+    @property
+    def name(self) -> str:
+        """The search's name in the report and the model card ("greedy", "beam 4 bf16")."""
+        return search_name(self.decode_config, self.decode_config.precision)
+
+    @property
+    def file_label(self) -> str:
+        """The name as output files carry it ("beam4bf16")."""
+        return self.name.replace(" ", "")
 
 
 def search_for(model: ModelType, decode_config: DecodeConfig, options: EvaluationOptions) -> tuple[ModelType, Search]:
-    """The checkpoint's ``decode_config`` with the options' search and precision, resolved on the options' device.
-
-    Returns the model to decode with (on the options' device; a bf16 or int8 copy where the
-    precision asks) and the search; the search's name goes into the file names, the report
-    and the model card.
-    """
+    """The model to decode with (on the options' device; a bf16 or int8 copy where the precision asks) and the
+    checkpoint's ``decode_config`` with the options' search and precision."""
     model = options.placed(model)
-    device = next(model.parameters()).device
-    precision = resolve_inference_precision(options.precision, decode_config.precision, device, name="--precision")
-    decode_config = with_search(
+    decode_config = resolved_search(
         decode_config,
+        next(model.parameters()).device,
         beam=options.option(BEAM.flag),
         length_penalty=options.option(LENGTH_PENALTY.flag),
         beam_stop=options.option(BEAM_STOP.flag),
-        precision=precision,
+        precision=options.precision,
+        precision_name="--precision",
     )
-    decoder = decoding_model(model, precision)
-    return decoder, Search(decode_config, precision, search_name(decode_config, precision))
+    return decoding_model(model, decode_config.precision), Search(decode_config)
 
 
 def unread_option_error(flag: str, task: str, readers: Sequence[str]) -> ValueError:

@@ -19,9 +19,9 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import torch
 from torch import nn
 
+from transformer_lab.devices import load_on
 from transformer_lab.tasks.command import PredictCommand
 from transformer_lab.tasks.evaluation import EvaluateFunction, TaskOption
-from transformer_lab.tasks.predictor import load_on
 from transformer_lab.training.config import TrainConfig
 
 

@@ -151,7 +151,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         rows = "articles"
     # The test split's file, where it is AG News's (the options' files are checked by the registry).
     named_test = test is None and name == "test"
-    data_dir = options.data_dir if options.data_dir is not None else config.data.data_dir
+    data_dir = options.data_folder(config.data.data_dir)
     split_files = {"the test split's file": ag_news_path("test", data_dir)} if named_test else {}
     output = options.output_file(checkpoint / f"report.{name}.json", split_files)
     # The classify command's default, auto; int8 has no classifier copy.

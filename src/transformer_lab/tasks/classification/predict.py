@@ -23,14 +23,13 @@ import torch
 from torch import Tensor
 
 from transformer_lab.data import PAD_ID, SubwordTokenizer, collate_classification, token_budget_batches
-from transformer_lab.data.subword import check_texts
+from transformer_lab.data._checks import texts_of
+from transformer_lab.data.subword import check_texts, token_labels
 from transformer_lab.hardware import PRECISIONS, autocast, resolve_inference_precision, resolve_precision
 from transformer_lab.models import TransformerClassifier
 from transformer_lab.models.bfloat16 import as_bf16
-from transformer_lab.tasks.attention_maps import token_labels
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import TaskOption
-from transformer_lab.tasks.predictor import texts_of
 from transformer_lab.tasks.task import Endpoint, Serving
 
 _ENCODE_BATCH = 64  # texts encoded at once by predict_each
@@ -151,31 +150,10 @@ def predict_each(
     return results
 
 
-def predict(
-    model: TransformerClassifier,
-    tokenizer: SubwordTokenizer,
-    class_names: Sequence[str],
-    texts: Sequence[str],
-    truncate: bool = False,
-) -> list[Prediction]:
-    """Classify ``texts``; a text :func:`predict_each` refuses is a ValueError naming its index."""
-    return _all_classified(predict_each(model, tokenizer, class_names, texts, truncate=truncate))
-
-
-def _all_classified(results: list[Prediction | str]) -> list[Prediction]:
-    """``results`` when every text was classified, else a ValueError naming the first refused one's index."""
-    for index, result in enumerate(results):
-        if isinstance(result, str):
-            raise ValueError(f"texts[{index}]: {result}")
-    return results  # type: ignore[return-value]
-
-
 class Classifier:
-    """A classification model on a device, ready to classify (``transformer_lab.api`` shows its use).
+    """A classification model on a device, ready to classify (``transformer_lab.api.Classifier`` opens one).
 
-    Built from what ``train.load_classifier`` rebuilds; ``transformer_lab.api.Classifier``
-    opens one from a checkpoint. Attributes: ``model`` (in eval mode on ``device``),
-    ``tokenizer``, ``config``, and ``class_names`` in the model's order.
+    Attributes: ``model`` (in eval mode on ``device``), ``tokenizer``, ``config``, ``class_names`` in the model's order.
     """
 
     def __init__(
@@ -211,10 +189,11 @@ class Classifier:
         first ``max_len`` tokens of a longer text (else it is a ValueError naming its index,
         as is a blank text; :meth:`classify_each` answers the others instead).
         """
-        predictions = _all_classified(
-            self.classify_each(texts_of(texts, "texts"), precision=precision, truncate=truncate)
-        )
-        return predictions[0] if isinstance(texts, str) else predictions
+        predictions = self.classify_each(texts_of(texts, "texts"), precision=precision, truncate=truncate)
+        for index, prediction in enumerate(predictions):
+            if isinstance(prediction, str):
+                raise ValueError(f"texts[{index}]: {prediction}")
+        return predictions[0] if isinstance(texts, str) else predictions  # type: ignore[return-value]
 
     def classify_each(
         self, texts: Sequence[str], *, precision: str | None = None, truncate: bool = False

@@ -15,11 +15,12 @@ from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.data import Vocabulary
 from transformer_lab.data.couplet import load_couplets
 from transformer_lab.decoding import DecodeConfig
+from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
 from transformer_lab.evaluation.couplet_antithesis import pair_scores
 from transformer_lab.evaluation.couplet_metrics import CoupletReport, couplet_report
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.couplet.data import load_validation_pairs
-from transformer_lab.tasks.couplet.predict import CoupletConstraintConfig, answer_pairs, with_constraint_options
+from transformer_lab.tasks.couplet.predict import answer_pairs, with_constraint_options
 from transformer_lab.tasks.couplet.train import load
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, search_for
 from transformer_lab.training.checkpoint import resolve_checkpoint
@@ -56,7 +57,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     split = split or DEFAULT_SPLIT
     model, vocabulary, config = load(checkpoint)
     model, search = search_for(model, config.decode, options)
-    data_dir = options.data_dir if options.data_dir is not None else config.data.data_dir
+    data_dir = options.data_folder(config.data.data_dir)
     read: dict[str, Path] = {}
     if split == "validation":
         # The pairs this run held out of its training split, carved again the same way.
@@ -70,7 +71,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             f"the {split} split's lower lines": corpus.lower_path,
         }
     constraints = with_constraint_options(config.constraints, options.task_options)
-    stem = f"{split}.{search.name.replace(' ', '')}"
+    stem = f"{split}.{search.file_label}"
     output = options.output_file(checkpoint / f"hypotheses.{stem}.txt", read)
     evaluation = evaluate_pairs(model, vocabulary, pairs, search.decode_config, constraints)
     write_text_atomically(output, "".join(line + "\n" for line in evaluation.hypotheses))

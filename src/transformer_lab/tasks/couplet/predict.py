@@ -1,4 +1,4 @@
-"""Writing lower lines with a trained model: the rules decoding keeps, their options, re-ranking, the `CoupletWriter`.
+"""Writing lower lines with a trained model: the rule options, the `CoupletWriter`, its pane and its command.
 
 `CoupletWriter` is the task's Python API object (``transformer_lab.api.CoupletWriter`` opens
 one from a checkpoint); `CoupletHandler` answers the server's couplet pane with it, and
@@ -12,7 +12,6 @@ stderr, and the exit code is 2 after the rest are answered.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,81 +19,26 @@ from typing import Any, Sequence, overload
 
 import torch
 
-from transformer_lab.data import BOS_ID, EOS_ID, NUM_SPECIAL_TOKENS, PAD_ID, UNK_ID, Vocabulary
-from transformer_lab.data.chinese import is_punctuation, tone_class
-from transformer_lab.data.couplet import split_characters
+from transformer_lab.data import Vocabulary
+from transformer_lab.data._checks import text_of, texts_of
+from transformer_lab.data.chinese import is_punctuation
+from transformer_lab.data.couplet import (
+    check_upper_line,
+    encode_upper,
+    punctuation_stand_in,
+    restore_marks,
+    split_characters,
+)
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.config import MAX_BEAM_SIZE
-from transformer_lab.decoding.couplet_constraints import MAX_PENALTY_NATS, CoupletConstraints
+from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig, build_constraints, check_penalty
+from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor, Written
 from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
-from transformer_lab.evaluation.couplet_antithesis import part_of_speech_agreement, rhythm_agreement
+from transformer_lab.evaluation.couplet_antithesis import rerank_by_antithesis
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks.attention_maps import AttentionMap, last_layer_map
 from transformer_lab.tasks.command import Answers, PredictCommand
-from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption
-from transformer_lab.tasks.predictor import Seq2SeqPredictor, is_int, search_keywords, text_of, texts_of
+from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption, search_keywords
 from transformer_lab.tasks.task import Endpoint, Serving
-
-_LATIN_LETTERS = re.compile(r"[A-Za-zＡ-Ｚａ-ｚ]")
-
-
-@dataclass(frozen=True)
-class CoupletConstraintConfig:
-    """The couplet rules decoding enforces (see decoding/couplet_constraints.py)."""
-
-    punctuation_mode: str = "copy"  # "copy" the upper line's marks, or "any" punctuation there
-    # Repeat where the upper line repeats and only there: all 4,000 test references do.
-    mirror_repetition: bool = True
-    # No character of the upper line in the lower line: none of the 4,000 test references has one.
-    avoid_source_characters: bool = True
-    # Nats taken from oblique-tone characters at the last position: 97.9 % of the test
-    # references end on a level tone, 93.9 % of train_couplet_machine's lower lines.
-    oblique_final_penalty: float = 4.0
-    # Nats taken at each position from characters of the upper character's tone class
-    # (tone opposition, 平仄相对); 0 = off. 0.25: on validation, the smallest setting that lifts
-    # tone opposition past the test references' rate at no BLEU cost (docs/results.md#couplet-antithesis).
-    tone_opposition_penalty: float = 0.25
-    # Beam search only (greedy search has one candidate): its candidates are re-ranked by
-    # their score plus these nats per unit of part-of-speech / rhythm agreement with the
-    # upper line (jieba, as evaluation/couplet_antithesis.py scores them); 0 = off. See
-    # rerank_by_antithesis. On validation rhythm 0.5 raised rhythm agreement within BLEU's noise;
-    # parts of speech cost BLEU and bought nothing (docs/results.md#couplet-antithesis).
-    part_of_speech_rerank: float = 0.0
-    rhythm_rerank: float = 0.5
-
-    def __post_init__(self) -> None:
-        for name in ("oblique_final_penalty", "tone_opposition_penalty", "part_of_speech_rerank", "rhythm_rerank"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_PENALTY_NATS:
-                raise ValueError(f"{name}: expected a float in [0, {MAX_PENALTY_NATS:g}] (nats), got {value!r}")
-
-    @property
-    def reranks(self) -> bool:
-        """Whether beam search's candidates are re-ranked by antithesis."""
-        return self.part_of_speech_rerank > 0 or self.rhythm_rerank > 0
-
-
-def build_constraints(vocabulary: Vocabulary, config: CoupletConstraintConfig) -> CoupletConstraints:
-    """The decoding constraints over this vocabulary's punctuation and level-tone characters."""
-    tokens = vocabulary.tokens
-    special = set(range(NUM_SPECIAL_TOKENS))
-    punctuation = torch.tensor([index not in special and is_punctuation(token) for index, token in enumerate(tokens)])
-    tone_classes = [None if index in special else tone_class(token) for index, token in enumerate(tokens)]
-    level = torch.tensor([tone == "level" for tone in tone_classes])  # [V]
-    oblique = torch.tensor([tone == "oblique" for tone in tone_classes])  # [V]
-    return CoupletConstraints(
-        punctuation,
-        eos_id=EOS_ID,
-        pad_id=PAD_ID,
-        forbidden_ids=(PAD_ID, BOS_ID, UNK_ID),
-        punctuation_mode=config.punctuation_mode,
-        mirror_repetition=config.mirror_repetition,
-        avoid_source_characters=config.avoid_source_characters,
-        level_tone_mask=level,
-        oblique_final_penalty=config.oblique_final_penalty,
-        oblique_tone_mask=oblique,
-        tone_opposition_penalty=config.tone_opposition_penalty,
-    )
 
 
 @dataclass(frozen=True)
@@ -108,71 +52,6 @@ class CoupletResult:
     candidates: list[Candidate]
     error: str | None = None
     note: str | None = None
-
-
-def _printable(characters: Sequence[str]) -> str:
-    """The characters as text a terminal shows as they are: control, format and zero-width ones escaped (\\u200b)."""
-    return "".join(character if character.isprintable() else f"\\u{ord(character):04x}" for character in characters)
-
-
-def check_upper_line(upper: str, vocabulary: Vocabulary, max_len: int) -> tuple[str | None, str | None]:
-    """(error, note) for one upper line (already without spaces); both None when it is fine."""
-    if not upper:
-        return "empty upper line: expected Chinese characters, got nothing", None
-    surrogate = next((index for index, character in enumerate(upper) if "\ud800" <= character <= "\udfff"), None)
-    if surrogate is not None:
-        # Undecodable input bytes smuggled in by surrogateescape: no character to answer, and
-        # no UTF-8 form to print.
-        return (
-            f"upper line has the lone surrogate U+{ord(upper[surrogate]):04X} at character {surrogate}: "
-            "expected valid Unicode text (undecodable input bytes?)",
-            None,
-        )
-    latin = sorted(set(_LATIN_LETTERS.findall(upper)))
-    if latin:
-        return (
-            f"upper line {upper!r} contains Latin letters {''.join(latin)!r}: expected a line of Chinese characters",
-            None,
-        )
-    if len(upper) >= max_len:
-        return f"upper line of {len(upper)} characters: expected at most {max_len - 1} (the model's max_len - 1)", None
-    if all(is_punctuation(character) for character in upper):
-        return f"upper line {upper!r} is only punctuation: expected Chinese characters", None
-    unseen = sorted({character for character in upper if character not in vocabulary})
-    if unseen:
-        return None, f"characters never seen in training, read as <unk>: {_printable(unseen)}"
-    return None, None
-
-
-def _punctuation_stand_in(vocabulary: Vocabulary) -> int | None:
-    """The id that an unseen punctuation mark of an upper line is read as: '，' if known, else any known mark.
-
-    Read as <unk> the mark would count as a character position, and the lower line would
-    get a character under it.
-    """
-    if "，" in vocabulary:
-        return vocabulary.token_to_id("，")
-    marks = [
-        index for index, token in enumerate(vocabulary.tokens) if index >= NUM_SPECIAL_TOKENS and is_punctuation(token)
-    ]
-    return marks[0] if marks else None
-
-
-def _encode_upper(upper: str, vocabulary: Vocabulary, punctuation_stand_in: int | None) -> list[int]:
-    ids = vocabulary.encode(list(upper))
-    if punctuation_stand_in is None:
-        return ids
-    return [
-        punctuation_stand_in if token_id == UNK_ID and is_punctuation(character) else token_id
-        for character, token_id in zip(upper, ids)
-    ]
-
-
-def _restore_marks(upper: str, lower: list[str], config: CoupletConstraintConfig) -> str:
-    """In "copy" mode, the upper line's own marks under its marks (an unseen mark was decoded as a stand-in)."""
-    if config.punctuation_mode != "copy" or len(lower) != len(upper):
-        return "".join(lower)
-    return "".join(mark if is_punctuation(mark) else character for mark, character in zip(upper, lower))
 
 
 def generate(
@@ -209,10 +88,9 @@ def generate(
     results: list[CoupletResult | None] = [
         CoupletResult(line, [], error=error) if error else None for line, (error, _) in zip(lines, checks)
     ]
-    punctuation_stand_in = _punctuation_stand_in(vocabulary)
+    stand_in = punctuation_stand_in(vocabulary)
     encoded = [
-        _encode_upper(line, vocabulary, punctuation_stand_in) if result is None else []
-        for line, result in zip(lines, results)
+        encode_upper(line, vocabulary, stand_in) if result is None else [] for line, result in zip(lines, results)
     ]
     found = decode_sources(
         model,
@@ -225,35 +103,13 @@ def generate(
         if results[index] is None:
 
             def to_text(ids: list[int], upper: str = lines[index]) -> str:
-                return _restore_marks(upper, vocabulary.decode(ids), constraint_config)
+                return restore_marks(upper, vocabulary.decode(ids), constraint_config.punctuation_mode)
 
             candidates = candidates_of(hypotheses, to_text)
             if reranks:
                 candidates = rerank_by_antithesis(lines[index], candidates, constraint_config)[:num_candidates]
             results[index] = CoupletResult(lines[index], candidates, note=checks[index][1])
     return [result for result in results if result is not None]
-
-
-def rerank_by_antithesis(
-    upper: str, candidates: Sequence[Candidate], config: CoupletConstraintConfig
-) -> list[Candidate]:
-    """``candidates`` best first by score + the config's nats x part-of-speech and rhythm agreement with ``upper``.
-
-    The agreements are the per-pair rules of ``evaluation/couplet_antithesis.py`` (jieba),
-    which decoding cannot see character by character (a word's tag and length are known
-    only once the line is complete), so they choose among finished lines. A candidate keeps
-    its own ``score``; ties keep the search's order.
-    """
-
-    def ranked(candidate: Candidate) -> float:
-        bonus = 0.0
-        if config.part_of_speech_rerank > 0:
-            bonus += config.part_of_speech_rerank * part_of_speech_agreement(upper, candidate.text)
-        if config.rhythm_rerank > 0:
-            bonus += config.rhythm_rerank * rhythm_agreement(upper, candidate.text)
-        return candidate.score + bonus
-
-    return sorted(candidates, key=ranked, reverse=True)
 
 
 def answer_pairs(
@@ -310,28 +166,23 @@ def with_constraint_options(config: CoupletConstraintConfig, values: Mapping[str
         if option.kind is bool and value is True:
             changes[name] = False
         elif option.kind is not bool and value is not None:
-            if not 0 <= value <= MAX_PENALTY_NATS:  # named as typed, before the config names its field
-                raise ValueError(f"{option.flag}: expected a float in [0, {MAX_PENALTY_NATS:g}] (nats), got {value!r}")
+            check_penalty(option.flag, value)  # named as typed, before the config names its field
             changes[name] = value
     return dataclasses.replace(config, **changes)
 
 
 class CoupletWriter(Seq2SeqPredictor):
-    """A couplet model (对联) on a device, ready to answer upper lines with lower lines.
+    """A couplet model (对联) on a device, ready to answer upper lines; ``vocabulary`` beside `Seq2SeqPredictor`'s.
 
-    Built from what ``train.load`` rebuilds; ``transformer_lab.api.CoupletWriter`` opens one
-    from a checkpoint. ``write`` applies the checkpoint's decoding and form constraints (same
-    length, punctuation in place, tones where the checkpoint asks for them), as the
-    ``couplet`` command does. Attributes: ``model``, ``vocabulary``, ``config`` (its
-    ``constraints`` are the rules ``write`` applies unless given others).
+    ``write`` applies the checkpoint's decoding and ``config.constraints`` (same length,
+    punctuation in place, tones where the checkpoint asks for them), as the ``couplet`` command does.
     """
 
     def __init__(
         self, model: Seq2SeqTransformer, vocabulary: Vocabulary, config: Any, device: str | torch.device = "cpu"
     ) -> None:
-        super().__init__(model, config.decode, device)
+        super().__init__(model, config, device)
         self.vocabulary = vocabulary
-        self.config = config
 
     @overload
     def write(  # type: ignore[overload-overlap]  # a str is a Sequence[str]; it matches first
@@ -380,7 +231,7 @@ class CoupletWriter(Seq2SeqPredictor):
         ``dataclasses.replace(writer.config.constraints, mirror_repetition=False)``.
         """
         lines = texts_of(uppers, "uppers")
-        if not is_int(num_candidates) or num_candidates < 1:
+        if isinstance(num_candidates, bool) or not isinstance(num_candidates, int) or num_candidates < 1:
             raise ValueError(f"num_candidates: expected an int >= 1, got {num_candidates!r}")
         if constraints is not None and not isinstance(constraints, CoupletConstraintConfig):
             raise ValueError(
@@ -393,30 +244,18 @@ class CoupletWriter(Seq2SeqPredictor):
         results = generate(model, self.vocabulary, lines, decode, rules, num_candidates=num_candidates)
         return results[0] if isinstance(uppers, str) else results
 
-    def attention_map(
-        self,
-        upper: str,
-        *,
-        beam: int | None = None,
-        precision: str | None = None,
-        length_penalty: float | None = None,
-        beam_stop: str | None = None,
-    ) -> AttentionMap:
-        """Write ``upper``'s best lower line, then read its last decoder layer's cross-attention (mean of heads).
+    def _plotted(self, upper: object) -> str:
+        return text_of(upper, "upper")
 
-        The columns are the upper line's characters, the rows the ids the model wrote (under
-        the checkpoint's rules); a line `write` refuses is a ValueError with its reason.
-        """
-        result = self.write(
-            text_of(upper, "upper"), beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop
-        )
+    def _written(self, model: Seq2SeqTransformer, decode: DecodeConfig, upper: str) -> Written:
+        # As write() answers it, under the checkpoint's rules; the columns are the upper line's characters.
+        (result,) = generate(model, self.vocabulary, [upper], decode, self.config.constraints)
         if result.error:
             raise ValueError(f"upper: {result.error}")
-        model, _ = self.decoding(beam, 1, precision, length_penalty, beam_stop)
-        source_ids = _encode_upper(result.upper, self.vocabulary, _punctuation_stand_in(self.vocabulary))
+        source_ids = encode_upper(result.upper, self.vocabulary, punctuation_stand_in(self.vocabulary))
         target_ids = result.candidates[0].ids
         written = [self.vocabulary.tokens[token_id] for token_id in target_ids]
-        return last_layer_map(model, source_ids, target_ids, list(result.upper), written, title="couplet: ")
+        return source_ids, target_ids, list(result.upper), written, "couplet: "
 
 
 MAX_LOWER_LINES = 8
@@ -433,21 +272,13 @@ class CoupletRequest:
     )
 
 
-class CoupletHandler:
+class CoupletHandler(Seq2SeqHandler):
     """The couplet pane over a `CoupletWriter`: several lower lines, with scores and the form checks."""
 
-    def __init__(self, predictor: CoupletWriter) -> None:
-        self.predictor = predictor
-        # The model copy the checkpoint's decoding runs (made once) and that decoding, its precision resolved.
-        self._model, self._decode = predictor.decoding()
+    predictor: CoupletWriter
 
     def describe(self) -> dict[str, Any]:
-        config = self.predictor.config
-        return {
-            "layers": config.model.num_decoder_layers,
-            "heads": config.model.nhead,
-            "punctuation": config.constraints.punctuation_mode,
-        }
+        return {**super().describe(), "punctuation": self.predictor.config.constraints.punctuation_mode}
 
     def tokenize(self, text: str) -> list[str]:
         """One token per character, as the model reads an upper line (for the masks view)."""

@@ -11,12 +11,13 @@ import torch
 
 from transformer_lab.data import Vocabulary
 from transformer_lab.decoding import DecodeConfig
+from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
 from transformer_lab.evaluation.bleu import corpus_bleu
 from transformer_lab.evaluation.couplet_metrics import level_tone_ending_rate
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import seq2seq
 from transformer_lab.tasks.couplet.data import CoupletDataConfig, build_data
-from transformer_lab.tasks.couplet.predict import CoupletConstraintConfig, answer_pairs
+from transformer_lab.tasks.couplet.predict import answer_pairs
 from transformer_lab.tasks.seq2seq import Seq2SeqTask
 from transformer_lab.tasks.task import VocabularyFunctions
 from transformer_lab.training import TrainConfig

@@ -44,7 +44,7 @@ def evaluator(task: str) -> EvaluateFunction:
         outputs = decode_pairs(model, pairs, search.decode_config)
         matches = sum(output == target for output, (_, target) in zip(outputs, pairs))
         exact_match = matches / len(pairs)
-        path = options.output_file(checkpoint / f"outputs.{split}.{search.name.replace(' ', '')}.tsv")
+        path = options.output_file(checkpoint / f"outputs.{split}.{search.file_label}.tsv")
         rows = (
             f"{_symbols(source)}\t{_symbols(target)}\t{_symbols(output)}\n"
             for (source, target), output in zip(pairs, outputs)

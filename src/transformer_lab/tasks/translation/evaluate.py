@@ -72,12 +72,12 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         pairs = read_parallel_text(source, reference).pairs
         name = Path(source).name
     else:
-        data_dir = options.data_dir if options.data_dir is not None else config.data.data_dir
+        data_dir = options.data_folder(config.data.data_dir)
         text = read_multi30k(split, data_dir, config.data.source_language, config.data.target_language)
         pairs = text.pairs
         read = {f"the {split} split's sources": text.source_path, f"the {split} split's references": text.target_path}
         name = split
-    output = options.output_file(checkpoint / f"hypotheses.{name}.{search.name.replace(' ', '')}.txt", read)
+    output = options.output_file(checkpoint / f"hypotheses.{name}.{search.file_label}.txt", read)
     tokenize = options.option("--bleu-tokenize") or bleu_tokenizer_for(config.data.target_language)
     report = evaluate_bleu(model, tokenizer, pairs, search.decode_config, tokenize)
     write_text_atomically(output, "".join(line + "\n" for line in report.hypotheses))

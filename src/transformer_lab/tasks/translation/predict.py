@@ -16,15 +16,17 @@ from typing import Any, Literal, Sequence, overload
 import torch
 
 from transformer_lab.data import SubwordTokenizer, TokenizerPair
+from transformer_lab.data._checks import text_of, texts_of
+from transformer_lab.data.subword import token_labels
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.config import MAX_BEAM_SIZE as MAX_SEARCH_BEAMS
+from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor, Written
 from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
 from transformer_lab.evaluation import BleuResult, corpus_bleu, corpus_chrf
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks.attention_maps import AttentionMap, cross_attention, last_layer_map, token_labels
+from transformer_lab.models.attention_maps import cross_attention
 from transformer_lab.tasks.command import Answers, PredictCommand
-from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption
-from transformer_lab.tasks.predictor import Seq2SeqPredictor, search_keywords, text_of, texts_of
+from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption, search_keywords
 from transformer_lab.tasks.task import Endpoint, Serving
 
 
@@ -141,20 +143,16 @@ def evaluate_bleu(
 
 
 class Translator(Seq2SeqPredictor):
-    """A translation model on a device, ready to translate (``transformer_lab.api`` shows its use).
+    """A translation model on a device, ready to translate; ``tokenizers`` beside `Seq2SeqPredictor`'s attributes.
 
-    Built from what ``train.load_translator`` rebuilds; ``transformer_lab.api.Translator``
-    opens one from a checkpoint and adds ``plot_attention``. Attributes: ``model`` (in eval
-    mode on ``device``), ``tokenizers``, ``config`` (the checkpoint's, whose ``decode``
-    section gives the defaults).
+    ``transformer_lab.api.Translator`` opens one from a checkpoint and adds ``plot_attention``.
     """
 
     def __init__(
         self, model: Seq2SeqTransformer, tokenizers: TokenizerPair, config: Any, device: str | torch.device = "cpu"
     ) -> None:
-        super().__init__(model, config.decode, device)
+        super().__init__(model, config, device)
         self.tokenizers = tokenizers
-        self.config = config
 
     @property
     def languages(self) -> tuple[str, str]:
@@ -240,33 +238,17 @@ class Translator(Seq2SeqPredictor):
         ]
         return results[0] if isinstance(sentences, str) else results
 
-    def attention_map(
-        self,
-        sentence: str,
-        *,
-        beam: int | None = None,
-        precision: str | None = None,
-        length_penalty: float | None = None,
-        beam_stop: str | None = None,
-    ) -> AttentionMap:
-        """Translate ``sentence``, then read its last decoder layer's cross-attention (mean of heads).
-
-        The rows are the ids the model generated with these settings (not the translation
-        encoded again, which can split differently); a blank sentence is a ValueError.
-        """
-        if not text_of(sentence, "sentence").strip():
+    def _plotted(self, sentence: object) -> str:
+        text = text_of(sentence, "sentence")
+        if not text.strip():
             raise ValueError("sentence: expected a non-empty sentence to plot, got an empty one")
-        model, decode = self.decoding(beam, 1, precision, length_penalty, beam_stop)
+        return text
+
+    def _written(self, model: Seq2SeqTransformer, decode: DecodeConfig, sentence: str) -> Written:
         best = translate_nbest(model, self.tokenizers, sentence, decode)[0]
         source_ids = self.tokenizers.source.encode(sentence)
-        return last_layer_map(
-            model,
-            source_ids,
-            best.ids,
-            token_labels(self.tokenizers.source, source_ids),
-            token_labels(self.tokenizers.target, best.ids),
-            title="",
-        )
+        source_labels = token_labels(self.tokenizers.source, source_ids)
+        return source_ids, best.ids, source_labels, token_labels(self.tokenizers.target, best.ids), ""
 
 
 MAX_BEAM_SIZE = 8  # the n-best list the page shows; larger beams add time, not insight
@@ -292,22 +274,14 @@ class AttentionRequest:
     )
 
 
-class TranslationHandler:
+class TranslationHandler(Seq2SeqHandler):
     """The translation pane over a `Translator`: the n-best translations of a sentence and their cross-attention."""
 
-    def __init__(self, predictor: Translator) -> None:
-        self.predictor = predictor
-        # The model copy the checkpoint's decoding runs (made once) and that decoding, its precision resolved.
-        self._model, self._decode = predictor.decoding()
+    predictor: Translator
 
     def describe(self) -> dict[str, Any]:
         decode = self.predictor.config.decode
-        return {
-            "layers": self.predictor.config.model.num_decoder_layers,
-            "heads": self.predictor.config.model.nhead,
-            "strategy": decode.strategy,
-            "beam_size": min(decode.beam_size, MAX_BEAM_SIZE),
-        }
+        return {**super().describe(), "strategy": decode.strategy, "beam_size": min(decode.beam_size, MAX_BEAM_SIZE)}
 
     def tokenize(self, text: str) -> list[str]:
         """The subword tokens the model reads for ``text`` (for the masks view)."""

@@ -8,12 +8,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from transformer_lab.data import BOS_ID, SubwordTokenizer
-from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.models.seq2seq import Seq2SeqTransformer
 from transformer_lab.nn import TransformerDecoder
 from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, recording_shapes
-
-_WEIGHTS_NAME = ATTENTION_WEIGHTS
 
 
 @dataclass
@@ -48,21 +45,8 @@ def attention_maps(model: Seq2SeqTransformer, src_ids: Tensor, tgt_in_ids: Tenso
     return {
         record.scope: record.tensor
         for record in recorder.records
-        if record.name == _WEIGHTS_NAME and record.tensor is not None
+        if record.name == ATTENTION_WEIGHTS and record.tensor is not None
     }
-
-
-def token_labels(tokenizer: SubwordTokenizer, ids: Sequence[int]) -> list[str]:
-    """One readable label per subword id: its text, or its token string where that is blank or unprintable.
-
-    A byte-level token alone may decode to a control character (byte 0x12) or half a
-    character, which no font draws; its token string spells the bytes in printable form.
-    """
-    labels = []
-    for token_id in ids:
-        text = tokenizer.decode([token_id]).strip()
-        labels.append(text if text and text.isprintable() else tokenizer.id_to_token(token_id))
-    return labels
 
 
 def cross_attention(model: Seq2SeqTransformer, source_ids: Sequence[int], target_ids: Sequence[int]) -> Tensor:
@@ -78,7 +62,7 @@ def cross_attention(model: Seq2SeqTransformer, source_ids: Sequence[int], target
         raise ValueError("source_ids: expected at least one token id, got none")
     device = next(model.parameters()).device  # the ids go where the model is (a GPU's, when served there)
     src_ids = torch.tensor([list(source_ids)], device=device)  # [1, S]
-    tgt_in_ids = torch.tensor([[BOS_ID, *target_ids]], device=device)  # [1, T]
+    tgt_in_ids = torch.tensor([[model.bos_id, *target_ids]], device=device)  # [1, T]
     maps = attention_maps(model, src_ids, tgt_in_ids)
     decoder = model.transformer.decoder
     assert isinstance(decoder, TransformerDecoder), type(decoder)  # Seq2SeqTransformer builds its own stacks

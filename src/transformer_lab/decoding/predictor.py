@@ -1,0 +1,99 @@
+"""What the sequence-to-sequence predictors (`Translator`, `CoupletWriter`) and their server panes share.
+
+A predictor holds a checkpoint's model and config; it decodes with the checkpoint's settings
+changed by a caller's (`search_settings.decode_settings`) and reads the attention of what it wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from transformer_lab.decoding.config import DecodeConfig, decoding_model
+from transformer_lab.decoding.search_settings import decode_settings
+from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.models.attention_maps import AttentionMap, last_layer_map
+
+# What a task's predictor tells about the output it writes for one input (see Seq2SeqPredictor._written):
+# source ids, the ids written, the source labels, the written labels, the figure title's start.
+Written = tuple[Sequence[int], Sequence[int], list[str], list[str], str]
+
+
+class Seq2SeqPredictor:
+    """A checkpoint's model (in eval mode on ``device``) and ``config``, whose ``decode`` gives the defaults."""
+
+    def __init__(self, model: Seq2SeqTransformer, config: Any, device: str | torch.device) -> None:
+        self.model: Seq2SeqTransformer = model.to(device).eval()
+        self.config = config
+        self._copies: dict[str, Seq2SeqTransformer] = {}
+
+    def decode_config(
+        self,
+        beam: int | None = None,
+        nbest: int = 1,
+        precision: str | None = None,
+        length_penalty: float | None = None,
+        beam_stop: str | None = None,
+    ) -> DecodeConfig:
+        """The checkpoint's decoding with these settings (None keeps the checkpoint's); see `decode_settings`."""
+        device = next(self.model.parameters()).device
+        return decode_settings(self.config.decode, beam, nbest, precision, length_penalty, device, beam_stop)
+
+    def decoding(
+        self,
+        beam: int | None = None,
+        nbest: int = 1,
+        precision: str | None = None,
+        length_penalty: float | None = None,
+        beam_stop: str | None = None,
+    ) -> tuple[Seq2SeqTransformer, DecodeConfig]:
+        """The model to decode with and its decoding, ``precision`` resolved once for both.
+
+        A bf16 or int8 copy of the model is made once, then reused; fp32 runs the model itself.
+        """
+        decode = self.decode_config(beam, nbest, precision, length_penalty, beam_stop)
+        if decode.precision not in self._copies:
+            self._copies[decode.precision] = decoding_model(self.model, decode.precision)
+        return self._copies[decode.precision], decode
+
+    def attention_map(
+        self,
+        text: str,
+        *,
+        beam: int | None = None,
+        precision: str | None = None,
+        length_penalty: float | None = None,
+        beam_stop: str | None = None,
+    ) -> AttentionMap:
+        """Answer ``text``, then read its last decoder layer's cross-attention (mean of heads).
+
+        The rows are the ids the model generated with these settings (not its answer encoded
+        again, which can split differently); an input the task refuses is a ValueError.
+        """
+        text = self._plotted(text)
+        model, decode = self.decoding(beam, 1, precision, length_penalty, beam_stop)
+        source_ids, target_ids, columns, rows, title = self._written(model, decode, text)
+        return last_layer_map(model, source_ids, target_ids, columns, rows, title)
+
+    def _plotted(self, text: object) -> str:
+        """``text`` checked before any decoding, as the task names it."""
+        raise NotImplementedError
+
+    def _written(self, model: Seq2SeqTransformer, decode: DecodeConfig, text: str) -> Written:
+        """What ``model`` writes for ``text`` with ``decode``, labelled (see `Written`)."""
+        raise NotImplementedError
+
+
+class Seq2SeqHandler:
+    """A server pane over a `Seq2SeqPredictor`, decoding with the checkpoint's settings."""
+
+    def __init__(self, predictor: Seq2SeqPredictor) -> None:
+        self.predictor = predictor
+        # The model copy the checkpoint's decoding runs (made once) and that decoding, its precision resolved.
+        self._model, self._decode = predictor.decoding()
+
+    def describe(self) -> dict[str, Any]:
+        model = self.predictor.config.model
+        return {"layers": model.num_decoder_layers, "heads": model.nhead}
