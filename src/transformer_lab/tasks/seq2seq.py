@@ -39,8 +39,9 @@ from transformer_lab.data.token_store import TokenStore
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
 from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
-from transformer_lab.tasks.task import TaskConfig, VocabularyFunctions
+from transformer_lab.tasks.task import VocabularyFunctions
 from transformer_lab.training import DataParallel, data_shard, generator_cross_entropy, label_smoothed_cross_entropy
+from transformer_lab.training.config import TaskConfig
 
 logger = logging.getLogger(__name__)
 

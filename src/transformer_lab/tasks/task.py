@@ -9,12 +9,11 @@ the registry, never a list of their own: a new task is its package and its tests
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import torch
 from torch import nn
@@ -22,23 +21,6 @@ from torch import nn
 from transformer_lab.tasks.command import PredictCommand
 from transformer_lab.tasks.evaluation import EvaluateFunction, TaskOption
 from transformer_lab.tasks.predictor import load_on
-from transformer_lab.training.config import TrainConfig
-
-
-class TaskConfig(Protocol):
-    """What every task's config is: a dataclass with ``model``, ``data`` and ``train`` sections."""
-
-    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
-
-    @property
-    def model(self) -> Any: ...
-
-    @property
-    def data(self) -> Any: ...
-
-    @property
-    def train(self) -> TrainConfig: ...
-
 
 # What a trained task offers beyond training and loading.
 SURFACES = ("onnx", "ctranslate2", "serve", "lab")
