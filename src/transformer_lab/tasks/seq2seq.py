@@ -37,11 +37,11 @@ from transformer_lab.data.batching import token_budget_spans
 from transformer_lab.data.lazy_batches import PairBatches, epoch_pair_batches, pair_length_table
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
-from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
 from transformer_lab.tasks.task import VocabularyFunctions
 from transformer_lab.training import DataParallel, data_shard, generator_cross_entropy, label_smoothed_cross_entropy
+from transformer_lab.training.checkpoint_loading import check_special_ids, load_checkpoint_parts
 from transformer_lab.training.config import TaskConfig
+from transformer_lab.training.run.plan import RunPlan, RunResult, start_checkpoint, train_run
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ def train(
     """Train ``config.model`` on ``data`` with the Trainer; ``evaluate`` (None: no validation) decides ``best/``.
 
     ``config`` must already follow the vocabulary (:func:`with_vocabulary`); ``init_from``
-    loads a checkpoint's weights first (a fine-tune, see ``tasks.finetune``). A pair longer
+    loads a checkpoint's weights first (a fine-tune, see ``training.finetune``). A pair longer
     than the positional table is refused before the first step.
     """
     model_config = config.model
@@ -240,7 +240,7 @@ def load(
     """The model (in eval mode), vocabulary and config of a checkpoint folder, or of a run folder's ``best/``.
 
     A bad config value, a vocabulary whose size is not the model's, or weights that do
-    not fit are errors that name the file (``tasks.loading``).
+    not fit are errors that name the file (``training.checkpoint_loading``).
     """
     return load_checkpoint_parts(
         checkpoint,

@@ -31,10 +31,10 @@ from transformer_lab.tasks.classification.data import (
     epoch_batches,
 )
 from transformer_lab.tasks.classification.predict import predict_probabilities
-from transformer_lab.tasks.loading import load_checkpoint_parts, read_tokenizer
-from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
 from transformer_lab.tasks.task import VocabularyFunctions
 from transformer_lab.training import TrainConfig, data_shard, label_smoothed_cross_entropy, load_task_config
+from transformer_lab.training.checkpoint_loading import load_checkpoint_parts, read_tokenizer
+from transformer_lab.training.run.plan import RunPlan, RunResult, start_checkpoint, train_run
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def train(
     """Train a classifier; validation accuracy at every epoch end decides ``best/``.
 
     ``resume`` continues ``out_dir/last``; ``init_from`` fine-tunes a checkpoint (its model
-    config must already be ``config.model``, see ``tasks.finetune``). Both keep the
+    config must already be ``config.model``, see ``training.finetune``). Both keep the
     checkpoint's tokenizer and class names, so the class indices mean what they meant.
     """
     tokenizer, class_names = None, None

@@ -101,7 +101,7 @@ def train(
     """Train a couplet model; validation character BLEU (greedy, constrained) each epoch decides ``best/``.
 
     ``init_from`` fine-tunes: the checkpoint's vocabulary and weights are the start (its
-    model config must already be ``config.model``, see ``tasks.finetune``).
+    model config must already be ``config.model``, see ``training.finetune``).
     """
     data = build_data(config.data, seq2seq.starting_vocabulary(SEQ2SEQ_TASK, Path(out_dir), resume, init_from))
     config = seq2seq.with_vocabulary(config, len(data.vocabulary))

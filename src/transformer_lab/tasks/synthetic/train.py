@@ -24,10 +24,10 @@ from transformer_lab.decoding.sources import decode_sources, strip_generated
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.models.config import MAX_VOCABULARY_SIZE
 from transformer_lab.models.embedding import MAX_POSITIONS
-from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
-from transformer_lab.tasks.run import RunPlan, RunResult, train_run
 from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, validation_loss
 from transformer_lab.training import TrainConfig, data_shard, is_main_process
+from transformer_lab.training.checkpoint_loading import check_special_ids, load_checkpoint_parts
+from transformer_lab.training.run.plan import RunPlan, RunResult, train_run
 
 TASK_NAME = "synthetic"
 # How many examples of each split a synthetic run may ask for (the preset uses 20,000).
