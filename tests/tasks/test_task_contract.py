@@ -26,9 +26,9 @@ from transformer_lab.serve import create_app, load_served_models
 from transformer_lab.tasks import registry
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, TaskOption
-from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, validation_loss
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.tasks.task import Endpoint, Serving, Task, VocabularyFunctions
+from transformer_lab.training.batch_losses import seq2seq_loss_fn, validation_loss
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.checkpoint_loading import load_checkpoint_parts
 from transformer_lab.training.model_card import read_card

@@ -22,23 +22,15 @@ from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
 import torch
-from torch import Tensor, nn
 
-from transformer_lab.data import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    Seq2SeqBatch,
-    collate_pairs,
-    collated_lengths,
-    token_budget_batches,
-)
-from transformer_lab.data.batching import token_budget_spans
+from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID
+from transformer_lab.data.batching import longer_than, token_budget_spans
 from transformer_lab.data.lazy_batches import PairBatches, epoch_pair_batches, pair_length_table
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.task import VocabularyFunctions
-from transformer_lab.training import DataParallel, data_shard, generator_cross_entropy, label_smoothed_cross_entropy
+from transformer_lab.training import data_shard
+from transformer_lab.training.batch_losses import seq2seq_loss_fn
 from transformer_lab.training.checkpoint_loading import check_special_ids, load_checkpoint_parts
 from transformer_lab.training.config import TaskConfig
 from transformer_lab.training.run.plan import RunPlan, RunResult, start_checkpoint, train_run
@@ -263,22 +255,6 @@ def _sizes_and_files(task: Seq2SeqTask[VocabularyType, Any], vocabulary: Vocabul
 # ---------------------------------------------------------------------------- batches, loss, checks
 
 
-def seq2seq_loss_fn(smoothing: float, pad_id: int) -> Callable[[nn.Module, Seq2SeqBatch], Tensor]:
-    """The Trainer's ``loss_fn``: label-smoothed cross-entropy over non-padding targets."""
-
-    def loss_fn(model: nn.Module, batch: Seq2SeqBatch) -> Tensor:
-        device = next(model.parameters()).device
-        batch = batch.to(device)
-        # The hidden states, not the [B, T, V] logits: the generator is applied a chunk of
-        # rows at a time, which keeps the logits and their gradient out of peak memory.
-        hidden = model(batch.src_ids, batch.tgt_in_ids, apply_generator=False)  # [B, T, D]
-        generator = DataParallel.unwrap(model).generator
-        assert isinstance(generator, nn.Module)  # a Seq2SeqTransformer's
-        return generator_cross_entropy(hidden, generator, batch.tgt_out_ids, smoothing=smoothing, ignore_index=pad_id)
-
-    return loss_fn
-
-
 def check_fits_positional_table(
     lengths: np.ndarray | Sequence[tuple[int, int]], pairs: Sequence[Pair] | Path | None, max_len: int, name: str
 ) -> None:
@@ -289,8 +265,7 @@ def check_fits_positional_table(
     The first such pair is named by its text, or by its row where ``pairs`` is the
     folder of a prepared corpus (which keeps no text).
     """
-    table = np.asarray(lengths).reshape(-1, 2)
-    too_long = np.nonzero(table.max(axis=1) > max_len)[0]
+    too_long = longer_than(lengths, max_len)
     if not too_long.size:
         return
     index = int(too_long[0])
@@ -300,27 +275,7 @@ def check_fits_positional_table(
     else:
         pair = f"training pair {index + 1} of the prepared corpus {pairs}"
     raise ValueError(
-        f"{name}: {pair} has {int(table[index].max())} subword tokens on one side (with bos/eos), "
+        f"{name}: {pair} has {int(np.max(lengths[index]))} subword tokens on one side (with bos/eos), "
         f"expected at most model.max_len={max_len} ({too_long.size} pair(s) in all); raise model.max_len or "
         "leave it out"
     )
-
-
-def validation_loss(model: nn.Module, encoded_pairs: Sequence[tuple[list[int], list[int]]], max_tokens: int) -> float:
-    """The mean cross-entropy per target token (no smoothing, eos included) of ``encoded_pairs``, teacher-forced.
-
-    The number fine-tuning is judged by: it needs no decoding and, with the same tokenizer,
-    compares models token for token. Batches of at most ``max_tokens`` padded tokens, in
-    length order; every pair counts.
-    """
-    if not encoded_pairs:
-        raise ValueError("encoded_pairs: expected at least one validation pair, got none")
-    device = next(model.parameters()).device
-    lengths = collated_lengths(encoded_pairs)
-    total, count = 0.0, 0
-    for indices in token_budget_batches(lengths, max(max_tokens, max(max(pair) for pair in lengths)), shuffle=False):
-        batch = collate_pairs([encoded_pairs[index] for index in indices], PAD_ID, BOS_ID, EOS_ID).to(device)
-        logits = model(batch.src_ids, batch.tgt_in_ids)  # [B, T, V]
-        total += float(label_smoothed_cross_entropy(logits.float(), batch.tgt_out_ids, 0.0, PAD_ID, reduction="sum"))
-        count += batch.num_target_tokens
-    return total / count

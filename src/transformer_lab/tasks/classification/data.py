@@ -12,7 +12,6 @@ import numpy as np
 
 from transformer_lab.data import (
     LABELLED_TEXT_FORMATS,
-    ClassificationBatch,
     LabelledTextFile,
     SubwordTokenizer,
     ag_news_path,
@@ -21,8 +20,6 @@ from transformer_lab.data import (
 )
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, SEED_RANGE, check_int_fields
 from transformer_lab.data.ag_news import CLASSES_FILE
-from transformer_lab.data.batching import token_budget_spans
-from transformer_lab.data.lazy_batches import ClassificationBatches
 from transformer_lab.data.prepared_cache import CorpusIdentity, CorpusKind, corpus_description
 from transformer_lab.data.prepared_labelled import (
     LABELLED_KIND,
@@ -268,25 +265,6 @@ def prepare_corpus(
 ) -> PreparedLabelled:
     """Prepare ``config``'s data, streamed, into the new folder ``out_dir`` (the ids of `read_corpus`)."""
     return corpus_kind(config, tokenizer, class_names).prepare(out_dir)
-
-
-def epoch_batches(
-    data: ClassificationData, config: ClassificationDataConfig, epoch: int, num_shards: int = 1, shard_index: int = 0
-) -> Sequence[ClassificationBatch]:
-    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch), collated when read.
-
-    Under DDP, the share of process ``shard_index``.
-    """
-    spans = token_budget_spans(
-        data.train_store.lengths("tokens"),
-        config.max_tokens,
-        shuffle=True,
-        seed=config.seed,
-        epoch=epoch,
-        num_shards=num_shards,
-        shard_index=shard_index,
-    )
-    return ClassificationBatches(data.train_store, spans)
 
 
 def prepare(data: ClassificationDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:

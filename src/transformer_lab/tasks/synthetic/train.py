@@ -24,8 +24,8 @@ from transformer_lab.decoding.sources import decode_sources, strip_generated
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.models.config import MAX_VOCABULARY_SIZE
 from transformer_lab.models.embedding import MAX_POSITIONS
-from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, validation_loss
 from transformer_lab.training import TrainConfig, data_shard, is_main_process
+from transformer_lab.training.batch_losses import seq2seq_loss_fn, validation_loss
 from transformer_lab.training.checkpoint_loading import check_special_ids, load_checkpoint_parts
 from transformer_lab.training.run.plan import RunPlan, RunResult, train_run
 
