@@ -63,7 +63,7 @@ def test_the_commands_offer_the_registered_tasks() -> None:
         "--beam-stop",
     }
     assert offered == {option.flag for task in tasks.values() for option in task.evaluation_options}
-    assert command_choices("prepare") == tuple(name for name, task in tasks.items() if task.prepare is not None)
+    assert command_choices("prepare") == tuple(name for name, task in tasks.items() if task.corpus is not None)
     served = registry.checkpoint_tasks("serve")
     assert set(served) == set(registry.tasks_offering("serve")) == {"translation", "couplet", "classification"}
     assert all(task.serving is not None and task.predictor is not None for task in served.values())

@@ -18,6 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import torch
 from torch import nn
 
+from transformer_lab.data.prepared_cache import CorpusKind
 from transformer_lab.tasks.command import PredictCommand
 from transformer_lab.tasks.evaluation import EvaluateFunction, TaskOption
 from transformer_lab.tasks.predictor import load_on
@@ -101,10 +102,10 @@ class Task:
     and ``closing_lines(result, config)`` says what a person should read after its summary;
     ``load(checkpoint)`` rebuilds (model in eval mode, vocabulary or None, config) from a
     checkpoint or run folder. ``reads_data``: the data options (``--data-dir``,
-    ``--train``, ``--valid``, ``--prepared``) apply. ``prepare(data config, out_dir, progress)``
-    writes a prepared corpus and returns its report (None: the task has no corpus to
-    prepare), of ``corpus_kind`` (the manifest's kind, ``data.prepared_*``; it must name it
-    with ``prepare``), which ``--prepared`` and ``prepare --verify`` expect.
+    ``--train``, ``--valid``, ``--prepared``) apply. ``corpus(data config, progress)`` is the
+    task's prepared corpus of that data, which `prepare` writes (None: the task has no corpus
+    to prepare), of ``corpus_kind`` (the manifest's kind, ``data.prepared_*``; it must name it
+    with ``corpus``), which ``--prepared`` and ``prepare --verify`` expect.
     ``evaluate(checkpoint, split, options)`` scores a checkpoint and returns its report
     (``tasks/evaluation.py``; None: ``evaluate`` does not score this task);
     ``evaluation_split`` is its default split and ``evaluation_options`` the options of
@@ -125,7 +126,7 @@ class Task:
     load: Callable[[str | os.PathLike[str]], tuple[nn.Module, Any, Any]]
     checkpoint_task: str = ""
     reads_data: bool = True
-    prepare: Callable[[Any, Path, bool], dict[str, Any]] | None = None
+    corpus: Callable[[Any, bool], CorpusKind[Any]] | None = None
     corpus_kind: str | None = None
     evaluate: EvaluateFunction | None = None
     evaluation_split: str | None = None
@@ -141,8 +142,8 @@ class Task:
     def __post_init__(self) -> None:
         if not self.presets:
             raise ValueError(f"task {self.name!r}: expected at least one preset, got none")
-        if (self.prepare is None) != (self.corpus_kind is None):
-            raise ValueError(f"task {self.name!r}: expected prepare and corpus_kind together, got only one of them")
+        if (self.corpus is None) != (self.corpus_kind is None):
+            raise ValueError(f"task {self.name!r}: expected corpus and corpus_kind together, got only one of them")
         unknown = sorted(set(self.surfaces) - set(SURFACES))
         if unknown:
             raise ValueError(f"task {self.name!r}: expected surfaces among {SURFACES}, got {unknown}")
@@ -169,6 +170,13 @@ class Task:
     def reads_option(self, flag: str) -> bool:
         """Whether the task's evaluation reads the option spelled ``flag`` (one of ``evaluation_options``)."""
         return any(option.flag == flag for option in self.evaluation_options)
+
+    def prepare(self, data: Any, out_dir: Path, progress: bool) -> dict[str, Any]:
+        """``transformer-lab prepare``: the corpus of ``data`` (a data config) written into ``out_dir``; its report."""
+        if self.corpus is None:
+            raise ValueError(f"task: expected a task with a corpus to prepare, got {self.name}")
+        prepared = self.corpus(data, progress).prepare(out_dir)
+        return {**prepared.report, "seconds": prepared.manifest["seconds"]}
 
     def config(self, preset: str | None = None) -> Any:
         """A fresh config of the preset named ``preset`` (None: the default); an unknown name is one line."""

@@ -255,19 +255,3 @@ def corpus_kind(
         fixed_settings=labelled_settings,
         data_config=config,
     )
-
-
-def prepare_corpus(
-    config: ClassificationDataConfig,
-    out_dir: str | os.PathLike[str],
-    tokenizer: SubwordTokenizer | None = None,
-    class_names: Sequence[str] | None = None,
-) -> PreparedLabelled:
-    """Prepare ``config``'s data, streamed, into the new folder ``out_dir`` (the ids of `read_corpus`)."""
-    return corpus_kind(config, tokenizer, class_names).prepare(out_dir)
-
-
-def prepare(data: ClassificationDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
-    """``transformer-lab prepare classification``: the data prepared into ``out_dir``; returns the report."""
-    prepared = prepare_corpus(data, out_dir)
-    return {**prepared.report, "seconds": prepared.manifest["seconds"]}

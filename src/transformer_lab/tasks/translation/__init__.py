@@ -17,7 +17,7 @@ TASK = Task(
     train=train.train,
     load=train.load_translator,
     vocabulary=train.SEQ2SEQ_TASK.vocabulary,
-    prepare=data.prepare,
+    corpus=lambda config, progress: data.corpus_kind(config, progress=progress),
     corpus_kind=PAIRS_KIND,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,
