@@ -125,17 +125,23 @@ def starting_vocabulary(
     return None if start is None else task.vocabulary.read(start)
 
 
-def with_vocabulary(config: ConfigType, source_size: int, target_size: int | None = None) -> ConfigType:
+def with_vocabulary(
+    config: ConfigType,
+    source_size: int,
+    target_size: int | None = None,
+    specials_from: str = "every vocabulary of this package",
+) -> ConfigType:
     """``config`` whose model's vocabulary sizes and special ids follow the vocabulary.
 
-    ``target_size`` None: one vocabulary for both sides. With one vocabulary per side the
+    ``target_size`` None: one vocabulary for both sides; ``specials_from`` names whose fixed
+    special ids a config's other ids are refused against. With one vocabulary per side the
     source and target ids mean different tokens, so ``tie_embeddings="all"`` (one matrix
     for both) becomes ``"decoder"`` (target embedding and generator still shared); the
     change is logged and recorded in the checkpoint's config.
     """
     model = config.model
     # Every vocabulary of ours keeps the specials at fixed ids: another id would be overwritten here.
-    check_special_ids(model, None, "model config", "every vocabulary of this package")
+    check_special_ids(model, None, "model config", specials_from)
     tie_embeddings = model.tie_embeddings
     if target_size is not None and tie_embeddings == "all":
         logger.info("one vocabulary per side: model.tie_embeddings 'all' -> 'decoder' (source and target share no ids)")

@@ -86,8 +86,7 @@ class ClassificationConfig:
     class_names: tuple[str, ...] = AG_NEWS_CLASSES  # set from classes.txt when training
 
 
-def default_config() -> ClassificationConfig:
-    return ClassificationConfig()
+default_config = ClassificationConfig
 
 
 # A classification run's result: its model, tokenizer (``vocabulary``), config and data.

@@ -72,8 +72,7 @@ class CoupletConfig:
     constraints: CoupletConstraintConfig = field(default_factory=CoupletConstraintConfig)
 
 
-def default_config() -> CoupletConfig:
-    return CoupletConfig()
+default_config = CoupletConfig
 
 
 SEQ2SEQ_TASK: Seq2SeqTask[Vocabulary, CoupletConfig] = Seq2SeqTask(

@@ -24,12 +24,15 @@ from transformer_lab.decoding.sources import decode_sources, strip_generated
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.models.config import MAX_VOCABULARY_SIZE
 from transformer_lab.models.embedding import MAX_POSITIONS
+from transformer_lab.tasks.seq2seq import with_vocabulary
 from transformer_lab.training import TrainConfig, data_shard, is_main_process
 from transformer_lab.training.batch_losses import seq2seq_loss_fn, validation_loss
-from transformer_lab.training.checkpoint_loading import check_special_ids, load_checkpoint_parts
+from transformer_lab.training.checkpoint_loading import load_checkpoint_parts
 from transformer_lab.training.run.plan import RunPlan, RunResult, train_run
 
 TASK_NAME = "synthetic"
+# Where the special ids of a synthetic model come from, as errors name it: the tasks keep no vocabulary file.
+FIXED_SPECIALS = "the copy tasks' fixed specials"
 # How many examples of each split a synthetic run may ask for (the preset uses 20,000).
 MAX_SYNTHETIC_EXAMPLES = 1_000_000
 Pair = tuple[list[int], list[int]]
@@ -151,19 +154,10 @@ def default_config(task: str = "copy") -> SyntheticConfig:
 
 
 def resolve(config: SyntheticConfig) -> SyntheticConfig:
-    """Fill the fields that follow from others (vocabulary sizes, max_len)."""
-    vocab_size = config.data.vocab_size
-    check_special_ids(config.model, None, "model config", "the copy tasks' fixed specials")
-    model = dataclasses.replace(
-        config.model,
-        src_vocab_size=vocab_size,
-        tgt_vocab_size=vocab_size,
-        pad_id=PAD_ID,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
-        max_len=max(config.model.max_len, config.data.max_length + 2),
-    )
-    return dataclasses.replace(config, model=model)
+    """Fill the fields that follow from others (vocabulary sizes, special ids, max_len)."""
+    config = with_vocabulary(config, config.data.vocab_size, specials_from=FIXED_SPECIALS)
+    max_len = max(config.model.max_len, config.data.max_length + 2)
+    return dataclasses.replace(config, model=dataclasses.replace(config.model, max_len=max_len))
 
 
 def decode_pairs(
@@ -253,7 +247,7 @@ def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, None, 
         lambda config: Seq2SeqTransformer.from_config(config.model),
         lambda folder: None,
         lambda vocabulary: {},
-        fixed_specials="the copy tasks' fixed specials",
+        fixed_specials=FIXED_SPECIALS,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,8 +72,7 @@ class TranslationConfig:
     decode: DecodeConfig = field(default_factory=_default_decode)
 
 
-def default_config() -> TranslationConfig:
-    return TranslationConfig()
+default_config = TranslationConfig
 
 
 def base_config() -> TranslationConfig:
@@ -117,7 +117,7 @@ def base_config() -> TranslationConfig:
 
 
 # The presets `train translation --preset NAME` starts from (then --set overrides them).
-PRESETS = {"default": default_config, "base": base_config}
+PRESETS: dict[str, Callable[[], TranslationConfig]] = {"default": default_config, "base": base_config}
 
 
 def _read_tokenizers(folder: Path) -> TokenizerPair:
