@@ -1,4 +1,4 @@
-"""The synthetic tasks (copy, reverse, sort) whole: random sequences, presets, the run, exact match, loading."""
+"""The synthetic tasks (copy, reverse, sort): their data settings, presets, the run, exact match, loading."""
 
 from __future__ import annotations
 
@@ -8,16 +8,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from transformer_lab.data import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    Seq2SeqBatch,
-    collate_pairs,
-    fixed_size_batches,
-    make_synthetic_pairs,
-)
+from transformer_lab.data import EOS_ID, PAD_ID
 from transformer_lab.data._checks import SEED_RANGE, check_int_in_range
+from transformer_lab.data.synthetic import SyntheticData, SyntheticPair, SyntheticTask, batches_of
 from transformer_lab.data.vocabulary import NUM_SPECIAL_TOKENS
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.sources import decode_sources, strip_generated
@@ -35,7 +28,6 @@ TASK_NAME = "synthetic"
 FIXED_SPECIALS = "the copy tasks' fixed specials"
 # How many examples of each split a synthetic run may ask for (the preset uses 20,000).
 MAX_SYNTHETIC_EXAMPLES = 1_000_000
-Pair = tuple[list[int], list[int]]
 
 
 @dataclass(frozen=True)
@@ -64,47 +56,10 @@ class SyntheticDataConfig:
         check_int_in_range("data.seed", self.seed, *SEED_RANGE)
 
 
-@dataclass
-class SyntheticData:
-    train: list[Pair]
-    validation: list[Pair]
-    test: list[Pair]
-
-
 def build_data(config: SyntheticDataConfig) -> SyntheticData:
     """Training pairs, and validation/test pairs whose sources never occur in training."""
-
-    def pairs(count: int, seed: int) -> list[Pair]:
-        return make_synthetic_pairs(config.task, count, config.vocab_size, config.min_length, config.max_length, seed)
-
-    train = pairs(config.num_train, config.seed)
-    seen = {tuple(source) for source, _ in train}
-    # Draw extra held-out candidates, then keep only unseen ones: short sequences repeat often.
-    candidates = pairs(4 * (config.num_validation + config.num_test) + 100, config.seed + 1)
-    unseen: list[Pair] = []
-    for source, target in candidates:
-        if tuple(source) not in seen:
-            seen.add(tuple(source))
-            unseen.append((source, target))
-    needed = config.num_validation + config.num_test
-    if len(unseen) < needed:
-        raise ValueError(
-            f"data: only {len(unseen)} distinct unseen sequences exist for min_length={config.min_length}, "
-            f"max_length={config.max_length}, vocab_size={config.vocab_size}; need {needed}"
-        )
-    return SyntheticData(
-        train=train, validation=unseen[: config.num_validation], test=unseen[config.num_validation : needed]
-    )
-
-
-def batches_of(
-    pairs: list[Pair], batch_size: int, shuffle: bool, seed: int, epoch: int, num_shards: int = 1, shard_index: int = 0
-) -> list[Seq2SeqBatch]:
-    """Collated batches of ``batch_size`` pairs; with shards, this process's share of them."""
-    indices = fixed_size_batches(
-        len(pairs), batch_size, shuffle=shuffle, seed=seed, epoch=epoch, num_shards=num_shards, shard_index=shard_index
-    )
-    return [collate_pairs([pairs[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in indices]
+    task = SyntheticTask(config.task, config.vocab_size, config.min_length, config.max_length)
+    return SyntheticData.draw(task, config.num_train, config.num_validation, config.num_test, config.seed)
 
 
 def _default_model() -> ModelConfig:
@@ -161,14 +116,14 @@ def resolve(config: SyntheticConfig) -> SyntheticConfig:
 
 
 def decode_pairs(
-    model: Seq2SeqTransformer, pairs: list[Pair], decode_config: DecodeConfig, batch_size: int = 256
+    model: Seq2SeqTransformer, pairs: list[SyntheticPair], decode_config: DecodeConfig, batch_size: int = 256
 ) -> list[list[int]]:
     """Decode every source of ``pairs``; returns the best output of each, its generated symbols (no specials)."""
     found = decode_sources(model, [source for source, _ in pairs], decode_config, batch_size=batch_size)
     return [strip_generated(hypotheses[0].ids, EOS_ID, PAD_ID) if hypotheses else [] for hypotheses in found]
 
 
-def exact_match(model: Seq2SeqTransformer, pairs: list[Pair], decode_config: DecodeConfig) -> float:
+def exact_match(model: Seq2SeqTransformer, pairs: list[SyntheticPair], decode_config: DecodeConfig) -> float:
     """Share of sources whose whole decoded output equals the target."""
     predictions = decode_pairs(model, pairs, decode_config)
     return sum(prediction == target for prediction, (_, target) in zip(predictions, pairs)) / len(pairs)
