@@ -1,14 +1,7 @@
 """The one registry of tasks, and the one checkpoint loader: which task wrote a checkpoint, and its ``load``.
 
-Every command reads the tasks from ``TASKS`` (see ``tasks/task.py`` for the contract): every
-package under ``tasks/`` whose ``__init__`` defines ``TASK`` (or ``TASKS``), by package name,
-found when this module is imported, so adding a task is its package alone; `register` (or
-`registered`) adds one at run time.
-
-The CLI, ``evaluate``, ``average-checkpoints``, the web server's handlers and the lab all
-rebuild a trained model through here or through the task's own ``load`` (the same
-``training.checkpoint_loading`` code underneath), so a run folder resolves to its ``best/`` and a bad
-file is named the same way everywhere.
+Every package under ``tasks/`` whose ``__init__`` defines ``TASK`` (or ``TASKS``) is
+registered when this module is imported; `register` (or `registered`) adds one at run time.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """The one sequence-to-sequence task machinery: translation and couplets differ only in what they plug in.
 
-A task is a :class:`Seq2SeqTask`: its name, its config type and how its vocabulary (a
-byte-level BPE tokenizer, a character vocabulary) is read from and written to a
-checkpoint. Everything else is here, once: starting a run (fresh, resumed or fine-tuned),
-the Trainer wiring, the epoch batches and the loss, the validation loss, and loading a
-checkpoint with errors that name the file. Readers, evaluation and decoding constraints
-stay in the task packages; decoding encoded sources is ``decoding.sources``.
-
-Shape legend: B batch, S source length.
+A :class:`Seq2SeqTask` names its config type and how its vocabulary lives in a checkpoint;
+the run, its batches and the checkpoint loading are here, once.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The contract every task offers the commands: its presets, how it trains, loads, prepares, scores, predicts, serves.
 
-A task is a package (translation, couplets, classification, the synthetic tasks) whose
-``__init__`` assembles its `Task` (``TASK``) from its modules; ``tasks/registry.py`` finds
-and registers every such package. The commands (``train``, ``prepare``, ``evaluate``,
-``export``, ``serve``, ``lab``, ``config``, and each task's own, such as ``translate``) read
-the registry, never a list of their own: a new task is its package and its tests.
+The commands read the tasks from ``tasks/registry.py``, never a list of their own: a new
+task is its package (whose ``__init__`` assembles its `Task`) and its tests.
 """
 
 from __future__ import annotations
