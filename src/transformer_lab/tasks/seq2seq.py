@@ -252,7 +252,7 @@ def _sizes_and_files(task: Seq2SeqTask[VocabularyType, Any], vocabulary: Vocabul
     return {"src_vocab_size": (source_size, files[0]), "tgt_vocab_size": (target_size, files[-1])}
 
 
-# ---------------------------------------------------------------------------- batches, loss, checks
+# ---------------------------------------------------------------------------- checks
 
 
 def check_fits_positional_table(
