@@ -5,7 +5,7 @@ rest of it is the domain's validation set. Two runs of ``--steps`` optimizer ste
 through the CLI:
 
 - fine-tuned: ``train translation --init-from CHECKPOINT`` (its weights, tokenizer, model
-  and the fine-tuning schedule of ``transformer_lab.tasks.finetune``);
+  and the fine-tuning schedule of ``transformer_lab.training.finetune``);
 - from scratch: the same model config (the preset's) and the same tokenizer
   (``data.tokenizer_file``, so that the losses compare token for token), random weights, the
   preset's rate with a warm-up of a third of the steps.

@@ -29,6 +29,7 @@ from transformer_lab.tasks import seq2seq
 from transformer_lab.tasks.translation import data as translation_data
 from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import build_optimizer
+from transformer_lab.training.batch_losses import seq2seq_loss_fn
 
 
 def main() -> None:
@@ -64,7 +65,7 @@ def main() -> None:
     for name in ("eager", "lazy"):
         copied = copy.deepcopy(model).train()
         runners[name] = (copied, build_optimizer(copied.parameters(), lr=1e-4))
-    loss_fn = seq2seq.seq2seq_loss_fn(config.train.label_smoothing, PAD_ID)
+    loss_fn = seq2seq_loss_fn(config.train.label_smoothing, PAD_ID)
     middle = len(eager) // 2
     positions = range(middle, middle + arguments.steps)
     rates: dict[str, list[float]] = {"eager": [], "lazy": []}

@@ -46,9 +46,9 @@ from transformer_lab.data import (
 )
 from transformer_lab.hardware import machine_summary
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks.seq2seq import seq2seq_loss_fn
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import build_optimizer
+from transformer_lab.training.batch_losses import seq2seq_loss_fn
 
 PRECISIONS = ("fp32", "bf16")
 

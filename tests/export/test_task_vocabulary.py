@@ -21,10 +21,10 @@ from torch import nn
 
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks import registry
-from transformer_lab.tasks.loading import load_checkpoint_parts
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.tasks.task import Task, VocabularyFunctions
 from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.checkpoint_loading import load_checkpoint_parts
 
 SYMBOLS_FILE = "symbols.json"
 SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>"]

@@ -22,7 +22,7 @@ def assert_prepared_equals_whole(
 ) -> classification_data.ClassificationData:
     whole = classification_data.read_corpus(config, tokenizer, class_names)
     assert whole.train_articles is not None
-    prepared = classification_data.prepare_corpus(config, out, tokenizer, class_names)
+    prepared = classification_data.corpus_kind(config, tokenizer, class_names).prepare(out)
     assert prepared.class_names == whole.class_names
     assert prepared.tokenizer.to_json() == whole.tokenizer.to_json()
     assert prepared.report == whole.report
@@ -51,7 +51,7 @@ def test_ag_news_with_malformed_lines_skipped_and_a_cut(tmp_path: Path) -> None:
     assert whole.num_skipped == 2 and len(whole.train_articles or []) + len(whole.validation_articles) == 120
     strict = classification_data.ClassificationDataConfig(data_dir=str(root), vocab_size=300)
     with pytest.raises(ValueError, match=r"train\.csv: line 4: expected a class id"):
-        classification_data.prepare_corpus(strict, tmp_path / "strict")
+        classification_data.corpus_kind(strict).prepare(tmp_path / "strict")
     assert not (tmp_path / "strict").exists()
 
 
@@ -73,5 +73,5 @@ def test_the_users_file_with_its_own_validation_and_a_checkpoints_tokenizer(tmp_
     with pytest.raises(ValueError, match=r"train\.csv: line \d+: field 'label': expected one of the classes") as read:
         classification_data.read_corpus(config, whole.tokenizer, classes[1:])
     with pytest.raises(ValueError) as streamed:
-        classification_data.prepare_corpus(config, tmp_path / "unseen", whole.tokenizer, classes[1:])
+        classification_data.corpus_kind(config, whole.tokenizer, classes[1:]).prepare(tmp_path / "unseen")
     assert str(streamed.value) == str(read.value)

@@ -20,7 +20,7 @@ def assert_prepared_equals_whole(
 ) -> couplet_data.CoupletData:
     whole = couplet_data.read_corpus(config, vocabulary)
     assert whole.train_pairs is not None
-    prepared = couplet_data.prepare_corpus(config, out, vocabulary)
+    prepared = couplet_data.corpus_kind(config, vocabulary).prepare(out)
     assert prepared.vocabulary.tokens == whole.vocabulary.tokens
     assert prepared.validation_pairs == whole.validation_pairs
     assert prepared.report == whole.report
@@ -91,5 +91,5 @@ def test_the_users_files_with_their_own_validation(tmp_path: Path) -> None:
 def test_a_bad_row_is_one_error_naming_the_file_and_the_line(data_dir: Path, tmp_path: Path) -> None:
     config = couplet_data.CoupletDataConfig(data_dir=str(data_dir), num_validation=30, skip_invalid=False)
     with pytest.raises(ValueError, match=r"in\.txt: line 6: expected a non-empty sentence"):
-        couplet_data.prepare_corpus(config, tmp_path / "prepared")
+        couplet_data.corpus_kind(config).prepare(tmp_path / "prepared")
     assert not (tmp_path / "prepared").exists()

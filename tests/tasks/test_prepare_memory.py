@@ -20,13 +20,13 @@ if task == "couplet":
     config = couplet_data.CoupletDataConfig(
         train_files=tuple(files), num_validation=200, add_reversed_pairs=True, cache_dir=out + "-cache"
     )
-    couplet_data.prepare_corpus(config, out)
+    couplet_data.corpus_kind(config).prepare(out)
 else:
     from transformer_lab.tasks.classification import data as classification_data
     config = classification_data.ClassificationDataConfig(
         train_files=tuple(files), vocab_size=300, min_frequency=1, cache_dir=out + "-cache"
     )
-    classification_data.prepare_corpus(config, out)
+    classification_data.corpus_kind(config).prepare(out)
 # VmHWM: this process's own peak (ru_maxrss would keep the forking parent's across exec).
 print(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
 """

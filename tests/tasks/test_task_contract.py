@@ -21,18 +21,19 @@ from fastapi.testclient import TestClient
 
 from transformer_lab.cli import build_parser, main
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID
+from transformer_lab.data.synthetic import batches_of
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.serve import create_app, load_served_models
 from transformer_lab.tasks import registry
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, TaskOption
-from transformer_lab.tasks.loading import load_checkpoint_parts
-from transformer_lab.tasks.run import RunPlan, train_run
-from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, validation_loss
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.tasks.task import Endpoint, Serving, Task, VocabularyFunctions
+from transformer_lab.training.batch_losses import seq2seq_loss_fn, validation_loss
 from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.checkpoint_loading import load_checkpoint_parts
 from transformer_lab.training.model_card import read_card
+from transformer_lab.training.run.plan import RunPlan, train_run
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -63,7 +64,7 @@ def test_the_commands_offer_the_registered_tasks() -> None:
         "--beam-stop",
     }
     assert offered == {option.flag for task in tasks.values() for option in task.evaluation_options}
-    assert command_choices("prepare") == tuple(name for name, task in tasks.items() if task.prepare is not None)
+    assert command_choices("prepare") == tuple(name for name, task in tasks.items() if task.corpus is not None)
     served = registry.checkpoint_tasks("serve")
     assert set(served) == set(registry.tasks_offering("serve")) == {"translation", "couplet", "classification"}
     assert all(task.serving is not None and task.predictor is not None for task in served.values())
@@ -153,9 +154,7 @@ def train_short_sort(
         config=config,
         build_model=lambda: Seq2SeqTransformer.from_config(config.model),
         loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID),
-        train_batches=lambda epoch: synthetic_train.batches_of(
-            data.train, config.data.batch_size, True, config.data.seed, epoch
-        ),
+        train_batches=lambda epoch: batches_of(data.train, config.data.batch_size, True, config.data.seed, epoch),
         evaluate_fn=evaluate,
         count_tokens=lambda batch: batch.num_target_tokens,
         extra_files=SYMBOLS.files(table),
@@ -190,7 +189,7 @@ def evaluate_short_sort(checkpoint: Path, split: str | None, options: Evaluation
     exact = synthetic_train.exact_match(model, splits[name], dataclasses.replace(config.decode, strategy="greedy"))
     correct = total = 0
     with torch.inference_mode():
-        for batch in synthetic_train.batches_of(splits[name], 3, shuffle=False, seed=0, epoch=0):
+        for batch in batches_of(splits[name], 3, shuffle=False, seed=0, epoch=0):
             predicted_ids = model(batch.src_ids, batch.tgt_in_ids).argmax(dim=-1)  # [B, T]
             real = batch.tgt_out_ids != PAD_ID  # [B, T]
             correct += int(((predicted_ids == batch.tgt_out_ids) & real).sum())

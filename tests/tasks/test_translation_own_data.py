@@ -449,7 +449,7 @@ def test_validation_loss_is_the_mean_token_cross_entropy_of_unbatched_pairs(run:
     import torch.nn.functional as F
 
     from transformer_lab.data import BOS_ID, EOS_ID
-    from transformer_lab.tasks.seq2seq import validation_loss
+    from transformer_lab.training.batch_losses import validation_loss
 
     model, tokenizer, _ = translation_train.load_translator(run)
     encoded = tokenizer.encode_pairs(number_pairs(9, seed=8))

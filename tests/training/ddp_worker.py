@@ -33,8 +33,8 @@ from transformer_lab.data import (
     token_budget_batches,
 )
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks.seq2seq import seq2seq_loss_fn
 from transformer_lab.training import DataParallel, TrainConfig, Trainer, data_shard
+from transformer_lab.training.batch_losses import seq2seq_loss_fn
 
 WORLD_SIZE = 2
 VOCABULARY_SIZE = 12

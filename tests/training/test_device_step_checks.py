@@ -25,8 +25,8 @@ from transformer_lab.data.collate import collate_pairs
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.config import ModelConfig
 from transformer_lab.nn import host_reads
-from transformer_lab.tasks.seq2seq import seq2seq_loss_fn
 from transformer_lab.training import Trainer, TrainingDivergedError
+from transformer_lab.training.batch_losses import seq2seq_loss_fn
 
 READS = {"__bool__", "__int__", "__float__", "__index__", "item", "tolist", "numpy", "nonzero"}
 

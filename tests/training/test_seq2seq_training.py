@@ -28,7 +28,6 @@ from transformer_lab.data import (
 from transformer_lab.decoding import greedy_search
 from transformer_lab.decoding.sources import strip_generated
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
-from transformer_lab.tasks.seq2seq import seq2seq_loss_fn
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import (
     TrainConfig,
@@ -39,6 +38,7 @@ from transformer_lab.training import (
     load_model_weights,
     save_checkpoint,
 )
+from transformer_lab.training.batch_losses import seq2seq_loss_fn
 
 VOCAB = 14  # the copy task's: 4 specials + 10 symbols
 PAIRS_IN_BATCH = 8

@@ -19,8 +19,9 @@ from transformer_lab.atomic_files import check_not_an_input, write_text_atomical
 from transformer_lab.cli.decode_options import input_lines
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
-from transformer_lab.tasks.registry import TASKS, checkpoint_files
+from transformer_lab.tasks.registry import TASKS
 from transformer_lab.tasks.task import Task
+from transformer_lab.training.checkpoint import checkpoint_files
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

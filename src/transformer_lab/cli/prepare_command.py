@@ -28,7 +28,7 @@ _PREPARING_OPTIONS = ("train", "valid", "data_dir", "source_language", "target_l
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    preparing = [name for name, task in TASKS.items() if task.prepare is not None]
+    preparing = [name for name, task in TASKS.items() if task.corpus is not None]
     parser = subparsers.add_parser(
         "prepare", help=f"prepare a corpus once into a memory-mapped token store ({', '.join(preparing)})"
     )
@@ -79,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(arguments: argparse.Namespace) -> int:
     task = task_named(arguments.task)
-    if task.prepare is None:
+    if task.corpus is None:
         raise ValueError(f"task: expected a task with a corpus to prepare, got {task.name}")
     if arguments.verify is not None:
         return _verify(task.name, arguments)

@@ -17,13 +17,13 @@ from transformer_lab.cli.overrides import add_config_file_argument, add_override
 from transformer_lab.data.prepared_settings import with_prepared_settings
 from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import PRECISIONS
-from transformer_lab.tasks.finetune import finetune_settings, with_checkpoint_model
 from transformer_lab.tasks.registry import TASKS, data_option_error, task_named
 from transformer_lab.tasks.task import Task
 from transformer_lab.training import config_to_dict, is_main_process, recover_interrupted_save
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.config_io import Setting
 from transformer_lab.training.durations import budget_seconds
+from transformer_lab.training.finetune import finetune_settings, with_checkpoint_model
 from transformer_lab.training.run.run_folder import check_writable, explain_missing_last, prepare_new_run
 from transformer_lab.training.run.run_lock import RunFolderLock
 from transformer_lab.training.run.same_run import check_same_run

@@ -345,3 +345,9 @@ def padding_fraction(batches: Sequence[Sequence[int]], lengths: Lengths) -> floa
                 f"{int(indices.min())}..{int(indices.max())}"
             )
     return BatchSpans.from_lists(batches).padding_fraction(table)
+
+
+def longer_than(lengths: Lengths, max_len: int) -> np.ndarray:
+    """The indices of the examples longer than ``max_len`` (a pair: on either side), in order; [K] int."""
+    table = np.asarray(lengths)
+    return np.nonzero((table if table.ndim == 1 else table.max(axis=1)) > max_len)[0]

@@ -100,3 +100,14 @@ class ClassificationBatches(Sequence[ClassificationBatch]):
     def __iter__(self) -> Iterator[ClassificationBatch]:
         for position in range(len(self)):
             yield self[position]
+
+
+def epoch_classification_batches(
+    store: TokenStore, max_tokens: int, seed: int, epoch: int, num_shards: int = 1, shard_index: int = 0
+) -> ClassificationBatches:
+    """One epoch of length-bucketed token-budget batches of ``store``'s labelled texts, shuffled by (seed, epoch).
+
+    With ``num_shards`` > 1, the share of process ``shard_index`` (see `batching.token_budget_batches`).
+    """
+    spans = token_budget_spans(store.lengths("tokens"), max_tokens, True, seed, epoch, num_shards, shard_index)
+    return ClassificationBatches(store, spans)

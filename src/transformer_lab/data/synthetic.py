@@ -11,7 +11,8 @@ no symbol ever collides with padding or a boundary marker.
 
 Sources are drawn uniformly: the length uniform in [min_length, max_length], each symbol
 uniform over the symbols, from a `torch.Generator` seeded with `seed`, so the same
-arguments always give the same pairs, on any machine.
+arguments always give the same pairs, on any machine. `SyntheticData` holds a run's
+splits, the held-out sources never seen in training; `batches_of` collates them.
 """
 
 from __future__ import annotations
@@ -22,9 +23,13 @@ from dataclasses import dataclass
 import torch
 
 from transformer_lab.data._checks import check_integer
-from transformer_lab.data.vocabulary import NUM_SPECIAL_TOKENS, Vocabulary
+from transformer_lab.data.batching import fixed_size_batches
+from transformer_lab.data.collate import Seq2SeqBatch, collate_pairs
+from transformer_lab.data.vocabulary import BOS_ID, EOS_ID, NUM_SPECIAL_TOKENS, PAD_ID, Vocabulary
 
 SYNTHETIC_TASKS: tuple[str, ...] = ("copy", "reverse", "sort")
+# One example: (source ids, target ids), symbols only.
+SyntheticPair = tuple[list[int], list[int]]
 
 _TARGET_FUNCTIONS: dict[str, Callable[[list[int]], list[int]]] = {
     "copy": lambda source: list(source),
@@ -123,3 +128,48 @@ def make_synthetic_pairs(
         seed: the seed of the torch.Generator, >= 0.
     """
     return SyntheticTask(task, vocab_size, min_length, max_length).make_pairs(num_examples, seed)
+
+
+@dataclass
+class SyntheticData:
+    """A run's examples: the training pairs, and validation and test pairs whose sources training never saw."""
+
+    train: list[SyntheticPair]
+    validation: list[SyntheticPair]
+    test: list[SyntheticPair]
+
+    @classmethod
+    def draw(cls, task: SyntheticTask, num_train: int, num_validation: int, num_test: int, seed: int) -> SyntheticData:
+        """``num_train`` pairs drawn with ``seed``; the held-out ones with ``seed + 1``, each source new."""
+        train = task.make_pairs(num_train, seed)
+        seen = {tuple(source) for source, _ in train}
+        # Draw extra held-out candidates, then keep only unseen ones: short sequences repeat often.
+        candidates = task.make_pairs(4 * (num_validation + num_test) + 100, seed + 1)
+        unseen: list[SyntheticPair] = []
+        for source, target in candidates:
+            if tuple(source) not in seen:
+                seen.add(tuple(source))
+                unseen.append((source, target))
+        needed = num_validation + num_test
+        if len(unseen) < needed:
+            raise ValueError(
+                f"data: only {len(unseen)} distinct unseen sequences exist for min_length={task.min_length}, "
+                f"max_length={task.max_length}, vocab_size={task.vocab_size}; need {needed}"
+            )
+        return cls(train=train, validation=unseen[:num_validation], test=unseen[num_validation:needed])
+
+
+def batches_of(
+    pairs: list[SyntheticPair],
+    batch_size: int,
+    shuffle: bool,
+    seed: int,
+    epoch: int,
+    num_shards: int = 1,
+    shard_index: int = 0,
+) -> list[Seq2SeqBatch]:
+    """Collated batches of ``batch_size`` pairs; with shards, this process's share of them."""
+    indices = fixed_size_batches(
+        len(pairs), batch_size, shuffle=shuffle, seed=seed, epoch=epoch, num_shards=num_shards, shard_index=shard_index
+    )
+    return [collate_pairs([pairs[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in indices]

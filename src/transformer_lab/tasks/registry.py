@@ -1,14 +1,7 @@
 """The one registry of tasks, and the one checkpoint loader: which task wrote a checkpoint, and its ``load``.
 
-Every command reads the tasks from ``TASKS`` (see ``tasks/task.py`` for the contract): every
-package under ``tasks/`` whose ``__init__`` defines ``TASK`` (or ``TASKS``), by package name,
-found when this module is imported, so adding a task is its package alone; `register` (or
-`registered`) adds one at run time.
-
-The CLI, ``evaluate``, ``average-checkpoints``, the web server's handlers and the lab all
-rebuild a trained model through here or through the task's own ``load`` (the same
-``tasks.loading`` code underneath), so a run folder resolves to its ``best/`` and a bad
-file is named the same way everywhere.
+Every package under ``tasks/`` whose ``__init__`` defines ``TASK`` (or ``TASKS``) is
+registered when this module is imported; `register` (or `registered`) adds one at run time.
 """
 
 from __future__ import annotations
@@ -29,7 +22,7 @@ from transformer_lab.atomic_files import check_not_an_input
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, unread_option_error
 from transformer_lab.tasks.task import Task, VocabularyFunctions
 from transformer_lab.training import load_checkpoint_config
-from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.checkpoint import checkpoint_files, resolve_checkpoint
 
 TASKS: dict[str, Task] = {}
 
@@ -116,27 +109,6 @@ def evaluate(
     inputs = {flag: options.option(flag) for flag in options.given()}
     check_not_an_input("--output", options.output, {**inputs, **checkpoint_files(checkpoint)})
     return task.evaluate(Path(checkpoint), split, options)
-
-
-# What evaluations write into a checkpoint folder by default; every other file there is the checkpoint's own.
-_EVALUATION_OUTPUTS = ("hypotheses.", "outputs.", "report.", "samples.", "confusion.")
-
-
-def checkpoint_files(checkpoint: str | os.PathLike[str]) -> dict[str, Path]:
-    """The files a checkpoint (or a run folder's best/) consists of, by what they are: an output must not be one.
-
-    Its weights, config, vocabulary, model card and trainer state; not the outputs evaluations wrote
-    beside them. Nothing for a folder that is no checkpoint (its own error comes later).
-    """
-    try:
-        folder = resolve_checkpoint(checkpoint)
-    except (FileNotFoundError, ValueError):
-        return {}
-    return {
-        f"the checkpoint's {path.name}": path
-        for path in sorted(folder.iterdir())
-        if path.is_file() and not path.name.startswith(_EVALUATION_OUTPUTS)
-    }
 
 
 def checkpoint_tasks(surface: str | None = None) -> dict[str, Task]:

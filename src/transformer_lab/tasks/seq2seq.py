@@ -1,13 +1,7 @@
 """The one sequence-to-sequence task machinery: translation and couplets differ only in what they plug in.
 
-A task is a :class:`Seq2SeqTask`: its name, its config type and how its vocabulary (a
-byte-level BPE tokenizer, a character vocabulary) is read from and written to a
-checkpoint. Everything else is here, once: starting a run (fresh, resumed or fine-tuned),
-the Trainer wiring, the epoch batches and the loss, the validation loss, and loading a
-checkpoint with errors that name the file. Readers, evaluation and decoding constraints
-stay in the task packages; decoding encoded sources is ``decoding.sources``.
-
-Shape legend: B batch, S source length.
+A :class:`Seq2SeqTask` names its config type and how its vocabulary lives in a checkpoint;
+the run, its batches and the checkpoint loading are here, once.
 """
 
 from __future__ import annotations
@@ -22,25 +16,18 @@ from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
 import torch
-from torch import Tensor, nn
 
-from transformer_lab.data import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    Seq2SeqBatch,
-    collate_pairs,
-    collated_lengths,
-    token_budget_batches,
-)
-from transformer_lab.data.batching import token_budget_spans
+from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID
+from transformer_lab.data.batching import longer_than, token_budget_spans
 from transformer_lab.data.lazy_batches import PairBatches, epoch_pair_batches, pair_length_table
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
-from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
-from transformer_lab.tasks.task import TaskConfig, VocabularyFunctions
-from transformer_lab.training import DataParallel, data_shard, generator_cross_entropy, label_smoothed_cross_entropy
+from transformer_lab.tasks.task import VocabularyFunctions
+from transformer_lab.training import data_shard
+from transformer_lab.training.batch_losses import seq2seq_loss_fn
+from transformer_lab.training.checkpoint_loading import check_special_ids, load_checkpoint_parts
+from transformer_lab.training.config import TaskConfig
+from transformer_lab.training.run.plan import RunPlan, RunResult, start_checkpoint, train_run
 
 logger = logging.getLogger(__name__)
 
@@ -132,17 +119,23 @@ def starting_vocabulary(
     return None if start is None else task.vocabulary.read(start)
 
 
-def with_vocabulary(config: ConfigType, source_size: int, target_size: int | None = None) -> ConfigType:
+def with_vocabulary(
+    config: ConfigType,
+    source_size: int,
+    target_size: int | None = None,
+    specials_from: str = "every vocabulary of this package",
+) -> ConfigType:
     """``config`` whose model's vocabulary sizes and special ids follow the vocabulary.
 
-    ``target_size`` None: one vocabulary for both sides. With one vocabulary per side the
+    ``target_size`` None: one vocabulary for both sides; ``specials_from`` names whose fixed
+    special ids a config's other ids are refused against. With one vocabulary per side the
     source and target ids mean different tokens, so ``tie_embeddings="all"`` (one matrix
     for both) becomes ``"decoder"`` (target embedding and generator still shared); the
     change is logged and recorded in the checkpoint's config.
     """
     model = config.model
     # Every vocabulary of ours keeps the specials at fixed ids: another id would be overwritten here.
-    check_special_ids(model, None, "model config", "every vocabulary of this package")
+    check_special_ids(model, None, "model config", specials_from)
     tie_embeddings = model.tie_embeddings
     if target_size is not None and tie_embeddings == "all":
         logger.info("one vocabulary per side: model.tie_embeddings 'all' -> 'decoder' (source and target share no ids)")
@@ -173,7 +166,7 @@ def train(
     """Train ``config.model`` on ``data`` with the Trainer; ``evaluate`` (None: no validation) decides ``best/``.
 
     ``config`` must already follow the vocabulary (:func:`with_vocabulary`); ``init_from``
-    loads a checkpoint's weights first (a fine-tune, see ``tasks.finetune``). A pair longer
+    loads a checkpoint's weights first (a fine-tune, see ``training.finetune``). A pair longer
     than the positional table is refused before the first step.
     """
     model_config = config.model
@@ -239,7 +232,7 @@ def load(
     """The model (in eval mode), vocabulary and config of a checkpoint folder, or of a run folder's ``best/``.
 
     A bad config value, a vocabulary whose size is not the model's, or weights that do
-    not fit are errors that name the file (``tasks.loading``).
+    not fit are errors that name the file (``training.checkpoint_loading``).
     """
     return load_checkpoint_parts(
         checkpoint,
@@ -259,23 +252,7 @@ def _sizes_and_files(task: Seq2SeqTask[VocabularyType, Any], vocabulary: Vocabul
     return {"src_vocab_size": (source_size, files[0]), "tgt_vocab_size": (target_size, files[-1])}
 
 
-# ---------------------------------------------------------------------------- batches, loss, checks
-
-
-def seq2seq_loss_fn(smoothing: float, pad_id: int) -> Callable[[nn.Module, Seq2SeqBatch], Tensor]:
-    """The Trainer's ``loss_fn``: label-smoothed cross-entropy over non-padding targets."""
-
-    def loss_fn(model: nn.Module, batch: Seq2SeqBatch) -> Tensor:
-        device = next(model.parameters()).device
-        batch = batch.to(device)
-        # The hidden states, not the [B, T, V] logits: the generator is applied a chunk of
-        # rows at a time, which keeps the logits and their gradient out of peak memory.
-        hidden = model(batch.src_ids, batch.tgt_in_ids, apply_generator=False)  # [B, T, D]
-        generator = DataParallel.unwrap(model).generator
-        assert isinstance(generator, nn.Module)  # a Seq2SeqTransformer's
-        return generator_cross_entropy(hidden, generator, batch.tgt_out_ids, smoothing=smoothing, ignore_index=pad_id)
-
-    return loss_fn
+# ---------------------------------------------------------------------------- checks
 
 
 def check_fits_positional_table(
@@ -288,8 +265,7 @@ def check_fits_positional_table(
     The first such pair is named by its text, or by its row where ``pairs`` is the
     folder of a prepared corpus (which keeps no text).
     """
-    table = np.asarray(lengths).reshape(-1, 2)
-    too_long = np.nonzero(table.max(axis=1) > max_len)[0]
+    too_long = longer_than(lengths, max_len)
     if not too_long.size:
         return
     index = int(too_long[0])
@@ -299,27 +275,7 @@ def check_fits_positional_table(
     else:
         pair = f"training pair {index + 1} of the prepared corpus {pairs}"
     raise ValueError(
-        f"{name}: {pair} has {int(table[index].max())} subword tokens on one side (with bos/eos), "
+        f"{name}: {pair} has {int(np.max(lengths[index]))} subword tokens on one side (with bos/eos), "
         f"expected at most model.max_len={max_len} ({too_long.size} pair(s) in all); raise model.max_len or "
         "leave it out"
     )
-
-
-def validation_loss(model: nn.Module, encoded_pairs: Sequence[tuple[list[int], list[int]]], max_tokens: int) -> float:
-    """The mean cross-entropy per target token (no smoothing, eos included) of ``encoded_pairs``, teacher-forced.
-
-    The number fine-tuning is judged by: it needs no decoding and, with the same tokenizer,
-    compares models token for token. Batches of at most ``max_tokens`` padded tokens, in
-    length order; every pair counts.
-    """
-    if not encoded_pairs:
-        raise ValueError("encoded_pairs: expected at least one validation pair, got none")
-    device = next(model.parameters()).device
-    lengths = collated_lengths(encoded_pairs)
-    total, count = 0.0, 0
-    for indices in token_budget_batches(lengths, max(max_tokens, max(max(pair) for pair in lengths)), shuffle=False):
-        batch = collate_pairs([encoded_pairs[index] for index in indices], PAD_ID, BOS_ID, EOS_ID).to(device)
-        logits = model(batch.src_ids, batch.tgt_in_ids)  # [B, T, V]
-        total += float(label_smoothed_cross_entropy(logits.float(), batch.tgt_out_ids, 0.0, PAD_ID, reduction="sum"))
-        count += batch.num_target_tokens
-    return total / count

@@ -1,44 +1,24 @@
 """The contract every task offers the commands: its presets, how it trains, loads, prepares, scores, predicts, serves.
 
-A task is a package (translation, couplets, classification, the synthetic tasks) whose
-``__init__`` assembles its `Task` (``TASK``) from its modules; ``tasks/registry.py`` finds
-and registers every such package. The commands (``train``, ``prepare``, ``evaluate``,
-``export``, ``serve``, ``lab``, ``config``, and each task's own, such as ``translate``) read
-the registry, never a list of their own: a new task is its package and its tests.
+The commands read the tasks from ``tasks/registry.py``, never a list of their own: a new
+task is its package (whose ``__init__`` assembles its `Task`) and its tests.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import torch
 from torch import nn
 
+from transformer_lab.data.prepared_cache import CorpusKind
 from transformer_lab.devices import load_on
 from transformer_lab.tasks.command import PredictCommand
 from transformer_lab.tasks.evaluation import EvaluateFunction, TaskOption
-from transformer_lab.training.config import TrainConfig
-
-
-class TaskConfig(Protocol):
-    """What every task's config is: a dataclass with ``model``, ``data`` and ``train`` sections."""
-
-    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
-
-    @property
-    def model(self) -> Any: ...
-
-    @property
-    def data(self) -> Any: ...
-
-    @property
-    def train(self) -> TrainConfig: ...
-
 
 # What a trained task offers beyond training and loading.
 SURFACES = ("onnx", "ctranslate2", "serve", "lab")
@@ -119,10 +99,10 @@ class Task:
     and ``closing_lines(result, config)`` says what a person should read after its summary;
     ``load(checkpoint)`` rebuilds (model in eval mode, vocabulary or None, config) from a
     checkpoint or run folder. ``reads_data``: the data options (``--data-dir``,
-    ``--train``, ``--valid``, ``--prepared``) apply. ``prepare(data config, out_dir, progress)``
-    writes a prepared corpus and returns its report (None: the task has no corpus to
-    prepare), of ``corpus_kind`` (the manifest's kind, ``data.prepared_*``; it must name it
-    with ``prepare``), which ``--prepared`` and ``prepare --verify`` expect.
+    ``--train``, ``--valid``, ``--prepared``) apply. ``corpus(data config, progress)`` is the
+    task's prepared corpus of that data, which `prepare` writes (None: the task has no corpus
+    to prepare), of ``corpus_kind`` (the manifest's kind, ``data.prepared_*``; it must name it
+    with ``corpus``), which ``--prepared`` and ``prepare --verify`` expect.
     ``evaluate(checkpoint, split, options)`` scores a checkpoint and returns its report
     (``tasks/evaluation.py``; None: ``evaluate`` does not score this task);
     ``evaluation_split`` is its default split and ``evaluation_options`` the options of
@@ -143,7 +123,7 @@ class Task:
     load: Callable[[str | os.PathLike[str]], tuple[nn.Module, Any, Any]]
     checkpoint_task: str = ""
     reads_data: bool = True
-    prepare: Callable[[Any, Path, bool], dict[str, Any]] | None = None
+    corpus: Callable[[Any, bool], CorpusKind[Any]] | None = None
     corpus_kind: str | None = None
     evaluate: EvaluateFunction | None = None
     evaluation_split: str | None = None
@@ -159,8 +139,8 @@ class Task:
     def __post_init__(self) -> None:
         if not self.presets:
             raise ValueError(f"task {self.name!r}: expected at least one preset, got none")
-        if (self.prepare is None) != (self.corpus_kind is None):
-            raise ValueError(f"task {self.name!r}: expected prepare and corpus_kind together, got only one of them")
+        if (self.corpus is None) != (self.corpus_kind is None):
+            raise ValueError(f"task {self.name!r}: expected corpus and corpus_kind together, got only one of them")
         unknown = sorted(set(self.surfaces) - set(SURFACES))
         if unknown:
             raise ValueError(f"task {self.name!r}: expected surfaces among {SURFACES}, got {unknown}")
@@ -187,6 +167,13 @@ class Task:
     def reads_option(self, flag: str) -> bool:
         """Whether the task's evaluation reads the option spelled ``flag`` (one of ``evaluation_options``)."""
         return any(option.flag == flag for option in self.evaluation_options)
+
+    def prepare(self, data: Any, out_dir: Path, progress: bool) -> dict[str, Any]:
+        """``transformer-lab prepare``: the corpus of ``data`` (a data config) written into ``out_dir``; its report."""
+        if self.corpus is None:
+            raise ValueError(f"task: expected a task with a corpus to prepare, got {self.name}")
+        prepared = self.corpus(data, progress).prepare(out_dir)
+        return {**prepared.report, "seconds": prepared.manifest["seconds"]}
 
     def config(self, preset: str | None = None) -> Any:
         """A fresh config of the preset named ``preset`` (None: the default); an unknown name is one line."""

@@ -1,8 +1,9 @@
 """Training: the smoothed loss, the Noam schedule, configs, checkpoints and the Trainer.
 
-Model-agnostic: nothing here imports ``transformer_lab.models`` or ``transformer_lab.data``;
-the tasks hand the :class:`Trainer` a loss function and a batch source. Under ``torchrun`` the
-Trainer trains with DistributedDataParallel (``distributed.py``).
+Model-agnostic: nothing here imports ``transformer_lab.models``; the tasks hand the
+:class:`Trainer` a loss function (``batch_losses``: those of the data package's two batch
+kinds) and a batch source. Under ``torchrun`` the Trainer trains with DistributedDataParallel
+(``distributed.py``).
 """
 
 from .averaging import average_checkpoints

@@ -560,3 +560,24 @@ def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
         f"checkpoint: expected a checkpoint folder (with {CONFIG_FILE}) or a run folder holding best/ or last/, "
         f"got {str(path)!r}"
     )
+
+
+# What evaluations write into a checkpoint folder by default; every other file there is the checkpoint's own.
+_EVALUATION_OUTPUTS = ("hypotheses.", "outputs.", "report.", "samples.", "confusion.")
+
+
+def checkpoint_files(checkpoint: str | os.PathLike[str]) -> dict[str, Path]:
+    """The files a checkpoint (or a run folder's best/) consists of, by what they are: an output must not be one.
+
+    Its weights, config, vocabulary, model card and trainer state; not the outputs evaluations wrote
+    beside them. Nothing for a folder that is no checkpoint (its own error comes later).
+    """
+    try:
+        folder = resolve_checkpoint(checkpoint)
+    except (FileNotFoundError, ValueError):
+        return {}
+    return {
+        f"the checkpoint's {path.name}": path
+        for path in sorted(folder.iterdir())
+        if path.is_file() and not path.name.startswith(_EVALUATION_OUTPUTS)
+    }

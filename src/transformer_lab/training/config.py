@@ -1,13 +1,14 @@
 """The training configuration: how long, how fast, how often to evaluate and save.
 
-Batch sizes and token budgets are not here: the data package owns them.
+`TaskConfig` is what a task's whole config holds around it. Batch sizes and token budgets are
+not here: the data package owns them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import torch
 
@@ -16,7 +17,7 @@ from transformer_lab.hardware import PRECISIONS
 
 from .durations import check_budget
 
-__all__ = ["TrainConfig"]
+__all__ = ["TaskConfig", "TrainConfig"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,3 +108,18 @@ class TrainConfig:
             check_budget(self.time_budget, "time_budget")
         if not self.best_metric:
             raise ValueError(f"best_metric: expected a metric name, got {self.best_metric!r}")
+
+
+class TaskConfig(Protocol):
+    """What every task's config is: a dataclass with ``model``, ``data`` and ``train`` sections."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    @property
+    def model(self) -> Any: ...
+
+    @property
+    def data(self) -> Any: ...
+
+    @property
+    def train(self) -> TrainConfig: ...

@@ -12,7 +12,6 @@ import numpy as np
 
 from transformer_lab.data import (
     LABELLED_TEXT_FORMATS,
-    ClassificationBatch,
     LabelledTextFile,
     SubwordTokenizer,
     ag_news_path,
@@ -21,8 +20,6 @@ from transformer_lab.data import (
 )
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, SEED_RANGE, check_int_fields
 from transformer_lab.data.ag_news import CLASSES_FILE
-from transformer_lab.data.batching import token_budget_spans
-from transformer_lab.data.lazy_batches import ClassificationBatches
 from transformer_lab.data.prepared_cache import CorpusIdentity, CorpusKind, corpus_description
 from transformer_lab.data.prepared_labelled import (
     LABELLED_KIND,
@@ -258,38 +255,3 @@ def corpus_kind(
         fixed_settings=labelled_settings,
         data_config=config,
     )
-
-
-def prepare_corpus(
-    config: ClassificationDataConfig,
-    out_dir: str | os.PathLike[str],
-    tokenizer: SubwordTokenizer | None = None,
-    class_names: Sequence[str] | None = None,
-) -> PreparedLabelled:
-    """Prepare ``config``'s data, streamed, into the new folder ``out_dir`` (the ids of `read_corpus`)."""
-    return corpus_kind(config, tokenizer, class_names).prepare(out_dir)
-
-
-def epoch_batches(
-    data: ClassificationData, config: ClassificationDataConfig, epoch: int, num_shards: int = 1, shard_index: int = 0
-) -> Sequence[ClassificationBatch]:
-    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch), collated when read.
-
-    Under DDP, the share of process ``shard_index``.
-    """
-    spans = token_budget_spans(
-        data.train_store.lengths("tokens"),
-        config.max_tokens,
-        shuffle=True,
-        seed=config.seed,
-        epoch=epoch,
-        num_shards=num_shards,
-        shard_index=shard_index,
-    )
-    return ClassificationBatches(data.train_store, spans)
-
-
-def prepare(data: ClassificationDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
-    """``transformer-lab prepare classification``: the data prepared into ``out_dir``; returns the report."""
-    prepared = prepare_corpus(data, out_dir)
-    return {**prepared.report, "seconds": prepared.manifest["seconds"]}

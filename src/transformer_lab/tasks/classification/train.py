@@ -7,34 +7,29 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import nn
 
 from transformer_lab.data import (
     AG_NEWS_CLASSES,
     PAD_ID,
-    ClassificationBatch,
     SubwordTokenizer,
     padding_fraction,
     resolve_ag_news_dir,
     token_budget_batches,
 )
+from transformer_lab.data.batching import longer_than
+from transformer_lab.data.lazy_batches import epoch_classification_batches
 from transformer_lab.models import ClassifierConfig, TransformerClassifier
-from transformer_lab.tasks.classification.data import (
-    ClassificationData,
-    ClassificationDataConfig,
-    build_data,
-    epoch_batches,
-)
+from transformer_lab.tasks.classification.data import ClassificationData, ClassificationDataConfig, build_data
 from transformer_lab.tasks.classification.predict import predict_probabilities
-from transformer_lab.tasks.loading import load_checkpoint_parts, read_tokenizer
-from transformer_lab.tasks.run import RunPlan, RunResult, start_checkpoint, train_run
 from transformer_lab.tasks.task import VocabularyFunctions
-from transformer_lab.training import TrainConfig, data_shard, label_smoothed_cross_entropy, load_task_config
+from transformer_lab.training import TrainConfig, data_shard, load_task_config
+from transformer_lab.training.batch_losses import classification_loss_fn
+from transformer_lab.training.checkpoint_loading import load_checkpoint_parts, read_tokenizer
+from transformer_lab.training.run.plan import RunPlan, RunResult, start_checkpoint, train_run
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +41,6 @@ VOCABULARY: VocabularyFunctions[SubwordTokenizer] = VocabularyFunctions(
     files=lambda tokenizer: {TOKENIZER_FILE: tokenizer.to_json()},
     tokens=lambda tokenizer: (tokenizer.tokens, tokenizer.tokens),
 )
-# Labels are never padding; the loss needs an ignore_index no label can take.
-_NO_IGNORED_LABEL = -1
 
 
 def _default_model() -> ClassifierConfig:
@@ -93,19 +86,7 @@ class ClassificationConfig:
     class_names: tuple[str, ...] = AG_NEWS_CLASSES  # set from classes.txt when training
 
 
-def default_config() -> ClassificationConfig:
-    return ClassificationConfig()
-
-
-def classification_loss_fn(smoothing: float) -> Callable[[nn.Module, ClassificationBatch], Tensor]:
-    """The Trainer's ``loss_fn``: label-smoothed cross-entropy over the batch's articles."""
-
-    def loss_fn(model: nn.Module, batch: ClassificationBatch) -> Tensor:
-        batch = batch.to(next(model.parameters()).device)
-        logits = model(batch.token_ids)  # [B, C]
-        return label_smoothed_cross_entropy(logits, batch.labels, smoothing=smoothing, ignore_index=_NO_IGNORED_LABEL)
-
-    return loss_fn
+default_config = ClassificationConfig
 
 
 # A classification run's result: its model, tokenizer (``vocabulary``), config and data.
@@ -114,7 +95,7 @@ TrainResult = RunResult[TransformerClassifier, SubwordTokenizer, "Classification
 
 def _check_lengths(data: ClassificationData, max_len: int) -> None:
     lengths = data.train_store.lengths("tokens")
-    too_long = np.nonzero(lengths > max_len)[0]
+    too_long = longer_than(lengths, max_len)
     if too_long.size:
         line = int(data.train_line_numbers[too_long[0]])
         raise ValueError(
@@ -150,7 +131,7 @@ def train(
     """Train a classifier; validation accuracy at every epoch end decides ``best/``.
 
     ``resume`` continues ``out_dir/last``; ``init_from`` fine-tunes a checkpoint (its model
-    config must already be ``config.model``, see ``tasks.finetune``). Both keep the
+    config must already be ``config.model``, see ``training.finetune``). Both keep the
     checkpoint's tokenizer and class names, so the class indices mean what they meant.
     """
     tokenizer, class_names = None, None
@@ -201,7 +182,9 @@ def train(
         build_model=lambda: TransformerClassifier.from_config(model_config),
         loss_fn=classification_loss_fn(config.train.label_smoothing),
         # Under torchrun each rank trains on its own shard of the epoch.
-        train_batches=lambda epoch: epoch_batches(data, data_config, epoch, *data_shard()),
+        train_batches=lambda epoch: epoch_classification_batches(
+            data.train_store, data_config.max_tokens, data_config.seed, epoch, *data_shard()
+        ),
         evaluate_fn=evaluate,
         metric_names=("val_accuracy", "val_loss"),
         count_tokens=lambda batch: int((batch.token_ids != PAD_ID).sum()),

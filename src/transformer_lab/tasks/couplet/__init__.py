@@ -1,11 +1,6 @@
-"""Chinese couplets (对联): given the upper line, write the lower line.
+"""Chinese couplets (对联): given the upper line, write the lower line, under `CoupletConstraints`.
 
-Thin glue over ``data`` (the wb14123-format reader, a character vocabulary, token-budget
-batches), ``models`` (Seq2SeqTransformer with one vocabulary and all embeddings tied),
-``training`` (Trainer) and ``decoding`` (greedy or beam search with `CoupletConstraints`,
-which fixes the length and punctuation and, as configured, repetition and the final tone).
-The vocabulary is built from the training split only and saved in every checkpoint as
-``vocabulary.txt``; characters it does not know read as ``<unk>``.
+One character vocabulary, built from the training split only and kept in every checkpoint.
 """
 
 from transformer_lab.data.prepared_couplets import COUPLETS_KIND
@@ -19,7 +14,7 @@ TASK = Task(
     train=train.train,
     load=train.load,
     vocabulary=train.SEQ2SEQ_TASK.vocabulary,
-    prepare=data.prepare,
+    corpus=lambda config, progress: data.corpus_kind(config),  # written without a progress bar
     corpus_kind=COUPLETS_KIND,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,13 +143,6 @@ def _input_files(config: CoupletDataConfig) -> list[Path]:
     return files
 
 
-def prepare_corpus(
-    config: CoupletDataConfig, out_dir: str | os.PathLike[str], vocabulary: Vocabulary | None = None
-) -> PreparedCouplets:
-    """Prepare ``config``'s corpus, streamed, into the new folder ``out_dir`` (the ids of `read_corpus`)."""
-    return corpus_kind(config, vocabulary).prepare(out_dir)
-
-
 def read_corpus(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) -> CoupletData:
     """The corpus read whole: the training split, validation carved, the vocabulary built (unless given), encoded.
 
@@ -249,9 +241,3 @@ def _read_and_split(
     if valid is not None:
         return corpus, (corpus.pairs, read_couplet_source(valid).pairs, 0)
     return corpus, split_validation(corpus.pairs, config.num_validation, config.seed)
-
-
-def prepare(data: CoupletDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
-    """``transformer-lab prepare couplet``: the corpus prepared into ``out_dir``; returns the report."""
-    prepared = prepare_corpus(data, out_dir)
-    return {**prepared.report, "seconds": prepared.manifest["seconds"]}

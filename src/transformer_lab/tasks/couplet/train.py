@@ -73,8 +73,7 @@ class CoupletConfig:
     constraints: CoupletConstraintConfig = field(default_factory=CoupletConstraintConfig)
 
 
-def default_config() -> CoupletConfig:
-    return CoupletConfig()
+default_config = CoupletConfig
 
 
 SEQ2SEQ_TASK: Seq2SeqTask[Vocabulary, CoupletConfig] = Seq2SeqTask(
@@ -102,7 +101,7 @@ def train(
     """Train a couplet model; validation character BLEU (greedy, constrained) each epoch decides ``best/``.
 
     ``init_from`` fine-tunes: the checkpoint's vocabulary and weights are the start (its
-    model config must already be ``config.model``, see ``tasks.finetune``).
+    model config must already be ``config.model``, see ``training.finetune``).
     """
     data = build_data(config.data, seq2seq.starting_vocabulary(SEQ2SEQ_TASK, Path(out_dir), resume, init_from))
     config = seq2seq.with_vocabulary(config, len(data.vocabulary))

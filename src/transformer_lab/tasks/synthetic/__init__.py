@@ -1,10 +1,4 @@
-"""The Annotated Transformer's copy task, and its siblings reverse and sort.
-
-Random symbol sequences, made on the fly from a seed: no data files. Train a small
-Seq2SeqTransformer with label smoothing and the Noam schedule, then decode the 1,000
-held-out sequences (none of them seen in training) greedily and with beam search;
-``evaluate copy`` (or reverse, sort) scores a checkpoint on them again.
-"""
+"""The Annotated Transformer's copy task, and its siblings reverse and sort: random symbol sequences, no files."""
 
 import functools
 

@@ -1,4 +1,4 @@
-"""The synthetic tasks (copy, reverse, sort) whole: random sequences, presets, the run, exact match, loading."""
+"""The synthetic tasks (copy, reverse, sort): their data settings, presets, the run, exact match, loading."""
 
 from __future__ import annotations
 
@@ -8,31 +8,26 @@ from dataclasses import dataclass, field
 
 import torch
 
-from transformer_lab.data import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    Seq2SeqBatch,
-    collate_pairs,
-    fixed_size_batches,
-    make_synthetic_pairs,
-)
+from transformer_lab.data import EOS_ID, PAD_ID
 from transformer_lab.data._checks import SEED_RANGE, check_int_in_range
+from transformer_lab.data.synthetic import SyntheticData, SyntheticPair, SyntheticTask, batches_of
 from transformer_lab.data.vocabulary import NUM_SPECIAL_TOKENS
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.sources import decode_sources, strip_generated
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.models.config import MAX_VOCABULARY_SIZE
 from transformer_lab.models.embedding import MAX_POSITIONS
-from transformer_lab.tasks.loading import check_special_ids, load_checkpoint_parts
-from transformer_lab.tasks.run import RunPlan, RunResult, train_run
-from transformer_lab.tasks.seq2seq import seq2seq_loss_fn, validation_loss
+from transformer_lab.tasks.seq2seq import with_vocabulary
 from transformer_lab.training import TrainConfig, data_shard, is_main_process
+from transformer_lab.training.batch_losses import seq2seq_loss_fn, validation_loss
+from transformer_lab.training.checkpoint_loading import load_checkpoint_parts
+from transformer_lab.training.run.plan import RunPlan, RunResult, train_run
 
 TASK_NAME = "synthetic"
+# Where the special ids of a synthetic model come from, as errors name it: the tasks keep no vocabulary file.
+FIXED_SPECIALS = "the copy tasks' fixed specials"
 # How many examples of each split a synthetic run may ask for (the preset uses 20,000).
 MAX_SYNTHETIC_EXAMPLES = 1_000_000
-Pair = tuple[list[int], list[int]]
 
 
 @dataclass(frozen=True)
@@ -61,47 +56,10 @@ class SyntheticDataConfig:
         check_int_in_range("data.seed", self.seed, *SEED_RANGE)
 
 
-@dataclass
-class SyntheticData:
-    train: list[Pair]
-    validation: list[Pair]
-    test: list[Pair]
-
-
 def build_data(config: SyntheticDataConfig) -> SyntheticData:
     """Training pairs, and validation/test pairs whose sources never occur in training."""
-
-    def pairs(count: int, seed: int) -> list[Pair]:
-        return make_synthetic_pairs(config.task, count, config.vocab_size, config.min_length, config.max_length, seed)
-
-    train = pairs(config.num_train, config.seed)
-    seen = {tuple(source) for source, _ in train}
-    # Draw extra held-out candidates, then keep only unseen ones: short sequences repeat often.
-    candidates = pairs(4 * (config.num_validation + config.num_test) + 100, config.seed + 1)
-    unseen: list[Pair] = []
-    for source, target in candidates:
-        if tuple(source) not in seen:
-            seen.add(tuple(source))
-            unseen.append((source, target))
-    needed = config.num_validation + config.num_test
-    if len(unseen) < needed:
-        raise ValueError(
-            f"data: only {len(unseen)} distinct unseen sequences exist for min_length={config.min_length}, "
-            f"max_length={config.max_length}, vocab_size={config.vocab_size}; need {needed}"
-        )
-    return SyntheticData(
-        train=train, validation=unseen[: config.num_validation], test=unseen[config.num_validation : needed]
-    )
-
-
-def batches_of(
-    pairs: list[Pair], batch_size: int, shuffle: bool, seed: int, epoch: int, num_shards: int = 1, shard_index: int = 0
-) -> list[Seq2SeqBatch]:
-    """Collated batches of ``batch_size`` pairs; with shards, this process's share of them."""
-    indices = fixed_size_batches(
-        len(pairs), batch_size, shuffle=shuffle, seed=seed, epoch=epoch, num_shards=num_shards, shard_index=shard_index
-    )
-    return [collate_pairs([pairs[index] for index in batch], PAD_ID, BOS_ID, EOS_ID) for batch in indices]
+    task = SyntheticTask(config.task, config.vocab_size, config.min_length, config.max_length)
+    return SyntheticData.draw(task, config.num_train, config.num_validation, config.num_test, config.seed)
 
 
 def _default_model() -> ModelConfig:
@@ -151,30 +109,21 @@ def default_config(task: str = "copy") -> SyntheticConfig:
 
 
 def resolve(config: SyntheticConfig) -> SyntheticConfig:
-    """Fill the fields that follow from others (vocabulary sizes, max_len)."""
-    vocab_size = config.data.vocab_size
-    check_special_ids(config.model, None, "model config", "the copy tasks' fixed specials")
-    model = dataclasses.replace(
-        config.model,
-        src_vocab_size=vocab_size,
-        tgt_vocab_size=vocab_size,
-        pad_id=PAD_ID,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
-        max_len=max(config.model.max_len, config.data.max_length + 2),
-    )
-    return dataclasses.replace(config, model=model)
+    """Fill the fields that follow from others (vocabulary sizes, special ids, max_len)."""
+    config = with_vocabulary(config, config.data.vocab_size, specials_from=FIXED_SPECIALS)
+    max_len = max(config.model.max_len, config.data.max_length + 2)
+    return dataclasses.replace(config, model=dataclasses.replace(config.model, max_len=max_len))
 
 
 def decode_pairs(
-    model: Seq2SeqTransformer, pairs: list[Pair], decode_config: DecodeConfig, batch_size: int = 256
+    model: Seq2SeqTransformer, pairs: list[SyntheticPair], decode_config: DecodeConfig, batch_size: int = 256
 ) -> list[list[int]]:
     """Decode every source of ``pairs``; returns the best output of each, its generated symbols (no specials)."""
     found = decode_sources(model, [source for source, _ in pairs], decode_config, batch_size=batch_size)
     return [strip_generated(hypotheses[0].ids, EOS_ID, PAD_ID) if hypotheses else [] for hypotheses in found]
 
 
-def exact_match(model: Seq2SeqTransformer, pairs: list[Pair], decode_config: DecodeConfig) -> float:
+def exact_match(model: Seq2SeqTransformer, pairs: list[SyntheticPair], decode_config: DecodeConfig) -> float:
     """Share of sources whose whole decoded output equals the target."""
     predictions = decode_pairs(model, pairs, decode_config)
     return sum(prediction == target for prediction, (_, target) in zip(predictions, pairs)) / len(pairs)
@@ -253,7 +202,7 @@ def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, None, 
         lambda config: Seq2SeqTransformer.from_config(config.model),
         lambda folder: None,
         lambda vocabulary: {},
-        fixed_specials="the copy tasks' fixed specials",
+        fixed_specials=FIXED_SPECIALS,
     )
 
 

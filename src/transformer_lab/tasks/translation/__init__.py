@@ -1,10 +1,4 @@
-"""German -> English translation on Multi30k (task 1): data, model, training, translation, BLEU.
-
-Thin glue over ``data`` (reader, byte-level BPE, token-budget batches), ``models``
-(Seq2SeqTransformer with one joint vocabulary and tied embeddings), ``training`` (Trainer)
-and ``decoding`` (beam search). The tokenizer is trained on the training split only and
-saved inside every checkpoint as ``tokenizer.json``.
-"""
+"""Translation: Multi30k German -> English by default, or any parallel text (README "Your own data")."""
 
 from transformer_lab.data.prepared_pairs import PAIRS_KIND
 from transformer_lab.tasks.evaluation import SEARCH_OPTIONS
@@ -17,7 +11,7 @@ TASK = Task(
     train=train.train,
     load=train.load_translator,
     vocabulary=train.SEQ2SEQ_TASK.vocabulary,
-    prepare=data.prepare,
+    corpus=lambda config, progress: data.corpus_kind(config, progress=progress),
     corpus_kind=PAIRS_KIND,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,

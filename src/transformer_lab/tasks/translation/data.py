@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, load_multi30k
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, check_int_fields
@@ -199,9 +198,3 @@ def epoch_batches(
     """
     lengths = pair_length_table(data.train_store)
     return epoch_pair_batches(data.train_store, lengths, config.max_tokens, config.seed, epoch, num_shards, shard_index)
-
-
-def prepare(data: TranslationDataConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
-    """``transformer-lab prepare translation``: the user's files prepared into ``out_dir``; returns the report."""
-    prepared = corpus_kind(data, progress=progress).prepare(out_dir)
-    return {**prepared.report, "seconds": prepared.manifest["seconds"]}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,12 +16,13 @@ from transformer_lab.decoding import DecodeConfig
 from transformer_lab.evaluation import bleu_tokenizer_for
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import seq2seq
-from transformer_lab.tasks.loading import read_tokenizer
-from transformer_lab.tasks.seq2seq import Seq2SeqTask, check_fits_positional_table, validation_loss
+from transformer_lab.tasks.seq2seq import Seq2SeqTask, check_fits_positional_table
 from transformer_lab.tasks.task import VocabularyFunctions
 from transformer_lab.tasks.translation.data import TranslationDataConfig, build_data
 from transformer_lab.tasks.translation.predict import evaluate_bleu
 from transformer_lab.training import TrainConfig
+from transformer_lab.training.batch_losses import validation_loss
+from transformer_lab.training.checkpoint_loading import read_tokenizer
 
 TASK_NAME = "translation"
 TOKENIZER_FILE = JOINT_TOKENIZER_FILE
@@ -70,8 +72,7 @@ class TranslationConfig:
     decode: DecodeConfig = field(default_factory=_default_decode)
 
 
-def default_config() -> TranslationConfig:
-    return TranslationConfig()
+default_config = TranslationConfig
 
 
 def base_config() -> TranslationConfig:
@@ -116,7 +117,7 @@ def base_config() -> TranslationConfig:
 
 
 # The presets `train translation --preset NAME` starts from (then --set overrides them).
-PRESETS = {"default": default_config, "base": base_config}
+PRESETS: dict[str, Callable[[], TranslationConfig]] = {"default": default_config, "base": base_config}
 
 
 def _read_tokenizers(folder: Path) -> TokenizerPair:
@@ -152,7 +153,7 @@ def train(
     """Train a translation model; validation BLEU (greedy) every epoch decides ``best/``.
 
     ``init_from`` fine-tunes: the checkpoint's tokenizer and weights are the start (its
-    model config must already be ``config.model``, see ``tasks.finetune``).
+    model config must already be ``config.model``, see ``training.finetune``).
     """
     data = build_data(config.data, seq2seq.starting_vocabulary(SEQ2SEQ_TASK, Path(out_dir), resume, init_from))
     tokenizers = data.vocabulary

@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 
 from torch import nn
 
-from transformer_lab.tasks.task import TaskConfig
 from transformer_lab.training import config_from_dict, load_model_weights
 from transformer_lab.training.checkpoint import load_checkpoint_config
+from transformer_lab.training.config import TaskConfig
 from transformer_lab.training.config_io import Setting
 
 logger = logging.getLogger(__name__)

@@ -16,9 +16,9 @@ from torch import nn
 
 from transformer_lab.data import SubwordTokenizer
 from transformer_lab.data.vocabulary import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, SpecialTokenIds
-from transformer_lab.tasks.task import TaskConfig
 from transformer_lab.training import CONFIG_FILE, load_model_weights, load_task_config, read_extra_file
 from transformer_lab.training.checkpoint import build_model_for_weights, resolve_checkpoint
+from transformer_lab.training.config import TaskConfig
 
 ConfigType = TypeVar("ConfigType", bound=TaskConfig)
 VocabularyType = TypeVar("VocabularyType")

@@ -19,10 +19,10 @@ import torch
 from torch import Tensor, nn
 
 from transformer_lab.allocator import release_free_memory
-from transformer_lab.tasks.finetune import load_initial_weights
-from transformer_lab.tasks.task import TaskConfig
 from transformer_lab.training import Trainer, config_to_dict
 from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.config import TaskConfig
+from transformer_lab.training.finetune import load_initial_weights
 from transformer_lab.training.model_card import CARD_HINTS_KEY, DATA_COUNTS_KEY
 from transformer_lab.training.trainer import LAST_FOLDER
 
