@@ -414,6 +414,16 @@ LIBRARY_CASES = [
         ValueError,
         r"sentences\[1\]: text must be valid Unicode text, got the lone surrogate U\+DCE9 at character 4",
     ),
+    LibraryCase(
+        "a lone surrogate in an n-best list's sentence",
+        lambda tmp, ck: translation_predict.translate_nbest(
+            *translation_train.load_translator(ck.translation)[:2],
+            "schl\udce9cht",
+            translation_train.load_translator(ck.translation)[2].decode,
+        ),
+        ValueError,
+        r"^sentence: text must be valid Unicode text, got the lone surrogate U\+DCE9 at character 4",
+    ),
     # AG News CSV (data/ag_news.py): the row's line is named, with what is wrong in it.
     LibraryCase(
         "AG News: a row with two fields",

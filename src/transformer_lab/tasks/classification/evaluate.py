@@ -1,10 +1,8 @@
 """``evaluate classification``: accuracy, per-class precision/recall/F1 and the confusion matrix of a checkpoint.
 
-On the AG News test set (default), the validation rows, or any labelled CSV / TSV /
-JSON Lines file (``--test FILE``, read with the checkpoint's text and label fields and
-format unless ``--text-field`` / ``--label-field`` / ``--file-format`` say otherwise).
-The report is written as JSON and the confusion matrix drawn as a PNG, beside the
-checkpoint unless ``--output`` / ``--confusion-png`` say where.
+On AG News's test set, the validation rows or any labelled file (``--test``, see ``OPTIONS``);
+the JSON report and the confusion PNG go beside the checkpoint unless ``--output`` /
+``--confusion-png`` say where.
 """
 
 from __future__ import annotations
@@ -16,11 +14,7 @@ from pathlib import Path
 
 from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.data import LABELLED_TEXT_FORMATS, SubwordTokenizer, ag_news_path, read_ag_news_csv
-from transformer_lab.data.prepared_labelled import (
-    LabelledRow,
-    carve_validation,
-    open_prepared_labelled,
-)
+from transformer_lab.data.prepared_labelled import LabelledRow, carve_validation, open_prepared_labelled
 from transformer_lab.evaluation import ClassificationReport, classification_report
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import TransformerClassifier

@@ -41,15 +41,10 @@ def _encode_sources(
     """
     for index, sentence in enumerate(sentences):
         _check_characters(model, tokenizer, sentence, f"{name}[{index}]")
-    encoded = []
-    for index, sentence in enumerate(sentences):
-        try:
-            ids = tokenizer.encode(sentence) if sentence.strip() else []
-        except ValueError as error:
-            raise ValueError(f"{name}[{index}]: {error}") from None
-        _check_source_length(model, ids, f"{name}[{index}]")
-        encoded.append(ids)
-    return encoded
+    return [
+        _encoded(model, tokenizer, sentence, f"{name}[{index}]") if sentence.strip() else []
+        for index, sentence in enumerate(sentences)
+    ]
 
 
 def _check_characters(model: Seq2SeqTransformer, tokenizer: SubwordTokenizer, sentence: str, name: str) -> None:
@@ -62,10 +57,15 @@ def _check_characters(model: Seq2SeqTransformer, tokenizer: SubwordTokenizer, se
         )
 
 
-def _check_source_length(model: Seq2SeqTransformer, ids: Sequence[int], name: str) -> None:
-    """Refuse one source longer than the positional table, naming it (nothing is truncated)."""
+def _encoded(model: Seq2SeqTransformer, tokenizer: SubwordTokenizer, sentence: str, name: str) -> list[int]:
+    """The sentence's ids; text the tokenizer refuses or longer than the positional table is named (none is cut)."""
+    try:
+        ids = tokenizer.encode(sentence)
+    except ValueError as error:
+        raise ValueError(f"{name}: {error}") from None
     if len(ids) > model.max_len:
         raise ValueError(f"{name} must be at most {model.max_len} subword tokens (the model's max_len), got {len(ids)}")
+    return ids
 
 
 def translate_sentences(
@@ -106,8 +106,7 @@ def translate_nbest(
         raise ValueError(f"{name}: expected a non-empty sentence to translate, got a blank one")
     tokenizers = TokenizerPair.of(tokenizer)
     _check_characters(model, tokenizers.source, sentence, name)
-    source_ids = tokenizers.source.encode(sentence)
-    _check_source_length(model, source_ids, name)
+    source_ids = _encoded(model, tokenizers.source, sentence, name)
     (hypotheses,) = decode_sources(model, [source_ids], decode_config)
     return candidates_of(hypotheses, tokenizers.target.decode)
 
