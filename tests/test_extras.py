@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from transformer_lab.cli import main
 from transformer_lab.data import chinese
 from transformer_lab.extras import EXTRA_OF_PACKAGE, MissingExtraError
+from transformer_lab.tasks.couplet import train as couplet_train
+from transformer_lab.tasks.couplet.data import build_data
 
 BLOCK_EXTRAS = "import sys\n" + "".join(f"sys.modules[{package!r}] = None\n" for package in EXTRA_OF_PACKAGE)
 
@@ -49,3 +53,37 @@ def test_serve_without_its_extra_is_one_line_and_exit_1(
     assert main(["serve", "--checkpoint", "anything"]) == 1
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and 'pip install -e ".[serve]"' in error
+
+
+def test_couplet_training_without_its_extra_stops_before_any_work(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pairs = tmp_path / "pairs.jsonl"
+    lines = [json.dumps({"upper": "春风" + "一二三四五六七八九十"[n % 10], "lower": "秋月明"}) for n in range(30)]
+    pairs.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "run"
+    read_corpora: list[object] = []
+    monkeypatch.setattr(couplet_train, "build_data", lambda *args: read_corpora.append(args) or build_data(*args))
+    monkeypatch.setitem(sys.modules, "pypinyin", None)
+    chinese.mandarin_tone.cache_clear()
+    try:
+        code = main(
+            [
+                "train",
+                "couplet",
+                "--train",
+                str(pairs),
+                "--out",
+                str(out),
+                "--set",
+                "data.num_validation=5",
+                "--set",
+                "train.max_steps=2",
+            ]
+        )
+    finally:
+        chinese.mandarin_tone.cache_clear()
+    captured = capsys.readouterr()
+    assert code == 1 and 'pip install -e ".[couplet]"' in captured.err and "Traceback" not in captured.err
+    # Said before the corpus is read (it was said after the first epoch), and no run folder is left.
+    assert read_corpora == [] and not out.exists()

@@ -75,6 +75,12 @@ def tone_class(character: str) -> str | None:
     return "level" if tone in LEVEL_TONES else "oblique"
 
 
+def require_couplet_packages() -> None:
+    """Import the tone and word rules' packages now: a run that needs them says a missing one before any work."""
+    require_extra("pypinyin", "the couplet tone rules")
+    _jieba()
+
+
 @functools.lru_cache(maxsize=1)
 def _jieba() -> ModuleType:
     jieba = require_extra("jieba", "the couplet word rules")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_lab.data import Vocabulary
+from transformer_lab.data import Vocabulary, chinese
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
 from transformer_lab.evaluation.bleu import corpus_bleu
@@ -103,6 +103,7 @@ def train(
     ``init_from`` fine-tunes: the checkpoint's vocabulary and weights are the start (its
     model config must already be ``config.model``, see ``training.finetune``).
     """
+    chinese.require_couplet_packages()  # validation reads tones: a missing package is said before the corpus
     data = build_data(config.data, seq2seq.starting_vocabulary(SEQ2SEQ_TASK, Path(out_dir), resume, init_from))
     config = seq2seq.with_vocabulary(config, len(data.vocabulary))
     greedy = dataclasses.replace(config.decode, strategy="greedy", num_return=1)
