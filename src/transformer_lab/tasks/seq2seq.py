@@ -57,12 +57,8 @@ SEQ2SEQ_TRAIN_PRESET: dict[str, Any] = {
 class Seq2SeqTask(Generic[VocabularyType, ConfigType]):
     """What a sequence-to-sequence task plugs into the machinery.
 
-    ``vocabulary`` reads, writes and lists its vocabulary (the task's own, see
-    ``tasks.task.VocabularyFunctions``) and ``vocabulary_sizes`` gives the number of ids of
-    each side, source then target (equal, one vocabulary, unless the task keeps one per
-    side). ``metadata_keys`` are the task's entries of ``config.json`` beside its config (a
-    data report); ``card`` what its model cards need from it
-    (``training.model_card.CARD_HINTS_KEY``).
+    ``vocabulary_sizes``: the ids of each side, source then target; ``metadata_keys``: its
+    entries of ``config.json`` beside the config; ``card``: ``training.model_card.CARD_HINTS_KEY``'s.
     """
 
     name: str
