@@ -44,6 +44,7 @@ from transformer_lab.cli import main
 from transformer_lab.data import SubwordTokenizer, Vocabulary, read_ag_news_csv, read_lines, read_parallel_text
 from transformer_lab.data.couplet import LOWER_FILE, UPPER_FILE, load_couplets, read_couplets
 from transformer_lab.data.line_stream import count_lines
+from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.tasks.translation import predict as translation_predict
@@ -173,8 +174,8 @@ LIBRARY_CASES = [
             ValueError,
             rf"^sentences: expected a str or a sequence of str, got {type(texts).__name__}$",
         )
-        # list() of a dict gave its keys, translated without a word.
-        for texts in ({"Ein Hund.": 1}, b"Ein Hund.", None, 5)
+        # list() of a dict gave its keys, translated without a word; of a set, its items in hash order.
+        for texts in ({"Ein Hund.": 1}, b"Ein Hund.", None, 5, {"Ein Hund.", "Zwei."}, frozenset({"Eins."}))
     ),
     LibraryCase(
         "couplet: num_candidates not an int",
@@ -193,6 +194,18 @@ LIBRARY_CASES = [
         lambda tmp, ck: api.CoupletWriter(ck.couplet).write("春风", constraints="none"),
         ValueError,
         r"^constraints: expected a CoupletConstraintConfig or None, got str$",
+    ),
+    LibraryCase(
+        "couplet: a rule switch that is a string",
+        lambda tmp, ck: CoupletConstraintConfig(mirror_repetition="no"),  # type: ignore[arg-type]
+        ValueError,
+        r"^mirror_repetition: expected true or false, got 'no'$",
+    ),
+    LibraryCase(
+        "couplet: no punctuation mode",
+        lambda tmp, ck: CoupletConstraintConfig(punctuation_mode=None),  # type: ignore[arg-type]
+        ValueError,
+        r"^punctuation_mode: expected one of \('copy', 'any'\), got None$",
     ),
     LibraryCase(
         "couplet: attention_map of a list",
@@ -838,6 +851,11 @@ CLI_CASES = [
             str(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half)),
         ],
         r"model\.safetensors': expected a complete safetensors file",
+    ),
+    CliCase(
+        "lab: a tolerance that would call every row equal",
+        lambda tmp, ck: ["lab", "decoder-rows", "--tolerance", "inf"],
+        r"argument --tolerance: expected a number in \(0, 0\.01\], got inf",
     ),
     CliCase(
         "explain: heads that do not divide d_model",

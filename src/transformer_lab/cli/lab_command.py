@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_lab.cli.bounds import int_in
+from transformer_lab.cli.bounds import float_in, int_in
 from transformer_lab.data._checks import SEED_RANGE
 from transformer_lab.lab.mask_experiments import DEFAULT_TOLERANCE, EXPERIMENTS, build_lab_setup, run_experiment
 from transformer_lab.lab.mask_report import format_lab_result
+
+MAX_TOLERANCE = 1e-2
 
 _DESCRIPTIONS = {
     "tgt-padding-mask": "the decoder needs no target key padding mask when the loss ignores padding",
@@ -50,9 +52,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--tolerance",
-        type=float,
+        # Bounded: the rows the claims expect to differ differ by far more than 1e-2, so a
+        # larger tolerance would call them equal and the verdict would mean nothing.
+        type=float_in(0.0, MAX_TOLERANCE),
         default=DEFAULT_TOLERANCE,
-        help=f"largest |difference| called equal (default {DEFAULT_TOLERANCE:g})",
+        help=f"largest |difference| called equal, in (0, {MAX_TOLERANCE:g}] (default {DEFAULT_TOLERANCE:g})",
     )
     parser.set_defaults(handler=run)
 

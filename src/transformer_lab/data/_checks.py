@@ -9,6 +9,7 @@ from __future__ import annotations
 import numbers
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, TypeGuard
 
 
@@ -77,8 +78,9 @@ def texts_of(texts: str | Sequence[str], name: str) -> list[str]:
     """``texts`` as a list (a single str: a list of one); an item that is no str is a ValueError naming ``name[i]``."""
     if isinstance(texts, str):
         return [texts]
-    if isinstance(texts, (Mapping, bytes, bytearray)) or not isinstance(texts, Iterable):
-        # list() of a dict is its keys, of bytes its numbers: neither is a list of texts.
+    if isinstance(texts, (Mapping, AbstractSet, bytes, bytearray)) or not isinstance(texts, Iterable):
+        # list() of a dict is its keys, of bytes its numbers, of a set its items in hash order
+        # (the results could not be matched to the inputs): none is a list of texts.
         raise ValueError(f"{name}: expected a str or a sequence of str, got {type(texts).__name__}")
     texts = list(texts)
     for index, text in enumerate(texts):

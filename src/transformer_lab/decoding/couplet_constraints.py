@@ -47,6 +47,15 @@ from transformer_lab.data.chinese import is_punctuation, tone_class
 PUNCTUATION_MODES = ("copy", "any")
 
 
+def _check_rules(punctuation_mode: object, mirror_repetition: object, avoid_source_characters: object) -> None:
+    """Refuse a rule switch that is no bool (``bool("no")`` is True) or an unknown punctuation mode."""
+    if punctuation_mode not in PUNCTUATION_MODES:
+        raise ValueError(f"punctuation_mode: expected one of {PUNCTUATION_MODES}, got {punctuation_mode!r}")
+    for name, value in (("mirror_repetition", mirror_repetition), ("avoid_source_characters", avoid_source_characters)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name}: expected true or false, got {value!r}")
+
+
 def _token_table(name: str, table: Tensor) -> Tensor:
     if not isinstance(table, Tensor) or table.dim() != 1 or table.dtype != torch.bool:
         raise ValueError(f"{name}: expected a 1-D BoolTensor[V], got {table!r:.80}")
@@ -111,8 +120,7 @@ class CoupletConstraints:
     ) -> None:
         self.punctuation_mask = _token_table("punctuation_mask", punctuation_mask)
         vocab_size = punctuation_mask.numel()
-        if punctuation_mode not in PUNCTUATION_MODES:
-            raise ValueError(f"punctuation_mode: expected one of {PUNCTUATION_MODES}, got {punctuation_mode!r}")
+        _check_rules(punctuation_mode, mirror_repetition, avoid_source_characters)
         check_penalty("oblique_final_penalty", oblique_final_penalty)
         check_penalty("tone_opposition_penalty", tone_opposition_penalty)
         if oblique_final_penalty > 0:
@@ -132,8 +140,8 @@ class CoupletConstraints:
         self.never_a_character = forbidden  # [V]
         self.eos_id, self.pad_id = int(eos_id), int(pad_id)
         self.punctuation_mode = punctuation_mode
-        self.mirror_repetition = bool(mirror_repetition)
-        self.avoid_source_characters = bool(avoid_source_characters)
+        self.mirror_repetition = mirror_repetition
+        self.avoid_source_characters = avoid_source_characters
         self.level_tone_mask = level_tone_mask
         self.oblique_final_penalty = float(oblique_final_penalty)
         self.oblique_tone_mask = oblique_tone_mask
@@ -272,6 +280,7 @@ class CoupletConstraintConfig:
     rhythm_rerank: float = 0.5
 
     def __post_init__(self) -> None:
+        _check_rules(self.punctuation_mode, self.mirror_repetition, self.avoid_source_characters)
         for name in ("oblique_final_penalty", "tone_opposition_penalty", "part_of_speech_rerank", "rhythm_rerank"):
             check_penalty(name, getattr(self, name))
 
