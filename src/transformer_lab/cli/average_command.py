@@ -11,6 +11,7 @@ from torch import nn
 
 from transformer_lab.tasks.registry import load_trained
 from transformer_lab.training import CONFIG_FILE, MODEL_FILE, average_checkpoints
+from transformer_lab.training.run.run_folder import check_output_outside_saves
 from transformer_lab.training.run.run_lock import folder_holder
 
 _STEP_FOLDER = re.compile(r"^step-(\d+)$")
@@ -32,6 +33,7 @@ def run(arguments: argparse.Namespace) -> int:
         if holder is not None:
             raise ValueError(f"--out: {arguments.out} is being trained by {holder}; choose a new folder")
         raise ValueError(f"--out: expected a new folder, got {arguments.out} which exists")
+    check_output_outside_saves("--out", arguments.out)
     if not arguments.run.is_dir():
         raise FileNotFoundError(f"--run: expected a run folder, got {arguments.run} which does not exist")
     steps = sorted(
