@@ -11,6 +11,7 @@ from torch import nn
 
 from transformer_lab.tasks.registry import load_trained
 from transformer_lab.training import CONFIG_FILE, MODEL_FILE, average_checkpoints
+from transformer_lab.training.averaging import check_averageable
 from transformer_lab.training.run.run_folder import check_output_outside_saves
 from transformer_lab.training.run.run_lock import folder_holder
 
@@ -56,6 +57,8 @@ def run(arguments: argparse.Namespace) -> int:
             f"--last: expected at most the {len(steps)} step checkpoints in {arguments.run}, got {arguments.last}"
         )
     sources = [path for _, path in steps[-arguments.last :]]
+    # Checked before the container is built from the newest one: loading it would warn about its weights first.
+    check_averageable(sources)
     average_checkpoints(sources, arguments.out, _container_model(sources[-1]))
     print(f"averaged {len(sources)} checkpoints ({sources[0].name} .. {sources[-1].name}) into {arguments.out}")
     return 0
