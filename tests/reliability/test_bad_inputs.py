@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import safetensors.torch
 import torch
 
 from tests.lab.conftest import write_tiny_checkpoint
@@ -805,6 +806,47 @@ CLI_CASES = [
         r"train\.keep_last was 0",
     ),
     CliCase(
+        "average-checkpoints: --out a step name of the run",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(run := translation_run(tmp, ck)), "--last", "1"]
+        + ["--out", str(run / "step-000050")],
+        r"--out: expected a folder outside the checkpoints of a run, got .*run/step-000050, a checkpoint name of the "
+        r"run folder .*run: the next save of that run replaces it",
+    ),
+    CliCase(
+        "average-checkpoints: --out inside the run's last/",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(run := translation_run(tmp, ck)), "--last", "1"]
+        + ["--out", str(run / "last" / "averaged")],
+        r"--out: expected a folder outside the checkpoints of a run, got .*run/last/averaged, inside .*run/last, "
+        r"a checkpoint name of the run folder .*run: the next save of that run replaces it",
+    ),
+    CliCase(
+        "average-checkpoints: steps of other model configurations",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(steps_of_two_activations(tmp)), "--last", "2"]
+        + ["--out", str(tmp / "averaged")],
+        r"sources: expected checkpoints of one model configuration, got model\.activation 'relu' in "
+        r".*step-000001 and 'gelu' in .*step-000002",
+    ),
+    CliCase(
+        "average-checkpoints: NaN in a step's weights",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(nan_step_run(tmp, ck)), "--last", "2"]
+        + ["--out", str(tmp / "averaged")],
+        r"sources: expected finite weights, got NaN or inf in tensor '[\w.]+' of .*step-000001/model\.safetensors",
+    ),
+    CliCase(
+        "export: --out inside a run's best/",
+        lambda tmp, ck: ["export", "--checkpoint", str(run := translation_run(tmp, ck)), "--format", "onnx"]
+        + ["--out", str(run / "best" / "onnx")],
+        r"--out: expected a folder outside the checkpoints of a run, got .*run/best/onnx, inside .*run/best, "
+        r"a checkpoint name of the run folder .*run: the next save of that run replaces it",
+    ),
+    CliCase(
+        "export: --out inside a checkpoint folder",
+        lambda tmp, ck: ["export", "--checkpoint", str(ck.translation), "--format", "onnx"]
+        + ["--out", str(ck.translation / "onnx")],
+        r"--out: expected a folder outside checkpoints, got .*last/onnx, inside the checkpoint folder .*last: "
+        r"the next save of that checkpoint replaces the folder whole",
+    ),
+    CliCase(
         "plot training-curve: non-UTF-8 metrics",
         lambda tmp, ck: [
             "plot",
@@ -1093,6 +1135,34 @@ def classify_argv(checkpoints: Checkpoints, *rest: str) -> list[str]:
 
 def couplet_argv(checkpoints: Checkpoints, *rest: str) -> list[str]:
     return ["couplet", "--checkpoint", str(checkpoints.couplet), *rest]
+
+
+def translation_run(tmp_path: Path, checkpoints: Checkpoints) -> Path:
+    """A run folder as training leaves it: its log, best/, last/ and two step checkpoints."""
+    run = tmp_path / "run"
+    for name in ("best", "last", "step-000001", "step-000002"):
+        shutil.copytree(checkpoints.translation, run / name)
+    (run / "metrics.jsonl").write_text('{"event": "train", "step": 2}\n', encoding="utf-8")
+    return run
+
+
+def steps_of_two_activations(tmp_path: Path) -> Path:
+    """Two step checkpoints of one vocabulary whose model sections differ (a resume with another --set)."""
+    run = tmp_path / "run"
+    write_translation_checkpoint(run / "step-000001", ["model.activation=relu"])
+    write_translation_checkpoint(run / "step-000002", ["model.activation=gelu"], seed=1)
+    return run
+
+
+def nan_step_run(tmp_path: Path, checkpoints: Checkpoints) -> Path:
+    """A run whose older step checkpoint holds a NaN weight (saved while diverging)."""
+    run = translation_run(tmp_path, checkpoints)
+    weights_file = run / "step-000001" / "model.safetensors"
+    weights = safetensors.torch.load_file(weights_file)
+    first = sorted(weights)[0]
+    weights[first].view(-1)[0] = float("nan")
+    safetensors.torch.save_file(weights, weights_file)
+    return run
 
 
 def copy_checkpoint(tmp_path: Path) -> Path:

@@ -136,6 +136,28 @@ def test_checkpoints_of_another_task_are_not_averaged(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_checkpoints_of_another_model_configuration_or_with_nan_weights_are_not_averaged(tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    from transformer_lab.tasks.translation.train import load_translator
+    from transformer_lab.training.averaging import average_checkpoints
+
+    relu = write_translation_checkpoint(tmp_path / "relu", ["model.activation=relu"])
+    gelu = write_translation_checkpoint(tmp_path / "gelu", ["model.activation=gelu"], seed=1)
+    model, _, _ = load_translator(gelu)
+    with pytest.raises(ValueError, match=r"one model configuration, got model\.activation 'relu' in .*relu and 'gelu'"):
+        average_checkpoints([relu, gelu], tmp_path / "out", model)
+    weights = load_file(relu / "model.safetensors")
+    name = sorted(weights)[-1]
+    weights[name].view(-1)[0] = float("inf")
+    save_file(weights, relu / "model.safetensors")
+    other = write_translation_checkpoint(tmp_path / "other", ["model.activation=relu"], seed=2)
+    model, _, _ = load_translator(other)
+    with pytest.raises(ValueError, match=rf"expected finite weights, got NaN or inf in tensor '{name}' of .*relu"):
+        average_checkpoints([relu, other], tmp_path / "out", model)
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_figure_path_that_is_a_folder_is_refused_not_written_beside(tmp_path: Path) -> None:
     import torch
 

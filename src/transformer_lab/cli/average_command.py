@@ -11,6 +11,8 @@ from torch import nn
 
 from transformer_lab.tasks.registry import load_trained
 from transformer_lab.training import CONFIG_FILE, MODEL_FILE, average_checkpoints
+from transformer_lab.training.averaging import check_averageable
+from transformer_lab.training.run.run_folder import check_output_outside_saves
 from transformer_lab.training.run.run_lock import folder_holder
 
 _STEP_FOLDER = re.compile(r"^step-(\d+)$")
@@ -32,6 +34,7 @@ def run(arguments: argparse.Namespace) -> int:
         if holder is not None:
             raise ValueError(f"--out: {arguments.out} is being trained by {holder}; choose a new folder")
         raise ValueError(f"--out: expected a new folder, got {arguments.out} which exists")
+    check_output_outside_saves("--out", arguments.out)
     if not arguments.run.is_dir():
         raise FileNotFoundError(f"--run: expected a run folder, got {arguments.run} which does not exist")
     steps = sorted(
@@ -54,6 +57,8 @@ def run(arguments: argparse.Namespace) -> int:
             f"--last: expected at most the {len(steps)} step checkpoints in {arguments.run}, got {arguments.last}"
         )
     sources = [path for _, path in steps[-arguments.last :]]
+    # Checked before the container is built from the newest one: loading it would warn about its weights first.
+    check_averageable(sources)
     average_checkpoints(sources, arguments.out, _container_model(sources[-1]))
     print(f"averaged {len(sources)} checkpoints ({sources[0].name} .. {sources[-1].name}) into {arguments.out}")
     return 0

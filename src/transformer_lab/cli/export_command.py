@@ -17,6 +17,7 @@ from pathlib import Path
 from transformer_lab.export import ctranslate2 as ctranslate2_export
 from transformer_lab.export import onnx as onnx_export
 from transformer_lab.tasks.registry import checkpoint_task, tasks_offering
+from transformer_lab.training.run.run_folder import check_output_outside_saves
 
 FORMATS = ("ctranslate2", "onnx")
 
@@ -45,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(arguments: argparse.Namespace) -> int:
     if arguments.out.exists():
         raise ValueError(f"--out: expected a new folder, got {arguments.out} which exists")
+    check_output_outside_saves("--out", arguments.out)
     if arguments.format not in FORMATS:
         raise ValueError(f"--format: expected one of {list(FORMATS)}, got {arguments.format!r}")
     if arguments.quantization is not None and arguments.format != "ctranslate2":

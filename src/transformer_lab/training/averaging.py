@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
+from safetensors import SafetensorError, safe_open
 from torch import nn
 
-from .checkpoint import _RESERVED_NAMES, load_checkpoint_config, load_model_weights, save_checkpoint
+from .checkpoint import _RESERVED_NAMES, MODEL_FILE, load_checkpoint_config, load_model_weights, save_checkpoint
 from .model_card import CARD_FILE, averaged_card
 
-__all__ = ["average_checkpoints"]
+__all__ = ["average_checkpoints", "check_averageable"]
 
 
 def average_checkpoints(
@@ -25,17 +26,13 @@ def average_checkpoints(
     ``config.json`` and the extra files (e.g. the tokenizer) come from the last source;
     no trainer state is written, so the result is for inference, not for resuming.
 
-    Every source must be of the last one's task with byte-identical tokenizer and
-    vocabulary files: rows of an embedding mean a token only under their own vocabulary,
-    and two vocabularies of one size give weights of the same shapes, which would
-    average without a word into a model that fits neither.
+    The sources are checked first (see :func:`check_averageable`); nothing is written
+    for sources that are refused.
     """
-    if len(sources) < 1:
-        raise ValueError("sources: expected at least one checkpoint folder, got none")
     target = Path(target)
     if any(Path(source).resolve() == target.resolve() for source in sources):
         raise ValueError(f"target: expected a folder other than the sources, got {target}")
-    _check_one_vocabulary([Path(source) for source in sources])
+    check_averageable(sources)
     sums: dict[str, torch.Tensor] = {}
     for source in sources:
         load_model_weights(source, model)
@@ -56,6 +53,64 @@ def average_checkpoints(
     config = dict(load_checkpoint_config(last))
     config["averaged_from"] = [str(source) for source in sources]
     return save_checkpoint(target, model, config, extra_files=extra_files)
+
+
+def check_averageable(sources: Sequence[str | os.PathLike[str]]) -> None:
+    """Refuse sources whose mean would be no model, before any weights are loaded into one.
+
+    Every source must be of the last one's task with byte-identical tokenizer and
+    vocabulary files: rows of an embedding mean a token only under their own vocabulary,
+    and two vocabularies of one size give weights of the same shapes, which would
+    average without a word into a model that fits neither. Their ``model`` sections must be
+    equal (weights of one shape under another activation or norm placement compute
+    something else), and every weight finite (one NaN makes the whole mean NaN).
+    """
+    if len(sources) < 1:
+        raise ValueError("sources: expected at least one checkpoint folder, got none")
+    folders = [Path(source) for source in sources]
+    _check_one_vocabulary(folders)
+    _check_one_model(folders)
+    for folder in folders:
+        _check_finite(folder)
+
+
+def _check_one_model(sources: Sequence[Path]) -> None:
+    """Refuse sources whose config's ``model`` section differs from the last one's, naming the first key."""
+    last = sources[-1]
+    model = load_checkpoint_config(last).get("model", {})
+    for source in sources[:-1]:
+        other = load_checkpoint_config(source).get("model", {})
+        for key in sorted(set(model) | set(other)):
+            if other.get(key) != model.get(key):
+                raise ValueError(
+                    f"sources: expected checkpoints of one model configuration, got model.{key} "
+                    f"{other.get(key, '(absent)')!r} in {source} and {model.get(key, '(absent)')!r} in {last}; "
+                    "averaging their weights would give a model that is neither"
+                )
+
+
+def _check_finite(folder: Path) -> None:
+    """Refuse a checkpoint whose stored weights hold NaN or inf, naming the first such tensor."""
+    path = folder / MODEL_FILE
+    try:
+        with safe_open(str(path), framework="pt") as weights:
+            bad = next(
+                (
+                    name
+                    for name in weights.keys()
+                    if (tensor := weights.get_tensor(name)).is_floating_point()
+                    and not bool(torch.isfinite(tensor).all())
+                ),
+                None,
+            )
+    except (SafetensorError, OSError):
+        # A missing or damaged file is refused by the loader, with its own message naming it.
+        return
+    if bad is not None:
+        raise ValueError(
+            f"sources: expected finite weights, got NaN or inf in tensor {bad!r} of {path}; "
+            "leave that checkpoint out (was the run diverging when it saved?)"
+        )
 
 
 def _vocabulary_digests(folder: Path) -> dict[str, str]:
