@@ -577,6 +577,13 @@ def cut_state(folder: Path) -> Path:
     return saved
 
 
+def a_file(tmp: Path) -> Path:
+    """A plain file, for outputs named under it."""
+    path = tmp / "notes.txt"
+    path.write_text("x\n", encoding="utf-8")
+    return path
+
+
 def translate(checkpoint: Path, sentences: list[str]) -> list[str]:
     model, tokenizer, config = translation_train.load_translator(checkpoint)
     return translation_predict.translate_sentences(
@@ -893,6 +900,16 @@ CLI_CASES = [
             str(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half)),
         ],
         r"model\.safetensors': expected a complete safetensors file",
+    ),
+    CliCase(
+        "plot: --out under a file",
+        lambda tmp, ck: ["plot", "masks", "--out", str(a_file(tmp) / "masks.png")],
+        r"notes\.txt: expected a folder there \(or nothing\), got a file$",
+    ),
+    CliCase(
+        "train: --out under a file",
+        lambda tmp, ck: ["train", "copy", "--out", str(a_file(tmp) / "run")],
+        r"notes\.txt/run: expected a path through folders, got one through the file .*notes\.txt$",
     ),
     CliCase(
         "lab: a tolerance that would call every row equal",

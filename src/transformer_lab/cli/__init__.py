@@ -19,6 +19,7 @@ import argparse
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -113,6 +114,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # SIGTERM then unwinds like Ctrl-C: a folder being written is removed, not left half done.
         with raise_on_sigterm():
             return int(arguments.handler(arguments) or 0)
+    except (FileExistsError, NotADirectoryError) as error:
+        # A folder to be made where a file is (an output path under a file) is bad input.
+        in_the_way = _file_in_the_way(error)
+        if in_the_way is None and isinstance(error, FileExistsError):
+            print(f"{prefix}: failed: {_one_line(error)}", file=sys.stderr)
+            return 1
+        message = _one_line(error) if in_the_way is None else _folder_expected(error, in_the_way)
+        print(f"{prefix}: error: {message}", file=sys.stderr)
+        return 2
     except (*_BAD_INPUT_ERRORS, FolderWriteError) as error:
         print(f"{prefix}: error: {_one_line(error)}", file=sys.stderr)
         return 2
@@ -128,6 +138,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Terminated as terminated:
         print(f"{prefix}: {terminated}", file=sys.stderr)
         return terminated.exit_code
+
+
+def _file_in_the_way(error: OSError) -> Path | None:
+    """The file standing where a folder was to be made (an output path under a file), or None."""
+    if error.filename is None:
+        return None
+    path = Path(os.fsdecode(error.filename))
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return None if candidate.is_dir() else candidate
+    return None
+
+
+def _folder_expected(error: OSError, in_the_way: Path) -> str:
+    path = Path(os.fsdecode(error.filename))
+    if path == in_the_way:
+        return f"{path}: expected a folder there (or nothing), got a file"
+    return f"{path}: expected a path through folders, got one through the file {in_the_way}"
 
 
 def set_threads(threads: int | None) -> int:
