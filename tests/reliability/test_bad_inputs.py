@@ -577,6 +577,11 @@ def cut_state(folder: Path) -> Path:
     return saved
 
 
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return path
+
+
 def a_file(tmp: Path) -> Path:
     """A plain file, for outputs named under it."""
     path = tmp / "notes.txt"
@@ -900,6 +905,21 @@ CLI_CASES = [
             str(broken_copy(ck.translation, tmp, MODEL_FILE, cut_in_half)),
         ],
         r"model\.safetensors': expected a complete safetensors file",
+    ),
+    CliCase(
+        "evaluate: an empty line in --reference",
+        lambda tmp, ck: [
+            "evaluate",
+            "translation",
+            "--checkpoint",
+            str(ck.translation),
+            "--source",
+            str(write_lines(tmp / "test.de", ["Ein Hund.", "Zwei Katzen."])),
+            "--reference",
+            str(write_lines(tmp / "test.en", ["A dog.", " "])),
+        ],
+        # Only the advice the command can follow: evaluate has no option to skip such lines.
+        r"test\.en: line 2: expected a non-empty sentence, got ' '; fix the file$",
     ),
     CliCase(
         "plot: --out under a file",

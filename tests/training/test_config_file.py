@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,3 +90,17 @@ def test_a_missing_config_file_is_named(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_yaml_holds_every_section_of_the_preset() -> None:
     assert set(config_to_dict(translation_train.default_config())) == {"data", "model", "train", "decode"}
+
+
+def test_config_into_a_pipe_closed_early_is_quiet() -> None:
+    # `config translation | head -1`: the reader is gone before the preset is written.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "transformer_lab", "config", "translation"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    error = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141, error
+    assert error == ""  # was: "failed: [Errno 32] Broken pipe", exit 1

@@ -114,6 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # SIGTERM then unwinds like Ctrl-C: a folder being written is removed, not left half done.
         with raise_on_sigterm():
             return int(arguments.handler(arguments) or 0)
+    except BrokenPipeError:
+        # The reader stopped early (`config translation | head`): not a failure; quiet, as shells' commands are.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a command a pipe closed
     except (FileExistsError, NotADirectoryError) as error:
         # A folder to be made where a file is (an output path under a file) is bad input.
         in_the_way = _file_in_the_way(error)

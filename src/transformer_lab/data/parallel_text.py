@@ -126,7 +126,7 @@ def read_parallel_text(
     target_path: str | os.PathLike[str],
     skip_empty: bool = False,
     *,
-    skip_option: str = "skip_empty",
+    skip_option: str | None = "skip_empty",
 ) -> ParallelText:
     """Read two aligned line files into (source, target) pairs; see the module docstring.
 
@@ -136,7 +136,8 @@ def read_parallel_text(
         skip_empty: drop the pairs where either side is empty or only whitespace (their
             number is logged as a warning and returned in the result) instead of raising.
         skip_option: the name the caller gives `skip_empty` (e.g. the couplet reader's
-            `skip_invalid`), so that the error's advice names an option the user has.
+            `skip_invalid`), so that the error's advice names an option the user has; None
+            where the user has none.
 
     Returns:
         a `ParallelText` with the pairs and the line numbers of the pairs skipped.
@@ -171,7 +172,7 @@ def read_parallel_text(
 
 
 def non_empty_pair(
-    paths: tuple[Path, Path], number: int, source: str, target: str, skip_empty: bool, skip_option: str
+    paths: tuple[Path, Path], number: int, source: str, target: str, skip_empty: bool, skip_option: str | None
 ) -> tuple[str, str] | None:
     """Line ``number``'s pair; None where a side is empty or only whitespace and ``skip_empty``, else an error."""
     empty_path = paths[0] if not source.strip() else paths[1] if not target.strip() else None
@@ -179,9 +180,9 @@ def non_empty_pair(
         return source, target
     if not skip_empty:
         line = source if empty_path == paths[0] else target
+        advice = f", or pass {skip_option}=True to drop (and count) such pairs" if skip_option else ""
         raise ValueError(
-            f"{empty_path}: line {number}: expected a non-empty sentence, got {line!r}; "
-            f"fix the file, or pass {skip_option}=True to drop (and count) such pairs"
+            f"{empty_path}: line {number}: expected a non-empty sentence, got {line!r}; fix the file{advice}"
         )
     return None
 

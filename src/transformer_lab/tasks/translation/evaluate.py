@@ -69,7 +69,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     read: dict[str, Path] = {}  # the split's files (the options' files are checked by the registry)
     if source is not None:
         # Strict, as every reader: misaligned files, empty lines and bad UTF-8 name file and line.
-        pairs = read_parallel_text(source, reference).pairs
+        pairs = read_parallel_text(source, reference, skip_option=None).pairs  # evaluate has no option to skip
         name = Path(source).name
     else:
         data_dir = options.data_folder(config.data.data_dir)
