@@ -120,7 +120,7 @@ def test_bad_figure_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
     with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
         result_plots.plot_training_curve(tmp_path / "curve.png", tmp_path / "metrics.jsonl")
     (tmp_path / "broken.jsonl").write_text('{"event": "train", "step": 1}\nnot json\n', encoding="utf-8")
-    with pytest.raises(ValueError, match="line 2 of"):
+    with pytest.raises(ValueError, match=r"broken\.jsonl: line 2: expected a JSON object"):
         read_metrics(tmp_path / "broken.jsonl")
     assert main(["plot", "lr-schedule", "--settings", "512-4000", "--out", str(tmp_path / "x.png")]) == 2
     assert "--settings: expected d_model:warmup pairs" in capsys.readouterr().err
