@@ -186,6 +186,33 @@ def test_plot_command_checks_out_and_metrics_before_drawing(tmp_path: Path, caps
     assert list(tmp_path.glob("*.png")) == []
 
 
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ('{"event": "eval", "step": {"a": 1}, "val_loss": 1}', """expected a non-negative int 'step', got {"a": 1}"""),
+        ('{"event": "eval", "step": "3", "val_loss": 1}', """expected a non-negative int 'step', got "3\""""),
+        ('{"event": "eval", "step": true, "val_loss": 1}', "expected a non-negative int 'step', got true"),
+        ('{"event": "eval", "step": null, "val_loss": 1}', "expected a non-negative int 'step', got null"),
+        (
+            '{"event": "train", "step": 2, "train_loss": 1, "lr": "x"}',
+            """expected a number for the train row's 'lr', got "x\"""",
+        ),
+        (
+            '{"event": "eval", "step": 2, "val_bleu": "high"}',
+            """expected a number for the eval row's 'val_bleu', got "high\"""",
+        ),
+    ],
+)
+def test_plot_training_curve_refuses_a_row_it_cannot_draw_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], row: str, message: str
+) -> None:
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"event": "train", "step": 1, "train_loss": 2.0, "lr": 0.1}\n' + row + "\n", encoding="utf-8")
+    assert main(["plot", "training-curve", "--metrics", str(metrics), "--out", str(tmp_path / "t.png")]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"transformer-lab plot: error: {metrics}: line 2: {message}"]
+    assert not (tmp_path / "t.png").exists()
+
+
 def test_plot_attention_reads_tokens_through_vocabulary_files(
     tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -120,7 +120,8 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The rows of a Trainer's ``metrics.jsonl``, one dict per line, checked.
 
     Every line must be a JSON object with ``event`` and a non-negative int ``step`` (blank
-    lines are skipped); an error names the file and the line.
+    lines are skipped), a train row's ``train_loss`` and ``lr`` numbers when present, an eval
+    row's metrics numbers; an error names the file and the line.
     """
     path = Path(path)
     if not path.is_file():
@@ -130,5 +131,30 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         if not raw.strip():
             continue
         row = _checked_row(path, number, raw)
+        _check_numbers(path, number, row)
         rows.append(row)
     return rows
+
+
+# The fields of a train row that must be numbers when present (grad_norm is null before a step).
+_TRAIN_NUMBERS = ("train_loss", "lr")
+# An eval row's fields that are not metrics: every other one must be a number.
+_EVAL_POSITION = ("event", "step", "epoch")
+
+
+def _check_numbers(path: Path, number: int, row: Mapping[str, Any]) -> None:
+    """Refuse (``ValueError``) a train row's loss or rate, or an eval row's metric, that is not a number."""
+    if row["event"] == "train":
+        names = [name for name in _TRAIN_NUMBERS if name in row]
+    elif row["event"] == "eval":
+        names = [name for name in row if name not in _EVAL_POSITION]
+    else:
+        return
+    for name in names:
+        value = row[name]
+        # a plot would draw text as categories, and a bool as 0 or 1
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ValueError(
+                f"{path}: line {number}: expected a number for the {row['event']} row's {name!r}, "
+                f"got {json.dumps(value)[:80]}"
+            )
