@@ -120,7 +120,7 @@ def test_bad_figure_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
     with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
         result_plots.plot_training_curve(tmp_path / "curve.png", tmp_path / "metrics.jsonl")
     (tmp_path / "broken.jsonl").write_text('{"event": "train", "step": 1}\nnot json\n', encoding="utf-8")
-    with pytest.raises(ValueError, match="line 2 of"):
+    with pytest.raises(ValueError, match=r"broken\.jsonl: line 2: expected a JSON object"):
         read_metrics(tmp_path / "broken.jsonl")
     assert main(["plot", "lr-schedule", "--settings", "512-4000", "--out", str(tmp_path / "x.png")]) == 2
     assert "--settings: expected d_model:warmup pairs" in capsys.readouterr().err
@@ -184,6 +184,33 @@ def test_plot_command_checks_out_and_metrics_before_drawing(tmp_path: Path, caps
     assert stopped.value.code == 2
     assert "argument --steps: expected an int in [2, 10,000,000], got 1" in capsys.readouterr().err
     assert list(tmp_path.glob("*.png")) == []
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ('{"event": "eval", "step": {"a": 1}, "val_loss": 1}', """expected a non-negative int 'step', got {"a": 1}"""),
+        ('{"event": "eval", "step": "3", "val_loss": 1}', """expected a non-negative int 'step', got "3\""""),
+        ('{"event": "eval", "step": true, "val_loss": 1}', "expected a non-negative int 'step', got true"),
+        ('{"event": "eval", "step": null, "val_loss": 1}', "expected a non-negative int 'step', got null"),
+        (
+            '{"event": "train", "step": 2, "train_loss": 1, "lr": "x"}',
+            """expected a number for the train row's 'lr', got "x\"""",
+        ),
+        (
+            '{"event": "eval", "step": 2, "val_bleu": "high"}',
+            """expected a number for the eval row's 'val_bleu', got "high\"""",
+        ),
+    ],
+)
+def test_plot_training_curve_refuses_a_row_it_cannot_draw_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], row: str, message: str
+) -> None:
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"event": "train", "step": 1, "train_loss": 2.0, "lr": 0.1}\n' + row + "\n", encoding="utf-8")
+    assert main(["plot", "training-curve", "--metrics", str(metrics), "--out", str(tmp_path / "t.png")]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"transformer-lab plot: error: {metrics}: line 2: {message}"]
+    assert not (tmp_path / "t.png").exists()
 
 
 def test_plot_attention_reads_tokens_through_vocabulary_files(

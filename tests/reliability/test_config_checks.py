@@ -241,6 +241,31 @@ def test_resume_refuses_other_data_settings_or_another_seed(
     assert saved[name.split(".")[0]][name.split(".")[1]] != json.loads(value)
 
 
+@pytest.mark.parametrize(
+    ("setting", "difference"),
+    [
+        ("model.activation=gelu", "model.activation: 'relu' in the run, 'gelu' now"),
+        ("model.norm_first=true", "model.norm_first: False in the run, True now"),
+        ("model.dropout=0.1", "model.dropout: 0.0 in the run, 0.1 now"),
+        ("model.d_model=32", "model.d_model: 16 in the run, 32 now"),
+    ],
+)
+def test_resume_refuses_other_model_settings(
+    copy_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, difference: str
+) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(copy_run, out)
+    before = snapshot(out)
+    name, value = setting.split("=")
+    options = tiny_copy_options(max_steps=4, **{name.replace(".", "__"): value})
+    assert main(["train", "copy", "--out", str(out), "--resume", *options]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error
+    assert f"--resume: {out / 'last' / CONFIG_FILE}: expected the model the run was started with" in error
+    assert difference in error and "trainer_state" not in error
+    assert snapshot(out) == before
+
+
 def test_resume_lists_every_differing_vocabulary_setting_and_continues_with_the_same_ones(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -261,6 +286,10 @@ def test_resume_lists_every_differing_vocabulary_setting_and_continues_with_the_
         "data.min_frequency: 1 in the run, 2 now",
     ):
         assert difference in error, error
+    assert snapshot(tmp_path / "run") == before
+    # The model is compared as the run wrote it: vocabulary sizes filled in, another activation refused.
+    assert main([*first, "--resume", *TINY_TRANSLATION, "--set", "model.activation=gelu"]) == 2
+    assert "model.activation: 'relu' in the run, 'gelu' now" in capsys.readouterr().err
     assert snapshot(tmp_path / "run") == before
     # Only where the data and its caches live may differ.
     moved = ["--set", f"data.cache_dir={tmp_path / 'elsewhere'}", "--set", "train.max_steps=2"]

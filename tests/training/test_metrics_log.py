@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from transformer_lab.training.metrics_log import MetricsLog
 from transformer_lab.training.run.run_folder import prune_step_checkpoints, step_folder_name
 
@@ -27,6 +29,36 @@ def test_truncate_after_drops_later_steps_and_a_line_cut_short(tmp_path):
     assert sorted(item.name for item in tmp_path.iterdir()) == ["metrics.jsonl"]  # no temporary left
     MetricsLog(tmp_path / "none").truncate_after(0)  # no log yet: nothing to cut, no file made
     assert not (tmp_path / "none").exists()
+
+
+def test_truncate_after_drops_a_last_line_cut_inside_a_character(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(b'{"event": "train", "step": 1}\n{"event": "eval", "note": "\xe4')
+    MetricsLog(tmp_path).truncate_after(1)
+    assert path.read_bytes() == b'{"event": "train", "step": 1}\n'
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (b'{"event": "note", "step": "a"}', """expected a non-negative int 'step', got "a\""""),
+        (b'{"event": "train", "step": true}', "expected a non-negative int 'step', got true"),
+        (b'{"event": "train"}', "expected an object with 'event' and 'step'"),
+        (b"[1, 2]", "expected an object with 'event' and 'step'"),
+        (b"not json", "expected a JSON object, got text that is not JSON"),
+        (b'{"event": "train", "step": 1, "x": "\xff"}', "expected UTF-8 text, got invalid start byte"),
+    ],
+)
+def test_truncate_after_refuses_a_line_that_is_no_row_naming_it_and_keeps_the_log(tmp_path, line, message):
+    path = tmp_path / "metrics.jsonl"
+    # not the last line: a crash cuts only the line being written, so this one is not a crash's
+    content = b'{"event": "train", "step": 1}\n' + line + b'\n{"event": "train", "step": 2}\n'
+    path.write_bytes(content)
+    with pytest.raises(ValueError) as refused:
+        MetricsLog(tmp_path).truncate_after(1)
+    assert str(refused.value).startswith(f"{path}: line 2: {message}")
+    assert path.read_bytes() == content
+    assert sorted(item.name for item in tmp_path.iterdir()) == ["metrics.jsonl"]
 
 
 def test_prune_step_checkpoints_keeps_the_highest_steps(tmp_path):

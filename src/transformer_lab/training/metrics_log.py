@@ -44,27 +44,59 @@ class MetricsLog:
             file.write(json.dumps(dict(row)) + "\n")
 
     def truncate_after(self, step: int) -> None:
-        """Drop the rows of steps after ``step``, and lines a crash cut short; keep the rest.
+        """Drop the rows of steps after ``step``, and a last line a crash cut short; keep the rest.
 
-        The log is rewritten under a temporary name and renamed, so a crash during this
-        leaves the old log or the new one, never part of it. No log: nothing to do.
+        Any other line that is not a row (not UTF-8, not a JSON object, no int ``step``) is
+        refused in a ``ValueError`` naming the file and the line, the log left as it is. The
+        log is rewritten under a temporary name and renamed, so a crash during this leaves
+        the old log or the new one, never part of it. No log: nothing to do.
         """
         if not self.path.is_file():
             return
+        lines = self.path.read_bytes().split(b"\n")
+        numbers = [number for number, raw in enumerate(lines, start=1) if raw.strip()]
         kept = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by the crash
-            if isinstance(row, dict) and row.get("step", 0) <= step:
-                kept.append(line)
+        for number in numbers:
+            raw = lines[number - 1]
+            if number == numbers[-1] and not _is_json(raw):
+                break  # the line a crash cut short: the only one a run may leave unfinished
+            if _checked_row(self.path, number, raw)["step"] <= step:
+                kept.append(raw)
         temporary = self.path.with_name(self.path.name + ".tmp")
         temporary.unlink(missing_ok=True)  # a leftover, or a link: the name goes, not what it points to
         descriptor = _open_own(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write("".join(line + "\n" for line in kept))
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(b"".join(line + b"\n" for line in kept))
         os.replace(temporary, self.path)
+
+
+def _is_json(raw: bytes) -> bool:
+    """Whether ``raw`` decodes as UTF-8 JSON (of any kind): a line cut short by a crash does not."""
+    try:
+        json.loads(raw.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
+        return False
+    return True
+
+
+def _checked_row(path: Path, number: int, raw: bytes) -> dict[str, Any]:
+    """Line ``number`` of the log ``path`` as a row: an object with ``event`` and an int ``step``, else a ValueError."""
+    where = f"{path}: line {number}"
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{where}: expected UTF-8 text, got {error.reason} ({error})") from None
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{where}: expected a JSON object, got text that is not JSON ({error})") from None
+    if not isinstance(row, dict) or "event" not in row or "step" not in row:
+        raise ValueError(f"{where}: expected an object with 'event' and 'step', got {line.strip()[:80]!r}")
+    step = row["step"]
+    # bool is an int to Python, but a step of true was never written by a run
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise ValueError(f"{where}: expected a non-negative int 'step', got {json.dumps(step)[:80]}")
+    return row
 
 
 def _open_own(path: Path, flags: int) -> int:
@@ -87,28 +119,42 @@ def _open_own(path: Path, flags: int) -> int:
 def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The rows of a Trainer's ``metrics.jsonl``, one dict per line, checked.
 
-    Every line must be a JSON object with ``event`` and ``step`` (blank lines are skipped);
-    an error names the file and the line.
+    Every line must be a JSON object with ``event`` and a non-negative int ``step`` (blank
+    lines are skipped), a train row's ``train_loss`` and ``lr`` numbers when present, an eval
+    row's metrics numbers; an error names the file and the line.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"metrics: expected a metrics.jsonl file at {str(path)!r}, which does not exist")
     rows: list[dict[str, Any]] = []
-    for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise ValueError(f"{path}: line {number}: expected UTF-8 text, got {error.reason} ({error})") from None
-        if not line.strip():
+    for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        if not raw.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"metrics: line {number} of {str(path)!r} is not JSON: {error}") from None
-        if not isinstance(row, dict) or "event" not in row or "step" not in row:
-            raise ValueError(
-                f"metrics: line {number} of {str(path)!r} must be an object with 'event' and 'step', "
-                f"got {line.strip()[:80]!r}"
-            )
+        row = _checked_row(path, number, raw)
+        _check_numbers(path, number, row)
         rows.append(row)
     return rows
+
+
+# The fields of a train row that must be numbers when present (grad_norm is null before a step).
+_TRAIN_NUMBERS = ("train_loss", "lr")
+# An eval row's fields that are not metrics: every other one must be a number.
+_EVAL_POSITION = ("event", "step", "epoch")
+
+
+def _check_numbers(path: Path, number: int, row: Mapping[str, Any]) -> None:
+    """Refuse (``ValueError``) a train row's loss or rate, or an eval row's metric, that is not a number."""
+    if row["event"] == "train":
+        names = [name for name in _TRAIN_NUMBERS if name in row]
+    elif row["event"] == "eval":
+        names = [name for name in row if name not in _EVAL_POSITION]
+    else:
+        return
+    for name in names:
+        value = row[name]
+        # a plot would draw text as categories, and a bool as 0 or 1
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ValueError(
+                f"{path}: line {number}: expected a number for the {row['event']} row's {name!r}, "
+                f"got {json.dumps(value)[:80]}"
+            )

@@ -112,6 +112,7 @@ from .model_card import CARD_FILE, TrainerFacts, TrainingClock, trainer_card
 from .optimization import OptimizerFactory, ScheduleFactory, build_optimization
 from .rng_state import RandomState, isolated_rng, seed_all
 from .run.run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_folder_name
+from .run.same_run import check_same_model
 from .run.stop_signal import StopRequests, TrainingInterrupted
 from .tensorboard_log import TensorBoardLog, require_tensorboard
 from .time_budget import TimeBudget
@@ -704,7 +705,9 @@ class Trainer:
         if self._is_main_process:
             # A crash between a save's two renames leaves the complete old folder aside.
             recover_interrupted_save(folder)
-        # Everything is checked before anything (weights, optimizer, the metrics log) changes.
+        # Everything is checked before anything (weights, optimizer, the metrics log) changes;
+        # the model settings first, so that another width is named, not its optimizer shapes.
+        check_same_model(folder, self.checkpoint_config.get("model"))
         state = TrainerState.read(folder, self.optimizer, self.scheduler)
         load_model_weights(folder, self._unwrapped_model)
         # Optimizer.load_state_dict moves the moments onto each parameter's device.

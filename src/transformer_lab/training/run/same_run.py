@@ -9,9 +9,13 @@ nothing for the new data, and ``config.json`` would record values the run never 
 :func:`check_same_run` compares every data setting, and the training seed, with the
 ``config.json`` of ``last/`` and refuses in one line listing each difference with both
 values. Only where the data and its caches live may differ (another machine's folders).
-Model sizes are not compared here: the weights' header refuses those when they are
-loaded. Steps, epochs and rates are the training's and may change: a resume to more steps
-is what ``--resume`` is for.
+Steps, epochs and rates are the training's and may change: a resume to more steps is what
+``--resume`` is for.
+
+:func:`check_same_model` compares the ``model`` section the run wrote with the one the
+resumed run would write (vocabulary sizes and special ids filled in from the vocabulary),
+so that another activation, norm placement, dropout or width is refused in one line before
+the trainer state is read, not trained on (or blamed on ``trainer_state.pt``'s shapes).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 from transformer_lab.training.checkpoint import CONFIG_FILE, load_checkpoint_config
 from transformer_lab.training.config_io import shown
 
-__all__ = ["check_same_run"]
+__all__ = ["check_same_model", "check_same_run"]
 
 # Data fields a resume may change: where the data and the prepared corpora live on this
 # machine, the split that evaluate scores by default, and classification's train_file,
@@ -66,6 +70,23 @@ def check_same_run(last_folder: Path, task: str, config: Mapping[str, Any]) -> N
     if differences:
         raise ValueError(
             f"{where}: expected the data the run was started with (and its seed), got other settings "
+            f"({'; '.join(differences)}); resume with the command that started it, or train into a new --out"
+        )
+
+
+def check_same_model(last_folder: Path, model: Any) -> None:
+    """Raise a ``ValueError`` listing each difference unless ``model`` is the run's ``model`` section.
+
+    ``model`` is the section the resumed run will write to ``config.json``, resolved as the
+    run's was (the vocabulary's sizes and ids filled in); None (no such section) is not compared.
+    """
+    if model is None:
+        return
+    saved = load_checkpoint_config(last_folder)
+    differences = _differences("model", saved.get("model"), model, None, ())
+    if differences:
+        raise ValueError(
+            f"--resume: {last_folder / CONFIG_FILE}: expected the model the run was started with, got other settings "
             f"({'; '.join(differences)}); resume with the command that started it, or train into a new --out"
         )
 
