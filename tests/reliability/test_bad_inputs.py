@@ -937,6 +937,11 @@ CLI_CASES = [
         r"argument --tolerance: expected a number in \(0, 0\.01\], got inf",
     ),
     CliCase(
+        "explain: --num-layers without --full",
+        lambda tmp, ck: ["explain", "--num-layers", "3"],
+        r"--num-layers: expected only with --full \(one attention call has no layers\), got 3$",
+    ),
+    CliCase(
         "explain: heads that do not divide d_model",
         lambda tmp, ck: ["explain", "--d-model", "32", "--nhead", "3"],
         r"d_model must be divisible by nhead, got d_model=32, nhead=3$",

@@ -18,14 +18,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tgt-len", type=int_in(1, 512), default=3, help="target (query) length (default 3)")
     parser.add_argument("--batch", type=int_in(1, 16), default=2, help="batch size (default 2)")
     parser.add_argument("--full", action="store_true", help="walk a whole encoder-decoder instead")
-    parser.add_argument("--num-layers", type=int_in(1, 12), default=1, help="layers per stack with --full (default 1)")
+    # Default None, so that a value given without --full (one attention call has no layers) is refused.
+    parser.add_argument(
+        "--num-layers", type=int_in(1, 12), default=None, help="layers per stack with --full (default 1)"
+    )
     parser.set_defaults(handler=run)
 
 
 def run(arguments: argparse.Namespace) -> int:
     sizes = {name: getattr(arguments, name) for name in ("d_model", "nhead", "src_len", "tgt_len", "batch")}
     if arguments.full:
-        records = explain_transformer(num_layers=arguments.num_layers, **sizes)
+        records = explain_transformer(num_layers=arguments.num_layers or 1, **sizes)
+    elif arguments.num_layers is not None:
+        raise ValueError(
+            f"--num-layers: expected only with --full (one attention call has no layers), got {arguments.num_layers}"
+        )
     else:
         records = explain_attention(**sizes)
     print(format_shape_walk(records))
