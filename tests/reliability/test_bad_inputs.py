@@ -818,6 +818,16 @@ CLI_CASES = [
         r"train\.keep_last was 0",
     ),
     CliCase(
+        "average-checkpoints: --run a file",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(a_file(tmp)), "--out", str(tmp / "avg")],
+        r"--run: expected a run folder, got .*notes\.txt, which is a file$",
+    ),
+    CliCase(
+        "average-checkpoints: fewer steps than the default --last",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(translation_run(tmp, ck)), "--out", str(tmp / "avg")],
+        r"--last: expected at most the \d step checkpoints in .*, got 10 \(the default: give --last N\)$",
+    ),
+    CliCase(
         "average-checkpoints: --out a step name of the run",
         lambda tmp, ck: ["average-checkpoints", "--run", str(run := translation_run(tmp, ck)), "--last", "1"]
         + ["--out", str(run / "step-000050")],

@@ -16,19 +16,23 @@ from transformer_lab.training.run.run_folder import check_output_outside_saves
 from transformer_lab.training.run.run_lock import folder_holder
 
 _STEP_FOLDER = re.compile(r"^step-(\d+)$")
+DEFAULT_LAST = 10  # the translation preset's train.keep_last
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("average-checkpoints", help="average the weights of a run's last N step checkpoints")
     parser.add_argument("--run", type=Path, required=True, help="run folder holding step-NNNNNN/ checkpoints")
-    parser.add_argument("--last", type=int, default=10, help="how many of the newest step checkpoints (default 10)")
+    parser.add_argument(
+        "--last", type=int, default=None, help=f"how many of the newest step checkpoints (default {DEFAULT_LAST})"
+    )
     parser.add_argument("--out", type=Path, required=True, help="folder for the averaged checkpoint (must not exist)")
     parser.set_defaults(handler=run)
 
 
 def run(arguments: argparse.Namespace) -> int:
-    if arguments.last < 1:
-        raise ValueError(f"--last must be >= 1, got {arguments.last}")
+    last = DEFAULT_LAST if arguments.last is None else arguments.last
+    if last < 1:
+        raise ValueError(f"--last must be >= 1, got {last}")
     if arguments.out.exists():
         holder = folder_holder(arguments.out)
         if holder is not None:
@@ -36,7 +40,8 @@ def run(arguments: argparse.Namespace) -> int:
         raise ValueError(f"--out: expected a new folder, got {arguments.out} which exists")
     check_output_outside_saves("--out", arguments.out)
     if not arguments.run.is_dir():
-        raise FileNotFoundError(f"--run: expected a run folder, got {arguments.run} which does not exist")
+        what = "is a file" if arguments.run.exists() else "does not exist"
+        raise FileNotFoundError(f"--run: expected a run folder, got {arguments.run}, which {what}")
     steps = sorted(
         (int(match.group(1)), path) for path in arguments.run.iterdir() if (match := _STEP_FOLDER.match(path.name))
     )
@@ -52,11 +57,12 @@ def run(arguments: argparse.Namespace) -> int:
             f"--run: expected step-NNNNNN checkpoints to average in {arguments.run}, found none "
             "(the run kept none: train.keep_last was 0, or it has not reached a checkpoint yet)"
         )
-    if len(steps) < arguments.last:
+    if len(steps) < last:
+        given = "" if arguments.last is not None else " (the default: give --last N)"
         raise ValueError(
-            f"--last: expected at most the {len(steps)} step checkpoints in {arguments.run}, got {arguments.last}"
+            f"--last: expected at most the {len(steps)} step checkpoints in {arguments.run}, got {last}{given}"
         )
-    sources = [path for _, path in steps[-arguments.last :]]
+    sources = [path for _, path in steps[-last:]]
     # Checked before the container is built from the newest one: loading it would warn about its weights first.
     check_averageable(sources)
     average_checkpoints(sources, arguments.out, _container_model(sources[-1]))
