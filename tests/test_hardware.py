@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from transformer_lab import hardware
+from transformer_lab.cli import main
 from transformer_lab.training import TrainConfig, Trainer, config_to_dict
 
 
@@ -196,3 +197,20 @@ def test_cpu_model_name_carries_the_x86_family_and_model(monkeypatch, tmp_path: 
 def test_the_bf16_probe_measures_a_ratio() -> None:
     speed = hardware.measure_bf16_speed(size=32, repeats=1)
     assert 0.0 < speed < 1000.0
+
+
+@pytest.mark.parametrize("value", ["0", "abc", "-2", "1.5"])
+def test_an_invalid_omp_num_threads_is_refused_naming_it(
+    value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    threads = torch.get_num_threads()
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    try:
+        assert main(["explain"]) == 2  # was: ignored, the machine's threads used and the variable named as the source
+    finally:
+        torch.set_num_threads(threads)
+    error = capsys.readouterr().err
+    assert (
+        error.strip()
+        == f"transformer-lab explain: error: OMP_NUM_THREADS: expected an int >= 1 (or unset), got {value!r}"
+    )

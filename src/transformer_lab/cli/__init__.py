@@ -172,8 +172,11 @@ def set_threads(threads: int | None) -> int:
         if not 1 <= threads <= max_threads():
             raise ValueError(f"--threads: expected an int in [1, {max_threads():,}], got {threads}")
         source = "--threads"
-    elif os.environ.get("OMP_NUM_THREADS", "").strip():
-        # torch has read it already; an invalid value is torch's to report.
+    elif variable := os.environ.get("OMP_NUM_THREADS", "").strip():
+        # torch has read it already; an invalid one it ignored (libgomp says so in its own words).
+        # OpenMP also takes a list, one count per nesting level ("4,2").
+        if not all(part.strip().isdigit() and int(part) >= 1 for part in variable.split(",")):
+            raise ValueError(f"OMP_NUM_THREADS: expected an int >= 1 (or unset), got {variable!r}")
         threads, source = torch.get_num_threads(), "OMP_NUM_THREADS"
     else:
         threads, source = physical_cores(), "the machine's physical cores; --threads or OMP_NUM_THREADS to change"
