@@ -250,6 +250,22 @@ def test_resume_refuses_other_data_model_or_seed_settings(
     assert str(saved[name.split(".")[0]][name.split(".")[1]]).lower() != value  # the run's value is kept
 
 
+def test_resume_with_max_steps_below_the_steps_taken_is_refused(
+    copy_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(copy_run, out)
+    before = snapshot(out)
+    # The run took 2 steps; it exited 0 saying it "stopped by max_steps" at 1, having trained nothing.
+    assert main(["train", "copy", "--out", str(out), "--resume", *tiny_copy_options(max_steps=1)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.endswith(
+        "train.max_steps: expected at least the 2 steps the run in "
+        f"{out / 'last'} has taken (more to train further), got 1"
+    )
+    assert snapshot(out) == before
+
+
 def test_resume_lists_every_differing_vocabulary_setting_and_continues_with_the_same_ones(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -709,6 +709,12 @@ class Trainer:
         # the model settings first, so that another width is named, not its optimizer shapes.
         check_same_model(folder, self.checkpoint_config.get("model"))
         state = TrainerState.read(folder, self.optimizer, self.scheduler)
+        if self.config.max_steps and state.global_step > self.config.max_steps:
+            # Nothing would train, and the summary would say the run stopped at a max_steps it had passed.
+            raise ValueError(
+                f"train.max_steps: expected at least the {state.global_step} steps the run in {folder} has taken "
+                f"(more to train further), got {self.config.max_steps}"
+            )
         load_model_weights(folder, self._unwrapped_model)
         # Optimizer.load_state_dict moves the moments onto each parameter's device.
         self.optimizer.load_state_dict(state.optimizer)
