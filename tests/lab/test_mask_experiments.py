@@ -117,8 +117,10 @@ def test_lab_command_exits_one_when_the_claim_fails(
 
 
 def test_lab_command_reports_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["lab", "tgt-padding-mask", "--tolerance", "-1"]) == 2
-    assert "tolerance: expected a number >= 0, got -1.0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:
+        main(["lab", "tgt-padding-mask", "--tolerance", "-1"])
+    assert refused.value.code == 2
+    assert "argument --tolerance: expected a number in (0, 0.01], got -1" in capsys.readouterr().err
     assert main(["lab", "tgt-padding-mask", "--checkpoint", "/nonexistent/folder"]) == 2
 
 
