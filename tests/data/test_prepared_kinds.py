@@ -51,6 +51,7 @@ def test_verify_refuses_a_folder_of_another_kind(corpora: dict[str, Path], capsy
     expected = f"--verify {corpora['pairs']}: expected a couplets corpus, got a parallel text (pairs) corpus"
     assert one_line(capsys).endswith(expected)
     assert main(["prepare", "translation", "--verify", str(corpora["pairs"])]) == 0
+    assert main(["prepare", "couplet", "--verify", str(corpora["couplets"])]) == 0  # opened as a run opens it
 
 
 @pytest.mark.parametrize(

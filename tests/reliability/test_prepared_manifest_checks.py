@@ -107,3 +107,13 @@ def test_a_folder_prepared_before_checksums_is_read_and_verify_asks_to_prepare_i
     assert len(open_prepared_pairs(prepared).store) > 0
     assert main(["prepare", "translation", "--verify", str(prepared)]) == 2
     assert "holds no checksums of the folder's files (prepared by an earlier version)" in _one_line(capsys)
+
+
+def test_verify_opens_the_folder_as_a_run_does(prepared: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A file removed with its manifest entry passed the checksums (they cover what the manifest
+    # lists), and a run then failed on the missing file.
+    (prepared / "validation.jsonl").unlink()
+    _edit_manifest(prepared, lambda manifest: manifest["files"].pop("validation.jsonl"))
+    assert main(["prepare", "translation", "--verify", str(prepared)]) == 2
+    error = _one_line(capsys)
+    assert f"--verify {prepared}: expected every file a run opens, got " in error and "validation.jsonl" in error

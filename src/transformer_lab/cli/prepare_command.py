@@ -102,10 +102,16 @@ def _verify(task_name: str, arguments: argparse.Namespace) -> int:
             f"--verify: expected it without the options that say how to prepare (it checks the prepared folder "
             f"as it is), got {', '.join(given)} too"
         )
+    task = task_named(task_name)
+    assert task.corpus is not None  # run() refused a task without one
     try:
-        checked = verify_prepared(arguments.verify, task_named(task_name).corpus_kind)
+        checked = verify_prepared(arguments.verify, task.corpus_kind)
+        # The checksums cover the files the manifest lists; a run opens what it needs, listed or not.
+        task.corpus(task.config(arguments.preset).data, False).open(Path(arguments.verify))
     except CorpusKindError as error:
         raise ValueError(f"--verify {error}") from None
+    except FileNotFoundError as error:
+        raise ValueError(f"--verify {arguments.verify}: expected every file a run opens, got {error}") from None
     print(json.dumps({"verified": str(arguments.verify), **checked}))
     return 0
 
