@@ -932,6 +932,23 @@ CLI_CASES = [
         r"test\.en: line 2: expected a non-empty sentence, got ' '; fix the file$",
     ),
     CliCase(
+        "evaluate: --data-dir with --source",
+        lambda tmp, ck: [
+            "evaluate",
+            "translation",
+            "--checkpoint",
+            str(ck.translation),
+            "--source",
+            str(write_lines(tmp / "test.de", ["Ein Hund."])),
+            "--reference",
+            str(write_lines(tmp / "test.en", ["A dog."])),
+            "--data-dir",
+            str(tmp),
+        ],
+        # It was read past without a word: the files named are what is scored.
+        r"--data-dir: expected it only with --split \(--source and --reference name the files\), got it too$",
+    ),
+    CliCase(
         "plot: --out under a file",
         lambda tmp, ck: ["plot", "masks", "--out", str(a_file(tmp) / "masks.png")],
         r"notes\.txt: expected a folder there \(or nothing\), got a file$",

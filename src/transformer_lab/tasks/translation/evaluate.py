@@ -54,6 +54,10 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         raise ValueError("--source and --reference: expected both (the sentences and their references), got one")
     if source is not None and split is not None:
         raise ValueError("--split and --source: expected one test set, got both")
+    if source is not None and options.data_dir is not None:
+        raise ValueError(
+            "--data-dir: expected it only with --split (--source and --reference name the files), got it too"
+        )
     flavour = check_bleu_flavour(options.option("--bleu-flavour") or SACREBLEU_FLAVOUR)
     if flavour == PAPERS_FLAVOUR and options.option("--bleu-tokenize") is not None:
         raise ValueError(
