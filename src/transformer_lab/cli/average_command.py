@@ -11,7 +11,6 @@ from torch import nn
 
 from transformer_lab.tasks.registry import load_trained
 from transformer_lab.training import CONFIG_FILE, MODEL_FILE, average_checkpoints
-from transformer_lab.training.averaging import check_averageable
 from transformer_lab.training.run.run_folder import check_output_outside_saves
 from transformer_lab.training.run.run_lock import folder_holder
 
@@ -63,9 +62,9 @@ def run(arguments: argparse.Namespace) -> int:
             f"--last: expected at most the {len(steps)} step checkpoints in {arguments.run}, got {last}{given}"
         )
     sources = [path for _, path in steps[-last:]]
-    # Checked before the container is built from the newest one: loading it would warn about its weights first.
-    check_averageable(sources)
-    average_checkpoints(sources, arguments.out, _container_model(sources[-1]))
+    # The container is built from the newest checkpoint once the sources pass their checks:
+    # loading refused weights would warn about them first.
+    average_checkpoints(sources, arguments.out, lambda: _container_model(sources[-1]))
     print(f"averaged {len(sources)} checkpoints ({sources[0].name} .. {sources[-1].name}) into {arguments.out}")
     return 0
 

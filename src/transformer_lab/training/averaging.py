@@ -5,34 +5,47 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from safetensors import SafetensorError, safe_open
 from torch import nn
 
-from .checkpoint import _RESERVED_NAMES, MODEL_FILE, load_checkpoint_config, load_model_weights, save_checkpoint
+from .checkpoint import (
+    _RESERVED_NAMES,
+    MODEL_FILE,
+    load_checkpoint_config,
+    load_model_weights,
+    non_finite_tensors,
+    save_checkpoint,
+)
 from .model_card import CARD_FILE, averaged_card
 
-__all__ = ["average_checkpoints", "check_averageable"]
+__all__ = ["average_checkpoints"]
 
 
 def average_checkpoints(
-    sources: Sequence[str | os.PathLike[str]], target: str | os.PathLike[str], model: nn.Module
+    sources: Sequence[str | os.PathLike[str]],
+    target: str | os.PathLike[str],
+    model: nn.Module | Callable[[], nn.Module],
 ) -> Path:
     """Write to ``target`` a checkpoint whose weights are the mean of ``sources``' weights.
 
-    ``model`` is a freshly built model of the same configuration (used as the container).
+    ``model`` is a freshly built model of the same configuration (used as the container),
+    or a function that builds one, called once the sources have passed their checks (so
+    that building it from a source's weights cannot warn about them before they are refused).
     ``config.json`` and the extra files (e.g. the tokenizer) come from the last source;
     no trainer state is written, so the result is for inference, not for resuming.
 
-    The sources are checked first (see :func:`check_averageable`); nothing is written
+    The sources are checked first (see :func:`_check_averageable`); nothing is written
     for sources that are refused.
     """
     target = Path(target)
     if any(Path(source).resolve() == target.resolve() for source in sources):
         raise ValueError(f"target: expected a folder other than the sources, got {target}")
-    check_averageable(sources)
+    _check_averageable(sources)
+    if not isinstance(model, nn.Module):
+        model = model()
     sums: dict[str, torch.Tensor] = {}
     for source in sources:
         load_model_weights(source, model)
@@ -55,7 +68,7 @@ def average_checkpoints(
     return save_checkpoint(target, model, config, extra_files=extra_files)
 
 
-def check_averageable(sources: Sequence[str | os.PathLike[str]]) -> None:
+def _check_averageable(sources: Sequence[str | os.PathLike[str]]) -> None:
     """Refuse sources whose mean would be no model, before any weights are loaded into one.
 
     Every source must be of the last one's task with byte-identical tokenizer and
@@ -94,15 +107,8 @@ def _check_finite(folder: Path) -> None:
     path = folder / MODEL_FILE
     try:
         with safe_open(str(path), framework="pt") as weights:
-            bad = next(
-                (
-                    name
-                    for name in weights.keys()
-                    if (tensor := weights.get_tensor(name)).is_floating_point()
-                    and not bool(torch.isfinite(tensor).all())
-                ),
-                None,
-            )
+            stored = ((name, weights.get_tensor(name)) for name in weights.keys())
+            bad = next(non_finite_tensors(stored), None)
     except (SafetensorError, OSError):
         # A missing or damaged file is refused by the loader, with its own message naming it.
         return

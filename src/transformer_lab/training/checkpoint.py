@@ -35,7 +35,7 @@ import os
 import pickle
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -415,14 +415,17 @@ def load_model_weights(folder: str | os.PathLike[str], model: nn.Module) -> nn.M
     return model
 
 
+def non_finite_tensors(tensors: Iterable[tuple[str, torch.Tensor]]) -> Iterator[str]:
+    """The names of the floating-point tensors that hold NaN or inf, in order."""
+    for name, tensor in tensors:
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            yield name
+
+
 def _warn_if_not_finite(path: Path, model: nn.Module) -> None:
     """Say so when loaded weights hold NaN or inf: every output of such a model is garbage, silently."""
     with torch.no_grad():
-        bad = [
-            name
-            for name, tensor in model.state_dict().items()
-            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
-        ]
+        bad = list(non_finite_tensors(model.state_dict().items()))
     if bad:
         logger.warning(
             "%s: %d tensor(s) hold NaN or inf (%s%s): the model's outputs will be meaningless; "
