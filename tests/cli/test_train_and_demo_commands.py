@@ -76,8 +76,9 @@ def test_train_ends_with_a_readable_summary_or_with_json_for_scripts(
     assert not any(re.search(r"\d\.\d{5}", line) for line in printed) and "{" not in printed[0]
 
     assert main(["train", "reverse", "--out", str(tmp_path / "json"), "--json", *TINY]) == 0
-    summary = json.loads(capsys.readouterr().out.splitlines()[0])
+    summary = json.loads(capsys.readouterr().out)  # the whole output is one object
     assert summary["steps"] == 8 and summary["best_metric"] == "val_exact_match" and "best_step" in summary
+    assert summary["test_sequences"] > 0 and 0.0 <= summary["test_exact_match_greedy"] <= 1.0
 
 
 def test_bad_override_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

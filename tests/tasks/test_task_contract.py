@@ -28,7 +28,7 @@ from transformer_lab.tasks import registry
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, TaskOption
 from transformer_lab.tasks.synthetic import train as synthetic_train
-from transformer_lab.tasks.task import Endpoint, Serving, Task, VocabularyFunctions
+from transformer_lab.tasks.task import Closing, Endpoint, Serving, Task, VocabularyFunctions
 from transformer_lab.training.batch_losses import seq2seq_loss_fn, validation_loss
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.checkpoint_loading import load_checkpoint_parts
@@ -174,8 +174,9 @@ def load_short_sort(checkpoint: Any) -> tuple[Seq2SeqTransformer, SymbolTable, s
     )
 
 
-def held_out_line(result: synthetic_train.TrainResult, config: Any) -> list[str]:
-    return [f"short sort: {len(result.data.test)} held-out sequences"]
+def held_out_count(result: synthetic_train.TrainResult, config: Any) -> Closing:
+    count = len(result.data.test)
+    return Closing([f"short sort: {count} held-out sequences"], {"held_out_sequences": count})
 
 
 def evaluate_short_sort(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
@@ -265,7 +266,7 @@ def short_sort_task() -> Iterator[Task]:
         reads_data=False,
         evaluate=evaluate_short_sort,
         evaluation_split="test",
-        closing_lines=held_out_line,
+        closing=held_out_count,
         surfaces=frozenset({"serve", "onnx"}),
         vocabulary=SYMBOLS,
         predictor=ShortSorter,

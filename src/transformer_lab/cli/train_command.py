@@ -18,7 +18,7 @@ from transformer_lab.data.prepared_settings import with_prepared_settings
 from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import PRECISIONS
 from transformer_lab.tasks.registry import TASKS, data_option_error, task_named
-from transformer_lab.tasks.task import Task
+from transformer_lab.tasks.task import Closing, Task
 from transformer_lab.training import config_to_dict, is_main_process, recover_interrupted_save
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.config_io import Setting
@@ -170,11 +170,13 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     # Here, before the corpus is read and its vocabulary trained; the Trainer checks it again for the API.
     resolve_device(config.train.device, name="train.device")
     result = task.train(config, out_dir, resume=arguments.resume, init_from=init_from)
-    lines = task.closing_lines(result, config) if task.closing_lines is not None else []
+    closing = task.closing(result, config) if task.closing is not None else Closing([], {})
     if not is_main_process():
         return 0  # under torchrun rank 0 reports (the weights are the same on every rank)
-    summary = [json.dumps(result.summary, default=str)] if arguments.json else summary_lines(result.summary)
-    for line in [*summary, *lines]:
+    if arguments.json:  # one object: the closing facts join the summary
+        print(json.dumps({**result.summary, **closing.facts}, default=str))
+        return 0
+    for line in [*summary_lines(result.summary), *closing.lines]:
         print(line)
     return 0
 

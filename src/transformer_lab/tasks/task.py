@@ -89,6 +89,14 @@ class TrainFunction(Protocol):
 
 
 @dataclass(frozen=True)
+class Closing:
+    """What ``train`` says after a run's summary: ``lines`` for a person, ``facts`` (JSON values) under ``--json``."""
+
+    lines: Sequence[str]
+    facts: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class Task:
     """One task behind the one seam.
 
@@ -96,7 +104,7 @@ class Task:
     checkpoints carry in ``config.json`` (tasks that share a model, as the synthetic ones
     do, share it). ``presets`` maps a preset name to a fresh config, the first being the
     default. ``train(config, out_dir, *, resume, init_from)`` runs a whole training run
-    and ``closing_lines(result, config)`` says what a person should read after its summary;
+    and ``closing(result, config)`` what follows its summary (:class:`Closing`);
     ``load(checkpoint)`` rebuilds (model in eval mode, vocabulary or None, config) from a
     checkpoint or run folder. ``reads_data``: the data options (``--data-dir``,
     ``--train``, ``--valid``, ``--prepared``) apply. ``corpus(data config, progress)`` is the
@@ -130,7 +138,7 @@ class Task:
     evaluation_options: tuple[TaskOption, ...] = ()
     surfaces: frozenset[str] = field(default_factory=frozenset)
     dataset: str | None = None
-    closing_lines: Callable[[Any, Any], Sequence[str]] | None = None
+    closing: Callable[[Any, Any], Closing] | None = None
     vocabulary: VocabularyFunctions[Any] | None = None
     predictor: Callable[[Any, Any, Any, torch.device], Any] | None = None
     serving: Serving | None = None

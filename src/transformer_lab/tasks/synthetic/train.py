@@ -18,6 +18,7 @@ from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.models.config import MAX_VOCABULARY_SIZE
 from transformer_lab.models.embedding import MAX_POSITIONS
 from transformer_lab.tasks.seq2seq import with_vocabulary
+from transformer_lab.tasks.task import Closing
 from transformer_lab.training import TrainConfig, data_shard, is_main_process
 from transformer_lab.training.batch_losses import seq2seq_loss_fn, validation_loss
 from transformer_lab.training.checkpoint_loading import load_checkpoint_parts
@@ -206,9 +207,13 @@ def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, None, 
     )
 
 
-def greedy_exact_match_line(result: TrainResult, config: SyntheticConfig) -> list[str]:
-    """The line a person reads after training: exact match on the held-out sequences, greedy."""
+def greedy_exact_match(result: TrainResult, config: SyntheticConfig) -> Closing:
+    """What a person reads after training, and its figures: exact match on the held-out sequences, greedy."""
     if not is_main_process():
-        return []  # under torchrun rank 0 reports (the weights are the same on every rank)
+        return Closing([], {})  # under torchrun rank 0 reports (the weights are the same on every rank)
     greedy = exact_match(result.model.eval(), result.data.test, dataclasses.replace(config.decode, strategy="greedy"))
-    return [f"exact match on {len(result.data.test)} held-out sequences (greedy): {greedy:.1%}"]
+    count = len(result.data.test)
+    return Closing(
+        [f"exact match on {count} held-out sequences (greedy): {greedy:.1%}"],
+        {"test_sequences": count, "test_exact_match_greedy": greedy},
+    )
