@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,34 @@ def test_the_command_line_and_the_core_load_without_any_extra() -> None:
         "drawing figures needs the matplotlib package, which is not installed: "
         'in your transformer_lab clone, run pip install -e ".[plots]"' in result.stderr
     )
+    assert "Traceback" not in result.stderr
+
+
+def test_without_the_plots_extra_evaluate_and_the_demo_finish_and_say_what_was_not_drawn(
+    classification_checkpoint: Path, tmp_path: Path
+) -> None:
+    checkpoint = tmp_path / "checkpoint"
+    shutil.copytree(classification_checkpoint, checkpoint)
+    tiny_demo = [
+        *("--set", "data.num_train=64", "--set", "data.num_test=10", "--set", "data.max_length=5"),
+        *("--set", "model.d_model=16", "--set", "model.nhead=2", "--set", "model.dim_feedforward=32"),
+        *("--set", "train.max_steps=2", "--set", "train.epochs=0", "--set", "train.progress_bar=false"),
+    ]
+    script = BLOCK_EXTRAS + (
+        "from transformer_lab.cli import main\n"
+        f"assert main(['evaluate', 'classification', '--checkpoint', {str(checkpoint)!r}]) == 0\n"
+        f"assert main(['demo', '--out', {str(tmp_path / 'demo')!r}, *{tiny_demo!r}]) == 0\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    # The scores are written and recorded in the card; only the pictures are missing, each said in one line.
+    assert json.loads((checkpoint / "report.test.json").read_text(encoding="utf-8"))["accuracy"] >= 0.0
+    assert "| test | argmax | accuracy |" in (checkpoint / "README.md").read_text(encoding="utf-8")
+    missing = "needs the matplotlib package, which is not installed: in your transformer_lab clone, run "
+    missing += 'pip install -e ".[plots]"'
+    assert f"confusion matrix: not drawn: drawing figures {missing}" in result.stderr
+    assert f"Cross-attention heat map: not drawn: drawing figures {missing}" in result.stderr
+    assert not list(checkpoint.glob("*.png")) and not (tmp_path / "demo" / "attention.png").exists()
     assert "Traceback" not in result.stderr
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -46,4 +47,6 @@ def run(arguments: argparse.Namespace) -> int:
     )
     if report.attention_png is not None:
         print(f"Cross-attention heat map: {report.attention_png}")
+    else:
+        print(f"Cross-attention heat map: not drawn: {report.attention_missing}", file=sys.stderr)
     return 0

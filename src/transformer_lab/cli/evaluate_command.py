@@ -16,8 +16,9 @@ from pathlib import Path
 from transformer_lab.cli.decode_options import add_precision_argument
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
+from transformer_lab.extras import MissingExtraError
 from transformer_lab.folders import describe_os_error
-from transformer_lab.tasks.evaluation import EvaluationOptions, TaskOption
+from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, TaskOption
 from transformer_lab.tasks.registry import TASKS, evaluate, tasks_evaluating
 from transformer_lab.training.model_card import CARD_FILE, add_test_scores
 
@@ -75,18 +76,25 @@ def run(arguments: argparse.Namespace) -> int:
     for line in report.lines:
         print(line)
     if report.confusion is not None:
-        # Drawing needs matplotlib (the plots extra), loaded only when a report has a figure.
-        from transformer_lab.lab.result_plots import plot_confusion_matrix
-
-        figure = report.confusion
-        try:
-            picture = plot_confusion_matrix(figure.path, figure.matrix, figure.class_names, title=figure.title)
-            print(f"confusion matrix: {picture}")
-        except OSError as error:
-            # A side output: the scores are printed already, and the card still takes them.
-            print(f"confusion matrix: not written: {_refused(error, figure.path)}", file=sys.stderr)
+        _draw_confusion(report.confusion)
     _record_in_card(report.checkpoint, report.name, report.search, report.scores)
     return 0
+
+
+def _draw_confusion(figure: ConfusionFigure) -> None:
+    """Draw the report's confusion matrix: a side output, so a missing plots extra or a refused write is one line."""
+    try:
+        # Drawing needs matplotlib (the plots extra), loaded only when a report has a figure.
+        from transformer_lab.lab.result_plots import plot_confusion_matrix
+    except MissingExtraError as error:  # the core install evaluates; the scores and the card stand
+        print(f"confusion matrix: not drawn: {error}", file=sys.stderr)
+        return
+    try:
+        picture = plot_confusion_matrix(figure.path, figure.matrix, figure.class_names, title=figure.title)
+        print(f"confusion matrix: {picture}")
+    except OSError as error:
+        # A side output: the scores are printed already, and the card still takes them.
+        print(f"confusion matrix: not written: {_refused(error, figure.path)}", file=sys.stderr)
 
 
 def _refused(error: OSError, where: object) -> str:

@@ -8,7 +8,6 @@ No data files are needed.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +16,6 @@ from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID, collate_pairs
 from transformer_lab.extras import MissingExtraError
 from transformer_lab.models.attention_maps import attention_maps
 from transformer_lab.tasks.synthetic import train as synthetic_train
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -37,6 +34,7 @@ class DemoReport:
     beam_exact_match: float
     num_test: int
     attention_png: Path | None  # None without the plots extra (matplotlib)
+    attention_missing: str = ""  # why there is no heat map: the missing extra, named
 
 
 def run_demo(
@@ -68,9 +66,9 @@ def run_demo(
     try:
         from transformer_lab.lab.figures import plot_attention_heatmap
     except MissingExtraError as error:
-        logger.warning("no heat map: %s", error)
-        attention_png = None
+        attention_png, attention_missing = None, str(error)
     else:
+        attention_missing = ""
         attention_png = plot_attention_heatmap(
             weights,
             source_labels,
@@ -86,4 +84,5 @@ def run_demo(
         beam_exact_match=synthetic_train.exact_match(model, test, beam_config),
         num_test=len(test),
         attention_png=attention_png,
+        attention_missing=attention_missing,
     )
