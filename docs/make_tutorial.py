@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -30,6 +32,24 @@ CELL_TIMEOUT_SECONDS = 600
 def chapters(folder: Path) -> list[Path]:
     """The chapter files of one language, in reading order (``00_...py``, ``01_...py`` ...)."""
     return sorted(folder.glob("[0-9][0-9]_*.py"))
+
+
+# A markdown link's target: (text)(target) where the target is a relative path, maybe with an #anchor.
+RELATIVE_LINK = re.compile(r"(\]\()(?![a-z][a-z0-9+.-]*:|#|/)([^)#\s]+)")
+
+
+def relinked(markdown: str, source_folder: Path, target_folder: Path) -> str:
+    """``markdown`` with each relative link re-aimed from ``source_folder`` to its file, seen from ``target_folder``.
+
+    A chapter links to ``../results.md`` from docs/tutorial/; its notebook is written elsewhere
+    (build/tutorial/en/), where that path names nothing.
+    """
+
+    def moved(match: re.Match[str]) -> str:
+        aimed = os.path.relpath((source_folder / match.group(2)).resolve(), target_folder.resolve())
+        return match.group(1) + Path(aimed).as_posix()
+
+    return RELATIVE_LINK.sub(moved, markdown)
 
 
 def can_execute() -> bool:
@@ -49,6 +69,9 @@ def build(out: Path, execute: bool, selected: list[str]) -> int:
             notebook = jupytext.read(chapter)
             target = out / language / chapter.with_suffix(".ipynb").name
             target.parent.mkdir(parents=True, exist_ok=True)
+            for cell in notebook.cells:
+                if cell.cell_type == "markdown":
+                    cell.source = relinked(cell.source, folder, target.parent)
             if execute:
                 from nbclient import NotebookClient
                 from nbclient.exceptions import CellExecutionError

@@ -154,6 +154,33 @@ def test_every_relative_link_of_the_readmes_and_chapters_names_an_existing_file(
     assert [target for target in relative if not (page.parent / target).exists()] == []
 
 
+def test_the_built_notebooks_links_name_the_same_files_from_where_they_are_written(tmp_path: Path) -> None:
+    out = tmp_path / "build" / "tutorial"  # not beside the chapters: their ../ links must be re-aimed
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "make_tutorial.py"), "--no-execute", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    notebooks = sorted(out.glob("*/*.ipynb"))
+    assert len(notebooks) == len(ENGLISH) + len(CHINESE)
+    checked = 0
+    for notebook in notebooks:
+        source = TUTORIAL / ("zh" if notebook.parent.name == "zh" else "") / notebook.with_suffix(".py").name
+        built = [cell.source for cell in jupytext.read(notebook).cells if cell.cell_type == "markdown"]
+        targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", "\n".join(built))
+        relative = [target for target in targets if not re.match(r"[a-z]+://", target)]
+        aimed = [(notebook.parent / target).resolve() for target in relative]
+        assert [target for target, path in zip(relative, aimed) if not path.exists()] == [], notebook.name
+        # The same files the chapter names, in the same order.
+        written = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", "\n".join(markdown_cells(source)))
+        originals = [(source.parent / target).resolve() for target in written if not re.match(r"[a-z]+://", target)]
+        assert aimed == originals
+        checked += len(aimed)
+    assert checked > 0
+
+
 def test_the_readme_points_a_learner_to_chapter_0_and_to_the_chinese_readme_first() -> None:
     first_lines = "\n".join((ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:6])
     assert "README.zh-CN.md" in first_lines and "docs/tutorial/00_attention_by_hand.py" in first_lines
