@@ -214,6 +214,32 @@ def test_resume_refuses_other_training_files_and_another_format(
     assert main([*same, "--set", "train.max_steps=2"]) == 0
 
 
+def test_resume_from_another_folder_reads_the_files_the_run_read_not_the_same_relative_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for folder, (german, english) in {"first": ("ein Hund", "a dog"), "other": ("zwei Katzen", "two cats")}.items():
+        (tmp_path / folder / "d").mkdir(parents=True)
+        (tmp_path / folder / "d" / "t.de").write_text(f"{german}\n" * 30, encoding="utf-8")
+        (tmp_path / folder / "d" / "t.en").write_text(f"{english}\n" * 30, encoding="utf-8")
+    out = tmp_path / "run"
+    monkeypatch.chdir(tmp_path / "first")
+    assert main(["train", "translation", "--out", str(out), "--train", "d/t.de", "d/t.en", *TINY_TRANSLATION]) == 0
+    capsys.readouterr()
+    recorded = json.loads((out / "last" / CONFIG_FILE).read_text(encoding="utf-8"))["data"]["train_files"]
+    assert recorded == [str(tmp_path / "first" / "d" / "t.de"), str(tmp_path / "first" / "d" / "t.en")]
+    before = snapshot(out)
+    # The same relative names from another folder are other files: refused (was: trained on them).
+    monkeypatch.chdir(tmp_path / "other")
+    resume = ["train", "translation", "--out", str(out), "--resume", *TINY_TRANSLATION, "--set", "train.max_steps=2"]
+    assert main([*resume, "--train", "d/t.de", "d/t.en"]) == 2
+    error = capsys.readouterr().err
+    assert "data.train_files" in error and str(tmp_path / "other" / "d" / "t.de") in error
+    assert snapshot(out) == before
+    # The run's own files, named from elsewhere, continue it (was: refused, the old names read from here).
+    monkeypatch.chdir(tmp_path)
+    assert main([*resume, "--train", "first/d/t.de", "first/d/t.en"]) == 0
+
+
 DATA_CHANGED = "expected the data the run was started with (and its seed)"
 MODEL_CHANGED = "expected the model the run was started with"
 

@@ -75,9 +75,10 @@ _MODEL_SIZES = (
 
 def _data_facts(default_dataset: str, data: Mapping[str, Any], counts: Mapping[str, Any]) -> dict[str, Any]:
     """The dataset's name, the files read, the counts, and ``own_files``: whether the user gave the files."""
-    own = [str(name) for key in ("train_files", "valid_files") for name in data.get(key) or ()]
+    # Names, not the absolute paths config.json records: a card is shared, the folders are the trainer's own.
+    own = [Path(str(name)).name for key in ("train_files", "valid_files") for name in data.get(key) or ()]
     if data.get("prepared_dir"):
-        own.append(str(data["prepared_dir"]))
+        own.append(Path(str(data["prepared_dir"])).name)
     # A preset's file inside its dataset's folder (AG News's train.csv) names the file, not the dataset.
     files = own + ([str(data["train_file"])] if data.get("train_file") else [])
     dataset = default_dataset if not own else Path(own[0]).name

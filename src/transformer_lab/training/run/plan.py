@@ -24,6 +24,7 @@ from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.config import TaskConfig
 from transformer_lab.training.finetune import load_initial_weights
 from transformer_lab.training.model_card import CARD_HINTS_KEY, DATA_COUNTS_KEY
+from transformer_lab.training.run.same_run import with_absolute_paths
 from transformer_lab.training.trainer import LAST_FOLDER
 
 ModelType = TypeVar("ModelType", bound=nn.Module)
@@ -127,7 +128,7 @@ def train_run(
             **initialized,
             **counts,
             **card,
-            **config_to_dict(plan.config),
+            **with_absolute_paths(config_to_dict(plan.config)),
         },
         extra_files=dict(plan.extra_files),
         resume=resume,

@@ -28,7 +28,7 @@ from typing import Any
 from transformer_lab.training.checkpoint import CONFIG_FILE, load_checkpoint_config
 from transformer_lab.training.config_io import shown
 
-__all__ = ["check_same_model", "check_same_run"]
+__all__ = ["check_same_model", "check_same_run", "with_absolute_paths"]
 
 # Data fields a resume may change: where the data and the prepared corpora live on this
 # machine, the split that evaluate scores by default, and classification's train_file,
@@ -36,6 +36,8 @@ __all__ = ["check_same_model", "check_same_run"]
 # to the task (train_files covers own data). Every other data field must match.
 _FREE_DATA_FIELDS = ("data_dir", "cache_dir", "test_split", "train_file")
 _FILE_FIELDS = ("train_files", "valid_files", "prepared_dir", "tokenizer_file", "target_tokenizer_file")
+# Where the data lives: recorded as absolute paths, so that a resume or an evaluate from another folder finds them.
+_PLACE_FIELDS = (*_FILE_FIELDS, "data_dir", "cache_dir")
 # Training fields that must match: the seed drew the first weights and dropout's stream.
 _FIXED_TRAIN_FIELDS = ("seed",)
 
@@ -47,6 +49,24 @@ def _comparable(name: str, value: Any) -> Any:
             return [os.path.realpath(item) if isinstance(item, str) and item else item for item in value]
         return os.path.realpath(value) if isinstance(value, str) and value else value
     return list(value) if isinstance(value, tuple) else value
+
+
+def with_absolute_paths(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` (``config_to_dict``'s) with its data paths made absolute from the working folder.
+
+    A run records where its data was; a relative path in ``config.json`` would name other
+    files for a ``--resume`` started from another folder, which then trained on them.
+    """
+    data = config.get("data")
+    if not isinstance(data, Mapping):
+        return dict(config)
+
+    def absolute(value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return [absolute(item) for item in value]
+        return os.path.abspath(value) if isinstance(value, str) and value else value
+
+    return {**config, "data": {name: absolute(value) if name in _PLACE_FIELDS else value for name, value in data.items()}}
 
 
 def check_same_run(last_folder: Path, task: str, config: Mapping[str, Any]) -> None:
