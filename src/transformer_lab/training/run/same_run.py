@@ -66,7 +66,8 @@ def with_absolute_paths(config: Mapping[str, Any]) -> dict[str, Any]:
             return [absolute(item) for item in value]
         return os.path.abspath(value) if isinstance(value, str) and value else value
 
-    return {**config, "data": {name: absolute(value) if name in _PLACE_FIELDS else value for name, value in data.items()}}
+    placed = {name: absolute(value) if name in _PLACE_FIELDS else value for name, value in data.items()}
+    return {**config, "data": placed}
 
 
 def check_same_run(last_folder: Path, task: str, config: Mapping[str, Any]) -> None:
