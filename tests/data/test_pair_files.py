@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from transformer_lab.data.pair_files import pair_file_format, read_pair_files
+from transformer_lab.data.pair_stream import PairFiles, count_pairs
 
 PAIRS = [("Ein Hund.", "A dog."), ("Zwei  Katzen ", "Two cats"), ("Straße", "street")]
 
@@ -38,6 +39,26 @@ def test_a_tsv_header_naming_the_languages_is_skipped_and_counted(tmp_path: Path
     assert text.pairs == PAIRS and text.header_lines == 1
     # Without a matching header the first line is a pair like any other.
     assert read_pair_files([tsv], "fr", "en").pairs[0] == ("de", "en")
+
+
+def test_files_that_name_the_languages_the_other_way_round_are_refused_not_trained_backwards(tmp_path: Path) -> None:
+    reversed_tsv = write(tmp_path / "rev.tsv", "en\tde\n" + "".join(f"{en}\t{de}\n" for de, en in PAIRS))
+    german = write(tmp_path / "train.de", "".join(f"{de}\n" for de, _ in PAIRS))
+    english = write(tmp_path / "train.en", "".join(f"{en}\n" for _, en in PAIRS))
+    header = r"rev\.tsv: line 1: expected the columns de<TAB>en .*got the header 'en\\tde'.*--source-language en"
+    with pytest.raises(ValueError, match=header):
+        read_pair_files([reversed_tsv], "de", "en")
+    with pytest.raises(ValueError, match=header):
+        count_pairs(PairFiles.of([reversed_tsv], "de", "en"))
+    order = r"--train: expected the de file first \(the source, de -> en\), got '.*train\.en' then '.*train\.de'"
+    with pytest.raises(ValueError, match=order):
+        read_pair_files([english, german], "de", "en", name="--train")
+    with pytest.raises(ValueError, match=order):
+        PairFiles.of([english, german], "de", "en", name="--train")
+    # The same files in the direction they name are read, the header skipped.
+    assert read_pair_files([reversed_tsv], "en", "de").pairs == [(en, de) for de, en in PAIRS]
+    assert read_pair_files([english, german], "en", "de").pairs == [(en, de) for de, en in PAIRS]
+    assert count_pairs(PairFiles.of([reversed_tsv], "en", "de")) == len(PAIRS)
 
 
 @pytest.mark.parametrize(

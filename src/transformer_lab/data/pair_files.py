@@ -71,6 +71,7 @@ def read_pair_files(
     """
     form = pair_file_format(paths, file_format, name)
     if form == "lines":
+        check_language_order(paths, source_language, target_language, name)
         return read_parallel_text(paths[0], paths[1])
     path = Path(paths[0])
     lines = read_lines(path)
@@ -81,7 +82,7 @@ def read_pair_files(
             json_pair(path, number, line, source_language, target_language) for number, line in enumerate(lines, 1)
         ]
         return ParallelText(pairs, path, path)
-    header = is_tsv_header(lines[0], source_language, target_language)
+    header = is_tsv_header(lines[0], source_language, target_language, path)
     if header:
         logger.info("%s: line 1 is the header %r, not a pair", path, lines[0])
     return ParallelText(_tsv_pairs(path, lines, int(header)), path, path, header_lines=int(header))
@@ -109,9 +110,37 @@ def line_pair(paths: tuple[Path, Path], number: int, source: str, target: str) -
     return _check_sentence(paths[0], number, "source", source), _check_sentence(paths[1], number, "target", target)
 
 
-def is_tsv_header(line: str, source_language: str, target_language: str) -> bool:
-    """Whether a TSV file's first line is the header ``<source_language><TAB><target_language>``."""
+def is_tsv_header(line: str, source_language: str, target_language: str, path: Path | None = None) -> bool:
+    """Whether a TSV file's first line is the header ``<source_language><TAB><target_language>``.
+
+    The header the other way round says the columns are target then source: refused, naming
+    ``path`` (read as data, it was a pair, and every pair was trained the wrong way round).
+    """
+    if line == f"{target_language}\t{source_language}" and source_language != target_language:
+        raise ValueError(
+            f"{path}: line 1: expected the columns {source_language}<TAB>{target_language} (source first, "
+            f"{source_language} -> {target_language}), got the header {line!r}, which puts {target_language} first; "
+            f"swap the columns, or pass --source-language {target_language} --target-language {source_language}"
+        )
     return line == f"{source_language}\t{target_language}"
+
+
+def check_language_order(
+    paths: Sequence[str | os.PathLike[str]], source_language: str, target_language: str, name: str = "files"
+) -> None:
+    """Refuse two line files whose suffixes name the languages the other way round (``train.en train.de`` for de -> en).
+
+    Read as given, every pair would be trained backwards under a config and card that say otherwise.
+    """
+    if len(paths) != 2 or source_language == target_language:
+        return
+    suffixes = [Path(path).suffix.lower().lstrip(".") for path in paths]
+    if suffixes == [target_language.lower(), source_language.lower()]:
+        raise ValueError(
+            f"{name}: expected the {source_language} file first (the source, {source_language} -> {target_language}), "
+            f"got {str(paths[0])!r} then {str(paths[1])!r}; swap them, or pass "
+            f"--source-language {target_language} --target-language {source_language}"
+        )
 
 
 def _tsv_pairs(path: Path, lines: list[str], header_lines: int) -> list[tuple[str, str]]:

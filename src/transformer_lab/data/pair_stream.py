@@ -19,7 +19,14 @@ from typing import TypeVar
 
 from transformer_lab.data import line_stream
 from transformer_lab.data.line_stream import ByteDigest, count_lines, stream_lines
-from transformer_lab.data.pair_files import is_tsv_header, json_pair, line_pair, pair_file_format, tsv_pair
+from transformer_lab.data.pair_files import (
+    check_language_order,
+    is_tsv_header,
+    json_pair,
+    line_pair,
+    pair_file_format,
+    tsv_pair,
+)
 
 CHUNK_PAIRS = 20_000  # pairs per chunk: enough for the tokenizer's threads, a few MB of text
 T = TypeVar("T")
@@ -45,6 +52,8 @@ class PairFiles:
     ) -> PairFiles:
         """Check the list of paths and tell its form (see `pair_files.pair_file_format`)."""
         form = pair_file_format(paths, file_format, name)
+        if form == "lines":
+            check_language_order(paths, source_language, target_language, name)
         return cls(tuple(Path(path) for path in paths), form, source_language, target_language)
 
 
@@ -58,7 +67,7 @@ def _header_lines(files: PairFiles) -> int:
     if files.form != "tsv":
         return 0
     first = _first_line(files.paths[0])
-    return int(first is not None and is_tsv_header(first, files.source_language, files.target_language))
+    return int(first is not None and is_tsv_header(first, files.source_language, files.target_language, files.paths[0]))
 
 
 def count_pairs(files: PairFiles) -> int:
@@ -149,7 +158,7 @@ def numbered_pairs(
         if files.form == "jsonl":
             found += 1
             yield number, json_pair(path, number, line, files.source_language, files.target_language)
-        elif number == 1 and is_tsv_header(line, files.source_language, files.target_language):
+        elif number == 1 and is_tsv_header(line, files.source_language, files.target_language, path):
             continue
         else:
             found += 1
