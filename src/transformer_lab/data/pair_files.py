@@ -8,7 +8,8 @@ The three forms people bring, each read as strictly as `parallel_text` reads two
   the other (fairseq's and OpenNMT-py's raw input, Moses/OPUS downloads);
 - **one TSV file**, `pairs.tsv`: each line `source<TAB>target` (Tatoeba/Anki exports,
   OPUS-MT's test sets). A first line that is exactly `<source_language><TAB><target_language>`
-  is a header and is skipped (logged); any other line must have exactly two fields, so a
+  is a header and is skipped (logged), the two the other way round refused (as are two line
+  files whose suffixes name the languages backwards); any other line must have exactly two fields, so a
   sentence that holds a tab needs another form (Multi30k's train.de line 7366 has one);
 - **JSON Lines**, `pairs.jsonl`: each line an object with the two languages as keys, either
   at the top (`{"de": "...", "en": "..."}`) or under `"translation"`, the form of Hugging
