@@ -20,6 +20,7 @@ from transformer_lab.data.multi30k import (
     read_multi30k,
     resolve_multi30k_dir,
 )
+from transformer_lab.data.line_stream import stream_lines
 from transformer_lab.data.parallel_text import read_lines, read_parallel_text
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -93,6 +94,22 @@ def test_crlf_bom_and_missing_final_newline(tmp_path: Path) -> None:
     path = tmp_path / "plain.txt"
     path.write_bytes(b"\xef\xbb\xbfone\r\ntwo")
     assert read_lines(path) == ["one", "two"]
+
+
+def test_a_carriage_return_inside_a_line_is_refused_naming_the_line_not_read_as_one_text(tmp_path: Path) -> None:
+    mac = tmp_path / "mac.txt"
+    mac.write_bytes(b"hello world\rsecond text\rthird\r")  # classic Mac line ends: one "line" of three texts
+    with pytest.raises(ValueError, match=r"mac\.txt: line 1: .*carriage return \(\\r\) inside the line at column 12"):
+        read_lines(mac)
+    # Deep in a streamed file, in a later block, the line is still the file's own line number.
+    deep = tmp_path / "deep.txt"
+    deep.write_bytes(b"".join(b"line %d\r\n" % number for number in range(1, 500)) + b"odd\rone\n")
+    with pytest.raises(ValueError, match=r"deep\.txt: line 500: .*at column 4"):
+        for _ in stream_lines(deep, block_bytes=256):
+            pass
+    windows = tmp_path / "windows.txt"
+    windows.write_bytes(b"a\r\nb\r\n")
+    assert read_lines(windows) == ["a", "b"]
 
 
 def test_misaligned_files_name_both_files_and_counts(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ a single missing line shifts every later pair and silently ruins a translation c
   and its 1-based line number, unless `skip_empty=True`, which drops such pairs, counts
   them and logs the count (the count and the line numbers are in the result).
 
-Lines are split on "\\n" only; a "\\r" right before it (Windows line endings) is removed,
+Lines are split on "\\n" only; a "\\r" right before it (Windows line endings) is removed
+(one anywhere else is refused, naming its line: classic Mac line ends would read as one line),
 and so is a UTF-8 byte-order mark at the very start of a file. Nothing else is changed:
 inner and trailing spaces are kept as they are (the couplet files end every line with a
 space, and some Multi30k lines have a trailing or a double space), so a reader that wants
@@ -118,7 +119,22 @@ def decode_lines(data: bytes, name: str, first_line: int = 1, file_start: bool =
     # A file that ends with a newline leaves one empty piece after it, which is no line.
     if lines[-1] == "":
         lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    if "\r" in text:  # once per piece; found, the line is looked for
+        _refuse_lone_carriage_return(lines, name, first_line)
+    return lines
+
+
+def _refuse_lone_carriage_return(lines: list[str], name: str, first_line: int) -> None:
+    """A "\\r" left inside a line: old Mac line ends, read as one line they would merge many texts into one."""
+    for number, line in enumerate(lines, first_line):
+        if "\r" in line:
+            column = line.index("\r") + 1
+            raise ValueError(
+                f"{name}: line {number}: expected lines ending in \\n or \\r\\n, got a carriage return (\\r) inside "
+                f"the line at column {column}; a file with \\r line ends (classic Mac) needs them "
+                "turned into \\n first, e.g. tr '\\r' '\\n'"
+            )
 
 
 def read_parallel_text(
