@@ -9,6 +9,7 @@ import pytest
 
 from transformer_lab.data.dataset_folder import default_data_dir
 from transformer_lab.data.download import sha256_of_file
+from transformer_lab.data.line_stream import stream_lines
 from transformer_lab.data.multi30k import (
     DATA_ENVIRONMENT_VARIABLE,
     MULTI30K_DEFAULT_SPLITS,
@@ -20,7 +21,6 @@ from transformer_lab.data.multi30k import (
     read_multi30k,
     resolve_multi30k_dir,
 )
-from transformer_lab.data.line_stream import stream_lines
 from transformer_lab.data.parallel_text import read_lines, read_parallel_text
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
