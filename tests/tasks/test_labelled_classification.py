@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,34 @@ def test_evaluate_scores_a_labelled_file_and_beats_chance(
         == 0
     )
     assert json.loads((tmp_path / "r2.json").read_text(encoding="utf-8"))["accuracy"] == report["accuracy"]
+
+
+def test_a_file_of_the_same_name_from_elsewhere_says_it_replaces_the_report_of_the_other(
+    chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    data, run = chinese_run
+    out = tmp_path / "run"
+    shutil.copytree(run, out)
+    first, second = tmp_path / "a" / "test.csv", tmp_path / "b" / "test.csv"
+    for path in (first, second):
+        path.parent.mkdir()
+        shutil.copyfile(data / "test.csv", path)
+    evaluate = ["evaluate", "classification", "--checkpoint", str(out), "--test"]
+    assert main([*evaluate, str(first)]) == 0
+    assert "replacing" not in capsys.readouterr().out
+    assert main([*evaluate, str(first)]) == 0  # the same file again: nothing to say
+    assert "replacing" not in capsys.readouterr().out
+    assert main([*evaluate, str(second)]) == 0
+    assert f"(replacing the report of {first.resolve()})" in capsys.readouterr().out
+    report = json.loads((out / "best" / "report.test.csv.json").read_text(encoding="utf-8"))
+    assert report["file"] == str(second.resolve())
+    # Another form of the same name is another report (was: both were report.test.json).
+    rows = read_labelled_text(data / "test.csv", ("title", "body")).records
+    jsonl = tmp_path / "test.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": r.text, "label": r.label}) + "\n" for r in rows), encoding="utf-8")
+    assert main([*evaluate, str(jsonl), "--text-field", "text", "--label-field", "label"]) == 0
+    assert "replacing" not in capsys.readouterr().out
+    assert (out / "best" / "report.test.jsonl.json").is_file() and (out / "best" / "report.test.csv.json").is_file()
 
 
 def test_an_unseen_label_is_an_error_naming_file_line_and_label(

@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.data import LABELLED_TEXT_FORMATS, SubwordTokenizer, ag_news_path, read_ag_news_csv
@@ -134,7 +135,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             file_format=options.option("--file-format"),
         )
         articles: Sequence[LabelledRow] = read.examples(config.class_names)
-        name, rows = test.stem, "rows"
+        name, rows = test.name, "rows"  # the suffix kept: c.csv and c.jsonl are two reports
     else:
         name = split or DEFAULT_SPLIT
         for option in _TEST_FILE_OPTIONS:
@@ -155,11 +156,12 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     lines = [f"{checkpoint}, {test if test is not None else name}: {len(articles)} {rows}"]
     lines += report.lines()
     scored = {"split": name} if test is None else {"file": str(test.resolve())}
+    earlier = _what_was_scored(output)
     write_text_atomically(
         output,
         json.dumps({**scored, "num_articles": len(articles), **report.to_dict()}, indent=2, ensure_ascii=False) + "\n",
     )
-    lines += [f"report: {output}"]
+    lines += [f"report: {output}" + _replacing(earlier, scored)]
     confusion = ConfusionFigure(
         path=options.option("--confusion-png") or checkpoint / f"confusion.{name}.png",
         matrix=[list(row) for row in report.confusion],
@@ -175,3 +177,19 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         search="int8" if options.precision == "int8" else "argmax",
         scores={"accuracy": report.accuracy, "macro_f1": report.macro_f1},
     )
+
+
+def _what_was_scored(report: Path) -> dict[str, Any]:
+    """The split or file an existing report at ``report`` scored ({} where there is none, or it is not ours)."""
+    try:
+        written = json.loads(report.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {key: written[key] for key in ("split", "file") if isinstance(written, dict) and key in written}
+
+
+def _replacing(earlier: dict[str, Any], scored: dict[str, Any]) -> str:
+    """What a line says when the report replaces one of other data: a file of the same name from elsewhere."""
+    if not earlier or earlier == scored:
+        return ""
+    return f" (replacing the report of {earlier.get('file') or earlier.get('split')})"
