@@ -29,7 +29,6 @@ import logging
 import math
 import os
 import shutil
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -38,6 +37,8 @@ from pathlib import Path
 from typing import IO
 
 from tqdm.auto import tqdm
+
+from transformer_lab.atomic_files import create_temporary_file, replace_file
 
 logger = logging.getLogger(__name__)
 
@@ -267,13 +268,11 @@ def download_file(
     try:
         result = partial
         if gunzip:
-            with (
-                open(partial, "rb") as compressed,
-                tempfile.NamedTemporaryFile(
-                    dir=destination.parent, prefix=f".{destination.name}.", suffix=".part", delete=False
-                ) as plain,
-            ):
-                decompressed = result = Path(plain.name)
+            descriptor, decompressed = create_temporary_file(
+                destination.parent, f".{destination.name}.", ".part", replacing=destination
+            )
+            with open(descriptor, "wb") as plain, open(partial, "rb") as compressed:
+                result = decompressed
                 _gunzip(url, compressed, plain)
         actual = _digest_of_file(result, algorithm)
         if actual != expected:
@@ -283,7 +282,7 @@ def download_file(
             )
         with open(result, "rb+") as file:
             os.fsync(file.fileno())
-        os.replace(result, destination)
+        replace_file(result, destination)
     except BaseException:
         # A complete body that fails its check is wrong, not interrupted: resuming it would
         # only append to the wrong bytes.
