@@ -113,7 +113,25 @@ def test_a_corrupted_cached_file_is_replaced(server: Server, tmp_path: Path, cap
     destination.write_text("tampered\n", encoding="utf-8")
     download_file(f"{server.base_url}val.en.gz", destination, sha256(FILES["val.en"]), gunzip=True)
     assert destination.read_text(encoding="utf-8") == FILES["val.en"]
-    assert "deleting it and downloading again" in caplog.text
+    assert "downloading it again (the file is kept until a verified copy replaces it)" in caplog.text
+    assert sorted(path.name for path in destination.parent.iterdir()) == ["val.en"]  # no part, no lock file
+
+
+def test_a_bad_local_file_stays_until_a_verified_copy_replaces_it(server: Server, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    hashes = {name: sha256(text) for name, text in FILES.items()}
+    folder = download_multi30k(cache, base_url=server.base_url, splits=["val"], expected_sha256=hashes)
+    with (folder / "val.de").open("a", encoding="utf-8") as file:
+        file.write("a line of someone's own\n")
+    tampered = (folder / "val.de").read_bytes()
+    with serve_folder(server.root) as stopped:
+        pass  # its port no longer answers: the mirror is down
+    with pytest.raises(ConnectionError, match="download failed"):
+        download_multi30k(cache, base_url=stopped.base_url, splits=["val"], expected_sha256=hashes)
+    assert (folder / "val.de").read_bytes() == tampered  # nothing better arrived, so nothing was taken away
+    assert sorted(path.name for path in folder.iterdir()) == ["val.de", "val.en"]
+    download_multi30k(cache, base_url=server.base_url, splits=["val"], expected_sha256=hashes)
+    assert (folder / "val.de").read_text(encoding="utf-8") == FILES["val.de"]
 
 
 def test_plain_download_without_gunzip(server: Server, tmp_path: Path) -> None:

@@ -85,7 +85,7 @@ def test_a_prepared_corpus_folder_gets_the_umasks_modes(tmp_path: Path, umask: i
     assert tree_modes(out) == expected_modes(out, umask)
 
 
-def test_a_downloaded_file_gets_the_umasks_mode(tmp_path: Path, umask: int) -> None:
+def test_a_downloaded_file_gets_the_umasks_mode_and_a_replaced_one_keeps_its_own(tmp_path: Path, umask: int) -> None:
     served = tmp_path / "served"
     served.mkdir()
     text = "Eine Frau liest.\n"
@@ -94,7 +94,12 @@ def test_a_downloaded_file_gets_the_umasks_mode(tmp_path: Path, umask: int) -> N
     data = tmp_path / "data"
     with serve_folder(served) as server:
         fresh = download_file(f"{server.base_url}val.de.gz", data / "val.de", digest, gunzip=True, progress=False)
-    assert (mode(data), mode(fresh)) == (0o777 & ~umask, 0o666 & ~umask)
+        assert (mode(data), mode(fresh)) == (0o777 & ~umask, 0o666 & ~umask)
+        tampered = data / "val.en"
+        tampered.write_text("not the file\n", encoding="utf-8")
+        tampered.chmod(0o640)
+        download_file(f"{server.base_url}val.de.gz", tampered, digest, gunzip=True, progress=False)
+    assert (tampered.read_text(encoding="utf-8"), mode(tampered)) == (text, 0o640)
 
 
 def test_a_private_files_new_text_is_never_readable_by_others_under_its_temporary_name(

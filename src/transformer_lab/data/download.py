@@ -11,7 +11,9 @@ answers with the whole file restarts it). The complete body is decompressed (wit
 `gunzip`) and hashed, and only a file whose hash matches is renamed into place
 (`os.replace`, atomic on one file system). On a mismatch the partial file is deleted and
 a ValueError names the URL, the file, the expected and the actual hash. An existing file
-whose hash already matches is kept without any network access.
+whose hash already matches is kept without any network access; one whose hash does not
+stays until a verified file replaces it (taking its mode), so a failed download never
+leaves less than there was.
 
 The check is a sha256, except where a source publishes only another digest: an MD5
 (`expected_md5`, the AG News training file), or the git blob id under which the file is
@@ -209,7 +211,8 @@ def download_file(
     """Download `url` to `destination` atomically, resuming a partial body, and check its hash.
 
     If `destination` already exists with the expected hash, nothing is fetched. If it
-    exists with another hash it is deleted (a warning says so) and downloaded again.
+    exists with another hash it is downloaded again (a warning says so) and kept until
+    the verified file replaces it.
 
     Args:
         url: an http://, https:// or file:// address.
@@ -242,15 +245,14 @@ def download_file(
         if actual == expected:
             logger.info("%s is already present with the expected %s; not downloading", destination, algorithm)
             return destination
-        # A data folder must never keep bytes it cannot vouch for, so the bad file goes first.
         logger.warning(
-            "%s exists but its %s is %s, expected %s; deleting it and downloading again",
+            "%s exists but its %s is %s, expected %s; downloading it again (the file is kept until a "
+            "verified copy replaces it)",
             destination,
             algorithm,
             actual,
             expected,
         )
-        destination.unlink()
     destination.parent.mkdir(parents=True, exist_ok=True)
 
     # The body's file has a fixed name so that a later call finds and continues it; it
