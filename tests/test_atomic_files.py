@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -57,10 +56,10 @@ def test_a_missing_folder_is_named_not_the_temporary(tmp_path: Path) -> None:
 def test_a_folder_that_refuses_the_write_is_named_by_the_path_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refuse(prefix: str, suffix: str, dir: Path) -> tuple[int, str]:
-        raise PermissionError(13, "Permission denied", str(dir / f"{prefix}xyz{suffix}"))
+    def refuse(folder: Path, prefix: str, suffix: str, replacing: Path | None = None) -> tuple[int, Path]:
+        raise PermissionError(13, "Permission denied", str(folder / f"{prefix}xyz{suffix}"))
 
-    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(atomic_files, "create_temporary_file", refuse)
     with pytest.raises(PermissionError) as raised:
         write_text_atomically(tmp_path / "out.txt", "text")
     # The error keeps its number and reason, for the commands' "could not write 'PATH' (Permission denied, EACCES)".

@@ -4,15 +4,85 @@ A reader (or the next run) sees the previous file or the complete new one, never
 crash, a full disk or Ctrl-C while writing leaves the previous file as it was and removes the
 temporary one. Used for every text file a command writes beside its answers: evaluation
 outputs, ``--output`` files, model cards, tokenizers.
+
+Modes: a temporary file or folder made here is created as ``open()`` and ``mkdir`` create
+theirs (0666 and 0777, less the umask, applied by the system at creation; ``tempfile``'s
+are private, 0600 and 0700, and would stay so once renamed into place), and a file that
+replaces an existing one takes that file's permission bits, so whoever could read the file
+before can read it after, and no one else.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
+import stat
+import uuid
 from pathlib import Path
 
-__all__ = ["check_not_an_input", "write_text_atomically"]
+__all__ = [
+    "check_not_an_input",
+    "create_temporary_file",
+    "make_temporary_folder",
+    "replace_file",
+    "write_text_atomically",
+]
+
+# Names tried before giving up: a clash of 8 random hex digits is already rare.
+_NAME_ATTEMPTS = 100
+
+
+def _existing_mode(path: Path) -> int | None:
+    """The permission bits of the file at ``path``, None where there is none."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return None
+
+
+def create_temporary_file(folder: Path, prefix: str, suffix: str, replacing: Path | None = None) -> tuple[int, Path]:
+    """A new file ``folder/PREFIX<8 hex digits>SUFFIX`` opened for writing: its descriptor and path.
+
+    Its mode is what ``open()`` gives a new file (0666 less the umask), not ``tempfile``'s 0600;
+    where the file ``replacing`` exists, its permission bits instead, set before anything is
+    written (a private file's new text is never readable by others, even under its temporary name).
+    """
+    mode = None if replacing is None else _existing_mode(replacing)
+    for _ in range(_NAME_ATTEMPTS):
+        path = folder / f"{prefix}{uuid.uuid4().hex[:8]}{suffix}"
+        try:
+            # O_EXCL: never an existing file or a link placed under the name.
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        except FileExistsError:
+            continue
+        if mode is not None:
+            try:
+                os.fchmod(descriptor, mode)
+            except BaseException:
+                os.close(descriptor)
+                path.unlink(missing_ok=True)
+                raise
+        return descriptor, path
+    raise FileExistsError(f"{folder}: expected a free name {prefix}XXXXXXXX{suffix}, got {_NAME_ATTEMPTS} taken")
+
+
+def make_temporary_folder(parent: Path, prefix: str) -> Path:
+    """A new empty folder ``parent/PREFIX<8 hex digits>``; its mode is what ``mkdir`` gives (0777 less the umask)."""
+    for _ in range(_NAME_ATTEMPTS):
+        path = parent / f"{prefix}{uuid.uuid4().hex[:8]}"
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{parent}: expected a free name {prefix}XXXXXXXX, got {_NAME_ATTEMPTS} taken")
+
+
+def replace_file(temporary: Path, path: Path) -> None:
+    """Rename the finished ``temporary`` to ``path``; an existing ``path`` passes its permission bits on."""
+    mode = _existing_mode(path)
+    if mode is not None:  # else a new file keeps the mode it was created with
+        os.chmod(temporary, mode)
+    os.replace(temporary, path)
 
 
 def _same_file(first: Path, second: Path) -> bool:
@@ -48,7 +118,7 @@ def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:
     if not path.parent.is_dir():
         raise FileNotFoundError(f"{path}: expected a file in an existing folder, but {path.parent} does not exist")
     try:
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        descriptor, temporary = create_temporary_file(path.parent, f".{path.name}.", ".tmp", replacing=path)
     except OSError as error:  # a read-only or full disk, a folder not ours: the same error, naming the path given
         raise type(error)(error.errno, error.strerror, str(path)) from None
     try:
@@ -56,8 +126,8 @@ def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:
             file.write(text)
             file.flush()
             os.fsync(file.fileno())
-        os.replace(temporary, path)
+        replace_file(temporary, path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
     return path

@@ -16,10 +16,10 @@ import fcntl
 import logging
 import os
 import shutil
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from transformer_lab.atomic_files import make_temporary_folder
 from transformer_lab.file_lock import remove_abandoned_writer_locks, writer_lock
 
 __all__ = [
@@ -108,9 +108,7 @@ def write_folder(
 def _write_unlocked(out_dir: Path, write: Callable[[Path], None]) -> Path:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned_copies(out_dir.parent)
-    # Not tempfile.mkdtemp: its folder is private (0700); this one gets the umask's mode.
-    partial = out_dir.parent / f".{out_dir.name}{PARTIAL_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    partial.mkdir()
+    partial = make_temporary_folder(out_dir.parent, f".{out_dir.name}{PARTIAL_MARK}{os.getpid()}-")
     lock = None
     try:
         lock = _hold_writing_lock(partial)

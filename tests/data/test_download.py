@@ -10,6 +10,11 @@ import gzip
 import hashlib
 import http.server
 import inspect
+import os
+import re
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,7 +118,58 @@ def test_a_corrupted_cached_file_is_replaced(server: Server, tmp_path: Path, cap
     destination.write_text("tampered\n", encoding="utf-8")
     download_file(f"{server.base_url}val.en.gz", destination, sha256(FILES["val.en"]), gunzip=True)
     assert destination.read_text(encoding="utf-8") == FILES["val.en"]
-    assert "deleting it and downloading again" in caplog.text
+    assert "downloading it again (the file is kept until a verified copy replaces it)" in caplog.text
+    assert sorted(path.name for path in destination.parent.iterdir()) == ["val.en"]  # no part, no lock file
+
+
+def test_a_bad_local_file_stays_until_a_verified_copy_replaces_it(server: Server, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    hashes = {name: sha256(text) for name, text in FILES.items()}
+    folder = download_multi30k(cache, base_url=server.base_url, splits=["val"], expected_sha256=hashes)
+    with (folder / "val.de").open("a", encoding="utf-8") as file:
+        file.write("a line of someone's own\n")
+    tampered = (folder / "val.de").read_bytes()
+    with serve_folder(server.root) as stopped:
+        pass  # its port no longer answers: the mirror is down
+    with pytest.raises(ConnectionError, match="download failed"):
+        download_multi30k(cache, base_url=stopped.base_url, splits=["val"], expected_sha256=hashes)
+    assert (folder / "val.de").read_bytes() == tampered  # nothing better arrived, so nothing was taken away
+    assert sorted(path.name for path in folder.iterdir()) == ["val.de", "val.en"]
+    download_multi30k(cache, base_url=server.base_url, splits=["val"], expected_sha256=hashes)
+    assert (folder / "val.de").read_text(encoding="utf-8") == FILES["val.de"]
+
+
+def test_a_part_left_by_a_download_killed_while_decompressing_is_removed_by_the_next(
+    server: Server, tmp_path: Path
+) -> None:
+    destination = tmp_path / "cache" / "val.de"
+    script = (
+        "import os, shutil, signal, sys\n"
+        "from transformer_lab.data import download\n"
+        "def killed(url, compressed, plain):\n"
+        "    plain.write(b'half of it')\n"
+        "    plain.flush()\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "download._gunzip = killed\n"
+        "download.download_file(sys.argv[1], sys.argv[2], sys.argv[3], gunzip=True, progress=False)\n"
+    )
+    source = Path(__file__).resolve().parents[2] / "src"
+    arguments = [f"{server.base_url}val.de.gz", str(destination), sha256(FILES["val.de"])]
+    killed = subprocess.run(
+        [sys.executable, "-c", script, *arguments], env={**os.environ, "PYTHONPATH": str(source)}, check=False
+    )
+    assert killed.returncode == -signal.SIGKILL
+    folder = destination.parent
+    (orphan,) = [name for name in leftovers(folder) if name != partial_path(destination).name]
+    assert re.fullmatch(r"\.val\.de\.[a-z0-9_]{8}\.part", orphan)
+    older = folder / ".val.de.k3j_x8a2.part"  # the name an earlier version's decompression gave its part
+    older.write_bytes(b"older")
+    another = folder / ".val.en.0123abcd.part"  # another file's part: not this download's to remove
+    another.write_bytes(b"not ours")
+    download_file(*arguments, gunzip=True, progress=False)
+    assert destination.read_text(encoding="utf-8") == FILES["val.de"]
+    # The orphans gone, and the lock file the killed download held too.
+    assert sorted(path.name for path in folder.iterdir()) == [another.name, "val.de"]
 
 
 def test_plain_download_without_gunzip(server: Server, tmp_path: Path) -> None:

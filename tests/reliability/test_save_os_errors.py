@@ -26,7 +26,7 @@ from transformer_lab.training import load_trainer_state
 FAULTS = [
     (errno.ENOSPC, "ENOSPC", "save_model"),
     (errno.EDQUOT, "EDQUOT", "save_model"),
-    (errno.EROFS, "EROFS", "mkdtemp"),
+    (errno.EROFS, "EROFS", "make_temporary_folder"),
     (errno.EIO, "EIO", "fsync"),
 ]
 
@@ -59,8 +59,9 @@ def test_an_os_error_during_a_save_is_one_line_exit_2_and_the_previous_checkpoin
     monkeypatch.setattr(checkpoint_module, "_write_atomically", counting_write)
     if where == "save_model":
         monkeypatch.setattr(checkpoint_module, "save_model", refuse(checkpoint_module.save_model))
-    elif where == "mkdtemp":
-        monkeypatch.setattr(checkpoint_module.tempfile, "mkdtemp", refuse(checkpoint_module.tempfile.mkdtemp))
+    elif where == "make_temporary_folder":
+        real_folder = checkpoint_module.make_temporary_folder
+        monkeypatch.setattr(checkpoint_module, "make_temporary_folder", refuse(real_folder))
     else:
         monkeypatch.setattr(checkpoint_module, "_fsync_path", refuse(checkpoint_module._fsync_path))
     out = tmp_path / "run"

@@ -8,10 +8,19 @@ A download never leaves a partial or unverified file under its final name. The b
 to `.<name>.download.part` beside the destination; an interrupted transfer keeps it, and
 the next call asks the server only for the rest (an HTTP Range request; a server that
 answers with the whole file restarts it). The complete body is decompressed (with
-`gunzip`) and hashed, and only a file whose hash matches is renamed into place
-(`os.replace`, atomic on one file system). On a mismatch the partial file is deleted and
-a ValueError names the URL, the file, the expected and the actual hash. An existing file
-whose hash already matches is kept without any network access.
+`gunzip`, into `.<name>.XXXXXXXX.part`) and hashed, and only a file whose hash matches is
+renamed into place (`os.replace`, atomic on one file system). On a mismatch the partial
+file is deleted and a ValueError names the URL, the file, the expected and the actual
+hash. An existing file whose hash already matches is kept without any network access; one
+whose hash does not stays until a verified file replaces it (taking its mode), so a failed
+download never leaves less than there was.
+
+One process downloads a file at a time: it holds the writer lock beside it
+(`file_lock.writer_lock`, `.<name>.lock`), and a second waits for the first and then
+finds the file. Under that lock no one else writes the file's parts, so decompressed
+parts that a killed process left (SIGKILL, out of memory) are removed. The registries
+record no size for the decompressed files, only their hashes, so decompression is not
+bounded before the hash check.
 
 The check is a sha256, except where a source publishes only another digest: an MD5
 (`expected_md5`, the AG News training file), or the git blob id under which the file is
@@ -28,8 +37,8 @@ import http.client
 import logging
 import math
 import os
+import re
 import shutil
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -39,6 +48,9 @@ from typing import IO
 
 from tqdm.auto import tqdm
 
+from transformer_lab.atomic_files import create_temporary_file, replace_file
+from transformer_lab.file_lock import remove_abandoned_writer_locks, writer_lock
+
 logger = logging.getLogger(__name__)
 
 _CHUNK_BYTES = 1 << 20
@@ -46,6 +58,9 @@ _SCHEMES = ("http", "https", "file")
 # Digest name -> hex digits, in the order the arguments of download_file give them.
 _DIGEST_DIGITS = {"sha256": 64, "md5": 32, "git-blob": 40}
 PARTIAL_SUFFIX = ".download.part"
+# A decompressed part: ".NAME." + 8 letters, digits or "_" + ".part" (tempfile's names were of these too).
+DECOMPRESSED_SUFFIX = ".part"
+_DECOMPRESSED_NAME = r"\.{name}\.[a-z0-9_]{{8}}\.part"
 # The longest wait on one connection: an hour, far beyond any server that still answers,
 # and far below what the socket layer can hold (1e308 s raised OverflowError there).
 MAX_TIMEOUT_SECONDS = 3600.0
@@ -208,7 +223,8 @@ def download_file(
     """Download `url` to `destination` atomically, resuming a partial body, and check its hash.
 
     If `destination` already exists with the expected hash, nothing is fetched. If it
-    exists with another hash it is deleted (a warning says so) and downloaded again.
+    exists with another hash it is downloaded again (a warning says so) and kept until
+    the verified file replaces it.
 
     Args:
         url: an http://, https:// or file:// address.
@@ -236,22 +252,54 @@ def download_file(
     algorithm, expected = _expected_digest(expected_sha256, expected_md5, expected_git_blob)
     timeout = check_timeout(timeout)
     destination = Path(destination)
-    if destination.exists():
-        actual = _digest_of_file(destination, algorithm)
-        if actual == expected:
-            logger.info("%s is already present with the expected %s; not downloading", destination, algorithm)
+    # Checked before the lock too: a complete data folder on a read-only disk needs no lock file.
+    if _already_present(destination, algorithm, expected):
+        return destination
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    with writer_lock(destination, wait=True, option="destination"):
+        # Again under the lock: a download of the same file that just finished wrote it meanwhile.
+        if _already_present(destination, algorithm, expected, warn=True):
             return destination
-        # A data folder must never keep bytes it cannot vouch for, so the bad file goes first.
+        _remove_abandoned_parts(destination)
+        _fetch(url, destination, algorithm, expected, gunzip, timeout, progress)
+    return destination
+
+
+def _already_present(destination: Path, algorithm: str, expected: str, warn: bool = False) -> bool:
+    """Whether ``destination`` exists with the expected digest; ``warn``: say when it exists with another."""
+    if not destination.exists():
+        return False
+    actual = _digest_of_file(destination, algorithm)
+    if actual == expected:
+        logger.info("%s is already present with the expected %s; not downloading", destination, algorithm)
+        return True
+    if warn:
         logger.warning(
-            "%s exists but its %s is %s, expected %s; deleting it and downloading again",
+            "%s exists but its %s is %s, expected %s; downloading it again (the file is kept until a "
+            "verified copy replaces it)",
             destination,
             algorithm,
             actual,
             expected,
         )
-        destination.unlink()
-    destination.parent.mkdir(parents=True, exist_ok=True)
+    return False
 
+
+def _remove_abandoned_parts(destination: Path) -> None:
+    """Remove the decompressed parts of ``destination`` that a killed download left; call it holding its lock."""
+    pattern = re.compile(_DECOMPRESSED_NAME.format(name=re.escape(destination.name)))
+    body = partial_path(destination)  # its name fits the pattern too ("download"), and it resumes: kept
+    for path in destination.parent.glob(f".{destination.name}.*{DECOMPRESSED_SUFFIX}"):
+        if path != body and pattern.fullmatch(path.name) and path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
+            logger.info("removed %s, left unfinished by a download that no longer runs", path)
+    remove_abandoned_writer_locks(destination.parent)  # the locks such downloads held, ours excepted
+
+
+def _fetch(
+    url: str, destination: Path, algorithm: str, expected: str, gunzip: bool, timeout: float, progress: bool
+) -> None:
+    """Download, decompress, check and rename into place; the caller holds ``destination``'s writer lock."""
     # The body's file has a fixed name so that a later call finds and continues it; it
     # lives beside the destination so that the final rename stays on one file system
     # (and is therefore atomic). Its name starts with a dot and ends in ".part", so
@@ -259,7 +307,7 @@ def download_file(
     partial = partial_path(destination)
     logger.info("downloading %s to %s", url, destination)
     try:
-        _copy_response(url, partial, float(timeout), progress)
+        _copy_response(url, partial, timeout, progress)
     except FileNotFoundError:
         partial.unlink(missing_ok=True)
         raise
@@ -267,13 +315,11 @@ def download_file(
     try:
         result = partial
         if gunzip:
-            with (
-                open(partial, "rb") as compressed,
-                tempfile.NamedTemporaryFile(
-                    dir=destination.parent, prefix=f".{destination.name}.", suffix=".part", delete=False
-                ) as plain,
-            ):
-                decompressed = result = Path(plain.name)
+            descriptor, decompressed = create_temporary_file(
+                destination.parent, f".{destination.name}.", DECOMPRESSED_SUFFIX, replacing=destination
+            )
+            with open(descriptor, "wb") as plain, open(partial, "rb") as compressed:
+                result = decompressed
                 _gunzip(url, compressed, plain)
         actual = _digest_of_file(result, algorithm)
         if actual != expected:
@@ -283,7 +329,7 @@ def download_file(
             )
         with open(result, "rb+") as file:
             os.fsync(file.fileno())
-        os.replace(result, destination)
+        replace_file(result, destination)
     except BaseException:
         # A complete body that fails its check is wrong, not interrupted: resuming it would
         # only append to the wrong bytes.
@@ -293,4 +339,3 @@ def download_file(
         if decompressed is not None:
             decompressed.unlink(missing_ok=True)
     partial.unlink(missing_ok=True)
-    return destination

@@ -34,7 +34,6 @@ import logging
 import os
 import pickle
 import shutil
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -45,6 +44,7 @@ from safetensors.torch import _remove_duplicate_names, load_model
 from safetensors.torch import save as save_safetensors
 from torch import nn
 
+from transformer_lab.atomic_files import make_temporary_folder
 from transformer_lab.folders import FolderWriteError, describe_os_error
 
 from .config_io import ConfigType, config_from_dict
@@ -193,8 +193,8 @@ def _swap_into_place(temporary: Path, folder: Path) -> None:
     """Rename the finished ``temporary`` folder to ``folder``, replacing any old one."""
     aside: Path | None = None
     if folder.exists():
-        aside = Path(tempfile.mkdtemp(prefix=_aside_prefix(folder), dir=folder.parent))
-        # mkdtemp only reserved a unique name; rename needs it absent (or an empty folder
+        aside = make_temporary_folder(folder.parent, _aside_prefix(folder))
+        # The folder only reserved a unique name; rename needs it absent (or an empty folder
         # on POSIX, but not on Windows).
         aside.rmdir()
         os.rename(folder, aside)
@@ -216,7 +216,8 @@ def _write_atomically(folder: Path, fill: Any) -> Path:
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         recover_interrupted_save(folder)
-        temporary = Path(tempfile.mkdtemp(prefix=_temporary_prefix(folder), dir=folder.parent))
+        # Made with mkdir's mode (0777 less the umask): renamed into place, it is the checkpoint.
+        temporary = make_temporary_folder(folder.parent, _temporary_prefix(folder))
         fill(temporary)
         for path in temporary.iterdir():
             _fsync_path(path)
