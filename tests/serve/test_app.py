@@ -364,6 +364,8 @@ UNREADABLE_BODIES = [
         b'{"model": "tiny", "text": "Ein", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
         f"body: expected JSON nested at most about {sys.getrecursionlimit()} levels deep, got deeper",
     ),
+    # json.loads keeps the last of a repeated key: this was answered for "Eine Frau".
+    (b'{"model": "tiny", "text": "Ein Hund", "text": "Eine Frau"}', "body: key 'text' appears twice"),
 ]
 
 

@@ -33,9 +33,9 @@ hold at most ``max_text_characters`` (:data:`MAX_TEXT_CHARACTERS`) and all of a 
 texts together at most ``max_lines`` lines
 (:data:`~transformer_lab.serve.intake.MAX_LINES`), else 422 naming the field.
 
-Every error is a JSON object ``{"error": message}``: 422 for a malformed request (or a body JSON cannot read), 413 for
-a body too large, 404 for an unknown model, 400 for a request the model cannot take (e.g.
-a text longer than its positional table), 503 when busy (with ``Retry-After``).
+Every error is a JSON object ``{"error": message}``: 422 for a malformed request (or a body JSON cannot read, or
+one that gives a key twice in an object), 413 for a body too large, 404 for an unknown model, 400 for a request
+the model cannot take (e.g. a text longer than its positional table), 503 when busy (with ``Retry-After``).
 
 FastAPI reads the endpoints' annotations to validate requests, so this module does not use
 ``from __future__ import annotations`` (the request types are built per endpoint).
@@ -63,6 +63,7 @@ from transformer_lab.serve.intake import (
     MAX_LINES,
     RequestError,
     RequestIntake,
+    StrictJsonRoute,
     check_text_limits,
     json_error,
     unreadable_body_message,
@@ -167,6 +168,7 @@ def create_app(
             raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
     admission = Admission(max_queue, lock_timeout)
     app = FastAPI(title="transformer-lab", docs_url=None, redoc_url=None)
+    app.router.route_class = StrictJsonRoute  # before any route is added
     app.state.admission = admission
     app.add_middleware(RequestIntake, max_body_bytes=max_body_bytes)
 

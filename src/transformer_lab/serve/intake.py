@@ -3,19 +3,24 @@
 :class:`RequestIntake` is pure ASGI middleware that notes each request's arrival (the
 admission's deadline counts from it) and refuses a body over ``max_body_bytes`` with 413
 before it is read whole; :func:`check_text_limits` caps the characters of every text field
-and the lines of a request (its text fields only). Every refusal is a JSON ``{"error": message}``.
+and the lines of a request (its text fields only); :class:`StrictJsonRoute` reads a body by
+:func:`transformer_lab.strict_json.loads`, so an object giving a key twice is refused, not
+read as its last value. Every refusal is a JSON ``{"error": message}``.
 """
 
 import re
 import sys
 import time
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Coroutine, Iterator, Mapping
 
+from fastapi import Request, Response
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from transformer_lab import strict_json
 from transformer_lab.serve.requests import is_text_field
 
 # The largest request body read: the biggest valid request (4 masks sentences of 1000
@@ -50,8 +55,11 @@ def unreadable_body_message(cause: BaseException | None) -> str | None:
     """What is wrong with a body that JSON could not read for a reason other than its syntax, or None.
 
     FastAPI answers those (``cause`` is the error of ``json.loads``) with a bare 400 "There was an
-    error parsing the body"; this says which: bytes that are not UTF-8, a number too long, too deep.
+    error parsing the body"; this says which: bytes that are not UTF-8, a number too long, too deep,
+    a key given twice.
     """
+    if isinstance(cause, strict_json.DuplicateKeyError):
+        return f"body: {cause}"
     if isinstance(cause, UnicodeDecodeError):
         bad = cause.object[cause.start : cause.end]
         # json.loads reads a body starting with zero bytes as UTF-16 or UTF-32; say so, or the reason misleads.
@@ -67,6 +75,31 @@ def unreadable_body_message(cause: BaseException | None) -> str | None:
             return f"body: expected numbers of at most {limit} digits, got one of {digits.group(1)} digits"
         return f"body: expected a JSON object, got unreadable JSON ({cause})"
     return None
+
+
+class StrictJsonRequest(Request):
+    """A request whose JSON body is read by :func:`~transformer_lab.strict_json.loads`: a key given twice is refused."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = strict_json.loads(await self.body())
+        return self._json
+
+
+class StrictJsonRoute(APIRoute):
+    """A route whose endpoint reads the body as :class:`StrictJsonRequest` (``json.loads`` keeps a key's last value).
+
+    FastAPI turns the :class:`~transformer_lab.strict_json.DuplicateKeyError` into its 400 "error
+    parsing the body", whose cause :func:`unreadable_body_message` names.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict_handler(request: Request) -> Response:
+            return await handler(StrictJsonRequest(request.scope, request.receive))
+
+        return strict_handler
 
 
 def _texts(body: BaseModel) -> Iterator[tuple[str, str]]:

@@ -33,6 +33,8 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
+from transformer_lab import strict_json
+
 __all__ = [
     "PRESET",
     "Setting",
@@ -265,9 +267,11 @@ def _sequence(value: Any, annotation: Any, key: str, text: bool) -> Any:
 def _mapping(value: Any, annotation: Any, key: str, text: bool) -> Any:
     if text:
         try:
-            value = json.loads(value)
+            value = strict_json.loads(value)
         except json.JSONDecodeError:
             raise ValueError(f"{key}: expected a JSON object, got {shown(value)}") from None
+        except strict_json.DuplicateKeyError as error:
+            raise ValueError(f"{key}: {error}") from None
     if not isinstance(value, Mapping):
         raise ValueError(f"{key}: expected a mapping, got {shown(value)}")
     key_type, value_type = typing.get_args(annotation) or (Any, Any)
