@@ -160,6 +160,12 @@ MALFORMED = [
     ("a.jsonl", '{"text": 42, "label": "a"}\n', r"line 1: field 'text': expected a string, got 42 \(int\)"),
     ("a.jsonl", '{"text": ["x"], "label": "a"}\n', r"line 1: field 'text': expected a string, got \['x'\] \(list\)"),
     ("a.jsonl", '{"text": "", "label": "a"}\n', r"line 1: field 'text': expected a non-empty text, got ''"),
+    # json.loads keeps the last of a repeated key: this line was read as label "1".
+    (
+        "a.jsonl",
+        '{"text": "ok", "label": "a"}\n{"label": "2", "text": "ok", "label": "1"}\n',
+        "line 2: key 'label' appears twice$",
+    ),
 ]
 
 

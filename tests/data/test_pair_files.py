@@ -88,6 +88,17 @@ def test_files_that_name_the_languages_the_other_way_round_are_refused_not_train
             '{"translation": {"de": "", "en": "b"}}\n',
             r"p\.jsonl: line 1: expected a non-empty source sentence",
         ),
+        # json.loads keeps the last of a repeated key, so these lines were read as ("a", "c") and ("x", "b").
+        (
+            "p.jsonl",
+            '{"de": "a", "en": "b"}\n{"de": "a", "en": "b", "en": "c"}\n',
+            r"p\.jsonl: line 2: key 'en' appears twice$",
+        ),
+        (
+            "p.jsonl",
+            '{"translation": {"de": "a", "en": "b", "de": "x"}}\n',
+            r"p\.jsonl: line 1: key 'de' appears twice$",
+        ),
     ],
 )
 def test_a_malformed_line_is_one_error_naming_file_and_line(

@@ -56,6 +56,14 @@ def test_round_trip_preserves_outputs_config_extras_and_ties(tmp_path):
     assert torch.equal(loaded["tensor"], torch.arange(4))
 
 
+def test_a_config_json_that_repeats_a_key_is_refused_naming_it(tmp_path):
+    # json.loads keeps the last of a repeated key, so this checkpoint's config read as d_model 8.
+    folder = save_checkpoint(tmp_path / "checkpoint", TiedModel(), {"model": {"d_model": 4}})
+    (folder / "config.json").write_text('{"model": {"d_model": 4, "d_model": 8}}', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"config\.json': key 'd_model' appears twice$"):
+        load_checkpoint_config(folder)
+
+
 def test_missing_things_are_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError, match="expected a checkpoint folder"):
         load_checkpoint_config(tmp_path / "absent")

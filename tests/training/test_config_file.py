@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from transformer_lab.cli import main
+from transformer_lab.cli.overrides import resolved_config
+from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training.config_file import apply_config_file, config_to_yaml
 from transformer_lab.training.config_io import config_to_dict
@@ -18,6 +23,15 @@ from transformer_lab.training.config_io import config_to_dict
 
 def test_a_preset_printed_as_yaml_reads_back_to_the_same_config(tmp_path: Path) -> None:
     for preset in (translation_train.default_config(), translation_train.base_config()):
+        (tmp_path / "preset.yaml").write_text(config_to_yaml(preset), encoding="utf-8")
+        assert apply_config_file(translation_train.default_config(), tmp_path / "preset.yaml") == preset
+
+
+def test_a_text_that_yaml_1_2_reads_as_a_number_round_trips_as_text(tmp_path: Path) -> None:
+    # PyYAML's dumper quotes only YAML 1.1's numbers; "1e-3" and "0o17" went out bare and came back as numbers.
+    for text in ("1e-3", "0o17", "0x1F", ".5", "010"):
+        preset = translation_train.default_config()
+        preset = dataclasses.replace(preset, train=dataclasses.replace(preset.train, best_metric=text))
         (tmp_path / "preset.yaml").write_text(config_to_yaml(preset), encoding="utf-8")
         assert apply_config_file(translation_train.default_config(), tmp_path / "preset.yaml") == preset
 
@@ -81,6 +95,65 @@ def test_a_bad_config_file_is_one_line_naming_the_file_and_the_key(
     assert error.startswith("transformer-lab train: error: ")
     assert re.search(message, error), error
     assert not (tmp_path / "out" / "last").exists()
+
+
+@pytest.mark.parametrize(
+    "key, text, expected",
+    [
+        ("train.max_steps", "010", 10),  # YAML 1.1: octal 8
+        ("train.max_steps", "0o17", 15),  # YAML 1.1: the text '0o17'
+        ("train.max_steps", "0x1F", 31),
+        ("train.max_steps", "+12", 12),
+        ("train.lr_factor", "1e-3", 0.001),  # YAML 1.1: the text '1e-3' (its floats need a dot)
+        ("train.lr_factor", ".5", 0.5),
+        ("train.lr_factor", "2", 2.0),
+        ("train.eval_every_steps", "1:04", r"train\.eval_every_steps: expected an int, got '1:04'$"),  # 1.1: 64
+        ("train.max_steps", "0b101", r"train\.max_steps: expected an int, got '0b101'$"),  # 1.1: 5
+        ("train.max_steps", "1_000", r"train\.max_steps: expected an int, got '1_000'$"),  # 1.1: 1000
+        ("train.lr_factor", "1_0.5", r"train\.lr_factor: expected a float, got '1_0\.5'$"),  # --set: 10.5
+        ("train.lr_factor", ".inf", r"train\.lr_factor: expected a finite float, got (inf|'\.inf')$"),
+    ],
+)
+def test_a_config_file_reads_numbers_as_yaml_1_2_and_as_set_does(
+    tmp_path: Path, key: str, text: str, expected: Any
+) -> None:
+    section, name = key.split(".")
+    path = tmp_path / "run.yaml"
+    path.write_text(f"{section}:\n  {name}: {text}\n", encoding="utf-8")
+    from_file = argparse.Namespace(config=[path], overrides=[])
+    from_set = argparse.Namespace(config=[], overrides=[f"{key}={text}"])
+    preset = synthetic_train.default_config()
+    if isinstance(expected, str):
+        for arguments in (from_file, from_set):
+            with pytest.raises(ValueError, match=expected):
+                resolved_config(preset, arguments)
+        return
+    config = resolved_config(preset, from_file)[0]
+    assert getattr(getattr(config, section), name) == expected
+    assert type(getattr(getattr(config, section), name)) is type(expected)
+    assert config == resolved_config(preset, from_set)[0]
+
+
+def test_train_reads_a_config_file_of_leading_zeros_as_set_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `max_steps: 010` trained 8 steps and `eval_every_steps: 1:04` was 64; --set read 010 as 10.
+    (tmp_path / "oct.yaml").write_text("train: {max_steps: 010, eval_every_steps: 1:04}\n", encoding="utf-8")
+    arguments = ["train", "copy", "--out", str(tmp_path / "refused"), "--config", str(tmp_path / "oct.yaml")]
+    assert main([*arguments, "--set", "train.progress_bar=false"]) == 2
+    assert "train.eval_every_steps: expected an int, got '1:04'" in capsys.readouterr().err
+    (tmp_path / "run.yaml").write_text(
+        "model: {d_model: 16, nhead: 2, num_encoder_layers: 1, num_decoder_layers: 1, dim_feedforward: 32}\n"
+        "train: {max_steps: 010, eval_every_steps: 005, epochs: 0, progress_bar: false}\n"
+        "data: {num_train: 32, num_validation: 16}\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "run"
+    assert main(["train", "copy", "--out", str(out), "--config", str(tmp_path / "run.yaml")]) == 0
+    saved = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
+    assert (saved["train"]["max_steps"], saved["train"]["eval_every_steps"]) == (10, 5)
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert max(steps) == 10
 
 
 def test_a_missing_config_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

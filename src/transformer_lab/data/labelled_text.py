@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from transformer_lab import strict_json
 from transformer_lab.data._checks import check_integer, is_integer
 from transformer_lab.data.line_stream import stream_lines
 
@@ -289,11 +290,13 @@ def _read_json_lines(lines: Iterable[str], text_fields: tuple[str, ...], label_f
         if not line.strip():
             raise _LineError(number, "expected a JSON object, got an empty line")
         try:
-            value = json.loads(line)
+            value = strict_json.loads(line)
         except json.JSONDecodeError as error:
             raise _LineError(
                 number, f"expected a JSON object, got bad JSON ({error.msg} at column {error.colno})"
             ) from None
+        except strict_json.DuplicateKeyError as error:
+            raise _LineError(number, str(error)) from None
         if not isinstance(value, dict):
             raise _LineError(number, f"expected a JSON object, got {type(value).__name__} {line[:60]!r}")
         missing = [name for name in (*text_fields, label_field) if name not in value]

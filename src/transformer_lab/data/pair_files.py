@@ -27,6 +27,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from transformer_lab import strict_json
 from transformer_lab.data.parallel_text import ParallelText, read_lines, read_parallel_text
 
 logger = logging.getLogger(__name__)
@@ -153,11 +154,13 @@ def _tsv_pairs(path: Path, lines: list[str], header_lines: int) -> list[tuple[st
 
 def json_pair(path: Path, number: int, line: str, source_language: str, target_language: str) -> tuple[str, str]:
     try:
-        record = json.loads(line)
+        record = strict_json.loads(line)
     except json.JSONDecodeError as error:
         raise ValueError(
             f"{path}: line {number}: expected one JSON object, got invalid JSON ({error.msg} at column {error.colno})"
         ) from None
+    except strict_json.DuplicateKeyError as error:
+        raise ValueError(f"{path}: line {number}: {error}") from None
     if not isinstance(record, dict):
         raise ValueError(f"{path}: line {number}: expected a JSON object, got {type(record).__name__}")
     holder = record.get("translation", record) if isinstance(record.get("translation"), dict) else record

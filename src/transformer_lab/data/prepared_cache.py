@@ -27,6 +27,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from transformer_lab import strict_json
 from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.manifest_checks import Check, check_file_sizes, check_manifest, file_checksums, verify_files
 from transformer_lab.data.token_store import check_format_version, read_versioned_json
@@ -323,9 +324,9 @@ def read_pairs_jsonl(path: Path, keys: Sequence[str]) -> list[tuple[str, str]]:
     with path.open(encoding="utf-8") as file:
         for number, line in enumerate(file, 1):
             try:
-                record = json.loads(line)
+                record = strict_json.loads(line)
                 pairs.append((str(record[keys[0]]), str(record[keys[1]])))
-            except (json.JSONDecodeError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError):  # bad JSON or a key twice are ValueErrors
                 expected = "{" + ", ".join(f"{key!r}: ..." for key in keys) + "}"
                 raise ValueError(f"{path}: line {number}: expected {expected}, got {line[:80]!r}") from None
     return pairs

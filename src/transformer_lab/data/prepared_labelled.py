@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from transformer_lab import strict_json
 from transformer_lab.data.ag_news import (
     NewsArticle,
     log_malformed,
@@ -380,7 +381,7 @@ def _read_validation(path: Path, num_classes: int) -> list[LabelledExample]:
     with path.open(encoding="utf-8") as file:
         for number, line in enumerate(file, 1):
             try:
-                record = json.loads(line)
+                record = strict_json.loads(line)
                 row = LabelledExample(str(record["text"]), int(record["label"]), int(record["line"]))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                 raise ValueError(

@@ -19,7 +19,6 @@ Which poem counts is decided by form alone (see `antithetical_couplets`): the to
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import shutil
@@ -28,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from transformer_lab import strict_json
 from transformer_lab.data.chinese import is_han
 from transformer_lab.data.couplet import LOWER_FILE, UPPER_FILE
 from transformer_lab.data.download import download_file
@@ -194,8 +194,8 @@ def collection_files(
 def _poem_paragraphs(path: Path) -> Iterable[list[str]]:
     """The "paragraphs" of each poem of one JSON file, in file order; a malformed file is a ValueError naming it."""
     try:
-        poems = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        poems = strict_json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:  # bytes not UTF-8, bad JSON, a key twice
         raise ValueError(f"{path}: expected a UTF-8 JSON list of poems, got unreadable data ({error})") from None
     if not isinstance(poems, list):
         raise ValueError(f"{path}: expected a JSON list of poems, got a {type(poems).__name__}")

@@ -70,6 +70,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from transformer_lab import strict_json
 from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.data._checks import check_bool, check_integer, is_integer
 from transformer_lab.data.vocabulary import (
@@ -158,7 +159,11 @@ def _component_types(component: object) -> list[str]:
 def _parse_tokenizer_json(text: str, where: str, noun: str) -> dict:
     """The JSON object of a tokenizers file; a ValueError naming `where` for anything else."""
     try:
-        data = json.loads(text)
+        data = strict_json.loads(text)
+    except strict_json.DuplicateKeyError as error:
+        raise ValueError(
+            f"{where}: expected a tokenizer JSON {noun} giving each key once, got one where {error}"
+        ) from None
     except json.JSONDecodeError as error:
         raise ValueError(
             f"{where}: expected a tokenizer JSON {noun}, got content that is not JSON ({error}); "

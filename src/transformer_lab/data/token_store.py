@@ -26,6 +26,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from transformer_lab import strict_json
+
 STORE_FILE = "store.json"
 STORE_FORMAT_VERSION = 1
 LABELS_FILE = "labels"
@@ -172,8 +174,8 @@ def read_versioned_json(path: Path, format_version: int | None) -> dict[str, Any
     if not path.is_file():
         raise FileNotFoundError(f"{path}: expected a prepared corpus's {path.name}, got no such file")
     try:
-        content = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        content = strict_json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:  # bytes not UTF-8, bad JSON, a key twice
         raise ValueError(f"{path}: expected JSON, got unreadable content ({error})") from None
     check_format_version(path, content, format_version)
     return content

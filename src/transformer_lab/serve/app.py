@@ -33,9 +33,11 @@ hold at most ``max_text_characters`` (:data:`MAX_TEXT_CHARACTERS`) and all of a 
 texts together at most ``max_lines`` lines
 (:data:`~transformer_lab.serve.intake.MAX_LINES`), else 422 naming the field.
 
-Every error is a JSON object ``{"error": message}``: 422 for a malformed request (or a body JSON cannot read), 413 for
-a body too large, 404 for an unknown model, 400 for a request the model cannot take (e.g.
-a text longer than its positional table), 503 when busy (with ``Retry-After``).
+Every error is a JSON object ``{"error": message}``: 422 for a malformed request (or a body JSON cannot read, or
+one that gives a key twice in an object), 413 for a body too large, 404 for an unknown model, 400 for a request
+the model cannot take (e.g. a text longer than its positional table), 503 when busy (with ``Retry-After``). A 422
+names the first :data:`~transformer_lab.serve.intake.MAX_ERRORS_SHOWN` problems, each once, and counts the rest;
+a body of more unknown keys than that is refused before validation, which spends a second on 100,000 of them.
 
 FastAPI reads the endpoints' annotations to validate requests, so this module does not use
 ``from __future__ import annotations`` (the request types are built per endpoint).
@@ -60,11 +62,15 @@ from transformer_lab.serve.admission import Admission, Busy, ClientGone
 from transformer_lab.serve.intake import (
     ARRIVED_SCOPE_KEY,
     MAX_BODY_BYTES,
+    MAX_ERRORS_SHOWN,
     MAX_LINES,
     RequestError,
     RequestIntake,
+    StrictJsonRoute,
     check_text_limits,
     json_error,
+    listed_problems,
+    shown_location,
     unreadable_body_message,
 )
 from transformer_lab.serve.registry import ServedModel
@@ -117,7 +123,7 @@ def _validation_message(error: Mapping[str, Any]) -> str:
     if error.get("type") == "json_invalid":
         return f"body: expected a JSON object, got malformed JSON ({error.get('ctx', {}).get('error', 'unreadable')})"
     # The location starts with "body"; the rest names the field (e.g. "text", "sentences.0").
-    location = ".".join(str(part) for part in error.get("loc", ()) if part != "body") or "body"
+    location = shown_location(".".join(str(part) for part in error.get("loc", ()) if part != "body") or "body")
     expected = _EXPECTED_TYPES.get(str(error.get("type")))
     if expected is not None:
         return f"{location}: expected {expected}, got {_json_value(error.get('input'))}"
@@ -167,6 +173,7 @@ def create_app(
             raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
     admission = Admission(max_queue, lock_timeout)
     app = FastAPI(title="transformer-lab", docs_url=None, redoc_url=None)
+    app.router.route_class = StrictJsonRoute  # before any route is added
     app.state.admission = admission
     app.add_middleware(RequestIntake, max_body_bytes=max_body_bytes)
 
@@ -193,15 +200,16 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def validationjson_error(_: Request, error: RequestValidationError) -> JSONResponse:
-        messages = [_validation_message(item) for item in error.errors()]
-        return json_error(422, "; ".join(messages) or "invalid request", details=messages)
+        errors = error.errors()
+        messages = [_validation_message(item) for item in errors[:MAX_ERRORS_SHOWN]]
+        return json_error(422, listed_problems(messages, len(errors)) or "invalid request")
 
     @app.exception_handler(HTTPException)
     async def httpjson_error(_: Request, error: HTTPException) -> JSONResponse:
         # FastAPI's 400 for a body json.loads could not read (not a syntax error): a 422 like malformed JSON.
         unreadable = unreadable_body_message(error.__cause__) if error.status_code == 400 else None
         if unreadable is not None:
-            return json_error(422, unreadable, details=[unreadable])
+            return json_error(422, unreadable)
         return json_error(error.status_code, str(error.detail))
 
     @app.get("/", include_in_schema=False)

@@ -3,19 +3,25 @@
 :class:`RequestIntake` is pure ASGI middleware that notes each request's arrival (the
 admission's deadline counts from it) and refuses a body over ``max_body_bytes`` with 413
 before it is read whole; :func:`check_text_limits` caps the characters of every text field
-and the lines of a request (its text fields only). Every refusal is a JSON ``{"error": message}``.
+and the lines of a request (its text fields only); :class:`StrictJsonRoute` reads a body by
+:func:`transformer_lab.strict_json.loads`, so an object giving a key twice is refused, not
+read as its last value. Every refusal is a JSON ``{"error": message}``.
 """
 
+import inspect
 import re
 import sys
 import time
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Coroutine, Iterator, Mapping
 
+from fastapi import Request, Response
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from transformer_lab import strict_json
 from transformer_lab.serve.requests import is_text_field
 
 # The largest request body read: the biggest valid request (4 masks sentences of 1000
@@ -25,6 +31,13 @@ MAX_BODY_BYTES = 1024 * 1024
 MAX_LINES = 256
 # Where the intake middleware notes a request's arrival (time.monotonic()) in the ASGI scope.
 ARRIVED_SCOPE_KEY = "transformer_lab.arrived"
+# The problems a 422 names; the rest are counted. A body of 100,000 unknown keys was answered
+# with all 100,000 messages, twice (7.9 MB), after a second of work on the event loop.
+MAX_ERRORS_SHOWN = 20
+# The longest field location (a key the client chose, for an unknown one) quoted in a message.
+MAX_LOCATION_CHARACTERS = 80
+# pydantic's message for a key the request does not declare, which the early check repeats.
+UNKNOWN_KEY_MESSAGE = "Extra inputs are not permitted"
 
 
 class RequestError(HTTPException):
@@ -50,8 +63,11 @@ def unreadable_body_message(cause: BaseException | None) -> str | None:
     """What is wrong with a body that JSON could not read for a reason other than its syntax, or None.
 
     FastAPI answers those (``cause`` is the error of ``json.loads``) with a bare 400 "There was an
-    error parsing the body"; this says which: bytes that are not UTF-8, a number too long, too deep.
+    error parsing the body"; this says which: bytes that are not UTF-8, a number too long, too deep,
+    a key given twice.
     """
+    if isinstance(cause, strict_json.DuplicateKeyError):
+        return f"body: {cause}"
     if isinstance(cause, UnicodeDecodeError):
         bad = cause.object[cause.start : cause.end]
         # json.loads reads a body starting with zero bytes as UTF-16 or UTF-32; say so, or the reason misleads.
@@ -67,6 +83,70 @@ def unreadable_body_message(cause: BaseException | None) -> str | None:
             return f"body: expected numbers of at most {limit} digits, got one of {digits.group(1)} digits"
         return f"body: expected a JSON object, got unreadable JSON ({cause})"
     return None
+
+
+def shown_location(location: str) -> str:
+    """A field's location as a message quotes it, cut to :data:`MAX_LOCATION_CHARACTERS` (a key may be long)."""
+    return location if len(location) <= MAX_LOCATION_CHARACTERS else location[: MAX_LOCATION_CHARACTERS - 3] + "..."
+
+
+def listed_problems(messages: list[str], total: int, noun: str = "problems") -> str:
+    """The first :data:`MAX_ERRORS_SHOWN` of ``messages``, then how many of the ``total`` were left unsaid."""
+    shown = messages[:MAX_ERRORS_SHOWN]
+    if total > len(shown):
+        shown.append(f"and {total - len(shown):,} more {noun} ({total:,} in all)")
+    return "; ".join(shown)
+
+
+class StrictJsonRequest(Request):
+    """A request whose JSON body is read by :func:`~transformer_lab.strict_json.loads`: a key given twice is refused.
+
+    With ``declared_keys`` (the request model's fields), an object of more than :data:`MAX_ERRORS_SHOWN` other
+    keys is refused here, before validation: pydantic makes one error per unknown key, and
+    listing 100,000 of them took a second of the event loop.
+    """
+
+    def __init__(self, scope: Scope, receive: Receive, declared_keys: frozenset[str] | None = None) -> None:
+        super().__init__(scope, receive)
+        self.declared_keys = declared_keys
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            body = strict_json.loads(await self.body())
+            declared = self.declared_keys
+            if declared is not None and isinstance(body, dict) and len(body) > MAX_ERRORS_SHOWN:
+                unknown = [key for key in body if key not in declared]
+                if len(unknown) > MAX_ERRORS_SHOWN:
+                    messages = [f"{shown_location(key)}: {UNKNOWN_KEY_MESSAGE}" for key in unknown[:MAX_ERRORS_SHOWN]]
+                    raise RequestError(422, listed_problems(messages, len(unknown), "unknown keys"))
+            self._json = body
+        return self._json
+
+
+def _body_keys(endpoint: Callable[..., Any]) -> frozenset[str] | None:
+    """The field names of the pydantic model that ``endpoint`` takes as its body, or None if it takes none."""
+    for parameter in inspect.signature(endpoint).parameters.values():
+        annotation = parameter.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return frozenset(annotation.model_fields)
+    return None
+
+
+class StrictJsonRoute(APIRoute):
+    """A route whose endpoint reads the body as :class:`StrictJsonRequest` (``json.loads`` keeps a key's last value).
+
+    FastAPI turns the :class:`~transformer_lab.strict_json.DuplicateKeyError` into its 400 "error
+    parsing the body", whose cause :func:`unreadable_body_message` names.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        declared_keys = _body_keys(self.endpoint)
+
+        async def strict_handler(request: Request) -> Response:
+            return await handler(StrictJsonRequest(request.scope, request.receive, declared_keys))
+
+        return strict_handler
 
 
 def _texts(body: BaseModel) -> Iterator[tuple[str, str]]:

@@ -44,6 +44,7 @@ from safetensors.torch import _remove_duplicate_names, load_model
 from safetensors.torch import save as save_safetensors
 from torch import nn
 
+from transformer_lab import strict_json
 from transformer_lab.atomic_files import make_temporary_folder
 from transformer_lab.folders import FolderWriteError, describe_os_error
 
@@ -357,11 +358,13 @@ def load_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """Read ``config.json`` of checkpoint ``folder``."""
     path = _require_file(folder, CONFIG_FILE, "the configuration")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = strict_json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as error:
         raise ValueError(f"{str(path)!r}: expected UTF-8 JSON, got invalid bytes at byte {error.start}") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"{str(path)!r}: expected a JSON object, got malformed JSON: {error}") from None
+    except strict_json.DuplicateKeyError as error:
+        raise ValueError(f"{str(path)!r}: {error}") from None
     if not isinstance(config, dict):
         raise ValueError(f"{str(path)!r}: expected a JSON object, got {type(config).__name__}")
     return config

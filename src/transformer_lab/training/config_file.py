@@ -21,6 +21,11 @@ most 1 MiB of text, nested at most 32 levels, and at most 100,000 values with ev
 (``*name``) counted as the whole value it repeats. A few hundred bytes of nested aliases
 otherwise stand for gigabytes of values (and the message quoting one took them all), and
 100,000 nested brackets overflowed the parser's recursion.
+
+Numbers are read as YAML 1.2's core schema spells them, as ``--set`` reads them
+(:func:`~transformer_lab.training.config_io.core_number`): ``010`` is ten, ``0o10`` eight,
+``1e-3`` a float, and ``1:04`` text (PyYAML's YAML 1.1 read them as 8, a base-60 64 and text).
+Booleans and null keep PyYAML's words.
 """
 
 from __future__ import annotations
@@ -33,7 +38,15 @@ from typing import Any, TypeVar
 import yaml
 
 from transformer_lab.data.parallel_text import utf8_text
-from transformer_lab.training.config_io import Setting, config_to_dict, merge_settings, settings_of
+from transformer_lab.training.config_io import (
+    CORE_FLOAT,
+    CORE_INT,
+    Setting,
+    config_to_dict,
+    core_number,
+    merge_settings,
+    settings_of,
+)
 
 __all__ = [
     "MAX_YAML_BYTES",
@@ -42,6 +55,7 @@ __all__ = [
     "apply_config_file",
     "config_file_settings",
     "config_to_yaml",
+    "dump_yaml",
     "load_bounded_yaml",
     "load_bounded_yaml_text",
     "read_bounded_text",
@@ -65,12 +79,38 @@ class _YamlBoundError(ValueError):
         self.line = line
 
 
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+
+
+def _core_number_resolvers() -> dict[Any, list[tuple[str, Any]]]:
+    """PyYAML's plain-scalar resolvers less its YAML 1.1 numbers, which YAML 1.2's core schema replaces."""
+    return {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag not in (_INT_TAG, _FLOAT_TAG)]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+
+def _construct_core_number(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int | float:
+    """A number node (plain, or tagged ``!!int`` / ``!!float``) read by :func:`core_number`."""
+    text = loader.construct_scalar(node)
+    number = core_number(str(text))
+    if number is None or (node.tag == _INT_TAG and not isinstance(number, int)):
+        kind = "an int" if node.tag == _INT_TAG else "a float"
+        raise yaml.constructor.ConstructorError(
+            None, None, f"expected {kind} as YAML 1.2 spells it, got {text!r}", node.start_mark
+        )
+    return float(number) if node.tag == _FLOAT_TAG else number
+
+
 class _BoundedLoader(yaml.SafeLoader):
     """PyYAML's safe loader that refuses nesting deeper than :data:`MAX_YAML_DEPTH` as it composes.
 
     The composer recurses once per level, so the depth must be counted there, before
     Python's own recursion limit is reached.
     """
+
+    yaml_implicit_resolvers = _core_number_resolvers()
 
     def __init__(self, text: str) -> None:
         super().__init__(text)
@@ -85,6 +125,29 @@ class _BoundedLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+
+# The int first: the float's pattern also matches "10".
+_BoundedLoader.add_implicit_resolver(_INT_TAG, CORE_INT, list("-+0123456789"))
+_BoundedLoader.add_implicit_resolver(_FLOAT_TAG, CORE_FLOAT, list("-+.0123456789"))
+_BoundedLoader.add_constructor(_INT_TAG, _construct_core_number)
+_BoundedLoader.add_constructor(_FLOAT_TAG, _construct_core_number)
+
+
+class _Dumper(yaml.SafeDumper):
+    """PyYAML's safe dumper that also quotes a string YAML 1.2 reads as a number ("1e-3", "0o17").
+
+    Its YAML 1.1 quoting stays, so any YAML reader takes the text back as text.
+    """
+
+
+_Dumper.add_implicit_resolver(_INT_TAG, CORE_INT, list("-+0123456789"))
+_Dumper.add_implicit_resolver(_FLOAT_TAG, CORE_FLOAT, list("-+.0123456789"))
+
+
+def dump_yaml(data: Any) -> str:
+    """``data`` as YAML text that :func:`load_bounded_yaml_text` (and YAML 1.1 readers) read back the same."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
 
 
 def _check_expanded_size(root: yaml.Node) -> None:
@@ -216,4 +279,4 @@ def apply_config_file(config: ConfigType, path: str | os.PathLike[str]) -> Confi
 
 def config_to_yaml(config: Any) -> str:
     """A config as the YAML text ``--config`` reads (sections in the dataclass's field order)."""
-    return yaml.safe_dump(config_to_dict(config), sort_keys=False, allow_unicode=True)
+    return dump_yaml(config_to_dict(config))

@@ -11,6 +11,9 @@ which reads JSON-like data and ``--set`` texts alike.
   each become :class:`Setting` s (key, value, origin); :func:`merge_settings` lays them
   over each other once, a later one winning, and checks the result once.
 - :func:`apply_overrides` applies ``--set`` texts; :func:`parse_override` reads one.
+- :func:`core_number` reads a number as YAML 1.2's core schema spells it, for a ``--set``
+  text and a ``--config`` file's plain scalar alike (``010`` is ten; ``1:04``, ``0b1`` and
+  ``1_000``, YAML 1.1's other forms, are text).
 
 Every error is a ``ValueError`` naming the dotted key, what was expected and what was
 given, quoted short by :func:`shown`.
@@ -23,11 +26,14 @@ import functools
 import json
 import math
 import pathlib
+import re
 import reprlib
 import types
 import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
+
+from transformer_lab import strict_json
 
 __all__ = [
     "PRESET",
@@ -35,6 +41,7 @@ __all__ = [
     "apply_overrides",
     "config_from_dict",
     "config_to_dict",
+    "core_number",
     "merge_settings",
     "override_settings",
     "parse_override",
@@ -47,6 +54,14 @@ ConfigType = TypeVar("ConfigType")
 _TRUE_WORDS = ("true", "yes", "on", "1")
 _FALSE_WORDS = ("false", "no", "off", "0")
 _NONE_WORDS = ("none", "null")
+# YAML 1.2's core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution): the spellings of
+# an int and of a float. YAML 1.1's octal 010, base-60 1:04, binary and underscores are text.
+CORE_INT = re.compile(r"(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)\Z")
+CORE_FLOAT = re.compile(
+    r"(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))\Z"
+)
+# Python's own spellings of the floats that are no number, which a --set text may use.
+_PYTHON_NONFINITE = ("inf", "infinity", "nan")
 # The origin of the values a merge starts from; every other origin is a change to them.
 PRESET = "preset"
 
@@ -252,9 +267,11 @@ def _sequence(value: Any, annotation: Any, key: str, text: bool) -> Any:
 def _mapping(value: Any, annotation: Any, key: str, text: bool) -> Any:
     if text:
         try:
-            value = json.loads(value)
+            value = strict_json.loads(value)
         except json.JSONDecodeError:
             raise ValueError(f"{key}: expected a JSON object, got {shown(value)}") from None
+        except strict_json.DuplicateKeyError as error:
+            raise ValueError(f"{key}: {error}") from None
     if not isinstance(value, Mapping):
         raise ValueError(f"{key}: expected a mapping, got {shown(value)}")
     key_type, value_type = typing.get_args(annotation) or (Any, Any)
@@ -282,15 +299,39 @@ def _scalar(value: Any, annotation: Any, key: str, text: bool) -> Any:
     raise ValueError(f"{key}: expected {'an' if annotation is int else 'a'} {annotation.__name__}{words}, got {given}")
 
 
+def core_number(text: str) -> int | float | None:
+    """The int or float ``text`` spells in YAML 1.2's core schema, else None.
+
+    ``"010"`` is 10, ``"0o17"`` 15, ``"0x1F"`` 31, ``"1e-3"`` and ``".5"`` floats, ``".inf"``
+    and ``".nan"`` the floats that are no number; ``"1:04"``, ``"0b101"``, ``"1_000"`` and
+    digits of other scripts are None. An int of more digits than Python converts is a ``ValueError``.
+    """
+    if CORE_INT.match(text):
+        base = {"0o": 8, "0x": 16}.get(text[:2], 10)
+        return int(text[2:] if base != 10 else text, base)
+    if CORE_FLOAT.match(text):
+        lowered = text.lower()
+        return float(lowered.replace(".inf", "inf").replace(".nan", "nan"))
+    return None
+
+
 def _read_text(text: str, annotation: type) -> Any:
-    """A ``--set`` text as the bool, int or float it spells (None where it spells none); a str stays the text."""
+    """A ``--set`` text as the bool, int or float it spells (None where it spells none); a str stays the text.
+
+    Numbers read as a ``--config`` file's do (:func:`core_number`), so the two agree.
+    """
     word = text.strip()
     if annotation is bool:
         return True if word.lower() in _TRUE_WORDS else False if word.lower() in _FALSE_WORDS else None
+    if annotation not in (int, float):
+        return text
     try:
-        return annotation(word) if annotation in (int, float) else text
-    except ValueError:
+        number = core_number(word)
+    except ValueError:  # more digits than Python converts
         return None
+    if number is None and annotation is float and word.lower().lstrip("+-") in _PYTHON_NONFINITE:
+        return float(word)  # refused by name as not finite, rather than as no float
+    return number
 
 
 def _finite(number: float, key: str, given: str) -> float:

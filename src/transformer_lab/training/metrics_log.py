@@ -19,6 +19,8 @@ import stat
 from pathlib import Path
 from typing import Any, Mapping
 
+from transformer_lab import strict_json
+
 from .run.run_folder import METRICS_FILE
 
 __all__ = ["MetricsLog", "read_metrics"]
@@ -87,9 +89,11 @@ def _checked_row(path: Path, number: int, raw: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as error:
         raise ValueError(f"{where}: expected UTF-8 text, got {error.reason} ({error})") from None
     try:
-        row = json.loads(line)
+        row = strict_json.loads(line)
     except json.JSONDecodeError as error:
         raise ValueError(f"{where}: expected a JSON object, got text that is not JSON ({error})") from None
+    except strict_json.DuplicateKeyError as error:
+        raise ValueError(f"{where}: {error}") from None
     if not isinstance(row, dict) or "event" not in row or "step" not in row:
         raise ValueError(f"{where}: expected an object with 'event' and 'step', got {line.strip()[:80]!r}")
     step = row["step"]

@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import torch
-import yaml
 
 from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.hardware import cpu_model_name
 
-from .config_file import MAX_YAML_BYTES, load_bounded_yaml_text, read_bounded_text
+from .config_file import MAX_YAML_BYTES, dump_yaml, load_bounded_yaml_text, read_bounded_text
 from .config_io import shown
 
 __all__ = [
@@ -238,7 +237,7 @@ def _counted(count: int, noun: str) -> str:
 
 def render_card(facts: Mapping[str, Any]) -> str:
     """The card's text: the front matter, then the Markdown rendered from ``facts``."""
-    front = yaml.safe_dump(_front_matter(facts), sort_keys=False, allow_unicode=True)
+    front = dump_yaml(_front_matter(facts))
     task, languages, data, model, training = (
         facts["task"],
         facts["languages"],

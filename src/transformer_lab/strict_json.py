@@ -1,0 +1,46 @@
+"""JSON read as ``json.loads`` reads it, except that an object giving a key twice is refused.
+
+``json.loads('{"label": "2", "label": "1"}')`` keeps the last value and drops the first without
+a word, so a corpus line or a request body could mean something its writer did not. Every
+reader of a user's JSON (JSON Lines corpora, request bodies, configs, manifests) goes through
+:func:`loads`; the caller adds the file and line to the :class:`DuplicateKeyError`'s message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["DuplicateKeyError", "loads"]
+
+# The longest key quoted whole in a message; a longer one is cut.
+_MAX_KEY_CHARACTERS = 80
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object that gives ``key`` twice: "key 'label' appears twice"."""
+
+    def __init__(self, key: str) -> None:
+        shown = key if len(key) <= _MAX_KEY_CHARACTERS else key[: _MAX_KEY_CHARACTERS - 3] + "..."
+        super().__init__(f"key {shown!r} appears twice")
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    mapping = dict(pairs)
+    if len(mapping) != len(pairs):  # the common case costs one dict, as json's own does
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(key)
+            seen.add(key)
+    return mapping
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads(text)``, but an object with a key given twice (at any depth) is a :class:`DuplicateKeyError`.
+
+    Malformed JSON is ``json.JSONDecodeError`` and bytes that are not UTF-8 ``UnicodeDecodeError``,
+    as from ``json.loads``; all three are ``ValueError`` s.
+    """
+    return json.loads(text, object_pairs_hook=_unique_keys)
