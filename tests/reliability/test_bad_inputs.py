@@ -1140,6 +1140,37 @@ CLI_CASES = [
         r"expected a translation checkpoint, got task 'couplet'$",
     ),
     # train / evaluate of the two tasks: the key, the value or the folder is named before any work.
+    # A data setting is named as typed (data.X), and the files as the option that gave them.
+    *[
+        CliCase(
+            f"{command} {task}: format 'lines' with one --train file",
+            lambda tmp, ck, command=command, task=task: [
+                command,
+                task,
+                "--out",
+                str(tmp / "r"),
+                "--set",
+                "data.file_format=lines",
+                "--train",
+                str(write_lines(tmp / "one.txt", ["春风"])),
+            ],
+            rf"^transformer-lab {command}: error: --train: expected two files \({sides}\) for the format 'lines', "
+            r"got 1 path \('.*one\.txt'\)$",
+        )
+        for command, task, sides in [
+            ("train", "translation", "source then target"),
+            ("prepare", "translation", "source then target"),
+            ("train", "couplet", "upper then lower"),
+        ]
+    ],
+    *[
+        CliCase(
+            f"train {task}: unknown data.file_format",
+            lambda tmp, ck, task=task: ["train", task, "--out", str(tmp / "r"), "--set", "data.file_format=foo"],
+            r"^transformer-lab train: error: data\.file_format: expected one of lines, tsv, jsonl or '' .*, got 'foo'$",
+        )
+        for task in ("translation", "couplet")
+    ],
     CliCase(
         "train classification: --set unknown key",
         lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--set", "model.num_encoder_layers=1"],
