@@ -191,6 +191,13 @@ LIBRARY_CASES = [
         r"^num_candidates: expected an int >= 1, got True$",
     ),
     LibraryCase(
+        # Told as the keyword given, not as the beam_size the search is widened to.
+        "couplet: num_candidates over the beam limit",
+        lambda tmp, ck: api.CoupletWriter(ck.couplet).write("春风", num_candidates=100),
+        api.SettingError,
+        r"^num_candidates: expected at most 64 \(each candidate is a beam\), got 100$",
+    ),
+    LibraryCase(
         "couplet: constraints not a config",
         lambda tmp, ck: api.CoupletWriter(ck.couplet).write("春风", constraints="none"),
         ValueError,
