@@ -374,6 +374,23 @@ def test_a_body_json_cannot_read_gets_a_422_saying_why(client: TestClient, conte
     assert response.json() == {"error": message, "details": [message]}
 
 
+@pytest.mark.parametrize(
+    ("headers", "given"),
+    [
+        ({"Content-Type": "text/plain"}, "'text/plain'"),
+        ({"Content-Type": "application/x-www-form-urlencoded"}, "'application/x-www-form-urlencoded'"),
+        ({}, "none"),
+    ],
+)
+def test_a_body_sent_as_another_content_type_gets_a_415_naming_it(
+    client: TestClient, headers: dict[str, str], given: str
+) -> None:
+    # A well-formed JSON object, but not sent as JSON: the server never read it as one.
+    response = client.post("/api/translate", content=b'{"model": "tiny", "text": "Ein Hund."}', headers=headers)
+    assert response.status_code == 415, response.text
+    assert response.json()["error"] == f"Content-Type: expected application/json, got {given}"
+
+
 def test_a_request_waits_a_bounded_time_for_the_model_then_gets_503(
     served: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -192,7 +192,12 @@ def create_app(
         return json_error(CLIENT_GONE_STATUS, "the client disconnected before its turn; the request was not run")
 
     @app.exception_handler(RequestValidationError)
-    async def validationjson_error(_: Request, error: RequestValidationError) -> JSONResponse:
+    async def validationjson_error(request: Request, error: RequestValidationError) -> JSONResponse:
+        if any(isinstance(item.get("input"), bytes) for item in error.errors()):
+            # FastAPI reads a body as JSON only under a JSON content type; any other leaves it bytes.
+            given = request.headers.get("content-type")
+            message = f"Content-Type: expected application/json, got {repr(given) if given else 'none'}"
+            return json_error(415, message, details=[message])
         messages = [_validation_message(item) for item in error.errors()]
         return json_error(422, "; ".join(messages) or "invalid request", details=messages)
 
