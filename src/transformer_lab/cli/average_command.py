@@ -9,6 +9,7 @@ from pathlib import Path
 
 from torch import nn
 
+from transformer_lab.cli.bounds import path_of
 from transformer_lab.tasks.registry import load_trained
 from transformer_lab.training import CONFIG_FILE, MODEL_FILE, average_checkpoints
 from transformer_lab.training.run.run_folder import check_output_outside_saves
@@ -20,11 +21,13 @@ DEFAULT_LAST = 10  # the translation preset's train.keep_last
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("average-checkpoints", help="average the weights of a run's last N step checkpoints")
-    parser.add_argument("--run", type=Path, required=True, help="run folder holding step-NNNNNN/ checkpoints")
+    parser.add_argument("--run", type=path_of, required=True, help="run folder holding step-NNNNNN/ checkpoints")
     parser.add_argument(
         "--last", type=int, default=None, help=f"how many of the newest step checkpoints (default {DEFAULT_LAST})"
     )
-    parser.add_argument("--out", type=Path, required=True, help="folder for the averaged checkpoint (must not exist)")
+    parser.add_argument(
+        "--out", type=path_of, required=True, help="folder for the averaged checkpoint (must not exist)"
+    )
     parser.set_defaults(handler=run)
 
 

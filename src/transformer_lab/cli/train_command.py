@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from transformer_lab.cli.bounds import checked_text
+from transformer_lab.cli.bounds import checked_text, path_of
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
 from transformer_lab.data.prepared_settings import with_prepared_settings
 from transformer_lab.devices import resolve_device
@@ -38,7 +38,7 @@ from transformer_lab.training.trainer import LAST_FOLDER
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("train", help=f"train a task: {', '.join(TASKS)}")
     parser.add_argument("task", choices=tuple(TASKS), help="which task to train")
-    parser.add_argument("--out", type=Path, required=True, help="run folder for checkpoints and metrics.jsonl")
+    parser.add_argument("--out", type=path_of, required=True, help="run folder for checkpoints and metrics.jsonl")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument(
         "--data-dir",
@@ -109,7 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--init-from",
-        type=Path,
+        type=path_of,
         default=None,
         metavar="CHECKPOINT",
         help="fine-tune: start from this checkpoint's weights, tokenizer and model config, with a fresh optimizer "

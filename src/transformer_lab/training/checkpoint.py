@@ -553,6 +553,12 @@ def read_extra_file(folder: str | os.PathLike[str], name: str) -> bytes:
 
 def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
     """A checkpoint folder itself, or a run folder's ``best/`` (else its ``last/``)."""
+    if isinstance(path, (str, os.PathLike)) and not os.fspath(path):
+        # Path("") is the current folder: the message would quote a '.' nobody typed.
+        raise ValueError(
+            f"checkpoint: expected a checkpoint folder (with {CONFIG_FILE}) or a run folder holding best/ or last/, "
+            "got an empty path"
+        )
     path = Path(path)
     if (path / CONFIG_FILE).is_file():
         return path
