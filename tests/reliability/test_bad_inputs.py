@@ -825,6 +825,14 @@ CLI_CASES = [
         r"train\.keep_last was 0",
     ),
     CliCase(
+        # A run's best/ (a checkpoint) holds no steps: told as the checkpoint it is, not as a run that kept none.
+        "average-checkpoints: --run a checkpoint folder",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(translation_run(tmp, ck) / "best")]
+        + ["--out", str(tmp / "avg")],
+        r"--run: expected a run folder \(holding best/, last/ and step-NNNNNN/ checkpoints\), got .*run/best, which "
+        r"is a checkpoint folder; give the run folder that holds it \(.*run\)$",
+    ),
+    CliCase(
         "average-checkpoints: --run a file",
         lambda tmp, ck: ["average-checkpoints", "--run", str(a_file(tmp)), "--out", str(tmp / "avg")],
         r"--run: expected a run folder, got .*notes\.txt, which is a file$",

@@ -44,6 +44,14 @@ def run(arguments: argparse.Namespace) -> int:
     if not arguments.run.is_dir():
         what = "is a file" if arguments.run.exists() else "does not exist"
         raise FileNotFoundError(f"--run: expected a run folder, got {arguments.run}, which {what}")
+    if (arguments.run / CONFIG_FILE).is_file():
+        # One checkpoint (best/, last/, a step-NNNNNN/): its own folder holds no steps to average.
+        parent = arguments.run.resolve().parent
+        named = f" ({parent})" if (parent / "metrics.jsonl").is_file() else ""
+        raise ValueError(
+            f"--run: expected a run folder (holding best/, last/ and step-NNNNNN/ checkpoints), got {arguments.run}, "
+            f"which is a checkpoint folder; give the run folder that holds it{named}"
+        )
     steps = sorted(
         (int(match.group(1)), path) for path in arguments.run.iterdir() if (match := _STEP_FOLDER.match(path.name))
     )
