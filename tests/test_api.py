@@ -164,7 +164,8 @@ def test_classify_prints_the_classifiers_predictions_and_refusals(
         printed = _stdout(command, capsys, code=2)  # the blank text is refused either way
         results = classifier.classify_each(texts, precision="auto", truncate=truncate)
         expected = [
-            f"-\t{result}"
+            # The same reason, naming the option of the command rather than the Python argument.
+            "-\t" + result.replace("(truncate=True)", "(--truncate)")
             if isinstance(result, str)
             else f"{result.label_name}\t"
             + " ".join(f"{name}={share:.4f}" for name, share in result.probabilities.items())

@@ -134,6 +134,13 @@ MALFORMED = [
     ("a.csv", "text,label,text\nok,a,b\n", r"line 1: .* column 'text', got one that has 2 columns named it"),
     ("a.csv", 'text,label\n"unclosed,a\n', r"line 2: bad CSV quoting: unexpected end of data"),
     ("a.csv", 'text,label\nok,a\n"closed"then,b\n', r"line 3: bad CSV quoting: ',' expected after '\"'"),
+    # Well quoted, but longer than the csv module reads: said as the length, not as quoting.
+    (
+        "a.csv",
+        'text,label\nok,a\n"' + "x" * 131_073 + '",b\n',
+        r"line 3: expected fields of at most 131,072 characters \(the CSV reader's limit\), got a longer one; "
+        "shorten it, or write the file as JSON Lines",
+    ),
     ("a.csv", "text,label\n   ,a\n", r"line 2: field 'text': expected a non-empty text, got '   '"),
     ("a.csv", "text,label\nok,\n", r"line 2: field 'label': expected a non-empty label, got ''"),
     ("a.csv", "text,label\nok, a\n", r"line 2: field 'label': expected a label without leading or trailing whitespace"),

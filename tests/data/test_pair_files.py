@@ -134,9 +134,18 @@ def test_the_form_comes_from_the_files_or_is_refused_clearly(tmp_path: Path) -> 
         pair_file_format(["a.txt"], name="--train")
     with pytest.raises(ValueError, match=r"--train: expected two aligned line files .* got 3 paths"):
         pair_file_format(["a", "b", "c"], name="--train")
-    with pytest.raises(ValueError, match=r"--valid: file_format 'tsv' reads one file, got 2 path\(s\)"):
+    with pytest.raises(
+        ValueError, match=r"^--valid: expected one file for the format 'tsv', got 2 paths \('a', 'b'\)$"
+    ):
         pair_file_format(["a", "b"], "tsv", name="--valid")
-    with pytest.raises(ValueError, match=r"file_format: expected one of \('lines', 'tsv', 'jsonl'\)"):
+    # "lines" reads a source file and a target file: one path is refused, not unpacked later.
+    with pytest.raises(
+        ValueError, match=r"^--train: expected two files \(source then target\) for the format 'lines', got 1 path"
+    ):
+        pair_file_format(["a.de"], "lines", name="--train")
+    with pytest.raises(
+        ValueError, match=r"^file_format: expected one of lines, tsv, jsonl or '' \(from the number of files"
+    ):
         pair_file_format(["a.tsv"], "csv")
     with pytest.raises(ValueError, match=r"expected a list of one or two paths, got the single path 'a\.tsv'"):
         pair_file_format("a.tsv")

@@ -243,6 +243,12 @@ def test_the_export_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert (tmp_path / "ct2" / "model.bin").is_file()
     with pytest.raises(ValueError, match="--out: expected a new folder"):
         arguments.handler(arguments)
+    # The export folder given back as a checkpoint is told as what it is, not as a checkpoint of no task.
+    again = parse_export(
+        ["export", "--checkpoint", str(tmp_path / "ct2"), "--format", "onnx", "--out", str(tmp_path / "again")]
+    )
+    with pytest.raises(ValueError, match=r"expected a checkpoint folder .*, got a CTranslate2 export written by"):
+        again.handler(again)
 
 
 def test_int8_export_loads_and_mostly_agrees(reverse: dict, tmp_path: Path) -> None:

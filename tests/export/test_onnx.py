@@ -300,6 +300,12 @@ def test_the_export_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert (tmp_path / "onnx" / "decoder.onnx").is_file()
     with pytest.raises(ValueError, match="--out: expected a new folder"):
         arguments.handler(arguments)
+    # The export folder given back as a checkpoint is told as what it is, not as a config with unknown keys.
+    again = parse_export(
+        ["export", "--checkpoint", str(tmp_path / "onnx"), "--format", "onnx", "--out", str(tmp_path / "again")]
+    )
+    with pytest.raises(ValueError, match=r"expected a checkpoint folder .*, got an ONNX export written by"):
+        again.handler(again)
     quantized = parse_export(
         [
             "export",

@@ -152,8 +152,41 @@ def test_lab_runs_on_a_parallel_text_folder(tmp_path: Path) -> None:
     assert tgt_padding_mask_experiment(setup).holds
     with pytest.raises(FileNotFoundError, match="missing"):
         build_lab_setup(data_dir=tmp_path / "missing", batch_size=3)
-    with pytest.raises(ValueError, match="at least batch_size=5 training pairs, got 3"):
+    with pytest.raises(ValueError, match="^data_dir: expected at least batch_size 5 training pairs, got 3$"):
         build_lab_setup(data_dir=tmp_path, batch_size=5)
+
+
+def test_lab_command_names_its_options_and_offers_no_option_it_lacks(
+    tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "train.de").write_text("ein Hund\n\ndie Katze schläft\n", encoding="utf-8")
+    (tmp_path / "train.en").write_text("a dog\ntwo men\nthe cat sleeps\n", encoding="utf-8")
+    cases = [
+        # Neither the command nor build_lab_setup can skip an empty line: no skip_empty=True advice.
+        (
+            ["--data-dir", str(tmp_path)],
+            f"{tmp_path / 'train.de'}: line 2: expected a non-empty sentence, got ''; fix the file",
+        ),
+        (
+            ["--batch-size", "1"],
+            "--batch-size: expected at least 2 (a batch needs sequences of different lengths), got 1",
+        ),
+        (
+            ["--checkpoint", str(tiny_checkpoint), "--data-dir", str(tmp_path)],
+            "--checkpoint and --data-dir: expected at most one of them (the checkpoint's vocabulary is not rebuilt "
+            f"from text here), got both (--checkpoint {str(tiny_checkpoint)!r}, --data-dir {str(tmp_path)!r})",
+        ),
+    ]
+    for options, message in cases:
+        assert main(["lab", "tgt-padding-mask", *options]) == 2
+        assert capsys.readouterr().err.splitlines() == [f"transformer-lab lab: error: {message}"]
+    (tmp_path / "train.de").write_text("ein Hund\nzwei\n", encoding="utf-8")
+    (tmp_path / "train.en").write_text("a dog\ntwo men\n", encoding="utf-8")
+    assert main(["lab", "tgt-padding-mask", "--data-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.endswith("--data-dir: expected at least --batch-size 6 training pairs, got 2\n")
+    # The Python API names its keywords.
+    with pytest.raises(ValueError, match=r"^batch_size: expected at least 2 \(a batch"):
+        build_lab_setup(batch_size=1)
 
 
 def test_setup_refuses_a_batch_without_padding() -> None:

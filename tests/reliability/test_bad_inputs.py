@@ -191,6 +191,13 @@ LIBRARY_CASES = [
         r"^num_candidates: expected an int >= 1, got True$",
     ),
     LibraryCase(
+        # Told as the keyword given, not as the beam_size the search is widened to.
+        "couplet: num_candidates over the beam limit",
+        lambda tmp, ck: api.CoupletWriter(ck.couplet).write("春风", num_candidates=100),
+        api.SettingError,
+        r"^num_candidates: expected at most 64 \(each candidate is a beam\), got 100$",
+    ),
+    LibraryCase(
         "couplet: constraints not a config",
         lambda tmp, ck: api.CoupletWriter(ck.couplet).write("春风", constraints="none"),
         ValueError,
@@ -818,6 +825,14 @@ CLI_CASES = [
         r"train\.keep_last was 0",
     ),
     CliCase(
+        # A run's best/ (a checkpoint) holds no steps: told as the checkpoint it is, not as a run that kept none.
+        "average-checkpoints: --run a checkpoint folder",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(translation_run(tmp, ck) / "best")]
+        + ["--out", str(tmp / "avg")],
+        r"--run: expected a run folder \(holding best/, last/ and step-NNNNNN/ checkpoints\), got .*run/best, which "
+        r"is a checkpoint folder; give the run folder that holds it \(.*run\)$",
+    ),
+    CliCase(
         "average-checkpoints: --run a file",
         lambda tmp, ck: ["average-checkpoints", "--run", str(a_file(tmp)), "--out", str(tmp / "avg")],
         r"--run: expected a run folder, got .*notes\.txt, which is a file$",
@@ -1140,6 +1155,37 @@ CLI_CASES = [
         r"expected a translation checkpoint, got task 'couplet'$",
     ),
     # train / evaluate of the two tasks: the key, the value or the folder is named before any work.
+    # A data setting is named as typed (data.X), and the files as the option that gave them.
+    *[
+        CliCase(
+            f"{command} {task}: format 'lines' with one --train file",
+            lambda tmp, ck, command=command, task=task: [
+                command,
+                task,
+                "--out",
+                str(tmp / "r"),
+                "--set",
+                "data.file_format=lines",
+                "--train",
+                str(write_lines(tmp / "one.txt", ["春风"])),
+            ],
+            rf"^transformer-lab {command}: error: --train: expected two files \({sides}\) for the format 'lines', "
+            r"got 1 path \('.*one\.txt'\)$",
+        )
+        for command, task, sides in [
+            ("train", "translation", "source then target"),
+            ("prepare", "translation", "source then target"),
+            ("train", "couplet", "upper then lower"),
+        ]
+    ],
+    *[
+        CliCase(
+            f"train {task}: unknown data.file_format",
+            lambda tmp, ck, task=task: ["train", task, "--out", str(tmp / "r"), "--set", "data.file_format=foo"],
+            r"^transformer-lab train: error: data\.file_format: expected one of lines, tsv, jsonl or '' .*, got 'foo'$",
+        )
+        for task in ("translation", "couplet")
+    ],
     CliCase(
         "train classification: --set unknown key",
         lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--set", "model.num_encoder_layers=1"],

@@ -53,7 +53,8 @@ def test_a_classifier_refuses_long_texts_by_length_and_encodes_the_rest_in_batch
     assert [isinstance(result, str) for result in results] == [bool(index % 2) for index in range(MANY)]
     assert results[1] == (
         f"the text is at least {classifier.tokenizer.fewest_tokens(LONG)} subword tokens (100000 characters), more "
-        f"than the model reads ({classifier.max_len}, its max_len); shorten it, or truncate it explicitly (--truncate)"
+        f"than the model reads ({classifier.max_len}, its max_len); "
+        "shorten it, or truncate it explicitly (truncate=True)"
     )
     assert all(LONG not in batch for batch in batches)  # never encoded
     assert sum(map(len, batches)) == MANY // 2 and max(map(len, batches)) <= 64

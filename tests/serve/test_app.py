@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 import sys
 import threading
 import time
@@ -20,6 +21,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from transformer_lab import Translator
 from transformer_lab.cli import main
 from transformer_lab.data import BOS_ID, EOS_ID
 from transformer_lab.data.subword import token_labels
@@ -405,6 +407,23 @@ def test_a_422_names_its_first_problems_once_and_counts_the_rest(client: TestCli
     assert response.json() == {"error": f"{'k' * 77}...: Extra inputs are not permitted"}
 
 
+@pytest.mark.parametrize(
+    ("headers", "given"),
+    [
+        ({"Content-Type": "text/plain"}, "'text/plain'"),
+        ({"Content-Type": "application/x-www-form-urlencoded"}, "'application/x-www-form-urlencoded'"),
+        ({}, "none"),
+    ],
+)
+def test_a_body_sent_as_another_content_type_gets_a_415_naming_it(
+    client: TestClient, headers: dict[str, str], given: str
+) -> None:
+    # A well-formed JSON object, but not sent as JSON: the server never read it as one.
+    response = client.post("/api/translate", content=b'{"model": "tiny", "text": "Ein Hund."}', headers=headers)
+    assert response.status_code == 415, response.text
+    assert response.json()["error"] == f"Content-Type: expected application/json, got {given}"
+
+
 def test_a_request_waits_a_bounded_time_for_the_model_then_gets_503(
     served: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -449,6 +468,28 @@ def test_run_folders_names_and_errors(translation_run: Path, tmp_path: Path) -> 
     (tmp_path / "config.json").write_text('{"task": "copy"}', encoding="utf-8")
     with pytest.raises(ValueError, match="got task 'copy'"):
         load_served_models([tmp_path])
+
+
+def test_a_path_holding_an_equals_sign_is_served_as_a_path_and_empty_values_are_named(
+    translation_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copytree(translation_run, tmp_path / "lr=0.1")
+    monkeypatch.chdir(tmp_path)
+    # An existing folder is a path even where it reads as NAME=PATH; NAME=PATH still names one.
+    served = load_served_models(["lr=0.1"])
+    assert {name: model.checkpoint for name, model in served.items()} == {"lr=0.1": Path("lr=0.1", "best")}
+    assert list(load_served_models(["tuned=lr=0.1"])) == ["tuned"]
+    # An empty value is named as such, never read as the current folder ('.').
+    with pytest.raises(ValueError, match=r"^--checkpoint x=: expected a checkpoint path after x=, got an empty one$"):
+        load_served_models(["x="])
+    with pytest.raises(ValueError, match=r"^--checkpoint: expected \[NAME=\]PATH, got an empty value$"):
+        load_served_models([""])
+    for open_empty in (lambda: resolve_checkpoint(""), lambda: Translator("")):
+        with pytest.raises(ValueError, match=r"^checkpoint: expected a checkpoint folder .*, got an empty path$"):
+            open_empty()
+    with pytest.raises(SystemExit):
+        main(["translate", "--checkpoint", "", "Ein Hund."])
+    assert "argument --checkpoint: expected a path, got an empty one" in capsys.readouterr().err
 
 
 def test_cli_reports_bad_checkpoints_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

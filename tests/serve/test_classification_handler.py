@@ -87,6 +87,19 @@ def test_bad_texts_get_a_4xx_json_error(client: TestClient, body: dict[str, Any]
     assert words in response.json()["error"]
 
 
+def test_a_text_too_long_is_refused_naming_the_request_field_and_no_option_the_api_lacks(
+    client: TestClient, checkpoint: Path
+) -> None:
+    response = client.post("/api/classify", json={"model": "news", "text": "market " * 100})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    # The body's field is `text`, and the API cannot truncate: no texts[0], no --truncate.
+    assert error.startswith("text: the text is ") and error.endswith("(32, its max_len); shorten it"), error
+    # The Python API names its own argument.
+    with pytest.raises(ValueError, match=r"^texts\[0\]: .*; shorten it, or truncate it explicitly \(truncate=True\)$"):
+        Classifier(*classification_train.load_classifier(checkpoint)).classify(["market " * 100])
+
+
 def test_masks_view_reads_with_the_classifiers_tokenizer(client: TestClient) -> None:
     answer = client.post("/api/masks", json={"sentences": [TEXTS[1]], "model": "news"}).json()
     assert answer["tokenizer"] == "subwords" and len(answer["sentences"][0]["tokens"]) >= len(TEXTS[1].split())

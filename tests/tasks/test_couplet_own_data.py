@@ -9,7 +9,7 @@ import pytest
 
 from tests.tasks.couplet_fixture import TINY, made_up_couplets
 from transformer_lab.cli import main
-from transformer_lab.data.couplet import read_couplet_files
+from transformer_lab.data.couplet import read_couplet_files, split_validation
 from transformer_lab.tasks.couplet import data as couplet_data
 from transformer_lab.tasks.couplet import train as couplet_train
 
@@ -38,6 +38,22 @@ def test_unequal_lines_name_the_right_line_after_a_tsv_header(tmp_path: Path) ->
         read_couplet_files([path])
     corpus = read_couplet_files([path], skip_invalid=True)
     assert corpus.pairs == [("春风", "秋雨")] and corpus.skipped_unequal == [3]
+
+
+def test_too_few_couplets_to_carve_validation_from_name_the_setting_and_how_to_set_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    forms = write_forms(tmp_path, made_up_couplets(20, seed=5))
+    for command in ("train", "prepare"):
+        assert main([command, "couplet", "--train", *map(str, forms["lines"]), "--out", str(tmp_path / command)]) == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"transformer-lab {command}: error: data.num_validation: expected fewer than the 20 training pairs "
+            "(the validation pairs are carved out of them), got 1000; set a smaller one (--set data.num_validation=N) "
+            "or give validation couplets (--valid)"
+        )
+    # The library's own function names its own argument.
+    with pytest.raises(ValueError, match=r"^num_validation: expected fewer than the 2 training pairs .*, got 2$"):
+        split_validation([("春风", "秋雨"), ("花月", "草木")], 2, seed=0)
 
 
 def test_a_couplet_run_on_the_users_tsv_with_its_own_validation(tmp_path: Path) -> None:

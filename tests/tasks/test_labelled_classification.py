@@ -304,9 +304,9 @@ def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(
     _, out = chinese_run
     # Only two of the three classes in the new data: the indices must still mean the checkpoint's classes.
     subset = write_topic_csv(tmp_path / "two.csv", per_class=10, seed=5, labels=("财经", "体育"))
-    overrides = [
-        argument for item in [*TINY[:3], "train.epochs=1", "train.progress_bar=false"] for argument in ("--set", item)
-    ]
+    # Without the run's data.vocab_size=300: the kept tokenizer's settings come from the checkpoint.
+    settings = [TINY[0], TINY[2], "train.epochs=1", "train.progress_bar=false"]
+    overrides = [argument for item in settings for argument in ("--set", item)]
     assert (
         main(
             [
@@ -325,6 +325,18 @@ def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(
     )
     config = json.loads((tmp_path / "tuned" / "last" / "config.json").read_text(encoding="utf-8"))
     assert config["class_names"] == list(CLASS_ORDER) and config["initialized_from"] == str(out / "best")
+    original = json.loads((out / "best" / "config.json").read_text(encoding="utf-8"))
+    assert (config["data"]["vocab_size"], config["data"]["lowercase"]) == (300, True)
+    for name in classification_train.VOCABULARY.settings:
+        assert config["data"][name] == original["data"][name], name
+    # Another value of such a setting is refused: the tokenizer that lowercases is kept whatever it says.
+    capsys.readouterr()
+    refused = ["--set", "data.lowercase=false", "--out", str(tmp_path / "cased")]
+    assert main(["train", "classification", "--init-from", str(out), "--train", str(subset), *refused]) == 2
+    assert (
+        "--set data.lowercase=False: expected the value of the checkpoint it fine-tunes, True"
+        in capsys.readouterr().err
+    )
     tokenizer_file = classification_train.TOKENIZER_FILE
     assert (tmp_path / "tuned" / "last" / tokenizer_file).read_text(encoding="utf-8") == (
         out / "best" / tokenizer_file

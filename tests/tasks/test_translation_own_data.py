@@ -304,6 +304,11 @@ def test_finetuning_starts_from_the_checkpoint_with_its_tokenizer(
         key: value for key, value in original["model"].items() if key != "dropout"
     }
     assert saved["model"]["dropout"] == 0.0
+    # The settings the kept tokenizer was made with are the checkpoint's (300 entries), not the preset's (8000).
+    settings = translation_train.SEQ2SEQ_TASK.vocabulary.settings
+    assert {"vocab_size", "lowercase", "min_frequency", "tokenizer_file"} <= set(settings)
+    assert {name: saved["data"][name] for name in settings} == {name: original["data"][name] for name in settings}
+    assert saved["data"]["vocab_size"] == 300
     # The fine-tuning schedule, not the preset's.
     assert (saved["train"]["lr_factor"], saved["train"]["warmup_steps"], saved["train"]["cooldown_steps"]) == (
         0.02,
@@ -332,6 +337,15 @@ def test_finetuning_starts_from_the_checkpoint_with_its_tokenizer(
             # A space before '=': the key is read as --set reads it, not as "d_model ".
             ["--set", "model.d_model =48"],
             "--set model.d_model=48: expected the value of the checkpoint it fine-tunes, 32",
+        ),
+        (
+            # The checkpoint's tokenizer is kept: a BPE of 500 entries would be recorded, never learned.
+            ["--set", "data.vocab_size=500"],
+            "--set data.vocab_size=500: expected the value of the checkpoint it fine-tunes, 300",
+        ),
+        (
+            ["--set", "data.tokenizer_file=other.json"],
+            "--set data.tokenizer_file='other.json': expected the value of the checkpoint it fine-tunes, ''",
         ),
     ],
 )
@@ -372,6 +386,14 @@ def test_finetuning_checks_the_model_keys_of_a_config_file_as_those_of_set(
     assert (
         f"--config {tmp_path / 'run.yaml'} model.d_model=48: expected the value of the checkpoint it fine-tunes, 32"
         in error
+    )
+    # So is a setting its tokenizer was made with.
+    (tmp_path / "run.yaml").write_text("data:\n  lowercase: true\n", encoding="utf-8")
+    code = main([*arguments, *languages, "--out", str(tmp_path / "bad"), "--config", str(tmp_path / "run.yaml")])
+    assert code == 2
+    assert (
+        f"--config {tmp_path / 'run.yaml'} data.lowercase=True: expected the value of the checkpoint it fine-tunes, "
+        "False" in capsys.readouterr().err
     )
     # model.dropout shapes no weight: the file's value is kept, not the checkpoint's.
     (tmp_path / "run.yaml").write_text(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from torch import nn
 
+from transformer_lab.cli.bounds import path_of
 from transformer_lab.tasks.registry import load_trained
 from transformer_lab.training import CONFIG_FILE, MODEL_FILE, average_checkpoints
 from transformer_lab.training.run.run_folder import check_output_outside_saves
@@ -20,11 +21,13 @@ DEFAULT_LAST = 10  # the translation preset's train.keep_last
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("average-checkpoints", help="average the weights of a run's last N step checkpoints")
-    parser.add_argument("--run", type=Path, required=True, help="run folder holding step-NNNNNN/ checkpoints")
+    parser.add_argument("--run", type=path_of, required=True, help="run folder holding step-NNNNNN/ checkpoints")
     parser.add_argument(
         "--last", type=int, default=None, help=f"how many of the newest step checkpoints (default {DEFAULT_LAST})"
     )
-    parser.add_argument("--out", type=Path, required=True, help="folder for the averaged checkpoint (must not exist)")
+    parser.add_argument(
+        "--out", type=path_of, required=True, help="folder for the averaged checkpoint (must not exist)"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -41,6 +44,14 @@ def run(arguments: argparse.Namespace) -> int:
     if not arguments.run.is_dir():
         what = "is a file" if arguments.run.exists() else "does not exist"
         raise FileNotFoundError(f"--run: expected a run folder, got {arguments.run}, which {what}")
+    if (arguments.run / CONFIG_FILE).is_file():
+        # One checkpoint (best/, last/, a step-NNNNNN/): its own folder holds no steps to average.
+        parent = arguments.run.resolve().parent
+        named = f" ({parent})" if (parent / "metrics.jsonl").is_file() else ""
+        raise ValueError(
+            f"--run: expected a run folder (holding best/, last/ and step-NNNNNN/ checkpoints), got {arguments.run}, "
+            f"which is a checkpoint folder; give the run folder that holds it{named}"
+        )
     steps = sorted(
         (int(match.group(1)), path) for path in arguments.run.iterdir() if (match := _STEP_FOLDER.match(path.name))
     )

@@ -9,7 +9,8 @@ The same holds for what is not a size: durations and timeouts (:func:`duration_i
 project's one duration reader, ``training.durations.duration_seconds``: finite, in
 range, units h, m and s), thread counts (:func:`thread_count`, a few per CPU), and any
 value a library function checks (:func:`checked_text`, which puts its ``ValueError`` in
-argparse's one line).
+argparse's one line), and paths (:func:`path_of`: an empty one is refused, not read as the
+current folder).
 """
 
 from __future__ import annotations
@@ -17,11 +18,21 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from pathlib import Path
 from typing import Callable
 
 from transformer_lab.training.durations import duration_seconds
 
-__all__ = ["MAX_THREADS_PER_CPU", "checked_text", "duration_in", "float_in", "int_in", "max_threads", "thread_count"]
+__all__ = [
+    "MAX_THREADS_PER_CPU",
+    "checked_text",
+    "duration_in",
+    "float_in",
+    "int_in",
+    "max_threads",
+    "path_of",
+    "thread_count",
+]
 
 # More threads than CPUs only queue for them; a few per CPU still leave room for a
 # deliberate oversubscription, while 2,000 threads made libgomp fail to create them.
@@ -85,6 +96,13 @@ def checked_text(check: Callable[[str], object]) -> Callable[[str], str]:
         return text
 
     return parse
+
+
+def path_of(text: str) -> Path:
+    """An argparse type: the text as a path; an empty one is refused (``Path("")`` is the current folder)."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a path, got an empty one")
+    return Path(text)
 
 
 def thread_count(text: str) -> int:

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from transformer_lab.cli.bounds import path_of
 from transformer_lab.cli.overrides import add_override_arguments, resolved_config
 from transformer_lab.lab.demo import run_demo
 from transformer_lab.tasks.synthetic import train as synthetic_train
@@ -14,7 +15,7 @@ from transformer_lab.tasks.synthetic import train as synthetic_train
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("demo", help="train a small model on the copy task and decode unseen sequences")
-    parser.add_argument("--out", type=Path, default=None, help="run folder (default runs/demo-<time>, never reused)")
+    parser.add_argument("--out", type=path_of, default=None, help="run folder (default runs/demo-<time>, never reused)")
     add_override_arguments(parser)
     parser.set_defaults(handler=run)
 

@@ -13,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from transformer_lab.cli.bounds import path_of
 from transformer_lab.cli.decode_options import add_precision_argument
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
@@ -28,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     default_splits = {name: TASKS[name].evaluation_split for name in tasks_evaluating()}
     parser.add_argument("task", choices=tuple(default_splits), help="which task")
     parser.add_argument(
-        "--checkpoint", type=Path, required=True, help="checkpoint folder, or a run folder (its best/, else last/)"
+        "--checkpoint", type=path_of, required=True, help="checkpoint folder, or a run folder (its best/, else last/)"
     )
     parser.add_argument(
         "--split",
@@ -42,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--output",
-        type=Path,
+        type=path_of,
         default=None,
         help="the task's output file (its hypotheses or its JSON report; some tasks write more beside it, "
         "as NAME.samples.md); default: beside the checkpoint",

@@ -12,8 +12,8 @@ the command fails with exit code 1 and says how to install them.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from transformer_lab.cli.bounds import path_of
 from transformer_lab.export import ctranslate2 as ctranslate2_export
 from transformer_lab.export import onnx as onnx_export
 from transformer_lab.tasks.registry import checkpoint_task, tasks_offering
@@ -29,10 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"{', '.join(tasks_offering('ctranslate2'))}; ONNX: {', '.join(tasks_offering('onnx'))})",
     )
     parser.add_argument(
-        "--checkpoint", type=Path, required=True, help="checkpoint folder (e.g. runs/NAME/best) or run folder"
+        "--checkpoint", type=path_of, required=True, help="checkpoint folder (e.g. runs/NAME/best) or run folder"
     )
     parser.add_argument("--format", choices=FORMATS, required=True, help="the target format: ctranslate2 or onnx")
-    parser.add_argument("--out", type=Path, required=True, help="folder for the exported model (must not exist)")
+    parser.add_argument("--out", type=path_of, required=True, help="folder for the exported model (must not exist)")
     parser.add_argument(
         "--quantization",
         choices=ctranslate2_export.QUANTIZATIONS,

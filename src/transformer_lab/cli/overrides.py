@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TypeVar
 
+from transformer_lab.cli.bounds import path_of
 from transformer_lab.training.config_file import config_file_settings
 from transformer_lab.training.config_io import Setting, merge_settings, override_settings, settings_of
 
@@ -46,7 +46,7 @@ def resolved_config(
 def add_config_file_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
-        type=Path,
+        type=path_of,
         action="append",
         default=[],
         metavar="FILE.yaml",

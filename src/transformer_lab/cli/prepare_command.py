@@ -17,6 +17,7 @@ import argparse
 import json
 from pathlib import Path
 
+from transformer_lab.cli.bounds import path_of
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
 from transformer_lab.cli.train_command import DATA_OPTIONS, option_settings
 from transformer_lab.data.prepared_cache import CorpusKindError, verify_prepared
@@ -59,10 +60,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--data-dir", default=None, help="without --train: the data folder (default: $TRANSFORMER_LAB_DATA)"
     )
     written = parser.add_mutually_exclusive_group(required=True)
-    written.add_argument("--out", type=Path, help="the new folder to write (must not exist)")
+    written.add_argument("--out", type=path_of, help="the new folder to write (must not exist)")
     written.add_argument(
         "--verify",
-        type=Path,
+        type=path_of,
         metavar="DIR",
         help="instead: read every file of the prepared folder DIR and compare its sha256 with its manifest's",
     )

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
-from transformer_lab.cli.bounds import int_in
+from transformer_lab.cli.bounds import int_in, path_of
 from transformer_lab.tasks.evaluation import TaskOption
 
 
@@ -28,6 +29,8 @@ def add_task_options(
             keywords["default"] = None
             if option.bounds is not None:
                 keywords["type"] = int_in(*option.bounds)  # argparse's one line names the bounds
+            elif option.kind is Path:
+                keywords["type"] = path_of  # an empty path is refused, not read as the current folder
             elif option.kind is not str:
                 keywords["type"] = option.kind
             if option.choices is not None:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from transformer_lab.cli.bounds import checked_text
+from transformer_lab.cli.bounds import checked_text, path_of
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
 from transformer_lab.data.prepared_settings import with_prepared_settings
 from transformer_lab.devices import resolve_device
@@ -23,7 +23,11 @@ from transformer_lab.training import config_to_dict, is_main_process, recover_in
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.config_io import Setting
 from transformer_lab.training.durations import budget_seconds
-from transformer_lab.training.finetune import finetune_settings, with_checkpoint_model
+from transformer_lab.training.finetune import (
+    finetune_settings,
+    with_checkpoint_model,
+    with_checkpoint_vocabulary_settings,
+)
 from transformer_lab.training.run.run_folder import check_writable, explain_missing_last, prepare_new_run
 from transformer_lab.training.run.run_lock import RunFolderLock
 from transformer_lab.training.run.same_run import check_same_run
@@ -34,7 +38,7 @@ from transformer_lab.training.trainer import LAST_FOLDER
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("train", help=f"train a task: {', '.join(TASKS)}")
     parser.add_argument("task", choices=tuple(TASKS), help="which task to train")
-    parser.add_argument("--out", type=Path, required=True, help="run folder for checkpoints and metrics.jsonl")
+    parser.add_argument("--out", type=path_of, required=True, help="run folder for checkpoints and metrics.jsonl")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument(
         "--data-dir",
@@ -105,7 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--init-from",
-        type=Path,
+        type=path_of,
         default=None,
         metavar="CHECKPOINT",
         help="fine-tune: start from this checkpoint's weights, tokenizer and model config, with a fresh optimizer "
@@ -165,6 +169,9 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     config = with_prepared_settings(task.corpus_kind, config, changed)
     if init_from is not None:
         config = with_checkpoint_model(config, init_from, task.checkpoint_task, changed)
+        # Its tokenizer is kept: config.json records the settings it was made with, not the preset's.
+        settings = task.vocabulary.settings if task.vocabulary is not None else ()
+        config = with_checkpoint_vocabulary_settings(config, init_from, settings, changed)
     if arguments.resume:
         check_same_run(out_dir / LAST_FOLDER, task.checkpoint_task, config_to_dict(config))
     # Here, before the corpus is read and its vocabulary trained; the Trainer checks it again for the API.

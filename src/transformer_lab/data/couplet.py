@@ -209,10 +209,15 @@ def punctuation_free(line: str) -> str:
     return "".join(character for character in line if not is_punctuation(character))
 
 
+# How a run's data config sets the count (validation_positions' ``name``), and the way out it names.
+CARVED_SETTING = "data.num_validation"
+_CARVED_ADVICE = f"; set a smaller one (--set {CARVED_SETTING}=N) or give validation couplets (--valid)"
+
+
 def split_validation(
-    pairs: list[tuple[str, str]], num_validation: int, seed: int
+    pairs: list[tuple[str, str]], num_validation: int, seed: int, *, name: str = "num_validation"
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]], int]:
-    """Carve a seeded random validation set out of training pairs.
+    """Carve a seeded random validation set out of training pairs (``name``: see `validation_positions`).
 
     The couplet collections hold the same couplet more than once, with and without
     punctuation; so that validation measures unseen couplets, training pairs whose upper
@@ -223,18 +228,26 @@ def split_validation(
         (training pairs, validation pairs, training pairs dropped as validation
         duplicates); both lists keep the file order.
     """
-    chosen = validation_positions(len(pairs), num_validation, seed)
+    chosen = validation_positions(len(pairs), num_validation, seed, name=name)
     validation = [pair for index, pair in enumerate(pairs) if index in chosen]
     rest = [pair for index, pair in enumerate(pairs) if index not in chosen]
     train, dropped = without_validation_uppers(rest, validation)
     return train, validation, dropped
 
 
-def validation_positions(count: int, num_validation: int, seed: int) -> set[int]:
-    """Which of ``count`` training pairs (0-based, in file order) `split_validation` holds out for validation."""
-    num_validation = check_integer("num_validation", num_validation, minimum=0)
+def validation_positions(count: int, num_validation: int, seed: int, *, name: str = "num_validation") -> set[int]:
+    """Which of ``count`` training pairs (0-based, in file order) `split_validation` holds out for validation.
+
+    ``name``: what the caller calls ``num_validation`` in errors; a run's config
+    (:data:`CARVED_SETTING`) is also told how to set it.
+    """
+    num_validation = check_integer(name, num_validation, minimum=0)
     if num_validation >= count:
-        raise ValueError(f"num_validation must be smaller than the {count} training pairs, got {num_validation}")
+        advice = _CARVED_ADVICE if name == CARVED_SETTING else ""
+        raise ValueError(
+            f"{name}: expected fewer than the {count} training pairs (the validation pairs are carved out of "
+            f"them), got {num_validation}{advice}"
+        )
     return set(random.Random(seed).sample(range(count), num_validation))
 
 

@@ -76,10 +76,16 @@ class CoupletFiles:
         *,
         skip_invalid: bool = False,
         max_length: int | None = None,
+        name: str = "couplet files",
     ) -> CoupletFiles:
-        """The user's couplet files in any form of `pair_files` (the form from ``file_format`` or the files)."""
+        """The user's couplet files in any form of `pair_files` (the form from ``file_format`` or the files).
+
+        ``name`` is what the caller calls ``paths`` (``--train``), for errors about the list itself.
+        """
         _check_options(skip_invalid, max_length)
-        return cls(PairFiles.of(paths, *COUPLET_KEYS, file_format, name="couplet files"), skip_invalid, max_length)
+        return cls(
+            PairFiles.of(paths, *COUPLET_KEYS, file_format, name=name, sides=COUPLET_KEYS), skip_invalid, max_length
+        )
 
     @property
     def upper_path(self) -> Path:

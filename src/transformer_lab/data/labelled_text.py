@@ -259,6 +259,12 @@ def _delimited_rows(lines: Iterable[str], file_format: str) -> Iterator[tuple[in
         except StopIteration:
             return
         except csv.Error as error:
+            if str(error).startswith("field larger than field limit"):  # the reader's cap, not the quoting
+                raise _LineError(
+                    start,
+                    f"expected fields of at most {csv.field_size_limit():,} characters (the CSV reader's limit), "
+                    "got a longer one; shorten it, or write the file as JSON Lines, which has no such limit",
+                ) from None
             raise _LineError(start, f"bad CSV quoting: {error}") from None
         yield start, row
         start = reader.line_num + 1

@@ -126,11 +126,15 @@ def read_multi30k(
     source_language: str = "de",
     target_language: str = "en",
     skip_empty: bool = False,
+    *,
+    skip_option: str | None = "skip_empty",
 ) -> ParallelText:
     """Read one Multi30k split with the full report (pairs, files, skipped lines).
 
     Same arguments as `load_multi30k`; use this form when the number of pairs dropped by
-    `skip_empty` matters to the caller (it is also logged as a warning).
+    `skip_empty` matters to the caller (it is also logged as a warning). ``skip_option``:
+    how the caller's user asks for `skip_empty`, named in an empty line's error (None: they
+    cannot; see `read_parallel_text`).
     """
     split = _check_split(split)
     source_language = _check_language("source_language", source_language)
@@ -156,7 +160,7 @@ def read_multi30k(
                 f"be a folder holding {MULTI30K_FOLDER}/ or the {MULTI30K_FOLDER}/ folder itself "
                 f"(looked in {str(folder)!r}); split {split!r} is missing there: {fetch}"
             )
-    return read_parallel_text(paths[0], paths[1], skip_empty=skip_empty)
+    return read_parallel_text(paths[0], paths[1], skip_empty=skip_empty, skip_option=skip_option)
 
 
 def load_multi30k(

@@ -36,25 +36,50 @@ PAIR_FORMATS = ("lines", "tsv", "jsonl")
 _SUFFIX_FORMATS = {".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
 
 
-def pair_file_format(paths: Sequence[str | os.PathLike[str]], file_format: str = "", name: str = "files") -> str:
-    """The form of ``paths``: ``file_format`` if given, else "lines" for two files or the one file's suffix."""
+def check_pair_format(file_format: str, name: str = "data.file_format") -> None:
+    """Refuse a ``file_format`` that is none of :data:`PAIR_FORMATS` or '', naming it ``name`` (a config's field)."""
+    if file_format not in ("", *PAIR_FORMATS):
+        raise ValueError(
+            f"{name}: expected one of {', '.join(PAIR_FORMATS)} or '' (from the number of files and the suffix), "
+            f"got {file_format!r}"
+        )
+
+
+def pair_file_format(
+    paths: Sequence[str | os.PathLike[str]],
+    file_format: str = "",
+    name: str = "files",
+    sides: tuple[str, str] = ("source", "target"),
+) -> str:
+    """The form of ``paths``: ``file_format`` if given, else "lines" for two files or the one file's suffix.
+
+    ``name`` is what the caller calls ``paths`` (``--train``) and ``sides`` what it calls the
+    two sides (a couplet's upper and lower line), in errors.
+    """
     if isinstance(paths, (str, os.PathLike)):
         raise ValueError(f"{name}: expected a list of one or two paths, got the single path {str(paths)!r}")
     if len(paths) not in (1, 2):
         raise ValueError(
             f"{name}: expected two aligned line files (SOURCE TARGET) or one .tsv/.jsonl file, got {len(paths)} paths"
         )
-    if file_format and file_format not in PAIR_FORMATS:
-        raise ValueError(f"file_format: expected one of {PAIR_FORMATS} or '' (from the files), got {file_format!r}")
-    expected = "lines" if len(paths) == 2 else file_format or _SUFFIX_FORMATS.get(Path(paths[0]).suffix.lower(), "")
+    check_pair_format(file_format, "file_format")
+    if file_format:
+        # The format given fixes how many files it reads: "lines" the source's and the target's, else one.
+        wanted = 2 if file_format == "lines" else 1
+        if len(paths) != wanted:
+            files = f"two files ({sides[0]} then {sides[1]})" if wanted == 2 else "one file"
+            given = ", ".join(repr(str(path)) for path in paths)
+            raise ValueError(
+                f"{name}: expected {files} for the format {file_format!r}, got {len(paths)} "
+                f"path{'s' if len(paths) > 1 else ''} ({given})"
+            )
+        return file_format
+    expected = "lines" if len(paths) == 2 else _SUFFIX_FORMATS.get(Path(paths[0]).suffix.lower(), "")
     if not expected:
         raise ValueError(
             f"{name}: cannot tell the form of {str(paths[0])!r} from its suffix: expected .tsv, .jsonl or .json "
             "(or two aligned line files, or file_format='tsv'/'jsonl')"
         )
-    if file_format and file_format != expected:
-        count = "two files" if file_format == "lines" else "one file"
-        raise ValueError(f"{name}: file_format {file_format!r} reads {count}, got {len(paths)} path(s)")
     return expected
 
 

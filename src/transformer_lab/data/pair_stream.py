@@ -49,9 +49,10 @@ class PairFiles:
         target_language: str,
         file_format: str = "",
         name: str = "files",
+        sides: tuple[str, str] = ("source", "target"),
     ) -> PairFiles:
         """Check the list of paths and tell its form (see `pair_files.pair_file_format`)."""
-        form = pair_file_format(paths, file_format, name)
+        form = pair_file_format(paths, file_format, name, sides)
         if form == "lines":
             check_language_order(paths, source_language, target_language, name)
         return cls(tuple(Path(path) for path in paths), form, source_language, target_language)

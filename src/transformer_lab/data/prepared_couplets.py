@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_lab.data.couplet import (
+    CARVED_SETTING,
     punctuation_free,
     read_couplet_source,
     validation_positions,
@@ -195,7 +196,7 @@ def write_prepared_couplets(
         held: set[int] = set()
         validation = read_couplet_source(spec.valid).pairs
     else:
-        held = validation_positions(count.pairs, spec.num_validation, spec.seed)
+        held = validation_positions(count.pairs, spec.num_validation, spec.seed, name=CARVED_SETTING)
         validation = _held_out_pairs(spec.train, held)
     training = _TrainingCouplets(spec, held, validation)
     if vocabulary is None:

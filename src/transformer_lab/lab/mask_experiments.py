@@ -42,8 +42,8 @@ from transformer_lab.data import (
     Seq2SeqBatch,
     Vocabulary,
     collate_pairs,
-    load_multi30k,
     make_synthetic_pairs,
+    read_multi30k,
     resolve_multi30k_dir,
 )
 from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint
@@ -53,6 +53,7 @@ from transformer_lab.lab.mask_results import Comparison, GuardCheck, LabResult
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.nn import TransformerDecoder, TransformerEncoder, TransformerEncoderLayer, masks
 from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, recording_shapes
+from transformer_lab.setting_error import SettingError
 from transformer_lab.training import label_smoothed_cross_entropy
 
 __all__ = [
@@ -101,9 +102,15 @@ def read_parallel_batch(
     Shape:
         returns src_ids ``[B, S]``, tgt_in_ids / tgt_out_ids ``[B, T]``.
     """
-    pairs_text = load_multi30k("train", data_dir)
+    # Neither build_lab_setup nor the lab command can skip an empty line: the error offers no option to.
+    pairs_text = read_multi30k("train", data_dir, skip_option=None).pairs
     if len(pairs_text) < batch_size:
-        raise ValueError(f"data_dir: expected at least batch_size={batch_size} training pairs, got {len(pairs_text)}")
+        raise SettingError(
+            "{data_dir}: expected at least {batch_size} {count} training pairs, got {found}",
+            ("data_dir", "batch_size"),
+            count=batch_size,
+            found=len(pairs_text),
+        )
     sources = [source.split() for source, _ in pairs_text[:batch_size]]
     targets = [target.split() for _, target in pairs_text[:batch_size]]
     source_vocabulary, target_vocabulary = Vocabulary.build(sources), Vocabulary.build(targets)
@@ -137,12 +144,20 @@ def build_lab_setup(
     Shape:
         batch.src_ids ``[B, S]``, batch.tgt_in_ids / tgt_out_ids ``[B, T]``.
     """
+    # SettingErrors: the lab command names its --batch-size, --checkpoint and --data-dir.
     if batch_size < 2:
-        raise ValueError(f"batch_size must be >= 2 (a batch needs sequences of different lengths), got {batch_size}")
+        raise SettingError(
+            "{batch_size}: expected at least 2 (a batch needs sequences of different lengths), got {given}",
+            ("batch_size",),
+            given=batch_size,
+        )
     if checkpoint is not None and data_dir is not None:
-        raise ValueError(
-            "checkpoint and data_dir: expected at most one of them (the checkpoint's vocabulary "
-            f"is not rebuilt from text here), got checkpoint={str(checkpoint)!r}, data_dir={str(data_dir)!r}"
+        raise SettingError(
+            "{checkpoint} and {data_dir}: expected at most one of them (the checkpoint's vocabulary is not rebuilt "
+            "from text here), got both ({checkpoint} {given_checkpoint!r}, {data_dir} {given_data_dir!r})",
+            ("checkpoint", "data_dir"),
+            given_checkpoint=str(checkpoint),
+            given_data_dir=str(data_dir),
         )
     torch.manual_seed(seed)
     if data_dir is not None:
@@ -165,10 +180,12 @@ def build_lab_setup(
     source_lengths = (batch.src_ids != model.pad_id).sum(dim=1).tolist()
     target_lengths = (batch.tgt_out_ids != model.pad_id).sum(dim=1).tolist()
     if len(set(source_lengths)) < 2 or len(set(target_lengths)) < 2:
-        raise ValueError(
+        raise SettingError(
             "batch: expected sequences of different lengths (so that there is padding to study), "
-            f"got source lengths {source_lengths} and target lengths {target_lengths}; "
-            "change seed or batch_size"
+            "got source lengths {source_lengths} and target lengths {target_lengths}; change {seed} or {batch_size}",
+            ("seed", "batch_size"),
+            source_lengths=source_lengths,
+            target_lengths=target_lengths,
         )
     description = (
         f"{model_words}; {batch_words}: B={batch.batch_size}, source lengths {source_lengths} "

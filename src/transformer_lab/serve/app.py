@@ -199,8 +199,12 @@ def create_app(
         return json_error(CLIENT_GONE_STATUS, "the client disconnected before its turn; the request was not run")
 
     @app.exception_handler(RequestValidationError)
-    async def validationjson_error(_: Request, error: RequestValidationError) -> JSONResponse:
+    async def validationjson_error(request: Request, error: RequestValidationError) -> JSONResponse:
         errors = error.errors()
+        if any(isinstance(item.get("input"), bytes) for item in errors):
+            # FastAPI reads a body as JSON only under a JSON content type; any other leaves it bytes.
+            given = request.headers.get("content-type")
+            return json_error(415, f"Content-Type: expected application/json, got {repr(given) if given else 'none'}")
         messages = [_validation_message(item) for item in errors[:MAX_ERRORS_SHOWN]]
         return json_error(422, listed_problems(messages, len(errors)) or "invalid request")
 

@@ -31,9 +31,11 @@ class ServedModel:
 
 
 def _split_name(argument: str) -> tuple[str | None, str]:
-    """``NAME=PATH`` -> (NAME, PATH); a plain PATH -> (None, PATH)."""
+    """``NAME=PATH`` -> (NAME, PATH); a plain PATH -> (None, PATH), also one holding '=' that exists as it is."""
     name, separator, path = argument.partition("=")
-    if separator and name and "/" not in name and os.sep not in name:
+    if separator and name and "/" not in name and os.sep not in name and not Path(argument).exists():
+        if not path:
+            raise ValueError(f"--checkpoint {argument}: expected a checkpoint path after {name}=, got an empty one")
         return name, path
     return None, argument
 
@@ -59,7 +61,9 @@ def load_served_models(
     tasks = checkpoint_tasks("serve")
     served: dict[str, ServedModel] = {}
     for argument in arguments:
-        name, path_text = _split_name(str(argument))
+        if not os.fspath(argument):
+            raise ValueError("--checkpoint: expected [NAME=]PATH, got an empty value")
+        name, path_text = _split_name(os.fspath(argument))
         checkpoint = resolve_checkpoint(path_text)
         name = name or _default_name(Path(path_text), checkpoint)
         if name in served:

@@ -35,12 +35,15 @@ class VocabularyFunctions(Generic[VocabularyType]):
     ``read(folder)`` reads a checkpoint folder's vocabulary (an error names the file);
     ``files(vocabulary)`` gives the files that hold it, name -> text, as a checkpoint and
     an export store them; ``tokens(vocabulary)`` the token string of every id, source side
-    then target side (the same strings twice for one vocabulary).
+    then target side (the same strings twice for one vocabulary). ``settings``: the data
+    config fields the vocabulary was made with; a run that keeps a checkpoint's vocabulary
+    (``--init-from``) takes them from that checkpoint's ``config.json``.
     """
 
     read: Callable[[Path], VocabularyType]
     files: Callable[[VocabularyType], dict[str, str]]
     tokens: Callable[[VocabularyType], tuple[Sequence[str], Sequence[str]]]
+    settings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -367,7 +367,28 @@ def load_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
         raise ValueError(f"{str(path)!r}: {error}") from None
     if not isinstance(config, dict):
         raise ValueError(f"{str(path)!r}: expected a JSON object, got {type(config).__name__}")
+    export = _export_kind(Path(folder), config)
+    if export is not None:
+        raise ValueError(
+            f"checkpoint {str(folder)!r}: expected a checkpoint folder ({MODEL_FILE} and {CONFIG_FILE}, as training "
+            f"writes them), got {export} written by `transformer-lab export`; give the checkpoint it was exported from"
+        )
     return config
+
+
+def _export_kind(folder: Path, config: Mapping[str, Any]) -> str | None:
+    """What export wrote ``folder`` ("an ONNX export", "a CTranslate2 export"), or None for any other folder.
+
+    Both keep a config.json of their own beside no model.safetensors; told by what they write
+    (export.onnx's "format", CTranslate2's model.bin), so that it is not read as a checkpoint's.
+    """
+    if (folder / MODEL_FILE).is_file():
+        return None
+    if config.get("format") == "onnx":
+        return "an ONNX export"
+    if "task" not in config and (folder / "model.bin").is_file():
+        return "a CTranslate2 export"
+    return None
 
 
 def load_task_config(
@@ -557,6 +578,12 @@ def read_extra_file(folder: str | os.PathLike[str], name: str) -> bytes:
 
 def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
     """A checkpoint folder itself, or a run folder's ``best/`` (else its ``last/``)."""
+    if isinstance(path, (str, os.PathLike)) and not os.fspath(path):
+        # Path("") is the current folder: the message would quote a '.' nobody typed.
+        raise ValueError(
+            f"checkpoint: expected a checkpoint folder (with {CONFIG_FILE}) or a run folder holding best/ or last/, "
+            "got an empty path"
+        )
     path = Path(path)
     if (path / CONFIG_FILE).is_file():
         return path

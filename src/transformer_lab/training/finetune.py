@@ -6,7 +6,9 @@ fresh optimizer and schedule, the way OpenNMT-py's ``train_from`` with ``reset_o
 fairseq's ``--finetune-from-model`` do. A different architecture cannot reuse the weights,
 so a ``model.X`` that disagrees with the checkpoint is an error whichever source set it
 (``--set``, ``--config``; ``model.dropout`` excepted: it shapes no weight); a checkpoint of
-another task is an error too.
+another task is an error too. The data settings the tokenizer or vocabulary was made with
+(``vocab_size``, ``lowercase``, the BPE's, ...) are the checkpoint's for the same reason:
+the new ``config.json`` records the checkpoint's values, and another value given is an error.
 
 The schedule: the presets' rates are for a model that starts from random weights (a peak
 of ~1e-3 after ~800 warm-up steps); a trained model on a few hundred new pairs wants a
@@ -20,16 +22,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from torch import nn
 
+from transformer_lab.data.prepared_cache import corpus_data_config
 from transformer_lab.training import config_from_dict, load_model_weights
 from transformer_lab.training.checkpoint import load_checkpoint_config
 from transformer_lab.training.config import TaskConfig
-from transformer_lab.training.config_io import Setting
+from transformer_lab.training.config_io import Setting, shown
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +84,33 @@ def with_checkpoint_model(
                 f"{stored} ({checkpoint}); fine-tuning keeps the architecture (only model.dropout may change)"
             )
     return dataclasses.replace(config, model=saved_model)
+
+
+def with_checkpoint_vocabulary_settings(
+    config: ConfigType, checkpoint: str | Path, settings: Collection[str], changed: Mapping[str, Setting]
+) -> ConfigType:
+    """``config`` whose data ``settings`` (the fields its vocabulary was made with) are ``checkpoint``'s.
+
+    A fine-tune keeps the checkpoint's tokenizer or vocabulary, so those settings are not
+    used: one among ``changed`` (by dotted key, whatever its origin) with another value than
+    the checkpoint's is a ValueError naming the key, both values and where it was given. A
+    field the checkpoint's ``config.json`` lacks (written before it existed) stays as it is.
+    """
+    saved_data = load_checkpoint_config(checkpoint).get("data")
+    data: Any = getattr(config, "data", None)
+    if not isinstance(saved_data, Mapping) or data is None:
+        return config
+    fixed = {name: saved_data[name] for name in settings if name in saved_data and hasattr(data, name)}
+    for name, stored in fixed.items():
+        key = f"data.{name}"
+        wanted = getattr(data, name)
+        if key in changed and wanted != stored:
+            raise ValueError(
+                f"{changed[key].origin} {key}={shown(wanted)}: expected the value of the checkpoint it fine-tunes, "
+                f"{shown(stored)} ({checkpoint}); fine-tuning keeps the checkpoint's vocabulary, "
+                "which was made with that value"
+            )
+    return dataclasses.replace(config, data=corpus_data_config(data, fixed))
 
 
 def load_initial_weights(model: nn.Module, init_from: str | os.PathLike[str] | None, resume: bool) -> dict[str, str]:

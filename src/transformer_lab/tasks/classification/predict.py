@@ -33,27 +33,40 @@ from transformer_lab.tasks.evaluation import TaskOption
 from transformer_lab.tasks.task import Endpoint, Serving
 
 _ENCODE_BATCH = 64  # texts encoded at once by predict_each
+# How the Python API asks for a long text's first max_len tokens; the command says --truncate.
+PYTHON_TRUNCATE = "truncate=True"
 
 
-def _problem_before_encoding(tokenizer: SubwordTokenizer, text: str, max_len: int, truncate: bool) -> str | None:
+def _shorten_advice(truncate_name: str | None) -> str:
+    """What to do with a text too long, naming how the caller's surface truncates (None: it cannot)."""
+    return "shorten it" if truncate_name is None else f"shorten it, or truncate it explicitly ({truncate_name})"
+
+
+def _problem_before_encoding(
+    tokenizer: SubwordTokenizer, text: str, max_len: int, truncate: bool, truncate_name: str | None
+) -> str | None:
     """Why ``text`` cannot be classified where its characters alone tell (``fewest_tokens``), or None."""
     fewest = 0 if truncate else tokenizer.fewest_tokens(text)
     if fewest > max_len:
         return (
             f"the text is at least {fewest} subword tokens ({len(text)} characters), more than the model reads "
-            f"({max_len}, its max_len); shorten it, or truncate it explicitly (--truncate)"
+            f"({max_len}, its max_len); {_shorten_advice(truncate_name)}"
         )
-    return text_problem(text, 0, max_len)
+    return text_problem(text, 0, max_len, truncate_name)
 
 
-def text_problem(text: str, token_count: int, max_len: int) -> str | None:
-    """Why ``text`` (of ``token_count`` subword tokens) cannot be classified, or None."""
+def text_problem(text: str, token_count: int, max_len: int, truncate_name: str | None = None) -> str | None:
+    """Why ``text`` (of ``token_count`` subword tokens) cannot be classified, or None.
+
+    ``truncate_name``: how the caller's user asks for truncation (``--truncate``,
+    ``truncate=True``), named in the advice; None where they cannot.
+    """
     if not text.strip():
         return "the text is empty or only whitespace, so there is nothing to classify"
     if token_count > max_len:
         return (
             f"the text is {token_count} subword tokens, more than the model reads ({max_len}, its max_len); "
-            "shorten it, or truncate it explicitly (--truncate)"
+            f"{_shorten_advice(truncate_name)}"
         )
     return None
 
@@ -111,13 +124,14 @@ def predict_each(
     texts: Sequence[str],
     truncate: bool = False,
     precision: str = "fp32",
+    truncate_name: str | None = None,
 ) -> list[Prediction | str]:
     """Classify each text; a text that cannot be classified gets the reason (a str) instead.
 
     Refused: an empty or whitespace-only text, and one longer than the model's
     ``max_len`` subword tokens unless ``truncate`` (then its first ``max_len`` tokens are
     read and the prediction says ``truncated``). Nothing is cut silently. ``precision``:
-    see :func:`predict_probabilities`.
+    see :func:`predict_probabilities`; ``truncate_name``: see :func:`text_problem`.
     """
     if isinstance(texts, str):
         raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
@@ -132,12 +146,12 @@ def predict_each(
     # follows the batch, not the input (2,000 texts of 100 kB were all encoded at once).
     for start in range(0, len(texts), _ENCODE_BATCH):
         batch = texts[start : start + _ENCODE_BATCH]
-        problems = [_problem_before_encoding(tokenizer, text, max_len, truncate) for text in batch]
+        problems = [_problem_before_encoding(tokenizer, text, max_len, truncate, truncate_name) for text in batch]
         encoded = iter(tokenizer.encode_batch([text for text, problem in zip(batch, problems) if problem is None]))
         for index, (text, problem) in enumerate(zip(batch, problems), start):
             if problem is None:
                 ids = next(encoded)
-                problem = text_problem(text, 0 if truncate else len(ids), max_len)
+                problem = text_problem(text, 0 if truncate else len(ids), max_len, truncate_name)
                 if problem is None:
                     usable.append((index, ids[:max_len], len(ids)))
             results.append(problem or "")
@@ -203,11 +217,25 @@ class Classifier:
         Refused: a blank text, and one longer than :attr:`max_len` subword tokens unless
         ``truncate``. ``precision`` as in :meth:`classify`.
         """
+        return self._classify_each(texts, precision, truncate, PYTHON_TRUNCATE)
+
+    def _classify_each(
+        self, texts: Sequence[str], precision: str | None, truncate: bool, truncate_name: str | None
+    ) -> list[Prediction | str]:
+        """:meth:`classify_each`, its reasons naming ``truncate_name`` (the surface's; see :func:`text_problem`)."""
         if not isinstance(truncate, bool):  # "no" is true in Python: it would truncate
             raise ValueError(f"truncate: expected a bool, got {truncate!r}")
         resolved = resolve_inference_precision(precision, "auto", next(self.model.parameters()).device, int8=False)
         batch = texts_of(texts, "texts")
-        return predict_each(self.model, self.tokenizer, self.class_names, batch, truncate=truncate, precision=resolved)
+        return predict_each(
+            self.model,
+            self.tokenizer,
+            self.class_names,
+            batch,
+            truncate=truncate,
+            precision=resolved,
+            truncate_name=truncate_name,
+        )
 
 
 @dataclass(frozen=True)
@@ -233,8 +261,11 @@ class ClassificationHandler:
 
     def classify(self, request: ClassifyRequest) -> dict[str, Any]:
         """The label and every class's probability, in the order of the class names."""
-        # fp32: the pane shows the probabilities of the float model, not of a bf16 copy.
-        prediction = self.predictor.classify(request.text, precision="fp32")
+        # fp32: the pane shows the probabilities of the float model, not of a bf16 copy. The request's
+        # field is `text`, and it offers no truncation: the reason names neither texts[0] nor truncate.
+        (prediction,) = self.predictor._classify_each([request.text], "fp32", False, None)
+        if isinstance(prediction, str):
+            raise ValueError(f"text: {prediction}")
         return {
             "label": prediction.label_name,
             "classes": [{"label": name, "probability": share} for name, share in prediction.probabilities.items()],
@@ -260,8 +291,8 @@ PRECISION = TaskOption(
 
 def answer(classifier: Classifier, texts: list[str], options: Mapping[str, Any]) -> Answers:
     """``transformer-lab classify``: a line per text (see the module docstring), and ``--output``'s JSON lines."""
-    results = classifier.classify_each(
-        texts, precision=options.get(PRECISION.flag, "auto"), truncate=options.get(TRUNCATE.flag, False)
+    results = classifier._classify_each(
+        texts, options.get(PRECISION.flag, "auto"), options.get(TRUNCATE.flag, False), TRUNCATE.flag
     )
     answers = Answers(lines=[])
     records: list[dict[str, Any]] = []  # the --output JSON lines

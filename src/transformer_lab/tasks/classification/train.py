@@ -40,6 +40,7 @@ VOCABULARY: VocabularyFunctions[SubwordTokenizer] = VocabularyFunctions(
     read=lambda folder: read_tokenizer(folder, TOKENIZER_FILE),
     files=lambda tokenizer: {TOKENIZER_FILE: tokenizer.to_json()},
     tokens=lambda tokenizer: (tokenizer.tokens, tokenizer.tokens),
+    settings=("vocab_size", "lowercase", "min_frequency"),  # the BPE's, as data.corpus_spec hands them on
 )
 
 

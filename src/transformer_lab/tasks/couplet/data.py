@@ -10,6 +10,7 @@ from typing import Any
 from transformer_lab.data import Vocabulary
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, check_int_fields
 from transformer_lab.data.couplet import (
+    CARVED_SETTING,
     LOWER_FILE,
     UPPER_FILE,
     CoupletCorpus,
@@ -21,6 +22,7 @@ from transformer_lab.data.couplet import (
     without_validation_uppers,
 )
 from transformer_lab.data.couplet_stream import CoupletFiles
+from transformer_lab.data.pair_files import check_pair_format
 from transformer_lab.data.prepared_cache import CorpusIdentity, CorpusKind, corpus_description
 from transformer_lab.data.prepared_couplets import (
     COUPLETS_KIND,
@@ -86,6 +88,7 @@ class CoupletDataConfig:
     def __post_init__(self) -> None:
         counts = dict.fromkeys(("num_validation", "num_train"), ANY_COUNT)
         check_int_fields(self, "data", {**CORPUS_FIELD_BOUNDS, "max_length": (1, MAX_POSITIONS - 1), **counts})
+        check_pair_format(self.file_format)
 
 
 CoupletData = Seq2SeqData[Vocabulary]
@@ -103,6 +106,9 @@ def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) 
 
 def corpus_kind(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) -> CorpusKind[PreparedCouplets]:
     """``config``'s prepared corpus, streamed: the ids of `read_corpus`, with ``vocabulary``'s when given."""
+    if config.train_files:  # the lists of the user's files are checked before any corpus is looked for
+        _training_source(config, config.data_dir)
+        _validation_source(config)
 
     def write(folder: Path, description: dict[str, Any]) -> None:
         spec = CoupletCorpusSpec(
@@ -206,7 +212,11 @@ def _training_source(config: CoupletDataConfig, data_dir: str | None) -> Couplet
     """Where the training couplets are read from: the user's ``train_files``, else the ``train_split`` folder."""
     if config.train_files:
         return CoupletFiles.of_files(
-            config.train_files, config.file_format, skip_invalid=config.skip_invalid, max_length=config.max_length
+            config.train_files,
+            config.file_format,
+            skip_invalid=config.skip_invalid,
+            max_length=config.max_length,
+            name="--train",
         )
     if config.valid_files:
         raise ValueError("data.valid_files: expected only with data.train_files (--train), got it without")
@@ -224,7 +234,11 @@ def _validation_source(config: CoupletDataConfig) -> CoupletFiles | None:
     if not config.valid_files:
         return None
     return CoupletFiles.of_files(
-        config.valid_files, config.file_format, skip_invalid=config.skip_invalid, max_length=config.max_length
+        config.valid_files,
+        config.file_format,
+        skip_invalid=config.skip_invalid,
+        max_length=config.max_length,
+        name="--valid",
     )
 
 
@@ -240,4 +254,4 @@ def _read_and_split(
     valid = _validation_source(config)
     if valid is not None:
         return corpus, (corpus.pairs, read_couplet_source(valid).pairs, 0)
-    return corpus, split_validation(corpus.pairs, config.num_validation, config.seed)
+    return corpus, split_validation(corpus.pairs, config.num_validation, config.seed, name=CARVED_SETTING)

@@ -36,6 +36,7 @@ from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor,
 from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
 from transformer_lab.evaluation.couplet_antithesis import rerank_by_antithesis
 from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.setting_error import SettingError
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption, search_keywords
 from transformer_lab.tasks.task import Endpoint, Serving
@@ -233,6 +234,13 @@ class CoupletWriter(Seq2SeqPredictor):
         lines = texts_of(uppers, "uppers")
         if isinstance(num_candidates, bool) or not isinstance(num_candidates, int) or num_candidates < 1:
             raise ValueError(f"num_candidates: expected an int >= 1, got {num_candidates!r}")
+        if num_candidates > MAX_BEAM_SIZE:  # here, so it is not told as the beam_size it widens the search to
+            raise SettingError(
+                "{num_candidates}: expected at most {limit} (each candidate is a beam), got {given}",
+                ("num_candidates",),
+                limit=MAX_BEAM_SIZE,
+                given=num_candidates,
+            )
         if constraints is not None and not isinstance(constraints, CoupletConstraintConfig):
             raise ValueError(
                 f"constraints: expected a CoupletConstraintConfig or None, got {type(constraints).__name__}"

@@ -84,6 +84,7 @@ SEQ2SEQ_TASK: Seq2SeqTask[Vocabulary, CoupletConfig] = Seq2SeqTask(
         # The file Vocabulary.save writes: one token per line in id order.
         files=lambda vocabulary: {VOCABULARY_FILE: "".join(token + "\n" for token in vocabulary.tokens)},
         tokens=lambda vocabulary: (vocabulary.tokens, vocabulary.tokens),
+        settings=("min_frequency",),  # which training characters it holds
     ),
     vocabulary_sizes=lambda vocabulary: (len(vocabulary), len(vocabulary)),
     metadata_keys=METADATA_KEYS,

@@ -8,7 +8,7 @@ from typing import Sequence
 from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, load_multi30k
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, check_int_fields
 from transformer_lab.data.lazy_batches import epoch_pair_batches, pair_length_table
-from transformer_lab.data.pair_files import read_pair_files
+from transformer_lab.data.pair_files import check_pair_format, read_pair_files
 from transformer_lab.data.pair_stream import PairFiles
 from transformer_lab.data.prepared_cache import CorpusKind
 from transformer_lab.data.prepared_pairs import BpeSettings, PairCorpusSpec, PreparedPairs, carved_positions, pairs_kind
@@ -64,6 +64,7 @@ class TranslationDataConfig:
     def __post_init__(self) -> None:
         counts = dict.fromkeys(("num_carved_validation", "tokenizer_sample", "num_train", "num_validation"), ANY_COUNT)
         check_int_fields(self, "data", {**CORPUS_FIELD_BOUNDS, **counts})
+        check_pair_format(self.file_format)
 
 
 TranslationData = Seq2SeqData[TokenizerPair]

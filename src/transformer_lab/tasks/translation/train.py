@@ -136,6 +136,17 @@ SEQ2SEQ_TASK: Seq2SeqTask[TokenizerPair, TranslationConfig] = Seq2SeqTask(
         read=_read_tokenizers,
         files=TokenizerPair.files,
         tokens=lambda pair: (pair.source.tokens, pair.target.tokens),
+        # The BPE's settings (data.bpe_settings) and the tokenizer files given instead of it.
+        settings=(
+            "vocab_size",
+            "target_vocab_size",
+            "separate_vocabularies",
+            "lowercase",
+            "min_frequency",
+            "tokenizer_sample",
+            "tokenizer_file",
+            "target_tokenizer_file",
+        ),
     ),
     vocabulary_sizes=lambda pair: (pair.source.vocab_size, pair.target.vocab_size),
     # The preset's Multi30k; its languages come from the config (data.source_language, ...).
