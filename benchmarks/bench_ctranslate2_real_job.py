@@ -37,12 +37,12 @@ import torch
 
 from transformer_lab.allocator import configure_allocator
 from transformer_lab.data.multi30k import load_multi30k
+from transformer_lab.decoding.sentences import translate_sentences
 from transformer_lab.evaluation.bleu import corpus_bleu
 from transformer_lab.export import export_checkpoint
 from transformer_lab.hardware import bf16_support, machine_summary
 from transformer_lab.models.bfloat16 import bf16_for_inference
 from transformer_lab.models.quantization import int8_for_inference
-from transformer_lab.tasks.translation.predict import translate_sentences
 from transformer_lab.tasks.translation.train import load_translator
 
 Engine = Callable[[list[str]], list[str]]

@@ -30,8 +30,8 @@ import time
 import torch
 
 from transformer_lab.data.multi30k import load_multi30k
+from transformer_lab.decoding.sentences import translate_sentences
 from transformer_lab.hardware import machine_summary
-from transformer_lab.tasks.translation.predict import translate_sentences
 from transformer_lab.tasks.translation.train import load_translator
 
 METHODS = {

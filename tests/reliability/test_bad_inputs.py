@@ -46,9 +46,9 @@ from transformer_lab.data import SubwordTokenizer, Vocabulary, read_ag_news_csv,
 from transformer_lab.data.couplet import LOWER_FILE, UPPER_FILE, load_couplets, read_couplets
 from transformer_lab.data.line_stream import count_lines
 from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
+from transformer_lab.decoding.sentences import translate_nbest, translate_sentences
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks.synthetic import train as synthetic_train
-from transformer_lab.tasks.translation import predict as translation_predict
 from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import (
     CONFIG_FILE,
@@ -437,7 +437,7 @@ LIBRARY_CASES = [
     ),
     LibraryCase(
         "a lone surrogate in an n-best list's sentence",
-        lambda tmp, ck: translation_predict.translate_nbest(
+        lambda tmp, ck: translate_nbest(
             *translation_train.load_translator(ck.translation)[:2],
             "schl\udce9cht",
             translation_train.load_translator(ck.translation)[2].decode,
@@ -598,9 +598,7 @@ def a_file(tmp: Path) -> Path:
 
 def translate(checkpoint: Path, sentences: list[str]) -> list[str]:
     model, tokenizer, config = translation_train.load_translator(checkpoint)
-    return translation_predict.translate_sentences(
-        model, tokenizer, sentences, dataclasses.replace(config.decode, strategy="greedy")
-    )
+    return translate_sentences(model, tokenizer, sentences, dataclasses.replace(config.decode, strategy="greedy"))
 
 
 @pytest.mark.parametrize("case", LIBRARY_CASES, ids=lambda case: case.name)

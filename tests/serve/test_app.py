@@ -26,6 +26,7 @@ from transformer_lab.cli import main
 from transformer_lab.data import BOS_ID, EOS_ID
 from transformer_lab.data.subword import token_labels
 from transformer_lab.decoding import gnmt_length_penalty
+from transformer_lab.decoding.sentences import translate_sentences
 from transformer_lab.serve import create_app, load_served_models, masks_view
 from transformer_lab.serve.intake import MAX_BODY_BYTES, MAX_ERRORS_SHOWN
 from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS
@@ -200,7 +201,7 @@ def test_greedy_answer_is_the_library_translation(client: TestClient, served: di
     translator = served[NAME].handler.predictor
     answer = post(client, "/api/translate", model=NAME, text=SENTENCE, strategy="greedy")
     greedy = dataclasses.replace(translator.config.decode, strategy="greedy")
-    expected = translation_predict.translate_sentences(translator.model, translator.tokenizers, [SENTENCE], greedy)[0]
+    expected = translate_sentences(translator.model, translator.tokenizers, [SENTENCE], greedy)[0]
     assert [candidate["text"] for candidate in answer["candidates"]] == [expected]
     assert answer["model"] == NAME and answer["elapsed_ms"] > 0
 

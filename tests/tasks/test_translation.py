@@ -12,9 +12,9 @@ import yaml
 
 from transformer_lab.cli import main
 from transformer_lab.data import load_multi30k
+from transformer_lab.decoding.sentences import translate_nbest, translate_sentences
 from transformer_lab.hardware import cpu_model_name
 from transformer_lab.tasks.translation import data as translation_data
-from transformer_lab.tasks.translation import predict as translation_predict
 from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import apply_overrides
 
@@ -83,14 +83,14 @@ def test_training_writes_checkpoints_that_reload_to_the_same_model(trained_run: 
 def test_translate_handles_empty_unseen_and_too_long_input(trained_run: Path) -> None:
     model, tokenizer, config = translation_train.load_translator(trained_run / "last")
     greedy = dataclasses.replace(config.decode, strategy="greedy")
-    outputs = translation_predict.translate_sentences(model, tokenizer, ["", "   ", "日本語と😀", "Ein Hund."], greedy)
+    outputs = translate_sentences(model, tokenizer, ["", "   ", "日本語と😀", "Ein Hund."], greedy)
     assert outputs[0] == "" and outputs[1] == ""
     # Blank neighbours and batching change nothing: each sentence alone gets the same output.
     for sentence, output in zip(["日本語と😀", "Ein Hund."], outputs[2:]):
-        assert translation_predict.translate_sentences(model, tokenizer, [sentence], greedy) == [output]
-        assert translation_predict.translate_nbest(model, tokenizer, sentence, greedy)[0].text == output
+        assert translate_sentences(model, tokenizer, [sentence], greedy) == [output]
+        assert translate_nbest(model, tokenizer, sentence, greedy)[0].text == output
     with pytest.raises(ValueError, match=r"sentences\[0\] must be at most 256 subword tokens"):
-        translation_predict.translate_sentences(model, tokenizer, ["Hund " * 400], greedy)
+        translate_sentences(model, tokenizer, ["Hund " * 400], greedy)
 
 
 def test_cli_translate_evaluate_and_average(trained_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -151,7 +151,7 @@ def test_the_checkpoint_records_the_resolved_precision_and_an_old_bf16_one_still
     model, tokenizer, config = translation_train.load_translator(old)
     assert config.decode.precision == "bf16"
     greedy = dataclasses.replace(config.decode, strategy="greedy", max_len=5)
-    [output] = translation_predict.translate_sentences(model, tokenizer, ["Ein Hund."], greedy)
+    [output] = translate_sentences(model, tokenizer, ["Ein Hund."], greedy)
     assert isinstance(output, str) and output
 
 

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from transformer_lab.cli import main
+from transformer_lab.decoding.sentences import translate_nbest
 from transformer_lab.evaluation import papers_bleu
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.translation import data as translation_data
-from transformer_lab.tasks.translation import predict as translation_predict
 from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import read_card
@@ -260,7 +260,7 @@ def test_nbest_prints_k_scored_candidates_per_sentence_best_first(run: Path, cap
         assert scores == sorted(scores, reverse=True)
     model, tokenizer, config = translation_train.load_translator(run / "best")
     beam = dataclasses.replace(config.decode, strategy="beam", beam_size=max(3, config.decode.beam_size), num_return=3)
-    best = translation_predict.translate_nbest(model, tokenizer, "eins zwei", beam)
+    best = translate_nbest(model, tokenizer, "eins zwei", beam)
     assert [candidate.text for candidate in best] == [row[3] for row in rows if row[0] == "1"]
     code = main(["translate", "--checkpoint", str(run), "--nbest", "4", "--beam", "2", "eins"])
     assert code == 2
@@ -553,7 +553,7 @@ def test_separate_vocabularies_train_one_bpe_per_side_and_survive_resume_and_fin
     assert model.src_embedding.embedding.weight.data_ptr() != model.tgt_embedding.embedding.weight.data_ptr()
     assert model.generator.weight.data_ptr() == model.tgt_embedding.embedding.weight.data_ptr()
     greedy = dataclasses.replace(config.decode, strategy="greedy")
-    (candidate,) = translation_predict.translate_nbest(model, tokenizers, "eins zwei", greedy)
+    (candidate,) = translate_nbest(model, tokenizers, "eins zwei", greedy)
     assert candidate.text == tokenizers.target.decode(candidate.ids)
 
     # Resume and fine-tune keep both tokenizers byte for byte.

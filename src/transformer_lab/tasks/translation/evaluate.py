@@ -16,8 +16,8 @@ from transformer_lab.data import read_multi30k
 from transformer_lab.data.parallel_text import read_parallel_text
 from transformer_lab.evaluation import BLEU_FLAVOURS, BleuResult, bleu_tokenizer_for, check_bleu_flavour, papers_bleu
 from transformer_lab.evaluation.bleu_flavour import PAPERS_FLAVOUR, SACREBLEU_FLAVOUR, check_papers_flavour
+from transformer_lab.evaluation.translation_bleu import evaluate_bleu
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, TaskOption, search_for
-from transformer_lab.tasks.translation.predict import evaluate_bleu
 from transformer_lab.tasks.translation.train import load_translator
 from transformer_lab.training.checkpoint import resolve_checkpoint
 

@@ -1,0 +1,97 @@
+"""Sentences in, sentences out: a subword tokenizer around :func:`decode_sources`, nothing cut.
+
+Every sentence's length is bounded by its characters before any is encoded, and by its ids
+after; a sentence the model cannot read whole is a ``ValueError`` naming it, never truncated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from transformer_lab.data import SubwordTokenizer, TokenizerPair
+from transformer_lab.decoding.config import DecodeConfig
+from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
+from transformer_lab.models import Seq2SeqTransformer
+
+__all__ = ["translate_nbest", "translate_sentences"]
+
+
+def _encode_sources(
+    model: Seq2SeqTransformer, tokenizer: SubwordTokenizer, sentences: Sequence[str], name: str
+) -> list[list[int]]:
+    """The subword ids of each sentence ([] for a blank one); a failure names the sentence's index.
+
+    Every sentence's length is bounded before any is encoded, and each one's ids are
+    checked as they come, so that a long input is refused before it costs its ids (2,000
+    sentences of 100 kB took 3.7 GB of ids before the first was checked).
+    """
+    for index, sentence in enumerate(sentences):
+        _check_characters(model, tokenizer, sentence, f"{name}[{index}]")
+    return [
+        _encoded(model, tokenizer, sentence, f"{name}[{index}]") if sentence.strip() else []
+        for index, sentence in enumerate(sentences)
+    ]
+
+
+def _check_characters(model: Seq2SeqTransformer, tokenizer: SubwordTokenizer, sentence: str, name: str) -> None:
+    """Refuse a sentence whose characters alone prove it longer than the model reads (see ``fewest_tokens``)."""
+    fewest = tokenizer.fewest_tokens(sentence)
+    if fewest > model.max_len:
+        raise ValueError(
+            f"{name} must be at most {model.max_len} subword tokens (the model's max_len), got {len(sentence)} "
+            f"characters, so at least {fewest}"
+        )
+
+
+def _encoded(model: Seq2SeqTransformer, tokenizer: SubwordTokenizer, sentence: str, name: str) -> list[int]:
+    """The sentence's ids; text the tokenizer refuses or longer than the positional table is named (none is cut)."""
+    try:
+        ids = tokenizer.encode(sentence)
+    except ValueError as error:
+        raise ValueError(f"{name}: {error}") from None
+    if len(ids) > model.max_len:
+        raise ValueError(f"{name} must be at most {model.max_len} subword tokens (the model's max_len), got {len(ids)}")
+    return ids
+
+
+def translate_sentences(
+    model: Seq2SeqTransformer,
+    tokenizer: SubwordTokenizer | TokenizerPair,
+    sentences: Sequence[str],
+    decode_config: DecodeConfig,
+    batch_size: int = 64,
+) -> list[str]:
+    """Translate ``sentences`` (batched by length); an empty or blank sentence gives ``""``.
+
+    ``tokenizer`` is the checkpoint's pair, or one joint tokenizer. A sentence whose
+    subword length exceeds the model's positional table raises ``ValueError`` naming its
+    index and length; nothing is truncated.
+    """
+    tokenizers = TokenizerPair.of(tokenizer)
+    encoded = _encode_sources(model, tokenizers.source, sentences, "sentences")
+    found = decode_sources(model, encoded, decode_config, batch_size=batch_size)
+    return [
+        candidates_of(hypotheses[:1], tokenizers.target.decode)[0].text if hypotheses else "" for hypotheses in found
+    ]
+
+
+def translate_nbest(
+    model: Seq2SeqTransformer,
+    tokenizer: SubwordTokenizer | TokenizerPair,
+    sentence: str,
+    decode_config: DecodeConfig,
+    name: str = "sentence",
+) -> list[Candidate]:
+    """The n-best translations of one sentence, best first.
+
+    Beam search returns ``decode_config.num_return`` candidates (at most ``beam_size``);
+    greedy search returns one. A blank sentence or one longer than the positional table
+    is a ``ValueError`` naming it as ``name``.
+    """
+    if not sentence.strip():
+        raise ValueError(f"{name}: expected a non-empty sentence to translate, got a blank one")
+    tokenizers = TokenizerPair.of(tokenizer)
+    _check_characters(model, tokenizers.source, sentence, name)
+    source_ids = _encoded(model, tokenizers.source, sentence, name)
+    (hypotheses,) = decode_sources(model, [source_ids], decode_config)
+    return candidates_of(hypotheses, tokenizers.target.decode)

@@ -1,0 +1,44 @@
+"""A translation model scored on sentence pairs: its hypotheses, BLEU (cased and lowercased) and chrF++."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from transformer_lab.data import SubwordTokenizer, TokenizerPair
+from transformer_lab.decoding.config import DecodeConfig
+from transformer_lab.decoding.sentences import translate_sentences
+from transformer_lab.evaluation.bleu import BleuResult, corpus_bleu, corpus_chrf
+from transformer_lab.models import Seq2SeqTransformer
+
+__all__ = ["BleuReport", "evaluate_bleu"]
+
+
+@dataclass
+class BleuReport:
+    cased: BleuResult
+    lowercased: BleuResult
+    chrf: BleuResult  # chrF++
+    hypotheses: list[str]
+
+
+def evaluate_bleu(
+    model: Seq2SeqTransformer,
+    tokenizer: SubwordTokenizer | TokenizerPair,
+    pairs: Sequence[tuple[str, str]],
+    decode_config: DecodeConfig,
+    bleu_tokenize: str = "13a",
+) -> BleuReport:
+    """Translate the sources of ``pairs`` and score them against the targets: BLEU (cased, lowercased), chrF++.
+
+    ``bleu_tokenize`` is sacreBLEU's tokenizer; ``bleu_tokenizer_for(target_language)`` picks
+    the one for the target language.
+    """
+    hypotheses = translate_sentences(model, tokenizer, [source for source, _ in pairs], decode_config)
+    references = [target for _, target in pairs]
+    return BleuReport(
+        cased=corpus_bleu(hypotheses, references, tokenize=bleu_tokenize),
+        lowercased=corpus_bleu(hypotheses, references, lowercase=True, tokenize=bleu_tokenize),
+        chrf=corpus_chrf(hypotheses, references),
+        hypotheses=hypotheses,
+    )
