@@ -875,6 +875,20 @@ CLI_CASES = [
         r"a checkpoint name of the run folder .*run: the next save of that run replaces it",
     ),
     CliCase(
+        # The run's next save replaced best/ whole, and its pruning deleted step-N folders it never wrote.
+        "prepare: --out inside a run's best/",
+        lambda tmp, ck: ["prepare", "translation", "--train", str(a_file(tmp)), str(a_file(tmp))]
+        + ["--out", str(translation_run(tmp, ck) / "best" / "corpus")],
+        r"--out: expected a folder outside the checkpoints of a run, got .*run/best/corpus, inside .*run/best, "
+        r"a checkpoint name of the run folder .*run: the next save of that run replaces it",
+    ),
+    CliCase(
+        "train: --out a step name of another run",
+        lambda tmp, ck: ["train", "copy", "--out", str(translation_run(tmp, ck) / "step-000200")],
+        r"--out: expected a folder outside the checkpoints of a run, got .*run/step-000200, a checkpoint name of the "
+        r"run folder .*run: the next save of that run replaces it",
+    ),
+    CliCase(
         "export: --out inside a checkpoint folder",
         lambda tmp, ck: ["export", "--checkpoint", str(ck.translation), "--format", "onnx"]
         + ["--out", str(ck.translation / "onnx")],

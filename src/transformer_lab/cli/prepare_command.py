@@ -23,6 +23,7 @@ from transformer_lab.cli.train_command import DATA_OPTIONS, option_settings
 from transformer_lab.data.prepared_cache import CorpusKindError, verify_prepared
 from transformer_lab.tasks.registry import TASKS, task_named
 from transformer_lab.training.config_io import parse_override
+from transformer_lab.training.run.run_folder import check_output_outside_saves
 
 # What --verify does not use (it checks a folder as it is): every option that says how to prepare one.
 _PREPARING_OPTIONS = ("train", "valid", "data_dir", "source_language", "target_language", "preset", "config")
@@ -85,6 +86,7 @@ def run(arguments: argparse.Namespace) -> int:
     if arguments.verify is not None:
         return _verify(task.name, arguments)
     _check_data_keys(arguments.overrides)
+    check_output_outside_saves("--out", arguments.out)  # else a run's next save or pruning deletes the corpus
     # The preset, then --config, then the data options, then --set: as `train` reads them.
     config, _ = resolved_config(
         task.config(arguments.preset), arguments, flags=option_settings(arguments, DATA_OPTIONS)

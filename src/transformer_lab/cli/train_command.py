@@ -28,7 +28,12 @@ from transformer_lab.training.finetune import (
     with_checkpoint_model,
     with_checkpoint_vocabulary_settings,
 )
-from transformer_lab.training.run.run_folder import check_writable, explain_missing_last, prepare_new_run
+from transformer_lab.training.run.run_folder import (
+    check_output_outside_saves,
+    check_writable,
+    explain_missing_last,
+    prepare_new_run,
+)
 from transformer_lab.training.run.run_lock import RunFolderLock
 from transformer_lab.training.run.same_run import check_same_run
 from transformer_lab.training.run_summary import summary_lines
@@ -134,6 +139,7 @@ def run(arguments: argparse.Namespace) -> int:
         )
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out: expected a folder, got {out_dir}, which is a file")
+    check_output_outside_saves("--out", out_dir)  # else another run's next save or pruning deletes this one
     # The training process (rank 0 under torchrun) holds the folder for the whole run.
     holds_folder = is_main_process() and (out_dir.is_dir() or not arguments.resume)
     with RunFolderLock(out_dir) if holds_folder else contextlib.nullcontext():
