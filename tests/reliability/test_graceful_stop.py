@@ -52,6 +52,7 @@ def test_a_stop_signal_saves_the_step_and_resume_continues(tmp_path: Path, signa
     assert len(lines) == 1 and "Traceback" not in error, error
     name = signal.Signals(signal_number).name
     assert f"interrupted by {name} at step " in lines[0] and "--resume continues" in lines[0]
+    assert error.count("interrupted by") == 1, error  # said once (was: the log's line, then the command's)
     step = int(lines[0].split(" at step ")[1].split(";")[0])
     assert 3 <= step < MAX_STEPS
     assert load_trainer_state(out / "last")["global_step"] == step

@@ -585,9 +585,8 @@ class Trainer:
         if self._last_checkpoint_step != self.global_step:
             self._save_checkpoints(improved=False)
             self._last_checkpoint_step = self.global_step
-        interrupted = TrainingInterrupted(signal_number, self.global_step, str(self.out_dir / LAST_FOLDER))
-        logger.warning("%s", interrupted)
-        raise interrupted
+        # The exception carries the one line (the command prints it); a log line too would say it twice.
+        raise TrainingInterrupted(signal_number, self.global_step, str(self.out_dir / LAST_FOLDER))
 
     def _write_metrics_row(self, row: dict[str, Any]) -> None:
         if self._is_main_process:
