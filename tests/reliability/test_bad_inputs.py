@@ -1126,6 +1126,13 @@ CLI_CASES = [
         r"expected a text file, got .*, which is a folder$",
     ),
     CliCase(
+        # Greedy search keeps one candidate: the weight changed nothing, and the answer came back as without it.
+        "couplet: a re-ranking weight with --beam 1",
+        lambda tmp, ck: couplet_argv(ck, "--beam", "1", "--rhythm-rerank", "100", "春风"),
+        r"--rhythm-rerank: expected beam search, whose candidates it re-ranks, got a greedy search \(--beam 1\), "
+        r"which keeps one candidate; give --beam N \(N >= 2\) or leave --rhythm-rerank out$",
+    ),
+    CliCase(
         "couplet: missing checkpoint",
         lambda tmp, ck: ["couplet", "--checkpoint", str(tmp / "nowhere"), "春风"],
         r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder holding best/ or last/, "

@@ -70,7 +70,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             f"the {split} split's upper lines": corpus.upper_path,
             f"the {split} split's lower lines": corpus.lower_path,
         }
-    constraints = with_constraint_options(config.constraints, options.task_options)
+    constraints = with_constraint_options(config.constraints, options.task_options, config.decode)
     stem = f"{split}.{search.file_label}"
     output = options.output_file(checkpoint / f"hypotheses.{stem}.txt", read)
     evaluation = evaluate_pairs(model, vocabulary, pairs, search.decode_config, constraints)

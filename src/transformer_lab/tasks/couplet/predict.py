@@ -38,7 +38,7 @@ from transformer_lab.evaluation.couplet_antithesis import rerank_by_antithesis
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.setting_error import SettingError
 from transformer_lab.tasks.command import Answers, PredictCommand
-from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption, search_keywords
+from transformer_lab.tasks.evaluation import BEAM, DECODE_OPTIONS, TaskOption, search_keywords
 from transformer_lab.tasks.task import Endpoint, Serving
 
 
@@ -154,13 +154,20 @@ _CONSTRAINT_OPTIONS = {
     ),
 }
 CONSTRAINT_TASK_OPTIONS = tuple(_CONSTRAINT_OPTIONS.values())
+_RERANK_FIELDS = ("part_of_speech_rerank", "rhythm_rerank")
 
 
-def with_constraint_options(config: CoupletConstraintConfig, values: Mapping[str, Any]) -> CoupletConstraintConfig:
+def with_constraint_options(
+    config: CoupletConstraintConfig, values: Mapping[str, Any], decode: DecodeConfig
+) -> CoupletConstraintConfig:
     """``config`` (a checkpoint's constraints) with the rule options set among ``values`` (flag -> value as given).
 
-    A switch is set by True; a value option by any value but None.
+    A switch is set by True; a value option by any value but None. A re-ranking weight given for
+    a greedy search (``--beam 1``, or ``decode`` greedy and no ``--beam``) is refused: greedy
+    search keeps one candidate, so the weight would change nothing.
     """
+    beam = values.get(BEAM.flag)
+    greedy = beam == 1 if beam is not None else decode.strategy != "beam"
     changes: dict[str, Any] = {}
     for name, option in _CONSTRAINT_OPTIONS.items():
         value = values.get(option.flag)
@@ -168,6 +175,12 @@ def with_constraint_options(config: CoupletConstraintConfig, values: Mapping[str
             changes[name] = False
         elif option.kind is not bool and value is not None:
             check_penalty(option.flag, value)  # named as typed, before the config names its field
+            if greedy and name in _RERANK_FIELDS and value:
+                search = "--beam 1" if beam is not None else "the checkpoint decodes greedily"
+                raise ValueError(
+                    f"{option.flag}: expected beam search, whose candidates it re-ranks, got a greedy search "
+                    f"({search}), which keeps one candidate; give --beam N (N >= 2) or leave {option.flag} out"
+                )
             changes[name] = value
     return dataclasses.replace(config, **changes)
 
@@ -333,7 +346,7 @@ NUM_CANDIDATES = TaskOption(
 def answer(writer: CoupletWriter, lines: list[str], options: Mapping[str, Any]) -> Answers:
     """``transformer-lab couplet``: a lower line per upper line, or each upper line and its ranked lower lines."""
     count = options.get(NUM_CANDIDATES.flag, 1)
-    constraints = with_constraint_options(writer.config.constraints, options)
+    constraints = with_constraint_options(writer.config.constraints, options, writer.config.decode)
     results = writer.write(lines, num_candidates=count, constraints=constraints, **search_keywords(options))
     answers = Answers(lines=[])
     for number, result in enumerate(results, start=1):
