@@ -156,12 +156,12 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     lines = [f"{checkpoint}, {test if test is not None else name}: {len(articles)} {rows}"]
     lines += report.lines()
     scored = {"split": name} if test is None else {"file": str(test.resolve())}
-    earlier = _what_was_scored(output)
+    replacing = _replacing(output, scored)  # read before the write replaces it
     write_text_atomically(
         output,
         json.dumps({**scored, "num_articles": len(articles), **report.to_dict()}, indent=2, ensure_ascii=False) + "\n",
     )
-    lines += [f"report: {output}" + _replacing(earlier, scored)]
+    lines += [f"report: {output}{replacing}"]
     confusion = ConfusionFigure(
         path=options.option("--confusion-png") or checkpoint / f"confusion.{name}.png",
         matrix=[list(row) for row in report.confusion],
@@ -179,17 +179,12 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     )
 
 
-def _what_was_scored(report: Path) -> dict[str, Any]:
-    """The split or file an existing report at ``report`` scored ({} where there is none, or it is not ours)."""
+def _replacing(report: Path, scored: dict[str, Any]) -> str:
+    """What the report line adds when ``report`` exists and scored other data (a file of the same name elsewhere)."""
     try:
         written = json.loads(report.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {key: written[key] for key in ("split", "file") if isinstance(written, dict) and key in written}
-
-
-def _replacing(earlier: dict[str, Any], scored: dict[str, Any]) -> str:
-    """What a line says when the report replaces one of other data: a file of the same name from elsewhere."""
-    if not earlier or earlier == scored:
+        earlier = {key: written[key] for key in ("split", "file") if key in written}
+    except (OSError, ValueError, TypeError):  # none yet, or not one of ours
         return ""
-    return f" (replacing the report of {earlier.get('file') or earlier.get('split')})"
+    replaced = earlier.get("file") or earlier.get("split")
+    return f" (replacing the report of {replaced})" if earlier not in ({}, scored) else ""
