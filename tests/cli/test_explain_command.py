@@ -17,4 +17,4 @@ def test_explain_prints_the_walk(capsys: pytest.CaptureFixture[str]) -> None:
 def test_explain_bad_input_is_one_line_and_exit_two(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explain", "--d-model", "10", "--nhead", "3"]) == 2
     error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and "d_model must be divisible by nhead" in error[0]
+    assert len(error) == 1 and "--d-model: expected a multiple of --nhead" in error[0] and "--nhead 3" in error[0]

@@ -998,7 +998,8 @@ CLI_CASES = [
     CliCase(
         "explain: heads that do not divide d_model",
         lambda tmp, ck: ["explain", "--d-model", "32", "--nhead", "3"],
-        r"d_model must be divisible by nhead, got d_model=32, nhead=3$",
+        r"--d-model: expected a multiple of --nhead \(each head takes d_model / nhead dimensions\), "
+        r"got --d-model 32 with --nhead 3$",
     ),
     # classify: a text it cannot read is refused on its own line ("-" on stdout, the reason on stderr), exit 2.
     CliCase(

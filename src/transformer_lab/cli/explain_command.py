@@ -27,6 +27,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(arguments: argparse.Namespace) -> int:
     sizes = {name: getattr(arguments, name) for name in ("d_model", "nhead", "src_len", "tgt_len", "batch")}
+    if arguments.d_model % arguments.nhead:  # named as typed; the library names its keywords
+        raise ValueError(
+            f"--d-model: expected a multiple of --nhead (each head takes d_model / nhead dimensions), "
+            f"got --d-model {arguments.d_model} with --nhead {arguments.nhead}"
+        )
     if arguments.full:
         records = explain_transformer(num_layers=arguments.num_layers or 1, **sizes)
     elif arguments.num_layers is not None:
