@@ -137,7 +137,7 @@ def line_pair(paths: tuple[Path, Path], number: int, source: str, target: str) -
     return _check_sentence(paths[0], number, "source", source), _check_sentence(paths[1], number, "target", target)
 
 
-def is_tsv_header(line: str, source_language: str, target_language: str, path: Path | None = None) -> bool:
+def is_tsv_header(line: str, source_language: str, target_language: str, path: Path) -> bool:
     """Whether a TSV file's first line is the header ``<source_language><TAB><target_language>``.
 
     The header the other way round says the columns are target then source: refused, naming

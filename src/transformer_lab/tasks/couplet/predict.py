@@ -33,6 +33,7 @@ from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.config import MAX_BEAM_SIZE
 from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig, build_constraints, check_penalty
 from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor, Written
+from transformer_lab.decoding.search_settings import with_beam
 from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
 from transformer_lab.evaluation.couplet_antithesis import rerank_by_antithesis
 from transformer_lab.models import Seq2SeqTransformer
@@ -166,8 +167,6 @@ def with_constraint_options(
     a greedy search (``--beam 1``, or ``decode`` greedy and no ``--beam``) is refused: greedy
     search keeps one candidate, so the weight would change nothing.
     """
-    beam = values.get(BEAM.flag)
-    greedy = beam == 1 if beam is not None else decode.strategy != "beam"
     changes: dict[str, Any] = {}
     for name, option in _CONSTRAINT_OPTIONS.items():
         value = values.get(option.flag)
@@ -175,7 +174,8 @@ def with_constraint_options(
             changes[name] = False
         elif option.kind is not bool and value is not None:
             check_penalty(option.flag, value)  # named as typed, before the config names its field
-            if greedy and name in _RERANK_FIELDS and value:
+            beam = values.get(BEAM.flag)
+            if name in _RERANK_FIELDS and value and with_beam(decode, beam).strategy != "beam":
                 search = "--beam 1" if beam is not None else "the checkpoint decodes greedily"
                 raise ValueError(
                     f"{option.flag}: expected beam search, whose candidates it re-ranks, got a greedy search "
