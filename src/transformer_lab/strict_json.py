@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from transformer_lab.shortened import shortened
+
 __all__ = ["DuplicateKeyError", "loads"]
 
 # The longest key quoted whole in a message; a longer one is cut.
@@ -21,8 +23,7 @@ class DuplicateKeyError(ValueError):
     """A JSON object that gives ``key`` twice: "key 'label' appears twice"."""
 
     def __init__(self, key: str) -> None:
-        shown = key if len(key) <= _MAX_KEY_CHARACTERS else key[: _MAX_KEY_CHARACTERS - 3] + "..."
-        super().__init__(f"key {shown!r} appears twice")
+        super().__init__(f"key {shortened(key, _MAX_KEY_CHARACTERS)!r} appears twice")
         self.key = key
 
 

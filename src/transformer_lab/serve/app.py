@@ -75,6 +75,7 @@ from transformer_lab.serve.intake import (
 )
 from transformer_lab.serve.registry import ServedModel
 from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS, page_fields, request_model
+from transformer_lab.shortened import shortened
 from transformer_lab.tasks.registry import checkpoint_tasks
 from transformer_lab.tasks.task import Endpoint
 
@@ -116,7 +117,7 @@ def _json_value(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         text = repr(value)
-    return text if len(text) <= _MAX_QUOTED_CHARACTERS else text[: _MAX_QUOTED_CHARACTERS - 3] + "..."
+    return shortened(text, _MAX_QUOTED_CHARACTERS)
 
 
 def _validation_message(error: Mapping[str, Any]) -> str:

@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from transformer_lab import strict_json
 from transformer_lab.serve.requests import is_text_field
+from transformer_lab.shortened import shortened
 
 # The largest request body read: the biggest valid request (4 masks sentences of 1000
 # characters, 1024 target ids) is ~20 KB of JSON; 1 MiB leaves room and bounds memory.
@@ -87,7 +88,7 @@ def unreadable_body_message(cause: BaseException | None) -> str | None:
 
 def shown_location(location: str) -> str:
     """A field's location as a message quotes it, cut to :data:`MAX_LOCATION_CHARACTERS` (a key may be long)."""
-    return location if len(location) <= MAX_LOCATION_CHARACTERS else location[: MAX_LOCATION_CHARACTERS - 3] + "..."
+    return shortened(location, MAX_LOCATION_CHARACTERS)
 
 
 def listed_problems(messages: list[str], total: int, noun: str = "problems") -> str:

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from transformer_lab import strict_json
+from transformer_lab.shortened import shortened
 
 __all__ = [
     "PRESET",
@@ -78,8 +79,7 @@ SHOWN_CHARACTERS = 160
 
 def shown(value: Any) -> str:
     """``repr(value)`` cut to at most :data:`SHOWN_CHARACTERS` characters, never built whole first."""
-    text = _SHOWN.repr(value)
-    return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 3] + "..."
+    return shortened(_SHOWN.repr(value), SHOWN_CHARACTERS)
 
 
 @dataclasses.dataclass(frozen=True)
