@@ -642,6 +642,21 @@ def evaluate_argv(checkpoint: Path, data: Path, *rest: str) -> list[str]:
     ]
 
 
+def evaluate_files_argv(tmp: Path, checkpoint: Path, sources: list[str], references: list[str]) -> list[str]:
+    """``evaluate translation`` of ``sources`` against ``references``, written as test.de and test.en in ``tmp``."""
+    source, reference = write_lines(tmp / "test.de", sources), write_lines(tmp / "test.en", references)
+    return [
+        "evaluate",
+        "translation",
+        "--checkpoint",
+        str(checkpoint),
+        "--source",
+        str(source),
+        "--reference",
+        str(reference),
+    ]
+
+
 CLI_CASES = [
     CliCase(
         "translate: missing --input",
@@ -945,33 +960,13 @@ CLI_CASES = [
     ),
     CliCase(
         "evaluate: an empty line in --reference",
-        lambda tmp, ck: [
-            "evaluate",
-            "translation",
-            "--checkpoint",
-            str(ck.translation),
-            "--source",
-            str(write_lines(tmp / "test.de", ["Ein Hund.", "Zwei Katzen."])),
-            "--reference",
-            str(write_lines(tmp / "test.en", ["A dog.", " "])),
-        ],
+        lambda tmp, ck: evaluate_files_argv(tmp, ck.translation, ["Ein Hund.", "Zwei Katzen."], ["A dog.", " "]),
         # Only the advice the command can follow: evaluate has no option to skip such lines.
         r"test\.en: line 2: expected a non-empty sentence, got ' '; fix the file$",
     ),
     CliCase(
         "evaluate: --data-dir with --source",
-        lambda tmp, ck: [
-            "evaluate",
-            "translation",
-            "--checkpoint",
-            str(ck.translation),
-            "--source",
-            str(write_lines(tmp / "test.de", ["Ein Hund."])),
-            "--reference",
-            str(write_lines(tmp / "test.en", ["A dog."])),
-            "--data-dir",
-            str(tmp),
-        ],
+        lambda tmp, ck: [*evaluate_files_argv(tmp, ck.translation, ["Ein Hund."], ["A dog."]), "--data-dir", str(tmp)],
         # It was read past without a word: the files named are what is scored.
         r"--data-dir: expected it only with --split \(--source and --reference name the files\), got it too$",
     ),
