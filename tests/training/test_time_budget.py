@@ -285,3 +285,36 @@ def test_a_machine_that_slows_down_after_the_plan_is_warned_about_once(tmp_path,
         "down); at this pace the run ends about 40 s after its 100 s budget"
     ]
     assert clock.seconds == 22 + 43 * 2 + 8 * VALIDATION_SECONDS == 140
+
+
+def test_max_steps_caps_the_plan_and_the_run_resumes_by_the_same_command(tmp_path, monkeypatch):
+    # Without the cap this clock plans 65 steps (above); max_steps=40 is the configured length
+    # as well, so the plan keeps the configured cool-down of 20, less the 22 measured steps'.
+    _, summary, _ = train_on_clock(tmp_path, DrivenClock(monkeypatch), max_steps=40)
+    plan = summary["time_budget_plan"]
+    assert (plan["total_steps"], plan["cooldown_steps"]) == (40, 40 - 22)
+    assert summary["steps"] == 40 and summary["stopped_by"] == "max_steps"
+    _, resumed, _ = train_on_clock(tmp_path, DrivenClock(monkeypatch), resume=True, max_steps=40)
+    assert resumed["steps"] == 40 and resumed["stopped_by"] == "max_steps"
+
+
+def test_a_run_resumed_during_its_measurement_times_only_its_own_steps(tmp_path, monkeypatch):
+    class CrashingEpoch(list):
+        def __init__(self, epoch):
+            super().__init__(epoch_batches(epoch))
+            self.epoch = epoch
+
+        def __getitem__(self, index):
+            if self.epoch == 2 and index == 2:  # step 13, after the step-10 checkpoint, still measuring
+                raise KeyboardInterrupt("simulated crash")
+            return super().__getitem__(index)
+
+    with pytest.raises(KeyboardInterrupt):
+        train_on_clock(tmp_path, DrivenClock(monkeypatch), CrashingEpoch)
+    assert "time_budget_plan" not in json.loads((tmp_path / "last" / "config.json").read_text())
+    # A new clock: the 10 steps before the crash took none of its seconds, so counting them
+    # would measure a faster machine than this one (1 step/s).
+    _, summary, _ = train_on_clock(tmp_path, DrivenClock(monkeypatch), resume=True)
+    plan = summary["time_budget_plan"]
+    assert plan["steps_per_second"] == pytest.approx(1.0)
+    assert summary["steps"] == plan["total_steps"]

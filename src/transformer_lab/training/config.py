@@ -70,7 +70,7 @@ class TrainConfig:
     # (no optimizer or schedule step) with a warning; this many in a row stop training.
     max_nonfinite_steps: int = 5
     # Train to a wall-clock budget ("90m", "1h30m", "5400s", or seconds) instead of epochs
-    # and max_steps: the run measures its speed, then fixes its steps (time_budget.py).
+    # (max_steps still caps it): the run measures its speed, then fixes its steps (time_budget.py).
     time_budget: str | float | None = None
     # Also write metrics.jsonl's scalars as TensorBoard event files in out_dir/tensorboard/
     # (needs the tensorboard extra).

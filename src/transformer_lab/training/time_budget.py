@@ -1,6 +1,7 @@
 """Training to a wall-clock budget: measure this machine's speed, then fix the run's length.
 
-``train.time_budget`` ("90m", "1h30m", "5400s", 5400) replaces ``epochs`` and ``max_steps``.
+``train.time_budget`` ("90m", "1h30m", "5400s", 5400) replaces ``epochs``; a ``max_steps`` still caps
+the plan (as it caps epochs), and the budget's plan is never longer.
 The run trains for ``MEASUREMENT_SECONDS`` (the measurement, counted within the budget),
 then validates and saves once, timing that, and fixes its total optimizer steps ``P``: the
 largest for which the steps still to take, at the measured seconds per step, plus the
@@ -202,11 +203,15 @@ class TimeBudget:
         assert config.time_budget is not None
         self.evaluate_every = max(1, _steps_between_validations(config, train_batches))
         self.configured_steps = planned_optimizer_steps(config, train_batches)
+        self.max_steps = config.max_steps
         self.budget_seconds = check_budget(config.time_budget)
         self.configured_cooldown = config.cooldown_steps
         self.shape = ScheduleShape(warmup_steps=config.warmup_steps, lr_factor=config.lr_factor)
         self.plan: BudgetPlan | None = None
         self._started_at: float | None = None
+        # The step the clock started at: a run resumed during its measurement took the steps
+        # before it in another process, whose seconds this clock never saw.
+        self._started_step = 0
         # Validation (and checkpoint) seconds within the measurement, left out of the step rate.
         self._evaluation_seconds = 0.0
         self._owns_schedule = False
@@ -245,10 +250,11 @@ class TimeBudget:
     def measuring(self) -> bool:
         return self.plan is None
 
-    def start(self) -> None:
-        """Start the clock (when training starts; a fixed plan needs none), saying so while measuring."""
+    def start(self, step: int = 0) -> None:
+        """Start the clock at optimizer step ``step`` (when training starts), saying so while measuring."""
         if self._started_at is None:
             self._started_at = now()
+            self._started_step = step
         if self.measuring:
             logger.info(
                 "time budget %.0f s: measuring this machine's speed for %.0f s first",
@@ -276,8 +282,10 @@ class TimeBudget:
         return self.measuring and self.elapsed() >= MEASUREMENT_SECONDS
 
     def make_plan(self, done_steps: int, training_seconds: float, evaluation_seconds: float) -> BudgetPlan:
-        """The plan after ``done_steps`` steps in ``training_seconds`` (validations excluded) and one validation."""
-        seconds_per_step = max(training_seconds, 1e-9) / max(done_steps, 1)
+        """The plan after ``done_steps`` steps, the last ones in ``training_seconds`` (validations excluded) since
+        the clock started, and one validation; never more steps than ``max_steps``."""
+        timed_steps = done_steps - self._started_step
+        seconds_per_step = max(training_seconds, 1e-9) / max(timed_steps, 1)
         total = plan_total_steps(
             self.budget_seconds,
             self.elapsed(),
@@ -286,6 +294,8 @@ class TimeBudget:
             evaluation_seconds,
             self.evaluate_every,
         )
+        if self.max_steps:
+            total = min(total, max(self.max_steps, done_steps))
         warmup, cooldown, factor = fitted_schedule(
             total,
             self.configured_steps,
@@ -298,7 +308,7 @@ class TimeBudget:
             budget_seconds=self.budget_seconds,
             measured_steps=done_steps,
             measured_seconds=training_seconds,
-            steps_per_second=done_steps / max(training_seconds, 1e-9),
+            steps_per_second=timed_steps / max(training_seconds, 1e-9),
             evaluation_seconds=evaluation_seconds,
             total_steps=total,
             warmup_steps=warmup,

@@ -40,8 +40,8 @@ Files under ``out_dir``::
 choice of ``best/`` made by ``best_checkpoint.py``; each checkpoint's ``README.md`` is the model
 card of ``model_card.py``).
 
-With ``config.time_budget`` the run's length comes from the clock instead of ``epochs`` and
-``max_steps``: after a 30-second measurement it validates once and fixes its total steps,
+With ``config.time_budget`` the run's length comes from the clock instead of ``epochs`` (a
+``max_steps`` still caps it): after a 30-second measurement it validates once and fixes its total steps,
 warm-up and cool-down (``time_budget.py``), recorded in ``config.json`` for ``--resume``.
 ``config.json`` is ``checkpoint_config`` as given, with the precision that ran in place of
 "auto" and the budget's plan added: the Trainer never edits the caller's mapping.
@@ -330,7 +330,7 @@ class Trainer:
             logger.info("training on %s, precision %s", self.device, self.config.precision)
 
         if self._budget is not None:
-            self._budget.start()
+            self._budget.start(self.global_step)
         stopped_by = self._limit_reached()
         # SIGTERM / SIGINT: finish the step in progress, save last/, raise TrainingInterrupted.
         with self._stop_requests:
@@ -384,11 +384,11 @@ class Trainer:
     # -- the loop -------------------------------------------------------------------------
 
     def _limit_reached(self) -> str | None:
-        if self._budget is not None:
-            # The budget replaces epochs and max_steps.
-            return "time_budget" if self._budget.finished(self.global_step) else None
         if self.config.max_steps and self.global_step >= self.config.max_steps:
             return "max_steps"
+        if self._budget is not None:
+            # The budget replaces epochs; max_steps caps its plan (and its measurement).
+            return "time_budget" if self._budget.finished(self.global_step) else None
         if self.config.epochs and self.epoch >= self.config.epochs:
             return "epochs"
         return None
