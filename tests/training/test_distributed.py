@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -184,6 +185,39 @@ def test_a_resumed_two_process_run_equals_the_uninterrupted_one(two_process_runs
     resumed = torch.load(two_process_runs / "resumed-rank1.pt")["state"]
     for name, tensor in uninterrupted.items():
         assert torch.equal(resumed[name], tensor), name
+
+
+@pytest.mark.parametrize("scenario", ["accumulate-2", "resumed"])
+def test_a_two_process_run_resumed_by_one_process_goes_on_where_the_two_stopped(
+    two_process_runs: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, scenario: str
+) -> None:
+    folder = tmp_path / scenario
+    shutil.copytree(two_process_runs / scenario, folder)
+    saved = torch.load(folder / "last" / "trainer_state.pt", weights_only=False)
+    epoch, batch_index = saved["epoch"], saved["batch_index"]
+    assert len(saved["rng_by_rank"]) == 2 and batch_index > 0  # saved mid-epoch by two processes
+    taken: list[tuple[int, int]] = []
+
+    class RecordedEpoch(list):
+        def __init__(self, epoch: int) -> None:
+            super().__init__(ddp_worker.shard_batches(epoch))  # one process: the whole list
+            self.epoch = epoch
+
+        def __getitem__(self, index):  # type: ignore[no-untyped-def]
+            taken.append((self.epoch, index))
+            return super().__getitem__(index)
+
+    grad_accum_steps = ddp_worker.SCENARIOS[scenario][0]
+    with caplog.at_level("WARNING", logger="transformer_lab.training.trainer"):
+        ddp_worker.train(folder, grad_accum_steps, saved["global_step"] + 1, RecordedEpoch, resume=True)
+    # The two shards had taken the epoch list's first 2 * batch_index batches between them:
+    # the one process goes on from there (from the next epoch where that was all of it),
+    # not from batch_index, which would train half of what they took again.
+    position = 2 * batch_index
+    epoch_length = len(ddp_worker.shard_batches(epoch))
+    expected = (epoch, position) if position < epoch_length else (epoch + 1, 0)
+    assert taken[0] == expected and len(taken) == grad_accum_steps
+    assert f"continues at batch {position} of its shard" in caplog.text
 
 
 def test_the_train_command_runs_under_torchrun_and_rank_0_alone_reports(two_process_runs: Path) -> None:

@@ -233,6 +233,8 @@ class Trainer:
         self.global_step = 0
         self.epoch = 0
         self.batch_index = 0
+        # Whether batch_index was carried over from a run of another number of processes.
+        self._position_from_other_shards = False
         self.best = BestCheckpoint(config.best_metric, config.best_mode)  # what best/ holds
         self.last_metrics: dict[str, float] = {}
         self._consecutive_nonfinite = 0
@@ -413,12 +415,15 @@ class Trainer:
         else:
             iterator = iter(batches)
             skipped = sum(1 for _ in itertools.islice(iterator, self.batch_index))
-        if skipped != self.batch_index:
+        if skipped != self.batch_index and not self._position_from_other_shards:
             raise ValueError(
                 f"train_batches: expected at least {self.batch_index} batches in epoch "
                 f"{self.epoch} (the resumed position), got {skipped}; it must give the same "
                 "batches for the same epoch every time"
             )
+        # A position carried over from another number of processes may pass this list's end.
+        self._position_from_other_shards = False
+        self.batch_index = skipped
         accumulation = self.config.grad_accum_steps
         group_size = 0
         group_contributed = 0
@@ -700,6 +705,35 @@ class Trainer:
             rng_by_rank=None if rng_by_rank is None else [RandomState.from_dict(rng) for rng in rng_by_rank],
         ).to_dict()
 
+    def _resumed_position(self, state: TrainerState) -> int:
+        """The batch of this process's shard to continue the epoch at.
+
+        Shard i of k takes batches i, i + k, ... of the epoch's list (``data/batching.py``), so
+        k processes at batch b of their shards have taken the list's first k * b batches; a
+        run of another size goes on from there (to within the few batches split to give the
+        shards equal counts) rather than from its own shard's batch b.
+        """
+        saved_processes = len(state.rng_by_rank) if state.rng_by_rank is not None else 1
+        processes = self._distributed.world_size
+        if saved_processes == processes or state.batch_index == 0:
+            return state.batch_index
+        taken = state.batch_index * saved_processes
+        position = taken // processes
+        self._position_from_other_shards = True
+        logger.warning(
+            "the checkpoint was saved by %d process(es) at batch %d of each shard of epoch %d (%d batches of the "
+            "epoch); this run of %d continues at batch %d of its shard, the same place in the epoch to within "
+            "%d batch(es)",
+            saved_processes,
+            state.batch_index,
+            state.epoch,
+            taken,
+            processes,
+            position,
+            taken - position * processes + saved_processes - 1 + processes - 1,
+        )
+        return position
+
     def _load_resume_state(self, folder: Path) -> None:
         if self._is_main_process:
             # A crash between a save's two renames leaves the complete old folder aside.
@@ -720,7 +754,7 @@ class Trainer:
         self.scheduler.load_state_dict(state.scheduler)
         self.global_step = state.global_step
         self.epoch = state.epoch
-        self.batch_index = state.batch_index
+        self.batch_index = self._resumed_position(state)
         self.last_metrics = dict(state.last_metrics)
         self._consecutive_nonfinite = state.consecutive_nonfinite
         self._window.restore(
