@@ -18,17 +18,27 @@ the compiler understands, so it is used there.
 The flag is process-wide, as every SDPA backend setting is: another thread's attention call
 that runs at the same moment is also kept off cuDNN.
 
-On any other device the call goes straight through: the CPU has no cuDNN attention.
+On any other device the call goes straight through (the CPU has no cuDNN attention), but
+for one case: torch's CPU flash attention in bf16 or fp16 packs its operands for AMX tiles
+where the CPU has them, and that packing exists only in its AVX-512 kernels. Under
+``ATEN_CPU_CAPABILITY=avx2`` on such a CPU every call of 64 or more positions raises
+"pack_vnni2 is only supported when avx512 is supported"; there flash attention is switched
+off for the call, which leaves the math backend.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-__all__ = ["ALLOWED_CUDA_BACKENDS", "plans_per_shape", "scaled_dot_product_attention"]
+__all__ = ["ALLOWED_CUDA_BACKENDS", "cpu_flash_fails", "plans_per_shape", "scaled_dot_product_attention"]
+
+# The dtypes torch's CPU flash attention packs for AMX.
+_PACKED_DTYPES = (torch.bfloat16, torch.float16)
 
 # The backends left on CUDA (the compiled path names them; eager toggles cuDNN alone).
 ALLOWED_CUDA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
@@ -37,6 +47,16 @@ ALLOWED_CUDA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENT
 def plans_per_shape(device: torch.device) -> bool:
     """Whether SDPA on ``device`` may pick a backend that plans per shape (cuDNN attention: CUDA only)."""
     return device.type == "cuda"
+
+
+@functools.cache
+def cpu_flash_fails() -> bool:
+    """Whether torch's CPU flash attention in bf16 would ask for AVX-512 kernels torch was told not to use.
+
+    True on a CPU with AMX tiles whose torch kernels are held below AVX-512 (``ATEN_CPU_CAPABILITY``).
+    """
+    probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    return probe is not None and bool(probe()) and torch.backends.cpu.get_cpu_capability() != "AVX512"
 
 
 def scaled_dot_product_attention(
@@ -56,6 +76,8 @@ def scaled_dot_product_attention(
         to ``[N, H, L, S]``; returns ``[N, H, L, Dh]``.
     """
     if not plans_per_shape(query.device):
+        if query.dtype in _PACKED_DTYPES and query.device.type == "cpu" and cpu_flash_fails():
+            return _without_flash(query, key, value, attn_mask, dropout_p, is_causal)
         return F.scaled_dot_product_attention(
             query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
         )
@@ -74,3 +96,19 @@ def scaled_dot_product_attention(
     finally:
         if cudnn_on:
             torch.backends.cuda.enable_cudnn_sdp(True)
+
+
+def _without_flash(
+    query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool
+) -> Tensor:
+    """SDPA with flash attention off for the call (the math backend on the CPU)."""
+    flash_on = torch.backends.cuda.flash_sdp_enabled()  # one flag for the CPU's flash attention too
+    if flash_on:
+        torch.backends.cuda.enable_flash_sdp(False)
+    try:
+        return F.scaled_dot_product_attention(
+            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
+        )
+    finally:
+        if flash_on:
+            torch.backends.cuda.enable_flash_sdp(True)
