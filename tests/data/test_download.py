@@ -27,6 +27,8 @@ from transformer_lab.data.download import download_file, git_blob_of_file, parti
 from transformer_lab.data.multi30k import (
     MULTI30K_DEFAULT_SPLITS,
     MULTI30K_EXTRA_TEST_SPLITS,
+    MULTI30K_FOLDER,
+    MULTI30K_MAX_BYTES,
     MULTI30K_SHA256,
     MULTI30K_SPLITS,
     download_multi30k,
@@ -146,7 +148,7 @@ def test_a_part_left_by_a_download_killed_while_decompressing_is_removed_by_the_
     script = (
         "import os, shutil, signal, sys\n"
         "from transformer_lab.data import download\n"
-        "def killed(url, compressed, plain):\n"
+        "def killed(url, compressed, plain, max_bytes):\n"
         "    plain.write(b'half of it')\n"
         "    plain.flush()\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -188,6 +190,23 @@ def test_missing_remote_file_and_bad_gzip(server: Server, tmp_path: Path) -> Non
         download_file(f"{server.base_url}plain.gz", tmp_path / "plain", "a" * 64, gunzip=True)
     assert not (tmp_path / "missing").exists() and not (tmp_path / "plain").exists()
     assert leftovers(tmp_path) == []
+
+
+def test_a_body_or_its_gzip_expansion_past_the_bound_is_refused_as_it_is_written(
+    server: Server, tmp_path: Path
+) -> None:
+    # 65 MiB of zeros in a 65 KB gzip body: past Multi30k's bound, refused without writing it all.
+    (server.root / "val.de.gz").write_bytes(gzip.compress(bytes(MULTI30K_MAX_BYTES + (1 << 20)), compresslevel=1))
+    with pytest.raises(ValueError, match=rf"val\.de\.gz: expected at most {MULTI30K_MAX_BYTES:,} bytes decompressed"):
+        download_multi30k(tmp_path / "data", base_url=server.base_url, splits=["val"], progress=False)
+    folder = tmp_path / "data" / MULTI30K_FOLDER
+    assert not (folder / "val.de").exists() and leftovers(folder) == []
+    body = (server.root / "val.en.gz").read_bytes()
+    with pytest.raises(ValueError, match=r"expected at most 10 bytes downloaded \(max_bytes\)"):
+        download_file(f"{server.base_url}val.en.gz", tmp_path / "x", hashlib.sha256(body).hexdigest(), max_bytes=10)
+    assert not (tmp_path / "x").exists() and leftovers(tmp_path) == []
+    with pytest.raises(ValueError, match="max_bytes"):
+        download_file(f"{server.base_url}val.en.gz", tmp_path / "x", "a" * 64, max_bytes=0)
 
 
 def test_bad_arguments_download_nothing(server: Server, tmp_path: Path) -> None:

@@ -18,9 +18,11 @@ download never leaves less than there was.
 One process downloads a file at a time: it holds the writer lock beside it
 (`file_lock.writer_lock`, `.<name>.lock`), and a second waits for the first and then
 finds the file. Under that lock no one else writes the file's parts, so decompressed
-parts that a killed process left (SIGKILL, out of memory) are removed. The registries
-record no size for the decompressed files, only their hashes, so decompression is not
-bounded before the hash check.
+parts that a killed process left (SIGKILL, out of memory) are removed. The hash is known
+only at the end, so the body and its decompressed bytes are each bounded while they are
+written (`max_bytes`, by default `MAX_DOWNLOAD_BYTES`; a registry passes its own, above its
+largest file): a server that sends more, or a small gzip body that expands without end, is
+refused as soon as it passes the bound, and what it wrote is deleted.
 
 The check is a sha256, except where a source publishes only another digest: an MD5
 (`expected_md5`, the AG News training file), or the git blob id under which the file is
@@ -38,7 +40,6 @@ import logging
 import math
 import os
 import re
-import shutil
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -49,11 +50,14 @@ from typing import IO
 from tqdm.auto import tqdm
 
 from transformer_lab.atomic_files import create_temporary_file, replace_file
+from transformer_lab.data._checks import check_integer
 from transformer_lab.file_lock import remove_abandoned_writer_locks, writer_lock
 
 logger = logging.getLogger(__name__)
 
 _CHUNK_BYTES = 1 << 20
+# The bound of a download's body and of its decompressed bytes where the caller names none.
+MAX_DOWNLOAD_BYTES = 2 << 30
 _SCHEMES = ("http", "https", "file")
 # Digest name -> hex digits, in the order the arguments of download_file give them.
 _DIGEST_DIGITS = {"sha256": 64, "md5": 32, "git-blob": 40}
@@ -124,7 +128,18 @@ def _check_url(url: object) -> str:
     return url
 
 
-def _copy_response(url: str, partial: Path, timeout: float, progress: bool) -> None:
+class TooLargeError(ValueError):
+    """A body or its decompressed bytes passed the download's ``max_bytes``."""
+
+
+def _too_large(url: str, what: str, max_bytes: int) -> TooLargeError:
+    return TooLargeError(
+        f"{url}: expected at most {max_bytes:,} bytes {what} (max_bytes), got more; "
+        "what was written is deleted, nothing replaced"
+    )
+
+
+def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_bytes: int) -> None:
     """Stream the body at `url` into `partial`, continuing after the bytes it already holds.
 
     An interrupted transfer keeps what arrived (a ConnectionError says so): the next call
@@ -160,6 +175,8 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool) -> N
                     file.write(chunk)
                     bar.update(len(chunk))
                     received += len(chunk)
+                    if received > max_bytes:
+                        raise _too_large(url, "downloaded", max_bytes)
             if total is not None and received < total:
                 # http.client ends a body cut short without an error; the length says so.
                 raise http.client.IncompleteRead(b"", total - received)
@@ -167,7 +184,7 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool) -> N
         if error.code == 416 and offset:
             # The kept bytes are not a prefix the server can continue: start from nothing.
             partial.unlink()
-            _copy_response(url, partial, timeout, progress)
+            _copy_response(url, partial, timeout, progress, max_bytes)
             return
         if error.code == 404:
             raise FileNotFoundError(f"{url}: expected a file to download, got HTTP 404 Not Found") from None
@@ -184,11 +201,16 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool) -> N
         ) from None
 
 
-def _gunzip(url: str, compressed: IO[bytes], destination: IO[bytes]) -> None:
-    """Decompress the gzip stream `compressed` into `destination`; bad gzip is a ValueError."""
+def _gunzip(url: str, compressed: IO[bytes], destination: IO[bytes], max_bytes: int) -> None:
+    """Decompress the gzip stream `compressed` into `destination`, at most `max_bytes`; bad gzip is a ValueError."""
+    written = 0
     try:
         with gzip.GzipFile(fileobj=compressed, mode="rb") as archive:
-            shutil.copyfileobj(archive, destination, _CHUNK_BYTES)
+            for chunk in iter(lambda: archive.read(_CHUNK_BYTES), b""):
+                written += len(chunk)
+                if written > max_bytes:
+                    raise _too_large(url, "decompressed", max_bytes)
+                destination.write(chunk)
     except (gzip.BadGzipFile, EOFError, zlib.error) as error:
         raise ValueError(f"{url}: expected gzip-compressed data, got data that does not decompress ({error})") from None
 
@@ -219,6 +241,7 @@ def download_file(
     expected_md5: str | None = None,
     expected_git_blob: str | None = None,
     progress: bool = True,
+    max_bytes: int = MAX_DOWNLOAD_BYTES,
 ) -> Path:
     """Download `url` to `destination` atomically, resuming a partial body, and check its hash.
 
@@ -236,6 +259,7 @@ def download_file(
         gunzip: the body is gzip data; store it decompressed.
         timeout: seconds to wait on the connection before giving up.
         progress: show a progress bar (on a terminal only).
+        max_bytes: the most bytes the body, and the file decompressed from it, may hold.
 
     Returns:
         `destination` as a Path.
@@ -251,6 +275,7 @@ def download_file(
     url = _check_url(url)
     algorithm, expected = _expected_digest(expected_sha256, expected_md5, expected_git_blob)
     timeout = check_timeout(timeout)
+    max_bytes = check_integer("max_bytes", max_bytes, minimum=1)
     destination = Path(destination)
     # Checked before the lock too: a complete data folder on a read-only disk needs no lock file.
     if _already_present(destination, algorithm, expected):
@@ -261,7 +286,7 @@ def download_file(
         if _already_present(destination, algorithm, expected, warn=True):
             return destination
         _remove_abandoned_parts(destination)
-        _fetch(url, destination, algorithm, expected, gunzip, timeout, progress)
+        _fetch(url, destination, algorithm, expected, gunzip, timeout, progress, max_bytes)
     return destination
 
 
@@ -297,7 +322,14 @@ def _remove_abandoned_parts(destination: Path) -> None:
 
 
 def _fetch(
-    url: str, destination: Path, algorithm: str, expected: str, gunzip: bool, timeout: float, progress: bool
+    url: str,
+    destination: Path,
+    algorithm: str,
+    expected: str,
+    gunzip: bool,
+    timeout: float,
+    progress: bool,
+    max_bytes: int,
 ) -> None:
     """Download, decompress, check and rename into place; the caller holds ``destination``'s writer lock."""
     # The body's file has a fixed name so that a later call finds and continues it; it
@@ -307,8 +339,8 @@ def _fetch(
     partial = partial_path(destination)
     logger.info("downloading %s to %s", url, destination)
     try:
-        _copy_response(url, partial, timeout, progress)
-    except FileNotFoundError:
+        _copy_response(url, partial, timeout, progress, max_bytes)
+    except (FileNotFoundError, TooLargeError):
         partial.unlink(missing_ok=True)
         raise
     decompressed: Path | None = None
@@ -320,7 +352,7 @@ def _fetch(
             )
             with open(descriptor, "wb") as plain, open(partial, "rb") as compressed:
                 result = decompressed
-                _gunzip(url, compressed, plain)
+                _gunzip(url, compressed, plain, max_bytes)
         actual = _digest_of_file(result, algorithm)
         if actual != expected:
             raise ValueError(
