@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -285,3 +286,46 @@ def test_the_train_command_on_cuda_under_torchrun_with_one_process_ends_as_witho
     for name, tensor in plain_state.items():
         # GPU kernels may sum in another order from one run to the next (atomics), hence a tolerance.
         torch.testing.assert_close(launched_state[name], tensor, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_a_process_killed_under_torchrun_leaves_the_others_one_line_and_exit_1(tmp_path: Path) -> None:
+    # Two ranks started by hand (torchrun's agent would SIGTERM the survivor at once); rank 1
+    # is killed once rank 0 has logged steps, so rank 0 is in the training loop, where its
+    # next all-reduce finds the peer gone.
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(REPOSITORY / "src"), *filter(None, [environment.get("PYTHONPATH")])]
+    )
+    environment.update(OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2")
+    command = [sys.executable, "-m", "transformer_lab", "train", "copy", "--out", str(tmp_path / "run")]
+    command += ["--set", "train.epochs=0", "--set", "train.max_steps=100000", "--set", "train.log_every_steps=1"]
+    command += ["--set", "train.progress_bar=false", "--set", "data.num_train=256", "--set", "model.d_model=16"]
+    command += ["--set", "model.nhead=2", "--set", "model.dim_feedforward=32"]
+    ranks = [
+        subprocess.Popen(
+            command,
+            env={**environment, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        for rank in range(2)
+    ]
+    try:
+        log = tmp_path / "run" / "metrics.jsonl"
+        deadline = time.monotonic() + 600
+        while not (log.exists() and log.read_text(encoding="utf-8").count('"train"') >= 3):
+            assert ranks[0].poll() is None and time.monotonic() < deadline, ranks[0].communicate()
+            time.sleep(0.2)
+        ranks[1].kill()
+        _, stderr = ranks[0].communicate(timeout=300)
+    finally:
+        for process in ranks:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    lines = stderr.strip().splitlines()
+    assert ranks[0].returncode == 1, stderr
+    assert lines[-1].startswith("transformer-lab train: failed: rank 0 of 2: another process of the run stopped")
+    assert "run the same torchrun command with --resume" in lines[-1]
+    assert "Traceback" not in stderr

@@ -46,6 +46,7 @@ from transformer_lab.folders import FolderWriteError
 from transformer_lab.hardware import physical_cores
 from transformer_lab.setting_error import SettingError
 from transformer_lab.training import (
+    ProcessLostError,
     Terminated,
     TrainingDivergedError,
     TrainingInterrupted,
@@ -133,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TrainingInterrupted as interrupted:
         print(f"{prefix}: {interrupted}", file=sys.stderr)
         return interrupted.exit_code
-    except (TrainingDivergedError, OSError, MissingExtraError) as error:
+    except (TrainingDivergedError, ProcessLostError, OSError, MissingExtraError) as error:
         print(f"{prefix}: failed: {_one_line(error)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -23,7 +23,7 @@ from .checkpoint import (
 )
 from .config import TrainConfig
 from .config_io import apply_overrides, config_from_dict, config_to_dict
-from .distributed import DataParallel, data_shard, is_main_process, launch_from_environment
+from .distributed import DataParallel, ProcessLostError, data_shard, is_main_process, launch_from_environment
 from .generator_loss import generator_cross_entropy
 from .losses import LabelSmoothingLoss, label_smoothed_cross_entropy
 from .optimization import OptimizerFactory, ScheduleFactory
@@ -41,6 +41,7 @@ __all__ = [
     "ScheduleFactory",
     "TrainConfig",
     "Trainer",
+    "ProcessLostError",
     "TrainingDivergedError",
     "Terminated",
     "TrainingInterrupted",

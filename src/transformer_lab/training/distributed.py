@@ -54,6 +54,7 @@ __all__ = [
     "BatchLoss",
     "DataParallel",
     "Launch",
+    "ProcessLostError",
     "data_shard",
     "is_main_process",
     "launch_from_environment",
@@ -63,6 +64,23 @@ logger = logging.getLogger(__name__)
 
 LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
 Result = TypeVar("Result")
+
+
+# What gloo's and NCCL's errors say when the process at the other end of a collective is gone;
+# gloo raises a plain RuntimeError, NCCL a torch.distributed.DistError.
+_PEER_LOST_MARKERS = ("gloo", "NCCL", "Connection reset by peer", "Connection closed by peer")
+
+
+class ProcessLostError(RuntimeError):
+    """A collective call failed under torchrun: another process of the run stopped or lost its connection."""
+
+
+def is_peer_lost(error: BaseException) -> bool:
+    """Whether ``error``, raised in a process of an active group, is a collective call that lost its peer."""
+    distributed_error = getattr(dist, "DistError", None)
+    if distributed_error is not None and isinstance(error, distributed_error):
+        return True
+    return isinstance(error, RuntimeError) and any(marker in str(error) for marker in _PEER_LOST_MARKERS)
 
 
 @dataclass(frozen=True)

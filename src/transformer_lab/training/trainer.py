@@ -105,7 +105,7 @@ from .checkpoint import (
 from .config import TrainConfig
 from .config_io import config_to_dict
 from .device_step_checks import DeviceStepChecks, checks_stay_on_device
-from .distributed import DataParallel
+from .distributed import DataParallel, ProcessLostError, is_peer_lost
 from .loss_window import LossWindow
 from .metrics_log import MetricsLog
 from .model_card import CARD_FILE, TrainerFacts, TrainingClock, trainer_card
@@ -315,6 +315,20 @@ class Trainer:
                 self._tensorboard = TensorBoardLog(self.out_dir, purge_step=self.global_step + 1)
         try:
             return self._train(start_time)
+        except RuntimeError as error:
+            if not (self._distributed.active and is_peer_lost(error)):
+                raise
+            saved = (
+                "no checkpoint yet"
+                if self._last_checkpoint_step is None
+                else f"last/ holds step {self._last_checkpoint_step}"
+            )
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ProcessLostError(
+                f"rank {self._distributed.rank} of {self._distributed.world_size}: another process of the run stopped "
+                f"or lost its connection at step {self.global_step} ({first_line[:200]}); {saved}: run the same "
+                "torchrun command with --resume to continue"
+            ) from error
         finally:
             if self._tensorboard is not None:
                 self._tensorboard.close()
