@@ -112,13 +112,15 @@ def test_time_budget_flag_plans_the_run_and_records_the_plan(
     readings = iter(range(10**6))
     monkeypatch.setattr(time_budget, "now", lambda: float(next(readings)))
     out = tmp_path / "budget"
-    assert main(["train", "copy", "--out", str(out), "--time-budget", "45s", *TINY]) == 0
+    # TINY's max_steps=8 would cap the plan (and end the run inside the measurement): 1,000 does not.
+    uncapped = [*TINY, "--set", "train.max_steps=1000"]
+    assert main(["train", "copy", "--out", str(out), "--time-budget", "45s", *uncapped]) == 0
     saved = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
     assert saved["train"]["time_budget"] == "45s"
     plan = saved["time_budget_plan"]
     assert plan["budget_seconds"] == 45.0 and plan["measured_steps"] >= 1
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert max(steps) == plan["total_steps"]
+    assert max(steps) == plan["total_steps"] < 1000
 
     with pytest.raises(SystemExit) as exit_:
         main(["train", "copy", "--out", str(tmp_path / "short"), "--time-budget", "20s", *TINY])
