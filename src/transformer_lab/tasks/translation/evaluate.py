@@ -1,7 +1,8 @@
 """``evaluate translation``: sacreBLEU (BLEU with the target language's tokenizer) and chrF++ of a checkpoint.
 
 On a Multi30k split (default test_2016_flickr) or on any ``--source`` / ``--reference``
-pair of files; the hypotheses are written beside the checkpoint (or to ``--output``).
+pair of files; the hypotheses are written beside the checkpoint (or to ``--output``), one line
+per sentence.
 ``--bleu-flavour papers`` reports BLEU as the Multi30k papers did (lowercased,
 Moses-tokenized; ``evaluation/bleu_flavour.py``) instead of sacreBLEU's cased and
 lowercased ``13a`` figures; every BLEU line carries its signature.
@@ -98,6 +99,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             *(f"{labels[key]:17} {result.score:.2f}  {result.signature}" for key, result in bleu.items()),
             f"chrF++            {report.chrf.score:.2f}  {report.chrf.signature}",
             f"hypotheses: {output}",
+            *report.notes,
         ],
         files={"hypotheses": output},
         checkpoint=checkpoint,
