@@ -48,13 +48,22 @@ def tiny_tokenizer() -> SubwordTokenizer:
     return SubwordTokenizer.train_from_pairs(SENTENCES, vocab_size=300, min_frequency=1)
 
 
-def write_translation_checkpoint(folder: Path, overrides: list[str] | None = None, seed: int = 0) -> Path:
-    """A translation checkpoint folder as ``translation.train`` writes it, with random weights."""
+def write_translation_checkpoint(
+    folder: Path, overrides: list[str] | None = None, seed: int = 0, favoured: str | None = None
+) -> Path:
+    """A translation checkpoint folder as ``translation.train`` writes it, with random weights.
+
+    ``favoured``: a text of one token that the generator's bias makes the model write at every step.
+    """
     tokenizer = tiny_tokenizer()
     config = apply_overrides(translation_train.default_config(), [*TINY_MODEL, *(overrides or [])])
     config = seq2seq.with_vocabulary(config, tokenizer.vocab_size)
     torch.manual_seed(seed)
     model = Seq2SeqTransformer.from_config(config.model)
+    if favoured is not None:
+        (token,) = tokenizer.encode(favoured)
+        with torch.no_grad():
+            model.generator.bias[token] = 1000.0
     return save_checkpoint(
         folder,
         model,

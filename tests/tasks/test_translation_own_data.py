@@ -186,6 +186,28 @@ def test_evaluate_scores_any_source_and_reference_file(run: Path, corpus: dict[s
     assert "tok:char" in capsys.readouterr().out
 
 
+def test_evaluate_keeps_the_hypotheses_of_a_file_of_the_same_name_from_elsewhere(
+    run: Path, corpus: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two test.xde files in two folders, with other sentences: each keeps its own hypotheses.
+    written = {}
+    for folder, pairs in (("a", number_pairs(5, 7)), ("b", number_pairs(6, 8)), ("a", number_pairs(5, 7))):
+        source, reference = tmp_path / folder / "test.xde", tmp_path / folder / "test.xen"
+        source.parent.mkdir(exist_ok=True)
+        source.write_text("".join(german + "\n" for german, _ in pairs), encoding="utf-8")
+        reference.write_text("".join(english + "\n" for _, english in pairs), encoding="utf-8")
+        arguments = ["--source", str(source), "--reference", str(reference)]
+        assert main(["evaluate", "translation", "--checkpoint", str(run), "--beam", "1", *arguments]) == 0
+        (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("hypotheses: ")]
+        # The same file again writes where it wrote before.
+        assert written.setdefault(folder, (Path(line.removeprefix("hypotheses: ")), len(pairs)))[0].name in line
+    assert written["a"][0] != written["b"][0]
+    assert written["a"][0].parent == written["b"][0].parent == resolve_checkpoint(run)
+    for path, count in written.values():
+        assert re.fullmatch(r"hypotheses\.test\.xde\.[0-9a-f]{8}\.greedy\w*\.txt", path.name)
+        assert len(path.read_text(encoding="utf-8").splitlines()) == count
+
+
 def test_evaluate_reports_the_papers_bleu_flavour_with_its_signature(
     run: Path, corpus: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:

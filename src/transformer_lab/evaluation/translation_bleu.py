@@ -10,6 +10,7 @@ from transformer_lab.decoding.config import DecodeConfig
 from transformer_lab.decoding.sentences import translate_sentences
 from transformer_lab.evaluation.bleu import BleuResult, corpus_bleu, corpus_chrf
 from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.one_line import line_break_notes, one_line
 
 __all__ = ["BleuReport", "evaluate_bleu"]
 
@@ -19,7 +20,8 @@ class BleuReport:
     cased: BleuResult
     lowercased: BleuResult
     chrf: BleuResult  # chrF++
-    hypotheses: list[str]
+    hypotheses: list[str]  # one line each, as scored and as a file of them holds them (see one_line)
+    notes: list[str]  # how many translations held a line break, where any did
 
 
 def evaluate_bleu(
@@ -32,13 +34,16 @@ def evaluate_bleu(
     """Translate the sources of ``pairs`` and score them against the targets: BLEU (cased, lowercased), chrF++.
 
     ``bleu_tokenize`` is sacreBLEU's tokenizer; ``bleu_tokenizer_for(target_language)`` picks
-    the one for the target language.
+    the one for the target language. A line break or tab in a translation is scored as a space,
+    as the hypotheses file holds it.
     """
-    hypotheses = translate_sentences(model, tokenizer, [source for source, _ in pairs], decode_config)
+    translations = translate_sentences(model, tokenizer, [source for source, _ in pairs], decode_config)
+    hypotheses = [one_line(text) for text in translations]
     references = [target for _, target in pairs]
     return BleuReport(
         cased=corpus_bleu(hypotheses, references, tokenize=bleu_tokenize),
         lowercased=corpus_bleu(hypotheses, references, lowercase=True, tokenize=bleu_tokenize),
         chrf=corpus_chrf(hypotheses, references),
         hypotheses=hypotheses,
+        notes=line_break_notes(translations, "hypotheses"),
     )

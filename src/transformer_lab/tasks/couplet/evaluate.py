@@ -7,46 +7,19 @@ table of samples are written beside the checkpoint (or beside ``--output``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from transformer_lab.atomic_files import write_text_atomically
-from transformer_lab.data import Vocabulary
 from transformer_lab.data.couplet import load_couplets
-from transformer_lab.decoding import DecodeConfig
-from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
 from transformer_lab.evaluation.couplet_antithesis import pair_scores
-from transformer_lab.evaluation.couplet_metrics import CoupletReport, couplet_report
-from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.evaluation.couplet_metrics import couplet_report
+from transformer_lab.one_line import line_break_notes, one_line
 from transformer_lab.tasks.couplet.data import load_validation_pairs
 from transformer_lab.tasks.couplet.predict import answer_pairs, with_constraint_options
 from transformer_lab.tasks.couplet.train import load
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, search_for
 from transformer_lab.training.checkpoint import resolve_checkpoint
-
-
-@dataclass
-class CoupletEvaluation:
-    report: CoupletReport
-    uppers: list[str]
-    hypotheses: list[str]
-    references: list[str]
-
-
-def evaluate_pairs(
-    model: Seq2SeqTransformer,
-    vocabulary: Vocabulary,
-    pairs: Sequence[tuple[str, str]],
-    decode_config: DecodeConfig,
-    constraint_config: CoupletConstraintConfig,
-) -> CoupletEvaluation:
-    """Answer the upper lines of `pairs` and score against their lower lines (BLEU, form and antithesis)."""
-    uppers = [upper for upper, _ in pairs]
-    references = [lower for _, lower in pairs]
-    hypotheses = answer_pairs(model, vocabulary, pairs, decode_config, constraint_config)
-    return CoupletEvaluation(couplet_report(uppers, hypotheses, references), uppers, hypotheses, references)
-
 
 DEFAULT_SPLIT = "test"  # the split `evaluate couplet` scores when none is named
 NUM_SAMPLES = 20
@@ -73,16 +46,20 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     constraints = with_constraint_options(config.constraints, options.task_options, config.decode)
     stem = f"{split}.{search.file_label}"
     output = options.output_file(checkpoint / f"hypotheses.{stem}.txt", read)
-    evaluation = evaluate_pairs(model, vocabulary, pairs, search.decode_config, constraints)
-    write_text_atomically(output, "".join(line + "\n" for line in evaluation.hypotheses))
+    answers = answer_pairs(model, vocabulary, pairs, search.decode_config, constraints)
+    # Scored as written: a line break or tab in an answer is a space, so each pair keeps its line.
+    uppers, references = [upper for upper, _ in pairs], [lower for _, lower in pairs]
+    hypotheses = [one_line(text) for text in answers]
+    report = couplet_report(uppers, hypotheses, references)
+    write_text_atomically(output, "".join(line + "\n" for line in hypotheses))
     # Named after a given --output, so that two evaluations writing into one folder with
     # different options (the same split and search) keep their own samples.
     samples = output.with_name(f"{output.stem}.samples.md" if options.output else f"samples.{stem}.md")
-    write_text_atomically(samples, couplet_samples_table(evaluation, NUM_SAMPLES))
+    shown = list(zip(uppers, hypotheses, references))[:NUM_SAMPLES]
+    write_text_atomically(samples, couplet_samples_table(shown))
     lines = [f"couplet {split}, {len(pairs)} pairs, {search.name}, constraints {constraints}"]
-    lines += evaluation.report.lines()
+    lines += report.lines() + line_break_notes(answers, "lower lines")
     lines.append(f"\n{NUM_SAMPLES} samples (upper | ours | reference):")
-    shown = list(zip(evaluation.uppers, evaluation.hypotheses, evaluation.references))[:NUM_SAMPLES]
     lines += [f"  {upper} | {ours} | {reference}" for upper, ours, reference in shown]
     lines.append(f"hypotheses: {output}\nsamples: {samples}")
     return EvaluationReport(
@@ -91,12 +68,12 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         checkpoint=resolve_checkpoint(checkpoint),
         name=split,
         search=search.name,
-        scores={"bleu": evaluation.report.bleu.score},
+        scores={"bleu": report.bleu.score},
     )
 
 
-def couplet_samples_table(evaluation: CoupletEvaluation, count: int) -> str:
-    """A Markdown table of the first `count` upper lines with our lower line and the reference."""
+def couplet_samples_table(samples: Sequence[tuple[str, str, str]]) -> str:
+    """A Markdown table of (upper line, our lower line, the reference) samples, with their scores."""
 
     def scores(upper: str, lower: str) -> str:
         # Tone opposition / parts of speech / rhythm of one line, as in the report.
@@ -108,6 +85,6 @@ def couplet_samples_table(evaluation: CoupletEvaluation, count: int) -> str:
         "| upper line (上联) | ours (下联) | tone / POS / rhythm | reference | tone / POS / rhythm |",
         "|---|---|---|---|---|",
     ]
-    for upper, ours, reference in list(zip(evaluation.uppers, evaluation.hypotheses, evaluation.references))[:count]:
+    for upper, ours, reference in samples:
         rows.append(f"| {upper} | {ours} | {scores(upper, ours)} | {reference} | {scores(upper, reference)} |")
     return "\n".join(rows) + "\n"

@@ -37,6 +37,7 @@ from transformer_lab.decoding.search_settings import with_beam
 from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
 from transformer_lab.evaluation.couplet_antithesis import rerank_by_antithesis
 from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.one_line import line_break_notes, one_line
 from transformer_lab.setting_error import SettingError
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import BEAM, DECODE_OPTIONS, TaskOption, search_keywords
@@ -355,13 +356,15 @@ def answer(writer: CoupletWriter, lines: list[str], options: Mapping[str, Any]) 
         if result.error or result.note:
             answers.notes.append(f"line {number}: {result.error or result.note}")
         if count == 1:
-            answers.lines.append(result.candidates[0].text if result.candidates else "")
+            answers.lines.append(one_line(result.candidates[0].text) if result.candidates else "")
             continue
         answers.lines.append(result.upper)
         answers.lines.extend(
-            f"  {rank}. {candidate.text}  ({candidate.score:.2f})"
+            f"  {rank}. {one_line(candidate.text)}  ({candidate.score:.2f})"
             for rank, candidate in enumerate(result.candidates, 1)
         )
+    written = [candidate.text for result in results for candidate in result.candidates]
+    answers.notes += line_break_notes(written, "lower lines")
     if OUTPUT.flag in options:
         answers.files[options[OUTPUT.flag]] = "".join(line + "\n" for line in answers.lines)
         answers.lines = []

@@ -25,6 +25,7 @@ from transformer_lab.decoding.sentences import translate_nbest, translate_senten
 from transformer_lab.decoding.sources import Candidate
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.attention_maps import cross_attention
+from transformer_lab.one_line import line_break_notes, one_line
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption, search_keywords
 from transformer_lab.tasks.task import Endpoint, Serving
@@ -242,18 +243,20 @@ def answer(translator: Translator, sentences: list[str], options: Mapping[str, A
         # A blank sentence has no candidates, so no line; the numbers show the gap.
         found = translator.candidates(sentences, nbest=nbest, **settings)
         lines = [
-            f"{number}\t{rank}\t{candidate.score:.4f}\t{candidate.text}"
+            f"{number}\t{rank}\t{candidate.score:.4f}\t{one_line(candidate.text)}"
             for number, candidates in enumerate(found, start=1)
             for rank, candidate in enumerate(candidates, start=1)
         ]
-        return Answers(lines)
+        texts = [candidate.text for candidates in found for candidate in candidates]
+        return Answers(lines, line_break_notes(texts, "translations"))
     translations = translator.translate(sentences, **settings)
     notes = [
         f"input {number}: {_why_empty(sentence)}"
         for number, (sentence, translated) in enumerate(zip(sentences, translations), start=1)
         if not translated
     ]
-    return Answers(list(translations), notes)  # line i of the output stays sentence i's
+    notes += line_break_notes(translations, "translations")
+    return Answers([one_line(text) for text in translations], notes)  # line i of the output stays sentence i's
 
 
 def _why_empty(sentence: str) -> str:
