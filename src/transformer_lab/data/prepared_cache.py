@@ -401,8 +401,9 @@ def verify_prepared(folder: str | os.PathLike[str], kind: str | None = None) -> 
     """Read every file of a prepared folder and compare its sha256 with the manifest's; the files and bytes read.
 
     A CorpusKindError when ``kind`` is given and the folder holds another; a ValueError names
-    the first file that differs (a damage that kept its size), or a manifest without
-    checksums (from an earlier version: prepare it again).
+    the first file that differs (a damage that kept its size), a manifest without checksums
+    (from an earlier version: prepare it again), or an input file changed since (as
+    ``train --prepared`` refuses it).
     """
     folder = Path(folder)
     path = folder / MANIFEST_FILE
@@ -412,7 +413,20 @@ def verify_prepared(folder: str | os.PathLike[str], kind: str | None = None) -> 
     if kind is not None and manifest.get("kind") != kind:
         raise CorpusKindError(folder, kind, manifest.get("kind"))
     check_manifest(path, manifest, {})
-    return verify_files(folder, path, manifest)
+    checked = verify_files(folder, path, manifest)
+    # The check `train --prepared` makes: a folder verified here is one a run takes.
+    check_inputs_unchanged(folder, manifest, "--verify")
+    return checked
+
+
+def check_inputs_unchanged(folder: Path, manifest: dict[str, Any], option: str) -> None:
+    """Refuse the prepared ``folder`` (given by ``option``) when an input file changed since it was prepared.
+
+    An input that is gone is no change: a prepared folder outlives the text it was made from.
+    """
+    changed = records_changed(manifest["inputs"], missing_ok=True)
+    if changed:
+        raise ValueError(f"{option}: {folder} is stale: {changed}; prepare it again")
 
 
 @dataclass(frozen=True)
@@ -448,9 +462,7 @@ class CorpusIdentity:
 
     def check_prepared(self, folder: Path, manifest: dict[str, Any]) -> None:
         """Refuse a prepared folder (``data.prepared_dir``) whose inputs changed or whose ids are another's."""
-        changed = records_changed(manifest["inputs"], missing_ok=True)
-        if changed:
-            raise ValueError(f"data.prepared_dir: {folder} is stale: {changed}; prepare it again")
+        check_inputs_unchanged(folder, manifest, "data.prepared_dir")
         if self.given_sha256 is not None and manifest[f"{self.what}_sha256"] != self.given_sha256:
             raise ValueError(
                 f"data.prepared_dir: expected a corpus prepared with the checkpoint's {self.what}, got "
