@@ -429,6 +429,61 @@ def check_inputs_unchanged(folder: Path, manifest: dict[str, Any], option: str) 
         raise ValueError(f"{option}: {folder} is stale: {changed}; prepare it again")
 
 
+def prepared_corpus_record(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """What a run from the prepared ``folder`` records of its corpus, for a resume to compare.
+
+    Each input file's path and sha256 as prepared, and the sha256 of each file of the folder
+    (none for a folder prepared before they were kept): a folder prepared again in place,
+    from other files or with other settings, records something else.
+    """
+    path = Path(folder) / MANIFEST_FILE
+    manifest = read_versioned_json(path, None)
+    check_manifest(path, manifest, {})
+    return {
+        "inputs": [{"path": record["path"], "sha256": record["sha256"]} for record in manifest["inputs"]],
+        "files": {name: record["sha256"] for name, record in manifest.get("files", {}).items()},
+    }
+
+
+def _is_corpus_record(value: Any) -> bool:
+    if not isinstance(value, dict) or not isinstance(value.get("inputs"), list) or not value["inputs"]:
+        return False
+    inputs_ok = all(
+        isinstance(item, dict) and isinstance(item.get("path"), str) and isinstance(item.get("sha256"), str)
+        for item in value["inputs"]
+    )
+    files = value.get("files")
+    return inputs_ok and isinstance(files, dict) and all(isinstance(item, str) for item in files.values())
+
+
+def corpus_change(recorded: Any, now: dict[str, Any], where: str) -> str | None:
+    """How the corpus ``now`` came to differ from the one a run ``recorded`` (both :func:`prepared_corpus_record`'s).
+
+    None when it is the same; else a phrase ("was prepared again from ...") naming what changed.
+
+    ``recorded`` is read from the run's ``where`` (its ``config.json``): another shape is a
+    ValueError naming it.
+    """
+    if not _is_corpus_record(recorded):
+        raise ValueError(
+            f"{where}: expected the input files and checksums of the prepared corpus the run trained on, "
+            f"got {recorded!r:.200}"
+        )
+    then_paths = [item["path"] for item in recorded["inputs"]]
+    now_paths = [item["path"] for item in now["inputs"]]
+    if then_paths != now_paths:
+        return f"was prepared again from {', '.join(now_paths)} (the run's corpus from {', '.join(then_paths)})"
+    for then, current in zip(recorded["inputs"], now["inputs"], strict=True):
+        if then["sha256"] != current["sha256"]:
+            return f"was prepared again from {current['path']} after it changed (another sha256 than the run's)"
+    then_files, now_files = recorded["files"], now["files"]
+    if then_files and now_files:  # a folder prepared before its files' checksums were kept has none to compare
+        for name in sorted(set(then_files) | set(now_files)):
+            if then_files.get(name) != now_files.get(name):
+                return f"was prepared again from the same files with other settings (its {name} differs)"
+    return None
+
+
 @dataclass(frozen=True)
 class CorpusIdentity:
     """What fixes a prepared corpus's ids besides its files: the vocabulary or tokenizer they were made with.
