@@ -3,6 +3,7 @@ takes no option that says how to prepare; `prepare` takes only data settings."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,25 @@ def test_prepare_refuses_a_setting_of_another_section_than_data(
         f"--set {override}: expected a data.* key (preparing reads only the data settings), got {key}"
     )
     assert not out.exists()
+
+
+def test_verify_refuses_a_folder_whose_input_changed_as_train_does(
+    corpora: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, target = tmp_path / "corpus.de", tmp_path / "corpus.en"
+    shutil.copy(corpora["source"], source)
+    shutil.copy(corpora["target"], target)
+    folder = tmp_path / "prepared"
+    settings = ["--no-progress", "--set", "data.vocab_size=300", "--set", "data.num_carved_validation=6"]
+    assert main(["prepare", "translation", "--train", str(source), str(target), "--out", str(folder), *settings]) == 0
+    assert main(["prepare", "translation", "--verify", str(folder)]) == 0
+    size = source.stat().st_size
+    with source.open("a", encoding="utf-8") as file:
+        file.write("wort1 wort2\n")
+    capsys.readouterr()
+    # One check for both: the folder verified is the one a run takes (was: verified, then refused by train).
+    stale = f"{folder} is stale: {source} changed size ({size} -> {size + 12} bytes); prepare it again"
+    assert main(["prepare", "translation", "--verify", str(folder)]) == 2
+    assert one_line(capsys).endswith(f"--verify: {stale}")
+    assert main(["train", "translation", "--prepared", str(folder), "--out", str(tmp_path / "run")]) == 2
+    assert one_line(capsys).endswith(f"data.prepared_dir: {stale}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -109,4 +110,31 @@ def test_a_tokenizer_file_with_a_prepared_folder_is_refused(
     assert one_line(capsys).endswith(
         f"data.tokenizer_file: expected none with the prepared corpus {folder} (its ids were made with its "
         "own tokenizer), got 'other.json'"
+    )
+
+
+@pytest.mark.parametrize(("task", "key", "own"), [("translation", "vocab_size", 300), ("couplet", "max_length", 30)])
+def test_the_printed_preset_fed_back_with_a_prepared_folder_leaves_its_settings_to_the_folder(
+    corpora: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], task: str, key: str, own: int
+) -> None:
+    # `config TASK` prints every key of the preset, the empty file lists too: fed back, they are the preset's.
+    capsys.readouterr()
+    assert main(["config", task]) == 0
+    printed = tmp_path / "preset.yaml"
+    printed.write_text(capsys.readouterr().out, encoding="utf-8")
+    out = tmp_path / "run"
+    tiny = ["--set", "model.d_model=16", "--set", "model.nhead=2", "--set", "model.dim_feedforward=32"]
+    run = ["train", task, "--config", str(printed), "--prepared", str(corpora[task]), "--out", str(out), *tiny]
+    assert main([*run, "--set", "train.max_steps=1", "--set", "train.progress_bar=false"]) == 0
+    saved = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
+    assert saved["data"][key] == own  # the folder's value, not the preset's the file repeats
+    # A value of the file that is not the preset's is still a choice, refused where the folder fixes another.
+    edited = tmp_path / "edited.yaml"
+    text = re.sub(rf"^  {key}: .*$", f"  {key}: {own + 1}", printed.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    edited.write_text(text, encoding="utf-8")
+    again = ["train", task, "--config", str(edited), "--prepared", str(corpora[task]), "--out", str(tmp_path / "other")]
+    assert main(again) == 2
+    assert one_line(capsys).endswith(
+        f"data.{key}: expected the prepared corpus {corpora[task]}'s own value ({own}) or none, got {own + 1}; "
+        "prepare the corpus again to change it"
     )

@@ -240,6 +240,55 @@ def test_resume_from_another_folder_reads_the_files_the_run_read_not_the_same_re
     assert main([*resume, "--train", "first/d/t.de", "first/d/t.en"]) == 0
 
 
+def test_resume_refuses_its_prepared_folder_prepared_again_from_other_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    texts = {"a": ("ein Hund", "a dog"), "b": ("zwei Katzen", "two cats")}
+    files = {name: (tmp_path / f"{name}.de", tmp_path / f"{name}.en") for name in texts}
+    for name, (german, english) in texts.items():
+        files[name][0].write_text(f"{german}\n" * 30, encoding="utf-8")
+        files[name][1].write_text(f"{english}\n" * 30, encoding="utf-8")
+    folder = tmp_path / "prepared"
+    settings = ["--no-progress", "--set", "data.num_carved_validation=4", "--set", "data.min_frequency=1"]
+
+    def prepare(name: str, tokenizer: list[str]) -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+        prepare = ["prepare", "translation", "--train", *map(str, files[name]), "--out", str(folder), *settings]
+        assert main([*prepare, *tokenizer]) == 0
+
+    prepare("a", [])
+    # One tokenizer for every corpus below: only the corpus differs, which no tokenizer check can see.
+    tokenizer = ["--set", f"data.tokenizer_file={shutil.copy(folder / 'tokenizer.json', tmp_path / 'bpe.json')}"]
+    prepare("a", tokenizer)
+    out = tmp_path / "run"
+    model = [*("--set", "model.d_model=16", "--set", "model.nhead=2", "--set", "model.dim_feedforward=32")]
+    model += ["--set", "train.max_steps=1", "--set", "train.progress_bar=false", "--set", "decode.max_len=8"]
+    assert main(["train", "translation", "--prepared", str(folder), "--out", str(out), *model]) == 0
+    resume = ["train", "translation", "--resume", "--prepared", str(folder), "--out", str(out), *model]
+    resume += ["--set", "train.max_steps=2"]
+    before = snapshot(out)
+    refusal = f"--resume: data.prepared_dir: expected the corpus the run started on, got {folder}, which was prepared"
+    prepare("b", tokenizer)  # the same folder, from other files (was: the run trained on them)
+    capsys.readouterr()
+    assert main(resume) == 2
+    a_files, b_files = (", ".join(map(str, files[name])) for name in "ab")
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and error.endswith(
+        f"{refusal} again from {b_files} (the run's corpus from {a_files}); resume with that corpus, "
+        "or train into a new --out"
+    )
+    files["a"][0].write_text("ein Hund\n" * 29 + "eine Katze\n", encoding="utf-8")
+    prepare("a", tokenizer)  # the same files, changed since the run started
+    capsys.readouterr()
+    assert main(resume) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and f"{refusal} again from {files['a'][0]} after it changed (another sha256" in error
+    assert snapshot(out) == before
+    files["a"][0].write_text("ein Hund\n" * 30, encoding="utf-8")
+    prepare("a", tokenizer)  # prepared again as it was: the corpus the run started on
+    assert main(resume) == 0
+
+
 DATA_CHANGED = "expected the data the run was started with (and its seed)"
 MODEL_CHANGED = "expected the model the run was started with"
 

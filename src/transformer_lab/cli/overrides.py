@@ -31,16 +31,32 @@ def resolved_config(
     schedule: Sequence[Setting] = (),
     flags: Sequence[Setting] = (),
 ) -> tuple[ConfigType, dict[str, Setting]]:
-    """The config and its changes that ``preset``, ``schedule``, --config, ``flags`` (options), --set make, in order."""
+    """The config and its changes that ``preset``, ``schedule``, --config, ``flags`` (options), --set make, in order.
+
+    A --config value equal to the preset's is no change: ``transformer-lab config TASK``
+    prints every key of the preset, and that file fed back must mean the preset (with
+    ``--prepared``, whose folder fixes the data settings left to the preset). A typed
+    option or --set is a change whatever its value.
+    """
     paths = getattr(arguments, "config", None) or []
-    settings = [
-        *settings_of(preset),
-        *schedule,
-        *(setting for path in paths for setting in config_file_settings(path)),
-        *flags,
-        *override_settings(arguments.overrides),
-    ]
-    return merge_settings(type(preset), settings)
+    from_files = [setting for path in paths for setting in config_file_settings(path)]
+    settings = [*settings_of(preset), *schedule, *from_files, *flags, *override_settings(arguments.overrides)]
+    config, changed = merge_settings(type(preset), settings)
+    file_origins = {setting.origin for setting in from_files}
+    kept = {
+        key: setting
+        for key, setting in changed.items()
+        if setting.origin not in file_origins or _value_at(config, key) != _value_at(preset, key)
+    }
+    return config, kept
+
+
+def _value_at(config: object, key: str) -> object:
+    """The value of the dotted ``key`` (``"data.train_files"``) in the dataclass ``config``."""
+    value = config
+    for name in key.split("."):
+        value = getattr(value, name)
+    return value
 
 
 def add_config_file_argument(parser: argparse.ArgumentParser) -> None:

@@ -8,7 +8,8 @@ filters, its validation split) and the vocabulary or BPE is built. Either way th
 written to memory-mapped arrays in DIR with the tokenizer or vocabulary, the validation
 rows and a manifest; ``transformer-lab train TASK --prepared DIR`` then starts in
 seconds, with memory that does not grow with the corpus. ``prepare TASK --verify DIR``
-re-reads DIR and compares every file with the sha256 its manifest records.
+re-reads DIR and compares every file with the sha256 its manifest records, then refuses DIR
+when an input file changed since, as ``train --prepared`` does.
 """
 
 from __future__ import annotations
@@ -66,7 +67,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--verify",
         type=path_of,
         metavar="DIR",
-        help="instead: read every file of the prepared folder DIR and compare its sha256 with its manifest's",
+        help=(
+            "instead: read every file of the prepared folder DIR and compare its sha256 with its manifest's, "
+            "and check its input files as train --prepared does"
+        ),
     )
     parser.add_argument("--source-language", default=None, help="the source language code (JSON key, TSV header)")
     parser.add_argument("--target-language", default=None, help="the target language code (JSON key, TSV header)")

@@ -401,8 +401,9 @@ def verify_prepared(folder: str | os.PathLike[str], kind: str | None = None) -> 
     """Read every file of a prepared folder and compare its sha256 with the manifest's; the files and bytes read.
 
     A CorpusKindError when ``kind`` is given and the folder holds another; a ValueError names
-    the first file that differs (a damage that kept its size), or a manifest without
-    checksums (from an earlier version: prepare it again).
+    the first file that differs (a damage that kept its size), a manifest without checksums
+    (from an earlier version: prepare it again), or an input file changed since (as
+    ``train --prepared`` refuses it).
     """
     folder = Path(folder)
     path = folder / MANIFEST_FILE
@@ -412,7 +413,75 @@ def verify_prepared(folder: str | os.PathLike[str], kind: str | None = None) -> 
     if kind is not None and manifest.get("kind") != kind:
         raise CorpusKindError(folder, kind, manifest.get("kind"))
     check_manifest(path, manifest, {})
-    return verify_files(folder, path, manifest)
+    checked = verify_files(folder, path, manifest)
+    # The check `train --prepared` makes: a folder verified here is one a run takes.
+    check_inputs_unchanged(folder, manifest, "--verify")
+    return checked
+
+
+def check_inputs_unchanged(folder: Path, manifest: dict[str, Any], option: str) -> None:
+    """Refuse the prepared ``folder`` (given by ``option``) when an input file changed since it was prepared.
+
+    An input that is gone is no change: a prepared folder outlives the text it was made from.
+    """
+    changed = records_changed(manifest["inputs"], missing_ok=True)
+    if changed:
+        raise ValueError(f"{option}: {folder} is stale: {changed}; prepare it again")
+
+
+def prepared_corpus_record(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """What a run from the prepared ``folder`` records of its corpus, for a resume to compare.
+
+    Each input file's path and sha256 as prepared, and the sha256 of each file of the folder
+    (none for a folder prepared before they were kept): a folder prepared again in place,
+    from other files or with other settings, records something else.
+    """
+    path = Path(folder) / MANIFEST_FILE
+    manifest = read_versioned_json(path, None)
+    check_manifest(path, manifest, {})
+    return {
+        "inputs": [{"path": record["path"], "sha256": record["sha256"]} for record in manifest["inputs"]],
+        "files": {name: record["sha256"] for name, record in manifest.get("files", {}).items()},
+    }
+
+
+def _is_corpus_record(value: Any) -> bool:
+    if not isinstance(value, dict) or not isinstance(value.get("inputs"), list) or not value["inputs"]:
+        return False
+    inputs_ok = all(
+        isinstance(item, dict) and isinstance(item.get("path"), str) and isinstance(item.get("sha256"), str)
+        for item in value["inputs"]
+    )
+    files = value.get("files")
+    return inputs_ok and isinstance(files, dict) and all(isinstance(item, str) for item in files.values())
+
+
+def corpus_change(recorded: Any, now: dict[str, Any], where: str) -> str | None:
+    """How the corpus ``now`` came to differ from the one a run ``recorded`` (both :func:`prepared_corpus_record`'s).
+
+    None when it is the same; else a phrase ("was prepared again from ...") naming what changed.
+
+    ``recorded`` is read from the run's ``where`` (its ``config.json``): another shape is a
+    ValueError naming it.
+    """
+    if not _is_corpus_record(recorded):
+        raise ValueError(
+            f"{where}: expected the input files and checksums of the prepared corpus the run trained on, "
+            f"got {recorded!r:.200}"
+        )
+    then_paths = [item["path"] for item in recorded["inputs"]]
+    now_paths = [item["path"] for item in now["inputs"]]
+    if then_paths != now_paths:
+        return f"was prepared again from {', '.join(now_paths)} (the run's corpus from {', '.join(then_paths)})"
+    for then, current in zip(recorded["inputs"], now["inputs"], strict=True):
+        if then["sha256"] != current["sha256"]:
+            return f"was prepared again from {current['path']} after it changed (another sha256 than the run's)"
+    then_files, now_files = recorded["files"], now["files"]
+    if then_files and now_files:  # a folder prepared before its files' checksums were kept has none to compare
+        for name in sorted(set(then_files) | set(now_files)):
+            if then_files.get(name) != now_files.get(name):
+                return f"was prepared again from the same files with other settings (its {name} differs)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -448,9 +517,7 @@ class CorpusIdentity:
 
     def check_prepared(self, folder: Path, manifest: dict[str, Any]) -> None:
         """Refuse a prepared folder (``data.prepared_dir``) whose inputs changed or whose ids are another's."""
-        changed = records_changed(manifest["inputs"], missing_ok=True)
-        if changed:
-            raise ValueError(f"data.prepared_dir: {folder} is stale: {changed}; prepare it again")
+        check_inputs_unchanged(folder, manifest, "data.prepared_dir")
         if self.given_sha256 is not None and manifest[f"{self.what}_sha256"] != self.given_sha256:
             raise ValueError(
                 f"data.prepared_dir: expected a corpus prepared with the checkpoint's {self.what}, got "

@@ -56,6 +56,7 @@ __all__ = [
     "CONFIG_FILE",
     "CheckpointWriteError",
     "MODEL_FILE",
+    "PREPARED_CORPUS_KEY",
     "TRAINER_STATE_FILE",
     "copy_checkpoint",
     "load_checkpoint_config",
@@ -80,8 +81,18 @@ _RESERVED_NAMES = (MODEL_FILE, CONFIG_FILE, TRAINER_STATE_FILE)
 # task's name (written by the tasks) and the averaged folders (written by averaging).
 # "initialized_from": the checkpoint a fine-tuning run started from (its weights and tokenizer);
 # PLAN_KEY: what a time budget's measurement found and fixed (time_budget.py); the examples
-# a task trained and validated on (for the model card).
-CHECKPOINT_METADATA_KEYS = ("task", "averaged_from", "initialized_from", PLAN_KEY, DATA_COUNTS_KEY, CARD_HINTS_KEY)
+# a task trained and validated on (for the model card); PREPARED_CORPUS_KEY: the prepared
+# folder's input files and checksums (a resume refuses the folder prepared again since).
+PREPARED_CORPUS_KEY = "prepared_corpus"
+CHECKPOINT_METADATA_KEYS = (
+    "task",
+    "averaged_from",
+    "initialized_from",
+    PLAN_KEY,
+    DATA_COUNTS_KEY,
+    CARD_HINTS_KEY,
+    PREPARED_CORPUS_KEY,
+)
 
 
 # A save writes ``.<name>.tmp-XXXX`` and renames the old folder aside to ``.<name>.old-XXXX``

@@ -19,8 +19,9 @@ import torch
 from torch import Tensor, nn
 
 from transformer_lab.allocator import release_free_memory
+from transformer_lab.data.prepared_cache import prepared_corpus_record
 from transformer_lab.training import Trainer, config_to_dict
-from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.checkpoint import PREPARED_CORPUS_KEY, resolve_checkpoint
 from transformer_lab.training.config import TaskConfig
 from transformer_lab.training.finetune import load_initial_weights
 from transformer_lab.training.model_card import CARD_HINTS_KEY, DATA_COUNTS_KEY
@@ -61,8 +62,9 @@ class RunPlan(Generic[ModelType]):
     before any step, and against each evaluation).
     Checkpoints record ``task_name``, ``metadata`` (a data report), ``data_counts`` and
     ``card`` (for the model card: the Hub's task type, the preset's dataset and languages,
-    see ``training.model_card``) and ``config``; ``extra_files`` (name -> text) hold the
-    vocabulary.
+    see ``training.model_card``), the prepared folder's corpus (``data.prepared_dir``'s
+    input files and checksums, for a resume to compare) and ``config``; ``extra_files``
+    (name -> text) hold the vocabulary.
     """
 
     task_name: str
@@ -113,6 +115,8 @@ def train_run(
     initialized = load_initial_weights(model, start, resume)
     counts = {DATA_COUNTS_KEY: dict(plan.data_counts)} if plan.data_counts else {}
     card = {CARD_HINTS_KEY: dict(plan.card)} if plan.card else {}
+    prepared_dir = getattr(getattr(plan.config, "data", None), "prepared_dir", "")
+    corpus = {PREPARED_CORPUS_KEY: prepared_corpus_record(prepared_dir)} if prepared_dir else {}
     trainer = Trainer(
         model,
         plan.config.train,
@@ -128,6 +132,7 @@ def train_run(
             **initialized,
             **counts,
             **card,
+            **corpus,
             **with_absolute_paths(config_to_dict(plan.config)),
         },
         extra_files=dict(plan.extra_files),

@@ -16,6 +16,10 @@ Steps, epochs and rates are the training's and may change: a resume to more step
 resumed run would write (vocabulary sizes and special ids filled in from the vocabulary),
 so that another activation, norm placement, dropout or width is refused in one line before
 the trainer state is read, not trained on (or blamed on ``trainer_state.pt``'s shapes).
+
+A run from a prepared folder records the folder's input files and checksums
+(``prepared_corpus`` in ``config.json``): the same folder name prepared again since, from
+other files or with other settings, is refused in one line saying what changed.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from transformer_lab.training.checkpoint import CONFIG_FILE, load_checkpoint_config
+from transformer_lab.data.prepared_cache import corpus_change, prepared_corpus_record
+from transformer_lab.training.checkpoint import CONFIG_FILE, PREPARED_CORPUS_KEY, load_checkpoint_config
 from transformer_lab.training.config_io import shown
 
 __all__ = ["check_same_model", "check_same_run", "with_absolute_paths"]
@@ -92,6 +97,26 @@ def check_same_run(last_folder: Path, task: str, config: Mapping[str, Any]) -> N
         raise ValueError(
             f"{where}: expected the data the run was started with (and its seed), got other settings "
             f"({'; '.join(differences)}); resume with the command that started it, or train into a new --out"
+        )
+    _check_same_corpus(saved, config, f"{where}: {PREPARED_CORPUS_KEY}")
+
+
+def _check_same_corpus(saved: Mapping[str, Any], config: Mapping[str, Any], where: str) -> None:
+    """Refuse a prepared folder (``data.prepared_dir``) prepared again since the run recorded its corpus.
+
+    The same folder name may hold another corpus: prepared again from other files, or from
+    the same ones changed since, its ids and vocabulary are not those the run trained on.
+    A run that recorded none (started before runs recorded it) is not compared.
+    """
+    data = config.get("data")
+    folder = data.get("prepared_dir") if isinstance(data, Mapping) else None
+    if PREPARED_CORPUS_KEY not in saved or not folder:
+        return
+    change = corpus_change(saved[PREPARED_CORPUS_KEY], prepared_corpus_record(folder), where)
+    if change:
+        raise ValueError(
+            f"--resume: data.prepared_dir: expected the corpus the run started on, got {folder}, which {change}; "
+            "resume with that corpus, or train into a new --out"
         )
 
 
