@@ -198,6 +198,12 @@ LIBRARY_CASES = [
         r"^num_candidates: expected at most 64 \(each candidate is a beam\), got 100$",
     ),
     LibraryCase(
+        "translate: nbest over the beam limit",
+        lambda tmp, ck: api.Translator(ck.translation).translate("Hallo", nbest=65),
+        api.SettingError,
+        r"^nbest: expected at most 64 \(each candidate is a beam\), got 65$",
+    ),
+    LibraryCase(
         "couplet: constraints not a config",
         lambda tmp, ck: api.CoupletWriter(ck.couplet).write("春风", constraints="none"),
         ValueError,
