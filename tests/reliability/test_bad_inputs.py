@@ -204,6 +204,19 @@ LIBRARY_CASES = [
         r"^nbest: expected at most 64 \(each candidate is a beam\), got 65$",
     ),
     LibraryCase(
+        "translate: plot_attention to a path of bytes",
+        lambda tmp, ck: api.Translator(ck.translation).plot_attention("Hallo", b"attention.png"),
+        TypeError,
+        r"^path: expected a str or an os\.PathLike path such as pathlib\.Path, got bytes b'attention\.png'; "
+        r"decode it with os\.fsdecode$",
+    ),
+    LibraryCase(
+        "translate: a checkpoint path of bytes",
+        lambda tmp, ck: api.Translator(os.fsencode(ck.translation)),
+        TypeError,
+        r"^checkpoint: expected a str or an os\.PathLike path such as pathlib\.Path, got bytes b'/.*'; decode it",
+    ),
+    LibraryCase(
         "couplet: constraints not a config",
         lambda tmp, ck: api.CoupletWriter(ck.couplet).write("春风", constraints="none"),
         ValueError,
