@@ -1528,6 +1528,29 @@ def test_unreadable_file_is_a_value_error_naming_it(tmp_path: Path, monkeypatch:
         read_lines(path)
 
 
+@pytest.mark.parametrize(
+    ("task", "expected"),
+    [
+        ("translation", "expected the Multi30k file '{data}/train.de', which does not exist"),
+        ("classification", "expected the AG News train file at '{data}/train.csv' or "),
+        ("couplet", "expected the couplet split 'train_couplet_machine' (in.txt and out.txt) in one of "),
+    ],
+    ids=["translation", "classification", "couplet"],
+)
+def test_a_data_folder_without_the_data_names_the_variable_that_gave_it(
+    task: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every task says where its data folder came from, so a user who set the variable reads it named.
+    data = tmp_path / "data"
+    data.mkdir()
+    monkeypatch.setenv("TRANSFORMER_LAB_DATA", str(data))
+    assert main(["train", task, "--out", str(tmp_path / "run"), "--set", "train.max_steps=1"]) == 2
+    (error,) = capsys.readouterr().err.splitlines()
+    prefix = f"transformer-lab train: error: TRANSFORMER_LAB_DATA={str(data)!r}: "
+    assert error.startswith(prefix + expected.format(data=data)), error
+    assert error.endswith(" to fetch it") and not (tmp_path / "run").exists()
+
+
 def test_a_named_pipe_is_read_as_input_once_and_refused_as_a_corpus(tmp_path: Path) -> None:
     # A shell's <(command) and a FIFO exist but are no regular files; they read as "does not exist" before.
     pipe = tmp_path / "lines"
