@@ -199,7 +199,8 @@ def test_the_bf16_probe_measures_a_ratio() -> None:
     assert 0.0 < speed < 1000.0
 
 
-@pytest.mark.parametrize("value", ["0", "abc", "-2", "1.5"])
+# "٣" (Arabic-Indic), "２" (full-width) and "³": digits to Python, none to libgomp.
+@pytest.mark.parametrize("value", ["0", "abc", "-2", "1.5", "\u0663", "\uff12", "\u00b3", "4,\uff12"])
 def test_an_invalid_omp_num_threads_is_refused_naming_it(
     value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,6 +2,6 @@
 
 import sys
 
-from transformer_lab.cli import main
+from transformer_lab.console import main
 
 sys.exit(main())

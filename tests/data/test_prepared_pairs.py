@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from transformer_lab.cli import main
 from transformer_lab.data import (
     BOS_ID,
     EOS_ID,
@@ -175,6 +176,48 @@ def test_a_failed_preparation_leaves_no_folder(tmp_path: Path) -> None:
         prepare_pairs(PairCorpusSpec(PairFiles.of(forms["lines"], "de", "en")), tmp_path / "out", bpe=BPE)
     assert not (tmp_path / "out").exists()
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".out")] == []
+
+
+def test_an_unusable_cache_variable_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    forms = write_forms(tmp_path, sentence_pairs(50, seed=6))
+    run = tmp_path / "run"
+    overrides = ["data.vocab_size=300", "train.max_steps=1", "train.progress_bar=false"]
+    arguments = ["train", "translation", "--train", *map(str, forms["lines"]), "--out", str(run)]
+    arguments += [item for override in overrides for item in ("--set", override)]
+    expected = "TRANSFORMER_LAB_CACHE: expected a folder this user can write (or a path where one can be made), got"
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a folder\n", encoding="utf-8")
+    for value, why in [
+        (notes, "which is a file"),
+        (notes / "cache", f"a path through the file {str(notes)!r}"),
+    ]:
+        monkeypatch.setenv("TRANSFORMER_LAB_CACHE", str(value))
+        capsys.readouterr()
+        assert main(arguments) == 2
+        assert capsys.readouterr().err == f"transformer-lab train: error: {expected} {str(value)!r}, {why}\n"
+        assert not run.exists() and notes.read_text(encoding="utf-8") == "not a folder\n"
+    # A folder this user cannot write: a real one where the user can be refused, else refused as the kernel would.
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    if hasattr(os, "geteuid") and os.geteuid() != 0:
+        locked.chmod(0o555)
+    else:
+        real_mkdir = Path.mkdir
+
+        def refuse(self: Path, *arguments: object, **keywords: object) -> None:
+            if self.is_relative_to(locked):
+                raise PermissionError(13, "Permission denied", str(self))
+            real_mkdir(self, *arguments, **keywords)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(Path, "mkdir", refuse)
+    monkeypatch.setenv("TRANSFORMER_LAB_CACHE", str(locked))
+    spec = PairCorpusSpec(PairFiles.of(forms["lines"], "de", "en"))
+    with pytest.raises(ValueError) as raised:
+        prepared_pairs(spec, progress=False)
+    locked.chmod(0o755)
+    assert str(raised.value) == f"{expected} {str(locked)!r}, where writing failed: Permission denied"
 
 
 def test_the_cache_reuses_an_unchanged_corpus_and_rebuilds_a_changed_one(

@@ -131,6 +131,17 @@ def test_bad_figure_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
         figures.plot_attention(tmp_path / "maps.png", maps, ["a"] * 4, ["b"], dpi=DPI)
 
 
+def test_a_path_of_bytes_is_a_type_error_naming_the_argument(tmp_path: Path) -> None:
+    # pathlib's own TypeError names no argument; every figure takes its path through one check.
+    maps = {"encoder.layers.0.self_attn": torch.rand(1, 2, 3, 3)}
+    expected = r"^path: expected a str or an os\.PathLike path such as pathlib\.Path, got bytes b'maps\.png'; decode"
+    with pytest.raises(TypeError, match=expected):
+        figures.plot_attention(b"maps.png", maps, ["a", "b", "c"], ["x"], dpi=DPI)
+    with pytest.raises(TypeError, match=r"^path: expected a str or an os\.PathLike path .*, got int$"):
+        figures.plot_attention_heatmap(torch.rand(1, 3), ["a", "b", "c"], ["x"], 5)  # type: ignore[arg-type]
+    assert not any(tmp_path.iterdir()) and not Path("maps.png").exists()
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

@@ -198,6 +198,25 @@ LIBRARY_CASES = [
         r"^num_candidates: expected at most 64 \(each candidate is a beam\), got 100$",
     ),
     LibraryCase(
+        "translate: nbest over the beam limit",
+        lambda tmp, ck: api.Translator(ck.translation).translate("Hallo", nbest=65),
+        api.SettingError,
+        r"^nbest: expected at most 64 \(each candidate is a beam\), got 65$",
+    ),
+    LibraryCase(
+        "translate: plot_attention to a path of bytes",
+        lambda tmp, ck: api.Translator(ck.translation).plot_attention("Hallo", b"attention.png"),
+        TypeError,
+        r"^path: expected a str or an os\.PathLike path such as pathlib\.Path, got bytes b'attention\.png'; "
+        r"decode it with os\.fsdecode$",
+    ),
+    LibraryCase(
+        "translate: a checkpoint path of bytes",
+        lambda tmp, ck: api.Translator(os.fsencode(ck.translation)),
+        TypeError,
+        r"^checkpoint: expected a str or an os\.PathLike path such as pathlib\.Path, got bytes b'/.*'; decode it",
+    ),
+    LibraryCase(
         "couplet: constraints not a config",
         lambda tmp, ck: api.CoupletWriter(ck.couplet).write("春风", constraints="none"),
         ValueError,
@@ -1507,6 +1526,29 @@ def test_unreadable_file_is_a_value_error_naming_it(tmp_path: Path, monkeypatch:
         ValueError, match=r"secret\.txt: expected a readable text file, got an error: Permission denied"
     ):
         read_lines(path)
+
+
+@pytest.mark.parametrize(
+    ("task", "expected"),
+    [
+        ("translation", "expected the Multi30k file '{data}/train.de', which does not exist"),
+        ("classification", "expected the AG News train file at '{data}/train.csv' or "),
+        ("couplet", "expected the couplet split 'train_couplet_machine' (in.txt and out.txt) in one of "),
+    ],
+    ids=["translation", "classification", "couplet"],
+)
+def test_a_data_folder_without_the_data_names_the_variable_that_gave_it(
+    task: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every task says where its data folder came from, so a user who set the variable reads it named.
+    data = tmp_path / "data"
+    data.mkdir()
+    monkeypatch.setenv("TRANSFORMER_LAB_DATA", str(data))
+    assert main(["train", task, "--out", str(tmp_path / "run"), "--set", "train.max_steps=1"]) == 2
+    (error,) = capsys.readouterr().err.splitlines()
+    prefix = f"transformer-lab train: error: TRANSFORMER_LAB_DATA={str(data)!r}: "
+    assert error.startswith(prefix + expected.format(data=data)), error
+    assert error.endswith(" to fetch it") and not (tmp_path / "run").exists()
 
 
 def test_a_named_pipe_is_read_as_input_once_and_refused_as_a_corpus(tmp_path: Path) -> None:

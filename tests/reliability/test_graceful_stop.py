@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -114,3 +115,42 @@ def test_sigterm_while_train_prepares_its_cache_leaves_no_partial_folder(
     assert capsys.readouterr().err.strip().splitlines()[-1] == "transformer-lab train: stopped by SIGTERM"
     assert [path for path in cache.rglob("*") if path.is_file()] == []
     assert not run.exists()  # no step was taken, nothing to resume: the folder the run made is gone
+
+
+# The child: importing torch waits (after saying so on stdout) until the test's Ctrl-C arrives;
+# the command line starts as the console script (pyproject.toml's entry point, KIND "console
+# script") or `python -m transformer_lab` starts it.
+_SLOW_TORCH_IMPORT = """
+import builtins, sys, time
+real_import = builtins.__import__
+def slow_import(name, *arguments, **keywords):
+    if name == "torch" and "torch" not in sys.modules:
+        print("importing torch", flush=True)
+        time.sleep(120)
+    return real_import(name, *arguments, **keywords)
+builtins.__import__ = slow_import
+sys.argv = ["transformer-lab", "explain"]
+if KIND == "console script":
+    import importlib
+    module, function = ENTRY.split(":")
+    sys.exit(getattr(importlib.import_module(module), function)())
+import runpy
+runpy.run_module("transformer_lab", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("entry", ["console script", "python -m transformer_lab"])
+def test_ctrl_c_while_torch_is_imported_is_one_line_and_exit_130(entry: str) -> None:
+    root = Path(__file__).resolve().parents[2]
+    # A regular expression, not tomllib: the tests run on Python 3.10 too.
+    (script,) = re.findall(r'^transformer-lab = "(.+)"$', (root / "pyproject.toml").read_text(), flags=re.MULTILINE)
+    child = f"KIND = {entry!r}\nENTRY = {script!r}\n" + _SLOW_TORCH_IMPORT
+    environment = {**os.environ, "PYTHONPATH": str(root / "src")}
+    process = subprocess.Popen(
+        [sys.executable, "-c", child], env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == "importing torch\n"  # the child is inside the import now
+    process.send_signal(signal.SIGINT)
+    output, error = process.communicate(timeout=60)
+    assert (process.returncode, output, error) == (130, "", "transformer-lab: interrupted\n")

@@ -119,3 +119,50 @@ def test_command_line_sizes_are_bounded_naming_the_option(
     error = capsys.readouterr().err.strip()
     assert "\n" not in error
     assert f"argument {option}: expected " in error and "see transformer-lab" in error
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            ["explain", "--d-model", "4096", "--nhead", "16", "--src-len", "512", "--tgt-len", "512", "--batch", "16"],
+            "--d-model, --nhead, --src-len, --tgt-len and --batch: expected sizes whose tensors hold at most "
+            "268,435,456 floats together (1 GiB), got about 369,098,752; make one of them smaller",
+        ),
+        (
+            ["explain", "--full", "--d-model", "4096", "--num-layers", "12"],
+            "--d-model, --nhead, --src-len, --tgt-len, --batch and --num-layers: expected sizes whose tensors hold "
+            "at most 268,435,456 floats together (1 GiB), got about 4,026,613,960; make one of them smaller",
+        ),
+        (
+            ["plot", "masks", "--width", "54", "--height", "54", "--dpi", "1200", "--out", "masks.png"],
+            "--width, --height and --dpi: expected a figure of at most 100,000,000 pixels (width x dpi by "
+            "height x dpi), got 4,199,040,000; make one of them smaller",
+        ),
+    ],
+    ids=["explain", "explain --full", "plot masks"],
+)
+def test_sizes_each_in_bounds_whose_product_no_machine_holds_are_refused_before_allocating(
+    arguments: list[str], message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from transformer_lab.cli import explain_command
+    from transformer_lab.lab import figures
+
+    # The work itself is replaced: reaching it is the failure (the real one asks for gigabytes).
+    reached: list[str] = []
+    for module, name in [
+        (explain_command, "explain_attention"),
+        (explain_command, "explain_transformer"),
+        (figures, "plot_masks"),
+    ]:
+        monkeypatch.setattr(module, name, lambda *_, _name=name, **__: reached.append(_name) or [])
+    assert run_cli(arguments) == 2
+    assert capsys.readouterr().err == f"transformer-lab {arguments[0]}: error: {message}\n"
+    assert reached == []
+
+
+def test_the_largest_sizes_the_combined_bounds_let_through_still_run(capsys: pytest.CaptureFixture[str]) -> None:
+    # Each bound alone at its largest, the others at their defaults: what the options are for.
+    for arguments in (["explain", "--src-len", "512", "--tgt-len", "512"], ["explain", "--full", "--num-layers", "12"]):
+        assert run_cli(arguments) == 0
+        assert "==" in capsys.readouterr().out

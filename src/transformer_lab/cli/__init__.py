@@ -175,8 +175,9 @@ def set_threads(threads: int | None) -> int:
         source = "--threads"
     elif variable := os.environ.get("OMP_NUM_THREADS", "").strip():
         # torch has read it already; an invalid one it ignored (libgomp says so in its own words).
-        # OpenMP also takes a list, one count per nesting level ("4,2").
-        if not all(part.strip().isdigit() and int(part) >= 1 for part in variable.split(",")):
+        # OpenMP also takes a list, one count per nesting level ("4,2"). ASCII digits only: int()
+        # reads "٣" and "２" too, and str.isdigit passes "³", but libgomp reads none of them.
+        if not all(_is_count(part.strip()) for part in variable.split(",")):
             raise ValueError(f"OMP_NUM_THREADS: expected an int >= 1 (or unset), got {variable!r}")
         threads, source = torch.get_num_threads(), "OMP_NUM_THREADS"
     else:
@@ -186,6 +187,11 @@ def set_threads(threads: int | None) -> int:
     # thread count when training starts.
     logging.getLogger("transformer_lab.cli").debug("using %d thread(s) (%s)", threads, source)
     return threads
+
+
+def _is_count(text: str) -> bool:
+    """Whether ``text`` is a count >= 1 in ASCII digits, as the OpenMP runtime reads one."""
+    return text.isascii() and text.isdigit() and int(text) >= 1
 
 
 def _one_line(error: BaseException) -> str:

@@ -7,6 +7,29 @@ import argparse
 from transformer_lab.cli.bounds import int_in
 from transformer_lab.lab.explain import explain_attention, explain_transformer, format_shape_walk
 
+# What the sizes together may ask for, in float32 numbers (1 GiB): each option's own bound
+# still lets their product (--full's 12 layers of --d-model 4096, about 4 billion
+# weights) exhaust a machine's memory before the first line is printed.
+MAX_FLOATS = 2**28
+
+
+# The explicit path holds a few copies of an attention map at once (scores, masked scores, weights).
+ATTENTION_MAP_COPIES = 4
+
+
+def tensor_floats(d_model: int, nhead: int, src_len: int, tgt_len: int, batch: int, num_layers: int | None) -> int:
+    """About how many floats the walk holds at once: the weights, the largest attention map's copies, an activation.
+
+    ``num_layers`` None is one attention call; else a whole encoder-decoder of that many
+    layers per stack (an encoder layer holds 8 d_model² weights with dim_feedforward 2 d_model, a decoder layer 12).
+    """
+    longest = max(src_len, tgt_len)
+    if num_layers is None:
+        weights, attention_map, activation = 4 * d_model**2, src_len * tgt_len, d_model
+    else:
+        weights, attention_map, activation = 20 * num_layers * d_model**2, longest**2, 2 * d_model
+    return weights + batch * (ATTENTION_MAP_COPIES * nhead * attention_map + longest * activation)
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -31,6 +54,15 @@ def run(arguments: argparse.Namespace) -> int:
         raise ValueError(
             f"--d-model: expected a multiple of --nhead (each head takes d_model / nhead dimensions), "
             f"got --d-model {arguments.d_model} with --nhead {arguments.nhead}"
+        )
+    layers = (arguments.num_layers or 1) if arguments.full else None
+    floats = tensor_floats(**sizes, num_layers=layers)
+    if floats > MAX_FLOATS:  # before anything is allocated
+        last = ", --batch and --num-layers" if arguments.full else " and --batch"
+        options = f"--d-model, --nhead, --src-len, --tgt-len{last}"
+        raise ValueError(
+            f"{options}: expected sizes whose tensors hold at most {MAX_FLOATS:,} floats together (1 GiB), "
+            f"got about {floats:,}; make one of them smaller"
         )
     if arguments.full:
         records = explain_transformer(num_layers=arguments.num_layers or 1, **sizes)

@@ -16,6 +16,10 @@ from typing import Any
 from transformer_lab.cli.bounds import float_in, int_in
 from transformer_lab.data import Vocabulary
 
+# A figure's canvas, 4 bytes a pixel: each option's own bound still lets --width 54
+# --height 54 --dpi 1200 ask for 17 GB. The figures' default sizes stay far below at any --dpi.
+MAX_PIXELS = 100_000_000
+
 
 def _figures() -> ModuleType:
     # Imported when a figure is drawn: matplotlib is the plots extra, not needed to list the commands.
@@ -114,6 +118,12 @@ def _output_options(arguments: argparse.Namespace) -> dict[str, Any]:
     if arguments.width is None or arguments.height is None:
         raise ValueError(
             f"--width and --height: expected both or neither, got width={arguments.width}, height={arguments.height}"
+        )
+    pixels = round(arguments.width * arguments.dpi) * round(arguments.height * arguments.dpi)
+    if pixels > MAX_PIXELS:  # before matplotlib allocates the canvas
+        raise ValueError(
+            f"--width, --height and --dpi: expected a figure of at most {MAX_PIXELS:,} pixels "
+            f"(width x dpi by height x dpi), got {pixels:,}; make one of them smaller"
         )
     return {"figsize": (arguments.width, arguments.height), "dpi": arguments.dpi}
 

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformer_lab.data._checks import check_bool
-from transformer_lab.data.dataset_folder import download_hint, resolve_dataset_dir
+from transformer_lab.data.dataset_folder import dataset_missing, resolve_dataset_dir
 from transformer_lab.data.download import download_file
 from transformer_lab.data.line_stream import stream_lines
 from transformer_lab.data.parallel_text import read_lines
@@ -315,10 +315,11 @@ def ag_news_path(
     for candidate in candidates:
         if candidate.is_file():
             return candidate
-    raise FileNotFoundError(
+    raise dataset_missing(
+        data_dir,
+        AG_NEWS_FOLDER,
         f"expected the AG News {split} file at {' or '.join(repr(str(path)) for path in candidates)}, "
-        f"found none; data_dir must be a folder holding {AG_NEWS_FOLDER}/ or that folder itself; "
-        f"{download_hint(AG_NEWS_FOLDER, data_dir)}"
+        f"found none; the data folder must hold {AG_NEWS_FOLDER}/ or be that folder itself",
     )
 
 

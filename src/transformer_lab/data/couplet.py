@@ -45,7 +45,7 @@ from transformer_lab.data.couplet_stream import (
     split_characters,
     stream_couplets,
 )
-from transformer_lab.data.dataset_folder import data_root, download_hint
+from transformer_lab.data.dataset_folder import data_root, dataset_missing, download_hint
 from transformer_lab.data.download import download_file
 from transformer_lab.data.pair_stream import count_pairs
 from transformer_lab.data.vocabulary import NUM_SPECIAL_TOKENS, UNK_ID, Vocabulary
@@ -185,9 +185,12 @@ def resolve_couplet_split_dir(split: str, data_dir: str | os.PathLike[str] | Non
             return candidate
     tried = ", ".join(repr(str(candidate)) for candidate in candidates)
     option = WB14123_TRAIN_OPTION if split == "train" else ""
-    hint = f"; {download_hint(COUPLET_FOLDER, data_dir, option)}" if split in COUPLET_SPLITS else ""
-    raise FileNotFoundError(
-        f"expected the couplet split {split!r} ({UPPER_FILE} and {LOWER_FILE}) in one of {tried}; found none{hint}"
+    hint = download_hint(COUPLET_FOLDER, data_dir, option) if split in COUPLET_SPLITS else ""
+    raise dataset_missing(
+        data_dir,
+        COUPLET_FOLDER,
+        f"expected the couplet split {split!r} ({UPPER_FILE} and {LOWER_FILE}) in one of {tried}; found none",
+        hint,
     )
 
 

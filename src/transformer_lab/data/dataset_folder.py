@@ -56,6 +56,21 @@ def download_hint(folder_name: str, data_dir: str | os.PathLike[str] | None = No
     return f"run `{command}` to fetch it"
 
 
+def dataset_missing(
+    data_dir: str | os.PathLike[str] | None, folder_name: str, expected: str, fetch: str | None = None
+) -> FileNotFoundError:
+    """The error for a dataset not found where the readers looked, the same for every dataset.
+
+    It starts with where the data folder came from (`data_root`'s "data_dir=...",
+    "TRANSFORMER_LAB_DATA=..." or the default folder), so that a user who set the variable
+    reads it named; then ``expected`` (what was looked for and not found) and ``fetch``
+    (None: the download of `download_hint`; "": nothing).
+    """
+    _, origin = data_root(data_dir, folder_name)
+    fetch = download_hint(folder_name, data_dir) if fetch is None else fetch
+    return FileNotFoundError(f"{origin}: {expected}" + (f"; {fetch}" if fetch else ""))
+
+
 def resolve_dataset_dir(data_dir: str | os.PathLike[str] | None, folder_name: str) -> Path:
     """The folder that holds one dataset's files (see the module docstring for the rule).
 
@@ -67,11 +82,13 @@ def resolve_dataset_dir(data_dir: str | os.PathLike[str] | None, folder_name: st
     Raises:
         FileNotFoundError: the folder does not exist (the message says the download to run).
     """
-    folder, origin = data_root(data_dir, folder_name)
+    folder, _ = data_root(data_dir, folder_name)
     if not folder.is_dir():
-        raise FileNotFoundError(
-            f"{origin}: expected an existing folder holding {folder_name}/, got {str(folder)!r}, which is not "
-            f"one; {download_hint(folder_name, data_dir)} (or pass --data-dir)"
+        raise dataset_missing(
+            data_dir,
+            folder_name,
+            f"expected an existing folder holding {folder_name}/, got {str(folder)!r}, which is not one",
+            f"{download_hint(folder_name, data_dir)} (or pass --data-dir)",
         )
     nested = folder / folder_name
     return nested if nested.is_dir() else folder

@@ -43,6 +43,7 @@ from transformer_lab.data._checks import check_bool
 # DATA_ENVIRONMENT_VARIABLE is re-exported here, where callers found it before AG News shared it.
 from transformer_lab.data.dataset_folder import (  # noqa: F401
     DATA_ENVIRONMENT_VARIABLE,
+    dataset_missing,
     download_hint,
     resolve_dataset_dir,
 )
@@ -158,10 +159,13 @@ def read_multi30k(
     paths = [folder / f"{split}.{language}" for language in (source_language, target_language)]
     for path in paths:
         if not path.is_file():
-            raise FileNotFoundError(
-                f"expected the Multi30k file {str(path)!r}, which does not exist; data_dir must "
-                f"be a folder holding {MULTI30K_FOLDER}/ or the {MULTI30K_FOLDER}/ folder itself "
-                f"(looked in {str(folder)!r}); split {split!r} is missing there: {fetch}"
+            raise dataset_missing(
+                data_dir,
+                MULTI30K_FOLDER,
+                f"expected the Multi30k file {str(path)!r}, which does not exist; the data folder must hold "
+                f"{MULTI30K_FOLDER}/ or be that folder itself "
+                f"(looked in {str(folder)!r}); split {split!r} is missing there",
+                fetch,
             )
     return read_parallel_text(paths[0], paths[1], skip_empty=skip_empty, skip_option=skip_option)
 

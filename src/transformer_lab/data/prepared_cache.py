@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -47,12 +48,36 @@ IDENTITIES = ("vocabulary", "tokenizer")  # CorpusIdentity.what: the description
 
 
 def default_cache_root() -> Path:
-    """Where prepared corpora are cached: $TRANSFORMER_LAB_CACHE, else the user's cache folder."""
+    """Where prepared corpora are cached: $TRANSFORMER_LAB_CACHE, else the user's cache folder.
+
+    A $TRANSFORMER_LAB_CACHE where no folder can be written is a ValueError naming the
+    variable and its value: the error of the write itself named only a path under it.
+    """
     value = os.environ.get(CACHE_ENVIRONMENT_VARIABLE, "")
     if value:
-        return Path(value) / "prepared"
+        root = Path(value) / "prepared"
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=root, prefix=".write-check-"):
+                pass
+        except OSError as error:
+            raise ValueError(
+                f"{CACHE_ENVIRONMENT_VARIABLE}: expected a folder this user can write (or a path where one can be "
+                f"made), got {value!r}, {_why_unwritable(Path(value), error)}"
+            ) from None
+        return root
     base = os.environ.get("XDG_CACHE_HOME", "") or str(Path.home() / ".cache")
     return Path(base) / "transformer_lab" / "prepared"
+
+
+def _why_unwritable(folder: Path, error: OSError) -> str:
+    """Why no folder could be written at ``folder``: the file in the way, else the system's reason."""
+    for candidate in (folder, *folder.parents):
+        if candidate.exists() or candidate.is_symlink():
+            if candidate.is_dir():
+                break
+            return "which is a file" if candidate == folder else f"a path through the file {str(candidate)!r}"
+    return f"where writing failed: {error.strerror or error}"
 
 
 def corpus_description(config: Any, unused: Sequence[str], inputs: Iterable[Path]) -> dict[str, Any]:

@@ -53,6 +53,13 @@ def decode_settings(
     # Python ints only, as DecodeConfig's fields take them (a NumPy int would be refused there, by field name).
     if isinstance(nbest, bool) or not isinstance(nbest, int) or nbest < 1:
         raise SettingError("{nbest}: expected an int >= 1, got {given!r}", ("nbest",), given=nbest)
+    if nbest > MAX_BEAM_SIZE:  # here, so it is not told as the beam_size it widens the search to
+        raise SettingError(
+            "{nbest}: expected at most {limit} (each candidate is a beam), got {given}",
+            ("nbest",),
+            limit=MAX_BEAM_SIZE,
+            given=nbest,
+        )
     if beam is not None:
         if isinstance(beam, bool) or not isinstance(beam, int):
             raise SettingError("{beam}: expected an int >= 1 (1 is greedy), got {given!r}", ("beam",), given=beam)

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from transformer_lab.extras import require_extra
+from transformer_lab.path_argument import path_argument
 
 matplotlib = require_extra("matplotlib", "drawing figures")
 matplotlib.use("Agg")  # files only: works on machines without a display
@@ -46,7 +47,7 @@ def check_image_path(path: str | os.PathLike[str], name: str = "path") -> Path:
     suffix is refused for the same reason. ``name`` is what the message calls the path: a
     command line passes its option (``--plot-attention``).
     """
-    path = Path(path)
+    path = path_argument(path, name)
     if path.is_dir():
         raise ValueError(
             f"{name}: expected an image file, got the folder {str(path)!r}; name a file in it, such as "
@@ -62,7 +63,11 @@ def check_image_path(path: str | os.PathLike[str], name: str = "path") -> Path:
 
 def save_png(figure: Figure, path: str | os.PathLike[str], dpi: int) -> Path:
     """Write ``figure`` to the PNG file ``path`` (its folder created) and close it; anything but .png is refused."""
-    path = Path(path)
+    try:
+        path = path_argument(path, "path")
+    except TypeError:
+        plt.close(figure)
+        raise
     if path.is_dir():
         plt.close(figure)
         check_image_path(path)  # names the folder
@@ -82,7 +87,7 @@ def show_figure(path: str | os.PathLike[str]) -> Path:
     object>`` and never say where the figure is: there nothing is shown, and the caller prints
     the returned path.
     """
-    path = Path(path)
+    path = path_argument(path, "path")
     if not path.is_file():
         raise FileNotFoundError(f"path: expected a PNG file that exists, got {str(path)!r}")
     try:

@@ -47,6 +47,7 @@ from torch import nn
 from transformer_lab import strict_json
 from transformer_lab.atomic_files import make_temporary_folder
 from transformer_lab.folders import FolderWriteError, describe_os_error
+from transformer_lab.path_argument import path_argument
 
 from .config_io import ConfigType, config_from_dict
 from .model_card import CARD_HINTS_KEY, DATA_COUNTS_KEY
@@ -595,7 +596,7 @@ def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
             f"checkpoint: expected a checkpoint folder (with {CONFIG_FILE}) or a run folder holding best/ or last/, "
             "got an empty path"
         )
-    path = Path(path)
+    path = path_argument(path, "checkpoint")
     if (path / CONFIG_FILE).is_file():
         return path
     for name in ("best", "last"):

@@ -1,0 +1,45 @@
+"""The ``transformer-lab`` console script's entry point, and ``python -m transformer_lab``'s.
+
+The command line (``transformer_lab.cli``) imports torch, which takes seconds; a Ctrl-C
+then arrived before ``cli.main`` could handle it and printed a traceback. Here Ctrl-C at
+any moment is one line and exit 130, as the command line contract (docs/reliability.md)
+says. This module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from types import FrameType
+
+INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what cli.main returns for Ctrl-C too
+_INTERRUPTED_LINE = b"transformer-lab: interrupted\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Import the command line and run it on ``argv`` (None: sys.argv); Ctrl-C anywhere is exit 130."""
+    # While the modules import, nothing of ours has started, so Ctrl-C ends the process at once. Raised
+    # as KeyboardInterrupt it could land inside a C extension's import, which turns it into an
+    # ImportError (numpy's "cannot load module more than once") or swallows it and runs the command.
+    # A Ctrl-C the process was started to ignore (SIG_IGN, e.g. `nohup`) stays ignored.
+    handles_ctrl_c = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if handles_ctrl_c:
+        signal.signal(signal.SIGINT, _exit_interrupted)
+    try:
+        from transformer_lab.cli import main as command_line
+    finally:
+        if handles_ctrl_c:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return command_line(argv)
+    except KeyboardInterrupt:
+        # cli.main says which command was interrupted; this is a Ctrl-C before it knew (or after it answered).
+        sys.stderr.write(_INTERRUPTED_LINE.decode())
+        return INTERRUPTED_EXIT_CODE
+
+
+def _exit_interrupted(signal_number: int, frame: FrameType | None) -> None:
+    os.write(sys.stderr.fileno(), _INTERRUPTED_LINE)
+    os._exit(INTERRUPTED_EXIT_CODE)
