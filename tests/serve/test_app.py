@@ -340,6 +340,77 @@ def test_a_value_of_another_json_type_is_refused_naming_the_field(
     assert response.json()["error"] == message
 
 
+# pydantic's own wording ("Input should be greater than or equal to 1", "Field required") named no given value.
+# Validation comes before the model is looked up, so the couplet and classify routes answer these for any model.
+OUT_OF_RANGE = [
+    ("/api/translate", {"beam_size": -1}, "beam_size: expected an integer in [1, 8], got -1"),
+    ("/api/translate", {"beam_size": 9}, "beam_size: expected an integer in [1, 8], got 9"),
+    (
+        "/api/translate",
+        {"beam_size": 10**30},
+        "beam_size: expected an integer in [1, 8], got 1000000000000000000000000000000",
+    ),
+    ("/api/couplet", {"text": "春风", "count": 0}, "count: expected an integer in [1, 8], got 0"),
+    ("/api/echo", {"times": 4}, "times: expected an integer in [1, 3], got 4"),
+    ("/api/echo", {"scale": -0.5}, "scale: expected a number in [0, 10], got -0.5"),
+    ("/api/echo", {"scale": 11}, "scale: expected a number in [0, 10], got 11"),
+    ("/api/translate", {"strategy": "Beam"}, "strategy: expected 'greedy' or 'beam', got 'Beam'"),
+    ("/api/translate", {"strategy": 5}, "strategy: expected 'greedy' or 'beam', got 5"),
+    ("/api/translate", {"strategy": "b" * 100}, f"strategy: expected 'greedy' or 'beam', got '{'b' * 37}...'"),
+    ("/api/echo", {"separator": ","}, "separator: expected ' ' or ' | ', got ','"),
+    ("/api/translate", {"text": ""}, "text: expected at least 1 character, got 0"),
+    ("/api/translate", {"model": ""}, "model: expected at least 1 character, got 0"),
+    ("/api/translate", {"model": "m" * 300}, "model: expected at most 200 characters, got 300"),
+    ("/api/translate", {"text": "a" * 1200}, "text: expected at most 1000 characters, got 1200"),
+    ("/api/masks", {"sentences": []}, "sentences: expected at least 1 item, got 0"),
+    ("/api/masks", {"sentences": ["a"] * 5}, "sentences: expected at most 4 items, got 5"),
+    ("/api/masks", {"sentences": ["a"], "model": ""}, "model: expected at least 1 character, got 0"),
+    ("/api/echo", {"numbers": []}, "numbers: expected at least 1 item, got 0"),
+    ("/api/translation/attention", {"target_ids": [5] * 1025}, "target_ids: expected at most 1024 items, got 1025"),
+    ("/api/translate", {"text": None}, "text: expected a string (a required field), got none"),
+    ("/api/classify", {"text": None}, "text: expected a string (a required field), got none"),
+    ("/api/translation/attention", {"target_ids": None}, "target_ids: expected a list (a required field), got none"),
+    ("/api/masks", {"sentences": None}, "sentences: expected a list (a required field), got none"),
+    (
+        "/api/translate",
+        {"model": None, "text": None},
+        "model: expected a string (a required field), got none; text: expected a string (a required field), got none",
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "fields", "message"), OUT_OF_RANGE)
+def test_a_value_out_of_range_or_choices_or_a_missing_field_is_refused_naming_what_was_given(
+    with_echo: dict[str, Any], path: str, fields: dict[str, Any], message: str
+) -> None:
+    # A field given as None here is left out of the body.
+    body = {**VALID_BODIES.get(path, {"text": SENTENCE}), "model": "echo" if path == "/api/echo" else NAME, **fields}
+    if path == "/api/masks":
+        body = {"sentences": ["a b"], **fields}
+    body = {key: value for key, value in body.items() if value is not None}
+    response = TestClient(create_app(with_echo)).post(path, json=body)
+    assert response.status_code == 422, response.text
+    assert response.json() == {"error": message}
+
+
+@pytest.mark.parametrize("path", ["/api/translate", "/api/masks"])
+@pytest.mark.parametrize(
+    ("content", "headers", "message"),
+    [
+        (b"", {"Content-Type": "application/json"}, "body: expected a JSON object, got an empty body"),
+        (b"", {}, "body: expected a JSON object, got an empty body"),
+        (b" null ", {"Content-Type": "application/json"}, "body: expected a JSON object, got null"),
+    ],
+)
+def test_an_empty_or_null_body_is_refused_as_such(
+    client: TestClient, path: str, content: bytes, headers: dict[str, str], message: str
+) -> None:
+    # An empty body was "body: Field required" (FastAPI's no body); a JSON null is a value of another type.
+    response = client.post(path, content=content, headers=headers)
+    assert response.status_code == 422, response.text
+    assert response.json() == {"error": message}
+
+
 def test_an_integer_is_taken_as_a_number_and_a_list_body_is_refused_as_such(with_echo: dict[str, Any]) -> None:
     client = TestClient(create_app(with_echo))
     answer = post(client, "/api/echo", model="echo", text="hi", numbers=[1, 2], scale=2)

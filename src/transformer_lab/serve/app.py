@@ -43,7 +43,6 @@ FastAPI reads the endpoints' annotations to validate requests, so this module do
 ``from __future__ import annotations`` (the request types are built per endpoint).
 """
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -70,12 +69,11 @@ from transformer_lab.serve.intake import (
     check_text_limits,
     json_error,
     listed_problems,
-    shown_location,
     unreadable_body_message,
 )
 from transformer_lab.serve.registry import ServedModel
 from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS, page_fields, request_model
-from transformer_lab.shortened import shortened
+from transformer_lab.serve.validation_messages import request_schema, validation_message
 from transformer_lab.tasks.registry import checkpoint_tasks
 from transformer_lab.tasks.task import Endpoint
 
@@ -90,45 +88,6 @@ LOCK_TIMEOUT_SECONDS = 30.0
 MAX_QUEUE = 16
 # nginx's "client closed request": nobody reads it, but the access log says why.
 CLIENT_GONE_STATUS = 499
-
-
-# pydantic's type errors -> the JSON type the field expected, said as the server's other messages say it.
-_EXPECTED_TYPES = {
-    "int_type": "an integer",
-    "float_type": "a number",
-    "bool_type": "true or false",
-    "string_type": "a string",
-    "list_type": "a list",
-    "dict_type": "a JSON object",
-    "model_type": "a JSON object",
-    "model_attributes_type": "a JSON object",
-}
-# The longest given value quoted in a message; a longer one is cut.
-_MAX_QUOTED_CHARACTERS = 40
-
-
-def _json_value(value: Any) -> str:
-    """A value given in a request as its JSON spelling (true, "3", 2.0), or its kind if it is a list or object."""
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return shortened(text, _MAX_QUOTED_CHARACTERS)
-
-
-def _validation_message(error: Mapping[str, Any]) -> str:
-    if error.get("type") == "json_invalid":
-        return f"body: expected a JSON object, got malformed JSON ({error.get('ctx', {}).get('error', 'unreadable')})"
-    # The location starts with "body"; the rest names the field (e.g. "text", "sentences.0").
-    location = shown_location(".".join(str(part) for part in error.get("loc", ()) if part != "body") or "body")
-    expected = _EXPECTED_TYPES.get(str(error.get("type")))
-    if expected is not None:
-        return f"{location}: expected {expected}, got {_json_value(error.get('input'))}"
-    return f"{location}: {str(error.get('msg', 'invalid')).removeprefix('Value error, ')}"
 
 
 def _find_model(served: Mapping[str, ServedModel], name: str, task: str | None) -> ServedModel:
@@ -206,7 +165,9 @@ def create_app(
             # FastAPI reads a body as JSON only under a JSON content type; any other leaves it bytes.
             given = request.headers.get("content-type")
             return json_error(415, f"Content-Type: expected application/json, got {repr(given) if given else 'none'}")
-        messages = [_validation_message(item) for item in errors[:MAX_ERRORS_SHOWN]]
+        body_model = getattr(request.scope.get("route"), "body_model", None)
+        schema = None if body_model is None else request_schema(body_model)
+        messages = [validation_message(item, schema) for item in errors[:MAX_ERRORS_SHOWN]]
         return json_error(422, listed_problems(messages, len(errors)) or "invalid request")
 
     @app.exception_handler(HTTPException)

@@ -124,12 +124,12 @@ class StrictJsonRequest(Request):
         return self._json
 
 
-def _body_keys(endpoint: Callable[..., Any]) -> frozenset[str] | None:
-    """The field names of the pydantic model that ``endpoint`` takes as its body, or None if it takes none."""
+def _body_model(endpoint: Callable[..., Any]) -> type[BaseModel] | None:
+    """The pydantic model that ``endpoint`` takes as its body, or None if it takes none."""
     for parameter in inspect.signature(endpoint).parameters.values():
         annotation = parameter.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            return frozenset(annotation.model_fields)
+            return annotation
     return None
 
 
@@ -137,12 +137,17 @@ class StrictJsonRoute(APIRoute):
     """A route whose endpoint reads the body as :class:`StrictJsonRequest` (``json.loads`` keeps a key's last value).
 
     FastAPI turns the :class:`~transformer_lab.strict_json.DuplicateKeyError` into its 400 "error
-    parsing the body", whose cause :func:`unreadable_body_message` names.
+    parsing the body", whose cause :func:`unreadable_body_message` names. ``body_model`` is the
+    endpoint's request model, whose bounds a 422 quotes.
     """
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **options: Any) -> None:
+        self.body_model = _body_model(endpoint)
+        super().__init__(path, endpoint, **options)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
-        declared_keys = _body_keys(self.endpoint)
+        declared_keys = None if self.body_model is None else frozenset(self.body_model.model_fields)
 
         async def strict_handler(request: Request) -> Response:
             return await handler(StrictJsonRequest(request.scope, request.receive, declared_keys))
