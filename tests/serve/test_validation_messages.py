@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from transformer_lab.serve.requests import request_model
 from transformer_lab.serve.validation_messages import request_schema, validation_message
@@ -29,6 +29,10 @@ class BoundedRequest:
     top_p: float = dataclasses.field(default=0.5, metadata={"gt": 0, "lt": 1})
     margin: float = dataclasses.field(default=1.0, metadata={"gt": 0})
     ceiling: int = dataclasses.field(default=1, metadata={"lt": 10})
+    # Bounds written in the type, not in the field's metadata.
+    level: Annotated[int, Field(ge=1, le=3)] = 2
+    label: Annotated[str, Field(max_length=5)] = "x"
+    weights: list[Annotated[int, Field(ge=0)]] = dataclasses.field(default=())  # type: ignore[assignment]
 
 
 class ColourRequest(BaseModel):
@@ -50,6 +54,11 @@ def messages(model: type[BaseModel], body: dict[str, Any], as_json: bool = False
         ({"top_p": 1}, "top_p: expected a number in (0, 1), got 1"),
         ({"margin": -1.5}, "margin: expected a number greater than 0, got -1.5"),
         ({"ceiling": 10}, "ceiling: expected an integer less than 10, got 10"),
+        ({"level": 0}, "level: expected an integer in [1, 3], got 0"),
+        ({"label": "abcdefgh"}, "label: expected at most 5 characters, got 8"),
+        ({"label": " "}, "label: expected some text, got only whitespace"),  # still a Text
+        # A list's items: their schema is found through the list.
+        ({"weights": [1, -3]}, "weights.1: expected an integer at least 0, got -3"),
     ],
 )
 def test_each_kind_of_bound_is_said_with_the_fields_other_bound_and_the_value_given(

@@ -45,6 +45,15 @@ def is_text_field(field: FieldInfo) -> bool:
     return any(item is FREE_TEXT for item in field.metadata) or _holds_text(field.annotation)
 
 
+def _as_text(annotation: Any) -> Any:
+    """A request field's type, with ``str`` made a `Text` (an ``Annotated`` str keeps its own bounds too)."""
+    if annotation is str:
+        return Text
+    if typing.get_origin(annotation) is Annotated and typing.get_args(annotation)[0] is str:
+        return Annotated[(Text, *typing.get_args(annotation)[1:])]
+    return annotation
+
+
 def request_model(request: type) -> type[BaseModel]:
     """The pydantic model of a task's request dataclass (``tasks.task.Endpoint.request``), as the app validates it.
 
@@ -52,11 +61,12 @@ def request_model(request: type) -> type[BaseModel]:
     its ``Field`` bounds; a field the request does not declare is refused, and so is a value of another
     JSON type (`REQUEST_CONFIG`).
     """
-    hints = typing.get_type_hints(request)
+    # With the extras: a bound written in the type, as list[Annotated[int, Field(ge=0)]], was dropped.
+    hints = typing.get_type_hints(request, include_extras=True)
     fields: dict[str, Any] = {"model": (ModelName, ...)}
     for field in dataclasses.fields(request):
         default = ... if field.default is dataclasses.MISSING else field.default
-        fields[field.name] = (Text if hints[field.name] is str else hints[field.name], Field(default, **field.metadata))
+        fields[field.name] = (_as_text(hints[field.name]), Field(default, **field.metadata))
     model: type[BaseModel] = create_model(request.__name__, __config__=REQUEST_CONFIG, **fields)
     return model
 

@@ -46,13 +46,8 @@ _ONE_BOUND = {
     "less_than_equal": ("le", "maximum", "at most"),
     "less_than": ("lt", "exclusiveMaximum", "less than"),
 }
-# pydantic's length errors -> (whether it is a lower bound, the noun of what is counted).
-_LENGTHS = {
-    "string_too_short": (True, "character"),
-    "string_too_long": (False, "character"),
-    "too_short": (True, "item"),
-    "too_long": (False, "item"),
-}
+# pydantic's length errors -> whether the bound passed is the lower one.
+_LENGTHS = {"string_too_short": True, "string_too_long": False, "too_short": True, "too_long": False}
 # The longest given value quoted in a message; a longer one is cut.
 _MAX_QUOTED_CHARACTERS = 40
 
@@ -120,7 +115,9 @@ def _range(error_type: str, context: Mapping[str, Any], field: Mapping[str, Any]
 
 def _length(error_type: str, context: Mapping[str, Any], given: Any) -> str:
     """ "at least 1 character, got 0", "at most 4 items, got 5": the bound that was passed, and the given length."""
-    lower, noun = _LENGTHS[error_type]
+    lower = _LENGTHS[error_type]
+    # By the value, not the error type: a string with two length bounds gets pydantic's "too_long" of a list.
+    noun = "character" if isinstance(given, str) else "item"
     bound = context.get("min_length" if lower else "max_length")
     actual = context.get("actual_length", len(given) if isinstance(given, (str, list, tuple, dict)) else None)
     plural = "" if bound == 1 else "s"
