@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from tests.reliability.builders import tiny_tokenizer, write_translation_checkpoint
 from transformer_lab.cli import main
-from transformer_lab.data import BOS_ID
+from transformer_lab.data import BOS_ID, Vocabulary
 from transformer_lab.data.subword import token_labels
 from transformer_lab.lab import figures, result_plots
 from transformer_lab.lab.checkpoints import checkpoint_attention, load_seq2seq_checkpoint, sentence_attention
@@ -291,6 +291,28 @@ def test_plot_attention_reads_a_translation_checkpoints_text_with_its_tokenizer(
     assert error.count("\n") == 1
     assert "--source: a translation checkpoint reads text: expected a sentence to draw" in error
     assert "transformer-lab translate --plot-attention" in error
+
+
+def test_plot_attention_refuses_vocabularies_with_a_checkpoint_that_reads_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = write_translation_checkpoint(tmp_path / "translation" / "last")
+    vocabulary = Vocabulary.from_size(8)
+    vocabulary.save(tmp_path / "v.txt")
+    out = tmp_path / "attention.png"
+    common = ["plot", "attention", "--checkpoint", str(checkpoint), "--out", str(out), "--source", "Ein Hund"]
+    for flag in ("--source-vocab", "--target-vocab"):
+        # Was: drawn with the checkpoint's tokenizer, exit 0, the vocabulary never used.
+        assert main([*common, flag, str(tmp_path / "v.txt")]) == 2
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1 and not out.exists()
+        assert (
+            f"{flag}: expected only with a synthetic-task checkpoint (a translation checkpoint reads text with its "
+            "own tokenizer), got it with translation" in error
+        )
+    # From Python, the keyword is named.
+    with pytest.raises(ValueError, match=r"^target_vocabulary: expected only with a synthetic-task checkpoint"):
+        checkpoint_attention(checkpoint, "Ein Hund", target_vocabulary=vocabulary)
 
 
 def _drawn_figure(monkeypatch: pytest.MonkeyPatch, draw: Callable[[], Path]) -> Figure:

@@ -21,6 +21,7 @@ from transformer_lab.tasks.classification import data as classification_data
 from transformer_lab.tasks.classification import evaluate as classification_evaluate
 from transformer_lab.tasks.classification import train as classification_train
 from transformer_lab.training import apply_overrides
+from transformer_lab.training.model_card import add_test_scores, file_test_name, read_card
 
 TOPICS = {
     "体育": "球赛队跑冠军射门教练联赛",
@@ -203,6 +204,30 @@ def test_a_file_of_the_same_name_from_elsewhere_says_it_replaces_the_report_of_t
     assert main([*evaluate, str(jsonl), "--text-field", "text", "--label-field", "label"]) == 0
     assert "replacing" not in capsys.readouterr().out
     assert (out / "best" / "report.test.jsonl.json").is_file() and (out / "best" / "report.test.csv.json").is_file()
+    # The card keeps a row for each file (was: one "test.csv" row, the last file's scores).
+    splits = {test["split"] for test in read_card(out / "best")["test"]}
+    assert {file_test_name(first), file_test_name(second), file_test_name(jsonl)} <= splits
+    assert "test.csv" not in splits
+
+
+def test_a_file_named_like_a_split_keeps_the_split_s_scores_in_the_card(
+    chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    data, run = chinese_run
+    out = tmp_path / "run"
+    shutil.copytree(run, out)
+    # The split's scores, as `evaluate classification --split validation` records them.
+    add_test_scores(out / "best", "validation", "argmax", {"accuracy": 0.125})
+    own = tmp_path / "own" / "validation"
+    own.parent.mkdir()
+    shutil.copyfile(data / "test.csv", own)
+    assert (
+        main(["evaluate", "classification", "--checkpoint", str(out), "--test", str(own), "--file-format", "csv"]) == 0
+    )
+    accuracy = json.loads((out / "best" / "report.validation.json").read_text(encoding="utf-8"))["accuracy"]
+    rows = {test["split"]: test["metrics"] for test in read_card(out / "best")["test"]}
+    assert rows["validation"] == {"accuracy": 0.125}  # was: replaced by the file's scores
+    assert rows[file_test_name(own)]["accuracy"] == pytest.approx(accuracy, abs=1e-4)
 
 
 def test_an_unseen_label_is_an_error_naming_file_line_and_label(

@@ -19,7 +19,7 @@ from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.translation import data as translation_data
 from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training.checkpoint import resolve_checkpoint
-from transformer_lab.training.model_card import read_card
+from transformer_lab.training.model_card import add_test_scores, file_test_name, read_card
 
 NUMBERS = {"eins": "one", "zwei": "two", "drei": "three", "vier": "four", "fünf": "five", "sechs": "six"}
 TINY = [
@@ -206,6 +206,31 @@ def test_evaluate_keeps_the_hypotheses_of_a_file_of_the_same_name_from_elsewhere
     for path, count in written.values():
         assert re.fullmatch(r"hypotheses\.test\.xde\.[0-9a-f]{8}\.greedy\w*\.txt", path.name)
         assert len(path.read_text(encoding="utf-8").splitlines()) == count
+    # And its own row of the card, named as its hypotheses are (was: one "test.xde" row for both).
+    splits = {test["split"] for test in read_card(resolve_checkpoint(run))["test"]}
+    assert {file_test_name(tmp_path / folder / "test.xde") for folder in "ab"} <= splits
+    assert "test.xde" not in splits
+
+
+def test_a_file_named_like_a_split_keeps_the_split_s_scores_in_the_card(
+    run: Path, corpus: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = resolve_checkpoint(run)
+    source, reference = tmp_path / "source" / "test_2016_flickr", tmp_path / "reference" / "test_2016_flickr"
+    for path, key in ((source, "test_src"), (reference, "test_ref")):
+        path.parent.mkdir()
+        path.write_bytes(corpus[key].read_bytes())
+    # The split's scores, as `evaluate translation --split test_2016_flickr --beam 1 --precision fp32` records them.
+    add_test_scores(checkpoint, "test_2016_flickr", "greedy", {"chrf": 1.25})
+    arguments = ["evaluate", "translation", "--checkpoint", str(run), "--beam", "1", "--precision", "fp32"]
+    arguments += ["--source", str(source), "--reference", str(reference), "--output", str(tmp_path / "hypotheses.txt")]
+    assert main(arguments) == 0
+    out = capsys.readouterr().out
+    rows = {test["split"]: test["metrics"] for test in read_card(checkpoint)["test"] if test["search"] == "greedy"}
+    assert rows["test_2016_flickr"] == {"chrf": 1.25}  # was: replaced by the file's scores without a word
+    chrf = float(out.split("chrF++")[1].split()[0])
+    assert round(rows[file_test_name(source)]["chrf"], 2) == chrf
+    assert f"{source}, 8 sentences, greedy\n" in out  # the file, not a split, was scored
 
 
 def test_evaluate_reports_the_papers_bleu_flavour_with_its_signature(
@@ -227,7 +252,9 @@ def test_evaluate_reports_the_papers_bleu_flavour_with_its_signature(
     assert main(arguments) == 0
     assert "BLEU (cased)" in capsys.readouterr().out
     (scored,) = [
-        test for test in read_card(resolve_checkpoint(run))["test"] if test["split"] == corpus["test_src"].name
+        test
+        for test in read_card(resolve_checkpoint(run))["test"]
+        if test["split"] == file_test_name(corpus["test_src"])
     ]
     assert {"bleu", "bleu_lowercased", "bleu_papers", "chrf"} <= set(scored["metrics"])
     # Two ways of finding the words is an error naming both flags.

@@ -134,6 +134,38 @@ def test_a_config_file_reads_numbers_as_yaml_1_2_and_as_set_does(
     assert config == resolved_config(preset, from_set)[0]
 
 
+def test_a_yaml_boolean_word_where_text_is_expected_says_how_to_write_the_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `no` is Norwegian's ISO code, and YAML 1.1's false; the message said only "got False".
+    (tmp_path / "norway.yaml").write_text("data:\n  source_language: no\n", encoding="utf-8")
+    arguments = ["train", "translation", "--out", str(tmp_path / "never"), "--config", str(tmp_path / "norway.yaml")]
+    assert main(arguments) == 2
+    assert capsys.readouterr().err == (
+        f"transformer-lab train: error: --config {tmp_path / 'norway.yaml'}: data.source_language: expected a str, "
+        "got the boolean False (an unquoted no, off or false in YAML; quote it to mean the text)\n"
+    )
+    assert not (tmp_path / "never").exists()
+    preset = translation_train.default_config()
+    for text, message in (
+        (
+            "train: {precision: off}",
+            r"train\.precision: expected one of \[.*\], got the boolean False \(an unquoted no,",
+        ),
+        (
+            "data: {train_files: [yes]}",
+            r"data\.train_files\[0\]: expected a str, got the boolean True \(an unquoted yes,",
+        ),
+    ):
+        (tmp_path / "run.yaml").write_text(text + "\n", encoding="utf-8")
+        with pytest.raises(ValueError, match=message):
+            resolved_config(preset, argparse.Namespace(config=[tmp_path / "run.yaml"], overrides=[]))
+    # Quoted, the word is text; a boolean field still reads YAML 1.1's words.
+    (tmp_path / "run.yaml").write_text("data: {source_language: 'no'}\ntrain: {progress_bar: off}\n", encoding="utf-8")
+    config = resolved_config(preset, argparse.Namespace(config=[tmp_path / "run.yaml"], overrides=[]))[0]
+    assert (config.data.source_language, config.train.progress_bar) == ("no", False)
+
+
 def test_train_reads_a_config_file_of_leading_zeros_as_set_does(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -15,10 +15,13 @@ from typing import Any
 
 from transformer_lab.cli.bounds import float_in, int_in
 from transformer_lab.data import Vocabulary
+from transformer_lab.setting_error import SettingError
 
 # A figure's canvas, 4 bytes a pixel: each option's own bound still lets --width 54
 # --height 54 --dpi 1200 ask for 17 GB. The figures' default sizes stay far below at any --dpi.
 MAX_PIXELS = 100_000_000
+# `plot attention`'s options for the keywords of checkpoint_attention that it spells otherwise.
+_ATTENTION_FLAGS = {"source_vocabulary": "--source-vocab", "target_vocabulary": "--target-vocab"}
 
 
 def _figures() -> ModuleType:
@@ -174,15 +177,20 @@ def _run_lr_schedule(arguments: argparse.Namespace) -> int:
 
 
 def _run_attention(arguments: argparse.Namespace) -> int:
-    path = _figures().plot_checkpoint_attention(
-        arguments.out,
-        arguments.checkpoint,
-        source=arguments.source,
-        target=arguments.target,
-        source_vocabulary=Vocabulary.load(arguments.source_vocab) if arguments.source_vocab else None,
-        target_vocabulary=Vocabulary.load(arguments.target_vocab) if arguments.target_vocab else None,
-        **_output_options(arguments),
-    )
+    try:
+        path = _figures().plot_checkpoint_attention(
+            arguments.out,
+            arguments.checkpoint,
+            source=arguments.source,
+            target=arguments.target,
+            source_vocabulary=Vocabulary.load(arguments.source_vocab) if arguments.source_vocab else None,
+            target_vocabulary=Vocabulary.load(arguments.target_vocab) if arguments.target_vocab else None,
+            **_output_options(arguments),
+        )
+    except SettingError as error:
+        # The keywords source_vocabulary / target_vocabulary are spelled shorter here, as typed.
+        flag_of = _ATTENTION_FLAGS.get
+        raise ValueError(error.phrased(lambda name: flag_of(name, "--" + name.replace("_", "-")))) from None
     return _report(path)
 
 

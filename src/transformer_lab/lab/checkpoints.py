@@ -116,12 +116,24 @@ def checkpoint_attention(
     token ids separated by spaces, or as tokens of ``source_vocabulary`` /
     ``target_vocabulary``, and without ``source`` draws 6 synthetic symbols (seed 0). A
     sequence of ints is token ids for any checkpoint. Without ``target`` the model writes
-    its own greedy output. Errors name the argument (``source``, ``target``).
+    its own greedy output. Errors name the argument (``source``, ``target``); the
+    vocabularies are an error with a checkpoint that reads text (it reads with its own).
     """
     trained = load_trained(checkpoint, tasks=SEQ2SEQ_TASKS)
     model = trained.model
     assert isinstance(model, Seq2SeqTransformer), type(model)  # every task in SEQ2SEQ_TASKS builds one
     reader = trained.vocabulary
+    vocabularies = {"source_vocabulary": source_vocabulary, "target_vocabulary": target_vocabulary}
+    given = [name for name, vocabulary in vocabularies.items() if vocabulary is not None]
+    if reader is not None and given:
+        # Drawn with the checkpoint's own reader, a vocabulary given would be ignored without a word.
+        own = "tokenizer" if isinstance(reader, (SubwordTokenizer, TokenizerPair)) else "vocabulary"
+        raise SettingError(
+            f"{{{given[0]}}}: expected only with a synthetic-task checkpoint (a {{task}} checkpoint reads "
+            f"text with its own {own}), got it with {{task}}",
+            tuple(given),
+            task=trained.task,
+        )
     if isinstance(reader, (SubwordTokenizer, TokenizerPair)):
         return _subword_attention(trained, model, TokenizerPair.of(reader), source, target)
     if isinstance(reader, Vocabulary):

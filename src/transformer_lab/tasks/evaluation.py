@@ -147,7 +147,7 @@ class EvaluationReport:
     """What one evaluation did: the lines to print, the files it wrote, and the scores for the model card.
 
     ``checkpoint`` is the checkpoint folder scored (a run folder resolved to its best);
-    ``name`` is what the scores are recorded under (the split, or the scored file's name);
+    ``name`` is what the scores are recorded under (the split, or ``file_test_name`` of a file);
     ``search`` how the outputs were produced ("greedy", "beam 4 bf16", "argmax").
     ``confusion``: a figure the command draws (the figure modules sit above the tasks).
     """

@@ -25,7 +25,7 @@ otherwise stand for gigabytes of values (and the message quoting one took them a
 Numbers are read as YAML 1.2's core schema spells them, as ``--set`` reads them
 (:func:`~transformer_lab.training.config_io.core_number`): ``010`` is ten, ``0o10`` eight,
 ``1e-3`` a float, and ``1:04`` text (PyYAML's YAML 1.1 read them as 8, a base-60 64 and text).
-Booleans and null keep PyYAML's words.
+Booleans and null keep PyYAML's words (``no`` is False; a str field given one says to quote it).
 """
 
 from __future__ import annotations

@@ -55,6 +55,8 @@ ConfigType = TypeVar("ConfigType")
 _TRUE_WORDS = ("true", "yes", "on", "1")
 _FALSE_WORDS = ("false", "no", "off", "0")
 _NONE_WORDS = ("none", "null")
+# The unquoted words a YAML file's boolean was written as (YAML 1.1's, which the file reader keeps).
+_YAML_BOOLEAN_WORDS = {True: "yes, on or true", False: "no, off or false"}
 # YAML 1.2's core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution): the spellings of
 # an int and of a float. YAML 1.1's octal 010, base-60 1:04, binary and underscores are text.
 CORE_INT = re.compile(r"(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)\Z")
@@ -231,7 +233,7 @@ def _union(value: Any, annotation: Any, key: str, text: bool) -> Any:
             return _convert(value, option, key, text)
         except ValueError:
             continue
-    raise ValueError(f"{key}: expected {_describe(annotation)}, got {shown(value)}")
+    raise ValueError(f"{key}: expected {_describe(annotation)}, got {_given(value, annotation)}")
 
 
 def _literal(value: Any, annotation: Any, key: str, text: bool) -> Any:
@@ -242,7 +244,7 @@ def _literal(value: Any, annotation: Any, key: str, text: bool) -> Any:
         # A typed number or bool choice matches its spelling (Literal[1, 2] takes "2").
         if text and not isinstance(choice, str) and value.strip() == str(choice):
             return choice
-    raise ValueError(f"{key}: expected one of {list(choices)}, got {shown(value)}")
+    raise ValueError(f"{key}: expected one of {list(choices)}, got {_given(value, annotation)}")
 
 
 def _sequence(value: Any, annotation: Any, key: str, text: bool) -> Any:
@@ -282,7 +284,7 @@ def _mapping(value: Any, annotation: Any, key: str, text: bool) -> Any:
 
 
 def _scalar(value: Any, annotation: Any, key: str, text: bool) -> Any:
-    given = shown(value)
+    given = _given(value, annotation)
     if isinstance(annotation, type) and issubclass(annotation, pathlib.PurePath):
         if isinstance(value, (str, pathlib.PurePath)):
             return annotation(value)
@@ -297,6 +299,24 @@ def _scalar(value: Any, annotation: Any, key: str, text: bool) -> Any:
         return _finite(typed, key, given) if annotation is float else typed
     words = f" ({'/'.join(_TRUE_WORDS)} or {'/'.join(_FALSE_WORDS)})" if text and annotation is bool else ""
     raise ValueError(f"{key}: expected {'an' if annotation is int else 'a'} {annotation.__name__}{words}, got {given}")
+
+
+def _given(value: Any, annotation: Any) -> str:
+    """``value`` quoted for a message; a boolean where text was expected says how YAML made one of a word."""
+    if type(value) is bool and _expects_text(annotation):
+        # `source_language: no` (Norwegian) reads as False: the word itself is gone by now.
+        return f"the boolean {value} (an unquoted {_YAML_BOOLEAN_WORDS[value]} in YAML; quote it to mean the text)"
+    return shown(value)
+
+
+def _expects_text(annotation: Any) -> bool:
+    """Whether ``annotation`` takes text: a str, a path, a Literal of strings, or a union with one of them."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return all(isinstance(choice, str) for choice in typing.get_args(annotation))
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_expects_text(option) for option in typing.get_args(annotation))
+    return annotation is str or (isinstance(annotation, type) and issubclass(annotation, pathlib.PurePath))
 
 
 def core_number(text: str) -> int | float | None:

@@ -18,6 +18,7 @@ sections, ``data_counts`` written by the task, a time budget's plan) and from th
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import math
 import os
@@ -42,6 +43,7 @@ __all__ = [
     "TrainingClock",
     "add_test_scores",
     "card_facts",
+    "file_test_name",
     "read_card",
     "render_card",
     "trainer_card",
@@ -411,6 +413,17 @@ def read_card(folder: str | os.PathLike[str]) -> dict[str, Any]:
         raise ValueError(f"{path}: expected a front matter section {_FACTS_KEY!r} with the keys {list(required)}")
     _CardFields(path).facts(facts)
     return dict(facts)
+
+
+def file_test_name(path: str | os.PathLike[str]) -> str:
+    """What the scores of a test file of one's own are recorded (and its outputs named) under.
+
+    The file's name and 8 hex digits of its resolved path: a file named like a split
+    (``test``, ``test_2016_flickr``), or ``a/test.de`` beside ``b/test.de``, keeps its own
+    row of the card instead of replacing another's scores.
+    """
+    digest = hashlib.sha256(os.fsencode(Path(path).resolve())).hexdigest()[:8]
+    return f"{Path(path).name}.{digest}"
 
 
 def add_test_scores(folder: str | os.PathLike[str], split: str, search: str, metrics: Mapping[str, float]) -> Path:

@@ -24,6 +24,7 @@ from transformer_lab.tasks.classification.predict import Prediction, predict_eac
 from transformer_lab.tasks.classification.train import ClassificationConfig, load_classifier
 from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, EvaluationReport, TaskOption
 from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.model_card import file_test_name
 
 # What `evaluate classification` reads: where to draw, and any labelled file to score.
 OPTIONS = (
@@ -173,7 +174,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         files={"report": output},
         confusion=confusion,
         checkpoint=checkpoint,
-        name=name,
+        name=name if test is None else file_test_name(test),  # a file named "test" keeps apart from the split
         search="int8" if options.precision == "int8" else "argmax",
         scores={"accuracy": report.accuracy, "macro_f1": report.macro_f1},
     )

@@ -1,8 +1,8 @@
 """``evaluate translation``: sacreBLEU (BLEU with the target language's tokenizer) and chrF++ of a checkpoint.
 
 On a Multi30k split (default test_2016_flickr) or on any ``--source`` / ``--reference``
-pair of files; the hypotheses are written beside the checkpoint (named by the split, or by
-the file's name and a digest of its path) or to ``--output``, one line per sentence.
+pair of files; the hypotheses are written beside the checkpoint (named, as the card's scores, by the
+split or by the file's name and a digest of its path) or to ``--output``, one per line.
 ``--bleu-flavour papers`` reports BLEU as the Multi30k papers did (lowercased,
 Moses-tokenized; ``evaluation/bleu_flavour.py``) instead of sacreBLEU's cased and
 lowercased ``13a`` figures; every BLEU line carries its signature.
@@ -10,8 +10,6 @@ lowercased ``13a`` figures; every BLEU line carries its signature.
 
 from __future__ import annotations
 
-import hashlib
-import os
 from pathlib import Path
 
 from transformer_lab.atomic_files import write_text_atomically
@@ -23,6 +21,7 @@ from transformer_lab.evaluation.translation_bleu import evaluate_bleu
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, TaskOption, search_for
 from transformer_lab.tasks.translation.train import load_translator
 from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.model_card import file_test_name
 
 DEFAULT_SPLIT = "test_2016_flickr"  # the split `evaluate translation` scores when none is named
 # sacreBLEU's tokenizers (ja-mecab and ko-mecab need sacrebleu's extras).
@@ -77,16 +76,15 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     if source is not None:
         # Strict, as every reader: misaligned files, empty lines and bad UTF-8 name file and line.
         pairs = read_parallel_text(source, reference, skip_option=None).pairs  # evaluate has no option to skip
-        name = Path(source).name
-        # The file's place in the name too: a/test.de and b/test.de keep their own hypotheses.
-        label = f"{name}.{hashlib.sha256(os.fsencode(Path(source).resolve())).hexdigest()[:8]}"
+        # Its name and place: a file named like a split keeps its own hypotheses and card row.
+        name, shown = file_test_name(source), str(source)
     else:
         data_dir = options.data_folder(config.data.data_dir)
         text = read_multi30k(split, data_dir, config.data.source_language, config.data.target_language)
         pairs = text.pairs
         read = {f"the {split} split's sources": text.source_path, f"the {split} split's references": text.target_path}
-        name = label = split
-    output = options.output_file(checkpoint / f"hypotheses.{label}.{search.file_label}.txt", read)
+        name = shown = split
+    output = options.output_file(checkpoint / f"hypotheses.{name}.{search.file_label}.txt", read)
     tokenize = options.option("--bleu-tokenize") or bleu_tokenizer_for(config.data.target_language)
     report = evaluate_bleu(model, tokenizer, pairs, search.decode_config, tokenize)
     write_text_atomically(output, "".join(line + "\n" for line in report.hypotheses))
@@ -99,7 +97,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     labels = {"bleu": "BLEU (cased)", "bleu_lowercased": "BLEU (lowercased)", "bleu_papers": "BLEU (papers)"}
     return EvaluationReport(
         lines=[
-            f"{name}, {len(pairs)} sentences, {search.name}",
+            f"{shown}, {len(pairs)} sentences, {search.name}",
             *(f"{labels[key]:17} {result.score:.2f}  {result.signature}" for key, result in bleu.items()),
             f"chrF++            {report.chrf.score:.2f}  {report.chrf.signature}",
             f"hypotheses: {output}",
