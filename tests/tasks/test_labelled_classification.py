@@ -178,7 +178,7 @@ def test_evaluate_scores_a_labelled_file_and_beats_chance(
     assert json.loads((tmp_path / "r2.json").read_text(encoding="utf-8"))["accuracy"] == report["accuracy"]
 
 
-def test_a_file_of_the_same_name_from_elsewhere_says_it_replaces_the_report_of_the_other(
+def test_files_of_the_same_name_from_elsewhere_each_keep_their_report_figure_and_card_row(
     chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     data, run = chinese_run
@@ -188,26 +188,30 @@ def test_a_file_of_the_same_name_from_elsewhere_says_it_replaces_the_report_of_t
     for path in (first, second):
         path.parent.mkdir()
         shutil.copyfile(data / "test.csv", path)
+    # A file named like the split: its outputs keep apart from the split's too.
+    like_the_split = tmp_path / "c" / "test"
+    like_the_split.parent.mkdir()
+    shutil.copyfile(data / "test.csv", like_the_split)
     evaluate = ["evaluate", "classification", "--checkpoint", str(out), "--test"]
-    assert main([*evaluate, str(first)]) == 0
-    assert "replacing" not in capsys.readouterr().out
-    assert main([*evaluate, str(first)]) == 0  # the same file again: nothing to say
-    assert "replacing" not in capsys.readouterr().out
-    assert main([*evaluate, str(second)]) == 0
-    assert f"(replacing the report of {first.resolve()})" in capsys.readouterr().out
-    report = json.loads((out / "best" / "report.test.csv.json").read_text(encoding="utf-8"))
-    assert report["file"] == str(second.resolve())
-    # Another form of the same name is another report (was: both were report.test.json).
     rows = read_labelled_text(data / "test.csv", ("title", "body")).records
     jsonl = tmp_path / "test.jsonl"
     jsonl.write_text("".join(json.dumps({"text": r.text, "label": r.label}) + "\n" for r in rows), encoding="utf-8")
+    for path in (first, second, first):
+        assert main([*evaluate, str(path)]) == 0
+    assert main([*evaluate, str(like_the_split), "--file-format", "csv"]) == 0
     assert main([*evaluate, str(jsonl), "--text-field", "text", "--label-field", "label"]) == 0
-    assert "replacing" not in capsys.readouterr().out
-    assert (out / "best" / "report.test.jsonl.json").is_file() and (out / "best" / "report.test.csv.json").is_file()
-    # The card keeps a row for each file (was: one "test.csv" row, the last file's scores).
+    capsys.readouterr()
+    # Each file its own report and figure (was: b/test.csv replaced a/test.csv's, and
+    # confusion.test.csv.png without a word; c/test those of the split "test").
+    for path in (first, second, like_the_split, jsonl):
+        report = json.loads((out / "best" / f"report.{file_test_name(path)}.json").read_text(encoding="utf-8"))
+        assert report["file"] == str(path.resolve())
+        assert (out / "best" / f"confusion.{file_test_name(path)}.png").is_file()
+    assert not (out / "best" / "report.test.json").exists() and not (out / "best" / "report.test.csv.json").exists()
+    # The card keeps a row for each file.
     splits = {test["split"] for test in read_card(out / "best")["test"]}
-    assert {file_test_name(first), file_test_name(second), file_test_name(jsonl)} <= splits
-    assert "test.csv" not in splits
+    assert {file_test_name(path) for path in (first, second, like_the_split, jsonl)} <= splits
+    assert "test.csv" not in splits and "test" not in splits
 
 
 def test_a_file_named_like_a_split_keeps_the_split_s_scores_in_the_card(
@@ -224,7 +228,8 @@ def test_a_file_named_like_a_split_keeps_the_split_s_scores_in_the_card(
     assert (
         main(["evaluate", "classification", "--checkpoint", str(out), "--test", str(own), "--file-format", "csv"]) == 0
     )
-    accuracy = json.loads((out / "best" / "report.validation.json").read_text(encoding="utf-8"))["accuracy"]
+    report = out / "best" / f"report.{file_test_name(own)}.json"
+    accuracy = json.loads(report.read_text(encoding="utf-8"))["accuracy"]
     rows = {test["split"]: test["metrics"] for test in read_card(out / "best")["test"]}
     assert rows["validation"] == {"accuracy": 0.125}  # was: replaced by the file's scores
     assert rows[file_test_name(own)]["accuracy"] == pytest.approx(accuracy, abs=1e-4)

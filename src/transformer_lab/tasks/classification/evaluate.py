@@ -11,7 +11,6 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.data import LABELLED_TEXT_FORMATS, SubwordTokenizer, ag_news_path, read_ag_news_csv
@@ -136,7 +135,9 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             file_format=options.option("--file-format"),
         )
         articles: Sequence[LabelledRow] = read.examples(config.class_names)
-        name, rows = test.name, "rows"  # the suffix kept: c.csv and c.jsonl are two reports
+        # The file's name and a digest of its path: a/c.csv, b/c.csv, c.jsonl and a file named
+        # like a split each get their own report, figure and card row.
+        name, rows = file_test_name(test), "rows"
     else:
         name = split or DEFAULT_SPLIT
         for option in _TEST_FILE_OPTIONS:
@@ -157,12 +158,11 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     lines = [f"{checkpoint}, {test if test is not None else name}: {len(articles)} {rows}"]
     lines += report.lines()
     scored = {"split": name} if test is None else {"file": str(test.resolve())}
-    replacing = _replacing(output, scored)  # read before the write replaces it
     write_text_atomically(
         output,
         json.dumps({**scored, "num_articles": len(articles), **report.to_dict()}, indent=2, ensure_ascii=False) + "\n",
     )
-    lines += [f"report: {output}{replacing}"]
+    lines += [f"report: {output}"]
     confusion = ConfusionFigure(
         path=options.option("--confusion-png") or checkpoint / f"confusion.{name}.png",
         matrix=[list(row) for row in report.confusion],
@@ -174,18 +174,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         files={"report": output},
         confusion=confusion,
         checkpoint=checkpoint,
-        name=name if test is None else file_test_name(test),  # a file named "test" keeps apart from the split
+        name=name,
         search="int8" if options.precision == "int8" else "argmax",
         scores={"accuracy": report.accuracy, "macro_f1": report.macro_f1},
     )
-
-
-def _replacing(report: Path, scored: dict[str, Any]) -> str:
-    """What the report line adds when ``report`` exists and scored other data (a file of the same name elsewhere)."""
-    try:
-        written = json.loads(report.read_text(encoding="utf-8"))
-        earlier = {key: written[key] for key in ("split", "file") if key in written}
-    except (OSError, ValueError, TypeError):  # none yet, or not one of ours
-        return ""
-    replaced = earlier.get("file") or earlier.get("split")
-    return f" (replacing the report of {replaced})" if earlier not in ({}, scored) else ""
