@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from transformer_lab.cli import main
 from transformer_lab.data.pair_files import pair_file_format, read_pair_files
 from transformer_lab.data.pair_stream import PairFiles, count_pairs
 
@@ -151,3 +152,43 @@ def test_the_form_comes_from_the_files_or_is_refused_clearly(tmp_path: Path) -> 
         pair_file_format("a.tsv")
     with pytest.raises(FileNotFoundError, match=r"absent\.tsv"):
         read_pair_files([tmp_path / "absent.tsv"], "de", "en")
+
+
+@pytest.mark.parametrize("suffix", [".tsv", ".jsonl", ".json", ".csv"])
+def test_two_files_with_a_table_suffix_are_refused_not_read_as_line_files(tmp_path: Path, suffix: str) -> None:
+    # Read as line files, each whole row (or JSON text) was both the source and the target.
+    table = write(tmp_path / f"pairs{suffix}", "".join(json.dumps({"de": de, "en": en}) + "\n" for de, en in PAIRS))
+    german = write(tmp_path / "train.de", "".join(f"{de}\n" for de, _ in PAIRS))
+    message = (
+        rf"^--train: expected two aligned line files \(source then target, one sentence per line\), "
+        rf"got '.*pairs{suffix}' and '.*{{second}}', and {suffix} is the suffix of a one-file format; "
+        r"give one \.tsv or \.jsonl file alone \(a pair per line\), or set data\.file_format=lines if these are "
+        r"line files$"
+    )
+    for second in (table, german):
+        with pytest.raises(ValueError, match=message.replace("{second}", second.name.replace(".", r"\."))):
+            read_pair_files([table, second], "de", "en", name="--train")
+        with pytest.raises(ValueError, match=r"^--train: expected two aligned line files"):
+            PairFiles.of([table, second], "de", "en", name="--train")
+    with pytest.raises(ValueError, match=rf"got '.*train\.de' and '.*pairs{suffix}', and {suffix} is the suffix"):
+        pair_file_format([german, table], name="--train")
+    # Said to be line files, they are read as such.
+    other = write(tmp_path / f"other{suffix}", "x\n" * len(PAIRS))
+    assert pair_file_format([table, other], "lines") == "lines"
+
+
+@pytest.mark.parametrize("command", ["train", "prepare"])
+@pytest.mark.parametrize("task", ["translation", "couplet"])
+def test_the_command_refuses_two_table_files_in_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, task: str
+) -> None:
+    rows = "".join(json.dumps({"de": de, "en": en, "upper": de, "lower": en}) + "\n" for de, en in PAIRS * 4)
+    first, second = write(tmp_path / "a.jsonl", rows), write(tmp_path / "b.jsonl", rows)
+    out = tmp_path / "out"
+    assert main([command, task, "--train", str(first), str(second), "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and error.startswith(
+        f"transformer-lab {command}: error: --train: expected two aligned line files"
+    ), error
+    assert "a.jsonl' and '" in error and "b.jsonl', and .jsonl is the suffix of a one-file format" in error
+    assert not out.exists()

@@ -16,7 +16,8 @@ The three forms people bring, each read as strictly as `parallel_text` reads two
   Face datasets (`{"translation": {"de": "...", "en": "..."}}`); other keys are ignored.
 
 The form comes from the number of files and the suffix (`.tsv`; `.jsonl` or `.json`), or
-from ``file_format`` ("lines", "tsv", "jsonl").
+from ``file_format`` ("lines", "tsv", "jsonl"); two files whose suffix names a one-file form
+are refused unless ``file_format`` says "lines".
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 PAIR_FORMATS = ("lines", "tsv", "jsonl")
 _SUFFIX_FORMATS = {".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
+_TABLE_SUFFIXES = (*_SUFFIX_FORMATS, ".csv")  # a pair (or a row) per line: never one side of two line files
 
 
 def check_pair_format(file_format: str, name: str = "data.file_format") -> None:
@@ -74,13 +76,31 @@ def pair_file_format(
                 f"path{'s' if len(paths) > 1 else ''} ({given})"
             )
         return file_format
-    expected = "lines" if len(paths) == 2 else _SUFFIX_FORMATS.get(Path(paths[0]).suffix.lower(), "")
+    if len(paths) == 2:
+        _check_not_tables(paths, name, sides)
+        return "lines"
+    expected = _SUFFIX_FORMATS.get(Path(paths[0]).suffix.lower(), "")
     if not expected:
         raise ValueError(
             f"{name}: cannot tell the form of {str(paths[0])!r} from its suffix: expected .tsv, .jsonl or .json "
             "(or two aligned line files, or file_format='tsv'/'jsonl')"
         )
     return expected
+
+
+def _check_not_tables(paths: Sequence[str | os.PathLike[str]], name: str, sides: tuple[str, str]) -> None:
+    """Refuse two files told to be line files by their count when a suffix says a one-file table format.
+
+    Read as line files, each whole TSV row or JSON text would be both the source and the target.
+    """
+    tables = [suffix for suffix in (Path(path).suffix.lower() for path in paths) if suffix in _TABLE_SUFFIXES]
+    if tables:
+        raise ValueError(
+            f"{name}: expected two aligned line files ({sides[0]} then {sides[1]}, one sentence per line), "
+            f"got {str(paths[0])!r} and {str(paths[1])!r}, and {tables[0]} is the suffix of a one-file format; "
+            "give one .tsv or .jsonl file alone (a pair per line), "
+            "or set data.file_format=lines if these are line files"
+        )
 
 
 def read_pair_files(
