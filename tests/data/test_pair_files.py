@@ -192,3 +192,49 @@ def test_the_command_refuses_two_table_files_in_one_line_and_writes_nothing(
     ), error
     assert "a.jsonl' and '" in error and "b.jsonl', and .jsonl is the suffix of a one-file format" in error
     assert not out.exists()
+
+
+def test_the_same_file_for_both_sides_is_refused(tmp_path: Path) -> None:
+    german = write(tmp_path / "train.de", "".join(f"{de}\n" for de, _ in PAIRS))
+    link = tmp_path / "link.txt"
+    link.symlink_to(german)
+    (tmp_path / "sub").mkdir()
+    for second in (german, link, tmp_path / "sub" / ".." / "train.de"):
+        with pytest.raises(
+            ValueError,
+            match=r"^--train: expected two different files \(source then target\), got the same file twice "
+            r"\('.*train\.de' and '.*(train\.de|link\.txt)'\)$",
+        ):
+            PairFiles.of([german, second], "de", "en", name="--train")
+    with pytest.raises(ValueError, match=r"^upper: expected two different files \(upper then lower\)"):
+        pair_file_format([german, german], "lines", name="upper", sides=("upper", "lower"))
+
+
+def test_a_line_file_whose_suffix_names_the_other_sides_language_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    german = write(tmp_path / "a" / "train.de", "".join(f"{de}\n" for de, _ in PAIRS))
+    other_german = write(tmp_path / "b" / "train.DE", "".join(f"{de}\n" for de, _ in PAIRS))
+    english = write(tmp_path / "a" / "train.en", "".join(f"{en}\n" for _, en in PAIRS))
+    other_english = write(tmp_path / "b" / "train.en", "".join(f"{en}\n" for _, en in PAIRS))
+    with pytest.raises(
+        ValueError,
+        match=r"^--train: expected the en file second \(the target, de -> en\), got '.*train\.DE', whose suffix "
+        r"names the source language de; give the en file as the target, or pass --source-language and "
+        r"--target-language for the languages the files hold$",
+    ):
+        read_pair_files([german, other_german], "de", "en", name="--train")
+    with pytest.raises(
+        ValueError,
+        match=r"^--valid: expected the de file first \(the source, de -> en\), got '.*b/train\.en', whose suffix "
+        r"names the target language en",
+    ):
+        PairFiles.of([other_english, english], "de", "en", name="--valid")
+    # Files that name their languages the right way, or name none, are read.
+    assert read_pair_files([german, other_english], "de", "en").pairs == PAIRS
+    assert (
+        read_pair_files(
+            [german, write(tmp_path / "b" / "train.txt", "".join(f"{en}\n" for _, en in PAIRS))], "de", "en"
+        ).pairs
+        == PAIRS
+    )

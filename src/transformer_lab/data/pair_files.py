@@ -5,7 +5,8 @@ The three forms people bring, each read as strictly as `parallel_text` reads two
 1-based line, nothing dropped or cut):
 
 - **two line files**, `corpus.de` and `corpus.en`: line i of one belongs with line i of
-  the other (fairseq's and OpenNMT-py's raw input, Moses/OPUS downloads);
+  the other (fairseq's and OpenNMT-py's raw input, Moses/OPUS downloads); one file given
+  for both sides, or a suffix that names the other side's language, is refused;
 - **one TSV file**, `pairs.tsv`: each line `source<TAB>target` (Tatoeba/Anki exports,
   OPUS-MT's test sets). A first line that is exactly `<source_language><TAB><target_language>`
   is a header and is skipped (logged), the two the other way round refused (as are two line
@@ -75,9 +76,12 @@ def pair_file_format(
                 f"{name}: expected {files} for the format {file_format!r}, got {len(paths)} "
                 f"path{'s' if len(paths) > 1 else ''} ({given})"
             )
+        if wanted == 2:
+            _check_two_files(paths, name, sides)
         return file_format
     if len(paths) == 2:
         _check_not_tables(paths, name, sides)
+        _check_two_files(paths, name, sides)
         return "lines"
     expected = _SUFFIX_FORMATS.get(Path(paths[0]).suffix.lower(), "")
     if not expected:
@@ -100,6 +104,20 @@ def _check_not_tables(paths: Sequence[str | os.PathLike[str]], name: str, sides:
             f"got {str(paths[0])!r} and {str(paths[1])!r}, and {tables[0]} is the suffix of a one-file format; "
             "give one .tsv or .jsonl file alone (a pair per line), "
             "or set data.file_format=lines if these are line files"
+        )
+
+
+def _check_two_files(paths: Sequence[str | os.PathLike[str]], name: str, sides: tuple[str, str]) -> None:
+    """Refuse one file given for both sides (by another path or a link too): each line would be its own target."""
+    first, second = Path(paths[0]), Path(paths[1])
+    try:
+        same = os.path.samefile(first, second)
+    except OSError:  # one is missing: the reader names it
+        same = first.resolve() == second.resolve()
+    if same:
+        raise ValueError(
+            f"{name}: expected two different files ({sides[0]} then {sides[1]}), got the same file twice "
+            f"({str(first)!r} and {str(second)!r})"
         )
 
 
@@ -177,10 +195,13 @@ def check_language_order(
 ) -> None:
     """Refuse two line files whose suffixes name the languages the other way round (``train.en train.de`` for de -> en).
 
-    Read as given, every pair would be trained backwards under a config and card that say otherwise.
+    One file whose suffix names the other side's language (``train.de train.de`` from two folders)
+    is refused too: read as given, the pairs would be trained as another direction than the
+    config and card say.
     """
-    if len(paths) != 2 or source_language == target_language:
+    if len(paths) != 2 or source_language.lower() == target_language.lower():
         return
+    languages = (source_language, target_language)
     suffixes = [Path(path).suffix.lower().lstrip(".") for path in paths]
     if suffixes == [target_language.lower(), source_language.lower()]:
         raise ValueError(
@@ -188,6 +209,14 @@ def check_language_order(
             f"got {str(paths[0])!r} then {str(paths[1])!r}; swap them, or pass "
             f"--source-language {target_language} --target-language {source_language}"
         )
+    for index, (place, side, other) in enumerate((("first", "source", "target"), ("second", "target", "source"))):
+        if suffixes[index] == languages[1 - index].lower():
+            raise ValueError(
+                f"{name}: expected the {languages[index]} file {place} (the {side}, {source_language} -> "
+                f"{target_language}), got {str(paths[index])!r}, whose suffix names the {other} language "
+                f"{languages[1 - index]}; give the {languages[index]} file as the {side}, or pass --source-language "
+                "and --target-language for the languages the files hold"
+            )
 
 
 def _tsv_pairs(path: Path, lines: list[str], header_lines: int) -> list[tuple[str, str]]:
