@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -238,3 +239,26 @@ def test_a_line_file_whose_suffix_names_the_other_sides_language_is_refused(tmp_
         ).pairs
         == PAIRS
     )
+
+
+@pytest.mark.parametrize("header", ["DE\tEN", "de\ten ", " De \t eN\r", "source\ttarget", "SOURCE\tTarget"])
+def test_a_tsv_header_is_known_whatever_its_case_and_spaces(tmp_path: Path, header: str) -> None:
+    tsv = write(tmp_path / "pairs.tsv", f"{header}\n" + "".join(f"{de}\t{en}\n" for de, en in PAIRS))
+    text = read_pair_files([tsv], "de", "en")
+    assert text.pairs == PAIRS and text.header_lines == 1
+    assert count_pairs(PairFiles.of([tsv], "de", "en")) == len(PAIRS)
+
+
+@pytest.mark.parametrize("header", ["EN\tDE", "en \tde", "Target\tSource"])
+def test_a_tsv_header_the_other_way_round_is_refused_whatever_its_case(tmp_path: Path, header: str) -> None:
+    tsv = write(tmp_path / "pairs.tsv", f"{header}\n" + "".join(f"{en}\t{de}\n" for de, en in PAIRS))
+    message = r"pairs\.tsv: line 1: expected the columns de<TAB>en .*got the header " + re.escape(repr(header))
+    with pytest.raises(ValueError, match=message):
+        read_pair_files([tsv], "de", "en")
+    with pytest.raises(ValueError, match=message):
+        count_pairs(PairFiles.of([tsv], "de", "en"))
+
+
+def test_a_first_line_of_two_other_words_is_a_pair_not_a_header(tmp_path: Path) -> None:
+    tsv = write(tmp_path / "pairs.tsv", "Quelle\tsource\nsrc\ttgt\n")
+    assert read_pair_files([tsv], "de", "en").pairs == [("Quelle", "source"), ("src", "tgt")]

@@ -8,10 +8,11 @@ The three forms people bring, each read as strictly as `parallel_text` reads two
   the other (fairseq's and OpenNMT-py's raw input, Moses/OPUS downloads); one file given
   for both sides, or a suffix that names the other side's language, is refused;
 - **one TSV file**, `pairs.tsv`: each line `source<TAB>target` (Tatoeba/Anki exports,
-  OPUS-MT's test sets). A first line that is exactly `<source_language><TAB><target_language>`
-  is a header and is skipped (logged), the two the other way round refused (as are two line
-  files whose suffixes name the languages backwards); any other line must have exactly two fields, so a
-  sentence that holds a tab needs another form (Multi30k's train.de line 7366 has one);
+  OPUS-MT's test sets). A first line `<source_language><TAB><target_language>` or
+  `source<TAB>target` (any case, spaces around) is a header and is skipped (logged), the two
+  the other way round refused (as are two line files whose suffixes name the languages
+  backwards); any other line must have exactly two fields, so a sentence that holds a tab
+  needs another form (Multi30k's train.de line 7366 has one);
 - **JSON Lines**, `pairs.jsonl`: each line an object with the two languages as keys, either
   at the top (`{"de": "...", "en": "..."}`) or under `"translation"`, the form of Hugging
   Face datasets (`{"translation": {"de": "...", "en": "..."}}`); other keys are ignored.
@@ -176,18 +177,22 @@ def line_pair(paths: tuple[Path, Path], number: int, source: str, target: str) -
 
 
 def is_tsv_header(line: str, source_language: str, target_language: str, path: Path) -> bool:
-    """Whether a TSV file's first line is the header ``<source_language><TAB><target_language>``.
+    """Whether a TSV file's first line is a header: the two languages (``de<TAB>en``) or ``source<TAB>target``.
 
-    The header the other way round says the columns are target then source: refused, naming
-    ``path`` (read as data, it was a pair, and every pair was trained the wrong way round).
+    Case and spaces around each name are ignored (``DE<TAB>EN``), and nothing else is a header:
+    a pair of two other words is a pair. The header the other way round says the columns are
+    target then source: refused, naming ``path`` (read as data, it was a pair, and every pair
+    was trained the wrong way round).
     """
-    if line == f"{target_language}\t{source_language}" and source_language != target_language:
+    names = tuple(field.strip().lower() for field in line.split("\t"))
+    languages = (source_language.strip().lower(), target_language.strip().lower())
+    if names == ("target", "source") or (languages[0] != languages[1] and names == languages[::-1]):
         raise ValueError(
             f"{path}: line 1: expected the columns {source_language}<TAB>{target_language} (source first, "
             f"{source_language} -> {target_language}), got the header {line!r}, which puts {target_language} first; "
             f"swap the columns, or pass --source-language {target_language} --target-language {source_language}"
         )
-    return line == f"{source_language}\t{target_language}"
+    return names in (languages, ("source", "target"))
 
 
 def check_language_order(
