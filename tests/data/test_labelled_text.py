@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,42 @@ def test_an_unseen_label_names_the_file_the_line_and_the_label(tmp_path: Path) -
 def test_max_records_reads_only_the_first(tmp_path: Path) -> None:
     read = read_labelled_text(write(tmp_path, "n.tsv", tsv_text(ROWS)), ("body",), max_records=2)
     assert read.labels == ["business", "诗"]
+
+
+# (a label, the same class spelt another way, how they differ as the error says it)
+SPELT_TWO_WAYS = [
+    ("sci tech", "sci  tech", "whitespace"),
+    ("sci tech", "sci\xa0tech", "whitespace"),
+    ("tech", "tech\u200b", r"zero-width or format characters \(U\+200B\)"),
+    ("caf\u00e9", "cafe\u0301", r"Unicode composition \(NFC/NFD\)"),
+    ("cafe\u0301", "caf\u00e9\u2060", r"zero-width or format characters \(U\+2060\) and Unicode composition"),
+]
+
+
+@pytest.mark.parametrize(("label", "variant", "difference"), SPELT_TWO_WAYS)
+def test_a_class_spelt_another_way_is_refused_naming_its_first_spelling_and_line(
+    tmp_path: Path, label: str, variant: str, difference: str
+) -> None:
+    labels = [label, "sport", "world", variant, label, "sport"]
+    path = write(
+        tmp_path,
+        "topics.jsonl",
+        "".join(json.dumps({"text": f"text {number}", "label": name}) + "\n" for number, name in enumerate(labels)),
+    )
+    expected = (
+        rf"^{re.escape(str(path))}: line 4: field 'label': expected each class spelt one way, got "
+        rf"{re.escape(repr(variant))}, which differs from the label {re.escape(repr(label))} of line 1 only in "
+        rf"{difference}.*: it would be a class of its own; write it as on line 1$"
+    )
+    with pytest.raises(ValueError, match=expected):
+        read_labelled_text(path)
+
+
+def test_labels_that_differ_in_more_than_their_spelling_stay_classes(tmp_path: Path) -> None:
+    labels = ["sci tech", "scitech", "Sci tech", "sci-tech", "cafe", "caf\u00e9", "7", "07"]
+    path = write(tmp_path, "a.csv", "text,label\n" + "".join(f"t,{label}\n" for label in labels))
+    assert sorted_class_names(read_labelled_text(path).labels) == tuple(sorted_class_names(labels))
+    assert len(sorted_class_names(labels)) == len(labels)
 
 
 MALFORMED = [

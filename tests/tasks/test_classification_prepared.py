@@ -11,6 +11,7 @@ import pytest
 
 from tests.tasks.test_labelled_classification import TINY, write_topic_csv
 from transformer_lab.cli import main
+from transformer_lab.data import labelled_text, prepared_labelled
 from transformer_lab.data.prepared_labelled import open_prepared_labelled
 from transformer_lab.tasks.classification import data as classification_data
 from transformer_lab.tasks.classification import train as classification_train
@@ -73,3 +74,40 @@ def test_prepare_classification_then_train_and_evaluate_from_the_folder(
     report = json.loads(report_path.read_text(encoding="utf-8"))
     supports = [row["support"] for row in report["per_class"].values()]
     assert sum(supports) == len(prepared.validation_rows) == 12
+
+
+def test_a_class_spelt_two_ways_is_refused_by_train_and_a_cache_that_holds_both_is_prepared_again(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    labels = ["sci tech", "sport", "world", "sci  tech"] * 6
+    train_file = tmp_path / "topics.jsonl"
+    train_file.write_text(
+        "".join(
+            json.dumps({"text": f"news {number} of {label}", "label": label}) + "\n"
+            for number, label in enumerate(labels)
+        ),
+        encoding="utf-8",
+    )
+    cache = tmp_path / "cache"
+    overrides = [f"data.train_files={train_file}", f"data.cache_dir={cache}", *TINY[1:], "data.text_fields=text"]
+    config = apply_overrides(classification_train.default_config(), overrides).data
+    # A corpus cached by a reader that took the two spellings as two classes.
+    for module in (labelled_text, prepared_labelled):
+        monkeypatch.setattr(module, "label_spelling_key", lambda label: label)
+    assert classification_data.build_data(config).class_names == ("sci  tech", "sci tech", "sport", "world")
+    monkeypatch.undo()
+
+    out = tmp_path / "run"
+    settings = [argument for item in overrides for argument in ("--set", item)]
+    caplog.set_level(logging.INFO, logger="transformer_lab.data")
+    assert main(["train", "classification", "--out", str(out), *settings]) == 2
+    # The spaces as in the file: the one-line error keeps a quoted label's inner spaces.
+    assert (
+        f"{train_file}: line 4: field 'label': expected each class spelt one way, got 'sci  tech', which differs "
+        "from the label 'sci tech' of line 1 only in whitespace" in capsys.readouterr().err
+    )
+    assert "preparing the corpus again" in caplog.text and "expected each class spelt one way" in caplog.text
+    assert not out.exists()

@@ -233,6 +233,43 @@ def test_checkpoint_folders(tmp_path):
     assert evaluations == [(2, 1.0), (4, 3.0), (6, 2.0), (8, 2.5)]
 
 
+def test_a_resume_with_a_smaller_keep_last_names_the_step_checkpoints_it_deletes(tmp_path, caplog):
+    def train(keep_last: int, max_steps: int, resume: bool) -> None:
+        trainer = Trainer(
+            TinyModel(),
+            config(max_steps=max_steps, keep_last=keep_last),
+            tmp_path,
+            loss_fn,
+            epoch_batches,
+            d_model=D_MODEL,
+            evaluate_fn=lambda model: {"val_loss": 1.0},
+            resume=resume,
+        )
+        trainer.fit()
+
+    caplog.set_level(logging.INFO, logger="transformer_lab.training")
+    train(keep_last=10, max_steps=8, resume=False)
+    steps = ["step-000002", "step-000004", "step-000006", "step-000008"]
+    assert sorted(path.name for path in tmp_path.glob("step-*")) == steps
+    assert "deleted" not in caplog.text
+    train(keep_last=1, max_steps=12, resume=True)
+    assert sorted(path.name for path in tmp_path.glob("step-*")) == ["step-000012"]
+    # One warning, when the earlier run's folders go; the rotation after it (step-10 for step-12) is silent.
+    warnings = [
+        record.getMessage() for record in caplog.records if "deleted the step checkpoints" in record.getMessage()
+    ]
+    assert warnings == [
+        f"deleted the step checkpoints {', '.join(steps)} of {tmp_path}: train.keep_last=1 keeps the newest 1, "
+        "and the folder held 5 (an earlier run there kept more)"
+    ]
+    caplog.clear()
+    train(keep_last=0, max_steps=14, resume=True)
+    assert not list(tmp_path.glob("step-*"))
+    assert (
+        "deleted the step checkpoints step-000012 of" in caplog.text and "train.keep_last=0 keeps none" in caplog.text
+    )
+
+
 def _scored_trainer(out_dir, evaluations, max_steps, resume=False):
     scores = iter(evaluations)
     return Trainer(

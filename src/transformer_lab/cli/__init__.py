@@ -197,8 +197,9 @@ def _is_count(text: str) -> bool:
 def _one_line(error: BaseException) -> str:
     # A setting the Python API refuses is named as the option that gave it (beam: --beam).
     text = error.phrased(_option_name) if isinstance(error, SettingError) else str(error)
-    # Some messages (torch's, safetensors') span lines; the user gets one.
-    return " ".join(text.split()) or type(error).__name__
+    # Some messages (torch's, safetensors') span lines; the user gets one. Spaces inside a line
+    # stay: a quoted value ('sci  tech', a label) is shown as it is.
+    return " ".join(line.strip() for line in text.splitlines() if line.strip()) or type(error).__name__
 
 
 def _option_name(setting: str) -> str:

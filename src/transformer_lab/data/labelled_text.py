@@ -22,8 +22,11 @@ and CRLF line ends are accepted), and each of these is a ValueError naming the f
 lacks a named column (or names it twice), a blank line, bad CSV quoting, bad JSON, a line
 that is not a JSON object, a missing key, a value of another type (a float, a bool, a
 list, null), an empty or whitespace-only text, an empty label, a label with leading or
-trailing whitespace (which would silently make a second class). Nothing is dropped,
-stripped or skipped.
+trailing whitespace (which would silently make a second class), and, for the same reason,
+a label that equals an earlier one of the file once zero-width and format characters
+(Unicode category Cf) are removed, whitespace runs are one space and both are composed
+(NFC): "sci  tech" beside "sci tech", "tech\u200b" beside "tech", a decomposed "é" beside
+a composed one. Nothing is dropped, stripped or skipped.
 
 `sorted_class_names` gives the classes of a training file in a stable order, and
 `LabelledTextFile.label_ids` maps labels to class indices, with an error naming the file,
@@ -37,6 +40,7 @@ import itertools
 import json
 import os
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,6 +237,75 @@ def _label_of(value: Any, field: str) -> str:
     return value
 
 
+def _without_format(label: str) -> str:
+    return "".join(character for character in label if unicodedata.category(character) != "Cf")
+
+
+def _collapsed(label: str) -> str:
+    return " ".join(label.split())
+
+
+def _composed(label: str) -> str:
+    return unicodedata.normalize("NFC", label)
+
+
+# Each way two spellings of one class can differ unseen, in the order they are undone.
+_LABEL_SPELLINGS = (
+    ("zero-width or format characters", _without_format),
+    ("whitespace", _collapsed),
+    ("Unicode composition (NFC/NFD)", _composed),
+)
+
+
+class _LabelSpellings:
+    """Refuses a label that is another label of the file written another way (zero-width, whitespace, NFC/NFD)."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+        self.seen: set[str] = set()
+        self.first_of_key: dict[str, tuple[str, int]] = {}  # the undone spelling -> its first label and line
+
+    def check(self, record: LabelledText) -> None:
+        if record.label in self.seen:  # once per distinct label, not per record
+            return
+        self.seen.add(record.label)
+        key = label_spelling_key(record.label)
+        first, line = self.first_of_key.setdefault(key, (record.label, record.line_number))
+        if first != record.label:
+            raise _LineError(
+                record.line_number,
+                f"field {self.field!r}: expected each class spelt one way, got {record.label!r}, which differs from "
+                f"the label {first!r} of line {line} only in {label_spelling_difference(record.label, first)}: "
+                f"it would be a class of its own; write it as on line {line}",
+            )
+
+
+def label_spelling_key(label: str) -> str:
+    """``label`` without zero-width or format characters, its whitespace runs one space, composed (NFC).
+
+    Two labels of one key are one class written two ways; the reader refuses the second.
+    """
+    for _, undo in _LABEL_SPELLINGS:
+        label = undo(label)
+    return label
+
+
+def label_spelling_difference(label: str, other: str) -> str:
+    """How two labels of one `label_spelling_key` differ, in words ("whitespace", "zero-width ... (U+200B)")."""
+    ways = []
+    pair = (label, other)
+    for name, undo in _LABEL_SPELLINGS:
+        undone = (undo(pair[0]), undo(pair[1]))
+        if pair[0] != pair[1] and undone != pair:
+            if undo is _without_format:  # name them: they do not show when printed
+                removed = set(label + other) - set(_without_format(label + other))
+                codes = sorted(f"U+{ord(character):04X}" for character in removed)
+                name += f" ({', '.join(codes)})"
+            ways.append(name)
+        pair = undone
+    return " and ".join(ways)
+
+
 def _columns(header: list[str], text_fields: tuple[str, ...], label_field: str) -> list[int]:
     """The column index of each text field, then of the label field; errors name what is missing."""
     indices = []
@@ -367,8 +440,10 @@ def stream_labelled_text(
         else _read_delimited(lines, file_format, fields, label_field)
     )
     count = 0
+    spellings = _LabelSpellings(label_field)
     try:
         for record in reader:
+            spellings.check(record)
             yield record
             count += 1
             if count == max_records:

@@ -43,12 +43,15 @@ from transformer_lab.data.labelled_text import (
     LabelledExample,
     LabelledText,
     LabelledTextFile,
+    label_spelling_difference,
+    label_spelling_key,
     read_labelled_text,
     sorted_class_names,
     stream_labelled_text,
 )
 from transformer_lab.data.manifest_checks import SHA256, STRINGS, report_holding
 from transformer_lab.data.prepared_cache import (
+    MANIFEST_FILE,
     VALIDATION_FILE,
     InputWatch,
     described_settings,
@@ -373,7 +376,17 @@ def read_labelled_manifest(folder: Path) -> dict[str, Any]:
         "class_names": STRINGS,
         "report": report_holding("train_file", "skipped_malformed"),
     }
-    return read_corpus_manifest(folder, LABELLED_KIND, LABELLED_FORMAT_VERSION, fields)
+    manifest = read_corpus_manifest(folder, LABELLED_KIND, LABELLED_FORMAT_VERSION, fields)
+    # A corpus prepared before the reader refused a class spelt two ways: prepared again, the reader names the line.
+    first_of_key: dict[str, str] = {}
+    for name in manifest["class_names"]:
+        other = first_of_key.setdefault(label_spelling_key(name), name)
+        if other != name:
+            raise ValueError(
+                f"{folder / MANIFEST_FILE}: expected each class spelt one way, got {other!r} and {name!r}, which "
+                f"differ only in {label_spelling_difference(name, other)}; prepare the corpus again"
+            )
+    return manifest
 
 
 def _read_validation(path: Path, num_classes: int) -> list[LabelledExample]:

@@ -9,9 +9,10 @@ A run folder holds ``metrics.jsonl``, ``last/``, ``best/`` and ``step-NNNNNN/`` 
   ``train`` nor ``train --resume`` is stuck. The folder must be writable before the first
   step, not at the first save, minutes or hours in.
 - **Pruning.** Only the ``keep_last`` newest ``step-N/`` stay
-  (:func:`prune_step_checkpoints`). An old one is renamed to ``.step-N.pruned`` first and
-  deleted after: a kill during the deletion leaves a hidden leftover, never a partial
-  folder under a checkpoint's name.
+  (:func:`prune_step_checkpoints`); deleting more than the one a save rotates out (a
+  resume with a smaller ``keep_last``) names the folders in a warning. An old one is
+  renamed to ``.step-N.pruned`` first and deleted after: a kill during the deletion leaves
+  a hidden leftover, never a partial folder under a checkpoint's name.
 - **After a crash.** :func:`remove_pruned_leftovers` deletes such leftovers, naming them;
   the trainer calls it when it starts.
 """
@@ -182,7 +183,9 @@ def step_folder_name(step: int) -> str:
 def prune_step_checkpoints(out_dir: Path, keep_last: int) -> list[str]:
     """Delete all but the ``keep_last`` newest ``step-N/`` folders of ``out_dir``; return the deleted names.
 
-    The newest are those with the largest N.
+    The newest are those with the largest N. A save adds at most one step folder (none when
+    ``keep_last`` is 0), so the rotation deletes at most that one; deleting more means the
+    folder held more than ``keep_last`` (a resume with a smaller one), and those are named.
     """
     steps = []
     for path in out_dir.iterdir():
@@ -193,7 +196,19 @@ def prune_step_checkpoints(out_dir: Path, keep_last: int) -> list[str]:
     doomed = [path for _, path in steps[: max(len(steps) - keep_last, 0)]]
     for path in doomed:
         prune_folder(path)
-    return [path.name for path in doomed]
+    names = [path.name for path in doomed]
+    if len(names) > min(keep_last, 1):
+        kept = f"the newest {keep_last}" if keep_last else "none"
+        logger.warning(
+            "deleted the step checkpoints %s of %s: train.keep_last=%d keeps %s, and the folder held %d "
+            "(an earlier run there kept more)",
+            ", ".join(names),
+            out_dir,
+            keep_last,
+            kept,
+            len(steps),
+        )
+    return names
 
 
 def remove_pruned_leftovers(out_dir: Path) -> list[str]:
