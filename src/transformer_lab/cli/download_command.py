@@ -22,6 +22,7 @@ from transformer_lab.data.datasets import (
     download_dataset,
 )
 from transformer_lab.data.download import MAX_TIMEOUT_SECONDS
+from transformer_lab.folders import FolderWriteError
 from transformer_lab.tasks.registry import TASKS
 
 
@@ -68,6 +69,12 @@ def run(arguments: argparse.Namespace) -> int:
         print(f"transformer-lab download: failed: {' '.join(str(error).split())}", file=sys.stderr)
         print(f"next: {_offline_next_step(arguments)}", file=sys.stderr)
         return 1
+    except FolderWriteError as error:
+        # The library names the folder; the user also reads where it came from.
+        source = (
+            "--to" if arguments.to is not None else f"the data folder (${DATA_ENVIRONMENT_VARIABLE}, else the default)"
+        )
+        raise FolderWriteError(error.errno, f"{source}: {error}") from error
     # What the dataset trains (the task whose preset reads it): the command the user runs next.
     task = next(name for name, entry in TASKS.items() if entry.dataset == arguments.dataset)
     found_by_default = arguments.to is None or folder.parent.resolve() == default_data_dir().resolve()
