@@ -105,6 +105,20 @@ def test_the_command_names_the_option_of_a_bad_download_argument(
     assert sorted(tmp_path.iterdir()) == [a_file]
 
 
+def test_an_empty_to_is_refused_not_read_as_the_current_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(["download", "couplets", "--to", "", "--mirror", "http://127.0.0.1:9/", "--timeout", "3"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "transformer-lab download: error: argument --to: expected a path, got an empty one "
+        "(see transformer-lab download --help)"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_python_api_names_its_keywords(tmp_path: Path) -> None:
     a_file = tmp_path / "train.de"
     a_file.write_text("Ein Mann\n", encoding="utf-8")

@@ -13,7 +13,7 @@ import argparse
 import os
 import sys
 
-from transformer_lab.cli.bounds import duration_in
+from transformer_lab.cli.bounds import duration_in, path_of
 from transformer_lab.data.dataset_folder import DATA_ENVIRONMENT_VARIABLE, default_data_dir
 from transformer_lab.data.datasets import (
     DATASET_NAMES,
@@ -33,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("dataset", choices=DATASET_NAMES, help="which data set")
     parser.add_argument(
         "--to",
+        type=path_of,  # an empty path is refused, not read as the current folder
         default=None,
         help=f"the data folder (default: ${DATA_ENVIRONMENT_VARIABLE}, else ~/.cache/transformer_lab/data)",
     )
