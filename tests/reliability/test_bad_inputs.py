@@ -1590,6 +1590,28 @@ def test_an_output_naming_an_input_file_is_refused_and_the_input_kept(
     assert {path: path.read_bytes() for path in kept} == kept
 
 
+def test_an_output_that_is_a_folder_is_named_by_its_option_before_any_work(
+    tmp_path: Path, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "results"
+    folder.mkdir()
+    source, reference = write_parallel(tmp_path, GERMAN, ENGLISH)
+    evaluate = ["evaluate", "translation", "--checkpoint", str(checkpoints.translation), "--source", str(source)]
+    cases = [
+        ("classify", [*classify_argv(checkpoints), "Shares rose"]),
+        ("couplet", [*couplet_argv(checkpoints), "春风"]),
+        ("evaluate", [*evaluate, "--reference", str(reference)]),
+    ]
+    for command, argv in cases:
+        for spelled in (str(folder), f"{folder}/"):  # "results/" names the folder as plainly
+            code, out, error = run_cli([*argv, "--output", spelled], b"", monkeypatch, capsys)
+            assert (code, out) == (2, ""), error
+            assert error.splitlines() == [
+                f"transformer-lab {command}: error: --output: expected a file to write, got the folder '{folder}'"
+            ]
+    assert list(folder.iterdir()) == []
+
+
 def test_an_output_naming_a_checkpoint_file_a_split_file_or_another_output_is_refused(
     tmp_path: Path, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
