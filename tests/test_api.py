@@ -114,7 +114,9 @@ def test_a_setting_error_names_the_option_on_the_command_line_and_the_keyword_in
             {"nbest": 3, "beam": 2},
             "{nbest} 3: expected {beam} of at least 3, got {beam} 2",
         ),
-        (["--beam", "0"], {"beam": 0}, "{beam} must be >= 1, got 0"),
+        # One form for every beam refused: a number below one as a float or a bool is.
+        (["--beam", "0"], {"beam": 0}, "{beam}: expected an int >= 1 (1 is greedy), got 0"),
+        (["--beam", "-1"], {"beam": -1}, "{beam}: expected an int >= 1 (1 is greedy), got -1"),
     ]
     for options, keywords, template in cases:
         capsys.readouterr()
@@ -127,6 +129,11 @@ def test_a_setting_error_names_the_option_on_the_command_line_and_the_keyword_in
         assert raised.value.phrased(lambda setting: "--" + setting) == message
         copied = pickle.loads(pickle.dumps(raised.value))  # e.g. from a worker process
         assert (str(copied), copied.phrased(lambda setting: "--" + setting)) == (str(raised.value), message)
+    # A stop rule the search lacks (argparse's choices refuse it on the command line): the keyword, once.
+    with pytest.raises(SettingError) as raised:
+        translator.translate("Hallo", beam_stop="3")
+    assert str(raised.value) == "beam_stop: expected one of 'exact', 'finished', got '3'"
+    assert raised.value.phrased(lambda setting: "--" + setting.replace("_", "-")).startswith("--beam-stop: expected ")
 
 
 def test_plot_attention_draws_what_the_translator_draws(

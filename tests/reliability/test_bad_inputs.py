@@ -721,7 +721,7 @@ CLI_CASES = [
     CliCase(
         "translate: --beam 0",
         lambda tmp, ck: translate_argv(ck.translation, "--beam", "0", "Hallo"),
-        r"--beam must be >= 1, got 0$",
+        r"--beam: expected an int >= 1 \(1 is greedy\), got 0$",
     ),
     CliCase(
         "translate: --beam not a number (argparse)",
