@@ -66,7 +66,8 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     taken: dict[str, object] = {"--input": arguments.input, **checkpoint_files(arguments.checkpoint)}
     for flag, value in {**options, "--plot-attention": plot_path}.items():
         if isinstance(value, Path):
-            check_file_to_write(value, flag)  # before any work, not after every line is answered
+            if flag != "--plot-attention":  # which check_image_path below refuses in its own words
+                check_file_to_write(value, flag)  # before any work, not after every line is answered
             check_not_an_input(flag, value, taken)
             taken[flag] = value
     if plot_path is not None:
