@@ -114,7 +114,9 @@ def test_a_setting_error_names_the_option_on_the_command_line_and_the_keyword_in
             {"nbest": 3, "beam": 2},
             "{nbest} 3: expected {beam} of at least 3, got {beam} 2",
         ),
-        (["--beam", "0"], {"beam": 0}, "{beam} must be >= 1, got 0"),
+        # One form for every beam refused: a number below one as a float or a bool is.
+        (["--beam", "0"], {"beam": 0}, "{beam}: expected an int >= 1 (1 is greedy), got 0"),
+        (["--beam", "-1"], {"beam": -1}, "{beam}: expected an int >= 1 (1 is greedy), got -1"),
     ]
     for options, keywords, template in cases:
         capsys.readouterr()
@@ -127,6 +129,11 @@ def test_a_setting_error_names_the_option_on_the_command_line_and_the_keyword_in
         assert raised.value.phrased(lambda setting: "--" + setting) == message
         copied = pickle.loads(pickle.dumps(raised.value))  # e.g. from a worker process
         assert (str(copied), copied.phrased(lambda setting: "--" + setting)) == (str(raised.value), message)
+    # A stop rule the search lacks (argparse's choices refuse it on the command line): the keyword, once.
+    with pytest.raises(SettingError) as raised:
+        translator.translate("Hallo", beam_stop="3")
+    assert str(raised.value) == "beam_stop: expected one of 'exact', 'finished', got '3'"
+    assert raised.value.phrased(lambda setting: "--" + setting.replace("_", "-")).startswith("--beam-stop: expected ")
 
 
 def test_plot_attention_draws_what_the_translator_draws(
@@ -223,13 +230,34 @@ def test_couplet_prints_the_writers_lower_lines_under_the_same_rules(
     assert [result.error is not None for result in results] == [False, True, False]
 
 
-def test_too_few_beams_for_the_couplet_candidates_is_the_same_error_in_both(
+def test_too_few_beams_for_the_couplet_candidates_is_said_in_each_callers_words(
     couplet_checkpoint: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The API names its keywords, the command its options: the same check, each in its caller's words."""
     with pytest.raises(ValueError) as raised:
         CoupletWriter(couplet_checkpoint).write("春风", beam=2, num_candidates=3)
-    assert "num_candidates=3 needs beam search with at least as many beams" in str(raised.value)
+    assert str(raised.value) == "num_candidates: expected beam of at least 3, got beam 2"
     command = ["couplet", "--checkpoint", str(couplet_checkpoint), "--beam", "2", "--num-candidates", "3", "春风"]
     capsys.readouterr()
     assert main(command) == 2
-    assert capsys.readouterr() == ("", f"transformer-lab couplet: error: {raised.value}\n")
+    assert capsys.readouterr() == (
+        "",
+        "transformer-lab couplet: error: --num-candidates: expected --beam of at least 3, got --beam 2\n",
+    )
+    assert main([*command[:3], "--beam", "1", *command[5:]]) == 2  # one beam is greedy search
+    assert capsys.readouterr().err == (
+        "transformer-lab couplet: error: --num-candidates: expected --beam of at least 3, got --beam 1\n"
+    )
+    # A checkpoint that searches greedily, asked for no beam: said so, in either's words.
+    writer = CoupletWriter(couplet_checkpoint)
+    writer.config = dataclasses.replace(
+        writer.config, decode=dataclasses.replace(writer.config.decode, strategy="greedy", beam_size=1)
+    )
+    with pytest.raises(SettingError) as greedy:
+        writer.write("春风", num_candidates=3)
+    assert (
+        str(greedy.value) == "num_candidates: expected beam of at least 3, got none (the checkpoint searches greedily)"
+    )
+    assert greedy.value.phrased(lambda name: "--" + name.replace("_", "-")) == (
+        "--num-candidates: expected --beam of at least 3, got none (the checkpoint searches greedily)"
+    )

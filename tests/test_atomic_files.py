@@ -46,6 +46,18 @@ def test_a_folder_in_place_of_the_file_is_named_and_left_alone(tmp_path: Path) -
     assert sorted(tmp_path.iterdir()) == [tmp_path / "out"] and not any((tmp_path / "out").iterdir())
 
 
+def test_a_folder_in_place_of_the_file_is_named_by_what_gave_it(tmp_path: Path) -> None:
+    """A caller that says which option or keyword gave the path has it named, and the folder too."""
+    (tmp_path / "out").mkdir()
+    expected = f"--output: expected a file to write, got the folder '{tmp_path / 'out'}'"
+    with pytest.raises(IsADirectoryError) as raised:
+        write_text_atomically(tmp_path / "out", "text", name="--output")
+    assert str(raised.value) == expected
+    with pytest.raises(FileNotFoundError, match=f"^--output: {tmp_path / 'nowhere' / 'a.txt'}: expected a file in "):
+        write_text_atomically(tmp_path / "nowhere" / "a.txt", "text", name="--output")
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "out"] and not any((tmp_path / "out").iterdir())
+
+
 def test_a_missing_folder_is_named_not_the_temporary(tmp_path: Path) -> None:
     path = tmp_path / "nowhere" / "out.txt"
     with pytest.raises(FileNotFoundError, match=f"^{path}: expected a file in an existing folder, but .*nowhere does"):

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 __all__ = [
+    "check_file_to_write",
     "check_not_an_input",
     "create_temporary_file",
     "make_temporary_folder",
@@ -110,13 +111,30 @@ def check_not_an_input(output_flag: str, output: Path | None, inputs: dict[str, 
                 raise ValueError(f"{output_flag}: expected a file other than {what} {candidate}, got {output}")
 
 
-def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` as UTF-8 to ``path`` (its folder must exist) through a temporary file and a rename; returns it."""
-    path = Path(path)
-    if path.is_dir():  # else the rename's error would name the hidden temporary, not the path given
+def check_file_to_write(path: Path, name: str | None = None) -> None:
+    """Refuse a folder where a file is to be written: an ``IsADirectoryError`` naming ``name``, else ``path``.
+
+    ``name`` is what gave the path (``--output``, a keyword argument), so that its user reads
+    the option they typed as well as the folder.
+    """
+    if not path.is_dir():
+        return
+    if name is None:
         raise IsADirectoryError(f"{path}: expected a file to write, got a folder")
+    raise IsADirectoryError(f"{name}: expected a file to write, got the folder {str(path)!r}")
+
+
+def write_text_atomically(path: str | os.PathLike[str], text: str, *, name: str | None = None) -> Path:
+    """Write ``text`` as UTF-8 to ``path`` (its folder must exist) through a temporary file and a rename; returns it.
+
+    ``name``: the option or argument that gave ``path``, which a refusal names (see
+    :func:`check_file_to_write`).
+    """
+    path = Path(path)
+    check_file_to_write(path, name)  # else the rename's error would name the hidden temporary, not the path given
     if not path.parent.is_dir():
-        raise FileNotFoundError(f"{path}: expected a file in an existing folder, but {path.parent} does not exist")
+        named = f"{name}: {path}" if name is not None else str(path)
+        raise FileNotFoundError(f"{named}: expected a file in an existing folder, but {path.parent} does not exist")
     try:
         descriptor, temporary = create_temporary_file(path.parent, f".{path.name}.", ".tmp", replacing=path)
     except OSError as error:  # a read-only or full disk, a folder not ours: the same error, naming the path given

@@ -27,6 +27,7 @@ __all__ = [
     "FolderWriteError",
     "check_new_folder",
     "describe_os_error",
+    "refused_write",
     "remove_abandoned_copies",
     "write_folder",
 ]
@@ -59,6 +60,16 @@ def describe_os_error(error: OSError) -> str:
     code = errno.errorcode.get(error.errno, "") if error.errno is not None else ""
     meaning = error.strerror or (os.strerror(error.errno) if error.errno else str(error))
     return f"{meaning}, {code}" if code else meaning
+
+
+def refused_write(error: OSError, path: str | os.PathLike[str], outcome: str) -> FolderWriteError:
+    """``error`` as a :class:`FolderWriteError` (same errno) naming ``path`` and saying ``outcome``.
+
+    "could not write 'PATH' (Read-only file system, EROFS); OUTCOME", the one form every
+    output that the system refuses is reported in.
+    """
+    message = f"could not write {str(path)!r} ({describe_os_error(error)}); {outcome}"
+    return FolderWriteError(error.errno, message)
 
 
 def check_new_folder(out_dir: str | os.PathLike[str]) -> Path:
@@ -100,9 +111,8 @@ def write_folder(
         # Also where the lock or the hidden copy could not even be made (a read-only parent).
         if error.errno not in DISK_ERRNOS or isinstance(error, FolderWriteError):
             raise
-        shown = str(out_dir if shown_as is None else shown_as)
-        message = f"could not write {shown!r} ({describe_os_error(error)}); nothing of it was kept"
-        raise FolderWriteError(error.errno, message) from error
+        shown = out_dir if shown_as is None else shown_as
+        raise refused_write(error, shown, "nothing of it was kept") from error
 
 
 def _write_unlocked(out_dir: Path, write: Callable[[Path], None]) -> Path:

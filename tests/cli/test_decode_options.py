@@ -46,5 +46,5 @@ def test_beam_stop_replaces_the_checkpoints_and_is_checked() -> None:
     assert with_decode_arguments(saved, parse("--beam-stop", "finished")).beam_stop == "finished"
     with pytest.raises(SystemExit):
         parse("--beam-stop", "never")  # argparse names the choices
-    with pytest.raises(ValueError, match="stop: expected one of"):
-        DecodeConfig(beam_stop="never")
+    with pytest.raises(ValueError, match="^beam_stop: expected one of 'exact', 'finished', got 'never'$"):
+        DecodeConfig(beam_stop="never")  # the field named, once

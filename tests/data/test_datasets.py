@@ -8,8 +8,10 @@ and the test is skipped without it.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
+import os
 import socket
 import urllib.error
 import urllib.parse
@@ -34,8 +36,10 @@ from transformer_lab.data.couplet_machine import (
     download_train_couplet_machine,
     spaced,
 )
+from transformer_lab.data.dataset_folder import DATA_ENVIRONMENT_VARIABLE
 from transformer_lab.data.datasets import MIRROR_ENVIRONMENT_VARIABLE, download_dataset, mirrored
 from transformer_lab.data.multi30k import MULTI30K_DEFAULT_SPLITS, MULTI30K_URL
+from transformer_lab.folders import FolderWriteError
 
 TEAM_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
@@ -99,6 +103,20 @@ def test_the_command_names_the_option_of_a_bad_download_argument(
         assert main(["download", "multi30k", *options]) == 2
         assert capsys.readouterr().err.splitlines() == [f"transformer-lab download: error: {message}"]
     assert sorted(tmp_path.iterdir()) == [a_file]
+
+
+def test_an_empty_to_is_refused_not_read_as_the_current_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(["download", "couplets", "--to", "", "--mirror", "http://127.0.0.1:9/", "--timeout", "3"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "transformer-lab download: error: argument --to: expected a path, got an empty one "
+        "(see transformer-lab download --help)"
+    ]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_python_api_names_its_keywords(tmp_path: Path) -> None:
@@ -328,3 +346,35 @@ def test_a_failed_download_keeps_the_folders_it_did_not_create_and_those_with_a_
     with pytest.raises(ConnectionError):
         download_dataset("couplets", data)
     assert part_files(data) == [download.partial_path(data / "couplet" / "test" / "in.txt")]
+
+
+@pytest.mark.parametrize(
+    ("code", "said"), [(errno.EROFS, "Read-only file system, EROFS"), (errno.EPERM, "Operation not permitted, EPERM")]
+)
+def test_a_data_folder_the_system_refuses_is_one_line_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, code: int, said: str
+) -> None:
+    """A read-only disk (or /sys) under --to is the folder's one line, exit 2, before any request."""
+
+    def refused(path: Path, *args: object, **kwargs: object) -> None:
+        raise (PermissionError if code == errno.EPERM else OSError)(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(Path, "mkdir", refused)
+    data = tmp_path / "data"
+    # A closed port: were anything requested, the command would fail on the connection instead.
+    options = ["--mirror", "http://127.0.0.1:9/", "--timeout", "3"]
+    assert main(["download", "multi30k", "--to", str(data), *options]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"transformer-lab download: error: --to: could not write '{data / 'multi30k'}' ({said}); nothing was downloaded"
+    ]
+    # The default folder (from $TRANSFORMER_LAB_DATA here) is named as the default, not as --to.
+    monkeypatch.setenv(DATA_ENVIRONMENT_VARIABLE, str(data))
+    assert main(["download", "couplets", *options]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"transformer-lab download: error: the data folder (${DATA_ENVIRONMENT_VARIABLE}, else the default): "
+        f"could not write '{data / 'couplet' / 'test'}' ({said}); nothing was downloaded"
+    ]
+    with pytest.raises(FolderWriteError) as raised:  # the Python API: the same errno, the folder named
+        download_dataset("ag-news", data, mirror="http://127.0.0.1:9/", timeout=3)
+    assert raised.value.errno == code and str(raised.value).startswith(f"could not write '{data / 'ag_news'}' (")
+    assert list(tmp_path.iterdir()) == []

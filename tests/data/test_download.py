@@ -6,6 +6,7 @@ writes; nothing is fetched from outside.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import http.server
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.data.loopback import Server, serve_folder
+from transformer_lab.data import download
 from transformer_lab.data.ag_news import AG_NEWS_TRAIN_MD5, download_ag_news
 from transformer_lab.data.download import download_file, git_blob_of_file, partial_path
 from transformer_lab.data.multi30k import (
@@ -34,6 +36,7 @@ from transformer_lab.data.multi30k import (
     download_multi30k,
     load_multi30k,
 )
+from transformer_lab.folders import FolderWriteError
 
 FILES = {
     "train.de": "Ein Mann fährt Fahrrad.\nZwei Hunde spielen.\n",
@@ -172,6 +175,38 @@ def test_a_part_left_by_a_download_killed_while_decompressing_is_removed_by_the_
     assert destination.read_text(encoding="utf-8") == FILES["val.de"]
     # The orphans gone, and the lock file the killed download held too.
     assert sorted(path.name for path in folder.iterdir()) == [another.name, "val.de"]
+
+
+def test_a_disk_that_fills_during_the_body_names_the_file_not_the_connection(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC while the body is written is the file's write refused, not "download interrupted"."""
+    real_open = open
+
+    class FullDisk:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            self.file = real_open(*args, **kwargs)  # type: ignore[call-overload]
+
+        def __enter__(self) -> FullDisk:
+            return self
+
+        def __exit__(self, *exception: object) -> None:
+            self.file.close()
+
+        def write(self, data: bytes) -> int:
+            self.file.write(data[:2])  # some of it fits
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(download, "open", FullDisk, raising=False)
+    destination = tmp_path / "cache" / "val.en"
+    with pytest.raises(FolderWriteError) as raised:
+        download_file(f"{server.base_url}val.en.gz", destination, sha256(FILES["val.en"]), gunzip=True)
+    assert raised.value.errno == errno.ENOSPC
+    assert str(raised.value) == (
+        f"could not write '{destination}' (No space left on device, ENOSPC); the files complete before it are kept"
+    )
+    assert not destination.exists()
+    assert partial_path(destination).read_bytes() == (server.root / "val.en.gz").read_bytes()[:2]  # kept to resume
 
 
 def test_plain_download_without_gunzip(server: Server, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ takes no option that says how to prepare; `prepare` takes only data settings."""
 
 from __future__ import annotations
 
+import pickle
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pytest
 
 from tests.data.prepared_corpora import one_line, prepare_corpora
 from transformer_lab.cli import main
+from transformer_lab.data.prepared_cache import NotAPreparedFolderError
+from transformer_lab.data.prepared_pairs import read_pairs_manifest
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +113,29 @@ def test_verify_refuses_a_folder_whose_input_changed_as_train_does(
     assert one_line(capsys).endswith(f"--verify: {stale}")
     assert main(["train", "translation", "--prepared", str(folder), "--out", str(tmp_path / "run")]) == 2
     assert one_line(capsys).endswith(f"data.prepared_dir: {stale}")
+
+
+@pytest.mark.parametrize("task", ["translation", "couplet", "classification"])
+def test_a_prepared_folder_that_is_missing_or_a_file_is_named_by_its_option(
+    task: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing, a_file = tmp_path / "missing" / "folder", tmp_path / "notes.txt"
+    a_file.write_text("mine\n", encoding="utf-8")
+    expected = "--prepared: expected a folder written by 'prepare', got"
+    capsys.readouterr()
+    for given, said in ((missing, "which does not exist"), (a_file, "which is a file")):
+        for options in (["--prepared", str(given)], ["--set", f"data.prepared_dir={given}"]):
+            assert main(["train", task, *options, "--out", str(tmp_path / "run")]) == 2
+            assert one_line(capsys) == f"transformer-lab train: error: {expected} '{given}', {said}"
+    assert sorted(tmp_path.iterdir()) == [a_file]  # no run folder made
+
+
+def test_the_library_says_prepared_corpus_and_the_error_survives_pickling(tmp_path: Path) -> None:
+    with pytest.raises(NotAPreparedFolderError) as raised:
+        read_pairs_manifest(tmp_path / "missing")
+    message = (
+        f"prepared corpus: expected a folder written by 'prepare', got '{tmp_path / 'missing'}', which does not exist"
+    )
+    assert str(raised.value) == message and isinstance(raised.value, FileNotFoundError)
+    copied = pickle.loads(pickle.dumps(raised.value.for_option("--prepared")))
+    assert str(copied) == message.replace("prepared corpus:", "--prepared:", 1)

@@ -134,6 +134,8 @@ def test_save_and_load_json(tokenizer: SubwordTokenizer, tmp_path: Path) -> None
         assert loaded.encode(text) == tokenizer.encode(text)
         assert loaded.decode(loaded.encode(text)) == text
     assert [p.name for p in tmp_path.iterdir()] == ["tokenizer.json"]
+    with pytest.raises(IsADirectoryError, match=rf"^path: expected a file to write, got the folder '{tmp_path}'$"):
+        tokenizer.save(tmp_path)  # the keyword named, as every argument of the API is
 
 
 def test_load_refuses_missing_and_foreign_files(tokenizer: SubwordTokenizer, tmp_path: Path) -> None:

@@ -261,5 +261,5 @@ def test_the_finished_stop_does_not_wait_for_the_long_hypothesis(table_model, so
     assert exact.hypotheses[0][0].ids == [B, C, D, C, D, EOS]
     assert quick.hypotheses[0][0].ids != exact.hypotheses[0][0].ids
     assert quick.hypotheses[0][0].score < exact.hypotheses[0][0].score
-    with pytest.raises(ValueError, match="stop: expected one of"):
+    with pytest.raises(ValueError, match="^stop: expected one of 'exact', 'finished', got 'never'$"):
         beam_search(table_model, src_ids, beam_size=2, max_len=8, stop="never")

@@ -721,7 +721,7 @@ CLI_CASES = [
     CliCase(
         "translate: --beam 0",
         lambda tmp, ck: translate_argv(ck.translation, "--beam", "0", "Hallo"),
-        r"--beam must be >= 1, got 0$",
+        r"--beam: expected an int >= 1 \(1 is greedy\), got 0$",
     ),
     CliCase(
         "translate: --beam not a number (argparse)",
@@ -1588,6 +1588,28 @@ def test_an_output_naming_an_input_file_is_refused_and_the_input_kept(
         assert code == 2 and len(error.strip().splitlines()) == 1, error
         assert re.search(rf"error: {output_flag}: expected a file other than the {input_flag} file ", error), error
     assert {path: path.read_bytes() for path in kept} == kept
+
+
+def test_an_output_that_is_a_folder_is_named_by_its_option_before_any_work(
+    tmp_path: Path, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "results"
+    folder.mkdir()
+    source, reference = write_parallel(tmp_path, GERMAN, ENGLISH)
+    evaluate = ["evaluate", "translation", "--checkpoint", str(checkpoints.translation), "--source", str(source)]
+    cases = [
+        ("classify", [*classify_argv(checkpoints), "Shares rose"]),
+        ("couplet", [*couplet_argv(checkpoints), "春风"]),
+        ("evaluate", [*evaluate, "--reference", str(reference)]),
+    ]
+    for command, argv in cases:
+        for spelled in (str(folder), f"{folder}/"):  # "results/" names the folder as plainly
+            code, out, error = run_cli([*argv, "--output", spelled], b"", monkeypatch, capsys)
+            assert (code, out) == (2, ""), error
+            assert error.splitlines() == [
+                f"transformer-lab {command}: error: --output: expected a file to write, got the folder '{folder}'"
+            ]
+    assert list(folder.iterdir()) == []
 
 
 def test_an_output_naming_a_checkpoint_file_a_split_file_or_another_output_is_refused(

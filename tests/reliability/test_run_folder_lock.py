@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
+from transformer_lab.training.run import run_lock
 from transformer_lab.training.run.run_lock import LOCK_FILE, RunFolderLock, folder_holder
 
 TINY_COPY = tiny_copy_options()
@@ -104,3 +106,30 @@ def test_a_run_refused_before_its_first_file_leaves_no_folder(
     (out / "notes.txt").write_text("mine", encoding="utf-8")
     assert main(["train", "copy", "--out", str(out), *TINY_COPY, "--set", setting]) == 2
     assert (out / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+def _read_only(*arguments: object, **keywords: object) -> None:
+    raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(arguments[0]))
+
+
+def test_a_run_folder_on_a_read_only_disk_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Said as prepare and average-checkpoints say it (exit 2), not as a failed run with errno 30."""
+    out = tmp_path / "run"
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "mkdir", _read_only)
+        assert main(["train", "copy", "--out", str(out), *TINY_COPY]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"transformer-lab train: error: could not write '{out}' (Read-only file system, EROFS); nothing of it was kept"
+    ]
+    assert not out.exists()
+    # A folder that exists (a run to resume on a disk remounted read-only) is said to be unchanged.
+    out.mkdir()
+    monkeypatch.setattr(run_lock, "open_lock_file", _read_only)
+    assert main(["train", "copy", "--out", str(out), *TINY_COPY]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"transformer-lab train: error: could not write '{out}' (Read-only file system, EROFS); "
+        "nothing in it was changed"
+    ]
+    assert list(out.iterdir()) == []

@@ -98,7 +98,7 @@ def test_couplet_command_reads_stdin_and_files_and_shows_candidates(
         and all(line.startswith(f"  {rank}. ") for rank, line in zip((1, 2, 3), shown[1:]))
     )
     assert main(["couplet", "--checkpoint", str(run_dir / "best"), "--beam", "1", "--num-candidates", "2", "江河"]) == 2
-    assert "needs beam search" in capsys.readouterr().err
+    assert "--num-candidates: expected --beam of at least 2, got --beam 1" in capsys.readouterr().err
 
 
 def test_evaluate_couplet_prints_every_metric_and_writes_samples(

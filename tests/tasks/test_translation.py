@@ -130,7 +130,7 @@ def test_cli_bad_input_is_one_line(trained_run: Path, capsys: pytest.CaptureFixt
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "missing" in error[0]
     assert main(["translate", "--checkpoint", str(trained_run / "last"), "--beam", "0", "Hallo"]) == 2
-    assert "--beam must be >= 1, got 0" in capsys.readouterr().err
+    assert "--beam: expected an int >= 1 (1 is greedy), got 0" in capsys.readouterr().err
 
 
 def test_the_checkpoint_records_the_resolved_precision_and_an_old_bf16_one_still_decodes(

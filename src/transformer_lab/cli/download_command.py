@@ -13,7 +13,7 @@ import argparse
 import os
 import sys
 
-from transformer_lab.cli.bounds import duration_in
+from transformer_lab.cli.bounds import duration_in, path_of
 from transformer_lab.data.dataset_folder import DATA_ENVIRONMENT_VARIABLE, default_data_dir
 from transformer_lab.data.datasets import (
     DATASET_NAMES,
@@ -22,6 +22,7 @@ from transformer_lab.data.datasets import (
     download_dataset,
 )
 from transformer_lab.data.download import MAX_TIMEOUT_SECONDS
+from transformer_lab.folders import FolderWriteError
 from transformer_lab.tasks.registry import TASKS
 
 
@@ -32,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("dataset", choices=DATASET_NAMES, help="which data set")
     parser.add_argument(
         "--to",
+        type=path_of,  # an empty path is refused, not read as the current folder
         default=None,
         help=f"the data folder (default: ${DATA_ENVIRONMENT_VARIABLE}, else ~/.cache/transformer_lab/data)",
     )
@@ -68,6 +70,12 @@ def run(arguments: argparse.Namespace) -> int:
         print(f"transformer-lab download: failed: {' '.join(str(error).split())}", file=sys.stderr)
         print(f"next: {_offline_next_step(arguments)}", file=sys.stderr)
         return 1
+    except FolderWriteError as error:
+        # The library names the folder; the user also reads where it came from.
+        source = (
+            "--to" if arguments.to is not None else f"the data folder (${DATA_ENVIRONMENT_VARIABLE}, else the default)"
+        )
+        raise FolderWriteError(error.errno, f"{source}: {error}") from error
     # What the dataset trains (the task whose preset reads it): the command the user runs next.
     task = next(name for name, entry in TASKS.items() if entry.dataset == arguments.dataset)
     found_by_default = arguments.to is None or folder.parent.resolve() == default_data_dir().resolve()

@@ -15,7 +15,7 @@ import functools
 import sys
 from pathlib import Path
 
-from transformer_lab.atomic_files import check_not_an_input, write_text_atomically
+from transformer_lab.atomic_files import check_file_to_write, check_not_an_input, write_text_atomically
 from transformer_lab.cli.bounds import path_of
 from transformer_lab.cli.decode_options import input_lines
 from transformer_lab.cli.device_option import add_device_argument, device_of
@@ -66,6 +66,8 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     taken: dict[str, object] = {"--input": arguments.input, **checkpoint_files(arguments.checkpoint)}
     for flag, value in {**options, "--plot-attention": plot_path}.items():
         if isinstance(value, Path):
+            if flag != "--plot-attention":  # which check_image_path below refuses in its own words
+                check_file_to_write(value, flag)  # before any work, not after every line is answered
             check_not_an_input(flag, value, taken)
             taken[flag] = value
     if plot_path is not None:
@@ -75,9 +77,10 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
         check_image_path(plot_path, name="--plot-attention")
     predictor = task.predictor_for(arguments.checkpoint, device)
     answers = command.answer(predictor, inputs, options)
+    flags = {value: flag for flag, value in options.items() if isinstance(value, Path)}
     for path, text in answers.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomically(path, text)
+        write_text_atomically(path, text, name=flags.get(path))
     sys.stdout.write("".join(line + "\n" for line in answers.lines))
     for note in answers.notes:
         print(f"transformer-lab {command.name}: {note}", file=sys.stderr)

@@ -33,6 +33,7 @@ tampering.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import http.client
@@ -52,6 +53,7 @@ from tqdm.auto import tqdm
 from transformer_lab.atomic_files import create_temporary_file, replace_file
 from transformer_lab.data._checks import check_integer
 from transformer_lab.file_lock import remove_abandoned_writer_locks, writer_lock
+from transformer_lab.folders import DISK_ERRNOS, refused_write
 
 logger = logging.getLogger(__name__)
 
@@ -194,6 +196,8 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
             raise FileNotFoundError(f"{url}: expected a file to download, got no such file") from None
         raise ConnectionError(f"{url}: download failed ({error.reason})") from None
     except (OSError, TimeoutError, http.client.HTTPException) as error:
+        if isinstance(error, OSError) and error.errno in DISK_ERRNOS:
+            raise  # the disk refused the body (full, read-only), not the connection: the caller names it
         kept = partial.stat().st_size if partial.exists() else 0
         raise ConnectionError(
             f"{url}: download interrupted ({type(error).__name__}: {error}); {kept} bytes are kept in "
@@ -271,6 +275,9 @@ def download_file(
         FileNotFoundError: the server has no such file (HTTP 404).
         ConnectionError: any other network failure; an interrupted body is kept for the
             next call to resume.
+        FolderWriteError: the system refused to make the folder or write the file (a
+            read-only or full disk, a quota; for the folder and its lock, also a permission);
+            the message names the folder or file, the errno's meaning and name.
     """
     url = _check_url(url)
     algorithm, expected = _expected_digest(expected_sha256, expected_md5, expected_git_blob)
@@ -280,13 +287,26 @@ def download_file(
     # Checked before the lock too: a complete data folder on a read-only disk needs no lock file.
     if _already_present(destination, algorithm, expected):
         return destination
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    with writer_lock(destination, wait=True, option="destination"):
-        # Again under the lock: a download of the same file that just finished wrote it meanwhile.
-        if _already_present(destination, algorithm, expected, warn=True):
-            return destination
-        _remove_abandoned_parts(destination)
-        _fetch(url, destination, algorithm, expected, gunzip, timeout, progress, max_bytes)
+    with contextlib.ExitStack() as held:
+        try:
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            held.enter_context(writer_lock(destination, wait=True, option="destination"))
+        except OSError as error:
+            # A folder that cannot be made or written (read-only, full, not this user's) is the
+            # folder's fault: named, as every refused output is, not a bare errno.
+            if error.errno not in DISK_ERRNOS and not isinstance(error, PermissionError):
+                raise
+            raise refused_write(error, destination.parent, "nothing was downloaded") from error
+        try:
+            # Again under the lock: a download of the same file that just finished wrote it meanwhile.
+            if _already_present(destination, algorithm, expected, warn=True):
+                return destination
+            _remove_abandoned_parts(destination)
+            _fetch(url, destination, algorithm, expected, gunzip, timeout, progress, max_bytes)
+        except OSError as error:
+            if error.errno not in DISK_ERRNOS or isinstance(error, ConnectionError):
+                raise
+            raise refused_write(error, destination, "the files complete before it are kept") from error
     return destination
 
 

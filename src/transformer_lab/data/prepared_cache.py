@@ -398,17 +398,39 @@ class CorpusKindError(ValueError):
         super().__init__(f"{folder}: expected {_corpus_named(expected)}, got {_corpus_named(found)}")
 
 
+class NotAPreparedFolderError(FileNotFoundError):
+    """A prepared corpus's path that is no folder (nothing there, a file); the caller names the option that gave it."""
+
+    def __init__(self, folder: Path, option: str = "prepared corpus") -> None:
+        self.folder, self.option = Path(folder), option
+        if not os.path.lexists(folder):
+            what = "which does not exist"
+        elif self.folder.is_file():
+            what = "which is a file"
+        else:
+            what = "which is not a folder"
+        super().__init__(f"{option}: expected a folder written by 'prepare', got {str(folder)!r}, {what}")
+
+    def for_option(self, option: str) -> NotAPreparedFolderError:
+        """The same error naming ``option`` (``--prepared``) as where the folder came from."""
+        return NotAPreparedFolderError(self.folder, option)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Sent to another process whole, not as its message alone.
+        return (NotAPreparedFolderError, (self.folder, self.option))
+
+
 def read_corpus_manifest(
     folder: Path, kind: str, format_version: int, fields: dict[str, Check] | None = None
 ) -> dict[str, Any]:
     """The manifest of a prepared corpus of ``kind``, every field checked (the kind's ``fields`` too).
 
-    A FileNotFoundError when ``folder`` is no folder; a CorpusKindError when it holds another
+    A NotAPreparedFolderError when ``folder`` is no folder; a CorpusKindError when it holds another
     kind; a ValueError names the file and the field that is not as written, or a file of the
     folder whose size is not the one recorded.
     """
     if not folder.is_dir():
-        raise FileNotFoundError(f"prepared corpus: expected a folder written by 'prepare', got {str(folder)!r}")
+        raise NotAPreparedFolderError(folder)
     path = folder / MANIFEST_FILE
     manifest = read_versioned_json(path, None)
     # The kind before the version: preparing again cannot turn a corpus of another kind into this one.

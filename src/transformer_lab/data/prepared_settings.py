@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from transformer_lab.data.prepared_cache import (
     CorpusKindError,
+    NotAPreparedFolderError,
     check_prepared_settings,
     corpus_data_config,
     fixed_settings_of,
@@ -50,6 +51,8 @@ def with_prepared_settings(kind: str | None, config: ConfigType, changed: Collec
         manifest = read_manifest(folder)
     except CorpusKindError as error:
         raise ValueError(f"--prepared {error}") from None
+    except NotAPreparedFolderError as error:
+        raise error.for_option("--prepared") from None
     for field_name in ("tokenizer_file", "target_tokenizer_file"):
         # The manifest records that a tokenizer was given, not which file: any file named now is refused.
         tokenizer_file = getattr(data, field_name, None)

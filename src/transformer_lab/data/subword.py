@@ -628,7 +628,7 @@ class SubwordTokenizer(SpecialTokenIds):
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the tokenizer's JSON (UTF-8) to `path`, atomically (temporary name, rename)."""
-        write_text_atomically(path, self.to_json())
+        write_text_atomically(path, self.to_json(), name="path")
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> SubwordTokenizer:

@@ -74,10 +74,10 @@ from transformer_lab.decoding.token_history import TokenHistory
 BEAM_STOPS = ("exact", "finished")
 
 
-def check_beam_stop(stop: str) -> None:
-    """Raise a ValueError unless ``stop`` names one of the stopping rules."""
+def check_beam_stop(stop: str, name: str = "stop") -> None:
+    """Raise a ValueError naming ``name`` (the caller's argument or field) unless ``stop`` names a stopping rule."""
     if stop not in BEAM_STOPS:
-        raise ValueError(f"stop: expected one of {BEAM_STOPS}, given {stop!r}")
+        raise ValueError(f"{name}: expected one of {', '.join(map(repr, BEAM_STOPS))}, got {stop!r}")
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ class DecodeConfig:
         if self.max_len_b is not None and (isinstance(self.max_len_b, bool) or not isinstance(self.max_len_b, int)):
             raise ValueError(f"max_len_b: expected an int or None, given {self.max_len_b!r}")
         check_length_penalty(self.length_penalty)
-        check_beam_stop(self.beam_stop)
+        check_beam_stop(self.beam_stop, "beam_stop")
         if self.precision not in INFERENCE_PRECISIONS:
             raise ValueError(f"precision: expected one of {INFERENCE_PRECISIONS}, given {self.precision!r}")
 

@@ -61,10 +61,7 @@ def decode_settings(
             given=nbest,
         )
     if beam is not None:
-        if isinstance(beam, bool) or not isinstance(beam, int):
-            raise SettingError("{beam}: expected an int >= 1 (1 is greedy), got {given!r}", ("beam",), given=beam)
-        if beam < 1:
-            raise SettingError("{beam} must be >= 1, got {given}", ("beam",), given=beam)
+        _check_beam(beam)
         if beam < nbest:
             raise SettingError(
                 "{nbest} {count}: expected {beam} of at least {count}, got {beam} {given}",
@@ -120,11 +117,16 @@ def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:
     """``decode_config`` with the search ``--beam`` asks for (None keeps it; 1 is greedy)."""
     if beam is None:
         return decode_config
-    if beam < 1:
-        raise ValueError(f"--beam must be >= 1, got {beam}")
+    _check_beam(beam)
     if beam > MAX_BEAM_SIZE:  # here, so the command line names --beam and the API beam, not the field beam_size
         raise SettingError("{beam}: expected at most {limit}, got {given}", ("beam",), limit=MAX_BEAM_SIZE, given=beam)
     return dataclasses.replace(decode_config, strategy="greedy" if beam == 1 else "beam", beam_size=beam, num_return=1)
+
+
+def _check_beam(beam: object) -> None:
+    """A `SettingError` unless ``beam`` is a Python int >= 1: one message for every value refused."""
+    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
+        raise SettingError("{beam}: expected an int >= 1 (1 is greedy), got {given!r}", ("beam",), given=beam)
 
 
 def search_name(decode_config: DecodeConfig, precision: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 import torch
 from torch import nn
 
-from transformer_lab.atomic_files import check_not_an_input
+from transformer_lab.atomic_files import check_file_to_write, check_not_an_input
 from transformer_lab.decoding import DecodeConfig, decoding_model
 from transformer_lab.decoding.beam import BEAM_STOPS
 from transformer_lab.decoding.search_settings import resolved_search, search_name
@@ -123,6 +123,7 @@ class EvaluationOptions:
         """
         if self.output is None:
             return default
+        check_file_to_write(self.output, "--output")
         check_not_an_input("--output", self.output, dict(read))
         self.output.parent.mkdir(parents=True, exist_ok=True)
         return self.output

@@ -241,7 +241,8 @@ class CoupletWriter(Seq2SeqPredictor):
         A line the model cannot answer (empty, Latin letters, too long) gets ``error`` and no
         candidates, not an exception, so that one bad line does not cost the others.
         ``num_candidates`` > 1 needs beam search with at least that many beams: with ``beam``
-        None a checkpoint that searches by beam gets them, a greedy one is a ValueError.
+        None a checkpoint that searches by beam gets them, a greedy one is a `SettingError`
+        (as is a smaller ``beam``).
         ``constraints`` replaces the checkpoint's rules for this call, e.g.
         ``dataclasses.replace(writer.config.constraints, mirror_repetition=False)``.
         """
@@ -262,6 +263,16 @@ class CoupletWriter(Seq2SeqPredictor):
         model, decode = self.decoding(beam, 1, precision, length_penalty, beam_stop)
         if num_candidates > 1 and beam is None and decode.strategy == "beam":
             decode = dataclasses.replace(decode, beam_size=max(decode.beam_size, num_candidates))
+        if num_candidates > 1 and (decode.strategy != "beam" or decode.beam_size < num_candidates):
+            # A SettingError in this call's own names, so that a front end says its options
+            # (--num-candidates, --beam), not the DecodeConfig fields generate() would name.
+            given = "none (the checkpoint searches greedily)" if beam is None else "{beam} {given}"
+            raise SettingError(
+                "{num_candidates}: expected {beam} of at least {needed}, got " + given,
+                ("num_candidates", "beam"),
+                needed=num_candidates,
+                given=beam,
+            )
         rules = self.config.constraints if constraints is None else constraints
         results = generate(model, self.vocabulary, lines, decode, rules, num_candidates=num_candidates)
         return results[0] if isinstance(uppers, str) else results

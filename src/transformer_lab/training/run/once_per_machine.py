@@ -17,7 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from transformer_lab.data.prepared_cache import CorpusKind, CorpusKindError, Prepared, cached_folder
+from transformer_lab.data.prepared_cache import (
+    CorpusKind,
+    CorpusKindError,
+    NotAPreparedFolderError,
+    Prepared,
+    cached_folder,
+)
 from transformer_lab.training.distributed import launch_from_environment
 
 logger = logging.getLogger(__name__)
@@ -78,6 +84,8 @@ def prepared_corpus(
             opened = kind.open(Path(prepared_dir))
         except CorpusKindError as error:
             raise ValueError(f"--prepared {error}") from None  # `train --prepared`, or data.prepared_dir
+        except NotAPreparedFolderError as error:
+            raise error.for_option("--prepared") from None
         prepared = kind.check_prepared(opened)
     else:
         folder = kind.cache_folder(cache_dir)
