@@ -29,6 +29,7 @@ off for the call, which leaves the math backend.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -75,40 +76,32 @@ def scaled_dot_product_attention(
         query ``[N, H, L, Dh]``, key and value ``[N, H, S, Dh]``, attn_mask broadcastable
         to ``[N, H, L, S]``; returns ``[N, H, L, Dh]``.
     """
-    if not plans_per_shape(query.device):
-        if query.dtype in _PACKED_DTYPES and query.device.type == "cpu" and cpu_flash_fails():
-            return _without_flash(query, key, value, attn_mask, dropout_p, is_causal)
+    packed_on_cpu = query.device.type == "cpu" and query.dtype in _PACKED_DTYPES and cpu_flash_fails()
+    if not plans_per_shape(query.device) and not packed_on_cpu:
         return F.scaled_dot_product_attention(
             query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
         )
+    call = functools.partial(
+        F.scaled_dot_product_attention, query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
+    )
+    if packed_on_cpu:
+        # One flag for the CPU's flash attention and CUDA's.
+        return _with_backend_off(torch.backends.cuda.flash_sdp_enabled, torch.backends.cuda.enable_flash_sdp, call)
     if torch.compiler.is_compiling():
         with sdpa_kernel(ALLOWED_CUDA_BACKENDS):
-            return F.scaled_dot_product_attention(
-                query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
-            )
-    cudnn_on = torch.backends.cuda.cudnn_sdp_enabled()
-    if cudnn_on:
-        torch.backends.cuda.enable_cudnn_sdp(False)
-    try:
-        return F.scaled_dot_product_attention(
-            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
-        )
-    finally:
-        if cudnn_on:
-            torch.backends.cuda.enable_cudnn_sdp(True)
+            return call()
+    return _with_backend_off(torch.backends.cuda.cudnn_sdp_enabled, torch.backends.cuda.enable_cudnn_sdp, call)
 
 
-def _without_flash(
-    query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool
+def _with_backend_off(
+    enabled: Callable[[], bool], enable: Callable[[bool], None], call: Callable[[], Tensor]
 ) -> Tensor:
-    """SDPA with flash attention off for the call (the math backend on the CPU)."""
-    flash_on = torch.backends.cuda.flash_sdp_enabled()  # one flag for the CPU's flash attention too
-    if flash_on:
-        torch.backends.cuda.enable_flash_sdp(False)
+    """``call()`` with one SDPA backend switched off, and switched on again after it if it was on."""
+    was_on = enabled()
+    if was_on:
+        enable(False)
     try:
-        return F.scaled_dot_product_attention(
-            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
-        )
+        return call()
     finally:
-        if flash_on:
-            torch.backends.cuda.enable_flash_sdp(True)
+        if was_on:
+            enable(True)
