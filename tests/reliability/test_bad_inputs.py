@@ -181,13 +181,13 @@ LIBRARY_CASES = [
     LibraryCase(
         "couplet: num_candidates not an int",
         lambda tmp, ck: api.CoupletWriter(ck.couplet).write("春风", num_candidates=2.5),
-        ValueError,
+        api.SettingError,
         r"^num_candidates: expected an int >= 1, got 2\.5$",
     ),
     LibraryCase(
         "couplet: num_candidates True",
         lambda tmp, ck: api.CoupletWriter(ck.couplet).write("春风", num_candidates=True),
-        ValueError,
+        api.SettingError,
         r"^num_candidates: expected an int >= 1, got True$",
     ),
     LibraryCase(

@@ -34,6 +34,24 @@ def resolved_search(
     )
 
 
+def check_candidate_count(count: Any, name: str) -> int:
+    """``count`` candidates to return (``nbest``, ``num_candidates``): an int in [1, MAX_BEAM_SIZE], else a SettingError.
+
+    The error names ``name``. Checked here, so that a count too large is not told as the beam_size it widens the search
+    to; Python ints only, as DecodeConfig's fields take them.
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise SettingError("{%s}: expected an int >= 1, got {given!r}" % name, (name,), given=count)
+    if count > MAX_BEAM_SIZE:
+        raise SettingError(
+            "{%s}: expected at most {limit} (each candidate is a beam), got {given}" % name,
+            (name,),
+            limit=MAX_BEAM_SIZE,
+            given=count,
+        )
+    return count
+
+
 def decode_settings(
     decode: DecodeConfig,
     beam: int | None = None,
@@ -50,16 +68,7 @@ def decode_settings(
     ``hardware.INFERENCE_PRECISIONS``) is resolved on ``device``; "int8" decodes in fp32 around
     an int8 copy of the model. ``beam_stop`` is one of ``decoding.beam.BEAM_STOPS``.
     """
-    # Python ints only, as DecodeConfig's fields take them (a NumPy int would be refused there, by field name).
-    if isinstance(nbest, bool) or not isinstance(nbest, int) or nbest < 1:
-        raise SettingError("{nbest}: expected an int >= 1, got {given!r}", ("nbest",), given=nbest)
-    if nbest > MAX_BEAM_SIZE:  # here, so it is not told as the beam_size it widens the search to
-        raise SettingError(
-            "{nbest}: expected at most {limit} (each candidate is a beam), got {given}",
-            ("nbest",),
-            limit=MAX_BEAM_SIZE,
-            given=nbest,
-        )
+    check_candidate_count(nbest, "nbest")
     if beam is not None:
         _check_beam(beam)
         if beam < nbest:

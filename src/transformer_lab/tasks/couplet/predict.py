@@ -33,7 +33,7 @@ from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.config import MAX_BEAM_SIZE
 from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig, build_constraints, check_penalty
 from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor, Written
-from transformer_lab.decoding.search_settings import with_beam
+from transformer_lab.decoding.search_settings import check_candidate_count, with_beam
 from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
 from transformer_lab.evaluation.couplet_antithesis import rerank_by_antithesis
 from transformer_lab.models import Seq2SeqTransformer
@@ -247,15 +247,7 @@ class CoupletWriter(Seq2SeqPredictor):
         ``dataclasses.replace(writer.config.constraints, mirror_repetition=False)``.
         """
         lines = texts_of(uppers, "uppers")
-        if isinstance(num_candidates, bool) or not isinstance(num_candidates, int) or num_candidates < 1:
-            raise ValueError(f"num_candidates: expected an int >= 1, got {num_candidates!r}")
-        if num_candidates > MAX_BEAM_SIZE:  # here, so it is not told as the beam_size it widens the search to
-            raise SettingError(
-                "{num_candidates}: expected at most {limit} (each candidate is a beam), got {given}",
-                ("num_candidates",),
-                limit=MAX_BEAM_SIZE,
-                given=num_candidates,
-            )
+        check_candidate_count(num_candidates, "num_candidates")
         if constraints is not None and not isinstance(constraints, CoupletConstraintConfig):
             raise ValueError(
                 f"constraints: expected a CoupletConstraintConfig or None, got {type(constraints).__name__}"
