@@ -35,7 +35,7 @@ def resolved_search(
 
 
 def check_candidate_count(count: Any, name: str) -> int:
-    """``count`` candidates to return (``nbest``, ``num_candidates``): an int in [1, MAX_BEAM_SIZE], else a SettingError.
+    """The count of candidates (``nbest``, ``num_candidates``): an int in [1, MAX_BEAM_SIZE]; else a SettingError.
 
     The error names ``name``. Checked here, so that a count too large is not told as the beam_size it widens the search
     to; Python ints only, as DecodeConfig's fields take them.
