@@ -688,6 +688,17 @@ CLI_CASES = [
         r"--input: expected at least one line to translate, got the empty file .*e\.txt$",
     ),
     CliCase(
+        # Path("results/") is "results": a file of that name was written in the folder's place.
+        "classify: --output ending in a separator",
+        lambda tmp, ck: ["classify", "--checkpoint", str(ck.classification), "--output", f"{tmp}/results/", "x"],
+        r"argument --output: expected a file, got '.*/results/', which ends in '/' as a folder does",
+    ),
+    CliCase(
+        "evaluate: --output ending in a separator",
+        lambda tmp, ck: [*evaluate_files_argv(tmp, ck.translation, ["a"], ["b"]), "--output", f"{tmp}/hyp/"],
+        r"argument --output: expected a file, got '.*/hyp/', which ends in '/' as a folder does",
+    ),
+    CliCase(
         "translate: --input is a folder",
         lambda tmp, ck: translate_argv(ck.translation, "--input", str(tmp)),
         r"expected a text file, got .*, which is a folder$",
@@ -1603,12 +1614,14 @@ def test_an_output_that_is_a_folder_is_named_by_its_option_before_any_work(
         ("evaluate", [*evaluate, "--reference", str(reference)]),
     ]
     for command, argv in cases:
-        for spelled in (str(folder), f"{folder}/"):  # "results/" names the folder as plainly
-            code, out, error = run_cli([*argv, "--output", spelled], b"", monkeypatch, capsys)
-            assert (code, out) == (2, ""), error
-            assert error.splitlines() == [
-                f"transformer-lab {command}: error: --output: expected a file to write, got the folder '{folder}'"
-            ]
+        code, out, error = run_cli([*argv, "--output", str(folder)], b"", monkeypatch, capsys)
+        assert (code, out) == (2, ""), error
+        assert error.splitlines() == [
+            f"transformer-lab {command}: error: --output: expected a file to write, got the folder '{folder}'"
+        ]
+        # "results/" names a folder as plainly, whether or not there is one: argparse refuses it.
+        code, out, error = run_cli([*argv, "--output", f"{folder}/"], b"", monkeypatch, capsys)
+        assert (code, len(error.splitlines())) == (2, 1) and "which ends in '/' as a folder does" in error
     assert list(folder.iterdir()) == []
 
 

@@ -105,6 +105,17 @@ def path_of(text: str) -> Path:
     return Path(text)
 
 
+def file_path_of(text: str) -> Path:
+    """An argparse type: a file's path; empty, or ending in a separator as a folder's does, is refused.
+
+    ``Path("results/")`` is ``results``: a file of that name would be written or read in its place.
+    """
+    path = path_of(text)
+    if text.endswith(tuple(separator for separator in (os.sep, os.altsep) if separator)):
+        raise argparse.ArgumentTypeError(f"expected a file, got {text!r}, which ends in {text[-1]!r} as a folder does")
+    return path
+
+
 def thread_count(text: str) -> int:
     """An argparse type: a thread count in [1, :data:`MAX_THREADS_PER_CPU` x this machine's CPUs]."""
     high = max_threads()

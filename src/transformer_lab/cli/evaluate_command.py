@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from transformer_lab.cli.bounds import path_of
+from transformer_lab.cli.bounds import file_path_of, path_of
 from transformer_lab.cli.decode_options import add_precision_argument
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--output",
-        type=path_of,
+        type=file_path_of,
         default=None,
         help="the task's output file (its hypotheses or its JSON report; some tasks write more beside it, "
         "as NAME.samples.md); default: beside the checkpoint",

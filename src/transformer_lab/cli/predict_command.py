@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from transformer_lab.atomic_files import check_file_to_write, check_not_an_input, write_text_atomically
-from transformer_lab.cli.bounds import path_of
+from transformer_lab.cli.bounds import file_path_of, path_of
 from transformer_lab.cli.decode_options import input_lines
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
@@ -44,7 +44,9 @@ def _register_task(subparsers: argparse._SubParsersAction, task: Task) -> None:
     parser.add_argument(
         "--checkpoint", type=path_of, required=True, help="checkpoint folder, or a run folder (its best/)"
     )
-    parser.add_argument("--input", type=path_of, default=None, help=f"{command.verb} every line of this UTF-8 file")
+    parser.add_argument(
+        "--input", type=file_path_of, default=None, help=f"{command.verb} every line of this UTF-8 file"
+    )
     add_device_argument(parser)
     options = add_task_options(parser, command.options)
     if command.plots_attention:

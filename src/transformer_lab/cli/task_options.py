@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from transformer_lab.cli.bounds import int_in, path_of
+from transformer_lab.cli.bounds import file_path_of, int_in
 from transformer_lab.tasks.evaluation import TaskOption
 
 
@@ -30,7 +30,8 @@ def add_task_options(
             if option.bounds is not None:
                 keywords["type"] = int_in(*option.bounds)  # argparse's one line names the bounds
             elif option.kind is Path:
-                keywords["type"] = path_of  # an empty path is refused, not read as the current folder
+                # Every such option names a file: an empty path, or one ending in "/", is refused.
+                keywords["type"] = file_path_of
             elif option.kind is not str:
                 keywords["type"] = option.kind
             if option.choices is not None:
