@@ -117,3 +117,22 @@ def test_verify_opens_the_folder_as_a_run_does(prepared: Path, capsys: pytest.Ca
     assert main(["prepare", "translation", "--verify", str(prepared)]) == 2
     error = _one_line(capsys)
     assert f"--verify {prepared}: expected every file a run opens, got " in error and "validation.jsonl" in error
+
+
+def test_verify_of_no_prepared_folder_says_what_is_there_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a corpus\n", encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    expected = {
+        tmp_path / "absent": f"--verify: expected a folder written by 'prepare', got '{tmp_path / 'absent'}', "
+        "which does not exist",
+        a_file: f"--verify: expected a folder written by 'prepare', got '{a_file}', which is a file",
+        tmp_path / "empty": f"--verify: {tmp_path / 'empty'}: expected a folder written by 'prepare', got no "
+        "manifest.json in it",
+    }
+    for folder, message in expected.items():
+        assert main(["prepare", "translation", "--verify", str(folder)]) == 2
+        # Was: "--verify X: expected every file a run opens, got X: expected a folder ..., got no manifest.json".
+        assert _one_line(capsys) == f"transformer-lab prepare: error: {message}"

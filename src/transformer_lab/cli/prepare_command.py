@@ -21,7 +21,7 @@ from pathlib import Path
 from transformer_lab.cli.bounds import path_of
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
 from transformer_lab.cli.train_command import DATA_OPTIONS, option_settings
-from transformer_lab.data.prepared_cache import CorpusKindError, verify_prepared
+from transformer_lab.data.prepared_cache import CorpusKindError, NotAPreparedFolderError, verify_prepared
 from transformer_lab.tasks.registry import TASKS, task_named
 from transformer_lab.training.config_io import parse_override
 from transformer_lab.training.run.run_folder import check_output_outside_saves
@@ -113,10 +113,15 @@ def _verify(task_name: str, arguments: argparse.Namespace) -> int:
     assert task.corpus is not None  # run() refused a task without one
     try:
         checked = verify_prepared(arguments.verify, task.corpus_kind)
-        # The checksums cover the files the manifest lists; a run opens what it needs, listed or not.
-        task.corpus(task.config(arguments.preset).data, False).open(Path(arguments.verify))
+    except NotAPreparedFolderError as error:
+        raise error.for_option("--verify") from None
     except CorpusKindError as error:
         raise ValueError(f"--verify {error}") from None
+    except FileNotFoundError as error:  # a folder without a manifest
+        raise ValueError(f"--verify: {error}") from None
+    try:
+        # The checksums cover the files the manifest lists; a run opens what it needs, listed or not.
+        task.corpus(task.config(arguments.preset).data, False).open(Path(arguments.verify))
     except FileNotFoundError as error:
         raise ValueError(f"--verify {arguments.verify}: expected every file a run opens, got {error}") from None
     print(json.dumps({"verified": str(arguments.verify), **checked}))

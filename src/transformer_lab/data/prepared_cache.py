@@ -454,6 +454,8 @@ def verify_prepared(folder: str | os.PathLike[str], kind: str | None = None) -> 
     """
     folder = Path(folder)
     path = folder / MANIFEST_FILE
+    if not folder.is_dir():
+        raise NotAPreparedFolderError(folder)
     if not path.is_file():
         raise FileNotFoundError(f"{folder}: expected a folder written by 'prepare', got no {MANIFEST_FILE} in it")
     manifest = read_versioned_json(path, None)
