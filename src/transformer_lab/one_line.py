@@ -10,10 +10,12 @@ text as the model decoded it.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["SEPARATORS", "line_break_notes", "one_line"]
+__all__ = ["SEPARATORS", "json_line", "line_break_notes", "one_line"]
 
 # Every character str.splitlines splits on, and the tab that separates the columns of --nbest.
 SEPARATORS = re.compile("[\t\n\v\f\r\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -22,6 +24,22 @@ SEPARATORS = re.compile("[\t\n\v\f\r\x1c\x1d\x1e\x85\u2028\u2029]")
 def one_line(text: str) -> str:
     """``text`` with each line break and tab written as a space."""
     return SEPARATORS.sub(" ", text)
+
+
+# The separators json.dumps leaves as they are (it escapes the control characters among them).
+_RAW_IN_JSON = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def json_line(value: Any) -> str:
+    """``value`` as one line of JSON Lines, non-ASCII text kept, and no character a line reader splits on.
+
+    JSON allows U+0085, U+2028 and U+2029 raw inside a string; ``str.splitlines`` (and editors)
+    would break the record there, so they are written escaped.
+    """
+    text = json.dumps(value, ensure_ascii=False)
+    for raw, escaped in _RAW_IN_JSON.items():
+        text = text.replace(raw, escaped)
+    return text + "\n"
 
 
 def line_break_notes(texts: Sequence[str], what: str) -> list[str]:

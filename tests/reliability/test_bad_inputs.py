@@ -1658,3 +1658,20 @@ def test_an_output_naming_a_checkpoint_file_a_split_file_or_another_output_is_re
         assert code == 2 and len(error.strip().splitlines()) == 1, error
         assert re.search(message, error), error
     assert {path: path.read_bytes() for path in kept} == kept
+
+
+def test_classify_output_keeps_one_json_record_a_line_whatever_the_text_holds(
+    tmp_path: Path, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every character str.splitlines splits on that a line of --input can hold (it is split on
+    # \n, \r and \r\n): JSON escapes the control ones, and U+0085, U+2028, U+2029 were left raw.
+    texts = ["Shares\x0brose", "Oil\x85fell", "Markets\u2028closed", "Banks\u2029merged", "Tech\x1crallied"]
+    source = write(tmp_path / "in.txt", "\n".join(texts).encode("utf-8") + b"\n")
+    output = tmp_path / "out.jsonl"
+    code, _, error = run_cli(
+        [*classify_argv(checkpoints), "--input", str(source), "--output", str(output)], b"", monkeypatch, capsys
+    )
+    assert code == 0, error
+    written = output.read_text(encoding="utf-8")
+    assert len(written.splitlines()) == len(texts)
+    assert [json.loads(line)["text"] for line in written.splitlines()] == texts

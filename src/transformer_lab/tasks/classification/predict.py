@@ -12,7 +12,6 @@ line and one line on stderr, and the exit code is 2; the other texts are still c
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from transformer_lab.data.subword import check_texts, token_labels
 from transformer_lab.hardware import PRECISIONS, autocast, resolve_inference_precision, resolve_precision
 from transformer_lab.models import TransformerClassifier
 from transformer_lab.models.bfloat16 import as_bf16
+from transformer_lab.one_line import json_line
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import TaskOption
 from transformer_lab.tasks.task import Endpoint, Serving
@@ -319,9 +319,7 @@ def answer(classifier: Classifier, texts: list[str], options: Mapping[str, Any])
             }
         )
     if OUTPUT.flag in options:
-        answers.files[options[OUTPUT.flag]] = "".join(
-            json.dumps(record, ensure_ascii=False) + "\n" for record in records
-        )
+        answers.files[options[OUTPUT.flag]] = "".join(json_line(record) for record in records)
     return answers
 
 
