@@ -262,3 +262,34 @@ def test_a_tsv_header_the_other_way_round_is_refused_whatever_its_case(tmp_path:
 def test_a_first_line_of_two_other_words_is_a_pair_not_a_header(tmp_path: Path) -> None:
     tsv = write(tmp_path / "pairs.tsv", "Quelle\tsource\nsrc\ttgt\n")
     assert read_pair_files([tsv], "de", "en").pairs == [("Quelle", "source"), ("src", "tgt")]
+
+
+@pytest.mark.parametrize(
+    "task, train, valid",
+    [
+        ("translation", ["t.de", "t.en"], ["./t.de", "v.en"]),
+        ("translation", ["t.de", "t.en"], ["v.de", "link.en"]),  # another name for t.en
+        ("classification", ["c.csv"], ["c.csv"]),
+    ],
+)
+@pytest.mark.parametrize("command", ["train", "prepare"])
+def test_a_validation_file_that_is_a_training_file_is_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    task: str,
+    train: list[str],
+    valid: list[str],
+    command: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("t.de", "t.en", "v.de", "v.en"):
+        (tmp_path / name).write_text("Ein Hund läuft.\nZwei Katzen.\n", encoding="utf-8")
+    (tmp_path / "c.csv").write_text("text,label\nrain,weather\nsun,weather\ngoal,sport\n", encoding="utf-8")
+    (tmp_path / "link.en").symlink_to(tmp_path / "t.en")
+    out = tmp_path / "out"
+    assert main([command, task, "--train", *train, "--valid", *valid, "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip()
+    # Was: trained (or prepared), validating on training text: best/ rewarded memorising.
+    assert len(error.splitlines()) == 1 and "--valid: expected files held out from --train's" in error, error
+    assert not out.exists()

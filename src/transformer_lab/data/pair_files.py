@@ -29,6 +29,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from transformer_lab import strict_json
 from transformer_lab.data.parallel_text import ParallelText, read_lines, read_parallel_text
@@ -120,6 +121,26 @@ def _check_two_files(paths: Sequence[str | os.PathLike[str]], name: str, sides: 
             f"{name}: expected two different files ({sides[0]} then {sides[1]}), got the same file twice "
             f"({str(first)!r} and {str(second)!r})"
         )
+
+
+def check_validation_apart(data: Any) -> None:
+    """Refuse a data config whose ``valid_files`` include one of its ``train_files`` (by any path or link).
+
+    Validation on training text measures nothing held out: best/ and the validation scores would
+    reward memorising. Any task's data config with both fields; others pass.
+    """
+    train = [Path(path) for path in getattr(data, "train_files", ()) or ()]
+    for valid in getattr(data, "valid_files", ()) or ():
+        for path in train:
+            try:
+                same = os.path.samefile(valid, path)
+            except OSError:  # one is missing: the reader names it
+                same = Path(valid).resolve() == path.resolve()
+            if same:
+                raise ValueError(
+                    f"--valid: expected files held out from --train's (validation on training text measures "
+                    f"nothing held out), got {str(valid)!r}, which is --train's {str(path)!r}"
+                )
 
 
 def read_pair_files(
