@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,13 +25,15 @@ def qkv() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return tuple(torch.randn(2, 2, length, 8, generator=generator) for length in (3, 5, 5))  # type: ignore[return-value]
 
 
-def flag_at_call(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Record torch's cuDNN-attention flag each time SDPA itself runs (through nn/sdpa.py)."""
+def flag_at_call(
+    monkeypatch: pytest.MonkeyPatch, flag: Callable[[], bool] = torch.backends.cuda.cudnn_sdp_enabled
+) -> list[bool]:
+    """Record a backend ``flag`` of torch's (cuDNN attention's) each time SDPA itself runs (through nn/sdpa.py)."""
     seen: list[bool] = []
     original = F.scaled_dot_product_attention
 
     def recording(*arguments, **keywords):  # type: ignore[no-untyped-def]
-        seen.append(torch.backends.cuda.cudnn_sdp_enabled())
+        seen.append(flag())
         return original(*arguments, **keywords)
 
     monkeypatch.setattr(sdpa.F, "scaled_dot_product_attention", recording)
@@ -94,14 +97,7 @@ def test_where_cpu_flash_attention_would_fail_it_is_off_for_the_call_and_restore
     q, k, v = (tensor.bfloat16() for tensor in qkv())
     expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
     monkeypatch.setattr(sdpa, "cpu_flash_fails", lambda: True)
-    seen: list[bool] = []
-    original = F.scaled_dot_product_attention
-
-    def recording(*arguments, **keywords):  # type: ignore[no-untyped-def]
-        seen.append(torch.backends.cuda.flash_sdp_enabled())
-        return original(*arguments, **keywords)
-
-    monkeypatch.setattr(sdpa.F, "scaled_dot_product_attention", recording)
+    seen = flag_at_call(monkeypatch, torch.backends.cuda.flash_sdp_enabled)
     context = sdpa.scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(context.float(), expected, atol=2e-2, rtol=2e-2)  # bf16's rounding
     # fp32 never takes the packed path, so it keeps flash attention.
