@@ -32,6 +32,7 @@ from transformer_lab.data.ag_news_subset import (
 from transformer_lab.data.couplet import load_couplets
 from transformer_lab.data.couplet_machine import (
     COUPLET_MACHINE_FILES,
+    build_train_couplet_machine,
     couplet_machine_pairs,
     download_train_couplet_machine,
     spaced,
@@ -378,3 +379,33 @@ def test_a_data_folder_the_system_refuses_is_one_line_naming_the_option(
         download_dataset("ag-news", data, mirror="http://127.0.0.1:9/", timeout=3)
     assert raised.value.errno == code and str(raised.value).startswith(f"could not write '{data / 'ag_news'}' (")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("refused", ["mkdir", "write_text"])
+def test_building_the_couplet_machine_split_on_a_disk_that_refuses_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refused: str
+) -> None:
+    sources, test = tmp_path / "sources", tmp_path / "test"
+    for folder, contents in ((sources, {name: "花 开\t=>\t叶 落\n" for name in COUPLET_MACHINE_FILES}), (test, {})):
+        for name, text in {
+            **contents,
+            **({"in.txt": "青 天 \n", "out.txt": "白 日 \n"} if folder == test else {}),
+        }.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(text, encoding="utf-8")
+    out = tmp_path / "split"
+    if refused == "write_text":
+        out.mkdir()
+
+    def full(path: Path, *args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(Path, refused, full)
+    with pytest.raises(FolderWriteError) as raised:  # was: the bare OSError "[Errno 28] ..."
+        build_train_couplet_machine(sources, test, out)
+    named = out if refused == "mkdir" else out / "in.txt"
+    assert raised.value.errno == errno.ENOSPC
+    assert str(raised.value).startswith(
+        f"could not write '{named}' (No space left on device, ENOSPC); nothing was written"
+    )
+    assert not out.exists() or list(out.iterdir()) == []  # no partial file left
