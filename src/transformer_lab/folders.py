@@ -11,12 +11,13 @@ refused at once, naming the first, instead of failing at the rename after all it
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from transformer_lab.atomic_files import make_temporary_folder
@@ -30,6 +31,7 @@ __all__ = [
     "refused_write",
     "remove_abandoned_copies",
     "write_folder",
+    "writes_refused_as",
 ]
 
 logger = logging.getLogger(__name__)
@@ -72,6 +74,22 @@ def refused_write(error: OSError, path: str | os.PathLike[str], outcome: str) ->
     return FolderWriteError(error.errno, message)
 
 
+@contextlib.contextmanager
+def writes_refused_as(path: str | os.PathLike[str], outcome: str, *, permission: bool = False) -> Iterator[None]:
+    """Inside, an ``OSError`` of the disk (:data:`DISK_ERRNOS`) becomes :func:`refused_write` naming ``path``.
+
+    ``permission``: a ``PermissionError`` too (a folder not this user's to make). An error
+    already named (a ``FolderWriteError``) and a broken connection pass as they are.
+    """
+    try:
+        yield
+    except OSError as error:
+        of_the_disk = error.errno in DISK_ERRNOS or (permission and isinstance(error, PermissionError))
+        if not of_the_disk or isinstance(error, (FolderWriteError, ConnectionError)):
+            raise
+        raise refused_write(error, path, outcome) from error
+
+
 def check_new_folder(out_dir: str | os.PathLike[str]) -> Path:
     """``out_dir`` as a Path; a ``ValueError`` naming it if it exists, a dangling link too (nothing is overwritten)."""
     out_dir = Path(out_dir)
@@ -101,18 +119,13 @@ def write_folder(
     ValueError naming it; ``locked``: the caller holds ``out_dir``'s writer lock already.
     """
     out_dir = check_new_folder(out_dir)
-    try:
+    # Also where the lock or the hidden copy could not even be made (a read-only parent).
+    with writes_refused_as(out_dir if shown_as is None else shown_as, "nothing of it was kept"):
         if locked:
             return _write_unlocked(out_dir, write)
         with writer_lock(out_dir, wait=False):
             # Checked again under the lock: a writer that just finished made it meanwhile.
             return _write_unlocked(check_new_folder(out_dir), write)
-    except OSError as error:
-        # Also where the lock or the hidden copy could not even be made (a read-only parent).
-        if error.errno not in DISK_ERRNOS or isinstance(error, FolderWriteError):
-            raise
-        shown = out_dir if shown_as is None else shown_as
-        raise refused_write(error, shown, "nothing of it was kept") from error
 
 
 def _write_unlocked(out_dir: Path, write: Callable[[Path], None]) -> Path:

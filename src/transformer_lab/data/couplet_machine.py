@@ -30,7 +30,7 @@ from pathlib import Path
 from transformer_lab.data.couplet import COUPLET_FOLDER, LOWER_FILE, UPPER_FILE
 from transformer_lab.data.download import download_file, sha256_of_file
 from transformer_lab.data.parallel_text import read_lines
-from transformer_lab.folders import DISK_ERRNOS, refused_write
+from transformer_lab.folders import writes_refused_as
 
 logger = logging.getLogger(__name__)
 
@@ -128,22 +128,14 @@ def build_train_couplet_machine(
     files = {name: read_lines(sources_dir / name) for name in COUPLET_MACHINE_FILES}
     build = couplet_machine_pairs(files, test_lines)
     kept = "nothing was written; the downloaded sources are kept"
-    try:
+    with writes_refused_as(out_dir, kept, permission=True):
         out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        if error.errno not in DISK_ERRNOS and not isinstance(error, PermissionError):
-            raise
-        raise refused_write(error, out_dir, kept) from error
     partials: dict[str, Path] = {}
     try:
         for name, side in ((UPPER_FILE, 0), (LOWER_FILE, 1)):
             partial = partials[name] = out_dir / f".{name}.build.part"
-            try:
+            with writes_refused_as(out_dir / name, kept):
                 partial.write_text("".join(spaced(pair[side]) + "\n" for pair in build.pairs), encoding="utf-8")
-            except OSError as error:
-                if error.errno not in DISK_ERRNOS:
-                    raise
-                raise refused_write(error, out_dir / name, kept) from error
             actual = sha256_of_file(partial)
             if actual != expected_sha256[name]:
                 raise ValueError(

@@ -53,7 +53,7 @@ from tqdm.auto import tqdm
 from transformer_lab.atomic_files import create_temporary_file, replace_file
 from transformer_lab.data._checks import check_integer
 from transformer_lab.file_lock import remove_abandoned_writer_locks, writer_lock
-from transformer_lab.folders import DISK_ERRNOS, refused_write
+from transformer_lab.folders import DISK_ERRNOS, writes_refused_as
 
 logger = logging.getLogger(__name__)
 
@@ -288,25 +288,17 @@ def download_file(
     if _already_present(destination, algorithm, expected):
         return destination
     with contextlib.ExitStack() as held:
-        try:
+        # A folder that cannot be made or written (read-only, full, not this user's) is the
+        # folder's fault: named, as every refused output is, not a bare errno.
+        with writes_refused_as(destination.parent, "nothing was downloaded", permission=True):
             destination.parent.mkdir(parents=True, exist_ok=True)
             held.enter_context(writer_lock(destination, wait=True, option="destination"))
-        except OSError as error:
-            # A folder that cannot be made or written (read-only, full, not this user's) is the
-            # folder's fault: named, as every refused output is, not a bare errno.
-            if error.errno not in DISK_ERRNOS and not isinstance(error, PermissionError):
-                raise
-            raise refused_write(error, destination.parent, "nothing was downloaded") from error
-        try:
+        with writes_refused_as(destination, "the files complete before it are kept"):
             # Again under the lock: a download of the same file that just finished wrote it meanwhile.
             if _already_present(destination, algorithm, expected, warn=True):
                 return destination
             _remove_abandoned_parts(destination)
             _fetch(url, destination, algorithm, expected, gunzip, timeout, progress, max_bytes)
-        except OSError as error:
-            if error.errno not in DISK_ERRNOS or isinstance(error, ConnectionError):
-                raise
-            raise refused_write(error, destination, "the files complete before it are kept") from error
     return destination
 
 

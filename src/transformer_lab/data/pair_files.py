@@ -109,14 +109,18 @@ def _check_not_tables(paths: Sequence[str | os.PathLike[str]], name: str, sides:
         )
 
 
+def _same_file(first: Path, second: Path) -> bool:
+    """Whether two paths name one file (by another spelling or a link too)."""
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one is missing: the reader names it
+        return first.resolve() == second.resolve()
+
+
 def _check_two_files(paths: Sequence[str | os.PathLike[str]], name: str, sides: tuple[str, str]) -> None:
     """Refuse one file given for both sides (by another path or a link too): each line would be its own target."""
     first, second = Path(paths[0]), Path(paths[1])
-    try:
-        same = os.path.samefile(first, second)
-    except OSError:  # one is missing: the reader names it
-        same = first.resolve() == second.resolve()
-    if same:
+    if _same_file(first, second):
         raise ValueError(
             f"{name}: expected two different files ({sides[0]} then {sides[1]}), got the same file twice "
             f"({str(first)!r} and {str(second)!r})"
@@ -132,11 +136,7 @@ def check_validation_apart(data: Any) -> None:
     train = [Path(path) for path in getattr(data, "train_files", ()) or ()]
     for valid in getattr(data, "valid_files", ()) or ():
         for path in train:
-            try:
-                same = os.path.samefile(valid, path)
-            except OSError:  # one is missing: the reader names it
-                same = Path(valid).resolve() == path.resolve()
-            if same:
+            if _same_file(Path(valid), path):
                 raise ValueError(
                     f"--valid: expected files held out from --train's (validation on training text measures "
                     f"nothing held out), got {str(valid)!r}, which is --train's {str(path)!r}"

@@ -31,7 +31,7 @@ from transformer_lab.file_lock import (
     open_lock_file,
     symbolic_link_problem,
 )
-from transformer_lab.folders import DISK_ERRNOS, refused_write
+from transformer_lab.folders import writes_refused_as
 
 logger = logging.getLogger(__name__)
 
@@ -74,15 +74,11 @@ class RunFolderLock:
         if linked:
             raise ValueError(f"{linked}: pass the folder it points to if that is meant")
         self._made_folder = not self.out_dir.exists()
-        try:
+        # A read-only or full disk is the folder's fault, not the run's: said as prepare says it.
+        outcome = "nothing of it was kept" if self._made_folder else "nothing in it was changed"
+        with writes_refused_as(self.out_dir, outcome):
             self.out_dir.mkdir(parents=True, exist_ok=True)
             opened = open_lock_file(self.path, os.O_RDWR | os.O_CREAT)
-        except OSError as error:
-            # A read-only or full disk is the folder's fault, not the run's: said as prepare says it.
-            if error.errno not in DISK_ERRNOS:
-                raise
-            outcome = "nothing of it was kept" if self._made_folder else "nothing in it was changed"
-            raise refused_write(error, self.out_dir, outcome) from error
         if isinstance(opened, str):
             raise ValueError(
                 f"--out: {self.path}: expected the lock file a run writes there, got {opened}; it is left as it "
