@@ -178,20 +178,27 @@ def test_evaluate_scores_a_labelled_file_and_beats_chance(
     assert json.loads((tmp_path / "r2.json").read_text(encoding="utf-8"))["accuracy"] == report["accuracy"]
 
 
+def copied_run(chinese_run: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
+    """(the data folder, a copy of the trained run in ``tmp_path``), for a test that writes into the run."""
+    data, run = chinese_run
+    shutil.copytree(run, tmp_path / "run")
+    return data, tmp_path / "run"
+
+
+def copied_test_file(data: Path, destination: Path) -> Path:
+    """The data's test.csv copied to ``destination`` (its folder made), a file of one's own by another name."""
+    destination.parent.mkdir(parents=True)
+    shutil.copyfile(data / "test.csv", destination)
+    return destination
+
+
 def test_files_of_the_same_name_from_elsewhere_each_keep_their_report_figure_and_card_row(
     chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    data, run = chinese_run
-    out = tmp_path / "run"
-    shutil.copytree(run, out)
-    first, second = tmp_path / "a" / "test.csv", tmp_path / "b" / "test.csv"
-    for path in (first, second):
-        path.parent.mkdir()
-        shutil.copyfile(data / "test.csv", path)
+    data, out = copied_run(chinese_run, tmp_path)
+    first, second = (copied_test_file(data, tmp_path / folder / "test.csv") for folder in ("a", "b"))
     # A file named like the split: its outputs keep apart from the split's too.
-    like_the_split = tmp_path / "c" / "test"
-    like_the_split.parent.mkdir()
-    shutil.copyfile(data / "test.csv", like_the_split)
+    like_the_split = copied_test_file(data, tmp_path / "c" / "test")
     evaluate = ["evaluate", "classification", "--checkpoint", str(out), "--test"]
     rows = read_labelled_text(data / "test.csv", ("title", "body")).records
     jsonl = tmp_path / "test.jsonl"
@@ -217,14 +224,10 @@ def test_files_of_the_same_name_from_elsewhere_each_keep_their_report_figure_and
 def test_a_file_named_like_a_split_keeps_the_split_s_scores_in_the_card(
     chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    data, run = chinese_run
-    out = tmp_path / "run"
-    shutil.copytree(run, out)
+    data, out = copied_run(chinese_run, tmp_path)
     # The split's scores, as `evaluate classification --split validation` records them.
     add_test_scores(out / "best", "validation", "argmax", {"accuracy": 0.125})
-    own = tmp_path / "own" / "validation"
-    own.parent.mkdir()
-    shutil.copyfile(data / "test.csv", own)
+    own = copied_test_file(data, tmp_path / "own" / "validation")
     assert (
         main(["evaluate", "classification", "--checkpoint", str(out), "--test", str(own), "--file-format", "csv"]) == 0
     )
