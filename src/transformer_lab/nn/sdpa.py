@@ -76,7 +76,8 @@ def scaled_dot_product_attention(
         query ``[N, H, L, Dh]``, key and value ``[N, H, S, Dh]``, attn_mask broadcastable
         to ``[N, H, L, S]``; returns ``[N, H, L, Dh]``.
     """
-    packed_on_cpu = query.device.type == "cpu" and query.dtype in _PACKED_DTYPES and cpu_flash_fails()
+    # The dtype first: fp32, the common case, then costs one comparison on this hot path.
+    packed_on_cpu = query.dtype in _PACKED_DTYPES and query.device.type == "cpu" and cpu_flash_fails()
     if not plans_per_shape(query.device) and not packed_on_cpu:
         return F.scaled_dot_product_attention(
             query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
