@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -199,11 +202,39 @@ def test_the_bf16_probe_measures_a_ratio() -> None:
     assert 0.0 < speed < 1000.0
 
 
+def _openmp_refuses(value: str) -> bool:
+    """Whether torch's OpenMP runtime warns that ``value`` of OMP_NUM_THREADS is invalid (the oracle)."""
+    environment = {**os.environ, "OMP_NUM_THREADS": value}
+    probe = subprocess.run(
+        [sys.executable, "-c", "import torch; torch.get_num_threads()"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return "OMP_NUM_THREADS" in probe.stderr
+
+
+@pytest.mark.parametrize("value", ["+3", " +2 ", "3,+2"])
+def test_an_omp_num_threads_that_openmp_reads_is_accepted(
+    value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert not _openmp_refuses(value)
+    threads = torch.get_num_threads()
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    try:
+        assert main(["explain"]) == 0  # was: refused as no int, though the runtime had read it
+    finally:
+        torch.set_num_threads(threads)
+    capsys.readouterr()
+
+
 # "٣" (Arabic-Indic), "２" (full-width) and "³": digits to Python, none to libgomp.
-@pytest.mark.parametrize("value", ["0", "abc", "-2", "1.5", "\u0663", "\uff12", "\u00b3", "4,\uff12"])
+@pytest.mark.parametrize("value", ["0", "abc", "-2", "1.5", "++3", "\u0663", "\uff12", "\u00b3", "4,\uff12"])
 def test_an_invalid_omp_num_threads_is_refused_naming_it(
     value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    assert _openmp_refuses(value)
     threads = torch.get_num_threads()
     monkeypatch.setenv("OMP_NUM_THREADS", value)
     try:

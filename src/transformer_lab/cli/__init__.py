@@ -190,8 +190,9 @@ def set_threads(threads: int | None) -> int:
 
 
 def _is_count(text: str) -> bool:
-    """Whether ``text`` is a count >= 1 in ASCII digits, as the OpenMP runtime reads one."""
-    return text.isascii() and text.isdigit() and int(text) >= 1
+    """Whether ``text`` is a count >= 1 in ASCII digits, as the OpenMP runtime reads one (strtoul: one "+" allowed)."""
+    digits = text[1:] if text.startswith("+") else text
+    return digits.isascii() and digits.isdigit() and int(digits) >= 1
 
 
 def _one_line(error: BaseException) -> str:
