@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from transformer_lab.cli import main
+from transformer_lab.data.prepared_pairs import carved_positions
 from transformer_lab.decoding.sentences import translate_nbest
 from transformer_lab.evaluation import papers_bleu
 from transformer_lab.models import Seq2SeqTransformer
@@ -562,6 +563,40 @@ def test_a_pair_longer_than_the_positional_table_is_refused_before_training(
     assert re.search(r"(training|validation) data: pair \d+ \('eins eins", error)
     assert "has 40 subword tokens on one side (with bos/eos), expected at most model.max_len=32" in error
     assert not (tmp_path / "run" / "last").exists()
+
+
+def test_a_training_pair_too_long_is_named_by_its_file_and_line_past_the_carved_pairs(
+    corpus: dict[str, Path], tmp_path: Path, capsys
+) -> None:
+    # The prepared corpus keeps ids only: the file is read again to name the line.
+    header, *lines = corpus["train_tsv"].read_text(encoding="utf-8").splitlines(keepends=True)
+    position = 60
+    assert position not in carved_positions(len(lines) + 1, 1000, 1234)  # a training pair, after carved ones
+    assert min(carved_positions(len(lines) + 1, 1000, 1234)) < position
+    long = tmp_path / "long.tsv"
+    long.write_text(
+        header + "".join(lines[:position]) + ("eins " * 40).strip() + "\tone\n" + "".join(lines[position:]),
+        encoding="utf-8",
+    )
+    code = main(
+        [
+            "train",
+            "translation",
+            "--out",
+            str(tmp_path / "run"),
+            "--train",
+            str(long),
+            "--source-language",
+            "xde",
+            "--target-language",
+            "xen",
+            *TINY,
+        ]
+    )
+    assert code == 2
+    error = capsys.readouterr().err
+    assert f"training data: the pair at line {position + 2} of {long} ('eins eins" in error
+    assert "has 40 subword tokens on one side (with bos/eos), expected at most model.max_len=32" in error
 
 
 def test_separate_vocabularies_train_one_bpe_per_side_and_survive_resume_and_fine_tuning(

@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 
 from transformer_lab.data.manifest_checks import COUNT_OR_NONE, SHA256, report_holding
 from transformer_lab.data.pair_files import read_pair_files
-from transformer_lab.data.pair_stream import PairFiles, count_pairs, stream_pairs
+from transformer_lab.data.pair_stream import PairFiles, count_pairs, numbered_pairs, stream_pairs
 from transformer_lab.data.prepared_cache import (
     VALIDATION_FILE,
     CorpusIdentity,
@@ -235,16 +235,20 @@ def carved_positions(count: int, num_carved: int, seed: int) -> set[int]:
     Drawn with ``seed``, the same for a corpus read whole and one streamed; fewer than 10
     pairs leave nothing to carve, which is an error naming ``--valid``.
     """
-    held = min(num_carved, count // 10)
-    if held < 1:
+    held = _held_positions(count, num_carved, seed)
+    if not held:
         raise ValueError(
             f"--valid: expected validation files, or at least 10 training pairs to carve validation from, "
             f"got {count} training pair(s) and no --valid"
         )
     logger.info(
-        "no --valid given: %d of the %d training pairs are held out for validation (seed %d)", held, count, seed
+        "no --valid given: %d of the %d training pairs are held out for validation (seed %d)", len(held), count, seed
     )
-    return set(random.Random(seed).sample(range(count), held))
+    return held
+
+
+def _held_positions(count: int, num_carved: int, seed: int) -> set[int]:
+    return set(random.Random(seed).sample(range(count), min(num_carved, count // 10)))
 
 
 def _sample_pairs(
@@ -440,3 +444,40 @@ def open_prepared_pairs(folder: str | os.PathLike[str]) -> PreparedPairs:
         raise ValueError(f"{folder}: the tokenizer files differ from those the ids were made with; prepare it again")
     store = TokenStore.open(folder)
     return PreparedPairs(store, tokenizers, read_pairs_jsonl(folder / VALIDATION_FILE, PAIR_KEYS), folder, manifest)
+
+
+def training_pair_origin(folder: Path, row: int) -> str | None:
+    """Where training pair ``row`` (0-based) of the prepared corpus in ``folder`` was read: file, line and text.
+
+    The files are read again up to that pair (an error path only); None where the folder
+    is no pairs corpus read from files, or the files no longer hold that pair.
+    """
+    try:
+        manifest = read_pairs_manifest(folder)
+    except (OSError, ValueError):
+        return None
+    description = manifest["description"]
+    train = description.get("train")
+    if not isinstance(train, dict):
+        return None
+    files = PairFiles(tuple(Path(path) for path in train["paths"]), train["form"], *train["languages"])
+    held = (
+        set()
+        if description.get("valid") is not None
+        else _held_positions(
+            manifest["counts"]["pairs_read"], description["num_carved_validation"], description["seed"]
+        )
+    )
+    kept = 0
+    try:
+        pairs = ((number, pair) for number, pair in numbered_pairs(files) if pair is not None)
+        for index, (number, (source, target)) in enumerate(pairs):
+            if index in held:
+                continue
+            if kept == row:
+                where = " and ".join(str(path) for path in files.paths)
+                return f"line {number} of {where} ({source[:40]!r} -> {target[:40]!r})"
+            kept += 1
+    except (OSError, ValueError):
+        return None
+    return None

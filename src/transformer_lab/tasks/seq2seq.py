@@ -20,6 +20,7 @@ import torch
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID
 from transformer_lab.data.batching import longer_than, token_budget_spans
 from transformer_lab.data.lazy_batches import PairBatches, epoch_pair_batches, pair_length_table
+from transformer_lab.data.prepared_pairs import training_pair_origin
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.task import VocabularyFunctions
@@ -258,8 +259,8 @@ def check_fits_positional_table(
 
     Otherwise the first batch that holds it fails deep in the model, maybe hours in;
     nothing is cut or dropped here either: the user raises model.max_len or removes it.
-    The first such pair is named by its text, or by its row where ``pairs`` is the
-    folder of a prepared corpus (which keeps no text).
+    The first such pair is named by its text; where ``pairs`` is the folder of a prepared
+    corpus (which keeps no text), by the file and line it was read from, else by its row.
     """
     too_long = longer_than(lengths, max_len)
     if not too_long.size:
@@ -269,7 +270,10 @@ def check_fits_positional_table(
         source, target = pairs[index]
         pair = f"pair {index + 1} ({source[:40]!r} -> {target[:40]!r})"
     else:
-        pair = f"training pair {index + 1} of the prepared corpus {pairs}"
+        origin = None if pairs is None else training_pair_origin(pairs, index)
+        pair = (
+            f"training pair {index + 1} of the prepared corpus {pairs}" if origin is None else f"the pair at {origin}"
+        )
     raise ValueError(
         f"{name}: {pair} has {int(np.max(lengths[index]))} subword tokens on one side (with bos/eos), "
         f"expected at most model.max_len={max_len} ({too_long.size} pair(s) in all); raise model.max_len or "
