@@ -161,6 +161,30 @@ def test_sizes_each_in_bounds_whose_product_no_machine_holds_are_refused_before_
     assert reached == []
 
 
+def test_lab_sizes_whose_product_no_machine_holds_are_refused_before_the_model_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from transformer_lab.lab import mask_experiments
+
+    # Building the model is replaced: reaching it is the failure (the real runs ask for 12 GB and more).
+    built: list[object] = []
+    monkeypatch.setattr(mask_experiments.Seq2SeqTransformer, "from_config", lambda config: built.append(config))
+    sizes = ["--d-model", "1024", "--nhead", "64", "--num-layers", "12", "--batch-size", "256"]
+    assert run_cli(["lab", "tgt-padding-mask", *sizes]) == 2
+    assert capsys.readouterr().err == (
+        "transformer-lab lab: error: --d-model, --nhead, --num-layers and --batch-size: expected sizes whose "
+        "tensors hold at most 536,870,912 floats together (2 GiB), got about 3,104,434,176 with sequences of up "
+        "to 11 positions; make one of them smaller\n"
+    )
+    # Default sizes, but sentences of 3,000 words from --data-dir.
+    for language in ("de", "en"):
+        (tmp_path / f"train.{language}").write_text(("word " * 3000).strip() + "\n" + "word\n", encoding="utf-8")
+    assert run_cli(["lab", "tgt-padding-mask", "--data-dir", str(tmp_path), "--batch-size", "2"]) == 2
+    error = capsys.readouterr().err
+    assert "got about 871,095,104 with sequences of up to 3,001 positions; make one of them smaller" in error
+    assert built == []
+
+
 def test_the_largest_sizes_the_combined_bounds_let_through_still_run(capsys: pytest.CaptureFixture[str]) -> None:
     # Each bound alone at its largest, the others at their defaults: what the options are for.
     for arguments in (["explain", "--src-len", "512", "--tgt-len", "512"], ["explain", "--full", "--num-layers", "12"]):

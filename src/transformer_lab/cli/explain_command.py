@@ -6,29 +6,7 @@ import argparse
 
 from transformer_lab.cli.bounds import int_in
 from transformer_lab.lab.explain import explain_attention, explain_transformer, format_shape_walk
-
-# What the sizes together may ask for, in float32 numbers (1 GiB): each option's own bound
-# still lets their product (--full's 12 layers of --d-model 4096, about 4 billion
-# weights) exhaust a machine's memory before the first line is printed.
-MAX_FLOATS = 2**28
-
-
-# The explicit path holds a few copies of an attention map at once (scores, masked scores, weights).
-ATTENTION_MAP_COPIES = 4
-
-
-def tensor_floats(d_model: int, nhead: int, src_len: int, tgt_len: int, batch: int, num_layers: int | None) -> int:
-    """About how many floats the walk holds at once: the weights, the largest attention map's copies, an activation.
-
-    ``num_layers`` None is one attention call; else a whole encoder-decoder of that many
-    layers per stack (an encoder layer holds 8 d_model² weights with dim_feedforward 2 d_model, a decoder layer 12).
-    """
-    longest = max(src_len, tgt_len)
-    if num_layers is None:
-        weights, attention_map, activation = 4 * d_model**2, src_len * tgt_len, d_model
-    else:
-        weights, attention_map, activation = 20 * num_layers * d_model**2, longest**2, 2 * d_model
-    return weights + batch * (ATTENTION_MAP_COPIES * nhead * attention_map + longest * activation)
+from transformer_lab.lab.tensor_sizes import MAX_FLOATS, tensor_floats
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -50,6 +50,7 @@ from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint
 
 # Also in __all__: callers imported the result types from this module before they moved out.
 from transformer_lab.lab.mask_results import Comparison, GuardCheck, LabResult
+from transformer_lab.lab.tensor_sizes import MAX_LAB_FLOATS, lab_floats
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.nn import TransformerDecoder, TransformerEncoder, TransformerEncoderLayer, masks
 from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, recording_shapes
@@ -162,7 +163,10 @@ def build_lab_setup(
     torch.manual_seed(seed)
     if data_dir is not None:
         batch, source_vocabulary, target_vocabulary, batch_words = read_parallel_batch(data_dir, batch_size)
-        model = _random_model(len(source_vocabulary), len(target_vocabulary), d_model, nhead, num_layers, batch)
+        longest = max(batch.src_ids.shape[1], batch.tgt_in_ids.shape[1])
+        model = _random_model(
+            len(source_vocabulary), len(target_vocabulary), d_model, nhead, num_layers, batch_size, longest
+        )
         model_words = _model_words(model, f"random (seed {seed})")
     else:
         if checkpoint is not None:
@@ -170,7 +174,7 @@ def build_lab_setup(
             model_words = _model_words(model, f"from {checkpoint}")
         else:
             vocab_size = 14  # the Annotated Transformer's copy-task size: 4 specials + 10 symbols
-            model = _random_model(vocab_size, vocab_size, d_model, nhead, num_layers, None)
+            model = _random_model(vocab_size, vocab_size, d_model, nhead, num_layers, batch_size, max_length + 2)
             model_words = _model_words(model, f"random (seed {seed})")
         vocab_size = min(model.src_vocab_size, model.tgt_vocab_size)
         pairs = make_synthetic_pairs("reverse", batch_size, vocab_size, min_length, max_length, seed)
@@ -200,9 +204,21 @@ def _random_model(
     d_model: int,
     nhead: int,
     num_layers: int,
-    batch: Seq2SeqBatch | None,
+    batch_size: int,
+    longest: int,
 ) -> Seq2SeqTransformer:
-    longest = 64 if batch is None else max(64, batch.src_ids.shape[1], batch.tgt_in_ids.shape[1])
+    """A random model for batches of ``batch_size`` sequences of at most ``longest`` positions (bos/eos included)."""
+    floats = lab_floats(d_model, nhead, num_layers, longest, batch_size, src_vocab_size, tgt_vocab_size)
+    if floats > MAX_LAB_FLOATS:  # before anything is allocated
+        raise SettingError(
+            "{d_model}, {nhead}, {num_layers} and {batch_size}: expected sizes whose tensors hold at most "
+            "{limit:,} floats together (2 GiB), got about {floats:,} with sequences of up to {longest:,} positions; "
+            "make one of them smaller",
+            ("d_model", "nhead", "num_layers", "batch_size"),
+            limit=MAX_LAB_FLOATS,
+            floats=floats,
+            longest=longest,
+        )
     config = ModelConfig(
         src_vocab_size=src_vocab_size,
         tgt_vocab_size=tgt_vocab_size,
@@ -212,7 +228,7 @@ def _random_model(
         num_decoder_layers=num_layers,
         dim_feedforward=2 * d_model,
         dropout=0.1,  # kept to show that eval() switches it off; the comparisons need no noise
-        max_len=longest,
+        max_len=max(64, longest),
         pad_id=PAD_ID,
         bos_id=BOS_ID,
         eos_id=EOS_ID,
