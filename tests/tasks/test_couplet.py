@@ -342,3 +342,9 @@ def test_the_couplet_attention_map_reads_the_written_line_over_the_upper_line(
     )
     assert figure.read_bytes().startswith(b"\x89PNG")
     assert capsys.readouterr().err.endswith(f"attention heat map: {figure}\n")
+    # plot attention without a line names the couplet command's own way to draw one.
+    assert main(["plot", "attention", "--checkpoint", str(run_dir), "--out", str(tmp_path / "no-line.png")]) == 2
+    assert capsys.readouterr().err == (
+        "transformer-lab plot: error: --source: a couplet checkpoint reads text: expected a sentence to draw "
+        "(or transformer-lab couplet --plot-attention), got none\n"
+    )

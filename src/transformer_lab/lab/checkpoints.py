@@ -22,7 +22,7 @@ from transformer_lab.decoding import greedy_search
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.attention_maps import attention_maps
 from transformer_lab.setting_error import SettingError
-from transformer_lab.tasks.registry import TrainedModel, load_trained, tasks_offering
+from transformer_lab.tasks.registry import TrainedModel, load_trained, task_named, tasks_offering
 
 SEQ2SEQ_TASKS = tasks_offering("lab")
 
@@ -151,7 +151,8 @@ def checkpoint_attention(
 
 
 def _needs_a_sentence(trained: TrainedModel) -> SettingError:
-    elsewhere = " (or transformer-lab translate --plot-attention)" if trained.task == "translation" else ""
+    command = task_named(trained.task).command
+    elsewhere = f" (or transformer-lab {command.name} --plot-attention)" if command and command.plots_attention else ""
     return SettingError(
         f"{{source}}: a {trained.task} checkpoint reads text: expected a sentence to draw{elsewhere}, got none",
         ("source",),
