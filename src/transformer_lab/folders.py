@@ -119,19 +119,24 @@ def write_folder(
     ValueError naming it; ``locked``: the caller holds ``out_dir``'s writer lock already.
     """
     out_dir = check_new_folder(out_dir)
+    shown = out_dir if shown_as is None else shown_as
     # Also where the lock or the hidden copy could not even be made (a read-only parent).
-    with writes_refused_as(out_dir if shown_as is None else shown_as, "nothing of it was kept"):
-        if locked:
-            return _write_unlocked(out_dir, write)
-        with writer_lock(out_dir, wait=False):
+    with writes_refused_as(shown, "nothing of it was kept"), contextlib.ExitStack() as held:
+        if not locked:
+            # A parent not this user's to write is the folder's fault too, named as a full disk
+            # is (only here: inside `write`, a PermissionError may be an input's).
+            with writes_refused_as(shown, "nothing of it was kept", permission=True):
+                held.enter_context(writer_lock(out_dir, wait=False))
             # Checked again under the lock: a writer that just finished made it meanwhile.
-            return _write_unlocked(check_new_folder(out_dir), write)
+            out_dir = check_new_folder(out_dir)
+        return _write_unlocked(out_dir, write, shown)
 
 
-def _write_unlocked(out_dir: Path, write: Callable[[Path], None]) -> Path:
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    remove_abandoned_copies(out_dir.parent)
-    partial = make_temporary_folder(out_dir.parent, f".{out_dir.name}{PARTIAL_MARK}{os.getpid()}-")
+def _write_unlocked(out_dir: Path, write: Callable[[Path], None], shown: str | os.PathLike[str]) -> Path:
+    with writes_refused_as(shown, "nothing of it was kept", permission=True):
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        remove_abandoned_copies(out_dir.parent)
+        partial = make_temporary_folder(out_dir.parent, f".{out_dir.name}{PARTIAL_MARK}{os.getpid()}-")
     lock = None
     try:
         lock = _hold_writing_lock(partial)

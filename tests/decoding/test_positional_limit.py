@@ -106,7 +106,52 @@ def test_each_sentence_stops_at_its_own_length_limit_whatever_it_is_batched_with
     tokens = [[token for token in sentence[0].ids if token != EOS_ID] for sentence in together.hypotheses]
     # Each row holds its own limit of tokens (the short one was cut at 17 before).
     assert [len(row) for row in tokens] == [5, 17] and len(alone.hypotheses[0][0].ids) == 5
-    if strategy == "greedy":
-        # The same tokens as alone. (Beam search on random weights meets near-ties that
-        # the batch's padding can flip by rounding, so only its lengths are compared.)
-        assert tokens[0] == alone.hypotheses[0][0].ids
+    # The same tokens as alone.
+    assert tokens[0] == alone.hypotheses[0][0].ids
+
+
+@pytest.mark.parametrize("beam_stop", ["exact", "finished"])
+def test_beam_search_batched_with_longer_sentences_finds_the_n_best_list_it_finds_alone(beam_stop: str) -> None:
+    # A sentence whose beams reach its length limit: alone they end there without eos; in a
+    # batch whose other sentence allows more tokens they must end the same way, with the same
+    # scores (a forced eos used to add its log-probability and a token, reranking the list).
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(
+        VOCAB,
+        VOCAB,
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=32,
+        dropout=0.0,
+        max_len=64,
+        pad_id=PAD_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+    ).eval()
+    with torch.no_grad():
+        model.generator.bias[EOS_ID] = -4.0  # eos is possible but unlikely: most beams reach the limit
+    config = DecodeConfig(
+        strategy="beam",
+        beam_size=3,
+        num_return=3,
+        max_len=60,
+        max_len_a=1.5,
+        max_len_b=2,
+        length_penalty=1.0,
+        beam_stop=beam_stop,
+    )
+    short = [4, 5]  # limit 5 tokens
+    long = [4, 5, 6, 7, 8, 9, 10, 4, 5, 6]  # limit 17 tokens
+    together = decode(model, torch.tensor([short + [PAD_ID] * 8, long]), config)
+    for row, source in enumerate((short, long)):
+        alone = decode(model, torch.tensor([source]), config)
+        assert [hypothesis.ids for hypothesis in together.hypotheses[row]] == [
+            hypothesis.ids for hypothesis in alone.hypotheses[0]
+        ]
+        assert [hypothesis.score for hypothesis in together.hypotheses[row]] == pytest.approx(
+            [hypothesis.score for hypothesis in alone.hypotheses[0]], abs=1e-5
+        )
+    # The short sentence's list holds hypotheses cut at its limit, so the test checks them.
+    assert any(len(hypothesis.ids) == 5 and hypothesis.ids[-1] != EOS_ID for hypothesis in together.hypotheses[0])

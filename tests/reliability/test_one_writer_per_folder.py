@@ -6,18 +6,22 @@ dying at its rename with "[Errno 39] Directory not empty"; two `prepare --out DI
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from transformer_lab import file_lock
 from transformer_lab.cli import main
 from transformer_lab.data.pair_stream import PairFiles
 from transformer_lab.data.prepared_pairs import PairCorpusSpec, pairs_kind
 from transformer_lab.file_lock import writer_lock_path
+from transformer_lab.folders import FolderWriteError, write_folder
 
 SOURCE = Path(__file__).resolve().parents[2] / "src"
 
@@ -154,3 +158,38 @@ def test_a_read_only_parent_is_one_line_naming_the_folder_not_its_lock(
         ]
     finally:
         subprocess.run(["umount", str(disk)], check=False)
+
+
+def _refused(code: int) -> Callable[..., int | str]:
+    def open_lock_file(path: Path, flags: int) -> int | str:
+        raise PermissionError(code, os.strerror(code), str(path))
+
+    return open_lock_file
+
+
+@pytest.mark.parametrize("code", [errno.EACCES, errno.EPERM], ids=["EACCES", "EPERM"])
+def test_a_parent_not_this_users_to_write_is_one_line_naming_the_folder_not_its_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], code: int
+) -> None:
+    # `--out /opt/models/ex` as a user who may not write /opt/models (or `--out /sys/ex`, even as root).
+    source, target = _pairs(tmp_path)
+    out = tmp_path / "prepared"
+    monkeypatch.setattr(file_lock, "open_lock_file", _refused(code))
+    arguments = ["prepare", "translation", "--train", str(source), str(target), "--out", str(out)]
+    assert main([*arguments, "--no-progress", "--set", "data.vocab_size=300"]) == 2
+    name = errno.errorcode[code]
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"transformer-lab prepare: error: could not write '{out}' ({os.strerror(code)}, {name}); nothing of it was kept"
+    ]  # was: "[Errno 13] Permission denied: '.../.prepared.lock'", the hidden lock named, not --out
+    assert not out.exists()
+
+
+def test_a_permission_error_inside_the_writing_is_not_taken_for_the_folders(tmp_path: Path) -> None:
+    # An input the writer cannot read is its own error, not "could not write" the folder.
+    def write(folder: Path) -> None:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), "input.txt")
+
+    with pytest.raises(PermissionError) as raised:
+        write_folder(tmp_path / "out", write)
+    assert not isinstance(raised.value, FolderWriteError) and raised.value.filename == "input.txt"
+    assert list(tmp_path.iterdir()) == []

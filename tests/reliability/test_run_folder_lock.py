@@ -133,3 +133,23 @@ def test_a_run_folder_on_a_read_only_disk_is_one_line_naming_it(
         "nothing in it was changed"
     ]
     assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("code", [errno.EACCES, errno.EPERM], ids=["EACCES", "EPERM"])
+def test_a_run_folder_not_this_users_to_write_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], code: int
+) -> None:
+    """`train --out /sys/x` (EPERM even for root), or a folder of another user's (EACCES)."""
+
+    def refused(*arguments: object, **keywords: object) -> None:
+        raise PermissionError(code, os.strerror(code), str(arguments[0]))
+
+    out = tmp_path / "run"
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "mkdir", refused)
+        assert main(["train", "copy", "--out", str(out), *TINY_COPY]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"transformer-lab train: error: could not write '{out}' ({os.strerror(code)}, {errno.errorcode[code]}); "
+        "nothing of it was kept"
+    ]  # was: "transformer-lab train: error: [Errno 1] Operation not permitted: '/sys/x'"
+    assert not out.exists()

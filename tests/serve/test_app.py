@@ -280,7 +280,8 @@ BAD_REQUESTS = [
     ("/api/translate", {"text": SENTENCE}, 422, "model"),
     ("/api/translate", ["not", "an", "object"], 422, "body"),
     # 300 words: under the character limit, over the tiny model's 64 positions.
-    ("/api/translate", {"model": NAME, "text": "Hund " * 150}, 400, "at most 64 subword tokens"),
+    # Named as the request's field (was: "sentence must be at most ...", no field of the API).
+    ("/api/translate", {"model": NAME, "text": "Hund " * 150}, 400, "text must be at most 64 subword tokens"),
     ("/api/translation/attention", {"model": NAME, "text": SENTENCE, "target_ids": [10**6]}, 400, "target_ids"),
     ("/api/masks", {"sentences": []}, 422, "sentences"),
     ("/api/masks", {"sentences": ["a"] * 5}, 422, "sentences"),

@@ -53,6 +53,7 @@ Shape legend: B batch, S source length, K beam, V vocabulary, L longest best hyp
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -85,20 +86,22 @@ class _Found:
     """A hypothesis as the search finds it: its tokens stay on the device until the end (token_history.py).
 
     Its ids are those of row ``row`` of the prefix after ``steps`` steps (bos excluded),
-    then eos if ``ends_with_eos``.
+    then ``last_token``: eos for a hypothesis that ended, a beam's token for one cut at its
+    sentence's length limit (named by its parent row, which the history holds whether or
+    not the sentence leaves the batch at that step).
     """
 
     score: float
     log_prob: float
     steps: int
     row: int
-    ends_with_eos: bool
+    last_token: int
 
     @classmethod
-    def scored(cls, log_prob: float, steps: int, row: int, ends_with_eos: bool, length_penalty: float) -> _Found:
-        """The hypothesis with its score: ``log_prob`` over the GNMT penalty of its length (eos included)."""
-        length = steps + 1 if ends_with_eos else steps
-        return cls(log_prob / gnmt_length_penalty(length, length_penalty), log_prob, steps, row, ends_with_eos)
+    def scored(cls, log_prob: float, steps: int, row: int, last_token: int, length_penalty: float) -> _Found:
+        """The hypothesis with its score: ``log_prob`` over the GNMT penalty of its length (``steps + 1``)."""
+        score = log_prob / gnmt_length_penalty(steps + 1, length_penalty)
+        return cls(score, log_prob, steps, row, last_token)
 
 
 def _add_hypothesis(hypotheses: list[_Found], found: _Found, num_return: int) -> None:
@@ -143,21 +146,23 @@ def _replay(
     found: list[list[_Found]],
     ended: list[int],
     beam_size: int,
-    max_len: int,
+    max_lengths: list[int],
     length_penalty: float,
     num_return: int,
     stop: str,
+    eos_id: int,
 ) -> list[bool]:
     """Read the steps since the last check in one go and apply them in order, as if read one by one.
 
     Each record holds, per sentence still in the batch, the first candidates' raw scores
     where they end with eos (a finite one is a hypothesis), their parent beams, and the new
-    beams' scores (see beam_search). A sentence found done at a step ignores the steps
-    after it: in a search that reads every step it would have left the batch there. At the
+    beams' scores, parent beams and tokens (see beam_search). A sentence found done at a step ignores the steps
+    after it: in a search that reads every step it would have left the batch there. At its
     last step (``max_len - 1``) the live beams become hypotheses without eos and no stopping
-    rule is asked. Returns, per position of ``active``, whether the sentence is done.
+    rule is asked; ``max_lengths[sentence]`` is that sentence's ``max_len``. Returns, per position of
+    ``active``, whether the sentence is done.
 
-    Shape: each record ``[A, 3K]``: ending scores, parent beams, new beam scores.
+    Shape: each record ``[A, 5K]``: ending scores, parent beams, new beam scores, their parents, their tokens.
     """
     steps = [step for step, _ in pending]
     if len(pending) == 1:
@@ -176,23 +181,24 @@ def _replay(
                 if math.isfinite(ending[candidate]):
                     ended[sentence] += 1
                     parent = position * beam_size + int(row[beam_size + candidate])
-                    hypothesis = _Found.scored(ending[candidate], step, parent, True, length_penalty)
+                    hypothesis = _Found.scored(ending[candidate], step, parent, eos_id, length_penalty)
                     _add_hypothesis(found[sentence], hypothesis, num_return)
-            live = row[2 * beam_size :]  # [K], best first
-            if step == max_len - 1:
+            live = row[2 * beam_size : 3 * beam_size]  # [K], best first
+            if step == max_lengths[sentence] - 1:
                 # Out of length: the live beams become hypotheses without eos.
+                live_parents, live_tokens = row[3 * beam_size : 4 * beam_size], row[4 * beam_size :]
                 for beam, log_prob in enumerate(live):
                     if math.isfinite(log_prob):
-                        hypothesis = _Found.scored(
-                            log_prob, step + 1, position * beam_size + beam, False, length_penalty
-                        )
+                        parent = position * beam_size + int(live_parents[beam])
+                        hypothesis = _Found.scored(log_prob, step, parent, int(live_tokens[beam]), length_penalty)
                         _add_hypothesis(found[sentence], hypothesis, num_return)
+                done[position] = True
             elif _sentence_done(
                 found[sentence],
                 ended[sentence],
                 live[0],
                 step + 1,
-                max_len,
+                max_lengths[sentence],
                 length_penalty,
                 num_return,
                 stop,
@@ -217,6 +223,7 @@ def beam_search(
     logits_processor: LogitsProcessor | None = None,
     stop: str = "exact",
     check_every: int | None = None,
+    max_lengths: Sequence[int] | None = None,
 ) -> DecodeOutput:
     """Beam search over a batch of sentences for at most `max_len` new tokens.
 
@@ -228,7 +235,10 @@ def beam_search(
     only when its n-best list can no longer change, `stop="finished"` once `beam_size` of
     its hypotheses have ended (fairseq's and CTranslate2's rule). `check_every` is the
     number of steps between two host reads (None: by device, `resolve_check_every`; see
-    the module docstring). The model should be in eval mode.
+    the module docstring). `max_lengths` (one per sentence, each at most `max_len`): a
+    sentence's own `max_len`, so that it is searched exactly as alone with that `max_len`
+    (its beams at the limit end without eos, and its stop's bound uses it), whatever it is
+    batched with. The model should be in eval mode.
 
     Shape:
         src_ids: LongTensor[B, S] -> DecodeOutput(hypotheses: B lists of <= num_return, best_ids [B, L]).
@@ -244,6 +254,17 @@ def beam_search(
     bos_id, eos_id, pad_id = resolve_special_ids(model, bos_id, eos_id, pad_id)
     max_len = clamp_to_positional_table(model, max_len)
     check_every = resolve_check_every(check_every, src_ids.device)
+    if max_lengths is None:
+        row_limits = [max_len] * src_ids.size(0)
+    else:
+        if len(max_lengths) != src_ids.size(0):
+            raise ValueError(
+                f"max_lengths: expected one limit per sentence ({src_ids.size(0)}), given {len(max_lengths)}"
+            )
+        for limit in max_lengths:
+            check_positive("max_lengths", limit)
+        row_limits = [min(int(limit), max_len) for limit in max_lengths]
+        max_len = max(row_limits)
 
     # no_grad rather than inference_mode: see greedy_search.
     with torch.no_grad():
@@ -290,7 +311,8 @@ def beam_search(
             live_scores = top_scores.masked_fill(top_is_eos, -math.inf)  # [A, C]
             next_scores, order = live_scores.topk(beam_size, dim=1)  # [A, K]
             next_parents = top_parents.gather(1, order)  # [A, K]
-            next_tokens = top_tokens.gather(1, order).reshape(-1)  # [A*K]
+            beam_tokens = top_tokens.gather(1, order)  # [A, K]
+            next_tokens = beam_tokens.reshape(-1)  # [A*K]
             row_offsets = torch.arange(active_count, device=device) * beam_size  # [A]
             flat_parents = (row_offsets.unsqueeze(1) + next_parents).reshape(-1)  # [A*K]
             next_prefix_ids = torch.cat(
@@ -302,19 +324,30 @@ def beam_search(
             # host needs of this step, read with the others at the next check, is one
             # float32 record: per sentence the first K candidates' raw scores where they end
             # with eos (-inf elsewhere: a finite one is accepted), their parent beams (small
-            # integers), and the new beams' scores.
+            # integers), and the new beams' scores, parents and tokens (ids below 2^24, exact in
+            # float32), with which a sentence at its length limit ends its beams.
             ending_scores = top_scores[:, :beam_size].masked_fill(~top_is_eos[:, :beam_size], -math.inf)  # [A, K]
             parents = top_parents[:, :beam_size].to(top_scores.dtype)  # [A, K]
-            record = torch.cat([ending_scores, parents, next_scores], dim=1)  # [A, 3K]
+            record = torch.cat(
+                [
+                    ending_scores,
+                    parents,
+                    next_scores,
+                    next_parents.to(top_scores.dtype),
+                    beam_tokens.to(top_scores.dtype),
+                ],
+                dim=1,
+            )  # [A, 5K]
             pending.append((step, record))
 
             last_step = step == max_len - 1
             compacted = False
             if last_step or (step + 1) % check_every == 0:
-                done = _replay(pending, active, found, ended, beam_size, max_len, length_penalty, num_return, stop)
+                done = _replay(
+                    pending, active, found, ended, beam_size, row_limits, length_penalty, num_return, stop, eos_id
+                )
                 pending.clear()
                 if last_step:
-                    history.append(next_tokens, flat_parents)  # the live beams just added end here
                     break
                 keep = [position for position in range(active_count) if not done[position]]
                 if not keep:
@@ -347,7 +380,7 @@ def beam_search(
     hypotheses = [
         [
             Hypothesis(
-                ids=trace.ids(hypothesis.steps, hypothesis.row) + ([eos_id] if hypothesis.ends_with_eos else []),
+                ids=trace.ids(hypothesis.steps, hypothesis.row) + [hypothesis.last_token],
                 score=hypothesis.score,
                 log_prob=hypothesis.log_prob,
             )

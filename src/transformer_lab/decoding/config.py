@@ -124,13 +124,18 @@ def decode(
     """
     check_source_ids(src_ids)
     bos_id, eos_id, pad_id = resolve_special_ids(model, bos_id, eos_id, pad_id)
+    max_lengths = None
     if config.max_len_a is None and config.max_len_b is None:
         max_len = config.max_len
     else:
         lengths = (src_ids != pad_id).sum(dim=1).tolist()  # [B]
         limits = [config.max_new_tokens(int(length)) for length in lengths]
         max_len = max(limits)
-        if min(limits) < max_len:
+        if min(limits) < max_len and config.strategy == "beam":
+            # Beam search takes each sentence's limit itself: a forced eos would add its
+            # log-probability and one token to the scores, and so rerank the n-best list.
+            max_lengths = limits
+        elif min(limits) < max_len:
             # Each row stops at its own limit, so that its output does not depend on the
             # other sentences of the batch (length_limits.py); the longest runs one longer.
             logits_processor = RowLengthLimit(
@@ -143,11 +148,11 @@ def decode(
         # applies (models/bfloat16.py). Callers that decode often make the copy once
         # (decoding_model) and pass it; given a float model, each call copies it.
         assert isinstance(model, nn.Module)
-        return _search(as_bf16(model), src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor)
+        return _search(as_bf16(model), src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor, max_lengths)
     # Under autocast (a model that is no nn.Module, an int8 copy, or an autocast the caller
     # opened) autocast's own rules keep log_softmax (and so every score) in float32.
     with autocast("fp32" if precision == "int8" else precision, src_ids.device):
-        return _search(model, src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor)
+        return _search(model, src_ids, config, max_len, bos_id, eos_id, pad_id, logits_processor, max_lengths)
 
 
 ModelType = TypeVar("ModelType", bound=nn.Module)
@@ -199,6 +204,7 @@ def _search(
     eos_id: int,
     pad_id: int,
     logits_processor: LogitsProcessor | None,
+    max_lengths: list[int] | None = None,
 ) -> DecodeOutput:
     if config.strategy == "greedy":
         return greedy_search(
@@ -225,4 +231,5 @@ def _search(
         use_cache=config.use_cache,
         logits_processor=logits_processor,
         stop=config.beam_stop,
+        max_lengths=max_lengths,
     )

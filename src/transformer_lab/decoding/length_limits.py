@@ -6,7 +6,10 @@ sentence's output depended on which sentences it was batched with. :class:`RowLe
 is a logits processor that ends each row at its own limit: once a row holds its ``limit``
 tokens, eos is the only token left. The row then has exactly the tokens it would have had
 decoded alone (where the search cuts it at ``limit``), plus that eos, which
-``strip_generated`` removes; the batch runs to the largest limit plus one.
+``strip_generated`` removes; the batch runs to the largest limit plus one. Greedy search
+uses it; beam search takes the limits itself (``beam_search(max_lengths=...)``), as the
+forced eos would add its log-probability and one token to the scores that rank the n-best
+list.
 
 Shape legend: N rows decoded together, S source length, V vocabulary, t prefix length.
 """

@@ -182,7 +182,8 @@ class TranslationHandler(Seq2SeqHandler):
         # The request's search as it asks, even beam search with one beam (the API's beam=1 is greedy).
         size = request.beam_size if request.strategy == "beam" else 1
         decode = dataclasses.replace(self._decode, strategy=request.strategy, beam_size=size, num_return=size)
-        candidates = translate_nbest(self._model, self.predictor.tokenizers, request.text, decode)
+        # Named as the request's field: "sentence" is no field of the API.
+        candidates = translate_nbest(self._model, self.predictor.tokenizers, request.text, decode, "text")
         target = self.predictor.tokenizers.target
         return {
             "candidates": [

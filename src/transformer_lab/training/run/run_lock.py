@@ -74,9 +74,10 @@ class RunFolderLock:
         if linked:
             raise ValueError(f"{linked}: pass the folder it points to if that is meant")
         self._made_folder = not self.out_dir.exists()
-        # A read-only or full disk is the folder's fault, not the run's: said as prepare says it.
+        # A read-only or full disk, or a folder not this user's, is the folder's fault, not the
+        # run's: said as prepare says it.
         outcome = "nothing of it was kept" if self._made_folder else "nothing in it was changed"
-        with writes_refused_as(self.out_dir, outcome):
+        with writes_refused_as(self.out_dir, outcome, permission=True):
             self.out_dir.mkdir(parents=True, exist_ok=True)
             opened = open_lock_file(self.path, os.O_RDWR | os.O_CREAT)
         if isinstance(opened, str):
