@@ -166,9 +166,9 @@ def _replay(
     """
     steps = [step for step, _ in pending]
     if len(pending) == 1:
-        records = [pending[0][1].tolist()]  # [1, A, 3K], the one read
+        records = [pending[0][1].tolist()]  # [1, A, 5K], the one read
     else:
-        records = torch.stack([record for _, record in pending]).tolist()  # [P, A, 3K], the one read
+        records = torch.stack([record for _, record in pending]).tolist()  # [P, A, 5K], the one read
     done = [False] * len(active)
     for step, record in zip(steps, records):
         for position, row in enumerate(record):
@@ -288,7 +288,7 @@ def beam_search(
         ended = [0] * batch_size  # hypotheses seen ending per sentence (found keeps the best)
         beam_offsets = torch.arange(beam_size, device=device)  # [K]
         history = TokenHistory()
-        # Each step's [A, 3K] record since the last read, with the step it belongs to.
+        # Each step's [A, 5K] record since the last read, with the step it belongs to.
         pending: list[tuple[int, Tensor]] = []
 
         for step in range(max_len):
