@@ -886,6 +886,13 @@ CLI_CASES = [
         r"--last: expected at most the \d step checkpoints in .*, got 10 \(the default: give --last N\)$",
     ),
     CliCase(
+        # Told as export tells it, not as a checkpoint that "exists" (EEXIST from under a file).
+        "average-checkpoints: --out under a file",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(translation_run(tmp, ck)), "--last", "1"]
+        + ["--out", str(a_file(tmp) / "averaged")],
+        r"--out: expected a path through folders, got .*notes\.txt/averaged, through the file .*notes\.txt$",
+    ),
+    CliCase(
         "average-checkpoints: --out a step name of the run",
         lambda tmp, ck: ["average-checkpoints", "--run", str(run := translation_run(tmp, ck)), "--last", "1"]
         + ["--out", str(run / "step-000050")],

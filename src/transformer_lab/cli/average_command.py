@@ -41,6 +41,9 @@ def run(arguments: argparse.Namespace) -> int:
             raise ValueError(f"--out: {arguments.out} is being trained by {holder}; choose a new folder")
         raise ValueError(f"--out: expected a new folder, got {arguments.out} which exists")
     check_output_outside_saves("--out", arguments.out)
+    in_the_way = next((path for path in Path(arguments.out).parents if path.exists() and not path.is_dir()), None)
+    if in_the_way is not None:
+        raise ValueError(f"--out: expected a path through folders, got {arguments.out}, through the file {in_the_way}")
     if not arguments.run.is_dir():
         what = "is a file" if arguments.run.exists() else "does not exist"
         raise FileNotFoundError(f"--run: expected a run folder, got {arguments.run}, which {what}")
@@ -76,7 +79,8 @@ def run(arguments: argparse.Namespace) -> int:
     # The container is built from the newest checkpoint once the sources pass their checks:
     # loading refused weights would warn about them first.
     average_checkpoints(sources, arguments.out, lambda: _container_model(sources[-1]))
-    print(f"averaged {len(sources)} checkpoints ({sources[0].name} .. {sources[-1].name}) into {arguments.out}")
+    named = sources[0].name if len(sources) == 1 else f"{len(sources)} checkpoints ({sources[0].name} .. {sources[-1].name})"
+    print(f"averaged {named} into {arguments.out}")
     return 0
 
 
