@@ -79,7 +79,8 @@ def run(arguments: argparse.Namespace) -> int:
     # The container is built from the newest checkpoint once the sources pass their checks:
     # loading refused weights would warn about them first.
     average_checkpoints(sources, arguments.out, lambda: _container_model(sources[-1]))
-    named = sources[0].name if len(sources) == 1 else f"{len(sources)} checkpoints ({sources[0].name} .. {sources[-1].name})"
+    first, newest = sources[0].name, sources[-1].name
+    named = first if len(sources) == 1 else f"{len(sources)} checkpoints ({first} .. {newest})"
     print(f"averaged {named} into {arguments.out}")
     return 0
 
