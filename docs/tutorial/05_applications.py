@@ -149,7 +149,8 @@ print("figure:", show_figure(translator.plot_attention(validation[0][0], figures
 # A couplet's lower line answers the upper one character by character: the same length, a tone
 # contrast, parallel grammar, and no character of the upper line repeated. The couplet task reads
 # characters (no subwords), and its decoding enforces the form: the length, the punctuation, the
-# repetitions that mirror those of the upper line. The cut-down settings are as before.
+# repetitions that mirror those of the upper line. The model is cut down as before (3,000 pairs,
+# d_model 64, 2 + 2 layers), and trains for 200 steps.
 
 # %%
 from transformer_lab.tasks.couplet import data as couplet_data

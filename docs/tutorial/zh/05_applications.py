@@ -122,7 +122,7 @@ print("figure:", show_figure(translator.plot_attention(validation[0][0], figures
 #
 # ## 一个极小的对联模型
 #
-# 对联的下联逐字回应上联：字数相同，平仄相对，词性相当，而且不重复上联的字。对联任务以字为单位（不用子词），解码时强制保证格式：字数、标点，以及与上联对应的重字。缩小的设置与上面相同。
+# 对联的下联逐字回应上联：字数相同，平仄相对，词性相当，而且不重复上联的字。对联任务以字为单位（不用子词），解码时强制保证格式：字数、标点，以及与上联对应的重字。模型像上面一样缩小（3,000 个句对、d_model 64、2 + 2 层），训练 200 步。
 
 # %%
 from transformer_lab.tasks.couplet import data as couplet_data
