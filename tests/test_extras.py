@@ -29,7 +29,7 @@ def test_the_command_line_and_the_core_load_without_any_extra() -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     # The figure needs matplotlib: one line naming the extra, not a traceback.
     assert (
-        "drawing figures needs the matplotlib package, which is not installed: "
+        "the matplotlib package, needed for drawing figures, is not installed: "
         'in your transformer_lab clone, run pip install -e ".[plots]"' in result.stderr
     )
     assert "Traceback" not in result.stderr
@@ -55,10 +55,12 @@ def test_without_the_plots_extra_evaluate_and_the_demo_finish_and_say_what_was_n
     # The scores are written and recorded in the card; only the pictures are missing, each said in one line.
     assert json.loads((checkpoint / "report.test.json").read_text(encoding="utf-8"))["accuracy"] >= 0.0
     assert "| test | argmax | accuracy |" in (checkpoint / "README.md").read_text(encoding="utf-8")
-    missing = "needs the matplotlib package, which is not installed: in your transformer_lab clone, run "
+    missing = (
+        "the matplotlib package, needed for drawing figures, is not installed: in your transformer_lab clone, run "
+    )
     missing += 'pip install -e ".[plots]"'
-    assert f"confusion matrix: not drawn: drawing figures {missing}" in result.stderr
-    assert f"Cross-attention heat map: not drawn: drawing figures {missing}" in result.stderr
+    assert f"confusion matrix: not drawn: {missing}" in result.stderr
+    assert f"Cross-attention heat map: not drawn: {missing}" in result.stderr
     assert not list(checkpoint.glob("*.png")) and not (tmp_path / "demo" / "attention.png").exists()
     assert "Traceback" not in result.stderr
 

@@ -47,6 +47,7 @@ def require_extra(package: str, purpose: str) -> ModuleType:
         return importlib.import_module(package)
     except ImportError as error:
         raise MissingExtraError(
-            f"{purpose} needs the {package} package, which is not installed: "
+            # The purpose is a noun phrase, singular or plural ("the couplet tone rules"): no verb agrees with it.
+            f"the {package} package, needed for {purpose}, is not installed: "
             f"in your transformer_lab clone, run {install_command(extra)}"
         ) from error

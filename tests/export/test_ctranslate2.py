@@ -206,7 +206,7 @@ def test_couplet_with_aligned_input_is_refused_saying_why(tmp_path: Path) -> Non
 
 
 def test_other_tasks_are_refused_naming_the_task(reverse: dict, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="expected a checkpoint of couplet or translation, got task 'synthetic'"):
+    with pytest.raises(ValueError, match="expected a checkpoint of couplet or translation, got task 'reverse'"):
         export_checkpoint(reverse["run"], tmp_path / "synthetic")
     classification = train_classification_checkpoint(tmp_path / "classification")
     with pytest.raises(ValueError, match="got task 'classification'"):

@@ -251,7 +251,7 @@ def test_classifier_layouts_export_exactly(tmp_path: Path, options: dict) -> Non
 
 def test_other_tasks_are_refused_naming_the_task(reverse: dict, tmp_path: Path) -> None:
     with pytest.raises(
-        ValueError, match="expected a checkpoint of classification or couplet or translation, got task 'synthetic'"
+        ValueError, match="expected a checkpoint of classification or couplet or translation, got task 'reverse'"
     ):
         export_checkpoint(reverse["run"], tmp_path / "synthetic")
     assert not (tmp_path / "synthetic").exists()
@@ -333,5 +333,9 @@ def test_the_command_without_onnx_is_one_line_and_exit_1(
     monkeypatch.setitem(sys.modules, "onnx", None)
     assert main(["export", "--checkpoint", str(checkpoint), "--format", "onnx", "--out", str(tmp_path / "onnx")]) == 1
     error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "needs the onnx package" in error and 'pip install -e ".[deploy]"' in error
+    assert (
+        error.count("\n") == 1
+        and "the onnx package, needed for exporting to ONNX, is not installed" in error
+        and 'pip install -e ".[deploy]"' in error
+    )
     assert not (tmp_path / "onnx").exists()

@@ -802,7 +802,7 @@ CLI_CASES = [
     CliCase(
         "translate: a copy-task checkpoint",
         lambda tmp, ck: translate_argv(copy_checkpoint(tmp), "Hallo"),
-        r"expected a translation checkpoint, got task 'synthetic'",
+        r"expected a translation checkpoint, got task 'copy'",
     ),
     CliCase(
         "evaluate: misaligned data files",
@@ -1123,7 +1123,7 @@ CLI_CASES = [
     CliCase(
         "couplet: Latin letters",
         lambda tmp, ck: couplet_argv(ck, "春风 spring 花"),
-        r"^transformer-lab couplet: line 1: upper line '春风spring花' contains Latin letters 'ginprs': "
+        r"^transformer-lab couplet: line 1: upper line '春风 spring 花' contains Latin letters 'ginprs': "
         r"expected a line of Chinese characters$",
     ),
     CliCase(

@@ -247,8 +247,11 @@ def test_every_checkpoint_has_a_model_card_and_evaluate_adds_its_scores(
     row = file_test_name(source)  # the file's name and a digest of its place: a file named like a split keeps apart
     assert [(test["split"], test["search"]) for test in tests] == [(row, "greedy")]
     assert round(tests[0]["metrics"]["bleu"], 2) == bleu
-    splits = [result["dataset"]["split"] for result in front["model-index"][0]["results"]]
-    assert splits == ["validation", row]
+    datasets = [result["dataset"] for result in front["model-index"][0]["results"]]
+    assert [dataset["split"] for dataset in datasets] == ["validation", row]
+    # The validation split is Multi30k's; the file is the user's, named as such (was: Multi30k too).
+    assert [dataset["name"] for dataset in datasets] == ["multi30k", "five.de"]
+    assert tests[0]["dataset"] == "five.de"
     assert f"| {row} | greedy | bleu | {bleu:.2f} |" in (trained_run / "best" / "README.md").read_text("utf-8")
     # last/ shared the card's file with best/ by hard link where both were saved at once; it keeps its own.
     assert _front_matter(trained_run / "last")["transformer_lab"]["test"] == []

@@ -78,7 +78,7 @@ def run(arguments: argparse.Namespace) -> int:
         print(line)
     if report.confusion is not None:
         _draw_confusion(report.confusion)
-    _record_in_card(report.checkpoint, report.name, report.search, report.scores)
+    _record_in_card(report.checkpoint, report.name, report.search, report.scores, report.dataset)
     return 0
 
 
@@ -103,10 +103,10 @@ def _refused(error: OSError, where: object) -> str:
     return f"could not write {str(where)!r} ({describe_os_error(error)})"
 
 
-def _record_in_card(checkpoint: Path, split: str, search: str, scores: dict[str, float]) -> None:
+def _record_in_card(checkpoint: Path, split: str, search: str, scores: dict[str, float], dataset: str | None) -> None:
     """Add the scores to the checkpoint's model card (README.md), if it has one."""
     try:
-        card = add_test_scores(checkpoint, split, search, scores)
+        card = add_test_scores(checkpoint, split, search, scores, dataset)
     except FileNotFoundError:
         print(f"model card: none in {checkpoint} (a checkpoint written before cards); scores not recorded")
         return

@@ -326,8 +326,14 @@ def _printable(characters: Sequence[str]) -> str:
     return "".join(character if character.isprintable() else f"\\u{ord(character):04x}" for character in characters)
 
 
-def check_upper_line(upper: str, vocabulary: Vocabulary, max_len: int) -> tuple[str | None, str | None]:
-    """(error, note) for one upper line (already without spaces); both None when it is fine."""
+def check_upper_line(
+    upper: str, vocabulary: Vocabulary, max_len: int, given: str | None = None
+) -> tuple[str | None, str | None]:
+    """(error, note) for one upper line (already without spaces); both None when it is fine.
+
+    ``given``: the line as the user typed it (spaces and all), which an error quotes.
+    """
+    shown = upper if given is None else given
     if not upper:
         return "empty upper line: expected Chinese characters, got nothing", None
     surrogate = next((index for index, character in enumerate(upper) if "\ud800" <= character <= "\udfff"), None)
@@ -342,13 +348,13 @@ def check_upper_line(upper: str, vocabulary: Vocabulary, max_len: int) -> tuple[
     latin = sorted(set(_LATIN_LETTERS.findall(upper)))
     if latin:
         return (
-            f"upper line {upper!r} contains Latin letters {''.join(latin)!r}: expected a line of Chinese characters",
+            f"upper line {shown!r} contains Latin letters {''.join(latin)!r}: expected a line of Chinese characters",
             None,
         )
     if len(upper) >= max_len:
         return f"upper line of {len(upper)} characters: expected at most {max_len - 1} (the model's max_len - 1)", None
     if all(is_punctuation(character) for character in upper):
-        return f"upper line {upper!r} is only punctuation: expected Chinese characters", None
+        return f"upper line {shown!r} is only punctuation: expected Chinese characters", None
     unseen = sorted({character for character in upper if character not in vocabulary})
     if unseen:
         return None, f"characters never seen in training, read as <unk>: {_printable(unseen)}"

@@ -17,6 +17,7 @@ import torch
 from transformer_lab.devices import resolve_device
 from transformer_lab.tasks.registry import checkpoint_tasks
 from transformer_lab.training import load_checkpoint_config, resolve_checkpoint
+from transformer_lab.training.checkpoint import trained_task_name
 
 
 @dataclass
@@ -71,11 +72,12 @@ def load_served_models(
                 f"--checkpoint {argument}: expected a unique name, but {name!r} is already served from "
                 f"{served[name].checkpoint}; name it with NAME=PATH"
             )
-        task = load_checkpoint_config(checkpoint).get("task")
+        config = load_checkpoint_config(checkpoint)
+        task = config.get("task")
         if task not in tasks:
             raise ValueError(
                 f"--checkpoint {argument}: expected a checkpoint of a served task "
-                f"({', '.join(sorted(tasks))}), got task {task!r}"
+                f"({', '.join(sorted(tasks))}), got task {trained_task_name(config)!r}"
             )
         serving = tasks[task].serving
         assert serving is not None  # a Task offering "serve" has one

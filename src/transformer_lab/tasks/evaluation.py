@@ -151,6 +151,7 @@ class EvaluationReport:
     ``name`` is what the scores are recorded under (the split, or ``file_test_name`` of a file);
     ``search`` how the outputs were produced ("greedy", "beam 4 bf16", "argmax").
     ``confusion``: a figure the command draws (the figure modules sit above the tasks).
+    ``dataset``: the name of the user's file scored, where it is no split of the checkpoint's dataset.
     """
 
     lines: list[str]
@@ -160,6 +161,7 @@ class EvaluationReport:
     search: str
     scores: dict[str, float]
     confusion: ConfusionFigure | None = None
+    dataset: str | None = None
 
 
 class EvaluateFunction(Protocol):

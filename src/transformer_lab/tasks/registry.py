@@ -22,7 +22,7 @@ from transformer_lab.atomic_files import check_not_an_input
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, unread_option_error
 from transformer_lab.tasks.task import Task, VocabularyFunctions
 from transformer_lab.training import load_checkpoint_config
-from transformer_lab.training.checkpoint import checkpoint_files, resolve_checkpoint
+from transformer_lab.training.checkpoint import checkpoint_files, resolve_checkpoint, trained_task_name
 
 TASKS: dict[str, Task] = {}
 
@@ -158,8 +158,9 @@ def load_trained(checkpoint: str | os.PathLike[str], tasks: tuple[str, ...] = ()
     folder = resolve_checkpoint(checkpoint)
     task = checkpoint_task(folder)
     if tasks and task not in tasks:
+        trained = trained_task_name(load_checkpoint_config(folder))
         raise ValueError(
-            f"checkpoint {str(folder)!r}: expected a checkpoint of {' or '.join(tasks)}, got task {task!r}"
+            f"checkpoint {str(folder)!r}: expected a checkpoint of {' or '.join(tasks)}, got task {trained!r}"
         )
     model, vocabulary, config = checkpoint_tasks()[task].load(folder)
     return TrainedModel(task=task, folder=folder, model=model, vocabulary=vocabulary, config=config)

@@ -403,6 +403,15 @@ def _export_kind(folder: Path, config: Mapping[str, Any]) -> str | None:
     return None
 
 
+def trained_task_name(config: Mapping[str, Any]) -> Any:
+    """The task a checkpoint's ``config`` was trained as, as the user named it: ``train copy`` is the
+    synthetic task with ``data.task`` copy, and an error that says "synthetic" names no command they typed."""
+    data = config.get("data")
+    if isinstance(data, Mapping) and isinstance(data.get("task"), str):
+        return data["task"]
+    return config.get("task")
+
+
 def load_task_config(
     folder: str | os.PathLike[str],
     task: str,
@@ -418,7 +427,7 @@ def load_task_config(
     """
     raw = load_checkpoint_config(folder)
     if raw.get("task") != task:
-        raise ValueError(f"checkpoint {folder}: expected a {task} checkpoint, got task {raw.get('task')!r}")
+        raise ValueError(f"checkpoint {folder}: expected a {task} checkpoint, got task {trained_task_name(raw)!r}")
     ignored = set(CHECKPOINT_METADATA_KEYS) | set(extra_metadata_keys)
     try:
         return config_from_dict(config_type, {key: value for key, value in raw.items() if key not in ignored})

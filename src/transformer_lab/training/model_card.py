@@ -204,7 +204,11 @@ def _front_matter(facts: Mapping[str, Any]) -> dict[str, Any]:
         results.append(
             {
                 "task": {"type": hub_task, "name": task_name},
-                "dataset": {"name": dataset, "type": dataset, "split": test["split"]},
+                "dataset": {
+                    "name": test.get("dataset", dataset),
+                    "type": test.get("dataset", dataset),
+                    "split": test["split"],
+                },
                 "metrics": _metric_entries(test["metrics"]),
             }
         )
@@ -387,6 +391,8 @@ class _CardFields:
             entry = self.mapping(test, f"test[{index}]")
             self.text(entry.get("split"), f"test[{index}].split")
             self.text(entry.get("search"), f"test[{index}].search")
+            if "dataset" in entry:
+                self.text(entry["dataset"], f"test[{index}].dataset")
             self.numbers(entry.get("metrics"), f"test[{index}].metrics")
 
 
@@ -426,8 +432,17 @@ def file_test_name(path: str | os.PathLike[str]) -> str:
     return f"{Path(path).name}.{digest}"
 
 
-def add_test_scores(folder: str | os.PathLike[str], split: str, search: str, metrics: Mapping[str, float]) -> Path:
+def add_test_scores(
+    folder: str | os.PathLike[str],
+    split: str,
+    search: str,
+    metrics: Mapping[str, float],
+    dataset: str | None = None,
+) -> Path:
     """Add (or replace) the scores of ``split`` under ``search`` in ``folder``'s card; return its path.
+
+    ``dataset``: the name of the file scored where it is the user's own (None: a split of the
+    dataset the card names).
 
     Scores recorded earlier for the same split and search under other names stay beside
     the new ones (one evaluation's BLEU flavour does not erase another's); a name given
@@ -443,7 +458,10 @@ def add_test_scores(folder: str | os.PathLike[str], split: str, search: str, met
         else:
             tests.append(test)
     new = {key: float(value) for key, value in metrics.items()}
-    tests.append({"split": split, "search": search, "metrics": {**earlier, **new}})
+    entry: dict[str, Any] = {"split": split, "search": search, "metrics": {**earlier, **new}}
+    if dataset is not None:
+        entry["dataset"] = dataset
+    tests.append(entry)
     facts["test"] = tests
     write_text_atomically(path, render_card(facts))
     return path

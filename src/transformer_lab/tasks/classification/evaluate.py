@@ -177,4 +177,5 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         name=name,
         search="int8" if options.precision == "int8" else "argmax",
         scores={"accuracy": report.accuracy, "macro_f1": report.macro_f1},
+        dataset=None if test is None else Path(test).name,
     )

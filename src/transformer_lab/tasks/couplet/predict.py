@@ -87,7 +87,7 @@ def generate(
     returned = decode_config.beam_size if reranks else num_candidates
     decode_config = dataclasses.replace(decode_config, num_return=returned if decode_config.strategy == "beam" else 1)
     lines = [split_characters(upper) for upper in uppers]
-    checks = [check_upper_line(line, vocabulary, model.max_len) for line in lines]
+    checks = [check_upper_line(line, vocabulary, model.max_len, upper) for line, upper in zip(lines, uppers)]
     results: list[CoupletResult | None] = [
         CoupletResult(line, [], error=error) if error else None for line, (error, _) in zip(lines, checks)
     ]

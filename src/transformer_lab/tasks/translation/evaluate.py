@@ -108,4 +108,5 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         name=name,
         search=search.name,
         scores={**{key: result.score for key, result in bleu.items()}, "chrf": report.chrf.score},
+        dataset=None if source is None else Path(source).name,
     )
