@@ -675,6 +675,26 @@ def test_separate_vocabularies_train_one_bpe_per_side_and_survive_resume_and_fin
         assert {name: (folder / name).read_bytes() for name in names} == first, folder
 
 
+def test_a_target_vocabulary_size_without_separate_vocabularies_is_refused_not_ignored(
+    corpus: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The joint BPE has one size: 280 for the target side would be recorded and never learned.
+    out = tmp_path / "joint"
+    languages = ["--source-language", "xde", "--target-language", "xen"]
+    arguments = ["--train", str(corpus["train_tsv"]), *languages, *TINY, "--set", "data.target_vocab_size=280"]
+    assert main(["train", "translation", "--out", str(out), *arguments]) == 2
+    assert (
+        "data.target_vocab_size: expected only with data.separate_vocabularies=true (one joint BPE has the one "
+        "size data.vocab_size=300), got 280 without it" in capsys.readouterr().err
+    )
+    assert not out.exists()
+    data_settings = ["--set", "data.vocab_size=300", "--set", "data.min_frequency=1", *arguments[-2:]]
+    prepare = ["prepare", "translation", "--out", str(tmp_path / "prepared"), "--train", str(corpus["train_tsv"])]
+    assert main([*prepare, *languages, *data_settings]) == 2
+    assert "data.target_vocab_size: expected only with" in capsys.readouterr().err
+    assert not (tmp_path / "prepared").exists()
+
+
 def test_the_python_translator_gives_what_the_command_line_prints(
     run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

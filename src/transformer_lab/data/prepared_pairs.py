@@ -84,6 +84,12 @@ class BpeSettings:
         check_vocab_size("data.vocab_size", self.vocab_size)
         if self.target_vocab_size:
             check_vocab_size("data.target_vocab_size", self.target_vocab_size)
+            if not self.separate_vocabularies:
+                # The joint BPE has one size: the target side's would be dropped without a word.
+                raise ValueError(
+                    "data.target_vocab_size: expected only with data.separate_vocabularies=true (one joint BPE "
+                    f"has the one size data.vocab_size={self.vocab_size}), got {self.target_vocab_size} without it"
+                )
         if self.sample < 0:
             raise ValueError(f"data.tokenizer_sample: expected an int >= 0 (0 = all), got {self.sample}")
 
