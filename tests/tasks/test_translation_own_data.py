@@ -375,6 +375,29 @@ def test_finetuning_starts_from_the_checkpoint_with_its_tokenizer(
     assert moved < 0.01 < apart
 
 
+def test_a_fine_tuned_run_resumes_with_its_schedule_model_and_tokenizer_exactly(
+    run: Path, corpus: dict[str, Path], tmp_path: Path
+) -> None:
+    # The command that started the run, --init-from left out: nothing of the checkpoint is typed again.
+    def command(out: Path, max_steps: int, *extra: str) -> list[str]:
+        data = ["--train", str(corpus["domain_tsv"]), "--source-language", "xde", "--target-language", "xen"]
+        settings = ["--set", f"train.max_steps={max_steps}", "--set", "train.progress_bar=false"]
+        return ["train", "translation", "--out", str(out), *data, *settings, "--set", "data.max_tokens=128", *extra]
+
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    assert main(command(whole, 4, "--init-from", str(run))) == 0
+    assert main(command(resumed, 2, "--init-from", str(run))) == 0
+    assert main(command(resumed, 4, "--resume")) == 0
+    saved = json.loads((resumed / "last" / "config.json").read_text(encoding="utf-8"))
+    # The fine-tuning rate (not the preset's 0.5), the checkpoint's model and vocabulary settings, its name.
+    assert saved == json.loads((whole / "last" / "config.json").read_text(encoding="utf-8"))
+    assert (saved["train"]["lr_factor"], saved["data"]["vocab_size"], saved["model"]["d_model"]) == (0.02, 300, 32)
+    assert saved["initialized_from"] == str(run / "best")
+    model, _, _ = translation_train.load_translator(resumed / "last")
+    reference, _, _ = translation_train.load_translator(whole / "last")
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), reference.parameters()))
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
