@@ -293,3 +293,90 @@ def test_a_validation_file_that_is_a_training_file_is_refused(
     # Was: trained (or prepared), validating on training text: best/ rewarded memorising.
     assert len(error.splitlines()) == 1 and "--valid: expected files held out from --train's" in error, error
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("task", "train", "valid", "extra", "message"),
+    [
+        (
+            "translation",
+            ["t.de", "t.en"],
+            ["v.de", "v.en"],
+            ["--set", "data.num_carved_validation=7"],
+            "data.num_carved_validation: expected it only without --valid (how many training pairs to hold out for "
+            "validation, unused with --valid), got 7 (--set)",
+        ),
+        (
+            "translation",
+            ["t.de", "t.en"],
+            [],
+            ["--data-dir", "elsewhere"],
+            "data.data_dir: expected it only without --train (the folder of Multi30k, unused with --train), "
+            "got --data-dir 'elsewhere'",
+        ),
+        (
+            "classification",
+            ["c.csv"],
+            ["w.csv"],
+            ["--set", "data.validation_fraction=0.5"],
+            "data.validation_fraction: expected it only without --valid (the share of the training rows to hold "
+            "out for validation, unused with --valid), got 0.5 (--set)",
+        ),
+        (
+            "couplet",
+            ["t.de", "t.en"],
+            ["v.de", "v.en"],
+            ["--config", "run.yaml"],
+            "data.num_validation: expected it only without --valid (how many training couplets to hold out for "
+            "validation, unused with --valid), got 5 (--config run.yaml)",
+        ),
+        (
+            "couplet",
+            ["t.de", "t.en"],
+            [],
+            ["--set", "data.train_split=train"],
+            "data.train_split: expected it only without --train (the split of the data folder trained on, "
+            "unused with --train), got 'train' (--set)",
+        ),
+    ],
+)
+@pytest.mark.parametrize("command", ["train", "prepare"])
+def test_a_setting_the_users_files_leave_unused_is_refused_not_recorded(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    task: str,
+    train: list[str],
+    valid: list[str],
+    extra: list[str],
+    message: str,
+) -> None:
+    # Given beside the files, each was ignored by the run and written into its config.json as if used.
+    monkeypatch.chdir(tmp_path)
+    for name in ("t.de", "v.de"):
+        write(tmp_path / name, "".join(f"{de}\n" for de, _ in PAIRS * 5))
+    for name in ("t.en", "v.en"):
+        write(tmp_path / name, "".join(f"{en}\n" for _, en in PAIRS * 5))
+    for name in ("c.csv", "w.csv"):
+        write(tmp_path / name, "label,text\n" + "".join(f"{en},{de}\n" for de, en in PAIRS * 5))
+    write(tmp_path / "run.yaml", "data:\n  num_validation: 5\n")
+    files = ["--train", *train, *(["--valid", *valid] if valid else [])]
+    assert main([command, task, *files, *extra, "--out", "out"]) == 2
+    assert capsys.readouterr().err.strip() == f"transformer-lab {command}: error: {message}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_printed_preset_fed_back_with_validation_files_is_no_setting_of_the_carve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `config translation` lists num_carved_validation at the preset's value: that is no choice to refuse.
+    monkeypatch.chdir(tmp_path)
+    for name, side in (("t.de", 0), ("t.en", 1), ("v.de", 0), ("v.en", 1)):
+        write(tmp_path / name, "".join(f"{pair[side]}\n" for pair in PAIRS * 5))
+    assert main(["config", "translation"]) == 0
+    write(tmp_path / "run.yaml", capsys.readouterr().out)
+    files = ["--train", "t.de", "t.en", "--valid", "v.de", "v.en"]
+    settings = ["--set", "data.vocab_size=300", "--set", "data.min_frequency=1"]
+    assert main(["prepare", "translation", *files, "--config", "run.yaml", *settings, "--out", "out"]) == 0
+    assert (tmp_path / "out" / "manifest.json").is_file()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tasks.couplet_fixture import TINY, made_up_couplets
+from tests.tasks.couplet_fixture import TINY_OVERRIDES, made_up_couplets, set_arguments
 from transformer_lab.cli import main
 from transformer_lab.data.couplet import read_couplet_files, split_validation
 from transformer_lab.tasks.couplet import data as couplet_data
@@ -66,8 +66,9 @@ def test_a_couplet_run_on_the_users_tsv_with_its_own_validation(tmp_path: Path) 
         encoding="utf-8",
     )
     out = tmp_path / "run"
-    # The last --set wins: 20 steps instead of the fixture's 150.
-    arguments = ["train", "couplet", "--train", str(forms["tsv"][0]), "--valid", str(valid), "--out", str(out), *TINY]
+    # The last --set wins: 20 steps instead of the 150 of the fixture, less the carve, which --valid leaves unused.
+    tiny = set_arguments([setting for setting in TINY_OVERRIDES if not setting.startswith("data.num_validation=")])
+    arguments = ["train", "couplet", "--train", str(forms["tsv"][0]), "--valid", str(valid), "--out", str(out), *tiny]
     assert main([*arguments, "--set", "train.max_steps=20"]) == 0
     _, _, config = couplet_train.load(out)
     assert config.data.train_files == (str(forms["tsv"][0]),) and config.data.valid_files == (str(valid),)

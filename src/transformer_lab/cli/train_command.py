@@ -14,7 +14,7 @@ from pathlib import Path
 
 from transformer_lab.cli.bounds import checked_text, path_of
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
-from transformer_lab.data.pair_files import check_validation_apart
+from transformer_lab.data.pair_files import check_settings_used, check_validation_apart
 from transformer_lab.data.prepared_settings import with_prepared_settings
 from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import PRECISIONS
@@ -178,6 +178,7 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     schedule = finetune_settings() if model_source is not None else []
     config, changed = resolved_config(task.config(arguments.preset), arguments, schedule=schedule, flags=flags)
     check_validation_apart(getattr(config, "data", None))
+    check_settings_used(getattr(config, "data", None), changed)
     # A prepared folder fixes the data settings it was made with: config.json records those, not the preset's.
     config = with_prepared_settings(task.corpus_kind, config, changed)
     if model_source is not None:

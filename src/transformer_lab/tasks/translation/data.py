@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, load_multi30k
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, check_int_fields
@@ -19,6 +19,12 @@ from transformer_lab.training.run.once_per_machine import prepared_corpus
 @dataclass(frozen=True)
 class TranslationDataConfig:
     """Where the data is and how it becomes batches."""
+
+    # The settings the user's files leave unused, each with what it is for (check_settings_used).
+    UNUSED_WITH_TRAIN_FILES: ClassVar[dict[str, str]] = {"data_dir": "the folder of Multi30k"}
+    UNUSED_WITH_VALID_FILES: ClassVar[dict[str, str]] = {
+        "num_carved_validation": "how many training pairs to hold out for validation"
+    }
 
     data_dir: str | None = None  # folder holding multi30k/ (None: $TRANSFORMER_LAB_DATA, else the download folder)
     # The user's own corpus instead of Multi30k: two aligned line files (SOURCE TARGET), or
