@@ -156,6 +156,16 @@ def _checked_evaluation(plan: RunPlan[Any]) -> Callable[[nn.Module], dict[str, f
     best = plan.config.train.best_metric
     if best not in names:
         raise ValueError(f"train.best_metric: expected one of {', '.join(names)} for this task, got {best!r}")
+    # A loss is better lower, every other metric the tasks report (BLEU, chrF, accuracy) higher:
+    # the other mode would keep the worst validation as best/.
+    lower_is_better = best.endswith("loss")
+    expected_mode = "min" if lower_is_better else "max"
+    if plan.config.train.best_mode != expected_mode:
+        raise ValueError(
+            f"train.best_mode: expected {expected_mode!r} with train.best_metric {best!r} "
+            f"({'lower' if lower_is_better else 'higher'} is better), got {plan.config.train.best_mode!r}, "
+            "which would keep its worst value as best/"
+        )
 
     def evaluate_declared(model: nn.Module) -> dict[str, float]:
         metrics = evaluate(model)
