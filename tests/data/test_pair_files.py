@@ -380,3 +380,20 @@ def test_the_printed_preset_fed_back_with_validation_files_is_no_setting_of_the_
     settings = ["--set", "data.vocab_size=300", "--set", "data.min_frequency=1"]
     assert main(["prepare", "translation", *files, "--config", "run.yaml", *settings, "--out", "out"]) == 0
     assert (tmp_path / "out" / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize("command", ["train", "prepare"])
+def test_a_carve_of_no_pairs_is_refused_naming_the_setting_not_the_number_of_pairs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    # It was "--valid: expected validation files, or at least 10 training pairs ..., got 15 training pair(s)".
+    monkeypatch.chdir(tmp_path)
+    for name, side in (("t.de", 0), ("t.en", 1)):
+        write(tmp_path / name, "".join(f"{pair[side]}\n" for pair in PAIRS * 5))
+    carve = ["--set", "data.num_carved_validation=0"]
+    assert main([command, "translation", "--train", "t.de", "t.en", *carve, "--out", "out"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"transformer-lab {command}: error: data.num_carved_validation: expected at least 1 without --valid (how many "
+        "training pairs to hold out for validation), got 0; give validation files (--valid) to hold none out"
+    )
+    assert not (tmp_path / "out").exists()

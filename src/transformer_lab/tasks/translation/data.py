@@ -71,6 +71,12 @@ class TranslationDataConfig:
         counts = dict.fromkeys(("num_carved_validation", "tokenizer_sample", "num_train", "num_validation"), ANY_COUNT)
         check_int_fields(self, "data", {**CORPUS_FIELD_BOUNDS, **counts})
         check_pair_format(self.file_format)
+        if self.train_files and not self.valid_files and self.num_carved_validation == 0:
+            # Else the carve of none is refused later, naming --valid and the pairs as if they were too few.
+            raise ValueError(
+                "data.num_carved_validation: expected at least 1 without --valid (how many training pairs to hold "
+                "out for validation), got 0; give validation files (--valid) to hold none out"
+            )
 
 
 TranslationData = Seq2SeqData[TokenizerPair]
