@@ -250,14 +250,14 @@ def test_resume_refuses_its_prepared_folder_prepared_again_from_other_files(
         files[name][0].write_text(f"{german}\n" * 30, encoding="utf-8")
         files[name][1].write_text(f"{english}\n" * 30, encoding="utf-8")
     folder = tmp_path / "prepared"
-    settings = ["--no-progress", "--set", "data.num_carved_validation=4", "--set", "data.min_frequency=1"]
+    settings = ["--no-progress", "--set", "data.num_carved_validation=4"]
 
     def prepare(name: str, tokenizer: list[str]) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         prepare = ["prepare", "translation", "--train", *map(str, files[name]), "--out", str(folder), *settings]
         assert main([*prepare, *tokenizer]) == 0
 
-    prepare("a", [])
+    prepare("a", ["--set", "data.min_frequency=1"])
     # One tokenizer for every corpus below: only the corpus differs, which no tokenizer check can see.
     tokenizer = ["--set", f"data.tokenizer_file={shutil.copy(folder / 'tokenizer.json', tmp_path / 'bpe.json')}"]
     prepare("a", tokenizer)

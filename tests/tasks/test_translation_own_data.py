@@ -55,6 +55,15 @@ TINY = [
 ]
 
 
+# TINY less the settings of a BPE to learn, for a run given a tokenizer file.
+TINY_MODEL = [
+    argument
+    for setting in zip(TINY[::2], TINY[1::2])
+    for argument in setting
+    if not setting[1].startswith(("data.vocab_size=", "data.min_frequency="))
+]
+
+
 def number_pairs(count: int, seed: int) -> list[tuple[str, str]]:
     generator = random.Random(seed)
     pairs = []
@@ -531,13 +540,30 @@ def test_a_given_tokenizer_file_is_used_instead_of_training_one(
             "xen",
             "--set",
             f"data.tokenizer_file={path}",
-            *TINY,
+            *TINY_MODEL,
         ]
     )
     assert code == 0
     model, stored, config = translation_train.load_translator(out)
     assert stored.is_joint and stored.source.vocab_size == tokenizer.get_vocab_size() == config.model.src_vocab_size
     assert stored.source.encode("eins zwei") == tokenizer.encode("eins zwei").ids
+
+
+def test_a_bpe_setting_beside_a_tokenizer_file_is_refused_not_recorded(
+    run: Path, corpus: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The given tokenizer is used as it is: the BPE settings were ignored and written into config.json.
+    tokenizer = ["--set", f"data.tokenizer_file={run / 'best' / 'tokenizer.json'}"]
+    languages = ["--source-language", "xde", "--target-language", "xen"]
+    out = tmp_path / "out"
+    for setting, shown in (("data.vocab_size=500", "500"), ("data.lowercase=true", "True")):
+        command = ["train", "translation", "--out", str(out), "--train", str(corpus["train_tsv"]), *languages]
+        assert main([*command, *tokenizer, *TINY_MODEL, "--set", setting]) == 2
+        name = setting.partition("=")[0]
+        error = capsys.readouterr().err.strip()
+        assert error.startswith(f"transformer-lab train: error: {name}: expected it only without data.tokenizer_file (")
+        assert error.endswith(f", unused with data.tokenizer_file), got {shown} (--set)"), error
+        assert not out.exists()
 
 
 def test_validation_loss_is_the_mean_token_cross_entropy_of_unbatched_pairs(run: Path) -> None:

@@ -149,12 +149,14 @@ def check_settings_used(data: Any, changed: Mapping[str, Setting]) -> None:
 
     A data config lists them by the files that leave them so: ``UNUSED_WITH_TRAIN_FILES``
     (where the task's own dataset is found, its split), ``UNUSED_WITH_VALID_FILES`` (how
-    validation is carved out of the training data). Given anyway, the run would ignore them
-    and its ``config.json`` record them as if they had been used.
+    validation is carved out of the training data), ``UNUSED_WITH_TOKENIZER_FILE`` (how the
+    BPE is learned). Given anyway, the run would ignore them and its ``config.json`` record
+    them as if they had been used.
     """
     unused = (
         ("train_files", "--train", "UNUSED_WITH_TRAIN_FILES"),
         ("valid_files", "--valid", "UNUSED_WITH_VALID_FILES"),
+        ("tokenizer_file", "data.tokenizer_file", "UNUSED_WITH_TOKENIZER_FILE"),
     )
     for field_name, option, listed in unused:
         if not getattr(data, field_name, None):

@@ -25,6 +25,13 @@ class TranslationDataConfig:
     UNUSED_WITH_VALID_FILES: ClassVar[dict[str, str]] = {
         "num_carved_validation": "how many training pairs to hold out for validation"
     }
+    UNUSED_WITH_TOKENIZER_FILE: ClassVar[dict[str, str]] = {
+        "vocab_size": "the size of the BPE to learn",
+        "target_vocab_size": "the size of the target side's BPE to learn",
+        "lowercase": "whether the BPE to learn lowercases",
+        "min_frequency": "the fewest occurrences of a merge of the BPE to learn",
+        "tokenizer_sample": "how many sentences the BPE is learned from",
+    }
 
     data_dir: str | None = None  # folder holding multi30k/ (None: $TRANSFORMER_LAB_DATA, else the download folder)
     # The user's own corpus instead of Multi30k: two aligned line files (SOURCE TARGET), or
