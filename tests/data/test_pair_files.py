@@ -397,3 +397,32 @@ def test_a_carve_of_no_pairs_is_refused_naming_the_setting_not_the_number_of_pai
         "training pairs to hold out for validation), got 0; give validation files (--valid) to hold none out"
     )
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("task", "files"),
+    [("translation", ["t.de", "t.en"]), ("classification", ["c.csv"]), ("couplet", ["u.txt", "l.txt"])],
+)
+def test_a_batch_budget_below_the_longest_example_is_refused_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], task: str, files: list[str]
+) -> None:
+    # It was "lengths[0] is [8, 10], longer than max_tokens=4 (...); raise max_tokens or filter long examples".
+    monkeypatch.chdir(tmp_path)
+    pairs = [(f"{de} {number}", f"{en} {number}") for number in range(12) for de, en in PAIRS]
+    write(tmp_path / "t.de", "".join(f"{de}\n" for de, _ in pairs))
+    write(tmp_path / "t.en", "".join(f"{en}\n" for _, en in pairs))
+    write(tmp_path / "c.csv", "label,text\n" + "".join(f"{en.split()[0]},{de}\n" for de, en in pairs))
+    upper, lower = "春风得意明月照人", "秋雨连绵清风拂面"
+    lines = [(upper[start:] + upper[:start], lower[start:] + lower[:start]) for start in range(8)]
+    write(tmp_path / "u.txt", "".join(f"{up}\n" for up, _ in lines))
+    write(tmp_path / "l.txt", "".join(f"{low}\n" for _, low in lines))
+    settings = ["--set", "data.max_tokens=4", "--set", "train.max_steps=1", "--set", "train.progress_bar=false"]
+    settings += ["--set", "data.num_validation=2"] if task == "couplet" else ["--set", "data.min_frequency=1"]
+    assert main(["train", task, "--train", *files, *settings, "--out", "out"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert re.fullmatch(
+        r"transformer-lab train: error: data\.max_tokens: expected at least \d+, the padded tokens of the longest "
+        r"training example \(\d+ of the \d+ are longer than 4\), got 4; raise it",
+        error,
+    ), error
+    assert not (tmp_path / "out").exists()
