@@ -566,6 +566,23 @@ def test_a_bpe_setting_beside_a_tokenizer_file_is_refused_not_recorded(
         assert not out.exists()
 
 
+def test_a_fine_tune_trains_from_a_folder_prepared_with_the_checkpoints_tokenizer(
+    run: Path, corpus: dict[str, Path], tmp_path: Path
+) -> None:
+    # The folder recorded the preset's vocab_size (8000) beside the given tokenizer of 300 entries: the
+    # fine-tune was refused, "data.vocab_size: expected the prepared corpus's own value (8000) or none, got 300".
+    folder, tuned = tmp_path / "prepared", tmp_path / "tuned"
+    languages = ["--source-language", "xde", "--target-language", "xen"]
+    tokenizer = ["--set", f"data.tokenizer_file={run / 'best' / 'tokenizer.json'}"]
+    prepare = ["prepare", "translation", "--train", str(corpus["domain_tsv"]), "--out", str(folder), "--no-progress"]
+    assert main([*prepare, *languages, *tokenizer]) == 0
+    settings = ["--set", "train.max_steps=1", "--set", "train.progress_bar=false", "--set", "data.max_tokens=512"]
+    command = ["train", "translation", "--prepared", str(folder), "--out", str(tuned), *settings]
+    assert main([*command, "--init-from", str(run)]) == 0
+    saved = json.loads((tuned / "last" / "config.json").read_text(encoding="utf-8"))
+    assert (saved["data"]["vocab_size"], saved["initialized_from"]) == (300, str(run / "best"))
+
+
 def test_validation_loss_is_the_mean_token_cross_entropy_of_unbatched_pairs(run: Path) -> None:
     import torch.nn.functional as F
 
