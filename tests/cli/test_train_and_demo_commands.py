@@ -160,3 +160,31 @@ def test_a_best_metric_the_task_does_not_report_is_refused_before_training(
     error = capsys.readouterr().err.strip()
     assert error.endswith("train.best_metric: expected one of val_loss, val_exact_match for this task, got 'val_bleu'")
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        # The preset's mode is max (for val_exact_match): with val_loss it kept the highest loss as best/.
+        (
+            ["train.best_metric=val_loss"],
+            "expected 'min' with train.best_metric 'val_loss' (lower is better), got 'max'",
+        ),
+        (
+            ["train.best_mode=min"],
+            "expected 'max' with train.best_metric 'val_exact_match' (higher is better), got 'min'",
+        ),
+    ],
+)
+def test_a_best_mode_against_the_direction_of_the_best_metric_is_refused_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], settings: list[str], message: str
+) -> None:
+    out = tmp_path / "run"
+    overrides = [argument for setting in settings for argument in ("--set", setting)]
+    assert main(["train", "copy", "--out", str(out), *TINY, *overrides]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.endswith(f"train.best_mode: {message}, which would keep its worst value as best/"), error
+    assert not out.exists()
+    both = ["--set", "train.best_metric=val_loss", "--set", "train.best_mode=min"]
+    assert main(["train", "copy", "--out", str(out), *TINY, *both, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["best_metric"] == "val_loss"

@@ -293,3 +293,136 @@ def test_a_validation_file_that_is_a_training_file_is_refused(
     # Was: trained (or prepared), validating on training text: best/ rewarded memorising.
     assert len(error.splitlines()) == 1 and "--valid: expected files held out from --train's" in error, error
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("task", "train", "valid", "extra", "message"),
+    [
+        (
+            "translation",
+            ["t.de", "t.en"],
+            ["v.de", "v.en"],
+            ["--set", "data.num_carved_validation=7"],
+            "data.num_carved_validation: expected it only without --valid (how many training pairs to hold out for "
+            "validation, unused with --valid), got 7 (--set)",
+        ),
+        (
+            "translation",
+            ["t.de", "t.en"],
+            [],
+            ["--data-dir", "elsewhere"],
+            "data.data_dir: expected it only without --train (the folder of Multi30k, unused with --train), "
+            "got --data-dir 'elsewhere'",
+        ),
+        (
+            "classification",
+            ["c.csv"],
+            ["w.csv"],
+            ["--set", "data.validation_fraction=0.5"],
+            "data.validation_fraction: expected it only without --valid (the share of the training rows to hold "
+            "out for validation, unused with --valid), got 0.5 (--set)",
+        ),
+        (
+            "couplet",
+            ["t.de", "t.en"],
+            ["v.de", "v.en"],
+            ["--config", "run.yaml"],
+            "data.num_validation: expected it only without --valid (how many training couplets to hold out for "
+            "validation, unused with --valid), got 5 (--config run.yaml)",
+        ),
+        (
+            "couplet",
+            ["t.de", "t.en"],
+            [],
+            ["--set", "data.train_split=train"],
+            "data.train_split: expected it only without --train (the split of the data folder trained on, "
+            "unused with --train), got 'train' (--set)",
+        ),
+    ],
+)
+@pytest.mark.parametrize("command", ["train", "prepare"])
+def test_a_setting_the_users_files_leave_unused_is_refused_not_recorded(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    task: str,
+    train: list[str],
+    valid: list[str],
+    extra: list[str],
+    message: str,
+) -> None:
+    # Given beside the files, each was ignored by the run and written into its config.json as if used.
+    monkeypatch.chdir(tmp_path)
+    for name in ("t.de", "v.de"):
+        write(tmp_path / name, "".join(f"{de}\n" for de, _ in PAIRS * 5))
+    for name in ("t.en", "v.en"):
+        write(tmp_path / name, "".join(f"{en}\n" for _, en in PAIRS * 5))
+    for name in ("c.csv", "w.csv"):
+        write(tmp_path / name, "label,text\n" + "".join(f"{en},{de}\n" for de, en in PAIRS * 5))
+    write(tmp_path / "run.yaml", "data:\n  num_validation: 5\n")
+    files = ["--train", *train, *(["--valid", *valid] if valid else [])]
+    assert main([command, task, *files, *extra, "--out", "out"]) == 2
+    assert capsys.readouterr().err.strip() == f"transformer-lab {command}: error: {message}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_printed_preset_fed_back_with_validation_files_is_no_setting_of_the_carve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `config translation` lists num_carved_validation at the preset's value: that is no choice to refuse.
+    monkeypatch.chdir(tmp_path)
+    for name, side in (("t.de", 0), ("t.en", 1), ("v.de", 0), ("v.en", 1)):
+        write(tmp_path / name, "".join(f"{pair[side]}\n" for pair in PAIRS * 5))
+    assert main(["config", "translation"]) == 0
+    write(tmp_path / "run.yaml", capsys.readouterr().out)
+    files = ["--train", "t.de", "t.en", "--valid", "v.de", "v.en"]
+    settings = ["--set", "data.vocab_size=300", "--set", "data.min_frequency=1"]
+    assert main(["prepare", "translation", *files, "--config", "run.yaml", *settings, "--out", "out"]) == 0
+    assert (tmp_path / "out" / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize("command", ["train", "prepare"])
+def test_a_carve_of_no_pairs_is_refused_naming_the_setting_not_the_number_of_pairs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    # It was "--valid: expected validation files, or at least 10 training pairs ..., got 15 training pair(s)".
+    monkeypatch.chdir(tmp_path)
+    for name, side in (("t.de", 0), ("t.en", 1)):
+        write(tmp_path / name, "".join(f"{pair[side]}\n" for pair in PAIRS * 5))
+    carve = ["--set", "data.num_carved_validation=0"]
+    assert main([command, "translation", "--train", "t.de", "t.en", *carve, "--out", "out"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"transformer-lab {command}: error: data.num_carved_validation: expected at least 1 without --valid (how many "
+        "training pairs to hold out for validation), got 0; give validation files (--valid) to hold none out"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("task", "files"),
+    [("translation", ["t.de", "t.en"]), ("classification", ["c.csv"]), ("couplet", ["u.txt", "l.txt"])],
+)
+def test_a_batch_budget_below_the_longest_example_is_refused_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], task: str, files: list[str]
+) -> None:
+    # It was "lengths[0] is [8, 10], longer than max_tokens=4 (...); raise max_tokens or filter long examples".
+    monkeypatch.chdir(tmp_path)
+    pairs = [(f"{de} {number}", f"{en} {number}") for number in range(12) for de, en in PAIRS]
+    write(tmp_path / "t.de", "".join(f"{de}\n" for de, _ in pairs))
+    write(tmp_path / "t.en", "".join(f"{en}\n" for _, en in pairs))
+    write(tmp_path / "c.csv", "label,text\n" + "".join(f"{en.split()[0]},{de}\n" for de, en in pairs))
+    upper, lower = "春风得意明月照人", "秋雨连绵清风拂面"
+    lines = [(upper[start:] + upper[:start], lower[start:] + lower[:start]) for start in range(8)]
+    write(tmp_path / "u.txt", "".join(f"{up}\n" for up, _ in lines))
+    write(tmp_path / "l.txt", "".join(f"{low}\n" for _, low in lines))
+    settings = ["--set", "data.max_tokens=4", "--set", "train.max_steps=1", "--set", "train.progress_bar=false"]
+    settings += ["--set", "data.num_validation=2"] if task == "couplet" else ["--set", "data.min_frequency=1"]
+    assert main(["train", task, "--train", *files, *settings, "--out", "out"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert re.fullmatch(
+        r"transformer-lab train: error: data\.max_tokens: expected at least \d+, the padded tokens of the longest "
+        r"training example \(\d+ of the \d+ are longer than 4\), got 4; raise it",
+        error,
+    ), error
+    assert not (tmp_path / "out").exists()

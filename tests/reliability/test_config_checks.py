@@ -22,6 +22,7 @@ from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.tasks.translation import train as translation_train
+from transformer_lab.training import load_trainer_state
 from transformer_lab.training.checkpoint import CONFIG_FILE
 
 
@@ -249,14 +250,14 @@ def test_resume_refuses_its_prepared_folder_prepared_again_from_other_files(
         files[name][0].write_text(f"{german}\n" * 30, encoding="utf-8")
         files[name][1].write_text(f"{english}\n" * 30, encoding="utf-8")
     folder = tmp_path / "prepared"
-    settings = ["--no-progress", "--set", "data.num_carved_validation=4", "--set", "data.min_frequency=1"]
+    settings = ["--no-progress", "--set", "data.num_carved_validation=4"]
 
     def prepare(name: str, tokenizer: list[str]) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         prepare = ["prepare", "translation", "--train", *map(str, files[name]), "--out", str(folder), *settings]
         assert main([*prepare, *tokenizer]) == 0
 
-    prepare("a", [])
+    prepare("a", ["--set", "data.min_frequency=1"])
     # One tokenizer for every corpus below: only the corpus differs, which no tokenizer check can see.
     tokenizer = ["--set", f"data.tokenizer_file={shutil.copy(folder / 'tokenizer.json', tmp_path / 'bpe.json')}"]
     prepare("a", tokenizer)
@@ -339,6 +340,38 @@ def test_resume_with_max_steps_below_the_steps_taken_is_refused(
         f"{out / 'last'} has taken (more to train further), got 1"
     )
     assert snapshot(out) == before
+
+
+def test_resume_with_fewer_epochs_than_the_run_has_begun_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As for max_steps: it exited 0 saying it "stopped by epochs", having trained nothing.
+    out = tmp_path / "run"
+
+    def train(epochs: int, max_steps: int, *extra: str) -> int:
+        options = tiny_copy_options(max_steps=max_steps, train__epochs=epochs, data__batch_size=16)
+        return main(["train", "copy", "--out", str(out), *options, *extra])
+
+    assert train(3, 6) == 0  # 4 steps an epoch: stopped at batch 2 of the second
+    capsys.readouterr()
+    before = snapshot(out)
+    assert train(1, 0, "--resume") == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            f"train.epochs: expected at least the 2 epoch(s) the run in {out / 'last'} has begun "
+            "(more to train further), got 1"
+        )
+    )
+    assert snapshot(out) == before
+    assert train(2, 0, "--resume") == 0
+    assert load_trainer_state(out / "last")["global_step"] == 8
+    capsys.readouterr()
+    before = snapshot(out)
+    assert train(1, 0, "--resume") == 2
+    assert "the 2 epoch(s) the run in" in capsys.readouterr().err and snapshot(out) == before
+    assert train(2, 0, "--resume") == 0  # the same command again: nothing left to train, as for max_steps
 
 
 def test_resume_lists_every_differing_vocabulary_setting_and_continues_with_the_same_ones(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tasks.couplet_fixture import TINY, made_up_couplets
+from tests.tasks.couplet_fixture import TINY_OVERRIDES, made_up_couplets, set_arguments
 from transformer_lab.cli import main
 from transformer_lab.data.couplet import read_couplet_files, split_validation
 from transformer_lab.tasks.couplet import data as couplet_data
@@ -66,8 +66,9 @@ def test_a_couplet_run_on_the_users_tsv_with_its_own_validation(tmp_path: Path) 
         encoding="utf-8",
     )
     out = tmp_path / "run"
-    # The last --set wins: 20 steps instead of the fixture's 150.
-    arguments = ["train", "couplet", "--train", str(forms["tsv"][0]), "--valid", str(valid), "--out", str(out), *TINY]
+    # The last --set wins: 20 steps instead of the 150 of the fixture, less the carve, which --valid leaves unused.
+    tiny = set_arguments([setting for setting in TINY_OVERRIDES if not setting.startswith("data.num_validation=")])
+    arguments = ["train", "couplet", "--train", str(forms["tsv"][0]), "--valid", str(valid), "--out", str(out), *tiny]
     assert main([*arguments, "--set", "train.max_steps=20"]) == 0
     _, _, config = couplet_train.load(out)
     assert config.data.train_files == (str(forms["tsv"][0]),) and config.data.valid_files == (str(valid),)
@@ -98,3 +99,27 @@ def test_a_couplet_run_on_the_users_tsv_with_its_own_validation(tmp_path: Path) 
     assert (tuned / "last" / couplet_train.VOCABULARY_FILE).read_bytes() == (
         out / "best" / couplet_train.VOCABULARY_FILE
     ).read_bytes()
+
+
+@pytest.mark.parametrize("command", ["train", "prepare"])
+def test_couplets_that_all_repeat_a_validation_upper_line_are_refused_in_the_users_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    # Each training couplet whose upper line is a validation one is left out: here all of them, and the
+    # batcher's "lengths must be non-empty, got no examples" came after the corpus was prepared.
+    upper, lower = tmp_path / "in.txt", tmp_path / "out.txt"
+    upper.write_text("春风得意\n明月照人\n" * 8, encoding="utf-8")
+    lower.write_text("秋雨连绵\n清风拂面\n" * 8, encoding="utf-8")
+    out = tmp_path / "out"
+    arguments = [command, "couplet", "--train", str(upper), str(lower), "--set", "data.num_validation=2"]
+    assert main([*arguments, "--out", str(out)]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "training couplets: expected some left once the validation couplets are held out, got none: 14 of the 16 "
+            "read repeat a validation upper line and are left out (so that validation scores unseen lines); give more "
+            "couplets, or other validation couplets"
+        )
+    )
+    assert not out.exists()

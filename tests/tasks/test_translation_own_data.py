@@ -55,6 +55,15 @@ TINY = [
 ]
 
 
+# TINY less the settings of a BPE to learn, for a run given a tokenizer file.
+TINY_MODEL = [
+    argument
+    for setting in zip(TINY[::2], TINY[1::2])
+    for argument in setting
+    if not setting[1].startswith(("data.vocab_size=", "data.min_frequency="))
+]
+
+
 def number_pairs(count: int, seed: int) -> list[tuple[str, str]]:
     generator = random.Random(seed)
     pairs = []
@@ -375,6 +384,29 @@ def test_finetuning_starts_from_the_checkpoint_with_its_tokenizer(
     assert moved < 0.01 < apart
 
 
+def test_a_fine_tuned_run_resumes_with_its_schedule_model_and_tokenizer_exactly(
+    run: Path, corpus: dict[str, Path], tmp_path: Path
+) -> None:
+    # The command that started the run, --init-from left out: nothing of the checkpoint is typed again.
+    def command(out: Path, max_steps: int, *extra: str) -> list[str]:
+        data = ["--train", str(corpus["domain_tsv"]), "--source-language", "xde", "--target-language", "xen"]
+        settings = ["--set", f"train.max_steps={max_steps}", "--set", "train.progress_bar=false"]
+        return ["train", "translation", "--out", str(out), *data, *settings, "--set", "data.max_tokens=128", *extra]
+
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    assert main(command(whole, 4, "--init-from", str(run))) == 0
+    assert main(command(resumed, 2, "--init-from", str(run))) == 0
+    assert main(command(resumed, 4, "--resume")) == 0
+    saved = json.loads((resumed / "last" / "config.json").read_text(encoding="utf-8"))
+    # The fine-tuning rate (not the preset's 0.5), the checkpoint's model and vocabulary settings, its name.
+    assert saved == json.loads((whole / "last" / "config.json").read_text(encoding="utf-8"))
+    assert (saved["train"]["lr_factor"], saved["data"]["vocab_size"], saved["model"]["d_model"]) == (0.02, 300, 32)
+    assert saved["initialized_from"] == str(run / "best")
+    model, _, _ = translation_train.load_translator(resumed / "last")
+    reference, _, _ = translation_train.load_translator(whole / "last")
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), reference.parameters()))
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -508,13 +540,47 @@ def test_a_given_tokenizer_file_is_used_instead_of_training_one(
             "xen",
             "--set",
             f"data.tokenizer_file={path}",
-            *TINY,
+            *TINY_MODEL,
         ]
     )
     assert code == 0
     model, stored, config = translation_train.load_translator(out)
     assert stored.is_joint and stored.source.vocab_size == tokenizer.get_vocab_size() == config.model.src_vocab_size
     assert stored.source.encode("eins zwei") == tokenizer.encode("eins zwei").ids
+
+
+def test_a_bpe_setting_beside_a_tokenizer_file_is_refused_not_recorded(
+    run: Path, corpus: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The given tokenizer is used as it is: the BPE settings were ignored and written into config.json.
+    tokenizer = ["--set", f"data.tokenizer_file={run / 'best' / 'tokenizer.json'}"]
+    languages = ["--source-language", "xde", "--target-language", "xen"]
+    out = tmp_path / "out"
+    for setting, shown in (("data.vocab_size=500", "500"), ("data.lowercase=true", "True")):
+        command = ["train", "translation", "--out", str(out), "--train", str(corpus["train_tsv"]), *languages]
+        assert main([*command, *tokenizer, *TINY_MODEL, "--set", setting]) == 2
+        name = setting.partition("=")[0]
+        error = capsys.readouterr().err.strip()
+        assert error.startswith(f"transformer-lab train: error: {name}: expected it only without data.tokenizer_file (")
+        assert error.endswith(f", unused with data.tokenizer_file), got {shown} (--set)"), error
+        assert not out.exists()
+
+
+def test_a_fine_tune_trains_from_a_folder_prepared_with_the_checkpoints_tokenizer(
+    run: Path, corpus: dict[str, Path], tmp_path: Path
+) -> None:
+    # The folder recorded the preset's vocab_size (8000) beside the given tokenizer of 300 entries: the
+    # fine-tune was refused, "data.vocab_size: expected the prepared corpus's own value (8000) or none, got 300".
+    folder, tuned = tmp_path / "prepared", tmp_path / "tuned"
+    languages = ["--source-language", "xde", "--target-language", "xen"]
+    tokenizer = ["--set", f"data.tokenizer_file={run / 'best' / 'tokenizer.json'}"]
+    prepare = ["prepare", "translation", "--train", str(corpus["domain_tsv"]), "--out", str(folder), "--no-progress"]
+    assert main([*prepare, *languages, *tokenizer]) == 0
+    settings = ["--set", "train.max_steps=1", "--set", "train.progress_bar=false", "--set", "data.max_tokens=512"]
+    command = ["train", "translation", "--prepared", str(folder), "--out", str(tuned), *settings]
+    assert main([*command, "--init-from", str(run)]) == 0
+    saved = json.loads((tuned / "last" / "config.json").read_text(encoding="utf-8"))
+    assert (saved["data"]["vocab_size"], saved["initialized_from"]) == (300, str(run / "best"))
 
 
 def test_validation_loss_is_the_mean_token_cross_entropy_of_unbatched_pairs(run: Path) -> None:
@@ -673,6 +739,26 @@ def test_separate_vocabularies_train_one_bpe_per_side_and_survive_resume_and_fin
     assert load_trainer_state(out / "last")["global_step"] == 6  # the resume did run
     for folder in (out / "last", tuned / "last"):
         assert {name: (folder / name).read_bytes() for name in names} == first, folder
+
+
+def test_a_target_vocabulary_size_without_separate_vocabularies_is_refused_not_ignored(
+    corpus: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The joint BPE has one size: 280 for the target side would be recorded and never learned.
+    out = tmp_path / "joint"
+    languages = ["--source-language", "xde", "--target-language", "xen"]
+    arguments = ["--train", str(corpus["train_tsv"]), *languages, *TINY, "--set", "data.target_vocab_size=280"]
+    assert main(["train", "translation", "--out", str(out), *arguments]) == 2
+    assert (
+        "data.target_vocab_size: expected only with data.separate_vocabularies=true (one joint BPE has the one "
+        "size data.vocab_size=300), got 280 without it" in capsys.readouterr().err
+    )
+    assert not out.exists()
+    data_settings = ["--set", "data.vocab_size=300", "--set", "data.min_frequency=1", *arguments[-2:]]
+    prepare = ["prepare", "translation", "--out", str(tmp_path / "prepared"), "--train", str(corpus["train_tsv"])]
+    assert main([*prepare, *languages, *data_settings]) == 2
+    assert "data.target_vocab_size: expected only with" in capsys.readouterr().err
+    assert not (tmp_path / "prepared").exists()
 
 
 def test_the_python_translator_gives_what_the_command_line_prints(

@@ -21,7 +21,7 @@ from pathlib import Path
 from transformer_lab.cli.bounds import path_of
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
 from transformer_lab.cli.train_command import DATA_OPTIONS, option_settings
-from transformer_lab.data.pair_files import check_validation_apart
+from transformer_lab.data.pair_files import check_settings_used, check_validation_apart
 from transformer_lab.data.prepared_cache import CorpusKindError, NotAPreparedFolderError, verify_prepared
 from transformer_lab.tasks.registry import TASKS, task_named
 from transformer_lab.training.config_io import parse_override
@@ -93,10 +93,11 @@ def run(arguments: argparse.Namespace) -> int:
     _check_data_keys(arguments.overrides)
     check_output_outside_saves("--out", arguments.out)  # else a run's next save or pruning deletes the corpus
     # The preset, then --config, then the data options, then --set: as `train` reads them.
-    config, _ = resolved_config(
+    config, changed = resolved_config(
         task.config(arguments.preset), arguments, flags=option_settings(arguments, DATA_OPTIONS)
     )
     check_validation_apart(getattr(config, "data", None))
+    check_settings_used(getattr(config, "data", None), changed)
     report = task.prepare(config.data, arguments.out, not arguments.no_progress)
     print(json.dumps({"prepared": str(arguments.out), **report}, ensure_ascii=False))
     print(f"train with: transformer-lab train {task.name} --prepared {arguments.out} --out RUN_FOLDER")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from transformer_lab.cli.bounds import checked_text, path_of
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
-from transformer_lab.data.pair_files import check_validation_apart
+from transformer_lab.data.pair_files import check_settings_used, check_validation_apart
 from transformer_lab.data.prepared_settings import with_prepared_settings
 from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import PRECISIONS
@@ -26,6 +26,7 @@ from transformer_lab.training.config_io import Setting
 from transformer_lab.training.durations import budget_seconds
 from transformer_lab.training.finetune import (
     finetune_settings,
+    recorded_initialization,
     with_checkpoint_model,
     with_checkpoint_vocabulary_settings,
 )
@@ -168,18 +169,23 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
             if getattr(arguments, option) is not None:
                 raise data_option_error(f"--{option.replace('_', '-')}", task.name)
     init_from = None if arguments.init_from is None else resolve_checkpoint(arguments.init_from)
+    # A fine-tuned run resumes as it started, minus --init-from: the fine-tuning schedule, and
+    # the model and tokenizer settings, which its own last/ holds as the checkpoint gave them.
+    resumed_finetune = arguments.resume and recorded_initialization(out_dir / LAST_FOLDER, task.checkpoint_task)
+    model_source = out_dir / LAST_FOLDER if resumed_finetune else init_from
     # The preset, the fine-tuning schedule, --config, the options, --set: the nearer the command, the stronger.
     flags = option_settings(arguments, {**(DATA_OPTIONS if task.reads_data else {}), **TRAIN_OPTIONS})
-    schedule = finetune_settings() if init_from is not None else []
+    schedule = finetune_settings() if model_source is not None else []
     config, changed = resolved_config(task.config(arguments.preset), arguments, schedule=schedule, flags=flags)
     check_validation_apart(getattr(config, "data", None))
+    check_settings_used(getattr(config, "data", None), changed)
     # A prepared folder fixes the data settings it was made with: config.json records those, not the preset's.
     config = with_prepared_settings(task.corpus_kind, config, changed)
-    if init_from is not None:
-        config = with_checkpoint_model(config, init_from, task.checkpoint_task, changed)
+    if model_source is not None:
+        config = with_checkpoint_model(config, model_source, task.checkpoint_task, changed)
         # Its tokenizer is kept: config.json records the settings it was made with, not the preset's.
         settings = task.vocabulary.settings if task.vocabulary is not None else ()
-        config = with_checkpoint_vocabulary_settings(config, init_from, settings, changed)
+        config = with_checkpoint_vocabulary_settings(config, model_source, settings, changed)
     if arguments.resume:
         check_same_run(out_dir / LAST_FOLDER, task.checkpoint_task, config_to_dict(config))
     # Here, before the corpus is read and its vocabulary trained; the Trainer checks it again for the API.

@@ -347,6 +347,23 @@ def padding_fraction(batches: Sequence[Sequence[int]], lengths: Lengths) -> floa
     return BatchSpans.from_lists(batches).padding_fraction(table)
 
 
+def check_budget_holds_each_example(lengths: Lengths, max_tokens: int, name: str) -> None:
+    """Refuse a batch budget (the setting ``name``) smaller than the longest example of ``lengths``.
+
+    Before training, in the setting's name: the batcher's own error speaks of ``lengths[i]``.
+    """
+    table = np.asarray(lengths)
+    if table.size == 0:
+        return
+    longest = int(table.max())
+    if longest > max_tokens:
+        count = longer_than(table, max_tokens).size
+        raise ValueError(
+            f"{name}: expected at least {longest:,}, the padded tokens of the longest training example "
+            f"({count:,} of the {len(table):,} are longer than {max_tokens:,}), got {max_tokens:,}; raise it"
+        )
+
+
 def longer_than(lengths: Lengths, max_len: int) -> np.ndarray:
     """The indices of the examples longer than ``max_len`` (a pair: on either side), in order; [K] int."""
     table = np.asarray(lengths)

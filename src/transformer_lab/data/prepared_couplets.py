@@ -238,6 +238,13 @@ def write_prepared_couplets(
         ),
         "train_pairs": training.counts["train_pairs"],
     }
+    if not training.counts["train_pairs"]:
+        # Else the batcher's "lengths must be non-empty" comes later, naming nothing the user gave.
+        raise ValueError(
+            "training couplets: expected some left once the validation couplets are held out, got none: "
+            f"{training.counts['dropped']:,} of the {count.pairs:,} read repeat a validation upper line and are left "
+            "out (so that validation scores unseen lines); give more couplets, or other validation couplets"
+        )
     # Debug only: `train` says the report once it opens the folder, `prepare` prints it.
     logger.debug("couplet data: %s", ", ".join(f"{key} {value}" for key, value in report.items()))
     vocabulary.save(folder / VOCABULARY_FILE)

@@ -84,6 +84,12 @@ class BpeSettings:
         check_vocab_size("data.vocab_size", self.vocab_size)
         if self.target_vocab_size:
             check_vocab_size("data.target_vocab_size", self.target_vocab_size)
+            if not self.separate_vocabularies:
+                # The joint BPE has one size: the target side's would be dropped without a word.
+                raise ValueError(
+                    "data.target_vocab_size: expected only with data.separate_vocabularies=true (one joint BPE "
+                    f"has the one size data.vocab_size={self.vocab_size}), got {self.target_vocab_size} without it"
+                )
         if self.sample < 0:
             raise ValueError(f"data.tokenizer_sample: expected an int >= 0 (0 = all), got {self.sample}")
 
@@ -166,22 +172,27 @@ def pair_settings(description: dict[str, Any]) -> dict[str, Any]:
     """The translation data settings a pairs corpus was made with, by field, from its manifest's description.
 
     Not the seed (it also shuffles the batches) nor num_validation (it still cuts the
-    folder's validation pairs): a run from the folder uses those.
+    folder's validation pairs): a run from the folder uses those. Nor, where the tokenizer
+    was given (``data.tokenizer_file``), the settings of a BPE to learn: none was learned,
+    and a fine-tune from the checkpoint whose tokenizer it is keeps that checkpoint's.
     """
     train, valid, bpe = description["train"], description["valid"], description["bpe"]
+    learned = {
+        "vocab_size": bpe["vocab_size"],
+        "target_vocab_size": bpe["target_vocab_size"],
+        "lowercase": bpe["lowercase"],
+        "min_frequency": bpe["min_frequency"],
+        "tokenizer_sample": bpe["sample"],
+    }
     return {
+        **({} if description.get("tokenizer") == "given" else learned),
         "file_format": train["form"],
         "source_language": train["languages"][0],
         "target_language": train["languages"][1],
         "valid_files": [] if valid is None else valid["paths"],
         "num_carved_validation": description["num_carved_validation"],
         "num_train": description["num_train"],
-        "vocab_size": bpe["vocab_size"],
-        "target_vocab_size": bpe["target_vocab_size"],
         "separate_vocabularies": bpe["separate_vocabularies"],
-        "lowercase": bpe["lowercase"],
-        "min_frequency": bpe["min_frequency"],
-        "tokenizer_sample": bpe["sample"],
     }
 
 

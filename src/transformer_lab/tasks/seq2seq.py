@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID
-from transformer_lab.data.batching import longer_than, token_budget_spans
+from transformer_lab.data.batching import check_budget_holds_each_example, longer_than, token_budget_spans
 from transformer_lab.data.lazy_batches import PairBatches, epoch_pair_batches, pair_length_table
 from transformer_lab.data.prepared_pairs import training_pair_origin
 from transformer_lab.data.token_store import TokenStore
@@ -179,6 +179,7 @@ def train(
     lengths = pair_length_table(data.train_store)  # [N, 2], once per run
     pairs = data.train_pairs if data.train_pairs is not None else data.train_store.folder
     check_fits_positional_table(lengths, pairs, model_config.max_len, "training data")
+    check_budget_holds_each_example(lengths, data_config.max_tokens, "data.max_tokens")
     num_shards, shard_index = data_shard()
 
     # The Trainer asks for epoch 0 twice (to count the run's steps, then to train); a plan

@@ -14,7 +14,9 @@ The schedule: the presets' rates are for a model that starts from random weights
 of ~1e-3 after ~800 warm-up steps); a trained model on a few hundred new pairs wants a
 rate about ten times lower and a short warm-up, or it forgets what it knew before it
 learns the new domain. :data:`FINETUNE_TRAIN` is laid over the preset before ``--config`` and
-``--set``, so the user's ``train.*`` still wins.
+``--set``, so the user's ``train.*`` still wins. ``--resume`` of a fine-tuned run (its
+``config.json`` names the checkpoint, :data:`INITIALIZED_FROM_KEY`) lays the same schedule and
+takes the model and tokenizer settings from the run's own ``last/``, so it continues exactly.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ ConfigType = TypeVar("ConfigType", bound=TaskConfig)
 # the translation model, then the inverse-square-root decay; no cool-down (the run's
 # length is the user's).
 FINETUNE_TRAIN: dict[str, Any] = {"lr_factor": 0.02, "warmup_steps": 100, "cooldown_steps": 0}
+# The key of config.json naming the checkpoint a fine-tuning run started from.
+INITIALIZED_FROM_KEY = "initialized_from"
 # Fields of the model config that a fine-tune may change: they shape no weight.
 _CHANGEABLE_MODEL_FIELDS = ("dropout",)
 
@@ -113,6 +117,20 @@ def with_checkpoint_vocabulary_settings(
     return dataclasses.replace(config, data=corpus_data_config(data, fixed))
 
 
+def recorded_initialization(run_checkpoint: str | os.PathLike[str], task_name: str) -> str | None:
+    """The checkpoint a run of ``task_name`` was fine-tuned from, as its ``run_checkpoint`` (``last/``) records it.
+
+    None for a run from random weights, a folder without a readable ``config.json`` or of
+    another task (the resume's own checks name those).
+    """
+    try:
+        saved = load_checkpoint_config(run_checkpoint)
+    except (OSError, ValueError):
+        return None
+    recorded = saved.get(INITIALIZED_FROM_KEY)
+    return recorded if saved.get("task") == task_name and isinstance(recorded, str) else None
+
+
 def load_initial_weights(model: nn.Module, init_from: str | os.PathLike[str] | None, resume: bool) -> dict[str, str]:
     """Load ``init_from``'s weights into ``model`` for a fine-tune; returns the metadata its checkpoints record.
 
@@ -123,4 +141,4 @@ def load_initial_weights(model: nn.Module, init_from: str | os.PathLike[str] | N
         return {}
     load_model_weights(init_from, model)
     logger.info("fine-tuning from %s", init_from)
-    return {"initialized_from": str(init_from)}
+    return {INITIALIZED_FROM_KEY: str(init_from)}

@@ -762,6 +762,13 @@ class Trainer:
                 f"train.max_steps: expected at least the {state.global_step} steps the run in {folder} has taken "
                 f"(more to train further), got {self.config.max_steps}"
             )
+        # The same for epochs (a budget replaces them): a position inside an epoch has begun it.
+        begun = state.epoch + (1 if state.batch_index else 0)
+        if self._budget is None and self.config.epochs and begun > self.config.epochs:
+            raise ValueError(
+                f"train.epochs: expected at least the {begun} epoch(s) the run in {folder} has "
+                f"{'begun' if state.batch_index else 'completed'} (more to train further), got {self.config.epochs}"
+            )
         load_model_weights(folder, self._unwrapped_model)
         # Optimizer.load_state_dict moves the moments onto each parameter's device.
         self.optimizer.load_state_dict(state.optimizer)

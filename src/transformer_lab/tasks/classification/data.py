@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -43,6 +43,13 @@ _UNDESCRIBED = ("data_dir", "max_tokens", "seed", "prepared_dir", "cache_dir")
 @dataclass(frozen=True)
 class ClassificationDataConfig:
     """Where the data is, how the validation split is carved, how text becomes batches."""
+
+    # The settings the user's files leave unused, each with what it is for (check_settings_used).
+    UNUSED_WITH_TRAIN_FILES: ClassVar[dict[str, str]] = {"data_dir": "the folder of AG News"}
+    UNUSED_WITH_VALID_FILES: ClassVar[dict[str, str]] = {
+        "validation_fraction": "the share of the training rows to hold out for validation",
+        "split_seed": "which training rows to hold out for validation",
+    }
 
     data_dir: str | None = None  # folder holding ag_news/ (None: $TRANSFORMER_LAB_DATA, else the download folder)
     # Training CSV, relative to the ag_news/ folder or absolute; "" = train.csv when

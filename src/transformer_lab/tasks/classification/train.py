@@ -20,7 +20,7 @@ from transformer_lab.data import (
     resolve_ag_news_dir,
     token_budget_batches,
 )
-from transformer_lab.data.batching import longer_than
+from transformer_lab.data.batching import check_budget_holds_each_example, longer_than
 from transformer_lab.data.lazy_batches import epoch_classification_batches
 from transformer_lab.models import ClassifierConfig, TransformerClassifier
 from transformer_lab.tasks.classification.data import ClassificationData, ClassificationDataConfig, build_data
@@ -151,6 +151,7 @@ def train(
         class_names=tuple(data.class_names),
     )
     lengths = data.train_store.lengths("tokens")
+    check_budget_holds_each_example(lengths, config.data.max_tokens, "data.max_tokens")
     first_epoch = token_budget_batches(lengths, config.data.max_tokens, shuffle=True, seed=config.data.seed, epoch=0)
     logger.info(
         "%s: %d training and %d validation articles (%d malformed lines skipped), vocabulary %d, "

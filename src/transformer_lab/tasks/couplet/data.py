@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from transformer_lab.data import Vocabulary
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, check_int_fields
@@ -47,6 +47,12 @@ _UNDESCRIBED = ("data_dir", "max_tokens", "test_split", "prepared_dir", "cache_d
 @dataclass(frozen=True)
 class CoupletDataConfig:
     """Where the couplets are, how they are filtered, split and batched."""
+
+    # The settings the user's files leave unused, each with what it is for (check_settings_used).
+    UNUSED_WITH_TRAIN_FILES: ClassVar[dict[str, str]] = {"train_split": "the split of the data folder trained on"}
+    UNUSED_WITH_VALID_FILES: ClassVar[dict[str, str]] = {
+        "num_validation": "how many training couplets to hold out for validation"
+    }
 
     data_dir: str | None = None  # folder holding couplet/ (None: $TRANSFORMER_LAB_DATA, else the download folder)
     train_split: str = "train_couplet_machine"  # or "train" (wb14123's 770k pairs) where present

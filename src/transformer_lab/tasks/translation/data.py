@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, load_multi30k
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, check_int_fields
@@ -19,6 +19,19 @@ from transformer_lab.training.run.once_per_machine import prepared_corpus
 @dataclass(frozen=True)
 class TranslationDataConfig:
     """Where the data is and how it becomes batches."""
+
+    # The settings the user's files leave unused, each with what it is for (check_settings_used).
+    UNUSED_WITH_TRAIN_FILES: ClassVar[dict[str, str]] = {"data_dir": "the folder of Multi30k"}
+    UNUSED_WITH_VALID_FILES: ClassVar[dict[str, str]] = {
+        "num_carved_validation": "how many training pairs to hold out for validation"
+    }
+    UNUSED_WITH_TOKENIZER_FILE: ClassVar[dict[str, str]] = {
+        "vocab_size": "the size of the BPE to learn",
+        "target_vocab_size": "the size of the target side's BPE to learn",
+        "lowercase": "whether the BPE to learn lowercases",
+        "min_frequency": "the fewest occurrences of a merge of the BPE to learn",
+        "tokenizer_sample": "how many sentences the BPE is learned from",
+    }
 
     data_dir: str | None = None  # folder holding multi30k/ (None: $TRANSFORMER_LAB_DATA, else the download folder)
     # The user's own corpus instead of Multi30k: two aligned line files (SOURCE TARGET), or
@@ -65,6 +78,12 @@ class TranslationDataConfig:
         counts = dict.fromkeys(("num_carved_validation", "tokenizer_sample", "num_train", "num_validation"), ANY_COUNT)
         check_int_fields(self, "data", {**CORPUS_FIELD_BOUNDS, **counts})
         check_pair_format(self.file_format)
+        if self.train_files and not self.valid_files and self.num_carved_validation == 0:
+            # Else the carve of none is refused later, naming --valid and the pairs as if they were too few.
+            raise ValueError(
+                "data.num_carved_validation: expected at least 1 without --valid (how many training pairs to hold "
+                "out for validation), got 0; give validation files (--valid) to hold none out"
+            )
 
 
 TranslationData = Seq2SeqData[TokenizerPair]

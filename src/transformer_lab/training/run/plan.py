@@ -23,7 +23,7 @@ from transformer_lab.data.prepared_cache import prepared_corpus_record
 from transformer_lab.training import Trainer, config_to_dict
 from transformer_lab.training.checkpoint import PREPARED_CORPUS_KEY, resolve_checkpoint
 from transformer_lab.training.config import TaskConfig
-from transformer_lab.training.finetune import load_initial_weights
+from transformer_lab.training.finetune import INITIALIZED_FROM_KEY, load_initial_weights, recorded_initialization
 from transformer_lab.training.model_card import CARD_HINTS_KEY, DATA_COUNTS_KEY
 from transformer_lab.training.run.same_run import with_absolute_paths
 from transformer_lab.training.trainer import LAST_FOLDER
@@ -113,6 +113,9 @@ def train_run(
     # On resume the Trainer loads the run's own last/, which holds newer weights than init_from.
     start = None if resume else start_checkpoint(out_dir, resume=False, init_from=init_from)
     initialized = load_initial_weights(model, start, resume)
+    recorded = recorded_initialization(Path(out_dir) / LAST_FOLDER, plan.task_name) if resume else None
+    if recorded is not None:  # a resumed fine-tune keeps naming the checkpoint it started from
+        initialized = {INITIALIZED_FROM_KEY: recorded}
     counts = {DATA_COUNTS_KEY: dict(plan.data_counts)} if plan.data_counts else {}
     card = {CARD_HINTS_KEY: dict(plan.card)} if plan.card else {}
     prepared_dir = getattr(getattr(plan.config, "data", None), "prepared_dir", "")
@@ -153,6 +156,16 @@ def _checked_evaluation(plan: RunPlan[Any]) -> Callable[[nn.Module], dict[str, f
     best = plan.config.train.best_metric
     if best not in names:
         raise ValueError(f"train.best_metric: expected one of {', '.join(names)} for this task, got {best!r}")
+    # A loss is better lower, every other metric the tasks report (BLEU, chrF, accuracy) higher:
+    # the other mode would keep the worst validation as best/.
+    lower_is_better = best.endswith("loss")
+    expected_mode = "min" if lower_is_better else "max"
+    if plan.config.train.best_mode != expected_mode:
+        raise ValueError(
+            f"train.best_mode: expected {expected_mode!r} with train.best_metric {best!r} "
+            f"({'lower' if lower_is_better else 'higher'} is better), got {plan.config.train.best_mode!r}, "
+            "which would keep its worst value as best/"
+        )
 
     def evaluate_declared(model: nn.Module) -> dict[str, float]:
         metrics = evaluate(model)
