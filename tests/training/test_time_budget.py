@@ -253,6 +253,23 @@ def test_resume_continues_the_same_schedule_on_a_faster_clock(tmp_path, monkeypa
         assert torch.equal(expected, actual)
 
 
+def test_a_new_budget_on_resume_is_said_once_as_kept_not_as_a_changed_run(tmp_path, monkeypatch, caplog):
+    def crashing_epoch(epoch):
+        batches = list(epoch_batches(epoch))
+        if epoch == 9:  # after the step-40 checkpoint
+            raise KeyboardInterrupt("simulated crash")
+        return batches
+
+    with pytest.raises(KeyboardInterrupt):
+        train_on_clock(tmp_path, DrivenClock(monkeypatch), crashing_epoch)
+    with caplog.at_level("WARNING", logger="transformer_lab.training"):
+        _, summary, _ = train_on_clock(tmp_path, DrivenClock(monkeypatch), resume=True, time_budget="2h")
+    assert summary["time_budget_plan"]["total_steps"] == 65  # the plan of the 100-s budget stands
+    warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    # Was also: "resuming with a changed config, so the run will differ ...: time_budget '100s' -> '2h'".
+    assert warnings == ["time_budget changed from 100 s to 7200 s since the run started; the run keeps its plan"]
+
+
 def test_a_budget_spent_by_the_measurement_stops_after_it(tmp_path, monkeypatch):
     clock = DrivenClock(monkeypatch)
     _, summary, _ = train_on_clock(tmp_path, clock, time_budget="31s", eval_every_steps=0, epochs=1, cooldown_steps=0)

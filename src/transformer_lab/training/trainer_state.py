@@ -37,7 +37,8 @@ from .rng_state import RandomState
 __all__ = ["STATE_FORMAT_VERSION", "TrainerState"]
 
 STATE_FORMAT_VERSION = 1
-# Config fields whose change between a run and its resume changes the trajectory.
+# Config fields whose change between a run and its resume changes the trajectory. Not
+# time_budget: a resumed run keeps its plan, and TimeBudget.resume says so itself.
 _TRAJECTORY_FIELDS = (
     "seed",
     "lr_factor",
@@ -47,7 +48,6 @@ _TRAJECTORY_FIELDS = (
     "clip_grad_norm",
     "grad_accum_steps",
     "precision",
-    "time_budget",
 )
 _REQUIRED_KEYS = ("global_step", "epoch", "batch_index", "optimizer", "scheduler", "rng")
 # The random states a checkpoint holds (rng_state.RandomState.to_dict); "cuda" only from a GPU run.
