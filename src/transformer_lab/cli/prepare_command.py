@@ -21,7 +21,8 @@ from pathlib import Path
 from transformer_lab.cli.bounds import path_of
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
 from transformer_lab.cli.train_command import DATA_OPTIONS, option_settings
-from transformer_lab.data.pair_files import check_settings_used, check_validation_apart
+from transformer_lab.cli.unused_settings import check_settings_used
+from transformer_lab.data.pair_files import check_validation_apart
 from transformer_lab.data.prepared_cache import CorpusKindError, NotAPreparedFolderError, verify_prepared
 from transformer_lab.tasks.registry import TASKS, task_named
 from transformer_lab.training.config_io import parse_override

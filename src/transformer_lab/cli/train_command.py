@@ -14,7 +14,8 @@ from pathlib import Path
 
 from transformer_lab.cli.bounds import checked_text, path_of
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
-from transformer_lab.data.pair_files import check_settings_used, check_validation_apart
+from transformer_lab.cli.unused_settings import check_settings_used
+from transformer_lab.data.pair_files import check_validation_apart
 from transformer_lab.data.prepared_settings import with_prepared_settings
 from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import PRECISIONS

@@ -1,0 +1,37 @@
+"""Data settings that the user's own files leave unused, refused by name before a run or a preparation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from transformer_lab.training.config_io import Setting, shown
+
+
+def check_settings_used(data: Any, changed: Mapping[str, Setting]) -> None:
+    """Refuse a data setting given (``changed``, by dotted key) that the config's own files leave unused.
+
+    A data config lists them by the files that leave them so: ``UNUSED_WITH_TRAIN_FILES``
+    (where the task's own dataset is found, its split), ``UNUSED_WITH_VALID_FILES`` (how
+    validation is carved out of the training data), ``UNUSED_WITH_TOKENIZER_FILE`` (how the
+    BPE is learned). Given anyway, the run would ignore them and its ``config.json`` record
+    them as if they had been used.
+    """
+    unused = (
+        ("train_files", "--train", "UNUSED_WITH_TRAIN_FILES"),
+        ("valid_files", "--valid", "UNUSED_WITH_VALID_FILES"),
+        ("tokenizer_file", "data.tokenizer_file", "UNUSED_WITH_TOKENIZER_FILE"),
+    )
+    for field_name, option, listed in unused:
+        if not getattr(data, field_name, None):
+            continue
+        for name, purpose in getattr(type(data), listed, {}).items():
+            setting = changed.get(f"data.{name}")
+            if setting is None:
+                continue
+            given = f"{setting.origin} {shown(getattr(data, name))}"
+            if setting.origin == "--set" or setting.origin.startswith("--config"):
+                given = f"{shown(getattr(data, name))} ({setting.origin})"
+            raise ValueError(
+                f"data.{name}: expected it only without {option} ({purpose}, unused with {option}), got {given}"
+            )
