@@ -53,9 +53,7 @@ def decode_sources(
     a batch is padding; the searches stop at the positional table themselves. ``model`` runs in
     eval mode and is left in the mode it came in.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        # range() with a negative step is empty: every source would silently get no hypothesis.
-        raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+    check_batch_size(batch_size)
     # Decoded without dropout, and the caller's model handed back in the mode it came in: a model
     # translated mid-training would otherwise train on without dropout.
     was_training = model.training
@@ -92,6 +90,13 @@ def _decoded(
             for row, index in enumerate(chunk):
                 found[index] = output.hypotheses[row]
     return found
+
+
+def check_batch_size(batch_size: object) -> None:
+    """A ValueError naming ``batch_size`` unless it is an int >= 1 (a bool is no size)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        # range() with a negative step is empty: every source would silently get no hypothesis.
+        raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
 
 
 def candidates_of(hypotheses: Sequence[Hypothesis], to_text: Callable[[list[int]], str]) -> list[Candidate]:
