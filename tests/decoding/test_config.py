@@ -20,6 +20,7 @@ def test_defaults_and_validation():
         ("max_len_a", -1.0),
         ("max_len_b", 2.5),
         ("length_penalty", float("inf")),
+        ("use_cache", "no"),  # was accepted, and "no" decoded with the cache
     ]:
         with pytest.raises(ValueError, match=field):
             DecodeConfig(**{field: value})

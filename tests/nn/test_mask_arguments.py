@@ -79,3 +79,22 @@ def test_integer_scalars_of_other_kinds_are_still_sizes() -> None:
     assert masks.causal_mask(np.int64(2), torch.tensor(3)).shape == (2, 3)  # type: ignore[arg-type]
     assert masks.causal_mask(masks.MAX_MASK_LENGTH, masks.MAX_MASK_LENGTH, device="meta").shape == (65_536, 65_536)
     assert masks.lengths_to_padding_mask(torch.tensor([0, 0]), 0).shape == (2, 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.uint8])
+def test_the_float_causal_mask_refuses_a_dtype_that_is_not_floating(dtype: torch.dtype) -> None:
+    # int64 failed inside masked_fill ("value cannot be converted to type int64_t without overflow").
+    with pytest.raises(ValueError, match=rf"square_subsequent_mask: dtype: expected a floating dtype .*got {dtype}$"):
+        masks.square_subsequent_mask(3, dtype=dtype)
+
+
+def test_the_float_causal_mask_refuses_a_dtype_that_is_no_dtype() -> None:
+    with pytest.raises(TypeError, match=r"square_subsequent_mask: dtype: expected a torch.dtype .*got 'float32'"):
+        masks.square_subsequent_mask(3, dtype="float32")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_the_float_causal_mask_takes_every_floating_dtype(dtype: torch.dtype) -> None:
+    mask = masks.square_subsequent_mask(3, dtype=dtype)
+    assert mask.dtype == dtype
+    assert torch.equal(mask == float("-inf"), masks.causal_mask(3))

@@ -170,6 +170,18 @@ LIBRARY_CASES = [
     ),
     *(
         LibraryCase(
+            f"translate with nbest 2 and batch_size {size!r}",
+            lambda tmp, ck, size=size: api.Translator(ck.translation).translate(
+                ["Ein Hund.", "Zwei."], nbest=2, batch_size=size
+            ),
+            ValueError,
+            rf"^batch_size: expected an int >= 1, got {re.escape(repr(size))}$",
+        )
+        # The n-best path searches each sentence alone and never read batch_size: any value was accepted.
+        for size in (-1, "2")
+    ),
+    *(
+        LibraryCase(
             f"translate a {type(texts).__name__}",
             lambda tmp, ck, texts=texts: api.Translator(ck.translation).translate(texts),
             ValueError,

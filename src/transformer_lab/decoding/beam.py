@@ -63,6 +63,7 @@ from transformer_lab.decoding.output import DecodeOutput, Hypothesis, check_leng
 from transformer_lab.decoding.protocol import (
     IncrementalDecoder,
     LogitsProcessor,
+    check_flag,
     check_positive,
     check_source_ids,
     clamp_to_positional_table,
@@ -247,6 +248,7 @@ def beam_search(
     check_positive("beam_size", beam_size)
     check_positive("max_len", max_len)
     check_positive("num_return", num_return)
+    check_flag("use_cache", use_cache)
     if num_return > beam_size:
         raise ValueError(f"num_return: expected at most beam_size ({beam_size}), given {num_return}")
     check_length_penalty(length_penalty)

@@ -19,6 +19,7 @@ from transformer_lab.decoding.output import DecodeOutput, check_length_penalty
 from transformer_lab.decoding.protocol import (
     IncrementalDecoder,
     LogitsProcessor,
+    check_flag,
     check_positive,
     check_source_ids,
     resolve_special_ids,
@@ -87,6 +88,7 @@ class DecodeConfig:
             raise ValueError(f"max_len_b: expected an int or None, given {self.max_len_b!r}")
         check_length_penalty(self.length_penalty)
         check_beam_stop(self.beam_stop, "beam_stop")
+        check_flag("use_cache", self.use_cache)
         if self.precision not in INFERENCE_PRECISIONS:
             raise ValueError(f"precision: expected one of {INFERENCE_PRECISIONS}, given {self.precision!r}")
 

@@ -27,7 +27,8 @@ class Seq2SeqPredictor:
     def __init__(self, model: Seq2SeqTransformer, config: Any, device: str | torch.device) -> None:
         self.model: Seq2SeqTransformer = model.to(device).eval()
         self.config = config
-        self._copies: dict[str, Seq2SeqTransformer] = {}
+        # precision -> (the model's weights when copied, the copy); see `decoding`.
+        self._copies: dict[str, tuple[tuple[object, ...], Seq2SeqTransformer]] = {}
 
     def decode_config(
         self,
@@ -51,12 +52,18 @@ class Seq2SeqPredictor:
     ) -> tuple[Seq2SeqTransformer, DecodeConfig]:
         """The model to decode with and its decoding, ``precision`` resolved once for both.
 
-        A bf16 or int8 copy of the model is made once, then reused; fp32 runs the model itself.
+        A bf16 or int8 copy of the model is made once, then reused while ``model`` keeps its
+        weights; fp32 runs the model itself.
         """
         decode = self.decode_config(beam, nbest, precision, length_penalty, beam_stop)
-        if decode.precision not in self._copies:
-            self._copies[decode.precision] = decoding_model(self.model, decode.precision)
-        return self._copies[decode.precision], decode
+        weights = _weights_state(self.model)
+        cached = self._copies.get(decode.precision)
+        if cached is None or cached[0] != weights:
+            # Weights loaded into ``model`` (load_state_dict, a training step) or a model put in its place
+            # would otherwise still be answered by the copy of the old ones.
+            cached = (weights, decoding_model(self.model, decode.precision))
+            self._copies[decode.precision] = cached
+        return cached[1], decode
 
     def attention_map(
         self,
@@ -84,6 +91,18 @@ class Seq2SeqPredictor:
     def _written(self, model: Seq2SeqTransformer, decode: DecodeConfig, text: str) -> Written:
         """What ``model`` writes for ``text`` with ``decode``, labelled (see `Written`)."""
         raise NotImplementedError
+
+
+def _weights_state(model: torch.nn.Module) -> tuple[object, ...]:
+    """What changes when ``model``'s weights do: each tensor's identity, storage and in-place write count.
+
+    ``Tensor._version`` counts in-place writes (``copy_`` in ``load_state_dict``, an optimizer's step);
+    reading it costs no device synchronisation. An inference tensor keeps no count: a new object
+    stands for it, equal to nothing, so such a model is copied at every call.
+    """
+    tensors = [*model.parameters(), *model.buffers()]
+    writes = [object() if tensor.is_inference() else tensor._version for tensor in tensors]
+    return (id(model), *((id(tensor), tensor.data_ptr(), count) for tensor, count in zip(tensors, writes)))
 
 
 class Seq2SeqHandler:

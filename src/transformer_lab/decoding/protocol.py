@@ -131,7 +131,13 @@ def resolve_special_ids(
     eos_id: int | None,
     pad_id: int | None,
 ) -> tuple[int, int, int]:
-    """Return (bos_id, eos_id, pad_id): the explicit value, else the model's attribute."""
+    """Return (bos_id, eos_id, pad_id): the explicit value, else the model's attribute.
+
+    Each is a token id: >= 0, and below the model's ``tgt_vocab_size`` where it has one. An eos
+    the model cannot emit would never end a search, a pad it never holds would hide no padding.
+    """
+    size = getattr(model, "tgt_vocab_size", None)
+    vocab_size = size if isinstance(size, int) and not isinstance(size, bool) else None
     resolved = []
     for name, explicit in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
         value = explicit if explicit is not None else getattr(model, name, None)
@@ -142,6 +148,9 @@ def resolve_special_ids(
             )
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{name}: expected an int, given {value!r}")
+        if value < 0 or (vocab_size is not None and value >= vocab_size):
+            bound = ">= 0" if vocab_size is None else f"[0, {vocab_size}) (the model's tgt_vocab_size)"
+            raise ValueError(f"{name}: expected a token id in {bound}, given {value}")
         resolved.append(value)
     return resolved[0], resolved[1], resolved[2]
 
@@ -192,6 +201,12 @@ def resolve_check_every(check_every: int | None, device: torch.device) -> int:
         return ACCELERATOR_CHECK_EVERY if host_reads.host_reads_wait(device) else 1
     check_positive("check_every", check_every)
     return check_every
+
+
+def check_flag(name: str, value: object) -> None:
+    """Raise a ValueError unless `value` is a bool ("no" and None would be read as true and false)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: expected True or False, given {value!r}")
 
 
 def check_positive(name: str, value: int) -> None:

@@ -50,12 +50,28 @@ def decode_sources(
     """The hypotheses (best first) of every encoded source, in input order; an empty source gets none.
 
     Sources are decoded in batches of ``batch_size`` sorted by length, so that little of
-    a batch is padding; the searches stop at the positional table themselves.
+    a batch is padding; the searches stop at the positional table themselves. ``model`` runs in
+    eval mode and is left in the mode it came in.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        # range() with a negative step is empty: every source would silently get no hypothesis.
-        raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+    check_batch_size(batch_size)
+    # Decoded without dropout, and the caller's model handed back in the mode it came in: a model
+    # translated mid-training would otherwise train on without dropout.
+    was_training = model.training
     model.eval()
+    try:
+        return _decoded(model, encoded, decode_config, logits_processor, batch_size)
+    finally:
+        model.train(was_training)
+
+
+def _decoded(
+    model: Seq2SeqTransformer,
+    encoded: Sequence[Sequence[int]],
+    decode_config: DecodeConfig,
+    logits_processor: LogitsProcessor | None,
+    batch_size: int,
+) -> list[list[Hypothesis]]:
+    """`decode_sources`' search, ``model`` already in eval mode."""
     device = next(model.parameters()).device
     # One resolution of "auto" for every batch; the bf16 or int8 copy is made once, not once per batch.
     precision = resolve_inference_precision(None, decode_config.precision, device)
@@ -74,6 +90,13 @@ def decode_sources(
             for row, index in enumerate(chunk):
                 found[index] = output.hypotheses[row]
     return found
+
+
+def check_batch_size(batch_size: object) -> None:
+    """A ValueError naming ``batch_size`` unless it is an int >= 1 (a bool is no size)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        # range() with a negative step is empty: every source would silently get no hypothesis.
+        raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
 
 
 def candidates_of(hypotheses: Sequence[Hypothesis], to_text: Callable[[list[int]], str]) -> list[Candidate]:

@@ -107,8 +107,17 @@ def square_subsequent_mask(
         returns ``[size, size]`` float.
     """
     _check_length("square_subsequent_mask", "size", size, minimum=1)
-    hidden = causal_mask(size, device=device)  # [L, L]
     dtype = torch.get_default_dtype() if dtype is None else dtype
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"square_subsequent_mask: dtype: expected a torch.dtype such as torch.float32, got {dtype!r}")
+    if not dtype.is_floating_point:
+        # -inf has no integer form (torch's "cannot be converted" from inside masked_fill), and a
+        # bool mask of this name would be the other kind of mask: causal_mask builds that one.
+        raise ValueError(
+            f"square_subsequent_mask: dtype: expected a floating dtype (the mask is added to the scores; "
+            f"causal_mask gives the bool mask), got {dtype}"
+        )
+    hidden = causal_mask(size, device=device)  # [L, L]
     return torch.zeros(size, size, device=device, dtype=dtype).masked_fill(hidden, float("-inf"))
 
 

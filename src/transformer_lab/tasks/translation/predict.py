@@ -22,7 +22,7 @@ from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.config import MAX_BEAM_SIZE as MAX_SEARCH_BEAMS
 from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor, Written
 from transformer_lab.decoding.sentences import translate_nbest, translate_sentences
-from transformer_lab.decoding.sources import Candidate
+from transformer_lab.decoding.sources import Candidate, check_batch_size
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.attention_maps import cross_attention
 from transformer_lab.one_line import line_break_notes, one_line
@@ -67,6 +67,8 @@ class Translator(Seq2SeqPredictor):
         ValueError naming its index.
         """
         texts = texts_of(sentences, "sentences")
+        # Checked here too: with nbest > 1 each sentence is searched alone and batch_size is never read.
+        check_batch_size(batch_size)
         if nbest == 1:
             model, decode = self.decoding(beam, nbest, precision, length_penalty, beam_stop)
             results: list[Any] = translate_sentences(model, self.tokenizers, texts, decode, batch_size)
