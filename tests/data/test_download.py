@@ -465,6 +465,25 @@ def test_a_resumed_body_that_fails_its_hash_is_deleted(
     assert destination.read_bytes() == b"the server's bytes\n" * 100
 
 
+def test_a_body_part_that_is_a_symbolic_link_is_removed_never_written_through(
+    range_server: tuple[str, type[RangeHandler]], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    base_url, handler = range_server
+    body = b"the server's bytes\n" * 100
+    handler.files["/file.txt"] = body
+    precious = tmp_path / "notes.txt"
+    precious.write_bytes(b"a user's notes\n")
+    destination = tmp_path / "data" / "file.txt"
+    destination.parent.mkdir()
+    partial_path(destination).symlink_to(precious)
+    download_file(f"{base_url}/file.txt", destination, hashlib.sha256(body).hexdigest())
+    assert precious.read_bytes() == b"a user's notes\n"  # the link's target is never written
+    assert handler.ranges == [None]  # the link's size is no offset to resume from
+    assert destination.read_bytes() == body and not destination.is_symlink()
+    assert not os.path.lexists(partial_path(destination))
+    assert "got a symbolic link; removed, never followed" in caplog.text
+
+
 def test_git_blob_ids_check_files_as_git_does(range_server: tuple[str, type[RangeHandler]], tmp_path: Path) -> None:
     base_url, handler = range_server
     handler.files["/in.txt"] = "晚 风 摇 树 \n".encode()
