@@ -209,6 +209,16 @@ def test_a_disk_that_fills_during_the_body_names_the_file_not_the_connection(
     assert partial_path(destination).read_bytes() == (server.root / "val.en.gz").read_bytes()[:2]  # kept to resume
 
 
+def test_a_folder_under_the_file_name_is_refused_naming_it_before_any_request(server: Server, tmp_path: Path) -> None:
+    destination = tmp_path / "cache" / "val.en"
+    (destination / "notes").mkdir(parents=True)
+    with pytest.raises(
+        ValueError, match=r"val\.en: expected a file to download \(or nothing there yet\), got a folder"
+    ):
+        download_file(f"{server.base_url}val.en.gz", destination, sha256(FILES["val.en"]), gunzip=True)
+    assert server.requests == [] and (destination / "notes").is_dir()
+
+
 def test_plain_download_without_gunzip(server: Server, tmp_path: Path) -> None:
     body = (server.root / "val.de.gz").read_bytes()
     destination = download_file(

@@ -317,6 +317,11 @@ def download_file(
 
 def _already_present(destination: Path, algorithm: str, expected: str, warn: bool = False) -> bool:
     """Whether ``destination`` exists with the expected digest; ``warn``: say when it exists with another."""
+    if destination.is_dir():
+        # Hashing it said only "[Errno 21] Is a directory"; the rename into place would fail the same way.
+        raise ValueError(
+            f"{destination}: expected a file to download (or nothing there yet), got a folder; move it away"
+        )
     if not destination.exists():
         return False
     actual = _digest_of_file(destination, algorithm)
