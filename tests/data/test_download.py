@@ -459,6 +459,37 @@ def test_an_interrupted_download_resumes_where_it_stopped(
     assert leftovers(destination.parent) == []
 
 
+class StallingHandler(http.server.BaseHTTPRequestHandler):
+    """Sends the first 300,000 bytes of a 1 MiB body, then stalls without closing: a connection that hangs."""
+
+    def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+        self.send_response(200)
+        self.send_header("Content-Length", str(1 << 20))
+        self.end_headers()
+        self.wfile.write(bytes(300_000))
+        self.wfile.flush()
+        threading.Event().wait(5)  # past the client's timeout
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (base signature)
+        pass
+
+
+def test_the_bytes_that_arrived_before_a_connection_stalls_are_kept(tmp_path: Path) -> None:
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StallingHandler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    destination = tmp_path / "big.bin"
+    try:
+        with pytest.raises(ConnectionError, match=r"interrupted .* 300000 bytes are kept"):
+            download_file(f"http://127.0.0.1:{httpd.server_address[1]}/big.bin", destination, "0" * 64, timeout=1)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    # Kept as they arrived, not lost with a chunk that waited to fill a whole MiB.
+    assert partial_path(destination).stat().st_size == 300_000
+
+
 def test_a_resumed_body_that_fails_its_hash_is_deleted(
     range_server: tuple[str, type[RangeHandler]], tmp_path: Path
 ) -> None:

@@ -186,7 +186,10 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
                 ) as bar,
             ):
                 received = offset  # counted here: a disabled bar counts nothing
-                for chunk in iter(lambda: response.read(_CHUNK_BYTES), b""):
+                # read1: what has arrived, up to a chunk; read() waited for a whole MiB, which an
+                # interruption or a stalled connection then lost, kept bytes and progress alike.
+                read = getattr(response, "read1", response.read)
+                for chunk in iter(lambda: read(_CHUNK_BYTES), b""):
                     file.write(chunk)
                     bar.update(len(chunk))
                     received += len(chunk)
