@@ -209,6 +209,16 @@ def test_a_disk_that_fills_during_the_body_names_the_file_not_the_connection(
     assert partial_path(destination).read_bytes() == (server.root / "val.en.gz").read_bytes()[:2]  # kept to resume
 
 
+def test_a_folder_under_the_file_name_is_refused_naming_it_before_any_request(server: Server, tmp_path: Path) -> None:
+    destination = tmp_path / "cache" / "val.en"
+    (destination / "notes").mkdir(parents=True)
+    with pytest.raises(
+        ValueError, match=r"val\.en: expected a file to download \(or nothing there yet\), got a folder"
+    ):
+        download_file(f"{server.base_url}val.en.gz", destination, sha256(FILES["val.en"]), gunzip=True)
+    assert server.requests == [] and (destination / "notes").is_dir()
+
+
 def test_plain_download_without_gunzip(server: Server, tmp_path: Path) -> None:
     body = (server.root / "val.de.gz").read_bytes()
     destination = download_file(
@@ -449,6 +459,37 @@ def test_an_interrupted_download_resumes_where_it_stopped(
     assert leftovers(destination.parent) == []
 
 
+class StallingHandler(http.server.BaseHTTPRequestHandler):
+    """Sends the first 300,000 bytes of a 1 MiB body, then stalls without closing: a connection that hangs."""
+
+    def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+        self.send_response(200)
+        self.send_header("Content-Length", str(1 << 20))
+        self.end_headers()
+        self.wfile.write(bytes(300_000))
+        self.wfile.flush()
+        threading.Event().wait(5)  # past the client's timeout
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (base signature)
+        pass
+
+
+def test_the_bytes_that_arrived_before_a_connection_stalls_are_kept(tmp_path: Path) -> None:
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StallingHandler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    destination = tmp_path / "big.bin"
+    try:
+        with pytest.raises(ConnectionError, match=r"interrupted .* 300000 bytes are kept"):
+            download_file(f"http://127.0.0.1:{httpd.server_address[1]}/big.bin", destination, "0" * 64, timeout=1)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    # Kept as they arrived, not lost with a chunk that waited to fill a whole MiB.
+    assert partial_path(destination).stat().st_size == 300_000
+
+
 def test_a_resumed_body_that_fails_its_hash_is_deleted(
     range_server: tuple[str, type[RangeHandler]], tmp_path: Path
 ) -> None:
@@ -463,6 +504,25 @@ def test_a_resumed_body_that_fails_its_hash_is_deleted(
     # With the bad part gone, the next call fetches the whole file and it checks out.
     download_file(f"{base_url}/file.txt", destination, hashlib.sha256(b"the server's bytes\n" * 100).hexdigest())
     assert destination.read_bytes() == b"the server's bytes\n" * 100
+
+
+def test_a_body_part_that_is_a_symbolic_link_is_removed_never_written_through(
+    range_server: tuple[str, type[RangeHandler]], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    base_url, handler = range_server
+    body = b"the server's bytes\n" * 100
+    handler.files["/file.txt"] = body
+    precious = tmp_path / "notes.txt"
+    precious.write_bytes(b"a user's notes\n")
+    destination = tmp_path / "data" / "file.txt"
+    destination.parent.mkdir()
+    partial_path(destination).symlink_to(precious)
+    download_file(f"{base_url}/file.txt", destination, hashlib.sha256(body).hexdigest())
+    assert precious.read_bytes() == b"a user's notes\n"  # the link's target is never written
+    assert handler.ranges == [None]  # the link's size is no offset to resume from
+    assert destination.read_bytes() == body and not destination.is_symlink()
+    assert not os.path.lexists(partial_path(destination))
+    assert "got a symbolic link; removed, never followed" in caplog.text
 
 
 def test_git_blob_ids_check_files_as_git_does(range_server: tuple[str, type[RangeHandler]], tmp_path: Path) -> None:

@@ -168,6 +168,17 @@ def test_a_bad_line_deep_in_a_streamed_file_is_refused_with_its_file_and_line(
     _refused(forms["jsonl"], rf"{jsonl}: line 2000: expected one JSON object, got invalid JSON")
 
 
+def test_a_utf16_file_is_named_for_its_encoding_not_for_a_line_count_it_miscounts(tmp_path: Path) -> None:
+    # A UTF-16 file's NUL after its last newline counts as one line more than its UTF-8 partner holds.
+    forms = write_forms(tmp_path, [("Ein Hund läuft.", "A dog runs."), ("Zwei Kinder.", "Two children.")])
+    source, _ = forms["lines"]
+    text = source.read_text(encoding="utf-8")
+    source.write_text(text, encoding="utf-16")  # with its byte-order mark, as editors save it
+    _refused(forms["lines"], rf"{source}: line 1: expected UTF-8 text, .* starts with a UTF-16 byte-order mark")
+    source.write_text(text, encoding="utf-16-le")  # without one: its first non-ASCII letter is no UTF-8
+    _refused(forms["lines"], rf"{source}: line 1: expected UTF-8 text, got invalid byte\(s\) b'\\xe4'")
+
+
 def test_a_failed_preparation_leaves_no_folder(tmp_path: Path) -> None:
     forms = write_forms(tmp_path, sentence_pairs(100, seed=4))
     target = forms["lines"][1]

@@ -141,12 +141,24 @@ def _too_large(url: str, what: str, max_bytes: int) -> TooLargeError:
     )
 
 
+def _body_flags(offset: int) -> int:
+    """The flags that open a download's body: appended to after ``offset`` bytes, else emptied; never through a link."""
+    return os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if offset else os.O_TRUNC)
+
+
 def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_bytes: int) -> None:
     """Stream the body at `url` into `partial`, continuing after the bytes it already holds.
 
     An interrupted transfer keeps what arrived (a ConnectionError says so): the next call
     asks only for the rest.
     """
+    if partial.is_symlink():
+        # No download writes a link: writing through it would overwrite its target (a
+        # user's file), so the link is removed, never followed, and the body starts anew.
+        logger.warning("%s: expected a downloaded body, got a symbolic link; removed, never followed", partial)
+        partial.unlink()
+    elif partial.exists() and not partial.is_file():
+        raise ValueError(f"{partial}: expected the body of an unfinished download, got a folder or device; remove it")
     offset = partial.stat().st_size if partial.exists() else 0
     request = urllib.request.Request(url)
     if offset:
@@ -160,7 +172,8 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
             length = response.headers.get("Content-Length")
             total = offset + int(length) if length and length.isdigit() else None
             with (
-                open(partial, "ab" if offset else "wb") as file,
+                # O_NOFOLLOW: a link put there since the check above is refused, not written through.
+                open(os.open(partial, _body_flags(offset), 0o666), "ab" if offset else "wb") as file,
                 tqdm(
                     total=total,
                     initial=offset,
@@ -173,7 +186,10 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
                 ) as bar,
             ):
                 received = offset  # counted here: a disabled bar counts nothing
-                for chunk in iter(lambda: response.read(_CHUNK_BYTES), b""):
+                # read1: what has arrived, up to a chunk; read() waited for a whole MiB, which an
+                # interruption or a stalled connection then lost, kept bytes and progress alike.
+                read = getattr(response, "read1", response.read)
+                for chunk in iter(lambda: read(_CHUNK_BYTES), b""):
                     file.write(chunk)
                     bar.update(len(chunk))
                     received += len(chunk)
@@ -304,6 +320,11 @@ def download_file(
 
 def _already_present(destination: Path, algorithm: str, expected: str, warn: bool = False) -> bool:
     """Whether ``destination`` exists with the expected digest; ``warn``: say when it exists with another."""
+    if destination.is_dir():
+        # Hashing it said only "[Errno 21] Is a directory"; the rename into place would fail the same way.
+        raise ValueError(
+            f"{destination}: expected a file to download (or nothing there yet), got a folder; move it away"
+        )
     if not destination.exists():
         return False
     actual = _digest_of_file(destination, algorithm)

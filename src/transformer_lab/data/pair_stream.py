@@ -77,6 +77,10 @@ def count_pairs(files: PairFiles) -> int:
         source_path, target_path = files.paths
         source_count, target_count = count_lines(source_path), count_lines(target_path)
         if source_count != target_count:
+            # A file in another encoding (UTF-16) miscounts its lines: its bytes are named first.
+            for path in (source_path, target_path):
+                for _ in stream_lines(path):
+                    pass
             raise ValueError(
                 f"expected aligned files with the same number of lines, got {source_count} "
                 f"line(s) in {source_path} and {target_count} line(s) in {target_path}"

@@ -96,10 +96,12 @@ def utf8_text(data: bytes, name: str, first_line: int = 1) -> str:
     except UnicodeDecodeError as error:
         line_number = first_line + data.count(b"\n", 0, error.start)
         line_start = data.rfind(b"\n", 0, error.start) + 1
+        utf16 = first_line == 1 and error.start == 0 and data[:2] in (b"\xff\xfe", b"\xfe\xff")
         raise ValueError(
             f"{name}: line {line_number}: expected UTF-8 text, got invalid byte(s) "
             f"{data[error.start : error.end]!r} at byte column {error.start - line_start + 1} "
             f"({error.reason})"
+            + ("; it starts with a UTF-16 byte-order mark: convert it, e.g. iconv -f UTF-16 -t UTF-8" if utf16 else "")
         ) from None
 
 
