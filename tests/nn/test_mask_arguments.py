@@ -98,3 +98,22 @@ def test_the_float_causal_mask_takes_every_floating_dtype(dtype: torch.dtype) ->
     mask = masks.square_subsequent_mask(3, dtype=dtype)
     assert mask.dtype == dtype
     assert torch.equal(mask == float("-inf"), masks.causal_mask(3))
+
+
+@pytest.mark.parametrize("mask_name", ["tgt_mask", "src_key_padding_mask"])
+def test_a_mask_on_another_device_than_the_inputs_is_refused_naming_it(mask_name: str) -> None:
+    from transformer_lab.nn import Transformer
+
+    torch.manual_seed(0)
+    model = Transformer(
+        d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=16, batch_first=True
+    ).eval()
+    source, target = torch.randn(2, 5, 8), torch.randn(2, 4, 8)  # [N, S, E], [N, T, E] (batch first)
+    # The meta device stands for any other one (a CUDA mask with CPU inputs) on a machine without a GPU.
+    masks_given = {
+        "tgt_mask": masks.causal_mask(4, device="meta"),  # [T, T]
+        "src_key_padding_mask": torch.zeros(2, 5, dtype=torch.bool, device="meta"),  # [N, S]
+    }
+    name = "attn_mask" if mask_name == "tgt_mask" else "key_padding_mask"
+    with pytest.raises(ValueError, match=rf"^{name}: expected a mask on the inputs' device \(cpu\), got one on meta$"):
+        model(source, target, **{mask_name: masks_given[mask_name]})

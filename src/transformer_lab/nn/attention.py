@@ -303,10 +303,15 @@ class MultiheadAttention(nn.Module):
         # any added bias/zero key.
         key_len = k.shape[2] - (1 if self.bias_k is not None else 0)
         if key_padding_mask is not None:
-            masks.check_key_padding_mask(key_padding_mask, batch_size=batch_size, key_len=key_len)
+            masks.check_key_padding_mask(key_padding_mask, batch_size=batch_size, key_len=key_len, device=query.device)
         if attn_mask is not None:
             masks.check_attn_mask(
-                attn_mask, batch_size=batch_size, num_heads=self.num_heads, query_len=query_len, key_len=key_len
+                attn_mask,
+                batch_size=batch_size,
+                num_heads=self.num_heads,
+                query_len=query_len,
+                key_len=key_len,
+                device=query.device,
             )
 
         sdpa_causal = False

@@ -171,9 +171,24 @@ def _check_mask_dtype(name: str, mask: Tensor) -> None:
         )
 
 
-def check_attn_mask(attn_mask: Tensor, *, batch_size: int, num_heads: int, query_len: int, key_len: int) -> None:
-    """Raise ``ValueError`` unless ``attn_mask`` is ``[L, S]`` or ``[B*H, L, S]``, bool or float."""
+def _check_mask_device(name: str, mask: Tensor, device: torch.device | None) -> None:
+    # Else torch fails deep in the attention ("Tensor on device cpu is not on the expected device"), naming no mask.
+    if device is not None and mask.device != device:
+        raise ValueError(f"{name}: expected a mask on the inputs' device ({device}), got one on {mask.device}")
+
+
+def check_attn_mask(
+    attn_mask: Tensor,
+    *,
+    batch_size: int,
+    num_heads: int,
+    query_len: int,
+    key_len: int,
+    device: torch.device | None = None,
+) -> None:
+    """Raise ``ValueError`` unless ``attn_mask`` is ``[L, S]`` or ``[B*H, L, S]``, bool or float, on ``device``."""
     _check_mask_dtype("attn_mask", attn_mask)
+    _check_mask_device("attn_mask", attn_mask, device)
     expected_2d = (query_len, key_len)
     expected_3d = (batch_size * num_heads, query_len, key_len)
     if tuple(attn_mask.shape) not in (expected_2d, expected_3d):
@@ -184,9 +199,12 @@ def check_attn_mask(attn_mask: Tensor, *, batch_size: int, num_heads: int, query
         )
 
 
-def check_key_padding_mask(key_padding_mask: Tensor, *, batch_size: int, key_len: int) -> None:
-    """Raise ``ValueError`` unless ``key_padding_mask`` is ``[B, S]``, bool or float."""
+def check_key_padding_mask(
+    key_padding_mask: Tensor, *, batch_size: int, key_len: int, device: torch.device | None = None
+) -> None:
+    """Raise ``ValueError`` unless ``key_padding_mask`` is ``[B, S]``, bool or float, on ``device``."""
     _check_mask_dtype("key_padding_mask", key_padding_mask)
+    _check_mask_device("key_padding_mask", key_padding_mask, device)
     if tuple(key_padding_mask.shape) != (batch_size, key_len):
         raise ValueError(
             f"key_padding_mask must have shape [batch, src_len] = {[batch_size, key_len]}, "
