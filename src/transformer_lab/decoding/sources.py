@@ -21,6 +21,7 @@ from transformer_lab.decoding.output import Hypothesis
 from transformer_lab.decoding.protocol import LogitsProcessor
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.nn.eval_mode import eval_mode
 
 
 @dataclass(frozen=True)
@@ -54,14 +55,8 @@ def decode_sources(
     eval mode and is left in the mode it came in.
     """
     check_batch_size(batch_size)
-    # Decoded without dropout, and the caller's model handed back in the mode it came in: a model
-    # translated mid-training would otherwise train on without dropout.
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         return _decoded(model, encoded, decode_config, logits_processor, batch_size)
-    finally:
-        model.train(was_training)
 
 
 def _decoded(

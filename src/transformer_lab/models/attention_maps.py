@@ -10,6 +10,7 @@ from torch import Tensor
 
 from transformer_lab.models.seq2seq import Seq2SeqTransformer
 from transformer_lab.nn import TransformerDecoder
+from transformer_lab.nn.eval_mode import eval_mode
 from transformer_lab.nn.tracing import ATTENTION_WEIGHTS, recording_shapes
 
 
@@ -35,13 +36,8 @@ def attention_maps(model: Seq2SeqTransformer, src_ids: Tensor, tgt_in_ids: Tenso
         src_ids ``[B, S]``, tgt_in_ids ``[B, T]``; values ``[B, H, L, S']`` where L/S' are
         the query/key lengths of that attention (e.g. ``[B, H, T, S]`` for cross-attention).
     """
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad(), recording_shapes(keep_tensors=True) as recorder:
-            model(src_ids, tgt_in_ids)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.no_grad(), recording_shapes(keep_tensors=True) as recorder:
+        model(src_ids, tgt_in_ids)
     return {
         record.scope: record.tensor
         for record in recorder.records

@@ -91,6 +91,7 @@ from tqdm.auto import tqdm
 
 from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import autocast, resolve_precision
+from transformer_lab.nn.eval_mode import eval_mode
 
 from . import time_budget
 from .best_checkpoint import BestCheckpoint
@@ -379,13 +380,8 @@ class Trainer:
         """
         if self.evaluate_fn is None:
             return {}
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            with isolated_rng(self.device), torch.no_grad(), self._autocast():
-                metrics = self.evaluate_fn(self._unwrapped_model)
-        finally:
-            self.model.train(was_training)
+        with eval_mode(self.model), isolated_rng(self.device), torch.no_grad(), self._autocast():
+            metrics = self.evaluate_fn(self._unwrapped_model)
         if not isinstance(metrics, Mapping):
             raise ValueError(f"evaluate_fn: expected a dict of metric name -> number, got {type(metrics).__name__}")
         result = {}

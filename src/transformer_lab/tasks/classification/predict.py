@@ -27,6 +27,7 @@ from transformer_lab.data.subword import check_texts, token_labels
 from transformer_lab.hardware import PRECISIONS, autocast, resolve_inference_precision, resolve_precision
 from transformer_lab.models import TransformerClassifier
 from transformer_lab.models.bfloat16 import as_bf16
+from transformer_lab.nn.eval_mode import eval_mode
 from transformer_lab.one_line import json_line
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import TaskOption
@@ -87,13 +88,8 @@ def predict_probabilities(
     Shape:
         returns ``[N, C]`` float32, each row summing to 1.
     """
-    # A model classified mid-training would otherwise get dropout's noise, or train on without dropout.
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         return _probabilities(model, token_ids, max_tokens, precision)
-    finally:
-        model.train(was_training)
 
 
 def _probabilities(
