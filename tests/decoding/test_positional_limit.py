@@ -77,11 +77,9 @@ def test_greedy_and_beam_fill_the_same_fields() -> None:
     assert best.score == pytest.approx(best.log_prob / ((5 + len(best.ids)) / 6))
 
 
-@pytest.mark.parametrize("strategy", ["greedy", "beam"])
-def test_each_sentence_stops_at_its_own_length_limit_whatever_it_is_batched_with(strategy: str) -> None:
-    from transformer_lab.decoding import DecodeConfig
-
-    model = Seq2SeqTransformer(
+def tiny_model() -> Seq2SeqTransformer:
+    """A one-layer model of the tests' vocabulary, with a positional table of 64, in eval mode."""
+    return Seq2SeqTransformer(
         VOCAB,
         VOCAB,
         d_model=16,
@@ -95,6 +93,13 @@ def test_each_sentence_stops_at_its_own_length_limit_whatever_it_is_batched_with
         bos_id=BOS_ID,
         eos_id=EOS_ID,
     ).eval()
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_each_sentence_stops_at_its_own_length_limit_whatever_it_is_batched_with(strategy: str) -> None:
+    from transformer_lab.decoding import DecodeConfig
+
+    model = tiny_model()
     with torch.no_grad():
         model.generator.bias[EOS_ID] = -1e4  # never ends by itself: every row runs to its limit
     config = DecodeConfig(strategy=strategy, beam_size=2, max_len=60, max_len_a=1.5, max_len_b=2, length_penalty=0.0)
@@ -116,20 +121,7 @@ def test_beam_search_batched_with_longer_sentences_finds_the_n_best_list_it_find
     # batch whose other sentence allows more tokens they must end the same way, with the same
     # scores (a forced eos used to add its log-probability and a token, reranking the list).
     torch.manual_seed(0)
-    model = Seq2SeqTransformer(
-        VOCAB,
-        VOCAB,
-        d_model=16,
-        nhead=2,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        dim_feedforward=32,
-        dropout=0.0,
-        max_len=64,
-        pad_id=PAD_ID,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
-    ).eval()
+    model = tiny_model()
     with torch.no_grad():
         model.generator.bias[EOS_ID] = -4.0  # eos is possible but unlikely: most beams reach the limit
     config = DecodeConfig(

@@ -601,6 +601,12 @@ def test_validation_loss_is_the_mean_token_cross_entropy_of_unbatched_pairs(run:
     assert batched == pytest.approx(total / count, rel=1e-5)
 
 
+def train_on(train_file: Path, out: Path) -> int:
+    """``train translation`` on one TSV file of xde -> xen pairs, tiny; its exit code."""
+    arguments = ["--train", str(train_file), "--source-language", "xde", "--target-language", "xen", *TINY]
+    return main(["train", "translation", "--out", str(out), *arguments])
+
+
 def test_a_pair_longer_than_the_positional_table_is_refused_before_training(
     corpus: dict[str, Path], tmp_path: Path, capsys
 ) -> None:
@@ -608,21 +614,7 @@ def test_a_pair_longer_than_the_positional_table_is_refused_before_training(
     long.write_text(
         corpus["train_tsv"].read_text(encoding="utf-8") + ("eins " * 40).strip() + "\tone\n", encoding="utf-8"
     )
-    code = main(
-        [
-            "train",
-            "translation",
-            "--out",
-            str(tmp_path / "run"),
-            "--train",
-            str(long),
-            "--source-language",
-            "xde",
-            "--target-language",
-            "xen",
-            *TINY,
-        ]
-    )
+    code = train_on(long, tmp_path / "run")
     assert code == 2
     error = capsys.readouterr().err
     # Carving may put it among the validation pairs: those are checked too.
@@ -644,21 +636,7 @@ def test_a_training_pair_too_long_is_named_by_its_file_and_line_past_the_carved_
         header + "".join(lines[:position]) + ("eins " * 40).strip() + "\tone\n" + "".join(lines[position:]),
         encoding="utf-8",
     )
-    code = main(
-        [
-            "train",
-            "translation",
-            "--out",
-            str(tmp_path / "run"),
-            "--train",
-            str(long),
-            "--source-language",
-            "xde",
-            "--target-language",
-            "xen",
-            *TINY,
-        ]
-    )
+    code = train_on(long, tmp_path / "run")
     assert code == 2
     error = capsys.readouterr().err
     assert f"training data: the pair at line {position + 2} of {long} ('eins eins" in error
