@@ -315,6 +315,10 @@ def test_a_separate_validation_file_and_integer_labels(tmp_path: Path) -> None:
         (["data.train_files=a.csv,b.csv"], "data.train_files: expected at most one training file"),
         (["data.valid_files=v.csv"], "data.valid_files: expected only together with data.train_files"),
         (["data.file_format=xlsx"], "data.file_format: expected one of csv, tsv, jsonl or ''"),
+        (
+            ["data.text_fields=title,text", "data.label_field=text"],
+            r"^data\.label_field: expected a field other than the text fields \(title, text\), got 'text'$",
+        ),
     ],
 )
 def test_bad_data_options_are_refused_when_set(overrides: list[str], message: str) -> None:

@@ -97,6 +97,11 @@ class ClassificationDataConfig:
             )
         if not self.text_fields:
             raise ValueError("data.text_fields: expected at least one field name, got none")
+        if self.label_field in self.text_fields:
+            fields = ", ".join(self.text_fields)
+            raise ValueError(
+                f"data.label_field: expected a field other than the text fields ({fields}), got {self.label_field!r}"
+            )
         if self.prepared_dir and self.train_files:
             raise ValueError(
                 "data.prepared_dir: expected either a prepared folder or data.train_files (--train), got both"
