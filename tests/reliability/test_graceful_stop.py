@@ -66,6 +66,27 @@ def test_a_stop_signal_saves_the_step_and_resume_continues(tmp_path: Path, signa
     assert load_trainer_state(out / "last")["global_step"] == MAX_STEPS
 
 
+def test_a_stop_between_evaluations_adds_no_step_checkpoint_so_resume_keeps_the_same_ones(tmp_path: Path) -> None:
+    # step-N/ folders are the keep_last newest evaluations'; the stop's own save is last/ only
+    # (was: a step-N/ at the stop's step, which a resumed run then kept in place of an
+    # evaluated one, so average-checkpoints averaged other weights than the uninterrupted run's).
+    out = tmp_path / "run"
+    every = ("--set", "train.eval_every_steps=20", "--set", "train.keep_last=2")
+    process = _train(out, *every)
+    _wait_for_steps(out, 3, process)
+    process.send_signal(signal.SIGTERM)
+    _, error = process.communicate(timeout=120)
+    assert process.returncode == 143, error
+    step = load_trainer_state(out / "last")["global_step"]
+    evaluated = [f"step-{done:06d}" for done in range(20, step + 1, 20)]
+    assert sorted(path.name for path in out.glob("step-*")) == evaluated[-2:]
+
+    resumed = _train(out, "--resume", *every)
+    _, error = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, error
+    assert sorted(path.name for path in out.glob("step-*")) == ["step-000040", "step-000060"]
+
+
 def _made_up_pairs(folder: Path, pairs: int) -> tuple[Path, Path]:
     source, target = folder / "corpus.de", folder / "corpus.en"
     for path, stem in ((source, "wort"), (target, "word")):

@@ -329,3 +329,79 @@ def test_a_process_killed_under_torchrun_leaves_the_others_one_line_and_exit_1(t
     assert lines[-1].startswith("transformer-lab train: failed: rank 0 of 2: another process of the run stopped")
     assert "run the same torchrun command with --resume" in lines[-1]
     assert "Traceback" not in stderr
+
+
+def test_a_rank_waiting_for_its_peers_to_join_ends_at_once_on_sigterm(tmp_path: Path) -> None:
+    # Rank 1 alone, its rendezvous store served here with no rank 0 ever coming: as when rank
+    # 0 refuses --out (a folder holding a run) and torchrun SIGTERMs the others. Waiting in
+    # C++, a Python handler would only run after the process group's 30-minute timeout.
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    port = free_port()
+    store = dist.TCPStore("127.0.0.1", port, 2, True, timeout=timedelta(seconds=60), wait_for_workers=False)
+    keys_before = store.num_keys()
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(REPOSITORY / "src"), *filter(None, [environment.get("PYTHONPATH")])]
+    )
+    environment.update(OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
+    environment.update(RANK="1", LOCAL_RANK="1")
+    command = [sys.executable, "-m", "transformer_lab", "train", "copy", "--out", str(tmp_path / "run")]
+    command += ["--set", "data.num_train=64", "--set", "train.progress_bar=false"]
+    rank = subprocess.Popen(
+        command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while store.num_keys() <= keys_before:  # rank 1 has reached the rendezvous
+            assert rank.poll() is None and time.monotonic() < deadline, rank.communicate()
+            time.sleep(0.05)
+        time.sleep(0.5)
+        rank.send_signal(signal.SIGTERM)
+        try:
+            rank.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("rank 1 ignored SIGTERM while waiting for rank 0 to join")
+    finally:
+        if rank.poll() is None:
+            os.killpg(rank.pid, signal.SIGKILL)
+    assert rank.returncode == -signal.SIGTERM
+    assert not (tmp_path / "run").exists()  # rank 1 writes nothing
+
+
+def test_sigterm_to_torchrun_says_the_interruption_once_and_saves_last(tmp_path: Path) -> None:
+    # torchrun forwards the signal to every rank; each stops after the same step, and the
+    # line saying so is rank 0's alone (was: every rank printed the same line).
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(REPOSITORY / "src"), *filter(None, [environment.get("PYTHONPATH")])]
+    )
+    environment["OMP_NUM_THREADS"] = "1"
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        environment.pop(name, None)
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2"]
+    command += ["--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    command += ["-m", "transformer_lab", "train", "copy", "--out", str(tmp_path / "run")]
+    command += ["--set", "train.epochs=0", "--set", "train.max_steps=100000", "--set", "train.log_every_steps=1"]
+    command += ["--set", "train.progress_bar=false", "--set", "data.num_train=256", "--set", "model.d_model=16"]
+    command += ["--set", "model.nhead=2", "--set", "model.dim_feedforward=32"]
+    launched = subprocess.Popen(
+        command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        log = tmp_path / "run" / "metrics.jsonl"
+        deadline = time.monotonic() + 600
+        while not (log.exists() and log.read_text(encoding="utf-8").count('"train"') >= 3):
+            assert launched.poll() is None and time.monotonic() < deadline, launched.communicate()
+            time.sleep(0.2)
+        launched.send_signal(signal.SIGTERM)
+        stdout, stderr = launched.communicate(timeout=300)
+    finally:
+        if launched.poll() is None:
+            os.killpg(launched.pid, signal.SIGKILL)
+    said = [line for line in (stdout + stderr).splitlines() if "interrupted by SIGTERM" in line]
+    assert len(said) == 1, stdout + stderr
+    assert said[0].startswith("transformer-lab train: interrupted by SIGTERM at step ")
+    assert (tmp_path / "run" / "last" / "trainer_state.pt").is_file()

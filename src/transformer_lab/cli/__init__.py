@@ -132,7 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{prefix}: error: {_one_line(error)}", file=sys.stderr)
         return 2
     except TrainingInterrupted as interrupted:
-        print(f"{prefix}: {interrupted}", file=sys.stderr)
+        # Under torchrun every rank stops after the same step with the same line: rank 0 says it.
+        if is_main_process():
+            print(f"{prefix}: {interrupted}", file=sys.stderr)
         return interrupted.exit_code
     except (TrainingDivergedError, ProcessLostError, OSError, MissingExtraError) as error:
         print(f"{prefix}: failed: {_one_line(error)}", file=sys.stderr)

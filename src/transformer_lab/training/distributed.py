@@ -50,6 +50,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from transformer_lab.training.run.stop_signal import signals_end_at_once
+
 __all__ = [
     "BatchLoss",
     "DataParallel",
@@ -189,17 +191,20 @@ class DataParallel:
             device = torch.device("cuda", launch.local_rank)
             torch.cuda.set_device(device)
             model.to(device)
-        if not dist.is_initialized():
-            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-            atexit.register(_destroy_process_group)
-        if dist.get_world_size() != launch.world_size or dist.get_rank() != launch.rank:
-            raise ValueError(
-                f"process group: expected rank {launch.rank} of {launch.world_size} (from RANK and "
-                f"WORLD_SIZE), got rank {dist.get_rank()} of {dist.get_world_size()}"
-            )
-        parallel = cls(launch.rank, launch.world_size, device)
-        # Nobody starts (or writes into the run folder) before every rank has joined.
-        parallel.barrier()
+        # A rank whose peer failed before joining (rank 0 refusing --out) waits here in C++;
+        # torchrun's SIGTERM must end it then, as nothing of it is written yet.
+        with signals_end_at_once():
+            if not dist.is_initialized():
+                dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+                atexit.register(_destroy_process_group)
+            if dist.get_world_size() != launch.world_size or dist.get_rank() != launch.rank:
+                raise ValueError(
+                    f"process group: expected rank {launch.rank} of {launch.world_size} (from RANK and "
+                    f"WORLD_SIZE), got rank {dist.get_rank()} of {dist.get_world_size()}"
+                )
+            parallel = cls(launch.rank, launch.world_size, device)
+            # Nobody starts (or writes into the run folder) before every rank has joined.
+            parallel.barrier()
         logger.info(
             "DistributedDataParallel: rank %d of %d, backend %s, device %s",
             launch.rank,

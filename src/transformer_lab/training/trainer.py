@@ -33,7 +33,7 @@ Files under ``out_dir``::
                      log_every_steps steps, {"event": "eval", "step", "epoch", <metrics>}
                      at each evaluation. "epoch" is the number of epochs completed.
     last/            the newest checkpoint, written at every evaluation and at the end
-    step-000123/     the keep_last newest step checkpoints (if keep_last > 0)
+    step-000123/     the keep_last newest step checkpoints, one per evaluation (if keep_last > 0)
     best/            the checkpoint with the best best_metric so far (a tie: the lower val_loss)
 
 (the log is written by ``metrics_log.py``, the step folders rotated by ``run/run_folder.py``, the
@@ -598,7 +598,8 @@ class Trainer:
         if not signal_number:
             return
         if self._last_checkpoint_step != self.global_step:
-            self._save_checkpoints(improved=False)
+            # last/ alone: step-N/ folders are evaluations', and a resumed run keeps the same ones.
+            self._save_checkpoints(improved=False, step_folder=False)
             self._last_checkpoint_step = self.global_step
         # The exception carries the one line (the command prints it); a log line too would say it twice.
         raise TrainingInterrupted(signal_number, self.global_step, str(self.out_dir / LAST_FOLDER))
@@ -642,8 +643,8 @@ class Trainer:
         if self._budget is not None:
             self._budget.note_evaluation(time_budget.now() - started)
 
-    def _save_checkpoints(self, improved: bool) -> None:
-        """Write best/ (if improved), step-N/ (if kept) and last/, in that order.
+    def _save_checkpoints(self, improved: bool, step_folder: bool = True) -> None:
+        """Write best/ (if improved), step-N/ (if kept and ``step_folder``) and last/, in that order.
 
         last/ goes last because resume reads it: a crash before it leaves the previous
         last/, from which the resumed run repeats these steps and rewrites the others.
@@ -653,14 +654,16 @@ class Trainer:
         self._read_device_checks()  # the window's losses go into trainer_state.pt
         rng_by_rank = self._distributed.gather_on_main(RandomState.capture(self.device).to_dict())
         if self._is_main_process:
-            self._write_checkpoints(improved, rng_by_rank)
+            self._write_checkpoints(improved, rng_by_rank, step_folder)
         self._distributed.barrier()
 
-    def _write_checkpoints(self, improved: bool, rng_by_rank: list[dict[str, Any]] | None) -> None:
+    def _write_checkpoints(
+        self, improved: bool, rng_by_rank: list[dict[str, Any]] | None, step_folder: bool = True
+    ) -> None:
         targets = []
         if improved:
             targets.append(self.out_dir / BEST_FOLDER)
-        if self.config.keep_last > 0:
+        if self.config.keep_last > 0 and step_folder:
             targets.append(self.out_dir / step_folder_name(self.global_step))
         targets.append(self.out_dir / LAST_FOLDER)
         save_checkpoint(

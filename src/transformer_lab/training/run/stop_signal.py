@@ -11,6 +11,9 @@ Outside training (preparing a corpus, exporting), `raise_on_sigterm` makes SIGTE
 Ctrl-C already is in Python, an exception in the main thread (`Terminated`): the code
 that was writing a folder removes its unfinished copy on the way out, where SIGTERM's
 default action would end the process and leave it on the disk.
+
+`signals_end_at_once` gives SIGTERM and SIGINT back their default action around a call that
+blocks inside C++ (joining a process group), where no Python handler can run until it returns.
 """
 
 from __future__ import annotations
@@ -69,6 +72,25 @@ def raise_on_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def signals_end_at_once() -> Iterator[None]:
+    """While active, SIGTERM and SIGINT take their default action: the process ends at once.
+
+    For a call that blocks in C++ without returning to Python (a rank waiting for peers to
+    join the process group): a Python handler would only run once it returns, so torchrun's
+    SIGTERM, sent when another rank fails, would go unanswered until its 30-second kill.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signal_number: signal.signal(signal_number, signal.SIG_DFL) for signal_number in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signal_number, handler in previous.items():
+            signal.signal(signal_number, handler)
 
 
 class StopRequests:
