@@ -89,12 +89,17 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     report = evaluate_bleu(model, tokenizer, pairs, search.decode_config, tokenize)
     write_text_atomically(output, "".join(line + "\n" for line in report.hypotheses))
     bleu: dict[str, BleuResult]
+    labels = {"bleu_papers": "BLEU (papers)"}
     if flavour == PAPERS_FLAVOUR:
         references = [target for _, target in pairs]
         bleu = {"bleu_papers": papers_bleu(report.hypotheses, references, config.data.target_language)}
     else:
-        bleu = {"bleu": report.cased, "bleu_lowercased": report.lowercased}
-    labels = {"bleu": "BLEU (cased)", "bleu_lowercased": "BLEU (lowercased)", "bleu_papers": "BLEU (papers)"}
+        # Another tokenizer's BLEU is another figure: the card keeps it under its own name
+        # (bleu_char), beside the default tokenizer's, not in its place.
+        default = bleu_tokenizer_for(config.data.target_language)
+        suffix = "" if tokenize == default else "_" + tokenize.replace("-", "_")
+        bleu = {f"bleu{suffix}": report.cased, f"bleu_lowercased{suffix}": report.lowercased}
+        labels.update({f"bleu{suffix}": "BLEU (cased)", f"bleu_lowercased{suffix}": "BLEU (lowercased)"})
     return EvaluationReport(
         lines=[
             f"{shown}, {len(pairs)} sentences, {search.name}",
