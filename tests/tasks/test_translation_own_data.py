@@ -307,6 +307,24 @@ def test_another_bleu_tokenizer_s_scores_sit_beside_the_default_s_in_the_card(
     assert "bleu_lowercased_char" in scored["metrics"]
 
 
+def test_a_multi30k_split_scored_by_a_run_on_own_files_is_named_multi30k_in_the_card(
+    run: Path, corpus: dict[str, Path], tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    (data / "multi30k").mkdir(parents=True)
+    (data / "multi30k" / "val.xde").write_bytes(corpus["test_src"].read_bytes())
+    (data / "multi30k" / "val.xen").write_bytes(corpus["test_ref"].read_bytes())
+    arguments = ["evaluate", "translation", "--checkpoint", str(run), "--beam", "1", "--precision", "fp32"]
+    arguments += ["--split", "val", "--data-dir", str(data), "--output", str(tmp_path / "hypotheses.txt")]
+    assert main(arguments) == 0
+    checkpoint = resolve_checkpoint(run)
+    (scored,) = [test for test in read_card(checkpoint)["test"] if test["split"] == "val"]
+    # Multi30k's val, not the run's own files (was: named train.tsv, the card's dataset).
+    assert scored["dataset"] == "multi30k"
+    card = (checkpoint / "README.md").read_text(encoding="utf-8")
+    assert "name: multi30k\n      type: multi30k\n      split: val\n" in card
+
+
 def test_evaluate_refuses_a_reference_of_another_length(
     run: Path, corpus: dict[str, Path], tmp_path: Path, capsys
 ) -> None:

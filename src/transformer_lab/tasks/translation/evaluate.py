@@ -84,6 +84,11 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         pairs = text.pairs
         read = {f"the {split} split's sources": text.source_path, f"the {split} split's references": text.target_path}
         name = shown = split
+    # The dataset of the card's row: the file scored, or Multi30k for a split, which the card
+    # of a run on files of one's own would otherwise give those files' name.
+    dataset = Path(source).name if source is not None else None
+    if source is None and (config.data.train_files or config.data.prepared_dir):
+        dataset = "multi30k"
     output = options.output_file(checkpoint / f"hypotheses.{name}.{search.file_label}.txt", read)
     tokenize = options.option("--bleu-tokenize") or bleu_tokenizer_for(config.data.target_language)
     report = evaluate_bleu(model, tokenizer, pairs, search.decode_config, tokenize)
@@ -113,5 +118,5 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         name=name,
         search=search.name,
         scores={**{key: result.score for key, result in bleu.items()}, "chrf": report.chrf.score},
-        dataset=None if source is None else Path(source).name,
+        dataset=dataset,
     )
