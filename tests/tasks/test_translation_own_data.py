@@ -325,6 +325,14 @@ def test_a_multi30k_split_scored_by_a_run_on_own_files_is_named_multi30k_in_the_
     assert "name: multi30k\n      type: multi30k\n      split: val\n" in card
 
 
+def test_an_unknown_split_is_named_by_its_option(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["evaluate", "translation", "--checkpoint", str(run), "--split", "validation"]) == 2
+    error = capsys.readouterr().err
+    # Was: "split must be one of train, val, ...", naming no option.
+    assert error.count("\n") == 1
+    assert "--split: expected one of train, val, test_2016_flickr, " in error and "got 'validation'" in error
+
+
 def test_evaluate_refuses_a_reference_of_another_length(
     run: Path, corpus: dict[str, Path], tmp_path: Path, capsys
 ) -> None:
