@@ -125,3 +125,25 @@ def test_a_value_that_equals_false_is_a_value_given(capsys: pytest.CaptureFixtur
     with registry.registered(echo_task(LENGTH_PENALTY, TaskOption("--echo-count", "how many times", int))):
         assert main(["evaluate", "echo", "--checkpoint", "x", "--length-penalty", "0", "--echo-count", "0"]) != 0
         assert "echo: {'--length-penalty': 0.0, '--echo-count': 0}" in capsys.readouterr().err
+
+
+def test_a_beam_search_setting_with_a_greedy_search_is_refused_not_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tiny = ["data.num_train=64", "data.num_validation=4", "data.num_test=4", "model.d_model=16", "model.nhead=2"]
+    tiny += ["train.max_steps=1", "train.progress_bar=false"]
+    run = tmp_path / "run"
+    assert main(["train", "copy", "--out", str(run), *[part for item in tiny for part in ("--set", item)]]) == 0
+    capsys.readouterr()
+    evaluate = ["evaluate", "copy", "--checkpoint", str(run), "--output", str(tmp_path / "outputs.tsv")]
+    for setting in (["--length-penalty", "1.0"], ["--beam-stop", "finished"]):
+        # The copy preset decodes greedily; --beam 1 asks for it. Was: exit 0, the setting never used.
+        for search in ([], ["--beam", "1"]):
+            assert main([*evaluate, *search, *setting]) == 2
+            error = capsys.readouterr().err
+            assert error.count("\n") == 1 and not (tmp_path / "outputs.tsv").exists()
+            assert f"{setting[0]}: expected beam search, which it steers, got a greedy search" in error
+            assert f"give --beam N (N >= 2) or leave {setting[0]} out" in error
+        assert main([*evaluate, "--beam", "2", *setting]) == 0
+        assert "beam 2" in capsys.readouterr().out
+        (tmp_path / "outputs.tsv").unlink()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -313,6 +314,24 @@ def test_plot_attention_refuses_vocabularies_with_a_checkpoint_that_reads_text(
     # From Python, the keyword is named.
     with pytest.raises(ValueError, match=r"^target_vocabulary: expected only with a synthetic-task checkpoint"):
         checkpoint_attention(checkpoint, "Ein Hund", target_vocabulary=vocabulary)
+
+
+def test_plot_attention_names_a_sentence_longer_than_the_checkpoint_reads(
+    tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    translation = write_translation_checkpoint(tmp_path / "translation" / "last")
+    out = tmp_path / "attention.png"
+    for checkpoint, short, long in ((tiny_checkpoint, "5 6", "5 " * 600), (translation, "Ein Hund", "Ein Hund " * 600)):
+        common = ["plot", "attention", "--checkpoint", str(checkpoint), "--out", str(out)]
+        for flag, sentences in (("--source", [long, short]), ("--target", [short, long])):
+            # Was: "sequence length must be <= max_len=... (the positional table)", naming neither option.
+            assert main([*common, "--source", sentences[0], "--target", sentences[1]]) == 2
+            error = capsys.readouterr().err
+            assert error.count("\n") == 1 and not out.exists()
+            assert re.search(rf"{flag}: expected a sentence of at most \d+ tokens \(the checkpoint's max_len\)", error)
+    # From Python, the keyword is named.
+    with pytest.raises(ValueError, match=r"^source: expected a sentence of at most \d+ tokens"):
+        checkpoint_attention(tiny_checkpoint, "5 " * 600)
 
 
 def _drawn_figure(monkeypatch: pytest.MonkeyPatch, draw: Callable[[], Path]) -> Figure:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import sacrebleu
 import torch
 
 from transformer_lab.cli import main
@@ -277,6 +278,59 @@ def test_evaluate_reports_the_papers_bleu_flavour_with_its_signature(
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "--bleu-flavour papers" in error and 'pip install -e ".[moses]"' in error
     assert not hypotheses.exists()
+
+
+def test_another_bleu_tokenizer_s_scores_sit_beside_the_default_s_in_the_card(
+    run: Path, corpus: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    hypotheses = run / "hyp.tokenize.txt"
+    arguments = ["evaluate", "translation", "--checkpoint", str(run), "--beam", "1", "--precision", "fp32"]
+    arguments += ["--output", str(hypotheses)]
+    arguments += ["--source", str(corpus["test_src"]), "--reference", str(corpus["test_ref"])]
+    assert main(arguments) == 0
+    default = float(capsys.readouterr().out.split("BLEU (cased)")[1].split()[0])
+    assert main([*arguments, "--bleu-tokenize", "char"]) == 0
+    out = capsys.readouterr().out
+    assert "tok:char" in out
+    written = hypotheses.read_text(encoding="utf-8").splitlines()
+    references = corpus["test_ref"].read_text(encoding="utf-8").splitlines()
+    char = sacrebleu.corpus_bleu(written, [references], tokenize="char").score
+    assert f"BLEU (cased)      {char:.2f}  " in out
+    (scored,) = [
+        test
+        for test in read_card(resolve_checkpoint(run))["test"]
+        if test["split"] == file_test_name(corpus["test_src"]) and test["search"] == "greedy"
+    ]
+    # The default tokenizer's BLEU stays under "bleu" (was: replaced by the char BLEU, named as if 13a).
+    assert round(scored["metrics"]["bleu"], 2) == default
+    assert scored["metrics"]["bleu_char"] == pytest.approx(char)
+    assert "bleu_lowercased_char" in scored["metrics"]
+
+
+def test_a_multi30k_split_scored_by_a_run_on_own_files_is_named_multi30k_in_the_card(
+    run: Path, corpus: dict[str, Path], tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    (data / "multi30k").mkdir(parents=True)
+    (data / "multi30k" / "val.xde").write_bytes(corpus["test_src"].read_bytes())
+    (data / "multi30k" / "val.xen").write_bytes(corpus["test_ref"].read_bytes())
+    arguments = ["evaluate", "translation", "--checkpoint", str(run), "--beam", "1", "--precision", "fp32"]
+    arguments += ["--split", "val", "--data-dir", str(data), "--output", str(tmp_path / "hypotheses.txt")]
+    assert main(arguments) == 0
+    checkpoint = resolve_checkpoint(run)
+    (scored,) = [test for test in read_card(checkpoint)["test"] if test["split"] == "val"]
+    # Multi30k's val, not the run's own files (was: named train.tsv, the card's dataset).
+    assert scored["dataset"] == "multi30k"
+    card = (checkpoint / "README.md").read_text(encoding="utf-8")
+    assert "name: multi30k\n      type: multi30k\n      split: val\n" in card
+
+
+def test_an_unknown_split_is_named_by_its_option(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["evaluate", "translation", "--checkpoint", str(run), "--split", "validation"]) == 2
+    error = capsys.readouterr().err
+    # Was: "split must be one of train, val, ...", naming no option.
+    assert error.count("\n") == 1
+    assert "--split: expected one of train, val, test_2016_flickr, " in error and "got 'validation'" in error
 
 
 def test_evaluate_refuses_a_reference_of_another_length(

@@ -140,14 +140,31 @@ def checkpoint_attention(
         source_ids = _character_ids(source, reader, "source")
         if source_ids is None:
             raise _needs_a_sentence(trained)
-        return sentence_attention(model, source_ids, _character_ids(target, reader, "target"), reader, reader)
+        target_ids = _character_ids(target, reader, "target")
+        _check_lengths(model, source_ids, target_ids)
+        return sentence_attention(model, source_ids, target_ids, reader, reader)
     if source is None:
         vocab_size = min(model.src_vocab_size, model.tgt_vocab_size)
         source = make_synthetic_pairs("reverse", 1, vocab_size, 6, 6, seed=0)[0][0]
     source_ids = _token_ids(source, source_vocabulary, "source")
     assert source_ids is not None
     target_ids = _token_ids(target, target_vocabulary, "target")
+    _check_lengths(model, source_ids, target_ids)
     return sentence_attention(model, source_ids, target_ids, source_vocabulary, target_vocabulary)
+
+
+def _check_lengths(model: Seq2SeqTransformer, source_ids: Sequence[int], target_ids: Sequence[int] | None) -> None:
+    """Refuse a sentence longer than the positional table, naming it (the model would name none)."""
+    # The target is read after <bos>, which takes one position of its own.
+    for name, length in (("source", len(source_ids)), ("target", None if target_ids is None else len(target_ids) + 1)):
+        if length is not None and length > model.max_len:
+            raise SettingError(
+                f"{{{name}}}: expected a sentence of at most {{limit}} tokens (the checkpoint's max_len), "
+                f"got {{length}}; shorten it",
+                (name,),
+                limit=model.max_len if name == "source" else model.max_len - 1,
+                length=length if name == "source" else length - 1,
+            )
 
 
 def _needs_a_sentence(trained: TrainedModel) -> SettingError:
@@ -174,6 +191,7 @@ def _subword_attention(
         raise SettingError(
             "{source}: expected a sentence with at least one token, got {text!r}", ("source",), text=source
         )
+    _check_lengths(model, source_ids, target_ids)
     attention = sentence_attention(model, source_ids, target_ids)
     attention.source_labels = token_labels(tokenizers.source, attention.source_ids)
     attention.target_labels = token_labels(tokenizers.target, attention.target_ids)

@@ -200,6 +200,15 @@ def search_for(model: ModelType, decode_config: DecodeConfig, options: Evaluatio
         precision=options.precision,
         precision_name="--precision",
     )
+    if decode_config.strategy == "greedy":
+        # Settings of beam search only: with a greedy search they would be accepted and never used.
+        for option in (LENGTH_PENALTY, BEAM_STOP):
+            if options.option(option.flag) is not None:
+                beam = "--beam 1" if options.option(BEAM.flag) is not None else "the checkpoint's, no --beam given"
+                raise ValueError(
+                    f"{option.flag}: expected beam search, which it steers, got a greedy search ({beam}); "
+                    f"give --beam N (N >= 2) or leave {option.flag} out"
+                )
     return decoding_model(model, decode_config.precision), Search(decode_config)
 
 

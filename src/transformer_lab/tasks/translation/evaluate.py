@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from transformer_lab.atomic_files import write_text_atomically
-from transformer_lab.data import read_multi30k
+from transformer_lab.data import MULTI30K_SPLITS, read_multi30k
 from transformer_lab.data.parallel_text import read_parallel_text
 from transformer_lab.evaluation import BLEU_FLAVOURS, BleuResult, bleu_tokenizer_for, check_bleu_flavour, papers_bleu
 from transformer_lab.evaluation.bleu_flavour import PAPERS_FLAVOUR, SACREBLEU_FLAVOUR, check_papers_flavour
@@ -67,6 +67,10 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             "(the papers flavour tokenizes as Moses does), got both"
         )
     split = split or DEFAULT_SPLIT
+    if source is None and split not in MULTI30K_SPLITS:
+        # Named here as typed, before the checkpoint is loaded; the reader names no option.
+        splits = ", ".join(MULTI30K_SPLITS)
+        raise ValueError(f"--split: expected one of {splits} for the translation task, got {split!r}")
     checkpoint = resolve_checkpoint(checkpoint)
     model, tokenizer, config = load_translator(checkpoint)
     if flavour == PAPERS_FLAVOUR:
@@ -84,17 +88,27 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         pairs = text.pairs
         read = {f"the {split} split's sources": text.source_path, f"the {split} split's references": text.target_path}
         name = shown = split
+    # The dataset of the card's row: the file scored, or Multi30k for a split, which the card
+    # of a run on files of one's own would otherwise give those files' name.
+    dataset = Path(source).name if source is not None else None
+    if source is None and (config.data.train_files or config.data.prepared_dir):
+        dataset = "multi30k"
     output = options.output_file(checkpoint / f"hypotheses.{name}.{search.file_label}.txt", read)
     tokenize = options.option("--bleu-tokenize") or bleu_tokenizer_for(config.data.target_language)
     report = evaluate_bleu(model, tokenizer, pairs, search.decode_config, tokenize)
     write_text_atomically(output, "".join(line + "\n" for line in report.hypotheses))
     bleu: dict[str, BleuResult]
+    labels = {"bleu_papers": "BLEU (papers)"}
     if flavour == PAPERS_FLAVOUR:
         references = [target for _, target in pairs]
         bleu = {"bleu_papers": papers_bleu(report.hypotheses, references, config.data.target_language)}
     else:
-        bleu = {"bleu": report.cased, "bleu_lowercased": report.lowercased}
-    labels = {"bleu": "BLEU (cased)", "bleu_lowercased": "BLEU (lowercased)", "bleu_papers": "BLEU (papers)"}
+        # Another tokenizer's BLEU is another figure: the card keeps it under its own name
+        # (bleu_char), beside the default tokenizer's, not in its place.
+        default = bleu_tokenizer_for(config.data.target_language)
+        suffix = "" if tokenize == default else "_" + tokenize.replace("-", "_")
+        bleu = {f"bleu{suffix}": report.cased, f"bleu_lowercased{suffix}": report.lowercased}
+        labels.update({f"bleu{suffix}": "BLEU (cased)", f"bleu_lowercased{suffix}": "BLEU (lowercased)"})
     return EvaluationReport(
         lines=[
             f"{shown}, {len(pairs)} sentences, {search.name}",
@@ -108,5 +122,5 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         name=name,
         search=search.name,
         scores={**{key: result.score for key, result in bleu.items()}, "chrf": report.chrf.score},
-        dataset=None if source is None else Path(source).name,
+        dataset=dataset,
     )
