@@ -807,6 +807,18 @@ CLI_CASES = [
         r"config\.json: model\.src_vocab_size must equal the \d+ entries of .*tokenizer\.json, got 100",
     ),
     CliCase(
+        # Greedy whatever the checkpoint says: the option would be accepted and never used (as evaluate refuses it).
+        "translate: a length penalty with --beam 1",
+        lambda tmp, ck: translate_argv(ck.translation, "--beam", "1", "--length-penalty", "3", "Hallo"),
+        r"error: --length-penalty: expected beam search, which it steers, got a greedy search \(--beam 1\); "
+        r"give --beam N \(N >= 2\) or leave --length-penalty out$",
+    ),
+    CliCase(
+        "couplet: a beam stop with --beam 1",
+        lambda tmp, ck: couplet_argv(ck, "--beam", "1", "--beam-stop", "finished", "春风"),
+        r"error: --beam-stop: expected beam search, which it steers, got a greedy search \(--beam 1\); ",
+    ),
+    CliCase(
         "translate: a length penalty out of range is named as the option typed",
         lambda tmp, ck: translate_argv(ck.translation, "--length-penalty", "-1", "Hallo"),
         r"error: --length-penalty: expected a float in \[0, 10\] \(GNMT alpha; 0 ranks by raw log-prob\), given -1\.0$",

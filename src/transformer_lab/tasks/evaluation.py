@@ -6,7 +6,7 @@ lines and records its scores, so that it never asks which task it runs (README.m
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -201,15 +201,22 @@ def search_for(model: ModelType, decode_config: DecodeConfig, options: Evaluatio
         precision_name="--precision",
     )
     if decode_config.strategy == "greedy":
-        # Settings of beam search only: with a greedy search they would be accepted and never used.
-        for option in (LENGTH_PENALTY, BEAM_STOP):
-            if options.option(option.flag) is not None:
-                beam = "--beam 1" if options.option(BEAM.flag) is not None else "the checkpoint's, no --beam given"
-                raise ValueError(
-                    f"{option.flag}: expected beam search, which it steers, got a greedy search ({beam}); "
-                    f"give --beam N (N >= 2) or leave {option.flag} out"
-                )
+        check_no_beam_settings(options.option)
     return decoding_model(model, decode_config.precision), Search(decode_config)
+
+
+def check_no_beam_settings(option: Callable[[str], object]) -> None:
+    """Refuse the settings of beam search only (``option(flag)``: the value given, else None) for a greedy search.
+
+    With a greedy search they would be accepted and never used.
+    """
+    for setting in (LENGTH_PENALTY, BEAM_STOP):
+        if option(setting.flag) is not None:
+            beam = "--beam 1" if option(BEAM.flag) is not None else "the checkpoint's, no --beam given"
+            raise ValueError(
+                f"{setting.flag}: expected beam search, which it steers, got a greedy search ({beam}); "
+                f"give --beam N (N >= 2) or leave {setting.flag} out"
+            )
 
 
 def unread_option_error(flag: str, task: str, readers: Sequence[str]) -> ValueError:
