@@ -133,13 +133,14 @@ def decode(
         lengths = (src_ids != pad_id).sum(dim=1).tolist()  # [B]
         limits = [config.max_new_tokens(int(length)) for length in lengths]
         max_len = max(limits)
+        # Each row stops at its own limit, so that its output does not depend on the other
+        # sentences of the batch.
         if min(limits) < max_len and config.strategy == "beam":
-            # Beam search takes each sentence's limit itself: a forced eos would add its
-            # log-probability and one token to the scores, and so rerank the n-best list.
+            # Beam search takes the limits itself: a forced eos would add its log-probability
+            # and one token to the scores, and so rerank the n-best list.
             max_lengths = limits
         elif min(limits) < max_len:
-            # Each row stops at its own limit, so that its output does not depend on the
-            # other sentences of the batch (length_limits.py); the longest runs one longer.
+            # Greedy search: eos forced at the limit (length_limits.py); the longest runs one longer.
             logits_processor = RowLengthLimit(
                 config.max_len_a, config.max_len_b, config.max_len, eos_id, pad_id, logits_processor
             )

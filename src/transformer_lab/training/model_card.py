@@ -201,14 +201,11 @@ def _front_matter(facts: Mapping[str, Any]) -> dict[str, Any]:
             }
         )
     for test in facts["test"]:
+        scored = test.get("dataset", dataset)  # a file of the user's own names itself
         results.append(
             {
                 "task": {"type": hub_task, "name": task_name},
-                "dataset": {
-                    "name": test.get("dataset", dataset),
-                    "type": test.get("dataset", dataset),
-                    "split": test["split"],
-                },
+                "dataset": {"name": scored, "type": scored, "split": test["split"]},
                 "metrics": _metric_entries(test["metrics"]),
             }
         )

@@ -82,19 +82,18 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         pairs = read_parallel_text(source, reference, skip_option=None).pairs  # evaluate has no option to skip
         # Its name and place: a file named like a split keeps its own hypotheses and card row.
         name, shown = file_test_name(source), str(source)
+        dataset: str | None = Path(source).name  # the card row's dataset: the file scored
     else:
         data_dir = options.data_folder(config.data.data_dir)
         text = read_multi30k(split, data_dir, config.data.source_language, config.data.target_language)
         pairs = text.pairs
         read = {f"the {split} split's sources": text.source_path, f"the {split} split's references": text.target_path}
         name = shown = split
-    # The dataset of the card's row: the file scored, or Multi30k for a split, which the card
-    # of a run on files of one's own would otherwise give those files' name.
-    dataset = Path(source).name if source is not None else None
-    if source is None and (config.data.train_files or config.data.prepared_dir):
-        dataset = "multi30k"
+        # Multi30k's split, which the card of a run on files of one's own would give those files' name.
+        dataset = "multi30k" if config.data.train_files or config.data.prepared_dir else None
     output = options.output_file(checkpoint / f"hypotheses.{name}.{search.file_label}.txt", read)
-    tokenize = options.option("--bleu-tokenize") or bleu_tokenizer_for(config.data.target_language)
+    default_tokenize = bleu_tokenizer_for(config.data.target_language)
+    tokenize = options.option("--bleu-tokenize") or default_tokenize
     report = evaluate_bleu(model, tokenizer, pairs, search.decode_config, tokenize)
     write_text_atomically(output, "".join(line + "\n" for line in report.hypotheses))
     bleu: dict[str, BleuResult]
@@ -105,8 +104,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     else:
         # Another tokenizer's BLEU is another figure: the card keeps it under its own name
         # (bleu_char), beside the default tokenizer's, not in its place.
-        default = bleu_tokenizer_for(config.data.target_language)
-        suffix = "" if tokenize == default else "_" + tokenize.replace("-", "_")
+        suffix = "" if tokenize == default_tokenize else "_" + tokenize.replace("-", "_")
         bleu = {f"bleu{suffix}": report.cased, f"bleu_lowercased{suffix}": report.lowercased}
         labels.update({f"bleu{suffix}": "BLEU (cased)", f"bleu_lowercased{suffix}": "BLEU (lowercased)"})
     return EvaluationReport(
