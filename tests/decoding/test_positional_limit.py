@@ -12,9 +12,9 @@ VOCAB, PAD_ID, BOS_ID, EOS_ID = 11, 0, 2, 3
 POSITIONS = 6
 
 
-def never_ending_model() -> Seq2SeqTransformer:
-    """A random model whose eos can never win, so every search runs to its length limit."""
-    model = Seq2SeqTransformer(
+def tiny_model(max_len: int = 64) -> Seq2SeqTransformer:
+    """A random one-layer model of the tests' vocabulary, in eval mode."""
+    return Seq2SeqTransformer(
         VOCAB,
         VOCAB,
         d_model=16,
@@ -23,14 +23,19 @@ def never_ending_model() -> Seq2SeqTransformer:
         num_decoder_layers=1,
         dim_feedforward=32,
         dropout=0.0,
-        max_len=POSITIONS,
+        max_len=max_len,
         pad_id=PAD_ID,
         bos_id=BOS_ID,
         eos_id=EOS_ID,
-    )
+    ).eval()
+
+
+def never_ending_model() -> Seq2SeqTransformer:
+    """A random model whose eos can never win, so every search runs to its length limit."""
+    model = tiny_model(POSITIONS)
     with torch.no_grad():
         model.generator.bias[EOS_ID] = -1e4
-    return model.eval()
+    return model
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
@@ -75,24 +80,6 @@ def test_greedy_and_beam_fill_the_same_fields() -> None:
     # Greedy reports the penalised score as beam search would rank it.
     best = greedy.hypotheses[0][0]
     assert best.score == pytest.approx(best.log_prob / ((5 + len(best.ids)) / 6))
-
-
-def tiny_model() -> Seq2SeqTransformer:
-    """A one-layer model of the tests' vocabulary, with a positional table of 64, in eval mode."""
-    return Seq2SeqTransformer(
-        VOCAB,
-        VOCAB,
-        d_model=16,
-        nhead=2,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        dim_feedforward=32,
-        dropout=0.0,
-        max_len=64,
-        pad_id=PAD_ID,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
-    ).eval()
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
