@@ -837,3 +837,42 @@ def test_prepare_then_train_from_the_prepared_folder(tmp_path: Path, capsys: pyt
     assert capsys.readouterr().out.startswith("trained 4 steps")
     saved = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
     assert saved["data"]["prepared_dir"] == str(prepared) and (out / "best" / "model.safetensors").is_file()
+
+
+# TINY less its schedule: the preset's warm-up 800, cool-down 800 and 34 epochs.
+TINY_PRESET_SCHEDULE = [
+    argument
+    for setting in zip(TINY[::2], TINY[1::2])
+    for argument in setting
+    if not setting[1].startswith(("train.max_steps=", "train.warmup_steps=", "train.cooldown_steps="))
+]
+
+
+def test_a_small_corpus_scales_the_preset_schedule_and_refuses_a_given_one_that_cannot_fit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 200 pairs: 34 epochs of a few batches, far fewer steps than the preset's 800 + 800.
+    train, valid = tmp_path / "train.tsv", tmp_path / "valid.tsv"
+    train.write_text("".join(f"{de}\t{en}\n" for de, en in number_pairs(200, 5)), encoding="utf-8")
+    valid.write_text("".join(f"{de}\t{en}\n" for de, en in number_pairs(10, 6)), encoding="utf-8")
+    command = ["train", "translation", "--train", str(train), "--valid", str(valid), *TINY_PRESET_SCHEDULE]
+    command += ["--source-language", "xde", "--target-language", "xen"]
+    command += ["--set", "train.epochs=3", "--set", "train.log_every_steps=1"]
+    with caplog.at_level("INFO"):
+        assert main([*command, "--out", str(tmp_path / "scaled")]) == 0
+    (line,) = [record.getMessage() for record in caplog.records if "too short for the schedule" in record.getMessage()]
+    steps = int(re.search(r"the run's (\d+) optimizer steps", line).group(1))
+    warmup = round(800 * steps / 3200)
+    assert "warm-up 800 and cool-down 800" in line and f"scaled to warm-up {warmup} and cool-down {warmup}" in line
+    rates = [
+        json.loads(row)["lr"]
+        for row in (tmp_path / "scaled" / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+        if json.loads(row)["event"] == "train"
+    ]
+    # The preset's peak, 0.5 / sqrt(32 x 800), reached within the run, and a rate that falls at its end.
+    assert max(rates) == pytest.approx(0.5 / (32 * 800) ** 0.5, rel=1e-3) and rates[-1] < max(rates) / 2
+    # A cool-down the user gives is taken as given: longer than the run, it is an error naming it.
+    capsys.readouterr()
+    assert main([*command, "--out", str(tmp_path / "given"), "--set", "train.cooldown_steps=800"]) == 2
+    refused = r"train.cooldown_steps: expected at most the run's \d+ optimizer steps, got 800"
+    assert re.search(refused, capsys.readouterr().err)

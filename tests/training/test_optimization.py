@@ -6,8 +6,9 @@ import pytest
 import torch
 from torch import nn
 
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import LabelSmoothingLoss, TrainConfig, Trainer, load_trainer_state, noam_lr
-from transformer_lab.training.optimization import build_optimization, planned_optimizer_steps
+from transformer_lab.training.optimization import build_optimization, planned_optimizer_steps, scaled_to_run
 from transformer_lab.training.schedule import cooldown_multiplier
 
 D_MODEL = 8
@@ -195,3 +196,37 @@ def test_max_steps_before_the_epochs_end_keeps_the_warm_up_and_ends_on_a_shorten
     assert scheduled_rates(dataclasses.replace(configured, max_steps=100), batches, 100) == pytest.approx(full)
     alone = config(epochs=0, max_steps=60, warmup_steps=40, cooldown_steps=30)
     assert scheduled_rates(alone, batches, 60)[-1] == pytest.approx(noam_lr(60, D_MODEL, 40) / 31)
+
+
+def test_a_run_too_short_for_its_schedule_scales_it_in_time_keeping_the_peak(caplog):
+    batches = lambda epoch: [BATCH] * 10  # noqa: E731  (10 steps an epoch, 5 epochs: a run of 50)
+    as_set = config(epochs=5, max_steps=0, warmup_steps=40, cooldown_steps=40, lr_factor=0.5)
+    peak = noam_lr(40, D_MODEL, 40, 0.5)
+    # Taken as set, the cool-down starts before the warm-up ends: the rate never gets near its peak.
+    assert max(scheduled_rates(as_set, batches, 50)) < 0.7 * peak
+    fitted = dataclasses.replace(as_set, fit_schedule_to_run=True)
+    with caplog.at_level("INFO", logger="transformer_lab.training.optimization"):
+        scaled = scaled_to_run(fitted, batches)
+    # 50 / (2 x 80) of each: 12 warm-up and 12 cool-down steps, the factor by sqrt(12 / 40).
+    assert (scaled.warmup_steps, scaled.cooldown_steps) == (12, 12)
+    assert scaled.lr_factor == pytest.approx(0.5 * (12 / 40) ** 0.5)
+    assert "scaled to warm-up 12 and cool-down 12" in caplog.text
+    rates = scheduled_rates(scaled, batches, 50)
+    assert max(rates) == pytest.approx(peak) and rates.index(max(rates)) == 11
+    assert rates == pytest.approx(
+        [noam_lr(step, D_MODEL, 12, scaled.lr_factor) * cooldown_multiplier(step, 50, 12) for step in range(1, 51)]
+    )
+    # A run at least twice warm-up plus cool-down keeps the schedule as set.
+    long_enough = dataclasses.replace(fitted, epochs=16)
+    assert scaled_to_run(long_enough, batches) == long_enough
+
+
+def test_the_translation_preset_keeps_its_schedule_on_multi30k_and_scales_it_on_a_small_corpus():
+    preset = translation_train.default_config().train
+    assert preset.fit_schedule_to_run
+    # Multi30k's 29,000 pairs are 116-117 batches an epoch (docs/results.md): 3,944 steps or more.
+    for batches_per_epoch in (116, 117):
+        assert scaled_to_run(preset, lambda epoch, count=batches_per_epoch: [BATCH] * count) == preset
+    # 200 pairs: 3 batches an epoch, 102 steps: the 800 + 800 are scaled to fit.
+    small = scaled_to_run(preset, lambda epoch: [BATCH] * 3)
+    assert (small.warmup_steps, small.cooldown_steps, small.epochs) == (26, 26, 34)

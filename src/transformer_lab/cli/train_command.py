@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from transformer_lab.cli.bounds import checked_text, path_of
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
@@ -26,6 +28,7 @@ from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.config_io import Setting
 from transformer_lab.training.durations import budget_seconds
 from transformer_lab.training.finetune import (
+    FINETUNE_ORIGIN,
     finetune_settings,
     recorded_initialization,
     with_checkpoint_model,
@@ -41,6 +44,8 @@ from transformer_lab.training.run.run_lock import RunFolderLock
 from transformer_lab.training.run.same_run import check_same_run
 from transformer_lab.training.run_summary import summary_lines
 from transformer_lab.training.trainer import LAST_FOLDER
+
+ConfigType = TypeVar("ConfigType")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -178,6 +183,7 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     flags = option_settings(arguments, {**(DATA_OPTIONS if task.reads_data else {}), **TRAIN_OPTIONS})
     schedule = finetune_settings() if model_source is not None else []
     config, changed = resolved_config(task.config(arguments.preset), arguments, schedule=schedule, flags=flags)
+    config = with_schedule_as_given(config, changed)
     check_validation_apart(getattr(config, "data", None))
     check_settings_used(getattr(config, "data", None), changed)
     # A prepared folder fixes the data settings it was made with: config.json records those, not the preset's.
@@ -201,6 +207,23 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     for line in [*summary_lines(result.summary), *closing.lines]:
         print(line)
     return 0
+
+
+# The schedule settings a user gives to be taken as they are, not scaled to the run.
+_SCHEDULE_KEYS = ("train.warmup_steps", "train.cooldown_steps")
+
+
+def with_schedule_as_given(config: ConfigType, changed: Mapping[str, Setting]) -> ConfigType:
+    """``config`` with ``train.fit_schedule_to_run`` off where the user set a warm-up or cool-down (not the flag).
+
+    A preset's schedule is scaled to a run too short for it; one the user chose is taken as
+    given, and a cool-down longer than the run is then an error naming it.
+    """
+    given = [key for key in _SCHEDULE_KEYS if key in changed and changed[key].origin != FINETUNE_ORIGIN]
+    train = getattr(config, "train", None)
+    if not given or "train.fit_schedule_to_run" in changed or not getattr(train, "fit_schedule_to_run", False):
+        return config
+    return dataclasses.replace(config, train=dataclasses.replace(train, fit_schedule_to_run=False))  # type: ignore[type-var]
 
 
 # The options that stand for a config field, by their argparse names.

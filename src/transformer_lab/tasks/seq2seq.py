@@ -51,6 +51,8 @@ SEQ2SEQ_TRAIN_PRESET: dict[str, Any] = {
     "best_metric": "val_bleu",
     "best_mode": "max",
     "log_every_steps": 20,
+    # Own data too small for 800 + the cool-down gets the schedule scaled to its length.
+    "fit_schedule_to_run": True,
 }
 
 

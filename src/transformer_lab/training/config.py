@@ -41,6 +41,11 @@ class TrainConfig:
     # The run's last this many optimizer steps scale the rate linearly down towards 0
     # (0 = none). The run's length is max_steps, else epochs x the batches of epoch 0.
     cooldown_steps: int = 0
+    # Scale warm-up and cool-down (and lr_factor, keeping the peak rate) to a run whose epochs
+    # are too short for them, one where they would take over half of it (schedule.scaled_schedule);
+    # False: the run takes them as set. The presets set it; a command given train.warmup_steps
+    # or train.cooldown_steps turns it off.
+    fit_schedule_to_run: bool = False
     # Probability mass spread over the wrong classes (paper: 0.1); read by the tasks' losses.
     label_smoothing: float = 0.1
     # Maximum global gradient norm; 0 = no clipping.

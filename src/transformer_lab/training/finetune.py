@@ -43,8 +43,15 @@ ConfigType = TypeVar("ConfigType", bound=TaskConfig)
 
 # Peak rate lr_factor / sqrt(d_model * warmup_steps): 0.02 / sqrt(256 * 100) = 1.25e-4 for
 # the translation model, then the inverse-square-root decay; no cool-down (the run's
-# length is the user's).
-FINETUNE_TRAIN: dict[str, Any] = {"lr_factor": 0.02, "warmup_steps": 100, "cooldown_steps": 0}
+# length is the user's), and the warm-up kept as set on the small data a fine-tune is for.
+FINETUNE_TRAIN: dict[str, Any] = {
+    "lr_factor": 0.02,
+    "warmup_steps": 100,
+    "cooldown_steps": 0,
+    "fit_schedule_to_run": False,
+}
+# The origin of FINETUNE_TRAIN's settings, in messages and to tell them from the user's.
+FINETUNE_ORIGIN = "the fine-tuning schedule"
 # The key of config.json naming the checkpoint a fine-tuning run started from.
 INITIALIZED_FROM_KEY = "initialized_from"
 # Fields of the model config that a fine-tune may change: they shape no weight.
@@ -53,7 +60,7 @@ _CHANGEABLE_MODEL_FIELDS = ("dropout",)
 
 def finetune_settings() -> list[Setting]:
     """The fine-tuning rate and warm-up (:data:`FINETUNE_TRAIN`), as settings laid over the preset."""
-    return [Setting(f"train.{name}", value, "the fine-tuning schedule") for name, value in FINETUNE_TRAIN.items()]
+    return [Setting(f"train.{name}", value, FINETUNE_ORIGIN) for name, value in FINETUNE_TRAIN.items()]
 
 
 def with_checkpoint_model(

@@ -14,6 +14,7 @@ before anything is loaded.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -26,7 +27,7 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
 from .config import TrainConfig
-from .schedule import build_noam_scheduler, build_optimizer, fitted_schedule
+from .schedule import build_noam_scheduler, build_optimizer, fitted_schedule, scaled_schedule
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ __all__ = [
     "fitted_cooldown_steps",
     "noam_schedule_factory",
     "planned_optimizer_steps",
+    "scaled_to_run",
 ]
 
 OptimizerFactory = Callable[[list[nn.Parameter]], Optimizer]
@@ -79,6 +81,40 @@ def fitted_cooldown_steps(config: TrainConfig, steps_by_epochs: int) -> int:
         config.warmup_steps,
     )
     return cooldown
+
+
+def scaled_to_run(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> TrainConfig:
+    """``config`` with its schedule scaled to the run's length where ``fit_schedule_to_run`` asks and it is too short.
+
+    The length is the configured run's (``epochs`` times epoch 0's steps, else ``max_steps``):
+    a ``max_steps`` that stops the epochs early stops the scaled schedule early, as
+    :func:`fitted_cooldown_steps` stops any. The scaling is
+    :func:`~transformer_lab.training.schedule.scaled_schedule`'s; it is logged in one line.
+    """
+    if not config.fit_schedule_to_run:
+        return config
+    try:
+        steps_by_epochs = _steps_by_epochs(config, train_batches)
+    except ValueError:  # a stream of batches without a len() and no max_steps: nothing to scale to
+        return config
+    run_steps = steps_by_epochs or config.max_steps
+    if run_steps < 1:
+        return config
+    warmup, cooldown, factor = scaled_schedule(run_steps, config.warmup_steps, config.cooldown_steps, config.lr_factor)
+    if (warmup, cooldown) == (config.warmup_steps, config.cooldown_steps):
+        return config
+    logger.info(
+        "the run's %d optimizer steps are too short for the schedule's warm-up %d and cool-down %d (the data is "
+        "smaller than it was made for): scaled to warm-up %d and cool-down %d, lr_factor %.4g for the same peak "
+        "rate (set train.warmup_steps and train.cooldown_steps to choose them)",
+        run_steps,
+        config.warmup_steps,
+        config.cooldown_steps,
+        warmup,
+        cooldown,
+        factor,
+    )
+    return dataclasses.replace(config, warmup_steps=warmup, cooldown_steps=cooldown, lr_factor=factor)
 
 
 def _steps_by_epochs(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> int:

@@ -16,12 +16,20 @@ instead of wandering, which is what a short budget's last checkpoint needs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
 import torch
 
-__all__ = ["build_noam_scheduler", "build_optimizer", "cooldown_multiplier", "fitted_schedule", "noam_lr"]
+__all__ = [
+    "build_noam_scheduler",
+    "build_optimizer",
+    "cooldown_multiplier",
+    "fitted_schedule",
+    "noam_lr",
+    "scaled_schedule",
+]
 
 
 def _check_schedule_arguments(d_model: int, warmup_steps: int, factor: float) -> None:
@@ -144,3 +152,27 @@ def fitted_schedule(
     after_warmup = max(total_steps - max(warmup_steps, done_steps), 0)
     cooldown = min(round(cooldown_steps * scale), after_warmup)
     return warmup_steps, cooldown, lr_factor
+
+
+def scaled_schedule(run_steps: int, warmup_steps: int, cooldown_steps: int, lr_factor: float) -> tuple[int, int, float]:
+    """(warm-up, cool-down, factor) of the schedule compressed in time to a run of ``run_steps`` too short for it.
+
+    A run is too short when its warm-up and cool-down would take more than half of it (the
+    presets' take 41% of the translation run and 27% of the couplet run they were tuned on).
+    Both are then scaled by ``r = run_steps / (2 * (warmup_steps + cooldown_steps))`` and the
+    factor by ``sqrt(r)``: the rate at step ``s`` is the configured rate at step ``s / r``, so
+    the run peaks at the configured peak and ends on the configured share of cool-down. Unlike
+    :func:`fitted_schedule` (the configured run stopped early, whose warm-up must stay), this
+    is a whole run whose data is smaller than the schedule was made for. A run long enough
+    keeps the schedule as it is.
+    """
+    if run_steps < 1:
+        raise ValueError(f"run_steps: expected an int >= 1, got {run_steps!r}")
+    needed = 2 * (warmup_steps + cooldown_steps)
+    if run_steps >= needed:
+        return warmup_steps, cooldown_steps, lr_factor
+    ratio = run_steps / needed
+    warmup = max(1, round(warmup_steps * ratio))
+    cooldown = min(round(cooldown_steps * ratio), run_steps - warmup)
+    # The peak factor * (d_model * warmup) ** -0.5 stays where the warm-up's rounding puts it.
+    return warmup, max(cooldown, 0), lr_factor * math.sqrt(warmup / warmup_steps)

@@ -110,7 +110,7 @@ from .distributed import DataParallel, ProcessLostError, is_peer_lost
 from .loss_window import LossWindow
 from .metrics_log import MetricsLog
 from .model_card import CARD_FILE, TrainerFacts, TrainingClock, trainer_card
-from .optimization import OptimizerFactory, ScheduleFactory, build_optimization
+from .optimization import OptimizerFactory, ScheduleFactory, build_optimization, scaled_to_run
 from .rng_state import RandomState, isolated_rng, seed_all
 from .run.run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_folder_name
 from .run.same_run import check_same_model
@@ -210,6 +210,9 @@ class Trainer:
         self.device = _model_device(model)
         # "auto" becomes what this device runs fast; config.json says which (_written_config).
         self.config = config = dataclasses.replace(config, precision=resolve_precision(config.precision, self.device))
+        if schedule_factory is None:
+            # A preset's schedule on data smaller than it was made for; before the budget, which fits it further.
+            self.config = config = scaled_to_run(config, train_batches)
         # A time budget fixes the run's length after measuring; its schedule follows the plan.
         self._budget = TimeBudget(config, train_batches) if config.time_budget is not None else None
         self._distributed.check_identical("checkpoint_config and extra_files", self._run_fingerprint())

@@ -74,6 +74,7 @@ def _default_train() -> TrainConfig:
         best_metric="val_accuracy",
         best_mode="max",
         log_every_steps=50,
+        fit_schedule_to_run=True,  # own data of a few steps an epoch: the warm-up scaled to the run
     )
 
 

@@ -109,6 +109,7 @@ def base_config() -> TranslationConfig:
             best_metric="val_bleu",
             best_mode="max",
             log_every_steps=100,
+            fit_schedule_to_run=True,
         ),
         decode=DecodeConfig(
             strategy="beam", beam_size=4, max_len=256, max_len_a=1.0, max_len_b=50, length_penalty=0.6, precision="auto"
