@@ -105,8 +105,14 @@ def test_bad_inputs_are_named() -> None:
         model(torch.tensor([[1, 2]]), torch.tensor([[2], [2]]))
     with pytest.raises(ValueError, match=r"sequence length must be <= max_len=32"):
         model(torch.ones(1, 40, dtype=torch.long), torch.tensor([[2]]))
-    with pytest.raises(ValueError, match=r"tie_embeddings='all' needs one shared vocabulary"):
+    with pytest.raises(
+        ValueError,
+        match=r"^tie_embeddings='all': expected one shared vocabulary \(src_vocab_size equal to tgt_vocab_size\), "
+        r"got src_vocab_size=10 and tgt_vocab_size=12$",
+    ):
         Seq2SeqTransformer(10, 12, d_model=16, nhead=2, tie_embeddings="all")
+    with pytest.raises(ValueError, match=r"^eos_id: expected an id in \[0, tgt_vocab_size=12\), got 12$"):
+        Seq2SeqTransformer(12, 12, d_model=16, nhead=2, eos_id=12)
 
 
 def test_cached_generator_uses_a_per_run_copy_that_follows_the_weights() -> None:

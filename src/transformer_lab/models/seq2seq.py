@@ -62,12 +62,12 @@ class Seq2SeqTransformer(nn.Module):
             raise ValueError(f"tie_embeddings must be one of {_TIE_CHOICES}, got {tie_embeddings!r}")
         if tie_embeddings == "all" and src_vocab_size != tgt_vocab_size:
             raise ValueError(
-                "tie_embeddings='all' needs one shared vocabulary, got src_vocab_size="
-                f"{src_vocab_size}, tgt_vocab_size={tgt_vocab_size}"
+                "tie_embeddings='all': expected one shared vocabulary (src_vocab_size equal to tgt_vocab_size), "
+                f"got src_vocab_size={src_vocab_size} and tgt_vocab_size={tgt_vocab_size}"
             )
         for name, token_id in (("pad_id", pad_id), ("bos_id", bos_id), ("eos_id", eos_id)):
             if not 0 <= token_id < tgt_vocab_size:
-                raise ValueError(f"{name} must be in [0, tgt_vocab_size={tgt_vocab_size}), got {token_id}")
+                raise ValueError(f"{name}: expected an id in [0, tgt_vocab_size={tgt_vocab_size}), got {token_id}")
         self.src_embedding = TokenEmbedding(src_vocab_size, d_model)
         self.tgt_embedding = TokenEmbedding(tgt_vocab_size, d_model)
         self.positional_encoding = SinusoidalPositionalEncoding(d_model, max_len, dropout)
