@@ -261,3 +261,39 @@ def test_too_few_beams_for_the_couplet_candidates_is_said_in_each_callers_words(
     assert greedy.value.phrased(lambda name: "--" + name.replace("_", "-")) == (
         "--num-candidates: expected --beam of at least 3, got none (the checkpoint searches greedily)"
     )
+
+
+@pytest.mark.parametrize(("keyword", "value"), [("length_penalty", 1.0), ("beam_stop", "finished")])
+def test_beam_settings_with_a_greedy_search_are_refused_by_the_api_as_by_the_commands(
+    translation_checkpoint: Path, couplet_checkpoint: Path, keyword: str, value: object
+) -> None:
+    """One check: the API names its keyword, the command line its option, in the same words."""
+    expected = (
+        f"{keyword}: expected beam search, which it steers, got a greedy search (beam 1); "
+        f"give beam N (N >= 2) or leave {keyword} out"
+    )
+    translator = Translator(translation_checkpoint)
+    calls = [
+        lambda: translator.translate("Hallo", beam=1, **{keyword: value}),
+        lambda: translator.candidates("Hallo", beam=1, **{keyword: value}),
+        lambda: translator.attention_map("Hallo", beam=1, **{keyword: value}),
+        lambda: CoupletWriter(couplet_checkpoint).write("春风", beam=1, **{keyword: value}),
+    ]
+    for call in calls:
+        with pytest.raises(SettingError) as raised:
+            call()
+        assert str(raised.value) == expected
+        flag = "--" + keyword.replace("_", "-")
+        assert raised.value.phrased(lambda name: "--" + name.replace("_", "-")) == (
+            f"{flag}: expected beam search, which it steers, got a greedy search (--beam 1); "
+            f"give --beam N (N >= 2) or leave {flag} out"
+        )
+    # A greedy checkpoint asked for no beam: refused too, saying the search is the checkpoint's.
+    translator.config = dataclasses.replace(
+        translator.config, decode=dataclasses.replace(translator.config.decode, strategy="greedy", beam_size=1)
+    )
+    with pytest.raises(SettingError, match=r"greedy search \(the checkpoint's, no beam given\)"):
+        translator.translate("Hallo", **{keyword: value})
+    # Beam search, or n-best lists that widen a greedy checkpoint's search to beams, take them.
+    assert isinstance(translator.translate("Hallo", beam=2, **{keyword: value}), str)
+    assert len(translator.candidates("Hallo", nbest=2, **{keyword: value})) == 2

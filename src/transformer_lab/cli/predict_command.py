@@ -20,7 +20,7 @@ from transformer_lab.cli.bounds import file_path_of, path_of
 from transformer_lab.cli.decode_options import input_lines
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
-from transformer_lab.tasks.evaluation import check_no_beam_settings
+from transformer_lab.decoding.search_settings import check_no_beam_settings
 from transformer_lab.tasks.registry import TASKS
 from transformer_lab.tasks.task import Task
 from transformer_lab.training.checkpoint import checkpoint_files
@@ -64,7 +64,7 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     inputs = input_lines(arguments.inputs, arguments.input, purpose=command.verb)
     options = given_options(arguments, arguments.task_options)
     if options.get("--beam") == 1:  # greedy whatever the checkpoint says: beam search's own settings go unused
-        check_no_beam_settings(options.get)
+        check_no_beam_settings(True, 1, options.get("--length-penalty"), options.get("--beam-stop"))
     plot_path = getattr(arguments, "plot_attention", None)
     # Every path option of these commands names a file they write: neither a file the command
     # reads, nor another output of the same command.

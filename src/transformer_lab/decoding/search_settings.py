@@ -34,6 +34,25 @@ def resolved_search(
     )
 
 
+def check_no_beam_settings(greedy: bool, beam: object, length_penalty: object, beam_stop: object) -> None:
+    """A `SettingError` naming ``length_penalty`` or ``beam_stop`` where one is given (not None) to a ``greedy`` search.
+
+    They steer beam search only: with a greedy search they would be accepted and never used.
+    ``beam`` is the one asked (None: the checkpoint's search), for the message. The API, the
+    server's predictors and every command check here, so that all refuse the same way.
+    """
+    if not greedy:
+        return
+    for name, value in (("length_penalty", length_penalty), ("beam_stop", beam_stop)):
+        if value is not None:
+            search = "{beam} 1" if beam is not None else "the checkpoint's, no {beam} given"
+            raise SettingError(
+                "{%s}: expected beam search, which it steers, got a greedy search (%s); "
+                "give {beam} N (N >= 2) or leave {%s} out" % (name, search, name),
+                (name, "beam"),
+            )
+
+
 def check_candidate_count(count: Any, name: str) -> int:
     """The count of candidates (``nbest``, ``num_candidates``): an int in [1, MAX_BEAM_SIZE]; else a SettingError.
 
@@ -84,6 +103,7 @@ def decode_settings(
     if nbest > 1:
         beam_size = max(nbest, decode.beam_size if decode.strategy == "beam" else 1)
         decode = dataclasses.replace(decode, strategy="beam", beam_size=beam_size)
+    check_no_beam_settings(decode.strategy == "greedy", beam, length_penalty, beam_stop)
     return dataclasses.replace(decode, num_return=nbest)
 
 

@@ -6,7 +6,7 @@ lines and records its scores, so that it never asks which task it runs (README.m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -17,7 +17,7 @@ from torch import nn
 from transformer_lab.atomic_files import check_file_to_write, check_not_an_input
 from transformer_lab.decoding import DecodeConfig, decoding_model
 from transformer_lab.decoding.beam import BEAM_STOPS
-from transformer_lab.decoding.search_settings import resolved_search, search_name
+from transformer_lab.decoding.search_settings import check_no_beam_settings, resolved_search, search_name
 from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import INFERENCE_PRECISIONS
 
@@ -200,23 +200,13 @@ def search_for(model: ModelType, decode_config: DecodeConfig, options: Evaluatio
         precision=options.precision,
         precision_name="--precision",
     )
-    if decode_config.strategy == "greedy":
-        check_no_beam_settings(options.option)
+    check_no_beam_settings(
+        decode_config.strategy == "greedy",
+        options.option(BEAM.flag),
+        options.option(LENGTH_PENALTY.flag),
+        options.option(BEAM_STOP.flag),
+    )
     return decoding_model(model, decode_config.precision), Search(decode_config)
-
-
-def check_no_beam_settings(option: Callable[[str], object]) -> None:
-    """Refuse the settings of beam search only (``option(flag)``: the value given, else None) for a greedy search.
-
-    With a greedy search they would be accepted and never used.
-    """
-    for setting in (LENGTH_PENALTY, BEAM_STOP):
-        if option(setting.flag) is not None:
-            beam = "--beam 1" if option(BEAM.flag) is not None else "the checkpoint's, no --beam given"
-            raise ValueError(
-                f"{setting.flag}: expected beam search, which it steers, got a greedy search ({beam}); "
-                f"give --beam N (N >= 2) or leave {setting.flag} out"
-            )
 
 
 def unread_option_error(flag: str, task: str, readers: Sequence[str]) -> ValueError:
