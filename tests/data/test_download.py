@@ -19,6 +19,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -37,6 +38,7 @@ from transformer_lab.data.multi30k import (
     load_multi30k,
 )
 from transformer_lab.folders import FolderWriteError
+from transformer_lab.training.run.stop_signal import Terminated, raise_on_sigterm
 
 FILES = {
     "train.de": "Ein Mann fährt Fahrrad.\nZwei Hunde spielen.\n",
@@ -397,6 +399,9 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
     files: dict[str, bytes]
     ranges: list[str | None]
     cut_after: list[int]
+    # What a 416 answer (a range that starts at or past the end) sends as Content-Range;
+    # nginx and Apache send "bytes */SIZE", the RFC's form.
+    unsatisfiable_range: str | None = "bytes */{size}"
 
     def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
         body = self.files.get(self.path)
@@ -408,6 +413,13 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
         requested = self.headers.get("Range")
         if requested:
             start = int(requested.removeprefix("bytes=").rstrip("-"))
+            if start >= len(body):
+                self.send_response(416)
+                if self.unsatisfiable_range is not None:
+                    self.send_header("Content-Range", self.unsatisfiable_range.format(size=len(body)))
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             self.send_response(206)
             self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
         else:
@@ -457,6 +469,92 @@ def test_an_interrupted_download_resumes_where_it_stopped(
     assert handler.ranges == [None, "bytes=300000-"]  # the second request asked only for the rest
     assert destination.read_bytes() == body
     assert leftovers(destination.parent) == []
+
+
+@pytest.mark.parametrize(
+    ("signal_number", "raised"),
+    [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Terminated)],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_a_download_stopped_while_decompressing_keeps_its_body_and_the_next_only_decompresses(
+    range_server: tuple[str, type[RangeHandler]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    signal_number: int,
+    raised: type[BaseException],
+) -> None:
+    base_url, handler = range_server
+    body = gzip.compress(FILES["train.de"].encode("utf-8") * 1000)
+    handler.files["/train.de.gz"] = body
+    destination = tmp_path / "data" / "train.de"
+    expected = sha256(FILES["train.de"] * 1000)
+
+    def stopped(url: str, compressed: object, plain: IO[bytes], max_bytes: int) -> None:
+        plain.write(b"half of it")
+        plain.flush()
+        os.kill(os.getpid(), signal_number)  # Ctrl-C, or SIGTERM as the command line takes it
+        threading.Event().wait(5)  # the handler raises here, in the main thread
+
+    with monkeypatch.context() as patched:
+        patched.setattr(download, "_gunzip", stopped)
+        with raise_on_sigterm(), pytest.raises(raised):
+            download_file(f"{base_url}/train.de.gz", destination, expected, gunzip=True, progress=False)
+    assert not destination.exists()
+    # The decompressed part is removed; the body, received whole, is kept for the next call.
+    assert leftovers(destination.parent) == [partial_path(destination).name]
+    assert partial_path(destination).read_bytes() == body
+    download_file(f"{base_url}/train.de.gz", destination, expected, gunzip=True, progress=False)
+    # The second call asked for the bytes after the body, got 416 with the body's size, and downloaded nothing.
+    assert handler.ranges == [None, f"bytes={len(body)}-"]
+    assert destination.read_text(encoding="utf-8") == FILES["train.de"] * 1000
+    assert leftovers(destination.parent) == []
+
+
+def test_a_kept_body_that_is_the_whole_file_is_checked_not_downloaded_again(
+    range_server: tuple[str, type[RangeHandler]], tmp_path: Path
+) -> None:
+    """A 416 whose Content-Range gives the kept size as the full size: the body is whole; its hash decides."""
+    base_url, handler = range_server
+    body = b"the server's bytes\n" * 100
+    handler.files["/file.txt"] = body
+    destination = tmp_path / "file.txt"
+    partial_path(destination).write_bytes(body)  # left by a call stopped while it hashed
+    download_file(f"{base_url}/file.txt", destination, hashlib.sha256(body).hexdigest())
+    assert handler.ranges == [f"bytes={len(body)}-"]
+    assert destination.read_bytes() == body and leftovers(tmp_path) == []
+    # Whole but wrong (same size, other bytes): the hash check deletes it, as for any body.
+    other = tmp_path / "other.txt"
+    partial_path(other).write_bytes(b"X" * len(body))
+    with pytest.raises(ValueError, match="sha256 mismatch"):
+        download_file(f"{base_url}/file.txt", other, hashlib.sha256(body).hexdigest())
+    assert not other.exists() and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("kept", "unsatisfiable_range"),
+    [
+        (b"a longer file's bytes, " * 100, "bytes */{size}"),  # more than the file: not its prefix
+        (b"the server's bytes\n" * 100, None),  # the full size not given: nothing says it is whole
+        (b"the server's bytes\n" * 100, "bytes 0-10/*"),  # not the form that gives it
+    ],
+    ids=["longer-than-the-file", "no-content-range", "another-content-range"],
+)
+def test_a_416_that_does_not_say_the_kept_body_is_whole_restarts_the_download(
+    range_server: tuple[str, type[RangeHandler]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    kept: bytes,
+    unsatisfiable_range: str | None,
+) -> None:
+    base_url, handler = range_server
+    body = b"the server's bytes\n" * 100
+    handler.files["/file.txt"] = body
+    monkeypatch.setattr(handler, "unsatisfiable_range", unsatisfiable_range)
+    destination = tmp_path / "file.txt"
+    partial_path(destination).write_bytes(kept)
+    download_file(f"{base_url}/file.txt", destination, hashlib.sha256(body).hexdigest())
+    assert handler.ranges == [f"bytes={len(kept)}-", None]
+    assert destination.read_bytes() == body and leftovers(tmp_path) == []
 
 
 class StallingHandler(http.server.BaseHTTPRequestHandler):

@@ -3,17 +3,22 @@
 YAML (a run's ``--config``, a model card's front matter) is read with a size cap, a depth
 cap and a cap on its values with every alias expanded; a value quoted in a message is cut
 short. Durations, timeouts and thread counts are finite and in range, with strict units.
+A text that BPE learns from holds no word past `MAX_WORD_CHARACTERS`, whose training time
+grows with the square of its length.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pytest
+from tokenizers import pre_tokenizers
 
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
+from transformer_lab.data.subword import MAX_WORD_CHARACTERS, SubwordTokenizer, check_word_lengths
 from transformer_lab.training.config_file import MAX_YAML_BYTES, load_bounded_yaml
 
 
@@ -232,3 +237,92 @@ def test_a_seed_out_of_range_is_one_line_naming_the_key(
     error = one_error_line(capsys)
     assert option.split("=")[0] in error and message in error, error
     assert not (out / "last").exists()
+
+
+# A word past the bound: training on it would take a second; on 2 million letters it took hours.
+TOO_LONG = "x" * (MAX_WORD_CHARACTERS + 1)
+
+
+def word_too_long(where: str, column: int) -> str:
+    return (
+        f"{where}: expected words of at most {MAX_WORD_CHARACTERS:,} characters (BPE training takes time that "
+        f"grows with the square of a word's length), got one of {MAX_WORD_CHARACTERS + 1:,} characters at column "
+        f"{column} ('xxxxxxxxxxxxxxxxxxxx'...); split it or leave that text out"
+    )
+
+
+def test_prepare_translation_refuses_a_word_too_long_for_bpe_naming_the_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = {name: tmp_path / name for name in ("train.de", "train.en", "valid.de", "valid.en")}
+    german = [f"ein hund läuft {number}" for number in range(40)]
+    english = [f"a dog runs {number}" for number in range(40)]
+    english[30] = f"a {TOO_LONG} runs"
+    for name, lines in (("train.de", german), ("train.en", english), ("valid.de", german[:3]), ("valid.en", ["x"] * 3)):
+        files[name].write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "prepared"
+    code = run_cli(
+        ["prepare", "translation", "--train", str(files["train.de"]), str(files["train.en"]), "--valid"]
+        + [str(files["valid.de"]), str(files["valid.en"]), "--out", str(out), "--no-progress"]
+        + ["--set", "data.vocab_size=300", "--set", "data.min_frequency=1"]
+    )
+    assert code == 2
+    expected = word_too_long(f"{files['train.en']}: line 31", 3)
+    assert one_error_line(capsys) == f"transformer-lab prepare: error: {expected}"
+    assert not out.exists()
+
+
+def test_prepare_classification_refuses_a_word_too_long_for_bpe_naming_the_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [{"text": f"news {number} of {label}", "label": label} for number in range(10) for label in ("a", "b")]
+    rows[7]["text"] = f"{TOO_LONG} news"
+    train_file, valid_file = tmp_path / "train.jsonl", tmp_path / "valid.jsonl"
+    train_file.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    valid_file.write_text("".join(json.dumps(row) + "\n" for row in rows[:2]), encoding="utf-8")
+    out = tmp_path / "prepared"
+    code = run_cli(
+        ["prepare", "classification", "--train", str(train_file), "--valid", str(valid_file), "--out", str(out)]
+        + ["--no-progress", "--set", "data.vocab_size=300"]
+    )
+    assert code == 2
+    assert one_error_line(capsys) == "transformer-lab prepare: error: " + word_too_long(f"{train_file}: line 8", 1)
+    assert not out.exists()
+
+
+def test_the_library_names_the_text_with_a_word_too_long_and_trains_on_one_at_the_bound() -> None:
+    sentences = ["a dog runs", "a cat sleeps"] * 5
+    with pytest.raises(ValueError) as raised:
+        SubwordTokenizer.train([*sentences, f"a {TOO_LONG}"], vocab_size=300)
+    assert str(raised.value) == word_too_long("texts[10]", 3)
+    with pytest.raises(ValueError) as raised:
+        SubwordTokenizer.train_from_pairs([("ein hund", "a dog"), ("kurz", TOO_LONG)], vocab_size=300)
+    assert str(raised.value) == word_too_long("pairs[1][1]", 1)
+    # At the bound, and many words as long as the bound together, are words as any other.
+    at_bound = "x" * MAX_WORD_CHARACTERS
+    tokenizer = SubwordTokenizer.train([*sentences, at_bound, " ".join([at_bound] * 3)], vocab_size=300)
+    assert tokenizer.decode(tokenizer.encode(at_bound)) == at_bound
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("春风" * 6_000, True),  # letters with no space or mark between them are one word
+        ("春风。" * 4_000, False),  # punctuation splits them, as the pre-tokenizer does
+        (" " * (MAX_WORD_CHARACTERS + 1), True),  # a run of spaces is one piece too
+        ("1" * (MAX_WORD_CHARACTERS + 1), True),
+        ("=" * (MAX_WORD_CHARACTERS + 1), True),
+        ("a1" * MAX_WORD_CHARACTERS, False),  # letters then digits: two pieces each time
+        ("word " * 400_000, False),  # a long line of short words is no long word
+    ],
+    ids=["han-run", "han-with-punctuation", "spaces", "digits", "symbols", "letters-and-digits", "many-words"],
+)
+def test_a_word_is_a_run_the_byte_level_pre_tokenizer_keeps_whole(text: str, refused: bool) -> None:
+    if refused:
+        with pytest.raises(ValueError, match=r"^line 1: expected words of at most 10,000 characters"):
+            check_word_lengths(text, "line 1")
+    else:
+        check_word_lengths(text, "line 1")
+    # What the BPE trainer's own pre-tokenizer makes one piece agrees (the long line: its start).
+    pieces = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True).pre_tokenize_str(text[:30_000])
+    assert (max(end - start for _, (start, end) in pieces) > MAX_WORD_CHARACTERS) == refused

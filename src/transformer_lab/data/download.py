@@ -7,13 +7,17 @@ server on 127.0.0.1.
 A download never leaves a partial or unverified file under its final name. The body goes
 to `.<name>.download.part` beside the destination; an interrupted transfer keeps it, and
 the next call asks the server only for the rest (an HTTP Range request; a server that
-answers with the whole file restarts it). The complete body is decompressed (with
-`gunzip`, into `.<name>.XXXXXXXX.part`) and hashed, and only a file whose hash matches is
-renamed into place (`os.replace`, atomic on one file system). On a mismatch the partial
-file is deleted and a ValueError names the URL, the file, the expected and the actual
-hash. An existing file whose hash already matches is kept without any network access; one
-whose hash does not stays until a verified file replaces it (taking its mode), so a failed
-download never leaves less than there was.
+answers with the whole file restarts it, and one that answers 416 Range Not Satisfiable
+with the kept size as the full size, ``Content-Range: bytes */N``, has nothing left to
+send: the kept body is whole). The complete body is decompressed (with `gunzip`, into
+`.<name>.XXXXXXXX.part`) and hashed, and only a file whose hash matches is renamed into
+place (`os.replace`, atomic on one file system). On a mismatch the partial file is deleted
+and a ValueError names the URL, the file, the expected and the actual hash; a call stopped
+while it decompresses or hashes (Ctrl-C, SIGTERM) removes the decompressed part and keeps
+the body, so the next one only decompresses again. An existing file whose hash already
+matches is kept without any network access; one whose hash does not stays until a
+verified file replaces it (taking its mode), so a failed download never leaves less than
+there was.
 
 One process downloads a file at a time: it holds the writer lock beside it
 (`file_lock.writer_lock`, `.<name>.lock`), and a second waits for the first and then
@@ -200,7 +204,21 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
                 raise http.client.IncompleteRead(b"", total - received)
     except urllib.error.HTTPError as error:
         if error.code == 416 and offset:
-            # The kept bytes are not a prefix the server can continue: start from nothing.
+            full_size = _full_size(error.headers.get("Content-Range") if error.headers else None)
+            if full_size == offset:
+                # Nothing is left to send: an earlier call received the whole body and was
+                # stopped after it (while decompressing or hashing). The check that follows decides.
+                logger.info("%s: the %d bytes kept in %s are the whole file; not fetched again", url, offset, partial)
+                return
+            # The kept bytes are not a prefix the server can continue (or it does not say
+            # that they are the whole file): start from nothing.
+            logger.info(
+                "%s: the server cannot continue the %d bytes kept in %s (HTTP 416, full size %s); restarting",
+                url,
+                offset,
+                partial,
+                "not given" if full_size is None else f"{full_size} bytes",
+            )
             partial.unlink()
             _copy_response(url, partial, timeout, progress, max_bytes)
             return
@@ -219,6 +237,12 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
             f"{url}: download interrupted ({type(error).__name__}: {error}); {kept} bytes are kept in "
             f"{partial} and the same command resumes from there"
         ) from None
+
+
+def _full_size(content_range: str | None) -> int | None:
+    """The full size of a file in a 416 answer's ``Content-Range: bytes */N``, else None."""
+    match = re.fullmatch(r"\s*bytes\s+\*/(\d+)\s*", content_range or "")
+    return int(match.group(1)) if match else None
 
 
 def _gunzip(url: str, compressed: IO[bytes], destination: IO[bytes], max_bytes: int) -> None:
@@ -395,9 +419,11 @@ def _fetch(
         with open(result, "rb+") as file:
             os.fsync(file.fileno())
         replace_file(result, destination)
-    except BaseException:
-        # A complete body that fails its check is wrong, not interrupted: resuming it would
-        # only append to the wrong bytes.
+    except ValueError:
+        # A complete body that fails its check (its hash, its gzip, its bound) is wrong:
+        # resuming it would only append to the wrong bytes. Anything else (Ctrl-C, SIGTERM,
+        # a disk refusing the decompressed file) keeps it: the next call finds it whole (HTTP
+        # 416) and only decompresses again.
         partial.unlink(missing_ok=True)
         raise
     finally:

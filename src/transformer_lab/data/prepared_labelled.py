@@ -59,7 +59,7 @@ from transformer_lab.data.prepared_cache import (
     write_corpus_manifest,
 )
 from transformer_lab.data.splits import stratified_held_out
-from transformer_lab.data.subword import SubwordTokenizer
+from transformer_lab.data.subword import SubwordTokenizer, check_word_lengths
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
 from transformer_lab.data.word_cache import WordCachedEncoder
 
@@ -171,10 +171,17 @@ class LabelledCorpusSpec:
             files.append(self.classes_file)
         return files if self.valid_file is None else [*files, self.valid_file]
 
-    def learn_tokenizer(self, texts: Iterable[str]) -> SubwordTokenizer:
-        """The byte-level BPE learned from the training ``texts``."""
+    def learn_tokenizer(self, rows: Iterable[LabelledRow]) -> SubwordTokenizer:
+        """The byte-level BPE learned from the texts of the training ``rows``."""
+
+        def texts() -> Iterator[str]:
+            for row in rows:
+                # Here, where the file and line are known: the trainer would name only the text's index.
+                check_word_lengths(row.text, f"{self.train_file}: line {row.line_number}")
+                yield row.text
+
         return SubwordTokenizer.train(
-            texts, vocab_size=self.vocab_size, lowercase=self.lowercase, min_frequency=self.min_frequency
+            texts(), vocab_size=self.vocab_size, lowercase=self.lowercase, min_frequency=self.min_frequency
         )
 
     def read_file(self, path: Path, max_records: int = 0) -> LabelledTextFile:
@@ -318,7 +325,7 @@ def write_prepared_labelled(
     # changes from here to the manifest is refused, not kept.
     watch = InputWatch(spec.input_files())
     if tokenizer is None:
-        tokenizer = spec.learn_tokenizer(row.text for is_held, row in _marked(scanned.rows(), held) if not is_held)
+        tokenizer = spec.learn_tokenizer(row for is_held, row in _marked(scanned.rows(), held) if not is_held)
     writer = TokenStoreWriter(folder, ("tokens",), ids_dtype(tokenizer.vocab_size), labels=True)
     encoder = WordCachedEncoder(tokenizer)
 

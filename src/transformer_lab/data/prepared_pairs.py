@@ -50,7 +50,7 @@ from transformer_lab.data.prepared_cache import (
     write_corpus_manifest,
     write_pairs_jsonl,
 )
-from transformer_lab.data.subword import SubwordTokenizer, check_vocab_size
+from transformer_lab.data.subword import SubwordTokenizer, check_vocab_size, check_word_lengths
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
 from transformer_lab.data.tokenizer_pair import (
     JOINT_TOKENIZER_FILE,
@@ -275,16 +275,29 @@ def _sample_pairs(
     sample: list[tuple[str, str]] = []
     position = 0  # among the training pairs
     index = 0  # among all pairs
-    for chunk in stream_pairs(spec.train):
-        for pair in chunk:
-            if index not in held:
-                if wanted is None or position in wanted:
-                    sample.append(pair)
-                position += 1
-            index += 1
-            if position > last:
-                return sample, len(sample)
+    for number, pair in numbered_pairs(spec.train):
+        if pair is None:
+            continue
+        if index not in held:
+            if wanted is None or position in wanted:
+                # Here, where the file and line are known: the trainer would name only the sentence's index.
+                _check_pair_words(spec.train, number, pair)
+                sample.append(pair)
+            position += 1
+        index += 1
+        if position > last:
+            return sample, len(sample)
     return sample, len(sample)
+
+
+def _check_pair_words(files: PairFiles, number: int, pair: tuple[str, str]) -> None:
+    """Refuse a pair with a word too long to learn BPE from, naming its file and line (`check_word_lengths`)."""
+    for side, text in enumerate(pair):
+        if files.form == "lines":
+            where = f"{files.paths[side]}: line {number}"
+        else:
+            where = f"{files.paths[0]}: line {number} ({PAIR_KEYS[side]} sentence)"
+        check_word_lengths(text, where)
 
 
 def _learn_tokenizers(

@@ -64,6 +64,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -93,6 +94,13 @@ MIN_VOCAB_SIZE = NUM_SPECIAL_TOKENS + BYTE_ALPHABET_SIZE
 # hold would abort the process from inside its Rust code.
 MAX_VOCAB_SIZE = 1 << 20
 PAIR_SIDES: tuple[str, ...] = ("both", "source", "target")
+# The longest word BPE training accepts. The trainer's time grows with the square of a
+# word's length (a 10,000-letter word takes about 0.5 s, 80,000 take 35 s, one line of
+# 2 million took hours, deaf to Ctrl-C inside the native call); no real word comes near it.
+MAX_WORD_CHARACTERS = 10_000
+# The runs that the byte-level pre-tokenizer (GPT-2's pattern) never splits further: letters,
+# digits, other symbols, spaces. Its pieces are these runs or parts of them, after at most one space.
+_WORD_RUNS = re.compile(r"[^\W\d_]+|\d+|(?:[^\w\s]|_)+|\s+")
 
 # The structural specials: a decoder skips them, so encoding must never produce them.
 _STRUCTURAL_IDS = frozenset((PAD_ID, BOS_ID, EOS_ID))
@@ -126,6 +134,24 @@ def _check_text(name: str, text: object) -> str:
             f"at character {error.start} (undecodable input bytes?)"
         ) from None
     return text
+
+
+def check_word_lengths(text: str, where: str) -> None:
+    """Refuse ``text`` if a word of it is longer than `MAX_WORD_CHARACTERS`; ``where`` names it ("FILE: line 3").
+
+    A word here is a run of letters, of digits, of other symbols or of spaces: what the
+    byte-level BPE learns from as one piece.
+    """
+    if len(text) <= MAX_WORD_CHARACTERS:  # the usual case, with no search
+        return
+    for run in _WORD_RUNS.finditer(text):
+        if run.end() - run.start() > MAX_WORD_CHARACTERS:
+            raise ValueError(
+                f"{where}: expected words of at most {MAX_WORD_CHARACTERS:,} characters (BPE training takes "
+                f"time that grows with the square of a word's length), got one of {run.end() - run.start():,} "
+                f"characters at column {run.start() + 1} ({text[run.start() : run.start() + 20]!r}...); "
+                "split it or leave that text out"
+            )
 
 
 def check_texts(texts: Sequence[str]) -> list[str]:
@@ -383,7 +409,8 @@ class SubwordTokenizer(SpecialTokenIds):
         tokenizer.
 
         Args:
-            texts: the training sentences, one str each.
+            texts: the training sentences, one str each, none with a word longer than
+                `MAX_WORD_CHARACTERS` (see `check_word_lengths`).
             vocab_size: the largest total size, specials and the 256 byte symbols
                 included (>= 260). The result can be smaller when the texts offer fewer
                 merges of at least `min_frequency` occurrences.
@@ -402,6 +429,7 @@ class SubwordTokenizer(SpecialTokenIds):
         def checked() -> Iterator[str]:
             for index, text in enumerate(texts):
                 _check_text(f"texts[{index}]", text)
+                check_word_lengths(text, f"texts[{index}]")
                 counts["texts"] += 1
                 counts["non_empty"] += bool(text)
                 yield text
@@ -455,6 +483,8 @@ class SubwordTokenizer(SpecialTokenIds):
                 if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                     raise ValueError(f"pairs[{index}] must be a (source, target) pair of str, got {pair!r:.80}")
                 source, target = (_check_text(f"pairs[{index}][{side}]", text) for side, text in enumerate(pair))
+                check_word_lengths(source, f"pairs[{index}][0]")
+                check_word_lengths(target, f"pairs[{index}][1]")
                 if sides != "target":
                     yield source
                 if sides != "source":

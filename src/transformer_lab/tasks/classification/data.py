@@ -200,7 +200,7 @@ def read_corpus(
     train_articles, validation_articles, class_names, num_skipped = spec.read(class_names)
     texts = [article.text for article in train_articles]
     if tokenizer is None:
-        tokenizer = spec.learn_tokenizer(texts)
+        tokenizer = spec.learn_tokenizer(train_articles)
     return ClassificationData(
         tokenizer=tokenizer,
         class_names=class_names,
