@@ -134,32 +134,21 @@ def exact_match(model: Seq2SeqTransformer, pairs: list[SyntheticPair], decode_co
 TrainResult = RunResult[Seq2SeqTransformer, None, SyntheticConfig, SyntheticData]
 
 
-def train_named(
-    task: str,
-    config: SyntheticConfig,
-    out_dir: str | os.PathLike[str],
-    *,
-    resume: bool = False,
-    init_from: str | os.PathLike[str] | None = None,
-) -> TrainResult:
-    """:func:`train` for the task called ``task``: a config whose ``data.task`` names another is refused.
-
-    The task comes from the command (``train copy``); a ``data.task`` from --set or --config
-    would otherwise train another task under its name.
-    """
-    if config.data.task != task:
-        raise ValueError(f"data.task: expected {task!r} (the task trained) or no setting, got {config.data.task!r}")
-    return train(config, out_dir, resume=resume, init_from=init_from)
-
-
 def train(
     config: SyntheticConfig,
     out_dir: str | os.PathLike[str],
     *,
     resume: bool = False,
     init_from: str | os.PathLike[str] | None = None,
+    task: str | None = None,
 ) -> TrainResult:
-    """Train on the synthetic task; checkpoints and ``metrics.jsonl`` go to ``out_dir``."""
+    """Train on the synthetic task; checkpoints and ``metrics.jsonl`` go to ``out_dir``.
+
+    ``task`` names the task the command trains (``train copy``): a ``data.task`` from --set or
+    --config that names another is refused, as it would train another task under its name.
+    """
+    if task is not None and config.data.task != task:
+        raise ValueError(f"data.task: expected {task!r} (the task trained) or no setting, got {config.data.task!r}")
     config = resolve(config)
     data = build_data(config.data)
     greedy = dataclasses.replace(config.decode, strategy="greedy")
