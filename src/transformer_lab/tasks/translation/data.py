@@ -99,11 +99,7 @@ def read_pairs(config: TranslationDataConfig) -> tuple[list[tuple[str, str]], li
     if not config.train_files:
         if config.valid_files:
             raise ValueError("data.valid_files: expected only with data.train_files (--train), got it without")
-        source_language, target_language = languages
-        return (
-            load_multi30k("train", config.data_dir, source_language=source_language, target_language=target_language),
-            load_multi30k("val", config.data_dir, source_language=source_language, target_language=target_language),
-        )
+        return load_multi30k("train", config.data_dir, *languages), load_multi30k("val", config.data_dir, *languages)
     train_pairs = read_pair_files(config.train_files, *languages, config.file_format, name="--train").pairs
     if config.valid_files:
         return train_pairs, read_pair_files(config.valid_files, *languages, config.file_format, name="--valid").pairs
