@@ -89,6 +89,7 @@ SEQ2SEQ_TASK: Seq2SeqTask[Vocabulary, CoupletConfig] = Seq2SeqTask(
     vocabulary_sizes=lambda vocabulary: (len(vocabulary), len(vocabulary)),
     metadata_keys=METADATA_KEYS,
     card={"hub_task": "text2text-generation", "dataset": "couplet", "languages": ["zh"]},
+    metric_names=("val_bleu", "val_level_tone_ending"),
 )
 
 
@@ -122,16 +123,7 @@ def train(
         }
 
     evaluate_fn = evaluate if data.validation_pairs else None
-    return seq2seq.train(
-        SEQ2SEQ_TASK,
-        config,
-        data,
-        out_dir,
-        evaluate_fn,
-        metric_names=("val_bleu", "val_level_tone_ending"),
-        resume=resume,
-        init_from=init_from,
-    )
+    return seq2seq.train(SEQ2SEQ_TASK, config, data, out_dir, evaluate_fn, resume=resume, init_from=init_from)
 
 
 def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, Vocabulary, CoupletConfig]:

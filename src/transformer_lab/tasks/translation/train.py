@@ -96,18 +96,16 @@ def base_config() -> TranslationConfig:
             max_len=256,
             tie_embeddings="all",
         ),
-        train=TrainConfig(
+        # The shared recipe's smoothing, precision and best/ rule, at the paper's rate and length.
+        train=dataclasses.replace(
+            TrainConfig(**seq2seq.SEQ2SEQ_TRAIN_PRESET),
             lr_factor=1.0,
             warmup_steps=4000,
-            label_smoothing=0.1,
             grad_accum_steps=6,
             epochs=0,
             max_steps=100_000,
-            precision="auto",
             eval_every_steps=5000,
             keep_last=5,  # the last five checkpoints, for averaging (transformer-lab average)
-            best_metric="val_bleu",
-            best_mode="max",
             log_every_steps=100,
         ),
         decode=DecodeConfig(
@@ -151,6 +149,7 @@ SEQ2SEQ_TASK: Seq2SeqTask[TokenizerPair, TranslationConfig] = Seq2SeqTask(
     vocabulary_sizes=lambda pair: (pair.source.vocab_size, pair.target.vocab_size),
     # The preset's Multi30k; its languages come from the config (data.source_language, ...).
     card={"hub_task": "translation", "dataset": "multi30k"},
+    metric_names=("val_bleu", "val_bleu_lowercased", "val_chrf", "val_loss"),
 )
 
 
@@ -187,16 +186,7 @@ def train(
             "val_loss": validation_loss(evaluated_model, validation_ids, config.data.max_tokens),
         }
 
-    return seq2seq.train(
-        SEQ2SEQ_TASK,
-        config,
-        data,
-        out_dir,
-        evaluate,
-        metric_names=("val_bleu", "val_bleu_lowercased", "val_chrf", "val_loss"),
-        resume=resume,
-        init_from=init_from,
-    )
+    return seq2seq.train(SEQ2SEQ_TASK, config, data, out_dir, evaluate, resume=resume, init_from=init_from)
 
 
 def load_translator(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, TokenizerPair, TranslationConfig]:
