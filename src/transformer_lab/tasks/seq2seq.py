@@ -156,7 +156,7 @@ def train(
     config: ConfigType,
     data: Seq2SeqData[VocabularyType],
     out_dir: str | os.PathLike[str],
-    evaluate: Callable[[torch.nn.Module], dict[str, float]] | None,
+    evaluate: Callable[[Seq2SeqTransformer], dict[str, float]] | None,
     *,
     resume: bool = False,
     init_from: str | os.PathLike[str] | None = None,

@@ -6,8 +6,6 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-import torch
-
 from transformer_lab.data import EOS_ID, PAD_ID
 from transformer_lab.data._checks import SEED_RANGE, check_int_in_range
 from transformer_lab.data.synthetic import SyntheticData, SyntheticPair, SyntheticTask, batches_of
@@ -154,9 +152,7 @@ def train(
     greedy = dataclasses.replace(config.decode, strategy="greedy")
     model_config, data_config = config.model, config.data
 
-    def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
-        # The trainer hands back the model it was given (unwrapped from DDP).
-        assert isinstance(evaluated_model, Seq2SeqTransformer), type(evaluated_model)
+    def evaluate(evaluated_model: Seq2SeqTransformer) -> dict[str, float]:
         # Batches of up to 256 of the longest pairs (with bos/eos), as many as decoding takes.
         val_loss = validation_loss(evaluated_model, data.validation, 256 * (data_config.max_length + 2))
         return {"val_loss": val_loss, "val_exact_match": exact_match(evaluated_model, data.validation, greedy)}

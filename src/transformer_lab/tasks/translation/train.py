@@ -8,8 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
 from transformer_lab.data import TokenizerPair, collated_lengths
 from transformer_lab.data.tokenizer_pair import JOINT_TOKENIZER_FILE, SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE
 from transformer_lab.decoding import DecodeConfig
@@ -175,9 +173,7 @@ def train(
     lengths = collated_lengths(validation_ids)
     check_fits_positional_table(lengths, data.validation_pairs, config.model.max_len, "validation data")
 
-    def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
-        # The trainer hands back the model it was given (unwrapped from DDP).
-        assert isinstance(evaluated_model, Seq2SeqTransformer), type(evaluated_model)
+    def evaluate(evaluated_model: Seq2SeqTransformer) -> dict[str, float]:
         report = evaluate_bleu(evaluated_model, data.vocabulary, data.validation_pairs, greedy, bleu_tokenize)
         return {
             "val_bleu": report.cased.score,
