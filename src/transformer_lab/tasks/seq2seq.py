@@ -167,9 +167,7 @@ def train(
     loads a checkpoint's weights first (a fine-tune, see ``training.finetune``). A pair longer
     than the positional table is refused before the first step.
     """
-    model_config = config.model
-    data_config = config.data
-    train_config = config.train
+    model_config, data_config, train_config = config.model, config.data, config.train
     decode_precision = getattr(getattr(config, "decode", None), "precision", None)
     if evaluate is not None and decode_precision == "int8" and torch.device(train_config.device).type != "cpu":
         # Validation decodes where training runs, and int8 decoding has only CPU kernels: say so before the first step.

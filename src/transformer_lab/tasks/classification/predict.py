@@ -136,8 +136,6 @@ def predict_each(
     read and the prediction says ``truncated``). Nothing is cut silently. ``precision``:
     see :func:`predict_probabilities`; ``truncate_name``: see :func:`text_problem`.
     """
-    if isinstance(texts, str):
-        raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
     if len(class_names) != model.num_classes:
         raise ValueError(f"class_names must name the model's {model.num_classes} classes, got {list(class_names)!r}")
     texts = check_texts(texts)  # whole, so that a lone surrogate is named by its index in ``texts``

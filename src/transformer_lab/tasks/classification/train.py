@@ -202,10 +202,7 @@ def train(
 def load_classifier(
     checkpoint: str | os.PathLike[str],
 ) -> tuple[TransformerClassifier, SubwordTokenizer, ClassificationConfig]:
-    """Rebuild the model (in eval mode), tokenizer and config of a classification checkpoint.
-
-    ``checkpoint`` is a checkpoint folder or a run folder (its ``best/`` is used).
-    """
+    """Rebuild the model (in eval mode), tokenizer and config of a checkpoint folder (or a run folder's best/)."""
     return load_checkpoint_parts(
         checkpoint,
         TASK_NAME,

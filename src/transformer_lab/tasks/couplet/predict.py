@@ -78,12 +78,11 @@ def generate(
     """
     if num_candidates < 1:
         raise ValueError(f"num_candidates must be >= 1, got {num_candidates}")
-    if num_candidates > 1:
-        if decode_config.strategy != "beam" or decode_config.beam_size < num_candidates:
-            raise ValueError(
-                f"num_candidates={num_candidates} needs beam search with at least as many beams, got "
-                f"strategy {decode_config.strategy!r} with beam_size {decode_config.beam_size}"
-            )
+    if num_candidates > 1 and (decode_config.strategy != "beam" or decode_config.beam_size < num_candidates):
+        raise ValueError(
+            f"num_candidates={num_candidates} needs beam search with at least as many beams, got "
+            f"strategy {decode_config.strategy!r} with beam_size {decode_config.beam_size}"
+        )
     # Re-ranking looks at every beam's hypothesis, then keeps num_candidates of them; greedy
     # search has one candidate, which no re-ranking can change.
     reranks = constraint_config.reranks and decode_config.strategy == "beam"

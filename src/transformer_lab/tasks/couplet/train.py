@@ -22,8 +22,6 @@ from transformer_lab.training import TrainConfig
 
 TASK_NAME = "couplet"
 VOCABULARY_FILE = "vocabulary.txt"
-# The data report a checkpoint records beside its config (what was read and skipped).
-METADATA_KEYS = ("data_report",)
 
 
 def _default_model() -> ModelConfig:
@@ -85,7 +83,7 @@ SEQ2SEQ_TASK: Seq2SeqTask[Vocabulary, CoupletConfig] = Seq2SeqTask(
         settings=("min_frequency",),  # which training characters it holds
     ),
     vocabulary_sizes=lambda vocabulary: (len(vocabulary), len(vocabulary)),
-    metadata_keys=METADATA_KEYS,
+    metadata_keys=("data_report",),  # what was read and skipped, recorded beside the config
     card={"hub_task": "text2text-generation", "dataset": "couplet", "languages": ["zh"]},
     metric_names=("val_bleu", "val_level_tone_ending"),
 )
