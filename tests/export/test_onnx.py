@@ -242,7 +242,7 @@ def test_classifier_layouts_export_exactly(tmp_path: Path, options: dict) -> Non
     model = TransformerClassifier(
         40, 3, d_model=16, nhead=2, num_layers=2, dim_feedforward=32, dropout=0.0, max_len=20, **options
     ).eval()
-    out_dir = export_classifier(model, tmp_path / "onnx", class_names=["a", "b", "c"])
+    out_dir = export_classifier(model, tmp_path / "onnx", class_names=["a", "b", "c"], task="classification")
     token_ids = padded([[5, 9, 12, 30, 4], [7, 8], [39, 4, 4]])  # [3, 5]
     theirs, ours = load_classifier(out_dir).logits(token_ids.numpy()), our_logits(model, token_ids)
     np.testing.assert_allclose(theirs, ours, atol=1e-4)
@@ -260,18 +260,18 @@ def test_other_tasks_are_refused_naming_the_task(reverse: dict, tmp_path: Path) 
 def test_bad_arguments_are_refused_saying_what_was_expected(reverse: dict, tmp_path: Path) -> None:
     (tmp_path / "taken").mkdir()
     with pytest.raises(ValueError, match="out_dir: expected a new folder"):
-        export_seq2seq(reverse["model"], tmp_path / "taken")
+        export_seq2seq(reverse["model"], tmp_path / "taken", task="translation")
     classifier = TransformerClassifier(20, 2, d_model=16, nhead=2, num_layers=1, dim_feedforward=32)
     with pytest.raises(ValueError, match="model: expected a Seq2SeqTransformer, got TransformerClassifier"):
-        export_seq2seq(classifier, tmp_path / "wrong-model")  # type: ignore[arg-type]
+        export_seq2seq(classifier, tmp_path / "wrong-model", task="translation")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="class_names: expected 2 names .* got 3"):
-        export_classifier(classifier, tmp_path / "wrong-names", class_names=["a", "b", "c"])
+        export_classifier(classifier, tmp_path / "wrong-names", class_names=["a", "b", "c"], task="classification")
     with pytest.raises(
         ValueError, match="vocabulary_files: expected plain file names other than .* got 'encoder.onnx'"
     ):
-        export_seq2seq(reverse["model"], tmp_path / "clash", vocabulary_files={"encoder.onnx": "x"})
+        export_seq2seq(reverse["model"], tmp_path / "clash", vocabulary_files={"encoder.onnx": "x"}, task="translation")
     assert not any((tmp_path / name).exists() for name in ("wrong-model", "wrong-names", "clash"))
-    export_classifier(classifier, tmp_path / "classifier")
+    export_classifier(classifier, tmp_path / "classifier", task="classification")
     with pytest.raises(
         ValueError,
         match=r"expected an ONNX export of an encoder-decoder \(graphs encoder, decoder\), got format 'onnx', "

@@ -7,13 +7,22 @@ penalty, a stop rule, a precision) through here, so that one setting means the s
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
 from transformer_lab.decoding.config import MAX_BEAM_SIZE, DecodeConfig
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.setting_error import SettingError
+
+
+class SearchKeywords(TypedDict, total=False):
+    """The search keywords of the sequence-to-sequence predictors; None (or absent) keeps the checkpoint's."""
+
+    beam: int | None
+    precision: str | None
+    length_penalty: float | None
+    beam_stop: str | None
 
 
 def resolved_search(

@@ -156,7 +156,8 @@ def export_seq2seq(
     model: Seq2SeqTransformer,
     out_dir: str | os.PathLike[str],
     vocabulary_files: Mapping[str, str] | None = None,
-    task: str = "translation",
+    *,
+    task: str,
 ) -> Path:
     """Write ``encoder.onnx``, ``decoder.onnx``, ``config.json`` and ``vocabulary_files`` (name -> text) to ``out_dir``.
 
@@ -183,7 +184,8 @@ def export_classifier(
     out_dir: str | os.PathLike[str],
     vocabulary_files: Mapping[str, str] | None = None,
     class_names: Sequence[str] | None = None,
-    task: str = "classification",
+    *,
+    task: str,
 ) -> Path:
     """Write ``classifier.onnx``, ``config.json`` and ``vocabulary_files`` to the new folder ``out_dir``.
 

@@ -17,7 +17,12 @@ from torch import nn
 from transformer_lab.atomic_files import check_file_to_write, check_not_an_input
 from transformer_lab.decoding import DecodeConfig, decoding_model
 from transformer_lab.decoding.beam import BEAM_STOPS
-from transformer_lab.decoding.search_settings import check_no_beam_settings, resolved_search, search_name
+from transformer_lab.decoding.search_settings import (
+    SearchKeywords,
+    check_no_beam_settings,
+    resolved_search,
+    search_name,
+)
 from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import INFERENCE_PRECISIONS
 
@@ -71,7 +76,7 @@ DECODE_PRECISION = TaskOption(
 DECODE_OPTIONS = (BEAM, DECODE_PRECISION, LENGTH_PENALTY, BEAM_STOP)
 
 
-def search_keywords(options: Mapping[str, Any]) -> dict[str, Any]:
+def search_keywords(options: Mapping[str, Any]) -> SearchKeywords:
     """The search options among ``options`` (flag -> value, ``DECODE_OPTIONS``) as the predictors' keywords.
 
     An option not given is None: the checkpoint's setting.

@@ -61,7 +61,8 @@ class Seq2SeqTask(Generic[VocabularyType, ConfigType]):
     """What a sequence-to-sequence task plugs into the machinery.
 
     ``vocabulary_sizes``: the ids of each side, source then target; ``metadata_keys``: its
-    entries of ``config.json`` beside the config; ``card``: ``training.model_card.CARD_HINTS_KEY``'s.
+    entries of ``config.json`` beside the config; ``card``: ``training.model_card.CARD_HINTS_KEY``'s;
+    ``metric_names``: the validation scores its ``evaluate`` returns, as a run logs them.
     """
 
     name: str
@@ -70,6 +71,7 @@ class Seq2SeqTask(Generic[VocabularyType, ConfigType]):
     vocabulary_sizes: Callable[[VocabularyType], tuple[int, int]]
     metadata_keys: tuple[str, ...] = ()
     card: Mapping[str, Any] = field(default_factory=dict)
+    metric_names: tuple[str, ...] = ()
 
 
 @dataclass
@@ -156,9 +158,8 @@ def train(
     config: ConfigType,
     data: Seq2SeqData[VocabularyType],
     out_dir: str | os.PathLike[str],
-    evaluate: Callable[[torch.nn.Module], dict[str, float]] | None,
+    evaluate: Callable[[Seq2SeqTransformer], dict[str, float]] | None,
     *,
-    metric_names: tuple[str, ...] = (),
     resume: bool = False,
     init_from: str | os.PathLike[str] | None = None,
 ) -> TrainResult[VocabularyType, ConfigType]:
@@ -168,9 +169,7 @@ def train(
     loads a checkpoint's weights first (a fine-tune, see ``training.finetune``). A pair longer
     than the positional table is refused before the first step.
     """
-    model_config = config.model
-    data_config = config.data
-    train_config = config.train
+    model_config, data_config, train_config = config.model, config.data, config.train
     decode_precision = getattr(getattr(config, "decode", None), "precision", None)
     if evaluate is not None and decode_precision == "int8" and torch.device(train_config.device).type != "cpu":
         # Validation decodes where training runs, and int8 decoding has only CPU kernels: say so before the first step.
@@ -214,7 +213,7 @@ def train(
         train_batches=epoch_batches,
         evaluate_fn=evaluate,
         count_tokens=lambda batch: batch.num_target_tokens,
-        metric_names=metric_names,
+        metric_names=task.metric_names,
         data_counts={"training pairs": len(data.train_store), "validation pairs": len(data.validation_pairs)},
         metadata={"data_report": data.report} if data.report else {},
         extra_files=task.vocabulary.files(data.vocabulary),

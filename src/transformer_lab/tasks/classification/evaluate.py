@@ -60,14 +60,10 @@ def evaluate_classifier(
     of every article.
     """
     results = predict_each(model, tokenizer, class_names, [article.text for article in articles], precision=precision)
+    where = "article of line" if source is None else f"{source}: line"
     for article, result in zip(articles, results):
         if isinstance(result, str):
-            where = (
-                f"{source}: line {article.line_number}"
-                if source is not None
-                else f"article of line {article.line_number}"
-            )
-            raise ValueError(f"{where}: {result}")
+            raise ValueError(f"{where} {article.line_number}: {result}")
     predictions: list[Prediction] = results  # type: ignore[assignment]
     report = classification_report(
         [prediction.label for prediction in predictions], [article.label for article in articles], class_names

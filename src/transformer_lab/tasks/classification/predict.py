@@ -88,27 +88,20 @@ def predict_probabilities(
     Shape:
         returns ``[N, C]`` float32, each row summing to 1.
     """
-    with eval_mode(model):
-        return _probabilities(model, token_ids, max_tokens, precision)
-
-
-def _probabilities(
-    model: TransformerClassifier, token_ids: Sequence[Sequence[int]], max_tokens: int, precision: str
-) -> Tensor:
-    """`predict_probabilities`, ``model`` already in eval mode."""
     device = next(model.parameters()).device
     lengths = [len(ids) for ids in token_ids]
     budget = max(max_tokens, max(lengths))
     probabilities = torch.empty(len(token_ids), model.num_classes)
     resolved = resolve_precision(precision, device, log_level=logging.DEBUG)
-    if resolved == "bf16" and not torch.is_autocast_enabled(device.type):
-        model = as_bf16(model)
-        resolved = "fp32"  # the copy's own dtype is the precision: no autocast on top
-    with autocast(resolved, device):
-        for batch in token_budget_batches(lengths, budget, shuffle=False):
-            collated = collate_classification([(token_ids[index], 0) for index in batch], PAD_ID)
-            logits = model(collated.token_ids.to(device))  # [B, C]
-            probabilities[batch] = logits.float().softmax(dim=-1).cpu()
+    with eval_mode(model):
+        if resolved == "bf16" and not torch.is_autocast_enabled(device.type):
+            model = as_bf16(model)
+            resolved = "fp32"  # the copy's own dtype is the precision: no autocast on top
+        with autocast(resolved, device):
+            for batch in token_budget_batches(lengths, budget, shuffle=False):
+                collated = collate_classification([(token_ids[index], 0) for index in batch], PAD_ID)
+                logits = model(collated.token_ids.to(device))  # [B, C]
+                probabilities[batch] = logits.float().softmax(dim=-1).cpu()
     return probabilities
 
 
@@ -143,8 +136,6 @@ def predict_each(
     read and the prediction says ``truncated``). Nothing is cut silently. ``precision``:
     see :func:`predict_probabilities`; ``truncate_name``: see :func:`text_problem`.
     """
-    if isinstance(texts, str):
-        raise ValueError(f"texts must be a sequence of str, got a single str {texts[:40]!r}")
     if len(class_names) != model.num_classes:
         raise ValueError(f"class_names must name the model's {model.num_classes} classes, got {list(class_names)!r}")
     texts = check_texts(texts)  # whole, so that a lone surrogate is named by its index in ``texts``

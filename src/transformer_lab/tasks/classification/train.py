@@ -10,7 +10,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from transformer_lab.data import (
     AG_NEWS_CLASSES,
@@ -168,9 +167,7 @@ def train(
     validation_ids = data.tokenizer.encode_batch([article.text for article in data.validation_articles])
     validation_labels = torch.tensor([article.label for article in data.validation_articles])
 
-    def evaluate(evaluated_model: nn.Module) -> dict[str, float]:
-        # The trainer hands back the model it was given (unwrapped from DDP).
-        assert isinstance(evaluated_model, TransformerClassifier), type(evaluated_model)
+    def evaluate(evaluated_model: TransformerClassifier) -> dict[str, float]:
         probabilities = predict_probabilities(evaluated_model, validation_ids)  # [N, C]
         log_probabilities = probabilities.clamp_min(1e-12).log()
         return {
@@ -206,10 +203,7 @@ def train(
 def load_classifier(
     checkpoint: str | os.PathLike[str],
 ) -> tuple[TransformerClassifier, SubwordTokenizer, ClassificationConfig]:
-    """Rebuild the model (in eval mode), tokenizer and config of a classification checkpoint.
-
-    ``checkpoint`` is a checkpoint folder or a run folder (its ``best/`` is used).
-    """
+    """Rebuild the model (in eval mode), tokenizer and config of a checkpoint folder (or a run folder's best/)."""
     return load_checkpoint_parts(
         checkpoint,
         TASK_NAME,

@@ -217,13 +217,7 @@ def load_validation_pairs(config: CoupletDataConfig, data_dir: str | None = None
 def _training_source(config: CoupletDataConfig, data_dir: str | None) -> CoupletFiles:
     """Where the training couplets are read from: the user's ``train_files``, else the ``train_split`` folder."""
     if config.train_files:
-        return CoupletFiles.of_files(
-            config.train_files,
-            config.file_format,
-            skip_invalid=config.skip_invalid,
-            max_length=config.max_length,
-            name="--train",
-        )
+        return _user_files(config, config.train_files, "--train")
     if config.valid_files:
         raise ValueError("data.valid_files: expected only with data.train_files (--train), got it without")
     return _split_files(config, config.train_split, data_dir)
@@ -237,14 +231,13 @@ def _split_files(config: CoupletDataConfig, split: str, data_dir: str | None) ->
 
 def _validation_source(config: CoupletDataConfig) -> CoupletFiles | None:
     """The user's validation couplets (None: validation is carved from training)."""
-    if not config.valid_files:
-        return None
+    return _user_files(config, config.valid_files, "--valid") if config.valid_files else None
+
+
+def _user_files(config: CoupletDataConfig, files: tuple[str, ...], name: str) -> CoupletFiles:
+    """The user's couplet ``files`` (named ``name`` in errors), read in the config's format with its filters."""
     return CoupletFiles.of_files(
-        config.valid_files,
-        config.file_format,
-        skip_invalid=config.skip_invalid,
-        max_length=config.max_length,
-        name="--valid",
+        files, config.file_format, skip_invalid=config.skip_invalid, max_length=config.max_length, name=name
     )
 
 

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence, overload
+from typing import TYPE_CHECKING, Any, Sequence, overload
 
 import torch
 
@@ -33,7 +33,7 @@ from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.config import MAX_BEAM_SIZE
 from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig, build_constraints, check_penalty
 from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor, Written
-from transformer_lab.decoding.search_settings import check_candidate_count, with_beam
+from transformer_lab.decoding.search_settings import SearchKeywords, check_candidate_count, with_beam
 from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
 from transformer_lab.evaluation.couplet_antithesis import rerank_by_antithesis
 from transformer_lab.models import Seq2SeqTransformer
@@ -42,6 +42,9 @@ from transformer_lab.setting_error import SettingError
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import BEAM, DECODE_OPTIONS, TaskOption, search_keywords
 from transformer_lab.tasks.task import Endpoint, Serving
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's from Python 3.11
 
 
 @dataclass(frozen=True)
@@ -75,12 +78,11 @@ def generate(
     """
     if num_candidates < 1:
         raise ValueError(f"num_candidates must be >= 1, got {num_candidates}")
-    if num_candidates > 1:
-        if decode_config.strategy != "beam" or decode_config.beam_size < num_candidates:
-            raise ValueError(
-                f"num_candidates={num_candidates} needs beam search with at least as many beams, got "
-                f"strategy {decode_config.strategy!r} with beam_size {decode_config.beam_size}"
-            )
+    if num_candidates > 1 and (decode_config.strategy != "beam" or decode_config.beam_size < num_candidates):
+        raise ValueError(
+            f"num_candidates={num_candidates} needs beam search with at least as many beams, got "
+            f"strategy {decode_config.strategy!r} with beam_size {decode_config.beam_size}"
+        )
     # Re-ranking looks at every beam's hypothesis, then keeps num_candidates of them; greedy
     # search has one candidate, which no re-ranking can change.
     reranks = constraint_config.reranks and decode_config.strategy == "beam"
@@ -204,12 +206,9 @@ class CoupletWriter(Seq2SeqPredictor):
         self,
         uppers: str,
         *,
-        beam: int | None = ...,
         num_candidates: int = ...,
-        precision: str | None = ...,
-        length_penalty: float | None = ...,
-        beam_stop: str | None = ...,
         constraints: CoupletConstraintConfig | None = ...,
+        **search: Unpack[SearchKeywords],
     ) -> CoupletResult: ...
 
     @overload
@@ -217,12 +216,9 @@ class CoupletWriter(Seq2SeqPredictor):
         self,
         uppers: Sequence[str],
         *,
-        beam: int | None = ...,
         num_candidates: int = ...,
-        precision: str | None = ...,
-        length_penalty: float | None = ...,
-        beam_stop: str | None = ...,
         constraints: CoupletConstraintConfig | None = ...,
+        **search: Unpack[SearchKeywords],
     ) -> list[CoupletResult]: ...
 
     def write(

@@ -7,8 +7,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
 from transformer_lab.data import Vocabulary, chinese
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
@@ -24,8 +22,6 @@ from transformer_lab.training import TrainConfig
 
 TASK_NAME = "couplet"
 VOCABULARY_FILE = "vocabulary.txt"
-# The data report a checkpoint records beside its config (what was read and skipped).
-METADATA_KEYS = ("data_report",)
 
 
 def _default_model() -> ModelConfig:
@@ -87,8 +83,9 @@ SEQ2SEQ_TASK: Seq2SeqTask[Vocabulary, CoupletConfig] = Seq2SeqTask(
         settings=("min_frequency",),  # which training characters it holds
     ),
     vocabulary_sizes=lambda vocabulary: (len(vocabulary), len(vocabulary)),
-    metadata_keys=METADATA_KEYS,
+    metadata_keys=("data_report",),  # what was read and skipped, recorded beside the config
     card={"hub_task": "text2text-generation", "dataset": "couplet", "languages": ["zh"]},
+    metric_names=("val_bleu", "val_level_tone_ending"),
 )
 
 
@@ -109,9 +106,7 @@ def train(
     config = seq2seq.with_vocabulary(config, len(data.vocabulary))
     greedy = dataclasses.replace(config.decode, strategy="greedy", num_return=1)
 
-    def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
-        # The trainer hands back the model it was given (unwrapped from DDP).
-        assert isinstance(evaluated_model, Seq2SeqTransformer), type(evaluated_model)
+    def evaluate(evaluated_model: Seq2SeqTransformer) -> dict[str, float]:
         # Only what is logged: the full report's antithesis rules (jieba over every line)
         # would cost seconds an epoch for figures nobody reads here.
         hypotheses = answer_pairs(evaluated_model, data.vocabulary, data.validation_pairs, greedy, config.constraints)
@@ -122,16 +117,7 @@ def train(
         }
 
     evaluate_fn = evaluate if data.validation_pairs else None
-    return seq2seq.train(
-        SEQ2SEQ_TASK,
-        config,
-        data,
-        out_dir,
-        evaluate_fn,
-        metric_names=("val_bleu", "val_level_tone_ending"),
-        resume=resume,
-        init_from=init_from,
-    )
+    return seq2seq.train(SEQ2SEQ_TASK, config, data, out_dir, evaluate_fn, resume=resume, init_from=init_from)
 
 
 def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, Vocabulary, CoupletConfig]:

@@ -12,7 +12,7 @@ TASKS = tuple(
     Task(
         name=name,
         presets={"default": functools.partial(train.default_config, name)},
-        train=functools.partial(train.train_named, name),
+        train=functools.partial(train.train, task=name),
         load=train.load,
         checkpoint_task=train.TASK_NAME,
         reads_data=False,

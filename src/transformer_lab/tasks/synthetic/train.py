@@ -6,8 +6,6 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-import torch
-
 from transformer_lab.data import EOS_ID, PAD_ID
 from transformer_lab.data._checks import SEED_RANGE, check_int_in_range
 from transformer_lab.data.synthetic import SyntheticData, SyntheticPair, SyntheticTask, batches_of
@@ -134,40 +132,27 @@ def exact_match(model: Seq2SeqTransformer, pairs: list[SyntheticPair], decode_co
 TrainResult = RunResult[Seq2SeqTransformer, None, SyntheticConfig, SyntheticData]
 
 
-def train_named(
-    task: str,
-    config: SyntheticConfig,
-    out_dir: str | os.PathLike[str],
-    *,
-    resume: bool = False,
-    init_from: str | os.PathLike[str] | None = None,
-) -> TrainResult:
-    """:func:`train` for the task called ``task``: a config whose ``data.task`` names another is refused.
-
-    The task comes from the command (``train copy``); a ``data.task`` from --set or --config
-    would otherwise train another task under its name.
-    """
-    if config.data.task != task:
-        raise ValueError(f"data.task: expected {task!r} (the task trained) or no setting, got {config.data.task!r}")
-    return train(config, out_dir, resume=resume, init_from=init_from)
-
-
 def train(
     config: SyntheticConfig,
     out_dir: str | os.PathLike[str],
     *,
     resume: bool = False,
     init_from: str | os.PathLike[str] | None = None,
+    task: str | None = None,
 ) -> TrainResult:
-    """Train on the synthetic task; checkpoints and ``metrics.jsonl`` go to ``out_dir``."""
+    """Train on the synthetic task; checkpoints and ``metrics.jsonl`` go to ``out_dir``.
+
+    ``task`` names the task the command trains (``train copy``): a ``data.task`` from --set or
+    --config that names another is refused, as it would train another task under its name.
+    """
+    if task is not None and config.data.task != task:
+        raise ValueError(f"data.task: expected {task!r} (the task trained) or no setting, got {config.data.task!r}")
     config = resolve(config)
     data = build_data(config.data)
     greedy = dataclasses.replace(config.decode, strategy="greedy")
     model_config, data_config = config.model, config.data
 
-    def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
-        # The trainer hands back the model it was given (unwrapped from DDP).
-        assert isinstance(evaluated_model, Seq2SeqTransformer), type(evaluated_model)
+    def evaluate(evaluated_model: Seq2SeqTransformer) -> dict[str, float]:
         # Batches of up to 256 of the longest pairs (with bos/eos), as many as decoding takes.
         val_loss = validation_loss(evaluated_model, data.validation, 256 * (data_config.max_length + 2))
         return {"val_loss": val_loss, "val_exact_match": exact_match(evaluated_model, data.validation, greedy)}

@@ -94,30 +94,23 @@ def _first(pairs: list[tuple[str, str]], count: int) -> list[tuple[str, str]]:
 
 
 def read_pairs(config: TranslationDataConfig) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(training pairs, validation pairs): the user's files when ``train_files`` is set, else Multi30k's."""
+    """(training pairs, validation pairs): the user's files when ``train_files`` is set, else Multi30k's.
+
+    Without ``valid_files``, validation is ``min(num_carved_validation, len // 10)`` training pairs drawn
+    with the seed; both keep the file order.
+    """
     languages = (config.source_language, config.target_language)
     if not config.train_files:
         if config.valid_files:
             raise ValueError("data.valid_files: expected only with data.train_files (--train), got it without")
-        source_language, target_language = languages
-        return (
-            load_multi30k("train", config.data_dir, source_language=source_language, target_language=target_language),
-            load_multi30k("val", config.data_dir, source_language=source_language, target_language=target_language),
-        )
+        return load_multi30k("train", config.data_dir, *languages), load_multi30k("val", config.data_dir, *languages)
     train_pairs = read_pair_files(config.train_files, *languages, config.file_format, name="--train").pairs
     if config.valid_files:
         return train_pairs, read_pair_files(config.valid_files, *languages, config.file_format, name="--valid").pairs
-    return carve_validation(train_pairs, config.num_carved_validation, config.seed)
-
-
-def carve_validation(
-    pairs: list[tuple[str, str]], count: int, seed: int
-) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(training, validation): ``min(count, len // 10)`` pairs drawn with ``seed``, both in file order."""
-    chosen = carved_positions(len(pairs), count, seed)
+    chosen = carved_positions(len(train_pairs), config.num_carved_validation, config.seed)
     return (
-        [pair for index, pair in enumerate(pairs) if index not in chosen],
-        [pair for index, pair in enumerate(pairs) if index in chosen],
+        [pair for index, pair in enumerate(train_pairs) if index not in chosen],
+        [pair for index, pair in enumerate(train_pairs) if index in chosen],
     )
 
 
@@ -192,8 +185,7 @@ def build_data(
 ) -> TranslationData:
     """The run's data: a prepared folder, the user's files (prepared once into the cache), or Multi30k.
 
-    ``tokenizers`` (a resumed or fine-tuned run's) fix the ids; else the data config's
-    tokenizer file(s), else a BPE learned from the training pairs.
+    ``tokenizers``: as in `corpus_kind`.
     """
     given = TokenizerPair.of(tokenizers) if tokenizers is not None else None
     if config.prepared_dir and config.train_files:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence, overload
+from typing import TYPE_CHECKING, Any, Literal, Sequence, overload
 
 import torch
 
@@ -21,6 +21,7 @@ from transformer_lab.data.subword import token_labels
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.config import MAX_BEAM_SIZE as MAX_SEARCH_BEAMS
 from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor, Written
+from transformer_lab.decoding.search_settings import SearchKeywords
 from transformer_lab.decoding.sentences import translate_nbest, translate_sentences
 from transformer_lab.decoding.sources import Candidate, check_batch_size
 from transformer_lab.models import Seq2SeqTransformer
@@ -29,6 +30,9 @@ from transformer_lab.one_line import line_break_notes, one_line
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption, search_keywords
 from transformer_lab.tasks.task import Endpoint, Serving
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's from Python 3.11
 
 
 class Translator(Seq2SeqPredictor):
@@ -80,26 +84,12 @@ class Translator(Seq2SeqPredictor):
 
     @overload
     def candidates(  # type: ignore[overload-overlap]  # a str is a Sequence[str]; it matches first
-        self,
-        sentences: str,
-        *,
-        nbest: int = ...,
-        beam: int | None = ...,
-        precision: str | None = ...,
-        length_penalty: float | None = ...,
-        beam_stop: str | None = ...,
+        self, sentences: str, *, nbest: int = ..., **search: Unpack[SearchKeywords]
     ) -> list[Candidate]: ...
 
     @overload
     def candidates(
-        self,
-        sentences: Sequence[str],
-        *,
-        nbest: int = ...,
-        beam: int | None = ...,
-        precision: str | None = ...,
-        length_penalty: float | None = ...,
-        beam_stop: str | None = ...,
+        self, sentences: Sequence[str], *, nbest: int = ..., **search: Unpack[SearchKeywords]
     ) -> list[list[Candidate]]: ...
 
     def candidates(

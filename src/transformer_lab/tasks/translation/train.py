@@ -8,8 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
 from transformer_lab.data import TokenizerPair, collated_lengths
 from transformer_lab.data.tokenizer_pair import JOINT_TOKENIZER_FILE, SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE
 from transformer_lab.decoding import DecodeConfig
@@ -96,18 +94,16 @@ def base_config() -> TranslationConfig:
             max_len=256,
             tie_embeddings="all",
         ),
-        train=TrainConfig(
+        # The shared recipe's smoothing, precision and best/ rule, at the paper's rate and length.
+        train=dataclasses.replace(
+            TrainConfig(**seq2seq.SEQ2SEQ_TRAIN_PRESET),
             lr_factor=1.0,
             warmup_steps=4000,
-            label_smoothing=0.1,
             grad_accum_steps=6,
             epochs=0,
             max_steps=100_000,
-            precision="auto",
             eval_every_steps=5000,
             keep_last=5,  # the last five checkpoints, for averaging (transformer-lab average)
-            best_metric="val_bleu",
-            best_mode="max",
             log_every_steps=100,
             fit_schedule_to_run=True,
         ),
@@ -152,6 +148,7 @@ SEQ2SEQ_TASK: Seq2SeqTask[TokenizerPair, TranslationConfig] = Seq2SeqTask(
     vocabulary_sizes=lambda pair: (pair.source.vocab_size, pair.target.vocab_size),
     # The preset's Multi30k; its languages come from the config (data.source_language, ...).
     card={"hub_task": "translation", "dataset": "multi30k"},
+    metric_names=("val_bleu", "val_bleu_lowercased", "val_chrf", "val_loss"),
 )
 
 
@@ -177,9 +174,7 @@ def train(
     lengths = collated_lengths(validation_ids)
     check_fits_positional_table(lengths, data.validation_pairs, config.model.max_len, "validation data")
 
-    def evaluate(evaluated_model: torch.nn.Module) -> dict[str, float]:
-        # The trainer hands back the model it was given (unwrapped from DDP).
-        assert isinstance(evaluated_model, Seq2SeqTransformer), type(evaluated_model)
+    def evaluate(evaluated_model: Seq2SeqTransformer) -> dict[str, float]:
         report = evaluate_bleu(evaluated_model, data.vocabulary, data.validation_pairs, greedy, bleu_tokenize)
         return {
             "val_bleu": report.cased.score,
@@ -188,16 +183,7 @@ def train(
             "val_loss": validation_loss(evaluated_model, validation_ids, config.data.max_tokens),
         }
 
-    return seq2seq.train(
-        SEQ2SEQ_TASK,
-        config,
-        data,
-        out_dir,
-        evaluate,
-        metric_names=("val_bleu", "val_bleu_lowercased", "val_chrf", "val_loss"),
-        resume=resume,
-        init_from=init_from,
-    )
+    return seq2seq.train(SEQ2SEQ_TASK, config, data, out_dir, evaluate, resume=resume, init_from=init_from)
 
 
 def load_translator(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, TokenizerPair, TranslationConfig]:

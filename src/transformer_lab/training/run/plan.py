@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import torch
 from torch import Tensor, nn
@@ -72,7 +72,7 @@ class RunPlan(Generic[ModelType]):
     build_model: Callable[[], ModelType]
     loss_fn: Callable[[nn.Module, Any], Tensor]
     train_batches: Callable[[int], Iterable[Any]]
-    evaluate_fn: Callable[[nn.Module], dict[str, float]] | None
+    evaluate_fn: Callable[[ModelType], dict[str, float]] | None
     count_tokens: Callable[[Any], int]
     # The names of the metrics evaluate_fn returns, so that train.best_metric is checked before training.
     metric_names: tuple[str, ...] = ()
@@ -150,7 +150,9 @@ def _checked_evaluation(plan: RunPlan[Any]) -> Callable[[nn.Module], dict[str, f
     Without the early check a misspelt metric is refused at the first validation, after an
     epoch of training that no checkpoint keeps.
     """
-    evaluate, names = plan.evaluate_fn, plan.metric_names
+    # The Trainer hands back the model it was given (unwrapped from DDP): build_model's, of the plan's type.
+    evaluate = cast("Callable[[nn.Module], dict[str, float]] | None", plan.evaluate_fn)
+    names = plan.metric_names
     if evaluate is None or not names:
         return evaluate
     best = plan.config.train.best_metric
