@@ -28,6 +28,7 @@ READMES = [ROOT / "README.md", ROOT / "README.zh-CN.md"]
 # the file holds") or ("not run", "why")). The first matching row counts.
 OWN_DATA = "tests/tasks/test_translation_own_data.py"  # translation on the user's files
 CLASSIFY = "tests/cli/test_classify_command.py"
+LABELLED = "tests/tasks/test_labelled_classification.py"  # classification on the user's labelled files
 COVERAGE: list[tuple[str, tuple[str, ...]]] = [
     (r"make TORCH_INDEX=", ("not run", "installs torch from PyTorch's index; test_readme.py reads the recipe")),
     (r"make demo$", ("not run", "sets up .venv (downloads); transformer-lab demo itself is run below")),
@@ -55,6 +56,7 @@ COVERAGE: list[tuple[str, tuple[str, ...]]] = [
     (r"transformer-lab train couplet", ("run", "tests/tasks/test_couplet.py", '"train", "couplet"')),
     (r"transformer-lab couplet ", ("run", "tests/tasks/test_couplet.py", '"couplet", "--checkpoint"')),
     (r"transformer-lab evaluate couplet", ("run", "tests/tasks/test_couplet.py", '"evaluate"')),
+    (r"transformer-lab prepare classification", ("run", LABELLED, '"prepare", "classification"')),
     (r"transformer-lab train classification", ("run", CLASSIFY, '"classification"')),
     (r"transformer-lab classify", ("run", CLASSIFY, '"classify"')),
     (r"transformer-lab evaluate classification", ("run", CLASSIFY, '"evaluate"')),

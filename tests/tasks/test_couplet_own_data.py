@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from tests.tasks.couplet_fixture import TINY_OVERRIDES, made_up_couplets, set_arguments
+from tests.tasks.couplet_fixture import TINY, TINY_OVERRIDES, made_up_couplets, set_arguments
 from transformer_lab.cli import main
 from transformer_lab.data.couplet import read_couplet_files, split_validation
+from transformer_lab.data.prepared_couplets import open_prepared_couplets
 from transformer_lab.tasks.couplet import data as couplet_data
 from transformer_lab.tasks.couplet import train as couplet_train
 
@@ -99,6 +101,72 @@ def test_a_couplet_run_on_the_users_tsv_with_its_own_validation(tmp_path: Path) 
     assert (tuned / "last" / couplet_train.VOCABULARY_FILE).read_bytes() == (
         out / "best" / couplet_train.VOCABULARY_FILE
     ).read_bytes()
+
+
+def test_a_corpus_prepared_with_the_checkpoints_vocabulary_fine_tunes_and_another_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, folder, own = tmp_path / "run", tmp_path / "prepared", tmp_path / "own"
+    start = write_forms(tmp_path, made_up_couplets(60, seed=6))["tsv"][0]
+    assert (
+        main(["train", "couplet", "--train", str(start), "--out", str(run), *TINY, "--set", "train.max_steps=2"]) == 0
+    )
+    # Characters the checkpoint never saw: a vocabulary built from this file holds them, the checkpoint's does not.
+    pairs = made_up_couplets(40, seed=8) + [("日出东方", "夜落西山")] * 3
+    new = tmp_path / "new.tsv"
+    new.write_text("upper\tlower\n" + "".join(f"{u}\t{w}\n" for u, w in pairs), encoding="utf-8")
+    prepare = ["prepare", "couplet", "--train", str(new), "--set", "data.num_validation=10"]
+    assert main([*prepare, "--init-from", str(run), "--out", str(folder)]) == 0
+    vocabulary = couplet_train.SEQ2SEQ_TASK.vocabulary.read(run / "best")
+    prepared = open_prepared_couplets(folder)
+    assert prepared.vocabulary.tokens == vocabulary.tokens and "日" not in vocabulary.tokens
+    data = dataclasses.replace(couplet_train.default_config().data, train_files=(str(new),), num_validation=10)
+    whole = couplet_data.read_corpus(data, vocabulary)
+    assert whole.train_pairs is not None and len(prepared.store) == len(whole.train_pairs)
+    for index, (upper, lower) in enumerate(whole.train_pairs):
+        assert prepared.store.ids("source", index).tolist() == vocabulary.encode(list(upper))
+        assert prepared.store.ids("target", index).tolist() == vocabulary.encode(list(lower))
+    tune = [
+        "train",
+        "couplet",
+        "--init-from",
+        str(run),
+        "--set",
+        "train.max_steps=2",
+        "--set",
+        "train.progress_bar=false",
+    ]
+    assert main([*tune, "--prepared", str(folder), "--out", str(tmp_path / "tuned")]) == 0
+    vocabulary_file = couplet_train.VOCABULARY_FILE
+    assert (tmp_path / "tuned" / "last" / vocabulary_file).read_bytes() == (run / "best" / vocabulary_file).read_bytes()
+    assert main([*prepare, "--out", str(own)]) == 0
+    capsys.readouterr()
+    assert main([*tune, "--prepared", str(own), "--out", str(tmp_path / "refused")]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"transformer-lab train: error: --prepared {own}: expected a corpus prepared with the vocabulary of the "
+        f"checkpoint {run / 'best'} (prepare couplet --init-from {run / 'best'}), got one whose vocabulary was "
+        "built from its own data"
+    )
+    # A checkpoint of another task holds no vocabulary of this one.
+    assert (
+        main(
+            [
+                "prepare",
+                "classification",
+                "--train",
+                str(new),
+                "--init-from",
+                str(run),
+                "--out",
+                str(tmp_path / "other"),
+            ]
+        )
+        == 2
+    )
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"transformer-lab prepare: error: --init-from: expected a classification checkpoint, got "
+        f"{str(run / 'best')!r}, a checkpoint of the task 'couplet'"
+    )
 
 
 @pytest.mark.parametrize("command", ["train", "prepare"])

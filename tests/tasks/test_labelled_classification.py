@@ -8,6 +8,7 @@ text that is not ASCII.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import shutil
@@ -17,6 +18,7 @@ import pytest
 
 from transformer_lab.cli import main
 from transformer_lab.data import read_labelled_text
+from transformer_lab.data.prepared_labelled import open_prepared_labelled
 from transformer_lab.tasks.classification import data as classification_data
 from transformer_lab.tasks.classification import evaluate as classification_evaluate
 from transformer_lab.tasks.classification import train as classification_train
@@ -398,6 +400,49 @@ def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(
         == 2
     )
     assert f"{unseen}: line 17: field 'label':" in capsys.readouterr().err
+
+
+def test_a_corpus_prepared_with_the_checkpoints_tokenizer_fine_tunes_and_another_is_refused(
+    chinese_run: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out = chinese_run
+    # Two of the three classes: a corpus prepared on its own would learn a new BPE and number them 0 and 1.
+    subset = write_topic_csv(tmp_path / "two.csv", per_class=10, seed=5, labels=("财经", "体育"))
+    data_settings = ["--set", TINY[0], "--set", TINY[3]]
+    prepare = ["prepare", "classification", "--train", str(subset), *data_settings]
+    folder, own = tmp_path / "prepared", tmp_path / "own"
+    assert main([*prepare, "--init-from", str(out), "--out", str(folder)]) == 0
+    assert f"--prepared {folder} --init-from {out} --out RUN_FOLDER" in capsys.readouterr().out
+    tokenizer, class_names = classification_train.checkpoint_vocabulary(out / "best")
+    assert tokenizer is not None and class_names == CLASS_ORDER
+    prepared = open_prepared_labelled(folder)
+    assert prepared.tokenizer.to_json() == tokenizer.to_json() and prepared.class_names == CLASS_ORDER
+    # The checkpoint's data settings (its vocab_size 300, not the preset's 8000) read the new file.
+    data = dataclasses.replace(classification_train.load_classifier(out)[2].data, train_files=(str(subset),))
+    whole = classification_data.read_corpus(data, tokenizer, class_names)
+    assert whole.train_articles is not None and len(prepared.store) == len(whole.train_articles)
+    for index, article in enumerate(whole.train_articles):
+        assert prepared.store.ids("tokens", index).tolist() == tokenizer.encode(article.text)
+        assert int(prepared.store.labels[index]) == article.label  # type: ignore[index]
+    assert {article.label for article in whole.train_articles} == {CLASS_ORDER.index("财经"), CLASS_ORDER.index("体育")}
+    tune = ["train", "classification", "--init-from", str(out), "--set", "train.epochs=1", "--set", TINY[-1]]
+    assert main([*tune, "--prepared", str(folder), "--out", str(tmp_path / "tuned")]) == 0
+    config = json.loads((tmp_path / "tuned" / "last" / "config.json").read_text(encoding="utf-8"))
+    assert (config["class_names"], config["data"]["vocab_size"]) == (list(CLASS_ORDER), 300)
+    # A folder prepared with a tokenizer of its own: its ids mean other tokens to the checkpoint's model.
+    assert main([*prepare, "--out", str(own)]) == 0
+    capsys.readouterr()
+    assert main([*tune, "--prepared", str(own), "--out", str(tmp_path / "refused")]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"transformer-lab train: error: --prepared {own}: expected a corpus prepared with the tokenizer of the "
+        f"checkpoint {out / 'best'} (prepare classification --init-from {out / 'best'}), got one whose tokenizer "
+        "was built from its own data"
+    )
+    # A setting of the tokenizer kept is the checkpoint's, in preparing as in training.
+    vocab_size = ["--set", "data.vocab_size=500", "--out", str(tmp_path / "sized")]
+    assert main([*prepare, "--init-from", str(out), *vocab_size]) == 2
+    assert "--set data.vocab_size=500: expected the value of the checkpoint" in capsys.readouterr().err
+    assert not (tmp_path / "sized").exists()
 
 
 def test_the_python_classifier_gives_what_the_command_line_prints(

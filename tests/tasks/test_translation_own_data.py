@@ -620,16 +620,23 @@ def test_a_bpe_setting_beside_a_tokenizer_file_is_refused_not_recorded(
         assert not out.exists()
 
 
+@pytest.mark.parametrize("given", ["tokenizer_file", "init_from"])
 def test_a_fine_tune_trains_from_a_folder_prepared_with_the_checkpoints_tokenizer(
-    run: Path, corpus: dict[str, Path], tmp_path: Path
+    run: Path, corpus: dict[str, Path], tmp_path: Path, given: str
 ) -> None:
     # The folder recorded the preset's vocab_size (8000) beside the given tokenizer of 300 entries: the
     # fine-tune was refused, "data.vocab_size: expected the prepared corpus's own value (8000) or none, got 300".
     folder, tuned = tmp_path / "prepared", tmp_path / "tuned"
     languages = ["--source-language", "xde", "--target-language", "xen"]
-    tokenizer = ["--set", f"data.tokenizer_file={run / 'best' / 'tokenizer.json'}"]
+    tokenizer_file = ["--set", f"data.tokenizer_file={run / 'best' / 'tokenizer.json'}"]
+    tokenizer = tokenizer_file if given == "tokenizer_file" else ["--init-from", str(run)]
     prepare = ["prepare", "translation", "--train", str(corpus["domain_tsv"]), "--out", str(folder), "--no-progress"]
     assert main([*prepare, *languages, *tokenizer]) == 0
+    prepared = translation_data.corpus_kind(translation_train.default_config().data).open(folder)
+    assert (
+        prepared.tokenizers.source.to_json()
+        == translation_train.SEQ2SEQ_TASK.vocabulary.read(run / "best").source.to_json()
+    )
     settings = ["--set", "train.max_steps=1", "--set", "train.progress_bar=false", "--set", "data.max_tokens=512"]
     command = ["train", "translation", "--prepared", str(folder), "--out", str(tuned), *settings]
     assert main([*command, "--init-from", str(run)]) == 0

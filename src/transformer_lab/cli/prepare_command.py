@@ -7,7 +7,10 @@ data.tokenizer_file=...`` is used). Couplets and classification: the files, or w
 filters, its validation split) and the vocabulary or BPE is built. Either way the ids are
 written to memory-mapped arrays in DIR with the tokenizer or vocabulary, the validation
 rows and a manifest; ``transformer-lab train TASK --prepared DIR`` then starts in
-seconds, with memory that does not grow with the corpus. ``prepare TASK --verify DIR``
+seconds, with memory that does not grow with the corpus. ``--init-from CHECKPOINT`` makes
+the ids with that checkpoint's tokenizer or vocabulary (and a classifier's classes), as
+``train --init-from`` keeps them, so that ``train TASK --prepared DIR --init-from
+CHECKPOINT`` fine-tunes from the folder. ``prepare TASK --verify DIR``
 re-reads DIR and compares every file with the sha256 its manifest records, then refuses DIR
 when an input file changed since, as ``train --prepared`` does.
 """
@@ -25,11 +28,22 @@ from transformer_lab.cli.unused_settings import check_settings_used
 from transformer_lab.data.pair_files import check_validation_apart
 from transformer_lab.data.prepared_cache import CorpusKindError, NotAPreparedFolderError, verify_prepared
 from transformer_lab.tasks.registry import TASKS, task_named
+from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.config_io import parse_override
+from transformer_lab.training.finetune import check_checkpoint_task, with_checkpoint_vocabulary_settings
 from transformer_lab.training.run.run_folder import check_output_outside_saves
 
 # What --verify does not use (it checks a folder as it is): every option that says how to prepare one.
-_PREPARING_OPTIONS = ("train", "valid", "data_dir", "source_language", "target_language", "preset", "config")
+_PREPARING_OPTIONS = (
+    "train",
+    "valid",
+    "data_dir",
+    "source_language",
+    "target_language",
+    "preset",
+    "config",
+    "init_from",
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -79,6 +93,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--preset", default=None, help="the preset whose data settings to use: 'default' or 'base' (a 37k BPE)"
     )
+    parser.add_argument(
+        "--init-from",
+        type=path_of,
+        default=None,
+        metavar="CHECKPOINT",
+        help=(
+            "for a fine-tune: make the ids with this checkpoint's (or run folder's) tokenizer or vocabulary, "
+            "then train TASK --prepared DIR --init-from CHECKPOINT"
+        ),
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (for logs sent to files)")
     add_config_file_argument(parser)
     add_override_arguments(parser)
@@ -99,9 +123,16 @@ def run(arguments: argparse.Namespace) -> int:
     )
     check_validation_apart(getattr(config, "data", None))
     check_settings_used(getattr(config, "data", None), changed)
-    report = task.prepare(config.data, arguments.out, not arguments.no_progress)
+    checkpoint = None if arguments.init_from is None else resolve_checkpoint(arguments.init_from)
+    if checkpoint is not None:
+        check_checkpoint_task(checkpoint, task.checkpoint_task)
+        # The manifest records the settings the checkpoint's vocabulary was made with, as the fine-tune's config.json.
+        settings = task.vocabulary.settings if task.vocabulary is not None else ()
+        config = with_checkpoint_vocabulary_settings(config, checkpoint, settings, changed)
+    report = task.prepare(config.data, arguments.out, not arguments.no_progress, checkpoint)
     print(json.dumps({"prepared": str(arguments.out), **report}, ensure_ascii=False))
-    print(f"train with: transformer-lab train {task.name} --prepared {arguments.out} --out RUN_FOLDER")
+    init_from = "" if checkpoint is None else f" --init-from {arguments.init_from}"
+    print(f"train with: transformer-lab train {task.name} --prepared {arguments.out}{init_from} --out RUN_FOLDER")
     return 0
 
 
@@ -125,7 +156,7 @@ def _verify(task_name: str, arguments: argparse.Namespace) -> int:
         raise ValueError(f"--verify: {error}") from None
     try:
         # The checksums cover the files the manifest lists; a run opens what it needs, listed or not.
-        task.corpus(task.config(arguments.preset).data, False).open(Path(arguments.verify))
+        task.corpus(task.config(arguments.preset).data, False, None).open(Path(arguments.verify))
     except FileNotFoundError as error:
         raise ValueError(f"--verify {arguments.verify}: expected every file a run opens, got {error}") from None
     print(json.dumps({"verified": str(arguments.verify), **checked}))

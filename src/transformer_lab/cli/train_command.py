@@ -190,6 +190,8 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     config = with_prepared_settings(task.corpus_kind, config, changed)
     if model_source is not None:
         config = with_checkpoint_model(config, model_source, task.checkpoint_task, changed)
+        if init_from is not None:  # a fine-tune's ids must be its checkpoint's (prepare TASK --init-from)
+            task.check_prepared_vocabulary(config.data, init_from)
         # Its tokenizer is kept: config.json records the settings it was made with, not the preset's.
         settings = task.vocabulary.settings if task.vocabulary is not None else ()
         config = with_checkpoint_vocabulary_settings(config, model_source, settings, changed)

@@ -564,13 +564,25 @@ class CorpusIdentity:
             return f"its {self.what} was a checkpoint's"
         return None
 
+    def given_mismatch(self, manifest: dict[str, Any]) -> str | None:
+        """How a prepared corpus's ids were made with another vocabulary or tokenizer than the given one, or None.
+
+        None too when none is given: a corpus built from its data serves a run that builds none.
+        """
+        if self.given_sha256 is None or manifest[f"{self.what}_sha256"] == self.given_sha256:
+            return None
+        if manifest["description"].get(self.what) == "built":
+            return f"whose {self.what} was built from its own data"
+        return f"prepared with another {self.what}"
+
     def check_prepared(self, folder: Path, manifest: dict[str, Any]) -> None:
         """Refuse a prepared folder (``data.prepared_dir``) whose inputs changed or whose ids are another's."""
         check_inputs_unchanged(folder, manifest, "data.prepared_dir")
-        if self.given_sha256 is not None and manifest[f"{self.what}_sha256"] != self.given_sha256:
+        mismatch = self.given_mismatch(manifest)
+        if mismatch:
             raise ValueError(
-                f"data.prepared_dir: expected a corpus prepared with the checkpoint's {self.what}, got "
-                f"{folder}, whose {self.what} differs"
+                f"data.prepared_dir: expected a corpus prepared with the checkpoint's {self.what}, got {folder}, "
+                f"{mismatch}"
             )
 
 
@@ -644,10 +656,11 @@ class CorpusKind(Generic[Prepared]):
         A data setting that the corpus fixes is refused when the run's data config holds
         another value than its default (only the command line knows what was typed).
         """
+        # The ids first: a corpus of another vocabulary also records other settings, which say less.
+        self.identity.check_prepared(prepared.folder, prepared.manifest)
         if self.data_config is not None:
             fixed = fixed_settings_of(prepared.folder, prepared.manifest, self.fixed_settings)
             check_prepared_settings(prepared.folder, fixed, self.data_config, differs_from_default(self.data_config))
-        self.identity.check_prepared(prepared.folder, prepared.manifest)
         refused = self.refusal(prepared.manifest)
         if refused:
             raise ValueError(f"data.prepared_dir: {refused} in {prepared.folder}")

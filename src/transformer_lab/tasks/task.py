@@ -110,10 +110,12 @@ class Task:
     and ``closing(result, config)`` what follows its summary (:class:`Closing`);
     ``load(checkpoint)`` rebuilds (model in eval mode, vocabulary or None, config) from a
     checkpoint or run folder. ``reads_data``: the data options (``--data-dir``,
-    ``--train``, ``--valid``, ``--prepared``) apply. ``corpus(data config, progress)`` is the
-    task's prepared corpus of that data, which `prepare` writes (None: the task has no corpus
-    to prepare), of ``corpus_kind`` (the manifest's kind, ``data.prepared_*``; it must name it
-    with ``corpus``), which ``--prepared`` and ``prepare --verify`` expect.
+    ``--train``, ``--valid``, ``--prepared``) apply. ``corpus(data config, progress, checkpoint)``
+    is the task's prepared corpus of that data, which `prepare` writes (None: the task has no
+    corpus to prepare), its ids made with the vocabulary of ``checkpoint`` (a checkpoint
+    folder, ``--init-from``) or, for None, with one built from the data; of ``corpus_kind``
+    (the manifest's kind, ``data.prepared_*``; it must name it with ``corpus``), which
+    ``--prepared`` and ``prepare --verify`` expect.
     ``evaluate(checkpoint, split, options)`` scores a checkpoint and returns its report
     (``tasks/evaluation.py``; None: ``evaluate`` does not score this task);
     ``evaluation_split`` is its default split and ``evaluation_options`` the options of
@@ -134,7 +136,7 @@ class Task:
     load: Callable[[str | os.PathLike[str]], tuple[nn.Module, Any, Any]]
     checkpoint_task: str = ""
     reads_data: bool = True
-    corpus: Callable[[Any, bool], CorpusKind[Any]] | None = None
+    corpus: Callable[[Any, bool, Path | None], CorpusKind[Any]] | None = None
     corpus_kind: str | None = None
     evaluate: EvaluateFunction | None = None
     evaluation_split: str | None = None
@@ -179,12 +181,32 @@ class Task:
         """Whether the task's evaluation reads the option spelled ``flag`` (one of ``evaluation_options``)."""
         return any(option.flag == flag for option in self.evaluation_options)
 
-    def prepare(self, data: Any, out_dir: Path, progress: bool) -> dict[str, Any]:
-        """``transformer-lab prepare``: the corpus of ``data`` (a data config) written into ``out_dir``; its report."""
+    def prepare(self, data: Any, out_dir: Path, progress: bool, checkpoint: Path | None = None) -> dict[str, Any]:
+        """``transformer-lab prepare``: the corpus of ``data`` (a data config) written into ``out_dir``; its report.
+
+        ``checkpoint``: the checkpoint folder whose vocabulary makes the ids (``--init-from``).
+        """
         if self.corpus is None:
             raise ValueError(f"task: expected a task with a corpus to prepare, got {self.name}")
-        prepared = self.corpus(data, progress).prepare(out_dir)
+        prepared = self.corpus(data, progress, checkpoint).prepare(out_dir)
         return {**prepared.report, "seconds": prepared.manifest["seconds"]}
+
+    def check_prepared_vocabulary(self, data: Any, checkpoint: Path) -> None:
+        """Refuse ``data.prepared_dir`` when its ids were not made with ``checkpoint``'s vocabulary (a fine-tune).
+
+        One line naming the folder and the checkpoint, before the folder's recorded settings
+        are compared with the checkpoint's: those differ too, but say less.
+        """
+        folder = Path(getattr(data, "prepared_dir", "") or "")
+        if self.corpus is None or not folder.name:
+            return
+        kind = self.corpus(data, False, checkpoint)
+        mismatch = kind.identity.given_mismatch(kind.read_manifest(folder))
+        if mismatch:
+            raise ValueError(
+                f"--prepared {folder}: expected a corpus prepared with the {kind.identity.what} of the checkpoint "
+                f"{checkpoint} (prepare {self.name} --init-from {checkpoint}), got one {mismatch}"
+            )
 
     def config(self, preset: str | None = None) -> Any:
         """A fresh config of the preset named ``preset`` (None: the default); an unknown name is one line."""

@@ -63,6 +63,17 @@ def finetune_settings() -> list[Setting]:
     return [Setting(f"train.{name}", value, FINETUNE_ORIGIN) for name, value in FINETUNE_TRAIN.items()]
 
 
+def check_checkpoint_task(checkpoint: str | Path, task_name: str) -> dict[str, Any]:
+    """``checkpoint``'s ``config.json``; a checkpoint of another task than ``task_name`` is refused."""
+    saved = load_checkpoint_config(checkpoint)
+    if saved.get("task") != task_name:
+        raise ValueError(
+            f"--init-from: expected a {task_name} checkpoint, got {str(checkpoint)!r}, "
+            f"a checkpoint of the task {saved.get('task')!r}"
+        )
+    return saved
+
+
 def with_checkpoint_model(
     config: ConfigType, checkpoint: str | Path, task_name: str, changed: Mapping[str, Setting]
 ) -> ConfigType:
@@ -72,12 +83,7 @@ def with_checkpoint_model(
     origin (``--config``, ``--set``, ...): a ``model.X`` among them must agree with the
     checkpoint (except the fields that shape no weight, which it changes).
     """
-    saved = load_checkpoint_config(checkpoint)
-    if saved.get("task") != task_name:
-        raise ValueError(
-            f"--init-from: expected a {task_name} checkpoint, got {str(checkpoint)!r}, "
-            f"a checkpoint of the task {saved.get('task')!r}"
-        )
+    saved = check_checkpoint_task(checkpoint, task_name)
     try:
         saved_model = config_from_dict(type(config.model), saved.get("model", {}))
     except ValueError as error:

@@ -14,7 +14,8 @@ TASK = Task(
     train=train.train,
     load=train.load_classifier,
     vocabulary=train.VOCABULARY,
-    corpus=lambda config, progress: data.corpus_kind(config),  # written without a progress bar
+    # Written without a progress bar; a checkpoint's tokenizer and classes fix the ids and the class indices.
+    corpus=lambda config, progress, checkpoint: data.corpus_kind(config, *train.checkpoint_vocabulary(checkpoint)),
     corpus_kind=LABELLED_KIND,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,

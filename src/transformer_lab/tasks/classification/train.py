@@ -122,6 +122,18 @@ def _recorded_data_config(config: ClassificationDataConfig, data: Classification
     )
 
 
+def checkpoint_vocabulary(
+    checkpoint: str | os.PathLike[str] | None,
+) -> tuple[SubwordTokenizer | None, tuple[str, ...] | None]:
+    """The tokenizer and class names a run or corpus keeps from ``checkpoint`` (None: both built from the data).
+
+    Both, so that the ids and the class indices mean what they meant to the checkpoint's model.
+    """
+    if checkpoint is None:
+        return None, None
+    return VOCABULARY.read(Path(checkpoint)), load_task_config(checkpoint, TASK_NAME, ClassificationConfig).class_names
+
+
 def train(
     config: ClassificationConfig,
     out_dir: str | os.PathLike[str],
@@ -135,11 +147,7 @@ def train(
     config must already be ``config.model``, see ``training.finetune``). Both keep the
     checkpoint's tokenizer and class names, so the class indices mean what they meant.
     """
-    tokenizer, class_names = None, None
-    start = start_checkpoint(out_dir, resume=resume, init_from=init_from)
-    if start is not None:
-        tokenizer = VOCABULARY.read(start)
-        class_names = load_task_config(start, TASK_NAME, ClassificationConfig).class_names
+    tokenizer, class_names = checkpoint_vocabulary(start_checkpoint(out_dir, resume=resume, init_from=init_from))
     data = build_data(config.data, tokenizer, class_names)
     _check_lengths(data, config.model.max_len)
     config = dataclasses.replace(

@@ -14,7 +14,9 @@ TASK = Task(
     train=train.train,
     load=train.load,
     vocabulary=train.SEQ2SEQ_TASK.vocabulary,
-    corpus=lambda config, progress: data.corpus_kind(config),  # written without a progress bar
+    corpus=lambda config, progress, checkpoint: data.corpus_kind(  # written without a progress bar
+        config, None if checkpoint is None else train.SEQ2SEQ_TASK.vocabulary.read(checkpoint)
+    ),
     corpus_kind=COUPLETS_KIND,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,

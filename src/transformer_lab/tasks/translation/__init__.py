@@ -11,7 +11,9 @@ TASK = Task(
     train=train.train,
     load=train.load_translator,
     vocabulary=train.SEQ2SEQ_TASK.vocabulary,
-    corpus=lambda config, progress: data.corpus_kind(config, progress=progress),
+    corpus=lambda config, progress, checkpoint: data.corpus_kind(
+        config, None if checkpoint is None else train.SEQ2SEQ_TASK.vocabulary.read(checkpoint), progress
+    ),
     corpus_kind=PAIRS_KIND,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,
