@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tasks.classification_whole_read import read_whole
 from tests.tasks.test_labelled_classification import TINY, write_topic_csv
 from transformer_lab.cli import main
 from transformer_lab.data import labelled_text, prepared_labelled
@@ -24,18 +25,19 @@ def test_the_store_holds_the_ids_labels_and_lines_of_the_data_read_whole(
     train_file = write_topic_csv(tmp_path / "train.csv", per_class=10, seed=0)
     overrides = [f"data.train_files={train_file}", f"data.cache_dir={tmp_path / 'cache'}", *TINY]
     config = apply_overrides(classification_train.default_config(), overrides).data
-    whole = classification_data.read_corpus(config)
+    whole = read_whole(config)
+    train_rows, validation_rows = whole.train_rows, whole.data.validation_articles
+    class_names, tokenizer = whole.data.class_names, whole.data.tokenizer
     prepared = classification_data.build_data(config)
-    assert whole.train_articles is not None and prepared.train_articles is None
-    assert prepared.class_names == whole.class_names
-    assert prepared.tokenizer.to_json() == whole.tokenizer.to_json()
-    assert len(prepared.train_store) == len(whole.train_articles) == 24
-    for index, article in enumerate(whole.train_articles):
-        assert prepared.train_store.ids("tokens", index).tolist() == whole.tokenizer.encode(article.text)
+    assert prepared.class_names == class_names
+    assert prepared.tokenizer.to_json() == tokenizer.to_json()
+    assert len(prepared.train_store) == len(train_rows) == 24
+    for index, article in enumerate(train_rows):
+        assert prepared.train_store.ids("tokens", index).tolist() == tokenizer.encode(article.text)
         assert int(prepared.train_store.labels[index]) == article.label  # type: ignore[index]
         assert int(prepared.train_line_numbers[index]) == article.line_number
     assert [(row.text, row.label, row.line_number) for row in prepared.validation_articles] == [
-        (row.text, row.label, row.line_number) for row in whole.validation_articles
+        (row.text, row.label, row.line_number) for row in validation_rows
     ]
 
     caplog.set_level(logging.INFO, logger="transformer_lab.data")

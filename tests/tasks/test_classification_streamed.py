@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tasks.classification_whole_read import read_whole
 from tests.tasks.news_fixture import write_news_folder
 from tests.tasks.test_labelled_classification import write_topic_csv
 from transformer_lab.data import SubwordTokenizer
@@ -20,14 +21,14 @@ def assert_prepared_equals_whole(
     tokenizer: SubwordTokenizer | None = None,
     class_names: tuple[str, ...] | None = None,
 ) -> classification_data.ClassificationData:
-    whole = classification_data.read_corpus(config, tokenizer, class_names)
-    assert whole.train_articles is not None
+    read = read_whole(config, tokenizer, class_names)
+    whole = read.data
     prepared = classification_data.corpus_kind(config, tokenizer, class_names).prepare(out)
     assert prepared.class_names == whole.class_names
     assert prepared.tokenizer.to_json() == whole.tokenizer.to_json()
     assert prepared.report == whole.report
-    assert len(prepared.store) == len(whole.train_articles)
-    for index, article in enumerate(whole.train_articles):
+    assert len(prepared.store) == len(read.train_rows)
+    for index, article in enumerate(read.train_rows):
         assert prepared.store.ids("tokens", index).tolist() == whole.tokenizer.encode(article.text)
         assert int(prepared.store.labels[index]) == article.label  # type: ignore[index]
         assert int(prepared.line_numbers[index]) == article.line_number
@@ -48,7 +49,7 @@ def test_ag_news_with_malformed_lines_skipped_and_a_cut(tmp_path: Path) -> None:
         data_dir=str(root), skip_malformed=True, num_train=120, vocab_size=300, validation_fraction=0.2
     )
     whole = assert_prepared_equals_whole(config, tmp_path / "cut")
-    assert whole.num_skipped == 2 and len(whole.train_articles or []) + len(whole.validation_articles) == 120
+    assert whole.num_skipped == 2 and len(whole.train_store) + len(whole.validation_articles) == 120
     strict = classification_data.ClassificationDataConfig(data_dir=str(root), vocab_size=300)
     with pytest.raises(ValueError, match=r"train\.csv: line 4: expected a class id"):
         classification_data.corpus_kind(strict).prepare(tmp_path / "strict")
@@ -71,7 +72,7 @@ def test_the_users_file_with_its_own_validation_and_a_checkpoints_tokenizer(tmp_
     assert_prepared_equals_whole(config, tmp_path / "given", whole.tokenizer, classes)
     # A label the checkpoint never saw is one error naming the file, the line and the label: the whole read's.
     with pytest.raises(ValueError, match=r"train\.csv: line \d+: field 'label': expected one of the classes") as read:
-        classification_data.read_corpus(config, whole.tokenizer, classes[1:])
+        read_whole(config, whole.tokenizer, classes[1:])
     with pytest.raises(ValueError) as streamed:
         classification_data.corpus_kind(config, whole.tokenizer, classes[1:]).prepare(tmp_path / "unseen")
     assert str(streamed.value) == str(read.value)

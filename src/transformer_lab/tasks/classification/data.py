@@ -110,11 +110,7 @@ class ClassificationDataConfig:
 
 @dataclass
 class ClassificationData:
-    """The training rows encoded (ids, labels, lines), the validation rows, and the tokenizer trained on them.
-
-    ``train_articles`` holds the training rows' text where it was read whole (`read_corpus`);
-    None for a prepared corpus, whose text stays in its files.
-    """
+    """The training rows encoded (ids, labels, lines), the validation rows, and the tokenizer trained on them."""
 
     tokenizer: SubwordTokenizer
     class_names: tuple[str, ...]
@@ -124,7 +120,6 @@ class ClassificationData:
     train_line_numbers: np.ndarray  # [N] the training rows' 1-based lines in train_file
     num_skipped: int
     validation_file: Path | None = None  # a separate validation file (None: carved from train_file)
-    train_articles: list[LabelledRow] | None = None
 
     @property
     def report(self) -> dict[str, Any]:
@@ -183,39 +178,6 @@ def read_labelled_file(
     )
 
 
-def read_corpus(
-    config: ClassificationDataConfig,
-    tokenizer: SubwordTokenizer | None = None,
-    class_names: Sequence[str] | None = None,
-) -> ClassificationData:
-    """Read the training file whole, take validation (its own file, or carved), train the BPE on the rest, encode it.
-
-    `build_data` prepares this once into a store and reuses it; this keeps the text.
-
-    ``tokenizer`` and ``class_names``, when given (resume, fine-tuning), are kept instead
-    of being learned from the data; a training label outside ``class_names`` is then a
-    ValueError naming the file, the line and the label.
-    """
-    spec = corpus_spec(config)
-    train_articles, validation_articles, class_names, num_skipped = spec.read(class_names)
-    texts = [article.text for article in train_articles]
-    if tokenizer is None:
-        tokenizer = spec.learn_tokenizer(train_articles)
-    return ClassificationData(
-        tokenizer=tokenizer,
-        class_names=class_names,
-        train_file=spec.train_file,
-        validation_articles=validation_articles,
-        train_store=TokenStore.from_sequences(
-            {"tokens": tokenizer.encode_batch(texts)}, [article.label for article in train_articles]
-        ),
-        train_line_numbers=np.asarray([article.line_number for article in train_articles], dtype=np.int64),
-        num_skipped=num_skipped,
-        validation_file=spec.valid_file,
-        train_articles=train_articles,
-    )
-
-
 def build_data(
     config: ClassificationDataConfig,
     tokenizer: SubwordTokenizer | None = None,
@@ -246,7 +208,7 @@ def corpus_kind(
     tokenizer: SubwordTokenizer | None = None,
     class_names: Sequence[str] | None = None,
 ) -> CorpusKind[PreparedLabelled]:
-    """``config``'s prepared data, streamed (the ids of `read_corpus`); a given tokenizer and classes are kept."""
+    """``config``'s prepared data, streamed: training rows encoded, validation held out; a given vocabulary kept."""
 
     def refusal(manifest: dict[str, Any]) -> str | None:
         if class_names is None or tuple(class_names) == tuple(manifest["class_names"]):
