@@ -400,6 +400,30 @@ def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(
     assert f"{unseen}: line 17: field 'label':" in capsys.readouterr().err
 
 
+def test_a_label_the_fine_tuned_checkpoint_lacks_is_named_as_the_checkpoint_s_not_as_unseen_in_training(
+    chinese_run: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out = chinese_run
+    # The new label is in this run's own training file: "seen in training" would say the opposite of the file.
+    train_file = write_topic_csv(tmp_path / "train.csv", per_class=5, seed=7)
+    train_file.write_text(train_file.read_text(encoding="utf-8") + "球赛,射门,天气\n", encoding="utf-8")
+    valid_file = write_topic_csv(tmp_path / "valid.csv", per_class=2, seed=8)
+    valid_file.write_text(valid_file.read_text(encoding="utf-8") + "球赛,射门,天气\n", encoding="utf-8")
+    clean_train = write_topic_csv(tmp_path / "clean.csv", per_class=5, seed=9)
+    settings = ["--set", TINY[0], "--set", "train.epochs=1", "--set", "train.progress_bar=false"]
+    cases = ((train_file, None, train_file, 17), (clean_train, valid_file, valid_file, 8))
+    for training, validation, at_fault, line in cases:
+        given = [] if validation is None else ["--valid", str(validation)]
+        arguments = ["train", "classification", "--init-from", str(out), "--train", str(training), *given]
+        assert main([*arguments, "--out", str(tmp_path / "never"), *settings]) == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"transformer-lab train: error: {at_fault}: line {line}: field 'label': expected one of the checkpoint's "
+            "classes ('体育', '科技', '财经'), got '天气', which it has no class for; a fine-tuned or resumed run "
+            "keeps the classes of the checkpoint it starts from (train from scratch for new ones)"
+        )
+        assert not (tmp_path / "never").exists()
+
+
 def test_the_python_classifier_gives_what_the_command_line_prints(
     chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -105,36 +105,50 @@ class LabelledTextFile:
         """The label of every record, in file order."""
         return [record.label for record in self.records]
 
-    def label_ids(self, class_names: Sequence[str]) -> list[int]:
+    def label_ids(self, class_names: Sequence[str], *, from_checkpoint: bool = False) -> list[int]:
         """The index in `class_names` of every record's label, in file order.
+
+        ``from_checkpoint``: the classes are a checkpoint's that a fine-tuned or resumed run
+        keeps, so a label they lack is named as such, not as one that training never saw.
 
         Raises:
             ValueError: a label is not in `class_names` (e.g. a validation or test label
                 that training never saw); the message names the file, the line, the label
                 and the known classes.
         """
-        label_id = LabelIds(class_names, self.path, self.label_field)
+        label_id = LabelIds(class_names, self.path, self.label_field, from_checkpoint=from_checkpoint)
         return [label_id(record) for record in self.records]
 
-    def examples(self, class_names: Sequence[str]) -> list[LabelledExample]:
+    def examples(self, class_names: Sequence[str], *, from_checkpoint: bool = False) -> list[LabelledExample]:
         """Every record with its label as its index in `class_names` (`label_ids`, its errors)."""
-        labels = self.label_ids(class_names)
+        labels = self.label_ids(class_names, from_checkpoint=from_checkpoint)
         return [LabelledExample(record.text, label, record.line_number) for record, label in zip(self.records, labels)]
 
 
 class LabelIds:
     """A record's label as its index in ``class_names``; an unseen label is a ValueError naming the file and line."""
 
-    def __init__(self, class_names: Sequence[str], path: Path, label_field: str) -> None:
+    def __init__(
+        self, class_names: Sequence[str], path: Path, label_field: str, *, from_checkpoint: bool = False
+    ) -> None:
         self.index_of = {name: index for index, name in enumerate(class_names)}
         self.class_names = tuple(class_names)
         self.path = path
         self.label_field = label_field
+        self.from_checkpoint = from_checkpoint
 
     def __call__(self, record: LabelledText) -> int:
         index = self.index_of.get(record.label)
         if index is None:
             known = ", ".join(repr(name) for name in self.class_names)
+            if self.from_checkpoint:
+                # The label may well be in this run's training file: "seen in training" would contradict it.
+                raise ValueError(
+                    f"{self.path}: line {record.line_number}: field {self.label_field!r}: expected one of the "
+                    f"checkpoint's classes ({known}), got {record.label!r}, which it has no class for; a "
+                    "fine-tuned or resumed run keeps the classes of the checkpoint it starts from (train from "
+                    "scratch for new ones)"
+                )
             raise ValueError(
                 f"{self.path}: line {record.line_number}: field {self.label_field!r}: expected one of the "
                 f"classes seen in training ({known}), got the unseen label {record.label!r}"

@@ -185,9 +185,12 @@ class LabelledCorpusSpec:
         self, class_names: Sequence[str] | None = None
     ) -> tuple[list[LabelledRow], list[LabelledRow], tuple[str, ...], int]:
         """The corpus read whole: (training rows, validation rows, class names, malformed lines skipped)."""
+        from_checkpoint = class_names is not None
         rows, class_names, num_skipped = self._training_rows(class_names)
         if self.valid_file is not None:
-            validation: list[LabelledRow] = list(self.read_file(self.valid_file).examples(class_names))
+            validation: list[LabelledRow] = list(
+                self.read_file(self.valid_file).examples(class_names, from_checkpoint=from_checkpoint)
+            )
             return rows, validation, class_names, num_skipped
         train, validation = carve_validation(rows, self.validation_fraction, self.split_seed)
         return train, validation, class_names, num_skipped
@@ -200,9 +203,10 @@ class LabelledCorpusSpec:
             self._check_ag_news_classes(class_names, names)
             return list(read.articles[: self.num_train or None]), names, read.num_skipped
         labelled = self.read_file(self.train_file, max_records=self.num_train)
+        from_checkpoint = class_names is not None
         if class_names is None:
             class_names = self._label_classes(labelled.labels)
-        return list(labelled.examples(class_names)), tuple(class_names), 0
+        return list(labelled.examples(class_names, from_checkpoint=from_checkpoint)), tuple(class_names), 0
 
     def _check_ag_news_classes(self, class_names: Sequence[str] | None, names: tuple[str, ...]) -> None:
         """Refuse a checkpoint's ``class_names`` (None: none given) that are not AG News's ``names``."""
@@ -261,9 +265,10 @@ class LabelledCorpusSpec:
             if index == len(first_line):
                 first_line.append(record.line_number)
             seen.append(index)
+        from_checkpoint = class_names is not None
         if class_names is None:
             class_names = self._label_classes(first_seen)
-        label_id = LabelIds(class_names, self.train_file, self.label_field)
+        label_id = LabelIds(class_names, self.train_file, self.label_field, from_checkpoint=from_checkpoint)
         # In order of appearance: an unseen label is named at its first line, as a whole read names it.
         class_of_seen = np.asarray(
             [label_id(LabelledText("", label, line)) for label, line in zip(first_seen, first_line)], dtype=np.int64
@@ -305,7 +310,9 @@ def write_prepared_labelled(
     scanned = spec.scan(class_names)
     if spec.valid_file is not None:
         held = np.zeros(0, dtype=np.int64)
-        validation_rows = spec.read_file(spec.valid_file).examples(scanned.class_names)
+        validation_rows = spec.read_file(spec.valid_file).examples(
+            scanned.class_names, from_checkpoint=class_names is not None
+        )
     else:
         held = held_out_positions(scanned.labels, spec.validation_fraction, spec.split_seed)
         validation_rows = []
