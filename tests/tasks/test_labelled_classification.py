@@ -335,6 +335,35 @@ def test_a_single_class_training_file_is_refused(tmp_path: Path) -> None:
         classification_data.build_data(config.data)
 
 
+def test_a_carve_that_holds_out_nothing_says_it_is_per_class_and_one_that_starves_a_class_is_refused(
+    tmp_path: Path,
+) -> None:
+    # Sixty classes of one row each: 10 % of every class rounds to none, though 10 % of 60 rows is 6.
+    many = tmp_path / "many.csv"
+    many.write_text("text,label\n" + "".join(f"row {number},c{number}\n" for number in range(60)), encoding="utf-8")
+    config = apply_overrides(classification_train.default_config(), [f"data.train_files={many}", *TINY[1:3]])
+    with pytest.raises(ValueError) as caught:
+        classification_data.build_data(apply_overrides(config, ["data.validation_fraction=0.1"]).data)
+    assert str(caught.value) == (
+        "data.validation_fraction=0.1 of 60 rows leaves 60 training and 0 validation rows; both must be non-empty "
+        "(it is taken class by class, round(0.1 x the class's rows), and the largest of the 60 classes has 1 row(s))"
+    )
+    # A share above one half takes the one row of a small class: that class would be in the model, never trained.
+    rare = write_topic_csv(tmp_path / "rare.csv", per_class=10, seed=0, labels=("体育", "财经"))
+    rare.write_text(rare.read_text(encoding="utf-8") + "射门,冠军,科技\n", encoding="utf-8")
+    config = apply_overrides(
+        classification_train.default_config(), [f"data.train_files={rare}", *TINY[:3], "data.validation_fraction=0.6"]
+    )
+    message = (
+        r"^data\.validation_fraction=0\.6 holds out all 1 row\(s\) of the class '科技', which would then never be "
+        r"trained; give validation rows \(--valid\), a smaller fraction, or more rows of it$"
+    )
+    with pytest.raises(ValueError, match=message):
+        classification_data.build_data(config.data)
+    with pytest.raises(ValueError, match=message):  # the corpus read whole, as evaluate's validation split is
+        classification_data.corpus_spec(config.data).read()
+
+
 def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(
     chinese_run: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
