@@ -390,6 +390,11 @@ def _read_json_lines(lines: Iterable[str], text_fields: tuple[str, ...], label_f
             ) from None
         except strict_json.DuplicateKeyError as error:
             raise _LineError(number, str(error)) from None
+        except ValueError as error:
+            too_long = strict_json.too_long_integer(error)
+            if too_long is None:
+                raise
+            raise _LineError(number, f"expected a JSON object, got {too_long}") from None
         if not isinstance(value, dict):
             raise _LineError(number, f"expected a JSON object, got {type(value).__name__} {line[:60]!r}")
         missing = [name for name in (*text_fields, label_field) if name not in value]
