@@ -23,10 +23,11 @@ lacks a named column (or names it twice), a blank line, bad CSV quoting, bad JSO
 that is not a JSON object, a missing key, a value of another type (a float, a bool, a
 list, null), an empty or whitespace-only text, an empty label, a label with leading or
 trailing whitespace (which would silently make a second class), and, for the same reason,
-a label that equals an earlier one of the file once zero-width and format characters
-(Unicode category Cf) are removed, whitespace runs are one space and both are composed
-(NFC): "sci  tech" beside "sci tech", "tech\u200b" beside "tech", a decomposed "é" beside
-a composed one. Nothing is dropped, stripped or skipped.
+a label that equals an earlier one of the file once one pair of surrounding double quotes,
+zero-width and format characters (Unicode category Cf) are removed, whitespace runs are one
+space and both are composed (NFC): '"pos"' beside "pos", "sci  tech" beside "sci tech",
+"tech\u200b" beside "tech", a decomposed "é" beside a composed one. Nothing is dropped,
+stripped or skipped.
 
 `sorted_class_names` gives the classes of a training file in a stable order, and
 `LabelledTextFile.label_ids` maps labels to class indices, with an error naming the file,
@@ -251,6 +252,12 @@ def _label_of(value: Any, field: str) -> str:
     return value
 
 
+def _unquoted(label: str) -> str:
+    # A TSV field is never unquoted (a quote is an ordinary character there): '"pos"' beside 'pos'
+    # is a spreadsheet's or pandas' quoting, not a class of its own.
+    return label[1:-1] if len(label) > 2 and label[0] == label[-1] == '"' else label
+
+
 def _without_format(label: str) -> str:
     return "".join(character for character in label if unicodedata.category(character) != "Cf")
 
@@ -265,6 +272,7 @@ def _composed(label: str) -> str:
 
 # Each way two spellings of one class can differ unseen, in the order they are undone.
 _LABEL_SPELLINGS = (
+    ("surrounding quotes", _unquoted),
     ("zero-width or format characters", _without_format),
     ("whitespace", _collapsed),
     ("Unicode composition (NFC/NFD)", _composed),
