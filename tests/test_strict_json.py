@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
 from transformer_lab import strict_json
+from transformer_lab.data import read_labelled_text
+from transformer_lab.data.couplet import read_couplet_files
 
 
 @pytest.mark.parametrize(
@@ -40,3 +44,25 @@ def test_a_long_repeated_key_is_quoted_short_and_bad_json_is_still_a_json_error(
     assert len(str(caught.value)) < 120 and caught.value.key == long_key
     with pytest.raises(json.JSONDecodeError):
         strict_json.loads('{"a": ')
+
+
+def test_an_integer_longer_than_python_reads_is_named_with_the_file_and_line(tmp_path: Path) -> None:
+    digits = sys.get_int_max_str_digits() + 700
+    text = '{"text": "hi", "label": ' + "9" * digits + "}"
+    with pytest.raises(ValueError) as caught:
+        strict_json.loads(text)  # json's own error: no position, and advice for a Python call
+    assert "sys.set_int_max_str_digits" in str(caught.value)
+    said = f"an integer of {digits:,} digits, more than the {sys.get_int_max_str_digits():,} that can be read"
+    assert strict_json.too_long_integer(caught.value) == said
+    assert strict_json.too_long_integer(ValueError("x")) is None
+    # The readers of a user's JSON Lines name the file and the line, as for any bad JSON.
+    labelled = tmp_path / "a.jsonl"
+    labelled.write_text('{"text": "ok", "label": 1}\n' + text + "\n", encoding="utf-8")
+    with pytest.raises(ValueError) as read:
+        read_labelled_text(labelled)
+    assert str(read.value) == f"{labelled}: line 2: expected a JSON object, got {said}"
+    couplets = tmp_path / "c.jsonl"
+    couplets.write_text('{"upper": "春风", "lower": ' + "9" * digits + "}\n", encoding="utf-8")
+    with pytest.raises(ValueError) as read:
+        read_couplet_files([couplets])
+    assert str(read.value) == f"{couplets}: line 1: expected one JSON object, got {said}"

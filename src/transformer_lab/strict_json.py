@@ -9,11 +9,13 @@ reader of a user's JSON (JSON Lines corpora, request bodies, configs, manifests)
 from __future__ import annotations
 
 import json
+import re
+import sys
 from typing import Any
 
 from transformer_lab.shortened import shortened
 
-__all__ = ["DuplicateKeyError", "loads"]
+__all__ = ["DuplicateKeyError", "loads", "too_long_integer"]
 
 # The longest key quoted whole in a message; a longer one is cut.
 _MAX_KEY_CHARACTERS = 80
@@ -45,3 +47,17 @@ def loads(text: str | bytes) -> Any:
     as from ``json.loads``; all three are ``ValueError`` s.
     """
     return json.loads(text, object_pairs_hook=_unique_keys)
+
+
+def too_long_integer(error: ValueError) -> str | None:
+    """What a :func:`loads` error says of an integer too long for Python to read, in words; None for any other.
+
+    ``json.loads`` refuses an integer of more digits than ``sys.get_int_max_str_digits()`` (4,300
+    by default) with a bare ``ValueError`` ("Exceeds the limit ... use sys.set_int_max_str_digits()"),
+    no JSON syntax error: readers of a user's file add the file and line to these words instead.
+    """
+    digits = re.search(r"value has (\d+) digits", str(error))
+    if type(error) is not ValueError or digits is None:
+        return None
+    limit: int = getattr(sys, "get_int_max_str_digits", lambda: 0)()  # absent before Python 3.10.7
+    return f"an integer of {int(digits.group(1)):,} digits, more than the {limit:,} that can be read"

@@ -132,6 +132,8 @@ SPELT_TWO_WAYS = [
     ("tech", "tech\u200b", r"zero-width or format characters \(U\+200B\)"),
     ("caf\u00e9", "cafe\u0301", r"Unicode composition \(NFC/NFD\)"),
     ("cafe\u0301", "caf\u00e9\u2060", r"zero-width or format characters \(U\+2060\) and Unicode composition"),
+    ("pos", '"pos"', "surrounding quotes"),
+    ('"sci tech"', "sci  tech", "surrounding quotes and whitespace"),
 ]
 
 
@@ -152,6 +154,20 @@ def test_a_class_spelt_another_way_is_refused_naming_its_first_spelling_and_line
     )
     with pytest.raises(ValueError, match=expected):
         read_labelled_text(path)
+
+
+def test_a_tsv_label_quoted_as_csv_quotes_it_is_refused_beside_the_unquoted_one(tmp_path: Path) -> None:
+    # TSV has no quoting: pandas' to_csv(sep="\\t") quoting one label made '"pos"' a class beside 'pos'.
+    path = write(tmp_path, "a.tsv", 'text\tlabel\ngood\tpos\nbad\tneg\nfine\t"pos"\n')
+    with pytest.raises(ValueError) as caught:
+        read_labelled_text(path)
+    assert str(caught.value) == (
+        f"{path}: line 4: field 'label': expected each class spelt one way, got '\"pos\"', which differs from the "
+        "label 'pos' of line 2 only in surrounding quotes: it would be a class of its own; write it as on line 2"
+    )
+    # A label that is all quotes, or quoted everywhere, is left as it is.
+    quoted = write(tmp_path, "b.tsv", 'text\tlabel\ngood\t"pos"\nbad\t"neg"\nodd\t""\n')
+    assert read_labelled_text(quoted).labels == ['"pos"', '"neg"', '""']
 
 
 def test_labels_that_differ_in_more_than_their_spelling_stay_classes(tmp_path: Path) -> None:

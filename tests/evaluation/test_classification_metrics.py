@@ -52,3 +52,17 @@ def test_bad_input_is_named() -> None:
         confusion_matrix([0], [-1], 2)
     with pytest.raises(ValueError, match="num_classes must be an integer >= 2"):
         confusion_matrix([0], [0], 1)
+
+
+def test_the_confusion_matrix_of_many_classes_is_not_printed_but_kept_in_the_report() -> None:
+    few = classification_report([0, 1, 1], [0, 1, 0], ["a", "b"]).lines()
+    assert few[-3] == "confusion matrix (rows: true class, columns: predicted class, in the order above):"
+    assert few[-2].split() == ["a", "1", "1"] and few[-1].split() == ["b", "0", "1"]
+    # 400 rows of 400 counts were printed, each 2,800 columns wide.
+    size = 400
+    names = [f"class{number}" for number in range(size)]
+    report = classification_report(list(range(size)), [(number + 1) % size for number in range(size)], names)
+    lines = report.lines()
+    assert lines[-1] == "confusion matrix: 400 x 400 counts, too wide to print (see the report's JSON)"
+    assert len(lines) == 1 + 1 + size + 1 + 1 and max(map(len, lines)) < 100
+    assert len(report.to_dict()["confusion"]) == size

@@ -382,3 +382,23 @@ def test_a_heat_map_spans_its_own_values_unless_given_a_range(tmp_path: Path) ->
     assert not has_colour(fixed, 1.0)
     with pytest.raises(ValueError, match=r"value_range: expected \(low, high\) with low < high, got \(1.0, 1.0\)"):
         figures.plot_attention_heatmap(weights, ["a", "b", "c"], ["x", "y"], tmp_path / "x.png", value_range=(1.0, 1.0))
+
+
+@pytest.mark.parametrize("size", [4, 120])
+def test_a_confusion_matrix_of_many_classes_is_drawn_without_a_text_per_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    # 160,000 counts of 400 classes took six minutes to draw into one black square; the colours still show.
+    names = [f"class{number}" for number in range(size)]
+    confusion = [[int(row == column) + (row + column) % 3 for column in range(size)] for row in range(size)]
+    path = tmp_path / "c.png"
+    figure = _drawn_figure(monkeypatch, lambda: result_plots.plot_confusion_matrix(path, confusion, names))
+    texts = [text.get_text() for text in figure.axes[0].texts]
+    tick_names = [label.get_text() for label in figure.axes[0].get_yticklabels()]
+    if size <= result_plots.MAX_LABELLED_CLASSES:
+        assert len(texts) == size * size and tick_names == names
+    else:
+        assert texts == [] and not set(tick_names) & set(names)
+        assert figure.axes[0].get_xlabel() == f"predicted class (of {size}, in the report's order)"
+    figures.plt.close(figure)
+    assert path.stat().st_size > 0

@@ -883,13 +883,28 @@ CLI_CASES = [
     CliCase(
         "average-checkpoints: --last 0",
         lambda tmp, ck: ["average-checkpoints", "--run", str(tmp), "--last", "0", "--out", str(tmp / "avg")],
-        r"--last must be >= 1, got 0$",
+        r"--last: expected at least 1, got 0$",
     ),
     CliCase(
         "average-checkpoints: a run that kept no step checkpoints",
-        lambda tmp, ck: ["average-checkpoints", "--run", str(tmp), "--last", "2", "--out", str(tmp / "avg")],
+        lambda tmp, ck: ["average-checkpoints", "--run", str(run_without_steps(tmp)), "--last", "2"]
+        + ["--out", str(tmp / "avg")],
         r"--run: expected step-NNNNNN checkpoints to average in .*, found none \(the run kept none: "
         r"train\.keep_last was 0",
+    ),
+    CliCase(
+        # No run at all: blaming train.keep_last would send the user after a setting it never had.
+        "average-checkpoints: --run an empty folder",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(tmp), "--last", "2", "--out", str(tmp / "avg")],
+        r"--run: expected a run folder \(holding metrics\.jsonl, best/, last/ and step-NNNNNN/ checkpoints\), "
+        r"got \S+, which holds none of them$",
+    ),
+    CliCase(
+        "average-checkpoints: --run the folder of runs",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(translation_run(tmp, ck).parent), "--last", "2"]
+        + ["--out", str(tmp / "avg")],
+        r"--run: expected a run folder \(holding metrics\.jsonl, best/, last/ and step-NNNNNN/ checkpoints\), "
+        r"got \S+, which holds none of them; it holds the run folder\(s\) run$",
     ),
     CliCase(
         # A run's best/ (a checkpoint) holds no steps: told as the checkpoint it is, not as a run that kept none.
@@ -1333,6 +1348,14 @@ def translation_run(tmp_path: Path, checkpoints: Checkpoints) -> Path:
     run = tmp_path / "run"
     for name in ("best", "last", "step-000001", "step-000002"):
         shutil.copytree(checkpoints.translation, run / name)
+    (run / "metrics.jsonl").write_text('{"event": "train", "step": 2}\n', encoding="utf-8")
+    return run
+
+
+def run_without_steps(tmp_path: Path) -> Path:
+    """A run folder that kept no step checkpoints (train.keep_last=0): its log alone."""
+    run = tmp_path / "run"
+    run.mkdir()
     (run / "metrics.jsonl").write_text('{"event": "train", "step": 2}\n', encoding="utf-8")
     return run
 

@@ -71,7 +71,8 @@ def test_the_users_file_with_its_own_validation_and_a_checkpoints_tokenizer(tmp_
     classes = tuple(reversed(whole.class_names))
     assert_prepared_equals_whole(config, tmp_path / "given", whole.tokenizer, classes)
     # A label the checkpoint never saw is one error naming the file, the line and the label: the whole read's.
-    with pytest.raises(ValueError, match=r"train\.csv: line \d+: field 'label': expected one of the classes") as read:
+    unseen = r"train\.csv: line \d+: field 'label': expected one of the checkpoint's classes"
+    with pytest.raises(ValueError, match=unseen) as read:
         read_whole(config, whole.tokenizer, classes[1:])
     with pytest.raises(ValueError) as streamed:
         classification_data.corpus_kind(config, whole.tokenizer, classes[1:]).prepare(tmp_path / "unseen")

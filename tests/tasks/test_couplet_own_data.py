@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,37 @@ def test_couplets_that_all_repeat_a_validation_upper_line_are_refused_in_the_use
         )
     )
     assert not out.exists()
+
+
+def test_fine_tuning_on_characters_the_checkpoint_lacks_warns_and_reports_how_many(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRANSFORMER_LAB_CACHE", str(tmp_path / "cache"))
+    forms = write_forms(tmp_path, made_up_couplets(40, seed=8))
+    out = tmp_path / "run"
+    tiny = set_arguments([*TINY_OVERRIDES, "train.max_steps=2", "data.num_validation=4"])
+    assert main(["train", "couplet", "--train", str(forms["tsv"][0]), "--out", str(out), *tiny]) == 0
+    # Characters the made-up corpus never uses: fine-tuning keeps the checkpoint's vocabulary, so each is <unk>.
+    new = tmp_path / "new"
+    new.mkdir()
+    other = write_forms(new, [("白日依旧", "黄金入口"), ("大漠孤烟", "长城落日"), ("春风花月", "秋雨草星")] * 3)
+    valid = tmp_path / "valid.tsv"
+    valid.write_text("明镜松间\t清泉石上\n", encoding="utf-8")
+    caplog.set_level(logging.INFO, logger="transformer_lab.data")
+    tuned = tmp_path / "tuned"
+    arguments = ["train", "couplet", "--init-from", str(out), "--train", str(other["tsv"][0]), "--valid", str(valid)]
+    settings = ["--set", "train.max_steps=2", "--set", "train.progress_bar=false"]
+    assert main([*arguments, "--out", str(tuned), *settings]) == 0
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert (
+        "48 of the 72 characters of the training couplets (66.7%) are not in the checkpoint's vocabulary and are "
+        "read as <unk> (白 日 依 旧 黄 金 入 口): the model can neither read nor write them; fine-tuning keeps the "
+        "checkpoint's vocabulary, so train from scratch for text of other characters"
+    ) in warnings
+    assert any(message.startswith("8 of the 8 characters of the validation couplets (100.0%)") for message in warnings)
+    # The count stays in the corpus's report, which every run that reuses it logs.
+    reports = [
+        json.loads(path.read_text(encoding="utf-8"))["report"]
+        for path in (tmp_path / "cache").glob("prepared/couplets-*/manifest.json")
+    ]
+    assert sorted(report.get("train_unknown_characters", -1) for report in reports) == [-1, 48]

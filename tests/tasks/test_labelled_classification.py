@@ -338,6 +338,35 @@ def test_a_single_class_training_file_is_refused(tmp_path: Path) -> None:
         classification_data.build_data(config.data)
 
 
+def test_a_carve_that_holds_out_nothing_says_it_is_per_class_and_one_that_starves_a_class_is_refused(
+    tmp_path: Path,
+) -> None:
+    # Sixty classes of one row each: 10 % of every class rounds to none, though 10 % of 60 rows is 6.
+    many = tmp_path / "many.csv"
+    many.write_text("text,label\n" + "".join(f"row {number},c{number}\n" for number in range(60)), encoding="utf-8")
+    config = apply_overrides(classification_train.default_config(), [f"data.train_files={many}", *TINY[1:3]])
+    with pytest.raises(ValueError) as caught:
+        classification_data.build_data(apply_overrides(config, ["data.validation_fraction=0.1"]).data)
+    assert str(caught.value) == (
+        "data.validation_fraction=0.1 of 60 rows leaves 60 training and 0 validation rows; both must be non-empty "
+        "(it is taken class by class, round(0.1 x the class's rows), and the largest of the 60 classes has 1 row(s))"
+    )
+    # A share above one half takes the one row of a small class: that class would be in the model, never trained.
+    rare = write_topic_csv(tmp_path / "rare.csv", per_class=10, seed=0, labels=("体育", "财经"))
+    rare.write_text(rare.read_text(encoding="utf-8") + "射门,冠军,科技\n", encoding="utf-8")
+    config = apply_overrides(
+        classification_train.default_config(), [f"data.train_files={rare}", *TINY[:3], "data.validation_fraction=0.6"]
+    )
+    message = (
+        r"^data\.validation_fraction=0\.6 holds out all 1 row\(s\) of the class '科技', which would then never be "
+        r"trained; give validation rows \(--valid\), a smaller fraction, or more rows of it$"
+    )
+    with pytest.raises(ValueError, match=message):
+        classification_data.build_data(config.data)
+    with pytest.raises(ValueError, match=message):  # the corpus read whole, as evaluate's validation split is
+        classification_data.corpus_spec(config.data).read()
+
+
 def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(
     chinese_run: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -444,6 +473,30 @@ def test_a_corpus_prepared_with_the_checkpoints_tokenizer_fine_tunes_and_another
     assert main([*prepare, "--init-from", str(out), *vocab_size]) == 2
     assert "--set data.vocab_size=500: expected the value of the checkpoint" in capsys.readouterr().err
     assert not (tmp_path / "sized").exists()
+
+
+def test_a_label_the_fine_tuned_checkpoint_lacks_is_named_as_the_checkpoint_s_not_as_unseen_in_training(
+    chinese_run: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out = chinese_run
+    # The new label is in this run's own training file: "seen in training" would say the opposite of the file.
+    train_file = write_topic_csv(tmp_path / "train.csv", per_class=5, seed=7)
+    train_file.write_text(train_file.read_text(encoding="utf-8") + "球赛,射门,天气\n", encoding="utf-8")
+    valid_file = write_topic_csv(tmp_path / "valid.csv", per_class=2, seed=8)
+    valid_file.write_text(valid_file.read_text(encoding="utf-8") + "球赛,射门,天气\n", encoding="utf-8")
+    clean_train = write_topic_csv(tmp_path / "clean.csv", per_class=5, seed=9)
+    settings = ["--set", TINY[0], "--set", "train.epochs=1", "--set", "train.progress_bar=false"]
+    cases = ((train_file, None, train_file, 17), (clean_train, valid_file, valid_file, 8))
+    for training, validation, at_fault, line in cases:
+        given = [] if validation is None else ["--valid", str(validation)]
+        arguments = ["train", "classification", "--init-from", str(out), "--train", str(training), *given]
+        assert main([*arguments, "--out", str(tmp_path / "never"), *settings]) == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"transformer-lab train: error: {at_fault}: line {line}: field 'label': expected one of the checkpoint's "
+            "classes ('体育', '科技', '财经'), got '天气', which it has no class for; a fine-tuned or resumed run "
+            "keeps the classes of the checkpoint it starts from (train from scratch for new ones)"
+        )
+        assert not (tmp_path / "never").exists()
 
 
 def test_the_python_classifier_gives_what_the_command_line_prints(

@@ -12,7 +12,7 @@ from torch import nn
 from transformer_lab.cli.bounds import path_of
 from transformer_lab.tasks.registry import load_trained
 from transformer_lab.training import CONFIG_FILE, MODEL_FILE, average_checkpoints
-from transformer_lab.training.run.run_folder import check_output_outside_saves
+from transformer_lab.training.run.run_folder import METRICS_FILE, check_output_outside_saves
 from transformer_lab.training.run.run_lock import folder_holder
 
 _STEP_FOLDER = re.compile(r"^step-(\d+)$")
@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(arguments: argparse.Namespace) -> int:
     last = DEFAULT_LAST if arguments.last is None else arguments.last
     if last < 1:
-        raise ValueError(f"--last must be >= 1, got {last}")
+        raise ValueError(f"--last: expected at least 1, got {last}")
     if arguments.out.exists():
         holder = folder_holder(arguments.out)
         if holder is not None:
@@ -50,7 +50,7 @@ def run(arguments: argparse.Namespace) -> int:
     if (arguments.run / CONFIG_FILE).is_file():
         # One checkpoint (best/, last/, a step-NNNNNN/): its own folder holds no steps to average.
         parent = arguments.run.resolve().parent
-        named = f" ({parent})" if (parent / "metrics.jsonl").is_file() else ""
+        named = f" ({parent})" if (parent / METRICS_FILE).is_file() else ""
         raise ValueError(
             f"--run: expected a run folder (holding best/, last/ and step-NNNNNN/ checkpoints), got {arguments.run}, "
             f"which is a checkpoint folder; give the run folder that holds it{named}"
@@ -64,6 +64,14 @@ def run(arguments: argparse.Namespace) -> int:
     for path in incomplete:
         print(f"skipping {path}: not a complete checkpoint (no {MODEL_FILE} or {CONFIG_FILE})", file=sys.stderr)
     steps = [(step, path) for step, path in steps if path not in incomplete]
+    if not steps and not incomplete and not _is_run_folder(arguments.run):
+        # No run at all (an empty folder, the folder of several runs): keep_last is no reason to give.
+        runs = sorted(path.name for path in arguments.run.iterdir() if _is_run_folder(path))
+        inside = f"; it holds the run folder(s) {', '.join(runs[:5])}{', ...' if len(runs) > 5 else ''}" if runs else ""
+        raise ValueError(
+            f"--run: expected a run folder (holding {METRICS_FILE}, best/, last/ and step-NNNNNN/ checkpoints), "
+            f"got {arguments.run}, which holds none of them{inside}"
+        )
     if not steps:
         # A run trained with train.keep_last=0 keeps only last/ and best/: nothing to average.
         raise ValueError(
@@ -83,6 +91,12 @@ def run(arguments: argparse.Namespace) -> int:
     named = first if len(sources) == 1 else f"{len(sources)} checkpoints ({first} .. {newest})"
     print(f"averaged {named} into {arguments.out}")
     return 0
+
+
+def _is_run_folder(folder: Path) -> bool:
+    """Whether ``folder`` looks like what ``train --out`` writes: its log, or a best/ or last/ checkpoint."""
+    checkpoints = (folder / name / CONFIG_FILE for name in ("best", "last"))
+    return (folder / METRICS_FILE).is_file() or any(path.is_file() for path in checkpoints)
 
 
 def _container_model(checkpoint: Path) -> nn.Module:

@@ -23,10 +23,11 @@ lacks a named column (or names it twice), a blank line, bad CSV quoting, bad JSO
 that is not a JSON object, a missing key, a value of another type (a float, a bool, a
 list, null), an empty or whitespace-only text, an empty label, a label with leading or
 trailing whitespace (which would silently make a second class), and, for the same reason,
-a label that equals an earlier one of the file once zero-width and format characters
-(Unicode category Cf) are removed, whitespace runs are one space and both are composed
-(NFC): "sci  tech" beside "sci tech", "tech\u200b" beside "tech", a decomposed "é" beside
-a composed one. Nothing is dropped, stripped or skipped.
+a label that equals an earlier one of the file once one pair of surrounding double quotes,
+zero-width and format characters (Unicode category Cf) are removed, whitespace runs are one
+space and both are composed (NFC): '"pos"' beside "pos", "sci  tech" beside "sci tech",
+"tech\u200b" beside "tech", a decomposed "é" beside a composed one. Nothing is dropped,
+stripped or skipped.
 
 `sorted_class_names` gives the classes of a training file in a stable order, and
 `LabelledTextFile.label_ids` maps labels to class indices, with an error naming the file,
@@ -105,36 +106,50 @@ class LabelledTextFile:
         """The label of every record, in file order."""
         return [record.label for record in self.records]
 
-    def label_ids(self, class_names: Sequence[str]) -> list[int]:
+    def label_ids(self, class_names: Sequence[str], *, from_checkpoint: bool = False) -> list[int]:
         """The index in `class_names` of every record's label, in file order.
+
+        ``from_checkpoint``: the classes are a checkpoint's that a fine-tuned or resumed run
+        keeps, so a label they lack is named as such, not as one that training never saw.
 
         Raises:
             ValueError: a label is not in `class_names` (e.g. a validation or test label
                 that training never saw); the message names the file, the line, the label
                 and the known classes.
         """
-        label_id = LabelIds(class_names, self.path, self.label_field)
+        label_id = LabelIds(class_names, self.path, self.label_field, from_checkpoint=from_checkpoint)
         return [label_id(record) for record in self.records]
 
-    def examples(self, class_names: Sequence[str]) -> list[LabelledExample]:
+    def examples(self, class_names: Sequence[str], *, from_checkpoint: bool = False) -> list[LabelledExample]:
         """Every record with its label as its index in `class_names` (`label_ids`, its errors)."""
-        labels = self.label_ids(class_names)
+        labels = self.label_ids(class_names, from_checkpoint=from_checkpoint)
         return [LabelledExample(record.text, label, record.line_number) for record, label in zip(self.records, labels)]
 
 
 class LabelIds:
     """A record's label as its index in ``class_names``; an unseen label is a ValueError naming the file and line."""
 
-    def __init__(self, class_names: Sequence[str], path: Path, label_field: str) -> None:
+    def __init__(
+        self, class_names: Sequence[str], path: Path, label_field: str, *, from_checkpoint: bool = False
+    ) -> None:
         self.index_of = {name: index for index, name in enumerate(class_names)}
         self.class_names = tuple(class_names)
         self.path = path
         self.label_field = label_field
+        self.from_checkpoint = from_checkpoint
 
     def __call__(self, record: LabelledText) -> int:
         index = self.index_of.get(record.label)
         if index is None:
             known = ", ".join(repr(name) for name in self.class_names)
+            if self.from_checkpoint:
+                # The label may well be in this run's training file: "seen in training" would contradict it.
+                raise ValueError(
+                    f"{self.path}: line {record.line_number}: field {self.label_field!r}: expected one of the "
+                    f"checkpoint's classes ({known}), got {record.label!r}, which it has no class for; a "
+                    "fine-tuned or resumed run keeps the classes of the checkpoint it starts from (train from "
+                    "scratch for new ones)"
+                )
             raise ValueError(
                 f"{self.path}: line {record.line_number}: field {self.label_field!r}: expected one of the "
                 f"classes seen in training ({known}), got the unseen label {record.label!r}"
@@ -237,6 +252,12 @@ def _label_of(value: Any, field: str) -> str:
     return value
 
 
+def _unquoted(label: str) -> str:
+    # A TSV field is never unquoted (a quote is an ordinary character there): '"pos"' beside 'pos'
+    # is a spreadsheet's or pandas' quoting, not a class of its own.
+    return label[1:-1] if len(label) > 2 and label[0] == label[-1] == '"' else label
+
+
 def _without_format(label: str) -> str:
     return "".join(character for character in label if unicodedata.category(character) != "Cf")
 
@@ -251,6 +272,7 @@ def _composed(label: str) -> str:
 
 # Each way two spellings of one class can differ unseen, in the order they are undone.
 _LABEL_SPELLINGS = (
+    ("surrounding quotes", _unquoted),
     ("zero-width or format characters", _without_format),
     ("whitespace", _collapsed),
     ("Unicode composition (NFC/NFD)", _composed),
@@ -376,6 +398,11 @@ def _read_json_lines(lines: Iterable[str], text_fields: tuple[str, ...], label_f
             ) from None
         except strict_json.DuplicateKeyError as error:
             raise _LineError(number, str(error)) from None
+        except ValueError as error:
+            too_long = strict_json.too_long_integer(error)
+            if too_long is None:
+                raise
+            raise _LineError(number, f"expected a JSON object, got {too_long}") from None
         if not isinstance(value, dict):
             raise _LineError(number, f"expected a JSON object, got {type(value).__name__} {line[:60]!r}")
         missing = [name for name in (*text_fields, label_field) if name not in value]

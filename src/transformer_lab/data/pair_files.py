@@ -261,6 +261,11 @@ def json_pair(path: Path, number: int, line: str, source_language: str, target_l
         ) from None
     except strict_json.DuplicateKeyError as error:
         raise ValueError(f"{path}: line {number}: {error}") from None
+    except ValueError as error:
+        too_long = strict_json.too_long_integer(error)
+        if too_long is None:
+            raise
+        raise ValueError(f"{path}: line {number}: expected one JSON object, got {too_long}") from None
     if not isinstance(record, dict):
         raise ValueError(f"{path}: line {number}: expected a JSON object, got {type(record).__name__}")
     holder = record.get("translation", record) if isinstance(record.get("translation"), dict) else record

@@ -54,7 +54,7 @@ from transformer_lab.data.prepared_cache import (
     write_pairs_jsonl,
 )
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
-from transformer_lab.data.vocabulary import Vocabulary
+from transformer_lab.data.vocabulary import UNK_ID, Vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +175,49 @@ def _held_out_pairs(source: CoupletFiles, held: set[int]) -> list[tuple[str, str
     raise ValueError(f"{source.upper_path}: expected {last + 1} couplets or more, read {position}; did it change?")
 
 
+class _UnknownCharacters:
+    """The characters of couplets that a given vocabulary (a fine-tuned or resumed run's) lacks: read as <unk>."""
+
+    def __init__(self, vocabulary: Vocabulary) -> None:
+        self.vocabulary = vocabulary
+        self.unknown = 0
+        self.total = 0
+        self.examples: dict[str, None] = {}  # the first few, in order of appearance
+
+    def count(self, pairs: Sequence[tuple[str, str]], encoded: Sequence[list[int]]) -> None:
+        """Count the <unk> ids of ``encoded`` (the pairs' lines as ids); name the first few characters behind them."""
+        found = sum(ids.count(UNK_ID) for ids in encoded)
+        self.total += sum(map(len, encoded))
+        self.unknown += found
+        if found and len(self.examples) < 8:
+            for character in "".join(upper + lower for upper, lower in pairs):
+                if character not in self.vocabulary and len(self.examples) < 8:
+                    self.examples.setdefault(character)
+
+    def warn(self, validation: Sequence[tuple[str, str]]) -> None:
+        """Warn of the training (then validation) characters the vocabulary lacks: silently <unk> otherwise."""
+        for name, unknown, total, examples in (
+            ("training", self.unknown, self.total, self.examples),
+            ("validation", *self._counted(validation)),
+        ):
+            if unknown:
+                logger.warning(
+                    "%s of the %s characters of the %s couplets (%.1f%%) are not in the checkpoint's vocabulary "
+                    "and are read as <unk> (%s): the model can neither read nor write them; fine-tuning keeps the "
+                    "checkpoint's vocabulary, so train from scratch for text of other characters",
+                    f"{unknown:,}",
+                    f"{total:,}",
+                    name,
+                    100 * unknown / total,
+                    " ".join(examples),
+                )
+
+    def _counted(self, pairs: Sequence[tuple[str, str]]) -> tuple[int, int, dict[str, None]]:
+        other = _UnknownCharacters(self.vocabulary)
+        other.count(pairs, [self.vocabulary.encode(list(line)) for pair in pairs for line in pair])
+        return other.unknown, other.total, other.examples
+
+
 def write_prepared_couplets(
     folder: Path,
     spec: CoupletCorpusSpec,
@@ -199,6 +242,7 @@ def write_prepared_couplets(
         held = validation_positions(count.pairs, spec.num_validation, spec.seed, name=CARVED_SETTING)
         validation = _held_out_pairs(spec.train, held)
     training = _TrainingCouplets(spec, held, validation)
+    unknown = None if vocabulary is None else _UnknownCharacters(vocabulary)
     if vocabulary is None:
         vocabulary = Vocabulary.build(
             (list(line) for chunk in training.chunks() for pair in chunk for line in pair),
@@ -209,12 +253,13 @@ def write_prepared_couplets(
         for chunk in training.chunks():
             if not chunk:
                 continue
-            writer.append(
-                {
-                    "source": [vocabulary.encode(list(upper)) for upper, _ in chunk],
-                    "target": [vocabulary.encode(list(lower)) for _, lower in chunk],
-                }
-            )
+            encoded = {
+                "source": [vocabulary.encode(list(upper)) for upper, _ in chunk],
+                "target": [vocabulary.encode(list(lower)) for _, lower in chunk],
+            }
+            if unknown is not None:
+                unknown.count(chunk, encoded["source"] + encoded["target"])
+            writer.append(encoded)
         writer.finish()
     except BaseException:
         writer.close()
@@ -237,6 +282,7 @@ def write_prepared_couplets(
             else {}
         ),
         "train_pairs": training.counts["train_pairs"],
+        **({} if unknown is None else {"train_unknown_characters": unknown.unknown}),
     }
     if not training.counts["train_pairs"]:
         # Else the batcher's "lengths must be non-empty" comes later, naming nothing the user gave.
@@ -245,6 +291,8 @@ def write_prepared_couplets(
             f"{training.counts['dropped']:,} of the {count.pairs:,} read repeat a validation upper line and are left "
             "out (so that validation scores unseen lines); give more couplets, or other validation couplets"
         )
+    if unknown is not None:
+        unknown.warn(validation)
     # Debug only: `train` says the report once it opens the folder, `prepare` prints it.
     logger.debug("couplet data: %s", ", ".join(f"{key} {value}" for key, value in report.items()))
     vocabulary.save(folder / VOCABULARY_FILE)

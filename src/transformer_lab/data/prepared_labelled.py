@@ -95,22 +95,44 @@ def tokenizer_sha256(tokenizer: SubwordTokenizer) -> str:
     return hashlib.sha256(tokenizer.to_json().encode("utf-8")).hexdigest()
 
 
-def held_out_positions(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
-    """The increasing positions of the rows (classes ``labels``) held out by the seeded stratified split."""
+def held_out_positions(labels: np.ndarray, fraction: float, seed: int, class_names: Sequence[str] = ()) -> np.ndarray:
+    """The increasing positions of the rows (class indices ``labels``) held out by the seeded stratified split.
+
+    The split must hold out a row and keep a row, and every class must keep a training row
+    (``class_names`` name it in the error): a class held out whole would never be trained.
+    """
     held = stratified_held_out(labels, fraction, seed)
+    sizes = np.bincount(labels)
     if len(held) in (0, len(labels)):
+        # The share is rounded class by class: many small classes can hold out nothing at all.
+        rounding = (
+            f" (it is taken class by class, round({fraction} x the class's rows), and the largest of the "
+            f"{np.count_nonzero(sizes):,} classes has {int(sizes.max()):,} row(s))"
+            if len(held) == 0
+            else ""
+        )
         raise ValueError(
             f"data.validation_fraction={fraction} of {len(labels)} rows leaves "
-            f"{len(labels) - len(held)} training and {len(held)} validation rows; both must be non-empty"
+            f"{len(labels) - len(held)} training and {len(held)} validation rows; both must be non-empty{rounding}"
+        )
+    kept = np.bincount(np.delete(labels, held), minlength=len(sizes))
+    starved = np.flatnonzero((sizes > 0) & (kept == 0))
+    if len(starved):
+        label = int(starved[0])
+        name = repr(class_names[label]) if label < len(class_names) else f"number {label}"
+        raise ValueError(
+            f"data.validation_fraction={fraction} holds out all {int(sizes[label])} row(s) of the class {name}, "
+            "which would then never be trained; give validation rows (--valid), a smaller fraction, or more rows of it"
         )
     return held
 
 
 def carve_validation(
-    rows: Sequence[LabelledRow], fraction: float, seed: int
+    rows: Sequence[LabelledRow], fraction: float, seed: int, class_names: Sequence[str] = ()
 ) -> tuple[list[LabelledRow], list[LabelledRow]]:
-    """(training rows, validation rows) by the seeded stratified split of ``rows``."""
-    held = set(held_out_positions(np.asarray([row.label for row in rows], dtype=np.int64), fraction, seed).tolist())
+    """(training rows, validation rows) by the seeded stratified split of ``rows`` (classes ``class_names``)."""
+    labels = np.asarray([row.label for row in rows], dtype=np.int64)
+    held = set(held_out_positions(labels, fraction, seed, class_names).tolist())
     return (
         [row for index, row in enumerate(rows) if index not in held],
         [row for index, row in enumerate(rows) if index in held],
@@ -192,11 +214,14 @@ class LabelledCorpusSpec:
         self, class_names: Sequence[str] | None = None
     ) -> tuple[list[LabelledRow], list[LabelledRow], tuple[str, ...], int]:
         """The corpus read whole: (training rows, validation rows, class names, malformed lines skipped)."""
+        from_checkpoint = class_names is not None
         rows, class_names, num_skipped = self._training_rows(class_names)
         if self.valid_file is not None:
-            validation: list[LabelledRow] = list(self.read_file(self.valid_file).examples(class_names))
+            validation: list[LabelledRow] = list(
+                self.read_file(self.valid_file).examples(class_names, from_checkpoint=from_checkpoint)
+            )
             return rows, validation, class_names, num_skipped
-        train, validation = carve_validation(rows, self.validation_fraction, self.split_seed)
+        train, validation = carve_validation(rows, self.validation_fraction, self.split_seed, class_names)
         return train, validation, class_names, num_skipped
 
     def _training_rows(self, class_names: Sequence[str] | None) -> tuple[list[LabelledRow], tuple[str, ...], int]:
@@ -207,9 +232,10 @@ class LabelledCorpusSpec:
             self._check_ag_news_classes(class_names, names)
             return list(read.articles[: self.num_train or None]), names, read.num_skipped
         labelled = self.read_file(self.train_file, max_records=self.num_train)
+        from_checkpoint = class_names is not None
         if class_names is None:
             class_names = self._label_classes(labelled.labels)
-        return list(labelled.examples(class_names)), tuple(class_names), 0
+        return list(labelled.examples(class_names, from_checkpoint=from_checkpoint)), tuple(class_names), 0
 
     def _check_ag_news_classes(self, class_names: Sequence[str] | None, names: tuple[str, ...]) -> None:
         """Refuse a checkpoint's ``class_names`` (None: none given) that are not AG News's ``names``."""
@@ -268,9 +294,10 @@ class LabelledCorpusSpec:
             if index == len(first_line):
                 first_line.append(record.line_number)
             seen.append(index)
+        from_checkpoint = class_names is not None
         if class_names is None:
             class_names = self._label_classes(first_seen)
-        label_id = LabelIds(class_names, self.train_file, self.label_field)
+        label_id = LabelIds(class_names, self.train_file, self.label_field, from_checkpoint=from_checkpoint)
         # In order of appearance: an unseen label is named at its first line, as a whole read names it.
         class_of_seen = np.asarray(
             [label_id(LabelledText("", label, line)) for label, line in zip(first_seen, first_line)], dtype=np.int64
@@ -312,9 +339,11 @@ def write_prepared_labelled(
     scanned = spec.scan(class_names)
     if spec.valid_file is not None:
         held = np.zeros(0, dtype=np.int64)
-        validation_rows = spec.read_file(spec.valid_file).examples(scanned.class_names)
+        validation_rows = spec.read_file(spec.valid_file).examples(
+            scanned.class_names, from_checkpoint=class_names is not None
+        )
     else:
-        held = held_out_positions(scanned.labels, spec.validation_fraction, spec.split_seed)
+        held = held_out_positions(scanned.labels, spec.validation_fraction, spec.split_seed, scanned.class_names)
         validation_rows = []
     train_rows = len(scanned.labels) - len(held)
     report = labelled_report(

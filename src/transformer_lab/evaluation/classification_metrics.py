@@ -23,6 +23,8 @@ from transformer_lab.evaluation.accuracy import accuracy
 
 __all__ = ["ClassificationReport", "classification_report", "confusion_matrix"]
 
+MAX_PRINTED_CLASSES = 20  # the most classes whose confusion matrix `lines` prints (a row of 7 columns each)
+
 
 def _check_classes(name: str, values: Sequence[int], num_classes: int) -> None:
     for index, value in enumerate(values):
@@ -114,6 +116,11 @@ class ClassificationReport:
             f"{padded('macro')}  {self.macro_precision:.4f}     "
             f"{self.macro_recall:.4f}  {self.macro_f1:.4f}  {sum(self.support)}"
         )
+        size = len(self.class_names)
+        if size > MAX_PRINTED_CLASSES:
+            # Rows thousands of columns wide help no one on a terminal; the report's JSON keeps every count.
+            lines.append(f"confusion matrix: {size:,} x {size:,} counts, too wide to print (see the report's JSON)")
+            return lines
         lines.append("confusion matrix (rows: true class, columns: predicted class, in the order above):")
         for name, row in zip(self.class_names, self.confusion):
             lines.append(f"{padded(name)}  " + " ".join(f"{count:6d}" for count in row))

@@ -76,6 +76,10 @@ def plot_training_curve(
     return save_png(figure, path, dpi)
 
 
+# The most classes whose counts are written in their cells and whose names label the axes, at the default size.
+MAX_LABELLED_CLASSES = 20
+
+
 def plot_confusion_matrix(
     path: str | os.PathLike[str],
     confusion: Sequence[Sequence[int]],
@@ -87,7 +91,10 @@ def plot_confusion_matrix(
     """A confusion matrix: rows true classes, columns predicted, each cell its count.
 
     Cells are coloured by their share of the row (the recall of the diagonal, the
-    confusions off it), so that classes of different sizes read alike.
+    confusions off it), so that classes of different sizes read alike. Counts are written
+    in the cells and the classes named on the axes for at most ``MAX_LABELLED_CLASSES``
+    classes: beyond, they overlap into a black square, and one text per cell of hundreds of
+    classes takes minutes to draw (the report's JSON holds every count).
 
     Shape:
         confusion: C rows of C counts, ``C == len(class_names)``.
@@ -105,7 +112,7 @@ def plot_confusion_matrix(
     shares = counts / counts.sum(dim=1, keepdim=True).clamp_min(1.0)  # [C, C], rows sum to 1 (or 0)
     figure, axes = plt.subplots(figsize=figsize)
     image = axes.imshow(shares.numpy(), cmap="Blues", vmin=0.0, vmax=1.0)
-    for row in range(size):
+    for row in range(size if size <= MAX_LABELLED_CLASSES else 0):
         for column in range(size):
             axes.text(
                 column,
@@ -116,10 +123,14 @@ def plot_confusion_matrix(
                 color="white" if shares[row, column] > 0.5 else "black",
                 fontsize=9,
             )
-    axes.set_xticks(range(size), labels=list(class_names), rotation=30, ha="right")
-    axes.set_yticks(range(size), labels=list(class_names))
-    axes.set_xlabel("predicted class")
-    axes.set_ylabel("true class")
+    if size <= MAX_LABELLED_CLASSES:
+        axes.set_xticks(range(size), labels=list(class_names), rotation=30, ha="right")
+        axes.set_yticks(range(size), labels=list(class_names))
+        axes.set_xlabel("predicted class")
+        axes.set_ylabel("true class")
+    else:
+        axes.set_xlabel(f"predicted class (of {size:,}, in the report's order)")
+        axes.set_ylabel(f"true class (of {size:,}, in the report's order)")
     axes.set_title(title, fontsize=10)
     figure.colorbar(image, ax=axes, fraction=0.046, label="share of the true class")
     figure.tight_layout()

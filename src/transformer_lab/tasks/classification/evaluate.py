@@ -100,7 +100,7 @@ def load_split(
     else:
         path = ag_news_path("train", data_dir, data.train_file)
         rows = read_ag_news_csv(path, skip_malformed=data.skip_malformed).articles[: data.num_train or None]
-    return carve_validation(rows, data.validation_fraction, data.split_seed)[1]
+    return carve_validation(rows, data.validation_fraction, data.split_seed, config.class_names)[1]
 
 
 DEFAULT_SPLIT = "test"  # the split `evaluate classification` scores when none is named

@@ -168,11 +168,14 @@ def read_corpus(config: CoupletDataConfig, vocabulary: Vocabulary | None = None)
     reversed_dropped = 0
     if config.add_reversed_pairs:
         train_pairs, reversed_dropped = with_reversed_pairs(train_pairs, validation_pairs)
+    given_vocabulary = vocabulary is not None
     if vocabulary is None:
         vocabulary = Vocabulary.build(
             (list(line) for pair in train_pairs for line in pair), min_frequency=config.min_frequency
         )
     train_ids = [(vocabulary.encode(list(upper)), vocabulary.encode(list(lower))) for upper, lower in train_pairs]
+    # A given (fine-tuned or resumed run's) vocabulary may lack characters of these files: counted, as preparing does.
+    unknown = sum(ids.count(vocabulary.unk_id) for pair in train_ids for ids in pair)
     report = {
         **corpus.summary(),
         "validation_pairs": len(validation_pairs),
@@ -184,6 +187,7 @@ def read_corpus(config: CoupletDataConfig, vocabulary: Vocabulary | None = None)
         ),
         **({"reversed_dropped_as_validation_duplicates": reversed_dropped} if config.add_reversed_pairs else {}),
         "train_pairs": len(train_pairs),
+        **({"train_unknown_characters": unknown} if given_vocabulary else {}),
     }
     logger.info("couplet data: %s", ", ".join(f"{key} {value}" for key, value in report.items()))
     return CoupletData.in_memory(vocabulary, train_pairs, validation_pairs, train_ids, report)
