@@ -58,7 +58,6 @@ COUPLET_FOLDER = "couplet"
 COUPLET_SPLITS: tuple[str, ...] = ("train", "test", "train_couplet_machine")
 # The option of `transformer-lab download couplets` that adds wb14123's training set.
 WB14123_TRAIN_OPTION = "--wb14123-train"
-COUPLET_LINE_COUNTS: dict[str, int] = {"train": 770491, "test": 4000, "train_couplet_machine": 90889}
 
 # The wb14123 test files, verbatim copies of the release tarball's, at a pinned commit of a
 # repository that keeps them as plain files (the release itself is one 27 MB archive).
