@@ -44,7 +44,6 @@ from transformer_lab.data.labelled_text import (
 )
 from transformer_lab.data.multi30k import (
     DATA_ENVIRONMENT_VARIABLE,
-    MULTI30K_LINE_COUNTS,
     MULTI30K_SHA256,
     MULTI30K_SPLITS,
     MULTI30K_URL,
@@ -90,7 +89,6 @@ __all__ = [
     "DATASET_NAMES",
     "EOS_ID",
     "EOS_TOKEN",
-    "MULTI30K_LINE_COUNTS",
     "MULTI30K_SHA256",
     "MULTI30K_SPLITS",
     "MULTI30K_URL",
