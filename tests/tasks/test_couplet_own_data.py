@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tasks import couplet_whole_read
 from tests.tasks.couplet_fixture import TINY, TINY_OVERRIDES, made_up_couplets, set_arguments
 from transformer_lab.cli import main
 from transformer_lab.data.couplet import read_couplet_files, split_validation
@@ -121,7 +122,7 @@ def test_a_corpus_prepared_with_the_checkpoints_vocabulary_fine_tunes_and_anothe
     prepared = open_prepared_couplets(folder)
     assert prepared.vocabulary.tokens == vocabulary.tokens and "日" not in vocabulary.tokens
     data = dataclasses.replace(couplet_train.default_config().data, train_files=(str(new),), num_validation=10)
-    whole = couplet_data.read_corpus(data, vocabulary)
+    whole = couplet_whole_read.read_corpus(data, vocabulary)
     assert whole.train_pairs is not None and len(prepared.store) == len(whole.train_pairs)
     for index, (upper, lower) in enumerate(whole.train_pairs):
         assert prepared.store.ids("source", index).tolist() == vocabulary.encode(list(upper))

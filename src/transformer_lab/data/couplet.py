@@ -271,23 +271,6 @@ def without_validation_uppers(
     return kept, len(pairs) - len(kept)
 
 
-def with_reversed_pairs(
-    train: list[tuple[str, str]], validation: list[tuple[str, str]]
-) -> tuple[list[tuple[str, str]], int]:
-    """The training pairs followed by each of them read backwards (lower line -> upper line).
-
-    The pairing of characters (风 and 雨, 山 and 水) holds both ways, so the backwards pairs
-    show the model each correspondence twice. A backwards pair whose new upper line equals
-    a validation upper line (punctuation removed) is left out, as `split_validation` does
-    for the forward pairs, so that validation stays unseen.
-
-    Returns:
-        (forward then backward pairs, backward pairs left out as validation duplicates).
-    """
-    backward, dropped = without_validation_uppers([(lower, upper) for upper, lower in train], validation)
-    return train + backward, dropped
-
-
 def download_couplet_test(
     cache_dir: str | os.PathLike[str], base_url: str = COUPLET_TEST_URL, timeout: float = 60.0, progress: bool = True
 ) -> Path:
