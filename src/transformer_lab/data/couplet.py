@@ -138,25 +138,6 @@ def read_couplets(
     return read_couplet_source(CoupletFiles.of_split(folder, skip_invalid=skip_invalid, max_length=max_length))
 
 
-def read_couplet_files(
-    paths: Sequence[str | os.PathLike[str]],
-    file_format: str = "",
-    *,
-    skip_invalid: bool = False,
-    max_length: int | None = None,
-) -> CoupletCorpus:
-    """Couplets from the user's files, in the forms of `transformer_lab.data.pair_files`.
-
-    Two line files (upper lines, lower lines; characters with or without spaces), one TSV
-    file (`upper<TAB>lower`, an optional header line `upper<TAB>lower`), or JSON Lines with
-    the keys "upper" and "lower". The checks of `read_couplets` apply (equal lengths,
-    `skip_invalid`, `max_length`); in the one-file forms an empty side is always an error.
-    """
-    return read_couplet_source(
-        CoupletFiles.of_files(paths, file_format, skip_invalid=skip_invalid, max_length=max_length)
-    )
-
-
 def read_couplet_source(source: CoupletFiles) -> CoupletCorpus:
     """Every couplet of ``source`` in one list (see `couplet_stream` for the checks), the skips logged."""
     count_pairs(source.files)  # misaligned files are refused before any line is read
