@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tasks.classification_whole_read import read_whole
 from transformer_lab.cli import main
 from transformer_lab.data import read_labelled_text
 from transformer_lab.data.prepared_labelled import open_prepared_labelled
@@ -419,12 +420,12 @@ def test_a_corpus_prepared_with_the_checkpoints_tokenizer_fine_tunes_and_another
     assert prepared.tokenizer.to_json() == tokenizer.to_json() and prepared.class_names == CLASS_ORDER
     # The checkpoint's data settings (its vocab_size 300, not the preset's 8000) read the new file.
     data = dataclasses.replace(classification_train.load_classifier(out)[2].data, train_files=(str(subset),))
-    whole = classification_data.read_corpus(data, tokenizer, class_names)
-    assert whole.train_articles is not None and len(prepared.store) == len(whole.train_articles)
-    for index, article in enumerate(whole.train_articles):
+    whole = read_whole(data, tokenizer, class_names)
+    assert len(prepared.store) == len(whole.train_rows)
+    for index, article in enumerate(whole.train_rows):
         assert prepared.store.ids("tokens", index).tolist() == tokenizer.encode(article.text)
         assert int(prepared.store.labels[index]) == article.label  # type: ignore[index]
-    assert {article.label for article in whole.train_articles} == {CLASS_ORDER.index("财经"), CLASS_ORDER.index("体育")}
+    assert {article.label for article in whole.train_rows} == {CLASS_ORDER.index("财经"), CLASS_ORDER.index("体育")}
     tune = ["train", "classification", "--init-from", str(out), "--set", "train.epochs=1", "--set", TINY[-1]]
     assert main([*tune, "--prepared", str(folder), "--out", str(tmp_path / "tuned")]) == 0
     config = json.loads((tmp_path / "tuned" / "last" / "config.json").read_text(encoding="utf-8"))
