@@ -14,7 +14,6 @@ from transformer_lab.data.ag_news import (
     download_ag_news,
     join_title_and_description,
     read_ag_news_csv,
-    read_class_names,
     resolve_ag_news_dir,
 )
 from transformer_lab.data.batching import (
@@ -80,7 +79,6 @@ __all__ = [
     "download_ag_news",
     "join_title_and_description",
     "read_ag_news_csv",
-    "read_class_names",
     "resolve_ag_news_dir",
     "stratified_split",
     "BOS_ID",

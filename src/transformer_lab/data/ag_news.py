@@ -321,11 +321,6 @@ def ag_news_path(
     )
 
 
-def read_class_names(data_dir: str | os.PathLike[str] | None = None) -> tuple[str, ...]:
-    """The class names from `classes.txt`, or AG_NEWS_CLASSES when the folder has none (see `read_classes_file`)."""
-    return read_classes_file(resolve_ag_news_dir(data_dir) / CLASSES_FILE)
-
-
 def read_classes_file(path: Path) -> tuple[str, ...]:
     """The class names of the `classes.txt` at ``path``, one a line, or AG_NEWS_CLASSES when there is none.
 
