@@ -52,7 +52,6 @@ from transformer_lab.data.multi30k import (
     resolve_multi30k_dir,
 )
 from transformer_lab.data.parallel_text import ParallelText, decode_lines, read_lines, read_parallel_text
-from transformer_lab.data.splits import stratified_split
 from transformer_lab.data.subword import SubwordTokenizer, encode_pairs
 from transformer_lab.data.synthetic import SYNTHETIC_TASKS, SyntheticTask, make_synthetic_pairs
 from transformer_lab.data.tokenizer_pair import TokenizerPair
@@ -80,7 +79,6 @@ __all__ = [
     "join_title_and_description",
     "read_ag_news_csv",
     "resolve_ag_news_dir",
-    "stratified_split",
     "BOS_ID",
     "BOS_TOKEN",
     "DATA_ENVIRONMENT_VARIABLE",
