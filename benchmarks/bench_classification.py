@@ -167,8 +167,8 @@ def main() -> None:
     result = classification_train.train(config, arguments.out)
     transformer_seconds = time.perf_counter() - start
     # The same rows the run trained on, as text (the run itself reads them from its store).
-    data = classification_data.read_corpus(result.config.data, result.vocabulary, result.config.class_names)
-    assert data.train_articles is not None
+    spec = classification_data.corpus_spec(result.config.data)
+    train_articles, validation_articles, class_names, _ = spec.read(result.config.class_names)
     test_articles = read_ag_news_csv(ag_news_path("test", config.data.data_dir)).articles
     model, tokenizer, trained_config = classification_train.load_classifier(arguments.out / "best")
     transformer_report, _ = classification_evaluate.evaluate_classifier(
@@ -176,11 +176,11 @@ def main() -> None:
     )
 
     with tempfile.TemporaryDirectory(prefix="bench-fasttext-") as folder:
-        peers = [run_fasttext(data.train_articles, test_articles, data.class_names, Path(folder), "fasttext-same-rows")]
+        peers = [run_fasttext(train_articles, test_articles, class_names, Path(folder), "fasttext-same-rows")]
         if arguments.fasttext_all_rows:
-            rows = [*data.train_articles, *data.validation_articles]
+            rows = [*train_articles, *validation_articles]
             everything = sorted(rows, key=lambda article: article.line_number)
-            peers.append(run_fasttext(everything, test_articles, data.class_names, Path(folder), "fasttext-all-rows"))
+            peers.append(run_fasttext(everything, test_articles, class_names, Path(folder), "fasttext-all-rows"))
 
     results = {
         "machine": {
@@ -189,9 +189,9 @@ def main() -> None:
             "torch": torch.__version__,
             "threads": arguments.threads,
         },
-        "train_file": str(data.train_file),
-        "train_rows": len(data.train_articles),
-        "validation_rows": len(data.validation_articles),
+        "train_file": str(spec.train_file),
+        "train_rows": len(train_articles),
+        "validation_rows": len(validation_articles),
         "test_rows": len(test_articles),
         "transformer": {
             "train_wall_seconds": transformer_seconds,
@@ -210,8 +210,8 @@ def main() -> None:
 
     print()
     print(
-        f"training rows {len(data.train_articles)} (validation {len(data.validation_articles)} held out of "
-        f"{data.train_file}), test rows {len(test_articles)}"
+        f"training rows {len(train_articles)} (validation {len(validation_articles)} held out of "
+        f"{spec.train_file}), test rows {len(test_articles)}"
     )
     print_report(f"Transformer ({result.summary['epochs_completed']} epochs)", transformer_report)
     for peer in peers:

@@ -10,10 +10,12 @@ import pytest
 
 from transformer_lab.data.ag_news import (
     AG_NEWS_CLASSES,
+    CLASSES_FILE,
     ag_news_path,
     join_title_and_description,
     read_ag_news_csv,
-    read_class_names,
+    read_classes_file,
+    resolve_ag_news_dir,
     split_csv_line,
     unescape_field,
 )
@@ -136,10 +138,11 @@ def test_files_are_found_in_the_data_root_or_the_folder_itself(tmp_path: Path) -
         ag_news_path("train", tmp_path, train_file="other.csv")
     with pytest.raises(ValueError, match="split must be one of"):
         ag_news_path("validation", tmp_path)
-    assert read_class_names(tmp_path) == AG_NEWS_CLASSES  # no classes.txt: the release's names
+    # No classes.txt: the release's names.
+    assert read_classes_file(resolve_ag_news_dir(tmp_path) / CLASSES_FILE) == AG_NEWS_CLASSES
     write(folder, "A\nB\nC\n", name="classes.txt")
     with pytest.raises(ValueError, match="classes.txt: expected 4 non-empty class names"):
-        read_class_names(tmp_path)
+        read_classes_file(resolve_ag_news_dir(tmp_path) / CLASSES_FILE)
 
 
 @needs_data
@@ -150,7 +153,7 @@ def test_the_real_files_read_completely_with_the_published_counts() -> None:
     assert [sum(a.label == label for a in test.articles) for label in range(4)] == [1900] * 4
     train = read_ag_news_csv(DATA_DIR / "ag_news" / "train_subset" / "train_subset_12k.csv")
     assert [sum(a.label == label for a in train.articles) for label in range(4)] == [2967, 3044, 3027, 2962]
-    assert read_class_names(DATA_DIR) == AG_NEWS_CLASSES
+    assert read_classes_file(resolve_ag_news_dir(DATA_DIR) / CLASSES_FILE) == AG_NEWS_CLASSES
     # No escape survives decoding, and no word lost its first letter to a "\n" reading.
     assert not any("\\" in a.title + a.description for a in test.articles)
     assert any("social\nnetwork" in a.description for a in test.articles)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tasks.couplet_whole_read import with_reversed_pairs
 from transformer_lab.data.chinese import is_han, is_level_tone, is_punctuation, last_han_character, mandarin_tone
 from transformer_lab.data.couplet import (
     load_couplets,
@@ -13,7 +14,6 @@ from transformer_lab.data.couplet import (
     resolve_couplet_split_dir,
     split_characters,
     split_validation,
-    with_reversed_pairs,
 )
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data"

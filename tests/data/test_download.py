@@ -26,7 +26,7 @@ import pytest
 from tests.data.loopback import Server, serve_folder
 from transformer_lab.data import download
 from transformer_lab.data.ag_news import AG_NEWS_TRAIN_MD5, download_ag_news
-from transformer_lab.data.download import download_file, git_blob_of_file, partial_path
+from transformer_lab.data.download import download_file, partial_path
 from transformer_lab.data.multi30k import (
     MULTI30K_DEFAULT_SPLITS,
     MULTI30K_EXTRA_TEST_SPLITS,
@@ -629,6 +629,6 @@ def test_git_blob_ids_check_files_as_git_does(range_server: tuple[str, type[Rang
     # `printf '晚 风 摇 树 \n' | git hash-object --stdin`
     blob = hashlib.sha1(b"blob %d\0" % len(handler.files["/in.txt"]) + handler.files["/in.txt"]).hexdigest()
     destination = download_file(f"{base_url}/in.txt", tmp_path / "in.txt", expected_git_blob=blob)
-    assert git_blob_of_file(destination) == blob
+    assert destination.read_bytes() == handler.files["/in.txt"]  # accepted: the hand-made id is what it checks
     with pytest.raises(ValueError, match=r"git-blob mismatch: expected 0{40}"):
         download_file(f"{base_url}/in.txt", tmp_path / "other.txt", expected_git_blob="0" * 40)

@@ -14,7 +14,6 @@ from transformer_lab.data.multi30k import (
     DATA_ENVIRONMENT_VARIABLE,
     MULTI30K_DEFAULT_SPLITS,
     MULTI30K_EXTRA_TEST_SPLITS,
-    MULTI30K_LINE_COUNTS,
     MULTI30K_SHA256,
     MULTI30K_SPLITS,
     load_multi30k,
@@ -28,6 +27,16 @@ SHARED_MULTI30K = SHARED_DATA / "multi30k"
 needs_shared_multi30k = pytest.mark.skipif(
     not SHARED_MULTI30K.is_dir(), reason=f"real Multi30k data not found at {SHARED_MULTI30K}"
 )
+
+# Sentences per file, from the statistics of the official README at the pinned commit.
+# test_2018_flickr is absent: that README gives no figure for it.
+MULTI30K_LINE_COUNTS: dict[str, int] = {
+    "train": 29000,
+    "val": 1014,
+    "test_2016_flickr": 1000,
+    "test_2017_flickr": 1000,
+    "test_2017_mscoco": 461,
+}
 
 GERMAN = ["Ein Mann fährt Fahrrad.", "Zwei Hunde  spielen im Schnee. ", "Eine Frau liest."]
 ENGLISH = ["A man rides a bike.", "Two dogs play in the snow.", "A woman reads."]

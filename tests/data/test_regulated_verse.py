@@ -17,7 +17,6 @@ from transformer_lab.data.regulated_verse import (
     extract_npm_package,
     filter_against,
     read_regulated_verse,
-    regulated_verse_pairs,
     to_simplified,
     verse_lines,
     write_couplet_files,
@@ -172,19 +171,19 @@ def test_the_package_reader_keeps_file_order_and_removes_duplicates(tmp_path: Pa
     assert [path.name for path in corpus.files] == ["poet.tang.0.json", "poet.tang.1000.json", "poet.song.0.json"]
     assert corpus.pairs == antithetical_couplets(CHUN_WANG) + antithetical_couplets(DENG_GAO)
     assert (corpus.poems_read, corpus.regulated_poems, corpus.pairs_found) == (4, 3, 6)
-    assert regulated_verse_pairs(package, ("song",)) == antithetical_couplets(DENG_GAO)
+    assert read_regulated_verse(package, ("song",)).pairs == antithetical_couplets(DENG_GAO)
 
 
 def test_the_package_reader_names_what_is_wrong(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="a folder holding dist/"):
-        regulated_verse_pairs(tmp_path)
+        read_regulated_verse(tmp_path)
     package = write_package(tmp_path / "package", {"poet.tang.0.json": [{"title": "no paragraphs"}]})
     with pytest.raises(ValueError, match=r"collections: expected names out of tang, song, got \['ming'\]"):
-        regulated_verse_pairs(package, ("ming",))
+        read_regulated_verse(package, ("ming",))
     with pytest.raises(FileNotFoundError, match="collection 'song'"):
-        regulated_verse_pairs(package, ("song",))
+        read_regulated_verse(package, ("song",))
     with pytest.raises(ValueError, match=r"poet\.tang\.0\.json: poem 0: expected an object whose \"paragraphs\""):
-        regulated_verse_pairs(package, ("tang",))
+        read_regulated_verse(package, ("tang",))
 
 
 def test_t2s_maps_known_traditional_characters() -> None:

@@ -46,7 +46,7 @@ def test_deterministic_per_seed_and_different_across_seeds() -> None:
 
 def test_task_object() -> None:
     task = SyntheticTask("reverse", vocab_size=10, min_length=1, max_length=4)
-    assert task.first_symbol_id == 4 and task.num_symbols == 6
+    assert task.first_symbol_id == 4
     assert task.target_for([4, 5, 9]) == [9, 5, 4]
     assert len(task.vocabulary()) == 10
     assert task.make_pairs(20, seed=2) == make_synthetic_pairs("reverse", 20, 10, 1, 4, seed=2)

@@ -204,7 +204,7 @@ def test_the_beam_has_a_stated_cap(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_duplicate_class_names_are_refused_naming_the_file_and_the_name(tmp_path: Path) -> None:
-    from transformer_lab.data.ag_news import read_class_names
+    from transformer_lab.data.ag_news import CLASSES_FILE, read_classes_file, resolve_ag_news_dir
 
     folder = tmp_path / "ag_news"
     folder.mkdir()
@@ -212,7 +212,7 @@ def test_duplicate_class_names_are_refused_naming_the_file_and_the_name(tmp_path
     with pytest.raises(
         ValueError, match=r"classes\.txt: line 3: expected distinct class names, got 'World' again \(line 1\)"
     ):
-        read_class_names(tmp_path)
+        read_classes_file(resolve_ag_news_dir(tmp_path) / CLASSES_FILE)
 
 
 def test_the_unseen_characters_note_escapes_what_a_terminal_would_act_on() -> None:

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.tasks import couplet_whole_read
 from tests.tasks.couplet_fixture import TINY, made_up_couplets, write_couplet_folder, write_split
+from tests.tasks.couplet_whole_read import with_reversed_pairs
 from transformer_lab.cli import main
-from transformer_lab.data.couplet import with_reversed_pairs
 from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
 from transformer_lab.decoding.sources import Candidate
 from transformer_lab.evaluation import couplet_antithesis
@@ -154,7 +155,7 @@ def test_evaluate_on_validation_scores_the_pairs_the_run_held_out(
     run_dir: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, _, config = couplet_train.load(run_dir / "best")
-    held_out = couplet_data.read_corpus(dataclasses.replace(config.data, data_dir=str(data_dir))).validation_pairs
+    held_out = couplet_whole_read.read_corpus(dataclasses.replace(config.data, data_dir=str(data_dir))).validation_pairs
     assert couplet_data.load_validation_pairs(config.data, str(data_dir)) == held_out
     hypotheses = run_dir / "validation-hypotheses.txt"
     assert (
@@ -186,8 +187,8 @@ def test_evaluate_on_validation_scores_the_pairs_the_run_held_out(
 
 def test_reversed_pairs_double_the_training_pairs_but_not_validation(data_dir: Path) -> None:
     forward_config = couplet_data.CoupletDataConfig(data_dir=str(data_dir), num_validation=4)
-    forward = couplet_data.read_corpus(forward_config)
-    both = couplet_data.read_corpus(dataclasses.replace(forward_config, add_reversed_pairs=True))
+    forward = couplet_whole_read.read_corpus(forward_config)
+    both = couplet_whole_read.read_corpus(dataclasses.replace(forward_config, add_reversed_pairs=True))
     assert both.validation_pairs == forward.validation_pairs
     # The filtering itself is tested in tests/data; here, that build_data applies it.
     expected_pairs, expected_dropped = with_reversed_pairs(forward.train_pairs, forward.validation_pairs)
@@ -284,14 +285,16 @@ def test_reranking_keeps_the_form_and_leaves_greedy_search_alone(run_dir: Path) 
 
 def test_extra_training_splits_join_training_and_leave_validation_alone(data_dir: Path, tmp_path: Path) -> None:
     config = dataclasses.replace(couplet_train.default_config().data, data_dir=str(data_dir), num_validation=10)
-    plain = couplet_data.read_corpus(config)
+    plain = couplet_whole_read.read_corpus(config)
     validation_uppers = {upper.replace("，", "") for upper, _ in plain.validation_pairs}  # punctuation aside
     # An extra split: 20 new pairs, and two whose upper line is a validation upper line.
     extra = made_up_couplets(20, seed=7) + [(upper, lower[::-1]) for upper, lower in plain.validation_pairs[:2]]
     root = tmp_path / "data"
     shutil.copytree(data_dir, root)
     write_split(root / "couplet" / "more", extra)
-    widened = couplet_data.read_corpus(dataclasses.replace(config, data_dir=str(root), extra_train_splits=("more",)))
+    widened = couplet_whole_read.read_corpus(
+        dataclasses.replace(config, data_dir=str(root), extra_train_splits=("more",))
+    )
     kept = [pair for pair in extra if pair[0].replace("，", "") not in validation_uppers]
     assert widened.validation_pairs == plain.validation_pairs
     assert widened.train_pairs == plain.train_pairs + kept

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.tasks import couplet_whole_read
 from tests.tasks.couplet_fixture import TINY, TINY_OVERRIDES, made_up_couplets, set_arguments
 from transformer_lab.cli import main
-from transformer_lab.data.couplet import read_couplet_files, split_validation
+from transformer_lab.data.couplet import read_couplet_source, split_validation
+from transformer_lab.data.couplet_stream import CoupletFiles
 from transformer_lab.data.prepared_couplets import open_prepared_couplets
 from transformer_lab.tasks.couplet import data as couplet_data
 from transformer_lab.tasks.couplet import train as couplet_train
@@ -31,15 +33,15 @@ def write_forms(folder: Path, pairs: list[tuple[str, str]]) -> dict[str, list[Pa
 def test_the_three_forms_read_the_same_couplets(tmp_path: Path) -> None:
     pairs = made_up_couplets(20, seed=5)
     for name, paths in write_forms(tmp_path, pairs).items():
-        assert read_couplet_files(paths).pairs == pairs, name
+        assert read_couplet_source(CoupletFiles.of_files(paths)).pairs == pairs, name
 
 
 def test_unequal_lines_name_the_right_line_after_a_tsv_header(tmp_path: Path) -> None:
     path = tmp_path / "pairs.tsv"
     path.write_text("upper\tlower\n春风\t秋雨\n花月\t草\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"pairs\.tsv: line 3: expected a lower line of 2 characters"):
-        read_couplet_files([path])
-    corpus = read_couplet_files([path], skip_invalid=True)
+        read_couplet_source(CoupletFiles.of_files([path]))
+    corpus = read_couplet_source(CoupletFiles.of_files([path], skip_invalid=True))
     assert corpus.pairs == [("春风", "秋雨")] and corpus.skipped_unequal == [3]
 
 
@@ -122,7 +124,7 @@ def test_a_corpus_prepared_with_the_checkpoints_vocabulary_fine_tunes_and_anothe
     prepared = open_prepared_couplets(folder)
     assert prepared.vocabulary.tokens == vocabulary.tokens and "日" not in vocabulary.tokens
     data = dataclasses.replace(couplet_train.default_config().data, train_files=(str(new),), num_validation=10)
-    whole = couplet_data.read_corpus(data, vocabulary)
+    whole = couplet_whole_read.read_corpus(data, vocabulary)
     assert whole.train_pairs is not None and len(prepared.store) == len(whole.train_pairs)
     for index, (upper, lower) in enumerate(whole.train_pairs):
         assert prepared.store.ids("source", index).tolist() == vocabulary.encode(list(upper))

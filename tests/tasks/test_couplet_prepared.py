@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tasks import couplet_whole_read
 from tests.tasks.couplet_fixture import TINY, made_up_couplets, write_couplet_folder, write_split
 from transformer_lab.cli import main
 from transformer_lab.data.prepared_couplets import open_prepared_couplets
@@ -29,7 +30,7 @@ def data_config(data_dir: Path, cache: Path, **changes: object) -> couplet_data.
 
 def test_the_store_holds_the_ids_of_the_corpus_read_whole(data_dir: Path, tmp_path: Path) -> None:
     config = data_config(data_dir, tmp_path / "cache", add_reversed_pairs=True)
-    whole = couplet_data.read_corpus(config)
+    whole = couplet_whole_read.read_corpus(config)
     prepared = couplet_data.build_data(config)
     assert whole.train_pairs is not None and prepared.train_pairs is None
     assert prepared.vocabulary.tokens == whole.vocabulary.tokens

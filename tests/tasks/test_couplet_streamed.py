@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tasks import couplet_whole_read
 from tests.tasks.couplet_fixture import made_up_couplets, write_split
 from transformer_lab.data import Vocabulary
 from transformer_lab.tasks.couplet import data as couplet_data
@@ -18,7 +19,7 @@ from transformer_lab.tasks.couplet import data as couplet_data
 def assert_prepared_equals_whole(
     config: couplet_data.CoupletDataConfig, out: Path, vocabulary: Vocabulary | None = None
 ) -> couplet_data.CoupletData:
-    whole = couplet_data.read_corpus(config, vocabulary)
+    whole = couplet_whole_read.read_corpus(config, vocabulary)
     assert whole.train_pairs is not None
     prepared = couplet_data.corpus_kind(config, vocabulary).prepare(out)
     assert prepared.vocabulary.tokens == whole.vocabulary.tokens

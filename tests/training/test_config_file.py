@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -17,8 +17,15 @@ from transformer_lab.cli import main
 from transformer_lab.cli.overrides import resolved_config
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.tasks.translation import train as translation_train
-from transformer_lab.training.config_file import apply_config_file, config_to_yaml
-from transformer_lab.training.config_io import config_to_dict
+from transformer_lab.training.config_file import config_file_settings, config_to_yaml
+from transformer_lab.training.config_io import config_to_dict, merge_settings, settings_of
+
+ConfigType = TypeVar("ConfigType")
+
+
+def apply_config_file(config: ConfigType, path: Path) -> ConfigType:
+    """``config`` with the YAML file's values laid over it, as ``--config`` lays them."""
+    return merge_settings(type(config), [*settings_of(config), *config_file_settings(path)])[0]
 
 
 def test_a_preset_printed_as_yaml_reads_back_to_the_same_config(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from transformer_lab.tasks.translation import train as translation_train
-from transformer_lab.training import LabelSmoothingLoss, TrainConfig, Trainer, load_trainer_state, noam_lr
+from transformer_lab.training import TrainConfig, Trainer, label_smoothed_cross_entropy, load_trainer_state, noam_lr
 from transformer_lab.training.optimization import build_optimization, planned_optimizer_steps, scaled_to_run
 from transformer_lab.training.schedule import cooldown_multiplier
 
@@ -21,11 +21,10 @@ def make_model() -> nn.Module:
 
 
 BATCH = torch.tensor([[1, 2, 3, 4], [4, 5, 6, 1]])
-smoothed_loss = LabelSmoothingLoss(smoothing=0.1, ignore_index=0)
 
 
 def loss_fn(model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
-    return smoothed_loss(model(batch), batch % (VOCABULARY_SIZE - 1) + 1)
+    return label_smoothed_cross_entropy(model(batch), batch % (VOCABULARY_SIZE - 1) + 1, smoothing=0.1, ignore_index=0)
 
 
 def config(**changes) -> TrainConfig:

@@ -11,10 +11,10 @@ import torch
 from torch import nn
 
 from transformer_lab.training import (
-    LabelSmoothingLoss,
     TrainConfig,
     Trainer,
     cooldown_multiplier,
+    label_smoothed_cross_entropy,
     load_checkpoint_config,
     load_trainer_state,
     noam_lr,
@@ -48,7 +48,8 @@ def epoch_batches(epoch: int, count: int = 5, seed: int = 0) -> list[dict[str, t
     return [make_batch(generator) for _ in range(count)]
 
 
-smoothed_loss = LabelSmoothingLoss(smoothing=0.1, ignore_index=0)
+def smoothed_loss(logits: torch.Tensor, target_ids: torch.Tensor) -> torch.Tensor:
+    return label_smoothed_cross_entropy(logits, target_ids, smoothing=0.1, ignore_index=0)
 
 
 def loss_fn(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -92,10 +93,9 @@ def read_rows(path) -> list[dict]:
 def test_overfits_one_batch(tmp_path):
     batch = make_batch(torch.Generator().manual_seed(1))
     model = TinyModel()
-    plain_loss = LabelSmoothingLoss(smoothing=0.0, ignore_index=0)
 
     def batch_loss(model, batch):
-        return plain_loss(model(batch["token_ids"]), batch["target_ids"])
+        return label_smoothed_cross_entropy(model(batch["token_ids"]), batch["target_ids"], 0.0, ignore_index=0)
 
     initial_loss = batch_loss(model, batch).item()
     # One evaluation at the end only: a checkpoint per epoch would be slow and beside the point.

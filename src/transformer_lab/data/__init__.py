@@ -7,14 +7,10 @@ transformer_lab is imported.
 
 from transformer_lab.data.ag_news import (
     AG_NEWS_CLASSES,
-    AG_NEWS_SPLITS,
-    AgNewsFile,
     NewsArticle,
     ag_news_path,
-    download_ag_news,
     join_title_and_description,
     read_ag_news_csv,
-    read_class_names,
     resolve_ag_news_dir,
 )
 from transformer_lab.data.batching import (
@@ -31,9 +27,8 @@ from transformer_lab.data.collate import (
     collated_lengths,
     pad_sequences,
 )
-from transformer_lab.data.dataset_folder import default_data_dir
-from transformer_lab.data.datasets import DATASET_NAMES, download_dataset
-from transformer_lab.data.download import download_file, sha256_of_file
+from transformer_lab.data.datasets import download_dataset
+from transformer_lab.data.download import download_file
 from transformer_lab.data.labelled_text import (
     LABELLED_TEXT_FORMATS,
     LabelledText,
@@ -43,81 +38,52 @@ from transformer_lab.data.labelled_text import (
     sorted_class_names,
 )
 from transformer_lab.data.multi30k import (
-    DATA_ENVIRONMENT_VARIABLE,
-    MULTI30K_LINE_COUNTS,
-    MULTI30K_SHA256,
     MULTI30K_SPLITS,
-    MULTI30K_URL,
     download_multi30k,
     load_multi30k,
     read_multi30k,
     resolve_multi30k_dir,
 )
-from transformer_lab.data.parallel_text import ParallelText, decode_lines, read_lines, read_parallel_text
-from transformer_lab.data.splits import stratified_split
-from transformer_lab.data.subword import SubwordTokenizer, encode_pairs
-from transformer_lab.data.synthetic import SYNTHETIC_TASKS, SyntheticTask, make_synthetic_pairs
+from transformer_lab.data.parallel_text import decode_lines, read_lines, read_parallel_text
+from transformer_lab.data.subword import SubwordTokenizer
+from transformer_lab.data.synthetic import SYNTHETIC_TASKS, make_synthetic_pairs
 from transformer_lab.data.tokenizer_pair import TokenizerPair
 from transformer_lab.data.vocabulary import (
     BOS_ID,
-    BOS_TOKEN,
     EOS_ID,
-    EOS_TOKEN,
     NUM_SPECIAL_TOKENS,
     PAD_ID,
-    PAD_TOKEN,
-    SPECIAL_TOKENS,
     UNK_ID,
-    UNK_TOKEN,
     Vocabulary,
 )
 
 __all__ = [
     "AG_NEWS_CLASSES",
-    "AG_NEWS_SPLITS",
-    "AgNewsFile",
     "NewsArticle",
     "ag_news_path",
-    "download_ag_news",
     "join_title_and_description",
     "read_ag_news_csv",
-    "read_class_names",
     "resolve_ag_news_dir",
-    "stratified_split",
     "BOS_ID",
-    "BOS_TOKEN",
-    "DATA_ENVIRONMENT_VARIABLE",
-    "DATASET_NAMES",
     "EOS_ID",
-    "EOS_TOKEN",
-    "MULTI30K_LINE_COUNTS",
-    "MULTI30K_SHA256",
     "MULTI30K_SPLITS",
-    "MULTI30K_URL",
     "NUM_SPECIAL_TOKENS",
     "PAD_ID",
-    "PAD_TOKEN",
-    "SPECIAL_TOKENS",
     "SYNTHETIC_TASKS",
     "UNK_ID",
-    "UNK_TOKEN",
     "ClassificationBatch",
-    "ParallelText",
     "Seq2SeqBatch",
     "SubwordTokenizer",
     "TokenizerPair",
-    "SyntheticTask",
     "Vocabulary",
     "balance_batches_for_shards",
     "collate_classification",
     "collate_pairs",
     "collated_lengths",
     "decode_lines",
-    "default_data_dir",
     "download_dataset",
     "download_file",
     "download_multi30k",
-    "encode_pairs",
     "fixed_size_batches",
     "load_multi30k",
     "make_synthetic_pairs",
@@ -127,7 +93,6 @@ __all__ = [
     "read_multi30k",
     "read_parallel_text",
     "resolve_multi30k_dir",
-    "sha256_of_file",
     "token_budget_batches",
     "LABELLED_TEXT_FORMATS",
     "LabelledText",

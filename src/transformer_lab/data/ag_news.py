@@ -60,7 +60,6 @@ logger = logging.getLogger(__name__)
 AG_NEWS_FOLDER = "ag_news"
 AG_NEWS_CLASSES: tuple[str, ...] = ("World", "Sports", "Business", "Sci/Tech")
 AG_NEWS_SPLITS: tuple[str, ...] = ("train", "test")
-AG_NEWS_ROW_COUNTS: dict[str, int] = {"train": 120_000, "test": 7_600}
 CLASSES_FILE = "classes.txt"
 FULL_TRAIN_FILE = "train.csv"
 TRAIN_SUBSET_FILE = "train_subset/train_subset_12k.csv"
@@ -83,7 +82,6 @@ AG_NEWS_SHA256: dict[str, str] = {
     CLASSES_FILE: "612dbfa932f07a6ed837295a7d5746ce7412e7bb4bc32ba919fdb3cda3a1b9b5",
     README_FILE: "779c2e6bbf93dd810d9c7b318006daef7a4bfc34062002461d251dc10fb9f58c",
 }
-AG_NEWS_TEST_SHA256 = AG_NEWS_SHA256[TEST_FILE]
 
 # A backslash before "$" escapes the dollar sign; any other run of backslashes is a break.
 _ESCAPE_PATTERN = re.compile(r"\\(\$)|\\+")
@@ -321,11 +319,6 @@ def ag_news_path(
         f"expected the AG News {split} file at {' or '.join(repr(str(path)) for path in candidates)}, "
         f"found none; the data folder must hold {AG_NEWS_FOLDER}/ or be that folder itself",
     )
-
-
-def read_class_names(data_dir: str | os.PathLike[str] | None = None) -> tuple[str, ...]:
-    """The class names from `classes.txt`, or AG_NEWS_CLASSES when the folder has none (see `read_classes_file`)."""
-    return read_classes_file(resolve_ag_news_dir(data_dir) / CLASSES_FILE)
 
 
 def read_classes_file(path: Path) -> tuple[str, ...]:

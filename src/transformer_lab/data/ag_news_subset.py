@@ -24,7 +24,6 @@ from transformer_lab.data.download import download_file, sha256_of_file
 SUBSET_FOLDER = "train_subset"
 KAGGLE_FILE = "validation_12k_kaggle_format.csv"
 SUBSET_FILE = "train_subset_12k.csv"
-SUBSET_ROWS = 12_000
 KAGGLE_HEADER = ["Class Index", "Title", "Description"]
 
 AG_NEWS_SUBSET_URL = (

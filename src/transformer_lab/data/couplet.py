@@ -58,7 +58,6 @@ COUPLET_FOLDER = "couplet"
 COUPLET_SPLITS: tuple[str, ...] = ("train", "test", "train_couplet_machine")
 # The option of `transformer-lab download couplets` that adds wb14123's training set.
 WB14123_TRAIN_OPTION = "--wb14123-train"
-COUPLET_LINE_COUNTS: dict[str, int] = {"train": 770491, "test": 4000, "train_couplet_machine": 90889}
 
 # The wb14123 test files, verbatim copies of the release tarball's, at a pinned commit of a
 # repository that keeps them as plain files (the release itself is one 27 MB archive).
@@ -137,25 +136,6 @@ def read_couplets(
             side or unequal lengths; the message names the file and the line.
     """
     return read_couplet_source(CoupletFiles.of_split(folder, skip_invalid=skip_invalid, max_length=max_length))
-
-
-def read_couplet_files(
-    paths: Sequence[str | os.PathLike[str]],
-    file_format: str = "",
-    *,
-    skip_invalid: bool = False,
-    max_length: int | None = None,
-) -> CoupletCorpus:
-    """Couplets from the user's files, in the forms of `transformer_lab.data.pair_files`.
-
-    Two line files (upper lines, lower lines; characters with or without spaces), one TSV
-    file (`upper<TAB>lower`, an optional header line `upper<TAB>lower`), or JSON Lines with
-    the keys "upper" and "lower". The checks of `read_couplets` apply (equal lengths,
-    `skip_invalid`, `max_length`); in the one-file forms an empty side is always an error.
-    """
-    return read_couplet_source(
-        CoupletFiles.of_files(paths, file_format, skip_invalid=skip_invalid, max_length=max_length)
-    )
 
 
 def read_couplet_source(source: CoupletFiles) -> CoupletCorpus:
@@ -270,23 +250,6 @@ def without_validation_uppers(
     held_out = validation_upper_lines(validation)
     kept = [pair for pair in pairs if punctuation_free(pair[0]) not in held_out]
     return kept, len(pairs) - len(kept)
-
-
-def with_reversed_pairs(
-    train: list[tuple[str, str]], validation: list[tuple[str, str]]
-) -> tuple[list[tuple[str, str]], int]:
-    """The training pairs followed by each of them read backwards (lower line -> upper line).
-
-    The pairing of characters (风 and 雨, 山 and 水) holds both ways, so the backwards pairs
-    show the model each correspondence twice. A backwards pair whose new upper line equals
-    a validation upper line (punctuation removed) is left out, as `split_validation` does
-    for the forward pairs, so that validation stays unseen.
-
-    Returns:
-        (forward then backward pairs, backward pairs left out as validation duplicates).
-    """
-    backward, dropped = without_validation_uppers([(lower, upper) for upper, lower in train], validation)
-    return train + backward, dropped
 
 
 def download_couplet_test(

@@ -93,11 +93,6 @@ def sha256_of_file(path: str | os.PathLike[str]) -> str:
     return _digest_of_file(path, "sha256")
 
 
-def git_blob_of_file(path: str | os.PathLike[str]) -> str:
-    """The git blob id of a file's bytes (what `git hash-object FILE` prints), 40 hex digits."""
-    return _digest_of_file(path, "git-blob")
-
-
 def _check_hex_digest(name: str, value: object, algorithm: str, digits: int) -> str:
     """Return `value` lowercased if it is `digits` hex digits, else raise a ValueError naming `name`."""
     if not isinstance(value, str) or len(value) != digits or any(c not in "0123456789abcdefABCDEF" for c in value):

@@ -59,15 +59,6 @@ MULTI30K_DEFAULT_SPLITS: tuple[str, ...] = ("train", "val", "test_2016_flickr")
 MULTI30K_EXTRA_TEST_SPLITS: tuple[str, ...] = ("test_2017_flickr", "test_2017_mscoco", "test_2018_flickr")
 MULTI30K_SPLITS: tuple[str, ...] = MULTI30K_DEFAULT_SPLITS + MULTI30K_EXTRA_TEST_SPLITS
 MULTI30K_LANGUAGES: tuple[str, ...] = ("de", "en")
-# Sentences per file, from the statistics of the official README at the pinned commit.
-# test_2018_flickr is absent: that README gives no figure for it.
-MULTI30K_LINE_COUNTS: dict[str, int] = {
-    "train": 29000,
-    "val": 1014,
-    "test_2016_flickr": 1000,
-    "test_2017_flickr": 1000,
-    "test_2017_mscoco": 461,
-}
 
 # The raw files of the official repository at the commit the shared copy was compared with.
 MULTI30K_URL = (

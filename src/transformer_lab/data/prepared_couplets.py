@@ -20,7 +20,7 @@ Preparing streams the files in bounded chunks, never holding the corpus:
    extra splits', then, where asked, every one of them read backwards.
 
 The training pairs come out in the order, and the report with the counts, of the corpus
-read whole (`tasks.couplet.data.read_corpus`).
+read whole (the oracle the tests hold it to).
 """
 
 from __future__ import annotations

@@ -241,16 +241,6 @@ def read_regulated_verse(
     return result
 
 
-def regulated_verse_pairs(
-    package_dir: str | os.PathLike[str], collections: Sequence[str] = DEFAULT_COLLECTIONS
-) -> list[tuple[str, str]]:
-    """The (upper, lower) pairs of the regulated verse of `collections`, simplified, deduplicated.
-
-    The pairs of `read_regulated_verse`, without its counts.
-    """
-    return read_regulated_verse(package_dir, collections).pairs
-
-
 def filter_against(pairs: Iterable[tuple[str, str]], held_out_lines: set[str]) -> tuple[list[tuple[str, str]], int]:
     """The pairs neither of whose lines is in `held_out_lines`, in order, and the number dropped.
 
@@ -363,7 +353,7 @@ def download_chinese_poetry(
     fetched again when already present with the right hash. It is extracted to
     `<dest_dir>/chinese-poetry-<version>/` (holding dist/), unless that folder already
     exists (it is only ever written whole). Afterwards
-    `regulated_verse_pairs(<that folder>)` reads it.
+    `read_regulated_verse(<that folder>)` reads it.
 
     Raises:
         ValueError: a version with no pinned sha256 and no `expected_sha256`; a hash mismatch.

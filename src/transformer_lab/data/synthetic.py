@@ -74,11 +74,6 @@ class SyntheticTask:
         """The smallest symbol id (4: the first id after the specials)."""
         return NUM_SPECIAL_TOKENS
 
-    @property
-    def num_symbols(self) -> int:
-        """How many distinct symbols the sources draw from."""
-        return self.vocab_size - NUM_SPECIAL_TOKENS
-
     def vocabulary(self) -> Vocabulary:
         """The matching vocabulary: the specials, then the symbols as decimal strings."""
         return Vocabulary.from_size(self.vocab_size)

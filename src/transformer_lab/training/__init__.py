@@ -25,7 +25,7 @@ from .config import TrainConfig
 from .config_io import apply_overrides, config_from_dict, config_to_dict
 from .distributed import DataParallel, ProcessLostError, data_shard, is_main_process, launch_from_environment
 from .generator_loss import generator_cross_entropy
-from .losses import LabelSmoothingLoss, label_smoothed_cross_entropy
+from .losses import label_smoothed_cross_entropy
 from .optimization import OptimizerFactory, ScheduleFactory
 from .run.stop_signal import Terminated, TrainingInterrupted, raise_on_sigterm
 from .schedule import build_noam_scheduler, build_optimizer, cooldown_multiplier, noam_lr
@@ -36,7 +36,6 @@ __all__ = [
     "MODEL_FILE",
     "TRAINER_STATE_FILE",
     "DataParallel",
-    "LabelSmoothingLoss",
     "OptimizerFactory",
     "ScheduleFactory",
     "TrainConfig",

@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 
@@ -44,7 +44,6 @@ from transformer_lab.training.config_io import (
     Setting,
     config_to_dict,
     core_number,
-    merge_settings,
     settings_of,
 )
 
@@ -52,7 +51,6 @@ __all__ = [
     "MAX_YAML_BYTES",
     "MAX_YAML_DEPTH",
     "MAX_YAML_VALUES",
-    "apply_config_file",
     "config_file_settings",
     "config_to_yaml",
     "dump_yaml",
@@ -60,8 +58,6 @@ __all__ = [
     "load_bounded_yaml_text",
     "read_bounded_text",
 ]
-
-ConfigType = TypeVar("ConfigType")
 
 # A run's config is a few hundred bytes, a model card's front matter a few kilobytes.
 MAX_YAML_BYTES = 1 << 20
@@ -270,11 +266,6 @@ def config_file_settings(path: str | os.PathLike[str]) -> list[Setting]:
         found = type(content).__name__
         raise ValueError(f"{path}: expected sections of keys (model:, train:, data:, ...), got {found}")
     return settings_of(content, f"--config {path}")
-
-
-def apply_config_file(config: ConfigType, path: str | os.PathLike[str]) -> ConfigType:
-    """``config`` with the YAML file's values laid over it, every key and value checked (the errors name the file)."""
-    return merge_settings(type(config), [*settings_of(config), *config_file_settings(path)])[0]
 
 
 def config_to_yaml(config: Any) -> str:

@@ -28,11 +28,10 @@ from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from ..nn import host_reads
 
-__all__ = ["LabelSmoothingLoss", "label_smoothed_cross_entropy"]
+__all__ = ["label_smoothed_cross_entropy"]
 
 _REDUCTIONS = ("mean", "sum")
 
@@ -193,40 +192,3 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         grad.mul_(row_weight).sub_(wrong_weight * row_weight)  # [N, V]
         grad.scatter_add_(1, target_ids.unsqueeze(1), -true_weight * row_weight)  # [N, V]
         return grad.to(ctx.logits_dtype), None, None, None
-
-
-class LabelSmoothingLoss(nn.Module):
-    """Module form of :func:`label_smoothed_cross_entropy`.
-
-    Args:
-        smoothing: the probability mass taken from the true class and spread evenly over
-            the ``V - 1`` others; 0 gives the ordinary cross-entropy.
-        ignore_index: the target id whose positions are ignored (the padding id).
-        reduction: ``"mean"`` over non-ignored tokens, or ``"sum"``.
-
-    Shape:
-        logits: [B, T, V] or [N, V]. target_ids: [B, T] or [N]. Returns a scalar.
-    """
-
-    def __init__(
-        self,
-        smoothing: float,
-        ignore_index: int,
-        reduction: Literal["mean", "sum"] = "mean",
-    ) -> None:
-        super().__init__()
-        check_loss_arguments(smoothing, reduction)
-        self.smoothing = smoothing
-        self.ignore_index = ignore_index
-        self.reduction = reduction
-
-    def forward(self, logits: torch.Tensor, target_ids: torch.Tensor) -> torch.Tensor:
-        """Return the smoothed loss of ``logits`` against ``target_ids``.
-
-        Shape:
-            logits: [B, T, V] or [N, V]. target_ids: [B, T] or [N]. Returns a scalar.
-        """
-        return label_smoothed_cross_entropy(logits, target_ids, self.smoothing, self.ignore_index, self.reduction)
-
-    def extra_repr(self) -> str:
-        return f"smoothing={self.smoothing}, ignore_index={self.ignore_index}, " f"reduction={self.reduction!r}"

@@ -14,12 +14,9 @@ from transformer_lab.data.couplet import (
     LOWER_FILE,
     UPPER_FILE,
     CoupletCorpus,
-    load_couplets,
     read_couplet_source,
     resolve_couplet_split_dir,
     split_validation,
-    with_reversed_pairs,
-    without_validation_uppers,
 )
 from transformer_lab.data.couplet_stream import CoupletFiles
 from transformer_lab.data.pair_files import check_pair_format
@@ -111,7 +108,7 @@ def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) 
 
 
 def corpus_kind(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) -> CorpusKind[PreparedCouplets]:
-    """``config``'s prepared corpus, streamed: the ids of `read_corpus`, with ``vocabulary``'s when given."""
+    """``config``'s prepared corpus, streamed: the ids of the corpus read whole, with ``vocabulary``'s when given."""
     if config.train_files:  # the lists of the user's files are checked before any corpus is looked for
         _training_source(config, config.data_dir)
         _validation_source(config)
@@ -153,58 +150,6 @@ def _input_files(config: CoupletDataConfig) -> list[Path]:
         folder = resolve_couplet_split_dir(split, config.data_dir)
         files += [folder / UPPER_FILE, folder / LOWER_FILE]
     return files
-
-
-def read_corpus(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) -> CoupletData:
-    """The corpus read whole: the training split, validation carved, the vocabulary built (unless given), encoded.
-
-    `build_data` prepares this once into a store and reuses it; this keeps the text.
-    """
-    corpus, (train_pairs, validation_pairs, dropped) = _read_and_split(config, config.data_dir)
-    if config.num_train:
-        train_pairs = train_pairs[: config.num_train]
-    extra_pairs, extra_dropped = _extra_training_pairs(config, validation_pairs)
-    train_pairs = train_pairs + extra_pairs
-    reversed_dropped = 0
-    if config.add_reversed_pairs:
-        train_pairs, reversed_dropped = with_reversed_pairs(train_pairs, validation_pairs)
-    given_vocabulary = vocabulary is not None
-    if vocabulary is None:
-        vocabulary = Vocabulary.build(
-            (list(line) for pair in train_pairs for line in pair), min_frequency=config.min_frequency
-        )
-    train_ids = [(vocabulary.encode(list(upper)), vocabulary.encode(list(lower))) for upper, lower in train_pairs]
-    # A given (fine-tuned or resumed run's) vocabulary may lack characters of these files: counted, as preparing does.
-    unknown = sum(ids.count(vocabulary.unk_id) for pair in train_ids for ids in pair)
-    report = {
-        **corpus.summary(),
-        "validation_pairs": len(validation_pairs),
-        "train_dropped_as_validation_duplicates": dropped,
-        **(
-            {"extra_train_pairs": len(extra_pairs), "extra_dropped_as_validation_duplicates": extra_dropped}
-            if config.extra_train_splits
-            else {}
-        ),
-        **({"reversed_dropped_as_validation_duplicates": reversed_dropped} if config.add_reversed_pairs else {}),
-        "train_pairs": len(train_pairs),
-        **({"train_unknown_characters": unknown} if given_vocabulary else {}),
-    }
-    logger.info("couplet data: %s", ", ".join(f"{key} {value}" for key, value in report.items()))
-    return CoupletData.in_memory(vocabulary, train_pairs, validation_pairs, train_ids, report)
-
-
-def _extra_training_pairs(
-    config: CoupletDataConfig, validation_pairs: list[tuple[str, str]]
-) -> tuple[list[tuple[str, str]], int]:
-    """The pairs of ``config.extra_train_splits`` in order, less those repeating a validation upper line.
-
-    Returns the kept pairs and the number left out (``without_validation_uppers``'s rule).
-    """
-    pairs: list[tuple[str, str]] = []
-    for split in config.extra_train_splits:
-        corpus = load_couplets(split, config.data_dir, skip_invalid=config.skip_invalid, max_length=config.max_length)
-        pairs += corpus.pairs
-    return without_validation_uppers(pairs, validation_pairs)
 
 
 def load_validation_pairs(config: CoupletDataConfig, data_dir: str | None = None) -> list[tuple[str, str]]:
