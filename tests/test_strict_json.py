@@ -10,7 +10,8 @@ import pytest
 
 from transformer_lab import strict_json
 from transformer_lab.data import read_labelled_text
-from transformer_lab.data.couplet import read_couplet_files
+from transformer_lab.data.couplet import read_couplet_source
+from transformer_lab.data.couplet_stream import CoupletFiles
 
 
 @pytest.mark.parametrize(
@@ -64,5 +65,5 @@ def test_an_integer_longer_than_python_reads_is_named_with_the_file_and_line(tmp
     couplets = tmp_path / "c.jsonl"
     couplets.write_text('{"upper": "春风", "lower": ' + "9" * digits + "}\n", encoding="utf-8")
     with pytest.raises(ValueError) as read:
-        read_couplet_files([couplets])
+        read_couplet_source(CoupletFiles.of_files([couplets]))
     assert str(read.value) == f"{couplets}: line 1: expected one JSON object, got {said}"
