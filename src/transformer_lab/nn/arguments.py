@@ -17,6 +17,8 @@ from torch import Tensor
 __all__ = [
     "is_int",
     "check_size",
+    "check_layer_sizes",
+    "check_num_layers",
     "check_optional_size",
     "check_dropout",
     "check_epsilon",
@@ -38,6 +40,27 @@ def check_size(name: str, value: object, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
     return int(value)
+
+
+def check_layer_sizes(
+    d_model: object, nhead: object, dim_feedforward: object, layer_norm_eps: object
+) -> tuple[int, int, int]:
+    """An encoder or decoder layer's ``d_model``, ``nhead`` and ``dim_feedforward`` as ints, ``layer_norm_eps`` checked.
+
+    Under the layer's own names, before MultiheadAttention would name them embed_dim and num_heads.
+    """
+    sizes = check_size("d_model", d_model), check_size("nhead", nhead), check_size("dim_feedforward", dim_feedforward)
+    check_epsilon("layer_norm_eps", layer_norm_eps)
+    return sizes
+
+
+def check_num_layers(num_layers: object) -> int:
+    """An encoder or decoder stack's ``num_layers``, itself, if it is an int (not a bool) >= 1."""
+    if not is_int(num_layers):
+        raise TypeError(f"num_layers: expected an int >= 1, got {num_layers!r}")
+    if num_layers < 1:
+        raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+    return num_layers
 
 
 def check_optional_size(name: str, value: object) -> int | None:

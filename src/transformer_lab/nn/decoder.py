@@ -46,11 +46,7 @@ class TransformerDecoderLayer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        # The layer's own names, before MultiheadAttention would name them embed_dim and num_heads.
-        d_model = arguments.check_size("d_model", d_model)
-        nhead = arguments.check_size("nhead", nhead)
-        dim_feedforward = arguments.check_size("dim_feedforward", dim_feedforward)
-        arguments.check_epsilon("layer_norm_eps", layer_norm_eps)
+        d_model, nhead, dim_feedforward = arguments.check_layer_sizes(d_model, nhead, dim_feedforward, layer_norm_eps)
         self.self_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, device=device, dtype=dtype
         )
@@ -170,10 +166,7 @@ class TransformerDecoder(nn.Module):
 
     def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int, norm: nn.Module | None = None) -> None:
         super().__init__()
-        if not arguments.is_int(num_layers):
-            raise TypeError(f"num_layers: expected an int >= 1, got {num_layers!r}")
-        if num_layers < 1:
-            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        num_layers = arguments.check_num_layers(num_layers)
         self.layers = nn.ModuleList([copy.deepcopy(decoder_layer) for _ in range(num_layers)])
         self.num_layers = num_layers
         self.norm = norm
