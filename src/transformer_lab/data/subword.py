@@ -83,6 +83,7 @@ from transformer_lab.data.vocabulary import (
     UNK_ID,
     UNK_TOKEN,
     SpecialTokenIds,
+    id_sequence,
 )
 
 logger = logging.getLogger(__name__)
@@ -627,12 +628,7 @@ class SubwordTokenizer(SpecialTokenIds):
             ids: a sequence of ints, or a 1-D integer tensor [T].
         """
         check_bool("skip_special", skip_special)
-        if isinstance(ids, torch.Tensor):
-            if ids.dim() != 1 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-                raise ValueError(
-                    f"ids must be a 1-D integer tensor, got dtype {ids.dtype} and shape {tuple(ids.shape)}"
-                )
-            ids = ids.tolist()
+        ids = id_sequence(ids)
         if isinstance(ids, str):
             raise ValueError(f"ids must be a sequence of integer ids, got a str {ids[:40]!r}")
         checked = [self._check_id(f"ids[{position}]", token_id) for position, token_id in enumerate(ids)]

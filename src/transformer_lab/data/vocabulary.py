@@ -40,6 +40,15 @@ NUM_SPECIAL_TOKENS = len(SPECIAL_TOKENS)
 _LINE_BREAKS = ("\n", "\r")
 
 
+def id_sequence(ids: Sequence[int] | torch.Tensor) -> Sequence[int]:
+    """The ids to decode: a 1-D integer tensor as a list, anything else as given (the caller checks each id)."""
+    if isinstance(ids, torch.Tensor):
+        if ids.dim() != 1 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+            raise ValueError(f"ids must be a 1-D integer tensor, got dtype {ids.dtype} and shape {tuple(ids.shape)}")
+        return ids.tolist()
+    return ids
+
+
 def _check_token(token: object, where: str) -> str:
     """Return `token` if it can be stored in a vocabulary, else raise a ValueError."""
     if not isinstance(token, str):
@@ -233,12 +242,7 @@ class Vocabulary(SpecialTokenIds):
         Shape:
             ids: a sequence of ints, or a 1-D integer tensor [T].
         """
-        if isinstance(ids, torch.Tensor):
-            if ids.dim() != 1 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-                raise ValueError(
-                    f"ids must be a 1-D integer tensor, got dtype {ids.dtype} and shape {tuple(ids.shape)}"
-                )
-            ids = ids.tolist()
+        ids = id_sequence(ids)
         tokens = []
         size = len(self)
         for position, token_id in enumerate(ids):
