@@ -449,9 +449,7 @@ def load_model_weights(folder: str | os.PathLike[str], model: nn.Module) -> nn.M
     try:
         missing, unexpected = load_model(model, str(path), strict=False, device=device)
     except SafetensorError as error:
-        raise ValueError(
-            f"{str(path)!r}: expected a complete safetensors file, got one that cannot be read ({error})"
-        ) from None
+        raise _unreadable_weights(path, error) from None
     if missing or unexpected:
         raise ValueError(
             f"model: expected the parameter names stored in {str(path)!r}; "
@@ -544,15 +542,20 @@ def _check_names(path: Path, state: Mapping[str, torch.Tensor], tied: Mapping[st
         )
 
 
+def _unreadable_weights(path: Path, error: SafetensorError, hint: str = "") -> ValueError:
+    """The error for a safetensors file that safetensors cannot read, its message followed by ``hint``."""
+    return ValueError(
+        f"{str(path)!r}: expected a complete safetensors file, got one that cannot be read ({error}){hint}"
+    )
+
+
 def _stored_aliases(path: Path) -> dict[str, str]:
     """Tied weights stored once: the header's metadata maps each name left out to the name kept."""
     try:
         with safe_open(str(path), framework="pt") as file:
             return dict(file.metadata() or {})
     except SafetensorError as error:
-        raise ValueError(
-            f"{str(path)!r}: expected a complete safetensors file, got one that cannot be read ({error})"
-        ) from None
+        raise _unreadable_weights(path, error) from None
 
 
 def _stored_shapes(path: Path) -> dict[str, list[int]]:
@@ -562,10 +565,7 @@ def _stored_shapes(path: Path) -> dict[str, list[int]]:
             return {name: list(file.get_slice(name).get_shape()) for name in file.keys()}
     except SafetensorError as error:
         # The header records every tensor's byte range, so a cut file fails here.
-        raise ValueError(
-            f"{str(path)!r}: expected a complete safetensors file, got one that cannot be read "
-            f"({error}); it is truncated or not a weights file"
-        ) from None
+        raise _unreadable_weights(path, error, "; it is truncated or not a weights file") from None
 
 
 def load_trainer_state(folder: str | os.PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:
