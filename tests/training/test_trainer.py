@@ -442,3 +442,48 @@ def test_cooldown_needs_a_known_run_length(tmp_path):
         TinyModel(), config(cooldown_steps=2, max_steps=4), tmp_path, loss_fn, batch_stream, d_model=D_MODEL
     )
     assert trainer.fit()["steps"] == 4
+
+
+def test_a_schedule_scaled_to_a_short_run_resumes_bitwise_after_a_crash(tmp_path):
+    # 9 steps against a warm-up and a cool-down of 800 each: scaled to the run, and worked out
+    # again on resume from the same batches, so the resumed run takes the same rate at every step.
+    def run(out_dir, train_batches=epoch_batches, resume=False):
+        torch.manual_seed(1000 if resume else 0)
+        model = TinyModel(dropout=0.3)
+        schedule = dict(warmup_steps=800, cooldown_steps=800, fit_schedule_to_run=True)
+        trainer = Trainer(
+            model,
+            config(grad_accum_steps=2, **schedule),
+            out_dir,
+            loss_with_python_random,
+            train_batches,
+            d_model=D_MODEL,
+            evaluate_fn=evaluate_with_randomness,
+            resume=resume,
+        )
+        return model, trainer.fit()
+
+    class CrashingBatches(list):
+        # A length, as the schedule's scaling needs; the crash comes while the batches are read.
+        def __init__(self, epoch):
+            super().__init__(epoch_batches(epoch))
+            self.epoch = epoch
+
+        def __getitem__(self, index):
+            if self.epoch == 2 and index == 3:
+                raise KeyboardInterrupt("simulated crash")
+            return super().__getitem__(index)
+
+        def __iter__(self):
+            return (self[index] for index in range(len(self)))
+
+    reference, summary = run(tmp_path / "reference")
+    assert summary["steps"] == 9
+    rates = [row[3] for row in _train_rows(tmp_path / "reference")]
+    assert rates.index(max(rates)) == 1 and rates[-1] < rates[-2]  # scaled: warm-up 2, cool-down 2
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "crashed", CrashingBatches)
+    resumed, _ = run(tmp_path / "crashed", resume=True)
+    for expected, actual in zip(reference.parameters(), resumed.parameters()):
+        assert torch.equal(expected, actual)
+    assert _train_rows(tmp_path / "crashed") == _train_rows(tmp_path / "reference")
