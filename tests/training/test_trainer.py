@@ -146,13 +146,13 @@ def test_accumulating_half_batches_equals_full_batches(tmp_path):
         torch.testing.assert_close(half, whole, rtol=1e-5, atol=1e-6)
 
 
-def _train(out_dir, max_steps, resume=False, seed=0, train_batches=epoch_batches, device="cpu"):
+def _train(out_dir, max_steps, resume=False, seed=0, train_batches=epoch_batches, device="cpu", **changes):
     # A different initialisation for a resumed model, to show the weights come from disk.
     torch.manual_seed(1000 if resume else 0)
     model = TinyModel(dropout=0.3)
     trainer = Trainer(
         model,
-        config(max_steps=max_steps, grad_accum_steps=2, seed=seed, device=str(device)),
+        config(max_steps=max_steps, grad_accum_steps=2, seed=seed, device=str(device), **changes),
         out_dir,
         loss_with_python_random,
         train_batches,
@@ -448,20 +448,8 @@ def test_a_schedule_scaled_to_a_short_run_resumes_bitwise_after_a_crash(tmp_path
     # 9 steps against a warm-up and a cool-down of 800 each: scaled to the run, and worked out
     # again on resume from the same batches, so the resumed run takes the same rate at every step.
     def run(out_dir, train_batches=epoch_batches, resume=False):
-        torch.manual_seed(1000 if resume else 0)
-        model = TinyModel(dropout=0.3)
         schedule = dict(warmup_steps=800, cooldown_steps=800, fit_schedule_to_run=True)
-        trainer = Trainer(
-            model,
-            config(grad_accum_steps=2, **schedule),
-            out_dir,
-            loss_with_python_random,
-            train_batches,
-            d_model=D_MODEL,
-            evaluate_fn=evaluate_with_randomness,
-            resume=resume,
-        )
-        return model, trainer.fit()
+        return _train(out_dir, max_steps=0, resume=resume, train_batches=train_batches, **schedule)
 
     class CrashingBatches(list):
         # A length, as the schedule's scaling needs; the crash comes while the batches are read.
