@@ -312,6 +312,18 @@ def test_a_separate_validation_file_and_integer_labels(tmp_path: Path) -> None:
     assert result.config.data.valid_files == (str(valid_file.resolve()),)
 
 
+def test_a_validation_row_longer_than_the_model_reads_is_refused_before_training(tmp_path: Path) -> None:
+    # A 10,001-letter word in the validation file only: no BPE learns from it, but the model reads 64 tokens.
+    train_file = write_topic_csv(tmp_path / "train.csv", per_class=10, seed=0)
+    valid_file = write_topic_csv(tmp_path / "valid.csv", per_class=2, seed=1)
+    with valid_file.open("a", encoding="utf-8") as stream:
+        stream.write(f"长题,{'长' * 10_001},{next(iter(TOPICS))}\n")
+    overrides = [f"data.train_files={train_file}", f"data.valid_files={valid_file}", *TINY, "train.epochs=1"]
+    with pytest.raises(ValueError, match=r"valid\.csv: line 8: expected at most 64 subword tokens \(model\.max_len\)"):
+        classification_train.train(apply_overrides(classification_train.default_config(), overrides), tmp_path / "run")
+    assert not (tmp_path / "run" / "last").exists()  # refused before a step was taken
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [

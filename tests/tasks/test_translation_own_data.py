@@ -883,3 +883,18 @@ def test_a_small_corpus_scales_the_preset_schedule_and_refuses_a_given_one_that_
     assert main([*command, "--out", str(tmp_path / "given"), "--set", "train.cooldown_steps=800"]) == 2
     refused = r"train.cooldown_steps: expected at most the run's \d+ optimizer steps, got 800"
     assert re.search(refused, capsys.readouterr().err)
+
+
+def test_a_given_warmup_leaves_the_preset_cooldown_unscaled_and_the_refusal_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 20 pairs, 2 epochs: a few steps, under the preset's cool-down of 800 that the user never set.
+    train, valid = tmp_path / "train.tsv", tmp_path / "valid.tsv"
+    train.write_text("".join(f"{de}\t{en}\n" for de, en in number_pairs(20, 5)), encoding="utf-8")
+    valid.write_text("".join(f"{de}\t{en}\n" for de, en in number_pairs(4, 6)), encoding="utf-8")
+    command = ["train", "translation", "--train", str(train), "--valid", str(valid), *TINY_PRESET_SCHEDULE]
+    command += ["--source-language", "xde", "--target-language", "xen", "--out", str(tmp_path / "run")]
+    assert main([*command, "--set", "train.epochs=2", "--set", "train.warmup_steps=2"]) == 2
+    error = capsys.readouterr().err
+    assert "got the preset's 800, not scaled to the run since train.warmup_steps was given (--set)" in error
+    assert "set train.cooldown_steps too" in error and "lower it" not in error

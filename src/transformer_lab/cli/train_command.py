@@ -34,6 +34,7 @@ from transformer_lab.training.finetune import (
     with_checkpoint_model,
     with_checkpoint_vocabulary_settings,
 )
+from transformer_lab.training.optimization import CooldownTooLongError
 from transformer_lab.training.run.run_folder import (
     check_output_outside_saves,
     check_writable,
@@ -199,7 +200,10 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
         check_same_run(out_dir / LAST_FOLDER, task.checkpoint_task, config_to_dict(config))
     # Here, before the corpus is read and its vocabulary trained; the Trainer checks it again for the API.
     resolve_device(config.train.device, name="train.device")
-    result = task.train(config, out_dir, resume=arguments.resume, init_from=init_from)
+    try:
+        result = task.train(config, out_dir, resume=arguments.resume, init_from=init_from)
+    except CooldownTooLongError as error:
+        raise unscaled_cooldown_error(error, changed) from None
     closing = task.closing(result, config) if task.closing is not None else Closing([], {})
     if not is_main_process():
         return 0  # under torchrun rank 0 reports (the weights are the same on every rank)
@@ -226,6 +230,22 @@ def with_schedule_as_given(config: ConfigType, changed: Mapping[str, Setting]) -
     if not given or "train.fit_schedule_to_run" in changed or not getattr(train, "fit_schedule_to_run", False):
         return config
     return dataclasses.replace(config, train=dataclasses.replace(train, fit_schedule_to_run=False))  # type: ignore[type-var]
+
+
+def unscaled_cooldown_error(error: CooldownTooLongError, changed: Mapping[str, Setting]) -> ValueError:
+    """``error``, saying why where the cool-down is the preset's, left unscaled because the user gave the warm-up.
+
+    Else the message names a setting the user never gave and asks to lower it, without saying
+    why the preset's value, scaled on a run without the warm-up, is not scaled here.
+    """
+    warmup = changed.get("train.warmup_steps")
+    if "train.cooldown_steps" in changed or warmup is None or warmup.origin == FINETUNE_ORIGIN:
+        return error
+    return ValueError(
+        f"train.cooldown_steps: expected at most the run's {error.run_steps} optimizer steps, got the preset's "
+        f"{error.cooldown_steps}, not scaled to the run since train.warmup_steps was given ({warmup.origin}): "
+        "set train.cooldown_steps too (0 for no cool-down)"
+    )
 
 
 # The options that stand for a config field, by their argparse names.

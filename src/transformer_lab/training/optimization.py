@@ -32,6 +32,7 @@ from .schedule import build_noam_scheduler, build_optimizer, fitted_schedule, sc
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "CooldownTooLongError",
     "OptimizerFactory",
     "ScheduleFactory",
     "build_optimization",
@@ -133,15 +134,24 @@ def _steps_by_epochs(config: TrainConfig, train_batches: Callable[[int], Iterabl
     return config.epochs * math.ceil(batches / config.grad_accum_steps)
 
 
+class CooldownTooLongError(ValueError):
+    """A cool-down longer than the run; its steps and the run's, for a caller that knows where it came from."""
+
+    def __init__(self, cooldown_steps: int, run_steps: int) -> None:
+        super().__init__(
+            f"train.cooldown_steps: expected at most the run's {run_steps} optimizer steps, got "
+            f"{cooldown_steps} (lower it, or 0 for no cool-down)"
+        )
+        self.cooldown_steps = cooldown_steps
+        self.run_steps = run_steps
+
+
 def _checked_length(config: TrainConfig, steps_by_epochs: int, cooldown_steps: int) -> int:
     """The shorter of ``max_steps`` and ``steps_by_epochs`` (0: unbounded); an error if ``cooldown_steps`` is longer."""
     limits = [limit for limit in (config.max_steps, steps_by_epochs) if limit > 0]
     planned = min(limits) if limits else 0
     if planned < cooldown_steps:
-        raise ValueError(
-            f"train.cooldown_steps: expected at most the run's {planned} optimizer steps, got "
-            f"{cooldown_steps} (lower it, or 0 for no cool-down)"
-        )
+        raise CooldownTooLongError(cooldown_steps, planned)
     return planned
 
 

@@ -105,6 +105,21 @@ def _check_lengths(data: ClassificationData, max_len: int) -> None:
         )
 
 
+def _check_validation_lengths(data: ClassificationData, validation_ids: list[list[int]], max_len: int) -> None:
+    """Refuse a validation row longer than ``max_len`` tokens now, naming its file and line.
+
+    Else the run trains an epoch and then stops at the first validation on the model's
+    positional-table error, which names neither.
+    """
+    for article, ids in zip(data.validation_articles, validation_ids):
+        if len(ids) > max_len:
+            source = data.validation_file if data.validation_file is not None else data.train_file
+            raise ValueError(
+                f"{source}: line {article.line_number}: expected at most {max_len} subword tokens "
+                f"(model.max_len), got {len(ids)}; raise model.max_len"
+            )
+
+
 def _recorded_data_config(config: ClassificationDataConfig, data: ClassificationData) -> ClassificationDataConfig:
     """The data config to write into checkpoints: the files used, findable from any folder."""
     if config.prepared_dir:
@@ -173,6 +188,7 @@ def train(
         100 * padding_fraction(first_epoch, lengths),
     )
     validation_ids = data.tokenizer.encode_batch([article.text for article in data.validation_articles])
+    _check_validation_lengths(data, validation_ids, config.model.max_len)
     validation_labels = torch.tensor([article.label for article in data.validation_articles])
 
     def evaluate(evaluated_model: TransformerClassifier) -> dict[str, float]:
