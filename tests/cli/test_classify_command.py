@@ -13,6 +13,7 @@ import pytest
 from tests.tasks.news_fixture import tiny_overrides, write_news_folder
 from transformer_lab import Classifier, hardware
 from transformer_lab.cli import main
+from transformer_lab.tasks.classification import predict as classification_predict
 
 
 @pytest.fixture(scope="module")
@@ -131,3 +132,15 @@ def test_the_command_and_the_python_classifier_default_to_the_same_precision(
     assert capsys.readouterr().out == f"{default.label_name}\t{shares}\n"
     # fp32 is still there when asked for, and the bf16 copy really ran above.
     assert classifier.classify(text, precision="fp32").probabilities != default.probabilities
+
+
+def test_a_line_of_many_classes_prints_the_most_probable_and_a_count() -> None:
+    # 30 classes: a line of every probability would be hundreds of columns; --output keeps them all.
+    probabilities = {f"class{index}": (index + 1) / 465 for index in range(30)}
+    shares = classification_predict.printed_shares(probabilities)
+    assert shares == (
+        "class29=0.0645 class28=0.0624 class27=0.0602 class26=0.0581 class25=0.0559 "
+        "(+25 more classes; --output keeps all)"
+    )
+    few = {"World": 0.1, "Sports": 0.6, "Business": 0.2, "Sci/Tech": 0.1}
+    assert classification_predict.printed_shares(few) == "World=0.1000 Sports=0.6000 Business=0.2000 Sci/Tech=0.1000"

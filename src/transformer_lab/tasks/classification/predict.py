@@ -4,9 +4,11 @@
 from a checkpoint); `ClassificationHandler` answers the server's classification pane with it,
 and `COMMAND` is ``transformer-lab classify``: each text gives one stdout line, in input
 order, the predicted class then every class's probability, tab-separated
-(``Business<TAB>World=0.0123 Sports=0.0031 ...``). A text that cannot be classified (empty,
-or longer than the model reads without ``--truncate``) gives ``-`` and the reason on its
-line and one line on stderr, and the exit code is 2; the other texts are still classified.
+(``Business<TAB>World=0.0123 Sports=0.0031 ...``); past `MAX_PRINTED_CLASSES` classes, the
+`PRINTED_TOP` most probable in falling order and how many more (``--output`` keeps all). A
+text that cannot be classified (empty, or longer than the model reads without
+``--truncate``) gives ``-`` and the reason on its line and one line on stderr, and the exit
+code is 2; the other texts are still classified.
 ``--output`` also writes one JSON object a line.
 """
 
@@ -24,6 +26,7 @@ from torch import Tensor
 from transformer_lab.data import PAD_ID, SubwordTokenizer, collate_classification, token_budget_batches
 from transformer_lab.data._checks import texts_of
 from transformer_lab.data.subword import check_texts, token_labels
+from transformer_lab.evaluation.classification_metrics import MAX_PRINTED_CLASSES
 from transformer_lab.hardware import PRECISIONS, autocast, resolve_inference_precision, resolve_precision
 from transformer_lab.models import TransformerClassifier
 from transformer_lab.models.bfloat16 import as_bf16
@@ -289,6 +292,19 @@ PRECISION = TaskOption(
 )
 
 
+# A line of hundreds of classes' probabilities helps no one on a terminal: the most probable are printed.
+PRINTED_TOP = 5
+
+
+def printed_shares(probabilities: Mapping[str, float]) -> str:
+    """Every class's probability, in class order; past `MAX_PRINTED_CLASSES`, the top `PRINTED_TOP` and a count."""
+    if len(probabilities) <= MAX_PRINTED_CLASSES:
+        return " ".join(f"{name}={probability:.4f}" for name, probability in probabilities.items())
+    top = sorted(probabilities.items(), key=lambda item: -item[1])[:PRINTED_TOP]
+    shown = " ".join(f"{name}={probability:.4f}" for name, probability in top)
+    return f"{shown} (+{len(probabilities) - PRINTED_TOP:,} more classes; --output keeps all)"
+
+
 def answer(classifier: Classifier, texts: list[str], options: Mapping[str, Any]) -> Answers:
     """``transformer-lab classify``: a line per text (see the module docstring), and ``--output``'s JSON lines."""
     results = classifier._classify_each(
@@ -308,7 +324,7 @@ def answer(classifier: Classifier, texts: list[str], options: Mapping[str, Any])
                 f"input {number}: read only the first {classifier.max_len} of its {result.num_tokens} "
                 "subword tokens (--truncate)"
             )
-        shares = " ".join(f"{name}={probability:.4f}" for name, probability in result.probabilities.items())
+        shares = printed_shares(result.probabilities)
         answers.lines.append(f"{result.label_name}\t{shares}")
         records.append(
             {
