@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -94,30 +96,21 @@ default_config = ClassificationConfig
 TrainResult = RunResult[TransformerClassifier, SubwordTokenizer, "ClassificationConfig", ClassificationData]
 
 
-def _check_lengths(data: ClassificationData, max_len: int) -> None:
-    lengths = data.train_store.lengths("tokens")
+def _check_lengths(
+    path: Path, line_numbers: np.ndarray | Sequence[int], lengths: np.ndarray | Sequence[int], max_len: int
+) -> None:
+    """Refuse the first row of ``path`` longer than ``max_len`` tokens, naming its line (``line_numbers``).
+
+    Validation rows too, before training: else the run trains an epoch and then stops at the
+    first validation on the model's positional-table error, which names neither.
+    """
     too_long = longer_than(lengths, max_len)
     if too_long.size:
-        line = int(data.train_line_numbers[too_long[0]])
+        first = int(too_long[0])
         raise ValueError(
-            f"{data.train_file}: line {line}: expected at most {max_len} subword tokens "
-            f"(model.max_len), got {int(lengths[too_long[0]])}; raise model.max_len"
+            f"{path}: line {int(line_numbers[first])}: expected at most {max_len} subword tokens "
+            f"(model.max_len), got {int(lengths[first])}; raise model.max_len"
         )
-
-
-def _check_validation_lengths(data: ClassificationData, validation_ids: list[list[int]], max_len: int) -> None:
-    """Refuse a validation row longer than ``max_len`` tokens now, naming its file and line.
-
-    Else the run trains an epoch and then stops at the first validation on the model's
-    positional-table error, which names neither.
-    """
-    for article, ids in zip(data.validation_articles, validation_ids):
-        if len(ids) > max_len:
-            source = data.validation_file if data.validation_file is not None else data.train_file
-            raise ValueError(
-                f"{source}: line {article.line_number}: expected at most {max_len} subword tokens "
-                f"(model.max_len), got {len(ids)}; raise model.max_len"
-            )
 
 
 def _recorded_data_config(config: ClassificationDataConfig, data: ClassificationData) -> ClassificationDataConfig:
@@ -164,7 +157,7 @@ def train(
     """
     tokenizer, class_names = checkpoint_vocabulary(start_checkpoint(out_dir, resume=resume, init_from=init_from))
     data = build_data(config.data, tokenizer, class_names)
-    _check_lengths(data, config.model.max_len)
+    _check_lengths(data.train_file, data.train_line_numbers, data.train_store.lengths("tokens"), config.model.max_len)
     config = dataclasses.replace(
         config,
         data=_recorded_data_config(config.data, data),
@@ -188,7 +181,12 @@ def train(
         100 * padding_fraction(first_epoch, lengths),
     )
     validation_ids = data.tokenizer.encode_batch([article.text for article in data.validation_articles])
-    _check_validation_lengths(data, validation_ids, config.model.max_len)
+    _check_lengths(
+        data.validation_file or data.train_file,
+        [article.line_number for article in data.validation_articles],
+        [len(ids) for ids in validation_ids],
+        config.model.max_len,
+    )
     validation_labels = torch.tensor([article.label for article in data.validation_articles])
 
     def evaluate(evaluated_model: TransformerClassifier) -> dict[str, float]:
