@@ -32,7 +32,7 @@ from torch import nn
 
 from transformer_lab.data.prepared_cache import corpus_data_config
 from transformer_lab.training import config_from_dict, load_model_weights
-from transformer_lab.training.checkpoint import load_checkpoint_config
+from transformer_lab.training.checkpoint import load_checkpoint_config, trained_task_name
 from transformer_lab.training.config import TaskConfig
 from transformer_lab.training.config_io import Setting, shown
 
@@ -69,7 +69,7 @@ def check_checkpoint_task(checkpoint: str | Path, task_name: str) -> dict[str, A
     if saved.get("task") != task_name:
         raise ValueError(
             f"--init-from: expected a {task_name} checkpoint, got {str(checkpoint)!r}, "
-            f"a checkpoint of the task {saved.get('task')!r}"
+            f"a checkpoint of the task {trained_task_name(saved)!r}"
         )
     return saved
 
