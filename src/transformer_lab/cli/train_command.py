@@ -215,8 +215,10 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     return 0
 
 
-# The schedule settings a user gives to be taken as they are, not scaled to the run.
-_SCHEDULE_KEYS = ("train.warmup_steps", "train.cooldown_steps")
+def _given_by_user(changed: Mapping[str, Setting], key: str) -> Setting | None:
+    """The setting of ``key`` the user gave (any channel), None where none or the fine-tuning schedule's."""
+    setting = changed.get(key)
+    return None if setting is None or setting.origin == FINETUNE_ORIGIN else setting
 
 
 def with_schedule_as_given(config: ConfigType, changed: Mapping[str, Setting]) -> ConfigType:
@@ -225,7 +227,7 @@ def with_schedule_as_given(config: ConfigType, changed: Mapping[str, Setting]) -
     A preset's schedule is scaled to a run too short for it; one the user chose is taken as
     given, and a cool-down longer than the run is then an error naming it.
     """
-    given = [key for key in _SCHEDULE_KEYS if key in changed and changed[key].origin != FINETUNE_ORIGIN]
+    given = any(_given_by_user(changed, key) for key in ("train.warmup_steps", "train.cooldown_steps"))
     train = getattr(config, "train", None)
     if not given or "train.fit_schedule_to_run" in changed or not getattr(train, "fit_schedule_to_run", False):
         return config
@@ -238,8 +240,8 @@ def unscaled_cooldown_error(error: CooldownTooLongError, changed: Mapping[str, S
     Else the message names a setting the user never gave and asks to lower it, without saying
     why the preset's value, scaled on a run without the warm-up, is not scaled here.
     """
-    warmup = changed.get("train.warmup_steps")
-    if "train.cooldown_steps" in changed or warmup is None or warmup.origin == FINETUNE_ORIGIN:
+    warmup = _given_by_user(changed, "train.warmup_steps")
+    if "train.cooldown_steps" in changed or warmup is None:
         return error
     return ValueError(
         f"train.cooldown_steps: expected at most the run's {error.run_steps} optimizer steps, got the preset's "
