@@ -20,6 +20,7 @@ from transformer_lab.training.time_budget import (
     parse_duration,
     plan_total_steps,
 )
+from transformer_lab.training.schedule import scaled_schedule
 
 from .test_trainer import D_MODEL, TinyModel, epoch_batches, loss_fn, read_rows
 
@@ -226,6 +227,31 @@ def test_the_run_fits_its_budget_and_records_the_plan(tmp_path, monkeypatch):
         recorded = json.loads((tmp_path / folder / "config.json").read_text())
         assert recorded["time_budget_plan"]["total_steps"] == 65
         assert recorded["train"]["time_budget"] == "100s"
+
+
+@pytest.mark.parametrize(("budget", "total"), [("100s", 65), ("70s", 43)])
+def test_data_too_small_for_the_schedule_has_it_scaled_to_the_plan_not_to_the_epochs(
+    tmp_path, monkeypatch, budget, total
+):
+    # Two epochs of 5 steps are far too short for warm-up 8 and cool-down 20; the budget replaces
+    # them with its plan, so the schedule is fitted to the plan's steps: kept whole where the plan
+    # has room for it (65 >= 2 * 28), compressed in time where not. Fitted to the 10 steps of the
+    # epochs, the plan would train on warm-up 1 and cool-down 4 at a third of the factor.
+    clock = DrivenClock(monkeypatch)
+    _, summary, rates = train_on_clock(
+        tmp_path, clock, epochs=2, fit_schedule_to_run=True, time_budget=budget
+    )
+    plan = summary["time_budget_plan"]
+    warmup, cooldown, factor = scaled_schedule(total, 8, 20, 1.0)
+    assert (plan["total_steps"], plan["warmup_steps"], plan["cooldown_steps"]) == (total, warmup, cooldown)
+    assert plan["lr_factor"] == pytest.approx(factor)
+    assert (warmup, cooldown, factor) == ((8, 20, 1.0) if total == 65 else (6, 15, pytest.approx(0.75**0.5)))
+    # The measurement's 22 steps warm up as configured, then the plan's schedule takes over.
+    expected = [noam_lr(step, D_MODEL, 8, 1.0) for step in range(1, 23)] + [
+        noam_lr(step, D_MODEL, warmup, factor) * cooldown_multiplier(step, total, cooldown)
+        for step in range(23, total + 1)
+    ]
+    assert rates == pytest.approx(expected)
 
 
 def test_resume_continues_the_same_schedule_on_a_faster_clock(tmp_path, monkeypatch):

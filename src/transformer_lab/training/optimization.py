@@ -40,6 +40,7 @@ __all__ = [
     "fitted_cooldown_steps",
     "noam_schedule_factory",
     "planned_optimizer_steps",
+    "run_too_short_for_schedule",
     "scaled_to_run",
 ]
 
@@ -92,14 +93,8 @@ def scaled_to_run(config: TrainConfig, train_batches: Callable[[int], Iterable[A
     :func:`fitted_cooldown_steps` stops any. The scaling is
     :func:`~transformer_lab.training.schedule.scaled_schedule`'s; it is logged in one line.
     """
-    if not config.fit_schedule_to_run:
-        return config
-    try:
-        steps_by_epochs = _steps_by_epochs(config, train_batches)
-    except ValueError:  # a stream of batches without a len() and no max_steps: nothing to scale to
-        return config
-    run_steps = steps_by_epochs or config.max_steps
-    if run_steps < 1:
+    run_steps = run_too_short_for_schedule(config, train_batches)
+    if not run_steps:
         return config
     warmup, cooldown, factor = scaled_schedule(run_steps, config.warmup_steps, config.cooldown_steps, config.lr_factor)
     if (warmup, cooldown) == (config.warmup_steps, config.cooldown_steps):
@@ -116,6 +111,25 @@ def scaled_to_run(config: TrainConfig, train_batches: Callable[[int], Iterable[A
         factor,
     )
     return dataclasses.replace(config, warmup_steps=warmup, cooldown_steps=cooldown, lr_factor=factor)
+
+
+def run_too_short_for_schedule(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> int:
+    """The configured run's optimizer steps where ``fit_schedule_to_run`` asks and they are too short for the
+    schedule (its data smaller than the schedule was made for); else 0.
+
+    The length is ``epochs`` times epoch 0's steps, else ``max_steps``; a stream of batches
+    without a len() and no ``max_steps`` has none to scale to.
+    """
+    if not config.fit_schedule_to_run:
+        return 0
+    try:
+        run_steps = _steps_by_epochs(config, train_batches) or config.max_steps
+    except ValueError:
+        return 0
+    if run_steps < 1:
+        return 0
+    scaled = scaled_schedule(run_steps, config.warmup_steps, config.cooldown_steps, config.lr_factor)
+    return 0 if scaled[:2] == (config.warmup_steps, config.cooldown_steps) else run_steps
 
 
 def _steps_by_epochs(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> int:

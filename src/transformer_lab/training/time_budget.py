@@ -10,7 +10,11 @@ left of the budget less ``SAFETY_FRACTION`` of it (checkpoint writes, the rate's
 The budget's clock starts when training starts; reading the data and building the model
 before that are not counted.
 
-The configured schedule is then fitted to ``P`` steps (``schedule.fitted_schedule``): the
+Where the data is too small for the configured schedule (``fit_schedule_to_run``, and its
+epochs shorter than twice the warm-up and cool-down), the schedule is compressed to ``P``
+(``schedule.scaled_schedule``), as a run of epochs is compressed to its length: the epochs
+are replaced, so ``P`` is the length that counts. Otherwise the configured schedule is
+fitted to ``P`` steps (``schedule.fitted_schedule``): the
 warm-up and the peak stay as configured, and a ``P`` shorter than the configured run ``L``
 (``max_steps``, or ``epochs`` times an epoch's steps) scales its cool-down by ``P / L``, kept
 after the warm-up. A short run is thus the configured run stopped early, ending on a linear
@@ -49,8 +53,8 @@ from .durations import (
     duration_seconds,
     parse_duration,
 )
-from .optimization import planned_optimizer_steps
-from .schedule import cooldown_multiplier, fitted_schedule, noam_lr
+from .optimization import planned_optimizer_steps, run_too_short_for_schedule
+from .schedule import cooldown_multiplier, fitted_schedule, noam_lr, scaled_schedule
 
 if TYPE_CHECKING:
     from .config import TrainConfig
@@ -202,7 +206,10 @@ class TimeBudget:
     def __init__(self, config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> None:
         assert config.time_budget is not None
         self.evaluate_every = max(1, _steps_between_validations(config, train_batches))
-        self.configured_steps = planned_optimizer_steps(config, train_batches)
+        # Data too small for the schedule (a preset's on an own corpus): the plan's steps, not the
+        # epochs the budget replaces, are the run the schedule is scaled to.
+        self.scales_to_plan = run_too_short_for_schedule(config, train_batches) > 0
+        self.configured_steps = 0 if self.scales_to_plan else planned_optimizer_steps(config, train_batches)
         self.max_steps = config.max_steps
         self.budget_seconds = check_budget(config.time_budget)
         self.configured_cooldown = config.cooldown_steps
@@ -296,14 +303,20 @@ class TimeBudget:
         )
         if self.max_steps:
             total = min(total, max(self.max_steps, done_steps))
-        warmup, cooldown, factor = fitted_schedule(
-            total,
-            self.configured_steps,
-            done_steps,
-            self.shape.warmup_steps,
-            self.configured_cooldown,
-            self.shape.lr_factor,
-        )
+        if self.scales_to_plan:
+            warmup, cooldown, factor = scaled_schedule(
+                max(total, 1), self.shape.warmup_steps, self.configured_cooldown, self.shape.lr_factor
+            )
+            cooldown = min(cooldown, max(total - done_steps, 0))  # never back into the steps taken
+        else:
+            warmup, cooldown, factor = fitted_schedule(
+                total,
+                self.configured_steps,
+                done_steps,
+                self.shape.warmup_steps,
+                self.configured_cooldown,
+                self.shape.lr_factor,
+            )
         return BudgetPlan(
             budget_seconds=self.budget_seconds,
             measured_steps=done_steps,

@@ -210,8 +210,8 @@ class Trainer:
         self.device = _model_device(model)
         # "auto" becomes what this device runs fast; config.json says which (_written_config).
         self.config = config = dataclasses.replace(config, precision=resolve_precision(config.precision, self.device))
-        if schedule_factory is None:
-            # A preset's schedule on data smaller than it was made for; before the budget, which fits it further.
+        if schedule_factory is None and config.time_budget is None:
+            # A preset's schedule on data smaller than it was made for (a budget fits it to its plan instead).
             self.config = config = scaled_to_run(config, train_batches)
         # A time budget fixes the run's length after measuring; its schedule follows the plan.
         self._budget = TimeBudget(config, train_batches) if config.time_budget is not None else None
