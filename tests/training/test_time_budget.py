@@ -12,6 +12,7 @@ import torch
 
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import TrainConfig, Trainer, apply_overrides, cooldown_multiplier, noam_lr, time_budget
+from transformer_lab.training.schedule import scaled_schedule
 from transformer_lab.training.time_budget import (
     MEASUREMENT_SECONDS,
     SAFETY_FRACTION,
@@ -20,7 +21,6 @@ from transformer_lab.training.time_budget import (
     parse_duration,
     plan_total_steps,
 )
-from transformer_lab.training.schedule import scaled_schedule
 
 from .test_trainer import D_MODEL, TinyModel, epoch_batches, loss_fn, read_rows
 
@@ -238,9 +238,7 @@ def test_data_too_small_for_the_schedule_has_it_scaled_to_the_plan_not_to_the_ep
     # has room for it (65 >= 2 * 28), compressed in time where not. Fitted to the 10 steps of the
     # epochs, the plan would train on warm-up 1 and cool-down 4 at a third of the factor.
     clock = DrivenClock(monkeypatch)
-    _, summary, rates = train_on_clock(
-        tmp_path, clock, epochs=2, fit_schedule_to_run=True, time_budget=budget
-    )
+    _, summary, rates = train_on_clock(tmp_path, clock, epochs=2, fit_schedule_to_run=True, time_budget=budget)
     plan = summary["time_budget_plan"]
     warmup, cooldown, factor = scaled_schedule(total, 8, 20, 1.0)
     assert (plan["total_steps"], plan["warmup_steps"], plan["cooldown_steps"]) == (total, warmup, cooldown)
