@@ -45,6 +45,22 @@ def test_unequal_lines_name_the_right_line_after_a_tsv_header(tmp_path: Path) ->
     assert corpus.pairs == [("春风", "秋雨")] and corpus.skipped_unequal == [3]
 
 
+def test_a_tsv_header_in_chinese_is_skipped_and_tsv_errors_name_the_upper_and_lower_line(tmp_path: Path) -> None:
+    path = tmp_path / "pairs.tsv"
+    path.write_text("上联\t下联\n春风\t秋雨\n", encoding="utf-8")
+    assert read_couplet_source(CoupletFiles.of_files([path])).pairs == [("春风", "秋雨")]
+    path.write_text("下联\t上联\n春风\t秋雨\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"pairs\.tsv: line 1: expected the columns upper<TAB>lower") as error:
+        read_couplet_source(CoupletFiles.of_files([path]))
+    assert str(error.value).endswith("which puts lower first; swap the columns")
+    path.write_text("春风\t秋雨\t花月\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 1: expected 2 tab-separated fields \(upper<TAB>lower\), got 3"):
+        read_couplet_source(CoupletFiles.of_files([path]))
+    path.write_text("春风\t秋雨\n \t花月\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2: expected a non-empty upper sentence, got ' '"):
+        read_couplet_source(CoupletFiles.of_files([path]))
+
+
 def test_too_few_couplets_to_carve_validation_from_name_the_setting_and_how_to_set_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -30,6 +30,8 @@ UPPER_FILE = "in.txt"
 LOWER_FILE = "out.txt"
 # The JSON keys (and TSV header) of the user's own couplet files.
 COUPLET_KEYS = ("upper", "lower")
+# A TSV first line naming the columns in Chinese is a header too, not a couplet to learn.
+COUPLET_HEADERS = (("上联", "下联"),)
 
 
 def split_characters(line: str) -> str:
@@ -84,7 +86,7 @@ class CoupletFiles:
         """
         _check_options(skip_invalid, max_length)
         return cls(
-            PairFiles.of(paths, *COUPLET_KEYS, file_format, name=name, sides=COUPLET_KEYS), skip_invalid, max_length
+            PairFiles.of(paths, *COUPLET_KEYS, file_format, name=name, sides=COUPLET_KEYS, headers=COUPLET_HEADERS), skip_invalid, max_length
         )
 
     @property

@@ -37,6 +37,7 @@ from transformer_lab.data.parallel_text import ParallelText, read_lines, read_pa
 logger = logging.getLogger(__name__)
 
 PAIR_FORMATS = ("lines", "tsv", "jsonl")
+SIDES = ("source", "target")  # what the two sides are called in errors, and a TSV header's names
 _SUFFIX_FORMATS = {".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
 _TABLE_SUFFIXES = (*_SUFFIX_FORMATS, ".csv")  # a pair (or a row) per line: never one side of two line files
 
@@ -181,15 +182,15 @@ def _check_sentence(path: Path, number: int, side: str, text: str) -> str:
     return text
 
 
-def tsv_pair(path: Path, number: int, line: str) -> tuple[str, str]:
-    """The (source, target) of one TSV line, ``number`` its 1-based line; an error names both."""
+def tsv_pair(path: Path, number: int, line: str, sides: tuple[str, str] = SIDES) -> tuple[str, str]:
+    """The (source, target) of one TSV line, ``number`` its 1-based line; an error names both and the ``sides``."""
     fields = line.split("\t")
     if len(fields) != 2:
         raise ValueError(
-            f"{path}: line {number}: expected 2 tab-separated fields (source<TAB>target), "
+            f"{path}: line {number}: expected 2 tab-separated fields ({sides[0]}<TAB>{sides[1]}), "
             f"got {len(fields)}: {line[:80]!r}"
         )
-    return _check_sentence(path, number, "source", fields[0]), _check_sentence(path, number, "target", fields[1])
+    return _check_sentence(path, number, sides[0], fields[0]), _check_sentence(path, number, sides[1], fields[1])
 
 
 def line_pair(paths: tuple[Path, Path], number: int, source: str, target: str) -> tuple[str, str]:
@@ -197,23 +198,38 @@ def line_pair(paths: tuple[Path, Path], number: int, source: str, target: str) -
     return _check_sentence(paths[0], number, "source", source), _check_sentence(paths[1], number, "target", target)
 
 
-def is_tsv_header(line: str, source_language: str, target_language: str, path: Path) -> bool:
-    """Whether a TSV file's first line is a header: the two languages (``de<TAB>en``) or ``source<TAB>target``.
+def is_tsv_header(
+    line: str,
+    source_language: str,
+    target_language: str,
+    path: Path,
+    headers: tuple[tuple[str, str], ...] = (SIDES,),
+    sides: tuple[str, str] = SIDES,
+) -> bool:
+    """Whether a TSV file's first line is a header: the two languages (``de<TAB>en``) or one of ``headers``.
 
-    Case and spaces around each name are ignored (``DE<TAB>EN``), and nothing else is a header:
-    a pair of two other words is a pair. The header the other way round says the columns are
-    target then source: refused, naming ``path`` (read as data, it was a pair, and every pair
-    was trained the wrong way round).
+    ``headers`` are the column names besides the languages (``source<TAB>target``; a couplet's
+    ``上联<TAB>下联``), ``sides`` what errors call the columns. Case and spaces around each name are ignored (``DE<TAB>EN``), and nothing
+    else is a header: a pair of two other words is a pair. A header the other way round says
+    the columns are target then source: refused, naming ``path`` (read as data, it was a pair,
+    and every pair was trained the wrong way round).
     """
     names = tuple(field.strip().lower() for field in line.split("\t"))
     languages = (source_language.strip().lower(), target_language.strip().lower())
-    if names == ("target", "source") or (languages[0] != languages[1] and names == languages[::-1]):
-        raise ValueError(
-            f"{path}: line 1: expected the columns {source_language}<TAB>{target_language} (source first, "
-            f"{source_language} -> {target_language}), got the header {line!r}, which puts {target_language} first; "
-            f"swap the columns, or pass --source-language {target_language} --target-language {source_language}"
+    known = [languages, *(tuple(name.lower() for name in header) for header in headers)]
+    if any(header[0] != header[1] and names == header[::-1] for header in known):
+        # Languages are options of a translation's sides; a couplet's upper and lower line are not.
+        flip = (
+            f", or pass --source-language {target_language} --target-language {source_language}"
+            if sides == SIDES
+            else ""
         )
-    return names in (languages, ("source", "target"))
+        raise ValueError(
+            f"{path}: line 1: expected the columns {source_language}<TAB>{target_language} ({sides[0]} first, "
+            f"{source_language} -> {target_language}), got the header {line!r}, which puts {target_language} first; "
+            f"swap the columns{flip}"
+        )
+    return names in known
 
 
 def check_language_order(

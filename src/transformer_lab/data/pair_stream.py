@@ -20,6 +20,7 @@ from typing import TypeVar
 from transformer_lab.data import line_stream
 from transformer_lab.data.line_stream import ByteDigest, count_lines, stream_lines
 from transformer_lab.data.pair_files import (
+    SIDES,
     check_language_order,
     is_tsv_header,
     json_pair,
@@ -40,6 +41,10 @@ class PairFiles:
     form: str
     source_language: str
     target_language: str
+    # What errors call the two sides (a couplet's upper and lower line), and the TSV headers
+    # besides the languages.
+    sides: tuple[str, str] = SIDES
+    headers: tuple[tuple[str, str], ...] = (SIDES,)
 
     @classmethod
     def of(
@@ -49,13 +54,14 @@ class PairFiles:
         target_language: str,
         file_format: str = "",
         name: str = "files",
-        sides: tuple[str, str] = ("source", "target"),
+        sides: tuple[str, str] = SIDES,
+        headers: tuple[tuple[str, str], ...] = (SIDES,),
     ) -> PairFiles:
         """Check the list of paths and tell its form (see `pair_files.pair_file_format`)."""
         form = pair_file_format(paths, file_format, name, sides)
         if form == "lines":
             check_language_order(paths, source_language, target_language, name)
-        return cls(tuple(Path(path) for path in paths), form, source_language, target_language)
+        return cls(tuple(Path(path) for path in paths), form, source_language, target_language, sides, headers)
 
 
 def _first_line(path: Path) -> str | None:
@@ -68,7 +74,11 @@ def _header_lines(files: PairFiles) -> int:
     if files.form != "tsv":
         return 0
     first = _first_line(files.paths[0])
-    return int(first is not None and is_tsv_header(first, files.source_language, files.target_language, files.paths[0]))
+    return int(first is not None and _is_header(files, first))
+
+
+def _is_header(files: PairFiles, line: str) -> bool:
+    return is_tsv_header(line, files.source_language, files.target_language, files.paths[0], files.headers, files.sides)
 
 
 def count_pairs(files: PairFiles) -> int:
@@ -163,10 +173,10 @@ def numbered_pairs(
         if files.form == "jsonl":
             found += 1
             yield number, json_pair(path, number, line, files.source_language, files.target_language)
-        elif number == 1 and is_tsv_header(line, files.source_language, files.target_language, path):
+        elif number == 1 and _is_header(files, line):
             continue
         else:
             found += 1
-            yield number, tsv_pair(path, number, line)
+            yield number, tsv_pair(path, number, line, files.sides)
     if found == 0:
         raise ValueError(f"{path}: expected at least one pair, got none")
