@@ -86,7 +86,9 @@ class CoupletFiles:
         """
         _check_options(skip_invalid, max_length)
         return cls(
-            PairFiles.of(paths, *COUPLET_KEYS, file_format, name=name, sides=COUPLET_KEYS, headers=COUPLET_HEADERS), skip_invalid, max_length
+            PairFiles.of(paths, *COUPLET_KEYS, file_format, name=name, sides=COUPLET_KEYS, headers=COUPLET_HEADERS),
+            skip_invalid,
+            max_length,
         )
 
     @property
