@@ -210,9 +210,9 @@ def is_tsv_header(
 
     ``headers`` are the column names besides the languages (``source<TAB>target``; a couplet's
     ``上联<TAB>下联``), ``sides`` what errors call the columns. Case and spaces around each name
-    are ignored (``DE<TAB>EN``), and nothing else is a header: a pair of two other words is a pair. A header the other way round says
-    the columns are target then source: refused, naming ``path`` (read as data, it was a pair,
-    and every pair was trained the wrong way round).
+    are ignored (``DE<TAB>EN``), and nothing else is a header: a pair of two other words is a pair.
+    A header the other way round says the columns are target then source: refused, naming
+    ``path`` (read as data, it was a pair, and every pair was trained the wrong way round).
     """
     names = tuple(field.strip().lower() for field in line.split("\t"))
     languages = (source_language.strip().lower(), target_language.strip().lower())
