@@ -252,6 +252,16 @@ def test_data_too_small_for_the_schedule_has_it_scaled_to_the_plan_not_to_the_ep
     assert rates == pytest.approx(expected)
 
 
+def test_a_cool_down_longer_than_the_epochs_the_budget_replaces_is_fitted_to_the_plan_not_refused(
+    tmp_path, monkeypatch
+):
+    # The schedule as given (no fitting asked): 2 epochs of 5 steps are shorter than the
+    # cool-down of 20, but the budget trains 65 steps, where it fits.
+    _, summary, _ = train_on_clock(tmp_path, DrivenClock(monkeypatch), epochs=2)
+    plan = summary["time_budget_plan"]
+    assert (plan["total_steps"], plan["warmup_steps"], plan["cooldown_steps"], plan["lr_factor"]) == (65, 8, 20, 1.0)
+
+
 def test_resume_continues_the_same_schedule_on_a_faster_clock(tmp_path, monkeypatch):
     reference, _, reference_rates = train_on_clock(tmp_path / "reference", DrivenClock(monkeypatch))
 

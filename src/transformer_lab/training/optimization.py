@@ -39,6 +39,7 @@ __all__ = [
     "check_same_optimizer",
     "fitted_cooldown_steps",
     "noam_schedule_factory",
+    "configured_run_steps",
     "planned_optimizer_steps",
     "run_too_short_for_schedule",
     "scaled_to_run",
@@ -56,6 +57,17 @@ def planned_optimizer_steps(config: TrainConfig, train_batches: Callable[[int], 
     to be close). Raises a ``ValueError`` if the run is shorter than ``cooldown_steps``.
     """
     return _checked_length(config, _steps_by_epochs(config, train_batches), config.cooldown_steps)
+
+
+def configured_run_steps(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> int:
+    """The run's optimizer steps as configured (``max_steps``, or fewer if the epochs end first; 0: unbounded),
+    unchecked against the cool-down: a time budget's plan, not this length, is the run its cool-down must fit."""
+    return _shorter(config, _steps_by_epochs(config, train_batches))
+
+
+def _shorter(config: TrainConfig, steps_by_epochs: int) -> int:
+    limits = [limit for limit in (config.max_steps, steps_by_epochs) if limit > 0]
+    return min(limits) if limits else 0
 
 
 def fitted_cooldown_steps(config: TrainConfig, steps_by_epochs: int) -> int:
@@ -162,8 +174,7 @@ class CooldownTooLongError(ValueError):
 
 def _checked_length(config: TrainConfig, steps_by_epochs: int, cooldown_steps: int) -> int:
     """The shorter of ``max_steps`` and ``steps_by_epochs`` (0: unbounded); an error if ``cooldown_steps`` is longer."""
-    limits = [limit for limit in (config.max_steps, steps_by_epochs) if limit > 0]
-    planned = min(limits) if limits else 0
+    planned = _shorter(config, steps_by_epochs)
     if planned < cooldown_steps:
         raise CooldownTooLongError(cooldown_steps, planned)
     return planned

@@ -53,7 +53,7 @@ from .durations import (
     duration_seconds,
     parse_duration,
 )
-from .optimization import planned_optimizer_steps, run_too_short_for_schedule
+from .optimization import configured_run_steps, run_too_short_for_schedule
 from .schedule import cooldown_multiplier, fitted_schedule, noam_lr, scaled_schedule
 
 if TYPE_CHECKING:
@@ -209,7 +209,7 @@ class TimeBudget:
         # Data too small for the schedule (a preset's on an own corpus): the plan's steps, not the
         # epochs the budget replaces, are the run the schedule is scaled to.
         self.scales_to_plan = run_too_short_for_schedule(config, train_batches) > 0
-        self.configured_steps = 0 if self.scales_to_plan else planned_optimizer_steps(config, train_batches)
+        self.configured_steps = 0 if self.scales_to_plan else configured_run_steps(config, train_batches)
         self.max_steps = config.max_steps
         self.budget_seconds = check_budget(config.time_budget)
         self.configured_cooldown = config.cooldown_steps
