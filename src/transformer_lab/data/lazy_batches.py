@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from transformer_lab.data.batching import BatchSpans, token_budget_spans
+from transformer_lab.data.bpe_dropout import PairSplit
 from transformer_lab.data.collate import (
     ClassificationBatch,
     Seq2SeqBatch,
@@ -34,10 +35,19 @@ def pair_length_table(store: TokenStore, add_source_eos: bool = False) -> np.nda
 class PairBatches(Sequence[Seq2SeqBatch]):
     """The `Seq2SeqBatch` of each span of ``spans``, collated from ``store`` on access."""
 
-    def __init__(self, store: TokenStore, spans: BatchSpans, add_source_eos: bool = False) -> None:
+    def __init__(
+        self,
+        store: TokenStore,
+        spans: BatchSpans,
+        add_source_eos: bool = False,
+        split: PairSplit | None = None,
+        epoch: int = 0,
+    ) -> None:
         self.store = store
         self.spans = spans
         self.add_source_eos = add_source_eos
+        self.split = split  # BPE dropout of the training pairs, drawn by (seed, epoch, batch)
+        self.epoch = epoch
 
     def __len__(self) -> int:
         return len(self.spans)
@@ -51,6 +61,8 @@ class PairBatches(Sequence[Seq2SeqBatch]):
             raise IndexError(f"batch {position} of an epoch of {len(self)}")
         indices = self.spans[position % len(self)]
         pairs = list(zip(self.store.rows("source", indices), self.store.rows("target", indices), strict=True))
+        if self.split is not None:
+            pairs = self.split.pairs(pairs, self.epoch, position % len(self))
         return collate_pairs(pairs, PAD_ID, BOS_ID, EOS_ID, add_source_eos=self.add_source_eos)
 
     def __iter__(self) -> Iterator[Seq2SeqBatch]:
@@ -66,14 +78,16 @@ def epoch_pair_batches(
     epoch: int,
     num_shards: int = 1,
     shard_index: int = 0,
+    split: PairSplit | None = None,
 ) -> PairBatches:
     """One epoch of length-bucketed token-budget batches of ``store``'s pairs, shuffled by (seed, epoch).
 
     ``lengths`` is `pair_length_table(store)`, computed once per run. With ``num_shards``
     > 1, the share of process ``shard_index`` (see `batching.token_budget_batches`).
+    ``split``: BPE dropout, drawn anew each epoch (the batches are bucketed by the ids unsplit).
     """
     spans = token_budget_spans(lengths, max_tokens, True, seed, epoch, num_shards, shard_index)
-    return PairBatches(store, spans)
+    return PairBatches(store, spans, split=split, epoch=epoch)
 
 
 class ClassificationBatches(Sequence[ClassificationBatch]):

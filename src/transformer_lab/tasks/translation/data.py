@@ -7,6 +7,7 @@ from typing import ClassVar, Sequence
 
 from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, load_multi30k
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, check_int_fields
+from transformer_lab.data.bpe_dropout import check_dropout
 from transformer_lab.data.lazy_batches import epoch_pair_batches, pair_length_table
 from transformer_lab.data.pair_files import check_pair_format, read_pair_files
 from transformer_lab.data.pair_stream import PairFiles
@@ -73,10 +74,14 @@ class TranslationDataConfig:
     num_train: int = 0  # use only the first N training pairs (0 = all): quick runs and tests
     num_validation: int = 0  # use only the first N validation pairs (0 = all)
     seed: int = 1234  # shuffling of the batches
+    # BPE dropout of the training pairs: each merged token split with this probability into the
+    # two its merge joined, anew each epoch (data.bpe_dropout); 0 = every pair as encoded.
+    bpe_dropout: float = 0.0
 
     def __post_init__(self) -> None:
         counts = dict.fromkeys(("num_carved_validation", "tokenizer_sample", "num_train", "num_validation"), ANY_COUNT)
         check_int_fields(self, "data", {**CORPUS_FIELD_BOUNDS, **counts})
+        check_dropout("data.bpe_dropout", self.bpe_dropout)
         check_pair_format(self.file_format)
         if self.train_files and not self.valid_files and self.num_carved_validation == 0:
             # Else the carve of none is refused later, naming --valid and the pairs as if they were too few.
