@@ -10,9 +10,8 @@ from safetensors.torch import load_file
 
 from transformer_lab.cli import main
 from transformer_lab.data import SubwordTokenizer
-from transformer_lab.data.batching import token_budget_spans
 from transformer_lab.data.bpe_dropout import MergeTree, PairSplit
-from transformer_lab.data.lazy_batches import PairBatches
+from transformer_lab.data.lazy_batches import epoch_pair_batches, pair_length_table
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.tasks.translation.data import TranslationDataConfig
 
@@ -60,31 +59,39 @@ def test_splits_decode_to_the_same_text_and_follow_the_probability(tokenizer: Su
     assert 0.66 < float((split == token).sum()) / 4000 < 0.74
 
 
-def test_the_draw_is_the_same_for_the_same_batch_and_epoch_and_differs_across_epochs(
+def test_the_draw_is_the_same_for_the_same_pair_and_epoch_and_differs_across_epochs(
+    tokenizer: SubwordTokenizer,
+) -> None:
+    tree = MergeTree.of(tokenizer)
+    source, target = tokenizer.encode(SENTENCES[0]), tokenizer.encode(SENTENCES[1])
+    split = PairSplit(tree, tree, 0.3, seed=7, longest=1000)
+    assert split.pair(source, target, epoch=3, index=5) == split.pair(source, target, epoch=3, index=5)
+    assert split.pair(source, target, epoch=3, index=5) != split.pair(source, target, epoch=4, index=5)
+    # A pair whose split would not fit the positional table keeps its ids.
+    tight = PairSplit(tree, tree, 0.999999, seed=7, longest=max(len(source), len(target)))
+    assert tight.pair(source, target, epoch=0, index=0) == (source, target)
+
+
+def test_an_epoch_is_planned_on_its_split_lengths_and_its_batches_collate_those_pairs(
     tokenizer: SubwordTokenizer,
 ) -> None:
     tree = MergeTree.of(tokenizer)
     pairs = [(tokenizer.encode(a), tokenizer.encode(b)) for a, b in zip(SENTENCES, SENTENCES[1:])]
-    split = PairSplit(tree, tree, 0.2, seed=7, longest=1000)
-    assert split.pairs(pairs, epoch=3, position=5) == split.pairs(pairs, epoch=3, position=5)
-    assert split.pairs(pairs, epoch=3, position=5) != split.pairs(pairs, epoch=4, position=5)
-    # A pair whose split would not fit the positional table keeps its ids.
-    longest = max(max(len(source), len(target)) for source, target in pairs)
-    tight = PairSplit(tree, tree, 0.999999, seed=7, longest=longest)
-    assert tight.pairs(pairs, epoch=0, position=0) == pairs
-
-
-def test_batches_collate_the_split_pairs(tokenizer: SubwordTokenizer, tmp_path: Path) -> None:
-    tree = MergeTree.of(tokenizer)
-    pairs = [(tokenizer.encode(a), tokenizer.encode(b)) for a, b in zip(SENTENCES, SENTENCES[1:])]
     store = TokenStore.from_sequences({"source": [a for a, _ in pairs], "target": [b for _, b in pairs]})
-    spans = token_budget_spans(np.full((len(pairs), 2), 20, dtype=np.int32), 10_000, False, 0, 0)
-    plain = PairBatches(store, spans)
     split = PairSplit(tree, tree, 0.3, seed=1, longest=1000)
-    dropped = PairBatches(store, spans, split=split, epoch=2)
-    assert dropped[0].src_ids.shape[1] > plain[0].src_ids.shape[1]
-    again = PairBatches(store, spans, split=split, epoch=2)
-    assert (again[0].src_ids == dropped[0].src_ids).all() and (again[0].tgt_out_ids == dropped[0].tgt_out_ids).all()
+    plain_lengths = pair_length_table(store)
+    lengths = split.length_table(store, epoch=2)
+    assert (lengths >= plain_lengths).all() and (lengths > plain_lengths).any()
+    batches = epoch_pair_batches(store, plain_lengths, 200, seed=0, epoch=2, split=split)
+    for position in range(len(batches)):
+        batch, indices = batches[position], batches.indices(position)
+        expected = [split.pair(*pairs[index], 2, index) for index in indices]
+        assert batch.src_ids.shape[1] == max(len(source) for source, _ in expected)
+        for row, (source, target) in enumerate(expected):
+            assert batch.src_ids[row, : len(source)].tolist() == source
+            assert batch.tgt_out_ids[row, : len(target) + 1].tolist() == [*target, 3]
+        # Planned on the split lengths: the batch holds the budget's tokens of split pairs.
+        assert len(indices) * int(lengths[indices].max()) <= 200
 
 
 @pytest.mark.parametrize("value", [1.0, -0.1, True, "0.1"])

@@ -13,15 +13,18 @@ keeps its memory-mapped ids. Inference encodes without dropout.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from transformer_lab.data.subword import SubwordTokenizer
+from transformer_lab.data.token_store import TokenStore
 
 __all__ = ["MergeTree", "PairSplit", "check_dropout"]
 
 IdPair = tuple[list[int], list[int]]  # (source ids, target ids)
+_CHUNK = 10_000  # pairs read from the store at a time while measuring an epoch
 
 
 def check_dropout(name: str, probability: object) -> float:
@@ -82,9 +85,11 @@ class MergeTree:
 class PairSplit:
     """BPE dropout for a run's training pairs: each side's merges, ``probability``, and the draw's seed.
 
-    The draw of batch ``position`` in ``epoch`` is seeded by (seed, epoch, position), so a
-    resumed run splits its batches as the uninterrupted run did. A pair whose split side
-    would pass ``longest`` ids (the positional table's room) keeps its ids as they are.
+    The draw of pair ``index`` in ``epoch`` is seeded by (seed, epoch, index): an epoch's
+    batches are planned on the lengths of its split pairs (:meth:`length_table`), so that a
+    batch pads no more than one of unsplit pairs, and a pair read into a batch is split as
+    it was measured; a resumed run splits as the uninterrupted run did. A pair whose split
+    side would pass ``longest`` ids (the positional table's room) keeps its ids as they are.
     """
 
     source: MergeTree
@@ -93,14 +98,22 @@ class PairSplit:
     seed: int
     longest: int
 
-    def pairs(
-        self, pairs: list[tuple[list[int], list[int]]], epoch: int, position: int
-    ) -> list[tuple[list[int], list[int]]]:
-        generator = np.random.default_rng((self.seed, epoch, position))
-        split_pairs = []
-        for source, target in pairs:
-            split_source = self.source.split(np.asarray(source), self.probability, generator)
-            split_target = self.target.split(np.asarray(target), self.probability, generator)
-            fits = max(len(split_source), len(split_target)) <= self.longest
-            split_pairs.append((split_source.tolist(), split_target.tolist()) if fits else (source, target))
-        return split_pairs
+    def pair(self, source: Sequence[int], target: Sequence[int], epoch: int, index: int) -> IdPair:
+        """The (source, target) ids of pair ``index`` in ``epoch``, split."""
+        generator = np.random.default_rng((self.seed, epoch, index))
+        split_source = self.source.split(np.asarray(source), self.probability, generator)
+        split_target = self.target.split(np.asarray(target), self.probability, generator)
+        if max(len(split_source), len(split_target)) > self.longest:
+            return list(source), list(target)
+        return split_source.tolist(), split_target.tolist()
+
+    def length_table(self, store: TokenStore, epoch: int, add_source_eos: bool = False) -> np.ndarray:
+        """The collated (source, target) length of every pair of ``store`` split for ``epoch``, int32 [N, 2]."""
+        table = np.empty((len(store), 2), dtype=np.int32)
+        for start in range(0, len(store), _CHUNK):
+            indices = range(start, min(start + _CHUNK, len(store)))
+            rows = zip(store.rows("source", indices), store.rows("target", indices), strict=True)
+            for index, (source, target) in zip(indices, rows):
+                split_source, split_target = self.pair(source, target, epoch, index)
+                table[index] = (len(split_source) + int(add_source_eos), len(split_target) + 1)
+        return table

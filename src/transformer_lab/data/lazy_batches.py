@@ -46,7 +46,7 @@ class PairBatches(Sequence[Seq2SeqBatch]):
         self.store = store
         self.spans = spans
         self.add_source_eos = add_source_eos
-        self.split = split  # BPE dropout of the training pairs, drawn by (seed, epoch, batch)
+        self.split = split  # BPE dropout of the training pairs, drawn by (seed, epoch, pair)
         self.epoch = epoch
 
     def __len__(self) -> int:
@@ -62,7 +62,7 @@ class PairBatches(Sequence[Seq2SeqBatch]):
         indices = self.spans[position % len(self)]
         pairs = list(zip(self.store.rows("source", indices), self.store.rows("target", indices), strict=True))
         if self.split is not None:
-            pairs = self.split.pairs(pairs, self.epoch, position % len(self))
+            pairs = [self.split.pair(*pair, self.epoch, int(index)) for pair, index in zip(pairs, indices)]
         return collate_pairs(pairs, PAD_ID, BOS_ID, EOS_ID, add_source_eos=self.add_source_eos)
 
     def __iter__(self) -> Iterator[Seq2SeqBatch]:
@@ -84,8 +84,10 @@ def epoch_pair_batches(
 
     ``lengths`` is `pair_length_table(store)`, computed once per run. With ``num_shards``
     > 1, the share of process ``shard_index`` (see `batching.token_budget_batches`).
-    ``split``: BPE dropout, drawn anew each epoch (the batches are bucketed by the ids unsplit).
+    ``split``: BPE dropout, drawn anew each epoch; the batches are then planned on the split lengths.
     """
+    if split is not None:
+        lengths = split.length_table(store, epoch)
     spans = token_budget_spans(lengths, max_tokens, True, seed, epoch, num_shards, shard_index)
     return PairBatches(store, spans, split=split, epoch=epoch)
 

@@ -236,8 +236,10 @@ def _bpe_dropout(vocabulary: object, data_config: Any, max_len: int) -> PairSpli
         raise ValueError(f"data.bpe_dropout: expected a subword vocabulary, got {type(vocabulary).__name__}")
     source = MergeTree.of(vocabulary.source)
     target = source if vocabulary.is_joint else MergeTree.of(vocabulary.target)
-    # Collated, a target gains one id (<bos> in, <eos> out): a side of max_len - 1 ids still fits the table.
-    return PairSplit(source, target, probability, data_config.seed, longest=max_len - 1)
+    # Collated, a target gains one id (<bos> in, <eos> out): a side of max_len - 1 ids still fits the
+    # table, and one of max_tokens - 1 a batch.
+    longest = min(max_len, data_config.max_tokens) - 1
+    return PairSplit(source, target, probability, data_config.seed, longest)
 
 
 def load(
