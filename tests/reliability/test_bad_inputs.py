@@ -973,6 +973,17 @@ CLI_CASES = [
         r"--out: expected a folder outside the checkpoints of a run, got .*run/best/corpus, inside .*run/best, "
         r"a checkpoint name of the run folder .*run: the next save of that run replaces it",
     ),
+    *(
+        CliCase(
+            # Was the stat's "[Errno 2] No such file or directory: '...'" of the input watch, before any reader.
+            f"prepare {task}: a missing --train file",
+            lambda tmp, ck, task=task: ["prepare", task, "--train", str(a_file(tmp)), str(tmp / "absent.txt")]
+            + ["--out", str(tmp / "corpus")],
+            r"^transformer-lab prepare: error: expected an existing text file, got '.*absent\.txt', "
+            r"which does not exist$",
+        )
+        for task in ("translation", "couplet")
+    ),
     CliCase(
         "train: --out a step name of another run",
         lambda tmp, ck: ["train", "copy", "--out", str(translation_run(tmp, ck) / "step-000200")],

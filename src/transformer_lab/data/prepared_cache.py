@@ -30,6 +30,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from transformer_lab import strict_json
 from transformer_lab.data.download import sha256_of_file
+from transformer_lab.data.line_stream import checked_file
 from transformer_lab.data.manifest_checks import Check, check_file_sizes, check_manifest, file_checksums, verify_files
 from transformer_lab.data.token_store import check_format_version, read_versioned_json
 from transformer_lab.file_lock import symbolic_link_problem, writer_lock
@@ -219,7 +220,8 @@ class InputWatch:
     """
 
     def __init__(self, paths: Iterable[str | os.PathLike[str]]) -> None:
-        self.paths = [Path(path) for path in paths]
+        # Checked as the readers check them, so a missing file is named as one, not as a failed stat.
+        self.paths = [checked_file(path) for path in paths]
         self._before = [_file_state(path.stat()) for path in self.paths]
         self._digests: dict[int, ReadDigest] = {}
 
