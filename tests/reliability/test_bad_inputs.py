@@ -984,6 +984,17 @@ CLI_CASES = [
         )
         for task in ("translation", "couplet")
     ),
+    *(
+        CliCase(
+            # Was "checkpoint: expected ...", naming an option these commands do not have.
+            f"{command}: --init-from no checkpoint",
+            lambda tmp, ck, command=command: [command, "couplet", "--train", str(a_file(tmp)), str(a_file(tmp))]
+            + ["--init-from", str(tmp / "nowhere"), "--out", str(tmp / "out")],
+            rf"^transformer-lab {command}: error: --init-from: expected a checkpoint folder \(with config\.json\) "
+            r"or a run folder holding best/ or last/, got '.*nowhere'$",
+        )
+        for command in ("train", "prepare")
+    ),
     CliCase(
         "train: --out a step name of another run",
         lambda tmp, ck: ["train", "copy", "--out", str(translation_run(tmp, ck) / "step-000200")],

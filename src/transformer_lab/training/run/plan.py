@@ -44,7 +44,7 @@ def start_checkpoint(
     if resume:
         return Path(out_dir) / LAST_FOLDER
     if init_from is not None:
-        return resolve_checkpoint(init_from)
+        return resolve_checkpoint(init_from, "init_from")
     return None
 
 
