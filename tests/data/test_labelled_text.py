@@ -182,9 +182,18 @@ MALFORMED = [
     ("a.csv", "text,label\nok,a\nthree,fields,here\n", r"line 3: expected 2 CSV fields as in the header, got 3"),
     ("a.tsv", "text\tlabel\nok\ta\nno tab here\n", r"line 3: expected 2 TSV fields as in the header, got 1"),
     ("a.csv", "text,label\nok,a\n\nok,b\n", r"line 3: expected 2 CSV fields as in the header, got an empty line"),
-    ("a.csv", "sentence,label\nok,a\n", r"line 1: expected a header with a column 'text', got one that lacks it"),
-    ("a.tsv", "text\tcategory\nok\ta\n", r"line 1: expected a header with a column 'label', got one that lacks it"),
-    ("a.csv", "text,label,text\nok,a,b\n", r"line 1: .* column 'text', got one that has 2 columns named it"),
+    # The fields' defaults name the setting that renames them (was: the column alone, no word of the setting).
+    (
+        "a.csv",
+        "sentence,label\nok,a\n",
+        r"line 1: expected a header with a column 'text' \(named by data\.text_fields\), got one that lacks it",
+    ),
+    (
+        "a.tsv",
+        "text\tcategory\nok\ta\n",
+        r"line 1: expected a header with a column 'label' \(named by data\.label_field\), got one that lacks it",
+    ),
+    ("a.csv", "text,label,text\nok,a,b\n", r"line 1: .* column 'text' \(.*\), got one that has 2 columns named it"),
     ("a.csv", 'text,label\n"unclosed,a\n', r"line 2: bad CSV quoting: unexpected end of data"),
     ("a.csv", 'text,label\nok,a\n"closed"then,b\n', r"line 3: bad CSV quoting: ',' expected after '\"'"),
     # Well quoted, but longer than the csv module reads: said as the length, not as quoting.
@@ -204,8 +213,16 @@ MALFORMED = [
     ),
     ("a.jsonl", '{"text": "ok", "label": "a"}\n["ok", "a"]\n', r"line 2: expected a JSON object, got list"),
     ("a.jsonl", '{"text": "ok", "label": "a"}\n\n', r"line 2: expected a JSON object, got an empty line"),
-    ("a.jsonl", '{"text": "ok"}\n', r"line 1: expected the key 'label', got only the keys \['text'\]"),
-    ("a.jsonl", '{"txt": "ok", "label": "a"}\n', r"line 1: expected the key 'text', got only the keys"),
+    (
+        "a.jsonl",
+        '{"text": "ok"}\n',
+        r"line 1: expected the key 'label' \(named by data\.label_field\), got only the keys \['text'\]",
+    ),
+    (
+        "a.jsonl",
+        '{"txt": "ok", "label": "a"}\n',
+        r"line 1: expected the key 'text' \(named by data\.text_fields\), got only the keys",
+    ),
     (
         "a.jsonl",
         '{"text": "ok", "label": 1.5}\n',

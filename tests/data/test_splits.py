@@ -34,7 +34,7 @@ def test_the_same_seed_gives_the_same_split_and_another_seed_another() -> None:
 
 def test_fraction_zero_holds_out_nothing_and_bad_arguments_are_named() -> None:
     assert stratified_held_out(np.asarray([0, 1, 1]), 0.0, seed=0).tolist() == []
-    with pytest.raises(ValueError, match=r"fraction must be a number in \[0, 1\), got 1.0"):
+    with pytest.raises(ValueError, match=r"^fraction: expected a number in \[0, 1\), got 1.0$"):
         stratified_held_out(np.asarray([0, 1]), 1.0, seed=0)
     with pytest.raises(ValueError, match="seed"):
         stratified_held_out(np.asarray([0, 1]), 0.5, seed=-1)

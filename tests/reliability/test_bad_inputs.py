@@ -973,6 +973,28 @@ CLI_CASES = [
         r"--out: expected a folder outside the checkpoints of a run, got .*run/best/corpus, inside .*run/best, "
         r"a checkpoint name of the run folder .*run: the next save of that run replaces it",
     ),
+    *(
+        CliCase(
+            # Was the stat's "[Errno 2] No such file or directory: '...'" of the input watch, before any reader.
+            f"prepare {task}: a missing --train file",
+            lambda tmp, ck, task=task: ["prepare", task, "--train", str(a_file(tmp)), str(tmp / "absent.txt")]
+            + ["--out", str(tmp / "corpus")],
+            r"^transformer-lab prepare: error: expected an existing text file, got '.*absent\.txt', "
+            r"which does not exist$",
+        )
+        for task in ("translation", "couplet")
+    ),
+    *(
+        CliCase(
+            # Was "checkpoint: expected ...", naming an option these commands do not have.
+            f"{command}: --init-from no checkpoint",
+            lambda tmp, ck, command=command: [command, "couplet", "--train", str(a_file(tmp)), str(a_file(tmp))]
+            + ["--init-from", str(tmp / "nowhere"), "--out", str(tmp / "out")],
+            rf"^transformer-lab {command}: error: --init-from: expected a checkpoint folder \(with config\.json\) "
+            r"or a run folder holding best/ or last/, got '.*nowhere'$",
+        )
+        for command in ("train", "prepare")
+    ),
     CliCase(
         "train: --out a step name of another run",
         lambda tmp, ck: ["train", "copy", "--out", str(translation_run(tmp, ck) / "step-000200")],

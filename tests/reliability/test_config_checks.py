@@ -290,6 +290,31 @@ def test_resume_refuses_its_prepared_folder_prepared_again_from_other_files(
     assert main(resume) == 0
 
 
+def test_resume_refuses_its_own_files_changed_since_the_run_began(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = (tmp_path / "t.de", tmp_path / "t.en")
+    files[0].write_text("ein Hund\n" * 30, encoding="utf-8")
+    files[1].write_text("a dog\n" * 30, encoding="utf-8")
+    out = tmp_path / "run"
+    command = ["train", "translation", "--out", str(out), "--train", *map(str, files), *TINY_TRANSLATION]
+    assert main(command) == 0
+    resume = [*command, "--resume", "--set", "train.max_steps=2"]
+    before = snapshot(out)
+    files[0].write_text("ein Hund\n" * 29 + "eine Katze\n", encoding="utf-8")
+    capsys.readouterr()
+    # Was: the cache prepared the file again and the run went on from its step on the other data, exit 0.
+    assert main(resume) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and error.endswith(
+        f"--resume: expected the data files the run started on, got other contents: {files[0]} changed size "
+        "(270 -> 272 bytes); restore it, or train into a new --out (--init-from fine-tunes the run on the new data)"
+    )
+    assert snapshot(out) == before
+    files[0].write_text("ein Hund\n" * 30, encoding="utf-8")  # restored: the same bytes, a new mtime
+    assert main(resume) == 0
+
+
 DATA_CHANGED = "expected the data the run was started with (and its seed)"
 MODEL_CHANGED = "expected the model the run was started with"
 

@@ -79,6 +79,8 @@ def test_a_size_no_machine_can_hold_is_refused_before_any_work(
         ("couplet", "data.max_tokens=0", r"data\.max_tokens: expected an int in \[1, 1,048,576\], got 0"),
         ("couplet", "data.max_length=100000", r"data\.max_length: expected an int in \[1, 65,535\]"),
         ("classification", "data.max_tokens=1000000000000", r"data\.max_tokens: expected an int in \[1, 1,048,576\]"),
+        # Was "fraction must be a number in [0, 1), got 1.0", once the corpus was being prepared.
+        ("classification", "data.validation_fraction=1", r"data\.validation_fraction: expected a number in \[0, 1\)"),
     ],
 )
 def test_batch_and_corpus_sizes_of_the_real_data_tasks_are_bounded(

@@ -543,6 +543,27 @@ def test_finetuning_checks_the_model_keys_of_a_config_file_as_those_of_set(
     assert saved["model"] == {**original["model"], "dropout": 0.05}
 
 
+def test_the_printed_preset_fed_back_to_a_fine_tune_keeps_the_fine_tuning_schedule(
+    run: Path, corpus: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `config translation` lists the preset's rate and schedule: no choice, so the fine-tune's stay (was: 0.5, 800).
+    assert main(["config", "translation"]) == 0
+    preset_file = tmp_path / "run.yaml"
+    preset_file.write_text(capsys.readouterr().out, encoding="utf-8")
+    (tmp_path / "rate.yaml").write_text("train:\n  lr_factor: 0.05\n", encoding="utf-8")
+    arguments = ["train", "translation", "--init-from", str(run), "--train", str(corpus["domain_tsv"])]
+    arguments += ["--source-language", "xde", "--target-language", "xen", "--config", str(preset_file)]
+    settings = ["--set", "train.max_steps=1", "--set", "train.progress_bar=false", "--set", "data.max_tokens=512"]
+    schedules = []
+    for name, extra in (("printed", []), ("rate", ["--config", str(tmp_path / "rate.yaml")])):
+        assert main([*arguments, *extra, *settings, "--out", str(tmp_path / name)]) == 0
+        saved = json.loads((tmp_path / name / "last" / "config.json").read_text(encoding="utf-8"))["train"]
+        schedules.append({key: saved[key] for key in ("lr_factor", "warmup_steps", "cooldown_steps")})
+    assert schedules[0] == {"lr_factor": 0.02, "warmup_steps": 100, "cooldown_steps": 0}
+    # A value of the user's own still wins over the schedule.
+    assert schedules[1] == {"lr_factor": 0.05, "warmup_steps": 100, "cooldown_steps": 0}
+
+
 def test_finetuning_refuses_a_checkpoint_of_another_task(
     run: Path, corpus: dict[str, Path], tmp_path: Path, capsys
 ) -> None:

@@ -369,3 +369,42 @@ def test_a_run_resumed_during_its_measurement_times_only_its_own_steps(tmp_path,
     plan = summary["time_budget_plan"]
     assert plan["steps_per_second"] == pytest.approx(1.0)
     assert summary["steps"] == plan["total_steps"]
+
+
+def test_a_run_of_epochs_given_a_budget_on_resume_is_not_said_to_be_cut_in_its_measurement(
+    tmp_path, monkeypatch, caplog
+):
+    train_on_clock(tmp_path, DrivenClock(monkeypatch), time_budget=None, max_steps=20)
+    with caplog.at_level("INFO", logger="transformer_lab.training"):
+        _, summary, _ = train_on_clock(tmp_path, DrivenClock(monkeypatch), resume=True)
+    messages = [record.getMessage() for record in caplog.records]
+    # Was: "... was saved during the time budget's measurement: measuring again", of a run that had no budget.
+    assert not any("measurement: measuring again" in message for message in messages)
+    assert (
+        f"{tmp_path / 'last'} was trained without a time budget: measuring this machine's speed, then planning "
+        "the rest of the run to end within 100 s from now" in messages
+    )
+    # The budget counts from the resume: its 30-s measurement times the steps after step 20.
+    assert summary["time_budget_plan"]["measured_steps"] > 20 and summary["stopped_by"] == "time_budget"
+
+
+def test_a_budget_run_resumed_without_its_budget_is_told_to_give_it_again(tmp_path, monkeypatch, caplog):
+    def crashing_epoch(epoch):
+        batches = list(epoch_batches(epoch))
+        if epoch == 9:  # after the step-40 checkpoint: the plan of 65 steps is made
+            raise KeyboardInterrupt("simulated crash")
+        return batches
+
+    with pytest.raises(KeyboardInterrupt):
+        train_on_clock(tmp_path, DrivenClock(monkeypatch), crashing_epoch)
+    # Was only "expected at least the 9 epoch(s) ..., got 5": advice to raise epochs the run never had.
+    with pytest.raises(ValueError, match=r"got 5; the run was planned by its train.time_budget of 100s: give it again"):
+        train_on_clock(tmp_path, DrivenClock(monkeypatch), resume=True, time_budget=None, epochs=5)
+    with caplog.at_level("WARNING", logger="transformer_lab.training"):
+        _, summary, _ = train_on_clock(tmp_path, DrivenClock(monkeypatch), resume=True, time_budget=None)
+    assert summary["steps"] == 100 and summary["stopped_by"] == "epochs"
+    warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert (
+        f"{tmp_path / 'last'}: the run was planned by its train.time_budget of 100s, given no budget now: it "
+        "trains to its epochs and max_steps instead" in warnings
+    )

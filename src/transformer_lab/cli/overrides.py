@@ -35,14 +35,25 @@ def resolved_config(
 
     A --config value equal to the preset's is no change: ``transformer-lab config TASK``
     prints every key of the preset, and that file fed back must mean the preset (with
-    ``--prepared``, whose folder fixes the data settings left to the preset). A typed
-    option or --set is a change whatever its value.
+    ``--prepared``, whose folder fixes the data settings left to the preset; with
+    ``--init-from``, whose fine-tuning ``schedule`` it leaves in place). A typed option or
+    --set is a change whatever its value.
     """
     paths = getattr(arguments, "config", None) or []
     from_files = [setting for path in paths for setting in config_file_settings(path)]
     settings = [*settings_of(preset), *schedule, *from_files, *flags, *override_settings(arguments.overrides)]
     config, changed = merge_settings(type(preset), settings)
     file_origins = {setting.origin for setting in from_files}
+    # A file's value that is the preset's is no choice, so it must not replace the schedule's
+    # (a printed preset fed back to a fine-tune trained at the preset's rate and warm-up).
+    unchosen = {
+        key
+        for key, setting in changed.items()
+        if setting.origin in file_origins and _value_at(config, key) == _value_at(preset, key)
+    }
+    restored = [setting for setting in schedule if setting.key in unchosen]
+    if restored:
+        config, changed = merge_settings(type(preset), [*settings, *restored])
     kept = {
         key: setting
         for key, setting in changed.items()

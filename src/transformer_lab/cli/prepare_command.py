@@ -123,7 +123,7 @@ def run(arguments: argparse.Namespace) -> int:
     )
     check_validation_apart(getattr(config, "data", None))
     check_settings_used(getattr(config, "data", None), changed)
-    checkpoint = None if arguments.init_from is None else resolve_checkpoint(arguments.init_from)
+    checkpoint = None if arguments.init_from is None else resolve_checkpoint(arguments.init_from, "--init-from")
     if checkpoint is not None:
         check_checkpoint_task(checkpoint, task.checkpoint_task)
         # The manifest records the settings the checkpoint's vocabulary was made with, as the fine-tune's config.json.

@@ -175,7 +175,7 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
         for option in (*data_options, "init_from"):
             if getattr(arguments, option) is not None:
                 raise data_option_error(f"--{option.replace('_', '-')}", task.name)
-    init_from = None if arguments.init_from is None else resolve_checkpoint(arguments.init_from)
+    init_from = None if arguments.init_from is None else resolve_checkpoint(arguments.init_from, "--init-from")
     # A fine-tuned run resumes as it started, minus --init-from: the fine-tuning schedule, and
     # the model and tokenizer settings, which its own last/ holds as the checkpoint gave them.
     resumed_finetune = arguments.resume and recorded_initialization(out_dir / LAST_FOLDER, task.checkpoint_task)

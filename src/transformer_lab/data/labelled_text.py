@@ -335,9 +335,17 @@ def _columns(header: list[str], text_fields: tuple[str, ...], label_field: str) 
         count = header.count(name)
         if count != 1:
             problem = "lacks" if count == 0 else f"has {count} columns named"
-            raise _RecordError(f"expected a header with a column {name!r}, got one that {problem} it: {header!r:.200}")
+            raise _RecordError(
+                f"expected a header with a column {name!r} ({_setting_of(name, label_field)}), "
+                f"got one that {problem} it: {header!r:.200}"
+            )
         indices.append(header.index(name))
     return indices
+
+
+def _setting_of(name: str, label_field: str) -> str:
+    """The setting that chose the field ``name``: a default ('text', 'label') is no name the file has to use."""
+    return f"named by data.{'label_field' if name == label_field else 'text_fields'}"
 
 
 def _delimited_rows(lines: Iterable[str], file_format: str) -> Iterator[tuple[int, list[str]]]:
@@ -407,7 +415,11 @@ def _read_json_lines(lines: Iterable[str], text_fields: tuple[str, ...], label_f
             raise _LineError(number, f"expected a JSON object, got {type(value).__name__} {line[:60]!r}")
         missing = [name for name in (*text_fields, label_field) if name not in value]
         if missing:
-            raise _LineError(number, f"expected the key {missing[0]!r}, got only the keys {sorted(value)!r:.200}")
+            raise _LineError(
+                number,
+                f"expected the key {missing[0]!r} ({_setting_of(missing[0], label_field)}), "
+                f"got only the keys {sorted(value)!r:.200}",
+            )
         try:
             text = _text_of([value[name] for name in text_fields], text_fields)
             label = _label_of(value[label_field], label_field)

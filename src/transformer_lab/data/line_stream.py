@@ -28,8 +28,8 @@ class ByteDigest(Protocol):
     def update(self, data: bytes, /) -> None: ...
 
 
-def _checked_file(path: str | os.PathLike[str]) -> Path:
-    """``path`` as a Path, refused as `read_lines` refuses it when missing or a folder."""
+def checked_file(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path, refused as `read_lines` refuses it when missing or a folder (or a pipe, read twice)."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"expected a text file, got {str(path)!r}, which is a folder")
@@ -45,7 +45,7 @@ def _checked_file(path: str | os.PathLike[str]) -> Path:
 
 def count_lines(path: str | os.PathLike[str]) -> int:
     """The number of lines `read_lines` would return for ``path``, counted on bytes (nothing decoded)."""
-    path = _checked_file(path)
+    path = checked_file(path)
     count = 0
     last = b""
     first = True
@@ -70,7 +70,7 @@ def stream_lines(
     the file and the line. ``digest`` (a hashlib object or any `ByteDigest`) is updated with every byte read.
     """
     block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
-    path = _checked_file(path)
+    path = checked_file(path)
     name = str(path)
     next_line = 1
     pending = b""

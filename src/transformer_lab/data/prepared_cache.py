@@ -30,7 +30,15 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from transformer_lab import strict_json
 from transformer_lab.data.download import sha256_of_file
-from transformer_lab.data.manifest_checks import Check, check_file_sizes, check_manifest, file_checksums, verify_files
+from transformer_lab.data.line_stream import checked_file
+from transformer_lab.data.manifest_checks import (
+    COUNT,
+    Check,
+    check_file_sizes,
+    check_manifest,
+    file_checksums,
+    verify_files,
+)
 from transformer_lab.data.token_store import check_format_version, read_versioned_json
 from transformer_lab.file_lock import symbolic_link_problem, writer_lock
 from transformer_lab.folders import DISK_ERRNOS, FolderWriteError, remove_abandoned_copies, write_folder
@@ -219,7 +227,8 @@ class InputWatch:
     """
 
     def __init__(self, paths: Iterable[str | os.PathLike[str]]) -> None:
-        self.paths = [Path(path) for path in paths]
+        # Checked as the readers check them, so a missing file is named as one, not as a failed stat.
+        self.paths = [checked_file(path) for path in paths]
         self._before = [_file_state(path.stat()) for path in self.paths]
         self._digests: dict[int, ReadDigest] = {}
 
@@ -479,19 +488,35 @@ def check_inputs_unchanged(folder: Path, manifest: dict[str, Any], option: str) 
 
 
 def prepared_corpus_record(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """What a run from the prepared ``folder`` records of its corpus, for a resume to compare.
+    """What a run from the prepared ``folder`` (or a cache entry) records of its corpus, for a resume to compare.
 
-    Each input file's path and sha256 as prepared, and the sha256 of each file of the folder
-    (none for a folder prepared before they were kept): a folder prepared again in place,
-    from other files or with other settings, records something else.
+    Each input file's record as prepared (path, sha256, size and the state that tells an edit
+    without reading it), and the sha256 of each file of the folder (none for a folder
+    prepared before they were kept): a folder prepared again in place, from other files or
+    with other settings, records something else, and so does a cache entry whose files changed.
     """
     path = Path(folder) / MANIFEST_FILE
     manifest = read_versioned_json(path, None)
     check_manifest(path, manifest, {})
     return {
-        "inputs": [{"path": record["path"], "sha256": record["sha256"]} for record in manifest["inputs"]],
+        "inputs": [dict(record) for record in manifest["inputs"]],
         "files": {name: record["sha256"] for name, record in manifest.get("files", {}).items()},
     }
+
+
+def inputs_change(recorded: Any, where: str) -> str | None:
+    """How the input files a run ``recorded`` (:func:`prepared_corpus_record`'s) changed since, or None.
+
+    Read where the files still are (`records_changed`: a file read only when its state moved);
+    one that is gone is no change, the data may live elsewhere now. ``recorded`` is read from
+    the run's ``where``: another shape is a ValueError naming it.
+    """
+    if not _is_corpus_record(recorded) or not all(COUNT[0](item.get("size")) for item in recorded["inputs"]):
+        raise ValueError(
+            f"{where}: expected the input files, sizes and checksums of the corpus the run trained on, "
+            f"got {recorded!r:.200}"
+        )
+    return records_changed(recorded["inputs"], missing_ok=True)
 
 
 def _is_corpus_record(value: Any) -> bool:

@@ -22,7 +22,7 @@ def stratified_held_out(labels: np.ndarray, fraction: float, seed: int) -> np.nd
     `seed` (>= 0); `fraction` is in [0, 1). The labels take 8 bytes a row and no list of the
     kept rows is made, so a corpus too large for lists can be split.
     """
-    _check_fraction(fraction)
+    check_fraction(fraction)
     seed = check_integer("seed", seed, minimum=0)
     generator = torch.Generator().manual_seed(seed)
     held_out = []
@@ -35,6 +35,7 @@ def stratified_held_out(labels: np.ndarray, fraction: float, seed: int) -> np.nd
     return np.sort(np.concatenate(held_out)) if held_out else np.zeros(0, dtype=np.int64)
 
 
-def _check_fraction(fraction: object) -> None:
+def check_fraction(fraction: object, name: str = "fraction") -> None:
+    """Refuse a share to hold out that is not a number in [0, 1); ``name`` is the setting that gave it."""
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 <= fraction < 1.0:
-        raise ValueError(f"fraction must be a number in [0, 1), got {fraction!r}")
+        raise ValueError(f"{name}: expected a number in [0, 1), got {fraction!r}")

@@ -220,6 +220,7 @@ def train(
         metadata={"data_report": data.report} if data.report else {},
         extra_files=task.vocabulary.files(data.vocabulary),
         card=task.card,
+        corpus_folder=data.train_store.folder,
     )
     model, summary = train_run(plan, out_dir, resume=resume, init_from=init_from)
     if data.report:

@@ -597,22 +597,25 @@ def read_extra_file(folder: str | os.PathLike[str], name: str) -> bytes:
     return _require_file(folder, name, "the extra file").read_bytes()
 
 
-def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
-    """A checkpoint folder itself, or a run folder's ``best/`` (else its ``last/``)."""
+def resolve_checkpoint(path: str | os.PathLike[str], name: str = "checkpoint") -> Path:
+    """A checkpoint folder itself, or a run folder's ``best/`` (else its ``last/``); errors name ``name``.
+
+    ``name`` is the option or keyword that gave ``path`` (``--init-from`` for a fine-tune).
+    """
     if isinstance(path, (str, os.PathLike)) and not os.fspath(path):
         # Path("") is the current folder: the message would quote a '.' nobody typed.
         raise ValueError(
-            f"checkpoint: expected a checkpoint folder (with {CONFIG_FILE}) or a run folder holding best/ or last/, "
+            f"{name}: expected a checkpoint folder (with {CONFIG_FILE}) or a run folder holding best/ or last/, "
             "got an empty path"
         )
-    path = path_argument(path, "checkpoint")
+    path = path_argument(path, name)
     if (path / CONFIG_FILE).is_file():
         return path
-    for name in ("best", "last"):
-        if (path / name / CONFIG_FILE).is_file():
-            return path / name
+    for folder in ("best", "last"):
+        if (path / folder / CONFIG_FILE).is_file():
+            return path / folder
     raise FileNotFoundError(
-        f"checkpoint: expected a checkpoint folder (with {CONFIG_FILE}) or a run folder holding best/ or last/, "
+        f"{name}: expected a checkpoint folder (with {CONFIG_FILE}) or a run folder holding best/ or last/, "
         f"got {str(path)!r}"
     )
 

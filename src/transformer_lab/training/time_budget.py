@@ -365,6 +365,16 @@ class TimeBudget:
         """Continue the plan in ``folder``'s ``saved_config`` (from ``config_file``), whatever the clock says now."""
         saved = saved_config.get(PLAN_KEY)
         if saved is None:
+            train = saved_config.get("train")
+            if isinstance(train, Mapping) and train.get("time_budget") is None:
+                # A run of epochs or max_steps given a budget on resume: not a measurement cut short.
+                logger.info(
+                    "%s was trained without a time budget: measuring this machine's speed, then planning "
+                    "the rest of the run to end within %.0f s from now",
+                    folder,
+                    self.budget_seconds,
+                )
+                return
             logger.warning("%s was saved during the time budget's measurement: measuring again", folder)
             return
         plan = BudgetPlan.from_dict(saved, config_file)

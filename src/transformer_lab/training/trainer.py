@@ -766,10 +766,18 @@ class Trainer:
             )
         # The same for epochs (a budget replaces them): a position inside an epoch has begun it.
         begun = state.epoch + (1 if state.batch_index else 0)
+        # A run its time budget planned, resumed without it: its plan no longer holds.
+        dropped_budget = None if self._budget is not None else state.train_config.get("time_budget")
+        planned_by = f"the run was planned by its train.time_budget of {dropped_budget}"
         if self._budget is None and self.config.epochs and begun > self.config.epochs:
             raise ValueError(
                 f"train.epochs: expected at least the {begun} epoch(s) the run in {folder} has "
                 f"{'begun' if state.batch_index else 'completed'} (more to train further), got {self.config.epochs}"
+                + (f"; {planned_by}: give it again (--time-budget) to continue its plan" if dropped_budget else "")
+            )
+        if dropped_budget is not None:
+            logger.warning(
+                "%s: %s, given no budget now: it trains to its epochs and max_steps instead", folder, planned_by
             )
         load_model_weights(folder, self._unwrapped_model)
         # Optimizer.load_state_dict moves the moments onto each parameter's device.

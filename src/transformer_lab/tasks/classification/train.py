@@ -217,6 +217,7 @@ def train(
         extra_files=VOCABULARY.files(data.tokenizer),
         # The preset's AG News is English news; the user's files name no language.
         card={"hub_task": "text-classification", "dataset": "ag_news", "languages": ["en"]},
+        corpus_folder=data.train_store.folder,
     )
     model, summary = train_run(plan, out_dir, resume=resume, init_from=init_from)
     return TrainResult(model=model, vocabulary=data.tokenizer, config=config, data=data, summary=summary)

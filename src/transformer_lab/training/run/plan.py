@@ -44,7 +44,7 @@ def start_checkpoint(
     if resume:
         return Path(out_dir) / LAST_FOLDER
     if init_from is not None:
-        return resolve_checkpoint(init_from)
+        return resolve_checkpoint(init_from, "init_from")
     return None
 
 
@@ -62,9 +62,9 @@ class RunPlan(Generic[ModelType]):
     before any step, and against each evaluation).
     Checkpoints record ``task_name``, ``metadata`` (a data report), ``data_counts`` and
     ``card`` (for the model card: the Hub's task type, the preset's dataset and languages,
-    see ``training.model_card``), the prepared folder's corpus (``data.prepared_dir``'s
-    input files and checksums, for a resume to compare) and ``config``; ``extra_files``
-    (name -> text) hold the vocabulary.
+    see ``training.model_card``), the prepared corpus's input files and checksums
+    (``data.prepared_dir``'s, else ``corpus_folder``'s, for a resume to compare) and
+    ``config``; ``extra_files`` (name -> text) hold the vocabulary.
     """
 
     task_name: str
@@ -80,6 +80,8 @@ class RunPlan(Generic[ModelType]):
     card: Mapping[str, Any] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
     extra_files: Mapping[str, str] = field(default_factory=dict)
+    # The folder of the prepared corpus the run reads, a cache entry too (None: data in memory).
+    corpus_folder: Path | None = None
 
 
 @dataclass
@@ -118,7 +120,7 @@ def train_run(
         initialized = {INITIALIZED_FROM_KEY: recorded}
     counts = {DATA_COUNTS_KEY: dict(plan.data_counts)} if plan.data_counts else {}
     card = {CARD_HINTS_KEY: dict(plan.card)} if plan.card else {}
-    prepared_dir = getattr(getattr(plan.config, "data", None), "prepared_dir", "")
+    prepared_dir = getattr(getattr(plan.config, "data", None), "prepared_dir", "") or plan.corpus_folder
     corpus = {PREPARED_CORPUS_KEY: prepared_corpus_record(prepared_dir)} if prepared_dir else {}
     trainer = Trainer(
         model,

@@ -19,7 +19,8 @@ the trainer state is read, not trained on (or blamed on ``trainer_state.pt``'s s
 
 A run from a prepared folder records the folder's input files and checksums
 (``prepared_corpus`` in ``config.json``): the same folder name prepared again since, from
-other files or with other settings, is refused in one line saying what changed.
+other files or with other settings, is refused in one line saying what changed. A run that
+read its files through the cache records them the same way, and a file changed since is refused.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from transformer_lab.data.prepared_cache import corpus_change, prepared_corpus_record
+from transformer_lab.data.prepared_cache import corpus_change, inputs_change, prepared_corpus_record
 from transformer_lab.training.checkpoint import CONFIG_FILE, PREPARED_CORPUS_KEY, load_checkpoint_config
 from transformer_lab.training.config_io import shown
 
@@ -102,7 +103,7 @@ def check_same_run(last_folder: Path, task: str, config: Mapping[str, Any]) -> N
 
 
 def _check_same_corpus(saved: Mapping[str, Any], config: Mapping[str, Any], where: str) -> None:
-    """Refuse a prepared folder (``data.prepared_dir``) prepared again since the run recorded its corpus.
+    """Refuse a prepared folder (``data.prepared_dir``) prepared again, or input files changed, since the run began.
 
     The same folder name may hold another corpus: prepared again from other files, or from
     the same ones changed since, its ids and vocabulary are not those the run trained on.
@@ -110,7 +111,17 @@ def _check_same_corpus(saved: Mapping[str, Any], config: Mapping[str, Any], wher
     """
     data = config.get("data")
     folder = data.get("prepared_dir") if isinstance(data, Mapping) else None
-    if PREPARED_CORPUS_KEY not in saved or not folder:
+    if PREPARED_CORPUS_KEY not in saved:
+        return
+    if not folder:
+        # Files read through the cache: the cache prepares a changed file again, and the run
+        # would go on from its step and place in the epoch on other data.
+        change = inputs_change(saved[PREPARED_CORPUS_KEY], where)
+        if change:
+            raise ValueError(
+                f"--resume: expected the data files the run started on, got other contents: {change}; restore it, "
+                "or train into a new --out (--init-from fine-tunes the run on the new data)"
+            )
         return
     change = corpus_change(saved[PREPARED_CORPUS_KEY], prepared_corpus_record(folder), where)
     if change:
