@@ -1332,6 +1332,19 @@ CLI_CASES = [
         lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--data-dir", str(tmp / "nodata")],
         r"expected the couplet split 'test' \(in\.txt and out\.txt\) in one of '.*nodata/couplet/test'",
     ),
+    # evaluate has no option to skip a bad test pair: the error advises fixing the file alone (was: "or pass
+    # skip_invalid=True to skip (and count) such pairs", a keyword of the library no command takes).
+    CliCase(
+        "evaluate couplet: a test pair of unequal lengths",
+        lambda tmp, ck: couplet_split_argv(ck, tmp, "晚 风 \n春 水 长 \n", "晨 露 \n秋 月 \n"),
+        r"out\.txt: line 2: expected a lower line of 3 characters, as long as line 2 of .*in\.txt "
+        r"\('春水长'\), got 2 \('秋月'\); fix the file$",
+    ),
+    CliCase(
+        "evaluate couplet: an empty test line",
+        lambda tmp, ck: couplet_split_argv(ck, tmp, "晚 风 \n \n", "晨 露 \n雨 \n"),
+        r"in\.txt: line 2: expected a non-empty sentence, got ' '; fix the file$",
+    ),
 ]
 
 
@@ -1341,6 +1354,13 @@ def classify_argv(checkpoints: Checkpoints, *rest: str) -> list[str]:
 
 def couplet_argv(checkpoints: Checkpoints, *rest: str) -> list[str]:
     return ["couplet", "--checkpoint", str(checkpoints.couplet), *rest]
+
+
+def couplet_split_argv(checkpoints: Checkpoints, folder: Path, upper: str, lower: str) -> list[str]:
+    """``evaluate couplet`` on a data folder whose test split holds these in.txt and out.txt."""
+    (folder / "couplet" / "test").mkdir(parents=True)
+    write_folder(folder / "couplet" / "test", {UPPER_FILE: upper.encode(), LOWER_FILE: lower.encode()})
+    return ["evaluate", "couplet", "--checkpoint", str(checkpoints.couplet), "--data-dir", str(folder)]
 
 
 def translation_run(tmp_path: Path, checkpoints: Checkpoints) -> Path:
