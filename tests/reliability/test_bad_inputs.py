@@ -1040,6 +1040,22 @@ CLI_CASES = [
         # Only the advice the command can follow: evaluate has no option to skip such lines.
         r"test\.en: line 2: expected a non-empty sentence, got ' '; fix the file$",
     ),
+    # A source the model cannot read whole is named by its file and line (was: "sentences[1]", an index
+    # into a list the user never saw, one below the line number, naming no file).
+    CliCase(
+        "evaluate: a --source line too long to translate",
+        lambda tmp, ck: evaluate_files_argv(
+            tmp, ck.translation, ["Ein Hund.", "Haus " * 2_000], ["A dog.", "A house."]
+        ),
+        r"test\.de: line 2 must be at most 256 subword tokens \(the model's max_len\), got 10000 characters",
+    ),
+    CliCase(
+        "evaluate: a split's line too long to translate",
+        lambda tmp, ck: evaluate_argv(
+            ck.translation, write_parallel(tmp / "data", [*GERMAN[:2], "Haus " * 2_000], ENGLISH[:3])[0].parent
+        ),
+        r"val\.de: line 3 must be at most 256 subword tokens \(the model's max_len\), got 10000 characters",
+    ),
     CliCase(
         "evaluate: --data-dir with --source",
         lambda tmp, ck: [*evaluate_files_argv(tmp, ck.translation, ["Ein Hund."], ["A dog."]), "--data-dir", str(tmp)],
