@@ -1056,6 +1056,27 @@ CLI_CASES = [
         ),
         r"val\.de: line 3 must be at most 256 subword tokens \(the model's max_len\), got 10000 characters",
     ),
+    # Neither command has an option to skip an empty line of Multi30k's files: the error advises fixing the
+    # file alone (was: "or pass skip_empty=True to drop (and count) such pairs", a keyword no command takes).
+    CliCase(
+        "evaluate: an empty line in a split's file",
+        lambda tmp, ck: evaluate_argv(
+            ck.translation, write_parallel(tmp / "data", ["Ein Hund.", " "], ENGLISH[:2])[0].parent
+        ),
+        r"val\.de: line 2: expected a non-empty sentence, got ' '; fix the file$",
+    ),
+    CliCase(
+        "train translation: an empty line in Multi30k's training file",
+        lambda tmp, ck: [
+            "train",
+            "translation",
+            "--out",
+            str(tmp / "run"),
+            "--data-dir",
+            str(write_multi30k_split(tmp / "data", "train", ["Ein Hund.", " "], ENGLISH[:2])),
+        ],
+        r"train\.de: line 2: expected a non-empty sentence, got ' '; fix the file$",
+    ),
     CliCase(
         "evaluate: --data-dir with --source",
         lambda tmp, ck: [*evaluate_files_argv(tmp, ck.translation, ["Ein Hund."], ["A dog."]), "--data-dir", str(tmp)],

@@ -86,7 +86,8 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         dataset: str | None = Path(source).name  # the card row's dataset: the file scored
     else:
         data_dir = options.data_folder(config.data.data_dir)
-        text = read_multi30k(split, data_dir, config.data.source_language, config.data.target_language)
+        languages = (config.data.source_language, config.data.target_language)
+        text = read_multi30k(split, data_dir, *languages, skip_option=None)  # evaluate has no option to skip
         pairs, source_path = text.pairs, text.source_path
         read = {f"the {split} split's sources": text.source_path, f"the {split} split's references": text.target_path}
         name = shown = split
