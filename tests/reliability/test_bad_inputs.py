@@ -1352,7 +1352,7 @@ CLI_CASES = [
     CliCase(
         "evaluate classification: unknown split",
         lambda tmp, ck: ["evaluate", "classification", "--checkpoint", str(ck.classification), "--split", "dev"],
-        r"split must be 'test' or 'validation', got 'dev'$",
+        r"error: --split: expected one of test, validation for the classification task, got 'dev'$",
     ),
     CliCase(
         "evaluate classification: the split's file missing",
