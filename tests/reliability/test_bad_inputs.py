@@ -1355,6 +1355,12 @@ CLI_CASES = [
         r"error: --split: expected one of test, validation for the classification task, got 'dev'$",
     ),
     CliCase(
+        "evaluate classification: --precision int8",
+        lambda tmp, ck: ["evaluate", "classification", "--checkpoint", str(ck.classification), "--precision", "int8"],
+        r"error: --precision: expected one of auto, fp32, bf16 \(int8 quantizes a decoder's search: a model that "
+        r"does not decode has no int8 copy\), got 'int8'$",
+    ),
+    CliCase(
         "evaluate classification: the split's file missing",
         lambda tmp, ck: ["evaluate", "classification", "--checkpoint", str(ck.classification), "--data-dir", str(tmp)],
         r"expected the AG News test file at '.*test\.csv', found none",
