@@ -89,10 +89,21 @@ def test_a_commands_precision_is_the_given_one_else_the_default_resolved_once(mo
     assert resolve("int8", "auto", "cpu") == "int8"  # a converted copy, not an autocast precision
     with pytest.raises(ValueError, match=r"--precision int8: expected a model on the CPU .* got cuda"):
         resolve("int8", "auto", "cuda", name="--precision")
-    with pytest.raises(ValueError, match=r"--precision: expected one of \('auto', 'fp32', 'bf16'\) .* got 'int8'"):
-        resolve("int8", "auto", "cpu", name="--precision", int8=False)  # a classifier has no int8 copy
-    with pytest.raises(ValueError, match=r"precision: expected one of \('auto', 'fp32', 'bf16', 'int8'\)"):
+    # A classifier has no int8 copy: the option's message says why, and names no None, which no option takes
+    # (was: "--precision: expected one of ('auto', 'fp32', 'bf16') or None (the default, 'auto'), got 'int8'").
+    with pytest.raises(ValueError) as refused:
+        resolve("int8", "auto", "cpu", name="--precision", int8=False)
+    assert str(refused.value) == (
+        "--precision: expected one of auto, fp32, bf16 (int8 quantizes a decoder's search: a model that does not "
+        "decode has no int8 copy), got 'int8'"
+    )
+    # The Python keyword takes None for the default.
+    with pytest.raises(ValueError) as refused:
         resolve("fp16", "auto", "cpu")
+    assert (
+        str(refused.value)
+        == "precision: expected one of auto, fp32, bf16, int8 or None (the default, 'auto'), got 'fp16'"
+    )
 
 
 def test_fp32_is_never_changed_and_a_bad_name_is_refused(monkeypatch) -> None:

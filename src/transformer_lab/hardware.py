@@ -259,7 +259,14 @@ def resolve_inference_precision(
     choice = default if requested is None else requested
     choices = INFERENCE_PRECISIONS if int8 else PRECISIONS
     if choice not in choices:
-        raise ValueError(f"{name}: expected one of {choices} or None (the default, {default!r}), got {choice!r}")
+        # A command's option is left out for its default; only the Python keyword takes None.
+        default_hint = "" if name.startswith("--") else f" or None (the default, {default!r})"
+        why = (
+            " (int8 quantizes a decoder's search: a model that does not decode has no int8 copy)"
+            if choice == "int8"
+            else ""
+        )
+        raise ValueError(f"{name}: expected one of {', '.join(choices)}{default_hint}{why}, got {choice!r}")
     if choice == "int8":
         if torch.device(device).type != "cpu":
             raise ValueError(f"{name} int8: expected a model on the CPU (PyTorch's int8 kernels), got {device}")

@@ -104,7 +104,11 @@ def test_evaluate_prints_the_scores_and_draws_the_confusion_matrix(
     report = json.loads((run_folder / "best" / "report.test.json").read_text(encoding="utf-8"))
     assert sum(sum(row) for row in report["confusion"]) == 20
     assert main(["evaluate", "classification", "--checkpoint", str(run_folder), "--split", "nope"]) == 2
-    assert "split must be 'test' or 'validation'" in capsys.readouterr().err
+    # Named as typed (was: "split must be ...", the library's keyword).
+    assert capsys.readouterr().err.splitlines() == [
+        "transformer-lab evaluate: error: --split: expected one of test, validation for the classification task, "
+        "got 'nope'"
+    ]
     # A figure name that cannot be drawn is refused before the evaluation, not after it.
     for bad in (tmp_path / "confusion.txt", tmp_path):
         arguments = ["evaluate", "classification", "--checkpoint", str(run_folder), "--confusion-png", str(bad)]

@@ -57,3 +57,27 @@ def test_a_bad_plot_attention_path_is_refused_before_translating(
         f"transformer-lab translate: error: --plot-attention: expected an image file, got the folder '{tmp_path}'; "
         f"name a file in it, such as '{tmp_path / 'attention.png'}'"
     ]
+
+
+def test_a_blank_first_input_with_plot_attention_is_refused_before_translating(
+    silent_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    figure = tmp_path / "attention.png"
+    lines = tmp_path / "in.txt"
+    lines.write_text("\nEin Mann\n", encoding="utf-8")
+    for given in (["--input", str(lines)], ["  ", "Ein Mann"]):
+        # Was: every line translated and printed, then "error: sentence: expected a non-empty sentence to plot",
+        # the library's keyword, exit 2.
+        assert main(["translate", "--checkpoint", str(silent_checkpoint), *given, "--plot-attention", str(figure)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and not figure.exists()
+        assert captured.err.splitlines() == [
+            "transformer-lab translate: error: --plot-attention: expected a first input to draw, got a blank one "
+            "(input 1); put the one to draw first"
+        ]
+    # A blank line after the first is translated as blank, and the first is drawn.
+    assert (
+        main(["translate", "--checkpoint", str(silent_checkpoint), "Ein Mann", " ", "--plot-attention", str(figure)])
+        == 0
+    )
+    assert figure.is_file()

@@ -14,7 +14,8 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from tests.reliability.builders import tiny_tokenizer, write_translation_checkpoint
+from tests.reliability.builders import tiny_tokenizer, train_couplet_checkpoint, write_translation_checkpoint
+from transformer_lab.api import CoupletWriter
 from transformer_lab.cli import main
 from transformer_lab.data import BOS_ID, Vocabulary
 from transformer_lab.data.subword import token_labels
@@ -292,6 +293,28 @@ def test_plot_attention_reads_a_translation_checkpoints_text_with_its_tokenizer(
     assert error.count("\n") == 1
     assert "--source: a translation checkpoint reads text: expected a sentence to draw" in error
     assert "transformer-lab translate --plot-attention" in error
+
+
+def test_plot_attention_reads_a_couplet_upper_line_as_the_couplet_writer_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = train_couplet_checkpoint(tmp_path / "couplet")
+    upper = "春 风，月"  # a space between characters, as the data files write them
+    attention = checkpoint_attention(checkpoint, upper, "秋 雨，星")
+    # The columns are those the writer answers from: no <unk> column for the space (was: 春 <unk> 风 ， 月).
+    assert attention.source_labels == CoupletWriter(checkpoint).attention_map(upper).columns == list("春风，月")
+    assert attention.target_labels == ["<bos>", *"秋雨，星"]
+
+    out = tmp_path / "attention.png"
+    common = ["plot", "attention", "--checkpoint", str(checkpoint), "--out", str(out)]
+    for line, reason in (("abc", "contains Latin letters 'abc'"), ("，，", "is only punctuation")):
+        # Was: drawn, exit 0, each letter an <unk> column; the couplet command refuses the line.
+        assert main([*common, "--source", line]) == 2
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1 and not out.exists()
+        assert f"--source: upper line {line!r} {reason}" in error
+    with pytest.raises(ValueError, match=r"^source: upper line 'abc' contains Latin letters"):
+        checkpoint_attention(checkpoint, "abc")
 
 
 def test_plot_attention_refuses_vocabularies_with_a_checkpoint_that_reads_text(

@@ -1062,6 +1062,43 @@ CLI_CASES = [
         # Only the advice the command can follow: evaluate has no option to skip such lines.
         r"test\.en: line 2: expected a non-empty sentence, got ' '; fix the file$",
     ),
+    # A source the model cannot read whole is named by its file and line (was: "sentences[1]", an index
+    # into a list the user never saw, one below the line number, naming no file).
+    CliCase(
+        "evaluate: a --source line too long to translate",
+        lambda tmp, ck: evaluate_files_argv(
+            tmp, ck.translation, ["Ein Hund.", "Haus " * 2_000], ["A dog.", "A house."]
+        ),
+        r"test\.de: line 2 must be at most 256 subword tokens \(the model's max_len\), got 10000 characters",
+    ),
+    CliCase(
+        "evaluate: a split's line too long to translate",
+        lambda tmp, ck: evaluate_argv(
+            ck.translation, write_parallel(tmp / "data", [*GERMAN[:2], "Haus " * 2_000], ENGLISH[:3])[0].parent
+        ),
+        r"val\.de: line 3 must be at most 256 subword tokens \(the model's max_len\), got 10000 characters",
+    ),
+    # Neither command has an option to skip an empty line of Multi30k's files: the error advises fixing the
+    # file alone (was: "or pass skip_empty=True to drop (and count) such pairs", a keyword no command takes).
+    CliCase(
+        "evaluate: an empty line in a split's file",
+        lambda tmp, ck: evaluate_argv(
+            ck.translation, write_parallel(tmp / "data", ["Ein Hund.", " "], ENGLISH[:2])[0].parent
+        ),
+        r"val\.de: line 2: expected a non-empty sentence, got ' '; fix the file$",
+    ),
+    CliCase(
+        "train translation: an empty line in Multi30k's training file",
+        lambda tmp, ck: [
+            "train",
+            "translation",
+            "--out",
+            str(tmp / "run"),
+            "--data-dir",
+            str(write_multi30k_split(tmp / "data", "train", ["Ein Hund.", " "], ENGLISH[:2])),
+        ],
+        r"train\.de: line 2: expected a non-empty sentence, got ' '; fix the file$",
+    ),
     CliCase(
         "evaluate: --data-dir with --source",
         lambda tmp, ck: [*evaluate_files_argv(tmp, ck.translation, ["Ein Hund."], ["A dog."]), "--data-dir", str(tmp)],
@@ -1337,7 +1374,13 @@ CLI_CASES = [
     CliCase(
         "evaluate classification: unknown split",
         lambda tmp, ck: ["evaluate", "classification", "--checkpoint", str(ck.classification), "--split", "dev"],
-        r"split must be 'test' or 'validation', got 'dev'$",
+        r"error: --split: expected one of test, validation for the classification task, got 'dev'$",
+    ),
+    CliCase(
+        "evaluate classification: --precision int8",
+        lambda tmp, ck: ["evaluate", "classification", "--checkpoint", str(ck.classification), "--precision", "int8"],
+        r"error: --precision: expected one of auto, fp32, bf16 \(int8 quantizes a decoder's search: a model that "
+        r"does not decode has no int8 copy\), got 'int8'$",
     ),
     CliCase(
         "evaluate classification: the split's file missing",
@@ -1354,6 +1397,19 @@ CLI_CASES = [
         lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--data-dir", str(tmp / "nodata")],
         r"expected the couplet split 'test' \(in\.txt and out\.txt\) in one of '.*nodata/couplet/test'",
     ),
+    # evaluate has no option to skip a bad test pair: the error advises fixing the file alone (was: "or pass
+    # skip_invalid=True to skip (and count) such pairs", a keyword of the library no command takes).
+    CliCase(
+        "evaluate couplet: a test pair of unequal lengths",
+        lambda tmp, ck: couplet_split_argv(ck, tmp, "晚 风 \n春 水 长 \n", "晨 露 \n秋 月 \n"),
+        r"out\.txt: line 2: expected a lower line of 3 characters, as long as line 2 of .*in\.txt "
+        r"\('春水长'\), got 2 \('秋月'\); fix the file$",
+    ),
+    CliCase(
+        "evaluate couplet: an empty test line",
+        lambda tmp, ck: couplet_split_argv(ck, tmp, "晚 风 \n \n", "晨 露 \n雨 \n"),
+        r"in\.txt: line 2: expected a non-empty sentence, got ' '; fix the file$",
+    ),
 ]
 
 
@@ -1363,6 +1419,13 @@ def classify_argv(checkpoints: Checkpoints, *rest: str) -> list[str]:
 
 def couplet_argv(checkpoints: Checkpoints, *rest: str) -> list[str]:
     return ["couplet", "--checkpoint", str(checkpoints.couplet), *rest]
+
+
+def couplet_split_argv(checkpoints: Checkpoints, folder: Path, upper: str, lower: str) -> list[str]:
+    """``evaluate couplet`` on a data folder whose test split holds these in.txt and out.txt."""
+    (folder / "couplet" / "test").mkdir(parents=True)
+    write_folder(folder / "couplet" / "test", {UPPER_FILE: upper.encode(), LOWER_FILE: lower.encode()})
+    return ["evaluate", "couplet", "--checkpoint", str(checkpoints.couplet), "--data-dir", str(folder)]
 
 
 def translation_run(tmp_path: Path, checkpoints: Checkpoints) -> Path:

@@ -45,6 +45,29 @@ def test_unequal_lines_name_the_right_line_after_a_tsv_header(tmp_path: Path) ->
     assert corpus.pairs == [("春风", "秋雨")] and corpus.skipped_unequal == [3]
 
 
+def test_a_bad_pair_in_training_names_the_setting_that_skips_it_as_the_command_line_sets_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "pairs.tsv"
+    path.write_text("春风\t秋雨\n花月\t草\n", encoding="utf-8")
+    arguments = ["train", "couplet", "--train", str(path), "--out", str(tmp_path / "run")]
+    # Was: "or pass skip_invalid=True", a keyword of the library that no command takes.
+    assert main([*arguments, "--set", "data.skip_invalid=false"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith(
+            "pairs.tsv: line 2: expected a lower line of 2 characters, as long as line 2 of "
+            f"{path} ('花月'), got 1 ('草'); fix the file, or pass --set data.skip_invalid=True to skip (and count) "
+            "such pairs"
+        )
+    )
+    # The library's own reader names its own argument.
+    advice = r"; fix the file, or pass skip_invalid=True to skip \(and count\) such pairs$"
+    with pytest.raises(ValueError, match=advice):
+        read_couplet_source(CoupletFiles.of_files([path]))
+
+
 def test_a_tsv_header_in_chinese_is_skipped_and_tsv_errors_name_the_upper_and_lower_line(tmp_path: Path) -> None:
     path = tmp_path / "pairs.tsv"
     path.write_text("上联\t下联\n春风\t秋雨\n", encoding="utf-8")

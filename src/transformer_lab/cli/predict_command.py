@@ -80,6 +80,11 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
         from transformer_lab.lab.plotting import check_image_path
 
         check_image_path(plot_path, name="--plot-attention")
+        if not inputs[0].strip():
+            # Drawn after every line is answered, it failed then, naming the library's keyword (sentence).
+            raise ValueError(
+                "--plot-attention: expected a first input to draw, got a blank one (input 1); put the one to draw first"
+            )
     predictor = task.predictor_for(arguments.checkpoint, device)
     answers = command.answer(predictor, inputs, options)
     flags = {value: flag for flag, value in options.items() if isinstance(value, Path)}

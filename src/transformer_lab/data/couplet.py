@@ -120,6 +120,7 @@ def read_couplets(
     *,
     skip_invalid: bool = False,
     max_length: int | None = None,
+    skip_option: str | None = "skip_invalid",
 ) -> CoupletCorpus:
     """Read `folder/in.txt` and `folder/out.txt` into (upper, lower) pairs; see the module docstring.
 
@@ -129,13 +130,17 @@ def read_couplets(
             of raising.
         max_length: skip (and count) pairs whose upper line has more characters; None
             keeps every length.
+        skip_option: what the caller calls `skip_invalid`, which the errors advise; None where
+            its user has no such option (the errors then advise fixing the file alone).
 
     Raises:
         FileNotFoundError: the folder or a file is missing.
         ValueError: misaligned files, invalid UTF-8, or (without `skip_invalid`) an empty
             side or unequal lengths; the message names the file and the line.
     """
-    return read_couplet_source(CoupletFiles.of_split(folder, skip_invalid=skip_invalid, max_length=max_length))
+    return read_couplet_source(
+        CoupletFiles.of_split(folder, skip_invalid=skip_invalid, max_length=max_length, skip_option=skip_option)
+    )
 
 
 def read_couplet_source(source: CoupletFiles) -> CoupletCorpus:
@@ -180,9 +185,11 @@ def load_couplets(
     *,
     skip_invalid: bool = False,
     max_length: int | None = None,
+    skip_option: str | None = "skip_invalid",
 ) -> CoupletCorpus:
     """Read couplet split `split` from `data_dir` (see `read_couplets` and `resolve_couplet_split_dir`)."""
-    return read_couplets(resolve_couplet_split_dir(split, data_dir), skip_invalid=skip_invalid, max_length=max_length)
+    folder = resolve_couplet_split_dir(split, data_dir)
+    return read_couplets(folder, skip_invalid=skip_invalid, max_length=max_length, skip_option=skip_option)
 
 
 def punctuation_free(line: str) -> str:

@@ -50,13 +50,20 @@ class CoupletFiles:
     skip_invalid: bool = False
     max_length: int | None = None  # skip (and count) pairs whose upper line is longer; None keeps every length
     where: Path | None = None  # what the skip warnings name: a split's folder (None: the upper file)
+    # What the caller calls `skip_invalid`, for the errors' advice; None where its user has no such option.
+    skip_option: str | None = "skip_invalid"
 
     def __post_init__(self) -> None:
         _check_options(self.skip_invalid, self.max_length)
 
     @classmethod
     def of_split(
-        cls, folder: str | os.PathLike[str], *, skip_invalid: bool = False, max_length: int | None = None
+        cls,
+        folder: str | os.PathLike[str],
+        *,
+        skip_invalid: bool = False,
+        max_length: int | None = None,
+        skip_option: str | None = "skip_invalid",
     ) -> CoupletFiles:
         """The split folder ``folder`` (its `in.txt` and `out.txt`); a missing file is a FileNotFoundError naming it."""
         _check_options(skip_invalid, max_length)
@@ -68,7 +75,7 @@ class CoupletFiles:
                     f"expected the couplet file {str(path)!r}, which does not exist; a couplet split "
                     f"folder holds {UPPER_FILE} (upper lines) and {LOWER_FILE} (lower lines)"
                 )
-        return cls(PairFiles(paths, "lines", *COUPLET_KEYS), skip_invalid, max_length, folder)
+        return cls(PairFiles(paths, "lines", *COUPLET_KEYS), skip_invalid, max_length, folder, skip_option)
 
     @classmethod
     def of_files(
@@ -79,6 +86,7 @@ class CoupletFiles:
         skip_invalid: bool = False,
         max_length: int | None = None,
         name: str = "couplet files",
+        skip_option: str | None = "skip_invalid",
     ) -> CoupletFiles:
         """The user's couplet files in any form of `pair_files` (the form from ``file_format`` or the files).
 
@@ -89,6 +97,7 @@ class CoupletFiles:
             PairFiles.of(paths, *COUPLET_KEYS, file_format, name=name, sides=COUPLET_KEYS, headers=COUPLET_HEADERS),
             skip_invalid,
             max_length,
+            skip_option=skip_option,
         )
 
     @property
@@ -150,7 +159,7 @@ def stream_couplets(
     upper_path, lower_path = source.upper_path, source.lower_path
 
     def check_lines(paths: tuple[Path, Path], number: int, upper: str, lower: str) -> tuple[str, str] | None:
-        return non_empty_pair(paths, number, upper, lower, source.skip_invalid, "skip_invalid")
+        return non_empty_pair(paths, number, upper, lower, source.skip_invalid, source.skip_option)
 
     def couplets() -> Iterator[tuple[str, str]]:
         for number, pair in numbered_pairs(source.files, check_lines=check_lines):
@@ -160,10 +169,12 @@ def stream_couplets(
             upper, lower = split_characters(pair[0]), split_characters(pair[1])
             if len(upper) != len(lower):
                 if not source.skip_invalid:
+                    option = source.skip_option
+                    advice = f", or pass {option}=True to skip (and count) such pairs" if option else ""
                     raise ValueError(
                         f"{lower_path}: line {number}: expected a lower line of {len(upper)} characters, "
                         f"as long as line {number} of {upper_path} ({upper!r}), got {len(lower)} ({lower!r}); "
-                        f"fix the file, or pass skip_invalid=True to skip (and count) such pairs"
+                        f"fix the file{advice}"
                     )
                 count.skipped_unequal.append(number)
             elif source.max_length is not None and len(upper) > source.max_length:

@@ -17,19 +17,19 @@ __all__ = ["translate_nbest", "translate_sentences"]
 
 
 def _encode_sources(
-    model: Seq2SeqTransformer, tokenizer: SubwordTokenizer, sentences: Sequence[str], name: str
+    model: Seq2SeqTransformer, tokenizer: SubwordTokenizer, sentences: Sequence[str], names: Sequence[str]
 ) -> list[list[int]]:
-    """The subword ids of each sentence ([] for a blank one); a failure names the sentence's index.
+    """The subword ids of each sentence ([] for a blank one); a failure names the sentence as ``names`` does.
 
     Every sentence's length is bounded before any is encoded, and each one's ids are
     checked as they come, so that a long input is refused before it costs its ids (2,000
     sentences of 100 kB took 3.7 GB of ids before the first was checked).
     """
-    for index, sentence in enumerate(sentences):
-        _check_characters(model, tokenizer, sentence, f"{name}[{index}]")
+    for sentence, name in zip(sentences, names, strict=True):
+        _check_characters(model, tokenizer, sentence, name)
     return [
-        _encoded(model, tokenizer, sentence, f"{name}[{index}]") if sentence.strip() else []
-        for index, sentence in enumerate(sentences)
+        _encoded(model, tokenizer, sentence, name) if sentence.strip() else []
+        for sentence, name in zip(sentences, names, strict=True)
     ]
 
 
@@ -60,15 +60,21 @@ def translate_sentences(
     sentences: Sequence[str],
     decode_config: DecodeConfig,
     batch_size: int = 64,
+    names: Sequence[str] | None = None,
 ) -> list[str]:
     """Translate ``sentences`` (batched by length); an empty or blank sentence gives ``""``.
 
     ``tokenizer`` is the checkpoint's pair, or one joint tokenizer. A sentence whose
-    subword length exceeds the model's positional table raises ``ValueError`` naming its
-    index and length; nothing is truncated.
+    subword length exceeds the model's positional table raises ``ValueError`` naming it
+    (``names``, one per sentence, e.g. its file and line; default ``sentences[i]``) and its
+    length; nothing is truncated.
     """
     tokenizers = TokenizerPair.of(tokenizer)
-    encoded = _encode_sources(model, tokenizers.source, sentences, "sentences")
+    if names is None:
+        names = [f"sentences[{index}]" for index in range(len(sentences))]
+    elif len(names) != len(sentences):
+        raise ValueError(f"names: expected one per sentence ({len(sentences)}), got {len(names)}")
+    encoded = _encode_sources(model, tokenizers.source, sentences, names)
     found = decode_sources(model, encoded, decode_config, batch_size=batch_size)
     return [
         candidates_of(hypotheses[:1], tokenizers.target.decode)[0].text if hypotheses else "" for hypotheses in found

@@ -30,14 +30,17 @@ def evaluate_bleu(
     pairs: Sequence[tuple[str, str]],
     decode_config: DecodeConfig,
     bleu_tokenize: str = "13a",
+    names: Sequence[str] | None = None,
 ) -> BleuReport:
     """Translate the sources of ``pairs`` and score them against the targets: BLEU (cased, lowercased), chrF++.
 
     ``bleu_tokenize`` is sacreBLEU's tokenizer; ``bleu_tokenizer_for(target_language)`` picks
     the one for the target language. A line break or tab in a translation is scored as a space,
-    as the hypotheses file holds it.
+    as the hypotheses file holds it. ``names``: what a source too long to translate is called
+    in the error (its file and line; default ``sentences[i]``).
     """
-    translations = translate_sentences(model, tokenizer, [source for source, _ in pairs], decode_config)
+    sources = [source for source, _ in pairs]
+    translations = translate_sentences(model, tokenizer, sources, decode_config, names=names)
     hypotheses = [one_line(text) for text in translations]
     references = [target for _, target in pairs]
     return BleuReport(

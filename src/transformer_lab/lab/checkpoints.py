@@ -17,6 +17,8 @@ import torch
 from torch import Tensor
 
 from transformer_lab.data import SubwordTokenizer, TokenizerPair, Vocabulary, make_synthetic_pairs
+from transformer_lab.data.couplet import check_upper_line, encode_upper, punctuation_stand_in
+from transformer_lab.data.couplet_stream import split_characters
 from transformer_lab.data.subword import token_labels
 from transformer_lab.decoding import greedy_search
 from transformer_lab.models import Seq2SeqTransformer
@@ -111,7 +113,8 @@ def checkpoint_attention(
 
     A str ``source`` (or ``target``) is read as the checkpoint reads its inputs: a
     translation checkpoint's text through its subword tokenizer, a couplet line one
-    character a token, and the labels are those tokens; such a checkpoint needs a
+    character a token without its spaces (an upper line checked and read as the couplet
+    writer reads it), and the labels are those tokens; such a checkpoint needs a
     ``source`` (a made-up one would be noise). A synthetic-task checkpoint reads the str as
     token ids separated by spaces, or as tokens of ``source_vocabulary`` /
     ``target_vocabulary``, and without ``source`` draws 6 synthetic symbols (seed 0). A
@@ -137,7 +140,7 @@ def checkpoint_attention(
     if isinstance(reader, (SubwordTokenizer, TokenizerPair)):
         return _subword_attention(trained, model, TokenizerPair.of(reader), source, target)
     if isinstance(reader, Vocabulary):
-        source_ids = _character_ids(source, reader, "source")
+        source_ids = _upper_line_ids(source, reader, model.max_len)
         if source_ids is None:
             raise _needs_a_sentence(trained)
         target_ids = _character_ids(target, reader, "target")
@@ -198,12 +201,26 @@ def _subword_attention(
     return attention
 
 
+def _upper_line_ids(text: str | Sequence[int] | None, vocabulary: Vocabulary, max_len: int) -> list[int] | None:
+    """An upper line's ids as the couplet task reads it: without spaces, checked, unseen marks as its stand-in."""
+    if text is None or not isinstance(text, str):
+        return None if text is None else list(text)
+    # The couplet writer's own reading, so that the drawing shows the columns the model answers from
+    # (a space read as <unk> was a column of its own, Latin letters were drawn as <unk>).
+    line = split_characters(text)
+    error, _ = check_upper_line(line, vocabulary, max_len, text)
+    if error is not None:
+        raise SettingError("{source}: {error}", ("source",), error=error)
+    return encode_upper(line, vocabulary, punctuation_stand_in(vocabulary))
+
+
 def _character_ids(text: str | Sequence[int] | None, vocabulary: Vocabulary, name: str) -> list[int] | None:
     if text is None or not isinstance(text, str):
         return None if text is None else list(text)
-    if not text:
-        raise SettingError(f"{{{name}}}: expected a line of at least one character, got ''", (name,))
-    return vocabulary.encode(list(text))
+    line = split_characters(text)  # a lower line's spaces are no characters either
+    if not line:
+        raise SettingError(f"{{{name}}}: expected a line of at least one character, got {{text!r}}", (name,), text=text)
+    return vocabulary.encode(list(line))
 
 
 def _token_ids(text: str | Sequence[int] | None, vocabulary: Vocabulary | None, name: str) -> list[int] | None:

@@ -71,6 +71,9 @@ def evaluate_classifier(
     return report, predictions
 
 
+SPLITS = ("test", "validation")  # AG News's test split, or the rows held out at training
+
+
 def load_split(
     config: ClassificationConfig, split: str, data_dir: str | None = None, skip_malformed: bool = False
 ) -> list[LabelledRow]:
@@ -80,8 +83,8 @@ def load_split(
     with ``--test`` instead. Its validation rows are its valid file's, or carved again.
     """
     data = config.data
-    if split not in ("test", "validation"):
-        raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
+    if split not in SPLITS:
+        raise ValueError(f"split must be {' or '.join(map(repr, SPLITS))}, got {split!r}")
     if data.prepared_dir and split == "validation":
         return list(open_prepared_labelled(data.prepared_dir).validation_rows)
     if data.train_files and split == "test":
@@ -113,6 +116,9 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     if confusion_path is not None and (Path(confusion_path).suffix.lower() != ".png" or Path(confusion_path).is_dir()):
         # Before any work: drawn after the scores, a bad name would cost the whole evaluation.
         raise ValueError(f"--confusion-png: expected a file name ending in .png, got {str(confusion_path)!r}")
+    if split is not None and split not in SPLITS:
+        # Named here as typed, before the checkpoint is loaded; load_split names its keyword.
+        raise ValueError(f"--split: expected one of {', '.join(SPLITS)} for the classification task, got {split!r}")
     checkpoint = resolve_checkpoint(checkpoint)
     model, tokenizer, config = load_classifier(checkpoint)
     model = options.placed(model)

@@ -36,6 +36,8 @@ from transformer_lab.tasks.seq2seq import Seq2SeqData
 from transformer_lab.training.run.once_per_machine import prepared_corpus
 
 logger = logging.getLogger(__name__)
+# What a bad pair's error advises: the setting that skips such pairs, as the command line sets it.
+SKIP_INVALID_OPTION = "--set data.skip_invalid"
 
 # What a prepared corpus does not depend on: where the data and the cache are, the batches, the test split.
 _UNDESCRIBED = ("data_dir", "max_tokens", "test_split", "prepared_dir", "cache_dir")
@@ -175,7 +177,9 @@ def _training_source(config: CoupletDataConfig, data_dir: str | None) -> Couplet
 def _split_files(config: CoupletDataConfig, split: str, data_dir: str | None) -> CoupletFiles:
     """The couplets of the data folder's ``split``, read with the config's filters."""
     folder = resolve_couplet_split_dir(split, data_dir)
-    return CoupletFiles.of_split(folder, skip_invalid=config.skip_invalid, max_length=config.max_length)
+    return CoupletFiles.of_split(
+        folder, skip_invalid=config.skip_invalid, max_length=config.max_length, skip_option=SKIP_INVALID_OPTION
+    )
 
 
 def _validation_source(config: CoupletDataConfig) -> CoupletFiles | None:
@@ -186,7 +190,12 @@ def _validation_source(config: CoupletDataConfig) -> CoupletFiles | None:
 def _user_files(config: CoupletDataConfig, files: tuple[str, ...], name: str) -> CoupletFiles:
     """The user's couplet ``files`` (named ``name`` in errors), read in the config's format with its filters."""
     return CoupletFiles.of_files(
-        files, config.file_format, skip_invalid=config.skip_invalid, max_length=config.max_length, name=name
+        files,
+        config.file_format,
+        skip_invalid=config.skip_invalid,
+        max_length=config.max_length,
+        name=name,
+        skip_option=SKIP_INVALID_OPTION,
     )
 
 

@@ -37,7 +37,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         pairs = load_validation_pairs(config.data, data_dir)
     else:
         # The test files are clean; an error here means a damaged file, which should be seen.
-        corpus = load_couplets(split, data_dir)
+        corpus = load_couplets(split, data_dir, skip_option=None)  # evaluate has no option to skip
         pairs = corpus.pairs
         read = {
             f"the {split} split's upper lines": corpus.upper_path,

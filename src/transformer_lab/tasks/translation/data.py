@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
-from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, load_multi30k
+from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, read_multi30k
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, check_int_fields
 from transformer_lab.data.bpe_dropout import check_dropout
 from transformer_lab.data.lazy_batches import epoch_pair_batches, pair_length_table
@@ -108,7 +108,9 @@ def read_pairs(config: TranslationDataConfig) -> tuple[list[tuple[str, str]], li
     if not config.train_files:
         if config.valid_files:
             raise ValueError("data.valid_files: expected only with data.train_files (--train), got it without")
-        return load_multi30k("train", config.data_dir, *languages), load_multi30k("val", config.data_dir, *languages)
+        # No setting skips an empty line here: its error advises fixing the file alone.
+        train = read_multi30k("train", config.data_dir, *languages, skip_option=None)
+        return train.pairs, read_multi30k("val", config.data_dir, *languages, skip_option=None).pairs
     train_pairs = read_pair_files(config.train_files, *languages, config.file_format, name="--train").pairs
     if config.valid_files:
         return train_pairs, read_pair_files(config.valid_files, *languages, config.file_format, name="--valid").pairs

@@ -80,13 +80,15 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     if source is not None:
         # Strict, as every reader: misaligned files, empty lines and bad UTF-8 name file and line.
         pairs = read_parallel_text(source, reference, skip_option=None).pairs  # evaluate has no option to skip
+        source_path = Path(source)
         # Its name and place: a file named like a split keeps its own hypotheses and card row.
         name, shown = file_test_name(source), str(source)
         dataset: str | None = Path(source).name  # the card row's dataset: the file scored
     else:
         data_dir = options.data_folder(config.data.data_dir)
-        text = read_multi30k(split, data_dir, config.data.source_language, config.data.target_language)
-        pairs = text.pairs
+        languages = (config.data.source_language, config.data.target_language)
+        text = read_multi30k(split, data_dir, *languages, skip_option=None)  # evaluate has no option to skip
+        pairs, source_path = text.pairs, text.source_path
         read = {f"the {split} split's sources": text.source_path, f"the {split} split's references": text.target_path}
         name = shown = split
         # Multi30k's split, which the card of a run on files of one's own would give those files' name.
@@ -94,7 +96,9 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     output = options.output_file(checkpoint / f"hypotheses.{name}.{search.file_label}.txt", read)
     default_tokenize = bleu_tokenizer_for(config.data.target_language)
     tokenize = options.option("--bleu-tokenize") or default_tokenize
-    report = evaluate_bleu(model, tokenizer, pairs, search.decode_config, tokenize)
+    # Pair i is line i + 1 of the source file (no line is skipped): a sentence too long is named by both.
+    names = [f"{source_path}: line {number}" for number in range(1, len(pairs) + 1)]
+    report = evaluate_bleu(model, tokenizer, pairs, search.decode_config, tokenize, names=names)
     write_text_atomically(output, "".join(line + "\n" for line in report.hypotheses))
     bleu: dict[str, BleuResult]
     labels = {"bleu_papers": "BLEU (papers)"}
