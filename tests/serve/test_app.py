@@ -105,7 +105,7 @@ def test_models_carry_their_tasks_endpoints_and_fields(with_echo: dict[str, Any]
                     "default": 5,
                     "minimum": 1,
                     "maximum": translation_predict.MAX_BEAM_SIZE,
-                    "description": "also the n-best length",
+                    "description": "beam search only; also the n-best length",
                 },
             ],
         },
@@ -204,6 +204,18 @@ def test_greedy_answer_is_the_library_translation(client: TestClient, served: di
     expected = translate_sentences(translator.model, translator.tokenizers, [SENTENCE], greedy)[0]
     assert [candidate["text"] for candidate in answer["candidates"]] == [expected]
     assert answer["model"] == NAME and answer["elapsed_ms"] > 0
+
+
+def test_a_beam_size_with_greedy_search_is_refused_naming_it(client: TestClient) -> None:
+    # Greedy search ignored it: a greedy request with beam_size 7 answered one greedy line.
+    body = {"model": NAME, "text": SENTENCE, "strategy": "greedy", "beam_size": 7}
+    response = client.post("/api/translate", json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] == (
+        "beam_size: expected only with strategy 'beam', got strategy 'greedy' (leave beam_size out)"
+    )
+    # The default search is beam search, which takes it.
+    assert len(post(client, "/api/translate", model=NAME, text=SENTENCE, beam_size=2)["candidates"]) == 2
 
 
 def test_beam_nbest_scores_are_the_models_log_probabilities(client: TestClient, served: dict[str, Any]) -> None:

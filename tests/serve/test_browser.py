@@ -213,6 +213,26 @@ def test_translate_on_the_page_shows_the_nbest_and_the_heatmap(browser: WebDrive
     assert browser.save_screenshot(str(ARTIFACTS / "serve-translation.png"))
 
 
+def test_greedy_search_on_the_page_shows_the_one_greedy_translation(browser: WebDriver, server_url: str) -> None:
+    # The page sent its beam size with greedy search too, which the server refuses (it would ignore it).
+    wait = WebDriverWait(browser, PAGE_WAIT_SECONDS)
+    browser.get(server_url)
+    wait.until(lambda driver: driver.find_element(By.ID, "pane-translation").is_displayed())
+    box = browser.find_element(By.ID, "translation-input")
+    box.clear()
+    box.send_keys(SENTENCE)
+    browser.find_element(By.CSS_SELECTOR, "input[name=strategy][value=greedy]").click()
+    browser.find_element(By.ID, "translate-button").click()
+    status = browser.find_element(By.ID, "translation-status")
+    wait.until(lambda driver: "ms on the server" in status.text or "error" in (status.get_attribute("class") or ""))
+    assert "ms on the server" in status.text, status.text
+
+    expected = post(f"{server_url}/api/translate", {"model": NAME, "text": SENTENCE, "strategy": "greedy"})
+    shown = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#translation-nbest td.translation")]
+    assert shown == [candidate["text"] or "(empty)" for candidate in expected["candidates"]]
+    assert len(shown) == 1
+
+
 def test_masks_tab_draws_the_four_masks_of_each_sentence(browser: WebDriver, server_url: str) -> None:
     wait = WebDriverWait(browser, PAGE_WAIT_SECONDS)
     browser.get(server_url)

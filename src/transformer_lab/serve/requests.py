@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Annotated, Any
+from typing import Annotated, Any, Mapping
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 from pydantic.fields import FieldInfo
+
+from transformer_lab.tasks.task import ONLY_WHEN
 
 # Long enough for a paragraph, short enough that no request can keep the model busy for long.
 MAX_TEXT_CHARACTERS = 1000
@@ -54,20 +56,42 @@ def _as_text(annotation: Any) -> Any:
     return annotation
 
 
+def _only_when(name: str, condition: Mapping[str, Any]) -> Any:
+    """A validator refusing field ``name`` where an earlier field differs from ``condition`` (run only if given)."""
+
+    def check(value: Any, info: ValidationInfo) -> Any:
+        for other, wanted in condition.items():
+            # An earlier field that failed its own check is missing here; its error is said already.
+            if other in info.data and info.data[other] != wanted:
+                raise ValueError(
+                    f"expected only with {other} {wanted!r}, got {other} {info.data[other]!r} (leave {name} out)"
+                )
+        return value
+
+    return field_validator(name)(check)
+
+
 def request_model(request: type) -> type[BaseModel]:
     """The pydantic model of a task's request dataclass (``tasks.task.Endpoint.request``), as the app validates it.
 
     Every request names its ``model``; a ``str`` field is a `Text`; a field's metadata are
-    its ``Field`` bounds; a field the request does not declare is refused, and so is a value of another
-    JSON type (`REQUEST_CONFIG`).
+    its ``Field`` bounds and, under `ONLY_WHEN`, the values of earlier fields it may be given with;
+    a field the request does not declare is refused, and so is a value of another JSON type
+    (`REQUEST_CONFIG`).
     """
     # With the extras: a bound written in the type, as list[Annotated[int, Field(ge=0)]], was dropped.
     hints = typing.get_type_hints(request, include_extras=True)
     fields: dict[str, Any] = {"model": (ModelName, ...)}
+    validators: dict[str, Any] = {}
     for field in dataclasses.fields(request):
         default = ... if field.default is dataclasses.MISSING else field.default
-        fields[field.name] = (_as_text(hints[field.name]), Field(default, **field.metadata))
-    model: type[BaseModel] = create_model(request.__name__, __config__=REQUEST_CONFIG, **fields)
+        bounds = {key: value for key, value in field.metadata.items() if key != ONLY_WHEN}
+        fields[field.name] = (_as_text(hints[field.name]), Field(default, **bounds))
+        if ONLY_WHEN in field.metadata:
+            validators[f"{field.name}_{ONLY_WHEN}"] = _only_when(field.name, field.metadata[ONLY_WHEN])
+    model: type[BaseModel] = create_model(
+        request.__name__, __config__=REQUEST_CONFIG, __validators__=validators, **fields
+    )
     return model
 
 

@@ -46,12 +46,18 @@ class VocabularyFunctions(Generic[VocabularyType]):
     settings: tuple[str, ...] = ()
 
 
+# A request field's metadata key: the field may be given only where earlier fields have these
+# values, as {"strategy": "beam"}; elsewhere it would be ignored, so a request giving it is refused.
+ONLY_WHEN = "only_when"
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """One POST endpoint of a served task: its ``path``, its body and the handler method that answers it.
 
     ``request`` is a dataclass of the body's fields (the server adds ``model``); a ``str`` is a text
-    the server bounds, and a field's metadata holds pydantic ``Field`` bounds (``ge``, ``max_length``, ...).
+    the server bounds, and a field's metadata holds pydantic ``Field`` bounds (``ge``, ``max_length``, ...)
+    and, under `ONLY_WHEN`, the values of earlier fields it may be given with (else a 422 names it).
     ``method(handler, request)`` returns the answer's JSON object.
     """
 

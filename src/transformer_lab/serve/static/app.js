@@ -223,7 +223,10 @@ async function translate() {
   const strategy = document.querySelector("input[name=strategy]:checked").value;
   const text = $("translation-input").value;
   await withStatus($("translate-button"), $("translation-status"), async () => {
-    const answer = await post("/api/translate", { model: state.model.name, text, strategy, beam_size: Number($("beam-size").value) });
+    // The server refuses a beam size with greedy search, which would ignore it.
+    const body = { model: state.model.name, text, strategy };
+    if (strategy === "beam") body.beam_size = Number($("beam-size").value);
+    const answer = await post("/api/translate", body);
     state.translateText = text;
     showCandidates(answer.candidates);
     showAttention(answer.attention);

@@ -29,7 +29,7 @@ from transformer_lab.models.attention_maps import cross_attention
 from transformer_lab.one_line import line_break_notes, one_line
 from transformer_lab.tasks.command import Answers, PredictCommand
 from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption, search_keywords
-from transformer_lab.tasks.task import Endpoint, Serving
+from transformer_lab.tasks.task import ONLY_WHEN, Endpoint, Serving
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing's from Python 3.11
@@ -142,7 +142,16 @@ class TranslateRequest:
 
     text: str
     strategy: Literal["greedy", "beam"] = "beam"
-    beam_size: int = field(default=5, metadata={"ge": 1, "le": MAX_BEAM_SIZE, "description": "also the n-best length"})
+    # Given with greedy search it would be ignored, so it is refused there (a 422 naming it).
+    beam_size: int = field(
+        default=5,
+        metadata={
+            "ge": 1,
+            "le": MAX_BEAM_SIZE,
+            "description": "beam search only; also the n-best length",
+            ONLY_WHEN: {"strategy": "beam"},
+        },
+    )
 
 
 @dataclass(frozen=True)
