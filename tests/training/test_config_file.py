@@ -200,6 +200,16 @@ def test_a_missing_config_file_is_named(tmp_path: Path, capsys: pytest.CaptureFi
     assert "--config: expected an existing YAML file" in capsys.readouterr().err
 
 
+def test_a_folder_as_the_config_file_is_named_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # It said "expected an existing YAML file", as for a path where nothing is.
+    folder = tmp_path / "settings"
+    folder.mkdir()
+    assert main(["train", "copy", "--out", str(tmp_path / "out"), "--config", str(folder)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.endswith(f"--config: expected a YAML file, got {str(folder)!r}, which is a folder"), error
+    assert not (tmp_path / "out").exists()
+
+
 def test_yaml_holds_every_section_of_the_preset() -> None:
     assert set(config_to_dict(translation_train.default_config())) == {"data", "model", "train", "decode"}
 
