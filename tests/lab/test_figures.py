@@ -339,6 +339,24 @@ def test_plot_attention_refuses_vocabularies_with_a_checkpoint_that_reads_text(
         checkpoint_attention(checkpoint, "Ein Hund", target_vocabulary=vocabulary)
 
 
+def test_plot_attention_refuses_a_vocabulary_file_for_a_translation_checkpoint_before_reading_it(
+    tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A file that is no vocabulary was parsed first: the user read its format error, not that
+    # the option does not go with this checkpoint.
+    checkpoint = write_translation_checkpoint(tmp_path / "translation" / "last")
+    (tmp_path / "notavocab.txt").write_text("one\n\ntwo\n", encoding="utf-8")
+    out = tmp_path / "attention.png"
+    common = ["plot", "attention", "--checkpoint", str(checkpoint), "--out", str(out), "--source", "Ein Hund"]
+    assert main([*common, "--source-vocab", str(tmp_path / "notavocab.txt")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and not out.exists()
+    assert "--source-vocab: expected only with a synthetic-task checkpoint" in error, error
+    # The file is still read where it is used: a synthetic-task checkpoint's.
+    with pytest.raises(ValueError, match="notavocab.txt"):
+        checkpoint_attention(tiny_checkpoint, "3 4", source_vocabulary=tmp_path / "notavocab.txt")
+
+
 def test_plot_attention_names_a_sentence_longer_than_the_checkpoint_reads(
     tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,7 +14,6 @@ from types import ModuleType
 from typing import Any
 
 from transformer_lab.cli.bounds import float_in, int_in
-from transformer_lab.data import Vocabulary
 from transformer_lab.setting_error import SettingError
 
 # A figure's canvas, 4 bytes a pixel: each option's own bound still lets --width 54
@@ -183,8 +182,9 @@ def _run_attention(arguments: argparse.Namespace) -> int:
             arguments.checkpoint,
             source=arguments.source,
             target=arguments.target,
-            source_vocabulary=Vocabulary.load(arguments.source_vocab) if arguments.source_vocab else None,
-            target_vocabulary=Vocabulary.load(arguments.target_vocab) if arguments.target_vocab else None,
+            # The files, read by the library only once the checkpoint is known to take them.
+            source_vocabulary=arguments.source_vocab or None,
+            target_vocabulary=arguments.target_vocab or None,
             **_output_options(arguments),
         )
     except SettingError as error:

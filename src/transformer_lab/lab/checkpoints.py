@@ -106,8 +106,8 @@ def checkpoint_attention(
     checkpoint: str | os.PathLike[str],
     source: str | Sequence[int] | None = None,
     target: str | Sequence[int] | None = None,
-    source_vocabulary: Vocabulary | None = None,
-    target_vocabulary: Vocabulary | None = None,
+    source_vocabulary: Vocabulary | str | os.PathLike[str] | None = None,
+    target_vocabulary: Vocabulary | str | os.PathLike[str] | None = None,
 ) -> SentenceAttention:
     """One sentence's attention in a checkpoint of any sequence-to-sequence task.
 
@@ -120,7 +120,8 @@ def checkpoint_attention(
     ``target_vocabulary``, and without ``source`` draws 6 synthetic symbols (seed 0). A
     sequence of ints is token ids for any checkpoint. Without ``target`` the model writes
     its own greedy output. Errors name the argument (``source``, ``target``); the
-    vocabularies are an error with a checkpoint that reads text (it reads with its own).
+    vocabularies (each a `Vocabulary` or its file, read once the checkpoint is known to take
+    one) are an error with a checkpoint that reads text (it reads with its own).
     """
     trained = load_trained(checkpoint, tasks=SEQ2SEQ_TASKS)
     model = trained.model
@@ -149,11 +150,17 @@ def checkpoint_attention(
     if source is None:
         vocab_size = min(model.src_vocab_size, model.tgt_vocab_size)
         source = make_synthetic_pairs("reverse", 1, vocab_size, 6, 6, seed=0)[0][0]
+    source_vocabulary, target_vocabulary = _loaded(source_vocabulary), _loaded(target_vocabulary)
     source_ids = _token_ids(source, source_vocabulary, "source")
     assert source_ids is not None
     target_ids = _token_ids(target, target_vocabulary, "target")
     _check_lengths(model, source_ids, target_ids)
     return sentence_attention(model, source_ids, target_ids, source_vocabulary, target_vocabulary)
+
+
+def _loaded(vocabulary: Vocabulary | str | os.PathLike[str] | None) -> Vocabulary | None:
+    """A vocabulary given as its file, read (called once the checkpoint's task is known to take one)."""
+    return vocabulary if vocabulary is None or isinstance(vocabulary, Vocabulary) else Vocabulary.load(vocabulary)
 
 
 def _check_lengths(model: Seq2SeqTransformer, source_ids: Sequence[int], target_ids: Sequence[int] | None) -> None:

@@ -317,8 +317,8 @@ def plot_checkpoint_attention(
     checkpoint: str | os.PathLike[str],
     source_ids: Sequence[int] | None = None,
     target_ids: Sequence[int] | None = None,
-    source_vocabulary: Vocabulary | None = None,
-    target_vocabulary: Vocabulary | None = None,
+    source_vocabulary: Vocabulary | str | os.PathLike[str] | None = None,
+    target_vocabulary: Vocabulary | str | os.PathLike[str] | None = None,
     figsize: tuple[float, float] | None = None,
     dpi: int = 100,
     *,
@@ -330,7 +330,8 @@ def plot_checkpoint_attention(
     ``source`` and ``target`` are text, read as the checkpoint reads its inputs (a
     translation checkpoint's tokenizer, a couplet line's characters; a synthetic task's
     token ids): see :func:`~transformer_lab.lab.checkpoints.checkpoint_attention`, which
-    also says the defaults. ``source_ids`` / ``target_ids`` give token ids instead.
+    also says the defaults and takes the vocabularies or their files. ``source_ids`` /
+    ``target_ids`` give token ids instead.
     """
     attention = checkpoint_attention(
         checkpoint,
