@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,27 @@ def test_train_then_resume_continues_from_the_last_step(tmp_path: Path, capsys: 
     assert main(["train", "reverse", "--out", str(out), "--resume", *longer]) == 0
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert max(steps) == 12
+
+
+def test_resume_without_last_advises_copying_a_step_folder_which_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    saves = ["--set", "train.eval_every_steps=4", "--set", "train.keep_last=2"]
+    assert main(["train", "reverse", "--out", str(out), *TINY, *saves]) == 0
+    shutil.rmtree(out / "last")
+    capsys.readouterr()
+    assert main(["train", "reverse", "--out", str(out), "--resume", *TINY, *saves]) == 2
+    error = capsys.readouterr().err.strip()
+    # It listed the folders and gave no way on; a synthetic task takes no --init-from, so none is advised.
+    assert error.endswith(
+        f"found only best, step-000004, step-000008; to continue from step-000008, copy it to last/ "
+        f"(cp -r {out / 'step-000008'} {out / 'last'}) and resume"
+    ), error
+    shutil.copytree(out / "step-000008", out / "last")
+    longer = [argument.replace("train.max_steps=8", "train.max_steps=12") for argument in TINY]
+    assert main(["train", "reverse", "--out", str(out), "--resume", *longer, *saves]) == 0
+    assert load_trainer_state(out / "last")["global_step"] == 12
 
 
 def test_train_ends_with_a_readable_summary_or_with_json_for_scripts(

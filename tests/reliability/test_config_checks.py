@@ -215,6 +215,33 @@ def test_resume_refuses_other_training_files_and_another_format(
     assert main([*same, "--set", "train.max_steps=2"]) == 0
 
 
+def test_resume_without_last_advises_a_step_folder_to_resume_from_or_to_fine_tune_and_both_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a.de").write_text("ein Hund\n" * 30, encoding="utf-8")
+    (tmp_path / "a.en").write_text("a dog\n" * 30, encoding="utf-8")
+    out = tmp_path / "run"
+    command = ["train", "translation", "--train", str(tmp_path / "a.de"), str(tmp_path / "a.en"), *TINY_TRANSLATION]
+    saves = ["--set", "train.eval_every_steps=1", "--set", "train.keep_last=2"]
+    assert main([*command, "--out", str(out), *saves, "--set", "train.max_steps=2"]) == 0
+    shutil.rmtree(out / "last")
+    capsys.readouterr()
+    assert main([*command, "--out", str(out), "--resume", *saves, "--set", "train.max_steps=2"]) == 2
+    error = capsys.readouterr().err.strip()
+    # It listed the folders and gave no way on.
+    step = out / "step-000002"
+    assert error.endswith(
+        f"found only best, step-000001, step-000002; to continue from step-000002, copy it to last/ "
+        f"(cp -r {step} {out / 'last'}) and resume, or start a new run from its weights with --init-from {step} "
+        "--out NEW_FOLDER (a fine-tune: a new optimizer and the fine-tuning schedule)"
+    ), error
+    # Each way works: a new run from the step folder, and the step folder copied to last/ resumed.
+    assert main([*command, "--out", str(tmp_path / "new"), "--init-from", str(step)]) == 0
+    shutil.copytree(step, out / "last")
+    assert main([*command, "--out", str(out), "--resume", *saves, "--set", "train.max_steps=3"]) == 0
+    assert load_trainer_state(out / "last")["global_step"] == 3
+
+
 def test_resume_from_another_folder_reads_the_files_the_run_read_not_the_same_relative_names(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -160,7 +160,7 @@ def _run_in_folder(arguments: argparse.Namespace, out_dir: Path) -> int:
         # A crash between a save's two renames leaves the complete old last/ aside.
         recover_interrupted_save(out_dir / LAST_FOLDER)
         if not (out_dir / LAST_FOLDER).is_dir():
-            raise FileNotFoundError(explain_missing_last(out_dir))
+            raise FileNotFoundError(explain_missing_last(out_dir, init_from=task_named(arguments.task).reads_data))
         check_writable(out_dir)
     elif is_main_process():
         # Refuses a folder holding a run; keeps aside the log of one killed before its first save.

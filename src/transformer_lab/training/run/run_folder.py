@@ -124,8 +124,11 @@ def check_writable(out_dir: Path) -> None:
         raise ValueError(f"--out: expected a folder this user can write, got {out_dir} ({error.strerror})") from None
 
 
-def explain_missing_last(out_dir: Path) -> str:
-    """Why ``--resume`` cannot continue ``out_dir``, and what to do instead."""
+def explain_missing_last(out_dir: Path, init_from: bool = False) -> str:
+    """Why ``--resume`` cannot continue ``out_dir``, and what to do instead.
+
+    ``init_from``: whether the run's task takes ``--init-from`` (those that read data), to advise it too.
+    """
     if not out_dir.is_dir():
         return f"--resume: expected a run folder {out_dir}, found none; drop --resume to start the run"
     if not checkpoint_folders(out_dir):
@@ -134,8 +137,22 @@ def explain_missing_last(out_dir: Path) -> str:
             "nothing to continue; run the same command without --resume to start again "
             "(its metrics.jsonl is kept aside)"
         )
-    found = ", ".join(path.name for path in checkpoint_folders(out_dir))
-    return f"--resume: expected a checkpoint folder {out_dir / 'last'}, found only {found}"
+    folders = checkpoint_folders(out_dir)
+    found = ", ".join(path.name for path in folders)
+    message = f"--resume: expected a checkpoint folder {out_dir / 'last'}, found only {found}"
+    # Every save writes the same checkpoint, trainer state included, so a step-N/ (else best/) resumes as last/ would.
+    steps = sorted((int(match.group(1)), path) for path in folders if (match := _STEP_FOLDER.match(path.name)))
+    newest = steps[-1][1] if steps else next((path for path in folders if path.name == "best"), None)
+    if newest is None:
+        return message
+    last = out_dir / "last"
+    advice = f"{message}; to continue from {newest.name}, copy it to last/ (cp -r {newest} {last}) and resume"
+    if not init_from:
+        return advice
+    return (
+        f"{advice}, or start a new run from its weights with --init-from {newest} --out NEW_FOLDER "
+        "(a fine-tune: a new optimizer and the fine-tuning schedule)"
+    )
 
 
 def _delete_tree(path: Path) -> None:
