@@ -142,7 +142,8 @@ def explain_missing_last(out_dir: Path, init_from: bool = False) -> str:
     message = f"--resume: expected a checkpoint folder {out_dir / 'last'}, found only {found}"
     # Every save writes the same checkpoint, trainer state included, so a step-N/ (else best/) resumes as last/ would.
     steps = sorted((int(match.group(1)), path) for path in folders if (match := _STEP_FOLDER.match(path.name)))
-    newest = steps[-1][1] if steps else next((path for path in folders if path.name == "best"), None)
+    best = [path for path in folders if path.name == "best"]
+    newest = steps[-1][1] if steps else best[0] if best else None
     if newest is None:
         return message
     last = out_dir / "last"
