@@ -241,6 +241,33 @@ def test_a_file_named_like_a_split_keeps_the_split_s_scores_in_the_card(
     assert rows[file_test_name(own)]["accuracy"] == pytest.approx(accuracy, abs=1e-4)
 
 
+def test_a_test_file_s_fields_and_format_are_refused_naming_the_options(
+    chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # They named the reader's keywords: "label_field must differ from the text fields", "(file_format, e.g. 'csv')".
+    data, out = chinese_run
+    evaluate = ["evaluate", "classification", "--checkpoint", str(out), "--test"]
+    refused = {
+        (str(data / "test.csv"), "--label-field", "title"): (
+            "--label-field: expected a field other than the text fields (title, body), got 'title'"
+        ),
+        (str(data / "test.csv"), "--text-field", "label"): (
+            "--text-field: expected fields other than the label field 'label', got it among them"
+        ),
+    }
+    for arguments, message in refused.items():
+        assert main([*evaluate, *arguments]) == 2
+        assert capsys.readouterr().err.strip().endswith(message)
+    text = copied_test_file(data, tmp_path / "own" / "test.txt")
+    assert main([*evaluate, str(text)]) == 2
+    assert capsys.readouterr().err.strip().endswith("name the format explicitly (--file-format, e.g. 'csv')")
+    # Training names the setting that holds the format.
+    train = ["train", "classification", "--out", str(tmp_path / "run"), "--set", f"data.train_files={text}"]
+    train += ["--set", f"data.cache_dir={tmp_path / 'cache'}"]
+    assert main(train) == 2
+    assert capsys.readouterr().err.strip().endswith("name the format explicitly (data.file_format, e.g. 'csv')")
+
+
 def test_an_unseen_label_is_an_error_naming_file_line_and_label(
     chinese_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -173,11 +173,12 @@ def sorted_class_names(labels: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(set(labels), key=key))
 
 
-def labelled_text_format(path: str | os.PathLike[str], file_format: str = "") -> str:
+def labelled_text_format(path: str | os.PathLike[str], file_format: str = "", *, name: str = "file_format") -> str:
     """The format to read `path` as: `file_format` if given, else the one its suffix names.
 
     Raises ValueError for an unknown `file_format`, or (with none given) a suffix that is
-    not .csv, .tsv or .jsonl.
+    not .csv, .tsv or .jsonl, whose message advises `name` (what the caller calls the format:
+    an option, a setting).
     """
     if not isinstance(file_format, str):
         raise ValueError(f"file_format must be a str, got {file_format!r} ({type(file_format).__name__})")
@@ -192,7 +193,7 @@ def labelled_text_format(path: str | os.PathLike[str], file_format: str = "") ->
     if suffix not in _SUFFIX_FORMATS:
         raise ValueError(
             f"{path}: expected a suffix {', '.join(_SUFFIX_FORMATS)} to choose the format, got "
-            f"{suffix or 'no suffix'!r}; name the format explicitly (file_format, e.g. 'csv')"
+            f"{suffix or 'no suffix'!r}; name the format explicitly ({name}, e.g. 'csv')"
         )
     return _SUFFIX_FORMATS[suffix]
 
@@ -435,6 +436,7 @@ def read_labelled_text(
     file_format: str = "",
     *,
     max_records: int = 0,
+    format_name: str = "file_format",
 ) -> LabelledTextFile:
     """Read a CSV, TSV or JSON Lines file of labelled texts (see the module docstring).
 
@@ -444,6 +446,7 @@ def read_labelled_text(
         label_field: the field holding the label.
         file_format: "csv", "tsv" or "jsonl"; "" chooses from the suffix.
         max_records: read only the first N records (0 = all): quick runs on a big file.
+        format_name: what the caller calls ``file_format`` (an option, a setting), in errors.
 
     Returns:
         a `LabelledTextFile` with every record and its line number.
@@ -454,7 +457,7 @@ def read_labelled_text(
             record; the message names the file, the line and the field.
     """
     fields = _check_fields(text_fields, label_field)
-    file_format = labelled_text_format(path, file_format)
+    file_format = labelled_text_format(path, file_format, name=format_name)
     records = list(stream_labelled_text(path, fields, label_field, file_format, max_records=max_records))
     return LabelledTextFile(records, Path(path), file_format, fields, label_field)
 
@@ -466,12 +469,13 @@ def stream_labelled_text(
     file_format: str = "",
     *,
     max_records: int = 0,
+    format_name: str = "file_format",
 ) -> Iterator[LabelledText]:
     """The records of `read_labelled_text`, one at a time, the file read in bounded blocks (same checks, errors)."""
     fields = _check_fields(text_fields, label_field)
     max_records = check_integer("max_records", max_records, minimum=0)
     path = Path(path)
-    file_format = labelled_text_format(path, file_format)
+    file_format = labelled_text_format(path, file_format, name=format_name)
     lines = itertools.chain.from_iterable(stream_lines(path))
     reader = (
         _read_json_lines(lines, fields, label_field)

@@ -69,6 +69,8 @@ TOKENIZER_FILE = "tokenizer.json"
 LINE_NUMBERS_FILE = "line_numbers"
 _LINE_DTYPE = np.dtype("<i8")
 CHUNK_ROWS = 20_000  # texts encoded and appended at a time
+# The spec's format comes from the data config: an unknown suffix advises that setting.
+FORMAT_SETTING = "data.file_format"
 
 
 # What is trained and scored on: an AG News article or a record of a user's file (both have
@@ -208,7 +210,14 @@ class LabelledCorpusSpec:
 
     def read_file(self, path: Path, max_records: int = 0) -> LabelledTextFile:
         """A labelled file read whole with the spec's fields and format (the first ``max_records``; 0 = all)."""
-        return read_labelled_text(path, self.text_fields, self.label_field, self.file_format, max_records=max_records)
+        return read_labelled_text(
+            path,
+            self.text_fields,
+            self.label_field,
+            self.file_format,
+            max_records=max_records,
+            format_name=FORMAT_SETTING,
+        )
 
     def read(
         self, class_names: Sequence[str] | None = None
@@ -282,7 +291,12 @@ class LabelledCorpusSpec:
 
         def records() -> Iterator[LabelledText]:
             return stream_labelled_text(
-                self.train_file, self.text_fields, self.label_field, self.file_format, max_records=self.num_train
+                self.train_file,
+                self.text_fields,
+                self.label_field,
+                self.file_format,
+                max_records=self.num_train,
+                format_name=FORMAT_SETTING,
             )
 
         # The labels as they first appear (few), then each row's label as an index among them.

@@ -100,11 +100,7 @@ class ClassificationDataConfig:
             )
         if not self.text_fields:
             raise ValueError("data.text_fields: expected at least one field name, got none")
-        if self.label_field in self.text_fields:
-            fields = ", ".join(self.text_fields)
-            raise ValueError(
-                f"data.label_field: expected a field other than the text fields ({fields}), got {self.label_field!r}"
-            )
+        check_label_apart(self.text_fields, self.label_field)
         if self.prepared_dir and self.train_files:
             raise ValueError(
                 "data.prepared_dir: expected either a prepared folder or data.train_files (--train), got both"
@@ -162,6 +158,19 @@ def corpus_spec(config: ClassificationDataConfig) -> LabelledCorpusSpec:
     )
 
 
+def check_label_apart(
+    text_fields: Sequence[str], label_field: str, label_name: str = "data.label_field", text_name: str = ""
+) -> None:
+    """Refuse a label field that is one of the text fields, naming ``label_name`` (the setting or option
+    that chose it), or ``text_name`` where it is the text fields' that was given."""
+    if label_field not in text_fields:
+        return
+    if text_name:
+        raise ValueError(f"{text_name}: expected fields other than the label field {label_field!r}, got it among them")
+    fields = ", ".join(text_fields)
+    raise ValueError(f"{label_name}: expected a field other than the text fields ({fields}), got {label_field!r}")
+
+
 def read_labelled_file(
     config: ClassificationDataConfig,
     path: str | os.PathLike[str],
@@ -170,14 +179,19 @@ def read_labelled_file(
     text_fields: Sequence[str] | None = None,
     label_field: str | None = None,
     file_format: str | None = None,
+    format_name: str = "data.file_format",
 ) -> LabelledTextFile:
-    """Read a labelled file with the config's fields and format (each overridable; None keeps the config's)."""
+    """Read a labelled file with the config's fields and format (each overridable; None keeps the config's).
+
+    ``format_name`` is what an unknown suffix's error advises: the config's setting, or the option given instead.
+    """
     return read_labelled_text(
         path,
         config.text_fields if text_fields is None else tuple(text_fields),
         config.label_field if label_field is None else label_field,
         config.file_format if file_format is None else file_format,
         max_records=max_records,
+        format_name=format_name,
     )
 
 

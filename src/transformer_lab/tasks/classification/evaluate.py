@@ -18,7 +18,7 @@ from transformer_lab.data.prepared_labelled import LabelledRow, carve_validation
 from transformer_lab.evaluation import ClassificationReport, classification_report
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import TransformerClassifier
-from transformer_lab.tasks.classification.data import read_labelled_file
+from transformer_lab.tasks.classification.data import check_label_apart, read_labelled_file
 from transformer_lab.tasks.classification.predict import Prediction, predict_each
 from transformer_lab.tasks.classification.train import ClassificationConfig, load_classifier
 from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, EvaluationReport, TaskOption
@@ -129,12 +129,21 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             if value is not None:
                 raise ValueError(f"{option}: expected either it or --test FILE, got both")
         # Read with the checkpoint's fields and format unless the options override them.
+        text_fields, label_field = options.option("--text-field"), options.option("--label-field")
+        # Named as the option given (the reader would say its keyword label_field).
+        check_label_apart(
+            config.data.text_fields if text_fields is None else text_fields,
+            config.data.label_field if label_field is None else label_field,
+            "--label-field",
+            "--text-field" if label_field is None else "",
+        )
         read = read_labelled_file(
             config.data,
             test,
-            text_fields=options.option("--text-field"),
-            label_field=options.option("--label-field"),
+            text_fields=text_fields,
+            label_field=label_field,
             file_format=options.option("--file-format"),
+            format_name="--file-format",
         )
         articles: Sequence[LabelledRow] = read.examples(config.class_names)
         # The file's name and a digest of its path: a/c.csv, b/c.csv, c.jsonl and a file named
