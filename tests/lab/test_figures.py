@@ -133,6 +133,23 @@ def test_bad_figure_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
         figures.plot_attention(tmp_path / "maps.png", maps, ["a"] * 4, ["b"], dpi=DPI)
 
 
+def test_a_log_whose_last_row_is_being_written_plots_the_rows_before_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A running run (or one killed while it wrote) leaves its last row without its newline.
+    rows = [{"event": "train", "step": step, "train_loss": 3.0 / step, "lr": 0.001} for step in (1, 2)]
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("".join(json.dumps(row) + "\n" for row in rows) + '{"event": "train", "st', encoding="utf-8")
+    assert read_metrics(log) == rows
+    assert f"{log}: line 3 is cut short" in caplog.text
+    assert main(["plot", "training-curve", "--metrics", str(log), "--out", str(tmp_path / "curve.png")]) == 0
+    assert (tmp_path / "curve.png").is_file()
+    # A line that ends in its newline was written whole: not JSON, it is refused.
+    log.write_text(json.dumps(rows[0]) + '\n{"event": "train", "st\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"metrics\.jsonl: line 2: expected a JSON object"):
+        read_metrics(log)
+
+
 def test_a_path_of_bytes_is_a_type_error_naming_the_argument(tmp_path: Path) -> None:
     # pathlib's own TypeError names no argument; every figure takes its path through one check.
     maps = {"encoder.layers.0.self_attn": torch.rand(1, 2, 3, 3)}
