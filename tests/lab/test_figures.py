@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -442,3 +444,30 @@ def test_a_confusion_matrix_of_many_classes_is_drawn_without_a_text_per_cell(
         assert figure.axes[0].get_xlabel() == f"predicted class (of {size}, in the report's order)"
     figures.plt.close(figure)
     assert path.stat().st_size > 0
+
+
+def test_a_figure_written_on_a_disk_that_fills_leaves_the_earlier_one_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "masks.png"
+    assert main(["plot", "masks", "--out", str(out)]) == 0
+    earlier = out.read_bytes()
+    capsys.readouterr()
+
+    def half_then_full(figure: Figure, target: object, **options: object) -> None:
+        # matplotlib writes to a path or a file object; either way the disk fills half way.
+        if isinstance(target, (str, os.PathLike)):
+            Path(target).write_bytes(b"\x89PNG half a figure")
+        else:
+            target.write(b"\x89PNG half a figure")  # type: ignore[attr-defined]
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Figure, "savefig", half_then_full)
+    assert main(["plot", "masks", "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.endswith(f"could not write {str(out)!r} (No space left on device, ENOSPC); nothing was written")
+    assert out.read_bytes() == earlier  # not half of the new one
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["masks.png"]  # no temporary left
+    with pytest.raises(OSError, match="nothing was written"):
+        figures.plot_attention_heatmap(torch.rand(2, 3), ["a", "b", "c"], ["x", "y"], tmp_path / "heat.png")
+    assert not (tmp_path / "heat.png").exists()
