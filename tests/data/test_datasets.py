@@ -22,7 +22,7 @@ import pytest
 from tests.data.loopback import serve_folder
 from transformer_lab.cli import main
 from transformer_lab.data import couplet, download
-from transformer_lab.data.ag_news import AG_NEWS_URL
+from transformer_lab.data.ag_news import AG_NEWS_URL, resolve_ag_news_dir
 from transformer_lab.data.ag_news_subset import (
     AG_NEWS_SUBSET_SHA256,
     AG_NEWS_SUBSET_URL,
@@ -39,7 +39,7 @@ from transformer_lab.data.couplet_machine import (
 )
 from transformer_lab.data.dataset_folder import DATA_ENVIRONMENT_VARIABLE
 from transformer_lab.data.datasets import MIRROR_ENVIRONMENT_VARIABLE, download_dataset, mirrored
-from transformer_lab.data.multi30k import MULTI30K_DEFAULT_SPLITS, MULTI30K_URL
+from transformer_lab.data.multi30k import MULTI30K_DEFAULT_SPLITS, MULTI30K_URL, resolve_multi30k_dir
 from transformer_lab.folders import FolderWriteError
 
 TEAM_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -409,3 +409,29 @@ def test_building_the_couplet_machine_split_on_a_disk_that_refuses_is_one_line_n
         f"could not write '{named}' (No space left on device, ENOSPC); nothing was written"
     )
     assert not out.exists() or list(out.iterdir()) == []  # no partial file left
+
+
+def test_a_data_folder_that_is_a_file_is_named_with_no_download_that_could_not_go_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `download --to FILE` refuses a file as its folder, so advising it would send the user in a circle.
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not data\n", encoding="utf-8")
+    for resolve, folder in (
+        (resolve_multi30k_dir, "multi30k"),
+        (resolve_ag_news_dir, "ag_news"),
+        (lambda data_dir: couplet.resolve_couplet_split_dir("test", data_dir), "couplet"),
+    ):
+        for given, where in ((notes, "which is a file"), (notes / "data", f"inside the file {str(notes)!r}")):
+            with pytest.raises(FileNotFoundError) as error:
+                resolve(given)
+            message = str(error.value)
+            assert f"expected a folder holding {folder}/ (or its files), got {str(given)!r}, {where}" in message
+            assert "download" not in message and "name the folder the data files are in" in message
+    assert main(["lab", "tgt-padding-mask", "--data-dir", str(notes)]) == 2
+    assert "which is a file; name the folder" in capsys.readouterr().err
+    # A folder named and missing gets its download, and no advice to name the folder just named.
+    with pytest.raises(FileNotFoundError) as error:
+        resolve_multi30k_dir(tmp_path / "nothing")
+    assert "which does not exist; run `transformer-lab download multi30k --to" in str(error.value)
+    assert "--data-dir" not in str(error.value)

@@ -179,6 +179,20 @@ def test_a_utf16_file_is_named_for_its_encoding_not_for_a_line_count_it_miscount
     _refused(forms["lines"], rf"{source}: line 1: expected UTF-8 text, got invalid byte\(s\) b'\\xe4'")
 
 
+def test_ascii_text_in_utf16_without_a_byte_order_mark_is_refused_not_learned_with_its_nuls(tmp_path: Path) -> None:
+    # Every byte of ASCII in UTF-16 is valid UTF-8 once the NUL beside it is read as a character;
+    # both sides alike, their line counts agree, so only the NULs tell.
+    forms = write_forms(tmp_path, [("A dog runs.", "Ein Hund rennt."), ("Two children.", "Zwei Kinder.")])
+    for path in forms["lines"]:
+        path.write_bytes(path.read_text(encoding="utf-8").encode("utf-16-le"))
+    source = forms["lines"][0]
+    _refused(forms["lines"], rf"{source}: line 1: expected text, got a NUL character .* at column 2; .* UTF-16 ")
+    # One NUL in UTF-8 text (a corrupted file) is named by its line and column, with no word of UTF-16.
+    source.write_bytes(b"A dog runs.\nTwo chil\x00dren.\n")
+    forms["lines"][1].write_text("Ein Hund rennt.\nZwei Kinder.\n", encoding="utf-8")
+    _refused(forms["lines"], rf"{source}: line 2: expected text, got a NUL character \(\\x00\) at column 9; remove it")
+
+
 def test_a_failed_preparation_leaves_no_folder(tmp_path: Path) -> None:
     forms = write_forms(tmp_path, sentence_pairs(100, seed=4))
     target = forms["lines"][1]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -131,6 +133,23 @@ def test_bad_figure_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
     maps = {"encoder.layers.0.self_attn": torch.rand(1, 2, 3, 3)}
     with pytest.raises(ValueError, match=r"must have shape \[B, H, 4, 4\] \(source x source\)"):
         figures.plot_attention(tmp_path / "maps.png", maps, ["a"] * 4, ["b"], dpi=DPI)
+
+
+def test_a_log_whose_last_row_is_being_written_plots_the_rows_before_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A running run (or one killed while it wrote) leaves its last row without its newline.
+    rows = [{"event": "train", "step": step, "train_loss": 3.0 / step, "lr": 0.001} for step in (1, 2)]
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("".join(json.dumps(row) + "\n" for row in rows) + '{"event": "train", "st', encoding="utf-8")
+    assert read_metrics(log) == rows
+    assert f"{log}: line 3 is cut short" in caplog.text
+    assert main(["plot", "training-curve", "--metrics", str(log), "--out", str(tmp_path / "curve.png")]) == 0
+    assert (tmp_path / "curve.png").is_file()
+    # A line that ends in its newline was written whole: not JSON, it is refused.
+    log.write_text(json.dumps(rows[0]) + '\n{"event": "train", "st\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"metrics\.jsonl: line 2: expected a JSON object"):
+        read_metrics(log)
 
 
 def test_a_path_of_bytes_is_a_type_error_naming_the_argument(tmp_path: Path) -> None:
@@ -443,3 +462,30 @@ def test_a_confusion_matrix_of_many_classes_is_drawn_without_a_text_per_cell(
         assert figure.axes[0].get_xlabel() == f"predicted class (of {size}, in the report's order)"
     figures.plt.close(figure)
     assert path.stat().st_size > 0
+
+
+def test_a_figure_written_on_a_disk_that_fills_leaves_the_earlier_one_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "masks.png"
+    assert main(["plot", "masks", "--out", str(out)]) == 0
+    earlier = out.read_bytes()
+    capsys.readouterr()
+
+    def half_then_full(figure: Figure, target: object, **options: object) -> None:
+        # matplotlib writes to a path or a file object; either way the disk fills half way.
+        if isinstance(target, (str, os.PathLike)):
+            Path(target).write_bytes(b"\x89PNG half a figure")
+        else:
+            target.write(b"\x89PNG half a figure")  # type: ignore[attr-defined]
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Figure, "savefig", half_then_full)
+    assert main(["plot", "masks", "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.endswith(f"could not write {str(out)!r} (No space left on device, ENOSPC); nothing was written")
+    assert out.read_bytes() == earlier  # not half of the new one
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["masks.png"]  # no temporary left
+    with pytest.raises(OSError, match="nothing was written"):
+        figures.plot_attention_heatmap(torch.rand(2, 3), ["a", "b", "c"], ["x", "y"], tmp_path / "heat.png")
+    assert not (tmp_path / "heat.png").exists()

@@ -227,3 +227,26 @@ def lab_parser() -> argparse.ArgumentParser:
     subparsers = argparse.ArgumentParser().add_subparsers()
     lab_command.register(subparsers)
     return subparsers.choices["lab"]
+
+
+def test_sizes_too_large_for_one_sentence_name_its_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A line of 20,000 words (lines run together) is what to fix, not the model's sizes the refusal names.
+    german = [
+        "ein Hund läuft",
+        "zwei Kinder spielen im Park",
+        " ".join(["Wort"] * 20_000),
+        "eine Frau",
+        "ein Mann",
+        "Ball",
+    ]
+    english = ["a dog runs", "two children play", "a long line", "a woman", "a man", "ball"]
+    (tmp_path / "train.de").write_text("".join(line + "\n" for line in german), encoding="utf-8")
+    (tmp_path / "train.en").write_text("".join(line + "\n" for line in english), encoding="utf-8")
+    assert main(["lab", "tgt-padding-mask", "--data-dir", str(tmp_path)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert (
+        f"with sequences of up to 20,000 positions (line 3 of {tmp_path / 'train.de'}, the longest sentence)" in error
+    )
+    assert error.endswith("make one of them smaller, or that sentence")

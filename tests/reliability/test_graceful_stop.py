@@ -175,3 +175,49 @@ def test_ctrl_c_while_torch_is_imported_is_one_line_and_exit_130(entry: str) -> 
     process.send_signal(signal.SIGINT)
     output, error = process.communicate(timeout=60)
     assert (process.returncode, output, error) == (130, "", "transformer-lab: interrupted\n")
+
+
+# timeout(1) sends SIGTERM to the command and then to its process group: the command gets it twice at once.
+_STOPPED_TWICE_AT_ONCE = """
+import os, signal, sys, time
+from transformer_lab.training.run.stop_signal import StopRequests, Terminated, raise_on_sigterm
+
+def twice() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.05)  # the first one's handler has run when its copy arrives
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.05)
+
+if sys.argv[1] == "prepare":
+    with raise_on_sigterm():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        except Terminated:
+            os.kill(os.getpid(), signal.SIGTERM)  # the copy, during the clean-up
+            time.sleep(0.05)
+            print("cleaned up", flush=True)
+            time.sleep(0.6)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+            print("not stopped", flush=True)
+else:
+    with StopRequests() as stop:
+        twice()
+        print("saving last/" if stop.requested else "not asked", flush=True)
+        time.sleep(0.6)  # a signal this much later is a second request: now
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+        print("not stopped", flush=True)
+"""
+
+
+@pytest.mark.parametrize("where", ["prepare", "train"])
+def test_a_stop_signal_sent_twice_at_once_is_one_request(where: str) -> None:
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    command = [sys.executable, "-c", _STOPPED_TWICE_AT_ONCE, where]
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=60)
+    # The unfinished folder's removal runs to its end, or the checkpoint is saved; a signal half a
+    # second later is a second request and still ends the process at once.
+    expected = "cleaned up\n" if where == "prepare" else "saving last/\n"
+    assert (done.stdout, done.returncode) == (expected, -signal.SIGTERM)

@@ -183,7 +183,8 @@ def test_lab_sizes_whose_product_no_machine_holds_are_refused_before_the_model_i
         (tmp_path / f"train.{language}").write_text(("word " * 3000).strip() + "\n" + "word\n", encoding="utf-8")
     assert run_cli(["lab", "tgt-padding-mask", "--data-dir", str(tmp_path), "--batch-size", "2"]) == 2
     error = capsys.readouterr().err
-    assert "got about 871,095,104 with sequences of up to 3,001 positions; make one of them smaller" in error
+    where = f"(line 1 of {tmp_path / 'train.de'}, the longest sentence)"
+    assert f"got about 871,095,104 with sequences of up to 3,001 positions {where}; make one of them smaller" in error
     assert built == []
 
 

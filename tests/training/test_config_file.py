@@ -226,3 +226,14 @@ def test_config_into_a_pipe_closed_early_is_quiet() -> None:
     error = process.stderr.read().decode()
     assert process.wait(timeout=120) == 141, error
     assert error == ""  # was: "failed: [Errno 32] Broken pipe", exit 1
+
+
+def test_an_unknown_preset_is_refused_naming_the_presets_as_words(capsys: pytest.CaptureFixture[str]) -> None:
+    # The refusal is read by someone typing a command: no Python list in it.
+    assert main(["config", "classification", "--preset", "base"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.endswith("--preset: expected 'default', the only preset of classification, got 'base'")
+    assert main(["config", "translation", "--preset", "big"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.endswith("--preset: expected a preset of translation (base or default), got 'big'")
+    assert "[" not in error

@@ -45,7 +45,7 @@ from transformer_lab.data.couplet_stream import (
     split_characters,
     stream_couplets,
 )
-from transformer_lab.data.dataset_folder import data_root, dataset_missing, download_hint
+from transformer_lab.data.dataset_folder import data_folder_not_a_file, dataset_missing, download_hint
 from transformer_lab.data.download import download_file
 from transformer_lab.data.pair_stream import count_pairs
 from transformer_lab.data.vocabulary import NUM_SPECIAL_TOKENS, UNK_ID, Vocabulary
@@ -163,7 +163,7 @@ def resolve_couplet_split_dir(split: str, data_dir: str | os.PathLike[str] | Non
     """
     if not isinstance(split, str) or not split or "/" in split or split in (".", ".."):
         raise ValueError(f"split must be a folder name such as {', '.join(COUPLET_SPLITS)}, got {split!r}")
-    folder, _ = data_root(data_dir, COUPLET_FOLDER)
+    folder = data_folder_not_a_file(data_dir, COUPLET_FOLDER)
     candidates = [folder / COUPLET_FOLDER / split, folder / split, folder]
     for candidate in candidates:
         if (candidate / UPPER_FILE).is_file():

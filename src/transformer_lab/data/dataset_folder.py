@@ -71,6 +71,25 @@ def dataset_missing(
     return FileNotFoundError(f"{origin}: {expected}" + (f"; {fetch}" if fetch else ""))
 
 
+def data_folder_not_a_file(data_dir: str | os.PathLike[str] | None, folder_name: str) -> Path:
+    """`data_root`'s folder, refused (`FileNotFoundError`) when it, or a folder above it, is a file.
+
+    No download can fill such a path (it refuses a file as its folder), so the message names
+    the file instead of a download to run.
+    """
+    folder, _ = data_root(data_dir, folder_name)
+    blocking = next((path for path in (folder, *folder.parents) if path.exists() and not path.is_dir()), None)
+    if blocking is None:
+        return folder
+    where = "which is a file" if blocking == folder else f"inside the file {str(blocking)!r}"
+    raise dataset_missing(
+        data_dir,
+        folder_name,
+        f"expected a folder holding {folder_name}/ (or its files), got {str(folder)!r}, {where}",
+        "name the folder the data files are in",
+    )
+
+
 def resolve_dataset_dir(data_dir: str | os.PathLike[str] | None, folder_name: str) -> Path:
     """The folder that holds one dataset's files (see the module docstring for the rule).
 
@@ -82,13 +101,13 @@ def resolve_dataset_dir(data_dir: str | os.PathLike[str] | None, folder_name: st
     Raises:
         FileNotFoundError: the folder does not exist (the message says the download to run).
     """
-    folder, _ = data_root(data_dir, folder_name)
+    folder = data_folder_not_a_file(data_dir, folder_name)
     if not folder.is_dir():
         raise dataset_missing(
             data_dir,
             folder_name,
-            f"expected an existing folder holding {folder_name}/, got {str(folder)!r}, which is not one",
-            f"{download_hint(folder_name, data_dir)} (or pass --data-dir)",
+            f"expected an existing folder holding {folder_name}/, got {str(folder)!r}, which does not exist",
+            download_hint(folder_name, data_dir) + ("" if data_dir is not None else " (or pass --data-dir)"),
         )
     nested = folder / folder_name
     return nested if nested.is_dir() else folder

@@ -12,7 +12,8 @@ a single missing line shifts every later pair and silently ruins a translation c
   them and logs the count (the count and the line numbers are in the result).
 
 Lines are split on "\\n" only; a "\\r" right before it (Windows line endings) is removed
-(one anywhere else is refused, naming its line: classic Mac line ends would read as one line),
+(one anywhere else is refused, naming its line: classic Mac line ends would read as one line,
+as is a NUL, which UTF-16 without a byte-order mark puts beside every ASCII letter),
 and so is a UTF-8 byte-order mark at the very start of a file. Nothing else is changed:
 inner and trailing spaces are kept as they are (the couplet files end every line with a
 space, and some Multi30k lines have a trailing or a double space), so a reader that wants
@@ -124,6 +125,8 @@ def decode_lines(data: bytes, name: str, first_line: int = 1, file_start: bool =
     lines = [line[:-1] if line.endswith("\r") else line for line in lines]
     if "\r" in text:  # once per piece; found, the line is looked for
         _refuse_lone_carriage_return(lines, name, first_line)
+    if "\x00" in text:
+        _refuse_nul(lines, name, first_line)
     return lines
 
 
@@ -136,6 +139,24 @@ def _refuse_lone_carriage_return(lines: list[str], name: str, first_line: int) -
                 f"{name}: line {number}: expected lines ending in \\n or \\r\\n, got a carriage return (\\r) inside "
                 f"the line at column {column}; a file with \\r line ends (classic Mac) needs them "
                 "turned into \\n first, e.g. tr '\\r' '\\n'"
+            )
+
+
+def _refuse_nul(lines: list[str], name: str, first_line: int) -> None:
+    """A NUL is valid UTF-8 but no text holds one: UTF-16 without a byte-order mark decodes as
+    ASCII with a NUL beside every letter, which would be learned and translated as text."""
+    for number, line in enumerate(lines, first_line):
+        if "\x00" in line:
+            column = line.index("\x00") + 1
+            utf16 = line.count("\x00") * 3 >= len(line)  # UTF-16 puts a NUL beside every ASCII character
+            raise ValueError(
+                f"{name}: line {number}: expected text, got a NUL character (\\x00) at column {column}"
+                + (
+                    "; NULs beside the characters are UTF-16 without a byte-order mark: convert it, "
+                    "e.g. iconv -f UTF-16LE -t UTF-8"
+                    if utf16
+                    else "; remove it (a text file holds none)"
+                )
             )
 
 

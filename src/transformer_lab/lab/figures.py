@@ -15,6 +15,7 @@ from transformer_lab.lab.plotting import (  # first: matplotlib, headless, or on
     check_figure_size,
     check_image_path,
     save_png,
+    write_figure,
 )
 
 # isort: split
@@ -71,7 +72,6 @@ def plot_attention_heatmap(
         high = low + 1e-6  # every weight equal (uniform attention): one colour, still a valid scale
     check_cjk_text([*source_labels, *target_labels, title])
     path = check_image_path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     # At least 4 inches wide, so that the wrapped title keeps a few words a line.
     figsize = (max(0.5 * len(source_labels) + 2.5, 4.0), 0.5 * len(target_labels) + 2.0)
     figure, axes = plt.subplots(figsize=figsize)
@@ -83,8 +83,10 @@ def plot_attention_heatmap(
     figure.suptitle(title, wrap=True)
     figure.colorbar(image, ax=axes, fraction=0.046)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    try:
+        write_figure(figure, path, dpi=120)
+    finally:
+        plt.close(figure)
     return path
 
 

@@ -46,6 +46,7 @@ from transformer_lab.data import (
     read_multi30k,
     resolve_multi30k_dir,
 )
+from transformer_lab.data.multi30k import MULTI30K_LANGUAGES
 from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint
 
 # Also in __all__: callers imported the result types from this module before they moved out.
@@ -165,7 +166,14 @@ def build_lab_setup(
         batch, source_vocabulary, target_vocabulary, batch_words = read_parallel_batch(data_dir, batch_size)
         longest = max(batch.src_ids.shape[1], batch.tgt_in_ids.shape[1])
         model = _random_model(
-            len(source_vocabulary), len(target_vocabulary), d_model, nhead, num_layers, batch_size, longest
+            len(source_vocabulary),
+            len(target_vocabulary),
+            d_model,
+            nhead,
+            num_layers,
+            batch_size,
+            longest,
+            _longest_line(batch, data_dir),
         )
         model_words = _model_words(model, f"random (seed {seed})")
     else:
@@ -198,6 +206,20 @@ def build_lab_setup(
     return LabSetup(model=model, batch=batch, description=description)
 
 
+def _longest_line(batch: Seq2SeqBatch, data_dir: str | os.PathLike[str]) -> str:
+    """Where the batch's longest sentence is: " (line N of FOLDER/train.de, the longest sentence)".
+
+    The batch is the files' first pairs, none skipped, so row k is line k + 1.
+    """
+    source_lengths = (batch.src_ids != PAD_ID).sum(dim=1)
+    target_lengths = (batch.tgt_out_ids != PAD_ID).sum(dim=1) - 1  # its words: eos is no part of the line
+    source_side = int(source_lengths.max()) >= int(target_lengths.max())
+    lengths = source_lengths if source_side else target_lengths
+    language = MULTI30K_LANGUAGES[0 if source_side else 1]
+    path = resolve_multi30k_dir(data_dir) / f"train.{language}"
+    return f" (line {int(lengths.argmax()) + 1} of {path}, the longest sentence)"
+
+
 def _random_model(
     src_vocab_size: int,
     tgt_vocab_size: int,
@@ -206,18 +228,24 @@ def _random_model(
     num_layers: int,
     batch_size: int,
     longest: int,
+    longest_from: str = "",
 ) -> Seq2SeqTransformer:
-    """A random model for batches of ``batch_size`` sequences of at most ``longest`` positions (bos/eos included)."""
+    """A random model for batches of ``batch_size`` sequences of at most ``longest`` positions (bos/eos included).
+
+    ``longest_from`` says where the longest sequence comes from (a file's line), for the refusal of sizes
+    too large: a sentence of millions of words is what to fix there, not the model's sizes.
+    """
     floats = lab_floats(d_model, nhead, num_layers, longest, batch_size, src_vocab_size, tgt_vocab_size)
     if floats > MAX_LAB_FLOATS:  # before anything is allocated
         raise SettingError(
             "{d_model}, {nhead}, {num_layers} and {batch_size}: expected sizes whose tensors hold at most "
-            "{limit:,} floats together (2 GiB), got about {floats:,} with sequences of up to {longest:,} positions; "
-            "make one of them smaller",
+            "{limit:,} floats together (2 GiB), got about {floats:,} with sequences of up to {longest:,} positions"
+            "{longest_from}; make one of them smaller" + (", or that sentence" if longest_from else ""),
             ("d_model", "nhead", "num_layers", "batch_size"),
             limit=MAX_LAB_FLOATS,
             floats=floats,
             longest=longest,
+            longest_from=longest_from,
         )
     config = ModelConfig(
         src_vocab_size=src_vocab_size,

@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from transformer_lab.atomic_files import create_temporary_file, replace_file
 from transformer_lab.extras import require_extra
+from transformer_lab.folders import writes_refused_as
 from transformer_lab.path_argument import path_argument
 
 matplotlib = require_extra("matplotlib", "drawing figures")
@@ -25,7 +27,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from transformer_lab.lab.fonts import enable_cjk_fallback  # noqa: E402
 
-__all__ = ["check_figure_size", "check_image_path", "save_png", "show_figure"]
+__all__ = ["check_figure_size", "check_image_path", "save_png", "show_figure", "write_figure"]
 
 # Chinese tokens, couplet lines and class names draw with an installed CJK font.
 enable_cjk_fallback()
@@ -74,10 +76,32 @@ def save_png(figure: Figure, path: str | os.PathLike[str], dpi: int) -> Path:
     if path.suffix.lower() != ".png":
         plt.close(figure)
         raise ValueError(f"path must name a .png file, got {str(path)!r}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=dpi)
-    plt.close(figure)
+    try:
+        write_figure(figure, path, dpi)
+    finally:
+        plt.close(figure)
     return path
+
+
+def write_figure(figure: Figure, path: Path, dpi: int) -> None:
+    """Save ``figure`` to the image file ``path`` (its folder made) whole or not at all, as text outputs are.
+
+    Drawn into a temporary file beside it and renamed: a full disk or Ctrl-C while matplotlib
+    writes leaves an earlier figure of that name as it was. A folder the system refuses (read
+    only, full, not this user's) is one line naming ``path`` (a `FolderWriteError`).
+    """
+    with writes_refused_as(path, "nothing was written", permission=True):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = create_temporary_file(path.parent, f".{path.name}.", ".tmp", replacing=path)
+        try:
+            with os.fdopen(descriptor, "wb") as file:
+                figure.savefig(file, dpi=dpi, format=path.suffix.lower().lstrip("."))
+                file.flush()
+                os.fsync(file.fileno())
+            replace_file(temporary, path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
 
 
 def show_figure(path: str | os.PathLike[str]) -> Path:

@@ -219,7 +219,13 @@ class Task:
         if preset is None:
             return next(iter(self.presets.values()))()
         if preset not in self.presets:
-            raise ValueError(f"--preset: expected one of {sorted(self.presets)} for {self.name}, got {preset!r}")
+            names = sorted(self.presets)
+            # Named as words: a Python list is no part of the command's vocabulary.
+            if len(names) == 1:
+                expected = f"{names[0]!r}, the only preset of {self.name}"
+            else:
+                expected = f"a preset of {self.name} ({', '.join(names[:-1])} or {names[-1]})"
+            raise ValueError(f"--preset: expected {expected}, got {preset!r}")
         return self.presets[preset]()
 
     def predictor_for(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> Any:

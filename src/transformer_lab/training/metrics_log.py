@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import stat
 from pathlib import Path
@@ -24,6 +25,8 @@ from transformer_lab import strict_json
 from .run.run_folder import METRICS_FILE
 
 __all__ = ["MetricsLog", "read_metrics"]
+
+logger = logging.getLogger(__name__)
 
 
 class MetricsLog:
@@ -125,15 +128,22 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
     Every line must be a JSON object with ``event`` and a non-negative int ``step`` (blank
     lines are skipped), a train row's ``train_loss`` and ``lr`` numbers when present, an eval
-    row's metrics numbers; an error names the file and the line.
+    row's metrics numbers; an error names the file and the line. A last line without its
+    newline that is no JSON is the row a running (or killed) run is writing: it is left out,
+    with a warning, as ``MetricsLog.truncate_after`` drops it.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"metrics: expected a metrics.jsonl file at {str(path)!r}, which does not exist")
     rows: list[dict[str, Any]] = []
-    for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+    lines = path.read_bytes().split(b"\n")
+    for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
+        if number == len(lines) and not _is_json(raw):  # after the last newline: a row still being written
+            cut = "%s: line %d is cut short (a run writing it, or one stopped while it did); left out"
+            logger.warning(cut, path, number)
+            break
         row = _checked_row(path, number, raw)
         _check_numbers(path, number, row)
         rows.append(row)

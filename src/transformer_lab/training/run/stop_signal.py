@@ -12,6 +12,10 @@ Ctrl-C already is in Python, an exception in the main thread (`Terminated`): the
 that was writing a folder removes its unfinished copy on the way out, where SIGTERM's
 default action would end the process and leave it on the disk.
 
+A signal repeated within `REPEAT_SECONDS` of the first is that same request, not a second
+one: `timeout` sends SIGTERM to the command and then to its process group, so the command
+receives it twice at once, and the copy must not end the clean-up the first one started.
+
 `signals_end_at_once` gives SIGTERM and SIGINT back their default action around a call that
 blocks inside C++ (joining a process group), where no Python handler can run until it returns.
 """
@@ -21,12 +25,15 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType, TracebackType
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# A stop signal this soon after the first is its copy (timeout(1) signals the command, then its group).
+REPEAT_SECONDS = 0.5
 
 
 class TrainingInterrupted(Exception):
@@ -52,9 +59,26 @@ class Terminated(BaseException):
         super().__init__(f"stopped by {signal.Signals(signal_number).name}")
 
 
-def _raise_terminated(signal_number: int, frame: FrameType | None) -> None:
-    # A second SIGTERM, while the first one's clean-up runs, ends the process at once.
+def _end_now(signal_number: int) -> None:
+    """The signal's default action, at once, as if no handler had been installed."""
     signal.signal(signal_number, signal.SIG_DFL)
+    os.kill(os.getpid(), signal_number)
+
+
+class _LaterSignalEndsNow:
+    """The handler after the first signal: its copy is ignored, a later one ends the process at once."""
+
+    def __init__(self) -> None:
+        self.first_at = time.monotonic()
+
+    def __call__(self, signal_number: int, frame: FrameType | None) -> None:
+        if time.monotonic() - self.first_at >= REPEAT_SECONDS:
+            _end_now(signal_number)
+
+
+def _raise_terminated(signal_number: int, frame: FrameType | None) -> None:
+    # A later SIGTERM, while the first one's clean-up runs, ends the process at once; its copy does not.
+    signal.signal(signal_number, _LaterSignalEndsNow())
     raise Terminated(signal_number)
 
 
@@ -98,6 +122,7 @@ class StopRequests:
 
     def __init__(self) -> None:
         self.signal_number: int | None = None
+        self._first_at = 0.0
         self._previous: dict[int, Any] = {}
 
     @property
@@ -107,10 +132,12 @@ class StopRequests:
     def _handle(self, signal_number: int, frame: FrameType | None) -> None:
         if self.signal_number is None:
             self.signal_number = signal_number
+            self._first_at = time.monotonic()
             return
+        if time.monotonic() - self._first_at < REPEAT_SECONDS:
+            return  # the first one's copy: its checkpoint is still to be saved
         # The second signal: stop at once, as if no handler had been installed.
-        signal.signal(signal_number, signal.SIG_DFL)
-        os.kill(os.getpid(), signal_number)
+        _end_now(signal_number)
 
     def __enter__(self) -> StopRequests:
         if threading.current_thread() is threading.main_thread():
