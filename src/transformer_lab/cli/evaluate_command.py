@@ -18,7 +18,7 @@ from transformer_lab.cli.decode_options import add_precision_argument
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.extras import MissingExtraError
-from transformer_lab.folders import describe_os_error
+from transformer_lab.folders import FolderWriteError, describe_os_error
 from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, TaskOption
 from transformer_lab.tasks.registry import TASKS, evaluate, tasks_evaluating
 from transformer_lab.training.model_card import CARD_FILE, add_test_scores
@@ -100,6 +100,8 @@ def _draw_confusion(figure: ConfusionFigure) -> None:
 
 def _refused(error: OSError, where: object) -> str:
     """A write the system refused, in a few words: "could not write 'PATH' (Read-only file system, EROFS)"."""
+    if isinstance(error, FolderWriteError):  # its message names the path and the errno already
+        return str(error)
     return f"could not write {str(where)!r} ({describe_os_error(error)})"
 
 
