@@ -118,7 +118,8 @@ def test_evaluate_on_a_read_only_checkpoint_prints_its_scores_and_names_what_it_
     assert "accuracy" in captured.out
     assert "Traceback" not in captured.err
     assert captured.err.strip().splitlines() == [
-        f"confusion matrix: not written: could not write '{figure}' (Read-only file system, EROFS); nothing was written",
+        f"confusion matrix: not written: could not write '{figure}' (Read-only file system, EROFS); "
+        "nothing was written",
         f"model card: not updated: could not write '{checkpoint / CARD_FILE}' (Read-only file system, EROFS)",
     ]
     assert {path.name: path.read_bytes() for path in checkpoint.iterdir()} == before
