@@ -20,6 +20,7 @@ import numpy as np
 
 from transformer_lab.data.subword import SubwordTokenizer
 from transformer_lab.data.token_store import TokenStore
+from transformer_lab.data.tokenizer_pair import TokenizerPair
 
 __all__ = ["MergeTree", "PairSplit", "check_dropout"]
 
@@ -97,6 +98,15 @@ class PairSplit:
     probability: float
     seed: int
     longest: int
+
+    @classmethod
+    def of(cls, vocabulary: object, probability: float, seed: int, longest: int) -> PairSplit:
+        """The split of a run whose vocabulary is ``vocabulary`` (a `TokenizerPair` of BPEs, else refused)."""
+        if not isinstance(vocabulary, TokenizerPair):
+            raise ValueError(f"data.bpe_dropout: expected a subword vocabulary, got {type(vocabulary).__name__}")
+        source = MergeTree.of(vocabulary.source)
+        target = source if vocabulary.is_joint else MergeTree.of(vocabulary.target)
+        return cls(source, target, probability, seed, longest)
 
     def pair(self, source: Sequence[int], target: Sequence[int], epoch: int, index: int) -> IdPair:
         """The (source, target) ids of pair ``index`` in ``epoch``, split."""

@@ -198,6 +198,19 @@ def labelled_text_format(path: str | os.PathLike[str], file_format: str = "", *,
     return _SUFFIX_FORMATS[suffix]
 
 
+def check_label_apart(
+    text_fields: Sequence[str], label_field: str, label_name: str = "label_field", text_name: str = ""
+) -> None:
+    """Refuse a label field that is one of the text fields, naming ``label_name`` (the setting or option
+    that chose it), or ``text_name`` where it is the text fields' that was given."""
+    if label_field not in text_fields:
+        return
+    if text_name:
+        raise ValueError(f"{text_name}: expected fields other than the label field {label_field!r}, got it among them")
+    fields = ", ".join(text_fields)
+    raise ValueError(f"{label_name}: expected a field other than the text fields ({fields}), got {label_field!r}")
+
+
 def _check_fields(text_fields: Sequence[str], label_field: str) -> tuple[str, ...]:
     if isinstance(text_fields, str) or not isinstance(text_fields, Sequence) or not text_fields:
         raise ValueError(f"text_fields must be a non-empty sequence of field names, got {text_fields!r}")
@@ -207,8 +220,7 @@ def _check_fields(text_fields: Sequence[str], label_field: str) -> tuple[str, ..
             raise ValueError(f"{name} must hold non-empty field names (str), got {value!r}")
     if len(set(fields)) != len(fields):
         raise ValueError(f"text_fields must name each field once, got {list(fields)!r}")
-    if label_field in fields:
-        raise ValueError(f"label_field must differ from the text fields, got {label_field!r} in both")
+    check_label_apart(fields, label_field)
     return fields
 
 

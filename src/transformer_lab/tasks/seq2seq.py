@@ -17,9 +17,9 @@ from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 import numpy as np
 import torch
 
-from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID, TokenizerPair
+from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID
 from transformer_lab.data.batching import check_budget_holds_each_example, longer_than, token_budget_spans
-from transformer_lab.data.bpe_dropout import MergeTree, PairSplit
+from transformer_lab.data.bpe_dropout import PairSplit
 from transformer_lab.data.lazy_batches import PairBatches, epoch_pair_batches, pair_length_table
 from transformer_lab.data.prepared_pairs import training_pair_origin
 from transformer_lab.data.token_store import TokenStore
@@ -183,7 +183,10 @@ def train(
     check_fits_positional_table(lengths, pairs, model_config.max_len, "training data")
     check_budget_holds_each_example(lengths, data_config.max_tokens, "data.max_tokens")
     num_shards, shard_index = data_shard()
-    split = _bpe_dropout(data.vocabulary, data_config, model_config.max_len)
+    # The tasks without the setting (couplets) have no BPE dropout; a side of max_len - 1 ids fits the table.
+    dropout = getattr(data_config, "bpe_dropout", 0.0)
+    longest = min(model_config.max_len, data_config.max_tokens) - 1
+    split = PairSplit.of(data.vocabulary, dropout, data_config.seed, longest) if dropout else None
 
     # The Trainer asks for epoch 0 twice (to count the run's steps, then to train); a plan
     # of millions of pairs takes seconds, so the last one is kept.
@@ -226,21 +229,6 @@ def train(
     if data.report:
         summary = {**summary, "data": data.report}
     return TrainResult(model=model, vocabulary=data.vocabulary, config=config, data=data, summary=summary)
-
-
-def _bpe_dropout(vocabulary: object, data_config: Any, max_len: int) -> PairSplit | None:
-    """The BPE dropout ``data_config.bpe_dropout`` asks for (tasks without the setting have none), or None."""
-    probability = getattr(data_config, "bpe_dropout", 0.0)
-    if not probability:
-        return None
-    if not isinstance(vocabulary, TokenizerPair):
-        raise ValueError(f"data.bpe_dropout: expected a subword vocabulary, got {type(vocabulary).__name__}")
-    source = MergeTree.of(vocabulary.source)
-    target = source if vocabulary.is_joint else MergeTree.of(vocabulary.target)
-    # Collated, a target gains one id (<bos> in, <eos> out): a side of max_len - 1 ids still fits the
-    # table, and one of max_tokens - 1 a batch.
-    longest = min(max_len, data_config.max_tokens) - 1
-    return PairSplit(source, target, probability, data_config.seed, longest)
 
 
 def load(

@@ -20,6 +20,7 @@ from transformer_lab.data import (
 )
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, SEED_RANGE, check_int_fields
 from transformer_lab.data.ag_news import CLASSES_FILE
+from transformer_lab.data.labelled_text import check_label_apart
 from transformer_lab.data.prepared_cache import CorpusIdentity, CorpusKind, corpus_description
 from transformer_lab.data.prepared_labelled import (
     LABELLED_KIND,
@@ -100,7 +101,7 @@ class ClassificationDataConfig:
             )
         if not self.text_fields:
             raise ValueError("data.text_fields: expected at least one field name, got none")
-        check_label_apart(self.text_fields, self.label_field)
+        check_label_apart(self.text_fields, self.label_field, "data.label_field")
         if self.prepared_dir and self.train_files:
             raise ValueError(
                 "data.prepared_dir: expected either a prepared folder or data.train_files (--train), got both"
@@ -156,19 +157,6 @@ def corpus_spec(config: ClassificationDataConfig) -> LabelledCorpusSpec:
         lowercase=config.lowercase,
         min_frequency=config.min_frequency,
     )
-
-
-def check_label_apart(
-    text_fields: Sequence[str], label_field: str, label_name: str = "data.label_field", text_name: str = ""
-) -> None:
-    """Refuse a label field that is one of the text fields, naming ``label_name`` (the setting or option
-    that chose it), or ``text_name`` where it is the text fields' that was given."""
-    if label_field not in text_fields:
-        return
-    if text_name:
-        raise ValueError(f"{text_name}: expected fields other than the label field {label_field!r}, got it among them")
-    fields = ", ".join(text_fields)
-    raise ValueError(f"{label_name}: expected a field other than the text fields ({fields}), got {label_field!r}")
 
 
 def read_labelled_file(

@@ -14,11 +14,12 @@ from pathlib import Path
 
 from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.data import LABELLED_TEXT_FORMATS, SubwordTokenizer, ag_news_path, read_ag_news_csv
+from transformer_lab.data.labelled_text import check_label_apart
 from transformer_lab.data.prepared_labelled import LabelledRow, carve_validation, open_prepared_labelled
 from transformer_lab.evaluation import ClassificationReport, classification_report
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import TransformerClassifier
-from transformer_lab.tasks.classification.data import check_label_apart, read_labelled_file
+from transformer_lab.tasks.classification.data import read_labelled_file
 from transformer_lab.tasks.classification.predict import Prediction, predict_each
 from transformer_lab.tasks.classification.train import ClassificationConfig, load_classifier
 from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, EvaluationReport, TaskOption
