@@ -100,6 +100,10 @@ def evaluate(
     if task.evaluate is None:
         scored = ", ".join(tasks_evaluating())
         raise ValueError(f"task: expected one of {scored}, got {name!r}, which has no evaluation")
+    if split is not None and task.evaluation_splits and split not in task.evaluation_splits:
+        # Named as typed, before the checkpoint is loaded (a split's reader names no option).
+        known = ", ".join(task.evaluation_splits)
+        raise ValueError(f"--split: expected one of {known} for the {name} task, got {split!r}")
     if options.data_dir is not None and not task.reads_data:
         raise data_option_error("--data-dir", name)
     for flag in options.given():

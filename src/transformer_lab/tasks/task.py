@@ -124,9 +124,9 @@ class Task:
     ``--prepared`` and ``prepare --verify`` expect.
     ``evaluate(checkpoint, split, options)`` scores a checkpoint and returns its report
     (``tasks/evaluation.py``; None: ``evaluate`` does not score this task);
-    ``evaluation_split`` is its default split and ``evaluation_options`` the options of
-    ``evaluate`` it reads beyond those every task reads, which the command offers (an
-    option of another task is refused, naming the tasks that read it). ``surfaces`` names
+    ``evaluation_split`` is its default split, ``evaluation_splits`` all it knows by name, and
+    ``evaluation_options`` the options of ``evaluate`` it reads beyond those every task reads,
+    which the command offers (an option of another task is refused, naming the tasks that read it). ``surfaces`` names
     what else it offers (see SURFACES); ``dataset`` is the ``download`` name of its
     preset's data. ``vocabulary`` reads, writes and lists its checkpoints' vocabulary
     (None: they hold none, as the synthetic tasks'); a task offering an export surface
@@ -146,6 +146,7 @@ class Task:
     corpus_kind: str | None = None
     evaluate: EvaluateFunction | None = None
     evaluation_split: str | None = None
+    evaluation_splits: tuple[str, ...] = ()  # the splits it scores by name (none: any folder's)
     evaluation_options: tuple[TaskOption, ...] = ()
     surfaces: frozenset[str] = field(default_factory=frozenset)
     dataset: str | None = None

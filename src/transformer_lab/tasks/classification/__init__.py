@@ -19,6 +19,7 @@ TASK = Task(
     corpus_kind=LABELLED_KIND,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,
+    evaluation_splits=evaluate.SPLITS,
     evaluation_options=evaluate.OPTIONS,
     surfaces=frozenset({"onnx", "serve"}),
     dataset="ag-news",

@@ -20,6 +20,7 @@ TASKS = tuple(
         closing=train.greedy_exact_match,
         evaluate=evaluate.evaluator(name),
         evaluation_split=evaluate.DEFAULT_SPLIT,
+        evaluation_splits=evaluate.SPLITS,
         evaluation_options=SEARCH_OPTIONS,
     )
     for name in SYNTHETIC_TASKS

@@ -1,5 +1,6 @@
 """Translation: Multi30k German -> English by default, or any parallel text (README "Your own data")."""
 
+from transformer_lab.data import MULTI30K_SPLITS
 from transformer_lab.data.prepared_pairs import PAIRS_KIND
 from transformer_lab.tasks.evaluation import SEARCH_OPTIONS
 from transformer_lab.tasks.task import Task
@@ -17,6 +18,7 @@ TASK = Task(
     corpus_kind=PAIRS_KIND,
     evaluate=evaluate.evaluate,
     evaluation_split=evaluate.DEFAULT_SPLIT,
+    evaluation_splits=MULTI30K_SPLITS,
     evaluation_options=(*SEARCH_OPTIONS, *evaluate.OPTIONS),
     surfaces=frozenset({"onnx", "ctranslate2", "serve", "lab"}),
     dataset="multi30k",
