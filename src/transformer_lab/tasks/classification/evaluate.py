@@ -126,21 +126,18 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         for option, value in (("--split", split), ("--skip-malformed", options.option("--skip-malformed"))):
             if value is not None:
                 raise ValueError(f"{option}: expected either it or --test FILE, got both")
-        # Read with the checkpoint's fields and format unless the options override them.
-        text_fields, label_field = options.option("--text-field"), options.option("--label-field")
-        # Named as the option given (the reader would say its keyword label_field).
-        check_label_apart(
-            config.data.text_fields if text_fields is None else text_fields,
-            config.data.label_field if label_field is None else label_field,
-            "--label-field",
-            "--text-field" if label_field is None else "",
-        )
+        # Read with the checkpoint's fields and format unless the options override them, named as given.
+        given_fields, given_label = options.option("--text-field"), options.option("--label-field")
+        fields = config.data.text_fields if given_fields is None else tuple(given_fields)
+        label = config.data.label_field if given_label is None else given_label
+        check_label_apart(fields, label, "--label-field", "--text-field" if given_label is None else "")
+        file_format = options.option("--file-format")
         read = read_labelled_file(
             config.data,
             test,
-            text_fields=text_fields,
-            label_field=label_field,
-            file_format=options.option("--file-format"),
+            text_fields=fields,
+            label_field=label,
+            file_format=file_format,
             format_name="--file-format",
         )
         articles: Sequence[LabelledRow] = read.examples(config.class_names)
