@@ -17,7 +17,9 @@ from __future__ import annotations
 import os
 import stat
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = [
     "check_file_to_write",
@@ -26,6 +28,7 @@ __all__ = [
     "make_temporary_folder",
     "replace_file",
     "write_text_atomically",
+    "write_through_temporary",
 ]
 
 # Names tried before giving up: a clash of 8 random hex digits is already rare.
@@ -135,17 +138,25 @@ def write_text_atomically(path: str | os.PathLike[str], text: str, *, name: str 
     if not path.parent.is_dir():
         named = f"{name}: {path}" if name is not None else str(path)
         raise FileNotFoundError(f"{named}: expected a file in an existing folder, but {path.parent} does not exist")
+    write_through_temporary(path, lambda file: file.write(text.encode("utf-8")))
+    return path
+
+
+def write_through_temporary(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Make ``path`` by ``write`` into a temporary file beside it, then a rename: whole or not at all.
+
+    A crash, Ctrl-C or full disk while writing leaves an earlier file of that name as it was.
+    """
     try:
         descriptor, temporary = create_temporary_file(path.parent, f".{path.name}.", ".tmp", replacing=path)
     except OSError as error:  # a read-only or full disk, a folder not ours: the same error, naming the path given
         raise type(error)(error.errno, error.strerror, str(path)) from None
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as file:
-            file.write(text)
+        with os.fdopen(descriptor, "wb") as file:
+            write(file)
             file.flush()
             os.fsync(file.fileno())
         replace_file(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
-    return path

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from transformer_lab.atomic_files import create_temporary_file, replace_file
+from transformer_lab.atomic_files import write_through_temporary
 from transformer_lab.extras import require_extra
 from transformer_lab.folders import writes_refused_as
 from transformer_lab.path_argument import path_argument
@@ -92,16 +92,7 @@ def write_figure(figure: Figure, path: Path, dpi: int) -> None:
     """
     with writes_refused_as(path, "nothing was written", permission=True):
         path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = create_temporary_file(path.parent, f".{path.name}.", ".tmp", replacing=path)
-        try:
-            with os.fdopen(descriptor, "wb") as file:
-                figure.savefig(file, dpi=dpi, format=path.suffix.lower().lstrip("."))
-                file.flush()
-                os.fsync(file.fileno())
-            replace_file(temporary, path)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
+        write_through_temporary(path, lambda file: figure.savefig(file, dpi=dpi, format=path.suffix.lower()[1:]))
 
 
 def show_figure(path: str | os.PathLike[str]) -> Path:
