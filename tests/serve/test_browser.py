@@ -39,6 +39,7 @@ from selenium.webdriver.chrome.options import Options  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -172,13 +173,19 @@ return map.weights.map((row, r) => row.map((_, c) => Array.from(context.getImage
 """
 
 
-def test_translate_on_the_page_shows_the_nbest_and_the_heatmap(browser: WebDriver, server_url: str) -> None:
+def _type_a_sentence(browser: WebDriver, server_url: str) -> tuple[WebDriverWait, WebElement]:
+    """The page loaded and SENTENCE typed into the translation pane; its wait and its text box."""
     wait = WebDriverWait(browser, PAGE_WAIT_SECONDS)
     browser.get(server_url)
     wait.until(lambda driver: driver.find_element(By.ID, "pane-translation").is_displayed())
     box = browser.find_element(By.ID, "translation-input")
     box.clear()
     box.send_keys(SENTENCE)
+    return wait, box
+
+
+def test_translate_on_the_page_shows_the_nbest_and_the_heatmap(browser: WebDriver, server_url: str) -> None:
+    wait, box = _type_a_sentence(browser, server_url)
     beam = browser.find_element(By.ID, "beam-size")
     # The hand-written pane's inputs take the bounds that the translation task's request declares.
     assert (beam.get_attribute("min"), beam.get_attribute("max")) == ("1", str(MAX_BEAM_SIZE))
@@ -215,12 +222,7 @@ def test_translate_on_the_page_shows_the_nbest_and_the_heatmap(browser: WebDrive
 
 def test_greedy_search_on_the_page_shows_the_one_greedy_translation(browser: WebDriver, server_url: str) -> None:
     # The page sent its beam size with greedy search too, which the server refuses (it would ignore it).
-    wait = WebDriverWait(browser, PAGE_WAIT_SECONDS)
-    browser.get(server_url)
-    wait.until(lambda driver: driver.find_element(By.ID, "pane-translation").is_displayed())
-    box = browser.find_element(By.ID, "translation-input")
-    box.clear()
-    box.send_keys(SENTENCE)
+    wait, _ = _type_a_sentence(browser, server_url)
     browser.find_element(By.CSS_SELECTOR, "input[name=strategy][value=greedy]").click()
     browser.find_element(By.ID, "translate-button").click()
     status = browser.find_element(By.ID, "translation-status")
