@@ -176,10 +176,7 @@ def _training_source(config: CoupletDataConfig, data_dir: str | None) -> Couplet
 
 def _split_files(config: CoupletDataConfig, split: str, data_dir: str | None) -> CoupletFiles:
     """The couplets of the data folder's ``split``, read with the config's filters."""
-    folder = resolve_couplet_split_dir(split, data_dir)
-    return CoupletFiles.of_split(
-        folder, skip_invalid=config.skip_invalid, max_length=config.max_length, skip_option=SKIP_INVALID_OPTION
-    )
+    return CoupletFiles.of_split(resolve_couplet_split_dir(split, data_dir), **_filters(config))
 
 
 def _validation_source(config: CoupletDataConfig) -> CoupletFiles | None:
@@ -189,14 +186,12 @@ def _validation_source(config: CoupletDataConfig) -> CoupletFiles | None:
 
 def _user_files(config: CoupletDataConfig, files: tuple[str, ...], name: str) -> CoupletFiles:
     """The user's couplet ``files`` (named ``name`` in errors), read in the config's format with its filters."""
-    return CoupletFiles.of_files(
-        files,
-        config.file_format,
-        skip_invalid=config.skip_invalid,
-        max_length=config.max_length,
-        name=name,
-        skip_option=SKIP_INVALID_OPTION,
-    )
+    return CoupletFiles.of_files(files, config.file_format, name=name, **_filters(config))
+
+
+def _filters(config: CoupletDataConfig) -> dict[str, Any]:
+    """The config's filters of couplet files, whose errors advise the setting as the command line sets it."""
+    return {"skip_invalid": config.skip_invalid, "max_length": config.max_length, "skip_option": SKIP_INVALID_OPTION}
 
 
 def _read_and_split(
