@@ -37,9 +37,9 @@ __all__ = [
     "ScheduleFactory",
     "build_optimization",
     "check_same_optimizer",
+    "configured_run_steps",
     "fitted_cooldown_steps",
     "noam_schedule_factory",
-    "configured_run_steps",
     "planned_optimizer_steps",
     "run_too_short_for_schedule",
     "scaled_to_run",
@@ -108,9 +108,8 @@ def scaled_to_run(config: TrainConfig, train_batches: Callable[[int], Iterable[A
     run_steps = run_too_short_for_schedule(config, train_batches)
     if not run_steps:
         return config
+    # run_too_short_for_schedule found that this scaling changes the schedule.
     warmup, cooldown, factor = scaled_schedule(run_steps, config.warmup_steps, config.cooldown_steps, config.lr_factor)
-    if (warmup, cooldown) == (config.warmup_steps, config.cooldown_steps):
-        return config
     logger.info(
         "the run's %d optimizer steps are too short for the schedule's warm-up %d and cool-down %d (the data is "
         "smaller than it was made for): scaled to warm-up %d and cool-down %d, lr_factor %.4g for the same peak "
