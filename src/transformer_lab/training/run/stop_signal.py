@@ -122,7 +122,7 @@ class StopRequests:
 
     def __init__(self) -> None:
         self.signal_number: int | None = None
-        self._first_at = 0.0
+        self._after_first: _LaterSignalEndsNow | None = None  # how a later signal is handled
         self._previous: dict[int, Any] = {}
 
     @property
@@ -130,14 +130,12 @@ class StopRequests:
         return self.signal_number is not None
 
     def _handle(self, signal_number: int, frame: FrameType | None) -> None:
-        if self.signal_number is None:
+        if self._after_first is None:
             self.signal_number = signal_number
-            self._first_at = time.monotonic()
+            self._after_first = _LaterSignalEndsNow()
             return
-        if time.monotonic() - self._first_at < REPEAT_SECONDS:
-            return  # the first one's copy: its checkpoint is still to be saved
-        # The second signal: stop at once, as if no handler had been installed.
-        _end_now(signal_number)
+        # The first one's copy is ignored (its checkpoint is still to be saved); a later signal stops at once.
+        self._after_first(signal_number, frame)
 
     def __enter__(self) -> StopRequests:
         if threading.current_thread() is threading.main_thread():
