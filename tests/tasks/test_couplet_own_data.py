@@ -72,6 +72,9 @@ def test_a_tsv_header_in_chinese_is_skipped_and_tsv_errors_name_the_upper_and_lo
     path = tmp_path / "pairs.tsv"
     path.write_text("上联\t下联\n春风\t秋雨\n", encoding="utf-8")
     assert read_couplet_source(CoupletFiles.of_files([path])).pairs == [("春风", "秋雨")]
+    # source<TAB>target stays a header of every pair file, couplets' too.
+    path.write_text("source\ttarget\n春风\t秋雨\n", encoding="utf-8")
+    assert read_couplet_source(CoupletFiles.of_files([path])).pairs == [("春风", "秋雨")]
     path.write_text("下联\t上联\n春风\t秋雨\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"pairs\.tsv: line 1: expected the columns upper<TAB>lower") as error:
         read_couplet_source(CoupletFiles.of_files([path]))

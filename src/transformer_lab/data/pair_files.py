@@ -203,20 +203,21 @@ def is_tsv_header(
     source_language: str,
     target_language: str,
     path: Path,
-    headers: tuple[tuple[str, str], ...] = (SIDES,),
+    headers: tuple[tuple[str, str], ...] = (),
     sides: tuple[str, str] = SIDES,
 ) -> bool:
-    """Whether a TSV file's first line is a header: the two languages (``de<TAB>en``) or one of ``headers``.
+    """Whether a TSV file's first line is a header: the two languages (``de<TAB>en``), ``source<TAB>target``,
+    or one of ``headers``.
 
-    ``headers`` are the column names besides the languages (``source<TAB>target``; a couplet's
-    ``上联<TAB>下联``), ``sides`` what errors call the columns. Case and spaces around each name
+    ``headers`` are a caller's own column names (a couplet's ``上联<TAB>下联``), ``sides`` what
+    errors call the columns. Case and spaces around each name
     are ignored (``DE<TAB>EN``), and nothing else is a header: a pair of two other words is a pair.
     A header the other way round says the columns are target then source: refused, naming
     ``path`` (read as data, it was a pair, and every pair was trained the wrong way round).
     """
     names = tuple(field.strip().lower() for field in line.split("\t"))
     languages = (source_language.strip().lower(), target_language.strip().lower())
-    known = [languages, *(tuple(name.lower() for name in header) for header in headers)]
+    known = [languages, SIDES, *(tuple(name.lower() for name in header) for header in headers)]
     if any(header[0] != header[1] and names == header[::-1] for header in known):
         # Languages are options of a translation's sides; a couplet's upper and lower line are not.
         flip = (

@@ -42,9 +42,9 @@ class PairFiles:
     source_language: str
     target_language: str
     # What errors call the two sides (a couplet's upper and lower line), and the TSV headers
-    # besides the languages.
+    # besides the languages and source<TAB>target.
     sides: tuple[str, str] = SIDES
-    headers: tuple[tuple[str, str], ...] = (SIDES,)
+    headers: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(
@@ -55,7 +55,7 @@ class PairFiles:
         file_format: str = "",
         name: str = "files",
         sides: tuple[str, str] = SIDES,
-        headers: tuple[tuple[str, str], ...] = (SIDES,),
+        headers: tuple[tuple[str, str], ...] = (),
     ) -> PairFiles:
         """Check the list of paths and tell its form (see `pair_files.pair_file_format`)."""
         form = pair_file_format(paths, file_format, name, sides)
