@@ -38,6 +38,7 @@ EXPECTED = {
     "--source": ("file_path_of", None, "FILE", "_StoreAction"),
     "--reference": ("file_path_of", None, "FILE", "_StoreAction"),
     "--bleu-tokenize": (None, BLEU_TOKENIZERS, None, "_StoreAction"),
+    "--ensemble": (None, None, "CHECKPOINT", "_AppendAction"),
     "--bleu-flavour": (None, ("sacrebleu", "papers"), None, "_StoreAction"),
     "--confusion-png": ("file_path_of", None, None, "_StoreAction"),
     "--skip-malformed": (None, None, None, "_StoreTrueAction"),

@@ -78,7 +78,10 @@ def run(arguments: argparse.Namespace) -> int:
         print(line)
     if report.confusion is not None:
         _draw_confusion(report.confusion)
-    _record_in_card(report.checkpoint, report.name, report.search, report.scores, report.dataset)
+    if report.recorded:
+        _record_in_card(report.checkpoint, report.name, report.search, report.scores, report.dataset)
+    else:
+        print(f"model card: not updated ({report.search}: the scores are not the checkpoint's own)")
     return 0
 
 

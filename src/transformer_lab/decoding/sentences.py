@@ -10,14 +10,13 @@ from collections.abc import Sequence
 
 from transformer_lab.data import SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding.config import DecodeConfig
-from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
-from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.decoding.sources import Candidate, TranslationModel, candidates_of, decode_sources
 
 __all__ = ["translate_nbest", "translate_sentences"]
 
 
 def _encode_sources(
-    model: Seq2SeqTransformer, tokenizer: SubwordTokenizer, sentences: Sequence[str], names: Sequence[str]
+    model: TranslationModel, tokenizer: SubwordTokenizer, sentences: Sequence[str], names: Sequence[str]
 ) -> list[list[int]]:
     """The subword ids of each sentence ([] for a blank one); a failure names the sentence as ``names`` does.
 
@@ -33,7 +32,7 @@ def _encode_sources(
     ]
 
 
-def _check_characters(model: Seq2SeqTransformer, tokenizer: SubwordTokenizer, sentence: str, name: str) -> None:
+def _check_characters(model: TranslationModel, tokenizer: SubwordTokenizer, sentence: str, name: str) -> None:
     """Refuse a sentence whose characters alone prove it longer than the model reads (see ``fewest_tokens``)."""
     fewest = tokenizer.fewest_tokens(sentence)
     if fewest > model.max_len:
@@ -43,7 +42,7 @@ def _check_characters(model: Seq2SeqTransformer, tokenizer: SubwordTokenizer, se
         )
 
 
-def _encoded(model: Seq2SeqTransformer, tokenizer: SubwordTokenizer, sentence: str, name: str) -> list[int]:
+def _encoded(model: TranslationModel, tokenizer: SubwordTokenizer, sentence: str, name: str) -> list[int]:
     """The sentence's ids; text the tokenizer refuses or longer than the positional table is named (none is cut)."""
     try:
         ids = tokenizer.encode(sentence)
@@ -55,7 +54,7 @@ def _encoded(model: Seq2SeqTransformer, tokenizer: SubwordTokenizer, sentence: s
 
 
 def translate_sentences(
-    model: Seq2SeqTransformer,
+    model: TranslationModel,
     tokenizer: SubwordTokenizer | TokenizerPair,
     sentences: Sequence[str],
     decode_config: DecodeConfig,
@@ -82,7 +81,7 @@ def translate_sentences(
 
 
 def translate_nbest(
-    model: Seq2SeqTransformer,
+    model: TranslationModel,
     tokenizer: SubwordTokenizer | TokenizerPair,
     sentence: str,
     decode_config: DecodeConfig,

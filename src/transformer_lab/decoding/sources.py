@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Sequence, Union
 
 import torch
 from torch import Tensor
 
 from transformer_lab.data import EOS_ID, PAD_ID
 from transformer_lab.decoding.config import DecodeConfig, decode, decoding_model
+from transformer_lab.decoding.ensemble import Ensemble
 from transformer_lab.decoding.output import Hypothesis
 from transformer_lab.decoding.protocol import LogitsProcessor
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.nn.eval_mode import eval_mode
+
+# What decodes a batch of sources: one model, or several decoded as one.
+TranslationModel = Union[Seq2SeqTransformer, Ensemble]
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,7 @@ class Candidate:
 
 
 def decode_sources(
-    model: Seq2SeqTransformer,
+    model: TranslationModel,
     encoded: Sequence[Sequence[int]],
     decode_config: DecodeConfig,
     *,
@@ -60,7 +64,7 @@ def decode_sources(
 
 
 def _decoded(
-    model: Seq2SeqTransformer,
+    model: TranslationModel,
     encoded: Sequence[Sequence[int]],
     decode_config: DecodeConfig,
     logits_processor: LogitsProcessor | None,

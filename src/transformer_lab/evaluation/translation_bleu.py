@@ -7,9 +7,8 @@ from dataclasses import dataclass
 
 from transformer_lab.data import SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding.config import DecodeConfig
-from transformer_lab.decoding.sentences import translate_sentences
+from transformer_lab.decoding.sentences import TranslationModel, translate_sentences
 from transformer_lab.evaluation.bleu import BleuResult, corpus_bleu, corpus_chrf
-from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.one_line import line_break_notes, one_line
 
 __all__ = ["BleuReport", "evaluate_bleu"]
@@ -25,7 +24,7 @@ class BleuReport:
 
 
 def evaluate_bleu(
-    model: Seq2SeqTransformer,
+    model: TranslationModel,
     tokenizer: SubwordTokenizer | TokenizerPair,
     pairs: Sequence[tuple[str, str]],
     decode_config: DecodeConfig,

@@ -157,6 +157,7 @@ class EvaluationReport:
     ``search`` how the outputs were produced ("greedy", "beam 4 bf16", "argmax").
     ``confusion``: a figure the command draws (the figure modules sit above the tasks).
     ``dataset``: the name of the user's file scored, where it is no split of the checkpoint's dataset.
+    ``recorded``: whether the scores are the checkpoint's own, for its card (an ensemble's are not).
     """
 
     lines: list[str]
@@ -167,6 +168,7 @@ class EvaluationReport:
     scores: dict[str, float]
     confusion: ConfusionFigure | None = None
     dataset: str | None = None
+    recorded: bool = True
 
 
 class EvaluateFunction(Protocol):

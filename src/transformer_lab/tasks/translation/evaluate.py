@@ -13,13 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from transformer_lab.atomic_files import write_text_atomically
-from transformer_lab.data import read_multi30k
+from transformer_lab.data import TokenizerPair, read_multi30k
 from transformer_lab.data.parallel_text import read_parallel_text
+from transformer_lab.decoding.ensemble import Ensemble
 from transformer_lab.evaluation import BLEU_FLAVOURS, BleuResult, bleu_tokenizer_for, check_bleu_flavour, papers_bleu
 from transformer_lab.evaluation.bleu_flavour import PAPERS_FLAVOUR, SACREBLEU_FLAVOUR, check_papers_flavour
 from transformer_lab.evaluation.translation_bleu import evaluate_bleu
+from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, TaskOption, search_for
-from transformer_lab.tasks.translation.train import load_translator
+from transformer_lab.tasks.translation.train import TranslationConfig, load_translator
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import file_test_name
 
@@ -39,6 +41,13 @@ OPTIONS = (
         "--bleu-tokenize",
         "sacreBLEU's tokenizer (default: zh for a Chinese target, ja-mecab (else char) for Japanese, 13a otherwise)",
         choices=BLEU_TOKENIZERS,
+    ),
+    TaskOption(
+        "--ensemble",
+        "decode with this checkpoint (or run folder) too, averaging the models' next-token probabilities; "
+        "repeatable; every model must have the --checkpoint's vocabulary and languages",
+        metavar="CHECKPOINT",
+        repeatable=True,
     ),
     TaskOption(
         "--bleu-flavour",
@@ -68,7 +77,11 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         )
     split = split or DEFAULT_SPLIT
     checkpoint = resolve_checkpoint(checkpoint)
-    model, tokenizer, config = load_translator(checkpoint)
+    single, tokenizer, config = load_translator(checkpoint)
+    members = options.option("--ensemble") or []
+    model: Seq2SeqTransformer | Ensemble = single
+    if members:
+        model = Ensemble([single, *(_ensemble_member(Path(member), tokenizer, config) for member in members)])
     if flavour == PAPERS_FLAVOUR:
         check_papers_flavour(config.data.target_language)  # before the decoding, not after it
     model, search = search_for(model, config.decode, options)
@@ -89,7 +102,10 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         name = shown = split
         # Multi30k's split, which the card of a run on files of one's own would give those files' name.
         dataset = "multi30k" if config.data.train_files or config.data.prepared_dir else None
-    output = options.output_file(checkpoint / f"hypotheses.{name}.{search.file_label}.txt", read)
+    # An ensemble's outputs and scores are not the checkpoint's own: named apart, kept off its card.
+    search_name = search.name + (f", ensemble of {len(members) + 1}" if members else "")
+    label = search.file_label + (f"ensemble{len(members) + 1}" if members else "")
+    output = options.output_file(checkpoint / f"hypotheses.{name}.{label}.txt", read)
     default_tokenize = bleu_tokenizer_for(config.data.target_language)
     tokenize = options.option("--bleu-tokenize") or default_tokenize
     # Pair i is line i + 1 of the source file (no line is skipped): a sentence too long is named by both.
@@ -109,7 +125,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         labels.update({f"bleu{suffix}": "BLEU (cased)", f"bleu_lowercased{suffix}": "BLEU (lowercased)"})
     return EvaluationReport(
         lines=[
-            f"{shown}, {len(pairs)} sentences, {search.name}",
+            f"{shown}, {len(pairs)} sentences, {search_name}",
             *(f"{labels[key]:17} {result.score:.2f}  {result.signature}" for key, result in bleu.items()),
             f"chrF++            {report.chrf.score:.2f}  {report.chrf.signature}",
             f"hypotheses: {output}",
@@ -118,7 +134,27 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         files={"hypotheses": output},
         checkpoint=checkpoint,
         name=name,
-        search=search.name,
+        search=search_name,
         scores={**{key: result.score for key, result in bleu.items()}, "chrf": report.chrf.score},
         dataset=dataset,
+        recorded=not members,
     )
+
+
+def _ensemble_member(folder: Path, tokenizers: TokenizerPair, config: TranslationConfig) -> Seq2SeqTransformer:
+    """The model of an ``--ensemble`` checkpoint; refused unless it has ``tokenizers`` and the languages."""
+    model, member_tokenizers, member_config = load_translator(resolve_checkpoint(folder))
+    languages = (config.data.source_language, config.data.target_language)
+    member_languages = (member_config.data.source_language, member_config.data.target_language)
+    if member_languages != languages:
+        raise ValueError(
+            f"--ensemble {folder}: expected a model translating {'->'.join(languages)} as --checkpoint does, "
+            f"given one translating {'->'.join(member_languages)}"
+        )
+    for side in ("source", "target"):
+        if getattr(member_tokenizers, side).to_json() != getattr(tokenizers, side).to_json():
+            raise ValueError(
+                f"--ensemble {folder}: expected the --checkpoint's {side} vocabulary (the models must share "
+                f"their token ids), given another one"
+            )
+    return model
