@@ -7,10 +7,9 @@ trims the heap whenever more than twice the threshold lies free at its top. A de
 step allocates the same few large tensors as the step before it (beam 5 over 64
 sentences: the ``[320, 8000]`` logits and log-probabilities, 10 MB each), so by default
 each one is mapped afresh and its pages are faulted in and zeroed again: about 1,000
-page faults a step at 160 rows, 200,000 on 320 sentences of Multi30k; keeping them made
-beam 5 over Multi30k's test set 1.04-1.07x faster on one Zen 3 core
-(docs/results.md#ctranslate2). CTranslate2 and PyTorch's
-GPU allocator keep such blocks in their own cache; on the CPU torch has none.
+page faults a step at 160 rows; keeping them makes beam search faster
+(docs/results.md#ctranslate2). CTranslate2 and PyTorch's GPU allocator keep such blocks
+in their own cache; on the CPU torch has none.
 
 :func:`keep_freed_memory` asks glibc to do the same: blocks up to 32 MiB come from the
 heap, and up to 256 MiB of free heap stays mapped. The process then keeps its high-water

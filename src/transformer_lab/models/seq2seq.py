@@ -275,9 +275,8 @@ class Seq2SeqTransformer(nn.Module):
         """The generator for one decoding run: ``hidden @ W^T + b`` with ``W^T`` made contiguous once.
 
         With the (possibly tied) weight ``[V, D]`` as it is, every step multiplies by a
-        transposed view; the same product with a contiguous ``[D, V]`` copy runs 1.35x
-        faster at 32 rows and 1.6x at one row (one Zen 3 thread, V = 8,000,
-        docs/results.md#ctranslate2). The copy lives in the run's cache, so it can never
+        transposed view, which the CPU's kernels multiply slower than a contiguous ``[D, V]``
+        copy (docs/results.md#ctranslate2). The copy lives in the run's cache, so it can never
         outlive the weights it was made from. Anything but a plain Linear (the int8
         copy's quantized layer), a hooked generator, autocast or autograd keeps the module's own call.
 

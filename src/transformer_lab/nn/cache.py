@@ -26,8 +26,7 @@ class AttentionCache:
     ``static=False`` (self-attention): each call appends the new positions. They are
     written in place into a buffer with room to spare, which doubles when it is full, so
     a step copies only its own new row instead of the whole cache (``torch.cat`` at every
-    step copied all t positions of every layer: a 21.2 ms greedy step at batch 32 took 16.6 ms
-    without it, docs/results.md#ctranslate2). ``keys`` and ``values`` are views of the filled part.
+    step would copy all t positions of every layer). ``keys`` and ``values`` are views of the filled part.
     """
 
     # Room for this many positions at the first append (doubling from there).

@@ -147,8 +147,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     and its gradient ``softmax(x) - w - (1 - smoothing - w) * onehot(y)``. Written out, the
     forward reads the logits three times and the backward builds the gradient in place;
     composed from ``log_softmax`` and two ``nll_loss`` (two [N, V] zero-fills, more passes)
-    it took 1.44 times as long on the project's CPU, and ``F.cross_entropy`` 1.24 times
-    (bf16 logits [4096, 8000], ``benchmarks/bench_elementwise.py``).
+    it is slower, and so is ``F.cross_entropy`` (``benchmarks/bench_elementwise.py``).
     Positions outside ``keep_mask`` get loss 0 and gradient 0.
 
     Shape: logits [N, V] (any float dtype; computed in float32 at least), target_ids [N]

@@ -81,12 +81,10 @@ def predict_probabilities(
     """Class probabilities of already encoded texts, batched by length, in input order.
 
     ``precision`` is "fp32", "bf16" or "auto" (bf16 where the device runs it fast). bf16
-    runs a bf16 copy of the model (``models.bfloat16``), made once per call, rather than
-    autocast: on one AMX Xeon thread the AG News test set (7,600 articles) took 4.70 s
-    against 5.41 under autocast (fp32 11.14), accuracy 0.8682 in both (fp32 0.8683), and
-    one text 2.4 against 3.3 ms (fp32 3.0). A model that is already bf16 runs as it is; an
-    autocast the caller opened is kept. ``model`` runs in eval mode (no dropout) and is left in
-    the mode it came in.
+    runs a bf16 copy of the model (``models.bfloat16``), made once per call: faster than
+    autocast, which casts the weights at every call (docs/results.md#bf16-decoding). A model
+    already bf16 runs as it is; an autocast the caller opened is kept. ``model`` runs in eval
+    mode and is left in the mode it came in.
 
     Shape:
         returns ``[N, C]`` float32, each row summing to 1.
