@@ -19,6 +19,7 @@ from transformer_lab.cli import main
 from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
 from transformer_lab.decoding.sources import Candidate
 from transformer_lab.evaluation import couplet_antithesis
+from transformer_lab.evaluation.couplet_antithesis import antithesis_bonus
 from transformer_lab.tasks.couplet import data as couplet_data
 from transformer_lab.tasks.couplet import predict as couplet_predict
 from transformer_lab.tasks.couplet import train as couplet_train
@@ -319,8 +320,16 @@ def test_the_python_couplet_writer_gives_what_the_command_line_prints(
     three = writer.write("花月山", beam=4, num_candidates=3)
     arguments = ["couplet", "--checkpoint", str(run_dir / "best"), "--beam", "4", "--num-candidates", "3", "花月山"]
     assert main(arguments) == 0
-    listed = [line.split(". ", 1)[1].rsplit("  (", 1)[0] for line in capsys.readouterr().out.splitlines()[1:]]
+    shown = capsys.readouterr().out.splitlines()[1:]
+    listed = [line.split(". ", 1)[1].rsplit("  (", 1)[0] for line in shown]
     assert [candidate.text for candidate in three.candidates] == listed and len(listed) == 3
+    # The scores shown are those that ranked the lines: the search's plus the rerank's nats (was: the search's
+    # alone, which could rise down the list).
+    scores = [float(line.rsplit("  (", 1)[1].rstrip(")")) for line in shown]
+    constraints = writer.config.constraints
+    assert constraints.reranks
+    ranked = [c.score + antithesis_bonus("花月山", c.text, constraints) for c in three.candidates]
+    assert scores == pytest.approx(ranked, abs=0.006) and scores == sorted(scores, reverse=True)
 
 
 def test_the_couplet_attention_map_reads_the_written_line_over_the_upper_line(

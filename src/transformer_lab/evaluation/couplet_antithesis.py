@@ -139,19 +139,24 @@ def pair_scores(upper: str, lower: str) -> dict[str, float | None]:
 def rerank_by_antithesis(
     upper: str, candidates: Sequence[Candidate], config: CoupletConstraintConfig
 ) -> list[Candidate]:
-    """``candidates`` best first by score + the config's nats x part-of-speech and rhythm agreement with ``upper``.
+    """``candidates`` best first by score + :func:`antithesis_bonus` (the config's nats x agreement with ``upper``).
 
     The agreements are the per-pair rules above (jieba), which decoding cannot see character by
     character (a word's tag and length are known only once the line is complete), so they
     choose among finished lines. A candidate keeps its own ``score``; ties keep the search's order.
     """
+    return sorted(
+        candidates,
+        key=lambda candidate: candidate.score + antithesis_bonus(upper, candidate.text, config),
+        reverse=True,
+    )
 
-    def ranked(candidate: Candidate) -> float:
-        bonus = 0.0
-        if config.part_of_speech_rerank > 0:
-            bonus += config.part_of_speech_rerank * part_of_speech_agreement(upper, candidate.text)
-        if config.rhythm_rerank > 0:
-            bonus += config.rhythm_rerank * rhythm_agreement(upper, candidate.text)
-        return candidate.score + bonus
 
-    return sorted(candidates, key=ranked, reverse=True)
+def antithesis_bonus(upper: str, lower: str, config: CoupletConstraintConfig) -> float:
+    """The nats the rerank adds to ``lower``'s score: the config's weights x its part-of-speech and rhythm agreement."""
+    bonus = 0.0
+    if config.part_of_speech_rerank > 0:
+        bonus += config.part_of_speech_rerank * part_of_speech_agreement(upper, lower)
+    if config.rhythm_rerank > 0:
+        bonus += config.rhythm_rerank * rhythm_agreement(upper, lower)
+    return bonus

@@ -35,7 +35,7 @@ from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
 from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor, Written
 from transformer_lab.decoding.search_settings import SearchKeywords, check_candidate_count, with_beam
 from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
-from transformer_lab.evaluation.couplet_antithesis import rerank_by_antithesis
+from transformer_lab.evaluation.couplet_antithesis import antithesis_bonus, rerank_by_antithesis
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.one_line import line_break_notes, one_line
 from transformer_lab.setting_error import SettingError
@@ -348,6 +348,11 @@ def answer(writer: CoupletWriter, lines: list[str], options: Mapping[str, Any]) 
     count = options.get(NUM_CANDIDATES.flag, 1)
     constraints = with_constraint_options(writer.config.constraints, options, writer.config.decode)
     results = writer.write(lines, num_candidates=count, constraints=constraints, **search_keywords(options))
+    reranked = constraints.reranks and count > 1
+
+    def bonus(upper: str, lower: str) -> float:
+        return antithesis_bonus(upper, lower, constraints) if reranked else 0.0
+
     answers = Answers(lines=[])
     for number, result in enumerate(results, start=1):
         if result.error:
@@ -358,8 +363,9 @@ def answer(writer: CoupletWriter, lines: list[str], options: Mapping[str, Any]) 
             answers.lines.append(one_line(result.candidates[0].text) if result.candidates else "")
             continue
         answers.lines.append(result.upper)
+        # The score that ranked them: the search's, plus the rerank's nats where it is on.
         answers.lines.extend(
-            f"  {rank}. {one_line(candidate.text)}  ({candidate.score:.2f})"
+            f"  {rank}. {one_line(candidate.text)}  ({candidate.score + bonus(result.upper, candidate.text):.2f})"
             for rank, candidate in enumerate(result.candidates, 1)
         )
     written = [candidate.text for result in results for candidate in result.candidates]
