@@ -159,12 +159,10 @@ def test_evaluate_ensemble_refuses_a_model_of_another_vocabulary_or_direction(
         SubwordTokenizer.train_from_pairs(pairs, vocab_size=300, min_frequency=1).to_json(), encoding="utf-8"
     )
     _evaluate(first, tmp_path, other, status=2)
-    expected = f"--ensemble {other}: expected the --checkpoint's source vocabulary (the models must share their"
+    expected = f"--ensemble {other}: expected the first model's source vocabulary (the models must share their token"
     assert expected in capsys.readouterr().err
     assert not (tmp_path / "hypotheses1.txt").exists()
     reverse = write_translation_checkpoint(tmp_path / "reverse", ["data.source_language=en", "data.target_language=de"])
     _evaluate(first, tmp_path, reverse, status=2)
-    assert (
-        f"--ensemble {reverse}: expected a model translating de->en as --checkpoint does, given one translating en->de"
-        in capsys.readouterr().err
-    )
+    expected = f"--ensemble {reverse}: expected a model translating de->en as the first model does, given one"
+    assert expected + " translating en->de" in capsys.readouterr().err

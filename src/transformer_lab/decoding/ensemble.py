@@ -18,6 +18,7 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
+from transformer_lab.data import TokenizerPair
 from transformer_lab.decoding.protocol import DecoderCache, IncrementalDecoder
 
 # What every member must share: the searches read them from the ensemble as from one model.
@@ -106,3 +107,24 @@ class Ensemble(nn.Module):
             log_probs.append(torch.log_softmax(logits.float(), dim=-1))
         stacked = torch.stack(log_probs)  # [M, N, V]
         return torch.logsumexp(stacked, dim=0) - math.log(len(log_probs))  # [N, V]
+
+
+def check_same_tokens(
+    name: str, first: tuple[TokenizerPair, tuple[str, str]], member: tuple[TokenizerPair, tuple[str, str]]
+) -> None:
+    """Refuse a member whose (tokenizers, (source language, target language)) are not the first model's.
+
+    Token ids mean the same only under the same vocabulary; the error starts with ``name``.
+    """
+    (tokenizers, languages), (member_tokenizers, member_languages) = first, member
+    if member_languages != languages:
+        raise ValueError(
+            f"{name}: expected a model translating {'->'.join(languages)} as the first model does, "
+            f"given one translating {'->'.join(member_languages)}"
+        )
+    for side in ("source", "target"):
+        if getattr(member_tokenizers, side).to_json() != getattr(tokenizers, side).to_json():
+            raise ValueError(
+                f"{name}: expected the first model's {side} vocabulary (the models must share their token ids), "
+                "given another one"
+            )

@@ -15,7 +15,7 @@ from pathlib import Path
 from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.data import TokenizerPair, read_multi30k
 from transformer_lab.data.parallel_text import read_parallel_text
-from transformer_lab.decoding.ensemble import Ensemble
+from transformer_lab.decoding.ensemble import Ensemble, check_same_tokens
 from transformer_lab.evaluation import BLEU_FLAVOURS, BleuResult, bleu_tokenizer_for, check_bleu_flavour, papers_bleu
 from transformer_lab.evaluation.bleu_flavour import PAPERS_FLAVOUR, SACREBLEU_FLAVOUR, check_papers_flavour
 from transformer_lab.evaluation.translation_bleu import evaluate_bleu
@@ -144,17 +144,6 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
 def _ensemble_member(folder: Path, tokenizers: TokenizerPair, config: TranslationConfig) -> Seq2SeqTransformer:
     """The model of an ``--ensemble`` checkpoint; refused unless it has ``tokenizers`` and the languages."""
     model, member_tokenizers, member_config = load_translator(resolve_checkpoint(folder))
-    languages = (config.data.source_language, config.data.target_language)
-    member_languages = (member_config.data.source_language, member_config.data.target_language)
-    if member_languages != languages:
-        raise ValueError(
-            f"--ensemble {folder}: expected a model translating {'->'.join(languages)} as --checkpoint does, "
-            f"given one translating {'->'.join(member_languages)}"
-        )
-    for side in ("source", "target"):
-        if getattr(member_tokenizers, side).to_json() != getattr(tokenizers, side).to_json():
-            raise ValueError(
-                f"--ensemble {folder}: expected the --checkpoint's {side} vocabulary (the models must share "
-                f"their token ids), given another one"
-            )
+    languages = [(data.source_language, data.target_language) for data in (config.data, member_config.data)]
+    check_same_tokens(f"--ensemble {folder}", (tokenizers, languages[0]), (member_tokenizers, languages[1]))
     return model
