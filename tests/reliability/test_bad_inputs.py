@@ -988,7 +988,7 @@ CLI_CASES = [
         CliCase(
             # Was "checkpoint: expected ...", naming an option these commands do not have.
             f"{command}: --init-from no checkpoint",
-            lambda tmp, ck, command=command: [command, "couplet", "--train", str(a_file(tmp)), str(a_file(tmp))]
+            lambda tmp, ck, command=command: [command, "couplet", "--train", str(a_file(tmp)), str(tmp / "lower.txt")]
             + ["--init-from", str(tmp / "nowhere"), "--out", str(tmp / "out")],
             rf"^transformer-lab {command}: error: --init-from: expected a checkpoint folder \(with config\.json\) "
             r"or a run folder holding best/ or last/, got '.*nowhere'$",
@@ -1319,14 +1319,30 @@ CLI_CASES = [
                 "--train",
                 str(write_lines(tmp / "one.txt", ["春风"])),
             ],
-            rf"^transformer-lab {command}: error: --train: expected two files \({sides}\) for the format 'lines', "
-            r"got 1 path \('.*one\.txt'\)$",
+            rf"^transformer-lab {command}: error: --train: data\.train_files: expected two files \({sides}\) "
+            r"for the format 'lines', got 1 path \('.*one\.txt'\)$",
         )
         for command, task, sides in [
             ("train", "translation", "source then target"),
             ("prepare", "translation", "source then target"),
             ("train", "couplet", "upper then lower"),
         ]
+    ],
+    *[
+        CliCase(
+            f"{command} {task}: one data.train_files of no known form, by {given}",
+            lambda tmp, ck, command=command, task=task, given=given: [command, task, "--out", str(tmp / "r")]
+            + {
+                "--set": ["--set", f"data.train_files={write_lines(tmp / 'one.txt', ['春风'])}"],
+                "--train": ["--train", str(write_lines(tmp / "one.txt", ["春风"]))],
+                "--config": ["--config", str(write_lines(tmp / "c.yaml", ["data:", "  train_files: [one.txt]"]))],
+            }[given],
+            rf"^transformer-lab {command}: error: {prefix}data\.train_files: cannot tell the form of '.*one\.txt' "
+            r"from its suffix: expected \.tsv, \.jsonl or \.json \(or two aligned line files, or set "
+            r"data\.file_format=tsv or jsonl\)$",
+        )
+        for command, task in [("train", "translation"), ("prepare", "translation"), ("train", "couplet")]
+        for given, prefix in [("--set", ""), ("--train", "--train: "), ("--config", r"--config .*c\.yaml: ")]
     ],
     *[
         CliCase(
