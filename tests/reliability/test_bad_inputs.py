@@ -841,7 +841,7 @@ CLI_CASES = [
     CliCase(
         "evaluate: missing data folder",
         lambda tmp, ck: evaluate_argv(ck.translation, tmp / "nodata"),
-        r"data_dir='.*nodata': expected an existing folder",
+        r"^transformer-lab evaluate: error: --data-dir '.*nodata': expected an existing folder",
     ),
     CliCase(
         "train: --data-dir for a task that reads no data",
@@ -1365,7 +1365,27 @@ CLI_CASES = [
     CliCase(
         "train classification: missing data folder",
         lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--data-dir", str(tmp / "nodata")],
-        r"data_dir='.*nodata': expected an existing folder",
+        r"^transformer-lab train: error: --data-dir '.*nodata': expected an existing folder",
+    ),
+    # The folder is named as the user gave it, never as the Python keyword data_dir='...'.
+    *[
+        CliCase(
+            f"{command} {task}: missing data folder, by {given}",
+            lambda tmp, ck, command=command, task=task, given=given: [command, task, "--out", str(tmp / "r")]
+            + {
+                "--set": ["--set", f"data.data_dir={tmp / 'nodata'}"],
+                "--config": ["--config", str(write_lines(tmp / "c.yaml", ["data:", f"  data_dir: {tmp / 'nodata'}"]))],
+            }[given],
+            rf"^transformer-lab {command}: error: {prefix}data\.data_dir '.*nodata': expected an existing folder "
+            rf"holding {folder}/, got '.*nodata', which does not exist; run `transformer-lab download",
+        )
+        for command, task, folder in [("train", "translation", "multi30k"), ("prepare", "classification", "ag_news")]
+        for given, prefix in [("--set", ""), ("--config", r"--config .*c\.yaml: ")]
+    ],
+    CliCase(
+        "lab: missing data folder",
+        lambda tmp, ck: ["lab", "tgt-padding-mask", "--data-dir", str(tmp / "nodata")],
+        r"^transformer-lab lab: error: --data-dir '.*nodata': expected an existing folder holding multi30k/",
     ),
     CliCase(
         "train classification: a data folder without the CSV",
