@@ -735,12 +735,32 @@ CLI_CASES = [
     CliCase(
         "translate: undecodable argument bytes",
         lambda tmp, ck: translate_argv(ck.translation, "gr\udcfc\udcdfe"),
-        r"sentences\[0\]: text must be valid Unicode text, got the lone surrogate U\+DCFC",
+        r"^transformer-lab translate: error: input 1: text must be valid Unicode text, got the lone surrogate U\+DCFC",
     ),
+    # A sentence too long for the model is named as the user gave it (was: "sentences[1]", the index
+    # into a Python list, one below the line number and naming no file); the command still stops.
     CliCase(
         "translate: 10,000 characters",
-        lambda tmp, ck: translate_argv(ck.translation, "Haus " * 2_000),
-        r"sentences\[0\] must be at most 256 subword tokens",
+        lambda tmp, ck: translate_argv(ck.translation, "Hallo", "Haus " * 2_000),
+        r"^transformer-lab translate: error: input 2 must be at most 256 subword tokens \(the model's max_len\), "
+        r"got 10000 characters, so at least \d+$",
+    ),
+    *[
+        CliCase(
+            f"translate: an --input line too long{label}",
+            lambda tmp, ck, extra=extra: translate_argv(
+                ck.translation, "--input", str(write_lines(tmp / "long.txt", ["Hallo", "Haus " * 2_000])), *extra
+            ),
+            r"^transformer-lab translate: error: .*long\.txt: line 2 must be at most 256 subword tokens "
+            r"\(the model's max_len\), got 10000 characters, so at least \d+$",
+        )
+        for label, extra in [("", ()), (", --nbest 2", ("--nbest", "2"))]
+    ],
+    CliCase(
+        "translate: a stdin line too long",
+        lambda tmp, ck: translate_argv(ck.translation),
+        r"^transformer-lab translate: error: stdin: line 3 must be at most 256 subword tokens \(the model's max_len\)",
+        stdin=("eins\nzwei\n" + "Haus " * 2_000 + "\n").encode(),
     ),
     CliCase(
         "translate: --beam 0",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from transformer_lab.atomic_files import check_file_to_write, check_not_an_input, write_text_atomically
 from transformer_lab.cli.bounds import file_path_of, path_of
-from transformer_lab.cli.decode_options import input_lines
+from transformer_lab.cli.decode_options import input_lines, input_names
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.decoding.search_settings import check_no_beam_settings
@@ -86,7 +86,8 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
                 "--plot-attention: expected a first input to draw, got a blank one (input 1); put the one to draw first"
             )
     predictor = task.predictor_for(arguments.checkpoint, device)
-    answers = command.answer(predictor, inputs, options)
+    names = input_names(arguments.inputs, arguments.input, len(inputs))
+    answers = command.answer(predictor, inputs, options, names)
     flags = {value: flag for flag, value in options.items() if isinstance(value, Path)}
     for path, text in answers.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 A task that answers lines of text (translate, couplet, classify) declares a `PredictCommand`
 as ``Task.command``: the command's name, what its inputs are, the options it reads (as
-`TaskOption` s, with no argparse) and ``answer(predictor, inputs, options)``, which returns
+`TaskOption` s, with no argparse) and ``answer(predictor, inputs, options, names)``, which returns
 `Answers`. The command line adds the positional inputs, ``--checkpoint``, ``--input`` and
 ``--device`` to every such command, and ``--plot-attention`` where the predictor draws one;
 it prints the answers and writes their files, so that no command module names a task.
@@ -41,8 +41,10 @@ class PredictCommand:
     its positional arguments are ("sentences") and ``verb`` what it does to each
     ("translate"), for its help and errors. ``options``: what it reads beyond the inputs,
     the checkpoint and the device, given to ``answer`` as flag -> value (only those given).
-    ``answer(predictor, inputs, options)`` answers every input with ``Task.predictor``'s
-    object. ``plots_attention``: the predictor has ``attention_map(text, **search settings)``
+    ``answer(predictor, inputs, options, names)`` answers every input with ``Task.predictor``'s
+    object; ``names`` are what an error calls each input ("F: line 3", "stdin: line 3", "input 3"
+    for an argument), for a failure that stops the command (a refused input's note has its number).
+    ``plots_attention``: the predictor has ``attention_map(text, **search settings)``
     (a `models.attention_maps.AttentionMap`), so the command offers ``--plot-attention``.
     """
 
@@ -50,6 +52,6 @@ class PredictCommand:
     help: str
     inputs: str
     verb: str
-    answer: Callable[[Any, list[str], Mapping[str, Any]], Answers]
+    answer: Callable[[Any, list[str], Mapping[str, Any], list[str]], Answers]
     options: tuple[TaskOption, ...] = ()
     plots_attention: bool = False
