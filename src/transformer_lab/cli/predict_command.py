@@ -22,6 +22,7 @@ from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.decoding.search_settings import check_no_beam_settings
 from transformer_lab.folders import FolderWriteError
+from transformer_lab.tasks.command import INPUT_NAMES
 from transformer_lab.tasks.registry import TASKS
 from transformer_lab.tasks.task import Task
 from transformer_lab.training.checkpoint import checkpoint_files
@@ -88,7 +89,7 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
             )
     predictor = task.predictor_for(arguments.checkpoint, device)
     names = input_names(arguments.inputs, arguments.input, len(inputs))
-    answers = command.answer(predictor, inputs, options, names)
+    answers = command.answer(predictor, inputs, {**options, INPUT_NAMES: names})
     flags = {value: flag for flag, value in options.items() if isinstance(value, Path)}
     for path, text in answers.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)

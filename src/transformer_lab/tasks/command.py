@@ -2,7 +2,7 @@
 
 A task that answers lines of text (translate, couplet, classify) declares a `PredictCommand`
 as ``Task.command``: the command's name, what its inputs are, the options it reads (as
-`TaskOption` s, with no argparse) and ``answer(predictor, inputs, options, names)``, which returns
+`TaskOption` s, with no argparse) and ``answer(predictor, inputs, options)``, which returns
 `Answers`. The command line adds the positional inputs, ``--checkpoint``, ``--input`` and
 ``--device`` to every such command, and ``--plot-attention`` where the predictor draws one;
 it prints the answers and writes their files, so that no command module names a task.
@@ -16,6 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from transformer_lab.tasks.evaluation import TaskOption
+
+# Beside the flags in ``options``: what an error that stops the command calls each input, as the
+# user gave it ("F: line 3" of --input, "stdin: line 3", "input 3" for an argument).
+INPUT_NAMES = "input names"
 
 
 @dataclass
@@ -41,17 +45,16 @@ class PredictCommand:
     its positional arguments are ("sentences") and ``verb`` what it does to each
     ("translate"), for its help and errors. ``options``: what it reads beyond the inputs,
     the checkpoint and the device, given to ``answer`` as flag -> value (only those given).
-    ``answer(predictor, inputs, options, names)`` answers every input with ``Task.predictor``'s
-    object; ``names`` are what an error calls each input ("F: line 3", "stdin: line 3", "input 3"
-    for an argument), for a failure that stops the command (a refused input's note has its number).
-    ``plots_attention``: the predictor has ``attention_map(text, **search settings)``
-    (a `models.attention_maps.AttentionMap`), so the command offers ``--plot-attention``.
+    ``answer(predictor, inputs, options)`` answers every input with ``Task.predictor``'s
+    object; ``options`` also holds, under :data:`INPUT_NAMES`, what an error calls each input.
+    ``plots_attention``: the predictor has ``attention_map(text, **search settings)`` (a
+    `models.attention_maps.AttentionMap`), so the command offers ``--plot-attention``.
     """
 
     name: str
     help: str
     inputs: str
     verb: str
-    answer: Callable[[Any, list[str], Mapping[str, Any], list[str]], Answers]
+    answer: Callable[[Any, list[str], Mapping[str, Any]], Answers]
     options: tuple[TaskOption, ...] = ()
     plots_attention: bool = False

@@ -305,7 +305,7 @@ def printed_shares(probabilities: Mapping[str, float]) -> str:
     return f"{shown} (+{len(probabilities) - PRINTED_TOP:,} more classes; --output keeps all)"
 
 
-def answer(classifier: Classifier, texts: list[str], options: Mapping[str, Any], names: list[str]) -> Answers:
+def answer(classifier: Classifier, texts: list[str], options: Mapping[str, Any]) -> Answers:
     """``transformer-lab classify``: a line per text (see the module docstring), and ``--output``'s JSON lines."""
     results = classifier._classify_each(
         texts, options.get(PRECISION.flag, "auto"), options.get(TRUNCATE.flag, False), TRUNCATE.flag

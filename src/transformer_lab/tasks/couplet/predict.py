@@ -343,7 +343,7 @@ NUM_CANDIDATES = TaskOption(
 )
 
 
-def answer(writer: CoupletWriter, lines: list[str], options: Mapping[str, Any], names: list[str]) -> Answers:
+def answer(writer: CoupletWriter, lines: list[str], options: Mapping[str, Any]) -> Answers:
     """``transformer-lab couplet``: a lower line per upper line, or each upper line and its ranked lower lines."""
     count = options.get(NUM_CANDIDATES.flag, 1)
     constraints = with_constraint_options(writer.config.constraints, options, writer.config.decode)

@@ -27,7 +27,7 @@ from transformer_lab.decoding.sources import Candidate, check_batch_size
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.attention_maps import cross_attention
 from transformer_lab.one_line import line_break_notes, one_line
-from transformer_lab.tasks.command import Answers, PredictCommand
+from transformer_lab.tasks.command import INPUT_NAMES, Answers, PredictCommand
 from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption, search_keywords
 from transformer_lab.tasks.task import ONLY_WHEN, Endpoint, Serving
 
@@ -242,9 +242,10 @@ NBEST = TaskOption(
 )
 
 
-def answer(translator: Translator, sentences: list[str], options: Mapping[str, Any], names: list[str]) -> Answers:
+def answer(translator: Translator, sentences: list[str], options: Mapping[str, Any]) -> Answers:
     """``transformer-lab translate``: one translation a line (even an empty one), or ``--nbest``'s ranked lines."""
     settings = search_keywords(options)
+    names = options.get(INPUT_NAMES)  # a sentence too long is named by its file and line
     nbest = options.get(NBEST.flag)
     if nbest is not None:
         # A blank sentence has no candidates, so no line; the numbers show the gap.
@@ -256,7 +257,7 @@ def answer(translator: Translator, sentences: list[str], options: Mapping[str, A
         ]
         texts = [candidate.text for candidates in found for candidate in candidates]
         return Answers(lines, line_break_notes(texts, "translations"))
-    translations = translator.translate(sentences, names=names, **settings)  # one too long named by file and line
+    translations = translator.translate(sentences, names=names, **settings)
     notes = [
         f"input {number}: {_why_empty(sentence)}"
         for number, (sentence, translated) in enumerate(zip(sentences, translations), start=1)
