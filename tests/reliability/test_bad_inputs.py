@@ -1404,6 +1404,17 @@ CLI_CASES = [
         for given, prefix in [("--set", ""), ("--config", r"--config .*c\.yaml: ")]
     ],
     CliCase(
+        "evaluate: the checkpoint's missing data folder",
+        lambda tmp, ck: [
+            "evaluate",
+            "translation",
+            "--checkpoint",
+            str(write_translation_checkpoint(tmp / "ck", [f"data.data_dir={tmp / 'gone'}"])),
+        ],
+        # Not --data-dir, which was not given: the folder is the one the checkpoint's config.json records.
+        r"^transformer-lab evaluate: error: the checkpoint's data\.data_dir '.*gone': expected an existing folder",
+    ),
+    CliCase(
         "lab: missing data folder",
         lambda tmp, ck: ["lab", "tgt-padding-mask", "--data-dir", str(tmp / "nodata")],
         r"^transformer-lab lab: error: --data-dir '.*nodata': expected an existing folder holding multi30k/",

@@ -76,8 +76,9 @@ def run(arguments: argparse.Namespace) -> int:
     )
     try:
         report = evaluate(arguments.task, arguments.checkpoint, arguments.split, options)
-    except DatasetMissingError as error:
-        raise error.named("--data-dir") from None
+    except DatasetMissingError as error:  # --data-dir, else the folder the checkpoint's config.json recorded
+        given = arguments.data_dir is not None
+        raise error.named("--data-dir" if given else "the checkpoint's data.data_dir") from None
     for line in report.lines:
         print(line)
     if report.confusion is not None:
