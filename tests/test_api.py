@@ -8,9 +8,12 @@ API object on the same checkpoint with the same settings, then compares every ou
 from __future__ import annotations
 
 import dataclasses
+import errno
+import os
 import pickle
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -158,6 +161,15 @@ def test_plot_attention_draws_what_the_translator_draws(
     assert printed.err.count("\n") == 1
     assert printed.err.startswith(
         f"transformer-lab translate: failed: --plot-attention: could not write {str(unwritable)!r} ("
+    )
+    # A refusal the library names already is said once (was: "could not write 'P' (could not write 'P' (...)").
+    with mock.patch("pathlib.Path.mkdir", side_effect=PermissionError(errno.EACCES, os.strerror(errno.EACCES))):
+        refused = tmp_path / "figures" / "attention.png"
+        arguments = ["--plot-attention", str(refused), "Hallo"]
+        assert main(["translate", "--checkpoint", str(translation_checkpoint), *arguments]) == 1
+    assert capsys.readouterr().err == (
+        f"transformer-lab translate: failed: --plot-attention: could not write {str(refused)!r} "
+        "(Permission denied, EACCES); nothing was written\n"
     )
 
 

@@ -189,7 +189,7 @@ def test_the_command_refuses_two_table_files_in_one_line_and_writes_nothing(
     assert main([command, task, "--train", str(first), str(second), "--out", str(out)]) == 2
     error = capsys.readouterr().err.strip()
     assert "\n" not in error and error.startswith(
-        f"transformer-lab {command}: error: --train: expected two aligned line files"
+        f"transformer-lab {command}: error: --train: data.train_files: expected two aligned line files"
     ), error
     assert "a.jsonl' and '" in error and "b.jsonl', and .jsonl is the suffix of a one-file format" in error
     assert not out.exists()

@@ -21,6 +21,7 @@ from transformer_lab.api import CoupletWriter
 from transformer_lab.cli import main
 from transformer_lab.data import BOS_ID, Vocabulary
 from transformer_lab.data.subword import token_labels
+from transformer_lab.folders import FolderWriteError
 from transformer_lab.lab import figures, result_plots
 from transformer_lab.lab.checkpoints import checkpoint_attention, load_seq2seq_checkpoint, sentence_attention
 from transformer_lab.models.attention_maps import attention_maps
@@ -489,3 +490,35 @@ def test_a_figure_written_on_a_disk_that_fills_leaves_the_earlier_one_whole(
     with pytest.raises(OSError, match="nothing was written"):
         figures.plot_attention_heatmap(torch.rand(2, 3), ["a", "b", "c"], ["x", "y"], tmp_path / "heat.png")
     assert not (tmp_path / "heat.png").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, a folder that takes no new files")
+def test_an_out_the_system_will_not_make_is_one_line_naming_the_option_and_the_path(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Was "[Errno 2] No such file or directory: '/proc/x.png'": the raw errno, naming no option.
+    for out in ("/proc/x.png", "/proc/no-folder/x.png"):
+        assert main(["plot", "masks", "--out", out]) == 2
+        assert capsys.readouterr().err == (
+            f"transformer-lab plot: error: --out: could not write {out!r} (No such file or directory, ENOENT); "
+            "nothing was written\n"
+        )
+    # The Python API names the path (its keyword is the path itself).
+    refused = r"^could not write '/proc/x\.png' \(No such file or directory, ENOENT\); nothing was written$"
+    with pytest.raises(FolderWriteError, match=refused):
+        figures.plot_masks("/proc/x.png")
+
+
+def test_an_out_folder_not_the_users_to_make_is_named_as_the_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def refused(self: Path, *arguments: object, **options: object) -> None:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refused)
+    out = tmp_path / "figures" / "masks.png"
+    assert main(["plot", "positions", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"transformer-lab plot: error: --out: could not write {str(out)!r} (Permission denied, EACCES); "
+        "nothing was written\n"
+    )

@@ -44,6 +44,7 @@ from transformer_lab import nn as lab_nn
 from transformer_lab.cli import main
 from transformer_lab.data import SubwordTokenizer, Vocabulary, read_ag_news_csv, read_lines, read_parallel_text
 from transformer_lab.data.couplet import LOWER_FILE, UPPER_FILE, load_couplets, read_couplets
+from transformer_lab.data.dataset_folder import DatasetMissingError
 from transformer_lab.data.line_stream import count_lines
 from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
 from transformer_lab.decoding.sentences import translate_nbest, translate_sentences
@@ -578,7 +579,7 @@ LIBRARY_CASES = [
     LibraryCase(
         "couplet: split missing",
         lambda tmp, ck: load_couplets("test", tmp),
-        FileNotFoundError,
+        DatasetMissingError,  # a FileNotFoundError the commands rename after the option that gave the folder
         r"expected the couplet split 'test' \(in\.txt and out\.txt\) in one of '{tmp}/couplet/test'",
     ),
 ]
@@ -734,12 +735,32 @@ CLI_CASES = [
     CliCase(
         "translate: undecodable argument bytes",
         lambda tmp, ck: translate_argv(ck.translation, "gr\udcfc\udcdfe"),
-        r"sentences\[0\]: text must be valid Unicode text, got the lone surrogate U\+DCFC",
+        r"^transformer-lab translate: error: input 1: text must be valid Unicode text, got the lone surrogate U\+DCFC",
     ),
+    # A sentence too long for the model is named as the user gave it (was: "sentences[1]", the index
+    # into a Python list, one below the line number and naming no file); the command still stops.
     CliCase(
         "translate: 10,000 characters",
-        lambda tmp, ck: translate_argv(ck.translation, "Haus " * 2_000),
-        r"sentences\[0\] must be at most 256 subword tokens",
+        lambda tmp, ck: translate_argv(ck.translation, "Hallo", "Haus " * 2_000),
+        r"^transformer-lab translate: error: input 2 must be at most 256 subword tokens \(the model's max_len\), "
+        r"got 10000 characters, so at least \d+$",
+    ),
+    *[
+        CliCase(
+            f"translate: an --input line too long{label}",
+            lambda tmp, ck, extra=extra: translate_argv(
+                ck.translation, "--input", str(write_lines(tmp / "long.txt", ["Hallo", "Haus " * 2_000])), *extra
+            ),
+            r"^transformer-lab translate: error: .*long\.txt: line 2 must be at most 256 subword tokens "
+            r"\(the model's max_len\), got 10000 characters, so at least \d+$",
+        )
+        for label, extra in [("", ()), (", --nbest 2", ("--nbest", "2"))]
+    ],
+    CliCase(
+        "translate: a stdin line too long",
+        lambda tmp, ck: translate_argv(ck.translation),
+        r"^transformer-lab translate: error: stdin: line 3 must be at most 256 subword tokens \(the model's max_len\)",
+        stdin=("eins\nzwei\n" + "Haus " * 2_000 + "\n").encode(),
     ),
     CliCase(
         "translate: --beam 0",
@@ -841,7 +862,7 @@ CLI_CASES = [
     CliCase(
         "evaluate: missing data folder",
         lambda tmp, ck: evaluate_argv(ck.translation, tmp / "nodata"),
-        r"data_dir='.*nodata': expected an existing folder",
+        r"^transformer-lab evaluate: error: --data-dir '.*nodata': expected an existing folder",
     ),
     CliCase(
         "train: --data-dir for a task that reads no data",
@@ -988,7 +1009,7 @@ CLI_CASES = [
         CliCase(
             # Was "checkpoint: expected ...", naming an option these commands do not have.
             f"{command}: --init-from no checkpoint",
-            lambda tmp, ck, command=command: [command, "couplet", "--train", str(a_file(tmp)), str(a_file(tmp))]
+            lambda tmp, ck, command=command: [command, "couplet", "--train", str(a_file(tmp)), str(tmp / "lower.txt")]
             + ["--init-from", str(tmp / "nowhere"), "--out", str(tmp / "out")],
             rf"^transformer-lab {command}: error: --init-from: expected a checkpoint folder \(with config\.json\) "
             r"or a run folder holding best/ or last/, got '.*nowhere'$",
@@ -1319,14 +1340,30 @@ CLI_CASES = [
                 "--train",
                 str(write_lines(tmp / "one.txt", ["春风"])),
             ],
-            rf"^transformer-lab {command}: error: --train: expected two files \({sides}\) for the format 'lines', "
-            r"got 1 path \('.*one\.txt'\)$",
+            rf"^transformer-lab {command}: error: --train: data\.train_files: expected two files \({sides}\) "
+            r"for the format 'lines', got 1 path \('.*one\.txt'\)$",
         )
         for command, task, sides in [
             ("train", "translation", "source then target"),
             ("prepare", "translation", "source then target"),
             ("train", "couplet", "upper then lower"),
         ]
+    ],
+    *[
+        CliCase(
+            f"{command} {task}: one data.train_files of no known form, by {given}",
+            lambda tmp, ck, command=command, task=task, given=given: [command, task, "--out", str(tmp / "r")]
+            + {
+                "--set": ["--set", f"data.train_files={write_lines(tmp / 'one.txt', ['春风'])}"],
+                "--train": ["--train", str(write_lines(tmp / "one.txt", ["春风"]))],
+                "--config": ["--config", str(write_lines(tmp / "c.yaml", ["data:", "  train_files: [one.txt]"]))],
+            }[given],
+            rf"^transformer-lab {command}: error: {prefix}data\.train_files: cannot tell the form of '.*one\.txt' "
+            r"from its suffix: expected \.tsv, \.jsonl or \.json \(or two aligned line files, or set "
+            r"data\.file_format=tsv or jsonl\)$",
+        )
+        for command, task in [("train", "translation"), ("prepare", "translation"), ("train", "couplet")]
+        for given, prefix in [("--set", ""), ("--train", "--train: "), ("--config", r"--config .*c\.yaml: ")]
     ],
     *[
         CliCase(
@@ -1349,7 +1386,38 @@ CLI_CASES = [
     CliCase(
         "train classification: missing data folder",
         lambda tmp, ck: ["train", "classification", "--out", str(tmp / "r"), "--data-dir", str(tmp / "nodata")],
-        r"data_dir='.*nodata': expected an existing folder",
+        r"^transformer-lab train: error: --data-dir '.*nodata': expected an existing folder",
+    ),
+    # The folder is named as the user gave it, never as the Python keyword data_dir='...'.
+    *[
+        CliCase(
+            f"{command} {task}: missing data folder, by {given}",
+            lambda tmp, ck, command=command, task=task, given=given: [command, task, "--out", str(tmp / "r")]
+            + {
+                "--set": ["--set", f"data.data_dir={tmp / 'nodata'}"],
+                "--config": ["--config", str(write_lines(tmp / "c.yaml", ["data:", f"  data_dir: {tmp / 'nodata'}"]))],
+            }[given],
+            rf"^transformer-lab {command}: error: {prefix}data\.data_dir '.*nodata': expected an existing folder "
+            rf"holding {folder}/, got '.*nodata', which does not exist; run `transformer-lab download",
+        )
+        for command, task, folder in [("train", "translation", "multi30k"), ("prepare", "classification", "ag_news")]
+        for given, prefix in [("--set", ""), ("--config", r"--config .*c\.yaml: ")]
+    ],
+    CliCase(
+        "evaluate: the checkpoint's missing data folder",
+        lambda tmp, ck: [
+            "evaluate",
+            "translation",
+            "--checkpoint",
+            str(write_translation_checkpoint(tmp / "ck", [f"data.data_dir={tmp / 'gone'}"])),
+        ],
+        # Not --data-dir, which was not given: the folder is the one the checkpoint's config.json records.
+        r"^transformer-lab evaluate: error: the checkpoint's data\.data_dir '.*gone': expected an existing folder",
+    ),
+    CliCase(
+        "lab: missing data folder",
+        lambda tmp, ck: ["lab", "tgt-padding-mask", "--data-dir", str(tmp / "nodata")],
+        r"^transformer-lab lab: error: --data-dir '.*nodata': expected an existing folder holding multi30k/",
     ),
     CliCase(
         "train classification: a data folder without the CSV",

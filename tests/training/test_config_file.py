@@ -76,6 +76,11 @@ def test_train_applies_the_files_in_order_then_set_wins(tmp_path: Path) -> None:
         ("model:\n  d_model: sixty\n", r"run.yaml: model\.d_model: expected an int"),
         ("model: [1, 2\n", r"run.yaml: line \d+: expected YAML, got an error"),
         ("- model\n", r"run.yaml: expected sections of keys"),
+        # An empty file was read as no settings, without a word: likely emptied, or not the file meant.
+        *[
+            (empty, r"run\.yaml: expected a mapping of settings \(model:, train:, data:, \.\.\.\), got an empty file$")
+            for empty in ("", "# model:\n#   d_model: 64\n\n", "---\n")
+        ],
         ("model: 3\n", r"run.yaml: model: expected a mapping of its keys \(such as .*\), got 3$"),
         ("train:\n", r"run.yaml: train: expected a mapping of its keys \(such as seed, .*\), got nothing$"),
         (

@@ -11,7 +11,7 @@ from transformer_lab.cli.task_options import add_task_options
 from transformer_lab.data import decode_lines, read_lines
 from transformer_lab.tasks.evaluation import DECODE_PRECISION
 
-__all__ = ["add_precision_argument", "input_lines"]
+__all__ = ["add_precision_argument", "input_lines", "input_names"]
 
 
 def add_precision_argument(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +22,7 @@ def add_precision_argument(parser: argparse.ArgumentParser) -> None:
 def input_lines(texts: Sequence[str], input_path: Path | None, purpose: str = "decode") -> list[str]:
     """The lines to ``purpose`` (a verb for messages): the positional texts, every line of --input, or stdin.
 
-    An empty --input file or empty stdin is an error, not a silent no-op.
+    An empty --input file or empty stdin is an error, not a silent no-op. :func:`input_names` names them.
     """
     if input_path is not None and texts:
         raise ValueError("expected either text arguments or --input, got both")
@@ -39,3 +39,9 @@ def input_lines(texts: Sequence[str], input_path: Path | None, purpose: str = "d
     if not lines:
         raise ValueError(f"stdin: expected at least one line to {purpose}, got none")
     return lines
+
+
+def input_names(texts: Sequence[str], input_path: Path | None, count: int) -> list[str]:
+    """What an error calls each of the ``count`` inputs: "F: line N" of --input, "stdin: line N", else "input N"."""
+    where = "input {}" if texts else f"{input_path}: line {{}}" if input_path is not None else "stdin: line {}"
+    return [where.format(number) for number in range(1, count + 1)]

@@ -17,6 +17,7 @@ from transformer_lab.cli.bounds import file_path_of, path_of
 from transformer_lab.cli.decode_options import add_precision_argument
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
+from transformer_lab.data.dataset_folder import DatasetMissingError
 from transformer_lab.extras import MissingExtraError
 from transformer_lab.folders import FolderWriteError, describe_os_error
 from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, TaskOption
@@ -73,7 +74,11 @@ def run(arguments: argparse.Namespace) -> int:
         # Only the options given: a task refuses those it does not read.
         task_options=given_options(arguments, arguments.task_options),
     )
-    report = evaluate(arguments.task, arguments.checkpoint, arguments.split, options)
+    try:
+        report = evaluate(arguments.task, arguments.checkpoint, arguments.split, options)
+    except DatasetMissingError as error:  # --data-dir, else the folder the checkpoint's config.json recorded
+        given = arguments.data_dir is not None
+        raise error.named("--data-dir" if given else "the checkpoint's data.data_dir") from None
     for line in report.lines:
         print(line)
     if report.confusion is not None:

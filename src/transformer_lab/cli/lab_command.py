@@ -9,6 +9,7 @@ import argparse
 
 from transformer_lab.cli.bounds import float_in, int_in
 from transformer_lab.data._checks import SEED_RANGE
+from transformer_lab.data.dataset_folder import DatasetMissingError
 from transformer_lab.lab.mask_experiments import DEFAULT_TOLERANCE, EXPERIMENTS, build_lab_setup, run_experiment
 from transformer_lab.lab.mask_report import format_lab_result
 
@@ -70,13 +71,16 @@ def run(arguments: argparse.Namespace) -> int:
             f"--{keyword.replace('_', '-')}: expected only without --checkpoint (the checkpoint fixes the model), "
             f"got {value}"
         )
-    setup = build_lab_setup(
-        checkpoint=arguments.checkpoint,
-        data_dir=arguments.data_dir,
-        batch_size=arguments.batch_size,
-        seed=arguments.seed,
-        **given,
-    )
+    try:
+        setup = build_lab_setup(
+            checkpoint=arguments.checkpoint,
+            data_dir=arguments.data_dir,
+            batch_size=arguments.batch_size,
+            seed=arguments.seed,
+            **given,
+        )
+    except DatasetMissingError as error:
+        raise error.named("--data-dir") from None
     result = run_experiment(arguments.experiment, setup, tolerance=arguments.tolerance)
     print(format_lab_result(result))
     return 0 if result.holds else 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from transformer_lab.cli.bounds import path_of
@@ -60,6 +60,14 @@ def resolved_config(
         if setting.origin not in file_origins or _value_at(config, key) != _value_at(preset, key)
     }
     return config, kept
+
+
+def given_name(changed: Mapping[str, Setting], key: str) -> str:
+    """``key`` as the user gave it, for a message: its option (``--data-dir``), the key (--set), or the file and key."""
+    setting = changed.get(key)
+    if setting is None or setting.text:
+        return key
+    return f"{setting.origin}: {key}" if setting.origin.startswith("--config") else setting.origin
 
 
 def _value_at(config: object, key: str) -> object:

@@ -9,11 +9,14 @@ each a function of :mod:`transformer_lab.lab.figures`, and ``training-curve`` (n
 from __future__ import annotations
 
 import argparse
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from transformer_lab.cli.bounds import float_in, int_in
+from transformer_lab.folders import FolderWriteError
 from transformer_lab.setting_error import SettingError
 
 # A figure's canvas, 4 bytes a pixel: each option's own bound still lets --width 54
@@ -130,17 +133,32 @@ def _output_options(arguments: argparse.Namespace) -> dict[str, Any]:
     return {"figsize": (arguments.width, arguments.height), "dpi": arguments.dpi}
 
 
+def _out_named(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``run``, with a write of the figure that the system refused named as --out (the library names the path)."""
+
+    @functools.wraps(run)
+    def named(arguments: argparse.Namespace) -> int:
+        try:
+            return run(arguments)
+        except FolderWriteError as error:
+            raise FolderWriteError(error.errno, f"--out: {error}") from error
+
+    return named
+
+
 def _report(path: Path) -> int:
     print(f"wrote {path}")
     return 0
 
 
+@_out_named
 def _run_masks(arguments: argparse.Namespace) -> int:
     options = _output_options(arguments)
     path = _figures().plot_masks(arguments.out, length=arguments.length, real_length=arguments.real_length, **options)
     return _report(path)
 
 
+@_out_named
 def _run_positions(arguments: argparse.Namespace) -> int:
     options = _output_options(arguments)
     path = _figures().plot_positions(arguments.out, max_len=arguments.max_len, d_model=arguments.d_model, **options)
@@ -163,6 +181,7 @@ def _parse_settings(text: str) -> list[tuple[int, int]]:
     return settings
 
 
+@_out_named
 def _run_lr_schedule(arguments: argparse.Namespace) -> int:
     options = _output_options(arguments)
     path = _figures().plot_lr_schedule(
@@ -175,6 +194,7 @@ def _run_lr_schedule(arguments: argparse.Namespace) -> int:
     return _report(path)
 
 
+@_out_named
 def _run_attention(arguments: argparse.Namespace) -> int:
     try:
         path = _figures().plot_checkpoint_attention(
@@ -194,6 +214,7 @@ def _run_attention(arguments: argparse.Namespace) -> int:
     return _report(path)
 
 
+@_out_named
 def _run_training_curve(arguments: argparse.Namespace) -> int:
     options = _output_options(arguments)
     metrics = Path(arguments.metrics)

@@ -17,10 +17,12 @@ from pathlib import Path
 
 from transformer_lab.atomic_files import check_file_to_write, check_not_an_input, write_text_atomically
 from transformer_lab.cli.bounds import file_path_of, path_of
-from transformer_lab.cli.decode_options import input_lines
+from transformer_lab.cli.decode_options import input_lines, input_names
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.decoding.search_settings import check_no_beam_settings
+from transformer_lab.folders import FolderWriteError
+from transformer_lab.tasks.command import INPUT_NAMES
 from transformer_lab.tasks.registry import TASKS
 from transformer_lab.tasks.task import Task
 from transformer_lab.training.checkpoint import checkpoint_files
@@ -86,7 +88,8 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
                 "--plot-attention: expected a first input to draw, got a blank one (input 1); put the one to draw first"
             )
     predictor = task.predictor_for(arguments.checkpoint, device)
-    answers = command.answer(predictor, inputs, options)
+    names = input_names(arguments.inputs, arguments.input, len(inputs))
+    answers = command.answer(predictor, inputs, {**options, INPUT_NAMES: names})
     flags = {value: flag for flag, value in options.items() if isinstance(value, Path)}
     for path, text in answers.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -107,5 +110,7 @@ def _plot_attention(predictor: object, text: str, path: Path, options: dict[str,
     try:
         written = plot_attention_map(predictor, text, path, **search_keywords(options))
     except OSError as error:  # the answers are printed: only the figure is missing
-        raise OSError(f"--plot-attention: could not write {str(path)!r} ({error.strerror or error})") from error
+        said = f"could not write {str(path)!r} ({error.strerror or error})"
+        # A refusal the library named (FolderWriteError) says the path and the errno already.
+        raise OSError(f"--plot-attention: {error if isinstance(error, FolderWriteError) else said}") from error
     print(f"attention heat map: {written}", file=sys.stderr)

@@ -22,9 +22,15 @@ import json
 from pathlib import Path
 
 from transformer_lab.cli.bounds import path_of
-from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
+from transformer_lab.cli.overrides import (
+    add_config_file_argument,
+    add_override_arguments,
+    given_name,
+    resolved_config,
+)
 from transformer_lab.cli.train_command import DATA_OPTIONS, option_settings
 from transformer_lab.cli.unused_settings import check_settings_used
+from transformer_lab.data.dataset_folder import DatasetMissingError
 from transformer_lab.data.pair_files import check_validation_apart
 from transformer_lab.data.prepared_cache import CorpusKindError, NotAPreparedFolderError, verify_prepared
 from transformer_lab.tasks.registry import TASKS, task_named
@@ -129,7 +135,10 @@ def run(arguments: argparse.Namespace) -> int:
         # The manifest records the settings the checkpoint's vocabulary was made with, as the fine-tune's config.json.
         settings = task.vocabulary.settings if task.vocabulary is not None else ()
         config = with_checkpoint_vocabulary_settings(config, checkpoint, settings, changed)
-    report = task.prepare(config.data, arguments.out, not arguments.no_progress, checkpoint)
+    try:
+        report = task.prepare(config.data, arguments.out, not arguments.no_progress, checkpoint)
+    except DatasetMissingError as error:  # the folder named as given: --data-dir, --set or --config
+        raise error.named(given_name(changed, "data.data_dir")) from None
     print(json.dumps({"prepared": str(arguments.out), **report}, ensure_ascii=False))
     init_from = "" if checkpoint is None else f" --init-from {arguments.init_from}"
     print(f"train with: transformer-lab train {task.name} --prepared {arguments.out}{init_from} --out RUN_FOLDER")

@@ -15,8 +15,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from transformer_lab.cli.bounds import checked_text, path_of
-from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
+from transformer_lab.cli.overrides import (
+    add_config_file_argument,
+    add_override_arguments,
+    given_name,
+    resolved_config,
+)
 from transformer_lab.cli.unused_settings import check_settings_used
+from transformer_lab.data.dataset_folder import DatasetMissingError
 from transformer_lab.data.pair_files import check_validation_apart
 from transformer_lab.data.prepared_settings import with_prepared_settings
 from transformer_lab.devices import resolve_device
@@ -204,6 +210,8 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
         result = task.train(config, out_dir, resume=arguments.resume, init_from=init_from)
     except CooldownTooLongError as error:
         raise unscaled_cooldown_error(error, changed) from None
+    except DatasetMissingError as error:  # the folder named as given: --data-dir, --set or --config
+        raise error.named(given_name(changed, "data.data_dir")) from None
     closing = task.closing(result, config) if task.closing is not None else Closing([], {})
     if not is_main_process():
         return 0  # under torchrun rank 0 reports (the weights are the same on every rank)

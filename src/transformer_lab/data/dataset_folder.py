@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 DATA_ENVIRONMENT_VARIABLE = "TRANSFORMER_LAB_DATA"
 # The name `transformer-lab download` takes for each dataset folder.
@@ -56,9 +57,27 @@ def download_hint(folder_name: str, data_dir: str | os.PathLike[str] | None = No
     return f"run `{command}` to fetch it"
 
 
+class DatasetMissingError(FileNotFoundError):
+    """A dataset not found where the readers looked; a command names a given folder as the user gave it."""
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None, origin: str, rest: str) -> None:
+        super().__init__(f"{origin}: {rest}")
+        self.data_dir, self.origin, self.rest = data_dir, origin, rest
+
+    def named(self, name: str) -> DatasetMissingError:
+        """The same error naming ``name`` (``--data-dir``, ``data.data_dir``) as where a given folder came from."""
+        if self.data_dir is None:  # the environment's or the default folder, named so already
+            return self
+        return DatasetMissingError(self.data_dir, f"{name} {str(self.data_dir)!r}", self.rest)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Copied or sent to another process whole, not as its message alone.
+        return (DatasetMissingError, (self.data_dir, self.origin, self.rest))
+
+
 def dataset_missing(
     data_dir: str | os.PathLike[str] | None, folder_name: str, expected: str, fetch: str | None = None
-) -> FileNotFoundError:
+) -> DatasetMissingError:
     """The error for a dataset not found where the readers looked, the same for every dataset.
 
     It starts with where the data folder came from (`data_root`'s "data_dir=...",
@@ -68,7 +87,7 @@ def dataset_missing(
     """
     _, origin = data_root(data_dir, folder_name)
     fetch = download_hint(folder_name, data_dir) if fetch is None else fetch
-    return FileNotFoundError(f"{origin}: {expected}" + (f"; {fetch}" if fetch else ""))
+    return DatasetMissingError(data_dir, origin, expected + (f"; {fetch}" if fetch else ""))
 
 
 def data_folder_not_a_file(data_dir: str | os.PathLike[str] | None, folder_name: str) -> Path:

@@ -90,7 +90,7 @@ def pair_file_format(
     if not expected:
         raise ValueError(
             f"{name}: cannot tell the form of {str(paths[0])!r} from its suffix: expected .tsv, .jsonl or .json "
-            "(or two aligned line files, or file_format='tsv'/'jsonl')"
+            "(or two aligned line files, or set data.file_format=tsv or jsonl)"
         )
     return expected
 

@@ -12,7 +12,16 @@ from transformer_lab.data import SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding.config import DecodeConfig
 from transformer_lab.decoding.sources import Candidate, TranslationModel, candidates_of, decode_sources
 
-__all__ = ["translate_nbest", "translate_sentences"]
+__all__ = ["sentence_names", "translate_nbest", "translate_sentences"]
+
+
+def sentence_names(names: Sequence[str] | None, count: int) -> Sequence[str]:
+    """What errors call each of ``count`` sentences: ``names`` (a file and line), checked; None: ``sentences[i]``."""
+    if names is None:
+        return [f"sentences[{index}]" for index in range(count)]
+    if len(names) != count:
+        raise ValueError(f"names: expected one per sentence ({count}), got {len(names)}")
+    return names
 
 
 def _encode_sources(
@@ -69,11 +78,7 @@ def translate_sentences(
     length; nothing is truncated.
     """
     tokenizers = TokenizerPair.of(tokenizer)
-    if names is None:
-        names = [f"sentences[{index}]" for index in range(len(sentences))]
-    elif len(names) != len(sentences):
-        raise ValueError(f"names: expected one per sentence ({len(sentences)}), got {len(names)}")
-    encoded = _encode_sources(model, tokenizers.source, sentences, names)
+    encoded = _encode_sources(model, tokenizers.source, sentences, sentence_names(names, len(sentences)))
     found = decode_sources(model, encoded, decode_config, batch_size=batch_size)
     return [
         candidates_of(hypotheses[:1], tokenizers.target.decode)[0].text if hypotheses else "" for hypotheses in found

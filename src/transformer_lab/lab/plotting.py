@@ -16,7 +16,7 @@ from pathlib import Path
 
 from transformer_lab.atomic_files import write_through_temporary
 from transformer_lab.extras import require_extra
-from transformer_lab.folders import writes_refused_as
+from transformer_lab.folders import refused_write, writes_refused_as
 from transformer_lab.path_argument import path_argument
 
 matplotlib = require_extra("matplotlib", "drawing figures")
@@ -88,11 +88,15 @@ def write_figure(figure: Figure, path: Path, dpi: int) -> None:
 
     Drawn into a temporary file beside it and renamed: a full disk or Ctrl-C while matplotlib
     writes leaves an earlier figure of that name as it was. A folder the system refuses (read
-    only, full, not this user's) is one line naming ``path`` (a `FolderWriteError`).
+    only, full, not this user's, or one that takes no files, as /proc) is one line naming ``path`` (a
+    `FolderWriteError`).
     """
-    with writes_refused_as(path, "nothing was written", permission=True):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_through_temporary(path, lambda file: figure.savefig(file, dpi=dpi, format=path.suffix.lower()[1:]))
+    try:
+        with writes_refused_as(path, "nothing was written", permission=True):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_through_temporary(path, lambda file: figure.savefig(file, dpi=dpi, format=path.suffix.lower()[1:]))
+    except FileNotFoundError as error:  # its folder is there or was just made: the system refused the file in it
+        raise refused_write(error, path, "nothing was written") from error
 
 
 def show_figure(path: str | os.PathLike[str]) -> Path:

@@ -17,6 +17,10 @@ from typing import Any
 
 from transformer_lab.tasks.evaluation import TaskOption
 
+# Beside the flags in ``options``: what an error that stops the command calls each input, as the
+# user gave it ("F: line 3" of --input, "stdin: line 3", "input 3" for an argument).
+INPUT_NAMES = "input names"
+
 
 @dataclass
 class Answers:
@@ -42,8 +46,9 @@ class PredictCommand:
     ("translate"), for its help and errors. ``options``: what it reads beyond the inputs,
     the checkpoint and the device, given to ``answer`` as flag -> value (only those given).
     ``answer(predictor, inputs, options)`` answers every input with ``Task.predictor``'s
-    object. ``plots_attention``: the predictor has ``attention_map(text, **search settings)``
-    (a `models.attention_maps.AttentionMap`), so the command offers ``--plot-attention``.
+    object; ``options`` also holds, under :data:`INPUT_NAMES`, what an error calls each input.
+    ``plots_attention``: the predictor has ``attention_map(text, **search settings)`` (a
+    `models.attention_maps.AttentionMap`), so the command offers ``--plot-attention``.
     """
 
     name: str

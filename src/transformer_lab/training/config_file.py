@@ -256,14 +256,15 @@ def load_bounded_yaml_text(text: str, where: str) -> Any:
 
 
 def config_file_settings(path: str | os.PathLike[str]) -> list[Setting]:
-    """The YAML file's values as settings from ``--config PATH``; a missing file, bad YAML or a list is refused."""
+    """The YAML file's values as settings from ``--config PATH``; a missing or empty file, bad YAML, a list refused."""
     path = Path(path)
     if path.is_dir():  # said as the other file options say it, not as if nothing were there
         raise ValueError(f"--config: expected a YAML file, got {str(path)!r}, which is a folder")
     if not path.is_file():
         raise FileNotFoundError(f"--config: expected an existing YAML file, got {str(path)!r}")
     content = load_bounded_yaml(path)
-    content = {} if content is None else content
+    if content is None:  # only comments (or a lone null): a file emptied or the wrong one, never meant as no change
+        raise ValueError(f"{path}: expected a mapping of settings (model:, train:, data:, ...), got an empty file")
     if not isinstance(content, Mapping):
         found = type(content).__name__
         raise ValueError(f"{path}: expected sections of keys (model:, train:, data:, ...), got {found}")

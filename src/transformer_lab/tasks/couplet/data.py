@@ -94,6 +94,9 @@ class CoupletDataConfig:
         counts = dict.fromkeys(("num_validation", "num_train"), ANY_COUNT)
         check_int_fields(self, "data", {**CORPUS_FIELD_BOUNDS, "max_length": (1, MAX_POSITIONS - 1), **counts})
         check_pair_format(self.file_format)
+        for name, files in (("train_files", self.train_files), ("valid_files", self.valid_files)):
+            if files:  # checked here, where an error names the option or key that gave the files
+                _user_files(self, files, f"data.{name}")
 
 
 CoupletData = Seq2SeqData[Vocabulary]

@@ -83,6 +83,9 @@ class TranslationDataConfig:
         check_int_fields(self, "data", {**CORPUS_FIELD_BOUNDS, **counts})
         check_dropout("data.bpe_dropout", self.bpe_dropout)
         check_pair_format(self.file_format)
+        for name, files in (("train_files", self.train_files), ("valid_files", self.valid_files)):
+            if files:  # checked here, where an error names the option or key that gave the files
+                PairFiles.of(files, self.source_language, self.target_language, self.file_format, f"data.{name}")
         if self.train_files and not self.valid_files and self.num_carved_validation == 0:
             # Else the carve of none is refused later, naming --valid and the pairs as if they were too few.
             raise ValueError(

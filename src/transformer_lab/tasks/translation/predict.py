@@ -22,12 +22,12 @@ from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.config import MAX_BEAM_SIZE as MAX_SEARCH_BEAMS
 from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor, Written
 from transformer_lab.decoding.search_settings import SearchKeywords
-from transformer_lab.decoding.sentences import translate_nbest, translate_sentences
+from transformer_lab.decoding.sentences import sentence_names, translate_nbest, translate_sentences
 from transformer_lab.decoding.sources import Candidate, check_batch_size
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.attention_maps import cross_attention
 from transformer_lab.one_line import line_break_notes, one_line
-from transformer_lab.tasks.command import Answers, PredictCommand
+from transformer_lab.tasks.command import INPUT_NAMES, Answers, PredictCommand
 from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption, search_keywords
 from transformer_lab.tasks.task import ONLY_WHEN, Endpoint, Serving
 
@@ -62,34 +62,39 @@ class Translator(Seq2SeqPredictor):
         length_penalty: float | None = None,
         beam_stop: str | None = None,
         batch_size: int = 64,
+        names: Sequence[str] | None = None,
     ) -> Any:
         """The translation of each sentence (``nbest`` 1: a str; more: :meth:`candidates`' list, best first).
 
         ``beam`` 1 is greedy search; ``precision`` "fp32", "bf16", "auto" (bf16 where this
         machine runs it fast) or "int8" (CPU); ``beam_stop`` "exact" or "finished". A blank
         sentence gives "" (no candidates); one longer than the model's positional table is a
-        ValueError naming its index.
+        ValueError naming it: ``names[i]`` where given (its file and line), else its index.
         """
         texts = texts_of(sentences, "sentences")
         # Checked here too: with nbest > 1 each sentence is searched alone and batch_size is never read.
         check_batch_size(batch_size)
         if nbest == 1:
             model, decode = self.decoding(beam, nbest, precision, length_penalty, beam_stop)
-            results: list[Any] = translate_sentences(model, self.tokenizers, texts, decode, batch_size)
+            results: list[Any] = translate_sentences(model, self.tokenizers, texts, decode, batch_size, names)
         else:
-            results = self.candidates(
-                texts, nbest=nbest, beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop
-            )
+            search = SearchKeywords(beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop)
+            results = self.candidates(texts, nbest=nbest, names=names, **search)
         return results[0] if isinstance(sentences, str) else results
 
     @overload
     def candidates(  # type: ignore[overload-overlap]  # a str is a Sequence[str]; it matches first
-        self, sentences: str, *, nbest: int = ..., **search: Unpack[SearchKeywords]
+        self, sentences: str, *, nbest: int = ..., names: Sequence[str] | None = ..., **search: Unpack[SearchKeywords]
     ) -> list[Candidate]: ...
 
     @overload
     def candidates(
-        self, sentences: Sequence[str], *, nbest: int = ..., **search: Unpack[SearchKeywords]
+        self,
+        sentences: Sequence[str],
+        *,
+        nbest: int = ...,
+        names: Sequence[str] | None = ...,
+        **search: Unpack[SearchKeywords],
     ) -> list[list[Candidate]]: ...
 
     def candidates(
@@ -101,18 +106,18 @@ class Translator(Seq2SeqPredictor):
         precision: str | None = None,
         length_penalty: float | None = None,
         beam_stop: str | None = None,
+        names: Sequence[str] | None = None,
     ) -> list[Candidate] | list[list[Candidate]]:
         """The ``nbest`` best translations of each sentence as scored `Candidate` s, best first.
 
         Even one candidate comes with its ids, ``score`` (what beam search ranks by) and
         ``log_prob``. ``beam`` None is the checkpoint's search, widened to ``nbest`` beams;
         a ``beam`` below ``nbest`` is a `SettingError`. Each sentence is searched alone; a
-        blank one gets no candidates.
+        blank one gets no candidates; one too long is named as :meth:`translate` names it.
         """
         texts = texts_of(sentences, "sentences")
         model, decode = self.decoding(beam, nbest, precision, length_penalty, beam_stop)
-        # A list's sentences are named by their index in errors, as translate() names them.
-        names = ["sentence"] if isinstance(sentences, str) else [f"sentences[{index}]" for index in range(len(texts))]
+        names = ["sentence"] if isinstance(sentences, str) and names is None else sentence_names(names, len(texts))
         results = [
             translate_nbest(model, self.tokenizers, text, decode, name) if text.strip() else []
             for text, name in zip(texts, names)
@@ -240,10 +245,11 @@ NBEST = TaskOption(
 def answer(translator: Translator, sentences: list[str], options: Mapping[str, Any]) -> Answers:
     """``transformer-lab translate``: one translation a line (even an empty one), or ``--nbest``'s ranked lines."""
     settings = search_keywords(options)
+    names = options.get(INPUT_NAMES)  # a sentence too long is named by its file and line
     nbest = options.get(NBEST.flag)
     if nbest is not None:
         # A blank sentence has no candidates, so no line; the numbers show the gap.
-        found = translator.candidates(sentences, nbest=nbest, **settings)
+        found = translator.candidates(sentences, nbest=nbest, names=names, **settings)
         lines = [
             f"{number}\t{rank}\t{candidate.score:.4f}\t{one_line(candidate.text)}"
             for number, candidates in enumerate(found, start=1)
@@ -251,7 +257,7 @@ def answer(translator: Translator, sentences: list[str], options: Mapping[str, A
         ]
         texts = [candidate.text for candidates in found for candidate in candidates]
         return Answers(lines, line_break_notes(texts, "translations"))
-    translations = translator.translate(sentences, **settings)
+    translations = translator.translate(sentences, names=names, **settings)
     notes = [
         f"input {number}: {_why_empty(sentence)}"
         for number, (sentence, translated) in enumerate(zip(sentences, translations), start=1)
