@@ -24,6 +24,7 @@ from transformer_lab.api import Classifier, CoupletWriter, SettingError, Transla
 from transformer_lab.cli import main
 from transformer_lab.decoding import config as decoding_config
 from transformer_lab.decoding import search_settings
+from transformer_lab.evaluation.couplet_antithesis import antithesis_bonus
 
 SENTENCES = ["Ein Mann fährt Fahrrad.", "", "Zwei Hunde spielen im Schnee.", "Eine Frau."]
 
@@ -234,9 +235,14 @@ def test_couplet_prints_the_writers_lower_lines_under_the_same_rules(
         expected = []
         for result in results:
             expected.append(result.upper)
+            # The score that ranked each line: the search's plus the rerank's nats.
+            ranked = [
+                candidate.score + antithesis_bonus(result.upper, candidate.text, constraints)
+                for candidate in result.candidates
+            ]
             expected.extend(
-                f"  {rank}. {candidate.text}  ({candidate.score:.2f})"
-                for rank, candidate in enumerate(result.candidates, 1)
+                f"  {rank}. {candidate.text}  ({score:.2f})"
+                for rank, (candidate, score) in enumerate(zip(result.candidates, ranked), 1)
             )
     assert printed == expected
     assert [result.error is not None for result in results] == [False, True, False]
