@@ -1403,6 +1403,28 @@ CLI_CASES = [
         for command, task, folder in [("train", "translation", "multi30k"), ("prepare", "classification", "ag_news")]
         for given, prefix in [("--set", ""), ("--config", r"--config .*c\.yaml: ")]
     ],
+    # The prepared folder too: named as given, not as --prepared whichever way it came.
+    *[
+        CliCase(
+            f"train translation: missing prepared folder, by {given}",
+            lambda tmp, ck, given=given: ["train", "translation", "--out", str(tmp / "r")]
+            + {
+                "--prepared": ["--prepared", str(tmp / "none")],
+                "--set": ["--set", f"data.prepared_dir={tmp / 'none'}"],
+                "--config": [
+                    "--config",
+                    str(write_lines(tmp / "c.yaml", ["data:", f"  prepared_dir: {tmp / 'none'}"])),
+                ],
+            }[given],
+            rf"^transformer-lab train: error: {named}: expected a folder written by 'prepare', got '.*none', "
+            "which does not exist$",
+        )
+        for given, named in [
+            ("--prepared", "--prepared"),
+            ("--set", r"data\.prepared_dir"),
+            ("--config", r"--config .*c\.yaml: data\.prepared_dir"),
+        ]
+    ],
     CliCase(
         "evaluate: the checkpoint's missing data folder",
         lambda tmp, ck: [
