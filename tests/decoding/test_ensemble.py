@@ -162,6 +162,8 @@ def test_evaluate_ensemble_refuses_a_model_of_another_vocabulary_or_direction(
     expected = f"--ensemble {other}: expected the first model's source vocabulary (the models must share their token"
     assert expected in capsys.readouterr().err
     assert not (tmp_path / "hypotheses1.txt").exists()
+    _evaluate(first, tmp_path, tmp_path / "absent", status=2)
+    assert "--ensemble: expected a checkpoint folder (with config.json) or a run folder" in capsys.readouterr().err
     reverse = write_translation_checkpoint(tmp_path / "reverse", ["data.source_language=en", "data.target_language=de"])
     _evaluate(first, tmp_path, reverse, status=2)
     expected = f"--ensemble {reverse}: expected a model translating de->en as the first model does, given one"

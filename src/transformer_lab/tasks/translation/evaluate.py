@@ -143,7 +143,11 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
 
 def _ensemble_member(folder: Path, tokenizers: TokenizerPair, config: TranslationConfig) -> Seq2SeqTransformer:
     """The model of an ``--ensemble`` checkpoint; refused unless it has ``tokenizers`` and the languages."""
-    model, member_tokenizers, member_config = load_translator(resolve_checkpoint(folder))
+    try:
+        model, member_tokenizers, member_config = load_translator(resolve_checkpoint(folder))
+    except (ValueError, FileNotFoundError) as error:  # named as the option that gave the folder
+        kind = FileNotFoundError if isinstance(error, FileNotFoundError) else ValueError
+        raise kind(f"--ensemble: {str(error).removeprefix('checkpoint: ')}") from None
     languages = [(data.source_language, data.target_language) for data in (config.data, member_config.data)]
     check_same_tokens(f"--ensemble {folder}", (tokenizers, languages[0]), (member_tokenizers, languages[1]))
     return model
