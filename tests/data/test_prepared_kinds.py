@@ -121,12 +121,16 @@ def test_a_prepared_folder_that_is_missing_or_a_file_is_named_by_its_option(
 ) -> None:
     missing, a_file = tmp_path / "missing" / "folder", tmp_path / "notes.txt"
     a_file.write_text("mine\n", encoding="utf-8")
-    expected = "--prepared: expected a folder written by 'prepare', got"
+    expected = "expected a folder written by 'prepare', got"
     capsys.readouterr()
     for given, said in ((missing, "which does not exist"), (a_file, "which is a file")):
-        for options in (["--prepared", str(given)], ["--set", f"data.prepared_dir={given}"]):
+        # Named as given: the option, or the key that --set gave.
+        for named, options in (
+            ("--prepared", ["--prepared", str(given)]),
+            ("data.prepared_dir", ["--set", f"data.prepared_dir={given}"]),
+        ):
             assert main(["train", task, *options, "--out", str(tmp_path / "run")]) == 2
-            assert one_line(capsys) == f"transformer-lab train: error: {expected} '{given}', {said}"
+            assert one_line(capsys) == f"transformer-lab train: error: {named}: {expected} '{given}', {said}"
     assert sorted(tmp_path.iterdir()) == [a_file]  # no run folder made
 
 
