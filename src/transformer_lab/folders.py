@@ -74,6 +74,16 @@ def refused_write(error: OSError, path: str | os.PathLike[str], outcome: str) ->
     return FolderWriteError(error.errno, message)
 
 
+def described_refusal(error: OSError, path: object) -> str:
+    """A write the system refused, in a few words: "could not write 'PATH' (Read-only file system, EROFS)".
+
+    A :class:`FolderWriteError` names the path and the errno already, and is said as it is.
+    """
+    if isinstance(error, FolderWriteError):
+        return str(error)
+    return f"could not write {str(path)!r} ({describe_os_error(error)})"
+
+
 @contextlib.contextmanager
 def writes_refused_as(path: str | os.PathLike[str], outcome: str, *, permission: bool = False) -> Iterator[None]:
     """Inside, an ``OSError`` of the disk (:data:`DISK_ERRNOS`) becomes :func:`refused_write` naming ``path``.

@@ -19,7 +19,7 @@ from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.data.dataset_folder import DatasetMissingError
 from transformer_lab.extras import MissingExtraError
-from transformer_lab.folders import FolderWriteError, describe_os_error
+from transformer_lab.folders import described_refusal
 from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, TaskOption
 from transformer_lab.tasks.registry import TASKS, evaluate, tasks_evaluating
 from transformer_lab.training.model_card import CARD_FILE, add_test_scores
@@ -103,14 +103,7 @@ def _draw_confusion(figure: ConfusionFigure) -> None:
         print(f"confusion matrix: {picture}")
     except OSError as error:
         # A side output: the scores are printed already, and the card still takes them.
-        print(f"confusion matrix: not written: {_refused(error, figure.path)}", file=sys.stderr)
-
-
-def _refused(error: OSError, where: object) -> str:
-    """A write the system refused, in a few words: "could not write 'PATH' (Read-only file system, EROFS)"."""
-    if isinstance(error, FolderWriteError):  # its message names the path and the errno already
-        return str(error)
-    return f"could not write {str(where)!r} ({describe_os_error(error)})"
+        print(f"confusion matrix: not written: {described_refusal(error, figure.path)}", file=sys.stderr)
 
 
 def _record_in_card(checkpoint: Path, split: str, search: str, scores: dict[str, float], dataset: str | None) -> None:
@@ -126,6 +119,6 @@ def _record_in_card(checkpoint: Path, split: str, search: str, scores: dict[str,
         print(f"model card: not updated: {' '.join(str(error).split())}", file=sys.stderr)
         return
     except OSError as error:  # a read-only or full disk: the same, the card left as it was
-        print(f"model card: not updated: {_refused(error, checkpoint / CARD_FILE)}", file=sys.stderr)
+        print(f"model card: not updated: {described_refusal(error, checkpoint / CARD_FILE)}", file=sys.stderr)
         return
     print(f"model card: {card}")

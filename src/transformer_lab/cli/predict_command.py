@@ -21,7 +21,7 @@ from transformer_lab.cli.decode_options import input_lines, input_names
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.decoding.search_settings import check_no_beam_settings
-from transformer_lab.folders import FolderWriteError
+from transformer_lab.folders import described_refusal
 from transformer_lab.tasks.command import INPUT_NAMES
 from transformer_lab.tasks.registry import TASKS
 from transformer_lab.tasks.task import Task
@@ -110,7 +110,5 @@ def _plot_attention(predictor: object, text: str, path: Path, options: dict[str,
     try:
         written = plot_attention_map(predictor, text, path, **search_keywords(options))
     except OSError as error:  # the answers are printed: only the figure is missing
-        said = f"could not write {str(path)!r} ({error.strerror or error})"
-        # A refusal the library named (FolderWriteError) says the path and the errno already.
-        raise OSError(f"--plot-attention: {error if isinstance(error, FolderWriteError) else said}") from error
+        raise OSError(f"--plot-attention: {described_refusal(error, path)}") from error
     print(f"attention heat map: {written}", file=sys.stderr)
