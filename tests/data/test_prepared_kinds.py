@@ -11,7 +11,8 @@ import pytest
 
 from tests.data.prepared_corpora import one_line, prepare_corpora
 from transformer_lab.cli import main
-from transformer_lab.data.prepared_cache import NotAPreparedFolderError
+from transformer_lab.data.prepared_cache import CorpusKindError, NotAPreparedFolderError
+from transformer_lab.data.prepared_couplets import read_couplets_manifest
 from transformer_lab.data.prepared_pairs import read_pairs_manifest
 
 
@@ -44,9 +45,13 @@ def test_training_from_a_folder_of_another_kind_names_both_kinds_not_a_version(
     message: str,
 ) -> None:
     capsys.readouterr()
-    run = ["train", task, "--prepared", str(corpora[folder]), "--out", str(tmp_path / "run")]
-    assert main([*run, "--set", "train.max_steps=1"]) == 2
-    assert one_line(capsys).endswith(f"--prepared {corpora[folder]}: {message}")
+    # Named as given: the option, or the key that --set gave.
+    for named, given in (
+        ("--prepared", ["--prepared", str(corpora[folder])]),
+        ("data.prepared_dir", ["--set", f"data.prepared_dir={corpora[folder]}"]),
+    ):
+        assert main(["train", task, *given, "--out", str(tmp_path / "run"), "--set", "train.max_steps=1"]) == 2
+        assert one_line(capsys) == f"transformer-lab train: error: {named} {corpora[folder]}: {message}"
 
 
 def test_verify_refuses_a_folder_of_another_kind(corpora: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
@@ -143,3 +148,14 @@ def test_the_library_says_prepared_corpus_and_the_error_survives_pickling(tmp_pa
     assert str(raised.value) == message and isinstance(raised.value, FileNotFoundError)
     copied = pickle.loads(pickle.dumps(raised.value.for_option("--prepared")))
     assert str(copied) == message.replace("prepared corpus:", "--prepared:", 1)
+
+
+def test_the_library_names_a_folder_of_another_kind_by_its_key_and_the_error_survives_pickling(
+    corpora: dict[str, Path],
+) -> None:
+    with pytest.raises(CorpusKindError) as raised:
+        read_couplets_manifest(corpora["pairs"])
+    kinds = "expected a couplets corpus, got a parallel text (pairs) corpus"
+    assert str(raised.value) == f"prepared corpus {corpora['pairs']}: {kinds}"
+    copied = pickle.loads(pickle.dumps(raised.value.for_option("data.prepared_dir")))
+    assert isinstance(copied, CorpusKindError) and str(copied) == f"data.prepared_dir {corpora['pairs']}: {kinds}"

@@ -192,6 +192,15 @@ def test_a_corpus_prepared_with_the_checkpoints_vocabulary_fine_tunes_and_anothe
         f"checkpoint {run / 'best'} (prepare couplet --init-from {run / 'best'}), got one whose vocabulary was "
         "built from its own data"
     )
+    # Named as given: by --set, the key.
+    assert main([*tune, "--set", f"data.prepared_dir={own}", "--out", str(tmp_path / "refused")]) == 2
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .startswith(
+            f"transformer-lab train: error: data.prepared_dir {own}: expected a corpus prepared with the vocabulary"
+        )
+    )
     # A checkpoint of another task holds no vocabulary of this one.
     assert (
         main(

@@ -157,10 +157,8 @@ def _verify(task_name: str, arguments: argparse.Namespace) -> int:
     assert task.corpus is not None  # run() refused a task without one
     try:
         checked = verify_prepared(arguments.verify, task.corpus_kind)
-    except NotAPreparedFolderError as error:
+    except (NotAPreparedFolderError, CorpusKindError) as error:
         raise error.for_option("--verify") from None
-    except CorpusKindError as error:
-        raise ValueError(f"--verify {error}") from None
     except FileNotFoundError as error:  # a folder without a manifest
         raise ValueError(f"--verify: {error}") from None
     try:

@@ -24,7 +24,7 @@ from transformer_lab.cli.overrides import (
 from transformer_lab.cli.unused_settings import check_settings_used
 from transformer_lab.data.dataset_folder import DatasetMissingError
 from transformer_lab.data.pair_files import check_validation_apart
-from transformer_lab.data.prepared_cache import NotAPreparedFolderError
+from transformer_lab.data.prepared_cache import CorpusKindError, NotAPreparedFolderError
 from transformer_lab.data.prepared_settings import with_prepared_settings
 from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import PRECISIONS
@@ -195,14 +195,15 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     check_validation_apart(getattr(config, "data", None))
     check_settings_used(getattr(config, "data", None), changed)
     # A prepared folder fixes the data settings it was made with: config.json records those, not the preset's.
+    prepared_named = given_name(changed, "data.prepared_dir")  # as given: --prepared, --set or --config
     try:
         config = with_prepared_settings(task.corpus_kind, config, changed)
-    except NotAPreparedFolderError as error:  # named as given: --prepared, --set or --config
-        raise error.for_option(given_name(changed, "data.prepared_dir")) from None
+    except (NotAPreparedFolderError, CorpusKindError) as error:
+        raise error.for_option(prepared_named) from None
     if model_source is not None:
         config = with_checkpoint_model(config, model_source, task.checkpoint_task, changed)
         if init_from is not None:  # a fine-tune's ids must be its checkpoint's (prepare TASK --init-from)
-            task.check_prepared_vocabulary(config.data, init_from)
+            task.check_prepared_vocabulary(config.data, init_from, prepared_named)
         # Its tokenizer is kept: config.json records the settings it was made with, not the preset's.
         settings = task.vocabulary.settings if task.vocabulary is not None else ()
         config = with_checkpoint_vocabulary_settings(config, model_source, settings, changed)
@@ -216,8 +217,8 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
         raise unscaled_cooldown_error(error, changed) from None
     except DatasetMissingError as error:  # the folder named as given: --data-dir, --set or --config
         raise error.named(given_name(changed, "data.data_dir")) from None
-    except NotAPreparedFolderError as error:
-        raise error.for_option(given_name(changed, "data.prepared_dir")) from None
+    except (NotAPreparedFolderError, CorpusKindError) as error:
+        raise error.for_option(prepared_named) from None
     closing = task.closing(result, config) if task.closing is not None else Closing([], {})
     if not is_main_process():
         return 0  # under torchrun rank 0 reports (the weights are the same on every rank)

@@ -403,8 +403,16 @@ def _corpus_named(kind: Any) -> str:
 class CorpusKindError(ValueError):
     """A prepared folder of another kind than the one asked for; the caller names the option that gave it."""
 
-    def __init__(self, folder: Path, expected: str, found: Any) -> None:
-        super().__init__(f"{folder}: expected {_corpus_named(expected)}, got {_corpus_named(found)}")
+    def __init__(self, folder: Path, expected: str, found: Any, option: str = "prepared corpus") -> None:
+        self.folder, self.expected, self.found, self.option = Path(folder), expected, found, option
+        super().__init__(f"{option} {folder}: expected {_corpus_named(expected)}, got {_corpus_named(found)}")
+
+    def for_option(self, option: str) -> CorpusKindError:
+        """The same error naming ``option`` (``--prepared``) as where the folder came from."""
+        return CorpusKindError(self.folder, self.expected, self.found, option)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (CorpusKindError, (self.folder, self.expected, self.found, self.option))
 
 
 class NotAPreparedFolderError(FileNotFoundError):

@@ -49,10 +49,8 @@ def with_prepared_settings(kind: str | None, config: ConfigType, changed: Collec
     folder = Path(data.prepared_dir)
     try:
         manifest = read_manifest(folder)
-    except CorpusKindError as error:
-        raise ValueError(f"--prepared {error}") from None
-    except NotAPreparedFolderError as error:
-        raise error.for_option("--prepared") from None
+    except (CorpusKindError, NotAPreparedFolderError) as error:  # the CLI names it as given
+        raise error.for_option("data.prepared_dir") from None
     for field_name in ("tokenizer_file", "target_tokenizer_file"):
         # The manifest records that a tokenizer was given, not which file: any file named now is refused.
         tokenizer_file = getattr(data, field_name, None)

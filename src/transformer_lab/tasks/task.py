@@ -198,10 +198,10 @@ class Task:
         prepared = self.corpus(data, progress, checkpoint).prepare(out_dir)
         return {**prepared.report, "seconds": prepared.manifest["seconds"]}
 
-    def check_prepared_vocabulary(self, data: Any, checkpoint: Path) -> None:
+    def check_prepared_vocabulary(self, data: Any, checkpoint: Path, option: str = "data.prepared_dir") -> None:
         """Refuse ``data.prepared_dir`` when its ids were not made with ``checkpoint``'s vocabulary (a fine-tune).
 
-        One line naming the folder and the checkpoint, before the folder's recorded settings
+        One line naming the folder (as ``option``) and the checkpoint, before the folder's recorded settings
         are compared with the checkpoint's: those differ too, but say less.
         """
         folder = Path(getattr(data, "prepared_dir", "") or "")
@@ -211,7 +211,7 @@ class Task:
         mismatch = kind.identity.given_mismatch(kind.read_manifest(folder))
         if mismatch:
             raise ValueError(
-                f"--prepared {folder}: expected a corpus prepared with the {kind.identity.what} of the checkpoint "
+                f"{option} {folder}: expected a corpus prepared with the {kind.identity.what} of the checkpoint "
                 f"{checkpoint} (prepare {self.name} --init-from {checkpoint}), got one {mismatch}"
             )
 

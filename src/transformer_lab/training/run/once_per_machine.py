@@ -82,10 +82,8 @@ def prepared_corpus(
     if prepared_dir:
         try:
             opened = kind.open(Path(prepared_dir))
-        except CorpusKindError as error:
-            raise ValueError(f"--prepared {error}") from None  # `train --prepared`, or data.prepared_dir
-        except NotAPreparedFolderError as error:
-            raise error.for_option("--prepared") from None
+        except (CorpusKindError, NotAPreparedFolderError) as error:  # the CLI names it as given
+            raise error.for_option("data.prepared_dir") from None
         prepared = kind.check_prepared(opened)
     else:
         folder = kind.cache_folder(cache_dir)
