@@ -11,6 +11,7 @@ Python") shows every call. A setting out of range is a `SettingError`, a ValueEr
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -32,8 +33,17 @@ from transformer_lab.tasks.translation.train import load_translator
 class Translator(translation_predict.Translator):
     """A translation checkpoint, ready to translate (see the module docstring)."""
 
-    def __init__(self, checkpoint: str | os.PathLike[str], device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self,
+        checkpoint: str | os.PathLike[str],
+        device: str | torch.device = "cpu",
+        *,
+        ensemble: Sequence[str | os.PathLike[str]] = (),
+    ) -> None:
+        """``ensemble``: more checkpoints (or run folders) decoded with this one, their probabilities averaged."""
         super().__init__(*load_on(load_translator, checkpoint, device))
+        if ensemble:
+            self.model = self.ensembled(ensemble).model
 
     def plot_attention(
         self,

@@ -14,13 +14,16 @@ import pytest
 import torch
 
 from tests.reliability.builders import SENTENCES, write_translation_checkpoint
+from transformer_lab.api import Translator
 from transformer_lab.cli import main
 from transformer_lab.data import SubwordTokenizer
 from transformer_lab.decoding import beam_search, greedy_search
 from transformer_lab.decoding.config import decoding_model
 from transformer_lab.decoding.ensemble import Ensemble
 from transformer_lab.models import Seq2SeqTransformer
+from transformer_lab.models.attention_maps import last_layer_map
 from transformer_lab.models.bfloat16 import holds_bf16
+from transformer_lab.tasks.translation.predict import TranslationHandler
 
 VOCAB = 11
 PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
@@ -168,3 +171,55 @@ def test_evaluate_ensemble_refuses_a_model_of_another_vocabulary_or_direction(
     _evaluate(first, tmp_path, reverse, status=2)
     expected = f"--ensemble {reverse}: expected a model translating de->en as the first model does, given one"
     assert expected + " translating en->de" in capsys.readouterr().err
+
+
+def test_translate_and_the_python_translator_decode_an_ensemble_as_evaluate_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = write_translation_checkpoint(tmp_path / "first", seed=1)
+    same = write_translation_checkpoint(tmp_path / "same", seed=1)
+    favouring = write_translation_checkpoint(tmp_path / "favouring", seed=2, favoured="man")
+    sentences = [german for german, _ in SENTENCES]
+    alone = Translator(first).translate(sentences, precision="fp32")
+    together = Translator(first, ensemble=[favouring]).translate(sentences, precision="fp32")
+    assert Translator(first, ensemble=[same]).translate(sentences, precision="fp32") == alone
+    assert together != alone and all(line and not line.replace("man", "") for line in together)
+    assert together == _evaluate(first, tmp_path, favouring)
+    capsys.readouterr()
+    command = ["translate", "--checkpoint", str(first), "--precision", "fp32", *sentences]
+    assert main([*command, "--ensemble", str(favouring)]) == 0
+    assert capsys.readouterr().out.splitlines() == together
+
+
+def test_an_ensembles_attention_map_is_the_mean_of_its_members_maps(tmp_path: Path) -> None:
+    first = write_translation_checkpoint(tmp_path / "first", seed=1)
+    second = write_translation_checkpoint(tmp_path / "second", seed=2)
+    sentence = SENTENCES[0][0]
+    ensemble = Translator(first, ensemble=[second])
+    target_ids = ensemble.candidates(sentence, precision="fp32")[0].ids
+    together = ensemble.attention_map(sentence, precision="fp32")
+    # Each member's map over the ids the ensemble wrote, read alone (teacher-forced), then averaged.
+    source_ids = ensemble.tokenizers.source.encode(sentence)
+    maps = [
+        last_layer_map(Translator(folder).model, source_ids, target_ids, together.columns, together.rows[1:], "")
+        for folder in (first, second)
+    ]
+    torch.testing.assert_close(together.weights, (maps[0].weights + maps[1].weights) / 2)
+    assert together.title.endswith(", mean of 2 models") and not torch.equal(maps[0].weights, maps[1].weights)
+
+
+def test_an_ensemble_is_refused_where_one_model_is_expected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first = write_translation_checkpoint(tmp_path / "first", seed=1)
+    second = write_translation_checkpoint(tmp_path / "second", seed=2)
+    reverse = write_translation_checkpoint(tmp_path / "reverse", ["data.source_language=en", "data.target_language=de"])
+    with pytest.raises(ValueError, match=rf"^ensemble {reverse}: expected a model translating de->en"):
+        Translator(first, ensemble=[reverse])
+    with pytest.raises(ValueError, match=r"^ensemble: expected a list of one checkpoint or more, got '"):
+        Translator(first).ensembled(str(second))
+    with pytest.raises(ValueError, match="^ensemble: expected a translator of one model to add models to"):
+        Translator(first, ensemble=[second]).ensembled([second])
+    with pytest.raises(ValueError, match="^predictor: expected one checkpoint's model to serve, got a Ensemble"):
+        TranslationHandler(Translator(first, ensemble=[second]))
+    capsys.readouterr()
+    assert main(["translate", "--checkpoint", str(first), "--ensemble", str(tmp_path / "absent"), "Ein Haus."]) == 2
+    assert "--ensemble: expected a checkpoint folder (with config.json) or a run folder" in capsys.readouterr().err

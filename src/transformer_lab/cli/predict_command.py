@@ -88,6 +88,8 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
                 "--plot-attention: expected a first input to draw, got a blank one (input 1); put the one to draw first"
             )
     predictor = task.predictor_for(arguments.checkpoint, device)
+    if command.opened is not None:
+        predictor = command.opened(predictor, options)
     names = input_names(arguments.inputs, arguments.input, len(inputs))
     answers = command.answer(predictor, inputs, {**options, INPUT_NAMES: names})
     flags = {value: flag for flag, value in options.items() if isinstance(value, Path)}

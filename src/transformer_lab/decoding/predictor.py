@@ -6,13 +6,16 @@ changed by a caller's (`search_settings.decode_settings`) and reads the attentio
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from transformer_lab.decoding.config import DecodeConfig, decoding_model
+from transformer_lab.decoding.ensemble import Ensemble
 from transformer_lab.decoding.search_settings import decode_settings
+from transformer_lab.decoding.sources import DecodedModel
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.attention_maps import AttentionMap, last_layer_map
 
@@ -22,13 +25,16 @@ Written = tuple[Sequence[int], Sequence[int], list[str], list[str], str]
 
 
 class Seq2SeqPredictor:
-    """A checkpoint's model (in eval mode on ``device``) and ``config``, whose ``decode`` gives the defaults."""
+    """A checkpoint's model (in eval mode on ``device``) and ``config``, whose ``decode`` gives the defaults.
 
-    def __init__(self, model: Seq2SeqTransformer, config: Any, device: str | torch.device) -> None:
-        self.model: Seq2SeqTransformer = model.to(device).eval()
+    The model may be an `Ensemble` of several checkpoints' models, decoded as one.
+    """
+
+    def __init__(self, model: DecodedModel, config: Any, device: str | torch.device) -> None:
+        self.model: DecodedModel = model.to(device).eval()
         self.config = config
         # precision -> (the model's weights when copied, the copy); see `decoding`.
-        self._copies: dict[str, tuple[tuple[object, ...], Seq2SeqTransformer]] = {}
+        self._copies: dict[str, tuple[tuple[object, ...], DecodedModel]] = {}
 
     def decode_config(
         self,
@@ -49,7 +55,7 @@ class Seq2SeqPredictor:
         precision: str | None = None,
         length_penalty: float | None = None,
         beam_stop: str | None = None,
-    ) -> tuple[Seq2SeqTransformer, DecodeConfig]:
+    ) -> tuple[DecodedModel, DecodeConfig]:
         """The model to decode with and its decoding, ``precision`` resolved once for both.
 
         A bf16 or int8 copy of the model is made once, then reused while ``model`` keeps its
@@ -77,18 +83,27 @@ class Seq2SeqPredictor:
         """Answer ``text``, then read its last decoder layer's cross-attention (mean of heads).
 
         The rows are the ids the model generated with these settings (not its answer encoded
-        again, which can split differently); an input the task refuses is a ValueError.
+        again, which can split differently); an input the task refuses is a ValueError. An
+        ensemble's map is the mean of its members' maps over the ids it wrote together.
         """
         text = self._plotted(text)
         model, decode = self.decoding(beam, 1, precision, length_penalty, beam_stop)
         source_ids, target_ids, columns, rows, title = self._written(model, decode, text)
-        return last_layer_map(model, source_ids, target_ids, columns, rows, title)
+        members = list(model.members) if isinstance(model, Ensemble) else [model]
+        maps = [
+            last_layer_map(cast(Seq2SeqTransformer, member), source_ids, target_ids, columns, rows, title)
+            for member in members
+        ]
+        if len(maps) == 1:
+            return maps[0]
+        weights = torch.stack([each.weights for each in maps]).mean(dim=0)  # [T, S]
+        return dataclasses.replace(maps[0], weights=weights, title=f"{maps[0].title}, mean of {len(maps)} models")
 
     def _plotted(self, text: object) -> str:
         """``text`` checked before any decoding, as the task names it."""
         raise NotImplementedError
 
-    def _written(self, model: Seq2SeqTransformer, decode: DecodeConfig, text: str) -> Written:
+    def _written(self, model: DecodedModel, decode: DecodeConfig, text: str) -> Written:
         """What ``model`` writes for ``text`` with ``decode``, labelled (see `Written`)."""
         raise NotImplementedError
 
@@ -111,7 +126,10 @@ class Seq2SeqHandler:
     def __init__(self, predictor: Seq2SeqPredictor) -> None:
         self.predictor = predictor
         # The model copy the checkpoint's decoding runs (made once) and that decoding, its precision resolved.
-        self._model, self._decode = predictor.decoding()
+        model, self._decode = predictor.decoding()
+        if not isinstance(model, Seq2SeqTransformer):  # the panes draw one model's attention
+            raise ValueError(f"predictor: expected one checkpoint's model to serve, got a {type(model).__name__}")
+        self._model: Seq2SeqTransformer = model
 
     def describe(self) -> dict[str, Any]:
         model = self.predictor.config.model

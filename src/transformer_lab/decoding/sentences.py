@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from transformer_lab.data import SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding.config import DecodeConfig
-from transformer_lab.decoding.sources import Candidate, TranslationModel, candidates_of, decode_sources
+from transformer_lab.decoding.sources import Candidate, DecodedModel, candidates_of, decode_sources
 
 __all__ = ["sentence_names", "translate_nbest", "translate_sentences"]
 
@@ -25,7 +25,7 @@ def sentence_names(names: Sequence[str] | None, count: int) -> Sequence[str]:
 
 
 def _encode_sources(
-    model: TranslationModel, tokenizer: SubwordTokenizer, sentences: Sequence[str], names: Sequence[str]
+    model: DecodedModel, tokenizer: SubwordTokenizer, sentences: Sequence[str], names: Sequence[str]
 ) -> list[list[int]]:
     """The subword ids of each sentence ([] for a blank one); a failure names the sentence as ``names`` does.
 
@@ -41,7 +41,7 @@ def _encode_sources(
     ]
 
 
-def _check_characters(model: TranslationModel, tokenizer: SubwordTokenizer, sentence: str, name: str) -> None:
+def _check_characters(model: DecodedModel, tokenizer: SubwordTokenizer, sentence: str, name: str) -> None:
     """Refuse a sentence whose characters alone prove it longer than the model reads (see ``fewest_tokens``)."""
     fewest = tokenizer.fewest_tokens(sentence)
     if fewest > model.max_len:
@@ -51,7 +51,7 @@ def _check_characters(model: TranslationModel, tokenizer: SubwordTokenizer, sent
         )
 
 
-def _encoded(model: TranslationModel, tokenizer: SubwordTokenizer, sentence: str, name: str) -> list[int]:
+def _encoded(model: DecodedModel, tokenizer: SubwordTokenizer, sentence: str, name: str) -> list[int]:
     """The sentence's ids; text the tokenizer refuses or longer than the positional table is named (none is cut)."""
     try:
         ids = tokenizer.encode(sentence)
@@ -63,7 +63,7 @@ def _encoded(model: TranslationModel, tokenizer: SubwordTokenizer, sentence: str
 
 
 def translate_sentences(
-    model: TranslationModel,
+    model: DecodedModel,
     tokenizer: SubwordTokenizer | TokenizerPair,
     sentences: Sequence[str],
     decode_config: DecodeConfig,
@@ -86,7 +86,7 @@ def translate_sentences(
 
 
 def translate_nbest(
-    model: TranslationModel,
+    model: DecodedModel,
     tokenizer: SubwordTokenizer | TokenizerPair,
     sentence: str,
     decode_config: DecodeConfig,

@@ -25,7 +25,7 @@ from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.nn.eval_mode import eval_mode
 
 # What decodes a batch of sources: one model, or several decoded as one.
-TranslationModel = Union[Seq2SeqTransformer, Ensemble]
+DecodedModel = Union[Seq2SeqTransformer, Ensemble]
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Candidate:
 
 
 def decode_sources(
-    model: TranslationModel,
+    model: DecodedModel,
     encoded: Sequence[Sequence[int]],
     decode_config: DecodeConfig,
     *,
@@ -64,7 +64,7 @@ def decode_sources(
 
 
 def _decoded(
-    model: TranslationModel,
+    model: DecodedModel,
     encoded: Sequence[Sequence[int]],
     decode_config: DecodeConfig,
     logits_processor: LogitsProcessor | None,

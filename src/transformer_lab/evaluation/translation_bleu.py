@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from transformer_lab.data import SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding.config import DecodeConfig
-from transformer_lab.decoding.sentences import TranslationModel, translate_sentences
+from transformer_lab.decoding.sentences import DecodedModel, translate_sentences
 from transformer_lab.evaluation.bleu import BleuResult, corpus_bleu, corpus_chrf
 from transformer_lab.one_line import line_break_notes, one_line
 
@@ -24,7 +24,7 @@ class BleuReport:
 
 
 def evaluate_bleu(
-    model: TranslationModel,
+    model: DecodedModel,
     tokenizer: SubwordTokenizer | TokenizerPair,
     pairs: Sequence[tuple[str, str]],
     decode_config: DecodeConfig,

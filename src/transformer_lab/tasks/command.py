@@ -49,6 +49,8 @@ class PredictCommand:
     object; ``options`` also holds, under :data:`INPUT_NAMES`, what an error calls each input.
     ``plots_attention``: the predictor has ``attention_map(text, **search settings)`` (a
     `models.attention_maps.AttentionMap`), so the command offers ``--plot-attention``.
+    ``opened(predictor, options)``: the predictor the options ask for (translate's ``--ensemble``
+    adds models), which answers and draws; None keeps the checkpoint's.
     """
 
     name: str
@@ -58,3 +60,4 @@ class PredictCommand:
     answer: Callable[[Any, list[str], Mapping[str, Any]], Answers]
     options: tuple[TaskOption, ...] = ()
     plots_attention: bool = False
+    opened: Callable[[Any, Mapping[str, Any]], Any] | None = None

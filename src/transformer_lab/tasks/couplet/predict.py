@@ -34,7 +34,7 @@ from transformer_lab.decoding.config import MAX_BEAM_SIZE
 from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig, build_constraints, check_penalty
 from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor, Written
 from transformer_lab.decoding.search_settings import SearchKeywords, check_candidate_count, with_beam
-from transformer_lab.decoding.sources import Candidate, candidates_of, decode_sources
+from transformer_lab.decoding.sources import Candidate, DecodedModel, candidates_of, decode_sources
 from transformer_lab.evaluation.couplet_antithesis import antithesis_bonus, rerank_by_antithesis
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.one_line import line_break_notes, one_line
@@ -61,7 +61,7 @@ class CoupletResult:
 
 
 def generate(
-    model: Seq2SeqTransformer,
+    model: DecodedModel,
     vocabulary: Vocabulary,
     uppers: Sequence[str],
     decode_config: DecodeConfig,
@@ -268,7 +268,7 @@ class CoupletWriter(Seq2SeqPredictor):
     def _plotted(self, upper: object) -> str:
         return text_of(upper, "upper")
 
-    def _written(self, model: Seq2SeqTransformer, decode: DecodeConfig, upper: str) -> Written:
+    def _written(self, model: DecodedModel, decode: DecodeConfig, upper: str) -> Written:
         # As write() answers it, under the checkpoint's rules; the columns are the upper line's characters.
         (result,) = generate(model, self.vocabulary, [upper], decode, self.config.constraints)
         if result.error:

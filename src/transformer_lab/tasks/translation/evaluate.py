@@ -13,15 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from transformer_lab.atomic_files import write_text_atomically
-from transformer_lab.data import TokenizerPair, read_multi30k
+from transformer_lab.data import read_multi30k
 from transformer_lab.data.parallel_text import read_parallel_text
-from transformer_lab.decoding.ensemble import Ensemble, check_same_tokens
+from transformer_lab.decoding.ensemble import Ensemble
 from transformer_lab.evaluation import BLEU_FLAVOURS, BleuResult, bleu_tokenizer_for, check_bleu_flavour, papers_bleu
 from transformer_lab.evaluation.bleu_flavour import PAPERS_FLAVOUR, SACREBLEU_FLAVOUR, check_papers_flavour
 from transformer_lab.evaluation.translation_bleu import evaluate_bleu
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, TaskOption, search_for
-from transformer_lab.tasks.translation.train import TranslationConfig, load_translator
+from transformer_lab.tasks.translation.train import load_ensemble, load_translator
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import file_test_name
 
@@ -81,7 +81,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     members = options.option("--ensemble") or []
     model: Seq2SeqTransformer | Ensemble = single
     if members:
-        model = Ensemble([single, *(_ensemble_member(Path(member), tokenizer, config) for member in members)])
+        model = load_ensemble(single, tokenizer, config, members, "--ensemble")
     if flavour == PAPERS_FLAVOUR:
         check_papers_flavour(config.data.target_language)  # before the decoding, not after it
     model, search = search_for(model, config.decode, options)
@@ -139,15 +139,3 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         dataset=dataset,
         recorded=not members,
     )
-
-
-def _ensemble_member(folder: Path, tokenizers: TokenizerPair, config: TranslationConfig) -> Seq2SeqTransformer:
-    """The model of an ``--ensemble`` checkpoint; refused unless it has ``tokenizers`` and the languages."""
-    try:
-        model, member_tokenizers, member_config = load_translator(resolve_checkpoint(folder))
-    except (ValueError, FileNotFoundError) as error:  # named as the option that gave the folder
-        kind = FileNotFoundError if isinstance(error, FileNotFoundError) else ValueError
-        raise kind(f"--ensemble: {str(error).removeprefix('checkpoint: ')}") from None
-    languages = [(data.source_language, data.target_language) for data in (config.data, member_config.data)]
-    check_same_tokens(f"--ensemble {folder}", (tokenizers, languages[0]), (member_tokenizers, languages[1]))
-    return model

@@ -9,6 +9,7 @@ Shape legend: N decoder layers, H heads, T target length (``<bos>`` first), S so
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Sequence, overload
@@ -23,13 +24,14 @@ from transformer_lab.decoding.config import MAX_BEAM_SIZE as MAX_SEARCH_BEAMS
 from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor, Written
 from transformer_lab.decoding.search_settings import SearchKeywords
 from transformer_lab.decoding.sentences import sentence_names, translate_nbest, translate_sentences
-from transformer_lab.decoding.sources import Candidate, check_batch_size
+from transformer_lab.decoding.sources import Candidate, DecodedModel, check_batch_size
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.attention_maps import cross_attention
 from transformer_lab.one_line import line_break_notes, one_line
 from transformer_lab.tasks.command import INPUT_NAMES, Answers, PredictCommand
 from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption, search_keywords
 from transformer_lab.tasks.task import ONLY_WHEN, Endpoint, Serving
+from transformer_lab.tasks.translation.train import load_ensemble
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing's from Python 3.11
@@ -42,10 +44,23 @@ class Translator(Seq2SeqPredictor):
     """
 
     def __init__(
-        self, model: Seq2SeqTransformer, tokenizers: TokenizerPair, config: Any, device: str | torch.device = "cpu"
+        self, model: DecodedModel, tokenizers: TokenizerPair, config: Any, device: str | torch.device = "cpu"
     ) -> None:
         super().__init__(model, config, device)
         self.tokenizers = tokenizers
+
+    def ensembled(self, checkpoints: Sequence[str | os.PathLike[str]], name: str = "ensemble") -> Translator:
+        """A translator decoding this model and each checkpoint's as one: their next-token probabilities averaged.
+
+        Every checkpoint must have this one's vocabulary and languages (else an error starting
+        with ``name``); the search settings stay this checkpoint's.
+        """
+        if not isinstance(self.model, Seq2SeqTransformer):
+            raise ValueError(f"{name}: expected a translator of one model to add models to, got an ensemble")
+        if isinstance(checkpoints, (str, os.PathLike)) or not checkpoints:
+            raise ValueError(f"{name}: expected a list of one checkpoint or more, got {checkpoints!r}")
+        ensemble = load_ensemble(self.model, self.tokenizers, self.config, checkpoints, name)
+        return Translator(ensemble, self.tokenizers, self.config, next(self.model.parameters()).device)
 
     @property
     def languages(self) -> tuple[str, str]:
@@ -130,7 +145,7 @@ class Translator(Seq2SeqPredictor):
             raise ValueError("sentence: expected a non-empty sentence to plot, got an empty one")
         return text
 
-    def _written(self, model: Seq2SeqTransformer, decode: DecodeConfig, sentence: str) -> Written:
+    def _written(self, model: DecodedModel, decode: DecodeConfig, sentence: str) -> Written:
         best = translate_nbest(model, self.tokenizers, sentence, decode)[0]
         source_ids = self.tokenizers.source.encode(sentence)
         source_labels = token_labels(self.tokenizers.source, source_ids)
@@ -242,6 +257,21 @@ NBEST = TaskOption(
 )
 
 
+ENSEMBLE = TaskOption(
+    "--ensemble",
+    "translate with this checkpoint (or run folder) too, averaging the models' next-token probabilities; "
+    "repeatable; every model must have the --checkpoint's vocabulary and languages",
+    metavar="CHECKPOINT",
+    repeatable=True,
+)
+
+
+def with_ensemble(translator: Translator, options: Mapping[str, Any]) -> Translator:
+    """The translator ``translate`` answers with: ``--ensemble``'s checkpoints decoded beside the checkpoint's."""
+    members = options.get(ENSEMBLE.flag)
+    return translator.ensembled(members, ENSEMBLE.flag) if members else translator
+
+
 def answer(translator: Translator, sentences: list[str], options: Mapping[str, Any]) -> Answers:
     """``transformer-lab translate``: one translation a line (even an empty one), or ``--nbest``'s ranked lines."""
     settings = search_keywords(options)
@@ -280,6 +310,7 @@ COMMAND = PredictCommand(
     inputs="sentences",
     verb="translate",
     answer=answer,
-    options=(*DECODE_OPTIONS, NBEST),
+    options=(*DECODE_OPTIONS, NBEST, ENSEMBLE),
     plots_attention=True,
+    opened=with_ensemble,
 )

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformer_lab.data import TokenizerPair, collated_lengths
 from transformer_lab.data.tokenizer_pair import JOINT_TOKENIZER_FILE, SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE
 from transformer_lab.decoding import DecodeConfig
+from transformer_lab.decoding.ensemble import Ensemble, check_same_tokens
 from transformer_lab.evaluation import bleu_tokenizer_for
 from transformer_lab.evaluation.translation_bleu import evaluate_bleu
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
@@ -20,6 +21,7 @@ from transformer_lab.tasks.task import VocabularyFunctions
 from transformer_lab.tasks.translation.data import TranslationDataConfig, build_data
 from transformer_lab.training import TrainConfig
 from transformer_lab.training.batch_losses import validation_loss
+from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.checkpoint_loading import read_tokenizer
 
 TASK_NAME = "translation"
@@ -189,3 +191,30 @@ def train(
 def load_translator(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, TokenizerPair, TranslationConfig]:
     """Rebuild the model, tokenizers and config of a translation checkpoint folder (or a run folder's best/)."""
     return seq2seq.load(SEQ2SEQ_TASK, checkpoint)
+
+
+def load_ensemble(
+    model: Seq2SeqTransformer,
+    tokenizers: TokenizerPair,
+    config: TranslationConfig,
+    checkpoints: Sequence[str | os.PathLike[str]],
+    name: str,
+) -> Ensemble:
+    """``model`` and the model of each checkpoint (or run folder) decoded as one, on ``model``'s device.
+
+    A checkpoint that cannot be read, or whose vocabulary or languages are not ``tokenizers``'
+    and ``config``'s, is an error starting with ``name`` (the option or keyword that gave it).
+    """
+    device = next(model.parameters()).device
+    languages = (config.data.source_language, config.data.target_language)
+    members = [model]
+    for checkpoint in checkpoints:
+        try:
+            member, member_tokenizers, member_config = load_translator(resolve_checkpoint(checkpoint))
+        except (ValueError, FileNotFoundError) as error:  # named as the option that gave the folder
+            kind = FileNotFoundError if isinstance(error, FileNotFoundError) else ValueError
+            raise kind(f"{name}: {str(error).removeprefix('checkpoint: ')}") from None
+        member_languages = (member_config.data.source_language, member_config.data.target_language)
+        check_same_tokens(f"{name} {checkpoint}", (tokenizers, languages), (member_tokenizers, member_languages))
+        members.append(member.to(device).eval())
+    return Ensemble(members)
