@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 
-import numpy as np
 import torch
 
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID
-from transformer_lab.data.batching import check_budget_holds_each_example, longer_than, token_budget_spans
+from transformer_lab.data.batching import check_budget_holds_each_example, token_budget_spans
 from transformer_lab.data.bpe_dropout import PairSplit
 from transformer_lab.data.lazy_batches import PairBatches, epoch_pair_batches, pair_length_table
-from transformer_lab.data.prepared_pairs import training_pair_origin
+from transformer_lab.data.positional_fit import check_fits_positional_table
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.task import VocabularyFunctions
@@ -255,35 +254,3 @@ def _sizes_and_files(task: Seq2SeqTask[VocabularyType, Any], vocabulary: Vocabul
     files = list(task.vocabulary.files(vocabulary))
     source_size, target_size = task.vocabulary_sizes(vocabulary)
     return {"src_vocab_size": (source_size, files[0]), "tgt_vocab_size": (target_size, files[-1])}
-
-
-# ---------------------------------------------------------------------------- checks
-
-
-def check_fits_positional_table(
-    lengths: np.ndarray | Sequence[tuple[int, int]], pairs: Sequence[Pair] | Path | None, max_len: int, name: str
-) -> None:
-    """Refuse, before training starts, a pair whose collated source or target (``lengths`` [N, 2]) exceeds ``max_len``.
-
-    Otherwise the first batch that holds it fails deep in the model, maybe hours in;
-    nothing is cut or dropped here either: the user raises model.max_len or removes it.
-    The first such pair is named by its text; where ``pairs`` is the folder of a prepared
-    corpus (which keeps no text), by the file and line it was read from, else by its row.
-    """
-    too_long = longer_than(lengths, max_len)
-    if not too_long.size:
-        return
-    index = int(too_long[0])
-    if isinstance(pairs, Sequence):
-        source, target = pairs[index]
-        pair = f"pair {index + 1} ({source[:40]!r} -> {target[:40]!r})"
-    else:
-        origin = None if pairs is None else training_pair_origin(pairs, index)
-        pair = (
-            f"training pair {index + 1} of the prepared corpus {pairs}" if origin is None else f"the pair at {origin}"
-        )
-    raise ValueError(
-        f"{name}: {pair} has {int(np.max(lengths[index]))} subword tokens on one side (with bos/eos), "
-        f"expected at most model.max_len={max_len} ({too_long.size} pair(s) in all); raise model.max_len or "
-        "leave it out"
-    )

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformer_lab.data import TokenizerPair, collated_lengths
+from transformer_lab.data.positional_fit import check_fits_positional_table
 from transformer_lab.data.tokenizer_pair import JOINT_TOKENIZER_FILE, SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.ensemble import Ensemble, check_same_tokens
@@ -16,7 +17,7 @@ from transformer_lab.evaluation import bleu_tokenizer_for
 from transformer_lab.evaluation.translation_bleu import evaluate_bleu
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 from transformer_lab.tasks import seq2seq
-from transformer_lab.tasks.seq2seq import Seq2SeqTask, check_fits_positional_table
+from transformer_lab.tasks.seq2seq import Seq2SeqTask
 from transformer_lab.tasks.task import VocabularyFunctions
 from transformer_lab.tasks.translation.data import TranslationDataConfig, build_data
 from transformer_lab.training import TrainConfig

@@ -1,0 +1,42 @@
+"""The check that every pair of a corpus fits the model's positional table, made before the first step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from transformer_lab.data.batching import longer_than
+from transformer_lab.data.prepared_pairs import training_pair_origin
+
+Pair = tuple[str, str]
+
+
+def check_fits_positional_table(
+    lengths: np.ndarray | Sequence[tuple[int, int]], pairs: Sequence[Pair] | Path | None, max_len: int, name: str
+) -> None:
+    """Refuse, before training starts, a pair whose collated source or target (``lengths`` [N, 2]) exceeds ``max_len``.
+
+    Otherwise the first batch that holds it fails deep in the model, maybe hours in;
+    nothing is cut or dropped here either: the user raises model.max_len or removes it.
+    The first such pair is named by its text; where ``pairs`` is the folder of a prepared
+    corpus (which keeps no text), by the file and line it was read from, else by its row.
+    """
+    too_long = longer_than(lengths, max_len)
+    if not too_long.size:
+        return
+    index = int(too_long[0])
+    if isinstance(pairs, Sequence):
+        source, target = pairs[index]
+        pair = f"pair {index + 1} ({source[:40]!r} -> {target[:40]!r})"
+    else:
+        origin = None if pairs is None else training_pair_origin(pairs, index)
+        pair = (
+            f"training pair {index + 1} of the prepared corpus {pairs}" if origin is None else f"the pair at {origin}"
+        )
+    raise ValueError(
+        f"{name}: {pair} has {int(np.max(lengths[index]))} subword tokens on one side (with bos/eos), "
+        f"expected at most model.max_len={max_len} ({too_long.size} pair(s) in all); raise model.max_len or "
+        "leave it out"
+    )
