@@ -20,7 +20,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from transformer_lab.atomic_files import make_temporary_folder
+from transformer_lab.atomic_files import check_file_to_write, create_temporary_file, make_temporary_folder
 from transformer_lab.file_lock import remove_abandoned_writer_locks, writer_lock
 
 __all__ = [
@@ -82,6 +82,35 @@ def described_refusal(error: OSError, path: object) -> str:
     if isinstance(error, FolderWriteError):
         return str(error)
     return f"could not write {str(path)!r} ({describe_os_error(error)})"
+
+
+def check_file_output(path: Path, name: str) -> None:
+    """Refuse, before any work, a file to write (``name``: the option, ``--output``) that the system will not make.
+
+    A folder at ``path`` (`atomic_files.check_file_to_write`), a file on the way, a folder not
+    this user's (/sys) or one that takes no new entry (/proc): one line naming ``name``, the path
+    and the errno, "--output: could not write '/proc/x.txt' (No such file or directory, ENOENT);
+    nothing was written" (a `FolderWriteError`). Proven by a hidden entry made and removed at once
+    in the nearest folder there (a file where the file goes, else a folder where the first missing
+    one goes), so nothing is left and the folders on the way are still made when the file is written.
+    """
+    check_file_to_write(path, name)
+    nearest = next((folder for folder in path.parents if folder.exists()), None)
+    if nearest is not None and not nearest.is_dir():
+        raise FolderWriteError(
+            errno.ENOTDIR,
+            f"{name}: could not write {str(path)!r} (Not a directory, ENOTDIR: {str(nearest)!r} is a file); "
+            "nothing was written",
+        )
+    try:
+        if nearest == path.parent:
+            descriptor, probe = create_temporary_file(path.parent, f".{path.name}.", ".tmp")
+            os.close(descriptor)
+            probe.unlink()
+        elif nearest is not None:
+            make_temporary_folder(nearest, ".").rmdir()
+    except OSError as error:
+        raise FolderWriteError(error.errno, f"{name}: {described_refusal(error, path)}; nothing was written") from None
 
 
 @contextlib.contextmanager

@@ -367,6 +367,34 @@ def test_a_setting_the_users_files_leave_unused_is_refused_not_recorded(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("command", ["train", "prepare"])
+def test_the_file_checks_name_the_files_by_key_where_they_came_by_set_or_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    # It was "--valid: expected files held out from --train's ..." and "... only without --valid ...", options
+    # the user never typed.
+    monkeypatch.chdir(tmp_path)
+    for name, side in (("t.de", 0), ("t.en", 1), ("v.de", 0), ("v.en", 1)):
+        write(tmp_path / name, "".join(f"{pair[side]}\n" for pair in PAIRS * 5))
+    write(tmp_path / "run.yaml", "data:\n  train_files: [t.de, t.en]\n  valid_files: [t.de, v.en]\n")
+    assert main([command, "translation", "--config", "run.yaml", "--out", "out"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"transformer-lab {command}: error: data.valid_files: expected files held out from data.train_files's "
+        "(validation on training text measures nothing held out), got 't.de', which is data.train_files's 't.de'"
+    )
+    files = ["--set", "data.train_files=t.de,t.en", "--set", "data.valid_files=v.de,v.en"]
+    assert main([command, "translation", *files, "--set", "data.num_carved_validation=7", "--out", "out"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"transformer-lab {command}: error: data.num_carved_validation: expected it only without data.valid_files "
+        "(how many training pairs to hold out for validation, unused with data.valid_files), got 7 (--set)"
+    )
+    # Validation files by --valid beside training files by --set are named by the option that gave them.
+    files = ["--set", "data.train_files=t.de,t.en", "--valid", "v.de", "v.en"]
+    assert main([command, "translation", *files, "--set", "data.num_carved_validation=7", "--out", "out"]) == 2
+    assert "expected it only without --valid (how many" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_printed_preset_fed_back_with_validation_files_is_no_setting_of_the_carve(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -382,19 +410,49 @@ def test_the_printed_preset_fed_back_with_validation_files_is_no_setting_of_the_
     assert (tmp_path / "out" / "manifest.json").is_file()
 
 
+# The training files by each channel, and how the validation files are then named: as the user works.
+TRAINING_FILES_GIVEN = {
+    "--train": (["--train", "t.de", "t.en"], "--valid"),
+    "--set": (["--set", "data.train_files=t.de,t.en"], "data.valid_files"),
+    "--config": (["--config", "run.yaml"], "data.valid_files"),
+}
+
+
+@pytest.mark.parametrize("channel", sorted(TRAINING_FILES_GIVEN))
 @pytest.mark.parametrize("command", ["train", "prepare"])
 def test_a_carve_of_no_pairs_is_refused_naming_the_setting_not_the_number_of_pairs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, channel: str
 ) -> None:
     # It was "--valid: expected validation files, or at least 10 training pairs ..., got 15 training pair(s)".
     monkeypatch.chdir(tmp_path)
     for name, side in (("t.de", 0), ("t.en", 1)):
         write(tmp_path / name, "".join(f"{pair[side]}\n" for pair in PAIRS * 5))
+    write(tmp_path / "run.yaml", "data:\n  train_files: [t.de, t.en]\n")
+    files, valid = TRAINING_FILES_GIVEN[channel]
     carve = ["--set", "data.num_carved_validation=0"]
-    assert main([command, "translation", "--train", "t.de", "t.en", *carve, "--out", "out"]) == 2
+    assert main([command, "translation", *files, *carve, "--out", "out"]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"transformer-lab {command}: error: data.num_carved_validation: expected at least 1 without --valid (how many "
-        "training pairs to hold out for validation), got 0; give validation files (--valid) to hold none out"
+        f"transformer-lab {command}: error: data.num_carved_validation: expected at least 1 without {valid} (how many "
+        f"training pairs to hold out for validation), got 0; give validation files ({valid}) to hold none out"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("channel", sorted(TRAINING_FILES_GIVEN))
+@pytest.mark.parametrize("command", ["train", "prepare"])
+def test_too_few_pairs_to_carve_name_the_validation_files_as_the_training_files_were_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, channel: str
+) -> None:
+    # It was "--valid: ..." and "... and no --valid" whichever way the training files came (--set, --config).
+    monkeypatch.chdir(tmp_path)
+    for name, side in (("t.de", 0), ("t.en", 1)):
+        write(tmp_path / name, "".join(f"{pair[side]}\n" for pair in PAIRS * 2))
+    write(tmp_path / "run.yaml", "data:\n  train_files: [t.de, t.en]\n")
+    files, valid = TRAINING_FILES_GIVEN[channel]
+    assert main([command, "translation", *files, "--set", "data.vocab_size=300", "--out", "out"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"transformer-lab {command}: error: {valid}: expected validation files, or at least 10 training pairs to "
+        f"carve validation from, got 6 training pair(s) and no {valid}"
     )
     assert not (tmp_path / "out").exists()
 

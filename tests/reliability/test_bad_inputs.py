@@ -1854,6 +1854,35 @@ def test_an_output_that_is_a_folder_is_named_by_its_option_before_any_work(
     assert list(folder.iterdir()) == []
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, which takes no new file")
+def test_an_output_the_system_refuses_is_one_line_naming_the_option_the_path_and_the_errno(
+    tmp_path: Path, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It was "[Errno 2] No such file or directory: '/proc/x.txt'" after the work, and "notes.txt: expected a
+    # folder there (or nothing), got a file" without the option; /proc refuses root too.
+    notes = a_file(tmp_path)
+    source, reference = write_parallel(tmp_path, GERMAN, ENGLISH)
+    evaluate = ["evaluate", "translation", "--checkpoint", str(checkpoints.translation), "--source", str(source)]
+    cases = [
+        ("classify", [*classify_argv(checkpoints), "Shares rose"]),
+        ("couplet", [*couplet_argv(checkpoints), "春风"]),
+        ("evaluate", [*evaluate, "--reference", str(reference)]),
+    ]
+    refusals = [
+        ("/proc/x.txt", "No such file or directory, ENOENT"),
+        ("/proc/sub/x.txt", "No such file or directory, ENOENT"),  # a folder /proc will not make
+        (f"{notes}/x.txt", f"Not a directory, ENOTDIR: '{notes}' is a file"),
+        (f"{notes}/sub/x.txt", f"Not a directory, ENOTDIR: '{notes}' is a file"),
+    ]
+    for command, argv in cases:
+        for output, meaning in refusals:
+            code, out, error = run_cli([*argv, "--output", output], b"", monkeypatch, capsys)
+            assert (code, out) == (2, ""), error  # refused before any answer is printed
+            refusal = f"--output: could not write '{output}' ({meaning}); nothing was written"
+            assert error.splitlines() == [f"transformer-lab {command}: error: {refusal}"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt", "val.de", "val.en"]
+
+
 def test_an_output_naming_a_checkpoint_file_a_split_file_or_another_output_is_refused(
     tmp_path: Path, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

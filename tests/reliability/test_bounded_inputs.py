@@ -4,12 +4,13 @@ YAML (a run's ``--config``, a model card's front matter) is read with a size cap
 cap and a cap on its values with every alias expanded; a value quoted in a message is cut
 short. Durations, timeouts and thread counts are finite and in range, with strict units.
 A text that BPE learns from holds no word past `MAX_WORD_CHARACTERS`, whose training time
-grows with the square of its length.
+grows with the square of its length; a line of any text file holds at most `MAX_LINE_BYTES`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -18,6 +19,9 @@ from tokenizers import pre_tokenizers
 
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
+from transformer_lab.data import line_stream
+from transformer_lab.data.line_stream import stream_lines
+from transformer_lab.data.parallel_text import MAX_LINE_BYTES, read_lines
 from transformer_lab.data.subword import MAX_WORD_CHARACTERS, SubwordTokenizer, check_word_lengths
 from transformer_lab.training.config_file import MAX_YAML_BYTES, load_bounded_yaml
 
@@ -326,3 +330,52 @@ def test_a_word_is_a_run_the_byte_level_pre_tokenizer_keeps_whole(text: str, ref
     # What the BPE trainer's own pre-tokenizer makes one piece agrees (the long line: its start).
     pieces = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True).pre_tokenize_str(text[:30_000])
     assert (max(end - start for _, (start, end) in pieces) > MAX_WORD_CHARACTERS) == refused
+
+
+def a_line_of(size: int) -> str:
+    """A line of ``size`` bytes of short words (no word too long for BPE): one sentence it is not."""
+    words = "ein haus " * (size // 9 + 1)
+    return words[:size].rstrip() + "x" * (size - len(words[:size].rstrip()))
+
+
+@pytest.mark.parametrize("command", ["prepare", "train"])
+@pytest.mark.parametrize("block_bytes", [line_stream.BLOCK_BYTES, 1 << 16])
+def test_a_line_past_the_bound_is_refused_naming_the_file_and_line_and_nothing_is_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str, block_bytes: int
+) -> None:
+    # It was prepared (41 MB: a minute and 5.6 GB), then refused by training as longer than model.max_len.
+    monkeypatch.setattr(line_stream, "BLOCK_BYTES", block_bytes)  # one read, or the line across many blocks
+    german = [f"ein hund läuft {number}" for number in range(40)]
+    german[30] = a_line_of(MAX_LINE_BYTES + 1)
+    source, target = tmp_path / "train.de", tmp_path / "train.en"
+    source.write_text("\n".join(german) + "\n", encoding="utf-8")
+    target.write_text("".join(f"a dog runs {number}\n" for number in range(40)), encoding="utf-8")
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    settings = ["--set", "data.vocab_size=300", "--set", f"data.cache_dir={cache}"]
+    code = run_cli([command, "translation", "--train", str(source), str(target), "--out", str(out), *settings])
+    assert code == 2
+    assert one_error_line(capsys) == (
+        f"transformer-lab {command}: error: {source}: line 31: expected lines of at most {MAX_LINE_BYTES:,} bytes, "
+        f"got one of {MAX_LINE_BYTES + 1:,} bytes; split it or leave it out"
+    )
+    assert not out.exists()
+    assert not cache.exists() or not [path for path in cache.rglob("*") if path.is_dir()]
+
+
+@pytest.mark.parametrize("start, end", [("", "\n"), ("\ufeff", "\r\n"), ("", "")])
+def test_every_reader_takes_a_line_at_the_bound_and_measures_one_past_it_without_its_end(
+    tmp_path: Path, start: str, end: str
+) -> None:
+    path = tmp_path / "lines.txt"
+    at_bound = a_line_of(MAX_LINE_BYTES - 2) + "ä"  # a letter of two bytes: bytes are counted, not characters
+    assert len(at_bound.encode("utf-8")) == MAX_LINE_BYTES
+    path.write_text(f"{start}kurz{end or chr(10)}{at_bound}{end}", encoding="utf-8")
+    assert read_lines(path)[1] == at_bound
+    assert [line for lines in stream_lines(path, 1 << 16) for line in lines][1] == at_bound
+    path.write_text(f"{start}kurz{end or chr(10)}{at_bound}x{end}", encoding="utf-8")
+    message = (
+        f"{path}: line 2: expected lines of at most {MAX_LINE_BYTES:,} bytes, got one of {MAX_LINE_BYTES + 1:,} bytes"
+    )
+    for read in (read_lines, lambda path: list(stream_lines(path, 1 << 16)), lambda path: list(stream_lines(path))):
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}; split it or leave it out$"):
+            read(path)

@@ -98,6 +98,10 @@ def test_too_few_couplets_to_carve_validation_from_name_the_setting_and_how_to_s
             "(the validation pairs are carved out of them), got 1000; set a smaller one (--set data.num_validation=N) "
             "or give validation couplets (--valid)"
         )
+    # Training couplets by --set: the validation couplets are named by the key, as the user works (was: --valid).
+    files = ["--set", "data.train_files=" + ",".join(map(str, forms["lines"]))]
+    assert main(["prepare", "couplet", *files, "--out", str(tmp_path / "by_key")]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith("or give validation couplets (data.valid_files)")
     # The library's own function names its own argument.
     with pytest.raises(ValueError, match=r"^num_validation: expected fewer than the 2 training pairs .*, got 2$"):
         split_validation([("春风", "秋雨"), ("花月", "草木")], 2, seed=0)

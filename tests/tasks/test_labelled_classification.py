@@ -378,7 +378,7 @@ def test_a_single_class_training_file_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_carve_that_holds_out_nothing_says_it_is_per_class_and_one_that_starves_a_class_is_refused(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Sixty classes of one row each: 10 % of every class rounds to none, though 10 % of 60 rows is 6.
     many = tmp_path / "many.csv"
@@ -398,12 +398,18 @@ def test_a_carve_that_holds_out_nothing_says_it_is_per_class_and_one_that_starve
     )
     message = (
         r"^data\.validation_fraction=0\.6 holds out all 1 row\(s\) of the class '科技', which would then never be "
-        r"trained; give validation rows \(--valid\), a smaller fraction, or more rows of it$"
+        r"trained; give validation rows \(data\.valid_files\), a smaller fraction, or more rows of it$"
     )
     with pytest.raises(ValueError, match=message):
         classification_data.build_data(config.data)
     with pytest.raises(ValueError, match=message):  # the corpus read whole, as evaluate's validation split is
         classification_data.corpus_spec(config.data).read()
+    # The command names the validation rows as the user gave the training rows: --valid beside --train.
+    fraction = ["--set", TINY[0], "--set", "data.validation_fraction=0.6", "--out", str(tmp_path / "out")]
+    assert main(["prepare", "classification", "--train", str(rare), *fraction]) == 2
+    assert "give validation rows (--valid), a smaller" in capsys.readouterr().err
+    assert main(["prepare", "classification", "--set", f"data.train_files={rare}", *fraction]) == 2
+    assert "give validation rows (data.valid_files), a smaller" in capsys.readouterr().err
 
 
 def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(

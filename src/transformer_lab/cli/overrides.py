@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from transformer_lab.cli.bounds import path_of
@@ -68,6 +68,30 @@ def given_name(changed: Mapping[str, Setting], key: str) -> str:
     if setting is None or setting.text:
         return key
     return f"{setting.origin}: {key}" if setting.origin.startswith("--config") else setting.origin
+
+
+# The options that give a data config's files (train and prepare alike).
+_FILE_OPTIONS = {"data.train_files": "--train", "data.valid_files": "--valid"}
+
+
+def files_named(changed: Mapping[str, Setting], key: str) -> str:
+    """``data.train_files`` or ``data.valid_files`` named as the user works: by option or by key.
+
+    The option (``--valid``) where those files came by one, or, for validation files not given,
+    where the training files came by ``--train``; else the key, which --set and --config set.
+    """
+    setting = changed.get(key) or changed.get("data.train_files")
+    return _FILE_OPTIONS[key] if setting is not None and setting.origin in _FILE_OPTIONS.values() else key
+
+
+def data_setting_name(changed: Mapping[str, Setting]) -> Callable[[str], str]:
+    """How a data config's field (``valid_files``) is named to the user: see `files_named` and `given_name`."""
+
+    def name_of(field: str) -> str:
+        key = f"data.{field}"
+        return files_named(changed, key) if key in _FILE_OPTIONS else given_name(changed, key)
+
+    return name_of
 
 
 def _value_at(config: object, key: str) -> object:

@@ -15,13 +15,13 @@ import functools
 import sys
 from pathlib import Path
 
-from transformer_lab.atomic_files import check_file_to_write, check_not_an_input, write_text_atomically
+from transformer_lab.atomic_files import check_not_an_input, write_text_atomically
 from transformer_lab.cli.bounds import file_path_of, path_of
 from transformer_lab.cli.decode_options import input_lines, input_names
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.decoding.search_settings import check_no_beam_settings
-from transformer_lab.folders import described_refusal
+from transformer_lab.folders import check_file_output, described_refusal
 from transformer_lab.tasks.command import INPUT_NAMES
 from transformer_lab.tasks.registry import TASKS
 from transformer_lab.tasks.task import Task
@@ -74,7 +74,7 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     for flag, value in {**options, "--plot-attention": plot_path}.items():
         if isinstance(value, Path):
             if flag != "--plot-attention":  # which check_image_path below refuses in its own words
-                check_file_to_write(value, flag)  # before any work, not after every line is answered
+                check_file_output(value, flag)  # before any work, not after every line is answered
             check_not_an_input(flag, value, taken)
             taken[flag] = value
     if plot_path is not None:

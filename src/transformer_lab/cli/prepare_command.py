@@ -25,11 +25,14 @@ from transformer_lab.cli.bounds import path_of
 from transformer_lab.cli.overrides import (
     add_config_file_argument,
     add_override_arguments,
+    data_setting_name,
+    files_named,
     given_name,
     resolved_config,
 )
 from transformer_lab.cli.train_command import DATA_OPTIONS, option_settings
 from transformer_lab.cli.unused_settings import check_settings_used
+from transformer_lab.data.carve_error import CarveError
 from transformer_lab.data.dataset_folder import DatasetMissingError
 from transformer_lab.data.pair_files import check_validation_apart
 from transformer_lab.data.prepared_cache import CorpusKindError, NotAPreparedFolderError, verify_prepared
@@ -127,7 +130,8 @@ def run(arguments: argparse.Namespace) -> int:
     config, changed = resolved_config(
         task.config(arguments.preset), arguments, flags=option_settings(arguments, DATA_OPTIONS)
     )
-    check_validation_apart(getattr(config, "data", None))
+    files = (files_named(changed, "data.train_files"), files_named(changed, "data.valid_files"))
+    check_validation_apart(getattr(config, "data", None), *files)  # named as given: --valid, or the key
     check_settings_used(getattr(config, "data", None), changed)
     checkpoint = None if arguments.init_from is None else resolve_checkpoint(arguments.init_from, "--init-from")
     if checkpoint is not None:
@@ -139,6 +143,8 @@ def run(arguments: argparse.Namespace) -> int:
         report = task.prepare(config.data, arguments.out, not arguments.no_progress, checkpoint)
     except DatasetMissingError as error:  # the folder named as given: --data-dir, --set or --config
         raise error.named(given_name(changed, "data.data_dir")) from None
+    except CarveError as error:  # the validation files named as the training files were given: --valid or the key
+        raise ValueError(error.phrased(data_setting_name(changed))) from None
     print(json.dumps({"prepared": str(arguments.out), **report}, ensure_ascii=False))
     init_from = "" if checkpoint is None else f" --init-from {arguments.init_from}"
     print(f"train with: transformer-lab train {task.name} --prepared {arguments.out}{init_from} --out RUN_FOLDER")

@@ -18,10 +18,13 @@ from transformer_lab.cli.bounds import checked_text, path_of
 from transformer_lab.cli.overrides import (
     add_config_file_argument,
     add_override_arguments,
+    data_setting_name,
+    files_named,
     given_name,
     resolved_config,
 )
 from transformer_lab.cli.unused_settings import check_settings_used
+from transformer_lab.data.carve_error import CarveError
 from transformer_lab.data.dataset_folder import DatasetMissingError
 from transformer_lab.data.pair_files import check_validation_apart
 from transformer_lab.data.prepared_cache import CorpusKindError, NotAPreparedFolderError
@@ -192,7 +195,8 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     schedule = finetune_settings() if model_source is not None else []
     config, changed = resolved_config(task.config(arguments.preset), arguments, schedule=schedule, flags=flags)
     config = with_schedule_as_given(config, changed)
-    check_validation_apart(getattr(config, "data", None))
+    files = (files_named(changed, "data.train_files"), files_named(changed, "data.valid_files"))
+    check_validation_apart(getattr(config, "data", None), *files)  # named as given: --valid, or the key
     check_settings_used(getattr(config, "data", None), changed)
     # A prepared folder fixes the data settings it was made with: config.json records those, not the preset's.
     prepared_named = given_name(changed, "data.prepared_dir")  # as given: --prepared, --set or --config
@@ -217,6 +221,8 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
         raise unscaled_cooldown_error(error, changed) from None
     except DatasetMissingError as error:  # the folder named as given: --data-dir, --set or --config
         raise error.named(given_name(changed, "data.data_dir")) from None
+    except CarveError as error:  # the validation files named as the training files were given: --valid or the key
+        raise ValueError(error.phrased(data_setting_name(changed))) from None
     except (NotAPreparedFolderError, CorpusKindError) as error:
         raise error.for_option(prepared_named) from None
     closing = task.closing(result, config) if task.closing is not None else Closing([], {})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from transformer_lab.cli.overrides import files_named
 from transformer_lab.training.config_io import Setting, shown
 
 
@@ -17,9 +18,9 @@ def check_settings_used(data: Any, changed: Mapping[str, Setting]) -> None:
     BPE is learned). Given anyway, the run would ignore them and its ``config.json`` record
     them as if they had been used.
     """
-    unused = (
-        ("train_files", "--train", "UNUSED_WITH_TRAIN_FILES"),
-        ("valid_files", "--valid", "UNUSED_WITH_VALID_FILES"),
+    unused = (  # the files named as given: --train, or the key by --set or --config
+        ("train_files", files_named(changed, "data.train_files"), "UNUSED_WITH_TRAIN_FILES"),
+        ("valid_files", files_named(changed, "data.valid_files"), "UNUSED_WITH_VALID_FILES"),
         ("tokenizer_file", "data.tokenizer_file", "UNUSED_WITH_TOKENIZER_FILE"),
     )
     for field_name, option, listed in unused:

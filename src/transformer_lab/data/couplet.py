@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformer_lab.data._checks import check_integer
+from transformer_lab.data.carve_error import CarveError
 from transformer_lab.data.chinese import is_punctuation
 from transformer_lab.data.couplet_stream import (
     COUPLET_KEYS,
@@ -199,9 +200,8 @@ def punctuation_free(line: str) -> str:
     return "".join(character for character in line if not is_punctuation(character))
 
 
-# How a run's data config sets the count (validation_positions' ``name``), and the way out it names.
+# How a run's data config sets the count (validation_positions' ``name``).
 CARVED_SETTING = "data.num_validation"
-_CARVED_ADVICE = f"; set a smaller one (--set {CARVED_SETTING}=N) or give validation couplets (--valid)"
 
 
 def split_validation(
@@ -229,15 +229,21 @@ def validation_positions(count: int, num_validation: int, seed: int, *, name: st
     """Which of ``count`` training pairs (0-based, in file order) `split_validation` holds out for validation.
 
     ``name``: what the caller calls ``num_validation`` in errors; a run's config
-    (:data:`CARVED_SETTING`) is also told how to set it.
+    (:data:`CARVED_SETTING`) is also told how to set it or where validation couplets go, in a
+    `CarveError`, which a command says in the names its user gave.
     """
     num_validation = check_integer(name, num_validation, minimum=0)
     if num_validation >= count:
-        advice = _CARVED_ADVICE if name == CARVED_SETTING else ""
-        raise ValueError(
-            f"{name}: expected fewer than the {count} training pairs (the validation pairs are carved out of "
-            f"them), got {num_validation}{advice}"
-        )
+        expected = "expected fewer than the {count} training pairs (the validation pairs are carved out of them)"
+        if name == CARVED_SETTING:
+            raise CarveError(
+                "{num_validation}: " + expected + ", got {given}; set a smaller one (--set " + CARVED_SETTING + "=N) "
+                "or give validation couplets ({valid_files})",
+                ("num_validation", "valid_files"),
+                count=count,
+                given=num_validation,
+            )
+        raise ValueError(f"{name}: {expected.format(count=count)}, got {num_validation}")
     return set(random.Random(seed).sample(range(count), num_validation))
 
 

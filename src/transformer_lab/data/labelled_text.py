@@ -50,6 +50,7 @@ from typing import Any
 from transformer_lab import strict_json
 from transformer_lab.data._checks import check_integer, is_integer
 from transformer_lab.data.line_stream import stream_lines
+from transformer_lab.data.parallel_text import MAX_LINE_BYTES
 
 LABELLED_TEXT_FORMATS: tuple[str, ...] = ("csv", "tsv", "jsonl")
 TEXT_FIELD_SEPARATOR = "\n"
@@ -379,7 +380,8 @@ def _delimited_rows(lines: Iterable[str], file_format: str) -> Iterator[tuple[in
                 raise _LineError(
                     start,
                     f"expected fields of at most {csv.field_size_limit():,} characters (the CSV reader's limit), "
-                    "got a longer one; shorten it, or write the file as JSON Lines, which has no such limit",
+                    "got a longer one; shorten it, or write the file as JSON Lines, which bounds only its lines "
+                    f"({MAX_LINE_BYTES:,} bytes)",
                 ) from None
             raise _LineError(start, f"bad CSV quoting: {error}") from None
         yield start, row

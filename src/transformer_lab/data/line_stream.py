@@ -4,9 +4,10 @@ A corpus of millions of lines must not be held in memory to be checked. `stream_
 reads a file in blocks of a few MiB, cuts each block after its last newline, and decodes
 and splits the complete lines with the same rules as `read_lines` (UTF-8 checked, an error
 naming the file, the 1-based line and the byte column; CRLF and a byte-order mark at the
-start accepted; the final newline optional). It can feed the bytes it reads to a hash, so
-that the file's sha256 costs no second pass. `count_lines` counts the lines without
-decoding them, to plan a pass (how many pairs, which are held out) before making it.
+start accepted; the final newline optional; a line past `MAX_LINE_BYTES` refused before it
+is held whole). It can feed the bytes it reads to a hash, so that the file's sha256 costs
+no second pass. `count_lines` counts the lines without decoding them, to plan a pass (how
+many pairs, which are held out) before making it.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
-from transformer_lab.data.parallel_text import decode_lines
+from transformer_lab.data.parallel_text import MAX_LINE_BYTES, decode_lines, line_too_long
 
 BLOCK_BYTES = 1 << 22  # 4 MiB: large enough to amortise the calls, small beside any corpus
 _BYTE_ORDER_MARK = b"\xef\xbb\xbf"
+# The bytes of an unfinished line past which it is too long whatever its end: a byte-order
+# mark before it and a CR before its newline are no part of it.
+_LONGEST_PENDING = MAX_LINE_BYTES + len(_BYTE_ORDER_MARK) + 1
 
 
 class ByteDigest(Protocol):
@@ -61,6 +65,19 @@ def count_lines(path: str | os.PathLike[str]) -> int:
     return count + int(last not in (b"", b"\n"))
 
 
+def _line_size(start: bytes, file: BinaryIO, block_bytes: int, file_start: bool) -> int:
+    """The bytes of the line ``start`` begins, read on to its end without holding it, as `decode_lines` counts them."""
+    size = len(start) - (len(_BYTE_ORDER_MARK) if file_start and start.startswith(_BYTE_ORDER_MARK) else 0)
+    last = start[-1:]
+    while block := file.read(block_bytes):
+        end = block.find(b"\n")
+        if end >= 0:
+            size, last = size + end, block[end - 1 : end] if end else last
+            break
+        size, last = size + len(block), block[-1:]
+    return size - int(last == b"\r")
+
+
 def stream_lines(
     path: str | os.PathLike[str], block_bytes: int | None = None, digest: ByteDigest | None = None
 ) -> Iterator[list[str]]:
@@ -81,6 +98,8 @@ def stream_lines(
         raise ValueError(f"{path}: expected a readable text file, got an error: {error.strerror or error}") from None
     with file:
         while True:
+            if len(pending) > _LONGEST_PENDING:  # refused before it is held whole: memory stays bounded
+                raise line_too_long(name, next_line, _line_size(pending, file, block_bytes, file_start))
             block = file.read(block_bytes)
             if digest is not None and block:
                 digest.update(block)

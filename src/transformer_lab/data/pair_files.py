@@ -128,19 +128,22 @@ def _check_two_files(paths: Sequence[str | os.PathLike[str]], name: str, sides: 
         )
 
 
-def check_validation_apart(data: Any) -> None:
+def check_validation_apart(
+    data: Any, train_name: str = "data.train_files", valid_name: str = "data.valid_files"
+) -> None:
     """Refuse a data config whose ``valid_files`` include one of its ``train_files`` (by any path or link).
 
     Validation on training text measures nothing held out: best/ and the validation scores would
-    reward memorising. Any task's data config with both fields; others pass.
+    reward memorising. Any task's data config with both fields; others pass. The names are
+    the files' as the caller's user gave them (``--train``, ``--valid``).
     """
     train = [Path(path) for path in getattr(data, "train_files", ()) or ()]
     for valid in getattr(data, "valid_files", ()) or ():
         for path in train:
             if _same_file(Path(valid), path):
                 raise ValueError(
-                    f"--valid: expected files held out from --train's (validation on training text measures "
-                    f"nothing held out), got {str(valid)!r}, which is --train's {str(path)!r}"
+                    f"{valid_name}: expected files held out from {train_name}'s (validation on training text "
+                    f"measures nothing held out), got {str(valid)!r}, which is {train_name}'s {str(path)!r}"
                 )
 
 

@@ -34,6 +34,12 @@ logger = logging.getLogger(__name__)
 
 _BYTE_ORDER_MARK = "\ufeff"
 
+# The most bytes a line may hold (without its end), in every text file read and on stdin:
+# 1 MiB, the server's largest request (serve.intake.MAX_BODY_BYTES). A sentence, a couplet or
+# a document is far shorter; one line of 45 MB took a minute and 5.6 GB to prepare, and
+# training then refused it by model.max_len.
+MAX_LINE_BYTES = 1 << 20
+
 
 @dataclass
 class ParallelText:
@@ -106,12 +112,29 @@ def utf8_text(data: bytes, name: str, first_line: int = 1) -> str:
         ) from None
 
 
+def line_too_long(name: str, line_number: int, size: int) -> ValueError:
+    """The error for a line of ``size`` bytes, past `MAX_LINE_BYTES`: ``name`` (a file, "stdin") and the line."""
+    return ValueError(
+        f"{name}: line {line_number}: expected lines of at most {MAX_LINE_BYTES:,} bytes, got one of {size:,} "
+        "bytes; split it or leave it out"
+    )
+
+
+def _refuse_long_line(lines: list[str], name: str, first_line: int) -> None:
+    # A character is 1 to 4 bytes: only a line of over a quarter of the bound in characters is measured.
+    if max(map(len, lines), default=0) <= MAX_LINE_BYTES // 4:
+        return
+    for offset, line in enumerate(lines):
+        if len(line) > MAX_LINE_BYTES // 4 and (size := len(line.encode("utf-8"))) > MAX_LINE_BYTES:
+            raise line_too_long(name, first_line + offset, size)
+
+
 def decode_lines(data: bytes, name: str, first_line: int = 1, file_start: bool = True) -> list[str]:
     """Split UTF-8 bytes into lines as `read_lines` does; `name` (a file, "stdin") goes into errors.
 
     A streamed file comes in pieces cut after a newline: `first_line` is the 1-based number
     of the piece's first line (for errors), and only the piece at `file_start` may begin
-    with a byte-order mark.
+    with a byte-order mark. A line past `MAX_LINE_BYTES` is a ValueError naming it.
     """
     text = utf8_text(data, name, first_line)
     if file_start and text.startswith(_BYTE_ORDER_MARK):
@@ -123,6 +146,8 @@ def decode_lines(data: bytes, name: str, first_line: int = 1, file_start: bool =
     if lines[-1] == "":
         lines.pop()
     lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    if len(data) > MAX_LINE_BYTES:  # else no line of the piece can be longer
+        _refuse_long_line(lines, name, first_line)
     if "\r" in text:  # once per piece; found, the line is looked for
         _refuse_lone_carriage_return(lines, name, first_line)
     if "\x00" in text:

@@ -38,6 +38,7 @@ from transformer_lab.data.ag_news import (
     read_classes_file,
     stream_ag_news_csv,
 )
+from transformer_lab.data.carve_error import CarveError
 from transformer_lab.data.labelled_text import (
     LabelIds,
     LabelledExample,
@@ -122,9 +123,13 @@ def held_out_positions(labels: np.ndarray, fraction: float, seed: int, class_nam
     if len(starved):
         label = int(starved[0])
         name = repr(class_names[label]) if label < len(class_names) else f"number {label}"
-        raise ValueError(
-            f"data.validation_fraction={fraction} holds out all {int(sizes[label])} row(s) of the class {name}, "
-            "which would then never be trained; give validation rows (--valid), a smaller fraction, or more rows of it"
+        raise CarveError(
+            "data.validation_fraction={fraction} holds out all {rows} row(s) of the class {name}, which would "
+            "then never be trained; give validation rows ({valid_files}), a smaller fraction, or more rows of it",
+            ("valid_files",),
+            fraction=fraction,
+            rows=int(sizes[label]),
+            name=name,
         )
     return held
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from transformer_lab.data.carve_error import CarveError
 from transformer_lab.data.manifest_checks import COUNT_OR_NONE, SHA256, report_holding
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles, count_pairs, numbered_pairs, stream_pairs
@@ -116,6 +117,10 @@ class PairCorpusSpec:
     seed: int = 1234  # draws the held-out pairs and the tokenizer's sample
     num_train: int = 0  # keep only the first N training pairs (0 = all)
     num_validation: int = 0  # keep only the first N validation pairs (0 = all)
+
+    def __post_init__(self) -> None:
+        if self.valid is None:  # here, before any file is read
+            check_carved_count(self.num_carved_validation)
 
     def describe(self) -> dict[str, Any]:
         """The spec as JSON-ready values, with absolute paths (the cache key and the manifest's record)."""
@@ -244,18 +249,37 @@ def carved_positions(count: int, num_carved: int, seed: int) -> set[int]:
     """Which of ``count`` training pairs (0-based) are held out for validation: ``min(num_carved, count // 10)``.
 
     Drawn with ``seed``, the same for a corpus read whole and one streamed; fewer than 10
-    pairs leave nothing to carve, which is an error naming ``--valid``.
+    pairs leave nothing to carve, which is a `CarveError` naming the validation files.
     """
+    check_carved_count(num_carved)
     held = _held_positions(count, num_carved, seed)
     if not held:
-        raise ValueError(
-            f"--valid: expected validation files, or at least 10 training pairs to carve validation from, "
-            f"got {count} training pair(s) and no --valid"
+        raise CarveError(
+            "{valid_files}: expected validation files, or at least 10 training pairs to carve validation from, "
+            "got {count} training pair(s) and no {valid_files}",
+            ("valid_files",),
+            count=count,
         )
     logger.info(
-        "no --valid given: %d of the %d training pairs are held out for validation (seed %d)", len(held), count, seed
+        "no validation files given: %d of the %d training pairs are held out for validation (seed %d)",
+        len(held),
+        count,
+        seed,
     )
     return held
+
+
+def check_carved_count(num_carved: int) -> None:
+    """Refuse a carve of no pairs (validation files are how to hold none out).
+
+    Else the carve is refused once the files are read, as if the pairs were too few.
+    """
+    if num_carved == 0:
+        raise CarveError(
+            "{num_carved_validation}: expected at least 1 without {valid_files} (how many training pairs to hold "
+            "out for validation), got 0; give validation files ({valid_files}) to hold none out",
+            ("num_carved_validation", "valid_files"),
+        )
 
 
 def _held_positions(count: int, num_carved: int, seed: int) -> set[int]:

@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 import torch
 from torch import nn
 
-from transformer_lab.atomic_files import check_file_to_write, check_not_an_input
+from transformer_lab.atomic_files import check_not_an_input
 from transformer_lab.decoding import DecodeConfig, decoding_model
 from transformer_lab.decoding.beam import BEAM_STOPS
 from transformer_lab.decoding.search_settings import (
@@ -24,6 +24,7 @@ from transformer_lab.decoding.search_settings import (
     search_name,
 )
 from transformer_lab.devices import resolve_device
+from transformer_lab.folders import check_file_output
 from transformer_lab.hardware import INFERENCE_PRECISIONS
 
 ModelType = TypeVar("ModelType", bound=nn.Module)
@@ -128,8 +129,8 @@ class EvaluationOptions:
         """
         if self.output is None:
             return default
-        check_file_to_write(self.output, "--output")
         check_not_an_input("--output", self.output, dict(read))
+        check_file_output(self.output, "--output")  # a path the system refuses, before the work
         self.output.parent.mkdir(parents=True, exist_ok=True)
         return self.output
 

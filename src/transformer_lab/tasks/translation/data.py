@@ -86,12 +86,6 @@ class TranslationDataConfig:
         for name, files in (("train_files", self.train_files), ("valid_files", self.valid_files)):
             if files:  # checked here, where an error names the option or key that gave the files
                 PairFiles.of(files, self.source_language, self.target_language, self.file_format, f"data.{name}")
-        if self.train_files and not self.valid_files and self.num_carved_validation == 0:
-            # Else the carve of none is refused later, naming --valid and the pairs as if they were too few.
-            raise ValueError(
-                "data.num_carved_validation: expected at least 1 without --valid (how many training pairs to hold "
-                "out for validation), got 0; give validation files (--valid) to hold none out"
-            )
 
 
 TranslationData = Seq2SeqData[TokenizerPair]
