@@ -42,7 +42,7 @@ class Translator(translation_predict.Translator):
     ) -> None:
         """``ensemble``: more checkpoints (or run folders) decoded with this one, their probabilities averaged."""
         super().__init__(*load_on(load_translator, checkpoint, device))
-        if ensemble:
+        if ensemble not in ((), [], None):  # "" too is checked (and refused), not read as no ensemble
             self.model = self.ensembled(ensemble).model
 
     def plot_attention(

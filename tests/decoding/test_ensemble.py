@@ -139,13 +139,10 @@ def test_evaluate_ensemble_decodes_the_models_together_and_keeps_the_card(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     first = write_translation_checkpoint(tmp_path / "first", seed=1)
-    same = write_translation_checkpoint(tmp_path / "same", seed=1)  # the same weights
     favouring = write_translation_checkpoint(tmp_path / "favouring", seed=2, favoured="man")
     alone = _evaluate(first, tmp_path)
     assert "model card: none in" in capsys.readouterr().out  # a single model's scores would go to its card
-    # With an identical model the average is the model; with one sure of "man" at every step, "man" only.
-    assert _evaluate(first, tmp_path, same) == alone
-    assert "beam 2, ensemble of 2" in capsys.readouterr().out
+    # With a model sure of "man" at every step, "man" only.
     together = _evaluate(first, tmp_path, favouring)
     assert together != alone and all(line and not line.replace("man", "") for line in together)
     printed = capsys.readouterr().out
@@ -177,12 +174,10 @@ def test_translate_and_the_python_translator_decode_an_ensemble_as_evaluate_does
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     first = write_translation_checkpoint(tmp_path / "first", seed=1)
-    same = write_translation_checkpoint(tmp_path / "same", seed=1)
     favouring = write_translation_checkpoint(tmp_path / "favouring", seed=2, favoured="man")
     sentences = [german for german, _ in SENTENCES]
     alone = Translator(first).translate(sentences, precision="fp32")
     together = Translator(first, ensemble=[favouring]).translate(sentences, precision="fp32")
-    assert Translator(first, ensemble=[same]).translate(sentences, precision="fp32") == alone
     assert together != alone and all(line and not line.replace("man", "") for line in together)
     assert together == _evaluate(first, tmp_path, favouring)
     capsys.readouterr()
@@ -223,3 +218,40 @@ def test_an_ensemble_is_refused_where_one_model_is_expected(tmp_path: Path, caps
     capsys.readouterr()
     assert main(["translate", "--checkpoint", str(first), "--ensemble", str(tmp_path / "absent"), "Ein Haus."]) == 2
     assert "--ensemble: expected a checkpoint folder (with config.json) or a run folder" in capsys.readouterr().err
+
+
+def test_a_member_with_the_weights_of_another_is_refused_not_averaged_with_itself(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The same folder twice, a run folder beside its own best/, a copy: each decodes as fewer models than given.
+    first = write_translation_checkpoint(tmp_path / "first", seed=1)
+    copy = write_translation_checkpoint(tmp_path / "run" / "best", seed=1)  # first's weights, in a run's best/
+    second = write_translation_checkpoint(tmp_path / "second", seed=2)
+    joined = "expected a model other than the checkpoint it joins, got the same weights"
+    for members in ([first], [copy.parent], [copy, second]):
+        with pytest.raises(ValueError, match=rf"^ensemble {members[0]}: {joined} \(ensembled with itself"):
+            Translator(first, ensemble=members)
+    with pytest.raises(ValueError, match=rf"^ensemble {second}: expected a model other than ensemble {second}, got"):
+        Translator(first, ensemble=[second, second])
+    capsys.readouterr()
+    command = ["translate", "--checkpoint", str(tmp_path / "run"), "Ein Haus."]
+    assert main([*command, "--ensemble", str(first)]) == 2
+    error = f"transformer-lab translate: error: --ensemble {first}: {joined} (ensembled with itself, a model "
+    assert capsys.readouterr().err == error + "decodes as it does alone)\n"
+    assert main([*command, "--ensemble", str(second), "--ensemble", str(second)]) == 2
+    assert f"--ensemble {second}: expected a model other than --ensemble {second}, got" in capsys.readouterr().err
+    _evaluate(first, tmp_path, copy, status=2)
+    assert f"--ensemble {copy}: {joined}" in capsys.readouterr().err
+    assert not (tmp_path / "hypotheses1.txt").exists()
+
+
+def test_an_ensemble_that_is_no_list_of_paths_is_refused_naming_the_keyword(tmp_path: Path) -> None:
+    first = write_translation_checkpoint(tmp_path / "first", seed=1)
+    with pytest.raises(TypeError, match=r"^ensemble: expected a list of checkpoint paths, got int 3$"):
+        Translator(first, ensemble=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^ensemble: expected a list of one checkpoint or more, got ''$"):
+        Translator(first, ensemble="")  # was read as no ensemble
+    for member, given in ((3, "int"), (b"second", "bytes")):
+        with pytest.raises(TypeError, match=rf"^ensemble: expected a str or an os.PathLike path .*, got {given}"):
+            Translator(first, ensemble=[member])  # type: ignore[list-item]
+    assert isinstance(Translator(first, ensemble=[]).model, Seq2SeqTransformer)  # an empty list: no ensemble

@@ -12,7 +12,8 @@ V target vocabulary, M members.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 import torch
@@ -128,3 +129,50 @@ def check_same_tokens(
                 f"{name}: expected the first model's {side} vocabulary (the models must share their token ids), "
                 "given another one"
             )
+
+
+def member_paths(checkpoints: object, name: str) -> list[Any]:
+    """The checkpoints (or run folders) to add to a model as a list of one or more; else an error naming ``name``.
+
+    One path (a str, bytes or a ``Path``) is refused, not read as the folders its characters name.
+    """
+    if isinstance(checkpoints, (str, bytes, os.PathLike)):
+        raise ValueError(f"{name}: expected a list of one checkpoint or more, got {checkpoints!r}")
+    if not isinstance(checkpoints, Iterable):
+        raise TypeError(
+            f"{name}: expected a list of checkpoint paths, got {type(checkpoints).__name__} {checkpoints!r}"
+        )
+    paths = list(checkpoints)
+    if not paths:
+        raise ValueError(f"{name}: expected a list of one checkpoint or more, got {checkpoints!r}")
+    return paths
+
+
+def distinct_members(members: Sequence[nn.Module], paths: Sequence[Any], name: str) -> Sequence[nn.Module]:
+    """``members`` (a model, then the model of each of ``paths``), refused where one has an earlier one's weights.
+
+    The same folder twice, a run folder and its best/, a copy: a model ensembled with itself
+    decodes as it does alone, and one given twice weighs twice in the average. The error
+    starts with ``name`` and the path.
+    """
+    names = ["the checkpoint it joins", *(f"{name} {path}" for path in paths)]
+    for number, member in enumerate(members):
+        twin = next((earlier for earlier in range(number) if _same_weights(members[earlier], member)), None)
+        if twin is not None:
+            why = (
+                "ensembled with itself, a model decodes as it does alone"
+                if twin == 0
+                else "given twice, a model weighs twice in the average"
+            )
+            raise ValueError(
+                f"{names[number]}: expected a model other than {names[twin]}, got the same weights ({why})"
+            )
+    return members
+
+
+def _same_weights(first: nn.Module, second: nn.Module) -> bool:
+    """Whether two models hold equal tensors under the same names (shapes first: other sizes differ at once)."""
+    tensors, others = first.state_dict(), second.state_dict()
+    if tensors.keys() != others.keys():
+        return False
+    return all(tensors[key].shape == others[key].shape and torch.equal(tensors[key], others[key]) for key in tensors)

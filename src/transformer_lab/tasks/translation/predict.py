@@ -57,8 +57,6 @@ class Translator(Seq2SeqPredictor):
         """
         if not isinstance(self.model, Seq2SeqTransformer):
             raise ValueError(f"{name}: expected a translator of one model to add models to, got an ensemble")
-        if isinstance(checkpoints, (str, os.PathLike)) or not checkpoints:
-            raise ValueError(f"{name}: expected a list of one checkpoint or more, got {checkpoints!r}")
         ensemble = load_ensemble(self.model, self.tokenizers, self.config, checkpoints, name)
         return Translator(ensemble, self.tokenizers, self.config, next(self.model.parameters()).device)
 

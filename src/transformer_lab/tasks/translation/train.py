@@ -12,7 +12,7 @@ from transformer_lab.data import TokenizerPair, collated_lengths
 from transformer_lab.data.positional_fit import check_fits_positional_table
 from transformer_lab.data.tokenizer_pair import JOINT_TOKENIZER_FILE, SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE
 from transformer_lab.decoding import DecodeConfig
-from transformer_lab.decoding.ensemble import Ensemble, check_same_tokens
+from transformer_lab.decoding.ensemble import Ensemble, check_same_tokens, distinct_members, member_paths
 from transformer_lab.evaluation import bleu_tokenizer_for
 from transformer_lab.evaluation.translation_bleu import evaluate_bleu
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
@@ -208,14 +208,15 @@ def load_ensemble(
     """
     device = next(model.parameters()).device
     languages = (config.data.source_language, config.data.target_language)
-    members = [model]
-    for checkpoint in checkpoints:
+    members, paths = [model], member_paths(checkpoints, name)
+    for checkpoint in paths:
+        folder = resolve_checkpoint(checkpoint, name)
         try:
-            member, member_tokenizers, member_config = load_translator(resolve_checkpoint(checkpoint))
+            member, member_tokenizers, member_config = load_translator(folder)
         except (ValueError, FileNotFoundError) as error:  # named as the option that gave the folder
             kind = FileNotFoundError if isinstance(error, FileNotFoundError) else ValueError
-            raise kind(f"{name}: {str(error).removeprefix('checkpoint: ')}") from None
+            raise kind(f"{name}: {error}") from None
         member_languages = (member_config.data.source_language, member_config.data.target_language)
         check_same_tokens(f"{name} {checkpoint}", (tokenizers, languages), (member_tokenizers, member_languages))
         members.append(member.to(device).eval())
-    return Ensemble(members)
+    return Ensemble(distinct_members(members, paths, name))
