@@ -26,6 +26,7 @@ from transformer_lab.file_lock import remove_abandoned_writer_locks, writer_lock
 __all__ = [
     "DISK_ERRNOS",
     "FolderWriteError",
+    "check_path_through_folders",
     "check_new_folder",
     "describe_os_error",
     "refused_write",
@@ -140,6 +141,13 @@ def check_new_folder(out_dir: str | os.PathLike[str]) -> Path:
     if out_dir.exists():
         raise ValueError(f"out_dir: expected a new folder, got {str(out_dir)!r} which exists")
     return out_dir
+
+
+def check_path_through_folders(path: Path, name: str) -> None:
+    """Refuse, before any work, an output folder under a file (``--out notes.txt/run``), naming ``name``, the option."""
+    in_the_way = next((folder for folder in path.parents if folder.exists() and not folder.is_dir()), None)
+    if in_the_way is not None:
+        raise ValueError(f"{name}: expected a path through folders, got {path}, through the file {in_the_way}")
 
 
 def write_folder(

@@ -1022,6 +1022,18 @@ CLI_CASES = [
         r"--out: expected a folder outside the checkpoints of a run, got .*run/step-000200, a checkpoint name of the "
         r"run folder .*run: the next save of that run replaces it",
     ),
+    *(
+        CliCase(
+            # Was "notes.txt: expected a folder there (or nothing), got a file", naming neither --out nor the path.
+            f"export: --out under a file ({depth})",
+            lambda tmp, ck, depth=depth: ["export", "--checkpoint", str(ck.translation), "--format", "onnx"]
+            + ["--out", str(a_file(tmp).joinpath(*["onnx"] * depth))],
+            r"^transformer-lab export: error: --out: expected a path through folders, got .*notes\.txt/onnx"
+            + "/onnx" * (depth - 1)
+            + r", through the file .*notes\.txt$",
+        )
+        for depth in (1, 2)
+    ),
     CliCase(
         "export: --out inside a checkpoint folder",
         lambda tmp, ck: ["export", "--checkpoint", str(ck.translation), "--format", "onnx"]

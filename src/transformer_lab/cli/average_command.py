@@ -10,6 +10,7 @@ from pathlib import Path
 from torch import nn
 
 from transformer_lab.cli.bounds import path_of
+from transformer_lab.folders import check_path_through_folders
 from transformer_lab.tasks.registry import load_trained
 from transformer_lab.training import CONFIG_FILE, MODEL_FILE, average_checkpoints
 from transformer_lab.training.run.run_folder import METRICS_FILE, check_output_outside_saves
@@ -41,9 +42,7 @@ def run(arguments: argparse.Namespace) -> int:
             raise ValueError(f"--out: {arguments.out} is being trained by {holder}; choose a new folder")
         raise ValueError(f"--out: expected a new folder, got {arguments.out} which exists")
     check_output_outside_saves("--out", arguments.out)
-    in_the_way = next((path for path in Path(arguments.out).parents if path.exists() and not path.is_dir()), None)
-    if in_the_way is not None:
-        raise ValueError(f"--out: expected a path through folders, got {arguments.out}, through the file {in_the_way}")
+    check_path_through_folders(arguments.out, "--out")
     if not arguments.run.is_dir():
         what = "is a file" if arguments.run.exists() else "does not exist"
         raise FileNotFoundError(f"--run: expected a run folder, got {arguments.run}, which {what}")
