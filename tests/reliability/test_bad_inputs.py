@@ -767,6 +767,25 @@ CLI_CASES = [
         lambda tmp, ck: translate_argv(ck.translation, "--beam", "0", "Hallo"),
         r"--beam: expected an int >= 1 \(1 is greedy\), got 0$",
     ),
+    # Was "transformer-lab: error: unrecognized arguments: ... (see transformer-lab --help)", the top parser's
+    # words, whose help lists no option of the command.
+    CliCase(
+        "translate: an unknown option",
+        lambda tmp, ck: translate_argv(ck.translation, "--nbets", "2", "Hallo"),
+        r"^transformer-lab translate: error: unrecognized arguments: --nbets \(see transformer-lab translate --help\)$",
+    ),
+    CliCase(
+        "plot masks: an unknown option",
+        lambda tmp, ck: ["plot", "masks", "--out", str(tmp / "m.png"), "--colour", "red"],
+        r"^transformer-lab plot masks: error: unrecognized arguments: --colour red "
+        r"\(see transformer-lab plot masks --help\)$",
+    ),
+    CliCase(
+        "average-checkpoints: checkpoints listed after --run",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(tmp / "a"), str(tmp / "b"), "--out", str(tmp / "avg")],
+        r"^transformer-lab average-checkpoints: error: unrecognized arguments: .*b "
+        r"\(see transformer-lab average-checkpoints --help\)$",
+    ),
     CliCase(
         "translate: --beam not a number (argparse)",
         lambda tmp, ck: translate_argv(ck.translation, "--beam", "five", "Hallo"),

@@ -102,7 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    arguments = parser.parse_args(argv)
+    arguments, unrecognized = parser.parse_known_args(argv)
+    if unrecognized:
+        # Said by the command's own parser, whose --help lists its options (argparse's parse_args has
+        # the top one say it: "transformer-lab: error: ... (see transformer-lab --help)").
+        _command_parser(parser, arguments).error(f"unrecognized arguments: {' '.join(unrecognized)}")
     level = logging.DEBUG if arguments.verbose else logging.INFO
     # Under torchrun only rank 0 reports; the other ranks still show warnings and errors.
     logging.basicConfig(level=level if is_main_process() else logging.WARNING, format="%(message)s")
@@ -145,6 +149,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Terminated as terminated:
         print(f"{prefix}: {terminated}", file=sys.stderr)
         return terminated.exit_code
+
+
+def _command_parser(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``arguments`` chose, the deepest one: ``plot masks``'s, not ``plot``'s."""
+    while True:
+        commands = next((action for action in parser._actions if isinstance(action, argparse._SubParsersAction)), None)
+        chosen = None if commands is None else getattr(arguments, commands.dest, None)
+        if commands is None or chosen not in commands.choices:
+            return parser
+        parser = commands.choices[chosen]
 
 
 def _file_in_the_way(error: OSError) -> Path | None:
