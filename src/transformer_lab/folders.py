@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from transformer_lab.atomic_files import check_file_to_write, create_temporary_file, make_temporary_folder
-from transformer_lab.file_lock import remove_abandoned_writer_locks, writer_lock
+from transformer_lab.file_lock import remove_abandoned_writer_locks, symbolic_link_problem, writer_lock
 
 __all__ = [
     "DISK_ERRNOS",
     "FolderWriteError",
-    "check_path_through_folders",
+    "check_folder_output",
     "check_new_folder",
     "describe_os_error",
     "refused_write",
@@ -143,8 +143,15 @@ def check_new_folder(out_dir: str | os.PathLike[str]) -> Path:
     return out_dir
 
 
-def check_path_through_folders(path: Path, name: str) -> None:
-    """Refuse, before any work, an output folder under a file (``--out notes.txt/run``), naming ``name``, the option."""
+def check_folder_output(path: Path, name: str) -> None:
+    """Refuse, before any work, an output folder (``name``: the option, ``--out``) that is a link or under a file.
+
+    A symbolic link, dangling or not, is never followed (as ``train --out`` refuses it); a path
+    under a file (``--out notes.txt/run``) is named with the file.
+    """
+    link = symbolic_link_problem(path, name)
+    if link is not None:
+        raise ValueError(link)
     in_the_way = next((folder for folder in path.parents if folder.exists() and not folder.is_dir()), None)
     if in_the_way is not None:
         raise ValueError(f"{name}: expected a path through folders, got {path}, through the file {in_the_way}")

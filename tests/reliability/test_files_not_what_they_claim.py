@@ -242,6 +242,33 @@ def test_an_out_folder_that_is_a_symbolic_link_is_never_followed(
     assert _tree(tmp_path) == before
 
 
+def test_an_export_or_average_out_that_is_a_symbolic_link_is_refused_as_train_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A dangling --out was "could not write checkpoint ... (Not a directory, ENOTDIR)" for average-checkpoints
+    # and "out_dir: ..." for export; a link to a folder was "expected a new folder, got LINK which exists".
+    run = tmp_path / "run"
+    for name in ("step-000001", "step-000002"):
+        write_translation_checkpoint(run / name)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "to-elsewhere").symlink_to(elsewhere)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    commands = [
+        ["average-checkpoints", "--run", str(run), "--last", "2"],
+        ["export", "--checkpoint", str(run / "step-000002"), "--format", "onnx"],
+    ]
+    before = _tree(tmp_path)
+    for command in commands:
+        for link, target in (("to-elsewhere", elsewhere), ("dangling", tmp_path / "nowhere")):
+            assert main([*command, "--out", str(tmp_path / link)]) == 2
+            assert one_error_line(capsys) == (
+                f"transformer-lab {command[0]}: error: --out: expected a folder of its own, got {tmp_path / link}, "
+                f"a symbolic link (to '{target}'), never followed"
+            )
+    assert _tree(tmp_path) == before
+
+
 def test_a_cache_entry_that_is_a_symbolic_link_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
     from transformer_lab.data.pair_stream import PairFiles
     from transformer_lab.data.prepared_pairs import BpeSettings, PairCorpusSpec, pairs_kind

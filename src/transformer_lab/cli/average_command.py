@@ -10,7 +10,7 @@ from pathlib import Path
 from torch import nn
 
 from transformer_lab.cli.bounds import path_of
-from transformer_lab.folders import check_path_through_folders
+from transformer_lab.folders import check_folder_output
 from transformer_lab.tasks.registry import load_trained
 from transformer_lab.training import CONFIG_FILE, MODEL_FILE, average_checkpoints
 from transformer_lab.training.run.run_folder import METRICS_FILE, check_output_outside_saves
@@ -36,13 +36,13 @@ def run(arguments: argparse.Namespace) -> int:
     last = DEFAULT_LAST if arguments.last is None else arguments.last
     if last < 1:
         raise ValueError(f"--last: expected at least 1, got {last}")
+    check_folder_output(arguments.out, "--out")
     if arguments.out.exists():
         holder = folder_holder(arguments.out)
         if holder is not None:
             raise ValueError(f"--out: {arguments.out} is being trained by {holder}; choose a new folder")
         raise ValueError(f"--out: expected a new folder, got {arguments.out} which exists")
     check_output_outside_saves("--out", arguments.out)
-    check_path_through_folders(arguments.out, "--out")
     if not arguments.run.is_dir():
         what = "is a file" if arguments.run.exists() else "does not exist"
         raise FileNotFoundError(f"--run: expected a run folder, got {arguments.run}, which {what}")

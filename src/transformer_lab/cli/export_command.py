@@ -16,7 +16,7 @@ import argparse
 from transformer_lab.cli.bounds import path_of
 from transformer_lab.export import ctranslate2 as ctranslate2_export
 from transformer_lab.export import onnx as onnx_export
-from transformer_lab.folders import check_path_through_folders
+from transformer_lab.folders import check_folder_output
 from transformer_lab.tasks.registry import checkpoint_task, tasks_offering
 from transformer_lab.training.run.run_folder import check_output_outside_saves
 
@@ -45,10 +45,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
+    # Before the model is read: a link is never followed, a file on the way is named (not a lock's mkdir failing).
+    check_folder_output(arguments.out, "--out")
     if arguments.out.exists():
         raise ValueError(f"--out: expected a new folder, got {arguments.out} which exists")
     check_output_outside_saves("--out", arguments.out)
-    check_path_through_folders(arguments.out, "--out")  # said before the model is read, not as a lock's mkdir fails
     if arguments.format not in FORMATS:
         raise ValueError(f"--format: expected one of {list(FORMATS)}, got {arguments.format!r}")
     if arguments.quantization is not None and arguments.format != "ctranslate2":
