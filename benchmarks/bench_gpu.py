@@ -346,6 +346,12 @@ def main() -> None:
     if device.type == "cpu" and not arguments.small:
         raise SystemExit("--device cpu: this benchmark sizes its runs for a GPU; on the CPU pass --small (a dry run)")
     sizes = SMALL_SIZES if arguments.small else GPU_SIZES
+    if arguments.out is not None and arguments.checkpoint is None and (arguments.out / "translation").exists():
+        # Said now, not after the matmul peaks: a lent GPU's minutes are few.
+        raise SystemExit(
+            f"--out: expected a folder without a translation/ run (the preset trains there), got {arguments.out}, "
+            "which holds one; name a new folder, or pass --checkpoint to decode that run"
+        )
     started = time.perf_counter()
     print("\n".join(machine_summary(device)))
     print(f"device {device}{', dry run (--small)' if arguments.small else ''}\n", flush=True)
