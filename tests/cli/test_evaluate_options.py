@@ -112,19 +112,29 @@ def echo_task(*options: TaskOption) -> Task:
     )
 
 
-def test_a_task_registered_at_run_time_declares_its_own_evaluate_option(capsys: pytest.CaptureFixture[str]) -> None:
+def a_checkpoint_folder(tmp_path: Path) -> str:
+    """A folder the command takes for a checkpoint (its config.json); the echo task reads nothing of it."""
+    (tmp_path / "config.json").write_text("{}", encoding="utf-8")
+    return str(tmp_path)
+
+
+def test_a_task_registered_at_run_time_declares_its_own_evaluate_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = a_checkpoint_folder(tmp_path)
     with registry.registered(echo_task(TaskOption("--echo-count", "how many times", int, metavar="N"))):
         assert signatures(command_parser("evaluate"))["--echo-count"] == ("int", None, "N", "_StoreAction")
-        assert main(["evaluate", "echo", "--checkpoint", "x", "--echo-count", "3"]) != 0
+        assert main(["evaluate", "echo", "--checkpoint", checkpoint, "--echo-count", "3"]) != 0
         assert "echo: {'--echo-count': 3}" in capsys.readouterr().err
-        assert main(["evaluate", "translation", "--checkpoint", "x", "--echo-count", "3"]) == 2
+        assert main(["evaluate", "translation", "--checkpoint", checkpoint, "--echo-count", "3"]) == 2
         assert "--echo-count: expected only with the echo task, got it with translation" in capsys.readouterr().err
 
 
-def test_a_value_that_equals_false_is_a_value_given(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_value_that_equals_false_is_a_value_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # "--length-penalty 0" turns the penalty off; 0 == False must not make it look absent.
+    checkpoint = a_checkpoint_folder(tmp_path)
     with registry.registered(echo_task(LENGTH_PENALTY, TaskOption("--echo-count", "how many times", int))):
-        assert main(["evaluate", "echo", "--checkpoint", "x", "--length-penalty", "0", "--echo-count", "0"]) != 0
+        assert main(["evaluate", "echo", "--checkpoint", checkpoint, "--length-penalty", "0", "--echo-count", "0"]) != 0
         assert "echo: {'--length-penalty': 0.0, '--echo-count': 0}" in capsys.readouterr().err
 
 

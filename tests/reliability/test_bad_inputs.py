@@ -794,7 +794,7 @@ CLI_CASES = [
     CliCase(
         "translate: missing checkpoint",
         lambda tmp, ck: translate_argv(tmp / "nowhere", "Hallo"),
-        r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder holding best/ or last/, "
+        r": --checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder holding best/ or last/, "
         r"got '.*nowhere'$",
     ),
     CliCase(
@@ -1231,7 +1231,7 @@ CLI_CASES = [
     CliCase(
         "classify: missing checkpoint",
         lambda tmp, ck: ["classify", "--checkpoint", str(tmp / "nowhere"), "goal"],
-        r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder .*nowhere'$",
+        r": --checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder .*nowhere'$",
     ),
     CliCase(
         "classify: a translation checkpoint",
@@ -1315,10 +1315,24 @@ CLI_CASES = [
         r"--rhythm-rerank: expected beam search, whose candidates it re-ranks, got a greedy search \(--beam 1\), "
         r"which keeps one candidate; give --beam N \(N >= 2\) or leave --rhythm-rerank out$",
     ),
+    *[
+        CliCase(
+            f"{command[0]}: missing checkpoint, named as the option",
+            lambda tmp, ck, command=command, rest=rest: [*command, "--checkpoint", str(tmp / "nowhere"), *rest],
+            rf"^transformer-lab {command[0]}: error: --checkpoint: expected a checkpoint folder \(with config\.json\) "
+            r"or a run folder holding best/ or last/, got '.*nowhere'$",
+        )
+        for command, rest in [
+            (["evaluate", "translation"], []),
+            (["export"], ["--format", "onnx", "--out", "/tmp/never-written"]),
+            (["plot", "attention"], ["--source", "Hallo", "--out", "/tmp/never-written.png"]),
+            (["lab", "decoder-rows"], []),
+        ]
+    ],
     CliCase(
         "couplet: missing checkpoint",
         lambda tmp, ck: ["couplet", "--checkpoint", str(tmp / "nowhere"), "春风"],
-        r"checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder holding best/ or last/, "
+        r": --checkpoint: expected a checkpoint folder \(with config\.json\) or a run folder holding best/ or last/, "
         r"got '.*nowhere'$",
     ),
     CliCase(

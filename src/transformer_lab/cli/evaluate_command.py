@@ -22,6 +22,7 @@ from transformer_lab.extras import MissingExtraError
 from transformer_lab.folders import described_refusal
 from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, TaskOption
 from transformer_lab.tasks.registry import TASKS, evaluate, tasks_evaluating
+from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import CARD_FILE, add_test_scores
 
 
@@ -74,8 +75,9 @@ def run(arguments: argparse.Namespace) -> int:
         # Only the options given: a task refuses those it does not read.
         task_options=given_options(arguments, arguments.task_options),
     )
+    checkpoint = resolve_checkpoint(arguments.checkpoint, "--checkpoint")  # named as typed, after --device
     try:
-        report = evaluate(arguments.task, arguments.checkpoint, arguments.split, options)
+        report = evaluate(arguments.task, checkpoint, arguments.split, options)
     except DatasetMissingError as error:  # --data-dir, else the folder the checkpoint's config.json recorded
         given = arguments.data_dir is not None
         raise error.named("--data-dir" if given else "the checkpoint's data.data_dir") from None

@@ -18,6 +18,7 @@ from transformer_lab.export import ctranslate2 as ctranslate2_export
 from transformer_lab.export import onnx as onnx_export
 from transformer_lab.folders import check_folder_output
 from transformer_lab.tasks.registry import checkpoint_task, tasks_offering
+from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.run.run_folder import check_output_outside_saves
 
 FORMATS = ("ctranslate2", "onnx")
@@ -57,6 +58,7 @@ def run(arguments: argparse.Namespace) -> int:
             f"--quantization: expected only with --format ctranslate2, got {arguments.quantization!r} "
             f"with --format {arguments.format} (the ONNX graphs are float32)"
         )
+    arguments.checkpoint = resolve_checkpoint(arguments.checkpoint, "--checkpoint")
     task = checkpoint_task(arguments.checkpoint)
     # A missing engine is a MissingExtraError: the CLI's one line and exit 1.
     if arguments.format == "onnx":

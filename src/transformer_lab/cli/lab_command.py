@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_lab.cli.bounds import float_in, int_in
+from transformer_lab.cli.bounds import float_in, int_in, path_of
 from transformer_lab.data._checks import SEED_RANGE
 from transformer_lab.data.dataset_folder import DatasetMissingError
 from transformer_lab.lab.mask_experiments import DEFAULT_TOLERANCE, EXPERIMENTS, build_lab_setup, run_experiment
 from transformer_lab.lab.mask_report import format_lab_result
+from transformer_lab.training.checkpoint import resolve_checkpoint
 
 MAX_TOLERANCE = 1e-2
 
@@ -34,7 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=list(EXPERIMENTS),
         help="; ".join(f"{name}: {words}" for name, words in _DESCRIPTIONS.items()),
     )
-    parser.add_argument("--checkpoint", default=None, help="a Seq2Seq checkpoint folder (default: a random model)")
+    parser.add_argument(
+        "--checkpoint", type=path_of, default=None, help="a Seq2Seq checkpoint folder (default: a random model)"
+    )
     parser.add_argument(
         "--data-dir",
         default=None,
@@ -71,9 +74,10 @@ def run(arguments: argparse.Namespace) -> int:
             f"--{keyword.replace('_', '-')}: expected only without --checkpoint (the checkpoint fixes the model), "
             f"got {value}"
         )
+    checkpoint = None if arguments.checkpoint is None else resolve_checkpoint(arguments.checkpoint, "--checkpoint")
     try:
         setup = build_lab_setup(
-            checkpoint=arguments.checkpoint,
+            checkpoint=checkpoint,
             data_dir=arguments.data_dir,
             batch_size=arguments.batch_size,
             seed=arguments.seed,

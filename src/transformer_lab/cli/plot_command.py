@@ -15,9 +15,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from transformer_lab.cli.bounds import float_in, int_in
+from transformer_lab.cli.bounds import float_in, int_in, path_of
 from transformer_lab.folders import FolderWriteError
 from transformer_lab.setting_error import SettingError
+from transformer_lab.training.checkpoint import resolve_checkpoint
 
 # A figure's canvas, 4 bytes a pixel: each option's own bound still lets --width 54
 # --height 54 --dpi 1200 ask for 17 GB. The figures' default sizes stay far below at any --dpi.
@@ -73,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     attention_parser = figures_parsers.add_parser(
         "attention", help="every head of every layer for one sentence, from a checkpoint"
     )
-    attention_parser.add_argument("--checkpoint", required=True, help="a Seq2Seq checkpoint folder")
+    attention_parser.add_argument("--checkpoint", type=path_of, required=True, help="a Seq2Seq checkpoint folder")
     attention_parser.add_argument(
         "--source",
         default=None,
@@ -196,10 +197,11 @@ def _run_lr_schedule(arguments: argparse.Namespace) -> int:
 
 @_out_named
 def _run_attention(arguments: argparse.Namespace) -> int:
+    checkpoint = resolve_checkpoint(arguments.checkpoint, "--checkpoint")
     try:
         path = _figures().plot_checkpoint_attention(
             arguments.out,
-            arguments.checkpoint,
+            checkpoint,
             source=arguments.source,
             target=arguments.target,
             # The files, read by the library only once the checkpoint is known to take them.

@@ -25,7 +25,7 @@ from transformer_lab.folders import check_file_output, described_refusal
 from transformer_lab.tasks.command import INPUT_NAMES
 from transformer_lab.tasks.registry import TASKS
 from transformer_lab.tasks.task import Task
-from transformer_lab.training.checkpoint import checkpoint_files
+from transformer_lab.training.checkpoint import checkpoint_files, resolve_checkpoint
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -63,6 +63,7 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     command = task.command
     assert command is not None
     device = device_of(arguments)
+    arguments.checkpoint = resolve_checkpoint(arguments.checkpoint, "--checkpoint")  # named as typed
     inputs = input_lines(arguments.inputs, arguments.input, purpose=command.verb)
     options = given_options(arguments, arguments.task_options)
     if options.get("--beam") == 1:  # greedy whatever the checkpoint says: beam search's own settings go unused
