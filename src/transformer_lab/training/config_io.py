@@ -194,6 +194,9 @@ def _rejection(data: Mapping[str, Any], error: ValueError) -> ValueError:
     change = (named or changes)[-1]
     if message.startswith(f"{change.key}:"):  # a message that names the key already is clear as it is
         return change.error(message)
+    field = change.key.split(".")[-1]
+    if message.startswith(f"{field}:"):  # the field's own check: said once, under the whole key
+        return change.error(f"{change.key}{message[len(field) :]}")
     return change.error(f"{change.key}: the value {shown(change.value)} was rejected: {message}")
 
 
