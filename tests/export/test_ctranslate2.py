@@ -29,7 +29,7 @@ from tests.reliability.builders import (  # noqa: E402
 )
 from tests.tasks.couplet_fixture import TINY_OVERRIDES as COUPLET_OVERRIDES  # noqa: E402
 from tests.tasks.couplet_fixture import write_couplet_folder  # noqa: E402
-from transformer_lab.cli import export_command  # noqa: E402
+from transformer_lab.cli import export_command, main  # noqa: E402
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from transformer_lab.decoding import beam_search, greedy_search  # noqa: E402
 from transformer_lab.export import export_checkpoint, export_model  # noqa: E402
@@ -205,12 +205,22 @@ def test_couplet_with_aligned_input_is_refused_saying_why(tmp_path: Path) -> Non
     assert not (tmp_path / "ct2").exists()
 
 
-def test_other_tasks_are_refused_naming_the_task(reverse: dict, tmp_path: Path) -> None:
+def test_other_tasks_are_refused_naming_the_task(
+    reverse: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(ValueError, match="expected a checkpoint of couplet or translation, got task 'reverse'"):
         export_checkpoint(reverse["run"], tmp_path / "synthetic")
     classification = train_classification_checkpoint(tmp_path / "classification")
     with pytest.raises(ValueError, match="got task 'classification'"):
         export_checkpoint(classification, tmp_path / "classification-ct2")
+    # The command says which option asked: the format's tasks, before its engine is imported.
+    command = ["export", "--checkpoint", str(classification), "--format", "ctranslate2", "--out", str(tmp_path / "o")]
+    assert main(command) == 2
+    assert capsys.readouterr().err.strip() == (
+        "transformer-lab export: error: --format ctranslate2: expected a checkpoint of a task it exports "
+        f"(couplet or translation), got the classification checkpoint {classification}"
+    )
+    assert not (tmp_path / "o").exists()
 
 
 def test_an_existing_out_dir_is_refused(reverse: dict, tmp_path: Path) -> None:

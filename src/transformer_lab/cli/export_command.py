@@ -60,6 +60,12 @@ def run(arguments: argparse.Namespace) -> int:
         )
     arguments.checkpoint = resolve_checkpoint(arguments.checkpoint, "--checkpoint")
     task = checkpoint_task(arguments.checkpoint)
+    exported = sorted(tasks_offering(arguments.format))
+    if task not in exported:  # said by the option that asks, before any engine is imported
+        raise ValueError(
+            f"--format {arguments.format}: expected a checkpoint of a task it exports ({' or '.join(exported)}), "
+            f"got the {task} checkpoint {arguments.checkpoint}"
+        )
     # A missing engine is a MissingExtraError: the CLI's one line and exit 1.
     if arguments.format == "onnx":
         out_dir = onnx_export.export_checkpoint(arguments.checkpoint, arguments.out)
