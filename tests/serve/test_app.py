@@ -580,6 +580,7 @@ def test_a_path_holding_an_equals_sign_is_served_as_a_path_and_empty_values_are_
 def test_cli_reports_bad_checkpoints_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--checkpoint", str(tmp_path / "missing")]) == 2
     error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and "missing" in error[0]
+    assert len(error) == 1 and error[0].startswith("transformer-lab serve: error: --checkpoint: expected a checkpoint")
+    assert error[0].endswith(f"got '{tmp_path / 'missing'}'")
     assert main(["serve", "--checkpoint", str(tmp_path), "--port", "70000"]) == 2
     assert "--port must be in [1, 65535], got 70000" in capsys.readouterr().err

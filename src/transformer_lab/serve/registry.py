@@ -65,7 +65,7 @@ def load_served_models(
         if not os.fspath(argument):
             raise ValueError("--checkpoint: expected [NAME=]PATH, got an empty value")
         name, path_text = _split_name(os.fspath(argument))
-        checkpoint = resolve_checkpoint(path_text)
+        checkpoint = resolve_checkpoint(path_text, "--checkpoint")
         name = name or _default_name(Path(path_text), checkpoint)
         if name in served:
             raise ValueError(
