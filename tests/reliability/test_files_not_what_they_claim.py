@@ -136,6 +136,23 @@ def test_checkpoints_of_another_task_are_not_averaged(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_checkpoints_of_another_language_pair_are_not_averaged(tmp_path: Path) -> None:
+    from transformer_lab.tasks.translation.train import load_translator
+    from transformer_lab.training.averaging import average_checkpoints
+
+    # One joint tokenizer, one model shape: only the direction tells the two apart.
+    forward = write_translation_checkpoint(tmp_path / "de-en")
+    backward = write_translation_checkpoint(
+        tmp_path / "en-de", ["data.source_language=en", "data.target_language=de"], seed=1
+    )
+    model, _, _ = load_translator(backward)
+    with pytest.raises(
+        ValueError, match=r"one language pair, got data\.source_language 'de' in .*de-en and 'en' in .*en-de"
+    ):
+        average_checkpoints([forward, backward], tmp_path / "out", model)
+    assert not (tmp_path / "out").exists()
+
+
 def test_checkpoints_of_another_model_configuration_or_with_nan_weights_are_not_averaged(tmp_path: Path) -> None:
     from safetensors.torch import load_file, save_file
 

@@ -76,13 +76,15 @@ def _check_averageable(sources: Sequence[str | os.PathLike[str]]) -> None:
     and two vocabularies of one size give weights of the same shapes, which would
     average without a word into a model that fits neither. Their ``model`` sections must be
     equal (weights of one shape under another activation or norm placement compute
-    something else), and every weight finite (one NaN makes the whole mean NaN).
+    something else), so must their data languages (a joint tokenizer serves de->en and
+    en->de alike), and every weight finite (one NaN makes the whole mean NaN).
     """
     if len(sources) < 1:
         raise ValueError("sources: expected at least one checkpoint folder, got none")
     folders = [Path(source) for source in sources]
     _check_one_vocabulary(folders)
     _check_one_model(folders)
+    _check_one_language_pair(folders)
     for folder in folders:
         _check_finite(folder)
 
@@ -99,6 +101,22 @@ def _check_one_model(sources: Sequence[Path]) -> None:
                     f"sources: expected checkpoints of one model configuration, got model.{key} "
                     f"{other.get(key, '(absent)')!r} in {source} and {model.get(key, '(absent)')!r} in {last}; "
                     "averaging their weights would give a model that is neither"
+                )
+
+
+def _check_one_language_pair(sources: Sequence[Path]) -> None:
+    """Refuse sources whose data languages (``data.*_language``) differ: one tokenizer can serve two pairs."""
+    last = sources[-1]
+    data = load_checkpoint_config(last).get("data", {})
+    languages = {key: value for key, value in data.items() if key.endswith("_language")}
+    for source in sources[:-1]:
+        other = load_checkpoint_config(source).get("data", {})
+        for key, value in languages.items():
+            if other.get(key) != value:
+                raise ValueError(
+                    f"sources: expected checkpoints of one language pair, got data.{key} "
+                    f"{other.get(key, '(absent)')!r} in {source} and {value!r} in {last}; "
+                    "a model averaged across directions translates neither"
                 )
 
 
