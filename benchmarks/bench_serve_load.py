@@ -113,8 +113,10 @@ def main() -> None:
         serve(arguments.serve, arguments.work_seconds, limits)
         return
 
+    from transformer_lab.hardware import machine_summary
     from transformer_lab.serve import app as serve_app
 
+    print("\n".join(machine_summary()), flush=True)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

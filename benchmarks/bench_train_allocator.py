@@ -118,6 +118,9 @@ def main() -> None:
     if arguments.steps < 15:
         # The Trainer logs every 5 steps and the first window is left out: fewer leave no rate to report.
         parser.error(f"--steps: expected at least 15 (three 5-step windows), got {arguments.steps}")
+    from transformer_lab.hardware import machine_summary
+
+    print("\n".join(machine_summary()), flush=True)
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         cache = work / "cache"
