@@ -418,16 +418,21 @@ TRAINING_FILES_GIVEN = {
 }
 
 
+def write_training_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copies: int) -> None:
+    """t.de and t.en (``copies`` times PAIRS) and run.yaml naming them, in ``tmp_path``, the working folder."""
+    monkeypatch.chdir(tmp_path)
+    for name, side in (("t.de", 0), ("t.en", 1)):
+        write(tmp_path / name, "".join(f"{pair[side]}\n" for pair in PAIRS * copies))
+    write(tmp_path / "run.yaml", "data:\n  train_files: [t.de, t.en]\n")
+
+
 @pytest.mark.parametrize("channel", sorted(TRAINING_FILES_GIVEN))
 @pytest.mark.parametrize("command", ["train", "prepare"])
 def test_a_carve_of_no_pairs_is_refused_naming_the_setting_not_the_number_of_pairs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, channel: str
 ) -> None:
     # It was "--valid: expected validation files, or at least 10 training pairs ..., got 15 training pair(s)".
-    monkeypatch.chdir(tmp_path)
-    for name, side in (("t.de", 0), ("t.en", 1)):
-        write(tmp_path / name, "".join(f"{pair[side]}\n" for pair in PAIRS * 5))
-    write(tmp_path / "run.yaml", "data:\n  train_files: [t.de, t.en]\n")
+    write_training_files(tmp_path, monkeypatch, copies=5)
     files, valid = TRAINING_FILES_GIVEN[channel]
     carve = ["--set", "data.num_carved_validation=0"]
     assert main([command, "translation", *files, *carve, "--out", "out"]) == 2
@@ -444,10 +449,7 @@ def test_too_few_pairs_to_carve_name_the_validation_files_as_the_training_files_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, channel: str
 ) -> None:
     # It was "--valid: ..." and "... and no --valid" whichever way the training files came (--set, --config).
-    monkeypatch.chdir(tmp_path)
-    for name, side in (("t.de", 0), ("t.en", 1)):
-        write(tmp_path / name, "".join(f"{pair[side]}\n" for pair in PAIRS * 2))
-    write(tmp_path / "run.yaml", "data:\n  train_files: [t.de, t.en]\n")
+    write_training_files(tmp_path, monkeypatch, copies=2)
     files, valid = TRAINING_FILES_GIVEN[channel]
     assert main([command, "translation", *files, "--set", "data.vocab_size=300", "--out", "out"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (

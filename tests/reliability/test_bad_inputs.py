@@ -1875,18 +1875,23 @@ def test_an_output_naming_an_input_file_is_refused_and_the_input_kept(
     assert {path: path.read_bytes() for path in kept} == kept
 
 
+def output_commands(tmp_path: Path, checkpoints: Checkpoints) -> list[tuple[str, list[str]]]:
+    """(command, its arguments but --output) of each command with an --output file: classify, couplet, evaluate."""
+    source, reference = write_parallel(tmp_path, GERMAN, ENGLISH)
+    evaluate = ["evaluate", "translation", "--checkpoint", str(checkpoints.translation), "--source", str(source)]
+    return [
+        ("classify", [*classify_argv(checkpoints), "Shares rose"]),
+        ("couplet", [*couplet_argv(checkpoints), "春风"]),
+        ("evaluate", [*evaluate, "--reference", str(reference)]),
+    ]
+
+
 def test_an_output_that_is_a_folder_is_named_by_its_option_before_any_work(
     tmp_path: Path, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = tmp_path / "results"
     folder.mkdir()
-    source, reference = write_parallel(tmp_path, GERMAN, ENGLISH)
-    evaluate = ["evaluate", "translation", "--checkpoint", str(checkpoints.translation), "--source", str(source)]
-    cases = [
-        ("classify", [*classify_argv(checkpoints), "Shares rose"]),
-        ("couplet", [*couplet_argv(checkpoints), "春风"]),
-        ("evaluate", [*evaluate, "--reference", str(reference)]),
-    ]
+    cases = output_commands(tmp_path, checkpoints)
     for command, argv in cases:
         code, out, error = run_cli([*argv, "--output", str(folder)], b"", monkeypatch, capsys)
         assert (code, out) == (2, ""), error
@@ -1906,13 +1911,7 @@ def test_an_output_the_system_refuses_is_one_line_naming_the_option_the_path_and
     # It was "[Errno 2] No such file or directory: '/proc/x.txt'" after the work, and "notes.txt: expected a
     # folder there (or nothing), got a file" without the option; /proc refuses root too.
     notes = a_file(tmp_path)
-    source, reference = write_parallel(tmp_path, GERMAN, ENGLISH)
-    evaluate = ["evaluate", "translation", "--checkpoint", str(checkpoints.translation), "--source", str(source)]
-    cases = [
-        ("classify", [*classify_argv(checkpoints), "Shares rose"]),
-        ("couplet", [*couplet_argv(checkpoints), "春风"]),
-        ("evaluate", [*evaluate, "--reference", str(reference)]),
-    ]
+    cases = output_commands(tmp_path, checkpoints)
     refusals = [
         ("/proc/x.txt", "No such file or directory, ENOENT"),
         ("/proc/sub/x.txt", "No such file or directory, ENOENT"),  # a folder /proc will not make
