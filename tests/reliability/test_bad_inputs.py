@@ -1080,9 +1080,15 @@ CLI_CASES = [
             "--out",
             str(tmp / "c.png"),
             "--metrics",
-            str(write(tmp / "metrics.jsonl", b'{"event": "train", "step": 1}\n')),
+            str(
+                write(
+                    tmp / "metrics.jsonl",
+                    b'{"event": "train", "step": 1, "train_loss": 2.5}\n\n{"event": "train", "step": 2}\n',
+                )
+            ),
         ],
-        r"expected every train row of .*metrics\.jsonl' to have a numeric 'train_loss'",
+        r"metrics\.jsonl: line 3: expected a numeric 'train_loss' in every train row to draw, "
+        r"got \{\"event\": \"train\", \"step\": 2\}$",
     ),
     CliCase(
         "plot attention: token id out of range",

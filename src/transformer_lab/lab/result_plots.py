@@ -46,11 +46,17 @@ def plot_training_curve(
     eval_rows = [row for row in rows if row["event"] == "eval"]
     if not train_rows and not eval_rows:
         raise ValueError(f"metrics: expected 'train' or 'eval' rows in {str(metrics_path)!r}, got none")
-    unplottable = [row for row in train_rows if not isinstance(row.get("train_loss"), (int, float))]
+    unplottable = [
+        index
+        for index, row in enumerate(rows)
+        if row["event"] == "train" and not isinstance(row.get("train_loss"), (int, float))
+    ]
     if unplottable:
+        # Row i is the file's i-th line that is not blank (read_metrics skips only those).
+        lines = [number for number, line in enumerate(Path(metrics_path).read_bytes().split(b"\n"), 1) if line.strip()]
         raise ValueError(
-            f"metrics: expected every train row of {str(metrics_path)!r} to have a numeric 'train_loss', "
-            f"got {json.dumps(unplottable[0])[:80]}"
+            f"{metrics_path}: line {lines[unplottable[0]]}: expected a numeric 'train_loss' in every train row "
+            f"to draw, got {json.dumps(rows[unplottable[0]])[:80]}"
         )
     figure, (left, right) = plt.subplots(1, 2, figsize=figsize)
     if train_rows:
