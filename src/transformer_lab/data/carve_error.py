@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from transformer_lab.setting_error import PhrasedError
 
 
-class CarveError(ValueError):
+class CarveError(PhrasedError):
     """A carve of validation out of the training data refused, naming the data settings that steer it.
 
     ``str(error)`` names each setting as the data config's key (``data.valid_files``), as the
@@ -16,18 +15,7 @@ class CarveError(ValueError):
     ``values`` the other fields it quotes.
     """
 
-    def __init__(self, template: str, settings: tuple[str, ...], **values: object) -> None:
-        self.template, self.settings, self.values = template, settings, values
-        super().__init__(self.phrased(lambda field: f"data.{field}"))
-
-    def phrased(self, name_of: Callable[[str], str]) -> str:
-        """The message with each setting named ``name_of(field)`` (``"valid_files"`` -> ``"--valid"``)."""
-        return self.template.format(**{field: name_of(field) for field in self.settings}, **self.values)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Copied or sent to another process whole, not as its message alone.
-        return (_carve_error, (self.template, self.settings, self.values))
-
-
-def _carve_error(template: str, settings: tuple[str, ...], values: dict[str, object]) -> CarveError:
-    return CarveError(template, settings, **values)
+    @staticmethod
+    def default_name(setting: str) -> str:
+        """A data config's field as its key: ``data.valid_files``."""
+        return f"data.{setting}"
