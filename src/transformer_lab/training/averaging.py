@@ -91,32 +91,40 @@ def _check_averageable(sources: Sequence[str | os.PathLike[str]]) -> None:
 
 def _check_one_model(sources: Sequence[Path]) -> None:
     """Refuse sources whose config's ``model`` section differs from the last one's, naming the first key."""
-    last = sources[-1]
-    model = load_checkpoint_config(last).get("model", {})
-    for source in sources[:-1]:
-        other = load_checkpoint_config(source).get("model", {})
-        for key in sorted(set(model) | set(other)):
-            if other.get(key) != model.get(key):
-                raise ValueError(
-                    f"sources: expected checkpoints of one model configuration, got model.{key} "
-                    f"{other.get(key, '(absent)')!r} in {source} and {model.get(key, '(absent)')!r} in {last}; "
-                    "averaging their weights would give a model that is neither"
-                )
+    _check_same_settings(
+        sources,
+        "model",
+        lambda key: True,
+        "one model configuration",
+        "averaging their weights would give a model that is neither",
+    )
 
 
 def _check_one_language_pair(sources: Sequence[Path]) -> None:
     """Refuse sources whose data languages (``data.*_language``) differ: one tokenizer can serve two pairs."""
+    _check_same_settings(
+        sources,
+        "data",
+        lambda key: key.endswith("_language"),
+        "one language pair",
+        "a model averaged across directions translates neither",
+    )
+
+
+def _check_same_settings(
+    sources: Sequence[Path], section: str, compared: Callable[[str], bool], expected: str, why: str
+) -> None:
+    """Refuse sources whose config's ``section`` differs from the last one's in a ``compared`` key, naming it."""
     last = sources[-1]
-    data = load_checkpoint_config(last).get("data", {})
-    languages = {key: value for key, value in data.items() if key.endswith("_language")}
+    settings = load_checkpoint_config(last).get(section, {})
     for source in sources[:-1]:
-        other = load_checkpoint_config(source).get("data", {})
-        for key, value in languages.items():
-            if other.get(key) != value:
+        other = load_checkpoint_config(source).get(section, {})
+        for key in sorted(key for key in set(settings) | set(other) if compared(key)):
+            if other.get(key) != settings.get(key):
                 raise ValueError(
-                    f"sources: expected checkpoints of one language pair, got data.{key} "
-                    f"{other.get(key, '(absent)')!r} in {source} and {value!r} in {last}; "
-                    "a model averaged across directions translates neither"
+                    f"sources: expected checkpoints of {expected}, got {section}.{key} "
+                    f"{other.get(key, '(absent)')!r} in {source} and {settings.get(key, '(absent)')!r} in {last}; "
+                    f"{why}"
                 )
 
 
