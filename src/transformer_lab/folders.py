@@ -96,7 +96,7 @@ def check_file_output(path: Path, name: str) -> None:
     one goes), so nothing is left and the folders on the way are still made when the file is written.
     """
     check_file_to_write(path, name)
-    nearest = next((folder for folder in path.parents if folder.exists()), None)
+    nearest = _nearest_existing(path)
     if nearest is not None and not nearest.is_dir():
         raise FolderWriteError(
             errno.ENOTDIR,
@@ -152,9 +152,14 @@ def check_folder_output(path: Path, name: str) -> None:
     link = symbolic_link_problem(path, name)
     if link is not None:
         raise ValueError(link)
-    in_the_way = next((folder for folder in path.parents if folder.exists() and not folder.is_dir()), None)
-    if in_the_way is not None:
-        raise ValueError(f"{name}: expected a path through folders, got {path}, through the file {in_the_way}")
+    nearest = _nearest_existing(path)
+    if nearest is not None and not nearest.is_dir():
+        raise ValueError(f"{name}: expected a path through folders, got {path}, through the file {nearest}")
+
+
+def _nearest_existing(path: Path) -> Path | None:
+    """The nearest of ``path``'s parents that exists (a folder, or a file in the way), or None."""
+    return next((folder for folder in path.parents if folder.exists()), None)
 
 
 def write_folder(
