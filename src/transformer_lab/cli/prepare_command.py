@@ -22,19 +22,8 @@ import json
 from pathlib import Path
 
 from transformer_lab.cli.bounds import path_of
-from transformer_lab.cli.overrides import (
-    add_config_file_argument,
-    add_override_arguments,
-    data_setting_name,
-    files_named,
-    given_name,
-    resolved_config,
-)
-from transformer_lab.cli.train_command import DATA_OPTIONS, option_settings
-from transformer_lab.cli.unused_settings import check_settings_used
-from transformer_lab.data.carve_error import CarveError
-from transformer_lab.data.dataset_folder import DatasetMissingError
-from transformer_lab.data.pair_files import check_validation_apart
+from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
+from transformer_lab.cli.train_command import DATA_OPTIONS, check_data_settings, data_errors_named, option_settings
 from transformer_lab.data.prepared_cache import CorpusKindError, NotAPreparedFolderError, verify_prepared
 from transformer_lab.tasks.registry import TASKS, task_named
 from transformer_lab.training.checkpoint import resolve_checkpoint
@@ -130,21 +119,15 @@ def run(arguments: argparse.Namespace) -> int:
     config, changed = resolved_config(
         task.config(arguments.preset), arguments, flags=option_settings(arguments, DATA_OPTIONS)
     )
-    files = (files_named(changed, "data.train_files"), files_named(changed, "data.valid_files"))
-    check_validation_apart(getattr(config, "data", None), *files)  # named as given: --valid, or the key
-    check_settings_used(getattr(config, "data", None), changed)
+    check_data_settings(config, changed)
     checkpoint = None if arguments.init_from is None else resolve_checkpoint(arguments.init_from, "--init-from")
     if checkpoint is not None:
         check_checkpoint_task(checkpoint, task.checkpoint_task)
         # The manifest records the settings the checkpoint's vocabulary was made with, as the fine-tune's config.json.
         settings = task.vocabulary.settings if task.vocabulary is not None else ()
         config = with_checkpoint_vocabulary_settings(config, checkpoint, settings, changed)
-    try:
+    with data_errors_named(changed):
         report = task.prepare(config.data, arguments.out, not arguments.no_progress, checkpoint)
-    except DatasetMissingError as error:  # the folder named as given: --data-dir, --set or --config
-        raise error.named(given_name(changed, "data.data_dir")) from None
-    except CarveError as error:  # the validation files named as the training files were given: --valid or the key
-        raise ValueError(error.phrased(data_setting_name(changed))) from None
     print(json.dumps({"prepared": str(arguments.out), **report}, ensure_ascii=False))
     init_from = "" if checkpoint is None else f" --init-from {arguments.init_from}"
     print(f"train with: transformer-lab train {task.name} --prepared {arguments.out}{init_from} --out RUN_FOLDER")

@@ -10,7 +10,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -195,9 +195,7 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     schedule = finetune_settings() if model_source is not None else []
     config, changed = resolved_config(task.config(arguments.preset), arguments, schedule=schedule, flags=flags)
     config = with_schedule_as_given(config, changed)
-    files = (files_named(changed, "data.train_files"), files_named(changed, "data.valid_files"))
-    check_validation_apart(getattr(config, "data", None), *files)  # named as given: --valid, or the key
-    check_settings_used(getattr(config, "data", None), changed)
+    check_data_settings(config, changed)
     # A prepared folder fixes the data settings it was made with: config.json records those, not the preset's.
     prepared_named = given_name(changed, "data.prepared_dir")  # as given: --prepared, --set or --config
     try:
@@ -216,13 +214,10 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     # Here, before the corpus is read and its vocabulary trained; the Trainer checks it again for the API.
     resolve_device(config.train.device, name="train.device")
     try:
-        result = task.train(config, out_dir, resume=arguments.resume, init_from=init_from)
+        with data_errors_named(changed):
+            result = task.train(config, out_dir, resume=arguments.resume, init_from=init_from)
     except CooldownTooLongError as error:
         raise unscaled_cooldown_error(error, changed) from None
-    except DatasetMissingError as error:  # the folder named as given: --data-dir, --set or --config
-        raise error.named(given_name(changed, "data.data_dir")) from None
-    except CarveError as error:  # the validation files named as the training files were given: --valid or the key
-        raise ValueError(error.phrased(data_setting_name(changed))) from None
     except (NotAPreparedFolderError, CorpusKindError) as error:
         raise error.for_option(prepared_named) from None
     closing = task.closing(result, config) if task.closing is not None else Closing([], {})
@@ -234,6 +229,24 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     for line in [*summary_lines(result.summary), *closing.lines]:
         print(line)
     return 0
+
+
+def check_data_settings(config: object, changed: Mapping[str, Setting]) -> None:
+    """Refuse validation files that are training files, and data settings the run would not read, named as given."""
+    data = getattr(config, "data", None)
+    check_validation_apart(data, files_named(changed, "data.train_files"), files_named(changed, "data.valid_files"))
+    check_settings_used(data, changed)
+
+
+@contextlib.contextmanager
+def data_errors_named(changed: Mapping[str, Setting]) -> Iterator[None]:
+    """A missing data folder and a refused validation carve, named as given: an option, --set or --config."""
+    try:
+        yield
+    except DatasetMissingError as error:
+        raise error.named(given_name(changed, "data.data_dir")) from None
+    except CarveError as error:  # the validation files named as the training files were given: --valid or the key
+        raise ValueError(error.phrased(data_setting_name(changed))) from None
 
 
 def _given_by_user(changed: Mapping[str, Setting], key: str) -> Setting | None:
