@@ -129,24 +129,24 @@ def test_the_run_records_its_files_and_languages(run: Path, corpus: dict[str, Pa
     assert {"val_bleu", "val_chrf", "val_loss"} <= set(evaluation)
 
 
-def test_the_reader_carves_validation_when_none_is_given(corpus: dict[str, Path]) -> None:
+def test_the_data_carves_validation_when_none_is_given(corpus: dict[str, Path], tmp_path: Path) -> None:
     config = translation_data.TranslationDataConfig(
-        train_files=(str(corpus["train_tsv"]),), source_language="xde", target_language="xen", num_carved_validation=5
+        train_files=(str(corpus["train_tsv"]),),
+        source_language="xde",
+        target_language="xen",
+        num_carved_validation=5,
+        cache_dir=str(tmp_path / "cache"),
     )
-    train, validation = translation_data.read_pairs(config)
-    assert (len(train), len(validation)) == (115, 5)
-    everything = translation_data.read_pairs(
-        translation_data.TranslationDataConfig(
-            train_files=(str(corpus["train_tsv"]),),
-            valid_files=(str(corpus["valid_jsonl"]),),
-            source_language="xde",
-            target_language="xen",
-        )
-    )[0]
-    # Nothing lost, nothing doubled, file order kept.
-    assert sorted(train + validation) == sorted(everything)
-    remaining = iter(everything)
-    assert all(any(pair == candidate for candidate in remaining) for pair in train)  # a subsequence
+    data = translation_data.build_data(config)
+    lines = corpus["train_tsv"].read_text(encoding="utf-8").splitlines()
+    everything = [tuple(line.split("\t")) for line in lines[1:]]  # below the header naming the languages
+    assert (len(data.train_store), len(data.validation_pairs)) == (115, 5) and len(everything) == 120
+    # The validation pairs are the carved positions' pairs, in file order; the rest is trained on.
+    held = sorted(carved_positions(len(everything), 5, config.seed))
+    assert data.validation_pairs == [everything[index] for index in held]
+    source = data.vocabulary.source
+    trained = [source.decode(row) for row in data.train_store.rows("source", range(len(data.train_store)))]
+    assert trained == [pair[0] for index, pair in enumerate(everything) if index not in held]
 
 
 def test_evaluate_scores_any_source_and_reference_file(run: Path, corpus: dict[str, Path], capsys) -> None:

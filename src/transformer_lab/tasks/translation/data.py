@@ -9,10 +9,10 @@ from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, 
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, check_int_fields
 from transformer_lab.data.bpe_dropout import check_dropout
 from transformer_lab.data.lazy_batches import epoch_pair_batches, pair_length_table
-from transformer_lab.data.pair_files import check_pair_format, read_pair_files
+from transformer_lab.data.pair_files import check_pair_format
 from transformer_lab.data.pair_stream import PairFiles
 from transformer_lab.data.prepared_cache import CorpusKind
-from transformer_lab.data.prepared_pairs import BpeSettings, PairCorpusSpec, PreparedPairs, carved_positions, pairs_kind
+from transformer_lab.data.prepared_pairs import BpeSettings, PairCorpusSpec, PreparedPairs, pairs_kind
 from transformer_lab.tasks.seq2seq import Seq2SeqData
 from transformer_lab.training.run.once_per_machine import prepared_corpus
 
@@ -96,26 +96,16 @@ def _first(pairs: list[tuple[str, str]], count: int) -> list[tuple[str, str]]:
 
 
 def read_pairs(config: TranslationDataConfig) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(training pairs, validation pairs): the user's files when ``train_files`` is set, else Multi30k's.
+    """(training pairs, validation pairs) of Multi30k in ``data_dir``, in file order.
 
-    Without ``valid_files``, validation is ``min(num_carved_validation, len // 10)`` training pairs drawn
-    with the seed; both keep the file order.
+    The user's files (``train_files``) are prepared instead, streamed: see `build_data`.
     """
-    languages = (config.source_language, config.target_language)
-    if not config.train_files:
-        if config.valid_files:
-            raise ValueError("data.valid_files: expected only with data.train_files (--train), got it without")
-        # No setting skips an empty line here: its error advises fixing the file alone.
-        train = read_multi30k("train", config.data_dir, *languages, skip_option=None)
-        return train.pairs, read_multi30k("val", config.data_dir, *languages, skip_option=None).pairs
-    train_pairs = read_pair_files(config.train_files, *languages, config.file_format, name="--train").pairs
     if config.valid_files:
-        return train_pairs, read_pair_files(config.valid_files, *languages, config.file_format, name="--valid").pairs
-    chosen = carved_positions(len(train_pairs), config.num_carved_validation, config.seed)
-    return (
-        [pair for index, pair in enumerate(train_pairs) if index not in chosen],
-        [pair for index, pair in enumerate(train_pairs) if index in chosen],
-    )
+        raise ValueError("data.valid_files: expected only with data.train_files (--train), got it without")
+    languages = (config.source_language, config.target_language)
+    # No setting skips an empty line here: its error advises fixing the file alone.
+    train = read_multi30k("train", config.data_dir, *languages, skip_option=None)
+    return train.pairs, read_multi30k("val", config.data_dir, *languages, skip_option=None).pairs
 
 
 def build_tokenizers(config: TranslationDataConfig, train_pairs: Sequence[tuple[str, str]]) -> TokenizerPair:
