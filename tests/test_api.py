@@ -315,3 +315,25 @@ def test_beam_settings_with_a_greedy_search_are_refused_by_the_api_as_by_the_com
     # Beam search, or n-best lists that widen a greedy checkpoint's search to beams, take them.
     assert isinstance(translator.translate("Hallo", beam=2, **{keyword: value}), str)
     assert len(translator.candidates("Hallo", nbest=2, **{keyword: value})) == 2
+
+
+def test_names_of_the_sentences_are_a_list_of_str_read_once(translation_checkpoint: Path) -> None:
+    """``names`` (what an error calls each sentence) is checked as a list of str, not read character by character."""
+    translator = Translator(translation_checkpoint)
+    too_long = "Hund " * 400
+    refusals: list[tuple[Any, Any, str]] = [
+        ("Hallo", "a.txt: line 1", "names: expected a list of str, one per sentence, got str 'a.txt: line 1'"),
+        (["Hallo", too_long], "xy", "names: expected a list of str, one per sentence, got str 'xy'"),
+        (["Hallo", too_long], [1, 2], "names[0]: expected a str, got int"),
+        (["Hallo", too_long], {"a": 1, "b": 2}, "names: expected a list of str, one per sentence, got dict"),
+    ]
+    for sentences, names, message in refusals:
+        for call in (translator.translate, translator.candidates):
+            with pytest.raises(ValueError) as raised:
+                call(sentences, names=names)
+            assert str(raised.value) == message
+    # A generator is read once, its names used (was: "object of type 'generator' has no len()").
+    for call in (translator.translate, translator.candidates):
+        with pytest.raises(ValueError, match=r"^a\.txt: line 2 must be at most 256 subword tokens"):
+            call(["Hallo", too_long], names=(name for name in ["a.txt: line 1", "a.txt: line 2"]))
+    assert translator.translate(["Hallo"], names=iter(["a.txt: line 1"])) == translator.translate(["Hallo"])
