@@ -17,10 +17,11 @@ from unittest import mock
 
 import numpy as np
 import pytest
+import torch
 from matplotlib import image
 
 from transformer_lab import hardware
-from transformer_lab.api import Classifier, CoupletWriter, SettingError, Translator
+from transformer_lab.api import Classifier, CoupletWriter, SettingError, Translator, decode_settings
 from transformer_lab.cli import main
 from transformer_lab.decoding import config as decoding_config
 from transformer_lab.decoding import search_settings
@@ -337,3 +338,25 @@ def test_names_of_the_sentences_are_a_list_of_str_read_once(translation_checkpoi
         with pytest.raises(ValueError, match=r"^a\.txt: line 2 must be at most 256 subword tokens"):
             call(["Hallo", too_long], names=(name for name in ["a.txt: line 1", "a.txt: line 2"]))
     assert translator.translate(["Hallo"], names=iter(["a.txt: line 1"])) == translator.translate(["Hallo"])
+
+
+def test_decode_settings_reads_its_device_as_the_api_does_and_names_a_bad_argument(
+    translation_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``decode_settings`` (in the API) refuses in one line naming ``device`` or ``decode``, never in torch's words."""
+    decode = Translator(translation_checkpoint).config.decode
+    assert decode_settings(decode, beam=3, device="auto").beam_size == 3  # "auto" as Translator(device=) takes it
+    refusals = [
+        ("gpu", "device: expected one of auto, cpu, cuda, cuda:N (N: a GPU's index, from 0), got 'gpu'"),
+        ("cuda:x", "device: expected one of auto, cpu, cuda, cuda:N (N: a GPU's index, from 0), got 'cuda:x'"),
+    ]
+    for device, message in refusals:  # was: torch's RuntimeError "Expected one of cpu, cuda, ipu, ..."
+        with pytest.raises(ValueError) as raised:
+            decode_settings(decode, device=device)
+        assert str(raised.value) == message
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=r"^device: expected a device this machine has, got 'cuda'"):
+        decode_settings(decode, device="cuda")  # was: AssertionError "Torch not compiled with CUDA enabled"
+    with pytest.raises(TypeError) as wrong_type:
+        decode_settings(dataclasses.asdict(decode))  # type: ignore[arg-type]
+    assert str(wrong_type.value) == "decode: expected a DecodeConfig (a checkpoint's config.decode), got dict"

@@ -12,6 +12,7 @@ from typing import Any, TypedDict
 import torch
 
 from transformer_lab.decoding.config import MAX_BEAM_SIZE, DecodeConfig
+from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.setting_error import SettingError
 
@@ -94,8 +95,14 @@ def decode_settings(
     ``nbest`` > 1 needs beam search with at least as many beams: a ``beam`` below it is a
     `SettingError`; with ``beam`` None the beam is widened to ``nbest``. ``precision`` (one of
     ``hardware.INFERENCE_PRECISIONS``) is resolved on ``device``; "int8" decodes in fp32 around
-    an int8 copy of the model. ``beam_stop`` is one of ``decoding.beam.BEAM_STOPS``.
+    an int8 copy of the model. ``beam_stop`` is one of ``decoding.beam.BEAM_STOPS``. ``device`` is
+    read as the API's ``device=`` is (``devices.resolve_device``: "auto", "cpu", "cuda", "cuda:N").
     """
+    if not isinstance(decode, DecodeConfig):
+        raise TypeError(f"decode: expected a DecodeConfig (a checkpoint's config.decode), got {type(decode).__name__}")
+    if not isinstance(device, torch.device):
+        # Else torch's errors from deep inside: "auto", "gpu" a RuntimeError, "cuda" without CUDA an AssertionError.
+        device = resolve_device(device)
     check_candidate_count(nbest, "nbest")
     if beam is not None:
         _check_beam(beam)
