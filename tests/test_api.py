@@ -360,3 +360,33 @@ def test_decode_settings_reads_its_device_as_the_api_does_and_names_a_bad_argume
     with pytest.raises(TypeError) as wrong_type:
         decode_settings(dataclasses.asdict(decode))  # type: ignore[arg-type]
     assert str(wrong_type.value) == "decode: expected a DecodeConfig (a checkpoint's config.decode), got dict"
+
+
+def test_numpy_numbers_are_taken_as_the_python_numbers_they_hold(
+    translation_checkpoint: Path, couplet_checkpoint: Path
+) -> None:
+    """A sweep over ``np.arange`` passes NumPy integers: each is the int it holds, in every count the API takes.
+
+    (Was: "beam: expected an int >= 1 (1 is greedy), got np.int64(3)", a refusal of what it asked for.)
+    """
+    translator = Translator(translation_checkpoint)
+    sentence = SENTENCES[0]
+    assert translator.translate(sentence, beam=np.int64(3)) == translator.translate(sentence, beam=3)
+    assert translator.candidates(sentence, nbest=np.int32(2)) == translator.candidates(sentence, nbest=2)
+    assert translator.translate(SENTENCES, batch_size=np.int64(1)) == translator.translate(SENTENCES, batch_size=1)
+    penalised = {"beam": 2, "length_penalty": np.float32(0.5)}
+    assert translator.translate(sentence, **penalised) == translator.translate(sentence, beam=2, length_penalty=0.5)
+    decode = translator.decode_config(beam=np.int64(3), nbest=np.int64(2), length_penalty=np.float32(0.5))
+    assert [type(value) for value in (decode.beam_size, decode.num_return, decode.length_penalty)] == [int, int, float]
+    writer = CoupletWriter(couplet_checkpoint)
+    assert writer.write("春风", num_candidates=np.int64(2), beam=np.int64(2)) == writer.write(
+        "春风", num_candidates=2, beam=2
+    )
+    # What is no count stays refused: a NumPy bool as a bool is, a NumPy zero as zero is.
+    for beam, shown in ((np.bool_(True), repr(np.bool_(True))), (np.int64(0), repr(np.int64(0)))):
+        with pytest.raises(SettingError) as raised:
+            translator.translate(sentence, beam=beam)
+        assert str(raised.value) == f"beam: expected an int >= 1 (1 is greedy), got {shown}"
+    with pytest.raises(ValueError) as zero:
+        translator.translate(sentence, batch_size=np.int64(0))
+    assert str(zero.value) == f"batch_size: expected an int >= 1, got {np.int64(0)!r}"

@@ -243,7 +243,7 @@ class CoupletWriter(Seq2SeqPredictor):
         ``dataclasses.replace(writer.config.constraints, mirror_repetition=False)``.
         """
         lines = texts_of(uppers, "uppers")
-        check_candidate_count(num_candidates, "num_candidates")
+        num_candidates = check_candidate_count(num_candidates, "num_candidates")
         if constraints is not None and not isinstance(constraints, CoupletConstraintConfig):
             raise ValueError(
                 f"constraints: expected a CoupletConstraintConfig or None, got {type(constraints).__name__}"
