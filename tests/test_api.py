@@ -390,3 +390,32 @@ def test_numpy_numbers_are_taken_as_the_python_numbers_they_hold(
     with pytest.raises(ValueError) as zero:
         translator.translate(sentence, batch_size=np.int64(0))
     assert str(zero.value) == f"batch_size: expected an int >= 1, got {np.int64(0)!r}"
+
+
+def test_a_rerank_weight_of_the_callers_with_a_greedy_search_is_refused_by_the_api_as_by_the_command(
+    couplet_checkpoint: Path,
+) -> None:
+    """``constraints`` with a re-ranking weight of its own, for a greedy search that keeps one candidate to re-rank.
+
+    (Was: answered as without the weight; ``couplet --beam 1 --rhythm-rerank W`` is refused.)
+    """
+    writer = CoupletWriter(couplet_checkpoint)
+    own = writer.config.constraints
+    for name in ("rhythm_rerank", "part_of_speech_rerank"):
+        with pytest.raises(SettingError) as raised:
+            writer.write("春风", beam=1, constraints=dataclasses.replace(own, **{name: 1.5}))
+        assert str(raised.value) == (
+            f"constraints.{name}: expected beam search, whose candidates it re-ranks, got a greedy search (beam 1), "
+            f"which keeps one candidate; give beam N (N >= 2) or keep the checkpoint's {getattr(own, name):g}"
+        )
+    # Taken: the weight with beam search, no weight, the checkpoint's own weight (it decodes both ways), other rules.
+    heavier = dataclasses.replace(own, rhythm_rerank=1.5)
+    assert writer.write("春风", beam=2, constraints=heavier).candidates
+    for rules in (dataclasses.replace(own, rhythm_rerank=0.0), own, dataclasses.replace(own, mirror_repetition=False)):
+        assert writer.write("春风", beam=1, constraints=rules).candidates
+    # A checkpoint that searches greedily, asked for no beam: said so.
+    writer.config = dataclasses.replace(
+        writer.config, decode=dataclasses.replace(writer.config.decode, strategy="greedy", beam_size=1)
+    )
+    with pytest.raises(SettingError, match=r"greedy search \(the checkpoint's, no beam given\)"):
+        writer.write("春风", constraints=heavier)
