@@ -17,10 +17,11 @@ from unittest import mock
 
 import numpy as np
 import pytest
+import torch
 from matplotlib import image
 
 from transformer_lab import hardware
-from transformer_lab.api import Classifier, CoupletWriter, SettingError, Translator
+from transformer_lab.api import Classifier, CoupletWriter, SettingError, Translator, decode_settings
 from transformer_lab.cli import main
 from transformer_lab.decoding import config as decoding_config
 from transformer_lab.decoding import search_settings
@@ -315,3 +316,106 @@ def test_beam_settings_with_a_greedy_search_are_refused_by_the_api_as_by_the_com
     # Beam search, or n-best lists that widen a greedy checkpoint's search to beams, take them.
     assert isinstance(translator.translate("Hallo", beam=2, **{keyword: value}), str)
     assert len(translator.candidates("Hallo", nbest=2, **{keyword: value})) == 2
+
+
+def test_names_of_the_sentences_are_a_list_of_str_read_once(translation_checkpoint: Path) -> None:
+    """``names`` (what an error calls each sentence) is checked as a list of str, not read character by character."""
+    translator = Translator(translation_checkpoint)
+    too_long = "Hund " * 400
+    refusals: list[tuple[Any, Any, str]] = [
+        ("Hallo", "a.txt: line 1", "names: expected a list of str, one per sentence, got str 'a.txt: line 1'"),
+        (["Hallo", too_long], "xy", "names: expected a list of str, one per sentence, got str 'xy'"),
+        (["Hallo", too_long], [1, 2], "names[0]: expected a str, got int"),
+        (["Hallo", too_long], {"a": 1, "b": 2}, "names: expected a list of str, one per sentence, got dict"),
+    ]
+    for sentences, names, message in refusals:
+        for call in (translator.translate, translator.candidates):
+            with pytest.raises(ValueError) as raised:
+                call(sentences, names=names)
+            assert str(raised.value) == message
+    # A generator is read once, its names used (was: "object of type 'generator' has no len()").
+    for call in (translator.translate, translator.candidates):
+        with pytest.raises(ValueError, match=r"^a\.txt: line 2 must be at most 256 subword tokens"):
+            call(["Hallo", too_long], names=(name for name in ["a.txt: line 1", "a.txt: line 2"]))
+    assert translator.translate(["Hallo"], names=iter(["a.txt: line 1"])) == translator.translate(["Hallo"])
+
+
+def test_decode_settings_reads_its_device_as_the_api_does_and_names_a_bad_argument(
+    translation_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``decode_settings`` (in the API) refuses in one line naming ``device`` or ``decode``, never in torch's words."""
+    decode = Translator(translation_checkpoint).config.decode
+    assert decode_settings(decode, beam=3, device="auto").beam_size == 3  # "auto" as Translator(device=) takes it
+    refusals = [
+        ("gpu", "device: expected one of auto, cpu, cuda, cuda:N (N: a GPU's index, from 0), got 'gpu'"),
+        ("cuda:x", "device: expected one of auto, cpu, cuda, cuda:N (N: a GPU's index, from 0), got 'cuda:x'"),
+    ]
+    for device, message in refusals:  # was: torch's RuntimeError "Expected one of cpu, cuda, ipu, ..."
+        with pytest.raises(ValueError) as raised:
+            decode_settings(decode, device=device)
+        assert str(raised.value) == message
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=r"^device: expected a device this machine has, got 'cuda'"):
+        decode_settings(decode, device="cuda")  # was: AssertionError "Torch not compiled with CUDA enabled"
+    with pytest.raises(TypeError) as wrong_type:
+        decode_settings(dataclasses.asdict(decode))  # type: ignore[arg-type]
+    assert str(wrong_type.value) == "decode: expected a DecodeConfig (a checkpoint's config.decode), got dict"
+
+
+def test_numpy_numbers_are_taken_as_the_python_numbers_they_hold(
+    translation_checkpoint: Path, couplet_checkpoint: Path
+) -> None:
+    """A sweep over ``np.arange`` passes NumPy integers: each is the int it holds, in every count the API takes.
+
+    (Was: "beam: expected an int >= 1 (1 is greedy), got np.int64(3)", a refusal of what it asked for.)
+    """
+    translator = Translator(translation_checkpoint)
+    sentence = SENTENCES[0]
+    assert translator.translate(sentence, beam=np.int64(3)) == translator.translate(sentence, beam=3)
+    assert translator.candidates(sentence, nbest=np.int32(2)) == translator.candidates(sentence, nbest=2)
+    assert translator.translate(SENTENCES, batch_size=np.int64(1)) == translator.translate(SENTENCES, batch_size=1)
+    penalised = {"beam": 2, "length_penalty": np.float32(0.5)}
+    assert translator.translate(sentence, **penalised) == translator.translate(sentence, beam=2, length_penalty=0.5)
+    decode = translator.decode_config(beam=np.int64(3), nbest=np.int64(2), length_penalty=np.float32(0.5))
+    assert [type(value) for value in (decode.beam_size, decode.num_return, decode.length_penalty)] == [int, int, float]
+    writer = CoupletWriter(couplet_checkpoint)
+    assert writer.write("春风", num_candidates=np.int64(2), beam=np.int64(2)) == writer.write(
+        "春风", num_candidates=2, beam=2
+    )
+    # What is no count stays refused: a NumPy bool as a bool is, a NumPy zero as zero is.
+    for beam, shown in ((np.bool_(True), repr(np.bool_(True))), (np.int64(0), repr(np.int64(0)))):
+        with pytest.raises(SettingError) as raised:
+            translator.translate(sentence, beam=beam)
+        assert str(raised.value) == f"beam: expected an int >= 1 (1 is greedy), got {shown}"
+    with pytest.raises(ValueError) as zero:
+        translator.translate(sentence, batch_size=np.int64(0))
+    assert str(zero.value) == f"batch_size: expected an int >= 1, got {np.int64(0)!r}"
+
+
+def test_a_rerank_weight_of_the_callers_with_a_greedy_search_is_refused_by_the_api_as_by_the_command(
+    couplet_checkpoint: Path,
+) -> None:
+    """``constraints`` with a re-ranking weight of its own, for a greedy search that keeps one candidate to re-rank.
+
+    (Was: answered as without the weight; ``couplet --beam 1 --rhythm-rerank W`` is refused.)
+    """
+    writer = CoupletWriter(couplet_checkpoint)
+    own = writer.config.constraints
+    for name in ("rhythm_rerank", "part_of_speech_rerank"):
+        with pytest.raises(SettingError) as raised:
+            writer.write("春风", beam=1, constraints=dataclasses.replace(own, **{name: 1.5}))
+        assert str(raised.value) == (
+            f"constraints.{name}: expected beam search, whose candidates it re-ranks, got a greedy search (beam 1), "
+            f"which keeps one candidate; give beam N (N >= 2) or keep the checkpoint's {getattr(own, name):g}"
+        )
+    # Taken: the weight with beam search, no weight, the checkpoint's own weight (it decodes both ways), other rules.
+    heavier = dataclasses.replace(own, rhythm_rerank=1.5)
+    assert writer.write("春风", beam=2, constraints=heavier).candidates
+    for rules in (dataclasses.replace(own, rhythm_rerank=0.0), own, dataclasses.replace(own, mirror_repetition=False)):
+        assert writer.write("春风", beam=1, constraints=rules).candidates
+    # A checkpoint that searches greedily, asked for no beam: said so.
+    writer.config = dataclasses.replace(
+        writer.config, decode=dataclasses.replace(writer.config.decode, strategy="greedy", beam_size=1)
+    )
+    with pytest.raises(SettingError, match=r"greedy search \(the checkpoint's, no beam given\)"):
+        writer.write("春风", constraints=heavier)

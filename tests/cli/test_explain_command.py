@@ -18,3 +18,11 @@ def test_explain_bad_input_is_one_line_and_exit_two(capsys: pytest.CaptureFixtur
     assert main(["explain", "--d-model", "10", "--nhead", "3"]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "--d-model: expected a multiple of --nhead" in error[0] and "--nhead 3" in error[0]
+
+
+def test_explain_walks_a_source_of_one_position(capsys: pytest.CaptureFixture[str]) -> None:
+    """--src-len 1 is within the option's bounds: the walk has no padded key then, instead of a refusal."""
+    assert main(["explain", "--src-len", "1", "--d-model", "16", "--nhead", "2"]) == 0
+    printed = capsys.readouterr()
+    assert printed.err == ""
+    assert "[2, 2, 3, 1]" in printed.out  # the scores: [batch, heads, tgt_len, src_len]

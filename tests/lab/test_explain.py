@@ -36,3 +36,10 @@ def test_bad_sizes_are_refused() -> None:
         explain_attention(d_model=10, nhead=3)
     with pytest.raises(ValueError, match="batch must be >= 1, got 0"):
         explain_attention(batch=0)
+
+
+def test_a_source_of_one_position_is_walked_without_padding_unless_padding_is_asked() -> None:
+    records = explain_attention(src_len=1)
+    assert {record.name: record.shape for record in records}["scores = Q K^T / sqrt(head_dim)"] == (2, 1, 3, 1)
+    with pytest.raises(ValueError, match=r"pad_last must be in \[0, src_len=1\), got 1"):
+        explain_attention(src_len=1, pad_last=1)  # asked for, it would hide the one key

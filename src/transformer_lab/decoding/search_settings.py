@@ -7,11 +7,14 @@ penalty, a stop rule, a precision) through here, so that one setting means the s
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import Any, TypedDict
 
 import torch
 
+from transformer_lab.data._checks import is_integer
 from transformer_lab.decoding.config import MAX_BEAM_SIZE, DecodeConfig
+from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import resolve_inference_precision
 from transformer_lab.setting_error import SettingError
 
@@ -66,10 +69,11 @@ def check_candidate_count(count: Any, name: str) -> int:
     """The count of candidates (``nbest``, ``num_candidates``): an int in [1, MAX_BEAM_SIZE]; else a SettingError.
 
     The error names ``name``. Checked here, so that a count too large is not told as the beam_size it widens the search
-    to; Python ints only, as DecodeConfig's fields take them.
+    to. A NumPy integer (``np.arange``'s) is returned as the Python int DecodeConfig's fields take; a bool is refused.
     """
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+    if not is_integer(count) or count < 1:
         raise SettingError("{%s}: expected an int >= 1, got {given!r}" % name, (name,), given=count)
+    count = int(count)
     if count > MAX_BEAM_SIZE:
         raise SettingError(
             "{%s}: expected at most {limit} (each candidate is a beam), got {given}" % name,
@@ -94,11 +98,17 @@ def decode_settings(
     ``nbest`` > 1 needs beam search with at least as many beams: a ``beam`` below it is a
     `SettingError`; with ``beam`` None the beam is widened to ``nbest``. ``precision`` (one of
     ``hardware.INFERENCE_PRECISIONS``) is resolved on ``device``; "int8" decodes in fp32 around
-    an int8 copy of the model. ``beam_stop`` is one of ``decoding.beam.BEAM_STOPS``.
+    an int8 copy of the model. ``beam_stop`` is one of ``decoding.beam.BEAM_STOPS``. ``device`` is
+    read as the API's ``device=`` is (``devices.resolve_device``: "auto", "cpu", "cuda", "cuda:N").
     """
-    check_candidate_count(nbest, "nbest")
+    if not isinstance(decode, DecodeConfig):
+        raise TypeError(f"decode: expected a DecodeConfig (a checkpoint's config.decode), got {type(decode).__name__}")
+    if not isinstance(device, torch.device):
+        # Else torch's errors from deep inside: "auto", "gpu" a RuntimeError, "cuda" without CUDA an AssertionError.
+        device = resolve_device(device)
+    nbest = check_candidate_count(nbest, "nbest")
     if beam is not None:
-        _check_beam(beam)
+        beam = _checked_beam(beam)
         if beam < nbest:
             raise SettingError(
                 "{nbest} {count}: expected {beam} of at least {count}, got {beam} {given}",
@@ -129,6 +139,8 @@ def with_search(
     ``precision`` is best ``hardware.resolve_inference_precision``'s, resolved once for the model copy too.
     """
     decode_config = with_beam(decode_config, beam)
+    if isinstance(length_penalty, numbers.Real) and not isinstance(length_penalty, bool):
+        length_penalty = float(length_penalty)  # a NumPy float32 as the float it holds; DecodeConfig takes Python's
     # DecodeConfig checks each value and names the field.
     if precision is not None:
         decode_config = dataclasses.replace(decode_config, precision=precision)
@@ -155,16 +167,20 @@ def with_beam(decode_config: DecodeConfig, beam: int | None) -> DecodeConfig:
     """``decode_config`` with the search ``--beam`` asks for (None keeps it; 1 is greedy)."""
     if beam is None:
         return decode_config
-    _check_beam(beam)
+    beam = _checked_beam(beam)
     if beam > MAX_BEAM_SIZE:  # here, so the command line names --beam and the API beam, not the field beam_size
         raise SettingError("{beam}: expected at most {limit}, got {given}", ("beam",), limit=MAX_BEAM_SIZE, given=beam)
     return dataclasses.replace(decode_config, strategy="greedy" if beam == 1 else "beam", beam_size=beam, num_return=1)
 
 
-def _check_beam(beam: object) -> None:
-    """A `SettingError` unless ``beam`` is a Python int >= 1: one message for every value refused."""
-    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
+def _checked_beam(beam: object) -> int:
+    """``beam`` as a Python int (a NumPy integer taken too), or a `SettingError` unless it is >= 1.
+
+    One message for every value refused; a bool is one (True is no beam of 1).
+    """
+    if not is_integer(beam) or beam < 1:
         raise SettingError("{beam}: expected an int >= 1 (1 is greedy), got {given!r}", ("beam",), given=beam)
+    return int(beam)
 
 
 def search_name(decode_config: DecodeConfig, precision: str) -> str:

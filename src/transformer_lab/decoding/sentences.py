@@ -6,7 +6,8 @@ after; a sentence the model cannot read whole is a ``ValueError`` naming it, nev
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from transformer_lab.data import SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding.config import DecodeConfig
@@ -15,13 +16,24 @@ from transformer_lab.decoding.sources import Candidate, DecodedModel, candidates
 __all__ = ["sentence_names", "translate_nbest", "translate_sentences"]
 
 
-def sentence_names(names: Sequence[str] | None, count: int) -> Sequence[str]:
-    """What errors call each of ``count`` sentences: ``names`` (a file and line), checked; None: ``sentences[i]``."""
+def sentence_names(names: Iterable[str] | None, count: int) -> list[str]:
+    """What errors call each of ``count`` sentences: ``names`` (a file and line), checked; None: ``sentences[i]``.
+
+    A str is refused, not read as one name per character; any other iterable (a generator
+    too) is read once, and each name must be a str.
+    """
     if names is None:
         return [f"sentences[{index}]" for index in range(count)]
-    if len(names) != count:
-        raise ValueError(f"names: expected one per sentence ({count}), got {len(names)}")
-    return names
+    if isinstance(names, (str, bytes, bytearray, Mapping, AbstractSet)) or not isinstance(names, Iterable):
+        given = f"str {names!r}" if isinstance(names, str) else type(names).__name__
+        raise ValueError(f"names: expected a list of str, one per sentence, got {given}")
+    listed = list(names)
+    for index, name in enumerate(listed):
+        if not isinstance(name, str):
+            raise ValueError(f"names[{index}]: expected a str, got {type(name).__name__}")
+    if len(listed) != count:
+        raise ValueError(f"names: expected one per sentence ({count}), got {len(listed)}")
+    return listed
 
 
 def _encode_sources(

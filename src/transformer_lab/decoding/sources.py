@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from transformer_lab.data import EOS_ID, PAD_ID
+from transformer_lab.data._checks import is_integer
 from transformer_lab.decoding.config import DecodeConfig, decode, decoding_model
 from transformer_lab.decoding.ensemble import Ensemble
 from transformer_lab.decoding.output import Hypothesis
@@ -58,7 +59,7 @@ def decode_sources(
     a batch is padding; the searches stop at the positional table themselves. ``model`` runs in
     eval mode and is left in the mode it came in.
     """
-    check_batch_size(batch_size)
+    batch_size = check_batch_size(batch_size)
     with eval_mode(model):
         return _decoded(model, encoded, decode_config, logits_processor, batch_size)
 
@@ -91,11 +92,12 @@ def _decoded(
     return found
 
 
-def check_batch_size(batch_size: object) -> None:
-    """A ValueError naming ``batch_size`` unless it is an int >= 1 (a bool is no size)."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+def check_batch_size(batch_size: object) -> int:
+    """``batch_size`` as a Python int (a NumPy integer too); a ValueError naming it unless >= 1 (a bool is no size)."""
+    if not is_integer(batch_size) or batch_size < 1:
         # range() with a negative step is empty: every source would silently get no hypothesis.
         raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+    return int(batch_size)
 
 
 def candidates_of(hypotheses: Sequence[Hypothesis], to_text: Callable[[list[int]], str]) -> list[Candidate]:

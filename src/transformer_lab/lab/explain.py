@@ -13,14 +13,22 @@ from transformer_lab.nn.tracing import ShapeRecord, recording_shapes
 
 
 def explain_attention(
-    d_model: int = 32, nhead: int = 1, src_len: int = 5, tgt_len: int = 3, batch: int = 2, pad_last: int = 1
+    d_model: int = 32,
+    nhead: int = 1,
+    src_len: int = 5,
+    tgt_len: int = 3,
+    batch: int = 2,
+    pad_last: int | None = None,
 ) -> list[ShapeRecord]:
     """Run one cross-attention call (``tgt_len`` queries over ``src_len`` keys) and record shapes.
 
     The last ``pad_last`` source positions of the first sequence are padding, so that the
-    key padding mask appears in the walk too.
+    key padding mask appears in the walk too; None is 1, or 0 for a source of one position
+    (a sequence keeps at least one key), so that every ``src_len`` of ``explain`` runs.
     """
     _check_sizes(d_model=d_model, nhead=nhead, src_len=src_len, tgt_len=tgt_len, batch=batch)
+    if pad_last is None:
+        pad_last = min(1, src_len - 1)
     if not 0 <= pad_last < src_len:
         raise ValueError(f"pad_last must be in [0, src_len={src_len}), got {pad_last}")
     attention = lab_nn.MultiheadAttention(d_model, nhead)

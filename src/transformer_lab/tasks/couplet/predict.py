@@ -188,6 +188,23 @@ def with_constraint_options(
     return dataclasses.replace(config, **changes)
 
 
+def _check_no_new_rerank(rules: CoupletConstraintConfig, checkpoint: CoupletConstraintConfig, beam: object) -> None:
+    """A `SettingError` where ``rules`` set a re-ranking weight other than the checkpoint's for a greedy search.
+
+    Greedy search keeps one candidate, so the weight would change nothing, as ``--rhythm-rerank`` with
+    ``--beam 1`` is refused on the command line; the checkpoint's own weight stays, as it decodes both ways.
+    """
+    for name in _RERANK_FIELDS:
+        weight, own = getattr(rules, name), getattr(checkpoint, name)
+        if weight and weight != own:
+            search = "{beam} 1" if beam is not None else "the checkpoint's, no {beam} given"
+            raise SettingError(
+                f"constraints.{name}: expected beam search, whose candidates it re-ranks, got a greedy search "
+                f"({search}), which keeps one candidate; give {{beam}} N (N >= 2) or keep the checkpoint's {own:g}",
+                ("beam",),
+            )
+
+
 class CoupletWriter(Seq2SeqPredictor):
     """A couplet model (对联) on a device, ready to answer upper lines; ``vocabulary`` beside `Seq2SeqPredictor`'s.
 
@@ -243,7 +260,7 @@ class CoupletWriter(Seq2SeqPredictor):
         ``dataclasses.replace(writer.config.constraints, mirror_repetition=False)``.
         """
         lines = texts_of(uppers, "uppers")
-        check_candidate_count(num_candidates, "num_candidates")
+        num_candidates = check_candidate_count(num_candidates, "num_candidates")
         if constraints is not None and not isinstance(constraints, CoupletConstraintConfig):
             raise ValueError(
                 f"constraints: expected a CoupletConstraintConfig or None, got {type(constraints).__name__}"
@@ -262,6 +279,8 @@ class CoupletWriter(Seq2SeqPredictor):
                 given=beam,
             )
         rules = self.config.constraints if constraints is None else constraints
+        if decode.strategy != "beam":
+            _check_no_new_rerank(rules, self.config.constraints, beam)
         results = generate(model, self.vocabulary, lines, decode, rules, num_candidates=num_candidates)
         return results[0] if isinstance(uppers, str) else results
 

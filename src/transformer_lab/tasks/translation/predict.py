@@ -86,7 +86,7 @@ class Translator(Seq2SeqPredictor):
         """
         texts = texts_of(sentences, "sentences")
         # Checked here too: with nbest > 1 each sentence is searched alone and batch_size is never read.
-        check_batch_size(batch_size)
+        batch_size = check_batch_size(batch_size)
         if nbest == 1:
             model, decode = self.decoding(beam, nbest, precision, length_penalty, beam_stop)
             results: list[Any] = translate_sentences(model, self.tokenizers, texts, decode, batch_size, names)
