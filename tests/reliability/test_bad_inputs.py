@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import safetensors
 import safetensors.torch
 import torch
 
@@ -1551,6 +1552,29 @@ CLI_CASES = [
         lambda tmp, ck: couplet_split_argv(ck, tmp, "晚 风 \n \n", "晨 露 \n雨 \n"),
         r"in\.txt: line 2: expected a non-empty sentence, got ' '; fix the file$",
     ),
+    # Checkpoints edited by hand or by another program: each refused naming the file, before anything is answered.
+    CliCase(
+        "translate: integer weights",
+        lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, MODEL_FILE, retyped(torch.int64)), "Hallo"),
+        r"model\.safetensors': expected floating-point weights \(training writes F32\), got I64 in tensor "
+        r"'[\w.]+' and \d+ more; the file was converted or written by another program",
+    ),
+    CliCase(
+        "classify: boolean weights",
+        lambda tmp, ck: [
+            "classify",
+            "--checkpoint",
+            str(broken_copy(ck.classification, tmp, MODEL_FILE, retyped(torch.bool))),
+        ]
+        + ["goal"],
+        r"model\.safetensors': expected floating-point weights \(training writes F32\), got BOOL in tensor",
+    ),
+    CliCase(
+        "average-checkpoints: integer weights in an older step",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(step_changed(tmp, ck, MODEL_FILE, retyped(torch.int64)))]
+        + ["--last", "2", "--out", str(tmp / "averaged")],
+        r"step-000001/model\.safetensors': expected floating-point weights \(training writes F32\), got I64",
+    ),
 ]
 
 
@@ -1602,6 +1626,25 @@ def nan_step_run(tmp_path: Path, checkpoints: Checkpoints) -> Path:
     first = sorted(weights)[0]
     weights[first].view(-1)[0] = float("nan")
     safetensors.torch.save_file(weights, weights_file)
+    return run
+
+
+def retyped(dtype: torch.dtype) -> Callable[[Path], None]:
+    """Rewrite a weights file with every tensor converted to ``dtype``, its header's notes kept."""
+
+    def change(path: Path) -> None:
+        with safetensors.safe_open(str(path), framework="pt") as file:
+            notes = file.metadata()
+        weights = safetensors.torch.load_file(path)
+        safetensors.torch.save_file({name: tensor.to(dtype) for name, tensor in weights.items()}, path, notes)
+
+    return change
+
+
+def step_changed(tmp_path: Path, checkpoints: Checkpoints, name: str, change: Callable[[Path], None]) -> Path:
+    """A run whose older step checkpoint has file ``name`` changed."""
+    run = translation_run(tmp_path, checkpoints)
+    change(run / "step-000001" / name)
     return run
 
 

@@ -444,6 +444,7 @@ def load_model_weights(folder: str | os.PathLike[str], model: nn.Module) -> nn.M
     path = _require_file(folder, MODEL_FILE, "the weights")
     state = model.state_dict()
     _check_shapes(path, state)
+    _check_number_types(path, state)
     first = next(iter(state.values()), None)
     device = str(first.device) if first is not None else "cpu"
     try:
@@ -494,6 +495,25 @@ def _check_shapes(path: Path, state: Mapping[str, torch.Tensor]) -> None:
             f"{str(path)!r}: expected weights of the shapes the checkpoint's config.json gives "
             f"the model, got {len(mismatched)} tensor(s) of other shapes (the weights and the "
             f"config come from different runs, or the config was edited), first {mismatched[0]}"
+        )
+
+
+def _check_number_types(path: Path, state: Mapping[str, torch.Tensor]) -> None:
+    """Refuse, from the file's header alone, integer or boolean weights for the model's floating-point tensors."""
+    # Loading casts whatever it reads to the parameter's type: integer or boolean weights
+    # would load without a word into a model that answers nonsense.
+    stored_types = _stored_types(path)
+    not_floating = [
+        (name, stored_types[name])
+        for name, tensor in state.items()
+        if tensor.is_floating_point() and name in stored_types and not stored_types[name].startswith(("F", "BF"))
+    ]
+    if not_floating:
+        name, kind = not_floating[0]
+        more = f" and {len(not_floating) - 1:,} more" if len(not_floating) > 1 else ""
+        raise ValueError(
+            f"{str(path)!r}: expected floating-point weights (training writes F32), got {kind} in tensor {name!r}"
+            f"{more}; the file was converted or written by another program, not saved by training"
         )
 
 
@@ -565,6 +585,15 @@ def _stored_shapes(path: Path) -> dict[str, list[int]]:
             return {name: list(file.get_slice(name).get_shape()) for name in file.keys()}
     except SafetensorError as error:
         # The header records every tensor's byte range, so a cut file fails here.
+        raise _unreadable_weights(path, error, "; it is truncated or not a weights file") from None
+
+
+def _stored_types(path: Path) -> dict[str, str]:
+    """The name -> number type (safetensors' F32, BF16, I64, BOOL, ...) table of a safetensors file, from its header."""
+    try:
+        with safe_open(str(path), framework="pt") as file:
+            return {name: str(file.get_slice(name).get_dtype()) for name in file.keys()}
+    except SafetensorError as error:
         raise _unreadable_weights(path, error, "; it is truncated or not a weights file") from None
 
 
