@@ -1575,6 +1575,27 @@ CLI_CASES = [
         + ["--last", "2", "--out", str(tmp / "averaged")],
         r"step-000001/model\.safetensors': expected floating-point weights \(training writes F32\), got I64",
     ),
+    CliCase(
+        "average-checkpoints: a step's model section null",
+        lambda tmp, ck: [
+            "average-checkpoints",
+            "--run",
+            str(step_changed(tmp, ck, CONFIG_FILE, edit_config(lambda c: c.update(model=None)))),
+        ]
+        + ["--last", "2", "--out", str(tmp / "averaged")],
+        r"step-000001/config\.json: model: expected a JSON object of settings, as training writes it, got null$",
+    ),
+    CliCase(
+        "average-checkpoints: a step's data section a list",
+        lambda tmp, ck: [
+            "average-checkpoints",
+            "--run",
+            str(step_changed(tmp, ck, CONFIG_FILE, edit_config(lambda c: c.update(data=["de", "en"])))),
+        ]
+        + ["--last", "2", "--out", str(tmp / "averaged")],
+        r"step-000001/config\.json: data: expected a JSON object of settings, as training writes it, "
+        r"got \['de', 'en'\]$",
+    ),
 ]
 
 
