@@ -1596,6 +1596,32 @@ CLI_CASES = [
         r"step-000001/config\.json: data: expected a JSON object of settings, as training writes it, "
         r"got \['de', 'en'\]$",
     ),
+    CliCase(
+        "translate: config.json without its decode section",
+        lambda tmp, ck: translate_argv(
+            broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c.pop("decode"))), "Hallo"
+        ),
+        r"config\.json: expected data, model, train and decode, as training writes them, got none for decode; "
+        r"was the file edited\?",
+    ),
+    CliCase(
+        "translate: config.json without its model section",
+        lambda tmp, ck: translate_argv(
+            broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c.pop("model"))), "Hallo"
+        ),
+        r"config\.json: expected data, model, train and decode, as training writes them, got none for model;",
+    ),
+    CliCase(
+        "classify: config.json without its class names",
+        lambda tmp, ck: [
+            "classify",
+            "--checkpoint",
+            str(broken_copy(ck.classification, tmp, CONFIG_FILE, edit_config(lambda c: c.pop("class_names")))),
+        ]
+        + ["goal"],
+        r"config\.json: expected data, model, train and class_names, as training writes them, got none for "
+        r"class_names;",
+    ),
 ]
 
 

@@ -28,6 +28,7 @@ naming the file; nothing in it is ever executed.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -429,10 +430,32 @@ def load_task_config(
     if raw.get("task") != task:
         raise ValueError(f"checkpoint {folder}: expected a {task} checkpoint, got task {trained_task_name(raw)!r}")
     ignored = set(CHECKPOINT_METADATA_KEYS) | set(extra_metadata_keys)
+    return checkpoint_task_config(raw, Path(folder) / CONFIG_FILE, config_type, ignored)
+
+
+def checkpoint_task_config(
+    raw: Mapping[str, Any], path: Path, config_type: type[ConfigType], ignored: Iterable[str]
+) -> ConfigType:
+    """``config_type`` from ``raw``, the ``config.json`` at ``path``, its ``ignored`` (metadata) keys left out.
+
+    Every section training writes (each field of ``config_type``) must be there: a config
+    read without one takes the preset's values for the run's (another beam, another
+    lowercasing, AG News's class names) without a word. A bad value is named by its key.
+    """
+    fields = dataclasses.fields(config_type) if dataclasses.is_dataclass(config_type) else ()
+    sections = [field.name for field in fields]
+    missing = [name for name in sections if name not in raw]
+    if missing:
+        listed = f"{', '.join(sections[:-1])} and {sections[-1]}" if len(sections) > 1 else sections[0]
+        raise ValueError(
+            f"{path}: expected {listed}, as training writes them, got none for {', '.join(missing)}; was the file "
+            "edited? Without it, the preset's values would stand in for the run's"
+        )
+    ignored = set(ignored)
     try:
         return config_from_dict(config_type, {key: value for key, value in raw.items() if key not in ignored})
     except ValueError as error:
-        raise ValueError(f"{Path(folder) / CONFIG_FILE}: {error}") from None
+        raise ValueError(f"{path}: {error}") from None
 
 
 def load_model_weights(folder: str | os.PathLike[str], model: nn.Module) -> nn.Module:
