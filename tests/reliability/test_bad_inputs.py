@@ -1622,6 +1622,42 @@ CLI_CASES = [
         r"config\.json: expected data, model, train and class_names, as training writes them, got none for "
         r"class_names;",
     ),
+    CliCase(
+        "classify: config.json with a class name fewer than the model's",
+        lambda tmp, ck: [
+            "classify",
+            "--checkpoint",
+            str(
+                broken_copy(
+                    ck.classification,
+                    tmp,
+                    CONFIG_FILE,
+                    edit_config(lambda c: c.update(class_names=c["class_names"][:3])),
+                )
+            ),
+        ]
+        + ["goal"],
+        r"/config\.json: class_names: expected the 4 distinct names of the model's classes \(model\.num_classes\), "
+        r"got 3: \['World', 'Sports', 'Business'\]$",
+    ),
+    CliCase(
+        "classify: config.json with a class name given twice",
+        lambda tmp, ck: [
+            "classify",
+            "--checkpoint",
+            str(
+                broken_copy(
+                    ck.classification,
+                    tmp,
+                    CONFIG_FILE,
+                    edit_config(lambda c: c.update(class_names=["A", "A", "B", "C"])),
+                )
+            ),
+        ]
+        + ["goal"],
+        r"/config\.json: class_names: expected the 4 distinct names of the model's classes \(model\.num_classes\), "
+        r"got 'A' twice: \['A', 'A', 'B', 'C'\]$",
+    ),
 ]
 
 
