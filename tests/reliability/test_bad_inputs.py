@@ -1658,6 +1658,33 @@ CLI_CASES = [
         r"/config\.json: class_names: expected the 4 distinct names of the model's classes \(model\.num_classes\), "
         r"got 'A' twice: \['A', 'A', 'B', 'C'\]$",
     ),
+    # A run folder is read as its best/, else its last/: a best/ damaged, or left aside by a
+    # stopped save, is said (was: last/ read and scored in its place without a word).
+    CliCase(
+        "translate: a run whose best/ lacks config.json",
+        lambda tmp, ck: translate_argv(
+            run_changed(tmp, ck, lambda run: (run / "best" / CONFIG_FILE).unlink()), "Hallo"
+        ),
+        r"--checkpoint: .*run/best: expected a checkpoint folder \(with config\.json\), got a folder without one "
+        r"\(damaged, or emptied by hand\); restore it, or give .*run/last$",
+    ),
+    CliCase(
+        "translate: a run whose best/ a stopped save left aside",
+        lambda tmp, ck: translate_argv(
+            run_changed(tmp, ck, lambda run: (run / "best").rename(run / ".best.old-k2j4x9")), "Hallo"
+        ),
+        r"--checkpoint: expected .*run/best, got none: a save of it was stopped between its two renames, and the "
+        r"previous best/ is complete at .*run/\.best\.old-k2j4x9; rename it back \(mv .*\), or give .*run/last$",
+    ),
+    CliCase(
+        "translate: a run without best/ whose last/ lacks config.json",
+        lambda tmp, ck: translate_argv(
+            run_changed(tmp, ck, lambda run: (shutil.rmtree(run / "best"), (run / "last" / CONFIG_FILE).unlink())),
+            "Hallo",
+        ),
+        r"--checkpoint: .*run/last: expected a checkpoint folder \(with config\.json\), got a folder without one "
+        r"\(damaged, or emptied by hand\); restore it, or give a step-NNNNNN/ of the run$",
+    ),
 ]
 
 
@@ -1728,6 +1755,12 @@ def step_changed(tmp_path: Path, checkpoints: Checkpoints, name: str, change: Ca
     """A run whose older step checkpoint has file ``name`` changed."""
     run = translation_run(tmp_path, checkpoints)
     change(run / "step-000001" / name)
+    return run
+
+
+def run_changed(tmp_path: Path, checkpoints: Checkpoints, change: Callable[[Path], None]) -> Path:
+    run = translation_run(tmp_path, checkpoints)
+    change(run)
     return run
 
 

@@ -518,3 +518,15 @@ def test_a_library_resume_refuses_a_run_config_without_its_model_section(copy_ru
     config = synthetic_train.default_config("copy")
     with pytest.raises(ValueError, match=r"last/config\.json: model: expected the run's model settings .*, got none$"):
         synthetic_train.train(config, out, resume=True)
+
+
+def test_resume_puts_back_the_best_checkpoint_a_stopped_save_left_aside(copy_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(copy_run, out)
+    best = snapshot(out / "best")
+    # SIGKILL between a save's two renames: best/ renamed aside, the new one never renamed in.
+    (out / "best").rename(out / ".best.old-k2j4x9")
+    # A resume that trains no further step saves no best/, which would have put it back first.
+    assert main(["train", "copy", "--out", str(out), "--resume", *tiny_copy_options(max_steps=2)]) == 0
+    assert snapshot(out / "best") == best
+    assert not list(out.glob(".best.old-*"))

@@ -663,9 +663,24 @@ def resolve_checkpoint(path: str | os.PathLike[str], name: str = "checkpoint") -
     path = path_argument(path, name)
     if (path / CONFIG_FILE).is_file():
         return path
-    for folder in ("best", "last"):
-        if (path / folder / CONFIG_FILE).is_file():
-            return path / folder
+    run_checkpoints = ((path / "best", f"give {path / 'last'}"), (path / "last", "give a step-NNNNNN/ of the run"))
+    for folder, instead in run_checkpoints:
+        if (folder / CONFIG_FILE).is_file():
+            return folder
+        # best/ falls back to last/ only where the run never wrote one: a damaged best/, or one a
+        # stopped save left aside, is said, not replaced by another checkpoint's scores.
+        if folder.is_dir():
+            raise ValueError(
+                f"{name}: {folder}: expected a checkpoint folder (with {CONFIG_FILE}), got a folder without one "
+                f"(damaged, or emptied by hand); restore it, or {instead}"
+            )
+        asides = _leftovers(folder, _aside_prefix(folder))
+        if asides:
+            raise FileNotFoundError(
+                f"{name}: expected {folder}, got none: a save of it was stopped between its two renames, and the "
+                f"previous {folder.name}/ is complete at {asides[-1]}; rename it back (mv {asides[-1]} {folder}), "
+                f"or {instead}"
+            )
     raise FileNotFoundError(
         f"{name}: expected a checkpoint folder (with {CONFIG_FILE}) or a run folder holding best/ or last/, "
         f"got {str(path)!r}"
