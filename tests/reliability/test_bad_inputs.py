@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import safetensors
 import safetensors.torch
 import torch
 
@@ -1551,6 +1552,139 @@ CLI_CASES = [
         lambda tmp, ck: couplet_split_argv(ck, tmp, "晚 风 \n \n", "晨 露 \n雨 \n"),
         r"in\.txt: line 2: expected a non-empty sentence, got ' '; fix the file$",
     ),
+    # Checkpoints edited by hand or by another program: each refused naming the file, before anything is answered.
+    CliCase(
+        "translate: integer weights",
+        lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, MODEL_FILE, retyped(torch.int64)), "Hallo"),
+        r"model\.safetensors': expected floating-point weights \(training writes F32\), got I64 in tensor "
+        r"'[\w.]+' and \d+ more; the file was converted or written by another program",
+    ),
+    CliCase(
+        "classify: boolean weights",
+        lambda tmp, ck: [
+            "classify",
+            "--checkpoint",
+            str(broken_copy(ck.classification, tmp, MODEL_FILE, retyped(torch.bool))),
+        ]
+        + ["goal"],
+        r"model\.safetensors': expected floating-point weights \(training writes F32\), got BOOL in tensor",
+    ),
+    CliCase(
+        "average-checkpoints: integer weights in an older step",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(step_changed(tmp, ck, MODEL_FILE, retyped(torch.int64)))]
+        + ["--last", "2", "--out", str(tmp / "averaged")],
+        r"step-000001/model\.safetensors': expected floating-point weights \(training writes F32\), got I64",
+    ),
+    CliCase(
+        "average-checkpoints: a step's model section null",
+        lambda tmp, ck: [
+            "average-checkpoints",
+            "--run",
+            str(step_changed(tmp, ck, CONFIG_FILE, edit_config(lambda c: c.update(model=None)))),
+        ]
+        + ["--last", "2", "--out", str(tmp / "averaged")],
+        r"step-000001/config\.json: model: expected a JSON object of settings, as training writes it, got null$",
+    ),
+    CliCase(
+        "average-checkpoints: a step's data section a list",
+        lambda tmp, ck: [
+            "average-checkpoints",
+            "--run",
+            str(step_changed(tmp, ck, CONFIG_FILE, edit_config(lambda c: c.update(data=["de", "en"])))),
+        ]
+        + ["--last", "2", "--out", str(tmp / "averaged")],
+        r"step-000001/config\.json: data: expected a JSON object of settings, as training writes it, "
+        r"got \['de', 'en'\]$",
+    ),
+    CliCase(
+        "translate: config.json without its decode section",
+        lambda tmp, ck: translate_argv(
+            broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c.pop("decode"))), "Hallo"
+        ),
+        r"config\.json: expected data, model, train and decode, as training writes them, got none for decode; "
+        r"was the file edited\?",
+    ),
+    CliCase(
+        "translate: config.json without its model section",
+        lambda tmp, ck: translate_argv(
+            broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c.pop("model"))), "Hallo"
+        ),
+        r"config\.json: expected data, model, train and decode, as training writes them, got none for model;",
+    ),
+    CliCase(
+        "classify: config.json without its class names",
+        lambda tmp, ck: [
+            "classify",
+            "--checkpoint",
+            str(broken_copy(ck.classification, tmp, CONFIG_FILE, edit_config(lambda c: c.pop("class_names")))),
+        ]
+        + ["goal"],
+        r"config\.json: expected data, model, train and class_names, as training writes them, got none for "
+        r"class_names;",
+    ),
+    CliCase(
+        "classify: config.json with a class name fewer than the model's",
+        lambda tmp, ck: [
+            "classify",
+            "--checkpoint",
+            str(
+                broken_copy(
+                    ck.classification,
+                    tmp,
+                    CONFIG_FILE,
+                    edit_config(lambda c: c.update(class_names=c["class_names"][:3])),
+                )
+            ),
+        ]
+        + ["goal"],
+        r"/config\.json: class_names: expected the 4 distinct names of the model's classes \(model\.num_classes\), "
+        r"got 3: \['World', 'Sports', 'Business'\]$",
+    ),
+    CliCase(
+        "classify: config.json with a class name given twice",
+        lambda tmp, ck: [
+            "classify",
+            "--checkpoint",
+            str(
+                broken_copy(
+                    ck.classification,
+                    tmp,
+                    CONFIG_FILE,
+                    edit_config(lambda c: c.update(class_names=["A", "A", "B", "C"])),
+                )
+            ),
+        ]
+        + ["goal"],
+        r"/config\.json: class_names: expected the 4 distinct names of the model's classes \(model\.num_classes\), "
+        r"got 'A' twice: \['A', 'A', 'B', 'C'\]$",
+    ),
+    # A run folder is read as its best/, else its last/: a best/ damaged, or left aside by a
+    # stopped save, is said (was: last/ read and scored in its place without a word).
+    CliCase(
+        "translate: a run whose best/ lacks config.json",
+        lambda tmp, ck: translate_argv(
+            run_changed(tmp, ck, lambda run: (run / "best" / CONFIG_FILE).unlink()), "Hallo"
+        ),
+        r"--checkpoint: .*run/best: expected a checkpoint folder \(with config\.json\), got a folder without one "
+        r"\(damaged, or emptied by hand\); restore it, or give .*run/last$",
+    ),
+    CliCase(
+        "translate: a run whose best/ a stopped save left aside",
+        lambda tmp, ck: translate_argv(
+            run_changed(tmp, ck, lambda run: (run / "best").rename(run / ".best.old-k2j4x9")), "Hallo"
+        ),
+        r"--checkpoint: expected .*run/best, got none: a save of it was stopped between its two renames, and the "
+        r"previous best/ is complete at .*run/\.best\.old-k2j4x9; rename it back \(mv .*\), or give .*run/last$",
+    ),
+    CliCase(
+        "translate: a run without best/ whose last/ lacks config.json",
+        lambda tmp, ck: translate_argv(
+            run_changed(tmp, ck, lambda run: (shutil.rmtree(run / "best"), (run / "last" / CONFIG_FILE).unlink())),
+            "Hallo",
+        ),
+        r"--checkpoint: .*run/last: expected a checkpoint folder \(with config\.json\), got a folder without one "
+        r"\(damaged, or emptied by hand\); restore it, or give a step-NNNNNN/ of the run$",
+    ),
 ]
 
 
@@ -1602,6 +1736,31 @@ def nan_step_run(tmp_path: Path, checkpoints: Checkpoints) -> Path:
     first = sorted(weights)[0]
     weights[first].view(-1)[0] = float("nan")
     safetensors.torch.save_file(weights, weights_file)
+    return run
+
+
+def retyped(dtype: torch.dtype) -> Callable[[Path], None]:
+    """Rewrite a weights file with every tensor converted to ``dtype``, its header's notes kept."""
+
+    def change(path: Path) -> None:
+        with safetensors.safe_open(str(path), framework="pt") as file:
+            notes = file.metadata()
+        weights = safetensors.torch.load_file(path)
+        safetensors.torch.save_file({name: tensor.to(dtype) for name, tensor in weights.items()}, path, notes)
+
+    return change
+
+
+def step_changed(tmp_path: Path, checkpoints: Checkpoints, name: str, change: Callable[[Path], None]) -> Path:
+    """A run whose older step checkpoint has file ``name`` changed."""
+    run = translation_run(tmp_path, checkpoints)
+    change(run / "step-000001" / name)
+    return run
+
+
+def run_changed(tmp_path: Path, checkpoints: Checkpoints, change: Callable[[Path], None]) -> Path:
+    run = translation_run(tmp_path, checkpoints)
+    change(run)
     return run
 
 

@@ -9,6 +9,7 @@ task, another synthetic task, another file format or other training files, in on
 from __future__ import annotations
 
 import json
+import re
 import resource
 import shutil
 import time
@@ -454,3 +455,78 @@ def test_resume_lists_every_differing_vocabulary_setting_and_continues_with_the_
     # Only where the data and its caches live may differ.
     moved = ["--set", f"data.cache_dir={tmp_path / 'elsewhere'}", "--set", "train.max_steps=2"]
     assert main([*first, "--resume", *TINY_TRANSLATION, *moved]) == 0
+
+
+# Edits of the run's last/config.json that the comparison walked past: a section missing is no
+# difference to a key-by-key comparison, and a key unknown or of another type was never read.
+EDITED_LAST_CONFIGS = [
+    (
+        "model section removed, resumed with another activation",
+        lambda config: config.pop("model"),
+        {"model__activation": "gelu"},
+        r"expected data, model, train and decode, as training writes them, got none for model; was the file edited\?",
+    ),
+    (
+        "data section removed",
+        lambda config: config.pop("data"),
+        {},
+        r"expected data, model, train and decode, as training writes them, got none for data;",
+    ),
+    (
+        "an unknown key",
+        lambda config: config["train"].update(warmup=10),
+        {},
+        r"train\.warmup: unknown key for TrainConfig; expected one of \[",
+    ),
+    (
+        "a value of another type",
+        lambda config: config["data"].update(num_train="64"),
+        {},
+        r"data\.num_train: expected an int, got '64'$",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("edit", "settings", "message"),
+    [case[1:] for case in EDITED_LAST_CONFIGS],
+    ids=[case[0] for case in EDITED_LAST_CONFIGS],
+)
+def test_resume_reads_the_runs_config_whole_and_refuses_one_edited_by_hand(
+    copy_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    edit: Callable[[dict[str, Any]], None],
+    settings: dict[str, str],
+    message: str,
+) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(copy_run, out, ignore=shutil.ignore_patterns("last"))
+    edited(copy_run / "last", out / "last", edit)
+    before = snapshot(out)
+    assert main(["train", "copy", "--out", str(out), "--resume", *tiny_copy_options(max_steps=4, **settings)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "Traceback" not in error
+    assert re.search(f"error: --resume: {re.escape(str(out / 'last' / CONFIG_FILE))}: {message}", error), error
+    assert snapshot(out) == before
+
+
+def test_a_library_resume_refuses_a_run_config_without_its_model_section(copy_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(copy_run, out, ignore=shutil.ignore_patterns("last"))
+    edited(copy_run / "last", out / "last", lambda config: config.pop("model"))
+    config = synthetic_train.default_config("copy")
+    with pytest.raises(ValueError, match=r"last/config\.json: model: expected the run's model settings .*, got none$"):
+        synthetic_train.train(config, out, resume=True)
+
+
+def test_resume_puts_back_the_best_checkpoint_a_stopped_save_left_aside(copy_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(copy_run, out)
+    best = snapshot(out / "best")
+    # SIGKILL between a save's two renames: best/ renamed aside, the new one never renamed in.
+    (out / "best").rename(out / ".best.old-k2j4x9")
+    # A resume that trains no further step saves no best/, which would have put it back first.
+    assert main(["train", "copy", "--out", str(out), "--resume", *tiny_copy_options(max_steps=2)]) == 0
+    assert snapshot(out / "best") == best
+    assert not list(out.glob(".best.old-*"))

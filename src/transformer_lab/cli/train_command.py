@@ -33,7 +33,7 @@ from transformer_lab.devices import resolve_device
 from transformer_lab.hardware import PRECISIONS
 from transformer_lab.tasks.registry import TASKS, data_option_error, task_named
 from transformer_lab.tasks.task import Closing, Task
-from transformer_lab.training import config_to_dict, is_main_process, recover_interrupted_save
+from transformer_lab.training import is_main_process, recover_interrupted_save
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.config_io import Setting
 from transformer_lab.training.durations import budget_seconds
@@ -210,7 +210,7 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
         settings = task.vocabulary.settings if task.vocabulary is not None else ()
         config = with_checkpoint_vocabulary_settings(config, model_source, settings, changed)
     if arguments.resume:
-        check_same_run(out_dir / LAST_FOLDER, task.checkpoint_task, config_to_dict(config))
+        check_same_run(out_dir / LAST_FOLDER, task.checkpoint_task, config)
     # Here, before the corpus is read and its vocabulary trained; the Trainer checks it again for the API.
     resolve_device(config.train.device, name="train.device")
     try:

@@ -28,6 +28,7 @@ naming the file; nothing in it is ever executed.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -429,10 +430,32 @@ def load_task_config(
     if raw.get("task") != task:
         raise ValueError(f"checkpoint {folder}: expected a {task} checkpoint, got task {trained_task_name(raw)!r}")
     ignored = set(CHECKPOINT_METADATA_KEYS) | set(extra_metadata_keys)
+    return checkpoint_task_config(raw, Path(folder) / CONFIG_FILE, config_type, ignored)
+
+
+def checkpoint_task_config(
+    raw: Mapping[str, Any], path: Path, config_type: type[ConfigType], ignored: Iterable[str]
+) -> ConfigType:
+    """``config_type`` from ``raw``, the ``config.json`` at ``path``, its ``ignored`` (metadata) keys left out.
+
+    Every section training writes (each field of ``config_type``) must be there: a config
+    read without one takes the preset's values for the run's (another beam, another
+    lowercasing, AG News's class names) without a word. A bad value is named by its key.
+    """
+    fields = dataclasses.fields(config_type) if dataclasses.is_dataclass(config_type) else ()
+    sections = [field.name for field in fields]
+    missing = [name for name in sections if name not in raw]
+    if missing:
+        listed = f"{', '.join(sections[:-1])} and {sections[-1]}" if len(sections) > 1 else sections[0]
+        raise ValueError(
+            f"{path}: expected {listed}, as training writes them, got none for {', '.join(missing)}; was the file "
+            "edited? Without it, the preset's values would stand in for the run's"
+        )
+    ignored = set(ignored)
     try:
         return config_from_dict(config_type, {key: value for key, value in raw.items() if key not in ignored})
     except ValueError as error:
-        raise ValueError(f"{Path(folder) / CONFIG_FILE}: {error}") from None
+        raise ValueError(f"{path}: {error}") from None
 
 
 def load_model_weights(folder: str | os.PathLike[str], model: nn.Module) -> nn.Module:
@@ -444,6 +467,7 @@ def load_model_weights(folder: str | os.PathLike[str], model: nn.Module) -> nn.M
     path = _require_file(folder, MODEL_FILE, "the weights")
     state = model.state_dict()
     _check_shapes(path, state)
+    _check_number_types(path, state)
     first = next(iter(state.values()), None)
     device = str(first.device) if first is not None else "cpu"
     try:
@@ -494,6 +518,25 @@ def _check_shapes(path: Path, state: Mapping[str, torch.Tensor]) -> None:
             f"{str(path)!r}: expected weights of the shapes the checkpoint's config.json gives "
             f"the model, got {len(mismatched)} tensor(s) of other shapes (the weights and the "
             f"config come from different runs, or the config was edited), first {mismatched[0]}"
+        )
+
+
+def _check_number_types(path: Path, state: Mapping[str, torch.Tensor]) -> None:
+    """Refuse, from the file's header alone, integer or boolean weights for the model's floating-point tensors."""
+    # Loading casts whatever it reads to the parameter's type: integer or boolean weights
+    # would load without a word into a model that answers nonsense.
+    stored_types = _stored_types(path)
+    not_floating = [
+        (name, stored_types[name])
+        for name, tensor in state.items()
+        if tensor.is_floating_point() and name in stored_types and not stored_types[name].startswith(("F", "BF"))
+    ]
+    if not_floating:
+        name, kind = not_floating[0]
+        more = f" and {len(not_floating) - 1:,} more" if len(not_floating) > 1 else ""
+        raise ValueError(
+            f"{str(path)!r}: expected floating-point weights (training writes F32), got {kind} in tensor {name!r}"
+            f"{more}; the file was converted or written by another program, not saved by training"
         )
 
 
@@ -568,6 +611,15 @@ def _stored_shapes(path: Path) -> dict[str, list[int]]:
         raise _unreadable_weights(path, error, "; it is truncated or not a weights file") from None
 
 
+def _stored_types(path: Path) -> dict[str, str]:
+    """The name -> number type (safetensors' F32, BF16, I64, BOOL, ...) table of a safetensors file, from its header."""
+    try:
+        with safe_open(str(path), framework="pt") as file:
+            return {name: str(file.get_slice(name).get_dtype()) for name in file.keys()}
+    except SafetensorError as error:
+        raise _unreadable_weights(path, error, "; it is truncated or not a weights file") from None
+
+
 def load_trainer_state(folder: str | os.PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read ``trainer_state.pt`` of ``folder`` with ``torch.load(weights_only=True)``."""
     path = _require_file(folder, TRAINER_STATE_FILE, "the trainer state")
@@ -611,9 +663,24 @@ def resolve_checkpoint(path: str | os.PathLike[str], name: str = "checkpoint") -
     path = path_argument(path, name)
     if (path / CONFIG_FILE).is_file():
         return path
-    for folder in ("best", "last"):
-        if (path / folder / CONFIG_FILE).is_file():
-            return path / folder
+    run_checkpoints = ((path / "best", f"give {path / 'last'}"), (path / "last", "give a step-NNNNNN/ of the run"))
+    for folder, instead in run_checkpoints:
+        if (folder / CONFIG_FILE).is_file():
+            return folder
+        # best/ falls back to last/ only where the run never wrote one: a damaged best/, or one a
+        # stopped save left aside, is said, not replaced by another checkpoint's scores.
+        if folder.is_dir():
+            raise ValueError(
+                f"{name}: {folder}: expected a checkpoint folder (with {CONFIG_FILE}), got a folder without one "
+                f"(damaged, or emptied by hand); restore it, or {instead}"
+            )
+        asides = _leftovers(folder, _aside_prefix(folder))
+        if asides:
+            raise FileNotFoundError(
+                f"{name}: expected {folder}, got none: a save of it was stopped between its two renames, and the "
+                f"previous {folder.name}/ is complete at {asides[-1]}; rename it back (mv {asides[-1]} {folder}), "
+                f"or {instead}"
+            )
     raise FileNotFoundError(
         f"{name}: expected a checkpoint folder (with {CONFIG_FILE}) or a run folder holding best/ or last/, "
         f"got {str(path)!r}"

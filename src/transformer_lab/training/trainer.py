@@ -752,8 +752,10 @@ class Trainer:
 
     def _load_resume_state(self, folder: Path) -> None:
         if self._is_main_process:
-            # A crash between a save's two renames leaves the complete old folder aside.
+            # A crash between a save's two renames leaves the complete old folder aside; best/'s
+            # too, which the next save of best/ alone would restore, and that may never come.
             recover_interrupted_save(folder)
+            recover_interrupted_save(self.out_dir / BEST_FOLDER)
         # Everything is checked before anything (weights, optimizer, the metrics log) changes;
         # the model settings first, so that another width is named, not its optimizer shapes.
         check_same_model(folder, self.checkpoint_config.get("model"))

@@ -27,9 +27,11 @@ from transformer_lab.models import ClassifierConfig, TransformerClassifier
 from transformer_lab.tasks.classification.data import ClassificationData, ClassificationDataConfig, build_data
 from transformer_lab.tasks.classification.predict import predict_probabilities
 from transformer_lab.tasks.task import VocabularyFunctions
-from transformer_lab.training import TrainConfig, data_shard, load_task_config
+from transformer_lab.training import CONFIG_FILE, TrainConfig, data_shard, load_task_config
 from transformer_lab.training.batch_losses import classification_loss_fn
+from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.checkpoint_loading import load_checkpoint_parts, read_tokenizer
+from transformer_lab.training.config_io import shown
 from transformer_lab.training.run.plan import RunPlan, RunResult, start_checkpoint, train_run
 
 logger = logging.getLogger(__name__)
@@ -227,7 +229,7 @@ def load_classifier(
     checkpoint: str | os.PathLike[str],
 ) -> tuple[TransformerClassifier, SubwordTokenizer, ClassificationConfig]:
     """Rebuild the model (in eval mode), tokenizer and config of a checkpoint folder (or a run folder's best/)."""
-    return load_checkpoint_parts(
+    model, tokenizer, config = load_checkpoint_parts(
         checkpoint,
         TASK_NAME,
         ClassificationConfig,
@@ -235,3 +237,14 @@ def load_classifier(
         VOCABULARY.read,
         lambda tokenizer: {"vocab_size": (tokenizer.vocab_size, TOKENIZER_FILE)},
     )
+    names = list(config.class_names)
+    repeated = next((name for index, name in enumerate(names) if name in names[:index]), None)
+    if len(names) != config.model.num_classes or repeated is not None:
+        # Training writes one name per output of the head, each once; a list edited since would
+        # name the wrong classes, and a name given twice would merge two classes' probabilities.
+        given = f"{repeated!r} twice" if repeated is not None else str(len(names))
+        raise ValueError(
+            f"{resolve_checkpoint(checkpoint) / CONFIG_FILE}: class_names: expected the {config.model.num_classes} "
+            f"distinct names of the model's classes (model.num_classes), got {given}: {shown(names)}"
+        )
+    return model, tokenizer, config

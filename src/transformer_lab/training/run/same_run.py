@@ -25,14 +25,20 @@ read its files through the cache records them the same way, and a file changed s
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from transformer_lab.data.prepared_cache import corpus_change, inputs_change, prepared_corpus_record
-from transformer_lab.training.checkpoint import CONFIG_FILE, PREPARED_CORPUS_KEY, load_checkpoint_config
-from transformer_lab.training.config_io import shown
+from transformer_lab.training.checkpoint import (
+    CONFIG_FILE,
+    PREPARED_CORPUS_KEY,
+    checkpoint_task_config,
+    load_checkpoint_config,
+)
+from transformer_lab.training.config_io import config_to_dict, shown
 
 __all__ = ["check_same_model", "check_same_run", "with_absolute_paths"]
 
@@ -76,10 +82,12 @@ def with_absolute_paths(config: Mapping[str, Any]) -> dict[str, Any]:
     return {**config, "data": placed}
 
 
-def check_same_run(last_folder: Path, task: str, config: Mapping[str, Any]) -> None:
-    """Raise a ``ValueError`` naming the difference unless ``config`` continues the run in ``last_folder``.
+def check_same_run(last_folder: Path, task: str, command_config: Any) -> None:
+    """Raise a ``ValueError`` naming the difference unless ``command_config`` continues the run in ``last_folder``.
 
-    ``config`` is the command's config as ``config_to_dict`` gives it.
+    ``command_config`` is the command's config (a task's config dataclass); the run's
+    ``config.json`` is read as that type first, so that a section missing, a key unknown or
+    a value of another type there is refused naming the file, not compared past.
 
     ``task`` is the name the checkpoints record (``config.json``'s ``"task"``).
     """
@@ -90,6 +98,14 @@ def check_same_run(last_folder: Path, task: str, config: Mapping[str, Any]) -> N
             f"{where}: expected a run of the task this command trains ({task!r}), got a run of {saved.get('task')!r}; "
             "resume with the command that started it, or train into a new --out"
         )
+    # The keys beside the sections (the task's name, data counts, ...) differ by task and are not settings.
+    sections = {field.name for field in dataclasses.fields(command_config)}
+    metadata = [key for key in saved if key not in sections]
+    try:
+        checkpoint_task_config(saved, last_folder / CONFIG_FILE, type(command_config), metadata)
+    except ValueError as error:
+        raise ValueError(f"--resume: {error}") from None
+    config = config_to_dict(command_config)
     differences = [
         *_differences("data", saved.get("data"), config.get("data"), None, _FREE_DATA_FIELDS),
         *_differences("train", saved.get("train"), config.get("train"), _FIXED_TRAIN_FIELDS, ()),
@@ -140,6 +156,13 @@ def check_same_model(last_folder: Path, model: Any) -> None:
     if model is None:
         return
     saved = load_checkpoint_config(last_folder)
+    if not isinstance(saved.get("model"), Mapping):
+        # Compared key by key, a section missing or of another type would let any model through.
+        given = "none" if "model" not in saved else "null" if saved["model"] is None else shown(saved["model"])
+        raise ValueError(
+            f"--resume: {last_folder / CONFIG_FILE}: model: expected the run's model settings (a JSON object, as "
+            f"training writes it), got {given}"
+        )
     differences = _differences("model", saved.get("model"), model, None, ())
     if differences:
         raise ValueError(
