@@ -21,6 +21,7 @@ from transformer_lab.evaluation.bleu_flavour import PAPERS_FLAVOUR, SACREBLEU_FL
 from transformer_lab.evaluation.translation_bleu import evaluate_bleu
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, TaskOption, search_for
+from transformer_lab.tasks.translation.predict import ENSEMBLE
 from transformer_lab.tasks.translation.train import load_ensemble, load_translator
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import file_test_name
@@ -42,13 +43,7 @@ OPTIONS = (
         "sacreBLEU's tokenizer (default: zh for a Chinese target, ja-mecab (else char) for Japanese, 13a otherwise)",
         choices=BLEU_TOKENIZERS,
     ),
-    TaskOption(
-        "--ensemble",
-        "decode with this checkpoint (or run folder) too, averaging the models' next-token probabilities; "
-        "repeatable; every model must have the --checkpoint's vocabulary and languages",
-        metavar="CHECKPOINT",
-        repeatable=True,
-    ),
+    ENSEMBLE,
     TaskOption(
         "--bleu-flavour",
         "which BLEU to report (default: sacrebleu, cased 13a as sacreBLEU scores; papers: lowercased and "
@@ -78,10 +73,10 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     split = split or DEFAULT_SPLIT
     checkpoint = resolve_checkpoint(checkpoint)
     single, tokenizer, config = load_translator(checkpoint)
-    members = options.option("--ensemble") or []
+    members = options.option(ENSEMBLE.flag) or []
     model: Seq2SeqTransformer | Ensemble = single
     if members:
-        model = load_ensemble(single, tokenizer, config, members, "--ensemble")
+        model = load_ensemble(single, tokenizer, config, members, ENSEMBLE.flag)
     if flavour == PAPERS_FLAVOUR:
         check_papers_flavour(config.data.target_language)  # before the decoding, not after it
     model, search = search_for(model, config.decode, options)
