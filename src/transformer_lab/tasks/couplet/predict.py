@@ -68,7 +68,6 @@ def generate(
     constraint_config: CoupletConstraintConfig,
     *,
     num_candidates: int = 1,
-    batch_size: int = 64,
 ) -> list[CoupletResult]:
     """Write lower lines for `uppers` (batched by length); spaces in the input are ignored.
 
@@ -98,11 +97,7 @@ def generate(
         encode_upper(line, vocabulary, stand_in) if result is None else [] for line, result in zip(lines, results)
     ]
     found = decode_sources(
-        model,
-        encoded,
-        decode_config,
-        logits_processor=build_constraints(vocabulary, constraint_config),
-        batch_size=batch_size,
+        model, encoded, decode_config, logits_processor=build_constraints(vocabulary, constraint_config)
     )
     for index, hypotheses in enumerate(found):
         if results[index] is None:
