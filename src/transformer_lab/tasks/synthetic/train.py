@@ -114,11 +114,9 @@ def resolve(config: SyntheticConfig) -> SyntheticConfig:
     return dataclasses.replace(config, model=dataclasses.replace(config.model, max_len=max_len))
 
 
-def decode_pairs(
-    model: Seq2SeqTransformer, pairs: list[SyntheticPair], decode_config: DecodeConfig, batch_size: int = 256
-) -> list[list[int]]:
+def decode_pairs(model: Seq2SeqTransformer, pairs: list[SyntheticPair], decode_config: DecodeConfig) -> list[list[int]]:
     """Decode every source of ``pairs``; returns the best output of each, its generated symbols (no specials)."""
-    found = decode_sources(model, [source for source, _ in pairs], decode_config, batch_size=batch_size)
+    found = decode_sources(model, [source for source, _ in pairs], decode_config, batch_size=256)
     return [strip_generated(hypotheses[0].ids, EOS_ID, PAD_ID) if hypotheses else [] for hypotheses in found]
 
 
