@@ -195,12 +195,7 @@ def build_data(
     return TranslationData.in_memory(pair, train_pairs, validation_pairs, pair.encode_pairs(train_pairs))
 
 
-def epoch_batches(
-    data: TranslationData, config: TranslationDataConfig, epoch: int, num_shards: int = 1, shard_index: int = 0
-) -> Sequence[Seq2SeqBatch]:
-    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch), collated when read.
-
-    With ``num_shards`` > 1, the share of process ``shard_index`` (see ``token_budget_batches``).
-    """
+def epoch_batches(data: TranslationData, config: TranslationDataConfig, epoch: int) -> Sequence[Seq2SeqBatch]:
+    """Length-bucketed token-budget batches of one epoch, shuffled by (seed, epoch), collated when read."""
     lengths = pair_length_table(data.train_store)
-    return epoch_pair_batches(data.train_store, lengths, config.max_tokens, config.seed, epoch, num_shards, shard_index)
+    return epoch_pair_batches(data.train_store, lengths, config.max_tokens, config.seed, epoch)
