@@ -108,7 +108,6 @@ def base_config() -> TranslationConfig:
             eval_every_steps=5000,
             keep_last=5,  # the last five checkpoints, for averaging (transformer-lab average)
             log_every_steps=100,
-            fit_schedule_to_run=True,
         ),
         decode=DecodeConfig(
             strategy="beam", beam_size=4, max_len=256, max_len_a=1.0, max_len_b=50, length_penalty=0.6, precision="auto"
