@@ -107,10 +107,6 @@ class EvaluationOptions:
     task_options: Mapping[str, Any] = field(default_factory=dict)
     device: str | torch.device = "cpu"
 
-    def given(self) -> list[str]:
-        """The options given that not every task reads, as flags, in order."""
-        return list(self.task_options)
-
     def option(self, flag: str) -> Any:
         """The value of the task option ``flag`` (None where it was not given)."""
         return self.task_options.get(flag)

@@ -106,12 +106,11 @@ def evaluate(
         raise ValueError(f"--split: expected one of {known} for the {name} task, got {split!r}")
     if options.data_dir is not None and not task.reads_data:
         raise data_option_error("--data-dir", name)
-    for flag in options.given():
+    for flag in options.task_options:
         if not task.reads_option(flag):
             readers = [other.name for other in TASKS.values() if other.evaluate and other.reads_option(flag)]
             raise unread_option_error(flag, name, readers)
-    inputs = {flag: options.option(flag) for flag in options.given()}
-    check_not_an_input("--output", options.output, {**inputs, **checkpoint_files(checkpoint)})
+    check_not_an_input("--output", options.output, {**options.task_options, **checkpoint_files(checkpoint)})
     return task.evaluate(Path(checkpoint), split, options)
 
 
