@@ -8,7 +8,7 @@ from torch import nn
 
 from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import TrainConfig, Trainer, label_smoothed_cross_entropy, load_trainer_state, noam_lr
-from transformer_lab.training.optimization import build_optimization, planned_optimizer_steps, scaled_to_run
+from transformer_lab.training.optimization import build_optimization, scaled_to_run
 from transformer_lab.training.schedule import cooldown_multiplier
 
 D_MODEL = 8
@@ -150,19 +150,6 @@ def test_bad_factories_and_arguments_are_named():
         build_optimization(
             parameters, config(), lambda epoch: [BATCH], d_model=None, schedule_factory=lambda optimizer: 1.0
         )
-
-
-def test_planned_optimizer_steps():
-    batches = lambda epoch: [BATCH] * 5  # noqa: E731
-    # 5 batches in groups of 2: 3 steps an epoch.
-    assert planned_optimizer_steps(config(epochs=4, max_steps=0, grad_accum_steps=2), batches) == 12
-    assert planned_optimizer_steps(config(epochs=4, max_steps=7, grad_accum_steps=2), batches) == 7
-    stream = lambda epoch: iter([BATCH] * 5)  # noqa: E731  (no len(): only max_steps tells the length)
-    assert planned_optimizer_steps(config(epochs=4, max_steps=9, cooldown_steps=2), stream) == 9
-    with pytest.raises(ValueError, match="cooldown_steps: needs the run's length"):
-        planned_optimizer_steps(config(epochs=4, max_steps=0, cooldown_steps=2), stream)
-    with pytest.raises(ValueError, match="train.cooldown_steps: expected at most the run's 3 optimizer steps, got 4"):
-        planned_optimizer_steps(config(epochs=1, max_steps=0, grad_accum_steps=2, cooldown_steps=4), batches)
 
 
 def scheduled_rates(train_config: TrainConfig, batches, steps: int) -> list[float]:

@@ -40,23 +40,12 @@ __all__ = [
     "configured_run_steps",
     "fitted_cooldown_steps",
     "noam_schedule_factory",
-    "planned_optimizer_steps",
     "run_too_short_for_schedule",
     "scaled_to_run",
 ]
 
 OptimizerFactory = Callable[[list[nn.Parameter]], Optimizer]
 ScheduleFactory = Callable[[Optimizer], LRScheduler]
-
-
-def planned_optimizer_steps(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> int:
-    """The run's optimizer steps: ``max_steps``, or fewer if the epochs end first (0: unbounded).
-
-    An epoch's steps are counted on epoch 0's batches (token-budget batches of a
-    reshuffled epoch differ by a batch or two at most, and the cool-down's end only needs
-    to be close). Raises a ``ValueError`` if the run is shorter than ``cooldown_steps``.
-    """
-    return _checked_length(config, _steps_by_epochs(config, train_batches), config.cooldown_steps)
 
 
 def configured_run_steps(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> int:
@@ -144,7 +133,11 @@ def run_too_short_for_schedule(config: TrainConfig, train_batches: Callable[[int
 
 
 def _steps_by_epochs(config: TrainConfig, train_batches: Callable[[int], Iterable[Any]]) -> int:
-    """``epochs`` times epoch 0's optimizer steps; 0 without epochs (a ValueError if neither length is known)."""
+    """``epochs`` times epoch 0's optimizer steps; 0 without epochs (a ValueError if neither length is known).
+
+    Epoch 0 stands for every epoch: token-budget batches of a reshuffled epoch differ by a batch
+    or two at most, and the cool-down's end only needs to be close.
+    """
     if not config.epochs:
         return 0
     try:
