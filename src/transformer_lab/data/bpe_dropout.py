@@ -117,7 +117,7 @@ class PairSplit:
             return list(source), list(target)
         return split_source.tolist(), split_target.tolist()
 
-    def length_table(self, store: TokenStore, epoch: int, add_source_eos: bool = False) -> np.ndarray:
+    def length_table(self, store: TokenStore, epoch: int) -> np.ndarray:
         """The collated (source, target) length of every pair of ``store`` split for ``epoch``, int32 [N, 2]."""
         table = np.empty((len(store), 2), dtype=np.int32)
         for start in range(0, len(store), _CHUNK):
@@ -125,5 +125,5 @@ class PairSplit:
             rows = zip(store.rows("source", indices), store.rows("target", indices), strict=True)
             for index, (source, target) in zip(indices, rows):
                 split_source, split_target = self.pair(source, target, epoch, index)
-                table[index] = (len(split_source) + int(add_source_eos), len(split_target) + 1)
+                table[index] = (len(split_source), len(split_target) + 1)
         return table

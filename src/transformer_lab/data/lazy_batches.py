@@ -24,10 +24,10 @@ from transformer_lab.data.token_store import TokenStore
 from transformer_lab.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
 
-def pair_length_table(store: TokenStore, add_source_eos: bool = False) -> np.ndarray:
+def pair_length_table(store: TokenStore) -> np.ndarray:
     """The collated (source, target) length of every pair (see `collate.collated_lengths`), int32 [N, 2]."""
     table = np.empty((len(store), 2), dtype=np.int32)
-    table[:, 0] = store.lengths("source") + int(add_source_eos)
+    table[:, 0] = store.lengths("source")
     table[:, 1] = store.lengths("target") + 1
     return table
 
@@ -39,13 +39,11 @@ class PairBatches(Sequence[Seq2SeqBatch]):
         self,
         store: TokenStore,
         spans: BatchSpans,
-        add_source_eos: bool = False,
         split: PairSplit | None = None,
         epoch: int = 0,
     ) -> None:
         self.store = store
         self.spans = spans
-        self.add_source_eos = add_source_eos
         self.split = split  # BPE dropout of the training pairs, drawn by (seed, epoch, pair)
         self.epoch = epoch
 
@@ -63,7 +61,7 @@ class PairBatches(Sequence[Seq2SeqBatch]):
         pairs = list(zip(self.store.rows("source", indices), self.store.rows("target", indices), strict=True))
         if self.split is not None:
             pairs = [self.split.pair(*pair, self.epoch, int(index)) for pair, index in zip(pairs, indices)]
-        return collate_pairs(pairs, PAD_ID, BOS_ID, EOS_ID, add_source_eos=self.add_source_eos)
+        return collate_pairs(pairs, PAD_ID, BOS_ID, EOS_ID)
 
     def __iter__(self) -> Iterator[Seq2SeqBatch]:
         for position in range(len(self)):
