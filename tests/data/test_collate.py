@@ -52,11 +52,10 @@ def test_collate_pairs_shapes_and_layout() -> None:
         assert (batch.tgt_out_ids[row, len(target) + 1 :] == PAD_ID).all()
 
 
-def test_collate_pairs_source_eos_and_other_pad() -> None:
-    batch = collate_pairs(PAIRS, pad_id=1, bos_id=2, eos_id=3, add_source_eos=True)
-    assert batch.src_ids.tolist() == [[4, 5, 6, 3], [9, 3, 1, 1], [5, 5, 3, 1]]
-    assert batch.num_source_tokens == 9
-    assert collated_lengths(PAIRS, add_source_eos=True) == [(4, 3), (2, 5), (3, 1)]
+def test_collate_pairs_other_pad() -> None:
+    batch = collate_pairs(PAIRS, pad_id=1, bos_id=2, eos_id=3)
+    assert batch.src_ids.tolist() == [[4, 5, 6], [9, 1, 1], [5, 5, 1]]
+    assert batch.num_source_tokens == 6
     assert collated_lengths(PAIRS) == [(3, 3), (1, 5), (2, 1)]
 
 
@@ -74,8 +73,6 @@ def test_collate_pairs_errors() -> None:
         collate_pairs([([4], [5]), ([4], [5, 0])], PAD_ID, BOS_ID, EOS_ID)
     with pytest.raises(ValueError, match=r"pairs\[0\] source must be non-empty"):
         collate_pairs([([], [5])], PAD_ID, BOS_ID, EOS_ID)
-    with_eos = collate_pairs([([], [5])], PAD_ID, BOS_ID, EOS_ID, add_source_eos=True)
-    assert with_eos.src_ids.tolist() == [[EOS_ID]]
     with pytest.raises(ValueError, match=r"pairs\[0\] must be a \(source ids, target ids\) pair"):
         collate_pairs([([4], [5], [6])], PAD_ID, BOS_ID, EOS_ID)
     with pytest.raises(ValueError, match="pad_id must differ"):

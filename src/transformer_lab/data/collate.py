@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from transformer_lab.data._checks import check_bool, check_integer, is_integer
+from transformer_lab.data._checks import check_integer, is_integer
 
 
 def to_device(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
@@ -82,21 +82,18 @@ def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int) -> torch.Tens
     return _pad_rows(rows, pad_id)
 
 
-def collated_lengths(
-    pairs: Sequence[tuple[Sequence[int], Sequence[int]]], add_source_eos: bool = False
-) -> list[tuple[int, int]]:
+def collated_lengths(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[tuple[int, int]]:
     """The (source, target) length each pair takes once `collate_pairs` has collated it.
 
-    The source length is len(source) (+1 with `add_source_eos`); the target length is
-    len(target) + 1, for the bos of tgt_in_ids or the eos of tgt_out_ids. Pass these to
-    `token_budget_batches` so that its token budget counts the tensors actually built.
+    The source length is len(source); the target length is len(target) + 1, for the bos of
+    tgt_in_ids or the eos of tgt_out_ids. Pass these to `token_budget_batches` so that its
+    token budget counts the tensors actually built.
     """
-    check_bool("add_source_eos", add_source_eos)
     lengths = []
     for index, pair in enumerate(pairs):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise ValueError(f"pairs[{index}] must be a (source ids, target ids) pair, got {pair!r:.80}")
-        lengths.append((len(pair[0]) + int(add_source_eos), len(pair[1]) + 1))
+        lengths.append((len(pair[0]), len(pair[1]) + 1))
     return lengths
 
 
@@ -153,29 +150,23 @@ class Seq2SeqBatch:
 
 
 def collate_pairs(
-    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
-    pad_id: int,
-    bos_id: int,
-    eos_id: int,
-    add_source_eos: bool = False,
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int, bos_id: int, eos_id: int
 ) -> Seq2SeqBatch:
     """Collate (source ids, target ids) pairs into a `Seq2SeqBatch`.
 
     The target gets bos in front for the decoder input and eos behind for the decoder
-    output; with `add_source_eos` the source ends with eos too. A sequence that contains
-    pad_id is a ValueError: its token would be hidden by the padding mask and not counted
-    by the loss, silently. An empty source (without `add_source_eos`) is a ValueError,
-    since the encoder would have nothing to attend to; an empty target is fine (the model
-    learns to emit eos at once).
+    output; the source stays as it is. A sequence that contains pad_id is a ValueError: its
+    token would be hidden by the padding mask and not counted by the loss, silently. An
+    empty source is a ValueError, since the encoder would have nothing to attend to; an
+    empty target is fine (the model learns to emit eos at once).
 
     Shape:
         returns src_ids [B, S], tgt_in_ids [B, T], tgt_out_ids [B, T], B = len(pairs),
-        S = the longest source (+1 with add_source_eos), T = the longest target + 1.
+        S = the longest source, T = the longest target + 1.
     """
     pad_id = check_integer("pad_id", pad_id, minimum=0)
     bos_id = check_integer("bos_id", bos_id, minimum=0)
     eos_id = check_integer("eos_id", eos_id, minimum=0)
-    check_bool("add_source_eos", add_source_eos)
     if pad_id in (bos_id, eos_id):
         raise ValueError(
             f"pad_id must differ from bos_id and eos_id, got pad_id={pad_id}, " f"bos_id={bos_id}, eos_id={eos_id}"
@@ -193,10 +184,8 @@ def collate_pairs(
         for side, row in (("source", source), ("target", target)):
             if bool((row == pad_id).any()):
                 raise ValueError(f"pairs[{index}] {side} must not contain pad_id {pad_id}, got {row.tolist()!r:.80}")
-        if add_source_eos:
-            source = torch.cat([source, eos])
-        elif source.numel() == 0:
-            raise ValueError(f"pairs[{index}] source must be non-empty (or pass add_source_eos=True), got []")
+        if source.numel() == 0:
+            raise ValueError(f"pairs[{index}] source must be non-empty, got []")
         sources.append(source)
         targets_in.append(torch.cat([bos, target]))
         targets_out.append(torch.cat([target, eos]))
