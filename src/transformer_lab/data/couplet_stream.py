@@ -147,9 +147,7 @@ class CoupletCount:
                 )
 
 
-def stream_couplets(
-    source: CoupletFiles, count: CoupletCount | None = None, chunk_pairs: int | None = None
-) -> Iterator[list[tuple[str, str]]]:
+def stream_couplets(source: CoupletFiles, count: CoupletCount | None = None) -> Iterator[list[tuple[str, str]]]:
     """The kept (upper, lower) couplets of ``source`` in file order, characters without spaces, in bounded lists.
 
     ``count`` (a fresh `CoupletCount`) is told every pair kept and skipped. A bad pair that
@@ -183,7 +181,7 @@ def stream_couplets(
                 count.pairs += 1
                 yield upper, lower
 
-    return chunked(couplets(), pair_stream.CHUNK_PAIRS if chunk_pairs is None else chunk_pairs)
+    return chunked(couplets(), pair_stream.CHUNK_PAIRS)
 
 
 def count_couplets(source: CoupletFiles) -> CoupletCount:

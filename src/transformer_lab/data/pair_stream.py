@@ -108,15 +108,13 @@ def count_pairs(files: PairFiles) -> int:
     return count - header
 
 
-def stream_pairs(
-    files: PairFiles, chunk_pairs: int | None = None, digests: Sequence[ByteDigest] | None = None
-) -> Iterator[list[tuple[str, str]]]:
-    """The (source, target) pairs of ``files`` in file order, in lists of at most ``chunk_pairs`` (None: CHUNK_PAIRS).
+def stream_pairs(files: PairFiles, digests: Sequence[ByteDigest] | None = None) -> Iterator[list[tuple[str, str]]]:
+    """The (source, target) pairs of ``files`` in file order, in lists of at most `CHUNK_PAIRS`.
 
     ``digests`` (one `ByteDigest` per file) are updated with every byte read.
     """
     pairs = (pair for _, pair in numbered_pairs(files, digests) if pair is not None)
-    return chunked(pairs, CHUNK_PAIRS if chunk_pairs is None else chunk_pairs)
+    return chunked(pairs, CHUNK_PAIRS)
 
 
 def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
