@@ -73,6 +73,7 @@ __all__ = [
     "tgt_padding_mask_experiment",
 ]
 
+_SMOOTHING = 0.1  # the label smoothing the presets train with: the claims are about that loss
 DEFAULT_TOLERANCE = 1e-5  # float32 sums in a different order differ by ~1e-7; this leaves room
 _NO_IGNORE_INDEX = -100  # an id no token has: with it, padded positions count in the loss
 
@@ -332,11 +333,10 @@ def _run(
     forward: Callable[[], tuple[Tensor, Tensor | None]],
     tgt_out_ids: Tensor,
     ignore_index: int,
-    smoothing: float,
 ) -> _Run:
     """Call ``forward`` (-> logits, memory), take the loss and the gradient of every parameter."""
     logits, memory = forward()
-    loss = label_smoothed_cross_entropy(logits, tgt_out_ids, smoothing=smoothing, ignore_index=ignore_index)
+    loss = label_smoothed_cross_entropy(logits, tgt_out_ids, smoothing=_SMOOTHING, ignore_index=ignore_index)
     named = [(name, parameter) for name, parameter in model.named_parameters() if parameter.requires_grad]
     gradients = torch.autograd.grad(loss, [parameter for _, parameter in named], allow_unused=True)
     return _Run(
@@ -374,9 +374,7 @@ def _number_of_heads(model: Seq2SeqTransformer) -> int:
 # ----------------------------------------------------------------------------------------
 # The experiments
 # ----------------------------------------------------------------------------------------
-def tgt_padding_mask_experiment(
-    setup: LabSetup, tolerance: float = DEFAULT_TOLERANCE, smoothing: float = 0.1
-) -> LabResult:
+def tgt_padding_mask_experiment(setup: LabSetup, tolerance: float = DEFAULT_TOLERANCE) -> LabResult:
     """The decoder with and without ``tgt_key_padding_mask``, everything else the same.
 
     Claim: the loss (padding ignored), every parameter's gradient and the logits at real
@@ -404,10 +402,10 @@ def tgt_padding_mask_experiment(
 
         return run
 
-    with_mask = _run(model, forward(True), batch.tgt_out_ids, pad_id, smoothing)
-    without_mask = _run(model, forward(False), batch.tgt_out_ids, pad_id, smoothing)
-    counted_with = _run(model, forward(True), batch.tgt_out_ids, _NO_IGNORE_INDEX, smoothing)
-    counted_without = _run(model, forward(False), batch.tgt_out_ids, _NO_IGNORE_INDEX, smoothing)
+    with_mask = _run(model, forward(True), batch.tgt_out_ids, pad_id)
+    without_mask = _run(model, forward(False), batch.tgt_out_ids, pad_id)
+    counted_with = _run(model, forward(True), batch.tgt_out_ids, _NO_IGNORE_INDEX)
+    counted_without = _run(model, forward(False), batch.tgt_out_ids, _NO_IGNORE_INDEX)
 
     # Where self-attention looks without the mask: the weight real queries give padded keys.
     with torch.no_grad(), recording_shapes(keep_tensors=True) as recorder:
@@ -466,9 +464,7 @@ def tgt_padding_mask_experiment(
     )
 
 
-def encoder_row_mask_experiment(
-    setup: LabSetup, tolerance: float = DEFAULT_TOLERANCE, smoothing: float = 0.1
-) -> LabResult:
+def encoder_row_mask_experiment(setup: LabSetup, tolerance: float = DEFAULT_TOLERANCE) -> LabResult:
     """The encoder with and without a row mask on padded queries (columns hidden in both).
 
     Claim: nothing that reaches the loss changes (memory at real positions, every logit,
@@ -490,8 +486,8 @@ def encoder_row_mask_experiment(
 
         return run
 
-    columns_only = _run(model, forward(False), batch.tgt_out_ids, pad_id, smoothing)
-    rows_too = _run(model, forward(True), batch.tgt_out_ids, pad_id, smoothing)
+    columns_only = _run(model, forward(False), batch.tgt_out_ids, pad_id)
+    rows_too = _run(model, forward(True), batch.tgt_out_ids, pad_id)
     with torch.no_grad():
         columns_only_open = forward(False, hide_padded_memory=False)()[0]  # [B, T, V]
         rows_too_open = forward(True, hide_padded_memory=False)()[0]  # [B, T, V]
@@ -544,7 +540,7 @@ def encoder_row_mask_experiment(
     )
 
 
-def decoder_rows_experiment(setup: LabSetup, tolerance: float = DEFAULT_TOLERANCE, smoothing: float = 0.1) -> LabResult:
+def decoder_rows_experiment(setup: LabSetup, tolerance: float = DEFAULT_TOLERANCE) -> LabResult:
     """The decoder's self-attention with and without padded target rows hidden.
 
     The tutorial's closing question: the decoder's masked self-attention hides only
@@ -568,10 +564,10 @@ def decoder_rows_experiment(setup: LabSetup, tolerance: float = DEFAULT_TOLERANC
 
         return run
 
-    columns_only = _run(model, forward(False), batch.tgt_out_ids, pad_id, smoothing)
-    rows_too = _run(model, forward(True), batch.tgt_out_ids, pad_id, smoothing)
-    counted_columns_only = _run(model, forward(False), batch.tgt_out_ids, _NO_IGNORE_INDEX, smoothing)
-    counted_rows_too = _run(model, forward(True), batch.tgt_out_ids, _NO_IGNORE_INDEX, smoothing)
+    columns_only = _run(model, forward(False), batch.tgt_out_ids, pad_id)
+    rows_too = _run(model, forward(True), batch.tgt_out_ids, pad_id)
+    counted_columns_only = _run(model, forward(False), batch.tgt_out_ids, _NO_IGNORE_INDEX)
+    counted_rows_too = _run(model, forward(True), batch.tgt_out_ids, _NO_IGNORE_INDEX)
     comparisons = [
         Comparison(
             "logits at real target positions",
