@@ -308,12 +308,7 @@ def folded_additive_key_mask(key_padding_mask: Tensor, num_heads: int, dtype: to
     return additive.repeat_interleave(num_heads, dim=0)  # [B*H, 1, S]
 
 
-def padded_query_rows_mask(
-    query_padding_mask: Tensor,
-    num_heads: int,
-    key_len: int | None = None,
-    attn_mask: Tensor | None = None,
-) -> Tensor:
+def padded_query_rows_mask(query_padding_mask: Tensor, num_heads: int, attn_mask: Tensor | None = None) -> Tensor:
     """3-D bool ``attn_mask`` that hides every key of each padded query *row*.
 
     A key padding mask hides padded *columns* (keys); this hides padded *rows* (queries)
@@ -322,8 +317,8 @@ def padded_query_rows_mask(
     ``attn_mask`` (e.g. :func:`causal_mask`) the result hides what either hides.
 
     Shape:
-        query_padding_mask ``[B, L]`` bool (True = padding); attn_mask ``[L, S]`` bool;
-        returns ``[B*H, L, S]`` bool, S = ``key_len`` (default L).
+        query_padding_mask ``[B, L]`` bool (True = padding); attn_mask ``[L, L]`` bool;
+        returns ``[B*H, L, L]`` bool.
     """
     if query_padding_mask.dim() != 2 or query_padding_mask.dtype != torch.bool:
         raise ValueError(
@@ -334,17 +329,16 @@ def padded_query_rows_mask(
     if num_heads < 1:
         raise ValueError(f"padded_query_rows_mask: num_heads must be >= 1, got {num_heads}")
     batch_size, query_len = query_padding_mask.shape
-    key_len = query_len if key_len is None else key_len
-    if attn_mask is not None and (attn_mask.dtype != torch.bool or tuple(attn_mask.shape) != (query_len, key_len)):
+    if attn_mask is not None and (attn_mask.dtype != torch.bool or tuple(attn_mask.shape) != (query_len, query_len)):
         raise ValueError(
-            f"padded_query_rows_mask: attn_mask must be a bool tensor of shape {[query_len, key_len]}, "
+            f"padded_query_rows_mask: attn_mask must be a bool tensor of shape {[query_len, query_len]}, "
             f"got dtype {attn_mask.dtype} and shape {list(attn_mask.shape)}"
         )
     rows = query_padding_mask.view(batch_size, 1, query_len, 1)  # [B, 1, L, 1]
-    hidden = rows.expand(batch_size, num_heads, query_len, key_len)  # [B, H, L, S]
+    hidden = rows.expand(batch_size, num_heads, query_len, query_len)  # [B, H, L, L]
     if attn_mask is not None:
-        hidden = hidden | attn_mask.view(1, 1, query_len, key_len)  # [B, H, L, S]
-    return hidden.reshape(batch_size * num_heads, query_len, key_len)  # [B*H, L, S], batch-major as torch
+        hidden = hidden | attn_mask.view(1, 1, query_len, query_len)  # [B, H, L, L]
+    return hidden.reshape(batch_size * num_heads, query_len, query_len)  # [B*H, L, L], batch-major as torch
 
 
 def keep_to_hidden(keep_mask: Tensor) -> Tensor:
