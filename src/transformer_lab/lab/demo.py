@@ -37,9 +37,7 @@ class DemoReport:
     attention_missing: str = ""  # why there is no heat map: the missing extra, named
 
 
-def run_demo(
-    out_dir: str | os.PathLike[str], config: synthetic_train.SyntheticConfig | None = None, num_examples: int = 5
-) -> DemoReport:
+def run_demo(out_dir: str | os.PathLike[str], config: synthetic_train.SyntheticConfig | None = None) -> DemoReport:
     """Train on the copy task into ``out_dir`` and evaluate on its held-out sequences."""
     config = synthetic_train.default_config("copy") if config is None else config
     out_dir = Path(out_dir)
@@ -48,7 +46,7 @@ def run_demo(
     test = result.data.test
     greedy_config = dataclasses.replace(config.decode, strategy="greedy")
     beam_config = dataclasses.replace(config.decode, strategy="beam")
-    shown = test[:num_examples]
+    shown = test[:5]  # the examples the demo prints
     greedy_outputs = synthetic_train.decode_pairs(model, shown, greedy_config)
     beam_outputs = synthetic_train.decode_pairs(model, shown, beam_config)
     examples = [
