@@ -130,9 +130,9 @@ def test_a_small_alias_still_reads(tmp_path: Path) -> None:
     [("90m", 5400), ("1h30m", 5400), ("1h 30m 15s", 5415), ("1h30.5m", 5430), ("8784h", 366 * 86400), ("5400", 5400)],
 )
 def test_a_duration_reads_in_h_m_s_within_a_year(text: str, seconds: float) -> None:
-    from transformer_lab.training.time_budget import parse_duration
+    from transformer_lab.training.time_budget import check_budget
 
-    assert parse_duration(text) == seconds
+    assert check_budget(text) == seconds
 
 
 @pytest.mark.parametrize(
@@ -153,10 +153,10 @@ def test_a_duration_reads_in_h_m_s_within_a_year(text: str, seconds: float) -> N
     ],
 )
 def test_a_duration_out_of_range_or_with_loose_units_is_refused_naming_the_key(text: object, message: str) -> None:
-    from transformer_lab.training.time_budget import parse_duration
+    from transformer_lab.training.time_budget import check_budget
 
     with pytest.raises(ValueError, match=r"^train\.time_budget: expected a duration such as 90m") as error:
-        parse_duration(text)  # type: ignore[arg-type]
+        check_budget(text)  # type: ignore[arg-type]
     assert message in str(error.value) and "\n" not in str(error.value)
 
 

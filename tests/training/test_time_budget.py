@@ -16,9 +16,9 @@ from transformer_lab.training.schedule import scaled_schedule
 from transformer_lab.training.time_budget import (
     MEASUREMENT_SECONDS,
     SAFETY_FRACTION,
+    check_budget,
     evaluations_due,
     fitted_schedule,
-    parse_duration,
     plan_total_steps,
 )
 
@@ -33,13 +33,13 @@ VALIDATION_SECONDS = 4.0
     [("90m", 5400), ("1h30m", 5400), ("5400s", 5400), ("5400", 5400), (5400, 5400), ("1.5h", 5400), ("2h 5s", 7205)],
 )
 def test_durations_in_every_form(text, seconds):
-    assert parse_duration(text) == seconds
+    assert check_budget(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["90x", "", "m", "1h30", "-5", "0", "30m1h", "inf", True])
 def test_bad_durations_are_one_line_errors_naming_the_key(text):
     with pytest.raises(ValueError, match=r"^train\.time_budget: expected a duration such as 90m") as error:
-        parse_duration(text)
+        check_budget(text)
     assert "\n" not in str(error.value)
 
 

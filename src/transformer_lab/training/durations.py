@@ -17,7 +17,6 @@ __all__ = [
     "budget_seconds",
     "check_budget",
     "duration_seconds",
-    "parse_duration",
 ]
 
 # Training time that measures the machine's speed, counted within the budget.
@@ -71,10 +70,10 @@ def _seconds_of_text(text: str) -> float:
 
 
 def duration_seconds(value: str | float, *, maximum: float = MAX_BUDGET_SECONDS) -> float:
-    """Seconds of ``value`` (text as :func:`parse_duration` reads it, or a number of seconds), in (0, maximum].
+    """Seconds of ``value`` (text such as "1h30m", see the module docstring, or a number of seconds), in (0, maximum].
 
     The ``ValueError`` says what was expected and what was given but names nothing: the
-    caller names the key or option (:func:`parse_duration`, the CLI's argument types).
+    caller names the key or option (:func:`check_budget`, the CLI's argument types).
     """
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ValueError(f"expected {_EXPECTED}, got {value!r}")
@@ -82,20 +81,6 @@ def duration_seconds(value: str | float, *, maximum: float = MAX_BUDGET_SECONDS)
     if not (math.isfinite(seconds) and 0 < seconds <= maximum):
         raise ValueError(f"expected {_EXPECTED}, longer than 0 and at most {_written(maximum)}, got {value!r}")
     return seconds
-
-
-def parse_duration(
-    value: str | float, name: str = "train.time_budget", *, maximum: float = MAX_BUDGET_SECONDS
-) -> float:
-    """Seconds of ``value``: "90m", "1h30m", "5400s", "1.5h", "5400" or a number (seconds), in (0, maximum].
-
-    Units are h, m and s, lowercase, in that order, each once; anything else, a duration
-    of 0, NaN, infinity or more than ``maximum`` is a ``ValueError`` naming ``name``.
-    """
-    try:
-        return duration_seconds(value, maximum=maximum)
-    except ValueError as error:
-        raise ValueError(f"{name}: {error}") from None
 
 
 def budget_seconds(value: str | float) -> float:

@@ -51,7 +51,6 @@ from .durations import (
     budget_seconds,
     check_budget,
     duration_seconds,
-    parse_duration,
 )
 from .optimization import configured_run_steps, run_too_short_for_schedule
 from .schedule import cooldown_multiplier, fitted_schedule, noam_lr, scaled_schedule
@@ -72,7 +71,6 @@ __all__ = [
     "fitted_schedule",
     "duration_seconds",
     "evaluations_due",
-    "parse_duration",
     "plan_total_steps",
 ]
 
