@@ -159,7 +159,8 @@ def train(
     """
     tokenizer, class_names = checkpoint_vocabulary(start_checkpoint(out_dir, resume=resume, init_from=init_from))
     data = build_data(config.data, tokenizer, class_names)
-    _check_lengths(data.train_file, data.train_line_numbers, data.train_store.lengths("tokens"), config.model.max_len)
+    lengths = data.train_store.lengths("tokens")
+    _check_lengths(data.train_file, data.train_line_numbers, lengths, config.model.max_len)
     config = dataclasses.replace(
         config,
         data=_recorded_data_config(config.data, data),
@@ -168,7 +169,6 @@ def train(
         ),
         class_names=tuple(data.class_names),
     )
-    lengths = data.train_store.lengths("tokens")
     check_budget_holds_each_example(lengths, config.data.max_tokens, "data.max_tokens")
     first_epoch = token_budget_batches(lengths, config.data.max_tokens, shuffle=True, seed=config.data.seed, epoch=0)
     logger.info(
