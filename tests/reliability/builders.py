@@ -18,6 +18,7 @@ from tests.tasks.couplet_fixture import TINY_OVERRIDES as COUPLET_OVERRIDES
 from tests.tasks.couplet_fixture import write_couplet_folder
 from tests.tasks.news_fixture import tiny_overrides, write_news_folder
 from transformer_lab.data import SubwordTokenizer
+from transformer_lab.data.tokenizer_pair import JOINT_TOKENIZER_FILE
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks import seq2seq
 from transformer_lab.tasks.classification import train as classification_train
@@ -68,7 +69,7 @@ def write_translation_checkpoint(
         folder,
         model,
         {"task": translation_train.TASK_NAME, **config_to_dict(config)},
-        extra_files={translation_train.TOKENIZER_FILE: tokenizer.to_json()},
+        extra_files={JOINT_TOKENIZER_FILE: tokenizer.to_json()},
     )
 
 

@@ -19,6 +19,7 @@ import torch
 
 from tests.reliability.builders import write_translation_checkpoint
 from transformer_lab.cli import main
+from transformer_lab.data.tokenizer_pair import JOINT_TOKENIZER_FILE
 from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import (
     CONFIG_FILE,
@@ -85,7 +86,7 @@ def test_planted_trainer_state_is_refused_and_never_runs(tmp_path: Path, how: st
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("planted", [MODEL_FILE, CONFIG_FILE, translation_train.TOKENIZER_FILE])
+@pytest.mark.parametrize("planted", [MODEL_FILE, CONFIG_FILE, JOINT_TOKENIZER_FILE])
 def test_planted_pickle_in_place_of_weights_config_or_tokenizer_is_refused(
     tmp_path: Path, planted: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,6 +12,7 @@ import yaml
 
 from transformer_lab.cli import main
 from transformer_lab.data import load_multi30k
+from transformer_lab.data.tokenizer_pair import JOINT_TOKENIZER_FILE
 from transformer_lab.decoding.sentences import translate_nbest, translate_sentences
 from transformer_lab.hardware import cpu_model_name
 from transformer_lab.tasks.translation import data as translation_data
@@ -63,7 +64,7 @@ TRAINED_STATES: dict[Path, dict[str, torch.Tensor]] = {}
 def test_training_writes_checkpoints_that_reload_to_the_same_model(trained_run: Path) -> None:
     for folder in ("last", "best"):
         assert (trained_run / folder / "model.safetensors").is_file()
-        assert (trained_run / folder / translation_train.TOKENIZER_FILE).is_file()
+        assert (trained_run / folder / JOINT_TOKENIZER_FILE).is_file()
     model, tokenizer, config = translation_train.load_translator(trained_run / "last")
     trained = TRAINED_STATES[trained_run]
     loaded = model.state_dict()

@@ -26,7 +26,6 @@ from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.checkpoint_loading import read_tokenizer
 
 TASK_NAME = "translation"
-TOKENIZER_FILE = JOINT_TOKENIZER_FILE
 
 
 def _default_model() -> ModelConfig:
