@@ -76,7 +76,7 @@ def text_problem(text: str, token_count: int, max_len: int, truncate_name: str |
 
 
 def predict_probabilities(
-    model: TransformerClassifier, token_ids: Sequence[Sequence[int]], max_tokens: int = 8192, precision: str = "fp32"
+    model: TransformerClassifier, token_ids: Sequence[Sequence[int]], precision: str = "fp32"
 ) -> Tensor:
     """Class probabilities of already encoded texts, batched by length, in input order.
 
@@ -91,7 +91,7 @@ def predict_probabilities(
     """
     device = next(model.parameters()).device
     lengths = [len(ids) for ids in token_ids]
-    budget = max(max_tokens, max(lengths))
+    budget = max(8192, max(lengths))  # padded tokens a batch; a longer text is a batch of its own
     probabilities = torch.empty(len(token_ids), model.num_classes)
     resolved = resolve_precision(precision, device, log_level=logging.DEBUG)
     with eval_mode(model):
