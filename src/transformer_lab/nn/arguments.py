@@ -33,12 +33,12 @@ def is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def check_size(name: str, value: object, minimum: int = 1) -> int:
-    """``value`` as an int, if it is an int (not a bool) of at least ``minimum``."""
+def check_size(name: str, value: object) -> int:
+    """``value`` as an int, if it is an int (not a bool) of at least 1."""
     if not is_int(value):
-        raise TypeError(f"{name}: expected an int >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
+        raise TypeError(f"{name}: expected an int >= 1, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
     return int(value)
 
 
