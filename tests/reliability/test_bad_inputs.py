@@ -1365,7 +1365,7 @@ CLI_CASES = [
             str(broken_copy(ck.couplet, tmp, "vocabulary.txt", Path.unlink)),
             "春风",
         ],
-        r"path must be an existing vocabulary file, got '.*broken-vocabulary-txt/vocabulary\.txt'$",
+        r"'.*broken-vocabulary-txt/vocabulary\.txt': expected a vocabulary file \(one token a line\), got no such file$",
     ),
     CliCase(
         "translate: a classification checkpoint",

@@ -279,7 +279,7 @@ class Vocabulary(SpecialTokenIds):
         """
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"path must be an existing vocabulary file, got {str(path)!r}")
+            raise FileNotFoundError(f"{str(path)!r}: expected a vocabulary file (one token a line), got no such file")
         raw_lines = path.read_bytes().split(b"\n")
         # A file written by `save` ends with a newline, which leaves one empty piece.
         if raw_lines and raw_lines[-1] == b"":
