@@ -1365,7 +1365,8 @@ CLI_CASES = [
             str(broken_copy(ck.couplet, tmp, "vocabulary.txt", Path.unlink)),
             "春风",
         ],
-        r"'.*broken-vocabulary-txt/vocabulary\.txt': expected a vocabulary file \(one token a line\), got no such file$",
+        r"'.*broken-vocabulary-txt/vocabulary\.txt': expected a vocabulary file \(one token a line\), "
+        r"got no such file$",
     ),
     CliCase(
         "translate: a classification checkpoint",
