@@ -246,6 +246,21 @@ def test_plot_training_curve_refuses_a_row_it_cannot_draw_naming_the_line(
     assert not (tmp_path / "t.png").exists()
 
 
+@pytest.mark.parametrize(
+    ("text", "given"),
+    [("", "an empty file"), ('{"event": "start", "step": 0}\n{"event": "stop", "step": 0}\n', "only start, stop rows")],
+)
+def test_plot_training_curve_names_a_log_without_rows_to_draw(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, given: str
+) -> None:
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(text, encoding="utf-8")
+    assert main(["plot", "training-curve", "--metrics", str(metrics), "--out", str(tmp_path / "t.png")]) == 2
+    expected = f"transformer-lab plot: error: {metrics}: expected 'train' or 'eval' rows to draw, got {given}"
+    assert capsys.readouterr().err.splitlines() == [expected]
+    assert not (tmp_path / "t.png").exists()
+
+
 def test_plot_attention_reads_tokens_through_vocabulary_files(
     tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -45,7 +45,9 @@ def plot_training_curve(
     train_rows = [row for row in rows if row["event"] == "train"]
     eval_rows = [row for row in rows if row["event"] == "eval"]
     if not train_rows and not eval_rows:
-        raise ValueError(f"metrics: expected 'train' or 'eval' rows in {str(metrics_path)!r}, got none")
+        # An empty log is what a run stopped before its first logged step leaves.
+        given = "an empty file" if not rows else f"only {', '.join(sorted({str(row['event']) for row in rows}))} rows"
+        raise ValueError(f"{metrics_path}: expected 'train' or 'eval' rows to draw, got {given}")
     unplottable = [
         index
         for index, row in enumerate(rows)
