@@ -106,6 +106,11 @@ def broken_copy(checkpoint: Path, tmp_path: Path, name: str, change: Callable[[P
     return folder
 
 
+def into_folder(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
 def cut_in_half(path: Path) -> None:
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
@@ -363,6 +368,12 @@ LIBRARY_CASES = [
         lambda tmp, ck: translation_train.load_translator(broken_copy(ck.translation, tmp, MODEL_FILE, Path.unlink)),
         FileNotFoundError,
         r"expected the weights 'model\.safetensors' in checkpoint",
+    ),
+    LibraryCase(
+        "checkpoint whose weights are a folder",
+        lambda tmp, ck: translation_train.load_translator(broken_copy(ck.translation, tmp, MODEL_FILE, into_folder)),
+        FileNotFoundError,
+        r"expected the weights 'model\.safetensors' in checkpoint .*model\.safetensors' is a folder$",
     ),
     LibraryCase(
         "checkpoint missing its tokenizer",

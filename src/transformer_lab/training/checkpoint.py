@@ -361,8 +361,10 @@ def _require_folder(folder: Path) -> Path:
 def _require_file(folder: str | os.PathLike[str], name: str, what: str) -> Path:
     path = _require_folder(Path(folder)) / name
     if not path.is_file():
+        # A folder under the file's name (a copy gone wrong) is said as one, not as a file missing.
+        state = "is a folder" if path.is_dir() else "does not exist"
         raise FileNotFoundError(
-            f"folder: expected {what} {name!r} in checkpoint {str(folder)!r}, " f"but {str(path)!r} does not exist"
+            f"folder: expected {what} {name!r} in checkpoint {str(folder)!r}, but {str(path)!r} {state}"
         )
     return path
 
