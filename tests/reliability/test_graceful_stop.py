@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -63,6 +64,39 @@ def test_a_stop_signal_saves_the_step_and_resume_continues(tmp_path: Path, signa
     resumed = _train(out, "--resume")
     _, error = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, error
+    assert load_trainer_state(out / "last")["global_step"] == MAX_STEPS
+
+
+def test_a_demo_stopped_by_a_signal_names_the_command_that_continues_it_and_that_command_does(tmp_path: Path) -> None:
+    # The demo said "--resume continues from it", an option the demo refuses ("unrecognized arguments").
+    out = tmp_path / "my demo"
+    options = tiny_copy_options(MAX_STEPS, data__num_validation=20, data__num_test=40, train__log_every_steps=1)
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    command = [sys.executable, "-m", "transformer_lab"]
+    process = subprocess.Popen(
+        [*command, "demo", "--out", str(out), *options],
+        env=environment,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for_steps(out, 3, process)
+    process.send_signal(signal.SIGINT)
+    _, error = process.communicate(timeout=120)
+    assert process.returncode == 130, error
+    lines = [line for line in error.strip().splitlines() if line.startswith("transformer-lab demo:")]
+    assert len(lines) == 1 and "Traceback" not in error and "--resume continues" not in error, error
+    step = load_trainer_state(out / "last")["global_step"]
+    continuing = shlex.join(["transformer-lab", "train", "copy", "--out", str(out), "--resume", *options])
+    assert lines[0] == (
+        f"transformer-lab demo: interrupted by SIGINT at step {step}; {out / 'last'} saved, `{continuing}` trains it "
+        "on (the demo itself starts anew each time)"
+    )
+    resumed = subprocess.run(
+        [*command, *shlex.split(continuing)[1:]], env=environment, capture_output=True, text=True, timeout=300
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resumed from {out / 'last'} at step {step}" in resumed.stderr
     assert load_trainer_state(out / "last")["global_step"] == MAX_STEPS
 
 

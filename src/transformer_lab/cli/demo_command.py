@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from transformer_lab.cli.bounds import path_of
 from transformer_lab.cli.overrides import add_override_arguments, resolved_config
 from transformer_lab.lab.demo import run_demo
 from transformer_lab.tasks.synthetic import train as synthetic_train
+from transformer_lab.training import TrainingInterrupted
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +31,20 @@ def run(arguments: argparse.Namespace) -> int:
         f"Training on the copy task (vocabulary {config.data.vocab_size}, lengths {config.data.min_length}-"
         f"{config.data.max_length}, {config.data.num_train} sequences per epoch) into {out_dir}"
     )
-    report = run_demo(out_dir, config)
+    try:
+        report = run_demo(out_dir, config)
+    except TrainingInterrupted as interrupted:
+        # The demo has no --resume; train copy continues its run (a copy-task run like any other).
+        resume = shlex.join(
+            ["transformer-lab", "train", "copy", "--out", str(out_dir), "--resume"]
+            + [part for override in arguments.overrides for part in ("--set", override)]
+        )
+        raise TrainingInterrupted(
+            interrupted.signal_number,
+            interrupted.step,
+            interrupted.folder,
+            f"`{resume}` trains it on (the demo itself starts anew each time)",
+        ) from None
     summary = report.train_summary
     print(
         f"\nTrained {summary['steps']} steps in {summary['wall_seconds']:.0f} s; "

@@ -37,14 +37,20 @@ REPEAT_SECONDS = 0.5
 
 
 class TrainingInterrupted(Exception):
-    """Training stopped on a signal after saving its checkpoint; ``exit_code`` is 128 + the signal number."""
+    """Training stopped on a signal after saving its checkpoint; ``exit_code`` is 128 + the signal number.
 
-    def __init__(self, signal_number: int, step: int, folder: str) -> None:
+    ``how_to_continue`` ends the message: a command without ``--resume`` (``demo``) names its own way on.
+    """
+
+    def __init__(
+        self, signal_number: int, step: int, folder: str, how_to_continue: str = "--resume continues from it"
+    ) -> None:
         self.signal_number = signal_number
         self.step = step
+        self.folder = folder
         self.exit_code = 128 + signal_number
         name = signal.Signals(signal_number).name
-        super().__init__(f"interrupted by {name} at step {step}; {folder} saved, --resume continues from it")
+        super().__init__(f"interrupted by {name} at step {step}; {folder} saved, {how_to_continue}")
 
 
 class Terminated(BaseException):
