@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from transformer_lab.cli import main
+from transformer_lab.cli import demo_command, main
 from transformer_lab.training import load_trainer_state
 
 TINY = [
@@ -51,6 +53,47 @@ def test_demo_refuses_a_folder_that_holds_files(tmp_path: Path, capsys: pytest.C
     assert main(["demo", "--out", str(tmp_path), *TINY]) == 2
     assert "already holds files" in capsys.readouterr().err
     assert (tmp_path / "keep.txt").read_text(encoding="utf-8") == "precious"
+
+
+def test_demo_refuses_a_file_as_out_naming_the_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "notes.txt").write_text("precious", encoding="utf-8")
+    assert main(["demo", "--out", str(tmp_path / "notes.txt"), *TINY]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"transformer-lab demo: error: --out: expected a new or empty folder, got {tmp_path / 'notes.txt'}, "
+        "which is a file"
+    ]
+
+
+def test_two_demos_of_the_same_second_get_two_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Both took runs/demo-<time>, then trained into it together; the second failed saving best/ (ENOENT).
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(demo_command.time, "strftime", lambda pattern: "demo-20260101-120000")
+    (tmp_path / "runs" / "demo-20260101-120000").mkdir(parents=True)  # the other demo's, just made and still empty
+    assert main(["demo", *TINY]) == 0
+    assert "into runs/demo-20260101-120000-2" in capsys.readouterr().out
+    assert list((tmp_path / "runs" / "demo-20260101-120000").iterdir()) == []
+    assert (tmp_path / "runs" / "demo-20260101-120000-2" / "best" / "model.safetensors").is_file()
+
+
+def test_a_demo_in_a_read_only_folder_is_one_line_naming_the_folder_before_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was exit 1 after the "Training ... into" line: "failed: [Errno 30] Read-only file system: 'runs'".
+    def read_only(path: Path, *arguments: object, **keywords: object) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(demo_command.time, "strftime", lambda pattern: "demo-20260101-120000")
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    assert main(["demo", *TINY]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().splitlines() == [
+        "transformer-lab demo: error: could not write 'runs/demo-20260101-120000' (Read-only file system, EROFS); "
+        "nothing of it was kept; --out names a folder elsewhere"
+    ]
 
 
 def test_train_then_resume_continues_from_the_last_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -56,12 +56,17 @@ def folder_holder(out_dir: Path) -> str | None:
 
 
 class RunFolderLock:
-    """The exclusive lock of a run folder; use ``with RunFolderLock(out_dir):`` around the run."""
+    """The exclusive lock of a run folder; use ``with RunFolderLock(out_dir):`` around the run.
 
-    def __init__(self, out_dir: Path) -> None:
+    ``made_for_the_run``: the caller has just made ``out_dir`` (empty) for this run, so it is
+    removed on release as a folder the lock made is, if the run wrote nothing into it.
+    """
+
+    def __init__(self, out_dir: Path, *, made_for_the_run: bool = False) -> None:
         self.out_dir = Path(out_dir)
         self.path = self.out_dir / LOCK_FILE
         self._file: TextIO | None = None
+        self._made_for_the_run = made_for_the_run
         self._made_folder = False
 
     def acquire(self) -> None:
@@ -73,7 +78,7 @@ class RunFolderLock:
         linked = symbolic_link_problem(self.out_dir, "--out")
         if linked:
             raise ValueError(f"{linked}: pass the folder it points to if that is meant")
-        self._made_folder = not self.out_dir.exists()
+        self._made_folder = self._made_for_the_run or not self.out_dir.exists()
         # A read-only or full disk, or a folder not this user's, is the folder's fault, not the
         # run's: said as prepare says it.
         outcome = "nothing of it was kept" if self._made_folder else "nothing in it was changed"
