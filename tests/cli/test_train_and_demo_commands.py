@@ -96,6 +96,19 @@ def test_a_demo_in_a_read_only_folder_is_one_line_naming_the_folder_before_train
     ]
 
 
+def test_a_demo_refused_before_training_leaves_no_folder_and_trains_only_the_copy_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # data.task=sort trained the sort task under the demo's "copy task" lines and heat map title.
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", *TINY, "--set", "data.task=sort"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.endswith("data.task: expected 'copy' (the task trained) or no setting, got 'sort'"), error
+    assert main(["demo", *TINY, "--set", "train.best_metric=val_bleu"]) == 2
+    assert "train.best_metric: expected one of val_loss, val_exact_match" in capsys.readouterr().err
+    assert list((tmp_path / "runs").iterdir()) == []  # the default folders made for them are gone
+
+
 def test_train_then_resume_continues_from_the_last_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
     assert main(["train", "reverse", "--out", str(out), *TINY]) == 0
