@@ -881,6 +881,20 @@ CLI_CASES = [
         r"expected a translation checkpoint, got task 'copy'",
     ),
     CliCase(
+        "export: a copy-task checkpoint",
+        lambda tmp, ck: [
+            "export",
+            "--checkpoint",
+            str(copy_checkpoint(tmp)),
+            "--format",
+            "onnx",
+            "--out",
+            str(tmp / "o"),
+        ],
+        r"error: --format onnx: expected a checkpoint of a task it exports \(classification or couplet or "
+        r"translation\), got the copy checkpoint .*copy$",
+    ),
+    CliCase(
         "evaluate: misaligned data files",
         lambda tmp, ck: evaluate_argv(ck.translation, write_parallel(tmp / "data", GERMAN, ENGLISH[:3])[0].parent),
         r"same number of lines, got 4 line\(s\) in .*val\.de and 3 line\(s\) in .*val\.en$",

@@ -18,7 +18,7 @@ from transformer_lab.export import ctranslate2 as ctranslate2_export
 from transformer_lab.export import onnx as onnx_export
 from transformer_lab.folders import check_folder_output
 from transformer_lab.tasks.registry import checkpoint_task, tasks_offering
-from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.checkpoint import load_checkpoint_config, resolve_checkpoint, trained_task_name
 from transformer_lab.training.run.run_folder import check_output_outside_saves
 
 FORMATS = ("ctranslate2", "onnx")
@@ -62,9 +62,11 @@ def run(arguments: argparse.Namespace) -> int:
     task = checkpoint_task(arguments.checkpoint)
     exported = sorted(tasks_offering(arguments.format))
     if task not in exported:  # said by the option that asks, before any engine is imported
+        # As trained ("copy"), not as stored ("synthetic", no command the user typed).
+        trained = trained_task_name(load_checkpoint_config(arguments.checkpoint))
         raise ValueError(
             f"--format {arguments.format}: expected a checkpoint of a task it exports ({' or '.join(exported)}), "
-            f"got the {task} checkpoint {arguments.checkpoint}"
+            f"got the {trained} checkpoint {arguments.checkpoint}"
         )
     # A missing engine is a MissingExtraError: the CLI's one line and exit 1.
     if arguments.format == "onnx":
