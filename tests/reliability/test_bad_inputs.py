@@ -111,6 +111,17 @@ def into_folder(path: Path) -> None:
     path.mkdir()
 
 
+def classify_with_class_names(change: Callable[[list[str]], list[str]]) -> Callable[[Path, Checkpoints], list[str]]:
+    """The argv of ``classify`` over a copy of the classifier whose config.json class names ``change`` rewrote."""
+
+    def argv(tmp: Path, checkpoints: Checkpoints) -> list[str]:
+        edit = edit_config(lambda config: config.update(class_names=change(config["class_names"])))
+        folder = broken_copy(checkpoints.classification, tmp, CONFIG_FILE, edit)
+        return ["classify", "--checkpoint", str(folder), "goal"]
+
+    return argv
+
+
 def cut_in_half(path: Path) -> None:
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
@@ -1650,37 +1661,13 @@ CLI_CASES = [
     ),
     CliCase(
         "classify: config.json with a class name fewer than the model's",
-        lambda tmp, ck: [
-            "classify",
-            "--checkpoint",
-            str(
-                broken_copy(
-                    ck.classification,
-                    tmp,
-                    CONFIG_FILE,
-                    edit_config(lambda c: c.update(class_names=c["class_names"][:3])),
-                )
-            ),
-        ]
-        + ["goal"],
+        classify_with_class_names(lambda names: names[:3]),
         r"/config\.json: class_names: expected the 4 distinct names of the model's classes \(model\.num_classes\), "
         r"got 3: \['World', 'Sports', 'Business'\]$",
     ),
     CliCase(
         "classify: config.json with a class name given twice",
-        lambda tmp, ck: [
-            "classify",
-            "--checkpoint",
-            str(
-                broken_copy(
-                    ck.classification,
-                    tmp,
-                    CONFIG_FILE,
-                    edit_config(lambda c: c.update(class_names=["A", "A", "B", "C"])),
-                )
-            ),
-        ]
-        + ["goal"],
+        classify_with_class_names(lambda names: ["A", "A", "B", "C"]),
         r"/config\.json: class_names: expected the 4 distinct names of the model's classes \(model\.num_classes\), "
         r"got 'A' twice: \['A', 'A', 'B', 'C'\]$",
     ),
