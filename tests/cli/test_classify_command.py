@@ -73,6 +73,23 @@ def test_stdin_and_input_file_modes(
     assert len(capsys.readouterr().out.splitlines()) == 2
 
 
+class _Terminal(io.TextIOWrapper):
+    """Lines typed at a terminal: stdin that says it is one."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_lines_typed_at_a_terminal_are_asked_for_in_one_line(
+    run_folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", _Terminal(io.BytesIO(b"goal match\n")))
+    assert main(["classify", "--checkpoint", str(run_folder)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == ["reading the lines to classify from the terminal, one a line; end with Ctrl-D"]
+    assert len(captured.out.splitlines()) == 1
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

@@ -33,6 +33,9 @@ def input_lines(texts: Sequence[str], input_path: Path | None, purpose: str = "d
         return lines
     if texts:
         return list(texts)
+    if sys.stdin.isatty():
+        # Typed by hand: else the command waits without a word, as if it had hung.
+        print(f"reading the lines to {purpose} from the terminal, one a line; end with Ctrl-D", file=sys.stderr)
     # Bytes, decoded like a file, so that bad UTF-8 is reported with its line number
     # whatever the locale, and CRLF input gives the same lines as LF.
     lines = decode_lines(sys.stdin.buffer.read(), "stdin")
