@@ -29,6 +29,7 @@ def test_auto_follows_what_this_machine_has() -> None:
 def test_without_cuda_auto_is_the_cpu_and_cuda_is_refused_by_name(no_cuda: None) -> None:
     assert resolve_device("auto") == torch.device("cpu")
     assert resolve_device("cpu") == resolve_device(torch.device("cpu")) == torch.device("cpu")
+    assert resolve_device(torch.device("cpu", 0)) == torch.device("cpu")  # torch's own name of the one CPU
     for asked in ("cuda", "cuda:0", torch.device("cuda", 0)):
         with pytest.raises(
             ValueError,

@@ -31,6 +31,8 @@ def resolve_device(requested: str | torch.device, *, name: str = "device") -> to
     given.
     """
     if isinstance(requested, torch.device):
+        if requested.type == "cpu":  # torch.device("cpu", 0) too: a machine's CPU is one device
+            return torch.device("cpu")
         text = str(requested)
     elif isinstance(requested, str):
         text = requested
