@@ -1,7 +1,7 @@
 """Plots of measured results, written as PNG files: a run's training curve, a classifier's errors, a benchmark's speed.
 
 :func:`plot_training_curve` (a Trainer's ``metrics.jsonl``, read by
-:func:`~transformer_lab.training.metrics_log.read_metrics`; ``transformer-lab plot
+:func:`~transformer_lab.training.metrics_log.numbered_metrics`; ``transformer-lab plot
 training-curve``), :func:`plot_confusion_matrix` (``transformer-lab evaluate
 classification``) and :func:`plot_ms_per_step` (decoding speed against the batch size,
 ``benchmarks/bench_ctranslate2.py``). The teaching figures are in
@@ -24,7 +24,7 @@ import torch
 from matplotlib.ticker import FixedLocator, FormatStrFormatter, LogLocator, NullFormatter
 
 from transformer_lab.lab.fonts import check_cjk_text
-from transformer_lab.training.metrics_log import read_metrics
+from transformer_lab.training.metrics_log import numbered_metrics
 
 __all__ = ["plot_confusion_matrix", "plot_ms_per_step", "plot_training_curve"]
 
@@ -41,7 +41,8 @@ def plot_training_curve(
     ``{"event": "eval", "step", <metric>: value}`` that the Trainer writes.
     """
     check_figure_size(figsize, dpi)
-    rows = read_metrics(metrics_path)
+    numbered = numbered_metrics(metrics_path)
+    rows = [row for _, row in numbered]
     train_rows = [row for row in rows if row["event"] == "train"]
     eval_rows = [row for row in rows if row["event"] == "eval"]
     if not train_rows and not eval_rows:
@@ -49,16 +50,15 @@ def plot_training_curve(
         given = "an empty file" if not rows else f"only {', '.join(sorted({str(row['event']) for row in rows}))} rows"
         raise ValueError(f"{metrics_path}: expected 'train' or 'eval' rows to draw, got {given}")
     unplottable = [
-        index
-        for index, row in enumerate(rows)
+        (number, row)
+        for number, row in numbered
         if row["event"] == "train" and not isinstance(row.get("train_loss"), (int, float))
     ]
     if unplottable:
-        # Row i is the file's i-th line that is not blank (read_metrics skips only those).
-        lines = [number for number, line in enumerate(Path(metrics_path).read_bytes().split(b"\n"), 1) if line.strip()]
+        number, row = unplottable[0]
         raise ValueError(
-            f"{metrics_path}: line {lines[unplottable[0]]}: expected a numeric 'train_loss' in every train row "
-            f"to draw, got {json.dumps(rows[unplottable[0]])[:80]}"
+            f"{metrics_path}: line {number}: expected a numeric 'train_loss' in every train row "
+            f"to draw, got {json.dumps(row)[:80]}"
         )
     figure, (left, right) = plt.subplots(1, 2, figsize=figsize)
     if train_rows:

@@ -24,7 +24,7 @@ from transformer_lab import strict_json
 
 from .run.run_folder import METRICS_FILE
 
-__all__ = ["MetricsLog", "read_metrics"]
+__all__ = ["MetricsLog", "numbered_metrics", "read_metrics"]
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,12 @@ def _open_own(path: Path, flags: int) -> int:
 
 
 def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of a Trainer's ``metrics.jsonl``, one dict per line, checked.
+    """The rows of a Trainer's ``metrics.jsonl``, one dict per line, checked (see `numbered_metrics`)."""
+    return [row for _, row in numbered_metrics(path)]
+
+
+def numbered_metrics(path: str | os.PathLike[str]) -> list[tuple[int, dict[str, Any]]]:
+    """The rows of a Trainer's ``metrics.jsonl``, each with its line number (from 1), checked.
 
     Every line must be a JSON object with ``event`` and a non-negative int ``step`` (blank
     lines are skipped), a train row's ``train_loss`` and ``lr`` numbers when present, an eval
@@ -135,7 +140,7 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"metrics: expected a metrics.jsonl file at {str(path)!r}, which does not exist")
-    rows: list[dict[str, Any]] = []
+    rows: list[tuple[int, dict[str, Any]]] = []
     lines = path.read_bytes().split(b"\n")
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
@@ -146,7 +151,7 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             break
         row = _checked_row(path, number, raw)
         _check_numbers(path, number, row)
-        rows.append(row)
+        rows.append((number, row))
     return rows
 
 
