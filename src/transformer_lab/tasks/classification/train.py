@@ -238,7 +238,14 @@ def load_classifier(
         lambda tokenizer: {"vocab_size": (tokenizer.vocab_size, TOKENIZER_FILE)},
     )
     names = list(config.class_names)
-    repeated = next((name for index, name in enumerate(names) if name in names[:index]), None)
+    # The first name met a second time, in one pass: a checkpoint may hold thousands of classes.
+    seen: set[str] = set()
+    repeated = None
+    for name in names:
+        if name in seen:
+            repeated = name
+            break
+        seen.add(name)
     if len(names) != config.model.num_classes or repeated is not None:
         # Training writes one name per output of the head, each once; a list edited since would
         # name the wrong classes, and a name given twice would merge two classes' probabilities.
