@@ -468,8 +468,9 @@ def load_model_weights(folder: str | os.PathLike[str], model: nn.Module) -> nn.M
     """
     path = _require_file(folder, MODEL_FILE, "the weights")
     state = model.state_dict()
-    _check_shapes(path, state)
-    _check_number_types(path, state)
+    stored = _stored_tensors(path)  # the header, read once for both checks
+    _check_shapes(path, state, stored)
+    _check_number_types(path, state, stored)
     first = next(iter(state.values()), None)
     device = str(first.device) if first is not None else "cpu"
     try:
@@ -507,13 +508,12 @@ def _warn_if_not_finite(path: Path, model: nn.Module) -> None:
         )
 
 
-def _check_shapes(path: Path, state: Mapping[str, torch.Tensor]) -> None:
-    """Refuse, from the file's header alone, weights whose shapes are not the model's."""
-    stored_shapes = _stored_shapes(path)
+def _check_shapes(path: Path, state: Mapping[str, torch.Tensor], stored: Mapping[str, _StoredTensor]) -> None:
+    """Refuse, from the file's header alone (``stored``), weights whose shapes are not the model's."""
     mismatched = [
-        f"{name}: stored {stored_shapes[name]}, model {list(tensor.shape)}"
+        f"{name}: stored {stored[name].shape}, model {list(tensor.shape)}"
         for name, tensor in state.items()
-        if name in stored_shapes and stored_shapes[name] != list(tensor.shape)
+        if name in stored and stored[name].shape != list(tensor.shape)
     ]
     if mismatched:
         raise ValueError(
@@ -523,15 +523,14 @@ def _check_shapes(path: Path, state: Mapping[str, torch.Tensor]) -> None:
         )
 
 
-def _check_number_types(path: Path, state: Mapping[str, torch.Tensor]) -> None:
-    """Refuse, from the file's header alone, integer or boolean weights for the model's floating-point tensors."""
+def _check_number_types(path: Path, state: Mapping[str, torch.Tensor], stored: Mapping[str, _StoredTensor]) -> None:
+    """Refuse, from the file's header alone (``stored``), integer or boolean weights for floating-point tensors."""
     # Loading casts whatever it reads to the parameter's type: integer or boolean weights
     # would load without a word into a model that answers nonsense.
-    stored_types = _stored_types(path)
     not_floating = [
-        (name, stored_types[name])
+        (name, stored[name].dtype)
         for name, tensor in state.items()
-        if tensor.is_floating_point() and name in stored_types and not stored_types[name].startswith(("F", "BF"))
+        if tensor.is_floating_point() and name in stored and not stored[name].dtype.startswith(("F", "BF"))
     ]
     if not_floating:
         name, kind = not_floating[0]
@@ -556,8 +555,9 @@ def build_model_for_weights(folder: str | os.PathLike[str], build: Callable[[], 
     with torch.device("meta"):
         skeleton = build()
     state = skeleton.state_dict()
-    _check_names(path, state, _tied_names(skeleton))
-    _check_shapes(path, state)
+    stored = _stored_tensors(path)  # the header, read once for both checks
+    _check_names(path, state, _tied_names(skeleton), stored)
+    _check_shapes(path, state, stored)
     return build()
 
 
@@ -569,16 +569,17 @@ def _tied_names(model: nn.Module) -> dict[str, set[str]]:
     return {name: names for names in by_tensor.values() for name in names}
 
 
-def _check_names(path: Path, state: Mapping[str, torch.Tensor], tied: Mapping[str, set[str]]) -> None:
+def _check_names(
+    path: Path, state: Mapping[str, torch.Tensor], tied: Mapping[str, set[str]], stored: Mapping[str, _StoredTensor]
+) -> None:
     """Refuse, from the file's header alone, weights whose tensor names are not the model's (another layer count).
 
     A tied tensor is stored under one of its names (``tied``), with or without the
     header's note of the others.
     """
-    shapes = _stored_shapes(path)
-    stored = set(shapes) | {alias for alias, kept in _stored_aliases(path).items() if kept in shapes}
-    missing = sorted(name for name in state if not (tied.get(name, {name}) & stored))
-    unexpected = sorted(name for name in stored if name not in state)
+    names = set(stored) | {alias for alias, kept in _stored_aliases(path).items() if kept in stored}
+    missing = sorted(name for name in state if not (tied.get(name, {name}) & names))
+    unexpected = sorted(name for name in names if name not in state)
     if missing or unexpected:
         raise ValueError(
             f"{str(path)!r}: expected the tensors of the model the checkpoint's config.json describes, got "
@@ -603,22 +604,22 @@ def _stored_aliases(path: Path) -> dict[str, str]:
         raise _unreadable_weights(path, error) from None
 
 
-def _stored_shapes(path: Path) -> dict[str, list[int]]:
-    """The name -> shape table of a safetensors file, read from its header only."""
+@dataclasses.dataclass(frozen=True)
+class _StoredTensor:
+    """A tensor as a safetensors header records it: its shape and number type (F32, BF16, I64, BOOL, ...)."""
+
+    shape: list[int]
+    dtype: str
+
+
+def _stored_tensors(path: Path) -> dict[str, _StoredTensor]:
+    """The name -> (shape, number type) table of a safetensors file, read from its header only."""
     try:
         with safe_open(str(path), framework="pt") as file:
-            return {name: list(file.get_slice(name).get_shape()) for name in file.keys()}
+            slices = {name: file.get_slice(name) for name in file.keys()}
+            return {name: _StoredTensor(list(part.get_shape()), str(part.get_dtype())) for name, part in slices.items()}
     except SafetensorError as error:
         # The header records every tensor's byte range, so a cut file fails here.
-        raise _unreadable_weights(path, error, "; it is truncated or not a weights file") from None
-
-
-def _stored_types(path: Path) -> dict[str, str]:
-    """The name -> number type (safetensors' F32, BF16, I64, BOOL, ...) table of a safetensors file, from its header."""
-    try:
-        with safe_open(str(path), framework="pt") as file:
-            return {name: str(file.get_slice(name).get_dtype()) for name in file.keys()}
-    except SafetensorError as error:
         raise _unreadable_weights(path, error, "; it is truncated or not a weights file") from None
 
 
