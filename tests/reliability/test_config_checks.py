@@ -516,7 +516,10 @@ def test_a_library_resume_refuses_a_run_config_without_its_model_section(copy_ru
     shutil.copytree(copy_run, out, ignore=shutil.ignore_patterns("last"))
     edited(copy_run / "last", out / "last", lambda config: config.pop("model"))
     config = synthetic_train.default_config("copy")
-    with pytest.raises(ValueError, match=r"last/config\.json: model: expected the run's model settings .*, got none$"):
+    with pytest.raises(
+        ValueError,
+        match=r"last/config\.json: model: expected a JSON object of settings, as training writes it, got none$",
+    ):
         synthetic_train.train(config, out, resume=True)
 
 

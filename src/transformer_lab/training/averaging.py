@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -13,14 +13,13 @@ from torch import nn
 
 from .checkpoint import (
     _RESERVED_NAMES,
-    CONFIG_FILE,
     MODEL_FILE,
+    checkpoint_config_section,
     load_checkpoint_config,
     load_model_weights,
     non_finite_tensors,
     save_checkpoint,
 )
-from .config_io import shown
 from .model_card import CARD_FILE, averaged_card
 
 __all__ = ["average_checkpoints"]
@@ -118,9 +117,9 @@ def _check_same_settings(
 ) -> None:
     """Refuse sources whose config's ``section`` differs from the last one's in a ``compared`` key, naming it."""
     last = sources[-1]
-    settings = _settings(last, section)
+    settings = checkpoint_config_section(last, section, absent={})
     for source in sources[:-1]:
-        other = _settings(source, section)
+        other = checkpoint_config_section(source, section, absent={})
         for key in sorted(key for key in set(settings) | set(other) if compared(key)):
             if other.get(key) != settings.get(key):
                 raise ValueError(
@@ -128,18 +127,6 @@ def _check_same_settings(
                     f"{other.get(key, '(absent)')!r} in {source} and {settings.get(key, '(absent)')!r} in {last}; "
                     f"{why}"
                 )
-
-
-def _settings(folder: Path, section: str) -> Mapping[str, Any]:
-    """The ``section`` of ``folder``'s config.json (none: empty); one that is no object is refused naming the file."""
-    settings = load_checkpoint_config(folder).get(section, {})
-    if not isinstance(settings, Mapping):
-        # A hand-edited file: compared key by key, a null or a list would fail inside the comparison.
-        given = "null" if settings is None else shown(settings)
-        raise ValueError(
-            f"{folder / CONFIG_FILE}: {section}: expected a JSON object of settings, as training writes it, got {given}"
-        )
-    return settings
 
 
 def _check_finite(folder: Path) -> None:

@@ -50,7 +50,7 @@ from transformer_lab.atomic_files import make_temporary_folder
 from transformer_lab.folders import FolderWriteError, describe_os_error
 from transformer_lab.path_argument import path_argument
 
-from .config_io import ConfigType, config_from_dict
+from .config_io import ConfigType, config_from_dict, shown
 from .model_card import CARD_HINTS_KEY, DATA_COUNTS_KEY
 from .time_budget import PLAN_KEY
 
@@ -389,6 +389,25 @@ def load_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
             f"writes them), got {export} written by `transformer-lab export`; give the checkpoint it was exported from"
         )
     return config
+
+
+def checkpoint_config_section(
+    folder: str | os.PathLike[str], section: str, absent: Mapping[str, Any] | None = None
+) -> Mapping[str, Any]:
+    """The ``section`` of ``folder``'s config.json, a JSON object as training writes it (``absent`` if none).
+
+    A hand-edited file's null, list or string there, or a missing section with ``absent`` None, is
+    refused naming the file: compared key by key, it would fail inside the comparison or let anything through.
+    """
+    config = load_checkpoint_config(folder)
+    settings = config.get(section, absent)
+    if not isinstance(settings, Mapping):
+        given = "none" if section not in config else "null" if settings is None else shown(settings)
+        raise ValueError(
+            f"{Path(folder) / CONFIG_FILE}: {section}: expected a JSON object of settings, as training writes it, "
+            f"got {given}"
+        )
+    return settings
 
 
 def _export_kind(folder: Path, config: Mapping[str, Any]) -> str | None:

@@ -35,6 +35,7 @@ from transformer_lab.data.prepared_cache import corpus_change, inputs_change, pr
 from transformer_lab.training.checkpoint import (
     CONFIG_FILE,
     PREPARED_CORPUS_KEY,
+    checkpoint_config_section,
     checkpoint_task_config,
     load_checkpoint_config,
 )
@@ -155,15 +156,11 @@ def check_same_model(last_folder: Path, model: Any) -> None:
     """
     if model is None:
         return
-    saved = load_checkpoint_config(last_folder)
-    if not isinstance(saved.get("model"), Mapping):
-        # Compared key by key, a section missing or of another type would let any model through.
-        given = "none" if "model" not in saved else "null" if saved["model"] is None else shown(saved["model"])
-        raise ValueError(
-            f"--resume: {last_folder / CONFIG_FILE}: model: expected the run's model settings (a JSON object, as "
-            f"training writes it), got {given}"
-        )
-    differences = _differences("model", saved.get("model"), model, None, ())
+    try:
+        saved = checkpoint_config_section(last_folder, "model")
+    except ValueError as error:
+        raise ValueError(f"--resume: {error}") from None
+    differences = _differences("model", saved, model, None, ())
     if differences:
         raise ValueError(
             f"--resume: {last_folder / CONFIG_FILE}: expected the model the run was started with, got other settings "
