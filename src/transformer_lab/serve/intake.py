@@ -99,6 +99,45 @@ def listed_problems(messages: list[str], total: int, noun: str = "problems") -> 
     return "; ".join(shown)
 
 
+def _lone_surrogate(text: str) -> str | None:
+    """ "the lone surrogate U+D800 at character 4 ..." for the first one in ``text``, or None."""
+    position = next((index for index, character in enumerate(text) if "\ud800" <= character <= "\udfff"), None)
+    if position is None:
+        return None
+    return f"the lone surrogate U+{ord(text[position]):04X} at character {position} (a \\u escape without its pair)"
+
+
+def surrogate_message(body: Any) -> str | None:
+    """What names the first lone surrogate in ``body`` (a parsed JSON body) and where it is, or None.
+
+    JSON may spell one as an escape (``"\\ud800"``) that ``json.loads`` reads into a str with no UTF-8
+    form: no model can read it, and a message quoting it could not be encoded (it was a 500). The walk
+    keeps its own stack: a body may be nested as deep as the JSON reader allows.
+    """
+    pending: list[tuple[str, Any]] = [("body", body)]
+    while pending:
+        location, value = pending.pop()
+        if isinstance(value, str):
+            found = _lone_surrogate(value)
+            if found is not None:
+                return f"{shown_location(location)}: expected valid Unicode text, got {found}"
+            continue
+        if isinstance(value, dict):
+            for key in value:
+                found = _lone_surrogate(key)
+                if found is not None:
+                    return f"{shown_location(location)}: expected keys of valid Unicode text, got a key with {found}"
+            items: list[tuple[Any, Any]] = list(value.items())
+        elif isinstance(value, list):
+            items = list(enumerate(value))
+        else:
+            continue
+        # Reversed onto the stack, so the first problem in the body's order is the one named.
+        for key, item in reversed(items):
+            pending.append((str(key) if location == "body" else f"{location}.{key}", item))
+    return None
+
+
 class StrictJsonRequest(Request):
     """A request whose JSON body is read by :func:`~transformer_lab.strict_json.loads`: a key given twice is refused.
 
@@ -113,7 +152,13 @@ class StrictJsonRequest(Request):
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
-            body = strict_json.loads(await self.body())
+            raw = await self.body()
+            body = strict_json.loads(raw)
+            # Only an escape makes a lone surrogate (raw surrogate bytes are no UTF-8): most bodies skip the walk.
+            if b"\\u" in raw:
+                message = surrogate_message(body)
+                if message is not None:
+                    raise RequestError(422, message)
             declared = self.declared_keys
             if declared is not None and isinstance(body, dict) and len(body) > MAX_ERRORS_SHOWN:
                 unknown = [key for key in body if key not in declared]
