@@ -45,8 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=duration_in(MAX_WAIT_SECONDS),
         default=None,
         metavar="SECONDS",
-        help="the longest a request waits, from its arrival, for the model before a 503: seconds, or 90s, 2m "
-        "(default 30, at most 3600)",
+        help="the longest a request waits, from its arrival, for the model before a 503 (and for its whole body "
+        "before a 408): seconds, or 90s, 2m (default 30, at most 3600)",
     )
     parser.add_argument(
         "--max-body-bytes",

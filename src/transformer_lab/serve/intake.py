@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any, Callable, Coroutine, Iterator, Mapping
 
+import anyio
 from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -54,6 +55,18 @@ class BodyTooLarge(HTTPException):
 
     def __init__(self, limit: int, received: int) -> None:
         super().__init__(413, f"body: expected at most {limit} bytes, got at least {received} (the rest was not read)")
+
+
+class BodyTimedOut(HTTPException):
+    """Raised from ``receive`` when a body has not all arrived by its deadline (a 408), as :class:`BodyTooLarge` is."""
+
+    def __init__(self, seconds: float, received: int, declared: int | None) -> None:
+        expected = "its end" if declared is None else f"the {declared} bytes of its Content-Length"
+        super().__init__(
+            408,
+            f"body: expected {expected} within {seconds:g} s of the request's arrival, got {received} bytes "
+            "and then nothing",
+        )
 
 
 def json_error(status_code: int, message: str, headers: Mapping[str, str] | None = None, **extra: Any) -> JSONResponse:
@@ -243,18 +256,22 @@ class RequestIntake:
     Pure ASGI (not ``BaseHTTPMiddleware``) so that it can wrap ``receive``: a declared
     ``Content-Length`` over the limit gets 413 before a byte of the body is read, and a
     chunked body is counted as it streams, so at most the limit plus one chunk is ever held.
+    A body not whole within ``body_seconds`` of the request's arrival (a Content-Length larger
+    than what is sent, a chunked body never ended) gets 408 then: uvicorn would wait for it forever.
     """
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, body_seconds: float) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.body_seconds = body_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        scope[ARRIVED_SCOPE_KEY] = time.monotonic()
+        arrived = scope[ARRIVED_SCOPE_KEY] = time.monotonic()
         declared = dict(scope["headers"]).get(b"content-length")
+        length: int | None = None
         if declared is not None:
             try:
                 length = int(declared)
@@ -269,13 +286,20 @@ class RequestIntake:
                 await json_error(413, message)(scope, receive, send)
                 return
         received = 0
+        body_whole = False
         response_started = False
 
         async def counted_receive() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, body_whole
+            if body_whole:  # only a disconnect is left to wait for, as long as it takes
+                return await receive()
+            with anyio.move_on_after(arrived + self.body_seconds - time.monotonic()) as waited:
+                message = await receive()
+            if waited.cancelled_caught:
+                raise BodyTimedOut(self.body_seconds, received, length)
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+                body_whole = not message.get("more_body", False)
                 if received > self.max_body_bytes:
                     raise BodyTooLarge(self.max_body_bytes, received)
             return message
@@ -287,7 +311,7 @@ class RequestIntake:
 
         try:
             await self.app(scope, counted_receive, watched_send)
-        except BodyTooLarge as error:  # a route that let it through: answer here if still possible
+        except (BodyTooLarge, BodyTimedOut) as error:  # a route that let it through: answer here if still possible
             if response_started:
                 raise
-            await json_error(413, str(error.detail))(scope, receive, send)
+            await json_error(error.status_code, str(error.detail))(scope, receive, send)
