@@ -604,6 +604,29 @@ def test_a_resumed_body_that_fails_its_hash_is_deleted(
     assert destination.read_bytes() == b"the server's bytes\n" * 100
 
 
+@pytest.mark.parametrize("gunzip", [False, True], ids=["plain", "gzip"])
+def test_an_html_page_sent_for_the_file_is_named_as_one(
+    range_server: tuple[str, type[RangeHandler]], tmp_path: Path, gunzip: bool
+) -> None:
+    # A proxy's, a rate limit's or a sign-in page sent with 200 was "sha256 mismatch" (a damaged file, a
+    # mirror's wrong copy?) or, for a gzip file, "data that does not decompress (Not a gzipped file (b'<!'))".
+    base_url, handler = range_server
+    handler.files["/train.de.gz"] = b"\n  <!DOCTYPE HTML>\n<html><head><title>Rate limit exceeded</title></head></html>"
+    destination = tmp_path / "train.de"
+    with pytest.raises(ValueError) as error:
+        download_file(f"{base_url}/train.de.gz", destination, sha256("Ein Mann.\n"), gunzip=gunzip)
+    assert str(error.value) == (
+        f"train.de (from {base_url}/train.de.gz): expected the file, got an HTML page "
+        "('<!DOCTYPE HTML> <html><head><title>Rate limit exceeded</t...'): the server, a proxy or a sign-in page "
+        f"answered with a page instead; the downloaded file was deleted, {destination} was not written"
+    )
+    assert not destination.exists() and leftovers(tmp_path) == []
+    # Any other body that fails its check is still said as a mismatch.
+    handler.files["/train.de.gz"] = b"<p>not a page's start</p>"
+    with pytest.raises(ValueError, match="does not decompress" if gunzip else "sha256 mismatch"):
+        download_file(f"{base_url}/train.de.gz", destination, sha256("Ein Mann.\n"), gunzip=gunzip)
+
+
 def test_a_body_part_that_is_a_symbolic_link_is_removed_never_written_through(
     range_server: tuple[str, type[RangeHandler]], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

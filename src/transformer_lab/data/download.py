@@ -58,6 +58,7 @@ from transformer_lab.atomic_files import create_temporary_file, replace_file
 from transformer_lab.data._checks import check_integer
 from transformer_lab.file_lock import remove_abandoned_writer_locks, writer_lock
 from transformer_lab.folders import DISK_ERRNOS, writes_refused_as
+from transformer_lab.shortened import shortened
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ PARTIAL_SUFFIX = ".download.part"
 # A decompressed part: ".NAME." + 8 letters, digits or "_" + ".part" (tempfile's names were of these too).
 DECOMPRESSED_SUFFIX = ".part"
 _DECOMPRESSED_NAME = r"\.{name}\.[a-z0-9_]{{8}}\.part"
+# How much of a body that failed its check is read to tell an HTML page, and how much of it is quoted.
+_HTML_SNIFF_BYTES = 512
+_HTML_QUOTED_CHARACTERS = 60
 # The longest wait on one connection: an hour, far beyond any server that still answers,
 # and far below what the socket layer can hold (1e308 s raised OverflowError there).
 MAX_TIMEOUT_SECONDS = 3600.0
@@ -254,6 +258,24 @@ def _gunzip(url: str, compressed: IO[bytes], destination: IO[bytes], max_bytes: 
         raise ValueError(f"{url}: expected gzip-compressed data, got data that does not decompress ({error})") from None
 
 
+def _html_page(body: Path) -> str | None:
+    """The start of ``body`` as one line if it is an HTML page (an error or login page sent with 200), else None."""
+    with open(body, "rb") as file:
+        start = file.read(_HTML_SNIFF_BYTES)
+    text = start.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    if not text.lower().startswith(("<!doctype html", "<html")):
+        return None
+    return shortened(" ".join(text.split()), _HTML_QUOTED_CHARACTERS)
+
+
+def _unexpected_page(destination: Path, url: str, page: str) -> ValueError:
+    return ValueError(
+        f"{destination.name} (from {url}): expected the file, got an HTML page ({page!r}): the server, a proxy "
+        f"or a sign-in page answered with a page instead; the downloaded file was deleted, {destination} was "
+        "not written"
+    )
+
+
 def partial_path(destination: str | os.PathLike[str]) -> Path:
     """Where the body of `destination` is kept while it downloads (and after an interruption)."""
     destination = Path(destination)
@@ -404,9 +426,21 @@ def _fetch(
             )
             with open(descriptor, "wb") as plain, open(partial, "rb") as compressed:
                 result = decompressed
-                _gunzip(url, compressed, plain, max_bytes)
+                try:
+                    _gunzip(url, compressed, plain, max_bytes)
+                except TooLargeError:
+                    raise
+                except ValueError:
+                    page = _html_page(partial)
+                    if page is not None:
+                        raise _unexpected_page(destination, url, page) from None
+                    raise
         actual = _digest_of_file(result, algorithm)
         if actual != expected:
+            page = _html_page(partial)
+            if page is not None:
+                # Said as what it is: a hash mismatch reads as a damaged file, or a mirror's wrong copy.
+                raise _unexpected_page(destination, url, page)
             raise ValueError(
                 f"{destination.name} (from {url}): {algorithm} mismatch: expected {expected}, "
                 f"got {actual}; the downloaded file was deleted, {destination} was not written"
