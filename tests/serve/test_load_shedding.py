@@ -274,12 +274,17 @@ def test_a_body_that_never_finishes_gets_408_by_the_wait_limit(find_unused_port:
     with serving(find_unused_port, lock_timeout=limit) as (_, fake, port):
         head = b"POST /api/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         started = time.monotonic()
-        status, answer = raw_exchange(port, head + b"Content-Length: 100\r\n\r\n", [b'{"model": "fake"'])
-        assert status == 408, answer
-        assert answer["error"] == (
-            f"body: expected the 100 bytes of its Content-Length within {limit:g} s of the request's arrival, "
-            "got 16 bytes and then nothing"
-        )
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(head + b"Content-Length: 100\r\n\r\n" + b'{"model": "fake"')
+            response = http.client.HTTPResponse(sock)
+            response.begin()
+            assert response.status == 408
+            assert json.loads(response.read())["error"] == (
+                f"body: expected the 100 bytes of its Content-Length within {limit:g} s of the request's arrival, "
+                "got 16 bytes and then nothing"
+            )
+            # Closed: the rest of the body, sent late, would have been read as the next request.
+            assert response.getheader("connection") == "close" and sock.recv(100) == b""
         chunk = b"10\r\n" + b'{"model": "fake"' + b"\r\n"  # 0x10 = 16
         status, answer = raw_exchange(port, head + b"Transfer-Encoding: chunked\r\n\r\n", [chunk])
         assert status == 408, answer

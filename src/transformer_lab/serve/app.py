@@ -177,7 +177,7 @@ def create_app(
         unreadable = unreadable_body_message(error.__cause__) if error.status_code == 400 else None
         if unreadable is not None:
             return json_error(422, unreadable)
-        return json_error(error.status_code, str(error.detail))
+        return json_error(error.status_code, str(error.detail), error.headers)
 
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:

@@ -66,6 +66,8 @@ class BodyTimedOut(HTTPException):
             408,
             f"body: expected {expected} within {seconds:g} s of the request's arrival, got {received} bytes "
             "and then nothing",
+            # The rest of the body may still come, and would be read as the next request.
+            headers={"Connection": "close"},
         )
 
 
@@ -314,4 +316,4 @@ class RequestIntake:
         except (BodyTooLarge, BodyTimedOut) as error:  # a route that let it through: answer here if still possible
             if response_started:
                 raise
-            await json_error(error.status_code, str(error.detail))(scope, receive, send)
+            await json_error(error.status_code, str(error.detail), error.headers)(scope, receive, send)
