@@ -172,6 +172,14 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
                 # The server sends the whole file (no ranges, or a file:// URL): start again.
                 logger.info("%s: the server sent the whole file; restarting the download", url)
                 offset = 0
+            elif offset:
+                start = _range_start(response.headers.get("Content-Range"))
+                if start == 0:  # the file from its start, though sent as a part
+                    logger.info("%s: the server sent the file from its start; restarting the download", url)
+                    offset = 0
+                elif start is not None and start != offset:
+                    # Appended after the kept bytes, it made a file that failed its hash: kept bytes and all lost.
+                    raise _NotContinued(start)
             length = response.headers.get("Content-Length")
             total = offset + int(length) if length and length.isdigit() else None
             with (
@@ -201,6 +209,16 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
             if total is not None and received < total:
                 # http.client ends a body cut short without an error; the length says so.
                 raise http.client.IncompleteRead(b"", total - received)
+    except _NotContinued as error:
+        logger.info(
+            "%s: the server sent bytes from %d on, not the rest after the %d kept in %s; restarting",
+            url,
+            error.start,
+            offset,
+            partial,
+        )
+        partial.unlink()
+        _copy_response(url, partial, timeout, progress, max_bytes)
     except urllib.error.HTTPError as error:
         if error.code == 416 and offset:
             full_size = _full_size(error.headers.get("Content-Range") if error.headers else None)
@@ -236,6 +254,20 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
             f"{url}: download interrupted ({type(error).__name__}: {error}); {kept} bytes are kept in "
             f"{partial} and the same command resumes from there"
         ) from None
+
+
+class _NotContinued(Exception):
+    """A 206 answer to a resumed download whose range does not start where the kept bytes end."""
+
+    def __init__(self, start: int) -> None:
+        super().__init__(start)
+        self.start = start
+
+
+def _range_start(content_range: str | None) -> int | None:
+    """Where a 206 answer's ``Content-Range: bytes START-END/SIZE`` starts, else None."""
+    match = re.fullmatch(r"\s*bytes\s+(\d+)-\d+/(\d+|\*)\s*", content_range or "")
+    return int(match.group(1)) if match else None
 
 
 def _full_size(content_range: str | None) -> int | None:
