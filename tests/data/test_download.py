@@ -588,6 +588,54 @@ def test_the_bytes_that_arrived_before_a_connection_stalls_are_kept(tmp_path: Pa
     assert partial_path(destination).stat().st_size == 300_000
 
 
+class AlignedRangeHandler(RangeHandler):
+    """Answers a range with 206 from the block it starts in (``align`` bytes; 0: from the file's start)."""
+
+    align = 0
+
+    def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+        body = self.files[self.path]
+        requested = self.headers.get("Range")
+        if not requested:
+            super().do_GET()  # which records the request
+            return
+        self.ranges.append(requested)
+        asked = int(requested.removeprefix("bytes=").rstrip("-"))
+        start = asked - asked % self.align if self.align else 0
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+        self.send_header("Content-Length", str(len(body) - start))
+        self.end_headers()
+        self.wfile.write(body[start:])
+
+
+@pytest.mark.parametrize(("align", "requests"), [(0, ["bytes=5000-"]), (4096, ["bytes=5000-", None])])
+def test_a_part_sent_from_another_place_than_the_kept_bytes_end_is_not_appended_to_them(
+    tmp_path: Path, align: int, requests: list[str | None]
+) -> None:
+    # A 206 whose Content-Range starts before the kept bytes end (the file's start, or a block's) was appended
+    # after them: the body failed its hash and was deleted, kept bytes and all.
+    body = bytes(range(256)) * 400
+    handler = type("Handler", (AlignedRangeHandler,), {"files": {"/f.bin": body}, "ranges": [], "cut_after": []})
+    handler.align = align
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        destination = tmp_path / "f.bin"
+        partial_path(destination).write_bytes(body[:5000])
+        download_file(
+            f"http://127.0.0.1:{httpd.server_address[1]}/f.bin", destination, hashlib.sha256(body).hexdigest()
+        )
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+    assert handler.ranges == requests  # from the file's start it is the whole file; else asked for again whole
+    assert destination.read_bytes() == body
+    assert leftovers(tmp_path) == []
+
+
 def test_a_resumed_body_that_fails_its_hash_is_deleted(
     range_server: tuple[str, type[RangeHandler]], tmp_path: Path
 ) -> None:
@@ -602,6 +650,29 @@ def test_a_resumed_body_that_fails_its_hash_is_deleted(
     # With the bad part gone, the next call fetches the whole file and it checks out.
     download_file(f"{base_url}/file.txt", destination, hashlib.sha256(b"the server's bytes\n" * 100).hexdigest())
     assert destination.read_bytes() == b"the server's bytes\n" * 100
+
+
+@pytest.mark.parametrize("gunzip", [False, True], ids=["plain", "gzip"])
+def test_an_html_page_sent_for_the_file_is_named_as_one(
+    range_server: tuple[str, type[RangeHandler]], tmp_path: Path, gunzip: bool
+) -> None:
+    # A proxy's, a rate limit's or a sign-in page sent with 200 was "sha256 mismatch" (a damaged file, a
+    # mirror's wrong copy?) or, for a gzip file, "data that does not decompress (Not a gzipped file (b'<!'))".
+    base_url, handler = range_server
+    handler.files["/train.de.gz"] = b"\n  <!DOCTYPE HTML>\n<html><head><title>Rate limit exceeded</title></head></html>"
+    destination = tmp_path / "train.de"
+    with pytest.raises(ValueError) as error:
+        download_file(f"{base_url}/train.de.gz", destination, sha256("Ein Mann.\n"), gunzip=gunzip)
+    assert str(error.value) == (
+        f"train.de (from {base_url}/train.de.gz): expected the file, got an HTML page "
+        "('<!DOCTYPE HTML> <html><head><title>Rate limit exceeded</t...'): the server, a proxy or a sign-in page "
+        f"answered with a page instead; the downloaded file was deleted, {destination} was not written"
+    )
+    assert not destination.exists() and leftovers(tmp_path) == []
+    # Any other body that fails its check is still said as a mismatch.
+    handler.files["/train.de.gz"] = b"<p>not a page's start</p>"
+    with pytest.raises(ValueError, match="does not decompress" if gunzip else "sha256 mismatch"):
+        download_file(f"{base_url}/train.de.gz", destination, sha256("Ein Mann.\n"), gunzip=gunzip)
 
 
 def test_a_body_part_that_is_a_symbolic_link_is_removed_never_written_through(

@@ -492,6 +492,50 @@ def test_a_422_names_its_first_problems_once_and_counts_the_rest(client: TestCli
     assert response.json() == {"error": f"{'k' * 77}...: Extra inputs are not permitted"}
 
 
+SURROGATE = "the lone surrogate U+D800 at character {} (a \\u escape without its pair)"
+# JSON may escape half of a surrogate pair ("\ud800"), which json.loads reads into a str with no UTF-8 form.
+# In a value of another type, or in over 20 unknown keys, it was quoted into the 422 and the answer could not be
+# encoded (a 500); in a text, pydantic's "Input should be a valid string, unable to parse raw data ...".
+LONE_SURROGATES = [
+    ("/api/translate", '"text": "Ein \\ud800 Hund"', f"text: expected valid Unicode text, got {SURROGATE.format(4)}"),
+    (
+        "/api/translate",
+        '"text": "Ein", "beam_size": "\\ud800"',
+        f"beam_size: expected valid Unicode text, got {SURROGATE.format(0)}",
+    ),
+    (
+        "/api/translation/attention",
+        '"text": "Ein", "target_ids": [5, "x\\ud800"]',
+        f"target_ids.1: expected valid Unicode text, got {SURROGATE.format(1)}",
+    ),
+    (
+        "/api/translate",
+        '"text": "Ein", "\\ud800": 1',
+        f"body: expected keys of valid Unicode text, got a key with {SURROGATE.format(0)}",
+    ),
+    (
+        "/api/translate",
+        '"text": "Ein", ' + ", ".join(f'"\\ud800{index}": 1' for index in range(25)),
+        f"body: expected keys of valid Unicode text, got a key with {SURROGATE.format(0)}",
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "fields", "message"), LONE_SURROGATES)
+def test_a_lone_surrogate_escape_anywhere_in_a_body_gets_a_422_naming_where(
+    client: TestClient, path: str, fields: str, message: str
+) -> None:
+    content = f'{{"model": "{NAME}", {fields}}}'.encode()
+    response = client.post(path, content=content, headers={"Content-Type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert response.json() == {"error": message}
+    # A pair escaped whole is one character, served as any other.
+    paired = client.post(
+        "/api/masks", content=b'{"sentences": ["a \\ud83d\\ude00"]}', headers={"Content-Type": "application/json"}
+    )
+    assert paired.status_code == 200 and paired.json()["sentences"][0]["tokens"] == ["a", "\U0001f600"]
+
+
 @pytest.mark.parametrize(
     ("headers", "given"),
     [

@@ -265,3 +265,31 @@ def test_over_long_texts_and_too_many_lines_get_a_422_naming_the_field(find_unus
         assert status == 422 and answer["error"] == "sentences.1: expected at most 50 characters, got 51"
         assert classify(port, "a\nb\nc")[0] == 200
     assert [text for text, _ in fake.calls] == ["a\nb\nc"], "a refused request reached the model"
+
+
+def test_a_body_that_never_finishes_gets_408_by_the_wait_limit(find_unused_port: Callable[[], int]) -> None:
+    # uvicorn waits for a body as long as the client keeps the connection: a Content-Length larger than what
+    # was sent, or a chunked body never ended, held the connection (and the client) without an answer.
+    limit = 0.5
+    with serving(find_unused_port, lock_timeout=limit) as (_, fake, port):
+        head = b"POST /api/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(head + b"Content-Length: 100\r\n\r\n" + b'{"model": "fake"')
+            response = http.client.HTTPResponse(sock)
+            response.begin()
+            assert response.status == 408
+            assert json.loads(response.read())["error"] == (
+                f"body: expected the 100 bytes of its Content-Length within {limit:g} s of the request's arrival, "
+                "got 16 bytes and then nothing"
+            )
+            # Closed: the rest of the body, sent late, would have been read as the next request.
+            assert response.getheader("connection") == "close" and sock.recv(100) == b""
+        chunk = b"10\r\n" + b'{"model": "fake"' + b"\r\n"  # 0x10 = 16
+        status, answer = raw_exchange(port, head + b"Transfer-Encoding: chunked\r\n\r\n", [chunk])
+        assert status == 408, answer
+        assert answer["error"].startswith(f"body: expected its end within {limit:g} s")
+        assert time.monotonic() - started < 4 * limit + 2
+        # A body that arrives whole is served, however long the work then takes.
+        assert classify(port, "short")[0] == 200
+    assert [text for text, _ in fake.calls] == ["short"]

@@ -101,3 +101,40 @@ def test_the_page_answers_on_the_socket_bound_before_open_is_said(
         thread.join(timeout=10)
     assert outcome == [0]
     assert capsys.readouterr().out.splitlines()[-1] == f"open http://127.0.0.1:{port}/  (Ctrl-C stops)"
+
+
+@pytest.mark.parametrize("host", ["", " "])
+def test_an_empty_host_is_refused_not_read_as_every_interface(
+    translation_run: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], host: str
+) -> None:
+    # The resolver reads "" as every interface: the page was opened to the network ("open http://:8000/").
+    def never(*arguments: Any, **keywords: Any) -> None:
+        raise AssertionError("serve listened")
+
+    monkeypatch.setattr(uvicorn, "Server", never)
+    with pytest.raises(SystemExit) as exited:
+        serve(translation_run, "--host", host, "--port", "18765")
+    assert exited.value.code == 2
+    shown = "an empty one" if not host else repr(host)
+    assert capsys.readouterr().err.splitlines() == [
+        "transformer-lab serve: error: argument --host: expected an address to listen on (127.0.0.1: this machine "
+        f"only; 0.0.0.0: every network interface), got {shown} (see transformer-lab serve --help)"
+    ]
+
+
+@pytest.mark.parametrize(("host", "url"), [("::1", "http://[::1]:18765/"), ("localhost", "http://localhost:18765/")])
+def test_the_page_address_said_is_one_a_browser_opens(
+    translation_run: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], host: str, url: str
+) -> None:
+    # An IPv6 address was said bare, "open http://::1:18765/", which no browser reads as a host and port.
+    ran: list[str] = []
+
+    class NotRun(uvicorn.Server):
+        def run(self, sockets: Any = None) -> None:
+            ran.append(self.config.host)
+
+    monkeypatch.setattr(uvicorn, "Server", NotRun)
+    monkeypatch.setattr("transformer_lab.cli.serve_command.listening_sockets", lambda host, port: [])
+    assert serve(translation_run, "--host", host, "--port", "18765") == 0
+    assert ran == [host]
+    assert capsys.readouterr().out.splitlines()[-1] == f"open {url}  (Ctrl-C stops)"

@@ -30,7 +30,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a run folder (its best/, else last/) or a checkpoint folder; repeat to serve several",
     )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
-    parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
+    parser.add_argument(
+        "--host",
+        type=host_of,
+        default=DEFAULT_HOST,
+        help=f"address to listen on (default {DEFAULT_HOST}: this machine only; 0.0.0.0: every network interface)",
+    )
     # The defaults are serve.app's (MAX_QUEUE, LOCK_TIMEOUT_SECONDS, MAX_BODY_BYTES), written
     # out here because the web packages are imported only when the command runs.
     parser.add_argument(
@@ -45,8 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=duration_in(MAX_WAIT_SECONDS),
         default=None,
         metavar="SECONDS",
-        help="the longest a request waits, from its arrival, for the model before a 503: seconds, or 90s, 2m "
-        "(default 30, at most 3600)",
+        help="the longest a request waits, from its arrival, for the model before a 503 (and for its whole body "
+        "before a 408): seconds, or 90s, 2m (default 30, at most 3600)",
     )
     parser.add_argument(
         "--max-body-bytes",
@@ -88,7 +93,7 @@ def run(arguments: argparse.Namespace) -> int:
     # own words and with exit 3, after that line. Handing it the bound sockets leaves no race.
     sockets = listening_sockets(arguments.host, arguments.port)
     try:
-        print(f"open http://{arguments.host}:{arguments.port}/  (Ctrl-C stops)", flush=True)
+        print(f"open {page_url(arguments.host, arguments.port)}  (Ctrl-C stops)", flush=True)
         config = uvicorn.Config(
             create_app(served, **limits), host=arguments.host, port=arguments.port, log_level="warning"
         )
@@ -97,6 +102,25 @@ def run(arguments: argparse.Namespace) -> int:
         for bound in sockets:
             bound.close()
     return 0
+
+
+def host_of(text: str) -> str:
+    """An argparse type: an address to listen on; an empty one is refused.
+
+    The resolver reads "" as every interface, so a script's unset variable (``--host "$HOST"``)
+    would open the page, and the models it runs, to the whole network.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected an address to listen on ({DEFAULT_HOST}: this machine only; 0.0.0.0: every network "
+            f"interface), got {'an empty one' if not text else repr(text)}"
+        )
+    return text
+
+
+def page_url(host: str, port: int) -> str:
+    """The page's address as a browser takes it: an IPv6 address within brackets (``http://[::1]:8000/``)."""
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
 def listening_sockets(host: str, port: int) -> list[socket.socket]:

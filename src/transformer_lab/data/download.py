@@ -58,6 +58,7 @@ from transformer_lab.atomic_files import create_temporary_file, replace_file
 from transformer_lab.data._checks import check_integer
 from transformer_lab.file_lock import remove_abandoned_writer_locks, writer_lock
 from transformer_lab.folders import DISK_ERRNOS, writes_refused_as
+from transformer_lab.shortened import shortened
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ PARTIAL_SUFFIX = ".download.part"
 # A decompressed part: ".NAME." + 8 letters, digits or "_" + ".part" (tempfile's names were of these too).
 DECOMPRESSED_SUFFIX = ".part"
 _DECOMPRESSED_NAME = r"\.{name}\.[a-z0-9_]{{8}}\.part"
+# How much of a body that failed its check is read to tell an HTML page, and how much of it is quoted.
+_HTML_SNIFF_BYTES = 512
+_HTML_QUOTED_CHARACTERS = 60
 # The longest wait on one connection: an hour, far beyond any server that still answers,
 # and far below what the socket layer can hold (1e308 s raised OverflowError there).
 MAX_TIMEOUT_SECONDS = 3600.0
@@ -168,6 +172,14 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
                 # The server sends the whole file (no ranges, or a file:// URL): start again.
                 logger.info("%s: the server sent the whole file; restarting the download", url)
                 offset = 0
+            elif offset:
+                start = _range_start(response.headers.get("Content-Range"))
+                if start == 0:  # the file from its start, though sent as a part
+                    logger.info("%s: the server sent the file from its start; restarting the download", url)
+                    offset = 0
+                elif start is not None and start != offset:
+                    # Appended after the kept bytes, it made a file that failed its hash: kept bytes and all lost.
+                    raise _NotContinued(start)
             length = response.headers.get("Content-Length")
             total = offset + int(length) if length and length.isdigit() else None
             with (
@@ -197,6 +209,16 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
             if total is not None and received < total:
                 # http.client ends a body cut short without an error; the length says so.
                 raise http.client.IncompleteRead(b"", total - received)
+    except _NotContinued as error:
+        logger.info(
+            "%s: the server sent bytes from %d on, not the rest after the %d kept in %s; restarting",
+            url,
+            error.start,
+            offset,
+            partial,
+        )
+        partial.unlink()
+        _copy_response(url, partial, timeout, progress, max_bytes)
     except urllib.error.HTTPError as error:
         if error.code == 416 and offset:
             full_size = _full_size(error.headers.get("Content-Range") if error.headers else None)
@@ -234,6 +256,20 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
         ) from None
 
 
+class _NotContinued(Exception):
+    """A 206 answer to a resumed download whose range does not start where the kept bytes end."""
+
+    def __init__(self, start: int) -> None:
+        super().__init__(start)
+        self.start = start
+
+
+def _range_start(content_range: str | None) -> int | None:
+    """Where a 206 answer's ``Content-Range: bytes START-END/SIZE`` starts, else None."""
+    match = re.fullmatch(r"\s*bytes\s+(\d+)-\d+/(\d+|\*)\s*", content_range or "")
+    return int(match.group(1)) if match else None
+
+
 def _full_size(content_range: str | None) -> int | None:
     """The full size of a file in a 416 answer's ``Content-Range: bytes */N``, else None."""
     match = re.fullmatch(r"\s*bytes\s+\*/(\d+)\s*", content_range or "")
@@ -252,6 +288,24 @@ def _gunzip(url: str, compressed: IO[bytes], destination: IO[bytes], max_bytes: 
                 destination.write(chunk)
     except (gzip.BadGzipFile, EOFError, zlib.error) as error:
         raise ValueError(f"{url}: expected gzip-compressed data, got data that does not decompress ({error})") from None
+
+
+def _html_page(body: Path) -> str | None:
+    """The start of ``body`` as one line if it is an HTML page (an error or login page sent with 200), else None."""
+    with open(body, "rb") as file:
+        start = file.read(_HTML_SNIFF_BYTES)
+    text = start.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    if not text.lower().startswith(("<!doctype html", "<html")):
+        return None
+    return shortened(" ".join(text.split()), _HTML_QUOTED_CHARACTERS)
+
+
+def _unexpected_page(destination: Path, url: str, page: str) -> ValueError:
+    return ValueError(
+        f"{destination.name} (from {url}): expected the file, got an HTML page ({page!r}): the server, a proxy "
+        f"or a sign-in page answered with a page instead; the downloaded file was deleted, {destination} was "
+        "not written"
+    )
 
 
 def partial_path(destination: str | os.PathLike[str]) -> Path:
@@ -404,9 +458,21 @@ def _fetch(
             )
             with open(descriptor, "wb") as plain, open(partial, "rb") as compressed:
                 result = decompressed
-                _gunzip(url, compressed, plain, max_bytes)
+                try:
+                    _gunzip(url, compressed, plain, max_bytes)
+                except TooLargeError:
+                    raise
+                except ValueError:
+                    page = _html_page(partial)
+                    if page is not None:
+                        raise _unexpected_page(destination, url, page) from None
+                    raise
         actual = _digest_of_file(result, algorithm)
         if actual != expected:
+            page = _html_page(partial)
+            if page is not None:
+                # Said as what it is: a hash mismatch reads as a damaged file, or a mirror's wrong copy.
+                raise _unexpected_page(destination, url, page)
             raise ValueError(
                 f"{destination.name} (from {url}): {algorithm} mismatch: expected {expected}, "
                 f"got {actual}; the downloaded file was deleted, {destination} was not written"

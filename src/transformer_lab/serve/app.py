@@ -34,7 +34,8 @@ texts together at most ``max_lines`` lines
 (:data:`~transformer_lab.serve.intake.MAX_LINES`), else 422 naming the field.
 
 Every error is a JSON object ``{"error": message}``: 422 for a malformed request (or a body JSON cannot read, or
-one that gives a key twice in an object), 413 for a body too large, 404 for an unknown model, 400 for a request
+one that gives a key twice in an object), 413 for a body too large, 408 for a body not whole within
+``lock_timeout`` of its arrival, 404 for an unknown model, 400 for a request
 the model cannot take (e.g. a text longer than its positional table), 503 when busy (with ``Retry-After``). A 422
 names the first :data:`~transformer_lab.serve.intake.MAX_ERRORS_SHOWN` problems, each once, and counts the rest;
 a body of more unknown keys than that is refused before validation, which spends a second on 100,000 of them.
@@ -135,7 +136,7 @@ def create_app(
     app = FastAPI(title="transformer-lab", docs_url=None, redoc_url=None)
     app.router.route_class = StrictJsonRoute  # before any route is added
     app.state.admission = admission
-    app.add_middleware(RequestIntake, max_body_bytes=max_body_bytes)
+    app.add_middleware(RequestIntake, max_body_bytes=max_body_bytes, body_seconds=admission.wait_limit)
 
     async def run_admitted(request: Request, work: Callable[[], dict[str, Any]]) -> JSONResponse:
         arrived = request.scope.get(ARRIVED_SCOPE_KEY, time.monotonic())
@@ -176,7 +177,7 @@ def create_app(
         unreadable = unreadable_body_message(error.__cause__) if error.status_code == 400 else None
         if unreadable is not None:
             return json_error(422, unreadable)
-        return json_error(error.status_code, str(error.detail))
+        return json_error(error.status_code, str(error.detail), error.headers)
 
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:

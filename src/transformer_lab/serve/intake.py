@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any, Callable, Coroutine, Iterator, Mapping
 
+import anyio
 from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -54,6 +55,20 @@ class BodyTooLarge(HTTPException):
 
     def __init__(self, limit: int, received: int) -> None:
         super().__init__(413, f"body: expected at most {limit} bytes, got at least {received} (the rest was not read)")
+
+
+class BodyTimedOut(HTTPException):
+    """Raised from ``receive`` when a body has not all arrived by its deadline (a 408), as :class:`BodyTooLarge` is."""
+
+    def __init__(self, seconds: float, received: int, declared: int | None) -> None:
+        expected = "its end" if declared is None else f"the {declared} bytes of its Content-Length"
+        super().__init__(
+            408,
+            f"body: expected {expected} within {seconds:g} s of the request's arrival, got {received} bytes "
+            "and then nothing",
+            # The rest of the body may still come, and would be read as the next request.
+            headers={"Connection": "close"},
+        )
 
 
 def json_error(status_code: int, message: str, headers: Mapping[str, str] | None = None, **extra: Any) -> JSONResponse:
@@ -99,6 +114,45 @@ def listed_problems(messages: list[str], total: int, noun: str = "problems") -> 
     return "; ".join(shown)
 
 
+def _lone_surrogate(text: str) -> str | None:
+    """ "the lone surrogate U+D800 at character 4 ..." for the first one in ``text``, or None."""
+    position = next((index for index, character in enumerate(text) if "\ud800" <= character <= "\udfff"), None)
+    if position is None:
+        return None
+    return f"the lone surrogate U+{ord(text[position]):04X} at character {position} (a \\u escape without its pair)"
+
+
+def surrogate_message(body: Any) -> str | None:
+    """What names the first lone surrogate in ``body`` (a parsed JSON body) and where it is, or None.
+
+    JSON may spell one as an escape (``"\\ud800"``) that ``json.loads`` reads into a str with no UTF-8
+    form: no model can read it, and a message quoting it could not be encoded (it was a 500). The walk
+    keeps its own stack: a body may be nested as deep as the JSON reader allows.
+    """
+    pending: list[tuple[str, Any]] = [("body", body)]
+    while pending:
+        location, value = pending.pop()
+        if isinstance(value, str):
+            found = _lone_surrogate(value)
+            if found is not None:
+                return f"{shown_location(location)}: expected valid Unicode text, got {found}"
+            continue
+        if isinstance(value, dict):
+            for key in value:
+                found = _lone_surrogate(key)
+                if found is not None:
+                    return f"{shown_location(location)}: expected keys of valid Unicode text, got a key with {found}"
+            items: list[tuple[Any, Any]] = list(value.items())
+        elif isinstance(value, list):
+            items = list(enumerate(value))
+        else:
+            continue
+        # Reversed onto the stack, so the first problem in the body's order is the one named.
+        for key, item in reversed(items):
+            pending.append((str(key) if location == "body" else f"{location}.{key}", item))
+    return None
+
+
 class StrictJsonRequest(Request):
     """A request whose JSON body is read by :func:`~transformer_lab.strict_json.loads`: a key given twice is refused.
 
@@ -113,7 +167,13 @@ class StrictJsonRequest(Request):
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
-            body = strict_json.loads(await self.body())
+            raw = await self.body()
+            body = strict_json.loads(raw)
+            # Only an escape makes a lone surrogate (raw surrogate bytes are no UTF-8): most bodies skip the walk.
+            if b"\\u" in raw:
+                message = surrogate_message(body)
+                if message is not None:
+                    raise RequestError(422, message)
             declared = self.declared_keys
             if declared is not None and isinstance(body, dict) and len(body) > MAX_ERRORS_SHOWN:
                 unknown = [key for key in body if key not in declared]
@@ -198,18 +258,22 @@ class RequestIntake:
     Pure ASGI (not ``BaseHTTPMiddleware``) so that it can wrap ``receive``: a declared
     ``Content-Length`` over the limit gets 413 before a byte of the body is read, and a
     chunked body is counted as it streams, so at most the limit plus one chunk is ever held.
+    A body not whole within ``body_seconds`` of the request's arrival (a Content-Length larger
+    than what is sent, a chunked body never ended) gets 408 then: uvicorn would wait for it forever.
     """
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, body_seconds: float) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.body_seconds = body_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        scope[ARRIVED_SCOPE_KEY] = time.monotonic()
+        arrived = scope[ARRIVED_SCOPE_KEY] = time.monotonic()
         declared = dict(scope["headers"]).get(b"content-length")
+        length: int | None = None
         if declared is not None:
             try:
                 length = int(declared)
@@ -224,13 +288,20 @@ class RequestIntake:
                 await json_error(413, message)(scope, receive, send)
                 return
         received = 0
+        body_whole = False
         response_started = False
 
         async def counted_receive() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, body_whole
+            if body_whole:  # only a disconnect is left to wait for, as long as it takes
+                return await receive()
+            with anyio.move_on_after(arrived + self.body_seconds - time.monotonic()) as waited:
+                message = await receive()
+            if waited.cancelled_caught:
+                raise BodyTimedOut(self.body_seconds, received, length)
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+                body_whole = not message.get("more_body", False)
                 if received > self.max_body_bytes:
                     raise BodyTooLarge(self.max_body_bytes, received)
             return message
@@ -242,7 +313,7 @@ class RequestIntake:
 
         try:
             await self.app(scope, counted_receive, watched_send)
-        except BodyTooLarge as error:  # a route that let it through: answer here if still possible
+        except (BodyTooLarge, BodyTimedOut) as error:  # a route that let it through: answer here if still possible
             if response_started:
                 raise
-            await json_error(413, str(error.detail))(scope, receive, send)
+            await json_error(error.status_code, str(error.detail), error.headers)(scope, receive, send)
