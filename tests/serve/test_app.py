@@ -626,5 +626,9 @@ def test_cli_reports_bad_checkpoints_in_one_line(tmp_path: Path, capsys: pytest.
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and error[0].startswith("transformer-lab serve: error: --checkpoint: expected a checkpoint")
     assert error[0].endswith(f"got '{tmp_path / 'missing'}'")
-    assert main(["serve", "--checkpoint", str(tmp_path), "--port", "70000"]) == 2
-    assert "--port must be in [1, 65535], got 70000" in capsys.readouterr().err
+    # The port is read as the other bounded options are, by argparse, before any checkpoint.
+    for port, given in (("70000", "70000"), ("0", "0"), ("abc", "'abc'")):
+        with pytest.raises(SystemExit) as exited:
+            main(["serve", "--checkpoint", str(tmp_path), "--port", port])
+        assert exited.value.code == 2
+        assert f"argument --port: expected an int in [1, 65,535], got {given}" in capsys.readouterr().err

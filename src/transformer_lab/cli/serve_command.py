@@ -29,7 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="[NAME=]PATH",
         help="a run folder (its best/, else last/) or a checkpoint folder; repeat to serve several",
     )
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
+    parser.add_argument(
+        "--port", type=int_in(1, 65535), default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})"
+    )
     parser.add_argument(
         "--host",
         type=host_of,
@@ -65,8 +67,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
-    if not 1 <= arguments.port <= 65535:
-        raise ValueError(f"--port must be in [1, 65535], got {arguments.port}")
     device = device_of(arguments)
     uvicorn = require_extra("uvicorn", "the web server")
     require_extra("fastapi", "the web server")
