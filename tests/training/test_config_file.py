@@ -51,6 +51,32 @@ def test_the_config_command_prints_what_config_reads(tmp_path: Path, capsys: pyt
     )
 
 
+def test_a_printed_preset_other_than_the_first_is_fed_back_by_the_command_its_first_line_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Over the default preset each value of base's would count as given: its carve size beside --valid
+    # was refused ("data.num_carved_validation: expected it only without --valid ..., got 3000").
+    capsys.readouterr()
+    assert main(["config", "translation", "--preset", "base"]) == 0
+    printed = capsys.readouterr().out
+    (tmp_path / "base.yaml").write_text(printed, encoding="utf-8")
+    header = printed.splitlines()[0]
+    assert header.startswith("# transformer-lab train translation ") and " --config FILE: " in header
+    options = header.removeprefix("# transformer-lab train translation ").split("--config FILE")[0].split()
+    pairs = [("Ein Hund läuft.", "A dog runs."), ("Zwei Katzen schlafen.", "Two cats sleep.")] * 6
+    for name, side in (("train.de", 0), ("train.en", 1), ("dev.de", 0), ("dev.en", 1)):
+        (tmp_path / name).write_text("".join(pair[side] + "\n" for pair in pairs), encoding="utf-8")
+    files = ["--train", str(tmp_path / "train.de"), str(tmp_path / "train.en")]
+    files += ["--valid", str(tmp_path / "dev.de"), str(tmp_path / "dev.en")]
+    # `prepare` reads --preset and --config as `train` does, and refuses the same unused settings.
+    command = ["prepare", "translation", *options, "--config", str(tmp_path / "base.yaml"), *files, "--no-progress"]
+    assert main([*command, "--out", str(tmp_path / "out")]) == 0, capsys.readouterr().err
+    # The first preset's file needs no --preset.
+    capsys.readouterr()
+    assert main(["config", "translation"]) == 0
+    assert capsys.readouterr().out.startswith("# transformer-lab train translation --config FILE: ")
+
+
 def test_train_applies_the_files_in_order_then_set_wins(tmp_path: Path) -> None:
     (tmp_path / "run.yaml").write_text(
         "model:\n  d_model: 16\n  nhead: 2\n  num_encoder_layers: 1\n  num_decoder_layers: 1\n"
