@@ -77,6 +77,25 @@ def test_a_printed_preset_other_than_the_first_is_fed_back_by_the_command_its_fi
     assert capsys.readouterr().out.startswith("# transformer-lab train translation --config FILE: ")
 
 
+def test_a_set_key_with_a_character_no_key_has_names_it_and_the_key_it_may_stand_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for typed, character, meant in (
+        ("train.max\u00a0steps=2", "U+00A0 NO-BREAK SPACE at character 4", "max_steps"),
+        ("train.max-steps=2", "U+002D HYPHEN-MINUS at character 4", "max_steps"),
+        ("tr\u0430in.max_steps=2", "U+0430 CYRILLIC SMALL LETTER A at character 3", "train"),
+    ):
+        assert main(["train", "copy", "--out", str(tmp_path / "out"), "--set", typed]) == 2
+        error = capsys.readouterr().err.strip()
+        assert "\n" not in error and "unknown key for" in error, error
+        assert error.endswith(
+            f"holds {character}, and a key is only ASCII letters, digits and _; did you mean {meant!r}?"
+        )
+    # A key of plain letters that is no key is said as before, without a character to blame.
+    assert main(["train", "copy", "--out", str(tmp_path / "out"), "--set", "train.max_step=2"]) == 2
+    assert capsys.readouterr().err.strip().endswith("'tensorboard', 'time_budget', 'warmup_steps']")
+
+
 def test_train_applies_the_files_in_order_then_set_wins(tmp_path: Path) -> None:
     (tmp_path / "run.yaml").write_text(
         "model:\n  d_model: 16\n  nhead: 2\n  num_encoder_layers: 1\n  num_decoder_layers: 1\n"
@@ -120,6 +139,18 @@ def test_train_applies_the_files_in_order_then_set_wins(tmp_path: Path) -> None:
             r"run.yaml: line 3: expected each key once in a mapping, got 'train' again \(first at line 1\)",
         ),
         ("train:\n  max_steps: 2\n  max_steps: 4\n", r"run.yaml: line 3: .*got 'max_steps' again \(first at line 2\)"),
+        # A key pasted from a page: printed as it is, it looked like one of the keys the message listed.
+        (
+            "train:\n  max\u200b_steps: 2\n",
+            r"run.yaml: train\.max\u200b_steps: unknown key for TrainConfig; expected one of \[.*\]; "
+            r"'max\\u200b_steps' holds U\+200B ZERO WIDTH SPACE at character 4, and a key is only ASCII letters, "
+            r"digits and _; did you mean 'max_steps'\?$",
+        ),
+        (
+            "tr\u0430in:\n  max_steps: 2\n",
+            r"run.yaml: tr\u0430in: unknown key .*; 'tr\u0430in' holds U\+0430 CYRILLIC SMALL LETTER A at character 3, "
+            r".*; did you mean 'train'\?$",
+        ),
     ],
 )
 def test_a_bad_config_file_is_one_line_naming_the_file_and_the_key(
