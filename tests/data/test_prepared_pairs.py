@@ -26,6 +26,7 @@ from transformer_lab.data import (
     pair_stream,
     token_budget_batches,
 )
+from transformer_lab.data import prepared_pairs as prepared_pairs_module
 from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.lazy_batches import epoch_pair_batches, pair_length_table
 from transformer_lab.data.pair_files import read_pair_files
@@ -201,6 +202,55 @@ def test_a_failed_preparation_leaves_no_folder(tmp_path: Path) -> None:
         prepare_pairs(PairCorpusSpec(PairFiles.of(forms["lines"], "de", "en")), tmp_path / "out", bpe=BPE)
     assert not (tmp_path / "out").exists()
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".out")] == []
+
+
+def test_a_bad_validation_file_is_refused_before_the_bpe_is_learned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The BPE and the encoding pass take minutes at millions of pairs; a --valid file's fault is
+    # known in the time the validation files take to read.
+    forms = write_forms(tmp_path, sentence_pairs(100, seed=4))
+    valid = tmp_path / "valid"
+    valid.mkdir()
+    (valid / "dev.de").write_text("Ein Hund.\nZwei Hunde.\nDrei Hunde.\n", encoding="utf-8")
+    (valid / "dev.en").write_text("A dog.\nTwo dogs.\n", encoding="utf-8")
+
+    def learned(*arguments: object) -> None:
+        raise AssertionError("the BPE was learned before the validation files were read")
+
+    monkeypatch.setattr(prepared_pairs_module, "_learn_tokenizers", learned)
+    spec = PairCorpusSpec(
+        PairFiles.of(forms["lines"], "de", "en"), valid=PairFiles.of([valid / "dev.de", valid / "dev.en"], "de", "en")
+    )
+    with pytest.raises(ValueError, match=r"got 3 line\(s\) in .*dev.de and 2 line\(s\) in .*dev.en"):
+        prepare_pairs(spec, tmp_path / "out", bpe=BPE, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_validation_pairs_that_are_training_pairs_too_are_counted_in_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pairs = sentence_pairs(100, seed=5)
+    forms = write_forms(tmp_path, pairs)
+    valid = tmp_path / "valid"
+    valid.mkdir()
+    new = [("Ein ganz neuer Satz.", "A WHOLLY NEW SENTENCE."), ("Noch einer.", "ONE MORE.")]
+    validation = [pairs[40], *new, pairs[7], pairs[99]]
+    valid_tsv = write_forms(valid, validation)["tsv"]
+    caplog.set_level(logging.WARNING, logger="transformer_lab.data")
+    spec = PairCorpusSpec(PairFiles.of(forms["lines"], "de", "en"), valid=PairFiles.of(valid_tsv, "de", "en"))
+    prepared = prepare_pairs(spec, tmp_path / "out", bpe=BPE, progress=False)
+    assert prepared.validation_pairs == validation  # kept as given: the warning only says what they are
+    warnings = [record.getMessage() for record in caplog.records if "also training pairs" in record.getMessage()]
+    assert len(warnings) == 1
+    assert "corpus.tsv: 3 of the 5 validation pairs are also training pairs of" in warnings[0]
+    assert repr(pairs[40][0]) in warnings[0]
+
+    # Validation pairs of their own: nothing to say.
+    caplog.clear()
+    write_forms(valid, new)
+    prepare_pairs(spec, tmp_path / "out-new", bpe=BPE, progress=False)
+    assert not [record for record in caplog.records if "also training pairs" in record.getMessage()]
 
 
 def test_an_unusable_cache_variable_is_one_line_naming_it(

@@ -113,3 +113,28 @@ def test_a_class_spelt_two_ways_is_refused_by_train_and_a_cache_that_holds_both_
     )
     assert "preparing the corpus again" in caplog.text and "expected each class spelt one way" in caplog.text
     assert not out.exists()
+
+
+def test_validation_texts_that_are_training_texts_too_are_counted_in_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    train_file = write_topic_csv(tmp_path / "train.csv", per_class=10, seed=0)
+    rows = train_file.read_text(encoding="utf-8").splitlines()
+    other = write_topic_csv(tmp_path / "other.csv", per_class=2, seed=9).read_text(encoding="utf-8").splitlines()
+    valid_file = tmp_path / "valid.csv"
+    # Lines 2 and 3 of the validation file are training rows 5 and 17; the others are new.
+    valid_file.write_text("\n".join([rows[0], other[1], rows[5], rows[17], other[2]]) + "\n", encoding="utf-8")
+    caplog.set_level(logging.WARNING, logger="transformer_lab.data")
+    arguments = ["prepare", "classification", "--train", str(train_file), "--valid", str(valid_file)]
+    settings = ["--set", "data.text_fields=title,body", "--set", "data.vocab_size=300"]
+    assert main([*arguments, *settings, "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    warnings = [record.getMessage() for record in caplog.records if "also training" in record.getMessage()]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"{valid_file}: 2 of the 4 validation texts are also training texts of {train_file}")
+    assert "(the first: line 3, " in warnings[0]
+
+    # Validation texts of their own: nothing to say.
+    valid_file.write_text("\n".join([rows[0], *other[1:]]) + "\n", encoding="utf-8")
+    caplog.clear()
+    assert main([*arguments, *settings, "--out", str(tmp_path / "out-new"), "--no-progress"]) == 0
+    assert not [record for record in caplog.records if "also training" in record.getMessage()]

@@ -283,3 +283,28 @@ def test_fine_tuning_on_characters_the_checkpoint_lacks_warns_and_reports_how_ma
         for path in (tmp_path / "cache").glob("prepared/couplets-*/manifest.json")
     ]
     assert sorted(report.get("train_unknown_characters", -1) for report in reports) == [-1, 48]
+
+
+def test_validation_couplets_whose_upper_line_training_repeats_are_counted_in_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Validation couplets given by --valid leave the training couplets all kept (a carve leaves such ones out).
+    pairs = made_up_couplets(40, seed=5)
+    train = write_forms(tmp_path, pairs)["tsv"][0]
+    valid = tmp_path / "valid"
+    valid.mkdir()
+    new = [("青山绿水长", "白云明月远"), ("花开富贵", "竹报平安")]
+    valid_tsv = write_forms(valid, [new[0], pairs[12], new[1], pairs[3]])["tsv"][0]
+    caplog.set_level(logging.WARNING, logger="transformer_lab.data")
+    arguments = ["prepare", "couplet", "--train", str(train), "--valid", str(valid_tsv), "--no-progress"]
+    assert main([*arguments, "--out", str(tmp_path / "out")]) == 0
+    warnings = [record.getMessage() for record in caplog.records if "also training" in record.getMessage()]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"{valid_tsv}: 2 of the 4 validation couplets are also training couplets of {train}")
+    assert f"(the first: upper line {pairs[12][0]!r})" in warnings[0]
+    assert len(open_prepared_couplets(tmp_path / "out").store) == 40  # kept, as given
+
+    write_forms(valid, new)
+    caplog.clear()
+    assert main([*arguments, "--out", str(tmp_path / "out-new")]) == 0
+    assert not [record for record in caplog.records if "also training" in record.getMessage()]

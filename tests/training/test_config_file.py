@@ -51,6 +51,51 @@ def test_the_config_command_prints_what_config_reads(tmp_path: Path, capsys: pyt
     )
 
 
+def test_a_printed_preset_other_than_the_first_is_fed_back_by_the_command_its_first_line_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Over the default preset each value of base's would count as given: its carve size beside --valid
+    # was refused ("data.num_carved_validation: expected it only without --valid ..., got 3000").
+    capsys.readouterr()
+    assert main(["config", "translation", "--preset", "base"]) == 0
+    printed = capsys.readouterr().out
+    (tmp_path / "base.yaml").write_text(printed, encoding="utf-8")
+    header = printed.splitlines()[0]
+    assert header.startswith("# transformer-lab train translation ") and " --config FILE: " in header
+    options = header.removeprefix("# transformer-lab train translation ").split("--config FILE")[0].split()
+    pairs = [("Ein Hund läuft.", "A dog runs."), ("Zwei Katzen schlafen.", "Two cats sleep.")] * 6
+    for name, side in (("train.de", 0), ("train.en", 1), ("dev.de", 0), ("dev.en", 1)):
+        (tmp_path / name).write_text("".join(pair[side] + "\n" for pair in pairs), encoding="utf-8")
+    files = ["--train", str(tmp_path / "train.de"), str(tmp_path / "train.en")]
+    files += ["--valid", str(tmp_path / "dev.de"), str(tmp_path / "dev.en")]
+    # `prepare` reads --preset and --config as `train` does, and refuses the same unused settings.
+    command = ["prepare", "translation", *options, "--config", str(tmp_path / "base.yaml"), *files, "--no-progress"]
+    assert main([*command, "--out", str(tmp_path / "out")]) == 0, capsys.readouterr().err
+    # The first preset's file needs no --preset.
+    capsys.readouterr()
+    assert main(["config", "translation"]) == 0
+    assert capsys.readouterr().out.startswith("# transformer-lab train translation --config FILE: ")
+
+
+def test_a_set_key_with_a_character_no_key_has_names_it_and_the_key_it_may_stand_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for typed, character, meant in (
+        ("train.max\u00a0steps=2", "U+00A0 NO-BREAK SPACE at character 4", "max_steps"),
+        ("train.max-steps=2", "U+002D HYPHEN-MINUS at character 4", "max_steps"),
+        ("tr\u0430in.max_steps=2", "U+0430 CYRILLIC SMALL LETTER A at character 3", "train"),
+    ):
+        assert main(["train", "copy", "--out", str(tmp_path / "out"), "--set", typed]) == 2
+        error = capsys.readouterr().err.strip()
+        assert "\n" not in error and "unknown key for" in error, error
+        assert error.endswith(
+            f"holds {character}, and a key is only ASCII letters, digits and _; did you mean {meant!r}?"
+        )
+    # A key of plain letters that is no key is said as before, without a character to blame.
+    assert main(["train", "copy", "--out", str(tmp_path / "out"), "--set", "train.max_step=2"]) == 2
+    assert capsys.readouterr().err.strip().endswith("'tensorboard', 'time_budget', 'warmup_steps']")
+
+
 def test_train_applies_the_files_in_order_then_set_wins(tmp_path: Path) -> None:
     (tmp_path / "run.yaml").write_text(
         "model:\n  d_model: 16\n  nhead: 2\n  num_encoder_layers: 1\n  num_decoder_layers: 1\n"
@@ -94,6 +139,18 @@ def test_train_applies_the_files_in_order_then_set_wins(tmp_path: Path) -> None:
             r"run.yaml: line 3: expected each key once in a mapping, got 'train' again \(first at line 1\)",
         ),
         ("train:\n  max_steps: 2\n  max_steps: 4\n", r"run.yaml: line 3: .*got 'max_steps' again \(first at line 2\)"),
+        # A key pasted from a page: printed as it is, it looked like one of the keys the message listed.
+        (
+            "train:\n  max\u200b_steps: 2\n",
+            r"run.yaml: train\.max\u200b_steps: unknown key for TrainConfig; expected one of \[.*\]; "
+            r"'max\\u200b_steps' holds U\+200B ZERO WIDTH SPACE at character 4, and a key is only ASCII letters, "
+            r"digits and _; did you mean 'max_steps'\?$",
+        ),
+        (
+            "tr\u0430in:\n  max_steps: 2\n",
+            r"run.yaml: tr\u0430in: unknown key .*; 'tr\u0430in' holds U\+0430 CYRILLIC SMALL LETTER A at character 3, "
+            r".*; did you mean 'train'\?$",
+        ),
     ],
 )
 def test_a_bad_config_file_is_one_line_naming_the_file_and_the_key(

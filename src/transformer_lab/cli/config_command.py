@@ -19,7 +19,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
-    config = task_named(arguments.task).config(arguments.preset)
-    sys.stdout.write(f"# transformer-lab train {arguments.task} --config FILE: the preset, to edit\n")
+    task = task_named(arguments.task)
+    config = task.config(arguments.preset)
+    # The file is read over the preset `train` starts from: values equal to that preset's are no
+    # choice of the user's. Fed back over another preset, each value of this one would count as
+    # given (a carve size beside --valid refused, a warm-up taken as chosen and not scaled).
+    default = arguments.preset is None or arguments.preset == next(iter(task.presets))
+    preset = "" if default else f" --preset {arguments.preset}"
+    sys.stdout.write(f"# transformer-lab train {arguments.task}{preset} --config FILE: the preset, to edit\n")
     sys.stdout.write(config_to_yaml(config))
     return 0

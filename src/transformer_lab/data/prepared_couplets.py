@@ -54,6 +54,7 @@ from transformer_lab.data.prepared_cache import (
     write_pairs_jsonl,
 )
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
+from transformer_lab.data.validation_overlap import ValidationOverlap
 from transformer_lab.data.vocabulary import UNK_ID, Vocabulary
 
 logger = logging.getLogger(__name__)
@@ -109,6 +110,8 @@ class _TrainingCouplets:
         self.held = held
         self.held_out_uppers = validation_upper_lines(validation)
         self.counts: dict[str, int] = {}
+        # The user's validation couplets whose upper line the split's couplets, all kept, repeat.
+        self.overlap = ValidationOverlap([punctuation_free(upper) for upper, _ in validation])
 
     def _repeats_validation(self, pair: tuple[str, str]) -> bool:
         return punctuation_free(pair[0]) in self.held_out_uppers
@@ -144,6 +147,8 @@ class _TrainingCouplets:
                 elif not self.spec.num_train or kept < self.spec.num_train:
                     kept += 1
                     training.append(pair)
+                    if first_pass:
+                        self.overlap.see(punctuation_free(pair[0]))
             yield training
         for extra in self.spec.extra:
             if first_pass:
@@ -293,6 +298,13 @@ def write_prepared_couplets(
         )
     if unknown is not None:
         unknown.warn(validation)
+    if spec.valid is not None:
+        training.overlap.warn(
+            " ".join(map(str, spec.valid.files.paths)),
+            " ".join(map(str, spec.train.files.paths)),
+            "couplets",
+            lambda index: f"upper line {validation[index][0]!r}",
+        )
     # Debug only: `train` says the report once it opens the folder, `prepare` prints it.
     logger.debug("couplet data: %s", ", ".join(f"{key} {value}" for key, value in report.items()))
     vocabulary.save(folder / VOCABULARY_FILE)

@@ -62,6 +62,7 @@ from transformer_lab.data.prepared_cache import (
 from transformer_lab.data.splits import stratified_held_out
 from transformer_lab.data.subword import SubwordTokenizer, check_word_lengths
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
+from transformer_lab.data.validation_overlap import ValidationOverlap
 from transformer_lab.data.word_cache import WordCachedEncoder
 
 LABELLED_KIND = "labelled"
@@ -364,6 +365,7 @@ def write_prepared_labelled(
     else:
         held = held_out_positions(scanned.labels, spec.validation_fraction, spec.split_seed, scanned.class_names)
         validation_rows = []
+    overlap = ValidationOverlap([row.text for row in validation_rows])
     train_rows = len(scanned.labels) - len(held)
     report = labelled_report(
         spec.train_file, spec.valid_file, train_rows, len(validation_rows) + len(held), scanned.num_skipped
@@ -391,6 +393,7 @@ def write_prepared_labelled(
                         validation_file.write(_validation_record(row))
                         continue
                     chunk.append(row)
+                    overlap.see(row.text)
                     if len(chunk) == CHUNK_ROWS:
                         append(chunk, line_file)
                         chunk = []
@@ -405,6 +408,12 @@ def write_prepared_labelled(
     except BaseException:
         writer.close()
         raise
+    overlap.warn(
+        str(spec.valid_file),
+        str(spec.train_file),
+        "texts",
+        lambda index: f"line {validation_rows[index].line_number}, {validation_rows[index].text!r}",
+    )
     (folder / TOKENIZER_FILE).write_text(tokenizer.to_json(), encoding="utf-8")
     write_corpus_manifest(
         folder,

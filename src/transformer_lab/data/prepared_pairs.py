@@ -59,7 +59,9 @@ from transformer_lab.data.tokenizer_pair import (
     TARGET_TOKENIZER_FILE,
     TokenizerPair,
 )
+from transformer_lab.data.validation_overlap import ValidationOverlap
 from transformer_lab.data.word_cache import WordCachedEncoder
+from transformer_lab.shortened import shortened
 
 logger = logging.getLogger(__name__)
 
@@ -352,6 +354,12 @@ def _append_encoded(
     bar.update(num_read)
 
 
+def _validation_pairs(valid: PairFiles, num_validation: int) -> list[tuple[str, str]]:
+    """The pairs of the validation files (the first ``num_validation``; 0: all), read and checked whole."""
+    pairs = read_pair_files(valid.paths, valid.source_language, valid.target_language, valid.form, name="--valid").pairs
+    return pairs[: num_validation or None]
+
+
 def _write_prepared(
     spec: PairCorpusSpec,
     folder: Path,
@@ -365,6 +373,10 @@ def _write_prepared(
     # Before the first read: a file that changes from here to the manifest is refused, not kept.
     inputs = InputWatch([*spec.train.paths, *valid_paths])
     count = count_pairs(spec.train)
+    # Before the BPE and the pass that encodes the corpus (minutes at millions of pairs): a bad
+    # validation file is refused in the time a count takes, not once the training data is done.
+    validation = None if spec.valid is None else _validation_pairs(spec.valid, spec.num_validation)
+    seen_in_training = ValidationOverlap(validation or [])
     held = _carved_positions(count, spec)
     num_train = count - len(held) if spec.num_train == 0 else min(spec.num_train, count - len(held))
     sample_drawn = None
@@ -400,6 +412,7 @@ def _write_prepared(
                         carved.append(pair)
                     elif kept < num_train:
                         training.append(pair)
+                        seen_in_training.see(pair)
                         kept += 1
                     index += 1
                 pending.append((executor.submit(encode, training), len(chunk)))
@@ -417,14 +430,15 @@ def _write_prepared(
         bar.close()
     if index != count:
         raise ValueError(f"{spec.train.paths[0]}: expected {count} pairs (counted), read {index}; did the file change?")
-    if spec.valid is not None:
-        validation = read_pair_files(
-            spec.valid.paths, spec.valid.source_language, spec.valid.target_language, spec.valid.form, name="--valid"
-        ).pairs
+    if spec.valid is None or validation is None:
+        validation = carved[: spec.num_validation or None]
     else:
-        validation = carved
-    if spec.num_validation:
-        validation = validation[: spec.num_validation]
+        seen_in_training.warn(
+            " ".join(map(str, spec.valid.paths)),
+            " ".join(map(str, spec.train.paths)),
+            "pairs",
+            lambda index: " -> ".join(shortened(repr(side), 60) for side in validation[index]),
+        )
     write_pairs_jsonl(folder / VALIDATION_FILE, validation, PAIR_KEYS)
     for name, text in tokenizers.files().items():
         (folder / name).write_text(text, encoding="utf-8")

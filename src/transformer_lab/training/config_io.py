@@ -22,6 +22,7 @@ given, quoted short by :func:`shown`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import json
 import math
@@ -30,6 +31,7 @@ import re
 import reprlib
 import types
 import typing
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -158,7 +160,30 @@ def config_from_dict(cls: type[ConfigType], data: Mapping[str, Any]) -> ConfigTy
 
 def _unknown_key(cls: type, name: Any, prefix: str) -> str:
     shown_name = name if isinstance(name, str) and len(name) <= 80 else shown(name)
-    return f"{prefix}{shown_name}: unknown key for {cls.__name__}; expected one of {sorted(_field_types(cls))}"
+    known = sorted(_field_types(cls))
+    message = f"{prefix}{shown_name}: unknown key for {cls.__name__}; expected one of {known}"
+    return message + _foreign_character(name, known) if isinstance(name, str) else message
+
+
+def _foreign_character(name: str, known: list[str]) -> str:
+    """Where ``name`` holds a character no key has, that character named, with the key it may stand for.
+
+    A key copied from a web page or a document may hold an invisible one (a zero-width space) or a
+    letter of another script that looks like a Latin one; printed as it is, the unknown key looks
+    like one of the keys the message lists.
+    """
+    for index, character in enumerate(name):
+        if not (character.isascii() and (character.isalnum() or character == "_")):
+            break
+    else:
+        return ""
+    described = f"U+{ord(character):04X} {unicodedata.name(character, 'a character without a name')}"
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    meant = f"; did you mean {close[0]!r}?" if close else ""
+    return (
+        f"; {name!r} holds {described} at character {index + 1}, and a key is only ASCII letters, digits and _"
+        f"{meant}"
+    )
 
 
 def _from_mapping(cls: type, data: Any, prefix: str) -> Any:
