@@ -138,3 +138,21 @@ def test_validation_texts_that_are_training_texts_too_are_counted_in_one_warning
     caplog.clear()
     assert main([*arguments, *settings, "--out", str(tmp_path / "out-new"), "--no-progress"]) == 0
     assert not [record for record in caplog.records if "also training" in record.getMessage()]
+
+
+def test_prepare_says_the_classes_it_found_so_a_class_spelt_two_ways_shows(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Labels given as names and as numbers are four classes; the preparation names them, as found.
+
+    (Was: nothing said which classes were read; the model trained ``pos`` and ``1`` apart.)
+    """
+    train_file = tmp_path / "reviews.tsv"
+    labels = ["pos", "neg", "1", "0"] * 6
+    rows = [f"a review {number} that reads {label}\t{label}" for number, label in enumerate(labels)]
+    train_file.write_text("text\tlabel\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    caplog.set_level(logging.INFO, logger="transformer_lab.data")
+    arguments = ["prepare", "classification", "--train", str(train_file), "--set", "data.vocab_size=300"]
+    assert main([*arguments, "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    said = [record.getMessage() for record in caplog.records if "classes in the labels" in record.getMessage()]
+    assert said == [f"{train_file}: 4 classes in the labels: 0, 1, neg, pos"]

@@ -21,6 +21,7 @@ import array
 import hashlib
 import itertools
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -64,8 +65,12 @@ from transformer_lab.data.subword import SubwordTokenizer, check_word_lengths
 from transformer_lab.data.token_store import TokenStore, TokenStoreWriter, ids_dtype
 from transformer_lab.data.validation_overlap import ValidationOverlap
 from transformer_lab.data.word_cache import WordCachedEncoder
+from transformer_lab.shortened import shortened
+
+logger = logging.getLogger(__name__)
 
 LABELLED_KIND = "labelled"
+_LISTED_CHARACTERS = 300  # of the class names said when a corpus is prepared
 LABELLED_FORMAT_VERSION = 1
 TOKENIZER_FILE = "tokenizer.json"
 LINE_NUMBERS_FILE = "line_numbers"
@@ -357,6 +362,10 @@ def write_prepared_labelled(
     settings and files), recorded so that a cache can tell whether it still holds.
     """
     scanned = spec.scan(class_names)
+    if class_names is None:
+        # Said as found: a class spelt two ways ("pos" and "1") is two classes the model learns apart.
+        found = shortened(", ".join(scanned.class_names), _LISTED_CHARACTERS)
+        logger.info("%s: %d classes in the labels: %s", spec.train_file, len(scanned.class_names), found)
     if spec.valid_file is not None:
         held = np.zeros(0, dtype=np.int64)
         validation_rows = spec.read_file(spec.valid_file).examples(
