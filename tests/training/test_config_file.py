@@ -119,6 +119,9 @@ def test_train_applies_the_files_in_order_then_set_wins(tmp_path: Path) -> None:
     [
         ("model:\n  width: 3\n", r"run.yaml: model\.width: unknown key for ModelConfig"),
         ("model:\n  d_model: sixty\n", r"run.yaml: model\.d_model: expected an int"),
+        # A key with nothing after it is YAML's null, said as the file spells it (was: "got None").
+        ("train:\n  max_steps:\n", r"run.yaml: train\.max_steps: expected an int, got null \(no value; .*\)$"),
+        ("train:\n  precision: null\n", r"run.yaml: train\.precision: expected one of .*, got null \(no value"),
         ("model: [1, 2\n", r"run.yaml: line \d+: expected YAML, got an error"),
         ("- model\n", r"run.yaml: expected sections of keys"),
         # An empty file was read as no settings, without a word: likely emptied, or not the file meant.

@@ -334,6 +334,9 @@ def _given(value: Any, annotation: Any) -> str:
     if type(value) is bool and _expects_text(annotation):
         # `source_language: no` (Norwegian) reads as False: the word itself is gone by now.
         return f"the boolean {value} (an unquoted {_YAML_BOOLEAN_WORDS[value]} in YAML; quote it to mean the text)"
+    if value is None:
+        # From a file: YAML's `key:` with nothing after it, or a null; "None" is a word of neither file.
+        return "null (no value; `key:` with nothing after it reads as null in YAML)"
     return shown(value)
 
 
