@@ -127,6 +127,21 @@ def test_misaligned_line_files_are_an_error(tmp_path: Path) -> None:
         read_pair_files([source, target], "de", "en")
 
 
+def test_blank_lines_at_the_end_of_the_longer_file_are_said_to_be_where_it_runs_past(tmp_path: Path) -> None:
+    """(Was: only the two counts, "62 line(s) in b.de and 60", which read as a misalignment inside.)"""
+    target = write(tmp_path / "a.en", "".join(f"sentence {number}\n" for number in range(60)))
+    source = write(tmp_path / "b.de", "".join(f"Satz {number}\n" for number in range(60)) + "\n \r\n")
+    said = r"got 62 line\(s\) in .*b\.de and 60 line\(s\) in .*a\.en; the last 2 line\(s\) of .*b\.de are blank: remove"
+    with pytest.raises(ValueError, match=said):
+        read_pair_files([source, target], "de", "en")  # read whole
+    with pytest.raises(ValueError, match=said):
+        count_pairs(PairFiles.of([source, target], "de", "en"))  # counted before a corpus is prepared
+    # Shorter by lines of text: the counts alone, nothing said of blank lines.
+    short = write(tmp_path / "c.de", "".join(f"Satz {number}\n" for number in range(50)))
+    with pytest.raises(ValueError, match=r"got 50 line\(s\) in .*c\.de and 60 line\(s\) in .*a\.en$"):
+        read_pair_files([short, target], "de", "en")
+
+
 def test_the_form_comes_from_the_files_or_is_refused_clearly(tmp_path: Path) -> None:
     assert pair_file_format(["a.de", "a.en"]) == "lines"
     assert pair_file_format(["a.TSV"]) == "tsv"

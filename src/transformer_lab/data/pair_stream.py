@@ -28,6 +28,7 @@ from transformer_lab.data.pair_files import (
     pair_file_format,
     tsv_pair,
 )
+from transformer_lab.data.parallel_text import misaligned_files_error
 
 CHUNK_PAIRS = 20_000  # pairs per chunk: enough for the tokenizer's threads, a few MB of text
 T = TypeVar("T")
@@ -91,10 +92,7 @@ def count_pairs(files: PairFiles) -> int:
             for path in (source_path, target_path):
                 for _ in stream_lines(path):
                     pass
-            raise ValueError(
-                f"expected aligned files with the same number of lines, got {source_count} "
-                f"line(s) in {source_path} and {target_count} line(s) in {target_path}"
-            )
+            raise misaligned_files_error((source_path, target_path), (source_count, target_count))
         if source_count == 0:
             raise ValueError(f"expected at least one line in {source_path} and {target_path}, got two empty files")
         return source_count
@@ -156,10 +154,7 @@ def numbered_pairs(
                 # One file ended first: count the rest of the other for the error.
                 rest = 1 + sum(1 for _ in (target_lines if source is None else source_lines))
                 counts = (number - 1, number - 1 + rest) if source is None else (number - 1 + rest, number - 1)
-                raise ValueError(
-                    f"expected aligned files with the same number of lines, got {counts[0]} "
-                    f"line(s) in {paths[0]} and {counts[1]} line(s) in {paths[1]}"
-                )
+                raise misaligned_files_error(paths, counts)
             yield number, check_lines(paths, number, source, target)
         if number == 0:
             raise ValueError(f"expected at least one line in {paths[0]} and {paths[1]}, got two empty files")

@@ -185,6 +185,41 @@ def _refuse_nul(lines: list[str], name: str, first_line: int) -> None:
             )
 
 
+def misaligned_files_error(paths: tuple[Path, Path], counts: tuple[int, int]) -> ValueError:
+    """The error for two line files of ``counts`` lines, not one a line of the other.
+
+    Blank lines at the end of the longer file (an editor's, or ``echo >>``) are said to be
+    where it runs past the other: the counts alone read as a misalignment somewhere inside.
+    """
+    message = (
+        f"expected aligned files with the same number of lines, got {counts[0]} line(s) in {paths[0]} "
+        f"and {counts[1]} line(s) in {paths[1]}"
+    )
+    longer = paths[0] if counts[0] > counts[1] else paths[1]
+    blank = _trailing_blank_lines(longer)
+    if blank:
+        message += f"; the last {blank} line(s) of {longer} are blank: remove them if they are the difference"
+    return ValueError(message)
+
+
+def _trailing_blank_lines(path: Path, tail_bytes: int = 1 << 16) -> int:
+    """How many of the lines at the end of ``path`` (within its last ``tail_bytes``) hold only whitespace."""
+    try:
+        with open(path, "rb") as file:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - tail_bytes))
+            lines = file.read().split(b"\n")
+    except OSError:  # a stream (stdin, a FIFO) read once already: its end cannot be read again
+        return 0
+    if lines and lines[-1] == b"":  # the final newline ends the last line; it starts none
+        lines.pop()
+    count = 0
+    for line in reversed(lines[1:]):  # the first may be a line cut by the tail's start
+        if line.strip():
+            break
+        count += 1
+    return count
+
+
 def read_parallel_text(
     source_path: str | os.PathLike[str],
     target_path: str | os.PathLike[str],
@@ -216,10 +251,7 @@ def read_parallel_text(
     source_lines = read_lines(source_path)
     target_lines = read_lines(target_path)
     if len(source_lines) != len(target_lines):
-        raise ValueError(
-            f"expected aligned files with the same number of lines, got {len(source_lines)} "
-            f"line(s) in {source_path} and {len(target_lines)} line(s) in {target_path}"
-        )
+        raise misaligned_files_error((source_path, target_path), (len(source_lines), len(target_lines)))
     if not source_lines:
         raise ValueError(f"expected at least one line in {source_path} and {target_path}, got two empty files")
 
