@@ -215,6 +215,18 @@ def test_tensorboard_flag_writes_event_files_beside_the_log(tmp_path: Path) -> N
     assert [path.name.split(".")[0] for path in (out / "tensorboard").iterdir()] == ["events"]
 
 
+def test_no_progress_flag_turns_the_bar_off_as_prepares_does(tmp_path: Path) -> None:
+    """``train --no-progress``, as ``prepare --no-progress`` (was: refused as unrecognized; only --set said it)."""
+    with_bar = TINY[: TINY.index("train.progress_bar=false") - 1]
+    assert main(["train", "copy", "--out", str(tmp_path / "quiet"), "--no-progress", *with_bar]) == 0
+    saved = json.loads((tmp_path / "quiet" / "last" / "config.json").read_text(encoding="utf-8"))
+    assert saved["train"]["progress_bar"] is False
+    # Not given, the preset's bar stays (and so does --tensorboard's preset value).
+    assert main(["train", "copy", "--out", str(tmp_path / "bar"), *with_bar]) == 0
+    saved = json.loads((tmp_path / "bar" / "last" / "config.json").read_text(encoding="utf-8"))
+    assert saved["train"]["progress_bar"] is True and saved["train"]["tensorboard"] is False
+
+
 @pytest.mark.parametrize("source", ["--set", "--config"])
 def test_a_synthetic_run_trains_the_task_named_on_the_command_line(
     tmp_path: Path, source: str, capsys: pytest.CaptureFixture[str]

@@ -92,6 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--tensorboard",
         action="store_true",
+        default=None,  # not given: no setting, so the preset's or --set's value stands
         help="also write the metrics as TensorBoard event files in OUT/tensorboard (the tensorboard extra); "
         "= --set train.tensorboard=true",
     )
@@ -143,6 +144,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--json",
         action="store_true",
         help="print the final summary as one JSON object, unrounded (for scripts), instead of readable lines",
+    )
+    parser.add_argument(
+        "--no-progress",
+        dest="progress_bar",
+        action="store_const",
+        const=False,
+        default=None,
+        help="no progress bar (for logs sent to files), as prepare's; = --set train.progress_bar=false",
     )
     add_config_file_argument(parser)
     add_override_arguments(parser)
@@ -293,14 +302,19 @@ DATA_OPTIONS = {
     "source_language": "data.source_language",
     "target_language": "data.target_language",
 }
-TRAIN_OPTIONS = {"precision": "train.precision", "time_budget": "train.time_budget", "tensorboard": "train.tensorboard"}
+TRAIN_OPTIONS = {
+    "precision": "train.precision",
+    "time_budget": "train.time_budget",
+    "tensorboard": "train.tensorboard",
+    "progress_bar": "train.progress_bar",
+}
 
 
 def option_settings(arguments: argparse.Namespace, fields: Mapping[str, str]) -> list[Setting]:
-    """The options given (neither None nor False) as settings of the fields they stand for, named by their flags."""
+    """The options given (not None) as settings of the fields they stand for, named by their flags."""
     given = {option: getattr(arguments, option) for option in fields}
     return [
         Setting(fields[option], value, "--" + option.replace("_", "-"))
         for option, value in given.items()
-        if value is not None and value is not False
+        if value is not None
     ]
