@@ -636,6 +636,47 @@ def test_a_part_sent_from_another_place_than_the_kept_bytes_end_is_not_appended_
     assert leftovers(tmp_path) == []
 
 
+class PortalHandler(http.server.BaseHTTPRequestHandler):
+    """Answers every request, Range or not, with the same small HTML page and 200: a captive portal."""
+
+    page = b"<!DOCTYPE html><html><body>Sign in to continue</body></html>"
+
+    def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(self.page)))
+        self.end_headers()
+        self.wfile.write(self.page)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's name)
+        pass
+
+
+def test_a_whole_answer_shorter_than_the_kept_bytes_leaves_them_as_they_were(tmp_path: Path) -> None:
+    # A sign-in page answering a resume with 200 was written from the start over the kept bytes, then
+    # failed its check and was deleted: a large partial download lost to a page of 60 bytes.
+    kept = bytes(range(256)) * 40
+    destination = tmp_path / "f.bin"
+    partial_path(destination).write_bytes(kept)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), PortalHandler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/f.bin"
+    try:
+        with pytest.raises(ConnectionError) as error:
+            download_file(url, destination, hashlib.sha256(kept + b"rest").hexdigest())
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+    assert str(error.value) == (
+        f"{url}: expected the rest of the file after the 10240 bytes kept in {partial_path(destination)}, got an "
+        f"answer of {len(PortalHandler.page)} bytes for the whole file, fewer than those kept, so not the file (a "
+        "proxy's or a sign-in page?); the kept bytes are left as they were and the same command resumes from there"
+    )
+    assert partial_path(destination).read_bytes() == kept and not destination.exists()
+
+
 def test_a_resumed_body_that_fails_its_hash_is_deleted(
     range_server: tuple[str, type[RangeHandler]], tmp_path: Path
 ) -> None:

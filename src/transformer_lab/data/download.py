@@ -169,6 +169,11 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (scheme checked)
             if offset and getattr(response, "status", None) != 206:
+                whole = response.headers.get("Content-Length")
+                if whole and whole.isdigit() and int(whole) < offset:
+                    # Shorter than the kept prefix of the file, it is not the file (a proxy's or a sign-in
+                    # page): written from the start, it would replace hours of kept bytes.
+                    raise _NotTheFile(int(whole))
                 # The server sends the whole file (no ranges, or a file:// URL): start again.
                 logger.info("%s: the server sent the whole file; restarting the download", url)
                 offset = 0
@@ -209,6 +214,12 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
             if total is not None and received < total:
                 # http.client ends a body cut short without an error; the length says so.
                 raise http.client.IncompleteRead(b"", total - received)
+    except _NotTheFile as error:
+        raise ConnectionError(
+            f"{url}: expected the rest of the file after the {offset} bytes kept in {partial}, got an answer of "
+            f"{error.size} bytes for the whole file, fewer than those kept, so not the file (a proxy's or a sign-in "
+            "page?); the kept bytes are left as they were and the same command resumes from there"
+        ) from None
     except _NotContinued as error:
         logger.info(
             "%s: the server sent bytes from %d on, not the rest after the %d kept in %s; restarting",
@@ -254,6 +265,14 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
             f"{url}: download interrupted ({type(error).__name__}: {error}); {kept} bytes are kept in "
             f"{partial} and the same command resumes from there"
         ) from None
+
+
+class _NotTheFile(Exception):
+    """A whole-file answer to a resumed download, shorter than the bytes already kept of that file."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
 
 
 class _NotContinued(Exception):
