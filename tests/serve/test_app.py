@@ -297,7 +297,7 @@ BAD_REQUESTS = [
     ("/api/translation/attention", {"model": NAME, "text": SENTENCE, "target_ids": [10**6]}, 400, "target_ids"),
     ("/api/masks", {"sentences": []}, 422, "sentences"),
     ("/api/masks", {"sentences": ["a"] * 5}, 422, "sentences"),
-    ("/api/masks", {"sentences": ["word " * 49]}, 400, "1 to 48 tokens"),
+    ("/api/masks", {"sentences": ["a", "word " * 49]}, 400, "sentences.1: expected 1 to 48 tokens, got 49"),
     ("/api/masks", {"sentences": ["a b"], "model": "nobody"}, 404, "'nobody'"),
 ]
 

@@ -31,7 +31,8 @@ def masks_for(request: MasksRequest, tokenize: Callable[[str], list[str]] | None
     tokenized = [tokenize(sentence) if tokenize is not None else sentence.split() for sentence in request.sentences]
     for index, tokens in enumerate(tokenized):
         if not 1 <= len(tokens) <= MAX_TOKENS:
-            raise ValueError(f"sentences[{index}]: expected 1 to {MAX_TOKENS} tokens, got {len(tokens)}")
+            # Named as the 422s name a list item (sentences.1), the same field in the same answer format.
+            raise ValueError(f"sentences.{index}: expected 1 to {MAX_TOKENS} tokens, got {len(tokens)}")
     length = max(len(tokens) for tokens in tokenized)
     panels = mask_panels([len(tokens) for tokens in tokenized], length)
     return {
