@@ -677,6 +677,37 @@ def test_a_whole_answer_shorter_than_the_kept_bytes_leaves_them_as_they_were(tmp
     assert partial_path(destination).read_bytes() == kept and not destination.exists()
 
 
+class LoopHandler(http.server.BaseHTTPRequestHandler):
+    """Redirects every request to itself."""
+
+    def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+        self.send_response(302)
+        self.send_header("Location", self.path)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's name)
+        pass
+
+
+def test_a_redirect_loop_is_one_line_from_the_api_too(tmp_path: Path) -> None:
+    # urllib's reason spans three lines; the command line joined them, the Python API passed them on.
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), LoopHandler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/f.bin"
+    try:
+        with pytest.raises(ConnectionError) as error:
+            download_file(url, tmp_path / "f.bin", sha256("never\n"))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+    assert str(error.value).startswith(f"{url}: download failed with HTTP 302 The HTTP server returned a redirect")
+    assert "\n" not in str(error.value) and "  " not in str(error.value)
+    assert not (tmp_path / "f.bin").exists()
+
+
 def test_a_resumed_body_that_fails_its_hash_is_deleted(
     range_server: tuple[str, type[RangeHandler]], tmp_path: Path
 ) -> None:

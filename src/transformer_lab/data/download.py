@@ -252,11 +252,12 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
             return
         if error.code == 404:
             raise FileNotFoundError(f"{url}: expected a file to download, got HTTP 404 Not Found") from None
-        raise ConnectionError(f"{url}: download failed with HTTP {error.code} {error.reason}") from None
+        # urllib's reason for a redirect loop spans lines; an error the API raises is one line, as the command's.
+        raise ConnectionError(f"{url}: download failed with HTTP {error.code} {_one_line(error.reason)}") from None
     except urllib.error.URLError as error:
         if isinstance(error.reason, FileNotFoundError):
             raise FileNotFoundError(f"{url}: expected a file to download, got no such file") from None
-        raise ConnectionError(f"{url}: download failed ({error.reason})") from None
+        raise ConnectionError(f"{url}: download failed ({_one_line(error.reason)})") from None
     except (OSError, TimeoutError, http.client.HTTPException) as error:
         if isinstance(error, OSError) and error.errno in DISK_ERRNOS:
             raise  # the disk refused the body (full, read-only), not the connection: the caller names it
@@ -265,6 +266,11 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
             f"{url}: download interrupted ({type(error).__name__}: {error}); {kept} bytes are kept in "
             f"{partial} and the same command resumes from there"
         ) from None
+
+
+def _one_line(reason: object) -> str:
+    """``reason`` (urllib's, a str or an exception) as one line, its runs of spaces and line breaks one space."""
+    return " ".join(str(reason).split())
 
 
 class _NotTheFile(Exception):
