@@ -185,6 +185,29 @@ def test_translation_checkpoint_exports_exactly(tmp_path: Path, overrides: list[
     assert_greedy_equal(trained.model, sessions, padded(sources), 8)
 
 
+@pytest.mark.parametrize("max_len", [1, 3, 6])
+def test_a_positional_table_shorter_than_the_tracing_examples_exports_exactly(tmp_path: Path, max_len: int) -> None:
+    # The graphs are traced on 5 source positions and 3 new after 4 cached: a model of a
+    # shorter table is traced on examples that fit it, and computes ours at every length.
+    checkpoint = write_translation_checkpoint(
+        tmp_path / "checkpoint", ["model.d_model=32", "model.nhead=4", f"model.max_len={max_len}", "decode.max_len=1"]
+    )
+    trained = load_trained(checkpoint)
+    sessions = load_seq2seq(export_checkpoint(checkpoint, tmp_path / "onnx"))
+    tokenizer = trained.vocabulary.source
+    sources = [tokenizer.encode(german)[: max_len - index % 2 or 1] for index, (german, _) in enumerate(SENTENCES)]
+    targets = [([BOS_ID] + tokenizer.encode(english))[:max_len] for _, english in SENTENCES]
+    assert_steps_equal(trained.model, sessions, padded(sources), padded(targets))
+    assert_greedy_equal(trained.model, sessions, padded(sources), max_len)
+    classifier = TransformerClassifier(
+        40, 3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32, dropout=0.0, max_len=max_len
+    )
+    out_dir = export_classifier(classifier.eval(), tmp_path / "classifier", task="classification")
+    token_ids = padded([[5, 9, 12, 30, 4, 7][:max_len], [39]])  # [2, min(6, max_len)]
+    theirs = load_classifier(out_dir).logits(token_ids.numpy())
+    np.testing.assert_allclose(theirs, our_logits(classifier, token_ids), atol=1e-4)
+
+
 def train_couplet(root: Path, overrides: list[str]) -> Path:
     """Two steps of ``couplet.train`` on made-up couplets; returns the run's ``last/``."""
     data_dir = write_couplet_folder(root / "data", num_train=60, num_test=5)
@@ -247,6 +270,22 @@ def test_classifier_layouts_export_exactly(tmp_path: Path, options: dict) -> Non
     theirs, ours = load_classifier(out_dir).logits(token_ids.numpy()), our_logits(model, token_ids)
     np.testing.assert_allclose(theirs, ours, atol=1e-4)
     assert theirs.argmax(axis=1).tolist() == ours.argmax(axis=1).tolist()
+
+
+def test_exporting_leaves_the_callers_model_in_its_mode(tmp_path: Path) -> None:
+    # The exporter restores the mode of the graph wrapping the model (a new module, in
+    # training mode) to the whole tree: an eval model came back with its dropout on.
+    seq2seq = Seq2SeqTransformer(30, 30, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1).eval()
+    classifier = TransformerClassifier(30, 2, d_model=16, nhead=2, num_layers=1).eval()
+    src_ids = torch.tensor([[5, 6, 7, 8], [9, 10, PAD_ID, PAD_ID]])
+    before = greedy_search(seq2seq, src_ids, 6).hypotheses
+    export_seq2seq(seq2seq, tmp_path / "seq2seq", task="translation")
+    export_classifier(classifier, tmp_path / "classifier", task="classification")
+    assert not any(module.training for module in [*seq2seq.modules(), *classifier.modules()])
+    assert greedy_search(seq2seq, src_ids, 6).hypotheses == before  # dropout off, as it was
+    training = TransformerClassifier(30, 2, d_model=16, nhead=2, num_layers=1).train()
+    export_classifier(training, tmp_path / "training", task="classification")
+    assert all(module.training for module in training.modules())
 
 
 def test_other_tasks_are_refused_naming_the_task(reverse: dict, tmp_path: Path) -> None:

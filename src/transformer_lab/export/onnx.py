@@ -226,8 +226,14 @@ def export_graph(
     output_names: Sequence[str],
     dynamic_axes: Mapping[str, Mapping[int, str]],
 ) -> None:
-    """Trace ``module`` on ``example_inputs`` into the ONNX file ``path`` and check it with ``onnx.checker``."""
+    """Trace ``module`` on ``example_inputs`` into the ONNX file ``path`` and check it with ``onnx.checker``.
+
+    Every submodule is left in the mode it was in: the exporter traces in eval mode, then puts
+    the whole tree in the mode of ``module`` alone, which would leave the caller's model
+    wrapped in one of this module's graphs (new modules, in training mode) with its dropout on.
+    """
     onnx = _import_onnx()
+    modes = [(submodule, submodule.training) for submodule in module.modules()]
     with torch.no_grad(), warnings.catch_warnings():
         # The deprecation notice of the TorchScript exporter (see the module docstring),
         # and the tracer's notes on Python booleans taken from shapes: the graphs' only
@@ -239,17 +245,21 @@ def export_graph(
         exporter: dict[str, Any] = (
             {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
         )
-        torch.onnx.export(
-            module,
-            example_inputs,
-            str(path),
-            input_names=list(input_names),
-            output_names=list(output_names),
-            dynamic_axes={name: dict(name_axes) for name, name_axes in dynamic_axes.items()},
-            opset_version=OPSET_VERSION,
-            do_constant_folding=True,
-            **exporter,
-        )
+        try:
+            torch.onnx.export(
+                module,
+                example_inputs,
+                str(path),
+                input_names=list(input_names),
+                output_names=list(output_names),
+                dynamic_axes={name: dict(name_axes) for name, name_axes in dynamic_axes.items()},
+                opset_version=OPSET_VERSION,
+                do_constant_folding=True,
+                **exporter,
+            )
+        finally:
+            for submodule, training in modes:
+                submodule.training = training
     onnx.checker.check_model(str(path))
 
 
@@ -469,10 +479,8 @@ class EncoderGraph(nn.Module):
         return tuple(outputs)
 
     def example_inputs(self) -> tuple[Tensor, Tensor]:
-        """A batch of 2 sources of 5 positions, one padded, to trace with (sizes distinct from the decoder's)."""
-        src_ids = torch.full((2, 5), 4 % self.model.src_vocab_size, dtype=torch.long)  # [2, 5]
-        src_ids[1, 3:] = self.model.pad_id
-        return src_ids, src_ids == self.model.pad_id
+        """A batch of 2 sources of 5 positions (fewer for a shorter table), one padded, to trace with."""
+        return _padded_example(self.model.src_vocab_size, self.model.pad_id, self.model.positional_encoding.max_len)
 
 
 class DecoderStepGraph(nn.Module):
@@ -596,8 +604,16 @@ class DecoderStepGraph(nn.Module):
         return memory[:, clamped] * real.unsqueeze(-1).to(memory.dtype)  # [B, T, D]
 
     def example_inputs(self) -> tuple[Tensor, ...]:
-        """Batch 2, 3 new tokens after 4 cached positions, a source of 6: distinct sizes, none 0 or 1, to trace with."""
+        """Batch 2, 3 new tokens after 4 cached positions, a source of 6: distinct sizes, none 0 or 1, to trace with.
+
+        A table (``max_len``) shorter than 7 positions gets fewer: the new tokens' positions
+        must lie in it while tracing, as they must when the graph runs.
+        """
         batch, new_len, past_len, source_len = 2, 3, 4, 6
+        max_len = self.model.positional_encoding.max_len
+        if new_len + past_len > max_len:
+            new_len = min(new_len, max(1, max_len - 2))
+            past_len = max_len - new_len
         model = self.model
         tgt_ids = torch.full((batch, new_len), model.bos_id, dtype=torch.long)  # [2, 3]
         src_padding_mask = torch.zeros(batch, source_len, dtype=torch.bool)  # [2, 6]
@@ -637,7 +653,18 @@ class ClassifierGraph(nn.Module):
         return model.head(pooled)  # [B, C]
 
     def example_inputs(self) -> tuple[Tensor, Tensor]:
-        """A batch of 2 sequences of 5 positions, one padded, to trace with."""
-        token_ids = torch.full((2, 5), 4 % self.model.vocab_size, dtype=torch.long)  # [2, 5]
-        token_ids[1, 3:] = self.model.pad_id
-        return token_ids, token_ids == self.model.pad_id
+        """A batch of 2 sequences of 5 positions (fewer for a shorter table), one padded, to trace with."""
+        return _padded_example(self.model.vocab_size, self.model.pad_id, self.model.positional_encoding.max_len)
+
+
+def _padded_example(vocab_size: int, pad_id: int, max_len: int) -> tuple[Tensor, Tensor]:
+    """Token ids and their padding mask to trace an encoder with: 2 rows of 5 positions, the second padded.
+
+    A table (``max_len``) shorter than 5 positions gets rows of its length: a longer example
+    would read past it while tracing. The second row keeps at least one real token.
+    Shape: -> ``[2, L]`` int64, ``[2, L]`` bool, L = min(5, max_len).
+    """
+    length = min(5, max_len)
+    token_ids = torch.full((2, length), 4 % vocab_size, dtype=torch.long)  # [2, L]
+    token_ids[1, max(1, length - 2) :] = pad_id
+    return token_ids, token_ids == pad_id
