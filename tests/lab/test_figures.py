@@ -122,6 +122,8 @@ def test_bad_figure_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
         figures.plot_lr_schedule(tmp_path / "schedule.jpg", total_steps=10)
     with pytest.raises(ValueError, match=r"^real_length must be in \[1, length\] \(length is 4\), got 5$"):
         figures.plot_masks(tmp_path / "masks.png", length=4, real_length=5)
+    with pytest.raises(ValueError, match=r"^figsize and dpi: expected a figure of at least 1 pixel each way, got 0\.5"):
+        figures.plot_positions(tmp_path / "positions.png", figsize=(0.005, 4.0), dpi=100)
     with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
         result_plots.plot_training_curve(tmp_path / "curve.png", tmp_path / "metrics.jsonl")
     (tmp_path / "broken.jsonl").write_text('{"event": "train", "step": 1}\nnot json\n', encoding="utf-8")
@@ -178,6 +180,11 @@ def test_a_path_of_bytes_is_a_type_error_naming_the_argument(tmp_path: Path) -> 
             ["lr-schedule", "--settings", "0:4000"],
             "--settings: expected d_model:warmup pairs of ints >= 1, got '0:4000'",
         ),
+        (
+            ["masks", "--width", "0.001", "--height", "2"],
+            "--width, --height and --dpi: expected a figure of at least 1 pixel each way (width x dpi by height "
+            "x dpi), got 0.1 by 200; make them larger",
+        ),
     ],
 )
 def test_plot_command_names_the_option_of_a_bad_figure_setting(
@@ -216,6 +223,10 @@ def test_plot_command_checks_out_and_metrics_before_drawing(tmp_path: Path, caps
         main(["plot", "lr-schedule", "--steps", "1", "--out", str(tmp_path / "l.png")])
     assert stopped.value.code == 2
     assert "argument --steps: expected an int in [2, 10,000,000], got 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:  # the figures draw from 10 dpi: refused as the option it is
+        main(["plot", "masks", "--dpi", "5", "--out", str(tmp_path / "m.png")])
+    assert stopped.value.code == 2
+    assert "argument --dpi: expected an int in [10, 1,200], got 5" in capsys.readouterr().err
     assert list(tmp_path.glob("*.png")) == []
 
 

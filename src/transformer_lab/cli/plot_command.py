@@ -103,7 +103,8 @@ def _add_output_arguments(parser: argparse.ArgumentParser, default_size: tuple[f
     size_words = f"{default_size[0]:g} x {default_size[1]:g}" if default_size else "2.2 per panel"
     parser.add_argument("--width", type=float_in(0, 100), default=None, help=f"width in inches (default: {size_words})")
     parser.add_argument("--height", type=float_in(0, 100), default=None, help="height in inches (default: see --width)")
-    parser.add_argument("--dpi", type=int_in(1, 1200), default=100, help="pixels per inch (default 100)")
+    # From 10, as every figure function takes it (check_figure_size).
+    parser.add_argument("--dpi", type=int_in(10, 1200), default=100, help="pixels per inch (default 100)")
 
 
 def _output_options(arguments: argparse.Namespace) -> dict[str, Any]:
@@ -124,6 +125,11 @@ def _output_options(arguments: argparse.Namespace) -> dict[str, Any]:
     if arguments.width is None or arguments.height is None:
         raise ValueError(
             f"--width and --height: expected both or neither, got width={arguments.width}, height={arguments.height}"
+        )
+    if min(arguments.width, arguments.height) * arguments.dpi < 1:  # matplotlib cannot write an empty image
+        raise ValueError(
+            f"--width, --height and --dpi: expected a figure of at least 1 pixel each way (width x dpi by height "
+            f"x dpi), got {arguments.width * arguments.dpi:g} by {arguments.height * arguments.dpi:g}; make them larger"
         )
     pixels = round(arguments.width * arguments.dpi) * round(arguments.height * arguments.dpi)
     if pixels > MAX_PIXELS:  # before matplotlib allocates the canvas

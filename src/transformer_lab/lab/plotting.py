@@ -34,11 +34,16 @@ enable_cjk_fallback()
 
 
 def check_figure_size(figsize: tuple[float, float], dpi: int) -> None:
-    """Refuse a size that is not two positive inches, or a resolution below 10 dpi."""
+    """Refuse a size that is not two positive inches, a resolution below 10 dpi, or under a pixel either way."""
     if len(figsize) != 2 or min(figsize) <= 0:
         raise ValueError(f"figsize must be two positive numbers (width, height) in inches, got {figsize!r}")
     if dpi < 10:
         raise ValueError(f"dpi must be >= 10, got {dpi}")
+    if min(figsize) * dpi < 1:  # matplotlib would draw it, then fail to write an empty image
+        raise ValueError(
+            f"figsize and dpi: expected a figure of at least 1 pixel each way, got {figsize[0] * dpi:g} by "
+            f"{figsize[1] * dpi:g} ({figsize!r} inches at {dpi} dpi)"
+        )
 
 
 def check_image_path(path: str | os.PathLike[str], name: str = "path") -> Path:
