@@ -136,6 +136,27 @@ def test_lab_command_refuses_model_sizes_with_a_checkpoint(
     ]
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--d-model", "30", "--nhead", "4"], "--nhead: expected a divisor of --d-model 30"),
+        (["--nhead", "3"], "--nhead: expected a divisor of --d-model 32"),  # the default d_model
+        (
+            ["--d-model", "3", "--nhead", "1"],
+            "--d-model: expected an even int (the positions are sin/cos pairs), got 3",
+        ),
+    ],
+)
+def test_lab_command_names_the_options_of_model_sizes_that_build_no_model(
+    options: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["lab", "tgt-padding-mask", *options]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"transformer-lab lab: error: {message}")
+    with pytest.raises(ValueError, match=r"^nhead: expected a divisor of d_model 30 \(each head .*\), got 4$"):
+        build_lab_setup(d_model=30, nhead=4)  # the API names its keywords
+
+
 def test_lab_runs_on_a_checkpoint(tiny_checkpoint: Path) -> None:
     setup = build_lab_setup(checkpoint=tiny_checkpoint, batch_size=4)
     assert f"from {tiny_checkpoint}" in setup.description

@@ -236,6 +236,21 @@ def _random_model(
     ``longest_from`` says where the longest sequence comes from (a file's line), for the refusal of sizes
     too large: a sentence of millions of words is what to fix there, not the model's sizes.
     """
+    # Named as the caller spells them (the lab command's --d-model); ModelConfig would name its fields.
+    if d_model % 2:
+        raise SettingError(
+            "{d_model}: expected an even int (the positions are sin/cos pairs), got {given}",
+            ("d_model",),
+            given=d_model,
+        )
+    if d_model % nhead:
+        raise SettingError(
+            "{nhead}: expected a divisor of {d_model} {given_d_model} (each head takes d_model / nhead dimensions), "
+            "got {given}",
+            ("nhead", "d_model"),
+            given=nhead,
+            given_d_model=d_model,
+        )
     floats = lab_floats(d_model, nhead, num_layers, longest, batch_size, src_vocab_size, tgt_vocab_size)
     if floats > MAX_LAB_FLOATS:  # before anything is allocated
         raise SettingError(
