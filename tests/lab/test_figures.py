@@ -155,6 +155,24 @@ def test_a_log_whose_last_row_is_being_written_plots_the_rows_before_it(
         read_metrics(log)
 
 
+def test_non_finite_values_of_a_log_are_named_not_left_out_without_a_word(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # json writes a diverging run's NaN as NaN; matplotlib draws it as a gap in the line.
+    rows = [{"event": "train", "step": step, "train_loss": 3.0 / step, "lr": 0.001} for step in range(1, 6)]
+    rows[2]["train_loss"] = float("nan")
+    rows.append({"event": "eval", "step": 5, "val_loss": float("inf"), "bleu": 1.0})
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    assert main(["plot", "training-curve", "--metrics", str(log), "--out", str(tmp_path / "curve.png")]) == 0
+    assert (tmp_path / "curve.png").is_file()
+    warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert warnings == [
+        f"{log}: 2 value(s) not drawn, being NaN or infinite: train_loss NaN at step 3 (line 3), "
+        "val_loss inf at step 5 (line 6)"
+    ]
+
+
 def test_a_path_of_bytes_is_a_type_error_naming_the_argument(tmp_path: Path) -> None:
     # pathlib's own TypeError names no argument; every figure takes its path through one check.
     maps = {"encoder.layers.0.self_attn": torch.rand(1, 2, 3, 3)}

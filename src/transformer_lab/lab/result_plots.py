@@ -14,6 +14,8 @@ from transformer_lab.lab.plotting import check_figure_size, save_png  # first: m
 
 # isort: split
 import json
+import logging
+import math
 import os
 import textwrap
 from pathlib import Path
@@ -27,6 +29,8 @@ from transformer_lab.lab.fonts import check_cjk_text
 from transformer_lab.training.metrics_log import numbered_metrics
 
 __all__ = ["plot_confusion_matrix", "plot_ms_per_step", "plot_training_curve"]
+
+logger = logging.getLogger(__name__)
 
 
 def plot_training_curve(
@@ -60,6 +64,7 @@ def plot_training_curve(
             f"{metrics_path}: line {number}: expected a numeric 'train_loss' in every train row "
             f"to draw, got {json.dumps(row)[:80]}"
         )
+    _warn_of_values_not_drawn(metrics_path, numbered)
     figure, (left, right) = plt.subplots(1, 2, figsize=figsize)
     if train_rows:
         steps = [row["step"] for row in train_rows]
@@ -82,6 +87,33 @@ def plot_training_curve(
         right.legend(fontsize=8)
     figure.tight_layout()
     return save_png(figure, path, dpi)
+
+
+def _warn_of_values_not_drawn(metrics_path: str | os.PathLike[str], numbered: Sequence[tuple[int, dict]]) -> None:
+    """One warning naming the NaN and infinite values among those drawn, which matplotlib leaves out without a word.
+
+    A loss that became NaN or inf is what a reader of the curve most needs to know; the gap
+    it leaves in the line (an empty axis, when every loss is NaN) does not say so.
+    """
+    found = [
+        f"{name} {'NaN' if math.isnan(value) else value} at step {row['step']} (line {number})"
+        for number, row in numbered
+        for name, value in row.items()
+        if name in _drawn_fields(row) and isinstance(value, float) and not math.isfinite(value)
+    ]
+    if found:
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        listed = ", ".join(found[:3])
+        logger.warning("%s: %d value(s) not drawn, being NaN or infinite: %s%s", metrics_path, len(found), listed, more)
+
+
+def _drawn_fields(row: Mapping[str, object]) -> tuple[str, ...]:
+    """The fields of a metrics row that the training curve draws: a train row's loss and rate, an eval row's metrics."""
+    if row["event"] == "train":
+        return ("train_loss", "lr")
+    if row["event"] == "eval":
+        return tuple(name for name in row if name not in ("event", "step", "epoch"))
+    return ()
 
 
 # The most classes whose counts are written in their cells and whose names label the axes, at the default size.
