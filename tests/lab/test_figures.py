@@ -241,6 +241,10 @@ def test_plot_command_checks_out_and_metrics_before_drawing(tmp_path: Path, caps
         main(["plot", "lr-schedule", "--steps", "1", "--out", str(tmp_path / "l.png")])
     assert stopped.value.code == 2
     assert "argument --steps: expected an int in [2, 10,000,000], got 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:  # a folder's path, not written as the file m.png
+        main(["plot", "masks", "--out", f"{tmp_path / 'm.png'}/"])
+    assert stopped.value.code == 2
+    assert f"argument --out: expected a file, got '{tmp_path / 'm.png'}/', which ends in '/'" in capsys.readouterr().err
     with pytest.raises(SystemExit) as stopped:  # the figures draw from 10 dpi: refused as the option it is
         main(["plot", "masks", "--dpi", "5", "--out", str(tmp_path / "m.png")])
     assert stopped.value.code == 2

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from transformer_lab.cli.bounds import float_in, int_in, path_of
+from transformer_lab.cli.bounds import checked_text, file_path_of, float_in, int_in, path_of
 from transformer_lab.folders import FolderWriteError
 from transformer_lab.setting_error import SettingError
 from transformer_lab.training.checkpoint import resolve_checkpoint
@@ -99,7 +99,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _add_output_arguments(parser: argparse.ArgumentParser, default_size: tuple[float, float] | None) -> None:
     """--out, --width, --height and --dpi; ``default_size`` is the figure function's own, for the help."""
-    parser.add_argument("--out", required=True, help="the PNG file to write")
+    # A file's path as typed: "x.png/" names a folder, "" the current one; both refused, not written as x.png.
+    parser.add_argument("--out", type=checked_text(file_path_of), required=True, help="the PNG file to write")
     size_words = f"{default_size[0]:g} x {default_size[1]:g}" if default_size else "2.2 per panel"
     parser.add_argument("--width", type=float_in(0, 100), default=None, help=f"width in inches (default: {size_words})")
     parser.add_argument("--height", type=float_in(0, 100), default=None, help="height in inches (default: see --width)")
