@@ -1571,6 +1571,17 @@ CLI_CASES = [
         lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--split", "dev"],
         r"expected the couplet split 'dev' \(in\.txt and out\.txt\) in one of .*; found none$",
     ),
+    # A split is a folder's name: an empty one is refused, not read as the default test split (was: exit 0).
+    CliCase(
+        "evaluate couplet: an empty split",
+        lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--split", ""],
+        r"error: --split: expected a folder name such as validation, train, test, train_couplet_machine, got ''$",
+    ),
+    CliCase(
+        "evaluate couplet: a path as the split",
+        lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--split", "../couplet/test"],
+        r"error: --split: expected a folder name such as validation, .*, got '\.\./couplet/test'$",
+    ),
     CliCase(
         "evaluate couplet: the split's folder missing",
         lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--data-dir", str(tmp / "nodata")],
