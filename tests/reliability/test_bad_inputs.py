@@ -1986,6 +1986,23 @@ def test_undecodable_argument_bytes_through_the_real_entry_point(checkpoints: Ch
     ]
 
 
+@pytest.mark.parametrize("command", list(ACCEPTED_LINES))
+def test_a_closed_stdin_is_one_line_naming_it(
+    command: str, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A process started with stdin closed (``<&-``) has ``sys.stdin`` None (was: an AttributeError traceback)."""
+    checkpoint = getattr(checkpoints, ACCEPTED_LINES[command][0])
+    monkeypatch.setattr(sys, "stdin", None)
+    assert main([command, "--checkpoint", str(checkpoint)]) == 2
+    captured = capsys.readouterr()
+    verb = {"translate": "translate", "classify": "classify", "couplet": "answer"}[command]
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        f"transformer-lab {command}: error: stdin: expected the lines to {verb} (or them as arguments, "
+        "or --input FILE), got it closed"
+    ]
+
+
 def test_unreadable_file_is_a_value_error_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path / "secret.txt", b"Hallo\n")
     if hasattr(os, "geteuid") and os.geteuid() != 0:
