@@ -60,7 +60,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     write_text_atomically(samples, couplet_samples_table(shown))
     lines = [f"couplet {split}, {len(pairs)} pairs, {search.name}, constraints {constraints}"]
     lines += report.lines() + line_break_notes(answers, "lower lines")
-    lines.append(f"\n{NUM_SAMPLES} samples (upper | ours | reference):")
+    lines.append(f"\n{len(shown)} samples (upper | ours | reference):")  # a split may hold fewer than NUM_SAMPLES
     lines += [f"  {upper} | {ours} | {reference}" for upper, ours, reference in shown]
     lines.append(f"hypotheses: {output}\nsamples: {samples}")
     return EvaluationReport(
