@@ -175,6 +175,48 @@ def test_plot_attention_draws_what_the_translator_draws(
     )
 
 
+@pytest.mark.parametrize(
+    ("command", "options", "inputs"),
+    [
+        # The checkpoint's beam of 2 writes another first line than the 4 beams the list widens it to.
+        ("translate", ["--nbest", "4"], ["Ein Mann", "Ein Fahrrad"]),
+        ("couplet", ["--no-mirror-repetition"], ["春风", "河风山风", "山河月河春"]),
+        ("couplet", ["--num-candidates", "5"], ["山河月河春", "河风山风"]),
+    ],
+)
+def test_plot_attention_draws_the_answer_printed_first_under_the_options_search_and_rules(
+    command: str,
+    options: list[str],
+    inputs: list[str],
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    checkpoint = request.getfixturevalue("translation_checkpoint" if command == "translate" else "couplet_checkpoint")
+    predictor = Translator(checkpoint) if command == "translate" else CoupletWriter(checkpoint)
+    drawn: list[list[str]] = []
+
+    def heat_map(weights: torch.Tensor, columns: list[str], rows: list[str], path: Path, title: str = "") -> Path:
+        drawn.append(rows)
+        return path
+
+    differs = []
+    for text in inputs:
+        arguments = [command, "--checkpoint", str(checkpoint), "--precision", "fp32", *options, text]
+        with mock.patch("transformer_lab.lab.figures.plot_attention_heatmap", heat_map):
+            printed = _stdout([*arguments, "--plot-attention", str(tmp_path / "map.png")], capsys)
+        # Rows are <bos>, then the tokens written: a couplet's characters, a translation's subword labels.
+        rows = drawn.pop()[1:]
+        if command == "couplet":
+            first = printed[0] if len(printed) == 1 else printed[1].split()[1]
+            assert "".join(rows) == first
+        else:
+            assert rows == predictor.attention_map(text, beam=4, precision="fp32").rows[1:]
+        differs.append(rows != predictor.attention_map(text, precision="fp32").rows[1:])
+    # The checkpoint's own search and rules write another answer for at least one input (was: drawn instead).
+    assert any(differs)
+
+
 def test_classify_prints_the_classifiers_predictions_and_refusals(
     classification_checkpoint: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

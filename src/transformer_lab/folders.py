@@ -85,7 +85,7 @@ def described_refusal(error: OSError, path: object) -> str:
     return f"could not write {str(path)!r} ({describe_os_error(error)})"
 
 
-def check_file_output(path: Path, name: str) -> None:
+def check_file_output(path: Path, name: str | None, advice: str = "") -> None:
     """Refuse, before any work, a file to write (``name``: the option, ``--output``) that the system will not make.
 
     A folder at ``path`` (`atomic_files.check_file_to_write`), a file on the way, a folder not
@@ -94,14 +94,16 @@ def check_file_output(path: Path, name: str) -> None:
     nothing was written" (a `FolderWriteError`). Proven by a hidden entry made and removed at once
     in the nearest folder there (a file where the file goes, else a folder where the first missing
     one goes), so nothing is left and the folders on the way are still made when the file is written.
+    ``name`` None: a path no option gave (said without a name); ``advice`` ends the message.
     """
     check_file_to_write(path, name)
+    named = "" if name is None else f"{name}: "
     nearest = _nearest_existing(path)
     if nearest is not None and not nearest.is_dir():
         raise FolderWriteError(
             errno.ENOTDIR,
-            f"{name}: could not write {str(path)!r} (Not a directory, ENOTDIR: {str(nearest)!r} is a file); "
-            "nothing was written",
+            f"{named}could not write {str(path)!r} (Not a directory, ENOTDIR: {str(nearest)!r} is a file); "
+            f"nothing was written{advice}",
         )
     try:
         if nearest == path.parent:
@@ -111,7 +113,9 @@ def check_file_output(path: Path, name: str) -> None:
         elif nearest is not None:
             make_temporary_folder(nearest, ".").rmdir()
     except OSError as error:
-        raise FolderWriteError(error.errno, f"{name}: {described_refusal(error, path)}; nothing was written") from None
+        raise FolderWriteError(
+            error.errno, f"{named}{described_refusal(error, path)}; nothing was written{advice}"
+        ) from None
 
 
 @contextlib.contextmanager

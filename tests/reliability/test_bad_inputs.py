@@ -1571,6 +1571,17 @@ CLI_CASES = [
         lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--split", "dev"],
         r"expected the couplet split 'dev' \(in\.txt and out\.txt\) in one of .*; found none$",
     ),
+    # A split is a folder's name: an empty one is refused, not read as the default test split (was: exit 0).
+    CliCase(
+        "evaluate couplet: an empty split",
+        lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--split", ""],
+        r"error: --split: expected a folder name such as validation, train, test, train_couplet_machine, got ''$",
+    ),
+    CliCase(
+        "evaluate couplet: a path as the split",
+        lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--split", "../couplet/test"],
+        r"error: --split: expected a folder name such as validation, .*, got '\.\./couplet/test'$",
+    ),
     CliCase(
         "evaluate couplet: the split's folder missing",
         lambda tmp, ck: ["evaluate", "couplet", "--checkpoint", str(ck.couplet), "--data-dir", str(tmp / "nodata")],
@@ -1972,6 +1983,23 @@ def test_undecodable_argument_bytes_through_the_real_entry_point(checkpoints: Ch
     assert result.stderr.decode("utf-8").splitlines() == [
         "transformer-lab couplet: line 1: upper line has the lone surrogate U+DCFF at character 2: "
         "expected valid Unicode text (undecodable input bytes?)"
+    ]
+
+
+@pytest.mark.parametrize("command", list(ACCEPTED_LINES))
+def test_a_closed_stdin_is_one_line_naming_it(
+    command: str, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A process started with stdin closed (``<&-``) has ``sys.stdin`` None (was: an AttributeError traceback)."""
+    checkpoint = getattr(checkpoints, ACCEPTED_LINES[command][0])
+    monkeypatch.setattr(sys, "stdin", None)
+    assert main([command, "--checkpoint", str(checkpoint)]) == 2
+    captured = capsys.readouterr()
+    verb = {"translate": "translate", "classify": "classify", "couplet": "answer"}[command]
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        f"transformer-lab {command}: error: stdin: expected the lines to {verb} (or them as arguments, "
+        "or --input FILE), got it closed"
     ]
 
 

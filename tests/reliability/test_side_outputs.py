@@ -2,7 +2,8 @@
 
 `train --tensorboard` on a read-only or full disk used to end the run with exit 1, a raw
 errno and a thread traceback; `evaluate` on a read-only checkpoint failed after printing
-its scores. Now the side output is named in one line and the work goes on.
+its scores. Now the side output is named in one line and the work goes on; the evaluation's own
+output, beside a read-only checkpoint by default, is refused before the work, naming --output.
 
 The read-only and full disks are real: tmpfs mounts (skipped, saying why, where none can
 be mounted); a file in the place of the event folder needs nothing.
@@ -122,4 +123,32 @@ def test_evaluate_on_a_read_only_checkpoint_prints_its_scores_and_names_what_it_
         "nothing was written",
         f"model card: not updated: could not write '{checkpoint / CARD_FILE}' (Read-only file system, EROFS)",
     ]
+    assert {path.name: path.read_bytes() for path in checkpoint.iterdir()} == before
+
+
+@pytest.mark.parametrize("task", ["translation", "classification", "couplet"])
+def test_evaluate_on_a_read_only_checkpoint_without_output_is_refused_before_the_work(
+    task: str, request: pytest.FixtureRequest, tmp_path: Path, mounts: list[Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    given = request.getfixturevalue(f"{task}_checkpoint")
+    checkpoint = Path(shutil.copytree(given, tmp_path / "checkpoint"))
+    _mount(checkpoint, "--bind", str(checkpoint))
+    mounts.append(checkpoint)
+    _mount(checkpoint, "-o", "remount,bind,ro")
+    before = {path.name: path.read_bytes() for path in checkpoint.iterdir()}
+    arguments = ["evaluate", task, "--checkpoint", str(checkpoint)]
+    if task == "translation":
+        (tmp_path / "test.de").write_text("Ein Mann fährt Fahrrad.\n", encoding="utf-8")
+        (tmp_path / "test.en").write_text("A man rides a bike.\n", encoding="utf-8")
+        arguments += ["--source", str(tmp_path / "test.de"), "--reference", str(tmp_path / "test.en")]
+    elif task == "classification":
+        arguments += ["--data-dir", str(given.parents[1] / "data")]
+    # The default output goes beside the checkpoint: refused before the split is scored, with the option that
+    # moves it (was: exit 1, "failed: [Errno 30] Read-only file system: ..." once every line was decoded).
+    assert main(arguments) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith(f"transformer-lab evaluate: error: could not write '{checkpoint}/")
+    assert line.endswith(" (Read-only file system, EROFS); nothing was written; --output names a file elsewhere")
     assert {path.name: path.read_bytes() for path in checkpoint.iterdir()} == before

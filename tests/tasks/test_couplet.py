@@ -125,6 +125,7 @@ def test_evaluate_couplet_prints_every_metric_and_writes_samples(
     ):
         assert name in out
     assert "100.0 % (30/30)" in out.split("length match")[1].splitlines()[0]
+    assert "\n20 samples (upper | ours | reference):\n" in out  # NUM_SAMPLES of the 30
     for name in ("tone opposition", "part of speech agreement", "rhythm agreement", "unreused characters"):
         row = out.split(f"\n{name}")[1].splitlines()[0]
         assert row.count("(mean of 30)") == 2, row  # ours and the references
@@ -136,6 +137,16 @@ def test_evaluate_couplet_prints_every_metric_and_writes_samples(
     assert samples[0].count("tone / POS / rhythm") == 2
     first_scores = samples[2].split(" | ")[2].split(" / ")
     assert len(first_scores) == 3 and all(value == "-" or 0 <= float(value) <= 1 for value in first_scores)
+
+
+def test_a_split_of_fewer_pairs_than_the_samples_shown_is_counted_as_it_is(
+    couplet_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The checkpoint's test split holds 5 pairs (was: "20 samples" above the 5 rows).
+    arguments = ["evaluate", "couplet", "--checkpoint", str(couplet_checkpoint), "--beam", "1"]
+    assert main([*arguments, "--output", str(tmp_path / "hypotheses.txt")]) == 0
+    after = capsys.readouterr().out.split("\n5 samples (upper | ours | reference):\n")[1].splitlines()
+    assert [line.startswith("  ") for line in after[:6]] == [True] * 5 + [False]
 
 
 def test_evaluations_with_their_own_output_keep_their_own_samples(

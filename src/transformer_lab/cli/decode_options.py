@@ -33,6 +33,11 @@ def input_lines(texts: Sequence[str], input_path: Path | None, purpose: str = "d
         return lines
     if texts:
         return list(texts)
+    if sys.stdin is None:
+        # Started with stdin closed (`<&-`, a service given none): Python then has no sys.stdin at all.
+        raise ValueError(
+            f"stdin: expected the lines to {purpose} (or them as arguments, or --input FILE), got it closed"
+        )
     if sys.stdin.isatty():
         # Typed by hand: else the command waits without a word, as if it had hung.
         print(f"reading the lines to {purpose} from the terminal, one a line; end with Ctrl-D", file=sys.stderr)

@@ -155,6 +155,16 @@ def read_couplet_source(source: CoupletFiles) -> CoupletCorpus:
     )
 
 
+def check_split_name(split: object, name: str = "split", also: str = "") -> str:
+    """``split`` if it names a folder (a non-empty name, no path); else a ValueError naming ``name``.
+
+    ``also``: other names the caller takes, put before the folders in the message ("validation, ").
+    """
+    if not isinstance(split, str) or not split or "/" in split or split in (".", ".."):
+        raise ValueError(f"{name}: expected a folder name such as {also}{', '.join(COUPLET_SPLITS)}, got {split!r}")
+    return split
+
+
 def resolve_couplet_split_dir(split: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
     """The folder of couplet split `split` (see the module docstring for where it looks).
 
@@ -162,8 +172,7 @@ def resolve_couplet_split_dir(split: str, data_dir: str | os.PathLike[str] | Non
         FileNotFoundError: no candidate folder holds the split; the message lists them and
             the download that fetches it.
     """
-    if not isinstance(split, str) or not split or "/" in split or split in (".", ".."):
-        raise ValueError(f"split must be a folder name such as {', '.join(COUPLET_SPLITS)}, got {split!r}")
+    check_split_name(split)
     folder = data_folder_not_a_file(data_dir, COUPLET_FOLDER)
     candidates = [folder / COUPLET_FOLDER / split, folder / split, folder]
     for candidate in candidates:

@@ -124,6 +124,9 @@ class EvaluationOptions:
         that is one of them is refused, as the write would replace what the next evaluation scores against.
         """
         if self.output is None:
+            # Beside the checkpoint, where no option put it: a folder the system will not write (a read-only
+            # mount, an installed model) is said before the split is decoded, with the option that moves it.
+            check_file_output(default, None, advice="; --output names a file elsewhere")
             return default
         check_not_an_input("--output", self.output, dict(read))
         check_file_output(self.output, "--output")  # a path the system refuses, before the work

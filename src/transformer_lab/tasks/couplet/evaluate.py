@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from transformer_lab.atomic_files import write_text_atomically
-from transformer_lab.data.couplet import load_couplets
+from transformer_lab.data.couplet import check_split_name, load_couplets
 from transformer_lab.evaluation.couplet_antithesis import pair_scores
 from transformer_lab.evaluation.couplet_metrics import couplet_report
 from transformer_lab.one_line import line_break_notes, one_line
@@ -27,7 +27,8 @@ NUM_SAMPLES = 20
 
 def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
     """Answer the upper lines of a split and score the answers against its lower lines."""
-    split = split or DEFAULT_SPLIT
+    # Checked as given, before the checkpoint is read: an empty name is no default split.
+    split = DEFAULT_SPLIT if split is None else check_split_name(split, "--split", also="validation, ")
     model, vocabulary, config = load(checkpoint)
     model, search = search_for(model, config.decode, options)
     data_dir = options.data_folder(config.data.data_dir)
@@ -59,7 +60,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     write_text_atomically(samples, couplet_samples_table(shown))
     lines = [f"couplet {split}, {len(pairs)} pairs, {search.name}, constraints {constraints}"]
     lines += report.lines() + line_break_notes(answers, "lower lines")
-    lines.append(f"\n{NUM_SAMPLES} samples (upper | ours | reference):")
+    lines.append(f"\n{len(shown)} samples (upper | ours | reference):")  # a split may hold fewer than NUM_SAMPLES
     lines += [f"  {upper} | {ours} | {reference}" for upper, ours, reference in shown]
     lines.append(f"hypotheses: {output}\nsamples: {samples}")
     return EvaluationReport(

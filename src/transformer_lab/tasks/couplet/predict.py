@@ -357,11 +357,32 @@ NUM_CANDIDATES = TaskOption(
 )
 
 
-def answer(writer: CoupletWriter, lines: list[str], options: Mapping[str, Any]) -> Answers:
-    """``transformer-lab couplet``: a lower line per upper line, or each upper line and its ranked lower lines."""
+def with_rules(writer: CoupletWriter, options: Mapping[str, Any]) -> CoupletWriter:
+    """The writer ``couplet`` answers and draws with: the rule options as its rules, and without ``--beam`` its
+    search as wide as ``--num-candidates``.
+
+    So ``--plot-attention`` draws the lower line printed, not the one the checkpoint's own rules would write.
+    """
+    config = writer.config
+    constraints = with_constraint_options(config.constraints, options, config.decode)
+    decode = config.decode
     count = options.get(NUM_CANDIDATES.flag, 1)
-    constraints = with_constraint_options(writer.config.constraints, options, writer.config.decode)
-    results = writer.write(lines, num_candidates=count, constraints=constraints, **search_keywords(options))
+    if count > 1 and options.get(BEAM.flag) is None and decode.strategy == "beam":
+        decode = dataclasses.replace(decode, beam_size=max(decode.beam_size, count))
+    config = dataclasses.replace(config, constraints=constraints, decode=decode)
+    model = writer.model
+    assert isinstance(model, Seq2SeqTransformer), type(model)  # a couplet writer decodes one model, no ensemble
+    return CoupletWriter(model, writer.vocabulary, config, next(model.parameters()).device)
+
+
+def answer(writer: CoupletWriter, lines: list[str], options: Mapping[str, Any]) -> Answers:
+    """``transformer-lab couplet``: a lower line per upper line, or each upper line and its ranked lower lines.
+
+    ``writer`` is :func:`with_rules`', whose rules are the options'.
+    """
+    count = options.get(NUM_CANDIDATES.flag, 1)
+    constraints = writer.config.constraints
+    results = writer.write(lines, num_candidates=count, **search_keywords(options))
     reranked = constraints.reranks and count > 1
 
     def bonus(upper: str, lower: str) -> float:
@@ -398,4 +419,5 @@ COMMAND = PredictCommand(
     answer=answer,
     options=(*DECODE_OPTIONS, OUTPUT, NUM_CANDIDATES, *CONSTRAINT_TASK_OPTIONS),
     plots_attention=True,
+    opened=with_rules,
 )

@@ -29,7 +29,7 @@ from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.attention_maps import cross_attention
 from transformer_lab.one_line import line_break_notes, one_line
 from transformer_lab.tasks.command import INPUT_NAMES, Answers, PredictCommand
-from transformer_lab.tasks.evaluation import DECODE_OPTIONS, TaskOption, search_keywords
+from transformer_lab.tasks.evaluation import BEAM, DECODE_OPTIONS, TaskOption, search_keywords
 from transformer_lab.tasks.task import ONLY_WHEN, Endpoint, Serving
 from transformer_lab.tasks.translation.train import load_ensemble
 
@@ -265,9 +265,23 @@ ENSEMBLE = TaskOption(
 
 
 def with_ensemble(translator: Translator, options: Mapping[str, Any]) -> Translator:
-    """The translator ``translate`` answers with: ``--ensemble``'s checkpoints decoded beside the checkpoint's."""
+    """The translator ``translate`` answers and draws with: ``--ensemble``'s checkpoints decoded beside the
+    checkpoint's, and without ``--beam`` its search as wide as ``--nbest``'s list."""
     members = options.get(ENSEMBLE.flag)
-    return translator.ensembled(members, ENSEMBLE.flag) if members else translator
+    if members:
+        translator = translator.ensembled(members, ENSEMBLE.flag)
+    nbest = options.get(NBEST.flag)
+    if nbest is None or nbest == 1 or options.get(BEAM.flag) is not None:
+        return translator
+    # The list widens the checkpoint's beam to nbest; so must the search --plot-attention draws,
+    # else the heat map shows another translation than the list's first.
+    decode = translator.config.decode
+    width = max(nbest, decode.beam_size if decode.strategy == "beam" else 1)
+    config = dataclasses.replace(
+        translator.config, decode=dataclasses.replace(decode, strategy="beam", beam_size=width)
+    )
+    device = next(translator.model.parameters()).device
+    return Translator(translator.model, translator.tokenizers, config, device)
 
 
 def answer(translator: Translator, sentences: list[str], options: Mapping[str, Any]) -> Answers:
