@@ -62,5 +62,7 @@ def test_report_scores_bleu_by_character_and_the_references_form() -> None:
     partial = couplet_report(["春风花月"], ["秋雨云星"], ["秋雨云天"])
     assert partial.bleu.score == pytest.approx(100 * 0.125**0.25, abs=0.01)
     assert math.isnan(Rate(0, 0).value)
+    # Printed, a rule no line applies to says so (was: "nan % (0/0)").
+    assert str(Rate(0, 0)) == "    - (no line it applies to)" and str(Rate(1, 4)) == " 25.0 % (1/4)"
     with pytest.raises(ValueError, match="same length"):
         couplet_report(UPPERS, references[:2], references)

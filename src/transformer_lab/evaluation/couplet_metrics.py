@@ -43,6 +43,8 @@ class Rate:
         return self.hits / self.total if self.total else float("nan")
 
     def __str__(self) -> str:
+        if not self.total:  # no line the rule applies to: nothing to rate, not a rate of "nan %"
+            return "    - (no line it applies to)"
         return f"{100 * self.value:5.1f} % ({self.hits}/{self.total})"
 
 
