@@ -16,10 +16,20 @@ from types import FrameType
 
 INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what cli.main returns for Ctrl-C too
 _INTERRUPTED_LINE = b"transformer-lab: interrupted\n"
+_CLOSED_STDOUT_LINE = (
+    "transformer-lab: error: stdout: expected an open output for the command's answers or summary, got it "
+    "closed; send it to a file or to /dev/null instead\n"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Import the command line and run it on ``argv`` (None: sys.argv); Ctrl-C anywhere is exit 130."""
+    if sys.stdout is None:
+        # Started with stdout closed (`>&-`): every command writes its answers or its summary there, so it
+        # is refused before any work rather than with a traceback after it (a training run's, an hour on).
+        if sys.stderr is not None:
+            sys.stderr.write(_CLOSED_STDOUT_LINE)
+        return 2
     # While the modules import, nothing of ours has started, so Ctrl-C ends the process at once. Raised
     # as KeyboardInterrupt it could land inside a C extension's import, which turns it into an
     # ImportError (numpy's "cannot load module more than once") or swallows it and runs the command.

@@ -1965,6 +1965,25 @@ def test_no_traceback_through_the_real_entry_point(tmp_path: Path, checkpoint: P
     assert len(result.stderr.strip().splitlines()) == 1 and "expected a complete safetensors file" in result.stderr
 
 
+def test_a_closed_stdout_is_one_line_before_any_work_through_the_real_entry_point() -> None:
+    """Started with stdout closed (``>&-``), ``sys.stdout`` is None (was: an AttributeError traceback, exit 1,
+    after the work: a training run's summary an hour on)."""
+    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY / "src"), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "transformer_lab", "config", "copy"],
+        env=environment,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.close(1),  # noqa: PLW1509 (the child's own fd 1, closed before it starts)
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "transformer-lab: error: stdout: expected an open output for the command's answers or summary, got it "
+        "closed; send it to a file or to /dev/null instead"
+    ]
+
+
 def test_undecodable_argument_bytes_through_the_real_entry_point(checkpoints: Checkpoints) -> None:
     """Bytes that are not UTF-8 in argv arrive as lone surrogates; the line is refused, not a UnicodeEncodeError."""
     environment = {
