@@ -6,7 +6,7 @@ import contextlib
 import functools
 import http.server
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,11 +36,19 @@ def serve_folder(root: Path) -> Iterator[Server]:
     """Serve `root` at http://127.0.0.1:PORT/ (a free port, a thread) while the block runs."""
     requests: list[str] = []
     handler = type("Handler", (RecordingHandler,), {"requests": requests})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
+    with serving(functools.partial(handler, directory=str(root))) as base_url:
+        yield Server(root, base_url + "/", requests)
+
+
+@contextlib.contextmanager
+def serving(handler: Callable[..., http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Answer with ``handler`` at http://127.0.0.1:PORT (a free port, a thread) while the block runs; yields the URL."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True  # a handler that stalls on purpose does not hold the shutdown
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
-        yield Server(root, f"http://127.0.0.1:{httpd.server_address[1]}/", requests)
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
     finally:
         httpd.shutdown()
         httpd.server_close()

@@ -23,7 +23,7 @@ from typing import IO
 
 import pytest
 
-from tests.data.loopback import Server, serve_folder
+from tests.data.loopback import Server, serve_folder, serving
 from transformer_lab.data import download
 from transformer_lab.data.ag_news import AG_NEWS_TRAIN_MD5, download_ag_news
 from transformer_lab.data.download import download_file, partial_path
@@ -440,15 +440,8 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def range_server() -> Iterator[tuple[str, type[RangeHandler]]]:
     handler = type("Handler", (RangeHandler,), {"files": {}, "ranges": [], "cut_after": []})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", handler
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with serving(handler) as base_url:
+        yield base_url, handler
 
 
 def test_an_interrupted_download_resumes_where_it_stopped(
@@ -573,17 +566,10 @@ class StallingHandler(http.server.BaseHTTPRequestHandler):
 
 
 def test_the_bytes_that_arrived_before_a_connection_stalls_are_kept(tmp_path: Path) -> None:
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StallingHandler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
     destination = tmp_path / "big.bin"
-    try:
+    with serving(StallingHandler) as base_url:
         with pytest.raises(ConnectionError, match=r"interrupted .* 300000 bytes are kept"):
-            download_file(f"http://127.0.0.1:{httpd.server_address[1]}/big.bin", destination, "0" * 64, timeout=1)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+            download_file(f"{base_url}/big.bin", destination, "0" * 64, timeout=1)
     # Kept as they arrived, not lost with a chunk that waited to fill a whole MiB.
     assert partial_path(destination).stat().st_size == 300_000
 
@@ -618,19 +604,10 @@ def test_a_part_sent_from_another_place_than_the_kept_bytes_end_is_not_appended_
     body = bytes(range(256)) * 400
     handler = type("Handler", (AlignedRangeHandler,), {"files": {"/f.bin": body}, "ranges": [], "cut_after": []})
     handler.align = align
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        destination = tmp_path / "f.bin"
-        partial_path(destination).write_bytes(body[:5000])
-        download_file(
-            f"http://127.0.0.1:{httpd.server_address[1]}/f.bin", destination, hashlib.sha256(body).hexdigest()
-        )
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    destination = tmp_path / "f.bin"
+    partial_path(destination).write_bytes(body[:5000])
+    with serving(handler) as base_url:
+        download_file(f"{base_url}/f.bin", destination, hashlib.sha256(body).hexdigest())
     assert handler.ranges == requests  # from the file's start it is the whole file; else asked for again whole
     assert destination.read_bytes() == body
     assert leftovers(tmp_path) == []
@@ -658,17 +635,9 @@ def test_a_whole_answer_shorter_than_the_kept_bytes_leaves_them_as_they_were(tmp
     kept = bytes(range(256)) * 40
     destination = tmp_path / "f.bin"
     partial_path(destination).write_bytes(kept)
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), PortalHandler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{httpd.server_address[1]}/f.bin"
-    try:
-        with pytest.raises(ConnectionError) as error:
-            download_file(url, destination, hashlib.sha256(kept + b"rest").hexdigest())
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with serving(PortalHandler) as base_url, pytest.raises(ConnectionError) as error:
+        url = f"{base_url}/f.bin"
+        download_file(url, destination, hashlib.sha256(kept + b"rest").hexdigest())
     assert str(error.value) == (
         f"{url}: expected the rest of the file after the 10240 bytes kept in {partial_path(destination)}, got an "
         f"answer of {len(PortalHandler.page)} bytes for the whole file, fewer than those kept, so not the file (a "
@@ -692,17 +661,9 @@ class LoopHandler(http.server.BaseHTTPRequestHandler):
 
 def test_a_redirect_loop_is_one_line_from_the_api_too(tmp_path: Path) -> None:
     # urllib's reason spans three lines; the command line joined them, the Python API passed them on.
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), LoopHandler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{httpd.server_address[1]}/f.bin"
-    try:
-        with pytest.raises(ConnectionError) as error:
-            download_file(url, tmp_path / "f.bin", sha256("never\n"))
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with serving(LoopHandler) as base_url, pytest.raises(ConnectionError) as error:
+        url = f"{base_url}/f.bin"
+        download_file(url, tmp_path / "f.bin", sha256("never\n"))
     assert str(error.value).startswith(f"{url}: download failed with HTTP 302 The HTTP server returned a redirect")
     assert "\n" not in str(error.value) and "  " not in str(error.value)
     assert not (tmp_path / "f.bin").exists()
