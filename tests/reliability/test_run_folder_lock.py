@@ -13,7 +13,9 @@ import pytest
 
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
+from transformer_lab.training import averaging
 from transformer_lab.training.run import run_lock
+from transformer_lab.training.run.run_folder import prune_folder
 from transformer_lab.training.run.run_lock import LOCK_FILE, RunFolderLock, folder_holder
 
 TINY_COPY = tiny_copy_options()
@@ -153,3 +155,45 @@ def test_a_run_folder_not_this_users_to_write_is_one_line_naming_it(
         "nothing of it was kept"
     ]  # was: "transformer-lab train: error: [Errno 1] Operation not permitted: '/sys/x'"
     assert not out.exists()
+
+
+@pytest.mark.parametrize("pruned_during", ["_check_one_vocabulary", "load_model_weights"])
+@pytest.mark.parametrize("still_training", [True, False], ids=["still training", "not training"])
+def test_a_step_pruned_while_averaged_is_named_with_the_run_still_training(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    pruned_during: str,
+    still_training: bool,
+) -> None:
+    out = tmp_path / "run"
+    options = tiny_copy_options(3, train__eval_every_steps=1, train__keep_last=3)
+    assert main(["train", "copy", "--out", str(out), *options]) == 0
+    oldest = out / "step-000001"
+    original = getattr(averaging, pruned_during)
+
+    def prune_then_read(*arguments: object, **keywords: object) -> object:
+        # What a run saving its next step does to its oldest one, between the listing and the reading.
+        if oldest.is_dir():
+            prune_folder(oldest)
+        return original(*arguments, **keywords)
+
+    monkeypatch.setattr(averaging, pruned_during, prune_then_read)
+    averaged = tmp_path / "averaged"
+    command = ["average-checkpoints", "--run", str(out), "--last", "3", "--out", str(averaged)]
+    if still_training:
+        with RunFolderLock(out):
+            code = main(command)
+    else:
+        code = main(command)
+    error = capsys.readouterr().err.strip()
+    assert code == 1
+    assert "\n" not in error
+    assert error.startswith(
+        f"transformer-lab average-checkpoints: failed: --run: {oldest} was deleted while it was read"
+    )
+    if still_training:
+        assert f"{out} is still training (process {os.getpid()} on " in error
+    else:
+        assert "by another process" in error
+    assert not averaged.exists()

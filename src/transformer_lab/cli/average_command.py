@@ -85,11 +85,34 @@ def run(arguments: argparse.Namespace) -> int:
     sources = [path for _, path in steps[-last:]]
     # The container is built from the newest checkpoint once the sources pass their checks:
     # loading refused weights would warn about them first.
-    average_checkpoints(sources, arguments.out, lambda: _container_model(sources[-1]))
+    try:
+        average_checkpoints(sources, arguments.out, lambda: _container_model(sources[-1]))
+    except (ValueError, OSError):
+        # A run still training prunes its oldest step folders as it saves: one listed above
+        # may be gone by the time it is read, which the reader would call a missing file.
+        gone = next((path for path in sources if not path.is_dir()), None)
+        if gone is None:
+            raise
+        raise CheckpointGoneError(_gone_while_read(arguments.run, gone)) from None
     first, newest = sources[0].name, sources[-1].name
     named = first if len(sources) == 1 else f"{len(sources)} checkpoints ({first} .. {newest})"
     print(f"averaged {named} into {arguments.out}")
     return 0
+
+
+class CheckpointGoneError(OSError):
+    """A step checkpoint was deleted while it was being averaged: a correct command, a run moving under it."""
+
+
+def _gone_while_read(run: Path, gone: Path) -> str:
+    """Say which step checkpoint went away while it was read, and what most likely deleted it."""
+    holder = folder_holder(run)
+    if holder is None:
+        return f"--run: {gone} was deleted while it was read, by another process; nothing was written: run it again"
+    return (
+        f"--run: {gone} was deleted while it was read: {run} is still training ({holder}) and deletes its "
+        "step checkpoints past train.keep_last as it saves; nothing was written: run it again, or once the run ends"
+    )
 
 
 def _is_run_folder(folder: Path) -> bool:
