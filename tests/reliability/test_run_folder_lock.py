@@ -197,3 +197,21 @@ def test_a_step_pruned_while_averaged_is_named_with_the_run_still_training(
     else:
         assert "by another process" in error
     assert not averaged.exists()
+
+
+def test_a_step_pruned_between_the_listing_and_the_check_is_not_called_incomplete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A step folder listed, then pruned by the run before it is checked, is gone, not "not a complete checkpoint"."""
+    out = tmp_path / "run"
+    assert (
+        main(["train", "copy", "--out", str(out), *tiny_copy_options(2, train__eval_every_steps=1, train__keep_last=2)])
+        == 0
+    )
+    listed = list(out.iterdir())
+    gone = out / "step-000000"  # listed by iterdir, deleted before its files were looked at
+    monkeypatch.setattr(Path, "iterdir", lambda self: iter([*listed, gone]) if self == out else iter([]))
+    averaged = tmp_path / "averaged"
+    assert main(["average-checkpoints", "--run", str(out), "--last", "1", "--out", str(averaged)]) == 0
+    assert "skipping" not in capsys.readouterr().err
+    assert (averaged / "model.safetensors").is_file()

@@ -61,7 +61,8 @@ def run(arguments: argparse.Namespace) -> int:
     # skipped, by name, rather than failing the whole average.
     incomplete = [path for _, path in steps if not all((path / name).is_file() for name in (MODEL_FILE, CONFIG_FILE))]
     for path in incomplete:
-        print(f"skipping {path}: not a complete checkpoint (no {MODEL_FILE} or {CONFIG_FILE})", file=sys.stderr)
+        if path.is_dir():  # one gone since the listing was pruned by a run still training: not incomplete
+            print(f"skipping {path}: not a complete checkpoint (no {MODEL_FILE} or {CONFIG_FILE})", file=sys.stderr)
     steps = [(step, path) for step, path in steps if path not in incomplete]
     if not steps and not incomplete and not _is_run_folder(arguments.run):
         # No run at all (an empty folder, the folder of several runs): keep_last is no reason to give.
