@@ -13,7 +13,9 @@ followed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import logging
@@ -41,13 +43,22 @@ from transformer_lab.data.manifest_checks import (
 )
 from transformer_lab.data.token_store import check_format_version, read_versioned_json
 from transformer_lab.file_lock import symbolic_link_problem, writer_lock
-from transformer_lab.folders import DISK_ERRNOS, FolderWriteError, remove_abandoned_copies, write_folder
+from transformer_lab.folders import (
+    DISK_ERRNOS,
+    FolderWriteError,
+    described_refusal,
+    remove_abandoned_copies,
+    write_folder,
+    writes_refused_as,
+)
 
 logger = logging.getLogger(__name__)
 
 MANIFEST_FILE = "manifest.json"
 VALIDATION_FILE = "validation.jsonl"  # the held-out pairs, as text: they are decoded against
 CACHE_ENVIRONMENT_VARIABLE = "TRANSFORMER_LAB_CACHE"
+# A write refused for these wants more room; the others (a read-only disk, a permission) another folder.
+ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 # What each kind of corpus is called in messages.
 CORPUS_NAMES = {"pairs": "parallel text (pairs)", "couplets": "couplets", "labelled": "labelled text"}
 # Data settings naming files to read: a prepared run reads its folder, so they are compared, never recorded.
@@ -304,15 +315,20 @@ def cached_folder(
     if linked:
         raise ValueError(f"{linked}: remove it and the corpus is prepared there anew")
     try:
-        with writer_lock(folder, wait=True, option="cache entry"):
+        with contextlib.ExitStack() as held:
+            # The lock is the first thing written: a cache folder on a read-only disk, or not this
+            # user's to write, fails here and is the entry's fault, named as a full disk is.
+            with writes_refused_as(folder, "nothing of it was kept", permission=True):
+                held.enter_context(writer_lock(folder, wait=True, option="cache entry"))
             return _cached_folder(folder, stale_reason, prepare)
     except OSError as error:
-        if error.errno not in DISK_ERRNOS:
+        if not isinstance(error, FolderWriteError) and error.errno not in DISK_ERRNOS:
             raise
+        place = "a folder on a disk with room" if error.errno in ROOM_ERRNOS else "a folder this user can write"
         raise FolderWriteError(
             error.errno,
-            f"{error.strerror}; prepared corpora are cached in {str(folder.parent)!r}: set "
-            "TRANSFORMER_LAB_CACHE (or data.cache_dir) to a folder on a disk with room",
+            f"{described_refusal(error, folder)}; prepared corpora are cached in {str(folder.parent)!r}: set "
+            f"TRANSFORMER_LAB_CACHE (or data.cache_dir) to {place}",
         ) from error
 
 
