@@ -318,6 +318,37 @@ def test_resume_refuses_its_prepared_folder_prepared_again_from_other_files(
     assert main(resume) == 0
 
 
+def test_resume_follows_its_prepared_folder_moved_elsewhere_and_refuses_another_corpus_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = {name: (tmp_path / f"{name}.de", tmp_path / f"{name}.en") for name in "ab"}
+    for name, (german, english) in {"a": ("ein Hund", "a dog"), "b": ("zwei Katzen", "two cats")}.items():
+        files[name][0].write_text(f"{german}\n" * 30, encoding="utf-8")
+        files[name][1].write_text(f"{english}\n" * 30, encoding="utf-8")
+    settings = ["--no-progress", "--set", "data.num_carved_validation=4", "--set", "data.min_frequency=1"]
+    for name in "ab":
+        prepare = ["prepare", "translation", "--train", *map(str, files[name]), "--out", str(tmp_path / name)]
+        assert main([*prepare, *settings]) == 0
+    out = tmp_path / "run"
+    model = [*("--set", "model.d_model=16", "--set", "model.nhead=2", "--set", "model.dim_feedforward=32")]
+    model += ["--set", "train.max_steps=1", "--set", "train.progress_bar=false", "--set", "decode.max_len=8"]
+    assert main(["train", "translation", "--prepared", str(tmp_path / "a"), "--out", str(out), *model]) == 0
+    moved = tmp_path / "bigger-disk" / "a"
+    moved.parent.mkdir()
+    shutil.move(tmp_path / "a", moved)  # the same corpus, elsewhere
+    resume = ["train", "translation", "--resume", "--out", str(out), *model, "--set", "train.max_steps=2"]
+    before = snapshot(out)
+    capsys.readouterr()
+    assert main([*resume, "--prepared", str(tmp_path / "b")]) == 2  # another corpus in another folder
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "--resume: data.prepared_dir: expected the corpus the run started on" in error
+    assert snapshot(out) == before
+    # Was: "data.prepared_dir: '.../a' in the run, '.../bigger-disk/a' now", so a moved corpus could not be resumed.
+    assert main([*resume, "--prepared", str(moved)]) == 0
+    saved = json.loads((out / "last" / CONFIG_FILE).read_text(encoding="utf-8"))
+    assert saved["data"]["prepared_dir"] == str(moved)
+
+
 def test_resume_refuses_its_own_files_changed_since_the_run_began(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

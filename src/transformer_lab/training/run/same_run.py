@@ -108,7 +108,7 @@ def check_same_run(last_folder: Path, task: str, command_config: Any) -> None:
         raise ValueError(f"--resume: {error}") from None
     config = config_to_dict(command_config)
     differences = [
-        *_differences("data", saved.get("data"), config.get("data"), None, _FREE_DATA_FIELDS),
+        *_differences("data", saved.get("data"), config.get("data"), None, _free_data_fields(saved, config)),
         *_differences("train", saved.get("train"), config.get("train"), _FIXED_TRAIN_FIELDS, ()),
     ]
     if differences:
@@ -117,6 +117,19 @@ def check_same_run(last_folder: Path, task: str, command_config: Any) -> None:
             f"({'; '.join(differences)}); resume with the command that started it, or train into a new --out"
         )
     _check_same_corpus(saved, config, f"{where}: {PREPARED_CORPUS_KEY}")
+
+
+def _free_data_fields(saved: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The data fields a resume may change; ``prepared_dir`` too where both name one and the run recorded its corpus.
+
+    A prepared folder moved or copied elsewhere (another disk, another machine) is the same
+    corpus: the record of its files' checksums, compared next, says whether it is.
+    """
+    folders = [
+        section.get("prepared_dir") if isinstance(section, Mapping) else None
+        for section in (saved.get("data"), config.get("data"))
+    ]
+    return (*_FREE_DATA_FIELDS, "prepared_dir") if all(folders) and PREPARED_CORPUS_KEY in saved else _FREE_DATA_FIELDS
 
 
 def _check_same_corpus(saved: Mapping[str, Any], config: Mapping[str, Any], where: str) -> None:
