@@ -67,14 +67,14 @@ IDENTITIES = ("vocabulary", "tokenizer")  # CorpusIdentity.what: the description
 
 
 def default_cache_root() -> Path:
-    """Where prepared corpora are cached: $TRANSFORMER_LAB_CACHE, else the user's cache folder.
+    """Where prepared corpora are cached: $TRANSFORMER_LAB_CACHE (``~`` = home), else the user's cache folder.
 
     A $TRANSFORMER_LAB_CACHE where no folder can be written is a ValueError naming the
     variable and its value: the error of the write itself named only a path under it.
     """
     value = os.environ.get(CACHE_ENVIRONMENT_VARIABLE, "")
     if value:
-        root = Path(value) / "prepared"
+        root = Path(value).expanduser() / "prepared"
         try:
             root.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=root, prefix=".write-check-"):
@@ -681,10 +681,12 @@ class CorpusKind(Generic[Prepared]):
         return self.describe()
 
     def cache_folder(self, cache_dir: str | os.PathLike[str] = "") -> Path:
-        """This corpus's entry in the cache ``cache_dir`` ("" = :func:`default_cache_root`)."""
+        """This corpus's entry in the cache ``cache_dir`` ("" = :func:`default_cache_root`; ``~`` = the home folder)."""
         key = {field: value for field, value in self.description.items() if field not in self.unkeyed}
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:20]
-        return Path(cache_dir or default_cache_root()) / f"{self.name}-{digest}"
+        # A "~" no shell expanded (`--set data.cache_dir=~/cache`, a config file) means the home
+        # folder, as for other tools' caches; taken as written it made a folder named "~" here.
+        return (Path(cache_dir).expanduser() if cache_dir else default_cache_root()) / f"{self.name}-{digest}"
 
     def stale_reason(self, folder: Path) -> str | None:
         """Why the cached corpus in ``folder`` cannot serve this run, or None."""

@@ -79,7 +79,12 @@ def with_absolute_paths(config: Mapping[str, Any]) -> dict[str, Any]:
             return [absolute(item) for item in value]
         return os.path.abspath(value) if isinstance(value, str) and value else value
 
-    placed = {name: absolute(value) if name in _PLACE_FIELDS else value for name, value in data.items()}
+    # The cache folder takes "~" as the home folder (`CorpusKind.cache_folder`): recorded as used.
+    expanded = {
+        name: os.path.expanduser(value) if name == "cache_dir" and isinstance(value, str) else value
+        for name, value in data.items()
+    }
+    placed = {name: absolute(value) if name in _PLACE_FIELDS else value for name, value in expanded.items()}
     return {**config, "data": placed}
 
 
