@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.prepared_cache import corpus_change, inputs_change, prepared_corpus_record
 from transformer_lab.training.checkpoint import (
     CONFIG_FILE,
@@ -151,7 +152,7 @@ def _check_same_corpus(saved: Mapping[str, Any], config: Mapping[str, Any], wher
     if not folder:
         # Files read through the cache: the cache prepares a changed file again, and the run
         # would go on from its step and place in the epoch on other data.
-        change = inputs_change(saved[PREPARED_CORPUS_KEY], where)
+        change = inputs_change(saved[PREPARED_CORPUS_KEY], where) or _retargeted_file(saved[PREPARED_CORPUS_KEY], data)
         if change:
             raise ValueError(
                 f"--resume: expected the data files the run started on, got other contents: {change}; restore it, "
@@ -164,6 +165,26 @@ def _check_same_corpus(saved: Mapping[str, Any], config: Mapping[str, Any], wher
             f"--resume: data.prepared_dir: expected the corpus the run started on, got {folder}, which {change}; "
             "resume with that corpus, or train into a new --out"
         )
+
+
+def _retargeted_file(recorded: Mapping[str, Any], data: Any) -> str | None:
+    """How a data file the command names now leads to other contents than any file the run read, or None.
+
+    The run records each input by its real path, and the command's paths are compared by theirs
+    now: a symbolic link (``t.de -> v1.de``) pointed since at another file (``v2.de``) passes
+    both, so the file it leads to now is compared by its sha256 with the files the run read.
+    """
+    if not isinstance(data, Mapping):
+        return None
+    read = {item["path"] for item in recorded["inputs"]}
+    checksums = {item["sha256"] for item in recorded["inputs"]}
+    for name in ("train_files", "valid_files"):
+        for given in data.get(name) or ():
+            real = os.path.realpath(given)
+            if real in read or not os.path.isfile(real) or sha256_of_file(Path(real)) in checksums:
+                continue
+            return f"{given} now leads to {real}, which the run never read (it read {', '.join(sorted(read))})"
+    return None
 
 
 def check_same_model(last_folder: Path, model: Any) -> None:
