@@ -4,6 +4,7 @@ takes no option that says how to prepare; `prepare` takes only data settings."""
 from __future__ import annotations
 
 import pickle
+import shlex
 import shutil
 from pathlib import Path
 
@@ -159,3 +160,15 @@ def test_the_library_names_a_folder_of_another_kind_by_its_key_and_the_error_sur
     assert str(raised.value) == f"prepared corpus {corpora['pairs']}: {kinds}"
     copied = pickle.loads(pickle.dumps(raised.value.for_option("data.prepared_dir")))
     assert isinstance(copied, CorpusKindError) and str(copied) == f"data.prepared_dir {corpora['pairs']}: {kinds}"
+
+
+def test_the_train_command_prepare_prints_pastes_back_for_a_folder_with_a_space(
+    corpora: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "my corpus's copy"
+    arguments = ["prepare", "translation", "--train", str(corpora["source"]), str(corpora["target"])]
+    assert main([*arguments, "--out", str(out), "--no-progress", "--set", "data.vocab_size=300"]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("train with: ")]
+    # Was: "--prepared /tmp/.../my corpus's copy --out RUN_FOLDER", which a shell splits (and leaves a quote open).
+    words = shlex.split(line.removeprefix("train with: "))
+    assert words == ["transformer-lab", "train", "translation", "--prepared", str(out), "--out", "RUN_FOLDER"]

@@ -41,6 +41,7 @@ from transformer_lab.data.prepared_pairs import (
 )
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.training.run.once_per_machine import prepared_corpus
+from transformer_lab.training.run.same_run import with_absolute_paths
 
 WORDS = "der die das ein eine Hund Katze läuft springt über den Zaun im Park schnell langsam".split()
 BPE = BpeSettings(vocab_size=300, min_frequency=1)
@@ -251,6 +252,27 @@ def test_validation_pairs_that_are_training_pairs_too_are_counted_in_one_warning
     write_forms(valid, new)
     prepare_pairs(spec, tmp_path / "out-new", bpe=BPE, progress=False)
     assert not [record for record in caplog.records if "also training pairs" in record.getMessage()]
+
+
+def test_a_cache_folder_given_with_a_tilde_is_under_the_home_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `--set data.cache_dir=~/cache` reaches the program unexpanded (no shell expands "~" after "key="),
+    # and so does "~" in a config file or a quoted TRANSFORMER_LAB_CACHE.
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    spec = PairCorpusSpec(PairFiles.of(write_forms(tmp_path, sentence_pairs(30, seed=8))["lines"], "de", "en"))
+    by_setting = prepared_pairs(spec, cache_root=Path("~/cache"), progress=False)
+    assert by_setting.folder.parent == home / "cache"
+    monkeypatch.setenv("TRANSFORMER_LAB_CACHE", "~/variable")
+    by_variable = prepared_pairs(spec, progress=False)
+    assert by_variable.folder.parent == home / "variable" / "prepared"
+    assert list(work.iterdir()) == []  # was: a folder named "~" made in the working folder
+    recorded = with_absolute_paths({"data": {"cache_dir": "~/cache"}})
+    assert recorded["data"]["cache_dir"] == str(home / "cache")  # config.json names the folder used
 
 
 def test_an_unusable_cache_variable_is_one_line_naming_it(

@@ -318,6 +318,73 @@ def test_resume_refuses_its_prepared_folder_prepared_again_from_other_files(
     assert main(resume) == 0
 
 
+def test_resume_follows_its_prepared_folder_moved_elsewhere_and_refuses_another_corpus_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = {name: (tmp_path / f"{name}.de", tmp_path / f"{name}.en") for name in "ab"}
+    for name, (german, english) in {"a": ("ein Hund", "a dog"), "b": ("zwei Katzen", "two cats")}.items():
+        files[name][0].write_text(f"{german}\n" * 30, encoding="utf-8")
+        files[name][1].write_text(f"{english}\n" * 30, encoding="utf-8")
+    settings = ["--no-progress", "--set", "data.num_carved_validation=4", "--set", "data.min_frequency=1"]
+    for name in "ab":
+        prepare = ["prepare", "translation", "--train", *map(str, files[name]), "--out", str(tmp_path / name)]
+        assert main([*prepare, *settings]) == 0
+    out = tmp_path / "run"
+    model = [*("--set", "model.d_model=16", "--set", "model.nhead=2", "--set", "model.dim_feedforward=32")]
+    model += ["--set", "train.max_steps=1", "--set", "train.progress_bar=false", "--set", "decode.max_len=8"]
+    assert main(["train", "translation", "--prepared", str(tmp_path / "a"), "--out", str(out), *model]) == 0
+    moved = tmp_path / "bigger-disk" / "a"
+    moved.parent.mkdir()
+    shutil.move(tmp_path / "a", moved)  # the same corpus, elsewhere
+    resume = ["train", "translation", "--resume", "--out", str(out), *model, "--set", "train.max_steps=2"]
+    before = snapshot(out)
+    capsys.readouterr()
+    assert main([*resume, "--prepared", str(tmp_path / "b")]) == 2  # another corpus in another folder
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "--resume: data.prepared_dir: expected the corpus the run started on" in error
+    assert snapshot(out) == before
+    # Was: "data.prepared_dir: '.../a' in the run, '.../bigger-disk/a' now", so a moved corpus could not be resumed.
+    assert main([*resume, "--prepared", str(moved)]) == 0
+    saved = json.loads((out / "last" / CONFIG_FILE).read_text(encoding="utf-8"))
+    assert saved["data"]["prepared_dir"] == str(moved)
+
+
+def test_resume_refuses_a_linked_data_file_pointed_since_at_other_contents(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # t.de -> v1.de, the "current version" link a data folder keeps; then pointed at v2.de.
+    versions = {name: tmp_path / f"{name}.de" for name in ("v1", "v2", "v1-copy")}
+    versions["v1"].write_text("ein Hund\n" * 30, encoding="utf-8")
+    versions["v2"].write_text("eine Katze\n" * 30, encoding="utf-8")
+    versions["v1-copy"].write_text("ein Hund\n" * 30, encoding="utf-8")
+    link, target = tmp_path / "t.de", tmp_path / "t.en"
+    link.symlink_to(versions["v1"].name)
+    target.write_text("a dog\n" * 30, encoding="utf-8")
+    out = tmp_path / "run"
+    command = ["train", "translation", "--out", str(out), "--train", str(link), str(target), *TINY_TRANSLATION]
+    assert main(command) == 0
+    resume = [*command, "--resume", "--set", "train.max_steps=2"]
+    before = snapshot(out)
+    link.unlink()
+    link.symlink_to(versions["v2"].name)
+    capsys.readouterr()
+    # Was: exit 0, the cache prepared v2.de and the run went on from its step on the other data.
+    assert main(resume) == 2
+    error = capsys.readouterr().err.strip()
+    assert (
+        "\n" not in error
+        and (
+            f"--resume: expected the data files the run started on, got other contents: {link} now leads to "
+            f"{versions['v2']}, which the run never read"
+        )
+        in error
+    )
+    assert snapshot(out) == before
+    link.unlink()
+    link.symlink_to(versions["v1-copy"].name)  # other file, the same bytes: the run's data
+    assert main(resume) == 0
+
+
 def test_resume_refuses_its_own_files_changed_since_the_run_began(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -184,6 +184,32 @@ def test_a_parent_not_this_users_to_write_is_one_line_naming_the_folder_not_its_
     assert not out.exists()
 
 
+@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES], ids=["EROFS", "EACCES"])
+def test_a_cache_folder_on_a_read_only_disk_or_not_this_users_is_one_line_naming_the_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], code: int
+) -> None:
+    # `train --train ... --set data.cache_dir=/mnt/ro` (a read-only disk), or a cache of another user's.
+    source, target = _pairs(tmp_path)
+    cache, run = tmp_path / "cache", tmp_path / "run"
+
+    def refused(path: Path, flags: int) -> int | str:
+        raise OSError(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(file_lock, "open_lock_file", refused)
+    arguments = ["train", "translation", "--train", str(source), str(target), "--out", str(run)]
+    settings = ["data.vocab_size=300", f"data.cache_dir={cache}", "train.max_steps=1", "train.progress_bar=false"]
+    assert main([*arguments, *(item for setting in settings for item in ("--set", setting))]) == 2
+    (error,) = capsys.readouterr().err.strip().splitlines()
+    # Was: "Read-only file system; prepared corpora are cached in ...: ... to a folder on a disk with room",
+    # naming no folder and asking for room; for EACCES "[Errno 13] Permission denied: '.../.pairs-....lock'".
+    assert error.startswith(f"transformer-lab train: error: could not write '{cache}/pairs-"), error
+    assert error.endswith(
+        f"({os.strerror(code)}, {errno.errorcode[code]}); nothing of it was kept; prepared corpora are cached in "
+        f"'{cache}': set TRANSFORMER_LAB_CACHE (or data.cache_dir) to a folder this user can write"
+    ), error
+    assert not run.exists()
+
+
 def test_a_permission_error_inside_the_writing_is_not_taken_for_the_folders(tmp_path: Path) -> None:
     # An input the writer cannot read is its own error, not "could not write" the folder.
     def write(folder: Path) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from pathlib import Path
 
 from transformer_lab.cli.bounds import path_of
@@ -129,8 +130,10 @@ def run(arguments: argparse.Namespace) -> int:
     with data_errors_named(changed):
         report = task.prepare(config.data, arguments.out, not arguments.no_progress, checkpoint)
     print(json.dumps({"prepared": str(arguments.out), **report}, ensure_ascii=False))
-    init_from = "" if checkpoint is None else f" --init-from {arguments.init_from}"
-    print(f"train with: transformer-lab train {task.name} --prepared {arguments.out}{init_from} --out RUN_FOLDER")
+    # Quoted as a shell reads it, so that the line pasted back works for a path with a space or a quote.
+    init_from = [] if checkpoint is None else ["--init-from", str(arguments.init_from)]
+    command = ["transformer-lab", "train", task.name, "--prepared", str(arguments.out), *init_from, "--out"]
+    print(f"train with: {shlex.join(command)} RUN_FOLDER")
     return 0
 
 

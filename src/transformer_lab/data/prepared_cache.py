@@ -13,7 +13,9 @@ followed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import logging
@@ -41,13 +43,22 @@ from transformer_lab.data.manifest_checks import (
 )
 from transformer_lab.data.token_store import check_format_version, read_versioned_json
 from transformer_lab.file_lock import symbolic_link_problem, writer_lock
-from transformer_lab.folders import DISK_ERRNOS, FolderWriteError, remove_abandoned_copies, write_folder
+from transformer_lab.folders import (
+    DISK_ERRNOS,
+    FolderWriteError,
+    described_refusal,
+    remove_abandoned_copies,
+    write_folder,
+    writes_refused_as,
+)
 
 logger = logging.getLogger(__name__)
 
 MANIFEST_FILE = "manifest.json"
 VALIDATION_FILE = "validation.jsonl"  # the held-out pairs, as text: they are decoded against
 CACHE_ENVIRONMENT_VARIABLE = "TRANSFORMER_LAB_CACHE"
+# A write refused for these wants more room; the others (a read-only disk, a permission) another folder.
+ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 # What each kind of corpus is called in messages.
 CORPUS_NAMES = {"pairs": "parallel text (pairs)", "couplets": "couplets", "labelled": "labelled text"}
 # Data settings naming files to read: a prepared run reads its folder, so they are compared, never recorded.
@@ -56,14 +67,14 @@ IDENTITIES = ("vocabulary", "tokenizer")  # CorpusIdentity.what: the description
 
 
 def default_cache_root() -> Path:
-    """Where prepared corpora are cached: $TRANSFORMER_LAB_CACHE, else the user's cache folder.
+    """Where prepared corpora are cached: $TRANSFORMER_LAB_CACHE (``~`` = home), else the user's cache folder.
 
     A $TRANSFORMER_LAB_CACHE where no folder can be written is a ValueError naming the
     variable and its value: the error of the write itself named only a path under it.
     """
     value = os.environ.get(CACHE_ENVIRONMENT_VARIABLE, "")
     if value:
-        root = Path(value) / "prepared"
+        root = Path(value).expanduser() / "prepared"
         try:
             root.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=root, prefix=".write-check-"):
@@ -304,15 +315,20 @@ def cached_folder(
     if linked:
         raise ValueError(f"{linked}: remove it and the corpus is prepared there anew")
     try:
-        with writer_lock(folder, wait=True, option="cache entry"):
+        with contextlib.ExitStack() as held:
+            # The lock is the first thing written: a cache folder on a read-only disk, or not this
+            # user's to write, fails here and is the entry's fault, named as a full disk is.
+            with writes_refused_as(folder, "nothing of it was kept", permission=True):
+                held.enter_context(writer_lock(folder, wait=True, option="cache entry"))
             return _cached_folder(folder, stale_reason, prepare)
     except OSError as error:
-        if error.errno not in DISK_ERRNOS:
+        if not isinstance(error, FolderWriteError) and error.errno not in DISK_ERRNOS:
             raise
+        place = "a folder on a disk with room" if error.errno in ROOM_ERRNOS else "a folder this user can write"
         raise FolderWriteError(
             error.errno,
-            f"{error.strerror}; prepared corpora are cached in {str(folder.parent)!r}: set "
-            "TRANSFORMER_LAB_CACHE (or data.cache_dir) to a folder on a disk with room",
+            f"{described_refusal(error, folder)}; prepared corpora are cached in {str(folder.parent)!r}: set "
+            f"TRANSFORMER_LAB_CACHE (or data.cache_dir) to {place}",
         ) from error
 
 
@@ -665,10 +681,12 @@ class CorpusKind(Generic[Prepared]):
         return self.describe()
 
     def cache_folder(self, cache_dir: str | os.PathLike[str] = "") -> Path:
-        """This corpus's entry in the cache ``cache_dir`` ("" = :func:`default_cache_root`)."""
+        """This corpus's entry in the cache ``cache_dir`` ("" = :func:`default_cache_root`; ``~`` = the home folder)."""
         key = {field: value for field, value in self.description.items() if field not in self.unkeyed}
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:20]
-        return Path(cache_dir or default_cache_root()) / f"{self.name}-{digest}"
+        # A "~" no shell expanded (`--set data.cache_dir=~/cache`, a config file) means the home
+        # folder, as for other tools' caches; taken as written it made a folder named "~" here.
+        return (Path(cache_dir).expanduser() if cache_dir else default_cache_root()) / f"{self.name}-{digest}"
 
     def stale_reason(self, folder: Path) -> str | None:
         """Why the cached corpus in ``folder`` cannot serve this run, or None."""

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.prepared_cache import corpus_change, inputs_change, prepared_corpus_record
 from transformer_lab.training.checkpoint import (
     CONFIG_FILE,
@@ -79,7 +80,12 @@ def with_absolute_paths(config: Mapping[str, Any]) -> dict[str, Any]:
             return [absolute(item) for item in value]
         return os.path.abspath(value) if isinstance(value, str) and value else value
 
-    placed = {name: absolute(value) if name in _PLACE_FIELDS else value for name, value in data.items()}
+    # The cache folder takes "~" as the home folder (`CorpusKind.cache_folder`): recorded as used.
+    expanded = {
+        name: os.path.expanduser(value) if name == "cache_dir" and isinstance(value, str) else value
+        for name, value in data.items()
+    }
+    placed = {name: absolute(value) if name in _PLACE_FIELDS else value for name, value in expanded.items()}
     return {**config, "data": placed}
 
 
@@ -108,7 +114,7 @@ def check_same_run(last_folder: Path, task: str, command_config: Any) -> None:
         raise ValueError(f"--resume: {error}") from None
     config = config_to_dict(command_config)
     differences = [
-        *_differences("data", saved.get("data"), config.get("data"), None, _FREE_DATA_FIELDS),
+        *_differences("data", saved.get("data"), config.get("data"), None, _free_data_fields(saved, config)),
         *_differences("train", saved.get("train"), config.get("train"), _FIXED_TRAIN_FIELDS, ()),
     ]
     if differences:
@@ -117,6 +123,19 @@ def check_same_run(last_folder: Path, task: str, command_config: Any) -> None:
             f"({'; '.join(differences)}); resume with the command that started it, or train into a new --out"
         )
     _check_same_corpus(saved, config, f"{where}: {PREPARED_CORPUS_KEY}")
+
+
+def _free_data_fields(saved: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The data fields a resume may change; ``prepared_dir`` too where both name one and the run recorded its corpus.
+
+    A prepared folder moved or copied elsewhere (another disk, another machine) is the same
+    corpus: the record of its files' checksums, compared next, says whether it is.
+    """
+    folders = [
+        section.get("prepared_dir") if isinstance(section, Mapping) else None
+        for section in (saved.get("data"), config.get("data"))
+    ]
+    return (*_FREE_DATA_FIELDS, "prepared_dir") if all(folders) and PREPARED_CORPUS_KEY in saved else _FREE_DATA_FIELDS
 
 
 def _check_same_corpus(saved: Mapping[str, Any], config: Mapping[str, Any], where: str) -> None:
@@ -133,7 +152,7 @@ def _check_same_corpus(saved: Mapping[str, Any], config: Mapping[str, Any], wher
     if not folder:
         # Files read through the cache: the cache prepares a changed file again, and the run
         # would go on from its step and place in the epoch on other data.
-        change = inputs_change(saved[PREPARED_CORPUS_KEY], where)
+        change = inputs_change(saved[PREPARED_CORPUS_KEY], where) or _retargeted_file(saved[PREPARED_CORPUS_KEY], data)
         if change:
             raise ValueError(
                 f"--resume: expected the data files the run started on, got other contents: {change}; restore it, "
@@ -146,6 +165,26 @@ def _check_same_corpus(saved: Mapping[str, Any], config: Mapping[str, Any], wher
             f"--resume: data.prepared_dir: expected the corpus the run started on, got {folder}, which {change}; "
             "resume with that corpus, or train into a new --out"
         )
+
+
+def _retargeted_file(recorded: Mapping[str, Any], data: Any) -> str | None:
+    """How a data file the command names now leads to other contents than any file the run read, or None.
+
+    The run records each input by its real path, and the command's paths are compared by theirs
+    now: a symbolic link (``t.de -> v1.de``) pointed since at another file (``v2.de``) passes
+    both, so the file it leads to now is compared by its sha256 with the files the run read.
+    """
+    if not isinstance(data, Mapping):
+        return None
+    read = {item["path"] for item in recorded["inputs"]}
+    checksums = {item["sha256"] for item in recorded["inputs"]}
+    for name in ("train_files", "valid_files"):
+        for given in data.get(name) or ():
+            real = os.path.realpath(given)
+            if real in read or not os.path.isfile(real) or sha256_of_file(Path(real)) in checksums:
+                continue
+            return f"{given} now leads to {real}, which the run never read (it read {', '.join(sorted(read))})"
+    return None
 
 
 def check_same_model(last_folder: Path, model: Any) -> None:
