@@ -74,6 +74,19 @@ def check_bool(name: str, value: Any) -> bool:
     return value
 
 
+def lone_surrogate_position(text: str) -> int | None:
+    """Where ``text`` holds its first lone surrogate, or None.
+
+    A lone surrogate (undecodable bytes smuggled in by surrogateescape, a JSON ``\\ud800`` escape)
+    has no UTF-8 form: no byte-level model reads it, and a message quoting it cannot be printed.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return error.start
+    return None
+
+
 def texts_of(texts: str | Sequence[str], name: str) -> list[str]:
     """``texts`` as a list (a single str: a list of one); an item that is no str is a ValueError naming ``name[i]``."""
     if isinstance(texts, str):

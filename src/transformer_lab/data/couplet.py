@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_lab.data._checks import check_integer
+from transformer_lab.data._checks import check_integer, lone_surrogate_position
 from transformer_lab.data.carve_error import CarveError
 from transformer_lab.data.chinese import is_punctuation
 from transformer_lab.data.couplet_stream import (
@@ -321,7 +321,7 @@ def check_upper_line(
     shown = upper if given is None else given
     if not upper:
         return "empty upper line: expected Chinese characters, got nothing", None
-    surrogate = next((index for index, character in enumerate(upper) if "\ud800" <= character <= "\udfff"), None)
+    surrogate = lone_surrogate_position(upper)
     if surrogate is not None:
         # Undecodable input bytes smuggled in by surrogateescape: no character to answer, and
         # no UTF-8 form to print.
