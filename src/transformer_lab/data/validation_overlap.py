@@ -21,18 +21,17 @@ class ValidationOverlap:
 
     def __init__(self, keys: Sequence[Hashable]) -> None:
         self.keys = keys
-        self.unseen = set(keys)
-        self.seen: set[Hashable] = set()
+        self.unseen = set(keys)  # those of the keys no training example has repeated yet
 
     def see(self, key: Hashable) -> None:
         """Note a training example's key."""
-        if key in self.unseen:
+        # Checked first: with no validation file given (or all of it seen) no key is hashed, once per example.
+        if self.unseen:
             self.unseen.discard(key)
-            self.seen.add(key)
 
     def warn(self, valid: str, train: str, examples: str, quoted: Callable[[int], str]) -> None:
         """One warning where any validation example is a training one; ``quoted(i)`` quotes validation example i."""
-        repeated = [index for index, key in enumerate(self.keys) if key in self.seen]
+        repeated = [index for index, key in enumerate(self.keys) if key not in self.unseen]
         if not repeated:
             return
         logger.warning(

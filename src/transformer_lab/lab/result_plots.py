@@ -98,8 +98,8 @@ def _warn_of_values_not_drawn(metrics_path: str | os.PathLike[str], numbered: Se
     found = [
         f"{name} {'NaN' if math.isnan(value) else value} at step {row['step']} (line {number})"
         for number, row in numbered
-        for name, value in row.items()
-        if name in _drawn_fields(row) and isinstance(value, float) and not math.isfinite(value)
+        for name in _drawn_fields(row)
+        if isinstance(value := row.get(name), float) and not math.isfinite(value)
     ]
     if found:
         more = f" and {len(found) - 3} more" if len(found) > 3 else ""
