@@ -667,4 +667,4 @@ def _padded_example(vocab_size: int, pad_id: int, max_len: int) -> tuple[Tensor,
     length = min(5, max_len)
     token_ids = torch.full((2, length), 4 % vocab_size, dtype=torch.long)  # [2, L]
     token_ids[1, max(1, length - 2) :] = pad_id
-    return token_ids, token_ids == pad_id
+    return token_ids, masks.padding_mask(token_ids, pad_id)  # [2, L]
