@@ -41,6 +41,18 @@ def test_a_run_without_validation_or_with_a_time_budget_says_so() -> None:
     assert lines[2:] == ["best/: none (no validation)", "time budget: budget_seconds 5400, total_steps 4,321"]
 
 
+def test_a_resumed_run_says_its_time_in_all_and_this_sittings_steps() -> None:
+    resumed = {**SUMMARY, "first_step": 1000, "training_seconds": 5228.4}
+    assert summary_lines(resumed)[0] == (
+        "trained 1,200 steps (1 epoch completed, stopped by epochs) in 1 h 27 min in all; "
+        "this sitting trained steps 1,001-1,200 in 5 min 03 s"
+    )
+    finished = {**resumed, "first_step": 1200}
+    assert summary_lines(finished)[0].endswith(
+        "in 1 h 27 min in all; this sitting trained no step (the run had already reached its end)"
+    )
+
+
 def test_durations_read_at_each_scale() -> None:
     assert [format_duration(seconds) for seconds in (4.26, 59.94, 60.2, 3599.4, 3600, 7620.7)] == [
         "4.3 s",

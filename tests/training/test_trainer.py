@@ -20,6 +20,7 @@ from transformer_lab.training import (
     noam_lr,
     read_extra_file,
 )
+from transformer_lab.training.model_card import read_card
 
 VOCABULARY_SIZE = 10
 D_MODEL = 16
@@ -161,6 +162,18 @@ def _train(out_dir, max_steps, resume=False, seed=0, train_batches=epoch_batches
         resume=resume,
     )
     return model, trainer.fit()
+
+
+def test_a_resumed_fit_says_the_step_it_started_from_and_the_runs_time_in_all(tmp_path):
+    """(Was: the summary's time was this sitting's alone, read as the whole run's.)"""
+    _, first = _train(tmp_path / "run", max_steps=3)
+    assert first["first_step"] == 0 and first["training_seconds"] >= first["wall_seconds"]
+    earlier = read_card(tmp_path / "run" / "last")["training"]["seconds"]
+    assert earlier > 0
+    _, resumed = _train(tmp_path / "run", max_steps=5, resume=True)
+    assert resumed["first_step"] == 3 and resumed["steps"] == 5
+    # The earlier sitting's seconds, as last/'s card recorded them, come on top of this one's.
+    assert resumed["training_seconds"] >= earlier + resumed["wall_seconds"] - 1e-6
 
 
 def _train_rows(out_dir) -> list[tuple]:

@@ -16,9 +16,20 @@ __all__ = ["format_duration", "summary_lines"]
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     """The run's steps and time, its last losses and metrics, and which step ``best/`` holds and why."""
     epochs = summary.get("epochs_completed", 0)
+    steps, first_step = summary["steps"], summary.get("first_step", 0)
+    wall = format_duration(summary.get("wall_seconds", 0.0))
+    if first_step:
+        # A resumed run: this sitting's time is not the run's, which the earlier sittings' make up.
+        run_time = summary.get("training_seconds")
+        overall = "" if run_time is None else f" in {format_duration(run_time)} in all"
+        took = f"{overall}; this sitting trained steps {first_step + 1:,}-{steps:,} in {wall}"
+        if first_step >= steps:
+            took = f"{overall}; this sitting trained no step (the run had already reached its end)"
+    else:
+        took = f" in {wall}"
     lines = [
-        f"trained {summary['steps']:,} steps ({epochs} epoch{'' if epochs == 1 else 's'} completed, "
-        f"stopped by {summary.get('stopped_by', '?')}) in {format_duration(summary.get('wall_seconds', 0.0))}"
+        f"trained {steps:,} steps ({epochs} epoch{'' if epochs == 1 else 's'} completed, "
+        f"stopped by {summary.get('stopped_by', '?')}){took}"
     ]
     if summary.get("final_train_loss") is not None:
         lines.append(f"last training loss: {_number(summary['final_train_loss'])}")

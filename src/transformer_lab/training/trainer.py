@@ -297,9 +297,10 @@ class Trainer:
 
         The summary holds ``steps``, ``epochs_completed``, ``stopped_by`` ("max_steps",
         "epochs" or "time_budget"), ``final_train_loss``, ``final_metrics``, ``best_metric``,
-        ``best_value``, ``best_step`` (the step ``best/`` holds), ``wall_seconds`` and, under a
-        time budget, its ``time_budget_plan``. ``training.run_summary.summary_lines`` says it
-        in words.
+        ``best_value``, ``best_step`` (the step ``best/`` holds), ``wall_seconds`` (this call's),
+        ``first_step`` (the step this call started from: 0 unless resumed), ``training_seconds``
+        (the run's, earlier sittings included) and, under a time budget, its ``time_budget_plan``.
+        ``training.run_summary.summary_lines`` says it in words.
         """
         start_time = time.perf_counter()
         self._card_clock.start()
@@ -340,6 +341,7 @@ class Trainer:
 
     def _train(self, start_time: float) -> dict[str, Any]:
         """The body of :meth:`fit`, once the random states and the logs are ready."""
+        first_step = self.global_step
         self._window.restart_clock()
         self.model.train()
         if self.device.type == "cpu":
@@ -373,6 +375,8 @@ class Trainer:
             "best_value": self.best.value,
             "best_step": self.best.step,
             "wall_seconds": wall_seconds,
+            "first_step": first_step,
+            "training_seconds": self._card_clock.seconds(),
             **(self._budget.recorded() if self._budget is not None else {}),
         }
 
