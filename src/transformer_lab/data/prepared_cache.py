@@ -72,6 +72,7 @@ INPUT_CHECKS = (
     "a carriage return inside a line refused",
     "a NUL character refused",
     "a line past 1 MiB refused",
+    "a byte-order mark past a file's start refused",
 )
 
 
