@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from transformer_lab.data.multi30k import (
     read_multi30k,
     resolve_multi30k_dir,
 )
-from transformer_lab.data.parallel_text import read_lines, read_parallel_text
+from transformer_lab.data.parallel_text import decode_lines, read_lines, read_parallel_text
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 SHARED_MULTI30K = SHARED_DATA / "multi30k"
@@ -119,6 +120,38 @@ def test_a_carriage_return_inside_a_line_is_refused_naming_the_line_not_read_as_
     windows = tmp_path / "windows.txt"
     windows.write_bytes(b"a\r\nb\r\n")
     assert read_lines(windows) == ["a", "b"]
+
+
+def test_a_byte_order_mark_past_the_start_of_a_file_is_refused_naming_the_line_not_read_into_its_word(
+    tmp_path: Path,
+) -> None:
+    # Two files saved with a mark each, joined by cat: the second mark was read as the start of "drei".
+    first, second = "\ufeffein hund\nzwei katzen\n", "\ufeffdrei mäuse\nvier vögel\n"
+    joined = tmp_path / "joined.de"
+    joined.write_text(first + second, encoding="utf-8")
+    message = (
+        "line 3: expected a byte-order mark (U+FEFF) only at the start of the file, got one at column 1, as where "
+        "files were joined (cat); remove it, e.g. sed 's/\\xEF\\xBB\\xBF//g'"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(f'{joined}: {message}')}$"):
+        read_lines(joined)
+    with pytest.raises(ValueError, match=f"^{re.escape(f'stdin: {message}')}$"):
+        decode_lines((first + second).encode("utf-8"), "stdin")
+    # Streamed, in a later block that the mark starts: the file's own line number, not the block's.
+    deep = tmp_path / "deep.txt"
+    deep.write_text("".join(f"zeile {number}\n" for number in range(1, 500)) + "\ufeffmitten\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"deep\.txt: line 500: expected a byte-order mark .* at column 1"):
+        for _ in stream_lines(deep, block_bytes=len("".join(f"zeile {number}\n" for number in range(1, 500)))):
+            pass
+    inside = tmp_path / "inside.txt"
+    inside.write_text("ein\ufeffwort\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"inside\.txt: line 1: .* at column 4"):
+        read_lines(inside)
+    # The file's own mark, at its start, is still read as no part of the text, whole or streamed.
+    one = tmp_path / "one.de"
+    one.write_text(first, encoding="utf-8")
+    assert read_lines(one) == [line for lines in stream_lines(one, block_bytes=4) for line in lines]
+    assert read_lines(one) == ["ein hund", "zwei katzen"]
 
 
 def test_misaligned_files_name_both_files_and_counts(tmp_path: Path) -> None:

@@ -99,6 +99,32 @@ def test_prepare_refuses_a_setting_of_another_section_than_data(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("task", "override", "purpose"),
+    [
+        ("translation", "data.max_tokens=5", "the padded tokens of a training batch"),
+        ("translation", "data.bpe_dropout=0.1", "the BPE dropout of the training pairs, drawn anew each epoch"),
+        ("couplet", "data.cache_dir=elsewhere", "where a run keeps the corpora it prepares"),
+        ("classification", "data.seed=7", "the shuffling of the training batches"),
+        ("classification", "data.prepared_dir=elsewhere", "the prepared folder a run trains from"),
+    ],
+)
+def test_prepare_refuses_a_data_setting_only_a_run_uses_naming_its_command(
+    corpora: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], task: str, override: str, purpose: str
+) -> None:
+    capsys.readouterr()
+    out = tmp_path / "prepared"
+    # Refused before any file is read: the training file named need not be of the task's form.
+    arguments = ["prepare", task, "--train", str(corpora["source"]), str(corpora["target"]), "--out", str(out)]
+    assert main([*arguments, "--set", override]) == 2
+    key = override.split("=")[0]
+    assert one_line(capsys).endswith(
+        f"--set {override}: expected a data setting that preparing a corpus uses, got {key}, a setting of train "
+        f"({purpose}); give it to train instead"
+    )
+    assert not out.exists()
+
+
 def test_verify_refuses_a_folder_whose_input_changed_as_train_does(
     corpora: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from transformer_lab.folders import FolderWriteError
 from transformer_lab.lab import figures, result_plots
 from transformer_lab.lab.checkpoints import checkpoint_attention, load_seq2seq_checkpoint, sentence_attention
 from transformer_lab.models.attention_maps import attention_maps
+from transformer_lab.training import noam_lr
 from transformer_lab.training.metrics_log import read_metrics
 
 DPI = 40  # small images keep the tests fast
@@ -64,6 +66,45 @@ def test_plot_command_writes_a_png_of_the_expected_size(
     out = tmp_path / "figure.png"
     assert main(["plot", *arguments, "--out", str(out), "--dpi", str(DPI)]) == 0
     assert _pixels(out) == (round(inches[1] * DPI), round(inches[0] * DPI))
+
+
+def _drawn_lines(monkeypatch: pytest.MonkeyPatch) -> list[list[tuple[list[float], list[float]]]]:
+    """Each figure's lines as saved, (x, y) each: what the figures module drew, not what it says it drew."""
+    saved: list[list[tuple[list[float], list[float]]]] = []
+    save_png = figures.save_png
+
+    def recording(figure: Figure, path: Path, dpi: int) -> Path:
+        lines = [line for axes in figure.axes for line in axes.get_lines()]
+        saved.append([(list(map(float, line.get_xdata())), list(map(float, line.get_ydata()))) for line in lines])
+        return save_png(figure, path, dpi)
+
+    monkeypatch.setattr(figures, "save_png", recording)
+    return saved
+
+
+def test_the_lr_schedule_draws_the_schedules_values_every_step_of_a_short_run_and_a_sample_of_a_long_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    saved = _drawn_lines(monkeypatch)
+    settings = [(512, 40), (256, 80)]
+    figures.plot_lr_schedule(tmp_path / "short.png", settings=settings, total_steps=200, factor=2.0, dpi=DPI)
+    for (d_model, warmup_steps), (steps, rates) in zip(settings, saved[-1], strict=True):
+        assert steps == list(range(1, 201))  # a short run: every step, the curve as it always was
+        assert rates == pytest.approx([noam_lr(int(step), d_model, warmup_steps, 2.0) for step in steps], rel=1e-12)
+
+    # Ten million steps (it computed each in Python: minutes) by the command line, in one figure's width of points.
+    started = time.perf_counter()
+    assert main(["plot", "lr-schedule", "--steps", "10000000", "--out", str(tmp_path / "long.png")]) == 0
+    assert time.perf_counter() - started < 60
+    width = 7 * 100  # the command's default figure: 7 inches at 100 dots per inch
+    for (d_model, warmup_steps), (steps, rates) in zip(figures.DEFAULT_LR_SETTINGS, saved[-1], strict=True):
+        assert len(steps) <= figures.POINTS_PER_PIXEL * width + len(figures.DEFAULT_LR_SETTINGS)
+        assert steps[0] == 1 and steps[-1] == 10_000_000 and all(a < b for a, b in zip(steps, steps[1:]))
+        assert all(step == int(step) for step in steps)
+        # Each warm-up's last step is drawn: the curve's peak is not cut off between two samples.
+        assert {4000, 8000} <= set(steps)
+        assert max(rates) == pytest.approx((d_model * warmup_steps) ** -0.5, rel=1e-12)
+        assert rates == pytest.approx([noam_lr(int(step), d_model, warmup_steps) for step in steps], rel=1e-12)
 
 
 def test_plot_training_curve_reads_a_metrics_log(tmp_path: Path) -> None:

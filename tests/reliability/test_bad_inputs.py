@@ -751,6 +751,14 @@ CLI_CASES = [
         stdin=b"eins\nzwei\ndrei \xc3\n",
     ),
     CliCase(
+        # Two files with a mark each, joined by cat: the second mark was translated as part of "drei".
+        "translate: a byte-order mark inside stdin",
+        lambda tmp, ck: translate_argv(ck.translation),
+        r"^transformer-lab translate: error: stdin: line 3: expected a byte-order mark \(U\+FEFF\) only at the start "
+        r"of the file, got one at column 1, as where files were joined \(cat\); remove it",
+        stdin="\ufeffeins\nzwei\n\ufeffdrei\n".encode(),
+    ),
+    CliCase(
         "translate: empty stdin",
         lambda tmp, ck: translate_argv(ck.translation),
         r"stdin: expected at least one line to translate, got none",
@@ -1049,6 +1057,13 @@ CLI_CASES = [
         + ["--out", str(translation_run(tmp, ck) / "best" / "corpus")],
         r"--out: expected a folder outside the checkpoints of a run, got .*run/best/corpus, inside .*run/best, "
         r"a checkpoint name of the run folder .*run: the next save of that run replaces it",
+    ),
+    CliCase(
+        "prepare couplet: a byte-order mark inside a --train file",
+        lambda tmp, ck: ["prepare", "couplet", "--train", str(write(tmp / "in.txt", "春 风\n\ufeff花 开\n".encode()))]
+        + [str(write(tmp / "out.txt", "秋 雨\n草 长\n".encode())), "--out", str(tmp / "corpus")],
+        r"^transformer-lab prepare: error: .*in\.txt: line 2: expected a byte-order mark \(U\+FEFF\) only at the "
+        r"start of the file, got one at column 1",
     ),
     *(
         CliCase(

@@ -10,6 +10,7 @@ grows with the square of its length; a line of any text file holds at most `MAX_
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from pathlib import Path
@@ -19,11 +20,14 @@ from tokenizers import pre_tokenizers
 
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
-from transformer_lab.data import line_stream
+from transformer_lab.data import line_stream, parallel_text
 from transformer_lab.data.line_stream import stream_lines
 from transformer_lab.data.parallel_text import MAX_LINE_BYTES, read_lines
+from transformer_lab.data.prepared_cache import MANIFEST_FILE
 from transformer_lab.data.subword import MAX_WORD_CHARACTERS, SubwordTokenizer, check_word_lengths
+from transformer_lab.tasks.translation.data import TranslationDataConfig, corpus_kind
 from transformer_lab.training.config_file import MAX_YAML_BYTES, load_bounded_yaml
+from transformer_lab.training.run.once_per_machine import prepared_corpus
 
 
 def run_cli(arguments: list[str]) -> int:
@@ -351,7 +355,7 @@ def test_a_line_past_the_bound_is_refused_naming_the_file_and_line_and_nothing_i
     source.write_text("\n".join(german) + "\n", encoding="utf-8")
     target.write_text("".join(f"a dog runs {number}\n" for number in range(40)), encoding="utf-8")
     out, cache = tmp_path / "out", tmp_path / "cache"
-    settings = ["--set", "data.vocab_size=300", "--set", f"data.cache_dir={cache}"]
+    settings = ["--set", "data.vocab_size=300"] + (["--set", f"data.cache_dir={cache}"] if command == "train" else [])
     code = run_cli([command, "translation", "--train", str(source), str(target), "--out", str(out), *settings])
     assert code == 2
     assert one_error_line(capsys) == (
@@ -379,3 +383,35 @@ def test_every_reader_takes_a_line_at_the_bound_and_measures_one_past_it_without
     for read in (read_lines, lambda path: list(stream_lines(path, 1 << 16)), lambda path: list(stream_lines(path))):
         with pytest.raises(ValueError, match=f"^{re.escape(message)}; split it or leave it out$"):
             read(path)
+
+
+def test_a_cached_corpus_read_before_the_line_bound_is_prepared_again_and_its_long_line_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Its files unchanged, such an entry was reused: the line a fresh read refuses was served from it.
+    german = [f"ein hund läuft {number}" for number in range(40)]
+    german[30] = a_line_of(MAX_LINE_BYTES + 1)
+    source, target = tmp_path / "train.de", tmp_path / "train.en"
+    source.write_text("\n".join(german) + "\n", encoding="utf-8")
+    target.write_text("".join(f"a dog runs {number}\n" for number in range(40)), encoding="utf-8")
+    files = (str(source), str(target))
+    config = TranslationDataConfig(train_files=files, vocab_size=300, cache_dir=str(tmp_path / "cache"))
+    with monkeypatch.context() as earlier:  # the readers as they were before lines were bounded
+        earlier.setattr(parallel_text, "_refuse_long_line", lambda lines, name, first_line: None)
+        earlier.setattr(line_stream, "_LONGEST_PENDING", 1 << 40)
+        entry = prepared_corpus(corpus_kind(config, progress=False), "", config.cache_dir).folder
+    manifest_path = entry / MANIFEST_FILE
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest.pop("input_checks", None)  # as those readers' manifests were written
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+
+    caplog.set_level(logging.INFO, logger="transformer_lab")
+    bound, size = f"{MAX_LINE_BYTES:,}", f"{MAX_LINE_BYTES + 1:,}"
+    message = f"{source}: line 31: expected lines of at most {bound} bytes, got one of {size} bytes"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}; split it or leave it out$"):
+        prepared_corpus(corpus_kind(config, progress=False), "", config.cache_dir)
+    assert (
+        f"preparing the corpus again in {entry}: its files were read before the readers' checks added since "
+        "(a carriage return inside a line refused; a NUL character refused; a line past 1 MiB refused; "
+        "a byte-order mark past a file's start refused)"
+    ) in caplog.messages

@@ -58,7 +58,9 @@ def test_prepare_classification_then_train_and_evaluate_from_the_folder(
     train_file = write_topic_csv(tmp_path / "train.csv", per_class=20, seed=0)
     prepared_dir = tmp_path / "prepared"
     settings = [argument for item in TINY for argument in ("--set", item)]
-    data_settings = [argument for item in TINY if item.startswith("data.") for argument in ("--set", item)]
+    # The corpus's own settings: the batch size is a setting of train, which prepare refuses.
+    corpus_settings = [item for item in TINY if item.startswith("data.") and not item.startswith("data.max_tokens=")]
+    data_settings = [argument for item in corpus_settings for argument in ("--set", item)]
     arguments = ["prepare", "classification", "--train", str(train_file), "--out", str(prepared_dir)]
     assert main([*arguments, *data_settings]) == 0
     summary = json.loads(capsys.readouterr().out.splitlines()[0])

@@ -373,3 +373,23 @@ def test_the_couplet_attention_map_reads_the_written_line_over_the_upper_line(
         "transformer-lab plot: error: --source: a couplet checkpoint reads text: expected a sentence to draw "
         "(or transformer-lab couplet --plot-attention), got none\n"
     )
+
+
+@pytest.mark.parametrize("given", ["argument", "--input"])
+def test_a_refused_first_line_to_draw_is_named_as_the_user_gave_it_not_by_the_apis_keyword(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str
+) -> None:
+    pytest.importorskip("matplotlib", reason='matplotlib is not installed (pip install -e ".[plots]")')
+    figure, lines = tmp_path / "a.png", tmp_path / "lines.txt"
+    lines.write_text("abc\n江河水\n", encoding="utf-8")
+    inputs = ["abc", "江河水"] if given == "argument" else ["--input", str(lines)]
+    capsys.readouterr()
+    assert main(["couplet", "--checkpoint", str(run_dir), "--beam", "1", "--plot-attention", str(figure), *inputs]) == 2
+    named = "input 1" if given == "argument" else f"{lines}: line 1"
+    # The second line is answered; the figure of the first, which the command refused, is refused naming it
+    # (was: "upper: upper line 'abc' ...", the keyword of CoupletWriter.attention_map).
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"transformer-lab couplet: error: --plot-attention: {named}: upper line 'abc' contains Latin letters 'abc': "
+        "expected a line of Chinese characters"
+    )
+    assert not figure.exists()

@@ -857,11 +857,12 @@ def test_prepare_then_train_from_the_prepared_folder(tmp_path: Path, capsys: pyt
     source.write_text("".join(de + "\n" for de, _ in pairs), encoding="utf-8")
     target.write_text("".join(en + "\n" for _, en in pairs), encoding="utf-8")
     prepared, out = tmp_path / "data" / "de-en", tmp_path / "runs" / "de-en"
-    data_settings = TINY[:6]  # the tokenizer's settings belong to the prepared corpus
+    # The tokenizer's settings belong to the prepared corpus; the batch size (data.max_tokens) to the run.
+    data_settings = TINY[:4]
     arguments = ["prepare", "translation", "--train", str(source), str(target), "--out", str(prepared), "--no-progress"]
     assert main([*arguments, *data_settings, "--set", "data.num_carved_validation=6"]) == 0
     capsys.readouterr()
-    assert main(["train", "translation", "--prepared", str(prepared), "--out", str(out), *TINY[6:]]) == 0
+    assert main(["train", "translation", "--prepared", str(prepared), "--out", str(out), *TINY[4:]]) == 0
     assert capsys.readouterr().out.startswith("trained 4 steps")
     saved = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
     assert saved["data"]["prepared_dir"] == str(prepared) and (out / "best" / "model.safetensors").is_file()

@@ -41,9 +41,16 @@ def free_port() -> int:
 
 
 def torchrun(
-    arguments: list[str], cwd: Path, timeout: float = 900, processes: int = ddp_worker.WORLD_SIZE
+    arguments: list[str],
+    cwd: Path,
+    timeout: float = 900,
+    processes: int = ddp_worker.WORLD_SIZE,
+    check: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m torch.distributed.run`` on ``processes`` local processes, on 127.0.0.1 and a free port."""
+    """``python -m torch.distributed.run`` on ``processes`` local processes, on 127.0.0.1 and a free port.
+
+    ``check``: fail the test unless the launch exits 0.
+    """
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(
         [str(REPOSITORY / "src"), str(REPOSITORY), *filter(None, [environment.get("PYTHONPATH")])]
@@ -83,7 +90,7 @@ def torchrun(
         os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate()
         pytest.fail(f"torchrun timed out after {timeout} s:\n{stdout}\n{stderr}")
-    assert process.returncode == 0, f"torchrun failed ({process.returncode}):\n{stdout}\n{stderr}"
+    assert process.returncode == 0 or not check, f"torchrun failed ({process.returncode}):\n{stdout}\n{stderr}"
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
@@ -405,3 +412,49 @@ def test_sigterm_to_torchrun_says_the_interruption_once_and_saves_last(tmp_path:
     assert len(said) == 1, stdout + stderr
     assert said[0].startswith("transformer-lab train: interrupted by SIGTERM at step ")
     assert (tmp_path / "run" / "last" / "trainer_state.pt").is_file()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["--set", "data.num_train=abc"], "error: data.num_train: expected an int, got 'abc'"),
+        (["--nonsense"], "error: unrecognized arguments: --nonsense (see transformer-lab train --help)"),
+    ],
+)
+def test_a_bad_input_found_before_the_processes_join_is_said_by_the_first_alone_and_every_one_exits_2(
+    tmp_path: Path, arguments: list[str], said: str
+) -> None:
+    # Each process checks the same command line and files: the machine's first (rank 0) says it for
+    # them all (was: once per process); each still exits 2. The two are started by hand, not by
+    # torchrun, whose agent would stop the second once the first failed: here each fails on its own.
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(REPOSITORY / "src"), *filter(None, [environment.get("PYTHONPATH")])]
+    )
+    environment.update(OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2")
+    command = [sys.executable, "-m", "transformer_lab", "train", "copy", *arguments, "--out", str(tmp_path / "run")]
+    for rank in range(2):
+        ended = subprocess.run(
+            command,
+            env={**environment, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert ended.returncode == 2, ended.stderr
+        assert ended.stderr == (f"transformer-lab train: {said}\n" if rank == 0 else "")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_missing_training_file_under_torchrun_is_said_once(tmp_path: Path) -> None:
+    # Rank 0 prepares the corpus and refuses the file; rank 1, waiting for it, is stopped by the
+    # agent (was: its "stopped by SIGTERM" beside rank 0's line, or the same line again).
+    launched = torchrun(
+        ["-m", "transformer_lab", "train", "translation", "--train", "nope.de", "nope.en", "--out", "run"],
+        cwd=tmp_path,
+        check=False,
+    )
+    assert launched.returncode != 0
+    said = [line for line in (launched.stdout + launched.stderr).splitlines() if line.startswith("transformer-lab")]
+    assert said == ["transformer-lab train: error: expected an existing text file, got 'nope.de', which does not exist"]
+    assert not (tmp_path / "run").exists()

@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
+from transformer_lab.data import prepared_cache
 from transformer_lab.data.prepared_cache import (
+    INPUT_CHECKS,
     MANIFEST_FILE,
     CorpusIdentity,
     CorpusKind,
@@ -157,6 +159,25 @@ def test_a_checkpoints_identity_or_the_kinds_refusal_rebuilds_the_entry(
     refused = prepared_corpus(toy_kind(source, calls, refusal=lambda manifest: "not this one"), "", cache)
     assert calls.written == 3 and refused.folder == built.folder
     assert f"preparing the corpus again in {built.folder}: not this one" in logs.text
+
+
+def test_an_entry_read_before_a_check_the_readers_gained_since_is_prepared_again_naming_the_checks(
+    tmp_path: Path, logs: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, cache, calls = tmp_path / "source.txt", tmp_path / "cache", Calls()
+    source.write_text("abc", encoding="utf-8")
+    built = prepared_corpus(toy_kind(source, calls), "", cache)
+    manifest = json.loads((built.folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    assert manifest["input_checks"] == len(INPUT_CHECKS)
+    # A check the readers gained since: the entry, its files unchanged, is read again through it.
+    monkeypatch.setattr(prepared_cache, "INPUT_CHECKS", (*INPUT_CHECKS, "a newer check"))
+    logs.clear()
+    assert prepared_corpus(toy_kind(source, calls), "", cache).folder == built.folder and calls.written == 2
+    reason = "its files were read before the readers' checks added since (a newer check)"
+    assert f"preparing the corpus again in {built.folder}: {reason}" in logs.messages
+    logs.clear()
+    prepared_corpus(toy_kind(source, calls), "", cache)
+    assert calls.written == 2 and f"reusing the prepared corpus {built.folder}" in logs.messages
 
 
 def test_a_given_prepared_folder_is_opened_as_it_is_or_refused_in_one_line(tmp_path: Path) -> None:

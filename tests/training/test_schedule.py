@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from transformer_lab.training import build_noam_scheduler, build_optimizer, cooldown_multiplier, noam_lr
+from transformer_lab.training.schedule import noam_lrs
 
 
 def test_known_values():
@@ -21,6 +22,17 @@ def test_known_values():
 def test_peak_is_at_warmup():
     rates = [noam_lr(step, 32, 50) for step in range(1, 300)]
     assert rates.index(max(rates)) + 1 == 50
+
+
+def test_the_rates_of_many_steps_at_once_are_each_steps_rate():
+    steps = torch.tensor([1, 2, 49, 50, 51, 299, 10**7, 2**40])
+    rates = noam_lrs(steps, 32, 50, factor=1.5)
+    assert rates.dtype == torch.float64 and rates.shape == steps.shape
+    assert rates.tolist() == pytest.approx([noam_lr(int(step), 32, 50, 1.5) for step in steps], rel=1e-12)
+    with pytest.raises(ValueError, match=r"^steps: expected steps >= 1 \(steps are counted from 1\), got 0$"):
+        noam_lrs(torch.tensor([3, 0]), 32, 50)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        noam_lrs(steps, 32, 0)
 
 
 def test_scheduler_gives_noam_rate_to_each_step():

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
+import torch.distributed as dist
 
 from transformer_lab.allocator import keep_freed_memory
 from transformer_lab.cli import (
@@ -79,7 +80,7 @@ class _OneLineParser(argparse.ArgumentParser):
     """argparse, with its usage errors as one line (the usage is one --help away)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n" if _says_why_it_stops() else None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -130,10 +131,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{prefix}: failed: {_one_line(error)}", file=sys.stderr)
             return 1
         message = _one_line(error) if in_the_way is None else _folder_expected(error, in_the_way)
-        print(f"{prefix}: error: {message}", file=sys.stderr)
+        if _says_why_it_stops():
+            print(f"{prefix}: error: {message}", file=sys.stderr)
         return 2
     except (*_BAD_INPUT_ERRORS, FolderWriteError) as error:
-        print(f"{prefix}: error: {_one_line(error)}", file=sys.stderr)
+        if _says_why_it_stops():
+            print(f"{prefix}: error: {_one_line(error)}", file=sys.stderr)
         return 2
     except TrainingInterrupted as interrupted:
         # Under torchrun every rank stops after the same step with the same line: rank 0 says it.
@@ -144,11 +147,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{prefix}: failed: {_one_line(error)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"{prefix}: interrupted", file=sys.stderr)
+        if _says_why_it_stops():
+            print(f"{prefix}: interrupted", file=sys.stderr)
         return 130
     except Terminated as terminated:
-        print(f"{prefix}: {terminated}", file=sys.stderr)
+        if _says_why_it_stops():
+            print(f"{prefix}: {terminated}", file=sys.stderr)
         return terminated.exit_code
+
+
+def _says_why_it_stops() -> bool:
+    """Whether this process says its bad input or its stop: all but a later one of a torchrun machine not yet joined.
+
+    Until the processes join (the Trainer's process group), each checks the same command line
+    and files, and a stop reaches them all (Ctrl-C; torchrun's SIGTERM once one of them failed):
+    the machine's first process (LOCAL_RANK 0: rank 0 on one machine) says it for them, and
+    each still exits with its code. Once joined, a fault may be one process's own: each says its own.
+    """
+    local_rank = os.environ.get("LOCAL_RANK", "")
+    if not (local_rank.isascii() and local_rank.isdigit() and int(local_rank) > 0):
+        return True
+    return dist.is_available() and dist.is_initialized()
 
 
 def _command_parser(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> argparse.ArgumentParser:

@@ -22,6 +22,7 @@ from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.decoding.search_settings import check_no_beam_settings
 from transformer_lab.folders import check_file_output, described_refusal
+from transformer_lab.setting_error import PhrasedError
 from transformer_lab.tasks.command import INPUT_NAMES
 from transformer_lab.tasks.registry import TASKS
 from transformer_lab.tasks.task import Task
@@ -101,17 +102,22 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     for note in answers.notes:
         print(f"transformer-lab {command.name}: {note}", file=sys.stderr)
     if plot_path is not None:
-        _plot_attention(predictor, inputs[0], plot_path, options)
+        _plot_attention(predictor, inputs[0], names[0], plot_path, options)
     return 2 if answers.refused else 0
 
 
-def _plot_attention(predictor: object, text: str, path: Path, options: dict[str, object]) -> None:
+def _plot_attention(predictor: object, text: str, name: str, path: Path, options: dict[str, object]) -> None:
     # Drawing sits here, a layer above the tasks; the predictor reads the weights (its attention_map).
     from transformer_lab.lab.figures import plot_attention_map
     from transformer_lab.tasks.evaluation import search_keywords
 
     try:
-        written = plot_attention_map(predictor, text, path, **search_keywords(options))
+        # An input the task refuses is named as the user gave it (input 1, F: line 1), not by the API's keyword.
+        written = plot_attention_map(predictor, text, path, name=name, **search_keywords(options))
+    except PhrasedError:
+        raise  # it names settings, which the command line says as its options
+    except ValueError as error:  # the answers are printed, the refused input's among them: only the figure failed
+        raise ValueError(f"--plot-attention: {error}") from None
     except OSError as error:  # the answers are printed: only the figure is missing
         raise OSError(f"--plot-attention: {described_refusal(error, path)}") from error
     print(f"attention heat map: {written}", file=sys.stderr)

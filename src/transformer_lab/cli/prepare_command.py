@@ -114,7 +114,7 @@ def run(arguments: argparse.Namespace) -> int:
         raise ValueError(f"task: expected a task with a corpus to prepare, got {task.name}")
     if arguments.verify is not None:
         return _verify(task.name, arguments)
-    _check_data_keys(arguments.overrides)
+    _check_data_keys(arguments.overrides, type(task.config().data))
     check_output_outside_saves("--out", arguments.out)  # else a run's next save or pruning deletes the corpus
     # The preset, then --config, then the data options, then --set: as `train` reads them.
     config, changed = resolved_config(
@@ -162,13 +162,23 @@ def _verify(task_name: str, arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _check_data_keys(overrides: list[str]) -> None:
-    """Refuse a ``--set`` of another section than ``data``: preparing reads only the data settings."""
+def _check_data_keys(overrides: list[str], data_type: type) -> None:
+    """Refuse a ``--set`` that preparing does not read: of another section than ``data``, or a run's own data setting.
+
+    ``data_type``: the task's data config class, whose ``UNUSED_BY_PREPARE`` lists the data
+    settings only a run uses (the batches, where its corpora are kept).
+    """
+    unused: dict[str, str] = getattr(data_type, "UNUSED_BY_PREPARE", {})
     for override in overrides:
         path, _ = parse_override(override, "--set")  # the one reader of --set: a malformed one is refused as train does
         # A key without a section is left to the config's own check, which names what is wrong.
+        key = ".".join(path)
         if len(path) > 1 and path[0] != "data":
-            key = ".".join(path)
             raise ValueError(
                 f"--set {override}: expected a data.* key (preparing reads only the data settings), got {key}"
+            )
+        if len(path) == 2 and path[1] in unused:
+            raise ValueError(
+                f"--set {override}: expected a data setting that preparing a corpus uses, got {key}, a setting of "
+                f"train ({unused[path[1]]}); give it to train instead"
             )

@@ -14,7 +14,8 @@ a single missing line shifts every later pair and silently ruins a translation c
 Lines are split on "\\n" only; a "\\r" right before it (Windows line endings) is removed
 (one anywhere else is refused, naming its line: classic Mac line ends would read as one line,
 as is a NUL, which UTF-16 without a byte-order mark puts beside every ASCII letter),
-and so is a UTF-8 byte-order mark at the very start of a file. Nothing else is changed:
+and so is a UTF-8 byte-order mark at the very start of a file (one anywhere else, left
+where files were joined by `cat`, is refused naming its line). Nothing else is changed:
 inner and trailing spaces are kept as they are (the couplet files end every line with a
 space, and some Multi30k lines have a trailing or a double space), so a reader that wants
 normalised text must normalise it itself. A final newline at the end of a file is
@@ -152,6 +153,8 @@ def decode_lines(data: bytes, name: str, first_line: int = 1, file_start: bool =
         _refuse_lone_carriage_return(lines, name, first_line)
     if "\x00" in text:
         _refuse_nul(lines, name, first_line)
+    if _BYTE_ORDER_MARK in text:  # the file's own at its start is gone: any left is inside it
+        _refuse_byte_order_mark(lines, name, first_line)
     return lines
 
 
@@ -182,6 +185,18 @@ def _refuse_nul(lines: list[str], name: str, first_line: int) -> None:
                     if utf16
                     else "; remove it (a text file holds none)"
                 )
+            )
+
+
+def _refuse_byte_order_mark(lines: list[str], name: str, first_line: int) -> None:
+    """A U+FEFF past a file's start: what `cat a.txt b.txt` leaves of b.txt's mark, which would be
+    read as part of the line's first word (another token, another couplet character)."""
+    for number, line in enumerate(lines, first_line):
+        if _BYTE_ORDER_MARK in line:
+            column = line.index(_BYTE_ORDER_MARK) + 1
+            raise ValueError(
+                f"{name}: line {number}: expected a byte-order mark (U+FEFF) only at the start of the file, got one "
+                f"at column {column}, as where files were joined (cat); remove it, e.g. sed 's/\\xEF\\xBB\\xBF//g'"
             )
 
 

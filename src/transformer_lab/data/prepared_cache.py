@@ -64,6 +64,16 @@ CORPUS_NAMES = {"pairs": "parallel text (pairs)", "couplets": "couplets", "label
 # Data settings naming files to read: a prepared run reads its folder, so they are compared, never recorded.
 FILE_LIST_SETTINGS = ("train_files", "valid_files")
 IDENTITIES = ("vocabulary", "tokenizer")  # CorpusIdentity.what: the description's record of where the ids came from
+# The checks of the input files' text that readers gained since corpora were cached, in order; a
+# manifest records how many its files passed ("input_checks"; none recorded: none). A cache entry
+# read with fewer is prepared again: reused, it would serve a file the readers now refuse. A reader's
+# new check is appended here.
+INPUT_CHECKS = (
+    "a carriage return inside a line refused",
+    "a NUL character refused",
+    "a line past 1 MiB refused",
+    "a byte-order mark past a file's start refused",
+)
 
 
 def default_cache_root() -> Path:
@@ -394,7 +404,8 @@ def write_corpus_manifest(
     """Write the manifest :func:`read_corpus_manifest` reads back.
 
     It holds the kind, the format version, the description, the inputs' records (checked
-    unchanged since ``inputs`` was created, else InputChangedError), the kind's own ``fields``
+    unchanged since ``inputs`` was created, else InputChangedError), how many of `INPUT_CHECKS`
+    their text passed (all: the readers made them), the kind's own ``fields``
     (its vocabulary's sha256, its report), the size and sha256 of every file written in
     ``folder`` so far, and the seconds since ``started`` (a ``time.perf_counter()`` reading).
     """
@@ -403,6 +414,7 @@ def write_corpus_manifest(
         "kind": kind,
         "description": description,
         "inputs": inputs.records(),
+        "input_checks": len(INPUT_CHECKS),
         **fields,
         "files": file_checksums(folder, MANIFEST_FILE),
         "seconds": round(time.perf_counter() - started, 2),
@@ -604,6 +616,9 @@ class CorpusIdentity:
         origin = recorded.pop(self.what, None)
         if recorded != description:
             return "the files or the settings differ"
+        missing = _checks_missed(manifest)
+        if missing:
+            return f"its files were read before the readers' checks added since ({'; '.join(missing)})"
         changed = records_changed(manifest["inputs"])
         if changed:
             return changed
@@ -633,6 +648,12 @@ class CorpusIdentity:
                 f"data.prepared_dir: expected a corpus prepared with the checkpoint's {self.what}, got {folder}, "
                 f"{mismatch}"
             )
+
+
+def _checks_missed(manifest: dict[str, Any]) -> tuple[str, ...]:
+    """The checks of `INPUT_CHECKS` that a corpus's input files were never put through (all, for no record)."""
+    passed = manifest.get("input_checks")
+    return INPUT_CHECKS[passed if type(passed) is int and passed >= 0 else 0 :]
 
 
 class PreparedCorpus(Protocol):

@@ -75,6 +75,7 @@ class Seq2SeqPredictor:
         self,
         text: str,
         *,
+        name: str | None = None,
         beam: int | None = None,
         precision: str | None = None,
         length_penalty: float | None = None,
@@ -83,12 +84,13 @@ class Seq2SeqPredictor:
         """Answer ``text``, then read its last decoder layer's cross-attention (mean of heads).
 
         The rows are the ids the model generated with these settings (not its answer encoded
-        again, which can split differently); an input the task refuses is a ValueError. An
+        again, which can split differently); an input the task refuses is a ValueError naming
+        it as ``name`` (a command's "input 1" or "F: line 3"; None: as the task's keyword). An
         ensemble's map is the mean of its members' maps over the ids it wrote together.
         """
-        text = self._plotted(text)
+        text = self._plotted(text, name)
         model, decode = self.decoding(beam, 1, precision, length_penalty, beam_stop)
-        source_ids, target_ids, columns, rows, title = self._written(model, decode, text)
+        source_ids, target_ids, columns, rows, title = self._written(model, decode, text, name)
         members = list(model.members) if isinstance(model, Ensemble) else [model]
         maps = [
             last_layer_map(cast(Seq2SeqTransformer, member), source_ids, target_ids, columns, rows, title)
@@ -99,12 +101,12 @@ class Seq2SeqPredictor:
         weights = torch.stack([each.weights for each in maps]).mean(dim=0)  # [T, S]
         return dataclasses.replace(maps[0], weights=weights, title=f"{maps[0].title}, mean of {len(maps)} models")
 
-    def _plotted(self, text: object) -> str:
-        """``text`` checked before any decoding, as the task names it."""
+    def _plotted(self, text: object, name: str | None) -> str:
+        """``text`` checked before any decoding, named ``name`` (None: as the task's keyword)."""
         raise NotImplementedError
 
-    def _written(self, model: DecodedModel, decode: DecodeConfig, text: str) -> Written:
-        """What ``model`` writes for ``text`` with ``decode``, labelled (see `Written`)."""
+    def _written(self, model: DecodedModel, decode: DecodeConfig, text: str, name: str | None) -> Written:
+        """What ``model`` writes for ``text`` with ``decode``, labelled (see `Written`); a refusal names ``name``."""
         raise NotImplementedError
 
 

@@ -37,7 +37,7 @@ from transformer_lab.lab.mask_panels import mask_panels
 from transformer_lab.models.attention_maps import AttentionMap
 from transformer_lab.models.embedding import SinusoidalPositionalEncoding
 from transformer_lab.setting_error import SettingError
-from transformer_lab.training import noam_lr
+from transformer_lab.training.schedule import noam_lrs
 
 
 def plot_attention_heatmap(
@@ -213,7 +213,9 @@ def plot_lr_schedule(
 ) -> Path:
     """The warm-up / inverse-square-root rate (:func:`~transformer_lab.training.noam_lr`).
 
-    ``settings`` holds ``(d_model, warmup_steps)`` pairs, one curve each.
+    ``settings`` holds ``(d_model, warmup_steps)`` pairs, one curve each. Every step is
+    drawn up to a few per pixel of the figure's width; past that, as many steps spread
+    evenly and each warm-up's last step (the peak), so ten million steps draw as fast.
     """
     check_figure_size(figsize, dpi)
     if total_steps < 2:
@@ -223,11 +225,11 @@ def plot_lr_schedule(
     if not (math.isfinite(factor) and factor > 0):
         # Checked before noam_lr would, as a SettingError: the command line names its --factor.
         raise SettingError("{factor}: expected a positive finite float, got {given!r}", ("factor",), given=factor)
-    steps = list(range(1, total_steps + 1))
+    steps = drawn_steps(total_steps, [warmup_steps for _, warmup_steps in settings], round(figsize[0] * dpi))
     figure, axes = plt.subplots(figsize=figsize)
     for d_model, warmup_steps in settings:
-        rates = [noam_lr(step, d_model, warmup_steps, factor) for step in steps]
-        axes.plot(steps, rates, label=f"d_model={d_model}, warmup={warmup_steps}")
+        rates = noam_lrs(steps, d_model, warmup_steps, factor)
+        axes.plot(steps.numpy(), rates.numpy(), label=f"d_model={d_model}, warmup={warmup_steps}")
     axes.set_xlabel("optimizer step")
     axes.set_ylabel("learning rate")
     axes.set_title("lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)", fontsize=10)
@@ -235,6 +237,26 @@ def plot_lr_schedule(
     axes.grid(alpha=0.3)
     figure.tight_layout()
     return save_png(figure, path, dpi)
+
+
+# Points drawn per pixel of a figure's width: more than it can show, so that the line looks as
+# the one through every step would.
+POINTS_PER_PIXEL = 4
+
+
+def drawn_steps(total_steps: int, peaks: Sequence[int], width_pixels: int) -> Tensor:
+    """The steps (float64, from 1, ascending) a curve over ``total_steps`` steps is drawn through.
+
+    Every step while they are at most ``POINTS_PER_PIXEL`` per pixel of ``width_pixels``;
+    past that, that many spread evenly from the first step to the last, and the ``peaks``
+    (a warm-up's last step, where the curve bends) among them, so no peak is cut off.
+    """
+    most = POINTS_PER_PIXEL * max(width_pixels, 1)
+    if total_steps <= most:
+        return torch.arange(1, total_steps + 1, dtype=torch.float64)
+    evenly = torch.linspace(1, total_steps, most, dtype=torch.float64).round()
+    bends = torch.tensor([peak for peak in peaks if 1 <= peak <= total_steps], dtype=torch.float64)
+    return torch.unique(torch.cat([evenly, bends]))  # sorted, each step once
 
 
 def attention_grid_size(maps: Mapping[str, Tensor]) -> tuple[int, int]:

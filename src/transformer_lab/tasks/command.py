@@ -47,8 +47,9 @@ class PredictCommand:
     the checkpoint and the device, given to ``answer`` as flag -> value (only those given).
     ``answer(predictor, inputs, options)`` answers every input with ``Task.predictor``'s
     object; ``options`` also holds, under :data:`INPUT_NAMES`, what an error calls each input.
-    ``plots_attention``: the predictor has ``attention_map(text, **search settings)`` (a
-    `models.attention_maps.AttentionMap`), so the command offers ``--plot-attention``.
+    ``plots_attention``: the predictor has ``attention_map(text, name=..., **search settings)``
+    (a `models.attention_maps.AttentionMap`; ``name``, the input's, in its errors), so the
+    command offers ``--plot-attention``.
     ``opened(predictor, options)``: the predictor the options ask for (translate's ``--ensemble``
     adds models), which answers and draws; None keeps the checkpoint's.
     """

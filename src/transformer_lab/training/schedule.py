@@ -28,6 +28,7 @@ __all__ = [
     "cooldown_multiplier",
     "fitted_schedule",
     "noam_lr",
+    "noam_lrs",
     "scaled_schedule",
 ]
 
@@ -47,6 +48,19 @@ def noam_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> 
     if step < 1:
         raise ValueError(f"step: expected an int >= 1 (steps are counted from 1), got {step!r}")
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+
+
+def noam_lrs(steps: torch.Tensor, d_model: int, warmup_steps: int, factor: float = 1.0) -> torch.Tensor:
+    """:func:`noam_lr` of every step of ``steps`` (each >= 1) at once, in float64: a curve of millions of steps.
+
+    Shape:
+        steps ``[N]`` -> ``[N]``.
+    """
+    _check_schedule_arguments(d_model, warmup_steps, factor)
+    steps = steps.to(torch.float64)
+    if steps.numel() and bool((steps < 1).any()):
+        raise ValueError(f"steps: expected steps >= 1 (steps are counted from 1), got {steps.min().item():g}")
+    return factor * d_model**-0.5 * torch.minimum(steps**-0.5, steps * warmup_steps**-1.5)
 
 
 def cooldown_multiplier(step: int, total_steps: int, cooldown_steps: int) -> float:

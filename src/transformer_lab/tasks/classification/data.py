@@ -38,9 +38,6 @@ from transformer_lab.data.splits import check_fraction
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.training.run.once_per_machine import prepared_corpus
 
-# What a prepared corpus does not depend on: where the data and the cache are, and the batches.
-_UNDESCRIBED = ("data_dir", "max_tokens", "seed", "prepared_dir", "cache_dir")
-
 
 @dataclass(frozen=True)
 class ClassificationDataConfig:
@@ -51,6 +48,14 @@ class ClassificationDataConfig:
     UNUSED_WITH_VALID_FILES: ClassVar[dict[str, str]] = {
         "validation_fraction": "the share of the training rows to hold out for validation",
         "split_seed": "which training rows to hold out for validation",
+    }
+    # The settings of a run that no prepared corpus depends on, each with what it is for:
+    # `prepare` refuses them by name rather than take them and record nothing.
+    UNUSED_BY_PREPARE: ClassVar[dict[str, str]] = {
+        "max_tokens": "the padded tokens of a training batch",
+        "seed": "the shuffling of the training batches",
+        "prepared_dir": "the prepared folder a run trains from",
+        "cache_dir": "where a run keeps the corpora it prepares",
     }
 
     data_dir: str | None = None  # folder holding ag_news/ (None: $TRANSFORMER_LAB_DATA, else the download folder)
@@ -106,6 +111,10 @@ class ClassificationDataConfig:
             raise ValueError(
                 "data.prepared_dir: expected either a prepared folder or data.train_files (--train), got both"
             )
+
+
+# What a prepared corpus does not depend on: where the data is, and a run's own settings.
+_UNDESCRIBED = ("data_dir", *ClassificationDataConfig.UNUSED_BY_PREPARE)
 
 
 @dataclass

@@ -39,9 +39,6 @@ logger = logging.getLogger(__name__)
 # What a bad pair's error advises: the setting that skips such pairs, as the command line sets it.
 SKIP_INVALID_OPTION = "--set data.skip_invalid"
 
-# What a prepared corpus does not depend on: where the data and the cache are, the batches, the test split.
-_UNDESCRIBED = ("data_dir", "max_tokens", "test_split", "prepared_dir", "cache_dir")
-
 
 @dataclass(frozen=True)
 class CoupletDataConfig:
@@ -51,6 +48,13 @@ class CoupletDataConfig:
     UNUSED_WITH_TRAIN_FILES: ClassVar[dict[str, str]] = {"train_split": "the split of the data folder trained on"}
     UNUSED_WITH_VALID_FILES: ClassVar[dict[str, str]] = {
         "num_validation": "how many training couplets to hold out for validation"
+    }
+    # The settings of a run that no prepared corpus depends on, each with what it is for:
+    # `prepare` refuses them by name rather than take them and record nothing.
+    UNUSED_BY_PREPARE: ClassVar[dict[str, str]] = {
+        "max_tokens": "the padded tokens of a training batch",
+        "prepared_dir": "the prepared folder a run trains from",
+        "cache_dir": "where a run keeps the corpora it prepares",
     }
 
     data_dir: str | None = None  # folder holding couplet/ (None: $TRANSFORMER_LAB_DATA, else the download folder)
@@ -100,6 +104,9 @@ class CoupletDataConfig:
 
 
 CoupletData = Seq2SeqData[Vocabulary]
+
+# What a prepared corpus does not depend on: where the data is, the test split, and a run's own settings.
+_UNDESCRIBED = ("data_dir", "test_split", *CoupletDataConfig.UNUSED_BY_PREPARE)
 
 
 def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) -> CoupletData:

@@ -279,14 +279,14 @@ class CoupletWriter(Seq2SeqPredictor):
         results = generate(model, self.vocabulary, lines, decode, rules, num_candidates=num_candidates)
         return results[0] if isinstance(uppers, str) else results
 
-    def _plotted(self, upper: object) -> str:
-        return text_of(upper, "upper")
+    def _plotted(self, upper: object, name: str | None) -> str:
+        return text_of(upper, "upper")  # only the Python API gives other than a str: named by its keyword
 
-    def _written(self, model: DecodedModel, decode: DecodeConfig, upper: str) -> Written:
+    def _written(self, model: DecodedModel, decode: DecodeConfig, upper: str, name: str | None) -> Written:
         # As write() answers it, under the checkpoint's rules; the columns are the upper line's characters.
         (result,) = generate(model, self.vocabulary, [upper], decode, self.config.constraints)
         if result.error:
-            raise ValueError(f"upper: {result.error}")
+            raise ValueError(f"{name or 'upper'}: {result.error}")
         source_ids = encode_upper(result.upper, self.vocabulary, punctuation_stand_in(self.vocabulary))
         target_ids = result.candidates[0].ids
         written = [self.vocabulary.tokens[token_id] for token_id in target_ids]

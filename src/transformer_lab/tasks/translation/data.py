@@ -33,6 +33,14 @@ class TranslationDataConfig:
         "min_frequency": "the fewest occurrences of a merge of the BPE to learn",
         "tokenizer_sample": "how many sentences the BPE is learned from",
     }
+    # The settings of a run that no prepared corpus depends on, each with what it is for:
+    # `prepare` refuses them by name rather than take them and record nothing.
+    UNUSED_BY_PREPARE: ClassVar[dict[str, str]] = {
+        "max_tokens": "the padded tokens of a training batch",
+        "bpe_dropout": "the BPE dropout of the training pairs, drawn anew each epoch",
+        "prepared_dir": "the prepared folder a run trains from",
+        "cache_dir": "where a run keeps the corpora it prepares",
+    }
 
     data_dir: str | None = None  # folder holding multi30k/ (None: $TRANSFORMER_LAB_DATA, else the download folder)
     # The user's own corpus instead of Multi30k: two aligned line files (SOURCE TARGET), or

@@ -137,14 +137,14 @@ class Translator(Seq2SeqPredictor):
         ]
         return results[0] if isinstance(sentences, str) else results
 
-    def _plotted(self, sentence: object) -> str:
-        text = text_of(sentence, "sentence")
+    def _plotted(self, sentence: object, name: str | None) -> str:
+        text = text_of(sentence, "sentence")  # only the Python API gives other than a str: named by its keyword
         if not text.strip():
-            raise ValueError("sentence: expected a non-empty sentence to plot, got an empty one")
+            raise ValueError(f"{name or 'sentence'}: expected a non-empty sentence to plot, got an empty one")
         return text
 
-    def _written(self, model: DecodedModel, decode: DecodeConfig, sentence: str) -> Written:
-        best = translate_nbest(model, self.tokenizers, sentence, decode)[0]
+    def _written(self, model: DecodedModel, decode: DecodeConfig, sentence: str, name: str | None) -> Written:
+        best = translate_nbest(model, self.tokenizers, sentence, decode, name or "sentence")[0]
         source_ids = self.tokenizers.source.encode(sentence)
         source_labels = token_labels(self.tokenizers.source, source_ids)
         return source_ids, best.ids, source_labels, token_labels(self.tokenizers.target, best.ids), ""
