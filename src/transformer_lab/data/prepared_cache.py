@@ -63,6 +63,13 @@ ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 CORPUS_NAMES = {"pairs": "parallel text (pairs)", "couplets": "couplets", "labelled": "labelled text"}
 # Data settings naming files to read: a prepared run reads its folder, so they are compared, never recorded.
 FILE_LIST_SETTINGS = ("train_files", "valid_files")
+# The data settings of a run that no prepared corpus depends on, each with what it is for: `prepare`
+# refuses them by name rather than take them and record nothing. A task's data config adds its own.
+RUN_ONLY_DATA_SETTINGS = {
+    "max_tokens": "the padded tokens of a training batch",
+    "prepared_dir": "the prepared folder a run trains from",
+    "cache_dir": "where a run keeps the corpora it prepares",
+}
 IDENTITIES = ("vocabulary", "tokenizer")  # CorpusIdentity.what: the description's record of where the ids came from
 # The checks of the input files' text that readers gained since corpora were cached, in order; a
 # manifest records how many its files passed ("input_checks"; none recorded: none). A cache entry

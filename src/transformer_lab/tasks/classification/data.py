@@ -21,7 +21,7 @@ from transformer_lab.data import (
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, SEED_RANGE, check_int_fields
 from transformer_lab.data.ag_news import CLASSES_FILE
 from transformer_lab.data.labelled_text import check_label_apart
-from transformer_lab.data.prepared_cache import CorpusIdentity, CorpusKind, corpus_description
+from transformer_lab.data.prepared_cache import RUN_ONLY_DATA_SETTINGS, CorpusIdentity, CorpusKind, corpus_description
 from transformer_lab.data.prepared_labelled import (
     LABELLED_KIND,
     LabelledCorpusSpec,
@@ -49,13 +49,10 @@ class ClassificationDataConfig:
         "validation_fraction": "the share of the training rows to hold out for validation",
         "split_seed": "which training rows to hold out for validation",
     }
-    # The settings of a run that no prepared corpus depends on, each with what it is for:
-    # `prepare` refuses them by name rather than take them and record nothing.
+    # `prepare` refuses these by name (prepared_cache.RUN_ONLY_DATA_SETTINGS, and the task's own).
     UNUSED_BY_PREPARE: ClassVar[dict[str, str]] = {
-        "max_tokens": "the padded tokens of a training batch",
+        **RUN_ONLY_DATA_SETTINGS,
         "seed": "the shuffling of the training batches",
-        "prepared_dir": "the prepared folder a run trains from",
-        "cache_dir": "where a run keeps the corpora it prepares",
     }
 
     data_dir: str | None = None  # folder holding ag_news/ (None: $TRANSFORMER_LAB_DATA, else the download folder)

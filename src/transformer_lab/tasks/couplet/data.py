@@ -20,7 +20,7 @@ from transformer_lab.data.couplet import (
 )
 from transformer_lab.data.couplet_stream import CoupletFiles
 from transformer_lab.data.pair_files import check_pair_format
-from transformer_lab.data.prepared_cache import CorpusIdentity, CorpusKind, corpus_description
+from transformer_lab.data.prepared_cache import RUN_ONLY_DATA_SETTINGS, CorpusIdentity, CorpusKind, corpus_description
 from transformer_lab.data.prepared_couplets import (
     COUPLETS_KIND,
     CoupletCorpusSpec,
@@ -49,13 +49,8 @@ class CoupletDataConfig:
     UNUSED_WITH_VALID_FILES: ClassVar[dict[str, str]] = {
         "num_validation": "how many training couplets to hold out for validation"
     }
-    # The settings of a run that no prepared corpus depends on, each with what it is for:
-    # `prepare` refuses them by name rather than take them and record nothing.
-    UNUSED_BY_PREPARE: ClassVar[dict[str, str]] = {
-        "max_tokens": "the padded tokens of a training batch",
-        "prepared_dir": "the prepared folder a run trains from",
-        "cache_dir": "where a run keeps the corpora it prepares",
-    }
+    # `prepare` refuses these by name (prepared_cache.RUN_ONLY_DATA_SETTINGS).
+    UNUSED_BY_PREPARE: ClassVar[dict[str, str]] = RUN_ONLY_DATA_SETTINGS
 
     data_dir: str | None = None  # folder holding couplet/ (None: $TRANSFORMER_LAB_DATA, else the download folder)
     train_split: str = "train_couplet_machine"  # or "train" (wb14123's 770k pairs) where present

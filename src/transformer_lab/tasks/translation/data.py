@@ -11,7 +11,7 @@ from transformer_lab.data.bpe_dropout import check_dropout
 from transformer_lab.data.lazy_batches import epoch_pair_batches, pair_length_table
 from transformer_lab.data.pair_files import check_pair_format
 from transformer_lab.data.pair_stream import PairFiles
-from transformer_lab.data.prepared_cache import CorpusKind
+from transformer_lab.data.prepared_cache import RUN_ONLY_DATA_SETTINGS, CorpusKind
 from transformer_lab.data.prepared_pairs import BpeSettings, PairCorpusSpec, PreparedPairs, pairs_kind
 from transformer_lab.tasks.seq2seq import Seq2SeqData
 from transformer_lab.training.run.once_per_machine import prepared_corpus
@@ -33,13 +33,10 @@ class TranslationDataConfig:
         "min_frequency": "the fewest occurrences of a merge of the BPE to learn",
         "tokenizer_sample": "how many sentences the BPE is learned from",
     }
-    # The settings of a run that no prepared corpus depends on, each with what it is for:
-    # `prepare` refuses them by name rather than take them and record nothing.
+    # `prepare` refuses these by name (prepared_cache.RUN_ONLY_DATA_SETTINGS, and the task's own).
     UNUSED_BY_PREPARE: ClassVar[dict[str, str]] = {
-        "max_tokens": "the padded tokens of a training batch",
+        **RUN_ONLY_DATA_SETTINGS,
         "bpe_dropout": "the BPE dropout of the training pairs, drawn anew each epoch",
-        "prepared_dir": "the prepared folder a run trains from",
-        "cache_dir": "where a run keeps the corpora it prepares",
     }
 
     data_dir: str | None = None  # folder holding multi30k/ (None: $TRANSFORMER_LAB_DATA, else the download folder)
