@@ -458,3 +458,21 @@ def test_a_missing_training_file_under_torchrun_is_said_once(tmp_path: Path) -> 
     said = [line for line in (launched.stdout + launched.stderr).splitlines() if line.startswith("transformer-lab")]
     assert said == ["transformer-lab train: error: expected an existing text file, got 'nope.de', which does not exist"]
     assert not (tmp_path / "run").exists()
+
+
+def test_a_launch_environment_torchrun_would_not_set_is_refused_in_one_line_by_train_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # RANK alone (a cluster's variable, a leftover export): was a traceback from every command,
+    # `config` included, read before the commands' error handling.
+    for name in ("LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RANK", "0")
+    assert main(["config", "copy"]) == 0
+    assert capsys.readouterr().out.startswith("# transformer-lab train copy")
+    assert main(["train", "copy", "--out", str(tmp_path / "run"), "--set", "train.max_steps=1"]) == 2
+    said = capsys.readouterr().err
+    assert said == (
+        "transformer-lab train: error: environment: expected all of RANK, LOCAL_RANK, WORLD_SIZE "
+        "(as torchrun sets them) or none, got only RANK\n"
+    )

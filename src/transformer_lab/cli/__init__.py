@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _command_parser(parser, arguments).error(f"unrecognized arguments: {' '.join(unrecognized)}")
     level = logging.DEBUG if arguments.verbose else logging.INFO
     # Under torchrun only rank 0 reports; the other ranks still show warnings and errors.
-    logging.basicConfig(level=level if is_main_process() else logging.WARNING, format="%(message)s")
+    logging.basicConfig(level=level if _reports() else logging.WARNING, format="%(message)s")
     prefix = f"transformer-lab {arguments.command}"
     try:
         set_threads(arguments.threads)
@@ -154,6 +154,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _says_why_it_stops():
             print(f"{prefix}: {terminated}", file=sys.stderr)
         return terminated.exit_code
+
+
+def _reports() -> bool:
+    """Whether this process logs at info level: rank 0, or not under torchrun.
+
+    A launch environment torchrun would not set (RANK alone) counts as one process here: a command
+    that does not train ignores it, and the Trainer refuses it in one line, naming the variables.
+    """
+    try:
+        return is_main_process()
+    except ValueError:
+        return True
 
 
 def _says_why_it_stops() -> bool:
