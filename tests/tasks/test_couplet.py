@@ -149,6 +149,26 @@ def test_a_split_of_fewer_pairs_than_the_samples_shown_is_counted_as_it_is(
     assert [line.startswith("  ") for line in after[:6]] == [True] * 5 + [False]
 
 
+def test_evaluate_without_split_scores_the_runs_own_test_split(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # data.test_split was recorded and read by nothing: evaluate scored "test" whatever it said.
+    root = write_couplet_folder(tmp_path / "data", num_train=2, num_test=2)
+    write_split(root / "couplet" / "test2016", made_up_couplets(7, seed=3))
+    checkpoint = tmp_path / "best"
+    shutil.copytree(run_dir / "best", checkpoint)
+    config = json.loads((checkpoint / "config.json").read_text(encoding="utf-8"))
+    config["data"]["test_split"] = "test2016"
+    (checkpoint / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    common = ["evaluate", "couplet", "--checkpoint", str(checkpoint), "--data-dir", str(root), "--beam", "1"]
+    assert main(common) == 0
+    assert capsys.readouterr().out.startswith("couplet test2016, 7 pairs,")
+    assert main([*common, "--split", "test"]) == 0
+    assert capsys.readouterr().out.startswith("couplet test, 2 pairs,")
+    assert main(["train", "couplet", "--out", str(tmp_path / "run"), "--set", "data.test_split=a/b"]) == 2
+    assert "data.test_split: expected a folder name such as" in capsys.readouterr().err
+
+
 def test_evaluations_with_their_own_output_keep_their_own_samples(
     run_dir: Path, data_dir: Path, tmp_path: Path
 ) -> None:

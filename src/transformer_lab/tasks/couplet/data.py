@@ -14,6 +14,7 @@ from transformer_lab.data.couplet import (
     LOWER_FILE,
     UPPER_FILE,
     CoupletCorpus,
+    check_split_name,
     read_couplet_source,
     resolve_couplet_split_dir,
     split_validation,
@@ -60,7 +61,7 @@ class CoupletDataConfig:
     # Validation couplets in the same forms; () = carve num_validation pairs from training.
     valid_files: tuple[str, ...] = ()
     file_format: str = ""  # "lines", "tsv" or "jsonl"; "" = from the number of files and the suffix
-    test_split: str = "test"  # wb14123's 4,000 test pairs
+    test_split: str = "test"  # what `evaluate couplet` scores without --split (wb14123's 4,000 test pairs)
     # Training pairs whose upper line is longer are skipped and counted (58 of the 90,889
     # train_couplet_machine pairs, up to 533 characters); the test lines are at most 31.
     max_length: int = 64
@@ -93,6 +94,7 @@ class CoupletDataConfig:
         counts = dict.fromkeys(("num_validation", "num_train"), ANY_COUNT)
         check_int_fields(self, "data", {**CORPUS_FIELD_BOUNDS, "max_length": (1, MAX_POSITIONS - 1), **counts})
         check_pair_format(self.file_format)
+        check_split_name(self.test_split, "data.test_split")
         for name, files in (("train_files", self.train_files), ("valid_files", self.valid_files)):
             if files:  # checked here, where an error names the option or key that gave the files
                 _user_files(self, files, f"data.{name}")

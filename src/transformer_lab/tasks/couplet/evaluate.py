@@ -21,15 +21,16 @@ from transformer_lab.tasks.couplet.train import load
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, search_for
 from transformer_lab.training.checkpoint import resolve_checkpoint
 
-DEFAULT_SPLIT = "test"  # the split `evaluate couplet` scores when none is named
+DEFAULT_SPLIT = "test"  # the preset's data.test_split: what `evaluate couplet` scores when none is named
 NUM_SAMPLES = 20
 
 
 def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
     """Answer the upper lines of a split and score the answers against its lower lines."""
     # Checked as given, before the checkpoint is read: an empty name is no default split.
-    split = DEFAULT_SPLIT if split is None else check_split_name(split, "--split", also="validation, ")
+    split = None if split is None else check_split_name(split, "--split", also="validation, ")
     model, vocabulary, config = load(checkpoint)
+    split = config.data.test_split if split is None else split  # the run's own (DEFAULT_SPLIT unless set)
     model, search = search_for(model, config.decode, options)
     data_dir = options.data_folder(config.data.data_dir)
     read: dict[str, Path] = {}
