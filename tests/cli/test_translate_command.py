@@ -31,11 +31,12 @@ def test_an_empty_translation_keeps_its_line_and_is_said_on_stderr(
     assert main(["translate", "--checkpoint", str(silent_checkpoint), "--input", str(sentences)]) == 0
     captured = capsys.readouterr()
     assert captured.out == "\n\n\n"  # one line per sentence, so line i is still sentence i's
+    # Named by the file and line they came from (was: "input 1", as if typed as arguments).
     assert captured.err.splitlines() == [
-        "transformer-lab translate: input 1: the translation is empty (the model ended it at once: "
+        f"transformer-lab translate: {sentences}: line 1: the translation is empty (the model ended it at once: "
         "it may need more training, or try --beam 5)",
-        "transformer-lab translate: input 2: the sentence is blank, so its translation is the empty line",
-        "transformer-lab translate: input 3: the translation is empty (the model ended it at once: "
+        f"transformer-lab translate: {sentences}: line 2: the sentence is blank, so its translation is the empty line",
+        f"transformer-lab translate: {sentences}: line 3: the translation is empty (the model ended it at once: "
         "it may need more training, or try --beam 5)",
     ]
 

@@ -1315,34 +1315,34 @@ CLI_CASES = [
     CliCase(
         "couplet: empty string",
         lambda tmp, ck: couplet_argv(ck, ""),
-        r"^transformer-lab couplet: line 1: empty upper line: expected Chinese characters, got nothing$",
+        r"^transformer-lab couplet: input 1: empty upper line: expected Chinese characters, got nothing$",
     ),
     CliCase(
         "couplet: whitespace only",
         lambda tmp, ck: couplet_argv(ck, " \u3000 "),
-        r"^transformer-lab couplet: line 1: empty upper line",
+        r"^transformer-lab couplet: input 1: empty upper line",
     ),
     CliCase(
         "couplet: 10,000 characters",
         lambda tmp, ck: couplet_argv(ck, "春" * 10_000),
-        r"^transformer-lab couplet: line 1: upper line of 10000 characters: expected at most 127 "
+        r"^transformer-lab couplet: input 1: upper line of 10000 characters: expected at most 127 "
         r"\(the model's max_len - 1\)$",
     ),
     CliCase(
         "couplet: Latin letters",
         lambda tmp, ck: couplet_argv(ck, "春风 spring 花"),
-        r"^transformer-lab couplet: line 1: upper line '春风 spring 花' contains Latin letters 'ginprs': "
+        r"^transformer-lab couplet: input 1: upper line '春风 spring 花' contains Latin letters 'ginprs': "
         r"expected a line of Chinese characters$",
     ),
     CliCase(
         "couplet: full-width Latin letters",
         lambda tmp, ck: couplet_argv(ck, "春ＡＢ风"),
-        r"line 1: upper line '春ＡＢ风' contains Latin letters 'ＡＢ'",
+        r"input 1: upper line '春ＡＢ风' contains Latin letters 'ＡＢ'",
     ),
     CliCase(
         "couplet: undecodable argument bytes",
         lambda tmp, ck: couplet_argv(ck, "春\udcfc风"),
-        r"^transformer-lab couplet: line 1: upper line has the lone surrogate U\+DCFC at character 1: "
+        r"^transformer-lab couplet: input 1: upper line has the lone surrogate U\+DCFC at character 1: "
         r"expected valid Unicode text",
     ),
     CliCase(
@@ -1959,9 +1959,9 @@ def test_awkward_but_valid_upper_lines_are_answered_with_a_note(checkpoints: Che
     assert [len(lower) for lower in lowers] == [len("".join(upper.split())) for upper in uppers]
     assert "，" == lowers[1][2] and lowers[6].endswith("。")  # the upper line's marks are kept in place
     notes = error.splitlines()
-    assert notes[0] == "transformer-lab couplet: line 1: characters never seen in training, read as <unk>: 😀"
+    assert notes[0] == "transformer-lab couplet: input 1: characters never seen in training, read as <unk>: 😀"
     assert [note.split(":")[0] for note in notes] == ["transformer-lab couplet"] * 6
-    assert [note.split(": ")[1] for note in notes] == ["line 1", "line 2", "line 3", "line 4", "line 5", "line 7"]
+    assert [note.split(": ")[1] for note in notes] == ["input 1", "input 2", "input 3", "input 4", "input 5", "input 7"]
 
 
 def test_no_traceback_through_the_real_entry_point(tmp_path: Path, checkpoint: Path) -> None:
@@ -2015,7 +2015,7 @@ def test_undecodable_argument_bytes_through_the_real_entry_point(checkpoints: Ch
     assert result.returncode == 2
     assert result.stdout.decode("utf-8").split("\n")[0] == "" and len(result.stdout.decode("utf-8").split("\n")[1]) == 2
     assert result.stderr.decode("utf-8").splitlines() == [
-        "transformer-lab couplet: line 1: upper line has the lone surrogate U+DCFF at character 2: "
+        "transformer-lab couplet: input 1: upper line has the lone surrogate U+DCFF at character 2: "
         "expected valid Unicode text (undecodable input bytes?)"
     ]
 

@@ -74,11 +74,11 @@ def test_couplet_command_answers_good_lines_and_explains_bad_ones(
     lines = captured.out.splitlines()
     assert len(lines) == 6  # aligned with the input: refused lines are empty
     assert len(lines[0]) == 3 and lines[1] == lines[2] == lines[4] == lines[5] == "" and len(lines[3]) == 2
-    assert "line 2: empty upper line" in captured.err
-    assert "line 3: upper line 'abc春' contains Latin letters 'abc'" in captured.err
+    assert "input 2: empty upper line" in captured.err
+    assert "input 3: upper line 'abc春' contains Latin letters 'abc'" in captured.err
     # Quoted as typed (was: 'hi春', a line the user never wrote).
-    assert "line 6: upper line 'hi 春' contains Latin letters 'hi'" in captured.err
-    assert "line 4: characters never seen in training, read as <unk>: 龘" in captured.err
+    assert "input 6: upper line 'hi 春' contains Latin letters 'hi'" in captured.err
+    assert "input 4: characters never seen in training, read as <unk>: 龘" in captured.err
     assert "Traceback" not in captured.err
 
 

@@ -17,16 +17,23 @@ from typing import Any
 
 from transformer_lab.tasks.evaluation import TaskOption
 
-# Beside the flags in ``options``: what an error that stops the command calls each input, as the
-# user gave it ("F: line 3" of --input, "stdin: line 3", "input 3" for an argument).
+# Beside the flags in ``options``: what an error or a note calls each input, as the user gave it
+# ("F: line 3" of --input, "stdin: line 3", "input 3" for an argument).
 INPUT_NAMES = "input names"
+
+
+def input_name(options: Mapping[str, Any], index: int) -> str:
+    """What the command's messages call input ``index`` (from 0): its :data:`INPUT_NAMES` entry, else "input N"."""
+    names = options.get(INPUT_NAMES)
+    return names[index] if names else f"input {index + 1}"
 
 
 @dataclass
 class Answers:
     """What a command answered: stdout ``lines``, stderr ``notes``, how many inputs it ``refused``, its ``files``.
 
-    A note is one line a person reads beside the output ("input 3: the text is empty");
+    A note is one line a person reads beside the output ("input 3: the text is empty"), naming
+    the input by :func:`input_name`;
     the command prefixes it with its name. ``refused`` > 0 makes the exit code 2 (the other
     inputs were still answered). ``files`` maps a path given by an option to its text.
     """

@@ -32,7 +32,7 @@ from transformer_lab.models import TransformerClassifier
 from transformer_lab.models.bfloat16 import as_bf16
 from transformer_lab.nn.eval_mode import eval_mode
 from transformer_lab.one_line import json_line
-from transformer_lab.tasks.command import Answers, PredictCommand
+from transformer_lab.tasks.command import Answers, PredictCommand, input_name
 from transformer_lab.tasks.evaluation import TaskOption
 from transformer_lab.tasks.task import Endpoint, Serving
 
@@ -310,16 +310,17 @@ def answer(classifier: Classifier, texts: list[str], options: Mapping[str, Any])
     )
     answers = Answers(lines=[])
     records: list[dict[str, Any]] = []  # the --output JSON lines
-    for number, (text, result) in enumerate(zip(texts, results), start=1):
+    for index, (text, result) in enumerate(zip(texts, results)):
+        name = input_name(options, index)
         if isinstance(result, str):
             answers.refused += 1
             answers.lines.append(f"-\t{result}")
-            answers.notes.append(f"input {number}: {result}")
+            answers.notes.append(f"{name}: {result}")
             records.append({"text": text, "error": result})
             continue
         if result.truncated:
             answers.notes.append(
-                f"input {number}: read only the first {classifier.max_len} of its {result.num_tokens} "
+                f"{name}: read only the first {classifier.max_len} of its {result.num_tokens} "
                 "subword tokens (--truncate)"
             )
         shares = printed_shares(result.probabilities)

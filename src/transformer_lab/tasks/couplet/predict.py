@@ -39,7 +39,7 @@ from transformer_lab.evaluation.couplet_antithesis import antithesis_bonus, rera
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.one_line import line_break_notes, one_line
 from transformer_lab.setting_error import SettingError
-from transformer_lab.tasks.command import Answers, PredictCommand
+from transformer_lab.tasks.command import Answers, PredictCommand, input_name
 from transformer_lab.tasks.evaluation import BEAM, DECODE_OPTIONS, TaskOption, search_keywords
 from transformer_lab.tasks.task import Endpoint, Serving
 
@@ -393,7 +393,7 @@ def answer(writer: CoupletWriter, lines: list[str], options: Mapping[str, Any]) 
         if result.error:
             answers.refused += 1
         if result.error or result.note:
-            answers.notes.append(f"line {number}: {result.error or result.note}")
+            answers.notes.append(f"{input_name(options, number - 1)}: {result.error or result.note}")
         if count == 1:
             answers.lines.append(one_line(result.candidates[0].text) if result.candidates else "")
             continue

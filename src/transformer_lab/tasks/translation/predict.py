@@ -28,7 +28,7 @@ from transformer_lab.decoding.sources import Candidate, DecodedModel, check_batc
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.attention_maps import cross_attention
 from transformer_lab.one_line import line_break_notes, one_line
-from transformer_lab.tasks.command import INPUT_NAMES, Answers, PredictCommand
+from transformer_lab.tasks.command import INPUT_NAMES, Answers, PredictCommand, input_name
 from transformer_lab.tasks.evaluation import BEAM, DECODE_OPTIONS, TaskOption, search_keywords
 from transformer_lab.tasks.task import ONLY_WHEN, Endpoint, Serving
 from transformer_lab.tasks.translation.train import load_ensemble
@@ -301,7 +301,7 @@ def answer(translator: Translator, sentences: list[str], options: Mapping[str, A
         return Answers(lines, line_break_notes(texts, "translations"))
     translations = translator.translate(sentences, names=names, **settings)
     notes = [
-        f"input {number}: {_why_empty(sentence)}"
+        f"{input_name(options, number - 1)}: {_why_empty(sentence)}"
         for number, (sentence, translated) in enumerate(zip(sentences, translations), start=1)
         if not translated
     ]
