@@ -172,7 +172,8 @@ def test_a_resumed_fit_says_the_step_it_started_from_and_the_runs_time_in_all(tm
     _, resumed = _train(tmp_path / "run", max_steps=5, resume=True)
     assert resumed["first_step"] == 3 and resumed["steps"] == 5
     # The earlier sitting's seconds, as last/'s card recorded them, come on top of this one's.
-    assert earlier + resumed["wall_seconds"] - 1e-6 <= resumed["training_seconds"] <= earlier + resumed["wall_seconds"] + 1
+    expected = earlier + resumed["wall_seconds"]
+    assert expected - 1e-6 <= resumed["training_seconds"] <= expected + 1
 
 
 def _train_rows(out_dir) -> list[tuple]:
