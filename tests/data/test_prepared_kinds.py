@@ -105,6 +105,7 @@ def test_prepare_refuses_a_setting_of_another_section_than_data(
         ("translation", "data.max_tokens=5", "the padded tokens of a training batch"),
         ("translation", "data.bpe_dropout=0.1", "the BPE dropout of the training pairs, drawn anew each epoch"),
         ("couplet", "data.cache_dir=elsewhere", "where a run keeps the corpora it prepares"),
+        ("couplet", "data.test_split=test2016", "the split evaluate scores without --split"),
         ("classification", "data.seed=7", "the shuffling of the training batches"),
         ("classification", "data.prepared_dir=elsewhere", "the prepared folder a run trains from"),
     ],

@@ -50,8 +50,11 @@ class CoupletDataConfig:
     UNUSED_WITH_VALID_FILES: ClassVar[dict[str, str]] = {
         "num_validation": "how many training couplets to hold out for validation"
     }
-    # `prepare` refuses these by name (prepared_cache.RUN_ONLY_DATA_SETTINGS).
-    UNUSED_BY_PREPARE: ClassVar[dict[str, str]] = RUN_ONLY_DATA_SETTINGS
+    # `prepare` refuses these by name (prepared_cache.RUN_ONLY_DATA_SETTINGS, and the task's own).
+    UNUSED_BY_PREPARE: ClassVar[dict[str, str]] = {
+        **RUN_ONLY_DATA_SETTINGS,
+        "test_split": "the split evaluate scores without --split",
+    }
 
     data_dir: str | None = None  # folder holding couplet/ (None: $TRANSFORMER_LAB_DATA, else the download folder)
     train_split: str = "train_couplet_machine"  # or "train" (wb14123's 770k pairs) where present
@@ -102,8 +105,8 @@ class CoupletDataConfig:
 
 CoupletData = Seq2SeqData[Vocabulary]
 
-# What a prepared corpus does not depend on: where the data is, the test split, and a run's own settings.
-_UNDESCRIBED = ("data_dir", "test_split", *CoupletDataConfig.UNUSED_BY_PREPARE)
+# What a prepared corpus does not depend on: where the data is, and a run's own settings (the test split among them).
+_UNDESCRIBED = ("data_dir", *CoupletDataConfig.UNUSED_BY_PREPARE)
 
 
 def build_data(config: CoupletDataConfig, vocabulary: Vocabulary | None = None) -> CoupletData:
