@@ -240,6 +240,24 @@ def test_a_path_of_bytes_is_a_type_error_naming_the_argument(tmp_path: Path) -> 
             "--settings: expected d_model:warmup pairs of ints >= 1, got '0:4000'",
         ),
         (
+            ["lr-schedule", "--settings", "512:" + "9" * 400],
+            "--settings: expected d_model:warmup pairs with d_model in [1, 65,536] and warmup in "
+            f"[1, 9,223,372,036,854,775,807], got '512:{'9' * 400}'",
+        ),
+        (
+            ["lr-schedule", "--settings", "100000:4000"],
+            "--settings: expected d_model:warmup pairs with d_model in [1, 65,536] and warmup in "
+            "[1, 9,223,372,036,854,775,807], got '100000:4000'",
+        ),
+        (
+            ["lr-schedule", "--settings", ",".join(["512:4000"] * 11)],
+            "--settings: expected at most 10 d_model:warmup pairs (one curve and colour each), got 11",
+        ),
+        (
+            ["lr-schedule", "--settings", "512:4000,"],
+            "--settings: expected d_model:warmup pairs such as 512:4000, got an empty pair in '512:4000,'",
+        ),
+        (
             ["masks", "--width", "0.001", "--height", "2"],
             "--width, --height and --dpi: expected a figure of at least 1 pixel each way (width x dpi by height "
             "x dpi), got 0.1 by 200; make them larger",
