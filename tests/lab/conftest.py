@@ -20,8 +20,8 @@ def tiny_setup() -> LabSetup:
     return build_lab_setup(batch_size=5, d_model=16, nhead=2, num_layers=2, seed=0)
 
 
-def write_tiny_checkpoint(folder: Path) -> Path:
-    """A synthetic-task checkpoint folder as the Trainer writes it (random weights)."""
+def write_tiny_checkpoint(folder: Path, max_len: int | None = None) -> Path:
+    """A synthetic-task checkpoint folder as the Trainer writes it (random weights); ``max_len``: its table's."""
     config = SyntheticConfig()
     config = dataclasses.replace(
         config,
@@ -30,6 +30,8 @@ def write_tiny_checkpoint(folder: Path) -> Path:
         ),
     )
     config = resolve(config)
+    if max_len is not None:  # after resolve, which raises it to fit the task's sequences
+        config = dataclasses.replace(config, model=dataclasses.replace(config.model, max_len=max_len))
     torch.manual_seed(0)
     model = Seq2SeqTransformer.from_config(config.model)
     return save_checkpoint(folder, model, {"task": "synthetic", **config_to_dict(config)})

@@ -240,6 +240,24 @@ def test_a_path_of_bytes_is_a_type_error_naming_the_argument(tmp_path: Path) -> 
             "--settings: expected d_model:warmup pairs of ints >= 1, got '0:4000'",
         ),
         (
+            ["lr-schedule", "--settings", "512:" + "9" * 400],
+            "--settings: expected d_model:warmup pairs with d_model in [1, 65,536] and warmup in "
+            f"[1, 9,223,372,036,854,775,807], got '512:{'9' * 400}'",
+        ),
+        (
+            ["lr-schedule", "--settings", "100000:4000"],
+            "--settings: expected d_model:warmup pairs with d_model in [1, 65,536] and warmup in "
+            "[1, 9,223,372,036,854,775,807], got '100000:4000'",
+        ),
+        (
+            ["lr-schedule", "--settings", ",".join(["512:4000"] * 11)],
+            "--settings: expected at most 10 d_model:warmup pairs (one curve and colour each), got 11",
+        ),
+        (
+            ["lr-schedule", "--settings", "512:4000,"],
+            "--settings: expected d_model:warmup pairs such as 512:4000, got an empty pair in '512:4000,'",
+        ),
+        (
             ["masks", "--width", "0.001", "--height", "2"],
             "--width, --height and --dpi: expected a figure of at least 1 pixel each way (width x dpi by height "
             "x dpi), got 0.1 by 200; make them larger",
@@ -351,6 +369,32 @@ def test_plot_attention_reads_tokens_through_vocabulary_files(
     assert "--source: expected token ids separated by spaces" in capsys.readouterr().err
     assert main([*common, "--source", "5 6 99"]) == 2  # out of the model's vocabulary
     assert "src_ids must hold token ids in [0, 14), got 99" in capsys.readouterr().err
+
+
+def test_plot_attention_refuses_the_padding_id_in_a_synthetic_source(
+    tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The model hides source padding from every query: "5 6 0" was drawn with a blank third column,
+    # and "0 0 0" with every weight 0, as if the model attended to nothing.
+    from transformer_lab.data import Vocabulary
+    from transformer_lab.lab.checkpoints import checkpoint_attention
+
+    out = tmp_path / "attention.png"
+    common = ["plot", "attention", "--checkpoint", str(tiny_checkpoint), "--out", str(out), "--dpi", str(DPI)]
+    assert main([*common, "--source", "5 6 0"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "transformer-lab plot: error: --source: expected token ids other than the padding id 0 (the model hides "
+        "source padding from attention), got it at position 3 of '5 6 0'"
+    ]
+    vocabulary_path = tmp_path / "vocab.txt"
+    Vocabulary.from_size(14).save(vocabulary_path)
+    assert main([*common, "--source-vocab", str(vocabulary_path), "--source", "5 <pad> 7"]) == 2
+    assert "got it at position 2 of '5 <pad> 7'" in capsys.readouterr().err
+    assert not out.exists()
+    with pytest.raises(ValueError, match=r"^source: expected token ids other than the padding id 0 .* of '0 0 0'$"):
+        checkpoint_attention(tiny_checkpoint, source="0 0 0")
+    # The target may hold it: the decoder reads every target position, none is hidden.
+    assert main([*common, "--source", "5 6 7", "--target", "5 0"]) == 0
 
 
 def test_confusion_matrix_png_and_its_bad_input(tmp_path: Path) -> None:

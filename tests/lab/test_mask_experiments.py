@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.lab.conftest import write_tiny_checkpoint
 from transformer_lab.cli import lab_command, main
 from transformer_lab.lab import mask_experiments
 from transformer_lab.lab.mask_experiments import (
@@ -161,6 +162,25 @@ def test_lab_runs_on_a_checkpoint(tiny_checkpoint: Path) -> None:
     setup = build_lab_setup(checkpoint=tiny_checkpoint, batch_size=4)
     assert f"from {tiny_checkpoint}" in setup.description
     assert encoder_row_mask_experiment(setup).holds
+
+
+def test_lab_draws_a_batch_that_fits_the_checkpoints_positional_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The synthetic batch was drawn up to 9 symbols whatever the checkpoint: a model of max_len 8
+    # refused it, "sequence length must be <= max_len=8 (the positional table), got positions up to 9".
+    short = write_tiny_checkpoint(tmp_path / "short", max_len=8)
+    setup = build_lab_setup(checkpoint=short)
+    assert setup.batch.tgt_in_ids.shape[1] <= 8 and setup.batch.src_ids.shape[1] <= 8
+    assert tgt_padding_mask_experiment(setup).holds
+    assert main(["lab", "encoder-row-mask", "--checkpoint", str(short)]) == 0
+    assert "claim holds" in capsys.readouterr().out
+    tiny = write_tiny_checkpoint(tmp_path / "tiny", max_len=2)
+    assert main(["lab", "encoder-row-mask", "--checkpoint", str(tiny)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "transformer-lab lab: error: --checkpoint: expected a model whose positional table holds at least 3 "
+        f"positions (sequences of two lengths, and bos), got max_len 2 in {tiny}"
+    ]
 
 
 def test_lab_runs_on_a_parallel_text_folder(tmp_path: Path) -> None:

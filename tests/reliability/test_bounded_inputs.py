@@ -247,6 +247,21 @@ def test_a_seed_out_of_range_is_one_line_naming_the_key(
     assert not (out / "last").exists()
 
 
+@pytest.mark.parametrize("key", ["warmup_steps", "grad_accum_steps", "cooldown_steps", "log_every_steps", "keep_last"])
+def test_a_step_count_past_64_bits_is_one_line_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    # The schedule raised warmup_steps ** -1.5 and the loss divided by grad_accum_steps as floats:
+    # an OverflowError traceback at the first step.
+    out = tmp_path / "run"
+    huge = 10**30
+    assert run_cli(["train", "copy", "--out", str(out), *tiny_copy_options(), "--set", f"train.{key}={huge}"]) == 2
+    error = one_error_line(capsys)
+    low = 0 if key in ("cooldown_steps", "keep_last") else 1
+    assert f"train.{key}: expected an int in [{low}, 9,223,372,036,854,775,807], got {huge}" in error, error
+    assert not out.exists()
+
+
 # A word past the bound: training on it would take a second; on 2 million letters it took hours.
 TOO_LONG = "x" * (MAX_WORD_CHARACTERS + 1)
 

@@ -16,13 +16,18 @@ from types import ModuleType
 from typing import Any
 
 from transformer_lab.cli.bounds import checked_text, file_path_of, float_in, int_in, path_of
+from transformer_lab.data._checks import ANY_COUNT
 from transformer_lab.folders import FolderWriteError
+from transformer_lab.models.config import MAX_WIDTH
 from transformer_lab.setting_error import SettingError
 from transformer_lab.training.checkpoint import resolve_checkpoint
 
 # A figure's canvas, 4 bytes a pixel: each option's own bound still lets --width 54
 # --height 54 --dpi 1200 ask for 17 GB. The figures' default sizes stay far below at any --dpi.
 MAX_PIXELS = 100_000_000
+# Curves that `plot lr-schedule` tells apart: matplotlib's cycle has 10 colours (the 11th curve
+# took the first's), and more legend lines leave the default figure no room to draw the curves.
+MAX_SCHEDULE_CURVES = 10
 # `plot attention`'s options for the keywords of checkpoint_attention that it spells otherwise.
 _ATTENTION_FLAGS = {"source_vocabulary": "--source-vocab", "target_vocabulary": "--target-vocab"}
 
@@ -174,17 +179,28 @@ def _run_positions(arguments: argparse.Namespace) -> int:
 
 
 def _parse_settings(text: str) -> list[tuple[int, int]]:
+    pieces = text.split(",")
+    if len(pieces) > MAX_SCHEDULE_CURVES:
+        raise ValueError(
+            f"--settings: expected at most {MAX_SCHEDULE_CURVES} d_model:warmup pairs (one curve and colour "
+            f"each), got {len(pieces)}"
+        )
     settings = []
-    for piece in text.split(","):
+    for piece in pieces:
         parts = piece.strip().split(":")
         try:
             d_model, warmup_steps = (int(part) for part in parts)
         except ValueError:
-            raise ValueError(
-                f"--settings: expected d_model:warmup pairs such as 512:4000, got {piece.strip()!r}"
-            ) from None
+            given = repr(piece.strip()) if piece.strip() else f"an empty pair in {text!r}"
+            raise ValueError(f"--settings: expected d_model:warmup pairs such as 512:4000, got {given}") from None
         if d_model < 1 or warmup_steps < 1:
             raise ValueError(f"--settings: expected d_model:warmup pairs of ints >= 1, got {piece.strip()!r}")
+        # The rates are floats: a d_model or warm-up of hundreds of digits overflowed in the formula.
+        if d_model > MAX_WIDTH or warmup_steps > ANY_COUNT[1]:
+            raise ValueError(
+                f"--settings: expected d_model:warmup pairs with d_model in [1, {MAX_WIDTH:,}] and warmup in "
+                f"[1, {ANY_COUNT[1]:,}], got {piece.strip()!r}"
+            )
         settings.append((d_model, warmup_steps))
     return settings
 

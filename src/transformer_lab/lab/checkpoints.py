@@ -154,6 +154,16 @@ def checkpoint_attention(
     source_ids = _token_ids(source, source_vocabulary, "source")
     assert source_ids is not None
     target_ids = _token_ids(target, target_vocabulary, "target")
+    if model.pad_id in source_ids:
+        # The model hides a source's padding id from every query: its column would be drawn blank.
+        raise SettingError(
+            "{source}: expected token ids other than the padding id {pad_id} (the model hides source padding "
+            "from attention), got it at position {position} of {given!r}",
+            ("source",),
+            pad_id=model.pad_id,
+            position=source_ids.index(model.pad_id) + 1,
+            given=source,
+        )
     _check_lengths(model, source_ids, target_ids)
     return sentence_attention(model, source_ids, target_ids, source_vocabulary, target_vocabulary)
 

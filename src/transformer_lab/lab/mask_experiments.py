@@ -181,6 +181,17 @@ def build_lab_setup(
         if checkpoint is not None:
             model = load_seq2seq_checkpoint(checkpoint)
             model_words = _model_words(model, f"from {checkpoint}")
+            # Pairs that fit the checkpoint's positional table: a target is bos and the source's length.
+            max_length = min(max_length, model.max_len - 1)
+            min_length = min(min_length, max_length - 1)
+            if min_length < 1:
+                raise SettingError(
+                    "{checkpoint}: expected a model whose positional table holds at least 3 positions (sequences "
+                    "of two lengths, and bos), got max_len {max_len} in {given}",
+                    ("checkpoint",),
+                    max_len=model.max_len,
+                    given=str(checkpoint),
+                )
         else:
             vocab_size = 14  # the Annotated Transformer's copy-task size: 4 specials + 10 symbols
             model = _random_model(vocab_size, vocab_size, d_model, nhead, num_layers, batch_size, max_length + 2)

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 import torch
 
-from transformer_lab.data._checks import SEED_RANGE, check_int_in_range
+from transformer_lab.data._checks import ANY_COUNT, SEED_RANGE, check_int_in_range
 from transformer_lab.hardware import PRECISIONS
 
 from .durations import check_budget
@@ -90,11 +90,14 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name}: expected an int >= 0, got {value!r}")
+            # Past a 64-bit count the schedule's and the loss's float arithmetic overflows.
+            check_int_in_range(name, value, 0, ANY_COUNT[1])
         check_int_in_range("seed", self.seed, *SEED_RANGE)
         for name in ("warmup_steps", "grad_accum_steps", "log_every_steps", "max_nonfinite_steps"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+            check_int_in_range(name, value, 1, ANY_COUNT[1])
         if self.epochs == 0 and self.max_steps == 0:
             raise ValueError("epochs, max_steps: expected at least one of them > 0 (0 means no limit), " "got both 0")
         if not 0.0 < self.lr_factor < math.inf:
