@@ -52,6 +52,7 @@ from transformer_lab.training import (
     TrainingDivergedError,
     TrainingInterrupted,
     is_main_process,
+    launch_from_environment,
     raise_on_sigterm,
 )
 
@@ -176,8 +177,11 @@ def _says_why_it_stops() -> bool:
     the machine's first process (LOCAL_RANK 0: rank 0 on one machine) says it for them, and
     each still exits with its code. Once joined, a fault may be one process's own: each says its own.
     """
-    local_rank = os.environ.get("LOCAL_RANK", "")
-    if not (local_rank.isascii() and local_rank.isdigit() and int(local_rank) > 0):
+    try:
+        launch = launch_from_environment()  # the one reader of torchrun's variables
+    except ValueError:
+        return True  # no launch torchrun makes: one process, which says its own
+    if launch is None or launch.local_rank == 0:
         return True
     return dist.is_available() and dist.is_initialized()
 
