@@ -290,7 +290,7 @@ def test_exporting_leaves_the_callers_model_in_its_mode(tmp_path: Path) -> None:
 
 def test_other_tasks_are_refused_naming_the_task(reverse: dict, tmp_path: Path) -> None:
     with pytest.raises(
-        ValueError, match="expected a checkpoint of classification or couplet or translation, got task 'reverse'"
+        ValueError, match="expected a checkpoint of classification, couplet or translation, got task 'reverse'"
     ):
         export_checkpoint(reverse["run"], tmp_path / "synthetic")
     assert not (tmp_path / "synthetic").exists()

@@ -14,6 +14,7 @@ from tests.reliability.builders import (
     train_couplet_checkpoint,
     write_translation_checkpoint,
 )
+from transformer_lab.cli import main
 from transformer_lab.data import TokenizerPair, Vocabulary
 from transformer_lab.lab.checkpoints import load_seq2seq_checkpoint
 from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier
@@ -29,7 +30,7 @@ def same_weights(first: torch.nn.Module, second: torch.nn.Module) -> bool:
     return left.keys() == right.keys() and all(torch.equal(left[key], right[key]) for key in left)
 
 
-def test_each_task_is_rebuilt_by_its_own_loader(tmp_path: Path) -> None:
+def test_each_task_is_rebuilt_by_its_own_loader(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     translation_folder = write_translation_checkpoint(tmp_path / "translation")
     couplet_folder = train_couplet_checkpoint(tmp_path / "couplet")
     classification_folder = train_classification_checkpoint(tmp_path / "classification")
@@ -51,10 +52,16 @@ def test_each_task_is_rebuilt_by_its_own_loader(tmp_path: Path) -> None:
 
     # The lab takes any sequence-to-sequence checkpoint, and refuses a classifier by its task.
     assert same_weights(load_seq2seq_checkpoint(couplet_folder), couplet_train.load(couplet_folder)[0])
+    # Named by the task names the commands take (copy, reverse, sort), not the "synthetic" their checkpoints record.
     with pytest.raises(
-        ValueError, match="expected a checkpoint of couplet or synthetic or translation, got task 'classification'"
+        ValueError,
+        match=r"^checkpoint \S+: expected a checkpoint of couplet, copy, reverse, sort or translation, "
+        r"got task 'classification'$",
     ):
         load_seq2seq_checkpoint(classification_folder)
+    # The lab command names its option.
+    assert main(["lab", "tgt-padding-mask", "--checkpoint", str(classification_folder)]) == 2
+    assert capsys.readouterr().err.startswith(f"transformer-lab lab: error: --checkpoint {classification_folder}: ")
 
 
 def test_an_unknown_task_is_named(tmp_path: Path) -> None:

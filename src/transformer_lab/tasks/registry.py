@@ -19,6 +19,7 @@ from torch import nn
 
 import transformer_lab.tasks
 from transformer_lab.atomic_files import check_not_an_input
+from transformer_lab.setting_error import SettingError
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, unread_option_error
 from transformer_lab.tasks.task import Task, VocabularyFunctions
 from transformer_lab.training import load_checkpoint_config
@@ -161,9 +162,16 @@ def load_trained(checkpoint: str | os.PathLike[str], tasks: tuple[str, ...] = ()
     folder = resolve_checkpoint(checkpoint)
     task = checkpoint_task(folder)
     if tasks and task not in tasks:
-        trained = trained_task_name(load_checkpoint_config(folder))
-        raise ValueError(
-            f"checkpoint {str(folder)!r}: expected a checkpoint of {' or '.join(tasks)}, got task {trained!r}"
+        # Named as the commands name them (copy, not the "synthetic" their checkpoints record), in a
+        # SettingError so that a command says its --checkpoint.
+        names = [other.name for other in TASKS.values() if other.checkpoint_task in tasks]
+        expected = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+        raise SettingError(
+            "{checkpoint} {folder}: expected a checkpoint of {expected}, got task {trained!r}",
+            ("checkpoint",),
+            folder=str(folder),
+            expected=expected,
+            trained=trained_task_name(load_checkpoint_config(folder)),
         )
     model, vocabulary, config = checkpoint_tasks()[task].load(folder)
     return TrainedModel(task=task, folder=folder, model=model, vocabulary=vocabulary, config=config)
