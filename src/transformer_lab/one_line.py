@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["SEPARATORS", "json_line", "line_break_notes", "one_line"]
+__all__ = ["SEPARATORS", "json_line", "line_break_count", "line_break_note", "line_break_notes", "one_line"]
 
 # Every character str.splitlines splits on, and the tab that separates the columns of --nbest.
 SEPARATORS = re.compile("[\t\n\v\f\r\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -44,7 +44,15 @@ def json_line(value: Any) -> str:
 
 def line_break_notes(texts: Sequence[str], what: str) -> list[str]:
     """None, or one note naming how many of ``texts`` (``what`` they are: "translations") `one_line` changes."""
-    count = sum(SEPARATORS.search(text) is not None for text in texts)
-    if not count:
-        return []
-    return [f"{count} of {len(texts)} {what} held a line break or a tab, each written as a space (one line per input)"]
+    count = line_break_count(texts)
+    return [line_break_note(count, len(texts), what)] if count else []
+
+
+def line_break_count(texts: Sequence[str]) -> int:
+    """How many of ``texts`` `one_line` changes."""
+    return sum(SEPARATORS.search(text) is not None for text in texts)
+
+
+def line_break_note(count: int, total: int, what: str) -> str:
+    """The note that ``count`` of ``total`` texts (``what`` they are) were written on one line by `one_line`."""
+    return f"{count} of {total} {what} held a line break or a tab, each written as a space (one line per input)"

@@ -5,7 +5,10 @@ One command per task with a ``Task.command`` (``tasks/command.py``), in the regi
 line of ``--input`` or stdin (an empty file or stdin is an error; bad UTF-8 names its line
 and byte column; CRLF reads like LF). The task's own options are added as it declares them;
 the answers go to stdout, one note a line to stderr, and the exit code is 2 when an input
-was refused (the others are still answered).
+was refused (the others are still answered). A long input is answered in parts, each part's
+answers printed before the next is decoded: output comes as it is made, and a stopped command
+has written whole answers to the inputs before the one it names; files (``--output``) are
+written whole at the end.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.decoding.search_settings import check_no_beam_settings
 from transformer_lab.folders import check_file_output, described_refusal
+from transformer_lab.one_line import line_break_note
 from transformer_lab.setting_error import PhrasedError
-from transformer_lab.tasks.command import INPUT_NAMES
+from transformer_lab.tasks.command import ANSWERED_AT_ONCE, INPUT_NAMES, INPUTS_BEFORE, Answers
 from transformer_lab.tasks.registry import TASKS
 from transformer_lab.tasks.task import Task
 from transformer_lab.training.checkpoint import checkpoint_files, resolve_checkpoint
+from transformer_lab.training.run.stop_signal import Terminated
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -93,17 +98,38 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     if command.opened is not None:
         predictor = command.opened(predictor, options)
     names = input_names(arguments.inputs, arguments.input, len(inputs))
-    answers = command.answer(predictor, inputs, {**options, INPUT_NAMES: names})
+    if command.check is not None:
+        command.check(predictor, inputs, {**options, INPUT_NAMES: names})
+    answered = Answers(lines=[])  # the parts' refusals, files and line-break counts, summed
+    for start in range(0, len(inputs), ANSWERED_AT_ONCE):
+        part = slice(start, start + ANSWERED_AT_ONCE)
+        try:
+            answers = command.answer(
+                predictor, inputs[part], {**options, INPUT_NAMES: names[part], INPUTS_BEFORE: start}
+            )
+        except (KeyboardInterrupt, Terminated):
+            if start:  # what was written is whole: say where to go on from
+                print(
+                    f"transformer-lab {command.name}: the answers to the first {start:,} of {len(inputs):,} "
+                    f"{command.inputs} were written; {names[start]} was the next",
+                    file=sys.stderr,
+                )
+            raise
+        sys.stdout.write("".join(line + "\n" for line in answers.lines))
+        sys.stdout.flush()
+        for note in answers.notes:
+            print(f"transformer-lab {command.name}: {note}", file=sys.stderr)
+        answered.add(answers)
+    for what, (held, total) in answered.line_breaks.items():
+        if held:
+            print(f"transformer-lab {command.name}: {line_break_note(held, total, what)}", file=sys.stderr)
     flags = {value: flag for flag, value in options.items() if isinstance(value, Path)}
-    for path, text in answers.files.items():
+    for path, text in answered.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomically(path, text, name=flags.get(path))
-    sys.stdout.write("".join(line + "\n" for line in answers.lines))
-    for note in answers.notes:
-        print(f"transformer-lab {command.name}: {note}", file=sys.stderr)
     if plot_path is not None:
         _plot_attention(predictor, inputs[0], names[0], plot_path, options)
-    return 2 if answers.refused else 0
+    return 2 if answered.refused else 0
 
 
 def _plot_attention(predictor: object, text: str, name: str, path: Path, options: dict[str, object]) -> None:

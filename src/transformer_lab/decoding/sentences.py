@@ -13,7 +13,7 @@ from transformer_lab.data import SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding.config import DecodeConfig
 from transformer_lab.decoding.sources import Candidate, DecodedModel, candidates_of, decode_sources
 
-__all__ = ["sentence_names", "translate_nbest", "translate_sentences"]
+__all__ = ["check_sentences", "sentence_names", "translate_nbest", "translate_sentences"]
 
 
 def sentence_names(names: Iterable[str] | None, count: int) -> list[str]:
@@ -51,6 +51,22 @@ def _encode_sources(
         _encoded(model, tokenizer, sentence, name) if sentence.strip() else []
         for sentence, name in zip(sentences, names, strict=True)
     ]
+
+
+def check_sentences(
+    model: DecodedModel, tokenizer: SubwordTokenizer | TokenizerPair, sentences: Sequence[str], names: Sequence[str]
+) -> None:
+    """Refuse the first of ``sentences`` that `translate_sentences` would refuse, named as ``names`` name it.
+
+    Nothing is translated, and each sentence's ids are dropped once checked: a command answering
+    a long file in parts refuses its bad line before the first part is decoded.
+    """
+    source = TokenizerPair.of(tokenizer).source
+    for sentence, name in zip(sentences, names, strict=True):
+        _check_characters(model, source, sentence, name)
+    for sentence, name in zip(sentences, names, strict=True):
+        if sentence.strip():
+            _encoded(model, source, sentence, name)
 
 
 def _check_characters(model: DecodedModel, tokenizer: SubwordTokenizer, sentence: str, name: str) -> None:

@@ -10,22 +10,31 @@ it prints the answers and writes their files, so that no command module names a 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from transformer_lab.one_line import line_break_count
 from transformer_lab.tasks.evaluation import TaskOption
 
 # Beside the flags in ``options``: what an error or a note calls each input, as the user gave it
 # ("F: line 3" of --input, "stdin: line 3", "input 3" for an argument).
 INPUT_NAMES = "input names"
+# Beside the flags in ``options``: how many inputs the command answered before these (it answers a
+# long input in parts, and prints each part's answers as they come).
+INPUTS_BEFORE = "inputs before"
 
 
 def input_name(options: Mapping[str, Any], index: int) -> str:
     """What the command's messages call input ``index`` (from 0): its :data:`INPUT_NAMES` entry, else "input N"."""
     names = options.get(INPUT_NAMES)
-    return names[index] if names else f"input {index + 1}"
+    return names[index] if names else f"input {options.get(INPUTS_BEFORE, 0) + index + 1}"
+
+
+# Inputs answered together: their answers are printed before the next part is read by the model, so
+# output comes as it is made and an interrupted command has written every part it finished.
+ANSWERED_AT_ONCE = 1024
 
 
 @dataclass
@@ -42,6 +51,25 @@ class Answers:
     notes: list[str] = field(default_factory=list)
     refused: int = 0
     files: dict[Path, str] = field(default_factory=dict)
+    # What the written texts are ("translations") -> (how many held a line break or a tab, how many
+    # there were): the command sums the parts of a long input and says it once (one_line.line_break_note).
+    line_breaks: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def count_line_breaks(self, texts: Sequence[str], what: str) -> None:
+        """Count, under ``what``, the ``texts`` written through `one_line` and those it changed."""
+        self._count(what, line_break_count(texts), len(texts))
+
+    def add(self, part: Answers) -> None:
+        """Add the refusals, files (their text appended) and line-break counts of a later ``part`` to these."""
+        self.refused += part.refused
+        for path, text in part.files.items():
+            self.files[path] = self.files.get(path, "") + text
+        for what, (held, total) in part.line_breaks.items():
+            self._count(what, held, total)
+
+    def _count(self, what: str, held: int, total: int) -> None:
+        before = self.line_breaks.get(what, (0, 0))
+        self.line_breaks[what] = (before[0] + held, before[1] + total)
 
 
 @dataclass(frozen=True)
@@ -59,6 +87,11 @@ class PredictCommand:
     command offers ``--plot-attention``.
     ``opened(predictor, options)``: the predictor the options ask for (translate's ``--ensemble``
     adds models), which answers and draws; None keeps the checkpoint's.
+    The command answers a long input in parts of `ANSWERED_AT_ONCE`, printing each part's answers
+    as they come: ``options`` holds, under :data:`INPUTS_BEFORE`, how many came before the part.
+    ``check(predictor, inputs, options)``, where given, runs over every input before the first part
+    is answered: an input that stops ``answer`` (rather than being refused alone) stops the command
+    before any work, whichever part it lies in.
     """
 
     name: str
@@ -69,3 +102,4 @@ class PredictCommand:
     options: tuple[TaskOption, ...] = ()
     plots_attention: bool = False
     opened: Callable[[Any, Mapping[str, Any]], Any] | None = None
+    check: Callable[[Any, list[str], Mapping[str, Any]], None] | None = None

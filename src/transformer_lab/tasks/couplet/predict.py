@@ -37,7 +37,7 @@ from transformer_lab.decoding.search_settings import SearchKeywords, check_candi
 from transformer_lab.decoding.sources import Candidate, DecodedModel, candidates_of, decode_sources
 from transformer_lab.evaluation.couplet_antithesis import antithesis_bonus, rerank_by_antithesis
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.one_line import line_break_notes, one_line
+from transformer_lab.one_line import one_line
 from transformer_lab.setting_error import SettingError
 from transformer_lab.tasks.command import Answers, PredictCommand, input_name
 from transformer_lab.tasks.evaluation import BEAM, DECODE_OPTIONS, TaskOption, search_keywords
@@ -403,8 +403,7 @@ def answer(writer: CoupletWriter, lines: list[str], options: Mapping[str, Any]) 
             f"  {rank}. {one_line(candidate.text)}  ({candidate.score + bonus(result.upper, candidate.text):.2f})"
             for rank, candidate in enumerate(result.candidates, 1)
         )
-    written = [candidate.text for result in results for candidate in result.candidates]
-    answers.notes += line_break_notes(written, "lower lines")
+    answers.count_line_breaks([candidate.text for result in results for candidate in result.candidates], "lower lines")
     if OUTPUT.flag in options:
         answers.files[options[OUTPUT.flag]] = "".join(line + "\n" for line in answers.lines)
         answers.lines = []

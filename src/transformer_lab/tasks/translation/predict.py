@@ -23,12 +23,12 @@ from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.config import MAX_BEAM_SIZE as MAX_SEARCH_BEAMS
 from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor, Written
 from transformer_lab.decoding.search_settings import SearchKeywords
-from transformer_lab.decoding.sentences import sentence_names, translate_nbest, translate_sentences
+from transformer_lab.decoding.sentences import check_sentences, sentence_names, translate_nbest, translate_sentences
 from transformer_lab.decoding.sources import Candidate, DecodedModel, check_batch_size
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.attention_maps import cross_attention
-from transformer_lab.one_line import line_break_notes, one_line
-from transformer_lab.tasks.command import INPUT_NAMES, Answers, PredictCommand, input_name
+from transformer_lab.one_line import one_line
+from transformer_lab.tasks.command import INPUT_NAMES, INPUTS_BEFORE, Answers, PredictCommand, input_name
 from transformer_lab.tasks.evaluation import BEAM, DECODE_OPTIONS, TaskOption, search_keywords
 from transformer_lab.tasks.task import ONLY_WHEN, Endpoint, Serving
 from transformer_lab.tasks.translation.train import load_ensemble
@@ -294,19 +294,26 @@ def answer(translator: Translator, sentences: list[str], options: Mapping[str, A
         found = translator.candidates(sentences, nbest=nbest, names=names, **settings)
         lines = [
             f"{number}\t{rank}\t{candidate.score:.4f}\t{one_line(candidate.text)}"
-            for number, candidates in enumerate(found, start=1)
+            for number, candidates in enumerate(found, start=options.get(INPUTS_BEFORE, 0) + 1)
             for rank, candidate in enumerate(candidates, start=1)
         ]
-        texts = [candidate.text for candidates in found for candidate in candidates]
-        return Answers(lines, line_break_notes(texts, "translations"))
+        answers = Answers(lines)
+        answers.count_line_breaks([candidate.text for candidates in found for candidate in candidates], "translations")
+        return answers
     translations = translator.translate(sentences, names=names, **settings)
     notes = [
         f"{input_name(options, number - 1)}: {_why_empty(sentence)}"
         for number, (sentence, translated) in enumerate(zip(sentences, translations), start=1)
         if not translated
     ]
-    notes += line_break_notes(translations, "translations")
-    return Answers([one_line(text) for text in translations], notes)  # line i of the output stays sentence i's
+    answers = Answers([one_line(text) for text in translations], notes)  # line i of the output stays sentence i's
+    answers.count_line_breaks(translations, "translations")
+    return answers
+
+
+def check(translator: Translator, sentences: list[str], options: Mapping[str, Any]) -> None:
+    """Refuse, before any is translated, the first sentence `answer` would stop at (too long, or unreadable)."""
+    check_sentences(translator.model, translator.tokenizers, sentences, options[INPUT_NAMES])
 
 
 def _why_empty(sentence: str) -> str:
@@ -325,4 +332,5 @@ COMMAND = PredictCommand(
     options=(*DECODE_OPTIONS, NBEST, ENSEMBLE),
     plots_attention=True,
     opened=with_ensemble,
+    check=check,
 )

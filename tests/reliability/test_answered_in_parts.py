@@ -1,0 +1,125 @@
+"""The predict commands answer a long input in parts: output as it is made, the same output as in one part.
+
+``ANSWERED_AT_ONCE`` is set to 2 here, so that five inputs take three parts; the oracle is the
+same command with every input in one part.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.builders import (
+    SENTENCES,
+    train_classification_checkpoint,
+    train_couplet_checkpoint,
+    write_translation_checkpoint,
+)
+from transformer_lab import api
+from transformer_lab.cli import main, predict_command
+from transformer_lab.one_line import one_line
+from transformer_lab.tasks.translation.predict import Translator
+
+GERMAN = [source for source, _ in SENTENCES] + ["Ein Hund schläft."]
+
+
+def _run(command: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(command)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _in_parts_of(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(predict_command, "ANSWERED_AT_ONCE", size)
+
+
+@pytest.mark.parametrize("options", [[], ["--nbest", "2"], ["--beam", "1"]], ids=["beam", "nbest", "greedy"])
+def test_translate_in_parts_writes_what_it_writes_in_one(
+    options: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpoint = write_translation_checkpoint(tmp_path / "checkpoint", favoured="\n")
+    command = ["translate", "--checkpoint", str(checkpoint), *options, *GERMAN]
+    whole = _run(command, capsys)
+    _in_parts_of(2, monkeypatch)
+    assert _run(command, capsys) == whole
+    code, out, err = whole
+    assert code == 0
+    written = 5 * (2 if "--nbest" in options else 1)
+    if "--nbest" in options:  # the sentences are numbered across the parts
+        assert [line.split("\t")[:2] for line in out.splitlines()] == [
+            [str(number), str(rank)] for number in range(1, 6) for rank in (1, 2)
+        ]
+    # The line breaks of every part are counted together, and said once.
+    assert err.count("held a line break") == 1
+    assert f"{written} of {written} translations held a line break" in err
+
+
+def test_each_part_is_printed_before_the_next_is_decoded_and_a_stop_says_where_to_go_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpoint = write_translation_checkpoint(tmp_path / "checkpoint")
+    source = tmp_path / "source.de"
+    source.write_text("".join(line + "\n" for line in GERMAN), encoding="utf-8")
+    expected = [one_line(text) for text in api.Translator(checkpoint).translate(GERMAN[:2])]
+    translate, calls = Translator.translate, []
+
+    def stopped_at_the_second_part(self: Translator, sentences: list[str], **keywords: object) -> object:
+        calls.append(capsys.readouterr().out)  # what the command had printed before this part
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return translate(self, sentences, **keywords)
+
+    monkeypatch.setattr(Translator, "translate", stopped_at_the_second_part)
+    _in_parts_of(2, monkeypatch)
+    code, out, err = _run(["translate", "--checkpoint", str(checkpoint), "--input", str(source)], capsys)
+    assert code == 130
+    assert calls == ["", "".join(line + "\n" for line in expected)]
+    assert err.splitlines() == [
+        f"transformer-lab translate: the answers to the first 2 of 5 sentences were written; {source}: line 3 was the "
+        "next",
+        "transformer-lab translate: interrupted",
+    ]
+
+
+def test_a_sentence_too_long_in_a_later_part_is_refused_before_any_is_translated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpoint = write_translation_checkpoint(tmp_path / "checkpoint")
+    _in_parts_of(2, monkeypatch)
+    translate, calls = Translator.translate, []
+    monkeypatch.setattr(
+        Translator, "translate", lambda *arguments, **keywords: calls.append(1) or translate(*arguments, **keywords)
+    )
+    code, out, err = _run(["translate", "--checkpoint", str(checkpoint), *GERMAN[:4], "Wort " * 400], capsys)
+    assert (code, out, calls) == (2, "", [])
+    assert "transformer-lab translate: error: input 5 must be at most 256 subword tokens" in err
+
+
+def test_couplet_and_classify_in_parts_write_every_answer_to_their_output_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    couplet = train_couplet_checkpoint(tmp_path / "couplet")
+    classifier = train_classification_checkpoint(tmp_path / "classification")
+    uppers = ["春风花", "山水云天", "江河月", "", "花月"]  # the empty one is refused alone, in the second part
+    texts = ["stocks rise", "the match ended", "", "new chips", "rain in the north"]
+    commands = {
+        "couplet": (["couplet", "--checkpoint", str(couplet), "--num-candidates", "2", "--beam", "2", *uppers]),
+        "classify": (["classify", "--checkpoint", str(classifier), *texts]),
+    }
+    whole = {}
+    for name, command in commands.items():
+        whole[name] = _run([*command, "--output", str(tmp_path / f"{name}-whole.txt")], capsys)
+    _in_parts_of(2, monkeypatch)
+    for name, command in commands.items():
+        code, out, err = _run([*command, "--output", str(tmp_path / f"{name}-parts.txt")], capsys)
+        assert (code, out, err) == whole[name]
+        assert code == 2 and f"input {4 if name == 'couplet' else 3}: " in err
+        written = (tmp_path / f"{name}-parts.txt").read_text(encoding="utf-8")
+        assert written == (tmp_path / f"{name}-whole.txt").read_text(encoding="utf-8")
+        if name == "classify":
+            assert [json.loads(line)["text"] for line in written.splitlines()] == texts
+        else:
+            # Each upper line (the refused one empty), then its two ranked lower lines, indented.
+            assert [line for line in written.splitlines() if not line.startswith(" ")] == uppers
