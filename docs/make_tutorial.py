@@ -34,6 +34,9 @@ def chapters(folder: Path) -> list[Path]:
     return sorted(folder.glob("[0-9][0-9]_*.py"))
 
 
+# The terminal colour codes (CSI sequences) an IPython traceback is written with.
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
 # A markdown link's target: (text)(target) where the target is a relative path, maybe with an #anchor.
 RELATIVE_LINK = re.compile(r"(\]\()(?![a-z][a-z0-9+.-]*:|#|/)([^)#\s]+)")
 
@@ -50,6 +53,12 @@ def relinked(markdown: str, source_folder: Path, target_folder: Path) -> str:
         return match.group(1) + Path(aimed).as_posix()
 
     return RELATIVE_LINK.sub(moved, markdown)
+
+
+def failure_line(error: BaseException) -> str:
+    """The last line of a chapter's error, without the colour codes the kernel writes its traceback in."""
+    text = ANSI_ESCAPE.sub("", str(error))
+    return text.splitlines()[-1] if text.strip() else repr(error)
 
 
 def can_execute() -> bool:
@@ -88,7 +97,7 @@ def build(out: Path, execute: bool, selected: list[str]) -> int:
                     status = f"executed in {time.perf_counter() - started:.0f} s"
                 except CellExecutionError as error:
                     failures += 1
-                    status = f"FAILED: {str(error).splitlines()[-1] if str(error) else error!r}"
+                    status = f"FAILED: {failure_line(error)}"
             else:
                 status = "written, not executed"
             nbformat.write(notebook, target)

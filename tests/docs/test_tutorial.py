@@ -412,3 +412,21 @@ def test_chapter_6_pools_without_padding_and_learns_the_task(executed: Any) -> N
     assert float(first_pooling) < 1e-5
     ((combined, overall),) = re.findall(r"exercise 2: weighted by the class shares (\S+) = overall (\S+)", text)
     assert abs(float(combined) - float(overall)) <= 0.0015  # both printed to 3 decimals
+
+
+def test_a_chapter_that_fails_is_one_plain_line_naming_its_notebook_and_the_error(tmp_path: Path) -> None:
+    # Chapter 5 without its data: the kernel's coloured traceback becomes one line of words.
+    out = tmp_path / "build"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "make_tutorial.py"), "--chapters", "05", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TRANSFORMER_LAB_DATA": str(tmp_path / "no-data")},
+    )
+    assert result.returncode != 0
+    failed = [line for line in result.stdout.splitlines() + result.stderr.splitlines() if "FAILED" in line]
+    assert len(failed) == 2, result.stdout + result.stderr  # the English and the Chinese chapter
+    for line in failed:
+        assert "\x1b" not in line
+        assert "05_applications.ipynb: FAILED: DatasetMissingError: TRANSFORMER_LAB_DATA=" in line
