@@ -1,4 +1,4 @@
-"""``transformer-lab average-checkpoints --run runs/NAME --last 10 --out runs/NAME/averaged``."""
+"""``transformer-lab average-checkpoints --run runs/NAME --last 10 --out runs/NAME/averaged`` (or ``--best 5``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from transformer_lab.cli.bounds import path_of
 from transformer_lab.folders import check_folder_output
 from transformer_lab.tasks.registry import load_trained
 from transformer_lab.training import CONFIG_FILE, MODEL_FILE, average_checkpoints
+from transformer_lab.training.run.best_steps import best_steps
 from transformer_lab.training.run.run_folder import METRICS_FILE, check_output_outside_saves
 from transformer_lab.training.run.run_lock import folder_holder
 
@@ -21,10 +22,19 @@ DEFAULT_LAST = 10  # the translation preset's train.keep_last
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("average-checkpoints", help="average the weights of a run's last N step checkpoints")
+    parser = subparsers.add_parser(
+        "average-checkpoints", help="average the weights of a run's last N (or N best) step checkpoints"
+    )
     parser.add_argument("--run", type=path_of, required=True, help="run folder holding step-NNNNNN/ checkpoints")
     parser.add_argument(
         "--last", type=int, default=None, help=f"how many of the newest step checkpoints (default {DEFAULT_LAST})"
+    )
+    parser.add_argument(
+        "--best",
+        type=int,
+        default=None,
+        help="instead of the newest: how many of the step checkpoints whose validation scored best "
+        "(the run's train.best_metric, as best/ is chosen)",
     )
     parser.add_argument(
         "--out", type=path_of, required=True, help="folder for the averaged checkpoint (must not exist)"
@@ -33,9 +43,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
-    last = DEFAULT_LAST if arguments.last is None else arguments.last
+    if arguments.best is not None and arguments.last is not None:
+        raise ValueError(
+            f"--best and --last: expected one of them, got both (--best {arguments.best}, --last {arguments.last})"
+        )
+    option = "--best" if arguments.best is not None else "--last"
+    last = arguments.best if arguments.best is not None else DEFAULT_LAST if arguments.last is None else arguments.last
     if last < 1:
-        raise ValueError(f"--last: expected at least 1, got {last}")
+        raise ValueError(f"{option}: expected at least 1, got {last}")
     check_folder_output(arguments.out, "--out")
     if arguments.out.exists():
         holder = folder_holder(arguments.out)
@@ -79,11 +94,12 @@ def run(arguments: argparse.Namespace) -> int:
             "(the run kept none: train.keep_last was 0, or it has not reached a checkpoint yet)"
         )
     if len(steps) < last:
-        given = "" if arguments.last is not None else " (the default: give --last N)"
+        given = "" if arguments.last is not None or arguments.best is not None else " (the default: give --last N)"
         raise ValueError(
-            f"--last: expected at most the {len(steps)} step checkpoints in {arguments.run}, got {last}{given}"
+            f"{option}: expected at most the {len(steps)} step checkpoints in {arguments.run}, got {last}{given}"
         )
-    sources = [path for _, path in steps[-last:]]
+    chosen = best_steps(arguments.run, steps, last, option) if arguments.best is not None else None
+    sources = [path for _, path in steps[-last:]] if chosen is None else [scored.folder for scored in chosen]
     # The container is built from the newest checkpoint once the sources pass their checks:
     # loading refused weights would warn about them first.
     try:
@@ -97,6 +113,9 @@ def run(arguments: argparse.Namespace) -> int:
         raise CheckpointGoneError(_gone_while_read(arguments.run, gone)) from None
     first, newest = sources[0].name, sources[-1].name
     named = first if len(sources) == 1 else f"{len(sources)} checkpoints ({first} .. {newest})"
+    if chosen is not None:
+        scores = ", ".join(f"{scored.folder.name} {scored.value:.4g}" for scored in chosen)
+        named = f"the {len(chosen)} best of {len(steps)} step checkpoints by validation ({scores})"
     print(f"averaged {named} into {arguments.out}")
     return 0
 
