@@ -1,6 +1,7 @@
 """The Noam schedule: values at known steps, peak at warm-up, and the LambdaLR wiring."""
 
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -109,3 +110,18 @@ def test_adam_on_cuda_is_fused_and_steps_as_the_plain_one():
             optimizer.step()
         results.append(parameter.detach().cpu())
     torch.testing.assert_close(results[0], results[1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: noam_lr(1, 256, 10**400), "warmup_steps"),
+        (lambda: noam_lr(10**30, 256, 4000), "step"),
+        (lambda: noam_lr(1, 10**400, 4000), "d_model"),
+        (lambda: noam_lrs(torch.tensor([1.0, 2.0]), 256, 10**400), "warmup_steps"),
+    ],
+)
+def test_a_schedule_argument_past_64_bits_is_one_line_naming_it(call: Callable[[], object], name: str) -> None:
+    # As a config bounds them: a float power of such an int raised an OverflowError naming nothing.
+    with pytest.raises(ValueError, match=rf"^{name}: expected an int in \[1, 9,223,372,036,854,775,807\], got "):
+        call()

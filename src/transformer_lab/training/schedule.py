@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from transformer_lab.data._checks import ANY_COUNT, check_int_in_range
+
 __all__ = [
     "build_noam_scheduler",
     "build_optimizer",
@@ -34,10 +36,9 @@ __all__ = [
 
 
 def _check_schedule_arguments(d_model: int, warmup_steps: int, factor: float) -> None:
-    if d_model < 1:
-        raise ValueError(f"d_model: expected a positive int, got {d_model!r}")
-    if warmup_steps < 1:
-        raise ValueError(f"warmup_steps: expected a positive int, got {warmup_steps!r}")
+    # Bounded as a config bounds them: past 64 bits, warmup_steps ** -1.5 is an OverflowError.
+    check_int_in_range("d_model", d_model, 1, ANY_COUNT[1])
+    check_int_in_range("warmup_steps", warmup_steps, 1, ANY_COUNT[1])
     if not factor > 0.0:
         raise ValueError(f"factor: expected a positive float, got {factor!r}")
 
@@ -47,6 +48,7 @@ def noam_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> 
     _check_schedule_arguments(d_model, warmup_steps, factor)
     if step < 1:
         raise ValueError(f"step: expected an int >= 1 (steps are counted from 1), got {step!r}")
+    check_int_in_range("step", step, 1, ANY_COUNT[1])
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
