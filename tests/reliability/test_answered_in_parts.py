@@ -20,6 +20,7 @@ from tests.reliability.builders import (
 from transformer_lab import api
 from transformer_lab.cli import main, predict_command
 from transformer_lab.one_line import one_line
+from transformer_lab.tasks.couplet.predict import CoupletWriter
 from transformer_lab.tasks.translation.predict import Translator
 
 GERMAN = [source for source, _ in SENTENCES] + ["Ein Hund schläft."]
@@ -77,9 +78,34 @@ def test_each_part_is_printed_before_the_next_is_decoded_and_a_stop_says_where_t
     assert code == 130
     assert calls == ["", "".join(line + "\n" for line in expected)]
     assert err.splitlines() == [
-        f"transformer-lab translate: the answers to the first 2 of 5 sentences were written; {source}: line 3 was the "
-        "next",
+        f"transformer-lab translate: stopped after the first 2 of 5 sentences, whose answers were written; {source}: "
+        "line 3 was the next",
         "transformer-lab translate: interrupted",
+    ]
+
+
+def test_a_stop_says_an_output_file_was_not_written_and_leaves_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpoint = train_couplet_checkpoint(tmp_path / "couplet")
+    write, calls = CoupletWriter.write, []
+
+    def stopped_at_the_second_part(self: CoupletWriter, *arguments: object, **keywords: object) -> object:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return write(self, *arguments, **keywords)
+
+    monkeypatch.setattr(CoupletWriter, "write", stopped_at_the_second_part)
+    _in_parts_of(2, monkeypatch)
+    output = tmp_path / "lower.txt"
+    command = ["couplet", "--checkpoint", str(checkpoint), "--output", str(output), "春风花", "山水云天", "江河月"]
+    code, out, err = _run(command, capsys)
+    assert (code, out, output.exists()) == (130, "", False)
+    assert err.splitlines() == [
+        f"transformer-lab couplet: stopped after the first 2 of 3 lines; --output {output} was not written (it is "
+        "written whole, at the end); input 3 was the next",
+        "transformer-lab couplet: interrupted",
     ]
 
 

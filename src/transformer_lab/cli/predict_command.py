@@ -27,7 +27,7 @@ from transformer_lab.decoding.search_settings import check_no_beam_settings
 from transformer_lab.folders import check_file_output, described_refusal
 from transformer_lab.one_line import line_break_note
 from transformer_lab.setting_error import PhrasedError
-from transformer_lab.tasks.command import ANSWERED_AT_ONCE, INPUT_NAMES, INPUTS_BEFORE, Answers
+from transformer_lab.tasks.command import ANSWERED_AT_ONCE, INPUT_NAMES, INPUTS_BEFORE, Answers, PredictCommand
 from transformer_lab.tasks.registry import TASKS
 from transformer_lab.tasks.task import Task
 from transformer_lab.training.checkpoint import checkpoint_files, resolve_checkpoint
@@ -100,7 +100,9 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     names = input_names(arguments.inputs, arguments.input, len(inputs))
     if command.check is not None:
         command.check(predictor, inputs, {**options, INPUT_NAMES: names})
+    flags = {value: flag for flag, value in options.items() if isinstance(value, Path)}
     answered = Answers(lines=[])  # the parts' refusals, files and line-break counts, summed
+    printed = False
     for start in range(0, len(inputs), ANSWERED_AT_ONCE):
         part = slice(start, start + ANSWERED_AT_ONCE)
         try:
@@ -108,28 +110,35 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
                 predictor, inputs[part], {**options, INPUT_NAMES: names[part], INPUTS_BEFORE: start}
             )
         except (KeyboardInterrupt, Terminated):
-            if start:  # what was written is whole: say where to go on from
-                print(
-                    f"transformer-lab {command.name}: the answers to the first {start:,} of {len(inputs):,} "
-                    f"{command.inputs} were written; {names[start]} was the next",
-                    file=sys.stderr,
-                )
+            if start:
+                unwritten = [f"{flags.get(path, 'the output')} {path}" for path in answered.files]
+                print(_stopped_note(command, start, names, printed, unwritten), file=sys.stderr)
             raise
         sys.stdout.write("".join(line + "\n" for line in answers.lines))
         sys.stdout.flush()
+        printed = printed or bool(answers.lines)
         for note in answers.notes:
             print(f"transformer-lab {command.name}: {note}", file=sys.stderr)
         answered.add(answers)
     for what, (held, total) in answered.line_breaks.items():
         if held:
             print(f"transformer-lab {command.name}: {line_break_note(held, total, what)}", file=sys.stderr)
-    flags = {value: flag for flag, value in options.items() if isinstance(value, Path)}
     for path, text in answered.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomically(path, text, name=flags.get(path))
     if plot_path is not None:
         _plot_attention(predictor, inputs[0], names[0], plot_path, options)
     return 2 if answered.refused else 0
+
+
+def _stopped_note(command: PredictCommand, answered: int, names: list[str], printed: bool, unwritten: list[str]) -> str:
+    """What a command stopped between two parts says: how far it got, where those answers are, where to go on."""
+    said = f"transformer-lab {command.name}: stopped after the first {answered:,} of {len(names):,} {command.inputs}"
+    if printed:
+        said += ", whose answers were written"
+    for output in unwritten:  # files are written whole, once every input is answered: never a part of one
+        said += f"; {output} was not written (it is written whole, at the end)"
+    return f"{said}; {names[answered]} was the next"
 
 
 def _plot_attention(predictor: object, text: str, name: str, path: Path, options: dict[str, object]) -> None:
