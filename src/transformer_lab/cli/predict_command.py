@@ -101,7 +101,8 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     if command.check is not None:
         command.check(predictor, inputs, {**options, INPUT_NAMES: names})
     flags = {value: flag for flag, value in options.items() if isinstance(value, Path)}
-    answered = Answers(lines=[])  # the parts' refusals, files and line-break counts, summed
+    answered = Answers(lines=[])  # the parts' refusals and line-break counts, summed
+    files: dict[Path, list[str]] = {}  # each file's text, a part at a time: joined once, at the end
     printed = False
     for start in range(0, len(inputs), ANSWERED_AT_ONCE):
         part = slice(start, start + ANSWERED_AT_ONCE)
@@ -111,7 +112,7 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
             )
         except (KeyboardInterrupt, Terminated):
             if start:
-                unwritten = [f"{flags.get(path, 'the output')} {path}" for path in answered.files]
+                unwritten = [f"{flags.get(path, 'the output')} {path}" for path in files]
                 print(_stopped_note(command, start, names, printed, unwritten), file=sys.stderr)
             raise
         sys.stdout.write("".join(line + "\n" for line in answers.lines))
@@ -120,12 +121,14 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
         for note in answers.notes:
             print(f"transformer-lab {command.name}: {note}", file=sys.stderr)
         answered.add(answers)
+        for path, text in answers.files.items():
+            files.setdefault(path, []).append(text)
     for what, (held, total) in answered.line_breaks.items():
         if held:
             print(f"transformer-lab {command.name}: {line_break_note(held, total, what)}", file=sys.stderr)
-    for path, text in answered.files.items():
+    for path, texts in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomically(path, text, name=flags.get(path))
+        write_text_atomically(path, "".join(texts), name=flags.get(path))
     if plot_path is not None:
         _plot_attention(predictor, inputs[0], names[0], plot_path, options)
     return 2 if answered.refused else 0

@@ -60,10 +60,8 @@ class Answers:
         self._count(what, line_break_count(texts), len(texts))
 
     def add(self, part: Answers) -> None:
-        """Add the refusals, files (their text appended) and line-break counts of a later ``part`` to these."""
+        """Add the refusals and line-break counts of a later ``part`` to these (its files are the caller's to join)."""
         self.refused += part.refused
-        for path, text in part.files.items():
-            self.files[path] = self.files.get(path, "") + text
         for what, (held, total) in part.line_breaks.items():
             self._count(what, held, total)
 
