@@ -7,6 +7,7 @@ same command with every input in one part.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,23 @@ def _run(command: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 
 def _in_parts_of(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(predict_command, "ANSWERED_AT_ONCE", size)
+
+
+def _stopped_at_the_second_call(
+    owner: type, name: str, monkeypatch: pytest.MonkeyPatch, seen: Callable[[], object] = lambda: None
+) -> list[object]:
+    """``owner.name`` raising Ctrl-C's KeyboardInterrupt at its second call (between two parts); what ``seen``
+    gave at each call, in the returned list."""
+    method, calls = getattr(owner, name), []
+
+    def stopping(self: object, *arguments: object, **keywords: object) -> object:
+        calls.append(seen())
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return method(self, *arguments, **keywords)
+
+    monkeypatch.setattr(owner, name, stopping)
+    return calls
 
 
 @pytest.mark.parametrize("options", [[], ["--nbest", "2"], ["--beam", "1"]], ids=["beam", "nbest", "greedy"])
@@ -64,15 +82,8 @@ def test_each_part_is_printed_before_the_next_is_decoded_and_a_stop_says_where_t
     source = tmp_path / "source.de"
     source.write_text("".join(line + "\n" for line in GERMAN), encoding="utf-8")
     expected = [one_line(text) for text in api.Translator(checkpoint).translate(GERMAN[:2])]
-    translate, calls = Translator.translate, []
-
-    def stopped_at_the_second_part(self: Translator, sentences: list[str], **keywords: object) -> object:
-        calls.append(capsys.readouterr().out)  # what the command had printed before this part
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return translate(self, sentences, **keywords)
-
-    monkeypatch.setattr(Translator, "translate", stopped_at_the_second_part)
+    # What the command had printed before each part.
+    calls = _stopped_at_the_second_call(Translator, "translate", monkeypatch, lambda: capsys.readouterr().out)
     _in_parts_of(2, monkeypatch)
     code, out, err = _run(["translate", "--checkpoint", str(checkpoint), "--input", str(source)], capsys)
     assert code == 130
@@ -88,15 +99,7 @@ def test_a_stop_says_an_output_file_was_not_written_and_leaves_none(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checkpoint = train_couplet_checkpoint(tmp_path / "couplet")
-    write, calls = CoupletWriter.write, []
-
-    def stopped_at_the_second_part(self: CoupletWriter, *arguments: object, **keywords: object) -> object:
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return write(self, *arguments, **keywords)
-
-    monkeypatch.setattr(CoupletWriter, "write", stopped_at_the_second_part)
+    _stopped_at_the_second_call(CoupletWriter, "write", monkeypatch)
     _in_parts_of(2, monkeypatch)
     output = tmp_path / "lower.txt"
     command = ["couplet", "--checkpoint", str(checkpoint), "--output", str(output), "春风花", "山水云天", "江河月"]
