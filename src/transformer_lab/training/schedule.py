@@ -35,10 +35,19 @@ __all__ = [
 ]
 
 
+def _check_within_64_bits(name: str, value: float) -> None:
+    """Refuse an int past 64 bits, as a config bounds it: the schedule's float powers of it raise OverflowError."""
+    if isinstance(value, int) and value > ANY_COUNT[1]:
+        check_int_in_range(name, value, 1, ANY_COUNT[1])
+
+
 def _check_schedule_arguments(d_model: int, warmup_steps: int, factor: float) -> None:
-    # Bounded as a config bounds them: past 64 bits, warmup_steps ** -1.5 is an OverflowError.
-    check_int_in_range("d_model", d_model, 1, ANY_COUNT[1])
-    check_int_in_range("warmup_steps", warmup_steps, 1, ANY_COUNT[1])
+    if d_model < 1:
+        raise ValueError(f"d_model: expected a positive int, got {d_model!r}")
+    if warmup_steps < 1:
+        raise ValueError(f"warmup_steps: expected a positive int, got {warmup_steps!r}")
+    _check_within_64_bits("d_model", d_model)
+    _check_within_64_bits("warmup_steps", warmup_steps)
     if not factor > 0.0:
         raise ValueError(f"factor: expected a positive float, got {factor!r}")
 
@@ -48,7 +57,7 @@ def noam_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> 
     _check_schedule_arguments(d_model, warmup_steps, factor)
     if step < 1:
         raise ValueError(f"step: expected an int >= 1 (steps are counted from 1), got {step!r}")
-    check_int_in_range("step", step, 1, ANY_COUNT[1])
+    _check_within_64_bits("step", step)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
