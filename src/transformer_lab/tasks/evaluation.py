@@ -26,6 +26,7 @@ from transformer_lab.decoding.search_settings import (
 from transformer_lab.devices import resolve_device
 from transformer_lab.folders import check_file_output
 from transformer_lab.hardware import INFERENCE_PRECISIONS
+from transformer_lab.word_lists import in_words
 
 ModelType = TypeVar("ModelType", bound=nn.Module)
 
@@ -220,6 +221,6 @@ def unread_option_error(flag: str, task: str, readers: Sequence[str]) -> ValueEr
     """The one-line error for ``flag`` given to ``task``, which does not read it, naming the tasks that do."""
     if not readers:
         return ValueError(f"{flag}: expected with no task's evaluation, got it with {task}")
-    names = readers[0] if len(readers) == 1 else f"{', '.join(readers[:-1])} and {readers[-1]}"
+    names = in_words(readers, "and")
     tasks = "task" if len(readers) == 1 else "tasks"
     return ValueError(f"{flag}: expected only with the {names} {tasks}, got it with {task}")

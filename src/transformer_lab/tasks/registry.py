@@ -24,6 +24,7 @@ from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport
 from transformer_lab.tasks.task import Task, VocabularyFunctions
 from transformer_lab.training import load_checkpoint_config
 from transformer_lab.training.checkpoint import checkpoint_files, resolve_checkpoint, trained_task_name
+from transformer_lab.word_lists import in_words
 
 TASKS: dict[str, Task] = {}
 
@@ -165,12 +166,11 @@ def load_trained(checkpoint: str | os.PathLike[str], tasks: tuple[str, ...] = ()
         # Named as the commands name them (copy, not the "synthetic" their checkpoints record), in a
         # SettingError so that a command says its --checkpoint.
         names = [other.name for other in TASKS.values() if other.checkpoint_task in tasks]
-        expected = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
         raise SettingError(
             "{checkpoint} {folder}: expected a checkpoint of {expected}, got task {trained!r}",
             ("checkpoint",),
             folder=str(folder),
-            expected=expected,
+            expected=in_words(names),
             trained=trained_task_name(load_checkpoint_config(folder)),
         )
     model, vocabulary, config = checkpoint_tasks()[task].load(folder)

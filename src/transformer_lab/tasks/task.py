@@ -19,6 +19,7 @@ from transformer_lab.data.prepared_cache import CorpusKind
 from transformer_lab.devices import load_on
 from transformer_lab.tasks.command import PredictCommand
 from transformer_lab.tasks.evaluation import EvaluateFunction, TaskOption
+from transformer_lab.word_lists import in_words
 
 # What a trained task offers beyond training and loading.
 SURFACES = ("onnx", "ctranslate2", "serve", "lab")
@@ -225,7 +226,7 @@ class Task:
             if len(names) == 1:
                 expected = f"{names[0]!r}, the only preset of {self.name}"
             else:
-                expected = f"a preset of {self.name} ({', '.join(names[:-1])} or {names[-1]})"
+                expected = f"a preset of {self.name} ({in_words(names)})"
             raise ValueError(f"--preset: expected {expected}, got {preset!r}")
         return self.presets[preset]()
 

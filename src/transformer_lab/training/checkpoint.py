@@ -49,6 +49,7 @@ from transformer_lab import strict_json
 from transformer_lab.atomic_files import make_temporary_folder
 from transformer_lab.folders import FolderWriteError, describe_os_error
 from transformer_lab.path_argument import path_argument
+from transformer_lab.word_lists import in_words
 
 from .config_io import ConfigType, config_from_dict, shown
 from .model_card import CARD_HINTS_KEY, DATA_COUNTS_KEY
@@ -467,7 +468,7 @@ def checkpoint_task_config(
     sections = [field.name for field in fields]
     missing = [name for name in sections if name not in raw]
     if missing:
-        listed = f"{', '.join(sections[:-1])} and {sections[-1]}" if len(sections) > 1 else sections[0]
+        listed = in_words(sections, "and")
         raise ValueError(
             f"{path}: expected {listed}, as training writes them, got none for {', '.join(missing)}; was the file "
             "edited? Without it, the preset's values would stand in for the run's"
