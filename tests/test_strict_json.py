@@ -23,6 +23,15 @@ def test_json_without_a_repeated_key_reads_as_json_loads_reads_it(text: str) -> 
     assert strict_json.loads(text.encode()) == json.loads(text)
 
 
+def test_a_byte_order_mark_is_refused_as_json_loads_refuses_it() -> None:
+    # The shared decoder skips json.loads's own check: the str with a BOM must still take that path.
+    with pytest.raises(json.JSONDecodeError, match="BOM") as ours:
+        strict_json.loads('\ufeff{"a": 1}')
+    with pytest.raises(json.JSONDecodeError) as theirs:
+        json.loads('\ufeff{"a": 1}')
+    assert str(ours.value) == str(theirs.value)
+
+
 @pytest.mark.parametrize(
     "text, key",
     [

@@ -40,13 +40,20 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return mapping
 
 
+# One decoder for every call: ``json.loads`` with a hook builds a new one each time, which cost more
+# than the parsing itself on a log of short lines.
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
+
+
 def loads(text: str | bytes) -> Any:
     """``json.loads(text)``, but an object with a key given twice (at any depth) is a :class:`DuplicateKeyError`.
 
     Malformed JSON is ``json.JSONDecodeError`` and bytes that are not UTF-8 ``UnicodeDecodeError``,
     as from ``json.loads``; all three are ``ValueError`` s.
     """
-    return json.loads(text, object_pairs_hook=_unique_keys)
+    if isinstance(text, str) and not text.startswith("\ufeff"):
+        return _DECODER.decode(text)
+    return json.loads(text, object_pairs_hook=_unique_keys)  # bytes, or a BOM it names in its error
 
 
 def too_long_integer(error: ValueError) -> str | None:
