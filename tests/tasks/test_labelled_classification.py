@@ -357,6 +357,9 @@ def test_a_validation_row_longer_than_the_model_reads_is_refused_before_training
         (["data.train_files=a.csv,b.csv"], "data.train_files: expected at most one training file"),
         (["data.valid_files=v.csv"], "data.valid_files: expected only together with data.train_files"),
         (["data.file_format=xlsx"], "data.file_format: expected one of csv, tsv, jsonl or ''"),
+        # When set, not once the file is read and a BPE is to be learned (it said "vocab_size must be >= 260").
+        (["data.vocab_size=200"], r"data\.vocab_size must be >= 260, got 200$"),
+        (["data.vocab_size=99999999"], r"data\.vocab_size: expected at most 1,048,576 entries, got 99,999,999$"),
         (
             ["data.text_fields=title,text", "data.label_field=text"],
             r"^data\.label_field: expected a field other than the text fields \(title, text\), got 'text'$",
@@ -418,8 +421,9 @@ def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(
     _, out = chinese_run
     # Only two of the three classes in the new data: the indices must still mean the checkpoint's classes.
     subset = write_topic_csv(tmp_path / "two.csv", per_class=10, seed=5, labels=("财经", "体育"))
-    # Without the run's data.vocab_size=300: the kept tokenizer's settings come from the checkpoint.
-    settings = [TINY[0], TINY[2], "train.epochs=1", "train.progress_bar=false"]
+    # Without the run's data.vocab_size=300: the kept tokenizer's settings come from the checkpoint; without its
+    # data.text_fields=title,body: the new file is read by the checkpoint's columns, as evaluate --test reads one.
+    settings = [TINY[2], "train.epochs=1", "train.progress_bar=false"]
     overrides = [argument for item in settings for argument in ("--set", item)]
     assert (
         main(
@@ -441,6 +445,7 @@ def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(
     assert config["class_names"] == list(CLASS_ORDER) and config["initialized_from"] == str(out / "best")
     original = json.loads((out / "best" / "config.json").read_text(encoding="utf-8"))
     assert (config["data"]["vocab_size"], config["data"]["lowercase"]) == (300, True)
+    assert (config["data"]["text_fields"], config["data"]["label_field"]) == (["title", "body"], "label")
     for name in classification_train.VOCABULARY.settings:
         assert config["data"][name] == original["data"][name], name
     # Another value of such a setting is refused: the tokenizer that lowercases is kept whatever it says.

@@ -380,6 +380,19 @@ def test_nbest_prints_k_scored_candidates_per_sentence_best_first(run: Path, cap
     assert "--nbest 4: expected --beam of at least 4, got --beam 2" in capsys.readouterr().err
 
 
+def test_a_finetune_reads_its_files_in_the_checkpoints_languages_unless_told_otherwise(
+    run: Path, corpus: dict[str, Path], tmp_path: Path
+) -> None:
+    # The headerless TSV names no language: without the checkpoint's, the run would record the preset's de -> en.
+    tune = ["train", "translation", "--init-from", str(run), "--train", str(corpus["domain_tsv"])]
+    steps = ["--set", "train.max_steps=1", "--set", "train.progress_bar=false", "--set", "data.max_tokens=512"]
+    for given, languages in (([], ["xde", "xen"]), (["--target-language", "xfr"], ["xde", "xfr"])):
+        out = tmp_path / "-".join(languages)
+        assert main([*tune, *given, *steps, "--out", str(out)]) == 0
+        saved = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
+        assert [saved["data"]["source_language"], saved["data"]["target_language"]] == languages
+
+
 def test_finetuning_starts_from_the_checkpoint_with_its_tokenizer(
     run: Path, corpus: dict[str, Path], tmp_path: Path
 ) -> None:

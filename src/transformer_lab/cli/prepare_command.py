@@ -29,7 +29,11 @@ from transformer_lab.data.prepared_cache import CorpusKindError, NotAPreparedFol
 from transformer_lab.tasks.registry import TASKS, task_named
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.config_io import parse_override
-from transformer_lab.training.finetune import check_checkpoint_task, with_checkpoint_vocabulary_settings
+from transformer_lab.training.finetune import (
+    check_checkpoint_task,
+    checkpoint_data_settings,
+    with_checkpoint_vocabulary_settings,
+)
 from transformer_lab.training.run.run_folder import check_output_outside_saves
 
 # What --verify does not use (it checks a folder as it is): every option that says how to prepare one.
@@ -116,14 +120,16 @@ def run(arguments: argparse.Namespace) -> int:
         return _verify(task.name, arguments)
     _check_data_keys(arguments.overrides, type(task.config().data))
     check_output_outside_saves("--out", arguments.out)  # else a run's next save or pruning deletes the corpus
-    # The preset, then --config, then the data options, then --set: as `train` reads them.
-    config, changed = resolved_config(
-        task.config(arguments.preset), arguments, flags=option_settings(arguments, DATA_OPTIONS)
-    )
-    check_data_settings(config, changed)
     checkpoint = None if arguments.init_from is None else resolve_checkpoint(arguments.init_from, "--init-from")
     if checkpoint is not None:
         check_checkpoint_task(checkpoint, task.checkpoint_task)
+    # The preset, the checkpoint's file layout, --config, the data options, then --set: as `train` reads them.
+    layout = [] if checkpoint is None else checkpoint_data_settings(checkpoint, task.layout_settings)
+    config, changed = resolved_config(
+        task.config(arguments.preset), arguments, schedule=layout, flags=option_settings(arguments, DATA_OPTIONS)
+    )
+    check_data_settings(config, changed)
+    if checkpoint is not None:
         # The manifest records the settings the checkpoint's vocabulary was made with, as the fine-tune's config.json.
         settings = task.vocabulary.settings if task.vocabulary is not None else ()
         config = with_checkpoint_vocabulary_settings(config, checkpoint, settings, changed)

@@ -131,10 +131,13 @@ class Task:
     what else it offers (see SURFACES); ``dataset`` is the ``download`` name of its
     preset's data. ``vocabulary`` reads, writes and lists its checkpoints' vocabulary
     (None: they hold none, as the synthetic tasks'); a task offering an export surface
-    must name it. ``predictor(model, vocabulary, config, device)`` builds the task's Python
-    API object from what ``load`` rebuilds (see `predictor_for`), and ``serving`` how the
-    server offers it; a task offering "serve" must name both. ``command``: the task's own
-    command answering lines with that object (``tasks/command.py``); it needs a predictor.
+    must name it. ``layout_settings``: the data fields saying how its training files are laid out
+    (a translator's languages, a classifier's columns), which a fine-tune (``--init-from``, also
+    of ``prepare``) takes from its checkpoint unless given. ``predictor(model, vocabulary, config,
+    device)`` builds the task's Python API object from what ``load`` rebuilds (see
+    `predictor_for`), and ``serving`` how the server offers it; a task offering "serve" must name
+    both. ``command``: the task's own command answering lines with that object
+    (``tasks/command.py``); it needs a predictor.
     """
 
     name: str
@@ -153,6 +156,7 @@ class Task:
     dataset: str | None = None
     closing: Callable[[Any, Any], Closing] | None = None
     vocabulary: VocabularyFunctions[Any] | None = None
+    layout_settings: tuple[str, ...] = ()
     predictor: Callable[[Any, Any, Any, torch.device], Any] | None = None
     serving: Serving | None = None
     command: PredictCommand | None = None

@@ -63,6 +63,20 @@ def finetune_settings() -> list[Setting]:
     return [Setting(f"train.{name}", value, FINETUNE_ORIGIN) for name, value in FINETUNE_TRAIN.items()]
 
 
+def checkpoint_data_settings(checkpoint: str | Path, names: Collection[str]) -> list[Setting]:
+    """The checkpoint's values of the data fields ``names``, as settings laid over the preset (the user's still win).
+
+    They say how the files it learned from were laid out (a translator's languages, a classifier's
+    columns): a fine-tune on more data of that form reads it so without being told again, as
+    ``evaluate`` reads a test file, and not, say, in the preset's direction. A field the
+    checkpoint's ``config.json`` lacks keeps the preset's value.
+    """
+    saved = load_checkpoint_config(checkpoint).get("data")
+    if not isinstance(saved, Mapping):
+        return []
+    return [Setting(f"data.{name}", saved[name], f"--init-from {checkpoint}") for name in names if name in saved]
+
+
 def check_checkpoint_task(checkpoint: str | Path, task_name: str) -> dict[str, Any]:
     """``checkpoint``'s ``config.json``; a checkpoint of another task than ``task_name`` is refused."""
     saved = load_checkpoint_config(checkpoint)

@@ -14,6 +14,7 @@ TASK = Task(
     train=train.train,
     load=train.load_classifier,
     vocabulary=train.VOCABULARY,
+    layout_settings=("text_fields", "label_field"),
     # Written without a progress bar; a checkpoint's tokenizer and classes fix the ids and the class indices.
     corpus=lambda config, progress, checkpoint: data.corpus_kind(config, *train.checkpoint_vocabulary(checkpoint)),
     corpus_kind=LABELLED_KIND,

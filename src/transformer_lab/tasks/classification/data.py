@@ -35,6 +35,7 @@ from transformer_lab.data.prepared_labelled import (
     write_prepared_labelled,
 )
 from transformer_lab.data.splits import check_fraction
+from transformer_lab.data.subword import check_vocab_size
 from transformer_lab.data.token_store import TokenStore
 from transformer_lab.training.run.once_per_machine import prepared_corpus
 
@@ -87,6 +88,7 @@ class ClassificationDataConfig:
         check_int_fields(self, "data", {**CORPUS_FIELD_BOUNDS, "num_train": ANY_COUNT, "split_seed": SEED_RANGE})
         # Now, not once the corpus is read and its BPE learned, and named as the setting.
         check_fraction(self.validation_fraction, "data.validation_fraction")
+        check_vocab_size("data.vocab_size", self.vocab_size)
         if len(self.train_files) > 1:
             raise ValueError(f"data.train_files: expected at most one training file, got {list(self.train_files)!r}")
         if len(self.valid_files) > 1:

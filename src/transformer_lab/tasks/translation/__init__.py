@@ -12,6 +12,7 @@ TASK = Task(
     train=train.train,
     load=train.load_translator,
     vocabulary=train.SEQ2SEQ_TASK.vocabulary,
+    layout_settings=("source_language", "target_language"),
     corpus=lambda config, progress, checkpoint: data.corpus_kind(
         config, None if checkpoint is None else train.SEQ2SEQ_TASK.vocabulary.read(checkpoint), progress
     ),
