@@ -99,6 +99,12 @@ def check_file_output(path: Path, name: str | None, advice: str = "") -> None:
     check_file_to_write(path, name)
     named = "" if name is None else f"{name}: "
     nearest = _nearest_existing(path)
+    if nearest is not None and _points_nowhere(nearest):
+        raise FolderWriteError(
+            errno.ENOENT,
+            f"{named}could not write {str(path)!r} (No such file or directory, ENOENT: {str(nearest)!r} is a "
+            f"symbolic link to {os.readlink(nearest)!r}, which points nowhere); nothing was written{advice}",
+        )
     if nearest is not None and not nearest.is_dir():
         raise FolderWriteError(
             errno.ENOTDIR,
@@ -157,13 +163,24 @@ def check_folder_output(path: Path, name: str) -> None:
     if link is not None:
         raise ValueError(link)
     nearest = _nearest_existing(path)
+    if nearest is not None and _points_nowhere(nearest):
+        raise ValueError(
+            f"{name}: expected a path through folders, got {path}, through the symbolic link {nearest} "
+            f"(to {os.readlink(nearest)!r}), which points nowhere"
+        )
     if nearest is not None and not nearest.is_dir():
         raise ValueError(f"{name}: expected a path through folders, got {path}, through the file {nearest}")
 
 
 def _nearest_existing(path: Path) -> Path | None:
-    """The nearest of ``path``'s parents that exists (a folder, or a file in the way), or None."""
-    return next((folder for folder in path.parents if folder.exists()), None)
+    """The nearest of ``path``'s parents that exists (a folder, a file in the way, or a link), or None."""
+    # lexists: a link to nothing is in the way too (no folder can be made there), not missing.
+    return next((folder for folder in path.parents if os.path.lexists(folder)), None)
+
+
+def _points_nowhere(path: Path) -> bool:
+    """Whether ``path`` is a symbolic link whose target does not exist (an unmounted disk, a folder removed)."""
+    return path.is_symlink() and not path.exists()
 
 
 def write_folder(

@@ -1660,6 +1660,16 @@ CLI_CASES = [
         r"got \['de', 'en'\]$",
     ),
     CliCase(
+        "export: config.json's task a list (it was a traceback: unhashable type)",
+        lambda tmp, ck: [
+            "export",
+            "--checkpoint",
+            str(broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c.update(task=["translation"])))),
+        ]
+        + ["--format", "onnx", "--out", str(tmp / "exported")],
+        r"config\.json: task: expected the name of the task that trained it, got \['translation'\]$",
+    ),
+    CliCase(
         "translate: config.json without its decode section",
         lambda tmp, ck: translate_argv(
             broken_copy(ck.translation, tmp, CONFIG_FILE, edit_config(lambda c: c.pop("decode"))), "Hallo"
@@ -2167,6 +2177,39 @@ def test_an_output_the_system_refuses_is_one_line_naming_the_option_the_path_and
     assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt", "val.de", "val.en"]
 
 
+def test_an_output_through_a_link_to_nothing_is_one_line_naming_the_link_before_any_work(
+    tmp_path: Path, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An unmounted disk, a results folder removed: the link counted as missing, a probe was made beside it,
+    # and the work ended on "failed: [Errno 17] File exists: 'gone'", exit 1.
+    link = tmp_path / "gone"
+    link.symlink_to(tmp_path / "nowhere")
+    points = f"a symbolic link to '{tmp_path / 'nowhere'}', which points nowhere"
+    cases = [
+        (
+            [*classify_argv(checkpoints), "Shares rose", "--output", str(link / "out.jsonl")],
+            f"--output: could not write '{link / 'out.jsonl'}' (No such file or directory, ENOENT: '{link}' is a ",
+        ),
+        (
+            translate_argv(checkpoints.translation, "Ein Hund.", "--plot-attention", str(link / "a.png")),
+            f"--plot-attention: could not write '{link / 'a.png'}' (No such file or directory, ENOENT: '{link}' is ",
+        ),
+        (
+            ["export", "--checkpoint", str(checkpoints.translation), "--format", "onnx", "--out", str(link / "x")],
+            f"--out: expected a path through folders, got {link / 'x'}, through the symbolic link {link} (to ",
+        ),
+        (
+            ["plot", "masks", "--out", str(link / "m.png")],
+            f"{link}: expected a folder there (or nothing), got {points}",
+        ),
+    ]
+    for argv, message in cases:
+        code, out, error = run_cli(argv, b"", monkeypatch, capsys)
+        assert (code, out, len(error.splitlines())) == (2, "", 1), error
+        assert message in error, error
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["gone"]
+
+
 def test_an_output_naming_a_checkpoint_file_a_split_file_or_another_output_is_refused(
     tmp_path: Path, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -2174,8 +2217,14 @@ def test_an_output_naming_a_checkpoint_file_a_split_file_or_another_output_is_re
     data = tmp_path / "data"
     write_multi30k_split(data / "multi30k", "val", GERMAN, ENGLISH)
     folder = resolve_checkpoint(checkpoints.translation)
-    kept = {path: path.read_bytes() for path in [*folder.iterdir(), *(data / "multi30k").iterdir()] if path.is_file()}
+    member = write_translation_checkpoint(tmp_path / "member", seed=1)  # an --ensemble member's files are read too
+    # The validation splits of classification and couplets are carved from their training files.
+    news = checkpoints.classification.parent.parent / "data" / "ag_news" / "train.csv"
+    upper = checkpoints.couplet.parent.parent / "data" / "couplet" / "train_couplet_machine" / "in.txt"
+    read = [*folder.iterdir(), *(data / "multi30k").iterdir(), *member.iterdir(), news, upper]
+    kept = {path: path.read_bytes() for path in read if path.is_file()}
     evaluate = ["evaluate", "translation", "--checkpoint", str(checkpoints.translation), "--split", "val"]
+    validation = ["--split", "validation", "--output"]
     picture = str(tmp_path / "o.png")
     cases = [
         (
@@ -2193,6 +2242,26 @@ def test_an_output_naming_a_checkpoint_file_a_split_file_or_another_output_is_re
         (
             [*evaluate, "--data-dir", str(data), "--output", str(data / "multi30k" / "val.en")],
             r"--output: expected a file other than the val split's references .*val\.en, got ",
+        ),
+        (
+            [
+                *evaluate,
+                "--data-dir",
+                str(data),
+                "--ensemble",
+                str(member),
+                "--output",
+                str(member / "model.safetensors"),
+            ],
+            rf"--output: expected a file other than the --ensemble {member} checkpoint's file .*safetensors, got ",
+        ),
+        (
+            ["evaluate", "classification", "--checkpoint", str(checkpoints.classification), *validation, str(news)],
+            r"--output: expected a file other than the file the validation split is read from .*train\.csv, got ",
+        ),
+        (
+            ["evaluate", "couplet", "--checkpoint", str(checkpoints.couplet), *validation, str(upper)],
+            r"--output: expected a file other than the file the validation pairs are read from .*in\.txt, got ",
         ),
     ]
     for argv, message in cases:

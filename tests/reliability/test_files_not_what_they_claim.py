@@ -122,6 +122,24 @@ def test_checkpoints_with_another_tokenizer_of_the_same_size_are_not_averaged(
     assert not out.exists()
 
 
+def test_step_checkpoints_scored_by_evaluate_are_averaged_without_their_outputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The outputs evaluate writes beside a checkpoint were taken for vocabulary files ("expected checkpoints
+    # with one vocabulary, got .../hypotheses...txt"), and the last one's were copied into the average.
+    run = tmp_path / "run"
+    for step in (1, 2):
+        folder = write_translation_checkpoint(run / f"step-{step:06d}", seed=step)
+        (folder / f"hypotheses.test.{step}.beam5.txt").write_text(f"output of step {step}\n", encoding="utf-8")
+    (run / "step-000002" / "report.validation.json").write_text("{}\n", encoding="utf-8")
+    out = tmp_path / "averaged"
+    assert main(["average-checkpoints", "--run", str(run), "--last", "2", "--out", str(out)]) == 0, capsys.readouterr()
+    own = sorted(path.name for path in (run / "step-000002").iterdir())
+    assert sorted(path.name for path in out.iterdir()) == [
+        name for name in own if not name.startswith(("hypotheses.", "report."))
+    ]
+
+
 def test_checkpoints_of_another_task_are_not_averaged(tmp_path: Path) -> None:
     from transformer_lab.tasks.translation.train import load_translator
     from transformer_lab.training.averaging import average_checkpoints

@@ -202,13 +202,18 @@ def _file_in_the_way(error: OSError) -> Path | None:
         return None
     path = Path(os.fsdecode(error.filename))
     for candidate in (path, *path.parents):
-        if candidate.exists():
+        if os.path.lexists(candidate):  # a link to nothing stands in the way as a file does
             return None if candidate.is_dir() else candidate
     return None
 
 
 def _folder_expected(error: OSError, in_the_way: Path) -> str:
     path = Path(os.fsdecode(error.filename))
+    if in_the_way.is_symlink():  # a link to a folder is no obstacle: this one points nowhere
+        link = f"a symbolic link to {os.readlink(in_the_way)!r}, which points nowhere"
+        if path == in_the_way:
+            return f"{path}: expected a folder there (or nothing), got {link}"
+        return f"{path}: expected a path through folders, got one through {in_the_way}, {link}"
     if path == in_the_way:
         return f"{path}: expected a folder there (or nothing), got a file"
     return f"{path}: expected a path through folders, got one through the file {in_the_way}"

@@ -89,6 +89,7 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
         from transformer_lab.lab.plotting import check_image_path
 
         check_image_path(plot_path, name="--plot-attention")
+        check_file_output(plot_path, "--plot-attention")  # a path the system refuses, before the answers
         if not inputs[0].strip():
             # Drawn after every line is answered, it failed then, naming the library's keyword (sentence).
             raise ValueError(

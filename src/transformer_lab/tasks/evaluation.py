@@ -116,7 +116,7 @@ class EvaluationOptions:
         """``data_dir`` if given, else ``default`` (the checkpoint's data folder)."""
         return self.data_dir if self.data_dir is not None else default
 
-    def output_file(self, default: Path, read: Mapping[str, Path] = {}) -> Path:
+    def output_file(self, default: Path, read: Mapping[str, object] = {}) -> Path:
         """Where the task's output goes: ``output`` (its missing folders made, as the predict commands make
         theirs), else ``default`` beside the checkpoint. Called once the split is read, before the work, so
         that a refused output costs nothing.

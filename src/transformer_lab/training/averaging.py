@@ -15,6 +15,7 @@ from .checkpoint import (
     _RESERVED_NAMES,
     MODEL_FILE,
     checkpoint_config_section,
+    is_evaluation_output,
     load_checkpoint_config,
     load_model_weights,
     non_finite_tensors,
@@ -56,10 +57,11 @@ def average_checkpoints(
     averaged = {name: (total / len(sources)).to(model.state_dict()[name].dtype) for name, total in sums.items()}
     model.load_state_dict(averaged)
     last = Path(sources[-1])
+    # Not the outputs an evaluation wrote beside the last one: they describe its weights, not the average's.
     extra_files = {
         path.name: path.read_bytes()
         for path in sorted(last.iterdir())
-        if path.is_file() and path.name not in _RESERVED_NAMES
+        if path.is_file() and path.name not in _RESERVED_NAMES and not is_evaluation_output(path.name)
     }
     if CARD_FILE in extra_files:
         # The last checkpoint's card describes its own weights and scores, not the average's.
@@ -151,7 +153,10 @@ def _vocabulary_digests(folder: Path) -> dict[str, str]:
     return {
         path.name: hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(folder.iterdir())
-        if path.is_file() and path.name not in _RESERVED_NAMES and path.name != CARD_FILE
+        if path.is_file()
+        and path.name not in _RESERVED_NAMES
+        and path.name != CARD_FILE
+        and not is_evaluation_output(path.name)
     }
 
 

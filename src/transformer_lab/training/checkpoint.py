@@ -62,6 +62,7 @@ __all__ = [
     "PREPARED_CORPUS_KEY",
     "TRAINER_STATE_FILE",
     "copy_checkpoint",
+    "is_evaluation_output",
     "load_checkpoint_config",
     "load_model_weights",
     "load_task_config",
@@ -383,6 +384,9 @@ def load_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
         raise ValueError(f"{str(path)!r}: {error}") from None
     if not isinstance(config, dict):
         raise ValueError(f"{str(path)!r}: expected a JSON object, got {type(config).__name__}")
+    if not isinstance(config.get("task", ""), str):
+        # Looked up among the tasks by every reader: a list or an object there failed as "unhashable type".
+        raise ValueError(f"{path}: task: expected the name of the task that trained it, got {shown(config['task'])}")
     export = _export_kind(Path(folder), config)
     if export is not None:
         raise ValueError(
@@ -714,6 +718,11 @@ def resolve_checkpoint(path: str | os.PathLike[str], name: str = "checkpoint") -
 _EVALUATION_OUTPUTS = ("hypotheses.", "outputs.", "report.", "samples.", "confusion.")
 
 
+def is_evaluation_output(name: str) -> bool:
+    """Whether the file ``name`` of a checkpoint folder is an evaluation's output written beside it, not its own."""
+    return name.startswith(_EVALUATION_OUTPUTS)
+
+
 def checkpoint_files(checkpoint: str | os.PathLike[str]) -> dict[str, Path]:
     """The files a checkpoint (or a run folder's best/) consists of, by what they are: an output must not be one.
 
@@ -727,5 +736,5 @@ def checkpoint_files(checkpoint: str | os.PathLike[str]) -> dict[str, Path]:
     return {
         f"the checkpoint's {path.name}": path
         for path in sorted(folder.iterdir())
-        if path.is_file() and not path.name.startswith(_EVALUATION_OUTPUTS)
+        if path.is_file() and not is_evaluation_output(path.name)
     }

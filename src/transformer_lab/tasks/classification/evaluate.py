@@ -105,6 +105,21 @@ def load_split(
     return carve_validation(rows, data.validation_fraction, data.split_seed, config.class_names)[1]
 
 
+def split_files(config: ClassificationConfig, split: str, data_dir: str | None = None) -> list[Path]:
+    """The files :func:`load_split` reads for ``split``: an evaluation's output must be none of them."""
+    data = config.data
+    if data.prepared_dir and split == "validation":
+        folder = Path(data.prepared_dir)
+        return sorted(path for path in folder.iterdir() if path.is_file()) if folder.is_dir() else []
+    if data.valid_files:
+        return [Path(data.valid_files[0])]
+    data_dir = data_dir if data_dir is not None else data.data_dir
+    if split == "test":
+        return [ag_news_path("test", data_dir)]
+    # Validation is carved from the training file: writing over it would change the next run's data too.
+    return [Path(data.train_files[0]) if data.train_files else ag_news_path("train", data_dir, data.train_file)]
+
+
 DEFAULT_SPLIT = "test"  # the split `evaluate classification` scores when none is named
 _TEST_FILE_OPTIONS = ("--text-field", "--label-field", "--file-format")
 
@@ -150,11 +165,11 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         skip_malformed = bool(options.option("--skip-malformed"))
         articles = load_split(config, name, options.data_dir, skip_malformed=skip_malformed)
         rows = "articles"
-    # The test split's file, where it is AG News's (the options' files are checked by the registry).
-    named_test = test is None and name == "test"
-    data_dir = options.data_folder(config.data.data_dir)
-    split_files = {"the test split's file": ag_news_path("test", data_dir)} if named_test else {}
-    output = options.output_file(checkpoint / f"report.{name}.json", split_files)
+    # The split's files (the options' files, --test's among them, are checked by the registry).
+    inputs: dict[str, object] = {}
+    if test is None:
+        inputs[f"the file the {name} split is read from"] = split_files(config, name, options.data_dir)
+    output = options.output_file(checkpoint / f"report.{name}.json", inputs)
     # The classify command's default, auto; int8 has no classifier copy.
     device = next(model.parameters()).device
     precision = resolve_inference_precision(options.precision, "auto", device, name="--precision", int8=False)

@@ -175,6 +175,16 @@ def load_validation_pairs(config: CoupletDataConfig, data_dir: str | None = None
     return validation_pairs
 
 
+def validation_files(config: CoupletDataConfig, data_dir: str | None = None) -> list[Path]:
+    """The files :func:`load_validation_pairs` reads: an evaluation's output must be none of them."""
+    if config.prepared_dir:
+        folder = Path(config.prepared_dir)
+        return sorted(path for path in folder.iterdir() if path.is_file()) if folder.is_dir() else []
+    data_dir = data_dir if data_dir is not None else config.data_dir
+    sources = (_training_source(config, data_dir), _validation_source(config))
+    return [path for source in sources if source is not None for path in source.files.paths]
+
+
 def _training_source(config: CoupletDataConfig, data_dir: str | None) -> CoupletFiles:
     """Where the training couplets are read from: the user's ``train_files``, else the ``train_split`` folder."""
     if config.train_files:

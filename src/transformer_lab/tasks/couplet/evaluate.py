@@ -15,7 +15,7 @@ from transformer_lab.data.couplet import check_split_name, load_couplets
 from transformer_lab.evaluation.couplet_antithesis import pair_scores
 from transformer_lab.evaluation.couplet_metrics import couplet_report
 from transformer_lab.one_line import line_break_notes, one_line
-from transformer_lab.tasks.couplet.data import load_validation_pairs
+from transformer_lab.tasks.couplet.data import load_validation_pairs, validation_files
 from transformer_lab.tasks.couplet.predict import answer_pairs, with_constraint_options
 from transformer_lab.tasks.couplet.train import load
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, search_for
@@ -33,10 +33,11 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     split = config.data.test_split if split is None else split  # the run's own (DEFAULT_SPLIT unless set)
     model, search = search_for(model, config.decode, options)
     data_dir = options.data_folder(config.data.data_dir)
-    read: dict[str, Path] = {}
+    read: dict[str, object] = {}
     if split == "validation":
         # The pairs this run held out of its training split, carved again the same way.
         pairs = load_validation_pairs(config.data, data_dir)
+        read = {"the file the validation pairs are read from": validation_files(config.data, data_dir)}
     else:
         # The test files are clean; an error here means a damaged file, which should be seen.
         corpus = load_couplets(split, data_dir, skip_option=None)  # evaluate has no option to skip

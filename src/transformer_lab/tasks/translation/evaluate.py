@@ -23,7 +23,7 @@ from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, TaskOption, search_for
 from transformer_lab.tasks.translation.predict import ENSEMBLE
 from transformer_lab.tasks.translation.train import load_ensemble, load_translator
-from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.checkpoint import checkpoint_files, resolve_checkpoint
 from transformer_lab.training.model_card import file_test_name
 
 DEFAULT_SPLIT = "test_2016_flickr"  # the split `evaluate translation` scores when none is named
@@ -80,7 +80,10 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     if flavour == PAPERS_FLAVOUR:
         check_papers_flavour(config.data.target_language)  # before the decoding, not after it
     model, search = search_for(model, config.decode, options)
-    read: dict[str, Path] = {}  # the split's files (the options' files are checked by the registry)
+    # The split's files and the members' (the options' files, --checkpoint's, are checked by the registry).
+    read: dict[str, object] = {
+        f"the {ENSEMBLE.flag} {member} checkpoint's file": list(checkpoint_files(member).values()) for member in members
+    }
     if source is not None:
         # Strict, as every reader: misaligned files, empty lines and bad UTF-8 name file and line.
         pairs = read_parallel_text(source, reference, skip_option=None).pairs  # evaluate has no option to skip
@@ -93,7 +96,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         languages = (config.data.source_language, config.data.target_language)
         text = read_multi30k(split, data_dir, *languages, skip_option=None)  # evaluate has no option to skip
         pairs, source_path = text.pairs, text.source_path
-        read = {f"the {split} split's sources": text.source_path, f"the {split} split's references": text.target_path}
+        read |= {f"the {split} split's sources": text.source_path, f"the {split} split's references": text.target_path}
         name = shown = split
         # Multi30k's split, which the card of a run on files of one's own would give those files' name.
         dataset = "multi30k" if config.data.train_files or config.data.prepared_dir else None
