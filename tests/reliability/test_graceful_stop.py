@@ -255,3 +255,32 @@ def test_a_stop_signal_sent_twice_at_once_is_one_request(where: str) -> None:
     # second later is a second request and still ends the process at once.
     expected = "cleaned up\n" if where == "prepare" else "saving last/\n"
     assert (done.stdout, done.returncode) == (expected, -signal.SIGTERM)
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_during_the_closing_validation_saves_its_step(tmp_path: Path, signal_number: int) -> None:
+    # A run whose last step is no evaluation step validates once more at its end; a signal there ended the
+    # process (SIGTERM) or the run (SIGINT) without saving, and every step since the last save was lost.
+    from tests.training.test_trainer import D_MODEL, TinyModel, config, epoch_batches, loss_fn
+    from transformer_lab.training import Trainer, TrainingInterrupted
+
+    def evaluate(model: object) -> dict[str, float]:
+        if trainer.global_step == 7:  # the closing validation: steps 2, 4 and 6 were saved by theirs
+            os.kill(os.getpid(), signal_number)
+        return {"val_loss": 1.0}
+
+    trainer = Trainer(
+        TinyModel(),
+        config(max_steps=7, eval_every_steps=2, keep_last=0),
+        tmp_path,
+        loss_fn,
+        epoch_batches,
+        d_model=D_MODEL,
+        evaluate_fn=evaluate,
+    )
+    with pytest.raises(TrainingInterrupted) as stopped:
+        trainer.fit()
+    assert stopped.value.signal_number == signal_number
+    assert load_trainer_state(tmp_path / "last")["global_step"] == 7
+    logged = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [row["step"] for row in logged if row["event"] == "eval"] == [2, 4, 6, 7]

@@ -359,9 +359,11 @@ class Trainer:
             while stopped_by is None:
                 self._run_epoch()
                 stopped_by = self._limit_reached()
-
-        if self._last_checkpoint_step != self.global_step:
-            self._evaluate_and_save()
+            # The closing validation too: a signal during it lets it save last/, then stops the run as
+            # after any step (outside, SIGTERM ended the process there and lost every step since the last save).
+            if self._last_checkpoint_step != self.global_step:
+                self._evaluate_and_save()
+            self._stop_if_asked()
         self._read_device_checks()
         wall_seconds = time.perf_counter() - start_time
         logger.info("training stopped (%s) at step %d after %.1f s", stopped_by, self.global_step, wall_seconds)
