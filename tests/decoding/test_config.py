@@ -18,6 +18,8 @@ def test_defaults_and_validation():
         ("max_len", 0),
         ("num_return", 6),
         ("max_len_a", -1.0),
+        ("max_len_a", 10**400),  # past a float's range: was an OverflowError from math.isfinite
+        ("length_penalty", 10**400),
         ("max_len_b", 2.5),
         ("length_penalty", float("inf")),
         ("use_cache", "no"),  # was accepted, and "no" decoded with the cache

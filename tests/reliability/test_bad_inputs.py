@@ -47,9 +47,12 @@ from transformer_lab.data import SubwordTokenizer, Vocabulary, read_ag_news_csv,
 from transformer_lab.data.couplet import LOWER_FILE, UPPER_FILE, load_couplets, read_couplets
 from transformer_lab.data.dataset_folder import DatasetMissingError
 from transformer_lab.data.line_stream import count_lines
+from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
+from transformer_lab.decoding.search_settings import resolved_search
 from transformer_lab.decoding.sentences import translate_nbest, translate_sentences
 from transformer_lab.models import ModelConfig, Seq2SeqTransformer
+from transformer_lab.setting_error import SettingError
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training import (
@@ -367,6 +370,18 @@ LIBRARY_CASES = [
         lambda tmp, ck: apply_overrides(synthetic_train.default_config(), ["train.lr_factor=inf"]),
         ValueError,
         r"^train\.lr_factor: expected a finite float, got 'inf'",
+    ),
+    LibraryCase(
+        "--set with an int past a float's range, for a float (it was an OverflowError)",
+        lambda tmp, ck: apply_overrides(synthetic_train.default_config(), ["train.lr_factor=1" + "0" * 400]),
+        ValueError,
+        r"^train\.lr_factor: expected a finite float, got '1000",
+    ),
+    LibraryCase(
+        "a search's length penalty past a float's range (it was an OverflowError)",
+        lambda tmp, ck: resolved_search(DecodeConfig(), torch.device("cpu"), length_penalty=10**400),
+        SettingError,  # a ValueError naming the keyword, which a command says as its option
+        r"^length_penalty: expected a float in \[0, 10\]",
     ),
     LibraryCase(
         "checkpoint folder missing",

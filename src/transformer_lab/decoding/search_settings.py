@@ -7,7 +7,9 @@ penalty, a stop rule, a precision) through here, so that one setting means the s
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
+import sys
 from typing import Any, TypedDict
 
 import torch
@@ -140,7 +142,9 @@ def with_search(
     """
     decode_config = with_beam(decode_config, beam)
     if isinstance(length_penalty, numbers.Real) and not isinstance(length_penalty, bool):
-        length_penalty = float(length_penalty)  # a NumPy float32 as the float it holds; DecodeConfig takes Python's
+        # A NumPy float32 as the float it holds (DecodeConfig takes Python's); an int past a float's range as
+        # infinity, which DecodeConfig refuses naming the field (float() raised OverflowError).
+        length_penalty = float(length_penalty) if abs(length_penalty) <= sys.float_info.max else math.inf
     # DecodeConfig checks each value and names the field.
     if precision is not None:
         decode_config = dataclasses.replace(decode_config, precision=precision)

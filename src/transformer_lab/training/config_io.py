@@ -29,6 +29,7 @@ import math
 import pathlib
 import re
 import reprlib
+import sys
 import types
 import typing
 import unicodedata
@@ -322,7 +323,8 @@ def _scalar(value: Any, annotation: Any, key: str, text: bool) -> Any:
     typed = _read_text(value, annotation) if text else value
     # JSON writes 1.0 as 1.0, but a hand-written config may say 1; both mean a float.
     if annotation is float and type(typed) is int:
-        typed = float(typed)
+        # An int past a float's range (1 and 400 zeros) is no finite float either: refused below, not an OverflowError.
+        typed = float(typed) if abs(typed) <= sys.float_info.max else math.inf if typed > 0 else -math.inf
     if type(typed) is annotation:  # the exact type: a bool is no int
         return _finite(typed, key, given) if annotation is float else typed
     words = f" ({'/'.join(_TRUE_WORDS)} or {'/'.join(_FALSE_WORDS)})" if text and annotation is bool else ""
