@@ -11,14 +11,15 @@ __all__ = ["path_argument"]
 
 
 def path_argument(path: object, name: str) -> Path:
-    """``path`` as a Path; bytes, or anything but a str or an os.PathLike of str, is a TypeError naming ``name``.
+    """``path`` as a Path, ``~`` expanded (as the command line's); bytes, or anything but a str or an
+    os.PathLike of str, is a TypeError naming ``name``.
 
     pathlib's own message ("argument should be a str object ...") names no argument.
     """
     if isinstance(path, (str, os.PathLike)):
         text = os.fspath(path)
         if isinstance(text, str):
-            return Path(text)
+            return Path(text).expanduser()
     if isinstance(path, bytes):
         given = f"bytes {shortened(repr(path), 80)}; decode it with os.fsdecode"
     else:

@@ -225,6 +225,18 @@ def test_a_path_of_bytes_is_a_type_error_naming_the_argument(tmp_path: Path) -> 
     assert not any(tmp_path.iterdir()) and not Path("maps.png").exists()
 
 
+def test_a_path_starting_with_a_tilde_is_under_the_home_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The shell leaves --out=~/x as it is: taken literally, it made a folder named "~" in the current one.
+    home, here = tmp_path / "home", tmp_path / "here"
+    home.mkdir(), here.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(here)
+    assert main(["plot", "masks", "--out=~/figures/masks.png"]) == 0
+    figures.plot_attention_heatmap(torch.rand(1, 3), ["a", "b", "c"], ["x"], "~/map.png")
+    assert sorted(path.name for path in home.iterdir()) == ["figures", "map.png"]
+    assert (home / "figures" / "masks.png").is_file() and not any(here.iterdir())
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

@@ -211,6 +211,22 @@ def test_a_figure_path_that_is_a_folder_is_refused_not_written_beside(tmp_path: 
     assert written == folder / "attention.svg" and written.is_file()
 
 
+def test_a_pgf_figure_without_tex_installed_is_refused_before_the_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    import torch
+
+    from transformer_lab.lab.figures import plot_attention_heatmap
+
+    # matplotlib lists PGF, then runs xelatex to write it: without TeX, a RuntimeError after the work.
+    monkeypatch.setattr(shutil, "which", lambda program: None)
+    with pytest.raises(ValueError, match=r"^path: expected a file name ending in .*\.png.*, got '.*attention\.pgf'$"):
+        plot_attention_heatmap(torch.full((2, 3), 1 / 3), ["a", "b", "c"], ["x", "y"], tmp_path / "attention.pgf")
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_translation_attention_path_that_is_a_folder_is_refused_before_translating(tmp_path: Path) -> None:
     from transformer_lab.api import Translator
 

@@ -99,10 +99,13 @@ def checked_text(check: Callable[[str], object]) -> Callable[[str], str]:
 
 
 def path_of(text: str) -> Path:
-    """An argparse type: the text as a path; an empty one is refused (``Path("")`` is the current folder)."""
+    """An argparse type: the text as a path, `~` expanded; an empty one is refused (`Path("")` is the current folder).
+
+    The shell leaves ``--out=~/run`` as it is: taken literally, it made a folder named ``~`` here.
+    """
     if not text:
         raise argparse.ArgumentTypeError("expected a path, got an empty one")
-    return Path(text)
+    return Path(text).expanduser()
 
 
 def file_path_of(text: str) -> Path:

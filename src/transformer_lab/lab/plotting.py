@@ -12,6 +12,7 @@ inline in a notebook and hands back its path, which a script prints.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from transformer_lab.atomic_files import write_through_temporary
@@ -60,12 +61,21 @@ def check_image_path(path: str | os.PathLike[str], name: str = "path") -> Path:
             f"{name}: expected an image file, got the folder {str(path)!r}; name a file in it, such as "
             f"{str(path / 'attention.png')!r}"
         )
-    known = sorted(FigureCanvasBase.get_supported_filetypes())
+    known = _writable_formats()
     if path.suffix.lower().lstrip(".") not in known:
         raise ValueError(
             f"{name}: expected a file name ending in {', '.join('.' + suffix for suffix in known)}, got {str(path)!r}"
         )
     return path
+
+
+def _writable_formats() -> list[str]:
+    """The suffixes matplotlib writes here: its formats, less PGF where its TeX program is not installed."""
+    formats = set(FigureCanvasBase.get_supported_filetypes())
+    # PGF is written by running TeX (xelatex by default): without it, savefig fails after the work.
+    if shutil.which(matplotlib.rcParams["pgf.texsystem"]) is None:
+        formats.discard("pgf")
+    return sorted(formats)
 
 
 def save_png(figure: Figure, path: str | os.PathLike[str], dpi: int) -> Path:
