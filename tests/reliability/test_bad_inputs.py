@@ -729,6 +729,20 @@ def evaluate_files_argv(tmp: Path, checkpoint: Path, sources: list[str], referen
 
 CLI_CASES = [
     CliCase(
+        # The --set came later and won: the budget of 2 hours was dropped without a word (and --train's files).
+        "train: an option and a --set of its key",
+        lambda tmp, ck: ["train", "copy", "--out", str(tmp / "run"), "--time-budget", "2h"]
+        + ["--set", "train.time_budget=1h"],
+        r"error: --time-budget and --set train\.time_budget: expected one of them, got both \(--time-budget '2h' "
+        r"and --set train\.time_budget=1h\)$",
+    ),
+    CliCase(
+        "prepare: --train and --set data.train_files",
+        lambda tmp, ck: ["prepare", "translation", "--train", "a.de", "a.en", "--out", str(tmp / "prepared")]
+        + ["--set", "data.train_files=b.de,b.en"],
+        r"error: --train and --set data\.train_files: expected one of them, got both",
+    ),
+    CliCase(
         "translate: missing --input",
         lambda tmp, ck: translate_argv(ck.translation, "--input", str(tmp / "absent.txt")),
         r"^transformer-lab translate: error: .*absent\.txt', which does not exist$",

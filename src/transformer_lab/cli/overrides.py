@@ -8,7 +8,7 @@ from typing import TypeVar
 
 from transformer_lab.cli.bounds import path_of
 from transformer_lab.training.config_file import config_file_settings
-from transformer_lab.training.config_io import Setting, merge_settings, override_settings, settings_of
+from transformer_lab.training.config_io import Setting, merge_settings, override_settings, settings_of, shown
 
 ConfigType = TypeVar("ConfigType")
 
@@ -41,7 +41,17 @@ def resolved_config(
     """
     paths = getattr(arguments, "config", None) or []
     from_files = [setting for path in paths for setting in config_file_settings(path)]
-    settings = [*settings_of(preset), *schedule, *from_files, *flags, *override_settings(arguments.overrides)]
+    overrides = override_settings(arguments.overrides)
+    # An option and a --set of one key: the later would drop the other without a word, whichever it is.
+    typed = {setting.key: setting for setting in flags}
+    both = next((setting for setting in overrides if setting.key in typed), None)
+    if both is not None:
+        option = typed[both.key]
+        raise ValueError(
+            f"{option.origin} and --set {both.key}: expected one of them, got both ({option.origin} "
+            f"{shown(option.value)} and --set {both.key}={both.value})"
+        )
+    settings = [*settings_of(preset), *schedule, *from_files, *flags, *overrides]
     config, changed = merge_settings(type(preset), settings)
     file_origins = {setting.origin for setting in from_files}
     # A file's value that is the preset's is no choice, so it must not replace the schedule's
