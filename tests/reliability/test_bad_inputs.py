@@ -743,6 +743,13 @@ CLI_CASES = [
         r"error: --train and --set data\.train_files: expected one of them, got both",
     ),
     CliCase(
+        # The file system's own error, "failed: [Errno 36] File name too long", with the exit code of a system failure.
+        "translate: a --checkpoint with a name of 300 characters",
+        lambda tmp, ck: translate_argv(tmp / ("a" * 300), "x"),
+        r"error: .*a{20}\.\.\.: expected a path whose names the file system takes, got one with a name too long "
+        r"\(File name too long, ENAMETOOLONG\)$",
+    ),
+    CliCase(
         "translate: missing --input",
         lambda tmp, ck: translate_argv(ck.translation, "--input", str(tmp / "absent.txt")),
         r"^transformer-lab translate: error: .*absent\.txt', which does not exist$",

@@ -16,6 +16,7 @@ one line on stderr and an exit code:
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -46,6 +47,7 @@ from transformer_lab.extras import MissingExtraError
 from transformer_lab.folders import FolderWriteError
 from transformer_lab.hardware import physical_cores
 from transformer_lab.setting_error import SettingError
+from transformer_lab.shortened import shortened
 from transformer_lab.training import (
     ProcessLostError,
     Terminated,
@@ -145,6 +147,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{prefix}: {interrupted}", file=sys.stderr)
         return interrupted.exit_code
     except (TrainingDivergedError, ProcessLostError, OSError, MissingExtraError) as error:
+        if isinstance(error, OSError) and error.errno == errno.ENAMETOOLONG and error.filename is not None:
+            # A path typed with a name longer than the file system takes: bad input, not the system failing.
+            if _says_why_it_stops():
+                name = shortened(os.fsdecode(error.filename), 120)
+                print(
+                    f"{prefix}: error: {name}: expected a path whose names the file system takes, got one with "
+                    "a name too long (File name too long, ENAMETOOLONG)",
+                    file=sys.stderr,
+                )
+            return 2
         print(f"{prefix}: failed: {_one_line(error)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
