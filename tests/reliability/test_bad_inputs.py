@@ -733,14 +733,14 @@ CLI_CASES = [
         "train: an option and a --set of its key",
         lambda tmp, ck: ["train", "copy", "--out", str(tmp / "run"), "--time-budget", "2h"]
         + ["--set", "train.time_budget=1h"],
-        r"error: --time-budget and --set train\.time_budget: expected one of them, got both \(--time-budget '2h' "
+        r"error: --time-budget and --set train\.time_budget: expected one value, got two \(--time-budget '2h' "
         r"and --set train\.time_budget=1h\)$",
     ),
     CliCase(
         "prepare: --train and --set data.train_files",
         lambda tmp, ck: ["prepare", "translation", "--train", "a.de", "a.en", "--out", str(tmp / "prepared")]
         + ["--set", "data.train_files=b.de,b.en"],
-        r"error: --train and --set data\.train_files: expected one of them, got both",
+        r"error: --train and --set data\.train_files: expected one value, got two",
     ),
     CliCase(
         # The file system's own error, "failed: [Errno 36] File name too long", with the exit code of a system failure.

@@ -42,15 +42,7 @@ def resolved_config(
     paths = getattr(arguments, "config", None) or []
     from_files = [setting for path in paths for setting in config_file_settings(path)]
     overrides = override_settings(arguments.overrides)
-    # An option and a --set of one key: the later would drop the other without a word, whichever it is.
-    typed = {setting.key: setting for setting in flags}
-    both = next((setting for setting in overrides if setting.key in typed), None)
-    if both is not None:
-        option = typed[both.key]
-        raise ValueError(
-            f"{option.origin} and --set {both.key}: expected one of them, got both ({option.origin} "
-            f"{shown(option.value)} and --set {both.key}={both.value})"
-        )
+    _check_options_agree_with_overrides(preset, flags, overrides)
     settings = [*settings_of(preset), *schedule, *from_files, *flags, *overrides]
     config, changed = merge_settings(type(preset), settings)
     file_origins = {setting.origin for setting in from_files}
@@ -70,6 +62,25 @@ def resolved_config(
         if setting.origin not in file_origins or _value_at(config, key) != _value_at(preset, key)
     }
     return config, kept
+
+
+def _check_options_agree_with_overrides(
+    preset: ConfigType, flags: Sequence[Setting], overrides: Sequence[Setting]
+) -> None:
+    """Refuse an option and a --set of one key that give it different values: the later would drop the other."""
+    typed = {setting.key: setting for setting in flags}
+    for override in overrides:
+        option = typed.get(override.key)
+        if option is None:
+            continue
+        base = settings_of(preset)
+        by_option, _ = merge_settings(type(preset), [*base, option])
+        by_override, _ = merge_settings(type(preset), [*base, override])
+        if _value_at(by_option, override.key) != _value_at(by_override, override.key):
+            raise ValueError(
+                f"{option.origin} and --set {override.key}: expected one value, got two ({option.origin} "
+                f"{shown(option.value)} and --set {override.key}={override.value})"
+            )
 
 
 def given_name(changed: Mapping[str, Setting], key: str) -> str:
