@@ -22,7 +22,7 @@ from matplotlib import image
 
 from transformer_lab import hardware
 from transformer_lab.api import Classifier, CoupletWriter, SettingError, Translator, decode_settings
-from transformer_lab.cli import main
+from transformer_lab.cli import main, predict_command
 from transformer_lab.decoding import config as decoding_config
 from transformer_lab.decoding import search_settings
 from transformer_lab.evaluation.couplet_antithesis import antithesis_bonus
@@ -152,20 +152,23 @@ def test_plot_attention_draws_what_the_translator_draws(
     assert np.array_equal(image.imread(figure), image.imread(drawn))
     with pytest.raises(ValueError, match="expected a non-empty sentence to plot"):
         Translator(translation_checkpoint).plot_attention("  ", tmp_path / "blank.png")
-    # A place the figure cannot go: the translations are printed, then one line names the option and the path.
+    # A place the figure cannot go: one line names the option and the path, before any translation (was: the
+    # translations printed, then the failure, exit 1).
     (tmp_path / "a-file").write_text("not a folder\n")
     unwritable = tmp_path / "a-file" / "figure.png"
     code = main(
         ["translate", "--checkpoint", str(translation_checkpoint), "--plot-attention", str(unwritable), "Hallo"]
     )
     printed = capsys.readouterr()
-    assert code == 1 and printed.out.count("\n") == 1
+    assert code == 2 and printed.out == ""
     assert printed.err.count("\n") == 1
     assert printed.err.startswith(
-        f"transformer-lab translate: failed: --plot-attention: could not write {str(unwritable)!r} ("
+        f"transformer-lab translate: error: --plot-attention: could not write {str(unwritable)!r} ("
     )
-    # A refusal the library names already is said once (was: "could not write 'P' (could not write 'P' (...)").
-    with mock.patch("pathlib.Path.mkdir", side_effect=PermissionError(errno.EACCES, os.strerror(errno.EACCES))):
+    # A refusal the library names already is said once (was: "could not write 'P' (could not write 'P' (...)"):
+    # the write itself refused, as when the folder's permissions change after the command's early check.
+    refusal = PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    with mock.patch("pathlib.Path.mkdir", side_effect=refusal), mock.patch.object(predict_command, "check_file_output"):
         refused = tmp_path / "figures" / "attention.png"
         arguments = ["--plot-attention", str(refused), "Hallo"]
         assert main(["translate", "--checkpoint", str(translation_checkpoint), *arguments]) == 1

@@ -144,7 +144,8 @@ def with_search(
     if isinstance(length_penalty, numbers.Real) and not isinstance(length_penalty, bool):
         # A NumPy float32 as the float it holds (DecodeConfig takes Python's); an int past a float's range as
         # infinity, which DecodeConfig refuses naming the field (float() raised OverflowError).
-        length_penalty = float(length_penalty) if abs(length_penalty) <= sys.float_info.max else math.inf
+        too_large = isinstance(length_penalty, int) and abs(length_penalty) > sys.float_info.max
+        length_penalty = math.inf if too_large else float(length_penalty)
     # DecodeConfig checks each value and names the field.
     if precision is not None:
         decode_config = dataclasses.replace(decode_config, precision=precision)
