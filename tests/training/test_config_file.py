@@ -142,6 +142,12 @@ def test_train_applies_the_files_in_order_then_set_wins(tmp_path: Path) -> None:
             r"run.yaml: line 3: expected each key once in a mapping, got 'train' again \(first at line 1\)",
         ),
         ("train:\n  max_steps: 2\n  max_steps: 4\n", r"run.yaml: line 3: .*got 'max_steps' again \(first at line 2\)"),
+        # Two merge keys: PyYAML merged both, the later's max_steps winning without a word.
+        (
+            "train:\n  <<: &a {max_steps: 2}\n  <<: {max_steps: 4}\n",
+            r"run.yaml: line 3: expected one merge key '<<' in a mapping \(several mappings as a list: "
+            r"'<<: \[\*a, \*b\]'\), got another \(first at line 2\)$",
+        ),
         # A key pasted from a page: printed as it is, it looked like one of the keys the message listed.
         (
             "train:\n  max\u200b_steps: 2\n",

@@ -193,10 +193,20 @@ def _check_expanded_size(root: yaml.Node) -> None:
 def _check_keys_once(mapping: yaml.MappingNode) -> None:
     """Refuse a key given twice in one mapping: PyYAML keeps the last, and the first would be dropped unsaid."""
     first_lines: dict[str, int] = {}
+    merged_at: int | None = None
     for key, _ in mapping.value:
-        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
-            continue
         line = key.start_mark.line + 1
+        if isinstance(key, yaml.ScalarNode) and key.tag == "tag:yaml.org,2002:merge":
+            if merged_at is not None:  # PyYAML merges both, the later's keys winning without a word
+                raise _YamlBoundError(
+                    f"expected one merge key '<<' in a mapping (several mappings as a list: '<<: [*a, *b]'), "
+                    f"got another (first at line {merged_at})",
+                    line,
+                )
+            merged_at = line
+            continue
+        if not isinstance(key, yaml.ScalarNode):
+            continue
         first = first_lines.get(key.value)
         if first is not None:
             raise _YamlBoundError(
