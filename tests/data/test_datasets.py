@@ -90,6 +90,20 @@ def test_the_command_names_the_option_of_a_bad_download_argument(
             ["--to", str(tmp_path / "data"), "--mirror", "notaurl"],
             "--mirror: expected an http://, https:// or file:// address, got 'notaurl'",
         ),
+        # Found by urllib once the download started: a network failure "to resume from", or no option named.
+        (
+            ["--to", str(tmp_path / "data"), "--mirror", "http://127.0.0.1:abc"],
+            "--mirror: expected an http://, https:// or file:// address, got 'http://127.0.0.1:abc' "
+            "(Port could not be cast to integer value as 'abc')",
+        ),
+        (
+            ["--to", str(tmp_path / "data"), "--mirror", "http://[::1"],
+            "--mirror: expected an http://, https:// or file:// address, got 'http://[::1' (Invalid IPv6 URL)",
+        ),
+        (
+            ["--to", str(tmp_path / "data"), "--mirror", "http://"],
+            "--mirror: expected an http://, https:// or file:// address, got 'http://' (no host)",
+        ),
         (
             ["--to", str(tmp_path / "data"), "--wb14123-train"],
             "--wb14123-train: expected only with the dataset 'couplets', got it with 'multi30k'",

@@ -221,6 +221,16 @@ def test_a_folder_under_the_file_name_is_refused_naming_it_before_any_request(se
     assert server.requests == [] and (destination / "notes").is_dir()
 
 
+def test_a_named_pipe_under_the_file_name_is_refused_not_waited_on(server: Server, tmp_path: Path) -> None:
+    # Hashing it to see whether the file was already there blocked for ever, waiting for a writer.
+    destination = tmp_path / "cache" / "val.en"
+    destination.parent.mkdir()
+    os.mkfifo(destination)
+    with pytest.raises(ValueError, match=r"val\.en: expected a file to download .*, got something that is not a "):
+        download_file(f"{server.base_url}val.en.gz", destination, sha256(FILES["val.en"]), gunzip=True)
+    assert server.requests == []
+
+
 def test_plain_download_without_gunzip(server: Server, tmp_path: Path) -> None:
     body = (server.root / "val.de.gz").read_bytes()
     destination = download_file(

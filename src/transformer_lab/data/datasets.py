@@ -78,12 +78,43 @@ def _check_mirror(mirror: object) -> str | None:
         source = "mirror"
     if mirror is None:
         return None
-    if not isinstance(mirror, str) or urllib.parse.urlsplit(mirror).scheme not in _MIRROR_SCHEMES:
-        expected = "expected an http://, https:// or file:// address, got {given!r}"
+    problem: str | None = None
+    if not isinstance(mirror, str):
+        problem = ""
+    elif (why := _address_problem(mirror)) is not None:
+        problem = f" ({why})" if why else ""
+    if problem is not None:
+        expected = "expected an http://, https:// or file:// address, got {given!r}" + problem
         if source == "mirror":  # the keyword: a front end names its own option (--mirror)
             raise SettingError("{mirror}: " + expected, ("mirror",), given=mirror)
         raise ValueError(f"{source}: " + expected.format(given=mirror))
+    assert isinstance(mirror, str)  # refused above otherwise
     return mirror
+
+
+def _address_problem(address: str) -> str | None:
+    """Why ``address`` is no mirror ("" for another scheme) or urllib would fail on it once the download
+    starts (a port, a host), or None.
+
+    Checked before the first request: found there, it read as a network failure to resume from.
+    """
+    try:
+        parts = urllib.parse.urlsplit(address)
+        port = parts.port  # a port that is no number raises here
+    except ValueError as error:
+        return str(error)
+    if parts.scheme not in _MIRROR_SCHEMES:
+        return ""  # said by the expected schemes alone
+    if port is not None and not 0 < port < 65536:
+        return f"port {port} is out of range"
+    if parts.scheme in ("http", "https"):
+        if not parts.hostname:
+            return "no host"
+        try:
+            parts.hostname.encode("idna")
+        except UnicodeError as error:
+            return f"the host {parts.hostname!r} is no host name: {error}"
+    return None
 
 
 def _check_data_folder(root: Path, given: bool) -> None:

@@ -425,6 +425,12 @@ def _already_present(destination: Path, algorithm: str, expected: str, warn: boo
         )
     if not destination.exists():
         return False
+    if not destination.is_file():
+        # A named pipe or a device: hashing it waited for a writer that never came, with no word.
+        raise ValueError(
+            f"{destination}: expected a file to download (or nothing there yet), got something that is not a "
+            "plain file (a named pipe?); move it away"
+        )
     actual = _digest_of_file(destination, algorithm)
     if actual == expected:
         logger.info("%s is already present with the expected %s; not downloading", destination, algorithm)
