@@ -449,3 +449,29 @@ def test_a_data_folder_that_is_a_file_is_named_with_no_download_that_could_not_g
         resolve_multi30k_dir(tmp_path / "nothing")
     assert "which does not exist; run `transformer-lab download multi30k --to" in str(error.value)
     assert "--data-dir" not in str(error.value)
+
+
+def test_two_builds_of_the_ag_news_subset_at_once_both_end_with_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One build renamed away the fixed-name partial the other was still checking, which then failed with
+    # "[Errno 2] No such file or directory: '.train_subset_12k.csv.build.part'".
+    from transformer_lab.data import ag_news_subset
+
+    kaggle = tmp_path / "kaggle.csv"
+    kaggle.write_text('"Class Index","Title","Description"\n"3","Oil","Prices rose"\n', encoding="utf-8")
+    expected = hashlib.sha256(ag_news_subset.rewrite_kaggle_rows(kaggle)).hexdigest()
+    destination = tmp_path / "subset.csv"
+    hash_of = ag_news_subset.sha256_of_file
+    calls: list[Path] = []
+
+    def another_build_meanwhile(path: Path) -> str:
+        calls.append(path)
+        if len(calls) == 1:  # while the first build checks its partial, a second one runs whole
+            ag_news_subset.build_ag_news_subset(kaggle, destination, expected)
+        return hash_of(path)
+
+    monkeypatch.setattr(ag_news_subset, "sha256_of_file", another_build_meanwhile)
+    assert ag_news_subset.build_ag_news_subset(kaggle, destination, expected) == destination
+    assert hashlib.sha256(destination.read_bytes()).hexdigest() == expected
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["kaggle.csv", "subset.csv"]  # no partial left

@@ -19,6 +19,7 @@ import io
 import os
 from pathlib import Path
 
+from transformer_lab.atomic_files import create_temporary_file
 from transformer_lab.data.download import download_file, sha256_of_file
 
 SUBSET_FOLDER = "train_subset"
@@ -66,16 +67,20 @@ def build_ag_news_subset(
     """
     destination = Path(destination)
     data = rewrite_kaggle_rows(kaggle_path)
-    partial = destination.parent / f".{destination.name}.build.part"
-    partial.write_bytes(data)
-    actual = sha256_of_file(partial)
-    if actual != expected_sha256:
-        partial.unlink()
-        raise ValueError(
-            f"{destination}: sha256 mismatch: expected {expected_sha256}, got {actual} after rewriting "
-            f"{kaggle_path}; nothing was written"
-        )
-    os.replace(partial, destination)
+    # A name of its own: two builds at once each wrote, then renamed away, the other's fixed-name partial.
+    descriptor, partial = create_temporary_file(destination.parent, f".{destination.name}.", ".build.part")
+    try:
+        with open(descriptor, "wb") as file:
+            file.write(data)
+        actual = sha256_of_file(partial)
+        if actual != expected_sha256:
+            raise ValueError(
+                f"{destination}: sha256 mismatch: expected {expected_sha256}, got {actual} after rewriting "
+                f"{kaggle_path}; nothing was written"
+            )
+        os.replace(partial, destination)
+    finally:
+        partial.unlink(missing_ok=True)  # after an error or a stop signal; gone already once renamed
     return destination
 
 

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformer_lab.atomic_files import create_temporary_file
 from transformer_lab.data.couplet import COUPLET_FOLDER, LOWER_FILE, UPPER_FILE
 from transformer_lab.data.download import download_file, sha256_of_file
 from transformer_lab.data.parallel_text import read_lines
@@ -133,9 +134,12 @@ def build_train_couplet_machine(
     partials: dict[str, Path] = {}
     try:
         for name, side in ((UPPER_FILE, 0), (LOWER_FILE, 1)):
-            partial = partials[name] = out_dir / f".{name}.build.part"
             with writes_refused_as(out_dir / name, kept):
-                partial.write_text("".join(spaced(pair[side]) + "\n" for pair in build.pairs), encoding="utf-8")
+                # A name of its own, as two builds at once would each rename the other's fixed-name partial.
+                descriptor, partial = create_temporary_file(out_dir, f".{name}.", ".build.part")
+                partials[name] = partial
+                with open(descriptor, "w", encoding="utf-8") as file:
+                    file.write("".join(spaced(pair[side]) + "\n" for pair in build.pairs))
             actual = sha256_of_file(partial)
             if actual != expected_sha256[name]:
                 raise ValueError(
