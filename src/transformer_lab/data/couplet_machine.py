@@ -137,9 +137,9 @@ def build_train_couplet_machine(
             with writes_refused_as(out_dir / name, kept):
                 # A name of its own, as two builds at once would each rename the other's fixed-name partial.
                 descriptor, partial = create_temporary_file(out_dir, f".{name}.", ".build.part")
+                os.close(descriptor)
                 partials[name] = partial
-                with open(descriptor, "w", encoding="utf-8") as file:
-                    file.write("".join(spaced(pair[side]) + "\n" for pair in build.pairs))
+                partial.write_text("".join(spaced(pair[side]) + "\n" for pair in build.pairs), encoding="utf-8")
             actual = sha256_of_file(partial)
             if actual != expected_sha256[name]:
                 raise ValueError(
