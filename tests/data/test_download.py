@@ -656,6 +656,32 @@ def test_a_whole_answer_shorter_than_the_kept_bytes_leaves_them_as_they_were(tmp
     assert partial_path(destination).read_bytes() == kept and not destination.exists()
 
 
+class UnmeasuredPortalHandler(PortalHandler):
+    """The same page with no Content-Length (a generated page, sent until the connection closes)."""
+
+    def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.end_headers()
+        self.wfile.write(self.page)
+
+
+def test_a_whole_answer_that_is_a_web_page_of_no_length_leaves_the_kept_bytes_as_they_were(tmp_path: Path) -> None:
+    # With no length to compare with the kept bytes, the page was written over them, then deleted.
+    kept = bytes(range(256)) * 40
+    destination = tmp_path / "f.bin"
+    partial_path(destination).write_bytes(kept)
+    with serving(UnmeasuredPortalHandler) as base_url, pytest.raises(ConnectionError) as error:
+        url = f"{base_url}/f.bin"
+        download_file(url, destination, hashlib.sha256(kept + b"rest").hexdigest())
+    assert str(error.value) == (
+        f"{url}: expected the rest of the file after the 10240 bytes kept in {partial_path(destination)}, got an "
+        "HTML page for the whole file, so not the file (a proxy's or a sign-in page?); the kept bytes are left as "
+        "they were and the same command resumes from there"
+    )
+    assert partial_path(destination).read_bytes() == kept and not destination.exists()
+
+
 class LoopHandler(http.server.BaseHTTPRequestHandler):
     """Redirects every request to itself."""
 

@@ -174,6 +174,9 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
                     # Shorter than the kept prefix of the file, it is not the file (a proxy's or a sign-in
                     # page): written from the start, it would replace hours of kept bytes.
                     raise _NotTheFile(int(whole))
+                if response.headers.get_content_type() == "text/html":
+                    # The same page sent in chunks has no length to compare: its type says it.
+                    raise _NotTheFile(None)
                 # The server sends the whole file (no ranges, or a file:// URL): start again.
                 logger.info("%s: the server sent the whole file; restarting the download", url)
                 offset = 0
@@ -215,10 +218,15 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
                 # http.client ends a body cut short without an error; the length says so.
                 raise http.client.IncompleteRead(b"", total - received)
     except _NotTheFile as error:
+        answer = (
+            "an HTML page for the whole file"
+            if error.size is None
+            else f"an answer of {error.size} bytes for the whole file, fewer than those kept"
+        )
         raise ConnectionError(
-            f"{url}: expected the rest of the file after the {offset} bytes kept in {partial}, got an answer of "
-            f"{error.size} bytes for the whole file, fewer than those kept, so not the file (a proxy's or a sign-in "
-            "page?); the kept bytes are left as they were and the same command resumes from there"
+            f"{url}: expected the rest of the file after the {offset} bytes kept in {partial}, got {answer}, so not "
+            "the file (a proxy's or a sign-in page?); the kept bytes are left as they were and the same command "
+            "resumes from there"
         ) from None
     except _NotContinued as error:
         logger.info(
@@ -274,9 +282,10 @@ def _one_line(reason: object) -> str:
 
 
 class _NotTheFile(Exception):
-    """A whole-file answer to a resumed download, shorter than the bytes already kept of that file."""
+    """A whole-file answer to a resumed download that is not the file: shorter than the bytes already
+    kept of it (``size``), or a web page (``size`` None: sent in chunks, its length unknown)."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int | None) -> None:
         super().__init__(size)
         self.size = size
 
