@@ -639,23 +639,6 @@ class PortalHandler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_a_whole_answer_shorter_than_the_kept_bytes_leaves_them_as_they_were(tmp_path: Path) -> None:
-    # A sign-in page answering a resume with 200 was written from the start over the kept bytes, then
-    # failed its check and was deleted: a large partial download lost to a page of 60 bytes.
-    kept = bytes(range(256)) * 40
-    destination = tmp_path / "f.bin"
-    partial_path(destination).write_bytes(kept)
-    with serving(PortalHandler) as base_url, pytest.raises(ConnectionError) as error:
-        url = f"{base_url}/f.bin"
-        download_file(url, destination, hashlib.sha256(kept + b"rest").hexdigest())
-    assert str(error.value) == (
-        f"{url}: expected the rest of the file after the 10240 bytes kept in {partial_path(destination)}, got an "
-        f"answer of {len(PortalHandler.page)} bytes for the whole file, fewer than those kept, so not the file (a "
-        "proxy's or a sign-in page?); the kept bytes are left as they were and the same command resumes from there"
-    )
-    assert partial_path(destination).read_bytes() == kept and not destination.exists()
-
-
 class UnmeasuredPortalHandler(PortalHandler):
     """The same page with no Content-Length (a generated page, sent until the connection closes)."""
 
@@ -666,18 +649,29 @@ class UnmeasuredPortalHandler(PortalHandler):
         self.wfile.write(self.page)
 
 
-def test_a_whole_answer_that_is_a_web_page_of_no_length_leaves_the_kept_bytes_as_they_were(tmp_path: Path) -> None:
-    # With no length to compare with the kept bytes, the page was written over them, then deleted.
+@pytest.mark.parametrize(
+    ("handler", "answer"),
+    [
+        (PortalHandler, f"an answer of {len(PortalHandler.page)} bytes for the whole file, fewer than those kept"),
+        (UnmeasuredPortalHandler, "an HTML page for the whole file"),
+    ],
+)
+def test_a_whole_answer_that_is_no_file_leaves_the_kept_bytes_as_they_were(
+    tmp_path: Path, handler: type[http.server.BaseHTTPRequestHandler], answer: str
+) -> None:
+    # A sign-in page answering a resume with 200 was written from the start over the kept bytes, then
+    # failed its check and was deleted: a large partial download lost to a page of 60 bytes. A page of no
+    # length (generated, sent in chunks) has no size to compare: its type says it.
     kept = bytes(range(256)) * 40
     destination = tmp_path / "f.bin"
     partial_path(destination).write_bytes(kept)
-    with serving(UnmeasuredPortalHandler) as base_url, pytest.raises(ConnectionError) as error:
+    with serving(handler) as base_url, pytest.raises(ConnectionError) as error:
         url = f"{base_url}/f.bin"
         download_file(url, destination, hashlib.sha256(kept + b"rest").hexdigest())
     assert str(error.value) == (
-        f"{url}: expected the rest of the file after the 10240 bytes kept in {partial_path(destination)}, got an "
-        "HTML page for the whole file, so not the file (a proxy's or a sign-in page?); the kept bytes are left as "
-        "they were and the same command resumes from there"
+        f"{url}: expected the rest of the file after the 10240 bytes kept in {partial_path(destination)}, got "
+        f"{answer}, so not the file (a proxy's or a sign-in page?); the kept bytes are left as they were and the "
+        "same command resumes from there"
     )
     assert partial_path(destination).read_bytes() == kept and not destination.exists()
 
