@@ -158,3 +158,37 @@ def test_a_beam_search_setting_with_a_greedy_search_is_refused_not_ignored(
         assert main([*evaluate, "--beam", "2", *setting]) == 0
         assert "beam 2" in capsys.readouterr().out
         (tmp_path / "outputs.tsv").unlink()
+
+
+def test_scores_of_a_checkpoint_replaced_while_it_was_evaluated_stay_off_its_card(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A run saving best/ while `evaluate --checkpoint RUN` decoded: the scores of the old weights went onto
+    # the card of the new ones.
+    import os
+    import shutil
+
+    from tests.reliability.tiny_runs import tiny_copy_options
+    from transformer_lab.cli import evaluate_command
+    from transformer_lab.training.model_card import CARD_FILE
+
+    run = tmp_path / "run"
+    assert main(["train", "copy", "--out", str(run), *tiny_copy_options(4, train__eval_every_steps=2)]) == 0
+    card_before = (run / "best" / CARD_FILE).read_text(encoding="utf-8")
+    scored = registry.evaluate
+
+    def replaced_while_decoding(*arguments: object, **keywords: object) -> EvaluationReport:
+        report = scored(*arguments, **keywords)  # type: ignore[arg-type]
+        weights = run / "best" / "model.safetensors"
+        shutil.copyfile(weights, tmp_path / "saved")
+        os.replace(tmp_path / "saved", weights)  # what a save does: another file under the name
+        return report
+
+    monkeypatch.setattr(evaluate_command, "evaluate", replaced_while_decoding)
+    capsys.readouterr()
+    assert main(["evaluate", "copy", "--checkpoint", str(run)]) == 0
+    printed = capsys.readouterr().out
+    assert (
+        f"model card: not updated ({run / 'best'} was replaced by other weights while this evaluation ran)" in printed
+    )
+    assert (run / "best" / CARD_FILE).read_text(encoding="utf-8") == card_before

@@ -22,7 +22,7 @@ from transformer_lab.extras import MissingExtraError
 from transformer_lab.folders import described_refusal
 from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, TaskOption
 from transformer_lab.tasks.registry import TASKS, evaluate, tasks_evaluating
-from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.checkpoint import MODEL_FILE, resolve_checkpoint
 from transformer_lab.training.model_card import CARD_FILE, add_test_scores
 
 
@@ -76,6 +76,7 @@ def run(arguments: argparse.Namespace) -> int:
         task_options=given_options(arguments, arguments.task_options),
     )
     checkpoint = resolve_checkpoint(arguments.checkpoint, "--checkpoint")  # named as typed, after --device
+    weights = _weights_identity(checkpoint)
     try:
         report = evaluate(arguments.task, checkpoint, arguments.split, options)
     except DatasetMissingError as error:  # --data-dir, else the folder the checkpoint's config.json recorded
@@ -85,11 +86,24 @@ def run(arguments: argparse.Namespace) -> int:
         print(line)
     if report.confusion is not None:
         _draw_confusion(report.confusion)
-    if report.recorded:
+    if _weights_identity(checkpoint) != weights:
+        # A run saving into it (best/, last/) replaced the folder while the split was decoded: its card
+        # describes other weights than those scored.
+        print(f"model card: not updated ({checkpoint} was replaced by other weights while this evaluation ran)")
+    elif report.recorded:
         _record_in_card(report.checkpoint, report.name, report.search, report.scores, report.dataset)
     else:
         print(f"model card: not updated ({report.search}: the scores are not the checkpoint's own)")
     return 0
+
+
+def _weights_identity(checkpoint: Path) -> tuple[int, int, int, int] | None:
+    """Which file the checkpoint's weights are (device, inode, size, time): a save replaces it with another."""
+    try:
+        found = (checkpoint / MODEL_FILE).stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns
 
 
 def _draw_confusion(figure: ConfusionFigure) -> None:
