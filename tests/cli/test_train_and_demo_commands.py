@@ -278,3 +278,23 @@ def test_a_best_mode_against_the_direction_of_the_best_metric_is_refused_before_
     both = ["--set", "train.best_metric=val_loss", "--set", "train.best_mode=min"]
     assert main(["train", "copy", "--out", str(out), *TINY, *both, "--json"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["best_metric"] == "val_loss"
+
+
+def test_an_option_and_a_set_of_its_key_are_taken_where_they_mean_one_value() -> None:
+    # Refused where they differ (one would be dropped without a word); one budget in two spellings is one value.
+    import argparse
+
+    from transformer_lab.cli.overrides import resolved_config
+    from transformer_lab.tasks.synthetic import train as synthetic_train
+    from transformer_lab.training.config_io import Setting
+
+    def resolved(flag: str, override: str) -> object:
+        arguments = argparse.Namespace(config=None, overrides=[f"train.time_budget={override}"])
+        option = Setting("train.time_budget", flag, "--time-budget")
+        config, _ = resolved_config(synthetic_train.default_config(), arguments, flags=[option])
+        return config.train.time_budget
+
+    assert resolved("1h", "60m") == "60m"
+    assert resolved("90m", "1h30m") == "1h30m"
+    with pytest.raises(ValueError, match=r"^--time-budget and --set train\.time_budget: expected one value, got two"):
+        resolved("2h", "1h")

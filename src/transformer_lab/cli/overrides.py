@@ -9,6 +9,7 @@ from typing import TypeVar
 from transformer_lab.cli.bounds import path_of
 from transformer_lab.training.config_file import config_file_settings
 from transformer_lab.training.config_io import Setting, merge_settings, override_settings, settings_of, shown
+from transformer_lab.training.durations import duration_seconds
 
 ConfigType = TypeVar("ConfigType")
 
@@ -76,11 +77,23 @@ def _check_options_agree_with_overrides(
         base = settings_of(preset)
         by_option, _ = merge_settings(type(preset), [*base, option])
         by_override, _ = merge_settings(type(preset), [*base, override])
-        if _value_at(by_option, override.key) != _value_at(by_override, override.key):
+        if _comparable(override.key, _value_at(by_option, override.key)) != _comparable(
+            override.key, _value_at(by_override, override.key)
+        ):
             raise ValueError(
                 f"{option.origin} and --set {override.key}: expected one value, got two ({option.origin} "
                 f"{shown(option.value)} and --set {override.key}={override.value})"
             )
+
+
+def _comparable(key: str, value: object) -> object:
+    """``value`` as what it means: a time budget as its seconds ("1h" and "60m" are one budget)."""
+    if key == "train.time_budget" and isinstance(value, str) and value:
+        try:
+            return duration_seconds(value)
+        except ValueError:  # refused with its own message once the settings are merged
+            return value
+    return value
 
 
 def given_name(changed: Mapping[str, Setting], key: str) -> str:
