@@ -15,7 +15,9 @@ import os
 import socket
 import urllib.error
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
@@ -462,16 +464,19 @@ def test_two_builds_of_the_ag_news_subset_at_once_both_end_with_the_file(
     kaggle.write_text('"Class Index","Title","Description"\n"3","Oil","Prices rose"\n', encoding="utf-8")
     expected = hashlib.sha256(ag_news_subset.rewrite_kaggle_rows(kaggle)).hexdigest()
     destination = tmp_path / "subset.csv"
-    hash_of = ag_news_subset.sha256_of_file
-    calls: list[Path] = []
+    write = ag_news_subset.write_through_temporary
+    builds: list[Path] = []
 
-    def another_build_meanwhile(path: Path) -> str:
-        calls.append(path)
-        if len(calls) == 1:  # while the first build checks its partial, a second one runs whole
-            ag_news_subset.build_ag_news_subset(kaggle, destination, expected)
-        return hash_of(path)
+    def another_build_meanwhile(path: Path, write_file: Callable[[BinaryIO], object]) -> None:
+        def and_then_the_other(file: BinaryIO) -> None:
+            write_file(file)
+            builds.append(path)
+            if len(builds) == 1:  # while the first build's file is open, a second one runs whole
+                ag_news_subset.build_ag_news_subset(kaggle, destination, expected)
 
-    monkeypatch.setattr(ag_news_subset, "sha256_of_file", another_build_meanwhile)
+        write(path, and_then_the_other)
+
+    monkeypatch.setattr(ag_news_subset, "write_through_temporary", another_build_meanwhile)
     assert ag_news_subset.build_ag_news_subset(kaggle, destination, expected) == destination
     assert hashlib.sha256(destination.read_bytes()).hexdigest() == expected
     assert sorted(path.name for path in tmp_path.iterdir()) == ["kaggle.csv", "subset.csv"]  # no partial left

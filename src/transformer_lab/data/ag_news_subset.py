@@ -15,11 +15,12 @@ their descriptions are intact. None of the rows is in `test.csv`.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import os
 from pathlib import Path
 
-from transformer_lab.atomic_files import create_temporary_file
+from transformer_lab.atomic_files import write_through_temporary
 from transformer_lab.data.download import download_file, sha256_of_file
 
 SUBSET_FOLDER = "train_subset"
@@ -67,20 +68,14 @@ def build_ag_news_subset(
     """
     destination = Path(destination)
     data = rewrite_kaggle_rows(kaggle_path)
-    # A name of its own: two builds at once each wrote, then renamed away, the other's fixed-name partial.
-    descriptor, partial = create_temporary_file(destination.parent, f".{destination.name}.", ".build.part")
-    try:
-        with open(descriptor, "wb") as file:
-            file.write(data)
-        actual = sha256_of_file(partial)
-        if actual != expected_sha256:
-            raise ValueError(
-                f"{destination}: sha256 mismatch: expected {expected_sha256}, got {actual} after rewriting "
-                f"{kaggle_path}; nothing was written"
-            )
-        os.replace(partial, destination)
-    finally:
-        partial.unlink(missing_ok=True)  # after an error or a stop signal; gone already once renamed
+    actual = hashlib.sha256(data).hexdigest()  # checked before a byte is written
+    if actual != expected_sha256:
+        raise ValueError(
+            f"{destination}: sha256 mismatch: expected {expected_sha256}, got {actual} after rewriting "
+            f"{kaggle_path}; nothing was written"
+        )
+    # A temporary name of its own: two builds at once renamed away each other's fixed-name partial.
+    write_through_temporary(destination, lambda file: file.write(data))
     return destination
 
 
