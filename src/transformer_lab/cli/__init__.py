@@ -44,7 +44,7 @@ from transformer_lab.cli import (
 )
 from transformer_lab.cli.bounds import max_threads, thread_count
 from transformer_lab.extras import MissingExtraError
-from transformer_lab.folders import FolderWriteError
+from transformer_lab.folders import FolderWriteError, describe_os_error
 from transformer_lab.hardware import physical_cores
 from transformer_lab.setting_error import SettingError
 from transformer_lab.shortened import shortened
@@ -153,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 name = shortened(os.fsdecode(error.filename), 120)
                 print(
                     f"{prefix}: error: {name}: expected a path whose names the file system takes, got one with "
-                    "a name too long (File name too long, ENAMETOOLONG)",
+                    f"a name too long ({describe_os_error(error)})",
                     file=sys.stderr,
                 )
             return 2

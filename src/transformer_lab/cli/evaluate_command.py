@@ -18,6 +18,7 @@ from transformer_lab.cli.decode_options import add_precision_argument
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.data.dataset_folder import DatasetMissingError
+from transformer_lab.data.prepared_cache import file_state
 from transformer_lab.extras import MissingExtraError
 from transformer_lab.folders import described_refusal
 from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, TaskOption
@@ -97,13 +98,12 @@ def run(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _weights_identity(checkpoint: Path) -> tuple[int, int, int, int] | None:
-    """Which file the checkpoint's weights are (device, inode, size, time): a save replaces it with another."""
+def _weights_identity(checkpoint: Path) -> dict[str, int] | None:
+    """Which version of the checkpoint's weights file is there (None: none): a save replaces it with another."""
     try:
-        found = (checkpoint / MODEL_FILE).stat()
+        return file_state((checkpoint / MODEL_FILE).stat())
     except OSError:
         return None
-    return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns
 
 
 def _draw_confusion(figure: ConfusionFigure) -> None:

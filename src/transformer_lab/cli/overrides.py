@@ -70,11 +70,11 @@ def _check_options_agree_with_overrides(
 ) -> None:
     """Refuse an option and a --set of one key that give it different values: the later would drop the other."""
     typed = {setting.key: setting for setting in flags}
+    base = settings_of(preset)
     for override in overrides:
         option = typed.get(override.key)
         if option is None:
             continue
-        base = settings_of(preset)
         by_option, _ = merge_settings(type(preset), [*base, option])
         by_override, _ = merge_settings(type(preset), [*base, override])
         if _comparable(override.key, _value_at(by_option, override.key)) != _comparable(

@@ -202,9 +202,11 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     model_source = out_dir / LAST_FOLDER if resumed_finetune else init_from
     # The preset, the fine-tuning schedule, --config, the options, --set: the nearer the command, the stronger.
     flags = option_settings(arguments, {**(DATA_OPTIONS if task.reads_data else {}), **TRAIN_OPTIONS})
-    schedule = [] if model_source is None else finetune_settings()
-    if model_source is not None:
-        schedule += checkpoint_data_settings(model_source, task.layout_settings)
+    schedule = (
+        []
+        if model_source is None
+        else [*finetune_settings(), *checkpoint_data_settings(model_source, task.layout_settings)]
+    )
     config, changed = resolved_config(task.config(arguments.preset), arguments, schedule=schedule, flags=flags)
     config = with_schedule_as_given(config, changed)
     check_data_settings(config, changed)

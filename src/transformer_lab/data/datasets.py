@@ -78,17 +78,12 @@ def _check_mirror(mirror: object) -> str | None:
         source = "mirror"
     if mirror is None:
         return None
-    problem: str | None = None
-    if not isinstance(mirror, str):
-        problem = ""
-    elif (why := _address_problem(mirror)) is not None:
-        problem = f" ({why})" if why else ""
-    if problem is not None:
-        expected = "expected an http://, https:// or file:// address, got {given!r}" + problem
+    why = _address_problem(mirror) if isinstance(mirror, str) else ""
+    if why is not None or not isinstance(mirror, str):
+        expected = "expected an http://, https:// or file:// address, got {given!r}" + (f" ({why})" if why else "")
         if source == "mirror":  # the keyword: a front end names its own option (--mirror)
             raise SettingError("{mirror}: " + expected, ("mirror",), given=mirror)
         raise ValueError(f"{source}: " + expected.format(given=mirror))
-    assert isinstance(mirror, str)  # refused above otherwise
     return mirror
 
 

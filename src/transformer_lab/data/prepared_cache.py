@@ -234,7 +234,7 @@ class ReadDigest:
         return self._hash.hexdigest()
 
 
-def _file_state(status: os.stat_result) -> dict[str, int]:
+def file_state(status: os.stat_result) -> dict[str, int]:
     """What tells one version of a file from another without reading it (ctime: no user can set it back)."""
     return {
         "size": status.st_size,
@@ -242,6 +242,12 @@ def _file_state(status: os.stat_result) -> dict[str, int]:
         "inode": status.st_ino,
         "ctime_ns": status.st_ctime_ns,
     }
+
+
+def prepared_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """The files of the prepared folder ``folder`` (none where it is gone): what an output must not replace."""
+    folder = Path(folder)
+    return sorted(path for path in folder.iterdir() if path.is_file()) if folder.is_dir() else []
 
 
 class InputWatch:
@@ -257,7 +263,7 @@ class InputWatch:
     def __init__(self, paths: Iterable[str | os.PathLike[str]]) -> None:
         # Checked as the readers check them, so a missing file is named as one, not as a failed stat.
         self.paths = [checked_file(path) for path in paths]
-        self._before = [_file_state(path.stat()) for path in self.paths]
+        self._before = [file_state(path.stat()) for path in self.paths]
         self._digests: dict[int, ReadDigest] = {}
 
     def digest(self, index: int) -> ReadDigest:
@@ -274,7 +280,7 @@ class InputWatch:
                 with path.open("rb") as file:
                     while block := file.read(1 << 22):
                         digest.update(block)
-            after = _file_state(path.stat())
+            after = file_state(path.stat())
             if after != before or digest.size != after["size"]:
                 raise InputChangedError(
                     f"{path}: changed while it was read; nothing was kept (expected it as when reading "
@@ -306,7 +312,7 @@ def records_changed(records: Iterable[dict[str, Any]], missing_ok: bool = False)
             if missing_ok:
                 continue
             return f"{path} is gone"
-        state = _file_state(status)
+        state = file_state(status)
         if state["size"] != record["size"]:
             return f"{path} changed size ({record['size']} -> {status.st_size} bytes)"
         if any(state[key] != record.get(key) for key in ("mtime_ns", "inode", "ctime_ns")):

@@ -5,7 +5,6 @@ Shape legend: B batch, S source length, L generated length.
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 from typing import TypeVar
@@ -81,11 +80,9 @@ class DecodeConfig:
         check_positive("num_return", self.num_return)
         if self.num_return > self.beam_size:
             raise ValueError(f"num_return: expected at most beam_size ({self.beam_size}), " f"given {self.num_return}")
+        # A range, not math.isfinite: compared exactly, an int past a float's range is refused, not an OverflowError.
         if self.max_len_a is not None and (
-            not isinstance(self.max_len_a, (int, float))
-            or abs(self.max_len_a) > sys.float_info.max  # an int past a float's range: math.isfinite raises
-            or not math.isfinite(self.max_len_a)
-            or self.max_len_a < 0
+            not isinstance(self.max_len_a, (int, float)) or not 0 <= self.max_len_a <= sys.float_info.max
         ):
             raise ValueError(f"max_len_a: expected a finite float >= 0 or None, given {self.max_len_a!r}")
         if self.max_len_b is not None and (isinstance(self.max_len_b, bool) or not isinstance(self.max_len_b, int)):

@@ -15,6 +15,7 @@ from pathlib import Path
 from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.data import LABELLED_TEXT_FORMATS, SubwordTokenizer, ag_news_path, read_ag_news_csv
 from transformer_lab.data.labelled_text import check_label_apart
+from transformer_lab.data.prepared_cache import prepared_files
 from transformer_lab.data.prepared_labelled import LabelledRow, carve_validation, open_prepared_labelled
 from transformer_lab.evaluation import ClassificationReport, classification_report
 from transformer_lab.hardware import resolve_inference_precision
@@ -109,8 +110,7 @@ def split_files(config: ClassificationConfig, split: str, data_dir: str | None =
     """The files :func:`load_split` reads for ``split``: an evaluation's output must be none of them."""
     data = config.data
     if data.prepared_dir and split == "validation":
-        folder = Path(data.prepared_dir)
-        return sorted(path for path in folder.iterdir() if path.is_file()) if folder.is_dir() else []
+        return prepared_files(data.prepared_dir)
     if data.valid_files:
         return [Path(data.valid_files[0])]
     data_dir = data_dir if data_dir is not None else data.data_dir

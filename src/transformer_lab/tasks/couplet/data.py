@@ -21,7 +21,13 @@ from transformer_lab.data.couplet import (
 )
 from transformer_lab.data.couplet_stream import CoupletFiles
 from transformer_lab.data.pair_files import check_pair_format
-from transformer_lab.data.prepared_cache import RUN_ONLY_DATA_SETTINGS, CorpusIdentity, CorpusKind, corpus_description
+from transformer_lab.data.prepared_cache import (
+    RUN_ONLY_DATA_SETTINGS,
+    CorpusIdentity,
+    CorpusKind,
+    corpus_description,
+    prepared_files,
+)
 from transformer_lab.data.prepared_couplets import (
     COUPLETS_KIND,
     CoupletCorpusSpec,
@@ -178,8 +184,7 @@ def load_validation_pairs(config: CoupletDataConfig, data_dir: str | None = None
 def validation_files(config: CoupletDataConfig, data_dir: str | None = None) -> list[Path]:
     """The files :func:`load_validation_pairs` reads: an evaluation's output must be none of them."""
     if config.prepared_dir:
-        folder = Path(config.prepared_dir)
-        return sorted(path for path in folder.iterdir() if path.is_file()) if folder.is_dir() else []
+        return prepared_files(config.prepared_dir)
     data_dir = data_dir if data_dir is not None else config.data_dir
     sources = (_training_source(config, data_dir), _validation_source(config))
     return [path for source in sources if source is not None for path in source.files.paths]
