@@ -11,7 +11,10 @@ docs/experiments/2026-11-training-speed.md). This times, forward + backward, in 
   logits (a token-budget batch over the joint BPE vocabulary):
   ``F.cross_entropy(label_smoothing=...)`` on the float32 logits, the same loss composed
   from ``log_softmax`` and two ``nll_loss`` (our former implementation), and
-  ``transformer_lab.training.label_smoothed_cross_entropy``.
+  ``transformer_lab.training.label_smoothed_cross_entropy``;
+- R-Drop's loss (``train.rdrop_alpha``) of two bf16 ``[2048, 8000]`` copies: composed by
+  autograd (the cross-entropy of both plus ``F.kl_div`` both ways) against
+  ``transformer_lab.training.rdrop.rdrop_loss``, beside the cross-entropy of both alone.
 
     .venv/bin/python benchmarks/bench_elementwise.py [--threads N] [--repeats 15]
 """
@@ -29,10 +32,12 @@ import torch.nn.functional as F
 from transformer_lab.hardware import machine_summary
 from transformer_lab.nn import dropout
 from transformer_lab.training import label_smoothed_cross_entropy
+from transformer_lab.training.rdrop import rdrop_loss
 
 PAD_ID = 0
 SMOOTHING = 0.1
 DROPOUT = 0.1
+RDROP_ALPHA = 5.0
 
 
 def composed_loss(logits: torch.Tensor, target_ids: torch.Tensor) -> torch.Tensor:
@@ -45,6 +50,17 @@ def composed_loss(logits: torch.Tensor, target_ids: torch.Tensor) -> torch.Tenso
     wrong_class_total = (-log_probs.sum(dim=-1) - negative_log_likelihood).masked_fill(~keep_mask, 0.0).sum()
     wrong_class_mean = wrong_class_total / keep_mask.sum()
     return (1.0 - SMOOTHING) * true_class_term + SMOOTHING / (vocabulary_size - 1) * wrong_class_mean
+
+
+def composed_rdrop(first: torch.Tensor, second: torch.Tensor, target_ids: torch.Tensor) -> torch.Tensor:
+    """R-Drop's loss as autograd composes it: both copies' cross-entropy, then the KL both ways."""
+    both = torch.cat([first, second])  # [2N, V]
+    cross_entropy = label_smoothed_cross_entropy(both, target_ids.repeat(2), SMOOTHING, PAD_ID, reduction="sum")
+    log_first, log_second = F.log_softmax(first.float(), dim=-1), F.log_softmax(second.float(), dim=-1)  # [N, V]
+    divergence = F.kl_div(log_second, log_first, log_target=True, reduction="sum") + F.kl_div(
+        log_first, log_second, log_target=True, reduction="sum"
+    )
+    return (cross_entropy + RDROP_ALPHA * divergence / 2) / both.shape[0]
 
 
 def time_side_by_side(candidates: dict[str, Callable[[], torch.Tensor]], repeats: int) -> dict[str, float]:
@@ -116,6 +132,28 @@ def main() -> None:
         f"(all three give {values['label_smoothed_cross_entropy']:.5f})",
         loss_medians,
         "F.cross_entropy (float32 logits)",
+    )
+
+    first, second = (torch.randn(2048, 8000).to(torch.bfloat16).requires_grad_(True) for _ in range(2))
+    real_ids = torch.randint(4, 8000, (2048,))  # real tokens only: R-Drop's loss is given no padding
+    rdrop_candidates = {
+        "cross-entropy of both copies alone": lambda: label_smoothed_cross_entropy(
+            torch.cat([first, second]), real_ids.repeat(2), SMOOTHING, PAD_ID
+        ),
+        "composed (cross-entropy + F.kl_div both ways)": lambda: composed_rdrop(first, second, real_ids),
+        "rdrop_loss": lambda: rdrop_loss(first, second, real_ids, SMOOTHING, RDROP_ALPHA),
+    }
+    composed, fused = (
+        composed_rdrop(first, second, real_ids).item(),
+        rdrop_loss(first, second, real_ids, SMOOTHING, RDROP_ALPHA).item(),
+    )
+    if abs(composed - fused) > 1e-3 * abs(composed):
+        raise SystemExit(f"the R-Drop losses disagree: composed {composed}, rdrop_loss {fused}")
+    rdrop_medians = time_side_by_side(rdrop_candidates, arguments.repeats)
+    print_table(
+        f"R-Drop's loss (alpha {RDROP_ALPHA}), two bf16 copies [2048, 8000] (both give {fused:.5f})",
+        rdrop_medians,
+        "composed (cross-entropy + F.kl_div both ways)",
     )
 
 

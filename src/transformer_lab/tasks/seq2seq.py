@@ -212,7 +212,7 @@ def train(
         task_name=task.name,
         config=config,
         build_model=lambda: Seq2SeqTransformer.from_config(model_config),
-        loss_fn=seq2seq_loss_fn(train_config.label_smoothing, PAD_ID),
+        loss_fn=seq2seq_loss_fn(train_config.label_smoothing, PAD_ID, train_config.rdrop_alpha),
         # Under torchrun each rank trains on its own shard of the epoch.
         train_batches=epoch_batches,
         evaluate_fn=evaluate,

@@ -23,32 +23,55 @@ from transformer_lab.data import (
 from .distributed import DataParallel
 from .generator_loss import generator_cross_entropy
 from .losses import label_smoothed_cross_entropy
+from .rdrop import rdrop_loss
 
 # Labels are never padding; the loss needs an ignore_index no label can take.
 _NO_IGNORED_LABEL = -1
 
 
-def seq2seq_loss_fn(smoothing: float, pad_id: int) -> Callable[[nn.Module, Seq2SeqBatch], Tensor]:
-    """The Trainer's ``loss_fn``: label-smoothed cross-entropy over non-padding targets."""
+def seq2seq_loss_fn(
+    smoothing: float, pad_id: int, rdrop_alpha: float = 0.0
+) -> Callable[[nn.Module, Seq2SeqBatch], Tensor]:
+    """The Trainer's ``loss_fn``: label-smoothed cross-entropy over non-padding targets.
+
+    ``rdrop_alpha`` > 0: R-Drop (:mod:`.rdrop`).
+    """
 
     def loss_fn(model: nn.Module, batch: Seq2SeqBatch) -> Tensor:
         device = next(model.parameters()).device
         batch = batch.to(device)
+        generator = DataParallel.unwrap(model).generator
+        assert isinstance(generator, nn.Module)  # a Seq2SeqTransformer's
+        if rdrop_alpha > 0.0:
+            # Both copies in one forward: each row draws its own dropout masks.
+            hidden = model(batch.src_ids.repeat(2, 1), batch.tgt_in_ids.repeat(2, 1), apply_generator=False)
+            real = batch.tgt_out_ids != pad_id  # [B, T]
+            first, second = hidden.chunk(2)  # [B, T, D] each
+            # [N, V] each: only the real tokens' logits, so padding adds no divergence.
+            return rdrop_loss(
+                generator(first[real]), generator(second[real]), batch.tgt_out_ids[real], smoothing, rdrop_alpha
+            )
         # The hidden states, not the [B, T, V] logits: the generator is applied a chunk of
         # rows at a time, which keeps the logits and their gradient out of peak memory.
         hidden = model(batch.src_ids, batch.tgt_in_ids, apply_generator=False)  # [B, T, D]
-        generator = DataParallel.unwrap(model).generator
-        assert isinstance(generator, nn.Module)  # a Seq2SeqTransformer's
         return generator_cross_entropy(hidden, generator, batch.tgt_out_ids, smoothing=smoothing, ignore_index=pad_id)
 
     return loss_fn
 
 
-def classification_loss_fn(smoothing: float) -> Callable[[nn.Module, ClassificationBatch], Tensor]:
-    """The Trainer's ``loss_fn``: label-smoothed cross-entropy over the batch's articles."""
+def classification_loss_fn(
+    smoothing: float, rdrop_alpha: float = 0.0
+) -> Callable[[nn.Module, ClassificationBatch], Tensor]:
+    """The Trainer's ``loss_fn``: label-smoothed cross-entropy over the batch's articles.
+
+    ``rdrop_alpha`` > 0: R-Drop (:mod:`.rdrop`).
+    """
 
     def loss_fn(model: nn.Module, batch: ClassificationBatch) -> Tensor:
         batch = batch.to(next(model.parameters()).device)
+        if rdrop_alpha > 0.0:
+            first, second = model(batch.token_ids.repeat(2, 1)).chunk(2)  # [B, C] each
+            return rdrop_loss(first, second, batch.labels, smoothing, rdrop_alpha)
         logits = model(batch.token_ids)  # [B, C]
         return label_smoothed_cross_entropy(logits, batch.labels, smoothing=smoothing, ignore_index=_NO_IGNORED_LABEL)
 

@@ -45,6 +45,7 @@ _TRAJECTORY_FIELDS = (
     "warmup_steps",
     "cooldown_steps",
     "label_smoothing",
+    "rdrop_alpha",
     "clip_grad_norm",
     "grad_accum_steps",
     "precision",

@@ -204,7 +204,7 @@ def train(
         task_name=TASK_NAME,
         config=config,
         build_model=lambda: TransformerClassifier.from_config(model_config),
-        loss_fn=classification_loss_fn(config.train.label_smoothing),
+        loss_fn=classification_loss_fn(config.train.label_smoothing, config.train.rdrop_alpha),
         # Under torchrun each rank trains on its own shard of the epoch.
         train_batches=lambda epoch: epoch_classification_batches(
             data.train_store, data_config.max_tokens, data_config.seed, epoch, *data_shard()

@@ -159,7 +159,7 @@ def train(
         task_name=TASK_NAME,
         config=config,
         build_model=lambda: Seq2SeqTransformer.from_config(model_config),
-        loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID),
+        loss_fn=seq2seq_loss_fn(config.train.label_smoothing, PAD_ID, config.train.rdrop_alpha),
         # Under torchrun each rank trains on its own shard of the epoch.
         train_batches=lambda epoch: batches_of(
             data.train, data_config.batch_size, True, data_config.seed, epoch, *data_shard()
