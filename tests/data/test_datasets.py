@@ -12,6 +12,7 @@ import errno
 import gzip
 import hashlib
 import os
+import pickle
 import socket
 import urllib.error
 import urllib.parse
@@ -451,6 +452,20 @@ def test_a_data_folder_that_is_a_file_is_named_with_no_download_that_could_not_g
         resolve_multi30k_dir(tmp_path / "nothing")
     assert "which does not exist; run `transformer-lab download multi30k --to" in str(error.value)
     assert "--data-dir" not in str(error.value)
+
+
+def test_a_missing_default_data_folder_suggests_the_argument_of_the_api_or_the_flag_of_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The library's error told a Python caller to "pass --data-dir", a flag it has no way to give.
+    monkeypatch.setenv("TRANSFORMER_LAB_DATA", str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError) as error:
+        resolve_multi30k_dir(None)
+    assert str(error.value).endswith("run `transformer-lab download multi30k` to fetch it (or pass data_dir)")
+    assert str(pickle.loads(pickle.dumps(error.value))) == str(error.value)  # the same in another process
+    assert main(["train", "translation", "--out", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err.rstrip().endswith("to fetch it (or pass --data-dir)")
+    assert not (tmp_path / "run").exists()
 
 
 def test_two_builds_of_the_ag_news_subset_at_once_both_end_with_the_file(

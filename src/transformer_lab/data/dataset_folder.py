@@ -58,36 +58,45 @@ def download_hint(folder_name: str, data_dir: str | os.PathLike[str] | None = No
 
 
 class DatasetMissingError(FileNotFoundError):
-    """A dataset not found where the readers looked; a command names a given folder as the user gave it."""
+    """A dataset not found where the readers looked; a command names a given folder as the user gave it.
 
-    def __init__(self, data_dir: str | os.PathLike[str] | None, origin: str, rest: str) -> None:
-        super().__init__(f"{origin}: {rest}")
-        self.data_dir, self.origin, self.rest = data_dir, origin, rest
+    ``option`` is the argument that would name another folder, suggested where none was given:
+    ``data_dir`` for the Python API, turned into the command's flag by :meth:`named`.
+    """
 
-    def named(self, name: str) -> DatasetMissingError:
-        """The same error naming ``name`` (``--data-dir``, ``data.data_dir``) as where a given folder came from."""
+    def __init__(self, data_dir: str | os.PathLike[str] | None, origin: str, rest: str, option: str = "") -> None:
+        super().__init__(f"{origin}: {rest}" + (f" (or pass {option})" if option else ""))
+        self.data_dir, self.origin, self.rest, self.option = data_dir, origin, rest, option
+
+    def named(self, name: str, option: str = "--data-dir") -> DatasetMissingError:
+        """The same error naming ``name`` (``--data-dir``, ``data.data_dir``) as where a given folder came from,
+        or suggesting the command's ``option`` where the error suggested the API's."""
         if self.data_dir is None:  # the environment's or the default folder, named so already
-            return self
+            return DatasetMissingError(None, self.origin, self.rest, option if self.option else "")
         return DatasetMissingError(self.data_dir, f"{name} {str(self.data_dir)!r}", self.rest)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Copied or sent to another process whole, not as its message alone.
-        return (DatasetMissingError, (self.data_dir, self.origin, self.rest))
+        return (DatasetMissingError, (self.data_dir, self.origin, self.rest, self.option))
 
 
 def dataset_missing(
-    data_dir: str | os.PathLike[str] | None, folder_name: str, expected: str, fetch: str | None = None
+    data_dir: str | os.PathLike[str] | None,
+    folder_name: str,
+    expected: str,
+    fetch: str | None = None,
+    option: str = "",
 ) -> DatasetMissingError:
     """The error for a dataset not found where the readers looked, the same for every dataset.
 
     It starts with where the data folder came from (`data_root`'s "data_dir=...",
     "TRANSFORMER_LAB_DATA=..." or the default folder), so that a user who set the variable
     reads it named; then ``expected`` (what was looked for and not found) and ``fetch``
-    (None: the download of `download_hint`; "": nothing).
+    (None: the download of `download_hint`; "": nothing), and ``option`` (see `DatasetMissingError`).
     """
     _, origin = data_root(data_dir, folder_name)
     fetch = download_hint(folder_name, data_dir) if fetch is None else fetch
-    return DatasetMissingError(data_dir, origin, expected + (f"; {fetch}" if fetch else ""))
+    return DatasetMissingError(data_dir, origin, expected + (f"; {fetch}" if fetch else ""), option)
 
 
 def data_folder_not_a_file(data_dir: str | os.PathLike[str] | None, folder_name: str) -> Path:
@@ -126,7 +135,8 @@ def resolve_dataset_dir(data_dir: str | os.PathLike[str] | None, folder_name: st
             data_dir,
             folder_name,
             f"expected an existing folder holding {folder_name}/, got {str(folder)!r}, which does not exist",
-            download_hint(folder_name, data_dir) + ("" if data_dir is not None else " (or pass --data-dir)"),
+            # No folder given: another one may hold the data.
+            option="" if data_dir is not None else "data_dir",
         )
     nested = folder / folder_name
     return nested if nested.is_dir() else folder
