@@ -474,6 +474,57 @@ def test_an_interrupted_download_resumes_where_it_stopped(
     assert leftovers(destination.parent) == []
 
 
+class UnmeasuredCutHandler(RangeHandler):
+    """Sends the whole file with no Content-Length (until the connection closes), cut after ``cut_after``
+    bytes once; a Range request gets the rest, measured."""
+
+    def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+        if self.headers.get("Range") or not self.cut_after:
+            super().do_GET()
+            return
+        self.ranges.append(None)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(self.files[self.path][: self.cut_after.pop()])
+
+
+def test_a_gzip_body_of_no_length_cut_short_is_kept_and_resumed_not_deleted_as_bad_data(tmp_path: Path) -> None:
+    # Without a length, a cut connection ends the body as a whole one would; the gzip stream's missing end
+    # said it, but the body was read as bad data and deleted, so the next call began again from nothing.
+    text = "".join(f"{number * 7919 % 100003} {number}\n" for number in range(5000))  # 60 KB, gzip about 25 KB
+    body = gzip.compress(text.encode("utf-8"))
+    assert len(body) > 900
+    handler = type("Handler", (UnmeasuredCutHandler,), {"files": {"/t.gz": body}, "ranges": [], "cut_after": [900]})
+    destination = tmp_path / "train.de"
+    with serving(handler) as base_url:
+        url = f"{base_url}/t.gz"
+        with pytest.raises(ConnectionError) as error:
+            download_file(url, destination, sha256(text), gunzip=True)
+        assert str(error.value) == (
+            f"{url}: download interrupted (the body ended inside its gzip stream, and the server sent no length "
+            f"to tell a cut connection from a short file); 900 bytes are kept in {partial_path(destination)} and "
+            "the same command resumes from there"
+        )
+        assert partial_path(destination).read_bytes() == body[:900] and not destination.exists()
+        download_file(url, destination, sha256(text), gunzip=True)
+    assert handler.ranges == [None, "bytes=900-"]
+    assert destination.read_text(encoding="utf-8") == text
+    assert leftovers(tmp_path) == []
+
+
+def test_a_measured_gzip_body_that_ends_early_is_bad_data(
+    range_server: tuple[str, type[RangeHandler]], tmp_path: Path
+) -> None:
+    # With its length sent and received whole, a gzip stream without its end is the file's fault: no resume can mend it.
+    base_url, handler = range_server
+    handler.files["/short.gz"] = gzip.compress(b"hello\n" * 1000)[:-12]
+    with pytest.raises(
+        ValueError, match=r"short\.gz: expected gzip-compressed data, got data that does not decompress"
+    ):
+        download_file(f"{base_url}/short.gz", tmp_path / "short", sha256("hello\n" * 1000), gunzip=True)
+    assert leftovers(tmp_path) == [] and not (tmp_path / "short").exists()
+
+
 @pytest.mark.parametrize(
     ("signal_number", "raised"),
     [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Terminated)],

@@ -149,11 +149,13 @@ def _body_flags(offset: int) -> int:
     return os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if offset else os.O_TRUNC)
 
 
-def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_bytes: int) -> None:
+def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_bytes: int) -> bool:
     """Stream the body at `url` into `partial`, continuing after the bytes it already holds.
 
     An interrupted transfer keeps what arrived (a ConnectionError says so): the next call
-    asks only for the rest.
+    asks only for the rest. Returns whether the server said where the body ends (its length,
+    or a 416 for kept bytes that are the whole file): without it, a cut connection looks
+    like the end of the body.
     """
     if partial.is_symlink():
         # No download writes a link: writing through it would overwrite its target (a
@@ -217,6 +219,7 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
             if total is not None and received < total:
                 # http.client ends a body cut short without an error; the length says so.
                 raise http.client.IncompleteRead(b"", total - received)
+            return total is not None
     except _NotTheFile as error:
         answer = (
             "an HTML page for the whole file"
@@ -237,7 +240,7 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
             partial,
         )
         partial.unlink()
-        _copy_response(url, partial, timeout, progress, max_bytes)
+        return _copy_response(url, partial, timeout, progress, max_bytes)
     except urllib.error.HTTPError as error:
         if error.code == 416 and offset:
             full_size = _full_size(error.headers.get("Content-Range") if error.headers else None)
@@ -245,7 +248,7 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
                 # Nothing is left to send: an earlier call received the whole body and was
                 # stopped after it (while decompressing or hashing). The check that follows decides.
                 logger.info("%s: the %d bytes kept in %s are the whole file; not fetched again", url, offset, partial)
-                return
+                return True
             # The kept bytes are not a prefix the server can continue (or it does not say
             # that they are the whole file): start from nothing.
             logger.info(
@@ -256,8 +259,7 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
                 "not given" if full_size is None else f"{full_size} bytes",
             )
             partial.unlink()
-            _copy_response(url, partial, timeout, progress, max_bytes)
-            return
+            return _copy_response(url, partial, timeout, progress, max_bytes)
         if error.code == 404:
             raise FileNotFoundError(f"{url}: expected a file to download, got HTTP 404 Not Found") from None
         # urllib's reason for a redirect loop spans lines; an error the API raises is one line, as the command's.
@@ -310,6 +312,10 @@ def _full_size(content_range: str | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
+class _GzipEndMissing(ValueError):
+    """A gzip body that stops before its stream's end: a short file, or a connection cut before the end."""
+
+
 def _gunzip(url: str, compressed: IO[bytes], destination: IO[bytes], max_bytes: int) -> None:
     """Decompress the gzip stream `compressed` into `destination`, at most `max_bytes`; bad gzip is a ValueError."""
     written = 0
@@ -320,7 +326,11 @@ def _gunzip(url: str, compressed: IO[bytes], destination: IO[bytes], max_bytes: 
                 if written > max_bytes:
                     raise _too_large(url, "decompressed", max_bytes)
                 destination.write(chunk)
-    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+    except EOFError as error:
+        raise _GzipEndMissing(
+            f"{url}: expected gzip-compressed data, got data that does not decompress ({error})"
+        ) from None
+    except (gzip.BadGzipFile, zlib.error) as error:
         raise ValueError(f"{url}: expected gzip-compressed data, got data that does not decompress ({error})") from None
 
 
@@ -485,7 +495,7 @@ def _fetch(
     partial = partial_path(destination)
     logger.info("downloading %s to %s", url, destination)
     try:
-        _copy_response(url, partial, timeout, progress, max_bytes)
+        end_known = _copy_response(url, partial, timeout, progress, max_bytes)
     except (FileNotFoundError, TooLargeError):
         partial.unlink(missing_ok=True)
         raise
@@ -502,6 +512,15 @@ def _fetch(
                     _gunzip(url, compressed, plain, max_bytes)
                 except TooLargeError:
                     raise
+                except _GzipEndMissing:
+                    if end_known:
+                        raise
+                    # No length to say the body was whole: read as the cut connection it most likely is.
+                    raise ConnectionError(
+                        f"{url}: download interrupted (the body ended inside its gzip stream, and the server "
+                        f"sent no length to tell a cut connection from a short file); "
+                        f"{partial.stat().st_size} bytes are kept in {partial} and the same command resumes from there"
+                    ) from None
                 except ValueError:
                     page = _html_page(partial)
                     if page is not None:
