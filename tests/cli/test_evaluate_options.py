@@ -192,3 +192,48 @@ def test_scores_of_a_checkpoint_replaced_while_it_was_evaluated_stay_off_its_car
         f"model card: not updated ({run / 'best'} was replaced by other weights while this evaluation ran)" in printed
     )
     assert (run / "best" / CARD_FILE).read_text(encoding="utf-8") == card_before
+
+
+@pytest.mark.parametrize("change", ["replaced", "removed"])
+def test_outputs_of_a_checkpoint_replaced_or_removed_while_it_was_decoded_are_not_written_into_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], change: str
+) -> None:
+    # The outputs of the old weights landed in the folder of the new ones (best/ saved anew), and a step
+    # folder the run pruned meanwhile failed the command after the whole decoding, the scores lost.
+    import os
+    import shutil
+
+    from tests.reliability.tiny_runs import tiny_copy_options
+    from transformer_lab.tasks.synthetic import evaluate as synthetic_evaluate
+
+    run = tmp_path / "run"
+    assert main(["train", "copy", "--out", str(run), *tiny_copy_options(4, train__eval_every_steps=2)]) == 0
+    checkpoint = run / "best"
+    decode = synthetic_evaluate.decode_pairs
+
+    def changed_while_decoding(*arguments: object, **keywords: object) -> object:
+        outputs = decode(*arguments, **keywords)  # type: ignore[arg-type]
+        if change == "removed":
+            shutil.rmtree(checkpoint)  # a pruned step folder
+        else:
+            weights = checkpoint / "model.safetensors"
+            shutil.copyfile(weights, tmp_path / "saved")
+            os.replace(tmp_path / "saved", weights)  # what a save does: another file under the name
+        return outputs
+
+    monkeypatch.setattr(synthetic_evaluate, "decode_pairs", changed_while_decoding)
+    capsys.readouterr()
+    assert main(["evaluate", "copy", "--checkpoint", str(checkpoint)]) == 0
+    printed = capsys.readouterr().out
+    assert "exact match" in printed  # the scores are printed all the same
+    assert (
+        f"outputs: not written ({checkpoint} was replaced by other weights, or removed, while this evaluation ran; "
+        "--output names a file elsewhere)"
+    ) in printed
+    assert not checkpoint.exists() or not list(checkpoint.glob("outputs.*"))
+    # A given --output is the user's own place: written whatever happened to the checkpoint.
+    if change == "replaced":
+        output = tmp_path / "outputs.tsv"
+        monkeypatch.setattr(synthetic_evaluate, "decode_pairs", changed_while_decoding)
+        assert main(["evaluate", "copy", "--checkpoint", str(checkpoint), "--output", str(output)]) == 0
+        assert f"outputs: {output}" in capsys.readouterr().out and output.is_file()

@@ -18,12 +18,11 @@ from transformer_lab.cli.decode_options import add_precision_argument
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.data.dataset_folder import DatasetMissingError
-from transformer_lab.data.prepared_cache import file_state
 from transformer_lab.extras import MissingExtraError
 from transformer_lab.folders import described_refusal
 from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, TaskOption
 from transformer_lab.tasks.registry import TASKS, evaluate, tasks_evaluating
-from transformer_lab.training.checkpoint import MODEL_FILE, resolve_checkpoint
+from transformer_lab.training.checkpoint import resolve_checkpoint, weights_version
 from transformer_lab.training.model_card import CARD_FILE, add_test_scores
 
 
@@ -77,7 +76,7 @@ def run(arguments: argparse.Namespace) -> int:
         task_options=given_options(arguments, arguments.task_options),
     )
     checkpoint = resolve_checkpoint(arguments.checkpoint, "--checkpoint")  # named as typed, after --device
-    weights = _weights_identity(checkpoint)
+    weights = weights_version(checkpoint)
     try:
         report = evaluate(arguments.task, checkpoint, arguments.split, options)
     except DatasetMissingError as error:  # --data-dir, else the folder the checkpoint's config.json recorded
@@ -85,9 +84,13 @@ def run(arguments: argparse.Namespace) -> int:
         raise error.named("--data-dir" if given else "the checkpoint's data.data_dir") from None
     for line in report.lines:
         print(line)
+    replaced = weights_version(checkpoint) != weights
     if report.confusion is not None:
-        _draw_confusion(report.confusion)
-    if _weights_identity(checkpoint) != weights:
+        if replaced and report.confusion.path.parent == checkpoint:
+            print(f"confusion matrix: not drawn ({checkpoint} was replaced by other weights while this evaluation ran)")
+        else:
+            _draw_confusion(report.confusion)
+    if replaced:
         # A run saving into it (best/, last/) replaced the folder while the split was decoded: its card
         # describes other weights than those scored.
         print(f"model card: not updated ({checkpoint} was replaced by other weights while this evaluation ran)")
@@ -96,14 +99,6 @@ def run(arguments: argparse.Namespace) -> int:
     else:
         print(f"model card: not updated ({report.search}: the scores are not the checkpoint's own)")
     return 0
-
-
-def _weights_identity(checkpoint: Path) -> dict[str, int] | None:
-    """Which version of the checkpoint's weights file is there (None: none): a save replaces it with another."""
-    try:
-        return file_state((checkpoint / MODEL_FILE).stat())
-    except OSError:
-        return None
 
 
 def _draw_confusion(figure: ConfusionFigure) -> None:

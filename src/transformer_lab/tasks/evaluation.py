@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 import torch
 from torch import nn
 
-from transformer_lab.atomic_files import check_not_an_input
+from transformer_lab.atomic_files import check_not_an_input, write_text_atomically
 from transformer_lab.decoding import DecodeConfig, decoding_model
 from transformer_lab.decoding.beam import BEAM_STOPS
 from transformer_lab.decoding.search_settings import (
@@ -26,6 +26,7 @@ from transformer_lab.decoding.search_settings import (
 from transformer_lab.devices import resolve_device
 from transformer_lab.folders import check_file_output
 from transformer_lab.hardware import INFERENCE_PRECISIONS
+from transformer_lab.training.checkpoint import weights_version
 from transformer_lab.word_lists import in_words
 
 ModelType = TypeVar("ModelType", bound=nn.Module)
@@ -107,6 +108,9 @@ class EvaluationOptions:
     precision: str | None = None
     task_options: Mapping[str, Any] = field(default_factory=dict)
     device: str | torch.device = "cpu"
+    # The checkpoint folder scored and the version of its weights file as the evaluation began
+    # (``training.checkpoint.weights_version``); set by ``registry.evaluate``, read by :meth:`write_output`.
+    scored_weights: tuple[Path, dict[str, int] | None] | None = None
 
     def option(self, flag: str) -> Any:
         """The value of the task option ``flag`` (None where it was not given)."""
@@ -133,6 +137,23 @@ class EvaluationOptions:
         check_file_output(self.output, "--output")  # a path the system refuses, before the work
         self.output.parent.mkdir(parents=True, exist_ok=True)
         return self.output
+
+    def write_output(self, path: Path, text: str) -> str:
+        """Write ``text`` to ``path`` whole; returns what the report says of it: the path, or why it was not written.
+
+        An output beside the checkpoint (no ``output`` given) is written only while the checkpoint holds the
+        weights scored: a run saving into the folder (best/, last/, a step folder it prunes) may have replaced
+        or removed it while the split was decoded, and the file would then describe other weights.
+        """
+        if self.output is None and self.scored_weights is not None:
+            folder, version = self.scored_weights
+            if path.parent == folder and weights_version(folder) != version:
+                return (
+                    f"not written ({folder} was replaced by other weights, or removed, while this evaluation ran; "
+                    "--output names a file elsewhere)"
+                )
+        write_text_atomically(path, text)
+        return str(path)
 
     def placed(self, model: ModelType) -> ModelType:
         """``model`` moved to :attr:`device` (a device this machine lacks is a ValueError naming ``device``)."""

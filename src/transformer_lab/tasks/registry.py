@@ -11,7 +11,7 @@ import os
 import pkgutil
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,12 @@ from transformer_lab.setting_error import SettingError
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, unread_option_error
 from transformer_lab.tasks.task import Task, VocabularyFunctions
 from transformer_lab.training import load_checkpoint_config
-from transformer_lab.training.checkpoint import checkpoint_files, resolve_checkpoint, trained_task_name
+from transformer_lab.training.checkpoint import (
+    checkpoint_files,
+    resolve_checkpoint,
+    trained_task_name,
+    weights_version,
+)
 from transformer_lab.word_lists import in_words
 
 TASKS: dict[str, Task] = {}
@@ -113,6 +118,12 @@ def evaluate(
             readers = [other.name for other in TASKS.values() if other.evaluate and other.reads_option(flag)]
             raise unread_option_error(flag, name, readers)
     check_not_an_input("--output", options.output, {**options.task_options, **checkpoint_files(checkpoint)})
+    try:
+        folder = resolve_checkpoint(checkpoint)
+    except (OSError, ValueError):
+        folder = None  # the task's loading says what is wrong with it
+    if folder is not None:
+        options = replace(options, scored_weights=(folder, weights_version(folder)))
     return task.evaluate(Path(checkpoint), split, options)
 
 

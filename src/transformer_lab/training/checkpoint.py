@@ -47,6 +47,7 @@ from torch import nn
 
 from transformer_lab import strict_json
 from transformer_lab.atomic_files import make_temporary_folder
+from transformer_lab.data.prepared_cache import file_state
 from transformer_lab.folders import FolderWriteError, describe_os_error
 from transformer_lab.path_argument import path_argument
 from transformer_lab.word_lists import in_words
@@ -674,6 +675,14 @@ def read_extra_file(folder: str | os.PathLike[str], name: str) -> bytes:
     """Return the bytes of extra file ``name`` of checkpoint ``folder`` (decode text yourself)."""
     _check_extra_name(name, "name")
     return _require_file(folder, name, "the extra file").read_bytes()
+
+
+def weights_version(checkpoint: Path) -> dict[str, int] | None:
+    """Which version of the checkpoint's weights file is there (None: none): a save replaces it with another."""
+    try:
+        return file_state((checkpoint / MODEL_FILE).stat())
+    except OSError:
+        return None
 
 
 def resolve_checkpoint(path: str | os.PathLike[str], name: str = "checkpoint") -> Path:

@@ -12,7 +12,6 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.data import LABELLED_TEXT_FORMATS, SubwordTokenizer, ag_news_path, read_ag_news_csv
 from transformer_lab.data.labelled_text import check_label_apart
 from transformer_lab.data.prepared_cache import prepared_files
@@ -177,11 +176,11 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     lines = [f"{checkpoint}, {test if test is not None else name}: {len(articles)} {rows}"]
     lines += report.lines()
     scored = {"split": name} if test is None else {"file": str(test.resolve())}
-    write_text_atomically(
+    written = options.write_output(
         output,
         json.dumps({**scored, "num_articles": len(articles), **report.to_dict()}, indent=2, ensure_ascii=False) + "\n",
     )
-    lines += [f"report: {output}"]
+    lines += [f"report: {written}"]
     confusion = ConfusionFigure(
         path=options.option("--confusion-png") or checkpoint / f"confusion.{name}.png",
         matrix=[list(row) for row in report.confusion],

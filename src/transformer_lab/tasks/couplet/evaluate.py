@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.data.couplet import check_split_name, load_couplets
 from transformer_lab.evaluation.couplet_antithesis import pair_scores
 from transformer_lab.evaluation.couplet_metrics import couplet_report
@@ -54,17 +53,17 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     uppers, references = [upper for upper, _ in pairs], [lower for _, lower in pairs]
     hypotheses = [one_line(text) for text in answers]
     report = couplet_report(uppers, hypotheses, references)
-    write_text_atomically(output, "".join(line + "\n" for line in hypotheses))
+    written = options.write_output(output, "".join(line + "\n" for line in hypotheses))
     # Named after a given --output, so that two evaluations writing into one folder with
     # different options (the same split and search) keep their own samples.
     samples = output.with_name(f"{output.stem}.samples.md" if options.output else f"samples.{stem}.md")
     shown = list(zip(uppers, hypotheses, references))[:NUM_SAMPLES]
-    write_text_atomically(samples, couplet_samples_table(shown))
+    samples_written = options.write_output(samples, couplet_samples_table(shown))
     lines = [f"couplet {split}, {len(pairs)} pairs, {search.name}, constraints {constraints}"]
     lines += report.lines() + line_break_notes(answers, "lower lines")
     lines.append(f"\n{len(shown)} samples (upper | ours | reference):")  # a split may hold fewer than NUM_SAMPLES
     lines += [f"  {upper} | {ours} | {reference}" for upper, ours, reference in shown]
-    lines.append(f"hypotheses: {output}\nsamples: {samples}")
+    lines.append(f"hypotheses: {written}\nsamples: {samples_written}")
     return EvaluationReport(
         lines=lines,
         files={"hypotheses": output, "samples": samples},

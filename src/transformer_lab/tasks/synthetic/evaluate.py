@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.tasks.evaluation import EvaluateFunction, EvaluationOptions, EvaluationReport, search_for
 from transformer_lab.tasks.synthetic.train import build_data, decode_pairs, load
 from transformer_lab.training.checkpoint import resolve_checkpoint
@@ -47,12 +46,12 @@ def evaluator(task: str) -> EvaluateFunction:
             f"{_symbols(source)}\t{_symbols(target)}\t{_symbols(output)}\n"
             for (source, target), output in zip(pairs, outputs)
         )
-        write_text_atomically(path, "".join(rows))
+        written = options.write_output(path, "".join(rows))
         return EvaluationReport(
             lines=[
                 f"{split}, {len(pairs)} held-out sequences of the {task} task, {search.name}",
                 f"exact match  {exact_match:.1%} ({matches} of {len(pairs)})",
-                f"outputs: {path}",
+                f"outputs: {written}",
             ],
             files={"outputs": path},
             checkpoint=checkpoint,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from transformer_lab.atomic_files import write_text_atomically
 from transformer_lab.data import read_multi30k
 from transformer_lab.data.parallel_text import read_parallel_text
 from transformer_lab.decoding.ensemble import Ensemble
@@ -109,7 +108,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     # Pair i is line i + 1 of the source file (no line is skipped): a sentence too long is named by both.
     names = [f"{source_path}: line {number}" for number in range(1, len(pairs) + 1)]
     report = evaluate_bleu(model, tokenizer, pairs, search.decode_config, tokenize, names=names)
-    write_text_atomically(output, "".join(line + "\n" for line in report.hypotheses))
+    written = options.write_output(output, "".join(line + "\n" for line in report.hypotheses))
     bleu: dict[str, BleuResult]
     labels = {"bleu_papers": "BLEU (papers)"}
     if flavour == PAPERS_FLAVOUR:
@@ -126,7 +125,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             f"{shown}, {len(pairs)} sentences, {search_name}",
             *(f"{labels[key]:17} {result.score:.2f}  {result.signature}" for key, result in bleu.items()),
             f"chrF++            {report.chrf.score:.2f}  {report.chrf.signature}",
-            f"hypotheses: {output}",
+            f"hypotheses: {written}",
             *report.notes,
         ],
         files={"hypotheses": output},
