@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
 
+from transformer_lab.cli import main
 from transformer_lab.data import (
     BOS_ID,
     EOS_ID,
@@ -92,11 +96,15 @@ def test_bad_arguments_are_named() -> None:
         rdrop_loss(logits, torch.zeros(3, 4), torch.zeros(3, dtype=torch.long), 0.1, 1.0)
     with pytest.raises(ValueError, match=r"target_ids: expected shape \(3,\), got \(4,\)"):
         rdrop_loss(logits, logits, torch.zeros(4, dtype=torch.long), 0.1, 1.0)
-    with pytest.raises(ValueError, match="alpha: expected a finite float >= 0, got -1.0"):
+    with pytest.raises(ValueError, match=r"alpha: expected a float in \[0, 1e\+06\] \(0 = off\), got -1.0"):
         rdrop_loss(logits, logits, torch.zeros(3, dtype=torch.long), 0.1, -1.0)
-    for alpha in (-0.5, float("inf"), float("nan")):
-        with pytest.raises(ValueError, match="rdrop_alpha: expected a finite float >= 0"):
+    # 4e38 was taken, then the float32 loss overflowed to NaN at every batch, which read as divergence.
+    for alpha in (-0.5, float("inf"), float("nan"), 4e38, 1e308):
+        with pytest.raises(ValueError, match=r"rdrop_alpha: expected a float in \[0, 1e\+06\]"):
             TrainConfig(rdrop_alpha=alpha)
+    assert torch.isfinite(
+        rdrop_loss(logits, logits + 1e4 * torch.eye(3, 5), torch.zeros(3, dtype=torch.long), 0.1, 1e6)
+    )
 
 
 def test_no_targets_give_zero_that_backpropagates() -> None:
@@ -143,7 +151,7 @@ def test_with_dropout_the_divergence_term_is_positive_and_linear_in_alpha() -> N
     losses = {}
     for alpha in (5.0, 10.0):
         torch.manual_seed(7)  # the same dropout masks for each alpha
-        losses[alpha] = float(seq2seq_loss_fn(0.1, PAD_ID, rdrop_alpha=alpha)(model, batch))
+        losses[alpha] = float(seq2seq_loss_fn(0.1, PAD_ID, rdrop_alpha=alpha)(model, batch).detach())
     torch.manual_seed(7)
     # alpha 0 through the R-Drop path by hand: the task's loss function takes the plain path at 0.
     hidden = model(batch.src_ids.repeat(2, 1), batch.tgt_in_ids.repeat(2, 1), apply_generator=False)  # [2B, T, D]
@@ -170,3 +178,56 @@ def test_without_dropout_the_classification_loss_is_the_plain_one() -> None:
     (rdrop_grad,) = torch.autograd.grad(with_rdrop, model.head.weight)
     torch.testing.assert_close(with_rdrop, plain, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(rdrop_grad, plain_grad, rtol=1e-4, atol=1e-6)
+
+
+def test_rdrop_without_dropout_is_refused_before_the_run_by_the_command_and_the_api(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The copy presets have no dropout: both passes were one, the divergence 0, each step twice the cost.
+    from tests.reliability.tiny_runs import tiny_copy_options
+    from transformer_lab.tasks.synthetic import train as synthetic_train
+
+    out = tmp_path / "run"
+    assert main(["train", "copy", "--out", str(out), *tiny_copy_options(2, train__rdrop_alpha=5)]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "train.rdrop_alpha: expected it only with model.dropout > 0 (R-Drop compares two dropout draws of each "
+            "batch; without dropout they are the same), got 5.0 with model.dropout 0.0"
+        )
+    )
+    assert not (out / "last").exists()
+    config = synthetic_train.default_config("copy")
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train, rdrop_alpha=5.0, max_steps=2))
+    with pytest.raises(ValueError, match=r"train.rdrop_alpha: expected it only with model.dropout > 0"):
+        synthetic_train.train(config, tmp_path / "api")
+    assert (
+        main(["train", "copy", "--out", str(out), *tiny_copy_options(2, train__rdrop_alpha=5, model__dropout=0.1)]) == 0
+    )
+
+
+def test_a_resume_of_a_run_saved_before_rdrop_existed_says_the_change() -> None:
+    # A trainer state written before the field existed has no rdrop_alpha: the run ran at the default, 0.
+    from transformer_lab.training.rng_state import RandomState
+    from transformer_lab.training.trainer_state import TrainerState
+
+    saved = {key: value for key, value in dataclasses.asdict(TrainConfig()).items() if key != "rdrop_alpha"}
+    state = TrainerState(
+        global_step=1,
+        epoch=0,
+        batch_index=1,
+        best_metric="val_loss",
+        best_value=None,
+        last_metrics={},
+        consecutive_nonfinite=0,
+        window_loss_sum=0.0,
+        window_loss_count=0,
+        last_train_loss=None,
+        optimizer={},
+        scheduler={},
+        rng=RandomState.capture(torch.device("cpu")),
+        train_config=saved,
+    )
+    assert state.trajectory_changes(TrainConfig(rdrop_alpha=5.0)) == ["rdrop_alpha: 0.0 -> 5.0"]
+    assert state.trajectory_changes(TrainConfig()) == []

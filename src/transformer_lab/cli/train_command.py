@@ -46,6 +46,7 @@ from transformer_lab.training.finetune import (
     with_checkpoint_vocabulary_settings,
 )
 from transformer_lab.training.optimization import CooldownTooLongError
+from transformer_lab.training.rdrop import check_dropout_for_rdrop
 from transformer_lab.training.run.run_folder import (
     check_output_outside_saves,
     check_writable,
@@ -225,8 +226,9 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
         config = with_checkpoint_vocabulary_settings(config, model_source, settings, changed)
     if arguments.resume:
         check_same_run(out_dir / LAST_FOLDER, task.checkpoint_task, config)
-    # Here, before the corpus is read and its vocabulary trained; the Trainer checks it again for the API.
+    # Here, before the corpus is read and its vocabulary trained; the run checks them again for the API.
     resolve_device(config.train.device, name="train.device")
+    check_dropout_for_rdrop(config.train.rdrop_alpha, config.model.dropout, given_name(changed, "train.rdrop_alpha"))
     try:
         with data_errors_named(changed):
             result = task.train(config, out_dir, resume=arguments.resume, init_from=init_from)

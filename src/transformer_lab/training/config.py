@@ -16,6 +16,7 @@ from transformer_lab.data._checks import ANY_COUNT, SEED_RANGE, check_int_in_ran
 from transformer_lab.hardware import PRECISIONS
 
 from .durations import check_budget
+from .rdrop import check_alpha
 
 __all__ = ["TaskConfig", "TrainConfig"]
 
@@ -49,8 +50,8 @@ class TrainConfig:
     # Probability mass spread over the wrong classes (paper: 0.1); read by the tasks' losses.
     label_smoothing: float = 0.1
     # R-Drop (Liang et al. 2021): each batch runs twice under different dropout, and the loss
-    # adds this times the two outputs' symmetric KL divergence (losses.py); 0 = off. Costs a
-    # second forward and backward per batch.
+    # adds this times the two outputs' symmetric KL divergence (rdrop.py); 0 = off. Costs a
+    # second forward and backward per batch, and needs model.dropout > 0.
     rdrop_alpha: float = 0.0
     # Maximum global gradient norm; 0 = no clipping.
     clip_grad_norm: float = 1.0
@@ -108,8 +109,7 @@ class TrainConfig:
             raise ValueError(f"lr_factor: expected a finite float > 0, got {self.lr_factor!r}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing: expected a float in [0, 1), got {self.label_smoothing!r}")
-        if not 0.0 <= self.rdrop_alpha < math.inf:
-            raise ValueError(f"rdrop_alpha: expected a finite float >= 0 (0 = off), got {self.rdrop_alpha!r}")
+        check_alpha(self.rdrop_alpha, "rdrop_alpha")
         if not 0.0 <= self.clip_grad_norm < math.inf:
             raise ValueError(f"clip_grad_norm: expected a finite float >= 0 (0 = off), got {self.clip_grad_norm!r}")
         try:

@@ -20,7 +20,26 @@ import torch.nn.functional as F
 
 from .losses import check_loss_arguments
 
-__all__ = ["rdrop_loss"]
+__all__ = ["check_dropout_for_rdrop", "rdrop_loss"]
+
+# Past this the loss's float32 arithmetic overflows (alpha x the divergence), and long before it
+# the divergence drowns the cross-entropy: the paper's alphas are 0.3 to 5.
+MAX_ALPHA = 1e6
+
+
+def check_alpha(alpha: float, name: str = "alpha") -> None:
+    """Refuse an ``alpha`` that is not a finite float in [0, :data:`MAX_ALPHA`]."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= MAX_ALPHA:
+        raise ValueError(f"{name}: expected a float in [0, {MAX_ALPHA:g}] (0 = off), got {alpha!r}")
+
+
+def check_dropout_for_rdrop(alpha: float, dropout: float, name: str = "train.rdrop_alpha") -> None:
+    """Refuse R-Drop on a model without dropout: its two passes would be one, at twice the cost."""
+    if alpha > 0.0 and dropout == 0.0:
+        raise ValueError(
+            f"{name}: expected it only with model.dropout > 0 (R-Drop compares two dropout draws of each batch; "
+            f"without dropout they are the same), got {alpha!r} with model.dropout 0.0"
+        )
 
 
 def rdrop_loss(
@@ -37,8 +56,7 @@ def rdrop_loss(
         first, second: [N, V]. target_ids: [N], class ids. Returns a scalar.
     """
     check_loss_arguments(smoothing, "mean")
-    if not 0.0 <= alpha < float("inf"):
-        raise ValueError(f"alpha: expected a finite float >= 0, got {alpha!r}")
+    check_alpha(alpha)
     if first.dim() != 2 or first.shape != second.shape:
         raise ValueError(
             "first, second: expected two [N, V] logits of one shape, "

@@ -137,11 +137,13 @@ class TrainerState:
 
     def trajectory_changes(self, config: TrainConfig) -> list[str]:
         """``"name: saved -> now"`` for each field of ``config`` that makes the resumed run differ."""
-        saved = self.train_config
+        # A field missing from the saved config is one its version did not have: it ran at the default.
+        defaults = {field.name: field.default for field in dataclasses.fields(TrainConfig)}
+        saved = {**{name: defaults[name] for name in _TRAJECTORY_FIELDS}, **self.train_config}
         return [
             f"{name}: {saved[name]!r} -> {getattr(config, name)!r}"
             for name in _TRAJECTORY_FIELDS
-            if name in saved and saved[name] != getattr(config, name)
+            if saved[name] != getattr(config, name)
         ]
 
     @classmethod

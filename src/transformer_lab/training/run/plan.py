@@ -25,6 +25,7 @@ from transformer_lab.training.checkpoint import PREPARED_CORPUS_KEY, resolve_che
 from transformer_lab.training.config import TaskConfig
 from transformer_lab.training.finetune import INITIALIZED_FROM_KEY, load_initial_weights, recorded_initialization
 from transformer_lab.training.model_card import CARD_HINTS_KEY, DATA_COUNTS_KEY
+from transformer_lab.training.rdrop import check_dropout_for_rdrop
 from transformer_lab.training.run.same_run import with_absolute_paths
 from transformer_lab.training.trainer import LAST_FOLDER
 
@@ -107,6 +108,7 @@ def train_run(
     ``resume`` continues ``out_dir/last`` (the Trainer restores weights, optimizer and the
     data position); ``init_from`` (a checkpoint or run folder) only gives the first weights.
     """
+    check_dropout_for_rdrop(plan.config.train.rdrop_alpha, plan.config.model.dropout)
     evaluate_fn = _checked_evaluation(plan)
     # The data is read (and prepared): what that freed goes back before training's own peak.
     release_free_memory()
