@@ -4,7 +4,9 @@ spelled them itself, and a task registered at run time adds its own with no chan
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -160,14 +162,18 @@ def test_a_beam_search_setting_with_a_greedy_search_is_refused_not_ignored(
         (tmp_path / "outputs.tsv").unlink()
 
 
+def save_other_weights(checkpoint: Path, scratch: Path) -> None:
+    """What a run's save does to ``checkpoint`` while it is evaluated: another weights file under the name."""
+    weights = checkpoint / "model.safetensors"
+    shutil.copyfile(weights, scratch / "saved")
+    os.replace(scratch / "saved", weights)
+
+
 def test_scores_of_a_checkpoint_replaced_while_it_was_evaluated_stay_off_its_card(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A run saving best/ while `evaluate --checkpoint RUN` decoded: the scores of the old weights went onto
     # the card of the new ones.
-    import os
-    import shutil
-
     from tests.reliability.tiny_runs import tiny_copy_options
     from transformer_lab.cli import evaluate_command
     from transformer_lab.training.model_card import CARD_FILE
@@ -179,9 +185,7 @@ def test_scores_of_a_checkpoint_replaced_while_it_was_evaluated_stay_off_its_car
 
     def replaced_while_decoding(*arguments: object, **keywords: object) -> EvaluationReport:
         report = scored(*arguments, **keywords)  # type: ignore[arg-type]
-        weights = run / "best" / "model.safetensors"
-        shutil.copyfile(weights, tmp_path / "saved")
-        os.replace(tmp_path / "saved", weights)  # what a save does: another file under the name
+        save_other_weights(run / "best", tmp_path)
         return report
 
     monkeypatch.setattr(evaluate_command, "evaluate", replaced_while_decoding)
@@ -200,9 +204,6 @@ def test_outputs_of_a_checkpoint_replaced_or_removed_while_it_was_decoded_are_no
 ) -> None:
     # The outputs of the old weights landed in the folder of the new ones (best/ saved anew), and a step
     # folder the run pruned meanwhile failed the command after the whole decoding, the scores lost.
-    import os
-    import shutil
-
     from tests.reliability.tiny_runs import tiny_copy_options
     from transformer_lab.tasks.synthetic import evaluate as synthetic_evaluate
 
@@ -216,9 +217,7 @@ def test_outputs_of_a_checkpoint_replaced_or_removed_while_it_was_decoded_are_no
         if change == "removed":
             shutil.rmtree(checkpoint)  # a pruned step folder
         else:
-            weights = checkpoint / "model.safetensors"
-            shutil.copyfile(weights, tmp_path / "saved")
-            os.replace(tmp_path / "saved", weights)  # what a save does: another file under the name
+            save_other_weights(checkpoint, tmp_path)
         return outputs
 
     monkeypatch.setattr(synthetic_evaluate, "decode_pairs", changed_while_decoding)

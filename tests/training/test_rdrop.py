@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.training.test_seq2seq_training import VOCAB, tiny_config
 from transformer_lab.cli import main
 from transformer_lab.data import (
     BOS_ID,
@@ -19,13 +20,11 @@ from transformer_lab.data import (
     collate_pairs,
     make_synthetic_pairs,
 )
-from transformer_lab.models import ClassifierConfig, ModelConfig, Seq2SeqTransformer, TransformerClassifier
+from transformer_lab.models import ClassifierConfig, Seq2SeqTransformer, TransformerClassifier
 from transformer_lab.training import TrainConfig
 from transformer_lab.training.batch_losses import classification_loss_fn, seq2seq_loss_fn
 from transformer_lab.training.losses import label_smoothed_cross_entropy
 from transformer_lab.training.rdrop import rdrop_loss
-
-VOCAB = 14
 
 
 def composed_rdrop(
@@ -116,18 +115,7 @@ def test_no_targets_give_zero_that_backpropagates() -> None:
 
 def seq2seq_model(dropout: float) -> Seq2SeqTransformer:
     torch.manual_seed(0)
-    config = ModelConfig(
-        src_vocab_size=VOCAB,
-        tgt_vocab_size=VOCAB,
-        d_model=32,
-        nhead=2,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        dim_feedforward=64,
-        dropout=dropout,
-        max_len=16,
-    )
-    return Seq2SeqTransformer.from_config(config).train()
+    return Seq2SeqTransformer.from_config(dataclasses.replace(tiny_config(), dropout=dropout)).train()
 
 
 def copy_batch() -> Seq2SeqBatch:
@@ -158,7 +146,8 @@ def test_with_dropout_the_divergence_term_is_positive_and_linear_in_alpha() -> N
     real = batch.tgt_out_ids != PAD_ID  # [B, T]
     first, second = hidden.chunk(2)
     targets = batch.tgt_out_ids[real]
-    no_divergence = float(rdrop_loss(model.generator(first[real]), model.generator(second[real]), targets, 0.1, 0.0))
+    logits = model.generator(first[real]), model.generator(second[real])  # [N, V] each
+    no_divergence = float(rdrop_loss(*logits, targets, 0.1, 0.0).detach())
     assert losses[5.0] > no_divergence + 1e-4
     assert losses[10.0] - no_divergence == pytest.approx(2 * (losses[5.0] - no_divergence), rel=1e-4)
 
