@@ -23,7 +23,7 @@ from .losses import check_loss_arguments
 __all__ = ["check_dropout_for_rdrop", "rdrop_loss"]
 
 # Past this the loss's float32 arithmetic overflows (alpha x the divergence), and long before it
-# the divergence drowns the cross-entropy: the paper's alphas are 0.3 to 5.
+# the divergence drowns the cross-entropy: the paper chose 5 and below.
 MAX_ALPHA = 1e6
 
 
