@@ -103,8 +103,8 @@ def test_max_nonfinite_steps_must_be_positive():
 def test_cli_divergence_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
     real_loss_fn = synthetic_train.seq2seq_loss_fn
 
-    def nan_loss_fn(smoothing, pad_id):
-        return lambda model, batch: real_loss_fn(smoothing, pad_id)(model, batch) * float("nan")
+    def nan_loss_fn(smoothing, pad_id, rdrop_alpha=0.0):
+        return lambda model, batch: real_loss_fn(smoothing, pad_id, rdrop_alpha)(model, batch) * float("nan")
 
     monkeypatch.setattr(synthetic_train, "seq2seq_loss_fn", nan_loss_fn)
     tiny = [
