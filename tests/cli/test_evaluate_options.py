@@ -230,9 +230,38 @@ def test_outputs_of_a_checkpoint_replaced_or_removed_while_it_was_decoded_are_no
         "--output names a file elsewhere)"
     ) in printed
     assert not checkpoint.exists() or not list(checkpoint.glob("outputs.*"))
-    # A given --output is the user's own place: written whatever happened to the checkpoint.
     if change == "replaced":
+        # A given --output elsewhere is written whatever happened to the checkpoint; one into its folder is not.
         output = tmp_path / "outputs.tsv"
-        monkeypatch.setattr(synthetic_evaluate, "decode_pairs", changed_while_decoding)
         assert main(["evaluate", "copy", "--checkpoint", str(checkpoint), "--output", str(output)]) == 0
         assert f"outputs: {output}" in capsys.readouterr().out and output.is_file()
+        inside = checkpoint / "mine.tsv"
+        assert main(["evaluate", "copy", "--checkpoint", str(checkpoint), "--output", str(inside)]) == 0
+        assert "outputs: not written" in capsys.readouterr().out and not inside.exists()
+
+
+def test_outputs_are_written_when_another_link_to_the_same_weights_goes_away(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Saves hard-link one weights file into best/, last/ and a step folder; a save of last/ or a pruned step
+    # removes a link, which changes the file's ctime, and the same weights were taken for replaced ones.
+    from tests.reliability.tiny_runs import tiny_copy_options
+    from transformer_lab.tasks.synthetic import evaluate as synthetic_evaluate
+
+    run = tmp_path / "run"
+    assert main(["train", "copy", "--out", str(run), *tiny_copy_options(2)]) == 0
+    checkpoint = run / "last"
+    os.link(checkpoint / "model.safetensors", tmp_path / "other-link")
+    decode = synthetic_evaluate.decode_pairs
+
+    def link_removed_while_decoding(*arguments: object, **keywords: object) -> object:
+        outputs = decode(*arguments, **keywords)  # type: ignore[arg-type]
+        os.unlink(tmp_path / "other-link")
+        return outputs
+
+    monkeypatch.setattr(synthetic_evaluate, "decode_pairs", link_removed_while_decoding)
+    capsys.readouterr()
+    assert main(["evaluate", "copy", "--checkpoint", str(checkpoint)]) == 0
+    printed = capsys.readouterr().out
+    assert "not written" not in printed and "model card: not updated" not in printed
+    assert list(checkpoint.glob("outputs.*"))

@@ -154,6 +154,32 @@ def test_checkpoints_of_another_task_are_not_averaged(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_checkpoints_of_two_synthetic_tasks_are_not_averaged_and_are_named_as_trained(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # copy, reverse and sort are one checkpoint task, synthetic: a copy step and a reverse step were averaged,
+    # exit 0, and a copy step beside a translation step was said to be of 'synthetic', which no command is called.
+    from tests.reliability.tiny_runs import tiny_copy_options
+
+    for task in ("copy", "reverse"):
+        options = tiny_copy_options(4, train__eval_every_steps=2, train__keep_last=2)
+        assert main(["train", task, "--out", str(tmp_path / task), *options]) == 0
+    shutil.copytree(tmp_path / "reverse" / "step-000004", tmp_path / "copy" / "step-000006")
+    capsys.readouterr()
+    assert (
+        main(["average-checkpoints", "--run", str(tmp_path / "copy"), "--last", "2", "--out", str(tmp_path / "a")]) == 2
+    )
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            f"sources: expected checkpoints of one task, got {tmp_path / 'copy' / 'step-000004'} of 'copy' and "
+            f"{tmp_path / 'copy' / 'step-000006'} of 'reverse'"
+        )
+    )
+    assert not (tmp_path / "a").exists()
+
+
 def test_checkpoints_of_another_language_pair_are_not_averaged(tmp_path: Path) -> None:
     from transformer_lab.tasks.translation.train import load_translator
     from transformer_lab.training.averaging import average_checkpoints

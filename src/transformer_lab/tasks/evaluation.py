@@ -141,11 +141,11 @@ class EvaluationOptions:
     def write_output(self, path: Path, text: str) -> str:
         """Write ``text`` to ``path`` whole; returns what the report says of it: the path, or why it was not written.
 
-        An output beside the checkpoint (no ``output`` given) is written only while the checkpoint holds the
-        weights scored: a run saving into the folder (best/, last/, a step folder it prunes) may have replaced
-        or removed it while the split was decoded, and the file would then describe other weights.
+        An output in the checkpoint's folder (by default, or given) is written only while the folder holds the
+        weights scored: a run saving into it (best/, last/, a step folder it prunes) may have replaced or
+        removed it while the split was decoded, and the file would then describe other weights.
         """
-        if self.output is None and self.scored_weights is not None:
+        if self.scored_weights is not None:
             folder, version = self.scored_weights
             if path.parent == folder and weights_version(folder) != version:
                 return (

@@ -20,6 +20,7 @@ from .checkpoint import (
     load_model_weights,
     non_finite_tensors,
     save_checkpoint,
+    trained_task_name,
 )
 from .model_card import CARD_FILE, averaged_card
 
@@ -163,10 +164,11 @@ def _vocabulary_digests(folder: Path) -> dict[str, str]:
 def _check_one_vocabulary(sources: Sequence[Path]) -> None:
     """Refuse sources whose task, or tokenizer and vocabulary files (by content), differ from the last one's."""
     last = sources[-1]
-    task = load_checkpoint_config(last).get("task")
+    # As trained: copy, reverse and sort are one task, synthetic, with three data.task.
+    task = trained_task_name(load_checkpoint_config(last))
     digests = _vocabulary_digests(last)
     for source in sources[:-1]:
-        other_task = load_checkpoint_config(source).get("task")
+        other_task = trained_task_name(load_checkpoint_config(source))
         if other_task != task:
             raise ValueError(
                 f"sources: expected checkpoints of one task, got {source} of {other_task!r} and {last} of {task!r}"

@@ -47,7 +47,6 @@ from torch import nn
 
 from transformer_lab import strict_json
 from transformer_lab.atomic_files import make_temporary_folder
-from transformer_lab.data.prepared_cache import file_state
 from transformer_lab.folders import FolderWriteError, describe_os_error
 from transformer_lab.path_argument import path_argument
 from transformer_lab.word_lists import in_words
@@ -678,11 +677,17 @@ def read_extra_file(folder: str | os.PathLike[str], name: str) -> bytes:
 
 
 def weights_version(checkpoint: Path) -> dict[str, int] | None:
-    """Which version of the checkpoint's weights file is there (None: none): a save replaces it with another."""
+    """Which version of the checkpoint's weights file is there (None: none): a save replaces it with another.
+
+    Its inode, size and mtime, not its ctime: the saves hard-link one weights file into best/, last/ and a
+    step folder, and removing one of those links (a save of last/, a pruned step) changes the ctime of the
+    others' file, which is the same weights.
+    """
     try:
-        return file_state((checkpoint / MODEL_FILE).stat())
+        status = (checkpoint / MODEL_FILE).stat()
     except OSError:
         return None
+    return {"inode": status.st_ino, "size": status.st_size, "mtime_ns": status.st_mtime_ns}
 
 
 def resolve_checkpoint(path: str | os.PathLike[str], name: str = "checkpoint") -> Path:
