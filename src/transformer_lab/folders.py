@@ -140,16 +140,17 @@ def writes_refused_as(path: str | os.PathLike[str], outcome: str, *, permission:
         raise refused_write(error, path, outcome) from error
 
 
-def check_new_folder(out_dir: str | os.PathLike[str]) -> Path:
-    """``out_dir`` as a Path; a ``ValueError`` naming it if it exists, a dangling link too (nothing is overwritten)."""
+def check_new_folder(out_dir: str | os.PathLike[str], name: str = "out_dir") -> Path:
+    """``out_dir`` as a Path; a ``ValueError`` naming it (``name``: the keyword, or a command's option) if it
+    exists, a dangling link too (nothing is overwritten)."""
     out_dir = Path(out_dir)
     if out_dir.is_symlink():
         raise ValueError(
-            f"out_dir: expected a new folder, got {str(out_dir)!r}, a symbolic link (to {os.readlink(out_dir)!r}), "
+            f"{name}: expected a new folder, got {str(out_dir)!r}, a symbolic link (to {os.readlink(out_dir)!r}), "
             "which is never followed"
         )
     if out_dir.exists():
-        raise ValueError(f"out_dir: expected a new folder, got {str(out_dir)!r} which exists")
+        raise ValueError(f"{name}: expected a new folder, got {str(out_dir)!r} which exists")
     return out_dir
 
 

@@ -315,7 +315,13 @@ def test_an_out_folder_that_is_a_symbolic_link_is_never_followed(
     for out in (prepared_link, dangling):
         arguments = ["prepare", "translation", "--train", str(source), str(target), "--out", str(out)]
         assert main([*arguments, "--no-progress", "--set", "data.vocab_size=300"]) == 2
-        assert f"expected a new folder, got '{out}', a symbolic link (to " in one_error_line(capsys)
+        # Named as typed (was "out_dir: ...", the Python keyword), before the files are read.
+        assert f"prepare: error: --out: expected a new folder, got '{out}', a symbolic link (to " in one_error_line(
+            capsys
+        )
+    arguments = ["prepare", "translation", "--train", str(source), str(target), "--out", str(elsewhere)]
+    assert main([*arguments, "--no-progress", "--set", "data.vocab_size=300"]) == 2
+    assert one_error_line(capsys).endswith(f"--out: expected a new folder, got '{elsewhere}' which exists")
     assert _tree(tmp_path) == before
 
 
