@@ -265,3 +265,32 @@ def test_outputs_are_written_when_another_link_to_the_same_weights_goes_away(
     printed = capsys.readouterr().out
     assert "not written" not in printed and "model card: not updated" not in printed
     assert list(checkpoint.glob("outputs.*"))
+
+
+def test_an_output_onto_another_checkpoints_file_or_the_runs_log_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Only the scored checkpoint's own files were guarded: --output onto a step's weights or config, or onto
+    # the run's metrics.jsonl, replaced them with hypotheses, exit 0.
+    from tests.reliability.tiny_runs import tiny_copy_options
+
+    run = tmp_path / "run"
+    options = tiny_copy_options(4, train__eval_every_steps=2, train__keep_last=2)
+    assert main(["train", "copy", "--out", str(run), *options]) == 0
+    step = run / "step-000002"
+    before = {path: path.read_bytes() for path in [*step.iterdir(), run / "metrics.jsonl"]}
+    for target, what in (
+        (step / "model.safetensors", "the step-000002 checkpoint's model.safetensors"),
+        (step / "config.json", "the step-000002 checkpoint's config.json"),
+        (run / "metrics.jsonl", "the run's metrics log"),
+    ):
+        capsys.readouterr()
+        assert main(["evaluate", "copy", "--checkpoint", str(run / "last"), "--output", str(target)]) == 2
+        assert (
+            capsys.readouterr()
+            .err.strip()
+            .endswith(f"--output: expected a file other than {what} {target}, got {target}")
+        )
+    assert {path: path.read_bytes() for path in before} == before
+    # A file of one's own beside them is written.
+    assert main(["evaluate", "copy", "--checkpoint", str(run / "last"), "--output", str(step / "mine.tsv")]) == 0

@@ -34,6 +34,15 @@ logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 _PRUNED_SUFFIX = ".pruned"
+
+
+def run_log(folder: Path) -> dict[str, Path]:
+    """A run folder's training log, by what it is (nothing for a folder that is no run): an output must not be it."""
+    log = folder / METRICS_FILE
+    is_run = any((folder / name / CONFIG_FILE).is_file() for name in ("last", "best"))
+    return {"the run's metrics log": log} if is_run and log.is_file() else {}
+
+
 _CHECKPOINT_NAME = r"(last|best|step-\d+)"
 CHECKPOINT_FOLDERS = re.compile(rf"^{_CHECKPOINT_NAME}$")
 _STEP_FOLDER = re.compile(r"^step-(\d+)$")
