@@ -26,7 +26,8 @@ from transformer_lab.decoding.search_settings import (
 from transformer_lab.devices import resolve_device
 from transformer_lab.folders import check_file_output
 from transformer_lab.hardware import INFERENCE_PRECISIONS
-from transformer_lab.training.checkpoint import weights_version
+from transformer_lab.training.checkpoint import checkpoint_files, weights_version
+from transformer_lab.training.run.run_folder import run_log
 from transformer_lab.word_lists import in_words
 
 ModelType = TypeVar("ModelType", bound=nn.Module)
@@ -134,6 +135,10 @@ class EvaluationOptions:
             check_file_output(default, None, advice="; --output names a file elsewhere")
             return default
         check_not_an_input("--output", self.output, dict(read))
+        # The files of another checkpoint where it points (a step of the same run), or a run's log.
+        other = checkpoint_files(self.output.parent).values()
+        elsewhere = {f"the {path.parent.name} checkpoint's {path.name}": path for path in other}
+        check_not_an_input("--output", self.output, {**elsewhere, **run_log(self.output.parent)})
         check_file_output(self.output, "--output")  # a path the system refuses, before the work
         self.output.parent.mkdir(parents=True, exist_ok=True)
         return self.output

@@ -29,7 +29,6 @@ from transformer_lab.training.checkpoint import (
     trained_task_name,
     weights_version,
 )
-from transformer_lab.training.run.run_folder import run_log
 from transformer_lab.word_lists import in_words
 
 TASKS: dict[str, Task] = {}
@@ -118,13 +117,7 @@ def evaluate(
         if not task.reads_option(flag):
             readers = [other.name for other in TASKS.values() if other.evaluate and other.reads_option(flag)]
             raise unread_option_error(flag, name, readers)
-    protected = {**options.task_options, **checkpoint_files(checkpoint)}
-    if options.output is not None:
-        # The files of another checkpoint (a step of the same run), or a run's log, where --output points.
-        other = checkpoint_files(options.output.parent).values()
-        protected |= {f"the {path.parent.name} checkpoint's {path.name}": path for path in other}
-        protected |= run_log(options.output.parent)
-    check_not_an_input("--output", options.output, protected)
+    check_not_an_input("--output", options.output, {**options.task_options, **checkpoint_files(checkpoint)})
     try:
         folder = resolve_checkpoint(checkpoint)
     except (OSError, ValueError):
