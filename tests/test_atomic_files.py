@@ -77,3 +77,31 @@ def test_a_folder_that_refuses_the_write_is_named_by_the_path_given(
     # The error keeps its number and reason, for the commands' "could not write 'PATH' (Permission denied, EACCES)".
     error = raised.value
     assert (error.errno, error.strerror, error.filename) == (13, "Permission denied", str(tmp_path / "out.txt"))
+
+
+def test_a_link_is_written_through_and_kept(tmp_path: Path) -> None:
+    # The temporary was renamed over the link: the link became a plain file and its target kept the old text.
+    (tmp_path / "results").mkdir()
+    target = tmp_path / "results" / "real.jsonl"
+    target.write_text("old\n", encoding="utf-8")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    write_text_atomically(link, "new\n")
+    assert link.is_symlink() and target.read_text(encoding="utf-8") == "new\n"
+    assert sorted(path.name for path in (tmp_path / "results").iterdir()) == ["real.jsonl"]  # no temporary left
+
+
+def test_a_pipe_is_written_into_not_replaced(tmp_path: Path) -> None:
+    # A named pipe (or >(...), /dev/stdout) was replaced by a plain file, and its reader waited forever.
+    import os
+    import threading
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_bytes()), daemon=True)
+    reader.start()
+    write_text_atomically(pipe, "through the pipe\n")
+    reader.join(timeout=10)
+    assert received == [b"through the pipe\n"]
+    assert pipe.is_fifo()

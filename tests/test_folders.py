@@ -116,3 +116,21 @@ def test_the_prepared_cache_removes_abandoned_copies_even_when_it_reuses_a_folde
     (abandoned / WRITING_LOCK).write_bytes(b"")
     assert cached_folder(folder, lambda _: None, prepare) == folder  # reused, and the copy removed
     assert [path.name for path in tmp_path.iterdir()] == ["pairs-1234"]
+
+
+def test_an_output_that_is_a_pipe_or_a_link_to_a_file_passes_the_check_before_the_work(tmp_path: Path) -> None:
+    # `classify --output >(cat)` was "could not write '/dev/fd/63' (No such file or directory, ENOENT)": the
+    # probe tried to make a file in /dev/fd. A link's target folder is the one a write goes to.
+    from transformer_lab.folders import check_file_output
+
+    read_end, write_end = os.pipe()
+    try:
+        check_file_output(Path(f"/dev/fd/{write_end}"), "--output")
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "real.txt").write_text("old\n", encoding="utf-8")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "elsewhere" / "real.txt")
+    check_file_output(tmp_path / "link.txt", "--output")
+    assert sorted(path.name for path in tmp_path.rglob("*")) == ["elsewhere", "link.txt", "real.txt"]

@@ -142,11 +142,32 @@ def write_text_atomically(path: str | os.PathLike[str], text: str, *, name: str 
     return path
 
 
+def written_path(path: Path) -> Path:
+    """Where a write to ``path`` lands: a symbolic link's final target (as a shell's ``>`` writes), else ``path``."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def is_stream(path: Path) -> bool:
+    """Whether ``path`` (through links) is a pipe, terminal or socket: written into as it is, never replaced."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
+
+
 def write_through_temporary(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Make ``path`` by ``write`` into a temporary file beside it, then a rename: whole or not at all.
 
-    A crash, Ctrl-C or full disk while writing leaves an earlier file of that name as it was.
+    A crash, Ctrl-C or full disk while writing leaves an earlier file of that name as it was. A
+    symbolic link is written through: its target is the file replaced, and the link stays. A pipe or
+    a terminal (``/dev/stdout``, ``<(...)``'s counterpart ``>(...)``) is written into directly.
     """
+    if is_stream(path):
+        with open(path, "wb") as stream:
+            write(stream)
+        return
+    path = written_path(path)
     try:
         descriptor, temporary = create_temporary_file(path.parent, f".{path.name}.", ".tmp", replacing=path)
     except OSError as error:  # a read-only or full disk, a folder not ours: the same error, naming the path given

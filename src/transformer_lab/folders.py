@@ -20,7 +20,13 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from transformer_lab.atomic_files import check_file_to_write, create_temporary_file, make_temporary_folder
+from transformer_lab.atomic_files import (
+    check_file_to_write,
+    create_temporary_file,
+    is_stream,
+    make_temporary_folder,
+    written_path,
+)
 from transformer_lab.file_lock import remove_abandoned_writer_locks, symbolic_link_problem, writer_lock
 
 __all__ = [
@@ -97,8 +103,12 @@ def check_file_output(path: Path, name: str | None, advice: str = "") -> None:
     ``name`` None: a path no option gave (said without a name); ``advice`` ends the message.
     """
     check_file_to_write(path, name)
+    if is_stream(path):
+        return  # a pipe or terminal, written into as it is
     named = "" if name is None else f"{name}: "
-    nearest = _nearest_existing(path)
+    # A link to a file: the write replaces its target, so the target's folder is the one to prove.
+    target = written_path(path) if path.exists() else path
+    nearest = _nearest_existing(target)
     if nearest is not None and _points_nowhere(nearest):
         raise FolderWriteError(
             errno.ENOENT,
@@ -112,8 +122,8 @@ def check_file_output(path: Path, name: str | None, advice: str = "") -> None:
             f"nothing was written{advice}",
         )
     try:
-        if nearest == path.parent:
-            descriptor, probe = create_temporary_file(path.parent, f".{path.name}.", ".tmp")
+        if nearest == target.parent:
+            descriptor, probe = create_temporary_file(target.parent, f".{target.name}.", ".tmp")
             os.close(descriptor)
             probe.unlink()
         elif nearest is not None:
