@@ -308,3 +308,18 @@ def test_an_unknown_preset_is_refused_naming_the_presets_as_words(capsys: pytest
     error = capsys.readouterr().err.strip()
     assert error.endswith("--preset: expected a preset of translation (base or default), got 'big'")
     assert "[" not in error
+
+
+@pytest.mark.parametrize("character", ["\x00", "\x07", "\x1b", "\x7f"])
+def test_a_control_character_in_a_config_file_is_one_line_naming_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], character: str
+) -> None:
+    # PyYAML refuses it as its reader is made, which was outside the handled errors: a traceback, exit 1.
+    path = tmp_path / "run.yaml"
+    path.write_text(f"train: {{max_steps: 2}}\n# {character}\n", encoding="utf-8")
+    assert main(["train", "copy", "--out", str(tmp_path / "run"), "--config", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"transformer-lab train: error: {path}: line 2: expected YAML, got the character {character!r} "
+        f"(U+{ord(character):04X}), which YAML does not allow"
+    )
+    assert not (tmp_path / "run").exists()

@@ -243,7 +243,15 @@ def load_bounded_yaml_text(text: str, where: str) -> Any:
     """:func:`load_bounded_yaml` of text already read; ``where`` names it in errors (a file, or a file's part)."""
     if len(text) > MAX_YAML_BYTES:
         raise ValueError(f"{where}: expected YAML of at most {MAX_YAML_BYTES:,} characters, got {len(text):,}")
-    loader = _BoundedLoader(text)
+    try:
+        # The reader checks the characters as it is made: a control character is refused here.
+        loader = _BoundedLoader(text)
+    except yaml.reader.ReaderError as error:
+        line = text[: error.position].count("\n") + 1
+        raise ValueError(
+            f"{where}: line {line}: expected YAML, got the character {chr(error.character)!r} "
+            f"(U+{error.character:04X}), which YAML does not allow"
+        ) from None
     try:
         node = loader.get_single_node()
         if node is None:
