@@ -39,6 +39,12 @@ def test_an_empty_translation_keeps_its_line_and_is_said_on_stderr(
         f"transformer-lab translate: {sentences}: line 3: the translation is empty (the model ended it at once: "
         "it may need more training, or try --beam 5)",
     ]
+    # A search already 5 wide gets no advice to try --beam 5 (was: the same words after --beam 5).
+    assert main(["translate", "--checkpoint", str(silent_checkpoint), "--beam", "5", "Ein Mann."]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "transformer-lab translate: input 1: the translation is empty (the model ended it at once: "
+        "it may need more training)"
+    ]
 
 
 def test_a_bad_plot_attention_path_is_refused_before_translating(

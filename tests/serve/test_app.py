@@ -295,6 +295,13 @@ BAD_REQUESTS = [
     # Named as the request's field (was: "sentence must be at most ...", no field of the API).
     ("/api/translate", {"model": NAME, "text": "Hund " * 150}, 400, "text must be at most 64 subword tokens"),
     ("/api/translation/attention", {"model": NAME, "text": SENTENCE, "target_ids": [10**6]}, 400, "target_ids"),
+    # The ids sent, and the limit on them: <bos> takes one of the 64 positions (was: "at most 64 ..., got 65").
+    (
+        "/api/translation/attention",
+        {"model": NAME, "text": SENTENCE, "target_ids": [5] * 64},
+        400,
+        "target_ids: expected at most 63 ids (the model's max_len 64, less the <bos> the decoder reads first), got 64",
+    ),
     ("/api/masks", {"sentences": []}, 422, "sentences"),
     ("/api/masks", {"sentences": ["a"] * 5}, 422, "sentences"),
     ("/api/masks", {"sentences": ["a", "word " * 49]}, 400, "sentences.1: expected 1 to 48 tokens, got 49"),

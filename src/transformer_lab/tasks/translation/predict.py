@@ -223,9 +223,14 @@ class TranslationHandler(Seq2SeqHandler):
     def _attention(self, text: str, target_ids: Sequence[int]) -> dict[str, Any]:
         tokenizers, limit = self.predictor.tokenizers, self.predictor.model.max_len
         source_ids = tokenizers.source.encode(text)
-        for name, length in (("text", len(source_ids)), ("target_ids", len(target_ids) + 1)):
-            if length > limit:
-                raise ValueError(f"{name}: expected at most {limit} tokens (the model's max_len), got {length}")
+        if len(source_ids) > limit:
+            raise ValueError(f"text: expected at most {limit} tokens (the model's max_len), got {len(source_ids)}")
+        # The decoder reads <bos> before the ids: one position of max_len is its.
+        if len(target_ids) + 1 > limit:
+            raise ValueError(
+                f"target_ids: expected at most {limit - 1} ids (the model's max_len {limit}, less the <bos> the "
+                f"decoder reads first), got {len(target_ids)}"
+            )
         weights = cross_attention(self._model, source_ids, target_ids)
         return {
             "source_tokens": token_labels(tokenizers.source, source_ids),
@@ -301,8 +306,10 @@ def answer(translator: Translator, sentences: list[str], options: Mapping[str, A
         answers.count_line_breaks([candidate.text for candidates in found for candidate in candidates], "translations")
         return answers
     translations = translator.translate(sentences, names=names, **settings)
+    decode = translator.config.decode
+    width = settings["beam"] or (decode.beam_size if decode.strategy == "beam" else 1)  # the search that ran
     notes = [
-        f"{input_name(options, number - 1)}: {_why_empty(sentence)}"
+        f"{input_name(options, number - 1)}: {_why_empty(sentence, width)}"
         for number, (sentence, translated) in enumerate(zip(sentences, translations), start=1)
         if not translated
     ]
@@ -316,11 +323,13 @@ def check(translator: Translator, sentences: list[str], options: Mapping[str, An
     check_sentences(translator.model, translator.tokenizers, sentences, options[INPUT_NAMES])
 
 
-def _why_empty(sentence: str) -> str:
+def _why_empty(sentence: str, beam: int) -> str:
     if not sentence.strip():
         return "the sentence is blank, so its translation is the empty line"
     # The model chose <eos> first: typical of a model trained briefly, not a failure of the command.
-    return "the translation is empty (the model ended it at once: it may need more training, or try --beam 5)"
+    # A wider search may find a longer one; advised only where the search was narrower.
+    wider = ", or try --beam 5" if beam < 5 else ""
+    return f"the translation is empty (the model ended it at once: it may need more training{wider})"
 
 
 COMMAND = PredictCommand(
