@@ -114,6 +114,23 @@ def test_plot_training_curve_reads_a_metrics_log(tmp_path: Path) -> None:
     assert _pixels(out) == (4 * DPI, 10 * DPI)
 
 
+def test_plot_training_curve_reads_a_log_from_a_pipe(tmp_path: Path) -> None:
+    # A named pipe (or `<(zcat metrics.jsonl.gz)`) was "expected a metrics.jsonl file at 'PIPE', which does
+    # not exist", under the library's keyword.
+    import os
+    import threading
+
+    metrics = _write_metrics(tmp_path / "metrics.jsonl")
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=lambda: pipe.write_bytes(metrics.read_bytes()), daemon=True)
+    writer.start()
+    out = tmp_path / "curve.png"
+    assert main(["plot", "training-curve", "--metrics", str(pipe), "--out", str(out), "--dpi", str(DPI)]) == 0
+    writer.join(timeout=10)
+    assert _pixels(out) == (4 * DPI, 10 * DPI)
+
+
 def test_plot_attention_from_a_checkpoint(tmp_path: Path, tiny_checkpoint: Path) -> None:
     out = tmp_path / "attention.png"
     code = main(

@@ -138,8 +138,10 @@ def numbered_metrics(path: str | os.PathLike[str]) -> list[tuple[int, dict[str, 
     with a warning, as ``MetricsLog.truncate_after`` drops it.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"metrics: expected a metrics.jsonl file at {str(path)!r}, which does not exist")
+    # A pipe or device is read as a file is (`<(zcat metrics.jsonl.gz)`); a folder is no log.
+    if not path.exists() or path.is_dir():
+        what = "a folder" if path.is_dir() else "which does not exist"
+        raise FileNotFoundError(f"metrics: expected a metrics.jsonl file at {str(path)!r}, {what}")
     rows: list[tuple[int, dict[str, Any]]] = []
     lines = path.read_bytes().split(b"\n")
     for number, raw in enumerate(lines, start=1):
