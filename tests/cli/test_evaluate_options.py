@@ -175,20 +175,20 @@ def test_scores_of_a_checkpoint_replaced_while_it_was_evaluated_stay_off_its_car
     # A run saving best/ while `evaluate --checkpoint RUN` decoded: the scores of the old weights went onto
     # the card of the new ones.
     from tests.reliability.tiny_runs import tiny_copy_options
-    from transformer_lab.cli import evaluate_command
+    from transformer_lab.tasks.synthetic import evaluate as synthetic_evaluate
     from transformer_lab.training.model_card import CARD_FILE
 
     run = tmp_path / "run"
     assert main(["train", "copy", "--out", str(run), *tiny_copy_options(4, train__eval_every_steps=2)]) == 0
     card_before = (run / "best" / CARD_FILE).read_text(encoding="utf-8")
-    scored = registry.evaluate
+    decode = synthetic_evaluate.decode_pairs
 
-    def replaced_while_decoding(*arguments: object, **keywords: object) -> EvaluationReport:
-        report = scored(*arguments, **keywords)  # type: ignore[arg-type]
+    def replaced_while_decoding(*arguments: object, **keywords: object) -> object:
+        outputs = decode(*arguments, **keywords)  # type: ignore[arg-type]
         save_other_weights(run / "best", tmp_path)
-        return report
+        return outputs
 
-    monkeypatch.setattr(evaluate_command, "evaluate", replaced_while_decoding)
+    monkeypatch.setattr(synthetic_evaluate, "decode_pairs", replaced_while_decoding)
     capsys.readouterr()
     assert main(["evaluate", "copy", "--checkpoint", str(run)]) == 0
     printed = capsys.readouterr().out

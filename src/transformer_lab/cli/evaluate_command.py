@@ -22,7 +22,7 @@ from transformer_lab.extras import MissingExtraError
 from transformer_lab.folders import described_refusal
 from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, TaskOption
 from transformer_lab.tasks.registry import TASKS, evaluate, tasks_evaluating
-from transformer_lab.training.checkpoint import resolve_checkpoint, weights_version
+from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import CARD_FILE, add_test_scores
 
 
@@ -76,7 +76,6 @@ def run(arguments: argparse.Namespace) -> int:
         task_options=given_options(arguments, arguments.task_options),
     )
     checkpoint = resolve_checkpoint(arguments.checkpoint, "--checkpoint")  # named as typed, after --device
-    weights = weights_version(checkpoint)
     try:
         report = evaluate(arguments.task, checkpoint, arguments.split, options)
     except DatasetMissingError as error:  # --data-dir, else the folder the checkpoint's config.json recorded
@@ -84,13 +83,12 @@ def run(arguments: argparse.Namespace) -> int:
         raise error.named("--data-dir" if given else "the checkpoint's data.data_dir") from None
     for line in report.lines:
         print(line)
-    replaced = weights_version(checkpoint) != weights
     if report.confusion is not None:
-        if replaced and report.confusion.path.parent == checkpoint:
+        if report.replaced and report.confusion.path.parent == checkpoint:
             print(f"confusion matrix: not drawn ({checkpoint} was replaced by other weights while this evaluation ran)")
         else:
             _draw_confusion(report.confusion)
-    if replaced:
+    if report.replaced:
         # A run saving into it (best/, last/) replaced the folder while the split was decoded: its card
         # describes other weights than those scored.
         print(f"model card: not updated ({checkpoint} was replaced by other weights while this evaluation ran)")

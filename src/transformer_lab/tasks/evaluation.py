@@ -134,11 +134,10 @@ class EvaluationOptions:
             # mount, an installed model) is said before the split is decoded, with the option that moves it.
             check_file_output(default, None, advice="; --output names a file elsewhere")
             return default
-        check_not_an_input("--output", self.output, dict(read))
-        # The files of another checkpoint where it points (a step of the same run), or a run's log.
+        # Then the files of another checkpoint where it points (a step of the same run), or a run's log.
         other = checkpoint_files(self.output.parent).values()
         elsewhere = {f"the {path.parent.name} checkpoint's {path.name}": path for path in other}
-        check_not_an_input("--output", self.output, {**elsewhere, **run_log(self.output.parent)})
+        check_not_an_input("--output", self.output, {**read, **elsewhere, **run_log(self.output.parent)})
         check_file_output(self.output, "--output")  # a path the system refuses, before the work
         self.output.parent.mkdir(parents=True, exist_ok=True)
         return self.output
@@ -185,6 +184,8 @@ class EvaluationReport:
     ``confusion``: a figure the command draws (the figure modules sit above the tasks).
     ``dataset``: the name of the user's file scored, where it is no split of the checkpoint's dataset.
     ``recorded``: whether the scores are the checkpoint's own, for its card (an ensemble's are not).
+    ``replaced``: whether the checkpoint's weights were replaced or removed while it was evaluated (set by
+    ``registry.evaluate``): its card and the figures beside it then describe other weights.
     """
 
     lines: list[str]
@@ -196,6 +197,7 @@ class EvaluationReport:
     confusion: ConfusionFigure | None = None
     dataset: str | None = None
     recorded: bool = True
+    replaced: bool = False
 
 
 class EvaluateFunction(Protocol):

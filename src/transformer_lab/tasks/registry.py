@@ -122,9 +122,11 @@ def evaluate(
         folder = resolve_checkpoint(checkpoint)
     except (OSError, ValueError):
         folder = None  # the task's loading says what is wrong with it
-    if folder is not None:
-        options = replace(options, scored_weights=(folder, weights_version(folder)))
-    return task.evaluate(Path(checkpoint), split, options)
+    if folder is None:
+        return task.evaluate(Path(checkpoint), split, options)
+    weights = weights_version(folder)
+    report = task.evaluate(Path(checkpoint), split, replace(options, scored_weights=(folder, weights)))
+    return replace(report, replaced=weights_version(folder) != weights)
 
 
 def checkpoint_tasks(surface: str | None = None) -> dict[str, Task]:
