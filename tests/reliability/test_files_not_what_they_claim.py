@@ -180,6 +180,25 @@ def test_checkpoints_of_two_synthetic_tasks_are_not_averaged_and_are_named_as_tr
     assert not (tmp_path / "a").exists()
 
 
+@pytest.mark.parametrize("option", ["--last", "--best"])
+def test_two_folders_of_one_step_are_refused_not_averaged_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    # A hand-made step-4/ beside step-000004/ was one step counted twice in the average, exit 0.
+    run = tmp_path / "copy"
+    options = tiny_copy_options(4, train__eval_every_steps=2, train__keep_last=2)
+    assert main(["train", "copy", "--out", str(run), *options]) == 0
+    shutil.copytree(run / "step-000004", run / "step-4")
+    capsys.readouterr()
+    out = tmp_path / "averaged"
+    assert main(["average-checkpoints", "--run", str(run), option, "2", "--out", str(out)]) == 2
+    assert one_error_line(capsys).endswith(
+        "--run: expected one checkpoint folder a step, got step-000004 and step-4, both of step 4 "
+        f"(training writes step-000004); move the other one out of {run}"
+    )
+    assert not out.exists()
+
+
 def test_checkpoints_of_another_language_pair_are_not_averaged(tmp_path: Path) -> None:
     from transformer_lab.tasks.translation.train import load_translator
     from transformer_lab.training.averaging import average_checkpoints

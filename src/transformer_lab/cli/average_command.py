@@ -14,7 +14,7 @@ from transformer_lab.folders import check_folder_output
 from transformer_lab.tasks.registry import load_trained
 from transformer_lab.training import CONFIG_FILE, MODEL_FILE, average_checkpoints
 from transformer_lab.training.run.best_steps import best_steps
-from transformer_lab.training.run.run_folder import METRICS_FILE, check_output_outside_saves
+from transformer_lab.training.run.run_folder import METRICS_FILE, check_output_outside_saves, step_folder_name
 from transformer_lab.training.run.run_lock import folder_holder
 
 _STEP_FOLDER = re.compile(r"^step-(\d+)$")
@@ -72,6 +72,7 @@ def run(arguments: argparse.Namespace) -> int:
     steps = sorted(
         (int(match.group(1)), path) for path in arguments.run.iterdir() if (match := _STEP_FOLDER.match(path.name))
     )
+    _check_one_folder_a_step(steps)
     # A step folder that a crash left incomplete (before saves and pruning were atomic) is
     # skipped, by name, rather than failing the whole average.
     incomplete = [path for _, path in steps if not all((path / name).is_file() for name in (MODEL_FILE, CONFIG_FILE))]
@@ -118,6 +119,16 @@ def run(arguments: argparse.Namespace) -> int:
         named = f"the {len(chosen)} best of {len(steps)} step checkpoints by validation ({scores})"
     print(f"averaged {named} into {arguments.out}")
     return 0
+
+
+def _check_one_folder_a_step(steps: list[tuple[int, Path]]) -> None:
+    """Refuse two folders of one step (``step-4/`` beside ``step-000004/``): averaged twice, it would count double."""
+    for (step, first), (next_step, second) in zip(steps, steps[1:]):
+        if step == next_step:
+            raise ValueError(
+                f"--run: expected one checkpoint folder a step, got {first.name} and {second.name}, both of step "
+                f"{step} (training writes {step_folder_name(step)}); move the other one out of {first.parent}"
+            )
 
 
 class CheckpointGoneError(OSError):
