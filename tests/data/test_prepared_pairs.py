@@ -446,7 +446,9 @@ def test_the_cache_serves_its_own_tokenizer_back_and_rebuilds_for_another_or_an_
     caplog.set_level(logging.INFO, logger="transformer_lab.data")
     learned = prepared_pairs(spec, bpe=BPE, cache_root=cache, progress=False)
     manifest = json.loads((learned.folder / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["description"]["tokenizer"] == "built" and manifest["tokenizer_sample_pairs"] == 110
+    # All 110 training pairs but the one whose source sentence a validation pair repeats.
+    assert manifest["counts"]["train_pairs_repeating_validation"] == 1
+    assert manifest["description"]["tokenizer"] == "built" and manifest["tokenizer_sample_pairs"] == 109
 
     # A resumed run gives the tokenizer the cache learned: the same ids, reused.
     caplog.clear()
@@ -462,7 +464,7 @@ def test_the_cache_serves_its_own_tokenizer_back_and_rebuilds_for_another_or_an_
     lines = spec.train.paths[0].read_text(encoding="utf-8").splitlines()
     stored = list(rebuilt.store.rows("source", range(len(rebuilt.store))))
     assert [other.source.encode(other.source.decode(row)) for row in stored] == [list(row) for row in stored]
-    assert {other.source.decode(row) for row in stored} <= set(lines) and len(stored) == 110
+    assert {other.source.decode(row) for row in stored} <= set(lines) and len(stored) == 109
     manifest = json.loads((rebuilt.folder / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["description"]["tokenizer"] == "given" and manifest["tokenizer_sample_pairs"] is None
 
@@ -479,6 +481,46 @@ def test_the_cache_serves_its_own_tokenizer_back_and_rebuilds_for_another_or_an_
     assert "its manifest is unreadable" in caplog.text and "expected format_version 2, got 1" in caplog.text
 
 
+def test_training_pairs_repeating_a_carved_source_are_left_out_and_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, small_blocks: None
+) -> None:
+    # Every pair twice, once with another translation: a carved pair's source stood in training too, and
+    # validation scored sentences the model had learned.
+    distinct = [(f"{de} {number}", en) for number, (de, en) in enumerate(sentence_pairs(60, seed=4))]
+    pairs = [*distinct, *[(de, en.lower()) for de, en in distinct]]
+    forms = write_forms(tmp_path, pairs)
+    spec = PairCorpusSpec(PairFiles.of(forms["lines"], "de", "en"), num_carved_validation=10, seed=3)
+    caplog.set_level(logging.INFO, logger="transformer_lab.data")
+    prepared = prepare_pairs(spec, tmp_path / "prepared", bpe=BPE, progress=False)
+    held = sorted(random.Random(3).sample(range(len(pairs)), 10))
+    assert prepared.validation_pairs == [pairs[index] for index in held]
+    carved_sources = {pairs[index][0] for index in held}
+    kept = [pair for index, pair in enumerate(pairs) if index not in held and pair[0] not in carved_sources]
+    source = prepared.tokenizers.source
+    assert [source.decode(row) for row in prepared.store.rows("source", range(len(prepared.store)))] == [
+        de for de, _ in kept
+    ]
+    left_out = len(pairs) - len(held) - len(kept)
+    assert left_out >= 5  # most carved pairs' twins are in training
+    assert prepared.report["train_pairs_repeating_validation"] == left_out
+    assert f"left out {left_out} training pairs whose source sentence is a held-out validation pair's" in caplog.text
+
+
+@pytest.mark.parametrize("tokenizer_given", [False, True])
+def test_a_corpus_of_one_pair_copied_leaves_nothing_to_train_and_says_so(tmp_path: Path, tokenizer_given: bool) -> None:
+    forms = write_forms(tmp_path, [("ein Hund", "a dog")] * 30)
+    spec = PairCorpusSpec(PairFiles.of(forms["lines"], "de", "en"), num_carved_validation=3)
+    tokenizers = TokenizerPair.joint(SubwordTokenizer.train_from_pairs([("ein Hund", "a dog")], vocab_size=300))
+    with pytest.raises(ValueError) as refused:
+        prepare_pairs(spec, tmp_path / "out", tokenizers if tokenizer_given else None, bpe=BPE, progress=False)
+    assert str(refused.value) == (
+        "data.valid_files: expected validation files, or training pairs other than the held-out ones, got 30 pairs "
+        "whose source sentences the 3 held-out pairs all repeat (validation would score sentences the model learned, "
+        "so they are left out of training); give validation files (data.valid_files) or more varied pairs"
+    )
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_batches_from_the_store_equal_the_batches_of_the_lists(tmp_path: Path) -> None:
     pairs = sentence_pairs(400, seed=6)
     forms = write_forms(tmp_path, pairs)
@@ -486,7 +528,9 @@ def test_the_batches_from_the_store_equal_the_batches_of_the_lists(tmp_path: Pat
     prepared = prepare_pairs(spec, tmp_path / "prepared", bpe=BPE, progress=False)
     mapped = open_prepared_pairs(tmp_path / "prepared").store
     held = set(random.Random(9).sample(range(len(pairs)), 40))
-    encoded = prepared.tokenizers.encode_pairs([pair for index, pair in enumerate(pairs) if index not in held])
+    carved_sources = {pairs[index][0] for index in held}
+    kept = [pair for index, pair in enumerate(pairs) if index not in held and pair[0] not in carved_sources]
+    encoded = prepared.tokenizers.encode_pairs(kept)
     for shards in (1, 2):
         for shard in range(shards):
             expected = [

@@ -428,5 +428,6 @@ def test_a_cached_corpus_read_before_the_line_bound_is_prepared_again_and_its_lo
     assert (
         f"preparing the corpus again in {entry}: its files were read before the readers' checks added since "
         "(a carriage return inside a line refused; a NUL character refused; a line past 1 MiB refused; "
-        "a byte-order mark past a file's start refused)"
+        "a byte-order mark past a file's start refused; a training example repeating a carved validation example "
+        "left out)"
     ) in caplog.messages

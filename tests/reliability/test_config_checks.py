@@ -190,15 +190,22 @@ TINY_TRANSLATION = [
 ]
 
 
+def numbered(sentence: str, count: int = 30) -> str:
+    """``count`` lines of ``sentence`` told apart by a number: a carve leaves a held-out sentence's repeats out."""
+    return "".join(f"{sentence} {number}\n" for number in range(count))
+
+
 def test_resume_refuses_other_training_files_and_another_format(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     files = {}
     for name, (german, english) in {"a": ("ein Hund", "a dog"), "b": ("zwei Katzen", "two cats")}.items():
         files[name] = (tmp_path / f"{name}.de", tmp_path / f"{name}.en")
-        files[name][0].write_text(f"{german}\n" * 30, encoding="utf-8")
-        files[name][1].write_text(f"{english}\n" * 30, encoding="utf-8")
-    (tmp_path / "a.tsv").write_text("ein Hund\ta dog\n" * 30, encoding="utf-8")
+        files[name][0].write_text(numbered(german), encoding="utf-8")
+        files[name][1].write_text(numbered(english), encoding="utf-8")
+    (tmp_path / "a.tsv").write_text(
+        "".join(f"ein Hund {number}\ta dog {number}\n" for number in range(30)), encoding="utf-8"
+    )
     out = tmp_path / "run"
     first = ["train", "translation", "--out", str(out), "--train", *map(str, files["a"]), *TINY_TRANSLATION]
     assert main(first) == 0
@@ -219,8 +226,8 @@ def test_resume_refuses_other_training_files_and_another_format(
 def test_resume_without_last_advises_a_step_folder_to_resume_from_or_to_fine_tune_and_both_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "a.de").write_text("ein Hund\n" * 30, encoding="utf-8")
-    (tmp_path / "a.en").write_text("a dog\n" * 30, encoding="utf-8")
+    (tmp_path / "a.de").write_text(numbered("ein Hund"), encoding="utf-8")
+    (tmp_path / "a.en").write_text(numbered("a dog"), encoding="utf-8")
     out = tmp_path / "run"
     command = ["train", "translation", "--train", str(tmp_path / "a.de"), str(tmp_path / "a.en"), *TINY_TRANSLATION]
     saves = ["--set", "train.eval_every_steps=1", "--set", "train.keep_last=2"]
@@ -248,8 +255,8 @@ def test_resume_from_another_folder_reads_the_files_the_run_read_not_the_same_re
 ) -> None:
     for folder, (german, english) in {"first": ("ein Hund", "a dog"), "other": ("zwei Katzen", "two cats")}.items():
         (tmp_path / folder / "d").mkdir(parents=True)
-        (tmp_path / folder / "d" / "t.de").write_text(f"{german}\n" * 30, encoding="utf-8")
-        (tmp_path / folder / "d" / "t.en").write_text(f"{english}\n" * 30, encoding="utf-8")
+        (tmp_path / folder / "d" / "t.de").write_text(numbered(german), encoding="utf-8")
+        (tmp_path / folder / "d" / "t.en").write_text(numbered(english), encoding="utf-8")
     out = tmp_path / "run"
     monkeypatch.chdir(tmp_path / "first")
     assert main(["train", "translation", "--out", str(out), "--train", "d/t.de", "d/t.en", *TINY_TRANSLATION]) == 0
@@ -275,8 +282,8 @@ def test_resume_refuses_its_prepared_folder_prepared_again_from_other_files(
     texts = {"a": ("ein Hund", "a dog"), "b": ("zwei Katzen", "two cats")}
     files = {name: (tmp_path / f"{name}.de", tmp_path / f"{name}.en") for name in texts}
     for name, (german, english) in texts.items():
-        files[name][0].write_text(f"{german}\n" * 30, encoding="utf-8")
-        files[name][1].write_text(f"{english}\n" * 30, encoding="utf-8")
+        files[name][0].write_text(numbered(german), encoding="utf-8")
+        files[name][1].write_text(numbered(english), encoding="utf-8")
     folder = tmp_path / "prepared"
     settings = ["--no-progress", "--set", "data.num_carved_validation=4"]
 
@@ -306,14 +313,14 @@ def test_resume_refuses_its_prepared_folder_prepared_again_from_other_files(
         f"{refusal} again from {b_files} (the run's corpus from {a_files}); resume with that corpus, "
         "or train into a new --out"
     )
-    files["a"][0].write_text("ein Hund\n" * 29 + "eine Katze\n", encoding="utf-8")
+    files["a"][0].write_text(numbered("ein Hund", 29) + "eine Katze\n", encoding="utf-8")
     prepare("a", tokenizer)  # the same files, changed since the run started
     capsys.readouterr()
     assert main(resume) == 2
     error = capsys.readouterr().err.strip()
     assert "\n" not in error and f"{refusal} again from {files['a'][0]} after it changed (another sha256" in error
     assert snapshot(out) == before
-    files["a"][0].write_text("ein Hund\n" * 30, encoding="utf-8")
+    files["a"][0].write_text(numbered("ein Hund"), encoding="utf-8")
     prepare("a", tokenizer)  # prepared again as it was: the corpus the run started on
     assert main(resume) == 0
 
@@ -323,8 +330,8 @@ def test_resume_follows_its_prepared_folder_moved_elsewhere_and_refuses_another_
 ) -> None:
     files = {name: (tmp_path / f"{name}.de", tmp_path / f"{name}.en") for name in "ab"}
     for name, (german, english) in {"a": ("ein Hund", "a dog"), "b": ("zwei Katzen", "two cats")}.items():
-        files[name][0].write_text(f"{german}\n" * 30, encoding="utf-8")
-        files[name][1].write_text(f"{english}\n" * 30, encoding="utf-8")
+        files[name][0].write_text(numbered(german), encoding="utf-8")
+        files[name][1].write_text(numbered(english), encoding="utf-8")
     settings = ["--no-progress", "--set", "data.num_carved_validation=4", "--set", "data.min_frequency=1"]
     for name in "ab":
         prepare = ["prepare", "translation", "--train", *map(str, files[name]), "--out", str(tmp_path / name)]
@@ -354,12 +361,12 @@ def test_resume_refuses_a_linked_data_file_pointed_since_at_other_contents(
 ) -> None:
     # t.de -> v1.de, the "current version" link a data folder keeps; then pointed at v2.de.
     versions = {name: tmp_path / f"{name}.de" for name in ("v1", "v2", "v1-copy")}
-    versions["v1"].write_text("ein Hund\n" * 30, encoding="utf-8")
-    versions["v2"].write_text("eine Katze\n" * 30, encoding="utf-8")
-    versions["v1-copy"].write_text("ein Hund\n" * 30, encoding="utf-8")
+    versions["v1"].write_text(numbered("ein Hund"), encoding="utf-8")
+    versions["v2"].write_text(numbered("eine Katze"), encoding="utf-8")
+    versions["v1-copy"].write_text(numbered("ein Hund"), encoding="utf-8")
     link, target = tmp_path / "t.de", tmp_path / "t.en"
     link.symlink_to(versions["v1"].name)
-    target.write_text("a dog\n" * 30, encoding="utf-8")
+    target.write_text(numbered("a dog"), encoding="utf-8")
     out = tmp_path / "run"
     command = ["train", "translation", "--out", str(out), "--train", str(link), str(target), *TINY_TRANSLATION]
     assert main(command) == 0
@@ -389,24 +396,24 @@ def test_resume_refuses_its_own_files_changed_since_the_run_began(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     files = (tmp_path / "t.de", tmp_path / "t.en")
-    files[0].write_text("ein Hund\n" * 30, encoding="utf-8")
-    files[1].write_text("a dog\n" * 30, encoding="utf-8")
+    files[0].write_text(numbered("ein Hund"), encoding="utf-8")
+    files[1].write_text(numbered("a dog"), encoding="utf-8")
     out = tmp_path / "run"
     command = ["train", "translation", "--out", str(out), "--train", *map(str, files), *TINY_TRANSLATION]
     assert main(command) == 0
     resume = [*command, "--resume", "--set", "train.max_steps=2"]
     before = snapshot(out)
-    files[0].write_text("ein Hund\n" * 29 + "eine Katze\n", encoding="utf-8")
+    files[0].write_text(numbered("ein Hund", 29) + "eine Katze\n", encoding="utf-8")
     capsys.readouterr()
     # Was: the cache prepared the file again and the run went on from its step on the other data, exit 0.
     assert main(resume) == 2
     error = capsys.readouterr().err.strip()
     assert "\n" not in error and error.endswith(
         f"--resume: expected the data files the run started on, got other contents: {files[0]} changed size "
-        "(270 -> 272 bytes); restore it, or train into a new --out (--init-from fine-tunes the run on the new data)"
+        "(350 -> 349 bytes); restore it, or train into a new --out (--init-from fine-tunes the run on the new data)"
     )
     assert snapshot(out) == before
-    files[0].write_text("ein Hund\n" * 30, encoding="utf-8")  # restored: the same bytes, a new mtime
+    files[0].write_text(numbered("ein Hund"), encoding="utf-8")  # restored: the same bytes, a new mtime
     assert main(resume) == 0
 
 
@@ -498,8 +505,8 @@ def test_resume_lists_every_differing_vocabulary_setting_and_continues_with_the_
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source, target = tmp_path / "a.de", tmp_path / "a.en"
-    source.write_text("ein Hund\nzwei Katzen\n" * 15, encoding="utf-8")
-    target.write_text("a dog\ntwo cats\n" * 15, encoding="utf-8")
+    source.write_text(numbered("ein Hund", 15) + numbered("zwei Katzen", 15), encoding="utf-8")
+    target.write_text(numbered("a dog", 15) + numbered("two cats", 15), encoding="utf-8")
     first = ["train", "translation", "--out", str(tmp_path / "run"), "--train", str(source), str(target)]
     assert main([*first, *TINY_TRANSLATION]) == 0
     capsys.readouterr()

@@ -4,6 +4,7 @@ tokenizer and classes; and a bad row is still one error naming the file and the 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,23 @@ def test_the_users_file_with_its_own_validation_and_a_checkpoints_tokenizer(tmp_
     with pytest.raises(ValueError) as streamed:
         classification_data.corpus_kind(config, whole.tokenizer, classes[1:]).prepare(tmp_path / "unseen")
     assert str(streamed.value) == str(read.value)
+
+
+def test_training_rows_repeating_a_carved_text_are_left_out_as_a_whole_read_leaves_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Every row twice: a carved row's twin stood in training, and validation scored texts the model had learned.
+    train_file = write_topic_csv(tmp_path / "once.csv", per_class=15, seed=3)
+    header, *rows = train_file.read_text(encoding="utf-8").splitlines()
+    (tmp_path / "twice.csv").write_text("\n".join([header, *rows, *reversed(rows)]) + "\n", encoding="utf-8")
+    config = classification_data.ClassificationDataConfig(
+        train_files=(str(tmp_path / "twice.csv"),), text_fields=("title", "body"), vocab_size=300
+    )
+    caplog.set_level(logging.INFO, logger="transformer_lab.data")
+    whole = assert_prepared_equals_whole(config, tmp_path / "prepared")
+    validation_texts = {row.text for row in whole.validation_articles}
+    trained = read_whole(config).train_rows
+    assert validation_texts and not validation_texts & {row.text for row in trained}
+    left_out = 2 * len(rows) - len(whole.validation_articles) - len(trained)
+    assert left_out >= len(whole.validation_articles) // 2  # most held-out rows' twins were training rows
+    assert f"left out {left_out} training rows whose text is a held-out validation row's" in caplog.text

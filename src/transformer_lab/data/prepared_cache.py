@@ -80,6 +80,7 @@ INPUT_CHECKS = (
     "a NUL character refused",
     "a line past 1 MiB refused",
     "a byte-order mark past a file's start refused",
+    "a training example repeating a carved validation example left out",
 )
 
 

@@ -12,7 +12,8 @@ the report and the format version. Written under a temporary name and renamed.
 The rows are streamed, never held: a first pass keeps only their labels (and so the
 classes and the held-out rows); then one pass learns the BPE from the training texts
 (unless a tokenizer is given) and one more encodes them chunk by chunk into the store
-while the held-out rows go to ``validation.jsonl``: what `LabelledCorpusSpec.read` reads whole.
+while the held-out rows go to ``validation.jsonl`` and the training rows repeating a
+held-out text are left out: what `LabelledCorpusSpec.read` reads whole.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from transformer_lab.data.labelled_text import (
     stream_labelled_text,
 )
 from transformer_lab.data.manifest_checks import SHA256, STRINGS, report_holding
+from transformer_lab.data.pair_stream import chunked
 from transformer_lab.data.prepared_cache import (
     MANIFEST_FILE,
     VALIDATION_FILE,
@@ -76,6 +78,8 @@ TOKENIZER_FILE = "tokenizer.json"
 LINE_NUMBERS_FILE = "line_numbers"
 _LINE_DTYPE = np.dtype("<i8")
 CHUNK_ROWS = 20_000  # texts encoded and appended at a time
+_HASHED_ROWS = 1024  # texts hashed at a time, to leave out those repeating a held-out text
+_NO_HASHES = np.zeros(0, dtype=np.int64)
 # The spec's format comes from the data config: an unknown suffix advises that setting.
 FORMAT_SETTING = "data.file_format"
 
@@ -143,13 +147,15 @@ def held_out_positions(labels: np.ndarray, fraction: float, seed: int, class_nam
 def carve_validation(
     rows: Sequence[LabelledRow], fraction: float, seed: int, class_names: Sequence[str] = ()
 ) -> tuple[list[LabelledRow], list[LabelledRow]]:
-    """(training rows, validation rows) by the seeded stratified split of ``rows`` (classes ``class_names``)."""
+    """(training rows, validation rows) by the seeded stratified split of ``rows`` (classes ``class_names``).
+
+    A training row whose text is a validation row's is left out: validation scores texts the model has not learned.
+    """
     labels = np.asarray([row.label for row in rows], dtype=np.int64)
     held = set(held_out_positions(labels, fraction, seed, class_names).tolist())
-    return (
-        [row for index, row in enumerate(rows) if index not in held],
-        [row for index, row in enumerate(rows) if index in held],
-    )
+    validation = [row for index, row in enumerate(rows) if index in held]
+    carved_texts = {row.text for row in validation}
+    return [row for index, row in enumerate(rows) if index not in held and row.text not in carved_texts], validation
 
 
 def labelled_report(
@@ -335,13 +341,20 @@ class LabelledCorpusSpec:
         return _Scanned(tuple(class_names), class_of_seen[np.frombuffer(seen, dtype=np.int64)], 0, labelled)
 
 
-def _marked(rows: Iterable[LabelledExample], held: np.ndarray) -> Iterator[tuple[bool, LabelledExample]]:
-    """(held out?, row) for every row; ``held`` the increasing 0-based positions held out."""
-    next_held = 0
-    for position, row in enumerate(rows):
-        is_held = next_held < len(held) and int(held[next_held]) == position
-        next_held += is_held
-        yield is_held, row
+def _marked(
+    rows: Iterable[LabelledExample], held: np.ndarray, carved: np.ndarray = _NO_HASHES
+) -> Iterator[tuple[str, LabelledExample]]:
+    """(role, row) for every row: "held" out (``held``: the increasing 0-based positions held out), "repeat" (a
+    training row whose text's hash is one of the sorted ``carved``: a held-out text), else "train"."""
+    position = next_held = 0
+    # Hashed a few rows at a time: a pass holds no more rows than before.
+    for chunk in chunked(rows, _HASHED_ROWS):
+        hashes = np.fromiter((hash(row.text) for row in chunk), dtype=np.int64, count=len(chunk))
+        for row, repeat in zip(chunk, np.isin(hashes, carved).tolist()):
+            is_held = next_held < len(held) and int(held[next_held]) == position
+            next_held += is_held
+            position += 1
+            yield ("held" if is_held else "repeat" if repeat else "train"), row
 
 
 def _validation_record(row: LabelledExample) -> str:
@@ -376,15 +389,16 @@ def write_prepared_labelled(
         validation_rows = []
     overlap = ValidationOverlap([row.text for row in validation_rows])
     train_rows = len(scanned.labels) - len(held)
-    report = labelled_report(
-        spec.train_file, spec.valid_file, train_rows, len(validation_rows) + len(held), scanned.num_skipped
-    )
     started = time.perf_counter()
     # After the label pass (whose errors name the file and line, as a whole read's do): a file that
     # changes from here to the manifest is refused, not kept.
     watch = InputWatch(spec.input_files())
+    # The carved rows' texts, read in a pass that stops after the last: a training row repeating one is left out.
+    # Kept as sorted hashes, 8 bytes a held-out row, not as text (a clash of 64 bits is negligible).
+    carved_rows = itertools.islice(_marked(scanned.rows(), held), int(held[-1]) + 1 if len(held) else 0)
+    carved = np.unique(np.fromiter((hash(row.text) for role, row in carved_rows if role == "held"), dtype=np.int64))
     if tokenizer is None:
-        tokenizer = spec.learn_tokenizer(row for is_held, row in _marked(scanned.rows(), held) if not is_held)
+        tokenizer = spec.learn_tokenizer(row for role, row in _marked(scanned.rows(), held, carved) if role == "train")
     writer = TokenStoreWriter(folder, ("tokens",), ids_dtype(tokenizer.vocab_size), labels=True)
     encoder = WordCachedEncoder(tokenizer)
 
@@ -392,14 +406,18 @@ def write_prepared_labelled(
         writer.append({"tokens": encoder.encode_batch([row.text for row in chunk])}, [row.label for row in chunk])
         np.asarray([row.line_number for row in chunk], dtype=_LINE_DTYPE).tofile(line_file)
 
+    repeating_validation = 0
     try:
         with (folder / LINE_NUMBERS_FILE).open("wb") as line_file:
             with (folder / VALIDATION_FILE).open("w", encoding="utf-8") as validation_file:
                 validation_file.writelines(map(_validation_record, validation_rows))
                 chunk: list[LabelledExample] = []
-                for is_held, row in _marked(scanned.rows(), held):
-                    if is_held:
+                for role, row in _marked(scanned.rows(), held, carved):
+                    if role == "held":
                         validation_file.write(_validation_record(row))
+                        continue
+                    if role == "repeat":
+                        repeating_validation += 1
                         continue
                     chunk.append(row)
                     overlap.see(row.text)
@@ -408,10 +426,11 @@ def write_prepared_labelled(
                         chunk = []
                 if chunk:
                     append(chunk, line_file)
-        if len(writer) != train_rows:
+        kept_rows = len(writer)
+        if kept_rows + repeating_validation != train_rows:
             raise ValueError(
-                f"{spec.train_file}: expected {train_rows} training rows (counted), read {len(writer)}; "
-                "did the file change?"
+                f"{spec.train_file}: expected {train_rows} training rows (counted), read "
+                f"{kept_rows + repeating_validation}; did the file change?"
             )
         writer.finish()
     except BaseException:
@@ -424,6 +443,16 @@ def write_prepared_labelled(
         lambda index: f"line {validation_rows[index].line_number}, {validation_rows[index].text!r}",
     )
     (folder / TOKENIZER_FILE).write_text(tokenizer.to_json(), encoding="utf-8")
+    report = labelled_report(
+        spec.train_file, spec.valid_file, kept_rows, len(validation_rows) + len(held), scanned.num_skipped
+    )
+    if repeating_validation:
+        logger.info(
+            "%s: left out %d training rows whose text is a held-out validation row's, so that validation scores "
+            "texts the model has not learned",
+            spec.train_file,
+            repeating_validation,
+        )
     write_corpus_manifest(
         folder,
         LABELLED_KIND,

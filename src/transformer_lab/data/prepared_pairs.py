@@ -4,11 +4,13 @@ Preparing reads the user's files in bounded chunks, never whole:
 
 1. count the pairs on bytes (a misaligned pair of line files is refused here, at once);
 2. draw the held-out validation pairs by seeded pair numbers (when no validation files
-   are given) and, when the BPE is to be learned, a seeded sample of at most
-   ``tokenizer_sample`` training sentences, read in one pass that stops after the last;
+   are given), read in one pass that stops after the last, and, when the BPE is to be
+   learned, a seeded sample of at most ``tokenizer_sample`` training sentences, likewise;
 3. encode the training pairs chunk by chunk with the tokenizer's own threads and append
    their ids to the store, hashing the files as they are read; the held-out pairs are
-   kept as text (they are decoded against, not trained on).
+   kept as text (they are decoded against, not trained on), and a training pair whose
+   source sentence is a held-out pair's is left out (and counted), so that validation
+   scores sentences the model has not learned.
 
 Every line is checked as strictly as `pair_files.read_pair_files` checks it. The folder
 holds the store, the tokenizer file(s), ``validation.jsonl`` and ``manifest.json`` (inputs
@@ -284,12 +286,42 @@ def check_carved_count(num_carved: int) -> None:
         )
 
 
+def _nothing_left_to_train(count: int, num_held: int) -> CarveError:
+    """The carve refused where every training pair repeats a held-out pair's source sentence (one sentence, copied)."""
+    return CarveError(
+        "{valid_files}: expected validation files, or training pairs other than the held-out ones, got {count} "
+        "pairs whose source sentences the {held} held-out pairs all repeat (validation would score sentences the "
+        "model learned, so they are left out of training); give validation files ({valid_files}) or more varied pairs",
+        ("valid_files",),
+        count=count,
+        held=num_held,
+    )
+
+
 def _held_positions(count: int, num_carved: int, seed: int) -> set[int]:
     return set(random.Random(seed).sample(range(count), min(num_carved, count // 10)))
 
 
+def _held_pairs(files: PairFiles, held: set[int]) -> list[tuple[str, str]]:
+    """The pairs at the positions ``held`` (0-based among all pairs), in file order; stops after the last."""
+    if not held:
+        return []  # validation files given: the training files are not read for it
+    pairs: list[tuple[str, str]] = []
+    last = max(held)
+    index = 0
+    for _, pair in numbered_pairs(files):
+        if index > last:
+            break
+        if pair is None:
+            continue
+        if index in held:
+            pairs.append(pair)
+        index += 1
+    return pairs
+
+
 def _sample_pairs(
-    spec: PairCorpusSpec, held: set[int], num_train: int, sample_pairs: int
+    spec: PairCorpusSpec, held: set[int], num_train: int, sample_pairs: int, carved_sources: set[str]
 ) -> tuple[list[tuple[str, str]], int]:
     """(the sampled training pairs in file order, how many were drawn) for learning the BPE."""
     if sample_pairs <= 0 or sample_pairs >= num_train:
@@ -305,7 +337,7 @@ def _sample_pairs(
         if pair is None:
             continue
         if index not in held:
-            if wanted is None or position in wanted:
+            if (wanted is None or position in wanted) and pair[0] not in carved_sources:
                 # Here, where the file and line are known: the trainer would name only the sentence's index.
                 _check_pair_words(spec.train, number, pair)
                 sample.append(pair)
@@ -327,13 +359,15 @@ def _check_pair_words(files: PairFiles, number: int, pair: tuple[str, str]) -> N
 
 
 def _learn_tokenizers(
-    spec: PairCorpusSpec, held: set[int], num_train: int, bpe: BpeSettings
+    spec: PairCorpusSpec, held: set[int], num_train: int, bpe: BpeSettings, carved_sources: set[str]
 ) -> tuple[TokenizerPair, int]:
     """The BPE tokenizer(s) learned from a seeded sample of the training pairs, and the sample's pair count."""
     # A joint BPE reads both sentences of a pair; one per side reads one of each.
     sample_pairs = 0 if bpe.sample <= 0 else max(1, bpe.sample // (1 if bpe.separate_vocabularies else 2))
     started = time.perf_counter()
-    sample, drawn = _sample_pairs(spec, held, num_train, sample_pairs)
+    sample, drawn = _sample_pairs(spec, held, num_train, sample_pairs, carved_sources)
+    if not sample and carved_sources:
+        raise _nothing_left_to_train(num_train + len(held), len(held))
     logger.info(
         "learning the BPE from %d of the %d training pairs (data.tokenizer_sample=%d sentences)",
         drawn,
@@ -378,14 +412,15 @@ def _write_prepared(
     validation = None if spec.valid is None else _validation_pairs(spec.valid, spec.num_validation)
     seen_in_training = ValidationOverlap(validation or [])
     held = _carved_positions(count, spec)
+    carved = _held_pairs(spec.train, held)
+    carved_sources = {source for source, _ in carved}
     num_train = count - len(held) if spec.num_train == 0 else min(spec.num_train, count - len(held))
     sample_drawn = None
     if tokenizers is None:
-        tokenizers, sample_drawn = _learn_tokenizers(spec, held, num_train, bpe)
+        tokenizers, sample_drawn = _learn_tokenizers(spec, held, num_train, bpe, carved_sources)
     vocab_size = max(tokenizers.source.vocab_size, tokenizers.target.vocab_size)
     writer = TokenStoreWriter(folder, ("source", "target"), ids_dtype(vocab_size))
     digests = [inputs.digest(index) for index in range(len(spec.train.paths))]
-    carved: list[tuple[str, str]] = []
     index = 0
     bar = tqdm(total=count, desc="preparing", unit="pairs", unit_scale=True, disable=not progress, leave=False)
     # One cache a side, even for a joint vocabulary: each holds one language's words.
@@ -403,13 +438,16 @@ def _write_prepared(
     # chunks wait, so memory stays bounded.
     pending: deque[tuple[Future[dict[str, list[list[int]]]], int]] = deque()
     kept = 0
+    repeating_validation = 0  # training pairs left out: their source sentence is a carved validation pair's
     try:
         with ThreadPoolExecutor(max_workers=1) as executor:
             for chunk in stream_pairs(spec.train, digests=digests):
                 training = []
                 for pair in chunk:
                     if index in held:
-                        carved.append(pair)
+                        pass
+                    elif kept < num_train and pair[0] in carved_sources:
+                        repeating_validation += 1
                     elif kept < num_train:
                         training.append(pair)
                         seen_in_training.see(pair)
@@ -430,6 +468,8 @@ def _write_prepared(
         bar.close()
     if index != count:
         raise ValueError(f"{spec.train.paths[0]}: expected {count} pairs (counted), read {index}; did the file change?")
+    if kept == 0 and repeating_validation:
+        raise _nothing_left_to_train(count, len(held))
     if spec.valid is None or validation is None:
         validation = carved[: spec.num_validation or None]
     else:
@@ -458,6 +498,7 @@ def _write_prepared(
             "pairs_read": count,
             "train_pairs": len(store),
             "validation_pairs": len(validation),
+            "train_pairs_repeating_validation": repeating_validation,
             "source_tokens": store.num_tokens("source"),
             "target_tokens": store.num_tokens("target"),
         },
@@ -471,6 +512,12 @@ def _write_prepared(
         seconds,
         count / max(seconds, 1e-9),
     )
+    if repeating_validation:
+        logger.info(
+            "left out %d training pairs whose source sentence is a held-out validation pair's, so that validation "
+            "scores sentences the model has not learned",
+            repeating_validation,
+        )
 
 
 # ---------------------------------------------------------------------------- opening
@@ -532,9 +579,10 @@ def training_pair_origin(folder: Path, row: int) -> str | None:
     )
     kept = 0
     try:
+        carved_sources = {source for source, _ in _held_pairs(files, held)}
         pairs = ((number, pair) for number, pair in numbered_pairs(files) if pair is not None)
         for index, (number, (source, target)) in enumerate(pairs):
-            if index in held:
+            if index in held or source in carved_sources:
                 continue
             if kept == row:
                 where = " and ".join(str(path) for path in files.paths)
