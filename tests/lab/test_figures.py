@@ -262,8 +262,6 @@ def test_a_path_starting_with_a_tilde_is_under_the_home_folder(tmp_path: Path, m
             "--real-length must be in [1, --length] (--length is 5), got 9",
         ),
         (["positions", "--d-model", "7"], "--d-model must be an even number >= 2 for sin/cos pairs, got 7"),
-        (["lr-schedule", "--factor", "-1"], "--factor: expected a positive finite float, got -1.0"),
-        (["lr-schedule", "--factor", "inf"], "--factor: expected a positive finite float, got inf"),
         (
             ["lr-schedule", "--settings", "0:4000"],
             "--settings: expected d_model:warmup pairs of ints >= 1, got '0:4000'",
@@ -300,6 +298,26 @@ def test_plot_command_names_the_option_of_a_bad_figure_setting(
     assert main(["plot", *arguments, "--out", str(out)]) == 2
     assert capsys.readouterr().err.splitlines() == [f"transformer-lab plot: error: {message}"]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("figure", ["masks", "positions", "lr-schedule"])
+def test_a_figure_too_small_for_its_labels_is_refused_in_one_line_and_not_drawn(
+    tmp_path: Path, figure: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Drawn with matplotlib's two-line "Tight layout not applied" warning and the labels over each other, exit 0.
+    out = tmp_path / "figure.png"
+    assert main(["plot", figure, "--width", "1", "--height", "1", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "transformer-lab plot: error: --width and --height: expected a figure large enough for its labels and "
+        "margins, got 1 x 1 inches, which leaves them no room; make it larger"
+    ]
+    assert not out.exists()
+    with pytest.raises(ValueError, match=r"^figsize: expected a figure large enough for its labels"):
+        figures.plot_masks(out, figsize=(1.0, 1.0))
+    assert not out.exists()
+    # The same figures at a size that holds them are drawn without a word.
+    assert main(["plot", figure, "--width", "4", "--height", "3", "--out", str(out)]) == 0
+    assert capsys.readouterr().err == "" and out.is_file()
 
 
 def test_plot_command_checks_out_and_metrics_before_drawing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -123,6 +123,14 @@ def test_command_line_sizes_are_bounded_naming_the_option(
     assert f"argument {option}: expected " in error and "see transformer-lab" in error
 
 
+@pytest.mark.parametrize("typed", ["1e400", "0", "-1", "nan"])
+def test_a_schedule_factor_out_of_range_is_named_as_typed(capsys: pytest.CaptureFixture[str], typed: str) -> None:
+    # Parsed by float() first, 1e400 was said back as "got inf" and 0 as "got 0.0": not what the user typed.
+    assert run_cli(["plot", "lr-schedule", "--factor", typed, "--out", "x.png"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert f"argument --factor: expected a number in (0, 1e+06], got {typed} (see " in error and "\n" not in error
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

@@ -29,7 +29,12 @@ MAX_PIXELS = 100_000_000
 # took the first's), and more legend lines leave the default figure no room to draw the curves.
 MAX_SCHEDULE_CURVES = 10
 # `plot attention`'s options for the keywords of checkpoint_attention that it spells otherwise.
-_ATTENTION_FLAGS = {"source_vocabulary": "--source-vocab", "target_vocabulary": "--target-vocab"}
+# The library's keywords spelled otherwise here (the others are "--" + the keyword, dashed).
+_FLAGS = {
+    "source_vocabulary": "--source-vocab",
+    "target_vocabulary": "--target-vocab",
+    "figsize": "--width and --height",
+}
 
 
 def _figures() -> ModuleType:
@@ -72,7 +77,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     schedule_parser.add_argument(
         "--steps", type=int_in(2, 10_000_000), default=20000, help="steps drawn (default 20000)"
     )
-    schedule_parser.add_argument("--factor", type=float, default=1.0, help="the schedule's factor (default 1.0)")
+    schedule_parser.add_argument(
+        "--factor", type=float_in(0.0, 1e6), default=1.0, help="the schedule's factor (default 1.0)"
+    )
     _add_output_arguments(schedule_parser, (7.0, 4.0))
     schedule_parser.set_defaults(handler=_run_lr_schedule)
 
@@ -147,7 +154,8 @@ def _output_options(arguments: argparse.Namespace) -> dict[str, Any]:
 
 
 def _out_named(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """``run``, with a write of the figure that the system refused named as --out (the library names the path)."""
+    """``run``, with a write of the figure that the system refused named as --out (the library names the path),
+    and a setting the library refused named by its option."""
 
     @functools.wraps(run)
     def named(arguments: argparse.Namespace) -> int:
@@ -155,6 +163,8 @@ def _out_named(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.N
             return run(arguments)
         except FolderWriteError as error:
             raise FolderWriteError(error.errno, f"--out: {error}") from error
+        except SettingError as error:
+            raise ValueError(error.phrased(lambda name: _FLAGS.get(name, "--" + name.replace("_", "-")))) from None
 
     return named
 
@@ -221,21 +231,16 @@ def _run_lr_schedule(arguments: argparse.Namespace) -> int:
 @_out_named
 def _run_attention(arguments: argparse.Namespace) -> int:
     checkpoint = resolve_checkpoint(arguments.checkpoint, "--checkpoint")
-    try:
-        path = _figures().plot_checkpoint_attention(
-            arguments.out,
-            checkpoint,
-            source=arguments.source,
-            target=arguments.target,
-            # The files, read by the library only once the checkpoint is known to take them.
-            source_vocabulary=arguments.source_vocab or None,
-            target_vocabulary=arguments.target_vocab or None,
-            **_output_options(arguments),
-        )
-    except SettingError as error:
-        # The keywords source_vocabulary / target_vocabulary are spelled shorter here, as typed.
-        flag_of = _ATTENTION_FLAGS.get
-        raise ValueError(error.phrased(lambda name: flag_of(name, "--" + name.replace("_", "-")))) from None
+    path = _figures().plot_checkpoint_attention(
+        arguments.out,
+        checkpoint,
+        source=arguments.source,
+        target=arguments.target,
+        # The files, read by the library only once the checkpoint is known to take them.
+        source_vocabulary=arguments.source_vocab or None,
+        target_vocabulary=arguments.target_vocab or None,
+        **_output_options(arguments),
+    )
     return _report(path)
 
 

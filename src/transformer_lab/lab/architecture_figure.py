@@ -9,7 +9,11 @@ names are this library's and PyTorch's). :func:`draw_architecture` returns the f
 
 from __future__ import annotations
 
-from transformer_lab.lab.plotting import check_figure_size, save_png  # first: matplotlib, headless, or one line
+from transformer_lab.lab.plotting import (  # first: matplotlib, headless, or one line
+    check_figure_size,
+    laid_out,
+    save_png,
+)
 
 # isort: split
 import os
@@ -156,7 +160,7 @@ def draw_architecture(figsize: tuple[float, float] = (8.0, 9.0)) -> Figure:
     ]
     axes.legend(handles=legend, loc="upper left", fontsize=8, frameon=False, bbox_to_anchor=(0.0, 1.0))
     figure.suptitle("The Transformer: encoder, decoder, generator (post-norm, as in the paper)", fontsize=11)
-    figure.tight_layout()
+    laid_out(figure)
     return figure
 
 

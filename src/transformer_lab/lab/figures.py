@@ -14,6 +14,7 @@ from __future__ import annotations
 from transformer_lab.lab.plotting import (  # first: matplotlib, headless, or one line
     check_figure_size,
     check_image_path,
+    laid_out,
     save_png,
     write_figure,
 )
@@ -82,7 +83,7 @@ def plot_attention_heatmap(
     axes.set_ylabel("target position (query)")
     figure.suptitle(title, wrap=True)
     figure.colorbar(image, ax=axes, fraction=0.046)
-    figure.tight_layout()
+    laid_out(figure)
     try:
         write_figure(figure, path, dpi=120)
     finally:
@@ -159,7 +160,7 @@ def plot_masks(
         _draw_mask(axes, hidden, labels, title)
     axes_row[0].set_ylabel("query (row)", fontsize=8)
     figure.suptitle("bool masks, True = hidden (dark): the query in the row may not attend to the key", fontsize=10)
-    figure.tight_layout()
+    laid_out(figure)
     return save_png(figure, path, dpi)
 
 
@@ -199,7 +200,7 @@ def plot_positions(
     right.set_xlabel("position")
     right.set_title("a few dimensions", fontsize=10)
     right.legend(fontsize=8, loc="lower right")
-    figure.tight_layout()
+    laid_out(figure)
     return save_png(figure, path, dpi)
 
 
@@ -235,7 +236,7 @@ def plot_lr_schedule(
     axes.set_title("lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)", fontsize=10)
     axes.legend()
     axes.grid(alpha=0.3)
-    figure.tight_layout()
+    laid_out(figure)
     return save_png(figure, path, dpi)
 
 
@@ -314,7 +315,7 @@ def plot_attention(
             axes.set_yticks(range(len(query_labels)), labels=list(query_labels), fontsize=6)
             axes.set_title(f"{_short_name(name)} h{column}", fontsize=7)
     figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
+    laid_out(figure)
     return save_png(figure, path, dpi)
 
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 from transformer_lab.atomic_files import write_through_temporary
 from transformer_lab.extras import require_extra
 from transformer_lab.folders import refused_write, writes_refused_as
 from transformer_lab.path_argument import path_argument
+from transformer_lab.setting_error import SettingError
 
 matplotlib = require_extra("matplotlib", "drawing figures")
 matplotlib.use("Agg")  # files only: works on machines without a display
@@ -28,7 +30,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from transformer_lab.lab.fonts import enable_cjk_fallback  # noqa: E402
 
-__all__ = ["check_figure_size", "check_image_path", "save_png", "show_figure", "write_figure"]
+__all__ = ["check_figure_size", "check_image_path", "laid_out", "save_png", "show_figure", "write_figure"]
 
 # Chinese tokens, couplet lines and class names draw with an installed CJK font.
 enable_cjk_fallback()
@@ -45,6 +47,26 @@ def check_figure_size(figsize: tuple[float, float], dpi: int) -> None:
             f"figsize and dpi: expected a figure of at least 1 pixel each way, got {figsize[0] * dpi:g} by "
             f"{figsize[1] * dpi:g} ({figsize!r} inches at {dpi} dpi)"
         )
+
+
+def laid_out(figure: Figure, rect: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)) -> None:
+    """Fit ``figure``'s axes, labels and margins into its size (``tight_layout`` within ``rect``).
+
+    A size too small for them is a `SettingError` naming ``figsize``, and the figure is closed:
+    matplotlib would warn and draw the labels over each other.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="Tight layout not applied", category=UserWarning)
+        try:
+            figure.tight_layout(rect=rect)
+        except UserWarning:
+            width, height = figure.get_size_inches()
+            plt.close(figure)
+            raise SettingError(
+                f"{{figsize}}: expected a figure large enough for its labels and margins, got {width:g} x "
+                f"{height:g} inches, which leaves them no room; make it larger",
+                ("figsize",),
+            ) from None
 
 
 def check_image_path(path: str | os.PathLike[str], name: str = "path") -> Path:

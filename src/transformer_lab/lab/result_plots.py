@@ -10,7 +10,11 @@ classification``) and :func:`plot_ms_per_step` (decoding speed against the batch
 
 from __future__ import annotations
 
-from transformer_lab.lab.plotting import check_figure_size, save_png  # first: matplotlib, headless, or one line
+from transformer_lab.lab.plotting import (  # first: matplotlib, headless, or one line
+    check_figure_size,
+    laid_out,
+    save_png,
+)
 
 # isort: split
 import json
@@ -85,7 +89,7 @@ def plot_training_curve(
     right.set_title("evaluation", fontsize=10)
     if metric_names:
         right.legend(fontsize=8)
-    figure.tight_layout()
+    laid_out(figure)
     return save_png(figure, path, dpi)
 
 
@@ -173,7 +177,7 @@ def plot_confusion_matrix(
         axes.set_ylabel(f"true class (of {size:,}, in the report's order)")
     axes.set_title(title, fontsize=10)
     figure.colorbar(image, ax=axes, fraction=0.046, label="share of the true class")
-    figure.tight_layout()
+    laid_out(figure)
     return save_png(figure, path, dpi)
 
 
@@ -227,5 +231,5 @@ def plot_ms_per_step(
         lines = textwrap.wrap(footnote, width=max(20, int(figsize[0] * 17)))
         figure.text(0.01, 0.01, "\n".join(lines), fontsize=7, color="dimgray", ha="left", va="bottom")
         bottom = min(0.5, (len(lines) * 7 * 1.35 + 6) / 72 / figsize[1])  # the footnote's height, as a share
-    figure.tight_layout(rect=(0.0, bottom, 1.0, 1.0))
+    laid_out(figure, rect=(0.0, bottom, 1.0, 1.0))
     return save_png(figure, path, dpi)
