@@ -9,8 +9,8 @@ in its own folder, where its figures and small training runs land (``runs/``).
 
 Chapter 5 reads Multi30k and the couplets from the data folder that ``transformer-lab download
 multi30k`` and ``transformer-lab download couplets`` fill (``$TRANSFORMER_LAB_DATA``, else
-``~/.cache/transformer_lab/data``), or from the ``data_dir`` its first code cell sets. Needs the
-``docs`` extra: ``pip install -e ".[docs]"``.
+``transformer_lab/data`` in ``$XDG_CACHE_HOME``, ``~/.cache`` where that is unset), or from the
+``data_dir`` its first code cell sets. Needs the ``docs`` extra: ``pip install -e ".[docs]"``.
 """
 
 from __future__ import annotations

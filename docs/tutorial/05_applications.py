@@ -26,10 +26,11 @@
 # ```
 #
 # They land in the data folder: `$TRANSFORMER_LAB_DATA` if it is set, else
-# `~/.cache/transformer_lab/data`. With `data_dir = None`, as below, the chapter reads that
-# folder, so nothing needs setting. To use another folder, write its path into `data_dir`. It
-# must hold `multi30k/` (the files `train.de`, `train.en`, `val.de`, `val.en`) and `couplet/` (a
-# training split such as `train_couplet_machine/`, with `in.txt` and `out.txt`).
+# `transformer_lab/data` in `$XDG_CACHE_HOME` (`~/.cache` where that is unset). With
+# `data_dir = None`, as below, the chapter reads that folder, so nothing needs setting. To use
+# another folder, write its path into `data_dir`. It must hold `multi30k/` (the files
+# `train.de`, `train.en`, `val.de`, `val.en`) and `couplet/` (a training split such as
+# `train_couplet_machine/`, with `in.txt` and `out.txt`).
 
 # %%
 import dataclasses
@@ -42,7 +43,7 @@ from transformer_lab.lab.plotting import show_figure
 
 torch.manual_seed(0)
 
-data_dir = None  # None: $TRANSFORMER_LAB_DATA, else ~/.cache/transformer_lab/data (where download puts it)
+data_dir = None  # None: $TRANSFORMER_LAB_DATA, else $XDG_CACHE_HOME (or ~/.cache)/transformer_lab/data
 if data_dir is not None:
     data_dir = str(Path(data_dir).expanduser())
 print("Multi30k files in:", resolve_multi30k_dir(data_dir))

@@ -20,7 +20,7 @@
 # transformer-lab download couplets
 # ```
 #
-# 它们会放进数据文件夹：设置了 `TRANSFORMER_LAB_DATA` 时是它指向的文件夹，否则是 `~/.cache/transformer_lab/data`。像下面这样让 `data_dir = None`，本章就读取这个文件夹，什么都不用设置。要用别的文件夹，就把它的路径写进 `data_dir`；其中要有 `multi30k/`（文件 `train.de`、`train.en`、`val.de`、`val.en`）和 `couplet/`（一个训练集划分，例如 `train_couplet_machine/`，内含 `in.txt` 和 `out.txt`）。
+# 它们会放进数据文件夹：设置了 `TRANSFORMER_LAB_DATA` 时是它指向的文件夹，否则是 `$XDG_CACHE_HOME`（未设置时为 `~/.cache`）下的 `transformer_lab/data`。像下面这样让 `data_dir = None`，本章就读取这个文件夹，什么都不用设置。要用别的文件夹，就把它的路径写进 `data_dir`；其中要有 `multi30k/`（文件 `train.de`、`train.en`、`val.de`、`val.en`）和 `couplet/`（一个训练集划分，例如 `train_couplet_machine/`，内含 `in.txt` 和 `out.txt`）。
 
 # %%
 import dataclasses
@@ -33,7 +33,7 @@ from transformer_lab.lab.plotting import show_figure
 
 torch.manual_seed(0)
 
-data_dir = None  # None: $TRANSFORMER_LAB_DATA, else ~/.cache/transformer_lab/data (where download puts it)
+data_dir = None  # None: $TRANSFORMER_LAB_DATA, else $XDG_CACHE_HOME (or ~/.cache)/transformer_lab/data
 if data_dir is not None:
     data_dir = str(Path(data_dir).expanduser())
 print("Multi30k files in:", resolve_multi30k_dir(data_dir))
