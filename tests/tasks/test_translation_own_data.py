@@ -573,13 +573,16 @@ def test_the_printed_preset_fed_back_to_a_fine_tune_keeps_the_fine_tuning_schedu
     arguments += ["--source-language", "xde", "--target-language", "xen", "--config", str(preset_file)]
     settings = ["--set", "train.max_steps=1", "--set", "train.progress_bar=false", "--set", "data.max_tokens=512"]
     schedules = []
-    for name, extra in (("printed", []), ("rate", ["--config", str(tmp_path / "rate.yaml")])):
+    undone = ["--config", str(tmp_path / "rate.yaml"), "--config", str(preset_file)]
+    for name, extra in (("printed", []), ("rate", ["--config", str(tmp_path / "rate.yaml")]), ("undone", undone)):
         assert main([*arguments, *extra, *settings, "--out", str(tmp_path / name)]) == 0
         saved = json.loads((tmp_path / name / "last" / "config.json").read_text(encoding="utf-8"))["train"]
         schedules.append({key: saved[key] for key in ("lr_factor", "warmup_steps", "cooldown_steps")})
     assert schedules[0] == {"lr_factor": 0.02, "warmup_steps": 100, "cooldown_steps": 0}
     # A value of the user's own still wins over the schedule.
     assert schedules[1] == {"lr_factor": 0.05, "warmup_steps": 100, "cooldown_steps": 0}
+    # A later file's preset value that undoes an earlier file's choice is a choice too (was: the schedule's 0.02).
+    assert schedules[2] == {"lr_factor": 0.5, "warmup_steps": 100, "cooldown_steps": 0}
 
 
 def test_finetuning_refuses_a_checkpoint_of_another_task(

@@ -8,7 +8,14 @@ from typing import TypeVar
 
 from transformer_lab.cli.bounds import path_of
 from transformer_lab.training.config_file import config_file_settings
-from transformer_lab.training.config_io import Setting, merge_settings, override_settings, settings_of, shown
+from transformer_lab.training.config_io import (
+    Setting,
+    leaf_settings,
+    merge_settings,
+    override_settings,
+    settings_of,
+    shown,
+)
 from transformer_lab.training.durations import duration_seconds
 
 ConfigType = TypeVar("ConfigType")
@@ -41,28 +48,36 @@ def resolved_config(
     --set is a change whatever its value.
     """
     paths = getattr(arguments, "config", None) or []
-    from_files = [setting for path in paths for setting in config_file_settings(path)]
+    from_files = _file_choices(preset, [setting for path in paths for setting in config_file_settings(path)])
     overrides = override_settings(arguments.overrides)
     _check_options_agree_with_overrides(preset, flags, overrides)
-    settings = [*settings_of(preset), *schedule, *from_files, *flags, *overrides]
-    config, changed = merge_settings(type(preset), settings)
-    file_origins = {setting.origin for setting in from_files}
-    # A file's value that is the preset's is no choice, so it must not replace the schedule's
-    # (a printed preset fed back to a fine-tune trained at the preset's rate and warm-up).
-    unchosen = {
-        key
-        for key, setting in changed.items()
-        if setting.origin in file_origins and _value_at(config, key) == _value_at(preset, key)
-    }
-    restored = [setting for setting in schedule if setting.key in unchosen]
-    if restored:
-        config, changed = merge_settings(type(preset), [*settings, *restored])
-    kept = {
-        key: setting
-        for key, setting in changed.items()
-        if setting.origin not in file_origins or _value_at(config, key) != _value_at(preset, key)
-    }
-    return config, kept
+    return merge_settings(type(preset), [*settings_of(preset), *schedule, *from_files, *flags, *overrides])
+
+
+def _file_choices(preset: ConfigType, settings: Sequence[Setting]) -> list[Setting]:
+    """The --config fields that choose: a value other than the preset's, or one undoing an earlier file's choice.
+
+    A file's value that is the preset's is no choice, so it must not replace the schedule's (a
+    printed preset fed back to a fine-tune trained at the preset's rate and warm-up). Each field
+    is judged alone, so that a later file's value is not lost to an earlier one's (or to the schedule).
+    """
+    preset_settings = settings_of(preset)
+    chosen: set[str] = set()
+    choices = []
+    for setting in leaf_settings(type(preset), settings):
+        if setting.key in chosen or not _is_preset_value(preset, preset_settings, setting):
+            chosen.add(setting.key)
+            choices.append(setting)
+    return choices
+
+
+def _is_preset_value(preset: ConfigType, preset_settings: list[Setting], setting: Setting) -> bool:
+    """Whether ``setting`` gives its field the preset's value (one refused alone is a choice: the merge says why)."""
+    try:
+        config, _ = merge_settings(type(preset), [*preset_settings, setting])
+    except ValueError:
+        return False
+    return bool(_value_at(config, setting.key) == _value_at(preset, setting.key))
 
 
 def _check_options_agree_with_overrides(

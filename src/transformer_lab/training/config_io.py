@@ -441,6 +441,11 @@ def merge_settings(cls: type[ConfigType], settings: Iterable[Setting]) -> tuple[
     return config_from_dict(cls, nested), {key: change for key, change in winners.items() if change.origin != PRESET}
 
 
+def leaf_settings(cls: type, settings: Iterable[Setting]) -> list[Setting]:
+    """``settings`` as one setting a field of ``cls`` (a section's mapping split into its fields), each key checked."""
+    return [leaf for setting in settings for leaf in _leaves(cls, setting)]
+
+
 def _leaves(cls: type, setting: Setting) -> list[Setting]:
     """The settings of single fields that ``setting`` stands for: its key checked, a section's mapping split."""
     annotation = _annotation_at(cls, setting)
