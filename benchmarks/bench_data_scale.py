@@ -8,7 +8,8 @@ and 1 M pairs). For each size, in a fresh process each:
   from nothing (the corpus prepared into an empty cache): wall time and peak RSS;
 - ``reused``: the same command again, the prepared corpus reused;
 - ``baseline`` (with ``--baseline REF``): the same command run by the code of git ``REF``
-  (checked out into a temporary worktree), which reads the corpus whole;
+  (checked out into a temporary worktree) from an empty cache of its own; a ``REF`` from
+  before the prepared store reads the corpus whole;
 - ``growth``: in-process, the anonymous memory (RssAnon: not the mapped files) after the
   data and the first epoch's plan are built, for the per-pair slope between two sizes.
 
@@ -181,8 +182,11 @@ def main() -> None:
         if baseline_source is not None and size <= arguments.baseline_max:
             out = work / f"run-{size}-baseline"
             shutil.rmtree(out, ignore_errors=True)
+            # A cache of its own, empty as first's was: a REF that prepares would reuse first's corpus.
+            baseline_cache = work / f"cache-{size}-baseline"
+            shutil.rmtree(baseline_cache, ignore_errors=True)
             results["baseline"] = run_child(
-                baseline_source, cache, ["--child-train", *command, "--out", str(out), *ONE_STEP]
+                baseline_source, baseline_cache, ["--child-train", *command, "--out", str(out), *ONE_STEP]
             )
         growth[size] = run_child(ROOT / "src", cache, ["--child-growth", str(stem), str(cache)])["rss_anon"]
         row = {"pairs": size, "text_mb": text_bytes / 1e6, **results, "rss_anon": growth[size]}
