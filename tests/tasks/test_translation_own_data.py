@@ -723,7 +723,21 @@ def test_a_pair_longer_than_the_positional_table_is_refused_before_training(
     # Carving may put it among the validation pairs: those are checked too.
     assert re.search(r"(training|validation) data: pair \d+ \('eins eins", error)
     assert "has 40 subword tokens on one side (with bos/eos), expected at most model.max_len=32" in error
+    assert error.strip().endswith("; raise model.max_len or leave it out")
     assert not (tmp_path / "run" / "last").exists()
+
+
+def test_a_pair_too_long_for_a_fine_tune_is_advised_out_not_a_larger_table(
+    run: Path, corpus: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The advice was "raise model.max_len", which a fine-tune then refused: it keeps the checkpoint's architecture.
+    long = tmp_path / "long.tsv"
+    long.write_text(corpus["domain_tsv"].read_text(encoding="utf-8") + "eins " * 299 + "eins\tone\n", encoding="utf-8")
+    arguments = ["train", "translation", "--init-from", str(run), "--train", str(long), "--out", str(tmp_path / "ft")]
+    assert main([*arguments, "--set", "train.max_steps=1", "--set", "train.progress_bar=false"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "subword tokens on one side" in error and "\n" not in error
+    assert error.endswith("; leave it out (a fine-tune or a resume keeps the checkpoint's model.max_len)")
 
 
 def test_a_training_pair_too_long_is_named_by_its_file_and_line_past_the_carved_pairs(

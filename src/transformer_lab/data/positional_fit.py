@@ -13,13 +13,25 @@ from transformer_lab.data.prepared_pairs import training_pair_origin
 Pair = tuple[str, str]
 
 
+def max_len_advice(architecture_fixed: bool) -> str:
+    """What to do with an example longer than model.max_len: raise it (unless a checkpoint fixes it) or leave it out."""
+    if architecture_fixed:
+        return "leave it out (a fine-tune or a resume keeps the checkpoint's model.max_len)"
+    return "raise model.max_len or leave it out"
+
+
 def check_fits_positional_table(
-    lengths: np.ndarray | Sequence[tuple[int, int]], pairs: Sequence[Pair] | Path | None, max_len: int, name: str
+    lengths: np.ndarray | Sequence[tuple[int, int]],
+    pairs: Sequence[Pair] | Path | None,
+    max_len: int,
+    name: str,
+    architecture_fixed: bool = False,
 ) -> None:
     """Refuse, before training starts, a pair whose collated source or target (``lengths`` [N, 2]) exceeds ``max_len``.
 
     Otherwise the first batch that holds it fails deep in the model, maybe hours in;
-    nothing is cut or dropped here either: the user raises model.max_len or removes it.
+    nothing is cut or dropped here either: the user raises model.max_len (where no checkpoint's
+    architecture is kept: ``architecture_fixed``) or removes it.
     The first such pair is named by its text; where ``pairs`` is the folder of a prepared
     corpus (which keeps no text), by the file and line it was read from, else by its row.
     """
@@ -37,6 +49,6 @@ def check_fits_positional_table(
         )
     raise ValueError(
         f"{name}: {pair} has {int(np.max(lengths[index]))} subword tokens on one side (with bos/eos), "
-        f"expected at most model.max_len={max_len} ({too_long.size} pair(s) in all); raise model.max_len or "
-        "leave it out"
+        f"expected at most model.max_len={max_len} ({too_long.size} pair(s) in all); "
+        f"{max_len_advice(architecture_fixed)}"
     )

@@ -179,7 +179,8 @@ def train(
         )
     lengths = pair_length_table(data.train_store)  # [N, 2], once per run
     pairs = data.train_pairs if data.train_pairs is not None else data.train_store.folder
-    check_fits_positional_table(lengths, pairs, model_config.max_len, "training data")
+    fixed = resume or init_from is not None
+    check_fits_positional_table(lengths, pairs, model_config.max_len, "training data", fixed)
     check_budget_holds_each_example(lengths, data_config.max_tokens, "data.max_tokens")
     num_shards, shard_index = data_shard()
     # The tasks without the setting (couplets) have no BPE dropout; a side of max_len - 1 ids fits the table.

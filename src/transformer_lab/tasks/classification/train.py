@@ -23,6 +23,7 @@ from transformer_lab.data import (
 )
 from transformer_lab.data.batching import check_budget_holds_each_example, longer_than
 from transformer_lab.data.lazy_batches import epoch_classification_batches
+from transformer_lab.data.positional_fit import max_len_advice
 from transformer_lab.models import ClassifierConfig, TransformerClassifier
 from transformer_lab.tasks.classification.data import ClassificationData, ClassificationDataConfig, build_data
 from transformer_lab.tasks.classification.predict import predict_probabilities
@@ -99,7 +100,11 @@ TrainResult = RunResult[TransformerClassifier, SubwordTokenizer, "Classification
 
 
 def _check_lengths(
-    path: Path, line_numbers: np.ndarray | Sequence[int], lengths: np.ndarray | Sequence[int], max_len: int
+    path: Path,
+    line_numbers: np.ndarray | Sequence[int],
+    lengths: np.ndarray | Sequence[int],
+    max_len: int,
+    architecture_fixed: bool,
 ) -> None:
     """Refuse the first row of ``path`` longer than ``max_len`` tokens, naming its line (``line_numbers``).
 
@@ -111,7 +116,7 @@ def _check_lengths(
         first = int(too_long[0])
         raise ValueError(
             f"{path}: line {int(line_numbers[first])}: expected at most {max_len} subword tokens "
-            f"(model.max_len), got {int(lengths[first])}; raise model.max_len"
+            f"(model.max_len), got {int(lengths[first])}; {max_len_advice(architecture_fixed)}"
         )
 
 
@@ -160,7 +165,8 @@ def train(
     tokenizer, class_names = checkpoint_vocabulary(start_checkpoint(out_dir, resume=resume, init_from=init_from))
     data = build_data(config.data, tokenizer, class_names)
     lengths = data.train_store.lengths("tokens")
-    _check_lengths(data.train_file, data.train_line_numbers, lengths, config.model.max_len)
+    fixed = resume or init_from is not None
+    _check_lengths(data.train_file, data.train_line_numbers, lengths, config.model.max_len, fixed)
     config = dataclasses.replace(
         config,
         data=_recorded_data_config(config.data, data),
@@ -188,6 +194,7 @@ def train(
         [article.line_number for article in data.validation_articles],
         [len(ids) for ids in validation_ids],
         config.model.max_len,
+        fixed,
     )
     validation_labels = torch.tensor([article.label for article in data.validation_articles])
 

@@ -173,7 +173,8 @@ def train(
     bleu_tokenize = bleu_tokenizer_for(config.data.target_language)
     validation_ids = tokenizers.encode_pairs(data.validation_pairs)
     lengths = collated_lengths(validation_ids)
-    check_fits_positional_table(lengths, data.validation_pairs, config.model.max_len, "validation data")
+    fixed = resume or init_from is not None
+    check_fits_positional_table(lengths, data.validation_pairs, config.model.max_len, "validation data", fixed)
 
     def evaluate(evaluated_model: Seq2SeqTransformer) -> dict[str, float]:
         report = evaluate_bleu(evaluated_model, data.vocabulary, data.validation_pairs, greedy, bleu_tokenize)
