@@ -607,3 +607,40 @@ def test_resume_puts_back_the_best_checkpoint_a_stopped_save_left_aside(copy_run
     assert main(["train", "copy", "--out", str(out), "--resume", *tiny_copy_options(max_steps=2)]) == 0
     assert snapshot(out / "best") == best
     assert not list(out.glob(".best.old-*"))
+
+
+@pytest.mark.parametrize(
+    ("task", "setting", "message"),
+    [
+        (
+            "translation",
+            ["--set", "model.src_vocab_size=999"],
+            "model.src_vocab_size: expected none (the task sets it from the source vocabulary), got 999",
+        ),
+        (
+            "classification",
+            ["--set", "model.num_classes=7"],
+            "model.num_classes: expected none (the task sets it from the labels' classes), got 7",
+        ),
+        (
+            "classification",
+            ["--set", "class_names=[x,y]"],
+            "class_names: expected none (the task reads them from the labels, or the checkpoint's), got ('x', 'y')",
+        ),
+        (
+            "translation",
+            ["--config", "{tmp}/run.yaml"],
+            "--config {tmp}/run.yaml: model.tgt_vocab_size: expected none (the task sets it from the target "
+            "vocabulary), got 5",
+        ),
+    ],
+)
+def test_a_setting_the_data_decides_is_refused_not_replaced_without_a_word(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], task: str, setting: list[str], message: str
+) -> None:
+    # Was: accepted, then replaced by the vocabulary's size, the labels' classes or names, exit 0.
+    (tmp_path / "run.yaml").write_text("model:\n  tgt_vocab_size: 5\n", encoding="utf-8")
+    arguments = [part.format(tmp=tmp_path) for part in setting]
+    assert main(["train", task, *arguments, "--out", str(tmp_path / "run"), "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == f"transformer-lab train: error: {message.format(tmp=tmp_path)}"
+    assert not (tmp_path / "run").exists()

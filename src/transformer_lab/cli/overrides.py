@@ -10,6 +10,7 @@ from transformer_lab.cli.bounds import path_of
 from transformer_lab.training.config_file import config_file_settings
 from transformer_lab.training.config_io import (
     Setting,
+    derived_by,
     leaf_settings,
     merge_settings,
     override_settings,
@@ -51,7 +52,13 @@ def resolved_config(
     from_files = _file_choices(preset, [setting for path in paths for setting in config_file_settings(path)])
     overrides = override_settings(arguments.overrides)
     _check_options_agree_with_overrides(preset, flags, overrides)
-    return merge_settings(type(preset), [*settings_of(preset), *schedule, *from_files, *flags, *overrides])
+    config, changed = merge_settings(type(preset), [*settings_of(preset), *schedule, *from_files, *flags, *overrides])
+    for key, setting in changed.items():
+        derived = derived_by(type(preset), key)
+        if derived is not None and _value_at(config, key) != _value_at(preset, key):
+            # Else replaced once the data is read, without a word (a 7 where the labels hold 3 classes).
+            raise setting.error(f"{key}: expected none ({derived}), got {shown(_value_at(config, key))}")
+    return config, changed
 
 
 def _file_choices(preset: ConfigType, settings: Sequence[Setting]) -> list[Setting]:

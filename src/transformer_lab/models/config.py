@@ -9,7 +9,7 @@ naming its sizes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from transformer_lab.models.embedding import MAX_POSITIONS
@@ -91,8 +91,9 @@ class ModelConfig:
     The defaults are the paper's base model; tasks override them with their own presets.
     """
 
-    src_vocab_size: int = 0  # set by the task from its vocabulary
-    tgt_vocab_size: int = 0  # set by the task from its vocabulary
+    # Set by the task from its vocabulary; "derived" says so to the config readers, which refuse a value.
+    src_vocab_size: int = field(default=0, metadata={"derived": "the task sets it from the source vocabulary"})
+    tgt_vocab_size: int = field(default=0, metadata={"derived": "the task sets it from the target vocabulary"})
     d_model: int = 512  # width of every token vector
     nhead: int = 8  # attention heads; d_model must be divisible by it
     num_encoder_layers: int = 6
@@ -146,8 +147,8 @@ class ModelConfig:
 class ClassifierConfig:
     """Hyperparameters of :class:`~transformer_lab.models.TransformerClassifier`."""
 
-    vocab_size: int = 0  # set by the task from its vocabulary
-    num_classes: int = 0  # set by the task from its labels
+    vocab_size: int = field(default=0, metadata={"derived": "the task sets it from its vocabulary"})
+    num_classes: int = field(default=0, metadata={"derived": "the task sets it from the labels' classes"})
     d_model: int = 256
     nhead: int = 4
     num_layers: int = 4

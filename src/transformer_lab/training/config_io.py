@@ -455,6 +455,18 @@ def _leaves(cls: type, setting: Setting) -> list[Setting]:
     return [leaf for part in split for leaf in _leaves(cls, part)]
 
 
+# A field's metadata key: what sets the field from the data (a vocabulary's size), which no setting may change.
+DERIVED = "derived"
+
+
+def derived_by(cls: type, key: str) -> str | None:
+    """What sets the field ``key`` of ``cls`` from the data (its ``DERIVED`` metadata), or None for a setting."""
+    *sections, name = key.split(".")
+    parent = _annotation_at(cls, Setting(".".join(sections), None, "")) if sections else cls
+    field = next((field for field in dataclasses.fields(parent) if field.name == name), None)
+    return None if field is None else field.metadata.get(DERIVED)
+
+
 def _annotation_at(cls: type, setting: Setting) -> Any:
     """The annotation of ``setting``'s dotted key in ``cls``; an unknown key or a key inside a value is refused."""
     parts = setting.key.split(".")

@@ -89,7 +89,10 @@ class ClassificationConfig:
     data: ClassificationDataConfig = field(default_factory=ClassificationDataConfig)
     model: ClassifierConfig = field(default_factory=_default_model)
     train: TrainConfig = field(default_factory=_default_train)
-    class_names: tuple[str, ...] = AG_NEWS_CLASSES  # set from classes.txt when training
+    # Set when training: from classes.txt (AG News), the labels of the user's file, or the checkpoint's.
+    class_names: tuple[str, ...] = field(
+        default=AG_NEWS_CLASSES, metadata={"derived": "the task reads them from the labels, or the checkpoint's"}
+    )
 
 
 default_config = ClassificationConfig
