@@ -199,6 +199,19 @@ def test_two_folders_of_one_step_are_refused_not_averaged_twice(
     assert not out.exists()
 
 
+def test_a_checkpoint_copied_without_its_weights_is_named_as_a_checkpoint_not_by_a_python_keyword(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was: "folder: expected the weights 'model.safetensors' in checkpoint ...": the library's parameter name.
+    checkpoint = write_translation_checkpoint(tmp_path / "copied")
+    (checkpoint / "model.safetensors").unlink()
+    assert main(["translate", "--checkpoint", str(checkpoint), "a"]) == 2
+    assert one_error_line(capsys).endswith(
+        f"error: expected the weights 'model.safetensors' in checkpoint '{checkpoint}', but "
+        f"'{checkpoint / 'model.safetensors'}' does not exist"
+    )
+
+
 def test_checkpoints_of_another_language_pair_are_not_averaged(tmp_path: Path) -> None:
     from transformer_lab.tasks.translation.train import load_translator
     from transformer_lab.training.averaging import average_checkpoints

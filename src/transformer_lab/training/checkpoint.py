@@ -353,7 +353,7 @@ def copy_checkpoint(source: str | os.PathLike[str], target: str | os.PathLike[st
 def _require_folder(folder: Path) -> Path:
     if folder.is_dir():
         return folder
-    message = f"folder: expected a checkpoint folder at {str(folder)!r}, but it does not exist"
+    message = f"expected a checkpoint folder at {str(folder)!r}, but it does not exist"
     asides = _leftovers(folder, _aside_prefix(folder))
     if asides:
         message += f"; a save was interrupted and the previous checkpoint is complete at " f"{str(asides[-1])!r}"
@@ -365,9 +365,7 @@ def _require_file(folder: str | os.PathLike[str], name: str, what: str) -> Path:
     if not path.is_file():
         # A folder under the file's name (a copy gone wrong) is said as one, not as a file missing.
         state = "is a folder" if path.is_dir() else "does not exist"
-        raise FileNotFoundError(
-            f"folder: expected {what} {name!r} in checkpoint {str(folder)!r}, but {str(path)!r} {state}"
-        )
+        raise FileNotFoundError(f"expected {what} {name!r} in checkpoint {str(folder)!r}, but {str(path)!r} {state}")
     return path
 
 
