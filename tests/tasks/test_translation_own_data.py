@@ -684,6 +684,14 @@ def test_a_fine_tune_trains_from_a_folder_prepared_with_the_checkpoints_tokenize
     assert main([*command, "--init-from", str(run)]) == 0
     saved = json.loads((tuned / "last" / "config.json").read_text(encoding="utf-8"))
     assert (saved["data"]["vocab_size"], saved["initialized_from"]) == (300, str(run / "best"))
+    # A run from the folder without --init-from records the given tokenizer's size and case (was: the preset's
+    # 8000, or a --set vocab_size of 500 and lowercase true, none of them the tokenizer's, exit 0).
+    model = [part for pair in zip(TINY[::2], TINY[1::2]) if pair[1].startswith("model.") for part in pair]
+    fresh = [*command[:5], str(tmp_path / "fresh"), *settings, *model]
+    assert main([*fresh, "--set", "data.vocab_size=500"]) == 2
+    assert main(fresh) == 0
+    saved = json.loads((tmp_path / "fresh" / "last" / "config.json").read_text(encoding="utf-8"))["data"]
+    assert (saved["vocab_size"], saved["lowercase"], saved["separate_vocabularies"]) == (300, False, False)
 
 
 def test_validation_loss_is_the_mean_token_cross_entropy_of_unbatched_pairs(run: Path) -> None:

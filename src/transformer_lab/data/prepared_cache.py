@@ -628,6 +628,7 @@ class CorpusIdentity:
         """Why a cached corpus cannot serve ``description`` with this identity, or None."""
         recorded = dict(manifest["description"])
         origin = recorded.pop(self.what, None)
+        recorded.pop(f"given_{self.what}", None)  # facts of a given one (its sizes), whose sha256 is compared below
         if recorded != description:
             return "the files or the settings differ"
         missing = _checks_missed(manifest)

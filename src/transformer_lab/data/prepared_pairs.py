@@ -71,6 +71,8 @@ PAIR_KEYS = ("source", "target")  # the keys of validation.jsonl
 PAIRS_KIND = "pairs"
 # 2: the manifest of every prepared corpus (description, inputs, tokenizer_sha256); 1 had its own.
 PREPARED_FORMAT_VERSION = 2
+# The description's record of a given tokenizer's sizes and case (a fact of the tokenizer, whose sha256 is compared).
+GIVEN_TOKENIZER = "given_tokenizer"
 
 
 @dataclass(frozen=True)
@@ -177,15 +179,27 @@ def _description(spec: PairCorpusSpec, bpe: BpeSettings) -> dict[str, Any]:
     return {**spec.describe(), "bpe": dataclasses.asdict(bpe)}
 
 
+def _given_tokenizer(tokenizers: TokenizerPair) -> dict[str, Any]:
+    """A given tokenizer's sizes and case as data settings, recorded beside the description for a run to take."""
+    return {
+        "vocab_size": tokenizers.source.vocab_size,
+        "target_vocab_size": 0 if tokenizers.is_joint else tokenizers.target.vocab_size,
+        "lowercase": tokenizers.source.lowercase,
+        "separate_vocabularies": not tokenizers.is_joint,
+    }
+
+
 def pair_settings(description: dict[str, Any]) -> dict[str, Any]:
     """The translation data settings a pairs corpus was made with, by field, from its manifest's description.
 
     Not the seed (it also shuffles the batches) nor num_validation (it still cuts the
-    folder's validation pairs): a run from the folder uses those. Nor, where the tokenizer
-    was given (``data.tokenizer_file``), the settings of a BPE to learn: none was learned,
-    and a fine-tune from the checkpoint whose tokenizer it is keeps that checkpoint's.
+    folder's validation pairs): a run from the folder uses those. Where the tokenizer was
+    given (a checkpoint's, ``data.tokenizer_file``), not the settings of a BPE to learn (none
+    was learned) but the given tokenizer's sizes and case, as the manifest records them
+    (a folder prepared before it did records neither).
     """
     train, valid, bpe = description["train"], description["valid"], description["bpe"]
+    given = description.get(GIVEN_TOKENIZER) or {}
     learned = {
         "vocab_size": bpe["vocab_size"],
         "target_vocab_size": bpe["target_vocab_size"],
@@ -194,14 +208,14 @@ def pair_settings(description: dict[str, Any]) -> dict[str, Any]:
         "tokenizer_sample": bpe["sample"],
     }
     return {
-        **({} if description.get("tokenizer") == "given" else learned),
+        **(given if description.get("tokenizer") == "given" else learned),
         "file_format": train["form"],
         "source_language": train["languages"][0],
         "target_language": train["languages"][1],
         "valid_files": [] if valid is None else valid["paths"],
         "num_carved_validation": description["num_carved_validation"],
         "num_train": description["num_train"],
-        "separate_vocabularies": bpe["separate_vocabularies"],
+        "separate_vocabularies": given.get("separate_vocabularies", bpe["separate_vocabularies"]),
     }
 
 
@@ -403,6 +417,8 @@ def _write_prepared(
     progress: bool,
 ) -> None:
     started = time.perf_counter()
+    if tokenizers is not None:
+        description = {**description, GIVEN_TOKENIZER: _given_tokenizer(tokenizers)}
     valid_paths = [] if spec.valid is None else list(spec.valid.paths)
     # Before the first read: a file that changes from here to the manifest is refused, not kept.
     inputs = InputWatch([*spec.train.paths, *valid_paths])
