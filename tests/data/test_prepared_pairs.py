@@ -506,6 +506,27 @@ def test_training_pairs_repeating_a_carved_source_are_left_out_and_counted(
     assert f"left out {left_out} training pairs whose source sentence is a held-out validation pair's" in caplog.text
 
 
+def test_a_training_pair_is_traced_to_its_line_past_the_pairs_left_out_and_in_a_folder_that_kept_them(
+    tmp_path: Path,
+) -> None:
+    distinct = [(f"{de} {number}", en) for number, (de, en) in enumerate(sentence_pairs(60, seed=4))]
+    pairs = [*distinct, *[(de, en.lower()) for de, en in distinct]]
+    forms = write_forms(tmp_path, pairs)
+    spec = PairCorpusSpec(PairFiles.of(forms["lines"], "de", "en"), num_carved_validation=10, seed=3)
+    folder = prepare_pairs(spec, tmp_path / "prepared", bpe=BPE, progress=False).folder
+    held = set(random.Random(3).sample(range(len(pairs)), 10))
+    carved_sources = {pairs[index][0] for index in held}
+    lines = [number for number, (de, _) in enumerate(pairs, 1) if number - 1 not in held and de not in carved_sources]
+    for row in (0, 50, len(lines) - 1):
+        assert f"line {lines[row]} of" in str(prepared_pairs_module.training_pair_origin(folder, row))
+    # A folder prepared before the repeats were left out (4 input checks recorded) holds them: traced as kept.
+    manifest_path = folder / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest_path.write_text(json.dumps({**manifest, "input_checks": 4}), encoding="utf-8")
+    kept_before = [number for number in range(1, len(pairs) + 1) if number - 1 not in held]
+    assert f"line {kept_before[50]} of" in str(prepared_pairs_module.training_pair_origin(folder, 50))
+
+
 @pytest.mark.parametrize("tokenizer_given", [False, True])
 def test_a_corpus_of_one_pair_copied_leaves_nothing_to_train_and_says_so(tmp_path: Path, tokenizer_given: bool) -> None:
     forms = write_forms(tmp_path, [("ein Hund", "a dog")] * 30)

@@ -71,6 +71,8 @@ RUN_ONLY_DATA_SETTINGS = {
     "cache_dir": "where a run keeps the corpora it prepares",
 }
 IDENTITIES = ("vocabulary", "tokenizer")  # CorpusIdentity.what: the description's record of where the ids came from
+# A rule of the carve rather than of the text, which changed what a corpus holds all the same.
+REPEATS_LEFT_OUT = "a training example repeating a carved validation example left out"
 # The checks of the input files' text that readers gained since corpora were cached, in order; a
 # manifest records how many its files passed ("input_checks"; none recorded: none). A cache entry
 # read with fewer is prepared again: reused, it would serve a file the readers now refuse. A reader's
@@ -80,7 +82,7 @@ INPUT_CHECKS = (
     "a NUL character refused",
     "a line past 1 MiB refused",
     "a byte-order mark past a file's start refused",
-    "a training example repeating a carved validation example left out",
+    REPEATS_LEFT_OUT,
 )
 
 

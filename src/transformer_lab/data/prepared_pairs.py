@@ -44,6 +44,8 @@ from transformer_lab.data.manifest_checks import COUNT_OR_NONE, SHA256, report_h
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles, count_pairs, numbered_pairs, stream_pairs
 from transformer_lab.data.prepared_cache import (
+    INPUT_CHECKS,
+    REPEATS_LEFT_OUT,
     VALIDATION_FILE,
     CorpusIdentity,
     CorpusKind,
@@ -595,7 +597,10 @@ def training_pair_origin(folder: Path, row: int) -> str | None:
     )
     kept = 0
     try:
-        carved_sources = {source for source, _ in _held_pairs(files, held)}
+        # A folder prepared before the carve's repeats were left out (fewer input checks recorded) kept them.
+        passed = manifest.get("input_checks")
+        leaves_out = type(passed) is int and passed > INPUT_CHECKS.index(REPEATS_LEFT_OUT)
+        carved_sources = {source for source, _ in _held_pairs(files, held)} if leaves_out else set()
         pairs = ((number, pair) for number, pair in numbered_pairs(files) if pair is not None)
         for index, (number, (source, target)) in enumerate(pairs):
             if index in held or source in carved_sources:
