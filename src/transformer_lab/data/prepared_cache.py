@@ -622,6 +622,11 @@ class CorpusIdentity:
     what: str
     given_sha256: str | None = None
 
+    @property
+    def given_facts(self) -> str:
+        """The description's key for what a given vocabulary or tokenizer is (its sizes), where a kind records it."""
+        return f"given_{self.what}"
+
     def described(self, description: dict[str, Any]) -> dict[str, Any]:
         """``description`` with where the vocabulary or tokenizer came from, as the manifest records it."""
         return {**description, self.what: "built" if self.given_sha256 is None else "given"}
@@ -630,7 +635,7 @@ class CorpusIdentity:
         """Why a cached corpus cannot serve ``description`` with this identity, or None."""
         recorded = dict(manifest["description"])
         origin = recorded.pop(self.what, None)
-        recorded.pop(f"given_{self.what}", None)  # facts of a given one (its sizes), whose sha256 is compared below
+        recorded.pop(self.given_facts, None)  # facts of a given one (its sizes), whose sha256 is compared below
         if recorded != description:
             return "the files or the settings differ"
         missing = _checks_missed(manifest)

@@ -347,10 +347,14 @@ def _marked(
     """(role, row) for every row: "held" out (``held``: the increasing 0-based positions held out), "repeat" (a
     training row whose text's hash is one of the sorted ``carved``: a held-out text), else "train"."""
     position = next_held = 0
-    # Hashed a few rows at a time: a pass holds no more rows than before.
+    # Hashed a few rows at a time: a pass holds no more rows than before. With no held-out text, none is.
     for chunk in chunked(rows, _HASHED_ROWS):
-        hashes = np.fromiter((hash(row.text) for row in chunk), dtype=np.int64, count=len(chunk))
-        for row, repeat in zip(chunk, np.isin(hashes, carved).tolist()):
+        if len(carved):
+            hashes = np.fromiter((hash(row.text) for row in chunk), dtype=np.int64, count=len(chunk))
+            repeats: Iterable[bool] = np.isin(hashes, carved).tolist()
+        else:
+            repeats = itertools.repeat(False)
+        for row, repeat in zip(chunk, repeats):
             is_held = next_held < len(held) and int(held[next_held]) == position
             next_held += is_held
             position += 1

@@ -74,7 +74,7 @@ PAIRS_KIND = "pairs"
 # 2: the manifest of every prepared corpus (description, inputs, tokenizer_sha256); 1 had its own.
 PREPARED_FORMAT_VERSION = 2
 # The description's record of a given tokenizer's sizes and case (a fact of the tokenizer, whose sha256 is compared).
-GIVEN_TOKENIZER = "given_tokenizer"
+GIVEN_TOKENIZER = CorpusIdentity("tokenizer").given_facts
 
 
 @dataclass(frozen=True)
@@ -462,14 +462,13 @@ def _write_prepared(
             for chunk in stream_pairs(spec.train, digests=digests):
                 training = []
                 for pair in chunk:
-                    if index in held:
-                        pass
-                    elif kept < num_train and pair[0] in carved_sources:
-                        repeating_validation += 1
-                    elif kept < num_train:
-                        training.append(pair)
-                        seen_in_training.see(pair)
-                        kept += 1
+                    if index not in held and kept < num_train:
+                        if pair[0] in carved_sources:
+                            repeating_validation += 1
+                        else:
+                            training.append(pair)
+                            seen_in_training.see(pair)
+                            kept += 1
                     index += 1
                 pending.append((executor.submit(encode, training), len(chunk)))
                 while len(pending) > 2 or (pending and pending[0][0].done()):
