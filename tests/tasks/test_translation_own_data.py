@@ -6,6 +6,7 @@ import dataclasses
 import json
 import random
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -396,6 +397,25 @@ def test_a_finetune_reads_its_files_in_the_checkpoints_languages_unless_told_oth
         assert main([*tune, *given, *steps, "--out", str(out)]) == 0
         saved = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
         assert [saved["data"]["source_language"], saved["data"]["target_language"]] == languages
+
+
+def test_a_finetune_answers_as_its_checkpoint_unless_told_otherwise(
+    run: Path, corpus: dict[str, Path], tmp_path: Path
+) -> None:
+    # A checkpoint that searches with a beam of 3 and alpha 0.6: the fine-tune keeps them (was: the preset's 5 and 1.4).
+    checkpoint = tmp_path / "checkpoint"
+    shutil.copytree(run / "best", checkpoint)
+    config_file = checkpoint / "config.json"
+    saved = json.loads(config_file.read_text(encoding="utf-8"))
+    saved["decode"].update(beam_size=3, length_penalty=0.6)
+    config_file.write_text(json.dumps(saved), encoding="utf-8")
+    tune = ["train", "translation", "--init-from", str(checkpoint), "--train", str(corpus["domain_tsv"])]
+    steps = ["--set", "train.max_steps=1", "--set", "train.progress_bar=false", "--set", "data.max_tokens=512"]
+    for given, search in (([], (3, 0.6)), (["--set", "decode.beam_size=4"], (4, 0.6))):
+        out = tmp_path / f"tuned-{search[0]}"
+        assert main([*tune, *given, *steps, "--out", str(out)]) == 0
+        decode = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))["decode"]
+        assert (decode["beam_size"], decode["length_penalty"]) == search
 
 
 def test_finetuning_starts_from_the_checkpoint_with_its_tokenizer(

@@ -40,6 +40,7 @@ from transformer_lab.training.durations import budget_seconds
 from transformer_lab.training.finetune import (
     FINETUNE_ORIGIN,
     checkpoint_data_settings,
+    checkpoint_decoding_settings,
     finetune_settings,
     recorded_initialization,
     with_checkpoint_model,
@@ -203,12 +204,17 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     model_source = out_dir / LAST_FOLDER if resumed_finetune else init_from
     # The preset, the fine-tuning schedule, --config, the options, --set: the nearer the command, the stronger.
     flags = option_settings(arguments, {**(DATA_OPTIONS if task.reads_data else {}), **TRAIN_OPTIONS})
+    preset = task.config(arguments.preset)
     schedule = (
         []
         if model_source is None
-        else [*finetune_settings(), *checkpoint_data_settings(model_source, task.layout_settings)]
+        else [
+            *finetune_settings(),
+            *checkpoint_data_settings(model_source, task.layout_settings),
+            *checkpoint_decoding_settings(model_source, preset),
+        ]
     )
-    config, changed = resolved_config(task.config(arguments.preset), arguments, schedule=schedule, flags=flags)
+    config, changed = resolved_config(preset, arguments, schedule=schedule, flags=flags)
     config = with_schedule_as_given(config, changed)
     check_data_settings(config, changed)
     # A prepared folder fixes the data settings it was made with: config.json records those, not the preset's.

@@ -9,6 +9,8 @@ so a ``model.X`` that disagrees with the checkpoint is an error whichever source
 another task is an error too. The data settings the tokenizer or vocabulary was made with
 (``vocab_size``, ``lowercase``, the BPE's, ...) are the checkpoint's for the same reason:
 the new ``config.json`` records the checkpoint's values, and another value given is an error.
+How the model answers (its ``decode`` section, a couplet's ``constraints``) is the checkpoint's
+too, unless given: a fine-tune that meant to change the search says so.
 
 The schedule: the presets' rates are for a model that starts from random weights (a peak
 of ~1e-3 after ~800 warm-up steps); a trained model on a few hundred new pairs wants a
@@ -56,6 +58,8 @@ FINETUNE_ORIGIN = "the fine-tuning schedule"
 INITIALIZED_FROM_KEY = "initialized_from"
 # Fields of the model config that a fine-tune may change: they shape no weight.
 _CHANGEABLE_MODEL_FIELDS = ("dropout",)
+# The sections of a task's config that the model, its training and its data fill; the others say how it answers.
+_LEARNT_SECTIONS = ("model", "train", "data")
 
 
 def finetune_settings() -> list[Setting]:
@@ -75,6 +79,25 @@ def checkpoint_data_settings(checkpoint: str | Path, names: Collection[str]) -> 
     if not isinstance(saved, Mapping):
         return []
     return [Setting(f"data.{name}", saved[name], f"--init-from {checkpoint}") for name in names if name in saved]
+
+
+def checkpoint_decoding_settings(checkpoint: str | Path, preset: TaskConfig) -> list[Setting]:
+    """The checkpoint's values of ``preset``'s sections beside model, train and data, laid over the preset.
+
+    Those sections say how the trained model answers (its search, a couplet's rules): a fine-tune
+    answers as the model it starts from did (a beam of 3 stays 3), unless the user's settings say
+    otherwise. A field the checkpoint's ``config.json`` lacks keeps the preset's value.
+    """
+    saved = load_checkpoint_config(checkpoint)
+    settings = []
+    for section in dataclasses.fields(preset):
+        stored, default = saved.get(section.name), getattr(preset, section.name)
+        if section.name in _LEARNT_SECTIONS or not dataclasses.is_dataclass(default) or not isinstance(stored, Mapping):
+            continue
+        known = [field.name for field in dataclasses.fields(default) if field.init and field.name in stored]
+        origin = f"--init-from {checkpoint}"
+        settings += [Setting(f"{section.name}.{name}", stored[name], origin) for name in known]
+    return settings
 
 
 def check_checkpoint_task(checkpoint: str | Path, task_name: str) -> dict[str, Any]:
