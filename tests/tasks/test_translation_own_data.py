@@ -450,6 +450,9 @@ def test_finetuning_starts_from_the_checkpoint_with_its_tokenizer(
     saved = json.loads((tuned / "last" / "config.json").read_text(encoding="utf-8"))
     original = json.loads((run / "best" / "config.json").read_text(encoding="utf-8"))
     assert saved["initialized_from"] == str(run / "best")
+    # Its card says so: the 1 step and the domain pairs it lists are the fine-tune's, not the model's whole training.
+    assert read_card(tuned / "last")["training"]["fine_tuned_from"] == str(run / "best")
+    assert f"Fine-tuned from {run / 'best'}" in (tuned / "last" / "README.md").read_text(encoding="utf-8")
     assert (tuned / "last" / "tokenizer.json").read_bytes() == (run / "best" / "tokenizer.json").read_bytes()
     assert {key: value for key, value in saved["model"].items() if key != "dropout"} == {
         key: value for key, value in original["model"].items() if key != "dropout"

@@ -37,6 +37,7 @@ from transformer_lab.training import config_from_dict, load_model_weights
 from transformer_lab.training.checkpoint import load_checkpoint_config, trained_task_name
 from transformer_lab.training.config import TaskConfig
 from transformer_lab.training.config_io import Setting, shown
+from transformer_lab.training.model_card import INITIALIZED_FROM_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +55,6 @@ FINETUNE_TRAIN: dict[str, Any] = {
 }
 # The origin of FINETUNE_TRAIN's settings, in messages and to tell them from the user's.
 FINETUNE_ORIGIN = "the fine-tuning schedule"
-# The key of config.json naming the checkpoint a fine-tuning run started from.
-INITIALIZED_FROM_KEY = "initialized_from"
 # Fields of the model config that a fine-tune may change: they shape no weight.
 _CHANGEABLE_MODEL_FIELDS = ("dropout",)
 # The sections of a task's config that the model, its training and its data fill; the others say how it answers.

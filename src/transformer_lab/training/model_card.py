@@ -59,6 +59,8 @@ _FACTS_KEY = "transformer_lab"
 # ("hub_task"), and the dataset and languages of its preset, for a run that reads no files
 # of the user's ("dataset", "languages").
 CARD_HINTS_KEY = "card"
+# The key of config.json naming the checkpoint a fine-tuning run started from.
+INITIALIZED_FROM_KEY = "initialized_from"
 _DEFAULT_HUB_TASK = "text2text-generation"
 _MODEL_SIZES = (
     "d_model",
@@ -122,6 +124,8 @@ def card_facts(
     }
     if config.get("time_budget_plan"):
         training["time_budget_plan"] = dict(config["time_budget_plan"])
+    if isinstance(config.get(INITIALIZED_FROM_KEY), str):
+        training["fine_tuned_from"] = config[INITIALIZED_FROM_KEY]
     return {
         "task": task,
         "hub_task": str(hints.get("hub_task") or _DEFAULT_HUB_TASK),
@@ -276,6 +280,12 @@ def render_card(facts: Mapping[str, Any]) -> str:
         f"{training['seconds']:.0f} s ({minutes:.1f} minutes) of training",
         f"- Machine: {training['machine']}, {training['threads']} thread(s), precision {training['precision']}",
     ]
+    base = training.get("fine_tuned_from")
+    if base:
+        lines.append(
+            f"- Fine-tuned from {base}: the data, steps and time above are the fine-tune's; "
+            "the base model's are on its own card"
+        )
     averaged = training.get("averaged_from")
     if averaged:
         lines.append(
@@ -374,6 +384,8 @@ class _CardFields:
             self.text(training["precision"], "training.precision")
         if training.get("averaged_from"):
             self.texts(training["averaged_from"], "training.averaged_from")
+        if training.get("fine_tuned_from"):
+            self.text(training["fine_tuned_from"], "training.fine_tuned_from")
         if training.get("time_budget_plan"):
             plan = self.mapping(training["time_budget_plan"], "training.time_budget_plan")
             for key in ("budget_seconds", "steps_per_second", "measured_steps", "total_steps"):
