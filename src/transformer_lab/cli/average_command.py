@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -14,10 +13,14 @@ from transformer_lab.folders import check_folder_output
 from transformer_lab.tasks.registry import load_trained
 from transformer_lab.training import CONFIG_FILE, MODEL_FILE, average_checkpoints
 from transformer_lab.training.run.best_steps import best_steps
-from transformer_lab.training.run.run_folder import METRICS_FILE, check_output_outside_saves, step_folder_name
+from transformer_lab.training.run.run_folder import (
+    METRICS_FILE,
+    check_output_outside_saves,
+    step_checkpoints,
+    step_folder_name,
+)
 from transformer_lab.training.run.run_lock import folder_holder
 
-_STEP_FOLDER = re.compile(r"^step-(\d+)$")
 DEFAULT_LAST = 10  # the translation preset's train.keep_last
 
 
@@ -69,9 +72,7 @@ def run(arguments: argparse.Namespace) -> int:
             f"--run: expected a run folder (holding best/, last/ and step-NNNNNN/ checkpoints), got {arguments.run}, "
             f"which is a checkpoint folder; give the run folder that holds it{named}"
         )
-    steps = sorted(
-        (int(match.group(1)), path) for path in arguments.run.iterdir() if (match := _STEP_FOLDER.match(path.name))
-    )
+    steps = step_checkpoints(arguments.run)
     _check_one_folder_a_step(steps)
     # A step folder that a crash left incomplete (before saves and pruning were atomic) is
     # skipped, by name, rather than failing the whole average.

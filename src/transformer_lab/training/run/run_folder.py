@@ -202,6 +202,11 @@ def check_output_outside_saves(flag: str, out: Path) -> None:
             )
 
 
+def step_checkpoints(folder: Path) -> list[tuple[int, Path]]:
+    """The ``step-N/`` entries of ``folder`` with their N, smallest first."""
+    return sorted((int(match.group(1)), path) for path in folder.iterdir() if (match := _STEP_FOLDER.match(path.name)))
+
+
 def step_folder_name(step: int) -> str:
     """The name of the checkpoint folder of optimizer step ``step``: ``step-000123``."""
     return f"step-{step:06d}"
@@ -214,12 +219,7 @@ def prune_step_checkpoints(out_dir: Path, keep_last: int) -> list[str]:
     ``keep_last`` is 0), so the rotation deletes at most that one; deleting more means the
     folder held more than ``keep_last`` (a resume with a smaller one), and those are named.
     """
-    steps = []
-    for path in out_dir.iterdir():
-        match = _STEP_FOLDER.match(path.name)
-        if match and path.is_dir():
-            steps.append((int(match.group(1)), path))
-    steps.sort()
+    steps = [(step, path) for step, path in step_checkpoints(out_dir) if path.is_dir()]
     doomed = [path for _, path in steps[: max(len(steps) - keep_last, 0)]]
     for path in doomed:
         prune_folder(path)
