@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import random
 import re
 import shutil
@@ -585,7 +586,7 @@ def test_finetuning_checks_the_model_keys_of_a_config_file_as_those_of_set(
 
 
 def test_the_printed_preset_fed_back_to_a_fine_tune_keeps_the_fine_tuning_schedule(
-    run: Path, corpus: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    run: Path, corpus: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog
 ) -> None:
     # `config translation` lists the preset's rate and schedule: no choice, so the fine-tune's stay (was: 0.5, 800).
     assert main(["config", "translation"]) == 0
@@ -595,13 +596,20 @@ def test_the_printed_preset_fed_back_to_a_fine_tune_keeps_the_fine_tuning_schedu
     arguments = ["train", "translation", "--init-from", str(run), "--train", str(corpus["domain_tsv"])]
     arguments += ["--source-language", "xde", "--target-language", "xen", "--config", str(preset_file)]
     settings = ["--set", "train.max_steps=1", "--set", "train.progress_bar=false", "--set", "data.max_tokens=512"]
-    schedules = []
+    schedules, said = [], []
     undone = ["--config", str(tmp_path / "rate.yaml"), "--config", str(preset_file)]
     for name, extra in (("printed", []), ("rate", ["--config", str(tmp_path / "rate.yaml")]), ("undone", undone)):
-        assert main([*arguments, *extra, *settings, "--out", str(tmp_path / name)]) == 0
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            assert main([*arguments, *extra, *settings, "--out", str(tmp_path / name)]) == 0
+        said.append(next((line for line in caplog.messages if "choose nothing" in line), ""))
         saved = json.loads((tmp_path / name / "last" / "config.json").read_text(encoding="utf-8"))["train"]
         schedules.append({key: saved[key] for key in ("lr_factor", "warmup_steps", "cooldown_steps")})
     assert schedules[0] == {"lr_factor": 0.02, "warmup_steps": 100, "cooldown_steps": 0}
+    # And says so, naming the values kept (was: silent).
+    assert said[0].startswith(f"--config {preset_file}: the preset's own values choose nothing, so the fine-tuning ")
+    assert "schedule keeps train.lr_factor=0.02, train.warmup_steps=100, train.cooldown_steps=0" in said[0]
+    assert "train.lr_factor" not in said[1] and "train.warmup_steps=100" in said[1]
     # A value of the user's own still wins over the schedule.
     assert schedules[1] == {"lr_factor": 0.05, "warmup_steps": 100, "cooldown_steps": 0}
     # A later file's preset value that undoes an earlier file's choice is a choice too (was: the schedule's 0.02).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
@@ -20,6 +21,8 @@ from transformer_lab.training.config_io import (
 from transformer_lab.training.durations import duration_seconds
 
 ConfigType = TypeVar("ConfigType")
+
+logger = logging.getLogger(__name__)
 
 
 def add_override_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +52,8 @@ def resolved_config(
     --set is a change whatever its value.
     """
     paths = getattr(arguments, "config", None) or []
-    from_files = _file_choices(preset, [setting for path in paths for setting in config_file_settings(path)])
+    given = leaf_settings(type(preset), [setting for path in paths for setting in config_file_settings(path)])
+    from_files = _file_choices(preset, given)
     overrides = override_settings(arguments.overrides)
     _check_options_agree_with_overrides(preset, flags, overrides)
     config, changed = merge_settings(type(preset), [*settings_of(preset), *schedule, *from_files, *flags, *overrides])
@@ -58,6 +62,7 @@ def resolved_config(
         if derived is not None and _value_at(config, key) != _value_at(preset, key):
             # Else replaced once the data is read, without a word (a 7 where the labels hold 3 classes).
             raise setting.error(f"{key}: expected none ({derived}), got {shown(_value_at(config, key))}")
+    _log_schedule_kept(schedule, given, [*from_files, *flags, *overrides])
     return config, changed
 
 
@@ -76,6 +81,27 @@ def _file_choices(preset: ConfigType, settings: Sequence[Setting]) -> list[Setti
             chosen.add(setting.key)
             choices.append(setting)
     return choices
+
+
+def _log_schedule_kept(schedule: Sequence[Setting], given: Sequence[Setting], chosen: Sequence[Setting]) -> None:
+    """Say which schedule values stayed where a --config file gave the preset's value and nothing later chose."""
+    ruled = {setting.key: setting for setting in schedule}
+    chosen_keys = {setting.key for setting in chosen}
+    kept: dict[str, list[str]] = {}  # the schedule's origin -> its values a file's preset value left in place
+    files: dict[str, None] = {}
+    for setting in given:
+        if setting.key in ruled and setting.key not in chosen_keys and setting.value != ruled[setting.key].value:
+            held = ruled[setting.key]
+            value = str(held.value).lower() if isinstance(held.value, bool) else shown(held.value)  # as YAML spells it
+            kept.setdefault(held.origin, []).append(f"{setting.key}={value}")
+            files[setting.origin] = None
+    if kept:
+        held_by = "; ".join(f"{origin} keeps {', '.join(values)}" for origin, values in kept.items())
+        logger.info(
+            "%s: the preset's own values choose nothing, so %s (give a value with --set to change it)",
+            ", ".join(files),
+            held_by,
+        )
 
 
 def _is_preset_value(preset: ConfigType, preset_settings: list[Setting], setting: Setting) -> bool:
