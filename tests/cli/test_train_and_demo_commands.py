@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import re
 import shutil
@@ -182,7 +183,7 @@ def test_precision_flag_sets_bf16_in_the_saved_config(tmp_path: Path) -> None:
 
 
 def test_time_budget_flag_plans_the_run_and_records_the_plan(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], caplog
 ) -> None:
     from transformer_lab.training import time_budget
 
@@ -192,7 +193,16 @@ def test_time_budget_flag_plans_the_run_and_records_the_plan(
     out = tmp_path / "budget"
     # TINY's max_steps=8 would cap the plan (and end the run inside the measurement): 1,000 does not.
     uncapped = [*TINY, "--set", "train.max_steps=1000"]
-    assert main(["train", "copy", "--out", str(out), "--time-budget", "45s", *uncapped]) == 0
+    with caplog.at_level(logging.INFO):
+        assert (
+            main(["train", "copy", "--out", str(out), "--time-budget", "45s", *uncapped, "--set", "train.epochs=50"])
+            == 0
+        )
+    # Epochs given beside a budget are said not to cap the run (was: dropped without a word).
+    assert (
+        "--set train.epochs=50 with a time budget: the budget sets the run's length; the epochs set only the "
+        "configured run whose cool-down the plan scales; to cap the run, give train.max_steps" in caplog.messages
+    )
     saved = json.loads((out / "last" / "config.json").read_text(encoding="utf-8"))
     assert saved["train"]["time_budget"] == "45s"
     plan = saved["time_budget_plan"]

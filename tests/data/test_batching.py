@@ -6,6 +6,7 @@ import random
 import numpy as np
 import pytest
 
+from transformer_lab.data import batching
 from transformer_lab.data.batching import (
     BatchSpans,
     balance_batches_for_shards,
@@ -132,13 +133,19 @@ def test_balance_splits_before_repeating() -> None:
     assert repeated == 1 and balanced == [[0], [1], [2], [0]]
 
 
-def test_repeated_batch_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+def test_repeated_batch_is_logged_once_by_the_first_shard(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(batching, "_SAID_REPEATS", set())
     with caplog.at_level(logging.WARNING, logger="transformer_lab.data.batching"):
         shards = [
-            token_budget_batches([5, 5, 5], 5, shuffle=False, num_shards=2, shard_index=index) for index in range(2)
+            token_budget_batches([5, 5, 5], 5, num_shards=2, shard_index=index, epoch=epoch)
+            for epoch in range(3)
+            for index in range(2)
         ]
-    assert [len(shard) for shard in shards] == [2, 2]
-    assert "1 batch(es) repeated" in caplog.text
+    assert [len(shard) for shard in shards] == [2] * 6
+    # Each rank balances the same batches every epoch: said once (was: by every rank, every epoch).
+    assert [record.getMessage()[:21] for record in caplog.records] == ["1 batch(es) repeated "]
 
 
 def test_over_long_example_and_bad_arguments_raise() -> None:

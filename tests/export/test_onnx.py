@@ -343,8 +343,12 @@ def test_the_export_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     again = parse_export(
         ["export", "--checkpoint", str(tmp_path / "onnx"), "--format", "onnx", "--out", str(tmp_path / "again")]
     )
-    with pytest.raises(ValueError, match=r"expected a checkpoint folder .*, got an ONNX export written by"):
+    with pytest.raises(ValueError) as exported:
         again.handler(again)
+    assert str(exported.value).startswith(
+        f"checkpoint {str(tmp_path / 'onnx')!r}: expected a checkpoint folder (model.safetensors and config.json, "
+        "as training writes them), got an ONNX export written by `transformer-lab export`"
+    )
     quantized = parse_export(
         [
             "export",

@@ -31,6 +31,21 @@ def test_full_walk_covers_every_attention_of_every_layer() -> None:
     }
 
 
+@pytest.mark.parametrize("walk", ["attention", "full"])
+def test_every_length_is_named_by_the_sequence_whose_size_it_has(walk: str) -> None:
+    # 7 source and 3 target positions: each src_len (tgt_len) dimension holds 7 (3), or 1 where "|1" says it
+    # broadcasts. Was, in the full walk: the encoder's self-attention queries (7) named tgt_len.
+    sizes = {"batch": 2, "heads": 2, "src_len": 7, "tgt_len": 3, "embed_dim": 8, "kdim": 8, "vdim": 8, "head_dim": 4}
+    explain = explain_attention if walk == "attention" else explain_transformer
+    records = explain(d_model=8, nhead=2, src_len=7, tgt_len=3, batch=2)
+    for record in records:
+        names = record.dims.strip("[]").split(", ")
+        assert len(names) == len(record.shape), record
+        for name, size in zip(names, record.shape):
+            name, _, broadcast = name.partition("|")
+            assert size == sizes[name] or (broadcast == "1" and size == 1), (record.scope, record.name, name, size)
+
+
 def test_bad_sizes_are_refused() -> None:
     with pytest.raises(ValueError, match="d_model must be divisible by nhead, got d_model=10, nhead=3"):
         explain_attention(d_model=10, nhead=3)

@@ -349,6 +349,23 @@ def test_max_steps_caps_the_plan_and_the_run_resumes_by_the_same_command(tmp_pat
     assert resumed["steps"] == 40 and resumed["stopped_by"] == "max_steps"
 
 
+def test_a_budget_run_resumed_with_a_larger_max_steps_is_refused_not_left_at_its_plan(tmp_path, monkeypatch):
+    _, summary, _ = train_on_clock(tmp_path, DrivenClock(monkeypatch))
+    assert summary["steps"] == summary["time_budget_plan"]["total_steps"] == 65
+    # Was: read, then the plan's 65 kept, "trained no step", exit 0; max_steps=30 advised "more to train further".
+    with pytest.raises(ValueError) as larger:
+        train_on_clock(tmp_path, DrivenClock(monkeypatch), resume=True, max_steps=100)
+    assert str(larger.value) == (
+        "train.max_steps: expected at most the 65 steps the run's time budget planned (a resumed budget run "
+        "continues its plan), got 100; resume without --time-budget to train past its plan"
+    )
+    with pytest.raises(ValueError, match=r"\(resume without --time-budget to train past its plan\), got 30"):
+        train_on_clock(tmp_path, DrivenClock(monkeypatch), resume=True, max_steps=30)
+    # Without the budget the run trains on to max_steps.
+    _, further, _ = train_on_clock(tmp_path, DrivenClock(monkeypatch), resume=True, max_steps=70, time_budget=None)
+    assert further["steps"] == 70 and further["stopped_by"] == "max_steps"
+
+
 def test_a_run_resumed_during_its_measurement_times_only_its_own_steps(tmp_path, monkeypatch):
     class CrashingEpoch(list):
         def __init__(self, epoch):

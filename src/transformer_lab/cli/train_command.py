@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import logging
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -60,6 +61,8 @@ from transformer_lab.training.run_summary import summary_lines
 from transformer_lab.training.trainer import LAST_FOLDER
 
 ConfigType = TypeVar("ConfigType")
+
+logger = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -217,6 +220,14 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     config, changed = resolved_config(preset, arguments, schedule=schedule, flags=flags)
     config = with_schedule_as_given(config, changed)
     check_data_settings(config, changed)
+    if config.train.time_budget is not None and config.train.epochs and "train.epochs" in changed:
+        # The budget fixes the length; the epochs stay the configured run whose cool-down it fits.
+        logger.info(
+            "%s train.epochs=%d with a time budget: the budget sets the run's length; the epochs set only the "
+            "configured run whose cool-down the plan scales; to cap the run, give train.max_steps",
+            changed["train.epochs"].origin,
+            config.train.epochs,
+        )
     # A prepared folder fixes the data settings it was made with: config.json records those, not the preset's.
     prepared_named = given_name(changed, "data.prepared_dir")  # as given: --prepared, --set or --config
     try:

@@ -96,12 +96,19 @@ def _check_order(shuffle: bool, seed: int, epoch: int, num_shards: int, shard_in
     return seed, epoch, num_shards, shard_index
 
 
+# The repeats already said: (batches repeated, shards, examples).
+_SAID_REPEATS: set[tuple[int, int, int]] = set()
+
+
 def _shard(spans: BatchSpans, num_shards: int, shard_index: int) -> BatchSpans:
     """The batches of one shard, after making their count a multiple of num_shards (module docstring)."""
     if num_shards == 1:
         return spans
     starts, ends, num_repeated = _balanced_spans(spans.starts, spans.ends, num_shards)
-    if num_repeated:
+    said = (num_repeated, num_shards, len(spans.order))
+    # Every shard balances the same batches: the first says so, once, not every rank every epoch.
+    if num_repeated and shard_index == 0 and said not in _SAID_REPEATS:
+        _SAID_REPEATS.add(said)
         logger.warning(
             "%d batch(es) repeated so that %d shards get %d batches each: every batch holds a "
             "single example and %d examples do not divide evenly",

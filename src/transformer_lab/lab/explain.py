@@ -6,6 +6,8 @@ the shapes while one forward pass runs on the explicit path, and this module for
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from transformer_lab import nn as lab_nn
@@ -57,7 +59,20 @@ def explain_transformer(
     tgt = torch.randn(tgt_len, batch, d_model)
     with torch.no_grad(), recording_shapes() as recorder:
         model(src, tgt, tgt_mask=lab_nn.causal_mask(tgt_len))
-    return recorder.records
+    return [_named_lengths(entry) for entry in recorder.records]
+
+
+# An attention module names its query length tgt_len and its key length src_len (torch's L and S),
+# true of cross-attention; a self-attention's queries and keys are one sequence, named by its side.
+_SELF_ATTENTION_LENGTHS = {"encoder": ("tgt_len", "src_len"), "decoder": ("src_len", "tgt_len")}
+
+
+def _named_lengths(entry: ShapeRecord) -> ShapeRecord:
+    """``entry`` with a self-attention's lengths named as the sequence it attends over (encoder: src_len)."""
+    side = entry.scope.split(".", 1)[0]
+    if not entry.scope.endswith(".self_attn") or side not in _SELF_ATTENTION_LENGTHS:
+        return entry
+    return dataclasses.replace(entry, dims=entry.dims.replace(*_SELF_ATTENTION_LENGTHS[side]))
 
 
 def format_shape_walk(records: list[ShapeRecord]) -> str:

@@ -116,7 +116,7 @@ from .run.run_folder import prune_step_checkpoints, remove_pruned_leftovers, ste
 from .run.same_run import check_same_model
 from .run.stop_signal import StopRequests, TrainingInterrupted
 from .tensorboard_log import TensorBoardLog, require_tensorboard
-from .time_budget import TimeBudget
+from .time_budget import PLAN_KEY, TimeBudget
 from .trainer_state import TrainerState
 
 __all__ = ["Trainer", "TrainingDivergedError"]
@@ -766,11 +766,21 @@ class Trainer:
         # the model settings first, so that another width is named, not its optimizer shapes.
         check_same_model(folder, self.checkpoint_config.get("model"))
         state = TrainerState.read(folder, self.optimizer, self.scheduler)
+        plan = load_checkpoint_config(folder).get(PLAN_KEY) if self._budget is not None else None
+        planned = plan.get("total_steps") if isinstance(plan, Mapping) else None
+        # A resumed budget run continues its plan: a max_steps beyond it would be read and do nothing.
+        further = "resume without --time-budget to train past its plan" if planned else "more to train further"
         if self.config.max_steps and state.global_step > self.config.max_steps:
             # Nothing would train, and the summary would say the run stopped at a max_steps it had passed.
             raise ValueError(
                 f"train.max_steps: expected at least the {state.global_step} steps the run in {folder} has taken "
-                f"(more to train further), got {self.config.max_steps}"
+                f"({further}), got {self.config.max_steps}"
+            )
+        given = self.config.max_steps != state.train_config.get("max_steps")
+        if planned and given and self.config.max_steps > planned:
+            raise ValueError(
+                f"train.max_steps: expected at most the {planned} steps the run's time budget planned (a resumed "
+                f"budget run continues its plan), got {self.config.max_steps}; {further}"
             )
         # The same for epochs (a budget replaces them): a position inside an epoch has begun it.
         begun = state.epoch + (1 if state.batch_index else 0)
