@@ -206,6 +206,14 @@ MALFORMED = [
     ("a.csv", "text,label\n   ,a\n", r"line 2: field 'text': expected a non-empty text, got '   '"),
     ("a.csv", "text,label\nok,\n", r"line 2: field 'label': expected a non-empty label, got ''"),
     ("a.csv", "text,label\nok, a\n", r"line 2: field 'label': expected a label without leading or trailing whitespace"),
+    # classify prints a label a line, tab-separated: a quoted line break or a tab in it would break the output.
+    (
+        "a.csv",
+        'text,label\nok,"Busi\nness"\n',
+        r"line 2: field 'label': expected a label on one line, without tabs or control characters, got 'Busi\\nness'",
+    ),
+    ("a.tsv", "text\tlabel\nok\tSp\u2028orts\n", r"line 2: field 'label': expected a label on one line"),
+    ("a.jsonl", '{"text": "ok", "label": "Sp\\torts"}\n', r"line 1: field 'label': expected a label on one line"),
     (
         "a.jsonl",
         '{"text": "ok", "label": "a"}\n{"text": "ok", "label": "a"\n',

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -168,6 +169,16 @@ def test_a_bad_line_deep_in_a_streamed_file_is_refused_with_its_file_and_line(
     rows[1999] = '{"translation": {"de": "Hund"'
     jsonl.write_text("\n".join(rows), encoding="utf-8")
     _refused(forms["jsonl"], rf"{jsonl}: line 2000: expected one JSON object, got invalid JSON")
+
+
+def test_a_json_array_is_refused_by_its_form_when_counted_not_counted_as_one_pair(tmp_path: Path) -> None:
+    # A .json file is read as JSON Lines; one array of 100 pairs was counted as one pair, so that the carve
+    # refused "1 training pair(s)", and only a --valid beside it showed the form.
+    pairs = [{"de": f"Satz {number}", "en": f"sentence {number}"} for number in range(100)]
+    array = tmp_path / "pairs.json"
+    array.write_text(json.dumps(pairs), encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(array))}: line 1: expected a JSON object, got list$"):
+        count_pairs(PairFiles.of([array], "de", "en"))
 
 
 def test_a_utf16_file_is_named_for_its_encoding_not_for_a_line_count_it_miscounts(tmp_path: Path) -> None:

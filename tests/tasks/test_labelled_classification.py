@@ -415,6 +415,30 @@ def test_a_carve_that_holds_out_nothing_says_it_is_per_class_and_one_that_starve
     assert "give validation rows (data.valid_files), a smaller" in capsys.readouterr().err
 
 
+def test_a_carve_whose_repeats_leave_a_class_or_all_training_untrained_is_refused(tmp_path: Path) -> None:
+    # Training rows repeating a held-out text are left out; where that leaves a class (or everything) without
+    # training rows, the carve is refused (was: a class trained on nothing, exit 0; the BPE's "texts must hold
+    # at least one non-empty sentence, got 0 empty one(s)").
+    varied = "".join(
+        f"market report {number} stocks rally,Business\nteam {number} wins the final,Sports\n" for number in range(30)
+    )
+    starved = tmp_path / "starved.csv"
+    starved.write_text("text,label\n" + varied + "Storm warning for the coast,Weather\n" * 10, encoding="utf-8")
+    copied = tmp_path / "copied.csv"
+    copied.write_text("text,label\n" + "Storm warning,Weather\nTeam wins the cup,Sports\n" * 10, encoding="utf-8")
+    for path, message in (
+        (
+            starved,
+            "the class 'Weather' keeps no training row: its rows outside validation all repeat a held-out row's text",
+        ),
+        (copied, "data.valid_files: expected validation rows, or training rows other than the held-out ones, got 18"),
+    ):
+        config = apply_overrides(classification_train.default_config(), [f"data.train_files={path}", *TINY[1:3]])
+        with pytest.raises(ValueError) as caught:
+            classification_data.build_data(config.data)
+        assert str(caught.value).startswith(message)
+
+
 def test_fine_tuning_keeps_the_tokenizer_and_the_class_order(
     chinese_run: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -759,8 +759,8 @@ def test_a_pair_longer_than_the_positional_table_is_refused_before_training(
     code = train_on(long, tmp_path / "run")
     assert code == 2
     error = capsys.readouterr().err
-    # Carving may put it among the validation pairs: those are checked too.
-    assert re.search(r"(training|validation) data: pair \d+ \('eins eins", error)
+    # Carving may put it among the validation pairs: those are checked too, and named by their line as well.
+    assert re.search(rf"(training|validation) data: the pair at line \d+ of {re.escape(str(long))} \('eins eins", error)
     assert "has 40 subword tokens on one side (with bos/eos), expected at most model.max_len=32" in error
     assert error.strip().endswith("; raise model.max_len or leave it out")
     assert not (tmp_path / "run" / "last").exists()
@@ -797,6 +797,22 @@ def test_a_training_pair_too_long_is_named_by_its_file_and_line_past_the_carved_
     error = capsys.readouterr().err
     assert f"training data: the pair at line {position + 2} of {long} ('eins eins" in error
     assert "has 40 subword tokens on one side (with bos/eos), expected at most model.max_len=32" in error
+
+
+def test_a_validation_pair_too_long_is_named_by_its_file_and_line(
+    corpus: dict[str, Path], tmp_path: Path, capsys
+) -> None:
+    # A carved pair: was "validation data: pair 3 ('eins eins ...", its rank among the held-out pairs, no file.
+    header, *lines = corpus["train_tsv"].read_text(encoding="utf-8").splitlines(keepends=True)
+    position = sorted(carved_positions(len(lines) + 1, 1000, 1234))[2]
+    long = tmp_path / "long.tsv"
+    long.write_text(
+        header + "".join(lines[:position]) + ("eins " * 40).strip() + "\tone\n" + "".join(lines[position:]),
+        encoding="utf-8",
+    )
+    assert train_on(long, tmp_path / "run") == 2
+    error = capsys.readouterr().err
+    assert f"validation data: the pair at line {position + 2} of {long} ('eins eins" in error, error
 
 
 def test_separate_vocabularies_train_one_bpe_per_side_and_survive_resume_and_fine_tuning(

@@ -248,6 +248,10 @@ def _text_of(values: Sequence[Any], fields: Sequence[str]) -> str:
     return text
 
 
+# Control characters (tab, line feed, ...) and the line and paragraph separators.
+_BREAKING_CATEGORIES = ("Cc", "Zl", "Zp")
+
+
 def _label_of(value: Any, field: str) -> str:
     if is_integer(value):
         return str(int(value))
@@ -262,6 +266,11 @@ def _label_of(value: Any, field: str) -> str:
         raise _RecordError(
             f"field {field!r}: expected a label without leading or trailing whitespace, got {value!r} "
             f"(it would be a class of its own beside {value.strip()!r})"
+        )
+    if any(unicodedata.category(character) in _BREAKING_CATEGORIES for character in value):
+        # classify prints a label on its line, its columns apart by tabs: a break there would add lines.
+        raise _RecordError(
+            f"field {field!r}: expected a label on one line, without tabs or control characters, got {value!r}"
         )
     return value
 

@@ -103,6 +103,9 @@ def count_pairs(files: PairFiles) -> int:
     header = _header_lines(files)
     if count == header:
         raise ValueError(f"{path}: expected at least one pair after the header, got none")
+    # The first pair read before the count is trusted: a file of another form (one JSON array where JSON
+    # Lines are read) is refused as such, not counted as a corpus of one pair.
+    next(numbered_pairs(files), None)
     return count - header
 
 

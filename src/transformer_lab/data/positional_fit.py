@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,27 +26,30 @@ def check_fits_positional_table(
     max_len: int,
     name: str,
     architecture_fixed: bool = False,
+    origin: Callable[[int], str | None] | None = None,
 ) -> None:
     """Refuse, before training starts, a pair whose collated source or target (``lengths`` [N, 2]) exceeds ``max_len``.
 
     Otherwise the first batch that holds it fails deep in the model, maybe hours in;
     nothing is cut or dropped here either: the user raises model.max_len (where no checkpoint's
     architecture is kept: ``architecture_fixed``) or removes it.
-    The first such pair is named by its text; where ``pairs`` is the folder of a prepared
-    corpus (which keeps no text), by the file and line it was read from, else by its row.
+    The first such pair is named by the file and line it was read from (``origin`` of its index,
+    where given, or ``pairs`` the folder of a prepared corpus, which keeps no text), else by its
+    row and text.
     """
     too_long = longer_than(lengths, max_len)
     if not too_long.size:
         return
     index = int(too_long[0])
-    if isinstance(pairs, Sequence):
+    where = None if origin is None else origin(index)
+    if where is not None:
+        pair = f"the pair at {where}"
+    elif isinstance(pairs, Sequence):
         source, target = pairs[index]
         pair = f"pair {index + 1} ({source[:40]!r} -> {target[:40]!r})"
     else:
-        origin = None if pairs is None else training_pair_origin(pairs, index)
-        pair = (
-            f"training pair {index + 1} of the prepared corpus {pairs}" if origin is None else f"the pair at {origin}"
-        )
+        where = None if pairs is None else training_pair_origin(pairs, index)
+        pair = f"training pair {index + 1} of the prepared corpus {pairs}" if where is None else f"the pair at {where}"
     raise ValueError(
         f"{name}: {pair} has {int(np.max(lengths[index]))} subword tokens on one side (with bos/eos), "
         f"expected at most model.max_len={max_len} ({too_long.size} pair(s) in all); "

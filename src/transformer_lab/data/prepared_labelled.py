@@ -361,6 +361,32 @@ def _marked(
             yield ("held" if is_held else "repeat" if repeat else "train"), row
 
 
+def _nothing_left_to_train(count: int, num_held: int) -> CarveError:
+    """The carve refused where every training row repeats a held-out row's text (one text, copied)."""
+    return CarveError(
+        "{valid_files}: expected validation rows, or training rows other than the held-out ones, got {count} rows "
+        "whose texts the {held} held-out rows all repeat (validation would score texts the model learned, so they "
+        "are left out of training); give validation rows ({valid_files}) or more varied rows",
+        ("valid_files",),
+        count=count,
+        held=num_held,
+    )
+
+
+def _check_every_class_trained(trained: np.ndarray, sizes: np.ndarray, class_names: Sequence[str]) -> None:
+    """Refuse a class whose rows outside validation all repeat held-out texts: left out, it would never be trained."""
+    starved = np.flatnonzero((sizes > 0) & (trained == 0))
+    if len(starved):
+        label = int(starved[0])
+        raise CarveError(
+            "the class {name} keeps no training row: its rows outside validation all repeat a held-out row's text "
+            "(validation would score texts the model learned, so they are left out of training); give validation "
+            "rows ({valid_files}) or more varied rows of it",
+            ("valid_files",),
+            name=repr(class_names[label]),
+        )
+
+
 def _validation_record(row: LabelledExample) -> str:
     return json.dumps({"text": row.text, "label": row.label, "line": row.line_number}, ensure_ascii=False) + "\n"
 
@@ -401,14 +427,21 @@ def write_prepared_labelled(
     # Kept as sorted hashes, 8 bytes a held-out row, not as text (a clash of 64 bits is negligible).
     carved_rows = itertools.islice(_marked(scanned.rows(), held), int(held[-1]) + 1 if len(held) else 0)
     carved = np.unique(np.fromiter((hash(row.text) for role, row in carved_rows if role == "held"), dtype=np.int64))
+    # A pass that stops at the first training row: past the start only where the held-out texts are all there is.
+    if len(carved) and not any(role == "train" for role, _ in _marked(scanned.rows(), held, carved)):
+        raise _nothing_left_to_train(train_rows, len(held))
     if tokenizer is None:
         tokenizer = spec.learn_tokenizer(row for role, row in _marked(scanned.rows(), held, carved) if role == "train")
     writer = TokenStoreWriter(folder, ("tokens",), ids_dtype(tokenizer.vocab_size), labels=True)
     encoder = WordCachedEncoder(tokenizer)
 
+    trained = np.zeros(len(scanned.class_names), dtype=np.int64)  # training rows kept, by class
+
     def append(chunk: list[LabelledExample], line_file: BinaryIO) -> None:
-        writer.append({"tokens": encoder.encode_batch([row.text for row in chunk])}, [row.label for row in chunk])
+        labels = [row.label for row in chunk]
+        writer.append({"tokens": encoder.encode_batch([row.text for row in chunk])}, labels)
         np.asarray([row.line_number for row in chunk], dtype=_LINE_DTYPE).tofile(line_file)
+        trained[:] += np.bincount(labels, minlength=len(trained))
 
     repeating_validation = 0
     try:
@@ -436,6 +469,7 @@ def write_prepared_labelled(
                 f"{spec.train_file}: expected {train_rows} training rows (counted), read "
                 f"{kept_rows + repeating_validation}; did the file change?"
             )
+        _check_every_class_trained(trained, np.bincount(scanned.labels, minlength=len(trained)), scanned.class_names)
         writer.finish()
     except BaseException:
         writer.close()

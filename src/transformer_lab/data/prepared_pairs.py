@@ -605,9 +605,47 @@ def training_pair_origin(folder: Path, row: int) -> str | None:
             if index in held or source in carved_sources:
                 continue
             if kept == row:
-                where = " and ".join(str(path) for path in files.paths)
-                return f"line {number} of {where} ({source[:40]!r} -> {target[:40]!r})"
+                return _line_of(files, number, source, target)
             kept += 1
     except (OSError, ValueError):
         return None
     return None
+
+
+def validation_pair_origin(folder: Path, row: int) -> str | None:
+    """Where validation pair ``row`` (0-based) of the prepared corpus in ``folder`` was read: file, line and text.
+
+    From the validation files, or where none were given, from the training files' held-out pairs;
+    None as :func:`training_pair_origin` gives it.
+    """
+    try:
+        manifest = read_pairs_manifest(folder)
+    except (OSError, ValueError):
+        return None
+    description = manifest["description"]
+    read = description.get("valid") or description.get("train")
+    if not isinstance(read, dict):
+        return None
+    files = PairFiles(tuple(Path(path) for path in read["paths"]), read["form"], *read["languages"])
+    held = (
+        None
+        if description.get("valid") is not None
+        else _held_positions(
+            manifest["counts"]["pairs_read"], description["num_carved_validation"], description["seed"]
+        )
+    )
+    try:
+        pairs = ((number, pair) for number, pair in numbered_pairs(files) if pair is not None)
+        validation = (item for index, item in enumerate(pairs) if held is None or index in held)
+        for found, (number, (source, target)) in enumerate(validation):
+            if found == row:
+                return _line_of(files, number, source, target)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _line_of(files: PairFiles, number: int, source: str, target: str) -> str:
+    """A pair named by its line in ``files``, with the start of its text."""
+    where = " and ".join(str(path) for path in files.paths)
+    return f"line {number} of {where} ({source[:40]!r} -> {target[:40]!r})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from transformer_lab.data import TokenizerPair, collated_lengths
 from transformer_lab.data.positional_fit import check_fits_positional_table
+from transformer_lab.data.prepared_pairs import validation_pair_origin
 from transformer_lab.data.tokenizer_pair import JOINT_TOKENIZER_FILE, SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.ensemble import Ensemble, check_same_tokens, distinct_members, member_paths
@@ -174,7 +176,9 @@ def train(
     validation_ids = tokenizers.encode_pairs(data.validation_pairs)
     lengths = collated_lengths(validation_ids)
     fixed = resume or init_from is not None
-    check_fits_positional_table(lengths, data.validation_pairs, config.model.max_len, "validation data", fixed)
+    folder = data.train_store.folder  # a prepared corpus's, whose manifest says where validation was read
+    origin = None if folder is None else functools.partial(validation_pair_origin, folder)
+    check_fits_positional_table(lengths, data.validation_pairs, config.model.max_len, "validation data", fixed, origin)
 
     def evaluate(evaluated_model: Seq2SeqTransformer) -> dict[str, float]:
         report = evaluate_bleu(evaluated_model, data.vocabulary, data.validation_pairs, greedy, bleu_tokenize)
