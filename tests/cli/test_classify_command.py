@@ -132,6 +132,13 @@ def test_evaluate_prints_the_scores_and_draws_the_confusion_matrix(
         assert main([*arguments, "--output", str(tmp_path / "not-written.json")]) == 2
         assert f"--confusion-png: expected a file name ending in .png, got '{bad}'" in capsys.readouterr().err
         assert not (tmp_path / "not-written.json").exists()
+    # An --output at the figure's default path: the figure drawn after it would replace the report (was: exit 0).
+    default_figure = run_folder / "best" / "confusion.validation.png"
+    arguments = ["evaluate", "classification", "--checkpoint", str(run_folder), "--split", "validation"]
+    assert main([*arguments, "--output", str(default_figure)]) == 2
+    assert f"--output: expected a file other than the confusion matrix's picture {default_figure}, which is drawn " in (
+        capsys.readouterr().err
+    )
     for option, value in (("--beam", "2"), ("--length-penalty", "1.0")):
         assert main(["evaluate", "classification", "--checkpoint", str(run_folder), option, value]) == 2
         readers = "couplet, copy, reverse, sort and translation tasks"

@@ -119,6 +119,32 @@ def test_train_then_resume_continues_from_the_last_step(tmp_path: Path, capsys: 
     assert main(["train", "reverse", "--out", str(out), "--resume", *longer]) == 0
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert max(steps) == 12
+    # A checkpoint folder (best/, an average) given as the run: said as what it is (was: "holds no checkpoint
+    # (the run stopped before its first save) ... its metrics.jsonl is kept aside", then "holding README.md, ...").
+    checkpoint = shutil.copytree(out / "best", tmp_path / "averaged")
+    for given in (["--resume"], []):
+        assert main(["train", "reverse", "--out", str(checkpoint), *given, *TINY]) == 2
+        expected = "a run folder (its last/ is what a resume continues)" if given else "a new folder"
+        error = capsys.readouterr().err.strip()
+        assert error.endswith(
+            f"expected {expected}, got {checkpoint}, a checkpoint folder (weights, no run around them)"
+        )
+    # A task that fine-tunes is told how (a synthetic one is not: it takes no --init-from).
+    assert (
+        main(
+            [
+                "train",
+                "translation",
+                "--train",
+                str(tmp_path / "a.de"),
+                str(tmp_path / "a.en"),
+                "--out",
+                str(checkpoint),
+            ]
+        )
+        == 2
+    )
+    assert capsys.readouterr().err.strip().endswith(f"--init-from {checkpoint} --out NEW_FOLDER")
 
 
 def test_resume_without_last_advises_copying_a_step_folder_which_resumes(

@@ -400,6 +400,25 @@ def test_plot_training_curve_names_a_log_without_rows_to_draw(
     assert not (tmp_path / "t.png").exists()
 
 
+def test_a_log_of_one_train_row_or_of_eval_rows_only_draws_a_point_or_says_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A run between its first and second logged step; one shorter than train.log_every_steps (was: empty panels).
+    drawn: list[Figure] = []
+    monkeypatch.setattr(result_plots, "save_png", lambda figure, path, dpi: drawn.append(figure) or Path(path))
+    one = tmp_path / "one.jsonl"
+    one.write_text('{"event": "train", "step": 20, "epoch": 0, "train_loss": 5.79, "lr": 7e-05}\n', encoding="utf-8")
+    evals = tmp_path / "evals.jsonl"
+    evals.write_text('{"event": "eval", "step": 2, "epoch": 0, "val_loss": 5.7}\n', encoding="utf-8")
+    for metrics in (one, evals):
+        result_plots.plot_training_curve(tmp_path / "curve.png", metrics)
+    training, evaluation = drawn[0].axes[:2]
+    assert [line.get_marker() for line in training.lines] == ["o"]
+    assert [text.get_text() for text in evaluation.texts] == ["no eval rows yet"]
+    training = drawn[1].axes[0]
+    assert [text.get_text() for text in training.texts] == ["no train rows\n(one every train.log_every_steps)"]
+
+
 def test_plot_attention_reads_tokens_through_vocabulary_files(
     tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

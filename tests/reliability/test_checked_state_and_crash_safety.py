@@ -256,3 +256,16 @@ def test_average_checkpoints_skips_an_incomplete_step_folder_by_name(
     assert main(["average-checkpoints", "--run", str(run), "--last", "1", "--out", str(tmp_path / "avg")]) == 0
     assert f"skipping {steps[-1]}" in capsys.readouterr().err
     synthetic_train.load(tmp_path / "avg")
+
+
+def test_average_checkpoints_leaves_out_the_temporary_a_killed_write_left(trained: Path, tmp_path: Path) -> None:
+    # An evaluate killed while writing its hypotheses (or the card) leaves a hidden temporary in one step folder.
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    steps = sorted(path for path in run.iterdir() if path.name.startswith("step-"))
+    (steps[0] / ".hypotheses.test.greedy.txt.991ea993.tmp").write_text("a partial line", encoding="utf-8")
+    out = tmp_path / "avg"
+    # Was: "sources: expected the same tokenizer and vocabulary files in every checkpoint, got [...tmp...]".
+    assert main(["average-checkpoints", "--run", str(run), "--last", str(len(steps)), "--out", str(out)]) == 0
+    assert not [path.name for path in out.iterdir() if path.name.startswith(".")]
+    synthetic_train.load(out)

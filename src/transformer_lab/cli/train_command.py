@@ -189,7 +189,7 @@ def _run_in_folder(arguments: argparse.Namespace, out_dir: Path) -> int:
         check_writable(out_dir)
     elif is_main_process():
         # Refuses a folder holding a run; keeps aside the log of one killed before its first save.
-        prepare_new_run(out_dir)
+        prepare_new_run(out_dir, init_from=task_named(arguments.task).reads_data)
     return _train(task_named(arguments.task), arguments, out_dir)
 
 

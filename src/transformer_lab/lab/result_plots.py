@@ -72,12 +72,23 @@ def plot_training_curve(
     figure, (left, right) = plt.subplots(1, 2, figsize=figsize)
     if train_rows:
         steps = [row["step"] for row in train_rows]
-        left.plot(steps, [row["train_loss"] for row in train_rows], color="tab:blue", label="train loss")
+        marker = "o" if len(steps) == 1 else None  # one point draws no line: a marker shows it
+        left.plot(steps, [row["train_loss"] for row in train_rows], color="tab:blue", marker=marker, label="train loss")
         left.set_ylabel("train loss", color="tab:blue")
         if all("lr" in row for row in train_rows):
             rate_axes = left.twinx()
-            rate_axes.plot(steps, [row["lr"] for row in train_rows], color="tab:orange", label="lr")
+            rate_axes.plot(steps, [row["lr"] for row in train_rows], color="tab:orange", marker=marker, label="lr")
             rate_axes.set_ylabel("learning rate", color="tab:orange")
+    else:
+        # A run shorter than train.log_every_steps logs evaluations only: the panel says so, not left blank.
+        left.text(
+            0.5,
+            0.5,
+            "no train rows\n(one every train.log_every_steps)",
+            ha="center",
+            va="center",
+            transform=left.transAxes,
+        )
     left.set_xlabel("step")
     left.set_title("training", fontsize=10)
     metric_names = sorted({key for row in eval_rows for key in row if key not in ("event", "step", "epoch")})
@@ -85,6 +96,8 @@ def plot_training_curve(
         points = [(row["step"], row[name]) for row in eval_rows if isinstance(row.get(name), (int, float))]
         if points:
             right.plot([step for step, _ in points], [value for _, value in points], marker="o", label=name)
+    if not eval_rows:
+        right.text(0.5, 0.5, "no eval rows yet", ha="center", va="center", transform=right.transAxes)
     right.set_xlabel("step")
     right.set_title("evaluation", fontsize=10)
     if metric_names:

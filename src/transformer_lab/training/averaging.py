@@ -59,11 +59,7 @@ def average_checkpoints(
     model.load_state_dict(averaged)
     last = Path(sources[-1])
     # Not the outputs an evaluation wrote beside the last one: they describe its weights, not the average's.
-    extra_files = {
-        path.name: path.read_bytes()
-        for path in sorted(last.iterdir())
-        if path.is_file() and path.name not in _RESERVED_NAMES and not is_evaluation_output(path.name)
-    }
+    extra_files = {path.name: path.read_bytes() for path in sorted(last.iterdir()) if _carried(path)}
     if CARD_FILE in extra_files:
         # The last checkpoint's card describes its own weights and scores, not the average's.
         extra_files[CARD_FILE] = averaged_card(last, sources).encode("utf-8")
@@ -154,11 +150,22 @@ def _vocabulary_digests(folder: Path) -> dict[str, str]:
     return {
         path.name: hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(folder.iterdir())
-        if path.is_file()
-        and path.name not in _RESERVED_NAMES
-        and path.name != CARD_FILE
-        and not is_evaluation_output(path.name)
+        if _carried(path) and path.name != CARD_FILE
     }
+
+
+def _carried(path: Path) -> bool:
+    """Whether a checkpoint's file goes with its weights into an average (its vocabulary, its card).
+
+    Not the weights and config (written anew), nor an evaluation's outputs (they describe the
+    source's weights), nor a hidden file: the temporary of a write a kill cut short.
+    """
+    return (
+        path.is_file()
+        and path.name not in _RESERVED_NAMES
+        and not is_evaluation_output(path.name)
+        and not path.name.startswith(".")
+    )
 
 
 def _check_one_vocabulary(sources: Sequence[Path]) -> None:

@@ -169,6 +169,13 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     if test is None:
         inputs[f"the file the {name} split is read from"] = split_files(config, name, options.data_dir)
     output = options.output_file(checkpoint / f"report.{name}.json", inputs)
+    figure_path = Path(options.option("--confusion-png") or checkpoint / f"confusion.{name}.png")
+    if output.resolve() == figure_path.resolve():
+        # The figure is drawn after the report is written: it would replace the report.
+        raise ValueError(
+            f"--output: expected a file other than the confusion matrix's picture {figure_path}, which is drawn "
+            f"after the report, got {output}; give another --output or --confusion-png"
+        )
     # The classify command's default, auto; int8 has no classifier copy.
     device = next(model.parameters()).device
     precision = resolve_inference_precision(options.precision, "auto", device, name="--precision", int8=False)
@@ -182,7 +189,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     )
     lines += [f"report: {written}"]
     confusion = ConfusionFigure(
-        path=options.option("--confusion-png") or checkpoint / f"confusion.{name}.png",
+        path=figure_path,
         matrix=[list(row) for row in report.confusion],
         class_names=list(report.class_names),
         title=f"{name}: accuracy {report.accuracy:.2%}",

@@ -67,11 +67,12 @@ def checkpoint_folders(out_dir: Path) -> list[Path]:
     )
 
 
-def prepare_new_run(out_dir: Path) -> Path | None:
+def prepare_new_run(out_dir: Path, init_from: bool = True) -> Path | None:
     """Make ``out_dir`` ready for a new run; return where an interrupted run's log was kept aside, if any.
 
     Refuses a folder that holds a checkpoint (a run to ``--resume``) or files that no run
-    writes (someone else's folder); checks that the folder is writable.
+    writes (someone else's folder); checks that the folder is writable. ``init_from``: whether
+    the run's task takes ``--init-from``, advised where ``out_dir`` is a checkpoint.
     """
     kept_aside = None
     if out_dir.exists() and not out_dir.is_dir():
@@ -88,6 +89,8 @@ def prepare_new_run(out_dir: Path) -> Path | None:
             and not _WORK_LEFTOVERS.match(path.name)
             and not _INTERRUPTED_LOG.match(path.name)
         )
+        if _is_checkpoint(out_dir):
+            raise ValueError(_checkpoint_not_run("--out", out_dir, "a new folder", init_from))
         if foreign:
             raise ValueError(
                 f"--out: expected a new folder or one a run left before its first checkpoint, got {out_dir} "
@@ -133,6 +136,20 @@ def check_writable(out_dir: Path) -> None:
         raise ValueError(f"--out: expected a folder this user can write, got {out_dir} ({error.strerror})") from None
 
 
+def _is_checkpoint(folder: Path) -> bool:
+    """Whether ``folder`` is a checkpoint (best/, an average), not the run folder that holds them."""
+    return (folder / CONFIG_FILE).is_file() and (folder / MODEL_FILE).is_file()
+
+
+def _checkpoint_not_run(flag: str, folder: Path, expected: str, init_from: bool) -> str:
+    said = f"{flag}: expected {expected}, got {folder}, a checkpoint folder (weights, no run around them)"
+    return (
+        f"{said}; to train it further, start a new run from it: --init-from {folder} --out NEW_FOLDER"
+        if init_from
+        else said
+    )
+
+
 def explain_missing_last(out_dir: Path, init_from: bool = False) -> str:
     """Why ``--resume`` cannot continue ``out_dir``, and what to do instead.
 
@@ -140,6 +157,10 @@ def explain_missing_last(out_dir: Path, init_from: bool = False) -> str:
     """
     if not out_dir.is_dir():
         return f"--resume: expected a run folder {out_dir}, found none; drop --resume to start the run"
+    if _is_checkpoint(out_dir):
+        return _checkpoint_not_run(
+            "--resume", out_dir, "a run folder (its last/ is what a resume continues)", init_from
+        )
     if not checkpoint_folders(out_dir):
         return (
             f"--resume: {out_dir} holds no checkpoint (the run stopped before its first save), so there is "
