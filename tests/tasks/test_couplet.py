@@ -16,6 +16,7 @@ from tests.tasks import couplet_whole_read
 from tests.tasks.couplet_fixture import TINY, made_up_couplets, write_couplet_folder, write_split
 from tests.tasks.couplet_whole_read import with_reversed_pairs
 from transformer_lab.cli import main
+from transformer_lab.data.couplet import resolve_couplet_split_dir
 from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
 from transformer_lab.decoding.sources import Candidate
 from transformer_lab.evaluation import couplet_antithesis
@@ -167,6 +168,27 @@ def test_evaluate_without_split_scores_the_runs_own_test_split(
     assert capsys.readouterr().out.startswith("couplet test, 2 pairs,")
     assert main(["train", "couplet", "--out", str(tmp_path / "run"), "--set", "data.test_split=a/b"]) == 2
     assert "data.test_split: expected a folder name such as" in capsys.readouterr().err
+
+
+def test_a_split_read_from_the_folder_the_model_trained_on_is_refused(
+    run_dir: Path, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A run whose data folder is its training split's own folder (in.txt, out.txt): every split name resolved
+    # to it, so "test" scored the training pairs (was: exit 0, a test row in the card).
+    config = json.loads((run_dir / "best" / "config.json").read_text(encoding="utf-8"))
+    trained = resolve_couplet_split_dir(config["data"]["train_split"], data_dir)
+    checkpoint = tmp_path / "best"
+    shutil.copytree(run_dir / "best", checkpoint)
+    config["data"]["data_dir"] = str(trained)
+    (checkpoint / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    for split in ([], ["--split", "anything"]):
+        assert main(["evaluate", "couplet", "--checkpoint", str(checkpoint), "--beam", "1", *split]) == 2
+        assert f"expected pairs the model did not train on, got {trained}, the folder it trained on" in (
+            capsys.readouterr().err
+        )
+    # Another folder given for the split is scored.
+    arguments = ["evaluate", "couplet", "--checkpoint", str(checkpoint), "--beam", "1", "--data-dir", str(data_dir)]
+    assert main(arguments) == 0
 
 
 def test_evaluations_with_their_own_output_keep_their_own_samples(

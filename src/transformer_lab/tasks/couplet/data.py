@@ -158,12 +158,16 @@ def corpus_kind(config: CoupletDataConfig, vocabulary: Vocabulary | None = None)
 
 def _input_files(config: CoupletDataConfig) -> list[Path]:
     """Every file the corpus of ``config`` reads: training split or files, validation files, extra splits."""
+    return [*training_files(config), *(Path(path) for path in config.valid_files)]
+
+
+def training_files(config: CoupletDataConfig) -> list[Path]:
+    """The files the run of ``config`` trains on: its training split or files, and its extra splits."""
     if config.train_files:
         files = [Path(path) for path in config.train_files]
     else:
         folder = resolve_couplet_split_dir(config.train_split, config.data_dir)
         files = [folder / UPPER_FILE, folder / LOWER_FILE]
-    files += [Path(path) for path in config.valid_files]
     for split in config.extra_train_splits:
         folder = resolve_couplet_split_dir(split, config.data_dir)
         files += [folder / UPPER_FILE, folder / LOWER_FILE]

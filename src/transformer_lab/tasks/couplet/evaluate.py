@@ -14,7 +14,12 @@ from transformer_lab.data.couplet import check_split_name, load_couplets
 from transformer_lab.evaluation.couplet_antithesis import pair_scores
 from transformer_lab.evaluation.couplet_metrics import couplet_report
 from transformer_lab.one_line import line_break_notes, one_line
-from transformer_lab.tasks.couplet.data import load_validation_pairs, validation_files
+from transformer_lab.tasks.couplet.data import (
+    CoupletDataConfig,
+    load_validation_pairs,
+    training_files,
+    validation_files,
+)
 from transformer_lab.tasks.couplet.predict import answer_pairs, with_constraint_options
 from transformer_lab.tasks.couplet.train import load
 from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, search_for
@@ -40,6 +45,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     else:
         # The test files are clean; an error here means a damaged file, which should be seen.
         corpus = load_couplets(split, data_dir, skip_option=None)  # evaluate has no option to skip
+        _check_not_trained_on(split, corpus.upper_path, config.data)
         pairs = corpus.pairs
         read = {
             f"the {split} split's upper lines": corpus.upper_path,
@@ -72,6 +78,21 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         search=search.name,
         scores={"bleu": report.bleu.score},
     )
+
+
+def _check_not_trained_on(split: str, upper_path: Path, data: CoupletDataConfig) -> None:
+    """Refuse a split read from the files the run trained on: a data folder that is itself a split
+    folder (``in.txt`` and ``out.txt``) answers every split name with its own pairs."""
+    try:
+        trained = {path.resolve() for path in training_files(data)}
+    except (OSError, ValueError):
+        return  # the run's data is no longer where it was: nothing to compare with
+    if upper_path.resolve() in trained:
+        raise ValueError(
+            f"--split {split}: expected pairs the model did not train on, got {upper_path.parent}, the folder it "
+            "trained on (a data folder holding in.txt and out.txt is taken as every split); give --data-dir the "
+            "folder of the split to score"
+        )
 
 
 def couplet_samples_table(samples: Sequence[tuple[str, str, str]]) -> str:
