@@ -7,6 +7,7 @@ import dataclasses
 import io
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from transformer_lab.evaluation.couplet_antithesis import antithesis_bonus
 from transformer_lab.tasks.couplet import data as couplet_data
 from transformer_lab.tasks.couplet import predict as couplet_predict
 from transformer_lab.tasks.couplet import train as couplet_train
+from transformer_lab.training.model_card import read_card
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +191,24 @@ def test_a_split_read_from_the_folder_the_model_trained_on_is_refused(
     # Another folder given for the split is scored.
     arguments = ["evaluate", "couplet", "--checkpoint", str(checkpoint), "--beam", "1", "--data-dir", str(data_dir)]
     assert main(arguments) == 0
+
+
+def test_rules_other_than_the_checkpoints_get_their_own_files_and_card_row(
+    run_dir: Path, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was: the default rules' hypotheses, samples and card row replaced by those of --tone-opposition-penalty 4.
+    checkpoint = shutil.copytree(run_dir / "best", tmp_path / "best")
+    common = ["evaluate", "couplet", "--checkpoint", str(checkpoint), "--data-dir", str(data_dir), "--beam", "2"]
+    assert main(common) == 0
+    assert main([*common, "--tone-opposition-penalty", "4"]) == 0
+    ruled = capsys.readouterr().out.split("couplet test, ")[-1].split(",")[1].strip()
+    assert re.fullmatch(r"beam 2( bf16)? rules [0-9a-f]{6}", ruled), ruled
+    assert (
+        len(list(checkpoint.glob("hypotheses.test.beam2*.txt")))
+        == len(list(checkpoint.glob("samples.test.beam2*")))
+        == 2
+    )
+    assert {test["search"] for test in read_card(checkpoint)["test"]} >= {ruled.split(" rules")[0], ruled}
 
 
 def test_evaluations_with_their_own_output_keep_their_own_samples(

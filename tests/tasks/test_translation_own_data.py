@@ -314,6 +314,22 @@ def test_another_bleu_tokenizer_s_scores_sit_beside_the_default_s_in_the_card(
     assert "bleu_lowercased_char" in scored["metrics"]
 
 
+def test_a_length_penalty_or_stop_of_its_own_gets_its_own_hypotheses_and_card_row(
+    run: Path, corpus: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was: one hypotheses file and one card row "beam 2" for all three, the last evaluation's.
+    checkpoint = shutil.copytree(resolve_checkpoint(run), tmp_path / "best")
+    arguments = ["evaluate", "translation", "--checkpoint", str(checkpoint), "--beam", "2", "--precision", "fp32"]
+    arguments += ["--source", str(corpus["test_src"]), "--reference", str(corpus["test_ref"])]
+    for given in ([], ["--length-penalty", "2"], ["--beam-stop", "finished"]):
+        assert main([*arguments, *given]) == 0
+    capsys.readouterr()
+    searches = {test["search"] for test in read_card(checkpoint)["test"]}
+    assert searches >= {"beam 2", "beam 2 alpha 2", "beam 2 finished"}
+    written = sorted(path.name.split(".")[-2] for path in checkpoint.glob("hypotheses.*.beam2*.txt"))
+    assert written == ["beam2", "beam2alpha2", "beam2finished"]
+
+
 def test_a_multi30k_split_scored_by_a_run_on_own_files_is_named_multi30k_in_the_card(
     run: Path, corpus: dict[str, Path], tmp_path: Path
 ) -> None:

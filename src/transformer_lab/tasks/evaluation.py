@@ -208,14 +208,25 @@ class EvaluateFunction(Protocol):
 
 @dataclass
 class Search:
-    """How a sequence-to-sequence evaluation decodes: the checkpoint's decoding with the options' changes."""
+    """How a sequence-to-sequence evaluation decodes: the checkpoint's decoding with the options' changes.
+
+    ``own`` is the checkpoint's decoding: a beam search's length penalty or stop other than its own is
+    named, so that its hypotheses and card row sit beside the default search's, not over them.
+    """
 
     decode_config: DecodeConfig
+    own: DecodeConfig | None = None
 
     @property
     def name(self) -> str:
-        """The search's name in the report and the model card ("greedy", "beam 4 bf16")."""
-        return search_name(self.decode_config, self.decode_config.precision)
+        """The search's name in the report and the model card ("greedy", "beam 4 bf16", "beam 4 bf16 alpha 2")."""
+        name = search_name(self.decode_config, self.decode_config.precision)
+        decode, own = self.decode_config, self.own
+        if own is None or decode.strategy != "beam":
+            return name
+        if decode.length_penalty != own.length_penalty:
+            name += f" alpha {decode.length_penalty:g}"
+        return name + (f" {decode.beam_stop}" if decode.beam_stop != own.beam_stop else "")
 
     @property
     def file_label(self) -> str:
@@ -227,6 +238,7 @@ def search_for(model: ModelType, decode_config: DecodeConfig, options: Evaluatio
     """The model to decode with (on the options' device; a bf16 or int8 copy where the precision asks) and the
     checkpoint's ``decode_config`` with the options' search and precision."""
     model = options.placed(model)
+    own = decode_config
     decode_config = resolved_search(
         decode_config,
         next(model.parameters()).device,
@@ -242,7 +254,7 @@ def search_for(model: ModelType, decode_config: DecodeConfig, options: Evaluatio
         options.option(LENGTH_PENALTY.flag),
         options.option(BEAM_STOP.flag),
     )
-    return decoding_model(model, decode_config.precision), Search(decode_config)
+    return decoding_model(model, decode_config.precision), Search(decode_config, own)
 
 
 def unread_option_error(flag: str, task: str, readers: Sequence[str]) -> ValueError:

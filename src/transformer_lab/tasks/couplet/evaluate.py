@@ -7,6 +7,9 @@ table of samples are written beside the checkpoint (or beside ``--output``).
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from pathlib import Path
 from typing import Sequence
 
@@ -52,7 +55,10 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             f"the {split} split's lower lines": corpus.lower_path,
         }
     constraints = with_constraint_options(config.constraints, options.task_options, config.decode)
-    stem = f"{split}.{search.file_label}"
+    # Rules other than the checkpoint's are a search of their own: its files and card row sit beside the default's.
+    changed = json.dumps(dataclasses.asdict(constraints), sort_keys=True).encode("utf-8")
+    rules = "" if constraints == config.constraints else f" rules {hashlib.sha256(changed).hexdigest()[:6]}"
+    stem = f"{split}.{search.file_label}{rules.replace(' ', '')}"
     output = options.output_file(checkpoint / f"hypotheses.{stem}.txt", read)
     answers = answer_pairs(model, vocabulary, pairs, search.decode_config, constraints)
     # Scored as written: a line break or tab in an answer is a space, so each pair keeps its line.
@@ -65,7 +71,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     samples = output.with_name(f"{output.stem}.samples.md" if options.output else f"samples.{stem}.md")
     shown = list(zip(uppers, hypotheses, references))[:NUM_SAMPLES]
     samples_written = options.write_output(samples, couplet_samples_table(shown))
-    lines = [f"couplet {split}, {len(pairs)} pairs, {search.name}, constraints {constraints}"]
+    lines = [f"couplet {split}, {len(pairs)} pairs, {search.name}{rules}, constraints {constraints}"]
     lines += report.lines() + line_break_notes(answers, "lower lines")
     lines.append(f"\n{len(shown)} samples (upper | ours | reference):")  # a split may hold fewer than NUM_SAMPLES
     lines += [f"  {upper} | {ours} | {reference}" for upper, ours, reference in shown]
@@ -75,7 +81,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         files={"hypotheses": output, "samples": samples},
         checkpoint=resolve_checkpoint(checkpoint),
         name=split,
-        search=search.name,
+        search=search.name + rules,
         scores={"bleu": report.bleu.score},
     )
 
