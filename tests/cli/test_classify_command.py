@@ -145,6 +145,21 @@ def test_evaluate_prints_the_scores_and_draws_the_confusion_matrix(
         assert f"{option}: expected only with the {readers}" in capsys.readouterr().err
 
 
+def test_an_article_of_a_split_too_long_for_the_model_is_named_by_its_file_and_line(
+    run_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was: "article of line 21: ...", no file: the test split's file is read from the data folder.
+    data_dir = write_news_folder(tmp_path / "news", train_per_class=2, test_per_class=5)
+    test_file = data_dir / "ag_news" / "test.csv"
+    test_file.write_text(
+        test_file.read_text(encoding="utf-8") + '"2","long","' + "goal " * 300 + '"\n', encoding="utf-8"
+    )
+    assert main(["evaluate", "classification", "--checkpoint", str(run_folder), "--data-dir", str(data_dir)]) == 2
+    assert re.search(
+        rf"error: {re.escape(str(test_file))}: line 21: the text is (at least )?\d+ subword tokens", capsys.readouterr().err
+    )
+
+
 def test_the_command_and_the_python_classifier_default_to_the_same_precision(
     run_folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -110,7 +110,7 @@ def split_files(config: ClassificationConfig, split: str, data_dir: str | None =
     data = config.data
     if data.prepared_dir and split == "validation":
         return prepared_files(data.prepared_dir)
-    if data.valid_files:
+    if data.valid_files and split == "validation":
         return [Path(data.valid_files[0])]
     data_dir = data_dir if data_dir is not None else data.data_dir
     if split == "test":
@@ -166,8 +166,12 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         rows = "articles"
     # The split's files (the options' files, --test's among them, are checked by the registry).
     inputs: dict[str, object] = {}
+    source = test
     if test is None:
-        inputs[f"the file the {name} split is read from"] = split_files(config, name, options.data_dir)
+        files = split_files(config, name, options.data_dir)
+        inputs[f"the file the {name} split is read from"] = files
+        # The file whose lines the articles' numbers are (a prepared folder's validation keeps the training file's).
+        source = files[0] if len(files) == 1 and not (config.data.prepared_dir and name == "validation") else None
     output = options.output_file(checkpoint / f"report.{name}.json", inputs)
     figure_path = Path(options.option("--confusion-png") or checkpoint / f"confusion.{name}.png")
     if output.resolve() == figure_path.resolve():
@@ -179,7 +183,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     # The classify command's default, auto; int8 has no classifier copy.
     device = next(model.parameters()).device
     precision = resolve_inference_precision(options.precision, "auto", device, name="--precision", int8=False)
-    report, _ = evaluate_classifier(model, tokenizer, articles, config.class_names, precision=precision, source=test)
+    report, _ = evaluate_classifier(model, tokenizer, articles, config.class_names, precision=precision, source=source)
     lines = [f"{checkpoint}, {test if test is not None else name}: {len(articles)} {rows}"]
     lines += report.lines()
     scored = {"split": name} if test is None else {"file": str(test.resolve())}
