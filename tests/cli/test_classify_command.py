@@ -155,9 +155,8 @@ def test_an_article_of_a_split_too_long_for_the_model_is_named_by_its_file_and_l
         test_file.read_text(encoding="utf-8") + '"2","long","' + "goal " * 300 + '"\n', encoding="utf-8"
     )
     assert main(["evaluate", "classification", "--checkpoint", str(run_folder), "--data-dir", str(data_dir)]) == 2
-    assert re.search(
-        rf"error: {re.escape(str(test_file))}: line 21: the text is (at least )?\d+ subword tokens", capsys.readouterr().err
-    )
+    refused = rf"error: {re.escape(str(test_file))}: line 21: the text is (at least )?\d+ subword tokens"
+    assert re.search(refused, capsys.readouterr().err)
 
 
 def test_the_command_and_the_python_classifier_default_to_the_same_precision(
