@@ -330,6 +330,30 @@ def test_a_length_penalty_or_stop_of_its_own_gets_its_own_hypotheses_and_card_ro
     assert written == ["beam2", "beam2alpha2", "beam2finished"]
 
 
+def test_an_output_over_the_files_the_model_trained_on_is_refused(
+    run: Path, corpus: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was: the training file replaced by the hypotheses, exit 0; the next --resume trained on them.
+    before = corpus["train_tsv"].read_bytes()
+    arguments = [
+        "evaluate",
+        "translation",
+        "--checkpoint",
+        str(run),
+        "--beam",
+        "1",
+        "--output",
+        str(corpus["train_tsv"]),
+    ]
+    arguments += ["--source", str(corpus["test_src"]), "--reference", str(corpus["test_ref"])]
+    assert main(arguments) == 2
+    error = capsys.readouterr().err
+    assert (
+        f"--output: expected a file other than the model's training or validation file {corpus['train_tsv']}" in error
+    )
+    assert corpus["train_tsv"].read_bytes() == before
+
+
 def test_a_multi30k_split_scored_by_a_run_on_own_files_is_named_multi30k_in_the_card(
     run: Path, corpus: dict[str, Path], tmp_path: Path
 ) -> None:

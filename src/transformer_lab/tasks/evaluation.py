@@ -6,7 +6,7 @@ lines and records its scores, so that it never asks which task it runs (README.m
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -255,6 +255,27 @@ def search_for(model: ModelType, decode_config: DecodeConfig, options: Evaluatio
         options.option(BEAM_STOP.flag),
     )
     return decoding_model(model, decode_config.precision), Search(decode_config, own)
+
+
+# What an output must not replace: the files a run trained and validated on (its next --resume reads them).
+TRAINED_ON = "the model's training or validation file"
+
+
+def trained_files(data: object, *built_in: Callable[[], Sequence[Path]]) -> list[Path]:
+    """The files a run of ``data`` (a task's data config) read: its own files, else each of ``built_in``'s.
+
+    A built-in corpus that is no longer where the run found it has no files to protect.
+    """
+    own = [Path(path) for name in ("train_files", "valid_files") for path in getattr(data, name, ())]
+    if own:
+        return own
+    found: list[Path] = []
+    for files in built_in:
+        try:
+            found += files()
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def unread_option_error(flag: str, task: str, readers: Sequence[str]) -> ValueError:

@@ -22,7 +22,14 @@ from transformer_lab.models import TransformerClassifier
 from transformer_lab.tasks.classification.data import read_labelled_file
 from transformer_lab.tasks.classification.predict import Prediction, predict_each
 from transformer_lab.tasks.classification.train import ClassificationConfig, load_classifier
-from transformer_lab.tasks.evaluation import ConfusionFigure, EvaluationOptions, EvaluationReport, TaskOption
+from transformer_lab.tasks.evaluation import (
+    TRAINED_ON,
+    ConfusionFigure,
+    EvaluationOptions,
+    EvaluationReport,
+    TaskOption,
+    trained_files,
+)
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import file_test_name
 
@@ -172,6 +179,8 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         inputs[f"the file the {name} split is read from"] = files
         # The file whose lines the articles' numbers are (a prepared folder's validation keeps the training file's).
         source = files[0] if len(files) == 1 and not (config.data.prepared_dir and name == "validation") else None
+    data = config.data
+    inputs[TRAINED_ON] = trained_files(data, lambda: [ag_news_path("train", data.data_dir, data.train_file)])
     output = options.output_file(checkpoint / f"report.{name}.json", inputs)
     figure_path = Path(options.option("--confusion-png") or checkpoint / f"confusion.{name}.png")
     if output.resolve() == figure_path.resolve():

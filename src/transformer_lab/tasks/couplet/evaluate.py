@@ -25,7 +25,7 @@ from transformer_lab.tasks.couplet.data import (
 )
 from transformer_lab.tasks.couplet.predict import answer_pairs, with_constraint_options
 from transformer_lab.tasks.couplet.train import load
-from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, search_for
+from transformer_lab.tasks.evaluation import TRAINED_ON, EvaluationOptions, EvaluationReport, search_for, trained_files
 from transformer_lab.training.checkpoint import resolve_checkpoint
 
 DEFAULT_SPLIT = "test"  # the preset's data.test_split: what `evaluate couplet` scores when none is named
@@ -54,6 +54,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             f"the {split} split's upper lines": corpus.upper_path,
             f"the {split} split's lower lines": corpus.lower_path,
         }
+    read[TRAINED_ON] = trained_files(config.data, lambda: training_files(config.data))
     constraints = with_constraint_options(config.constraints, options.task_options, config.decode)
     # Rules other than the checkpoint's are a search of their own: its files and card row sit beside the default's.
     changed = json.dumps(dataclasses.asdict(constraints), sort_keys=True).encode("utf-8")

@@ -13,13 +13,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from transformer_lab.data import read_multi30k
+from transformer_lab.data.multi30k import resolve_multi30k_dir
 from transformer_lab.data.parallel_text import read_parallel_text
 from transformer_lab.decoding.ensemble import Ensemble
 from transformer_lab.evaluation import BLEU_FLAVOURS, BleuResult, bleu_tokenizer_for, check_bleu_flavour, papers_bleu
 from transformer_lab.evaluation.bleu_flavour import PAPERS_FLAVOUR, SACREBLEU_FLAVOUR, check_papers_flavour
 from transformer_lab.evaluation.translation_bleu import evaluate_bleu
 from transformer_lab.models import Seq2SeqTransformer
-from transformer_lab.tasks.evaluation import EvaluationOptions, EvaluationReport, TaskOption, search_for
+from transformer_lab.tasks.evaluation import (
+    TRAINED_ON,
+    EvaluationOptions,
+    EvaluationReport,
+    TaskOption,
+    search_for,
+    trained_files,
+)
 from transformer_lab.tasks.translation.predict import ENSEMBLE
 from transformer_lab.tasks.translation.train import load_ensemble, load_translator
 from transformer_lab.training.checkpoint import checkpoint_files, resolve_checkpoint
@@ -83,6 +91,13 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     read: dict[str, object] = {
         f"the {ENSEMBLE.flag} {member} checkpoint's file": list(checkpoint_files(member).values()) for member in members
     }
+    languages = (config.data.source_language, config.data.target_language)
+
+    def multi30k_training() -> list[Path]:
+        folder = resolve_multi30k_dir(config.data.data_dir)
+        return [folder / f"train.{language}" for language in languages]
+
+    read[TRAINED_ON] = trained_files(config.data, multi30k_training)
     if source is not None:
         # Strict, as every reader: misaligned files, empty lines and bad UTF-8 name file and line.
         pairs = read_parallel_text(source, reference, skip_option=None).pairs  # evaluate has no option to skip
@@ -92,7 +107,6 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         dataset: str | None = Path(source).name  # the card row's dataset: the file scored
     else:
         data_dir = options.data_folder(config.data.data_dir)
-        languages = (config.data.source_language, config.data.target_language)
         text = read_multi30k(split, data_dir, *languages, skip_option=None)  # evaluate has no option to skip
         pairs, source_path = text.pairs, text.source_path
         read |= {f"the {split} split's sources": text.source_path, f"the {split} split's references": text.target_path}
