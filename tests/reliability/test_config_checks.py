@@ -417,6 +417,30 @@ def test_resume_refuses_its_own_files_changed_since_the_run_began(
     assert main(resume) == 0
 
 
+def test_resume_refuses_the_multi30k_files_changed_since_the_run_began(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The preset's corpus is read whole, not prepared: was not compared at all, the run went on, exit 0.
+    folder = tmp_path / "data" / "multi30k"
+    for split in ("train", "val"):
+        (folder / f"{split}.de").parent.mkdir(parents=True, exist_ok=True)
+        (folder / f"{split}.de").write_text(numbered("ein Hund"), encoding="utf-8")
+        (folder / f"{split}.en").write_text(numbered("a dog"), encoding="utf-8")
+    out = tmp_path / "run"
+    command = ["train", "translation", "--out", str(out), "--data-dir", str(tmp_path / "data"), *TINY_TRANSLATION]
+    assert main(command) == 0
+    resume = [*command, "--resume", "--set", "train.max_steps=2"]
+    before = snapshot(out)
+    (folder / "train.en").write_text(numbered("a dog", 29) + "a cat\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(resume) == 2
+    changed = f"got other contents: {folder / 'train.en'} changed size (260 -> 257 bytes); restore it, or train"
+    assert f"--resume: expected the data files the run started on, {changed}" in capsys.readouterr().err
+    assert snapshot(out) == before
+    (folder / "train.en").write_text(numbered("a dog"), encoding="utf-8")
+    assert main(resume) == 0
+
+
 DATA_CHANGED = "expected the data the run was started with (and its seed)"
 MODEL_CHANGED = "expected the model the run was started with"
 

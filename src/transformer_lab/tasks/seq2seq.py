@@ -88,6 +88,8 @@ class Seq2SeqData(Generic[VocabularyType]):
     validation_pairs: list[Pair]
     report: dict[str, int] = field(default_factory=dict)  # counts a task's reader records; {} = none
     train_pairs: list[Pair] | None = None
+    # A corpus read whole: its files' records (path, state, sha256), for a resume to compare; None: none kept.
+    inputs: list[dict[str, Any]] | None = None
 
     @classmethod
     def in_memory(
@@ -224,6 +226,7 @@ def train(
         extra_files=task.vocabulary.files(data.vocabulary),
         card=task.card,
         corpus_folder=data.train_store.folder,
+        corpus_inputs=data.inputs,
     )
     model, summary = train_run(plan, out_dir, resume=resume, init_from=init_from)
     if data.report:

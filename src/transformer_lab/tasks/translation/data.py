@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Sequence
+from typing import Any, ClassVar, Sequence
 
 from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, read_multi30k
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, check_int_fields
@@ -11,7 +11,7 @@ from transformer_lab.data.bpe_dropout import check_dropout
 from transformer_lab.data.lazy_batches import epoch_pair_batches, pair_length_table
 from transformer_lab.data.pair_files import check_pair_format
 from transformer_lab.data.pair_stream import PairFiles
-from transformer_lab.data.prepared_cache import RUN_ONLY_DATA_SETTINGS, CorpusKind
+from transformer_lab.data.prepared_cache import RUN_ONLY_DATA_SETTINGS, CorpusKind, InputWatch
 from transformer_lab.data.prepared_pairs import BpeSettings, PairCorpusSpec, PreparedPairs, pairs_kind
 from transformer_lab.tasks.seq2seq import Seq2SeqData
 from transformer_lab.training.run.once_per_machine import prepared_corpus
@@ -100,9 +100,12 @@ def _first(pairs: list[tuple[str, str]], count: int) -> list[tuple[str, str]]:
     return pairs if count == 0 else pairs[:count]
 
 
-def read_pairs(config: TranslationDataConfig) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(training pairs, validation pairs) of Multi30k in ``data_dir``, in file order.
+def read_pairs(
+    config: TranslationDataConfig,
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[dict[str, Any]]]:
+    """(training pairs, validation pairs, the files' records) of Multi30k in ``data_dir``, in file order.
 
+    The records (path, state, sha256 of each file) let a resume refuse files changed since.
     The user's files (``train_files``) are prepared instead, streamed: see `build_data`.
     """
     if config.valid_files:
@@ -110,7 +113,9 @@ def read_pairs(config: TranslationDataConfig) -> tuple[list[tuple[str, str]], li
     languages = (config.source_language, config.target_language)
     # No setting skips an empty line here: its error advises fixing the file alone.
     train = read_multi30k("train", config.data_dir, *languages, skip_option=None)
-    return train.pairs, read_multi30k("val", config.data_dir, *languages, skip_option=None).pairs
+    validation = read_multi30k("val", config.data_dir, *languages, skip_option=None)
+    paths = [train.source_path, train.target_path, validation.source_path, validation.target_path]
+    return train.pairs, validation.pairs, InputWatch(paths).records()
 
 
 def build_tokenizers(config: TranslationDataConfig, train_pairs: Sequence[tuple[str, str]]) -> TokenizerPair:
@@ -193,11 +198,13 @@ def build_data(
         prepared = prepared_corpus(corpus_kind(config, given, progress=False), config.prepared_dir, config.cache_dir)
         validation = _first(prepared.validation_pairs, config.num_validation)
         return TranslationData(prepared.tokenizers, prepared.store, validation)
-    train_pairs, validation_pairs = read_pairs(config)
+    train_pairs, validation_pairs, inputs = read_pairs(config)
     train_pairs = _first(train_pairs, config.num_train)
     validation_pairs = _first(validation_pairs, config.num_validation)
     pair = build_tokenizers(config, train_pairs) if given is None else given
-    return TranslationData.in_memory(pair, train_pairs, validation_pairs, pair.encode_pairs(train_pairs))
+    data = TranslationData.in_memory(pair, train_pairs, validation_pairs, pair.encode_pairs(train_pairs))
+    data.inputs = inputs
+    return data
 
 
 def epoch_batches(data: TranslationData, config: TranslationDataConfig, epoch: int) -> Sequence[Seq2SeqBatch]:

@@ -64,7 +64,8 @@ class RunPlan(Generic[ModelType]):
     Checkpoints record ``task_name``, ``metadata`` (a data report), ``data_counts`` and
     ``card`` (for the model card: the Hub's task type, the preset's dataset and languages,
     see ``training.model_card``), the prepared corpus's input files and checksums
-    (``data.prepared_dir``'s, else ``corpus_folder``'s, for a resume to compare) and
+    (``data.prepared_dir``'s, else ``corpus_folder``'s, else ``corpus_inputs``, those of a corpus
+    read whole, for a resume to compare) and
     ``config``; ``extra_files`` (name -> text) hold the vocabulary.
     """
 
@@ -83,6 +84,7 @@ class RunPlan(Generic[ModelType]):
     extra_files: Mapping[str, str] = field(default_factory=dict)
     # The folder of the prepared corpus the run reads, a cache entry too (None: data in memory).
     corpus_folder: Path | None = None
+    corpus_inputs: list[dict[str, Any]] | None = None  # a corpus read whole: its files' records
 
 
 @dataclass
@@ -124,6 +126,9 @@ def train_run(
     card = {CARD_HINTS_KEY: dict(plan.card)} if plan.card else {}
     prepared_dir = getattr(getattr(plan.config, "data", None), "prepared_dir", "") or plan.corpus_folder
     corpus = {PREPARED_CORPUS_KEY: prepared_corpus_record(prepared_dir)} if prepared_dir else {}
+    if not corpus and plan.corpus_inputs:
+        # Read whole, not prepared: its input files alone, which a resume compares as a cache entry's.
+        corpus = {PREPARED_CORPUS_KEY: {"inputs": plan.corpus_inputs, "files": {}}}
     trainer = Trainer(
         model,
         plan.config.train,
