@@ -335,18 +335,9 @@ def test_an_output_over_the_files_the_model_trained_on_is_refused(
 ) -> None:
     # Was: the training file replaced by the hypotheses, exit 0; the next --resume trained on them.
     before = corpus["train_tsv"].read_bytes()
-    arguments = [
-        "evaluate",
-        "translation",
-        "--checkpoint",
-        str(run),
-        "--beam",
-        "1",
-        "--output",
-        str(corpus["train_tsv"]),
-    ]
-    arguments += ["--source", str(corpus["test_src"]), "--reference", str(corpus["test_ref"])]
-    assert main(arguments) == 2
+    scored = ["--source", str(corpus["test_src"]), "--reference", str(corpus["test_ref"])]
+    over = ["--output", str(corpus["train_tsv"])]
+    assert main(["evaluate", "translation", "--checkpoint", str(run), "--beam", "1", *scored, *over]) == 2
     error = capsys.readouterr().err
     assert (
         f"--output: expected a file other than the model's training or validation file {corpus['train_tsv']}" in error
