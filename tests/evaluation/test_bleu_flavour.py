@@ -61,3 +61,15 @@ def test_without_sacremoses_it_is_one_line_naming_the_extra(monkeypatch: pytest.
     with pytest.raises(MissingExtraError, match=r'pip install -e "\.\[moses\]"') as error:
         papers_bleu(["a cat"], ["a cat"], "en")
     assert "--bleu-flavour papers" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_papers_flavour_scores_its_own_tokenization_without_sacrebleus_detokenize_warning(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Was: "That's 100 lines that end in a tokenized period ('.') ... you forgot to detokenize" on every
+    # papers score of a test set: the Moses tokenization is the flavour's own, not the user's mistake.
+    hypotheses = [f"A dog runs {number}." for number in range(120)]
+    score = papers_bleu(hypotheses, hypotheses, "en")
+    assert score.score == pytest.approx(100.0)
+    captured = capsys.readouterr()
+    assert "detokenize" not in captured.out + captured.err + caplog.text

@@ -71,7 +71,8 @@ def papers_bleu(hypotheses: Sequence[str], references: Sequence[str], language: 
     """
     check_lists(hypotheses, references)
     base = check_papers_flavour(language)
-    metric = sacrebleu.BLEU(lowercase=True, tokenize="none")
+    # force: the text is tokenized on purpose (Moses), so sacreBLEU's "forgot to detokenize" warning is not for it.
+    metric = sacrebleu.BLEU(lowercase=True, tokenize="none", force=True)
     result = metric.corpus_score(moses_tokenized(hypotheses, base), [moses_tokenized(references, base)])
     return BleuResult(
         score=result.score, signature=_papers_signature(str(metric.get_signature()), base), text=str(result)
