@@ -190,6 +190,7 @@ def test_a_bad_config_file_is_one_line_naming_the_file_and_the_key(
         ("train.max_steps", "1_000", r"train\.max_steps: expected an int, got '1_000'$"),  # 1.1: 1000
         ("train.lr_factor", "1_0.5", r"train\.lr_factor: expected a float, got '1_0\.5'$"),  # --set: 10.5
         ("train.lr_factor", ".inf", r"train\.lr_factor: expected a finite float, got (inf|'\.inf')$"),
+        ("model.dropout", "0e-5", 0.0),
     ],
 )
 def test_a_config_file_reads_numbers_as_yaml_1_2_and_as_set_does(
@@ -210,6 +211,17 @@ def test_a_config_file_reads_numbers_as_yaml_1_2_and_as_set_does(
     assert getattr(getattr(config, section), name) == expected
     assert type(getattr(getattr(config, section), name)) is type(expected)
     assert config == resolved_config(preset, from_set)[0]
+
+
+def test_a_set_number_too_small_for_a_float_is_refused_as_typed_not_read_as_0() -> None:
+    # Was: "train.lr_factor: expected a finite float > 0, got 0.0", a value nobody typed (dropout: 0, silently).
+    preset = synthetic_train.default_config()
+    for key in ("train.lr_factor", "model.dropout"):
+        arguments = argparse.Namespace(config=[], overrides=[f"{key}=1e-400"])
+        with pytest.raises(
+            ValueError, match=rf"^{re.escape(key)}: expected a number a float can hold .*, got '1e-400'"
+        ):
+            resolved_config(preset, arguments)
 
 
 def test_a_yaml_boolean_word_where_text_is_expected_says_how_to_write_the_text(

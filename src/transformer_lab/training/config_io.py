@@ -325,6 +325,12 @@ def _scalar(value: Any, annotation: Any, key: str, text: bool) -> Any:
     if annotation is float and type(typed) is int:
         # An int past a float's range (1 and 400 zeros) is no finite float either: refused below, not an OverflowError.
         typed = float(typed) if abs(typed) <= sys.float_info.max else math.inf if typed > 0 else -math.inf
+    if text and annotation is float and typed == 0.0 and re.search(r"[1-9]", str(value).lower().split("e")[0]):
+        # A spelling of a number too small for a float (1e-400): it reads as 0, which was not what was typed.
+        raise ValueError(
+            f"{key}: expected a number a float can hold (0, or at least about 5e-324 in size), got {given}, "
+            "which reads as 0"
+        )
     if type(typed) is annotation:  # the exact type: a bool is no int
         return _finite(typed, key, given) if annotation is float else typed
     words = f" ({'/'.join(_TRUE_WORDS)} or {'/'.join(_FALSE_WORDS)})" if text and annotation is bool else ""
