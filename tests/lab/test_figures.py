@@ -419,6 +419,24 @@ def test_a_log_of_one_train_row_or_of_eval_rows_only_draws_a_point_or_says_what_
     assert [text.get_text() for text in training.texts] == ["no train rows\n(one every train.log_every_steps)"]
 
 
+def test_a_value_too_large_for_an_axis_is_refused_by_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A hand-edited log: was matplotlib's RuntimeWarnings, then "arange: cannot compute length", naming nothing.
+    metrics = tmp_path / "metrics.jsonl"
+    rows = [
+        {"event": "train", "step": 1, "train_loss": 2.5, "lr": 0.1},
+        {"event": "train", "step": 2, "train_loss": -1e308, "lr": 0.1},
+    ]
+    metrics.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    assert main(["plot", "training-curve", "--metrics", str(metrics), "--out", str(tmp_path / "t.png")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"transformer-lab plot: error: {metrics}: line 2: expected values an axis can span (at most 1e+300 in size), "
+        "got train_loss -1e+308"
+    ]
+    assert not (tmp_path / "t.png").exists()
+
+
 def test_plot_attention_reads_tokens_through_vocabulary_files(
     tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

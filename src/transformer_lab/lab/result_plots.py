@@ -69,6 +69,7 @@ def plot_training_curve(
             f"to draw, got {json.dumps(row)[:80]}"
         )
     _warn_of_values_not_drawn(metrics_path, numbered)
+    _check_scalable(metrics_path, numbered)
     figure, (left, right) = plt.subplots(1, 2, figsize=figsize)
     if train_rows:
         steps = [row["step"] for row in train_rows]
@@ -122,6 +123,22 @@ def _warn_of_values_not_drawn(metrics_path: str | os.PathLike[str], numbered: Se
         more = f" and {len(found) - 3} more" if len(found) > 3 else ""
         listed = ", ".join(found[:3])
         logger.warning("%s: %d value(s) not drawn, being NaN or infinite: %s%s", metrics_path, len(found), listed, more)
+
+
+# The largest value an axis can span: beyond it matplotlib's tick arithmetic overflows ("cannot compute length").
+_LARGEST_DRAWN = 1e300
+
+
+def _check_scalable(metrics_path: str | os.PathLike[str], numbered: Sequence[tuple[int, dict]]) -> None:
+    """Refuse a finite value too large for an axis (a hand-edited log), naming its line, before matplotlib fails."""
+    for number, row in numbered:
+        for name in _drawn_fields(row):
+            value = row.get(name)
+            if isinstance(value, float) and math.isfinite(value) and abs(value) > _LARGEST_DRAWN:
+                raise ValueError(
+                    f"{metrics_path}: line {number}: expected values an axis can span (at most {_LARGEST_DRAWN:g} "
+                    f"in size), got {name} {value:g}"
+                )
 
 
 def _drawn_fields(row: Mapping[str, object]) -> tuple[str, ...]:
