@@ -67,7 +67,8 @@ def resolved_config(
 
 
 def _file_choices(preset: ConfigType, settings: Sequence[Setting]) -> list[Setting]:
-    """The --config fields that choose: a value other than the preset's, or one undoing an earlier file's choice.
+    """The --config fields (``settings``, one a field) that choose: a value other than the preset's, or one
+    undoing an earlier file's choice.
 
     A file's value that is the preset's is no choice, so it must not replace the schedule's (a
     printed preset fed back to a fine-tune trained at the preset's rate and warm-up). Each field
@@ -76,7 +77,7 @@ def _file_choices(preset: ConfigType, settings: Sequence[Setting]) -> list[Setti
     preset_settings = settings_of(preset)
     chosen: set[str] = set()
     choices = []
-    for setting in leaf_settings(type(preset), settings):
+    for setting in settings:
         if setting.key in chosen or not _is_preset_value(preset, preset_settings, setting):
             chosen.add(setting.key)
             choices.append(setting)
