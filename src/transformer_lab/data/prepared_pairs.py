@@ -578,22 +578,11 @@ def training_pair_origin(folder: Path, row: int) -> str | None:
     The files are read again up to that pair (an error path only); None where the folder
     is no pairs corpus read from files, or the files no longer hold that pair.
     """
-    try:
-        manifest = read_pairs_manifest(folder)
-    except (OSError, ValueError):
+    recorded = _recorded_reading(folder, "train")
+    if recorded is None:
         return None
-    description = manifest["description"]
-    train = description.get("train")
-    if not isinstance(train, dict):
-        return None
-    files = PairFiles(tuple(Path(path) for path in train["paths"]), train["form"], *train["languages"])
-    held = (
-        set()
-        if description.get("valid") is not None
-        else _held_positions(
-            manifest["counts"]["pairs_read"], description["num_carved_validation"], description["seed"]
-        )
-    )
+    manifest, files, carved = recorded
+    held = carved or set()
     kept = 0
     try:
         # A folder prepared before the carve's repeats were left out (fewer input checks recorded) kept them.
@@ -618,31 +607,46 @@ def validation_pair_origin(folder: Path, row: int) -> str | None:
     From the validation files, or where none were given, from the training files' held-out pairs;
     None as :func:`training_pair_origin` gives it.
     """
-    try:
-        manifest = read_pairs_manifest(folder)
-    except (OSError, ValueError):
+    recorded = _recorded_reading(folder, "valid")
+    if recorded is None:
         return None
-    description = manifest["description"]
-    read = description.get("valid") or description.get("train")
-    if not isinstance(read, dict):
-        return None
-    files = PairFiles(tuple(Path(path) for path in read["paths"]), read["form"], *read["languages"])
-    held = (
-        None
-        if description.get("valid") is not None
-        else _held_positions(
-            manifest["counts"]["pairs_read"], description["num_carved_validation"], description["seed"]
-        )
-    )
+    _, files, carved = recorded
     try:
         pairs = ((number, pair) for number, pair in numbered_pairs(files) if pair is not None)
-        validation = (item for index, item in enumerate(pairs) if held is None or index in held)
+        validation = (item for index, item in enumerate(pairs) if carved is None or index in carved)
         for found, (number, (source, target)) in enumerate(validation):
             if found == row:
                 return _line_of(files, number, source, target)
     except (OSError, ValueError):
         return None
     return None
+
+
+def _recorded_reading(folder: Path, side: str) -> tuple[dict[str, Any], PairFiles, set[int] | None] | None:
+    """The manifest of ``folder``, the files its ``side`` ("train", or "valid") was read from, and the pair
+    numbers carved from the training files for validation (None: validation files were given).
+
+    "valid" falls back to the training files where validation was carved from them. None where the
+    folder is no pairs corpus read from files.
+    """
+    try:
+        manifest = read_pairs_manifest(folder)
+    except (OSError, ValueError):
+        return None
+    description = manifest["description"]
+    given_validation = description.get("valid") is not None
+    read = description.get("valid" if side == "valid" and given_validation else "train")
+    if not isinstance(read, dict):
+        return None
+    files = PairFiles(tuple(Path(path) for path in read["paths"]), read["form"], *read["languages"])
+    carved = (
+        None
+        if given_validation
+        else _held_positions(
+            manifest["counts"]["pairs_read"], description["num_carved_validation"], description["seed"]
+        )
+    )
+    return manifest, files, carved
 
 
 def _line_of(files: PairFiles, number: int, source: str, target: str) -> str:
