@@ -40,7 +40,7 @@ from transformer_lab.data.ag_news import (
     read_classes_file,
     stream_ag_news_csv,
 )
-from transformer_lab.data.carve_error import CarveError
+from transformer_lab.data.carve_error import CarveError, nothing_left_to_train
 from transformer_lab.data.labelled_text import (
     LabelIds,
     LabelledExample,
@@ -361,18 +361,6 @@ def _marked(
             yield ("held" if is_held else "repeat" if repeat else "train"), row
 
 
-def _nothing_left_to_train(count: int, num_held: int) -> CarveError:
-    """The carve refused where every training row repeats a held-out row's text (one text, copied)."""
-    return CarveError(
-        "{valid_files}: expected validation rows, or training rows other than the held-out ones, got {count} rows "
-        "whose texts the {held} held-out rows all repeat (validation would score texts the model learned, so they "
-        "are left out of training); give validation rows ({valid_files}) or more varied rows",
-        ("valid_files",),
-        count=count,
-        held=num_held,
-    )
-
-
 def _check_every_class_trained(trained: np.ndarray, sizes: np.ndarray, class_names: Sequence[str]) -> None:
     """Refuse a class whose rows outside validation all repeat held-out texts: left out, it would never be trained."""
     starved = np.flatnonzero((sizes > 0) & (trained == 0))
@@ -429,7 +417,7 @@ def write_prepared_labelled(
     carved = np.unique(np.fromiter((hash(row.text) for role, row in carved_rows if role == "held"), dtype=np.int64))
     # A pass that stops at the first training row: past the start only where the held-out texts are all there is.
     if len(carved) and not any(role == "train" for role, _ in _marked(scanned.rows(), held, carved)):
-        raise _nothing_left_to_train(train_rows, len(held))
+        raise nothing_left_to_train(train_rows, len(held), "rows", "texts", "validation rows")
     if tokenizer is None:
         tokenizer = spec.learn_tokenizer(row for role, row in _marked(scanned.rows(), held, carved) if role == "train")
     writer = TokenStoreWriter(folder, ("tokens",), ids_dtype(tokenizer.vocab_size), labels=True)

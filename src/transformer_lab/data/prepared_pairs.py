@@ -39,7 +39,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from transformer_lab.data.carve_error import CarveError
+from transformer_lab.data.carve_error import CarveError, nothing_left_to_train
 from transformer_lab.data.manifest_checks import COUNT_OR_NONE, SHA256, report_holding
 from transformer_lab.data.pair_files import read_pair_files
 from transformer_lab.data.pair_stream import PairFiles, count_pairs, numbered_pairs, stream_pairs
@@ -302,18 +302,6 @@ def check_carved_count(num_carved: int) -> None:
         )
 
 
-def _nothing_left_to_train(count: int, num_held: int) -> CarveError:
-    """The carve refused where every training pair repeats a held-out pair's source sentence (one sentence, copied)."""
-    return CarveError(
-        "{valid_files}: expected validation files, or training pairs other than the held-out ones, got {count} "
-        "pairs whose source sentences the {held} held-out pairs all repeat (validation would score sentences the "
-        "model learned, so they are left out of training); give validation files ({valid_files}) or more varied pairs",
-        ("valid_files",),
-        count=count,
-        held=num_held,
-    )
-
-
 def _held_positions(count: int, num_carved: int, seed: int) -> set[int]:
     return set(random.Random(seed).sample(range(count), min(num_carved, count // 10)))
 
@@ -383,7 +371,7 @@ def _learn_tokenizers(
     started = time.perf_counter()
     sample, drawn = _sample_pairs(spec, held, num_train, sample_pairs, carved_sources)
     if not sample and carved_sources:
-        raise _nothing_left_to_train(num_train + len(held), len(held))
+        raise nothing_left_to_train(num_train + len(held), len(held), "pairs", "source sentences", "validation files")
     logger.info(
         "learning the BPE from %d of the %d training pairs (data.tokenizer_sample=%d sentences)",
         drawn,
@@ -486,7 +474,7 @@ def _write_prepared(
     if index != count:
         raise ValueError(f"{spec.train.paths[0]}: expected {count} pairs (counted), read {index}; did the file change?")
     if kept == 0 and repeating_validation:
-        raise _nothing_left_to_train(count, len(held))
+        raise nothing_left_to_train(count, len(held), "pairs", "source sentences", "validation files")
     if spec.valid is None or validation is None:
         validation = carved[: spec.num_validation or None]
     else:
