@@ -32,6 +32,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from transformer_lab import strict_json
 from transformer_lab.data.download import sha256_of_file
+from transformer_lab.data import line_stream
 from transformer_lab.data.line_stream import checked_file
 from transformer_lab.data.manifest_checks import (
     COUNT,
@@ -281,7 +282,8 @@ class InputWatch:
             if digest is None:
                 digest = ReadDigest()
                 with path.open("rb") as file:
-                    while block := file.read(1 << 22):
+                    # The streams' block (read when called): this read holds no more of a file than they do.
+                    while block := file.read(line_stream.BLOCK_BYTES):
                         digest.update(block)
             after = file_state(path.stat())
             if after != before or digest.size != after["size"]:
