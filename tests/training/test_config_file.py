@@ -224,6 +224,24 @@ def test_a_set_number_too_small_for_a_float_is_refused_as_typed_not_read_as_0() 
             resolved_config(preset, arguments)
 
 
+def test_a_yaml_number_too_small_for_a_float_is_refused_by_its_line_not_read_as_0(tmp_path: Path) -> None:
+    # Was: "train.lr_factor: expected a finite float > 0, got 0.0"; a dropout of 1e-400 became 0 silently.
+    preset = synthetic_train.default_config()
+    for text in ("1e-400", "!!float 2.5e-999", "-0.001e-400"):
+        path = tmp_path / "tiny.yaml"
+        path.write_text(f"train:\n  max_steps: 3\nmodel:\n  dropout: {text}\n", encoding="utf-8")
+        typed = text.split()[-1]
+        with pytest.raises(ValueError) as raised:
+            resolved_config(preset, argparse.Namespace(config=[path], overrides=[]))
+        assert str(raised.value) == (
+            f"{path}: line 4: expected YAML, got an error: expected a number a float can hold (0, or at "
+            f"least about 5e-324 in size), got {typed!r}, which reads as 0"
+        )
+    # Zero spelt any way is still zero.
+    path.write_text("model:\n  dropout: 0.0e-400\n", encoding="utf-8")
+    assert resolved_config(preset, argparse.Namespace(config=[path], overrides=[]))[0].model.dropout == 0.0
+
+
 def test_a_yaml_boolean_word_where_text_is_expected_says_how_to_write_the_text(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from transformer_lab import strict_json
-from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data import line_stream
+from transformer_lab.data.download import sha256_of_file
 from transformer_lab.data.line_stream import checked_file
 from transformer_lab.data.manifest_checks import (
     COUNT,

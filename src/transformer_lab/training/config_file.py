@@ -41,9 +41,11 @@ from transformer_lab.data.parallel_text import utf8_text
 from transformer_lab.training.config_io import (
     CORE_FLOAT,
     CORE_INT,
+    TOO_SMALL_FOR_A_FLOAT,
     Setting,
     config_to_dict,
     core_number,
+    reads_as_zero,
     settings_of,
 )
 
@@ -91,6 +93,11 @@ def _construct_core_number(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> in
     """A number node (plain, or tagged ``!!int`` / ``!!float``) read by :func:`core_number`."""
     text = loader.construct_scalar(node)
     number = core_number(str(text))
+    if number == 0.0 and reads_as_zero(str(text)):
+        # 1e-400 reads as 0, a value nobody typed: a dropout would become 0 without a word.
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{TOO_SMALL_FOR_A_FLOAT}, got {text!r}, which reads as 0", node.start_mark
+        )
     if number is None or (node.tag == _INT_TAG and not isinstance(number, int)):
         kind = "an int" if node.tag == _INT_TAG else "a float"
         raise yaml.constructor.ConstructorError(

@@ -41,11 +41,13 @@ from transformer_lab.shortened import shortened
 
 __all__ = [
     "PRESET",
+    "TOO_SMALL_FOR_A_FLOAT",
     "Setting",
     "apply_overrides",
     "config_from_dict",
     "config_to_dict",
     "core_number",
+    "reads_as_zero",
     "merge_settings",
     "override_settings",
     "parse_override",
@@ -325,12 +327,8 @@ def _scalar(value: Any, annotation: Any, key: str, text: bool) -> Any:
     if annotation is float and type(typed) is int:
         # An int past a float's range (1 and 400 zeros) is no finite float either: refused below, not an OverflowError.
         typed = float(typed) if abs(typed) <= sys.float_info.max else math.inf if typed > 0 else -math.inf
-    if text and annotation is float and typed == 0.0 and re.search(r"[1-9]", str(value).lower().split("e")[0]):
-        # A spelling of a number too small for a float (1e-400): it reads as 0, which was not what was typed.
-        raise ValueError(
-            f"{key}: expected a number a float can hold (0, or at least about 5e-324 in size), got {given}, "
-            "which reads as 0"
-        )
+    if text and annotation is float and typed == 0.0 and reads_as_zero(str(value)):
+        raise ValueError(f"{key}: {TOO_SMALL_FOR_A_FLOAT}, got {given}, which reads as 0")
     if type(typed) is annotation:  # the exact type: a bool is no int
         return _finite(typed, key, given) if annotation is float else typed
     words = f" ({'/'.join(_TRUE_WORDS)} or {'/'.join(_FALSE_WORDS)})" if text and annotation is bool else ""
@@ -356,6 +354,14 @@ def _expects_text(annotation: Any) -> bool:
     if origin is typing.Union or origin is types.UnionType:
         return any(_expects_text(option) for option in typing.get_args(annotation))
     return annotation is str or (isinstance(annotation, type) and issubclass(annotation, pathlib.PurePath))
+
+
+TOO_SMALL_FOR_A_FLOAT = "expected a number a float can hold (0, or at least about 5e-324 in size)"
+
+
+def reads_as_zero(text: str) -> bool:
+    """Whether the number ``text`` spells is not 0 but too small for a float (1e-400), which reads it as 0."""
+    return re.search(r"[1-9]", text.lower().split("e")[0]) is not None
 
 
 def core_number(text: str) -> int | float | None:
