@@ -6,14 +6,25 @@ after; a sentence the model cannot read whole is a ``ValueError`` naming it, nev
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from transformer_lab.data import SubwordTokenizer, TokenizerPair
+from transformer_lab.data import EOS_ID, PAD_ID, SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding.config import DecodeConfig
-from transformer_lab.decoding.sources import Candidate, DecodedModel, candidates_of, decode_sources
+from transformer_lab.decoding.output import Hypothesis
+from transformer_lab.decoding.sources import (
+    Candidate,
+    DecodedModel,
+    candidates_of,
+    decode_sources,
+    reached_length_limit,
+    strip_generated,
+)
 
 __all__ = ["check_sentences", "sentence_names", "translate_nbest", "translate_sentences"]
+
+logger = logging.getLogger(__name__)
 
 
 def sentence_names(names: Iterable[str] | None, count: int) -> list[str]:
@@ -106,8 +117,10 @@ def translate_sentences(
     length; nothing is truncated.
     """
     tokenizers = TokenizerPair.of(tokenizer)
-    encoded = _encode_sources(model, tokenizers.source, sentences, sentence_names(names, len(sentences)))
+    names = sentence_names(names, len(sentences))
+    encoded = _encode_sources(model, tokenizers.source, sentences, names)
     found = decode_sources(model, encoded, decode_config, batch_size=batch_size)
+    _warn_cut(found, encoded, names, decode_config)
     return [
         candidates_of(hypotheses[:1], tokenizers.target.decode)[0].text if hypotheses else "" for hypotheses in found
     ]
@@ -132,4 +145,31 @@ def translate_nbest(
     _check_characters(model, tokenizers.source, sentence, name)
     source_ids = _encoded(model, tokenizers.source, sentence, name)
     (hypotheses,) = decode_sources(model, [source_ids], decode_config)
+    _warn_cut([hypotheses], [source_ids], [name], decode_config)
     return candidates_of(hypotheses, tokenizers.target.decode)
+
+
+def _warn_cut(
+    found: Sequence[Sequence[Hypothesis]],
+    encoded: Sequence[Sequence[int]],
+    names: Sequence[str],
+    decode_config: DecodeConfig,
+) -> None:
+    """One warning where any best translation stopped at the search's length limit: it may be cut, not ended."""
+    cut = [
+        index
+        for index, (hypotheses, source) in enumerate(zip(found, encoded, strict=True))
+        if hypotheses and reached_length_limit(hypotheses[0], len(source), decode_config)
+    ]
+    if not cut:
+        return
+    first = cut[0]
+    logger.warning(
+        "%s of %s translations stopped at the search's length limit without ending, so may be cut (the first: %s, "
+        "at %s tokens; the limit is decode.max_len_a x the source's tokens + decode.max_len_b, at most "
+        "decode.max_len): a model that repeats itself up to the limit is typical of one trained briefly",
+        f"{len(cut):,}",
+        f"{sum(1 for hypotheses in found if hypotheses):,}",
+        names[first],
+        len(strip_generated(found[first][0].ids, EOS_ID, PAD_ID)),
+    )

@@ -109,6 +109,17 @@ def candidates_of(hypotheses: Sequence[Hypothesis], to_text: Callable[[list[int]
     return candidates
 
 
+def reached_length_limit(hypothesis: Hypothesis, source_length: int, decode_config: DecodeConfig) -> bool:
+    """Whether the search stopped ``hypothesis`` (of a source of ``source_length`` ids) at its length limit.
+
+    Cut there, it has no eos; greedy search forces eos at a sentence's own limit
+    (length_limits.py), so a hypothesis as long as that limit counts as cut too.
+    """
+    if EOS_ID not in hypothesis.ids:
+        return True
+    return len(strip_generated(hypothesis.ids, EOS_ID, PAD_ID)) >= decode_config.max_new_tokens(source_length)
+
+
 def strip_generated(ids: Tensor | list[int], eos_id: int, pad_id: int) -> list[int]:
     """Tokens of one generated row up to (not including) its first ``eos``, padding removed."""
     tokens = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)

@@ -1,0 +1,68 @@
+"""A translation the search stopped at its length limit is said to be possibly cut, not printed as if it ended.
+
+The checkpoints are real ones whose generator's bias makes the model write one token at
+every step, so it never writes eos: each translation runs to the limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.reliability.builders import SENTENCES, write_translation_checkpoint
+from transformer_lab.cli import main
+from transformer_lab.data import EOS_ID
+from transformer_lab.decoding.sentences import translate_nbest, translate_sentences
+from transformer_lab.tasks.translation import train as translation_train
+
+GERMAN = [source for source, _ in SENTENCES]
+NOTE = (
+    "{cut} of {translated} translations stopped at the search's length limit without ending, so may be cut "
+    "(the first: {name}, at {tokens} tokens; the limit is decode.max_len_a x the source's tokens + "
+    "decode.max_len_b, at most decode.max_len): a model that repeats itself up to the limit is typical of one "
+    "trained briefly"
+)
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_translate_says_how_many_translations_ran_to_the_limit(
+    strategy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Per-sentence limits (0.5 x 7 + 1 = 4 for the first sentence): greedy search forces eos there, so the
+    # cut translation ends with an eos of the limit's own, which the note must see through.
+    overrides = ["decode.max_len=64", "decode.max_len_a=0.5", "decode.max_len_b=1", f"decode.strategy={strategy}"]
+    checkpoint = write_translation_checkpoint(tmp_path / "checkpoint", overrides, favoured="a")
+    source = tmp_path / "input.de"
+    source.write_text(f"{GERMAN[0]}\n\n{GERMAN[1]}\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        assert main(["translate", "--checkpoint", str(checkpoint), "--input", str(source)]) == 0
+    captured = capsys.readouterr()
+    model, tokenizer, config = translation_train.load_translator(checkpoint)
+    limit = config.decode.max_new_tokens(len(tokenizer.source.encode(GERMAN[0])))
+    assert captured.out.splitlines()[0] == "a" * limit
+    note = NOTE.format(cut=2, translated=2, name=f"{source}: line 1", tokens=limit)
+    assert [record.getMessage() for record in caplog.records] == [note]  # the command's stderr shows the log
+
+
+def test_a_translation_that_ends_is_not_said_to_be_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    checkpoint = write_translation_checkpoint(tmp_path / "checkpoint", favoured="a")
+    model, tokenizer, config = translation_train.load_translator(checkpoint)
+    decode = dataclasses.replace(config.decode, strategy="greedy")
+    with caplog.at_level(logging.WARNING):
+        assert translate_sentences(model, tokenizer, GERMAN[:2], decode) == ["a" * config.decode.max_len] * 2
+        assert translate_nbest(model, tokenizer, GERMAN[0], decode)[0].text == "a" * config.decode.max_len
+    assert [record.getMessage() for record in caplog.records] == [
+        NOTE.format(cut=2, translated=2, name="sentences[0]", tokens=config.decode.max_len),
+        NOTE.format(cut=1, translated=1, name="sentence", tokens=config.decode.max_len),
+    ]
+    caplog.clear()
+    with torch.no_grad():
+        model.generator.bias[EOS_ID] = 2000.0  # now eos is written first: every translation ends at once
+    with caplog.at_level(logging.WARNING):
+        assert translate_sentences(model, tokenizer, GERMAN[:2], decode) == ["", ""]
+        assert translate_nbest(model, tokenizer, GERMAN[0], decode)[0].text == ""
+    assert caplog.records == []
