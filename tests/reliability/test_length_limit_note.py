@@ -7,6 +7,7 @@ every step, so it never writes eos: each translation runs to the limit.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from pathlib import Path
 
@@ -66,3 +67,28 @@ def test_a_translation_that_ends_is_not_said_to_be_cut(tmp_path: Path, caplog: p
         assert translate_sentences(model, tokenizer, GERMAN[:2], decode) == ["", ""]
         assert translate_nbest(model, tokenizer, GERMAN[0], decode)[0].text == ""
     assert caplog.records == []
+
+
+def test_training_validates_without_the_note_and_its_model_then_translates_with_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # A model of one step runs (nearly) every validation sentence to the limit: said at each validation, noise.
+    from tests.reliability.test_config_checks import TINY_TRANSLATION, numbered
+
+    (tmp_path / "a.de").write_text(numbered("ein Hund"), encoding="utf-8")
+    (tmp_path / "a.en").write_text(numbered("a dog"), encoding="utf-8")
+    run = tmp_path / "run"
+    files = ["--train", str(tmp_path / "a.de"), str(tmp_path / "a.en")]
+    with caplog.at_level(logging.WARNING):
+        assert main(["train", "translation", *files, *TINY_TRANSLATION, "--out", str(run)]) == 0
+    assert json.loads((run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()[-1])["val_bleu"] < 10
+    assert not [record for record in caplog.records if "length limit" in record.getMessage()]
+    capsys.readouterr()
+    source = tmp_path / "held.de"
+    source.write_text("ein Hund 3\n", encoding="utf-8")
+    arguments = ["translate", "--checkpoint", str(run / "last"), "--beam", "1", "--input", str(source)]
+    with caplog.at_level(logging.WARNING):
+        assert main(arguments) == 0
+    (translation,) = capsys.readouterr().out.splitlines()
+    cut = [record.getMessage() for record in caplog.records if "length limit" in record.getMessage()]
+    assert cut == [NOTE.format(cut=1, translated=1, name=f"{source}: line 1", tokens=8)], translation

@@ -108,19 +108,23 @@ def translate_sentences(
     decode_config: DecodeConfig,
     batch_size: int = 64,
     names: Sequence[str] | None = None,
+    *,
+    warn_cut: bool = True,
 ) -> list[str]:
     """Translate ``sentences`` (batched by length); an empty or blank sentence gives ``""``.
 
     ``tokenizer`` is the checkpoint's pair, or one joint tokenizer. A sentence whose
     subword length exceeds the model's positional table raises ``ValueError`` naming it
     (``names``, one per sentence, e.g. its file and line; default ``sentences[i]``) and its
-    length; nothing is truncated.
+    length; nothing is truncated. ``warn_cut``: log one warning where translations ran to the
+    search's length limit without ending (they may be cut).
     """
     tokenizers = TokenizerPair.of(tokenizer)
     names = sentence_names(names, len(sentences))
     encoded = _encode_sources(model, tokenizers.source, sentences, names)
     found = decode_sources(model, encoded, decode_config, batch_size=batch_size)
-    _warn_cut(found, encoded, names, decode_config)
+    if warn_cut:
+        _warn_cut(found, encoded, names, decode_config)
     return [
         candidates_of(hypotheses[:1], tokenizers.target.decode)[0].text if hypotheses else "" for hypotheses in found
     ]

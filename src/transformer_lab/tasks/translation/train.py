@@ -181,7 +181,10 @@ def train(
     check_fits_positional_table(lengths, data.validation_pairs, config.model.max_len, "validation data", fixed, origin)
 
     def evaluate(evaluated_model: Seq2SeqTransformer) -> dict[str, float]:
-        report = evaluate_bleu(evaluated_model, data.vocabulary, data.validation_pairs, greedy, bleu_tokenize)
+        # A model still learning runs many sentences to the length limit: warned at every validation, that is noise.
+        report = evaluate_bleu(
+            evaluated_model, data.vocabulary, data.validation_pairs, greedy, bleu_tokenize, warn_cut=False
+        )
         return {
             "val_bleu": report.cased.score,
             "val_bleu_lowercased": report.lowercased.score,
