@@ -47,6 +47,13 @@ def test_translate_says_how_many_translations_ran_to_the_limit(
     assert captured.out.splitlines()[0] == "a" * limit
     note = NOTE.format(cut=2, translated=2, name=f"{source}: line 1", tokens=limit)
     assert [record.getMessage() for record in caplog.records] == [note]  # the command's stderr shows the log
+    # The n-best list searches each sentence alone, and still says it once.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert main(["translate", "--checkpoint", str(checkpoint), "--input", str(source), "--nbest", "2"]) == 0
+    assert [record.getMessage() for record in caplog.records] == [note]
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [row[:2] for row in rows] == [["1", "1"], ["1", "2"], ["3", "1"], ["3", "2"]]
 
 
 def test_a_translation_that_ends_is_not_said_to_be_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -60,12 +67,14 @@ def test_a_translation_that_ends_is_not_said_to_be_cut(tmp_path: Path, caplog: p
         NOTE.format(cut=2, translated=2, name="sentences[0]", tokens=config.decode.max_len),
         NOTE.format(cut=1, translated=1, name="sentence", tokens=config.decode.max_len),
     ]
+    assert translate_nbest(model, tokenizer, GERMAN[0], decode, warn=False)[0].cut
     caplog.clear()
     with torch.no_grad():
         model.generator.bias[EOS_ID] = 2000.0  # now eos is written first: every translation ends at once
     with caplog.at_level(logging.WARNING):
         assert translate_sentences(model, tokenizer, GERMAN[:2], decode) == ["", ""]
-        assert translate_nbest(model, tokenizer, GERMAN[0], decode)[0].text == ""
+        (candidate,) = translate_nbest(model, tokenizer, GERMAN[0], decode)
+    assert candidate.text == "" and not candidate.cut
     assert caplog.records == []
 
 

@@ -10,19 +10,16 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from transformer_lab.data import EOS_ID, PAD_ID, SubwordTokenizer, TokenizerPair
+from transformer_lab.data import SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding.config import DecodeConfig
-from transformer_lab.decoding.output import Hypothesis
 from transformer_lab.decoding.sources import (
     Candidate,
     DecodedModel,
     candidates_of,
     decode_sources,
-    reached_length_limit,
-    strip_generated,
 )
 
-__all__ = ["check_sentences", "sentence_names", "translate_nbest", "translate_sentences"]
+__all__ = ["check_sentences", "sentence_names", "translate_nbest", "translate_sentences", "warn_cut"]
 
 logger = logging.getLogger(__name__)
 
@@ -109,25 +106,29 @@ def translate_sentences(
     batch_size: int = 64,
     names: Sequence[str] | None = None,
     *,
-    warn_cut: bool = True,
+    warn: bool = True,
 ) -> list[str]:
     """Translate ``sentences`` (batched by length); an empty or blank sentence gives ``""``.
 
     ``tokenizer`` is the checkpoint's pair, or one joint tokenizer. A sentence whose
     subword length exceeds the model's positional table raises ``ValueError`` naming it
     (``names``, one per sentence, e.g. its file and line; default ``sentences[i]``) and its
-    length; nothing is truncated. ``warn_cut``: log one warning where translations ran to the
-    search's length limit without ending (they may be cut).
+    length; nothing is truncated. ``warn``: log :func:`warn_cut`'s warning where translations
+    ran to the search's length limit.
     """
     tokenizers = TokenizerPair.of(tokenizer)
     names = sentence_names(names, len(sentences))
     encoded = _encode_sources(model, tokenizers.source, sentences, names)
     found = decode_sources(model, encoded, decode_config, batch_size=batch_size)
-    if warn_cut:
-        _warn_cut(found, encoded, names, decode_config)
-    return [
-        candidates_of(hypotheses[:1], tokenizers.target.decode)[0].text if hypotheses else "" for hypotheses in found
+    best = [
+        candidates_of(hypotheses[:1], tokenizers.target.decode, decode_config.max_new_tokens(len(source)))
+        if hypotheses
+        else []
+        for hypotheses, source in zip(found, encoded, strict=True)
     ]
+    if warn:
+        warn_cut(best, names)
+    return [candidates[0].text if candidates else "" for candidates in best]
 
 
 def translate_nbest(
@@ -136,12 +137,14 @@ def translate_nbest(
     sentence: str,
     decode_config: DecodeConfig,
     name: str = "sentence",
+    *,
+    warn: bool = True,
 ) -> list[Candidate]:
     """The n-best translations of one sentence, best first.
 
     Beam search returns ``decode_config.num_return`` candidates (at most ``beam_size``);
     greedy search returns one. A blank sentence or one longer than the positional table
-    is a ``ValueError`` naming it as ``name``.
+    is a ``ValueError`` naming it as ``name``. ``warn``: as :func:`translate_sentences`'.
     """
     if not sentence.strip():
         raise ValueError(f"{name}: expected a non-empty sentence to translate, got a blank one")
@@ -149,31 +152,23 @@ def translate_nbest(
     _check_characters(model, tokenizers.source, sentence, name)
     source_ids = _encoded(model, tokenizers.source, sentence, name)
     (hypotheses,) = decode_sources(model, [source_ids], decode_config)
-    _warn_cut([hypotheses], [source_ids], [name], decode_config)
-    return candidates_of(hypotheses, tokenizers.target.decode)
+    candidates = candidates_of(hypotheses, tokenizers.target.decode, decode_config.max_new_tokens(len(source_ids)))
+    if warn:
+        warn_cut([candidates], [name])
+    return candidates
 
 
-def _warn_cut(
-    found: Sequence[Sequence[Hypothesis]],
-    encoded: Sequence[Sequence[int]],
-    names: Sequence[str],
-    decode_config: DecodeConfig,
-) -> None:
-    """One warning where any best translation stopped at the search's length limit: it may be cut, not ended."""
-    cut = [
-        index
-        for index, (hypotheses, source) in enumerate(zip(found, encoded, strict=True))
-        if hypotheses and reached_length_limit(hypotheses[0], len(source), decode_config)
-    ]
+def warn_cut(found: Sequence[Sequence[Candidate]], names: Sequence[str]) -> None:
+    """One warning where any sentence's best translation (``found[i][0]``, sentence ``names[i]``) was cut."""
+    cut = [index for index, candidates in enumerate(found) if candidates and candidates[0].cut]
     if not cut:
         return
-    first = cut[0]
     logger.warning(
         "%s of %s translations stopped at the search's length limit without ending, so may be cut (the first: %s, "
         "at %s tokens; the limit is decode.max_len_a x the source's tokens + decode.max_len_b, at most "
         "decode.max_len): a model that repeats itself up to the limit is typical of one trained briefly",
         f"{len(cut):,}",
-        f"{sum(1 for hypotheses in found if hypotheses):,}",
-        names[first],
-        len(strip_generated(found[first][0].ids, EOS_ID, PAD_ID)),
+        f"{sum(1 for candidates in found if candidates):,}",
+        names[cut[0]],
+        len(found[cut[0]][0].ids),
     )

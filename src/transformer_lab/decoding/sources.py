@@ -36,13 +36,15 @@ class Candidate:
     ``ids`` are the generated ids without ``<bos>``/``<eos>``; ``log_prob`` is the sum of
     the token log-probabilities (``<eos>`` and any constraint's penalty included) and
     ``score`` that sum divided by the GNMT length penalty, the number beam search ranks
-    by (greedy reports it too).
+    by (greedy reports it too). ``cut``: the search stopped it at its length limit rather
+    than at an eos, so it may not be whole.
     """
 
     text: str
     ids: list[int]
     score: float
     log_prob: float
+    cut: bool = False
 
 
 def decode_sources(
@@ -100,24 +102,21 @@ def check_batch_size(batch_size: object) -> int:
     return int(batch_size)
 
 
-def candidates_of(hypotheses: Sequence[Hypothesis], to_text: Callable[[list[int]], str]) -> list[Candidate]:
-    """The :class:`Candidate` of each hypothesis, its ids without eos or padding, its text from ``to_text``."""
+def candidates_of(
+    hypotheses: Sequence[Hypothesis], to_text: Callable[[list[int]], str], limit: int | None = None
+) -> list[Candidate]:
+    """The :class:`Candidate` of each hypothesis, its ids without eos or padding, its text from ``to_text``.
+
+    ``limit``: the most new tokens the search allowed the source (``DecodeConfig.max_new_tokens``).
+    A hypothesis without eos was cut; greedy search forces eos at a sentence's own limit
+    (length_limits.py), so one as long as ``limit`` counts as cut too.
+    """
     candidates = []
     for hypothesis in hypotheses:
         kept = strip_generated(hypothesis.ids, EOS_ID, PAD_ID)
-        candidates.append(Candidate(text=to_text(kept), ids=kept, score=hypothesis.score, log_prob=hypothesis.log_prob))
+        cut = EOS_ID not in hypothesis.ids or (limit is not None and len(kept) >= limit)
+        candidates.append(Candidate(to_text(kept), kept, hypothesis.score, hypothesis.log_prob, cut))
     return candidates
-
-
-def reached_length_limit(hypothesis: Hypothesis, source_length: int, decode_config: DecodeConfig) -> bool:
-    """Whether the search stopped ``hypothesis`` (of a source of ``source_length`` ids) at its length limit.
-
-    Cut there, it has no eos; greedy search forces eos at a sentence's own limit
-    (length_limits.py), so a hypothesis as long as that limit counts as cut too.
-    """
-    if EOS_ID not in hypothesis.ids:
-        return True
-    return len(strip_generated(hypothesis.ids, EOS_ID, PAD_ID)) >= decode_config.max_new_tokens(source_length)
 
 
 def strip_generated(ids: Tensor | list[int], eos_id: int, pad_id: int) -> list[int]:

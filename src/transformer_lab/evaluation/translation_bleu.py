@@ -30,18 +30,18 @@ def evaluate_bleu(
     decode_config: DecodeConfig,
     bleu_tokenize: str = "13a",
     names: Sequence[str] | None = None,
-    warn_cut: bool = True,
+    warn: bool = True,
 ) -> BleuReport:
     """Translate the sources of ``pairs`` and score them against the targets: BLEU (cased, lowercased), chrF++.
 
     ``bleu_tokenize`` is sacreBLEU's tokenizer; ``bleu_tokenizer_for(target_language)`` picks
     the one for the target language. A line break or tab in a translation is scored as a space,
     as the hypotheses file holds it. ``names``: what a source too long to translate is called
-    in the error (its file and line; default ``sentences[i]``). ``warn_cut``: warn of translations
-    that ran to the length limit (`translate_sentences`).
+    in the error (its file and line; default ``sentences[i]``). ``warn``: warn of translations that
+    ran to the length limit (`translate_sentences`).
     """
     sources = [source for source, _ in pairs]
-    translations = translate_sentences(model, tokenizer, sources, decode_config, names=names, warn_cut=warn_cut)
+    translations = translate_sentences(model, tokenizer, sources, decode_config, names=names, warn=warn)
     hypotheses = [one_line(text) for text in translations]
     references = [target for _, target in pairs]
     return BleuReport(

@@ -23,7 +23,13 @@ from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.config import MAX_BEAM_SIZE as MAX_SEARCH_BEAMS
 from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor, Written
 from transformer_lab.decoding.search_settings import SearchKeywords
-from transformer_lab.decoding.sentences import check_sentences, sentence_names, translate_nbest, translate_sentences
+from transformer_lab.decoding.sentences import (
+    check_sentences,
+    sentence_names,
+    translate_nbest,
+    translate_sentences,
+    warn_cut,
+)
 from transformer_lab.decoding.sources import Candidate, DecodedModel, check_batch_size
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.models.attention_maps import cross_attention
@@ -131,10 +137,12 @@ class Translator(Seq2SeqPredictor):
         texts = texts_of(sentences, "sentences")
         model, decode = self.decoding(beam, nbest, precision, length_penalty, beam_stop)
         names = ["sentence"] if isinstance(sentences, str) and names is None else sentence_names(names, len(texts))
+        # Searched one by one, said once: a cut translation of each sentence is counted in one warning.
         results = [
-            translate_nbest(model, self.tokenizers, text, decode, name) if text.strip() else []
+            translate_nbest(model, self.tokenizers, text, decode, name, warn=False) if text.strip() else []
             for text, name in zip(texts, names)
         ]
+        warn_cut(results, names)
         return results[0] if isinstance(sentences, str) else results
 
     def _plotted(self, sentence: object, name: str | None) -> str:

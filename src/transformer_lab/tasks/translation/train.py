@@ -183,7 +183,7 @@ def train(
     def evaluate(evaluated_model: Seq2SeqTransformer) -> dict[str, float]:
         # A model still learning runs many sentences to the length limit: warned at every validation, that is noise.
         report = evaluate_bleu(
-            evaluated_model, data.vocabulary, data.validation_pairs, greedy, bleu_tokenize, warn_cut=False
+            evaluated_model, data.vocabulary, data.validation_pairs, greedy, bleu_tokenize, warn=False
         )
         return {
             "val_bleu": report.cased.score,
