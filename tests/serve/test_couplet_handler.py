@@ -6,13 +6,17 @@ under punctuation), and the answer's own flags must agree with a check written h
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from transformer_lab.cli import main
 from transformer_lab.data import Vocabulary
+from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
+from transformer_lab.evaluation.couplet_antithesis import antithesis_bonus
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.serve import create_app, load_served_models
 from transformer_lab.tasks import seq2seq
@@ -24,7 +28,7 @@ MARKS = "，。"
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> TestClient:
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("couplet")
     vocabulary = Vocabulary.build([list(CHARACTERS + MARKS)])
     vocabulary.save(folder / "vocabulary.txt")
@@ -48,8 +52,12 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> TestClient:
         {"task": couplet_train.TASK_NAME, **config_to_dict(config)},
         extra_files={couplet_train.VOCABULARY_FILE: (folder / "vocabulary.txt").read_text(encoding="utf-8")},
     )
-    served = load_served_models([f"poet={folder / 'run'}"])
-    return TestClient(create_app(served))
+    return folder / "run"
+
+
+@pytest.fixture(scope="module")
+def client(run_folder: Path) -> TestClient:
+    return TestClient(create_app(load_served_models([f"poet={run_folder}"])))
 
 
 def post(client: TestClient, body: dict[str, Any]) -> Any:
@@ -71,6 +79,19 @@ def test_lower_lines_have_the_upper_lines_form_and_say_so(client: TestClient) ->
         marks_aligned = all((character in MARKS) == (mark in MARKS) for character, mark in zip(text, upper))
         assert line["punctuation_matches"] == marks_aligned and marks_aligned
     assert client.get("/api/models").json()["models"][0]["task"] == "couplet"
+
+
+def test_the_scores_are_those_that_ranked_the_lines_as_the_couplet_command_prints_them(
+    client: TestClient, run_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The page showed the search's score alone: with the rerank on (the preset's), not the order of the list.
+    upper = "春风花月"
+    lines = post(client, {"model": "poet", "text": upper, "count": 5}).json()["candidates"]
+    assert main(["couplet", "--checkpoint", str(run_folder), "--num-candidates", "5", upper]) == 0
+    printed = capsys.readouterr().out.splitlines()[1:]
+    assert [f"  {rank}. {line['text']}  ({line['score']:.2f})" for rank, line in enumerate(lines, 1)] == printed
+    bonuses = [antithesis_bonus(upper, line["text"], CoupletConstraintConfig()) for line in lines]
+    assert len(set(bonuses)) > 1  # the rerank moved the scores apart, so the check above can tell them
 
 
 @pytest.mark.parametrize(

@@ -136,6 +136,11 @@ def pair_scores(upper: str, lower: str) -> dict[str, float | None]:
     return {name: rule(upper, lower) for name, rule in RULES.items()}
 
 
+def ranking_score(upper: str, candidate: Candidate, config: CoupletConstraintConfig) -> float:
+    """The score that ranks ``candidate`` among its beam: the search's, plus the rerank's nats where it is on."""
+    return candidate.score + (antithesis_bonus(upper, candidate.text, config) if config.reranks else 0.0)
+
+
 def rerank_by_antithesis(
     upper: str, candidates: Sequence[Candidate], config: CoupletConstraintConfig
 ) -> list[Candidate]:

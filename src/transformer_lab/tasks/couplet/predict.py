@@ -35,7 +35,7 @@ from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
 from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor, Written
 from transformer_lab.decoding.search_settings import SearchKeywords, check_candidate_count, with_beam
 from transformer_lab.decoding.sources import Candidate, DecodedModel, candidates_of, decode_sources
-from transformer_lab.evaluation.couplet_antithesis import antithesis_bonus, rerank_by_antithesis
+from transformer_lab.evaluation.couplet_antithesis import ranking_score, rerank_by_antithesis
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.one_line import one_line
 from transformer_lab.setting_error import SettingError
@@ -336,7 +336,8 @@ class CoupletHandler(Seq2SeqHandler):
             "candidates": [
                 {
                     "text": candidate.text,
-                    "score": candidate.score,
+                    # The score that ranked it, as the couplet command prints it.
+                    "score": ranking_score(result.upper, candidate, rules),
                     "length_matches": len(candidate.text) == len(result.upper),
                     "punctuation_matches": [is_punctuation(character) for character in candidate.text] == marks,
                 }
@@ -383,11 +384,6 @@ def answer(writer: CoupletWriter, lines: list[str], options: Mapping[str, Any]) 
     count = options.get(NUM_CANDIDATES.flag, 1)
     constraints = writer.config.constraints
     results = writer.write(lines, num_candidates=count, **search_keywords(options))
-    reranked = constraints.reranks and count > 1
-
-    def bonus(upper: str, lower: str) -> float:
-        return antithesis_bonus(upper, lower, constraints) if reranked else 0.0
-
     answers = Answers(lines=[])
     for number, result in enumerate(results, start=1):
         if result.error:
@@ -398,9 +394,8 @@ def answer(writer: CoupletWriter, lines: list[str], options: Mapping[str, Any]) 
             answers.lines.append(one_line(result.candidates[0].text) if result.candidates else "")
             continue
         answers.lines.append(result.upper)
-        # The score that ranked them: the search's, plus the rerank's nats where it is on.
         answers.lines.extend(
-            f"  {rank}. {one_line(candidate.text)}  ({candidate.score + bonus(result.upper, candidate.text):.2f})"
+            f"  {rank}. {one_line(candidate.text)}  ({ranking_score(result.upper, candidate, constraints):.2f})"
             for rank, candidate in enumerate(result.candidates, 1)
         )
     answers.count_line_breaks([candidate.text for result in results for candidate in result.candidates], "lower lines")
