@@ -380,7 +380,7 @@ OUT_OF_RANGE = [
     ("/api/echo", {"separator": ","}, "separator: expected ' ' or ' | ', got ','"),
     ("/api/translate", {"text": ""}, "text: expected at least 1 character, got 0"),
     ("/api/translate", {"model": ""}, "model: expected at least 1 character, got 0"),
-    ("/api/translate", {"model": "m" * 300}, "model: expected at most 200 characters, got 300"),
+    ("/api/translate", {"model": "m" * 600}, "model: expected at most 512 characters, got 600"),
     ("/api/translate", {"text": "a" * 1200}, "text: expected at most 1000 characters, got 1200"),
     ("/api/masks", {"sentences": []}, "sentences: expected at least 1 item, got 0"),
     ("/api/masks", {"sentences": ["a"] * 5}, "sentences: expected at most 4 items, got 5"),
@@ -604,6 +604,22 @@ def test_run_folders_names_and_errors(translation_run: Path, tmp_path: Path) -> 
     (tmp_path / "config.json").write_text('{"task": "copy"}', encoding="utf-8")
     with pytest.raises(ValueError, match="got task 'copy'"):
         load_served_models([tmp_path])
+
+
+def test_a_name_too_long_to_be_asked_for_is_refused_when_served_and_a_long_folder_name_is_served(
+    translation_run: Path, tmp_path: Path
+) -> None:
+    # Was: served and listed, then every request naming it a 422 ("expected at most 200 characters").
+    with pytest.raises(ValueError) as raised:
+        load_served_models([f"{'m' * 513}={translation_run}"])
+    assert str(raised.value).endswith(
+        "expected a model name of at most 512 characters, got 513; name it with NAME=PATH"
+    )
+    long_folder = tmp_path / ("x" * 250)  # near the common 255-byte limit of a folder name
+    shutil.copytree(translation_run / "best", long_folder)
+    client = TestClient(create_app(load_served_models([long_folder])))
+    response = client.post("/api/translate", json={"model": "x" * 250, "text": "Ein Hund."})
+    assert response.status_code == 200, response.text
 
 
 def test_a_path_holding_an_equals_sign_is_served_as_a_path_and_empty_values_are_named(

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import torch
 
 from transformer_lab.devices import resolve_device
+from transformer_lab.shortened import shortened
 from transformer_lab.tasks.registry import checkpoint_tasks
 from transformer_lab.training import load_checkpoint_config, resolve_checkpoint
 from transformer_lab.training.checkpoint import trained_task_name
@@ -34,11 +35,16 @@ class ServedModel:
 def _split_name(argument: str) -> tuple[str | None, str]:
     """``NAME=PATH`` -> (NAME, PATH); a plain PATH -> (None, PATH), also one holding '=' that exists as it is."""
     name, separator, path = argument.partition("=")
-    if separator and name and "/" not in name and os.sep not in name and not Path(argument).exists():
+    # os.path.exists: a NAME=PATH too long to be a file name is no path (Path.exists raises ENAMETOOLONG).
+    if separator and name and "/" not in name and os.sep not in name and not os.path.exists(argument):
         if not path:
             raise ValueError(f"--checkpoint {argument}: expected a checkpoint path after {name}=, got an empty one")
         return name, path
     return None, argument
+
+
+# A name a request may give: room for "run/checkpoint" of two folder names at the common 255-byte limit.
+MAX_MODEL_NAME_CHARACTERS = 512
 
 
 def _default_name(given: Path, checkpoint: Path) -> str:
@@ -67,6 +73,12 @@ def load_served_models(
         name, path_text = _split_name(os.fspath(argument))
         checkpoint = resolve_checkpoint(path_text, "--checkpoint")
         name = name or _default_name(Path(path_text), checkpoint)
+        if len(name) > MAX_MODEL_NAME_CHARACTERS:
+            # Served, it could never be asked for: a request's model name is bounded.
+            raise ValueError(
+                f"--checkpoint {shortened(os.fspath(argument), 120)}: expected a model name of at most "
+                f"{MAX_MODEL_NAME_CHARACTERS} characters, got {len(name)}; name it with NAME=PATH"
+            )
         if name in served:
             raise ValueError(
                 f"--checkpoint {argument}: expected a unique name, but {name!r} is already served from "

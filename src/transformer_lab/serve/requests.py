@@ -9,6 +9,7 @@ from typing import Annotated, Any, Mapping
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 from pydantic.fields import FieldInfo
 
+from transformer_lab.serve.registry import MAX_MODEL_NAME_CHARACTERS
 from transformer_lab.tasks.task import ONLY_WHEN
 
 # Long enough for a paragraph, short enough that no request can keep the model busy for long.
@@ -29,7 +30,9 @@ class _FreeText:
 
 
 FREE_TEXT = _FreeText()
-ModelName = Annotated[str, Field(min_length=1, max_length=200, description="a name from GET /api/models")]
+ModelName = Annotated[
+    str, Field(min_length=1, max_length=MAX_MODEL_NAME_CHARACTERS, description="a name from GET /api/models")
+]
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARACTERS), AfterValidator(_not_blank), FREE_TEXT]
 # Strict, as a config file is read: a JSON true, "3" or 2.0 is no integer, "2" no number (an integer is a number).
 REQUEST_CONFIG = ConfigDict(extra="forbid", strict=True)
