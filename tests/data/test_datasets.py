@@ -107,6 +107,18 @@ def test_the_command_names_the_option_of_a_bad_download_argument(
             ["--to", str(tmp_path / "data"), "--mirror", "http://"],
             "--mirror: expected an http://, https:// or file:// address, got 'http://' (no host)",
         ),
+        # Was: "download failed (Name or service not known)" for the host "user:secret@127.0.0.1", password shown twice.
+        (
+            ["--to", str(tmp_path / "data"), "--mirror", "http://user:secret@127.0.0.1:8801/"],
+            "--mirror: expected an http://, https:// or file:// address, got 'http://user:***@127.0.0.1:8801/' "
+            "(it holds a user name or password, which the download does not send; give a mirror without them)",
+        ),
+        # Was: the files' paths went into the query ("/?q=1/raw.githubusercontent.com/...").
+        (
+            ["--to", str(tmp_path / "data"), "--mirror", "http://127.0.0.1:8801/?q=1"],
+            "--mirror: expected an http://, https:// or file:// address, got 'http://127.0.0.1:8801/?q=1' "
+            "(it holds a query (?...) or a fragment (#...), after which the files' paths would be lost)",
+        ),
         (
             ["--to", str(tmp_path / "data"), "--wb14123-train"],
             "--wb14123-train: expected only with the dataset 'couplets', got it with 'multi30k'",

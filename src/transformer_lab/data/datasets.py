@@ -81,10 +81,23 @@ def _check_mirror(mirror: object) -> str | None:
     why = _address_problem(mirror) if isinstance(mirror, str) else ""
     if why is not None or not isinstance(mirror, str):
         expected = "expected an http://, https:// or file:// address, got {given!r}" + (f" ({why})" if why else "")
+        given = _without_password(mirror) if isinstance(mirror, str) else mirror
         if source == "mirror":  # the keyword: a front end names its own option (--mirror)
-            raise SettingError("{mirror}: " + expected, ("mirror",), given=mirror)
-        raise ValueError(f"{source}: " + expected.format(given=mirror))
+            raise SettingError("{mirror}: " + expected, ("mirror",), given=given)
+        raise ValueError(f"{source}: " + expected.format(given=given))
     return mirror
+
+
+def _without_password(address: str) -> str:
+    """``address`` with the password of its user information, if any, shown as ``***``: an error repeats it."""
+    try:
+        parts = urllib.parse.urlsplit(address)
+        if parts.password is None:
+            return address
+    except ValueError:
+        return address
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
 def _address_problem(address: str) -> str | None:
@@ -102,6 +115,12 @@ def _address_problem(address: str) -> str | None:
         return ""  # said by the expected schemes alone
     if port is not None and not 0 < port < 65536:
         return f"port {port} is out of range"
+    if parts.username is not None or parts.password is not None:
+        # urllib would read "user:password@host" as a host name and fail as a network error.
+        return "it holds a user name or password, which the download does not send; give a mirror without them"
+    if parts.query or parts.fragment:
+        # The files' paths are added after the mirror: a query or fragment would take them in.
+        return "it holds a query (?...) or a fragment (#...), after which the files' paths would be lost"
     if parts.scheme in ("http", "https"):
         if not parts.hostname:
             return "no host"
