@@ -31,6 +31,7 @@ import transformer_lab
 from transformer_lab.serve import create_app, load_served_models
 from transformer_lab.serve.requests import MAX_TEXT_CHARACTERS
 from transformer_lab.tasks.translation.predict import MAX_BEAM_SIZE
+from transformer_lab.training import CONFIG_FILE, resolve_checkpoint
 
 pytest.importorskip("selenium", reason="selenium is a dev dependency: pip install -e '.[dev]'")
 
@@ -46,6 +47,7 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPOSITORY / "tests" / "artifacts"
 CHECKPOINT_VARIABLE = "TRANSFORMER_LAB_SERVE_CHECKPOINT"
 NAME = "translation"
+GREEDY_NAME = "translation-greedy"
 SENTENCE = "Ein Hund spielt mit einem roten Ball im Park."
 # Generous: on a loaded 2-core machine starting Python, torch and uvicorn can take minutes.
 SERVER_START_SECONDS = 300
@@ -85,6 +87,12 @@ def server_url(
 ) -> Iterator[str]:
     """``transformer-lab serve`` in a subprocess on a free loopback port."""
     checkpoint = os.environ.get(CHECKPOINT_VARIABLE) or str(request.getfixturevalue("translation_run"))
+    # The same weights under a greedy search: the page must preselect each checkpoint's own.
+    greedy = tmp_path_factory.mktemp("greedy") / "checkpoint"
+    shutil.copytree(resolve_checkpoint(checkpoint), greedy)
+    config = json.loads((greedy / CONFIG_FILE).read_text(encoding="utf-8"))
+    config["decode"]["strategy"] = "greedy"
+    (greedy / CONFIG_FILE).write_text(json.dumps(config), encoding="utf-8")
     port = find_unused_port()
     source_root = str(Path(transformer_lab.__file__).resolve().parents[1])  # this checkout's src/
     environment = dict(
@@ -100,6 +108,8 @@ def server_url(
                 "serve",
                 "--checkpoint",
                 f"{NAME}={checkpoint}",
+                "--checkpoint",
+                f"{GREEDY_NAME}={greedy}",
                 "--port",
                 str(port),
             ],
@@ -233,6 +243,25 @@ def test_greedy_search_on_the_page_shows_the_one_greedy_translation(browser: Web
     shown = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#translation-nbest td.translation")]
     assert shown == [candidate["text"] or "(empty)" for candidate in expected["candidates"]]
     assert len(shown) == 1
+
+
+def test_the_page_preselects_each_checkpoints_own_search_and_answers_as_translate_does(
+    browser: WebDriver, server_url: str
+) -> None:
+    # Was: beam search whatever the checkpoint, so a greedy checkpoint's page answered otherwise than `translate`.
+    wait, _ = _type_a_sentence(browser, server_url)
+    checked = "input[name=strategy]:checked"
+    assert browser.find_element(By.CSS_SELECTOR, checked).get_attribute("value") == "beam"
+    Select(browser.find_element(By.ID, "model-select")).select_by_value(GREEDY_NAME)
+    assert browser.find_element(By.CSS_SELECTOR, checked).get_attribute("value") == "greedy"
+    browser.find_element(By.ID, "translate-button").click()
+    status = browser.find_element(By.ID, "translation-status")
+    wait.until(lambda driver: "ms on the server" in status.text or "error" in (status.get_attribute("class") or ""))
+    expected = post(f"{server_url}/api/translate", {"model": GREEDY_NAME, "text": SENTENCE, "strategy": "greedy"})
+    shown = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#translation-nbest td.translation")]
+    assert shown == [candidate["text"] or "(empty)" for candidate in expected["candidates"]]
+    Select(browser.find_element(By.ID, "model-select")).select_by_value(NAME)
+    assert browser.find_element(By.CSS_SELECTOR, checked).get_attribute("value") == "beam"
 
 
 def test_masks_tab_draws_the_four_masks_of_each_sentence(browser: WebDriver, server_url: str) -> None:

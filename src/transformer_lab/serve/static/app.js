@@ -70,7 +70,11 @@ function chooseModel(name) {
   for (const field of model ? model.endpoints.flatMap((endpoint) => endpoint.fields) : []) {
     for (const input of document.querySelectorAll(`.pane[data-task="${paneTask(model)}"] [data-field="${field.name}"]`)) declare(input, field);
   }
-  if (model && model.task === "translation") $("beam-size").value = model.beam_size;  // the checkpoint's own search
+  if (model && model.task === "translation") {
+    // The checkpoint's own search, so that the page answers as `translate` does.
+    document.querySelector(`input[name=strategy][value=${model.strategy}]`).checked = true;
+    $("beam-size").value = model.beam_size;
+  }
   showTab(state.tab);
 }
 
