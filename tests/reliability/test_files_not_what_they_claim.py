@@ -18,6 +18,7 @@ import pytest
 from tests.reliability.builders import train_classification_checkpoint, write_translation_checkpoint
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
+from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training.model_card import CARD_FILE
 from transformer_lab.training.run.run_lock import LOCK_FILE, RunFolderLock
 
@@ -403,3 +404,18 @@ def test_a_cache_entry_that_is_a_symbolic_link_is_refused_and_left_as_it_is(tmp_
     with pytest.raises(ValueError, match=r"cache entry: expected a folder of its own, got .*, a symbolic link"):
         prepared_corpus(kind, "", tmp_path / "cache")
     assert _tree(tmp_path) == before
+
+
+def test_a_checkpoint_under_a_path_that_is_not_utf8_is_refused_for_its_path_not_as_a_damaged_file(
+    tmp_path: Path,
+) -> None:
+    # Was: "expected a complete safetensors file, got one that cannot be read (... is not valid UTF-8); it is
+    # truncated or not a weights file", of an intact file: the safetensors reader takes only UTF-8 paths.
+    folder = tmp_path / os.fsdecode(b"caf\xe9")
+    write_translation_checkpoint(folder)
+    with pytest.raises(ValueError) as raised:
+        translation_train.load_translator(folder)
+    assert str(raised.value).endswith(
+        f"{str(folder / 'model.safetensors')!r}: expected a path of UTF-8 text, which the safetensors reader needs, "
+        "got one whose bytes are not (a name made in another encoding); rename the folder"
+    ), raised.value

@@ -617,10 +617,23 @@ def _unreadable_weights(path: Path, error: SafetensorError, hint: str = "") -> V
     )
 
 
+def _safetensors_path(path: Path) -> str:
+    """``path`` as the safetensors reader takes it: a ValueError naming it where it is not UTF-8, which it refuses."""
+    try:
+        os.fsencode(path).decode("utf-8")
+    except UnicodeDecodeError:
+        # Said of the path: the reader's own error read as a damaged file ("truncated or not a weights file").
+        raise ValueError(
+            f"{str(path)!r}: expected a path of UTF-8 text, which the safetensors reader needs, got one whose bytes "
+            "are not (a name made in another encoding); rename the folder"
+        ) from None
+    return str(path)
+
+
 def _stored_aliases(path: Path) -> dict[str, str]:
     """Tied weights stored once: the header's metadata maps each name left out to the name kept."""
     try:
-        with safe_open(str(path), framework="pt") as file:
+        with safe_open(_safetensors_path(path), framework="pt") as file:
             return dict(file.metadata() or {})
     except SafetensorError as error:
         raise _unreadable_weights(path, error) from None
@@ -637,7 +650,7 @@ class _StoredTensor:
 def _stored_tensors(path: Path) -> dict[str, _StoredTensor]:
     """The name -> (shape, number type) table of a safetensors file, read from its header only."""
     try:
-        with safe_open(str(path), framework="pt") as file:
+        with safe_open(_safetensors_path(path), framework="pt") as file:
             slices = {name: file.get_slice(name) for name in file.keys()}
             return {name: _StoredTensor(list(part.get_shape()), str(part.get_dtype())) for name, part in slices.items()}
     except SafetensorError as error:
