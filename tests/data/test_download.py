@@ -789,6 +789,23 @@ def test_an_html_page_sent_for_the_file_is_named_as_one(
         download_file(f"{base_url}/train.de.gz", destination, sha256("Ein Mann.\n"), gunzip=gunzip)
 
 
+@pytest.mark.parametrize("gunzip", [False, True])
+def test_an_empty_body_is_named_as_one_not_as_a_mismatch(
+    range_server: tuple[str, type[RangeHandler]], tmp_path: Path, gunzip: bool
+) -> None:
+    # Was: "sha256 mismatch: expected ..., got e3b0c442...", the hash of nothing, read as a wrong copy.
+    base_url, handler = range_server
+    handler.files["/train.de.gz"] = b""
+    destination = tmp_path / "train.de"
+    with pytest.raises(ValueError) as error:
+        download_file(f"{base_url}/train.de.gz", destination, sha256("Ein Mann.\n"), gunzip=gunzip)
+    assert str(error.value) == (
+        f"train.de (from {base_url}/train.de.gz): expected the file, got an empty body (0 bytes); "
+        f"{destination} was not written"
+    )
+    assert not destination.exists() and leftovers(tmp_path) == []
+
+
 def test_a_body_part_that_is_a_symbolic_link_is_removed_never_written_through(
     range_server: tuple[str, type[RangeHandler]], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

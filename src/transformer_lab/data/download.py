@@ -527,6 +527,12 @@ def _fetch(
                         raise _unexpected_page(destination, url, page) from None
                     raise
         actual = _digest_of_file(result, algorithm)
+        if actual != expected and partial.stat().st_size == 0:
+            # The hash of nothing, quoted as a mismatch, reads as a wrong copy: the server sent no bytes at all.
+            raise ValueError(
+                f"{destination.name} (from {url}): expected the file, got an empty body (0 bytes); "
+                f"{destination} was not written"
+            )
         if actual != expected:
             page = _html_page(partial)
             if page is not None:
