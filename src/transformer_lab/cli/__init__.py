@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=thread_count,
         default=None,
-        help="torch's intra-op threads (default: $OMP_NUM_THREADS if set, else the machine's physical cores)",
+        help="torch's intra-op threads (default: $OMP_NUM_THREADS if set, else the physical cores its affinity allows)",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _COMMAND_MODULES:
@@ -249,7 +249,8 @@ def set_threads(threads: int | None) -> int:
             raise ValueError(f"OMP_NUM_THREADS: expected an int >= 1 (or unset), got {variable!r}")
         threads, source = torch.get_num_threads(), "OMP_NUM_THREADS"
     else:
-        threads, source = physical_cores(), "the machine's physical cores; --threads or OMP_NUM_THREADS to change"
+        source = "the physical cores its affinity allows; --threads or OMP_NUM_THREADS to change"
+        threads = physical_cores()
     torch.set_num_threads(threads)
     # Debug only: a bad command line must stay one line on stderr. The Trainer says the
     # thread count when training starts.

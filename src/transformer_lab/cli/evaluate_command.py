@@ -41,7 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--data-dir",
         default=None,
-        help="folder holding the dataset (default: $TRANSFORMER_LAB_DATA, else the folder `download` fills)",
+        help=(
+            "folder holding the dataset (default: the one the checkpoint's config.json recorded, else "
+            "$TRANSFORMER_LAB_DATA, else the folder `download` fills)"
+        ),
     )
     parser.add_argument(
         "--output",
