@@ -12,12 +12,7 @@ from collections.abc import Set as AbstractSet
 
 from transformer_lab.data import SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding.config import DecodeConfig
-from transformer_lab.decoding.sources import (
-    Candidate,
-    DecodedModel,
-    candidates_of,
-    decode_sources,
-)
+from transformer_lab.decoding.sources import Candidate, DecodedModel, candidates_of, decode_sources
 
 __all__ = ["check_sentences", "sentence_names", "translate_nbest", "translate_sentences", "warn_cut"]
 
