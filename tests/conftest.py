@@ -2,6 +2,7 @@
 
 import os
 import random
+import signal
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,11 @@ from tests.reliability.builders import (
 # OMP_NUM_THREADS says, so the commands the tests run stay on one thread too.
 os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
+
+# A suite started in a shell's background (`make test &`) inherits SIGINT ignored, and so would
+# every command it starts; the tests of Ctrl-C send SIGINT and expect what a terminal gives.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
