@@ -15,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.builders import train_classification_checkpoint, write_translation_checkpoint
+from tests.reliability.builders import (
+    train_classification_checkpoint,
+    train_couplet_checkpoint,
+    write_translation_checkpoint,
+)
 from tests.reliability.tiny_runs import tiny_copy_options
 from transformer_lab.cli import main
 from transformer_lab.tasks.translation import train as translation_train
@@ -419,3 +423,32 @@ def test_a_checkpoint_under_a_path_that_is_not_utf8_is_refused_for_its_path_not_
         f"{str(folder / 'model.safetensors')!r}: expected a path of UTF-8 text, which the safetensors reader needs, "
         "got one whose bytes are not (a name made in another encoding); rename the folder"
     ), raised.value
+
+
+@pytest.mark.parametrize("task", ["classification", "couplet"])
+def test_evaluate_split_validation_refuses_the_data_changed_since_the_run_held_it_out(
+    task: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was: the rows were carved again from the edited file, scored, and carded as the run's validation, exit 0.
+    if task == "classification":
+        checkpoint = train_classification_checkpoint(tmp_path)
+        edited = tmp_path / "data" / "ag_news" / "train.csv"
+    else:
+        checkpoint = train_couplet_checkpoint(tmp_path)
+        edited = tmp_path / "data" / "couplet" / "train_couplet_machine" / "in.txt"
+    evaluate = ["evaluate", task, "--checkpoint", str(checkpoint), "--split", "validation"]
+    assert main(evaluate) == 0
+    capsys.readouterr()
+    card = (checkpoint / CARD_FILE).read_text(encoding="utf-8")
+    lines = edited.read_text(encoding="utf-8").splitlines(keepends=True)
+    edited.write_text("".join(reversed(lines)), encoding="utf-8")  # the same size, other rows first
+    assert main(evaluate) == 2
+    error = capsys.readouterr().err.strip()
+    instead = "--test FILE" if task == "classification" else "--split test"
+    assert "\n" not in error and error.endswith(
+        f"--split validation: expected the data the run held its validation out of, got other data: {edited} "
+        f"changed (its sha256 differs); restore it, or score other data with {instead}"
+    ), error
+    assert (checkpoint / CARD_FILE).read_text(encoding="utf-8") == card
+    edited.write_text("".join(lines), encoding="utf-8")  # restored: the same bytes, a new mtime
+    assert main(evaluate) == 0

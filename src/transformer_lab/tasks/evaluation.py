@@ -28,6 +28,7 @@ from transformer_lab.folders import check_file_output
 from transformer_lab.hardware import INFERENCE_PRECISIONS
 from transformer_lab.training.checkpoint import checkpoint_files, weights_version
 from transformer_lab.training.run.run_folder import run_log
+from transformer_lab.training.run.same_run import held_out_change
 from transformer_lab.word_lists import in_words
 
 ModelType = TypeVar("ModelType", bound=nn.Module)
@@ -276,6 +277,21 @@ def trained_files(data: object, *built_in: Callable[[], Sequence[Path]]) -> list
         except (OSError, ValueError):
             continue
     return found
+
+
+def check_held_out_unchanged(checkpoint: Path, files: Sequence[Path], instead: str) -> None:
+    """Refuse to score ``--split validation`` on data other than the run held its validation out of.
+
+    ``files`` are those the rows are read again from; ``instead`` the option a message offers.
+    """
+    change = held_out_change(checkpoint, files)
+    if change is not None:
+        # Carved again from edited files, or read from a folder prepared again, they are other rows,
+        # scored and carded as the run's validation.
+        raise ValueError(
+            f"--split validation: expected the data the run held its validation out of, got other data: {change}; "
+            f"restore it, or score other data with {instead}"
+        )
 
 
 def unread_option_error(flag: str, task: str, readers: Sequence[str]) -> ValueError:

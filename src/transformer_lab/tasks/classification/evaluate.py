@@ -28,6 +28,7 @@ from transformer_lab.tasks.evaluation import (
     EvaluationOptions,
     EvaluationReport,
     TaskOption,
+    check_held_out_unchanged,
     trained_files,
 )
 from transformer_lab.training.checkpoint import resolve_checkpoint
@@ -169,6 +170,8 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             if options.option(option) is not None:
                 raise ValueError(f"{option}: expected only with --test FILE, got it with --split {name}")
         skip_malformed = bool(options.option("--skip-malformed"))
+        if name == "validation":
+            check_held_out_unchanged(checkpoint, split_files(config, name, options.data_dir), "--test FILE")
         articles = load_split(config, name, options.data_dir, skip_malformed=skip_malformed)
         rows = "articles"
     # The split's files (the options' files, --test's among them, are checked by the registry).

@@ -25,7 +25,14 @@ from transformer_lab.tasks.couplet.data import (
 )
 from transformer_lab.tasks.couplet.predict import answer_pairs, with_constraint_options
 from transformer_lab.tasks.couplet.train import load
-from transformer_lab.tasks.evaluation import TRAINED_ON, EvaluationOptions, EvaluationReport, search_for, trained_files
+from transformer_lab.tasks.evaluation import (
+    TRAINED_ON,
+    EvaluationOptions,
+    EvaluationReport,
+    check_held_out_unchanged,
+    search_for,
+    trained_files,
+)
 from transformer_lab.training.checkpoint import resolve_checkpoint
 
 DEFAULT_SPLIT = "test"  # the preset's data.test_split: what `evaluate couplet` scores when none is named
@@ -43,6 +50,9 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     read: dict[str, object] = {}
     if split == "validation":
         # The pairs this run held out of its training split, carved again the same way.
+        check_held_out_unchanged(
+            resolve_checkpoint(checkpoint), validation_files(config.data, data_dir), "--split test"
+        )
         pairs = load_validation_pairs(config.data, data_dir)
         read = {"the file the validation pairs are read from": validation_files(config.data, data_dir)}
     else:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from transformer_lab.training.checkpoint import (
 )
 from transformer_lab.training.config_io import config_to_dict, shown
 
-__all__ = ["check_same_model", "check_same_run", "with_absolute_paths"]
+__all__ = ["check_same_model", "check_same_run", "held_out_change", "recorded_corpus_change", "with_absolute_paths"]
 
 # Data fields a resume may change: where the data and the prepared corpora live on this
 # machine, the split that evaluate scores by default, and classification's train_file,
@@ -145,26 +145,60 @@ def _check_same_corpus(saved: Mapping[str, Any], config: Mapping[str, Any], wher
     the same ones changed since, its ids and vocabulary are not those the run trained on.
     A run that recorded none (started before runs recorded it) is not compared.
     """
-    data = config.get("data")
-    folder = data.get("prepared_dir") if isinstance(data, Mapping) else None
-    if PREPARED_CORPUS_KEY not in saved:
+    found = recorded_corpus_change(saved, config.get("data"), where)
+    if found is None:
         return
-    if not folder:
+    folder, change = found
+    if folder is None:
         # Files read through the cache: the cache prepares a changed file again, and the run
         # would go on from its step and place in the epoch on other data.
-        change = inputs_change(saved[PREPARED_CORPUS_KEY], where) or _retargeted_file(saved[PREPARED_CORPUS_KEY], data)
-        if change:
-            raise ValueError(
-                f"--resume: expected the data files the run started on, got other contents: {change}; restore it, "
-                "or train into a new --out (--init-from fine-tunes the run on the new data)"
-            )
-        return
-    change = corpus_change(saved[PREPARED_CORPUS_KEY], prepared_corpus_record(folder), where)
-    if change:
         raise ValueError(
-            f"--resume: data.prepared_dir: expected the corpus the run started on, got {folder}, which {change}; "
-            "resume with that corpus, or train into a new --out"
+            f"--resume: expected the data files the run started on, got other contents: {change}; restore it, "
+            "or train into a new --out (--init-from fine-tunes the run on the new data)"
         )
+    raise ValueError(
+        f"--resume: data.prepared_dir: expected the corpus the run started on, got {folder}, which {change}; "
+        "resume with that corpus, or train into a new --out"
+    )
+
+
+def recorded_corpus_change(saved: Mapping[str, Any], data: Any, where: str) -> tuple[str | None, str] | None:
+    """(the prepared folder or None, how it changed) where the corpus a checkpoint's config (``saved``) recorded
+    differs from the one ``data`` (its data section, as a dict) names now; None when it is the same, or when
+    none was recorded (a run started before runs recorded it).
+
+    With ``data.prepared_dir``, the folder's files are compared with their recorded checksums;
+    else the input files read through the cache, with their recorded state and sha256.
+    """
+    if PREPARED_CORPUS_KEY not in saved:
+        return None
+    folder = data.get("prepared_dir") if isinstance(data, Mapping) else None
+    if not folder:
+        change = inputs_change(saved[PREPARED_CORPUS_KEY], where) or _retargeted_file(saved[PREPARED_CORPUS_KEY], data)
+        return None if change is None else (None, change)
+    change = corpus_change(saved[PREPARED_CORPUS_KEY], prepared_corpus_record(folder), where)
+    return None if change is None else (str(folder), change)
+
+
+def held_out_change(checkpoint: Path, files: Sequence[Path]) -> str | None:
+    """How the data a run at ``checkpoint`` held its validation rows out of differs now, or None.
+
+    ``files`` are those an evaluation reads them from again: its prepared folder's, or the input
+    files, each of which must hold what one the run read held (a folder given elsewhere included).
+    """
+    saved = load_checkpoint_config(checkpoint)
+    where = str(Path(checkpoint) / CONFIG_FILE)
+    found = recorded_corpus_change(saved, saved.get("data"), where)
+    if found is not None:
+        folder, change = found
+        return change if folder is None else f"the prepared folder {folder}, which {change}"
+    if PREPARED_CORPUS_KEY not in saved or (saved.get("data") or {}).get("prepared_dir"):
+        return None
+    checksums = {item["sha256"] for item in saved[PREPARED_CORPUS_KEY]["inputs"]}
+    for path in files:
+        if path.is_file() and sha256_of_file(path) not in checksums:
+            return f"{path} holds other contents than any file the run read"
+    return None
 
 
 def _retargeted_file(recorded: Mapping[str, Any], data: Any) -> str | None:
