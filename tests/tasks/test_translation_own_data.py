@@ -707,6 +707,37 @@ def test_a_given_tokenizer_file_is_used_instead_of_training_one(
     assert stored.source.encode("eins zwei") == tokenizer.encode("eins zwei").ids
 
 
+def test_a_tokenizer_file_missing_or_of_another_form_is_named_by_its_setting(
+    run: Path, corpus: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was: "path must be an existing tokenizer JSON file", naming the loader's keyword, not the setting.
+    (tmp_path / "empty.json").write_text("{}", encoding="utf-8")
+    missing = tmp_path / "missing.json"
+    good = ["--set", f"data.tokenizer_file={run / 'best' / 'tokenizer.json'}"]
+    command = ["prepare", "translation", "--out", str(tmp_path / "out"), "--train", str(corpus["train_tsv"])]
+    command += ["--source-language", "xde", "--target-language", "xen"]
+    cases = [
+        (
+            ["--set", f"data.tokenizer_file={missing}"],
+            f"data.tokenizer_file: expected an existing tokenizer JSON file, " f"got '{missing}'",
+        ),
+        (
+            [*good, "--set", f"data.target_tokenizer_file={missing}"],
+            "data.target_tokenizer_file: expected an existing " f"tokenizer JSON file, got '{missing}'",
+        ),
+        (
+            ["--set", f"data.tokenizer_file={tmp_path / 'empty.json'}"],
+            f"data.tokenizer_file: {tmp_path / 'empty.json'}: "
+            "expected a tokenizer JSON file, got a JSON object without a typed 'model' entry",
+        ),
+    ]
+    for settings, message in cases:
+        assert main([*command, *settings]) == 2
+        error = capsys.readouterr().err.strip()
+        assert error.startswith(f"transformer-lab prepare: error: {message}"), error
+        assert not (tmp_path / "out").exists()
+
+
 def test_a_bpe_setting_beside_a_tokenizer_file_is_refused_not_recorded(
     run: Path, corpus: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

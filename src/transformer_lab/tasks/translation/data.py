@@ -137,10 +137,20 @@ def given_tokenizers(config: TranslationDataConfig) -> TokenizerPair | None:
         )
     if not config.tokenizer_file:
         return None
-    source = SubwordTokenizer.load(config.tokenizer_file)
+    source = _given_tokenizer("tokenizer_file", config.tokenizer_file)
     if not config.target_tokenizer_file:
         return TokenizerPair.joint(source)
-    return TokenizerPair(source, SubwordTokenizer.load(config.target_tokenizer_file))
+    return TokenizerPair(source, _given_tokenizer("target_tokenizer_file", config.target_tokenizer_file))
+
+
+def _given_tokenizer(field: str, path: str) -> SubwordTokenizer:
+    """The tokenizer file ``data.<field>`` names; an error names the setting (the loader knows only a path)."""
+    try:
+        return SubwordTokenizer.load(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"data.{field}: expected an existing tokenizer JSON file, got {path!r}") from None
+    except ValueError as error:
+        raise ValueError(f"data.{field}: {error}") from None
 
 
 def pair_corpus_spec(config: TranslationDataConfig) -> PairCorpusSpec:
