@@ -93,7 +93,7 @@ def test_train_with_its_cache_on_a_full_disk_says_how_to_move_the_cache(
     assert re.fullmatch(
         rf"transformer-lab train: error: could not write {disk}/pairs-\w+' \(No space left on device, ENOSPC\); "
         rf"nothing of it was kept; prepared corpora are cached in {disk}': set TRANSFORMER_LAB_CACHE "
-        r"\(or data.cache_dir\) to a folder on a disk with room",
+        r"\(they go in its prepared/\) or data.cache_dir \(they go in it\) to a folder on a disk with room",
         error,
     ), error
     assert [path for path in small_disk.rglob("*") if path.is_file()] == []  # nothing half-written

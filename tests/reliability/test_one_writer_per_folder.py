@@ -205,7 +205,8 @@ def test_a_cache_folder_on_a_read_only_disk_or_not_this_users_is_one_line_naming
     assert error.startswith(f"transformer-lab train: error: could not write '{cache}/pairs-"), error
     assert error.endswith(
         f"({os.strerror(code)}, {errno.errorcode[code]}); nothing of it was kept; prepared corpora are cached in "
-        f"'{cache}': set TRANSFORMER_LAB_CACHE (or data.cache_dir) to a folder this user can write"
+        f"'{cache}': set TRANSFORMER_LAB_CACHE (they go in its prepared/) or data.cache_dir (they go in it) to a "
+        "folder this user can write"
     ), error
     assert not run.exists()
 

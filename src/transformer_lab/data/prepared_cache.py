@@ -356,7 +356,7 @@ def cached_folder(
         raise FolderWriteError(
             error.errno,
             f"{described_refusal(error, folder)}; prepared corpora are cached in {str(folder.parent)!r}: set "
-            f"TRANSFORMER_LAB_CACHE (or data.cache_dir) to {place}",
+            f"TRANSFORMER_LAB_CACHE (they go in its prepared/) or data.cache_dir (they go in it) to {place}",
         ) from error
 
 

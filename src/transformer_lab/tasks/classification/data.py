@@ -82,7 +82,7 @@ class ClassificationDataConfig:
     # A folder written by `transformer-lab prepare classification` to train from ("" = read
     # and prepare the data into the cache folder, or reuse it there).
     prepared_dir: str = ""
-    cache_dir: str = ""  # where prepared corpora are kept ("" = $TRANSFORMER_LAB_CACHE, else ~/.cache)
+    cache_dir: str = ""  # the folder of prepared corpora itself ("" = $TRANSFORMER_LAB_CACHE/prepared, else ~/.cache's)
 
     def __post_init__(self) -> None:
         check_int_fields(self, "data", {**CORPUS_FIELD_BOUNDS, "num_train": ANY_COUNT, "split_seed": SEED_RANGE})

@@ -97,7 +97,7 @@ class CoupletDataConfig:
     # A folder written by `transformer-lab prepare couplet` to train from ("" = read and
     # prepare the corpus into the cache folder, or reuse it there).
     prepared_dir: str = ""
-    cache_dir: str = ""  # where prepared corpora are kept ("" = $TRANSFORMER_LAB_CACHE, else ~/.cache)
+    cache_dir: str = ""  # the folder of prepared corpora itself ("" = $TRANSFORMER_LAB_CACHE/prepared, else ~/.cache's)
 
     def __post_init__(self) -> None:
         counts = dict.fromkeys(("num_validation", "num_train"), ANY_COUNT)

@@ -72,8 +72,8 @@ class TranslationDataConfig:
     # A folder written by `transformer-lab prepare translation` to train from ("" = the
     # train_files, or Multi30k): its ids, tokenizer and validation pairs are used as they are.
     prepared_dir: str = ""
-    # Where the user's train_files are prepared once and kept for reuse ("" = the folder
-    # $TRANSFORMER_LAB_CACHE names, else ~/.cache/transformer_lab).
+    # The folder the user's train_files are prepared once into and kept for reuse, itself
+    # ("" = $TRANSFORMER_LAB_CACHE/prepared, else ~/.cache/transformer_lab/prepared).
     cache_dir: str = ""
     max_tokens: int = 4096  # padded tokens per batch (the longer of source/target)
     num_train: int = 0  # use only the first N training pairs (0 = all): quick runs and tests
