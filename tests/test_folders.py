@@ -118,6 +118,23 @@ def test_the_prepared_cache_removes_abandoned_copies_even_when_it_reuses_a_folde
     assert [path.name for path in tmp_path.iterdir()] == ["pairs-1234"]
 
 
+def test_the_prepared_cache_removes_the_copies_a_stop_left_while_it_replaced_a_stale_entry(tmp_path: Path) -> None:
+    # A stop between the renames of an entry prepared again left a hidden full copy that nothing removed.
+    folder = tmp_path / "pairs-1234"
+
+    def prepare(new: Path) -> None:
+        (new / MANIFEST_FILE).write_text("{}", encoding="utf-8")
+
+    assert cached_folder(folder, lambda _: None, prepare) == folder
+    left = [tmp_path / ".pairs-1234.stale-99-abcdef12", tmp_path / ".pairs-1234.new-99-abcdef12"]
+    another_entry = tmp_path / ".pairs-5678.stale-98-abcdef12"  # its writer holds its own entry's lock
+    for copy in (*left, another_entry):
+        copy.mkdir()
+        (copy / "ids.bin").write_bytes(b"\0" * 64)
+    assert cached_folder(folder, lambda _: None, prepare) == folder
+    assert sorted(path.name for path in tmp_path.iterdir()) == [another_entry.name, "pairs-1234"]
+
+
 def test_an_output_that_is_a_pipe_or_a_link_to_a_file_passes_the_check_before_the_work(tmp_path: Path) -> None:
     # `classify --output >(cat)` was "could not write '/dev/fd/63' (No such file or directory, ENOENT)": the
     # probe tried to make a file in /dev/fd. A link's target folder is the one a write goes to.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import glob
 import hashlib
 import json
 import logging
@@ -365,6 +366,12 @@ def _cached_folder(
     stale_reason: Callable[[Path], str | None],
     prepare: Callable[[Path], None],
 ) -> Path:
+    # The old and new copies of an entry prepared again, where a stop came between the renames: made
+    # under the entry's writer lock, which this process holds now, so their writer is gone.
+    for name in (f".{folder.name}.stale-*", f".{folder.name}.new-*"):
+        for copy in folder.parent.glob(glob.escape(name[: -len("*")]) + "*"):
+            shutil.rmtree(copy, ignore_errors=True)
+            logger.info("removed %s, left by a process stopped while it replaced %s", copy, folder)
     if (folder / MANIFEST_FILE).is_file():
         try:
             reason = stale_reason(folder)
