@@ -6,6 +6,7 @@ writes; nothing is fetched from outside.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
 import hashlib
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -826,3 +828,29 @@ def test_git_blob_ids_check_files_as_git_does(range_server: tuple[str, type[Rang
     assert destination.read_bytes() == handler.files["/in.txt"]  # accepted: the hand-made id is what it checks
     with pytest.raises(ValueError, match=r"git-blob mismatch: expected 0{40}"):
         download_file(f"{base_url}/in.txt", tmp_path / "other.txt", expected_git_blob="0" * 40)
+
+
+def test_a_file_address_of_a_named_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
+    # Was: the read of the pipe waited for a writer for ever; --timeout applies to connections, not to files.
+    pipe = tmp_path / "mirror" / "train.de"
+    pipe.parent.mkdir()
+    os.mkfifo(pipe)
+
+    def writer_that_ends_it() -> None:  # should the check fail, the read ends with the test, not never
+        time.sleep(10)
+        with contextlib.suppress(OSError):  # no reader: the check held
+            os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+
+    threading.Thread(target=writer_that_ends_it, daemon=True).start()
+    destination = tmp_path / "data" / "train.de"
+    with pytest.raises(ValueError) as error:
+        download_file(pipe.as_uri(), destination, sha256("Ein Mann.\n"), timeout=1)
+    assert str(error.value) == (
+        f"{pipe.as_uri()}: expected a file to download, got a named pipe or a device, which may never end"
+    )
+    assert not destination.exists() and leftovers(destination.parent) == []
+    # A plain file at a file:// address is still downloaded.
+    source = tmp_path / "mirror" / "val.de"
+    source.write_text("Ein Mann.\n", encoding="utf-8")
+    download_file(source.as_uri(), destination, sha256("Ein Mann.\n"))
+    assert destination.read_text(encoding="utf-8") == "Ein Mann.\n"

@@ -45,6 +45,7 @@ import logging
 import math
 import os
 import re
+import stat
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -149,6 +150,20 @@ def _body_flags(offset: int) -> int:
     return os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if offset else os.O_TRUNC)
 
 
+def _check_local_source(url: str) -> None:
+    """Refuse a file:// address of a named pipe or a device: reading one waits for a writer, and no timeout applies."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "file":
+        return
+    path = Path(urllib.request.url2pathname(parts.path))
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # a missing file is said by the read itself, naming the address
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise ValueError(f"{url}: expected a file to download, got a named pipe or a device, which may never end")
+
+
 def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_bytes: int) -> bool:
     """Stream the body at `url` into `partial`, continuing after the bytes it already holds.
 
@@ -164,6 +179,7 @@ def _copy_response(url: str, partial: Path, timeout: float, progress: bool, max_
         partial.unlink()
     elif partial.exists() and not partial.is_file():
         raise ValueError(f"{partial}: expected the body of an unfinished download, got a folder or device; remove it")
+    _check_local_source(url)
     offset = partial.stat().st_size if partial.exists() else 0
     request = urllib.request.Request(url)
     if offset:
