@@ -191,7 +191,8 @@ assert polarity_result.holds
 # %% [markdown]
 # Converted with `masks.keep_to_hidden`, a "keep" mask gives the same numbers as ours. Passed
 # unconverted, it hides the real tokens instead of the padding, and its subsequent (causal) mask shows
-# the future instead of hiding it (the rows marked *mixed* differ). The guards show the mistakes the
+# the future instead of hiding it (the rows marked *mixed*: its outputs and causal logits differ from
+# ours, the real keys get no weight, and no output is NaN). The guards show the mistakes the
 # library can refuse (a `[B, 1, S]` mask, an integer mask); a bool `[B, S]` mask of the wrong
 # polarity has the right shape and type, and only numbers like these can catch it.
 #

@@ -243,8 +243,9 @@ heatmap = plot_attention_heatmap(
 print("figure:", show_figure(heatmap))
 
 # %% [markdown]
-# Each row is nearly uniform: after 200 steps the cross-attention has not yet learnt where to
-# look, and the aligned input alone carries upper character `t` to position `t`. The tick labels
+# The rows are alike: most of each row's weight falls on one upper character, the same for every
+# position. After 200 steps the cross-attention has not yet learnt an alignment, and the aligned
+# input alone carries upper character `t` to position `t`. The tick labels
 # are the Chinese characters of both lines; they draw with an installed CJK font (the library
 # picks one, such as Noto Sans CJK, and warns once, naming what to install, where there is none).
 #
