@@ -361,6 +361,19 @@ def cached_folder(
         ) from error
 
 
+_REPLACEMENT_ROLES = ("stale", "new")  # the entry's copies while it is prepared again: the old one, the new one
+
+
+def _replacement_prefix(folder: Path, role: str) -> str:
+    """The name, less its writer's pid and a random tail, of ``folder``'s ``role`` copy while it is replaced."""
+    return f".{folder.name}.{role}-"
+
+
+def _replacement_copy(folder: Path, role: str) -> Path:
+    """A new name for ``folder``'s ``role`` copy: its prefix, this process's pid and a random tail."""
+    return folder.parent / f"{_replacement_prefix(folder, role)}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
 def _cached_folder(
     folder: Path,
     stale_reason: Callable[[Path], str | None],
@@ -368,8 +381,8 @@ def _cached_folder(
 ) -> Path:
     # The old and new copies of an entry prepared again, where a stop came between the renames: made
     # under the entry's writer lock, which this process holds now, so their writer is gone.
-    for name in (f".{folder.name}.stale-*", f".{folder.name}.new-*"):
-        for copy in folder.parent.glob(glob.escape(name[: -len("*")]) + "*"):
+    for role in _REPLACEMENT_ROLES:
+        for copy in folder.parent.glob(glob.escape(_replacement_prefix(folder, role)) + "*"):
             shutil.rmtree(copy, ignore_errors=True)
             logger.info("removed %s, left by a process stopped while it replaced %s", copy, folder)
     if (folder / MANIFEST_FILE).is_file():
@@ -383,8 +396,7 @@ def _cached_folder(
             remove_abandoned_copies(folder.parent)
             return folder
         logger.info("preparing the corpus again in %s: %s", folder, reason)
-        replaced = folder.parent / f".{folder.name}.stale-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        prepared_new = folder.parent / f".{folder.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        replaced, prepared_new = _replacement_copy(folder, "stale"), _replacement_copy(folder, "new")
         write_folder(prepared_new, prepare, shown_as=folder, locked=True)
         os.replace(folder, replaced)
         os.replace(prepared_new, folder)

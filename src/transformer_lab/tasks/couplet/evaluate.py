@@ -50,11 +50,10 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
     read: dict[str, object] = {}
     if split == "validation":
         # The pairs this run held out of its training split, carved again the same way.
-        check_held_out_unchanged(
-            resolve_checkpoint(checkpoint), validation_files(config.data, data_dir), "--split test"
-        )
+        files = validation_files(config.data, data_dir)
+        check_held_out_unchanged(resolve_checkpoint(checkpoint), files, "--split test")
         pairs = load_validation_pairs(config.data, data_dir)
-        read = {"the file the validation pairs are read from": validation_files(config.data, data_dir)}
+        read = {"the file the validation pairs are read from": files}
     else:
         # The test files are clean; an error here means a damaged file, which should be seen.
         corpus = load_couplets(split, data_dir, skip_option=None)  # evaluate has no option to skip

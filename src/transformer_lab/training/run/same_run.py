@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -194,11 +194,8 @@ def held_out_change(checkpoint: Path, files: Sequence[Path]) -> str | None:
         return change if folder is None else f"the prepared folder {folder}, which {change}"
     if PREPARED_CORPUS_KEY not in saved or (saved.get("data") or {}).get("prepared_dir"):
         return None
-    checksums = {item["sha256"] for item in saved[PREPARED_CORPUS_KEY]["inputs"]}
-    for path in files:
-        if path.is_file() and sha256_of_file(path) not in checksums:
-            return f"{path} holds other contents than any file the run read"
-    return None
+    unread = _first_unread(saved[PREPARED_CORPUS_KEY], files)
+    return None if unread is None else f"{unread[0]} holds other contents than any file the run read"
 
 
 def _retargeted_file(recorded: Mapping[str, Any], data: Any) -> str | None:
@@ -210,14 +207,25 @@ def _retargeted_file(recorded: Mapping[str, Any], data: Any) -> str | None:
     """
     if not isinstance(data, Mapping):
         return None
+    unread = _first_unread(
+        recorded, [given for name in ("train_files", "valid_files") for given in data.get(name) or ()]
+    )
+    if unread is None:
+        return None
+    read = sorted(item["path"] for item in recorded["inputs"])
+    return f"{unread[0]} now leads to {unread[1]}, which the run never read (it read {', '.join(read)})"
+
+
+def _first_unread(recorded: Mapping[str, Any], paths: Iterable[str | os.PathLike[str]]) -> tuple[str, str] | None:
+    """(as given, its real path) of the first of ``paths`` whose file holds what none of the run's ``recorded``
+    inputs held. A path the run read is skipped: its record was compared already (`inputs_change`)."""
     read = {item["path"] for item in recorded["inputs"]}
     checksums = {item["sha256"] for item in recorded["inputs"]}
-    for name in ("train_files", "valid_files"):
-        for given in data.get(name) or ():
-            real = os.path.realpath(given)
-            if real in read or not os.path.isfile(real) or sha256_of_file(Path(real)) in checksums:
-                continue
-            return f"{given} now leads to {real}, which the run never read (it read {', '.join(sorted(read))})"
+    for given in paths:
+        real = os.path.realpath(given)
+        if real in read or not os.path.isfile(real) or sha256_of_file(Path(real)) in checksums:
+            continue
+        return os.fspath(given), real
     return None
 
 
