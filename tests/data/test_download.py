@@ -131,6 +131,17 @@ def test_a_corrupted_cached_file_is_replaced(server: Server, tmp_path: Path, cap
     assert sorted(path.name for path in destination.parent.iterdir()) == ["val.en"]  # no part, no lock file
 
 
+def test_the_unfinished_parts_of_a_file_already_present_are_removed(server: Server, tmp_path: Path) -> None:
+    destination = tmp_path / "cache" / "val.en"
+    destination.parent.mkdir()
+    destination.write_text(FILES["val.en"], encoding="utf-8")  # put there by hand after a download stopped
+    partial_path(destination).write_bytes(b"the first half of the body")
+    (destination.parent / ".val.en.abcd1234.part").write_bytes(b"half decompressed")
+    download_file(f"{server.base_url}val.en.gz", destination, sha256(FILES["val.en"]), gunzip=True)
+    assert sorted(path.name for path in destination.parent.iterdir()) == ["val.en"]
+    assert destination.read_text(encoding="utf-8") == FILES["val.en"]
+
+
 def test_a_bad_local_file_stays_until_a_verified_copy_replaces_it(server: Server, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     hashes = {name: sha256(text) for name, text in FILES.items()}

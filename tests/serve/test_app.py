@@ -195,6 +195,10 @@ def test_page_and_its_files_are_served(client: TestClient) -> None:
         assert f"/static/{name}" in page.text
         assert client.get(f"/static/{name}").status_code == 200
     assert "http" not in page.text.replace("http-equiv", ""), "the page must load nothing from elsewhere"
+    for path in ("/", "/static/app.js"):
+        head = client.head(path)
+        assert head.status_code == 200 and head.content == b"", path
+        assert head.headers["content-length"] == client.get(path).headers["content-length"], path
 
 
 def test_greedy_answer_is_the_library_translation(client: TestClient, served: dict[str, Any]) -> None:

@@ -435,6 +435,7 @@ def download_file(
     destination = Path(destination)
     # Checked before the lock too: a complete data folder on a read-only disk needs no lock file.
     if _already_present(destination, algorithm, expected):
+        _remove_parts_of_present(destination)
         return destination
     with contextlib.ExitStack() as held:
         # A folder that cannot be made or written (read-only, full, not this user's) is the
@@ -480,6 +481,25 @@ def _already_present(destination: Path, algorithm: str, expected: str, warn: boo
             expected,
         )
     return False
+
+
+def _remove_parts_of_present(destination: Path) -> None:
+    """Remove what an interrupted download of ``destination`` left, now that the verified file is there.
+
+    Its resumable body could otherwise stay beside the file, hidden and as large, for good. Left where
+    a download of it runs (its lock is held) or the folder cannot be written (a read-only data folder).
+    """
+    body = partial_path(destination)
+    if not body.exists() and not any(destination.parent.glob(f".{destination.name}.*{DECOMPRESSED_SUFFIX}")):
+        return
+    try:
+        with writer_lock(destination, wait=False, option="destination"):
+            if body.is_file() and not body.is_symlink():
+                body.unlink()
+                logger.info("removed %s, left by a download of %s that did not finish", body, destination.name)
+            _remove_abandoned_parts(destination)
+    except (ValueError, OSError) as error:
+        logger.debug("kept the unfinished parts of %s: %s", destination, error)
 
 
 def _remove_abandoned_parts(destination: Path) -> None:

@@ -179,7 +179,8 @@ def create_app(
             return json_error(422, unreadable)
         return json_error(error.status_code, str(error.detail), error.headers)
 
-    @app.get("/", include_in_schema=False)
+    # HEAD as well: `curl -I` and uptime checks ask the page that way (StaticFiles answers it too).
+    @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def index() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html")
 
