@@ -147,6 +147,61 @@ def test_train_then_resume_continues_from_the_last_step(tmp_path: Path, capsys: 
     assert capsys.readouterr().err.strip().endswith(f"--init-from {checkpoint} --out NEW_FOLDER")
 
 
+def test_resume_of_a_folder_no_run_wrote_says_so_and_of_a_run_stopped_before_its_first_save_says_to_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine\n", encoding="utf-8")
+    assert main(["train", "reverse", "--out", str(notes), "--resume", *TINY]) == 2
+    # Was: "holds no checkpoint (the run stopped before its first save) ... (its metrics.jsonl is kept
+    # aside)", advising a command that then refused the folder for notes.txt.
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            f"--resume: expected a run folder (its last/ is what a resume continues), got {notes} holding notes.txt, "
+            "which no run writes; give the folder of the run to continue"
+        )
+    )
+    stopped = tmp_path / "stopped"
+    stopped.mkdir()
+    (stopped / "metrics.jsonl").write_text('{"event": "train", "step": 1, "train_loss": 3.0, "lr": 0.001}\n')
+    assert main(["train", "reverse", "--out", str(stopped), "--resume", *TINY]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("run the same command without --resume to start again (its metrics.jsonl is kept aside)")
+    )
+    assert main(["train", "reverse", "--out", str(stopped), *TINY]) == 0
+
+
+@pytest.mark.parametrize("damage", ["removed", "truncated"])
+def test_a_resume_whose_best_folder_is_gone_or_damaged_says_so_and_writes_it_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    out = tmp_path / "run"
+    every_four = [*TINY, "--set", "train.eval_every_steps=4"]
+    assert main(["train", "reverse", "--out", str(out), *every_four]) == 0
+    if damage == "removed":
+        shutil.rmtree(out / "best")
+    else:  # its own copy cut short (the saves hard-link one file into best/ and last/)
+        weights = out / "best" / "model.safetensors"
+        kept = weights.read_bytes()
+        weights.unlink()
+        weights.write_bytes(kept[:100])
+    longer = [argument.replace("train.max_steps=8", "train.max_steps=12") for argument in every_four]
+    capsys.readouterr()
+    with caplog.at_level(logging.WARNING):
+        assert main(["train", "reverse", "--out", str(out), "--resume", *longer]) == 0
+    # Said, and best/ written again by the next validation (was: "best/: step 8" claimed, and none there).
+    (warning,) = [line for line in caplog.messages if "gone or damaged" in line]
+    assert warning.startswith(f"{out / 'best'}: the run's best so far (step ") and "starts over" in warning
+    assert "does not exist" in warning if damage == "removed" else "truncated" in warning
+    assert "best/: step 12" in capsys.readouterr().out
+    assert main(["evaluate", "reverse", "--checkpoint", str(out / "best")]) == 0
+
+
 def test_resume_without_last_advises_copying_a_step_folder_which_resumes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

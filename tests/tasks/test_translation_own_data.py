@@ -616,6 +616,26 @@ def test_finetuning_checks_the_model_keys_of_a_config_file_as_those_of_set(
     assert saved["model"] == {**original["model"], "dropout": 0.05}
 
 
+def test_a_config_files_model_values_that_are_the_presets_say_the_checkpoints_replace_them(
+    run: Path, corpus: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The file gives the preset's d_model 256 and nhead 4: no choice (a printed preset fed back means
+    # the preset), so the checkpoint's 32 and 2 stay, and now that is said (was: silent).
+    original = json.loads((run / "best" / "config.json").read_text(encoding="utf-8"))["model"]
+    assert (original["d_model"], original["nhead"]) == (32, 2)
+    (tmp_path / "run.yaml").write_text("model:\n  d_model: 256\n  nhead: 4\n", encoding="utf-8")
+    arguments = ["train", "translation", "--init-from", str(run), "--train", str(corpus["domain_tsv"])]
+    arguments += ["--source-language", "xde", "--target-language", "xen", "--config", str(tmp_path / "run.yaml")]
+    arguments += ["--set", "train.max_steps=1", "--set", "train.progress_bar=false", "--set", "data.max_tokens=512"]
+    with caplog.at_level(logging.INFO):
+        assert main([*arguments, "--out", str(tmp_path / "tuned")]) == 0
+    saved = json.loads((tmp_path / "tuned" / "last" / "config.json").read_text(encoding="utf-8"))["model"]
+    assert saved == original
+    (said,) = [line for line in caplog.messages if "choose nothing" in line]
+    assert f"--init-from {run / 'best'} keeps model.d_model=32, model.nhead=2 (give a value with --set" in said
+    assert said.endswith("to change it; of the model's, a fine-tune can change model.dropout only)")
+
+
 def test_the_printed_preset_fed_back_to_a_fine_tune_keeps_the_fine_tuning_schedule(
     run: Path, corpus: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog
 ) -> None:

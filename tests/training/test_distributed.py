@@ -231,7 +231,7 @@ def test_a_two_process_run_resumed_by_one_process_goes_on_where_the_two_stopped(
 def test_the_train_command_runs_under_torchrun_and_rank_0_alone_reports(two_process_runs: Path) -> None:
     outputs = [(two_process_runs / f"cli-rank{rank}.txt").read_text() for rank in range(ddp_worker.WORLD_SIZE)]
     assert outputs[0].startswith("exit code 0\n")
-    assert "trained 4 steps (1 epoch completed, stopped by max_steps)" in outputs[0]
+    assert "trained 4 steps (2 epochs completed, stopped by max_steps)" in outputs[0]  # the second ends at step 4
     assert "exact match on 40 held-out sequences" in outputs[0]
     assert outputs[1] == "exit code 0\n"
     out = two_process_runs / "cli"

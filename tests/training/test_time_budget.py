@@ -214,7 +214,7 @@ def test_the_run_fits_its_budget_and_records_the_plan(tmp_path, monkeypatch):
         "lr_factor": 1.0,
     }
     assert summary["steps"] == 65 and summary["stopped_by"] == "time_budget"
-    assert summary["epochs_completed"] == 12  # step 65 is the 13th epoch's last batch
+    assert summary["epochs_completed"] == 13  # step 65 is the 13th epoch's last batch: that epoch is complete
     assert clock.seconds == 65 * STEP_SECONDS + 8 * VALIDATION_SECONDS <= 100 * (1 - SAFETY_FRACTION)
     evaluated = [row["step"] for row in read_rows(tmp_path) if row["event"] == "eval"]
     assert evaluated == [10, 20, 22, 30, 40, 50, 60, 65]

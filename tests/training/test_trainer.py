@@ -5,6 +5,7 @@ import json
 import logging
 import random
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -217,6 +218,24 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, device):
     for expected, actual in zip(reference.parameters(), resumed.parameters()):
         assert torch.equal(expected, actual)
     assert _train_rows(tmp_path / "crashed") == _train_rows(tmp_path / "reference")
+
+
+def test_a_max_steps_on_an_epochs_last_batch_completes_that_epoch_and_a_resume_validates_it_once(tmp_path):
+    # 6 batches an epoch, 2 per step: the epoch's third step takes its last batch. Validated once an epoch.
+    def six(epoch: int) -> list[dict[str, torch.Tensor]]:
+        return epoch_batches(epoch, count=6)
+
+    _, summary = _train(tmp_path / "stopped", max_steps=3, train_batches=six, eval_every_steps=0)
+    assert (summary["steps"], summary["epochs_completed"]) == (3, 1)  # was: 0 epochs completed
+    assert load_trainer_state(tmp_path / "stopped" / "last")["epoch"] == 1
+    _train(tmp_path / "stopped", max_steps=6, resume=True, train_batches=six, eval_every_steps=0)
+    _train(tmp_path / "reference", max_steps=6, train_batches=six, eval_every_steps=0)
+
+    def evaluated(run: Path) -> list[tuple[int, int]]:
+        return [(row["step"], row["epoch"]) for row in read_rows(run) if row["event"] == "eval"]
+
+    # Was: (3, 0), then (3, 1) again when the resume closed the epoch, validating step 3 twice.
+    assert evaluated(tmp_path / "stopped") == [(3, 1), (6, 2)] == evaluated(tmp_path / "reference")
 
 
 def test_checkpoint_folders(tmp_path):

@@ -19,10 +19,12 @@ from transformer_lab.training.config_io import (
     shown,
 )
 from transformer_lab.training.durations import duration_seconds
+from transformer_lab.training.finetune import CHANGEABLE_MODEL_FIELDS
 
 ConfigType = TypeVar("ConfigType")
 
 logger = logging.getLogger(__name__)
+_CHANGEABLE_MODEL_KEYS = tuple(f"model.{name}" for name in CHANGEABLE_MODEL_FIELDS)
 
 
 def add_override_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +44,7 @@ def resolved_config(
     *,
     schedule: Sequence[Setting] = (),
     flags: Sequence[Setting] = (),
+    replaced: Sequence[Setting] = (),
 ) -> tuple[ConfigType, dict[str, Setting]]:
     """The config and its changes that ``preset``, ``schedule``, --config, ``flags`` (options), --set make, in order.
 
@@ -49,7 +52,9 @@ def resolved_config(
     prints every key of the preset, and that file fed back must mean the preset (with
     ``--prepared``, whose folder fixes the data settings left to the preset; with
     ``--init-from``, whose fine-tuning ``schedule`` it leaves in place). A typed option or
-    --set is a change whatever its value.
+    --set is a change whatever its value. ``replaced`` are values a later step puts in place of
+    the unchosen ones (a fine-tune's checkpoint model): not merged here, only named where they
+    replace a file's value.
     """
     paths = getattr(arguments, "config", None) or []
     given = leaf_settings(type(preset), [setting for path in paths for setting in config_file_settings(path)])
@@ -62,7 +67,8 @@ def resolved_config(
         if derived is not None and _value_at(config, key) != _value_at(preset, key):
             # Else replaced once the data is read, without a word (a 7 where the labels hold 3 classes).
             raise setting.error(f"{key}: expected none ({derived}), got {shown(_value_at(config, key))}")
-    _log_schedule_kept(schedule, given, [*from_files, *flags, *overrides])
+    ruling = [*schedule, *(setting for setting in replaced if derived_by(type(preset), setting.key) is None)]
+    _log_schedule_kept(ruling, given, [*from_files, *flags, *overrides])
     return config, changed
 
 
@@ -97,11 +103,21 @@ def _log_schedule_kept(schedule: Sequence[Setting], given: Sequence[Setting], ch
             kept.setdefault(held.origin, []).append(f"{setting.key}={value}")
             files[setting.origin] = None
     if kept:
-        held_by = "; ".join(f"{origin} keeps {', '.join(values)}" for origin, values in kept.items())
+        order = list(dict.fromkeys(setting.origin for setting in schedule))  # the schedule's first, as ruled
+        groups = sorted(kept.items(), key=lambda group: order.index(group[0]))
+        held_by = "; ".join(f"{origin} keeps {', '.join(values)}" for origin, values in groups)
+        architecture = any(
+            value.startswith("model.") and value.split("=")[0] not in _CHANGEABLE_MODEL_KEYS
+            for values in kept.values()
+            for value in values
+        )
         logger.info(
-            "%s: the preset's own values choose nothing, so %s (give a value with --set to change it)",
+            "%s: the preset's own values choose nothing, so %s (give a value with --set to change it%s)",
             ", ".join(files),
             held_by,
+            f"; of the model's, a fine-tune can change {', '.join(_CHANGEABLE_MODEL_KEYS)} only"
+            if architecture
+            else "",
         )
 
 

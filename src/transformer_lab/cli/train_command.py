@@ -42,6 +42,7 @@ from transformer_lab.training.finetune import (
     FINETUNE_ORIGIN,
     checkpoint_data_settings,
     checkpoint_decoding_settings,
+    checkpoint_model_settings,
     finetune_settings,
     recorded_initialization,
     with_checkpoint_model,
@@ -217,7 +218,8 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
             *checkpoint_decoding_settings(model_source, preset),
         ]
     )
-    config, changed = resolved_config(preset, arguments, schedule=schedule, flags=flags)
+    replaced = [] if model_source is None else checkpoint_model_settings(model_source)
+    config, changed = resolved_config(preset, arguments, schedule=schedule, flags=flags, replaced=replaced)
     config = with_schedule_as_given(config, changed)
     check_data_settings(config, changed)
     if config.train.time_budget is not None and config.train.epochs and "train.epochs" in changed:

@@ -658,6 +658,20 @@ def _stored_tensors(path: Path) -> dict[str, _StoredTensor]:
         raise _unreadable_weights(path, error, "; it is truncated or not a weights file") from None
 
 
+def checkpoint_damage(folder: Path) -> str | None:
+    """Why ``folder`` is no complete checkpoint (missing, its config or weights unreadable); None if it is one.
+
+    Read from the config and the weights' header, which records every tensor's byte range, so a cut
+    file is found without loading the weights.
+    """
+    try:
+        load_checkpoint_config(folder)
+        _stored_tensors(_require_file(folder, MODEL_FILE, "the weights"))
+    except (OSError, ValueError) as error:
+        return str(error)
+    return None
+
+
 def load_trainer_state(folder: str | os.PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read ``trainer_state.pt`` of ``folder`` with ``torch.load(weights_only=True)``."""
     path = _require_file(folder, TRAINER_STATE_FILE, "the trainer state")

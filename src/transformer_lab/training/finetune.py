@@ -56,7 +56,7 @@ FINETUNE_TRAIN: dict[str, Any] = {
 # The origin of FINETUNE_TRAIN's settings, in messages and to tell them from the user's.
 FINETUNE_ORIGIN = "the fine-tuning schedule"
 # Fields of the model config that a fine-tune may change: they shape no weight.
-_CHANGEABLE_MODEL_FIELDS = ("dropout",)
+CHANGEABLE_MODEL_FIELDS = ("dropout",)
 # The sections of a task's config that the model, its training and its data fill; the others say how it answers.
 _LEARNT_SECTIONS = ("model", "train", "data")
 
@@ -78,6 +78,18 @@ def checkpoint_data_settings(checkpoint: str | Path, names: Collection[str]) -> 
     if not isinstance(saved, Mapping):
         return []
     return [Setting(f"data.{name}", saved[name], f"--init-from {checkpoint}") for name in names if name in saved]
+
+
+def checkpoint_model_settings(checkpoint: str | Path) -> list[Setting]:
+    """The checkpoint's model fields, which a fine-tune takes where no setting chose another value.
+
+    Not laid over the preset (`with_checkpoint_model` applies them once the choices are known):
+    they let the command say which values of a ``--config`` file, the preset's own, the checkpoint's replaced.
+    """
+    saved = load_checkpoint_config(checkpoint).get("model")
+    if not isinstance(saved, Mapping):
+        return []
+    return [Setting(f"model.{name}", value, f"--init-from {checkpoint}") for name, value in saved.items()]
 
 
 def checkpoint_decoding_settings(checkpoint: str | Path, preset: TaskConfig) -> list[Setting]:
@@ -129,7 +141,7 @@ def with_checkpoint_model(
         if section != "model":
             continue
         wanted, stored = getattr(config.model, name), getattr(saved_model, name)
-        if name in _CHANGEABLE_MODEL_FIELDS:
+        if name in CHANGEABLE_MODEL_FIELDS:
             saved_model = dataclasses.replace(saved_model, **{name: wanted})
         elif wanted != stored:
             raise ValueError(

@@ -97,6 +97,7 @@ from . import time_budget
 from .best_checkpoint import BestCheckpoint
 from .checkpoint import (
     CONFIG_FILE,
+    checkpoint_damage,
     copy_checkpoint,
     load_checkpoint_config,
     load_model_weights,
@@ -474,7 +475,9 @@ class Trainer:
                     self._after_step(bar)
                     self._stop_if_asked()
                     if self._limit_reached() is not None:
-                        return
+                        if total is None or self.batch_index < total:
+                            return
+                        break  # on the epoch's last batch: the epoch is complete (else a resume closed it again)
             if group_size:
                 # The epoch ended inside a group: step on what it has.
                 if self._optimizer_step(group_contributed):
@@ -810,6 +813,17 @@ class Trainer:
             state.window_loss_sum, state.window_loss_count, state.last_train_loss, self.optimizer.param_groups[0]["lr"]
         )
         self.best.restore(state)
+        damage = None if self.best.step is None else checkpoint_damage(self.out_dir / BEST_FOLDER)
+        if damage is not None:
+            # Else the run goes on claiming a best/ it lacks (and evaluate scores last/ in its place).
+            logger.warning(
+                "%s: the run's best so far (step %d) is gone or damaged (%s): the best starts over at the next "
+                "validation, which writes best/ again",
+                self.out_dir / BEST_FOLDER,
+                self.best.step,
+                damage,
+            )
+            self.best = BestCheckpoint(self.best.metric, self.best.mode)
         changed = state.trajectory_changes(self.config)
         if changed:
             logger.warning(

@@ -40,7 +40,14 @@ def best_steps(run: Path, steps: Sequence[tuple[int, Path]], count: int, name: s
     """
     metric, mode = _best_metric(steps[-1][1])
     rows: dict[int, dict[str, Any]] = {}
-    for _, row in numbered_metrics(run / METRICS_FILE):
+    log = run / METRICS_FILE
+    if not log.exists():
+        # The library's reader names its keyword (metrics:); here the option that needs the log is named.
+        raise ValueError(
+            f"{name}: expected the run's {METRICS_FILE}, which ranks the step checkpoints by {metric}, got none at "
+            f"{str(log)!r}; --last N averages the last N without it"
+        )
+    for _, row in numbered_metrics(log):
         if row["event"] == "eval":
             rows[row["step"]] = row
     scored = [

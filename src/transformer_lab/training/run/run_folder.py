@@ -82,13 +82,7 @@ def prepare_new_run(out_dir: Path, init_from: bool = True) -> Path | None:
             raise ValueError(
                 f"--out: {out_dir} already holds a run; pass --resume to continue it or choose a new folder"
             )
-        foreign = sorted(
-            path.name
-            for path in out_dir.iterdir()
-            if path.name not in (METRICS_FILE, LOCK_FILE, TENSORBOARD_FOLDER)
-            and not _WORK_LEFTOVERS.match(path.name)
-            and not _INTERRUPTED_LOG.match(path.name)
-        )
+        foreign = _foreign_entries(out_dir)
         if _is_checkpoint(out_dir):
             raise ValueError(_checkpoint_not_run("--out", out_dir, "a new folder", init_from))
         if foreign:
@@ -162,10 +156,16 @@ def explain_missing_last(out_dir: Path, init_from: bool = False) -> str:
             "--resume", out_dir, "a run folder (its last/ is what a resume continues)", init_from
         )
     if not checkpoint_folders(out_dir):
+        foreign = _foreign_entries(out_dir)
+        if foreign:  # not a run at all: the advice to start one there would be refused for these
+            return (
+                f"--resume: expected a run folder (its last/ is what a resume continues), got {out_dir} holding "
+                f"{', '.join(foreign[:5])}, which no run writes; give the folder of the run to continue"
+            )
+        kept = " (its metrics.jsonl is kept aside)" if (out_dir / METRICS_FILE).exists() else ""
         return (
             f"--resume: {out_dir} holds no checkpoint (the run stopped before its first save), so there is "
-            "nothing to continue; run the same command without --resume to start again "
-            "(its metrics.jsonl is kept aside)"
+            f"nothing to continue; run the same command without --resume to start again{kept}"
         )
     folders = checkpoint_folders(out_dir)
     found = ", ".join(path.name for path in folders)
@@ -183,6 +183,17 @@ def explain_missing_last(out_dir: Path, init_from: bool = False) -> str:
     return (
         f"{advice}, or start a new run from its weights with --init-from {newest} --out NEW_FOLDER "
         "(a fine-tune: a new optimizer and the fine-tuning schedule)"
+    )
+
+
+def _foreign_entries(out_dir: Path) -> list[str]:
+    """The names in ``out_dir`` that no run writes before its first checkpoint (a user's own files)."""
+    return sorted(
+        path.name
+        for path in out_dir.iterdir()
+        if path.name not in (METRICS_FILE, LOCK_FILE, TENSORBOARD_FOLDER)
+        and not _WORK_LEFTOVERS.match(path.name)
+        and not _INTERRUPTED_LOG.match(path.name)
     )
 
 
