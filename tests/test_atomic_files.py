@@ -9,6 +9,7 @@ import pytest
 
 from transformer_lab import atomic_files
 from transformer_lab.atomic_files import write_text_atomically
+from transformer_lab.write_errors import FolderWriteError
 
 
 def test_the_new_text_replaces_the_old_byte_for_byte(tmp_path: Path) -> None:
@@ -105,3 +106,24 @@ def test_a_pipe_is_written_into_not_replaced(tmp_path: Path) -> None:
     reader.join(timeout=10)
     assert received == [b"through the pipe\n"]
     assert pipe.is_fifo()
+
+
+@pytest.mark.parametrize("device", [True, False], ids=["dev-full", "full-disk"])
+def test_a_full_disk_is_named_by_the_path_and_what_gave_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device: bool
+) -> None:
+    # Was: "[Errno 28] No space left on device", naming no file and no option.
+    path = Path("/dev/full") if device else tmp_path / "out.jsonl"
+    if not device:
+
+        def full(descriptor: int) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(atomic_files.os, "fsync", full)
+    with pytest.raises(FolderWriteError) as raised:
+        write_text_atomically(path, "x" * 100_000, name="--output")
+    assert raised.value.errno == errno.ENOSPC
+    assert str(raised.value) == (
+        f"--output: could not write {str(path)!r} (No space left on device, ENOSPC); nothing was written"
+    )
+    assert device or sorted(tmp_path.iterdir()) == []

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from transformer_lab.write_errors import DISK_ERRNOS, FolderWriteError, describe_os_error, refused_write
+
 __all__ = [
     "check_file_to_write",
     "check_not_an_input",
@@ -138,7 +140,16 @@ def write_text_atomically(path: str | os.PathLike[str], text: str, *, name: str 
     if not path.parent.is_dir():
         named = f"{name}: {path}" if name is not None else str(path)
         raise FileNotFoundError(f"{named}: expected a file in an existing folder, but {path.parent} does not exist")
-    write_through_temporary(path, lambda file: file.write(text.encode("utf-8")))
+    try:
+        write_through_temporary(path, lambda file: file.write(text.encode("utf-8")))
+    except OSError as error:
+        if error.errno not in DISK_ERRNOS or isinstance(error, FolderWriteError):
+            raise
+        # The write's own error names no file (a full disk, /dev/full): said as every refused output is;
+        # a file no option named (a card, a default output) is one its caller says more of.
+        if name is not None:
+            raise refused_write(error, path, "nothing was written", name) from error
+        raise FolderWriteError(error.errno, f"could not write {str(path)!r} ({describe_os_error(error)})") from error
     return path
 
 

@@ -28,6 +28,7 @@ from transformer_lab.atomic_files import (
     written_path,
 )
 from transformer_lab.file_lock import remove_abandoned_writer_locks, symbolic_link_problem, writer_lock
+from transformer_lab.write_errors import DISK_ERRNOS, FolderWriteError, describe_os_error, refused_write
 
 __all__ = [
     "DISK_ERRNOS",
@@ -45,40 +46,6 @@ logger = logging.getLogger(__name__)
 
 PARTIAL_MARK = ".partial-"  # in the name of the hidden copy: ".NAME.partial-PID-XXXXXXXX"
 WRITING_LOCK = ".writing"  # the file in the copy that its writer holds locked
-
-# The errors that say the disk cannot take what is written: full, over quota, a file too
-# large for it, read-only. Any other error (an input that cannot be read) passes unchanged.
-DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
-
-
-class FolderWriteError(OSError):
-    """The system refused to write a folder (a full disk, a quota, a read-only file system).
-
-    An ``OSError`` with the original errno, whose message names the folder and what the
-    errno means. The command line reports it as a refused input (exit 2): the command
-    itself was sound, and the folder, the disk or the quota is what to change.
-    """
-
-    def __str__(self) -> str:
-        # The message names the errno already; OSError's "[Errno 28] " prefix would repeat it.
-        return str(self.strerror)
-
-
-def describe_os_error(error: OSError) -> str:
-    """What ``error``'s errno means and its name: "No space left on device, ENOSPC"."""
-    code = errno.errorcode.get(error.errno, "") if error.errno is not None else ""
-    meaning = error.strerror or (os.strerror(error.errno) if error.errno else str(error))
-    return f"{meaning}, {code}" if code else meaning
-
-
-def refused_write(error: OSError, path: str | os.PathLike[str], outcome: str) -> FolderWriteError:
-    """``error`` as a :class:`FolderWriteError` (same errno) naming ``path`` and saying ``outcome``.
-
-    "could not write 'PATH' (Read-only file system, EROFS); OUTCOME", the one form every
-    output that the system refuses is reported in.
-    """
-    message = f"could not write {str(path)!r} ({describe_os_error(error)}); {outcome}"
-    return FolderWriteError(error.errno, message)
 
 
 def described_refusal(error: OSError, path: object) -> str:

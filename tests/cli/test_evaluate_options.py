@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.reliability.builders import write_translation_checkpoint
 from transformer_lab.cli import build_parser, main
 from transformer_lab.tasks import registry
 from transformer_lab.tasks.evaluation import LENGTH_PENALTY, EvaluationOptions, EvaluationReport, TaskOption
@@ -294,3 +295,12 @@ def test_an_output_onto_another_checkpoints_file_or_the_runs_log_is_refused(
     assert {path: path.read_bytes() for path in before} == before
     # A file of one's own beside them is written.
     assert main(["evaluate", "copy", "--checkpoint", str(run / "last"), "--output", str(step / "mine.tsv")]) == 0
+
+
+def test_a_source_without_its_reference_names_the_one_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    checkpoint = write_translation_checkpoint(tmp_path / "checkpoint")
+    (tmp_path / "test.de").write_text("Ein Mann.\n", encoding="utf-8")
+    for given, missing in (("--source", "--reference"), ("--reference", "--source")):
+        assert main(["evaluate", "translation", "--checkpoint", str(checkpoint), given, str(tmp_path / "test.de")]) == 2
+        # Was: "..., got one", leaving the user to find which.
+        assert capsys.readouterr().err.strip().endswith(f"got {given} without {missing}")

@@ -72,15 +72,15 @@ def test_a_blank_first_input_with_plot_attention_is_refused_before_translating(
     figure = tmp_path / "attention.png"
     lines = tmp_path / "in.txt"
     lines.write_text("\nEin Mann\n", encoding="utf-8")
-    for given in (["--input", str(lines)], ["  ", "Ein Mann"]):
+    for given, name in ((["--input", str(lines)], f"{lines}: line 1"), (["  ", "Ein Mann"], "input 1")):
         # Was: every line translated and printed, then "error: sentence: expected a non-empty sentence to plot",
-        # the library's keyword, exit 2.
+        # the library's keyword, exit 2 (and then "input 1" for the first line of --input).
         assert main(["translate", "--checkpoint", str(silent_checkpoint), *given, "--plot-attention", str(figure)]) == 2
         captured = capsys.readouterr()
         assert captured.out == "" and not figure.exists()
         assert captured.err.splitlines() == [
             "transformer-lab translate: error: --plot-attention: expected a first input to draw, got a blank one "
-            "(input 1); put the one to draw first"
+            f"({name}); put the one to draw first"
         ]
     # A blank line after the first is translated as blank, and the first is drawn.
     assert (

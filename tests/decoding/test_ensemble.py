@@ -149,6 +149,20 @@ def test_evaluate_ensemble_decodes_the_models_together_and_keeps_the_card(
     assert "model card: not updated (beam 2, ensemble of 2: the scores are not the checkpoint's own)" in printed
 
 
+def test_two_ensembles_of_as_many_members_keep_their_own_hypotheses(tmp_path: Path) -> None:
+    # Was: both wrote hypotheses.test.de.<digest>.beam2ensemble2.txt, the second over the first's.
+    first = write_translation_checkpoint(tmp_path / "first", seed=1)
+    others = [write_translation_checkpoint(tmp_path / f"other{seed}", seed=seed) for seed in (2, 3)]
+    source, reference = tmp_path / "test.de", tmp_path / "test.en"
+    source.write_text("".join(de + "\n" for de, _ in SENTENCES), encoding="utf-8")
+    reference.write_text("".join(en + "\n" for _, en in SENTENCES), encoding="utf-8")
+    for other in others:
+        command = ["evaluate", "translation", "--checkpoint", str(first), "--precision", "fp32", "--ensemble"]
+        assert main([*command, str(other), "--source", str(source), "--reference", str(reference)]) == 0
+    written = sorted(path.name for path in first.glob("hypotheses.*ensemble2*"))
+    assert len(written) == 2 and all(".beam2ensemble2." in name for name in written)
+
+
 def test_evaluate_ensemble_refuses_a_model_of_another_vocabulary_or_direction(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -7,6 +7,10 @@ same command with every input in one part.
 from __future__ import annotations
 
 import json
+import os
+import select
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +29,13 @@ from transformer_lab.tasks.couplet.predict import CoupletWriter
 from transformer_lab.tasks.translation.predict import Translator
 
 GERMAN = [source for source, _ in SENTENCES] + ["Ein Hund schläft."]
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def _line_within(stream: object, seconds: float) -> str | None:
+    """One line of a child's pipe, or None if none comes within ``seconds``."""
+    ready, _, _ = select.select([stream], [], [], seconds)
+    return stream.readline() if ready else None  # type: ignore[attr-defined]
 
 
 def _run(command: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -152,3 +163,76 @@ def test_couplet_and_classify_in_parts_write_every_answer_to_their_output_file(
         else:
             # Each upper line (the refused one empty), then its two ranked lower lines, indented.
             assert [line for line in written.splitlines() if not line.startswith(" ")] == uppers
+
+
+def test_a_pipe_is_answered_as_its_lines_come_not_once_it_ends(tmp_path: Path) -> None:
+    # The first line is translated while the pipe stays open (was: all of stdin read first, so nothing
+    # came until it ended, and an endless one, `yes | translate`, grew until the kernel killed it).
+    checkpoint = write_translation_checkpoint(tmp_path / "checkpoint")
+    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY / "src"), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "transformer_lab", "translate", "--checkpoint", str(checkpoint), "--beam", "1"]
+    with subprocess.Popen(
+        command, env=environment, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as child:
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write(GERMAN[0] + "\n")
+        child.stdin.flush()
+        first = _line_within(child.stdout, 120)
+        child.stdin.write(GERMAN[1] + "\n")
+        child.stdin.close()
+        rest = child.stdout.read()
+        assert child.wait(timeout=120) == 0, child.stderr.read() if child.stderr else ""
+    assert first is not None, "no answer while the pipe was open"
+    expected = [one_line(text) for text in api.Translator(checkpoint).translate(GERMAN[:2], beam=1)]
+    assert [first.rstrip("\n"), *rest.splitlines()] == expected
+
+
+def test_an_endless_line_from_a_device_or_a_pipe_is_refused_once_past_the_bound(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was: read whole before any check: 22 GB, then the kernel's kill (or a MemoryError traceback).
+    checkpoint = write_translation_checkpoint(tmp_path / "checkpoint")
+    code, out, error = _run(["translate", "--checkpoint", str(checkpoint), "--input", "/dev/zero"], capsys)
+    assert (code, out) == (2, "")
+    assert error.strip() == (
+        "transformer-lab translate: error: /dev/zero: line 1: expected lines of at most 1,048,576 bytes, "
+        "got a longer one; split it or leave it out"
+    )
+
+
+def test_a_full_standard_output_is_named_as_one(tmp_path: Path) -> None:
+    # Was: "failed: [Errno 28] No space left on device", exit 1, naming nothing.
+    checkpoint = write_translation_checkpoint(tmp_path / "checkpoint")
+    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY / "src"), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "transformer_lab", "translate", "--checkpoint", str(checkpoint), *GERMAN[:2]]
+    with open("/dev/full", "w", encoding="utf-8") as full:
+        result = subprocess.run(command, env=environment, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        "transformer-lab translate: error: could not write the standard output (No space left on device, ENOSPC); "
+        "the answers from input 1 on were not written"
+    )
+
+
+def test_an_output_file_is_written_whole_when_the_standard_output_closes_early(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `couplet --output F ... | head -1`: was exit 141 at the first part, and F never written, without a word.
+    checkpoint = train_couplet_checkpoint(tmp_path / "couplet")
+    uppers = ["春风花", "山水云天", "江河月"]
+    whole = tmp_path / "whole.txt"
+    assert main(["couplet", "--checkpoint", str(checkpoint), "--output", str(whole), *uppers]) == 0
+    capsys.readouterr()
+    _in_parts_of(2, monkeypatch)
+    printed: list[int] = []
+
+    def closed_after_the_first_part(lines: list[str], before: int) -> None:
+        printed.append(before)
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(predict_command, "_print_answers", closed_after_the_first_part)
+    output = tmp_path / "lower.txt"
+    assert main(["couplet", "--checkpoint", str(checkpoint), "--output", str(output), *uppers]) == 141
+    assert printed == [0]  # nothing more is printed once the reader has gone
+    assert output.read_text(encoding="utf-8") == whole.read_text(encoding="utf-8")
+    assert capsys.readouterr().err == ""

@@ -452,3 +452,27 @@ def test_evaluate_split_validation_refuses_the_data_changed_since_the_run_held_i
     assert (checkpoint / CARD_FILE).read_text(encoding="utf-8") == card
     edited.write_text("".join(lines), encoding="utf-8")  # restored: the same bytes, a new mtime
     assert main(evaluate) == 0
+
+
+def _pipe_of(text: str) -> str:
+    """A path to a pipe holding ``text`` (as a shell's ``<(cat FILE)`` gives), read once."""
+    reader, writer = os.pipe()
+    os.write(writer, text.encode("utf-8"))
+    os.close(writer)
+    return f"/dev/fd/{reader}"
+
+
+def test_a_pipe_given_as_the_test_file_adds_no_card_row_and_no_new_file_each_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was: a card row and a hypotheses file under the pipe's name and a digest of its path (a new
+    # `pipe:[N]` each time), one more at every run of the same evaluation.
+    translation = write_translation_checkpoint(tmp_path / "translation")
+    for _ in range(2):
+        source, reference = _pipe_of("Ein Mann.\nEin Hund.\n"), _pipe_of("A man.\nA dog.\n")
+        command = ["evaluate", "translation", "--checkpoint", str(translation), "--beam", "1"]
+        assert main([*command, "--source", source, "--reference", reference]) == 0
+        said = capsys.readouterr().out
+        assert f"model card: not updated ({source} is a pipe or a device, which names no test set" in said
+    (written,) = [path.name for path in translation.glob("hypotheses.*")]  # greedy, in the CPU's precision
+    assert written.startswith("hypotheses.stream.greedy")

@@ -95,10 +95,10 @@ def run(arguments: argparse.Namespace) -> int:
         # A run saving into it (best/, last/) replaced the folder while the split was decoded: its card
         # describes other weights than those scored.
         print(f"model card: not updated ({checkpoint} was replaced by other weights while this evaluation ran)")
-    elif report.recorded:
+    elif report.unrecorded is None:
         _record_in_card(report.checkpoint, report.name, report.search, report.scores, report.dataset)
     else:
-        print(f"model card: not updated ({report.search}: the scores are not the checkpoint's own)")
+        print(f"model card: not updated ({report.unrecorded})")
     return 0
 
 

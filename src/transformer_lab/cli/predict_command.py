@@ -8,19 +8,22 @@ the answers go to stdout, one note a line to stderr, and the exit code is 2 when
 was refused (the others are still answered). A long input is answered in parts, each part's
 answers printed before the next is decoded: output comes as it is made, and a stopped command
 has written whole answers to the inputs before the one it names; files (``--output``) are
-written whole at the end.
+written whole at the end. A pipe or a terminal is read as its lines come (`decode_options.Inputs`):
+each part is what has arrived, checked and answered before the next is read.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from transformer_lab.atomic_files import check_not_an_input, write_text_atomically
 from transformer_lab.cli.bounds import file_path_of, path_of
-from transformer_lab.cli.decode_options import input_lines, input_names
+from transformer_lab.cli.decode_options import Inputs, command_inputs
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.decoding.search_settings import check_no_beam_settings
@@ -32,6 +35,7 @@ from transformer_lab.tasks.registry import TASKS
 from transformer_lab.tasks.task import Task
 from transformer_lab.training.checkpoint import checkpoint_files, resolve_checkpoint
 from transformer_lab.training.run.stop_signal import Terminated
+from transformer_lab.write_errors import DISK_ERRNOS, FolderWriteError, describe_os_error
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -70,7 +74,7 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     assert command is not None
     device = device_of(arguments)
     arguments.checkpoint = resolve_checkpoint(arguments.checkpoint, "--checkpoint")  # named as typed
-    inputs = input_lines(arguments.inputs, arguments.input, purpose=command.verb)
+    inputs = command_inputs(arguments.inputs, arguments.input, purpose=command.verb)
     options = given_options(arguments, arguments.task_options)
     if options.get("--beam") == 1:  # greedy whatever the checkpoint says: beam search's own settings go unused
         check_no_beam_settings(True, 1, options.get("--length-penalty"), options.get("--beam-stop"))
@@ -90,59 +94,114 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
 
         check_image_path(plot_path, name="--plot-attention")
         check_file_output(plot_path, "--plot-attention")  # a path the system refuses, before the answers
-        if not inputs[0].strip():
-            # Drawn after every line is answered, it failed then, naming the library's keyword (sentence).
-            raise ValueError(
-                "--plot-attention: expected a first input to draw, got a blank one (input 1); put the one to draw first"
-            )
+        if inputs.whole is not None:
+            _check_drawable(inputs.whole[0], inputs.name(0))
     predictor = task.predictor_for(arguments.checkpoint, device)
     if command.opened is not None:
         predictor = command.opened(predictor, options)
-    names = input_names(arguments.inputs, arguments.input, len(inputs))
-    if command.check is not None:
-        command.check(predictor, inputs, {**options, INPUT_NAMES: names})
+    if command.check is not None and inputs.whole is not None:
+        command.check(predictor, inputs.whole, {**options, INPUT_NAMES: inputs.names(0, len(inputs.whole))})
     flags = {value: flag for flag, value in options.items() if isinstance(value, Path)}
     answered = Answers(lines=[])  # the parts' refusals and line-break counts, summed
     files: dict[Path, list[str]] = {}  # each file's text, a part at a time: joined once, at the end
     printed = False
-    for start in range(0, len(inputs), ANSWERED_AT_ONCE):
-        part = slice(start, start + ANSWERED_AT_ONCE)
+    first: str | None = None  # the first input, which --plot-attention draws
+    start = 0  # the inputs answered so far
+    closed = False  # stdout closed by its reader
+    parts = _parts(inputs)
+    while True:
         try:
-            answers = command.answer(
-                predictor, inputs[part], {**options, INPUT_NAMES: names[part], INPUTS_BEFORE: start}
-            )
+            # A stream's part is read here: a stop while it waits for its next line is a stop between parts.
+            part = next(parts, None)
+            if part is None:
+                break
+            names = inputs.names(start, len(part))
+            if first is None:
+                first = part[0]
+                if plot_path is not None:
+                    _check_drawable(first, names[0])
+            if command.check is not None and inputs.whole is None:  # a stream's lines are checked as they come
+                command.check(predictor, part, {**options, INPUT_NAMES: names})
+            answers = command.answer(predictor, part, {**options, INPUT_NAMES: names, INPUTS_BEFORE: start})
         except (KeyboardInterrupt, Terminated):
             if start:
                 unwritten = [f"{flags.get(path, 'the output')} {path}" for path in files]
-                print(_stopped_note(command, start, names, printed, unwritten), file=sys.stderr)
+                total = None if inputs.whole is None else len(inputs.whole)
+                print(_stopped_note(command, start, total, inputs.name(start), printed, unwritten), file=sys.stderr)
             raise
-        sys.stdout.write("".join(line + "\n" for line in answers.lines))
-        sys.stdout.flush()
+        if not closed:
+            try:
+                _print_answers(answers.lines, start)
+            except BrokenPipeError:
+                if not files and not answers.files and plot_path is None:
+                    raise  # nothing else asked for: stop, as a closed pipe stops a shell's commands
+                closed = True  # `--output F | head -1`: the files asked for are still written whole
         printed = printed or bool(answers.lines)
         for note in answers.notes:
             print(f"transformer-lab {command.name}: {note}", file=sys.stderr)
         answered.add(answers)
         for path, text in answers.files.items():
             files.setdefault(path, []).append(text)
-    for what, (held, total) in answered.line_breaks.items():
+        start += len(part)
+    for what, (held, total_texts) in answered.line_breaks.items():
         if held:
-            print(f"transformer-lab {command.name}: {line_break_note(held, total, what)}", file=sys.stderr)
+            print(f"transformer-lab {command.name}: {line_break_note(held, total_texts, what)}", file=sys.stderr)
     for path, texts in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomically(path, "".join(texts), name=flags.get(path))
-    if plot_path is not None:
-        _plot_attention(predictor, inputs[0], names[0], plot_path, options)
+    if plot_path is not None and first is not None:
+        _plot_attention(predictor, first, inputs.name(0), plot_path, options)
+    if closed:
+        raise BrokenPipeError(errno.EPIPE, "the standard output was closed")  # exit 141, as a shell reports it
     return 2 if answered.refused else 0
 
 
-def _stopped_note(command: PredictCommand, answered: int, names: list[str], printed: bool, unwritten: list[str]) -> str:
+def _print_answers(lines: list[str], before: int) -> None:
+    """Write ``lines`` to stdout now; a full disk or device behind it is named as the standard output."""
+    try:
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        sys.stdout.flush()
+    except OSError as error:
+        if error.errno not in DISK_ERRNOS:
+            raise  # a closed pipe (`| head`) among them: quiet, as the command line answers it
+        lost = f"the answers from input {before + 1} on were not written"
+        raise FolderWriteError(
+            error.errno, f"could not write the standard output ({describe_os_error(error)}); {lost}"
+        ) from error
+
+
+def _parts(inputs: Inputs) -> Iterator[list[str]]:
+    """The inputs in parts of at most `ANSWERED_AT_ONCE`: a stream's as its lines come."""
+    if inputs.whole is not None:
+        for start in range(0, len(inputs.whole), ANSWERED_AT_ONCE):
+            yield inputs.whole[start : start + ANSWERED_AT_ONCE]
+        return
+    assert inputs.stream is not None
+    for lines in inputs.stream:
+        for start in range(0, len(lines), ANSWERED_AT_ONCE):
+            yield lines[start : start + ANSWERED_AT_ONCE]
+
+
+def _check_drawable(text: str, name: str) -> None:
+    """Refuse a blank first input for --plot-attention, before any is answered."""
+    if not text.strip():
+        # Drawn after every line is answered, it failed then, naming the library's keyword (sentence).
+        raise ValueError(
+            f"--plot-attention: expected a first input to draw, got a blank one ({name}); put the one to draw first"
+        )
+
+
+def _stopped_note(
+    command: PredictCommand, answered: int, total: int | None, next_name: str, printed: bool, unwritten: list[str]
+) -> str:
     """What a command stopped between two parts says: how far it got, where those answers are, where to go on."""
-    said = f"transformer-lab {command.name}: stopped after the first {answered:,} of {len(names):,} {command.inputs}"
+    of = "" if total is None else f" of {total:,}"  # a stream's total is not known
+    said = f"transformer-lab {command.name}: stopped after the first {answered:,}{of} {command.inputs}"
     if printed:
         said += ", whose answers were written"
     for output in unwritten:  # files are written whole, once every input is answered: never a part of one
         said += f"; {output} was not written (it is written whole, at the end)"
-    return f"{said}; {names[answered]} was the next"
+    return f"{said}; {next_name} was the next"
 
 
 def _plot_attention(predictor: object, text: str, name: str, path: Path, options: dict[str, object]) -> None:

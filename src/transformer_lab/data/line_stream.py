@@ -13,7 +13,7 @@ many pairs, which are held out) before making it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -86,35 +86,53 @@ def stream_lines(
     Every line is checked as `read_lines` checks it; an invalid byte is a ValueError naming
     the file and the line. ``digest`` (a hashlib object or any `ByteDigest`) is updated with every byte read.
     """
-    block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
     path = checked_file(path)
-    name = str(path)
-    next_line = 1
-    pending = b""
-    file_start = True
     try:
         file = path.open("rb")
     except OSError as error:
         raise ValueError(f"{path}: expected a readable text file, got an error: {error.strerror or error}") from None
     with file:
-        while True:
-            if len(pending) > _LONGEST_PENDING:  # refused before it is held whole: memory stays bounded
-                raise line_too_long(name, next_line, _line_size(pending, file, block_bytes, file_start))
-            block = file.read(block_bytes)
-            if digest is not None and block:
-                digest.update(block)
-            if not block:
-                break
-            data = pending + block
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                pending = data
-                continue
-            pending = data[cut:]
-            lines = decode_lines(data[:cut], name, first_line=next_line, file_start=file_start)
-            file_start = False
-            next_line += len(lines)
-            yield lines
+        yield from line_blocks(file, str(path), block_bytes, digest)
+
+
+def line_blocks(
+    file: BinaryIO,
+    name: str,
+    block_bytes: int | None = None,
+    digest: ByteDigest | None = None,
+    *,
+    as_written: bool = False,
+) -> Iterator[list[str]]:
+    """The lines of an open binary ``file`` (``name`` in errors) as `stream_lines` gives a path's.
+
+    ``as_written``: a pipe or a terminal, read as its bytes arrive (``read1``), so that each
+    line comes once it is written, not once a block is full; a line past the bound is refused
+    without reading on to its end, which such a stream may never reach.
+    """
+    block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
+    read: Callable[[int], bytes] = getattr(file, "read1", file.read) if as_written else file.read
+    next_line = 1
+    pending = b""
+    file_start = True
+    while True:
+        if len(pending) > _LONGEST_PENDING:  # refused before it is held whole: memory stays bounded
+            size = None if as_written else _line_size(pending, file, block_bytes, file_start)
+            raise line_too_long(name, next_line, size)
+        block = read(block_bytes)
+        if digest is not None and block:
+            digest.update(block)
+        if not block:
+            break
+        data = pending + block
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            pending = data
+            continue
+        pending = data[cut:]
+        lines = decode_lines(data[:cut], name, first_line=next_line, file_start=file_start)
+        file_start = False
+        next_line += len(lines)
+        yield lines
     if pending:
         lines = decode_lines(pending, name, first_line=next_line, file_start=file_start)
         if lines:

@@ -113,11 +113,15 @@ def utf8_text(data: bytes, name: str, first_line: int = 1) -> str:
         ) from None
 
 
-def line_too_long(name: str, line_number: int, size: int) -> ValueError:
-    """The error for a line of ``size`` bytes, past `MAX_LINE_BYTES`: ``name`` (a file, "stdin") and the line."""
+def line_too_long(name: str, line_number: int, size: int | None) -> ValueError:
+    """The error for a line of ``size`` bytes, past `MAX_LINE_BYTES`: ``name`` (a file, "stdin") and the line.
+
+    ``size`` None: a line of a stream, not read to its end (a pipe's may never end).
+    """
+    got = f"one of {size:,} bytes" if size is not None else "a longer one"
     return ValueError(
-        f"{name}: line {line_number}: expected lines of at most {MAX_LINE_BYTES:,} bytes, got one of {size:,} "
-        "bytes; split it or leave it out"
+        f"{name}: line {line_number}: expected lines of at most {MAX_LINE_BYTES:,} bytes, got {got}; "
+        "split it or leave it out"
     )
 
 

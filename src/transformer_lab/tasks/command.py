@@ -89,7 +89,7 @@ class PredictCommand:
     as they come: ``options`` holds, under :data:`INPUTS_BEFORE`, how many came before the part.
     ``check(predictor, inputs, options)``, where given, runs over every input before the first part
     is answered: an input that stops ``answer`` (rather than being refused alone) stops the command
-    before any work, whichever part it lies in.
+    before any work, whichever part it lies in (a pipe's inputs, read as they come, part by part).
     """
 
     name: str

@@ -27,6 +27,7 @@ from transformer_lab.devices import resolve_device
 from transformer_lab.folders import check_file_output
 from transformer_lab.hardware import INFERENCE_PRECISIONS
 from transformer_lab.training.checkpoint import checkpoint_files, weights_version
+from transformer_lab.training.model_card import STREAM_TEST_NAME
 from transformer_lab.training.run.run_folder import run_log
 from transformer_lab.training.run.same_run import held_out_change
 from transformer_lab.word_lists import in_words
@@ -157,7 +158,7 @@ class EvaluationOptions:
                     f"not written ({folder} was replaced by other weights, or removed, while this evaluation ran; "
                     "--output names a file elsewhere)"
                 )
-        write_text_atomically(path, text)
+        write_text_atomically(path, text, name="--output" if path == self.output else None)
         return str(path)
 
     def placed(self, model: ModelType) -> ModelType:
@@ -184,7 +185,8 @@ class EvaluationReport:
     ``search`` how the outputs were produced ("greedy", "beam 4 bf16", "argmax").
     ``confusion``: a figure the command draws (the figure modules sit above the tasks).
     ``dataset``: the name of the user's file scored, where it is no split of the checkpoint's dataset.
-    ``recorded``: whether the scores are the checkpoint's own, for its card (an ensemble's are not).
+    ``unrecorded``: why the scores stay off the checkpoint's card (an ensemble's are not its own; a pipe
+    names no test set); None records them.
     ``replaced``: whether the checkpoint's weights were replaced or removed while it was evaluated (set by
     ``registry.evaluate``): its card and the figures beside it then describe other weights.
     """
@@ -197,7 +199,7 @@ class EvaluationReport:
     scores: dict[str, float]
     confusion: ConfusionFigure | None = None
     dataset: str | None = None
-    recorded: bool = True
+    unrecorded: str | None = None
     replaced: bool = False
 
 
@@ -301,3 +303,10 @@ def unread_option_error(flag: str, task: str, readers: Sequence[str]) -> ValueEr
     names = in_words(readers, "and")
     tasks = "task" if len(readers) == 1 else "tasks"
     return ValueError(f"{flag}: expected only with the {names} {tasks}, got it with {task}")
+
+
+def stream_unrecorded(name: str, given: object) -> str | None:
+    """Why scores under ``name`` stay off the card: ``given`` (the option's path) is a pipe or a device."""
+    if name != STREAM_TEST_NAME:
+        return None
+    return f"{given} is a pipe or a device, which names no test set to record them under"

@@ -430,13 +430,20 @@ def read_card(folder: str | os.PathLike[str]) -> dict[str, Any]:
     return dict(facts)
 
 
+# What a pipe or a device given as a test file (``<(...)``, /dev/stdin) is named: it names no test set, and
+# a digest of its path (a new ``pipe:[N]`` each time) would add an output file and a card row every run.
+STREAM_TEST_NAME = "stream"
+
+
 def file_test_name(path: str | os.PathLike[str]) -> str:
     """What the scores of a test file of one's own are recorded (and its outputs named) under.
 
     The file's name and 8 hex digits of its resolved path: a file named like a split
     (``test``, ``test_2016_flickr``), or ``a/test.de`` beside ``b/test.de``, keeps its own
-    row of the card instead of replacing another's scores.
+    row of the card instead of replacing another's scores. A pipe or a device: `STREAM_TEST_NAME`.
     """
+    if not Path(path).is_file():
+        return STREAM_TEST_NAME
     digest = hashlib.sha256(os.fsencode(Path(path).resolve())).hexdigest()[:8]
     return f"{Path(path).name}.{digest}"
 

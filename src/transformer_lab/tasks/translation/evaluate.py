@@ -10,6 +10,9 @@ lowercased ``13a`` figures; every BLEU line carries its signature.
 
 from __future__ import annotations
 
+import hashlib
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from transformer_lab.data import read_multi30k
@@ -26,6 +29,7 @@ from transformer_lab.tasks.evaluation import (
     EvaluationReport,
     TaskOption,
     search_for,
+    stream_unrecorded,
     trained_files,
 )
 from transformer_lab.tasks.translation.predict import ENSEMBLE
@@ -60,11 +64,18 @@ OPTIONS = (
 )
 
 
+NOT_ITS_OWN = "the scores are not the checkpoint's own"
+
+
 def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
     """Translate a split's (or ``--source``'s) sentences and score them against their references."""
     source, reference = options.option("--source"), options.option("--reference")
     if (source is None) != (reference is None):
-        raise ValueError("--source and --reference: expected both (the sentences and their references), got one")
+        given, missing = ("--source", "--reference") if reference is None else ("--reference", "--source")
+        raise ValueError(
+            f"--source and --reference: expected both (the sentences and their references), got {given} "
+            f"without {missing}"
+        )
     if source is not None and split is not None:
         raise ValueError("--split and --source: expected one test set, got both")
     if source is not None and options.data_dir is not None:
@@ -115,7 +126,7 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         dataset = "multi30k" if config.data.train_files or config.data.prepared_dir else None
     # An ensemble's outputs and scores are not the checkpoint's own: named apart, kept off its card.
     search_name = search.name + (f", ensemble of {len(members) + 1}" if members else "")
-    label = search.file_label + (f"ensemble{len(members) + 1}" if members else "")
+    label = search.file_label + (f"ensemble{len(members) + 1}.{_members_digest(members)}" if members else "")
     output = options.output_file(checkpoint / f"hypotheses.{name}.{label}.txt", read)
     default_tokenize = bleu_tokenizer_for(config.data.target_language)
     tokenize = options.option("--bleu-tokenize") or default_tokenize
@@ -148,5 +159,13 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         search=search_name,
         scores={**{key: result.score for key, result in bleu.items()}, "chrf": report.chrf.score},
         dataset=dataset,
-        recorded=not members,
+        unrecorded=f"{search_name}: the scores are not the checkpoint's own"
+        if members
+        else stream_unrecorded(name, source),
     )
+
+
+def _members_digest(members: Sequence[str | os.PathLike[str]]) -> str:
+    """8 hex digits of the members' resolved folders: another ensemble of as many writes its own file."""
+    folders = "\n".join(str(resolve_checkpoint(member).resolve()) for member in members)
+    return hashlib.sha256(os.fsencode(folders)).hexdigest()[:8]
