@@ -238,6 +238,31 @@ def test_a_max_steps_on_an_epochs_last_batch_completes_that_epoch_and_a_resume_v
     assert evaluated(tmp_path / "stopped") == [(3, 1), (6, 2)] == evaluated(tmp_path / "reference")
 
 
+def test_a_resume_whose_log_lost_rows_says_its_curves_will_have_a_gap(tmp_path, caplog):
+    # Was: resumed without a word, the new log starting at the resumed step.
+    for lost in ("deleted", "cut"):
+        run = tmp_path / lost
+        _train(run, max_steps=6)
+        log = run / "metrics.jsonl"
+        if lost == "deleted":
+            log.unlink()
+        else:
+            log.write_text("".join(log.read_text().splitlines(keepends=True)[:2]))  # the first two rows, of step 2
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="transformer_lab.training.trainer"):
+            _train(run, max_steps=8, resume=True)
+        (warning,) = [
+            record.getMessage() for record in caplog.records if "curves will have a gap" in record.getMessage()
+        ]
+        said = "holds no row (missing or emptied)" if lost == "deleted" else "its rows end at step 2"
+        assert warning.startswith(f"{log}: {said}, before the resumed step 6")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="transformer_lab.training.trainer"):
+        _train(tmp_path / "whole", max_steps=6)
+        _train(tmp_path / "whole", max_steps=8, resume=True)
+    assert "curves will have a gap" not in caplog.text
+
+
 def test_checkpoint_folders(tmp_path):
     scores = iter([1.0, 3.0, 2.0, 2.5])
     model = TinyModel()

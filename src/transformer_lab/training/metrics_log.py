@@ -48,31 +48,36 @@ class MetricsLog:
         with os.fdopen(descriptor, "a", encoding="utf-8") as file:
             file.write(json.dumps(dict(row)) + "\n")
 
-    def truncate_after(self, step: int) -> None:
+    def truncate_after(self, step: int) -> int | None:
         """Drop the rows of steps after ``step``, and a last line a crash cut short; keep the rest.
 
         Any other line that is not a row (not UTF-8, not a JSON object, no int ``step``) is
         refused in a ``ValueError`` naming the file and the line, the log left as it is. The
         log is rewritten under a temporary name and renamed, so a crash during this leaves
-        the old log or the new one, never part of it. No log: nothing to do.
+        the old log or the new one, never part of it. No log: nothing to do. Returns the
+        last step kept (None: no row).
         """
         if not self.path.is_file():
-            return
+            return None
         lines = self.path.read_bytes().split(b"\n")
         numbers = [number for number, raw in enumerate(lines, start=1) if raw.strip()]
         kept = []
+        last = None
         for number in numbers:
             raw = lines[number - 1]
             if number == numbers[-1] and not _is_json(raw):
                 break  # the line a crash cut short: the only one a run may leave unfinished
-            if _checked_row(self.path, number, raw)["step"] <= step:
+            row_step = _checked_row(self.path, number, raw)["step"]
+            if row_step <= step:
                 kept.append(raw)
+                last = row_step if last is None else max(last, row_step)
         temporary = self.path.with_name(self.path.name + ".tmp")
         temporary.unlink(missing_ok=True)  # a leftover, or a link: the name goes, not what it points to
         descriptor = _open_own(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         with os.fdopen(descriptor, "wb") as file:
             file.write(b"".join(line + b"\n" for line in kept))
         os.replace(temporary, self.path)
+        return last
 
 
 def _is_json(raw: bytes) -> bool:

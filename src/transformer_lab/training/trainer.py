@@ -314,7 +314,19 @@ class Trainer:
         if self._is_main_process:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             if self._resumed:
-                self._metrics_log.truncate_after(self.global_step)
+                last = self._metrics_log.truncate_after(self.global_step)
+                # A row is written at least every log_every_steps: fewer means rows were deleted or lost.
+                every = self.config.log_every_steps or self.global_step
+                if (last is None and self.global_step >= every) or (
+                    last is not None and last < self.global_step - every
+                ):
+                    logger.warning(
+                        "%s: %s, before the resumed step %d: the rows of the steps between were deleted or lost, "
+                        "and the run's curves will have a gap there",
+                        self._metrics_log.path,
+                        "holds no row (missing or emptied)" if last is None else f"its rows end at step {last}",
+                        self.global_step,
+                    )
                 self._resumed = False
             if self.config.tensorboard:
                 # Earlier event files' points after this step are dropped, as their log rows are.
