@@ -236,3 +236,33 @@ def test_an_output_file_is_written_whole_when_the_standard_output_closes_early(
     assert printed == [0]  # nothing more is printed once the reader has gone
     assert output.read_text(encoding="utf-8") == whole.read_text(encoding="utf-8")
     assert capsys.readouterr().err == ""
+
+
+def test_a_streams_later_line_refused_says_what_the_earlier_parts_did_not_write(tmp_path: Path) -> None:
+    # Was: the refusal alone, exit 2, and the --output file the answered parts were kept for never written.
+    checkpoint = train_classification_checkpoint(tmp_path / "classification")
+    output = tmp_path / "labels.jsonl"
+    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY / "src"), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "transformer_lab", "classify", "--checkpoint", str(checkpoint)]
+    with subprocess.Popen(
+        [*command, "--output", str(output)],
+        env=environment,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as child:
+        assert child.stdin is not None and child.stdout is not None and child.stderr is not None
+        child.stdin.write(b"stocks rise\n")
+        child.stdin.flush()
+        assert _line_within(child.stdout, 120) is not None, "no answer while the pipe was open"
+        child.stdin.write(b"team \xe9 wins\n")
+        child.stdin.close()
+        error = child.stderr.read().decode("utf-8")
+        assert child.wait(timeout=120) == 2
+    assert error.splitlines()[-2:] == [
+        f"transformer-lab classify: stopped after the first 1 texts, whose answers were written; --output {output} "
+        "was not written (it is written whole, at the end); stdin: line 2 was the next",
+        "transformer-lab classify: error: stdin: line 2: expected UTF-8 text, got invalid byte(s) b'\\xe9' at byte "
+        "column 6 (invalid continuation byte)",
+    ]
+    assert not output.exists()

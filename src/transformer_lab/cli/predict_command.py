@@ -104,7 +104,7 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     flags = {value: flag for flag, value in options.items() if isinstance(value, Path)}
     answered = Answers(lines=[])  # the parts' refusals and line-break counts, summed
     files: dict[Path, list[str]] = {}  # each file's text, a part at a time: joined once, at the end
-    printed = False
+    printed = 0  # the inputs whose answers reached stdout
     first: str | None = None  # the first input, which --plot-attention draws
     start = 0  # the inputs answered so far
     closed = False  # stdout closed by its reader
@@ -123,9 +123,12 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
             if command.check is not None and inputs.whole is None:  # a stream's lines are checked as they come
                 command.check(predictor, part, {**options, INPUT_NAMES: names})
             answers = command.answer(predictor, part, {**options, INPUT_NAMES: names, INPUTS_BEFORE: start})
-        except (KeyboardInterrupt, Terminated):
+        except (KeyboardInterrupt, Terminated, ValueError):
+            # A stop, or a stream's later line refused: the parts answered so far, and what they did not write.
             if start:
                 unwritten = [f"{flags.get(path, 'the output')} {path}" for path in files]
+                if plot_path is not None:
+                    unwritten.append(f"--plot-attention {plot_path}")
                 total = None if inputs.whole is None else len(inputs.whole)
                 print(_stopped_note(command, start, total, inputs.name(start), printed, unwritten), file=sys.stderr)
             raise
@@ -136,7 +139,8 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
                 if not files and not answers.files and plot_path is None:
                     raise  # nothing else asked for: stop, as a closed pipe stops a shell's commands
                 closed = True  # `--output F | head -1`: the files asked for are still written whole
-        printed = printed or bool(answers.lines)
+        if answers.lines and not closed:
+            printed = start + len(part)
         for note in answers.notes:
             print(f"transformer-lab {command.name}: {note}", file=sys.stderr)
         answered.add(answers)
@@ -192,13 +196,18 @@ def _check_drawable(text: str, name: str) -> None:
 
 
 def _stopped_note(
-    command: PredictCommand, answered: int, total: int | None, next_name: str, printed: bool, unwritten: list[str]
+    command: PredictCommand, answered: int, total: int | None, next_name: str, printed: int, unwritten: list[str]
 ) -> str:
-    """What a command stopped between two parts says: how far it got, where those answers are, where to go on."""
+    """What a command stopped between two parts says: how far it got, where those answers are, where to go on.
+
+    ``printed``: how many of the ``answered`` inputs had their answers reach stdout (its reader may have closed).
+    """
     of = "" if total is None else f" of {total:,}"  # a stream's total is not known
     said = f"transformer-lab {command.name}: stopped after the first {answered:,}{of} {command.inputs}"
-    if printed:
+    if printed == answered:
         said += ", whose answers were written"
+    elif printed:
+        said += f", the answers to the first {printed:,} written (the standard output's reader closed then)"
     for output in unwritten:  # files are written whole, once every input is answered: never a part of one
         said += f"; {output} was not written (it is written whole, at the end)"
     return f"{said}; {next_name} was the next"

@@ -610,9 +610,13 @@ def _check_names(
         )
 
 
+class UnreadableWeightsError(ValueError):
+    """A weights file that safetensors cannot read (cut short, not safetensors): its own fault, not the config's."""
+
+
 def _unreadable_weights(path: Path, error: SafetensorError, hint: str = "") -> ValueError:
     """The error for a safetensors file that safetensors cannot read, its message followed by ``hint``."""
-    return ValueError(
+    return UnreadableWeightsError(
         f"{str(path)!r}: expected a complete safetensors file, got one that cannot be read ({error}){hint}"
     )
 

@@ -17,7 +17,7 @@ from torch import nn
 from transformer_lab.data import SubwordTokenizer
 from transformer_lab.data.vocabulary import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, SpecialTokenIds
 from transformer_lab.training import CONFIG_FILE, load_model_weights, load_task_config, read_extra_file
-from transformer_lab.training.checkpoint import MODEL_FILE, build_model_for_weights, resolve_checkpoint
+from transformer_lab.training.checkpoint import UnreadableWeightsError, build_model_for_weights, resolve_checkpoint
 from transformer_lab.training.config import TaskConfig
 
 ConfigType = TypeVar("ConfigType", bound=TaskConfig)
@@ -96,12 +96,10 @@ def load_checkpoint_parts(
         # Built on the meta device and checked against the weights' header first: the
         # config's sizes are not trusted before the weights confirm them.
         model = build_model_for_weights(folder, lambda: build_model(config))
+    except UnreadableWeightsError:
+        raise  # it names the weights file, which is at fault (cut short, not safetensors), not config.json
     except ValueError as error:
-        # The messages name the key (model.nhead); the user also needs to know which file. One about the
-        # weights file (cut short, not safetensors) names that file already: config.json is not at fault.
-        weights = str(folder / MODEL_FILE)
-        if str(error).startswith((weights, repr(weights))):
-            raise
+        # The messages name the key (model.nhead); the user also needs to know which file.
         raise ValueError(f"{config_path}: {error}") from None
     load_model_weights(folder, model)
     return model.eval(), vocabulary, config
