@@ -94,7 +94,7 @@ def test_each_part_is_printed_before_the_next_is_decoded_and_a_stop_says_where_t
     source.write_text("".join(line + "\n" for line in GERMAN), encoding="utf-8")
     expected = [one_line(text) for text in api.Translator(checkpoint).translate(GERMAN[:2])]
     # What the command had printed before each part.
-    calls = _stopped_at_the_second_call(Translator, "translate", monkeypatch, lambda: capsys.readouterr().out)
+    calls = _stopped_at_the_second_call(Translator, "best", monkeypatch, lambda: capsys.readouterr().out)
     _in_parts_of(2, monkeypatch)
     code, out, err = _run(["translate", "--checkpoint", str(checkpoint), "--input", str(source)], capsys)
     assert code == 130

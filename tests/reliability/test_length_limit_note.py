@@ -46,13 +46,14 @@ def test_translate_says_how_many_translations_ran_to_the_limit(
     limit = config.decode.max_new_tokens(len(tokenizer.source.encode(GERMAN[0])))
     assert captured.out.splitlines()[0] == "a" * limit
     note = NOTE.format(cut=2, translated=2, name=f"{source}: line 1", tokens=limit)
-    assert [record.getMessage() for record in caplog.records] == [note]  # the command's stderr shows the log
+    # Said once by the command, for every part of the input together (not logged a part at a time).
+    assert f"transformer-lab translate: {note}" in captured.err.splitlines() and not caplog.records
     # The n-best list searches each sentence alone, and still says it once.
-    caplog.clear()
     with caplog.at_level(logging.WARNING):
         assert main(["translate", "--checkpoint", str(checkpoint), "--input", str(source), "--nbest", "2"]) == 0
-    assert [record.getMessage() for record in caplog.records] == [note]
-    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    captured = capsys.readouterr()
+    assert f"transformer-lab translate: {note}" in captured.err.splitlines() and not caplog.records
+    rows = [line.split("\t") for line in captured.out.splitlines()]
     assert [row[:2] for row in rows] == [["1", "1"], ["1", "2"], ["3", "1"], ["3", "2"]]
 
 
@@ -96,8 +97,27 @@ def test_training_validates_without_the_note_and_its_model_then_translates_with_
     source = tmp_path / "held.de"
     source.write_text("ein Hund 3\n", encoding="utf-8")
     arguments = ["translate", "--checkpoint", str(run / "last"), "--beam", "1", "--input", str(source)]
-    with caplog.at_level(logging.WARNING):
-        assert main(arguments) == 0
-    (translation,) = capsys.readouterr().out.splitlines()
-    cut = [record.getMessage() for record in caplog.records if "length limit" in record.getMessage()]
-    assert cut == [NOTE.format(cut=1, translated=1, name=f"{source}: line 1", tokens=8)], translation
+    assert main(arguments) == 0
+    captured = capsys.readouterr()
+    (translation,) = captured.out.splitlines()
+    cut = [line for line in captured.err.splitlines() if "length limit" in line]
+    note = NOTE.format(cut=1, translated=1, name=f"{source}: line 1", tokens=8)
+    assert cut == [f"transformer-lab translate: {note}"], translation
+
+
+def test_a_long_input_is_said_to_be_cut_once_for_all_its_parts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Was: one note a part of 1,024 lines (a 29,000-line file: up to 29; a slow pipe: one a line).
+    from transformer_lab.cli import predict_command
+
+    overrides = ["decode.max_len=64", "decode.max_len_a=0.5", "decode.max_len_b=1", "decode.strategy=greedy"]
+    checkpoint = write_translation_checkpoint(tmp_path / "checkpoint", overrides, favoured="a")
+    source = tmp_path / "input.de"
+    source.write_text("".join(line + "\n" for line in GERMAN), encoding="utf-8")
+    monkeypatch.setattr(predict_command, "ANSWERED_AT_ONCE", 2)
+    assert main(["translate", "--checkpoint", str(checkpoint), "--input", str(source)]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "length limit" in line]
+    assert len(notes) == 1
+    assert notes[0].startswith(f"transformer-lab translate: {len(GERMAN)} of {len(GERMAN)} translations stopped")
+    assert f"(the first: {source}: line 1, at " in notes[0]

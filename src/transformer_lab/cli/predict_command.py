@@ -27,6 +27,7 @@ from transformer_lab.cli.decode_options import Inputs, command_inputs
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.decoding.search_settings import check_no_beam_settings
+from transformer_lab.decoding.sentences import cut_note
 from transformer_lab.folders import check_file_output, described_refusal
 from transformer_lab.one_line import line_break_note
 from transformer_lab.setting_error import PhrasedError
@@ -147,6 +148,11 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
         for path, text in answers.files.items():
             files.setdefault(path, []).append(text)
         start += len(part)
+    if answered.first_cut is not None:
+        print(
+            f"transformer-lab {command.name}: {cut_note(answered.cut, answered.searched, answered.first_cut)}",
+            file=sys.stderr,
+        )
     for what, (held, total_texts) in answered.line_breaks.items():
         if held:
             print(f"transformer-lab {command.name}: {line_break_note(held, total_texts, what)}", file=sys.stderr)

@@ -14,7 +14,15 @@ from transformer_lab.data import SubwordTokenizer, TokenizerPair
 from transformer_lab.decoding.config import DecodeConfig
 from transformer_lab.decoding.sources import Candidate, DecodedModel, candidates_of, decode_sources
 
-__all__ = ["check_sentences", "sentence_names", "translate_nbest", "translate_sentences", "warn_cut"]
+__all__ = [
+    "best_translations",
+    "check_sentences",
+    "cut_note",
+    "sentence_names",
+    "translate_nbest",
+    "translate_sentences",
+    "warn_cut",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -111,19 +119,34 @@ def translate_sentences(
     length; nothing is truncated. ``warn``: log :func:`warn_cut`'s warning where translations
     ran to the search's length limit.
     """
+    best = best_translations(model, tokenizer, sentences, decode_config, batch_size, names)
+    if warn:
+        warn_cut([[candidate] if candidate else [] for candidate in best], sentence_names(names, len(sentences)))
+    return [candidate.text if candidate else "" for candidate in best]
+
+
+def best_translations(
+    model: DecodedModel,
+    tokenizer: SubwordTokenizer | TokenizerPair,
+    sentences: Sequence[str],
+    decode_config: DecodeConfig,
+    batch_size: int = 64,
+    names: Sequence[str] | None = None,
+) -> list[Candidate | None]:
+    """Each sentence's best translation as `translate_sentences` finds it, a `Candidate` (None: a blank sentence).
+
+    Its ``cut`` says whether it ran to the search's length limit, for a caller that says so once for many parts.
+    """
     tokenizers = TokenizerPair.of(tokenizer)
     names = sentence_names(names, len(sentences))
     encoded = _encode_sources(model, tokenizers.source, sentences, names)
     found = decode_sources(model, encoded, decode_config, batch_size=batch_size)
-    best = [
-        candidates_of(hypotheses[:1], tokenizers.target.decode, decode_config.max_new_tokens(len(source)))
+    return [
+        candidates_of(hypotheses[:1], tokenizers.target.decode, decode_config.max_new_tokens(len(source)))[0]
         if hypotheses
-        else []
+        else None
         for hypotheses, source in zip(found, encoded, strict=True)
     ]
-    if warn:
-        warn_cut(best, names)
-    return [candidates[0].text if candidates else "" for candidates in best]
 
 
 def translate_nbest(
@@ -156,14 +179,16 @@ def translate_nbest(
 def warn_cut(found: Sequence[Sequence[Candidate]], names: Sequence[str]) -> None:
     """One warning where any sentence's best translation (``found[i][0]``, sentence ``names[i]``) was cut."""
     cut = [index for index, candidates in enumerate(found) if candidates and candidates[0].cut]
-    if not cut:
-        return
-    logger.warning(
-        "%s of %s translations stopped at the search's length limit without ending, so may be cut (the first: %s, "
-        "at %s tokens; the limit is decode.max_len_a x the source's tokens + decode.max_len_b, at most "
-        "decode.max_len): a model that repeats itself up to the limit is typical of one trained briefly",
-        f"{len(cut):,}",
-        f"{sum(1 for candidates in found if candidates):,}",
-        names[cut[0]],
-        len(found[cut[0]][0].ids),
+    if cut:
+        first = (names[cut[0]], len(found[cut[0]][0].ids))
+        logger.warning(cut_note(len(cut), sum(1 for candidates in found if candidates), first))
+
+
+def cut_note(cut: int, searched: int, first: tuple[str, int]) -> str:
+    """What :func:`warn_cut` says of ``cut`` translations among ``searched``, the first (its name, its tokens)."""
+    return (
+        f"{cut:,} of {searched:,} translations stopped at the search's length limit without ending, so may be "
+        f"cut (the first: {first[0]}, at {first[1]} tokens; the limit is decode.max_len_a x the source's tokens + "
+        "decode.max_len_b, at most decode.max_len): a model that repeats itself up to the limit is typical of one "
+        "trained briefly"
     )

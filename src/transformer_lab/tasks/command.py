@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from transformer_lab.decoding.sources import Candidate
 from transformer_lab.one_line import line_break_count
 from transformer_lab.tasks.evaluation import TaskOption
 
@@ -54,6 +55,21 @@ class Answers:
     # What the written texts are ("translations") -> (how many held a line break or a tab, how many
     # there were): the command sums the parts of a long input and says it once (one_line.line_break_note).
     line_breaks: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # How many answers the search cut at its length limit, the first's (input name, tokens), and how many
+    # answers it searched: summed over the parts and said once (decoding.sentences.cut_note).
+    cut: int = 0
+    first_cut: tuple[str, int] | None = None
+    searched: int = 0
+
+    def count_cut(self, best: Sequence[Candidate | None], names: Sequence[str]) -> None:
+        """Count the best translations (None: a blank input) and those cut at the length limit."""
+        cut = [(name, len(found.ids)) for found, name in zip(best, names) if found is not None and found.cut]
+        self._add_cut(len(cut), cut[0] if cut else None, sum(1 for found in best if found is not None))
+
+    def _add_cut(self, count: int, first: tuple[str, int] | None, searched: int) -> None:
+        self.cut += count
+        self.first_cut = self.first_cut or first
+        self.searched += searched
 
     def count_line_breaks(self, texts: Sequence[str], what: str) -> None:
         """Count, under ``what``, the ``texts`` written through `one_line` and those it changed."""
@@ -62,6 +78,7 @@ class Answers:
     def add(self, part: Answers) -> None:
         """Add the refusals and line-break counts of a later ``part`` to these (its files are the caller's to join)."""
         self.refused += part.refused
+        self._add_cut(part.cut, part.first_cut, part.searched)
         for what, (held, total) in part.line_breaks.items():
             self._count(what, held, total)
 

@@ -24,10 +24,10 @@ from transformer_lab.decoding.config import MAX_BEAM_SIZE as MAX_SEARCH_BEAMS
 from transformer_lab.decoding.predictor import Seq2SeqHandler, Seq2SeqPredictor, Written
 from transformer_lab.decoding.search_settings import SearchKeywords
 from transformer_lab.decoding.sentences import (
+    best_translations,
     check_sentences,
     sentence_names,
     translate_nbest,
-    translate_sentences,
     warn_cut,
 )
 from transformer_lab.decoding.sources import Candidate, DecodedModel, check_batch_size
@@ -94,8 +94,11 @@ class Translator(Seq2SeqPredictor):
         # Checked here too: with nbest > 1 each sentence is searched alone and batch_size is never read.
         batch_size = check_batch_size(batch_size)
         if nbest == 1:
-            model, decode = self.decoding(beam, nbest, precision, length_penalty, beam_stop)
-            results: list[Any] = translate_sentences(model, self.tokenizers, texts, decode, batch_size, names)
+            search = SearchKeywords(beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop)
+            names = sentence_names(names, len(texts))  # read once: they may come from a generator
+            best = self.best(texts, batch_size=batch_size, names=names, **search)
+            warn_cut([[candidate] if candidate else [] for candidate in best], names)
+            results: list[Any] = [candidate.text if candidate else "" for candidate in best]
         else:
             search = SearchKeywords(beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop)
             results = self.candidates(texts, nbest=nbest, names=names, **search)
@@ -103,7 +106,13 @@ class Translator(Seq2SeqPredictor):
 
     @overload
     def candidates(  # type: ignore[overload-overlap]  # a str is a Sequence[str]; it matches first
-        self, sentences: str, *, nbest: int = ..., names: Sequence[str] | None = ..., **search: Unpack[SearchKeywords]
+        self,
+        sentences: str,
+        *,
+        nbest: int = ...,
+        names: Sequence[str] | None = ...,
+        warn: bool = ...,
+        **search: Unpack[SearchKeywords],
     ) -> list[Candidate]: ...
 
     @overload
@@ -113,6 +122,7 @@ class Translator(Seq2SeqPredictor):
         *,
         nbest: int = ...,
         names: Sequence[str] | None = ...,
+        warn: bool = ...,
         **search: Unpack[SearchKeywords],
     ) -> list[list[Candidate]]: ...
 
@@ -126,6 +136,7 @@ class Translator(Seq2SeqPredictor):
         length_penalty: float | None = None,
         beam_stop: str | None = None,
         names: Sequence[str] | None = None,
+        warn: bool = True,
     ) -> list[Candidate] | list[list[Candidate]]:
         """The ``nbest`` best translations of each sentence as scored `Candidate` s, best first.
 
@@ -133,6 +144,7 @@ class Translator(Seq2SeqPredictor):
         ``log_prob``. ``beam`` None is the checkpoint's search, widened to ``nbest`` beams;
         a ``beam`` below ``nbest`` is a `SettingError`. Each sentence is searched alone; a
         blank one gets no candidates; one too long is named as :meth:`translate` names it.
+        ``warn``: log how many best candidates the search's length limit cut (their ``cut``).
         """
         texts = texts_of(sentences, "sentences")
         model, decode = self.decoding(beam, nbest, precision, length_penalty, beam_stop)
@@ -142,8 +154,28 @@ class Translator(Seq2SeqPredictor):
             translate_nbest(model, self.tokenizers, text, decode, name, warn=False) if text.strip() else []
             for text, name in zip(texts, names)
         ]
-        warn_cut(results, names)
+        if warn:
+            warn_cut(results, names)
         return results[0] if isinstance(sentences, str) else results
+
+    def best(
+        self,
+        sentences: Sequence[str],
+        *,
+        batch_size: int = 64,
+        names: Sequence[str] | None = None,
+        **search: Unpack[SearchKeywords],
+    ) -> list[Candidate | None]:
+        """Each sentence's translation as :meth:`translate` finds it (batched), a `Candidate` (None: a blank one).
+
+        Nothing is logged: its ``cut`` says where the search's length limit ended a translation, for a
+        caller that says so once for many calls (the command, a part at a time).
+        """
+        texts = texts_of(sentences, "sentences")
+        model, decode = self.decoding(
+            search.get("beam"), 1, search.get("precision"), search.get("length_penalty"), search.get("beam_stop")
+        )
+        return best_translations(model, self.tokenizers, texts, decode, check_batch_size(batch_size), names)
 
     def _plotted(self, sentence: object, name: str | None) -> str:
         text = text_of(sentence, "sentence")  # only the Python API gives other than a str: named by its keyword
@@ -300,11 +332,13 @@ def with_ensemble(translator: Translator, options: Mapping[str, Any]) -> Transla
 def answer(translator: Translator, sentences: list[str], options: Mapping[str, Any]) -> Answers:
     """``transformer-lab translate``: one translation a line (even an empty one), or ``--nbest``'s ranked lines."""
     settings = search_keywords(options)
-    names = options.get(INPUT_NAMES)  # a sentence too long is named by its file and line
+    names = sentence_names(options.get(INPUT_NAMES), len(sentences))  # a sentence too long: its file and line
     nbest = options.get(NBEST.flag)
+    # A translation cut at the search's length limit is counted here and said once for the whole input
+    # (`Answers.cut`), not once a part.
     if nbest is not None:
         # A blank sentence has no candidates, so no line; the numbers show the gap.
-        found = translator.candidates(sentences, nbest=nbest, names=names, **settings)
+        found = translator.candidates(sentences, nbest=nbest, names=names, warn=False, **settings)
         lines = [
             f"{number}\t{rank}\t{candidate.score:.4f}\t{one_line(candidate.text)}"
             for number, candidates in enumerate(found, start=options.get(INPUTS_BEFORE, 0) + 1)
@@ -312,8 +346,10 @@ def answer(translator: Translator, sentences: list[str], options: Mapping[str, A
         ]
         answers = Answers(lines)
         answers.count_line_breaks([candidate.text for candidates in found for candidate in candidates], "translations")
+        answers.count_cut([candidates[0] if candidates else None for candidates in found], names)
         return answers
-    translations = translator.translate(sentences, names=names, **settings)
+    best = translator.best(sentences, names=names, **settings)
+    translations = [candidate.text if candidate else "" for candidate in best]
     decode = translator.config.decode
     width = settings["beam"] or (decode.beam_size if decode.strategy == "beam" else 1)  # the search that ran
     notes = [
@@ -323,6 +359,7 @@ def answer(translator: Translator, sentences: list[str], options: Mapping[str, A
     ]
     answers = Answers([one_line(text) for text in translations], notes)  # line i of the output stays sentence i's
     answers.count_line_breaks(translations, "translations")
+    answers.count_cut(best, names)
     return answers
 
 
