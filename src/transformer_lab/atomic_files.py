@@ -14,10 +14,11 @@ before can read it after, and no one else.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -140,17 +141,26 @@ def write_text_atomically(path: str | os.PathLike[str], text: str, *, name: str 
     if not path.parent.is_dir():
         named = f"{name}: {path}" if name is not None else str(path)
         raise FileNotFoundError(f"{named}: expected a file in an existing folder, but {path.parent} does not exist")
-    try:
+    with writes_named(path, name):
         write_through_temporary(path, lambda file: file.write(text.encode("utf-8")))
+    return path
+
+
+@contextlib.contextmanager
+def writes_named(path: Path, name: str | None) -> Iterator[None]:
+    """Inside, a disk's refusal to write ``path`` (full, read-only) names it, and ``name``, the option that gave it.
+
+    The write's own error names no file (a full disk, /dev/full): said as every refused output is;
+    a file no option named (a card, a default output) is one its caller says more of.
+    """
+    try:
+        yield
     except OSError as error:
         if error.errno not in DISK_ERRNOS or isinstance(error, FolderWriteError):
             raise
-        # The write's own error names no file (a full disk, /dev/full): said as every refused output is;
-        # a file no option named (a card, a default output) is one its caller says more of.
         if name is not None:
             raise refused_write(error, path, "nothing was written", name) from error
         raise FolderWriteError(error.errno, f"could not write {str(path)!r} ({describe_os_error(error)})") from error
-    return path
 
 
 def written_path(path: Path) -> Path:
@@ -174,9 +184,20 @@ def write_through_temporary(path: Path, write: Callable[[BinaryIO], object]) -> 
     symbolic link is written through: its target is the file replaced, and the link stays. A pipe or
     a terminal (``/dev/stdout``, ``<(...)``'s counterpart ``>(...)``) is written into directly.
     """
+    with opened_through_temporary(path) as file:
+        write(file)
+
+
+@contextlib.contextmanager
+def opened_through_temporary(path: Path) -> Iterator[BinaryIO]:
+    """A file to write ``path`` through, as `write_through_temporary` writes it, a part at a time.
+
+    Renamed into place when the block ends; an exception in it (a stop, a refused input) removes
+    it, an earlier file of that name left as it was. A pipe or a terminal is written into directly.
+    """
     if is_stream(path):
         with open(path, "wb") as stream:
-            write(stream)
+            yield stream
         return
     path = written_path(path)
     try:
@@ -185,7 +206,7 @@ def write_through_temporary(path: Path, write: Callable[[BinaryIO], object]) -> 
         raise type(error)(error.errno, error.strerror, str(path)) from None
     try:
         with os.fdopen(descriptor, "wb") as file:
-            write(file)
+            yield file
             file.flush()
             os.fsync(file.fileno())
         replace_file(temporary, path)

@@ -266,3 +266,25 @@ def test_a_streams_later_line_refused_says_what_the_earlier_parts_did_not_write(
         "column 6 (invalid continuation byte)",
     ]
     assert not output.exists()
+
+
+def test_an_output_file_takes_each_part_as_it_is_answered_not_held_to_the_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Was: every part's text held in memory until the end (an endless stream with --output grew without bound).
+    checkpoint = train_couplet_checkpoint(tmp_path / "couplet")
+    output = tmp_path / "lower.txt"
+    uppers = ["春风花", "山水云天", "江河月"]
+    whole = tmp_path / "whole.txt"
+    assert main(["couplet", "--checkpoint", str(checkpoint), "--output", str(whole), *uppers]) == 0
+    first_part = "".join(whole.read_text(encoding="utf-8").splitlines(keepends=True)[:2])
+    _in_parts_of(2, monkeypatch)
+    seen = _stopped_at_the_second_call(
+        CoupletWriter,
+        "write",
+        monkeypatch,
+        lambda: [path.read_text(encoding="utf-8") for path in tmp_path.glob(".lower.txt.*.tmp")],
+    )
+    assert main(["couplet", "--checkpoint", str(checkpoint), "--output", str(output), *uppers]) == 130
+    assert seen == [[], [first_part]]  # on disk beside it, under a temporary name, before the second part
+    assert not output.exists() and not list(tmp_path.glob(".lower.txt.*"))  # the stop removed it

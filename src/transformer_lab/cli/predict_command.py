@@ -15,13 +15,16 @@ each part is what has arrived, checked and answered before the next is read.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import functools
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
 
-from transformer_lab.atomic_files import check_not_an_input, write_text_atomically
+from transformer_lab.atomic_files import check_not_an_input, opened_through_temporary, writes_named
 from transformer_lab.cli.bounds import file_path_of, path_of
 from transformer_lab.cli.decode_options import Inputs, command_inputs
 from transformer_lab.cli.device_option import add_device_argument, device_of
@@ -103,8 +106,46 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     if command.check is not None and inputs.whole is not None:
         command.check(predictor, inputs.whole, {**options, INPUT_NAMES: inputs.names(0, len(inputs.whole))})
     flags = {value: flag for flag, value in options.items() if isinstance(value, Path)}
+    # Each --output file, written a part at a time into a temporary file beside it and renamed into place
+    # at the end (`atomic_files.opened_through_temporary`): an endless stream is never held whole, and a
+    # stop or a refusal removes it.
+    outputs: dict[Path, tuple[contextlib.ExitStack, BinaryIO]] = {}
+    try:
+        done = _answer(command, predictor, inputs, options, flags, plot_path, outputs)
+        for path, (output, _) in outputs.items():
+            with writes_named(path, flags.get(path)):
+                output.close()  # renamed into place, whole
+    except BaseException as error:
+        for output, _ in outputs.values():
+            output.__exit__(type(error), error, error.__traceback__)  # the temporary removed
+        raise
+    if plot_path is not None and done.first is not None:
+        _plot_attention(predictor, done.first, inputs.name(0), plot_path, options)
+    if done.closed:
+        raise BrokenPipeError(errno.EPIPE, "the standard output was closed")  # exit 141, as a shell reports it
+    return done.code
+
+
+@dataclass(frozen=True)
+class _Answered:
+    """How answering ended: the exit code, the first input (which --plot-attention draws), stdout closed early."""
+
+    code: int
+    first: str | None
+    closed: bool
+
+
+def _answer(
+    command: PredictCommand,
+    predictor: object,
+    inputs: Inputs,
+    options: dict[str, Any],
+    flags: dict[Path, str],
+    plot_path: Path | None,
+    outputs: dict[Path, tuple[contextlib.ExitStack, BinaryIO]],
+) -> _Answered:
+    """Answer ``inputs`` a part at a time, printing each part's answers and writing its files' text into ``outputs``."""
     answered = Answers(lines=[])  # the parts' refusals and line-break counts, summed
-    files: dict[Path, list[str]] = {}  # each file's text, a part at a time: joined once, at the end
     printed = 0  # the inputs whose answers reached stdout
     first: str | None = None  # the first input, which --plot-attention draws
     start = 0  # the inputs answered so far
@@ -127,7 +168,7 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
         except (KeyboardInterrupt, Terminated, ValueError):
             # A stop, or a stream's later line refused: the parts answered so far, and what they did not write.
             if start:
-                unwritten = [f"{flags.get(path, 'the output')} {path}" for path in files]
+                unwritten = [f"{flags.get(path, 'the output')} {path}" for path in outputs]
                 if plot_path is not None:
                     unwritten.append(f"--plot-attention {plot_path}")
                 total = None if inputs.whole is None else len(inputs.whole)
@@ -137,7 +178,7 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
             try:
                 _print_answers(answers.lines, start)
             except BrokenPipeError:
-                if not files and not answers.files and plot_path is None:
+                if not outputs and not answers.files and plot_path is None:
                     raise  # nothing else asked for: stop, as a closed pipe stops a shell's commands
                 closed = True  # `--output F | head -1`: the files asked for are still written whole
         if answers.lines and not closed:
@@ -146,7 +187,13 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
             print(f"transformer-lab {command.name}: {note}", file=sys.stderr)
         answered.add(answers)
         for path, text in answers.files.items():
-            files.setdefault(path, []).append(text)
+            with writes_named(path, flags.get(path)):
+                if path not in outputs:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    output = contextlib.ExitStack()
+                    outputs[path] = (output, output.enter_context(opened_through_temporary(path)))
+                outputs[path][1].write(text.encode("utf-8"))
+                outputs[path][1].flush()  # on disk a part at a time
         start += len(part)
     if answered.first_cut is not None:
         print(
@@ -156,14 +203,7 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     for what, (held, total_texts) in answered.line_breaks.items():
         if held:
             print(f"transformer-lab {command.name}: {line_break_note(held, total_texts, what)}", file=sys.stderr)
-    for path, texts in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomically(path, "".join(texts), name=flags.get(path))
-    if plot_path is not None and first is not None:
-        _plot_attention(predictor, first, inputs.name(0), plot_path, options)
-    if closed:
-        raise BrokenPipeError(errno.EPIPE, "the standard output was closed")  # exit 141, as a shell reports it
-    return 2 if answered.refused else 0
+    return _Answered(2 if answered.refused else 0, first, closed)
 
 
 def _print_answers(lines: list[str], before: int) -> None:
