@@ -254,10 +254,13 @@ def test_a_test_file_s_fields_and_format_are_refused_naming_the_options(
         (str(data / "test.csv"), "--text-field", "label"): (
             "--text-field: expected fields other than the label field 'label', got it among them"
         ),
+        # A column the file lacks, named by the option that asked for it (was: "named by data.label_field").
+        (str(data / "test.csv"), "--label-field", "nope"): "(named by --label-field), got one that lacks it: ",
     }
     for arguments, message in refused.items():
         assert main([*evaluate, *arguments]) == 2
-        assert capsys.readouterr().err.strip().endswith(message)
+        error = capsys.readouterr().err.strip()
+        assert error.endswith(message) or f"column 'nope' {message}" in error, error
     text = copied_test_file(data, tmp_path / "own" / "test.txt")
     assert main([*evaluate, str(text)]) == 2
     assert capsys.readouterr().err.strip().endswith("name the format explicitly (--file-format, e.g. 'csv')")

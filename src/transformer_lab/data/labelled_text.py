@@ -54,6 +54,9 @@ from transformer_lab.data.parallel_text import MAX_LINE_BYTES
 
 LABELLED_TEXT_FORMATS: tuple[str, ...] = ("csv", "tsv", "jsonl")
 TEXT_FIELD_SEPARATOR = "\n"
+# What errors call the text fields and the label field: the settings, or the options a command gave instead.
+FieldNames = tuple[str, str]
+SETTING_NAMES: FieldNames = ("data.text_fields", "data.label_field")
 _SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl"}
 _INTEGER_LABEL = re.compile(r"-?[0-9]+")
 
@@ -351,7 +354,7 @@ def label_spelling_difference(label: str, other: str) -> str:
     return " and ".join(ways)
 
 
-def _columns(header: list[str], text_fields: tuple[str, ...], label_field: str) -> list[int]:
+def _columns(header: list[str], text_fields: tuple[str, ...], label_field: str, field_names: FieldNames) -> list[int]:
     """The column index of each text field, then of the label field; errors name what is missing."""
     indices = []
     for name in (*text_fields, label_field):
@@ -359,16 +362,16 @@ def _columns(header: list[str], text_fields: tuple[str, ...], label_field: str) 
         if count != 1:
             problem = "lacks" if count == 0 else f"has {count} columns named"
             raise _RecordError(
-                f"expected a header with a column {name!r} ({_setting_of(name, label_field)}), "
+                f"expected a header with a column {name!r} ({_setting_of(name, label_field, field_names)}), "
                 f"got one that {problem} it: {header!r:.200}"
             )
         indices.append(header.index(name))
     return indices
 
 
-def _setting_of(name: str, label_field: str) -> str:
-    """The setting that chose the field ``name``: a default ('text', 'label') is no name the file has to use."""
-    return f"named by data.{'label_field' if name == label_field else 'text_fields'}"
+def _setting_of(name: str, label_field: str, field_names: FieldNames) -> str:
+    """The setting or option that chose the field ``name``: a default ('text', 'label') is no name a file must use."""
+    return f"named by {field_names[1] if name == label_field else field_names[0]}"
 
 
 def _delimited_rows(lines: Iterable[str], file_format: str) -> Iterator[tuple[int, list[str]]]:
@@ -398,13 +401,13 @@ def _delimited_rows(lines: Iterable[str], file_format: str) -> Iterator[tuple[in
 
 
 def _read_delimited(
-    lines: Iterable[str], file_format: str, text_fields: tuple[str, ...], label_field: str
+    lines: Iterable[str], file_format: str, text_fields: tuple[str, ...], label_field: str, field_names: FieldNames
 ) -> Iterable[LabelledText]:
     rows = _delimited_rows(lines, file_format)
     header_row = next(rows, None)
     if header_row is None:
         raise _LineError(1, "expected a header row naming the columns, got an empty file")
-    columns = _columns(header_row[1], text_fields, label_field)
+    columns = _columns(header_row[1], text_fields, label_field, field_names)
     width = len(header_row[1])
     for number, row in rows:
         if len(row) != width:
@@ -418,7 +421,9 @@ def _read_delimited(
         yield LabelledText(text, label, number)
 
 
-def _read_json_lines(lines: Iterable[str], text_fields: tuple[str, ...], label_field: str) -> Iterable[LabelledText]:
+def _read_json_lines(
+    lines: Iterable[str], text_fields: tuple[str, ...], label_field: str, field_names: FieldNames
+) -> Iterable[LabelledText]:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             raise _LineError(number, "expected a JSON object, got an empty line")
@@ -441,7 +446,7 @@ def _read_json_lines(lines: Iterable[str], text_fields: tuple[str, ...], label_f
         if missing:
             raise _LineError(
                 number,
-                f"expected the key {missing[0]!r} ({_setting_of(missing[0], label_field)}), "
+                f"expected the key {missing[0]!r} ({_setting_of(missing[0], label_field, field_names)}), "
                 f"got only the keys {sorted(value)!r:.200}",
             )
         try:
@@ -460,6 +465,7 @@ def read_labelled_text(
     *,
     max_records: int = 0,
     format_name: str = "file_format",
+    field_names: FieldNames = SETTING_NAMES,
 ) -> LabelledTextFile:
     """Read a CSV, TSV or JSON Lines file of labelled texts (see the module docstring).
 
@@ -470,6 +476,7 @@ def read_labelled_text(
         file_format: "csv", "tsv" or "jsonl"; "" chooses from the suffix.
         max_records: read only the first N records (0 = all): quick runs on a big file.
         format_name: what the caller calls ``file_format`` (an option, a setting), in errors.
+        field_names: what the caller calls ``text_fields`` and ``label_field``, in errors.
 
     Returns:
         a `LabelledTextFile` with every record and its line number.
@@ -481,7 +488,9 @@ def read_labelled_text(
     """
     fields = _check_fields(text_fields, label_field)
     file_format = labelled_text_format(path, file_format, name=format_name)
-    records = list(stream_labelled_text(path, fields, label_field, file_format, max_records=max_records))
+    records = list(
+        stream_labelled_text(path, fields, label_field, file_format, max_records=max_records, field_names=field_names)
+    )
     return LabelledTextFile(records, Path(path), file_format, fields, label_field)
 
 
@@ -493,6 +502,7 @@ def stream_labelled_text(
     *,
     max_records: int = 0,
     format_name: str = "file_format",
+    field_names: FieldNames = SETTING_NAMES,
 ) -> Iterator[LabelledText]:
     """The records of `read_labelled_text`, one at a time, the file read in bounded blocks (same checks, errors)."""
     fields = _check_fields(text_fields, label_field)
@@ -501,9 +511,9 @@ def stream_labelled_text(
     file_format = labelled_text_format(path, file_format, name=format_name)
     lines = itertools.chain.from_iterable(stream_lines(path))
     reader = (
-        _read_json_lines(lines, fields, label_field)
+        _read_json_lines(lines, fields, label_field, field_names)
         if file_format == "jsonl"
-        else _read_delimited(lines, file_format, fields, label_field)
+        else _read_delimited(lines, file_format, fields, label_field, field_names)
     )
     count = 0
     spellings = _LabelSpellings(label_field)

@@ -20,7 +20,7 @@ from transformer_lab.data import (
 )
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, SEED_RANGE, check_int_fields
 from transformer_lab.data.ag_news import CLASSES_FILE
-from transformer_lab.data.labelled_text import check_label_apart
+from transformer_lab.data.labelled_text import SETTING_NAMES, FieldNames, check_label_apart
 from transformer_lab.data.prepared_cache import RUN_ONLY_DATA_SETTINGS, CorpusIdentity, CorpusKind, corpus_description
 from transformer_lab.data.prepared_labelled import (
     LABELLED_KIND,
@@ -176,6 +176,7 @@ def read_labelled_file(
     label_field: str | None = None,
     file_format: str | None = None,
     format_name: str = "data.file_format",
+    field_names: FieldNames = SETTING_NAMES,
 ) -> LabelledTextFile:
     """Read a labelled file with the config's fields and format (each overridable; None keeps the config's).
 
@@ -188,6 +189,7 @@ def read_labelled_file(
         config.file_format if file_format is None else file_format,
         max_records=max_records,
         format_name=format_name,
+        field_names=field_names,
     )
 
 

@@ -159,6 +159,10 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             label_field=label,
             file_format=file_format,
             format_name="--file-format",
+            field_names=(
+                "data.text_fields" if given_fields is None else "--text-field",
+                "data.label_field" if given_label is None else "--label-field",
+            ),
         )
         articles: Sequence[LabelledRow] = read.examples(config.class_names)
         # The file's name and a digest of its path: a/c.csv, b/c.csv, c.jsonl and a file named
