@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from transformer_lab.write_errors import DISK_ERRNOS, FolderWriteError, describe_os_error, refused_write
+from transformer_lab.write_errors import writes_refused_as
 
 __all__ = [
     "check_file_to_write",
@@ -141,26 +141,11 @@ def write_text_atomically(path: str | os.PathLike[str], text: str, *, name: str 
     if not path.parent.is_dir():
         named = f"{name}: {path}" if name is not None else str(path)
         raise FileNotFoundError(f"{named}: expected a file in an existing folder, but {path.parent} does not exist")
-    with writes_named(path, name):
+    # The write's own error names no file (a full disk, /dev/full): said as every refused output is; a
+    # file no option named (a card, a default output) is one its caller says more of.
+    with writes_refused_as(path, "" if name is None else "nothing was written", name=name):
         write_through_temporary(path, lambda file: file.write(text.encode("utf-8")))
     return path
-
-
-@contextlib.contextmanager
-def writes_named(path: Path, name: str | None) -> Iterator[None]:
-    """Inside, a disk's refusal to write ``path`` (full, read-only) names it, and ``name``, the option that gave it.
-
-    The write's own error names no file (a full disk, /dev/full): said as every refused output is;
-    a file no option named (a card, a default output) is one its caller says more of.
-    """
-    try:
-        yield
-    except OSError as error:
-        if error.errno not in DISK_ERRNOS or isinstance(error, FolderWriteError):
-            raise
-        if name is not None:
-            raise refused_write(error, path, "nothing was written", name) from error
-        raise FolderWriteError(error.errno, f"could not write {str(path)!r} ({describe_os_error(error)})") from error
 
 
 def written_path(path: Path) -> Path:

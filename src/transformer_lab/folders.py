@@ -17,7 +17,7 @@ import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from transformer_lab.atomic_files import (
@@ -28,7 +28,13 @@ from transformer_lab.atomic_files import (
     written_path,
 )
 from transformer_lab.file_lock import remove_abandoned_writer_locks, symbolic_link_problem, writer_lock
-from transformer_lab.write_errors import DISK_ERRNOS, FolderWriteError, describe_os_error, refused_write
+from transformer_lab.write_errors import (
+    DISK_ERRNOS,
+    FolderWriteError,
+    describe_os_error,
+    refused_write,
+    writes_refused_as,
+)
 
 __all__ = [
     "DISK_ERRNOS",
@@ -99,22 +105,6 @@ def check_file_output(path: Path, name: str | None, advice: str = "") -> None:
         raise FolderWriteError(
             error.errno, f"{named}{described_refusal(error, path)}; nothing was written{advice}"
         ) from None
-
-
-@contextlib.contextmanager
-def writes_refused_as(path: str | os.PathLike[str], outcome: str, *, permission: bool = False) -> Iterator[None]:
-    """Inside, an ``OSError`` of the disk (:data:`DISK_ERRNOS`) becomes :func:`refused_write` naming ``path``.
-
-    ``permission``: a ``PermissionError`` too (a folder not this user's to make). An error
-    already named (a ``FolderWriteError``) and a broken connection pass as they are.
-    """
-    try:
-        yield
-    except OSError as error:
-        of_the_disk = error.errno in DISK_ERRNOS or (permission and isinstance(error, PermissionError))
-        if not of_the_disk or isinstance(error, (FolderWriteError, ConnectionError)):
-            raise
-        raise refused_write(error, path, outcome) from error
 
 
 def check_new_folder(out_dir: str | os.PathLike[str], name: str = "out_dir") -> Path:

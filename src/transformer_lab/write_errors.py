@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+from collections.abc import Iterator
 
-__all__ = ["DISK_ERRNOS", "FolderWriteError", "describe_os_error", "refused_write"]
+__all__ = ["DISK_ERRNOS", "FolderWriteError", "describe_os_error", "refused_write", "writes_refused_as"]
 
 # The errors that say the disk cannot take what is written: full, over quota, a file too
 # large for it, read-only. Any other error (an input that cannot be read) passes unchanged.
@@ -38,8 +40,28 @@ def refused_write(
     """``error`` as a :class:`FolderWriteError` (same errno) naming ``path`` and saying ``outcome``.
 
     "could not write 'PATH' (Read-only file system, EROFS); OUTCOME", the one form every
-    output that the system refuses is reported in; ``name``, the option that gave ``path``, before it.
+    output that the system refuses is reported in; ``name``, the option that gave ``path``, before it;
+    an empty ``outcome`` is left to the caller to say.
     """
     named = "" if name is None else f"{name}: "
-    message = f"{named}could not write {str(path)!r} ({describe_os_error(error)}); {outcome}"
-    return FolderWriteError(error.errno, message)
+    said = f"; {outcome}" if outcome else ""
+    return FolderWriteError(error.errno, f"{named}could not write {str(path)!r} ({describe_os_error(error)}){said}")
+
+
+@contextlib.contextmanager
+def writes_refused_as(
+    path: str | os.PathLike[str], outcome: str, *, permission: bool = False, name: str | None = None
+) -> Iterator[None]:
+    """Inside, an ``OSError`` of the disk (:data:`DISK_ERRNOS`) becomes :func:`refused_write` naming ``path``.
+
+    ``permission``: a ``PermissionError`` too (a folder not this user's to make). An error
+    already named (a ``FolderWriteError``) and a broken connection pass as they are. ``name``:
+    the option that gave ``path``.
+    """
+    try:
+        yield
+    except OSError as error:
+        of_the_disk = error.errno in DISK_ERRNOS or (permission and isinstance(error, PermissionError))
+        if not of_the_disk or isinstance(error, (FolderWriteError, ConnectionError)):
+            raise
+        raise refused_write(error, path, outcome, name) from error

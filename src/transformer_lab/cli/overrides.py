@@ -96,21 +96,20 @@ def _log_schedule_kept(schedule: Sequence[Setting], given: Sequence[Setting], ch
     chosen_keys = {setting.key for setting in chosen}
     kept: dict[str, list[str]] = {}  # the schedule's origin -> its values a file's preset value left in place
     files: dict[str, None] = {}
+    architecture = False  # a kept model field a fine-tune cannot change
     for setting in given:
         if setting.key in ruled and setting.key not in chosen_keys and setting.value != ruled[setting.key].value:
             held = ruled[setting.key]
             value = str(held.value).lower() if isinstance(held.value, bool) else shown(held.value)  # as YAML spells it
             kept.setdefault(held.origin, []).append(f"{setting.key}={value}")
             files[setting.origin] = None
+            architecture = architecture or (
+                setting.key.startswith("model.") and setting.key not in _CHANGEABLE_MODEL_KEYS
+            )
     if kept:
         order = list(dict.fromkeys(setting.origin for setting in schedule))  # the schedule's first, as ruled
         groups = sorted(kept.items(), key=lambda group: order.index(group[0]))
         held_by = "; ".join(f"{origin} keeps {', '.join(values)}" for origin, values in groups)
-        architecture = any(
-            value.startswith("model.") and value.split("=")[0] not in _CHANGEABLE_MODEL_KEYS
-            for values in kept.values()
-            for value in values
-        )
         logger.info(
             "%s: the preset's own values choose nothing, so %s (give a value with --set to change it%s)",
             ", ".join(files),

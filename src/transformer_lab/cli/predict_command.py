@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from transformer_lab.atomic_files import check_not_an_input, opened_through_temporary, writes_named
+from transformer_lab.atomic_files import check_not_an_input, opened_through_temporary
 from transformer_lab.cli.bounds import file_path_of, path_of
 from transformer_lab.cli.decode_options import Inputs, command_inputs
 from transformer_lab.cli.device_option import add_device_argument, device_of
@@ -39,7 +39,7 @@ from transformer_lab.tasks.registry import TASKS
 from transformer_lab.tasks.task import Task
 from transformer_lab.training.checkpoint import checkpoint_files, resolve_checkpoint
 from transformer_lab.training.run.stop_signal import Terminated
-from transformer_lab.write_errors import DISK_ERRNOS, FolderWriteError, describe_os_error
+from transformer_lab.write_errors import DISK_ERRNOS, FolderWriteError, describe_os_error, writes_refused_as
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -107,18 +107,10 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
         command.check(predictor, inputs.whole, {**options, INPUT_NAMES: inputs.names(0, len(inputs.whole))})
     flags = {value: flag for flag, value in options.items() if isinstance(value, Path)}
     # Each --output file, written a part at a time into a temporary file beside it and renamed into place
-    # at the end (`atomic_files.opened_through_temporary`): an endless stream is never held whole, and a
-    # stop or a refusal removes it.
-    outputs: dict[Path, tuple[contextlib.ExitStack, BinaryIO]] = {}
-    try:
+    # when the block ends (`_output_file`): an endless stream is never held whole, and a stop or a
+    # refusal removes it.
+    with contextlib.ExitStack() as outputs:
         done = _answer(command, predictor, inputs, options, flags, plot_path, outputs)
-        for path, (output, _) in outputs.items():
-            with writes_named(path, flags.get(path)):
-                output.close()  # renamed into place, whole
-    except BaseException as error:
-        for output, _ in outputs.values():
-            output.__exit__(type(error), error, error.__traceback__)  # the temporary removed
-        raise
     if plot_path is not None and done.first is not None:
         _plot_attention(predictor, done.first, inputs.name(0), plot_path, options)
     if done.closed:
@@ -142,10 +134,11 @@ def _answer(
     options: dict[str, Any],
     flags: dict[Path, str],
     plot_path: Path | None,
-    outputs: dict[Path, tuple[contextlib.ExitStack, BinaryIO]],
+    outputs: contextlib.ExitStack,
 ) -> _Answered:
-    """Answer ``inputs`` a part at a time, printing each part's answers and writing its files' text into ``outputs``."""
+    """Answer ``inputs`` a part at a time, printing each part's answers; their files are opened in ``outputs``."""
     answered = Answers(lines=[])  # the parts' refusals and line-break counts, summed
+    files: dict[Path, BinaryIO] = {}
     printed = 0  # the inputs whose answers reached stdout
     first: str | None = None  # the first input, which --plot-attention draws
     start = 0  # the inputs answered so far
@@ -168,7 +161,7 @@ def _answer(
         except (KeyboardInterrupt, Terminated, ValueError):
             # A stop, or a stream's later line refused: the parts answered so far, and what they did not write.
             if start:
-                unwritten = [f"{flags.get(path, 'the output')} {path}" for path in outputs]
+                unwritten = [f"{flags.get(path, 'the output')} {path}" for path in files]
                 if plot_path is not None:
                     unwritten.append(f"--plot-attention {plot_path}")
                 total = None if inputs.whole is None else len(inputs.whole)
@@ -178,7 +171,7 @@ def _answer(
             try:
                 _print_answers(answers.lines, start)
             except BrokenPipeError:
-                if not outputs and not answers.files and plot_path is None:
+                if not files and not answers.files and plot_path is None:
                     raise  # nothing else asked for: stop, as a closed pipe stops a shell's commands
                 closed = True  # `--output F | head -1`: the files asked for are still written whole
         if answers.lines and not closed:
@@ -187,13 +180,11 @@ def _answer(
             print(f"transformer-lab {command.name}: {note}", file=sys.stderr)
         answered.add(answers)
         for path, text in answers.files.items():
-            with writes_named(path, flags.get(path)):
-                if path not in outputs:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    output = contextlib.ExitStack()
-                    outputs[path] = (output, output.enter_context(opened_through_temporary(path)))
-                outputs[path][1].write(text.encode("utf-8"))
-                outputs[path][1].flush()  # on disk a part at a time
+            if path not in files:
+                files[path] = outputs.enter_context(_output_file(path, flags.get(path)))
+            with writes_refused_as(path, "nothing was written", name=flags.get(path)):
+                files[path].write(text.encode("utf-8"))
+                files[path].flush()  # on disk a part at a time
         start += len(part)
     if answered.first_cut is not None:
         print(
@@ -204,6 +195,15 @@ def _answer(
         if held:
             print(f"transformer-lab {command.name}: {line_break_note(held, total_texts, what)}", file=sys.stderr)
     return _Answered(2 if answered.refused else 0, first, closed)
+
+
+@contextlib.contextmanager
+def _output_file(path: Path, name: str | None) -> Iterator[BinaryIO]:
+    """``path`` opened through a temporary file, renamed into place at the end; a disk's refusal names ``name``."""
+    with writes_refused_as(path, "nothing was written", name=name):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with opened_through_temporary(path) as file:
+            yield file
 
 
 def _print_answers(lines: list[str], before: int) -> None:

@@ -119,9 +119,10 @@ def translate_sentences(
     length; nothing is truncated. ``warn``: log :func:`warn_cut`'s warning where translations
     ran to the search's length limit.
     """
+    names = sentence_names(names, len(sentences))  # read once: they may come from a generator
     best = best_translations(model, tokenizer, sentences, decode_config, batch_size, names)
     if warn:
-        warn_cut([[candidate] if candidate else [] for candidate in best], sentence_names(names, len(sentences)))
+        warn_cut([[candidate] if candidate else [] for candidate in best], names)
     return [candidate.text if candidate else "" for candidate in best]
 
 

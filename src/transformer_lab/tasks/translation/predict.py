@@ -28,6 +28,7 @@ from transformer_lab.decoding.sentences import (
     check_sentences,
     sentence_names,
     translate_nbest,
+    translate_sentences,
     warn_cut,
 )
 from transformer_lab.decoding.sources import Candidate, DecodedModel, check_batch_size
@@ -94,11 +95,8 @@ class Translator(Seq2SeqPredictor):
         # Checked here too: with nbest > 1 each sentence is searched alone and batch_size is never read.
         batch_size = check_batch_size(batch_size)
         if nbest == 1:
-            search = SearchKeywords(beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop)
-            names = sentence_names(names, len(texts))  # read once: they may come from a generator
-            best = self.best(texts, batch_size=batch_size, names=names, **search)
-            warn_cut([[candidate] if candidate else [] for candidate in best], names)
-            results: list[Any] = [candidate.text if candidate else "" for candidate in best]
+            model, decode = self.decoding(beam, nbest, precision, length_penalty, beam_stop)
+            results: list[Any] = translate_sentences(model, self.tokenizers, texts, decode, batch_size, names)
         else:
             search = SearchKeywords(beam=beam, precision=precision, length_penalty=length_penalty, beam_stop=beam_stop)
             results = self.candidates(texts, nbest=nbest, names=names, **search)
