@@ -64,9 +64,6 @@ OPTIONS = (
 )
 
 
-NOT_ITS_OWN = "the scores are not the checkpoint's own"
-
-
 def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) -> EvaluationReport:
     """Translate a split's (or ``--source``'s) sentences and score them against their references."""
     source, reference = options.option("--source"), options.option("--reference")
