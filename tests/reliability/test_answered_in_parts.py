@@ -200,17 +200,28 @@ def test_an_endless_line_from_a_device_or_a_pipe_is_refused_once_past_the_bound(
     )
 
 
-def test_a_full_standard_output_is_named_as_one(tmp_path: Path) -> None:
-    # Was: "failed: [Errno 28] No space left on device", exit 1, naming nothing.
+@pytest.mark.parametrize("piped", [False, True], ids=["arguments", "stdin"])
+def test_a_full_standard_output_is_named_as_one(tmp_path: Path, piped: bool) -> None:
+    # Was: "failed: [Errno 28] No space left on device", exit 1, naming nothing; then "input 1" for stdin's line 1.
     checkpoint = write_translation_checkpoint(tmp_path / "checkpoint")
     environment = {**os.environ, "PYTHONPATH": str(REPOSITORY / "src"), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "transformer_lab", "translate", "--checkpoint", str(checkpoint), *GERMAN[:2]]
+    command = [sys.executable, "-m", "transformer_lab", "translate", "--checkpoint", str(checkpoint)]
+    given = "".join(line + "\n" for line in GERMAN[:2]) if piped else None
     with open("/dev/full", "w", encoding="utf-8") as full:
-        result = subprocess.run(command, env=environment, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+        result = subprocess.run(
+            command if piped else [*command, *GERMAN[:2]],
+            input=given,
+            env=environment,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
     assert result.returncode == 2
+    first = "stdin: line 1" if piped else "input 1"
     assert result.stderr.splitlines()[-1] == (
         "transformer-lab translate: error: could not write the standard output (No space left on device, ENOSPC); "
-        "the answers from input 1 on were not written"
+        f"the answers from {first} on were not written"
     )
 
 
@@ -224,16 +235,16 @@ def test_an_output_file_is_written_whole_when_the_standard_output_closes_early(
     assert main(["couplet", "--checkpoint", str(checkpoint), "--output", str(whole), *uppers]) == 0
     capsys.readouterr()
     _in_parts_of(2, monkeypatch)
-    printed: list[int] = []
+    printed: list[str] = []
 
-    def closed_after_the_first_part(lines: list[str], before: int) -> None:
-        printed.append(before)
+    def closed_after_the_first_part(lines: list[str], first_name: str) -> None:
+        printed.append(first_name)
         raise BrokenPipeError(32, "Broken pipe")
 
     monkeypatch.setattr(predict_command, "_print_answers", closed_after_the_first_part)
     output = tmp_path / "lower.txt"
     assert main(["couplet", "--checkpoint", str(checkpoint), "--output", str(output), *uppers]) == 141
-    assert printed == [0]  # nothing more is printed once the reader has gone
+    assert printed == ["input 1"]  # nothing more is printed once the reader has gone
     assert output.read_text(encoding="utf-8") == whole.read_text(encoding="utf-8")
     assert capsys.readouterr().err == ""
 

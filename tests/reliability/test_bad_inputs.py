@@ -2084,6 +2084,54 @@ def test_a_closed_stdin_is_one_line_naming_it(
     ]
 
 
+@pytest.mark.parametrize("command", list(ACCEPTED_LINES))
+def test_input_dash_reads_stdin_as_no_input_does(
+    command: str, checkpoints: Checkpoints, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--input -`` is stdin, as for other command-line tools (was: "got '-', which does not exist")."""
+    name, lines = ACCEPTED_LINES[command]
+    given = "".join(line + "\n" for line in lines).encode("utf-8")
+    plain = run_cli([command, "--checkpoint", str(getattr(checkpoints, name))], given, monkeypatch, capsys)
+    dash = run_cli(
+        [command, "--checkpoint", str(getattr(checkpoints, name)), "--input", "-"], given, monkeypatch, capsys
+    )
+    assert dash == plain
+    assert plain[0] == 0 and plain[1].count("\n") >= len(lines)
+
+
+@pytest.mark.parametrize("command", list(ACCEPTED_LINES))
+def test_a_stdin_open_for_writing_only_is_named(
+    command: str,
+    checkpoints: Checkpoints,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Started with ``0> FILE``, stdin cannot be read (was: "failed: [Errno 9] Bad file descriptor", exit 1)."""
+    checkpoint = getattr(checkpoints, ACCEPTED_LINES[command][0])
+    with open(tmp_path / "written.txt", "w", encoding="utf-8") as write_only:
+        monkeypatch.setattr(sys, "stdin", write_only)
+        assert main([command, "--checkpoint", str(checkpoint)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        f"transformer-lab {command}: error: stdin: could not read it: it is not open for reading"
+    ]
+
+
+def test_output_dash_is_refused_not_written_as_a_file(
+    checkpoints: Checkpoints, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--output -`` wrote a file named "-" in the working folder, without a word."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["couplet", "--checkpoint", str(checkpoints.couplet), "--output", "-", "春风花"]) == 2
+    assert not (tmp_path / "-").exists()
+    assert capsys.readouterr().err.splitlines() == [
+        "transformer-lab couplet: error: --output: expected a file to write, got '-'; the answers go to the "
+        "standard output without --output (a file named '-' is ./-)"
+    ]
+
+
 def test_unreadable_file_is_a_value_error_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path / "secret.txt", b"Hallo\n")
     if hasattr(os, "geteuid") and os.geteuid() != 0:

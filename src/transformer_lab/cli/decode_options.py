@@ -16,7 +16,10 @@ from transformer_lab.data import read_lines
 from transformer_lab.data.line_stream import line_blocks
 from transformer_lab.tasks.evaluation import DECODE_PRECISION
 
-__all__ = ["Inputs", "add_precision_argument", "command_inputs"]
+__all__ = ["STANDARD_STREAM", "Inputs", "add_precision_argument", "command_inputs"]
+
+# What `--input` and `--output` take for stdin and stdout, as command-line tools do.
+STANDARD_STREAM = Path("-")
 
 # A read of a pipe takes what it holds, up to this: small enough that a part is answered soon.
 STREAM_BLOCK_BYTES = 1 << 16
@@ -57,6 +60,8 @@ def command_inputs(texts: Sequence[str], input_path: Path | None, purpose: str =
     """
     if input_path is not None and texts:
         raise ValueError("expected either text arguments or --input, got both")
+    if input_path == STANDARD_STREAM:
+        input_path = None  # the command line's "-": stdin (a file of that name is ./-)
     if texts:
         return Inputs(list(texts), None, "input {}")
     if input_path is not None:

@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 from transformer_lab.atomic_files import check_not_an_input, opened_through_temporary
 from transformer_lab.cli.bounds import file_path_of, path_of
-from transformer_lab.cli.decode_options import Inputs, command_inputs
+from transformer_lab.cli.decode_options import STANDARD_STREAM, Inputs, command_inputs
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
 from transformer_lab.decoding.search_settings import check_no_beam_settings
@@ -62,7 +62,7 @@ def _register_task(subparsers: argparse._SubParsersAction, task: Task) -> None:
         "--checkpoint", type=path_of, required=True, help="checkpoint folder, or a run folder (its best/)"
     )
     parser.add_argument(
-        "--input", type=file_path_of, default=None, help=f"{command.verb} every line of this UTF-8 file"
+        "--input", type=file_path_of, default=None, help=f"{command.verb} every line of this UTF-8 file (-: stdin)"
     )
     add_device_argument(parser)
     options = add_task_options(parser, command.options)
@@ -85,9 +85,15 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
     plot_path = getattr(arguments, "plot_attention", None)
     # Every path option of these commands names a file they write: neither a file the command
     # reads, nor another output of the same command.
-    taken: dict[str, object] = {"--input": arguments.input, **checkpoint_files(arguments.checkpoint)}
+    read = None if arguments.input == STANDARD_STREAM else arguments.input
+    taken: dict[str, object] = {"--input": read, **checkpoint_files(arguments.checkpoint)}
     for flag, value in {**options, "--plot-attention": plot_path}.items():
         if isinstance(value, Path):
+            if value == STANDARD_STREAM:  # else a file named "-" appears beside the user's
+                raise ValueError(
+                    f"{flag}: expected a file to write, got '-'; the answers go to the standard output without "
+                    f"{flag} (a file named '-' is ./-)"
+                )
             if flag != "--plot-attention":  # which check_image_path below refuses in its own words
                 check_file_output(value, flag)  # before any work, not after every line is answered
             check_not_an_input(flag, value, taken)
@@ -169,7 +175,7 @@ def _answer(
             raise
         if not closed:
             try:
-                _print_answers(answers.lines, start)
+                _print_answers(answers.lines, names[0])
             except BrokenPipeError:
                 if not files and not answers.files and plot_path is None:
                     raise  # nothing else asked for: stop, as a closed pipe stops a shell's commands
@@ -206,15 +212,18 @@ def _output_file(path: Path, name: str | None) -> Iterator[BinaryIO]:
             yield file
 
 
-def _print_answers(lines: list[str], before: int) -> None:
-    """Write ``lines`` to stdout now; a full disk or device behind it is named as the standard output."""
+def _print_answers(lines: list[str], first_name: str) -> None:
+    """Write ``lines`` to stdout now; a full disk or device behind it is named as the standard output.
+
+    ``first_name``: what messages call the first input these answer (lost with them if the write fails).
+    """
     try:
         sys.stdout.write("".join(line + "\n" for line in lines))
         sys.stdout.flush()
     except OSError as error:
         if error.errno not in DISK_ERRNOS:
             raise  # a closed pipe (`| head`) among them: quiet, as the command line answers it
-        lost = f"the answers from input {before + 1} on were not written"
+        lost = f"the answers from {first_name} on were not written"
         raise FolderWriteError(
             error.errno, f"could not write the standard output ({describe_os_error(error)}); {lost}"
         ) from error

@@ -12,12 +12,15 @@ many pairs, which are held out) before making it.
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from transformer_lab.data.parallel_text import MAX_LINE_BYTES, decode_lines, line_too_long
+from transformer_lab.write_errors import describe_os_error
 
 BLOCK_BYTES = 1 << 22  # 4 MiB: large enough to amortise the calls, small beside any corpus
 _BYTE_ORDER_MARK = b"\xef\xbb\xbf"
@@ -118,7 +121,13 @@ def line_blocks(
         if len(pending) > _LONGEST_PENDING:  # refused before it is held whole: memory stays bounded
             size = None if as_written else _line_size(pending, file, block_bytes, file_start)
             raise line_too_long(name, next_line, size)
-        block = read(block_bytes)
+        try:
+            block = read(block_bytes)
+        except OSError as error:
+            # A stdin opened for writing only (`0> FILE`): EBADF from the system, UnsupportedOperation from Python.
+            if error.errno == errno.EBADF or isinstance(error, io.UnsupportedOperation):
+                raise ValueError(f"{name}: could not read it: it is not open for reading") from None
+            raise ValueError(f"{name}: could not read it ({describe_os_error(error)})") from None
         if digest is not None and block:
             digest.update(block)
         if not block:
