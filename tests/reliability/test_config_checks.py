@@ -668,3 +668,23 @@ def test_a_setting_the_data_decides_is_refused_not_replaced_without_a_word(
     assert main(["train", task, *arguments, "--out", str(tmp_path / "run"), "--no-progress"]) == 2
     assert capsys.readouterr().err.strip() == f"transformer-lab train: error: {message.format(tmp=tmp_path)}"
     assert not (tmp_path / "run").exists()
+
+
+def test_resume_with_another_search_says_so_and_records_it(
+    copy_run: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Was silent: validations before and after the resume scored two searches, best/ chosen among both.
+    out = tmp_path / "run"
+    shutil.copytree(copy_run, out)
+    saved = json.loads((out / "last" / CONFIG_FILE).read_text(encoding="utf-8"))["decode"]
+    beam = 3 if saved["beam_size"] != 3 else 4
+    options = tiny_copy_options(max_steps=3, decode__beam_size=beam)
+    with caplog.at_level("WARNING"):
+        assert main(["train", "copy", "--out", str(out), "--resume", *options]) == 0
+    said = [record.getMessage() for record in caplog.records if "another search" in record.getMessage()]
+    assert said == [
+        f"--resume: {out / 'last' / CONFIG_FILE}: resuming with another search (decode.beam_size: "
+        f"{saved['beam_size']} in the run, {beam} now): the validations from here on decode with it, and the "
+        "checkpoints record it"
+    ]
+    assert json.loads((out / "last" / CONFIG_FILE).read_text(encoding="utf-8"))["decode"]["beam_size"] == beam

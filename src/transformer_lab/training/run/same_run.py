@@ -26,6 +26,7 @@ read its files through the cache records them the same way, and a file changed s
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -41,6 +42,8 @@ from transformer_lab.training.checkpoint import (
     load_checkpoint_config,
 )
 from transformer_lab.training.config_io import config_to_dict, shown
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["check_same_model", "check_same_run", "held_out_change", "recorded_corpus_change", "with_absolute_paths"]
 
@@ -123,6 +126,16 @@ def check_same_run(last_folder: Path, task: str, command_config: Any) -> None:
             f"({'; '.join(differences)}); resume with the command that started it, or train into a new --out"
         )
     _check_same_corpus(saved, config, f"{where}: {PREPARED_CORPUS_KEY}")
+    searches = _differences("decode", saved.get("decode"), config.get("decode"), None, ())
+    if searches:
+        # Allowed (a checkpoint's search is the user's to choose), but said: the validations on each
+        # side of the resume score two searches, and best/ is chosen among both.
+        logger.warning(
+            "%s: resuming with another search (%s): the validations from here on decode with it, and the "
+            "checkpoints record it",
+            where,
+            "; ".join(searches),
+        )
 
 
 def _free_data_fields(saved: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[str, ...]:
