@@ -885,7 +885,7 @@ CLI_CASES = [
     CliCase(
         "translate: tokenizer.json cut in half",
         lambda tmp, ck: translate_argv(broken_copy(ck.translation, tmp, "tokenizer.json", cut_in_half), "Hallo"),
-        r"tokenizer\.json: text: expected a tokenizer JSON document",
+        r"tokenizer\.json: expected a tokenizer JSON document",  # was "tokenizer.json: text: ...", a keyword
     ),
     CliCase(
         "translate: config.json of another model size",
@@ -1086,6 +1086,20 @@ CLI_CASES = [
         + ["--out", str(run / "best" / "onnx")],
         r"--out: expected a folder outside the checkpoints of a run, got .*run/best/onnx, inside .*run/best, "
         r"a checkpoint name of the run folder .*run: the next save of that run replaces it",
+    ),
+    CliCase(
+        # Was written: the next save deleted it, and a step checkpoint holding it could no longer be averaged.
+        "plot attention: --out inside a step checkpoint",
+        lambda tmp, ck: ["plot", "attention", "--checkpoint", str(run := translation_run(tmp, ck)), "--source"]
+        + ["Hallo", "--out", str(run / "step-000001" / "attention.png")],
+        r"--out: expected a file outside the checkpoints of a run, got .*run/step-000001/attention\.png, inside "
+        r".*run/step-000001, a checkpoint name of the run folder .*run: the next save of that run replaces it",
+    ),
+    CliCase(
+        "translate: --plot-attention inside a checkpoint",
+        lambda tmp, ck: translate_argv(ck.translation, "Hallo") + ["--plot-attention", str(ck.translation / "a.png")],
+        r"--plot-attention: expected a file outside checkpoints, got .*/a\.png, inside the checkpoint folder .*: the "
+        r"next save of that checkpoint replaces the folder whole",
     ),
     CliCase(
         # The run's next save replaced best/ whole, and its pruning deleted step-N folders it never wrote.

@@ -99,15 +99,19 @@ def test_best_is_refused_with_last_or_beyond_the_step_checkpoints(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("found", ["none", "a folder"])
 def test_best_without_the_runs_log_names_the_option_and_the_way_without_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    found: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = write_run(tmp_path / "run")
     (run / "metrics.jsonl").unlink()
+    if found == "a folder":
+        (run / "metrics.jsonl").mkdir()
     assert main(["average-checkpoints", "--run", str(run), "--best", "2", "--out", str(tmp_path / "out")]) == 2
     # Was: "metrics: expected a metrics.jsonl file at ...", the library's keyword, no option of this command.
     assert capsys.readouterr().err.strip() == (
         "transformer-lab average-checkpoints: error: --best: expected the run's metrics.jsonl, which ranks the step "
-        f"checkpoints by val_bleu, got none at {str(run / 'metrics.jsonl')!r}; --last N averages the last N without it"
+        f"checkpoints by val_bleu, got {found} at {str(run / 'metrics.jsonl')!r}; --last N averages the last N "
+        "without it"
     )
     assert main(["average-checkpoints", "--run", str(run), "--last", "2", "--out", str(tmp_path / "out")]) == 0

@@ -21,6 +21,7 @@ from transformer_lab.folders import FolderWriteError
 from transformer_lab.models.config import MAX_WIDTH
 from transformer_lab.setting_error import SettingError
 from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.run.run_folder import check_output_outside_saves
 
 # A figure's canvas, 4 bytes a pixel: each option's own bound still lets --width 54
 # --height 54 --dpi 1200 ask for 17 GB. The figures' default sizes stay far below at any --dpi.
@@ -133,6 +134,7 @@ def _output_options(arguments: argparse.Namespace) -> dict[str, Any]:
         )
     if out.suffix.lower() != ".png":
         raise ValueError(f"--out: expected a file name ending in .png, got {arguments.out!r}")
+    check_output_outside_saves("--out", out, "file")  # a checkpoint's next save would delete it
     if arguments.width is None and arguments.height is None:
         return {"dpi": arguments.dpi}
     if arguments.width is None or arguments.height is None:

@@ -38,6 +38,7 @@ from transformer_lab.tasks.command import ANSWERED_AT_ONCE, INPUT_NAMES, INPUTS_
 from transformer_lab.tasks.registry import TASKS
 from transformer_lab.tasks.task import Task
 from transformer_lab.training.checkpoint import checkpoint_files, resolve_checkpoint
+from transformer_lab.training.run.run_folder import check_output_outside_saves
 from transformer_lab.training.run.stop_signal import Terminated
 from transformer_lab.write_errors import DISK_ERRNOS, FolderWriteError, describe_os_error, writes_refused_as
 
@@ -103,6 +104,7 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
         from transformer_lab.lab.plotting import check_image_path
 
         check_image_path(plot_path, name="--plot-attention")
+        check_output_outside_saves("--plot-attention", plot_path, "file")  # a checkpoint's next save would delete it
         check_file_output(plot_path, "--plot-attention")  # a path the system refuses, before the answers
         if inputs.whole is not None:
             _check_drawable(inputs.whole[0], inputs.name(0))

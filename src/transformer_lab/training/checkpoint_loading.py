@@ -29,11 +29,12 @@ def read_tokenizer(folder: Path, file_name: str) -> SubwordTokenizer:
     """The subword tokenizer stored as ``file_name`` in a checkpoint folder; a damaged file is an error naming it."""
     path = folder / file_name
     try:
-        return SubwordTokenizer.from_json(read_extra_file(folder, file_name).decode("utf-8"))
+        text = read_extra_file(folder, file_name).decode("utf-8")
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: expected UTF-8 JSON, got invalid bytes at byte {error.start}") from None
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from None
+    return SubwordTokenizer.from_json(text, where=str(path))  # its errors start with the file's name
 
 
 _SPECIAL_TOKENS = {"pad_id": PAD_TOKEN, "bos_id": BOS_TOKEN, "eos_id": EOS_TOKEN}

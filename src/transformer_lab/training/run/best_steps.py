@@ -41,10 +41,11 @@ def best_steps(run: Path, steps: Sequence[tuple[int, Path]], count: int, name: s
     metric, mode = _best_metric(steps[-1][1])
     rows: dict[int, dict[str, Any]] = {}
     log = run / METRICS_FILE
-    if not log.exists():
+    if not log.exists() or log.is_dir():
         # The library's reader names its keyword (metrics:); here the option that needs the log is named.
+        found = "a folder" if log.is_dir() else "none"
         raise ValueError(
-            f"{name}: expected the run's {METRICS_FILE}, which ranks the step checkpoints by {metric}, got none at "
+            f"{name}: expected the run's {METRICS_FILE}, which ranks the step checkpoints by {metric}, got {found} at "
             f"{str(log)!r}; --last N averages the last N without it"
         )
     for _, row in numbered_metrics(log):

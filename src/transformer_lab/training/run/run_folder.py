@@ -210,27 +210,30 @@ def prune_folder(path: Path) -> None:
     _delete_tree(doomed)
 
 
-def check_output_outside_saves(flag: str, out: Path) -> None:
-    """Refuse an output folder that a later save would delete: inside a checkpoint, or at a run's checkpoint names.
+def check_output_outside_saves(flag: str, out: Path, kind: str = "folder") -> None:
+    """Refuse an output (``kind``: a folder, or a file) that a later save would delete: inside a checkpoint, or at
+    a run's checkpoint names.
 
     A checkpoint is saved by renaming a new copy over the whole folder, so a folder inside
     one is lost at the next save; under a run folder (one holding ``metrics.jsonl``),
     ``last/``, ``best/`` and ``step-N/`` are such saves even before they exist, and a
-    ``step-N/`` written by hand would be averaged and pruned as a real step.
+    ``step-N/`` written by hand would be averaged and pruned as a real step. A file there (a
+    figure) is lost the same way, and a step checkpoint holding it is no longer one that
+    ``average-checkpoints`` can average with the others.
     """
     path = out.resolve()
     for child, folder in zip([path, *path.parents], path.parents):
         if (folder / METRICS_FILE).is_file() and CHECKPOINT_FOLDERS.match(child.name):
             where = "" if child == path else f"inside {child}, "
             raise ValueError(
-                f"{flag}: expected a folder outside the checkpoints of a run, got {out}, {where}a checkpoint name "
-                f"of the run folder {folder}: the next save of that run replaces it; choose a folder beside them"
+                f"{flag}: expected a {kind} outside the checkpoints of a run, got {out}, {where}a checkpoint name "
+                f"of the run folder {folder}: the next save of that run replaces it; choose a place beside them"
             )
     for folder in path.parents:
         if (folder / CONFIG_FILE).is_file() and (folder / MODEL_FILE).is_file():
             raise ValueError(
-                f"{flag}: expected a folder outside checkpoints, got {out}, inside the checkpoint folder {folder}: "
-                "the next save of that checkpoint replaces the folder whole; choose a folder beside it"
+                f"{flag}: expected a {kind} outside checkpoints, got {out}, inside the checkpoint folder {folder}: "
+                "the next save of that checkpoint replaces the folder whole; choose a place beside it"
             )
 
 
