@@ -48,6 +48,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # cli.main says which command was interrupted; this is a Ctrl-C before it knew (or after it answered).
         sys.stderr.write(_INTERRUPTED_LINE.decode())
         return INTERRUPTED_EXIT_CODE
+    finally:
+        if handles_ctrl_c:
+            # The command has ended: a Ctrl-C now would land in the interpreter's shutdown (torch's exit
+            # hooks) as a traceback under an exit code of 0; its exit code stands.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _exit_interrupted(signal_number: int, frame: FrameType | None) -> None:

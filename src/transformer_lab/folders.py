@@ -125,11 +125,19 @@ def check_folder_output(path: Path, name: str) -> None:
     """Refuse, before any work, an output folder (``name``: the option, ``--out``) that is a link or under a file.
 
     A symbolic link, dangling or not, is never followed (as ``train --out`` refuses it); a path
-    under a file (``--out notes.txt/run``) is named with the file.
+    under a file (``--out notes.txt/run``) is named with the file, and a ``..`` after a folder that
+    does not exist (``--out new/..``) is refused before any folder is made.
     """
     link = symbolic_link_problem(path, name)
     if link is not None:
         raise ValueError(link)
+    for index, part in enumerate(path.parts):
+        # "new/..": the folder made for the output's lock would be "new", left behind, and the output its parent.
+        if part == ".." and index and not Path(*path.parts[:index]).is_dir():
+            raise ValueError(
+                f"{name}: expected a path whose '..' steps out of an existing folder, got {path}, where "
+                f"{Path(*path.parts[:index])} is no folder; name the folder without it"
+            )
     nearest = _nearest_existing(path)
     if nearest is not None and _points_nowhere(nearest):
         raise ValueError(
@@ -138,6 +146,16 @@ def check_folder_output(path: Path, name: str) -> None:
         )
     if nearest is not None and not nearest.is_dir():
         raise ValueError(f"{name}: expected a path through folders, got {path}, through the file {nearest}")
+    # Proven by a hidden folder made and removed at once where the first one goes (or inside the folder that is
+    # there): /proc, /sys, a read-only disk are refused here, named as the option, not by a lock file's errno.
+    place = path if path.is_dir() else nearest
+    if place is not None:
+        try:
+            make_temporary_folder(place, ".").rmdir()
+        except OSError as error:
+            raise FolderWriteError(
+                error.errno, f"{name}: {described_refusal(error, path)}; nothing was written"
+            ) from None
 
 
 def _nearest_existing(path: Path) -> Path | None:

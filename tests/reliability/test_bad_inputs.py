@@ -39,6 +39,7 @@ from tests.reliability.builders import (
     write_multi30k_split,
     write_translation_checkpoint,
 )
+from tests.reliability.tiny_runs import tiny_copy_options
 from tests.tasks.couplet_fixture import made_up_couplets, write_split
 from transformer_lab import api
 from transformer_lab import nn as lab_nn
@@ -1272,9 +1273,10 @@ CLI_CASES = [
         r"notes\.txt: expected a folder there \(or nothing\), got a file$",
     ),
     CliCase(
+        # Was ".../notes.txt/run: expected a path through folders, got one through the file ...", without --out.
         "train: --out under a file",
         lambda tmp, ck: ["train", "copy", "--out", str(a_file(tmp) / "run")],
-        r"notes\.txt/run: expected a path through folders, got one through the file .*notes\.txt$",
+        r"error: --out: expected a path through folders, got .*notes\.txt/run, through the file .*notes\.txt$",
     ),
     CliCase(
         "lab: a tolerance that would call every row equal",
@@ -2143,6 +2145,60 @@ def test_output_dash_is_refused_not_written_as_a_file(
     assert capsys.readouterr().err.splitlines() == [
         "transformer-lab couplet: error: --output: expected a file to write, got '-'; the answers go to the "
         "standard output without --output (a file named '-' is ./-)"
+    ]
+
+
+OUT_COMMANDS = {
+    "train": lambda tmp, ck: ["train", "copy", *tiny_copy_options(max_steps=1)],
+    "demo": lambda tmp, ck: ["demo"],
+    "export": lambda tmp, ck: ["export", "--checkpoint", str(ck.translation), "--format", "onnx"],
+    "prepare": lambda tmp, ck: ["prepare", "couplet", "--train", str(write(tmp / "upper.txt", "春风\n".encode()))]
+    + [str(write(tmp / "lower.txt", "秋雨\n".encode()))],
+    "average-checkpoints": lambda tmp, ck: ["average-checkpoints", "--run", str(translation_run(tmp, ck))]
+    + ["--last", "1"],
+}
+
+
+@pytest.mark.parametrize("command", list(OUT_COMMANDS))
+def test_an_out_through_a_missing_folders_dotdot_is_refused_and_makes_nothing(
+    command: str,
+    tmp_path: Path,
+    checkpoints: Checkpoints,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--out new/..``: the lock's folder "new" was made, then "new/.." existed: refused as existing, "new" left."""
+    argv = OUT_COMMANDS[command](tmp_path, checkpoints)
+    work = tmp_path / "work"
+    work.mkdir()
+    out = work / "new" / ".."
+    code, _, error = run_cli([*argv, "--out", str(out)], b"", monkeypatch, capsys)
+    assert code == 2
+    assert error.strip().splitlines() == [
+        f"transformer-lab {command}: error: --out: expected a path whose '..' steps out of an existing folder, got "
+        f"{out}, where {work / 'new'} is no folder; name the folder without it"
+    ]
+    assert sorted(path.name for path in work.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", list(OUT_COMMANDS))
+def test_an_out_where_no_folder_can_be_made_is_named_as_the_option(
+    command: str,
+    tmp_path: Path,
+    checkpoints: Checkpoints,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--out /proc/x``: was "[Errno 2] No such file or directory: '/proc/.x.lock'", a lock file's name."""
+    if not Path("/proc/self").is_dir():
+        pytest.skip("no /proc on this system")
+    code, _, error = run_cli(
+        [*OUT_COMMANDS[command](tmp_path, checkpoints), "--out", "/proc/x"], b"", monkeypatch, capsys
+    )
+    assert code == 2
+    assert error.strip().splitlines() == [
+        f"transformer-lab {command}: error: --out: could not write '/proc/x' (No such file or directory, ENOENT); "
+        "nothing was written"
     ]
 
 

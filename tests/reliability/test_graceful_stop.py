@@ -284,3 +284,31 @@ def test_a_stop_signal_during_the_closing_validation_saves_its_step(tmp_path: Pa
     assert load_trainer_state(tmp_path / "last")["global_step"] == 7
     logged = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [row["step"] for row in logged if row["event"] == "eval"] == [2, 4, 6, 7]
+
+
+# The child: a command that ends well, then a Ctrl-C during the interpreter's shutdown (an exit hook,
+# registered last so it runs first, sends it while torch's own hooks are still to run).
+_CTRL_C_AT_SHUTDOWN = """
+import atexit, os, signal, sys, time
+from transformer_lab.console import main
+
+def ctrl_c() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.1)
+
+code = main(["explain"])
+atexit.register(ctrl_c)
+sys.exit(code)
+"""
+
+
+def test_ctrl_c_after_the_command_has_ended_keeps_its_exit_code_without_a_traceback() -> None:
+    # Was "Exception ignored in atexit callback ... KeyboardInterrupt" under exit 0, or a death by the signal.
+    root = Path(__file__).resolve().parents[2]
+    environment = {**os.environ, "PYTHONPATH": str(root / "src"), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_AT_SHUTDOWN], env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0
+    assert result.stdout  # explain printed its walk
+    assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr

@@ -153,9 +153,9 @@ def test_a_read_only_parent_is_one_line_naming_the_folder_not_its_lock(
         arguments = ["prepare", "translation", "--train", str(source), str(target), "--out", str(out)]
         assert main([*arguments, "--no-progress", "--set", "data.vocab_size=300"]) == 2
         assert capsys.readouterr().err.strip().splitlines() == [
-            f"transformer-lab prepare: error: could not write '{out}' (Read-only file system, EROFS); "
-            "nothing of it was kept"
-        ]
+            f"transformer-lab prepare: error: --out: could not write '{out}' (Read-only file system, EROFS); "
+            "nothing was written"
+        ]  # proven before any work, and named as the option
     finally:
         subprocess.run(["umount", str(disk)], check=False)
 

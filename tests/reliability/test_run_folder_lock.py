@@ -123,15 +123,16 @@ def test_a_run_folder_on_a_read_only_disk_is_one_line_naming_it(
         patched.setattr(Path, "mkdir", _read_only)
         assert main(["train", "copy", "--out", str(out), *TINY_COPY]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"transformer-lab train: error: could not write '{out}' (Read-only file system, EROFS); nothing of it was kept"
-    ]
+        f"transformer-lab train: error: --out: could not write '{out}' (Read-only file system, EROFS); nothing was "
+        "written"
+    ]  # proven before any work, and named as the option
     assert not out.exists()
     # A folder that exists (a run to resume on a disk remounted read-only) is said to be unchanged.
     out.mkdir()
     monkeypatch.setattr(run_lock, "open_lock_file", _read_only)
     assert main(["train", "copy", "--out", str(out), *TINY_COPY]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"transformer-lab train: error: could not write '{out}' (Read-only file system, EROFS); "
+        f"transformer-lab train: error: --out: could not write '{out}' (Read-only file system, EROFS); "
         "nothing in it was changed"
     ]
     assert list(out.iterdir()) == []
@@ -151,8 +152,8 @@ def test_a_run_folder_not_this_users_to_write_is_one_line_naming_it(
         patched.setattr(Path, "mkdir", refused)
         assert main(["train", "copy", "--out", str(out), *TINY_COPY]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"transformer-lab train: error: could not write '{out}' ({os.strerror(code)}, {errno.errorcode[code]}); "
-        "nothing of it was kept"
+        f"transformer-lab train: error: --out: could not write '{out}' ({os.strerror(code)}, "
+        f"{errno.errorcode[code]}); nothing was written"
     ]  # was: "transformer-lab train: error: [Errno 1] Operation not permitted: '/sys/x'"
     assert not out.exists()
 

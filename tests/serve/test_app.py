@@ -8,6 +8,7 @@ and the mask definitions written out by hand (masks view).
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import math
 import shutil
@@ -195,7 +196,7 @@ def test_page_and_its_files_are_served(client: TestClient) -> None:
         assert f"/static/{name}" in page.text
         assert client.get(f"/static/{name}").status_code == 200
     assert "http" not in page.text.replace("http-equiv", ""), "the page must load nothing from elsewhere"
-    for path in ("/", "/static/app.js"):
+    for path in ("/", "/static/app.js", "/api/models"):  # /api/models: was 405
         head = client.head(path)
         assert head.status_code == 200 and head.content == b"", path
         assert head.headers["content-length"] == client.get(path).headers["content-length"], path
@@ -318,6 +319,19 @@ def test_bad_requests_get_a_4xx_json_error(client: TestClient, path: str, body: 
     response = client.post(path, json=body)
     assert response.status_code == status, response.text
     assert words in response.json()["error"]
+
+
+def test_a_compressed_body_is_refused_naming_its_encoding(client: TestClient) -> None:
+    # Was 422 "body: expected UTF-8 JSON, got b'\\x8b' at byte offset 1": the symptom, not the cause.
+    body = gzip.compress(json.dumps({"model": NAME, "text": SENTENCE}).encode("utf-8"))
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    response = client.post("/api/translate", content=body, headers=headers)
+    assert response.status_code == 415
+    assert response.json() == {
+        "error": "Content-Encoding: expected none (identity), got 'gzip'; send the JSON uncompressed"
+    }
+    plain = {"Content-Type": "application/json", "Content-Encoding": "identity"}
+    assert client.post("/api/translate", content=gzip.decompress(body), headers=plain).status_code == 200
 
 
 def test_the_line_limit_counts_the_text_fields_only(served: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from transformer_lab.cli.bounds import path_of
 from transformer_lab.cli.overrides import add_override_arguments, resolved_config
-from transformer_lab.folders import writes_refused_as
+from transformer_lab.folders import check_folder_output, writes_refused_as
 from transformer_lab.lab.demo import run_demo
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import TrainingInterrupted
@@ -32,6 +32,7 @@ def run(arguments: argparse.Namespace) -> int:
         out_dir, made_for_the_run = _new_default_folder(), True
     else:
         out_dir, made_for_the_run = arguments.out, False
+        check_folder_output(out_dir, "--out")  # a link, a file in the way or "new/..", before any folder is made
         check_output_outside_saves("--out", out_dir)
         if out_dir.exists() and not out_dir.is_dir():
             raise ValueError(f"--out: expected a new or empty folder, got {out_dir}, which is a file")

@@ -26,7 +26,7 @@ from transformer_lab.cli.bounds import path_of
 from transformer_lab.cli.overrides import add_config_file_argument, add_override_arguments, resolved_config
 from transformer_lab.cli.train_command import DATA_OPTIONS, check_data_settings, data_errors_named, option_settings
 from transformer_lab.data.prepared_cache import CorpusKindError, NotAPreparedFolderError, verify_prepared
-from transformer_lab.folders import check_new_folder
+from transformer_lab.folders import check_folder_output, check_new_folder
 from transformer_lab.tasks.registry import TASKS, task_named
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.config_io import parse_override
@@ -120,8 +120,9 @@ def run(arguments: argparse.Namespace) -> int:
     if arguments.verify is not None:
         return _verify(task.name, arguments)
     _check_data_keys(arguments.overrides, type(task.config().data))
-    check_output_outside_saves("--out", arguments.out)  # else a run's next save or pruning deletes the corpus
     check_new_folder(arguments.out, "--out")  # named as typed, before the files are read; the writer checks it again
+    check_folder_output(arguments.out, "--out")  # a file in the way, "new/..", a place refusing folders
+    check_output_outside_saves("--out", arguments.out)  # else a run's next save or pruning deletes the corpus
     checkpoint = None if arguments.init_from is None else resolve_checkpoint(arguments.init_from, "--init-from")
     if checkpoint is not None:
         check_checkpoint_task(checkpoint, task.checkpoint_task)

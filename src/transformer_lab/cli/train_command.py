@@ -31,6 +31,7 @@ from transformer_lab.data.pair_files import check_validation_apart
 from transformer_lab.data.prepared_cache import CorpusKindError, NotAPreparedFolderError
 from transformer_lab.data.prepared_settings import with_prepared_settings
 from transformer_lab.devices import resolve_device
+from transformer_lab.folders import check_folder_output
 from transformer_lab.hardware import PRECISIONS
 from transformer_lab.tasks.registry import TASKS, data_option_error, task_named
 from transformer_lab.tasks.task import Closing, Task
@@ -174,6 +175,7 @@ def run(arguments: argparse.Namespace) -> int:
         )
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out: expected a folder, got {out_dir}, which is a file")
+    check_folder_output(out_dir, "--out")  # a link, a file in the way or "new/..", before any folder is made
     check_output_outside_saves("--out", out_dir)  # else another run's next save or pruning deletes this one
     # The training process (rank 0 under torchrun) holds the folder for the whole run.
     holds_folder = is_main_process() and (out_dir.is_dir() or not arguments.resume)

@@ -186,7 +186,7 @@ def create_app(
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
-    @app.get("/api/models")
+    @app.api_route("/api/models", methods=["GET", "HEAD"])  # HEAD: an uptime check's
     async def models() -> dict[str, Any]:
         return {"models": [{**model.describe(), "endpoints": endpoints[model.task]} for model in served.values()]}
 

@@ -256,6 +256,8 @@ def check_text_limits(body: BaseModel, max_characters: int, max_lines: int) -> N
 class RequestIntake:
     """Pure ASGI middleware: notes each request's arrival and refuses a body over ``max_body_bytes``.
 
+    A compressed body (any ``Content-Encoding`` but identity) gets 415: the app reads JSON as sent.
+
     Pure ASGI (not ``BaseHTTPMiddleware``) so that it can wrap ``receive``: a declared
     ``Content-Length`` over the limit gets 413 before a byte of the body is read, and a
     chunked body is counted as it streams, so at most the limit plus one chunk is ever held.
@@ -273,7 +275,14 @@ class RequestIntake:
             await self.app(scope, receive, send)
             return
         arrived = scope[ARRIVED_SCOPE_KEY] = time.monotonic()
-        declared = dict(scope["headers"]).get(b"content-length")
+        headers = dict(scope["headers"])
+        encoding = headers.get(b"content-encoding", b"identity").decode("latin-1").strip()
+        if encoding.lower() != "identity":
+            # Compressed bytes read as JSON were "expected UTF-8 JSON, got b'\x8b'", which names the symptom.
+            message = f"Content-Encoding: expected none (identity), got {encoding!r}; send the JSON uncompressed"
+            await json_error(415, message)(scope, receive, send)
+            return
+        declared = headers.get(b"content-length")
         length: int | None = None
         if declared is not None:
             try:

@@ -82,7 +82,8 @@ class RunFolderLock:
         # A read-only or full disk, or a folder not this user's, is the folder's fault, not the
         # run's: said as prepare says it.
         outcome = "nothing of it was kept" if self._made_folder else "nothing in it was changed"
-        with writes_refused_as(self.out_dir, outcome, permission=True):
+        named = None if self._made_for_the_run else "--out"  # a folder the command chose (demo's) was typed by no one
+        with writes_refused_as(self.out_dir, outcome, permission=True, name=named):
             self.out_dir.mkdir(parents=True, exist_ok=True)
             opened = open_lock_file(self.path, os.O_RDWR | os.O_CREAT)
         if isinstance(opened, str):
