@@ -2159,47 +2159,36 @@ OUT_COMMANDS = {
 }
 
 
+@pytest.mark.parametrize("place", ["new/..", "/proc/x"])
 @pytest.mark.parametrize("command", list(OUT_COMMANDS))
-def test_an_out_through_a_missing_folders_dotdot_is_refused_and_makes_nothing(
+def test_an_out_no_folder_can_be_made_at_is_refused_naming_the_option_and_makes_nothing(
     command: str,
+    place: str,
     tmp_path: Path,
     checkpoints: Checkpoints,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """``--out new/..``: the lock's folder "new" was made, then "new/.." existed: refused as existing, "new" left."""
+    """``--out new/..``: the lock's folder "new" was made, then "new/.." existed: refused as existing, "new" left.
+
+    ``--out /proc/x``: was "[Errno 2] No such file or directory: '/proc/.x.lock'", a lock file's name.
+    """
+    if place == "/proc/x" and not Path("/proc/self").is_dir():
+        pytest.skip("no /proc on this system")
     argv = OUT_COMMANDS[command](tmp_path, checkpoints)
     work = tmp_path / "work"
     work.mkdir()
-    out = work / "new" / ".."
+    out = work / "new" / ".." if place == "new/.." else Path(place)
     code, _, error = run_cli([*argv, "--out", str(out)], b"", monkeypatch, capsys)
     assert code == 2
-    assert error.strip().splitlines() == [
-        f"transformer-lab {command}: error: --out: expected a path whose '..' steps out of an existing folder, got "
-        f"{out}, where {work / 'new'} is no folder; name the folder without it"
-    ]
-    assert sorted(path.name for path in work.iterdir()) == []
-
-
-@pytest.mark.parametrize("command", list(OUT_COMMANDS))
-def test_an_out_where_no_folder_can_be_made_is_named_as_the_option(
-    command: str,
-    tmp_path: Path,
-    checkpoints: Checkpoints,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """``--out /proc/x``: was "[Errno 2] No such file or directory: '/proc/.x.lock'", a lock file's name."""
-    if not Path("/proc/self").is_dir():
-        pytest.skip("no /proc on this system")
-    code, _, error = run_cli(
-        [*OUT_COMMANDS[command](tmp_path, checkpoints), "--out", "/proc/x"], b"", monkeypatch, capsys
+    expected = (
+        f"--out: expected a path whose '..' steps out of an existing folder, got {out}, where {work / 'new'} is no "
+        "folder; name the folder without it"
+        if place == "new/.."
+        else "--out: could not write '/proc/x' (No such file or directory, ENOENT); nothing was written"
     )
-    assert code == 2
-    assert error.strip().splitlines() == [
-        f"transformer-lab {command}: error: --out: could not write '/proc/x' (No such file or directory, ENOENT); "
-        "nothing was written"
-    ]
+    assert error.strip().splitlines() == [f"transformer-lab {command}: error: {expected}"]
+    assert list(work.iterdir()) == []
 
 
 def test_unreadable_file_is_a_value_error_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
