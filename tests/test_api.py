@@ -26,6 +26,7 @@ from transformer_lab.cli import main, predict_command
 from transformer_lab.decoding import config as decoding_config
 from transformer_lab.decoding import search_settings
 from transformer_lab.evaluation.couplet_antithesis import antithesis_bonus
+from transformer_lab.lab import plotting
 
 SENTENCES = ["Ein Mann fährt Fahrrad.", "", "Zwei Hunde spielen im Schnee.", "Eine Frau."]
 
@@ -86,6 +87,21 @@ def test_one_best_candidate_carries_the_translation_and_its_score(
         options = ["--nbest", "1", "--beam", str(beam)]
         printed = _stdout(["translate", "--checkpoint", str(translation_checkpoint), *options, SENTENCES[0]], capsys)
         assert printed == [f"1\t1\t{best.score:.4f}\t{best.text}"]
+
+
+def test_best_is_translates_search_and_refuses_a_keyword_it_does_not_take(translation_checkpoint: Path) -> None:
+    translator = Translator(translation_checkpoint)
+    for beam in (1, 2):
+        best = translator.best(SENTENCES[0], beam=beam)  # one sentence: one answer, as translate gives
+        assert best is not None and best.text == translator.translate(SENTENCES[0], beam=beam)
+        assert [candidate and candidate.text for candidate in translator.best([SENTENCES[0], ""], beam=beam)] == [
+            best.text,
+            None,
+        ]
+    # Was the checkpoint's search without a word: a misspelt keyword, or one of candidates' (nbest, warn).
+    for keyword in ("beem", "nbest", "warn", "beam_size"):
+        with pytest.raises(TypeError, match=rf"unexpected keyword argument '{keyword}'"):
+            translator.best([SENTENCES[0]], **{keyword: 5})
 
 
 def test_a_translate_call_resolves_its_precision_once(
@@ -168,7 +184,11 @@ def test_plot_attention_draws_what_the_translator_draws(
     # A refusal the library names already is said once (was: "could not write 'P' (could not write 'P' (...)"):
     # the write itself refused, as when the folder's permissions change after the command's early check.
     refusal = PermissionError(errno.EACCES, os.strerror(errno.EACCES))
-    with mock.patch("pathlib.Path.mkdir", side_effect=refusal), mock.patch.object(predict_command, "check_file_output"):
+    early_checks = (
+        mock.patch.object(predict_command, "check_file_output"),
+        mock.patch.object(plotting, "check_file_output"),
+    )
+    with mock.patch("pathlib.Path.mkdir", side_effect=refusal), early_checks[0], early_checks[1]:
         refused = tmp_path / "figures" / "attention.png"
         arguments = ["--plot-attention", str(refused), "Hallo"]
         assert main(["translate", "--checkpoint", str(translation_checkpoint), *arguments]) == 1
@@ -178,6 +198,18 @@ def test_plot_attention_draws_what_the_translator_draws(
         "(Permission denied, EACCES); nothing was written"
     )
     assert all("length limit" in note for note in notes)  # the random weights' translation, said to be cut
+
+
+def test_plot_attention_to_a_path_the_system_refuses_is_named_before_any_decoding(
+    translation_checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Was: the sentence decoded, then "[Errno 17] File exists: '.../notes.txt'", naming no argument.
+    translator = Translator(translation_checkpoint)
+    monkeypatch.setattr(Translator, "attention_map", mock.Mock(side_effect=AssertionError("decoded")))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine", encoding="utf-8")
+    with pytest.raises(OSError, match=r"^path: could not write '.*notes\.txt/x\.png' \(Not a directory, ENOTDIR"):
+        translator.plot_attention(SENTENCES[0], notes / "x.png")
 
 
 @pytest.mark.parametrize(

@@ -330,6 +330,15 @@ def test_a_validation_file_that_is_a_training_file_is_refused(
             "got --data-dir 'elsewhere'",
         ),
         (
+            # Was: trained on --train's file, and config.json recorded train_file t2.csv.
+            "classification",
+            ["c.csv"],
+            [],
+            ["--set", "data.train_file=t2.csv"],
+            "data.train_file: expected it only without --train (which of AG News's files to train on, unused with "
+            "--train), got 't2.csv' (--set)",
+        ),
+        (
             "classification",
             ["c.csv"],
             ["w.csv"],

@@ -99,8 +99,15 @@ def test_bad_inputs_are_named() -> None:
     model = tiny_model()
     with pytest.raises(ValueError, match=r"src_ids must hold token ids in \[0, 12\), got 12"):
         model(torch.tensor([[1, 12]]), torch.tensor([[2]]))
-    with pytest.raises(ValueError, match=r"tgt_in_ids must be an integer tensor of shape \[batch, seq_len\]"):
+    with pytest.raises(ValueError, match=r"tgt_in_ids must be an int64 or int32 tensor of shape \[batch, seq_len\]"):
         model(torch.tensor([[1, 2]]), torch.tensor([2.0]))
+    # Ids the embedding cannot read, and ids that are no tensor: were torch's errors, naming no argument.
+    for dtype in (torch.int16, torch.uint8):
+        with pytest.raises(ValueError, match=rf"src_ids must be an int64 or int32 tensor .* got dtype {dtype}"):
+            model(torch.tensor([[1, 2]], dtype=dtype), torch.tensor([[2]]))
+    with pytest.raises(TypeError, match=r"^src_ids: expected a torch.Tensor of token ids, got list$"):
+        model([[1, 2]], torch.tensor([[2]]))  # type: ignore[arg-type]
+    assert model(torch.tensor([[1, 2]], dtype=torch.int32), torch.tensor([[2]], dtype=torch.int32)).shape[:2] == (1, 1)
     with pytest.raises(ValueError, match=r"same batch size, got 1 and 2"):
         model(torch.tensor([[1, 2]]), torch.tensor([[2], [2]]))
     with pytest.raises(ValueError, match=r"sequence length must be <= max_len=32"):

@@ -93,6 +93,16 @@ def test_reorder_rejects_a_bad_index_and_cache_of_wrong_depth() -> None:
         decoder(torch.randn(1, 1, D_MODEL), torch.randn(1, 2, D_MODEL), cache=ours.DecoderCache(3))
 
 
+def test_a_cache_filled_from_one_memory_refuses_a_memory_of_another_length() -> None:
+    # Was read on: the cached keys of the first memory answered the second (a cache serves one memory).
+    decoder = build_decoder(norm_first=False)
+    tgt = torch.randn(BATCH, TGT_LEN, D_MODEL)
+    cache = decoder.new_cache()
+    decoder(tgt[:, :2], torch.randn(BATCH, SRC_LEN, D_MODEL), cache=cache)
+    with pytest.raises(ValueError, match=rf"holds the keys of a memory of {SRC_LEN} positions, got a memory of 2; "):
+        decoder(tgt[:, 2:3], torch.randn(BATCH, 2, D_MODEL), cache=cache)
+
+
 def test_reorder_without_static_state_between_rows_of_one_memory() -> None:
     # Beam search: rows 0-1 and 2-3 are beams of two sentences, each pair sharing a memory.
     decoder = build_decoder(norm_first=False)

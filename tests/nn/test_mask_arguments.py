@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -19,6 +21,18 @@ def test_padding_mask_refuses_a_pad_id_that_is_not_an_int(pad_id: object) -> Non
 def test_padding_mask_takes_numpy_ints() -> None:
     ids = torch.tensor([[1, 0]])
     assert masks.padding_mask(ids, np.int64(0)).tolist() == [[False, True]]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "pad_id", "shown"),
+    [(torch.uint8, 256, "[0, 255]"), (torch.int8, 300, "[-128, 127]"), (torch.int64, 2**70, "[-9223372036854775808, ")],
+)
+def test_padding_mask_refuses_a_pad_id_the_ids_dtype_cannot_hold(dtype: torch.dtype, pad_id: int, shown: str) -> None:
+    # Was a silent wrap: 256 against uint8 ids marked token 0 as padding, 300 against int8 ids token 44.
+    ids = torch.tensor([[1, 44, 0]], dtype=dtype)
+    with pytest.raises(ValueError, match=rf"padding_mask: pad_id: expected an int in {re.escape(shown)}"):
+        masks.padding_mask(ids, pad_id)
+    assert masks.padding_mask(ids, 0).tolist() == [[False, False, True]]
 
 
 def test_helpers_refuse_lists_instead_of_tensors() -> None:

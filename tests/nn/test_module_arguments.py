@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from transformer_lab import nn as ours
+from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 
 
 @pytest.mark.parametrize(
@@ -36,11 +37,37 @@ from transformer_lab import nn as ours
             TypeError,
             r"num_layers: expected an int >= 1, got 2.0",
         ),
+        # A true string was read as True: batch_first="no" read [L, N, E] as [N, L, E], norm_first="no" ran pre-norm.
+        (lambda: ours.MultiheadAttention(8, 2, batch_first="no"), TypeError, r"batch_first: expected a bool, got 'no'"),
+        (lambda: ours.MultiheadAttention(8, 2, bias="no"), TypeError, r"bias: expected a bool, got 'no'"),
+        (lambda: ours.MultiheadAttention(8, 2, add_zero_attn=1), TypeError, r"add_zero_attn: expected a bool, got 1"),
+        (lambda: ours.TransformerEncoderLayer(8, 2, norm_first="no"), TypeError, r"norm_first: expected a bool"),
+        (lambda: ours.TransformerDecoderLayer(8, 2, batch_first=None), TypeError, r"batch_first: expected a bool"),
+        (lambda: ours.Transformer(8, 2, 1, 1, 16, norm_first="False"), TypeError, r"norm_first: expected a bool"),
     ],
 )
 def test_constructors_refuse_bad_values(build: Callable[[], object], kind: type[Exception], message: str) -> None:
     with pytest.raises(kind, match=message):
         build()
+
+
+def test_numpy_bools_are_flags_and_apply_generator_is_one_too() -> None:
+    attention = ours.MultiheadAttention(8, 2, batch_first=np.bool_(True))  # type: ignore[arg-type]
+    assert attention.batch_first is True
+    model = Seq2SeqTransformer.from_config(
+        ModelConfig(
+            src_vocab_size=12,
+            tgt_vocab_size=12,
+            d_model=8,
+            nhead=2,
+            num_encoder_layers=1,
+            num_decoder_layers=1,
+            dim_feedforward=16,
+        )
+    )
+    ids = torch.randint(4, 12, (2, 3))
+    with pytest.raises(TypeError, match=r"apply_generator: expected a bool, got 'no'"):
+        model(ids, ids, apply_generator="no")  # type: ignore[arg-type]  # was: the logits
 
 
 def test_numpy_ints_are_still_sizes() -> None:

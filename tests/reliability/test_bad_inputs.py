@@ -469,7 +469,7 @@ LIBRARY_CASES = [
         "float token ids",
         lambda tmp, ck: tiny_model()(torch.tensor([[1.0, 2.0]]), torch.tensor([[2]])),
         ValueError,
-        r"src_ids must be an integer tensor of shape \[batch, seq_len\], got dtype torch\.float32",
+        r"src_ids must be an int64 or int32 tensor of shape \[batch, seq_len\], got dtype torch\.float32",
     ),
     LibraryCase(
         "sequence longer than the positional table",
@@ -2133,6 +2133,25 @@ def test_a_stdin_open_for_writing_only_is_named(
     assert captured.err.splitlines() == [
         f"transformer-lab {command}: error: stdin: could not read it: it is not open for reading"
     ]
+
+
+def test_config_to_a_full_standard_output_is_named_as_one(tmp_path: Path) -> None:
+    # `transformer-lab config copy > /dev/full`: was "failed: [Errno 28] No space left on device", exit 1.
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    with open("/dev/full", "w", encoding="utf-8") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "transformer_lab", "config", "copy"],
+            env=environment,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert (result.returncode, result.stderr) == (
+        2,
+        "transformer-lab config: error: could not write the standard output (No space left on device, ENOSPC); "
+        "the config was not written\n",
+    )
 
 
 def test_output_dash_is_refused_not_written_as_a_file(

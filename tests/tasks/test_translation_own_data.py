@@ -1092,3 +1092,12 @@ def test_a_given_warmup_leaves_the_preset_cooldown_unscaled_and_the_refusal_says
     error = capsys.readouterr().err
     assert "got the preset's 800, not scaled to the run since train.warmup_steps was given (--set)" in error
     assert "set train.cooldown_steps too" in error and "lower it" not in error
+
+
+@pytest.mark.parametrize("code", ["", " de", "de en", "d", "x" * 40, "de\n", "日本"])
+def test_a_language_code_that_is_none_is_refused_naming_its_key(code: str) -> None:
+    # Was taken: '' left the model card's language list without the source, 1 MB went into config.json and the card.
+    with pytest.raises(ValueError, match=r"^data\.source_language: expected a language code such as 'de'"):
+        translation_data.TranslationDataConfig(source_language=code)
+    for accepted in ("de", "zh-Hans", "pt_BR", "fra"):
+        assert translation_data.TranslationDataConfig(source_language=accepted).source_language == accepted

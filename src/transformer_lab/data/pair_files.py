@@ -27,12 +27,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from transformer_lab import strict_json
 from transformer_lab.data.parallel_text import ParallelText, read_lines, read_parallel_text
+from transformer_lab.shortened import shortened
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,20 @@ PAIR_FORMATS = ("lines", "tsv", "jsonl")
 SIDES = ("source", "target")  # what the two sides are called in errors, and a TSV header's names
 _SUFFIX_FORMATS = {".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
 _TABLE_SUFFIXES = (*_SUFFIX_FORMATS, ".csv")  # a pair (or a row) per line: never one side of two line files
+
+
+# A language code as the card and the file names carry it: "de", "en", "zh-Hans", "pt_BR" (BCP 47 tags stay short).
+_LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,8}(?:[-_][A-Za-z0-9]{1,8})*")
+_LONGEST_LANGUAGE_CODE = 35
+
+
+def check_language_code(name: str, value: object) -> None:
+    """Refuse anything but a short language code: an empty one left the model card's list without it."""
+    if not (isinstance(value, str) and len(value) <= _LONGEST_LANGUAGE_CODE and _LANGUAGE_CODE.fullmatch(value)):
+        raise ValueError(
+            f"{name}: expected a language code such as 'de', 'en' or 'zh-Hans' (letters, then parts after '-' or "
+            f"'_'), got {shortened(repr(value), 80)}"
+        )
 
 
 def check_pair_format(file_format: str, name: str = "data.file_format") -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from transformer_lab.atomic_files import write_through_temporary
 from transformer_lab.extras import require_extra
-from transformer_lab.folders import refused_write, writes_refused_as
+from transformer_lab.folders import check_file_output, refused_write, writes_refused_as
 from transformer_lab.path_argument import path_argument
 from transformer_lab.setting_error import SettingError
 
@@ -74,8 +74,8 @@ def check_image_path(path: str | os.PathLike[str], name: str = "path") -> Path:
 
     A folder is refused, not written beside: matplotlib would add ".png" to its name and
     write a file other than the one the caller is told about. A name without a known
-    suffix is refused for the same reason. ``name`` is what the message calls the path: a
-    command line passes its option (``--plot-attention``).
+    suffix is refused for the same reason, and a path the system will not write (`folders.check_file_output`).
+    ``name`` is what the message calls the path: a command line passes its option (``--plot-attention``).
     """
     path = path_argument(path, name)
     if path.is_dir():
@@ -88,6 +88,9 @@ def check_image_path(path: str | os.PathLike[str], name: str = "path") -> Path:
         raise ValueError(
             f"{name}: expected a file name ending in {', '.join('.' + suffix for suffix in known)}, got {str(path)!r}"
         )
+    # A file on the way, /proc, a read-only disk: said now, not after the figure's work (a decoding, for
+    # plot_attention), as an error of the system's that named no argument.
+    check_file_output(path, name)
     return path
 
 

@@ -25,9 +25,12 @@ def check_token_ids(token_ids: Tensor, vocab_size: int, name: str, *, check_rang
     every decoding step may decline; an id out of range then meets the embedding's own
     bound check.
     """
-    if token_ids.dim() != 2 or token_ids.is_floating_point() or token_ids.dtype == torch.bool:
+    if not isinstance(token_ids, Tensor):  # a list or a numpy array has no .dim(): an AttributeError
+        raise TypeError(f"{name}: expected a torch.Tensor of token ids, got {type(token_ids).__name__}")
+    # An embedding reads int64 and int32 ids only: int16 or uint8 ones failed inside torch, naming no argument.
+    if token_ids.dim() != 2 or token_ids.dtype not in (torch.int64, torch.int32):
         raise ValueError(
-            f"{name} must be an integer tensor of shape [batch, seq_len], "
+            f"{name} must be an int64 or int32 tensor of shape [batch, seq_len], "
             f"got dtype {token_ids.dtype} and shape {list(token_ids.shape)}"
         )
     if token_ids.numel() == 0:

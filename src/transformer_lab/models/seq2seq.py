@@ -18,7 +18,7 @@ from transformer_lab.models.embedding import (
     check_token_ids,
     reads_id_range,
 )
-from transformer_lab.nn import host_reads, masks
+from transformer_lab.nn import arguments, host_reads, masks
 from transformer_lab.nn.decoder_step import DecoderStep
 
 __all__ = ["Seq2SeqTransformer"]
@@ -151,6 +151,9 @@ class Seq2SeqTransformer(nn.Module):
         """
         check_token_ids(tgt_in_ids, self.tgt_vocab_size, "tgt_in_ids", check_range=reads_id_range(self, tgt_in_ids))
         self._check_memory(memory, src_ids, tgt_in_ids.shape[0])
+        # A true string ("no") was read as True: the logits where the hidden states were asked for.
+        apply_generator = arguments.check_flag("apply_generator", apply_generator)
+        hide_source_padding = arguments.check_flag("hide_source_padding", hide_source_padding)
         tgt_emb = self.positional_encoding(self.tgt_embedding(tgt_in_ids))  # [B, T, D]
         tgt_emb = self._add_aligned_memory(tgt_emb, memory, src_ids, offset=0)
         causal = tgt_mask is None
@@ -175,7 +178,8 @@ class Seq2SeqTransformer(nn.Module):
 
         Shape: src_ids ``[B, S]``, tgt_in_ids ``[B, T]`` -> logits ``[B, T, V]`` (hidden ``[B, T, D]``).
         """
-        if src_ids.dim() == 2 and tgt_in_ids.dim() == 2 and src_ids.shape[0] != tgt_in_ids.shape[0]:
+        shaped = isinstance(src_ids, Tensor) and isinstance(tgt_in_ids, Tensor)  # else encode and decode name them
+        if shaped and src_ids.dim() == 2 and tgt_in_ids.dim() == 2 and src_ids.shape[0] != tgt_in_ids.shape[0]:
             raise ValueError(
                 "src_ids and tgt_in_ids must have the same batch size, "
                 f"got {src_ids.shape[0]} and {tgt_in_ids.shape[0]}"

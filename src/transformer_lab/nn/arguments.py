@@ -22,6 +22,7 @@ __all__ = [
     "check_optional_size",
     "check_dropout",
     "check_epsilon",
+    "check_flag",
     "check_tensor",
     "check_input_dtype",
     "check_input",
@@ -31,6 +32,15 @@ __all__ = [
 def is_int(value: object) -> TypeGuard[int]:
     """Whether ``value`` is an int of Python or numpy; a bool is not (``True`` heads would be one head)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_flag(name: str, value: object) -> bool:
+    """``value`` as a bool, if it is one (Python's or numpy's): ``batch_first="no"`` is a true string, and was
+    read as True."""
+    numpy_bool = type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_")
+    if not (isinstance(value, bool) or numpy_bool):
+        raise TypeError(f"{name}: expected a bool, got {value!r}")
+    return bool(value)
 
 
 def check_size(name: str, value: object) -> int:

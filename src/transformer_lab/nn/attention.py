@@ -73,6 +73,9 @@ class MultiheadAttention(nn.Module):
         kdim = arguments.check_optional_size("kdim", kdim)
         vdim = arguments.check_optional_size("vdim", vdim)
         dropout = arguments.check_dropout("dropout", dropout)
+        bias, add_bias_kv = arguments.check_flag("bias", bias), arguments.check_flag("add_bias_kv", add_bias_kv)
+        add_zero_attn = arguments.check_flag("add_zero_attn", add_zero_attn)
+        batch_first = arguments.check_flag("batch_first", batch_first)
         if embed_dim % num_heads != 0:
             raise ValueError(
                 f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim}, " f"num_heads={num_heads}"
@@ -286,6 +289,11 @@ class MultiheadAttention(nn.Module):
                 raise ValueError(
                     f"cache: cached batch size {k.shape[0]} differs from the query's {batch_size}; "
                     "reorder the cache when the batch changes"
+                )
+            if key.shape[1] != k.shape[2]:  # else another memory's keys would be read without a word
+                raise ValueError(
+                    f"cache: its cross-attention holds the keys of a memory of {k.shape[2]} positions, got a memory "
+                    f"of {key.shape[1]}; a cache serves one memory: make a new one (decoder.new_cache()) for another"
                 )
         else:
             assert projected_key is not None and projected_value is not None

@@ -203,7 +203,9 @@ class DecoderCache:
     """The cache of a whole :class:`~transformer_lab.nn.TransformerDecoder`.
 
     Create one per decoding run (``DecoderCache(num_layers)`` or
-    ``decoder.new_cache()``) and pass it to every ``decoder(..., cache=cache)`` call.
+    ``decoder.new_cache()``) and pass it to every ``decoder(..., cache=cache)`` call. It serves
+    one memory: its cross-attention keys are projected from the first call's, and reused (a memory
+    of another length is refused; one of the same shape would be read as the first).
     """
 
     def __init__(self, num_layers: int) -> None:

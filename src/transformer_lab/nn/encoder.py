@@ -46,6 +46,8 @@ class TransformerEncoderLayer(nn.Module):
     ) -> None:
         super().__init__()
         d_model, nhead, dim_feedforward = arguments.check_layer_sizes(d_model, nhead, dim_feedforward, layer_norm_eps)
+        norm_first, bias = arguments.check_flag("norm_first", norm_first), arguments.check_flag("bias", bias)
+        batch_first = arguments.check_flag("batch_first", batch_first)
         self.self_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, device=device, dtype=dtype
         )

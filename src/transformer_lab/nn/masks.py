@@ -131,6 +131,13 @@ def padding_mask(token_ids: Tensor, pad_id: int) -> Tensor:
     # Compared with None (a tokenizer without a pad token), `==` gives the bool False: "nothing padded".
     if isinstance(pad_id, bool) or not isinstance(pad_id, numbers.Integral):
         raise TypeError(f"padding_mask: pad_id: expected an int, got {pad_id!r}")
+    # Else torch casts it to the ids' type: 256 compared with uint8 ids wraps to 0 and marks token 0 as padding.
+    low, high = torch.iinfo(token_ids.dtype).min, torch.iinfo(token_ids.dtype).max
+    if not low <= pad_id <= high:
+        raise ValueError(
+            f"padding_mask: pad_id: expected an int in [{low}, {high}] (the range of {token_ids.dtype} token_ids), "
+            f"got {pad_id}"
+        )
     return token_ids == pad_id
 
 

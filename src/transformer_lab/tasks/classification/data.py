@@ -45,7 +45,10 @@ class ClassificationDataConfig:
     """Where the data is, how the validation split is carved, how text becomes batches."""
 
     # The settings the user's files leave unused, each with what it is for (check_settings_used).
-    UNUSED_WITH_TRAIN_FILES: ClassVar[dict[str, str]] = {"data_dir": "the folder of AG News"}
+    UNUSED_WITH_TRAIN_FILES: ClassVar[dict[str, str]] = {
+        "data_dir": "the folder of AG News",
+        "train_file": "which of AG News's files to train on",
+    }
     UNUSED_WITH_VALID_FILES: ClassVar[dict[str, str]] = {
         "validation_fraction": "the share of the training rows to hold out for validation",
         "split_seed": "which training rows to hold out for validation",

@@ -9,7 +9,7 @@ from transformer_lab.data import Seq2SeqBatch, SubwordTokenizer, TokenizerPair, 
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, check_int_fields
 from transformer_lab.data.bpe_dropout import check_dropout
 from transformer_lab.data.lazy_batches import epoch_pair_batches, pair_length_table
-from transformer_lab.data.pair_files import check_pair_format
+from transformer_lab.data.pair_files import check_language_code, check_pair_format
 from transformer_lab.data.pair_stream import PairFiles
 from transformer_lab.data.prepared_cache import RUN_ONLY_DATA_SETTINGS, CorpusKind, InputWatch
 from transformer_lab.data.prepared_pairs import BpeSettings, PairCorpusSpec, PreparedPairs, pairs_kind
@@ -88,6 +88,8 @@ class TranslationDataConfig:
         check_int_fields(self, "data", {**CORPUS_FIELD_BOUNDS, **counts})
         check_dropout("data.bpe_dropout", self.bpe_dropout)
         check_pair_format(self.file_format)
+        for name in ("source_language", "target_language"):
+            check_language_code(f"data.{name}", getattr(self, name))
         for name, files in (("train_files", self.train_files), ("valid_files", self.valid_files)):
             if files:  # checked here, where an error names the option or key that gave the files
                 PairFiles.of(files, self.source_language, self.target_language, self.file_format, f"data.{name}")

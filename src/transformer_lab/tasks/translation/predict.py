@@ -156,24 +156,46 @@ class Translator(Seq2SeqPredictor):
             warn_cut(results, names)
         return results[0] if isinstance(sentences, str) else results
 
+    @overload
+    def best(  # type: ignore[overload-overlap]  # a str is a Sequence[str]; it matches first
+        self,
+        sentences: str,
+        *,
+        batch_size: int = ...,
+        names: Sequence[str] | None = ...,
+        **search: Unpack[SearchKeywords],
+    ) -> Candidate | None: ...
+
+    @overload
     def best(
         self,
         sentences: Sequence[str],
         *,
+        batch_size: int = ...,
+        names: Sequence[str] | None = ...,
+        **search: Unpack[SearchKeywords],
+    ) -> list[Candidate | None]: ...
+
+    def best(
+        self,
+        sentences: str | Sequence[str],
+        *,
+        beam: int | None = None,
+        precision: str | None = None,
+        length_penalty: float | None = None,
+        beam_stop: str | None = None,
         batch_size: int = 64,
         names: Sequence[str] | None = None,
-        **search: Unpack[SearchKeywords],
-    ) -> list[Candidate | None]:
+    ) -> Candidate | None | list[Candidate | None]:
         """Each sentence's translation as :meth:`translate` finds it (batched), a `Candidate` (None: a blank one).
 
         Nothing is logged: its ``cut`` says where the search's length limit ended a translation, for a
         caller that says so once for many calls (the command, a part at a time).
         """
         texts = texts_of(sentences, "sentences")
-        model, decode = self.decoding(
-            search.get("beam"), 1, search.get("precision"), search.get("length_penalty"), search.get("beam_stop")
-        )
-        return best_translations(model, self.tokenizers, texts, decode, check_batch_size(batch_size), names)
+        model, decode = self.decoding(beam, 1, precision, length_penalty, beam_stop)
+        found = best_translations(model, self.tokenizers, texts, decode, check_batch_size(batch_size), names)
+        return found[0] if isinstance(sentences, str) else found
 
     def _plotted(self, sentence: object, name: str | None) -> str:
         text = text_of(sentence, "sentence")  # only the Python API gives other than a str: named by its keyword
