@@ -389,3 +389,30 @@ def test_an_option_and_a_set_of_its_key_are_taken_where_they_mean_one_value() ->
     assert resolved("90m", "1h30m") == "1h30m"
     with pytest.raises(ValueError, match=r"^--time-budget and --set train\.time_budget: expected one value, got two"):
         resolved("2h", "1h")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "copy", "--out", "A", "--out", "B"],
+        ["train", "translation", "--train", "a.de", "a.en", "--train", "b.de", "b.en", "--out", "A"],
+        ["translate", "--checkpoint", "C", "--beam", "2", "--beam=3", "Hallo"],
+    ],
+    ids=["--out", "--train", "--beam"],
+)
+def test_an_option_of_one_value_given_twice_is_refused(
+    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was: the last kept and the first dropped without a word (--train b alone trained on; --out B written).
+    monkeypatch.chdir(tmp_path)
+    flag = {"train": "--out", "translate": "--beam"}[argv[0]] if "--train" not in argv[2:] else "--train"
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        f"transformer-lab {argv[0]}: error: {flag}: expected once, got it 2 times (the last would replace the "
+        f"others) (see transformer-lab {argv[0]} --help)"
+    )
+    assert list(tmp_path.iterdir()) == []
+    # A switch given twice says the same twice: not refused.
+    assert main(["explain", "--full", "--full"]) == 0

@@ -507,3 +507,17 @@ def test_two_builds_of_the_ag_news_subset_at_once_both_end_with_the_file(
     assert ag_news_subset.build_ag_news_subset(kaggle, destination, expected) == destination
     assert hashlib.sha256(destination.read_bytes()).hexdigest() == expected
     assert sorted(path.name for path in tmp_path.iterdir()) == ["kaggle.csv", "subset.csv"]  # no partial left
+
+
+def test_an_empty_data_folder_is_refused_not_taken_for_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--data-dir ''` (or data.data_dir: '') read ./multi30k from wherever the command ran, and recorded ''.
+    monkeypatch.chdir(tmp_path)
+    for option in (["--data-dir", ""], ["--set", "data.data_dir="]):
+        assert main(["train", "translation", *option, "--out", str(tmp_path / "run")]) == 2
+        assert capsys.readouterr().err.strip() == (
+            "transformer-lab train: error: data_dir (--data-dir): expected a folder, got '' (leave it out for "
+            "$TRANSFORMER_LAB_DATA or the default data folder; '.' for the working folder)"
+        )
+    assert not (tmp_path / "run").exists()

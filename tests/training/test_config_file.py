@@ -77,6 +77,22 @@ def test_a_printed_preset_other_than_the_first_is_fed_back_by_the_command_its_fi
     assert capsys.readouterr().out.startswith("# transformer-lab train translation --config FILE: ")
 
 
+def test_prepare_names_the_config_keys_it_leaves_to_train(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Was: model.d_model and data.max_tokens from the file dropped without a word (a --set of them is refused).
+    pairs = [("Ein Hund läuft.", "A dog runs."), ("Zwei Katzen schlafen.", "Two cats sleep.")] * 6
+    for name, side in (("train.de", 0), ("train.en", 1)):
+        (tmp_path / name).write_text("".join(pair[side] + "\n" for pair in pairs), encoding="utf-8")
+    config = tmp_path / "run.yaml"
+    config.write_text("model:\n  d_model: 64\ndata:\n  max_tokens: 5000\n  vocab_size: 300\n", encoding="utf-8")
+    files = ["--train", str(tmp_path / "train.de"), str(tmp_path / "train.en"), "--out", str(tmp_path / "out")]
+    with caplog.at_level("WARNING"):
+        assert main(["prepare", "translation", "--config", str(config), *files, "--no-progress"]) == 0
+    assert [record.getMessage() for record in caplog.records if record.getMessage().startswith("--config")] == [
+        "--config: data.max_tokens, model.d_model: read by train, not by prepare (which reads the data settings "
+        "that make the corpus); give the file to train --prepared too"
+    ]
+
+
 def test_a_set_key_with_a_character_no_key_has_names_it_and_the_key_it_may_stand_for(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -147,6 +163,12 @@ def test_train_applies_the_files_in_order_then_set_wins(tmp_path: Path) -> None:
             "train:\n  <<: &a {max_steps: 2}\n  <<: {max_steps: 4}\n",
             r"run.yaml: line 3: expected one merge key '<<' in a mapping \(several mappings as a list: "
             r"'<<: \[\*a, \*b\]'\), got another \(first at line 2\)$",
+        ),
+        # Two mappings of one merge list giving a key: PyYAML kept the last, YAML's rule keeps the first.
+        (
+            "train:\n  <<: [{max_steps: 3}, {max_steps: 4}]\n",
+            r"run.yaml: line 2: expected the mappings of a merge list to give each key once, got 'max_steps' in "
+            r"mapping 1 and mapping 2; set it in the mapping itself to choose$",
         ),
         # A key pasted from a page: printed as it is, it looked like one of the keys the message listed.
         (
@@ -353,3 +375,36 @@ def test_a_control_character_in_a_config_file_is_one_line_naming_its_line(
         f"(U+{ord(character):04X}), which YAML does not allow"
     )
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("key", ["train.device", "train.best_metric", "decode.strategy", "model.activation"])
+def test_a_huge_value_in_a_config_file_is_quoted_cut_short(
+    key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was one error line of about 1,000,100 bytes: the value quoted whole.
+    section, field = key.split(".")
+    config = tmp_path / "run.yaml"
+    config.write_text(f"{section}:\n  {field}: {'x' * 1_000_000}\n", encoding="utf-8")
+    assert main(["train", "copy", "--out", str(tmp_path / "out"), "--config", str(config)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and len(error) < 1_000 and f"{field}" in error and "xxx..." in error, error[:300]
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_a_setting_given_twice_in_one_file_under_its_section_and_dotted_is_refused(
+    suffix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was: trained 5 steps, the 3 dropped without a word (YAML's own duplicate-key check sees two different keys).
+    config = tmp_path / f"run{suffix}"
+    text = (
+        '{"train": {"max_steps": 3}, "train.max_steps": 5}'
+        if suffix == ".json"
+        else "train:\n  max_steps: 3\ntrain.max_steps: 5\n"
+    )
+    config.write_text(text, encoding="utf-8")
+    assert main(["train", "copy", "--out", str(tmp_path / "out"), "--config", str(config)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"transformer-lab train: error: --config {config}: train.max_steps: expected each setting once in a file, "
+        "got it twice (under its section and as a dotted key); keep one"
+    )
+    assert not (tmp_path / "out").exists()

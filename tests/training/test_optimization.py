@@ -216,3 +216,19 @@ def test_the_translation_preset_keeps_its_schedule_on_multi30k_and_scales_it_on_
     # 200 pairs: 3 batches an epoch, 102 steps: the 800 + 800 are scaled to fit.
     small = scaled_to_run(preset, lambda epoch: [BATCH] * 3)
     assert (small.warmup_steps, small.cooldown_steps, small.epochs) == (26, 26, 34)
+
+
+def test_a_warm_up_longer_than_the_run_is_said(caplog):
+    # Was silent (a cool-down that long is refused): the rate rose the whole run and never reached its peak.
+    batches = lambda epoch: [BATCH] * 10  # noqa: E731
+    with caplog.at_level("WARNING", logger="transformer_lab.training.optimization"):
+        rates = scheduled_rates(config(epochs=0, max_steps=30, warmup_steps=120), batches, 30)
+    assert caplog.messages == [
+        "train.warmup_steps: 120, longer than the run's 30 optimizer steps: the learning rate rises the whole run "
+        "and stops at 25% of its peak"
+    ]
+    assert rates[-1] == pytest.approx(noam_lr(30, D_MODEL, 120)) and rates[-1] < noam_lr(120, D_MODEL, 120) / 3
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="transformer_lab.training.optimization"):
+        scheduled_rates(config(epochs=0, max_steps=30, warmup_steps=30), batches, 30)
+    assert caplog.messages == []

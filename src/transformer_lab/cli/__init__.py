@@ -20,6 +20,7 @@ import contextlib
 import errno
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -112,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Said by the command's own parser, whose --help lists its options (argparse's parse_args has
         # the top one say it: "transformer-lab: error: ... (see transformer-lab --help)").
         _command_parser(parser, arguments).error(f"unrecognized arguments: {' '.join(unrecognized)}")
+    _check_given_once(_command_parser(parser, arguments), sys.argv[1:] if argv is None else list(argv))
     level = logging.DEBUG if arguments.verbose else logging.INFO
     # Under torchrun only rank 0 reports; the other ranks still show warnings and errors.
     logging.basicConfig(level=level if _reports() else logging.WARNING, format="%(message)s")
@@ -200,6 +202,26 @@ def _says_why_it_stops() -> bool:
     return dist.is_available() and dist.is_initialized()
 
 
+# The options of one value, which argparse replaces when given again (--config, --set and --ensemble add up
+# instead, and a switch given twice says the same twice).
+_SINGLE_VALUE_ACTIONS = (argparse._StoreAction,)
+
+
+def _check_given_once(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Refuse an option of one value given twice: argparse keeps the last, and the first was dropped without a word
+    (``--train a.de a.en --train b.de b.en`` trained on b alone; ``--out A --out B`` wrote B)."""
+    tokens = argv[: argv.index("--")] if "--" in argv else argv
+    for action in parser._actions:
+        if type(action) not in _SINGLE_VALUE_ACTIONS or not action.option_strings:
+            continue
+        given = [
+            token for token in tokens for flag in action.option_strings if token == flag or token.startswith(flag + "=")
+        ]
+        if len(given) > 1:
+            flag = action.option_strings[-1]
+            parser.error(f"{flag}: expected once, got it {len(given)} times (the last would replace the others)")
+
+
 def _command_parser(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> argparse.ArgumentParser:
     """The parser of the (sub)command ``arguments`` chose, the deepest one: ``plot masks``'s, not ``plot``'s."""
     while True:
@@ -266,12 +288,20 @@ def _is_count(text: str) -> bool:
     return digits.isascii() and digits.isdigit() and int(digits) >= 1
 
 
+# The longest run of characters without a space an error line shows: a path fits, a pasted corpus does not.
+LONGEST_QUOTED_RUN = 300
+_LONG_RUN = re.compile(rf"\S{{{LONGEST_QUOTED_RUN + 1},}}")
+
+
 def _one_line(error: BaseException) -> str:
     # A setting the Python API refuses is named as the option that gave it (beam: --beam).
     text = error.phrased(_option_name) if isinstance(error, SettingError) else str(error)
     # Some messages (torch's, safetensors') span lines; the user gets one. Spaces inside a line
     # stay: a quoted value ('sci  tech', a label) is shown as it is.
-    return " ".join(line.strip() for line in text.splitlines() if line.strip()) or type(error).__name__
+    line = " ".join(line.strip() for line in text.splitlines() if line.strip()) or type(error).__name__
+    # A value quoted whole, however long the user gave it (a million letters in a --config): one bound for
+    # every message, where each quote site would need its own.
+    return _LONG_RUN.sub(lambda run: shortened(run.group(0), LONGEST_QUOTED_RUN), line)
 
 
 def _option_name(setting: str) -> str:

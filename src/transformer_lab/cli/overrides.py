@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
@@ -38,6 +39,21 @@ def add_override_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _file_leaves(cls: type, path: str | os.PathLike[str]) -> list[Setting]:
+    """The settings of one --config file, a field each; a field the file gives twice (``train: {max_steps: 3}``
+    beside ``train.max_steps: 5``) is refused, as YAML's own key given twice is."""
+    leaves = leaf_settings(cls, config_file_settings(path))
+    seen: set[str] = set()
+    for setting in leaves:
+        if setting.key in seen:
+            raise setting.error(
+                f"{setting.key}: expected each setting once in a file, got it twice (under its section and as a "
+                "dotted key); keep one"
+            )
+        seen.add(setting.key)
+    return leaves
+
+
 def resolved_config(
     preset: ConfigType,
     arguments: argparse.Namespace,
@@ -57,7 +73,7 @@ def resolved_config(
     replace a file's value.
     """
     paths = getattr(arguments, "config", None) or []
-    given = leaf_settings(type(preset), [setting for path in paths for setting in config_file_settings(path)])
+    given = [setting for path in paths for setting in _file_leaves(type(preset), path)]
     from_files = _file_choices(preset, given)
     overrides = override_settings(arguments.overrides)
     _check_options_agree_with_overrides(preset, flags, overrides)

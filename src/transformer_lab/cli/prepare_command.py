@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shlex
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from transformer_lab.data.prepared_cache import CorpusKindError, NotAPreparedFol
 from transformer_lab.folders import check_folder_output, check_new_folder
 from transformer_lab.tasks.registry import TASKS, task_named
 from transformer_lab.training.checkpoint import resolve_checkpoint
-from transformer_lab.training.config_io import parse_override
+from transformer_lab.training.config_io import Setting, parse_override
 from transformer_lab.training.finetune import (
     check_checkpoint_task,
     checkpoint_data_settings,
@@ -48,6 +49,8 @@ _PREPARING_OPTIONS = (
     "config",
     "init_from",
 )
+
+logger = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -131,6 +134,7 @@ def run(arguments: argparse.Namespace) -> int:
     config, changed = resolved_config(
         task.config(arguments.preset), arguments, schedule=layout, flags=option_settings(arguments, DATA_OPTIONS)
     )
+    _check_file_keys(changed, type(task.config().data))
     check_data_settings(config, changed)
     if checkpoint is not None:
         # The manifest records the settings the checkpoint's vocabulary was made with, as the fine-tune's config.json.
@@ -169,6 +173,27 @@ def _verify(task_name: str, arguments: argparse.Namespace) -> int:
         raise ValueError(f"--verify {arguments.verify}: expected every file a run opens, got {error}") from None
     print(json.dumps({"verified": str(arguments.verify), **checked}))
     return 0
+
+
+def _check_file_keys(changed: dict[str, Setting], data_type: type) -> None:
+    """Name the --config keys that preparing does not read (a --set of one is refused: :func:`_check_data_keys`).
+
+    One file may serve ``prepare`` and then ``train --prepared``, so its other keys are said to be left for
+    the run, not refused; before, ``model: {d_model: 64}`` or ``data: {max_tokens: 5000}`` was dropped
+    without a word.
+    """
+    unused: dict[str, str] = getattr(data_type, "UNUSED_BY_PREPARE", {})
+    left = [
+        key
+        for key, setting in changed.items()
+        if setting.origin.startswith("--config") and (not key.startswith("data.") or key.partition(".")[2] in unused)
+    ]
+    if left:
+        logger.warning(
+            "--config: %s: read by train, not by prepare (which reads the data settings that make the corpus); "
+            "give the file to train --prepared too",
+            ", ".join(left),
+        )
 
 
 def _check_data_keys(overrides: list[str], data_type: type) -> None:

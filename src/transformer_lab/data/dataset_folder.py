@@ -37,6 +37,11 @@ def data_root(data_dir: str | os.PathLike[str] | None, folder_name: str) -> tupl
     folder '...'") is for error messages.
     """
     if data_dir is not None:
+        if not os.fspath(data_dir):  # Path("") is the working folder: a dataset read from wherever the command ran
+            raise ValueError(
+                "data_dir (--data-dir): expected a folder, got '' (leave it out for $TRANSFORMER_LAB_DATA or the "
+                "default data folder; '.' for the working folder)"
+            )
         return Path(data_dir), f"data_dir={str(data_dir)!r}"
     folder = default_data_dir()
     if os.environ.get(DATA_ENVIRONMENT_VARIABLE, ""):

@@ -201,7 +201,7 @@ def _check_keys_once(mapping: yaml.MappingNode) -> None:
     """Refuse a key given twice in one mapping: PyYAML keeps the last, and the first would be dropped unsaid."""
     first_lines: dict[str, int] = {}
     merged_at: int | None = None
-    for key, _ in mapping.value:
+    for key, value in mapping.value:
         line = key.start_mark.line + 1
         if isinstance(key, yaml.ScalarNode) and key.tag == "tag:yaml.org,2002:merge":
             if merged_at is not None:  # PyYAML merges both, the later's keys winning without a word
@@ -211,6 +211,7 @@ def _check_keys_once(mapping: yaml.MappingNode) -> None:
                     line,
                 )
             merged_at = line
+            _check_merged_keys_once(value, line)
             continue
         if not isinstance(key, yaml.ScalarNode):
             continue
@@ -220,6 +221,25 @@ def _check_keys_once(mapping: yaml.MappingNode) -> None:
                 f"expected each key once in a mapping, got {key.value!r} again (first at line {first})", line
             )
         first_lines[key.value] = line
+
+
+def _check_merged_keys_once(merged: yaml.Node, line: int) -> None:
+    """Refuse a key that two mappings of one merge list give: YAML says the first wins, PyYAML keeps the last."""
+    if not isinstance(merged, yaml.SequenceNode):
+        return
+    given: dict[str, int] = {}
+    for number, source in enumerate(merged.value, start=1):
+        if not isinstance(source, yaml.MappingNode):
+            continue  # PyYAML refuses it itself, naming the node
+        for key, _ in source.value:
+            if isinstance(key, yaml.ScalarNode) and key.value in given and given[key.value] != number:
+                raise _YamlBoundError(
+                    f"expected the mappings of a merge list to give each key once, got {key.value!r} in mapping "
+                    f"{given[key.value]} and mapping {number}; set it in the mapping itself to choose",
+                    line,
+                )
+            if isinstance(key, yaml.ScalarNode):
+                given.setdefault(key.value, number)
 
 
 def load_bounded_yaml(path: str | os.PathLike[str]) -> Any:

@@ -186,6 +186,16 @@ def noam_schedule_factory(
         steps_by_epochs = _steps_by_epochs(config, train_batches)
         cooldown = fitted_cooldown_steps(config, steps_by_epochs)
         total_steps = _checked_length(config, steps_by_epochs, cooldown)
+    known_length = total_steps or config.max_steps  # counting an epoch's batches for this alone costs a pass
+    if known_length and config.warmup_steps > known_length:
+        # Allowed (a short check of a long recipe), but said: a cool-down that long is refused.
+        logger.warning(
+            "train.warmup_steps: %d, longer than the run's %d optimizer steps: the learning rate rises the whole "
+            "run and stops at %.0f%% of its peak",
+            config.warmup_steps,
+            known_length,
+            100 * known_length / config.warmup_steps,
+        )
     return functools.partial(
         build_noam_scheduler,
         d_model=d_model,
