@@ -103,3 +103,11 @@ def test_output_in_a_missing_folder_is_written_there(copy_run: Path, tmp_path: P
     output = tmp_path / "results" / "copy" / "outputs.tsv"
     assert main(["evaluate", "copy", "--checkpoint", str(copy_run), "--output", str(output)]) == 0
     assert len(output.read_text().splitlines()) == 300
+
+
+def test_the_search_is_long_enough_for_the_longest_target() -> None:
+    # data.max_length=60 kept decode.max_len 20: exact match could succeed on no sequence longer than 19, unsaid.
+    config = synthetic_train.default_config("copy")
+    longer = synthetic_train.resolve(dataclasses.replace(config, data=dataclasses.replace(config.data, max_length=60)))
+    assert longer.decode.max_len == 61 and longer.model.max_len >= 62
+    assert synthetic_train.resolve(config).decode.max_len == config.decode.max_len == 20  # the preset's stays

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -408,3 +410,16 @@ def test_a_setting_given_twice_in_one_file_under_its_section_and_dotted_is_refus
         "got it twice (under its section and as a dotted key); keep one"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_a_config_from_a_pipe_is_read_as_a_file_is(tmp_path: Path) -> None:
+    # `--config <(printf ...)` or /dev/stdin: was "expected an existing YAML file, got '/dev/fd/63'".
+    fifo = tmp_path / "run.yaml"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text, args=("train:\n  max_steps: 2\n",), kwargs={"encoding": "utf-8"})
+    writer.start()
+    try:
+        settings = config_file_settings(fifo)
+    finally:
+        writer.join(timeout=30)
+    assert [(setting.key, setting.value) for setting in settings] == [("train", {"max_steps": 2})]

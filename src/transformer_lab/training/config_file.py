@@ -305,7 +305,7 @@ def config_file_settings(path: str | os.PathLike[str]) -> list[Setting]:
     path = Path(path)
     if path.is_dir():  # said as the other file options say it, not as if nothing were there
         raise ValueError(f"--config: expected a YAML file, got {str(path)!r}, which is a folder")
-    if not path.is_file():
+    if not path.exists():  # a pipe (`--config <(...)`, /dev/stdin) exists and is read once, as a file is
         raise FileNotFoundError(f"--config: expected an existing YAML file, got {str(path)!r}")
     content = load_bounded_yaml(path)
     if content is None:  # only comments (or a lone null): a file emptied or the wrong one, never meant as no change

@@ -108,10 +108,16 @@ def default_config(task: str = "copy") -> SyntheticConfig:
 
 
 def resolve(config: SyntheticConfig) -> SyntheticConfig:
-    """Fill the fields that follow from others (vocabulary sizes, special ids, max_len)."""
+    """Fill the fields that follow from others (vocabulary sizes, special ids, the model's and the search's max_len)."""
     config = with_vocabulary(config, config.data.vocab_size, specials_from=FIXED_SPECIALS)
     max_len = max(config.model.max_len, config.data.max_length + 2)
-    return dataclasses.replace(config, model=dataclasses.replace(config.model, max_len=max_len))
+    # A target is as long as its source, then <eos>: a shorter search could match none of the longer ones.
+    decode_max_len = max(config.decode.max_len, config.data.max_length + 1)
+    return dataclasses.replace(
+        config,
+        model=dataclasses.replace(config.model, max_len=max_len),
+        decode=dataclasses.replace(config.decode, max_len=decode_max_len),
+    )
 
 
 def decode_pairs(model: Seq2SeqTransformer, pairs: list[SyntheticPair], decode_config: DecodeConfig) -> list[list[int]]:
