@@ -149,3 +149,14 @@ def test_train_config_validation():
     with pytest.raises(ValueError, match="label_smoothing"):
         TrainConfig(label_smoothing=1.5)
     assert TrainConfig(epochs=0, max_steps=10).max_steps == 10
+
+
+def test_a_json_list_given_by_set_is_read_as_json() -> None:
+    # Was split at its commas with its quotes kept: '"t.de"' named no file, and "a,b.de" could not be given.
+    from transformer_lab.tasks.translation import train as translation_train
+
+    config = translation_train.default_config()
+    given = apply_overrides(config, ['data.train_files=["a,b.de", "a,b.en"]']).data.train_files
+    assert given == ("a,b.de", "a,b.en")
+    assert apply_overrides(config, ["data.train_files=[t.de, t.en]"]).data.train_files == ("t.de", "t.en")
+    assert apply_overrides(RunConfig(), ["model.layer_sizes=[3, 4]"]).model.layer_sizes == [3, 4]

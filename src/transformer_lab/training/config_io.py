@@ -279,7 +279,12 @@ def _literal(value: Any, annotation: Any, key: str, text: bool) -> Any:
 
 
 def _sequence(value: Any, annotation: Any, key: str, text: bool) -> Any:
-    if text:
+    listed = _json_list(value) if text else None
+    if listed is not None:
+        # '["a,b.de", "a,b.en"]': JSON's quotes read as quotes, not kept in the names, and a comma inside one;
+        # each item still the text its type parses, as "1,2" gives it.
+        given = [item if isinstance(item, str) else json.dumps(item) for item in listed]
+    elif text:
         # "1,2,3", "[1, 2, 3]" and "(1, 2, 3)" all work; "" and "[]" are empty.
         inner = value.strip()
         if inner[:1] in "[(" and inner[-1:] in "])":
@@ -295,6 +300,17 @@ def _sequence(value: Any, annotation: Any, key: str, text: bool) -> Any:
         for index, (item, item_type) in enumerate(zip(given, item_types))
     ]
     return tuple(items) if typing.get_origin(annotation) is tuple else items
+
+
+def _json_list(text: str) -> list[Any] | None:
+    """``text`` as the JSON list it is written as, or None where it is none (``[a, b]``, ``1,2``)."""
+    if not text.strip().startswith("["):
+        return None
+    try:
+        parsed = strict_json.loads(text)
+    except (json.JSONDecodeError, strict_json.DuplicateKeyError):
+        return None
+    return parsed if isinstance(parsed, list) else None
 
 
 def _mapping(value: Any, annotation: Any, key: str, text: bool) -> Any:
