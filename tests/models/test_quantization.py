@@ -35,6 +35,17 @@ def test_the_int8_copy_quantizes_the_feed_forward_and_generator_and_stays_close(
     assert greedy_search(quantized, src_ids, max_len=6).best_ids.shape[0] == 3
 
 
+def test_a_model_of_another_float_dtype_is_quantized_from_a_float32_copy() -> None:
+    # A model in float64: was "expected scalar type Float but found Double" from inside torch at the first product.
+    model = small_model()
+    src_ids, tgt_in_ids = torch.randint(4, 40, (3, 7)), torch.randint(4, 40, (3, 5))
+    with torch.no_grad():
+        expected = int8_for_inference(model)(src_ids, tgt_in_ids)
+        found = int8_for_inference(model.double())(src_ids, tgt_in_ids)
+    assert found.dtype == torch.float32 and torch.allclose(found, expected, atol=1e-4)
+    assert next(model.parameters()).dtype == torch.float64  # the model itself is left as it is
+
+
 def test_a_model_without_those_layers_is_refused() -> None:
     with pytest.raises(ValueError, match="expected Linear layers named linear1, linear2, generator"):
         int8_for_inference(nn.Sequential(nn.ReLU()))

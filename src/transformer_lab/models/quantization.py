@@ -28,8 +28,8 @@ ModelType = TypeVar("ModelType", bound=nn.Module)
 def int8_for_inference(model: ModelType) -> ModelType:
     """A copy of ``model`` (in eval mode) whose feed-forward and generator Linear layers compute in int8.
 
-    The original model is left as it is; the copy is of the model's own class (only the
-    named Linear layers inside it are swapped). Raises ``ValueError`` if the model has none
+    The original model is left as it is; the copy is of the model's own class, in float32 whatever the
+    model's dtype (only the named Linear layers inside it are swapped). Raises ``ValueError`` if the model has none
     of those layers (nothing would be quantized).
     """
     names = {
@@ -42,7 +42,9 @@ def int8_for_inference(model: ModelType) -> ModelType:
             f"model: expected Linear layers named {', '.join(QUANTIZED_LAYER_NAMES)} to quantize, "
             f"got a {type(model).__name__} with none"
         )
-    quantizable = copy.deepcopy(model).eval()
+    # Dynamic quantization reads float32 weights and activations: a model in float64 or bf16 is copied as float32
+    # (else "expected scalar type Float but found Double" from inside torch at the first product).
+    quantizable = copy.deepcopy(model).float().eval()
     with warnings.catch_warnings():
         # torch announces the quantized tensor types' move to torchao; the kernels are
         # today's and tested here.
