@@ -416,3 +416,16 @@ def test_an_option_of_one_value_given_twice_is_refused(
     assert list(tmp_path.iterdir()) == []
     # A switch given twice says the same twice: not refused.
     assert main(["explain", "--full", "--full"]) == 0
+
+
+def test_a_beam_setting_beside_a_greedy_search_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Was recorded in config.json and never used (the copy preset searches greedily); the server refuses it.
+    out = tmp_path / "run"
+    for setting in ("decode.beam_size=8", "decode.length_penalty=1.0"):
+        assert main(["train", "copy", "--out", str(out), "--set", setting]) == 2
+        key = setting.split("=")[0]
+        assert capsys.readouterr().err.strip() == (
+            f"transformer-lab train: error: {key}: expected it only with decode.strategy beam, which it steers, got "
+            "a greedy search (set decode.strategy=beam, or leave it out)"
+        )
+    assert not out.exists()

@@ -677,14 +677,15 @@ def test_resume_with_another_search_says_so_and_records_it(
     out = tmp_path / "run"
     shutil.copytree(copy_run, out)
     saved = json.loads((out / "last" / CONFIG_FILE).read_text(encoding="utf-8"))["decode"]
+    assert saved["strategy"] == "greedy"  # the copy preset's
     beam = 3 if saved["beam_size"] != 3 else 4
-    options = tiny_copy_options(max_steps=3, decode__beam_size=beam)
+    options = tiny_copy_options(max_steps=3, decode__strategy="beam", decode__beam_size=beam)
     with caplog.at_level("WARNING"):
         assert main(["train", "copy", "--out", str(out), "--resume", *options]) == 0
     said = [record.getMessage() for record in caplog.records if "another search" in record.getMessage()]
     assert said == [
-        f"--resume: {out / 'last' / CONFIG_FILE}: resuming with another search (decode.beam_size: "
-        f"{saved['beam_size']} in the run, {beam} now): the validations from here on decode with it, and the "
-        "checkpoints record it"
+        f"--resume: {out / 'last' / CONFIG_FILE}: resuming with another search (decode.strategy: 'greedy' in the "
+        f"run, 'beam' now; decode.beam_size: {saved['beam_size']} in the run, {beam} now): the validations from "
+        "here on decode with it, and the checkpoints record it"
     ]
     assert json.loads((out / "last" / CONFIG_FILE).read_text(encoding="utf-8"))["decode"]["beam_size"] == beam

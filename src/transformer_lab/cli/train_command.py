@@ -224,6 +224,7 @@ def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     config, changed = resolved_config(preset, arguments, schedule=schedule, flags=flags, replaced=replaced)
     config = with_schedule_as_given(config, changed)
     check_data_settings(config, changed)
+    _check_search_settings_used(config, changed)
     if config.train.time_budget is not None and config.train.epochs and "train.epochs" in changed:
         # The budget fixes the length; the epochs stay the configured run whose cool-down it fits.
         logger.info(
@@ -346,3 +347,22 @@ def option_settings(arguments: argparse.Namespace, fields: Mapping[str, str]) ->
         for option, value in given.items()
         if value is not None
     ]
+
+
+# The decode settings that steer beam search only: given with a greedy search, recorded and never used.
+_BEAM_ONLY_SETTINGS = ("decode.beam_size", "decode.length_penalty", "decode.beam_stop", "decode.num_return")
+
+
+def _check_search_settings_used(config: object, changed: Mapping[str, Setting]) -> None:
+    """Refuse a beam-search setting given beside a greedy search, as the commands and the server refuse one."""
+    decode = getattr(config, "decode", None)
+    if decode is None or decode.strategy != "greedy":
+        return
+    for key in _BEAM_ONLY_SETTINGS:
+        given = _given_by_user(changed, key)
+        # A fine-tune's checkpoint brings its own search, whatever it holds: no choice of the user's.
+        if given is not None and not given.origin.startswith("--init-from"):
+            raise given.error(
+                f"{key}: expected it only with decode.strategy beam, which it steers, got a greedy search "
+                "(set decode.strategy=beam, or leave it out)"
+            )
