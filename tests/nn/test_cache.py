@@ -88,6 +88,8 @@ def test_reorder_rejects_a_bad_index_and_cache_of_wrong_depth() -> None:
     cache = ours.DecoderCache(2)
     with pytest.raises(ValueError, match="index must be a 1-D long tensor"):
         cache.reorder(torch.tensor([[0]]))
+    with pytest.raises(TypeError, match="index must be a 1-D long tensor, got list"):  # was an AttributeError
+        cache.reorder([0, 1])  # type: ignore[arg-type]
     decoder = build_decoder(norm_first=False)
     with pytest.raises(ValueError, match="one entry per decoder layer"):
         decoder(torch.randn(1, 1, D_MODEL), torch.randn(1, 2, D_MODEL), cache=ours.DecoderCache(3))

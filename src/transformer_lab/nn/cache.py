@@ -235,6 +235,8 @@ class DecoderCache:
         Shape:
             index ``[B']`` long, values in ``[0, B)``.
         """
+        if not isinstance(index, Tensor):  # a list has no .dim(): an AttributeError naming nothing
+            raise TypeError(f"DecoderCache.reorder: index must be a 1-D long tensor, got {type(index).__name__}")
         if index.dim() != 1 or index.dtype != torch.long:
             raise ValueError(
                 "DecoderCache.reorder: index must be a 1-D long tensor, "
