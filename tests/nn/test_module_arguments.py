@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from tests.models.helpers import small_model
 from transformer_lab import nn as ours
-from transformer_lab.models import ModelConfig, Seq2SeqTransformer
 
 
 @pytest.mark.parametrize(
@@ -54,18 +54,8 @@ def test_constructors_refuse_bad_values(build: Callable[[], object], kind: type[
 def test_numpy_bools_are_flags_and_apply_generator_is_one_too() -> None:
     attention = ours.MultiheadAttention(8, 2, batch_first=np.bool_(True))  # type: ignore[arg-type]
     assert attention.batch_first is True
-    model = Seq2SeqTransformer.from_config(
-        ModelConfig(
-            src_vocab_size=12,
-            tgt_vocab_size=12,
-            d_model=8,
-            nhead=2,
-            num_encoder_layers=1,
-            num_decoder_layers=1,
-            dim_feedforward=16,
-        )
-    )
-    ids = torch.randint(4, 12, (2, 3))
+    model = small_model()
+    ids = torch.randint(4, 40, (2, 3))
     with pytest.raises(TypeError, match=r"apply_generator: expected a bool, got 'no'"):
         model(ids, ids, apply_generator="no")  # type: ignore[arg-type]  # was: the logits
 
