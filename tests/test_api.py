@@ -104,6 +104,15 @@ def test_best_is_translates_search_and_refuses_a_keyword_it_does_not_take(transl
             translator.best([SENTENCES[0]], **{keyword: 5})
 
 
+def test_a_warn_that_is_no_bool_and_an_ensemble_given_as_a_dict_are_refused(translation_checkpoint: Path) -> None:
+    # Were taken: warn="no" as true, and a dict's keys as the ensemble's checkpoints.
+    translator = Translator(translation_checkpoint)
+    with pytest.raises(ValueError, match=r"^warn must be a bool, got 'no' \(str\)$"):
+        translator.candidates(SENTENCES[0], warn="no")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^ensemble: expected a list of checkpoint paths, got dict "):
+        Translator(translation_checkpoint, ensemble={str(translation_checkpoint): 1})  # type: ignore[arg-type]
+
+
 def test_a_translate_call_resolves_its_precision_once(
     translation_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import torch
@@ -138,7 +138,7 @@ def member_paths(checkpoints: object, name: str) -> list[Any]:
     """
     if isinstance(checkpoints, (str, bytes, os.PathLike)):
         raise ValueError(f"{name}: expected a list of one checkpoint or more, got {checkpoints!r}")
-    if not isinstance(checkpoints, Iterable):
+    if isinstance(checkpoints, Mapping) or not isinstance(checkpoints, Iterable):  # a dict's keys or its values?
         raise TypeError(
             f"{name}: expected a list of checkpoint paths, got {type(checkpoints).__name__} {checkpoints!r}"
         )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence, overload
 import torch
 
 from transformer_lab.data import TokenizerPair
-from transformer_lab.data._checks import text_of, texts_of
+from transformer_lab.data._checks import check_bool, text_of, texts_of
 from transformer_lab.data.subword import token_labels
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.config import MAX_BEAM_SIZE as MAX_SEARCH_BEAMS
@@ -145,6 +145,7 @@ class Translator(Seq2SeqPredictor):
         ``warn``: log how many best candidates the search's length limit cut (their ``cut``).
         """
         texts = texts_of(sentences, "sentences")
+        warn = check_bool("warn", warn)  # "no" is a true string
         model, decode = self.decoding(beam, nbest, precision, length_penalty, beam_stop)
         names = ["sentence"] if isinstance(sentences, str) and names is None else sentence_names(names, len(texts))
         # Searched one by one, said once: a cut translation of each sentence is counted in one warning.
