@@ -166,6 +166,9 @@ def test_train_applies_the_files_in_order_then_set_wins(tmp_path: Path) -> None:
             r"run.yaml: line 3: expected one merge key '<<' in a mapping \(several mappings as a list: "
             r"'<<: \[\*a, \*b\]'\), got another \(first at line 2\)$",
         ),
+        # A key that is no name: was said as the key "train.None".
+        ("train:\n  ~: 3\n", r"run.yaml: expected keys that are names under train, got None \(NoneType\)$"),
+        ("1: 3\n", r"run.yaml: expected keys that are names at the top, got 1 \(int\)$"),
         # Two mappings of one merge list giving a key: PyYAML kept the last, YAML's rule keeps the first.
         (
             "train:\n  <<: [{max_steps: 3}, {max_steps: 4}]\n",

@@ -313,7 +313,18 @@ def config_file_settings(path: str | os.PathLike[str]) -> list[Setting]:
     if not isinstance(content, Mapping):
         found = type(content).__name__
         raise ValueError(f"{path}: expected sections of keys (model:, train:, data:, ...), got {found}")
+    _check_names(content, path, "")
     return settings_of(content, f"--config {path}")
+
+
+def _check_names(mapping: Mapping[Any, Any], path: Path, section: str) -> None:
+    """Refuse a key that is no name (``~:`` is null, ``1:`` an int): it was said as the key "train.None"."""
+    for key, value in mapping.items():
+        if not isinstance(key, str):
+            where = f"under {section}" if section else "at the top"
+            raise ValueError(f"{path}: expected keys that are names {where}, got {key!r} ({type(key).__name__})")
+        if isinstance(value, Mapping) and section.count(".") < 1:  # the sections and their fields' mappings
+            _check_names(value, path, f"{section}.{key}" if section else key)
 
 
 def config_to_yaml(config: Any) -> str:
