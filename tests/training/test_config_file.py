@@ -426,3 +426,14 @@ def test_a_config_from_a_pipe_is_read_as_a_file_is(tmp_path: Path) -> None:
     finally:
         writer.join(timeout=30)
     assert [(setting.key, setting.value) for setting in settings] == [("train", {"max_steps": 2})]
+
+
+def test_prepare_draws_no_progress_bar_into_a_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Without --no-progress, stderr sent to a file got the bar's "\r" updates; training's bar shows on a terminal only.
+    pairs = [("Ein Hund läuft.", "A dog runs."), ("Zwei Katzen schlafen.", "Two cats sleep.")] * 6
+    for name, side in (("train.de", 0), ("train.en", 1)):
+        (tmp_path / name).write_text("".join(pair[side] + "\n" for pair in pairs), encoding="utf-8")
+    files = ["--train", str(tmp_path / "train.de"), str(tmp_path / "train.en"), "--out", str(tmp_path / "out")]
+    assert main(["prepare", "translation", *files, "--set", "data.vocab_size=300"]) == 0
+    error = capsys.readouterr().err
+    assert "\r" not in error and "preparing:" not in error, error

@@ -428,7 +428,10 @@ def _write_prepared(
     writer = TokenStoreWriter(folder, ("source", "target"), ids_dtype(vocab_size))
     digests = [inputs.digest(index) for index in range(len(spec.train.paths))]
     index = 0
-    bar = tqdm(total=count, desc="preparing", unit="pairs", unit_scale=True, disable=not progress, leave=False)
+    # None: only on a terminal, as training's and the download's bars; a log file gets no "\r" updates.
+    bar = tqdm(
+        total=count, desc="preparing", unit="pairs", unit_scale=True, disable=None if progress else True, leave=False
+    )
     # One cache a side, even for a joint vocabulary: each holds one language's words.
     source_encoder = WordCachedEncoder(tokenizers.source)
     target_encoder = WordCachedEncoder(tokenizers.target)
