@@ -119,6 +119,24 @@ def test_overfits_one_batch(tmp_path):
     assert all(row["tokens_per_second"] > 0 for row in rows if row["event"] == "train")
 
 
+def test_an_accumulation_longer_than_an_epoch_is_said_once(tmp_path, caplog):
+    # Was silent: with 1 batch an epoch, grad_accum_steps=1000 made each step take that one batch.
+    batch = make_batch(torch.Generator().manual_seed(3), rows=4)
+    trainer = Trainer(
+        TinyModel(),
+        config(epochs=3, grad_accum_steps=1000),
+        tmp_path / "run",
+        loss_fn,
+        lambda epoch: [batch, batch],
+        d_model=D_MODEL,
+    )
+    with caplog.at_level("WARNING", logger="transformer_lab.training.trainer"):
+        assert trainer.fit()["steps"] == 3
+    assert [message for message in caplog.messages if "grad_accum_steps" in message] == [
+        "train.grad_accum_steps: 1000, more than an epoch's 2 batches: each optimizer step sums the epoch's 2"
+    ]
+
+
 def test_accumulating_half_batches_equals_full_batches(tmp_path):
     # loss_fn gives a mean over tokens; the halves hold equally many tokens, so the mean of
     # the two half-batch means is the full-batch mean. The third batch closes the epoch

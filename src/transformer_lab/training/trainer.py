@@ -255,6 +255,7 @@ class Trainer:
         self._pending_rng_state: RandomState | None = None
         self._started = False
         self._resumed = False
+        self._said_short_epoch = False  # the warning that an epoch holds fewer batches than a step sums, once
         # For the model card: the training seconds, the step last validated.
         self._card_clock = TrainingClock()
         self._metrics_step: int | None = None
@@ -439,6 +440,16 @@ class Trainer:
             total = None
         if total is not None:
             self._distributed.check_same_count("train_batches", total)
+            if 0 < total < self.config.grad_accum_steps and not self._said_short_epoch:
+                # Allowed (an epoch's end closes its group), but said: each step takes fewer batches than asked.
+                logger.warning(
+                    "train.grad_accum_steps: %d, more than an epoch's %d batches: each optimizer step sums the "
+                    "epoch's %d",
+                    self.config.grad_accum_steps,
+                    total,
+                    total,
+                )
+                self._said_short_epoch = True
         iterator: Iterator[Any]
         if isinstance(batches, Sequence):
             # A sequence (lazy batches collated on access) is entered at the resumed position.
