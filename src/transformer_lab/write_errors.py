@@ -5,9 +5,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import sys
 from collections.abc import Iterator
 
-__all__ = ["DISK_ERRNOS", "FolderWriteError", "describe_os_error", "refused_write", "writes_refused_as"]
+__all__ = [
+    "DISK_ERRNOS",
+    "FolderWriteError",
+    "describe_os_error",
+    "refused_write",
+    "write_standard_output",
+    "writes_refused_as",
+]
 
 # The errors that say the disk cannot take what is written: full, over quota, a file too
 # large for it, read-only. Any other error (an input that cannot be read) passes unchanged.
@@ -65,3 +73,20 @@ def writes_refused_as(
         if not of_the_disk or isinstance(error, (FolderWriteError, ConnectionError)):
             raise
         raise refused_write(error, path, outcome, name) from error
+
+
+def write_standard_output(text: str, lost: str) -> None:
+    """Write ``text`` to stdout now; a full disk or device behind it is a `FolderWriteError` naming the standard
+    output and saying ``lost`` (what was not written).
+
+    A closed pipe (`| head`) passes as it is: the command line answers it quietly, as a shell's commands do.
+    """
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as error:
+        if error.errno not in DISK_ERRNOS:
+            raise
+        raise FolderWriteError(
+            error.errno, f"could not write the standard output ({describe_os_error(error)}); {lost}"
+        ) from error

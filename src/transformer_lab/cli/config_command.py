@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from transformer_lab.tasks.registry import TASKS, task_named
 from transformer_lab.training.config_file import config_to_yaml
-from transformer_lab.write_errors import DISK_ERRNOS, FolderWriteError, describe_os_error
+from transformer_lab.write_errors import write_standard_output
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,15 +27,5 @@ def run(arguments: argparse.Namespace) -> int:
     default = arguments.preset is None or arguments.preset == next(iter(task.presets))
     preset = "" if default else f" --preset {arguments.preset}"
     heading = f"# transformer-lab train {arguments.task}{preset} --config FILE: the preset, to edit\n"
-    text = heading + config_to_yaml(config)
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except OSError as error:
-        if error.errno not in DISK_ERRNOS:
-            raise  # a closed pipe (`| head`): quiet, as the command line answers it
-        # As the predict commands say it (exit 2), not "failed: [Errno 28] ...".
-        raise FolderWriteError(
-            error.errno, f"could not write the standard output ({describe_os_error(error)}); the config was not written"
-        ) from error
+    write_standard_output(heading + config_to_yaml(config), "the config was not written")
     return 0

@@ -40,7 +40,7 @@ from transformer_lab.tasks.task import Task
 from transformer_lab.training.checkpoint import checkpoint_files, resolve_checkpoint
 from transformer_lab.training.run.run_folder import check_output_outside_saves
 from transformer_lab.training.run.stop_signal import Terminated
-from transformer_lab.write_errors import DISK_ERRNOS, FolderWriteError, describe_os_error, writes_refused_as
+from transformer_lab.write_errors import write_standard_output, writes_refused_as
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -103,9 +103,8 @@ def run(task: Task, arguments: argparse.Namespace) -> int:
         # Before any work: a bad name would otherwise be refused after the answers are printed.
         from transformer_lab.lab.plotting import check_image_path
 
-        check_image_path(plot_path, name="--plot-attention")
+        check_image_path(plot_path, name="--plot-attention")  # a path the system refuses too, before the answers
         check_output_outside_saves("--plot-attention", plot_path, "file")  # a checkpoint's next save would delete it
-        check_file_output(plot_path, "--plot-attention")  # a path the system refuses, before the answers
         if inputs.whole is not None:
             _check_drawable(inputs.whole[0], inputs.name(0))
     predictor = task.predictor_for(arguments.checkpoint, device)
@@ -215,20 +214,9 @@ def _output_file(path: Path, name: str | None) -> Iterator[BinaryIO]:
 
 
 def _print_answers(lines: list[str], first_name: str) -> None:
-    """Write ``lines`` to stdout now; a full disk or device behind it is named as the standard output.
-
-    ``first_name``: what messages call the first input these answer (lost with them if the write fails).
-    """
-    try:
-        sys.stdout.write("".join(line + "\n" for line in lines))
-        sys.stdout.flush()
-    except OSError as error:
-        if error.errno not in DISK_ERRNOS:
-            raise  # a closed pipe (`| head`) among them: quiet, as the command line answers it
-        lost = f"the answers from {first_name} on were not written"
-        raise FolderWriteError(
-            error.errno, f"could not write the standard output ({describe_os_error(error)}); {lost}"
-        ) from error
+    """Write ``lines`` to stdout now; ``first_name``: what messages call the first input these answer (lost with
+    them if a full disk or device refuses the write)."""
+    write_standard_output("".join(line + "\n" for line in lines), f"the answers from {first_name} on were not written")
 
 
 def _parts(inputs: Inputs) -> Iterator[list[str]]:

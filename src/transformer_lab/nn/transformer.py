@@ -44,10 +44,8 @@ class Transformer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        batch_first, norm_first = (
-            arguments.check_flag("batch_first", batch_first),
-            arguments.check_flag("norm_first", norm_first),
-        )
+        batch_first = arguments.check_flag("batch_first", batch_first)
+        norm_first = arguments.check_flag("norm_first", norm_first)
         bias = arguments.check_flag("bias", bias)
         # Under their own names: TransformerEncoder and TransformerDecoder would both say num_layers.
         if custom_encoder is None:

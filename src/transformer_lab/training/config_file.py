@@ -232,14 +232,14 @@ def _check_merged_keys_once(merged: yaml.Node, line: int) -> None:
         if not isinstance(source, yaml.MappingNode):
             continue  # PyYAML refuses it itself, naming the node
         for key, _ in source.value:
-            if isinstance(key, yaml.ScalarNode) and key.value in given and given[key.value] != number:
+            if not isinstance(key, yaml.ScalarNode):
+                continue
+            if given.setdefault(key.value, number) != number:  # a key twice in one mapping is _check_keys_once's
                 raise _YamlBoundError(
                     f"expected the mappings of a merge list to give each key once, got {key.value!r} in mapping "
                     f"{given[key.value]} and mapping {number}; set it in the mapping itself to choose",
                     line,
                 )
-            if isinstance(key, yaml.ScalarNode):
-                given.setdefault(key.value, number)
 
 
 def load_bounded_yaml(path: str | os.PathLike[str]) -> Any:
