@@ -973,6 +973,12 @@ CLI_CASES = [
         r"got it with copy$",
     ),
     CliCase(
+        # Every task has presets: `config copy --preset default` prints one, so train takes the same name.
+        "train: a preset the task has not",
+        lambda tmp, ck: ["train", "copy", "--out", str(tmp / "r"), "--preset", "base"],
+        r"--preset: expected 'default', the only preset of copy, got 'base'$",
+    ),
+    CliCase(
         "evaluate: --data-dir for a task that reads no data",
         lambda tmp, ck: ["evaluate", "copy", "--checkpoint", str(copy_checkpoint(tmp)), "--data-dir", str(tmp)],
         r"--data-dir: expected only with a task that reads data \(classification, couplet, translation\), "

@@ -367,6 +367,8 @@ def test_a_validation_row_longer_than_the_model_reads_is_refused_before_training
             ["data.text_fields=title,text", "data.label_field=text"],
             r"^data\.label_field: expected a field other than the text fields \(title, text\), got 'text'$",
         ),
+        # Named as set, not as "text_fields" once a corpus had been prepared from the file.
+        (["data.text_fields=text,text"], r"^data\.text_fields: expected each field once, got \['text', 'text'\]$"),
     ],
 )
 def test_bad_data_options_are_refused_when_set(overrides: list[str], message: str) -> None:

@@ -122,8 +122,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--preset",
         default=None,
-        help="translation: the preset to start from, 'default' (Multi30k on a CPU) or 'base' (the paper's base "
-        "model, for a large corpus on GPUs); --set overrides it",
+        help="the preset to start from (default: 'default', every task's; translation also has 'base', the "
+        "paper's base model, for a large corpus on GPUs); --set overrides it",
     )
     parser.add_argument(
         "--prepared",
@@ -199,7 +199,7 @@ def _run_in_folder(arguments: argparse.Namespace, out_dir: Path) -> int:
 def _train(task: Task, arguments: argparse.Namespace, out_dir: Path) -> int:
     """Train ``task`` with the config its sources make (see resolved_config); then print its summary."""
     if not task.reads_data:
-        data_options = ("data_dir", "train", "valid", "prepared", "preset", "source_language", "target_language")
+        data_options = ("data_dir", "train", "valid", "prepared", "source_language", "target_language")
         for option in (*data_options, "init_from"):
             if getattr(arguments, option) is not None:
                 raise data_option_error(f"--{option.replace('_', '-')}", task.name)

@@ -108,6 +108,9 @@ class ClassificationDataConfig:
             )
         if not self.text_fields:
             raise ValueError("data.text_fields: expected at least one field name, got none")
+        # Checked here, before any corpus is read or prepared, in the setting's own name.
+        if len(set(self.text_fields)) != len(self.text_fields):
+            raise ValueError(f"data.text_fields: expected each field once, got {list(self.text_fields)!r}")
         check_label_apart(self.text_fields, self.label_field, "data.label_field")
         if self.prepared_dir and self.train_files:
             raise ValueError(
