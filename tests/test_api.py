@@ -282,6 +282,9 @@ def test_classify_prints_the_classifiers_predictions_and_refusals(
         ]
         assert printed == expected
         assert [isinstance(result, str) for result in results] == [False, True, not truncate, False]
+        # A numpy bool (a mask's element, a flag from an array) is the bool it holds, as the nn modules take it.
+        flagged = classifier.classify_each(texts, precision="auto", truncate=np.bool_(truncate))
+        assert [isinstance(result, str) for result in flagged] == [False, True, not truncate, False]
     assert classifier.max_len == classifier.config.model.max_len
     with pytest.raises(ValueError, match=r"texts\[1\]: the text is empty"):
         classifier.classify(texts)

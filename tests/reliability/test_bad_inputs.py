@@ -284,7 +284,7 @@ LIBRARY_CASES = [
         "classify: truncate not a bool",
         lambda tmp, ck: api.Classifier(ck.classification).classify("stocks rally", truncate="no"),
         ValueError,
-        r"^truncate: expected a bool, got 'no'$",
+        r"^truncate must be a bool, got 'no' \(str\)$",
     ),
     LibraryCase(
         "missing text file",

@@ -68,10 +68,11 @@ def check_integer(name: str, value: Any, minimum: int | None = None) -> int:
 
 
 def check_bool(name: str, value: Any) -> bool:
-    """Return `value` if it is a bool, or raise a ValueError naming `name`."""
-    if not isinstance(value, bool):
+    """``value`` as a bool if it is one (Python's or numpy's), or a ValueError naming ``name`` ("no" is true)."""
+    numpy_bool = type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_")
+    if not (isinstance(value, bool) or numpy_bool):
         raise ValueError(f"{name} must be a bool, got {value!r} ({type(value).__name__})")
-    return value
+    return bool(value)
 
 
 def lone_surrogate_position(text: str) -> int | None:

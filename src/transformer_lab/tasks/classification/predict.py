@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from transformer_lab.data import PAD_ID, SubwordTokenizer, collate_classification, token_budget_batches
-from transformer_lab.data._checks import texts_of
+from transformer_lab.data._checks import check_bool, texts_of
 from transformer_lab.data.subword import check_texts, token_labels
 from transformer_lab.evaluation.classification_metrics import MAX_PRINTED_CLASSES
 from transformer_lab.hardware import PRECISIONS, autocast, resolve_inference_precision, resolve_precision
@@ -224,8 +224,7 @@ class Classifier:
         self, texts: Sequence[str], precision: str | None, truncate: bool, truncate_name: str | None
     ) -> list[Prediction | str]:
         """:meth:`classify_each`, its reasons naming ``truncate_name`` (the surface's; see :func:`text_problem`)."""
-        if not isinstance(truncate, bool):  # "no" is true in Python: it would truncate
-            raise ValueError(f"truncate: expected a bool, got {truncate!r}")
+        truncate = check_bool("truncate", truncate)  # "no" is true in Python: it would truncate
         resolved = resolve_inference_precision(precision, "auto", next(self.model.parameters()).device, int8=False)
         batch = texts_of(texts, "texts")
         return predict_each(
