@@ -251,6 +251,17 @@ MALFORMED = [
         '{"text": "ok", "label": "a"}\n{"label": "2", "text": "ok", "label": "1"}\n',
         "line 2: key 'label' appears twice$",
     ),
+    # Half an escaped pair has no UTF-8 form: it was a bare codec error while the corpus was written.
+    (
+        "a.jsonl",
+        '{"text": "ok", "label": "a"}\n{"text": "ok", "label": "p\\ud800"}\n',
+        r"line 2: field 'label': expected valid Unicode text, got the lone surrogate U\+D800 at character 1",
+    ),
+    (
+        "a.jsonl",
+        '{"text": "go\\udc80od", "label": "a"}\n',
+        r"line 1: field 'text': expected valid Unicode text, got the lone surrogate U\+DC80 at character 2",
+    ),
 ]
 
 

@@ -101,6 +101,13 @@ def test_files_that_name_the_languages_the_other_way_round_are_refused_not_train
             '{"translation": {"de": "a", "en": "b", "de": "x"}}\n',
             r"p\.jsonl: line 1: key 'de' appears twice$",
         ),
+        # Half an escaped pair has no UTF-8 form: it was a bare codec error while the corpus was written.
+        (
+            "p.jsonl",
+            '{"de": "a", "en": "b"}\n{"de": "hu\\ud800nd", "en": "b"}\n',
+            r"p\.jsonl: line 2: expected valid Unicode text in the source sentence, got the lone surrogate U\+D800 "
+            r"at character 2",
+        ),
     ],
 )
 def test_a_malformed_line_is_one_error_naming_file_and_line(

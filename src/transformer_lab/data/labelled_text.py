@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_lab import strict_json
-from transformer_lab.data._checks import check_integer, is_integer
+from transformer_lab.data._checks import check_integer, is_integer, lone_surrogate_position
 from transformer_lab.data.line_stream import stream_lines
 from transformer_lab.data.parallel_text import MAX_LINE_BYTES
 
@@ -240,10 +240,21 @@ class _LineError(ValueError):
         self.line_number = line_number
 
 
+def _check_unicode(value: str, field: str) -> None:
+    surrogate = lone_surrogate_position(value)
+    if surrogate is not None:
+        # Only a JSON escape makes one (a file's bytes are decoded strictly): it has no UTF-8 form to store.
+        raise _RecordError(
+            f"field {field!r}: expected valid Unicode text, got the lone surrogate U+{ord(value[surrogate]):04X} "
+            f"at character {surrogate} (half of a \\u escaped pair)"
+        )
+
+
 def _text_of(values: Sequence[Any], fields: Sequence[str]) -> str:
     for value, name in zip(values, fields):
         if not isinstance(value, str):
             raise _RecordError(f"field {name!r}: expected a string, got {value!r:.60} ({type(value).__name__})")
+        _check_unicode(value, name)
     text = TEXT_FIELD_SEPARATOR.join(values)
     if not text.strip():
         named = "field " + repr(fields[0]) if len(fields) == 1 else "fields " + ", ".join(map(repr, fields))
@@ -265,6 +276,7 @@ def _label_of(value: Any, field: str) -> str:
         )
     if not value.strip():
         raise _RecordError(f"field {field!r}: expected a non-empty label, got {value!r}")
+    _check_unicode(value, field)
     if value != value.strip():
         raise _RecordError(
             f"field {field!r}: expected a label without leading or trailing whitespace, got {value!r} "
