@@ -71,12 +71,15 @@ def test_checkpoint_reloads_and_gives_scored_candidates_of_the_right_form(run_di
 def test_couplet_command_answers_good_lines_and_explains_bad_ones(
     run_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["couplet", "--checkpoint", str(run_dir / "best"), "春风花", "", "abc春", "龘春", "   ", "hi 春"])
+    given = ["春风花", "", "abc春", "龘春", "   ", "hi 春", "春风\t秋雨"]
+    code = main(["couplet", "--checkpoint", str(run_dir / "best"), *given])
     captured = capsys.readouterr()
     assert code == 2
     lines = captured.out.splitlines()
-    assert len(lines) == 6  # aligned with the input: refused lines are empty
-    assert len(lines[0]) == 3 and lines[1] == lines[2] == lines[4] == lines[5] == "" and len(lines[3]) == 2
+    assert len(lines) == 7  # aligned with the input: refused lines are empty
+    assert len(lines[0]) == 3 and lines[1] == lines[2] == lines[4] == lines[5] == lines[6] == "" and len(lines[3]) == 2
+    # A pairs file's line (was: both sides read as one upper line, answered by a line twice as long).
+    assert "input 7: upper line '春风\\t秋雨' holds a tab: expected one upper line" in captured.err
     assert "input 2: empty upper line" in captured.err
     assert "input 3: upper line 'abc春' contains Latin letters 'abc'" in captured.err
     # Quoted as typed (was: 'hi春', a line the user never wrote).

@@ -107,6 +107,39 @@ def test_too_few_couplets_to_carve_validation_from_name_the_setting_and_how_to_s
         split_validation([("春风", "秋雨"), ("花月", "草木")], 2, seed=0)
 
 
+def test_validation_couplets_the_search_cannot_answer_are_refused_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    forms = write_forms(tmp_path, made_up_couplets(60, seed=8))
+    tiny = set_arguments([setting for setting in TINY_OVERRIDES if not setting.startswith("data.num_validation=")])
+    unequal = tmp_path / "unequal.tsv"
+    unequal.write_text("春风吹柳绿\t秋月\n花开\t雪落山\n", encoding="utf-8")
+    latin = tmp_path / "latin.tsv"
+    latin.write_text("春风吹柳\t秋月照人\nA股大涨\tB超检查\n", encoding="utf-8")
+    cases = [
+        # Every pair skipped: the run trained without validation, best/ never written (was: exit 0).
+        (
+            unequal,
+            f"{unequal}: expected at least one validation couplet, got none: all 2 pair(s) were skipped "
+            "(their kinds and first lines are logged above)",
+        ),
+        # An upper line the search refuses: the first validation stopped the run, its folder gone (was: after an epoch).
+        (
+            latin,
+            f"validation couplet 2 kept from {latin}: upper line 'A股大涨' contains Latin letters 'A': expected a line "
+            "of Chinese characters; validation answers every upper line, so remove it from that file",
+        ),
+    ]
+    for valid, message in cases:
+        out = tmp_path / valid.stem
+        assert (
+            main(["train", "couplet", "--train", str(forms["tsv"][0]), "--valid", str(valid), "--out", str(out), *tiny])
+            == 2
+        )
+        assert capsys.readouterr().err.splitlines()[-1] == f"transformer-lab train: error: {message}"
+        assert not out.exists()
+
+
 def test_a_couplet_run_on_the_users_tsv_with_its_own_validation(tmp_path: Path) -> None:
     forms = write_forms(tmp_path, made_up_couplets(200, seed=6))
     valid = tmp_path / "valid.jsonl"

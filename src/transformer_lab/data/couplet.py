@@ -321,6 +321,10 @@ def check_upper_line(
     shown = upper if given is None else given
     if not upper:
         return "empty upper line: expected Chinese characters, got nothing", None
+    if given is not None and "\t" in given:
+        # Spaces between characters are ignored, but a tab is a table's: the pair's two lines read as one.
+        tab = f"upper line {shown!r} holds a tab: expected one upper line (a file of pairs? give its upper lines)"
+        return tab, None
     surrogate = lone_surrogate_position(upper)
     if surrogate is not None:
         # Undecodable input bytes smuggled in by surrogateescape: no character to answer, and

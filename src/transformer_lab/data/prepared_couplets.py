@@ -242,7 +242,16 @@ def write_prepared_couplets(
     count = count_couplets(spec.train)
     if spec.valid is not None:
         held: set[int] = set()
-        validation = read_couplet_source(spec.valid).pairs
+        read = read_couplet_source(spec.valid)
+        validation = read.pairs
+        if not validation:
+            # Else the run would train without validation, best/ never written, without a word.
+            skipped = len(read.skipped_empty) + len(read.skipped_unequal) + len(read.skipped_too_long)
+            files = read.upper_path if read.upper_path == read.lower_path else f"{read.upper_path}, {read.lower_path}"
+            raise ValueError(
+                f"{files}: expected at least one validation couplet, got none: all {skipped} pair(s) were skipped "
+                "(their kinds and first lines are logged above)"
+            )
     else:
         held = validation_positions(count.pairs, spec.num_validation, spec.seed, name=CARVED_SETTING)
         validation = _held_out_pairs(spec.train, held)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformer_lab.data import Vocabulary, chinese
+from transformer_lab.data.couplet import check_upper_line
 from transformer_lab.decoding import DecodeConfig
 from transformer_lab.decoding.couplet_constraints import CoupletConstraintConfig
 from transformer_lab.evaluation.bleu import corpus_bleu
@@ -104,6 +105,7 @@ def train(
     chinese.require_couplet_packages()  # validation reads tones: a missing package is said before the corpus
     data = build_data(config.data, seq2seq.starting_vocabulary(SEQ2SEQ_TASK, Path(out_dir), resume, init_from))
     config = seq2seq.with_vocabulary(config, len(data.vocabulary))
+    _check_validation_answerable(data.validation_pairs, data.vocabulary, config)
     greedy = dataclasses.replace(config.decode, strategy="greedy", num_return=1)
 
     def evaluate(evaluated_model: Seq2SeqTransformer) -> dict[str, float]:
@@ -118,6 +120,26 @@ def train(
 
     evaluate_fn = evaluate if data.validation_pairs else None
     return seq2seq.train(SEQ2SEQ_TASK, config, data, out_dir, evaluate_fn, resume=resume, init_from=init_from)
+
+
+def _check_validation_answerable(
+    pairs: list[tuple[str, str]], vocabulary: Vocabulary, config: CoupletConfig
+) -> None:
+    """Refuse, before the first step, a validation upper line that the search refuses (Latin letters, only
+    punctuation, longer than the model reads): the first validation would stop the run on it."""
+    for number, (upper, _) in enumerate(pairs, start=1):
+        error, _ = check_upper_line(upper, vocabulary, config.model.max_len)
+        if error is None:
+            continue
+        if config.data.valid_files:
+            where, remedy = f"kept from {', '.join(config.data.valid_files)}", "remove it from that file"
+        else:
+            where = "held out of the training pairs (data.num_validation)"
+            remedy = "remove it from the training data, or give validation files (--valid)"
+        quoted = "" if upper in error else f" {upper[:40]!r}"  # most errors quote the line themselves
+        raise ValueError(
+            f"validation couplet {number}{quoted} {where}: {error}; validation answers every upper line, so {remedy}"
+        )
 
 
 def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, Vocabulary, CoupletConfig]:
