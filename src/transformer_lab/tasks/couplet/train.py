@@ -122,9 +122,7 @@ def train(
     return seq2seq.train(SEQ2SEQ_TASK, config, data, out_dir, evaluate_fn, resume=resume, init_from=init_from)
 
 
-def _check_validation_answerable(
-    pairs: list[tuple[str, str]], vocabulary: Vocabulary, config: CoupletConfig
-) -> None:
+def _check_validation_answerable(pairs: list[tuple[str, str]], vocabulary: Vocabulary, config: CoupletConfig) -> None:
     """Refuse, before the first step, a validation upper line that the search refuses (Latin letters, only
     punctuation, longer than the model reads): the first validation would stop the run on it."""
     for number, (upper, _) in enumerate(pairs, start=1):
