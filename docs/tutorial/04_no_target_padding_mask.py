@@ -93,11 +93,12 @@ assert tgt_result.holds
 # | logits at real target positions | equal | what the model predicts for real tokens is the same |
 # | weight from real queries to padded keys (no mask) | equal (0) | step 1, measured in every layer |
 # | logits at padded target positions | differ | the mask does change the padded rows ... |
-# | loss if padded positions were counted | differ | ... which matters only if the loss reads them |
+# | loss summed with padded positions counted | differ | ... which matters only if the loss reads them |
 #
 # The verdict line reads **claim holds**. The same check runs on real sentences from the command
-# line (`transformer-lab lab tgt-padding-mask --data-dir ~/.cache/transformer_lab/data/multi30k`, the
-# folder that `transformer-lab download multi30k` fills) or on a trained model (`--checkpoint runs/NAME`).
+# line (`transformer-lab lab tgt-padding-mask --data-dir DIR`, where DIR is the `multi30k` folder
+# that `transformer-lab download multi30k` fills, its path printed by that command) or on a trained
+# model (`--checkpoint runs/NAME`).
 #
 # ## Step 3: the closing question, the decoder's padded rows
 #

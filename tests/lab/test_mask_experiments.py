@@ -47,7 +47,7 @@ def test_decoder_needs_no_target_key_padding_mask(tiny_setup: LabSetup) -> None:
     assert rows["every parameter's gradient"].difference <= 1e-6
     assert rows["logits at real target positions"].difference <= 1e-6
     assert rows["logits at padded target positions"].difference > 1e-3  # they do differ
-    assert rows["loss if padded positions were counted"].difference > 1e-4  # and ignore_index is why it is fine
+    assert rows["loss summed with padded positions counted"].difference > 1e-4  # and ignore_index is why it is fine
 
 
 def test_encoder_row_mask_changes_nothing_that_reaches_the_loss(tiny_setup: LabSetup) -> None:

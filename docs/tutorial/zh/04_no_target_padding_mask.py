@@ -75,9 +75,9 @@ assert tgt_result.holds
 # | logits at real target positions | equal | 模型对真实词元的预测不变 |
 # | weight from real queries to padded keys (no mask) | equal（为 0） | 第一步的论断，在每一层里实测 |
 # | logits at padded target positions | differ | 掩码确实改变了填充行…… |
-# | loss if padded positions were counted | differ | ……但只有当损失读取这些行时才有影响 |
+# | loss summed with padded positions counted | differ | ……但只有当损失读取这些行时才有影响 |
 #
-# 最后一行结论是 **claim holds**（结论成立）。同样的检查也可以在命令行上用真实句子运行（`transformer-lab lab tgt-padding-mask --data-dir ~/.cache/transformer_lab/data/multi30k`，即 `transformer-lab download multi30k` 填好的文件夹），或者用于一个训练好的模型（`--checkpoint runs/NAME`）。
+# 最后一行结论是 **claim holds**（结论成立）。同样的检查也可以在命令行上用真实句子运行（`transformer-lab lab tgt-padding-mask --data-dir DIR`，DIR 是 `transformer-lab download multi30k` 填好的 `multi30k` 文件夹，该命令会打印它的路径），或者用于一个训练好的模型（`--checkpoint runs/NAME`）。
 #
 # ## 第三步：最后的问题，解码器的填充行
 #

@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--to",
         type=path_of,  # an empty path is refused, not read as the current folder
         default=None,
-        help=f"the data folder (default: ${DATA_ENVIRONMENT_VARIABLE}, else ~/.cache/transformer_lab/data)",
+        help=f"the data folder (default: ${DATA_ENVIRONMENT_VARIABLE}, else $XDG_CACHE_HOME/transformer_lab/data, else "
+        "~/.cache/transformer_lab/data)",
     )
     parser.add_argument(
         "--wb14123-train",

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Literal
 
 import torch
 from torch import Tensor
@@ -360,9 +360,16 @@ def _run(
     tgt_out_ids: Tensor,
     ignore_index: int,
 ) -> _Run:
-    """Call ``forward`` (-> logits, memory), take the loss and the gradient of every parameter."""
+    """Call ``forward`` (-> logits, memory), take the loss and the gradient of every parameter.
+
+    With padding counted (`_NO_IGNORE_INDEX`) the loss is summed, not averaged: a control row measures it, and a mean
+    over every position diluted an untrained model's small change at the padded ones below the tolerance.
+    """
     logits, memory = forward()
-    loss = label_smoothed_cross_entropy(logits, tgt_out_ids, smoothing=_SMOOTHING, ignore_index=ignore_index)
+    reduction: Literal["mean", "sum"] = "sum" if ignore_index == _NO_IGNORE_INDEX else "mean"
+    loss = label_smoothed_cross_entropy(
+        logits, tgt_out_ids, smoothing=_SMOOTHING, ignore_index=ignore_index, reduction=reduction
+    )
     named = [(name, parameter) for name, parameter in model.named_parameters() if parameter.requires_grad]
     gradients = torch.autograd.grad(loss, [parameter for _, parameter in named], allow_unused=True)
     return _Run(
@@ -471,7 +478,7 @@ def tgt_padding_mask_experiment(setup: LabSetup, tolerance: float = DEFAULT_TOLE
             False,
         ),
         Comparison(
-            "loss if padded positions were counted",
+            "loss summed with padded positions counted",
             _max_difference(counted_with.loss, counted_without.loss),
             tolerance,
             False,
@@ -615,7 +622,7 @@ def decoder_rows_experiment(setup: LabSetup, tolerance: float = DEFAULT_TOLERANC
             False,
         ),
         Comparison(
-            "loss without ignore_index",
+            "loss summed without ignore_index",
             _max_difference(counted_rows_too.loss, counted_columns_only.loss),
             tolerance,
             False,
