@@ -17,6 +17,8 @@ from transformer_lab.data.couplet_stream import CoupletFiles
 from transformer_lab.data.prepared_couplets import open_prepared_couplets
 from transformer_lab.tasks.couplet import data as couplet_data
 from transformer_lab.tasks.couplet import train as couplet_train
+from transformer_lab.training.checkpoint import resolve_checkpoint
+from transformer_lab.training.model_card import read_card
 
 
 def write_forms(folder: Path, pairs: list[tuple[str, str]]) -> dict[str, list[Path]]:
@@ -157,6 +159,16 @@ def test_a_couplet_run_on_the_users_tsv_with_its_own_validation(tmp_path: Path) 
     _, _, config = couplet_train.load(out)
     assert config.data.train_files == (str(forms["tsv"][0]),) and config.data.valid_files == (str(valid),)
     assert couplet_data.load_validation_pairs(config.data) == made_up_couplets(12, seed=7)
+    # A split of the couplet data folder is named so in the card, not after the run's own file (was: pairs.tsv).
+    split = tmp_path / "data" / "couplet" / "test"
+    split.mkdir(parents=True)
+    test_pairs = made_up_couplets(6, seed=9)
+    (split / "in.txt").write_text("".join(" ".join(upper) + " \n" for upper, _ in test_pairs), encoding="utf-8")
+    (split / "out.txt").write_text("".join(" ".join(lower) + " \n" for _, lower in test_pairs), encoding="utf-8")
+    scored = ["evaluate", "couplet", "--checkpoint", str(out), "--data-dir", str(tmp_path / "data")]
+    assert main([*scored, "--output", str(tmp_path / "hypotheses.txt")]) == 0
+    (test,) = [row for row in read_card(resolve_checkpoint(out))["test"] if row["split"] == "test"]
+    assert test["dataset"] == "couplet"
     # Fine-tuning keeps the vocabulary of the checkpoint it starts from.
     tuned = tmp_path / "tuned"
     assert (

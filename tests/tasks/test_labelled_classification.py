@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import random
 import shutil
 from pathlib import Path
@@ -92,6 +93,20 @@ def test_the_classes_are_the_training_labels_in_sorted_order_and_stored(chinese_
     # The files used are recorded as absolute paths, so evaluate works from any folder.
     assert config["data"]["train_files"] == [str((data / "train.csv").resolve())]
     assert config["data"]["text_fields"] == ["title", "body"] and config["data"]["label_field"] == "label"
+
+
+def test_scoring_the_training_file_is_said_to_measure_fit(
+    chinese_run: tuple[Path, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data, out = chinese_run
+    scored = ["evaluate", "classification", "--checkpoint", str(out), "--output", str(tmp_path / "r.json")]
+    figure = ["--confusion-png", str(tmp_path / "c.png")]
+    with caplog.at_level(logging.WARNING):
+        assert main([*scored, *figure, "--test", str(data / "test.csv")]) == 0
+        assert "trained or validated on" not in caplog.text
+        # Was scored and carded as a test without a word.
+        assert main([*scored, *figure, "--test", str(data / "train.csv")]) == 0
+    assert f"--test {data / 'train.csv'} is a file the model trained or validated on: its score says" in caplog.text
 
 
 def test_the_tokenizer_reads_chinese_exactly_and_the_validation_rows_are_carved(chinese_run: tuple[Path, Path]) -> None:

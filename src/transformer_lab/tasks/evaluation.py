@@ -6,6 +6,7 @@ lines and records its scores, so that it never asks which task it runs (README.m
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,8 @@ from transformer_lab.training.model_card import STREAM_TEST_NAME
 from transformer_lab.training.run.run_folder import run_log
 from transformer_lab.training.run.same_run import held_out_change
 from transformer_lab.word_lists import in_words
+
+logger = logging.getLogger(__name__)
 
 ModelType = TypeVar("ModelType", bound=nn.Module)
 
@@ -279,6 +282,20 @@ def trained_files(data: object, *built_in: Callable[[], Sequence[Path]]) -> list
         except (OSError, ValueError):
             continue
     return found
+
+
+def warn_if_seen(option: str, scored: Sequence[str | Path], seen: Sequence[Path]) -> None:
+    """Say so where a file ``option`` scores is one the run trained or validated on: a score, not a test."""
+    seen_paths = {Path(path).resolve() for path in seen}
+    for scored_path in scored:
+        if Path(scored_path).resolve() in seen_paths:
+            logger.warning(
+                "%s %s is a file the model trained or validated on: its score says how well the model fits data it "
+                "has seen, not how it does on new text",
+                option,
+                scored_path,
+            )
+            return
 
 
 def check_held_out_unchanged(checkpoint: Path, files: Sequence[Path], instead: str) -> None:

@@ -30,6 +30,7 @@ from transformer_lab.tasks.evaluation import (
     TaskOption,
     check_held_out_unchanged,
     trained_files,
+    warn_if_seen,
 )
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import file_test_name
@@ -187,7 +188,9 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         # The file whose lines the articles' numbers are (a prepared folder's validation keeps the training file's).
         source = files[0] if len(files) == 1 and not (config.data.prepared_dir and name == "validation") else None
     data = config.data
-    inputs[TRAINED_ON] = trained_files(data, lambda: [ag_news_path("train", data.data_dir, data.train_file)])
+    seen = inputs[TRAINED_ON] = trained_files(data, lambda: [ag_news_path("train", data.data_dir, data.train_file)])
+    if test is not None:
+        warn_if_seen("--test", [test], seen)
     output = options.output_file(checkpoint / f"report.{name}.json", inputs)
     figure_path = Path(options.option("--confusion-png") or checkpoint / f"confusion.{name}.png")
     if output.resolve() == figure_path.resolve():

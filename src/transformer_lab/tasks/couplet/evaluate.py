@@ -93,6 +93,8 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         name=split,
         search=search.name + rules,
         scores={"bleu": report.bleu.score},
+        # A split of the couplet data folder, which the card of a run on one's own files would give those files' name.
+        dataset="couplet" if split != "validation" and (config.data.train_files or config.data.prepared_dir) else None,
     )
 
 

@@ -31,6 +31,7 @@ from transformer_lab.tasks.evaluation import (
     search_for,
     stream_unrecorded,
     trained_files,
+    warn_if_seen,
 )
 from transformer_lab.tasks.translation.predict import ENSEMBLE
 from transformer_lab.tasks.translation.train import load_ensemble, load_translator
@@ -105,8 +106,9 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         folder = resolve_multi30k_dir(config.data.data_dir)
         return [folder / f"train.{language}" for language in languages]
 
-    read[TRAINED_ON] = trained_files(config.data, multi30k_training)
+    seen = read[TRAINED_ON] = trained_files(config.data, multi30k_training)
     if source is not None:
+        warn_if_seen("--source", [source], seen)
         # Strict, as every reader: misaligned files, empty lines and bad UTF-8 name file and line.
         pairs = read_parallel_text(source, reference, skip_option=None).pairs  # evaluate has no option to skip
         source_path = Path(source)
