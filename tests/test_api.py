@@ -49,6 +49,24 @@ def _stdout(arguments: list[str], capsys: pytest.CaptureFixture[str], code: int 
     return capsys.readouterr().out.splitlines()
 
 
+def test_a_table_given_to_classify_is_read_as_text_lines_and_said_to_be(
+    classification_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog
+) -> None:
+    table = tmp_path / "labelled.csv"
+    table.write_text("text,label\nshares profit merger,business\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        printed = _stdout(["classify", "--checkpoint", str(classification_checkpoint), "--input", str(table)], capsys)
+    # Both lines answered as texts, the header too, as the option says; now said (was: without a word).
+    assert len(printed) == 2
+    assert f"--input {table}: read as plain text, each line one input to classify whole" in caplog.text
+    plain = tmp_path / "texts.txt"
+    plain.write_text("shares profit merger\n", encoding="utf-8")
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        _stdout(["classify", "--checkpoint", str(classification_checkpoint), "--input", str(plain)], capsys)
+    assert "read as plain text" not in caplog.text
+
+
 @pytest.mark.parametrize(("options", "keywords"), SETTINGS)
 def test_translate_prints_the_translators_translations(
     translation_checkpoint: Path, options: list[str], keywords: dict[str, Any], capsys: pytest.CaptureFixture[str]

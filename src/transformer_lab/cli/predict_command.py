@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import errno
 import functools
+import logging
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ from transformer_lab.training.checkpoint import checkpoint_files, resolve_checkp
 from transformer_lab.training.run.run_folder import check_output_outside_saves
 from transformer_lab.training.run.stop_signal import Terminated
 from transformer_lab.write_errors import write_standard_output, writes_refused_as
+
+logger = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -74,12 +77,24 @@ def _register_task(subparsers: argparse._SubParsersAction, task: Task) -> None:
     parser.set_defaults(handler=functools.partial(run, task), task_options=options)
 
 
+# File suffixes of tables and records, which these commands read line by line as plain text.
+_TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")
+
+
 def run(task: Task, arguments: argparse.Namespace) -> int:
     command = task.command
     assert command is not None
     device = device_of(arguments)
     arguments.checkpoint = resolve_checkpoint(arguments.checkpoint, "--checkpoint")  # named as typed
     inputs = command_inputs(arguments.inputs, arguments.input, purpose=command.verb)
+    if arguments.input not in (None, STANDARD_STREAM) and Path(arguments.input).suffix.lower() in _TABLE_SUFFIXES:
+        # Each line is one input, whole: a table's header, labels, quotes and second column are read as text.
+        logger.warning(
+            "--input %s: read as plain text, each line one input to %s whole (a table's header and columns too); "
+            "give a file of the inputs alone, or score a labelled or paired file with transformer-lab evaluate",
+            arguments.input,
+            command.verb,
+        )
     options = given_options(arguments, arguments.task_options)
     if options.get("--beam") == 1:  # greedy whatever the checkpoint says: beam search's own settings go unused
         check_no_beam_settings(True, 1, options.get("--length-penalty"), options.get("--beam-stop"))
