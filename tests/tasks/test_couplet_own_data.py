@@ -38,6 +38,21 @@ def test_the_three_forms_read_the_same_couplets(tmp_path: Path) -> None:
         assert read_couplet_source(CoupletFiles.of_files(paths)).pairs == pairs, name
 
 
+def test_the_data_folders_file_names_given_lower_first_are_refused(tmp_path: Path) -> None:
+    pairs = made_up_couplets(4, seed=4)
+    for upper_name, lower_name in (("in.txt", "out.txt"), ("upper.txt", "LOWER.txt")):
+        upper, lower = tmp_path / upper_name, tmp_path / lower_name
+        upper.write_text("".join(f"{u}\n" for u, _ in pairs), encoding="utf-8")
+        lower.write_text("".join(f"{w}\n" for _, w in pairs), encoding="utf-8")
+        # Was read as given: a run trained to write upper lines from lower ones, without a word.
+        with pytest.raises(
+            ValueError,
+            match=rf"^--train: expected the upper lines' file first, got '.*{lower_name}' then '.*{upper_name}'",
+        ):
+            CoupletFiles.of_files([lower, upper], name="--train")
+        assert read_couplet_source(CoupletFiles.of_files([upper, lower])).pairs == pairs
+
+
 def test_unequal_lines_name_the_right_line_after_a_tsv_header(tmp_path: Path) -> None:
     path = tmp_path / "pairs.tsv"
     path.write_text("upper\tlower\n春风\t秋雨\n花月\t草\n", encoding="utf-8")

@@ -93,6 +93,13 @@ class CoupletFiles:
         ``name`` is what the caller calls ``paths`` (``--train``), for errors about the list itself.
         """
         _check_options(skip_invalid, max_length)
+        stems = [Path(path).stem.lower() for path in paths]
+        if len(stems) == 2 and stems in (["out", "in"], ["lower", "upper"]):
+            # The data folder's names, in.txt the upper lines: read as given, the run would train lower -> upper.
+            raise ValueError(
+                f"{name}: expected the upper lines' file first, got {str(paths[0])!r} then {str(paths[1])!r}, whose "
+                "names say lower then upper; swap them (data.add_reversed_pairs trains both directions)"
+            )
         return cls(
             PairFiles.of(paths, *COUPLET_KEYS, file_format, name=name, sides=COUPLET_KEYS, headers=COUPLET_HEADERS),
             skip_invalid,
