@@ -100,8 +100,13 @@ def test_a_tsv_header_in_chinese_is_skipped_and_tsv_errors_name_the_upper_and_lo
     with pytest.raises(ValueError, match=r"line 1: expected 2 tab-separated fields \(upper<TAB>lower\), got 3"):
         read_couplet_source(CoupletFiles.of_files([path]))
     path.write_text("春风\t秋雨\n \t花月\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"line 2: expected a non-empty upper sentence, got ' '"):
+    with pytest.raises(ValueError, match=r"line 2: expected a non-empty upper line, got ' '"):
         read_couplet_source(CoupletFiles.of_files([path]))
+    # JSON Lines name the sides as couplets have them (was: "(the target language)", "upper sentence").
+    records = tmp_path / "pairs.jsonl"
+    records.write_text('{"upper": "春风", "lower": "秋雨"}\n{"upper": "花月", "low": "山水"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2: expected the key 'lower' \(the lower line\), got the keys"):
+        read_couplet_source(CoupletFiles.of_files([records]))
 
 
 def test_too_few_couplets_to_carve_validation_from_name_the_setting_and_how_to_set_it(

@@ -197,13 +197,14 @@ def read_pair_files(
 
 
 def _check_sentence(path: Path, number: int, side: str, text: str) -> str:
+    kind = "sentence" if side in SIDES else "line"  # a couplet's upper and lower line
     if not text.strip():
-        raise ValueError(f"{path}: line {number}: expected a non-empty {side} sentence, got {text!r}")
+        raise ValueError(f"{path}: line {number}: expected a non-empty {side} {kind}, got {text!r}")
     surrogate = lone_surrogate_position(text)
     if surrogate is not None:
         # Only a JSON escape makes one (a file's bytes are decoded strictly): it has no UTF-8 form to store.
         raise ValueError(
-            f"{path}: line {number}: expected valid Unicode text in the {side} sentence, got the lone surrogate "
+            f"{path}: line {number}: expected valid Unicode text in the {side} {kind}, got the lone surrogate "
             f"U+{ord(text[surrogate]):04X} at character {surrogate} (half of a \\u escaped pair)"
         )
     return text
@@ -296,7 +297,10 @@ def _tsv_pairs(path: Path, lines: list[str], header_lines: int) -> list[tuple[st
     return pairs
 
 
-def json_pair(path: Path, number: int, line: str, source_language: str, target_language: str) -> tuple[str, str]:
+def json_pair(
+    path: Path, number: int, line: str, source_language: str, target_language: str, sides: tuple[str, str] = SIDES
+) -> tuple[str, str]:
+    """The (source, target) of one JSON Lines record, keyed by the languages; errors call the two ``sides`` so."""
     try:
         record = strict_json.loads(line)
     except json.JSONDecodeError as error:
@@ -313,15 +317,16 @@ def json_pair(path: Path, number: int, line: str, source_language: str, target_l
     if not isinstance(record, dict):
         raise ValueError(f"{path}: line {number}: expected a JSON object, got {type(record).__name__}")
     holder = record.get("translation", record) if isinstance(record.get("translation"), dict) else record
-    sides = []
-    for side, language in (("source", source_language), ("target", target_language)):
+    texts = []
+    for side, language in zip(sides, (source_language, target_language)):
         if language not in holder:
+            # A translation's keys are its languages; a couplet's are its sides' own names.
+            which = f"the {side} language" if sides == SIDES else f"the {side} line"
             raise ValueError(
-                f"{path}: line {number}: expected the key {language!r} (the {side} language), "
-                f"got the keys {sorted(holder)}"
+                f"{path}: line {number}: expected the key {language!r} ({which}), got the keys {sorted(holder)}"
             )
         text = holder[language]
         if not isinstance(text, str):
             raise ValueError(f"{path}: line {number}: expected a string under {language!r}, got {type(text).__name__}")
-        sides.append(_check_sentence(path, number, side, text))
-    return sides[0], sides[1]
+        texts.append(_check_sentence(path, number, side, text))
+    return texts[0], texts[1]

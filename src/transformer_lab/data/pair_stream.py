@@ -168,7 +168,7 @@ def numbered_pairs(
     for number, line in enumerate(lines, 1):
         if files.form == "jsonl":
             found += 1
-            yield number, json_pair(path, number, line, files.source_language, files.target_language)
+            yield number, json_pair(path, number, line, files.source_language, files.target_language, files.sides)
         elif number == 1 and _is_header(files, line):
             continue
         else:
