@@ -109,6 +109,26 @@ def test_scoring_the_training_file_is_said_to_measure_fit(
     assert f"--test {data / 'train.csv'} is a file the model trained or validated on: its score says" in caplog.text
 
 
+def test_a_test_file_is_read_in_the_format_its_suffix_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A run on a .txt file, its format given: the checkpoint records csv.
+    train_file = tmp_path / "train.txt"
+    write_topic_csv(train_file, per_class=8, seed=0)
+    out = tmp_path / "run"
+    settings = [f"data.train_files={train_file}", "data.file_format=csv", *TINY, "train.max_steps=2"]
+    assert main(["train", "classification", "--out", str(out), *[a for s in settings for a in ("--set", s)]]) == 0
+    rows = read_labelled_text(write_topic_csv(tmp_path / "test.csv", per_class=2, seed=1), ("title", "body")).records
+    jsonl = tmp_path / "test.jsonl"
+    jsonl.write_text(
+        "".join(json.dumps({"title": r.text, "body": ".", "label": r.label}, ensure_ascii=False) + "\n" for r in rows),
+        encoding="utf-8",
+    )
+    capsys.readouterr()
+    evaluate = ["evaluate", "classification", "--checkpoint", str(out), "--test", str(jsonl)]
+    # Was read as CSV, the checkpoint's format: "expected a header with a column 'title'", naming the fields.
+    assert main([*evaluate, "--output", str(tmp_path / "r.json"), "--confusion-png", str(tmp_path / "c.png")]) == 0
+    assert "test.jsonl: 6 rows" in capsys.readouterr().out
+
+
 def test_the_tokenizer_reads_chinese_exactly_and_the_validation_rows_are_carved(chinese_run: tuple[Path, Path]) -> None:
     _, out = chinese_run
     model, tokenizer, config = classification_train.load_classifier(out)

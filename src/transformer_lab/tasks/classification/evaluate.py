@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from transformer_lab.data import LABELLED_TEXT_FORMATS, SubwordTokenizer, ag_news_path, read_ag_news_csv
-from transformer_lab.data.labelled_text import check_label_apart
+from transformer_lab.data.labelled_text import check_label_apart, format_of_suffix
 from transformer_lab.data.prepared_cache import prepared_files
 from transformer_lab.data.prepared_labelled import LabelledRow, carve_validation, open_prepared_labelled
 from transformer_lab.evaluation import ClassificationReport, classification_report
@@ -49,7 +49,7 @@ OPTIONS = (
     TaskOption("--label-field", "with --test: the label field (default: the checkpoint's)", metavar="NAME"),
     TaskOption(
         "--file-format",
-        "with --test: the file's format (default: the checkpoint's, else from the suffix)",
+        "with --test: the file's format (default: from its suffix, else the checkpoint's)",
         choices=LABELLED_TEXT_FORMATS,
     ),
 )
@@ -153,6 +153,9 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         label = config.data.label_field if given_label is None else given_label
         check_label_apart(fields, label, "--label-field", "--text-field" if given_label is None else "")
         file_format = options.option("--file-format")
+        if file_format is None:
+            # The file's own suffix first: the checkpoint's format was its training file's (csv for a .txt, say).
+            file_format = format_of_suffix(test)
         read = read_labelled_file(
             config.data,
             test,
