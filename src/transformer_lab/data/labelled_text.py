@@ -63,6 +63,8 @@ _SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl"}
 def format_of_suffix(path: str | os.PathLike[str]) -> str | None:
     """The format a file's suffix names (".csv" -> "csv"), or None where it names none."""
     return _SUFFIX_FORMATS.get(Path(path).suffix.lower())
+
+
 _INTEGER_LABEL = re.compile(r"-?[0-9]+")
 
 
