@@ -134,6 +134,8 @@ SPELT_TWO_WAYS = [
     ("cafe\u0301", "caf\u00e9\u2060", r"zero-width or format characters \(U\+2060\) and Unicode composition"),
     ("pos", '"pos"', "surrounding quotes"),
     ('"sci tech"', "sci  tech", "surrounding quotes and whitespace"),
+    # A full-width digit, as a Chinese input method writes it (was: a second class).
+    ("1", "\uff11", r"full-width or other compatibility forms \(NFKC\)"),
 ]
 
 

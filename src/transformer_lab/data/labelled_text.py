@@ -315,17 +315,23 @@ def _composed(label: str) -> str:
     return unicodedata.normalize("NFC", label)
 
 
-# Each way two spellings of one class can differ unseen, in the order they are undone.
+def _compatible(label: str) -> str:
+    return unicodedata.normalize("NFKC", label)
+
+
+# Each way two spellings of one class can differ unseen, in the order they are undone. Letter case is no such
+# way: "US" and "us" may well be two classes.
 _LABEL_SPELLINGS = (
     ("surrounding quotes", _unquoted),
     ("zero-width or format characters", _without_format),
     ("whitespace", _collapsed),
     ("Unicode composition (NFC/NFD)", _composed),
+    ("full-width or other compatibility forms (NFKC)", _compatible),
 )
 
 
 class _LabelSpellings:
-    """Refuses a label that is another label of the file written another way (zero-width, whitespace, NFC/NFD)."""
+    """Refuses a label that is another label of the file written another way (zero-width, whitespace, NFC, NFKC)."""
 
     def __init__(self, field: str) -> None:
         self.field = field
@@ -348,7 +354,7 @@ class _LabelSpellings:
 
 
 def label_spelling_key(label: str) -> str:
-    """``label`` without zero-width or format characters, its whitespace runs one space, composed (NFC).
+    """``label`` unquoted, without zero-width or format characters, its whitespace runs one space, in NFKC form.
 
     Two labels of one key are one class written two ways; the reader refuses the second.
     """
