@@ -291,6 +291,10 @@ def test_a_test_file_s_fields_and_format_are_refused_naming_the_options(
         ),
         # A column the file lacks, named by the option that asked for it (was: "named by data.label_field").
         (str(data / "test.csv"), "--label-field", "nope"): "(named by --label-field), got one that lacks it: ",
+        # Was "text_fields must name each field once": the reader's keyword.
+        (str(data / "test.csv"), "--text-field", "title", "--text-field", "title"): (
+            "--text-field: expected each field once, got ['title', 'title']"
+        ),
     }
     for arguments, message in refused.items():
         assert main([*evaluate, *arguments]) == 2
@@ -404,6 +408,8 @@ def test_a_validation_row_longer_than_the_model_reads_is_refused_before_training
         ),
         # Named as set, not as "text_fields" once a corpus had been prepared from the file.
         (["data.text_fields=text,text"], r"^data\.text_fields: expected each field once, got \['text', 'text'\]$"),
+        (["data.text_fields=title,"], r"^data\.text_fields: expected non-empty field names, got \['title', ''\]$"),
+        (["data.label_field="], r"^data\.label_field: expected non-empty field names, got ''$"),
     ],
 )
 def test_bad_data_options_are_refused_when_set(overrides: list[str], message: str) -> None:

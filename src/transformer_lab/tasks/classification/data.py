@@ -108,7 +108,11 @@ class ClassificationDataConfig:
             )
         if not self.text_fields:
             raise ValueError("data.text_fields: expected at least one field name, got none")
-        # Checked here, before any corpus is read or prepared, in the setting's own name.
+        # Checked here, before any corpus is read or prepared, in the settings' own names.
+        if not all(self.text_fields) or not self.label_field:
+            name = "data.label_field" if all(self.text_fields) else "data.text_fields"
+            given = self.label_field if all(self.text_fields) else list(self.text_fields)
+            raise ValueError(f"{name}: expected non-empty field names, got {given!r}")
         if len(set(self.text_fields)) != len(self.text_fields):
             raise ValueError(f"data.text_fields: expected each field once, got {list(self.text_fields)!r}")
         check_label_apart(self.text_fields, self.label_field, "data.label_field")

@@ -150,6 +150,8 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         # Read with the checkpoint's fields and format unless the options override them, named as given.
         given_fields, given_label = options.option("--text-field"), options.option("--label-field")
         fields = config.data.text_fields if given_fields is None else tuple(given_fields)
+        if len(set(fields)) != len(fields):
+            raise ValueError(f"--text-field: expected each field once, got {list(fields)!r}")
         label = config.data.label_field if given_label is None else given_label
         check_label_apart(fields, label, "--label-field", "--text-field" if given_label is None else "")
         file_format = options.option("--file-format")
