@@ -185,6 +185,36 @@ def test_a_resumed_run_on_the_device_ends_bitwise_where_an_uninterrupted_one_end
     ]
 
 
+def test_a_run_saved_by_an_unfused_optimizer_resumes_with_a_fused_one(tmp_path, monkeypatch):
+    # A run begun on the CPU (Adam unfused: fused=None saved) and resumed on a GPU (fused): was refused
+    # ("optimizer.param_groups[0].fused: expected a bool, got NoneType None"), and, loaded anyway, the
+    # saved None made the unfused update meet the device checks' found_inf.
+    def trainer(on_device: bool, factory: Any, resume: bool) -> Trainer:
+        monkeypatch.setattr(host_reads, "host_reads_wait", lambda device: on_device)
+        torch.manual_seed(0)
+        return Trainer(
+            TinyModel(),
+            config(epochs=2, keep_last=0, eval_every_steps=0, log_every_steps=4, max_steps=12 if resume else 6),
+            tmp_path / "run",
+            loss_fn,
+            lambda epoch: epoch_batches(epoch, count=8),
+            d_model=D_MODEL,
+            optimizer_factory=factory,
+            resume=resume,
+        )
+
+    unfused = trainer(False, None, resume=False)
+    unfused.fit()
+    assert unfused.optimizer.param_groups[0]["fused"] is None
+    resumed = trainer(True, fused_adam, resume=True)
+    assert resumed.optimizer.param_groups[0]["fused"] is True and resumed._device_checks is not None
+    resumed.fit()
+    assert resumed.global_step == 12
+    # The other way round: a fused run resumed unfused keeps its checks on the host.
+    back = trainer(False, None, resume=True)
+    assert back.optimizer.param_groups[0]["fused"] is None and back._device_checks is None
+
+
 def test_a_transformer_and_its_generator_loss_read_nothing_between_rows(tmp_path, monkeypatch):
     # The real model and loss: embeddings, masks, attention, the chunked generator loss.
     monkeypatch.setattr(host_reads, "host_reads_wait", lambda device: True)

@@ -35,6 +35,8 @@ def checks_stay_on_device(device: torch.device, optimizer: Optimizer, distribute
         host_reads.host_reads_wait(device)
         and not distributed
         and bool(getattr(optimizer, "_step_supports_amp_scaling", False))
+        # Only the fused update reads found_inf; torch's others refuse it.
+        and all(group.get("fused") for group in optimizer.param_groups)
     )
 
 

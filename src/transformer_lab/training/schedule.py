@@ -112,6 +112,23 @@ def build_optimizer(
     return torch.optim.Adam(listed, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=fused)
 
 
+# How torch's Adam runs its update, not what the update is: a run resumed on another device (CPU -> CUDA) takes
+# its own, not the saved ones (a CPU run saves fused=None; a CUDA run builds fused=True).
+IMPLEMENTATION_FLAGS = ("fused", "foreach", "capturable", "differentiable")
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """``optimizer.load_state_dict(state)``, keeping the optimizer's own `IMPLEMENTATION_FLAGS` in every group.
+
+    Loaded as saved, a CPU run's ``fused=None`` beside the fused optimizer a CUDA run builds leaves an
+    optimizer that says it skips steps on the device (``found_inf``) yet runs the unfused update, which refuses it.
+    """
+    own = [{name: group[name] for name in IMPLEMENTATION_FLAGS if name in group} for group in optimizer.param_groups]
+    optimizer.load_state_dict(state)  # moves the moments onto each parameter's device
+    for group, flags in zip(optimizer.param_groups, own):
+        group.update(flags)
+
+
 def _listed_group(group: dict[str, Any]) -> dict[str, Any]:
     """A parameter group whose ``params`` is a list, so it can be read here and again by Adam."""
     params = group["params"]

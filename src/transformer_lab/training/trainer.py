@@ -116,6 +116,7 @@ from .rng_state import RandomState, isolated_rng, seed_all
 from .run.run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_folder_name
 from .run.same_run import check_same_model
 from .run.stop_signal import StopRequests, TrainingInterrupted
+from .schedule import load_optimizer_state
 from .tensorboard_log import TensorBoardLog, require_tensorboard
 from .time_budget import PLAN_KEY, TimeBudget
 from .trainer_state import TrainerState
@@ -824,8 +825,7 @@ class Trainer:
                 "%s: %s, given no budget now: it trains to its epochs and max_steps instead", folder, planned_by
             )
         load_model_weights(folder, self._unwrapped_model)
-        # Optimizer.load_state_dict moves the moments onto each parameter's device.
-        self.optimizer.load_state_dict(state.optimizer)
+        load_optimizer_state(self.optimizer, state.optimizer)
         self.scheduler.load_state_dict(state.scheduler)
         self.global_step = state.global_step
         self.epoch = state.epoch

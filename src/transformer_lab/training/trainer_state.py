@@ -33,6 +33,7 @@ from .checkpoint import TRAINER_STATE_FILE, load_trainer_state
 from .config import TrainConfig
 from .optimization import check_same_optimizer
 from .rng_state import RandomState
+from .schedule import IMPLEMENTATION_FLAGS
 
 __all__ = ["STATE_FORMAT_VERSION", "TrainerState"]
 
@@ -348,7 +349,7 @@ def _check_optimizer(saved: Any, optimizer: Optimizer, file: Path, fail: _Fail) 
             fail(f"{where}.params", f"{len(current['params'])} distinct parameter ids (ints)", ids)
         parameters.update(zip(ids, current["params"]))
         for name, value in current.items():
-            if name == "params":
+            if name == "params" or name in IMPLEMENTATION_FLAGS:  # the run's own: see load_optimizer_state
                 continue
             if name not in group:
                 # Flags a newer torch added are filled in by the optimizer; numbers never are.
