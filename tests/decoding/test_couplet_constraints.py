@@ -8,9 +8,12 @@ favourite" comes from the constraints.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from torch import Tensor
+from torch.overrides import TorchFunctionMode
 
 from transformer_lab.decoding import beam_search, greedy_search
 from transformer_lab.decoding.couplet_constraints import CoupletConstraints
@@ -225,3 +228,38 @@ def test_bad_arguments_are_refused_with_their_names() -> None:
         constraints(level_tone_mask=LEVEL, oblique_final_penalty=float("inf"))
     with pytest.raises(ValueError, match="punctuation_mask"):
         CoupletConstraints(torch.zeros(VOCAB), eos_id=EOS, pad_id=PAD)
+
+
+class _TableCopies(TorchFunctionMode):
+    """Counts ``Tensor.to`` calls on the processor's tables: on a GPU each copies one and waits for the device."""
+
+    def __init__(self, processor: CoupletConstraints) -> None:
+        super().__init__()
+        self.tables = [processor.punctuation_mask, processor.never_a_character, LEVEL, OBLIQUE]
+        self.count = 0
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if getattr(func, "__name__", "") == "to" and any(args[0] is table for table in self.tables):
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_rule_tables_are_copied_to_the_search_device_once() -> None:
+    # Was 6-7 copies at every step of the search (each a wait for the GPU), against a search that reads
+    # the device at most once every few steps.
+    processor = constraints(
+        mirror_repetition=True,
+        avoid_source_characters=True,
+        level_tone_mask=LEVEL,
+        oblique_final_penalty=2.0,
+        oblique_tone_mask=OBLIQUE,
+        tone_opposition_penalty=1.5,
+    )
+    copies = _TableCopies(processor)
+    with copies:
+        first = greedy_lines(eos_lover(), UPPERS, processor)
+    assert 0 < copies.count <= 4  # one per table
+    again = _TableCopies(processor)
+    with again:
+        assert greedy_lines(eos_lover(), UPPERS, processor) == first
+    assert again.count == 0

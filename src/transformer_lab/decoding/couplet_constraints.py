@@ -146,6 +146,15 @@ class CoupletConstraints:
         self.oblique_final_penalty = float(oblique_final_penalty)
         self.oblique_tone_mask = oblique_tone_mask
         self.tone_opposition_penalty = float(tone_opposition_penalty)
+        self._copies: dict[tuple[str, torch.device], Tensor] = {}
+
+    def _table(self, name: str, device: torch.device) -> Tensor:
+        """The [V] table ``name`` on ``device``, copied there once: a copy from the host's memory waits for the
+        device, and the search asks for the tables at every step."""
+        copy = self._copies.get((name, device))
+        if copy is None:
+            copy = self._copies[(name, device)] = getattr(self, name).to(device)
+        return copy
 
     def __call__(self, step: int, prefix_ids: Tensor, log_probs: Tensor, *, src_ids: Tensor) -> Tensor:
         """Shape: prefix_ids [N, t = step + 1], log_probs [N, V], src_ids [N, S] -> [N, V]."""
@@ -156,8 +165,8 @@ class CoupletConstraints:
                 f"constraint tables), got {vocab_size}"
             )
         device = log_probs.device
-        punctuation = self.punctuation_mask.to(device)  # [V]
-        never = self.never_a_character.to(device)  # [V]
+        punctuation = self._table("punctuation_mask", device)  # [V]
+        never = self._table("never_a_character", device)  # [V]
         source_length = src_ids.size(1)
         lengths = (src_ids != self.pad_id).sum(dim=1)  # [N]
         at_end = lengths <= step  # [N]
@@ -200,14 +209,14 @@ class CoupletConstraints:
             return None
         rows = src_ids.size(0)
         device = src_ids.device
-        punctuation = self.punctuation_mask.to(device)
+        punctuation = self._table("punctuation_mask", device)
         preferred = torch.ones(rows, vocab_size, dtype=torch.bool, device=device)  # [N, V]
         if self.mirror_repetition and step > 0:
             earlier_source = src_ids[:, :step]  # [N, step]
             generated = prefix_ids[:, 1:]  # [N, step]
             # Specials are no characters: two unknown characters both read as <unk> need not
             # be the same character, so <unk> never counts as a repetition.
-            never = self.never_a_character.to(device)
+            never = self._table("never_a_character", device)
             source_content = ~never[earlier_source] & ~punctuation[earlier_source]  # [N, step]
             same_as_current = (earlier_source == current.unsqueeze(1)) & source_content  # [N, step]
             repeats = same_as_current.any(dim=1) & is_character  # [N]
@@ -233,8 +242,8 @@ class CoupletConstraints:
     def _penalise_same_tone(self, log_probs: Tensor, current: Tensor, is_character: Tensor) -> Tensor:
         """Subtract the penalty from tokens of the upper character's tone class (current [N], is_character [N])."""
         assert self.level_tone_mask is not None and self.oblique_tone_mask is not None  # checked in __init__
-        level = self.level_tone_mask.to(log_probs.device)  # [V]
-        oblique = self.oblique_tone_mask.to(log_probs.device)  # [V]
+        level = self._table("level_tone_mask", log_probs.device)  # [V]
+        oblique = self._table("oblique_tone_mask", log_probs.device)  # [V]
         upper_level = (level[current] & is_character).unsqueeze(1)  # [N, 1]
         upper_oblique = (oblique[current] & is_character).unsqueeze(1)  # [N, 1]
         same_class = (upper_level & level.unsqueeze(0)) | (upper_oblique & oblique.unsqueeze(0))  # [N, V]
@@ -250,7 +259,7 @@ class CoupletConstraints:
         last_content = torch.where(is_content, positions.unsqueeze(0), -1).max(dim=1).values  # [N]
         at_final = (last_content == step) & (lengths > step)  # [N]
         assert self.level_tone_mask is not None  # the caller checks it, as __init__ required it
-        oblique = ~self.level_tone_mask.to(log_probs.device)  # [V]
+        oblique = ~self._table("level_tone_mask", log_probs.device)  # [V]
         penalty = (at_final.unsqueeze(1) & oblique.unsqueeze(0)).float() * self.oblique_final_penalty  # [N, V]
         return log_probs - penalty
 
