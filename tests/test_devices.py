@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from transformer_lab.devices import resolve_device
+from transformer_lab.training.distributed import DataParallel
 
 
 @pytest.fixture
@@ -53,3 +54,15 @@ def test_with_one_gpu_auto_and_cuda_are_it_and_a_second_index_is_refused(one_gpu
 def test_anything_else_names_the_choices(asked: object) -> None:
     with pytest.raises(ValueError, match=r"^device: expected one of auto, cpu, cuda, cuda:N.*got"):
         resolve_device(asked)  # type: ignore[arg-type]
+
+
+def test_under_torchrun_cuda_is_the_ranks_own_gpu_before_the_model_moves(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Was a bare "cuda" for every rank's first move: each opened a context and left memory on GPU 0.
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    assert DataParallel.launch_device(torch.device("cuda")) == torch.device("cuda")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert DataParallel.launch_device(torch.device("cuda")) == torch.device("cuda", 1)
+    assert DataParallel.launch_device(torch.device("cpu")) == torch.device("cpu")

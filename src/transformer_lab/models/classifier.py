@@ -74,9 +74,11 @@ class TransformerClassifier(nn.Module):
         Shape:
             token_ids ``[B, S]`` -> ``[B, C]``.
         """
-        check_token_ids(token_ids, self.vocab_size, "token_ids", check_range=reads_id_range(self, token_ids))
+        reads = reads_id_range(self, token_ids)  # not in a training step where a read waits for the device
+        check_token_ids(token_ids, self.vocab_size, "token_ids", check_range=reads)
         padding = masks.padding_mask(token_ids, self.pad_id)  # [B, S]
-        if bool(padding.all(dim=1).any()):
+        # A prepared corpus holds no empty text; elsewhere such a row would pool nothing (NaN).
+        if reads and bool(padding.all(dim=1).any()):
             raise ValueError("token_ids: every sequence needs at least one non-padding token, got an all-padding row")
         hidden = self.encoder(
             self.positional_encoding(self.embedding(token_ids)), src_key_padding_mask=padding

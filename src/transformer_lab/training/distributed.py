@@ -172,6 +172,18 @@ class DataParallel:
         # True while some rank-local gradient has not been all-reduced yet (no_sync).
         self._gradients_pending = False
 
+    @staticmethod
+    def launch_device(device: torch.device) -> torch.device:
+        """``device`` as this rank of a ``torchrun`` launch uses it: CUDA is its ``cuda:LOCAL_RANK``.
+
+        The model goes there first: moved to a bare ``cuda``, each rank would open a context and leave
+        cached memory on GPU 0 before :meth:`from_environment` moved it on.
+        """
+        launch = launch_from_environment()
+        if launch is None or launch.world_size == 1 or device.type != "cuda":
+            return device
+        return torch.device("cuda", launch.local_rank)
+
     @classmethod
     def from_environment(cls, model: nn.Module, device: torch.device) -> DataParallel:
         """Join the launch ``torchrun`` describes, or return the inactive single-process one.

@@ -207,7 +207,7 @@ class Trainer:
         )
         self.extra_files = dict(extra_files or {})
         # A device this machine lacks is one line naming the key, not torch's error from inside model.to.
-        model.to(resolve_device(config.device, name="train.device"))
+        model.to(DataParallel.launch_device(resolve_device(config.device, name="train.device")))
         self._distributed = DataParallel.from_environment(model, _model_device(model))
         self.device = _model_device(model)
         # "auto" becomes what this device runs fast; config.json says which (_written_config).
