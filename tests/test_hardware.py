@@ -61,9 +61,9 @@ def test_auto_on_a_cpu_without_x86_flags_measures(monkeypatch, speed, expected) 
     assert f"{speed:.2f}x the fp32 speed" in hardware.bf16_support("cpu").reason
 
 
-@pytest.mark.parametrize(("supported", "expected"), [(True, "bf16"), (False, "fp32")])
-def test_auto_on_a_faked_cuda_device_asks_cuda(monkeypatch, supported, expected) -> None:
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: supported)
+@pytest.mark.parametrize(("capability", "expected"), [((8, 0), "bf16"), ((9, 0), "bf16"), ((7, 5), "fp32")])
+def test_auto_on_a_faked_cuda_device_asks_cuda(monkeypatch, capability, expected) -> None:
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *args, **kwargs: capability)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args, **kwargs: "Fake GPU")
     assert hardware.resolve_precision("auto", "cuda") == expected
     assert hardware.resolve_precision("auto", "cuda:1") == expected
@@ -72,11 +72,33 @@ def test_auto_on_a_faked_cuda_device_asks_cuda(monkeypatch, supported, expected)
 
 def test_auto_on_a_gpu_that_only_emulates_bf16_is_fp32(monkeypatch) -> None:
     # Before compute capability 8.0 torch can make bf16 tensors (emulation), slower than fp32.
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *args, **kwargs: (7, 0))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args, **kwargs: "Older GPU")
     assert hardware.resolve_precision("auto", "cuda") == "fp32"
     assert hardware.resolve_inference_precision("auto", "fp32", "cuda") == "fp32"
     assert hardware.bf16_support("cuda").reason == "Older GPU has no native bf16"
+
+
+def test_each_gpu_is_asked_for_its_own_bf16(monkeypatch) -> None:
+    # Was torch.cuda.is_bf16_supported(), which asks the current GPU: on cuda:1 of a mixed machine, GPU 0's answer.
+    monkeypatch.setattr(
+        torch.cuda, "get_device_capability", lambda device=None: (8, 0) if torch.device(device).index == 1 else (7, 5)
+    )
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args, **kwargs: "Fake GPU")
+    assert hardware.resolve_precision("auto", "cuda:1") == "bf16"
+    assert hardware.resolve_precision("auto", "cuda:0") == "fp32"
+
+
+def test_a_checkpoints_int8_decodes_at_auto_on_a_gpu_and_an_asked_one_is_refused(monkeypatch, caplog) -> None:
+    # Was refused whatever asked for it: every default decoding of an int8 checkpoint stopped on a GPU machine.
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *args, **kwargs: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args, **kwargs: "Fake GPU")
+    with caplog.at_level("WARNING"):
+        assert hardware.resolve_inference_precision(None, "int8", "cuda", name="--precision") == "bf16"
+    assert "the checkpoint decodes at int8, which runs on the CPU only: on cuda it decodes at auto" in caplog.text
+    with pytest.raises(ValueError, match=r"--precision int8: expected a model on the CPU"):
+        hardware.resolve_inference_precision("int8", "auto", "cuda", name="--precision")
+    assert hardware.resolve_inference_precision(None, "int8", "cpu") == "int8"
 
 
 @pytest.mark.parametrize(("avx512_bf16", "auto"), [(True, "bf16"), (False, "fp32")])

@@ -9,9 +9,8 @@ docs/results.md#precision).
 
 The rule, by device:
 
-- CUDA: native bf16, ``torch.cuda.is_bf16_supported(including_emulation=False)`` (compute
-  capability 8.0 and later: Ampere, Hopper, ...); an older GPU only emulates bf16, slower
-  than fp32, so auto gives fp32 there.
+- CUDA: native bf16, the device's compute capability 8.0 or later (Ampere, Hopper, ...); an
+  older GPU only emulates bf16, slower than fp32, so auto gives fp32 there.
 - x86 CPU: AVX512-BF16 or AMX tiles, as torch's own CPU feature detection reports them.
 - any other CPU (ARM, ...): a measured probe, bf16 against fp32 on one small matrix product.
 - any other device: fp32.
@@ -164,7 +163,8 @@ def measure_bf16_speed(size: int = 192, repeats: int = 3) -> float:
 def _bf16_support(device_type: str, device_index: int | None) -> Bf16Support:
     if device_type == "cuda":
         device = torch.device("cuda", device_index) if device_index is not None else torch.device("cuda")
-        fast = bool(torch.cuda.is_bf16_supported(including_emulation=False))
+        # Native bf16 from compute capability 8 (Ampere) on, of this device: is_bf16_supported asks the current one.
+        fast = torch.cuda.get_device_capability(device)[0] >= 8
         name = torch.cuda.get_device_name(device)
         return Bf16Support(fast, f"{name} {'supports' if fast else 'has no native'} bf16")
     if device_type != "cpu":
@@ -268,9 +268,17 @@ def resolve_inference_precision(
         )
         raise ValueError(f"{name}: expected one of {', '.join(choices)}{default_hint}{why}, got {choice!r}")
     if choice == "int8":
-        if torch.device(device).type != "cpu":
+        if torch.device(device).type == "cpu":
+            return "int8"
+        if requested is not None:
             raise ValueError(f"{name} int8: expected a model on the CPU (PyTorch's int8 kernels), got {device}")
-        return "int8"
+        # The checkpoint's own choice, made for a CPU: refused, it would stop every default decoding on a GPU.
+        _say_once(
+            logging.WARNING,
+            f"the checkpoint decodes at int8, which runs on the CPU only: on {device} it decodes at auto instead "
+            f"({name} int8 with a CPU device keeps int8)",
+        )
+        choice = "auto"
     return resolve_precision(choice, device, log_level=logging.DEBUG)
 
 
