@@ -76,7 +76,8 @@ def sentence_attention(
     """
     if len(source_ids) == 0:
         raise ValueError("source_ids must hold at least one token id, got none")
-    src_ids = torch.tensor([list(source_ids)], dtype=torch.long)  # [1, S]
+    device = next(model.parameters()).device  # the ids go where the model is (a GPU's, say)
+    src_ids = torch.tensor([list(source_ids)], dtype=torch.long, device=device)  # [1, S]
     model.eval()
     if target_ids is None:
         # The output is fed back whole below, after bos: it must leave that one position.
@@ -85,8 +86,8 @@ def sentence_attention(
         with torch.no_grad():
             generated = greedy_search(model, src_ids, limit).best_ids[0].tolist()  # [L]
         target_ids = generated[: generated.index(model.eos_id)] if model.eos_id in generated else generated
-    tgt_in_ids = torch.tensor([[model.bos_id, *target_ids]], dtype=torch.long)  # [1, T]
-    maps = attention_maps(model, src_ids, tgt_in_ids)
+    tgt_in_ids = torch.tensor([[model.bos_id, *target_ids]], dtype=torch.long, device=device)  # [1, T]
+    maps = {name: weights.cpu() for name, weights in attention_maps(model, src_ids, tgt_in_ids).items()}  # drawn
 
     def labels(ids: Sequence[int], vocabulary: Vocabulary | None) -> list[str]:
         if vocabulary is None:
