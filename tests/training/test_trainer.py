@@ -550,3 +550,25 @@ def test_a_schedule_scaled_to_a_short_run_resumes_bitwise_after_a_crash(tmp_path
     for expected, actual in zip(reference.parameters(), resumed.parameters()):
         assert torch.equal(expected, actual)
     assert _train_rows(tmp_path / "crashed") == _train_rows(tmp_path / "reference")
+
+
+def test_a_step_validated_at_an_epochs_end_is_not_validated_again_when_resumed(tmp_path):
+    # The save at step 8 (validated every 4 steps) ends epoch 1 on its last batch; resumed with validation at
+    # epochs' ends, the epoch closed again and step 8 was validated and saved twice (two eval rows for one step).
+    def trainer(resume: bool, **changes: int) -> Trainer:
+        torch.manual_seed(0)
+        return Trainer(
+            TinyModel(),
+            config(epochs=2, keep_last=0, log_every_steps=4, **changes),
+            tmp_path / "run",
+            loss_fn,
+            lambda epoch: epoch_batches(epoch, count=8),
+            evaluate_fn=lambda model: {"val_loss": 1.0},
+            d_model=D_MODEL,
+            resume=resume,
+        )
+
+    trainer(False, eval_every_steps=4, max_steps=8).fit()
+    trainer(True, eval_every_steps=0, max_steps=16).fit()
+    evaluated = [row["step"] for row in read_rows(tmp_path / "run") if row["event"] == "eval"]
+    assert evaluated == [4, 8, 16]

@@ -260,6 +260,7 @@ class Trainer:
         # For the model card: the training seconds, the step last validated.
         self._card_clock = TrainingClock()
         self._metrics_step: int | None = None
+        self._evaluated_step: int | None = None  # the step of the last validation and save
         if self._is_main_process:
             remove_pruned_leftovers(self.out_dir)
         if resume:
@@ -511,7 +512,8 @@ class Trainer:
         self.epoch += 1
         self.batch_index = 0
         logger.info("epoch %d done at step %d", self.epoch, self.global_step)
-        if self.config.eval_every_steps == 0:
+        # Not twice at one step: the budget's measurement (or, resumed, the save read back) may have just done it.
+        if self.config.eval_every_steps == 0 and self._evaluated_step != self.global_step:
             self._evaluate_and_save()
 
     def _forward_backward(self, batch: Any) -> bool:
@@ -674,6 +676,7 @@ class Trainer:
                 self.global_step,
                 ", ".join(f"{key}={value:.4g}" for key, value in metrics.items()),
             )
+        self._evaluated_step = self.global_step  # before the save: its trainer_state.pt records it
         self._save_checkpoints(improved)
         self._last_checkpoint_step = self.global_step
         if self._budget is not None:
@@ -742,6 +745,7 @@ class Trainer:
             best_value=self.best.value,
             best_step=self.best.step,
             best_tie_loss=self.best.tie_loss,
+            evaluated_step=self._evaluated_step,
             last_metrics=dict(self.last_metrics),
             consecutive_nonfinite=self._consecutive_nonfinite,
             window_loss_sum=self._window.loss_sum,
@@ -855,6 +859,7 @@ class Trainer:
             )
         self._pending_rng_state = self._distributed.rank_state(state.rng, state.rng_by_rank)
         self._last_checkpoint_step = self.global_step
+        self._evaluated_step = state.evaluated_step
         self._started = True
         self._resumed = True
         logger.info(

@@ -104,6 +104,8 @@ class TrainerState:
             before it was recorded).
         best_tie_loss: ``best/``'s validation loss, which breaks a tie of ``best_value``
             (None where the evaluation has no ``val_loss``, or it was not recorded).
+        evaluated_step: the step of the last validation and save (None before one, or not recorded):
+            an epoch that ends on that step is not validated again.
     """
 
     global_step: int
@@ -123,6 +125,7 @@ class TrainerState:
     rng_by_rank: list[RandomState] | None = None
     best_step: int | None = None
     best_tie_loss: float | None = None
+    evaluated_step: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The form written to ``trainer_state.pt``: plain tensors, numbers, strings, lists and dicts."""
@@ -181,6 +184,9 @@ class TrainerState:
         best_step = state.get("best_step")
         if best_step is not None and not _is_count(best_step):
             fail("best_step", "an int >= 0 or None", best_step)
+        evaluated_step = state.get("evaluated_step")
+        if evaluated_step is not None and not _is_count(evaluated_step):
+            fail("evaluated_step", "an int >= 0 or None", evaluated_step)
         for field in ("best_value", "last_train_loss", "best_tie_loss"):
             value = state.get(field)
             if value is not None and not _is_finite_number(value):
@@ -223,6 +229,7 @@ class TrainerState:
             rng_by_rank=rng_by_rank,
             best_step=best_step,
             best_tie_loss=_float_or_none(state.get("best_tie_loss")),
+            evaluated_step=evaluated_step,
         )
 
 
