@@ -263,11 +263,13 @@ def test_precision_flag_sets_bf16_in_the_saved_config(tmp_path: Path) -> None:
     assert saved["train"]["precision"] == "bf16"
 
 
-def test_every_task_trains_from_its_preset_named(tmp_path: Path) -> None:
+def test_every_task_trains_from_its_preset_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # `config copy --preset default` prints the preset; `train copy --preset default` starts from it.
     assert main(["train", "copy", "--out", str(tmp_path / "named"), "--preset", "default", *TINY]) == 0
     saved = json.loads((tmp_path / "named" / "last" / "config.json").read_text(encoding="utf-8"))
     assert saved["data"]["task"] == "copy"
+    # The closing score is the last weights', printed after best/'s line: said so (was: read as best/'s).
+    assert "held-out sequences (greedy, the last step's weights, last/): " in capsys.readouterr().out
 
 
 def test_time_budget_flag_plans_the_run_and_records_the_plan(

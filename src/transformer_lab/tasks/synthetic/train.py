@@ -197,12 +197,13 @@ def load(checkpoint: str | os.PathLike[str]) -> tuple[Seq2SeqTransformer, None, 
 
 
 def greedy_exact_match(result: TrainResult, config: SyntheticConfig) -> Closing:
-    """What a person reads after training, and its figures: exact match on the held-out sequences, greedy."""
+    """What a person reads after training, and its figures: the last weights' exact match on the held-out sequences."""
     if not is_main_process():
         return Closing([], {})  # under torchrun rank 0 reports (the weights are the same on every rank)
     greedy = exact_match(result.model.eval(), result.data.test, dataclasses.replace(config.decode, strategy="greedy"))
     count = len(result.data.test)
     return Closing(
-        [f"exact match on {count} held-out sequences (greedy): {greedy:.1%}"],
+        # The weights training ended with (last/), which may not be best/'s: said, since best/'s line comes before.
+        [f"exact match on {count} held-out sequences (greedy, the last step's weights, last/): {greedy:.1%}"],
         {"test_sequences": count, "test_exact_match_greedy": greedy},
     )
