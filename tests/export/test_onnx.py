@@ -40,6 +40,7 @@ from transformer_lab.models import Seq2SeqTransformer, TransformerClassifier  # 
 from transformer_lab.tasks.couplet import train as couplet_train  # noqa: E402
 from transformer_lab.tasks.registry import load_trained  # noqa: E402
 from transformer_lab.training import apply_overrides  # noqa: E402
+from transformer_lab.training.checkpoint import resolve_checkpoint  # noqa: E402
 
 MAX_LEN = 12  # new tokens: the reverse task's sequences have at most 8 symbols plus eos
 
@@ -345,10 +346,13 @@ def test_the_export_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     )
     with pytest.raises(ValueError) as exported:
         again.handler(again)
+    # Named by the option that gave it (was: "checkpoint ...", as for --init-from too).
     assert str(exported.value).startswith(
-        f"checkpoint {str(tmp_path / 'onnx')!r}: expected a checkpoint folder (model.safetensors and config.json, "
+        f"--checkpoint {str(tmp_path / 'onnx')!r}: expected a checkpoint folder (model.safetensors and config.json, "
         "as training writes them), got an ONNX export written by `transformer-lab export`"
     )
+    with pytest.raises(ValueError, match=r"^--init-from '.*onnx': expected a checkpoint folder"):
+        resolve_checkpoint(tmp_path / "onnx", "--init-from")
     quantized = parse_export(
         [
             "export",

@@ -369,8 +369,8 @@ def _require_file(folder: str | os.PathLike[str], name: str, what: str) -> Path:
     return path
 
 
-def load_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read ``config.json`` of checkpoint ``folder``."""
+def load_checkpoint_config(folder: str | os.PathLike[str], name: str = "checkpoint") -> dict[str, Any]:
+    """Read ``config.json`` of checkpoint ``folder``; an export's folder is refused naming ``name`` (its option)."""
     path = _require_file(folder, CONFIG_FILE, "the configuration")
     try:
         config = strict_json.loads(path.read_text(encoding="utf-8"))
@@ -388,7 +388,7 @@ def load_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
     export = _export_kind(Path(folder), config)
     if export is not None:
         raise ValueError(
-            f"checkpoint {str(folder)!r}: expected a checkpoint folder ({MODEL_FILE} and {CONFIG_FILE}, as training "
+            f"{name} {str(folder)!r}: expected a checkpoint folder ({MODEL_FILE} and {CONFIG_FILE}, as training "
             f"writes them), got {export} written by `transformer-lab export`; give the checkpoint it was exported from"
         )
     return config
@@ -732,6 +732,8 @@ def resolve_checkpoint(path: str | os.PathLike[str], name: str = "checkpoint") -
         )
     path = path_argument(path, name)
     if (path / CONFIG_FILE).is_file():
+        if not (path / MODEL_FILE).is_file():
+            load_checkpoint_config(path, name)  # an export's folder is refused here, in the option's name
         return path
     run_checkpoints = ((path / "best", f"give {path / 'last'}"), (path / "last", "give a step-NNNNNN/ of the run"))
     for folder, instead in run_checkpoints:
