@@ -1029,6 +1029,14 @@ CLI_CASES = [
         r"got \S+, which holds none of them$",
     ),
     CliCase(
+        # Only an empty step folder, no run: was "found none (the run kept none: train.keep_last was 0 ...)".
+        "average-checkpoints: --run a folder of an empty step folder",
+        lambda tmp, ck: ["average-checkpoints", "--run", str(_empty_step_folder(tmp)), "--last", "1"]
+        + ["--out", str(tmp / "avg")],
+        r"--run: expected a run folder \(holding metrics\.jsonl, best/, last/ and step-NNNNNN/ checkpoints\), "
+        r"got \S+, which holds none of them$",
+    ),
+    CliCase(
         "average-checkpoints: --run the folder of runs",
         lambda tmp, ck: ["average-checkpoints", "--run", str(translation_run(tmp, ck).parent), "--last", "2"]
         + ["--out", str(tmp / "avg")],
@@ -1809,6 +1817,12 @@ def couplet_split_argv(checkpoints: Checkpoints, folder: Path, upper: str, lower
     (folder / "couplet" / "test").mkdir(parents=True)
     write_folder(folder / "couplet" / "test", {UPPER_FILE: upper.encode(), LOWER_FILE: lower.encode()})
     return ["evaluate", "couplet", "--checkpoint", str(checkpoints.couplet), "--data-dir", str(folder)]
+
+
+def _empty_step_folder(tmp: Path) -> Path:
+    """A folder holding only an empty step-000001/: no run."""
+    (tmp / "notrun" / "step-000001").mkdir(parents=True)
+    return tmp / "notrun"
 
 
 def translation_run(tmp_path: Path, checkpoints: Checkpoints) -> Path:

@@ -77,11 +77,12 @@ def run(arguments: argparse.Namespace) -> int:
     # A step folder that a crash left incomplete (before saves and pruning were atomic) is
     # skipped, by name, rather than failing the whole average.
     incomplete = [path for _, path in steps if not all((path / name).is_file() for name in (MODEL_FILE, CONFIG_FILE))]
-    for path in incomplete:
-        if path.is_dir():  # one gone since the listing was pruned by a run still training: not incomplete
-            print(f"skipping {path}: not a complete checkpoint (no {MODEL_FILE} or {CONFIG_FILE})", file=sys.stderr)
     steps = [(step, path) for step, path in steps if path not in incomplete]
-    if not steps and not incomplete and not _is_run_folder(arguments.run):
+    if steps or _is_run_folder(arguments.run):
+        for path in incomplete:
+            if path.is_dir():  # one gone since the listing was pruned by a run still training: not incomplete
+                print(f"skipping {path}: not a complete checkpoint (no {MODEL_FILE} or {CONFIG_FILE})", file=sys.stderr)
+    if not steps and not _is_run_folder(arguments.run):
         # No run at all (an empty folder, the folder of several runs): keep_last is no reason to give.
         runs = sorted(path.name for path in arguments.run.iterdir() if _is_run_folder(path))
         inside = f"; it holds the run folder(s) {', '.join(runs[:5])}{', ...' if len(runs) > 5 else ''}" if runs else ""
