@@ -88,6 +88,12 @@ def lone_surrogate_position(text: str) -> int | None:
     return None
 
 
+def lone_surrogate(text: str) -> str | None:
+    """``text``'s first lone surrogate in words ("the lone surrogate U+D800 at character 2"), or None."""
+    position = lone_surrogate_position(text)
+    return None if position is None else f"the lone surrogate U+{ord(text[position]):04X} at character {position}"
+
+
 def texts_of(texts: str | Sequence[str], name: str) -> list[str]:
     """``texts`` as a list (a single str: a list of one); an item that is no str is a ValueError naming ``name[i]``."""
     if isinstance(texts, str):

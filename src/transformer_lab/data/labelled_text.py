@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_lab import strict_json
-from transformer_lab.data._checks import check_integer, is_integer, lone_surrogate_position
+from transformer_lab.data._checks import check_integer, is_integer, lone_surrogate
 from transformer_lab.data.line_stream import stream_lines
 from transformer_lab.data.parallel_text import MAX_LINE_BYTES
 
@@ -248,12 +248,11 @@ class _LineError(ValueError):
 
 
 def _check_unicode(value: str, field: str) -> None:
-    surrogate = lone_surrogate_position(value)
+    surrogate = lone_surrogate(value)
     if surrogate is not None:
         # Only a JSON escape makes one (a file's bytes are decoded strictly): it has no UTF-8 form to store.
         raise _RecordError(
-            f"field {field!r}: expected valid Unicode text, got the lone surrogate U+{ord(value[surrogate]):04X} "
-            f"at character {surrogate} (half of a \\u escaped pair)"
+            f"field {field!r}: expected valid Unicode text, got {surrogate} (half of a \\u escaped pair)"
         )
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_lab import strict_json
-from transformer_lab.data._checks import lone_surrogate_position
+from transformer_lab.data._checks import lone_surrogate
 from transformer_lab.data.parallel_text import ParallelText, read_lines, read_parallel_text
 from transformer_lab.shortened import shortened
 
@@ -200,12 +200,12 @@ def _check_sentence(path: Path, number: int, side: str, text: str) -> str:
     kind = "sentence" if side in SIDES else "line"  # a couplet's upper and lower line
     if not text.strip():
         raise ValueError(f"{path}: line {number}: expected a non-empty {side} {kind}, got {text!r}")
-    surrogate = lone_surrogate_position(text)
+    surrogate = lone_surrogate(text)
     if surrogate is not None:
         # Only a JSON escape makes one (a file's bytes are decoded strictly): it has no UTF-8 form to store.
         raise ValueError(
-            f"{path}: line {number}: expected valid Unicode text in the {side} {kind}, got the lone surrogate "
-            f"U+{ord(text[surrogate]):04X} at character {surrogate} (half of a \\u escaped pair)"
+            f"{path}: line {number}: expected valid Unicode text in the {side} {kind}, got {surrogate} "
+            "(half of a \\u escaped pair)"
         )
     return text
 

@@ -73,7 +73,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 from transformer_lab import strict_json
 from transformer_lab.atomic_files import write_text_atomically
-from transformer_lab.data._checks import check_bool, check_integer, is_integer, lone_surrogate_position
+from transformer_lab.data._checks import check_bool, check_integer, is_integer, lone_surrogate
 from transformer_lab.data.vocabulary import (
     BOS_ID,
     EOS_ID,
@@ -125,13 +125,10 @@ _TOKENIZER_FILE_HINT = (
 def _check_text(name: str, text: object) -> str:
     if not isinstance(text, str):
         raise ValueError(f"{name} must be a str, got {text!r:.80} ({type(text).__name__})")
-    position = lone_surrogate_position(text)
-    if position is not None:
+    surrogate = lone_surrogate(text)
+    if surrogate is not None:
         # No UTF-8 form, so no bytes for the byte-level BPE; tokenizers would raise TypeError.
-        raise ValueError(
-            f"{name} must be valid Unicode text, got the lone surrogate U+{ord(text[position]):04X} "
-            f"at character {position} (undecodable input bytes?)"
-        )
+        raise ValueError(f"{name} must be valid Unicode text, got {surrogate} (undecodable input bytes?)")
     return text
 
 
