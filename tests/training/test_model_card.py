@@ -45,6 +45,16 @@ def test_a_card_round_trips_through_its_front_matter(tmp_path):
     assert result["metrics"] == [{"type": "accuracy", "value": 0.875, "name": "val_accuracy"}]
 
 
+def test_a_validation_of_an_earlier_step_is_no_result_of_these_weights(tmp_path):
+    # last/ saved at a stop (step 49) between validations (the last at step 40): its model index listed step 40's
+    # scores as the weights' own.
+    later = {**facts(), "training": {**facts()["training"], "steps": 49}}
+    card = render_card(later)
+    front = yaml.safe_load(card.split("---\n")[1])
+    assert front["model-index"][0]["results"] == []
+    assert "| validation (step 40) | - | val_accuracy | 0.88 |" in card  # still in the table, with its step
+
+
 def test_test_scores_replace_their_own_entry_and_leave_a_hard_linked_copy_alone(tmp_path):
     card = tmp_path / "best" / CARD_FILE
     card.parent.mkdir()

@@ -196,7 +196,10 @@ def _front_matter(facts: Mapping[str, Any]) -> dict[str, Any]:
     dataset = facts["data"]["dataset"]
     results = []
     validation = facts["validation"]["metrics"]
-    if validation:
+    # The model index scores these weights: a validation of an earlier step (last/ saved between validations,
+    # at a stop) is in the card's table with its step, not here.
+    measured_here = facts["validation"]["step"] in (None, facts["training"].get("steps"))
+    if validation and measured_here:
         results.append(
             {
                 "task": {"type": hub_task, "name": task_name},
