@@ -4,6 +4,7 @@ import io
 import json
 import logging
 import random
+import shutil
 import sys
 from pathlib import Path
 
@@ -572,3 +573,27 @@ def test_a_step_validated_at_an_epochs_end_is_not_validated_again_when_resumed(t
     trainer(True, eval_every_steps=0, max_steps=16).fit()
     evaluated = [row["step"] for row in read_rows(tmp_path / "run") if row["event"] == "eval"]
     assert evaluated == [4, 8, 16]
+
+
+def test_step_checkpoints_past_the_step_resumed_from_are_named(tmp_path, caplog):
+    # last/ put back to an earlier step by hand: step-000008 stayed, pruned in place of this run's own and
+    # averaged as its own, without a word.
+    def trainer(resume: bool, max_steps: int) -> Trainer:
+        torch.manual_seed(0)
+        return Trainer(
+            TinyModel(),
+            config(epochs=2, keep_last=3, log_every_steps=4, eval_every_steps=4, max_steps=max_steps),
+            tmp_path / "run",
+            loss_fn,
+            lambda epoch: epoch_batches(epoch, count=8),
+            evaluate_fn=lambda model: {"val_loss": 1.0},
+            d_model=D_MODEL,
+            resume=resume,
+        )
+
+    trainer(False, 8).fit()
+    shutil.rmtree(tmp_path / "run" / "last")
+    shutil.copytree(tmp_path / "run" / "step-000004", tmp_path / "run" / "last")
+    with caplog.at_level(logging.WARNING):
+        trainer(True, 6)
+    assert "step-000008 past the step resumed from (4), from the run this one replaces" in caplog.text

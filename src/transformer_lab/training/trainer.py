@@ -113,7 +113,7 @@ from .metrics_log import MetricsLog
 from .model_card import CARD_FILE, TrainerFacts, TrainingClock, trainer_card
 from .optimization import OptimizerFactory, ScheduleFactory, build_optimization, scaled_to_run
 from .rng_state import RandomState, isolated_rng, seed_all
-from .run.run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_folder_name
+from .run.run_folder import prune_step_checkpoints, remove_pruned_leftovers, step_checkpoints, step_folder_name
 from .run.same_run import check_same_model
 from .run.stop_signal import StopRequests, TrainingInterrupted
 from .schedule import load_optimizer_state
@@ -758,6 +758,21 @@ class Trainer:
             rng_by_rank=None if rng_by_rank is None else [RandomState.from_dict(rng) for rng in rng_by_rank],
         ).to_dict()
 
+    def _warn_of_later_steps(self, folder: Path) -> None:
+        """Say which step checkpoints lie past the step resumed from: another run's future, not this one's."""
+        later = [path.name for step, path in step_checkpoints(self.out_dir) if step > self.global_step]
+        if later and self._is_main_process:
+            # last/ replaced by an earlier checkpoint, or a stop between a step folder's save and last/'s.
+            logger.warning(
+                "%s: %s past the step resumed from (%d), from the run this one replaces: pruning keeps the newest "
+                "step folders and averaging takes them as this run's; move them out of %s unless this run "
+                "writes them again",
+                folder,
+                ", ".join(later),
+                self.global_step,
+                self.out_dir,
+            )
+
     def _resumed_position(self, state: TrainerState) -> int:
         """The batch of this process's shard to continue the epoch at.
 
@@ -860,6 +875,7 @@ class Trainer:
         self._pending_rng_state = self._distributed.rank_state(state.rng, state.rng_by_rank)
         self._last_checkpoint_step = self.global_step
         self._evaluated_step = state.evaluated_step
+        self._warn_of_later_steps(folder)
         self._started = True
         self._resumed = True
         logger.info(
