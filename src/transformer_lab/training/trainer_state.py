@@ -356,7 +356,12 @@ def _check_optimizer(saved: Any, optimizer: Optimizer, file: Path, fail: _Fail) 
             fail(f"{where}.params", f"{len(current['params'])} distinct parameter ids (ints)", ids)
         parameters.update(zip(ids, current["params"]))
         for name, value in current.items():
-            if name == "params" or name in IMPLEMENTATION_FLAGS:  # the run's own: see load_optimizer_state
+            if name == "params":
+                continue
+            if name in IMPLEMENTATION_FLAGS:
+                # The run's own are kept (load_optimizer_state): a CPU run's None beside a GPU run's True is no fault.
+                if not (group.get(name) is None or isinstance(group.get(name), bool)):
+                    fail(f"{where}.{name}", "None or a bool", group[name])
                 continue
             if name not in group:
                 # Flags a newer torch added are filled in by the optimizer; numbers never are.
