@@ -58,13 +58,6 @@ TEXT_FIELD_SEPARATOR = "\n"
 FieldNames = tuple[str, str]
 SETTING_NAMES: FieldNames = ("data.text_fields", "data.label_field")
 _SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl"}
-
-
-def format_of_suffix(path: str | os.PathLike[str]) -> str | None:
-    """The format a file's suffix names (".csv" -> "csv"), or None where it names none."""
-    return _SUFFIX_FORMATS.get(Path(path).suffix.lower())
-
-
 _INTEGER_LABEL = re.compile(r"-?[0-9]+")
 
 
@@ -182,6 +175,11 @@ def sorted_class_names(labels: Iterable[str]) -> tuple[str, ...]:
         return (1, 0, label)
 
     return tuple(sorted(set(labels), key=key))
+
+
+def format_of_suffix(path: str | os.PathLike[str]) -> str | None:
+    """The format a file's suffix names (".csv" -> "csv"), or None where it names none."""
+    return _SUFFIX_FORMATS.get(Path(path).suffix.lower())
 
 
 def labelled_text_format(path: str | os.PathLike[str], file_format: str = "", *, name: str = "file_format") -> str:
