@@ -553,24 +553,26 @@ def test_a_schedule_scaled_to_a_short_run_resumes_bitwise_after_a_crash(tmp_path
     assert _train_rows(tmp_path / "crashed") == _train_rows(tmp_path / "reference")
 
 
+def validated_run(folder, resume: bool, **changes: int) -> Trainer:
+    """A Trainer of 8 batches an epoch, two epochs, validated (a constant score) as ``changes`` say."""
+    torch.manual_seed(0)
+    return Trainer(
+        TinyModel(),
+        config(**{"epochs": 2, "keep_last": 0, "log_every_steps": 4, **changes}),
+        folder,
+        loss_fn,
+        lambda epoch: epoch_batches(epoch, count=8),
+        evaluate_fn=lambda model: {"val_loss": 1.0},
+        d_model=D_MODEL,
+        resume=resume,
+    )
+
+
 def test_a_step_validated_at_an_epochs_end_is_not_validated_again_when_resumed(tmp_path):
     # The save at step 8 (validated every 4 steps) ends epoch 1 on its last batch; resumed with validation at
     # epochs' ends, the epoch closed again and step 8 was validated and saved twice (two eval rows for one step).
-    def trainer(resume: bool, **changes: int) -> Trainer:
-        torch.manual_seed(0)
-        return Trainer(
-            TinyModel(),
-            config(epochs=2, keep_last=0, log_every_steps=4, **changes),
-            tmp_path / "run",
-            loss_fn,
-            lambda epoch: epoch_batches(epoch, count=8),
-            evaluate_fn=lambda model: {"val_loss": 1.0},
-            d_model=D_MODEL,
-            resume=resume,
-        )
-
-    trainer(False, eval_every_steps=4, max_steps=8).fit()
-    trainer(True, eval_every_steps=0, max_steps=16).fit()
+    validated_run(tmp_path / "run", False, eval_every_steps=4, max_steps=8).fit()
+    validated_run(tmp_path / "run", True, eval_every_steps=0, max_steps=16).fit()
     evaluated = [row["step"] for row in read_rows(tmp_path / "run") if row["event"] == "eval"]
     assert evaluated == [4, 8, 16]
 
@@ -578,22 +580,9 @@ def test_a_step_validated_at_an_epochs_end_is_not_validated_again_when_resumed(t
 def test_step_checkpoints_past_the_step_resumed_from_are_named(tmp_path, caplog):
     # last/ put back to an earlier step by hand: step-000008 stayed, pruned in place of this run's own and
     # averaged as its own, without a word.
-    def trainer(resume: bool, max_steps: int) -> Trainer:
-        torch.manual_seed(0)
-        return Trainer(
-            TinyModel(),
-            config(epochs=2, keep_last=3, log_every_steps=4, eval_every_steps=4, max_steps=max_steps),
-            tmp_path / "run",
-            loss_fn,
-            lambda epoch: epoch_batches(epoch, count=8),
-            evaluate_fn=lambda model: {"val_loss": 1.0},
-            d_model=D_MODEL,
-            resume=resume,
-        )
-
-    trainer(False, 8).fit()
+    validated_run(tmp_path / "run", False, keep_last=3, eval_every_steps=4, max_steps=8).fit()
     shutil.rmtree(tmp_path / "run" / "last")
     shutil.copytree(tmp_path / "run" / "step-000004", tmp_path / "run" / "last")
     with caplog.at_level(logging.WARNING):
-        trainer(True, 6)
+        validated_run(tmp_path / "run", True, keep_last=3, eval_every_steps=4, max_steps=6)
     assert "step-000008 past the step resumed from (4), from the run this one replaces" in caplog.text
