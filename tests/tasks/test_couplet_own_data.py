@@ -162,6 +162,20 @@ def test_validation_couplets_the_search_cannot_answer_are_refused_before_trainin
         assert not out.exists()
 
 
+def test_a_couplet_too_long_for_the_model_is_counted_in_characters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pairs = [*made_up_couplets(40, seed=10), ("春" * 150, "秋" * 150)]
+    forms = write_forms(tmp_path, pairs)
+    tiny = set_arguments([setting for setting in TINY_OVERRIDES if not setting.startswith("data.num_validation=")])
+    arguments = ["train", "couplet", "--train", str(forms["tsv"][0]), "--out", str(tmp_path / "run"), *tiny]
+    limits = ["--set", "data.num_validation=4", "--set", "data.max_length=300", "--set", "model.max_len=128"]
+    assert main([*arguments, *limits]) == 2
+    # Was "subword tokens": a couplet model reads characters.
+    error = capsys.readouterr().err
+    assert "has 151 characters on one side (with bos/eos), expected at most model.max_len=128" in error
+
+
 def test_a_couplet_run_on_the_users_tsv_with_its_own_validation(tmp_path: Path) -> None:
     forms = write_forms(tmp_path, made_up_couplets(200, seed=6))
     valid = tmp_path / "valid.jsonl"

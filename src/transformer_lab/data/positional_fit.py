@@ -27,6 +27,7 @@ def check_fits_positional_table(
     name: str,
     architecture_fixed: bool = False,
     origin: Callable[[int], str | None] | None = None,
+    unit: str = "subword tokens",
 ) -> None:
     """Refuse, before training starts, a pair whose collated source or target (``lengths`` [N, 2]) exceeds ``max_len``.
 
@@ -35,7 +36,7 @@ def check_fits_positional_table(
     architecture is kept: ``architecture_fixed``) or removes it.
     The first such pair is named by the file and line it was read from (``origin`` of its index,
     where given, or ``pairs`` the folder of a prepared corpus, which keeps no text), else by its
-    row and text.
+    row and text. ``unit`` is what the task's tokens are ("characters" for couplets).
     """
     too_long = longer_than(lengths, max_len)
     if not too_long.size:
@@ -51,7 +52,7 @@ def check_fits_positional_table(
         where = None if pairs is None else training_pair_origin(pairs, index)
         pair = f"training pair {index + 1} of the prepared corpus {pairs}" if where is None else f"the pair at {where}"
     raise ValueError(
-        f"{name}: {pair} has {int(np.max(lengths[index]))} subword tokens on one side (with bos/eos), "
+        f"{name}: {pair} has {int(np.max(lengths[index]))} {unit} on one side (with bos/eos), "
         f"expected at most model.max_len={max_len} ({too_long.size} pair(s) in all); "
         f"{max_len_advice(architecture_fixed)}"
     )

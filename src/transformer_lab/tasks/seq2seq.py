@@ -62,7 +62,8 @@ class Seq2SeqTask(Generic[VocabularyType, ConfigType]):
 
     ``vocabulary_sizes``: the ids of each side, source then target; ``metadata_keys``: its
     entries of ``config.json`` beside the config; ``card``: ``training.model_card.CARD_HINTS_KEY``'s;
-    ``metric_names``: the validation scores its ``evaluate`` returns, as a run logs them.
+    ``metric_names``: the validation scores its ``evaluate`` returns, as a run logs them; ``token_unit``: what
+    its tokens are, in errors.
     """
 
     name: str
@@ -72,6 +73,7 @@ class Seq2SeqTask(Generic[VocabularyType, ConfigType]):
     metadata_keys: tuple[str, ...] = ()
     card: Mapping[str, Any] = field(default_factory=dict)
     metric_names: tuple[str, ...] = ()
+    token_unit: str = "subword tokens"
 
 
 @dataclass
@@ -182,7 +184,7 @@ def train(
     lengths = pair_length_table(data.train_store)  # [N, 2], once per run
     pairs = data.train_pairs if data.train_pairs is not None else data.train_store.folder
     fixed = resume or init_from is not None
-    check_fits_positional_table(lengths, pairs, model_config.max_len, "training data", fixed)
+    check_fits_positional_table(lengths, pairs, model_config.max_len, "training data", fixed, unit=task.token_unit)
     check_budget_holds_each_example(lengths, data_config.max_tokens, "data.max_tokens")
     num_shards, shard_index = data_shard()
     # The tasks without the setting (couplets) have no BPE dropout; a side of max_len - 1 ids fits the table.

@@ -87,6 +87,7 @@ SEQ2SEQ_TASK: Seq2SeqTask[Vocabulary, CoupletConfig] = Seq2SeqTask(
     metadata_keys=("data_report",),  # what was read and skipped, recorded beside the config
     card={"hub_task": "text2text-generation", "dataset": "couplet", "languages": ["zh"]},
     metric_names=("val_bleu", "val_level_tone_ending"),
+    token_unit="characters",
 )
 
 
