@@ -30,6 +30,7 @@ from transformer_lab.cli.bounds import file_path_of, path_of
 from transformer_lab.cli.decode_options import STANDARD_STREAM, Inputs, command_inputs
 from transformer_lab.cli.device_option import add_device_argument, device_of
 from transformer_lab.cli.task_options import add_task_options, given_options
+from transformer_lab.data.pair_files import TABLE_SUFFIXES
 from transformer_lab.decoding.search_settings import check_no_beam_settings
 from transformer_lab.decoding.sentences import cut_note
 from transformer_lab.folders import check_file_output, described_refusal
@@ -77,17 +78,13 @@ def _register_task(subparsers: argparse._SubParsersAction, task: Task) -> None:
     parser.set_defaults(handler=functools.partial(run, task), task_options=options)
 
 
-# File suffixes of tables and records, which these commands read line by line as plain text.
-_TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")
-
-
 def run(task: Task, arguments: argparse.Namespace) -> int:
     command = task.command
     assert command is not None
     device = device_of(arguments)
     arguments.checkpoint = resolve_checkpoint(arguments.checkpoint, "--checkpoint")  # named as typed
     inputs = command_inputs(arguments.inputs, arguments.input, purpose=command.verb)
-    if arguments.input not in (None, STANDARD_STREAM) and Path(arguments.input).suffix.lower() in _TABLE_SUFFIXES:
+    if arguments.input not in (None, STANDARD_STREAM) and Path(arguments.input).suffix.lower() in TABLE_SUFFIXES:
         # Each line is one input, whole: a table's header, labels, quotes and second column are read as text.
         logger.warning(
             "--input %s: read as plain text, each line one input to %s whole (a table's header and columns too); "

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_lab.data._checks import check_integer, lone_surrogate_position
+from transformer_lab.data._checks import check_integer, lone_surrogate
 from transformer_lab.data.carve_error import CarveError
 from transformer_lab.data.chinese import is_punctuation
 from transformer_lab.data.couplet_stream import (
@@ -325,15 +325,11 @@ def check_upper_line(
         # Spaces between characters are ignored, but a tab is a table's: the pair's two lines read as one.
         tab = f"upper line {shown!r} holds a tab: expected one upper line (a file of pairs? give its upper lines)"
         return tab, None
-    surrogate = lone_surrogate_position(upper)
+    surrogate = lone_surrogate(upper)
     if surrogate is not None:
         # Undecodable input bytes smuggled in by surrogateescape: no character to answer, and
         # no UTF-8 form to print.
-        return (
-            f"upper line has the lone surrogate U+{ord(upper[surrogate]):04X} at character {surrogate}: "
-            "expected valid Unicode text (undecodable input bytes?)",
-            None,
-        )
+        return f"upper line has {surrogate}: expected valid Unicode text (undecodable input bytes?)", None
     latin = sorted(set(_LATIN_LETTERS.findall(upper)))
     if latin:
         return (

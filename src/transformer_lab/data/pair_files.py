@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 PAIR_FORMATS = ("lines", "tsv", "jsonl")
 SIDES = ("source", "target")  # what the two sides are called in errors, and a TSV header's names
 _SUFFIX_FORMATS = {".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
-_TABLE_SUFFIXES = (*_SUFFIX_FORMATS, ".csv")  # a pair (or a row) per line: never one side of two line files
+TABLE_SUFFIXES = (*_SUFFIX_FORMATS, ".csv")  # a pair (or a row) per line: never one side of two line files
 
 
 # A language code as the card and the file names carry it: "de", "en", "zh-Hans", "pt_BR" (BCP 47 tags stay short).
@@ -117,7 +117,7 @@ def _check_not_tables(paths: Sequence[str | os.PathLike[str]], name: str, sides:
 
     Read as line files, each whole TSV row or JSON text would be both the source and the target.
     """
-    tables = [suffix for suffix in (Path(path).suffix.lower() for path in paths) if suffix in _TABLE_SUFFIXES]
+    tables = [suffix for suffix in (Path(path).suffix.lower() for path in paths) if suffix in TABLE_SUFFIXES]
     if tables:
         raise ValueError(
             f"{name}: expected two aligned line files ({sides[0]} then {sides[1]}, one sentence per line), "

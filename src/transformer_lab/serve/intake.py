@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from transformer_lab import strict_json
-from transformer_lab.data._checks import lone_surrogate_position
+from transformer_lab.data._checks import lone_surrogate
 from transformer_lab.serve.requests import is_text_field
 from transformer_lab.shortened import shortened
 
@@ -117,10 +117,8 @@ def listed_problems(messages: list[str], total: int, noun: str = "problems") -> 
 
 def _lone_surrogate(text: str) -> str | None:
     """ "the lone surrogate U+D800 at character 4 ..." for the first one in ``text``, or None."""
-    position = lone_surrogate_position(text)
-    if position is None:
-        return None
-    return f"the lone surrogate U+{ord(text[position]):04X} at character {position} (a \\u escape without its pair)"
+    found = lone_surrogate(text)
+    return None if found is None else f"{found} (a \\u escape without its pair)"
 
 
 def surrogate_message(body: Any) -> str | None:
