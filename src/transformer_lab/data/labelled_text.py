@@ -207,6 +207,17 @@ def labelled_text_format(path: str | os.PathLike[str], file_format: str = "", *,
     return _SUFFIX_FORMATS[suffix]
 
 
+def check_field_names(text_fields: Sequence[str], label_field: str, text_name: str, label_name: str) -> None:
+    """Refuse an empty field name, or a text field named twice, naming ``text_name`` or ``label_name`` (the
+    settings or options that chose them), before any file is read."""
+    if not all(text_fields):
+        raise ValueError(f"{text_name}: expected non-empty field names, got {list(text_fields)!r}")
+    if not label_field:
+        raise ValueError(f"{label_name}: expected non-empty field names, got {label_field!r}")
+    if len(set(text_fields)) != len(text_fields):
+        raise ValueError(f"{text_name}: expected each field once, got {list(text_fields)!r}")
+
+
 def check_label_apart(
     text_fields: Sequence[str], label_field: str, label_name: str = "label_field", text_name: str = ""
 ) -> None:

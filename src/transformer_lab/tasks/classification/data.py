@@ -20,7 +20,7 @@ from transformer_lab.data import (
 )
 from transformer_lab.data._checks import ANY_COUNT, CORPUS_FIELD_BOUNDS, SEED_RANGE, check_int_fields
 from transformer_lab.data.ag_news import CLASSES_FILE
-from transformer_lab.data.labelled_text import SETTING_NAMES, FieldNames, check_label_apart
+from transformer_lab.data.labelled_text import SETTING_NAMES, FieldNames, check_field_names, check_label_apart
 from transformer_lab.data.prepared_cache import RUN_ONLY_DATA_SETTINGS, CorpusIdentity, CorpusKind, corpus_description
 from transformer_lab.data.prepared_labelled import (
     LABELLED_KIND,
@@ -109,12 +109,7 @@ class ClassificationDataConfig:
         if not self.text_fields:
             raise ValueError("data.text_fields: expected at least one field name, got none")
         # Checked here, before any corpus is read or prepared, in the settings' own names.
-        if not all(self.text_fields) or not self.label_field:
-            name = "data.label_field" if all(self.text_fields) else "data.text_fields"
-            given = self.label_field if all(self.text_fields) else list(self.text_fields)
-            raise ValueError(f"{name}: expected non-empty field names, got {given!r}")
-        if len(set(self.text_fields)) != len(self.text_fields):
-            raise ValueError(f"data.text_fields: expected each field once, got {list(self.text_fields)!r}")
+        check_field_names(self.text_fields, self.label_field, "data.text_fields", "data.label_field")
         check_label_apart(self.text_fields, self.label_field, "data.label_field")
         if self.prepared_dir and self.train_files:
             raise ValueError(

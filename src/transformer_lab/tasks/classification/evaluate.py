@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from transformer_lab.data import LABELLED_TEXT_FORMATS, SubwordTokenizer, ag_news_path, read_ag_news_csv
-from transformer_lab.data.labelled_text import check_label_apart, format_of_suffix
+from transformer_lab.data.labelled_text import check_field_names, check_label_apart, format_of_suffix
 from transformer_lab.data.prepared_cache import prepared_files
 from transformer_lab.data.prepared_labelled import LabelledRow, carve_validation, open_prepared_labelled
 from transformer_lab.evaluation import ClassificationReport, classification_report
@@ -150,9 +150,8 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
         # Read with the checkpoint's fields and format unless the options override them, named as given.
         given_fields, given_label = options.option("--text-field"), options.option("--label-field")
         fields = config.data.text_fields if given_fields is None else tuple(given_fields)
-        if len(set(fields)) != len(fields):
-            raise ValueError(f"--text-field: expected each field once, got {list(fields)!r}")
         label = config.data.label_field if given_label is None else given_label
+        check_field_names(fields, label, "--text-field", "--label-field")
         check_label_apart(fields, label, "--label-field", "--text-field" if given_label is None else "")
         file_format = options.option("--file-format")
         if file_format is None:
