@@ -12,6 +12,7 @@ import torch
 
 from transformer_lab.tasks.synthetic import train as synthetic_train
 from transformer_lab.training import TrainConfig, Trainer, apply_overrides, cooldown_multiplier, noam_lr, time_budget
+from transformer_lab.training import trainer as trainer_module
 from transformer_lab.training.schedule import scaled_schedule
 from transformer_lab.training.time_budget import (
     MEASUREMENT_SECONDS,
@@ -227,6 +228,33 @@ def test_the_run_fits_its_budget_and_records_the_plan(tmp_path, monkeypatch):
         recorded = json.loads((tmp_path / folder / "config.json").read_text())
         assert recorded["time_budget_plan"]["total_steps"] == 65
         assert recorded["train"]["time_budget"] == "100s"
+
+
+def test_the_plan_counts_each_validation_with_its_checkpoint_write(tmp_path, monkeypatch):
+    # Each checkpoint write costs 2 s here. Validations at 10 and 20 (6 s each) fall in the
+    # measurement, which ends at step 21 (21 + 12 = 33 s); the validation then (37 s) gives a first
+    # plan, which the checkpoint of step 21 records; its write (39 s) joins every later
+    # validation's seconds in the plan made again.
+    clock = DrivenClock(monkeypatch)
+    write = trainer_module.save_checkpoint
+    recorded_totals = []
+
+    def slow_write(folder, model, config, **files):
+        clock.seconds += 2.0
+        recorded_totals.append(config.get("time_budget_plan", {}).get("total_steps"))
+        return write(folder, model, config, **files)
+
+    monkeypatch.setattr(trainer_module, "save_checkpoint", slow_write)
+    _, summary, _ = train_on_clock(tmp_path, clock)
+    plan = summary["time_budget_plan"]
+    assert (plan["measured_steps"], plan["evaluation_seconds"]) == (21, VALIDATION_SECONDS + 2.0)
+    assert plan["total_steps"] == plan_total_steps(100.0, 39.0, 21, 1.0, 6.0, 10) == 55
+    assert summary["steps"] == 55
+    # 55 steps, 7 validations with their writes: the budget less its safety share, which the first
+    # plan's 61 steps would have overrun (61 + 8 * 6 = 109 s).
+    assert clock.seconds == 55 * STEP_SECONDS + 7 * (VALIDATION_SECONDS + 2.0) <= 100 * (1 - SAFETY_FRACTION)
+    assert plan_total_steps(100.0, 37.0, 21, 1.0, VALIDATION_SECONDS, 10) == 61
+    assert recorded_totals == [None, None, 61, 55, 55, 55, 55]
 
 
 @pytest.mark.parametrize(("budget", "total"), [("100s", 65), ("70s", 43)])

@@ -55,6 +55,7 @@ from transformer_lab.training import (
     Terminated,
     TrainingDivergedError,
     TrainingInterrupted,
+    exit_leaving_the_process_group,
     is_main_process,
     launch_from_environment,
     raise_on_sigterm,
@@ -162,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             return 2
         print(f"{prefix}: failed: {_one_line(error)}", file=sys.stderr)
+        if isinstance(error, ProcessLostError):
+            exit_leaving_the_process_group(1)
         return 1
     except KeyboardInterrupt:
         if _says_why_it_stops():

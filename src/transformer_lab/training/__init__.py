@@ -23,7 +23,14 @@ from .checkpoint import (
 )
 from .config import TrainConfig
 from .config_io import apply_overrides, config_from_dict, config_to_dict
-from .distributed import DataParallel, ProcessLostError, data_shard, is_main_process, launch_from_environment
+from .distributed import (
+    DataParallel,
+    ProcessLostError,
+    data_shard,
+    exit_leaving_the_process_group,
+    is_main_process,
+    launch_from_environment,
+)
 from .generator_loss import generator_cross_entropy
 from .losses import label_smoothed_cross_entropy
 from .optimization import OptimizerFactory, ScheduleFactory
@@ -54,6 +61,7 @@ __all__ = [
     "config_to_dict",
     "copy_checkpoint",
     "data_shard",
+    "exit_leaving_the_process_group",
     "generator_cross_entropy",
     "is_main_process",
     "label_smoothed_cross_entropy",

@@ -41,9 +41,10 @@ import hashlib
 import logging
 import math
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -58,6 +59,7 @@ __all__ = [
     "Launch",
     "ProcessLostError",
     "data_shard",
+    "exit_leaving_the_process_group",
     "is_main_process",
     "launch_from_environment",
 ]
@@ -376,6 +378,21 @@ class DataParallel:
                 dist.barrier(device_ids=[self.device.index])
             else:
                 dist.barrier()
+
+
+def exit_leaving_the_process_group(exit_code: int) -> NoReturn:
+    """End this process with ``exit_code`` at once, without tearing down its process group.
+
+    After a peer is lost the gloo group's connections are half closed, and destroying it (the
+    exit hook below, or the interpreter's own finalisation) can call std::terminate: the
+    process then dies by SIGABRT after its line was printed, instead of exiting 1. By now
+    every ``finally`` has run; the logs are flushed here, as the skipped exit hooks would.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # closed or absent: nothing to flush
+            stream.flush()
+    os._exit(exit_code)
 
 
 def _destroy_process_group() -> None:

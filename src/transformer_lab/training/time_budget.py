@@ -3,10 +3,12 @@
 ``train.time_budget`` ("90m", "1h30m", "5400s", 5400) replaces ``epochs``; a ``max_steps`` still caps
 the plan (as it caps epochs), and the budget's plan is never longer.
 The run trains for ``MEASUREMENT_SECONDS`` (the measurement, counted within the budget),
-then validates and saves once, timing that, and fixes its total optimizer steps ``P``: the
+then validates and saves once, timing each, and fixes its total optimizer steps ``P``: the
 largest for which the steps still to take, at the measured seconds per step, plus the
-validations (with checkpoints) still due, at the measured validation time, fit in what is
-left of the budget less ``SAFETY_FRACTION`` of it (checkpoint writes, the rate's drift).
+validations still due, each at the measured seconds of a validation and its checkpoint, fit
+in what is left of the budget less ``SAFETY_FRACTION`` of it (logging, the rate's drift).
+The checkpoint written there records the plan made before it was timed (its own seconds
+left out); the plan is then made again with them, and later checkpoints record that one.
 The budget's clock starts when training starts; reading the data and building the model
 before that are not counted.
 
@@ -74,7 +76,7 @@ __all__ = [
     "plan_total_steps",
 ]
 
-# The share of the budget left unplanned: checkpoint writes, logging, the speed's drift.
+# The share of the budget left unplanned: logging, the speed's drift.
 SAFETY_FRACTION = 0.03
 # The key of config.json holding the plan.
 PLAN_KEY = "time_budget_plan"
@@ -210,7 +212,10 @@ class TimeBudget:
         self.configured_steps = 0 if self.scales_to_plan else configured_run_steps(config, train_batches)
         self.max_steps = config.max_steps
         self.budget_seconds = check_budget(config.time_budget)
+        # What a plan reshapes, kept apart from the shape a plan has already changed.
+        self.configured_warmup = config.warmup_steps
         self.configured_cooldown = config.cooldown_steps
+        self.configured_lr_factor = config.lr_factor
         self.shape = ScheduleShape(warmup_steps=config.warmup_steps, lr_factor=config.lr_factor)
         self.plan: BudgetPlan | None = None
         self._started_at: float | None = None
@@ -303,7 +308,7 @@ class TimeBudget:
             total = min(total, max(self.max_steps, done_steps))
         if self.scales_to_plan:
             warmup, cooldown, factor = scaled_schedule(
-                max(total, 1), self.shape.warmup_steps, self.configured_cooldown, self.shape.lr_factor
+                max(total, 1), self.configured_warmup, self.configured_cooldown, self.configured_lr_factor
             )
             cooldown = min(cooldown, max(total - done_steps, 0))  # never back into the steps taken
         else:
@@ -311,9 +316,9 @@ class TimeBudget:
                 total,
                 self.configured_steps,
                 done_steps,
-                self.shape.warmup_steps,
+                self.configured_warmup,
                 self.configured_cooldown,
-                self.shape.lr_factor,
+                self.configured_lr_factor,
             )
         return BudgetPlan(
             budget_seconds=self.budget_seconds,
@@ -331,18 +336,25 @@ class TimeBudget:
         self,
         done_steps: int,
         validate: Callable[[], Result],
+        save: Callable[[Result], object],
         agree: Callable[[Callable[[], BudgetPlan]], BudgetPlan],
         scheduler: torch.optim.lr_scheduler.LRScheduler,
     ) -> Result:
-        """Validate (timed), then make, apply and log the plan after ``done_steps``; return the validation's result.
+        """Validate, plan, save, plan again with the save's seconds, log; return the validation's result.
 
-        ``agree`` runs the plan's making where every process takes it from (rank 0's plan
-        on every rank under DDP), so that all stop at the same step.
+        ``save`` records the validation's result and writes the checkpoints, which hold the
+        plan. ``agree`` runs the plan's making where every process takes it from (rank 0's
+        plan on every rank under DDP), so that all stop at the same step.
         """
         training_seconds = self.elapsed() - self._evaluation_seconds  # validations left out
         started = now()
         metrics = validate()
-        evaluation_seconds = now() - started
+        validation_seconds = now() - started
+        self.apply(agree(lambda: self.make_plan(done_steps, training_seconds, validation_seconds)), scheduler)
+        started = now()
+        save(metrics)
+        # Every validation still due writes checkpoints too: each costs what this pair cost.
+        evaluation_seconds = validation_seconds + now() - started
         plan = agree(lambda: self.make_plan(done_steps, training_seconds, evaluation_seconds))
         self.apply(plan, scheduler)
         logger.info(

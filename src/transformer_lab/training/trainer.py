@@ -651,14 +651,13 @@ class Trainer:
     # -- evaluation and checkpoints -------------------------------------------------------
 
     def _fix_budget_plan(self) -> None:
-        """End the measurement: validate (timed), fix the plan, record it, save."""
+        """End the measurement: validate and save (each timed), fix the plan, record it."""
         assert self._budget is not None
         run_on_main = self._distributed.run_on_main
-        metrics = self._budget.end_measurement(
-            self.global_step, lambda: run_on_main(self.evaluate), run_on_main, self.scheduler
+        self._budget.end_measurement(
+            self.global_step, lambda: run_on_main(self.evaluate), self._evaluate_and_save, run_on_main, self.scheduler
         )
         self._window.lr = self.optimizer.param_groups[0]["lr"]
-        self._evaluate_and_save(metrics)
 
     def _evaluate_and_save(self, metrics: dict[str, float] | None = None) -> None:
         """Validate (unless ``metrics`` are given, already measured), record, save checkpoints."""
