@@ -93,6 +93,29 @@ def test_csv_quoting_bom_crlf_and_a_field_over_two_lines(tmp_path: Path) -> None
     assert [r.line_number for r in read.records] == [2, 3, 5]
 
 
+def test_a_quote_left_open_is_said_where_it_merged_rows_and_a_text_over_lines_is_not(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Line 2 opens a quote that line 4 closes: lines 2-4 are one record of the right width, which
+    # the reader cannot refuse, as a text may span lines. Line 3 alone reads as a record with one
+    # of the file's labels, so the merge is said; line 6's text over two lines is not.
+    text = 'text,label\n"an open quote,sports\nsecond row,business\nthird",sports\nfourth,business\n'
+    text += '"a text\non two lines, with a comma",sports\n'
+    path = write(tmp_path, "open.csv", text)
+    with caplog.at_level("WARNING", logger="transformer_lab.data.labelled_text"):
+        records = read_labelled_text(path).records
+    assert [record.line_number for record in records] == [2, 5, 6]
+    assert [record.getMessage() for record in caplog.records] == [
+        f"{path}: line 2: a quoted field runs on over line 3, which reads as a record of its own (label "
+        "'business'): a quote left open merges the rows up to the next quote into one record; close it (a quote "
+        'inside a text is written twice, ""), or write the file as JSON Lines'
+    ]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="transformer_lab.data.labelled_text"):
+        read_labelled_text(write(tmp_path, "closed.csv", "text,label\n" + text.split("\n", 5)[-1]))
+    assert caplog.records == []
+
+
 def test_tsv_keeps_quotes_as_ordinary_characters(tmp_path: Path) -> None:
     read = read_labelled_text(write(tmp_path, "q.tsv", 'text\tlabel\n"quoted" and, comma\tx\n'))
     assert read.records == [LabelledText('"quoted" and, comma', "x", 2)]

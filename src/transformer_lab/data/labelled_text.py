@@ -5,7 +5,9 @@ The formats, chosen from the file's suffix (`.csv`, `.tsv`, `.jsonl`) or given e
 - **CSV** (`.csv`): a header row naming the columns, then one record per row, RFC 4180
   quoting (a field with a comma, a quote or a line break is written `"..."`, an inner
   quote `""`), as pandas' `to_csv(index=False)` and spreadsheets write it. A quoted field
-  may span lines; the record is then named by the line it starts on.
+  may span lines; the record is then named by the line it starts on, and a warning says
+  where a line inside it reads alone as a record ending in one of the file's labels (the
+  mark of a quote left open, which merges the rows up to the next quote).
 - **TSV** (`.tsv`): a header row, then one record per line, fields split on the tab and
   nothing else (the IANA `text/tab-separated-values` rule: no quoting, so a `"` is an
   ordinary character; a text with a tab or a line break needs CSV or JSON Lines).
@@ -39,6 +41,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import logging
 import os
 import re
 import unicodedata
@@ -58,6 +61,8 @@ TEXT_FIELD_SEPARATOR = "\n"
 FieldNames = tuple[str, str]
 SETTING_NAMES: FieldNames = ("data.text_fields", "data.label_field")
 _SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl"}
+
+logger = logging.getLogger(__name__)
 _INTEGER_LABEL = re.compile(r"-?[0-9]+")
 
 
@@ -407,15 +412,33 @@ def _setting_of(name: str, label_field: str, field_names: FieldNames) -> str:
     return f"named by {field_names[1] if name == label_field else field_names[0]}"
 
 
-def _delimited_rows(lines: Iterable[str], file_format: str) -> Iterator[tuple[int, list[str]]]:
-    """(first line number, fields) of every row; TSV splits on tabs, CSV follows RFC 4180."""
+@dataclass(frozen=True)
+class _SpanningRecord:
+    """A CSV record whose quoted field runs over a line that, read alone, is a whole record."""
+
+    line_number: int  # where the record starts
+    inner_line_number: int  # the line inside it that reads as a record
+    inner_label: str  # that line's label column, read alone
+
+
+def _delimited_rows(lines: Iterable[str], file_format: str) -> Iterator[tuple[int, list[str], list[str]]]:
+    """(first line number, fields, the lines read) of every row; TSV splits on tabs, CSV follows RFC 4180."""
     if file_format == "tsv":
         for number, line in enumerate(lines, start=1):
-            yield number, ([] if line == "" else line.split("\t"))
+            yield number, ([] if line == "" else line.split("\t")), [line]
         return
-    reader = csv.reader((line + "\n" for line in lines), strict=True)
+    # The reader pulls lines only as far as the record it returns: these are that record's lines.
+    record_lines: list[str] = []
+
+    def read(line_stream: Iterable[str]) -> Iterator[str]:
+        for line in line_stream:
+            record_lines.append(line)
+            yield line + "\n"
+
+    reader = csv.reader(read(lines), strict=True)
     start = 1
     while True:
+        record_lines.clear()
         try:
             row = next(reader)
         except StopIteration:
@@ -429,20 +452,46 @@ def _delimited_rows(lines: Iterable[str], file_format: str) -> Iterator[tuple[in
                     f"({MAX_LINE_BYTES:,} bytes)",
                 ) from None
             raise _LineError(start, f"bad CSV quoting: {error}") from None
-        yield start, row
+        yield start, row, list(record_lines)
         start = reader.line_num + 1
 
 
+def _spanning_record(start: int, lines: list[str], width: int, label_column: int) -> _SpanningRecord | None:
+    """The first of ``lines`` after the record's first that reads alone as a record of ``width`` fields, if any.
+
+    A quote left open runs the field on to the next quote, merging the rows between into one
+    record of the right width: those rows still read as records, one a line.
+    """
+    for offset, line in enumerate(lines[1:], start=1):
+        try:
+            fields = next(csv.reader([line]), [])
+        except csv.Error:
+            continue
+        if len(fields) == width:
+            return _SpanningRecord(start, start + offset, fields[label_column])
+    return None
+
+
 def _read_delimited(
-    lines: Iterable[str], file_format: str, text_fields: tuple[str, ...], label_field: str, field_names: FieldNames
+    lines: Iterable[str],
+    file_format: str,
+    text_fields: tuple[str, ...],
+    label_field: str,
+    field_names: FieldNames,
+    spanning: list[_SpanningRecord],
 ) -> Iterable[LabelledText]:
+    """The records; each CSV record whose quoted field spans a line that reads as a record goes to ``spanning``."""
     rows = _delimited_rows(lines, file_format)
     header_row = next(rows, None)
     if header_row is None:
         raise _LineError(1, "expected a header row naming the columns, got an empty file")
     columns = _columns(header_row[1], text_fields, label_field, field_names)
     width = len(header_row[1])
-    for number, row in rows:
+    for number, row, record_lines in rows:
+        if len(record_lines) > 1 and len(row) == width:
+            found = _spanning_record(number, record_lines, width, columns[-1])
+            if found is not None:
+                spanning.append(found)
         if len(row) != width:
             shown = "an empty line" if not row else f"{len(row)}"
             raise _LineError(number, f"expected {width} {file_format.upper()} fields as in the header, got {shown}")
@@ -543,10 +592,11 @@ def stream_labelled_text(
     path = Path(path)
     file_format = labelled_text_format(path, file_format, name=format_name)
     lines = itertools.chain.from_iterable(stream_lines(path))
+    spanning: list[_SpanningRecord] = []
     reader = (
         _read_json_lines(lines, fields, label_field, field_names)
         if file_format == "jsonl"
-        else _read_delimited(lines, file_format, fields, label_field, field_names)
+        else _read_delimited(lines, file_format, fields, label_field, field_names, spanning)
     )
     count = 0
     spellings = _LabelSpellings(label_field)
@@ -563,3 +613,22 @@ def stream_labelled_text(
         raise ValueError(f"{path}: line 1: {error}") from None
     if not count:
         raise ValueError(f"{path}: expected at least one labelled record, got none")
+    _warn_of_spanning_records(path, spanning, spellings.seen)
+
+
+def _warn_of_spanning_records(path: Path, spanning: list[_SpanningRecord], labels: set[str]) -> None:
+    """Say where a quoted field runs over lines that read as records ending in one of the file's labels."""
+    merged = [record for record in spanning if record.inner_label in labels]
+    if not merged:
+        return
+    first = merged[0]
+    logger.warning(
+        "%s: line %d: a quoted field runs on over line %d, which reads as a record of its own (label %r)%s: "
+        "a quote left open merges the rows up to the next quote into one record; close it (a quote inside "
+        'a text is written twice, ""), or write the file as JSON Lines',
+        path,
+        first.line_number,
+        first.inner_line_number,
+        first.inner_label,
+        "" if len(merged) == 1 else f", and {len(merged) - 1} more such record(s)",
+    )
