@@ -275,7 +275,7 @@ def training_rows(
     for _ in range(sizes.train_repeats):
         synchronize(device)
         start = time.perf_counter()
-        runner.train(timed)  # reads each step's loss, as the Trainer's log does; ends synchronised
+        runner.train(timed)  # reads the last step's loss alone, as the Trainer reads at a logged row; ends synchronised
         times.append(time.perf_counter() - start)
     seconds = statistics.median(times)
     rate = tokens / seconds

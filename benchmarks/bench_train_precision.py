@@ -132,8 +132,12 @@ class Runner:
         return contextlib.nullcontext()
 
     def train(self, batches: list[Seq2SeqBatch]) -> float:
-        """Train one step per batch (as the Trainer does); return the last loss."""
-        loss_value = float("nan")
+        """Train one step per batch (as the Trainer does); return the last loss.
+
+        The loss is read once, after the last step: the Trainer reads its losses only at a logged
+        row, and a read each step would make a GPU's host wait for every step.
+        """
+        last_loss: torch.Tensor | None = None
         for batch in batches:
             with self.autocast():
                 loss = self.loss_fn(self.model, batch)
@@ -141,10 +145,10 @@ class Runner:
             torch.nn.utils.clip_grad_norm_(self.parameters, 1.0)
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
-            loss_value = float(loss.detach().float())
+            last_loss = loss.detach()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        return loss_value
+        return float("nan") if last_loss is None else float(last_loss.float())
 
 
 def measure(workload: Workload, steps: int, repeats: int, device: torch.device) -> dict[str, tuple[float, float]]:

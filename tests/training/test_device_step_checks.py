@@ -92,8 +92,11 @@ def counted_fit(trainer: Trainer, counter: ReadCounter) -> dict[str, Any]:
         return trainer.fit()
 
 
-def transformer_trainer(tmp_path, lengths_of_batch, optimizer_factory=None, **changes: Any) -> Trainer:
-    """A Trainer of a small real Transformer and its loss on 8 copy batches, a row every 4 steps."""
+def transformer_trainer(
+    tmp_path, lengths_of_batch, optimizer_factory=None, rdrop_alpha: float = 0.0, **changes: Any
+) -> Trainer:
+    """A Trainer of a small real Transformer and its loss (R-Drop's if ``rdrop_alpha``) on 8 copy batches, a row
+    every 4 steps."""
     torch.manual_seed(0)
     model = Seq2SeqTransformer.from_config(
         ModelConfig(
@@ -118,7 +121,7 @@ def transformer_trainer(tmp_path, lengths_of_batch, optimizer_factory=None, **ch
         model,
         config(epochs=1, keep_last=0, eval_every_steps=0, log_every_steps=4, **changes),
         tmp_path,
-        seq2seq_loss_fn(0.1, 0),
+        seq2seq_loss_fn(0.1, 0, rdrop_alpha),
         lambda epoch: batches,
         d_model=16,
         count_tokens=lambda batch: batch.num_target_tokens,
@@ -228,9 +231,11 @@ def test_a_transformer_and_its_generator_loss_read_nothing_between_rows(tmp_path
 
 
 @pytest.mark.cuda
-def test_on_a_gpu_the_steps_between_rows_never_synchronise(tmp_path):
-    # torch's own detector: in "error" mode every synchronising call raises (reads, pageable copies).
-    trainer = transformer_trainer(tmp_path, lambda generator: (3, 5, 8), device="cuda")
+@pytest.mark.parametrize("rdrop_alpha", [0.0, 5.0])
+def test_on_a_gpu_the_steps_between_rows_never_synchronise(tmp_path, rdrop_alpha):
+    # torch's own detector: in "error" mode every synchronising call raises (reads, pageable copies,
+    # R-Drop's real tokens picked by a boolean mask on the device).
+    trainer = transformer_trainer(tmp_path, lambda generator: (3, 5, 8), rdrop_alpha=rdrop_alpha, device="cuda")
     assert trainer._device_checks is not None  # build_optimizer's fused Adam on CUDA
     read_device_checks, save_checkpoints = trainer._read_device_checks, trainer._save_checkpoints
 

@@ -19,6 +19,7 @@ from transformer_lab.data import (
     collated_lengths,
     token_budget_batches,
 )
+from transformer_lab.data.collate import to_device
 
 from .distributed import DataParallel
 from .generator_loss import generator_cross_entropy
@@ -39,18 +40,20 @@ def seq2seq_loss_fn(
 
     def loss_fn(model: nn.Module, batch: Seq2SeqBatch) -> Tensor:
         device = next(model.parameters()).device
-        batch = batch.to(device)
         generator = DataParallel.unwrap(model).generator
         assert isinstance(generator, nn.Module)  # a Seq2SeqTransformer's
         if rdrop_alpha > 0.0:
+            # The real tokens' flat positions [N], found where the batch was collated (the host):
+            # found on a GPU, as boolean indexing would, the host would wait for it every step.
+            positions = to_device((batch.tgt_out_ids != pad_id).flatten().nonzero().squeeze(1), device)
+            batch = batch.to(device)
             # Both copies in one forward: each row draws its own dropout masks.
             hidden = model(batch.src_ids.repeat(2, 1), batch.tgt_in_ids.repeat(2, 1), apply_generator=False)
-            real = batch.tgt_out_ids != pad_id  # [B, T]
-            first, second = hidden.chunk(2)  # [B, T, D] each
+            first, second = (half.flatten(0, 1).index_select(0, positions) for half in hidden.chunk(2))  # [N, D] each
+            targets = batch.tgt_out_ids.flatten().index_select(0, positions)  # [N]
             # [N, V] each: only the real tokens' logits, so padding adds no divergence.
-            return rdrop_loss(
-                generator(first[real]), generator(second[real]), batch.tgt_out_ids[real], smoothing, rdrop_alpha
-            )
+            return rdrop_loss(generator(first), generator(second), targets, smoothing, rdrop_alpha)
+        batch = batch.to(device)
         # The hidden states, not the [B, T, V] logits: the generator is applied a chunk of
         # rows at a time, which keeps the logits and their gradient out of peak memory.
         hidden = model(batch.src_ids, batch.tgt_in_ids, apply_generator=False)  # [B, T, D]
