@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from transformer_lab.decoding import DecodeConfig, DecodeOutput, IncrementalDecoder, decode
+from transformer_lab.decoding import DecodeConfig, DecodeOutput, IncrementalDecoder, decode, decoding_model
 
 PAD, EOS, A = 0, 2, 3
 
@@ -65,6 +65,23 @@ def test_decode_dispatches_on_strategy_and_applies_the_length_limit(table_model,
     assert [len(hypotheses) for hypotheses in beam.hypotheses] == [2, 2]
     assert beam.best_ids.tolist() == [[A, A, A, A], [4, EOS, PAD, PAD]]
     assert beam.best_ids.dtype == torch.long
+
+
+def test_decode_checks_a_config_changed_after_it_was_built_and_refuses_another_type(table_model, sources):
+    config = DecodeConfig(strategy="greedy")
+    config.strategy = "Greedy"  # was: beam search with 5 beams, without a word
+    with pytest.raises(ValueError, match=r"^strategy: expected one of \('greedy', 'beam'\), given 'Greedy'$"):
+        decode(table_model, sources([0]), config)
+    with pytest.raises(TypeError, match=r"^config: expected a DecodeConfig, got dict$"):
+        decode(table_model, sources([0]), {"strategy": "greedy"})  # was: AttributeError 'max_len_a'
+
+
+def test_decoding_model_refuses_a_precision_it_does_not_know():
+    model = torch.nn.Linear(2, 2)
+    for precision in ("BF16", "fp16", None):  # each gave the fp32 model back without a word
+        with pytest.raises(ValueError, match=r"^precision: expected one of \('auto', 'fp32', 'bf16', 'int8'\)"):
+            decoding_model(model, precision)
+    assert decoding_model(model, "fp32") is model
 
 
 def test_decode_passes_the_beam_stop_to_the_search(table_model, sources):

@@ -75,6 +75,29 @@ def test_logits_processor_forbidding_early_eos_is_respected(table_model, sources
     assert seen == [0, 1, 2]
 
 
+@pytest.mark.parametrize("check_every", [1, 3])
+@pytest.mark.parametrize("blocked", [-math.inf, math.nan])
+def test_a_sentence_left_no_possible_token_has_no_hypothesis_as_in_beam_search(
+    table_model, sources, check_every, blocked
+):
+    # Row 1's processor forbids every token from its second step (was: pad ids and a score of
+    # -inf or NaN returned as its answer); row 0 decodes as without the processor.
+    def block_row_one(step, prefix_ids, log_probs):
+        if step >= 1 and log_probs.size(0) > 1:
+            log_probs = log_probs.clone()
+            log_probs[1] = blocked
+        return log_probs
+
+    output = greedy_search(
+        table_model, sources([0, 3]), max_len=6, logits_processor=block_row_one, check_every=check_every
+    )
+    assert output.hypotheses[1] == []
+    assert output.best_ids.tolist() == [[A, C, EOS], [PAD, PAD, PAD]]
+    assert output.lengths.tolist() == [3, 0]
+    assert output.scores[1].item() == -math.inf
+    assert output.hypotheses[0][0].ids == [A, C, EOS]
+
+
 def test_explicit_ids_override_the_models(table_model, sources):
     output = greedy_search(table_model, sources([0]), max_len=6, eos_id=A)
     assert output.best_ids.tolist() == [[A]]  # a now ends the output

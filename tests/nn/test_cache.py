@@ -93,6 +93,14 @@ def test_reorder_rejects_a_bad_index_and_cache_of_wrong_depth() -> None:
     decoder = build_decoder(norm_first=False)
     with pytest.raises(ValueError, match="one entry per decoder layer"):
         decoder(torch.randn(1, 1, D_MODEL), torch.randn(1, 2, D_MODEL), cache=ours.DecoderCache(3))
+    with pytest.raises(TypeError, match=r"^cache: expected a DecoderCache .*, got dict$"):  # was an AttributeError
+        decoder(torch.randn(1, 1, D_MODEL), torch.randn(1, 2, D_MODEL), cache={})  # type: ignore[arg-type]
+    filled = decoder.new_cache()
+    decoder(torch.randn(BATCH, 1, D_MODEL), torch.randn(BATCH, SRC_LEN, D_MODEL), cache=filled)
+    # Was torch's "index out of range in self", naming nothing.
+    expected = rf"^DecoderCache.reorder: index must hold values in \[0, {BATCH}\), got values from 0 to 9$"
+    with pytest.raises(IndexError, match=expected):
+        filled.reorder(torch.tensor([0, 9]))
 
 
 def test_a_cache_filled_from_one_memory_refuses_a_memory_of_another_length() -> None:

@@ -44,6 +44,10 @@ from transformer_lab import nn as ours
         (lambda: ours.TransformerEncoderLayer(8, 2, norm_first="no"), TypeError, r"norm_first: expected a bool"),
         (lambda: ours.TransformerDecoderLayer(8, 2, batch_first=None), TypeError, r"batch_first: expected a bool"),
         (lambda: ours.Transformer(8, 2, 1, 1, 16, norm_first="False"), TypeError, r"norm_first: expected a bool"),
+        # Failed inside torch's LayerNorm, naming no argument ("'float' object is not iterable").
+        (lambda: ours.Transformer(d_model=8.0, nhead=2), TypeError, r"^d_model: expected an int >= 1, got 8.0$"),
+        (lambda: ours.Transformer(d_model=-8, nhead=2), ValueError, r"^d_model: expected an int >= 1, got -8$"),
+        (lambda: ours.Transformer(d_model=True, nhead=1), TypeError, r"^d_model: expected an int >= 1, got True$"),
     ],
 )
 def test_constructors_refuse_bad_values(build: Callable[[], object], kind: type[Exception], message: str) -> None:
@@ -58,6 +62,31 @@ def test_numpy_bools_are_flags_and_apply_generator_is_one_too() -> None:
     ids = torch.randint(4, 40, (2, 3))
     with pytest.raises(TypeError, match=r"apply_generator: expected a bool, got 'no'"):
         model(ids, ids, apply_generator="no")  # type: ignore[arg-type]  # was: the logits
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda a, m, x: a(x, x, x, is_causal="no"), r"^is_causal: expected a bool, got 'no'$"),
+        (lambda a, m, x: a(x, x, x, need_weights="no"), r"^need_weights: expected a bool, got 'no'$"),
+        (lambda a, m, x: a(x, x, x, average_attn_weights=1), r"^average_attn_weights: expected a bool, got 1$"),
+        (lambda a, m, x: m(x, x, src_is_causal="False"), r"^src_is_causal: expected a bool or None, got 'False'$"),
+        (lambda a, m, x: m(x, x, tgt_is_causal="no"), r"^tgt_is_causal: expected a bool or None, got 'no'$"),
+        (lambda a, m, x: m(x, x, memory_is_causal=None), r"^memory_is_causal: expected a bool, got None$"),
+        (lambda a, m, x: m.encoder(x, is_causal="no"), r"^is_causal: expected a bool or None, got 'no'$"),
+        (lambda a, m, x: m.encoder.layers[0](x, is_causal="no"), r"^is_causal: expected a bool, got 'no'$"),
+        (lambda a, m, x: m.decoder(x, x, tgt_is_causal="no"), r"^tgt_is_causal: expected a bool or None, got 'no'$"),
+        (lambda a, m, x: m.decoder.layers[0](x, x, memory_is_causal="no"), r"^memory_is_causal: expected a bool"),
+        (lambda a, m, x: ours.dropout(x, 0.5, training="no"), r"^training: expected a bool, got 'no'$"),
+        (lambda a, m, x: ours.dropout(x, 0.5, inplace="no"), r"^inplace: expected a bool, got 'no'$"),
+    ],
+)
+def test_forward_flags_refuse_a_true_string(call: Callable[..., object], message: str) -> None:
+    # A string is true: is_causal="no" hid the future keys, training="no" dropped, without a word.
+    attention = ours.MultiheadAttention(8, 2).eval()
+    model = ours.Transformer(8, 2, 1, 1, 16).eval()
+    with pytest.raises(TypeError, match=message):
+        call(attention, model, torch.randn(4, 2, 8))
 
 
 def test_numpy_ints_are_still_sizes() -> None:
@@ -103,3 +132,14 @@ def test_inputs_and_masks_that_are_not_tensors_are_named() -> None:
         attention([[0.0] * 8], query, query)
     with pytest.raises(TypeError, match=r"tgt: expected a torch.Tensor, got list"):
         ours.Transformer(8, 2, 1, 1, 16)(torch.randn(4, 2, 8), [[0.0] * 8])
+    with pytest.raises(TypeError, match=r"^cache: expected an AttentionCache, got dict$"):  # was an AttributeError
+        attention(query, query, query, cache={})  # type: ignore[arg-type]
+
+
+def test_an_unbatched_key_padding_mask_of_another_shape_is_named_in_the_shape_given() -> None:
+    # Was: "must have shape [batch, src_len] = [1, 5], got [1, 1, 5]", the shape it was given
+    # asked for, and the shape of its own unsqueeze reported.
+    attention = ours.MultiheadAttention(8, 2)
+    query, key = torch.randn(4, 8), torch.randn(5, 8)
+    with pytest.raises(ValueError, match=r"^key_padding_mask must have shape \[src_len\] = \[5\] with unbatched "):
+        attention(query, key, key, key_padding_mask=torch.zeros(1, 5, dtype=torch.bool))

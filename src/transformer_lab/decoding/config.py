@@ -68,6 +68,10 @@ class DecodeConfig:
     precision: str = "fp32"
 
     def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Refuse a field out of its range, naming it; :func:`decode` checks again, as fields can be set later."""
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy: expected one of {STRATEGIES}, given {self.strategy!r}")
         check_positive("beam_size", self.beam_size)
@@ -126,6 +130,10 @@ def decode(
         per sentence) whatever the strategy.
     """
     check_source_ids(src_ids)
+    if not isinstance(config, DecodeConfig):
+        raise TypeError(f"config: expected a DecodeConfig, got {type(config).__name__}")
+    # A config is a mutable dataclass: strategy = "Greedy" set after it was built ran beam search.
+    config.check()
     bos_id, eos_id, pad_id = resolve_special_ids(model, bos_id, eos_id, pad_id)
     max_lengths = None
     if config.max_len_a is None and config.max_len_b is None:
@@ -182,6 +190,8 @@ def decoding_model(model: ModelType, precision: str) -> ModelType:
 def _settled(precision: str, device: torch.device) -> str:
     # Callers resolve a precision once per call (hardware.resolve_inference_precision) and
     # pass the result down; only a config nobody resolved still says "auto".
+    if precision not in INFERENCE_PRECISIONS:  # "BF16" or "fp16" gave the fp32 model without a word
+        raise ValueError(f"precision: expected one of {INFERENCE_PRECISIONS}, given {precision!r}")
     return resolve_inference_precision(None, precision, device) if precision == "auto" else precision
 
 

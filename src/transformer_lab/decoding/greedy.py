@@ -5,6 +5,8 @@ Shape legend: B batch, S source length, L generated length (<= max_len), V vocab
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -46,7 +48,8 @@ def greedy_search(
     the rows still in the batch, with their own ``src_ids`` rows, as in beam search. With
     `use_cache=False` the whole prefix is decoded again at every step (slow; kept as the
     oracle for the cached path). The model should be in eval mode.
-    Each sentence gets one hypothesis; `length_penalty` only sets its reported `score`
+    Each sentence gets one hypothesis (none where a logits processor left no token possible,
+    as in beam search); `length_penalty` only sets its reported `score`
     (its `log_prob` over the GNMT penalty, as beam search reports it), never the choice.
 
     Shape:
@@ -87,18 +90,20 @@ def greedy_search(
             )  # [A, V]
             next_ids = log_probs.argmax(dim=-1)  # [A]
             next_log_probs = log_probs.gather(1, next_ids.unsqueeze(1)).squeeze(1)  # [A]
+            # A row whose processor left no token possible (all -inf, or NaN) ends: it has no hypothesis.
+            ended = (next_ids == eos_id) | ~next_log_probs.isfinite()  # [A]
             if check_every == 1:
                 # Read at every step: every row in the batch is still going.
                 generated_ids[active, step] = next_ids
                 scores[active] += next_log_probs
                 lengths[active] += 1
-                finished = next_ids == eos_id  # [A]
+                finished = ended
             else:
                 # Rows finished since the last read are still here: their tokens do not count.
                 generated_ids[active, step] = next_ids.masked_fill(finished, pad_id)
                 scores[active] += next_log_probs.masked_fill(finished, 0.0)
                 lengths[active] += ~finished
-                finished = finished | (next_ids == eos_id)  # [A]
+                finished = finished | ended  # [A]
             prefix_ids = torch.cat([prefix_ids, next_ids.unsqueeze(1)], dim=1)  # [A, t+1]
 
             if (step + 1) % check_every != 0 or step == max_len - 1:
@@ -120,11 +125,19 @@ def greedy_search(
                 if cache is not None:
                     cache.reorder(keep)
 
+    # As in beam search, a sentence the processor left no possible sequence has no hypothesis:
+    # an empty row of best_ids, length 0 and score -inf.
+    impossible = ~scores.isfinite()  # [B]
+    scores = scores.masked_fill(impossible, float("-inf"))
+    lengths = lengths.masked_fill(impossible, 0)
+    generated_ids = generated_ids.masked_fill(impossible.unsqueeze(1), pad_id)
     length_list = lengths.tolist()
     # The steps the longest row took (bos aside); steps run past it between reads added only pad.
     generated_ids = generated_ids[:, : max(length_list)]  # [B, L]
     hypotheses = [
         [Hypothesis(ids=row[:length], score=log_prob / gnmt_length_penalty(length, length_penalty), log_prob=log_prob)]
+        if math.isfinite(log_prob)
+        else []
         for row, length, log_prob in zip(generated_ids.tolist(), length_list, scores.tolist())
     ]
     return DecodeOutput(hypotheses=hypotheses, best_ids=generated_ids, scores=scores, lengths=lengths)

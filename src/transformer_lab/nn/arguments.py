@@ -23,6 +23,7 @@ __all__ = [
     "check_dropout",
     "check_epsilon",
     "check_flag",
+    "check_optional_flag",
     "check_tensor",
     "check_input_dtype",
     "check_input",
@@ -41,6 +42,16 @@ def check_flag(name: str, value: object) -> bool:
     if not (isinstance(value, bool) or numpy_bool):
         raise TypeError(f"{name}: expected a bool, got {value!r}")
     return bool(value)
+
+
+def check_optional_flag(name: str, value: object) -> bool | None:
+    """``value`` as a bool, or None (a forward's "decide for me"); anything else, a true string too, is refused."""
+    if value is None:
+        return None
+    try:
+        return check_flag(name, value)
+    except TypeError:
+        raise TypeError(f"{name}: expected a bool or None, got {value!r}") from None
 
 
 def check_size(name: str, value: object) -> int:

@@ -234,6 +234,15 @@ class MultiheadAttention(nn.Module):
             ``[N, H, L, S]``, or None.
         """
         is_batched = self._check_inputs(query, key, value)
+        # A string is true: is_causal="no" hid the future keys. Checked by type only, as every call is.
+        if type(need_weights) is not bool:
+            need_weights = arguments.check_flag("need_weights", need_weights)
+        if type(average_attn_weights) is not bool:
+            average_attn_weights = arguments.check_flag("average_attn_weights", average_attn_weights)
+        if type(is_causal) is not bool:
+            is_causal = arguments.check_flag("is_causal", is_causal)
+        if cache is not None and not isinstance(cache, AttentionCache):
+            raise TypeError(f"cache: expected an AttentionCache, got {type(cache).__name__}")
         if key_padding_mask is not None:
             arguments.check_tensor("key_padding_mask", key_padding_mask)  # before the unbatched case unsqueezes it
         if active_recorder() is not None:
@@ -246,6 +255,11 @@ class MultiheadAttention(nn.Module):
             # Unbatched inputs become a batch of one; the outputs are squeezed back below.
             query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
             if key_padding_mask is not None:
+                if key_padding_mask.dim() != 1:  # said before the unsqueeze, in the shape given
+                    raise ValueError(
+                        f"key_padding_mask must have shape [src_len] = [{key.shape[0]}] with unbatched inputs, "
+                        f"got {list(key_padding_mask.shape)}"
+                    )
                 key_padding_mask = key_padding_mask.unsqueeze(0)
             if cache is not None:
                 raise ValueError("cache: incremental decoding needs batched inputs, got unbatched query")

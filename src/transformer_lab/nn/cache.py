@@ -248,5 +248,16 @@ class DecoderCache:
                 "DecoderCache.reorder: include_static=False needs an index that keeps the batch size "
                 f"{static_keys.shape[0]}, got {index.shape[0]} rows"
             )
-        for layer in self.layers:
-            layer.reorder(index, include_static)
+        try:
+            for layer in self.layers:
+                layer.reorder(index, include_static)
+        except IndexError:
+            # The range is not checked beforehand: that would read the index at every step,
+            # which on a GPU waits for the device. Here the call has failed anyway.
+            keys = self.layers[0].self_attention.keys  # [B, H, T, Dh] or None
+            rows = static_keys.shape[0] if static_keys is not None else None if keys is None else keys.shape[0]
+            expected = "rows of the cache" if rows is None else f"values in [0, {rows})"
+            raise IndexError(
+                f"DecoderCache.reorder: index must hold {expected}, got values from {int(index.min())} "
+                f"to {int(index.max())}"
+            ) from None

@@ -98,6 +98,10 @@ class TransformerDecoderLayer(nn.Module):
         for name, tensor in (("tgt", tgt), ("memory", memory)):
             if not isinstance(tensor, Tensor) or weight is None or tensor.dtype != weight.dtype:
                 arguments.check_input(name, tensor, weight, "TransformerDecoderLayer")
+        if type(tgt_is_causal) is not bool:
+            tgt_is_causal = arguments.check_flag("tgt_is_causal", tgt_is_causal)
+        if type(memory_is_causal) is not bool:
+            memory_is_causal = arguments.check_flag("memory_is_causal", memory_is_causal)
         if cache is not None and tgt_mask is None:
             new_positions = tgt.shape[1 if self.batch_first else 0]
             # One new position may see every cached one; several need the shifted causal mask.
@@ -199,6 +203,10 @@ class TransformerDecoder(nn.Module):
             tgt ``[T, N, E]`` (batch_first: ``[N, T, E]``), memory ``[S, N, E]``;
             masks as in :class:`TransformerDecoderLayer`; returns tgt's shape.
         """
+        tgt_is_causal = arguments.check_optional_flag("tgt_is_causal", tgt_is_causal)
+        memory_is_causal = arguments.check_flag("memory_is_causal", memory_is_causal)
+        if cache is not None and not isinstance(cache, DecoderCache):
+            raise TypeError(f"cache: expected a DecoderCache (decoder.new_cache()), got {type(cache).__name__}")
         if cache is not None and len(cache.layers) != self.num_layers:
             raise ValueError(
                 f"cache must have one entry per decoder layer ({self.num_layers}), got {len(cache.layers)}"

@@ -32,6 +32,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from transformer_lab.nn.arguments import check_flag
+
 _LEVELS = 1 << 16  # 16-bit uniforms
 _LOWEST = -(1 << 15)  # int16 values run from -32768 to 32767
 
@@ -48,6 +50,11 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     docstring for how the CPU mask is drawn.
     """
     _check_probability(p)
+    # A string is true: training="no" dropped.
+    if type(training) is not bool:
+        training = check_flag("training", training)
+    if type(inplace) is not bool:
+        inplace = check_flag("inplace", inplace)
     if not training or p == 0.0:
         return input
     if input.device.type != "cpu" or p == 1.0 or input.numel() == 0:
@@ -81,6 +88,9 @@ def relu_dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor
     :func:`dropout` would not draw its own mask, it is that composition itself.
     """
     _check_probability(p)
+    # A string is true: training="no" dropped.
+    if type(training) is not bool:
+        training = check_flag("training", training)
     if not training or p == 0.0:
         return F.relu(input)
     dropped_levels = round(p * _LEVELS)

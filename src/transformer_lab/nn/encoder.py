@@ -79,6 +79,8 @@ class TransformerEncoderLayer(nn.Module):
         weight = self.norm1.weight
         if not isinstance(src, Tensor) or weight is None or src.dtype != weight.dtype:
             arguments.check_input("src", src, weight, "TransformerEncoderLayer")
+        if type(is_causal) is not bool:
+            is_causal = arguments.check_flag("is_causal", is_causal)
 
         def attend(x: Tensor) -> Tensor:
             return self._self_attention_block(x, src_mask, src_key_padding_mask, is_causal)
@@ -134,6 +136,7 @@ class TransformerEncoder(nn.Module):
             src ``[S, N, E]`` (batch_first: ``[N, S, E]``), mask ``[S, S]`` or
             ``[N*H, S, S]``, src_key_padding_mask ``[N, S]``; returns src's shape.
         """
+        is_causal = arguments.check_optional_flag("is_causal", is_causal)
         output = src
         for index, layer in enumerate(self.layers):
             with scope(f"encoder.layers.{index}"):

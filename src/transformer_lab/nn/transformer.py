@@ -47,6 +47,12 @@ class Transformer(nn.Module):
         batch_first = arguments.check_flag("batch_first", batch_first)
         norm_first = arguments.check_flag("norm_first", norm_first)
         bias = arguments.check_flag("bias", bias)
+        # Before the final norms are built: LayerNorm(8.0) failed inside torch, naming no argument.
+        d_model = arguments.check_size("d_model", d_model)
+        if custom_encoder is None or custom_decoder is None:
+            d_model, nhead, dim_feedforward = arguments.check_layer_sizes(
+                d_model, nhead, dim_feedforward, layer_norm_eps
+            )
         # Under their own names: TransformerEncoder and TransformerDecoder would both say num_layers.
         if custom_encoder is None:
             arguments.check_size("num_encoder_layers", num_encoder_layers)
@@ -123,6 +129,9 @@ class Transformer(nn.Module):
         """
         arguments.check_tensor("src", src)
         arguments.check_tensor("tgt", tgt)
+        src_is_causal = arguments.check_optional_flag("src_is_causal", src_is_causal)
+        tgt_is_causal = arguments.check_optional_flag("tgt_is_causal", tgt_is_causal)
+        memory_is_causal = arguments.check_flag("memory_is_causal", memory_is_causal)
         is_batched = src.dim() == 3
         if tgt.dim() != src.dim():
             raise ValueError(f"src and tgt must have the same rank, got src {list(src.shape)}, tgt {list(tgt.shape)}")
