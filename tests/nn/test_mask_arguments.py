@@ -42,6 +42,37 @@ def test_helpers_refuse_lists_instead_of_tensors() -> None:
         masks.lengths_to_padding_mask([1, 2])  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("call", "kind", "message"),
+    [
+        # Each was an AttributeError ('list' object has no attribute 'dim' / 'dtype') or torch's own error.
+        (lambda: masks.padded_query_rows_mask([[True, False]], 2), TypeError, r"query_padding_mask: expected a torch"),
+        (lambda: masks.padded_query_rows_mask(torch.zeros(1, 3, dtype=torch.bool), "2"), TypeError, r"num_heads: "),
+        (lambda: masks.padded_query_rows_mask(torch.zeros(1, 3, dtype=torch.bool), 2.5), TypeError, r"num_heads: "),
+        (
+            lambda: masks.padded_query_rows_mask(torch.zeros(1, 2, dtype=torch.bool), 1, [[True]]),
+            TypeError,
+            "attn_mask",
+        ),
+        (lambda: masks.keep_to_hidden([[True]]), TypeError, r"keep_to_hidden: keep_mask: expected a torch.Tensor"),
+        (lambda: masks.folded_additive_key_mask([[True]], 2, torch.float32), TypeError, r"key_padding_mask: expected"),
+        (
+            lambda: masks.folded_additive_key_mask(torch.zeros(1, 3, dtype=torch.bool), 2, torch.int64),
+            ValueError,
+            r"folded_additive_key_mask: dtype: expected a floating dtype, got torch.int64",
+        ),
+        (
+            lambda: masks.folded_additive_key_mask(torch.zeros(1, 3, dtype=torch.bool), 0, torch.float32),
+            ValueError,
+            "num_heads",
+        ),
+    ],
+)
+def test_the_row_and_folded_mask_helpers_name_a_bad_argument(call: object, kind: type, message: str) -> None:
+    with pytest.raises(kind, match=message):
+        call()  # type: ignore[operator]
+
+
 def test_lengths_must_be_non_negative_integers() -> None:
     # A negative length gave a row of padding only.
     with pytest.raises(ValueError, match=r"lengths: expected non-negative ints, got -2 at index 1"):

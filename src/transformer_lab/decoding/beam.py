@@ -64,6 +64,7 @@ from transformer_lab.decoding.protocol import (
     IncrementalDecoder,
     LogitsProcessor,
     check_flag,
+    check_logits_processor,
     check_positive,
     check_source_ids,
     clamp_to_positional_table,
@@ -249,6 +250,7 @@ def beam_search(
     check_positive("max_len", max_len)
     check_positive("num_return", num_return)
     check_flag("use_cache", use_cache)
+    check_logits_processor(logits_processor)
     if num_return > beam_size:
         raise ValueError(f"num_return: expected at most beam_size ({beam_size}), given {num_return}")
     check_length_penalty(length_penalty)

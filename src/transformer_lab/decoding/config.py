@@ -22,6 +22,7 @@ from transformer_lab.decoding.protocol import (
     check_flag,
     check_positive,
     check_source_ids,
+    is_integer,
     resolve_special_ids,
 )
 from transformer_lab.hardware import INFERENCE_PRECISIONS, autocast, resolve_inference_precision
@@ -71,7 +72,13 @@ class DecodeConfig:
         self.check()
 
     def check(self) -> None:
-        """Refuse a field out of its range, naming it; :func:`decode` checks again, as fields can be set later."""
+        """Refuse a field out of its range, naming it; :func:`decode` checks again, as fields can be set later.
+
+        A NumPy int is taken as the Python int it holds (config.json could not hold it).
+        """
+        for name in ("beam_size", "max_len", "num_return", "max_len_b"):
+            if is_integer(getattr(self, name)):
+                setattr(self, name, int(getattr(self, name)))
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy: expected one of {STRATEGIES}, given {self.strategy!r}")
         check_positive("beam_size", self.beam_size)

@@ -15,6 +15,7 @@ from transformer_lab.decoding.protocol import (
     IncrementalDecoder,
     LogitsProcessor,
     check_flag,
+    check_logits_processor,
     check_positive,
     check_source_ids,
     clamp_to_positional_table,
@@ -59,6 +60,7 @@ def greedy_search(
     check_source_ids(src_ids)
     check_positive("max_len", max_len)
     check_flag("use_cache", use_cache)
+    check_logits_processor(logits_processor)
     check_length_penalty(length_penalty)
     bos_id, eos_id, pad_id = resolve_special_ids(model, bos_id, eos_id, pad_id)
     max_len = clamp_to_positional_table(model, max_len)

@@ -32,6 +32,8 @@ def gnmt_length_penalty(length: int, alpha: float) -> float:
 
     alpha = 0 gives 1 (rank by raw log-prob); larger alpha favours longer hypotheses.
     """
+    if length < 0:  # (5 + length) / 6 <= 0 gave a complex number or 0, which a score is divided by
+        raise ValueError(f"length: expected an int >= 0, given {length!r}")
     return ((5.0 + length) / 6.0) ** alpha
 
 

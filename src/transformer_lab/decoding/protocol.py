@@ -10,6 +10,7 @@ Shape legend: B batch, S source length, D d_model, V vocabulary, N rows decoded 
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Protocol, Union, cast, runtime_checkable
 
 import torch
@@ -146,12 +147,12 @@ def resolve_special_ids(
                 f"{name}: expected an int, passed explicitly or as model.{name}; "
                 f"given None and the model has no attribute {name!r}"
             )
-        if isinstance(value, bool) or not isinstance(value, int):
+        if not is_integer(value):
             raise ValueError(f"{name}: expected an int, given {value!r}")
         if value < 0 or (vocab_size is not None and value >= vocab_size):
             bound = ">= 0" if vocab_size is None else f"[0, {vocab_size}) (the model's tgt_vocab_size)"
             raise ValueError(f"{name}: expected a token id in {bound}, given {value}")
-        resolved.append(value)
+        resolved.append(int(value))
     return resolved[0], resolved[1], resolved[2]
 
 
@@ -209,9 +210,23 @@ def check_flag(name: str, value: object) -> None:
         raise ValueError(f"{name}: expected True or False, given {value!r}")
 
 
+def check_logits_processor(logits_processor: object) -> None:
+    """Raise a TypeError unless ``logits_processor`` is None or callable (checked once, before the first step)."""
+    if logits_processor is not None and not callable(logits_processor):
+        raise TypeError(
+            "logits_processor: expected a callable (step, prefix_ids, log_probs[, src_ids]) -> log_probs, "
+            f"given {type(logits_processor).__name__}"
+        )
+
+
+def is_integer(value: object) -> bool:
+    """Whether ``value`` is an int of Python or NumPy (``np.int64(3)`` from a sweep over ``np.arange``), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def check_positive(name: str, value: int) -> None:
-    """Raise a ValueError unless `value` is an int >= 1."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    """Raise a ValueError unless `value` is an int (Python's or NumPy's) >= 1."""
+    if not is_integer(value) or value < 1:
         raise ValueError(f"{name}: expected an int >= 1, given {value!r}")
 
 

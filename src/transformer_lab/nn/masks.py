@@ -304,11 +304,15 @@ def folded_additive_key_mask(key_padding_mask: Tensor, num_heads: int, dtype: to
     Shape:
         key_padding_mask ``[B, S]`` bool (True = hidden); returns ``[B*H, 1, S]`` of ``dtype``.
     """
+    arguments.check_tensor("folded_additive_key_mask: key_padding_mask", key_padding_mask)
     if key_padding_mask.dim() != 2 or key_padding_mask.dtype != torch.bool:
         raise ValueError(
             "folded_additive_key_mask: key_padding_mask must be a bool tensor of shape [batch, src_len], "
             f"got dtype {key_padding_mask.dtype} and shape {list(key_padding_mask.shape)}"
         )
+    _check_length("folded_additive_key_mask", "num_heads", num_heads, minimum=1)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:  # -inf has no integer form
+        raise ValueError(f"folded_additive_key_mask: dtype: expected a floating dtype, got {dtype}")
     batch_size, key_len = key_padding_mask.shape
     additive = torch.zeros(batch_size, 1, key_len, dtype=dtype, device=key_padding_mask.device)  # [B, 1, S]
     additive.masked_fill_(key_padding_mask.unsqueeze(1), float("-inf"))
@@ -327,15 +331,17 @@ def padded_query_rows_mask(query_padding_mask: Tensor, num_heads: int, attn_mask
         query_padding_mask ``[B, L]`` bool (True = padding); attn_mask ``[L, L]`` bool;
         returns ``[B*H, L, L]`` bool.
     """
+    arguments.check_tensor("padded_query_rows_mask: query_padding_mask", query_padding_mask)
     if query_padding_mask.dim() != 2 or query_padding_mask.dtype != torch.bool:
         raise ValueError(
             "padded_query_rows_mask: query_padding_mask must be a bool tensor of shape "
             f"[batch, query_len], got dtype {query_padding_mask.dtype} and shape "
             f"{list(query_padding_mask.shape)}"
         )
-    if num_heads < 1:
-        raise ValueError(f"padded_query_rows_mask: num_heads must be >= 1, got {num_heads}")
+    _check_length("padded_query_rows_mask", "num_heads", num_heads, minimum=1)
     batch_size, query_len = query_padding_mask.shape
+    if attn_mask is not None:
+        arguments.check_tensor("padded_query_rows_mask: attn_mask", attn_mask)
     if attn_mask is not None and (attn_mask.dtype != torch.bool or tuple(attn_mask.shape) != (query_len, query_len)):
         raise ValueError(
             f"padded_query_rows_mask: attn_mask must be a bool tensor of shape {[query_len, query_len]}, "
@@ -360,6 +366,7 @@ def keep_to_hidden(keep_mask: Tensor) -> Tensor:
     Shape:
         keep_mask any shape, bool; returns the same shape, bool.
     """
+    arguments.check_tensor("keep_to_hidden: keep_mask", keep_mask)
     if keep_mask.dtype != torch.bool:
         raise ValueError(
             "keep_to_hidden: keep_mask must be a bool tensor (True = may attend), " f"got dtype {keep_mask.dtype}"
