@@ -22,9 +22,11 @@ from transformer_lab.training import TrainConfig, Trainer, config_to_dict
 def fresh_detection():
     """Each test sees its own (patched) hardware: no cached answer, no message said yet."""
     hardware._bf16_support.cache_clear()
+    hardware._measured_bf16_speed.cache_clear()
     hardware._said.clear()
     yield
     hardware._bf16_support.cache_clear()
+    hardware._measured_bf16_speed.cache_clear()
     hardware._said.clear()
 
 
@@ -137,7 +139,9 @@ def test_fp32_is_never_changed_and_a_bad_name_is_refused(monkeypatch) -> None:
 
 def test_explicit_bf16_on_a_cpu_without_it_runs_and_warns_once(monkeypatch, caplog) -> None:
     fake_x86(monkeypatch, avx512_bf16=False)
-    monkeypatch.setattr(hardware, "measure_bf16_speed", lambda: 0.01)
+    # Measured once: measured at each call, the warning was said again with another factor.
+    speeds = iter([0.01, 0.02, 0.03])
+    monkeypatch.setattr(hardware, "measure_bf16_speed", lambda: next(speeds))
     with caplog.at_level(logging.INFO, logger="transformer_lab.hardware"):
         for _ in range(3):
             assert hardware.resolve_precision("bf16", "cpu") == "bf16"

@@ -160,6 +160,13 @@ def measure_bf16_speed(size: int = 192, repeats: int = 3) -> float:
 
 
 @functools.lru_cache(maxsize=None)
+def _measured_bf16_speed() -> float:
+    # Once per process: measured again, the warning said twice, with two factors (the once-only
+    # saying keys on the text).
+    return measure_bf16_speed()
+
+
+@functools.lru_cache(maxsize=None)
 def _bf16_support(device_type: str, device_index: int | None) -> Bf16Support:
     if device_type == "cuda":
         device = torch.device("cuda", device_index) if device_index is not None else torch.device("cuda")
@@ -177,7 +184,7 @@ def _bf16_support(device_type: str, device_index: int | None) -> Bf16Support:
         if avx512_bf16:
             return Bf16Support(True, f"this CPU has bf16 matrix instructions (AVX512-BF16, {capability})")
         return Bf16Support(False, f"this CPU has no bf16 matrix instructions ({capability})")
-    speed = measure_bf16_speed()
+    speed = _measured_bf16_speed()
     # Under 1.2x the casts autocast adds eat the gain (measured on the copy model, 0.9x).
     fast = speed >= 1.2
     return Bf16Support(fast, f"a measured bf16 matrix product ran {speed:.2f}x the fp32 speed ({capability})")
@@ -220,7 +227,7 @@ def resolve_precision(
     if not support.fast:
         slowdown = ""
         if device.type == "cpu":
-            speed = measure_bf16_speed()
+            speed = _measured_bf16_speed()
             slowdown = f"; bf16 matrix products measured {1 / speed:.1f}x slower than fp32 here"
         _say_once(
             logging.WARNING,

@@ -18,9 +18,10 @@ import torch
 from transformer_lab.cli import main
 from transformer_lab.data.prepared_pairs import carved_positions
 from transformer_lab.decoding.sentences import translate_nbest
-from transformer_lab.evaluation import papers_bleu
+from transformer_lab.evaluation import bleu, papers_bleu
 from transformer_lab.models import Seq2SeqTransformer
 from transformer_lab.tasks.translation import data as translation_data
+from transformer_lab.tasks.translation import evaluate as translation_evaluate
 from transformer_lab.tasks.translation import train as translation_train
 from transformer_lab.training.checkpoint import resolve_checkpoint
 from transformer_lab.training.model_card import add_test_scores, file_test_name, read_card
@@ -285,6 +286,37 @@ def test_evaluate_reports_the_papers_bleu_flavour_with_its_signature(
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "--bleu-flavour papers" in error and 'pip install -e ".[moses]"' in error
     assert not hypotheses.exists()
+
+
+def test_a_bleu_tokenizer_whose_package_is_missing_is_said_before_anything_is_translated(
+    run: Path, corpus: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # sacreBLEU says so only as it scores: after the whole test set was translated, as a traceback.
+    def without_mecab(*arguments: object, tokenize: str = "13a", **keywords: object) -> object:
+        if tokenize == "ko-mecab":
+            raise RuntimeError(
+                "\nKorean tokenization requires extra dependencies, but you do not have them installed.\n"
+                "Please install them like so.\n\n    pip install sacrebleu[ko]\n"
+            )
+        return sacrebleu_bleu(*arguments, tokenize=tokenize, **keywords)
+
+    sacrebleu_bleu = sacrebleu.BLEU
+    monkeypatch.setattr(sacrebleu, "BLEU", without_mecab)
+    bleu._missing_package.cache_clear()
+    translated = []
+    monkeypatch.setattr(translation_evaluate, "evaluate_bleu", lambda *arguments, **keywords: translated.append(1))
+    hypotheses = run / "hyp.mecab.txt"
+    arguments = ["evaluate", "translation", "--checkpoint", str(run), "--output", str(hypotheses)]
+    arguments += ["--source", str(corpus["test_src"]), "--reference", str(corpus["test_ref"])]
+    try:
+        assert main([*arguments, "--bleu-tokenize", "ko-mecab"]) == 1
+    finally:
+        bleu._missing_package.cache_clear()
+    assert capsys.readouterr().err == (
+        "transformer-lab evaluate: failed: --bleu-tokenize ko-mecab: the package sacreBLEU needs for this tokenizer "
+        "is not installed: run pip install 'sacrebleu[ko]'\n"
+    )
+    assert translated == [] and not hypotheses.exists()
 
 
 def test_another_bleu_tokenizer_s_scores_sit_beside_the_default_s_in_the_card(

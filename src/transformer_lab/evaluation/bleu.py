@@ -11,10 +11,13 @@ tokenizer and is printed beside BLEU.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
 import sacrebleu
+
+from transformer_lab.extras import MissingExtraError
 
 _CHINESE = ("zh", "zho", "chi", "cmn", "yue")
 _JAPANESE = ("ja", "jpn")
@@ -59,12 +62,35 @@ def corpus_chrf(hypotheses: Sequence[str], references: Sequence[str]) -> BleuRes
 
 
 @functools.lru_cache(maxsize=None)
-def _japanese_tokenizer() -> str:
+def _missing_package(tokenize: str) -> str | None:
+    """What sacreBLEU's ``tokenize`` needs installed here (its own words, in one line), or None where it runs.
+
+    sacreBLEU says so only once it scores (ja-mecab and ko-mecab need its extras, flores101
+    and flores200 sentencepiece): after a whole test set was translated.
+    """
     try:
-        sacrebleu.BLEU(tokenize="ja-mecab").corpus_score(["テスト"], [["テスト"]])
-    except (RuntimeError, ImportError):
-        return "char"  # sacrebleu[ja] (MeCab and its dictionary) is not installed
-    return "ja-mecab"
+        sacrebleu.BLEU(tokenize=tokenize).corpus_score(["テスト a"], [["テスト a"]])
+    except (RuntimeError, ImportError) as error:
+        text = " ".join(str(error).split())
+        command = re.search(r"pip install (\S+)", text)
+        return f"pip install '{command.group(1)}'" if command else text or type(error).__name__
+    return None
+
+
+def check_bleu_tokenizer(tokenize: str, name: str = "tokenize") -> str:
+    """``tokenize`` if sacreBLEU can run it here; else a :class:`~transformer_lab.extras.MissingExtraError` naming
+    ``name`` and what to install (no extra of ours brings it), as a missing extra is said."""
+    missing = _missing_package(tokenize)
+    if missing is not None:
+        raise MissingExtraError(
+            f"{name} {tokenize}: the package sacreBLEU needs for this tokenizer is not installed: run {missing}"
+        )
+    return tokenize
+
+
+def _japanese_tokenizer() -> str:
+    # "char" where sacrebleu[ja] (MeCab and its dictionary) is not installed.
+    return "char" if _missing_package("ja-mecab") is not None else "ja-mecab"
 
 
 def bleu_tokenizer_for(language: str) -> str:

@@ -19,7 +19,14 @@ from transformer_lab.data import read_multi30k
 from transformer_lab.data.multi30k import resolve_multi30k_dir
 from transformer_lab.data.parallel_text import read_parallel_text
 from transformer_lab.decoding.ensemble import Ensemble
-from transformer_lab.evaluation import BLEU_FLAVOURS, BleuResult, bleu_tokenizer_for, check_bleu_flavour, papers_bleu
+from transformer_lab.evaluation import (
+    BLEU_FLAVOURS,
+    BleuResult,
+    bleu_tokenizer_for,
+    check_bleu_flavour,
+    check_bleu_tokenizer,
+    papers_bleu,
+)
 from transformer_lab.evaluation.bleu_flavour import PAPERS_FLAVOUR, SACREBLEU_FLAVOUR, check_papers_flavour
 from transformer_lab.evaluation.translation_bleu import evaluate_bleu
 from transformer_lab.models import Seq2SeqTransformer
@@ -86,6 +93,8 @@ def evaluate(checkpoint: Path, split: str | None, options: EvaluationOptions) ->
             "--bleu-tokenize and --bleu-flavour papers: expected one way to find the words "
             "(the papers flavour tokenizes as Moses does), got both"
         )
+    if options.option("--bleu-tokenize") is not None:  # before the test set is translated, not after
+        check_bleu_tokenizer(options.option("--bleu-tokenize"), "--bleu-tokenize")
     split = split or DEFAULT_SPLIT
     checkpoint = resolve_checkpoint(checkpoint)
     single, tokenizer, config = load_translator(checkpoint)
