@@ -371,7 +371,8 @@ def masks_blocks(draw_figures: bool = True) -> dict[str, str]:
         blocks["figure-masks"] = figure_block(
             ["plot", "masks", "--out", str(FIGURES / "masks.png"), "--dpi", "80"],
             "masks.png",
-            "The causal mask, a key padding mask (4 real tokens, 2 pads), the decoder's combination, "
+            "The causal mask, a key padding mask (4 real tokens, 2 pads), the two combined (what torch users "
+            "pass to the decoder's self-attention, where the causal mask already hides the pads on the right), "
             "and padded rows hidden as well; dark = True = hidden",
         )
     for name in LAB_EXPERIMENTS:

@@ -262,7 +262,8 @@ def multi_head_attention(module, query, key, value, mask=None):
     return module.out_proj(merged), head_weights  # [B, T, d_model]
 
 
-# Decoder-style self-attention on a padded batch: the causal mask and the key padding mask together.
+# Decoder-style self-attention on a padded batch: the causal mask and the key padding mask together
+# (for the real rows the key padding part changes nothing: chapter 4 shows why).
 target = torch.randn(2, 5, d_model)  # [B, T, D]
 target_padding = torch.arange(5) >= torch.tensor([5, 3]).unsqueeze(1)  # [B, T], True = padding
 causal = torch.ones(5, 5, dtype=torch.bool).triu(diagonal=1)  # [T, T]

@@ -120,8 +120,9 @@ print(source_padding.int())
 # The key padding mask hides padded **columns** (keys). It does not hide padded **rows**
 # (queries): the padded positions still ask their own questions and get answers, mixtures of the
 # real tokens. The figure shows four masks for one sentence of four words and two pads: the causal
-# mask, the key padding mask, the two together (what the decoder's self-attention would use), and
-# padding hidden in both rows and columns.
+# mask, the key padding mask, the two together (what `torch.nn.Transformer` users often pass to the
+# decoder's self-attention, though with the pads on the right the causal mask already hides them
+# from every real row: chapter 4), and padding hidden in both rows and columns.
 
 # %%
 from pathlib import Path

@@ -59,6 +59,11 @@ print("scaled / looked up:", (scaled / looked_up)[0, 0, :4])
 # %% [markdown]
 # Every ratio is 4.0, the square root of 16.
 #
+# The modules below take a `dropout=` probability, set to 0.0 in this chapter. **Dropout** is a
+# regulariser used while training: each activation it is applied to is zeroed with that
+# probability and the others are scaled by `1 / (1 - p)`; in eval mode (`model.eval()`) it does
+# nothing. The paper uses 0.1.
+#
 # ## The positional table
 #
 # Attention itself is blind to order: permute the keys and the weights permute with them. The
@@ -154,7 +159,10 @@ for number, keys in handed.items():
 # before the sublayer: `x = x + sublayer(norm(x))` (pre-norm, `norm_first=True`), and adds one
 # final norm after the stack. Pre-norm trains more stably in deep stacks; post-norm is the
 # paper's. The difference shows in what flows between layers: post-norm hands each layer a
-# normalised vector, pre-norm lets the residual stream grow.
+# normalised vector, pre-norm lets the residual stream grow. The `Transformer` class, here as in
+# PyTorch, ends each stack on one final norm whatever `norm_first` says: needed after pre-norm,
+# one more normalisation of an already normalised output after post-norm (the paper's stack has
+# none). Exercise 2 counts its parameters.
 
 # %%
 for norm_first in (False, True):

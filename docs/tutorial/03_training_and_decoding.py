@@ -38,7 +38,9 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # Plain cross-entropy asks the model to put probability 1 on the right token. With smoothing `e`
 # the target is softer: `1 - e` on the right token and `e / (V - 1)` on each of the `V - 1`
 # others. The model is then penalised for certainty as well as for error, which makes its
-# probabilities better calibrated and, the paper reports, BLEU higher (perplexity gets worse).
+# probabilities better calibrated and, the paper reports, BLEU higher (BLEU counts the word
+# n-grams a translation shares with a reference, 0-100) while perplexity gets worse (the
+# exponential of the mean loss per token: how many tokens the model hesitates between).
 #
 # Four candidate predictions over a vocabulary of 5, the right answer being token 2:
 
@@ -124,7 +126,13 @@ print("figure:", show_figure(plot_lr_schedule(figures / "lr-schedule.png")))
 # at each step, the right source position through cross-attention. `transformer_lab.tasks.synthetic`
 # holds the task; its preset is what `make demo` trains. Here it is smaller: d_model 32 and 1,500
 # steps, with label smoothing 0.1 and the warm-up schedule. The 500 test sequences never occur in
-# training.
+# training. `synthetic_train.train` runs the library's training loop, `transformer_lab.training.Trainer`
+# (batches, loss, Adam, the schedule, validation and checkpoints), which chapters 5 and 6 use too.
+#
+# Training is **teacher-forced**: the decoder reads the true target shifted right by one,
+# `<bos>` and then the target (`tgt_in_ids`), and predicts each next token of it (`tgt_out_ids`,
+# the target and then `<eos>`), all positions at once, never its own guesses. Chapter 4 looks at
+# those two tensors closely.
 
 # %%
 from transformer_lab.tasks.synthetic import train as synthetic_train
@@ -179,8 +187,8 @@ for (source, _), greedy_output, beam_output in zip(
 assert greedy_match >= 0.9 and beam_match >= 0.9
 
 # %% [markdown]
-# Both searches copy nearly every unseen sequence (the exact-match rates are 0.99 or higher on
-# every seed and CPU we tried, and usually exactly 1). On a task this easy the model is sure of
+# Both searches copy nearly every unseen sequence (the cell above asserts an exact-match rate of
+# at least 0.9 for each; the rates it prints are the measurement). On a task this easy the model is sure of
 # every token, so beam search rarely changes anything; its gain shows on real text (chapter 5,
 # and [docs/results.md](../results.md)). To see the searches differ, look at what each one
 # scores: `greedy_search` and `beam_search` return every hypothesis with its log-probability.
@@ -197,13 +205,19 @@ greedy_scores = [sentence[0].log_prob for sentence in greedy_output.hypotheses]
 beam_scores = [sentence[0].log_prob for sentence in beam_output.hypotheses]
 print("greedy log-probs:", [round(score, 3) for score in greedy_scores])
 print("beam log-probs:  ", [round(score, 3) for score in beam_scores])
-print("beam never scores lower:", all(b >= g - 1e-5 for g, b in zip(greedy_scores, beam_scores)))
+at_least_as_high = all(b >= g - 1e-5 for g, b in zip(greedy_scores, beam_scores))
+print("beam scores at least as high on every sentence here:", at_least_as_high)
 
 # %% [markdown]
-# With `length_penalty=0.0` beam search ranks by log-probability alone, and its best hypothesis
-# scores at least as high as the greedy one for every sentence (on this model the two mostly
-# coincide). The log-probabilities are well below 0 although every output is right: label
-# smoothing taught the model to keep about a tenth of its probability for the other tokens.
+# A search's `length_penalty` divides a hypothesis's log-probability by a power of its length
+# (the GNMT penalty, chapter 5), so that long outputs are not ranked down for their many
+# negative terms. With `length_penalty=0.0` beam search ranks by log-probability alone, and
+# here its best hypothesis scores at least as high as the greedy one for every sentence (on this
+# model the two mostly coincide). That is usual, not guaranteed: when `k` other prefixes score
+# higher at some step, the greedy prefix falls out of the beam, and the search can end on a
+# lower score than greedy search would have. The log-probabilities are well below 0 although
+# every output is right: label smoothing taught the model to keep about a tenth of its
+# probability for the other tokens.
 #
 # ## The key/value cache, checked against decoding without it
 #
@@ -245,7 +259,8 @@ assert torch.equal(cached.best_ids, uncached.best_ids) and step_difference < 1e-
 # - The warm-up schedule raises the learning rate linearly for `warmup_steps`, then lowers it
 #   as `1 / sqrt(step)`.
 # - A small model learns the copy task in well under a minute; greedy search takes the best
-#   token at each step, beam search keeps the `k` best prefixes and never scores lower.
+#   token at each step, beam search keeps the `k` best prefixes, which usually (not always) ends
+#   on a higher score.
 # - The key/value cache computes one new row per step and gives the same tokens, and the same
 #   logits up to rounding, as decoding without it.
 #
@@ -307,6 +322,6 @@ print(f"exercise 3: a beam of one finds the greedy tokens for every sentence: {s
 
 # %% [markdown]
 # With one beam, each step keeps the single best continuation of the single prefix: that is
-# greedy search. Beam search is greedy search that keeps `k - 1` runners-up in reserve.
+# greedy search. Beam search widens that choice: the `k` best continuations of `k` prefixes.
 #
 # **Next:** chapter 4 asks why the decoder needs no mask for its own padding.

@@ -55,8 +55,11 @@ figures = Path("runs/tutorial-figures")
 # ## A tiny translation model
 #
 # `transformer_lab.tasks.translation` holds the translation task: it learns a byte-level BPE
-# shared by both languages, builds the model, trains it with the Trainer of chapter 3 and scores
-# validation BLEU. Its preset (`translation_train.default_config()`) is the model of [docs/results.md](../results.md);
+# shared by both languages (byte-pair encoding: starting from single bytes, it merges the most
+# frequent adjacent pair into a new subword, again and again up to the vocabulary size, so that
+# common words are one token and rare ones a few), builds the model, trains it with the `Trainer`
+# of chapter 3 and scores validation BLEU. Its preset (`translation_train.default_config()`) is
+# the model of [docs/results.md](../results.md);
 # here every size is cut down: the first 3,000 training pairs, a vocabulary of 1,000 subwords,
 # d_model 64 with 2 + 2 layers and no dropout, and 300 optimizer steps.
 

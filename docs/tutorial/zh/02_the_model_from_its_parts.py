@@ -42,6 +42,8 @@ print("scaled / looked up:", (scaled / looked_up)[0, 0, :4])
 # %% [markdown]
 # 每个比值都是 4.0，即 16 的平方根。
 #
+# 下面的模块都有一个 `dropout=` 概率参数，本章把它设为 0.0。**Dropout** 是训练时用的正则化手段：它作用的每个激活值以该概率被置零，其余的乘以 `1 / (1 - p)`；在评估模式（`model.eval()`）下它什么也不做。论文用的是 0.1。
+#
 # ## 位置编码表
 #
 # 注意力本身对顺序一无所知：把键的顺序打乱，权重也只是跟着重新排列。模型靠加到嵌入上的一张表来获知顺序。位置 `pos` 的第 `2i` 维是 `sin(pos / 10000^(2i/d_model))`，第 `2i+1` 维是同一角度的余弦。靠前的维度变化快，靠后的维度变化慢，因此每个位置都有独一无二的模式，而且 `pos + k` 的模式是 `pos` 的模式的一个固定线性函数。
@@ -115,7 +117,7 @@ for number, keys in handed.items():
 #
 # ## 后置归一化与前置归一化
 #
-# 论文在残差相加之后做归一化：`x = norm(x + sublayer(x))`（后置归一化，post-norm，`norm_first=False`，本库和 PyTorch 的默认值）。Annotated Transformer 在子层之前做归一化：`x = x + sublayer(norm(x))`（前置归一化，pre-norm，`norm_first=True`），并在整个堆叠之后再加一个归一化。前置归一化在深层堆叠中训练更稳定；后置归一化是论文的做法。两者的区别体现在层与层之间传递的东西上：后置归一化交给每一层的是归一化过的向量，前置归一化则让残差流逐层变大。
+# 论文在残差相加之后做归一化：`x = norm(x + sublayer(x))`（后置归一化，post-norm，`norm_first=False`，本库和 PyTorch 的默认值）。Annotated Transformer 在子层之前做归一化：`x = x + sublayer(norm(x))`（前置归一化，pre-norm，`norm_first=True`），并在整个堆叠之后再加一个归一化。前置归一化在深层堆叠中训练更稳定；后置归一化是论文的做法。两者的区别体现在层与层之间传递的东西上：后置归一化交给每一层的是归一化过的向量，前置归一化则让残差流逐层变大。`Transformer` 类（本库与 PyTorch 都是如此）无论 `norm_first` 取何值，都在每个堆叠之后加一个最终的归一化：前置归一化需要它；后置归一化时，它只是对已经归一化的输出再做一次归一化（论文的堆叠没有它）。练习 2 会数它的参数。
 
 # %%
 for norm_first in (False, True):

@@ -27,7 +27,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # %% [markdown]
 # ## 标签平滑
 #
-# 普通的交叉熵要求模型把概率 1 放在正确的词元上。平滑系数为 `e` 时，目标分布变得柔和：正确词元得到 `1 - e`，其余 `V - 1` 个词元各得 `e / (V - 1)`。这样模型不仅会因为出错受罚，也会因为过分确定受罚，它给出的概率因此更可信；论文报告 BLEU 也更高（困惑度则变差）。
+# 普通的交叉熵要求模型把概率 1 放在正确的词元上。平滑系数为 `e` 时，目标分布变得柔和：正确词元得到 `1 - e`，其余 `V - 1` 个词元各得 `e / (V - 1)`。这样模型不仅会因为出错受罚，也会因为过分确定受罚，它给出的概率因此更可信；论文报告 BLEU 也更高（BLEU 统计译文与参考译文共有的词 n 元组，取值 0-100），困惑度则变差（每个词元平均损失的指数：模型在多少个词元之间犹豫）。
 #
 # 在大小为 5 的词表上比较四种预测，正确答案是词元 2：
 
@@ -98,7 +98,9 @@ print("figure:", show_figure(plot_lr_schedule(figures / "lr-schedule.png")))
 #
 # ## 复制任务
 #
-# 源序列是从 10 个符号中随机抽取的 1 到 8 个符号，目标就是同一个序列。这个任务对人来说微不足道，对模型却是真正的考验：解码器必须学会在每一步通过交叉注意力找到对应的源位置。任务在 `transformer_lab.tasks.synthetic` 里，它的预设就是 `make demo` 所训练的。这里用更小的配置：d_model 32、1500 步，标签平滑 0.1，加上预热调度。500 条测试序列都没有在训练中出现过。
+# 源序列是从 10 个符号中随机抽取的 1 到 8 个符号，目标就是同一个序列。这个任务对人来说微不足道，对模型却是真正的考验：解码器必须学会在每一步通过交叉注意力找到对应的源位置。任务在 `transformer_lab.tasks.synthetic` 里，它的预设就是 `make demo` 所训练的。这里用更小的配置：d_model 32、1500 步，标签平滑 0.1，加上预热调度。500 条测试序列都没有在训练中出现过。`synthetic_train.train` 运行本库的训练循环 `transformer_lab.training.Trainer`（批量、损失、Adam、学习率调度、验证和检查点），第 5、6 章也用它。
+#
+# 训练采用**教师强制**（teacher forcing）：解码器读入右移一位的真实目标，即 `<bos>` 加上目标（`tgt_in_ids`），并一次性地为所有位置预测下一个词元（`tgt_out_ids`，即目标加上 `<eos>`），从不读入自己的猜测。第 4 章会仔细看这两个张量。
 
 # %%
 from transformer_lab.tasks.synthetic import train as synthetic_train
@@ -149,7 +151,7 @@ for (source, _), greedy_output, beam_output in zip(
 assert greedy_match >= 0.9 and beam_match >= 0.9
 
 # %% [markdown]
-# 两种搜索几乎都能复制每一条没见过的序列（在我们试过的每个种子和每种 CPU 上，完全匹配率都不低于 0.99，通常正好是 1）。在这么简单的任务上，模型对每个词元都很确定，所以束搜索很少改变什么；它的好处要在真实文本上才显现（第 5 章，以及 [docs/results.md](../../results.md)）。要看两种搜索的差别，可以看它们各自给出的分数：`greedy_search` 和 `beam_search` 返回每个假设及其对数概率。
+# 两种搜索几乎都能复制每一条没见过的序列（上面的单元断言两者的完全匹配率都不低于 0.9；它打印出的比例才是这次的测量结果）。在这么简单的任务上，模型对每个词元都很确定，所以束搜索很少改变什么；它的好处要在真实文本上才显现（第 5 章，以及 [docs/results.md](../../results.md)）。要看两种搜索的差别，可以看它们各自给出的分数：`greedy_search` 和 `beam_search` 返回每个假设及其对数概率。
 
 # %%
 from transformer_lab.data import BOS_ID, EOS_ID, PAD_ID, collate_pairs
@@ -163,10 +165,11 @@ greedy_scores = [sentence[0].log_prob for sentence in greedy_output.hypotheses]
 beam_scores = [sentence[0].log_prob for sentence in beam_output.hypotheses]
 print("greedy log-probs:", [round(score, 3) for score in greedy_scores])
 print("beam log-probs:  ", [round(score, 3) for score in beam_scores])
-print("beam never scores lower:", all(b >= g - 1e-5 for g, b in zip(greedy_scores, beam_scores)))
+at_least_as_high = all(b >= g - 1e-5 for g, b in zip(greedy_scores, beam_scores))
+print("beam scores at least as high on every sentence here:", at_least_as_high)
 
 # %% [markdown]
-# `length_penalty=0.0` 时束搜索只按对数概率排序，它给出的最优假设在每个句子上的得分都不低于贪心搜索的结果（在这个模型上两者多半相同）。虽然每个输出都正确，对数概率却明显小于 0：标签平滑让模型习惯于给其他词元留出大约十分之一的概率。
+# 搜索的 `length_penalty` 把假设的对数概率除以其长度的某个幂（GNMT 长度惩罚，见第 5 章），使长输出不至于因为负项多而排在后面。`length_penalty=0.0` 时束搜索只按对数概率排序，在这里它给出的最优假设在每个句子上的得分都不低于贪心搜索的结果（在这个模型上两者多半相同）。这是常见情形，并无保证：某一步若有 `k` 个别的前缀得分更高，贪心的前缀就会被挤出束外，搜索最后的得分可能低于贪心搜索。虽然每个输出都正确，对数概率却明显小于 0：标签平滑让模型习惯于给其他词元留出大约十分之一的概率。
 #
 # ## 键/值缓存，与不用缓存的解码对照检查
 #
@@ -198,7 +201,7 @@ assert torch.equal(cached.best_ids, uncached.best_ids) and step_difference < 1e-
 #
 # - 标签平滑的训练目标在正确词元上是 `1 - e`，在其余每个词元上是 `e / (V - 1)`；损失函数忽略填充位置。
 # - 预热调度在前 `warmup_steps` 步内线性提高学习率，之后按 `1 / sqrt(step)` 降低。
-# - 一个小模型不到一分钟就学会了复制任务；贪心搜索每一步取最好的词元，束搜索保留最好的 `k` 个前缀，得分从不低于贪心搜索。
+# - 一个小模型不到一分钟就学会了复制任务；贪心搜索每一步取最好的词元，束搜索保留最好的 `k` 个前缀，通常（并非总是）得到更高的得分。
 # - 键/值缓存每一步只计算新的一行，得到的词元与不用缓存时相同，logits 也在舍入误差内相同。
 #
 # ## 练习
@@ -248,6 +251,6 @@ same = [beam[0].ids for beam in one_beam.hypotheses] == [greedy[0].ids for greed
 print(f"exercise 3: a beam of one finds the greedy tokens for every sentence: {same}")
 
 # %% [markdown]
-# 只有一个束时，每一步都为唯一的前缀保留唯一最好的延续：这就是贪心搜索。束搜索就是多留了 `k - 1` 个候补的贪心搜索。
+# 只有一个束时，每一步都为唯一的前缀保留唯一最好的延续：这就是贪心搜索。束搜索把这个选择放宽为：`k` 个前缀的 `k` 个最好的延续。
 #
 # **下一章：** 第 4 章讨论为什么解码器不需要为自己的填充加掩码。

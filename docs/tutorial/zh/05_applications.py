@@ -44,7 +44,7 @@ figures = Path("runs/tutorial-figures")
 #
 # ## 一个极小的翻译模型
 #
-# 翻译任务在 `transformer_lab.tasks.translation` 里：它学习一个两种语言共用的字节级 BPE，构建模型，用第 3 章的 Trainer 训练，并在验证集上计算 BLEU。它的预设（`translation_train.default_config()`）就是 [docs/results.md](../../results.md) 里的那个模型；这里把所有规模都缩小了：只用前 3,000 个训练句对、1,000 个子词的词表、d_model 64、2 + 2 层、不用 dropout，训练 300 步。
+# 翻译任务在 `transformer_lab.tasks.translation` 里：它学习一个两种语言共用的字节级 BPE（字节对编码：从单个字节出发，反复把最常见的相邻一对合并成新的子词，直到词表达到预定大小，于是常见的词是一个词元，罕见的词是几个），构建模型，用第 3 章的 `Trainer` 训练，并在验证集上计算 BLEU。它的预设（`translation_train.default_config()`）就是 [docs/results.md](../../results.md) 里的那个模型；这里把所有规模都缩小了：只用前 3,000 个训练句对、1,000 个子词的词表、d_model 64、2 + 2 层、不用 dropout，训练 300 步。
 
 # %%
 from transformer_lab.tasks.translation import train as translation_train

@@ -25,7 +25,7 @@ __all__ = ["MaskPanel", "PANEL_TITLES", "mask_panels"]
 PANEL_TITLES: dict[str, str] = {
     "causal": "causal_mask: the future",
     "key_padding": "key padding: padded columns",
-    "decoder": "causal | key padding (decoder)",
+    "decoder": "causal | key padding",
     "rows_and_columns": "padded rows and columns",
 }
 
