@@ -517,3 +517,36 @@ def test_a_batch_budget_below_the_longest_example_is_refused_naming_the_setting(
         error,
     ), error
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("task", "setting", "message"),
+    [
+        (
+            "translation",
+            "data.num_carved_validation=5",
+            "data.num_carved_validation: expected it only with --train (how many pairs of the training files to hold "
+            "out for validation; the task's own dataset is read as it is), got 5 (--set) without training files",
+        ),
+        (
+            "translation",
+            "data.file_format=jsonl",
+            "data.file_format: expected it only with --train (the format of the training files; the task's own "
+            "dataset is read as it is), got 'jsonl' (--set) without training files",
+        ),
+        ("classification", "data.text_fields=zzz", "data.text_fields: expected it only with --train (the training "),
+        ("classification", "data.label_field=stars", "data.label_field: expected it only with --train (the training "),
+        ("couplet", "data.file_format=tsv", "data.file_format: expected it only with --train (the format of the "),
+    ],
+)
+@pytest.mark.parametrize("command", ["train", "prepare"])
+def test_a_setting_of_the_users_files_given_without_them_is_refused_not_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, task: str, setting: str, message: str
+) -> None:
+    # Was: the task's own dataset trained on as it is (text_fields=zzz named no column of AG News),
+    # and config.json recording the setting as if it had been used.
+    out = tmp_path / "out"
+    assert main([command, task, "--data-dir", str(tmp_path / "data"), "--set", setting, "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"transformer-lab {command}: error: {message}"), error
+    assert len(error.splitlines()) == 1 and not out.exists()

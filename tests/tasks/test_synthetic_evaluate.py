@@ -111,3 +111,19 @@ def test_the_search_is_long_enough_for_the_longest_target() -> None:
     longer = synthetic_train.resolve(dataclasses.replace(config, data=dataclasses.replace(config.data, max_length=60)))
     assert longer.decode.max_len == 61 and longer.model.max_len >= 62
     assert synthetic_train.resolve(config).decode.max_len == config.decode.max_len == 20  # the preset's stays
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("model.max_len=8", "model.max_len: expected at least data.max_length + 2 = 12 (the longest sequence, "),
+        ("decode.max_len=4", "decode.max_len: expected at least data.max_length + 1 = 11 (the longest target and "),
+    ],
+)
+def test_a_length_set_below_what_the_data_needs_is_refused_not_raised(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, message: str
+) -> None:
+    # Was: raised to 12 and 11 without a word, config.json recording the raised values.
+    assert main(["train", "copy", "--set", setting, "--out", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err.startswith(f"transformer-lab train: error: {message}")
+    assert not (tmp_path / "run").exists()

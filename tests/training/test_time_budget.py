@@ -332,6 +332,18 @@ def test_a_new_budget_on_resume_is_said_once_as_kept_not_as_a_changed_run(tmp_pa
     assert warnings == ["time_budget changed from 100 s to 7200 s since the run started; the run keeps its plan"]
 
 
+def test_a_budget_runs_with_neither_epochs_nor_max_steps_and_without_it_that_is_refused(tmp_path, monkeypatch):
+    # The budget bounds the run by itself (was refused: "expected at least one of them > 0", so a
+    # preset's max_steps always capped a budget). The configured length is then unknown: the
+    # schedule is kept as configured, warm-up 8 and cool-down 20.
+    _, summary, _ = train_on_clock(tmp_path, DrivenClock(monkeypatch), epochs=0, max_steps=0)
+    plan = summary["time_budget_plan"]
+    assert (summary["steps"], summary["stopped_by"]) == (65, "time_budget")
+    assert (plan["total_steps"], plan["warmup_steps"], plan["cooldown_steps"]) == (65, 8, 20)
+    with pytest.raises(ValueError, match=r"^epochs, max_steps: expected at least one of them > 0 .*or a time_budget"):
+        TrainConfig(epochs=0, max_steps=0)
+
+
 def test_a_budget_spent_by_the_measurement_stops_after_it(tmp_path, monkeypatch):
     clock = DrivenClock(monkeypatch)
     _, summary, _ = train_on_clock(tmp_path, clock, time_budget="31s", eval_every_steps=0, epochs=1, cooldown_steps=0)

@@ -15,9 +15,19 @@ def check_settings_used(data: Any, changed: Mapping[str, Setting]) -> None:
     A data config lists them by the files that leave them so: ``UNUSED_WITH_TRAIN_FILES``
     (where the task's own dataset is found, its split), ``UNUSED_WITH_VALID_FILES`` (how
     validation is carved out of the training data), ``UNUSED_WITH_TOKENIZER_FILE`` (how the
-    BPE is learned). Given anyway, the run would ignore them and its ``config.json`` record
-    them as if they had been used.
+    BPE is learned); and ``UNUSED_WITHOUT_TRAIN_FILES`` the other way round: how the user's
+    files are read, unused where the task's own dataset is (no train files, no prepared
+    folder). Given anyway, the run would ignore them and its ``config.json`` record them as if
+    they had been used.
     """
+    if not getattr(data, "train_files", None) and not getattr(data, "prepared_dir", None):
+        for name, purpose in getattr(type(data), "UNUSED_WITHOUT_TRAIN_FILES", {}).items():
+            setting = changed.get(f"data.{name}")
+            if setting is not None:
+                raise ValueError(
+                    f"data.{name}: expected it only with --train ({purpose}; the task's own dataset is read as it "
+                    f"is), got {_given(data, name, setting)} without training files"
+                )
     unused = (  # the files named as given: --train, or the key by --set or --config
         ("train_files", files_named(changed, "data.train_files"), "UNUSED_WITH_TRAIN_FILES"),
         ("valid_files", files_named(changed, "data.valid_files"), "UNUSED_WITH_VALID_FILES"),
@@ -30,9 +40,14 @@ def check_settings_used(data: Any, changed: Mapping[str, Setting]) -> None:
             setting = changed.get(f"data.{name}")
             if setting is None:
                 continue
-            given = f"{setting.origin} {shown(getattr(data, name))}"
-            if setting.origin == "--set" or setting.origin.startswith("--config"):
-                given = f"{shown(getattr(data, name))} ({setting.origin})"
             raise ValueError(
-                f"data.{name}: expected it only without {option} ({purpose}, unused with {option}), got {given}"
+                f"data.{name}: expected it only without {option} ({purpose}, unused with {option}), "
+                f"got {_given(data, name, setting)}"
             )
+
+
+def _given(data: Any, name: str, setting: Setting) -> str:
+    """How data setting ``name`` was given: "--option VALUE", or "VALUE (--set)" / "VALUE (--config FILE)"."""
+    if setting.origin == "--set" or setting.origin.startswith("--config"):
+        return f"{shown(getattr(data, name))} ({setting.origin})"
+    return f"{setting.origin} {shown(getattr(data, name))}"

@@ -103,8 +103,11 @@ class TrainConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
             check_int_in_range(name, value, 1, ANY_COUNT[1])
-        if self.epochs == 0 and self.max_steps == 0:
-            raise ValueError("epochs, max_steps: expected at least one of them > 0 (0 means no limit), " "got both 0")
+        # A time budget bounds the run by itself: with it, both may be 0 (the preset's cap lifted).
+        if self.epochs == 0 and self.max_steps == 0 and self.time_budget is None:
+            raise ValueError(
+                "epochs, max_steps: expected at least one of them > 0 (0 means no limit), or a time_budget, got both 0"
+            )
         if not 0.0 < self.lr_factor < math.inf:
             raise ValueError(f"lr_factor: expected a finite float > 0, got {self.lr_factor!r}")
         if not 0.0 <= self.label_smoothing < 1.0:

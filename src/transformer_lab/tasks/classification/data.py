@@ -49,6 +49,11 @@ class ClassificationDataConfig:
         "data_dir": "the folder of AG News",
         "train_file": "which of AG News's files to train on",
     }
+    UNUSED_WITHOUT_TRAIN_FILES: ClassVar[dict[str, str]] = {
+        "file_format": "the format of the training file",
+        "text_fields": "the training file's text columns or keys",
+        "label_field": "the training file's label column or key",
+    }
     UNUSED_WITH_VALID_FILES: ClassVar[dict[str, str]] = {
         "validation_fraction": "the share of the training rows to hold out for validation",
         "split_seed": "which training rows to hold out for validation",

@@ -53,6 +53,7 @@ class CoupletDataConfig:
 
     # The settings the user's files leave unused, each with what it is for (check_settings_used).
     UNUSED_WITH_TRAIN_FILES: ClassVar[dict[str, str]] = {"train_split": "the split of the data folder trained on"}
+    UNUSED_WITHOUT_TRAIN_FILES: ClassVar[dict[str, str]] = {"file_format": "the format of the training files"}
     UNUSED_WITH_VALID_FILES: ClassVar[dict[str, str]] = {
         "num_validation": "how many training couplets to hold out for validation"
     }

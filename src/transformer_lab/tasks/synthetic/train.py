@@ -110,6 +110,17 @@ def default_config(task: str = "copy") -> SyntheticConfig:
 def resolve(config: SyntheticConfig) -> SyntheticConfig:
     """Fill the fields that follow from others (vocabulary sizes, special ids, the model's and the search's max_len)."""
     config = with_vocabulary(config, config.data.vocab_size, specials_from=FIXED_SPECIALS)
+    # The preset's values follow the data; a value set below what the data needs is refused, not raised.
+    needs = (
+        ("model.max_len", config.model.max_len, _default_model().max_len, 2, "the longest sequence, <bos> and <eos>"),
+        ("decode.max_len", config.decode.max_len, SyntheticConfig().decode.max_len, 1, "the longest target and <eos>"),
+    )
+    for name, value, preset, extra, what in needs:
+        if value != preset and value < config.data.max_length + extra:
+            raise ValueError(
+                f"{name}: expected at least data.max_length + {extra} = {config.data.max_length + extra} ({what}), "
+                f"got {value}"
+            )
     max_len = max(config.model.max_len, config.data.max_length + 2)
     # A target is as long as its source, then <eos>: a shorter search could match none of the longer ones.
     decode_max_len = max(config.decode.max_len, config.data.max_length + 1)

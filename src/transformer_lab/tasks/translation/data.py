@@ -26,6 +26,10 @@ class TranslationDataConfig:
     UNUSED_WITH_VALID_FILES: ClassVar[dict[str, str]] = {
         "num_carved_validation": "how many training pairs to hold out for validation"
     }
+    UNUSED_WITHOUT_TRAIN_FILES: ClassVar[dict[str, str]] = {
+        "file_format": "the format of the training files",
+        "num_carved_validation": "how many pairs of the training files to hold out for validation",
+    }
     UNUSED_WITH_TOKENIZER_FILE: ClassVar[dict[str, str]] = {
         "vocab_size": "the size of the BPE to learn",
         "target_vocab_size": "the size of the target side's BPE to learn",
