@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from transformer_lab.cli import main
-from transformer_lab.data.pair_files import pair_file_format, read_pair_files
+from transformer_lab.data.pair_files import is_tsv_header, pair_file_format, read_pair_files
 from transformer_lab.data.pair_stream import PairFiles, count_pairs
 
 PAIRS = [("Ein Hund.", "A dog."), ("Zwei  Katzen ", "Two cats"), ("Straße", "street")]
@@ -39,8 +39,9 @@ def test_a_tsv_header_naming_the_languages_is_skipped_and_counted(tmp_path: Path
     tsv = write(tmp_path / "pairs.tsv", "de\ten\r\n" + "".join(f"{de}\t{en}\r\n" for de, en in PAIRS))
     text = read_pair_files([tsv], "de", "en")
     assert text.pairs == PAIRS and text.header_lines == 1
-    # Without a matching header the first line is a pair like any other.
-    assert read_pair_files([tsv], "fr", "en").pairs[0] == ("de", "en")
+    # Two other language codes are the header of another pair: refused (the test below), not read as a pair.
+    with pytest.raises(ValueError, match="the header of another language pair"):
+        read_pair_files([tsv], "fr", "en")
 
 
 def test_files_that_name_the_languages_the_other_way_round_are_refused_not_trained_backwards(tmp_path: Path) -> None:
@@ -550,3 +551,18 @@ def test_a_setting_of_the_users_files_given_without_them_is_refused_not_recorded
     error = capsys.readouterr().err.strip()
     assert error.startswith(f"transformer-lab {command}: error: {message}"), error
     assert len(error.splitlines()) == 1 and not out.exists()
+
+
+def test_a_tsv_header_of_another_language_pair_is_refused_not_trained_as_a_pair(tmp_path: Path) -> None:
+    # Was: with --source-language fr, the header de<TAB>en read as the first sentence pair.
+    path = write(tmp_path / "pairs.tsv", "de\ten\nEin Hund.\tA dog.\nZwei Katzen.\tTwo cats.\n")
+    with pytest.raises(ValueError) as error:
+        read_pair_files([str(path)], source_language="fr", target_language="en")
+    assert str(error.value) == (
+        f"{path}: line 1: expected the header fr<TAB>en or a sentence pair, got 'de\\ten', the header of another "
+        "language pair; pass --source-language de --target-language en, or correct the header"
+    )
+    assert is_tsv_header("de\ten", "de", "en", path) and is_tsv_header("pt-BR\ten", "pt-BR", "en", path)
+    # Sentences stay sentences: a capital, a third letter, a space.
+    for line in ("Ja\tYes", "ja\tyes", "ja ja\tja"):
+        assert not is_tsv_header(line, "fr", "en", path)

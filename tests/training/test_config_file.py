@@ -437,3 +437,18 @@ def test_prepare_draws_no_progress_bar_into_a_log(tmp_path: Path, capsys: pytest
     assert main(["prepare", "translation", *files, "--set", "data.vocab_size=300"]) == 0
     error = capsys.readouterr().err
     assert "\r" not in error and "preparing:" not in error, error
+
+
+def test_a_file_that_declares_yaml_1_1_is_refused_not_read_as_1_2(tmp_path: Path) -> None:
+    # Was: read as YAML 1.2 without a word, so the file's max_steps 010 (8 in YAML 1.1) trained 10 steps.
+    path = tmp_path / "run.yaml"
+    path.write_text("%YAML 1.1\n---\ntrain:\n  max_steps: 010\n", encoding="utf-8")
+    with pytest.raises(ValueError) as error:
+        resolved_config(synthetic_train.default_config(), argparse.Namespace(config=[path], overrides=[]))
+    assert str(error.value) == (
+        f"{path}: line 1: expected YAML 1.2 (how this file is read: 010 is 10, yes is a string), got a %YAML 1.1 "
+        "directive; remove it, and write the values as YAML 1.2 reads them"
+    )
+    path.write_text("%YAML 1.2\n---\ntrain:\n  max_steps: 010\n", encoding="utf-8")
+    config = resolved_config(synthetic_train.default_config(), argparse.Namespace(config=[path], overrides=[]))[0]
+    assert config.train.max_steps == 10

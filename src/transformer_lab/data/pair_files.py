@@ -48,6 +48,8 @@ TABLE_SUFFIXES = (*_SUFFIX_FORMATS, ".csv")  # a pair (or a row) per line: never
 # A language code as the card and the file names carry it: "de", "en", "zh-Hans", "pt_BR" (BCP 47 tags stay short).
 _LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,8}(?:[-_][A-Za-z0-9]{1,8})*")
 _LONGEST_LANGUAGE_CODE = 35
+# A first TSV line of two codes as headers write them (de, en, pt-BR): lowercase two letters, a region after.
+_HEADER_CODE = re.compile(r"[a-z]{2}(?:-[A-Za-z]{2,4})?")
 
 
 def check_language_code(name: str, value: object) -> None:
@@ -257,6 +259,20 @@ def is_tsv_header(
             f"{path}: line 1: expected the columns {source_language}<TAB>{target_language} ({sides[0]} first, "
             f"{source_language} -> {target_language}), got the header {line!r}, which puts {target_language} first; "
             f"swap the columns{flip}"
+        )
+    fields = [field.strip() for field in line.split("\t")]
+    if (
+        sides == SIDES
+        and names not in known
+        and len(fields) == 2
+        and all(_HEADER_CODE.fullmatch(field) for field in fields)
+    ):
+        # Read as a pair, the header of another language pair was trained as a sentence pair, and the
+        # file's languages contradicted the options without a word.
+        raise ValueError(
+            f"{path}: line 1: expected the header {source_language}<TAB>{target_language} or a sentence pair, got "
+            f"{line!r}, the header of another language pair; pass --source-language {fields[0]} --target-language "
+            f"{fields[1]}, or correct the header"
         )
     return names in known
 

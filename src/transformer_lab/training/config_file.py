@@ -281,6 +281,16 @@ def load_bounded_yaml_text(text: str, where: str) -> Any:
         ) from None
     try:
         node = loader.get_single_node()
+        if loader.yaml_version is not None and loader.yaml_version != (1, 2):
+            # Read as YAML 1.2, a file that says 1.1 would mean another thing (its 010 is 8, its yes true).
+            version = ".".join(str(part) for part in loader.yaml_version)
+            lines = enumerate(text.splitlines(), start=1)
+            line = next(number for number, text_line in lines if text_line.startswith("%YAML"))
+            raise _YamlBoundError(
+                f"expected YAML 1.2 (how this file is read: 010 is 10, yes is a string), got a %YAML {version} "
+                "directive; remove it, and write the values as YAML 1.2 reads them",
+                line,
+            )
         if node is None:
             return None
         _check_expanded_size(node)
