@@ -188,6 +188,9 @@ TINY_TRANSLATION = [
     *("--set", "train.max_steps=1", "--set", "train.warmup_steps=1", "--set", "train.cooldown_steps=0"),
     *("--set", "train.progress_bar=false", "--set", "decode.max_len=8", "--set", "data.num_carved_validation=4"),
 ]
+# The same on the preset's data folder, whose validation split is its own: nothing is carved.
+TINY_MULTI30K = TINY_TRANSLATION[:-2]
+assert TINY_TRANSLATION[-2:] == ["--set", "data.num_carved_validation=4"]
 
 
 def numbered(sentence: str, count: int = 30) -> str:
@@ -427,7 +430,7 @@ def test_resume_refuses_the_multi30k_files_changed_since_the_run_began(
         (folder / f"{split}.de").write_text(numbered("ein Hund"), encoding="utf-8")
         (folder / f"{split}.en").write_text(numbered("a dog"), encoding="utf-8")
     out = tmp_path / "run"
-    command = ["train", "translation", "--out", str(out), "--data-dir", str(tmp_path / "data"), *TINY_TRANSLATION]
+    command = ["train", "translation", "--out", str(out), "--data-dir", str(tmp_path / "data"), *TINY_MULTI30K]
     assert main(command) == 0
     resume = [*command, "--resume", "--set", "train.max_steps=2"]
     before = snapshot(out)

@@ -6,6 +6,7 @@ figure below is an exact oracle, never a measurement of this machine.
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -245,6 +246,14 @@ def test_the_plan_counts_each_validation_with_its_checkpoint_write(tmp_path, mon
         return write(folder, model, config, **files)
 
     monkeypatch.setattr(trainer_module, "save_checkpoint", slow_write)
+    copy, rewritten = trainer_module.copy_checkpoint, []
+
+    def recording_copy(source, target, config=None):
+        if config is not None:
+            rewritten.append((Path(target).name, config["time_budget_plan"]["total_steps"]))
+        return copy(source, target, config=config)
+
+    monkeypatch.setattr(trainer_module, "copy_checkpoint", recording_copy)
     _, summary, _ = train_on_clock(tmp_path, clock)
     plan = summary["time_budget_plan"]
     assert (plan["measured_steps"], plan["evaluation_seconds"]) == (21, VALIDATION_SECONDS + 2.0)
@@ -255,6 +264,8 @@ def test_the_plan_counts_each_validation_with_its_checkpoint_write(tmp_path, mon
     assert clock.seconds == 55 * STEP_SECONDS + 7 * (VALIDATION_SECONDS + 2.0) <= 100 * (1 - SAFETY_FRACTION)
     assert plan_total_steps(100.0, 37.0, 21, 1.0, VALIDATION_SECONDS, 10) == 61
     assert recorded_totals == [None, None, 61, 55, 55, 55, 55]
+    # The folders written with the first plan hold the second one after it: a resume continues that one.
+    assert sorted(rewritten) == [("last", 55), ("step-000021", 55)]
 
 
 @pytest.mark.parametrize(("budget", "total"), [("100s", 65), ("70s", 43)])

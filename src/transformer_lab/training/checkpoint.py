@@ -329,18 +329,24 @@ def save_checkpoint(
     return _write_atomically(Path(folder), fill)
 
 
-def copy_checkpoint(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> Path:
+def copy_checkpoint(
+    source: str | os.PathLike[str], target: str | os.PathLike[str], config: Mapping[str, Any] | None = None
+) -> Path:
     """Copy checkpoint folder ``source`` to ``target``, atomically like :func:`save_checkpoint`.
 
     Files are hard-linked where the file system allows (no extra space, no copying time);
     that is safe because checkpoint files are never modified in place, only replaced by
-    renaming whole folders. Otherwise they are copied.
+    renaming whole folders. Otherwise they are copied. With ``config``, ``config.json`` is
+    written from it instead (``target`` may then be ``source``: the folder is replaced whole).
     """
     source = _require_folder(Path(source))
+    config_text = None if config is None else json.dumps(dict(config), indent=2, allow_nan=False) + "\n"
 
     def fill(temporary: Path) -> None:
+        if config_text is not None:
+            (temporary / CONFIG_FILE).write_text(config_text, encoding="utf-8")
         for path in source.iterdir():
-            if not path.is_file():
+            if not path.is_file() or (config_text is not None and path.name == CONFIG_FILE):
                 continue
             try:
                 os.link(path, temporary / path.name)

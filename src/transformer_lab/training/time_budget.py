@@ -7,8 +7,8 @@ then validates and saves once, timing each, and fixes its total optimizer steps 
 largest for which the steps still to take, at the measured seconds per step, plus the
 validations still due, each at the measured seconds of a validation and its checkpoint, fit
 in what is left of the budget less ``SAFETY_FRACTION`` of it (logging, the rate's drift).
-The checkpoint written there records the plan made before it was timed (its own seconds
-left out); the plan is then made again with them, and later checkpoints record that one.
+The checkpoints written there are saved with the plan made before their write was timed;
+the plan is then made again with it, and their ``config.json`` rewritten to hold that one.
 The budget's clock starts when training starts; reading the data and building the model
 before that are not counted.
 
@@ -339,12 +339,14 @@ class TimeBudget:
         save: Callable[[Result], object],
         agree: Callable[[Callable[[], BudgetPlan]], BudgetPlan],
         scheduler: torch.optim.lr_scheduler.LRScheduler,
+        record_again: Callable[[], object],
     ) -> Result:
         """Validate, plan, save, plan again with the save's seconds, log; return the validation's result.
 
         ``save`` records the validation's result and writes the checkpoints, which hold the
-        plan. ``agree`` runs the plan's making where every process takes it from (rank 0's
-        plan on every rank under DDP), so that all stop at the same step.
+        plan; ``record_again`` writes the second plan into them where it differs. ``agree``
+        runs the plan's making where every process takes it from (rank 0's plan on every rank
+        under DDP), so that all stop at the same step.
         """
         training_seconds = self.elapsed() - self._evaluation_seconds  # validations left out
         started = now()
@@ -355,8 +357,11 @@ class TimeBudget:
         save(metrics)
         # Every validation still due writes checkpoints too: each costs what this pair cost.
         evaluation_seconds = validation_seconds + now() - started
+        first = self.plan
         plan = agree(lambda: self.make_plan(done_steps, training_seconds, evaluation_seconds))
         self.apply(plan, scheduler)
+        if plan != first:
+            record_again()  # a resume from these checkpoints continues this plan, not the first
         logger.info(
             "time budget %.0f s: %.3f steps/s over %d steps, %.1f s a validation: %d steps in all "
             "(warm-up %d, cool-down %d, lr_factor %.4g)",

@@ -655,9 +655,25 @@ class Trainer:
         assert self._budget is not None
         run_on_main = self._distributed.run_on_main
         self._budget.end_measurement(
-            self.global_step, lambda: run_on_main(self.evaluate), self._evaluate_and_save, run_on_main, self.scheduler
+            self.global_step,
+            lambda: run_on_main(self.evaluate),
+            self._evaluate_and_save,
+            run_on_main,
+            self.scheduler,
+            self._record_config_again,
         )
         self._window.lr = self.optimizer.param_groups[0]["lr"]
+
+    def _record_config_again(self) -> None:
+        """Rewrite ``config.json`` of the checkpoints written at this step (the budget's plan changed since)."""
+        if self._is_main_process:
+            written = [self.out_dir / LAST_FOLDER, self.out_dir / step_folder_name(self.global_step)]
+            if self.best.step == self.global_step:
+                written.append(self.out_dir / BEST_FOLDER)
+            for folder in written:
+                if folder.is_dir():
+                    copy_checkpoint(folder, folder, config=self._written_config())
+        self._distributed.barrier()
 
     def _evaluate_and_save(self, metrics: dict[str, float] | None = None) -> None:
         """Validate (unless ``metrics`` are given, already measured), record, save checkpoints."""
