@@ -389,6 +389,26 @@ def test_a_machine_that_slows_down_after_the_plan_is_warned_about_once(tmp_path,
     assert clock.seconds == 22 + 43 * 2 + 8 * VALIDATION_SECONDS == 140
 
 
+def test_one_slow_step_after_the_plan_is_not_taken_for_a_slower_machine(tmp_path, monkeypatch, caplog):
+    # The first step after the plan takes 1.5 s, the others 1 s as measured. Judged from that one
+    # step, the run was said to end far past its budget (so an hour's run was told, which then
+    # ended early); the pace is now judged over 50 s here (5 % of the budget; a minute at most).
+    clock = DrivenClock(monkeypatch)
+    measured_loss = clock.loss
+    batches = []
+
+    def one_slow_step(model, batch):
+        batches.append(batch)
+        clock.step_seconds = 1.5 if len(batches) == 23 else 1.0
+        return measured_loss(model, batch)
+
+    clock.loss = one_slow_step
+    with caplog.at_level("WARNING", logger="transformer_lab.training.trainer"):
+        _, summary, _ = train_on_clock(tmp_path, clock, time_budget="1000s", epochs=200)
+    assert [record.getMessage() for record in caplog.records if "time budget" in record.getMessage()] == []
+    assert summary["stopped_by"] == "time_budget" and clock.seconds <= 1000
+
+
 def test_max_steps_caps_the_plan_and_the_run_resumes_by_the_same_command(tmp_path, monkeypatch):
     # Without the cap this clock plans 65 steps (above); max_steps=40 is the configured length
     # as well, so the plan keeps the configured cool-down of 20, less the 22 measured steps'.

@@ -78,6 +78,10 @@ __all__ = [
 
 # The share of the budget left unplanned: logging, the speed's drift.
 SAFETY_FRACTION = 0.03
+# The pace since the plan is judged once it spans this much (a minute, or 5 % of a shorter
+# budget): judged from the first step, one slow step warned of an hour's run ending late.
+LATENESS_WINDOW_SECONDS = 60.0
+LATENESS_WINDOW_FRACTION = 0.05
 # The key of config.json holding the plan.
 PLAN_KEY = "time_budget_plan"
 
@@ -407,9 +411,12 @@ class TimeBudget:
         plan = self.plan
         if plan is None or self._planned_at is None or self._warned_late or step <= plan.measured_steps:
             return None
+        elapsed = self.elapsed()
+        window = min(LATENESS_WINDOW_SECONDS, LATENESS_WINDOW_FRACTION * plan.budget_seconds)
+        if elapsed - self._planned_at < window:
+            return None
         # Validations done since the plan (this step's own, if due, comes after this check).
         periodic = (step - 1) // self.evaluate_every - plan.measured_steps // self.evaluate_every
-        elapsed = self.elapsed()
         seconds_per_step = (elapsed - self._planned_at - periodic * plan.evaluation_seconds) / (
             step - plan.measured_steps
         )
