@@ -148,9 +148,15 @@ class DrivenClock:
     def __init__(self, monkeypatch, step_seconds=STEP_SECONDS):
         self.seconds = 0.0
         self.step_seconds = step_seconds
+        # Batch n (from 1) -> its seconds, where the machine's speed changes during the run.
+        self.seconds_of_batch = None
+        self.batches = 0
         monkeypatch.setattr(time_budget, "now", lambda: self.seconds)
 
     def loss(self, model, batch):
+        self.batches += 1
+        if self.seconds_of_batch is not None:
+            self.step_seconds = self.seconds_of_batch(self.batches)
         self.seconds += self.step_seconds
         return loss_fn(model, batch)
 
@@ -368,20 +374,13 @@ def test_a_budget_spent_by_the_measurement_stops_after_it(tmp_path, monkeypatch)
 
 def test_a_machine_that_slows_down_after_the_plan_is_warned_about_once(tmp_path, monkeypatch, caplog):
     clock = DrivenClock(monkeypatch)
-    measured_loss = clock.loss
-    batches = []
-
-    def slowing_loss(model, batch):
-        batches.append(batch)
-        clock.step_seconds = 1.0 if len(batches) <= 22 else 2.0  # twice as slow after the plan
-        return measured_loss(model, batch)
-
-    clock.loss = slowing_loss
+    clock.seconds_of_batch = lambda number: 1.0 if number <= 22 else 2.0  # twice as slow after the plan
     with caplog.at_level("WARNING", logger="transformer_lab.training.trainer"):
         _, summary, _ = train_on_clock(tmp_path, clock)
     assert summary["time_budget_plan"]["total_steps"] == 65  # the plan stands
     warnings = [record.getMessage() for record in caplog.records if "time budget" in record.getMessage()]
-    # At step 23: 36 s spent, then 42 steps at 2 s and 5 validations at 4 s: 140 s, 40 s late.
+    # Judged once 5 s have passed since the plan (made at 34 s), at step 25: 40 s spent, then 40 steps
+    # at 2 s and 5 validations at 4 s: 140 s, 40 s late.
     assert warnings == [
         "time budget: the steps since the plan take 2.00 s, not the 1.00 s measured (this machine slowed "
         "down); at this pace the run ends about 40 s after its 100 s budget"
@@ -394,15 +393,7 @@ def test_one_slow_step_after_the_plan_is_not_taken_for_a_slower_machine(tmp_path
     # step, the run was said to end far past its budget (so an hour's run was told, which then
     # ended early); the pace is now judged over 50 s here (5 % of the budget; a minute at most).
     clock = DrivenClock(monkeypatch)
-    measured_loss = clock.loss
-    batches = []
-
-    def one_slow_step(model, batch):
-        batches.append(batch)
-        clock.step_seconds = 1.5 if len(batches) == 23 else 1.0
-        return measured_loss(model, batch)
-
-    clock.loss = one_slow_step
+    clock.seconds_of_batch = lambda number: 1.5 if number == 23 else 1.0
     with caplog.at_level("WARNING", logger="transformer_lab.training.trainer"):
         _, summary, _ = train_on_clock(tmp_path, clock, time_budget="1000s", epochs=200)
     assert [record.getMessage() for record in caplog.records if "time budget" in record.getMessage()] == []
